@@ -1,0 +1,57 @@
+// Backend factory and the shape rules shared by both implementations.
+#include "backend/backend.hpp"
+
+#include <cstdlib>
+
+#include "backend/cpu/cpu_backend.hpp"
+#if CNNSCALE_HAVE_CUDA
+#include "backend/cuda/cuda_entry.hpp"
+#endif
+
+namespace cnnscale {
+
+int64_t conv_output_dim(int64_t in, int kernel, int stride, int pad, int dilation) {
+  int64_t extent = static_cast<int64_t>(dilation) * (kernel - 1) + 1;
+  return (in + 2 * pad - extent) / stride + 1;
+}
+
+int64_t pool_output_dim(int64_t in, int kernel, int stride, int pad, bool ceil_mode) {
+  int64_t span = in + 2 * pad - kernel;
+  int64_t out = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
+  // Caffe: the last pooling window must start strictly inside the image (or its left padding).
+  if (pad > 0 && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
+
+int cuda_device_count() {
+#if CNNSCALE_HAVE_CUDA
+  return cuda_backend_device_count();
+#else
+  return 0;
+#endif
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& spec) {
+  if (spec == "cpu") return std::make_unique<CpuBackend>();
+  int index = 0;
+  if (spec == "gpu" || spec == "cuda") {
+    index = 0;
+  } else if (spec.rfind("gpu:", 0) == 0 || spec.rfind("cuda:", 0) == 0) {
+    std::string num = spec.substr(spec.find(':') + 1);
+    char* end = nullptr;
+    long v = std::strtol(num.c_str(), &end, 10);
+    if (num.empty() || *end != '\0' || v < 0) throw_config("--device '{}': expected cpu, gpu or gpu:N", spec);
+    index = static_cast<int>(v);
+  } else {
+    throw_config("--device '{}': expected cpu, gpu or gpu:N", spec);
+  }
+#if CNNSCALE_HAVE_CUDA
+  return make_cuda_backend(index);
+#else
+  (void)index;
+  throw_runtime("--device {}: this build of cnnscale has no CUDA backend (configure with -DCNNSCALE_CUDA=ON)",
+                spec);
+#endif
+}
+
+}  // namespace cnnscale

@@ -1,0 +1,151 @@
+// The Backend interface: memory and every op a layer needs. Two implementations: cpu/ (reference,
+// always built; OpenBLAS GEMM) and cuda/ (cuDNN, cuBLAS, own kernels only where no library call
+// exists). This header includes no CUDA header so everything above it builds without the toolkit.
+//
+// Conventions for every op:
+//  - tensors are NCHW float32 unless stated; activations (N, C, H, W), fully-connected (N, C);
+//  - ops run in the backend's stream order and never synchronise with the host, except
+//    download() and synchronize(); CPU ops run immediately;
+//  - outputs are overwritten (no accumulation) unless the op says otherwise;
+//  - an op a backend cannot run throws an Error naming the op and the backend (no silent fallback).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.hpp"
+
+namespace cnnscale {
+
+struct ConvParams {
+  int kernel_h = 1, kernel_w = 1;
+  int stride_h = 1, stride_w = 1;
+  int pad_h = 0, pad_w = 0;
+  int dilation_h = 1, dilation_w = 1;
+  int groups = 1;
+};
+
+enum class PoolMode { Max, Average };
+
+struct PoolParams {
+  PoolMode mode = PoolMode::Max;
+  int kernel_h = 2, kernel_w = 2;
+  int stride_h = 2, stride_w = 2;
+  int pad_h = 0, pad_w = 0;
+  // Caffe rounds the output size up (so CaffeNet's 55->27->13->6 holds); floor matches cuDNN/PyTorch.
+  bool ceil_mode = true;
+};
+// Output extent of a pooling window along one axis, with Caffe's rule that the last window must
+// start inside the input (or its left padding).
+int64_t pool_output_dim(int64_t in, int kernel, int stride, int pad, bool ceil_mode);
+int64_t conv_output_dim(int64_t in, int kernel, int stride, int pad, int dilation);
+
+// Cross-channel local response normalisation, Caffe's ACROSS_CHANNELS form:
+// y = x / (k + alpha / local_size * sum_{window} x^2) ^ beta.
+struct LrnParams {
+  int local_size = 5;
+  float alpha = 1e-4f;
+  float beta = 0.75f;
+  float k = 1.0f;
+};
+
+// Spatial batch norm (statistics per channel over N, H, W).
+// running = (1 - momentum) * running + momentum * batch; running variance is unbiased (N*H*W - 1).
+struct BatchNormParams {
+  float eps = 1e-5f;
+  float momentum = 0.1f;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;         // "cpu" or "cuda"
+  virtual Device device() const = 0;
+  virtual std::string description() const = 0;  // device name and library versions, for logs/results
+
+  // ---- memory -------------------------------------------------------------------------------
+  virtual Tensor alloc(const Shape& shape, DType dtype = DType::F32) = 0;  // zero-filled
+  // Host memory suited to fast uploads (pinned on CUDA). Uploads from it are asynchronous: do
+  // not overwrite it before the stream has passed the upload (synchronize or a later download).
+  virtual std::shared_ptr<Storage> alloc_host(size_t bytes) = 0;
+  virtual void upload(const void* host, const Tensor& dst) = 0;    // dst.bytes() bytes
+  virtual void download(const Tensor& src, void* host) = 0;        // waits for pending work first
+  virtual void copy(const Tensor& src, const Tensor& dst) = 0;     // same dtype and numel
+  virtual void fill(const Tensor& t, float value) = 0;             // f32 or i32 tensors
+  virtual void synchronize() = 0;
+
+  // ---- BLAS-like ----------------------------------------------------------------------------
+  // Row-major C (m, n) = alpha * op(A) * op(B) + beta * C; op(A) is (m, k), op(B) is (k, n).
+  virtual void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                    const float* b, float beta, float* c) = 0;
+  virtual void axpby(float alpha, const Tensor& x, float beta, const Tensor& y) = 0;  // y = a x + b y
+  // y[n, c, ...] += bias[c] for y of shape (N, C) or (N, C, H, W).
+  virtual void bias_add(const Tensor& bias, const Tensor& y) = 0;
+  // dbias[c] = sum over n (and h, w) of dy[n, c, ...].
+  virtual void bias_backward(const Tensor& dy, const Tensor& dbias) = 0;
+
+  // ---- convolution: x (N, C, H, W), w (K, C / groups, R, S), y (N, K, P, Q) -------------------
+  virtual void conv_forward(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y) = 0;
+  virtual void conv_backward_data(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx) = 0;
+  virtual void conv_backward_filter(const ConvParams& p, const Tensor& x, const Tensor& dy, const Tensor& dw) = 0;
+
+  // ---- pooling --------------------------------------------------------------------------------
+  virtual void pool_forward(const PoolParams& p, const Tensor& x, const Tensor& y) = 0;
+  virtual void pool_backward(const PoolParams& p, const Tensor& x, const Tensor& y, const Tensor& dy,
+                             const Tensor& dx) = 0;
+
+  // ---- activation -----------------------------------------------------------------------------
+  virtual void relu_forward(const Tensor& x, const Tensor& y) = 0;
+  virtual void relu_backward(const Tensor& y, const Tensor& dy, const Tensor& dx) = 0;
+
+  // ---- dropout: element i is kept when counter_uniform(seed, stream, i) >= ratio; kept elements
+  // are scaled by 1 / (1 - ratio). The mask is recomputed in backward, never stored.
+  virtual void dropout_forward(float ratio, uint64_t seed, uint64_t stream, const Tensor& x, const Tensor& y) = 0;
+  virtual void dropout_backward(float ratio, uint64_t seed, uint64_t stream, const Tensor& dy,
+                                const Tensor& dx) = 0;
+
+  // ---- local response normalisation across channels --------------------------------------------
+  virtual void lrn_forward(const LrnParams& p, const Tensor& x, const Tensor& y) = 0;
+  virtual void lrn_backward(const LrnParams& p, const Tensor& x, const Tensor& y, const Tensor& dy,
+                            const Tensor& dx) = 0;
+
+  // ---- batch norm: scale, shift, running_*, save_* are (C); save_inv_std = 1 / sqrt(var + eps) ----
+  virtual void batchnorm_forward_train(const BatchNormParams& p, const Tensor& x, const Tensor& scale,
+                                       const Tensor& shift, const Tensor& running_mean, const Tensor& running_var,
+                                       const Tensor& y, const Tensor& save_mean, const Tensor& save_inv_std) = 0;
+  virtual void batchnorm_forward_inference(const BatchNormParams& p, const Tensor& x, const Tensor& scale,
+                                           const Tensor& shift, const Tensor& running_mean,
+                                           const Tensor& running_var, const Tensor& y) = 0;
+  virtual void batchnorm_backward(const BatchNormParams& p, const Tensor& x, const Tensor& dy, const Tensor& scale,
+                                  const Tensor& save_mean, const Tensor& save_inv_std, const Tensor& dx,
+                                  const Tensor& dscale, const Tensor& dshift) = 0;
+
+  // ---- softmax and loss: scores/prob (N, C), labels (N) i32 ----------------------------------
+  virtual void softmax_forward(const Tensor& x, const Tensor& prob) = 0;
+  // loss (1) = -1/N * sum_n log(max(prob[n, label[n]], FLT_MIN)).
+  virtual void cross_entropy_loss(const Tensor& prob, const Tensor& labels, const Tensor& loss) = 0;
+  // dx = scale * (prob - onehot(labels)).
+  virtual void softmax_cross_entropy_backward(const Tensor& prob, const Tensor& labels, float scale,
+                                              const Tensor& dx) = 0;
+  // out[j] = fraction of samples whose label scores among the top ks[j] (ties count against).
+  virtual void accuracy_topk(const Tensor& scores, const Tensor& labels, const std::vector<int>& ks,
+                             const Tensor& out) = 0;
+
+  // ---- concat support: copy `channels` channels of src (N, Cs, H, W) from src_c into dst
+  // (N, Cd, H, W) at dst_c. Used in both directions by Concat.
+  virtual void copy_channels(const Tensor& src, int64_t src_c, const Tensor& dst, int64_t dst_c,
+                             int64_t channels) = 0;
+
+  // ---- solver: Caffe's SGD: history = momentum * history + lr * (dw + weight_decay * w); w -= history.
+  virtual void sgd_update(const Tensor& w, const Tensor& dw, const Tensor& history, float lr, float momentum,
+                          float weight_decay) = 0;
+};
+
+// "cpu", "gpu", "gpu:N" (also "cuda:N"). Throws ConfigError for unknown specs and RuntimeError
+// when a GPU is asked for but this build has no CUDA backend or the device is missing.
+std::unique_ptr<Backend> make_backend(const std::string& spec);
+// Number of usable GPUs; 0 when the build has no CUDA backend or the driver reports any error.
+int cuda_device_count();
+
+}  // namespace cnnscale

@@ -1,0 +1,145 @@
+// Layer: one node of the network DAG. A layer parses its YAML parameters, infers its output shapes
+// (validating its inputs), declares learnable parameters and state, and runs forward/backward via
+// Backend ops. Adding a layer = one source file + CNNSCALE_REGISTER_LAYER + tests.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "core/config.hpp"
+#include "core/tensor.hpp"
+
+namespace cnnscale {
+
+enum class Phase { Train, Test };
+
+// How a parameter is initialised.
+struct Filler {
+  std::string type = "constant";  // constant, gaussian, uniform, xavier, msra
+  float value = 0.0f;             // constant
+  float mean = 0.0f, std = 0.01f; // gaussian
+  float min = 0.0f, max = 1.0f;   // uniform
+  // xavier / msra: variance from fan_in (default, as Caffe), fan_out or average.
+  std::string variance_norm = "fan_in";
+  static Filler parse(const ConfigNode& node);  // {type: gaussian, std: 0.01}
+};
+
+struct ParamSpec {
+  std::string name;  // "weight", "bias", "scale", "shift"
+  Shape shape;
+  Filler filler;
+  float lr_mult = 1.0f;
+  float decay_mult = 1.0f;
+  int64_t fan_in = 1, fan_out = 1;  // for xavier/msra
+};
+
+// A learnable parameter bound by the net: data and diff are views into the net's flat buffers.
+struct Param {
+  ParamSpec spec;
+  Tensor data;
+  Tensor diff;
+};
+
+// Non-learned tensors that belong in checkpoints (batch norm running statistics).
+struct StateSpec {
+  std::string name;
+  Shape shape;
+  float init = 0.0f;
+};
+
+// Per-sample cost of a layer, for netinfo and GFLOPS.
+struct LayerCost {
+  int64_t forward_macs = 0;   // multiply-accumulates per sample
+  int64_t bytes_read = 0;     // per sample, activations + parameters (fp32)
+  int64_t bytes_written = 0;  // per sample
+};
+
+struct LayerContext {
+  Backend& backend;
+  Phase phase = Phase::Train;
+  uint64_t seed = 0;        // run seed
+  uint64_t iteration = 0;   // global iteration: drives dropout masks, so resume is exact
+};
+
+// What the net passes to a layer at construction.
+struct LayerConfig {
+  std::string name;
+  std::string type;
+  std::vector<std::string> bottoms;
+  std::vector<std::string> tops;
+  ConfigNode node;         // the whole layer mapping (for parameters and errors)
+  uint64_t layer_index = 0;  // position in the net; decorrelates per-layer random streams
+};
+
+class Layer {
+ public:
+  explicit Layer(LayerConfig cfg) : cfg_(std::move(cfg)) {}
+  virtual ~Layer() = default;
+
+  const std::string& name() const { return cfg_.name; }
+  const std::string& type() const { return cfg_.type; }
+  const LayerConfig& config() const { return cfg_; }
+  const std::vector<std::string>& bottoms() const { return cfg_.bottoms; }
+  const std::vector<std::string>& tops() const { return cfg_.tops; }
+
+  // Keys this layer accepts besides the common ones (name, type, bottom, top, phase); the net
+  // rejects any other key with its path.
+  virtual std::vector<std::string> param_keys() const { return {}; }
+  // Allowed bottom/top counts: {min, max}; the net checks them before infer_shapes.
+  virtual std::pair<int, int> bottom_count() const { return {1, 1}; }
+  virtual std::pair<int, int> top_count() const { return {1, 1}; }
+
+  // Validate the inputs and return the output shapes; errors go through cfg_.node.fail(...) so
+  // they name the file, line and key path. Called once, before param_specs/state_specs.
+  virtual std::vector<Shape> infer_shapes(const std::vector<Shape>& bottoms) = 0;
+  virtual std::vector<ParamSpec> param_specs() const { return {}; }
+  virtual std::vector<StateSpec> state_specs() const { return {}; }
+  virtual LayerCost cost(const std::vector<Shape>& bottoms, const std::vector<Shape>& tops) const;
+
+  // Called by the net once params_ and state_ are bound, before the first forward.
+  virtual void setup(Backend&) {}
+  virtual void forward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top) = 0;
+  // top_diff: gradients of the loss w.r.t. the tops. Writes bottom_diff[i] when propagate[i]
+  // (overwriting) and the diff of every parameter (overwriting).
+  virtual void backward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top,
+                        const std::vector<Tensor>& top_diff, const std::vector<bool>& propagate,
+                        const std::vector<Tensor>& bottom_diff) = 0;
+  // Loss layers produce a scalar the net differentiates from (dloss = loss_weight).
+  virtual bool is_loss() const { return false; }
+  // Layers that only run in one phase (Accuracy: test) say so; the net skips them otherwise.
+  virtual bool has_backward() const { return true; }
+
+  std::vector<Param>& params() { return params_; }
+  const std::vector<Param>& params() const { return params_; }
+  std::vector<Tensor>& state() { return state_; }
+  const std::vector<Tensor>& state() const { return state_; }
+
+ protected:
+  LayerConfig cfg_;
+  std::vector<Param> params_;  // bound by the net, in param_specs() order
+  std::vector<Tensor> state_;  // bound by the net, in state_specs() order
+};
+
+// Registry keyed by the YAML `type:`.
+using LayerFactory = std::unique_ptr<Layer> (*)(LayerConfig);
+void register_layer(const std::string& type, LayerFactory factory);
+std::unique_ptr<Layer> create_layer(LayerConfig cfg);  // ConfigError naming the file/line if unknown
+std::vector<std::string> registered_layer_types();
+
+// Forces every layer object file into the link (static library): called by the net builder.
+void ensure_layers_registered();
+
+}  // namespace cnnscale
+
+// Registration: one line at the bottom of each layer file, e.g.
+//   CNNSCALE_REGISTER_LAYER(Convolution, ConvolutionLayer)
+#define CNNSCALE_REGISTER_LAYER(type_name, Class)                                                   \
+  namespace cnnscale {                                                                              \
+  void register_layer_##type_name() {                                                               \
+    register_layer(#type_name, [](LayerConfig c) -> std::unique_ptr<Layer> {                        \
+      return std::make_unique<Class>(std::move(c));                                                 \
+    });                                                                                             \
+  }                                                                                                 \
+  }

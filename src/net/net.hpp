@@ -1,0 +1,97 @@
+// Network: a DAG of named layers over named blobs, built from networks/*.yaml.
+// NetSpec parses, expands blocks/repeats, creates layers and infers every shape (no allocation:
+// netinfo and the shape tests use it alone). Net allocates a NetSpec on a Backend: one flat buffer
+// for all parameters and one for all gradients (so later allreduce works on contiguous buckets),
+// activations and their diffs, and runs forward/backward in topological order.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "layers/layer.hpp"
+
+namespace cnnscale {
+
+// Command-line overrides of the network file's `input:` section.
+struct NetOptions {
+  std::optional<std::vector<int64_t>> input_shape;  // per sample (C, H, W)
+  std::optional<int64_t> classes;
+};
+
+struct LayerInfo {
+  std::string name, type;
+  std::vector<Shape> bottom_shapes, top_shapes;  // per sample (batch 1)
+  int64_t params = 0;
+  LayerCost cost;
+};
+
+class NetSpec {
+ public:
+  // Throws ConfigError naming file, line/column and key path for any invalid input.
+  static NetSpec load(const std::string& file, const NetOptions& options = {});
+  static NetSpec load_string(const std::string& yaml, const std::string& name, const NetOptions& options = {});
+
+  const std::string& name() const;
+  const std::string& file() const;
+  const std::vector<int64_t>& input_shape() const;  // per sample (C, H, W)
+  int64_t classes() const;
+  const std::vector<LayerInfo>& layers() const;
+  int64_t total_params() const;
+  int64_t forward_macs() const;  // per sample
+  std::string resolved_yaml() const;  // the expanded network, for results /config
+
+  NetSpec(NetSpec&&) noexcept;
+  NetSpec& operator=(NetSpec&&) noexcept;
+  ~NetSpec();
+  struct Impl;
+  const Impl& impl() const { return *impl_; }
+
+ private:
+  NetSpec();
+  std::unique_ptr<Impl> impl_;
+};
+
+class Net {
+ public:
+  // Allocates everything for `batch` samples and initialises parameters from `seed`
+  // (host mt19937_64, so CPU and GPU start from identical weights).
+  Net(const NetSpec& spec, Backend& backend, int64_t batch, uint64_t seed);
+  ~Net();
+
+  Backend& backend() const;
+  int64_t batch() const;
+  // Re-allocate activations for another batch size (e.g. the last, partial test batch);
+  // parameters and state are untouched.
+  void reshape(int64_t batch);
+
+  const Tensor& input() const;   // "data" blob (N, C, H, W) f32
+  const Tensor& labels() const;  // "label" blob (N) i32
+
+  void forward(Phase phase, uint64_t iteration);
+  void backward(uint64_t iteration);  // after forward(Phase::Train, same iteration)
+
+  // The loss (sum of loss layers' outputs times their weights) as a device scalar (1); no sync.
+  const Tensor& loss() const;
+  // A named blob's data (e.g. "top1", "top5" from an Accuracy layer).
+  const Tensor& blob(const std::string& name) const;
+  bool has_blob(const std::string& name) const;
+  // Names of the scalar test outputs (Accuracy tops), in network order.
+  std::vector<std::string> accuracy_outputs() const;
+
+  std::vector<Layer*> layers() const;
+  std::vector<Param*> params() const;      // in network order
+  const Tensor& flat_params() const;       // (P) every parameter, contiguous
+  const Tensor& flat_grads() const;        // (P) every gradient, same offsets
+  // Non-learned state (batch norm running statistics) as (layer/name, tensor), for checkpoints.
+  std::vector<std::pair<std::string, Tensor>> state() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cnnscale
