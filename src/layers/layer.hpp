@@ -108,6 +108,9 @@ class Layer {
                         const std::vector<Tensor>& bottom_diff) = 0;
   // Loss layers produce a scalar the net differentiates from (dloss = loss_weight).
   virtual bool is_loss() const { return false; }
+  // Weight of a loss layer's (unweighted) output in the net's total loss (YAML `loss_weight`);
+  // meaningful only when is_loss(), valid after infer_shapes.
+  virtual float loss_weight() const { return 1.0f; }
   // Layers that only run in one phase (Accuracy: test) say so; the net skips them otherwise.
   virtual bool has_backward() const { return true; }
 

@@ -1,0 +1,82 @@
+// CpuBackend: the reference implementation of every Backend op. Plain C++ loops plus OpenBLAS
+// (cblas_sgemm) for GEMM and for convolution via im2col/col2im. Every op runs immediately on the
+// calling thread (BLAS may use its own threads); it is the ground truth the CUDA backend is tested against.
+#pragma once
+#include <vector>
+
+#include "backend/backend.hpp"
+
+namespace cnnscale {
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend() = default;
+
+  std::string name() const override { return "cpu"; }
+  Device device() const override { return Device{}; }
+  std::string description() const override;
+
+  // ---- memory (cpu_backend.cpp) ----
+  Tensor alloc(const Shape& shape, DType dtype = DType::F32) override;
+  std::shared_ptr<Storage> alloc_host(size_t bytes) override;
+  void upload(const void* host, const Tensor& dst) override;
+  void download(const Tensor& src, void* host) override;
+  void copy(const Tensor& src, const Tensor& dst) override;
+  void fill(const Tensor& t, float value) override;
+  void synchronize() override {}
+
+  // ---- BLAS-like (cpu_backend.cpp) ----
+  void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b,
+            float beta, float* c) override;
+  void axpby(float alpha, const Tensor& x, float beta, const Tensor& y) override;
+  void bias_add(const Tensor& bias, const Tensor& y) override;
+  void bias_backward(const Tensor& dy, const Tensor& dbias) override;
+
+  // ---- convolution (cpu_conv.cpp) ----
+  void conv_forward(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y) override;
+  void conv_backward_data(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx) override;
+  void conv_backward_filter(const ConvParams& p, const Tensor& x, const Tensor& dy, const Tensor& dw) override;
+
+  // ---- pooling and LRN (cpu_pool_lrn.cpp) ----
+  void pool_forward(const PoolParams& p, const Tensor& x, const Tensor& y) override;
+  void pool_backward(const PoolParams& p, const Tensor& x, const Tensor& y, const Tensor& dy,
+                     const Tensor& dx) override;
+  void lrn_forward(const LrnParams& p, const Tensor& x, const Tensor& y) override;
+  void lrn_backward(const LrnParams& p, const Tensor& x, const Tensor& y, const Tensor& dy,
+                    const Tensor& dx) override;
+
+  // ---- element-wise: activation, dropout (cpu_backend.cpp) ----
+  void relu_forward(const Tensor& x, const Tensor& y) override;
+  void relu_backward(const Tensor& y, const Tensor& dy, const Tensor& dx) override;
+  void dropout_forward(float ratio, uint64_t seed, uint64_t stream, const Tensor& x, const Tensor& y) override;
+  void dropout_backward(float ratio, uint64_t seed, uint64_t stream, const Tensor& dy, const Tensor& dx) override;
+
+  // ---- batch norm (cpu_norm.cpp) ----
+  void batchnorm_forward_train(const BatchNormParams& p, const Tensor& x, const Tensor& scale, const Tensor& shift,
+                               const Tensor& running_mean, const Tensor& running_var, const Tensor& y,
+                               const Tensor& save_mean, const Tensor& save_inv_std) override;
+  void batchnorm_forward_inference(const BatchNormParams& p, const Tensor& x, const Tensor& scale,
+                                   const Tensor& shift, const Tensor& running_mean, const Tensor& running_var,
+                                   const Tensor& y) override;
+  void batchnorm_backward(const BatchNormParams& p, const Tensor& x, const Tensor& dy, const Tensor& scale,
+                          const Tensor& save_mean, const Tensor& save_inv_std, const Tensor& dx,
+                          const Tensor& dscale, const Tensor& dshift) override;
+
+  // ---- softmax, loss, accuracy, concat, solver (cpu_loss.cpp) ----
+  void softmax_forward(const Tensor& x, const Tensor& prob) override;
+  void cross_entropy_loss(const Tensor& prob, const Tensor& labels, const Tensor& loss) override;
+  void softmax_cross_entropy_backward(const Tensor& prob, const Tensor& labels, float scale,
+                                      const Tensor& dx) override;
+  void accuracy_topk(const Tensor& scores, const Tensor& labels, const std::vector<int>& ks,
+                     const Tensor& out) override;
+  void copy_channels(const Tensor& src, int64_t src_c, const Tensor& dst, int64_t dst_c,
+                     int64_t channels) override;
+  void sgd_update(const Tensor& w, const Tensor& dw, const Tensor& history, float lr, float momentum,
+                  float weight_decay) override;
+
+ private:
+  // im2col scratch, reused across calls: (C / groups * R * S, P * Q) for one sample and group.
+  std::vector<float> col_;
+};
+
+}  // namespace cnnscale

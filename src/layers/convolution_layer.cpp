@@ -1,0 +1,100 @@
+// Convolution: y (N, K, P, Q) = conv(x (N, C, H, W), weight (K, C / group, R, S)) + bias (K).
+// Keys: num_output, kernel, stride, pad, dilation, group, bias, weight_filler, bias_filler, param.
+#include "layers/filler.hpp"
+#include "layers/layer_params.hpp"
+
+namespace cnnscale {
+
+class ConvolutionLayer final : public Layer {
+ public:
+  using Layer::Layer;
+
+  std::vector<std::string> param_keys() const override {
+    return {"num_output", "kernel", "stride", "pad", "dilation", "group", "bias", "weight_filler", "bias_filler",
+            "param"};
+  }
+
+  std::vector<Shape> infer_shapes(const std::vector<Shape>& bottoms) override {
+    parse();
+    const ConfigNode& node = cfg_.node;
+    const Shape& x = bottoms.at(0);
+    require_rank(node, x, 4, "an (N, C, H, W)");
+    if (x.c() % conv_.groups != 0)
+      node["group"].fail(fmt::format("group {} does not divide the {} input channels of {}", conv_.groups, x.c(),
+                                     x.to_string()));
+    if (num_output_ % conv_.groups != 0)
+      node["num_output"].fail(fmt::format("num_output {} is not a multiple of group {}", num_output_, conv_.groups));
+    in_channels_ = x.c();
+    int64_t out_h = conv_output_dim(x.h(), conv_.kernel_h, conv_.stride_h, conv_.pad_h, conv_.dilation_h);
+    int64_t out_w = conv_output_dim(x.w(), conv_.kernel_w, conv_.stride_w, conv_.pad_w, conv_.dilation_w);
+    if (out_h <= 0 || out_w <= 0)
+      node["kernel"].fail(fmt::format("kernel {}x{} (dilation {}x{}, pad {}x{}) does not fit input {}: output {}x{}",
+                                      conv_.kernel_h, conv_.kernel_w, conv_.dilation_h, conv_.dilation_w, conv_.pad_h,
+                                      conv_.pad_w, x.to_string(), out_h, out_w));
+    return {Shape{x.n(), num_output_, out_h, out_w}};
+  }
+
+  std::vector<ParamSpec> param_specs() const override {
+    const int64_t group_channels = in_channels_ / conv_.groups;
+    const int64_t window = static_cast<int64_t>(conv_.kernel_h) * conv_.kernel_w;
+    ParamSpec weight{"weight", Shape{num_output_, group_channels, conv_.kernel_h, conv_.kernel_w}, weight_filler_,
+                     mults_[0].lr_mult, mults_[0].decay_mult, group_channels * window,
+                     num_output_ / conv_.groups * window};
+    std::vector<ParamSpec> specs{weight};
+    if (bias_)
+      specs.push_back(ParamSpec{"bias", Shape{num_output_}, bias_filler_, mults_[1].lr_mult, mults_[1].decay_mult, 1,
+                                1});
+    return specs;
+  }
+
+  LayerCost cost(const std::vector<Shape>& bottoms, const std::vector<Shape>& tops) const override {
+    LayerCost c = Layer::cost(bottoms, tops);
+    const Shape& y = tops.at(0);
+    c.forward_macs = y.c() * y.h() * y.w() * (in_channels_ / conv_.groups) * conv_.kernel_h * conv_.kernel_w;
+    return c;
+  }
+
+  void forward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top) override {
+    ctx.backend.conv_forward(conv_, bottom[0], params_[0].data, top[0]);
+    if (bias_) ctx.backend.bias_add(params_[1].data, top[0]);
+  }
+
+  void backward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>&,
+                const std::vector<Tensor>& top_diff, const std::vector<bool>& propagate,
+                const std::vector<Tensor>& bottom_diff) override {
+    ctx.backend.conv_backward_filter(conv_, bottom[0], top_diff[0], params_[0].diff);
+    if (bias_) ctx.backend.bias_backward(top_diff[0], params_[1].diff);
+    if (propagate[0]) ctx.backend.conv_backward_data(conv_, params_[0].data, top_diff[0], bottom_diff[0]);
+  }
+
+ private:
+  void parse() {
+    const ConfigNode& node = cfg_.node;
+    num_output_ = parse_required_int_at_least(node, "num_output", 1);
+    Extent2 kernel = parse_extent2(node, "kernel", std::nullopt, 1);
+    Extent2 stride = parse_extent2(node, "stride", Extent2{1, 1}, 1);
+    Extent2 pad = parse_extent2(node, "pad", Extent2{0, 0}, 0);
+    Extent2 dilation = parse_extent2(node, "dilation", Extent2{1, 1}, 1);
+    conv_ = ConvParams{kernel.h, kernel.w, stride.h, stride.w, pad.h, pad.w, dilation.h, dilation.w, 1};
+    conv_.groups = parse_int_at_least(node, "group", 1, 1);
+    bias_ = node.get_or<bool>("bias", true);
+    // Caffe's default weight filler is constant 0, which cannot train; xavier is the common choice.
+    Filler xavier;
+    xavier.type = "xavier";
+    weight_filler_ = parse_filler_or(node, "weight_filler", xavier);
+    bias_filler_ = parse_filler_or(node, "bias_filler", constant_filler(0.0f));
+    mults_ = parse_param_mults(node, bias_ ? 2 : 1);
+    mults_.resize(2);
+  }
+
+  ConvParams conv_;
+  int64_t num_output_ = 0;
+  int64_t in_channels_ = 0;
+  bool bias_ = true;
+  Filler weight_filler_, bias_filler_;
+  std::vector<ParamMults> mults_;
+};
+
+}  // namespace cnnscale
+
+CNNSCALE_REGISTER_LAYER(Convolution, ConvolutionLayer)

@@ -1,0 +1,50 @@
+// Dropout: in training, zero each element with probability `ratio` and scale the rest by
+// 1 / (1 - ratio); identity in the test phase. Key: ratio (0.5). The mask is a pure function of
+// (run seed, iteration, layer index), so CPU and GPU agree and a resumed run draws the same masks.
+#include "layers/layer.hpp"
+
+namespace cnnscale {
+
+class DropoutLayer final : public Layer {
+ public:
+  using Layer::Layer;
+
+  std::vector<std::string> param_keys() const override { return {"ratio"}; }
+
+  std::vector<Shape> infer_shapes(const std::vector<Shape>& bottoms) override {
+    ratio_ = cfg_.node.get_or<float>("ratio", 0.5f);
+    if (!(ratio_ >= 0.0f && ratio_ < 1.0f))
+      cfg_.node["ratio"].fail(fmt::format("must be in [0, 1), got {}", ratio_));
+    return {bottoms.at(0)};
+  }
+
+  void forward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top) override {
+    if (ctx.phase == Phase::Test) {
+      ctx.backend.copy(bottom[0], top[0]);
+      return;
+    }
+    ctx.backend.dropout_forward(ratio_, ctx.seed, stream(ctx), bottom[0], top[0]);
+  }
+
+  void backward(LayerContext& ctx, const std::vector<Tensor>&, const std::vector<Tensor>&,
+                const std::vector<Tensor>& top_diff, const std::vector<bool>& propagate,
+                const std::vector<Tensor>& bottom_diff) override {
+    if (!propagate[0]) return;
+    if (ctx.phase == Phase::Test) {
+      ctx.backend.copy(top_diff[0], bottom_diff[0]);
+      return;
+    }
+    ctx.backend.dropout_backward(ratio_, ctx.seed, stream(ctx), top_diff[0], bottom_diff[0]);
+  }
+
+ private:
+  // Distinct for every (iteration, layer) pair with fewer than 2^20 layers and 2^44 iterations;
+  // counter_uniform hashes it, so neighbouring streams are uncorrelated.
+  uint64_t stream(const LayerContext& ctx) const { return (ctx.iteration << 20) | (cfg_.layer_index & 0xFFFFF); }
+
+  float ratio_ = 0.5f;
+};
+
+}  // namespace cnnscale
+
+CNNSCALE_REGISTER_LAYER(Dropout, DropoutLayer)

@@ -1,0 +1,29 @@
+// Flatten: (N, C, H, W) -> (N, C * H * W). Forward and backward are plain copies.
+#include "layers/layer.hpp"
+
+namespace cnnscale {
+
+class FlattenLayer final : public Layer {
+ public:
+  using Layer::Layer;
+
+  std::vector<Shape> infer_shapes(const std::vector<Shape>& bottoms) override {
+    const Shape& x = bottoms.at(0);
+    if (x.rank() < 1) cfg_.node.fail("expected an input with a batch dimension, got a scalar");
+    return {Shape{x.n(), x.sample_numel()}};
+  }
+
+  void forward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top) override {
+    ctx.backend.copy(bottom[0], top[0]);
+  }
+
+  void backward(LayerContext& ctx, const std::vector<Tensor>&, const std::vector<Tensor>&,
+                const std::vector<Tensor>& top_diff, const std::vector<bool>& propagate,
+                const std::vector<Tensor>& bottom_diff) override {
+    if (propagate[0]) ctx.backend.copy(top_diff[0], bottom_diff[0]);
+  }
+};
+
+}  // namespace cnnscale
+
+CNNSCALE_REGISTER_LAYER(Flatten, FlattenLayer)

@@ -1,0 +1,84 @@
+// InnerProduct (fully connected): y (N, K) = x (N, D) weight^T + bias (K), with weight (K, D).
+// An (N, C, H, W) input is flattened to D = C * H * W (Caffe's axis 1). Keys: num_output, bias,
+// weight_filler, bias_filler, param.
+#include "layers/filler.hpp"
+#include "layers/layer_params.hpp"
+
+namespace cnnscale {
+
+class InnerProductLayer final : public Layer {
+ public:
+  using Layer::Layer;
+
+  std::vector<std::string> param_keys() const override {
+    return {"num_output", "bias", "weight_filler", "bias_filler", "param"};
+  }
+
+  std::vector<Shape> infer_shapes(const std::vector<Shape>& bottoms) override {
+    parse();
+    const Shape& x = bottoms.at(0);
+    if (x.rank() < 2) cfg_.node.fail(fmt::format("expected an (N, ...) input of rank >= 2, got {}", x.to_string()));
+    in_features_ = x.sample_numel();
+    return {Shape{x.n(), num_output_}};
+  }
+
+  std::vector<ParamSpec> param_specs() const override {
+    std::vector<ParamSpec> specs{ParamSpec{"weight", Shape{num_output_, in_features_}, weight_filler_,
+                                           mults_[0].lr_mult, mults_[0].decay_mult, in_features_, num_output_}};
+    if (bias_)
+      specs.push_back(ParamSpec{"bias", Shape{num_output_}, bias_filler_, mults_[1].lr_mult, mults_[1].decay_mult, 1,
+                                1});
+    return specs;
+  }
+
+  LayerCost cost(const std::vector<Shape>& bottoms, const std::vector<Shape>& tops) const override {
+    LayerCost c = Layer::cost(bottoms, tops);
+    c.forward_macs = num_output_ * in_features_;
+    return c;
+  }
+
+  void forward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top) override {
+    const int64_t batch = bottom[0].shape().n();
+    // y (N, K) = x (N, D) * W^T (D, K)
+    ctx.backend.gemm(false, true, batch, num_output_, in_features_, 1.0f, bottom[0].f32(), params_[0].data.f32(),
+                     0.0f, top[0].f32());
+    if (bias_) ctx.backend.bias_add(params_[1].data, top[0]);
+  }
+
+  void backward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>&,
+                const std::vector<Tensor>& top_diff, const std::vector<bool>& propagate,
+                const std::vector<Tensor>& bottom_diff) override {
+    const int64_t batch = bottom[0].shape().n();
+    // dW (K, D) = dy^T (K, N) * x (N, D)
+    ctx.backend.gemm(true, false, num_output_, in_features_, batch, 1.0f, top_diff[0].f32(), bottom[0].f32(), 0.0f,
+                     params_[0].diff.f32());
+    if (bias_) ctx.backend.bias_backward(top_diff[0], params_[1].diff);
+    // dx (N, D) = dy (N, K) * W (K, D)
+    if (propagate[0])
+      ctx.backend.gemm(false, false, batch, in_features_, num_output_, 1.0f, top_diff[0].f32(),
+                       params_[0].data.f32(), 0.0f, bottom_diff[0].f32());
+  }
+
+ private:
+  void parse() {
+    const ConfigNode& node = cfg_.node;
+    num_output_ = parse_required_int_at_least(node, "num_output", 1);
+    bias_ = node.get_or<bool>("bias", true);
+    Filler xavier;
+    xavier.type = "xavier";  // Caffe's constant-0 default cannot train
+    weight_filler_ = parse_filler_or(node, "weight_filler", xavier);
+    bias_filler_ = parse_filler_or(node, "bias_filler", constant_filler(0.0f));
+    mults_ = parse_param_mults(node, bias_ ? 2 : 1);
+    mults_.resize(2);
+  }
+
+  int64_t num_output_ = 0;
+  int64_t in_features_ = 0;  // D = C * H * W
+  bool bias_ = true;
+  Filler weight_filler_, bias_filler_;
+  std::vector<ParamMults> mults_;
+};
+
+}  // namespace cnnscale
+
+CNNSCALE_REGISTER_LAYER(InnerProduct, InnerProductLayer)

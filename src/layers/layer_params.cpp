@@ -1,0 +1,71 @@
+// Parsing helpers shared by the layer files (see layer_params.hpp).
+#include "layers/layer_params.hpp"
+
+namespace cnnscale {
+
+Extent2 parse_extent2(const ConfigNode& layer, const std::string& key, std::optional<Extent2> fallback,
+                      int min_value) {
+  auto node = layer.child(key);
+  if (!node) {
+    if (!fallback) layer[key];  // fails with "missing required key"
+    return *fallback;
+  }
+  std::vector<int> values = node->as_list<int>();
+  if (values.size() != 1 && values.size() != 2)
+    node->fail(fmt::format("expected an integer or [height, width], got {} values", values.size()));
+  Extent2 e{values[0], values.size() == 2 ? values[1] : values[0]};
+  if (e.h < min_value || e.w < min_value)
+    node->fail(fmt::format("must be >= {}, got [{}, {}]", min_value, e.h, e.w));
+  return e;
+}
+
+int parse_int_at_least(const ConfigNode& layer, const std::string& key, int fallback, int min_value) {
+  auto node = layer.child(key);
+  if (!node) return fallback;
+  int v = node->as<int>();
+  if (v < min_value) node->fail(fmt::format("must be >= {}, got {}", min_value, v));
+  return v;
+}
+
+int parse_required_int_at_least(const ConfigNode& layer, const std::string& key, int min_value) {
+  ConfigNode node = layer[key];
+  int v = node.as<int>();
+  if (v < min_value) node.fail(fmt::format("must be >= {}, got {}", min_value, v));
+  return v;
+}
+
+Filler constant_filler(float value) {
+  Filler f;
+  f.type = "constant";
+  f.value = value;
+  return f;
+}
+
+Filler parse_filler_or(const ConfigNode& layer, const std::string& key, const Filler& fallback) {
+  auto node = layer.child(key);
+  return node ? Filler::parse(*node) : fallback;
+}
+
+std::vector<ParamMults> parse_param_mults(const ConfigNode& layer, size_t max_count) {
+  std::vector<ParamMults> out(max_count);
+  auto node = layer.child("param");
+  if (!node) return out;
+  std::vector<ConfigNode> items = node->items();
+  if (items.size() > max_count)
+    node->fail(fmt::format("this layer has {} parameter(s), got {} entries", max_count, items.size()));
+  for (size_t i = 0; i < items.size(); ++i) {
+    items[i].check_keys({"lr_mult", "decay_mult"});
+    out[i].lr_mult = items[i].get_or<float>("lr_mult", 1.0f);
+    out[i].decay_mult = items[i].get_or<float>("decay_mult", 1.0f);
+    if (out[i].lr_mult < 0.0f) items[i]["lr_mult"].fail("must be >= 0");
+    if (out[i].decay_mult < 0.0f) items[i]["decay_mult"].fail("must be >= 0");
+  }
+  return out;
+}
+
+void require_rank(const ConfigNode& layer, const Shape& shape, int rank, const std::string& what) {
+  if (shape.rank() != rank)
+    layer.fail(fmt::format("expected {} input of rank {}, got {}", what, rank, shape.to_string()));
+}
+
+}  // namespace cnnscale

@@ -1,0 +1,41 @@
+// Parsing helpers shared by the layer files: two-axis integers (`kernel: 3` or `kernel: [3, 5]`),
+// fillers, Caffe-style `param: [{lr_mult, decay_mult}, ...]` lists, and bounded scalars. Every
+// error names the file, line and key path of the offending value.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "layers/layer.hpp"
+
+namespace cnnscale {
+
+struct Extent2 {
+  int h = 0, w = 0;
+};
+
+// `key: 3` or `key: [3, 5]` (height, width); each value must be >= min_value. Missing key:
+// `fallback`, or an error when there is none.
+Extent2 parse_extent2(const ConfigNode& layer, const std::string& key, std::optional<Extent2> fallback, int min_value);
+
+// An integer `key` >= min_value, `fallback` when absent.
+int parse_int_at_least(const ConfigNode& layer, const std::string& key, int fallback, int min_value);
+// A required integer `key` >= min_value.
+int parse_required_int_at_least(const ConfigNode& layer, const std::string& key, int min_value);
+
+Filler constant_filler(float value);
+Filler parse_filler_or(const ConfigNode& layer, const std::string& key, const Filler& fallback);
+
+// Learning-rate and decay multipliers per parameter, in param_specs() order.
+struct ParamMults {
+  float lr_mult = 1.0f;
+  float decay_mult = 1.0f;
+};
+// `param:` as a list of at most `max_count` maps with keys lr_mult and decay_mult; missing entries
+// default to 1. Always returns `max_count` entries.
+std::vector<ParamMults> parse_param_mults(const ConfigNode& layer, size_t max_count);
+
+// "expected (N, C, H, W) input, got (4, 10)"-style check of a bottom's rank, failing at the layer node.
+void require_rank(const ConfigNode& layer, const Shape& shape, int rank, const std::string& what);
+
+}  // namespace cnnscale

@@ -1,0 +1,84 @@
+// Pooling: max or average over (kernel_h, kernel_w) windows of x (N, C, H, W), Caffe's rounding
+// (ceil by default) and average divisor. Keys: pool (max | ave, also avg/average), kernel, stride,
+// pad, global_pooling, round (ceil | floor).
+#include "layers/layer_params.hpp"
+
+namespace cnnscale {
+
+class PoolingLayer final : public Layer {
+ public:
+  using Layer::Layer;
+
+  std::vector<std::string> param_keys() const override {
+    return {"pool", "kernel", "stride", "pad", "global_pooling", "round"};
+  }
+
+  std::vector<Shape> infer_shapes(const std::vector<Shape>& bottoms) override {
+    const ConfigNode& node = cfg_.node;
+    const Shape& x = bottoms.at(0);
+    require_rank(node, x, 4, "an (N, C, H, W)");
+    parse(x);
+    int64_t out_h = pool_output_dim(x.h(), pool_.kernel_h, pool_.stride_h, pool_.pad_h, pool_.ceil_mode);
+    int64_t out_w = pool_output_dim(x.w(), pool_.kernel_w, pool_.stride_w, pool_.pad_w, pool_.ceil_mode);
+    if (out_h <= 0 || out_w <= 0)
+      node["kernel"].fail(fmt::format("kernel {}x{} (pad {}x{}) does not fit input {}", pool_.kernel_h,
+                                      pool_.kernel_w, pool_.pad_h, pool_.pad_w, x.to_string()));
+    return {Shape{x.n(), x.c(), out_h, out_w}};
+  }
+
+  void forward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top) override {
+    ctx.backend.pool_forward(pool_, bottom[0], top[0]);
+  }
+
+  void backward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top,
+                const std::vector<Tensor>& top_diff, const std::vector<bool>& propagate,
+                const std::vector<Tensor>& bottom_diff) override {
+    if (propagate[0]) ctx.backend.pool_backward(pool_, bottom[0], top[0], top_diff[0], bottom_diff[0]);
+  }
+
+ private:
+  void parse(const Shape& x) {
+    const ConfigNode& node = cfg_.node;
+    std::string method = node.get_or<std::string>("pool", "max");
+    if (method == "max" || method == "MAX") {
+      pool_.mode = PoolMode::Max;
+    } else if (method == "ave" || method == "avg" || method == "average" || method == "AVE") {
+      pool_.mode = PoolMode::Average;
+    } else {
+      node["pool"].fail(fmt::format("unknown pooling method '{}' (expected max or ave)", method));
+    }
+    std::string round = node.get_or<std::string>("round", "ceil");
+    if (round != "ceil" && round != "floor")
+      node["round"].fail(fmt::format("unknown rounding '{}' (expected ceil or floor)", round));
+    pool_.ceil_mode = round == "ceil";
+
+    if (node.get_or<bool>("global_pooling", false)) {
+      // Caffe: global pooling takes the whole plane; an explicit kernel would contradict it.
+      for (const char* key : {"kernel", "stride", "pad"})
+        if (node.has(key)) node[key].fail("not allowed together with global_pooling: true");
+      pool_.kernel_h = static_cast<int>(x.h());
+      pool_.kernel_w = static_cast<int>(x.w());
+      pool_.stride_h = pool_.stride_w = 1;
+      pool_.pad_h = pool_.pad_w = 0;
+      return;
+    }
+    Extent2 kernel = parse_extent2(node, "kernel", std::nullopt, 1);
+    Extent2 stride = parse_extent2(node, "stride", Extent2{1, 1}, 1);
+    Extent2 pad = parse_extent2(node, "pad", Extent2{0, 0}, 0);
+    // Caffe requires pad < kernel so that no window lies entirely in the padding.
+    if (pad.h >= kernel.h || pad.w >= kernel.w)
+      node["pad"].fail(fmt::format("pad {}x{} must be smaller than kernel {}x{}", pad.h, pad.w, kernel.h, kernel.w));
+    pool_.kernel_h = kernel.h;
+    pool_.kernel_w = kernel.w;
+    pool_.stride_h = stride.h;
+    pool_.stride_w = stride.w;
+    pool_.pad_h = pad.h;
+    pool_.pad_w = pad.w;
+  }
+
+  PoolParams pool_;
+};
+
+}  // namespace cnnscale
+
+CNNSCALE_REGISTER_LAYER(Pooling, PoolingLayer)

@@ -1,0 +1,59 @@
+// SoftmaxWithLoss: loss (1) = mean over the batch of -log softmax(scores (N, C))[label], labels
+// (N) i32. The top holds the unweighted loss; loss_weight (1.0) scales the gradient and is exposed
+// through Layer::loss_weight() for the net's total. Key: loss_weight.
+#include "layers/layer_params.hpp"
+
+namespace cnnscale {
+
+class SoftmaxWithLossLayer final : public Layer {
+ public:
+  using Layer::Layer;
+
+  std::vector<std::string> param_keys() const override { return {"loss_weight"}; }
+  std::pair<int, int> bottom_count() const override { return {2, 2}; }
+  bool is_loss() const override { return true; }
+  float loss_weight() const override { return loss_weight_; }
+
+  std::vector<Shape> infer_shapes(const std::vector<Shape>& bottoms) override {
+    const ConfigNode& node = cfg_.node;
+    loss_weight_ = node.get_or<float>("loss_weight", 1.0f);
+    const Shape &scores = bottoms.at(0), &labels = bottoms.at(1);
+    bool flat = scores.rank() == 2 || (scores.rank() == 4 && scores.h() == 1 && scores.w() == 1);
+    if (!flat) node.fail(fmt::format("expected scores (N, C) or (N, C, 1, 1), got {}", scores.to_string()));
+    if (labels.numel() != scores.n())
+      node.fail(fmt::format("labels {} do not match scores {}: expected (N) = ({})", labels.to_string(),
+                            scores.to_string(), scores.n()));
+    return {Shape{1}};
+  }
+
+  void forward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top) override {
+    Tensor scores = flat_scores(bottom[0]);
+    // Allocated on first use and whenever the batch size changes (the net may reshape).
+    if (!prob_.defined() || prob_.shape() != scores.shape()) prob_ = ctx.backend.alloc(scores.shape());
+    ctx.backend.softmax_forward(scores, prob_);
+    ctx.backend.cross_entropy_loss(prob_, bottom[1], top[0]);
+  }
+
+  // d loss_weight * loss / d scores = loss_weight / N * (prob - onehot); top_diff is not used.
+  void backward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>&,
+                const std::vector<Tensor>&, const std::vector<bool>& propagate,
+                const std::vector<Tensor>& bottom_diff) override {
+    if (!propagate[0]) return;
+    const int64_t batch = bottom[0].shape().n();
+    float scale = batch ? loss_weight_ / static_cast<float>(batch) : 0.0f;
+    ctx.backend.softmax_cross_entropy_backward(prob_, bottom[1], scale, flat_scores(bottom_diff[0]));
+  }
+
+ private:
+  static Tensor flat_scores(const Tensor& t) {
+    const int64_t batch = t.shape().n();
+    return t.reshape(Shape{batch, batch ? t.numel() / batch : 0});  // (N, C)
+  }
+
+  float loss_weight_ = 1.0f;
+  Tensor prob_;  // (N, C) softmax of the last forward
+};
+
+}  // namespace cnnscale
+
+CNNSCALE_REGISTER_LAYER(SoftmaxWithLoss, SoftmaxWithLossLayer)
