@@ -13,6 +13,12 @@ if(NOT CNNSCALE_CUDA STREQUAL "OFF")
       set(CMAKE_CUDA_ARCHITECTURES 90)
     endif()
     enable_language(CUDA)
+    # CMake < 3.26 knows no C++20 flag for nvcc and refuses CUDA targets of a C++20 project
+    # (CUDA_STANDARD falls back to CXX_STANDARD). nvcc >= 12 accepts -std=c++20.
+    if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION AND CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 12.0)
+      set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+      set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    endif()
     find_package(CUDAToolkit)
     if(NOT CUDAToolkit_FOUND OR NOT TARGET CUDA::cublas)
       list(APPEND _missing "cuBLAS")

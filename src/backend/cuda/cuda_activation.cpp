@@ -1,0 +1,81 @@
+// Activations on CUDA: ReLU and softmax through cuDNN, dropout through cnnscale's counter-based
+// kernel (the same mask as the CPU backend, element for element).
+#include "backend/cuda/cuda_backend.hpp"
+#include "backend/cuda/cuda_check.hpp"
+#include "backend/cuda/cuda_kernels.hpp"
+#include "backend/cuda/cuda_op_checks.hpp"
+
+namespace cnnscale {
+
+void CudaBackend::relu_forward(const Tensor& x, const Tensor& y) {
+  cuda::expect_f32("relu_forward", "x", x, device_);
+  cuda::expect_f32("relu_forward", "y", y, device_);
+  cuda::expect_numel("relu_forward", "y", y, x.numel());
+  if (x.numel() == 0) return;
+  activate();
+  // Element-wise: any 4-d view of the buffer will do; (numel, 1, 1, 1) sidesteps rank questions.
+  cuda::set_nchw(desc_a_, x.numel(), 1, 1, 1, "relu_forward");
+  const float one = 1.0f, zero = 0.0f;
+  CUDNN_CHECK(cudnnActivationForward(cudnn_, relu_desc_, &one, desc_a_, x.f32(), &zero, desc_a_, y.f32()));
+}
+
+void CudaBackend::relu_backward(const Tensor& y, const Tensor& dy, const Tensor& dx) {
+  cuda::expect_f32("relu_backward", "y", y, device_);
+  cuda::expect_f32("relu_backward", "dy", dy, device_);
+  cuda::expect_f32("relu_backward", "dx", dx, device_);
+  cuda::expect_numel("relu_backward", "dy", dy, y.numel());
+  cuda::expect_numel("relu_backward", "dx", dx, y.numel());
+  if (y.numel() == 0) return;
+  activate();
+  cuda::set_nchw(desc_a_, y.numel(), 1, 1, 1, "relu_backward");
+  const float one = 1.0f, zero = 0.0f;
+  // The interface keeps only y (so ReLU can run in place); cuDNN also asks for x. For ReLU,
+  // y > 0 exactly where x > 0, so y stands in for x and dx = dy * (x > 0) either way.
+  CUDNN_CHECK(cudnnActivationBackward(cudnn_, relu_desc_, &one, desc_a_, y.f32(), desc_a_, dy.f32(), desc_a_, y.f32(),
+                                      &zero, desc_a_, dx.f32()));
+}
+
+namespace {
+
+float dropout_scale(const char* op, float ratio) {
+  if (!(ratio >= 0.0f && ratio < 1.0f)) throw_runtime("{} on cuda: ratio {} outside [0, 1)", op, ratio);
+  return 1.0f / (1.0f - ratio);
+}
+
+}  // namespace
+
+void CudaBackend::dropout_forward(float ratio, uint64_t seed, uint64_t rng_stream, const Tensor& x, const Tensor& y) {
+  float scale = dropout_scale("dropout_forward", ratio);
+  cuda::expect_f32("dropout_forward", "x", x, device_);
+  cuda::expect_f32("dropout_forward", "y", y, device_);
+  cuda::expect_numel("dropout_forward", "y", y, x.numel());
+  activate();
+  cuda::launch_dropout(x.numel(), ratio, scale, seed, rng_stream, x.f32(), y.f32(), stream());
+}
+
+void CudaBackend::dropout_backward(float ratio, uint64_t seed, uint64_t rng_stream, const Tensor& dy,
+                                   const Tensor& dx) {
+  float scale = dropout_scale("dropout_backward", ratio);
+  cuda::expect_f32("dropout_backward", "dy", dy, device_);
+  cuda::expect_f32("dropout_backward", "dx", dx, device_);
+  cuda::expect_numel("dropout_backward", "dx", dx, dy.numel());
+  activate();
+  cuda::launch_dropout(dy.numel(), ratio, scale, seed, rng_stream, dy.f32(), dx.f32(), stream());
+}
+
+// Softmax over C for every (n, h, w): for the (N, C) scores of the loss layers this is the
+// row-wise softmax. ACCURATE subtracts the maximum over C first, so large scores cannot overflow.
+void CudaBackend::softmax_forward(const Tensor& x, const Tensor& prob) {
+  cuda::expect_f32("softmax_forward", "x", x, device_);
+  cuda::expect_f32("softmax_forward", "prob", prob, device_);
+  if (x.shape().rank() < 2) throw_runtime("softmax_forward on cuda: x {} must be (N, C, ...)", x.shape().to_string());
+  cuda::expect_shape("softmax_forward", "prob", prob, x.shape());
+  if (x.numel() == 0) return;
+  activate();
+  cuda::set_nchw(desc_a_, x.shape(), "softmax_forward");
+  const float one = 1.0f, zero = 0.0f;
+  CUDNN_CHECK(cudnnSoftmaxForward(cudnn_, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL, &one, desc_a_, x.f32(),
+                                  &zero, desc_a_, prob.f32()));
+}
+
+}  // namespace cnnscale

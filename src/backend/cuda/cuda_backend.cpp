@@ -1,0 +1,249 @@
+// CudaBackend lifetime, device description, memory (stream-ordered allocator, pinned host
+// buffers), transfers, fill/copy and the shared device workspace.
+#include "backend/cuda/cuda_backend.hpp"
+
+#include <cmath>
+#include <cstdint>
+
+#include "backend/cuda/cuda_check.hpp"
+#include "backend/cuda/cuda_kernels.hpp"
+#include "backend/cuda/cuda_op_checks.hpp"
+
+namespace cnnscale {
+
+// The compute stream outlives the backend while any tensor it allocated is alive: each
+// allocation's deleter frees in stream order on it, so tensors may be dropped in any order.
+struct CudaBackend::DeviceStream {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  ~DeviceStream() {
+    if (!stream) return;
+    // Destructors cannot throw; at process exit the runtime may already be unloading.
+    cudaSetDevice(device);
+    cudaStreamSynchronize(stream);
+    cudaStreamDestroy(stream);
+  }
+  void free(void* p) const {
+    if (!p) return;
+    cudaSetDevice(device);
+    cudaFreeAsync(p, stream);
+  }
+};
+
+namespace {
+
+// Runs first (it initialises device_, the first member), so a missing device is reported as such
+// before any cuDNN/cuBLAS object is created.
+int checked_device(int device_index) {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    throw_runtime("gpu:{}: no usable CUDA device (cudaGetDeviceCount: {}: {})", device_index, cudaGetErrorName(e),
+                  cudaGetErrorString(e));
+  }
+  if (device_index < 0 || device_index >= count)
+    throw_runtime("gpu:{}: no such CUDA device: {} visible (indices 0..{}; CUDA_VISIBLE_DEVICES may hide others)",
+                  device_index, count, count - 1);
+  return device_index;
+}
+
+}  // namespace
+
+CudaBackend::CudaBackend(int device_index, CudaBackendOptions options)
+    : device_(checked_device(device_index)), options_(options) {
+  CUDA_CHECK(cudaSetDevice(device_));
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+  device_name_ = prop.name;
+  sm_count_ = prop.multiProcessorCount;
+  total_memory_ = prop.totalGlobalMem;
+  cc_major_ = prop.major;
+  cc_minor_ = prop.minor;
+  int pools = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device_));
+  if (!pools) throw_runtime("gpu:{} ({}): the CUDA backend needs stream-ordered allocation (memory pools)", device_,
+                            device_name_);
+  // Keep freed blocks in the pool instead of returning them to the driver at every sync: the
+  // pool then behaves like a caching allocator and steady-state steps never call into the driver.
+  cudaMemPool_t pool = nullptr;
+  CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device_));
+  uint64_t keep_all = UINT64_MAX;
+  CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
+
+  auto ds = std::make_shared<DeviceStream>();
+  ds->device = device_;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&ds->stream, cudaStreamNonBlocking));
+  ds_ = std::move(ds);
+  try {
+    CUDNN_CHECK(cudnnCreate(&cudnn_));
+    CUDNN_CHECK(cudnnSetStream(cudnn_, ds_->stream));
+    CUBLAS_CHECK(cublasCreate(&cublas_));
+    CUBLAS_CHECK(cublasSetStream(cublas_, ds_->stream));
+    // CUBLAS_DEFAULT_MATH never uses TF32 for fp32 GEMMs (that takes CUBLAS_TF32_TENSOR_OP_MATH or a
+    // *_FAST_TF32 compute type); it still allows the fastest exact-fp32 kernels, unlike
+    // CUBLAS_PEDANTIC_MATH, which the study has no reason to pay for.
+    CUBLAS_CHECK(cublasSetMathMode(cublas_, options_.allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    CUDNN_CHECK(cudnnSetActivationDescriptor(relu_desc_, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+  } catch (...) {
+    if (cublas_) cublasDestroy(cublas_);
+    if (cudnn_) cudnnDestroy(cudnn_);
+    throw;
+  }
+}
+
+CudaBackend::~CudaBackend() {
+  cudaSetDevice(device_);
+  if (ds_ && ds_->stream) cudaStreamSynchronize(ds_->stream);
+  conv_plans_.clear();
+  if (workspace_) ds_->free(workspace_);
+  if (cublas_) cublasDestroy(cublas_);
+  if (cudnn_) cudnnDestroy(cudnn_);
+}
+
+cudaStream_t CudaBackend::stream() const { return ds_->stream; }
+
+void CudaBackend::activate() const { CUDA_CHECK(cudaSetDevice(device_)); }
+
+std::string CudaBackend::description() const {
+  int runtime = 0, driver = 0;
+  cudaRuntimeGetVersion(&runtime);
+  cudaDriverGetVersion(&driver);
+  int blas_major = 0, blas_minor = 0, blas_patch = 0;
+  cublasGetProperty(MAJOR_VERSION, &blas_major);
+  cublasGetProperty(MINOR_VERSION, &blas_minor);
+  cublasGetProperty(PATCH_LEVEL, &blas_patch);
+  int dnn_major = 0, dnn_minor = 0, dnn_patch = 0;
+  cudnnGetProperty(MAJOR_VERSION, &dnn_major);
+  cudnnGetProperty(MINOR_VERSION, &dnn_minor);
+  cudnnGetProperty(PATCH_LEVEL, &dnn_patch);
+  return fmt::format(
+      "{} (gpu:{}, sm_{}{}, {} SMs, {:.1f} GiB); CUDA runtime {}.{}, driver {}.{}; cuDNN {}.{}.{}; cuBLAS {}.{}.{}; "
+      "fp32 math: {}{}",
+      device_name_, device_, cc_major_, cc_minor_, sm_count_, static_cast<double>(total_memory_) / (1u << 30),
+      runtime / 1000, (runtime % 1000) / 10, driver / 1000, (driver % 1000) / 10, dnn_major, dnn_minor, dnn_patch,
+      blas_major, blas_minor, blas_patch, options_.allow_tf32 ? "TF32 allowed" : "no TF32",
+      options_.deterministic ? ", deterministic algorithms" : "");
+}
+
+// ---- memory ---------------------------------------------------------------------------------
+
+Tensor CudaBackend::alloc(const Shape& shape, DType dtype) {
+  activate();
+  size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
+  void* p = nullptr;
+  if (bytes > 0) {
+    cudaError_t e = cudaMallocAsync(&p, bytes, ds_->stream);
+    if (e != cudaSuccess) {
+      cudaGetLastError();  // out-of-memory is not sticky; clear it so later calls report their own errors
+      size_t free_b = 0, total_b = 0;
+      cudaMemGetInfo(&free_b, &total_b);
+      throw_runtime("alloc on cuda (gpu:{}): {} {} ({} bytes) failed: {} ({:.2f} of {:.2f} GiB free)", device_,
+                    shape.to_string(), dtype_name(dtype), bytes, cudaGetErrorString(e),
+                    static_cast<double>(free_b) / (1u << 30), static_cast<double>(total_b) / (1u << 30));
+    }
+    CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, ds_->stream));
+  }
+  std::shared_ptr<DeviceStream> ds = ds_;
+  auto storage = std::make_shared<Storage>(p, bytes, device(), [ds](void* q) { ds->free(q); });
+  return Tensor(std::move(storage), 0, shape, dtype);
+}
+
+std::shared_ptr<Storage> CudaBackend::alloc_host(size_t bytes) {
+  activate();
+  void* p = nullptr;
+  if (bytes > 0) CUDA_CHECK(cudaMallocHost(&p, bytes));
+  return std::make_shared<Storage>(p, bytes, Device{}, [](void* q) { cudaFreeHost(q); });
+}
+
+void CudaBackend::upload(const void* host, const Tensor& dst) {
+  cuda::expect_on_device("upload", "dst", dst, device_);
+  if (dst.bytes() == 0) return;
+  activate();
+  CUDA_CHECK(cudaMemcpyAsync(dst.raw(), host, dst.bytes(), cudaMemcpyHostToDevice, ds_->stream));
+}
+
+void CudaBackend::download(const Tensor& src, void* host) {
+  cuda::expect_on_device("download", "src", src, device_);
+  activate();
+  if (src.bytes() > 0)
+    CUDA_CHECK(cudaMemcpyAsync(host, src.raw(), src.bytes(), cudaMemcpyDeviceToHost, ds_->stream));
+  CUDA_CHECK(cudaStreamSynchronize(ds_->stream));
+}
+
+void CudaBackend::copy(const Tensor& src, const Tensor& dst) {
+  if (src.dtype() != dst.dtype() || src.numel() != dst.numel())
+    throw_runtime("copy on cuda: src {} {} and dst {} {} differ in dtype or size", src.shape().to_string(),
+                  dtype_name(src.dtype()), dst.shape().to_string(), dtype_name(dst.dtype()));
+  cuda::expect_on_device("copy", "src", src, device_);
+  cuda::expect_on_device("copy", "dst", dst, device_);
+  if (src.bytes() == 0 || src.raw() == dst.raw()) return;
+  activate();
+  CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), src.bytes(), cudaMemcpyDeviceToDevice, ds_->stream));
+}
+
+void CudaBackend::fill(const Tensor& t, float value) {
+  cuda::expect_on_device("fill", "t", t, device_);
+  activate();
+  // All-zero bits are +0.0f and int 0 alike: one memset, the common case (clearing gradients).
+  bool zero_bits = value == 0.0f && !std::signbit(value);
+  if (t.dtype() == DType::F32) {
+    if (zero_bits && t.bytes() > 0)
+      CUDA_CHECK(cudaMemsetAsync(t.raw(), 0, t.bytes(), ds_->stream));
+    else
+      cuda::launch_fill_f32(t.f32(), t.numel(), value, ds_->stream);
+  } else if (t.dtype() == DType::I32) {
+    int32_t v = static_cast<int32_t>(value);
+    if (v == 0 && t.bytes() > 0)
+      CUDA_CHECK(cudaMemsetAsync(t.raw(), 0, t.bytes(), ds_->stream));
+    else
+      cuda::launch_fill_i32(t.i32(), t.numel(), v, ds_->stream);
+  } else {
+    throw_runtime("fill on cuda: {} tensors are not supported (f32 and i32 are)", dtype_name(t.dtype()));
+  }
+}
+
+// A strided copy: N rows of channels*H*W floats, with the source and destination row pitches of
+// their own channel counts. cudaMemcpy2DAsync does exactly that, no kernel needed.
+void CudaBackend::copy_channels(const Tensor& src, int64_t src_c, const Tensor& dst, int64_t dst_c,
+                                int64_t channels) {
+  cuda::expect_f32("copy_channels", "src", src, device_);
+  cuda::expect_f32("copy_channels", "dst", dst, device_);
+  const Shape& s = src.shape();
+  const Shape& d = dst.shape();
+  if (s.rank() < 2 || d.rank() < 2 || s.n() != d.n() || s.numel() / (s.n() * s.c()) != d.numel() / (d.n() * d.c()) ||
+      channels < 0 || src_c < 0 || dst_c < 0 || src_c + channels > s.c() || dst_c + channels > d.c())
+    throw_runtime("copy_channels on cuda: cannot copy {} channels from src {} at {} to dst {} at {}", channels,
+                  s.to_string(), src_c, d.to_string(), dst_c);
+  if (channels == 0 || s.n() == 0) return;
+  activate();
+  const size_t plane = static_cast<size_t>(s.numel() / (s.n() * s.c())) * sizeof(float);  // H*W floats
+  CUDA_CHECK(cudaMemcpy2DAsync(static_cast<char*>(dst.raw()) + dst_c * plane, d.c() * plane,
+                               static_cast<const char*>(src.raw()) + src_c * plane, s.c() * plane, channels * plane,
+                               static_cast<size_t>(s.n()), cudaMemcpyDeviceToDevice, ds_->stream));
+}
+
+void CudaBackend::synchronize() {
+  activate();
+  CUDA_CHECK(cudaStreamSynchronize(ds_->stream));
+}
+
+// Grows only: algorithms ask for their workspace in stream order, so freeing the old block with
+// cudaFreeAsync is safe even while earlier kernels still use it.
+void* CudaBackend::workspace(size_t bytes) {
+  if (bytes <= workspace_bytes_) return workspace_;
+  if (workspace_) ds_->free(workspace_);
+  workspace_ = nullptr;
+  workspace_bytes_ = 0;
+  cudaError_t e = cudaMallocAsync(&workspace_, bytes, ds_->stream);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    workspace_ = nullptr;
+    throw_runtime("cuda (gpu:{}): workspace of {} bytes could not be allocated: {}", device_, bytes,
+                  cudaGetErrorString(e));
+  }
+  workspace_bytes_ = bytes;
+  return workspace_;
+}
+
+}  // namespace cnnscale

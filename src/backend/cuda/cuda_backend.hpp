@@ -1,0 +1,168 @@
+// CudaBackend: the Backend on one GPU. One non-blocking compute stream owned by the backend, cuDNN
+// and cuBLAS handles bound to it, a growable device workspace, and per-shape convolution plans
+// (descriptors + measured algorithms). Accessors at the bottom are for the multi-GPU code.
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <array>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "backend/backend.hpp"
+#include "backend/cuda/cudnn_descriptors.hpp"
+
+namespace cnnscale {
+
+struct CudaBackendOptions {
+  // fp32 convolutions and GEMMs run without TF32 by default: the study compares fp32 against
+  // PyTorch with allow_tf32 = False. true lets cuDNN/cuBLAS use TF32 tensor cores.
+  bool allow_tf32 = false;
+  // Only bitwise-reproducible cuDNN convolution algorithms and max pooling.
+  bool deterministic = false;
+  // Upper bound on the workspace a convolution algorithm may use (also capped at half the
+  // device memory free when the shape is first seen).
+  size_t max_workspace_bytes = size_t{1} << 30;
+};
+
+// The algorithm chosen for one direction of one convolution shape, and what it needs.
+struct ConvAlgoChoice {
+  int algo = -1;  // cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t; -1 until measured
+  size_t workspace_bytes = 0;
+  cudnnMathType_t math = CUDNN_FMA_MATH;
+  float measured_ms = 0.0f;
+};
+
+// Descriptors for one (x shape, w shape, params) and the algorithm of each direction, measured on
+// first use of that direction.
+struct ConvPlan {
+  cuda::TensorDesc x, y;
+  cuda::FilterDesc w;
+  cuda::ConvDesc conv;
+  Shape y_shape;
+  ConvAlgoChoice fwd, bwd_data, bwd_filter;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  // Throws RuntimeError if the device does not exist or cannot be initialised.
+  explicit CudaBackend(int device_index, CudaBackendOptions options = {});
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  std::string name() const override { return "cuda"; }
+  Device device() const override { return Device{Device::Kind::CUDA, device_}; }
+  std::string description() const override;
+
+  // Stream-ordered (cudaMallocAsync on the compute stream, zeroed there); freed in the same stream
+  // order when the last view dies. Work on another stream must be ordered before the compute
+  // stream (an event) before such a tensor is released.
+  Tensor alloc(const Shape& shape, DType dtype = DType::F32) override;
+  std::shared_ptr<Storage> alloc_host(size_t bytes) override;
+  void upload(const void* host, const Tensor& dst) override;
+  void download(const Tensor& src, void* host) override;
+  void copy(const Tensor& src, const Tensor& dst) override;
+  void fill(const Tensor& t, float value) override;
+  void synchronize() override;
+
+  void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b,
+            float beta, float* c) override;
+  void axpby(float alpha, const Tensor& x, float beta, const Tensor& y) override;
+  void bias_add(const Tensor& bias, const Tensor& y) override;
+  void bias_backward(const Tensor& dy, const Tensor& dbias) override;
+
+  void conv_forward(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y) override;
+  void conv_backward_data(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx) override;
+  void conv_backward_filter(const ConvParams& p, const Tensor& x, const Tensor& dy, const Tensor& dw) override;
+
+  void pool_forward(const PoolParams& p, const Tensor& x, const Tensor& y) override;
+  void pool_backward(const PoolParams& p, const Tensor& x, const Tensor& y, const Tensor& dy,
+                     const Tensor& dx) override;
+
+  void relu_forward(const Tensor& x, const Tensor& y) override;
+  void relu_backward(const Tensor& y, const Tensor& dy, const Tensor& dx) override;
+
+  void dropout_forward(float ratio, uint64_t seed, uint64_t stream, const Tensor& x, const Tensor& y) override;
+  void dropout_backward(float ratio, uint64_t seed, uint64_t stream, const Tensor& dy, const Tensor& dx) override;
+
+  void lrn_forward(const LrnParams& p, const Tensor& x, const Tensor& y) override;
+  void lrn_backward(const LrnParams& p, const Tensor& x, const Tensor& y, const Tensor& dy,
+                    const Tensor& dx) override;
+
+  void batchnorm_forward_train(const BatchNormParams& p, const Tensor& x, const Tensor& scale, const Tensor& shift,
+                               const Tensor& running_mean, const Tensor& running_var, const Tensor& y,
+                               const Tensor& save_mean, const Tensor& save_inv_std) override;
+  void batchnorm_forward_inference(const BatchNormParams& p, const Tensor& x, const Tensor& scale,
+                                   const Tensor& shift, const Tensor& running_mean, const Tensor& running_var,
+                                   const Tensor& y) override;
+  void batchnorm_backward(const BatchNormParams& p, const Tensor& x, const Tensor& dy, const Tensor& scale,
+                          const Tensor& save_mean, const Tensor& save_inv_std, const Tensor& dx,
+                          const Tensor& dscale, const Tensor& dshift) override;
+
+  void softmax_forward(const Tensor& x, const Tensor& prob) override;
+  void cross_entropy_loss(const Tensor& prob, const Tensor& labels, const Tensor& loss) override;
+  void softmax_cross_entropy_backward(const Tensor& prob, const Tensor& labels, float scale,
+                                      const Tensor& dx) override;
+  void accuracy_topk(const Tensor& scores, const Tensor& labels, const std::vector<int>& ks,
+                     const Tensor& out) override;
+
+  void copy_channels(const Tensor& src, int64_t src_c, const Tensor& dst, int64_t dst_c,
+                     int64_t channels) override;
+
+  void sgd_update(const Tensor& w, const Tensor& dw, const Tensor& history, float lr, float momentum,
+                  float weight_decay) override;
+
+  // ---- for multi-GPU code, benchmarks and tests (not part of the Backend interface) -----------
+  cudaStream_t stream() const;
+  int device_index() const { return device_; }
+  cudnnHandle_t cudnn_handle() const { return cudnn_; }
+  cublasHandle_t cublas_handle() const { return cublas_; }
+  const CudaBackendOptions& options() const { return options_; }
+  const std::string& device_name() const { return device_name_; }
+  int sm_count() const { return sm_count_; }
+  size_t workspace_bytes() const { return workspace_bytes_; }
+  // The plan (with measured algorithms) for a convolution shape, or nullptr if not yet used.
+  const ConvPlan* find_conv_plan(const ConvParams& p, const Shape& x, const Shape& w) const;
+  // Whether pool_forward/backward hand this shape to cuDNN (true) or to cnnscale's Caffe-rule
+  // kernels (false: ceil-mode output larger than cuDNN's floor output).
+  static bool cudnn_can_pool(const PoolParams& p, const Shape& x);
+
+ private:
+  using ConvKey = std::array<int64_t, 15>;
+  struct DeviceStream;  // device index + stream, shared with every allocation's deleter
+
+  void activate() const;  // make this backend's device current (ops may interleave with other backends)
+  // A device workspace of at least `bytes`, valid in stream order until the next call.
+  void* workspace(size_t bytes);
+  ConvPlan& conv_plan(const char* op, const ConvParams& p, const Shape& x, const Shape& w);
+  void find_conv_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& y);
+  void find_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx);
+  void find_conv_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw);
+  size_t search_workspace_limit() const;
+  cudnnMathType_t conv_math() const { return options_.allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH; }
+
+  int device_ = 0;
+  CudaBackendOptions options_;
+  std::shared_ptr<DeviceStream> ds_;
+  cudnnHandle_t cudnn_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  std::string device_name_;
+  int sm_count_ = 0;
+  size_t total_memory_ = 0;
+  int cc_major_ = 0, cc_minor_ = 0;
+
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  std::map<ConvKey, std::unique_ptr<ConvPlan>> conv_plans_;
+
+  // Scratch descriptors for the non-convolution ops, re-set on each call.
+  cuda::TensorDesc desc_a_, desc_b_, desc_c_;
+  cuda::PoolDesc pool_desc_;
+  cuda::ActDesc relu_desc_;
+  cuda::LrnDesc lrn_desc_;
+};
+
+}  // namespace cnnscale

@@ -1,0 +1,80 @@
+// BLAS-like ops on CUDA: GEMM (cuBLAS), bias add/reduce (cuDNN), axpby and the SGD update (own
+// element-wise kernels: cuBLAS has no fused form of either).
+#include <algorithm>
+#include <climits>
+
+#include "backend/cuda/cuda_backend.hpp"
+#include "backend/cuda/cuda_check.hpp"
+#include "backend/cuda/cuda_kernels.hpp"
+#include "backend/cuda/cuda_op_checks.hpp"
+
+namespace cnnscale {
+
+// Row-major C (m, n) = alpha op(A) op(B) + beta C. cuBLAS is column-major, and a row-major matrix
+// is the column-major view of its transpose, so compute C^T (n, m) = op(B)^T op(A)^T: swap the
+// operands and the extents, keep each operand's own transpose flag and leading dimension.
+// TF32 stays off unless options_.allow_tf32 (math mode set in the constructor).
+void CudaBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                       const float* b, float beta, float* c) {
+  if (m < 0 || n < 0 || k < 0 || m > INT_MAX || n > INT_MAX || k > INT_MAX)
+    throw_runtime("gemm on cuda: extents m={} n={} k={} outside cuBLAS's int range", m, n, k);
+  if (m == 0 || n == 0) return;
+  if (!c || (k > 0 && (!a || !b))) throw_runtime("gemm on cuda: null operand (m={} n={} k={})", m, n, k);
+  activate();
+  int lda = static_cast<int>(std::max<int64_t>(1, trans_a ? m : k));  // row length of A as stored
+  int ldb = static_cast<int>(std::max<int64_t>(1, trans_b ? k : n));
+  int ldc = static_cast<int>(n);
+  CUBLAS_CHECK(cublasSgemm(cublas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                           static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b, ldb, a, lda,
+                           &beta, c, ldc));
+}
+
+void CudaBackend::axpby(float alpha, const Tensor& x, float beta, const Tensor& y) {
+  cuda::expect_f32("axpby", "x", x, device_);
+  cuda::expect_f32("axpby", "y", y, device_);
+  cuda::expect_numel("axpby", "y", y, x.numel());
+  activate();
+  cuda::launch_axpby(x.numel(), alpha, x.f32(), beta, y.f32(), stream());
+}
+
+void CudaBackend::bias_add(const Tensor& bias, const Tensor& y) {
+  cuda::expect_f32("bias_add", "bias", bias, device_);
+  cuda::expect_f32("bias_add", "y", y, device_);
+  if (y.shape().rank() < 2) throw_runtime("bias_add on cuda: y {} must be (N, C, ...)", y.shape().to_string());
+  cuda::expect_numel("bias_add", "bias", bias, y.shape().c());
+  if (y.numel() == 0) return;
+  activate();
+  const float one = 1.0f;
+  cuda::set_nchw(desc_a_, 1, y.shape().c(), 1, 1, "bias_add");
+  cuda::set_nchw(desc_b_, y.shape(), "bias_add");
+  CUDNN_CHECK(cudnnAddTensor(cudnn_, &one, desc_a_, bias.f32(), &one, desc_b_, y.f32()));
+}
+
+void CudaBackend::bias_backward(const Tensor& dy, const Tensor& dbias) {
+  cuda::expect_f32("bias_backward", "dy", dy, device_);
+  cuda::expect_f32("bias_backward", "dbias", dbias, device_);
+  if (dy.shape().rank() < 2) throw_runtime("bias_backward on cuda: dy {} must be (N, C, ...)", dy.shape().to_string());
+  cuda::expect_numel("bias_backward", "dbias", dbias, dy.shape().c());
+  activate();
+  if (dy.numel() == 0) {
+    fill(dbias, 0.0f);
+    return;
+  }
+  const float one = 1.0f, zero = 0.0f;
+  cuda::set_nchw(desc_a_, dy.shape(), "bias_backward");
+  cuda::set_nchw(desc_b_, 1, dy.shape().c(), 1, 1, "bias_backward");
+  CUDNN_CHECK(cudnnConvolutionBackwardBias(cudnn_, &one, desc_a_, dy.f32(), &zero, desc_b_, dbias.f32()));
+}
+
+void CudaBackend::sgd_update(const Tensor& w, const Tensor& dw, const Tensor& history, float lr, float momentum,
+                             float weight_decay) {
+  cuda::expect_f32("sgd_update", "w", w, device_);
+  cuda::expect_f32("sgd_update", "dw", dw, device_);
+  cuda::expect_f32("sgd_update", "history", history, device_);
+  cuda::expect_numel("sgd_update", "dw", dw, w.numel());
+  cuda::expect_numel("sgd_update", "history", history, w.numel());
+  activate();
+  cuda::launch_sgd_update(w.numel(), w.f32(), dw.f32(), history.f32(), lr, momentum, weight_decay, stream());
+}
+
+}  // namespace cnnscale

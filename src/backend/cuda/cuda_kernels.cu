@@ -1,0 +1,191 @@
+// cnnscale's own element-wise and reduction kernels: the ops cuDNN/cuBLAS have no call for.
+// Element-wise formulas use explicitly rounded intrinsics (__fmul_rn, __fadd_rn) so nvcc does not
+// contract them into FMAs: each element then rounds exactly as the CPU reference's expression does.
+#include <cfloat>
+#include <cmath>
+
+#include "backend/cuda/cuda_check.hpp"
+#include "backend/cuda/cuda_kernels.hpp"
+#include "core/rng.hpp"
+
+namespace cnnscale::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+// Grid-stride loops: enough blocks to fill an H100/H200 several times over, no more.
+constexpr int64_t kMaxBlocks = 4096;
+
+unsigned blocks_for(int64_t n) {
+  int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 1 ? 1 : (b > kMaxBlocks ? kMaxBlocks : b));
+}
+
+__device__ __forceinline__ int64_t global_index() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64_t global_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+
+template <typename T>
+__global__ void fill_kernel(T* p, int64_t n, T value) {
+  for (int64_t i = global_index(); i < n; i += global_stride()) p[i] = value;
+}
+
+__global__ void axpby_kernel(int64_t n, float alpha, const float* x, float beta, float* y) {
+  for (int64_t i = global_index(); i < n; i += global_stride()) {
+    float ax = __fmul_rn(alpha, x[i]);
+    y[i] = beta == 0.0f ? ax : __fadd_rn(ax, __fmul_rn(beta, y[i]));
+  }
+}
+
+__global__ void dropout_kernel(int64_t n, float ratio, float scale, uint64_t seed, uint64_t rng_stream,
+                               const float* in, float* out) {
+  for (int64_t i = global_index(); i < n; i += global_stride()) {
+    bool keep = counter_uniform(seed, rng_stream, static_cast<uint64_t>(i)) >= ratio;
+    out[i] = keep ? __fmul_rn(in[i], scale) : 0.0f;
+  }
+}
+
+__global__ void sgd_update_kernel(int64_t n, float* w, const float* dw, float* history, float lr, float momentum,
+                                  float weight_decay) {
+  for (int64_t i = global_index(); i < n; i += global_stride()) {
+    float g = __fadd_rn(dw[i], __fmul_rn(weight_decay, w[i]));
+    float h = __fadd_rn(__fmul_rn(momentum, history[i]), __fmul_rn(lr, g));
+    history[i] = h;
+    w[i] = __fsub_rn(w[i], h);
+  }
+}
+
+// One block: the loss is a device scalar, so the step needs no host round trip. Partial sums in
+// double keep the result independent of the thread count to well below fp32 resolution.
+constexpr int kLossThreads = 512;
+__global__ void cross_entropy_kernel(const float* prob, const int32_t* labels, int64_t n, int64_t c, float* loss) {
+  __shared__ double partial[kLossThreads];
+  double acc = 0.0;
+  int bad = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    int32_t label = labels[i];
+    if (label < 0 || label >= c) {
+      bad = 1;
+    } else {
+      acc += static_cast<double>(logf(fmaxf(prob[i * c + label], FLT_MIN)));
+    }
+  }
+  partial[threadIdx.x] = acc;
+  bad = __syncthreads_or(bad);
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) loss[0] = bad ? NAN : static_cast<float>(-partial[0] / static_cast<double>(n));
+}
+
+__global__ void softmax_ce_backward_kernel(const float* prob, const int32_t* labels, int64_t n, int64_t c,
+                                           float scale, float* dx) {
+  for (int64_t i = global_index(); i < n * c; i += global_stride()) {
+    int64_t row = i / c;
+    int32_t label = labels[row];
+    if (label < 0 || label >= c) {
+      dx[i] = NAN;
+    } else {
+      float onehot = (i - row * c == label) ? 1.0f : 0.0f;
+      dx[i] = __fmul_rn(scale, __fsub_rn(prob[i], onehot));
+    }
+  }
+}
+
+struct TopKList {
+  int k[kMaxTopK];
+  int count;
+};
+
+// One block of warps; a warp ranks one sample at a time (lanes stride over its row, so reads are
+// coalesced), lane 0 keeps hit counts, and the block reduces them into `out`.
+constexpr int kAccuracyThreads = 1024;
+__global__ void accuracy_kernel(const float* scores, const int32_t* labels, int64_t n, int64_t c, TopKList ks,
+                                float* out) {
+  constexpr int kWarps = kAccuracyThreads / 32;
+  __shared__ long long warp_hits[kMaxTopK][kWarps];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  long long hits[kMaxTopK] = {0};
+  int bad = 0;
+  for (int64_t s = warp; s < n; s += kWarps) {
+    int32_t label = labels[s];  // same for the whole warp: the branch below is warp-uniform
+    if (label < 0 || label >= c) {
+      bad = 1;
+      continue;
+    }
+    const float* row = scores + s * c;
+    float label_score = row[label];
+    int above = 0;  // other classes scoring >= the label: ties count against the label
+    for (int64_t j = lane; j < c; j += 32) above += (j != label && row[j] >= label_score) ? 1 : 0;
+    for (int off = 16; off > 0; off >>= 1) above += __shfl_down_sync(0xffffffffu, above, off);
+    if (lane == 0)
+      for (int t = 0; t < ks.count; ++t) hits[t] += above < ks.k[t] ? 1 : 0;
+  }
+  if (lane == 0)
+    for (int t = 0; t < kMaxTopK; ++t) warp_hits[t][warp] = hits[t];
+  bad = __syncthreads_or(bad);
+  if (threadIdx.x < ks.count) {
+    long long total = 0;
+    for (int w = 0; w < kWarps; ++w) total += warp_hits[threadIdx.x][w];
+    out[threadIdx.x] = bad ? NAN : static_cast<float>(total) / static_cast<float>(n);
+  }
+}
+
+}  // namespace
+
+void launch_fill_f32(float* p, int64_t n, float value, cudaStream_t stream) {
+  if (n <= 0) return;
+  fill_kernel<float><<<blocks_for(n), kThreads, 0, stream>>>(p, n, value);
+  CUDA_CHECK_LAUNCH("fill_kernel<float>");
+}
+
+void launch_fill_i32(int32_t* p, int64_t n, int32_t value, cudaStream_t stream) {
+  if (n <= 0) return;
+  fill_kernel<int32_t><<<blocks_for(n), kThreads, 0, stream>>>(p, n, value);
+  CUDA_CHECK_LAUNCH("fill_kernel<int32_t>");
+}
+
+void launch_axpby(int64_t n, float alpha, const float* x, float beta, float* y, cudaStream_t stream) {
+  if (n <= 0) return;
+  axpby_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, alpha, x, beta, y);
+  CUDA_CHECK_LAUNCH("axpby_kernel");
+}
+
+void launch_dropout(int64_t n, float ratio, float scale, uint64_t seed, uint64_t rng_stream, const float* in,
+                    float* out, cudaStream_t stream) {
+  if (n <= 0) return;
+  dropout_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, ratio, scale, seed, rng_stream, in, out);
+  CUDA_CHECK_LAUNCH("dropout_kernel");
+}
+
+void launch_sgd_update(int64_t n, float* w, const float* dw, float* history, float lr, float momentum,
+                       float weight_decay, cudaStream_t stream) {
+  if (n <= 0) return;
+  sgd_update_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, w, dw, history, lr, momentum, weight_decay);
+  CUDA_CHECK_LAUNCH("sgd_update_kernel");
+}
+
+void launch_cross_entropy_loss(const float* prob, const int32_t* labels, int64_t n, int64_t c, float* loss,
+                               cudaStream_t stream) {
+  cross_entropy_kernel<<<1, kLossThreads, 0, stream>>>(prob, labels, n, c, loss);
+  CUDA_CHECK_LAUNCH("cross_entropy_kernel");
+}
+
+void launch_softmax_cross_entropy_backward(const float* prob, const int32_t* labels, int64_t n, int64_t c,
+                                           float scale, float* dx, cudaStream_t stream) {
+  if (n * c <= 0) return;
+  softmax_ce_backward_kernel<<<blocks_for(n * c), kThreads, 0, stream>>>(prob, labels, n, c, scale, dx);
+  CUDA_CHECK_LAUNCH("softmax_ce_backward_kernel");
+}
+
+void launch_accuracy_topk(const float* scores, const int32_t* labels, int64_t n, int64_t c, const int* ks,
+                          int num_k, float* out, cudaStream_t stream) {
+  TopKList list{};
+  for (int t = 0; t < num_k && t < kMaxTopK; ++t) list.k[t] = ks[t];
+  list.count = num_k < kMaxTopK ? num_k : kMaxTopK;
+  accuracy_kernel<<<1, kAccuracyThreads, 0, stream>>>(scores, labels, n, c, list, out);
+  CUDA_CHECK_LAUNCH("accuracy_kernel");
+}
+
+}  // namespace cnnscale::cuda

@@ -1,0 +1,158 @@
+// Normalisation ops on CUDA, all cuDNN: cross-channel LRN and spatial batch norm.
+#include "backend/cuda/cuda_backend.hpp"
+#include "backend/cuda/cuda_check.hpp"
+#include "backend/cuda/cuda_op_checks.hpp"
+
+namespace cnnscale {
+namespace {
+
+void check_lrn_params(const char* op, const LrnParams& p) {
+  // cuDNN's limits (cudnn_ops.h); outside them cudnnSetLRNDescriptor would fail with BAD_PARAM.
+  if (p.local_size < CUDNN_LRN_MIN_N || p.local_size > CUDNN_LRN_MAX_N || p.k < CUDNN_LRN_MIN_K ||
+      p.beta < CUDNN_LRN_MIN_BETA)
+    throw_runtime("{} on cuda: local_size {} (cuDNN: {}..{}), k {} (>= {}), beta {} (>= {}) not supported by cuDNN",
+                  op, p.local_size, CUDNN_LRN_MIN_N, CUDNN_LRN_MAX_N, p.k, CUDNN_LRN_MIN_K, p.beta,
+                  CUDNN_LRN_MIN_BETA);
+}
+
+}  // namespace
+
+// cuDNN divides lrnAlpha by the window width inside the library (cuDNN API reference,
+// cudnnSetLRNDescriptor: "this value is divided by the window width for LRN"), so Caffe's alpha is
+// passed unchanged: y = x / (k + alpha / n * sum x^2)^beta, as in backend.hpp and in Caffe's own
+// CuDNNLRNLayer. The window, channels [c - (n-1)/2, c + n/2], is Caffe's pre_pad rule.
+void CudaBackend::lrn_forward(const LrnParams& p, const Tensor& x, const Tensor& y) {
+  cuda::expect_f32("lrn_forward", "x", x, device_);
+  cuda::expect_f32("lrn_forward", "y", y, device_);
+  cuda::expect_shape("lrn_forward", "y", y, x.shape());
+  check_lrn_params("lrn_forward", p);
+  if (x.numel() == 0) return;
+  activate();
+  CUDNN_CHECK(cudnnSetLRNDescriptor(lrn_desc_, static_cast<unsigned>(p.local_size), p.alpha, p.beta, p.k));
+  cuda::set_nchw(desc_a_, x.shape(), "lrn_forward");
+  const float one = 1.0f, zero = 0.0f;
+  CUDNN_CHECK(cudnnLRNCrossChannelForward(cudnn_, lrn_desc_, CUDNN_LRN_CROSS_CHANNEL_DIM1, &one, desc_a_, x.f32(),
+                                          &zero, desc_a_, y.f32()));
+}
+
+void CudaBackend::lrn_backward(const LrnParams& p, const Tensor& x, const Tensor& y, const Tensor& dy,
+                               const Tensor& dx) {
+  cuda::expect_f32("lrn_backward", "x", x, device_);
+  cuda::expect_f32("lrn_backward", "y", y, device_);
+  cuda::expect_f32("lrn_backward", "dy", dy, device_);
+  cuda::expect_f32("lrn_backward", "dx", dx, device_);
+  cuda::expect_shape("lrn_backward", "y", y, x.shape());
+  cuda::expect_shape("lrn_backward", "dy", dy, x.shape());
+  cuda::expect_shape("lrn_backward", "dx", dx, x.shape());
+  check_lrn_params("lrn_backward", p);
+  if (x.numel() == 0) return;
+  activate();
+  CUDNN_CHECK(cudnnSetLRNDescriptor(lrn_desc_, static_cast<unsigned>(p.local_size), p.alpha, p.beta, p.k));
+  cuda::set_nchw(desc_a_, x.shape(), "lrn_backward");
+  const float one = 1.0f, zero = 0.0f;
+  CUDNN_CHECK(cudnnLRNCrossChannelBackward(cudnn_, lrn_desc_, CUDNN_LRN_CROSS_CHANNEL_DIM1, &one, desc_a_, y.f32(),
+                                           desc_a_, dy.f32(), desc_a_, x.f32(), &zero, desc_a_, dx.f32()));
+}
+
+// ---- batch norm ------------------------------------------------------------------------------
+// cuDNN's spatial mode is backend.hpp's contract as it stands:
+//  - running = (1 - factor) * running + factor * batch with exponentialAverageFactor = momentum;
+//  - the running variance it stores is the unbiased batch variance (N*H*W - 1 denominator);
+//  - resultSaveInvVariance is 1 / sqrt(biased batch variance + eps) = save_inv_std.
+// (N, C) inputs are (N, C, 1, 1): statistics per channel over the batch.
+
+namespace {
+
+void check_bn_param(const char* op, const char* what, const Tensor& t, int64_t channels, int device) {
+  cuda::expect_f32(op, what, t, device);
+  cuda::expect_numel(op, what, t, channels);
+}
+
+void check_bn_input(const char* op, const Tensor& x) {
+  if (x.shape().rank() != 2 && x.shape().rank() != 4)
+    throw_runtime("{} on cuda: x {} must be (N, C) or (N, C, H, W)", op, x.shape().to_string());
+}
+
+}  // namespace
+
+void CudaBackend::batchnorm_forward_train(const BatchNormParams& p, const Tensor& x, const Tensor& scale,
+                                          const Tensor& shift, const Tensor& running_mean,
+                                          const Tensor& running_var, const Tensor& y, const Tensor& save_mean,
+                                          const Tensor& save_inv_std) {
+  const char* op = "batchnorm_forward_train";
+  check_bn_input(op, x);
+  const int64_t c = x.shape().c();
+  cuda::expect_f32(op, "x", x, device_);
+  cuda::expect_f32(op, "y", y, device_);
+  cuda::expect_shape(op, "y", y, x.shape());
+  check_bn_param(op, "scale", scale, c, device_);
+  check_bn_param(op, "shift", shift, c, device_);
+  check_bn_param(op, "running_mean", running_mean, c, device_);
+  check_bn_param(op, "running_var", running_var, c, device_);
+  check_bn_param(op, "save_mean", save_mean, c, device_);
+  check_bn_param(op, "save_inv_std", save_inv_std, c, device_);
+  if (x.numel() == 0) return;
+  if (x.numel() / c < 2)
+    throw_runtime("{} on cuda: x {} has one value per channel; batch statistics need at least two", op,
+                  x.shape().to_string());
+  activate();
+  cuda::set_nchw(desc_a_, x.shape(), op);
+  CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(desc_c_, desc_a_, CUDNN_BATCHNORM_SPATIAL));
+  const float one = 1.0f, zero = 0.0f;
+  CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
+      cudnn_, CUDNN_BATCHNORM_SPATIAL, &one, &zero, desc_a_, x.f32(), desc_a_, y.f32(), desc_c_, scale.f32(),
+      shift.f32(), p.momentum, running_mean.f32(), running_var.f32(), p.eps, save_mean.f32(), save_inv_std.f32()));
+}
+
+void CudaBackend::batchnorm_forward_inference(const BatchNormParams& p, const Tensor& x, const Tensor& scale,
+                                              const Tensor& shift, const Tensor& running_mean,
+                                              const Tensor& running_var, const Tensor& y) {
+  const char* op = "batchnorm_forward_inference";
+  check_bn_input(op, x);
+  const int64_t c = x.shape().c();
+  cuda::expect_f32(op, "x", x, device_);
+  cuda::expect_f32(op, "y", y, device_);
+  cuda::expect_shape(op, "y", y, x.shape());
+  check_bn_param(op, "scale", scale, c, device_);
+  check_bn_param(op, "shift", shift, c, device_);
+  check_bn_param(op, "running_mean", running_mean, c, device_);
+  check_bn_param(op, "running_var", running_var, c, device_);
+  if (x.numel() == 0) return;
+  activate();
+  cuda::set_nchw(desc_a_, x.shape(), op);
+  CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(desc_c_, desc_a_, CUDNN_BATCHNORM_SPATIAL));
+  const float one = 1.0f, zero = 0.0f;
+  CUDNN_CHECK(cudnnBatchNormalizationForwardInference(cudnn_, CUDNN_BATCHNORM_SPATIAL, &one, &zero, desc_a_, x.f32(),
+                                                      desc_a_, y.f32(), desc_c_, scale.f32(), shift.f32(),
+                                                      running_mean.f32(), running_var.f32(), p.eps));
+}
+
+void CudaBackend::batchnorm_backward(const BatchNormParams& p, const Tensor& x, const Tensor& dy, const Tensor& scale,
+                                     const Tensor& save_mean, const Tensor& save_inv_std, const Tensor& dx,
+                                     const Tensor& dscale, const Tensor& dshift) {
+  const char* op = "batchnorm_backward";
+  check_bn_input(op, x);
+  const int64_t c = x.shape().c();
+  cuda::expect_f32(op, "x", x, device_);
+  cuda::expect_f32(op, "dy", dy, device_);
+  cuda::expect_f32(op, "dx", dx, device_);
+  cuda::expect_shape(op, "dy", dy, x.shape());
+  cuda::expect_shape(op, "dx", dx, x.shape());
+  check_bn_param(op, "scale", scale, c, device_);
+  check_bn_param(op, "save_mean", save_mean, c, device_);
+  check_bn_param(op, "save_inv_std", save_inv_std, c, device_);
+  check_bn_param(op, "dscale", dscale, c, device_);
+  check_bn_param(op, "dshift", dshift, c, device_);
+  if (x.numel() == 0) return;
+  activate();
+  cuda::set_nchw(desc_a_, x.shape(), op);
+  CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(desc_c_, desc_a_, CUDNN_BATCHNORM_SPATIAL));
+  const float one = 1.0f, zero = 0.0f;
+  // dx, dscale and dshift are overwritten (beta = 0), as the Backend contract says.
+  CUDNN_CHECK(cudnnBatchNormalizationBackward(cudnn_, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, desc_a_,
+                                              x.f32(), desc_a_, dy.f32(), desc_a_, dx.f32(), desc_c_, scale.f32(),
+                                              dscale.f32(), dshift.f32(), p.eps, save_mean.f32(),
+                                              save_inv_std.f32()));
+}
+
+}  // namespace cnnscale

@@ -1,0 +1,41 @@
+// Argument checks shared by the CUDA ops: every tensor an op touches must live on this backend's
+// GPU with the dtype and layout the op supports; anything else is an Error naming op and backend
+// (never a silent fallback or a wild device pointer).
+#pragma once
+#include "core/error.hpp"
+#include "core/tensor.hpp"
+
+namespace cnnscale::cuda {
+
+inline void expect_on_device(const char* op, const char* what, const Tensor& t, int device) {
+  if (t.numel() > 0 && !t.defined()) throw_runtime("{} on cuda: {} {} has no storage", op, what, t.shape().to_string());
+  Device d = t.device();
+  if (t.numel() > 0 && (d.kind != Device::Kind::CUDA || d.index != device))
+    throw_runtime("{} on cuda (gpu:{}): {} {} lives on {}", op, device, what, t.shape().to_string(), d.to_string());
+}
+
+inline void expect_f32(const char* op, const char* what, const Tensor& t, int device) {
+  if (t.dtype() != DType::F32 || t.layout() != Layout::NCHW)
+    throw_runtime("{} on cuda: {} {} is {} {}; this backend supports f32 NCHW only", op, what,
+                  t.shape().to_string(), dtype_name(t.dtype()), layout_name(t.layout()));
+  expect_on_device(op, what, t, device);
+}
+
+inline void expect_i32(const char* op, const char* what, const Tensor& t, int device) {
+  if (t.dtype() != DType::I32)
+    throw_runtime("{} on cuda: {} {} is {}, expected i32", op, what, t.shape().to_string(), dtype_name(t.dtype()));
+  expect_on_device(op, what, t, device);
+}
+
+inline void expect_shape(const char* op, const char* what, const Tensor& t, const Shape& expected) {
+  if (t.shape() != expected)
+    throw_runtime("{} on cuda: {} has shape {}, expected {}", op, what, t.shape().to_string(), expected.to_string());
+}
+
+inline void expect_numel(const char* op, const char* what, const Tensor& t, int64_t expected) {
+  if (t.numel() != expected)
+    throw_runtime("{} on cuda: {} {} has {} elements, expected {}", op, what, t.shape().to_string(), t.numel(),
+                  expected);
+}
+
+}  // namespace cnnscale::cuda

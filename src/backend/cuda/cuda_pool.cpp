@@ -1,0 +1,121 @@
+// Max/average pooling on CUDA with Caffe's semantics. cuDNN runs every shape where Caffe's output
+// size equals cuDNN's floor rule (CaffeNet's 55->27->13->6, global pooling, all floor-mode
+// shapes). In Caffe's ceil mode the output can have one more row/column whose window hangs past
+// the bottom/right padding: that is asymmetric padding, which cuDNN's pooling descriptor cannot
+// express, and Caffe's average divisor (window clipped at H + pad) differs from both of cuDNN's
+// average modes there. Those shapes run cnnscale's kernels (cuda_pool_kernels.cu).
+#include "backend/cuda/cuda_backend.hpp"
+#include "backend/cuda/cuda_check.hpp"
+#include "backend/cuda/cuda_kernels.hpp"
+#include "backend/cuda/cuda_op_checks.hpp"
+
+namespace cnnscale {
+namespace {
+
+int64_t floor_pool_dim(int64_t in, int kernel, int stride, int pad) { return (in + 2 * pad - kernel) / stride + 1; }
+
+// Validates p, x and y against Caffe's shape rule; returns the expected y shape.
+Shape checked_pool_shape(const char* op, const PoolParams& p, const Tensor& x) {
+  if (x.shape().rank() != 4) throw_runtime("{} on cuda: x {} must be (N, C, H, W)", op, x.shape().to_string());
+  if (p.kernel_h < 1 || p.kernel_w < 1 || p.stride_h < 1 || p.stride_w < 1 || p.pad_h < 0 || p.pad_w < 0 ||
+      p.pad_h >= p.kernel_h || p.pad_w >= p.kernel_w || p.kernel_h > x.shape().h() + 2 * p.pad_h ||
+      p.kernel_w > x.shape().w() + 2 * p.pad_w)
+    throw_runtime("{} on cuda: kernel {}x{} stride {}x{} pad {}x{} invalid for x {} (Caffe needs pad < kernel)", op,
+                  p.kernel_h, p.kernel_w, p.stride_h, p.stride_w, p.pad_h, p.pad_w, x.shape().to_string());
+  return Shape{x.shape().n(), x.shape().c(),
+               pool_output_dim(x.shape().h(), p.kernel_h, p.stride_h, p.pad_h, p.ceil_mode),
+               pool_output_dim(x.shape().w(), p.kernel_w, p.stride_w, p.pad_w, p.ceil_mode)};
+}
+
+cuda::PoolGeometry geometry(const PoolParams& p, const Shape& x, const Shape& y) {
+  cuda::PoolGeometry g;
+  g.planes = x.n() * x.c();
+  g.height = cuda::to_int_dim(x.h(), "pool");
+  g.width = cuda::to_int_dim(x.w(), "pool");
+  g.pooled_height = cuda::to_int_dim(y.h(), "pool");
+  g.pooled_width = cuda::to_int_dim(y.w(), "pool");
+  g.kernel_h = p.kernel_h;
+  g.kernel_w = p.kernel_w;
+  g.stride_h = p.stride_h;
+  g.stride_w = p.stride_w;
+  g.pad_h = p.pad_h;
+  g.pad_w = p.pad_w;
+  return g;
+}
+
+}  // namespace
+
+bool CudaBackend::cudnn_can_pool(const PoolParams& p, const Shape& x) {
+  return pool_output_dim(x.h(), p.kernel_h, p.stride_h, p.pad_h, p.ceil_mode) ==
+             floor_pool_dim(x.h(), p.kernel_h, p.stride_h, p.pad_h) &&
+         pool_output_dim(x.w(), p.kernel_w, p.stride_w, p.pad_w, p.ceil_mode) ==
+             floor_pool_dim(x.w(), p.kernel_w, p.stride_w, p.pad_w);
+}
+
+// With floor-sized output no window passes the padded extent, so Caffe's average divisor is
+// always kernel_h * kernel_w: cuDNN's COUNT_INCLUDE_PADDING. Max pooling ignores padding in both.
+static cudnnPoolingMode_t cudnn_pool_mode(const PoolParams& p, bool deterministic) {
+  if (p.mode == PoolMode::Average) return CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
+  return deterministic ? CUDNN_POOLING_MAX_DETERMINISTIC : CUDNN_POOLING_MAX;
+}
+
+void CudaBackend::pool_forward(const PoolParams& p, const Tensor& x, const Tensor& y) {
+  cuda::expect_f32("pool_forward", "x", x, device_);
+  cuda::expect_f32("pool_forward", "y", y, device_);
+  Shape ys = checked_pool_shape("pool_forward", p, x);
+  cuda::expect_shape("pool_forward", "y", y, ys);
+  if (y.numel() == 0) return;
+  activate();
+  if (!cudnn_can_pool(p, x.shape())) {
+    cuda::PoolGeometry g = geometry(p, x.shape(), ys);
+    if (p.mode == PoolMode::Max)
+      cuda::launch_caffe_max_pool_forward(g, x.f32(), y.f32(), stream());
+    else
+      cuda::launch_caffe_avg_pool_forward(g, x.f32(), y.f32(), stream());
+    return;
+  }
+  CUDNN_CHECK(cudnnSetPooling2dDescriptor(pool_desc_, cudnn_pool_mode(p, options_.deterministic),
+                                          CUDNN_NOT_PROPAGATE_NAN, p.kernel_h, p.kernel_w, p.pad_h, p.pad_w,
+                                          p.stride_h, p.stride_w));
+  cuda::set_nchw(desc_a_, x.shape(), "pool_forward");
+  int n = 0, c = 0, h = 0, w = 0;
+  CUDNN_CHECK(cudnnGetPooling2dForwardOutputDim(pool_desc_, desc_a_, &n, &c, &h, &w));
+  if (Shape{n, c, h, w} != ys)
+    throw_runtime("pool_forward on cuda: cuDNN output ({}, {}, {}, {}) differs from Caffe's {} for x {}", n, c, h, w,
+                  ys.to_string(), x.shape().to_string());
+  cuda::set_nchw(desc_b_, ys, "pool_forward");
+  const float one = 1.0f, zero = 0.0f;
+  CUDNN_CHECK(cudnnPoolingForward(cudnn_, pool_desc_, &one, desc_a_, x.f32(), &zero, desc_b_, y.f32()));
+}
+
+void CudaBackend::pool_backward(const PoolParams& p, const Tensor& x, const Tensor& y, const Tensor& dy,
+                                const Tensor& dx) {
+  cuda::expect_f32("pool_backward", "x", x, device_);
+  cuda::expect_f32("pool_backward", "y", y, device_);
+  cuda::expect_f32("pool_backward", "dy", dy, device_);
+  cuda::expect_f32("pool_backward", "dx", dx, device_);
+  Shape ys = checked_pool_shape("pool_backward", p, x);
+  cuda::expect_shape("pool_backward", "y", y, ys);
+  cuda::expect_shape("pool_backward", "dy", dy, ys);
+  cuda::expect_shape("pool_backward", "dx", dx, x.shape());
+  if (dx.numel() == 0) return;
+  activate();
+  if (!cudnn_can_pool(p, x.shape())) {
+    cuda::PoolGeometry g = geometry(p, x.shape(), ys);
+    if (p.mode == PoolMode::Max)
+      cuda::launch_caffe_max_pool_backward(g, x.f32(), y.f32(), dy.f32(), dx.f32(), stream());
+    else
+      cuda::launch_caffe_avg_pool_backward(g, dy.f32(), dx.f32(), stream());
+    return;
+  }
+  CUDNN_CHECK(cudnnSetPooling2dDescriptor(pool_desc_, cudnn_pool_mode(p, options_.deterministic),
+                                          CUDNN_NOT_PROPAGATE_NAN, p.kernel_h, p.kernel_w, p.pad_h, p.pad_w,
+                                          p.stride_h, p.stride_w));
+  cuda::set_nchw(desc_a_, x.shape(), "pool_backward");
+  cuda::set_nchw(desc_b_, ys, "pool_backward");
+  const float one = 1.0f, zero = 0.0f;
+  CUDNN_CHECK(cudnnPoolingBackward(cudnn_, pool_desc_, &one, desc_b_, y.f32(), desc_b_, dy.f32(), desc_a_, x.f32(),
+                                   &zero, desc_a_, dx.f32()));
+}
+
+}  // namespace cnnscale

@@ -1,0 +1,158 @@
+// Caffe's max/average pooling (BVLC caffe/src/caffe/layers/pooling_layer.cu) for the shapes cuDNN
+// cannot express: Caffe's ceil-mode output can have one more row/column than cuDNN's floor rule,
+// and that last window hangs over the bottom/right edge, i.e. asymmetric padding.
+// Max backward recomputes each window's argmax from x (no stored mask), with Caffe's rule that
+// the first maximum in row-major order wins, and gathers per input element (deterministic).
+#include <cfloat>
+
+#include "backend/cuda/cuda_check.hpp"
+#include "backend/cuda/cuda_kernels.hpp"
+
+namespace cnnscale::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = 4096;
+
+unsigned blocks_for(int64_t n) {
+  int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 1 ? 1 : (b > kMaxBlocks ? kMaxBlocks : b));
+}
+
+__device__ __forceinline__ int64_t global_index() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64_t global_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+
+// Index (h * W + w) of the first maximum of window (ph, pw) of `plane`, as Caffe's forward picks it.
+__device__ int window_argmax(const PoolGeometry& g, const float* plane, int ph, int pw) {
+  int hstart = ph * g.stride_h - g.pad_h, wstart = pw * g.stride_w - g.pad_w;
+  int hend = min(hstart + g.kernel_h, g.height), wend = min(wstart + g.kernel_w, g.width);
+  hstart = max(hstart, 0);
+  wstart = max(wstart, 0);
+  float maxval = -FLT_MAX;
+  int maxidx = -1;
+  for (int h = hstart; h < hend; ++h)
+    for (int w = wstart; w < wend; ++w)
+      if (plane[h * g.width + w] > maxval) {
+        maxidx = h * g.width + w;
+        maxval = plane[maxidx];
+      }
+  return maxidx;
+}
+
+__global__ void max_pool_forward_kernel(PoolGeometry g, const float* x, float* y) {
+  const int64_t total = g.planes * g.pooled_height * g.pooled_width;
+  for (int64_t i = global_index(); i < total; i += global_stride()) {
+    int pw = static_cast<int>(i % g.pooled_width);
+    int ph = static_cast<int>((i / g.pooled_width) % g.pooled_height);
+    int64_t plane = i / (static_cast<int64_t>(g.pooled_width) * g.pooled_height);
+    const float* xp = x + plane * g.height * g.width;
+    int idx = window_argmax(g, xp, ph, pw);
+    y[i] = idx >= 0 ? xp[idx] : -FLT_MAX;
+  }
+}
+
+__global__ void avg_pool_forward_kernel(PoolGeometry g, const float* x, float* y) {
+  const int64_t total = g.planes * g.pooled_height * g.pooled_width;
+  for (int64_t i = global_index(); i < total; i += global_stride()) {
+    int pw = static_cast<int>(i % g.pooled_width);
+    int ph = static_cast<int>((i / g.pooled_width) % g.pooled_height);
+    int64_t plane = i / (static_cast<int64_t>(g.pooled_width) * g.pooled_height);
+    int hstart = ph * g.stride_h - g.pad_h, wstart = pw * g.stride_w - g.pad_w;
+    // Caffe divides by the window clipped to the padded extent (padding counts, overhang does not).
+    int hend = min(hstart + g.kernel_h, g.height + g.pad_h), wend = min(wstart + g.kernel_w, g.width + g.pad_w);
+    int pool_size = (hend - hstart) * (wend - wstart);
+    hstart = max(hstart, 0);
+    wstart = max(wstart, 0);
+    hend = min(hend, g.height);
+    wend = min(wend, g.width);
+    const float* xp = x + plane * g.height * g.width;
+    float sum = 0.0f;
+    for (int h = hstart; h < hend; ++h)
+      for (int w = wstart; w < wend; ++w) sum += xp[h * g.width + w];
+    y[i] = sum / pool_size;
+  }
+}
+
+__global__ void max_pool_backward_kernel(PoolGeometry g, const float* x, const float* y, const float* dy,
+                                         float* dx) {
+  const int64_t total = g.planes * g.height * g.width;
+  for (int64_t i = global_index(); i < total; i += global_stride()) {
+    int w = static_cast<int>(i % g.width);
+    int h = static_cast<int>((i / g.width) % g.height);
+    int64_t plane = i / (static_cast<int64_t>(g.width) * g.height);
+    // Pooled outputs whose window covers (h, w), as in Caffe's MaxPoolBackward.
+    int phstart = (h + g.pad_h < g.kernel_h) ? 0 : (h + g.pad_h - g.kernel_h) / g.stride_h + 1;
+    int phend = min((h + g.pad_h) / g.stride_h + 1, g.pooled_height);
+    int pwstart = (w + g.pad_w < g.kernel_w) ? 0 : (w + g.pad_w - g.kernel_w) / g.stride_w + 1;
+    int pwend = min((w + g.pad_w) / g.stride_w + 1, g.pooled_width);
+    const float* xp = x + plane * g.height * g.width;
+    const int64_t pooled_offset = plane * g.pooled_height * g.pooled_width;
+    const float xv = xp[h * g.width + w];
+    float grad = 0.0f;
+    for (int ph = phstart; ph < phend; ++ph)
+      for (int pw = pwstart; pw < pwend; ++pw) {
+        int64_t o = pooled_offset + ph * g.pooled_width + pw;
+        // Cheap reject first; only an element equal to the window's max can be its argmax.
+        if (y[o] == xv && window_argmax(g, xp, ph, pw) == h * g.width + w) grad += dy[o];
+      }
+    dx[i] = grad;
+  }
+}
+
+__global__ void avg_pool_backward_kernel(PoolGeometry g, const float* dy, float* dx) {
+  const int64_t total = g.planes * g.height * g.width;
+  for (int64_t i = global_index(); i < total; i += global_stride()) {
+    int w = static_cast<int>(i % g.width) + g.pad_w;
+    int h = static_cast<int>((i / g.width) % g.height) + g.pad_h;
+    int64_t plane = i / (static_cast<int64_t>(g.width) * g.height);
+    int phstart = (h < g.kernel_h) ? 0 : (h - g.kernel_h) / g.stride_h + 1;
+    int phend = min(h / g.stride_h + 1, g.pooled_height);
+    int pwstart = (w < g.kernel_w) ? 0 : (w - g.kernel_w) / g.stride_w + 1;
+    int pwend = min(w / g.stride_w + 1, g.pooled_width);
+    const float* dyp = dy + plane * g.pooled_height * g.pooled_width;
+    float grad = 0.0f;
+    for (int ph = phstart; ph < phend; ++ph)
+      for (int pw = pwstart; pw < pwend; ++pw) {
+        int hstart = ph * g.stride_h - g.pad_h, wstart = pw * g.stride_w - g.pad_w;
+        int hend = min(hstart + g.kernel_h, g.height + g.pad_h), wend = min(wstart + g.kernel_w, g.width + g.pad_w);
+        int pool_size = (hend - hstart) * (wend - wstart);
+        grad += dyp[ph * g.pooled_width + pw] / pool_size;
+      }
+    dx[i] = grad;
+  }
+}
+
+}  // namespace
+
+void launch_caffe_max_pool_forward(const PoolGeometry& g, const float* x, float* y, cudaStream_t stream) {
+  int64_t n = g.planes * g.pooled_height * g.pooled_width;
+  if (n <= 0) return;
+  max_pool_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(g, x, y);
+  CUDA_CHECK_LAUNCH("max_pool_forward_kernel");
+}
+
+void launch_caffe_avg_pool_forward(const PoolGeometry& g, const float* x, float* y, cudaStream_t stream) {
+  int64_t n = g.planes * g.pooled_height * g.pooled_width;
+  if (n <= 0) return;
+  avg_pool_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(g, x, y);
+  CUDA_CHECK_LAUNCH("avg_pool_forward_kernel");
+}
+
+void launch_caffe_max_pool_backward(const PoolGeometry& g, const float* x, const float* y, const float* dy, float* dx,
+                                    cudaStream_t stream) {
+  int64_t n = g.planes * g.height * g.width;
+  if (n <= 0) return;
+  max_pool_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(g, x, y, dy, dx);
+  CUDA_CHECK_LAUNCH("max_pool_backward_kernel");
+}
+
+void launch_caffe_avg_pool_backward(const PoolGeometry& g, const float* dy, float* dx, cudaStream_t stream) {
+  int64_t n = g.planes * g.height * g.width;
+  if (n <= 0) return;
+  avg_pool_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(g, dy, dx);
+  CUDA_CHECK_LAUNCH("avg_pool_backward_kernel");
+}
+
+}  // namespace cnnscale::cuda

@@ -1,0 +1,61 @@
+// Owning wrappers for cuDNN descriptors (created once, re-set per call: setting a descriptor is a
+// cheap host-side operation) and the mapping of cnnscale shapes onto 4-d NCHW descriptors.
+#pragma once
+#include <cudnn.h>
+
+#include <utility>
+
+#include "backend/cuda/cuda_check.hpp"
+#include "core/shape.hpp"
+#include "core/error.hpp"
+
+namespace cnnscale::cuda {
+
+template <typename T, cudnnStatus_t (*Create)(T*), cudnnStatus_t (*Destroy)(T)>
+class CudnnDescriptor {
+ public:
+  CudnnDescriptor() { CUDNN_CHECK(Create(&desc_)); }
+  ~CudnnDescriptor() {
+    if (desc_) Destroy(desc_);  // destructors must not throw; destroy only fails on a null descriptor
+  }
+  CudnnDescriptor(const CudnnDescriptor&) = delete;
+  CudnnDescriptor& operator=(const CudnnDescriptor&) = delete;
+  CudnnDescriptor(CudnnDescriptor&& o) noexcept : desc_(std::exchange(o.desc_, nullptr)) {}
+  T get() const { return desc_; }
+  operator T() const { return desc_; }
+
+ private:
+  T desc_ = nullptr;
+};
+
+using TensorDesc = CudnnDescriptor<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
+using FilterDesc = CudnnDescriptor<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor>;
+using ConvDesc =
+    CudnnDescriptor<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor>;
+using PoolDesc = CudnnDescriptor<cudnnPoolingDescriptor_t, cudnnCreatePoolingDescriptor, cudnnDestroyPoolingDescriptor>;
+using ActDesc =
+    CudnnDescriptor<cudnnActivationDescriptor_t, cudnnCreateActivationDescriptor, cudnnDestroyActivationDescriptor>;
+using LrnDesc = CudnnDescriptor<cudnnLRNDescriptor_t, cudnnCreateLRNDescriptor, cudnnDestroyLRNDescriptor>;
+
+// cuDNN's legacy API takes int extents; a tensor past that is refused with the op's name rather
+// than truncated.
+inline int to_int_dim(int64_t v, const char* op) {
+  if (v < 0 || v > 0x7fffffff) throw_runtime("{} on cuda: extent {} does not fit cuDNN's int dimensions", op, v);
+  return static_cast<int>(v);
+}
+
+// Packed NCHW float32 descriptor for (N, C, H, W); missing trailing dims of `s` count as 1, and
+// dims past the fourth are folded into W (contiguous, so the layout is unchanged).
+inline void set_nchw(cudnnTensorDescriptor_t d, const Shape& s, const char* op) {
+  int64_t w = s.w();
+  for (int i = 4; i < s.rank(); ++i) w *= s[i];
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, to_int_dim(s.n(), op),
+                                         to_int_dim(s.c(), op), to_int_dim(s.h(), op), to_int_dim(w, op)));
+}
+
+inline void set_nchw(cudnnTensorDescriptor_t d, int64_t n, int64_t c, int64_t h, int64_t w, const char* op) {
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, to_int_dim(n, op), to_int_dim(c, op),
+                                         to_int_dim(h, op), to_int_dim(w, op)));
+}
+
+}  // namespace cnnscale::cuda
