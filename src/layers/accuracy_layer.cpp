@@ -23,7 +23,8 @@ class AccuracyLayer final : public Layer {
     if (auto k = node.child("top_k")) {
       ks_ = k->as_list<int>();
       for (int v : ks_)
-        if (v < 1 || v > classes) k->fail(fmt::format("each k must be in [1, {}] (the number of classes), got {}", classes, v));
+        if (v < 1 || v > classes)
+          k->fail(fmt::format("each k must be in [1, {}] (the number of classes), got {}", classes, v));
     }
     if (ks_.size() != cfg_.tops.size())
       node.fail(fmt::format("{} top(s) for {} value(s) of top_k: give one top per k", cfg_.tops.size(), ks_.size()));

@@ -10,8 +10,8 @@ class ConvolutionLayer final : public Layer {
   using Layer::Layer;
 
   std::vector<std::string> param_keys() const override {
-    return {"num_output", "kernel", "stride", "pad", "dilation", "group", "bias", "weight_filler", "bias_filler",
-            "param"};
+    return {"num_output", "kernel", "stride",        "pad",         "dilation",
+            "group",      "bias",   "weight_filler", "bias_filler", "param"};
   }
 
   std::vector<Shape> infer_shapes(const std::vector<Shape>& bottoms) override {
@@ -20,8 +20,8 @@ class ConvolutionLayer final : public Layer {
     const Shape& x = bottoms.at(0);
     require_rank(node, x, 4, "an (N, C, H, W)");
     if (x.c() % conv_.groups != 0)
-      node["group"].fail(fmt::format("group {} does not divide the {} input channels of {}", conv_.groups, x.c(),
-                                     x.to_string()));
+      node["group"].fail(
+          fmt::format("group {} does not divide the {} input channels of {}", conv_.groups, x.c(), x.to_string()));
     if (num_output_ % conv_.groups != 0)
       node["num_output"].fail(fmt::format("num_output {} is not a multiple of group {}", num_output_, conv_.groups));
     in_channels_ = x.c();
@@ -37,13 +37,17 @@ class ConvolutionLayer final : public Layer {
   std::vector<ParamSpec> param_specs() const override {
     const int64_t group_channels = in_channels_ / conv_.groups;
     const int64_t window = static_cast<int64_t>(conv_.kernel_h) * conv_.kernel_w;
-    ParamSpec weight{"weight", Shape{num_output_, group_channels, conv_.kernel_h, conv_.kernel_w}, weight_filler_,
-                     mults_[0].lr_mult, mults_[0].decay_mult, group_channels * window,
+    ParamSpec weight{"weight",
+                     Shape{num_output_, group_channels, conv_.kernel_h, conv_.kernel_w},
+                     weight_filler_,
+                     mults_[0].lr_mult,
+                     mults_[0].decay_mult,
+                     group_channels * window,
                      num_output_ / conv_.groups * window};
     std::vector<ParamSpec> specs{weight};
     if (bias_)
-      specs.push_back(ParamSpec{"bias", Shape{num_output_}, bias_filler_, mults_[1].lr_mult, mults_[1].decay_mult, 1,
-                                1});
+      specs.push_back(
+          ParamSpec{"bias", Shape{num_output_}, bias_filler_, mults_[1].lr_mult, mults_[1].decay_mult, 1, 1});
     return specs;
   }
 

@@ -13,8 +13,7 @@ class DropoutLayer final : public Layer {
 
   std::vector<Shape> infer_shapes(const std::vector<Shape>& bottoms) override {
     ratio_ = cfg_.node.get_or<float>("ratio", 0.5f);
-    if (!(ratio_ >= 0.0f && ratio_ < 1.0f))
-      cfg_.node["ratio"].fail(fmt::format("must be in [0, 1), got {}", ratio_));
+    if (!(ratio_ >= 0.0f && ratio_ < 1.0f)) cfg_.node["ratio"].fail(fmt::format("must be in [0, 1), got {}", ratio_));
     return {bottoms.at(0)};
   }
 

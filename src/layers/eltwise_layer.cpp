@@ -26,8 +26,8 @@ class EltwiseLayer final : public Layer {
     }
     for (size_t i = 1; i < bottoms.size(); ++i)
       if (bottoms[i] != bottoms[0])
-        node.fail(fmt::format("bottoms must have identical shapes: '{}' is {} but '{}' is {}", cfg_.bottoms.at(0),
-                              bottoms[0].to_string(), cfg_.bottoms.at(i), bottoms[i].to_string()));
+        node.fail(fmt::format("Eltwise sum needs bottoms of identical shape: '{}' is {} but '{}' is {}",
+                              cfg_.bottoms.at(0), bottoms[0].to_string(), cfg_.bottoms.at(i), bottoms[i].to_string()));
     return {bottoms.at(0)};
   }
 

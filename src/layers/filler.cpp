@@ -21,7 +21,8 @@ Filler Filler::parse(const ConfigNode& node) {
   // Shorthand `weight_filler: xavier` for a filler with only a type.
   if (node.is_scalar()) {
     f.type = node.as<std::string>();
-    if (!kFillerTypes.count(f.type)) node.fail(fmt::format("unknown filler type '{}' (known: {})", f.type, joined(kFillerTypes)));
+    if (!kFillerTypes.count(f.type))
+      node.fail(fmt::format("unknown filler type '{}' (known: {})", f.type, joined(kFillerTypes)));
     return f;
   }
   node.check_keys({"type", "value", "mean", "std", "min", "max", "variance_norm"});

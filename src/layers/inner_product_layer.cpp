@@ -26,8 +26,8 @@ class InnerProductLayer final : public Layer {
     std::vector<ParamSpec> specs{ParamSpec{"weight", Shape{num_output_, in_features_}, weight_filler_,
                                            mults_[0].lr_mult, mults_[0].decay_mult, in_features_, num_output_}};
     if (bias_)
-      specs.push_back(ParamSpec{"bias", Shape{num_output_}, bias_filler_, mults_[1].lr_mult, mults_[1].decay_mult, 1,
-                                1});
+      specs.push_back(
+          ParamSpec{"bias", Shape{num_output_}, bias_filler_, mults_[1].lr_mult, mults_[1].decay_mult, 1, 1});
     return specs;
   }
 
@@ -40,8 +40,8 @@ class InnerProductLayer final : public Layer {
   void forward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top) override {
     const int64_t batch = bottom[0].shape().n();
     // y (N, K) = x (N, D) * W^T (D, K)
-    ctx.backend.gemm(false, true, batch, num_output_, in_features_, 1.0f, bottom[0].f32(), params_[0].data.f32(),
-                     0.0f, top[0].f32());
+    ctx.backend.gemm(false, true, batch, num_output_, in_features_, 1.0f, bottom[0].f32(), params_[0].data.f32(), 0.0f,
+                     top[0].f32());
     if (bias_) ctx.backend.bias_add(params_[1].data, top[0]);
   }
 
@@ -55,8 +55,8 @@ class InnerProductLayer final : public Layer {
     if (bias_) ctx.backend.bias_backward(top_diff[0], params_[1].diff);
     // dx (N, D) = dy (N, K) * W (K, D)
     if (propagate[0])
-      ctx.backend.gemm(false, false, batch, in_features_, num_output_, 1.0f, top_diff[0].f32(),
-                       params_[0].data.f32(), 0.0f, bottom_diff[0].f32());
+      ctx.backend.gemm(false, false, batch, in_features_, num_output_, 1.0f, top_diff[0].f32(), params_[0].data.f32(),
+                       0.0f, bottom_diff[0].f32());
   }
 
  private:

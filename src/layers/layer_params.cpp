@@ -3,8 +3,7 @@
 
 namespace cnnscale {
 
-Extent2 parse_extent2(const ConfigNode& layer, const std::string& key, std::optional<Extent2> fallback,
-                      int min_value) {
+Extent2 parse_extent2(const ConfigNode& layer, const std::string& key, std::optional<Extent2> fallback, int min_value) {
   auto node = layer.child(key);
   if (!node) {
     if (!fallback) layer[key];  // fails with "missing required key"
@@ -14,8 +13,7 @@ Extent2 parse_extent2(const ConfigNode& layer, const std::string& key, std::opti
   if (values.size() != 1 && values.size() != 2)
     node->fail(fmt::format("expected an integer or [height, width], got {} values", values.size()));
   Extent2 e{values[0], values.size() == 2 ? values[1] : values[0]};
-  if (e.h < min_value || e.w < min_value)
-    node->fail(fmt::format("must be >= {}, got [{}, {}]", min_value, e.h, e.w));
+  if (e.h < min_value || e.w < min_value) node->fail(fmt::format("must be >= {}, got [{}, {}]", min_value, e.h, e.w));
   return e;
 }
 

@@ -21,8 +21,8 @@ class PoolingLayer final : public Layer {
     int64_t out_h = pool_output_dim(x.h(), pool_.kernel_h, pool_.stride_h, pool_.pad_h, pool_.ceil_mode);
     int64_t out_w = pool_output_dim(x.w(), pool_.kernel_w, pool_.stride_w, pool_.pad_w, pool_.ceil_mode);
     if (out_h <= 0 || out_w <= 0)
-      node["kernel"].fail(fmt::format("kernel {}x{} (pad {}x{}) does not fit input {}", pool_.kernel_h,
-                                      pool_.kernel_w, pool_.pad_h, pool_.pad_w, x.to_string()));
+      node["kernel"].fail(fmt::format("kernel {}x{} (pad {}x{}) does not fit input {}", pool_.kernel_h, pool_.kernel_w,
+                                      pool_.pad_h, pool_.pad_w, x.to_string()));
     return {Shape{x.n(), x.c(), out_h, out_w}};
   }
 

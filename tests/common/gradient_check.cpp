@@ -1,11 +1,11 @@
 // Finite-difference gradient checker (see gradient_check.hpp).
 #include "gradient_check.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <random>
-
-#include <fmt/format.h>
 
 namespace cnnscale::testing {
 
@@ -50,8 +50,8 @@ struct Checker {
       result.max_error = std::max(result.max_error, error);
       if (error > opt.threshold) {
         if (++result.failures <= 10)
-          result.report += fmt::format("{}[{}]: analytic {:.6g}, numeric {:.6g} (relative error {:.3g})\n", what, i,
-                                       a, numeric, error);
+          result.report += fmt::format("{}[{}]: analytic {:.6g}, numeric {:.6g} (relative error {:.3g})\n", what, i, a,
+                                       numeric, error);
       }
     }
   }

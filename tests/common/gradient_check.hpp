@@ -21,9 +21,9 @@ struct GradCheckOptions {
   // Bottom elements x with |x - kink| < kink_range are skipped (ReLU: kink 0); negative disables.
   float kink = 0.0f;
   float kink_range = -1.0f;
-  uint64_t seed = 1701;            // of the projection r
+  uint64_t seed = 1701;  // of the projection r
   Phase phase = Phase::Train;
-  std::vector<int> bottoms;        // which bottoms to check; empty: every f32 bottom
+  std::vector<int> bottoms;  // which bottoms to check; empty: every f32 bottom
   bool check_params = true;
 };
 

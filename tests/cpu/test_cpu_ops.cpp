@@ -25,9 +25,9 @@ struct ConvCase {
 // Readable test names in failures: "x(2,3,7,7) k4 3x3 s1x1 p0x0 d1x1 g1".
 void PrintTo(const ConvCase& t, std::ostream* os) {
   const ConvParams& p = t.p;
-  *os << "x(" << t.n << "," << t.c << "," << t.h << "," << t.w << ") k" << t.k << " " << p.kernel_h << "x"
-      << p.kernel_w << " s" << p.stride_h << "x" << p.stride_w << " p" << p.pad_h << "x" << p.pad_w << " d"
-      << p.dilation_h << "x" << p.dilation_w << " g" << p.groups;
+  *os << "x(" << t.n << "," << t.c << "," << t.h << "," << t.w << ") k" << t.k << " " << p.kernel_h << "x" << p.kernel_w
+      << " s" << p.stride_h << "x" << p.stride_w << " p" << p.pad_h << "x" << p.pad_w << " d" << p.dilation_h << "x"
+      << p.dilation_w << " g" << p.groups;
 }
 
 class ConvVsDirect : public ::testing::TestWithParam<ConvCase> {};
@@ -54,7 +54,9 @@ TEST_P(ConvVsDirect, ForwardAndBackwardMatchDirectLoops) {
   std::vector<double> ref_y(static_cast<size_t>(y.numel()), 0.0), ref_dx(static_cast<size_t>(x.numel()), 0.0),
       ref_dw(static_cast<size_t>(w.numel()), 0.0);
   auto xi = [&](int64_t n, int64_t c, int64_t h, int64_t ww) { return ((n * t.c + c) * t.h + h) * t.w + ww; };
-  auto wi = [&](int64_t k, int64_t c, int64_t r, int64_t s) { return ((k * cg + c) * p.kernel_h + r) * p.kernel_w + s; };
+  auto wi = [&](int64_t k, int64_t c, int64_t r, int64_t s) {
+    return ((k * cg + c) * p.kernel_h + r) * p.kernel_w + s;
+  };
   auto yi = [&](int64_t n, int64_t k, int64_t a, int64_t b) { return ((n * t.k + k) * P + a) * Q + b; };
   for (int64_t n = 0; n < t.n; ++n)
     for (int64_t k = 0; k < t.k; ++k)
@@ -186,7 +188,8 @@ TEST(CpuOps, PoolingValuesFollowCaffe) {
 TEST(CpuOps, MaxPoolBackwardRoutesToFirstMaximum) {
   CpuBackend cpu;
   PoolParams p{PoolMode::Max, 2, 2, 2, 2, 0, 0, true};
-  Tensor x = cpu.alloc({1, 1, 2, 2}), y = cpu.alloc({1, 1, 1, 1}), dy = cpu.alloc({1, 1, 1, 1}), dx = cpu.alloc(x.shape());
+  Tensor x = cpu.alloc({1, 1, 2, 2}), y = cpu.alloc({1, 1, 1, 1}), dy = cpu.alloc({1, 1, 1, 1}),
+         dx = cpu.alloc(x.shape());
   from_host(cpu, x, {1, 5, 5, 2});  // a tie: the first maximum (row-major) takes the gradient
   from_host(cpu, dy, {3});
   cpu.pool_forward(p, x, y);

@@ -8,9 +8,9 @@
 #include <random>
 
 #include "backend/cpu/cpu_backend.hpp"
+#include "common/layer_harness.hpp"
 #include "core/config.hpp"
 #include "core/rng.hpp"
-#include "common/layer_harness.hpp"
 #include "layers/filler.hpp"
 
 namespace cnnscale::testing {
@@ -60,12 +60,13 @@ TEST(CpuTrainOps, AccuracyTop1Top5HandBuilt) {
   CpuBackend cpu;
   auto h = make_layer(cpu, "type: Accuracy\ntop: [top1, top5]\ntop_k: [1, 5]", {Shape{4, 6}, Shape{4}}, 1,
                       {DType::F32, DType::I32});
-  from_host(cpu, h.bottoms[0], {
-                                   9, 1, 2, 3, 4, 5,  // label 0 is the maximum: top-1 and top-5
-                                   0, 1, 2, 3, 4, 5,  // label 1 is 5th of 6: top-5 only
-                                   0, 1, 2, 3, 4, 5,  // label 0 is last: neither
-                                   7, 7, 0, 0, 0, 0,  // label 1 ties with class 0: ties count against
-                               });
+  from_host(cpu, h.bottoms[0],
+            {
+                9, 1, 2, 3, 4, 5,  // label 0 is the maximum: top-1 and top-5
+                0, 1, 2, 3, 4, 5,  // label 1 is 5th of 6: top-5 only
+                0, 1, 2, 3, 4, 5,  // label 0 is last: neither
+                7, 7, 0, 0, 0, 0,  // label 1 ties with class 0: ties count against
+            });
   set_labels(cpu, h.bottoms[1], {0, 1, 0, 1});
   h.forward(Phase::Test);
   EXPECT_FLOAT_EQ(to_host(cpu, h.tops[0])[0], 0.25f);  // sample 0

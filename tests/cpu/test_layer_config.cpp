@@ -120,8 +120,7 @@ TEST(LayerConfig, BadParametersNameTheirKey) {
   expect_config_error("type: Concat\naxis: 2", {image[0], image[0]}, "layers[0].axis");
   expect_config_error("type: Concat", {image[0], Shape{1, 2, 4, 8}}, "(1, 2, 4, 8)");
   expect_config_error("type: BatchNorm\nmomentum: 2", image, "layers[0].momentum");
-  expect_config_error("type: Accuracy\ntop_k: 7", {Shape{2, 5}, Shape{2}}, "layers[0].top_k",
-                      {DType::F32, DType::I32});
+  expect_config_error("type: Accuracy\ntop_k: 7", {Shape{2, 5}, Shape{2}}, "layers[0].top_k", {DType::F32, DType::I32});
   expect_config_error("type: Accuracy\ntop: [a]\ntop_k: [1, 5]", {Shape{2, 5}, Shape{2}}, "one top per k",
                       {DType::F32, DType::I32});
   expect_config_error("type: SoftmaxWithLoss", {Shape{2, 5}, Shape{3}}, "labels (3)", {DType::F32, DType::I32});

@@ -27,8 +27,9 @@ class LayerGradients : public ::testing::Test {
 // ---- Convolution ----------------------------------------------------------------------------------
 
 TEST_F(LayerGradients, ConvolutionPad1WithBias) {
-  auto h = make_layer(cpu_, "type: Convolution\nnum_output: 4\nkernel: 3\npad: 1\nbias_filler: {type: gaussian, std: 0.5}",
-                      {Shape{2, 3, 5, 5}});
+  auto h =
+      make_layer(cpu_, "type: Convolution\nnum_output: 4\nkernel: 3\npad: 1\nbias_filler: {type: gaussian, std: 0.5}",
+                 {Shape{2, 3, 5, 5}});
   expect_ok(h);
 }
 
@@ -80,8 +81,8 @@ TEST_F(LayerGradients, MaxPoolingCeilMode) {
 }
 
 TEST_F(LayerGradients, MaxPoolingPaddedFloor) {
-  auto h = make_layer(cpu_, "type: Pooling\npool: max\nkernel: 2\nstride: 2\npad: 1\nround: floor",
-                      {Shape{1, 3, 5, 5}});
+  auto h =
+      make_layer(cpu_, "type: Pooling\npool: max\nkernel: 2\nstride: 2\npad: 1\nround: floor", {Shape{1, 3, 5, 5}});
   fill_distinct(cpu_, h.bottoms[0], 6, 0.05f);
   expect_ok(h);
 }
@@ -142,8 +143,8 @@ TEST_F(LayerGradients, LRNAlexNetWindow) {
 }
 
 TEST_F(LayerGradients, EltwiseSumWithCoefficients) {
-  auto h = make_layer(cpu_, "type: Eltwise\ncoeff: [0.5, -2, 1.5]", {Shape{2, 3, 2, 2}, Shape{2, 3, 2, 2},
-                                                                      Shape{2, 3, 2, 2}});
+  auto h = make_layer(cpu_, "type: Eltwise\ncoeff: [0.5, -2, 1.5]",
+                      {Shape{2, 3, 2, 2}, Shape{2, 3, 2, 2}, Shape{2, 3, 2, 2}});
   expect_ok(h);
 }
 
@@ -160,8 +161,8 @@ TEST_F(LayerGradients, ConcatChannels) {
 }
 
 TEST_F(LayerGradients, SoftmaxWithLossWrtScores) {
-  auto h = make_layer(cpu_, "type: SoftmaxWithLoss\nloss_weight: 2.0", {Shape{4, 5}, Shape{4}}, 1,
-                      {DType::F32, DType::I32});
+  auto h =
+      make_layer(cpu_, "type: SoftmaxWithLoss\nloss_weight: 2.0", {Shape{4, 5}, Shape{4}}, 1, {DType::F32, DType::I32});
   fill_uniform(cpu_, h.bottoms[0], 11, -3.0f, 3.0f);
   set_labels(cpu_, h.bottoms[1], {0, 4, 2, 2});
   expect_ok(h);
@@ -185,8 +186,9 @@ class WrongBackwardLayer final : public Layer {
 };
 
 TEST_F(LayerGradients, CheckerDetectsWrongBackward) {
-  register_layer("TestWrongBackward",
-                 [](LayerConfig c) -> std::unique_ptr<Layer> { return std::make_unique<WrongBackwardLayer>(std::move(c)); });
+  register_layer("TestWrongBackward", [](LayerConfig c) -> std::unique_ptr<Layer> {
+    return std::make_unique<WrongBackwardLayer>(std::move(c));
+  });
   auto h = make_layer(cpu_, "type: TestWrongBackward", {Shape{2, 3}});
   GradCheckResult r = check_gradients(h);
   EXPECT_EQ(r.checked, 6);

@@ -42,8 +42,7 @@ class CpuBackend final : public Backend {
   void pool_backward(const PoolParams& p, const Tensor& x, const Tensor& y, const Tensor& dy,
                      const Tensor& dx) override;
   void lrn_forward(const LrnParams& p, const Tensor& x, const Tensor& y) override;
-  void lrn_backward(const LrnParams& p, const Tensor& x, const Tensor& y, const Tensor& dy,
-                    const Tensor& dx) override;
+  void lrn_backward(const LrnParams& p, const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx) override;
 
   // ---- element-wise: activation, dropout (cpu_backend.cpp) ----
   void relu_forward(const Tensor& x, const Tensor& y) override;
@@ -55,22 +54,19 @@ class CpuBackend final : public Backend {
   void batchnorm_forward_train(const BatchNormParams& p, const Tensor& x, const Tensor& scale, const Tensor& shift,
                                const Tensor& running_mean, const Tensor& running_var, const Tensor& y,
                                const Tensor& save_mean, const Tensor& save_inv_std) override;
-  void batchnorm_forward_inference(const BatchNormParams& p, const Tensor& x, const Tensor& scale,
-                                   const Tensor& shift, const Tensor& running_mean, const Tensor& running_var,
-                                   const Tensor& y) override;
+  void batchnorm_forward_inference(const BatchNormParams& p, const Tensor& x, const Tensor& scale, const Tensor& shift,
+                                   const Tensor& running_mean, const Tensor& running_var, const Tensor& y) override;
   void batchnorm_backward(const BatchNormParams& p, const Tensor& x, const Tensor& dy, const Tensor& scale,
-                          const Tensor& save_mean, const Tensor& save_inv_std, const Tensor& dx,
-                          const Tensor& dscale, const Tensor& dshift) override;
+                          const Tensor& save_mean, const Tensor& save_inv_std, const Tensor& dx, const Tensor& dscale,
+                          const Tensor& dshift) override;
 
   // ---- softmax, loss, accuracy, concat, solver (cpu_loss.cpp) ----
   void softmax_forward(const Tensor& x, const Tensor& prob) override;
   void cross_entropy_loss(const Tensor& prob, const Tensor& labels, const Tensor& loss) override;
-  void softmax_cross_entropy_backward(const Tensor& prob, const Tensor& labels, float scale,
-                                      const Tensor& dx) override;
+  void softmax_cross_entropy_backward(const Tensor& prob, const Tensor& labels, float scale, const Tensor& dx) override;
   void accuracy_topk(const Tensor& scores, const Tensor& labels, const std::vector<int>& ks,
                      const Tensor& out) override;
-  void copy_channels(const Tensor& src, int64_t src_c, const Tensor& dst, int64_t dst_c,
-                     int64_t channels) override;
+  void copy_channels(const Tensor& src, int64_t src_c, const Tensor& dst, int64_t dst_c, int64_t channels) override;
   void sgd_update(const Tensor& w, const Tensor& dw, const Tensor& history, float lr, float momentum,
                   float weight_decay) override;
 

@@ -25,17 +25,16 @@ struct ConvGeometry {
 ConvGeometry conv_geometry(const char* op, const ConvParams& p, const Shape& x, const Shape& w, const Shape& y) {
   CNNSCALE_CHECK(x.rank() == 4 && w.rank() == 4 && y.rank() == 4, "cpu {}: x {}, w {}, y {} must be 4-d", op,
                  x.to_string(), w.to_string(), y.to_string());
-  CNNSCALE_CHECK(p.groups >= 1 && x[1] % p.groups == 0 && w[0] % p.groups == 0, "cpu {}: groups {} for x {}, w {}",
-                 op, p.groups, x.to_string(), w.to_string());
+  CNNSCALE_CHECK(p.groups >= 1 && x[1] % p.groups == 0 && w[0] % p.groups == 0, "cpu {}: groups {} for x {}, w {}", op,
+                 p.groups, x.to_string(), w.to_string());
   ConvGeometry g{x[0], x[1], x[2], x[3], w[0], y[2], y[3], x[1] / p.groups, w[0] / p.groups};
   CNNSCALE_CHECK(w[1] == g.group_channels && w[2] == p.kernel_h && w[3] == p.kernel_w,
                  "cpu {}: weight {} does not match C/groups={} and kernel {}x{}", op, w.to_string(), g.group_channels,
                  p.kernel_h, p.kernel_w);
-  CNNSCALE_CHECK(y[0] == x[0] && y[1] == w[0] &&
-                     y[2] == conv_output_dim(x[2], p.kernel_h, p.stride_h, p.pad_h, p.dilation_h) &&
-                     y[3] == conv_output_dim(x[3], p.kernel_w, p.stride_w, p.pad_w, p.dilation_w),
-                 "cpu {}: output {} does not match input {} and weight {}", op, y.to_string(), x.to_string(),
-                 w.to_string());
+  CNNSCALE_CHECK(
+      y[0] == x[0] && y[1] == w[0] && y[2] == conv_output_dim(x[2], p.kernel_h, p.stride_h, p.pad_h, p.dilation_h) &&
+          y[3] == conv_output_dim(x[3], p.kernel_w, p.stride_w, p.pad_w, p.dilation_w),
+      "cpu {}: output {} does not match input {} and weight {}", op, y.to_string(), x.to_string(), w.to_string());
   return g;
 }
 
@@ -93,7 +92,7 @@ void CpuBackend::conv_forward(const ConvParams& p, const Tensor& x, const Tensor
   check_f32("conv_forward", w, "w");
   check_f32("conv_forward", y, "y");
   ConvGeometry g = conv_geometry("conv_forward", p, x.shape(), w.shape(), y.shape());
-  const int64_t spatial = g.out_h * g.out_w;                     // P * Q
+  const int64_t spatial = g.out_h * g.out_w;                            // P * Q
   const int64_t col_rows = g.group_channels * p.kernel_h * p.kernel_w;  // C/groups * R * S
   const bool pointwise = is_pointwise(p);
   if (!pointwise) col_.resize(static_cast<size_t>(col_rows * spatial));
@@ -105,7 +104,7 @@ void CpuBackend::conv_forward(const ConvParams& p, const Tensor& x, const Tensor
         im2col(xg, g.group_channels, g.height, g.width, p, g.out_h, g.out_w, col_.data());
         col = col_.data();
       }
-      const float* wg = w.f32() + grp * g.group_filters * col_rows;          // (K/groups, col_rows)
+      const float* wg = w.f32() + grp * g.group_filters * col_rows;             // (K/groups, col_rows)
       float* yg = y.f32() + (n * g.filters + grp * g.group_filters) * spatial;  // (K/groups, P*Q)
       gemm(false, false, g.group_filters, spatial, col_rows, 1.0f, wg, col, 0.0f, yg);
     }

@@ -107,14 +107,13 @@ void CpuBackend::accuracy_topk(const Tensor& scores, const Tensor& labels, const
     out.f32()[j] = batch ? static_cast<float>(static_cast<double>(correct[j]) / static_cast<double>(batch)) : 0.0f;
 }
 
-void CpuBackend::copy_channels(const Tensor& src, int64_t src_c, const Tensor& dst, int64_t dst_c,
-                               int64_t channels) {
+void CpuBackend::copy_channels(const Tensor& src, int64_t src_c, const Tensor& dst, int64_t dst_c, int64_t channels) {
   check_f32("copy_channels", src, "src");
   check_f32("copy_channels", dst, "dst");
   const Shape &s = src.shape(), &d = dst.shape();
   const int64_t spatial = s.h() * s.w();
-  CNNSCALE_CHECK(s.n() == d.n() && spatial == d.h() * d.w(), "cpu copy_channels: src {} and dst {} differ", s.to_string(),
-                 d.to_string());
+  CNNSCALE_CHECK(s.n() == d.n() && spatial == d.h() * d.w(), "cpu copy_channels: src {} and dst {} differ",
+                 s.to_string(), d.to_string());
   CNNSCALE_CHECK(src_c >= 0 && dst_c >= 0 && channels >= 0 && src_c + channels <= s.c() && dst_c + channels <= d.c(),
                  "cpu copy_channels: channels [{}, +{}) of {} into [{}, +{}) of {}", src_c, channels, s.to_string(),
                  dst_c, channels, d.to_string());

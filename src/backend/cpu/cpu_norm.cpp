@@ -13,7 +13,7 @@ using cpu::check_f32;
 namespace {
 
 struct BnGeometry {
-  int64_t batch, channels, spatial;  // x (N, C, H, W) or (N, C)
+  int64_t batch, channels, spatial;                  // x (N, C, H, W) or (N, C)
   int64_t count() const { return batch * spatial; }  // elements per channel statistic
 };
 
@@ -72,8 +72,8 @@ void CpuBackend::batchnorm_forward_train(const BatchNormParams& p, const Tensor&
 }
 
 void CpuBackend::batchnorm_forward_inference(const BatchNormParams& p, const Tensor& x, const Tensor& scale,
-                                             const Tensor& shift, const Tensor& running_mean,
-                                             const Tensor& running_var, const Tensor& y) {
+                                             const Tensor& shift, const Tensor& running_mean, const Tensor& running_var,
+                                             const Tensor& y) {
   BnGeometry g = bn_geometry("batchnorm_forward_inference", x, {&scale, &shift, &running_mean, &running_var});
   check_f32("batchnorm_forward_inference", y, "y");
   CNNSCALE_CHECK(x.shape() == y.shape(), "cpu batchnorm_forward_inference: x {} vs y {}", x.shape().to_string(),

@@ -119,7 +119,8 @@ void lrn_scale(const LrnParams& p, const float* x, int64_t channels, int64_t spa
   const double alpha_over_size = static_cast<double>(p.alpha) / p.local_size;
   scale.assign(static_cast<size_t>(channels * spatial), 0.0);
   for (int64_t c = 0; c < channels; ++c) {
-    int64_t lo = std::max<int64_t>(0, c - pre_pad), hi = std::min<int64_t>(channels - 1, c + p.local_size - pre_pad - 1);
+    int64_t lo = std::max<int64_t>(0, c - pre_pad),
+            hi = std::min<int64_t>(channels - 1, c + p.local_size - pre_pad - 1);
     double* s = scale.data() + c * spatial;
     for (int64_t j = lo; j <= hi; ++j) {
       const float* xj = x + j * spatial;
@@ -134,8 +135,7 @@ void lrn_scale(const LrnParams& p, const float* x, int64_t channels, int64_t spa
 void CpuBackend::lrn_forward(const LrnParams& p, const Tensor& x, const Tensor& y) {
   check_f32("lrn_forward", x, "x");
   check_f32("lrn_forward", y, "y");
-  CNNSCALE_CHECK(x.shape() == y.shape(), "cpu lrn_forward: x {} vs y {}", x.shape().to_string(),
-                 y.shape().to_string());
+  CNNSCALE_CHECK(x.shape() == y.shape(), "cpu lrn_forward: x {} vs y {}", x.shape().to_string(), y.shape().to_string());
   const int64_t batch = x.shape().n(), channels = x.shape().c(), spatial = x.shape().h() * x.shape().w();
   std::vector<double> scale;
   for (int64_t n = 0; n < batch; ++n) {
