@@ -29,6 +29,11 @@ struct LayerInfo {
   LayerCost cost;
 };
 
+// A network given on the command line: an existing path is returned as is; a bare name such as
+// `caffenet` becomes networks/caffenet.yaml, looked up in the current directory and then in the
+// source tree (CNNSCALE_SOURCE_DIR). ConfigError listing the places tried when nothing matches.
+std::string resolve_network_path(const std::string& name_or_path);
+
 class NetSpec {
  public:
   // Throws ConfigError naming file, line/column and key path for any invalid input.

@@ -1,0 +1,48 @@
+// `cnnscale netinfo NET`: per-layer shapes, parameters, forward MACs and bytes, totals and the
+// computation-to-communication ratios (definitions in src/net/netinfo.cpp and networks/README.md).
+#include <iostream>
+#include <optional>
+#include <vector>
+
+#include "app/commands.hpp"
+#include "net/netinfo.hpp"
+
+namespace cnnscale::app {
+
+namespace {
+
+struct NetinfoArgs {
+  std::string network;
+  bool json = false;
+  std::vector<int64_t> input_shape;
+  int64_t classes = 0;
+  int64_t batch = 1;
+};
+
+}  // namespace
+
+void register_netinfo(CLI::App& app) {
+  auto args = std::make_shared<NetinfoArgs>();
+  CLI::App* cmd = app.add_subcommand("netinfo", "Per-layer shapes, parameters, MACs and bytes (the study's Table 1)");
+  cmd->add_option("network", args->network, "network file or name (caffenet -> networks/caffenet.yaml)")->required();
+  cmd->add_flag("--json", args->json, "print one JSON object instead of the table");
+  cmd->add_option("--input-shape", args->input_shape, "override the input shape per sample: C,H,W")
+      ->delimiter(',')
+      ->expected(3);
+  cmd->add_option("--classes", args->classes, "override the number of classes")->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", args->batch, "batch size per rank for the data-parallel ratio")
+      ->check(CLI::PositiveNumber);
+  cmd->callback([args] {
+    NetOptions options;
+    if (!args->input_shape.empty()) options.input_shape = args->input_shape;
+    if (args->classes > 0) options.classes = args->classes;
+    NetSpec spec = NetSpec::load(resolve_network_path(args->network), options);
+    if (args->json) {
+      std::cout << netinfo_json(spec, args->batch).dump(2) << "\n";
+    } else {
+      std::cout << netinfo_table(spec, args->batch);
+    }
+  });
+}
+
+}  // namespace cnnscale::app

@@ -1,0 +1,302 @@
+// Net: a NetSpec allocated on a Backend. Activations and their diffs per blob, Caffe's Split
+// semantics for blobs read by several layers, every parameter in one flat data buffer and one flat
+// gradient buffer, forward and backward without host synchronisation.
+#include <map>
+#include <random>
+
+#include "layers/filler.hpp"
+#include "net/net_spec_impl.hpp"
+
+namespace cnnscale {
+
+namespace {
+
+// Parameter offsets in the flat buffers are rounded up to this many elements (256 bytes), so every
+// parameter starts where cuDNN/cuBLAS vectorised paths want it. The gaps stay zero.
+constexpr int64_t kParamAlignment = 64;
+
+struct Blob {
+  std::string name;
+  DType dtype = DType::F32;
+  Tensor data;
+  // Gradient of the loss w.r.t. this blob. The first backward consumer writes `diff`; every further
+  // consumer writes its own entry of `extra_diffs`, which are summed into `diff` right before the
+  // producer's backward (Caffe's Split layer, without a layer).
+  Tensor diff;
+  std::vector<Tensor> extra_diffs;
+  bool needs_grad = false;  // produced by a layer that runs backward
+  int grad_consumers = 0;
+};
+
+struct NetLayer {
+  std::unique_ptr<Layer> layer;
+  SpecLayer spec;
+  std::vector<int> bottoms, tops;  // blob indices
+  bool runs_backward = false;
+  std::vector<bool> propagate;   // per bottom
+  std::vector<int> diff_slot;    // per bottom: -1 none, 0 the blob's diff, k its extra_diffs[k - 1]
+  // What forward/backward receive; rebuilt whenever activations are (re)allocated.
+  std::vector<Tensor> bottom_data, top_data, top_diff, bottom_diff;
+};
+
+int64_t align_up(int64_t n, int64_t a) { return (n + a - 1) / a * a; }
+
+}  // namespace
+
+struct Net::Impl {
+  Backend& backend;
+  int64_t batch = 0;
+  uint64_t seed = 0;
+  std::vector<int64_t> input_shape;
+  std::vector<Blob> blobs;
+  std::map<std::string, int> blob_index;
+  std::vector<NetLayer> layers;
+  Tensor flat_params, flat_grads;  // (P)
+  std::vector<Param*> params;      // network order
+  std::vector<std::pair<std::string, Tensor>> state;
+  std::vector<int> loss_layers;
+  bool combine_losses = false;  // more than one loss layer, or a weight other than 1
+  Tensor loss_sum;              // (1), used when combine_losses
+
+  explicit Impl(Backend& b) : backend(b) {}
+
+  void build(const NetSpec::Impl& spec, int64_t batch_size);
+  void allocate_activations(int64_t batch_size);
+  void plan_backward();
+  void allocate_params();
+  void allocate_state();
+  void sum_extra_diffs(const Blob& blob);
+};
+
+void Net::Impl::build(const NetSpec::Impl& spec, int64_t batch_size) {
+  if (batch_size <= 0) throw_config("batch size must be positive, got {}", batch_size);
+  input_shape = spec.input_shape;
+  blobs.push_back(Blob{});
+  blobs.back().name = "data";
+  blobs.push_back(Blob{});
+  blobs.back().name = "label";
+  blobs.back().dtype = DType::I32;
+  blob_index["data"] = 0;
+  blob_index["label"] = 1;
+  for (const auto& sl : spec.layers) {
+    NetLayer nl;
+    nl.spec = sl;
+    nl.layer = create_layer(sl.config);
+    for (const auto& b : sl.config.bottoms) nl.bottoms.push_back(blob_index.at(b));  // NetSpec checked them
+    for (const auto& t : sl.config.tops) {
+      blob_index[t] = static_cast<int>(blobs.size());
+      nl.tops.push_back(static_cast<int>(blobs.size()));
+      blobs.push_back(Blob{});
+      blobs.back().name = t;
+    }
+    if (nl.layer->is_loss()) {
+      loss_layers.push_back(static_cast<int>(layers.size()));
+      if (sl.loss_weight != 1.0f) combine_losses = true;
+    }
+    layers.push_back(std::move(nl));
+  }
+  if (loss_layers.size() > 1) combine_losses = true;
+  // infer_shapes first: layers may only answer param_specs() after it.
+  allocate_activations(batch_size);
+  allocate_params();
+  allocate_state();
+  for (auto& nl : layers) nl.layer->setup(backend);
+}
+
+void Net::Impl::plan_backward() {
+  for (auto& nl : layers) {
+    bool any_bottom_grad = false;
+    for (int b : nl.bottoms) any_bottom_grad |= blobs[b].needs_grad;
+    // Layers without parameters whose inputs need no gradient (e.g. a ReLU right on `data`) are
+    // skipped in backward; so are test-only layers and layers without a backward (Accuracy).
+    nl.runs_backward = runs_in(nl.spec.phase, Phase::Train) && nl.layer->has_backward() &&
+                       (!nl.layer->param_specs().empty() || any_bottom_grad);
+    nl.propagate.assign(nl.bottoms.size(), false);
+    nl.diff_slot.assign(nl.bottoms.size(), -1);
+    if (!nl.runs_backward) continue;
+    for (size_t i = 0; i < nl.bottoms.size(); ++i) {
+      Blob& b = blobs[nl.bottoms[i]];
+      if (!b.needs_grad) continue;
+      nl.propagate[i] = true;
+      nl.diff_slot[i] = b.grad_consumers++;
+    }
+    for (int t : nl.tops) blobs[t].needs_grad = true;
+  }
+}
+
+void Net::Impl::allocate_activations(int64_t batch_size) {
+  const bool first = batch == 0;
+  batch = batch_size;
+  // Drop the old activations before allocating the new ones, to keep peak memory down.
+  for (auto& b : blobs) {
+    b.data = Tensor();
+    b.diff = Tensor();
+    b.extra_diffs.clear();
+  }
+  blobs[0].data = backend.alloc(Shape({batch, input_shape[0], input_shape[1], input_shape[2]}), DType::F32);
+  blobs[1].data = backend.alloc(Shape({batch}), DType::I32);
+  for (auto& nl : layers) {
+    std::vector<Shape> bottom_shapes;
+    for (int b : nl.bottoms) bottom_shapes.push_back(blobs[b].data.shape());
+    std::vector<Shape> top_shapes = nl.layer->infer_shapes(bottom_shapes);
+    CNNSCALE_CHECK(top_shapes.size() == nl.tops.size(), "layer '{}' inferred {} top shapes for {} tops",
+                   nl.layer->name(), top_shapes.size(), nl.tops.size());
+    for (size_t i = 0; i < nl.tops.size(); ++i) blobs[nl.tops[i]].data = backend.alloc(top_shapes[i], DType::F32);
+  }
+  if (first) plan_backward();
+  for (auto& b : blobs) {
+    if (!b.needs_grad) continue;
+    b.diff = backend.alloc(b.data.shape(), b.dtype);
+    for (int k = 1; k < b.grad_consumers; ++k) b.extra_diffs.push_back(backend.alloc(b.data.shape(), b.dtype));
+  }
+  for (auto& nl : layers) {
+    nl.bottom_data.clear();
+    nl.bottom_diff.clear();
+    nl.top_data.clear();
+    nl.top_diff.clear();
+    for (size_t i = 0; i < nl.bottoms.size(); ++i) {
+      const Blob& b = blobs[nl.bottoms[i]];
+      nl.bottom_data.push_back(b.data);
+      int slot = nl.diff_slot[i];
+      nl.bottom_diff.push_back(slot < 0 ? Tensor() : slot == 0 ? b.diff : b.extra_diffs[slot - 1]);
+    }
+    for (int t : nl.tops) {
+      nl.top_data.push_back(blobs[t].data);
+      nl.top_diff.push_back(blobs[t].diff);  // undefined when nothing upstream needs it
+    }
+  }
+}
+
+void Net::Impl::allocate_params() {
+  // Layout: layers from LAST to first, each layer's parameters in param_specs() order. Backward
+  // produces gradients in that order, so a prefix of flat_grads is final early and a data-parallel
+  // step can allreduce contiguous buckets while backward continues.
+  std::vector<std::vector<ParamSpec>> specs;
+  for (const auto& nl : layers) specs.push_back(nl.layer->param_specs());
+  std::vector<std::vector<int64_t>> offsets(layers.size());
+  int64_t total = 0;
+  for (size_t l = layers.size(); l-- > 0;) {
+    for (const auto& s : specs[l]) {
+      total = align_up(total, kParamAlignment);
+      offsets[l].push_back(total);
+      total += s.shape.numel();
+    }
+  }
+  if (total == 0) return;
+  flat_params = backend.alloc(Shape({total}), DType::F32);
+  flat_grads = backend.alloc(Shape({total}), DType::F32);
+  // Initialise on the host in NETWORK order from one seeded generator, so CPU and GPU nets (and
+  // every rank) start from identical weights regardless of the buffer layout.
+  std::vector<float> host(static_cast<size_t>(total), 0.0f);
+  std::mt19937_64 rng(seed);
+  for (size_t l = 0; l < layers.size(); ++l) {
+    auto& bound = layers[l].layer->params();
+    bound.clear();
+    for (size_t p = 0; p < specs[l].size(); ++p) {
+      const ParamSpec& s = specs[l][p];
+      fill_param(s, rng, host.data() + offsets[l][p]);
+      bound.push_back({s, flat_params.view(offsets[l][p], s.shape), flat_grads.view(offsets[l][p], s.shape)});
+    }
+    for (auto& p : bound) params.push_back(&p);
+  }
+  backend.upload(host.data(), flat_params);
+  // upload() may be asynchronous from pageable memory only up to the copy; wait so `host` can go.
+  backend.synchronize();
+}
+
+void Net::Impl::allocate_state() {
+  for (auto& nl : layers) {
+    auto& bound = nl.layer->state();
+    bound.clear();
+    for (const auto& s : nl.layer->state_specs()) {
+      Tensor t = backend.alloc(s.shape, DType::F32);
+      if (s.init != 0.0f) backend.fill(t, s.init);
+      bound.push_back(t);
+      state.emplace_back(nl.layer->name() + "/" + s.name, t);
+    }
+  }
+  if (combine_losses) loss_sum = backend.alloc(Shape({1}), DType::F32);
+}
+
+void Net::Impl::sum_extra_diffs(const Blob& blob) {
+  for (const auto& d : blob.extra_diffs) backend.axpby(1.0f, d, 1.0f, blob.diff);
+}
+
+Net::Net(const NetSpec& spec, Backend& backend, int64_t batch, uint64_t seed) : impl_(std::make_unique<Impl>(backend)) {
+  impl_->seed = seed;
+  impl_->build(spec.impl(), batch);
+}
+
+Net::~Net() = default;
+
+Backend& Net::backend() const { return impl_->backend; }
+int64_t Net::batch() const { return impl_->batch; }
+
+void Net::reshape(int64_t batch) {
+  if (batch <= 0) throw_config("batch size must be positive, got {}", batch);
+  if (batch == impl_->batch) return;
+  impl_->allocate_activations(batch);
+}
+
+const Tensor& Net::input() const { return impl_->blobs[0].data; }
+const Tensor& Net::labels() const { return impl_->blobs[1].data; }
+
+void Net::forward(Phase phase, uint64_t iteration) {
+  Impl& m = *impl_;
+  LayerContext ctx{m.backend, phase, m.seed, iteration};
+  for (auto& nl : m.layers)
+    if (runs_in(nl.spec.phase, phase)) nl.layer->forward(ctx, nl.bottom_data, nl.top_data);
+  if (!m.combine_losses) return;
+  m.backend.fill(m.loss_sum, 0.0f);
+  for (int l : m.loss_layers) {
+    const NetLayer& nl = m.layers[static_cast<size_t>(l)];
+    if (runs_in(nl.spec.phase, phase)) m.backend.axpby(nl.spec.loss_weight, nl.top_data[0], 1.0f, m.loss_sum);
+  }
+}
+
+void Net::backward(uint64_t iteration) {
+  Impl& m = *impl_;
+  LayerContext ctx{m.backend, Phase::Train, m.seed, iteration};
+  for (size_t l = m.layers.size(); l-- > 0;) {
+    NetLayer& nl = m.layers[l];
+    if (!nl.runs_backward) continue;
+    for (int t : nl.tops) m.sum_extra_diffs(m.blobs[t]);
+    nl.layer->backward(ctx, nl.bottom_data, nl.top_data, nl.top_diff, nl.propagate, nl.bottom_diff);
+  }
+}
+
+const Tensor& Net::loss() const {
+  const Impl& m = *impl_;
+  if (m.combine_losses) return m.loss_sum;
+  if (m.loss_layers.empty()) throw_config("network has no loss layer (e.g. SoftmaxWithLoss)");
+  return m.layers[static_cast<size_t>(m.loss_layers[0])].top_data[0];
+}
+
+const Tensor& Net::blob(const std::string& name) const {
+  auto it = impl_->blob_index.find(name);
+  if (it == impl_->blob_index.end()) throw_config("network has no blob named '{}'", name);
+  return impl_->blobs[static_cast<size_t>(it->second)].data;
+}
+
+bool Net::has_blob(const std::string& name) const { return impl_->blob_index.count(name) > 0; }
+
+std::vector<std::string> Net::accuracy_outputs() const {
+  std::vector<std::string> out;
+  for (const auto& nl : impl_->layers)
+    if (nl.layer->type() == "Accuracy")
+      for (const auto& t : nl.spec.config.tops) out.push_back(t);
+  return out;
+}
+
+std::vector<Layer*> Net::layers() const {
+  std::vector<Layer*> out;
+  for (const auto& nl : impl_->layers) out.push_back(nl.layer.get());
+  return out;
+}
+
+std::vector<Param*> Net::params() const { return impl_->params; }
+const Tensor& Net::flat_params() const { return impl_->flat_params; }
+const Tensor& Net::flat_grads() const { return impl_->flat_grads; }
+std::vector<std::pair<std::string, Tensor>> Net::state() const { return impl_->state; }
+
+}  // namespace cnnscale

@@ -1,0 +1,252 @@
+// NetSpec: parse a network file, expand blocks and variables, validate the DAG (blobs, names,
+// phases, bottom/top counts, unknown keys), create each layer and infer shapes at batch 1.
+// No memory is allocated here: netinfo and the shape tests use NetSpec alone.
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "net/blocks.hpp"
+#include "net/net_spec_impl.hpp"
+#include "net/variables.hpp"
+
+namespace cnnscale {
+
+namespace {
+
+// Variables every network file may use; `vars:` cannot redefine them.
+const std::set<std::string> kReservedVars = {"classes", "channels", "height", "width", "in", "last", "index"};
+const std::set<std::string> kCommonLayerKeys = {"name", "type", "bottom", "top", "phase"};
+
+struct BlobRecord {
+  Shape shape;                 // batch 1
+  std::string producer;        // layer name, empty for the network inputs
+  std::optional<Phase> phase;  // phase of the producing layer
+};
+
+std::string phase_name(const std::optional<Phase>& p) {
+  return !p ? "both phases" : *p == Phase::Train ? "phase train" : "phase test";
+}
+
+std::vector<std::string> as_names(const std::vector<ConfigNode>& nodes) {
+  std::vector<std::string> out;
+  for (const auto& n : nodes) out.push_back(n.as<std::string>());
+  return out;
+}
+
+void check_count(const ConfigNode& layer, const std::string& key, const std::string& type, size_t got,
+                 std::pair<int, int> range) {
+  if (static_cast<int>(got) >= range.first && static_cast<int>(got) <= range.second) return;
+  std::string want = range.first == range.second ? std::to_string(range.first)
+                                                 : fmt::format("{} to {}", range.first, range.second);
+  auto c = layer.child(key);
+  (c ? *c : layer).fail(fmt::format("{} takes {} {}(s), got {}", type, want, key, got));
+}
+
+class SpecBuilder {
+ public:
+  SpecBuilder(NetSpec::Impl& impl) : impl_(impl) {}
+
+  void build(const std::string& source, const std::string& file, const NetOptions& options) {
+    ensure_layers_registered();
+    const std::string text = net::protect_references(source);
+    ConfigNode root = ConfigNode::load_string(text, file);
+    root.require_map();
+    root.check_keys({"name", "input", "vars", "blocks", "layers"});
+    impl_.file = file;
+    impl_.name = root.get_or<std::string>("name", std::filesystem::path(file).stem().string());
+    read_input(root, options);
+    net::VarScope scope = global_scope(root);
+    auto expanded = net::expand_layers(root, text, scope);
+    blobs_["data"] = {Shape({1, impl_.input_shape[0], impl_.input_shape[1], impl_.input_shape[2]}), "", {}};
+    blobs_["label"] = {Shape({1}), "", {}};
+    for (size_t i = 0; i < expanded.size(); ++i) {
+      try {
+        add_layer(expanded[i].node, i, expanded[i].origin);
+      } catch (const ConfigError& e) {
+        net::rethrow_with_origin(e, expanded[i].origin);
+      }
+    }
+    impl_.resolved_yaml = emit_resolved();
+  }
+
+ private:
+  void read_input(const ConfigNode& root, const NetOptions& options) {
+    ConfigNode input = root["input"];
+    input.require_map();
+    input.check_keys({"shape", "classes"});
+    ConfigNode shape = input["shape"];
+    impl_.input_shape = shape.as_list<int64_t>();
+    if (impl_.input_shape.size() != 3) shape.fail("expected [channels, height, width]");
+    for (int64_t d : impl_.input_shape)
+      if (d <= 0) shape.fail("every input dimension must be positive");
+    impl_.classes = input.get<int64_t>("classes");
+    if (impl_.classes <= 0) input["classes"].fail("expected a positive number of classes");
+    if (options.input_shape) {
+      if (options.input_shape->size() != 3)
+        throw_config("--input-shape: expected C,H,W (3 values), got {}", options.input_shape->size());
+      for (int64_t d : *options.input_shape)
+        if (d <= 0) throw_config("--input-shape: every dimension must be positive");
+      impl_.input_shape = *options.input_shape;
+    }
+    if (options.classes) {
+      if (*options.classes <= 0) throw_config("--classes: expected a positive number, got {}", *options.classes);
+      impl_.classes = *options.classes;
+    }
+  }
+
+  net::VarScope global_scope(const ConfigNode& root) const {
+    net::VarScope scope;
+    scope.set("classes", std::to_string(impl_.classes));
+    scope.set("channels", std::to_string(impl_.input_shape[0]));
+    scope.set("height", std::to_string(impl_.input_shape[1]));
+    scope.set("width", std::to_string(impl_.input_shape[2]));
+    if (auto vars = root.child("vars")) {
+      vars->require_map();
+      // In file order, so a variable may use the ones defined before it.
+      for (const auto& key : vars->keys()) {
+        ConfigNode value = (*vars)[key];
+        if (kReservedVars.count(key)) value.fail(fmt::format("'{}' is a built-in variable and cannot be redefined", key));
+        if (!value.is_scalar()) value.fail("a variable must be a scalar");
+        scope.set(key, net::substitute(value.as<std::string>(), scope, value));
+      }
+    }
+    return scope;
+  }
+
+  void add_layer(const ConfigNode& node, size_t index, const std::string& origin) {
+    ConfigNode name_node = node["name"];
+    std::string name = name_node.as<std::string>();
+    std::string type = node.get<std::string>("type");
+    if (auto it = layer_nodes_.find(name); it != layer_nodes_.end())
+      name_node.fail(fmt::format("duplicate layer name '{}' (first defined at {})", name, it->second.where()));
+    layer_nodes_.emplace(name, name_node);
+
+    SpecLayer spec;
+    spec.origin = origin;
+    if (auto p = node.child("phase")) {
+      std::string v = p->as<std::string>();
+      if (v != "train" && v != "test") p->fail(fmt::format("expected train or test, got '{}'", v));
+      spec.phase = v == "train" ? Phase::Train : Phase::Test;
+    }
+    node["top"];  // every layer produces something; fails with the path when missing
+    std::vector<ConfigNode> bottom_nodes = net::blob_name_nodes(node, "bottom");
+    std::vector<ConfigNode> top_nodes = net::blob_name_nodes(node, "top");
+    spec.config = LayerConfig{name, type, as_names(bottom_nodes), as_names(top_nodes), node, index};
+
+    std::unique_ptr<Layer> layer = create_layer(spec.config);
+    std::set<std::string> allowed = kCommonLayerKeys;
+    for (const auto& k : layer->param_keys()) allowed.insert(k);
+    node.check_keys(allowed);
+    check_count(node, "bottom", type, bottom_nodes.size(), layer->bottom_count());
+    check_count(node, "top", type, top_nodes.size(), layer->top_count());
+
+    std::vector<Shape> bottom_shapes;
+    for (const auto& b : bottom_nodes) bottom_shapes.push_back(bottom_shape(b, spec.phase));
+    for (size_t i = 0; i < top_nodes.size(); ++i) {
+      std::string top = top_nodes[i].as<std::string>();
+      if (auto it = blobs_.find(top); it != blobs_.end())
+        top_nodes[i].fail(it->second.producer.empty()
+                              ? fmt::format("blob '{}' is a network input and cannot be a top", top)
+                              : fmt::format("blob '{}' is already produced by layer '{}' (tops must be unique; "
+                                            "in-place layers are not supported)",
+                                            top, it->second.producer));
+      for (size_t j = 0; j < i; ++j)
+        if (top_nodes[j].as<std::string>() == top) top_nodes[i].fail(fmt::format("blob '{}' listed twice", top));
+    }
+
+    std::vector<Shape> top_shapes = layer->infer_shapes(bottom_shapes);
+    CNNSCALE_CHECK(top_shapes.size() == top_nodes.size(), "layer '{}' ({}) inferred {} top shapes for {} tops", name,
+                   type, top_shapes.size(), top_nodes.size());
+    for (size_t i = 0; i < top_nodes.size(); ++i)
+      blobs_[top_nodes[i].as<std::string>()] = {top_shapes[i], name, spec.phase};
+
+    LayerInfo info;
+    info.name = name;
+    info.type = type;
+    info.bottom_shapes = bottom_shapes;
+    info.top_shapes = top_shapes;
+    for (const auto& p : layer->param_specs()) info.params += p.shape.numel();
+    info.cost = layer->cost(bottom_shapes, top_shapes);
+    if (layer->is_loss()) spec.loss_weight = layer->loss_weight();  // valid after infer_shapes
+    impl_.layers.push_back(std::move(spec));
+    impl_.infos.push_back(std::move(info));
+  }
+
+  // The shape of an existing blob that a layer running in `phase` may read.
+  Shape bottom_shape(const ConfigNode& bottom, const std::optional<Phase>& phase) const {
+    std::string name = bottom.as<std::string>();
+    auto it = blobs_.find(name);
+    if (it == blobs_.end())
+      bottom.fail(fmt::format("blob '{}' does not exist (a bottom must be data, label or a top of an earlier layer)",
+                              name));
+    // A layer may only read blobs that are fresh whenever it runs.
+    const auto& producer_phase = it->second.phase;
+    if (producer_phase && producer_phase != phase)
+      bottom.fail(fmt::format("blob '{}' is produced only in {} (layer '{}') but this layer runs in {}", name,
+                              phase_name(producer_phase), it->second.producer, phase_name(phase)));
+    return it->second.shape;
+  }
+
+  std::string emit_resolved() const {
+    YAML::Emitter out;
+    out << YAML::Comment(fmt::format("{} expanded by cnnscale from {}: blocks and variables resolved", impl_.name,
+                                     impl_.file));
+    out << YAML::BeginMap;
+    out << YAML::Key << "name" << YAML::Value << impl_.name;
+    out << YAML::Key << "input" << YAML::Value << YAML::Flow << YAML::BeginMap;
+    out << YAML::Key << "shape" << YAML::Value << YAML::Flow << impl_.input_shape;
+    out << YAML::Key << "classes" << YAML::Value << impl_.classes << YAML::EndMap;
+    out << YAML::Key << "layers" << YAML::Value << YAML::BeginSeq;
+    for (const auto& l : impl_.layers) out << l.config.node.yaml();
+    out << YAML::EndSeq << YAML::EndMap;
+    return std::string(out.c_str()) + "\n";
+  }
+
+  NetSpec::Impl& impl_;
+  std::map<std::string, BlobRecord> blobs_;
+  std::map<std::string, ConfigNode> layer_nodes_;
+};
+
+}  // namespace
+
+NetSpec::NetSpec() : impl_(std::make_unique<Impl>()) {}
+NetSpec::NetSpec(NetSpec&&) noexcept = default;
+NetSpec& NetSpec::operator=(NetSpec&&) noexcept = default;
+NetSpec::~NetSpec() = default;
+
+NetSpec NetSpec::load(const std::string& file, const NetOptions& options) {
+  std::ifstream in(file);
+  if (!in) throw_config("{}: cannot open network file", file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return load_string(ss.str(), file, options);
+}
+
+NetSpec NetSpec::load_string(const std::string& yaml, const std::string& name, const NetOptions& options) {
+  NetSpec spec;
+  SpecBuilder(*spec.impl_).build(yaml, name, options);
+  return spec;
+}
+
+const std::string& NetSpec::name() const { return impl_->name; }
+const std::string& NetSpec::file() const { return impl_->file; }
+const std::vector<int64_t>& NetSpec::input_shape() const { return impl_->input_shape; }
+int64_t NetSpec::classes() const { return impl_->classes; }
+const std::vector<LayerInfo>& NetSpec::layers() const { return impl_->infos; }
+std::string NetSpec::resolved_yaml() const { return impl_->resolved_yaml; }
+
+int64_t NetSpec::total_params() const {
+  int64_t n = 0;
+  for (const auto& l : impl_->infos) n += l.params;
+  return n;
+}
+
+int64_t NetSpec::forward_macs() const {
+  int64_t n = 0;
+  for (const auto& l : impl_->infos) n += l.cost.forward_macs;
+  return n;
+}
+
+}  // namespace cnnscale
