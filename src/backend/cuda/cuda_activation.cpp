@@ -63,16 +63,16 @@ void CudaBackend::dropout_backward(float ratio, uint64_t seed, uint64_t rng_stre
   cuda::launch_dropout(dy.numel(), ratio, scale, seed, rng_stream, dy.f32(), dx.f32(), stream());
 }
 
-// Softmax over C for every (n, h, w): for the (N, C) scores of the loss layers this is the
-// row-wise softmax. ACCURATE subtracts the maximum over C first, so large scores cannot overflow.
+// Row-wise softmax of (N, C) scores; other shapes count as (N, everything else), as in the CPU
+// reference. ACCURATE subtracts the row maximum first, so large scores cannot overflow.
 void CudaBackend::softmax_forward(const Tensor& x, const Tensor& prob) {
   cuda::expect_f32("softmax_forward", "x", x, device_);
   cuda::expect_f32("softmax_forward", "prob", prob, device_);
-  if (x.shape().rank() < 2) throw_runtime("softmax_forward on cuda: x {} must be (N, C, ...)", x.shape().to_string());
-  cuda::expect_shape("softmax_forward", "prob", prob, x.shape());
+  cuda::expect_numel("softmax_forward", "prob", prob, x.numel());
   if (x.numel() == 0) return;
   activate();
-  cuda::set_nchw(desc_a_, x.shape(), "softmax_forward");
+  const int64_t n = x.shape().n();
+  cuda::set_nchw(desc_a_, n, x.numel() / n, 1, 1, "softmax_forward");
   const float one = 1.0f, zero = 0.0f;
   CUDNN_CHECK(cudnnSoftmaxForward(cudnn_, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL, &one, desc_a_, x.f32(),
                                   &zero, desc_a_, prob.f32()));

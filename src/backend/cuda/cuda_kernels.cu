@@ -128,7 +128,7 @@ __global__ void accuracy_kernel(const float* scores, const int32_t* labels, int6
   if (threadIdx.x < ks.count) {
     long long total = 0;
     for (int w = 0; w < kWarps; ++w) total += warp_hits[threadIdx.x][w];
-    out[threadIdx.x] = bad ? NAN : static_cast<float>(total) / static_cast<float>(n);
+    out[threadIdx.x] = bad ? NAN : static_cast<float>(static_cast<double>(total) / static_cast<double>(n));
   }
 }
 

@@ -1,0 +1,349 @@
+// CUDA vs CPU parity for every Backend op, forward and backward, on the same seeded random inputs.
+// Tolerances are normalized errors justified in parity_util.hpp; each case names its shape so a
+// failure report says which one. Layer-level parity lives in test_cuda_parity_layers.cpp.
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "parity_util.hpp"
+
+#if CNNSCALE_HAVE_CUDA
+#include "backend/cuda/cuda_backend.hpp"
+#endif
+
+namespace cnnscale::testing {
+namespace {
+
+std::string shape_name(const Shape& s) { return s.to_string(); }
+
+// ---- memory ----------------------------------------------------------------------------------------
+
+TEST(CudaParityMemory, AllocZeroFillsAndUploadCopyFillRoundTrip) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  Backend& g = gpu_backend();
+  Tensor a = g.alloc(Shape{3, 5, 7}), b = g.alloc(Shape{3, 5, 7});
+  EXPECT_EQ(to_host(g, a), std::vector<float>(105, 0.0f));
+  Tensor ia = g.alloc(Shape{9}, DType::I32);
+  std::vector<int32_t> iv(9, -1);
+  g.download(ia, iv.data());
+  EXPECT_EQ(iv, std::vector<int32_t>(9, 0));
+
+  std::vector<float> v(105);
+  std::mt19937 rng(3);
+  for (auto& x : v) x = std::uniform_real_distribution<float>(-1, 1)(rng);
+  from_host(g, a, v);
+  g.copy(a, b);
+  EXPECT_EQ(to_host(g, b), v);
+
+  g.fill(b, 2.5f);
+  EXPECT_EQ(to_host(g, b), std::vector<float>(105, 2.5f));
+  g.fill(b.view(10, Shape{5}), 0.0f);  // a view: only its elements change
+  std::vector<float> expect(105, 2.5f);
+  for (int i = 10; i < 15; ++i) expect[i] = 0.0f;
+  EXPECT_EQ(to_host(g, b), expect);
+  g.fill(ia, 7.0f);
+  g.download(ia, iv.data());
+  EXPECT_EQ(iv, std::vector<int32_t>(9, 7));
+
+  // Upload from backend-provided host memory (pinned on CUDA).
+  auto host = g.alloc_host(105 * sizeof(float));
+  std::copy(v.begin(), v.end(), static_cast<float*>(host->ptr()));
+  g.upload(host->ptr(), b);
+  EXPECT_EQ(to_host(g, b), v);
+}
+
+// ---- GEMM: all four transpose combinations, alpha and beta both non-trivial -------------------------
+
+TEST(CudaParityGemm, AllTransposeCombinations) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  const int64_t m = 37, n = 53, k = 301;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "trans_a " << ta << " trans_b " << tb);
+      Twin a = twin_uniform(ta ? Shape{k, m} : Shape{m, k}, 11);
+      Twin b = twin_uniform(tb ? Shape{n, k} : Shape{k, n}, 12);
+      Twin c = twin_uniform(Shape{m, n}, 13);
+      cpu_backend().gemm(ta, tb, m, n, k, 0.7f, a.cpu.f32(), b.cpu.f32(), 0.3f, c.cpu.f32());
+      gpu_backend().gemm(ta, tb, m, n, k, 0.7f, a.gpu.f32(), b.gpu.f32(), 0.3f, c.gpu.f32());
+      expect_twin(fmt::format("gemm ta={} tb={} ({}x{}x{})", ta, tb, m, n, k), c, kTolDot);
+    }
+}
+
+TEST(CudaParityGemm, BetaZeroIgnoresOldContents) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  Twin a = twin_uniform(Shape{8, 16}, 1), b = twin_uniform(Shape{16, 4}, 2);
+  Twin c = twin_output(Shape{8, 4});
+  cpu_backend().gemm(false, false, 8, 4, 16, 1.0f, a.cpu.f32(), b.cpu.f32(), 0.0f, c.cpu.f32());
+  gpu_backend().gemm(false, false, 8, 4, 16, 1.0f, a.gpu.f32(), b.gpu.f32(), 0.0f, c.gpu.f32());
+  expect_twin("gemm beta=0", c, kTolDot);
+}
+
+// ---- element-wise BLAS-like ops, bias, solver ---------------------------------------------------------
+
+TEST(CudaParityBlas, Axpby) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  for (float beta : {0.0f, 0.5f, -1.25f}) {
+    Twin x = twin_uniform(Shape{3, 7, 11}, 21), y = twin_uniform(Shape{3, 7, 11}, 22, -3, 3);
+    cpu_backend().axpby(-0.75f, x.cpu, beta, y.cpu);
+    gpu_backend().axpby(-0.75f, x.gpu, beta, y.gpu);
+    expect_twin(fmt::format("axpby beta={}", beta), y, kTolElementwise);
+  }
+}
+
+TEST(CudaParityBlas, BiasAddAndBackward) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  for (Shape s : {Shape{4, 16, 5, 7}, Shape{6, 10}}) {
+    Twin bias = twin_uniform(Shape{s.c()}, 31), y = twin_uniform(s, 32);
+    cpu_backend().bias_add(bias.cpu, y.cpu);
+    gpu_backend().bias_add(bias.gpu, y.gpu);
+    expect_twin("bias_add y " + shape_name(s), y, kTolElementwise);
+
+    Twin dy = twin_uniform(s, 33), dbias = twin_output(Shape{s.c()});
+    cpu_backend().bias_backward(dy.cpu, dbias.cpu);
+    gpu_backend().bias_backward(dy.gpu, dbias.gpu);
+    expect_twin("bias_backward dbias for dy " + shape_name(s), dbias, kTolReduction);
+  }
+}
+
+TEST(CudaParityBlas, SgdUpdateThreeSteps) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  Twin w = twin_uniform(Shape{1000}, 41), history = twin_uniform(Shape{1000}, 42, -0.1f, 0.1f);
+  for (int step = 0; step < 3; ++step) {
+    Twin dw = twin_uniform(Shape{1000}, 43 + step);
+    cpu_backend().sgd_update(w.cpu, dw.cpu, history.cpu, 0.01f, 0.9f, 5e-4f);
+    gpu_backend().sgd_update(w.gpu, dw.gpu, history.gpu, 0.01f, 0.9f, 5e-4f);
+  }
+  expect_twin("sgd_update w after 3 steps", w, kTolElementwise);
+  expect_twin("sgd_update history after 3 steps", history, kTolElementwise);
+}
+
+TEST(CudaParityBlas, CopyChannelsLeavesOtherChannelsAlone) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  Twin src = twin_uniform(Shape{3, 5, 4, 6}, 51), dst = twin_uniform(Shape{3, 9, 4, 6}, 52);
+  cpu_backend().copy_channels(src.cpu, 1, dst.cpu, 5, 3);
+  gpu_backend().copy_channels(src.gpu, 1, dst.gpu, 5, 3);
+  expect_twin("copy_channels [1,4) -> [5,8)", dst, kTolExact);
+  Twin fsrc = twin_uniform(Shape{4, 3}, 53), fdst = twin_uniform(Shape{4, 7}, 54);  // (N, C): Concat of FC outputs
+  cpu_backend().copy_channels(fsrc.cpu, 0, fdst.cpu, 4, 3);
+  gpu_backend().copy_channels(fsrc.gpu, 0, fdst.gpu, 4, 3);
+  expect_twin("copy_channels (N, C)", fdst, kTolExact);
+}
+
+// ---- convolution --------------------------------------------------------------------------------
+
+struct ConvCase {
+  std::string name;
+  Shape x;  // (N, C, H, W)
+  int64_t filters;
+  ConvParams p;
+};
+
+std::ostream& operator<<(std::ostream& os, const ConvCase& c) { return os << c.name; }
+
+class CudaParityConv : public ::testing::TestWithParam<ConvCase> {};
+
+TEST_P(CudaParityConv, ForwardBackwardDataBackwardFilter) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  const ConvCase& c = GetParam();
+  const ConvParams& p = c.p;
+  Shape ws{c.filters, c.x.c() / p.groups, p.kernel_h, p.kernel_w};
+  Shape ys{c.x.n(), c.filters, conv_output_dim(c.x.h(), p.kernel_h, p.stride_h, p.pad_h, p.dilation_h),
+           conv_output_dim(c.x.w(), p.kernel_w, p.stride_w, p.pad_w, p.dilation_w)};
+  Twin x = twin_uniform(c.x, 61), w = twin_uniform(ws, 62), dy = twin_uniform(ys, 63);
+  Twin y = twin_output(ys), dx = twin_output(c.x), dw = twin_output(ws);
+  // Twice: the first call measures algorithms (and writes y during the search), the second runs
+  // the cached plan; both must give the right answer.
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round == 0 ? "first call (algorithm search)" : "second call (cached plan)");
+    cpu_backend().conv_forward(p, x.cpu, w.cpu, y.cpu);
+    gpu_backend().conv_forward(p, x.gpu, w.gpu, y.gpu);
+    expect_twin(c.name + " conv_forward y", y, kTolConv);
+    cpu_backend().conv_backward_data(p, w.cpu, dy.cpu, dx.cpu);
+    gpu_backend().conv_backward_data(p, w.gpu, dy.gpu, dx.gpu);
+    expect_twin(c.name + " conv_backward_data dx", dx, kTolConv);
+    cpu_backend().conv_backward_filter(p, x.cpu, dy.cpu, dw.cpu);
+    gpu_backend().conv_backward_filter(p, x.gpu, dy.gpu, dw.gpu);
+    expect_twin(c.name + " conv_backward_filter dw", dw, kTolConv);
+  }
+#if CNNSCALE_HAVE_CUDA
+  // The plan exists, every direction was measured, and TF32 stayed off.
+  auto* cuda = dynamic_cast<CudaBackend*>(&gpu_backend());
+  ASSERT_NE(cuda, nullptr);
+  const ConvPlan* plan = cuda->find_conv_plan(p, c.x, ws);
+  ASSERT_NE(plan, nullptr);
+  for (const ConvAlgoChoice* a : {&plan->fwd, &plan->bwd_data, &plan->bwd_filter}) {
+    EXPECT_GE(a->algo, 0);
+    EXPECT_EQ(a->math, CUDNN_FMA_MATH);
+    EXPECT_LE(a->workspace_bytes, cuda->workspace_bytes());
+  }
+  if (parity_verbose())
+    std::printf("[parity] %s algorithms: fwd %d (%zu B) bwd_data %d (%zu B) bwd_filter %d (%zu B)\n", c.name.c_str(),
+                plan->fwd.algo, plan->fwd.workspace_bytes, plan->bwd_data.algo, plan->bwd_data.workspace_bytes,
+                plan->bwd_filter.algo, plan->bwd_filter.workspace_bytes);
+#endif
+}
+
+ConvParams conv(int kh, int kw, int sh, int sw, int ph, int pw, int dil, int groups) {
+  return ConvParams{kh, kw, sh, sw, ph, pw, dil, dil, groups};
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaParityConv,
+    ::testing::Values(ConvCase{"k3_pad1", {2, 8, 13, 13}, 16, conv(3, 3, 1, 1, 1, 1, 1, 1)},
+                      ConvCase{"k3_stride2_pad1_odd", {2, 6, 15, 17}, 8, conv(3, 3, 2, 2, 1, 1, 1, 1)},
+                      ConvCase{"k5_pad2_groups2_caffenet_conv2", {2, 8, 11, 11}, 12, conv(5, 5, 1, 1, 2, 2, 1, 2)},
+                      ConvCase{"k3_depthwise", {2, 8, 9, 9}, 8, conv(3, 3, 1, 1, 1, 1, 1, 8)},
+                      ConvCase{"k1_pointwise", {2, 16, 7, 7}, 24, conv(1, 1, 1, 1, 0, 0, 1, 1)},
+                      ConvCase{"k1_stride2", {2, 16, 8, 8}, 8, conv(1, 1, 2, 2, 0, 0, 1, 1)},
+                      ConvCase{"k7_stride2_pad3_resnet_stem", {2, 3, 32, 32}, 16, conv(7, 7, 2, 2, 3, 3, 1, 1)},
+                      ConvCase{"k11_stride4_caffenet_conv1", {2, 3, 67, 67}, 16, conv(11, 11, 4, 4, 0, 0, 1, 1)},
+                      ConvCase{"k3_dilation2", {2, 4, 12, 12}, 6, conv(3, 3, 1, 1, 2, 2, 2, 1)},
+                      ConvCase{"k5x3_stride2x1_pad2x1", {2, 4, 11, 9}, 6, conv(5, 3, 2, 1, 2, 1, 1, 1)},
+                      ConvCase{"k3_caffenet_conv3_channels", {1, 256, 13, 13}, 32, conv(3, 3, 1, 1, 1, 1, 1, 1)}),
+    [](const ::testing::TestParamInfo<ConvCase>& info) { return info.param.name; });
+
+// ---- pooling ------------------------------------------------------------------------------------
+
+struct PoolCase {
+  std::string name;
+  Shape x;
+  PoolParams p;
+  bool expect_cudnn;  // which CUDA path the shape must take (so both paths are really covered)
+};
+
+std::ostream& operator<<(std::ostream& os, const PoolCase& c) { return os << c.name; }
+
+class CudaParityPool : public ::testing::TestWithParam<PoolCase> {};
+
+TEST_P(CudaParityPool, ForwardAndBackward) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  const PoolCase& c = GetParam();
+  const PoolParams& p = c.p;
+#if CNNSCALE_HAVE_CUDA
+  EXPECT_EQ(CudaBackend::cudnn_can_pool(p, c.x), c.expect_cudnn)
+      << c.name << ": expected the " << (c.expect_cudnn ? "cuDNN" : "own-kernel") << " path";
+#endif
+  Shape ys{c.x.n(), c.x.c(), pool_output_dim(c.x.h(), p.kernel_h, p.stride_h, p.pad_h, p.ceil_mode),
+           pool_output_dim(c.x.w(), p.kernel_w, p.stride_w, p.pad_w, p.ceil_mode)};
+  // U(-1, 1) floats: ties inside a window have probability ~1e-7 per pair, so the first-maximum
+  // rule (where the backends could legitimately differ) is not exercised by chance.
+  Twin x = twin_uniform(c.x, 71), y = twin_output(ys), dy = twin_uniform(ys, 72), dx = twin_output(c.x);
+  cpu_backend().pool_forward(p, x.cpu, y.cpu);
+  gpu_backend().pool_forward(p, x.gpu, y.gpu);
+  expect_twin(c.name + " pool_forward y " + shape_name(ys), y, p.mode == PoolMode::Max ? kTolExact : kTolElementwise);
+  cpu_backend().pool_backward(p, x.cpu, y.cpu, dy.cpu, dx.cpu);
+  gpu_backend().pool_backward(p, x.gpu, y.gpu, dy.gpu, dx.gpu);
+  // Max: each dx sums the dy of the (<= 4 here) windows it wins, order may differ; average: sums
+  // of dy / pool_size over the covering windows.
+  expect_twin(c.name + " pool_backward dx", dx, kTolElementwise);
+}
+
+PoolParams pool(PoolMode mode, int k, int s, int pad, bool ceil_mode = true) {
+  PoolParams p;
+  p.mode = mode;
+  p.kernel_h = p.kernel_w = k;
+  p.stride_h = p.stride_w = s;
+  p.pad_h = p.pad_w = pad;
+  p.ceil_mode = ceil_mode;
+  return p;
+}
+
+constexpr PoolMode kMax = PoolMode::Max;
+constexpr PoolMode kAve = PoolMode::Average;
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaParityPool,
+    ::testing::Values(
+        // CaffeNet's three max pools (ceil output equals floor output: cuDNN).
+        PoolCase{"caffenet_pool1_55to27", {2, 4, 55, 55}, pool(kMax, 3, 2, 0), true},
+        PoolCase{"caffenet_pool2_27to13", {2, 8, 27, 27}, pool(kMax, 3, 2, 0), true},
+        PoolCase{"caffenet_pool5_13to6", {2, 16, 13, 13}, pool(kMax, 3, 2, 0), true},
+        // Ceil mode adds a row/column: own kernels (GoogLeNet's 112 -> 56, padded shapes).
+        PoolCase{"ceil_max_112to56", {2, 3, 112, 112}, pool(kMax, 3, 2, 0), false},
+        PoolCase{"ceil_max_pad1_14to8", {2, 5, 14, 14}, pool(kMax, 3, 2, 1), false},
+        PoolCase{"ceil_ave_pad1_14to8", {2, 5, 14, 14}, pool(kAve, 3, 2, 1), false},
+        PoolCase{"ceil_ave_k2s2_7to4", {2, 3, 7, 7}, pool(kAve, 2, 2, 0), false},
+        // Floor-equal average shapes and explicit floor mode: cuDNN.
+        PoolCase{"ave_k3s1p1_14to14", {2, 6, 14, 14}, pool(kAve, 3, 1, 1), true},
+        PoolCase{"ave_k5s3_14to4_inception_aux", {2, 6, 14, 14}, pool(kAve, 5, 3, 0), true},
+        PoolCase{"floor_max_k2s2p1_7to4", {2, 3, 7, 7}, pool(kMax, 2, 2, 1, false), true},
+        PoolCase{"floor_max_k3s2_112to55", {2, 3, 112, 112}, pool(kMax, 3, 2, 0, false), true},
+        PoolCase{"global_ave_7x7", {4, 16, 7, 7}, pool(kAve, 7, 1, 0), true}),
+    [](const ::testing::TestParamInfo<PoolCase>& info) { return info.param.name; });
+
+// ---- activations, dropout, LRN -----------------------------------------------------------------------
+
+TEST(CudaParityActivation, ReluForwardBackward) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  Shape s{4, 6, 9, 9};
+  Twin x = twin_uniform(s, 81), y = twin_output(s), dy = twin_uniform(s, 82), dx = twin_output(s);
+  cpu_backend().relu_forward(x.cpu, y.cpu);
+  gpu_backend().relu_forward(x.gpu, y.gpu);
+  expect_twin("relu_forward", y, kTolExact);
+  cpu_backend().relu_backward(y.cpu, dy.cpu, dx.cpu);
+  gpu_backend().relu_backward(y.gpu, dy.gpu, dx.gpu);
+  expect_twin("relu_backward", dx, kTolExact);
+  // In place, as the net runs ReLU.
+  cpu_backend().relu_forward(x.cpu, x.cpu);
+  gpu_backend().relu_forward(x.gpu, x.gpu);
+  expect_twin("relu_forward in place", x, kTolExact);
+}
+
+TEST(CudaParityActivation, DropoutDrawsTheSameMask) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  Shape s{8, 50, 5, 5};  // 10000 elements
+  for (float ratio : {0.5f, 0.3f}) {
+    SCOPED_TRACE(::testing::Message() << "ratio " << ratio);
+    Twin x = twin_uniform(s, 91, 0.5f, 1.5f);  // never zero: y == 0 exactly where dropped
+    Twin y = twin_output(s), dy = twin_uniform(s, 92, 0.5f, 1.5f), dx = twin_output(s);
+    cpu_backend().dropout_forward(ratio, 1234, 77, x.cpu, y.cpu);
+    gpu_backend().dropout_forward(ratio, 1234, 77, x.gpu, y.gpu);
+    cpu_backend().dropout_backward(ratio, 1234, 77, dy.cpu, dx.cpu);
+    gpu_backend().dropout_backward(ratio, 1234, 77, dy.gpu, dx.gpu);
+    std::vector<float> yc = to_host(cpu_backend(), y.cpu), yg = to_host(gpu_backend(), y.gpu);
+    std::vector<float> dxc = to_host(cpu_backend(), dx.cpu), dxg = to_host(gpu_backend(), dx.gpu);
+    int64_t mask_mismatch = 0, dropped = 0, backward_mask_mismatch = 0;
+    for (size_t i = 0; i < yc.size(); ++i) {
+      mask_mismatch += (yc[i] == 0.0f) != (yg[i] == 0.0f);
+      backward_mask_mismatch += (yc[i] == 0.0f) != (dxg[i] == 0.0f);
+      dropped += yc[i] == 0.0f;
+    }
+    EXPECT_EQ(mask_mismatch, 0) << "forward masks differ";
+    EXPECT_EQ(backward_mask_mismatch, 0) << "the backward mask differs from the forward one";
+    // 10000 Bernoulli(ratio) draws: 5 sigma is < 0.025.
+    EXPECT_NEAR(static_cast<double>(dropped) / yc.size(), ratio, 0.025);
+    expect_parity("dropout_forward y", yg, yc, kTolElementwise);
+    expect_parity("dropout_backward dx", dxg, dxc, kTolElementwise);
+  }
+}
+
+TEST(CudaParityLrn, CaffeNetAndStrongNormalisation) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  struct Case {
+    std::string name;
+    LrnParams p;
+    Shape x;
+    float range;
+  };
+  // CaffeNet's norm1/norm2 parameters, and alpha = 1, k = 2 with larger inputs, where the
+  // cross-channel term dominates (a wrong window, alpha/n or backward sum then shows).
+  for (const Case& c : {Case{"caffenet_lrn", LrnParams{5, 1e-4f, 0.75f, 1.0f}, Shape{2, 16, 7, 7}, 1.0f},
+                        Case{"strong_lrn", LrnParams{3, 1.0f, 0.75f, 2.0f}, Shape{2, 7, 5, 6}, 2.0f},
+                        Case{"strong_lrn_window5", LrnParams{5, 0.5f, 0.75f, 1.0f}, Shape{2, 9, 4, 3}, 2.0f}}) {
+    Twin x = twin_uniform(c.x, 101, -c.range, c.range), y = twin_output(c.x);
+    Twin dy = twin_uniform(c.x, 102), dx = twin_output(c.x);
+    cpu_backend().lrn_forward(c.p, x.cpu, y.cpu);
+    gpu_backend().lrn_forward(c.p, x.gpu, y.gpu);
+    expect_twin(c.name + " lrn_forward y", y, kTolLrn);
+    cpu_backend().lrn_backward(c.p, x.cpu, y.cpu, dy.cpu, dx.cpu);
+    gpu_backend().lrn_backward(c.p, x.gpu, y.gpu, dy.gpu, dx.gpu);
+    expect_twin(c.name + " lrn_backward dx", dx, kTolLrnBackward);
+  }
+}
+
+}  // namespace
+}  // namespace cnnscale::testing

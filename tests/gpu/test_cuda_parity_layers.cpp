@@ -1,0 +1,150 @@
+// Layer-level CUDA vs CPU parity: every layer type built from the same YAML with the same seed on
+// both backends (tests/common/layer_harness), run forward (and backward with the same random top
+// gradients), then tops, bottom gradients, parameter gradients and state compared. Covers what the
+// op tests cannot: each layer's use of the ops (views, reshapes, bias, flattening, in-layer
+// scratch) on device memory.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "parity_util.hpp"
+
+namespace cnnscale::testing {
+namespace {
+
+struct LayerCase {
+  std::string name, yaml;
+  std::vector<Shape> bottoms;
+  double tol_forward, tol_backward;
+  std::vector<DType> dtypes = {};      // default: all f32
+  std::vector<int32_t> labels = {};    // for the i32 bottom (index 1), if any
+  float input_range = 1.0f;            // f32 bottoms ~ U(-range, range)
+  bool backward = true;
+  bool test_phase = false;             // also compare a Test-phase forward
+};
+
+std::ostream& operator<<(std::ostream& os, const LayerCase& c) { return os << c.name; }
+
+class CudaParityLayer : public ::testing::TestWithParam<LayerCase> {};
+
+void expect_tensors(const std::string& what, const Tensor& gpu, const Tensor& cpu, double tol) {
+  expect_parity(what, to_host(gpu_backend(), gpu), to_host(cpu_backend(), cpu), tol);
+}
+
+TEST_P(CudaParityLayer, ForwardBackward) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  const LayerCase& c = GetParam();
+  const uint64_t seed = 7;
+  LayerHarness hc = make_layer(cpu_backend(), c.yaml, c.bottoms, seed, c.dtypes);
+  LayerHarness hg = make_layer(gpu_backend(), c.yaml, c.bottoms, seed, c.dtypes);
+  for (size_t i = 0; i < c.bottoms.size(); ++i) {
+    if (hc.bottoms[i].dtype() == DType::I32) {
+      set_labels(cpu_backend(), hc.bottoms[i], c.labels);
+      set_labels(gpu_backend(), hg.bottoms[i], c.labels);
+    } else if (c.input_range != 1.0f) {
+      fill_uniform(cpu_backend(), hc.bottoms[i], 300 + i, -c.input_range, c.input_range);
+      fill_uniform(gpu_backend(), hg.bottoms[i], 300 + i, -c.input_range, c.input_range);
+    }
+  }
+  expect_tensors(c.name + " parameters as initialised", hg.flat_params, hc.flat_params, kTolExact);
+  hc.iteration = hg.iteration = 5;
+
+  hc.forward(Phase::Train);
+  hg.forward(Phase::Train);
+  for (size_t i = 0; i < hc.tops.size(); ++i)
+    expect_tensors(c.name + " train top" + std::to_string(i), hg.tops[i], hc.tops[i], c.tol_forward);
+  for (size_t i = 0; i < hc.layer->state().size(); ++i)
+    expect_tensors(c.name + " state" + std::to_string(i) + " after train forward", hg.layer->state()[i],
+                   hc.layer->state()[i], c.tol_forward);
+
+  if (c.backward) {
+    for (size_t i = 0; i < hc.top_diffs.size(); ++i) {
+      fill_uniform(cpu_backend(), hc.top_diffs[i], 400 + i, -1.0f, 1.0f);
+      fill_uniform(gpu_backend(), hg.top_diffs[i], 400 + i, -1.0f, 1.0f);
+    }
+    for (size_t i = 0; i < hc.bottom_diffs.size(); ++i)
+      if (hc.bottom_diffs[i].defined()) {  // stale values: the layer must overwrite them
+        fill_uniform(cpu_backend(), hc.bottom_diffs[i], 500 + i, -9.0f, 9.0f);
+        fill_uniform(gpu_backend(), hg.bottom_diffs[i], 500 + i, -9.0f, 9.0f);
+      }
+    if (hc.flat_grads.numel() > 0) {
+      fill_uniform(cpu_backend(), hc.flat_grads, 600, -9.0f, 9.0f);
+      fill_uniform(gpu_backend(), hg.flat_grads, 600, -9.0f, 9.0f);
+    }
+    hc.backward(Phase::Train);
+    hg.backward(Phase::Train);
+    for (size_t i = 0; i < hc.bottom_diffs.size(); ++i)
+      if (hc.bottom_diffs[i].defined())
+        expect_tensors(c.name + " bottom" + std::to_string(i) + " diff", hg.bottom_diffs[i], hc.bottom_diffs[i],
+                       c.tol_backward);
+    for (const Param& p : hc.layer->params()) {
+      size_t k = static_cast<size_t>(&p - hc.layer->params().data());
+      expect_tensors(c.name + " " + p.spec.name + " diff", hg.layer->params()[k].diff, p.diff, c.tol_backward);
+    }
+  }
+
+  if (c.test_phase) {
+    hc.forward(Phase::Test);
+    hg.forward(Phase::Test);
+    for (size_t i = 0; i < hc.tops.size(); ++i)
+      expect_tensors(c.name + " test top" + std::to_string(i), hg.tops[i], hc.tops[i], c.tol_forward);
+  }
+}
+
+const std::vector<int32_t> kLabels8 = {3, 0, 9, 9, 1, 5, 2, 7};
+
+std::vector<int32_t> labels_for(int n, int classes) {
+  std::vector<int32_t> l;
+  for (int i = 0; i < n; ++i) l.push_back((i * 7 + 3) % classes);
+  return l;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layers, CudaParityLayer,
+    ::testing::Values(
+        LayerCase{"conv_k3_pad1_bias", "type: Convolution\nnum_output: 8\nkernel: 3\npad: 1\n"
+                  "bias_filler: {type: gaussian, std: 0.5}", {{2, 4, 9, 9}}, kTolConv, kTolConv},
+        LayerCase{"conv_stride2_group2_nobias", "type: Convolution\nnum_output: 6\nkernel: 3\nstride: 2\npad: 1\n"
+                  "group: 2\nbias: false", {{2, 4, 11, 11}}, kTolConv, kTolConv},
+        LayerCase{"conv_k1", "type: Convolution\nnum_output: 12\nkernel: 1", {{2, 8, 6, 6}}, kTolConv, kTolConv},
+        LayerCase{"conv_caffenet_conv1", "type: Convolution\nnum_output: 16\nkernel: 11\nstride: 4",
+                  {{2, 3, 67, 67}}, kTolConv, kTolConv},
+        LayerCase{"conv_k7_stride2_pad3", "type: Convolution\nnum_output: 8\nkernel: 7\nstride: 2\npad: 3",
+                  {{2, 3, 32, 32}}, kTolConv, kTolConv},
+        LayerCase{"inner_product_4d_bottom", "type: InnerProduct\nnum_output: 10\n"
+                  "bias_filler: {type: uniform, min: -1, max: 1}", {{4, 3, 5, 5}}, kTolDot, kTolDot},
+        LayerCase{"inner_product_nobias", "type: InnerProduct\nnum_output: 7\nbias: false", {{6, 40}}, kTolDot,
+                  kTolDot},
+        LayerCase{"pool_caffenet_max_13to6", "type: Pooling\npool: max\nkernel: 3\nstride: 2", {{2, 4, 13, 13}},
+                  kTolExact, kTolElementwise},
+        LayerCase{"pool_ceil_max_112to56", "type: Pooling\npool: max\nkernel: 3\nstride: 2", {{1, 2, 112, 112}},
+                  kTolExact, kTolElementwise},
+        LayerCase{"pool_ceil_ave_pad1", "type: Pooling\npool: ave\nkernel: 3\nstride: 2\npad: 1", {{2, 3, 14, 14}},
+                  kTolElementwise, kTolElementwise},
+        LayerCase{"pool_global_ave", "type: Pooling\npool: ave\nglobal_pooling: true", {{2, 8, 7, 7}},
+                  kTolReduction, kTolElementwise},
+        LayerCase{"relu", "type: ReLU", {{2, 3, 8, 8}}, kTolExact, kTolExact},
+        LayerCase{"dropout", "type: Dropout\nratio: 0.5", {{4, 64}}, kTolElementwise, kTolElementwise, {}, {}, 1.0f,
+                  true, true},
+        LayerCase{"batchnorm_4d", "type: BatchNorm\nscale_filler: {type: uniform, min: 0.5, max: 1.5}\n"
+                  "shift_filler: {type: gaussian, std: 0.5}", {{4, 6, 5, 5}}, kTolReduction, kTolBnBackward, {}, {},
+                  2.0f, true, true},
+        LayerCase{"batchnorm_2d", "type: BatchNorm\nscale_filler: {type: uniform, min: 0.5, max: 1.5}",
+                  {{16, 10}}, kTolReduction, kTolBnBackward, {}, {}, 1.0f, true, true},
+        LayerCase{"lrn_caffenet", "type: LRN\nlocal_size: 5\nalpha: 0.0001\nbeta: 0.75", {{2, 16, 6, 6}}, kTolLrn,
+                  kTolLrnBackward},
+        LayerCase{"lrn_strong", "type: LRN\nlocal_size: 3\nalpha: 1.0\nbeta: 0.75\nk: 2.0", {{2, 6, 3, 3}}, kTolLrn,
+                  kTolLrnBackward, {}, {}, 2.0f},
+        LayerCase{"eltwise_sum_coeffs", "type: Eltwise\ncoeff: [0.5, -2, 1.5]",
+                  {{2, 3, 4, 4}, {2, 3, 4, 4}, {2, 3, 4, 4}}, kTolElementwise, kTolElementwise},
+        LayerCase{"concat", "type: Concat", {{2, 1, 3, 3}, {2, 3, 3, 3}, {2, 2, 3, 3}}, kTolExact, kTolExact},
+        LayerCase{"flatten", "type: Flatten", {{2, 3, 2, 2}}, kTolExact, kTolExact},
+        LayerCase{"softmax_with_loss", "type: SoftmaxWithLoss\nloss_weight: 2.0", {{8, 10}, {8}}, kTolReduction,
+                  kTolReduction, {DType::F32, DType::I32}, kLabels8, 3.0f},
+        LayerCase{"accuracy_top1_top5", "type: Accuracy\ntop_k: [1, 5]\ntop: [top1, top5]", {{37, 20}, {37}},
+                  kTolExact, kTolExact, {DType::F32, DType::I32}, labels_for(37, 20), 1.0f, false}),
+    [](const ::testing::TestParamInfo<LayerCase>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace cnnscale::testing
