@@ -1,0 +1,224 @@
+// Loader implementation: one producer (a prefetch thread, or the caller) walks (epoch, position)
+// and fills free slots in order; the consumer pops ready slots in the same order. The checkpoint
+// position is the consumer's, so batches prefetched but not consumed are simply produced again.
+#include "data/loader.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "core/rng.hpp"
+
+namespace cnnscale {
+
+namespace {
+constexpr uint64_t kShuffleSalt = 0x53485546464C45ull;  // "SHUFFLE": a stream apart from weight init
+
+std::string rng_text(const std::mt19937_64& rng) {
+  std::ostringstream os;
+  os << rng;
+  return os.str();
+}
+
+std::shared_ptr<Storage> aligned_host(size_t bytes) {
+  size_t padded = (bytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, padded ? padded : 64);
+  if (!p) throw_runtime("host allocation of {} bytes for the data loader failed", bytes);
+  return std::make_shared<Storage>(p, bytes, Device{}, [](void* q) { std::free(q); });
+}
+}  // namespace
+
+std::vector<int64_t> Loader::epoch_order(int64_t size, bool shuffle, std::mt19937_64& rng) {
+  std::vector<int64_t> order(static_cast<size_t>(size));
+  for (int64_t i = 0; i < size; ++i) order[static_cast<size_t>(i)] = i;
+  if (shuffle) {
+    // Fisher-Yates with an explicit draw (std::shuffle's algorithm differs between standard
+    // libraries, and the order must be the same everywhere). Modulo bias is below 2^-40 here.
+    for (int64_t i = size - 1; i > 0; --i) {
+      uint64_t j = rng() % static_cast<uint64_t>(i + 1);
+      std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(j)]);
+    }
+  }
+  return order;
+}
+
+Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options, HostAllocator alloc)
+    : dataset_(std::move(dataset)), options_(options), rng_(mix64(options.seed ^ kShuffleSalt)) {
+  const int64_t size = dataset_->size();
+  if (options_.batch < 1) throw_config("batch size must be >= 1, got {}", options_.batch);
+  if (options_.slots < 2) throw_config("the data loader needs at least 2 buffers, got {}", options_.slots);
+  batches_per_epoch_ = options_.drop_last ? size / options_.batch : (size + options_.batch - 1) / options_.batch;
+  if (batches_per_epoch_ < 1)
+    throw_config("batch size {} is larger than {} ({} samples)", options_.batch, dataset_->name(), size);
+  sample_numel_ = dataset_->sample_shape().numel();
+
+  const size_t data_bytes = (static_cast<size_t>(options_.batch * sample_numel_) * sizeof(float) + 63) / 64 * 64;
+  const size_t label_bytes = static_cast<size_t>(options_.batch) * sizeof(int32_t);
+  for (int s = 0; s < options_.slots; ++s) {
+    auto storage = alloc ? alloc(data_bytes + label_bytes) : aligned_host(data_bytes + label_bytes);
+    HostBatch b;
+    b.data = static_cast<float*>(storage->ptr());
+    b.labels = reinterpret_cast<int32_t*>(static_cast<char*>(storage->ptr()) + data_bytes);
+    b.slot = s;
+    storage_.push_back(std::move(storage));
+    batches_.push_back(b);
+    free_slots_.push_back(s);
+  }
+  epoch_rng_[0] = rng_text(rng_);
+}
+
+Loader::~Loader() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Loader::restore(const LoaderState& state) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  CNNSCALE_CHECK(!started_, "Loader::restore after the first batch");
+  if (state.epoch < 0 || state.position < 0 || state.position >= batches_per_epoch_)
+    throw_config("data loader position (epoch {}, batch {}) is outside an epoch of {} batches", state.epoch,
+                 state.position, batches_per_epoch_);
+  std::istringstream is(state.rng_state);
+  std::mt19937_64 rng;
+  is >> rng;
+  if (is.fail()) throw_config("invalid data loader RNG state ({} characters)", state.rng_state.size());
+  rng_ = rng;
+  epoch_rng_.clear();
+  epoch_rng_[state.epoch] = state.rng_state;
+  consume_epoch_ = produce_epoch_ = state.epoch;
+  consume_position_ = produce_position_ = state.position;
+}
+
+LoaderState Loader::state() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  LoaderState s;
+  s.epoch = consume_epoch_;
+  s.position = consume_position_;
+  auto it = epoch_rng_.find(consume_epoch_);
+  CNNSCALE_CHECK(it != epoch_rng_.end(), "no RNG state recorded for epoch {}", consume_epoch_);
+  s.rng_state = it->second;
+  return s;
+}
+
+int Loader::held() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return held_;
+}
+
+// Producer only. Records the RNG state before this epoch's shuffle (already known) and after it,
+// which is the state before the next epoch's: a consumer that reaches the next epoch can always
+// report it, even if the producer has not begun that epoch yet.
+void Loader::begin_epoch() {
+  order_ = epoch_order(dataset_->size(), options_.shuffle, rng_);
+  std::lock_guard<std::mutex> lock(mutex_);
+  epoch_rng_[produce_epoch_ + 1] = rng_text(rng_);
+  // Only the consumer's epoch and the next are ever asked for.
+  while (!epoch_rng_.empty() && epoch_rng_.begin()->first < consume_epoch_) epoch_rng_.erase(epoch_rng_.begin());
+}
+
+void Loader::advance_producer() {
+  if (++produce_position_ == batches_per_epoch_) {
+    produce_position_ = 0;
+    ++produce_epoch_;
+    begin_epoch();
+  }
+}
+
+void Loader::fill_slot(int slot, int64_t epoch, int64_t index) {
+  HostBatch& b = batches_[static_cast<size_t>(slot)];
+  const int64_t begin = index * options_.batch;
+  const int64_t count = std::min(options_.batch, dataset_->size() - begin);
+  dataset_->fill(std::span<const int64_t>(order_.data() + begin, static_cast<size_t>(count)), b.data, b.labels);
+  b.count = count;
+  b.epoch = epoch;
+  b.index = index;
+}
+
+void Loader::start() {
+  // Called with mutex_ unlocked and started_ already set.
+  begin_epoch();
+  if (options_.prefetch) thread_ = std::thread([this] { produce_loop(); });
+}
+
+void Loader::produce_loop() {
+  try {
+    for (;;) {
+      int slot;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        cv_.wait(lock, [&] { return stop_ || !free_slots_.empty(); });
+        if (stop_) return;
+        slot = free_slots_.front();
+        free_slots_.pop_front();
+        ++filling_;
+      }
+      fill_slot(slot, produce_epoch_, produce_position_);
+      advance_producer();
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        --filling_;
+        ready_.push_back(slot);
+      }
+      cv_.notify_all();
+    }
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    --filling_;
+    error_ = std::current_exception();
+    cv_.notify_all();
+  }
+}
+
+const HostBatch& Loader::next() {
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!started_) started_ = first = true;
+  }
+  if (first) start();
+
+  int slot;
+  if (!options_.prefetch) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      CNNSCALE_CHECK(!free_slots_.empty(), "all {} loader buffers are held: release one first", options_.slots);
+      slot = free_slots_.front();
+      free_slots_.pop_front();
+    }
+    fill_slot(slot, produce_epoch_, produce_position_);
+    advance_producer();
+    std::lock_guard<std::mutex> lock(mutex_);
+    ready_.push_back(slot);
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [&] { return error_ || !ready_.empty() || (free_slots_.empty() && filling_ == 0); });
+  if (ready_.empty() && error_) std::rethrow_exception(error_);
+  CNNSCALE_CHECK(!ready_.empty(), "all {} loader buffers are held: release one first", options_.slots);
+  slot = ready_.front();
+  ready_.pop_front();
+  ++held_;
+  const HostBatch& b = batches_[static_cast<size_t>(slot)];
+  consume_epoch_ = b.epoch;
+  consume_position_ = b.index + 1;
+  if (consume_position_ == batches_per_epoch_) {
+    consume_position_ = 0;
+    ++consume_epoch_;
+  }
+  return b;
+}
+
+void Loader::release(int slot) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    CNNSCALE_CHECK(slot >= 0 && slot < options_.slots && held_ > 0, "release of slot {} not held", slot);
+    --held_;
+    free_slots_.push_back(slot);
+  }
+  cv_.notify_all();
+}
+
+}  // namespace cnnscale
