@@ -1,0 +1,70 @@
+// Checkpoints: everything a run needs to continue bit-identically, in one HDF5 file:
+//   /weights/<layer>/<param>   f32, the parameter's shape
+//   /history/<layer>/<param>   f32, SGD momentum history
+//   /state/<layer>/<name>      f32, non-learned state (batch norm running statistics)
+//   /solver/{iteration, epoch} int64; /solver/lr f64 (the rate of the last step, informational)
+//   /rng/{loader_state (text of std::mt19937_64 operator<<), loader_epoch, loader_position}
+//   /config/{run (JSON), network (resolved YAML)} strings
+// Files are written to "<name>.tmp", flushed to disk and renamed, so a crash never leaves a
+// half-written checkpoint under the real name. CheckpointDir keeps only the newest few.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "net/net.hpp"
+#include "solver/sgd_solver.hpp"
+
+namespace cnnscale {
+
+struct CheckpointArray {
+  std::string name;  // "conv1/weight"
+  std::vector<int64_t> shape;
+  std::vector<float> values;
+};
+
+struct CheckpointMeta {
+  int64_t iteration = 0;  // completed iterations: the resumed run starts at this one
+  int64_t epoch = 0;      // completed epochs
+  double lr = 0.0;
+  std::string loader_rng_state;
+  int64_t loader_epoch = 0, loader_position = 0;
+  std::string run_config;  // JSON text of the run's options (checked on resume)
+  std::string network;     // resolved network YAML
+};
+
+struct CheckpointContents {
+  CheckpointMeta meta;
+  std::vector<CheckpointArray> weights, history, state;
+};
+
+// Atomic write (tmp + fsync + rename). RuntimeError naming the file on any HDF5 or I/O failure;
+// the temporary file is removed and an existing file of the same name is left untouched.
+void write_checkpoint(const std::string& path, const CheckpointContents& contents);
+// ConfigError naming the file if it is missing, not HDF5 or lacks an entry.
+CheckpointContents read_checkpoint(const std::string& path);
+
+// Copies the net's weights and state and the solver's history to host (synchronises the backend).
+CheckpointContents capture_checkpoint(const Net& net, const SgdSolver& solver, CheckpointMeta meta);
+// Loads weights, history and state into the net and solver; every name and shape must match
+// (ConfigError naming `file` and the parameter otherwise).
+void restore_checkpoint(const CheckpointContents& contents, const std::string& file, Net& net, SgdSolver& solver);
+
+// A directory of checkpoints named checkpoint-<iteration, 9 digits>.h5, keeping the newest `keep`.
+class CheckpointDir {
+ public:
+  explicit CheckpointDir(std::string dir, int keep = 2);
+  const std::string& dir() const { return dir_; }
+  std::string path_for(int64_t iteration) const;
+  // Writes the checkpoint of contents.meta.iteration, then deletes all but the newest `keep`.
+  std::string save(const CheckpointContents& contents);
+  std::vector<std::string> list() const;  // oldest first
+  std::optional<std::string> latest() const;
+
+ private:
+  std::string dir_;
+  int keep_;
+};
+
+}  // namespace cnnscale

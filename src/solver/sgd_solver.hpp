@@ -1,0 +1,45 @@
+// SgdSolver: Caffe's SGD with momentum and L2 weight decay over every learnable parameter of a Net,
+// one Backend::sgd_update per parameter with lr x lr_mult and weight_decay x decay_mult. Owns the
+// momentum history (checkpointed with the weights).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "net/net.hpp"
+#include "solver/lr_schedule.hpp"
+#include "solver/solver_config.hpp"
+
+namespace cnnscale {
+
+// A parameter with its checkpoint name "<layer>/<param>" (e.g. "conv1/weight").
+struct NamedParam {
+  std::string name;
+  Param* param = nullptr;
+};
+
+// Every learnable parameter of the net, in layer order.
+std::vector<NamedParam> named_params(const Net& net);
+
+class SgdSolver {
+ public:
+  SgdSolver(Net& net, const SolverConfig& config, int64_t iterations_per_epoch, int64_t total_iterations);
+
+  // Applies the gradients of `iteration` (0-based count of completed steps) to the weights.
+  void step(int64_t iteration);
+  double lr(int64_t iteration) const { return schedule_.lr(iteration); }
+
+  const SolverConfig& config() const { return config_; }
+  const LrSchedule& schedule() const { return schedule_; }
+  const std::vector<NamedParam>& params() const { return params_; }
+  // Momentum history, parallel to params().
+  const std::vector<Tensor>& history() const { return history_; }
+
+ private:
+  Net& net_;
+  SolverConfig config_;
+  LrSchedule schedule_;
+  std::vector<NamedParam> params_;
+  std::vector<Tensor> history_;
+};
+
+}  // namespace cnnscale
