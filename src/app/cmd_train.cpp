@@ -1,0 +1,226 @@
+// `cnnscale train`: one network, one dataset, one device. Validates every option before any
+// heavy work (so bad input costs one clear line and exit 2), runs the Trainer, shows progress on
+// stderr and, with --json, prints one JSON line of results on stdout.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "app/commands.hpp"
+#include "app/train_progress.hpp"
+#include "backend/backend.hpp"
+#include "data/fashion_mnist.hpp"
+#include "data/synthetic_dataset.hpp"
+#include "net/net.hpp"
+#include "solver/trainer.hpp"
+
+namespace cnnscale::app {
+
+namespace {
+
+struct TrainArgs {
+  std::string net;
+  std::string data;
+  std::string synthetic_fill = "gaussian";
+  std::string data_dir = FashionMnistDataset::kDefaultDir;
+  int64_t train_samples = 0, test_samples = -1;
+  std::string device = "cpu";
+  std::vector<int64_t> input_shape;
+  int64_t classes = 0;
+  int pool_batches = 8;
+  TrainOptions options;
+  SolverConfig solver;
+  std::string lr_policy = "fixed";
+  bool json = false;
+};
+
+// Flags are the YAML keys with '-' for '_' (solver_config.hpp); --step/--warmup are shorter.
+std::string flag_for(const std::string& key) {
+  if (key == "warmup_epochs") return "--warmup";
+  std::string flag = "--" + key;
+  for (char& c : flag)
+    if (c == '_') c = '-';
+  return flag;
+}
+
+nlohmann::json nullable(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json();
+}
+
+void run_train(TrainArgs& a) {
+  // ---- validate the options (exit 2 on any problem, before anything is loaded) -------------------
+  a.solver.policy = parse_lr_policy(a.lr_policy);
+  a.solver.validate(
+      [](const std::string& key, const std::string& message) { throw_config("{}: {}", flag_for(key), message); });
+  if (a.options.epochs == 0 && a.options.iterations == 0) a.options.epochs = 1;
+  if (a.options.epochs < 0 || a.options.iterations < 0) throw_config("--epochs/--iterations must be > 0");
+  const bool synthetic = a.data == "synthetic";
+  if (!synthetic && (!a.input_shape.empty() || a.classes > 0))
+    throw_config("--input-shape/--classes apply to synthetic data only ({} samples are 1x28x28, 10 classes)", a.data);
+  if (!a.input_shape.empty() &&
+      (a.input_shape.size() != 3 || a.input_shape[0] < 1 || a.input_shape[1] < 1 || a.input_shape[2] < 1))
+    throw_config("--input-shape: expected three positive extents C,H,W");
+  if (a.options.resume == "auto" && a.options.checkpoint_dir.empty())
+    throw_config("--resume auto needs --checkpoint-dir");
+  if (!a.options.resume.empty() && a.options.resume != "auto" && !std::filesystem::is_regular_file(a.options.resume))
+    throw_config("--resume {}: no such checkpoint file", a.options.resume);
+
+  NetOptions net_options;
+  if (synthetic) {
+    if (!a.input_shape.empty()) net_options.input_shape = a.input_shape;
+    if (a.classes > 0) net_options.classes = a.classes;
+  } else {
+    net_options.input_shape = std::vector<int64_t>{1, 28, 28};
+    net_options.classes = 10;
+  }
+  const std::string net_file = resolve_network_path(a.net);
+  NetSpec spec = NetSpec::load(net_file, net_options);
+
+  std::shared_ptr<const Dataset> train, test;
+  if (synthetic) {
+    if (a.test_samples > 0) throw_config("--test-samples: synthetic data has no test set");
+    const auto& in = spec.input_shape();
+    int64_t size = a.train_samples > 0 ? a.train_samples : std::max<int64_t>(1024, a.options.batch);
+    train = std::make_shared<SyntheticDataset>(Shape(in), spec.classes(), size, parse_synthetic_fill(a.synthetic_fill),
+                                               a.options.seed);
+    a.options.device_pool = true;
+    a.options.pool_batches = a.pool_batches;
+  } else {
+    train = std::make_shared<FashionMnistDataset>(a.data_dir, FashionMnistDataset::Split::Train);
+    if (a.train_samples > 0) train = std::make_shared<SubsetDataset>(train, a.train_samples);
+    if (a.test_samples != 0) {
+      test = std::make_shared<FashionMnistDataset>(a.data_dir, FashionMnistDataset::Split::Test);
+      if (a.test_samples > 0) test = std::make_shared<SubsetDataset>(test, a.test_samples);
+    }
+  }
+
+  nlohmann::json run_config = {{"net", spec.name()},     {"net_file", net_file},
+                               {"data", a.data},         {"batch", a.options.batch},
+                               {"seed", a.options.seed}, {"train_samples", train->size()},
+                               {"device", a.device},     {"solver", a.solver.describe()}};
+  if (synthetic) {
+    run_config["synthetic_fill"] = a.synthetic_fill;
+    run_config["input_shape"] = spec.input_shape();
+    run_config["classes"] = spec.classes();
+  }
+  a.options.run_config = run_config.dump();
+  a.options.network_yaml = spec.resolved_yaml();
+
+  std::unique_ptr<Backend> backend = make_backend(a.device);
+  Trainer trainer(spec, *backend, train, test, a.solver, a.options);
+
+  // ---- run ------------------------------------------------------------------------------------
+  std::fprintf(stderr,
+               "cnnscale train: %s (%lld parameters) on %s (%lld samples%s), batch %lld, %lld iterations "
+               "(%lld per epoch), %s on %s\n",
+               spec.name().c_str(), static_cast<long long>(spec.total_params()), train->name().c_str(),
+               static_cast<long long>(train->size()), test ? fmt::format(", test {}", test->size()).c_str() : "",
+               static_cast<long long>(a.options.batch), static_cast<long long>(trainer.total_iterations()),
+               static_cast<long long>(trainer.iterations_per_epoch()), a.solver.describe().c_str(),
+               backend->description().c_str());
+  TrainProgress progress(trainer.iterations_per_epoch());
+  std::string last_checkpoint;
+  TrainCallbacks cb;
+  cb.on_iteration = [&](int64_t done, int64_t total) { progress.iteration(done, total); };
+  cb.on_display = [&](const DisplayInfo& d) { progress.display(d); };
+  cb.on_epoch = [&](const EpochInfo& e) { progress.epoch(e); };
+  cb.on_message = [&](const std::string& m) { progress.message(m); };
+  cb.on_checkpoint = [&](const std::string& path, int64_t) { last_checkpoint = path; };
+  TrainResult r = trainer.run(cb);
+  progress.finish();
+
+  std::fprintf(stderr,
+               "done: %lld iterations in %.1f s, %.1f samples/s (steady state, %lld iterations), final loss %.4f",
+               static_cast<long long>(r.iterations), r.seconds, r.samples_per_s,
+               static_cast<long long>(r.timed_iterations), r.final_loss);
+  if (r.test) std::fprintf(stderr, ", test top-1 %.4f top-%d %.4f", r.test->top1, r.test->top5_k, r.test->top5);
+  std::fprintf(stderr, "\n");
+
+  if (a.json) {
+    nlohmann::json j = {{"net", spec.name()},
+                        {"data", train->name()},
+                        {"device", backend->device().to_string()},
+                        {"batch", a.options.batch},
+                        {"seed", a.options.seed},
+                        {"iterations", r.iterations},
+                        {"start_iteration", r.start_iteration},
+                        {"iterations_per_epoch", r.iterations_per_epoch},
+                        {"epochs", r.epochs},
+                        {"seconds", r.seconds},
+                        {"samples_per_s", nullable(r.samples_per_s > 0 ? r.samples_per_s : NAN)},
+                        {"timed_iterations", r.timed_iterations},
+                        {"timed_seconds", r.timed_seconds},
+                        {"data_wait_seconds", r.data_wait_seconds},
+                        {"final_loss", nullable(r.final_loss)},
+                        {"final_lr", r.final_lr},
+                        {"test_top1", r.test ? nlohmann::json(r.test->top1) : nlohmann::json()},
+                        {"test_top5", r.test ? nlohmann::json(r.test->top5) : nlohmann::json()},
+                        {"test_loss", r.test ? nlohmann::json(r.test->loss) : nlohmann::json()},
+                        {"test_samples", r.test ? nlohmann::json(r.test->samples) : nlohmann::json()},
+                        {"checkpoint", last_checkpoint.empty() ? nlohmann::json() : nlohmann::json(last_checkpoint)},
+                        {"resumed_from", r.resumed_from.empty() ? nlohmann::json() : nlohmann::json(r.resumed_from)}};
+    std::printf("%s\n", j.dump().c_str());
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace
+
+void register_train(CLI::App& app) {
+  auto args = std::make_shared<TrainArgs>();
+  TrainArgs& a = *args;
+  CLI::App* cmd = app.add_subcommand("train", "Train a network on one device and report loss, accuracy and throughput");
+  cmd->add_option("--net", a.net, "Network: a name in networks/ (lenet) or a YAML file")->required();
+  cmd->add_option("--data", a.data, "Training data")->required()->check(CLI::IsMember({"fashion-mnist", "synthetic"}));
+  cmd->add_option("--synthetic-fill", a.synthetic_fill, "Synthetic values: gaussian noise or a non-zero constant")
+      ->check(CLI::IsMember({"gaussian", "constant"}))
+      ->capture_default_str();
+  cmd->add_option("--data-dir", a.data_dir, "Fashion-MNIST directory (IDX .gz files)")->capture_default_str();
+  cmd->add_option("--train-samples", a.train_samples,
+                  "Use only the first N training samples (synthetic: samples per epoch, default max(1024, batch))");
+  cmd->add_option("--test-samples", a.test_samples, "Use only the first N test samples (0: no test)");
+  auto* epochs = cmd->add_option("--epochs", a.options.epochs, "Epochs to train (default 1)");
+  auto* iterations = cmd->add_option("--iterations", a.options.iterations, "Iterations to train");
+  epochs->excludes(iterations);
+  cmd->add_option("--batch", a.options.batch, "Batch size")->capture_default_str();
+  cmd->add_option("--test-batch", a.options.test_batch, "Test batch size (default: --batch)");
+  cmd->add_option("--device", a.device, "cpu or gpu:N")->capture_default_str();
+  cmd->add_option("--seed", a.options.seed, "Seed of weight init, shuffling, dropout and synthetic data")
+      ->capture_default_str();
+  cmd->add_option("--lr", a.solver.lr, "Base learning rate")->capture_default_str();
+  cmd->add_option("--momentum", a.solver.momentum, "SGD momentum")->capture_default_str();
+  cmd->add_option("--weight-decay", a.solver.weight_decay, "L2 weight decay")->capture_default_str();
+  cmd->add_option("--lr-policy", a.lr_policy, "fixed, step, exp, multistep or poly")
+      ->check(CLI::IsMember({"fixed", "step", "exp", "multistep", "poly"}))
+      ->capture_default_str();
+  cmd->add_option("--gamma", a.solver.gamma, "step/exp/multistep factor")->capture_default_str();
+  cmd->add_option("--step", a.solver.step_epochs, "step: epochs between lr drops")->capture_default_str();
+  cmd->add_option("--milestones", a.solver.milestones, "multistep: epochs of lr drops (comma-separated)")
+      ->delimiter(',');
+  cmd->add_option("--power", a.solver.power, "poly: exponent")->capture_default_str();
+  auto* warm_e = cmd->add_option("--warmup", a.solver.warmup_epochs, "Linear warm-up length in epochs");
+  auto* warm_i =
+      cmd->add_option("--warmup-iterations", a.solver.warmup_iterations, "Linear warm-up length in iterations");
+  warm_e->excludes(warm_i);
+  cmd->add_option("--warmup-start-factor", a.solver.warmup_start_factor, "Warm-up starts at lr x this")
+      ->capture_default_str();
+  cmd->add_option("--input-shape", a.input_shape, "Synthetic: per-sample input C,H,W (default: the network's)")
+      ->delimiter(',');
+  cmd->add_option("--classes", a.classes, "Synthetic: number of classes (default: the network's)");
+  cmd->add_option("--pool-batches", a.pool_batches, "Synthetic: distinct batches kept on the device")
+      ->capture_default_str();
+  cmd->add_option("--checkpoint-dir", a.options.checkpoint_dir, "Write checkpoints here (the newest two are kept)");
+  cmd->add_option("--checkpoint-every", a.options.checkpoint_every,
+                  "Also checkpoint every N iterations (always at epoch ends)");
+  cmd->add_option("--resume", a.options.resume,
+                  "Continue from a checkpoint file, or 'auto': the newest in --checkpoint-dir");
+  cmd->add_option("--display", a.options.display, "Iterations between loss reports")->capture_default_str();
+  cmd->add_option("--timing-warmup", a.options.timing_warmup, "Iterations left out of samples/s")
+      ->capture_default_str();
+  cmd->add_flag("--json", a.json, "Print one JSON line of results on stdout");
+  cmd->callback([args] { run_train(*args); });
+}
+
+}  // namespace cnnscale::app

@@ -1,0 +1,352 @@
+// Trainer implementation. The order of work in one iteration is fixed (feed, forward, backward,
+// update, loss accumulation on the device), and every random choice is a function of the seed and
+// the iteration, which is what makes a resumed CPU run bit-identical to an uninterrupted one.
+#include "solver/trainer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "core/log.hpp"
+#include "solver/checkpoint.hpp"
+
+namespace cnnscale {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Pinned input buffers on GPU: enough to reach the next display interval (where the loss read
+// synchronises anyway) without forcing an extra sync, within a memory budget.
+int gpu_slots(int64_t display, size_t batch_bytes) {
+  constexpr size_t kBudget = size_t{256} << 20;
+  int64_t by_memory = static_cast<int64_t>(kBudget / std::max<size_t>(batch_bytes, 1));
+  return static_cast<int>(std::clamp<int64_t>(std::min(display + 2, by_memory), 3, 64));
+}
+
+// Run options whose change makes a checkpoint meaningless for this run.
+const char* const kMustMatch[] = {"net",           "data",           "batch",       "seed",
+                                  "train_samples", "synthetic_fill", "input_shape", "classes"};
+
+}  // namespace
+
+Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Dataset> train,
+                 std::shared_ptr<const Dataset> test, const SolverConfig& solver, TrainOptions options)
+    : backend_(backend), train_(std::move(train)), test_(std::move(test)), options_(std::move(options)) {
+  if (options_.batch < 1) throw_config("--batch must be >= 1, got {}", options_.batch);
+  if (options_.test_batch < 0) throw_config("--test-batch must be >= 1, got {}", options_.test_batch);
+  if (options_.test_batch == 0) options_.test_batch = options_.batch;
+  if ((options_.epochs > 0) == (options_.iterations > 0))
+    throw_config("give exactly one of --epochs and --iterations (> 0)");
+  if (options_.display < 1) throw_config("--display must be >= 1, got {}", options_.display);
+  if (options_.checkpoint_every < 0) throw_config("--checkpoint-every must be >= 0");
+  if (!options_.resume.empty() && options_.resume == "auto" && options_.checkpoint_dir.empty())
+    throw_config("--resume auto needs --checkpoint-dir");
+
+  const int64_t batch_bytes = options_.batch * train_->sample_shape().numel() * 4;
+  if (options_.device_pool) {
+    iterations_per_epoch_ = train_->size() / options_.batch;
+    if (iterations_per_epoch_ < 1)
+      throw_config("batch size {} is larger than {} ({} samples)", options_.batch, train_->name(), train_->size());
+  } else {
+    LoaderOptions lo;
+    lo.batch = options_.batch;
+    lo.seed = options_.seed;
+    lo.slots = backend_.device().is_cpu() ? 3 : gpu_slots(options_.display, static_cast<size_t>(batch_bytes));
+    loader_ = std::make_unique<Loader>(train_, lo, [this](size_t bytes) { return backend_.alloc_host(bytes); });
+    iterations_per_epoch_ = loader_->batches_per_epoch();
+  }
+  total_iterations_ = options_.iterations > 0 ? options_.iterations : options_.epochs * iterations_per_epoch_;
+
+  net_ = std::make_unique<Net>(spec, backend_, options_.batch, options_.seed);
+  solver_ = std::make_unique<SgdSolver>(*net_, solver, iterations_per_epoch_, total_iterations_);
+
+  const Shape in = net_->input().shape();
+  if (in.sample_numel() != train_->sample_shape().numel())
+    throw_config("network input {} per sample does not match the data {} ({})", in.with_batch(1).to_string(),
+                 train_->sample_shape().to_string(), train_->name());
+  for (Layer* layer : net_->layers())
+    if (layer->type() == "SoftmaxWithLoss" && !layer->bottoms().empty()) scores_blob_ = layer->bottoms()[0];
+  if (test_ && scores_blob_.empty())
+    throw_config("network '{}' has no SoftmaxWithLoss layer: cannot evaluate top-1/top-5", spec.name());
+
+  if (options_.device_pool) {
+    // Pool batches take consecutive samples: deterministic and independent of any shuffle.
+    const int64_t pool = std::min<int64_t>(options_.pool_batches, iterations_per_epoch_);
+    const Shape data_shape = net_->input().shape();
+    std::vector<float> host_data(static_cast<size_t>(data_shape.numel()));
+    std::vector<int32_t> host_labels(static_cast<size_t>(options_.batch));
+    std::vector<int64_t> indices(static_cast<size_t>(options_.batch));
+    for (int64_t p = 0; p < pool; ++p) {
+      for (int64_t i = 0; i < options_.batch; ++i) indices[static_cast<size_t>(i)] = p * options_.batch + i;
+      train_->fill(indices, host_data.data(), host_labels.data());
+      pool_data_.push_back(backend_.alloc(data_shape));
+      pool_labels_.push_back(backend_.alloc(Shape{options_.batch}, DType::I32));
+      backend_.upload(host_data.data(), pool_data_.back());
+      backend_.upload(host_labels.data(), pool_labels_.back());
+      backend_.synchronize();  // the host vectors are refilled next round
+    }
+  }
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::release_uploaded() {
+  for (int slot : uploaded_slots_) loader_->release(slot);
+  uploaded_slots_.clear();
+}
+
+void Trainer::feed(int64_t iteration, double& wait_seconds) {
+  if (options_.device_pool) {
+    const size_t p = static_cast<size_t>(iteration % static_cast<int64_t>(pool_data_.size()));
+    backend_.copy(pool_data_[p], net_->input());
+    backend_.copy(pool_labels_[p], net_->labels());
+    return;
+  }
+  const bool async_upload = !backend_.device().is_cpu();
+  // Every buffer but one waits for its upload: sync so the loader can refill them.
+  if (async_upload && static_cast<int>(uploaded_slots_.size()) >= loader_->options().slots - 1) {
+    backend_.synchronize();
+    release_uploaded();
+  }
+  auto t0 = Clock::now();
+  const HostBatch& b = loader_->next();
+  wait_seconds += seconds_since(t0);
+  CNNSCALE_CHECK(b.count == options_.batch, "training batch of {} samples, expected {}", b.count, options_.batch);
+  backend_.upload(b.data, net_->input());
+  backend_.upload(b.labels, net_->labels());
+  if (async_upload)
+    uploaded_slots_.push_back(b.slot);
+  else
+    loader_->release(b.slot);  // the CPU copy is complete when upload returns
+}
+
+EvalResult Trainer::evaluate(int64_t iteration) {
+  CNNSCALE_CHECK(test_ != nullptr, "no test set");
+  auto t0 = Clock::now();
+  EvalResult r;
+  r.top5_k = static_cast<int>(std::min<int64_t>(5, test_->classes()));
+  const bool async_upload = !backend_.device().is_cpu();
+
+  LoaderOptions lo;
+  lo.batch = options_.test_batch;
+  lo.shuffle = false;
+  lo.drop_last = false;  // every test sample counts; the last partial batch runs at its own size
+  lo.slots = 4;
+  Loader loader(test_, lo, [this](size_t bytes) { return backend_.alloc_host(bytes); });
+  std::vector<int> pending;
+
+  Tensor topk = backend_.alloc(Shape{2});
+  Tensor sums = backend_.alloc(Shape{2});  // per-sample sums of top-1 and top-k hits
+  Tensor loss_sum = backend_.alloc(Shape{1});
+  const int64_t train_batch = net_->batch();
+  for (int64_t i = 0; i < loader.batches_per_epoch(); ++i) {
+    if (async_upload && static_cast<int>(pending.size()) >= lo.slots - 1) {
+      backend_.synchronize();
+      for (int s : pending) loader.release(s);
+      pending.clear();
+    }
+    const HostBatch& b = loader.next();
+    const int64_t count = b.count;  // `b` may be refilled as soon as it is released
+    if (net_->batch() != count) net_->reshape(count);
+    backend_.upload(b.data, net_->input());
+    backend_.upload(b.labels, net_->labels());
+    if (async_upload)
+      pending.push_back(b.slot);
+    else
+      loader.release(b.slot);
+    net_->forward(Phase::Test, static_cast<uint64_t>(iteration));
+    backend_.accuracy_topk(net_->blob(scores_blob_), net_->labels(), {1, r.top5_k}, topk);
+    // The accuracies are per-batch fractions: weight them by the batch size.
+    backend_.axpby(static_cast<float>(count), topk, 1.0f, sums);
+    backend_.axpby(static_cast<float>(count), net_->loss(), 1.0f, loss_sum);
+    r.samples += count;
+  }
+  float host_sums[2], host_loss;
+  backend_.download(sums, host_sums);
+  backend_.download(loss_sum, &host_loss);
+  for (int s : pending) loader.release(s);
+  if (net_->batch() != train_batch) net_->reshape(train_batch);
+  r.top1 = host_sums[0] / static_cast<double>(r.samples);
+  r.top5 = host_sums[1] / static_cast<double>(r.samples);
+  r.loss = host_loss / static_cast<double>(r.samples);
+  r.seconds = seconds_since(t0);
+  return r;
+}
+
+void Trainer::check_compatible(const std::string& file, const std::string& saved_config) const {
+  nlohmann::json saved, now;
+  try {
+    saved = nlohmann::json::parse(saved_config);
+    now = nlohmann::json::parse(options_.run_config.empty() ? "{}" : options_.run_config);
+  } catch (const nlohmann::json::exception& e) {
+    throw_config("{}: unreadable run configuration in checkpoint: {}", file, e.what());
+  }
+  for (const char* key : kMustMatch) {
+    nlohmann::json a = saved.value(key, nlohmann::json()), b = now.value(key, nlohmann::json());
+    if (a != b)
+      throw_config("{}: checkpoint was written with {}={}, this run has {}={}", file, key, a.dump(), key, b.dump());
+  }
+}
+
+int64_t Trainer::resume_from_checkpoint(const TrainCallbacks& callbacks, std::string& path) {
+  if (options_.resume.empty()) return 0;
+  if (options_.resume == "auto") {
+    auto latest = CheckpointDir(options_.checkpoint_dir).latest();
+    if (!latest) {
+      if (callbacks.on_message)
+        callbacks.on_message(fmt::format("no checkpoint in {}: starting from iteration 0", options_.checkpoint_dir));
+      return 0;
+    }
+    path = *latest;
+  } else {
+    path = options_.resume;
+  }
+  CheckpointContents c = read_checkpoint(path);
+  check_compatible(path, c.meta.run_config);
+  if (c.meta.iteration < 0 || c.meta.iteration > total_iterations_)
+    throw_config("{}: checkpoint is at iteration {}, beyond this run's {} iterations", path, c.meta.iteration,
+                 total_iterations_);
+  restore_checkpoint(c, path, *net_, *solver_);
+  if (loader_ && c.meta.iteration < total_iterations_)
+    loader_->restore({c.meta.loader_epoch, c.meta.loader_position, c.meta.loader_rng_state});
+  if (callbacks.on_message)
+    callbacks.on_message(fmt::format("resumed from {} at iteration {}", path, c.meta.iteration));
+  return c.meta.iteration;
+}
+
+std::string Trainer::save_checkpoint(int64_t done) {
+  CheckpointMeta meta;
+  meta.iteration = done;
+  meta.epoch = done / iterations_per_epoch_;
+  meta.lr = solver_->lr(std::max<int64_t>(done - 1, 0));
+  if (loader_) {
+    LoaderState s = loader_->state();
+    meta.loader_epoch = s.epoch;
+    meta.loader_position = s.position;
+    meta.loader_rng_state = s.rng_state;
+  } else {
+    meta.loader_epoch = done / iterations_per_epoch_;
+    meta.loader_position = done % iterations_per_epoch_;
+  }
+  meta.run_config = options_.run_config;
+  meta.network = options_.network_yaml;
+  return CheckpointDir(options_.checkpoint_dir).save(capture_checkpoint(*net_, *solver_, std::move(meta)));
+}
+
+TrainResult Trainer::run(const TrainCallbacks& cb) {
+  const auto t_start = Clock::now();
+  TrainResult result;
+  result.iterations_per_epoch = iterations_per_epoch_;
+  const int64_t start = resume_from_checkpoint(cb, result.resumed_from);
+  result.start_iteration = start;
+  const int64_t total = total_iterations_;
+
+  Tensor loss_sum = backend_.alloc(Shape{1});
+  int64_t loss_count = 0;
+  // Too short a run to leave anything out: time it all.
+  const int64_t warmup = total - start > 2 * options_.timing_warmup ? options_.timing_warmup : 0;
+  bool timing = false;
+  Clock::time_point timing_since{}, display_since = Clock::now();
+  int64_t display_iterations = 0;
+  auto start_timing = [&] {
+    timing = true;
+    timing_since = Clock::now();
+  };
+  auto stop_timing = [&] {  // call after a synchronisation
+    if (timing) result.timed_seconds += seconds_since(timing_since);
+    timing = false;
+  };
+  if (warmup == 0) start_timing();
+  std::optional<EvalResult> last_test;
+  bool evaluated_at_end = false;
+
+  for (int64_t t = start; t < total; ++t) {
+    feed(t, result.data_wait_seconds);
+    net_->forward(Phase::Train, static_cast<uint64_t>(t));
+    net_->backward(static_cast<uint64_t>(t));
+    solver_->step(t);
+    backend_.axpby(1.0f, net_->loss(), 1.0f, loss_sum);
+    ++loss_count;
+    ++display_iterations;
+    const int64_t done = t + 1;
+    if (timing) ++result.timed_iterations;
+    if (cb.on_iteration) cb.on_iteration(done, total);
+
+    if (!timing && warmup > 0 && done - start == warmup) {
+      backend_.synchronize();
+      start_timing();
+    }
+    if (done % options_.display == 0 || done == total) {
+      float host_sum = 0;
+      backend_.download(loss_sum, &host_sum);  // waits for the step: every upload has completed
+      if (loader_) release_uploaded();
+      const double mean = host_sum / static_cast<double>(loss_count);
+      if (!std::isfinite(mean))
+        throw_runtime("training diverged: loss is {} at iteration {} (try a lower --lr)", mean, done);
+      if (done == total) {
+        float last = 0;
+        backend_.download(net_->loss(), &last);
+        result.final_loss = last;
+      }
+      DisplayInfo d;
+      d.iteration = done;
+      d.total = total;
+      d.epoch = static_cast<double>(done) / iterations_per_epoch_;
+      d.loss = mean;
+      d.lr = solver_->lr(t);
+      d.samples_per_s = display_iterations * options_.batch / std::max(seconds_since(display_since), 1e-9);
+      if (cb.on_display) cb.on_display(d);
+      backend_.fill(loss_sum, 0.0f);
+      loss_count = 0;
+      display_iterations = 0;
+      display_since = Clock::now();
+    }
+
+    const bool epoch_end = done % iterations_per_epoch_ == 0;
+    const bool want_test = test_ && (epoch_end || done == total);
+    const bool want_checkpoint =
+        !options_.checkpoint_dir.empty() &&
+        (epoch_end || done == total || (options_.checkpoint_every > 0 && done % options_.checkpoint_every == 0));
+    if (want_test || want_checkpoint || epoch_end) {
+      const bool was_timing = timing;
+      if (want_test || want_checkpoint) {
+        backend_.synchronize();
+        stop_timing();
+        if (loader_) release_uploaded();
+      }
+      if (want_test) {
+        last_test = evaluate(t);
+        evaluated_at_end = done == total;
+      }
+      if (epoch_end && cb.on_epoch)
+        cb.on_epoch({done / iterations_per_epoch_, done, want_test ? last_test : std::nullopt});
+      if (want_checkpoint) {
+        std::string path = save_checkpoint(done);
+        if (cb.on_checkpoint) cb.on_checkpoint(path, done);
+      }
+      if (was_timing && !timing) start_timing();
+      display_since = Clock::now();
+    }
+  }
+  backend_.synchronize();
+  stop_timing();
+  if (loader_) release_uploaded();
+
+  // A run resumed at its end still reports its accuracy.
+  if (test_ && !evaluated_at_end) last_test = evaluate(total);
+  result.test = last_test;
+  result.iterations = total;
+  result.epochs = static_cast<double>(total) / iterations_per_epoch_;
+  result.final_lr = solver_->lr(std::max<int64_t>(total - 1, 0));
+  if (start == total) result.final_loss = std::nan("");  // nothing trained in this process
+  if (result.timed_seconds > 0) result.samples_per_s = result.timed_iterations * options_.batch / result.timed_seconds;
+  result.seconds = seconds_since(t_start);
+  return result;
+}
+
+}  // namespace cnnscale

@@ -1,0 +1,122 @@
+// Trainer: the training loop of `cnnscale train` (and later of every sweep run): feeds batches,
+// steps the net and the solver, reads the loss only at display intervals, evaluates top-1/top-5 on
+// the test set at each epoch end, writes checkpoints and resumes from them bit-identically (CPU).
+//
+// Host synchronisation happens only at display intervals, epoch ends, checkpoints, the edges of
+// the timing window and, on GPU, when every pinned input buffer is waiting for its upload.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "data/dataset.hpp"
+#include "data/loader.hpp"
+#include "net/net.hpp"
+#include "solver/sgd_solver.hpp"
+#include "solver/solver_config.hpp"
+
+namespace cnnscale {
+
+struct TrainOptions {
+  int64_t batch = 64;
+  int64_t test_batch = 0;  // 0: the training batch
+  int64_t epochs = 0;      // exactly one of epochs and iterations is > 0
+  int64_t iterations = 0;
+  uint64_t seed = 1;
+  int64_t display = 50;          // iterations between loss reads (host syncs)
+  int64_t timing_warmup = 10;    // first iterations of this process left out of samples/s
+  std::string checkpoint_dir;    // empty: no checkpoints
+  int64_t checkpoint_every = 0;  // iterations (0: only at epoch ends and the end)
+  std::string resume;            // checkpoint path, "auto" (newest in checkpoint_dir) or empty
+  // Synthetic data: generate `pool_batches` distinct batches once, keep them on the device and
+  // cycle through them (iteration i uses batch i mod pool), so input costs no host work or h2d.
+  bool device_pool = false;
+  int pool_batches = 8;
+  std::string run_config;    // JSON of the run's options, stored in checkpoints
+  std::string network_yaml;  // resolved network, stored in checkpoints
+};
+
+struct EvalResult {
+  int64_t samples = 0;
+  double top1 = 0, top5 = 0, loss = 0;  // fractions in [0, 1]; loss averaged per sample
+  int top5_k = 5;                       // min(5, classes)
+  double seconds = 0;
+};
+
+struct DisplayInfo {
+  int64_t iteration = 0;  // completed iterations
+  int64_t total = 0;
+  double epoch = 0;  // fractional
+  double loss = 0;   // mean over the iterations since the previous display
+  double lr = 0;
+  double samples_per_s = 0;  // over the same iterations (host clock)
+};
+
+struct EpochInfo {
+  int64_t epoch = 0;  // completed epochs
+  int64_t iteration = 0;
+  std::optional<EvalResult> test;
+};
+
+struct TrainCallbacks {
+  std::function<void(int64_t iteration, int64_t total)> on_iteration;  // every step, no sync
+  std::function<void(const DisplayInfo&)> on_display;
+  std::function<void(const EpochInfo&)> on_epoch;
+  std::function<void(const std::string& path, int64_t iteration)> on_checkpoint;
+  std::function<void(const std::string& message)> on_message;
+};
+
+struct TrainResult {
+  int64_t start_iteration = 0;  // > 0 when resumed
+  int64_t iterations = 0;       // completed iterations in total (including those before a resume)
+  int64_t iterations_per_epoch = 0;
+  double epochs = 0;   // iterations / iterations_per_epoch
+  double seconds = 0;  // wall time of run(), evaluation and checkpoints included
+  // Steady state: iterations after the timing warm-up, evaluation and checkpoint pauses excluded.
+  int64_t timed_iterations = 0;
+  double timed_seconds = 0;
+  double samples_per_s = 0;
+  double data_wait_seconds = 0;  // host time spent waiting for the loader
+  double final_loss = 0;         // loss of the last training iteration
+  double final_lr = 0;
+  std::optional<EvalResult> test;
+  std::string resumed_from;
+};
+
+class Trainer {
+ public:
+  // `test` may be null (synthetic data). Throws ConfigError for inconsistent options.
+  Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Dataset> train,
+          std::shared_ptr<const Dataset> test, const SolverConfig& solver, TrainOptions options);
+  ~Trainer();
+
+  TrainResult run(const TrainCallbacks& callbacks = {});
+  EvalResult evaluate(int64_t iteration);
+
+  Net& net() { return *net_; }
+  const SgdSolver& solver() const { return *solver_; }
+  int64_t iterations_per_epoch() const { return iterations_per_epoch_; }
+  int64_t total_iterations() const { return total_iterations_; }
+
+ private:
+  void feed(int64_t iteration, double& wait_seconds);
+  void release_uploaded();
+  int64_t resume_from_checkpoint(const TrainCallbacks& callbacks, std::string& path);
+  void check_compatible(const std::string& file, const std::string& saved_config) const;
+  std::string save_checkpoint(int64_t done);
+
+  Backend& backend_;
+  std::shared_ptr<const Dataset> train_, test_;
+  TrainOptions options_;
+  std::unique_ptr<Net> net_;
+  std::unique_ptr<SgdSolver> solver_;
+  std::unique_ptr<Loader> loader_;  // absent with device_pool
+  std::vector<Tensor> pool_data_, pool_labels_;
+  std::vector<int> uploaded_slots_;  // loader buffers whose uploads may still be pending
+  int64_t iterations_per_epoch_ = 0, total_iterations_ = 0;
+  std::string scores_blob_;  // input of the loss layer: class scores for top-k accuracy
+};
+
+}  // namespace cnnscale
