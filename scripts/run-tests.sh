@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The test job, from a fresh Debian 12 machine: set up and build (scripts/setup.sh), then run every
+# test that needs no GPU (labels cpu, slow and later mpi; GPU tests run on the GPU machine).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+ctest --test-dir "${BUILD_DIR:-build}" -LE "gpu|multigpu" --output-on-failure -j2
