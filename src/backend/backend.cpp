@@ -10,13 +10,20 @@
 
 namespace cnnscale {
 
+namespace {
+// Floor division for a possibly negative numerator: a window larger than the padded input must give
+// an output extent <= 0 (which layers reject), not C++'s truncation towards zero, which gives 1.
+int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+}  // namespace
+
 int64_t conv_output_dim(int64_t in, int kernel, int stride, int pad, int dilation) {
   int64_t extent = static_cast<int64_t>(dilation) * (kernel - 1) + 1;
-  return (in + 2 * pad - extent) / stride + 1;
+  return floor_div(in + 2 * pad - extent, stride) + 1;
 }
 
 int64_t pool_output_dim(int64_t in, int kernel, int stride, int pad, bool ceil_mode) {
   int64_t span = in + 2 * pad - kernel;
+  if (span < 0) return 0;  // window larger than the padded input: no valid output
   int64_t out = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
   // Caffe: the last pooling window must start strictly inside the image (or its left padding).
   if (pad > 0 && (out - 1) * stride >= in + pad) --out;
