@@ -50,14 +50,11 @@ void TrainProgress::display(const DisplayInfo& d) {
 }
 
 void TrainProgress::epoch(const EpochInfo& e) {
+  if (!e.test) return;  // the bar or the display lines already show the epoch
   clear_bar();
-  if (e.test)
-    std::fprintf(stderr, "epoch %lld (iter %lld): test top-1 %.4f top-%d %.4f loss %.4f (%lld samples, %.1f s)\n",
-                 static_cast<long long>(e.epoch), static_cast<long long>(e.iteration), e.test->top1, e.test->top5_k,
-                 e.test->top5, e.test->loss, static_cast<long long>(e.test->samples), e.test->seconds);
-  else
-    std::fprintf(stderr, "epoch %lld (iter %lld) done\n", static_cast<long long>(e.epoch),
-                 static_cast<long long>(e.iteration));
+  std::fprintf(stderr, "epoch %lld (iter %lld): test top-1 %.4f top-%d %.4f loss %.4f (%lld samples, %.1f s)\n",
+               static_cast<long long>(e.epoch), static_cast<long long>(e.iteration), e.test->top1, e.test->top5_k,
+               e.test->top5, e.test->loss, static_cast<long long>(e.test->samples), e.test->seconds);
 }
 
 void TrainProgress::message(const std::string& text) {

@@ -253,6 +253,7 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
   bool timing = false;
   Clock::time_point timing_since{}, display_since = Clock::now();
   int64_t display_iterations = 0;
+  double display_paused = 0;  // evaluation and checkpoint time inside the display window
   auto start_timing = [&] {
     timing = true;
     timing_since = Clock::now();
@@ -299,11 +300,13 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
       d.epoch = static_cast<double>(done) / iterations_per_epoch_;
       d.loss = mean;
       d.lr = solver_->lr(t);
-      d.samples_per_s = display_iterations * options_.batch / std::max(seconds_since(display_since), 1e-9);
+      d.samples_per_s =
+          display_iterations * options_.batch / std::max(seconds_since(display_since) - display_paused, 1e-9);
       if (cb.on_display) cb.on_display(d);
       backend_.fill(loss_sum, 0.0f);
       loss_count = 0;
       display_iterations = 0;
+      display_paused = 0;
       display_since = Clock::now();
     }
 
@@ -314,10 +317,12 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
         (epoch_end || done == total || (options_.checkpoint_every > 0 && done % options_.checkpoint_every == 0));
     if (want_test || want_checkpoint || epoch_end) {
       const bool was_timing = timing;
+      Clock::time_point pause_start = Clock::now();
       if (want_test || want_checkpoint) {
         backend_.synchronize();
         stop_timing();
         if (loader_) release_uploaded();
+        pause_start = Clock::now();
       }
       if (want_test) {
         last_test = evaluate(t);
@@ -330,7 +335,7 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
         if (cb.on_checkpoint) cb.on_checkpoint(path, done);
       }
       if (was_timing && !timing) start_timing();
-      display_since = Clock::now();
+      display_paused += seconds_since(pause_start);
     }
   }
   backend_.synchronize();
