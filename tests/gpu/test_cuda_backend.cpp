@@ -2,8 +2,11 @@
 // name the op and backend, pinned host memory, and label errors surfacing as NaN (no host sync).
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <string>
+#include <thread>
 
 #include "parity_util.hpp"
 
@@ -114,6 +117,90 @@ TEST(CudaBackend, Tf32IsOffByDefaultAndTheParityToleranceWouldCatchIt) {
   if (parity_verbose())
     std::printf("[parity] gemm 512^3 normalized error: fp32 %.3e, TF32 allowed %.3e\n", fp32.normalized,
                 with_tf32.normalized);
+}
+
+// Blocks the stream from a host callback until released (or 20 s pass), so that any op that
+// waits for the GPU from the host would wait for the gate: the timeout then records it.
+struct StreamGate {
+  std::atomic<bool> release{false};
+  std::atomic<bool> timed_out{false};
+  static void hold(void* p) {
+    auto* gate = static_cast<StreamGate*>(p);
+    auto start = std::chrono::steady_clock::now();
+    while (!gate->release.load()) {
+      if (std::chrono::steady_clock::now() - start > std::chrono::seconds(20)) {
+        gate->timed_out = true;
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+};
+
+// backend.hpp: ops never synchronise with the host (only download and synchronize do). One
+// training step's worth of ops is queued behind a closed gate; had any of them waited for the
+// stream, the host would have stalled until the gate's timeout.
+TEST(CudaBackend, StepOpsNeverWaitForTheGpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  auto& g = dynamic_cast<CudaBackend&>(gpu_backend());
+  ConvParams cp{3, 3, 1, 1, 1, 1, 1, 1, 1};
+  PoolParams cudnn_pool{PoolMode::Max, 3, 3, 2, 2, 0, 0, true};  // 13 -> 6: cuDNN
+  PoolParams own_pool{PoolMode::Average, 2, 2, 2, 2, 0, 0, true};  // 13 -> 7: own kernel
+  BatchNormParams bn;
+  LrnParams lrn;
+  Tensor x = g.alloc(Shape{4, 8, 13, 13}), w = g.alloc(Shape{8, 8, 3, 3}), b = g.alloc(Shape{8});
+  Tensor y = g.alloc(x.shape()), dy = g.alloc(x.shape()), dx = g.alloc(x.shape()), dw = g.alloc(w.shape());
+  Tensor p1 = g.alloc(Shape{4, 8, 6, 6}), p2 = g.alloc(Shape{4, 8, 7, 7}), c8 = g.alloc(Shape{8});
+  Tensor rm = g.alloc(Shape{8}), rv = g.alloc(Shape{8}), sm = g.alloc(Shape{8}), si = g.alloc(Shape{8});
+  Tensor dscale = g.alloc(Shape{8}), dshift = g.alloc(Shape{8});
+  Tensor fc_w = g.alloc(Shape{10, 8 * 36}), scores = g.alloc(Shape{4, 10}), prob = g.alloc(Shape{4, 10});
+  Tensor labels = g.alloc(Shape{4}, DType::I32), loss = g.alloc(Shape{1}), acc = g.alloc(Shape{2});
+  Tensor cat = g.alloc(Shape{4, 16, 13, 13}), hist = g.alloc(w.shape());
+  fill_uniform(g, x, 1, -1, 1);
+  fill_uniform(g, w, 2, -1, 1);
+  fill_uniform(g, fc_w, 3, -1, 1);
+  g.fill(c8, 1.0f);
+  g.fill(rv, 1.0f);
+  auto step = [&] {
+    g.conv_forward(cp, x, w, y);
+    g.bias_add(b, y);
+    g.relu_forward(y, y);
+    g.lrn_forward(lrn, y, dy);
+    g.batchnorm_forward_train(bn, dy, c8, b, rm, rv, y, sm, si);
+    g.dropout_forward(0.5f, 1, 2, y, dy);
+    g.pool_forward(cudnn_pool, dy, p1);
+    g.pool_forward(own_pool, dy, p2);
+    g.gemm(false, true, 4, 10, 8 * 36, 1.0f, p1.f32(), fc_w.f32(), 0.0f, scores.f32());
+    g.softmax_forward(scores, prob);
+    g.cross_entropy_loss(prob, labels, loss);
+    g.accuracy_topk(scores, labels, {1, 5}, acc);
+    g.softmax_cross_entropy_backward(prob, labels, 0.25f, scores);
+    g.pool_backward(cudnn_pool, dy, p1, p1, dx);
+    g.pool_backward(own_pool, dy, p2, p2, dx);
+    g.dropout_backward(0.5f, 1, 2, dx, dy);
+    g.batchnorm_backward(bn, x, dy, c8, sm, si, dx, dscale, dshift);
+    g.lrn_backward(lrn, x, y, dy, dx);
+    g.relu_backward(y, dx, dy);
+    g.bias_backward(dy, b);
+    g.conv_backward_filter(cp, x, dy, dw);
+    g.conv_backward_data(cp, w, dy, dx);
+    g.copy_channels(dx, 0, cat, 8, 8);
+    g.axpby(1.0f, dx, 0.5f, y);
+    g.sgd_update(w, dw, hist, 0.01f, 0.9f, 5e-4f);
+    g.fill(dw, 0.0f);
+    g.copy(x, y);
+  };
+  step();  // first use of each shape: algorithm searches may synchronise here
+  g.synchronize();
+
+  StreamGate gate;
+  ASSERT_EQ(cudaLaunchHostFunc(g.stream(), &StreamGate::hold, &gate), cudaSuccess);
+  step();
+  const bool still_queued = cudaStreamQuery(g.stream()) == cudaErrorNotReady;
+  gate.release = true;
+  g.synchronize();
+  EXPECT_FALSE(gate.timed_out) << "an op waited for the GPU from the host (the stream gate timed out)";
+  EXPECT_TRUE(still_queued) << "the step's work should still have been queued behind the gate";
 }
 
 TEST(CudaBackend, DeviceTensorsAreOnTheBackendsDevice) {
