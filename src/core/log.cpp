@@ -2,11 +2,23 @@
 #include "core/log.hpp"
 
 #include <atomic>
+#include <cstdlib>
 #include <mutex>
 
 namespace cnnscale::log {
 namespace {
-std::atomic<Level> g_level{Level::Info};
+// CNNSCALE_LOG_LEVEL=debug|info|warning|error sets the starting level (e.g. to see which cuDNN
+// algorithm every convolution got and what the others measured).
+Level initial_level() {
+  const char* env = std::getenv("CNNSCALE_LOG_LEVEL");
+  if (!env) return Level::Info;
+  std::string v(env);
+  if (v == "debug") return Level::Debug;
+  if (v == "warning" || v == "warn") return Level::Warn;
+  if (v == "error") return Level::Error;
+  return Level::Info;
+}
+std::atomic<Level> g_level{initial_level()};
 std::atomic<int> g_rank{-1};
 std::mutex g_mutex;
 }  // namespace

@@ -9,9 +9,16 @@
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/cuda_op_checks.hpp"
+#include "core/log.hpp"
 
 namespace cnnscale {
 namespace {
+
+// cudnnFind* times each algorithm from a single run. With lazy module loading (CUDA's default),
+// an algorithm whose kernels are not loaded yet pays the load inside its timing and can lose to a
+// slower one (seen: the gait 2D-CNN's 7x7 conv1 at batch 256 got a 19 ms implicit-GEMM kernel).
+// The first pass loads every candidate; the second pass's timings decide.
+constexpr int kFindPasses = 2;
 
 bool is_tensor_op(cudnnMathType_t m) {
   return m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
@@ -23,6 +30,15 @@ bool is_tensor_op(cudnnMathType_t m) {
 template <typename Perf>
 ConvAlgoChoice pick_algorithm(const Perf* perf, int returned, size_t limit, const CudaBackendOptions& options,
                               const char* op, const Shape& x, const Shape& w) {
+  if (log::level() <= log::Level::Debug) {
+    std::string all;
+    for (int i = 0; i < returned; ++i)
+      all += fmt::format(" [algo {} status {} {:.3f} ms {} MiB math {}]", static_cast<int>(perf[i].algo),
+                         static_cast<int>(perf[i].status), perf[i].time, perf[i].memory >> 20,
+                         static_cast<int>(perf[i].mathType));
+    log::debug("{} x {} w {}: workspace limit {} MiB, cudnnFind:{}", op, x.to_string(), w.to_string(), limit >> 20,
+               all);
+  }
   for (int i = 0; i < returned; ++i) {
     const Perf& r = perf[i];
     if (r.status != CUDNN_STATUS_SUCCESS || r.memory > limit) continue;
@@ -132,9 +148,10 @@ void CudaBackend::find_conv_forward(ConvPlan& plan, const Tensor& x, const Tenso
   CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, conv_math()));
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   int returned = 0;
-  CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(cudnn_, plan.x, x.f32(), plan.w, w.f32(), plan.conv, plan.y,
-                                                     y.f32(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf,
-                                                     buf.ptr(), buf.bytes()));
+  for (int pass = 0; pass < kFindPasses; ++pass)
+    CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(cudnn_, plan.x, x.f32(), plan.w, w.f32(), plan.conv, plan.y,
+                                                       y.f32(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf,
+                                                       buf.ptr(), buf.bytes()));
   plan.fwd = pick_algorithm(perf, returned, buf.bytes(), options_, "conv_forward", x.shape(), w.shape());
 }
 
@@ -143,9 +160,10 @@ void CudaBackend::find_conv_backward_data(ConvPlan& plan, const Tensor& w, const
   CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, conv_math()));
   cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
   int returned = 0;
-  CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(cudnn_, plan.w, w.f32(), plan.y, dy.f32(), plan.conv, plan.x,
-                                                          dx.f32(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned,
-                                                          perf, buf.ptr(), buf.bytes()));
+  for (int pass = 0; pass < kFindPasses; ++pass)
+    CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(cudnn_, plan.w, w.f32(), plan.y, dy.f32(), plan.conv,
+                                                            plan.x, dx.f32(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                                                            &returned, perf, buf.ptr(), buf.bytes()));
   plan.bwd_data = pick_algorithm(perf, returned, buf.bytes(), options_, "conv_backward_data", dx.shape(), w.shape());
 }
 
@@ -154,9 +172,10 @@ void CudaBackend::find_conv_backward_filter(ConvPlan& plan, const Tensor& x, con
   CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, conv_math()));
   cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
   int returned = 0;
-  CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
-      cudnn_, plan.x, x.f32(), plan.y, dy.f32(), plan.conv, plan.w, dw.f32(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
-      &returned, perf, buf.ptr(), buf.bytes()));
+  for (int pass = 0; pass < kFindPasses; ++pass)
+    CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+        cudnn_, plan.x, x.f32(), plan.y, dy.f32(), plan.conv, plan.w, dw.f32(),
+        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, perf, buf.ptr(), buf.bytes()));
   plan.bwd_filter =
       pick_algorithm(perf, returned, buf.bytes(), options_, "conv_backward_filter", x.shape(), dw.shape());
 }
