@@ -14,12 +14,6 @@
 namespace cnnscale {
 namespace {
 
-// cudnnFind* times each algorithm from a single run. With lazy module loading (CUDA's default),
-// an algorithm whose kernels are not loaded yet pays the load inside its timing and can lose to a
-// slower one (seen: the gait 2D-CNN's 7x7 conv1 at batch 256 got a 19 ms implicit-GEMM kernel).
-// The first pass loads every candidate; the second pass's timings decide.
-constexpr int kFindPasses = 2;
-
 bool is_tensor_op(cudnnMathType_t m) {
   return m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
 }
@@ -101,13 +95,13 @@ ConvPlan& CudaBackend::conv_plan(const char* op, const ConvParams& p, const Shap
     throw_runtime("{} on cuda: x {} and w {} must be 4-d (N, C, H, W) / (K, C/groups, R, S)", op, x.to_string(),
                   w.to_string());
   if (p.groups < 1 || x.c() != w.c() * p.groups || w.n() % p.groups != 0 || w.h() != p.kernel_h ||
-      w.w() != p.kernel_w || p.stride_h < 1 || p.stride_w < 1 || p.dilation_h < 1 || p.dilation_w < 1 ||
-      p.pad_h < 0 || p.pad_w < 0)
+      w.w() != p.kernel_w || p.stride_h < 1 || p.stride_w < 1 || p.dilation_h < 1 || p.dilation_w < 1 || p.pad_h < 0 ||
+      p.pad_w < 0)
     throw_runtime("{} on cuda: inconsistent x {} w {} kernel {}x{} stride {}x{} pad {}x{} dilation {}x{} groups {}", op,
                   x.to_string(), w.to_string(), p.kernel_h, p.kernel_w, p.stride_h, p.stride_w, p.pad_h, p.pad_w,
                   p.dilation_h, p.dilation_w, p.groups);
-  ConvKey key{x[0], x[1], x[2], x[3], w[0], w[1], w[2], w[3], p.stride_h, p.stride_w,
-              p.pad_h, p.pad_w, p.dilation_h, p.dilation_w, p.groups};
+  ConvKey key{x[0],       x[1],       x[2],    x[3],    w[0],         w[1],         w[2],    w[3],
+              p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w, p.groups};
   auto it = conv_plans_.find(key);
   if (it != conv_plans_.end()) return *it->second;
 
@@ -127,16 +121,16 @@ ConvPlan& CudaBackend::conv_plan(const char* op, const ConvParams& p, const Shap
                  conv_output_dim(x[3], p.kernel_w, p.stride_w, p.pad_w, p.dilation_w)};
   plan->y_shape = Shape{n, k, oh, ow};
   if (plan->y_shape != expected || oh < 1 || ow < 1)
-    throw_runtime("{} on cuda: cuDNN output {} differs from cnnscale's {} for x {} w {}", op,
-                  plan->y_shape.to_string(), expected.to_string(), x.to_string(), w.to_string());
+    throw_runtime("{} on cuda: cuDNN output {} differs from cnnscale's {} for x {} w {}", op, plan->y_shape.to_string(),
+                  expected.to_string(), x.to_string(), w.to_string());
   cuda::set_nchw(plan->y, plan->y_shape, op);
   return *conv_plans_.emplace(key, std::move(plan)).first->second;
 }
 
 const ConvPlan* CudaBackend::find_conv_plan(const ConvParams& p, const Shape& x, const Shape& w) const {
   if (x.rank() != 4 || w.rank() != 4) return nullptr;
-  ConvKey key{x[0], x[1], x[2], x[3], w[0], w[1], w[2], w[3], p.stride_h, p.stride_w,
-              p.pad_h, p.pad_w, p.dilation_h, p.dilation_w, p.groups};
+  ConvKey key{x[0],       x[1],       x[2],    x[3],    w[0],         w[1],         w[2],    w[3],
+              p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w, p.groups};
   auto it = conv_plans_.find(key);
   return it == conv_plans_.end() ? nullptr : it->second.get();
 }
@@ -148,10 +142,9 @@ void CudaBackend::find_conv_forward(ConvPlan& plan, const Tensor& x, const Tenso
   CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, conv_math()));
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   int returned = 0;
-  for (int pass = 0; pass < kFindPasses; ++pass)
-    CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(cudnn_, plan.x, x.f32(), plan.w, w.f32(), plan.conv, plan.y,
-                                                       y.f32(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf,
-                                                       buf.ptr(), buf.bytes()));
+  CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(cudnn_, plan.x, x.f32(), plan.w, w.f32(), plan.conv, plan.y,
+                                                     y.f32(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf,
+                                                     buf.ptr(), buf.bytes()));
   plan.fwd = pick_algorithm(perf, returned, buf.bytes(), options_, "conv_forward", x.shape(), w.shape());
 }
 
@@ -160,10 +153,9 @@ void CudaBackend::find_conv_backward_data(ConvPlan& plan, const Tensor& w, const
   CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, conv_math()));
   cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
   int returned = 0;
-  for (int pass = 0; pass < kFindPasses; ++pass)
-    CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(cudnn_, plan.w, w.f32(), plan.y, dy.f32(), plan.conv,
-                                                            plan.x, dx.f32(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
-                                                            &returned, perf, buf.ptr(), buf.bytes()));
+  CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(cudnn_, plan.w, w.f32(), plan.y, dy.f32(), plan.conv, plan.x,
+                                                          dx.f32(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned,
+                                                          perf, buf.ptr(), buf.bytes()));
   plan.bwd_data = pick_algorithm(perf, returned, buf.bytes(), options_, "conv_backward_data", dx.shape(), w.shape());
 }
 
@@ -172,10 +164,9 @@ void CudaBackend::find_conv_backward_filter(ConvPlan& plan, const Tensor& x, con
   CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, conv_math()));
   cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
   int returned = 0;
-  for (int pass = 0; pass < kFindPasses; ++pass)
-    CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
-        cudnn_, plan.x, x.f32(), plan.y, dy.f32(), plan.conv, plan.w, dw.f32(),
-        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &returned, perf, buf.ptr(), buf.bytes()));
+  CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(cudnn_, plan.x, x.f32(), plan.y, dy.f32(), plan.conv,
+                                                            plan.w, dw.f32(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+                                                            &returned, perf, buf.ptr(), buf.bytes()));
   plan.bwd_filter =
       pick_algorithm(perf, returned, buf.bytes(), options_, "conv_backward_filter", x.shape(), dw.shape());
 }
