@@ -32,6 +32,12 @@ class RuntimeError : public Error {
   explicit RuntimeError(const std::string& message) : Error(ErrorKind::Runtime, message) {}
 };
 
+// Another rank failed (died, hung, or a collective errored): the whole job ends. Exit code 3.
+class PeerError : public Error {
+ public:
+  explicit PeerError(const std::string& message) : Error(ErrorKind::Peer, message) {}
+};
+
 template <typename... Args>
 [[noreturn]] void throw_config(fmt::format_string<Args...> f, Args&&... args) {
   throw ConfigError(fmt::format(f, std::forward<Args>(args)...));
