@@ -1,6 +1,8 @@
 // The cnnscale executable: a CLI11 app whose subcommands register themselves (commands.hpp).
 // The only place where errors become messages and exit codes: cnnscale::Error -> its kind's code
 // (1 runtime, 2 usage/config, 3 peer), CLI11 parse errors -> 2, anything else -> 1.
+// Under an MPI launcher it also owns MPI (MpiEnv): an error on any rank prints one line naming the
+// rank and host and ends the whole job with MPI_Abort and that code, so no peer is left waiting.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
@@ -8,6 +10,8 @@
 
 #include "app/commands.hpp"
 #include "core/error.hpp"
+#include "core/log.hpp"
+#include "dist/mpi_env.hpp"
 
 namespace {
 
@@ -16,12 +20,32 @@ void print_error(const std::string& message) {
   std::string line = message;
   for (char& c : line)
     if (c == '\n' || c == '\r') c = ' ';
-  std::fprintf(stderr, "cnnscale: error: %s\n", line.c_str());
+  const cnnscale::MpiEnv* mpi = cnnscale::MpiEnv::current();
+  if (mpi && mpi->distributed())
+    std::fprintf(stderr, "cnnscale: error: rank %d (host %s): %s\n", mpi->rank(), mpi->host().c_str(), line.c_str());
+  else
+    std::fprintf(stderr, "cnnscale: error: %s\n", line.c_str());
+}
+
+// A failed rank ends the job: its peers would otherwise wait in their next collective.
+int fail(int code) {
+  const cnnscale::MpiEnv* mpi = cnnscale::MpiEnv::current();
+  if (mpi && mpi->initialized() && code != 0) mpi->abort_job(code);
+  return code;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::unique_ptr<cnnscale::MpiEnv> mpi;
+  try {
+    mpi = std::make_unique<cnnscale::MpiEnv>(&argc, &argv);
+  } catch (const cnnscale::Error& e) {
+    print_error(e.what());
+    return fail(e.exit_code());
+  }
+  if (mpi->distributed()) cnnscale::log::set_rank(mpi->rank());
+
   CLI::App app{"cnnscale: multi-GPU CNN training studies (time, energy and accuracy per rank and phase)", "cnnscale"};
   app.set_version_flag("--version", std::string("cnnscale ") + CNNSCALE_VERSION);
   app.require_subcommand(1);
@@ -31,19 +55,20 @@ int main(int argc, char** argv) {
   });
   cnnscale::app::register_train(app);
   cnnscale::app::register_netinfo(app);
+  cnnscale::app::register_bench(app);
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // --help and --version arrive here too, with exit code 0.
     int code = app.exit(e);
-    return code == 0 ? 0 : 2;
+    return fail(code == 0 ? 0 : 2);
   } catch (const cnnscale::Error& e) {
     print_error(e.what());
-    return e.exit_code();
+    return fail(e.exit_code());
   } catch (const std::exception& e) {
     print_error(e.what());
-    return 1;
+    return fail(1);
   }
   return 0;
 }
