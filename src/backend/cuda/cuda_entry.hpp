@@ -1,8 +1,12 @@
-// Entry points of the CUDA backend library for the backend factory; plain C++ (no CUDA headers).
+// Entry points of the CUDA backend library for code that includes no CUDA header: the backend
+// factory (backend.cpp), and for src/dist the NCCL communicator, GPU identity and NCCL version.
 #pragma once
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "backend/backend.hpp"
+#include "dist/communicator.hpp"
 
 namespace cnnscale {
 
@@ -10,5 +14,44 @@ namespace cnnscale {
 int cuda_backend_device_count();
 // Throws RuntimeError if the device does not exist or cannot be initialised.
 std::unique_ptr<Backend> make_cuda_backend(int device_index);
+
+// The device's UUID as nvidia-smi prints it ("GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"). It names
+// the physical GPU whatever CUDA_VISIBLE_DEVICES does to indices, so ranks compare it to find two
+// of them on one GPU. Throws RuntimeError for a device that does not exist.
+std::string cuda_device_uuid(int device_index);
+// The linked NCCL library's version, "2.28.9".
+std::string nccl_version_string();
+
+// The NCCL communicator as seen without CUDA headers: a Communicator whose collectives run on its
+// own communication stream, plus timestamps (CUDA events) on that stream for `bench allreduce` and
+// the comm_busy phase. Timestamps never block the host; reading them does (bounded, see below).
+class DeviceCommunicator : public Communicator {
+ public:
+  // Enqueues a timestamp on the communication stream behind the work queued there so far and
+  // returns its id (valid until clear_timestamps()).
+  virtual int record_timestamp() = 0;
+  // Milliseconds between two timestamps. Waits for the later one like synchronize_host() does
+  // (polling, deadline, PeerError), so call it after the work is done to avoid a host stall.
+  virtual double elapsed_ms(int from, int to) = 0;
+  // Forgets every timestamp (and the busy-timing brackets) so that the event pool is reused.
+  virtual void clear_timestamps() = 0;
+  // When on, each allreduce is bracketed by two timestamps; take_busy_ms() sums the brackets since
+  // the last call (the time the communication stream spent in collectives) and forgets them.
+  virtual void set_busy_timing(bool on) = 0;
+  virtual double take_busy_ms() = 0;
+};
+
+// NCCL bootstrap: rank 0 calls nccl_unique_id() and broadcasts the bytes (the caller's MPI), every
+// rank passes them to make_nccl_communicator(). The CUDA library stays free of MPI.
+std::vector<char> nccl_unique_id();
+
+// A communicator of `size` ranks over the GPU of `cuda_backend` (a CudaBackend; its compute stream
+// orders the collectives). Collective over all ranks. `algo` sets NCCL_ALGO (Ring, Tree; Auto
+// leaves it to NCCL's tuner) unless the user exported NCCL_ALGO: the environment wins, and a
+// differing request is logged. `timeout_seconds` bounds every host wait (initialisation,
+// synchronize_host, elapsed_ms): past it the communicator is aborted and PeerError thrown.
+std::unique_ptr<DeviceCommunicator> make_nccl_communicator(Backend& cuda_backend, int rank, int size,
+                                                           const std::vector<char>& unique_id, AllreduceAlgo algo,
+                                                           double timeout_seconds = 300.0);
 
 }  // namespace cnnscale

@@ -1,0 +1,309 @@
+// NcclCommunicator: non-blocking NCCL communicator on a high-priority communication stream. Every
+// host wait polls (cudaEventQuery + ncclCommGetAsyncError) against a deadline and, past it or on an
+// asynchronous error, aborts the communicator so that no kernel of this rank is left spinning.
+#include "backend/cuda/nccl_communicator.hpp"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "backend/cuda/cuda_backend.hpp"
+#include "backend/cuda/cuda_check.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+
+namespace cnnscale {
+namespace {
+
+const char* algo_env_value(AllreduceAlgo algo) {
+  switch (algo) {
+    case AllreduceAlgo::Ring: return "Ring";
+    case AllreduceAlgo::Tree: return "Tree";
+    case AllreduceAlgo::Auto: return nullptr;
+  }
+  return nullptr;
+}
+
+// NCCL reads NCCL_ALGO when a communicator is initialised, so it is set just before. The user's
+// own NCCL_ALGO (as found at the first call, before cnnscale ever set it) takes precedence: it is
+// how NCCL is tuned by hand, and silently overriding it would make such a run measure something
+// else than asked.
+void apply_algo(AllreduceAlgo algo) {
+  static std::mutex mutex;
+  std::lock_guard lock(mutex);
+  static const std::optional<std::string> user_algo = []() -> std::optional<std::string> {
+    const char* v = std::getenv("NCCL_ALGO");
+    return v ? std::optional<std::string>(v) : std::nullopt;
+  }();
+  const char* wanted = algo_env_value(algo);
+  if (user_algo) {
+    if (wanted && *user_algo != wanted)
+      log::warn("NCCL_ALGO={} from the environment takes precedence over the requested algorithm {}", *user_algo,
+                wanted);
+    return;
+  }
+  if (wanted)
+    setenv("NCCL_ALGO", wanted, 1);
+  else
+    unsetenv("NCCL_ALGO");
+}
+
+std::string nccl_error_text(ncclResult_t status, ncclComm_t comm) {
+  const char* last = ncclGetLastError(comm);
+  return fmt::format("{} ({}){}{}", ncclGetErrorString(status), static_cast<int>(status), last && *last ? ": " : "",
+                     last ? last : "");
+}
+
+// Polling cadence: a collective usually ends within microseconds of the first look, so the first
+// 200 looks are 20 us apart (low latency at step ends); a long wait then costs a look every 2 ms.
+void backoff(int attempt) {
+  std::this_thread::sleep_for(attempt < 200 ? std::chrono::microseconds(20) : std::chrono::microseconds(2000));
+}
+
+}  // namespace
+
+NcclCommunicator::NcclCommunicator(CudaBackend& backend, int rank, int size, const ncclUniqueId& id,
+                                   AllreduceAlgo algo, double timeout_seconds)
+    : backend_(backend), rank_(rank), size_(size), device_(backend.device_index()), timeout_(timeout_seconds) {
+  if (size < 1 || rank < 0 || rank >= size) throw_runtime("nccl communicator: rank {} of {} is not valid", rank, size);
+  if (!(timeout_seconds > 0)) throw_runtime("nccl communicator: timeout must be positive, got {} s", timeout_seconds);
+  activate();
+  try {
+    // Highest priority: gradient buckets are reduced while backward kernels fill the GPU, and the
+    // scheduler should start the collective's blocks as soon as SMs free up rather than after
+    // every queued backward kernel.
+    int least = 0, greatest = 0;
+    CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    CUDA_CHECK(cudaStreamCreateWithPriority(&comm_stream_, cudaStreamNonBlocking, greatest));
+    CUDA_CHECK(cudaEventCreateWithFlags(&compute_ready_, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&comm_done_, cudaEventDisableTiming));
+    apply_algo(algo);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;  // NCCL never blocks the host; settle() polls against the deadline
+    last_op_ = "initialisation (ncclCommInitRankConfig)";
+    settle(ncclCommInitRankConfig(&comm_, size, id, rank, &config), last_op_);
+  } catch (...) {
+    if (comm_) ncclCommAbort(comm_);  // settle() aborts (and nulls comm_) itself on its failures
+    comm_ = nullptr;
+    release_cuda_objects();
+    throw;
+  }
+  const char* env_algo = std::getenv("NCCL_ALGO");
+  log::debug("nccl communicator: rank {} of {} on gpu:{}, NCCL {}, NCCL_ALGO={}, timeout {} s", rank_, size_,
+             device_, nccl_version_string(), env_algo ? env_algo : "(NCCL's choice)", timeout_seconds);
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  cudaSetDevice(device_);  // destructors cannot throw; at process exit the runtime may be unloading
+  if (comm_) {
+    // Unwinding from an error: peers may never match our outstanding collectives, so a flush
+    // could only run into the deadline; abort at once. Otherwise flush (bounded), then free.
+    bool flushed = false;
+    if (std::uncaught_exceptions() == 0) {
+      ncclResult_t status = ncclCommFinalize(comm_);
+      const auto deadline = Clock::now() + timeout_;
+      for (int attempt = 0; status == ncclInProgress && Clock::now() < deadline; ++attempt) {
+        backoff(attempt);
+        if (ncclCommGetAsyncError(comm_, &status) != ncclSuccess) break;
+      }
+      flushed = status == ncclSuccess;
+      if (!flushed)
+        log::warn("nccl communicator rank {} of {}: flush at destruction failed ({}); aborting it", rank_, size_,
+                  status == ncclInProgress ? std::string("timed out") : nccl_error_text(status, comm_));
+    }
+    if (flushed)
+      ncclCommDestroy(comm_);
+    else
+      ncclCommAbort(comm_);
+    comm_ = nullptr;
+  }
+  release_cuda_objects();
+}
+
+void NcclCommunicator::release_cuda_objects() noexcept {
+  timestamps_.release();
+  busy_events_.release();
+  if (compute_ready_) cudaEventDestroy(compute_ready_);
+  if (comm_done_) cudaEventDestroy(comm_done_);
+  // Does not wait: an aborted collective's kernels exit on their own and the stream's resources
+  // are freed when its work is done.
+  if (comm_stream_) cudaStreamDestroy(comm_stream_);
+  compute_ready_ = comm_done_ = nullptr;
+  comm_stream_ = nullptr;
+}
+
+void NcclCommunicator::EventPool::release() noexcept {
+  for (cudaEvent_t e : events) cudaEventDestroy(e);
+  events.clear();
+  used = 0;
+}
+
+cudaEvent_t NcclCommunicator::EventPool::next() {
+  if (used == static_cast<int>(events.size())) {
+    cudaEvent_t e = nullptr;
+    CUDA_CHECK(cudaEventCreate(&e));  // with timing
+    events.push_back(e);
+  }
+  return events[used++];
+}
+
+void NcclCommunicator::activate() const { CUDA_CHECK(cudaSetDevice(device_)); }
+
+std::string NcclCommunicator::where() const {
+  char host[256] = {0};
+  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '?';
+  return fmt::format("rank {} of {} (gpu:{} on host {})", rank_, size_, device_, host);
+}
+
+void NcclCommunicator::require_live(const char* op) const {
+  if (aborted_)
+    throw PeerError(fmt::format("nccl {} on {}: the communicator was aborted after an earlier failure", op, where()));
+}
+
+void NcclCommunicator::abort() {
+  if (comm_) {
+    ncclResult_t status = ncclCommAbort(comm_);
+    if (status != ncclSuccess)
+      log::warn("nccl communicator {}: ncclCommAbort returned {}", where(), ncclGetErrorString(status));
+  }
+  comm_ = nullptr;
+  aborted_ = true;
+}
+
+void NcclCommunicator::fail_peer(const std::string& op, const std::string& cause) {
+  abort();
+  throw PeerError(fmt::format("nccl {} failed on {}: {}; communicator aborted", op, where(), cause));
+}
+
+std::string NcclCommunicator::timeout_cause() const {
+  return fmt::format("not complete after {:g} s (a peer rank died, hung or never joined)", timeout_.count());
+}
+
+void NcclCommunicator::settle(ncclResult_t status, const std::string& op) {
+  if (status != ncclSuccess && status != ncclInProgress) {
+    // Refused at the call: usually this rank's own mistake (bad argument, CUDA failure). Peers
+    // would wait for this collective forever, so the communicator is aborted all the same.
+    std::string text = nccl_error_text(status, comm_);
+    if (status == ncclRemoteError) fail_peer(op, text);
+    abort();
+    throw RuntimeError(fmt::format("nccl {} failed on {}: {}; communicator aborted", op, where(), text));
+  }
+  const auto deadline = Clock::now() + timeout_;
+  for (int attempt = 0; status == ncclInProgress; ++attempt) {
+    if (Clock::now() > deadline) fail_peer(op, timeout_cause());
+    backoff(attempt);
+    ncclResult_t query = ncclCommGetAsyncError(comm_, &status);
+    if (query != ncclSuccess) fail_peer(op, "ncclCommGetAsyncError: " + nccl_error_text(query, comm_));
+  }
+  if (status != ncclSuccess) fail_peer(op, nccl_error_text(status, comm_));
+}
+
+void NcclCommunicator::poll_event(cudaEvent_t event, const std::string& op) {
+  const auto deadline = Clock::now() + timeout_;
+  for (int attempt = 0;; ++attempt) {
+    cudaError_t done = cudaEventQuery(event);
+    ncclResult_t async = ncclSuccess;
+    ncclResult_t query = ncclCommGetAsyncError(comm_, &async);
+    if (query != ncclSuccess) fail_peer(op, "ncclCommGetAsyncError: " + nccl_error_text(query, comm_));
+    // An error NCCL reports while (or after) the work ran voids its result, even if it completed.
+    if (async != ncclSuccess && async != ncclInProgress) fail_peer(op, nccl_error_text(async, comm_));
+    if (done == cudaSuccess) return;
+    if (done != cudaErrorNotReady) {
+      // A CUDA fault (this rank's or an illegal address in a kernel): not a peer's failure.
+      abort();
+      cuda::fail(done, "cudaEventQuery on the communication stream", __FILE__, __LINE__);
+    }
+    if (Clock::now() > deadline) fail_peer(op, timeout_cause());
+    backoff(attempt);
+  }
+}
+
+void NcclCommunicator::allreduce_sum_async(const Tensor& t) {
+  require_live("allreduce");
+  if (t.dtype() != DType::F32)
+    throw_runtime("nccl allreduce on {}: tensor is {}, the sum is over f32", where(), dtype_name(t.dtype()));
+  if (t.device() != Device{Device::Kind::CUDA, device_})
+    throw_runtime("nccl allreduce on {}: tensor lives on {}, not on gpu:{}", where(), t.device().to_string(),
+                  device_);
+  if (t.numel() == 0) return;  // every rank holds the same shapes, so every rank skips it
+  activate();
+  ++ops_issued_;
+  last_op_ = fmt::format("allreduce #{} ({} floats)", ops_issued_, t.numel());
+  // The collective reads the tensor as the compute stream leaves it (the ordering contract).
+  CUDA_CHECK(cudaEventRecord(compute_ready_, backend_.stream()));
+  CUDA_CHECK(cudaStreamWaitEvent(comm_stream_, compute_ready_, 0));
+  cudaEvent_t busy_start = nullptr;
+  if (busy_timing_) {
+    busy_start = busy_events_.next();
+    CUDA_CHECK(cudaEventRecord(busy_start, comm_stream_));
+  }
+  settle(ncclAllReduce(t.raw(), t.raw(), static_cast<size_t>(t.numel()), ncclFloat, ncclSum, comm_, comm_stream_),
+         last_op_);
+  if (busy_start) {
+    cudaEvent_t busy_end = busy_events_.next();
+    CUDA_CHECK(cudaEventRecord(busy_end, comm_stream_));
+    busy_brackets_.emplace_back(busy_start, busy_end);
+  }
+}
+
+void NcclCommunicator::wait() {
+  require_live("wait");
+  activate();
+  // cudaStreamWaitEvent captures the event's state now, so re-recording comm_done_ later is safe.
+  CUDA_CHECK(cudaEventRecord(comm_done_, comm_stream_));
+  CUDA_CHECK(cudaStreamWaitEvent(backend_.stream(), comm_done_, 0));
+}
+
+void NcclCommunicator::synchronize_host() {
+  require_live("synchronize_host");
+  activate();
+  CUDA_CHECK(cudaEventRecord(comm_done_, comm_stream_));
+  poll_event(comm_done_, last_op_);
+}
+
+int NcclCommunicator::record_timestamp() {
+  require_live("record_timestamp");
+  activate();
+  cudaEvent_t e = timestamps_.next();
+  CUDA_CHECK(cudaEventRecord(e, comm_stream_));
+  return timestamps_.used - 1;
+}
+
+double NcclCommunicator::elapsed_ms(int from, int to) {
+  require_live("elapsed_ms");
+  CNNSCALE_CHECK(from >= 0 && to >= 0 && from < timestamps_.used && to < timestamps_.used,
+                 "timestamps {} and {} of {} recorded", from, to, timestamps_.used);
+  activate();
+  poll_event(timestamps_.events[from], last_op_);
+  poll_event(timestamps_.events[to], last_op_);
+  float ms = 0.0f;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, timestamps_.events[from], timestamps_.events[to]));
+  return ms;
+}
+
+void NcclCommunicator::clear_timestamps() {
+  timestamps_.used = 0;
+  busy_events_.used = 0;
+  busy_brackets_.clear();
+}
+
+double NcclCommunicator::take_busy_ms() {
+  require_live("take_busy_ms");
+  activate();
+  double total = 0.0;
+  for (auto [start, end] : busy_brackets_) {
+    poll_event(end, last_op_);
+    float ms = 0.0f;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, start, end));
+    total += ms;
+  }
+  busy_brackets_.clear();
+  busy_events_.used = 0;
+  return total;
+}
+
+}  // namespace cnnscale

@@ -1,0 +1,89 @@
+// NcclCommunicator: the Communicator for device tensors. Collectives run on a dedicated
+// communication stream ordered after the compute stream by events; the host only ever polls (CUDA
+// event + NCCL async error) against a deadline, so a dead or hung peer ends in PeerError, not a hang.
+#pragma once
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/cuda/cuda_entry.hpp"
+
+namespace cnnscale {
+
+class CudaBackend;
+
+class NcclCommunicator final : public DeviceCommunicator {
+ public:
+  // Collective: every rank of the job must call it with the same id and size. Initialisation is
+  // non-blocking and polled, so a peer that never arrives ends in PeerError after the timeout.
+  NcclCommunicator(CudaBackend& backend, int rank, int size, const ncclUniqueId& id, AllreduceAlgo algo,
+                   double timeout_seconds);
+  ~NcclCommunicator() override;
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
+  std::string name() const override { return "nccl"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  void allreduce_sum_async(const Tensor& t) override;
+  void wait() override;
+  void synchronize_host() override;
+  void abort() override;
+
+  int record_timestamp() override;
+  double elapsed_ms(int from, int to) override;
+  void clear_timestamps() override;
+  void set_busy_timing(bool on) override { busy_timing_ = on; }
+  double take_busy_ms() override;
+
+  cudaStream_t comm_stream() const { return comm_stream_; }
+  double timeout_seconds() const { return timeout_.count(); }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  // Timing events, created on first use and reused after a reset (used = 0).
+  struct EventPool {
+    std::vector<cudaEvent_t> events;
+    int used = 0;
+    cudaEvent_t next();
+    void release() noexcept;
+  };
+
+  void activate() const;
+  void require_live(const char* op) const;
+  // After an NCCL call on a non-blocking communicator: polls until it has been issued
+  // (ncclInProgress -> ncclSuccess); aborts and throws on an error or past the deadline.
+  void settle(ncclResult_t status, const std::string& op);
+  // Polls until `event` has completed, watching NCCL's async error and the deadline.
+  void poll_event(cudaEvent_t event, const std::string& op);
+  // Aborts the communicator and throws PeerError naming the operation, this rank and the cause.
+  [[noreturn]] void fail_peer(const std::string& op, const std::string& cause);
+  std::string timeout_cause() const;
+  std::string where() const;
+  void release_cuda_objects() noexcept;
+
+  CudaBackend& backend_;
+  int rank_ = 0, size_ = 1, device_ = 0;
+  std::chrono::duration<double> timeout_;
+  ncclComm_t comm_ = nullptr;
+  bool aborted_ = false;
+  cudaStream_t comm_stream_ = nullptr;
+  cudaEvent_t compute_ready_ = nullptr;  // recorded on the compute stream, waited on by comm_stream_
+  cudaEvent_t comm_done_ = nullptr;      // recorded on comm_stream_, waited on by compute / host
+  uint64_t ops_issued_ = 0;
+  std::string last_op_ = "none";
+
+  EventPool timestamps_;
+  EventPool busy_events_;
+  bool busy_timing_ = false;
+  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> busy_brackets_;  // (start, end) per allreduce
+};
+
+}  // namespace cnnscale
