@@ -6,6 +6,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/error.hpp"
 #include "core/shape.hpp"
@@ -23,24 +24,33 @@ class Dataset {
   virtual void fill(std::span<const int64_t> indices, float* data, int32_t* labels) const = 0;
 };
 
-// The first `count` samples of another dataset (quick experiments and tests on a subset).
+// Samples [begin, begin + count) of another dataset: the first `count` (quick experiments and
+// tests on a subset), or a data-parallel rank's contiguous shard of the test set.
 class SubsetDataset : public Dataset {
  public:
-  SubsetDataset(std::shared_ptr<const Dataset> base, int64_t count) : base_(std::move(base)), count_(count) {
-    if (count_ <= 0 || count_ > base_->size())
-      throw_config("{}: cannot take {} samples: the dataset has {}", base_->name(), count_, base_->size());
+  SubsetDataset(std::shared_ptr<const Dataset> base, int64_t count, int64_t begin = 0)
+      : base_(std::move(base)), count_(count), begin_(begin) {
+    if (count_ <= 0 || begin_ < 0 || begin_ + count_ > base_->size())
+      throw_config("{}: cannot take {} samples from {}: the dataset has {}", base_->name(), count_, begin_,
+                   base_->size());
   }
-  std::string name() const override { return base_->name() + "[:" + std::to_string(count_) + "]"; }
+  std::string name() const override {
+    return base_->name() + "[" + (begin_ ? std::to_string(begin_) : std::string()) + ":" +
+           std::to_string(begin_ + count_) + "]";
+  }
   int64_t size() const override { return count_; }
   Shape sample_shape() const override { return base_->sample_shape(); }
   int64_t classes() const override { return base_->classes(); }
   void fill(std::span<const int64_t> indices, float* data, int32_t* labels) const override {
-    base_->fill(indices, data, labels);
+    if (begin_ == 0) return base_->fill(indices, data, labels);
+    std::vector<int64_t> shifted(indices.begin(), indices.end());
+    for (int64_t& i : shifted) i += begin_;
+    base_->fill(shifted, data, labels);
   }
 
  private:
   std::shared_ptr<const Dataset> base_;
-  int64_t count_;
+  int64_t count_, begin_;
 };
 
 }  // namespace cnnscale

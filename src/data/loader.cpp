@@ -3,6 +3,7 @@
 // position is the consumer's, so batches prefetched but not consumed are simply produced again.
 #include "data/loader.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -51,9 +52,14 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options, Ho
   if (batches_per_epoch_ < 1)
     throw_config("batch size {} is larger than {} ({} samples)", options_.batch, dataset_->name(), size);
   sample_numel_ = dataset_->sample_shape().numel();
+  if (options_.shard_count == 0) options_.shard_count = options_.batch;
+  if (options_.shard_begin < 0 || options_.shard_count < 1 ||
+      options_.shard_begin + options_.shard_count > options_.batch)
+    throw_config("data loader shard [{}, {}) is outside a batch of {}", options_.shard_begin,
+                 options_.shard_begin + options_.shard_count, options_.batch);
 
-  const size_t data_bytes = (static_cast<size_t>(options_.batch * sample_numel_) * sizeof(float) + 63) / 64 * 64;
-  const size_t label_bytes = static_cast<size_t>(options_.batch) * sizeof(int32_t);
+  const size_t data_bytes = (static_cast<size_t>(options_.shard_count * sample_numel_) * sizeof(float) + 63) / 64 * 64;
+  const size_t label_bytes = static_cast<size_t>(options_.shard_count) * sizeof(int32_t);
   for (int s = 0; s < options_.slots; ++s) {
     auto storage = alloc ? alloc(data_bytes + label_bytes) : aligned_host(data_bytes + label_bytes);
     HostBatch b;
@@ -130,8 +136,8 @@ void Loader::advance_producer() {
 
 void Loader::fill_slot(int slot, int64_t epoch, int64_t index) {
   HostBatch& b = batches_[static_cast<size_t>(slot)];
-  const int64_t begin = index * options_.batch;
-  const int64_t count = std::min(options_.batch, dataset_->size() - begin);
+  const int64_t begin = index * options_.batch + options_.shard_begin;
+  const int64_t count = std::max<int64_t>(0, std::min(options_.shard_count, dataset_->size() - begin));
   dataset_->fill(std::span<const int64_t>(order_.data() + begin, static_cast<size_t>(count)), b.data, b.labels);
   b.count = count;
   b.epoch = epoch;

@@ -26,7 +26,11 @@
 namespace cnnscale {
 
 struct LoaderOptions {
-  int64_t batch = 64;
+  int64_t batch = 64;  // samples per batch position (data parallel: the global batch)
+  // Data parallel: this rank fills only samples [shard_begin, shard_begin + shard_count) of each
+  // batch; 0 means the whole batch. Order, positions and checkpoint state are those of the whole
+  // batch, so every rank walks the same global order (which depends only on the seed).
+  int64_t shard_begin = 0, shard_count = 0;
   bool shuffle = true;    // reshuffle every epoch (training); false: dataset order (testing)
   bool drop_last = true;  // an epoch is floor(size / batch) full batches; false: a last partial one
   uint64_t seed = 0;
@@ -35,7 +39,7 @@ struct LoaderOptions {
 };
 
 struct HostBatch {
-  float* data = nullptr;      // (count, C, H, W)
+  float* data = nullptr;      // (count, C, H, W): this rank's shard of the batch
   int32_t* labels = nullptr;  // (count)
   int64_t count = 0;
   int64_t epoch = 0;

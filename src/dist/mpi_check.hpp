@@ -12,8 +12,8 @@ namespace cnnscale {
 
 }  // namespace cnnscale
 
-#define MPI_CHECK(statement)                                                      \
-  do {                                                                            \
-    const int cnnscale_mpi_rc_ = (statement);                                     \
+#define MPI_CHECK(statement)                                                                                     \
+  do {                                                                                                           \
+    const int cnnscale_mpi_rc_ = (statement);                                                                    \
     if (cnnscale_mpi_rc_ != MPI_SUCCESS) ::cnnscale::mpi_fail(cnnscale_mpi_rc_, #statement, __FILE__, __LINE__); \
   } while (0)

@@ -75,9 +75,10 @@ MpiEnv::MpiEnv(int* argc, char*** argv) : host_(hostname()) {
   MPI_CHECK(MPI_Comm_free(&node));
   const long slurm_tasks = env_long("SLURM_NTASKS", 1);
   if (std::getenv("SLURM_PROCID") && slurm_tasks > 1 && size_ == 1 && !std::getenv("OMPI_COMM_WORLD_SIZE"))
-    throw_config("Slurm started {} tasks but MPI sees a world of 1 rank: launch with `srun --mpi=pmix` (or "
-                 "pmi2) or mpirun so the ranks form one job",
-                 slurm_tasks);
+    throw_config(
+        "Slurm started {} tasks but MPI sees a world of 1 rank: launch with `srun --mpi=pmix` (or "
+        "pmi2) or mpirun so the ranks form one job",
+        slurm_tasks);
 }
 
 MpiEnv::~MpiEnv() {
@@ -89,7 +90,9 @@ MpiEnv::~MpiEnv() {
   g_current = nullptr;
 }
 
-MpiEnv* MpiEnv::current() { return g_current; }
+MpiEnv* MpiEnv::current() {
+  return g_current;
+}
 
 std::string MpiEnv::library_version() const {
   char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
@@ -115,8 +118,8 @@ std::vector<std::string> MpiEnv::allgather(const std::string& value) const {
     total += lens[static_cast<size_t>(r)];
   }
   std::string all(static_cast<size_t>(total), '\0');
-  MPI_CHECK(MPI_Allgatherv(value.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR,
-                           MPI_COMM_WORLD));
+  MPI_CHECK(
+      MPI_Allgatherv(value.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, MPI_COMM_WORLD));
   std::vector<std::string> out;
   for (int r = 0; r < size_; ++r)
     out.push_back(all.substr(static_cast<size_t>(displs[static_cast<size_t>(r)]),

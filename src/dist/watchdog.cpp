@@ -2,10 +2,10 @@
 // stuck operation is reported within timeout + max(timeout / 10, 1 s).
 #include "dist/watchdog.hpp"
 
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <cstdlib>
-
-#include <fmt/format.h>
 
 #include "core/error.hpp"
 
@@ -16,7 +16,9 @@ std::atomic<Watchdog*> g_active{nullptr};
 std::atomic<int64_t> g_iteration{-1};
 }  // namespace
 
-void set_watchdog_iteration(int64_t iteration) { g_iteration.store(iteration, std::memory_order_relaxed); }
+void set_watchdog_iteration(int64_t iteration) {
+  g_iteration.store(iteration, std::memory_order_relaxed);
+}
 
 Watchdog::Watchdog(double timeout_seconds, int rank, std::string host, std::function<void()> on_timeout)
     : timeout_(timeout_seconds), rank_(rank), host_(std::move(host)), on_timeout_(std::move(on_timeout)) {
@@ -36,17 +38,21 @@ Watchdog::~Watchdog() {
   g_active.store(nullptr);
 }
 
-Watchdog* Watchdog::active() { return g_active.load(std::memory_order_acquire); }
+Watchdog* Watchdog::active() {
+  return g_active.load(std::memory_order_acquire);
+}
 
 std::string Watchdog::timeout_line(const char* operation, int64_t iteration) const {
   const std::string when = iteration >= 0 ? fmt::format("at iteration {}", iteration) : std::string("during setup");
-  return fmt::format("cnnscale: error: rank {} (host {}): {} {} did not complete within {:g} s; a peer rank failed or hung",
-                     rank_, host_, operation, when, timeout_);
+  return fmt::format(
+      "cnnscale: error: rank {} (host {}): {} {} did not complete within {:g} s; a peer rank failed or hung", rank_,
+      host_, operation, when, timeout_);
 }
 
 void Watchdog::run() {
   using namespace std::chrono;
-  const auto period = duration_cast<steady_clock::duration>(duration<double>(std::min(std::max(timeout_ / 10, 0.01), 1.0)));
+  const auto period =
+      duration_cast<steady_clock::duration>(duration<double>(std::min(std::max(timeout_ / 10, 0.01), 1.0)));
   const auto limit = duration_cast<steady_clock::duration>(duration<double>(timeout_));
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {

@@ -2,7 +2,8 @@
 // host sync, download, MPI call) runs longer than the timeout, because a peer rank died or hung.
 // The main thread marks each such operation with a BlockingOp {operation, iteration, start}; on
 // expiry the watchdog prints ONE line
-//   cnnscale: error: rank R (host H): <operation> at iteration I did not complete within T s; a peer rank failed or hung
+//   cnnscale: error: rank R (host H): <operation> at iteration I did not complete within T s; a peer rank failed or
+//   hung
 // and runs its on_timeout action (abort the communicator, then end the job with exit code 3).
 #pragma once
 #include <atomic>

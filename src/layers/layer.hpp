@@ -56,11 +56,19 @@ struct LayerCost {
   int64_t bytes_written = 0;  // per sample
 };
 
+class Communicator;  // dist/communicator.hpp
+
 struct LayerContext {
   Backend& backend;
   Phase phase = Phase::Train;
   uint64_t seed = 0;        // run seed
   uint64_t iteration = 0;   // global iteration: drives dropout masks, so resume is exact
+  // Loss layers multiply their gradient by this. A data-parallel rank holding n of the B samples
+  // of a global batch sets n / B: its mean-over-n gradient becomes its share of the mean over B,
+  // so the SUM allreduce of all ranks' gradients is the one-process gradient of the global batch.
+  double loss_scale = 1.0;
+  // The ranks of a data-parallel job (null in a single process); sync batch norm reduces with it.
+  Communicator* comm = nullptr;
 };
 
 // What the net passes to a layer at construction.
@@ -106,7 +114,7 @@ class Layer {
   virtual void backward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top,
                         const std::vector<Tensor>& top_diff, const std::vector<bool>& propagate,
                         const std::vector<Tensor>& bottom_diff) = 0;
-  // Loss layers produce a scalar the net differentiates from (dloss = loss_weight).
+  // Loss layers produce a scalar the net differentiates from (dloss = loss_weight x ctx.loss_scale).
   virtual bool is_loss() const { return false; }
   // Weight of a loss layer's (unweighted) output in the net's total loss (YAML `loss_weight`);
   // meaningful only when is_loss(), valid after infer_shapes.

@@ -34,13 +34,16 @@ class SoftmaxWithLossLayer final : public Layer {
     ctx.backend.cross_entropy_loss(prob_, bottom[1], top[0]);
   }
 
-  // d loss_weight * loss / d scores = loss_weight / N * (prob - onehot); top_diff is not used.
+  // d loss_weight * loss / d scores = loss_weight / N * (prob - onehot), times the context's
+  // loss_scale (data parallel: n / B); top_diff is not used. Computed in double: with loss_scale 1
+  // this rounds to exactly loss_weight / N in float (as before), and with n / B to loss_weight / B
+  // up to double rounding, far below float precision.
   void backward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>&,
                 const std::vector<Tensor>&, const std::vector<bool>& propagate,
                 const std::vector<Tensor>& bottom_diff) override {
     if (!propagate[0]) return;
     const int64_t batch = bottom[0].shape().n();
-    float scale = batch ? loss_weight_ / static_cast<float>(batch) : 0.0f;
+    float scale = batch ? static_cast<float>(loss_weight_ * ctx.loss_scale / static_cast<double>(batch)) : 0.0f;
     ctx.backend.softmax_cross_entropy_backward(prob_, bottom[1], scale, flat_scores(bottom_diff[0]));
   }
 

@@ -57,6 +57,15 @@ struct Net::Impl {
   std::vector<int> loss_layers;
   bool combine_losses = false;  // more than one loss layer, or a weight other than 1
   Tensor loss_sum;              // (1), used when combine_losses
+  double loss_scale = 1.0;
+  Communicator* comm = nullptr;
+
+  LayerContext context(Phase phase, uint64_t iteration) {
+    LayerContext ctx{backend, phase, seed, iteration};
+    ctx.loss_scale = loss_scale;
+    ctx.comm = comm;
+    return ctx;
+  }
 
   explicit Impl(Backend& b) : backend(b) {}
 
@@ -243,7 +252,7 @@ const Tensor& Net::labels() const { return impl_->blobs[1].data; }
 
 void Net::forward(Phase phase, uint64_t iteration) {
   Impl& m = *impl_;
-  LayerContext ctx{m.backend, phase, m.seed, iteration};
+  LayerContext ctx = m.context(phase, iteration);
   for (auto& nl : m.layers)
     if (runs_in(nl.spec.phase, phase)) nl.layer->forward(ctx, nl.bottom_data, nl.top_data);
   if (!m.combine_losses) return;
@@ -254,15 +263,28 @@ void Net::forward(Phase phase, uint64_t iteration) {
   }
 }
 
-void Net::backward(uint64_t iteration) {
+void Net::backward(uint64_t iteration, const std::function<void(size_t layer_index)>& after_layer) {
   Impl& m = *impl_;
-  LayerContext ctx{m.backend, Phase::Train, m.seed, iteration};
+  LayerContext ctx = m.context(Phase::Train, iteration);
   for (size_t l = m.layers.size(); l-- > 0;) {
     NetLayer& nl = m.layers[l];
-    if (!nl.runs_backward) continue;
-    for (int t : nl.tops) m.sum_extra_diffs(m.blobs[t]);
-    nl.layer->backward(ctx, nl.bottom_data, nl.top_data, nl.top_diff, nl.propagate, nl.bottom_diff);
+    if (nl.runs_backward) {
+      for (int t : nl.tops) m.sum_extra_diffs(m.blobs[t]);
+      nl.layer->backward(ctx, nl.bottom_data, nl.top_data, nl.top_diff, nl.propagate, nl.bottom_diff);
+    }
+    if (after_layer) after_layer(l);
   }
+}
+
+void Net::set_loss_scale(double scale) {
+  if (!(scale > 0)) throw_config("loss scale must be > 0, got {}", scale);
+  impl_->loss_scale = scale;
+}
+double Net::loss_scale() const {
+  return impl_->loss_scale;
+}
+void Net::set_communicator(Communicator* comm) {
+  impl_->comm = comm;
 }
 
 const Tensor& Net::loss() const {

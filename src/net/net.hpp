@@ -5,6 +5,7 @@
 // activations and their diffs, and runs forward/backward in topological order.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -77,7 +78,17 @@ class Net {
   const Tensor& labels() const;  // "label" blob (N) i32
 
   void forward(Phase phase, uint64_t iteration);
-  void backward(uint64_t iteration);  // after forward(Phase::Train, same iteration)
+  // After forward(Phase::Train, same iteration). `after_layer(l)` is called for every layer, last
+  // to first, once layer l (index in layers()) has queued its backward: from then on all gradients
+  // of layers l..L-1, a prefix of flat_grads(), are final in stream order (data-parallel buckets
+  // start their allreduce there).
+  void backward(uint64_t iteration, const std::function<void(size_t layer_index)>& after_layer = {});
+
+  // Multiplies every loss layer's gradient (LayerContext::loss_scale; data parallel: n / B).
+  void set_loss_scale(double scale);
+  double loss_scale() const;
+  // The job's communicator, handed to layers (sync batch norm); null in a single process.
+  void set_communicator(Communicator* comm);
 
   // The loss (sum of loss layers' outputs times their weights) as a device scalar (1); no sync.
   const Tensor& loss() const;

@@ -1,0 +1,64 @@
+// Batch splitting, allreduce-algorithm names and host-side collectives over a Communicator.
+#include "dist/data_parallel.hpp"
+
+#include "core/error.hpp"
+#include "dist/watchdog.hpp"
+
+namespace cnnscale {
+
+std::vector<int64_t> split_global_batch(int64_t global_batch, int ranks) {
+  CNNSCALE_CHECK(ranks >= 1, "{} ranks", ranks);
+  if (global_batch < ranks)
+    throw_config(
+        "global batch {} cannot be split across {} ranks: every rank needs at least one sample (use a "
+        "larger --batch, or --batch-per-rank)",
+        global_batch, ranks);
+  std::vector<int64_t> out(static_cast<size_t>(ranks), global_batch / ranks);
+  for (int64_t r = 0; r < global_batch % ranks; ++r) ++out[static_cast<size_t>(r)];
+  return out;
+}
+
+AllreduceAlgo parse_allreduce_algo(const std::string& text) {
+  if (text == "ring") return AllreduceAlgo::Ring;
+  if (text == "tree") return AllreduceAlgo::Tree;
+  if (text == "auto") return AllreduceAlgo::Auto;
+  throw_config("--allreduce-algo: expected ring, tree or auto, got '{}'", text);
+}
+
+std::string to_string(AllreduceAlgo algo) {
+  switch (algo) {
+    case AllreduceAlgo::Ring:
+      return "ring";
+    case AllreduceAlgo::Tree:
+      return "tree";
+    case AllreduceAlgo::Auto:
+      return "auto";
+  }
+  return "?";
+}
+
+std::vector<float> allreduce_sum_host(Communicator& comm, Backend& backend, const std::vector<float>& values) {
+  std::vector<float> out(values.size());
+  if (values.empty()) return out;
+  Tensor t = backend.alloc(Shape{static_cast<int64_t>(values.size())});
+  backend.upload(values.data(), t);
+  comm.allreduce_sum(t);
+  BlockingOp op("download of reduced values");
+  backend.download(t, out.data());
+  return out;
+}
+
+std::vector<std::vector<float>> allgather_host(Communicator& comm, Backend& backend, const std::vector<float>& values) {
+  const size_t n = values.size(), ranks = static_cast<size_t>(comm.size());
+  std::vector<float> slots(n * ranks, 0.0f);
+  std::copy(values.begin(), values.end(),
+            slots.begin() + static_cast<std::ptrdiff_t>(n * static_cast<size_t>(comm.rank())));
+  std::vector<float> all = allreduce_sum_host(comm, backend, slots);
+  std::vector<std::vector<float>> out(ranks);
+  for (size_t r = 0; r < ranks; ++r)
+    out[r].assign(all.begin() + static_cast<std::ptrdiff_t>(r * n),
+                  all.begin() + static_cast<std::ptrdiff_t>((r + 1) * n));
+  return out;
+}
+
+}  // namespace cnnscale

@@ -1,0 +1,41 @@
+// Data-parallel settings of one rank, as the Trainer sees them: who the peers are (a
+// Communicator), how each global batch is split across ranks, and how gradients are exchanged.
+// Also the host-side helpers that move a few values through a Communicator (which only sums
+// device tensors), so the Trainer and sync batch norm work with MPI and NCCL alike.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "dist/communicator.hpp"
+
+namespace cnnscale {
+
+struct DataParallel {
+  Communicator* comm = nullptr;  // null: a single process (no exchange at all)
+  int rank = 0;
+  // Samples of every global batch per rank (sum = the global batch). Each rank takes its
+  // contiguous slice of each global batch, in rank order. Empty: a single process.
+  std::vector<int64_t> rank_batches;
+  bool overlap = true;                       // bucket allreduces during backward
+  int64_t bucket_bytes = int64_t{25} << 20;  // 25 MiB
+
+  bool active() const { return comm != nullptr; }
+  int size() const { return rank_batches.empty() ? 1 : static_cast<int>(rank_batches.size()); }
+};
+
+// The study's split of a global batch over `ranks`: shares differ by at most one, larger shares
+// first (64 on 3 ranks: 22, 21, 21). ConfigError if a rank would get no sample.
+std::vector<int64_t> split_global_batch(int64_t global_batch, int ranks);
+
+AllreduceAlgo parse_allreduce_algo(const std::string& text);  // ring, tree, auto
+std::string to_string(AllreduceAlgo algo);
+
+// Sum of `values` over all ranks, through a device tensor of `backend` (host round trip).
+std::vector<float> allreduce_sum_host(Communicator& comm, Backend& backend, const std::vector<float>& values);
+// Every rank's `values` (same length everywhere), indexed by rank. Exact: each rank writes its own
+// slot of a zeroed buffer and the sum adds only zeros to it, so all ranks get identical bits.
+std::vector<std::vector<float>> allgather_host(Communicator& comm, Backend& backend, const std::vector<float>& values);
+
+}  // namespace cnnscale

@@ -1,0 +1,96 @@
+// GradientBuckets implementation: the plan is computed once from the parameter views' offsets in
+// the flat buffer; each step then costs one comparison per finished layer.
+#include "dist/gradient_buckets.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+
+namespace cnnscale {
+
+namespace {
+constexpr int64_t kAlignment = 64;  // elements; net.cpp aligns every parameter to this
+}
+
+std::vector<GradientBucket> GradientBuckets::plan(const std::vector<std::pair<int64_t, int64_t>>& param_ranges,
+                                                  int64_t total, int64_t bucket_elements) {
+  const int64_t cap = std::max<int64_t>(kAlignment, bucket_elements / kAlignment * kAlignment);
+  std::vector<int64_t> cuts;  // bucket starts after the first
+  int64_t begin = 0;
+  for (const auto& [start, end] : param_ranges) {
+    if (end - begin > cap && start > begin) {
+      cuts.push_back(start);
+      begin = start;
+    }
+    while (end - begin > cap) {
+      begin += cap;
+      cuts.push_back(begin);
+    }
+  }
+  std::vector<GradientBucket> out;
+  int64_t from = 0;
+  for (int64_t c : cuts) {
+    out.push_back({from, c});
+    from = c;
+  }
+  if (total > from) out.push_back({from, total});
+  return out;
+}
+
+GradientBuckets::GradientBuckets(const Net& net, Communicator& comm, int64_t bucket_bytes, bool overlap)
+    : comm_(comm), flat_grads_(net.flat_grads()), overlap_(overlap) {
+  if (bucket_bytes < 1) throw_config("--bucket-mb must be > 0");
+  const std::vector<Layer*> layers = net.layers();
+  const int64_t base = flat_grads_.defined() ? static_cast<int64_t>(flat_grads_.offset_bytes() / sizeof(float)) : 0;
+  const int64_t total = flat_grads_.defined() ? flat_grads_.numel() : 0;
+  std::vector<std::pair<int64_t, int64_t>> ranges;  // every parameter's [begin, end), flat order
+  std::vector<int64_t> first_begin(layers.size(), -1);
+  int64_t prefix = 0;
+  for (size_t l = layers.size(); l-- > 0;) {
+    for (const Param& p : layers[l]->params()) {
+      CNNSCALE_CHECK(p.diff.storage() == flat_grads_.storage(), "gradient of {}/{} is not in the flat buffer",
+                     layers[l]->name(), p.spec.name);
+      const int64_t begin = static_cast<int64_t>(p.diff.offset_bytes() / sizeof(float)) - base;
+      const int64_t end = begin + p.diff.numel();
+      // The bucket hook relies on net.cpp's layout: later layers first, so the gradients final
+      // after layers l..L-1 are exactly a prefix of the buffer.
+      CNNSCALE_CHECK(begin >= prefix && end <= total, "gradient of {}/{} at [{}, {}) breaks the backward-order layout",
+                     layers[l]->name(), p.spec.name, begin, end);
+      ranges.emplace_back(begin, end);
+      if (first_begin[l] < 0) first_begin[l] = begin;
+      prefix = end;
+    }
+  }
+  // After layers l..L-1, everything before the first gradient of an earlier layer is final,
+  // alignment gaps included (they stay zero).
+  ready_end_.assign(layers.size(), total);
+  int64_t next_start = total;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    ready_end_[l] = next_start;
+    if (first_begin[l] >= 0) next_start = first_begin[l];
+  }
+  buckets_ = plan(ranges, total, bucket_bytes / static_cast<int64_t>(sizeof(float)));
+}
+
+void GradientBuckets::issue_until(int64_t ready_end) {
+  while (next_ < buckets_.size() && buckets_[next_].end <= ready_end) {
+    const GradientBucket& b = buckets_[next_++];
+    comm_.allreduce_sum_async(flat_grads_.view(b.begin, Shape{b.end - b.begin}));
+  }
+}
+
+void GradientBuckets::layer_done(size_t layer_index) {
+  if (overlap_) issue_until(ready_end_.at(layer_index));
+}
+
+void GradientBuckets::end_backward() {
+  if (!flat_grads_.defined()) return;
+  if (overlap_) {
+    issue_until(flat_grads_.numel());
+  } else if (next_ == 0 && !buckets_.empty()) {
+    comm_.allreduce_sum_async(flat_grads_);
+    next_ = buckets_.size();
+  }
+}
+
+}  // namespace cnnscale

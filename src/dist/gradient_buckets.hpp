@@ -1,0 +1,54 @@
+// GradientBuckets: the net's flat gradient buffer cut into contiguous buckets of at most
+// `bucket_bytes`, in flat order, which is backward's production order (net.hpp: parameters are
+// laid out last layer first). Net::backward reports each finished layer; as soon as every gradient
+// of a bucket is final, the bucket's allreduce is issued, overlapping the rest of backward. Without
+// overlap one allreduce of the whole buffer is issued after backward (the study's comparison).
+#pragma once
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "dist/communicator.hpp"
+#include "net/net.hpp"
+
+namespace cnnscale {
+
+struct GradientBucket {
+  int64_t begin = 0, end = 0;  // elements of the flat gradient buffer, [begin, end)
+};
+
+class GradientBuckets {
+ public:
+  static constexpr int64_t kDefaultBucketBytes = int64_t{25} << 20;  // 25 MiB, as PyTorch DDP's bucket_cap_mb
+
+  GradientBuckets(const Net& net, Communicator& comm, int64_t bucket_bytes, bool overlap);
+
+  // Cuts [0, total) at parameter starts so no bucket exceeds `bucket_elements` (rounded down to
+  // the 64-element parameter alignment); a parameter larger than that is split into pieces.
+  // `param_ranges` are [begin, end) in flat order. The buckets cover [0, total) without gaps.
+  static std::vector<GradientBucket> plan(const std::vector<std::pair<int64_t, int64_t>>& param_ranges, int64_t total,
+                                          int64_t bucket_elements);
+
+  const std::vector<GradientBucket>& buckets() const { return buckets_; }
+  bool overlap() const { return overlap_; }
+
+  void begin_backward() { next_ = 0; }
+  // Net::backward's hook: layer `layer_index` (network order) has produced its gradients.
+  void layer_done(size_t layer_index);
+  // Issues whatever is not issued yet (everything, without overlap). The caller then calls
+  // comm.wait() before the solver update.
+  void end_backward();
+
+ private:
+  void issue_until(int64_t ready_end);
+
+  Communicator& comm_;
+  Tensor flat_grads_;  // (P)
+  bool overlap_;
+  std::vector<GradientBucket> buckets_;
+  // ready_end_[l]: after layers l..L-1 ran backward, flat_grads_[0, ready_end_[l]) is final.
+  std::vector<int64_t> ready_end_;
+  size_t next_ = 0;  // first bucket not issued in this step
+};
+
+}  // namespace cnnscale

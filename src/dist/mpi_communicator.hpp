@@ -1,0 +1,35 @@
+// MpiCommunicator: the Communicator of CPU ranks. Gradients are summed in place with
+// MPI_Iallreduce on a private duplicate of MPI_COMM_WORLD (errors returned, not fatal); wait()
+// polls the requests with MPI_Testall under a watchdog mark, so a dead or hung peer ends the job
+// (watchdog) and an MPI error becomes a PeerError naming the operation.
+#pragma once
+#include <memory>
+
+#include "dist/communicator.hpp"
+
+namespace cnnscale {
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // Collective over MPI_COMM_WORLD (MpiEnv must have initialised MPI).
+  MpiCommunicator();
+  ~MpiCommunicator() override;
+
+  std::string name() const override { return "mpi"; }
+  int rank() const override;
+  int size() const override;
+  // `t` must be a host (CPU backend) f32 tensor; it must not be touched until wait() returns.
+  void allreduce_sum_async(const Tensor& t) override;
+  // On CPU the "compute stream" is the host: both block until every request has completed.
+  void wait() override;
+  void synchronize_host() override { wait(); }
+  // MPI cannot cancel a started collective: the caller ends the job (MPI_Abort), which frees every
+  // rank. This only stops further collectives from being started.
+  void abort() override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cnnscale
