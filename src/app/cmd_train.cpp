@@ -1,6 +1,8 @@
-// `cnnscale train`: one network, one dataset, one device. Validates every option before any
-// heavy work (so bad input costs one clear line and exit 2), runs the Trainer, shows progress on
-// stderr and, with --json, prints one JSON line of results on stdout.
+// `cnnscale train`: one network, one dataset, one device per rank. Validates every option before
+// any heavy work (so bad input costs one clear line and exit 2), runs the Trainer, shows progress
+// on stderr and, with --json, prints one JSON line of results on stdout. Under mpirun/srun the
+// ranks train data-parallel (train_parallel.cpp binds devices and builds the communicator); only
+// rank 0 shows progress and prints the JSON line, which then describes the whole job.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -9,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands.hpp"
+#include "app/train_parallel.hpp"
 #include "app/train_progress.hpp"
 #include "backend/backend.hpp"
 #include "data/fashion_mnist.hpp"
@@ -34,6 +37,7 @@ struct TrainArgs {
   SolverConfig solver;
   std::string lr_policy = "fixed";
   bool json = false;
+  ParallelArgs parallel;
 };
 
 // Flags are the YAML keys with '-' for '_' (solver_config.hpp); --step/--warmup are shorter.
@@ -66,6 +70,9 @@ void run_train(TrainArgs& a) {
     throw_config("--resume auto needs --checkpoint-dir");
   if (!a.options.resume.empty() && a.options.resume != "auto" && !std::filesystem::is_regular_file(a.options.resume))
     throw_config("--resume {}: no such checkpoint file", a.options.resume);
+  // The global batch and each rank's share (a single process: the batch itself).
+  ParallelRun par(a.parallel, a.device, a.options.batch);
+  a.options.batch = par.global_batch();
 
   NetOptions net_options;
   if (synthetic) {
@@ -99,7 +106,13 @@ void run_train(TrainArgs& a) {
   nlohmann::json run_config = {{"net", spec.name()},     {"net_file", net_file},
                                {"data", a.data},         {"batch", a.options.batch},
                                {"seed", a.options.seed}, {"train_samples", train->size()},
-                               {"device", a.device},     {"solver", a.solver.describe()}};
+                               {"device", par.device()}, {"solver", a.solver.describe()}};
+  // Informational: a run may resume with another rank count at the same global batch (the data
+  // order depends only on the seed), so these are not compared on resume.
+  if (par.active()) {
+    run_config["world_size"] = par.world_size();
+    run_config["rank_batches"] = par.rank_batches();
+  }
   if (synthetic) {
     run_config["synthetic_fill"] = a.synthetic_fill;
     run_config["input_shape"] = spec.input_shape();
@@ -108,32 +121,44 @@ void run_train(TrainArgs& a) {
   a.options.run_config = run_config.dump();
   a.options.network_yaml = spec.resolved_yaml();
 
-  std::unique_ptr<Backend> backend = make_backend(a.device);
-  Trainer trainer(spec, *backend, train, test, a.solver, a.options);
+  // The backend and communicator live in `par`, declared before (so destroyed after) the trainer.
+  Backend& backend = par.connect();  // data parallel: watchdog, device check, communicator
+  a.options.parallel = par.data_parallel();
+  Trainer trainer(spec, backend, train, test, a.solver, a.options);
+  const bool rank0 = par.rank() == 0;
 
   // ---- run ------------------------------------------------------------------------------------
-  std::fprintf(stderr,
-               "cnnscale train: %s (%lld parameters) on %s (%lld samples%s), batch %lld, %lld iterations "
-               "(%lld per epoch), %s on %s\n",
-               spec.name().c_str(), static_cast<long long>(spec.total_params()), train->name().c_str(),
-               static_cast<long long>(train->size()), test ? fmt::format(", test {}", test->size()).c_str() : "",
-               static_cast<long long>(a.options.batch), static_cast<long long>(trainer.total_iterations()),
-               static_cast<long long>(trainer.iterations_per_epoch()), a.solver.describe().c_str(),
-               backend->description().c_str());
+  if (rank0) {
+    std::fprintf(stderr,
+                 "cnnscale train: %s (%lld parameters) on %s (%lld samples%s), batch %lld, %lld iterations "
+                 "(%lld per epoch), %s on %s\n",
+                 spec.name().c_str(), static_cast<long long>(spec.total_params()), train->name().c_str(),
+                 static_cast<long long>(train->size()), test ? fmt::format(", test {}", test->size()).c_str() : "",
+                 static_cast<long long>(a.options.batch), static_cast<long long>(trainer.total_iterations()),
+                 static_cast<long long>(trainer.iterations_per_epoch()), a.solver.describe().c_str(),
+                 backend.description().c_str());
+    if (par.active()) std::fprintf(stderr, "%s\n", par.describe(trainer).c_str());
+  }
   TrainProgress progress(trainer.iterations_per_epoch());
   std::string last_checkpoint;
   TrainCallbacks cb;
-  cb.on_iteration = [&](int64_t done, int64_t total) { progress.iteration(done, total); };
-  cb.on_display = [&](const DisplayInfo& d) { progress.display(d); };
-  cb.on_epoch = [&](const EpochInfo& e) { progress.epoch(e); };
-  cb.on_message = [&](const std::string& m) { progress.message(m); };
-  cb.on_checkpoint = [&](const std::string& path, int64_t) { last_checkpoint = path; };
+  if (rank0) {
+    cb.on_iteration = [&](int64_t done, int64_t total) { progress.iteration(done, total); };
+    cb.on_display = [&](const DisplayInfo& d) { progress.display(d); };
+    cb.on_epoch = [&](const EpochInfo& e) { progress.epoch(e); };
+    cb.on_message = [&](const std::string& m) { progress.message(m); };
+    cb.on_checkpoint = [&](const std::string& path, int64_t) { last_checkpoint = path; };
+  }
+  par.write_pid_file();
   TrainResult r = trainer.run(cb);
-  progress.finish();
+  if (rank0) progress.finish();
+  // The job's throughput: every rank's steady-state time is gathered, the slowest one counts.
+  const JobTiming job = par.job_timing(r);
+  if (!rank0) return;
 
   std::fprintf(stderr,
                "done: %lld iterations in %.1f s, %.1f samples/s (steady state, %lld iterations), final loss %.4f",
-               static_cast<long long>(r.iterations), r.seconds, r.samples_per_s,
+               static_cast<long long>(r.iterations), r.seconds, job.samples_per_s,
                static_cast<long long>(r.timed_iterations), r.final_loss);
   if (r.test) std::fprintf(stderr, ", test top-1 %.4f top-%d %.4f", r.test->top1, r.test->top5_k, r.test->top5);
   std::fprintf(stderr, "\n");
@@ -141,7 +166,7 @@ void run_train(TrainArgs& a) {
   if (a.json) {
     nlohmann::json j = {{"net", spec.name()},
                         {"data", train->name()},
-                        {"device", backend->device().to_string()},
+                        {"device", backend.device().to_string()},
                         {"batch", a.options.batch},
                         {"seed", a.options.seed},
                         {"iterations", r.iterations},
@@ -149,9 +174,9 @@ void run_train(TrainArgs& a) {
                         {"iterations_per_epoch", r.iterations_per_epoch},
                         {"epochs", r.epochs},
                         {"seconds", r.seconds},
-                        {"samples_per_s", nullable(r.samples_per_s > 0 ? r.samples_per_s : NAN)},
+                        {"samples_per_s", nullable(job.samples_per_s > 0 ? job.samples_per_s : NAN)},
                         {"timed_iterations", r.timed_iterations},
-                        {"timed_seconds", r.timed_seconds},
+                        {"timed_seconds", job.timed_seconds},
                         {"data_wait_seconds", r.data_wait_seconds},
                         {"final_loss", nullable(r.final_loss)},
                         {"final_lr", r.final_lr},
@@ -161,6 +186,7 @@ void run_train(TrainArgs& a) {
                         {"test_samples", r.test ? nlohmann::json(r.test->samples) : nlohmann::json()},
                         {"checkpoint", last_checkpoint.empty() ? nlohmann::json() : nlohmann::json(last_checkpoint)},
                         {"resumed_from", r.resumed_from.empty() ? nlohmann::json() : nlohmann::json(r.resumed_from)}};
+    if (par.active()) j.update(par.job_json(trainer, job));
     std::printf("%s\n", j.dump().c_str());
     std::fflush(stdout);
   }
@@ -184,9 +210,11 @@ void register_train(CLI::App& app) {
   auto* epochs = cmd->add_option("--epochs", a.options.epochs, "Epochs to train (default 1)");
   auto* iterations = cmd->add_option("--iterations", a.options.iterations, "Iterations to train");
   epochs->excludes(iterations);
-  cmd->add_option("--batch", a.options.batch, "Batch size")->capture_default_str();
-  cmd->add_option("--test-batch", a.options.test_batch, "Test batch size (default: --batch)");
-  cmd->add_option("--device", a.device, "cpu or gpu:N")->capture_default_str();
+  cmd->add_option("--batch", a.options.batch,
+                  "Batch size: the global batch, split across MPI ranks (see --batch-per-rank)")
+      ->capture_default_str();
+  cmd->add_option("--test-batch", a.options.test_batch, "Test batch size per rank (default: the rank's batch)");
+  cmd->add_option("--device", a.device, "cpu, gpu (under mpirun: the rank's GPU) or gpu:N")->capture_default_str();
   cmd->add_option("--seed", a.options.seed, "Seed of weight init, shuffling, dropout and synthetic data")
       ->capture_default_str();
   cmd->add_option("--lr", a.solver.lr, "Base learning rate")->capture_default_str();
@@ -220,6 +248,7 @@ void register_train(CLI::App& app) {
   cmd->add_option("--timing-warmup", a.options.timing_warmup, "Iterations left out of samples/s")
       ->capture_default_str();
   cmd->add_flag("--json", a.json, "Print one JSON line of results on stdout");
+  add_parallel_options(*cmd, a.parallel);
   cmd->callback([args] { run_train(*args); });
 }
 

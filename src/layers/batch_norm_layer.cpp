@@ -1,6 +1,26 @@
 // BatchNorm: per-channel y = scale * (x - mean) / sqrt(var + eps) + shift over (N, H, W). Train
 // uses batch statistics and updates the running ones; Test uses the running statistics.
-// Keys: eps (1e-5), momentum (0.1), scale_filler (constant 1), shift_filler (constant 0), param.
+// Keys: eps (1e-5), momentum (0.1), scale_filler (constant 1), shift_filler (constant 0), param,
+// sync (false): in a data-parallel job, statistics over the global batch instead of each rank's
+// share (synchronised batch norm); without peers it changes nothing.
+//
+// Sync batch norm is built from the backend's existing ops plus small host computations, so it
+// runs on every backend with no new kernel, at the price of host round trips (two per layer in
+// forward and in backward): a correctness feature, not a fast path.
+//  forward:  local mean/unbiased variance (batchnorm_forward_train with momentum 1 writes exactly
+//            those into its running outputs) -> every rank's (count, mean, var) gathered exactly ->
+//            global mean M and biased variance V in double, identical on every rank (parallel
+//            variance formula, no E[x^2] - M^2 cancellation) -> y by batchnorm_forward_inference
+//            with (M, V); the running statistics move toward (M, unbiased V).
+//  backward: the op's dx with the global (M, V) uses the LOCAL sums of dy and dy * xhat; the
+//            global-batch gradient uses the job's sums. The difference is per channel
+//            alpha * xhat + beta, which batchnorm_forward_inference computes with scale alpha and
+//            shift beta. dscale/dshift stay local: the gradient allreduce sums them.
+#include <cmath>
+
+#include "dist/communicator.hpp"
+#include "dist/data_parallel.hpp"
+#include "dist/watchdog.hpp"
 #include "layers/filler.hpp"
 #include "layers/layer_params.hpp"
 
@@ -11,7 +31,7 @@ class BatchNormLayer final : public Layer {
   using Layer::Layer;
 
   std::vector<std::string> param_keys() const override {
-    return {"eps", "momentum", "scale_filler", "shift_filler", "param"};
+    return {"eps", "momentum", "scale_filler", "shift_filler", "param", "sync"};
   }
 
   std::vector<Shape> infer_shapes(const std::vector<Shape>& bottoms) override {
@@ -38,7 +58,10 @@ class BatchNormLayer final : public Layer {
   }
 
   void forward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top) override {
-    if (ctx.phase == Phase::Train) {
+    synced_ = ctx.phase == Phase::Train && sync_ && ctx.comm && ctx.comm->size() > 1;
+    if (synced_) {
+      forward_sync(ctx, bottom[0], top[0]);
+    } else if (ctx.phase == Phase::Train) {
       ctx.backend.batchnorm_forward_train(bn_, bottom[0], params_[0].data, params_[1].data, state_[0], state_[1],
                                           top[0], save_mean_, save_inv_std_);
     } else {
@@ -60,11 +83,107 @@ class BatchNormLayer final : public Layer {
     }
     ctx.backend.batchnorm_backward(bn_, bottom[0], top_diff[0], params_[0].data, save_mean_, save_inv_std_, dx,
                                    params_[0].diff, params_[1].diff);
+    if (synced_) correct_backward_sync(ctx, bottom[0], dx);
   }
 
  private:
+  // Per-channel host vector of a (C) device tensor.
+  std::vector<float> to_host(Backend& backend, const Tensor& t) {
+    std::vector<float> out(static_cast<size_t>(t.numel()));
+    BlockingOp mark("sync batch norm download");
+    backend.download(t, out.data());
+    return out;
+  }
+  // Uploads `values` into (C) tensor `t`; the host copy stays in staging_ until the host sync that
+  // ends forward_sync/correct_backward_sync (an upload may still read it after returning).
+  void from_host(Backend& backend, const std::vector<double>& values, Tensor& t) {
+    staging_.emplace_back(values.begin(), values.end());
+    if (!t.defined()) t = backend.alloc(Shape{channels_});
+    backend.upload(staging_.back().data(), t);
+  }
+  void finish_uploads(Backend& backend) {
+    BlockingOp mark("sync batch norm host sync");
+    backend.synchronize();
+    staging_.clear();
+  }
+
+  void forward_sync(LayerContext& ctx, const Tensor& x, const Tensor& y) {
+    Backend& backend = ctx.backend;
+    const size_t C = static_cast<size_t>(channels_);
+    if (!local_mean_.defined()) {
+      local_mean_ = backend.alloc(Shape{channels_});
+      local_var_ = backend.alloc(Shape{channels_});
+    }
+    BatchNormParams local = bn_;
+    local.momentum = 1.0f;  // running outputs := this batch's mean and unbiased variance
+    backend.batchnorm_forward_train(local, x, params_[0].data, params_[1].data, local_mean_, local_var_, y, save_mean_,
+                                    save_inv_std_);
+    const double count = static_cast<double>(x.numel() / channels_);  // elements per channel here
+    std::vector<float> mine = {static_cast<float>(count)};            // exact: < 2^24 per rank
+    const std::vector<float> mean = to_host(backend, local_mean_), var = to_host(backend, local_var_);
+    mine.insert(mine.end(), mean.begin(), mean.end());
+    mine.insert(mine.end(), var.begin(), var.end());
+    const auto all = allgather_host(*ctx.comm, backend, mine);
+
+    std::vector<double> global_mean(C, 0.0), global_var(C, 0.0), running_var(C), inv_std(C);
+    total_count_ = 0;
+    for (const auto& r : all) total_count_ += r[0];
+    local_count_ = count;
+    for (const auto& r : all)
+      for (size_t c = 0; c < C; ++c) global_mean[c] += r[0] * r[1 + c] / total_count_;
+    for (const auto& r : all) {
+      const double unbias = r[0] > 1 ? (r[0] - 1) / r[0] : 1.0;  // back to the biased variance
+      for (size_t c = 0; c < C; ++c) {
+        const double d = r[1 + c] - global_mean[c];
+        global_var[c] += r[0] * (r[1 + C + c] * unbias + d * d) / total_count_;
+      }
+    }
+    for (size_t c = 0; c < C; ++c) {
+      running_var[c] = total_count_ > 1 ? global_var[c] * total_count_ / (total_count_ - 1) : global_var[c];
+      inv_std[c] = 1.0 / std::sqrt(global_var[c] + bn_.eps);
+    }
+    inv_std_host_ = inv_std;
+    from_host(backend, global_mean, global_mean_);
+    from_host(backend, global_var, global_var_);
+    backend.batchnorm_forward_inference(bn_, x, params_[0].data, params_[1].data, global_mean_, global_var_, y);
+    backend.copy(global_mean_, save_mean_);
+    from_host(backend, inv_std, save_inv_std_);
+    backend.axpby(bn_.momentum, global_mean_, 1.0f - bn_.momentum, state_[0]);
+    from_host(backend, running_var, scratch_c_);
+    backend.axpby(bn_.momentum, scratch_c_, 1.0f - bn_.momentum, state_[1]);
+    finish_uploads(backend);
+  }
+
+  void correct_backward_sync(LayerContext& ctx, const Tensor& x, const Tensor& dx) {
+    Backend& backend = ctx.backend;
+    const size_t C = static_cast<size_t>(channels_);
+    const std::vector<float> dscale = to_host(backend, params_[0].diff), dshift = to_host(backend, params_[1].diff),
+                             scale = to_host(backend, params_[0].data);
+    std::vector<float> mine(dscale);
+    mine.insert(mine.end(), dshift.begin(), dshift.end());
+    const auto all = allgather_host(*ctx.comm, backend, mine);
+    std::vector<double> alpha(C), beta(C);
+    for (size_t c = 0; c < C; ++c) {
+      double dscale_job = 0, dshift_job = 0;  // summed in rank order: the same on every rank
+      for (const auto& r : all) {
+        dscale_job += r[c];
+        dshift_job += r[C + c];
+      }
+      const double k = scale[c] * inv_std_host_[c];
+      alpha[c] = k * (dscale[c] / local_count_ - dscale_job / total_count_);
+      beta[c] = k * (dshift[c] / local_count_ - dshift_job / total_count_);
+    }
+    from_host(backend, alpha, corr_scale_);
+    from_host(backend, beta, corr_shift_);
+    if (!correction_.defined() || correction_.shape() != x.shape()) correction_ = backend.alloc(x.shape());
+    backend.batchnorm_forward_inference(bn_, x, corr_scale_, corr_shift_, global_mean_, global_var_, correction_);
+    backend.axpby(1.0f, correction_, 1.0f, dx);
+    finish_uploads(backend);
+  }
+
   void parse() {
     const ConfigNode& node = cfg_.node;
+    sync_ = node.get_or<bool>("sync", false);
     bn_.eps = node.get_or<float>("eps", 1e-5f);
     if (!(bn_.eps > 0.0f)) node["eps"].fail(fmt::format("must be > 0, got {}", bn_.eps));
     bn_.momentum = node.get_or<float>("momentum", 0.1f);
@@ -81,6 +200,12 @@ class BatchNormLayer final : public Layer {
   std::vector<ParamMults> mults_;
   Tensor save_mean_, save_inv_std_;  // (C) batch statistics of the last Train forward
   Tensor scratch_dx_;
+  // Sync batch norm (sync: true with peers): all (C) except correction_ (x's shape).
+  bool sync_ = false, synced_ = false;  // synced_: the last forward used the job's statistics
+  Tensor local_mean_, local_var_, global_mean_, global_var_, scratch_c_, corr_scale_, corr_shift_, correction_;
+  std::vector<double> inv_std_host_;
+  std::vector<std::vector<float>> staging_;
+  double local_count_ = 0, total_count_ = 0;
 };
 
 }  // namespace cnnscale

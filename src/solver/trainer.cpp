@@ -6,10 +6,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <nlohmann/json.hpp>
 
 #include "core/log.hpp"
-#include "solver/checkpoint.hpp"
+#include "dist/watchdog.hpp"
 
 namespace cnnscale {
 
@@ -28,10 +27,6 @@ int gpu_slots(int64_t display, size_t batch_bytes) {
   return static_cast<int>(std::clamp<int64_t>(std::min(display + 2, by_memory), 3, 64));
 }
 
-// Run options whose change makes a checkpoint meaningless for this run.
-const char* const kMustMatch[] = {"net",           "data",           "batch",       "seed",
-                                  "train_samples", "synthetic_fill", "input_shape", "classes"};
-
 }  // namespace
 
 Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Dataset> train,
@@ -39,7 +34,27 @@ Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Da
     : backend_(backend), train_(std::move(train)), test_(std::move(test)), options_(std::move(options)) {
   if (options_.batch < 1) throw_config("--batch must be >= 1, got {}", options_.batch);
   if (options_.test_batch < 0) throw_config("--test-batch must be >= 1, got {}", options_.test_batch);
-  if (options_.test_batch == 0) options_.test_batch = options_.batch;
+  const DataParallel& dp = options_.parallel;
+  local_batch_ = options_.batch;
+  if (!dp.rank_batches.empty()) {
+    CNNSCALE_CHECK(dp.rank >= 0 && dp.rank < dp.size(), "rank {} of {}", dp.rank, dp.size());
+    CNNSCALE_CHECK(dp.size() == 1 || dp.comm, "{} ranks without a communicator", dp.size());
+    CNNSCALE_CHECK(!dp.comm || dp.comm->size() == dp.size(), "{} rank batches for {} ranks", dp.size(),
+                   dp.comm->size());
+    int64_t sum = 0;
+    for (size_t r = 0; r < dp.rank_batches.size(); ++r) {
+      if (dp.rank_batches[r] < 1)
+        throw_config("rank {} was given {} samples per batch: needs >= 1", r, dp.rank_batches[r]);
+      if (static_cast<int>(r) < dp.rank) shard_begin_ += dp.rank_batches[r];
+      sum += dp.rank_batches[r];
+    }
+    if (sum != options_.batch)
+      throw_config("the per-rank batches add up to {}, not to the global batch {}", sum, options_.batch);
+    local_batch_ = dp.rank_batches[static_cast<size_t>(dp.rank)];
+  }
+  // Exactly 1.0f in a single process, so its arithmetic is unchanged.
+  loss_share_ = static_cast<float>(static_cast<double>(local_batch_) / static_cast<double>(options_.batch));
+  if (options_.test_batch == 0) options_.test_batch = local_batch_;
   if ((options_.epochs > 0) == (options_.iterations > 0))
     throw_config("give exactly one of --epochs and --iterations (> 0)");
   if (options_.display < 1) throw_config("--display must be >= 1, got {}", options_.display);
@@ -47,7 +62,7 @@ Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Da
   if (!options_.resume.empty() && options_.resume == "auto" && options_.checkpoint_dir.empty())
     throw_config("--resume auto needs --checkpoint-dir");
 
-  const int64_t batch_bytes = options_.batch * train_->sample_shape().numel() * 4;
+  const int64_t batch_bytes = local_batch_ * train_->sample_shape().numel() * 4;
   if (options_.device_pool) {
     iterations_per_epoch_ = train_->size() / options_.batch;
     if (iterations_per_epoch_ < 1)
@@ -55,6 +70,8 @@ Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Da
   } else {
     LoaderOptions lo;
     lo.batch = options_.batch;
+    lo.shard_begin = shard_begin_;
+    lo.shard_count = local_batch_;
     lo.seed = options_.seed;
     lo.slots = backend_.device().is_cpu() ? 3 : gpu_slots(options_.display, static_cast<size_t>(batch_bytes));
     loader_ = std::make_unique<Loader>(train_, lo, [this](size_t bytes) { return backend_.alloc_host(bytes); });
@@ -62,7 +79,12 @@ Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Da
   }
   total_iterations_ = options_.iterations > 0 ? options_.iterations : options_.epochs * iterations_per_epoch_;
 
-  net_ = std::make_unique<Net>(spec, backend_, options_.batch, options_.seed);
+  net_ = std::make_unique<Net>(spec, backend_, local_batch_, options_.seed);
+  if (dp.comm) {
+    net_->set_loss_scale(static_cast<double>(local_batch_) / static_cast<double>(options_.batch));
+    net_->set_communicator(dp.comm);
+    buckets_ = std::make_unique<GradientBuckets>(*net_, *dp.comm, dp.bucket_bytes, dp.overlap);
+  }
   solver_ = std::make_unique<SgdSolver>(*net_, solver, iterations_per_epoch_, total_iterations_);
 
   const Shape in = net_->input().shape();
@@ -75,17 +97,19 @@ Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Da
     throw_config("network '{}' has no SoftmaxWithLoss layer: cannot evaluate top-1/top-5", spec.name());
 
   if (options_.device_pool) {
-    // Pool batches take consecutive samples: deterministic and independent of any shuffle.
+    // Pool batches take consecutive samples: deterministic and independent of any shuffle; a
+    // rank takes its slice of each.
     const int64_t pool = std::min<int64_t>(options_.pool_batches, iterations_per_epoch_);
     const Shape data_shape = net_->input().shape();
     std::vector<float> host_data(static_cast<size_t>(data_shape.numel()));
-    std::vector<int32_t> host_labels(static_cast<size_t>(options_.batch));
-    std::vector<int64_t> indices(static_cast<size_t>(options_.batch));
+    std::vector<int32_t> host_labels(static_cast<size_t>(local_batch_));
+    std::vector<int64_t> indices(static_cast<size_t>(local_batch_));
     for (int64_t p = 0; p < pool; ++p) {
-      for (int64_t i = 0; i < options_.batch; ++i) indices[static_cast<size_t>(i)] = p * options_.batch + i;
+      for (int64_t i = 0; i < local_batch_; ++i)
+        indices[static_cast<size_t>(i)] = p * options_.batch + shard_begin_ + i;
       train_->fill(indices, host_data.data(), host_labels.data());
       pool_data_.push_back(backend_.alloc(data_shape));
-      pool_labels_.push_back(backend_.alloc(Shape{options_.batch}, DType::I32));
+      pool_labels_.push_back(backend_.alloc(Shape{local_batch_}, DType::I32));
       backend_.upload(host_data.data(), pool_data_.back());
       backend_.upload(host_labels.data(), pool_labels_.back());
       backend_.synchronize();  // the host vectors are refilled next round
@@ -110,13 +134,13 @@ void Trainer::feed(int64_t iteration, double& wait_seconds) {
   const bool async_upload = !backend_.device().is_cpu();
   // Every buffer but one waits for its upload: sync so the loader can refill them.
   if (async_upload && static_cast<int>(uploaded_slots_.size()) >= loader_->options().slots - 1) {
-    backend_.synchronize();
+    host_sync("host sync (input buffers)");
     release_uploaded();
   }
   auto t0 = Clock::now();
   const HostBatch& b = loader_->next();
   wait_seconds += seconds_since(t0);
-  CNNSCALE_CHECK(b.count == options_.batch, "training batch of {} samples, expected {}", b.count, options_.batch);
+  CNNSCALE_CHECK(b.count == local_batch_, "training batch of {} samples, expected {}", b.count, local_batch_);
   backend_.upload(b.data, net_->input());
   backend_.upload(b.labels, net_->labels());
   if (async_upload)
@@ -125,32 +149,67 @@ void Trainer::feed(int64_t iteration, double& wait_seconds) {
     loader_->release(b.slot);  // the CPU copy is complete when upload returns
 }
 
+void Trainer::host_sync(const char* operation) {
+  BlockingOp mark(operation);
+  backend_.synchronize();
+}
+
+float Trainer::read_scalar(const Tensor& t, const char* operation) {
+  if (options_.parallel.comm) options_.parallel.comm->allreduce_sum(t);
+  BlockingOp mark(operation);
+  float value = 0;
+  backend_.download(t, &value);
+  return value;
+}
+
+// Backward with the gradient exchange: each bucket's allreduce starts as soon as backward has
+// produced it; the solver's update is queued behind wait(), so it sees the job's gradients.
+void Trainer::exchange_gradients_backward(int64_t iteration) {
+  buckets_->begin_backward();
+  net_->backward(static_cast<uint64_t>(iteration), [this](size_t layer) { buckets_->layer_done(layer); });
+  buckets_->end_backward();
+  options_.parallel.comm->wait();
+}
+
 EvalResult Trainer::evaluate(int64_t iteration) {
   CNNSCALE_CHECK(test_ != nullptr, "no test set");
   auto t0 = Clock::now();
   EvalResult r;
   r.top5_k = static_cast<int>(std::min<int64_t>(5, test_->classes()));
   const bool async_upload = !backend_.device().is_cpu();
+  const DataParallel& dp = options_.parallel;
+
+  // Data parallel: each rank evaluates a contiguous shard; the sums are reduced below.
+  std::shared_ptr<const Dataset> test = test_;
+  if (dp.comm && dp.size() > 1) {
+    const int64_t size = test_->size(), ranks = dp.size();
+    const int64_t begin = size * dp.rank / ranks, end = size * (dp.rank + 1) / ranks;
+    test = end > begin ? std::make_shared<SubsetDataset>(test_, end - begin, begin) : nullptr;
+  }
 
   LoaderOptions lo;
   lo.batch = options_.test_batch;
   lo.shuffle = false;
   lo.drop_last = false;  // every test sample counts; the last partial batch runs at its own size
   lo.slots = 4;
-  Loader loader(test_, lo, [this](size_t bytes) { return backend_.alloc_host(bytes); });
+  std::unique_ptr<Loader> test_loader;
+  if (test)
+    test_loader = std::make_unique<Loader>(test, lo, [this](size_t bytes) { return backend_.alloc_host(bytes); });
   std::vector<int> pending;
 
   Tensor topk = backend_.alloc(Shape{2});
   Tensor sums = backend_.alloc(Shape{2});  // per-sample sums of top-1 and top-k hits
   Tensor loss_sum = backend_.alloc(Shape{1});
   const int64_t train_batch = net_->batch();
-  for (int64_t i = 0; i < loader.batches_per_epoch(); ++i) {
+  const int64_t batches = test_loader ? test_loader->batches_per_epoch() : 0;
+  Loader* loader = test_loader.get();
+  for (int64_t i = 0; i < batches; ++i) {
     if (async_upload && static_cast<int>(pending.size()) >= lo.slots - 1) {
-      backend_.synchronize();
-      for (int s : pending) loader.release(s);
+      host_sync("host sync (test input buffers)");
+      for (int s : pending) loader->release(s);
       pending.clear();
     }
-    const HostBatch& b = loader.next();
+    const HostBatch& b = loader->next();
     const int64_t count = b.count;  // `b` may be refilled as soon as it is released
     if (net_->batch() != count) net_->reshape(count);
     backend_.upload(b.data, net_->input());
@@ -158,7 +217,7 @@ EvalResult Trainer::evaluate(int64_t iteration) {
     if (async_upload)
       pending.push_back(b.slot);
     else
-      loader.release(b.slot);
+      loader->release(b.slot);
     net_->forward(Phase::Test, static_cast<uint64_t>(iteration));
     backend_.accuracy_topk(net_->blob(scores_blob_), net_->labels(), {1, r.top5_k}, topk);
     // The accuracies are per-batch fractions: weight them by the batch size.
@@ -167,10 +226,23 @@ EvalResult Trainer::evaluate(int64_t iteration) {
     r.samples += count;
   }
   float host_sums[2], host_loss;
-  backend_.download(sums, host_sums);
-  backend_.download(loss_sum, &host_loss);
-  for (int s : pending) loader.release(s);
+  {
+    BlockingOp mark("download of test results");
+    backend_.download(sums, host_sums);
+    backend_.download(loss_sum, &host_loss);
+  }
+  for (int s : pending) loader->release(s);
   if (net_->batch() != train_batch) net_->reshape(train_batch);
+  if (dp.comm && dp.size() > 1) {
+    // Sample counts travel as floats: exact below 2^24 samples per test set.
+    CNNSCALE_CHECK(test_->size() < (int64_t{1} << 24), "test set of {} samples", test_->size());
+    std::vector<float> job =
+        allreduce_sum_host(*dp.comm, backend_, {host_sums[0], host_sums[1], host_loss, static_cast<float>(r.samples)});
+    host_sums[0] = job[0];
+    host_sums[1] = job[1];
+    host_loss = job[2];
+    r.samples = static_cast<int64_t>(job[3]);
+  }
   r.top1 = host_sums[0] / static_cast<double>(r.samples);
   r.top5 = host_sums[1] / static_cast<double>(r.samples);
   r.loss = host_loss / static_cast<double>(r.samples);
@@ -178,71 +250,13 @@ EvalResult Trainer::evaluate(int64_t iteration) {
   return r;
 }
 
-void Trainer::check_compatible(const std::string& file, const std::string& saved_config) const {
-  nlohmann::json saved, now;
-  try {
-    saved = nlohmann::json::parse(saved_config);
-    now = nlohmann::json::parse(options_.run_config.empty() ? "{}" : options_.run_config);
-  } catch (const nlohmann::json::exception& e) {
-    throw_config("{}: unreadable run configuration in checkpoint: {}", file, e.what());
-  }
-  for (const char* key : kMustMatch) {
-    nlohmann::json a = saved.value(key, nlohmann::json()), b = now.value(key, nlohmann::json());
-    if (a != b)
-      throw_config("{}: checkpoint was written with {}={}, this run has {}={}", file, key, a.dump(), key, b.dump());
-  }
-}
-
-int64_t Trainer::resume_from_checkpoint(const TrainCallbacks& callbacks, std::string& path) {
-  if (options_.resume.empty()) return 0;
-  if (options_.resume == "auto") {
-    auto latest = CheckpointDir(options_.checkpoint_dir).latest();
-    if (!latest) {
-      if (callbacks.on_message)
-        callbacks.on_message(fmt::format("no checkpoint in {}: starting from iteration 0", options_.checkpoint_dir));
-      return 0;
-    }
-    path = *latest;
-  } else {
-    path = options_.resume;
-  }
-  CheckpointContents c = read_checkpoint(path);
-  check_compatible(path, c.meta.run_config);
-  if (c.meta.iteration < 0 || c.meta.iteration > total_iterations_)
-    throw_config("{}: checkpoint is at iteration {}, beyond this run's {} iterations", path, c.meta.iteration,
-                 total_iterations_);
-  restore_checkpoint(c, path, *net_, *solver_);
-  if (loader_ && c.meta.iteration < total_iterations_)
-    loader_->restore({c.meta.loader_epoch, c.meta.loader_position, c.meta.loader_rng_state});
-  if (callbacks.on_message)
-    callbacks.on_message(fmt::format("resumed from {} at iteration {}", path, c.meta.iteration));
-  return c.meta.iteration;
-}
-
-std::string Trainer::save_checkpoint(int64_t done) {
-  CheckpointMeta meta;
-  meta.iteration = done;
-  meta.epoch = done / iterations_per_epoch_;
-  meta.lr = solver_->lr(std::max<int64_t>(done - 1, 0));
-  if (loader_) {
-    LoaderState s = loader_->state();
-    meta.loader_epoch = s.epoch;
-    meta.loader_position = s.position;
-    meta.loader_rng_state = s.rng_state;
-  } else {
-    meta.loader_epoch = done / iterations_per_epoch_;
-    meta.loader_position = done % iterations_per_epoch_;
-  }
-  meta.run_config = options_.run_config;
-  meta.network = options_.network_yaml;
-  return CheckpointDir(options_.checkpoint_dir).save(capture_checkpoint(*net_, *solver_, std::move(meta)));
-}
-
 TrainResult Trainer::run(const TrainCallbacks& cb) {
   const auto t_start = Clock::now();
   TrainResult result;
   result.iterations_per_epoch = iterations_per_epoch_;
+  set_watchdog_iteration(-1);
   const int64_t start = resume_from_checkpoint(cb, result.resumed_from);
+  check_resume_consistent(start);
   result.start_iteration = start;
   const int64_t total = total_iterations_;
 
@@ -266,12 +280,18 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
   std::optional<EvalResult> last_test;
   bool evaluated_at_end = false;
 
+  const bool rank0 = options_.parallel.rank == 0;
   for (int64_t t = start; t < total; ++t) {
+    set_watchdog_iteration(t);
     feed(t, result.data_wait_seconds);
     net_->forward(Phase::Train, static_cast<uint64_t>(t));
-    net_->backward(static_cast<uint64_t>(t));
+    if (buckets_)
+      exchange_gradients_backward(t);
+    else
+      net_->backward(static_cast<uint64_t>(t));
     solver_->step(t);
-    backend_.axpby(1.0f, net_->loss(), 1.0f, loss_sum);
+    // Weighted by this rank's share, the job-wide sum at display time is the global-batch mean.
+    backend_.axpby(loss_share_, net_->loss(), 1.0f, loss_sum);
     ++loss_count;
     ++display_iterations;
     const int64_t done = t + 1;
@@ -279,20 +299,24 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
     if (cb.on_iteration) cb.on_iteration(done, total);
 
     if (!timing && warmup > 0 && done - start == warmup) {
-      backend_.synchronize();
+      host_sync("host sync");
       start_timing();
     }
     if (done % options_.display == 0 || done == total) {
-      float host_sum = 0;
-      backend_.download(loss_sum, &host_sum);  // waits for the step: every upload has completed
+      // Waits for the step: every upload has completed.
+      const float host_sum = read_scalar(loss_sum, "loss download");
       if (loader_) release_uploaded();
       const double mean = host_sum / static_cast<double>(loss_count);
       if (!std::isfinite(mean))
         throw_runtime("training diverged: loss is {} at iteration {} (try a lower --lr)", mean, done);
       if (done == total) {
-        float last = 0;
-        backend_.download(net_->loss(), &last);
-        result.final_loss = last;
+        if (options_.parallel.comm) {
+          Tensor last = backend_.alloc(Shape{1});
+          backend_.axpby(loss_share_, net_->loss(), 1.0f, last);
+          result.final_loss = read_scalar(last, "loss download");
+        } else {
+          result.final_loss = read_scalar(net_->loss(), "loss download");
+        }
       }
       DisplayInfo d;
       d.iteration = done;
@@ -312,14 +336,15 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
 
     const bool epoch_end = done % iterations_per_epoch_ == 0;
     const bool want_test = test_ && (epoch_end || done == total);
+    // Weights are identical on every rank: rank 0 alone writes.
     const bool want_checkpoint =
-        !options_.checkpoint_dir.empty() &&
+        !options_.checkpoint_dir.empty() && rank0 &&
         (epoch_end || done == total || (options_.checkpoint_every > 0 && done % options_.checkpoint_every == 0));
     if (want_test || want_checkpoint || epoch_end) {
       const bool was_timing = timing;
       Clock::time_point pause_start = Clock::now();
       if (want_test || want_checkpoint) {
-        backend_.synchronize();
+        host_sync("host sync");
         stop_timing();
         if (loader_) release_uploaded();
         pause_start = Clock::now();
@@ -338,7 +363,7 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
       display_paused += seconds_since(pause_start);
     }
   }
-  backend_.synchronize();
+  host_sync("host sync");
   stop_timing();
   if (loader_) release_uploaded();
 

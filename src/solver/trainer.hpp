@@ -4,6 +4,12 @@
 //
 // Host synchronisation happens only at display intervals, epoch ends, checkpoints, the edges of
 // the timing window and, on GPU, when every pinned input buffer is waiting for its upload.
+//
+// Data parallel (TrainOptions::parallel): every rank runs this loop on its slice of each global
+// batch; gradients are summed across ranks in buckets during backward (dist/gradient_buckets.hpp)
+// and the update waits for them. The loss is weighted by each rank's share so the reduced update is
+// the one-process update on the global batch. Displayed losses and test results are the job's
+// (reduced over ranks); only rank 0 writes checkpoints; every rank reads one to resume.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -13,6 +19,8 @@
 
 #include "data/dataset.hpp"
 #include "data/loader.hpp"
+#include "dist/data_parallel.hpp"
+#include "dist/gradient_buckets.hpp"
 #include "net/net.hpp"
 #include "solver/sgd_solver.hpp"
 #include "solver/solver_config.hpp"
@@ -20,8 +28,8 @@
 namespace cnnscale {
 
 struct TrainOptions {
-  int64_t batch = 64;
-  int64_t test_batch = 0;  // 0: the training batch
+  int64_t batch = 64;      // the global batch (data parallel: the sum of parallel.rank_batches)
+  int64_t test_batch = 0;  // per rank; 0: this rank's training batch
   int64_t epochs = 0;      // exactly one of epochs and iterations is > 0
   int64_t iterations = 0;
   uint64_t seed = 1;
@@ -36,6 +44,7 @@ struct TrainOptions {
   int pool_batches = 8;
   std::string run_config;    // JSON of the run's options, stored in checkpoints
   std::string network_yaml;  // resolved network, stored in checkpoints
+  DataParallel parallel;     // default: a single process
 };
 
 struct EvalResult {
@@ -79,7 +88,7 @@ struct TrainResult {
   double timed_seconds = 0;
   double samples_per_s = 0;
   double data_wait_seconds = 0;  // host time spent waiting for the loader
-  double final_loss = 0;         // loss of the last training iteration
+  double final_loss = 0;         // loss of the last training iteration (over the global batch)
   double final_lr = 0;
   std::optional<EvalResult> test;
   std::string resumed_from;
@@ -99,9 +108,15 @@ class Trainer {
   const SgdSolver& solver() const { return *solver_; }
   int64_t iterations_per_epoch() const { return iterations_per_epoch_; }
   int64_t total_iterations() const { return total_iterations_; }
+  int64_t local_batch() const { return local_batch_; }               // this rank's samples per iteration
+  const GradientBuckets* buckets() const { return buckets_.get(); }  // null in a single process
 
  private:
   void feed(int64_t iteration, double& wait_seconds);
+  void exchange_gradients_backward(int64_t iteration);
+  void host_sync(const char* operation);
+  float read_scalar(const Tensor& t, const char* operation);  // job-wide sum when data parallel
+  void check_resume_consistent(int64_t start);
   void release_uploaded();
   int64_t resume_from_checkpoint(const TrainCallbacks& callbacks, std::string& path);
   void check_compatible(const std::string& file, const std::string& saved_config) const;
@@ -116,6 +131,9 @@ class Trainer {
   std::vector<Tensor> pool_data_, pool_labels_;
   std::vector<int> uploaded_slots_;  // loader buffers whose uploads may still be pending
   int64_t iterations_per_epoch_ = 0, total_iterations_ = 0;
+  int64_t local_batch_ = 0, shard_begin_ = 0;  // this rank's slice of each global batch
+  float loss_share_ = 1.0f;                    // local_batch_ / batch: weight of this rank's loss
+  std::unique_ptr<GradientBuckets> buckets_;
   std::string scores_blob_;  // input of the loss layer: class scores for top-k accuracy
 };
 

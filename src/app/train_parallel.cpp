@@ -1,0 +1,200 @@
+// ParallelRun: device choice, batch split, device check, communicator and watchdog of a
+// data-parallel `cnnscale train`, and the job-level results rank 0 reports.
+#include "app/train_parallel.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+
+#include "core/log.hpp"
+#include "dist/mpi_communicator.hpp"
+#if defined(CNNSCALE_HAVE_CUDA)
+#include "backend/cuda/cuda_entry.hpp"
+#endif
+
+namespace cnnscale::app {
+
+void add_parallel_options(CLI::App& cmd, ParallelArgs& a) {
+  const char* group = "Data parallel (under mpirun/srun)";
+  cmd.add_option("--gpus", a.gpus, "GPU of each node-local rank, comma separated (default: GPU = node-local rank)")
+      ->delimiter(',')
+      ->group(group);
+  cmd.add_flag("--batch-per-rank", a.batch_per_rank,
+               "--batch is per rank (Caffe's semantics; global batch = ranks x batch) instead of global")
+      ->group(group);
+  cmd.add_option("--bucket-mb", a.bucket_mb, "Gradient bucket size in MiB (allreduce granularity)")
+      ->capture_default_str()
+      ->group(group);
+  auto* no = cmd.add_flag("--no-overlap", a.no_overlap, "One allreduce after backward instead of buckets during it")
+                 ->group(group);
+  auto* ov = cmd.add_option("--allreduce-overlap", a.overlap, "Overlap bucket allreduces with backward: true|false")
+                 ->check(CLI::IsMember({"true", "false"}))
+                 ->capture_default_str()
+                 ->group(group);
+  no->excludes(ov);
+  a.algo_flag = cmd.add_option("--allreduce-algo", a.algo, "NCCL algorithm: ring, tree or auto (MPI ignores it)")
+                    ->check(CLI::IsMember({"ring", "tree", "auto"}))
+                    ->capture_default_str()
+                    ->group(group);
+  cmd.add_option("--watchdog-timeout", a.watchdog_timeout,
+                 "Seconds a rank may block in one operation (allreduce, sync) before the job is ended with exit 3")
+      ->capture_default_str()
+      ->group(group);
+  for (CLI::Option* o : cmd.get_options())
+    if (o->check_lname("device")) a.device_flag = o;
+}
+
+ParallelRun::ParallelRun(const ParallelArgs& args, const std::string& device, int64_t batch)
+    : args_(args), mpi_(MpiEnv::current()), device_(device) {
+  active_ = mpi_ && mpi_->initialized();
+  rank_ = active_ ? mpi_->rank() : 0;
+  if (!(args_.bucket_mb > 0)) throw_config("--bucket-mb must be > 0, got {}", args_.bucket_mb);
+  if (!(args_.watchdog_timeout > 0))
+    throw_config("--watchdog-timeout must be > 0 seconds, got {}", args_.watchdog_timeout);
+  if (batch < 1) throw_config("--batch must be >= 1, got {}", batch);
+
+  if (!args_.gpus.empty()) {
+    const bool explicit_device = args_.device_flag && args_.device_flag->count() > 0;
+    if (explicit_device && device_ != "gpu")
+      throw_config("--gpus picks each rank's GPU: use it with --device gpu (or alone), not --device {}", device_);
+    device_ = "gpu";
+  }
+  if (device_ == "gpu" || device_ == "cuda") {
+    if (active_)
+      device_ = fmt::format("gpu:{}", gpu_for_local_rank(mpi_->local_rank(), mpi_->local_size(), args_.gpus));
+    else if (!args_.gpus.empty())
+      device_ = fmt::format("gpu:{}", gpu_for_local_rank(0, 1, args_.gpus));
+  }
+
+  const int ranks = active_ ? mpi_->size() : 1;
+  rank_batches_ =
+      args_.batch_per_rank ? std::vector<int64_t>(static_cast<size_t>(ranks), batch) : split_global_batch(batch, ranks);
+  global_batch_ = std::accumulate(rank_batches_.begin(), rank_batches_.end(), int64_t{0});
+}
+
+ParallelRun::~ParallelRun() = default;
+
+Backend& ParallelRun::connect() {
+  backend_ = make_backend(device_);
+  if (!active_) return *backend_;
+
+  // From here on a dead or stuck peer must not leave this rank waiting forever.
+  watchdog_ = std::make_unique<Watchdog>(args_.watchdog_timeout, rank_, mpi_->host(), [this] {
+    if (Communicator* c = abort_target_.load()) c->abort();
+    // MPI_Abort from this (non-main) thread needs MPI_THREAD_MULTIPLE; otherwise exiting without
+    // MPI_Finalize makes mpirun end the job.
+    if (mpi_->thread_multiple()) mpi_->abort_job(3);
+    std::_Exit(3);
+  });
+
+  RankDevice mine{mpi_->host(), backend_->device().to_string(), ""};
+#if defined(CNNSCALE_HAVE_CUDA)
+  if (!backend_->device().is_cpu()) mine.uuid = cuda_device_uuid(backend_->device().index);
+#endif
+  for (const std::string& text : mpi_->allgather(encode_rank_device(mine)))
+    devices_.push_back(decode_rank_device(text));
+  check_distinct_devices(devices_);
+  for (const RankDevice& d : devices_)
+    if ((d.device.rfind("cpu", 0) == 0) != backend_->device().is_cpu())
+      throw_config("ranks mix CPU and GPU devices ({} and {}): use one kind for the whole job", mine.device, d.device);
+
+  const AllreduceAlgo algo = parse_allreduce_algo(args_.algo);
+  if (backend_->device().is_cpu()) {
+    if (rank_ == 0 && args_.algo_flag && args_.algo_flag->count() > 0)
+      log::info("--allreduce-algo {} applies to NCCL only: MPI (CPU ranks) chooses its own allreduce algorithm",
+                args_.algo);
+    comm_ = std::make_unique<MpiCommunicator>();
+  } else {
+#if defined(CNNSCALE_HAVE_CUDA)
+    std::vector<char> id;
+    if (rank_ == 0) id = nccl_unique_id();
+    mpi_->broadcast(id, 0);
+    BlockingOp mark("NCCL communicator initialisation");
+    comm_ = make_nccl_communicator(*backend_, rank_, mpi_->size(), id, algo, args_.watchdog_timeout);
+#else
+    (void)algo;
+    throw_runtime("device {} without a CUDA build", device_);
+#endif
+  }
+  abort_target_.store(comm_.get());
+  return *backend_;
+}
+
+DataParallel ParallelRun::data_parallel() const {
+  DataParallel dp;
+  if (!active_) return dp;
+  dp.comm = comm_.get();
+  dp.rank = rank_;
+  dp.rank_batches = rank_batches_;
+  dp.overlap = !args_.no_overlap && args_.overlap == "true";
+  dp.bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(args_.bucket_mb * 1024.0 * 1024.0));
+  return dp;
+}
+
+std::string ParallelRun::describe(const Trainer& trainer) const {
+  const GradientBuckets* b = trainer.buckets();
+  std::string out = fmt::format(
+      "data parallel: {} ranks ({}), global batch {} = {} per rank{}, gradients in {} bucket(s) of <= {:g} MiB, "
+      "overlap {}",
+      world_size(), comm_ ? comm_->name() : "none", global_batch_, fmt::join(rank_batches_, "+"),
+      args_.batch_per_rank ? " (--batch-per-rank)" : "", b ? b->buckets().size() : 0, args_.bucket_mb,
+      b && b->overlap() ? "on" : "off");
+  if (comm_ && comm_->name() != "mpi") out += fmt::format(", algorithm {}", args_.algo);
+  for (size_t r = 0; r < devices_.size(); ++r)
+    out += fmt::format("\n  rank {}: host {}, {}{}", r, devices_[r].host, devices_[r].device,
+                       devices_[r].uuid.empty() ? "" : " (" + devices_[r].uuid + ")");
+  return out;
+}
+
+void ParallelRun::write_pid_file() const {
+  const char* dir = std::getenv("CNNSCALE_PID_DIR");
+  if (!dir || !*dir) return;
+  const std::filesystem::path path = std::filesystem::path(dir) / fmt::format("rank-{}.pid", rank_);
+  const std::filesystem::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << ::getpid() << "\n";
+    if (!out) throw_runtime("cannot write {}", tmp.string());
+  }
+  std::filesystem::rename(tmp, path);  // readers never see a half-written pid
+}
+
+JobTiming ParallelRun::job_timing(const TrainResult& r) const {
+  JobTiming job;
+  job.rank_timed_seconds = active_ ? mpi_->allgather(r.timed_seconds) : std::vector<double>{r.timed_seconds};
+  job.timed_seconds = *std::max_element(job.rank_timed_seconds.begin(), job.rank_timed_seconds.end());
+  job.samples_per_s = job.timed_seconds > 0 ? static_cast<double>(r.timed_iterations) *
+                                                  static_cast<double>(global_batch_) / job.timed_seconds
+                                            : 0.0;
+  return job;
+}
+
+nlohmann::json ParallelRun::job_json(const Trainer& trainer, const JobTiming& job) const {
+  const DataParallel dp = data_parallel();
+  nlohmann::json ranks = nlohmann::json::array();
+  for (size_t r = 0; r < devices_.size(); ++r)
+    ranks.push_back({{"rank", r},
+                     {"host", devices_[r].host},
+                     {"device", devices_[r].device},
+                     {"uuid", devices_[r].uuid.empty() ? nlohmann::json() : nlohmann::json(devices_[r].uuid)},
+                     {"batch", rank_batches_[r]},
+                     {"timed_seconds", job.rank_timed_seconds[r]}});
+  return {{"world_size", world_size()},
+          {"rank_batches", rank_batches_},
+          {"batch_per_rank", args_.batch_per_rank},
+          {"communicator", comm_ ? comm_->name() : ""},
+          {"allreduce_overlap", dp.overlap},
+          {"allreduce_algo", comm_ && comm_->name() == "mpi" ? nlohmann::json() : nlohmann::json(args_.algo)},
+          {"bucket_mb", args_.bucket_mb},
+          {"gradient_buckets", trainer.buckets() ? trainer.buckets()->buckets().size() : 0},
+          {"ranks", ranks}};
+}
+
+}  // namespace cnnscale::app

@@ -1,0 +1,83 @@
+// The data-parallel side of `cnnscale train`: its flags, and ParallelRun, which turns the MPI job
+// (MpiEnv) into what the Trainer needs: the rank's device (node-local rank or --gpus), the split of
+// the global batch, a checked device binding (no two ranks on one GPU), the communicator (MPI on
+// CPU, NCCL on GPU), the watchdog, and at the end the job's timing (slowest rank).
+#pragma once
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "dist/data_parallel.hpp"
+#include "dist/device_binding.hpp"
+#include "dist/mpi_env.hpp"
+#include "dist/watchdog.hpp"
+#include "solver/trainer.hpp"
+
+namespace cnnscale::app {
+
+struct ParallelArgs {
+  std::vector<int> gpus;  // by node-local rank
+  bool batch_per_rank = false;
+  double bucket_mb = 25.0;  // MiB
+  bool no_overlap = false;
+  std::string overlap = "true";
+  std::string algo = "ring";
+  double watchdog_timeout = 300.0;
+  CLI::Option* device_flag = nullptr;  // to tell an explicit --device from the default
+  CLI::Option* algo_flag = nullptr;
+};
+void add_parallel_options(CLI::App& cmd, ParallelArgs& args);
+
+struct JobTiming {
+  double timed_seconds = 0;  // the slowest rank's steady-state time
+  double samples_per_s = 0;  // global batch x timed iterations / timed_seconds
+  std::vector<double> rank_timed_seconds;
+};
+
+class ParallelRun {
+ public:
+  // Validates the flags and works out the device and the per-rank batches (ConfigError on bad
+  // input); `batch` is --batch. Touches no device yet.
+  ParallelRun(const ParallelArgs& args, const std::string& device, int64_t batch);
+  ~ParallelRun();
+
+  bool active() const { return active_; }  // launched by an MPI launcher
+  int rank() const { return rank_; }
+  int world_size() const { return static_cast<int>(rank_batches_.size()); }
+  const std::string& device() const { return device_; }
+  int64_t global_batch() const { return global_batch_; }
+  const std::vector<int64_t>& rank_batches() const { return rank_batches_; }
+
+  // Creates the backend; data parallel: starts the watchdog, checks that no two ranks share a
+  // GPU, and creates the communicator (collective over all ranks). The backend lives as long as
+  // this object.
+  Backend& connect();
+  DataParallel data_parallel() const;
+  std::string describe(const Trainer& trainer) const;  // a few lines for rank 0's log
+  // With CNNSCALE_PID_DIR set, writes <dir>/rank-<R>.pid (fault tests and operators pick a rank).
+  void write_pid_file() const;
+  JobTiming job_timing(const TrainResult& result) const;  // collective when data parallel
+  nlohmann::json job_json(const Trainer& trainer, const JobTiming& job) const;
+
+ private:
+  ParallelArgs args_;
+  const MpiEnv* mpi_ = nullptr;
+  bool active_ = false;
+  int rank_ = 0;
+  std::string device_;
+  int64_t global_batch_ = 0;
+  std::vector<int64_t> rank_batches_;
+  std::vector<RankDevice> devices_;
+  // Destroyed in reverse: the watchdog stops before the communicator goes, which goes before the
+  // backend whose stream it uses.
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Communicator> comm_;
+  std::atomic<Communicator*> abort_target_{nullptr};
+  std::unique_ptr<Watchdog> watchdog_;
+};
+
+}  // namespace cnnscale::app

@@ -1,0 +1,96 @@
+// Trainer, checkpoint side: run options that must match on resume, restoring from a checkpoint
+// (every rank reads it; data parallel ranks check they all resumed at the same iteration), and
+// writing one (rank 0 only: the weights are identical on every rank).
+#include <nlohmann/json.hpp>
+
+#include "solver/checkpoint.hpp"
+#include "solver/trainer.hpp"
+
+namespace cnnscale {
+
+namespace {
+
+// Run options whose change makes a checkpoint meaningless for this run.
+const char* const kMustMatch[] = {"net",           "data",           "batch",       "seed",
+                                  "train_samples", "synthetic_fill", "input_shape", "classes"};
+
+}  // namespace
+
+void Trainer::check_compatible(const std::string& file, const std::string& saved_config) const {
+  nlohmann::json saved, now;
+  try {
+    saved = nlohmann::json::parse(saved_config);
+    now = nlohmann::json::parse(options_.run_config.empty() ? "{}" : options_.run_config);
+  } catch (const nlohmann::json::exception& e) {
+    throw_config("{}: unreadable run configuration in checkpoint: {}", file, e.what());
+  }
+  for (const char* key : kMustMatch) {
+    nlohmann::json a = saved.value(key, nlohmann::json()), b = now.value(key, nlohmann::json());
+    if (a != b)
+      throw_config("{}: checkpoint was written with {}={}, this run has {}={}", file, key, a.dump(), key, b.dump());
+  }
+}
+
+int64_t Trainer::resume_from_checkpoint(const TrainCallbacks& callbacks, std::string& path) {
+  if (options_.resume.empty()) return 0;
+  if (options_.resume == "auto") {
+    auto latest = CheckpointDir(options_.checkpoint_dir).latest();
+    if (!latest) {
+      if (callbacks.on_message)
+        callbacks.on_message(fmt::format("no checkpoint in {}: starting from iteration 0", options_.checkpoint_dir));
+      return 0;
+    }
+    path = *latest;
+  } else {
+    path = options_.resume;
+  }
+  CheckpointContents c = read_checkpoint(path);
+  check_compatible(path, c.meta.run_config);
+  if (c.meta.iteration < 0 || c.meta.iteration > total_iterations_)
+    throw_config("{}: checkpoint is at iteration {}, beyond this run's {} iterations", path, c.meta.iteration,
+                 total_iterations_);
+  restore_checkpoint(c, path, *net_, *solver_);
+  if (loader_ && c.meta.iteration < total_iterations_)
+    loader_->restore({c.meta.loader_epoch, c.meta.loader_position, c.meta.loader_rng_state});
+  if (callbacks.on_message)
+    callbacks.on_message(fmt::format("resumed from {} at iteration {}", path, c.meta.iteration));
+  return c.meta.iteration;
+}
+
+std::string Trainer::save_checkpoint(int64_t done) {
+  CheckpointMeta meta;
+  meta.iteration = done;
+  meta.epoch = done / iterations_per_epoch_;
+  meta.lr = solver_->lr(std::max<int64_t>(done - 1, 0));
+  if (loader_) {
+    LoaderState s = loader_->state();
+    meta.loader_epoch = s.epoch;
+    meta.loader_position = s.position;
+    meta.loader_rng_state = s.rng_state;
+  } else {
+    meta.loader_epoch = done / iterations_per_epoch_;
+    meta.loader_position = done % iterations_per_epoch_;
+  }
+  meta.run_config = options_.run_config;
+  meta.network = options_.network_yaml;
+  return CheckpointDir(options_.checkpoint_dir).save(capture_checkpoint(*net_, *solver_, std::move(meta)));
+}
+
+// Every rank reads the checkpoint itself (the directory must be shared); a rank that found
+// another one, or none, would train on different weights: refuse.
+void Trainer::check_resume_consistent(int64_t start) {
+  Communicator* comm = options_.parallel.comm;
+  if (!comm || options_.resume.empty()) return;
+  // Two exact floats: iteration counts up to 2^48.
+  auto all = allgather_host(*comm, backend_, {static_cast<float>(start >> 24), static_cast<float>(start & 0xFFFFFF)});
+  for (size_t r = 0; r < all.size(); ++r) {
+    const int64_t other = (static_cast<int64_t>(all[r][0]) << 24) + static_cast<int64_t>(all[r][1]);
+    if (other != start)
+      throw_config(
+          "rank {} resumes at iteration {} but rank {} at {}: every rank must see the same checkpoint (put "
+          "--checkpoint-dir on a filesystem shared by all nodes)",
+          options_.parallel.rank, start, r, other);
+  }
+}
+
+}  // namespace cnnscale

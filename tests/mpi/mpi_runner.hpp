@@ -1,0 +1,123 @@
+// Runs `mpirun ... cnnscale ...` from the mpi tests: in the background (so a test can signal one
+// rank while the job runs), with stdout/stderr captured to files and a hard deadline after which
+// the whole process group is killed, so a broken build can fail these tests but never hang CI.
+#pragma once
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cpu/cli_runner.hpp"
+
+namespace cnnscale::testing {
+
+struct MpiResult {
+  int exit_code = -1;  // 128 + signal when mpirun itself was killed
+  bool timed_out = false;
+  double seconds = 0;
+  std::string out, err;
+};
+
+class MpiJob {
+ public:
+  // mpirun -np `ranks` cnnscale `args`; `env` entries (NAME=value) go to every rank.
+  MpiJob(int ranks, const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
+    namespace fs = std::filesystem;
+    static int counter = 0;
+    base_ =
+        (fs::temp_directory_path() / ("cnnscale_mpi_" + std::to_string(::getpid()) + "_" + std::to_string(counter++)))
+            .string();
+    // CI runs as root on two cores: allow both, and never bind ranks to cores.
+    std::string cmd =
+        "exec env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+        "OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1";
+    for (const auto& e : env) cmd.append(" ").append(shell_quote(e));
+    cmd.append(" mpirun --oversubscribe --bind-to none -np ").append(std::to_string(ranks));
+    cmd.append(" -x OPENBLAS_NUM_THREADS");
+    for (const auto& e : env) cmd.append(" -x ").append(shell_quote(e.substr(0, e.find('='))));
+    cmd.append(" ").append(shell_quote(CNNSCALE_BIN));
+    for (const auto& a : args) cmd.append(" ").append(shell_quote(a));
+    cmd.append(" >").append(shell_quote(base_ + ".out")).append(" 2>").append(shell_quote(base_ + ".err"));
+    cmd.append(" </dev/null");
+    start_ = std::chrono::steady_clock::now();
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::setpgid(0, 0);  // a group of its own: the deadline kills mpirun and every rank
+      if (::chdir(CNNSCALE_SOURCE_DIR) != 0) ::_exit(127);
+      ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ::setpgid(pid_, pid_);
+  }
+  ~MpiJob() {
+    if (pid_ > 0 && !done_) {
+      ::kill(-pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+
+  // True once mpirun has exited (reaps it).
+  bool poll() {
+    if (done_) return true;
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) != pid_) return false;
+    finish(status);
+    return true;
+  }
+
+  // Waits up to `timeout` for mpirun to exit; past it kills the process group (timed_out).
+  MpiResult wait(std::chrono::duration<double> timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!poll()) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ::kill(-pid_, SIGKILL);
+        int status = 0;
+        ::waitpid(pid_, &status, 0);
+        finish(status);
+        result_.timed_out = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return result_;
+  }
+
+ private:
+  void finish(int status) {
+    done_ = true;
+    result_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    result_.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    auto slurp = [](const std::string& p) {
+      std::ifstream in(p);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      return ss.str();
+    };
+    result_.out = slurp(base_ + ".out");
+    result_.err = slurp(base_ + ".err");
+    std::filesystem::remove(base_ + ".out");
+    std::filesystem::remove(base_ + ".err");
+  }
+
+  std::string base_;
+  pid_t pid_ = -1;
+  bool done_ = false;
+  std::chrono::steady_clock::time_point start_;
+  MpiResult result_;
+};
+
+inline MpiResult run_mpi(int ranks, const std::vector<std::string>& args, const std::vector<std::string>& env = {},
+                         double timeout_seconds = 120) {
+  MpiJob job(ranks, args, env);
+  return job.wait(std::chrono::duration<double>(timeout_seconds));
+}
+
+}  // namespace cnnscale::testing

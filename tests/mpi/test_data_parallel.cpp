@@ -1,0 +1,220 @@
+// Data-parallel training on CPU ranks under mpirun (label mpi): N ranks at global batch B reach the
+// weights of ONE process (the plain single-process engine, no mpirun) at batch B, for 2 and 4
+// ranks, with and without bucket overlap, an uneven split (64 on 3 ranks), Caffe's per-rank batch
+// semantics, a resume with another rank count, and synchronised batch norm (with per-rank batch
+// norm as the control that must NOT match). Also: a bad split ends the whole job with exit 2.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "mpi/mpi_runner.hpp"
+#include "solver/checkpoint.hpp"
+
+namespace cnnscale {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Tolerance of the weight comparison, relative to each array's largest magnitude. One process sums
+// a gradient over the 64 samples of a batch in one fp32 order; N ranks sum their shares and the
+// allreduce adds the N partial sums: the same terms in another order, which changes each gradient
+// element by a few ulp (~1e-7 relative). Twelve SGD steps with momentum carry these differences
+// forward without amplifying them much on this small smooth-enough net (measured: below 1e-6), so
+// 1e-5 leaves headroom while an error in the gradient weighting (e.g. summing un-scaled per-rank
+// means: 2x to 4x too large a step) or a wrong data shard shows up as differences of 1e-2 or more.
+constexpr double kRelTolerance = 1e-5;
+
+struct Workdir {
+  fs::path root;
+  explicit Workdir(const std::string& name) {
+    root = fs::temp_directory_path() / ("cnnscale_dp_" + name + "_" + std::to_string(::getpid()));
+    fs::remove_all(root);
+    fs::create_directories(root);
+  }
+  ~Workdir() { fs::remove_all(root); }
+  std::string dir(const std::string& sub) const { return (root / sub).string(); }
+};
+
+std::vector<std::string> train_args(const std::string& net, const std::string& ckpt_dir, int batch = 64,
+                                    int iterations = 12) {
+  return {"train",
+          "--net",
+          std::string(CNNSCALE_TEST_DATA) + "/" + net,
+          "--data",
+          "fashion-mnist",
+          "--train-samples",
+          "1280",
+          "--test-samples",
+          "300",
+          "--batch",
+          std::to_string(batch),
+          "--iterations",
+          std::to_string(iterations),
+          "--seed",
+          "5",
+          "--lr",
+          "0.05",
+          "--display",
+          "4",
+          "--checkpoint-dir",
+          ckpt_dir,
+          "--json"};
+}
+
+std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& extra) {
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+nlohmann::json single_process(const std::vector<std::string>& args) {
+  auto r = testing::run_cnnscale(args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json();
+}
+
+nlohmann::json mpi_job(int ranks, const std::vector<std::string>& args) {
+  auto r = testing::run_mpi(ranks, args);
+  EXPECT_FALSE(r.timed_out) << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  if (r.exit_code != 0 || r.out.empty()) return nlohmann::json();
+  // Only rank 0 prints the JSON line: exactly one line on stdout.
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  return nlohmann::json::parse(r.out);
+}
+
+CheckpointContents final_checkpoint(const std::string& dir, int iteration = 12) {
+  return read_checkpoint(CheckpointDir(dir).path_for(iteration));
+}
+
+// Largest |a - b| / max|a| over every array of weights and momentum history.
+double max_rel_diff(const CheckpointContents& a, const CheckpointContents& b, std::string* where = nullptr) {
+  double worst = 0;
+  auto compare = [&](const std::vector<CheckpointArray>& x, const std::vector<CheckpointArray>& y, const char* kind) {
+    EXPECT_EQ(x.size(), y.size());
+    for (size_t i = 0; i < std::min(x.size(), y.size()); ++i) {
+      EXPECT_EQ(x[i].name, y[i].name);
+      EXPECT_EQ(x[i].values.size(), y[i].values.size());
+      double scale = 0, diff = 0;
+      for (size_t k = 0; k < std::min(x[i].values.size(), y[i].values.size()); ++k) {
+        scale = std::max(scale, std::fabs(static_cast<double>(x[i].values[k])));
+        diff = std::max(diff, std::fabs(static_cast<double>(x[i].values[k]) - y[i].values[k]));
+      }
+      const double rel = scale > 0 ? diff / scale : diff;
+      if (rel >= worst) {
+        worst = rel;
+        if (where) *where = std::string(kind) + " " + x[i].name;
+      }
+    }
+  };
+  compare(a.weights, b.weights, "weights");
+  compare(a.history, b.history, "momentum");
+  return worst;
+}
+
+void expect_matches_reference(const CheckpointContents& ref, const std::string& dir, const char* what) {
+  std::string where;
+  const double d = max_rel_diff(ref, final_checkpoint(dir), &where);
+  std::printf("%s: max relative difference to one process %.3g (%s)\n", what, d, where.c_str());
+  EXPECT_LE(d, kRelTolerance) << what << ": " << where;
+}
+
+// The job's accuracy is over the whole test set although each rank evaluated a shard.
+void expect_whole_test_set(const nlohmann::json& ref, const nlohmann::json& job) {
+  EXPECT_EQ(job["test_samples"], 300);
+  EXPECT_NEAR(job["test_top1"].get<double>(), ref["test_top1"].get<double>(), 1.5 / 300);
+  EXPECT_NEAR(job["final_loss"].get<double>(), ref["final_loss"].get<double>(), 1e-4);
+}
+
+TEST(DataParallel, TwoAndFourRanksMatchOneProcess) {
+  Workdir w("even");
+  const nlohmann::json ref = single_process(train_args("dist_convnet.yaml", w.dir("ref")));
+  const CheckpointContents ref_ckpt = final_checkpoint(w.dir("ref"));
+
+  // One allreduce after backward.
+  nlohmann::json j2 = mpi_job(2, with(train_args("dist_convnet.yaml", w.dir("np2")), {"--no-overlap"}));
+  EXPECT_EQ(j2["world_size"], 2);
+  EXPECT_EQ(j2["rank_batches"], nlohmann::json({32, 32}));
+  EXPECT_EQ(j2["allreduce_overlap"], false);
+  expect_matches_reference(ref_ckpt, w.dir("np2"), "2 ranks, no overlap");
+  expect_whole_test_set(ref, j2);
+
+  // Buckets of 0.05 MiB: several, one of them cutting ip1's weight, issued during backward.
+  nlohmann::json j4 = mpi_job(4, with(train_args("dist_convnet.yaml", w.dir("np4")), {"--bucket-mb", "0.05"}));
+  EXPECT_EQ(j4["rank_batches"], nlohmann::json({16, 16, 16, 16}));
+  EXPECT_EQ(j4["allreduce_overlap"], true);
+  EXPECT_GE(j4["gradient_buckets"].get<int>(), 3);
+  expect_matches_reference(ref_ckpt, w.dir("np4"), "4 ranks, 0.05 MiB buckets");
+  expect_whole_test_set(ref, j4);
+  EXPECT_EQ(j4["batch"], 64);
+  EXPECT_EQ(j4["iterations_per_epoch"], ref["iterations_per_epoch"]);
+}
+
+TEST(DataParallel, UnevenSplitMatchesOneProcess) {
+  Workdir w("uneven");
+  const nlohmann::json ref = single_process(train_args("dist_convnet.yaml", w.dir("ref")));
+  nlohmann::json j3 = mpi_job(3, with(train_args("dist_convnet.yaml", w.dir("np3")), {"--bucket-mb", "0.05"}));
+  EXPECT_EQ(j3["rank_batches"], nlohmann::json({22, 21, 21}));
+  expect_matches_reference(final_checkpoint(w.dir("ref")), w.dir("np3"), "3 ranks, 22+21+21");
+  expect_whole_test_set(ref, j3);
+}
+
+TEST(DataParallel, BatchPerRankIsCaffesSemantics) {
+  Workdir w("per_rank");
+  single_process(train_args("dist_convnet.yaml", w.dir("ref")));
+  // 2 ranks x 32 = a global batch of 64: the same training as one process at 64.
+  nlohmann::json j = mpi_job(2, with(train_args("dist_convnet.yaml", w.dir("np2"), 32), {"--batch-per-rank"}));
+  EXPECT_EQ(j["batch"], 64);
+  EXPECT_EQ(j["batch_per_rank"], true);
+  EXPECT_EQ(j["rank_batches"], nlohmann::json({32, 32}));
+  EXPECT_EQ(j["iterations_per_epoch"], 1280 / 64);
+  expect_matches_reference(final_checkpoint(w.dir("ref")), w.dir("np2"), "2 ranks x 32 per rank");
+}
+
+TEST(DataParallel, ResumesWithAnotherRankCount) {
+  Workdir w("resume");
+  single_process(train_args("dist_convnet.yaml", w.dir("ref")));
+  // 6 iterations on 2 ranks, then on to 12 on 3 ranks from rank 0's checkpoint: the data order
+  // depends only on the seed, so this is still the one-process training.
+  nlohmann::json first = mpi_job(2, train_args("dist_convnet.yaml", w.dir("run"), 64, 6));
+  EXPECT_EQ(first["checkpoint"], CheckpointDir(w.dir("run")).path_for(6));
+  nlohmann::json second = mpi_job(3, with(train_args("dist_convnet.yaml", w.dir("run")), {"--resume", "auto"}));
+  EXPECT_EQ(second["start_iteration"], 6);
+  expect_matches_reference(final_checkpoint(w.dir("ref")), w.dir("run"), "2 ranks to 6, then 3 ranks to 12");
+}
+
+TEST(DataParallel, SyncBatchNormMatchesOneProcessPerRankDoesNot) {
+  Workdir w("bn");
+  single_process(train_args("dist_convnet_syncbn.yaml", w.dir("ref_sync")));
+  single_process(train_args("dist_convnet_bn.yaml", w.dir("ref_local")));
+  mpi_job(2, train_args("dist_convnet_syncbn.yaml", w.dir("sync2")));
+  mpi_job(3, train_args("dist_convnet_syncbn.yaml", w.dir("sync3")));
+  mpi_job(2, train_args("dist_convnet_bn.yaml", w.dir("local2")));
+  const CheckpointContents ref_sync = final_checkpoint(w.dir("ref_sync"));
+  expect_matches_reference(ref_sync, w.dir("sync2"), "sync batch norm, 2 ranks");
+  expect_matches_reference(ref_sync, w.dir("sync3"), "sync batch norm, 3 ranks (22+21+21)");
+  // Running statistics too (the checkpoint's batch norm state).
+  const CheckpointContents sync3 = final_checkpoint(w.dir("sync3"));
+  ASSERT_EQ(ref_sync.state.size(), sync3.state.size());
+  for (size_t i = 0; i < sync3.state.size(); ++i)
+    for (size_t k = 0; k < sync3.state[i].values.size(); ++k)
+      EXPECT_NEAR(sync3.state[i].values[k], ref_sync.state[i].values[k], 1e-4) << sync3.state[i].name;
+  // Control: per-rank statistics are a different computation, far outside the tolerance.
+  const double d = max_rel_diff(final_checkpoint(w.dir("ref_local")), final_checkpoint(w.dir("local2")));
+  std::printf("per-rank batch norm, 2 ranks: max relative difference to one process %.3g\n", d);
+  EXPECT_GT(d, 100 * kRelTolerance);
+}
+
+TEST(DataParallel, BadSplitEndsTheJobWithExitTwo) {
+  auto r = testing::run_mpi(3, {"train", "--net", std::string(CNNSCALE_TEST_DATA) + "/dist_convnet.yaml", "--data",
+                                "synthetic", "--batch", "2", "--iterations", "1"});
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("global batch 2 cannot be split across 3 ranks"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cnnscale: error: rank 0 (host "), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace cnnscale
