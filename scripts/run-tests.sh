@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test job, from a fresh Debian 12 machine: set up and build (scripts/setup.sh), then run every
-# test that needs no GPU (labels cpu, slow and later mpi; GPU tests run on the GPU machine).
+# test that needs no GPU (labels cpu, slow and mpi; GPU tests run on the GPU machine). The mpi
+# tests start `mpirun` as root on two cores: allowed by the two OMPI_ALLOW_RUN_AS_ROOT variables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

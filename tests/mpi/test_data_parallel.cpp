@@ -1,5 +1,5 @@
 // Data-parallel training on CPU ranks under mpirun (label mpi): N ranks at global batch B reach the
-// weights of ONE process (the plain single-process engine, no mpirun) at batch B, for 2 and 4
+// weights of ONE process (the plain single-process engine, no mpirun) at batch B, for 1, 2 and 4
 // ranks, with and without bucket overlap, an uneven split (64 on 3 ranks), Caffe's per-rank batch
 // semantics, a resume with another rank count, and synchronised batch norm (with per-rank batch
 // norm as the control that must NOT match). Also: a bad split ends the whole job with exit 2.
@@ -128,10 +128,17 @@ void expect_whole_test_set(const nlohmann::json& ref, const nlohmann::json& job)
   EXPECT_NEAR(job["final_loss"].get<double>(), ref["final_loss"].get<double>(), 1e-4);
 }
 
-TEST(DataParallel, TwoAndFourRanksMatchOneProcess) {
+TEST(DataParallel, OneTwoAndFourRanksMatchOneProcess) {
   Workdir w("even");
   const nlohmann::json ref = single_process(train_args("dist_convnet.yaml", w.dir("ref")));
   const CheckpointContents ref_ckpt = final_checkpoint(w.dir("ref"));
+
+  // One rank under mpirun takes the data-parallel path (communicator, buckets, job-wide reads)
+  // with nothing to add: bit for bit the one-process run.
+  nlohmann::json j1 = mpi_job(1, train_args("dist_convnet.yaml", w.dir("np1")));
+  EXPECT_EQ(j1["world_size"], 1);
+  EXPECT_EQ(j1["final_loss"], ref["final_loss"]);
+  EXPECT_EQ(max_rel_diff(ref_ckpt, final_checkpoint(w.dir("np1"))), 0.0);
 
   // One allreduce after backward.
   nlohmann::json j2 = mpi_job(2, with(train_args("dist_convnet.yaml", w.dir("np2")), {"--no-overlap"}));
