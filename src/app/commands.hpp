@@ -8,5 +8,6 @@ namespace cnnscale::app {
 
 void register_train(CLI::App& app);
 void register_netinfo(CLI::App& app);
+void register_bench(CLI::App& app);
 
 }  // namespace cnnscale::app

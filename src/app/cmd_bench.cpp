@@ -1,0 +1,143 @@
+// `cnnscale bench allreduce`: nccl-tests-style allreduce sweep (-b/-e/-f sizes, -w warm-up, -n
+// timed iterations) on GPUs (NCCL) or host memory (MPI), printed as a table or JSON by rank 0.
+// Runs as one process or under mpirun/srun with one rank per GPU.
+#include <fmt/format.h>
+
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "app/commands.hpp"
+#include "core/error.hpp"
+#include "dist/allreduce_bench.hpp"
+#include "dist/data_parallel.hpp"
+#include "dist/mpi_env.hpp"
+
+namespace cnnscale::app {
+
+namespace {
+
+struct AllreduceArgs {
+  std::string min_bytes = "8", max_bytes = "1G";
+  int64_t step_factor = 2;
+  int warmup = 5, iters = 20;
+  std::string device = "gpu";
+  std::string algo = "ring";
+  bool check = false, json = false;
+  double timeout = 300.0;
+};
+
+std::string table(const AllreduceBenchResult& r, bool checked) {
+  std::string out = fmt::format("# cnnscale bench allreduce: {} rank(s), device {}, {}\n", r.ranks, r.device, r.library);
+  out += fmt::format(
+      "# in-place sum of float; {} warm-up + {} timed allreduces per size; time = mean per allreduce, max over ranks\n",
+      r.warmup_iters, r.iters);
+  out += "# algbw = size / time; busbw = algbw * 2(n-1)/n (nccl-tests); GB = 1e9 bytes\n";
+  for (size_t i = 0; i < r.rank_devices.size(); ++i) out += fmt::format("#   rank {}: {}\n", i, r.rank_devices[i]);
+  out += "#\n";
+  out += fmt::format("# {:>12} {:>12} {:>6} {:>12} {:>13} {:>13} {:>8}\n", "size (B)", "count", "type", "time (us)",
+                     "algbw (GB/s)", "busbw (GB/s)", "#wrong");
+  double busbw_sum = 0;
+  for (const auto& row : r.rows) {
+    out += fmt::format("  {:>12} {:>12} {:>6} {:>12.2f} {:>13.3f} {:>13.3f} {:>8}\n", row.bytes, row.count, "float",
+                       row.time_us, row.algbw_gbs, row.busbw_gbs, row.wrong < 0 ? "N/A" : std::to_string(row.wrong));
+    busbw_sum += row.busbw_gbs;
+  }
+  out += fmt::format("# Avg bus bandwidth: {:.3f} GB/s (mean over sizes, as nccl-tests)\n",
+                     r.rows.empty() ? 0.0 : busbw_sum / static_cast<double>(r.rows.size()));
+  if (checked) {
+    long long wrong = 0;
+    for (const auto& row : r.rows) wrong += row.wrong;
+    out += wrong == 0 ? "# check: passed (every element of every size on every rank)\n"
+                      : fmt::format("# check: FAILED ({} wrong elements)\n", wrong);
+  }
+  return out;
+}
+
+nlohmann::json to_json(const AllreduceBenchResult& r, bool checked) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& row : r.rows) {
+    nlohmann::json j = {{"bytes", row.bytes},         {"count", row.count},        {"type", "float"},
+                        {"time_us", row.time_us},     {"algbw_gbs", row.algbw_gbs}, {"busbw_gbs", row.busbw_gbs},
+                        {"wrong", nullptr}};
+    if (row.wrong >= 0) j["wrong"] = row.wrong;
+    rows.push_back(std::move(j));
+  }
+  return {{"benchmark", "allreduce"},
+          {"op", "sum"},
+          {"in_place", true},
+          {"ranks", r.ranks},
+          {"device", r.device},
+          {"library", r.library},
+          {"rank_devices", r.rank_devices},
+          {"warmup_iters", r.warmup_iters},
+          {"iters", r.iters},
+          {"time", "mean per allreduce, max over ranks"},
+          {"busbw_definition", "algbw * 2(n-1)/n"},
+          {"checked", checked},
+          {"rows", rows}};
+}
+
+void register_allreduce(CLI::App& bench) {
+  auto args = std::make_shared<AllreduceArgs>();
+  CLI::App* cmd = bench.add_subcommand(
+      "allreduce", "In-place float sum allreduce over all ranks: time, algbw and busbw per size (as nccl-tests)");
+  cmd->add_option("-b,--minbytes", args->min_bytes, "smallest size in bytes (K, M, G suffixes: powers of 1024)")
+      ->capture_default_str();
+  cmd->add_option("-e,--maxbytes", args->max_bytes, "largest size in bytes")->capture_default_str();
+  cmd->add_option("-f,--stepfactor", args->step_factor, "multiply the size by this factor between steps")
+      ->capture_default_str();
+  cmd->add_option("-w,--warmup_iters", args->warmup, "untimed allreduces per size before timing")
+      ->capture_default_str();
+  cmd->add_option("-n,--iters", args->iters, "timed back-to-back allreduces per size")->capture_default_str();
+  cmd->add_option("--device", args->device, "gpu: NCCL on the GPU of each rank's node-local rank; cpu: MPI_Allreduce")
+      ->check(CLI::IsMember({"gpu", "cpu"}))
+      ->capture_default_str();
+  cmd->add_option("--algo", args->algo,
+                  "NCCL algorithm (sets NCCL_ALGO; an NCCL_ALGO already in the environment wins); gpu only")
+      ->check(CLI::IsMember({"ring", "tree", "auto"}))
+      ->capture_default_str();
+  cmd->add_flag("--check", args->check, "fill a known per-rank pattern and verify every sum (exit 1 if wrong)");
+  cmd->add_flag("--json", args->json, "print one JSON object instead of the table");
+  cmd->add_option("--timeout", args->timeout, "seconds a rank waits for a collective before it gives up (exit 3)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->callback([args, cmd] {
+    AllreduceBenchConfig cfg;
+    cfg.min_bytes = parse_byte_size(args->min_bytes, "-b");
+    cfg.max_bytes = parse_byte_size(args->max_bytes, "-e");
+    cfg.step_factor = args->step_factor;
+    cfg.warmup_iters = args->warmup;
+    cfg.iters = args->iters;
+    cfg.gpu = args->device == "gpu";
+    if (!cfg.gpu && cmd->count("--algo") > 0)
+      throw_config("bench allreduce: --algo chooses NCCL's algorithm and needs --device gpu");
+    cfg.algo = parse_allreduce_algo(args->algo);
+    cfg.check = args->check;
+    cfg.timeout_seconds = args->timeout;
+    const AllreduceBenchResult result = run_allreduce_bench(cfg);
+    if (MpiEnv::current()->rank() == 0) {  // run_allreduce_bench checked that it exists
+      if (args->json)
+        std::cout << to_json(result, cfg.check).dump(2) << "\n";
+      else
+        std::cout << table(result, cfg.check);
+      std::cout.flush();
+    }
+    if (cfg.check) {
+      long long wrong = 0;
+      for (const auto& row : result.rows) wrong += row.wrong;
+      if (wrong > 0) throw_runtime("bench allreduce --check: {} element(s) summed wrongly (see the #wrong column)", wrong);
+    }
+  });
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app) {
+  CLI::App* bench = app.add_subcommand("bench", "Benchmarks of the building blocks (allreduce)");
+  bench->require_subcommand(1);
+  register_allreduce(*bench);
+}
+
+}  // namespace cnnscale::app

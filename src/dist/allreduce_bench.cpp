@@ -1,0 +1,281 @@
+// `bench allreduce`: sizes, nccl-tests' bandwidth definitions and the timed sweep. GPU: n
+// back-to-back NCCL allreduces between two CUDA events on the communication stream; CPU:
+// MPI_Allreduce between two MPI_Wtime readings. Both: warm-up first, ranks start together after a
+// barrier, the reported time is the maximum over ranks of the mean per allreduce.
+#include "dist/allreduce_bench.hpp"
+
+#include <array>
+#include <cctype>
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <memory>
+
+#include "backend/backend.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "dist/device_binding.hpp"
+#include "dist/mpi_check.hpp"
+#include "dist/mpi_env.hpp"
+
+#if CNNSCALE_HAVE_CUDA
+#include "backend/cuda/cuda_entry.hpp"
+#endif
+
+namespace cnnscale {
+namespace {
+
+// Without an MPI launcher MpiEnv describes one process and MPI is never initialised: then every
+// collective below is the identity and is skipped.
+const MpiEnv& mpi_env() {
+  const MpiEnv* env = MpiEnv::current();
+  CNNSCALE_CHECK(env != nullptr, "bench allreduce needs the process's MpiEnv (made by main)");
+  return *env;
+}
+
+void barrier() {
+  if (mpi_env().initialized()) MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+}
+
+double max_over_ranks(double value) {
+  if (mpi_env().initialized()) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+  return value;
+}
+
+long long sum_over_ranks(long long value) {
+  if (mpi_env().initialized())
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
+  return value;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// One rank's side of the sweep: its buffer, and allreduces over the first `count` floats of it.
+class BenchTarget {
+ public:
+  virtual ~BenchTarget() = default;
+  virtual std::string library() const = 0;
+  virtual std::string device_line() const = 0;
+  // Writes allreduce_check_value(rank, i) into the first `count` elements.
+  virtual void fill_pattern(int64_t count) = 0;
+  // Seconds for `iters` back-to-back allreduces of `count` floats, after `warmup` untimed ones.
+  virtual double timed_seconds(int64_t count, int warmup, int iters) = 0;
+  // One allreduce of the freshly filled pattern; the reduced values, read back to the host.
+  virtual const std::vector<float>& reduce_once(int64_t count) = 0;
+};
+
+class CpuTarget final : public BenchTarget {
+ public:
+  explicit CpuTarget(int64_t max_count, int rank) : rank_(rank), buf_(static_cast<size_t>(max_count)) {}
+  std::string library() const override {
+    const std::string v = mpi_env().library_version();  // "Open MPI v4.1.4, package: ..., repo rev: ..."
+    return "MPI_Allreduce, " + v.substr(0, v.find(','));
+  }
+  std::string device_line() const override { return mpi_env().host() + " cpu"; }
+  void fill_pattern(int64_t count) override {
+    for (int64_t i = 0; i < count; ++i) buf_[static_cast<size_t>(i)] = allreduce_check_value(rank_, i);
+  }
+  double timed_seconds(int64_t count, int warmup, int iters) override {
+    for (int i = 0; i < warmup; ++i) reduce(count);
+    barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) reduce(count);
+    return seconds_since(t0);
+  }
+  const std::vector<float>& reduce_once(int64_t count) override {
+    reduce(count);
+    return buf_;
+  }
+
+ private:
+  void reduce(int64_t count) {
+    if (mpi_env().initialized())
+      MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf_.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+  }
+  int rank_;
+  std::vector<float> buf_;
+};
+
+#if CNNSCALE_HAVE_CUDA
+class GpuTarget final : public BenchTarget {
+ public:
+  GpuTarget(int64_t max_count, int rank, int ranks, AllreduceAlgo algo, double timeout_seconds) : rank_(rank) {
+    // Bound like `train`: the GPU of the node-local rank, and no two ranks on one physical GPU.
+    const MpiEnv& env = mpi_env();
+    const int gpu = gpu_for_local_rank(env.local_rank(), env.local_size(), {});
+    const int gpus = cuda_device_count();
+    if (gpu >= gpus)
+      throw_runtime("rank {} (node-local rank {} on host {}) has no GPU: {} usable there; launch at most one rank "
+                    "per GPU, or use --device cpu",
+                    rank, env.local_rank(), env.host(), gpus);
+    const RankDevice me{env.host(), fmt::format("gpu:{}", gpu), cuda_device_uuid(gpu)};
+    std::vector<RankDevice> all;
+    for (const std::string& text : env.allgather(encode_rank_device(me))) all.push_back(decode_rank_device(text));
+    check_distinct_devices(all);
+    backend_ = make_backend(me.device);
+    const std::string desc = backend_->description();
+    device_line_ = fmt::format("{} {} {} {}", me.host, me.device, desc.substr(0, desc.find(" (")), me.uuid);
+    // NCCL's bootstrap: rank 0's id (it listens on a socket for the others) goes to every rank.
+    std::vector<char> id;
+    if (rank == 0) id = nccl_unique_id();
+    env.broadcast(id, 0);
+    comm_ = make_nccl_communicator(*backend_, rank, ranks, id, algo, timeout_seconds);
+    buf_ = backend_->alloc(Shape{max_count});
+    host_.resize(static_cast<size_t>(max_count));
+    const char* env_algo = std::getenv("NCCL_ALGO");
+    library_ = fmt::format("NCCL {}, NCCL_ALGO={}", nccl_version_string(), env_algo ? env_algo : "(NCCL's choice)");
+  }
+  ~GpuTarget() override {
+    // The buffer is freed in compute-stream order: make that stream wait for the last collective.
+    // After a failure the communicator is aborted (wait() throws): its kernels have exited then.
+    try {
+      if (comm_) comm_->wait();
+    } catch (const PeerError&) {
+    }
+  }
+  std::string library() const override { return library_; }
+  std::string device_line() const override { return device_line_; }
+  void fill_pattern(int64_t count) override {
+    for (int64_t i = 0; i < count; ++i) host_[static_cast<size_t>(i)] = allreduce_check_value(rank_, i);
+    comm_->wait();  // the upload (compute stream) must not overwrite a collective still running
+    backend_->upload(host_.data(), view(count));
+  }
+  // Through the Communicator exactly as training uses it, so each allreduce also pays for its
+  // ordering after the compute stream (an event record and a stream wait, a few microseconds of
+  // host time that only small sizes notice).
+  double timed_seconds(int64_t count, int warmup, int iters) override {
+    const Tensor t = view(count);
+    for (int i = 0; i < warmup; ++i) comm_->allreduce_sum_async(t);
+    comm_->synchronize_host();
+    barrier();
+    comm_->clear_timestamps();
+    const int start = comm_->record_timestamp();
+    for (int i = 0; i < iters; ++i) comm_->allreduce_sum_async(t);
+    const int stop = comm_->record_timestamp();
+    const double ms = comm_->elapsed_ms(start, stop);
+    comm_->wait();
+    return ms * 1e-3;
+  }
+  const std::vector<float>& reduce_once(int64_t count) override {
+    const Tensor t = view(count);
+    comm_->allreduce_sum_async(t);
+    comm_->synchronize_host();
+    comm_->wait();
+    backend_->download(t, host_.data());
+    return host_;
+  }
+
+ private:
+  Tensor view(int64_t count) const { return buf_.view(0, Shape{count}); }
+  int rank_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<DeviceCommunicator> comm_;
+  Tensor buf_;  // (max_count); sizes use its prefix
+  std::vector<float> host_;
+  std::string device_line_, library_;
+};
+#endif
+
+void validate(const AllreduceBenchConfig& cfg) {
+  if (cfg.min_bytes < static_cast<int64_t>(sizeof(float)))
+    throw_config("bench allreduce: -b {} is smaller than one float (4 bytes)", cfg.min_bytes);
+  if (cfg.max_bytes < cfg.min_bytes)
+    throw_config("bench allreduce: -e {} is smaller than -b {}", cfg.max_bytes, cfg.min_bytes);
+  if (cfg.step_factor < 2) throw_config("bench allreduce: -f {} must be at least 2", cfg.step_factor);
+  if (cfg.warmup_iters < 0) throw_config("bench allreduce: -w {} must not be negative", cfg.warmup_iters);
+  if (cfg.iters < 1) throw_config("bench allreduce: -n {} must be at least 1", cfg.iters);
+  if (!cfg.gpu && cfg.max_bytes / static_cast<int64_t>(sizeof(float)) > INT_MAX)
+    throw_config("bench allreduce: -e {} exceeds what one MPI_Allreduce can count ({} floats)", cfg.max_bytes,
+                 INT_MAX);
+}
+
+}  // namespace
+
+int64_t parse_byte_size(const std::string& text, const std::string& what) {
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  std::string unit = text.substr(digits);
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  int shift = -1;
+  if (unit.empty() || unit == "B") shift = 0;
+  for (auto [suffix, s] : {std::pair{"K", 10}, {"M", 20}, {"G", 30}, {"T", 40}})
+    if (unit == suffix || unit == std::string(suffix) + "B" || unit == std::string(suffix) + "IB") shift = s;
+  if (digits == 0 || digits > 15 || shift < 0)
+    throw_config("{} '{}': expected a byte count with an optional K, M, G or T suffix (1024-based), e.g. 8, 1K, 1G",
+                 what, text);
+  return std::stoll(text.substr(0, digits)) << shift;
+}
+
+std::vector<int64_t> allreduce_bench_sizes(int64_t min_bytes, int64_t max_bytes, int64_t step_factor) {
+  std::vector<int64_t> sizes;
+  const int64_t word = sizeof(float);
+  for (int64_t b = min_bytes; b <= max_bytes; b *= step_factor) {
+    sizes.push_back(b / word * word);
+    if (b > max_bytes / step_factor) break;  // the next step would pass max (or overflow)
+  }
+  return sizes;
+}
+
+double allreduce_busbw(double algbw, int ranks) { return algbw * 2.0 * (ranks - 1) / ranks; }
+
+float allreduce_check_value(int rank, int64_t i) {
+  return static_cast<float>((i * 7 + static_cast<int64_t>(rank) * 13) % 31 + 1);
+}
+
+AllreduceBenchResult run_allreduce_bench(const AllreduceBenchConfig& cfg) {
+  validate(cfg);
+  AllreduceBenchResult result;
+  result.ranks = mpi_env().size();
+  const int rank = mpi_env().rank();
+  const std::vector<int64_t> sizes = allreduce_bench_sizes(cfg.min_bytes, cfg.max_bytes, cfg.step_factor);
+  const int64_t max_count = sizes.back() / static_cast<int64_t>(sizeof(float));
+
+  std::unique_ptr<BenchTarget> target;
+  if (cfg.gpu) {
+#if CNNSCALE_HAVE_CUDA
+    target = std::make_unique<GpuTarget>(max_count, rank, result.ranks, cfg.algo, cfg.timeout_seconds);
+#else
+    throw_runtime("bench allreduce --device gpu: this build of cnnscale has no CUDA backend (NCCL)");
+#endif
+  } else {
+    target = std::make_unique<CpuTarget>(max_count, rank);
+  }
+  result.device = cfg.gpu ? "gpu" : "cpu";
+  result.library = target->library();
+  result.rank_devices = mpi_env().allgather(target->device_line());
+  result.warmup_iters = cfg.warmup_iters;
+  result.iters = cfg.iters;
+
+  // The sum of every rank's pattern at element i depends on i % 31 only (see allreduce_check_value).
+  std::array<float, 31> expected{};
+  for (int64_t i = 0; i < 31; ++i)
+    for (int r = 0; r < result.ranks; ++r) expected[static_cast<size_t>(i)] += allreduce_check_value(r, i);
+
+  for (int64_t bytes : sizes) {
+    AllreduceBenchRow row;
+    row.bytes = bytes;
+    row.count = bytes / static_cast<int64_t>(sizeof(float));
+    // Non-zero data; in-place sums grow it by a factor of `ranks` per allreduce, which does not
+    // change the cost of the additions (it may reach inf on long runs, never denormals).
+    target->fill_pattern(row.count);
+    const double seconds = max_over_ranks(target->timed_seconds(row.count, cfg.warmup_iters, cfg.iters) / cfg.iters);
+    row.time_us = seconds * 1e6;
+    row.algbw_gbs = static_cast<double>(bytes) / 1e9 / seconds;
+    row.busbw_gbs = allreduce_busbw(row.algbw_gbs, result.ranks);
+    if (cfg.check) {
+      target->fill_pattern(row.count);
+      const std::vector<float>& got = target->reduce_once(row.count);
+      long long wrong = 0;
+      for (int64_t i = 0; i < row.count; ++i)
+        wrong += got[static_cast<size_t>(i)] != expected[static_cast<size_t>(i % 31)];
+      row.wrong = sum_over_ranks(wrong);
+    }
+    result.rows.push_back(row);
+    log::debug("bench allreduce: {} bytes done", bytes);
+  }
+  return result;
+}
+
+}  // namespace cnnscale

@@ -1,0 +1,59 @@
+// `bench allreduce`: nccl-tests-style sweep of in-place float sum allreduces over MPI_COMM_WORLD,
+// on GPUs through the NCCL communicator (CUDA events on its stream) or on host buffers through
+// MPI_Allreduce (host clock). algbw and busbw as nccl-tests defines them.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dist/communicator.hpp"
+
+namespace cnnscale {
+
+struct AllreduceBenchConfig {
+  int64_t min_bytes = 8;
+  int64_t max_bytes = int64_t{1} << 30;
+  int64_t step_factor = 2;
+  int warmup_iters = 5;
+  int iters = 20;
+  bool gpu = true;  // false: MPI_Allreduce on host memory
+  AllreduceAlgo algo = AllreduceAlgo::Ring;
+  bool check = false;                // verify each size's sum against the known per-rank pattern
+  double timeout_seconds = 300.0;    // NCCL host waits (a hung peer ends in PeerError)
+};
+
+struct AllreduceBenchRow {
+  int64_t bytes = 0;   // count * sizeof(float)
+  int64_t count = 0;   // floats per rank
+  double time_us = 0;  // mean time of one allreduce, max over ranks
+  double algbw_gbs = 0;
+  double busbw_gbs = 0;
+  int64_t wrong = -1;  // elements whose sum was wrong, summed over ranks; -1: not checked
+};
+
+struct AllreduceBenchResult {
+  int ranks = 1;
+  std::string device;  // "gpu" or "cpu"
+  std::string library; // "NCCL 2.28.9, NCCL_ALGO=Ring" or "MPI_Allreduce, Open MPI v4.1.4"
+  std::vector<std::string> rank_devices;  // per rank: host and device (GPU name and UUID, or "cpu")
+  int warmup_iters = 0, iters = 0;
+  std::vector<AllreduceBenchRow> rows;
+};
+
+// "8", "1K", "64M", "1G" (powers of 1024 as in nccl-tests; also KB/MB/GB/KiB/...). ConfigError
+// naming `what` for anything else.
+int64_t parse_byte_size(const std::string& text, const std::string& what);
+// min, min*f, min*f^2, ... up to max, each rounded down to whole floats (nccl-tests' -b/-e/-f).
+std::vector<int64_t> allreduce_bench_sizes(int64_t min_bytes, int64_t max_bytes, int64_t step_factor);
+// nccl-tests' allreduce bus bandwidth: algbw * 2 (n - 1) / n.
+double allreduce_busbw(double algbw, int ranks);
+// The value rank `rank` puts at element `i` with --check: small non-zero integers, so that sums
+// over many ranks stay exact in float.
+float allreduce_check_value(int rank, int64_t i);
+
+// Collective over MPI_COMM_WORLD when MpiEnv initialised MPI (else one rank). Every rank returns
+// the same rows; with cfg.gpu each rank uses the GPU of its node-local rank. ConfigError for a bad
+// cfg; PeerError when a peer fails (NCCL deadline, MPI error).
+AllreduceBenchResult run_allreduce_bench(const AllreduceBenchConfig& cfg);
+
+}  // namespace cnnscale
