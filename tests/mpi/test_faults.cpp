@@ -116,8 +116,9 @@ TEST(Faults, HungRankTriggersTheWatchdog) {
   EXPECT_FALSE(r.timed_out) << r.err;
   EXPECT_LT(seconds, 30.0);
   EXPECT_EQ(r.exit_code, 3) << r.err;
-  // A peer of the stopped rank reports; the watchdog fires only after the 5 s timeout.
-  EXPECT_GE(seconds, 5.0);
+  // A peer of the stopped rank reports, after the 5 s timeout (counted from the start of its wait,
+  // which may have begun a moment before the stop).
+  EXPECT_GE(seconds, 4.5);
   EXPECT_TRUE(std::regex_search(
       r.err, std::regex("cnnscale: error: rank [02] \\(host [^)]+\\): [a-z ()]+ at iteration [0-9]+ did not complete "
                         "within 5 s; a peer rank failed or hung")))
