@@ -1,0 +1,129 @@
+// The CUDA library's entry points for src/dist (GPU UUID, NCCL version, NCCL communicator on one
+// rank) and `bench allreduce` on GPUs, one process and two ranks under mpirun (two ranks on one
+// GPU: test_dist_gpu_binding.cpp). Skip when the GPUs they need are missing.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <string>
+
+#include "backend/backend.hpp"
+#include "cpu/cli_runner.hpp"
+#include "mpi/mpi_runner.hpp"
+
+#if CNNSCALE_HAVE_CUDA
+#include "backend/cuda/cuda_entry.hpp"
+#endif
+
+namespace cnnscale::testing {
+namespace {
+
+#if CNNSCALE_HAVE_CUDA
+
+// UUIDs nvidia-smi reports, or an empty set when it cannot be run.
+std::set<std::string> nvidia_smi_uuids() {
+  std::set<std::string> uuids;
+  FILE* p = popen("nvidia-smi --query-gpu=uuid --format=csv,noheader 2>/dev/null", "r");
+  if (!p) return uuids;
+  char line[256];
+  while (std::fgets(line, sizeof(line), p)) {
+    std::string s(line);
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    if (!s.empty()) uuids.insert(s);
+  }
+  pclose(p);
+  return uuids;
+}
+
+TEST(CudaDeviceUuid, FormattedLikeNvidiaSmiAndDistinct) {
+  const int n = cuda_device_count();
+  if (n == 0) GTEST_SKIP() << "no usable GPU";
+  const std::regex form("GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}");
+  const std::set<std::string> smi = nvidia_smi_uuids();
+  std::set<std::string> seen;
+  for (int d = 0; d < n; ++d) {
+    const std::string uuid = cuda_device_uuid(d);
+    EXPECT_TRUE(std::regex_match(uuid, form)) << uuid;
+    EXPECT_TRUE(seen.insert(uuid).second) << "gpu:" << d << " repeats " << uuid;
+    // CUDA's device order may differ from nvidia-smi's (PCI bus order), so compare as sets.
+    if (!smi.empty()) {
+      EXPECT_TRUE(smi.count(uuid)) << uuid << " is not among nvidia-smi's GPUs";
+    }
+  }
+}
+
+TEST(CudaDeviceUuid, MissingDeviceIsARuntimeError) {
+  const int n = cuda_device_count();
+  EXPECT_THROW(cuda_device_uuid(n), RuntimeError);
+  EXPECT_THROW(cuda_device_uuid(-1), RuntimeError);
+}
+
+TEST(NcclEntry, VersionIsMajorMinorPatch) {
+  EXPECT_TRUE(std::regex_match(nccl_version_string(), std::regex("2\\.[0-9]+\\.[0-9]+"))) << nccl_version_string();
+}
+
+TEST(NcclEntry, CommunicatorNeedsTheCudaBackendAndAWholeId) {
+  auto cpu = make_backend("cpu");
+  EXPECT_THROW(make_nccl_communicator(*cpu, 0, 1, std::vector<char>(128), AllreduceAlgo::Ring), RuntimeError);
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  auto gpu = make_backend("gpu:0");
+  EXPECT_THROW(make_nccl_communicator(*gpu, 0, 1, std::vector<char>(12), AllreduceAlgo::Ring), RuntimeError);
+  EXPECT_THROW(make_nccl_communicator(*gpu, 1, 1, nccl_unique_id(), AllreduceAlgo::Ring), RuntimeError);
+}
+
+// One rank: the sum is the tensor itself, and the whole Communicator surface works.
+TEST(NcclEntry, SingleRankCommunicatorLeavesTheTensorUnchanged) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  auto gpu = make_backend("gpu:0");
+  auto comm = make_nccl_communicator(*gpu, 0, 1, nccl_unique_id(), AllreduceAlgo::Auto, 30.0);
+  EXPECT_EQ(comm->size(), 1);
+  std::vector<float> host(1000);
+  for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>(i) - 300.5f;
+  Tensor t = gpu->alloc(Shape{1000});
+  gpu->upload(host.data(), t);
+  comm->allreduce_sum(t);
+  std::vector<float> got(host.size());
+  gpu->download(t, got.data());
+  EXPECT_EQ(got, host);
+  comm->synchronize_host();
+}
+
+TEST(BenchAllreduceGpu, TwoRanksCheckedWithNccl) {
+  if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  MpiResult r = run_mpi(2, {"bench", "allreduce", "-b", "8", "-e", "64M", "-f", "8", "-w", "2", "-n", "5", "--check",
+                            "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["ranks"], 2);
+  EXPECT_EQ(j["device"], "gpu");
+  const std::string library = j["library"];
+  EXPECT_NE(library.find("NCCL 2."), std::string::npos) << library;
+  if (!std::getenv("NCCL_ALGO")) {  // else the user's NCCL_ALGO wins
+    EXPECT_NE(library.find("NCCL_ALGO=Ring"), std::string::npos) << library;
+  }
+  ASSERT_EQ(j["rank_devices"].size(), 2u);
+  EXPECT_NE(j["rank_devices"][0], j["rank_devices"][1]);
+  ASSERT_EQ(j["rows"].size(), 9u);  // 8 B .. 64 MiB by 8
+  for (const auto& row : j["rows"]) {
+    EXPECT_EQ(row["wrong"], 0) << row.dump();
+    EXPECT_GT(row["busbw_gbs"].get<double>(), 0.0) << row.dump();
+  }
+  std::printf("[bench] 2 GPUs, 64 MiB: busbw %.1f GB/s (%s)\n", j["rows"].back()["busbw_gbs"].get<double>(),
+              library.c_str());
+}
+
+TEST(BenchAllreduceGpu, OneProcessRunsOnOneGpu) {
+  if (cuda_device_count() < 1) GTEST_SKIP() << "no usable GPU";
+  CliResult r = run_cnnscale({"bench", "allreduce", "-b", "1K", "-e", "1M", "-f", "32", "--check"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("1 rank(s), device gpu, NCCL"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# check: passed"), std::string::npos) << r.out;
+}
+
+#endif  // CNNSCALE_HAVE_CUDA
+
+}  // namespace
+}  // namespace cnnscale::testing
