@@ -21,9 +21,12 @@ namespace {
 
 const char* algo_env_value(AllreduceAlgo algo) {
   switch (algo) {
-    case AllreduceAlgo::Ring: return "Ring";
-    case AllreduceAlgo::Tree: return "Tree";
-    case AllreduceAlgo::Auto: return nullptr;
+    case AllreduceAlgo::Ring:
+      return "Ring";
+    case AllreduceAlgo::Tree:
+      return "Tree";
+    case AllreduceAlgo::Auto:
+      return nullptr;
   }
   return nullptr;
 }
@@ -66,8 +69,8 @@ void backoff(int attempt) {
 
 }  // namespace
 
-NcclCommunicator::NcclCommunicator(CudaBackend& backend, int rank, int size, const ncclUniqueId& id,
-                                   AllreduceAlgo algo, double timeout_seconds)
+NcclCommunicator::NcclCommunicator(CudaBackend& backend, int rank, int size, const ncclUniqueId& id, AllreduceAlgo algo,
+                                   double timeout_seconds)
     : backend_(backend), rank_(rank), size_(size), device_(backend.device_index()), timeout_(timeout_seconds) {
   if (size < 1 || rank < 0 || rank >= size) throw_runtime("nccl communicator: rank {} of {} is not valid", rank, size);
   if (!(timeout_seconds > 0)) throw_runtime("nccl communicator: timeout must be positive, got {} s", timeout_seconds);
@@ -85,7 +88,8 @@ NcclCommunicator::NcclCommunicator(CudaBackend& backend, int rank, int size, con
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;  // NCCL never blocks the host; settle() polls against the deadline
     last_op_ = "initialisation (ncclCommInitRankConfig)";
-    settle(ncclCommInitRankConfig(&comm_, size, id, rank, &config), last_op_);
+    ncclResult_t status = ncclCommInitRankConfig(&comm_, size, id, rank, &config);
+    settle(status, status == ncclSuccess || status == ncclInProgress ? "" : nccl_error_text(status, comm_), last_op_);
   } catch (...) {
     if (comm_) ncclCommAbort(comm_);  // settle() aborts (and nulls comm_) itself on its failures
     comm_ = nullptr;
@@ -93,33 +97,41 @@ NcclCommunicator::NcclCommunicator(CudaBackend& backend, int rank, int size, con
     throw;
   }
   const char* env_algo = std::getenv("NCCL_ALGO");
-  log::debug("nccl communicator: rank {} of {} on gpu:{}, NCCL {}, NCCL_ALGO={}, timeout {} s", rank_, size_,
-             device_, nccl_version_string(), env_algo ? env_algo : "(NCCL's choice)", timeout_seconds);
+  log::debug("nccl communicator: rank {} of {} on gpu:{}, NCCL {}, NCCL_ALGO={}, timeout {} s", rank_, size_, device_,
+             nccl_version_string(), env_algo ? env_algo : "(NCCL's choice)", timeout_seconds);
 }
 
 NcclCommunicator::~NcclCommunicator() {
   cudaSetDevice(device_);  // destructors cannot throw; at process exit the runtime may be unloading
-  if (comm_) {
-    // Unwinding from an error: peers may never match our outstanding collectives, so a flush
-    // could only run into the deadline; abort at once. Otherwise flush (bounded), then free.
-    bool flushed = false;
-    if (std::uncaught_exceptions() == 0) {
-      ncclResult_t status = ncclCommFinalize(comm_);
-      const auto deadline = Clock::now() + timeout_;
-      for (int attempt = 0; status == ncclInProgress && Clock::now() < deadline; ++attempt) {
-        backoff(attempt);
-        if (ncclCommGetAsyncError(comm_, &status) != ncclSuccess) break;
-      }
-      flushed = status == ncclSuccess;
-      if (!flushed)
-        log::warn("nccl communicator rank {} of {}: flush at destruction failed ({}); aborting it", rank_, size_,
-                  status == ncclInProgress ? std::string("timed out") : nccl_error_text(status, comm_));
+  // Unwinding from an error: peers may never match our outstanding collectives, so a flush could
+  // only run into the deadline; abort at once. Otherwise flush (bounded), then free. The lock is
+  // taken per call so that the watchdog's abort() can still cut a hanging flush short.
+  ncclResult_t status = ncclInternalError;
+  if (std::uncaught_exceptions() == 0) {
+    {
+      std::lock_guard lock(mutex_);
+      if (comm_) status = ncclCommFinalize(comm_);
     }
-    if (flushed)
-      ncclCommDestroy(comm_);
-    else
-      ncclCommAbort(comm_);
-    comm_ = nullptr;
+    const auto deadline = Clock::now() + timeout_;
+    for (int attempt = 0; status == ncclInProgress && Clock::now() < deadline; ++attempt) {
+      backoff(attempt);
+      std::lock_guard lock(mutex_);
+      if (!comm_ || ncclCommGetAsyncError(comm_, &status) != ncclSuccess) break;
+    }
+  }
+  {
+    std::lock_guard lock(mutex_);
+    if (comm_) {
+      if (status == ncclSuccess) {
+        ncclCommDestroy(comm_);
+      } else {
+        if (std::uncaught_exceptions() == 0)
+          log::warn("nccl communicator {}: flush at destruction failed ({}); aborting it", where(),
+                    status == ncclInProgress ? std::string("timed out") : nccl_error_text(status, comm_));
+        ncclCommAbort(comm_);
+      }
+      comm_ = nullptr;
+    }
   }
   release_cuda_objects();
 }
@@ -151,7 +163,9 @@ cudaEvent_t NcclCommunicator::EventPool::next() {
   return events[used++];
 }
 
-void NcclCommunicator::activate() const { CUDA_CHECK(cudaSetDevice(device_)); }
+void NcclCommunicator::activate() const {
+  CUDA_CHECK(cudaSetDevice(device_));
+}
 
 std::string NcclCommunicator::where() const {
   char host[256] = {0};
@@ -159,12 +173,18 @@ std::string NcclCommunicator::where() const {
   return fmt::format("rank {} of {} (gpu:{} on host {})", rank_, size_, device_, host);
 }
 
-void NcclCommunicator::require_live(const char* op) const {
-  if (aborted_)
-    throw PeerError(fmt::format("nccl {} on {}: the communicator was aborted after an earlier failure", op, where()));
+void NcclCommunicator::require_live(const std::string& op) const {
+  if (aborted_.load())
+    throw PeerError(
+        fmt::format("nccl {} on {}: the communicator was aborted (after a failure here or by the "
+                    "watchdog)",
+                    op, where()));
 }
 
+// May run on the watchdog thread while the owner polls: the lock keeps the owner from using the
+// communicator that ncclCommAbort frees, and the owner's next look sees aborted_.
 void NcclCommunicator::abort() {
+  std::lock_guard lock(mutex_);
   if (comm_) {
     ncclResult_t status = ncclCommAbort(comm_);
     if (status != ncclSuccess)
@@ -172,6 +192,19 @@ void NcclCommunicator::abort() {
   }
   comm_ = nullptr;
   aborted_ = true;
+}
+
+ncclResult_t NcclCommunicator::async_state(const std::string& op, std::string& error_text) {
+  std::lock_guard lock(mutex_);
+  require_live(op);
+  ncclResult_t async = ncclSuccess;
+  ncclResult_t query = ncclCommGetAsyncError(comm_, &async);
+  if (query != ncclSuccess) {
+    error_text = "ncclCommGetAsyncError: " + nccl_error_text(query, comm_);
+    return query;
+  }
+  if (async != ncclSuccess && async != ncclInProgress) error_text = nccl_error_text(async, comm_);
+  return async;
 }
 
 void NcclCommunicator::fail_peer(const std::string& op, const std::string& cause) {
@@ -183,34 +216,32 @@ std::string NcclCommunicator::timeout_cause() const {
   return fmt::format("not complete after {:g} s (a peer rank died, hung or never joined)", timeout_.count());
 }
 
-void NcclCommunicator::settle(ncclResult_t status, const std::string& op) {
+void NcclCommunicator::settle(ncclResult_t status, const std::string& call_error, const std::string& op) {
   if (status != ncclSuccess && status != ncclInProgress) {
     // Refused at the call: usually this rank's own mistake (bad argument, CUDA failure). Peers
     // would wait for this collective forever, so the communicator is aborted all the same.
-    std::string text = nccl_error_text(status, comm_);
-    if (status == ncclRemoteError) fail_peer(op, text);
+    if (status == ncclRemoteError) fail_peer(op, call_error);
     abort();
-    throw RuntimeError(fmt::format("nccl {} failed on {}: {}; communicator aborted", op, where(), text));
+    throw RuntimeError(fmt::format("nccl {} failed on {}: {}; communicator aborted", op, where(), call_error));
   }
   const auto deadline = Clock::now() + timeout_;
+  std::string text;
   for (int attempt = 0; status == ncclInProgress; ++attempt) {
     if (Clock::now() > deadline) fail_peer(op, timeout_cause());
     backoff(attempt);
-    ncclResult_t query = ncclCommGetAsyncError(comm_, &status);
-    if (query != ncclSuccess) fail_peer(op, "ncclCommGetAsyncError: " + nccl_error_text(query, comm_));
+    status = async_state(op, text);
   }
-  if (status != ncclSuccess) fail_peer(op, nccl_error_text(status, comm_));
+  if (status != ncclSuccess) fail_peer(op, text);
 }
 
 void NcclCommunicator::poll_event(cudaEvent_t event, const std::string& op) {
   const auto deadline = Clock::now() + timeout_;
   for (int attempt = 0;; ++attempt) {
     cudaError_t done = cudaEventQuery(event);
-    ncclResult_t async = ncclSuccess;
-    ncclResult_t query = ncclCommGetAsyncError(comm_, &async);
-    if (query != ncclSuccess) fail_peer(op, "ncclCommGetAsyncError: " + nccl_error_text(query, comm_));
+    std::string text;
     // An error NCCL reports while (or after) the work ran voids its result, even if it completed.
-    if (async != ncclSuccess && async != ncclInProgress) fail_peer(op, nccl_error_text(async, comm_));
+    ncclResult_t async = async_state(op, text);
+    if (async != ncclSuccess && async != ncclInProgress) fail_peer(op, text);
     if (done == cudaSuccess) return;
     if (done != cudaErrorNotReady) {
       // A CUDA fault (this rank's or an illegal address in a kernel): not a peer's failure.
@@ -227,8 +258,7 @@ void NcclCommunicator::allreduce_sum_async(const Tensor& t) {
   if (t.dtype() != DType::F32)
     throw_runtime("nccl allreduce on {}: tensor is {}, the sum is over f32", where(), dtype_name(t.dtype()));
   if (t.device() != Device{Device::Kind::CUDA, device_})
-    throw_runtime("nccl allreduce on {}: tensor lives on {}, not on gpu:{}", where(), t.device().to_string(),
-                  device_);
+    throw_runtime("nccl allreduce on {}: tensor lives on {}, not on gpu:{}", where(), t.device().to_string(), device_);
   if (t.numel() == 0) return;  // every rank holds the same shapes, so every rank skips it
   activate();
   ++ops_issued_;
@@ -241,8 +271,15 @@ void NcclCommunicator::allreduce_sum_async(const Tensor& t) {
     busy_start = busy_events_.next();
     CUDA_CHECK(cudaEventRecord(busy_start, comm_stream_));
   }
-  settle(ncclAllReduce(t.raw(), t.raw(), static_cast<size_t>(t.numel()), ncclFloat, ncclSum, comm_, comm_stream_),
-         last_op_);
+  ncclResult_t status = ncclSuccess;
+  std::string call_error;
+  {
+    std::lock_guard lock(mutex_);
+    require_live(last_op_);
+    status = ncclAllReduce(t.raw(), t.raw(), static_cast<size_t>(t.numel()), ncclFloat, ncclSum, comm_, comm_stream_);
+    if (status != ncclSuccess && status != ncclInProgress) call_error = nccl_error_text(status, comm_);
+  }
+  settle(status, call_error, last_op_);
   if (busy_start) {
     cudaEvent_t busy_end = busy_events_.next();
     CUDA_CHECK(cudaEventRecord(busy_end, comm_stream_));

@@ -1,12 +1,15 @@
 // NcclCommunicator: the Communicator for device tensors. Collectives run on a dedicated
 // communication stream ordered after the compute stream by events; the host only ever polls (CUDA
-// event + NCCL async error) against a deadline, so a dead or hung peer ends in PeerError, not a hang.
+// event + NCCL async error) against a deadline, so a dead or hung peer ends in PeerError, not a
+// hang. One owning thread; only abort() may also be called from another (the watchdog).
 #pragma once
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -57,10 +60,14 @@ class NcclCommunicator final : public DeviceCommunicator {
   };
 
   void activate() const;
-  void require_live(const char* op) const;
-  // After an NCCL call on a non-blocking communicator: polls until it has been issued
-  // (ncclInProgress -> ncclSuccess); aborts and throws on an error or past the deadline.
-  void settle(ncclResult_t status, const std::string& op);
+  void require_live(const std::string& op) const;  // PeerError once aborted
+  // ncclCommGetAsyncError under the lock: ncclSuccess, ncclInProgress or an error (described in
+  // `error_text`); PeerError if the communicator has been aborted meanwhile.
+  ncclResult_t async_state(const std::string& op, std::string& error_text);
+  // After an NCCL call (`status`, `call_error` describing a refusal) on a non-blocking
+  // communicator: polls until it has been issued (ncclInProgress -> ncclSuccess); aborts and
+  // throws on an error or past the deadline.
+  void settle(ncclResult_t status, const std::string& call_error, const std::string& op);
   // Polls until `event` has completed, watching NCCL's async error and the deadline.
   void poll_event(cudaEvent_t event, const std::string& op);
   // Aborts the communicator and throws PeerError naming the operation, this rank and the cause.
@@ -72,8 +79,10 @@ class NcclCommunicator final : public DeviceCommunicator {
   CudaBackend& backend_;
   int rank_ = 0, size_ = 1, device_ = 0;
   std::chrono::duration<double> timeout_;
+  // abort() may come from the watchdog thread: comm_ is used and freed only under mutex_.
+  std::mutex mutex_;
   ncclComm_t comm_ = nullptr;
-  bool aborted_ = false;
+  std::atomic<bool> aborted_{false};
   cudaStream_t comm_stream_ = nullptr;
   cudaEvent_t compute_ready_ = nullptr;  // recorded on the compute stream, waited on by comm_stream_
   cudaEvent_t comm_done_ = nullptr;      // recorded on comm_stream_, waited on by compute / host
