@@ -29,7 +29,8 @@ struct AllreduceArgs {
 };
 
 std::string table(const AllreduceBenchResult& r, bool checked) {
-  std::string out = fmt::format("# cnnscale bench allreduce: {} rank(s), device {}, {}\n", r.ranks, r.device, r.library);
+  std::string out =
+      fmt::format("# cnnscale bench allreduce: {} rank(s), device {}, {}\n", r.ranks, r.device, r.library);
   out += fmt::format(
       "# in-place sum of float; {} warm-up + {} timed allreduces per size; time = mean per allreduce, max over ranks\n",
       r.warmup_iters, r.iters);
@@ -58,8 +59,8 @@ std::string table(const AllreduceBenchResult& r, bool checked) {
 nlohmann::json to_json(const AllreduceBenchResult& r, bool checked) {
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& row : r.rows) {
-    nlohmann::json j = {{"bytes", row.bytes},         {"count", row.count},        {"type", "float"},
-                        {"time_us", row.time_us},     {"algbw_gbs", row.algbw_gbs}, {"busbw_gbs", row.busbw_gbs},
+    nlohmann::json j = {{"bytes", row.bytes},     {"count", row.count},         {"type", "float"},
+                        {"time_us", row.time_us}, {"algbw_gbs", row.algbw_gbs}, {"busbw_gbs", row.busbw_gbs},
                         {"wrong", nullptr}};
     if (row.wrong >= 0) j["wrong"] = row.wrong;
     rows.push_back(std::move(j));
@@ -127,7 +128,8 @@ void register_allreduce(CLI::App& bench) {
     if (cfg.check) {
       long long wrong = 0;
       for (const auto& row : result.rows) wrong += row.wrong;
-      if (wrong > 0) throw_runtime("bench allreduce --check: {} element(s) summed wrongly (see the #wrong column)", wrong);
+      if (wrong > 0)
+        throw_runtime("bench allreduce --check: {} element(s) summed wrongly (see the #wrong column)", wrong);
     }
   });
 }

@@ -107,9 +107,10 @@ class GpuTarget final : public BenchTarget {
     const int gpu = gpu_for_local_rank(env.local_rank(), env.local_size(), {});
     const int gpus = cuda_device_count();
     if (gpu >= gpus)
-      throw_runtime("rank {} (node-local rank {} on host {}) has no GPU: {} usable there; launch at most one rank "
-                    "per GPU, or use --device cpu",
-                    rank, env.local_rank(), env.host(), gpus);
+      throw_runtime(
+          "rank {} (node-local rank {} on host {}) has no GPU: {} usable there; launch at most one rank "
+          "per GPU, or use --device cpu",
+          rank, env.local_rank(), env.host(), gpus);
     const RankDevice me{env.host(), fmt::format("gpu:{}", gpu), cuda_device_uuid(gpu)};
     std::vector<RankDevice> all;
     for (const std::string& text : env.allgather(encode_rank_device(me))) all.push_back(decode_rank_device(text));
@@ -187,8 +188,7 @@ void validate(const AllreduceBenchConfig& cfg) {
   if (cfg.warmup_iters < 0) throw_config("bench allreduce: -w {} must not be negative", cfg.warmup_iters);
   if (cfg.iters < 1) throw_config("bench allreduce: -n {} must be at least 1", cfg.iters);
   if (!cfg.gpu && cfg.max_bytes / static_cast<int64_t>(sizeof(float)) > INT_MAX)
-    throw_config("bench allreduce: -e {} exceeds what one MPI_Allreduce can count ({} floats)", cfg.max_bytes,
-                 INT_MAX);
+    throw_config("bench allreduce: -e {} exceeds what one MPI_Allreduce can count ({} floats)", cfg.max_bytes, INT_MAX);
 }
 
 }  // namespace
@@ -218,7 +218,9 @@ std::vector<int64_t> allreduce_bench_sizes(int64_t min_bytes, int64_t max_bytes,
   return sizes;
 }
 
-double allreduce_busbw(double algbw, int ranks) { return algbw * 2.0 * (ranks - 1) / ranks; }
+double allreduce_busbw(double algbw, int ranks) {
+  return algbw * 2.0 * (ranks - 1) / ranks;
+}
 
 float allreduce_check_value(int rank, int64_t i) {
   return static_cast<float>((i * 7 + static_cast<int64_t>(rank) * 13) % 31 + 1);

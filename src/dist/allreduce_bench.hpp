@@ -18,8 +18,8 @@ struct AllreduceBenchConfig {
   int iters = 20;
   bool gpu = true;  // false: MPI_Allreduce on host memory
   AllreduceAlgo algo = AllreduceAlgo::Ring;
-  bool check = false;                // verify each size's sum against the known per-rank pattern
-  double timeout_seconds = 300.0;    // NCCL host waits (a hung peer ends in PeerError)
+  bool check = false;              // verify each size's sum against the known per-rank pattern
+  double timeout_seconds = 300.0;  // NCCL host waits (a hung peer ends in PeerError)
 };
 
 struct AllreduceBenchRow {
@@ -33,8 +33,8 @@ struct AllreduceBenchRow {
 
 struct AllreduceBenchResult {
   int ranks = 1;
-  std::string device;  // "gpu" or "cpu"
-  std::string library; // "NCCL 2.28.9, NCCL_ALGO=Ring" or "MPI_Allreduce, Open MPI v4.1.4"
+  std::string device;                     // "gpu" or "cpu"
+  std::string library;                    // "NCCL 2.28.9, NCCL_ALGO=Ring" or "MPI_Allreduce, Open MPI v4.1.4"
   std::vector<std::string> rank_devices;  // per rank: host and device (GPU name and UUID, or "cpu")
   int warmup_iters = 0, iters = 0;
   std::vector<AllreduceBenchRow> rows;

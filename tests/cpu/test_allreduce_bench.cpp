@@ -60,8 +60,8 @@ TEST(AllreduceBench, CheckPatternIsNonZeroRankDependentAndExact) {
 }
 
 TEST(AllreduceBenchCli, OneProcessCpuRunChecksAndPrintsJson) {
-  CliResult r = run_cnnscale({"bench", "allreduce", "--device", "cpu", "-b", "4", "-e", "4K", "-f", "32", "-n", "3",
-                              "--check", "--json"});
+  CliResult r = run_cnnscale(
+      {"bench", "allreduce", "--device", "cpu", "-b", "4", "-e", "4K", "-f", "32", "-n", "3", "--check", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["ranks"], 1);

@@ -93,8 +93,8 @@ TEST(NcclEntry, SingleRankCommunicatorLeavesTheTensorUnchanged) {
 
 TEST(BenchAllreduceGpu, TwoRanksCheckedWithNccl) {
   if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 GPUs";
-  MpiResult r = run_mpi(2, {"bench", "allreduce", "-b", "8", "-e", "64M", "-f", "8", "-w", "2", "-n", "5", "--check",
-                            "--json"});
+  MpiResult r =
+      run_mpi(2, {"bench", "allreduce", "-b", "8", "-e", "64M", "-f", "8", "-w", "2", "-n", "5", "--check", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["ranks"], 2);

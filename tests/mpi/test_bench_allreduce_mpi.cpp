@@ -70,9 +70,9 @@ TEST(BenchAllreduceMpi, ThreeRanksJsonBusBandwidthDefinition) {
 
 TEST(BenchAllreduceMpi, LaunchScriptRunsTwoRanks) {
   // MPIRUN_ARGS: CI machines may have fewer cores than ranks.
-  JobResult r = run_job({"bash", "launch/mpirun.sh", "2", "bench", "allreduce", "--device", "cpu", "-b", "1K", "-e",
-                         "4K", "--check"},
-                        std::string("CNNSCALE_BIN=") + shell_quote(CNNSCALE_BIN) + " MPIRUN_ARGS=--oversubscribe");
+  JobResult r = run_job(
+      {"bash", "launch/mpirun.sh", "2", "bench", "allreduce", "--device", "cpu", "-b", "1K", "-e", "4K", "--check"},
+      std::string("CNNSCALE_BIN=") + shell_quote(CNNSCALE_BIN) + " MPIRUN_ARGS=--oversubscribe");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("2 rank(s), device cpu"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("# check: passed"), std::string::npos) << r.out;
@@ -86,10 +86,10 @@ TEST(BenchAllreduceMpi, PbsScriptRunsOneRankPerNodefileSlot) {
     std::ofstream f(nodefile);
     f << "localhost\nlocalhost\n";
   }
-  JobResult r = run_job({"bash", "launch/pbs.sh", "bench", "allreduce", "--device", "cpu", "-b", "1K", "-e", "2K",
-                         "--check"},
-                        "PBS_NODEFILE=" + shell_quote(nodefile) + " PBS_O_WORKDIR=" + shell_quote(CNNSCALE_SOURCE_DIR) +
-                            " CNNSCALE_BIN=" + shell_quote(CNNSCALE_BIN) + " MPIRUN_ARGS=--oversubscribe");
+  JobResult r =
+      run_job({"bash", "launch/pbs.sh", "bench", "allreduce", "--device", "cpu", "-b", "1K", "-e", "2K", "--check"},
+              "PBS_NODEFILE=" + shell_quote(nodefile) + " PBS_O_WORKDIR=" + shell_quote(CNNSCALE_SOURCE_DIR) +
+                  " CNNSCALE_BIN=" + shell_quote(CNNSCALE_BIN) + " MPIRUN_ARGS=--oversubscribe");
   std::remove(nodefile.c_str());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.err.find("2 rank(s) on 1 node(s), 2 per node"), std::string::npos) << r.err;
@@ -99,12 +99,12 @@ TEST(BenchAllreduceMpi, PbsScriptRunsOneRankPerNodefileSlot) {
 
 // slurm.sbatch's mpirun mode outside Slurm, with the variables a 1-node, 2-task job would set.
 TEST(BenchAllreduceMpi, SlurmScriptRunsTasksWithMpirun) {
-  JobResult r = run_job({"bash", "launch/slurm.sbatch", "bench", "allreduce", "--device", "cpu", "-b", "1K", "-e",
-                         "2K", "--check"},
-                        "-u SLURM_JOB_ID -u SLURM_JOBID -u SLURM_PROCID SLURM_NTASKS=2 SLURM_NTASKS_PER_NODE=2 "
-                        "SLURM_JOB_NUM_NODES=1 SLURM_SUBMIT_DIR=" +
-                            shell_quote(CNNSCALE_SOURCE_DIR) + " CNNSCALE_LAUNCHER=mpirun CNNSCALE_BIN=" +
-                            shell_quote(CNNSCALE_BIN) + " MPIRUN_ARGS=--oversubscribe");
+  JobResult r = run_job(
+      {"bash", "launch/slurm.sbatch", "bench", "allreduce", "--device", "cpu", "-b", "1K", "-e", "2K", "--check"},
+      "-u SLURM_JOB_ID -u SLURM_JOBID -u SLURM_PROCID SLURM_NTASKS=2 SLURM_NTASKS_PER_NODE=2 "
+      "SLURM_JOB_NUM_NODES=1 SLURM_SUBMIT_DIR=" +
+          shell_quote(CNNSCALE_SOURCE_DIR) + " CNNSCALE_LAUNCHER=mpirun CNNSCALE_BIN=" + shell_quote(CNNSCALE_BIN) +
+          " MPIRUN_ARGS=--oversubscribe");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.err.find("2 rank(s) on 1 node(s), 2 per node"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("2 rank(s), device cpu"), std::string::npos) << r.out;

@@ -37,9 +37,9 @@ std::string cuda_device_uuid(int device_index) {
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device_index));
   const auto* b = reinterpret_cast<const unsigned char*>(prop.uuid.bytes);
   // nvidia-smi's grouping: 4-2-2-2-6 bytes.
-  return fmt::format("GPU-{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
-                     b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
-                     b[15]);
+  return fmt::format(
+      "GPU-{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}", b[0],
+      b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
 }
 
 std::string nccl_version_string() {
@@ -59,8 +59,7 @@ std::unique_ptr<DeviceCommunicator> make_nccl_communicator(Backend& cuda_backend
                                                            const std::vector<char>& unique_id, AllreduceAlgo algo,
                                                            double timeout_seconds) {
   auto* backend = dynamic_cast<CudaBackend*>(&cuda_backend);
-  if (!backend)
-    throw_runtime("the NCCL communicator needs the cuda backend, not the {} backend", cuda_backend.name());
+  if (!backend) throw_runtime("the NCCL communicator needs the cuda backend, not the {} backend", cuda_backend.name());
   if (unique_id.size() != NCCL_UNIQUE_ID_BYTES)
     throw_runtime("NCCL unique id has {} bytes, expected {} (was it broadcast from rank 0?)", unique_id.size(),
                   NCCL_UNIQUE_ID_BYTES);

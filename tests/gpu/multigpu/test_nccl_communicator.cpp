@@ -20,10 +20,18 @@ namespace {
 
 std::unique_ptr<Backend> g_backend;  // this rank's GPU, made in main
 
-const MpiEnv& env() { return *MpiEnv::current(); }
-Backend& backend() { return *g_backend; }
-cudaStream_t compute_stream() { return dynamic_cast<CudaBackend&>(*g_backend).stream(); }
-void barrier() { env().allgather(0.0); }
+const MpiEnv& env() {
+  return *MpiEnv::current();
+}
+Backend& backend() {
+  return *g_backend;
+}
+cudaStream_t compute_stream() {
+  return dynamic_cast<CudaBackend&>(*g_backend).stream();
+}
+void barrier() {
+  env().allgather(0.0);
+}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -38,8 +46,12 @@ std::unique_ptr<DeviceCommunicator> make_comm(AllreduceAlgo algo = AllreduceAlgo
 }
 
 // (rank + 1) * small integer: sums over ranks are exact in float, and each rank's share differs.
-float pattern(int rank, int64_t i) { return static_cast<float>((rank + 1) * (i % 97 + 1)); }
-float pattern_sum(int ranks, int64_t i) { return static_cast<float>(ranks * (ranks + 1) / 2 * (i % 97 + 1)); }
+float pattern(int rank, int64_t i) {
+  return static_cast<float>((rank + 1) * (i % 97 + 1));
+}
+float pattern_sum(int ranks, int64_t i) {
+  return static_cast<float>(ranks * (ranks + 1) / 2 * (i % 97 + 1));
+}
 
 std::vector<float> download(const Tensor& t) {
   std::vector<float> out(static_cast<size_t>(t.numel()));
@@ -81,7 +93,7 @@ TEST_P(NcclAllreduce, SumsRankPatternsOfManySizesAndOffsets) {
 INSTANTIATE_TEST_SUITE_P(Algorithms, NcclAllreduce,
                          ::testing::Values(AllreduceAlgo::Ring, AllreduceAlgo::Tree, AllreduceAlgo::Auto),
                          [](const auto& info) {
-                           return info.param == AllreduceAlgo::Ring ? "Ring"
+                           return info.param == AllreduceAlgo::Ring   ? "Ring"
                                   : info.param == AllreduceAlgo::Tree ? "Tree"
                                                                       : "Auto";
                          });
