@@ -162,6 +162,12 @@ void run_train(TrainArgs& a) {
                static_cast<long long>(r.timed_iterations), r.final_loss);
   if (r.test) std::fprintf(stderr, ", test top-1 %.4f top-%d %.4f", r.test->top1, r.test->top5_k, r.test->top5);
   std::fprintf(stderr, "\n");
+  // This rank's (rank 0's) phase means; the per-iteration timeline is in r.phases for results files.
+  const PhaseSummary& ps = r.phase_summary;
+  std::fprintf(stderr, "phases (ms/iteration, mean of %lld after warm-up):", static_cast<long long>(ps.iterations));
+  for (int p = 0; p < kStepPhases; ++p)
+    std::fprintf(stderr, " %s %.3f", step_phase_name(p), 1e3 * ps.mean_seconds[static_cast<size_t>(p)]);
+  std::fprintf(stderr, ", total %.3f\n", 1e3 * ps.mean_total);
 
   if (a.json) {
     nlohmann::json j = {{"net", spec.name()},
@@ -186,6 +192,9 @@ void run_train(TrainArgs& a) {
                         {"test_samples", r.test ? nlohmann::json(r.test->samples) : nlohmann::json()},
                         {"checkpoint", last_checkpoint.empty() ? nlohmann::json() : nlohmann::json(last_checkpoint)},
                         {"resumed_from", r.resumed_from.empty() ? nlohmann::json() : nlohmann::json(r.resumed_from)}};
+    nlohmann::json phases = {{"iterations", ps.iterations}, {"total", ps.mean_total}};
+    for (int p = 0; p < kStepPhases; ++p) phases[step_phase_name(p)] = ps.mean_seconds[static_cast<size_t>(p)];
+    j["phases"] = phases;  // mean seconds per iteration on rank 0, warm-up excluded
     if (par.active()) j.update(par.job_json(trainer, job));
     std::printf("%s\n", j.dump().c_str());
     std::fflush(stdout);

@@ -9,5 +9,6 @@ namespace cnnscale::app {
 void register_train(CLI::App& app);
 void register_netinfo(CLI::App& app);
 void register_bench(CLI::App& app);
+void register_time(CLI::App& app);
 
 }  // namespace cnnscale::app

@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
   cnnscale::app::register_train(app);
   cnnscale::app::register_netinfo(app);
   cnnscale::app::register_bench(app);
+  cnnscale::app::register_time(app);
 
   try {
     app.parse(argc, argv);

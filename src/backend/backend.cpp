@@ -1,6 +1,7 @@
 // Backend factory and the shape rules shared by both implementations.
 #include "backend/backend.hpp"
 
+#include <chrono>
 #include <cstdlib>
 
 #include "backend/cpu/cpu_backend.hpp"
@@ -15,6 +16,22 @@ namespace {
 // an output extent <= 0 (which layers reject), not C++'s truncation towards zero, which gives 1.
 int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 }  // namespace
+
+// Host timing points, the default for backends whose ops complete before they return (CPU).
+struct HostTimingEvent final : TimingEvent {
+  std::chrono::steady_clock::time_point at = std::chrono::steady_clock::now();
+};
+
+std::shared_ptr<TimingEvent> Backend::record_timing_event() { return std::make_shared<HostTimingEvent>(); }
+
+bool Backend::timing_event_done(const TimingEvent&) { return true; }
+
+double Backend::elapsed_ms(const TimingEvent& a, const TimingEvent& b) {
+  const auto* ha = dynamic_cast<const HostTimingEvent*>(&a);
+  const auto* hb = dynamic_cast<const HostTimingEvent*>(&b);
+  CNNSCALE_CHECK(ha && hb, "elapsed_ms on {}: timing events of another backend", name());
+  return std::chrono::duration<double, std::milli>(hb->at - ha->at).count();
+}
 
 int64_t conv_output_dim(int64_t in, int kernel, int stride, int pad, int dilation) {
   int64_t extent = static_cast<int64_t>(dilation) * (kernel - 1) + 1;

@@ -57,6 +57,13 @@ struct BatchNormParams {
   float momentum = 0.1f;
 };
 
+// A point in the backend's stream order for timing (CUDA: a timing-enabled event on the compute
+// stream; CPU: a host steady-clock reading). Opaque so that this header needs no CUDA header.
+class TimingEvent {
+ public:
+  virtual ~TimingEvent() = default;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -74,6 +81,16 @@ class Backend {
   virtual void copy(const Tensor& src, const Tensor& dst) = 0;     // same dtype and numel
   virtual void fill(const Tensor& t, float value) = 0;             // f32 or i32 tensors
   virtual void synchronize() = 0;
+
+  // ---- timing: never synchronises when recording ------------------------------------------------
+  // Records a timing point behind the work queued so far. The default (CPU, where ops run
+  // immediately) is a host steady-clock reading; CUDA records an event on the compute stream.
+  virtual std::shared_ptr<TimingEvent> record_timing_event();
+  // Whether the stream has passed `e` (never blocks). Host readings are always complete.
+  virtual bool timing_event_done(const TimingEvent& e);
+  // Milliseconds from `a` to `b` (both from this backend). Waits for `b` if it is not yet complete,
+  // so callers that must not stall check timing_event_done() first or read after a synchronisation.
+  virtual double elapsed_ms(const TimingEvent& a, const TimingEvent& b);
 
   // ---- BLAS-like ----------------------------------------------------------------------------
   // Row-major C (m, n) = alpha * op(A) * op(B) + beta * C; op(A) is (m, k), op(B) is (k, n).

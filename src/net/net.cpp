@@ -250,11 +250,15 @@ void Net::reshape(int64_t batch) {
 const Tensor& Net::input() const { return impl_->blobs[0].data; }
 const Tensor& Net::labels() const { return impl_->blobs[1].data; }
 
-void Net::forward(Phase phase, uint64_t iteration) {
+void Net::forward(Phase phase, uint64_t iteration, const std::function<void(size_t layer_index)>& after_layer) {
   Impl& m = *impl_;
   LayerContext ctx = m.context(phase, iteration);
-  for (auto& nl : m.layers)
-    if (runs_in(nl.spec.phase, phase)) nl.layer->forward(ctx, nl.bottom_data, nl.top_data);
+  for (size_t l = 0; l < m.layers.size(); ++l) {
+    NetLayer& nl = m.layers[l];
+    if (!runs_in(nl.spec.phase, phase)) continue;
+    nl.layer->forward(ctx, nl.bottom_data, nl.top_data);
+    if (after_layer) after_layer(l);
+  }
   if (!m.combine_losses) return;
   m.backend.fill(m.loss_sum, 0.0f);
   for (int l : m.loss_layers) {

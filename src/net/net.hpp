@@ -77,7 +77,9 @@ class Net {
   const Tensor& input() const;   // "data" blob (N, C, H, W) f32
   const Tensor& labels() const;  // "label" blob (N) i32
 
-  void forward(Phase phase, uint64_t iteration);
+  // `after_layer(l)` (optional) is called, first to last, once layer l (index in layers()) has
+  // queued its forward; layers that do not run in `phase` are skipped (per-layer timing).
+  void forward(Phase phase, uint64_t iteration, const std::function<void(size_t layer_index)>& after_layer = {});
   // After forward(Phase::Train, same iteration). `after_layer(l)` is called for every layer, last
   // to first, once layer l (index in layers()) has queued its backward: from then on all gradients
   // of layers l..L-1, a prefix of flat_grads(), are final in stream order (data-parallel buckets

@@ -9,6 +9,8 @@
 
 #include "core/log.hpp"
 #include "dist/watchdog.hpp"
+// Declarations only (no CUDA header): without CUDA, device_comm_ stays null and nothing is called.
+#include "backend/cuda/cuda_entry.hpp"
 
 namespace cnnscale {
 
@@ -80,6 +82,9 @@ Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Da
   total_iterations_ = options_.iterations > 0 ? options_.iterations : options_.epochs * iterations_per_epoch_;
 
   net_ = std::make_unique<Net>(spec, backend_, local_batch_, options_.seed);
+#if CNNSCALE_HAVE_CUDA
+  device_comm_ = dynamic_cast<DeviceCommunicator*>(dp.comm);
+#endif
   if (dp.comm) {
     net_->set_loss_scale(static_cast<double>(local_batch_) / static_cast<double>(options_.batch));
     net_->set_communicator(dp.comm);
@@ -125,10 +130,13 @@ void Trainer::release_uploaded() {
 }
 
 void Trainer::feed(int64_t iteration, double& wait_seconds) {
+  PhaseTimer& timer = *phase_timer_;
   if (options_.device_pool) {
+    timer.mark(StepPhase::Data);  // no host wait: the batches are on the device
     const size_t p = static_cast<size_t>(iteration % static_cast<int64_t>(pool_data_.size()));
     backend_.copy(pool_data_[p], net_->input());
     backend_.copy(pool_labels_[p], net_->labels());
+    timer.mark(StepPhase::H2D);
     return;
   }
   const bool async_upload = !backend_.device().is_cpu();
@@ -139,10 +147,14 @@ void Trainer::feed(int64_t iteration, double& wait_seconds) {
   }
   auto t0 = Clock::now();
   const HostBatch& b = loader_->next();
-  wait_seconds += seconds_since(t0);
+  const double waited = seconds_since(t0);
+  wait_seconds += waited;
+  timer.add_seconds(StepPhase::Data, waited);
+  timer.mark(StepPhase::Data);
   CNNSCALE_CHECK(b.count == local_batch_, "training batch of {} samples, expected {}", b.count, local_batch_);
   backend_.upload(b.data, net_->input());
   backend_.upload(b.labels, net_->labels());
+  timer.mark(StepPhase::H2D);
   if (async_upload)
     uploaded_slots_.push_back(b.slot);
   else
@@ -164,11 +176,33 @@ float Trainer::read_scalar(const Tensor& t, const char* operation) {
 
 // Backward with the gradient exchange: each bucket's allreduce starts as soon as backward has
 // produced it; the solver's update is queued behind wait(), so it sees the job's gradients.
+// Marks the end of backward and of the exposed allreduce: after wait() the compute stream may go on
+// with the update. On CPU (MPI) the host time inside the communication calls is the comm_busy phase.
 void Trainer::exchange_gradients_backward(int64_t iteration) {
-  buckets_->begin_backward();
-  net_->backward(static_cast<uint64_t>(iteration), [this](size_t layer) { buckets_->layer_done(layer); });
-  buckets_->end_backward();
-  options_.parallel.comm->wait();
+  PhaseTimer& timer = *phase_timer_;
+  const bool host_busy = device_comm_ == nullptr;
+  double busy = 0;
+  auto timed = [&](auto&& call) {
+    if (!host_busy) return call();
+    const auto t0 = Clock::now();
+    call();
+    busy += seconds_since(t0);
+  };
+  timed([&] { buckets_->begin_backward(); });
+  net_->backward(static_cast<uint64_t>(iteration),
+                 [&](size_t layer) { timed([&] { buckets_->layer_done(layer); }); });
+  timed([&] { buckets_->end_backward(); });
+  timer.mark(StepPhase::Backward);
+  timed([&] { options_.parallel.comm->wait(); });
+  timer.mark(StepPhase::Allreduce);
+  if (host_busy) timer.add_seconds(StepPhase::CommBusy, busy);
+}
+
+void Trainer::resolve_phases() {
+  // Only after a synchronisation: the communication stream has passed every bracket then.
+  const double busy_ms = device_comm_ ? device_comm_->take_busy_ms() : 0.0;
+  phase_timer_->resolve_all();
+  if (device_comm_) phase_timer_->spread_comm_busy(busy_ms / 1e3);
 }
 
 EvalResult Trainer::evaluate(int64_t iteration) {
@@ -281,15 +315,28 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
   bool evaluated_at_end = false;
 
   const bool rank0 = options_.parallel.rank == 0;
+  phase_timer_ = std::make_unique<PhaseTimer>(backend_);
+  PhaseTimer& timer = *phase_timer_;
+  if (device_comm_) device_comm_->take_busy_ms();  // forget brackets from before this run
   for (int64_t t = start; t < total; ++t) {
     set_watchdog_iteration(t);
+    timer.begin(t, t - start < warmup);
+    // Bracket only the step's collectives, not the loss reads and evaluation between steps.
+    if (device_comm_) device_comm_->set_busy_timing(true);
     feed(t, result.data_wait_seconds);
     net_->forward(Phase::Train, static_cast<uint64_t>(t));
-    if (buckets_)
+    timer.mark(StepPhase::Forward);
+    if (buckets_) {
       exchange_gradients_backward(t);
-    else
+    } else {
       net_->backward(static_cast<uint64_t>(t));
+      timer.mark(StepPhase::Backward);
+    }
     solver_->step(t);
+    timer.mark(StepPhase::Update);
+    timer.end();
+    if (device_comm_) device_comm_->set_busy_timing(false);
+    timer.resolve_ready();  // event queries only: keeps the pending ring short without a sync
     // Weighted by this rank's share, the job-wide sum at display time is the global-batch mean.
     backend_.axpby(loss_share_, net_->loss(), 1.0f, loss_sum);
     ++loss_count;
@@ -306,6 +353,7 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
       // Waits for the step: every upload has completed.
       const float host_sum = read_scalar(loss_sum, "loss download");
       if (loader_) release_uploaded();
+      resolve_phases();
       const double mean = host_sum / static_cast<double>(loss_count);
       if (!std::isfinite(mean))
         throw_runtime("training diverged: loss is {} at iteration {} (try a lower --lr)", mean, done);
@@ -366,6 +414,9 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
   host_sync("host sync");
   stop_timing();
   if (loader_) release_uploaded();
+  resolve_phases();
+  result.phases = timer.timeline();
+  result.phase_summary = timer.summary();
 
   // A run resumed at its end still reports its accuracy.
   if (test_ && !evaluated_at_end) last_test = evaluate(total);

@@ -21,6 +21,7 @@
 #include "data/loader.hpp"
 #include "dist/data_parallel.hpp"
 #include "dist/gradient_buckets.hpp"
+#include "measure/phase_timer.hpp"
 #include "net/net.hpp"
 #include "solver/sgd_solver.hpp"
 #include "solver/solver_config.hpp"
@@ -92,7 +93,13 @@ struct TrainResult {
   double final_lr = 0;
   std::optional<EvalResult> test;
   std::string resumed_from;
+  // Per-iteration phase times of this rank (iterations of this process; the first timing_warmup
+  // flagged as warm-up) and their means over the non-warm-up iterations. See measure/phase_timer.hpp.
+  std::vector<IterationPhases> phases;
+  PhaseSummary phase_summary;
 };
+
+class DeviceCommunicator;
 
 class Trainer {
  public:
@@ -112,8 +119,9 @@ class Trainer {
   const GradientBuckets* buckets() const { return buckets_.get(); }  // null in a single process
 
  private:
-  void feed(int64_t iteration, double& wait_seconds);
+  void feed(int64_t iteration, double& wait_seconds);  // marks data and h2d on phase_timer_
   void exchange_gradients_backward(int64_t iteration);
+  void resolve_phases();  // after a synchronisation: every ended iteration into the timeline
   void host_sync(const char* operation);
   float read_scalar(const Tensor& t, const char* operation);  // job-wide sum when data parallel
   void check_resume_consistent(int64_t start);
@@ -135,6 +143,10 @@ class Trainer {
   float loss_share_ = 1.0f;                    // local_batch_ / batch: weight of this rank's loss
   std::unique_ptr<GradientBuckets> buckets_;
   std::string scores_blob_;  // input of the loss layer: class scores for top-k accuracy
+  std::unique_ptr<PhaseTimer> phase_timer_;  // the current run()'s
+  // The job's communicator when it times its own stream (NCCL): comm_busy comes from it; null on CPU
+  // (comm_busy is then the host time spent in MPI calls and waits).
+  DeviceCommunicator* device_comm_ = nullptr;
 };
 
 }  // namespace cnnscale

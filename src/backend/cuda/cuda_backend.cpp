@@ -228,6 +228,58 @@ void CudaBackend::synchronize() {
   CUDA_CHECK(cudaStreamSynchronize(ds_->stream));
 }
 
+namespace {
+// One timing-enabled event, recorded once. Creating and destroying events never synchronises (a
+// destroyed event still pending is released by the runtime when it completes). Holds the device
+// stream so the event outlives no context it belongs to.
+struct CudaTimingEvent final : TimingEvent {
+  std::shared_ptr<const void> owner;  // keeps the backend's DeviceStream alive
+  int device = 0;
+  cudaEvent_t event = nullptr;
+  ~CudaTimingEvent() override {
+    if (!event) return;
+    cudaSetDevice(device);
+    cudaEventDestroy(event);
+  }
+};
+
+const CudaTimingEvent& as_cuda_event(const TimingEvent& e) {
+  const auto* c = dynamic_cast<const CudaTimingEvent*>(&e);
+  CNNSCALE_CHECK(c != nullptr, "timing event of another backend given to the cuda backend");
+  return *c;
+}
+}  // namespace
+
+std::shared_ptr<TimingEvent> CudaBackend::record_timing_event() {
+  activate();
+  auto e = std::make_shared<CudaTimingEvent>();
+  e->owner = ds_;
+  e->device = device_;
+  CUDA_CHECK(cudaEventCreate(&e->event));  // default flags: timing enabled, spin on sync
+  CUDA_CHECK(cudaEventRecord(e->event, ds_->stream));
+  return e;
+}
+
+bool CudaBackend::timing_event_done(const TimingEvent& e) {
+  activate();
+  const cudaError_t status = cudaEventQuery(as_cuda_event(e).event);
+  if (status == cudaErrorNotReady) return false;
+  CUDA_CHECK(status);
+  return true;
+}
+
+double CudaBackend::elapsed_ms(const TimingEvent& a, const TimingEvent& b) {
+  activate();
+  const CudaTimingEvent& ca = as_cuda_event(a);
+  const CudaTimingEvent& cb = as_cuda_event(b);
+  // A no-op when the caller read after a synchronisation (the intended use).
+  CUDA_CHECK(cudaEventSynchronize(cb.event));
+  CUDA_CHECK(cudaEventSynchronize(ca.event));
+  float ms = 0.0f;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, ca.event, cb.event));
+  return ms;
+}
+
 // Grows only: algorithms ask for their workspace in stream order, so freeing the old block with
 // cudaFreeAsync is safe even while earlier kernels still use it.
 void* CudaBackend::workspace(size_t bytes) {

@@ -69,6 +69,10 @@ class CudaBackend final : public Backend {
   void copy(const Tensor& src, const Tensor& dst) override;
   void fill(const Tensor& t, float value) override;
   void synchronize() override;
+  // Timing events: timing-enabled CUDA events recorded on the compute stream (no host sync).
+  std::shared_ptr<TimingEvent> record_timing_event() override;
+  bool timing_event_done(const TimingEvent& e) override;
+  double elapsed_ms(const TimingEvent& a, const TimingEvent& b) override;
 
   void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b,
             float beta, float* c) override;

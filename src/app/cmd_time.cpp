@@ -1,0 +1,92 @@
+// `cnnscale time NET` (like `caffe time`): per-layer forward and backward time on one device,
+// averaged over --iterations after --warmup, hotspot layers first with their share of the total;
+// a table on stdout, or one JSON line with --json.
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "app/commands.hpp"
+#include "backend/backend.hpp"
+#include "core/error.hpp"
+#include "measure/layer_timing.hpp"
+#include "net/net.hpp"
+
+namespace cnnscale::app {
+
+namespace {
+
+struct TimeArgs {
+  std::string net;
+  std::string device = "cpu";
+  std::vector<int64_t> input_shape;
+  int64_t classes = 0;
+  LayerTimingOptions options;
+  bool json = false;
+};
+
+void run_time(TimeArgs& a) {
+  if (!a.input_shape.empty() &&
+      (a.input_shape.size() != 3 || a.input_shape[0] < 1 || a.input_shape[1] < 1 || a.input_shape[2] < 1))
+    throw_config("--input-shape: expected three positive extents C,H,W");
+  if (a.classes < 0) throw_config("--classes must be >= 1, got {}", a.classes);
+  NetOptions net_options;
+  if (!a.input_shape.empty()) net_options.input_shape = a.input_shape;
+  if (a.classes > 0) net_options.classes = a.classes;
+  NetSpec spec = NetSpec::load(resolve_network_path(a.net), net_options);
+  std::unique_ptr<Backend> backend = make_backend(a.device);
+
+  const LayerTimingResult r = time_layers(spec, *backend, a.options);
+  if (a.json) {
+    nlohmann::json layers = nlohmann::json::array();
+    for (const LayerTime& t : r.layers)
+      layers.push_back({{"name", t.name},
+                        {"type", t.type},
+                        {"forward_ms", t.forward_ms},
+                        {"backward_ms", t.backward_ms},
+                        {"share", t.share}});
+    nlohmann::json j = {{"net", spec.name()},
+                        {"device", backend->device().to_string()},
+                        {"batch", r.batch},
+                        {"iterations", r.iterations},
+                        {"warmup", r.warmup},
+                        {"forward_ms", r.forward_ms},
+                        {"backward_ms", r.backward_ms},
+                        {"update_ms", r.update_ms},
+                        {"step_ms", r.step_ms},
+                        {"layers", layers}};
+    std::printf("%s\n", j.dump().c_str());
+    std::fflush(stdout);
+    return;
+  }
+  std::printf("%s on %s, batch %lld: mean of %lld iterations after %lld warm-up\n", spec.name().c_str(),
+              backend->description().c_str(), static_cast<long long>(r.batch), static_cast<long long>(r.iterations),
+              static_cast<long long>(r.warmup));
+  std::printf("%-28s %-18s %12s %12s %8s\n", "layer", "type", "forward ms", "backward ms", "share");
+  for (const LayerTime& t : r.layers)
+    std::printf("%-28s %-18s %12.4f %12.4f %7.1f%%\n", t.name.c_str(), t.type.c_str(), t.forward_ms, t.backward_ms,
+                100.0 * t.share);
+  std::printf("forward %.4f ms, backward %.4f ms, update %.4f ms, full step %.4f ms\n", r.forward_ms, r.backward_ms,
+              r.update_ms, r.step_ms);
+}
+
+}  // namespace
+
+void register_time(CLI::App& app) {
+  auto args = std::make_shared<TimeArgs>();
+  TimeArgs& a = *args;
+  CLI::App* cmd = app.add_subcommand("time", "Time each layer's forward and backward pass (hotspots first)");
+  cmd->add_option("net", a.net, "Network name (networks/NAME.yaml) or YAML path")->required();
+  cmd->add_option("--batch", a.options.batch, "Batch size")->capture_default_str();
+  cmd->add_option("--iterations", a.options.iterations, "Timed iterations (after the warm-up)")->capture_default_str();
+  cmd->add_option("--warmup", a.options.warmup, "Untimed iterations first")->capture_default_str();
+  cmd->add_option("--device", a.device, "cpu, gpu or gpu:N")->capture_default_str();
+  cmd->add_option("--input-shape", a.input_shape, "Per-sample input C,H,W (default: the network's)")->delimiter(',');
+  cmd->add_option("--classes", a.classes, "Number of classes (default: the network's)");
+  cmd->add_option("--seed", a.options.seed, "Seed of weight init and the random input")->capture_default_str();
+  cmd->add_flag("--json", a.json, "Print one JSON line on stdout instead of the table");
+  cmd->callback([args] { run_time(*args); });
+}
+
+}  // namespace cnnscale::app

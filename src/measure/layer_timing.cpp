@@ -1,0 +1,124 @@
+// Layer timing implementation. Every iteration records one event before the forward, one after each
+// layer's forward and backward, and one after forward, backward and update; a layer's time is the
+// span from the previous event, so the per-layer times add up to the forward/backward totals
+// (minus the loss combination). Events are read only after the final synchronisation.
+#include "measure/layer_timing.hpp"
+
+#include <algorithm>
+#include <memory>
+#include <random>
+
+#include "core/error.hpp"
+
+namespace cnnscale {
+
+namespace {
+
+using EventPtr = std::shared_ptr<TimingEvent>;
+
+struct IterationEvents {
+  EventPtr begin, forward_end, backward_end, update_end;
+  std::vector<EventPtr> after_forward, after_backward;  // per layer index; null: did not run
+};
+
+}  // namespace
+
+LayerTimingResult time_layers(const NetSpec& spec, Backend& backend, const LayerTimingOptions& o) {
+  if (o.batch < 1) throw_config("--batch must be >= 1, got {}", o.batch);
+  if (o.iterations < 1) throw_config("--iterations must be >= 1, got {}", o.iterations);
+  if (o.warmup < 0) throw_config("--warmup must be >= 0, got {}", o.warmup);
+
+  Net net(spec, backend, o.batch, o.seed);
+  const std::vector<Layer*> layers = net.layers();
+  {
+    // Random inputs and valid labels: data-dependent layers (ReLU, max pooling) see realistic work.
+    std::mt19937_64 rng(o.seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::uniform_int_distribution<int32_t> label(0, static_cast<int32_t>(std::max<int64_t>(spec.classes(), 1) - 1));
+    std::vector<float> data(static_cast<size_t>(net.input().shape().numel()));
+    for (float& v : data) v = normal(rng);
+    std::vector<int32_t> labels(static_cast<size_t>(net.labels().shape().numel()));
+    for (int32_t& v : labels) v = label(rng);
+    backend.upload(data.data(), net.input());
+    backend.upload(labels.data(), net.labels());
+  }
+  // The update of a full step; lr 0 keeps the weights (and so every iteration's work) unchanged
+  // while the kernel does the same memory traffic as a real SGD step.
+  Tensor history = backend.alloc(net.flat_params().shape());
+
+  std::vector<IterationEvents> timed;
+  timed.reserve(static_cast<size_t>(o.iterations));
+  const int64_t total = o.warmup + o.iterations;
+  for (int64_t it = 0; it < total; ++it) {
+    const bool record = it >= o.warmup;
+    IterationEvents ev;
+    if (record) {
+      ev.after_forward.resize(layers.size());
+      ev.after_backward.resize(layers.size());
+      ev.begin = backend.record_timing_event();
+    }
+    const auto iteration = static_cast<uint64_t>(it);
+    net.forward(Phase::Train, iteration, [&](size_t l) {
+      if (record) ev.after_forward[l] = backend.record_timing_event();
+    });
+    if (record) ev.forward_end = backend.record_timing_event();
+    net.backward(iteration, [&](size_t l) {
+      if (record) ev.after_backward[l] = backend.record_timing_event();
+    });
+    if (record) ev.backward_end = backend.record_timing_event();
+    backend.sgd_update(net.flat_params(), net.flat_grads(), history, 0.0f, 0.9f, 0.0f);
+    if (record) {
+      ev.update_end = backend.record_timing_event();
+      timed.push_back(std::move(ev));
+    }
+  }
+  backend.synchronize();  // every event is complete: reading them below never stalls
+
+  LayerTimingResult r;
+  r.batch = o.batch;
+  r.iterations = o.iterations;
+  r.warmup = o.warmup;
+  std::vector<LayerTime> per_layer(layers.size());
+  for (size_t l = 0; l < layers.size(); ++l) {
+    per_layer[l].name = layers[l]->name();
+    per_layer[l].type = layers[l]->type();
+  }
+  for (const IterationEvents& ev : timed) {
+    const TimingEvent* previous = ev.begin.get();
+    for (size_t l = 0; l < layers.size(); ++l) {
+      if (!ev.after_forward[l]) continue;
+      per_layer[l].forward_ms += backend.elapsed_ms(*previous, *ev.after_forward[l]);
+      previous = ev.after_forward[l].get();
+    }
+    previous = ev.forward_end.get();
+    for (size_t l = layers.size(); l-- > 0;) {  // backward runs last to first
+      if (!ev.after_backward[l]) continue;
+      per_layer[l].backward_ms += backend.elapsed_ms(*previous, *ev.after_backward[l]);
+      previous = ev.after_backward[l].get();
+    }
+    r.forward_ms += backend.elapsed_ms(*ev.begin, *ev.forward_end);
+    r.backward_ms += backend.elapsed_ms(*ev.forward_end, *ev.backward_end);
+    r.update_ms += backend.elapsed_ms(*ev.backward_end, *ev.update_end);
+    r.step_ms += backend.elapsed_ms(*ev.begin, *ev.update_end);
+  }
+  const double n = static_cast<double>(o.iterations);
+  r.forward_ms /= n;
+  r.backward_ms /= n;
+  r.update_ms /= n;
+  r.step_ms /= n;
+  double sum = 0;
+  for (LayerTime& t : per_layer) {
+    t.forward_ms /= n;
+    t.backward_ms /= n;
+    sum += t.forward_ms + t.backward_ms;
+  }
+  for (LayerTime& t : per_layer) t.share = sum > 0 ? (t.forward_ms + t.backward_ms) / sum : 0.0;
+  // Stable: layers of equal time keep network order.
+  std::stable_sort(per_layer.begin(), per_layer.end(), [](const LayerTime& a, const LayerTime& b) {
+    return a.forward_ms + a.backward_ms > b.forward_ms + b.backward_ms;
+  });
+  r.layers = std::move(per_layer);
+  return r;
+}
+
+}  // namespace cnnscale

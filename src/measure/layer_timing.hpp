@@ -1,0 +1,39 @@
+// Per-layer forward/backward timing of a network (`cnnscale time NET`, like `caffe time`): timing
+// events around each layer's forward and backward on the backend's stream (CUDA events on GPU,
+// host clocks on CPU), averaged over the iterations after a warm-up, hotspots first.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "net/net.hpp"
+
+namespace cnnscale {
+
+struct LayerTimingOptions {
+  int64_t batch = 64;
+  int64_t iterations = 50;  // timed, after the warm-up
+  int64_t warmup = 5;       // run, not timed (first-call costs: cuDNN algorithm search, allocations)
+  uint64_t seed = 1;
+};
+
+struct LayerTime {
+  std::string name, type;
+  double forward_ms = 0, backward_ms = 0;  // mean per iteration
+  double share = 0;                        // (forward + backward) / the sum over all layers
+};
+
+struct LayerTimingResult {
+  std::vector<LayerTime> layers;  // descending forward + backward time (hotspots first)
+  int64_t batch = 0, iterations = 0, warmup = 0;
+  // Means per iteration: the whole forward (loss combination included), the whole backward, and a
+  // full step (forward, backward and the SGD update of every parameter).
+  double forward_ms = 0, backward_ms = 0, update_ms = 0, step_ms = 0;
+};
+
+// Builds the net on `backend` with random inputs and labels and times it. Throws ConfigError for
+// iterations < 1, warmup < 0 or batch < 1.
+LayerTimingResult time_layers(const NetSpec& spec, Backend& backend, const LayerTimingOptions& options);
+
+}  // namespace cnnscale

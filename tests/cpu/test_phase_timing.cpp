@@ -1,0 +1,178 @@
+// Phase and layer timing: PhaseTimer bookkeeping on host clocks (warm-up exclusion, means, the total
+// covering the phases), `cnnscale train --json` phase means and `cnnscale time NET` per-layer times.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "backend/backend.hpp"
+#include "core/error.hpp"
+#include "cpu/cli_runner.hpp"
+#include "measure/phase_timer.hpp"
+
+namespace cnnscale {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::CliResult;
+using testing::run_cnnscale;
+
+constexpr size_t idx(StepPhase p) {
+  return static_cast<size_t>(p);
+}
+
+TEST(PhaseTimer, SummaryExcludesWarmupAndAverages) {
+  std::vector<IterationPhases> t(3);
+  t[0].warmup = true;
+  t[0].seconds[idx(StepPhase::Forward)] = 100.0;
+  t[0].total = 100.0;
+  t[1].seconds[idx(StepPhase::Forward)] = 1.0;
+  t[1].seconds[idx(StepPhase::Update)] = 0.5;
+  t[1].total = 2.0;
+  t[2].seconds[idx(StepPhase::Forward)] = 3.0;
+  t[2].total = 4.0;
+  PhaseSummary s = summarize_phases(t);
+  EXPECT_EQ(s.iterations, 2);
+  EXPECT_DOUBLE_EQ(s.mean_seconds[idx(StepPhase::Forward)], 2.0);
+  EXPECT_DOUBLE_EQ(s.mean_seconds[idx(StepPhase::Update)], 0.25);
+  EXPECT_DOUBLE_EQ(s.mean_total, 3.0);
+  t[1].warmup = t[2].warmup = true;
+  EXPECT_EQ(summarize_phases(t).iterations, 0);
+  EXPECT_DOUBLE_EQ(summarize_phases(t).mean_total, 0.0);
+}
+
+TEST(PhaseTimer, HostClockPhasesWarmupFlagsAndTotal) {
+  auto backend = make_backend("cpu");
+  PhaseTimer timer(*backend);
+  for (int64_t it = 0; it < 4; ++it) {
+    timer.begin(it, it == 0);
+    std::this_thread::sleep_for(2ms);  // stands for the loader wait, measured by the caller
+    timer.add_seconds(StepPhase::Data, 0.002);
+    timer.mark(StepPhase::Data);
+    timer.mark(StepPhase::H2D);
+    std::this_thread::sleep_for(it == 0 ? 40ms : 3ms);
+    timer.mark(StepPhase::Forward);
+    std::this_thread::sleep_for(2ms);
+    timer.mark(StepPhase::Backward);
+    timer.add_seconds(StepPhase::CommBusy, 0.001);
+    std::this_thread::sleep_for(1ms);
+    timer.mark(StepPhase::Update);
+    timer.end();
+  }
+  EXPECT_EQ(timer.pending(), 4u);  // nothing resolved before asked
+  timer.resolve_ready();           // host readings are always complete
+  EXPECT_EQ(timer.pending(), 0u);
+  const auto& tl = timer.timeline();
+  ASSERT_EQ(tl.size(), 4u);
+  for (size_t i = 0; i < tl.size(); ++i) {
+    EXPECT_EQ(tl[i].iteration, static_cast<int64_t>(i));
+    EXPECT_EQ(tl[i].warmup, i == 0);
+    // Sleeps last at least as long as asked.
+    EXPECT_GE(tl[i].seconds[idx(StepPhase::Forward)], i == 0 ? 0.040 : 0.003);
+    EXPECT_GE(tl[i].seconds[idx(StepPhase::Backward)], 0.002);
+    EXPECT_GE(tl[i].seconds[idx(StepPhase::Update)], 0.001);
+    EXPECT_DOUBLE_EQ(tl[i].seconds[idx(StepPhase::Data)], 0.002);  // the host value, not a mark span
+    EXPECT_DOUBLE_EQ(tl[i].seconds[idx(StepPhase::CommBusy)], 0.001);
+    EXPECT_EQ(tl[i].seconds[idx(StepPhase::Allreduce)], 0.0);  // never marked
+    // The total spans begin to the last mark, measured independently of the data value: the only
+    // time not in a phase is the sleep's overshoot beyond the 2 ms reported as data plus a few
+    // function calls, so the phases must cover the total to within that overshoot (scheduler
+    // wake-up latency; 5 ms is generous on a loaded CI host) and never exceed it by more.
+    double sum = 0;
+    for (int p = 0; p < kStepPhases; ++p)
+      if (p != static_cast<int>(StepPhase::CommBusy)) sum += tl[i].seconds[static_cast<size_t>(p)];
+    EXPECT_LE(sum, tl[i].total + 1e-6);
+    EXPECT_LE(tl[i].total - sum, 0.005) << "iteration " << i;
+  }
+  PhaseSummary s = timer.summary();
+  EXPECT_EQ(s.iterations, 3);
+  double forward = 0;
+  for (size_t i = 1; i < 4; ++i) forward += tl[i].seconds[idx(StepPhase::Forward)];
+  EXPECT_DOUBLE_EQ(s.mean_seconds[idx(StepPhase::Forward)], forward / 3);
+
+  // GPU-style comm busy: one window's busy time shared by the iterations resolved since the last.
+  timer.spread_comm_busy(0.004);
+  for (const auto& it : timer.timeline()) EXPECT_DOUBLE_EQ(it.seconds[idx(StepPhase::CommBusy)], 0.002);
+  timer.spread_comm_busy(1.0);  // no new iterations: nothing to share it with
+  EXPECT_DOUBLE_EQ(timer.timeline()[0].seconds[idx(StepPhase::CommBusy)], 0.002);
+}
+
+TEST(PhaseTimer, MisuseThrows) {
+  auto backend = make_backend("cpu");
+  PhaseTimer timer(*backend);
+  EXPECT_THROW(timer.mark(StepPhase::Forward), Error);
+  EXPECT_THROW(timer.end(), Error);
+  timer.begin(0, false);
+  EXPECT_THROW(timer.begin(1, false), Error);
+  EXPECT_STREQ(step_phase_name(StepPhase::CommBusy), "comm_busy");
+  EXPECT_THROW(step_phase_name(kStepPhases), Error);
+}
+
+TEST(PhaseTiming, TrainJsonHasPhaseMeans) {
+  CliResult r = run_cnnscale({"train", "--net", "lenet", "--data", "synthetic", "--iterations", "12", "--batch", "8",
+                              "--display", "4", "--timing-warmup", "2", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("phases (ms/iteration"), std::string::npos) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.contains("phases")) << r.out;
+  const auto& p = j["phases"];
+  EXPECT_EQ(p["iterations"], 10);  // warm-up excluded
+  double sum = 0;
+  for (const char* name : {"data", "h2d", "forward", "backward", "allreduce", "comm_busy", "update", "total"}) {
+    ASSERT_TRUE(p.contains(name)) << name;
+    EXPECT_GE(p[name].get<double>(), 0.0) << name;
+    if (std::string(name) != "comm_busy" && std::string(name) != "total") sum += p[name].get<double>();
+  }
+  EXPECT_GT(p["forward"].get<double>(), 0.0);
+  EXPECT_GT(p["backward"].get<double>(), 0.0);
+  EXPECT_EQ(p["allreduce"].get<double>(), 0.0);  // a single process
+  // Marks are back to back on CPU: only a few function calls between begin and the data mark are
+  // outside every phase, against a LeNet step of ~1 ms, so 10% (+ 50 us) covers it; a phase that
+  // lost its mark would be far off.
+  const double total = p["total"].get<double>();
+  EXPECT_LE(std::abs(total - sum), 0.1 * total + 50e-6) << p.dump();
+}
+
+TEST(PhaseTiming, TimeLenetListsEveryLayer) {
+  CliResult r = run_cnnscale(
+      {"time", "lenet", "--device", "cpu", "--iterations", "3", "--warmup", "1", "--batch", "8", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["iterations"], 3);
+  EXPECT_EQ(j["warmup"], 1);
+  const auto& layers = j["layers"];
+  ASSERT_GE(layers.size(), 5u) << r.out;
+  std::set<std::string> names;
+  double share = 0, previous = INFINITY, layer_sum = 0;
+  int convs = 0;
+  for (const auto& l : layers) {
+    names.insert(l["name"].get<std::string>());
+    const double f = l["forward_ms"].get<double>(), b = l["backward_ms"].get<double>();
+    EXPECT_GE(f, 0.0);
+    EXPECT_GE(b, 0.0);
+    EXPECT_LE(f + b, previous + 1e-12) << "not sorted hotspot first";
+    previous = f + b;
+    layer_sum += f + b;
+    share += l["share"].get<double>();
+    if (l["type"] == "Convolution") ++convs;
+  }
+  EXPECT_EQ(names.size(), layers.size());
+  EXPECT_EQ(convs, 2);  // LeNet's conv1 and conv2
+  EXPECT_NEAR(share, 1.0, 1e-9);
+  // Layer spans tile forward and backward; only the loss combination lies outside them.
+  const double fb = j["forward_ms"].get<double>() + j["backward_ms"].get<double>();
+  EXPECT_LE(layer_sum, fb + 1e-9);
+  EXPECT_GE(j["step_ms"].get<double>(), fb - 1e-9);
+
+  CliResult table = run_cnnscale({"time", "lenet", "--iterations", "2", "--warmup", "0", "--batch", "4"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_NE(table.out.find("conv1"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("full step"), std::string::npos) << table.out;
+  EXPECT_EQ(run_cnnscale({"time", "lenet", "--iterations", "0"}).exit_code, 2);
+}
+
+}  // namespace
+}  // namespace cnnscale
