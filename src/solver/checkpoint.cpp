@@ -2,14 +2,14 @@
 // is checked and a failure becomes one Error naming the file and the operation.
 #include "solver/checkpoint.hpp"
 
-#include <fcntl.h>
 #include <hdf5.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <map>
 #include <regex>
+
+#include "io/hdf5_util.hpp"
 
 namespace cnnscale {
 
@@ -17,36 +17,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void silence_hdf5() {
-  static bool done = [] {
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-    return true;
-  }();
-  (void)done;
-}
-
-// Owns an HDF5 identifier and closes it with the matching function.
-class H5Handle {
- public:
-  H5Handle(hid_t id, herr_t (*closer)(hid_t)) : id_(id), closer_(closer) {}
-  ~H5Handle() {
-    if (id_ >= 0) closer_(id_);
-  }
-  H5Handle(const H5Handle&) = delete;
-  H5Handle& operator=(const H5Handle&) = delete;
-  H5Handle(H5Handle&& o) noexcept : id_(o.id_), closer_(o.closer_) { o.id_ = -1; }
-  hid_t get() const { return id_; }
-  // Closes now and reports failure (closing a file flushes it).
-  herr_t close() {
-    herr_t r = id_ >= 0 ? closer_(id_) : 0;
-    id_ = -1;
-    return r;
-  }
-
- private:
-  hid_t id_;
-  herr_t (*closer_)(hid_t);
-};
+using h5::fsync_path;
+using h5::H5Handle;
+using h5::silence_hdf5;
 
 class Writer {
  public:
@@ -198,17 +171,6 @@ class Reader {
   hid_t file_;
   std::string path_;
 };
-
-void fsync_path(const std::string& path, bool directory) {
-  int fd = ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-  if (fd < 0) {
-    if (directory) return;  // best effort for the directory entry
-    throw_runtime("{}: cannot reopen to flush to disk", path);
-  }
-  int r = ::fsync(fd);
-  ::close(fd);
-  if (r != 0 && !directory) throw_runtime("{}: fsync failed", path);
-}
 
 }  // namespace
 
