@@ -1,0 +1,46 @@
+// Results files of one run: results/<experiment>/<run-id>/{run.h5, summary.json, summary.csv},
+// written into "<run-id>.partial/" and renamed last, so a run killed midway leaves nothing that
+// looks complete. The schema is documented in results/README.md; read_run_results reads it back.
+#pragma once
+#include <chrono>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "io/run_results.hpp"
+
+namespace cnnscale {
+
+inline constexpr std::string_view kResultsFormat = "cnnscale-results-1";
+
+struct ResultsWriteOptions {
+  std::string root = "results";  // `--results DIR`
+  // Test hook: called after each step ("h5:config", ..., "run.h5", "summary.json", "summary.csv");
+  // a throw from it aborts the write like any I/O failure would.
+  std::function<void(std::string_view step)> after_step;
+};
+
+// "20261122T044300Z-1a2b3c4d": UTC time of `now` and 8 hex digits of a hash of the config text,
+// the host name, the process id and the time, so runs started in the same second differ.
+std::string make_run_id(const std::string& config_text,
+                        std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
+
+// Writes the run folder <root>/<experiment>/<run_id>/ and returns its path. `results.run_id` must
+// be set (see make_run_id) and the folder must not exist yet. On any failure the partial folder is
+// removed and the error rethrown. Call on one process only (rank 0) with the gathered results.
+std::string write_run_results(const RunResults& results, const ResultsWriteOptions& options = {});
+
+// Reads run.h5, given the run folder or the file itself.
+RunResults read_run_results(const std::string& path);
+
+// The CSV columns of a run: experiment, run_id, then the summary names in sorted order.
+std::vector<std::string> summary_csv_header(const RunResults& results);
+
+// Appends the run's row to a sweep-level CSV. A new (or empty) file gets the header first; an
+// existing file keeps its header and the row follows its columns (empty for names the run lacks;
+// names the header lacks are left out with a warning). Locked with flock and written with one
+// append, so runs finishing together do not interleave.
+void append_summary_csv(const std::string& csv_path, const RunResults& results);
+
+}  // namespace cnnscale

@@ -1,0 +1,114 @@
+// One run's results as plain data, independent of how they were measured (GPU events, host clocks,
+// NVML, RAPL): what results_writer stores in run.h5 / summary.json / CSV and read_run_results
+// returns. Missing numbers are NaN, unknown strings are std::nullopt, null summary values monostate.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace cnnscale {
+
+inline constexpr double kMissing = std::numeric_limits<double>::quiet_NaN();
+
+// Timeline phases in the order of the timeline's last axis (and of the HDF5 `phases` attribute).
+enum class TimelinePhase { Data, H2D, Forward, Backward, Allreduce, CommBusy, Update, Total };
+inline constexpr std::array<std::string_view, 8> kTimelinePhaseNames = {"data",      "h2d",       "forward", "backward",
+                                                                        "allreduce", "comm_busy", "update",  "total"};
+inline constexpr int64_t kTimelinePhaseCount = static_cast<int64_t>(kTimelinePhaseNames.size());
+
+struct GpuInfo {
+  int64_t rank = 0;  // the MPI rank that drives this GPU
+  std::optional<std::string> host, name, uuid, driver;
+  double power_limit_w = kMissing;
+  bool operator==(const GpuInfo&) const = default;
+};
+
+struct SystemInfo {
+  std::vector<std::string> hosts;
+  std::vector<GpuInfo> gpus;  // one per rank that has a GPU; empty on CPU runs
+  std::optional<std::string> cuda_version, cudnn_version, nccl_version, mpi_version;
+};
+
+// Seconds per (iteration, rank, phase), row-major; iterations are recorded in order, warm-up included.
+class Timeline {
+ public:
+  Timeline() = default;
+  explicit Timeline(int64_t ranks) : ranks_(ranks) {}
+
+  int64_t ranks() const { return ranks_; }
+  int64_t iterations() const { return static_cast<int64_t>(iteration_.size()); }
+  // Appends one iteration with every phase of every rank missing (NaN); returns its row index.
+  int64_t add_iteration(int64_t iteration, bool warmup) {
+    iteration_.push_back(iteration);
+    warmup_.push_back(warmup ? 1 : 0);
+    seconds_.resize(seconds_.size() + static_cast<size_t>(ranks_ * kTimelinePhaseCount), kMissing);
+    return iterations() - 1;
+  }
+  double& at(int64_t row, int64_t rank, TimelinePhase p) { return seconds_[index(row, rank, p)]; }
+  double at(int64_t row, int64_t rank, TimelinePhase p) const { return seconds_[index(row, rank, p)]; }
+
+  const std::vector<int64_t>& iteration() const { return iteration_; }
+  const std::vector<uint8_t>& warmup() const { return warmup_; }  // 1: warm-up, excluded from summaries
+  const std::vector<double>& seconds() const { return seconds_; }
+
+  // Whole-array replacement, for the reader; sizes must agree (checked by the caller).
+  void assign(int64_t ranks, std::vector<int64_t> iteration, std::vector<uint8_t> warmup, std::vector<double> seconds) {
+    ranks_ = ranks;
+    iteration_ = std::move(iteration);
+    warmup_ = std::move(warmup);
+    seconds_ = std::move(seconds);
+  }
+
+ private:
+  size_t index(int64_t row, int64_t rank, TimelinePhase p) const {
+    return static_cast<size_t>((row * ranks_ + rank) * kTimelinePhaseCount + static_cast<int64_t>(p));
+  }
+  int64_t ranks_ = 0;
+  std::vector<int64_t> iteration_;
+  std::vector<uint8_t> warmup_;
+  std::vector<double> seconds_;
+};
+
+// One GPU's power samples, columnar; every column has the same length, missing values are NaN.
+struct PowerSeries {
+  int64_t rank = 0;
+  std::optional<std::string> uuid;
+  std::vector<double> t_s;          // seconds since the run's time origin
+  std::vector<double> power_w;      // instant power
+  std::vector<double> avg_power_w;  // NVML's averaged power
+  std::vector<double> energy_mj;    // total-energy counter
+  std::vector<double> sm_clock_mhz;
+  std::vector<double> temperature_c;
+};
+
+struct EpochRecord {
+  int64_t epoch = 0;
+  int64_t iteration = 0;  // iterations completed at the end of this epoch
+  double loss = kMissing;
+  double top1 = kMissing;  // fractions in [0, 1]
+  double top5 = kMissing;
+  double lr = kMissing;
+};
+
+// A summary figure: null (unknown, e.g. energy without NVML), a number or a string.
+using SummaryValue = std::variant<std::monostate, double, std::string>;
+
+struct RunResults {
+  std::string experiment;
+  std::string run_id;
+  std::string config_text;  // the resolved YAML/JSON of the run
+  SystemInfo system;
+  Timeline timeline;
+  std::vector<PowerSeries> power;
+  std::vector<EpochRecord> epochs;
+  std::map<std::string, SummaryValue> summary;
+  std::map<std::string, std::string> methods;  // figure name -> how it was obtained
+};
+
+}  // namespace cnnscale

@@ -1,0 +1,396 @@
+// Results files: run.h5 round trip through read_run_results and through h5py (NaN, null and empty
+// arrays included), summary.json/CSV contents, the sweep CSV append, and the partial-folder
+// protocol: a write failing at any step leaves neither a final run folder nor a partial one.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "io/results_writer.hpp"
+
+namespace cnnscale {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+class ResultsDir {
+ public:
+  ResultsDir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ =
+        fs::temp_directory_path() / fmt::format("cnnscale_{}_{}_{}", info->test_suite_name(), info->name(), ::getpid());
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~ResultsDir() { fs::remove_all(path_); }
+  std::string str() const { return path_.string(); }
+  std::vector<std::string> entries(const std::string& sub) const {
+    std::vector<std::string> out;
+    if (!fs::exists(path_ / sub)) return out;
+    for (const auto& e : fs::directory_iterator(path_ / sub)) out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+ private:
+  fs::path path_;
+};
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+RunResults sample() {
+  RunResults r;
+  r.experiment = "resnet_scaling";
+  r.run_id = "20261122T044300Z-0badc0de";
+  r.config_text = "net: resnet34\nbatch: 64  # per rank\nname: \"naïve, test\"\n";
+  r.system.hosts = {"node-a", "node-b"};
+  r.system.gpus = {GpuInfo{0, "node-a", "NVIDIA H100", "GPU-1111", "550.54", 700.0},
+                   GpuInfo{1, "node-b", std::nullopt, "GPU-2222", std::nullopt, kMissing}};
+  r.system.cuda_version = "12.4";
+  r.system.nccl_version = "2.21.5";
+  r.system.mpi_version = "Open MPI v4.1.6";  // cuDNN unknown: null
+  r.timeline = Timeline(2);
+  for (int it = 0; it < 3; ++it) {
+    int64_t row = r.timeline.add_iteration(100 + it, it == 0);
+    for (int rank = 0; rank < 2; ++rank)
+      for (int p = 0; p < kTimelinePhaseCount; ++p)
+        r.timeline.at(row, rank, static_cast<TimelinePhase>(p)) = 0.001 * (1 + p) + 0.1 * rank + 1.0 * it + 1e-12;
+  }
+  r.timeline.at(1, 1, TimelinePhase::CommBusy) = kMissing;  // e.g. no communication stream on CPU
+  PowerSeries g0;
+  g0.rank = 0;
+  g0.uuid = "GPU-1111";
+  g0.t_s = {0.0, 0.1, 0.2};
+  g0.power_w = {250.5, 260.25, 270.125};
+  g0.avg_power_w = {240.0, kMissing, 250.0};
+  g0.energy_mj = {1e12, 1e12 + 25050, 1e12 + 51075};
+  g0.sm_clock_mhz = {1980, 1980, 1755};
+  g0.temperature_c = {kMissing, kMissing, kMissing};
+  PowerSeries g1;  // a GPU whose sampler recorded nothing
+  g1.rank = 1;
+  r.power = {g0, g1};
+  r.epochs = {EpochRecord{1, 500, 2.3, 0.11, 0.5, 0.1}, EpochRecord{2, 1000, 1.7, 0.42, kMissing, 0.01}};
+  r.summary = {{"seconds_per_batch", 0.123456789012345},
+               {"joules_per_batch", std::monostate{}},
+               {"samples_per_s", 1040.5},
+               {"gflops_per_w", kMissing},
+               {"measure", std::string("steady")},
+               {"note", std::string("a, \"quoted\" value")}};
+  r.methods = {{"seconds_per_batch", "slowest rank, mean over steady iterations"},
+               {"joules_per_batch", "unavailable: NVML not loaded"}};
+  return r;
+}
+
+// NaN-aware equality of doubles: the files must keep NaN as NaN, not 0 or null.
+void expect_same(double a, double b, const std::string& what) {
+  if (std::isnan(a) || std::isnan(b))
+    EXPECT_TRUE(std::isnan(a) && std::isnan(b)) << what << ": " << a << " vs " << b;
+  else
+    EXPECT_EQ(a, b) << what;
+}
+void expect_same(const std::vector<double>& a, const std::vector<double>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) expect_same(a[i], b[i], what + "[" + std::to_string(i) + "]");
+}
+
+void expect_same(const RunResults& a, const RunResults& b) {
+  EXPECT_EQ(a.experiment, b.experiment);
+  EXPECT_EQ(a.run_id, b.run_id);
+  EXPECT_EQ(a.config_text, b.config_text);
+  EXPECT_EQ(a.system.hosts, b.system.hosts);
+  ASSERT_EQ(a.system.gpus.size(), b.system.gpus.size());
+  for (size_t i = 0; i < a.system.gpus.size(); ++i) {
+    const auto &x = a.system.gpus[i], &y = b.system.gpus[i];
+    EXPECT_EQ(x.rank, y.rank);
+    EXPECT_EQ(x.host, y.host);
+    EXPECT_EQ(x.name, y.name);
+    EXPECT_EQ(x.uuid, y.uuid);
+    EXPECT_EQ(x.driver, y.driver);
+    expect_same(x.power_limit_w, y.power_limit_w, "power_limit_w");
+  }
+  EXPECT_EQ(a.system.cuda_version, b.system.cuda_version);
+  EXPECT_EQ(a.system.cudnn_version, b.system.cudnn_version);
+  EXPECT_EQ(a.system.nccl_version, b.system.nccl_version);
+  EXPECT_EQ(a.system.mpi_version, b.system.mpi_version);
+  EXPECT_EQ(a.timeline.ranks(), b.timeline.ranks());
+  EXPECT_EQ(a.timeline.iteration(), b.timeline.iteration());
+  EXPECT_EQ(a.timeline.warmup(), b.timeline.warmup());
+  expect_same(a.timeline.seconds(), b.timeline.seconds(), "timeline");
+  ASSERT_EQ(a.power.size(), b.power.size());
+  for (size_t k = 0; k < a.power.size(); ++k) {
+    EXPECT_EQ(a.power[k].rank, b.power[k].rank);
+    EXPECT_EQ(a.power[k].uuid, b.power[k].uuid);
+    expect_same(a.power[k].t_s, b.power[k].t_s, "t_s");
+    expect_same(a.power[k].power_w, b.power[k].power_w, "power_w");
+    expect_same(a.power[k].avg_power_w, b.power[k].avg_power_w, "avg_power_w");
+    expect_same(a.power[k].energy_mj, b.power[k].energy_mj, "energy_mj");
+    expect_same(a.power[k].sm_clock_mhz, b.power[k].sm_clock_mhz, "sm_clock_mhz");
+    expect_same(a.power[k].temperature_c, b.power[k].temperature_c, "temperature_c");
+  }
+  ASSERT_EQ(a.epochs.size(), b.epochs.size());
+  for (size_t i = 0; i < a.epochs.size(); ++i) {
+    EXPECT_EQ(a.epochs[i].epoch, b.epochs[i].epoch);
+    EXPECT_EQ(a.epochs[i].iteration, b.epochs[i].iteration);
+    expect_same(a.epochs[i].loss, b.epochs[i].loss, "loss");
+    expect_same(a.epochs[i].top1, b.epochs[i].top1, "top1");
+    expect_same(a.epochs[i].top5, b.epochs[i].top5, "top5");
+    expect_same(a.epochs[i].lr, b.epochs[i].lr, "lr");
+  }
+  ASSERT_EQ(a.summary.size(), b.summary.size());
+  for (const auto& [name, v] : a.summary) {
+    ASSERT_TRUE(b.summary.count(name)) << name;
+    const SummaryValue& w = b.summary.at(name);
+    ASSERT_EQ(v.index(), w.index()) << name;
+    if (std::holds_alternative<double>(v))
+      expect_same(std::get<double>(v), std::get<double>(w), name);
+    else
+      EXPECT_EQ(v, w) << name;
+  }
+  EXPECT_EQ(a.methods, b.methods);
+}
+
+TEST(Results, RoundTripThroughTheProjectReader) {
+  ResultsDir dir;
+  const RunResults r = sample();
+  const std::string run_dir = write_run_results(r, {dir.str(), {}});
+  EXPECT_EQ(run_dir, dir.str() + "/resnet_scaling/" + r.run_id);
+  EXPECT_EQ(dir.entries("resnet_scaling"), std::vector<std::string>{r.run_id});
+  EXPECT_EQ(dir.entries("resnet_scaling/" + r.run_id),
+            (std::vector<std::string>{"run.h5", "summary.csv", "summary.json"}));
+  expect_same(r, read_run_results(run_dir));
+  expect_same(r, read_run_results(run_dir + "/run.h5"));
+  // The same id again must not overwrite published results.
+  EXPECT_THROW(write_run_results(r, {dir.str(), {}}), Error);
+  expect_same(r, read_run_results(run_dir));
+}
+
+TEST(Results, EmptyRunRoundTrips) {
+  ResultsDir dir;
+  RunResults r;
+  r.experiment = "e";
+  r.run_id = "empty";
+  r.timeline = Timeline(4);
+  expect_same(r, read_run_results(write_run_results(r, {dir.str(), {}})));
+}
+
+TEST(Results, SummaryJsonAndCsv) {
+  ResultsDir dir;
+  const RunResults r = sample();
+  const std::string run_dir = write_run_results(r, {dir.str(), {}});
+  json j = json::parse(read_text(run_dir + "/summary.json"));
+  EXPECT_EQ(j["format"], "cnnscale-results-1");
+  EXPECT_EQ(j["run_id"], r.run_id);
+  EXPECT_EQ(j["summary"]["seconds_per_batch"].get<double>(), 0.123456789012345);
+  EXPECT_TRUE(j["summary"]["joules_per_batch"].is_null());
+  EXPECT_TRUE(j["summary"]["gflops_per_w"].is_null());  // NaN: JSON has none
+  EXPECT_EQ(j["summary"]["measure"], "steady");
+  EXPECT_EQ(j["methods"]["joules_per_batch"], "unavailable: NVML not loaded");
+  EXPECT_TRUE(j["system"]["cudnn_version"].is_null());
+  EXPECT_EQ(j["system"]["gpus"][1]["uuid"], "GPU-2222");
+  EXPECT_TRUE(j["system"]["gpus"][1]["name"].is_null());
+  EXPECT_EQ(j["timeline"]["warmup_iterations"], 1);
+  EXPECT_EQ(read_text(run_dir + "/summary.csv"),
+            "experiment,run_id,gflops_per_w,joules_per_batch,measure,note,samples_per_s,seconds_per_batch\n"
+            "resnet_scaling,20261122T044300Z-0badc0de,nan,,steady,\"a, \"\"quoted\"\" value\",1040.5,"
+            "0.123456789012345\n");
+}
+
+TEST(Results, SweepCsvKeepsItsColumns) {
+  ResultsDir dir;
+  const std::string csv = dir.str() + "/sweep.csv";
+  RunResults a = sample();
+  append_summary_csv(csv, a);
+  RunResults b = sample();
+  b.run_id = "second";
+  b.summary.erase("note");        // missing: empty field
+  b.summary["new_figure"] = 7.0;  // not in the header: left out
+  b.summary["samples_per_s"] = 2000.0;
+  append_summary_csv(csv, b);
+  const std::string header =
+      "experiment,run_id,gflops_per_w,joules_per_batch,measure,note,samples_per_s,seconds_per_batch\n";
+  EXPECT_EQ(read_text(csv), header +
+                                "resnet_scaling,20261122T044300Z-0badc0de,nan,,steady,\"a, \"\"quoted\"\" value\","
+                                "1040.5,0.123456789012345\n"
+                                "resnet_scaling,second,nan,,steady,,2000,0.123456789012345\n");
+  // A file cut mid-row by a killed writer: the next row starts on its own line.
+  {
+    std::ofstream f(csv, std::ios::app);
+    f << "resnet_scaling,cut";
+  }
+  b.run_id = "third";
+  append_summary_csv(csv, b);
+  EXPECT_NE(read_text(csv).find("resnet_scaling,cut\nresnet_scaling,third,nan,"), std::string::npos);
+  // Not a summary CSV: refused rather than appended to.
+  const std::string other = dir.str() + "/other.csv";
+  std::ofstream(other) << "a,b\n1,2\n";
+  EXPECT_THROW(append_summary_csv(other, a), ConfigError);
+  EXPECT_EQ(read_text(other), "a,b\n1,2\n");
+}
+
+TEST(Results, FailureAtAnyStepLeavesNothingThatLooksComplete) {
+  const std::vector<std::string> steps = {"h5:config",  "h5:system", "h5:timeline",  "h5:power",   "h5:epochs",
+                                          "h5:summary", "run.h5",    "summary.json", "summary.csv"};
+  for (const auto& fail_at : steps) {
+    ResultsDir dir;
+    std::vector<std::string> seen;
+    ResultsWriteOptions opt{dir.str(), [&](std::string_view step) {
+                              seen.emplace_back(step);
+                              // Files so far are in the partial folder, under temporary names
+                              // while being written, never in the final folder.
+                              EXPECT_FALSE(fs::exists(dir.str() + "/resnet_scaling/" + sample().run_id));
+                              if (step == fail_at) throw RuntimeError("injected failure at " + fail_at);
+                            }};
+    EXPECT_THROW(write_run_results(sample(), opt), RuntimeError) << fail_at;
+    EXPECT_EQ(seen.back(), fail_at);
+    EXPECT_EQ(dir.entries("resnet_scaling"), std::vector<std::string>{}) << "failing at " << fail_at;
+  }
+  // Without a failure, every step ran in order.
+  ResultsDir dir;
+  std::vector<std::string> seen;
+  write_run_results(sample(), {dir.str(), [&](std::string_view s) { seen.emplace_back(s); }});
+  EXPECT_EQ(seen, steps);
+}
+
+TEST(Results, RunIdAndNames) {
+  using namespace std::chrono;
+  const auto t = sys_days{year{2026} / 11 / 22} + hours{4} + minutes{43} + seconds{7};
+  const std::string id = make_run_id("net: a\n", t);
+  EXPECT_TRUE(std::regex_match(id, std::regex("20261122T044307Z-[0-9a-f]{8}"))) << id;
+  EXPECT_NE(id, make_run_id("net: b\n", t));
+  ResultsDir dir;
+  RunResults r = sample();
+  r.run_id = "../escape";
+  EXPECT_THROW(write_run_results(r, {dir.str(), {}}), ConfigError);
+  r.run_id = "";
+  EXPECT_THROW(write_run_results(r, {dir.str(), {}}), ConfigError);
+}
+
+TEST(Results, ReaderRefusesOtherFiles) {
+  ResultsDir dir;
+  const std::string text = dir.str() + "/not.h5";
+  std::ofstream(text) << "hello";
+  EXPECT_THROW(read_run_results(text), ConfigError);
+  EXPECT_THROW(read_run_results(dir.str() + "/missing"), ConfigError);
+}
+
+// Reads the file with h5py, as a user without cnnscale would, and prints what it saw as JSON.
+// NaN becomes the string "NaN" and h5py.Empty (our null) becomes None.
+const char* kH5pyScript = R"PY(
+import json, math, sys
+import h5py, numpy as np
+def num(x):
+    x = float(x)
+    return "NaN" if math.isnan(x) else x
+def attr(v):
+    if isinstance(v, h5py.Empty): return None
+    if isinstance(v, (str, bytes)): return v if isinstance(v, str) else v.decode()
+    return num(v)
+with h5py.File(sys.argv[1], "r") as f:
+    out = {"format": f.attrs["format"], "run_id": f.attrs["run_id"],
+           "config": f["config/text"].asstr()[()],
+           "system": {k: attr(v) for k, v in f["system"].attrs.items()},
+           "hosts": list(f["system/hosts"].asstr()[:]),
+           "gpu_uuid": list(f["system/gpus/uuid"].asstr()[:]),
+           "gpu_name": list(f["system/gpus/name"].asstr()[:]),
+           "gpu_limit": [num(x) for x in f["system/gpus/power_limit_w"][:]]}
+    s = f["timeline/seconds"]
+    out["timeline_shape"] = list(s.shape)
+    out["timeline_dtype"] = str(s.dtype)
+    out["phases"] = [str(p) for p in s.attrs["phases"]]
+    out["seconds"] = [num(x) for x in s[:].ravel()]
+    out["warmup"] = [int(x) for x in f["timeline/warmup"][:]]
+    out["iteration"] = [int(x) for x in f["timeline/iteration"][:]]
+    steady = s[:][f["timeline/warmup"][:] == 0]
+    out["steady_mean_total"] = float(np.nanmean(steady[:, :, out["phases"].index("total")]))
+    out["power"] = [{"rank": int(g.attrs["rank"]), "uuid": attr(g.attrs["uuid"]),
+                     "power_w": [num(x) for x in g["power_w"][:]],
+                     "avg_power_w": [num(x) for x in g["avg_power_w"][:]],
+                     "energy_mj": [num(x) for x in g["energy_mj"][:]]}
+                    for g in (f["power/gpu%d" % k] for k in range(int(f["power"].attrs["count"])))]
+    out["epochs"] = {k: [num(x) for x in f["epochs"][k][:]] for k in f["epochs"]}
+    out["summary"] = {k: attr(v) for k, v in f["summary"].attrs.items()}
+    out["methods"] = {k: attr(v) for k, v in f["summary/methods"].attrs.items()}
+print(json.dumps(out))
+)PY";
+
+json num(double v) {
+  return std::isnan(v) ? json("NaN") : json(v);
+}
+json nums(const std::vector<double>& v) {
+  json a = json::array();
+  for (double x : v) a.push_back(num(x));
+  return a;
+}
+
+TEST(Results, H5pyReadsTheSameValues) {
+  const char* python = "/usr/bin/python3";
+  if (std::system(fmt::format("{} -c 'import h5py' >/dev/null 2>&1", python).c_str()) != 0)
+    GTEST_SKIP() << python << " cannot import h5py (Debian package python3-h5py, installed by scripts/setup.sh)";
+  ResultsDir dir;
+  const RunResults r = sample();
+  const std::string run_dir = write_run_results(r, {dir.str(), {}});
+  const std::string script = dir.str() + "/read.py";
+  std::ofstream(script) << kH5pyScript;
+  FILE* p = ::popen(fmt::format("{} {} {}/run.h5", python, script, run_dir).c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  ASSERT_EQ(::pclose(p), 0) << out;
+  json j = json::parse(out);
+
+  EXPECT_EQ(j["format"], "cnnscale-results-1");
+  EXPECT_EQ(j["run_id"], r.run_id);
+  EXPECT_EQ(j["config"], r.config_text);
+  EXPECT_EQ(j["system"]["cuda_version"], "12.4");
+  EXPECT_TRUE(j["system"]["cudnn_version"].is_null());
+  EXPECT_EQ(j["system"]["mpi_version"], "Open MPI v4.1.6");
+  EXPECT_EQ(j["hosts"], json(r.system.hosts));
+  EXPECT_EQ(j["gpu_uuid"], json({"GPU-1111", "GPU-2222"}));
+  EXPECT_EQ(j["gpu_name"], json({"NVIDIA H100", ""}));
+  EXPECT_EQ(j["gpu_limit"], json({700.0, "NaN"}));
+  EXPECT_EQ(j["timeline_shape"], json({3, 2, 8}));
+  EXPECT_EQ(j["timeline_dtype"], "float64");
+  EXPECT_EQ(j["phases"], json(std::vector<std::string>(kTimelinePhaseNames.begin(), kTimelinePhaseNames.end())));
+  EXPECT_EQ(j["seconds"], nums(r.timeline.seconds()));
+  EXPECT_EQ(j["warmup"], json({1, 0, 0}));
+  EXPECT_EQ(j["iteration"], json({100, 101, 102}));
+  // Mean total over the two steady iterations and both ranks, as the README's example computes it.
+  double mean = 0;
+  for (int64_t row = 1; row < 3; ++row)
+    for (int64_t rank = 0; rank < 2; ++rank) mean += r.timeline.at(row, rank, TimelinePhase::Total) / 4;
+  EXPECT_NEAR(j["steady_mean_total"].get<double>(), mean, 1e-12);
+  ASSERT_EQ(j["power"].size(), 2u);
+  EXPECT_EQ(j["power"][0]["uuid"], "GPU-1111");
+  EXPECT_EQ(j["power"][0]["power_w"], nums(r.power[0].power_w));
+  EXPECT_EQ(j["power"][0]["avg_power_w"], nums(r.power[0].avg_power_w));
+  EXPECT_EQ(j["power"][0]["energy_mj"], nums(r.power[0].energy_mj));
+  EXPECT_EQ(j["power"][1]["rank"], 1);
+  EXPECT_TRUE(j["power"][1]["uuid"].is_null());
+  EXPECT_EQ(j["power"][1]["power_w"], json::array());
+  EXPECT_EQ(j["epochs"]["loss"], json({2.3, 1.7}));
+  EXPECT_EQ(j["epochs"]["top5"], json({0.5, "NaN"}));
+  EXPECT_EQ(j["epochs"]["iteration"], json({500, 1000}));
+  EXPECT_EQ(j["summary"]["seconds_per_batch"], 0.123456789012345);
+  EXPECT_TRUE(j["summary"]["joules_per_batch"].is_null());
+  EXPECT_EQ(j["summary"]["gflops_per_w"], "NaN");
+  EXPECT_EQ(j["summary"]["note"], "a, \"quoted\" value");
+  EXPECT_EQ(j["methods"], json(r.methods));
+}
+
+}  // namespace
+}  // namespace cnnscale
