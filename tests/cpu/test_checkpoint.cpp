@@ -9,6 +9,7 @@
 #include <map>
 
 #include "backend/backend.hpp"
+#include "common/temp_dir.hpp"
 #include "solver/checkpoint.hpp"
 
 namespace cnnscale {
@@ -16,28 +17,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ =
-        fs::temp_directory_path() / fmt::format("cnnscale_{}_{}_{}", info->test_suite_name(), info->name(), ::getpid());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::string str() const { return path_.string(); }
-  std::vector<std::string> entries() const {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(path_)) out.push_back(e.path().filename().string());
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-
- private:
-  fs::path path_;
-};
+using testing::TempDir;
 
 CheckpointArray array(const std::string& name, std::vector<int64_t> shape, float base) {
   CheckpointArray a{name, shape, {}};

@@ -9,6 +9,7 @@
 #include <numeric>
 #include <set>
 
+#include "common/temp_dir.hpp"
 #include "data/fashion_mnist.hpp"
 #include "data/loader.hpp"
 #include "data/synthetic_dataset.hpp"
@@ -18,23 +19,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory per test, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ =
-        fs::temp_directory_path() / fmt::format("cnnscale_{}_{}_{}", info->test_suite_name(), info->name(), ::getpid());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::string str() const { return path_.string(); }
-
- private:
-  fs::path path_;
-};
+using testing::TempDir;
 
 std::vector<uint8_t> be32(uint32_t v) {
   return {static_cast<uint8_t>(v >> 24), static_cast<uint8_t>(v >> 16), static_cast<uint8_t>(v >> 8),
