@@ -6,24 +6,11 @@
 
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/cuda_kernels.hpp"
+#include "backend/cuda/cuda_launch.cuh"
 #include "core/rng.hpp"
 
 namespace cnnscale::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-// Grid-stride loops: enough blocks to fill an H100/H200 several times over, no more.
-constexpr int64_t kMaxBlocks = 4096;
-
-unsigned blocks_for(int64_t n) {
-  int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 1 ? 1 : (b > kMaxBlocks ? kMaxBlocks : b));
-}
-
-__device__ __forceinline__ int64_t global_index() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ __forceinline__ int64_t global_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
 template <typename T>
 __global__ void fill_kernel(T* p, int64_t n, T value) {

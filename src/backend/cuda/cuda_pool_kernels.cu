@@ -7,22 +7,10 @@
 
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/cuda_kernels.hpp"
+#include "backend/cuda/cuda_launch.cuh"
 
 namespace cnnscale::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 4096;
-
-unsigned blocks_for(int64_t n) {
-  int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 1 ? 1 : (b > kMaxBlocks ? kMaxBlocks : b));
-}
-
-__device__ __forceinline__ int64_t global_index() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ __forceinline__ int64_t global_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
 // Index (h * W + w) of the first maximum of window (ph, pw) of `plane`, as Caffe's forward picks it.
 __device__ int window_argmax(const PoolGeometry& g, const float* plane, int ph, int pw) {
