@@ -26,11 +26,7 @@ struct JobResult {
 // tests but never hang them.
 inline JobResult run_job(const std::vector<std::string>& argv, const std::string& env_prefix = "",
                          int limit_seconds = 300) {
-  namespace fs = std::filesystem;
-  static int counter = 0;
-  const std::string base =
-      (fs::temp_directory_path() / ("cnnscale_job_" + std::to_string(::getpid()) + "_" + std::to_string(counter++)))
-          .string();
+  const std::string base = output_base("job");
   std::string cmd = "cd ";
   cmd.append(shell_quote(CNNSCALE_SOURCE_DIR)).append(" && timeout -k 10 ").append(std::to_string(limit_seconds));
   // CI runs as root: Open MPI refuses that unless told (as tests/mpi/mpi_runner.hpp does).
@@ -40,17 +36,8 @@ inline JobResult run_job(const std::vector<std::string>& argv, const std::string
   cmd.append(" </dev/null");
   const int status = std::system(cmd.c_str());
   JobResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-  auto slurp = [](const std::string& p) {
-    std::ifstream in(p);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  };
-  r.out = slurp(base + ".out");
-  r.err = slurp(base + ".err");
-  fs::remove(base + ".out");
-  fs::remove(base + ".err");
+  r.exit_code = exit_code_of(status);
+  take_output(base, r.out, r.err);
   return r;
 }
 

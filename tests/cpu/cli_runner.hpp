@@ -30,31 +30,46 @@ inline std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
-// Runs `cnnscale args...` in the source tree (so `--net lenet` resolves) and waits for it.
-inline CliResult run_cnnscale(const std::vector<std::string>& args) {
-  namespace fs = std::filesystem;
+// A fresh path prefix in the temp directory for one child's captured output (<base>.out/.err).
+inline std::string output_base(const std::string& tag) {
   static int counter = 0;
-  const fs::path base =
-      fs::temp_directory_path() / ("cnnscale_cli_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-  // Built with append(): GCC 12 warns falsely (-Wrestrict, bug 105329) on "literal" + std::string.
-  std::string cmd = "cd ";
-  cmd.append(shell_quote(CNNSCALE_SOURCE_DIR)).append(" && ").append(shell_quote(CNNSCALE_BIN));
-  for (const auto& a : args) cmd.append(" ").append(shell_quote(a));
-  cmd.append(" >").append(shell_quote(base.string() + ".out"));
-  cmd.append(" 2>").append(shell_quote(base.string() + ".err")).append(" </dev/null");
-  int status = std::system(cmd.c_str());
-  CliResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-  auto slurp = [](const fs::path& p) {
+  return (std::filesystem::temp_directory_path() /
+          ("cnnscale_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++)))
+      .string();
+}
+
+// Reads <base>.out and <base>.err into out/err and removes both files.
+inline void take_output(const std::string& base, std::string& out, std::string& err) {
+  auto slurp = [](const std::string& p) {
     std::ifstream in(p);
     std::stringstream ss;
     ss << in.rdbuf();
     return ss.str();
   };
-  r.out = slurp(base.string() + ".out");
-  r.err = slurp(base.string() + ".err");
-  fs::remove(base.string() + ".out");
-  fs::remove(base.string() + ".err");
+  out = slurp(base + ".out");
+  err = slurp(base + ".err");
+  std::filesystem::remove(base + ".out");
+  std::filesystem::remove(base + ".err");
+}
+
+// Exit code of a wait status; 128 + signal for a child killed by a signal (as shells report it).
+inline int exit_code_of(int status) {
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+// Runs `cnnscale args...` in the source tree (so `--net lenet` resolves) and waits for it.
+inline CliResult run_cnnscale(const std::vector<std::string>& args) {
+  const std::string base = output_base("cli");
+  // Built with append(): GCC 12 warns falsely (-Wrestrict, bug 105329) on "literal" + std::string.
+  std::string cmd = "cd ";
+  cmd.append(shell_quote(CNNSCALE_SOURCE_DIR)).append(" && ").append(shell_quote(CNNSCALE_BIN));
+  for (const auto& a : args) cmd.append(" ").append(shell_quote(a));
+  cmd.append(" >").append(shell_quote(base + ".out"));
+  cmd.append(" 2>").append(shell_quote(base + ".err")).append(" </dev/null");
+  int status = std::system(cmd.c_str());
+  CliResult r;
+  r.exit_code = exit_code_of(status);
+  take_output(base, r.out, r.err);
   return r;
 }
 

@@ -30,11 +30,7 @@ class MpiJob {
  public:
   // mpirun -np `ranks` cnnscale `args`; `env` entries (NAME=value) go to every rank.
   MpiJob(int ranks, const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
-    namespace fs = std::filesystem;
-    static int counter = 0;
-    base_ =
-        (fs::temp_directory_path() / ("cnnscale_mpi_" + std::to_string(::getpid()) + "_" + std::to_string(counter++)))
-            .string();
+    base_ = output_base("mpi");
     // CI runs as root on two cores: allow both, and never bind ranks to cores.
     std::string cmd =
         "exec env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
@@ -94,17 +90,8 @@ class MpiJob {
   void finish(int status) {
     done_ = true;
     result_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    result_.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-    auto slurp = [](const std::string& p) {
-      std::ifstream in(p);
-      std::stringstream ss;
-      ss << in.rdbuf();
-      return ss.str();
-    };
-    result_.out = slurp(base_ + ".out");
-    result_.err = slurp(base_ + ".err");
-    std::filesystem::remove(base_ + ".out");
-    std::filesystem::remove(base_ + ".err");
+    result_.exit_code = exit_code_of(status);
+    take_output(base_, result_.out, result_.err);
   }
 
   std::string base_;
