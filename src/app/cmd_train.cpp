@@ -13,11 +13,17 @@
 #include "app/commands.hpp"
 #include "app/train_parallel.hpp"
 #include "app/train_progress.hpp"
+#include "app/train_results.hpp"
 #include "backend/backend.hpp"
 #include "data/fashion_mnist.hpp"
 #include "data/synthetic_dataset.hpp"
+#include "dist/mpi_env.hpp"
+#include "io/results_writer.hpp"
 #include "net/net.hpp"
 #include "solver/trainer.hpp"
+#if CNNSCALE_HAVE_CUDA
+#include "backend/cuda/cuda_entry.hpp"
+#endif
 
 namespace cnnscale::app {
 
@@ -38,6 +44,7 @@ struct TrainArgs {
   std::string lr_policy = "fixed";
   bool json = false;
   ParallelArgs parallel;
+  MeasureArgs measure;
 };
 
 // Flags are the YAML keys with '-' for '_' (solver_config.hpp); --step/--warmup are shorter.
@@ -70,6 +77,8 @@ void run_train(TrainArgs& a) {
     throw_config("--resume auto needs --checkpoint-dir");
   if (!a.options.resume.empty() && a.options.resume != "auto" && !std::filesystem::is_regular_file(a.options.resume))
     throw_config("--resume {}: no such checkpoint file", a.options.resume);
+  validate_measure_args(a.measure);
+  apply_measure_args(a.measure, a.options);
   // The global batch and each rank's share (a single process: the batch itself).
   ParallelRun par(a.parallel, a.device, a.options.batch);
   a.options.batch = par.global_batch();
@@ -124,6 +133,9 @@ void run_train(TrainArgs& a) {
   // The backend and communicator live in `par`, declared before (so destroyed after) the trainer.
   Backend& backend = par.connect();  // data parallel: watchdog, device check, communicator
   a.options.parallel = par.data_parallel();
+  const MpiEnv* mpi = MpiEnv::current();
+  auto energy = open_energy_monitor(backend.device(), mpi ? mpi->local_rank() : 0, a.measure.power_hz);
+  a.options.energy = energy.get();
   Trainer trainer(spec, backend, train, test, a.solver, a.options);
   const bool rank0 = par.rank() == 0;
 
@@ -140,21 +152,74 @@ void run_train(TrainArgs& a) {
     if (par.active()) std::fprintf(stderr, "%s\n", par.describe(trainer).c_str());
   }
   TrainProgress progress(trainer.iterations_per_epoch());
+  std::vector<EpochRecord> epochs;
   std::string last_checkpoint;
   TrainCallbacks cb;
   if (rank0) {
     cb.on_iteration = [&](int64_t done, int64_t total) { progress.iteration(done, total); };
     cb.on_display = [&](const DisplayInfo& d) { progress.display(d); };
-    cb.on_epoch = [&](const EpochInfo& e) { progress.epoch(e); };
+    cb.on_epoch = [&](const EpochInfo& e) {
+      progress.epoch(e);
+      epochs.push_back({e.epoch, e.iteration, e.train_loss, e.test ? e.test->top1 : kMissing,
+                        e.test ? e.test->top5 : kMissing, e.lr});
+    };
     cb.on_message = [&](const std::string& m) { progress.message(m); };
     cb.on_checkpoint = [&](const std::string& path, int64_t) { last_checkpoint = path; };
   }
   par.write_pid_file();
+  energy->start_sampling();
   TrainResult r = trainer.run(cb);
+  energy->stop_sampling();
   if (rank0) progress.finish();
   // The job's throughput: every rank's steady-state time is gathered, the slowest one counts.
   const JobTiming job = par.job_timing(r);
+  const std::vector<nlohmann::json> reports = gather_rank_reports(
+      make_rank_report(par.rank(), mpi ? mpi->host() : "", backend.device(), *energy, r, trainer.local_batch()));
   if (!rank0) return;
+
+  RunDescription run;
+  run.experiment = a.measure.experiment;
+  run.config_text = "# cnnscale train: the run's resolved options and network\nrun: " + run_config.dump() +
+                    "\nnetwork: |\n";
+  for (size_t pos = 0, next; pos < a.options.network_yaml.size(); pos = next + 1) {
+    next = a.options.network_yaml.find('\n', pos);
+    if (next == std::string::npos) next = a.options.network_yaml.size();
+    run.config_text += "  " + a.options.network_yaml.substr(pos, next - pos) + "\n";
+  }
+  run.run_id = a.measure.run_id.empty() ? make_run_id(run.config_text) : a.measure.run_id;
+  run.net = spec.name();
+  run.data = train->name();
+  run.device_kind = backend.device().is_cpu() ? "cpu" : "gpu";
+  run.world_size = par.world_size();
+  run.global_batch = a.options.batch;
+  run.seed = static_cast<int64_t>(a.options.seed);
+  run.iterations = r.iterations;
+  run.iterations_per_epoch = r.iterations_per_epoch;
+  run.train_samples = train->size();
+  run.run_epochs = r.epochs;
+  run.overlap = a.options.parallel.overlap;
+  if (par.active() && !backend.device().is_cpu()) run.allreduce_algo = a.parallel.algo;
+  run.forward_macs = static_cast<double>(spec.forward_macs());
+  run.measure = a.options.measure;
+  run.phase_window = a.options.phase_window_seconds;
+  run.epochs = epochs;
+  run.tags = a.measure.tags;
+  if (mpi && mpi->initialized()) run.mpi_version = mpi->library_version();
+#if CNNSCALE_HAVE_CUDA
+  if (!backend.device().is_cpu()) {
+    run.cuda_version = cuda_version_string();
+    run.cudnn_version = cudnn_version_string();
+    run.nccl_version = nccl_version_string();
+  }
+#endif
+  const RunResults results =
+      assemble_run_results(run, r, reports, a.measure.whole_epochs, a.measure.whole_samples);
+  std::string results_path;
+  if (!a.measure.no_results) {
+    ResultsWriteOptions wo;
+    wo.root = a.measure.results_root;
+    results_path = write_run_results(results, wo);
+  }
 
   std::fprintf(stderr,
                "done: %lld iterations in %.1f s, %.1f samples/s (steady state, %lld iterations), final loss %.4f",
@@ -168,6 +233,15 @@ void run_train(TrainArgs& a) {
   for (int p = 0; p < kStepPhases; ++p)
     std::fprintf(stderr, " %s %.3f", step_phase_name(p), 1e3 * ps.mean_seconds[static_cast<size_t>(p)]);
   std::fprintf(stderr, ", total %.3f\n", 1e3 * ps.mean_total);
+  const auto& jpb = results.summary.at("joules_per_batch");
+  if (std::holds_alternative<double>(jpb))
+    std::fprintf(stderr, "energy: %.3f J/batch, %.1f W (%s)\n", std::get<double>(jpb),
+                 std::get<double>(results.summary.at("watts")), results.methods.at("joules_per_batch").c_str());
+  else
+    std::fprintf(stderr, "energy: null (%s)\n",
+                 r.window ? (run.device_kind == "gpu" ? r.window->gpu_method : r.window->cpu_method).c_str()
+                          : "no steady window");
+  if (!results_path.empty()) std::fprintf(stderr, "results: %s\n", results_path.c_str());
 
   if (a.json) {
     nlohmann::json j = {{"net", spec.name()},
@@ -196,6 +270,9 @@ void run_train(TrainArgs& a) {
     for (int p = 0; p < kStepPhases; ++p) phases[step_phase_name(p)] = ps.mean_seconds[static_cast<size_t>(p)];
     j["phases"] = phases;  // mean seconds per iteration on rank 0, warm-up excluded
     if (par.active()) j.update(par.job_json(trainer, job));
+    j["results"] = results_path.empty() ? nlohmann::json() : nlohmann::json(results_path);
+    j["run_id"] = results.run_id;
+    j["summary"] = summary_to_json(results);
     std::printf("%s\n", j.dump().c_str());
     std::fflush(stdout);
   }
@@ -258,6 +335,7 @@ void register_train(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--json", a.json, "Print one JSON line of results on stdout");
   add_parallel_options(*cmd, a.parallel);
+  add_measure_options(*cmd, a.measure);
   cmd->callback([args] { run_train(*args); });
 }
 

@@ -231,17 +231,27 @@ void write_h5(const std::string& path, const RunResults& r, const ResultsWriteOp
   step("h5:epochs");
 
   {
+    auto write_values = [&](hid_t g, const std::map<std::string, SummaryValue>& values) {
+      for (const auto& [name, v] : values) {
+        if (std::holds_alternative<double>(v))
+          w.attr_f64(g, name, std::get<double>(v));
+        else if (std::holds_alternative<std::string>(v))
+          w.attr_str(g, name, std::get<std::string>(v));
+        else
+          w.attr_null(g, name, H5T_IEEE_F64LE);
+      }
+    };
     H5Handle g = w.group("/summary");
-    for (const auto& [name, v] : r.summary) {
-      if (std::holds_alternative<double>(v))
-        w.attr_f64(g.get(), name, std::get<double>(v));
-      else if (std::holds_alternative<std::string>(v))
-        w.attr_str(g.get(), name, std::get<std::string>(v));
-      else
-        w.attr_null(g.get(), name, H5T_IEEE_F64LE);
-    }
+    write_values(g.get(), r.summary);
     H5Handle m = w.group("/summary/methods");
     for (const auto& [name, method] : r.methods) w.attr_str(m.get(), name, method);
+    if (!r.rank_summary.empty()) {
+      H5Handle ranks = w.group("/summary/ranks");
+      for (size_t i = 0; i < r.rank_summary.size(); ++i) {
+        H5Handle rg = w.group("/summary/ranks/" + std::to_string(i));
+        write_values(rg.get(), r.rank_summary[i]);
+      }
+    }
   }
   step("h5:summary");
 
@@ -391,17 +401,22 @@ nlohmann::json summary_json(const RunResults& r) {
   j["format"] = kResultsFormat;
   j["experiment"] = r.experiment;
   j["run_id"] = r.run_id;
-  json summary = json::object();
-  for (const auto& [name, v] : r.summary) {
-    if (std::holds_alternative<double>(v))
-      summary[name] = num(std::get<double>(v));
-    else if (std::holds_alternative<std::string>(v))
-      summary[name] = std::get<std::string>(v);
-    else
-      summary[name] = nullptr;
-  }
-  j["summary"] = summary;
+  auto values = [&](const std::map<std::string, SummaryValue>& in) {
+    json out = json::object();
+    for (const auto& [name, v] : in) {
+      if (std::holds_alternative<double>(v))
+        out[name] = num(std::get<double>(v));
+      else if (std::holds_alternative<std::string>(v))
+        out[name] = std::get<std::string>(v);
+      else
+        out[name] = nullptr;
+    }
+    return out;
+  };
+  j["summary"] = values(r.summary);
   j["methods"] = r.methods;
+  j["ranks"] = json::array();
+  for (const auto& rank : r.rank_summary) j["ranks"].push_back(values(rank));
   json gpus = json::array();
   for (const auto& g : r.system.gpus)
     gpus.push_back({{"rank", g.rank},
@@ -701,6 +716,14 @@ RunResults read_run_results(const std::string& path) {
       auto s = in.attr_str(m.get(), name);
       if (!s) throw_config("{}: /summary/methods/{} is null", file_path, name);
       r.methods[name] = *s;
+    }
+    if (in.exists(g.get(), "ranks")) {
+      H5Handle ranks = in.group(g.get(), "ranks");
+      for (size_t i = 0; in.exists(ranks.get(), std::to_string(i)); ++i) {
+        H5Handle rg = in.group(ranks.get(), std::to_string(i));
+        auto& values = r.rank_summary.emplace_back();
+        for (const auto& name : in.attr_names(rg.get())) values[name] = in.attr(rg.get(), name);
+      }
     }
   }
   return r;

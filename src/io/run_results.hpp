@@ -109,6 +109,8 @@ struct RunResults {
   std::vector<EpochRecord> epochs;
   std::map<std::string, SummaryValue> summary;
   std::map<std::string, std::string> methods;  // figure name -> how it was obtained
+  // The same kind of figures for each rank alone (index = rank): its GPU's energy, its own time.
+  std::vector<std::map<std::string, SummaryValue>> rank_summary;
 };
 
 }  // namespace cnnscale

@@ -26,6 +26,7 @@ class GpuPowerReader {
   virtual std::optional<double> sm_clock_mhz() = 0;
   virtual std::optional<double> temperature_c() = 0;
   virtual std::optional<double> power_limit_w() = 0;  // enforced limit, for /system
+  virtual std::optional<std::string> driver_version() { return std::nullopt; }  // "580.65.06"
 };
 
 // No NVML or no GPU: nothing to read. Carries the reason for description().
@@ -137,6 +138,7 @@ class NvmlGpuReader final : public GpuPowerReader {
   std::optional<double> sm_clock_mhz() override;
   std::optional<double> temperature_c() override;
   std::optional<double> power_limit_w() override;
+  std::optional<std::string> driver_version() override { return lib_->driver_version(); }
 
  private:
   std::optional<double> field_milliwatts(unsigned field_id);

@@ -90,13 +90,14 @@ void PhaseTimer::resolve_all() {
   pending_.clear();
 }
 
-void PhaseTimer::spread_comm_busy(double seconds) {
-  const size_t n = timeline_.size() - busy_from_;
-  if (n == 0) return;
-  const double share = seconds / static_cast<double>(n);
-  for (size_t i = busy_from_; i < timeline_.size(); ++i)
-    timeline_[i].seconds[static_cast<size_t>(StepPhase::CommBusy)] += share;
-  busy_from_ = timeline_.size();
+void PhaseTimer::add_comm_busy(int64_t iteration, double seconds) {
+  // The iteration is almost always among the last few resolved: search from the back.
+  for (auto it = timeline_.rbegin(); it != timeline_.rend(); ++it)
+    if (it->iteration == iteration) {
+      it->seconds[static_cast<size_t>(StepPhase::CommBusy)] += seconds;
+      return;
+    }
+  throw_runtime("phase timer: comm_busy for iteration {}, which is not in the timeline", iteration);
 }
 
 }  // namespace cnnscale

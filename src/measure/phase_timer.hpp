@@ -55,9 +55,9 @@ class PhaseTimer {
   void resolve_ready();
   // Resolves every ended iteration; call after a synchronisation (otherwise it waits).
   void resolve_all();
-  // Spreads `seconds` of communication busy time evenly over the resolved iterations that have not
-  // yet received any (GPU: the communicator reports busy time per window, not per iteration).
-  void spread_comm_busy(double seconds);
+  // Adds communication-stream busy seconds to a resolved iteration (GPU: the communicator reports
+  // them per iteration after a synchronisation). Unknown iterations are an error.
+  void add_comm_busy(int64_t iteration, double seconds);
 
   // Iterations ended but not yet resolved (each holds a few events).
   size_t pending() const { return pending_.size(); }
@@ -77,7 +77,6 @@ class PhaseTimer {
   Pending current_;
   std::deque<Pending> pending_;  // ended, oldest first
   std::vector<IterationPhases> timeline_;
-  size_t busy_from_ = 0;  // first timeline entry without a spread comm_busy share
 };
 
 }  // namespace cnnscale

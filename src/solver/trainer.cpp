@@ -9,6 +9,7 @@
 
 #include "core/log.hpp"
 #include "dist/watchdog.hpp"
+#include "measure/energy_window.hpp"
 // Declarations only (no CUDA header): without CUDA, device_comm_ stays null and nothing is called.
 #include "backend/cuda/cuda_entry.hpp"
 
@@ -30,6 +31,16 @@ int gpu_slots(int64_t display, size_t batch_bytes) {
 }
 
 }  // namespace
+
+MeasureMode parse_measure_mode(const std::string& name) {
+  if (name == "steady") return MeasureMode::Steady;
+  if (name == "phases") return MeasureMode::Phases;
+  throw_config("measure: expected steady or phases, got '{}'", name);
+}
+
+const char* measure_mode_name(MeasureMode mode) {
+  return mode == MeasureMode::Phases ? "phases" : "steady";
+}
 
 Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Dataset> train,
                  std::shared_ptr<const Dataset> test, const SolverConfig& solver, TrainOptions options)
@@ -61,6 +72,9 @@ Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Da
     throw_config("give exactly one of --epochs and --iterations (> 0)");
   if (options_.display < 1) throw_config("--display must be >= 1, got {}", options_.display);
   if (options_.checkpoint_every < 0) throw_config("--checkpoint-every must be >= 0");
+  if (!(options_.min_window_seconds >= 0)) throw_config("--min-window must be >= 0 seconds");
+  if (!(options_.phase_window_seconds > 0)) throw_config("--phase-window must be > 0 seconds");
+  if (options_.phase_repeats < 1) throw_config("--phase-repeats must be >= 1, got {}", options_.phase_repeats);
   if (!options_.resume.empty() && options_.resume == "auto" && options_.checkpoint_dir.empty())
     throw_config("--resume auto needs --checkpoint-dir");
 
@@ -200,9 +214,123 @@ void Trainer::exchange_gradients_backward(int64_t iteration) {
 
 void Trainer::resolve_phases() {
   // Only after a synchronisation: the communication stream has passed every bracket then.
-  const double busy_ms = device_comm_ ? device_comm_->take_busy_ms() : 0.0;
   phase_timer_->resolve_all();
-  if (device_comm_) phase_timer_->spread_comm_busy(busy_ms / 1e3);
+  if (device_comm_)
+    for (auto [iteration, ms] : device_comm_->take_busy_ms()) phase_timer_->add_comm_busy(iteration, ms / 1e3);
+}
+
+void Trainer::step(int64_t t, int64_t solver_iteration, bool warmup, double& wait_seconds) {
+  PhaseTimer& timer = *phase_timer_;
+  set_watchdog_iteration(t);
+  timer.begin(t, warmup);
+  // Bracket only the step's collectives, not the loss reads and evaluation between steps.
+  if (device_comm_) device_comm_->set_busy_tag(t);
+  feed(t, wait_seconds);
+  net_->forward(Phase::Train, static_cast<uint64_t>(t));
+  timer.mark(StepPhase::Forward);
+  if (buckets_) {
+    exchange_gradients_backward(t);
+  } else {
+    net_->backward(static_cast<uint64_t>(t));
+    timer.mark(StepPhase::Backward);
+  }
+  solver_->step(solver_iteration);
+  timer.mark(StepPhase::Update);
+  timer.end();
+  if (device_comm_) device_comm_->set_busy_tag(-1);
+  timer.resolve_ready();  // event queries only: keeps the pending ring short without a sync
+}
+
+int64_t Trainer::agree_max(int64_t value) {
+  const DataParallel& dp = options_.parallel;
+  if (!dp.comm || dp.size() == 1) return value;
+  // Every rank contributes its value at its own index: the sum is an allgather (exact below 2^24).
+  CNNSCALE_CHECK(value >= 0 && value < (int64_t{1} << 24), "agree_max: {} out of range", value);
+  std::vector<float> slots(static_cast<size_t>(dp.size()), 0.0f);
+  slots[static_cast<size_t>(dp.rank)] = static_cast<float>(value);
+  int64_t best = 0;
+  for (float v : allreduce_sum_host(*dp.comm, backend_, slots)) best = std::max(best, static_cast<int64_t>(v));
+  return best;
+}
+
+// The steady window must span several NVML counter periods; a short run gets extra steps inside
+// the same window. Every rank runs the same number (the largest any rank needs), since the steps
+// contain collectives; rounds repeat until every rank's window is long enough. Returns the number
+// of steps run.
+int64_t Trainer::extend_window(int64_t total, int64_t window_iterations) {
+  measure::EnergyMonitor* energy = options_.energy;
+  const int64_t solver_iteration = std::max<int64_t>(total - 1, 0);
+  double unused = 0;
+  int64_t done = 0;
+  for (int round = 0; round < 20; ++round) {
+    host_sync("host sync");
+    const double elapsed = energy->elapsed_seconds();
+    int64_t extra = 0;
+    if (elapsed < options_.min_window_seconds) {
+      // The window's own pace so far, plus one step of margin.
+      const double per_step = elapsed / static_cast<double>(std::max<int64_t>(window_iterations + done, 1));
+      extra = measure::extra_iterations_needed(0, std::max(per_step, 1e-6), options_.min_window_seconds - elapsed) + 1;
+    }
+    extra = agree_max(std::min<int64_t>(extra, (int64_t{1} << 23)));
+    if (extra == 0) break;
+    for (int64_t k = 0; k < extra; ++k, ++done) step(total + done, solver_iteration, false, unused);
+  }
+  return done;
+}
+
+// measure: phases. After training, with the last batch in place: a forward-only loop, a
+// forward+backward loop (no gradient exchange, no update) and a full step, each long enough for
+// the energy counter (>= phase_window_seconds), repeated; joules and seconds per phase follow by
+// difference (measure/energy_window.hpp). No data loading inside the loops.
+void Trainer::run_phase_loops(TrainResult& result) {
+  measure::EnergyMonitor* energy = options_.energy;
+  const DataParallel& dp = options_.parallel;
+  const auto it = static_cast<uint64_t>(std::max<int64_t>(total_iterations_ - 1, 0));
+  const char* kinds[] = {"forward", "forward_backward", "full_step"};
+  auto one = [&](int kind) {
+    net_->forward(Phase::Train, it);
+    if (kind == 0) return;
+    if (kind == 1 || !buckets_) {
+      net_->backward(it);
+    } else {
+      buckets_->begin_backward();
+      net_->backward(it, [&](size_t layer) { buckets_->layer_done(layer); });
+      buckets_->end_backward();
+      dp.comm->wait();
+    }
+    if (kind == 2) solver_->step(static_cast<int64_t>(it));
+  };
+  // Calibration: a few synchronised iterations give each loop's length; every rank then runs the
+  // largest count any rank needs (the full step has collectives).
+  int64_t count[3];
+  for (int k = 0; k < 3; ++k) {
+    one(k);
+    host_sync("host sync (phase loop calibration)");
+    const auto t0 = Clock::now();
+    for (int i = 0; i < 3; ++i) one(k);
+    host_sync("host sync (phase loop calibration)");
+    const double per = std::max(seconds_since(t0) / 3, 1e-6);
+    count[k] = agree_max(std::max<int64_t>(3, static_cast<int64_t>(std::ceil(1.2 * options_.phase_window_seconds / per))));
+  }
+  for (int r = 0; r < options_.phase_repeats; ++r) {
+    for (int k = 0; k < 3; ++k) {
+      for (int attempt = 0;; ++attempt) {
+        host_sync("host sync (phase loop)");
+        agree_max(0);  // a barrier: the ranks' windows start together
+        energy->begin(std::string(kinds[k]) + " loop");
+        for (int64_t i = 0; i < count[k]; ++i) one(k);
+        host_sync("host sync (phase loop)");
+        measure::EnergyReading reading = energy->end(count[k]);
+        // Too short on any rank (a clock boost, a slow calibration): lengthen and redo on all.
+        const bool short_here = reading.seconds < options_.phase_window_seconds;
+        if (agree_max(short_here ? 1 : 0) == 0 || attempt == 4) {
+          result.phase_loops.push_back({r, kinds[k], std::move(reading)});
+          break;
+        }
+        count[k] *= 2;
+      }
+    }
+  }
 }
 
 EvalResult Trainer::evaluate(int64_t iteration) {
@@ -302,12 +430,15 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
   Clock::time_point timing_since{}, display_since = Clock::now();
   int64_t display_iterations = 0;
   double display_paused = 0;  // evaluation and checkpoint time inside the display window
-  auto start_timing = [&] {
+  measure::EnergyMonitor* energy = options_.energy;
+  auto start_timing = [&] {  // call after a synchronisation
     timing = true;
     timing_since = Clock::now();
+    if (energy) energy->open() ? energy->resume() : energy->begin("steady window");
   };
   auto stop_timing = [&] {  // call after a synchronisation
     if (timing) result.timed_seconds += seconds_since(timing_since);
+    if (timing && energy) energy->pause();
     timing = false;
   };
   if (warmup == 0) start_timing();
@@ -318,27 +449,14 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
   phase_timer_ = std::make_unique<PhaseTimer>(backend_);
   PhaseTimer& timer = *phase_timer_;
   if (device_comm_) device_comm_->take_busy_ms();  // forget brackets from before this run
+  Tensor epoch_loss_sum = backend_.alloc(Shape{1});
+  int64_t epoch_loss_count = 0;
   for (int64_t t = start; t < total; ++t) {
-    set_watchdog_iteration(t);
-    timer.begin(t, t - start < warmup);
-    // Bracket only the step's collectives, not the loss reads and evaluation between steps.
-    if (device_comm_) device_comm_->set_busy_timing(true);
-    feed(t, result.data_wait_seconds);
-    net_->forward(Phase::Train, static_cast<uint64_t>(t));
-    timer.mark(StepPhase::Forward);
-    if (buckets_) {
-      exchange_gradients_backward(t);
-    } else {
-      net_->backward(static_cast<uint64_t>(t));
-      timer.mark(StepPhase::Backward);
-    }
-    solver_->step(t);
-    timer.mark(StepPhase::Update);
-    timer.end();
-    if (device_comm_) device_comm_->set_busy_timing(false);
-    timer.resolve_ready();  // event queries only: keeps the pending ring short without a sync
+    step(t, t, t - start < warmup, result.data_wait_seconds);
     // Weighted by this rank's share, the job-wide sum at display time is the global-batch mean.
     backend_.axpby(loss_share_, net_->loss(), 1.0f, loss_sum);
+    backend_.axpby(loss_share_, net_->loss(), 1.0f, epoch_loss_sum);
+    ++epoch_loss_count;
     ++loss_count;
     ++display_iterations;
     const int64_t done = t + 1;
@@ -401,8 +519,13 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
         last_test = evaluate(t);
         evaluated_at_end = done == total;
       }
-      if (epoch_end && cb.on_epoch)
-        cb.on_epoch({done / iterations_per_epoch_, done, want_test ? last_test : std::nullopt});
+      if (epoch_end) {
+        EpochInfo info{done / iterations_per_epoch_, done, 0.0, solver_->lr(t), want_test ? last_test : std::nullopt};
+        info.train_loss = read_scalar(epoch_loss_sum, "loss download") / static_cast<double>(epoch_loss_count);
+        backend_.fill(epoch_loss_sum, 0.0f);
+        epoch_loss_count = 0;
+        if (cb.on_epoch) cb.on_epoch(info);
+      }
       if (want_checkpoint) {
         std::string path = save_checkpoint(done);
         if (cb.on_checkpoint) cb.on_checkpoint(path, done);
@@ -411,8 +534,13 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
       display_paused += seconds_since(pause_start);
     }
   }
+  if (energy && timing && energy->measures_energy() && total > start) {
+    result.extension_iterations = extend_window(total, result.timed_iterations);
+    result.timed_iterations += result.extension_iterations;
+  }
   host_sync("host sync");
   stop_timing();
+  if (energy && energy->open()) result.window = energy->end(result.timed_iterations);
   if (loader_) release_uploaded();
   resolve_phases();
   result.phases = timer.timeline();
@@ -420,6 +548,7 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
 
   // A run resumed at its end still reports its accuracy.
   if (test_ && !evaluated_at_end) last_test = evaluate(total);
+  if (energy && options_.measure == MeasureMode::Phases) run_phase_loops(result);
   result.test = last_test;
   result.iterations = total;
   result.epochs = static_cast<double>(total) / iterations_per_epoch_;

@@ -21,12 +21,19 @@
 #include "data/loader.hpp"
 #include "dist/data_parallel.hpp"
 #include "dist/gradient_buckets.hpp"
+#include "measure/energy_monitor.hpp"
 #include "measure/phase_timer.hpp"
 #include "net/net.hpp"
 #include "solver/sgd_solver.hpp"
 #include "solver/solver_config.hpp"
 
 namespace cnnscale {
+
+// steady: whole-iteration energy from the steady window. phases: in addition, phase-isolated loops
+// (forward only, forward+backward, full step) after training, for joules and seconds per phase.
+enum class MeasureMode { Steady, Phases };
+MeasureMode parse_measure_mode(const std::string& name);  // ConfigError for anything else
+const char* measure_mode_name(MeasureMode mode);
 
 struct TrainOptions {
   int64_t batch = 64;      // the global batch (data parallel: the sum of parallel.rank_batches)
@@ -46,6 +53,14 @@ struct TrainOptions {
   std::string run_config;    // JSON of the run's options, stored in checkpoints
   std::string network_yaml;  // resolved network, stored in checkpoints
   DataParallel parallel;     // default: a single process
+  // Energy (null: no energy windows, as in tests and `cnnscale time`). When it measures anything,
+  // a steady window shorter than min_window_seconds is extended after training by extra steps
+  // (same work, learning rate of the last step; recorded in the timeline as iterations >= total).
+  measure::EnergyMonitor* energy = nullptr;
+  MeasureMode measure = MeasureMode::Steady;
+  double min_window_seconds = 3.0;    // NVML's counter moves every ~100 ms: a few seconds
+  double phase_window_seconds = 1.0;  // each phase-isolated loop
+  int phase_repeats = 3;
 };
 
 struct EvalResult {
@@ -67,7 +82,16 @@ struct DisplayInfo {
 struct EpochInfo {
   int64_t epoch = 0;  // completed epochs
   int64_t iteration = 0;
+  double train_loss = 0;  // mean training loss over the epoch's iterations (the job's)
+  double lr = 0;          // learning rate of the epoch's last iteration
   std::optional<EvalResult> test;
+};
+
+// One phase-isolated loop of `measure: phases` on this rank.
+struct PhaseLoopRecord {
+  int repeat = 0;
+  std::string kind;  // "forward", "forward_backward", "full_step"
+  measure::EnergyReading reading;
 };
 
 struct TrainCallbacks {
@@ -97,6 +121,11 @@ struct TrainResult {
   // flagged as warm-up) and their means over the non-warm-up iterations. See measure/phase_timer.hpp.
   std::vector<IterationPhases> phases;
   PhaseSummary phase_summary;
+  // With TrainOptions::energy: the steady window (the timed iterations plus the extension), and for
+  // `measure: phases` every loop of every repeat.
+  std::optional<measure::EnergyReading> window;
+  int64_t extension_iterations = 0;
+  std::vector<PhaseLoopRecord> phase_loops;
 };
 
 class DeviceCommunicator;
@@ -120,6 +149,13 @@ class Trainer {
 
  private:
   void feed(int64_t iteration, double& wait_seconds);  // marks data and h2d on phase_timer_
+  // One training step of iteration `t` (data index, dropout seed) with the solver at
+  // `solver_iteration`, recorded in the phase timer; queues work only (no sync).
+  void step(int64_t t, int64_t solver_iteration, bool warmup, double& wait_seconds);
+  // Extra steps after the last iteration (`total`) until the energy window is long enough.
+  int64_t extend_window(int64_t total, int64_t window_iterations);
+  void run_phase_loops(TrainResult& result);  // measure: phases
+  int64_t agree_max(int64_t value);           // the largest of every rank's value
   void exchange_gradients_backward(int64_t iteration);
   void resolve_phases();  // after a synchronisation: every ended iteration into the timeline
   void host_sync(const char* operation);

@@ -62,7 +62,10 @@ inline CliResult run_cnnscale(const std::vector<std::string>& args) {
   const std::string base = output_base("cli");
   // Built with append(): GCC 12 warns falsely (-Wrestrict, bug 105329) on "literal" + std::string.
   std::string cmd = "cd ";
-  cmd.append(shell_quote(CNNSCALE_SOURCE_DIR)).append(" && ").append(shell_quote(CNNSCALE_BIN));
+  // Runs that do not choose a results root write theirs under the temp directory, not the tree.
+  cmd.append(shell_quote(CNNSCALE_SOURCE_DIR)).append(" && CNNSCALE_RESULTS=");
+  cmd.append(shell_quote((std::filesystem::temp_directory_path() / "cnnscale_test_results").string()));
+  cmd.append(" ").append(shell_quote(CNNSCALE_BIN));
   for (const auto& a : args) cmd.append(" ").append(shell_quote(a));
   cmd.append(" >").append(shell_quote(base + ".out"));
   cmd.append(" 2>").append(shell_quote(base + ".err")).append(" </dev/null");

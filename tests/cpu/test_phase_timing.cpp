@@ -93,11 +93,13 @@ TEST(PhaseTimer, HostClockPhasesWarmupFlagsAndTotal) {
   for (size_t i = 1; i < 4; ++i) forward += tl[i].seconds[idx(StepPhase::Forward)];
   EXPECT_DOUBLE_EQ(s.mean_seconds[idx(StepPhase::Forward)], forward / 3);
 
-  // GPU-style comm busy: one window's busy time shared by the iterations resolved since the last.
-  timer.spread_comm_busy(0.004);
-  for (const auto& it : timer.timeline()) EXPECT_DOUBLE_EQ(it.seconds[idx(StepPhase::CommBusy)], 0.002);
-  timer.spread_comm_busy(1.0);  // no new iterations: nothing to share it with
-  EXPECT_DOUBLE_EQ(timer.timeline()[0].seconds[idx(StepPhase::CommBusy)], 0.002);
+  // GPU-style comm busy: the communicator's per-iteration busy time lands on that iteration only.
+  const int64_t second = tl[1].iteration;
+  timer.add_comm_busy(second, 0.004);
+  timer.add_comm_busy(second, 0.001);
+  for (const auto& it : timer.timeline())
+    EXPECT_DOUBLE_EQ(it.seconds[idx(StepPhase::CommBusy)], it.iteration == second ? 0.006 : 0.001);
+  EXPECT_THROW(timer.add_comm_busy(12345, 1.0), RuntimeError);
 }
 
 TEST(PhaseTimer, MisuseThrows) {

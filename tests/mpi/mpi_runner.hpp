@@ -35,9 +35,12 @@ class MpiJob {
     std::string cmd =
         "exec env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
         "OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1";
+    // Runs that do not choose a results root write theirs under the temp directory, not the tree.
+    cmd.append(" CNNSCALE_RESULTS=")
+        .append(shell_quote((std::filesystem::temp_directory_path() / "cnnscale_test_results").string()));
     for (const auto& e : env) cmd.append(" ").append(shell_quote(e));
     cmd.append(" mpirun --oversubscribe --bind-to none -np ").append(std::to_string(ranks));
-    cmd.append(" -x OPENBLAS_NUM_THREADS");
+    cmd.append(" -x OPENBLAS_NUM_THREADS -x CNNSCALE_RESULTS");
     for (const auto& e : env) cmd.append(" -x ").append(shell_quote(e.substr(0, e.find('='))));
     cmd.append(" ").append(shell_quote(CNNSCALE_BIN));
     for (const auto& a : args) cmd.append(" ").append(shell_quote(a));

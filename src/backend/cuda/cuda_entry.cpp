@@ -3,6 +3,7 @@
 #include "backend/cuda/cuda_entry.hpp"
 
 #include <cuda_runtime.h>
+#include <cudnn.h>
 #include <nccl.h>
 
 #include <cstring>
@@ -47,6 +48,27 @@ std::string nccl_version_string() {
   NCCL_CHECK(ncclGetVersion(&code));
   // Since NCCL 2.9 the code is major * 10000 + minor * 100 + patch (NCCL_VERSION in nccl.h).
   return fmt::format("{}.{}.{}", code / 10000, (code % 10000) / 100, code % 100);
+}
+
+std::string cuda_device_name(int device_index) {
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, device_index));
+  return prop.name;
+}
+
+std::string cuda_version_string() {
+  int runtime = 0, driver = 0;
+  CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+  CUDA_CHECK(cudaDriverGetVersion(&driver));
+  // 1000 * major + 10 * minor.
+  return fmt::format("runtime {}.{}, driver {}.{}", runtime / 1000, (runtime % 1000) / 10, driver / 1000,
+                     (driver % 1000) / 10);
+}
+
+std::string cudnn_version_string() {
+  // cuDNN 9: major * 10000 + minor * 100 + patch.
+  const size_t v = cudnnGetVersion();
+  return fmt::format("{}.{}.{}", v / 10000, (v % 10000) / 100, v % 100);
 }
 
 std::vector<char> nccl_unique_id() {

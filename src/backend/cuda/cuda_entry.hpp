@@ -1,8 +1,10 @@
 // Entry points of the CUDA backend library for code that includes no CUDA header: the backend
 // factory (backend.cpp), and for src/dist the NCCL communicator, GPU identity and NCCL version.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -21,6 +23,11 @@ std::unique_ptr<Backend> make_cuda_backend(int device_index);
 std::string cuda_device_uuid(int device_index);
 // The linked NCCL library's version, "2.28.9".
 std::string nccl_version_string();
+// For results files: the device's name ("NVIDIA H200"), and the versions actually loaded at run
+// time: CUDA runtime and driver API ("runtime 13.0, driver 13.0"), cuDNN ("9.14.0").
+std::string cuda_device_name(int device_index);
+std::string cuda_version_string();
+std::string cudnn_version_string();
 
 // The NCCL communicator as seen without CUDA headers: a Communicator whose collectives run on its
 // own communication stream, plus timestamps (CUDA events) on that stream for `bench allreduce` and
@@ -35,10 +42,12 @@ class DeviceCommunicator : public Communicator {
   virtual double elapsed_ms(int from, int to) = 0;
   // Forgets every timestamp (and the busy-timing brackets) so that the event pool is reused.
   virtual void clear_timestamps() = 0;
-  // When on, each allreduce is bracketed by two timestamps; take_busy_ms() sums the brackets since
-  // the last call (the time the communication stream spent in collectives) and forgets them.
-  virtual void set_busy_timing(bool on) = 0;
-  virtual double take_busy_ms() = 0;
+  // With a tag >= 0 (the training iteration), each allreduce is bracketed by two timestamps and
+  // attributed to that tag; a negative tag turns bracketing off. take_busy_ms() returns, per tag in
+  // the order first seen, the milliseconds the communication stream spent in collectives since the
+  // last call, and forgets them. Call it after a synchronisation (it waits for the brackets).
+  virtual void set_busy_tag(std::int64_t tag) = 0;
+  virtual std::vector<std::pair<std::int64_t, double>> take_busy_ms() = 0;
 };
 
 // NCCL bootstrap: rank 0 calls nccl_unique_id() and broadcasts the bytes (the caller's MPI), every

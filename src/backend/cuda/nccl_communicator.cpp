@@ -267,7 +267,7 @@ void NcclCommunicator::allreduce_sum_async(const Tensor& t) {
   CUDA_CHECK(cudaEventRecord(compute_ready_, backend_.stream()));
   CUDA_CHECK(cudaStreamWaitEvent(comm_stream_, compute_ready_, 0));
   cudaEvent_t busy_start = nullptr;
-  if (busy_timing_) {
+  if (busy_tag_ >= 0) {
     busy_start = busy_events_.next();
     CUDA_CHECK(cudaEventRecord(busy_start, comm_stream_));
   }
@@ -283,7 +283,7 @@ void NcclCommunicator::allreduce_sum_async(const Tensor& t) {
   if (busy_start) {
     cudaEvent_t busy_end = busy_events_.next();
     CUDA_CHECK(cudaEventRecord(busy_end, comm_stream_));
-    busy_brackets_.emplace_back(busy_start, busy_end);
+    busy_brackets_.push_back({busy_tag_, busy_start, busy_end});
   }
 }
 
@@ -328,19 +328,21 @@ void NcclCommunicator::clear_timestamps() {
   busy_brackets_.clear();
 }
 
-double NcclCommunicator::take_busy_ms() {
+std::vector<std::pair<std::int64_t, double>> NcclCommunicator::take_busy_ms() {
   require_live("take_busy_ms");
   activate();
-  double total = 0.0;
-  for (auto [start, end] : busy_brackets_) {
-    poll_event(end, last_op_);
+  std::vector<std::pair<std::int64_t, double>> per_tag;
+  for (const BusyBracket& b : busy_brackets_) {
+    poll_event(b.end, last_op_);
     float ms = 0.0f;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, start, end));
-    total += ms;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, b.start, b.end));
+    // Brackets arrive in issue order, so one tag's brackets are contiguous.
+    if (per_tag.empty() || per_tag.back().first != b.tag) per_tag.emplace_back(b.tag, 0.0);
+    per_tag.back().second += ms;
   }
   busy_brackets_.clear();
   busy_events_.used = 0;
-  return total;
+  return per_tag;
 }
 
 }  // namespace cnnscale

@@ -42,8 +42,8 @@ class NcclCommunicator final : public DeviceCommunicator {
   int record_timestamp() override;
   double elapsed_ms(int from, int to) override;
   void clear_timestamps() override;
-  void set_busy_timing(bool on) override { busy_timing_ = on; }
-  double take_busy_ms() override;
+  void set_busy_tag(std::int64_t tag) override { busy_tag_ = tag; }
+  std::vector<std::pair<std::int64_t, double>> take_busy_ms() override;
 
   cudaStream_t comm_stream() const { return comm_stream_; }
   double timeout_seconds() const { return timeout_.count(); }
@@ -91,8 +91,12 @@ class NcclCommunicator final : public DeviceCommunicator {
 
   EventPool timestamps_;
   EventPool busy_events_;
-  bool busy_timing_ = false;
-  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> busy_brackets_;  // (start, end) per allreduce
+  std::int64_t busy_tag_ = -1;  // < 0: no brackets
+  struct BusyBracket {
+    std::int64_t tag;
+    cudaEvent_t start, end;
+  };
+  std::vector<BusyBracket> busy_brackets_;  // one per allreduce while a tag is set
 };
 
 }  // namespace cnnscale

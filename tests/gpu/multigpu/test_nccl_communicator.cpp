@@ -202,16 +202,24 @@ TEST(NcclCommunicator, BusyTimingAndTimestampsMeasureTheCommunicationStream) {
   backend().fill(t, 1.0f);
   comm->allreduce_sum(t);
   comm->synchronize_host();
-  comm->set_busy_timing(true);
   const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < 3; ++i) comm->allreduce_sum_async(t);
+  for (int i = 0; i < 3; ++i) {
+    comm->set_busy_tag(i < 2 ? 7 : 8);  // two collectives of "iteration" 7, one of 8
+    comm->allreduce_sum_async(t);
+  }
+  comm->set_busy_tag(-1);
+  comm->allreduce_sum_async(t);  // not bracketed
   comm->synchronize_host();
   const double host_ms = seconds_since(t0) * 1e3;
-  const double busy_ms = comm->take_busy_ms();
-  EXPECT_GT(busy_ms, 0.0);
-  EXPECT_LT(busy_ms, host_ms + 0.5);
-  EXPECT_EQ(comm->take_busy_ms(), 0.0) << "brackets are consumed by take_busy_ms";
-  comm->set_busy_timing(false);
+  const auto busy = comm->take_busy_ms();
+  ASSERT_EQ(busy.size(), 2u);
+  EXPECT_EQ(busy[0].first, 7);
+  EXPECT_EQ(busy[1].first, 8);
+  EXPECT_GT(busy[1].second, 0.0);
+  // Same size, same stream: two collectives take about twice as long as one.
+  EXPECT_GT(busy[0].second, 1.3 * busy[1].second);
+  EXPECT_LT(busy[0].second + busy[1].second, host_ms + 0.5);
+  EXPECT_TRUE(comm->take_busy_ms().empty()) << "brackets are consumed by take_busy_ms";
   const int a = comm->record_timestamp();
   comm->allreduce_sum_async(t);
   const int b = comm->record_timestamp();

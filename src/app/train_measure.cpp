@@ -1,0 +1,106 @@
+// `cnnscale train`'s measurement flags, each rank's energy monitor, and the gathering of every
+// rank's report (solver/run_report.hpp) to rank 0.
+#include <cstdlib>
+#include <filesystem>
+#include <regex>
+
+#include "app/train_results.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "dist/mpi_env.hpp"
+#include "measure/nvml.hpp"
+#include "measure/rapl.hpp"
+#if CNNSCALE_HAVE_CUDA
+#include "backend/cuda/cuda_entry.hpp"
+#endif
+
+namespace cnnscale::app {
+
+void add_measure_options(CLI::App& cmd, MeasureArgs& a) {
+  // A batch script or a test harness can move every run's results without editing command lines.
+  if (const char* env = std::getenv("CNNSCALE_RESULTS"); env && *env) a.results_root = env;
+  cmd.add_option("--results", a.results_root,
+                 "Results root: the run is written to DIR/<experiment>/<run-id>/ (default: $CNNSCALE_RESULTS or "
+                 "results)")
+      ->capture_default_str();
+  cmd.add_option("--experiment", a.experiment, "Experiment name (the results subfolder)")->capture_default_str();
+  cmd.add_option("--run-id", a.run_id, "Run folder name (default: UTC time and a hash)");
+  cmd.add_flag("--no-results", a.no_results, "Write no results folder");
+  cmd.add_option("--measure", a.measure,
+                 "steady: energy per iteration over the steady window; phases: also forward/backward/update "
+                 "split by phase-isolated loops")
+      ->check(CLI::IsMember({"steady", "phases"}))
+      ->capture_default_str();
+  cmd.add_option("--power-hz", a.power_hz, "Power sampling rate per GPU (0: no sampler)")->capture_default_str();
+  cmd.add_option("--min-window", a.min_window, "Shortest steady energy window in seconds (extended if shorter)")
+      ->capture_default_str();
+  cmd.add_option("--phase-window", a.phase_window, "measure phases: shortest loop in seconds")->capture_default_str();
+  cmd.add_option("--phase-repeats", a.phase_repeats, "measure phases: repeats of the three loops")
+      ->capture_default_str();
+  cmd.add_option("--whole-epochs", a.whole_epochs, "Epochs for the whole-training figures (default: the run's)");
+  cmd.add_option("--whole-samples", a.whole_samples,
+                 "Training-set size for the whole-training figures (default: the data's)");
+  cmd.add_option("--tag", a.tags, "KEY=VALUE stored in the summary as tag.KEY (repeatable)");
+}
+
+void validate_measure_args(const MeasureArgs& a) {
+  parse_measure_mode(a.measure);
+  if (!(a.power_hz >= 0 && a.power_hz <= 1000)) throw_config("--power-hz must be in [0, 1000], got {}", a.power_hz);
+  if (!(a.min_window >= 0)) throw_config("--min-window must be >= 0 seconds, got {}", a.min_window);
+  if (!(a.phase_window > 0)) throw_config("--phase-window must be > 0 seconds, got {}", a.phase_window);
+  if (a.phase_repeats < 1) throw_config("--phase-repeats must be >= 1, got {}", a.phase_repeats);
+  if (a.whole_epochs < 0) throw_config("--whole-epochs must be >= 0, got {}", a.whole_epochs);
+  if (a.whole_samples < 0) throw_config("--whole-samples must be >= 0, got {}", a.whole_samples);
+  // Names become path components: no separators, no hidden or partial-looking folders.
+  static const std::regex name_re("[A-Za-z0-9][A-Za-z0-9._+=-]*");
+  if (!std::regex_match(a.experiment, name_re))
+    throw_config("--experiment '{}': use letters, digits and . _ + = - (not starting with . or -)", a.experiment);
+  if (!a.run_id.empty() && (!std::regex_match(a.run_id, name_re) || a.run_id.ends_with(".partial")))
+    throw_config("--run-id '{}': use letters, digits and . _ + = - (not starting with . or -)", a.run_id);
+  static const std::regex tag_re("([A-Za-z0-9_.-]+)=(.*)");
+  for (const auto& tag : a.tags)
+    if (!std::regex_match(tag, tag_re)) throw_config("--tag '{}': expected KEY=VALUE", tag);
+  if (!a.no_results && !a.run_id.empty()) {
+    const auto folder = std::filesystem::path(a.results_root) / a.experiment / a.run_id;
+    if (std::filesystem::exists(folder))
+      throw_config("--run-id {}: {} already exists (a finished run is never overwritten)", a.run_id, folder.string());
+  }
+}
+
+void apply_measure_args(const MeasureArgs& a, TrainOptions& o) {
+  o.measure = parse_measure_mode(a.measure);
+  o.min_window_seconds = a.min_window;
+  o.phase_window_seconds = a.phase_window;
+  o.phase_repeats = a.phase_repeats;
+}
+
+std::unique_ptr<measure::EnergyMonitor> open_energy_monitor(const Device& device, int local_rank, double power_hz) {
+  std::unique_ptr<measure::GpuPowerReader> gpu;
+  if (device.is_cpu()) {
+    gpu = std::make_unique<measure::UnavailableGpuReader>("CPU run");
+  } else {
+#if CNNSCALE_HAVE_CUDA
+    gpu = measure::open_gpu_power_reader(cuda_device_uuid(device.index), static_cast<unsigned>(device.index));
+#else
+    gpu = std::make_unique<measure::UnavailableGpuReader>("built without CUDA");
+#endif
+  }
+  // RAPL counts the whole host: one rank per host reads it, so the job's sum counts each once.
+  std::unique_ptr<measure::RaplReader> rapl;
+  if (local_rank == 0) {
+    rapl = std::make_unique<measure::RaplReader>();
+    if (!rapl->available())
+      log::warn("energy: no readable RAPL counter under /sys/class/powercap: CPU energy fields are null");
+  }
+  return std::make_unique<measure::EnergyMonitor>(std::move(gpu), std::move(rapl), power_hz);
+}
+
+std::vector<nlohmann::json> gather_rank_reports(const nlohmann::json& mine) {
+  const MpiEnv* mpi = MpiEnv::current();
+  if (!mpi || !mpi->distributed()) return {mine};
+  std::vector<nlohmann::json> all;
+  for (const std::string& text : mpi->allgather(mine.dump())) all.push_back(nlohmann::json::parse(text));
+  return all;
+}
+
+}  // namespace cnnscale::app

@@ -1,0 +1,46 @@
+// The measurement side of `cnnscale train`: its flags (--results, --measure, --power-hz, ...),
+// each rank's energy monitor, each rank's report (identity, timeline, power samples, windows) as
+// JSON gathered to rank 0, and the assembly of the job's RunResults with its summary figures
+// (job = slowest rank's time, energy summed over every GPU) for the results folder and --json.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "solver/run_report.hpp"
+#include "measure/energy_monitor.hpp"
+#include "solver/trainer.hpp"
+
+namespace cnnscale::app {
+
+struct MeasureArgs {
+  std::string results_root = "results";
+  std::string experiment = "train";
+  std::string run_id;  // empty: generated
+  bool no_results = false;
+  std::string measure = "steady";
+  double power_hz = 10.0;
+  double min_window = 3.0;
+  double phase_window = 1.0;
+  int phase_repeats = 3;
+  int64_t whole_epochs = 0;   // 0: the run's epochs (at least 1)
+  int64_t whole_samples = 0;  // 0: the training set's size
+  std::vector<std::string> tags;  // KEY=VALUE
+};
+void add_measure_options(CLI::App& cmd, MeasureArgs& args);
+// ConfigError (exit 2) for a bad mode, rate, tag, name, or a run folder that already exists.
+void validate_measure_args(const MeasureArgs& args);
+void apply_measure_args(const MeasureArgs& args, TrainOptions& options);
+
+// This rank's energy monitor: NVML for its GPU (by UUID; one warning and null energy when NVML or
+// the GPU is missing), RAPL when it is the first rank of its host (one warning when unreadable).
+std::unique_ptr<measure::EnergyMonitor> open_energy_monitor(const Device& device, int local_rank, double power_hz);
+
+// Every rank's report, in rank order (collective under MPI; a single process returns its own).
+std::vector<nlohmann::json> gather_rank_reports(const nlohmann::json& mine);
+
+}  // namespace cnnscale::app

@@ -1,0 +1,314 @@
+// Energy windows in training: the EnergyMonitor's segments (pauses excluded, resets, RAPL), the
+// Trainer's extension of a short steady window and its phase-isolated loops, all against GPUs
+// whose counters we control; and the job summary assembled from several ranks' reports.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "solver/run_report.hpp"
+#include "backend/backend.hpp"
+#include "core/error.hpp"
+#include "data/synthetic_dataset.hpp"
+#include "measure/energy_monitor.hpp"
+#include "net/net.hpp"
+#include "solver/trainer.hpp"
+
+namespace cnnscale {
+namespace {
+
+using measure::EnergyMonitor;
+using measure::GpuPowerReader;
+
+// A counter we set by hand.
+class ManualGpu final : public GpuPowerReader {
+ public:
+  bool available() const override { return true; }
+  std::string description() const override { return "manual"; }
+  std::optional<std::uint64_t> energy_mj() override {
+    std::lock_guard lock(mutex_);
+    return mj_;
+  }
+  std::optional<double> power_w() override { return 100.0; }
+  std::optional<double> average_power_w() override { return 100.0; }
+  std::optional<double> sm_clock_mhz() override { return std::nullopt; }
+  std::optional<double> temperature_c() override { return std::nullopt; }
+  std::optional<double> power_limit_w() override { return 700.0; }
+  void set(std::uint64_t mj) {
+    std::lock_guard lock(mutex_);
+    mj_ = mj;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::uint64_t mj_ = 0;
+};
+
+// A GPU drawing a constant power in real time: its counter is watts x elapsed time.
+class ConstantGpu final : public GpuPowerReader {
+ public:
+  explicit ConstantGpu(double watts) : watts_(watts) {}
+  bool available() const override { return true; }
+  std::string description() const override { return "constant"; }
+  std::optional<std::uint64_t> energy_mj() override {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    return static_cast<std::uint64_t>(5e6 + watts_ * s * 1e3);
+  }
+  std::optional<double> power_w() override { return watts_; }
+  std::optional<double> average_power_w() override { return watts_; }
+  std::optional<double> sm_clock_mhz() override { return 1500.0; }
+  std::optional<double> temperature_c() override { return 50.0; }
+  std::optional<double> power_limit_w() override { return 700.0; }
+
+ private:
+  double watts_;
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+};
+
+TEST(EnergyMonitor, SegmentsSumAndPausesAreExcluded) {
+  auto gpu = std::make_unique<ManualGpu>();
+  ManualGpu& g = *gpu;
+  EnergyMonitor m(std::move(gpu), nullptr, 0.0);
+  g.set(1000);
+  m.begin("steady window");
+  g.set(3000);
+  m.pause();
+  g.set(10'000);  // evaluation: not the window's
+  m.resume();
+  g.set(11'000);
+  measure::EnergyReading r = m.end(5);
+  ASSERT_TRUE(r.gpu_joules);
+  EXPECT_DOUBLE_EQ(*r.gpu_joules, 3.0);
+  EXPECT_EQ(r.segments, 2);
+  EXPECT_EQ(r.iterations, 5);
+  EXPECT_FALSE(r.cpu_package_joules);
+  EXPECT_NE(r.gpu_method.find("2 segments"), std::string::npos) << r.gpu_method;
+  EXPECT_FALSE(r.gpu_sampled_joules) << "no sampler at 0 Hz";
+
+  // A counter that goes backwards in any segment voids the window.
+  m.begin("again");
+  g.set(500);
+  r = m.end(1);
+  EXPECT_FALSE(r.gpu_joules);
+  EXPECT_TRUE(r.counter_reset);
+  EXPECT_NE(r.gpu_method.find("backwards"), std::string::npos);
+  EXPECT_THROW(m.pause(), RuntimeError);  // no window open
+}
+
+TEST(EnergyMonitor, UnavailableGpuGivesNullEnergyButTime) {
+  EnergyMonitor m(std::make_unique<measure::UnavailableGpuReader>("CPU run"), nullptr, 10.0);
+  EXPECT_FALSE(m.measures_energy());
+  EXPECT_EQ(m.sampler(), nullptr) << "nothing to sample";
+  m.begin("w");
+  measure::EnergyReading r = m.end(3);
+  EXPECT_FALSE(r.gpu_joules);
+  EXPECT_GE(r.seconds, 0.0);
+  EXPECT_NE(r.gpu_method.find("CPU run"), std::string::npos);
+}
+
+struct TinyRun {
+  std::unique_ptr<Backend> backend = make_backend("cpu");
+  NetSpec spec = NetSpec::load(std::string(CNNSCALE_TEST_DATA) + "/dist_convnet.yaml");
+  std::shared_ptr<const Dataset> data =
+      std::make_shared<SyntheticDataset>(Shape{1, 28, 28}, 10, 256, SyntheticFill::Gaussian, 3);
+  TrainOptions options() const {
+    TrainOptions o;
+    o.batch = 8;
+    o.iterations = 6;
+    o.device_pool = true;
+    o.timing_warmup = 1;
+    o.display = 3;
+    return o;
+  }
+};
+
+TEST(EnergyTraining, ShortSteadyWindowIsExtendedToTheMinimum) {
+  TinyRun run;
+  EnergyMonitor energy(std::make_unique<ConstantGpu>(50.0), nullptr, 0.0);
+  TrainOptions o = run.options();
+  o.energy = &energy;
+  o.min_window_seconds = 0.4;
+  Trainer trainer(run.spec, *run.backend, run.data, nullptr, SolverConfig{}, o);
+  TrainResult r = trainer.run();
+  ASSERT_TRUE(r.window);
+  EXPECT_GE(r.window->seconds, 0.4);
+  EXPECT_GT(r.extension_iterations, 0);
+  EXPECT_EQ(r.window->iterations, 5 + r.extension_iterations) << "6 iterations, 1 of them warm-up";
+  EXPECT_EQ(r.timed_iterations, r.window->iterations);
+  EXPECT_EQ(r.iterations, 6) << "the extension is not training the user asked for";
+  ASSERT_EQ(static_cast<int64_t>(r.phases.size()), 6 + r.extension_iterations);
+  EXPECT_EQ(r.phases.back().iteration, 6 + r.extension_iterations - 1);
+  ASSERT_TRUE(r.window->gpu_joules);
+  // 50 W for the window's duration; the counter and the clock are read microseconds apart.
+  EXPECT_NEAR(*r.window->gpu_joules, 50.0 * r.window->seconds, 0.02 * 50.0 * r.window->seconds);
+}
+
+TEST(EnergyTraining, NoExtensionWithoutAnEnergyCounter) {
+  TinyRun run;
+  EnergyMonitor energy(std::make_unique<measure::UnavailableGpuReader>("CPU run"), nullptr, 0.0);
+  TrainOptions o = run.options();
+  o.energy = &energy;
+  o.min_window_seconds = 30.0;  // would take far longer than the test if it extended
+  Trainer trainer(run.spec, *run.backend, run.data, nullptr, SolverConfig{}, o);
+  TrainResult r = trainer.run();
+  ASSERT_TRUE(r.window);
+  EXPECT_EQ(r.extension_iterations, 0);
+  EXPECT_EQ(r.window->iterations, 5);
+  EXPECT_FALSE(r.window->gpu_joules);
+}
+
+TEST(EnergyTraining, PhaseLoopsAreLongEnoughAndInOrder) {
+  TinyRun run;
+  EnergyMonitor energy(std::make_unique<ConstantGpu>(80.0), nullptr, 0.0);
+  TrainOptions o = run.options();
+  o.energy = &energy;
+  o.min_window_seconds = 0.0;
+  o.measure = MeasureMode::Phases;
+  o.phase_window_seconds = 0.05;
+  o.phase_repeats = 2;
+  Trainer trainer(run.spec, *run.backend, run.data, nullptr, SolverConfig{}, o);
+  TrainResult r = trainer.run();
+  ASSERT_EQ(r.phase_loops.size(), 6u);
+  const char* kinds[] = {"forward", "forward_backward", "full_step"};
+  for (size_t i = 0; i < r.phase_loops.size(); ++i) {
+    const PhaseLoopRecord& l = r.phase_loops[i];
+    EXPECT_EQ(l.repeat, static_cast<int>(i / 3));
+    EXPECT_EQ(l.kind, kinds[i % 3]);
+    EXPECT_GE(l.reading.seconds, 0.05);
+    EXPECT_GE(l.reading.iterations, 3);
+    ASSERT_TRUE(l.reading.gpu_joules);
+    EXPECT_NEAR(*l.reading.gpu_joules, 80.0 * l.reading.seconds, 0.05 * 80.0 * l.reading.seconds);
+  }
+  // Forward alone is cheaper per iteration than forward + backward on this net.
+  auto per = [&](size_t i) { return r.phase_loops[i].reading.seconds / r.phase_loops[i].reading.iterations; };
+  EXPECT_LT(per(0), per(1));
+}
+
+// Two ranks' reports as make_rank_report writes them, with numbers chosen by hand.
+nlohmann::json report(int rank, double seconds, std::optional<double> gpu_joules, bool reads_rapl) {
+  using nlohmann::json;
+  json rep = {{"rank", rank},
+              {"host", "node0"},
+              {"local_batch", 32},
+              {"gpu", {{"name", "Test GPU"}, {"uuid", "GPU-" + std::to_string(rank)}, {"driver", "1.0"},
+                       {"power_limit_w", 700.0}}},
+              {"timeline",
+               {{"iteration", {0, 1, 2}},
+                {"warmup", {1, 0, 0}},
+                {"seconds", json::array({json::array({0, 0, .1, .2, 0, 0, .01, .31}),
+                                         json::array({0, 0, .1, .2, 0, 0, .01, .31}),
+                                         json::array({0, 0, .1 * (rank + 1), .2, 0, 0, .01, .31})})}}},
+              {"phase_means", {0, 0, .1 * (rank + 1), .2, .01, .05, .01, .32}},
+              {"phase_iterations", 2},
+              {"reads_rapl", reads_rapl},
+              {"extension_iterations", 0},
+              {"loops", json::array()}};
+  rep["window"] = {{"iterations", 10},          {"seconds", seconds},
+                   {"segments", 1},             {"gpu_joules", gpu_joules ? json(*gpu_joules) : json()},
+                   {"gpu_sampled_joules", json()}, {"cpu_package_joules", reads_rapl ? json(40.0) : json()},
+                   {"cpu_dram_joules", reads_rapl ? json(10.0) : json()},
+                   {"gpu_method", "nvml"},      {"cpu_method", "rapl"}};
+  // measure phases: forward 2 J/it, forward+backward 5 J/it, full step 6 J/it, on each rank.
+  for (int rep_i = 0; rep_i < 2; ++rep_i)
+    for (auto [kind, jpi, spi] : {std::tuple{"forward", 2.0, 0.1}, std::tuple{"forward_backward", 5.0, 0.3},
+                                  std::tuple{"full_step", 6.0 + rep_i, 0.4}})
+      rep["loops"].push_back({{"repeat", rep_i},
+                              {"kind", kind},
+                              {"reading",
+                               {{"iterations", 20},
+                                {"seconds", 20 * spi * (rank + 1)},
+                                {"gpu_joules", 20 * jpi},
+                                {"cpu_package_joules", json()},
+                                {"cpu_dram_joules", json()}}}});
+  return rep;
+}
+
+RunDescription description() {
+  RunDescription d;
+  d.experiment = "e";
+  d.run_id = "r";
+  d.net = "net";
+  d.data = "synthetic";
+  d.device_kind = "gpu";
+  d.world_size = 2;
+  d.global_batch = 64;
+  d.iterations = 30;
+  d.iterations_per_epoch = 10;
+  d.train_samples = 640;
+  d.run_epochs = 3;
+  d.forward_macs = 1e6;
+  d.measure = MeasureMode::Phases;
+  d.tags = {"repeat=2"};
+  return d;
+}
+
+TEST(RunAssembly, JobSumsGpuEnergyAndTakesTheSlowestRank) {
+  std::vector<nlohmann::json> ranks = {report(0, 2.0, 100.0, true), report(1, 2.5, 140.0, false)};
+  TrainResult r0;
+  r0.final_loss = 1.5;
+  RunResults res = assemble_run_results(description(), r0, ranks, 90, 1'281'167);
+  auto num = [&](const std::string& k) { return std::get<double>(res.summary.at(k)); };
+  EXPECT_DOUBLE_EQ(num("window_seconds"), 2.5);
+  EXPECT_DOUBLE_EQ(num("seconds_per_batch"), 0.25);
+  EXPECT_DOUBLE_EQ(num("samples_per_s"), 64 / 0.25);
+  EXPECT_DOUBLE_EQ(num("joules_per_batch"), 24.0);  // (100 + 140) J / 10 iterations
+  EXPECT_DOUBLE_EQ(num("watts"), 240.0 / 2.5);
+  EXPECT_DOUBLE_EQ(num("whole_iterations"), 90.0 * 20019);  // ceil(1,281,167 / 64) per epoch
+  EXPECT_DOUBLE_EQ(num("whole_training_seconds"), 0.25 * 90 * 20019);
+  EXPECT_DOUBLE_EQ(num("whole_training_joules"), 24.0 * 90 * 20019);
+  EXPECT_DOUBLE_EQ(num("gflops"), 2 * 1e6 * 3 * 256 / 1e9);
+  EXPECT_DOUBLE_EQ(num("cpu_package_joules_per_batch"), 4.0) << "only rank 0 reads its host";
+  EXPECT_DOUBLE_EQ(num("time_forward_s"), 0.2) << "slowest rank's mean";
+  EXPECT_DOUBLE_EQ(num("world_size"), 2);
+  EXPECT_EQ(std::get<std::string>(res.summary.at("gpu_names")), "Test GPU,Test GPU");
+  EXPECT_EQ(std::get<std::string>(res.summary.at("tag.repeat")), "2");
+  EXPECT_DOUBLE_EQ(num("final_loss"), 1.5);
+  EXPECT_TRUE(std::holds_alternative<std::monostate>(res.summary.at("test_top1")));
+  // Per rank: each its own GPU and time.
+  ASSERT_EQ(res.rank_summary.size(), 2u);
+  EXPECT_DOUBLE_EQ(std::get<double>(res.rank_summary[1].at("joules_per_batch")), 14.0);
+  EXPECT_DOUBLE_EQ(std::get<double>(res.rank_summary[1].at("seconds_per_batch")), 0.25);
+  EXPECT_DOUBLE_EQ(std::get<double>(res.rank_summary[0].at("samples_per_s")), 32 / 0.2);
+  // Phases, job level: energies summed over both GPUs, times of the slowest (rank 1, 2x rank 0's).
+  EXPECT_DOUBLE_EQ(num("energy_forward_j"), 4.0);
+  EXPECT_DOUBLE_EQ(num("energy_backward_j"), 6.0);
+  EXPECT_DOUBLE_EQ(num("energy_update_allreduce_j"), 3.0);   // (12 - 10 + 14 - 10) / 2
+  EXPECT_NEAR(num("energy_update_allreduce_j_std"), std::sqrt(2.0), 1e-12);
+  EXPECT_NEAR(num("loop_forward_s"), 0.2, 1e-12);
+  EXPECT_NEAR(num("loop_backward_s"), 0.4, 1e-12);
+  EXPECT_NEAR(num("loop_update_allreduce_s"), 0.2, 1e-12);
+  // The timeline keeps every rank; /system every GPU.
+  EXPECT_EQ(res.timeline.ranks(), 2);
+  EXPECT_EQ(res.timeline.iterations(), 3);
+  EXPECT_DOUBLE_EQ(res.timeline.at(2, 1, TimelinePhase::Forward), 0.2);
+  ASSERT_EQ(res.system.gpus.size(), 2u);
+  EXPECT_EQ(res.system.gpus[1].uuid.value_or(""), "GPU-1");
+  EXPECT_EQ(res.system.hosts, std::vector<std::string>{"node0"});
+  EXPECT_FALSE(res.methods.at("joules_per_batch").empty());
+}
+
+TEST(RunAssembly, OneRankWithoutGpuEnergyMakesTheJobEnergyNull) {
+  std::vector<nlohmann::json> ranks = {report(0, 2.0, 100.0, true), report(1, 2.5, std::nullopt, false)};
+  RunResults res = assemble_run_results(description(), TrainResult{}, ranks, 1, 0);
+  EXPECT_TRUE(std::holds_alternative<std::monostate>(res.summary.at("joules_per_batch")));
+  EXPECT_TRUE(std::holds_alternative<std::monostate>(res.summary.at("gflops_per_watt")));
+  EXPECT_DOUBLE_EQ(std::get<double>(res.summary.at("seconds_per_batch")), 0.25) << "time stays known";
+  EXPECT_DOUBLE_EQ(std::get<double>(res.summary.at("whole_iterations")), 10.0) << "640 samples / 64";
+}
+
+TEST(RunAssembly, CpuRunCountsEachHostsRaplOnce) {
+  RunDescription d = description();
+  d.device_kind = "cpu";
+  d.measure = MeasureMode::Steady;
+  std::vector<nlohmann::json> ranks = {report(0, 2.0, std::nullopt, true), report(1, 2.0, std::nullopt, false)};
+  for (auto& r : ranks) r.erase("gpu");
+  RunResults res = assemble_run_results(d, TrainResult{}, ranks, 1, 0);
+  EXPECT_DOUBLE_EQ(std::get<double>(res.summary.at("joules_per_batch")), 5.0) << "(40 + 10) J / 10 iterations";
+  EXPECT_TRUE(res.system.gpus.empty());
+  EXPECT_EQ(res.summary.count("energy_forward_j"), 0u) << "steady mode has no phase loops";
+}
+
+}  // namespace
+}  // namespace cnnscale

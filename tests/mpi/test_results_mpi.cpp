@@ -1,0 +1,62 @@
+// A 2-rank CPU job writes one results folder (rank 0) holding both ranks: the timeline's rank axis,
+// each rank's own figures, the job's time as the slowest rank's, and the phase loops run on both.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "common/temp_dir.hpp"
+#include "io/results_writer.hpp"
+#include "mpi/mpi_runner.hpp"
+
+namespace cnnscale::testing {
+namespace {
+
+TEST(ResultsMpi, TwoRanksInOneFolder) {
+  TempDir dir;
+  MpiResult r = run_mpi(2, {"train",           "--net",         std::string(CNNSCALE_TEST_DATA) + "/dist_convnet.yaml",
+                            "--data",          "fashion-mnist", "--train-samples",
+                            "256",             "--test-samples", "100",
+                            "--batch",         "32",            "--epochs",
+                            "3",               "--results",     dir.str(),
+                            "--experiment",    "mpi",           "--run-id",
+                            "two",             "--min-window",  "0",
+                            "--measure",       "phases",        "--phase-window",
+                            "0.05",            "--phase-repeats", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto run = std::filesystem::path(dir.str()) / "mpi" / "two";
+  RunResults res = read_run_results(run.string());
+  EXPECT_EQ(res.timeline.ranks(), 2);
+  EXPECT_EQ(res.timeline.iterations(), 24);
+  for (int64_t rank = 0; rank < 2; ++rank)
+    for (int64_t i = 0; i < 24; ++i) {
+      EXPECT_GT(res.timeline.at(i, rank, TimelinePhase::Backward), 0.0);
+      // CPU ranks: the exposed allreduce and the time inside MPI calls are host clock readings.
+      EXPECT_GE(res.timeline.at(i, rank, TimelinePhase::CommBusy), 0.0);
+    }
+  EXPECT_EQ(res.system.hosts.size(), 1u);
+  EXPECT_TRUE(res.system.gpus.empty());
+  ASSERT_TRUE(res.system.mpi_version.has_value());
+  EXPECT_FALSE(res.system.mpi_version->empty());
+  EXPECT_DOUBLE_EQ(std::get<double>(res.summary.at("world_size")), 2);
+  ASSERT_EQ(res.rank_summary.size(), 2u);
+  double slowest = 0;
+  for (const auto& rank : res.rank_summary) {
+    EXPECT_DOUBLE_EQ(std::get<double>(rank.at("local_batch")), 16);
+    slowest = std::max(slowest, std::get<double>(rank.at("seconds_per_batch")));
+  }
+  EXPECT_DOUBLE_EQ(std::get<double>(res.summary.at("seconds_per_batch")), slowest);
+  EXPECT_GT(std::get<double>(res.summary.at("loop_forward_s")), 0.0);
+  EXPECT_TRUE(std::isfinite(std::get<double>(res.summary.at("loop_update_allreduce_s"))));
+  ASSERT_EQ(res.epochs.size(), 3u);
+  EXPECT_GT(res.epochs.back().top1, 0.0);
+  // Only rank 0 writes: one folder, nothing partial.
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(dir.str()) / "mpi"))
+    names.push_back(e.path().filename().string());
+  EXPECT_EQ(names, std::vector<std::string>{"two"});
+}
+
+}  // namespace
+}  // namespace cnnscale::testing
