@@ -1,0 +1,192 @@
+#!/usr/bin/python3
+"""Figures of `cnnscale report` (PNG, matplotlib): time and joules per batch per batch-GPUs
+combination as in the study's Figs. 5-8, strong-scaling curves, one run's power trace per GPU and
+the per-phase breakdown, from the CSV tables `cnnscale report` wrote and one run.h5.
+
+Run by `cnnscale report` with Debian's /usr/bin/python3 (python3-matplotlib, python3-h5py).
+Exit codes: 0 ok, 2 bad arguments/inputs, 3 matplotlib or numpy not importable.
+"""
+import argparse
+import csv
+import math
+import os
+import sys
+
+try:
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display on build machines
+    import matplotlib.pyplot as plt
+    import numpy as np
+except ImportError as e:  # the C++ side turns exit code 3 into "install python3-matplotlib"
+    print(f"report_plots: {e}", file=sys.stderr)
+    sys.exit(3)
+
+PHASES = ["data", "h2d", "forward", "backward", "allreduce", "update"]  # disjoint parts of a step
+
+
+def number(text):
+    """CSV field -> float; empty (null) -> NaN."""
+    try:
+        return float(text) if text not in ("", None) else math.nan
+    except ValueError:
+        return math.nan
+
+
+def read_table(tables, name):
+    path = os.path.join(tables, name + ".csv")
+    if not os.path.exists(path):
+        print(f"report_plots: missing table {path}", file=sys.stderr)
+        sys.exit(2)
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def label(row):
+    """The study's bar names: batch_size-number_GPUs, plus the variant when configurations differ."""
+    text = f"{row['batch']}-{row['gpus']}"
+    return f"{text}\n{row['variant']}" if row.get("variant") else text
+
+
+def by_network(rows):
+    nets = {}
+    for r in rows:
+        nets.setdefault(r["net"], []).append(r)
+    for rs in nets.values():
+        rs.sort(key=lambda r: (number(r["batch"]), number(r["gpus"]), r.get("variant", "")))
+    return nets
+
+
+def save(fig, out, name):
+    """Written under a temporary name and renamed, like every other report file."""
+    path = os.path.join(out, name)
+    fig.savefig(path + ".tmp", format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    os.replace(path + ".tmp", path)
+
+
+def message_figure(out, name, title, text):
+    fig, ax = plt.subplots(figsize=(7, 2.5))
+    ax.axis("off")
+    ax.set_title(title)
+    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True)
+    save(fig, out, name)
+
+
+def bars_per_network(rows, column, ylabel, title, out, name, empty_text):
+    nets = by_network(rows)
+    if not any(not math.isnan(number(r[column + "_mean"])) for r in rows):
+        message_figure(out, name, title, empty_text)
+        return
+    fig, axes = plt.subplots(1, len(nets), figsize=(max(4.5 * len(nets), 6), 4), squeeze=False)
+    for ax, (net, rs) in zip(axes[0], nets.items()):
+        means = [number(r[column + "_mean"]) for r in rs]
+        stds = [number(r[column + "_std"]) for r in rs]
+        x = np.arange(len(rs))
+        ax.bar(x, np.nan_to_num(means), yerr=np.nan_to_num(stds), capsize=3,
+               color=[f"C{int(number(r['gpus'])) % 10}" for r in rs])
+        ax.set_xticks(x, [label(r) for r in rs], rotation=45, ha="right", fontsize=8)
+        ax.set_title(net)
+        ax.set_xlabel("batch-GPUs")
+        ax.set_ylabel(ylabel)
+    fig.suptitle(title)
+    save(fig, out, name)
+
+
+def scaling_figure(rows, out):
+    nets = by_network(rows)
+    fig, axes = plt.subplots(1, len(nets), figsize=(max(4.5 * len(nets), 6), 4), squeeze=False)
+    for ax, (net, rs) in zip(axes[0], nets.items()):
+        series = {}
+        for r in rs:
+            series.setdefault((r["batch"], r.get("variant", "")), []).append(r)
+        for i, ((batch, variant), pts) in enumerate(sorted(series.items(), key=lambda kv: number(kv[0][0]))):
+            pts.sort(key=lambda r: number(r["gpus"]))
+            gpus = [number(r["gpus"]) for r in pts]
+            name = f"batch {batch}" + (f" {variant}" if variant else "")
+            ax.errorbar(gpus, [number(r["samples_per_s_mean"]) for r in pts],
+                        yerr=np.nan_to_num([number(r["samples_per_s_std"]) for r in pts]),
+                        marker="o", color=f"C{i}", label=name, capsize=3)
+            base = number(pts[0]["baseline_samples_per_s_mean"])
+            if not math.isnan(base):
+                ax.plot(gpus, [base * g for g in gpus], linestyle="--", color=f"C{i}", alpha=0.6,
+                        label=f"ideal ({name})")
+        ax.set_xticks(sorted({number(r["gpus"]) for r in rs}))
+        ax.set_title(net)
+        ax.set_xlabel("GPUs (ranks)")
+        ax.set_ylabel("samples/s")
+        ax.legend(fontsize=7)
+    fig.suptitle("Strong scaling (dashed: ideal, N × the 1-GPU rate)")
+    save(fig, out, "scaling.png")
+
+
+def phases_figure(rows, out):
+    rows = sorted(rows, key=lambda r: (r["net"], number(r["batch"]), number(r["gpus"]), r.get("variant", "")))
+    if not rows or all(math.isnan(number(r[p + "_ms_mean"])) for r in rows for p in PHASES):
+        message_figure(out, "phases.png", "Phase breakdown", "no phase timings were recorded")
+        return
+    fig, ax = plt.subplots(figsize=(max(0.6 * len(rows) + 2, 6), 4.5))
+    x = np.arange(len(rows))
+    bottom = np.zeros(len(rows))
+    for i, p in enumerate(PHASES):
+        v = np.nan_to_num([number(r[p + "_ms_mean"]) for r in rows])
+        ax.bar(x, v, bottom=bottom, label=p, color=f"C{i}")
+        bottom += v
+    total = [number(r["total_ms_mean"]) for r in rows]
+    ax.plot(x, total, "k_", markersize=14, label="total (whole step)")
+    ax.set_xticks(x, [f"{r['net']}\n{label(r)}" for r in rows], rotation=45, ha="right", fontsize=7)
+    ax.set_ylabel("ms per batch")
+    ax.set_title("Phase breakdown per configuration (slowest rank)")
+    ax.legend(fontsize=7, ncol=2)
+    save(fig, out, "phases.png")
+
+
+def power_figure(h5_path, run_label, out):
+    title = "Power per GPU: " + (run_label or "no run")
+    if not h5_path:
+        message_figure(out, "power_trace.png", title, "no run selected")
+        return
+    import h5py  # only here: the tables' figures need no HDF5
+
+    with h5py.File(h5_path, "r") as f:
+        count = int(f["power"].attrs.get("count", 0)) if "power" in f else 0
+        traces = []
+        for k in range(count):
+            g = f[f"power/gpu{k}"]
+            traces.append((int(g.attrs.get("rank", k)), g["t_s"][:], g["power_w"][:]))
+    if not any(len(t) for _, t, _ in traces):
+        message_figure(out, "power_trace.png", title,
+                       "no power samples in this run (CPU run, or NVML unavailable)")
+        return
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for k, (rank, t, w) in enumerate(traces):
+        ax.plot(t, w, label=f"GPU {k} (rank {rank})", linewidth=1)
+    ax.set_xlabel("time since run start (s)")
+    ax.set_ylabel("power (W)")
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    save(fig, out, "power_trace.png")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tables", required=True, help="folder with time.csv, energy.csv, scaling.csv, phases.csv")
+    parser.add_argument("--out", required=True, help="folder for the PNG files")
+    parser.add_argument("--power-h5", default="", help="run.h5 whose /power samples are drawn")
+    parser.add_argument("--power-label", default="", help="description of that run")
+    a = parser.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    time_rows = read_table(a.tables, "time")
+    bars_per_network(time_rows, "seconds_per_batch", "seconds per batch", "Time per batch (forward + backward)",
+                     a.out, "time_per_batch.png", "no timed iterations")
+    bars_per_network(read_table(a.tables, "energy"), "joules_per_batch", "joules per batch",
+                     "Energy per batch (all GPUs)", a.out, "joules_per_batch.png",
+                     "no energy counters were readable (CPU run without NVML/RAPL, or NVML unavailable)")
+    scaling_figure(read_table(a.tables, "scaling"), a.out)
+    power_figure(a.power_h5, a.power_label, a.out)
+    phases_figure(read_table(a.tables, "phases"), a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+// `cnnscale report RESULTS_DIR`: the study's tables (Markdown, CSV), figures (PNG) and report.md
+// from every complete run under a results directory (src/experiment/report.hpp does the work).
+// Exit codes: 2 bad RESULTS_DIR or options, 1 plots not produced (tables are written anyway).
+#include <iostream>
+#include <memory>
+
+#include "app/commands.hpp"
+#include "experiment/report.hpp"
+
+namespace cnnscale::app {
+
+namespace {
+
+struct ReportArgs {
+  report::ReportOptions options;
+  bool no_plots = false;
+};
+
+}  // namespace
+
+void register_report(CLI::App& app) {
+  auto args = std::make_shared<ReportArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "report", "Tables (Markdown/CSV, mean ± std over repeats) and plots (PNG) from a results directory");
+  cmd->add_option("results_dir", args->options.results_dir, "results directory, scanned recursively for run folders")
+      ->required();
+  cmd->add_option("--out", args->options.out_dir, "output directory (default: RESULTS_DIR/report)");
+  cmd->add_option("--format", args->options.formats, "table formats, comma separated: md,csv")
+      ->delimiter(',')
+      ->default_str("md,csv");
+  cmd->add_flag("--no-plots", args->no_plots, "write tables and report.md only (no python/matplotlib needed)");
+  cmd->add_option("--power-run", args->options.power_run,
+                  "run id or folder whose power trace is plotted (default: the run with the most GPUs)");
+  cmd->add_option("--python", args->options.python,
+                  "Python interpreter with matplotlib and h5py (default: $CNNSCALE_PYTHON, else /usr/bin/python3)");
+  cmd->callback([args] {
+    args->options.plots = !args->no_plots;
+    const report::ReportOutcome out = report::write_report(args->options);
+    std::cout << "report: " << out.runs << " run(s), " << out.configurations << " configuration(s) -> "
+              << out.report_md << "\n";
+  });
+}
+
+}  // namespace cnnscale::app

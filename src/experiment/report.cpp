@@ -1,0 +1,168 @@
+// `cnnscale report`: scan, group, write the tables, run the plot script, write report.md (see
+// report.hpp). Every file is written as <name>.tmp and renamed, so a reader never sees half a table.
+#include "experiment/report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "experiment/report_data.hpp"
+#include "experiment/report_plots.hpp"
+#include "experiment/report_tables.hpp"
+
+namespace cnnscale::report {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+void write_atomic(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) throw_runtime("cannot write {}", tmp.string());
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw_runtime("cannot rename {} to {}", tmp.string(), path.string());
+  }
+}
+
+// The run whose power trace is drawn: the one named, else the one with the most ranks (the first
+// in path order among equals, preferring GPU runs, which have power samples).
+const RunRecord* power_run(const std::vector<RunRecord>& runs, const std::string& wanted) {
+  if (!wanted.empty()) {
+    for (const RunRecord& r : runs)
+      if (r.run_id == wanted || fs::path(r.folder) == fs::path(wanted) ||
+          fs::path(r.folder).filename() == fs::path(wanted).filename())
+        return &r;
+    throw_config("--power-run '{}' matches no complete run (give a run id or run folder)", wanted);
+  }
+  const RunRecord* best = nullptr;
+  auto rank = [](const RunRecord& r) {
+    return std::make_pair(r.text("device") == "gpu" ? 1 : 0, std::isnan(r.number("world_size")) ? 0.0
+                                                                                              : r.number("world_size"));
+  };
+  for (const RunRecord& r : runs)
+    if (!best || rank(r) > rank(*best)) best = &r;
+  return best;
+}
+
+std::string describe(const RunRecord& r) {
+  return fmt::format("{} ({}, {} × {}, global batch {})", r.run_id, r.text("net"), r.text("world_size"),
+                     r.text("device"), r.text("global_batch"));
+}
+
+std::string report_markdown(const ReportOptions& options, const ReportOutcome& outcome,
+                            const std::vector<Table>& tables, bool md, bool csv, const std::string& figures_note,
+                            const std::string& power_desc) {
+  std::string out = "# cnnscale report\n\n";
+  out += fmt::format("Results: `{}` — {} complete run(s) in {} configuration(s)", options.results_dir, outcome.runs,
+                     outcome.configurations);
+  if (outcome.unreadable) out += fmt::format("; {} unreadable run folder(s) skipped", outcome.unreadable);
+  out += ". Values are mean ± sample standard deviation over repeats (runs equal in every identity key: ";
+  for (size_t i = 0; i < kGroupKeys.size(); ++i) out += (i ? ", " : "") + kGroupKeys[i];
+  out += "); — is unknown (null).\n\n## Tables\n\n";
+  for (const Table& t : tables) {
+    out += fmt::format("- [{}](#{})", t.title, t.name);
+    if (md) out += fmt::format(" — [{}.md]({}.md)", t.name, t.name);
+    if (csv) out += fmt::format(" — [{}.csv]({}.csv)", t.name, t.name);
+    out += "\n";
+  }
+  for (const Table& t : tables) {
+    out += fmt::format("\n<a id=\"{}\"></a>\n\n### {}\n\n{}\n\n", t.name, t.title, t.caption);
+    out += render_markdown(t);
+  }
+  out += "\n## Figures\n\n";
+  if (outcome.figures.empty()) {
+    out += figures_note + "\n";
+  } else {
+    const std::vector<std::string> captions = {
+        "Seconds per batch per batch-GPUs combination (study Figs. 5–8, left)",
+        "Joules per batch per batch-GPUs combination (study Figs. 5–8, right)",
+        "Strong scaling: samples/s against GPUs, with the ideal line",
+        "Power over time per GPU of " + power_desc,
+        "Phase breakdown per configuration (ms per batch, stacked)"};
+    for (size_t i = 0; i < kFigureNames.size(); ++i)
+      out += fmt::format("### {}\n\n![{}]({})\n\n", captions[i], captions[i], kFigureNames[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+ReportOutcome write_report(const ReportOptions& options) {
+  bool md = false, csv = false;
+  for (const std::string& f : options.formats) {
+    if (f == "md") md = true;
+    else if (f == "csv") csv = true;
+    else throw_config("--format: unknown table format '{}' (expected md, csv or md,csv)", f);
+  }
+  if (!md && !csv) throw_config("--format: no table format given (expected md, csv or md,csv)");
+
+  ReportOutcome outcome;
+  std::vector<RunRecord> runs = scan_runs(options.results_dir, &outcome.unreadable);
+  if (runs.empty())
+    throw_config("no complete runs under '{}' (a run folder holds run.h5; *.partial folders are ignored){}",
+                 options.results_dir,
+                 outcome.unreadable ? fmt::format("; {} unreadable run folder(s)", outcome.unreadable) : "");
+  const std::vector<ConfigGroup> groups = group_runs(runs);
+  const std::vector<Table> tables = build_tables(groups);
+  const RunRecord* power = options.plots ? power_run(runs, options.power_run) : nullptr;
+  outcome.runs = static_cast<int>(runs.size());
+  outcome.configurations = static_cast<int>(groups.size());
+
+  const fs::path out = options.out_dir.empty() ? fs::path(options.results_dir) / "report" : fs::path(options.out_dir);
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  if (ec || !fs::is_directory(out)) throw_runtime("cannot create report directory {}: {}", out.string(), ec.message());
+  outcome.out_dir = out.string();
+
+  for (const Table& t : tables) {
+    if (md) {
+      write_atomic(out / (t.name + ".md"), "## " + t.title + "\n\n" + t.caption + "\n\n" + render_markdown(t));
+      outcome.files.push_back((out / (t.name + ".md")).string());
+    }
+    if (csv) {
+      write_atomic(out / (t.name + ".csv"), render_csv(t));
+      outcome.files.push_back((out / (t.name + ".csv")).string());
+    }
+  }
+
+  // The plot script reads the CSVs; without --format csv they go to a scratch folder.
+  std::string plot_error;
+  std::string figures_note = "Not produced: --no-plots.";
+  const std::string power_desc = power ? describe(*power) : "";
+  if (options.plots) {
+    const fs::path scratch = csv ? out : out / ".report_csv";
+    try {
+      if (!csv) {
+        fs::create_directories(scratch);
+        for (const Table& t : tables) write_atomic(scratch / (t.name + ".csv"), render_csv(t));
+      }
+      PlotJob job{options.python, options.script, scratch.string(), out.string(),
+                  (fs::path(power->folder) / "run.h5").string(), power_desc};
+      outcome.figures = run_plot_script(job);
+    } catch (const Error& e) {
+      plot_error = e.what();
+      figures_note = "Not produced: " + plot_error;
+    }
+    if (!csv) fs::remove_all(scratch, ec);
+  }
+  outcome.files.insert(outcome.files.end(), outcome.figures.begin(), outcome.figures.end());
+
+  outcome.report_md = (out / "report.md").string();
+  write_atomic(outcome.report_md, report_markdown(options, outcome, tables, md, csv, figures_note, power_desc));
+  if (!plot_error.empty()) throw RuntimeError(plot_error);
+  return outcome;
+}
+
+}  // namespace cnnscale::report

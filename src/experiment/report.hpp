@@ -1,0 +1,36 @@
+// `cnnscale report RESULTS_DIR`: reads every complete run under a results directory, writes the
+// tables (Markdown and/or CSV), the PNG figures (scripts/report_plots.py under Debian's python3
+// with matplotlib) and report.md linking them all, into RESULTS_DIR/report/ unless told otherwise.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace cnnscale::report {
+
+struct ReportOptions {
+  std::string results_dir;
+  std::string out_dir;                          // "" = <results_dir>/report
+  std::vector<std::string> formats{"md", "csv"};  // table files to write: md, csv
+  bool plots = true;                            // false (--no-plots): tables and report.md only
+  std::string power_run;  // run id or folder for the power trace; "" = the run with most GPUs
+  std::string python;     // "" = $CNNSCALE_PYTHON, else /usr/bin/python3, else python3 on PATH
+  std::string script;     // "" = $CNNSCALE_REPORT_SCRIPT, else the source tree's or installed copy
+};
+
+struct ReportOutcome {
+  std::string out_dir;
+  std::string report_md;
+  std::vector<std::string> files;    // every table file and figure written
+  std::vector<std::string> figures;  // PNG paths
+  int runs = 0, configurations = 0, unreadable = 0;
+};
+
+inline const std::vector<std::string> kFigureNames = {"time_per_batch.png", "joules_per_batch.png", "scaling.png",
+                                                      "power_trace.png", "phases.png"};
+
+// Writes the report. Errors: a bad RESULTS_DIR, no complete run or a bad option is a ConfigError
+// (exit 2). With plots requested, a missing python/matplotlib or a failing plot script is a
+// RuntimeError (exit 1) thrown after the tables and report.md were written, naming --no-plots.
+ReportOutcome write_report(const ReportOptions& options);
+
+}  // namespace cnnscale::report

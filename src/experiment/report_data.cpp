@@ -1,0 +1,203 @@
+// Scanning, reading and grouping of run folders for `cnnscale report` (see report_data.hpp).
+// Statistics are over non-null values only, so a figure missing from one repeat does not turn the
+// whole configuration into "unknown"; `n` says how many values went in.
+#include "experiment/report_data.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <system_error>
+#include <tuple>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "io/results_writer.hpp"
+
+namespace cnnscale::report {
+
+namespace fs = std::filesystem;
+
+const std::vector<std::string> kGroupKeys = {"net",       "data",        "device",
+                                             "precision", "measure",     "global_batch",
+                                             "world_size", "allreduce_overlap", "allreduce_algo",
+                                             "gpu_names"};
+
+namespace {
+
+std::string number_text(double v) {
+  if (std::isnan(v)) return "";
+  if (std::abs(v) < 1e15 && v == std::floor(v)) return std::to_string(static_cast<long long>(v));
+  return fmt::format("{}", v);
+}
+
+double to_number(const std::string& s) {
+  if (s.empty()) return kMissing;
+  try {
+    size_t used = 0;
+    double v = std::stod(s, &used);
+    return used == s.size() ? v : kMissing;
+  } catch (const std::exception&) {
+    return kMissing;
+  }
+}
+
+bool is_partial(const fs::path& p) { return p.filename().string().ends_with(".partial"); }
+
+}  // namespace
+
+double RunRecord::number(const std::string& key) const {
+  auto it = summary.find(key);
+  if (it == summary.end()) return kMissing;
+  if (const double* d = std::get_if<double>(&it->second)) return *d;
+  return kMissing;
+}
+
+std::string RunRecord::text(const std::string& key) const {
+  auto it = summary.find(key);
+  if (it == summary.end()) return "";
+  if (const std::string* s = std::get_if<std::string>(&it->second)) return *s;
+  if (const double* d = std::get_if<double>(&it->second)) return number_text(*d);
+  return "";
+}
+
+Stat stat_of(const std::vector<double>& values) {
+  Stat s;
+  double sum = 0;
+  for (double v : values) {
+    if (std::isnan(v)) continue;
+    sum += v;
+    s.min = s.n == 0 ? v : std::min(s.min, v);
+    s.max = s.n == 0 ? v : std::max(s.max, v);
+    ++s.n;
+  }
+  if (s.n == 0) return s;
+  s.mean = sum / s.n;
+  if (s.n >= 2) {
+    double squares = 0;
+    for (double v : values)
+      if (!std::isnan(v)) squares += (v - s.mean) * (v - s.mean);
+    s.std = std::sqrt(squares / (s.n - 1));
+  }
+  return s;
+}
+
+double ConfigGroup::global_batch() const { return to_number(key.at("global_batch")); }
+double ConfigGroup::world_size() const { return to_number(key.at("world_size")); }
+
+Stat ConfigGroup::stat(const std::string& summary_key) const {
+  std::vector<double> values;
+  for (const RunRecord* r : runs) values.push_back(r->number(summary_key));
+  return stat_of(values);
+}
+
+std::string ConfigGroup::method(const std::string& summary_key) const {
+  for (const RunRecord* r : runs) {
+    auto it = r->methods.find(summary_key);
+    if (it != r->methods.end() && !it->second.empty()) return it->second;
+  }
+  return "";
+}
+
+std::vector<RunRecord> scan_runs(const std::string& results_dir, int* unreadable) {
+  std::error_code ec;
+  if (!fs::exists(results_dir, ec)) throw_config("results directory '{}' does not exist", results_dir);
+  if (!fs::is_directory(results_dir, ec)) throw_config("'{}' is not a directory (expected a results directory)", results_dir);
+  std::vector<fs::path> folders;
+  fs::recursive_directory_iterator it(results_dir, fs::directory_options::skip_permission_denied, ec);
+  if (ec) throw_config("cannot read results directory '{}': {}", results_dir, ec.message());
+  for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) throw_runtime("cannot scan '{}': {}", results_dir, ec.message());
+    if (!it->is_directory(ec)) continue;
+    // A partial folder is a run still being written or killed midway: nothing in it counts.
+    if (is_partial(it->path())) {
+      it.disable_recursion_pending();
+      continue;
+    }
+    if (fs::is_regular_file(it->path() / "run.h5", ec)) {
+      folders.push_back(it->path());
+      it.disable_recursion_pending();  // a run folder holds no further runs
+    }
+  }
+  // The results root itself may be a single run folder.
+  if (fs::is_regular_file(fs::path(results_dir) / "run.h5", ec) && !is_partial(results_dir))
+    folders.push_back(results_dir);
+  std::sort(folders.begin(), folders.end());
+
+  std::vector<RunRecord> runs;
+  int bad = 0;
+  for (const fs::path& folder : folders) {
+    try {
+      RunResults r = read_run_results(folder.string());
+      runs.push_back(RunRecord{folder.string(), r.run_id, std::move(r.summary), std::move(r.methods)});
+    } catch (const std::exception& e) {
+      ++bad;
+      log::warn("report: skipping unreadable run folder {}: {}", folder.string(), e.what());
+    }
+  }
+  if (unreadable) *unreadable = bad;
+  return runs;
+}
+
+std::vector<ConfigGroup> group_runs(const std::vector<RunRecord>& runs) {
+  std::map<std::map<std::string, std::string>, ConfigGroup> by_key;
+  for (const RunRecord& r : runs) {
+    std::map<std::string, std::string> key;
+    for (const std::string& k : kGroupKeys) key[k] = r.text(k);
+    ConfigGroup& g = by_key[key];
+    g.key = key;
+    g.runs.push_back(&r);
+  }
+  std::vector<ConfigGroup> groups;
+  for (auto& [key, g] : by_key) groups.push_back(std::move(g));
+  auto order = [](const ConfigGroup& g) {
+    return std::make_tuple(g.key.at("net"), g.key.at("device"), g.key.at("precision"), g.global_batch(),
+                           g.world_size(), g.key);
+  };
+  std::stable_sort(groups.begin(), groups.end(),
+                   [&](const ConfigGroup& a, const ConfigGroup& b) { return order(a) < order(b); });
+  return groups;
+}
+
+std::vector<std::string> varying_keys(const std::vector<ConfigGroup>& groups) {
+  std::vector<std::string> out;
+  for (const std::string& k : kGroupKeys) {
+    // Shown in their own columns; GPU names follow the world size unless the GPU mix varies.
+    if (k == "net" || k == "global_batch" || k == "world_size") continue;
+    std::map<std::string, std::string> first_by_size;  // gpu_names compared per world size
+    bool varies = false;
+    for (const ConfigGroup& g : groups) {
+      const std::string scope = k == "gpu_names" ? g.key.at("world_size") : "";
+      auto [it, fresh] = first_by_size.emplace(scope, g.key.at(k));
+      if (!fresh && it->second != g.key.at(k)) varies = true;
+    }
+    if (varies) out.push_back(k);
+  }
+  return out;
+}
+
+std::string variant_label(const ConfigGroup& group, const std::vector<std::string>& varying) {
+  std::string out;
+  for (const std::string& k : varying) {
+    if (!out.empty()) out += " ";
+    out += k + "=" + group.key.at(k);
+  }
+  return out;
+}
+
+const ConfigGroup* baseline_of(const ConfigGroup& group, const std::vector<ConfigGroup>& groups) {
+  const std::string names = group.key.at("gpu_names");
+  const std::string first_gpu = names.substr(0, names.find(','));
+  const ConfigGroup* found = nullptr;
+  for (const ConfigGroup& g : groups) {
+    if (g.world_size() != 1) continue;
+    bool same = true;
+    for (const std::string& k : kGroupKeys)
+      if (k != "world_size" && k != "gpu_names" && g.key.at(k) != group.key.at(k)) same = false;
+    if (!same) continue;
+    if (g.key.at("gpu_names") == first_gpu) return &g;
+    if (!found) found = &g;
+  }
+  return found;
+}
+
+}  // namespace cnnscale::report

@@ -1,0 +1,26 @@
+// Runs scripts/report_plots.py (matplotlib) for `cnnscale report`: finds the Python that has
+// Debian's modules (/usr/bin/python3, not a pyenv shim) and the script (source tree or installed
+// copy), runs it without a shell and turns its failures into one clear error line.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace cnnscale::report {
+
+struct PlotJob {
+  std::string python;       // "" = default discovery
+  std::string script;       // "" = default discovery
+  std::string tables_dir;   // holds time.csv, energy.csv, scaling.csv, phases.csv
+  std::string out_dir;      // where the PNGs go
+  std::string power_h5;     // run.h5 of the run whose power trace is drawn ("" = none)
+  std::string power_label;  // its description for the title
+};
+
+std::string find_python(const std::string& requested);
+std::string find_plot_script(const std::string& requested);
+
+// Runs the script; throws RuntimeError with the script's last stderr line (matplotlib missing:
+// exit 3) when it fails. Returns the figure paths the script wrote.
+std::vector<std::string> run_plot_script(const PlotJob& job);
+
+}  // namespace cnnscale::report

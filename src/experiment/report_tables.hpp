@@ -1,0 +1,23 @@
+// The tables of `cnnscale report`, one row per configuration (network × GPUs × global batch, plus a
+// variant column when other identity keys differ), in the form of the study's Tables 4–9 and 11:
+// time, energy, whole training (EDP), efficiency, accuracy, strong scaling and the phase breakdown.
+#pragma once
+#include <vector>
+
+#include "experiment/report_data.hpp"
+#include "experiment/report_table.hpp"
+
+namespace cnnscale::report {
+
+Table time_table(const std::vector<ConfigGroup>& groups);        // study Tables 4/7
+Table energy_table(const std::vector<ConfigGroup>& groups);      // study Tables 5/8
+Table whole_table(const std::vector<ConfigGroup>& groups);       // study Tables 6/9, best EDP marked
+Table efficiency_table(const std::vector<ConfigGroup>& groups);  // study Table 11
+Table accuracy_table(const std::vector<ConfigGroup>& groups);    // study Tables 12/13
+Table scaling_table(const std::vector<ConfigGroup>& groups);     // speedup, parallel efficiency
+Table phases_table(const std::vector<ConfigGroup>& groups);      // per-phase ms per batch
+
+// All of the above, in that order.
+std::vector<Table> build_tables(const std::vector<ConfigGroup>& groups);
+
+}  // namespace cnnscale::report

@@ -1,0 +1,254 @@
+// `cnnscale report` on synthetic runs written with write_run_results: grouping of repeats, mean and
+// sample std read back from the CSV equal to the inputs', speedup/efficiency, best EDP, null
+// handling ("—" in Markdown, empty in CSV, a note on an all-null table), partial folders ignored.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "common/temp_dir.hpp"
+#include "core/error.hpp"
+#include "cpu/test_report_util.hpp"
+#include "experiment/report.hpp"
+#include "experiment/report_data.hpp"
+#include "experiment/report_table.hpp"
+
+namespace cnnscale {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::CsvRow;
+using testing::read_csv;
+using testing::slurp;
+using testing::synthetic_run;
+using testing::TempDir;
+using testing::write_run;
+
+report::ReportOutcome report_without_plots(const std::string& root) {
+  report::ReportOptions o;
+  o.results_dir = root;
+  o.plots = false;
+  return report::write_report(o);
+}
+
+const CsvRow& row_of(const std::vector<CsvRow>& rows, const std::string& net, int gpus, int batch) {
+  for (const CsvRow& r : rows)
+    if (r.at("net") == net && r.at("gpus") == std::to_string(gpus) && r.at("batch") == std::to_string(batch))
+      return r;
+  throw std::runtime_error(fmt::format("no row {} {} {}", net, gpus, batch));
+}
+
+double sample_std(const std::vector<double>& v) {
+  double mean = 0;
+  for (double x : v) mean += x;
+  mean /= v.size();
+  double s = 0;
+  for (double x : v) s += (x - mean) * (x - mean);
+  return std::sqrt(s / (v.size() - 1));
+}
+
+TEST(ReportStats, MeanSampleStdAndCountSkipNulls) {
+  report::Stat s = report::stat_of({1.0, 2.0, 3.0, kMissing});
+  EXPECT_EQ(s.n, 3);
+  EXPECT_DOUBLE_EQ(s.mean, 2.0);
+  EXPECT_DOUBLE_EQ(s.std, 1.0);
+  EXPECT_EQ(s.min, 1.0);
+  EXPECT_EQ(s.max, 3.0);
+  report::Stat one = report::stat_of({5.0});
+  EXPECT_EQ(one.n, 1);
+  EXPECT_TRUE(std::isnan(one.std));
+  EXPECT_EQ(report::format_stat(one), "5.000");
+  EXPECT_TRUE(report::stat_of({kMissing}).null());
+  EXPECT_EQ(report::format_stat(report::stat_of({})), "—");
+  EXPECT_EQ(report::format_stat(report::stat_of({0.1, 0.3})), "0.2000 ± 0.1414");
+  EXPECT_EQ(report::format_number(123456.7), "123457");
+  EXPECT_EQ(report::csv_number(0.1), "0.1");
+  EXPECT_EQ(report::csv_field("H100,H100"), "\"H100,H100\"");
+}
+
+TEST(Report, RepeatsAreGroupedAndCsvHoldsTheirMeanAndStd) {
+  TempDir dir;
+  const std::vector<double> spb = {0.125, 0.25, 0.2};
+  for (int rep = 0; rep < 3; ++rep)
+    write_run(dir.str(), synthetic_run("lenet", 64, 1, rep,
+                                       {{"seconds_per_batch", spb[rep]},
+                                        {"samples_per_s", 64 / spb[rep]},
+                                        {"whole_training_seconds", spb[rep] * 1000},
+                                        {"whole_iterations", 1000.0},
+                                        {"time_forward_s", spb[rep] / 4},
+                                        {"time_backward_s", spb[rep] / 2}}));
+  write_run(dir.str(), synthetic_run("lenet", 128, 1, 0, {{"seconds_per_batch", 0.5}, {"samples_per_s", 256.0}}));
+  const report::ReportOutcome out = report_without_plots(dir.str());
+  EXPECT_EQ(out.runs, 4);
+  EXPECT_EQ(out.configurations, 2);
+  EXPECT_EQ(out.out_dir, (fs::path(dir.str()) / "report").string());
+
+  const auto rows = read_csv(dir.file("report/time.csv"));
+  ASSERT_EQ(rows.size(), 2u);
+  const CsvRow& r = row_of(rows, "lenet", 1, 64);
+  EXPECT_EQ(r.at("runs"), "3");
+  const double mean = (spb[0] + spb[1] + spb[2]) / 3;
+  EXPECT_DOUBLE_EQ(std::stod(r.at("seconds_per_batch_mean")), mean);
+  EXPECT_DOUBLE_EQ(std::stod(r.at("seconds_per_batch_std")), sample_std(spb));
+  EXPECT_DOUBLE_EQ(std::stod(r.at("samples_per_s_mean")), (64 / spb[0] + 64 / spb[1] + 64 / spb[2]) / 3);
+  EXPECT_DOUBLE_EQ(std::stod(r.at("forward_seconds_per_batch_mean")), mean / 4);
+  EXPECT_DOUBLE_EQ(std::stod(r.at("backward_whole_seconds_mean")), mean / 2 * 1000);
+  // One run: a mean and no spread.
+  const CsvRow& single = row_of(rows, "lenet", 1, 128);
+  EXPECT_EQ(single.at("runs"), "1");
+  EXPECT_EQ(single.at("seconds_per_batch_mean"), "0.5");
+  EXPECT_EQ(single.at("seconds_per_batch_std"), "");
+  EXPECT_EQ(single.at("forward_seconds_per_batch_mean"), "");  // null -> empty
+
+  const std::string md = slurp(dir.file("report/time.md"));
+  EXPECT_NE(md.find(report::format_stat(report::stat_of(spb))), std::string::npos) << md;
+  EXPECT_NE(md.find("time_forward_s"), std::string::npos) << "the note says where forward/backward came from";
+  EXPECT_EQ(md.find("variant"), std::string::npos) << "no variant column when only net/batch/GPUs vary";
+}
+
+TEST(Report, SpeedupAndEfficiencyAgainstTheOneGpuRun) {
+  TempDir dir;
+  for (int rep = 0; rep < 2; ++rep) {
+    write_run(dir.str(), synthetic_run("net_a", 64, 1, rep, {{"samples_per_s", 100.0 + rep * 10}}));
+    write_run(dir.str(), synthetic_run("net_a", 64, 2, rep, {{"samples_per_s", 180.0 + rep * 10}}));
+  }
+  write_run(dir.str(), synthetic_run("net_a", 128, 4, 0, {{"samples_per_s", 400.0}}));  // no 1-GPU run
+  report_without_plots(dir.str());
+  const auto rows = read_csv(dir.file("report/scaling.csv"));
+  ASSERT_EQ(rows.size(), 3u);
+  const CsvRow& two = row_of(rows, "net_a", 2, 64);
+  EXPECT_DOUBLE_EQ(std::stod(two.at("speedup_mean")), 185.0 / 105.0);
+  EXPECT_DOUBLE_EQ(std::stod(two.at("efficiency_mean")), 185.0 / 105.0 / 2);
+  EXPECT_DOUBLE_EQ(std::stod(two.at("baseline_samples_per_s_mean")), 105.0);
+  const double rel = std::hypot(sample_std({180, 190}) / 185.0, sample_std({100, 110}) / 105.0);
+  EXPECT_NEAR(std::stod(two.at("speedup_std")), 185.0 / 105.0 * rel, 1e-12);
+  EXPECT_DOUBLE_EQ(std::stod(row_of(rows, "net_a", 1, 64).at("speedup_mean")), 1.0);
+  const CsvRow& orphan = row_of(rows, "net_a", 4, 128);
+  EXPECT_EQ(orphan.at("speedup_mean"), "");
+  EXPECT_EQ(orphan.at("efficiency_mean"), "");
+  const std::string md = slurp(dir.file("report/scaling.md"));
+  EXPECT_NE(md.find("| net_a | 4 | 128 | 1 | 400.0 | — | — | — |"), std::string::npos) << md;
+}
+
+TEST(Report, NullEnergyIsADashAnEmptyFieldAndANoteSayingWhy) {
+  TempDir dir;
+  RunResults r = synthetic_run("lenet", 64, 1, 0,
+                               {{"seconds_per_batch", 0.1},
+                                {"joules_per_batch", std::monostate{}},
+                                {"watts", std::monostate{}},
+                                {"whole_training_joules", std::monostate{}},
+                                {"test_top1", std::monostate{}}});
+  r.methods["joules_per_batch"] = "unavailable: no NVML and RAPL not readable";
+  write_run(dir.str(), r);
+  report_without_plots(dir.str());
+  const auto rows = read_csv(dir.file("report/energy.csv"));
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].at("joules_per_batch_mean"), "");
+  EXPECT_EQ(rows[0].at("joules_per_batch_std"), "");
+  EXPECT_EQ(rows[0].count("forward_joules_per_batch_mean"), 0u) << "optional columns only when present";
+  const std::string md = slurp(dir.file("report/energy.md"));
+  EXPECT_NE(md.find("| lenet | 1 | 64 | 1 | — | — | — |"), std::string::npos) << md;
+  EXPECT_NE(md.find("Every value in this table is null"), std::string::npos) << md;
+  EXPECT_NE(md.find("CPU run without NVML/RAPL"), std::string::npos) << md;
+  EXPECT_NE(md.find("unavailable: no NVML and RAPL not readable"), std::string::npos) << md;
+  EXPECT_NE(slurp(dir.file("report/accuracy.md")).find("—"), std::string::npos);
+  EXPECT_EQ(read_csv(dir.file("report/accuracy.csv"))[0].at("top1_percent_mean"), "");
+}
+
+TEST(Report, LowestEdpPerNetworkIsMarkedAndUnitsAreKsAndMj) {
+  TempDir dir;
+  auto run = [&](const std::string& net, int batch, int n, double s, double j) {
+    write_run(dir.str(), synthetic_run(net, batch, n, 0,
+                                       {{"whole_training_seconds", s}, {"whole_training_joules", j},
+                                        {"edp_training_js", s * j}}));
+  };
+  run("a", 64, 1, 2000, 3e6);
+  run("a", 128, 1, 1000, 2e6);  // best of a
+  run("b", 64, 1, 5000, 1e6);   // only one of b: best
+  report_without_plots(dir.str());
+  const auto rows = read_csv(dir.file("report/whole.csv"));
+  EXPECT_EQ(row_of(rows, "a", 1, 64).at("best_edp"), "0");
+  EXPECT_EQ(row_of(rows, "a", 1, 128).at("best_edp"), "1");
+  EXPECT_EQ(row_of(rows, "b", 1, 64).at("best_edp"), "1");
+  EXPECT_DOUBLE_EQ(std::stod(row_of(rows, "a", 1, 64).at("whole_ks_mean")), 2.0);
+  EXPECT_DOUBLE_EQ(std::stod(row_of(rows, "a", 1, 64).at("whole_mj_mean")), 3.0);
+  EXPECT_DOUBLE_EQ(std::stod(row_of(rows, "a", 1, 64).at("edp_mj_ks_mean")), 6.0);
+  const std::string md = slurp(dir.file("report/whole.md"));
+  EXPECT_NE(md.find("| a | 1 | 128 | 1 | 1.000 | 2.000 | 2.000 | ★ |"), std::string::npos) << md;
+}
+
+TEST(Report, DifferentIdentityKeysAreSeparateConfigurationsWithAVariantColumn) {
+  TempDir dir;
+  RunResults overlap = synthetic_run("lenet", 64, 2, 0, {{"samples_per_s", 100.0}});
+  RunResults serial = synthetic_run("lenet", 64, 2, 1, {{"samples_per_s", 80.0}});
+  serial.run_id = "serial";
+  serial.summary["allreduce_overlap"] = 0.0;
+  write_run(dir.str(), overlap);
+  write_run(dir.str(), serial);
+  const auto out = report_without_plots(dir.str());
+  EXPECT_EQ(out.configurations, 2);
+  const auto rows = read_csv(dir.file("report/time.csv"));
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].at("variant"), "allreduce_overlap=0");
+  EXPECT_EQ(rows[1].at("variant"), "allreduce_overlap=1");
+  EXPECT_EQ(rows[0].at("samples_per_s_mean"), "80");
+}
+
+TEST(Report, PartialAndUnrelatedFoldersAreIgnored) {
+  TempDir dir;
+  const std::string done = write_run(dir.str(), synthetic_run("lenet", 64, 1, 0, {{"samples_per_s", 10.0}}));
+  fs::copy(done, dir.file("e/killed.partial"), fs::copy_options::recursive);
+  fs::create_directories(dir.file("e/notes"));
+  const auto out = report_without_plots(dir.str());
+  EXPECT_EQ(out.runs, 1);
+  // A second report over the same folder does not read its own output as runs.
+  EXPECT_EQ(report_without_plots(dir.str()).runs, 1);
+}
+
+TEST(Report, BadResultsDirIsAConfigError) {
+  TempDir dir;
+  EXPECT_THROW(report_without_plots(dir.file("missing")), ConfigError);
+  EXPECT_THROW(report_without_plots(dir.str()), ConfigError);  // no runs
+  report::ReportOptions o;
+  o.results_dir = dir.str();
+  o.formats = {"xlsx"};
+  EXPECT_THROW(report::write_report(o), ConfigError);
+}
+
+TEST(Report, ReportMdLinksEveryTableAndCsvOnlyWritesNoMarkdownTables) {
+  TempDir dir;
+  write_run(dir.str(), synthetic_run("lenet", 64, 1, 0, {{"samples_per_s", 10.0}}));
+  report::ReportOptions o;
+  o.results_dir = dir.str();
+  o.out_dir = dir.file("out");
+  o.plots = false;
+  o.formats = {"csv"};
+  report::write_report(o);
+  const std::string md = slurp(dir.file("out/report.md"));
+  for (const char* t : {"time", "energy", "whole", "efficiency", "accuracy", "scaling", "phases"}) {
+    EXPECT_TRUE(fs::exists(dir.file(std::string("out/") + t + ".csv"))) << t;
+    EXPECT_FALSE(fs::exists(dir.file(std::string("out/") + t + ".md"))) << t;
+    EXPECT_NE(md.find(std::string("(") + t + ".csv)"), std::string::npos) << t;
+    EXPECT_NE(md.find(std::string("<a id=\"") + t + "\">"), std::string::npos) << t;
+  }
+  EXPECT_NE(md.find("--no-plots"), std::string::npos);
+}
+
+TEST(Report, MissingPythonFailsAfterWritingTheTables) {
+  TempDir dir;
+  write_run(dir.str(), synthetic_run("lenet", 64, 1, 0, {{"samples_per_s", 10.0}}));
+  report::ReportOptions o;
+  o.results_dir = dir.str();
+  o.python = dir.file("no-such-python3");
+  try {
+    report::write_report(o);
+    FAIL() << "expected a RuntimeError";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("--no-plots"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(fs::exists(dir.file("report/time.md")));
+  EXPECT_TRUE(fs::exists(dir.file("report/report.md")));
+}
+
+}  // namespace
+}  // namespace cnnscale

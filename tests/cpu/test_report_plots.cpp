@@ -1,0 +1,117 @@
+// `cnnscale report` figures and command line: the PNG files are produced by scripts/report_plots.py
+// (skipped only when /usr/bin/python3 lacks matplotlib; setup.sh installs it, so CI runs them),
+// the power trace of a GPU-like run, and the CLI's exit codes (2 for a bad RESULTS_DIR, one line).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "common/temp_dir.hpp"
+#include "cpu/cli_runner.hpp"
+#include "cpu/test_report_util.hpp"
+#include "experiment/report.hpp"
+
+namespace cnnscale {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::read_csv;
+using testing::run_cnnscale;
+using testing::slurp;
+using testing::synthetic_run;
+using testing::TempDir;
+using testing::write_run;
+
+bool python_has_matplotlib() {
+  return std::system("/usr/bin/python3 -c 'import matplotlib, numpy, h5py' >/dev/null 2>&1") == 0;
+}
+
+bool is_png(const std::string& path) {
+  const std::string head = slurp(path).substr(0, 8);
+  return head == std::string("\x89PNG\r\n\x1a\n", 8);
+}
+
+// A small two-network sweep: 1 and 2 ranks, two batches, two repeats; one GPU-like run has power.
+void write_sweep(const std::string& root) {
+  for (const std::string net : {"lenet", "convnet"})
+    for (int batch : {64, 128})
+      for (int n : {1, 2})
+        for (int rep = 0; rep < 2; ++rep) {
+          const double spb = 0.01 * batch / 64 / (n == 1 ? 1 : 1.6) * (1 + 0.05 * rep);
+          RunResults r = synthetic_run(net, batch, n, rep,
+                                       {{"seconds_per_batch", spb},
+                                        {"samples_per_s", batch / spb},
+                                        {"joules_per_batch", 30 * spb * n},
+                                        {"time_data_s", spb * 0.1},
+                                        {"time_forward_s", spb * 0.3},
+                                        {"time_backward_s", spb * 0.5},
+                                        {"time_allreduce_s", n == 1 ? 0.0 : spb * 0.05},
+                                        {"time_update_s", spb * 0.05},
+                                        {"time_total_s", spb}});
+          write_run(root, r);
+        }
+  RunResults gpu = synthetic_run("lenet", 64, 2, 9, {{"seconds_per_batch", 0.005}, {"samples_per_s", 12800.0}});
+  gpu.summary["device"] = std::string("gpu");
+  gpu.summary["gpu_names"] = std::string("NVIDIA H100,NVIDIA H100");
+  for (int k = 0; k < 2; ++k) {
+    PowerSeries p;
+    p.rank = k;
+    for (int i = 0; i < 20; ++i) {
+      p.t_s.push_back(0.1 * i);
+      p.power_w.push_back(300 + 10 * k + i);
+      p.avg_power_w.push_back(kMissing);
+      p.energy_mj.push_back(kMissing);
+      p.sm_clock_mhz.push_back(kMissing);
+      p.temperature_c.push_back(kMissing);
+    }
+    gpu.power.push_back(p);
+  }
+  write_run(root, gpu);
+}
+
+TEST(ReportPlots, EveryFigureIsAPngAndReportMdShowsThem) {
+  if (!python_has_matplotlib()) GTEST_SKIP() << "/usr/bin/python3 cannot import matplotlib/numpy/h5py";
+  TempDir dir;
+  write_sweep(dir.str());
+  report::ReportOptions o;
+  o.results_dir = dir.str();
+  const report::ReportOutcome out = report::write_report(o);
+  ASSERT_EQ(out.figures.size(), report::kFigureNames.size());
+  const std::string md = slurp(out.report_md);
+  for (const std::string& name : report::kFigureNames) {
+    EXPECT_TRUE(is_png(dir.file("report/" + name))) << name;
+    EXPECT_NE(md.find("](" + name + ")"), std::string::npos) << name;
+  }
+  // The run with the most GPUs that has power samples is the one traced.
+  EXPECT_NE(md.find("lenet-b64-n2-r9"), std::string::npos);
+  for (const auto& e : fs::directory_iterator(dir.file("report")))
+    EXPECT_FALSE(e.path().string().ends_with(".tmp") || e.path().filename().string().starts_with("."))
+        << e.path();
+  // Speedup of the variant-free sweep uses the 1-GPU rows.
+  EXPECT_EQ(read_csv(dir.file("report/scaling.csv")).size(), 9u);
+}
+
+TEST(ReportPlots, CommandLineWritesTheReportAndRejectsABadDirectory) {
+  if (!python_has_matplotlib()) GTEST_SKIP() << "/usr/bin/python3 cannot import matplotlib/numpy/h5py";
+  TempDir dir;
+  write_sweep(dir.str());
+  auto ok = run_cnnscale({"report", dir.str(), "--out", dir.file("rep"), "--power-run", "lenet-b64-n1-r0"});
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("report.md"), std::string::npos) << ok.out;
+  for (const std::string& name : report::kFigureNames) EXPECT_TRUE(is_png(dir.file("rep/" + name))) << name;
+  EXPECT_NE(slurp(dir.file("rep/report.md")).find("lenet-b64-n1-r0"), std::string::npos);
+
+  auto bad = run_cnnscale({"report", dir.file("nowhere")});
+  EXPECT_EQ(bad.exit_code, 2);
+  ASSERT_EQ(bad.err_lines().size(), 1u) << bad.err;
+  EXPECT_NE(bad.err.find("does not exist"), std::string::npos) << bad.err;
+
+  auto no_python = run_cnnscale({"report", dir.str(), "--python", dir.file("nopython")});
+  EXPECT_EQ(no_python.exit_code, 1);
+  EXPECT_NE(no_python.err.find("--no-plots"), std::string::npos) << no_python.err;
+  auto skipped = run_cnnscale({"report", dir.str(), "--python", dir.file("nopython"), "--no-plots"});
+  EXPECT_EQ(skipped.exit_code, 0) << skipped.err;
+}
+
+}  // namespace
+}  // namespace cnnscale
