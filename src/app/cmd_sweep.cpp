@@ -1,0 +1,141 @@
+// `cnnscale sweep FILE [key=value...]`: validates an experiment file (with overrides), expands its
+// matrix into runs and either prints the plan (--dry-run), writes a Slurm/PBS array script (--emit)
+// or runs every run not finished yet (each as `cnnscale train` under mpirun/srun as needed).
+#include <fmt/ranges.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "app/commands.hpp"
+#include "core/error.hpp"
+#include "experiment/experiment.hpp"
+#include "experiment/sweep.hpp"
+
+namespace cnnscale::app {
+
+namespace {
+
+struct SweepArgs {
+  std::string file;
+  std::vector<std::string> overrides, only;
+  std::string results = "results";
+  bool dry_run = false;
+  std::string emit, emit_file, time_limit = "02:00:00";
+  int64_t run_index = -1;
+};
+
+void print_plan(const Experiment& e, const std::vector<RunSpec>& runs, const std::string& exp_dir) {
+  size_t todo = 0;
+  int64_t rank_iterations = 0;
+  std::printf("# experiment %s (%s): %zu run(s), device %s, measure %s, results in %s\n", e.name.c_str(),
+              e.file.c_str(), runs.size(), e.device.c_str(), e.measure.c_str(), exp_dir.c_str());
+  std::printf("%4s  %-52s %-12s %6s %5s %-8s %-10s %6s %10s %12s  %s\n", "#", "run_id", "network", "batch", "ranks",
+              "gpu_mix", "allreduce", "repeat", "iterations", "whole_iters", "status");
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const RunSpec& r = runs[i];
+    RunStatus st = run_status(exp_dir, r);
+    if (st.state != RunState::Done) {
+      ++todo;
+      rank_iterations += r.iterations * r.ranks;
+    }
+    const std::string mix = fmt::format("{}", fmt::join(r.gpu_mix, ","));
+    std::printf("%4zu  %-52s %-12s %6lld %5lld %-8s %-10s %6lld %10lld %12lld  %s\n", i, r.id.c_str(),
+                std::filesystem::path(r.network).stem().c_str(), static_cast<long long>(r.batch), static_cast<long long>(r.ranks),
+                mix.empty() ? "-" : mix.c_str(), r.ranks == 1 ? "single" : r.allreduce.label().c_str(),
+                static_cast<long long>(r.repeat), static_cast<long long>(r.iterations),
+                static_cast<long long>(r.whole_iterations), run_state_name(st.state));
+  }
+  std::printf("# %zu to run, %zu already complete; %lld rank-iterations to go\n", todo, runs.size() - todo,
+              static_cast<long long>(rank_iterations));
+}
+
+void run_sweep_command(const SweepArgs& a) {
+  HostInfo host = HostInfo::detect();
+  // A batch script runs on compute nodes: this host's GPUs say nothing about theirs.
+  if (!a.emit.empty()) host.check_gpus = false;
+  Experiment e = load_experiment(a.file, a.overrides, host);
+  const OnlyFilter only = parse_only(a.only);
+  std::vector<RunSpec> runs;
+  for (auto& r : expand_runs(e))
+    if (only.matches(r)) runs.push_back(std::move(r));
+  const std::string exp_dir = experiment_dir(a.results, e);
+  const bool runs_now = !a.dry_run && a.emit.empty();
+  check_sweep_record(exp_dir, e, a.overrides, runs_now);
+
+  if (a.run_index >= 0) {
+    if (a.run_index >= static_cast<int64_t>(runs.size()))
+      throw_config("--run-index {}: the sweep has {} run(s) (0 to {})", a.run_index, runs.size(),
+                   static_cast<int64_t>(runs.size()) - 1);
+    runs = {runs[static_cast<size_t>(a.run_index)]};
+  }
+  if (a.dry_run) {
+    print_plan(e, runs, exp_dir);
+    return;
+  }
+  if (!a.emit.empty()) {
+    namespace fs = std::filesystem;
+    EmitRequest req;
+    req.kind = a.emit;
+    req.self = LaunchEnv::detect().self;
+    req.file = fs::absolute(a.file).lexically_normal().string();
+    req.results_root = fs::absolute(a.results).lexically_normal().string();
+    req.workdir = fs::current_path().string();
+    req.overrides = a.overrides;
+    req.only = a.only;
+    req.time_limit = a.time_limit;
+    const std::string script = emit_script(req, e, runs);
+    // The scheduler opens the job's output file there before the script starts.
+    std::error_code ec;
+    fs::create_directories(experiment_dir(req.results_root, e), ec);
+    if (a.emit_file.empty()) {
+      std::fputs(script.c_str(), stdout);
+    } else {
+      std::ofstream out(a.emit_file);
+      out << script;
+      if (!out) throw_runtime("cannot write {}", a.emit_file);
+      out.close();
+      fs::permissions(a.emit_file, fs::perms::owner_exec | fs::perms::group_exec, fs::perm_options::add, ec);
+      std::fprintf(stderr, "sweep: wrote %s (%zu array task(s)); submit it with %s %s\n", a.emit_file.c_str(),
+                   runs.size(), a.emit == "slurm" ? "sbatch" : "qsub", a.emit_file.c_str());
+    }
+    return;
+  }
+  SweepResult result = run_sweep(e, runs, a.results, LaunchEnv::detect());
+  if (result.failed > 0) {
+    std::string ids;
+    for (size_t i = 0; i < result.failed_ids.size() && i < 5; ++i) ids += (i ? ", " : "") + result.failed_ids[i];
+    throw_runtime("{} of {} run(s) failed ({}{}); logs in {}/logs", result.failed, runs.size(), ids,
+                  result.failed_ids.size() > 5 ? ", ..." : "", exp_dir);
+  }
+  std::fprintf(stderr, "sweep: report: cnnscale report %s\n", exp_dir.c_str());
+}
+
+}  // namespace
+
+void register_sweep(CLI::App& app) {
+  auto args = std::make_shared<SweepArgs>();
+  SweepArgs& a = *args;
+  CLI::App* cmd = app.add_subcommand(
+      "sweep", "Run an experiment file's matrix of runs (skipping finished ones), or plan/emit it");
+  cmd->add_option("file", a.file, "Experiment YAML (experiments/*.yaml)")->required();
+  cmd->add_option("overrides", a.overrides, "key=value overrides of the file (e.g. solver.lr=0.01 matrix.batch=[64])");
+  cmd->add_option("--only", a.only, "Run only matching matrix points, e.g. network=caffenet,batch=64|128 (repeatable)")
+      ->allow_extra_args(false);
+  cmd->add_option("--results", a.results, "Results root; runs go to ROOT/<experiment>/<run-id>/")
+      ->capture_default_str();
+  cmd->add_flag("--dry-run", a.dry_run, "Print the plan (runs, ranks, iterations, status) and run nothing");
+  cmd->add_option("--emit", a.emit, "Write a job-array script (one task per run) instead of running")
+      ->check(CLI::IsMember({"slurm", "pbs"}));
+  cmd->add_option("--emit-file", a.emit_file, "With --emit: write the script here (default: stdout)");
+  cmd->add_option("--time", a.time_limit, "With --emit: wall-time limit per array task")->capture_default_str();
+  cmd->add_option("--run-index", a.run_index, "Run only the run with this index of the plan (array tasks)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->callback([args] {
+    if (!args->emit_file.empty() && args->emit.empty()) throw_config("--emit-file needs --emit slurm|pbs");
+    if (args->dry_run && !args->emit.empty()) throw_config("--dry-run and --emit are exclusive");
+    run_sweep_command(*args);
+  });
+}
+
+}  // namespace cnnscale::app

@@ -1,0 +1,232 @@
+// Experiment -> runs: the matrix expanded in a fixed order (repeat outermost, so an interrupted sweep
+// has one complete pass before the second repeat starts), each run with its resolved config, a
+// stable hash of it and a readable id; --only filters; the host's GPU count.
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+#include <sstream>
+
+#include <fmt/ranges.h>
+
+#include "core/error.hpp"
+#include "experiment/experiment.hpp"
+#if defined(CNNSCALE_HAVE_CUDA)
+#include "backend/cuda/cuda_entry.hpp"
+#endif
+
+namespace cnnscale {
+
+std::string stable_hash(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return fmt::format("{:016x}", h);
+}
+
+std::string AllreduceMode::label() const {
+  return algo.empty() ? std::string(overlap ? "ov" : "noov") : fmt::format("{}-{}", overlap ? "ov" : "noov", algo);
+}
+
+HostInfo HostInfo::detect() {
+  HostInfo h;
+  // CUDA_VISIBLE_DEVICES first: it is what the runs will see, and it needs no driver to read.
+  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) {
+    std::string s(v);
+    int count = 0;
+    std::stringstream ss(s);
+    for (std::string item; std::getline(ss, item, ',');)
+      if (!item.empty()) ++count;
+    if (s == "-1" || s == "NoDevFiles") count = 0;
+    h.gpus = count;
+    h.gpus_source = fmt::format("CUDA_VISIBLE_DEVICES={}", s);
+    return h;
+  }
+#if defined(CNNSCALE_HAVE_CUDA)
+  h.gpus = cuda_backend_device_count();
+  h.gpus_source = "CUDA device count";
+#endif
+  return h;
+}
+
+namespace {
+
+nlohmann::json length_json(const RunLength& l) {
+  return {{"iterations", l.iterations}, {"epochs", l.epochs}, {"iteration_scale", l.scale},
+          {"min_iterations", l.min_iterations}, {"whole_epochs", l.whole_epochs}, {"whole_samples", l.whole_samples}};
+}
+
+// Samples per epoch as train will see them, without opening the data.
+int64_t epoch_samples(const DatasetSpec& d, int64_t batch) {
+  if (d.train_samples > 0) return d.train_samples;
+  if (d.name == "fashion-mnist") return 60000;
+  return std::max<int64_t>(1024, batch);  // train's synthetic default
+}
+
+// A network's id part: the file stem for a path, characters outside [A-Za-z0-9_] as '_'.
+std::string id_part(const std::string& network) {
+  std::string s = std::filesystem::path(network).stem().string();
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
+  return s;
+}
+
+}  // namespace
+
+nlohmann::json DatasetSpec::to_json() const {
+  return {{"name", name},           {"data_dir", data_dir},         {"train_samples", train_samples},
+          {"test_samples", test_samples}, {"synthetic_fill", synthetic_fill}, {"args", args}};
+}
+
+nlohmann::json Experiment::fixed_json() const {
+  nlohmann::json per_net = nlohmann::json::object();
+  for (const auto& [net, len] : per_network) per_net[net] = {{"length", length_json(len)}};
+  for (const auto& [net, d] : per_network_dataset) per_net[net]["data"] = d.to_json();
+  return {{"name", name},         {"data", dataset.to_json()},   {"solver", solver},
+          {"length", length_json(length)}, {"networks", per_net}, {"measure", measure},
+          {"seed", seed},         {"device", device},           {"extra_args", extra_args}};
+}
+
+nlohmann::json Experiment::resolved_json() const {
+  nlohmann::json j = fixed_json();
+  nlohmann::json ar = nlohmann::json::array();
+  for (const auto& a : allreduce) ar.push_back({{"overlap", a.overlap}, {"algo", a.algo}});
+  j["description"] = description;
+  j["device_requested"] = device_requested;
+  j["matrix"] = {{"network", networks}, {"batch", batches},          {"gpus", gpu_counts}, {"gpu_mix", gpu_mixes},
+                 {"precision", precisions}, {"allreduce", ar}, {"repeats", repeats}};
+  return j;
+}
+
+std::string Experiment::fixed_hash() const { return stable_hash(fixed_json().dump()); }
+
+std::vector<RunSpec> expand_runs(const Experiment& e) {
+  struct RankSet {
+    int64_t ranks;
+    std::vector<int64_t> mix;
+  };
+  std::vector<RankSet> rank_sets;
+  for (int64_t g : e.gpu_counts) rank_sets.push_back({g, {}});
+  for (const auto& m : e.gpu_mixes) rank_sets.push_back({static_cast<int64_t>(m.size()), m});
+
+  std::vector<RunSpec> runs;
+  for (int64_t repeat = 1; repeat <= e.repeats; ++repeat)
+    for (const auto& net : e.networks)
+      for (int64_t batch : e.batches)
+        for (const auto& rs : rank_sets)
+          for (const auto& precision : e.precisions)
+            for (size_t a = 0; a < e.allreduce.size(); ++a) {
+              // One rank has nothing to reduce: its allreduce variants would be identical runs.
+              if (rs.ranks == 1 && a > 0) break;
+              auto it = e.per_network.find(net);
+              const RunLength& len = it != e.per_network.end() ? it->second : e.length;
+              RunSpec r;
+              r.network = net;
+              r.network_path = e.network_paths.at(net);
+              r.batch = batch;
+              r.ranks = rs.ranks;
+              r.gpu_mix = rs.mix;
+              r.precision = precision;
+              r.allreduce = e.allreduce[a];
+              r.repeat = repeat;
+              r.whole_epochs = len.whole_epochs;
+              r.whole_samples = len.whole_samples;
+              r.dataset = e.dataset_for(net);
+              const int64_t samples = len.whole_samples > 0 ? len.whole_samples : epoch_samples(r.dataset, batch);
+              const int64_t per_epoch_whole = (samples + batch - 1) / batch;  // as train's whole columns
+              if (len.epochs > 0) {
+                r.epochs = len.epochs;
+                r.iterations = std::max<int64_t>(1, epoch_samples(r.dataset, batch) / batch) * len.epochs;
+              } else if (len.iterations > 0) {
+                r.iterations = len.iterations;
+              } else {
+                r.iterations = std::max<int64_t>(
+                    len.min_iterations,
+                    static_cast<int64_t>(std::ceil(double(per_epoch_whole * len.whole_epochs) * len.scale)));
+              }
+              const int64_t whole_epochs = len.whole_epochs > 0 ? len.whole_epochs : std::max<int64_t>(1, r.epochs);
+              r.whole_iterations = per_epoch_whole * whole_epochs;
+
+              nlohmann::json c = e.fixed_json();
+              c.erase("name");  // the same configuration under another experiment is the same run
+              c.erase("networks");
+              c.erase("length");
+              c["data"] = r.dataset.to_json();
+              c["network"] = net;
+              c["batch"] = batch;
+              c["ranks"] = rs.ranks;
+              c["gpu_mix"] = rs.mix;
+              c["precision"] = precision;
+              c["allreduce"] = {{"overlap", r.allreduce.overlap}, {"algo", r.allreduce.algo}};
+              if (rs.ranks == 1) c["allreduce"] = nullptr;
+              c["epochs"] = r.epochs;
+              c["iterations"] = r.epochs > 0 ? 0 : r.iterations;
+              c["whole_epochs"] = r.whole_epochs;
+              c["whole_samples"] = r.whole_samples;
+              r.config = c;
+              r.config_hash = stable_hash(c.dump());
+
+              const std::string mix = rs.mix.empty() ? "" : fmt::format("-m{}", fmt::join(rs.mix, "."));
+              r.id = fmt::format("{}-b{}-g{}{}-{}-{}-r{}-{}", id_part(net), batch, rs.ranks, mix, precision,
+                                 rs.ranks == 1 ? "single" : r.allreduce.label(), repeat, r.config_hash.substr(0, 8));
+              runs.push_back(std::move(r));
+            }
+  return runs;
+}
+
+OnlyFilter parse_only(const std::vector<std::string>& exprs) {
+  static const std::set<std::string> keys = {"network", "batch", "gpus", "gpu_mix", "precision", "allreduce", "repeat"};
+  OnlyFilter f;
+  for (const auto& expr : exprs) {
+    std::stringstream ss(expr);
+    for (std::string term; std::getline(ss, term, ',');) {
+      size_t eq = term.find('=');
+      std::string key = term.substr(0, eq);
+      if (eq == std::string::npos || eq + 1 == term.size())
+        throw_config("--only '{}': expected key=value[,key=value...], got '{}'", expr, term);
+      if (!keys.count(key))
+        throw_config("--only '{}': unknown key '{}' (network, batch, gpus, gpu_mix, precision, allreduce, repeat)",
+                     expr, key);
+      std::stringstream alts(term.substr(eq + 1));
+      auto& values = f.terms[key];
+      std::vector<std::string> mine;
+      for (std::string v; std::getline(alts, v, '|');) mine.push_back(v);
+      // Two --only terms on one key must both hold: keep the values they share.
+      if (f.terms.count(key) && !values.empty()) {
+        std::vector<std::string> both;
+        for (const auto& v : mine)
+          if (std::find(values.begin(), values.end(), v) != values.end()) both.push_back(v);
+        values = both.empty() ? std::vector<std::string>{"\x01none"} : both;
+      } else {
+        values = mine;
+      }
+    }
+  }
+  return f;
+}
+
+bool OnlyFilter::matches(const RunSpec& r) const {
+  const std::string mix = fmt::format("{}", fmt::join(r.gpu_mix, "."));
+  for (const auto& [key, values] : terms) {
+    if (key == "allreduce" && r.ranks == 1) continue;  // one rank reduces nothing: any mode matches
+    std::vector<std::string> mine;
+    if (key == "network") mine = {r.network, id_part(r.network)};
+    if (key == "batch") mine = {std::to_string(r.batch)};
+    if (key == "gpus") mine = {std::to_string(r.ranks)};
+    if (key == "gpu_mix") mine = {mix.empty() ? "none" : mix};
+    if (key == "precision") mine = {r.precision};
+    if (key == "allreduce")
+      mine = {r.allreduce.label(), fmt::format("{}{}{}", r.allreduce.overlap ? "overlap" : "no-overlap",
+                                               r.allreduce.algo.empty() ? "" : "-", r.allreduce.algo)};
+    if (key == "repeat") mine = {std::to_string(r.repeat)};
+    bool any = false;
+    for (const auto& v : values)
+      if (std::find(mine.begin(), mine.end(), v) != mine.end()) any = true;
+    if (!any) return false;
+  }
+  return true;
+}
+
+}  // namespace cnnscale

@@ -1,0 +1,311 @@
+// Experiment YAML -> Experiment: overrides applied to the tree first, then every key validated
+// (unknown key, wrong type, out of range, impossible combination) with the ConfigNode error format
+// "file:line:col: key.path: message"; an overridden value is located in its command-line text.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <fmt/ranges.h>
+
+#include "core/config.hpp"
+#include "experiment/experiment.hpp"
+#include "experiment/experiment_reader.hpp"
+#include "net/net.hpp"
+
+namespace cnnscale {
+
+namespace {
+
+const std::set<std::string> kTopKeys = {"name",       "description",    "network",        "dataset",
+                                        "solver",     "iterations",     "epochs",         "iteration_scale",
+                                        "min_iterations", "whole_epochs", "whole_samples", "measure",
+                                        "seed",       "device",         "extra_args",     "matrix",
+                                        "networks"};
+const std::set<std::string> kLengthKeys = {"iterations",     "epochs",       "iteration_scale",
+                                           "min_iterations", "whole_epochs", "whole_samples"};
+const std::set<std::string> kMatrixKeys = {"network", "batch", "gpus", "gpu_mix", "precision", "allreduce", "repeats"};
+const std::set<std::string> kDatasetKeys = {"name",    "data_dir", "train_samples", "test_samples", "synthetic_fill",
+                                            "classes", "input_shape"};
+const std::set<std::string> kSolverKeys = {"lr",    "momentum",         "weight_decay", "lr_policy",
+                                           "gamma", "step",             "milestones",   "power",
+                                           "warmup", "warmup_iterations", "warmup_start_factor"};
+// train owns these; an experiment setting them would break the sweep's bookkeeping.
+const std::set<std::string> kReservedArgs = {"--results", "--run-id", "--experiment", "--no-results", "--json"};
+
+std::string one_of(const ConfigNode& n, const std::set<std::string>& allowed) {
+  std::string v = n.as<std::string>();
+  if (!allowed.count(v)) {
+    std::string list;
+    for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+    n.fail(fmt::format("expected one of {}, got '{}'", list, v));
+  }
+  return v;
+}
+
+int64_t int_in(const ConfigNode& n, int64_t lo, int64_t hi) {
+  int64_t v = n.as<int64_t>();
+  if (v < lo || v > hi) n.fail(fmt::format("must be in [{}, {}], got {}", lo, hi, v));
+  return v;
+}
+
+double number_in(const ConfigNode& n, double lo, double hi, bool lo_open) {
+  double v = n.as<double>();
+  if (!std::isfinite(v) || v < lo || v > hi || (lo_open && v == lo))
+    n.fail(fmt::format("must be in {}{}, {}], got {}", lo_open ? "(" : "[", lo, hi, v));
+  return v;
+}
+
+// Scalar or sequence, each item checked: the list elements keep their own locations.
+std::vector<ConfigNode> list_items(const ConfigNode& n) {
+  if (n.is_sequence()) {
+    if (n.size() == 0) n.fail("must not be empty");
+    return n.items();
+  }
+  if (n.is_map()) n.fail("expected a value or a list of values");
+  return {n};
+}
+
+// Applies one level's run-length keys onto `len` (a network's entry replaces the top level's choice).
+void read_length(const ExperimentReader& r, const ConfigNode& n, RunLength& len) {
+  std::optional<ConfigNode> first_choice;
+  for (const char* key : {"iterations", "epochs", "iteration_scale"}) {
+    auto c = r.child(n, key);
+    if (!c) continue;
+    if (first_choice) c->fail(fmt::format("'{}' and '{}' are exclusive: give one", first_choice->path(), c->path()));
+    first_choice = c;
+    len.iterations = len.epochs = 0;
+    len.scale = 0;
+    if (std::string(key) == "iterations") len.iterations = int_in(*c, 1, int64_t(1) << 40);
+    if (std::string(key) == "epochs") len.epochs = int_in(*c, 1, 100000);
+    if (std::string(key) == "iteration_scale") len.scale = number_in(*c, 0, 1, true);
+  }
+  if (auto c = r.child(n, "min_iterations")) len.min_iterations = int_in(*c, 1, int64_t(1) << 40);
+  if (auto c = r.child(n, "whole_epochs")) len.whole_epochs = int_in(*c, 1, 100000);
+  if (auto c = r.child(n, "whole_samples")) len.whole_samples = int_in(*c, 1, int64_t(1) << 40);
+}
+
+DatasetSpec read_dataset(const ExperimentReader& r, const ConfigNode& n) {
+  DatasetSpec d;
+  if (n.is_scalar()) {
+    d.name = one_of(n, {"synthetic", "fashion-mnist"});
+    return d;
+  }
+  r.check_keys(n, kDatasetKeys);
+  d.name = one_of(r.get(n, "name"), {"synthetic", "fashion-mnist"});
+  if (auto c = r.child(n, "data_dir")) d.data_dir = c->as<std::string>();
+  if (auto c = r.child(n, "train_samples")) d.train_samples = int_in(*c, 1, int64_t(1) << 40);
+  if (auto c = r.child(n, "test_samples")) d.test_samples = int_in(*c, 0, int64_t(1) << 40);
+  if (auto c = r.child(n, "synthetic_fill")) d.synthetic_fill = one_of(*c, {"gaussian", "constant"});
+  for (const char* key : {"synthetic_fill", "classes", "input_shape"}) {
+    auto c = r.child(n, key);
+    if (c && d.name != "synthetic") c->fail("applies to synthetic data only");
+  }
+  if (d.name == "synthetic" && d.data_dir.size()) r.get(n, "data_dir").fail("applies to fashion-mnist only");
+  if (auto c = r.child(n, "classes")) d.args.insert(d.args.end(), {"--classes", std::to_string(int_in(*c, 1, 1 << 24))});
+  if (auto c = r.child(n, "input_shape")) {
+    std::vector<int64_t> shape;
+    if (!c->is_sequence() || c->size() != 3) c->fail("expected [C, H, W]");
+    for (const auto& d : c->items()) shape.push_back(int_in(d, 1, 1 << 20));
+    d.args.insert(d.args.end(), {"--input-shape", fmt::format("{}", fmt::join(shape, ","))});
+  }
+  return d;
+}
+
+void read_solver(const ExperimentReader& r, const ConfigNode& n, Experiment& e) {
+  r.check_keys(n, kSolverKeys);
+  auto& s = e.solver;
+  if (auto c = r.child(n, "lr")) s["lr"] = number_in(*c, 0, 1e6, true);
+  if (auto c = r.child(n, "momentum")) s["momentum"] = number_in(*c, 0, 1, false);
+  if (auto c = r.child(n, "weight_decay")) s["weight_decay"] = number_in(*c, 0, 1e6, false);
+  if (auto c = r.child(n, "lr_policy")) s["lr_policy"] = one_of(*c, {"fixed", "step", "exp", "multistep", "poly"});
+  if (auto c = r.child(n, "gamma")) s["gamma"] = number_in(*c, 0, 1e6, true);
+  if (auto c = r.child(n, "step")) s["step"] = number_in(*c, 0, 1e6, true);
+  if (auto c = r.child(n, "power")) s["power"] = number_in(*c, 0, 1e6, false);
+  if (auto c = r.child(n, "warmup")) s["warmup"] = number_in(*c, 0, 1e6, false);
+  if (auto c = r.child(n, "warmup_iterations")) s["warmup_iterations"] = int_in(*c, 0, int64_t(1) << 40);
+  if (auto c = r.child(n, "warmup_start_factor")) s["warmup_start_factor"] = number_in(*c, 0, 1, false);
+  if (auto c = r.child(n, "milestones")) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& m : list_items(*c)) list.push_back(number_in(m, 0, 1e6, true));
+    s["milestones"] = list;
+  }
+}
+
+AllreduceMode read_allreduce(const ExperimentReader& r, const ConfigNode& n) {
+  AllreduceMode m;
+  if (n.is_scalar()) {
+    m.overlap = one_of(n, {"overlap", "no-overlap"}) == "overlap";
+    return m;
+  }
+  r.check_keys(n, {"overlap", "algo"});
+  if (auto c = r.child(n, "overlap")) m.overlap = c->as<bool>();
+  if (auto c = r.child(n, "algo")) m.algo = one_of(*c, {"ring", "tree", "auto"});
+  return m;
+}
+
+void read_matrix(const ExperimentReader& r, const ConfigNode& root, const ConfigNode& m, Experiment& e,
+                 const HostInfo& host) {
+  r.check_keys(m, kMatrixKeys);
+  auto top_net = r.child(root, "network");
+  if (auto c = r.child(m, "network")) {
+    if (top_net) c->fail("the network is given twice (also as top-level 'network'): keep one");
+    for (const auto& n : list_items(*c)) {
+      std::string name = n.as<std::string>();
+      try {
+        e.network_paths[name] = std::filesystem::absolute(resolve_network_path(name)).lexically_normal().string();
+      } catch (const ConfigError& err) {
+        n.fail(err.what());
+      }
+      e.networks.push_back(name);
+    }
+  } else if (top_net) {
+    std::string name = top_net->as<std::string>();
+    try {
+      e.network_paths[name] = std::filesystem::absolute(resolve_network_path(name)).lexically_normal().string();
+    } catch (const ConfigError& err) {
+      top_net->fail(err.what());
+    }
+    e.networks.push_back(name);
+  } else {
+    m.fail("no network: set matrix.network (or a top-level 'network')");
+  }
+  for (const auto& n : list_items(r.get(m, "batch"))) e.batches.push_back(int_in(n, 1, 1 << 24));
+
+  const bool gpu = e.device == "gpu";
+  auto over_limit = [&](int64_t need) { return gpu && host.check_gpus && host.gpus && need > *host.gpus; };
+  std::vector<ConfigNode> gpu_nodes;
+  if (auto c = r.child(m, "gpus")) gpu_nodes = list_items(*c);
+  for (const auto& n : gpu_nodes) {
+    int64_t g = int_in(n, 1, 4096);
+    if (over_limit(g))
+      n.fail(fmt::format("{} rank(s) need {} GPU(s) on one node, but only {} visible ({})", g, g, *host.gpus,
+                         host.gpus_source));
+    e.gpu_counts.push_back(g);
+  }
+  if (auto c = r.child(m, "gpu_mix")) {
+    if (!gpu) c->fail(fmt::format("per-rank GPU selectors need device gpu (the device is {})", e.device));
+    if (!c->is_sequence() || c->size() == 0) c->fail("expected a list of GPU lists, e.g. [[0, 2], [1, 3]]");
+    for (const auto& mix_node : c->items()) {
+      std::vector<int64_t> mix;
+      for (const auto& sel : list_items(mix_node)) {
+        int64_t index = int_in(sel, 0, 4095);
+        if (std::find(mix.begin(), mix.end(), index) != mix.end())
+          sel.fail(fmt::format("GPU {} is listed twice: two ranks cannot share a GPU", index));
+        if (over_limit(index + 1))
+          sel.fail(fmt::format("GPU {} does not exist: {} visible ({})", index, *host.gpus, host.gpus_source));
+        mix.push_back(index);
+      }
+      e.gpu_mixes.push_back(mix);
+    }
+  }
+  if (gpu_nodes.empty() && e.gpu_mixes.empty()) {
+    if (over_limit(1)) m.fail(fmt::format("device gpu, but no GPU is visible ({})", host.gpus_source));
+    e.gpu_counts.push_back(1);
+  }
+  // Every rank needs at least one sample of the global batch.
+  for (int64_t b : e.batches)
+    for (size_t i = 0; i < gpu_nodes.size(); ++i)
+      if (e.gpu_counts[i] > b)
+        gpu_nodes[i].fail(fmt::format("{} ranks cannot split a global batch of {}", e.gpu_counts[i], b));
+
+  if (auto c = r.child(m, "precision")) {
+    for (const auto& p : list_items(*c)) {
+      std::string v = p.as<std::string>();
+      if (v != "fp32") p.fail(fmt::format("precision '{}' is not supported yet: only fp32", v));
+      e.precisions.push_back(v);
+    }
+  } else {
+    e.precisions = {"fp32"};
+  }
+  if (auto c = r.child(m, "allreduce")) {
+    for (const auto& a : list_items(*c)) e.allreduce.push_back(read_allreduce(r, a));
+  } else {
+    e.allreduce = {AllreduceMode{}};
+  }
+  if (auto c = r.child(m, "repeats")) e.repeats = int_in(*c, 1, 1000);
+}
+
+}  // namespace
+
+Experiment parse_experiment_text(const std::string& text, const std::string& file,
+                                 const std::vector<std::string>& overrides, const HostInfo& host) {
+  ExperimentReader r(ConfigNode::load_string(text, file), overrides);
+  const ConfigNode& root = r.root();
+  Experiment e;
+  e.file = file;
+  r.check_keys(root, kTopKeys);
+  {
+    ConfigNode n = r.get(root, "name");
+    e.name = n.as<std::string>();
+    // The name becomes a folder: keep it to one path component of plain characters.
+    if (e.name.empty() || e.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") !=
+                              std::string::npos || e.name[0] == '.')
+      n.fail(fmt::format("'{}' is not a usable folder name (letters, digits, '_', '-', '.')", e.name));
+  }
+  if (auto c = r.child(root, "description")) e.description = c->as<std::string>();
+  if (auto c = r.child(root, "device")) {
+    e.device_requested = one_of(*c, {"cpu", "gpu", "auto"});
+  } else {
+    e.device_requested = "cpu";
+  }
+  e.device = e.device_requested == "auto" ? (host.gpus.value_or(0) > 0 ? "gpu" : "cpu") : e.device_requested;
+  if (auto c = r.child(root, "dataset")) {
+    e.dataset = read_dataset(r, *c);
+  } else {
+    root.fail("missing required key 'dataset' (synthetic or fashion-mnist)");
+  }
+  if (auto c = r.child(root, "solver")) read_solver(r, *c, e);
+  read_length(r, root, e.length);
+  if (auto c = r.child(root, "measure")) e.measure = one_of(*c, {"steady", "phases"});
+  if (auto c = r.child(root, "seed")) e.seed = int_in(*c, 0, int64_t(1) << 62);
+  if (auto c = r.child(root, "extra_args")) {
+    for (const auto& a : list_items(*c)) {
+      std::string arg = a.as<std::string>();
+      std::string flag = arg.substr(0, arg.find('='));
+      if (kReservedArgs.count(flag)) a.fail(fmt::format("'{}' is set by the sweep itself", flag));
+      e.extra_args.push_back(arg);
+    }
+  }
+  read_matrix(r, root, r.get(root, "matrix"), e, host);
+
+  std::optional<ConfigNode> per_net = r.child(root, "networks");
+  if (per_net) {
+    per_net->require_map();
+    for (const auto& key : per_net->keys()) {
+      ConfigNode n = r.get(*per_net, key);
+      std::set<std::string> allowed = kLengthKeys;
+      allowed.insert("dataset");
+      r.check_keys(n, allowed);
+      RunLength len = e.length;
+      read_length(r, n, len);
+      e.per_network[key] = len;
+      if (auto d = r.child(n, "dataset")) e.per_network_dataset[key] = read_dataset(r, *d);
+    }
+  }
+  // Each network must end up with exactly one way to count its iterations.
+  for (const auto& net : e.networks) {
+    auto it = e.per_network.find(net);
+    const RunLength& len = it != e.per_network.end() ? it->second : e.length;
+    const ConfigNode& where = it != e.per_network.end() ? r.get(*per_net, net) : root;
+    if (len.iterations == 0 && len.epochs == 0 && len.scale == 0)
+      where.fail(fmt::format("network {}: give iterations, epochs or iteration_scale", net));
+    if (len.scale > 0 && len.whole_epochs == 0)
+      where.fail(fmt::format("network {}: iteration_scale needs whole_epochs", net));
+    const DatasetSpec& data = e.dataset_for(net);
+    if (len.scale > 0 && len.whole_samples == 0 && data.name != "fashion-mnist" && data.train_samples == 0)
+      where.fail(fmt::format("network {}: iteration_scale needs whole_samples (the training set's size)", net));
+  }
+  return e;
+}
+
+Experiment load_experiment(const std::string& file, const std::vector<std::string>& overrides, const HostInfo& host) {
+  std::ifstream in(file);
+  if (!in) throw_config("{}: cannot open experiment file", file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_experiment_text(ss.str(), file, overrides, host);
+}
+
+}  // namespace cnnscale

@@ -1,0 +1,147 @@
+// The sweep loop: each run not done yet is launched as a child process (its output goes to
+// ROOT/<exp>/logs/<run-id>.log so the progress lines stay readable), a failed run is reported with
+// its log's last line and the loop goes on; SIGINT/SIGTERM are passed to the running child and stop
+// the loop after it, so a re-run continues from there.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.hpp"
+#include "experiment/sweep.hpp"
+
+namespace cnnscale {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+volatile sig_atomic_t g_stop_signal = 0;
+volatile pid_t g_child = 0;
+
+void on_stop_signal(int sig) {
+  g_stop_signal = sig;
+  if (g_child > 0) ::kill(g_child, sig);
+}
+
+std::string last_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
+  return last;
+}
+
+// Starts argv with stdout/stderr to `log`; returns the exit code (128 + signal when killed).
+int run_child(const std::vector<std::string>& argv, const std::string& log, const std::string& blas_threads) {
+  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw_runtime("cannot write {}: {}", log, std::strerror(errno));
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fd);
+    throw_runtime("fork failed: {}", std::strerror(errno));
+  }
+  if (pid == 0) {
+    ::dup2(fd, STDOUT_FILENO);
+    ::dup2(fd, STDERR_FILENO);
+    if (!blas_threads.empty()) ::setenv("OPENBLAS_NUM_THREADS", blas_threads.c_str(), 0);
+    ::execvp(args[0], args.data());
+    std::fprintf(stderr, "cnnscale sweep: cannot start %s: %s\n", args[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  ::close(fd);
+  g_child = pid;
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  g_child = 0;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+std::string bar(size_t done, size_t total) {
+  const size_t width = 20, filled = total ? done * width / total : width;
+  return fmt::format("[{}{}]", std::string(filled, '#'), std::string(width - filled, '.'));
+}
+
+}  // namespace
+
+SweepResult run_sweep(const Experiment& e, const std::vector<RunSpec>& runs, const std::string& results_root,
+                      const LaunchEnv& env) {
+  const std::string exp_dir = experiment_dir(results_root, e);
+  const fs::path logs = fs::path(exp_dir) / "logs";
+  std::error_code ec;
+  fs::create_directories(logs, ec);
+  if (ec) throw_runtime("cannot create {}: {}", logs.string(), ec.message());
+
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  struct sigaction old_int {}, old_term {};
+  ::sigaction(SIGINT, &sa, &old_int);
+  ::sigaction(SIGTERM, &sa, &old_term);
+  g_stop_signal = 0;
+
+  SweepResult result;
+  const size_t total = runs.size();
+  for (size_t i = 0; i < total && !g_stop_signal; ++i) {
+    const RunSpec& run = runs[i];
+    const std::string head = fmt::format("sweep: {} {}/{} {}", bar(i, total), i + 1, total, run.id);
+    RunStatus st = run_status(exp_dir, run);
+    if (st.state == RunState::Done) {
+      std::fprintf(stderr, "%s: already complete, skipped\n", head.c_str());
+      ++result.skipped;
+      continue;
+    }
+    if (st.state == RunState::Conflict) {
+      std::fprintf(stderr, "%s: FAILED: %s; not overwritten\n", head.c_str(), st.detail.c_str());
+      ++result.failed;
+      result.failed_ids.push_back(run.id);
+      continue;
+    }
+    if (st.state == RunState::Partial) {
+      // A killed run's leftovers: train refuses an existing folder, and nothing in it is complete.
+      fs::remove_all(fs::path(exp_dir) / (run.id + ".partial"), ec);
+      std::fprintf(stderr, "%s: removed the partial folder of an interrupted run\n", head.c_str());
+    }
+    std::fprintf(stderr, "%s: running (%lld rank(s), %lld iteration(s))\n", head.c_str(),
+                 static_cast<long long>(run.ranks),
+                 static_cast<long long>(run.iterations));
+    const std::string log = (logs / (run.id + ".log")).string();
+    // CPU ranks share the cores: one BLAS thread pool per core, not one per rank per core.
+    std::string blas;
+    if (e.device == "cpu") blas = std::to_string(std::max<int64_t>(1, int64_t(env.cores) / run.ranks));
+    const auto start = std::chrono::steady_clock::now();
+    const int code = run_child(launch_command(e, run, results_root, env), log, blas);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const bool complete = code == 0 && run_status(exp_dir, run).state == RunState::Done;
+    if (complete) {
+      ++result.ran;
+      std::fprintf(stderr, "%s: done in %.1f s\n", head.c_str(), seconds);
+    } else {
+      ++result.failed;
+      result.failed_ids.push_back(run.id);
+      std::string why = code == 0 ? "exit 0 but no complete run folder with its config hash" : fmt::format("exit {}", code);
+      std::fprintf(stderr, "%s: FAILED (%s, log %s): %s\n", head.c_str(), why.c_str(), log.c_str(),
+                   last_line(log).c_str());
+    }
+  }
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::sigaction(SIGTERM, &old_term, nullptr);
+  if (g_stop_signal)
+    throw_runtime("sweep interrupted by signal {} after {} run(s); run the same command again to continue",
+                  static_cast<int>(g_stop_signal), result.ran);
+  std::fprintf(stderr, "sweep: %s %zu run(s): %d ran, %d already complete, %d failed; results in %s\n",
+               bar(total, total).c_str(), total, result.ran, result.skipped, result.failed, exp_dir.c_str());
+  return result;
+}
+
+}  // namespace cnnscale

@@ -1,0 +1,106 @@
+// Results-folder state of a sweep: which runs are finished (run.h5 + matching tag.config_hash in
+// summary.json, as train writes them), leftovers of killed runs, and the sweep.json record that
+// keeps one experiment name bound to one configuration.
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "experiment/sweep.hpp"
+
+namespace cnnscale {
+
+namespace fs = std::filesystem;
+
+const char* run_state_name(RunState s) {
+  switch (s) {
+    case RunState::Todo: return "todo";
+    case RunState::Done: return "done";
+    case RunState::Partial: return "partial";
+    case RunState::Conflict: return "conflict";
+  }
+  return "?";
+}
+
+std::string experiment_dir(const std::string& results_root, const Experiment& e) {
+  return (fs::path(results_root) / e.name).string();
+}
+
+namespace {
+
+std::optional<nlohmann::json> read_json(const fs::path& p) {
+  std::ifstream in(p);
+  if (!in) return std::nullopt;
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+RunStatus run_status(const std::string& exp_dir, const RunSpec& run) {
+  std::error_code ec;
+  const fs::path dir = fs::path(exp_dir) / run.id;
+  if (fs::exists(dir, ec)) {
+    if (!fs::exists(dir / "run.h5", ec)) return {RunState::Conflict, dir.string() + " exists without run.h5"};
+    auto summary = read_json(dir / "summary.json");
+    if (!summary) return {RunState::Conflict, (dir / "summary.json").string() + " is missing or unreadable"};
+    const nlohmann::json* tag = nullptr;
+    if (summary->contains("summary") && (*summary)["summary"].contains("tag.config_hash"))
+      tag = &(*summary)["summary"]["tag.config_hash"];
+    if (!tag || !tag->is_string() || tag->get<std::string>() != run.config_hash)
+      return {RunState::Conflict, fmt::format("{} holds a run of another configuration (tag.config_hash {}, expected {})",
+                                              dir.string(), tag ? tag->dump() : "missing", run.config_hash)};
+    return {RunState::Done, ""};
+  }
+  if (fs::exists(fs::path(exp_dir) / (run.id + ".partial"), ec)) return {RunState::Partial, ""};
+  return {RunState::Todo, ""};
+}
+
+void check_sweep_record(const std::string& exp_dir, const Experiment& e, const std::vector<std::string>& overrides,
+                        bool write) {
+  const fs::path record = fs::path(exp_dir) / "sweep.json";
+  const nlohmann::json fixed = e.fixed_json();
+  const std::string hash = e.fixed_hash();
+  std::error_code ec;
+  if (fs::exists(record, ec)) {
+    auto old = read_json(record);
+    if (!old || !old->contains("config_hash") || !old->contains("fixed"))
+      throw_config("{} is not a cnnscale sweep record: remove it or use another --results directory", record.string());
+    if ((*old)["config_hash"] != hash) {
+      std::string changed;
+      int shown = 0;
+      for (const auto& op : nlohmann::json::diff((*old)["fixed"], fixed)) {
+        std::string path = op["path"].get<std::string>().substr(1);
+        std::replace(path.begin(), path.end(), '/', '.');
+        if (shown++ < 6) changed += (changed.empty() ? "" : ", ") + path;
+      }
+      throw_config(
+          "experiment '{}' in {} was run with another configuration (changed: {}); its finished runs would not be "
+          "comparable: give the experiment a new name (name=...) or use another --results directory",
+          e.name, exp_dir, changed.empty() ? "?" : changed);
+    }
+  }
+  if (!write) return;
+  fs::create_directories(exp_dir, ec);
+  if (ec) throw_runtime("cannot create {}: {}", exp_dir, ec.message());
+  nlohmann::json j = {{"format", "cnnscale-sweep-1"}, {"experiment", e.name},     {"file", e.file},
+                      {"overrides", overrides},       {"config_hash", hash},      {"fixed", fixed},
+                      {"resolved", e.resolved_json()}};
+  // Written under a unique name and renamed: concurrent array tasks write identical records.
+  const fs::path tmp = fs::path(exp_dir) / fmt::format(".sweep.json.{}.tmp", ::getpid());
+  {
+    std::ofstream out(tmp);
+    out << j.dump(2) << "\n";
+    if (!out) throw_runtime("cannot write {}", tmp.string());
+  }
+  fs::rename(tmp, record, ec);
+  if (ec) throw_runtime("cannot write {}: {}", record.string(), ec.message());
+}
+
+}  // namespace cnnscale
