@@ -10,6 +10,7 @@ void register_train(CLI::App& app);
 void register_netinfo(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_time(CLI::App& app);
+void register_sweep(CLI::App& app);
 void register_report(CLI::App& app);
 
 }  // namespace cnnscale::app

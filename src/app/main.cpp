@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
   cnnscale::app::register_netinfo(app);
   cnnscale::app::register_bench(app);
   cnnscale::app::register_time(app);
+  cnnscale::app::register_sweep(app);
   cnnscale::app::register_report(app);
 
   try {
