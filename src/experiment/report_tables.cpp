@@ -66,7 +66,8 @@ void note_if_all_null(Table& t, const std::vector<ConfigGroup>& groups, const st
   std::string why = fallback;
   for (const ConfigGroup& g : groups) {
     const std::string m = g.method(key);
-    if (m.starts_with("unavailable")) {
+    // The measuring code writes "unavailable: why" or "...; null: why" next to a null figure.
+    if (m.find("unavailable") != std::string::npos || m.find("null:") != std::string::npos) {
       why = fallback + " (" + key + ": " + m + ")";
       break;
     }
@@ -173,6 +174,9 @@ Table whole_table(const std::vector<ConfigGroup>& groups) {
   note_if_all_null(t, groups, "whole_training_joules",
                    all_cpu(groups) ? "no energy counters were readable: CPU run without NVML/RAPL"
                                    : "no energy counters were readable (NVML unavailable)");
+  if (!t.all_null() && !any_value(groups, "edp_training_js"))
+    t.notes.push_back("MJ and EDP are null and no configuration is marked: no energy counters were readable" +
+                      std::string(all_cpu(groups) ? " (CPU run without NVML/RAPL)." : "."));
   return t;
 }
 
@@ -238,7 +242,8 @@ Table scaling_table(const std::vector<ConfigGroup>& groups) {
       auto rel2 = [](const Stat& x) { return std::isnan(x.std) ? 0.0 : std::pow(x.std / x.mean, 2); };
       const bool spread = !std::isnan(s.std) || !std::isnan(b.std);
       speedup.mean = s.mean / b.mean;
-      speedup.std = spread ? speedup.mean * std::sqrt(rel2(s) + rel2(b)) : kMissing;
+      // The 1-GPU row is its own baseline: exactly 1, no spread (its errors cancel).
+      speedup.std = spread && base != &g ? speedup.mean * std::sqrt(rel2(s) + rel2(b)) : kMissing;
       speedup.n = std::min(s.n, b.n);
       efficiency = speedup;
       efficiency.mean /= g.world_size();
