@@ -1,0 +1,227 @@
+// Experiment files: every schema error names file:line:col and the key path (overrides name their
+// command-line text), overrides and --only, and the expansion into runs with ids that are stable
+// across invocations, equal for repeats' configs and different for different configs.
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "core/error.hpp"
+#include "experiment/experiment.hpp"
+
+namespace cnnscale {
+namespace {
+
+const std::string kBase =
+    "name: t\n"                 // 1
+    "dataset: synthetic\n"      // 2
+    "iterations: 4\n"           // 3
+    "matrix:\n"                 // 4
+    "  network: [lenet]\n"      // 5
+    "  batch: [8, 16]\n"        // 6
+    "  gpus: [1, 2]\n";         // 7
+
+HostInfo cpu_host() { return HostInfo{std::nullopt, "", true}; }
+HostInfo gpu_host(int n) { return HostInfo{n, fmt::format("CUDA_VISIBLE_DEVICES={}", n), true}; }
+
+Experiment parse(const std::string& text, const std::vector<std::string>& overrides = {},
+                 const HostInfo& host = cpu_host()) {
+  return parse_experiment_text(text, "t.yaml", overrides, host);
+}
+
+// Parsing must fail with a ConfigError containing every fragment.
+void expect_error(const std::string& text, const std::vector<std::string>& fragments,
+                  const std::vector<std::string>& overrides = {}, const HostInfo& host = cpu_host()) {
+  try {
+    parse(text, overrides, host);
+    ADD_FAILURE() << "no error for:\n" << text;
+  } catch (const ConfigError& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    for (const auto& f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << msg << "\nlacks: " << f;
+  }
+}
+
+TEST(ExperimentSchema, ValidFileParses) {
+  Experiment e = parse(kBase);
+  EXPECT_EQ(e.name, "t");
+  EXPECT_EQ(e.networks, std::vector<std::string>{"lenet"});
+  EXPECT_EQ(e.batches, (std::vector<int64_t>{8, 16}));
+  EXPECT_EQ(e.gpu_counts, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(e.repeats, 3);  // the default
+  EXPECT_EQ(e.precisions, std::vector<std::string>{"fp32"});
+  EXPECT_EQ(e.device, "cpu");
+}
+
+TEST(ExperimentSchema, UnknownKey) {
+  expect_error("name: t\nbogus: 1\n" + kBase.substr(8), {"t.yaml:2:1: bogus: unknown key 'bogus'"});
+  expect_error(kBase + "  repeat: 2\n", {"t.yaml:8:3: matrix.repeat: unknown key 'repeat'"});
+  expect_error(kBase + "solver: {lr: 0.1, momentun: 0.9}\n", {"t.yaml:8:19: solver.momentun: unknown key"});
+  expect_error(kBase + "networks: {lenet: {iteration: 3}}\n", {"t.yaml:8:20: networks.lenet.iteration: unknown key"});
+}
+
+TEST(ExperimentSchema, WrongType) {
+  expect_error("name: t\ndataset: synthetic\niterations: many\nmatrix: {network: lenet, batch: 8}\n",
+               {"t.yaml:3:13: iterations: expected an integer, got 'many'"});
+  expect_error(kBase + "seed: [1]\n", {"t.yaml:8:7: seed: expected a scalar value"});
+  expect_error(kBase + "  allreduce: [{overlap: maybe}]\n",
+               {"t.yaml:8:25: matrix.allreduce[0].overlap: expected a boolean, got 'maybe'"});
+}
+
+TEST(ExperimentSchema, OutOfRange) {
+  expect_error(std::regex_replace(kBase, std::regex(R"(\[8, 16\])"), "[8, 0]"),
+               {"t.yaml:6:14: matrix.batch[1]: must be in [1, ", "got 0"});
+  expect_error(kBase + "  repeats: 0\n", {"t.yaml:8:12: matrix.repeats: must be in [1, 1000], got 0"});
+  expect_error(kBase + "solver: {lr: -1}\n", {"t.yaml:8:14: solver.lr: must be in (0", "got -1"});
+  expect_error(kBase + "measure: fast\n", {"t.yaml:8:10: measure: expected one of phases, steady, got 'fast'"});
+  expect_error(kBase + "device: tpu\n", {"t.yaml:8:9: device: expected one of auto, cpu, gpu, got 'tpu'"});
+  expect_error(kBase + "  allreduce: [overlap, sideways]\n",
+               {"t.yaml:8:24: matrix.allreduce[1]: expected one of no-overlap, overlap, got 'sideways'"});
+}
+
+TEST(ExperimentSchema, PrecisionOtherThanFp32IsNotSupportedYet) {
+  expect_error(kBase + "  precision: [fp32, fp16]\n",
+               {"t.yaml:8:21: matrix.precision[1]: precision 'fp16' is not supported yet: only fp32"});
+}
+
+TEST(ExperimentSchema, MoreRanksThanGpusOnOneNode) {
+  const std::string gpu = kBase + "device: gpu\n";
+  expect_error(std::regex_replace(gpu, std::regex(R"(\[1, 2\])"), "[1, 4]"),
+               {"t.yaml:7:13: matrix.gpus[1]: 4 rank(s) need 4 GPU(s) on one node, but only 2 visible",
+                "CUDA_VISIBLE_DEVICES=2"},
+               {}, gpu_host(2));
+  EXPECT_NO_THROW(parse(gpu, {}, gpu_host(2)));
+  // Unknown GPU count (CPU-only build, no CUDA_VISIBLE_DEVICES): nothing to check against.
+  EXPECT_NO_THROW(parse(std::regex_replace(gpu, std::regex(R"(\[1, 2\])"), "[8]"), {}, cpu_host()));
+  // On the CPU the ranks are processes, not GPUs.
+  EXPECT_NO_THROW(parse(std::regex_replace(kBase, std::regex(R"(\[1, 2\])"), "[1, 8]"), {}, gpu_host(2)));
+  expect_error(kBase + "  gpu_mix: [[0, 3]]\ndevice: gpu\n",
+               {"t.yaml:8:17: matrix.gpu_mix[0][1]: GPU 3 does not exist: 2 visible"}, {}, gpu_host(2));
+  expect_error(kBase + "  gpu_mix: [[1, 1]]\ndevice: gpu\n", {"matrix.gpu_mix[0][1]: GPU 1 is listed twice"}, {}, gpu_host(4));
+  expect_error(kBase + "  gpu_mix: [[0, 1]]\n", {"t.yaml:8:12: matrix.gpu_mix: per-rank GPU selectors need device gpu"});
+}
+
+TEST(ExperimentSchema, ImpossibleCombinations) {
+  expect_error(std::regex_replace(kBase, std::regex(R"(\[8, 16\])"), "[1, 16]"),
+               {"t.yaml:7:13: matrix.gpus[1]: 2 ranks cannot split a global batch of 1"});
+  expect_error(kBase + "epochs: 2\n", {"t.yaml:8:9: epochs: 'iterations' and 'epochs' are exclusive"});
+  expect_error("name: t\ndataset: synthetic\nmatrix: {network: lenet, batch: 8}\n",
+               {"t.yaml:1:1: network lenet: give iterations, epochs or iteration_scale"});
+  expect_error("name: t\ndataset: synthetic\niteration_scale: 0.001\nwhole_epochs: 2\nmatrix: {network: lenet, batch: 8}\n",
+               {"network lenet: iteration_scale needs whole_samples"});
+  expect_error(kBase + "network: lenet\n", {"t.yaml:5:12: matrix.network: the network is given twice"});
+  expect_error("name: t\ndataset: {name: synthetic, data_dir: /x}\niterations: 1\nmatrix: {network: lenet, batch: 8}\n",
+               {"t.yaml:2:38: dataset.data_dir: applies to fashion-mnist only"});
+  expect_error(kBase + "extra_args: [--results, x]\n", {"t.yaml:8:14: extra_args[0]: '--results' is set by the sweep"});
+}
+
+TEST(ExperimentSchema, MissingAndBadValues) {
+  expect_error("dataset: synthetic\niterations: 1\nmatrix: {network: lenet, batch: 8}\n", {"missing required key 'name'"});
+  expect_error("name: a/b\n" + kBase.substr(8), {"t.yaml:1:7: name: 'a/b' is not a usable folder name"});
+  expect_error("name: t\ndataset: synthetic\niterations: 1\nmatrix: {network: nonet, batch: 8}\n",
+               {"t.yaml:4:19: matrix.network: network 'nonet' not found"});
+  expect_error("name: t\nmatrix: [\n", {"t.yaml:", "YAML syntax error"});
+  expect_error("name: t\ndataset: synthetic\niterations: 1\nmatrix: {network: lenet}\n",
+               {"matrix: missing required key 'batch'"});
+}
+
+TEST(ExperimentOverrides, SetAnyFieldByDottedPath) {
+  Experiment e = parse(kBase, {"matrix.batch=[32]", "solver.lr=0.05", "matrix.repeats=1", "name=other",
+                               "matrix.network=[lenet, caffenet]", "networks.caffenet.iterations=2"});
+  EXPECT_EQ(e.batches, std::vector<int64_t>{32});
+  EXPECT_DOUBLE_EQ(e.solver["lr"].get<double>(), 0.05);
+  EXPECT_EQ(e.repeats, 1);
+  EXPECT_EQ(e.name, "other");
+  EXPECT_EQ(e.networks, (std::vector<std::string>{"lenet", "caffenet"}));
+  EXPECT_EQ(e.per_network.at("caffenet").iterations, 2);
+}
+
+TEST(ExperimentOverrides, ErrorsNameTheCommandLine) {
+  expect_error(kBase, {"command line 'solver.lr=-1':1:1: solver.lr: must be in (0"}, {"solver.lr=-1"});
+  expect_error(kBase, {"command line 'matrix.batch=[8,x]':1:4: matrix.batch[1]: expected an integer, got 'x'"},
+               {"matrix.batch=[8,x]"});
+  expect_error(kBase, {"command line 'solver.lrr=1': solver.lrr: unknown key 'lrr'"}, {"solver.lrr=1"});
+  expect_error(kBase, {"override 'lr': expected key=value"}, {"lr"});
+  expect_error(kBase, {"command line 'iterations.x=1': iterations: is not a mapping"}, {"iterations.x=1"});
+  expect_error(kBase, {"command line 'matrix.batch=[8':1:1: YAML syntax error"}, {"matrix.batch=[8"});
+}
+
+TEST(ExperimentExpansion, CountsOrderAndCollapsedSingleRankAllreduce) {
+  Experiment e = parse(kBase + "  allreduce: [overlap, no-overlap]\n");
+  auto runs = expand_runs(e);
+  // Per repeat: 2 batches x (1 rank: one run + 2 ranks: two allreduce modes) = 6.
+  ASSERT_EQ(runs.size(), 18u);
+  EXPECT_EQ(runs[0].repeat, 1);
+  EXPECT_EQ(runs[5].repeat, 1);
+  EXPECT_EQ(runs[6].repeat, 2);  // repeat outermost: a whole pass before the next repeat
+  std::regex form(R"(lenet-b(8|16)-g(1|2)-fp32-(single|ov|noov)-r[123]-[0-9a-f]{8})");
+  std::set<std::string> ids;
+  for (const auto& r : runs) {
+    EXPECT_TRUE(std::regex_match(r.id, form)) << r.id;
+    ids.insert(r.id);
+    EXPECT_EQ(r.iterations, 4);
+  }
+  EXPECT_EQ(ids.size(), runs.size());
+}
+
+TEST(ExperimentExpansion, IdsStableAcrossInvocationsAndNarrowedMatrices) {
+  auto a = expand_runs(parse(kBase));
+  auto b = expand_runs(parse(kBase));
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].id, b[i].id);
+  // Repeats share the config hash (the report groups them by it); ids differ by r<k> only.
+  EXPECT_EQ(a[0].config_hash, a[4].config_hash);
+  EXPECT_EQ(a[0].id.substr(0, a[0].id.size() - 12), a[4].id.substr(0, a[4].id.size() - 12));
+  EXPECT_NE(a[0].id, a[4].id);
+  // Narrowing the matrix selects the same runs (same ids), so a sweep may grow or shrink.
+  auto narrow = expand_runs(parse(kBase, {"matrix.batch=[16]", "matrix.repeats=1"}));
+  for (const auto& r : narrow)
+    EXPECT_NE(std::find_if(a.begin(), a.end(), [&](const RunSpec& x) { return x.id == r.id; }), a.end()) << r.id;
+  // A different configuration gives different hashes everywhere.
+  auto changed = expand_runs(parse(kBase, {"solver.lr=0.5"}));
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NE(a[i].config_hash, changed[i].config_hash);
+  EXPECT_NE(parse(kBase).fixed_hash(), parse(kBase, {"solver.lr=0.5"}).fixed_hash());
+  EXPECT_EQ(parse(kBase).fixed_hash(), parse(kBase, {"matrix.batch=[16]"}).fixed_hash());
+}
+
+TEST(ExperimentExpansion, ScaledIterationsAndWholeTraining) {
+  Experiment e = parse(kBase + "networks: {lenet: {iteration_scale: 0.001, min_iterations: 5, whole_epochs: 90, "
+                               "whole_samples: 1280000}}\n");
+  auto runs = expand_runs(e);
+  EXPECT_EQ(runs[0].batch, 8);
+  EXPECT_EQ(runs[0].whole_iterations, 160000 * 90);
+  EXPECT_EQ(runs[0].iterations, 14400);
+  Experiment f = parse(kBase, {"matrix.batch=[64,128,256]", "iterations=~", "iteration_scale=0.0001",
+                               "whole_epochs=90", "whole_samples=1280000"});
+  auto r = expand_runs(f);
+  EXPECT_EQ(r[0].whole_iterations, 1800000);  // Table 3 of the study
+  EXPECT_EQ(r[2].whole_iterations, 900000);
+  EXPECT_EQ(r[4].whole_iterations, 450000);
+  EXPECT_EQ(r[0].iterations, 180);
+  EXPECT_EQ(r[4].iterations, 45);
+}
+
+TEST(ExperimentExpansion, DeviceAutoFollowsTheGpus) {
+  EXPECT_EQ(parse(kBase + "device: auto\n", {}, gpu_host(2)).device, "gpu");
+  EXPECT_EQ(parse(kBase + "device: auto\n", {}, gpu_host(0)).device, "cpu");
+  EXPECT_EQ(parse(kBase + "device: auto\n", {}, cpu_host()).device, "cpu");
+}
+
+TEST(ExperimentOnly, FiltersMatrixPoints) {
+  auto runs = expand_runs(parse(kBase + "  allreduce: [overlap, no-overlap]\n"));
+  auto count = [&](const std::vector<std::string>& exprs) {
+    OnlyFilter f = parse_only(exprs);
+    return std::count_if(runs.begin(), runs.end(), [&](const RunSpec& r) { return f.matches(r); });
+  };
+  EXPECT_EQ(count({}), 18);
+  EXPECT_EQ(count({"network=lenet,batch=8"}), 9);
+  EXPECT_EQ(count({"batch=8|16"}), 18);
+  EXPECT_EQ(count({"gpus=2,repeat=1"}), 4);
+  EXPECT_EQ(count({"allreduce=no-overlap,repeat=1"}), 4);  // the 1-rank runs have no allreduce: kept
+  EXPECT_EQ(count({"batch=8", "gpus=1"}), 3);
+  EXPECT_EQ(count({"batch=8", "batch=16"}), 0);
+  EXPECT_THROW(parse_only({"size=8"}), ConfigError);
+  EXPECT_THROW(parse_only({"batch"}), ConfigError);
+}
+
+}  // namespace
+}  // namespace cnnscale
