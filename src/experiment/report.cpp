@@ -48,8 +48,8 @@ const RunRecord* power_run(const std::vector<RunRecord>& runs, const std::string
   }
   const RunRecord* best = nullptr;
   auto rank = [](const RunRecord& r) {
-    return std::make_pair(r.text("device") == "gpu" ? 1 : 0, std::isnan(r.number("world_size")) ? 0.0
-                                                                                              : r.number("world_size"));
+    return std::make_pair(r.text("device") == "gpu" ? 1 : 0,
+                          std::isnan(r.number("world_size")) ? 0.0 : r.number("world_size"));
   };
   for (const RunRecord& r : runs)
     if (!best || rank(r) > rank(*best)) best = &r;
@@ -85,12 +85,11 @@ std::string report_markdown(const ReportOptions& options, const ReportOutcome& o
   if (outcome.figures.empty()) {
     out += figures_note + "\n";
   } else {
-    const std::vector<std::string> captions = {
-        "Seconds per batch per batch-GPUs combination (study Figs. 5–8, left)",
-        "Joules per batch per batch-GPUs combination (study Figs. 5–8, right)",
-        "Strong scaling: samples/s against GPUs, with the ideal line",
-        "Power over time per GPU of " + power_desc,
-        "Phase breakdown per configuration (ms per batch, stacked)"};
+    const std::vector<std::string> captions = {"Seconds per batch per batch-GPUs combination (study Figs. 5–8, left)",
+                                               "Joules per batch per batch-GPUs combination (study Figs. 5–8, right)",
+                                               "Strong scaling: samples/s against GPUs, with the ideal line",
+                                               "Power over time per GPU of " + power_desc,
+                                               "Phase breakdown per configuration (ms per batch, stacked)"};
     for (size_t i = 0; i < kFigureNames.size(); ++i)
       out += fmt::format("### {}\n\n![{}]({})\n\n", captions[i], captions[i], kFigureNames[i]);
   }
@@ -102,9 +101,12 @@ std::string report_markdown(const ReportOptions& options, const ReportOutcome& o
 ReportOutcome write_report(const ReportOptions& options) {
   bool md = false, csv = false;
   for (const std::string& f : options.formats) {
-    if (f == "md") md = true;
-    else if (f == "csv") csv = true;
-    else throw_config("--format: unknown table format '{}' (expected md, csv or md,csv)", f);
+    if (f == "md")
+      md = true;
+    else if (f == "csv")
+      csv = true;
+    else
+      throw_config("--format: unknown table format '{}' (expected md, csv or md,csv)", f);
   }
   if (!md && !csv) throw_config("--format: no table format given (expected md, csv or md,csv)");
 
@@ -148,8 +150,9 @@ ReportOutcome write_report(const ReportOptions& options) {
         fs::create_directories(scratch);
         for (const Table& t : tables) write_atomic(scratch / (t.name + ".csv"), render_csv(t));
       }
-      PlotJob job{options.python, options.script, scratch.string(), out.string(),
-                  (fs::path(power->folder) / "run.h5").string(), power_desc};
+      PlotJob job{
+          options.python, options.script, scratch.string(), out.string(), (fs::path(power->folder) / "run.h5").string(),
+          power_desc};
       outcome.figures = run_plot_script(job);
     } catch (const Error& e) {
       plot_error = e.what();

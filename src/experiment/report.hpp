@@ -9,12 +9,12 @@ namespace cnnscale::report {
 
 struct ReportOptions {
   std::string results_dir;
-  std::string out_dir;                          // "" = <results_dir>/report
+  std::string out_dir;                            // "" = <results_dir>/report
   std::vector<std::string> formats{"md", "csv"};  // table files to write: md, csv
-  bool plots = true;                            // false (--no-plots): tables and report.md only
-  std::string power_run;  // run id or folder for the power trace; "" = the run with most GPUs
-  std::string python;     // "" = $CNNSCALE_PYTHON, else /usr/bin/python3, else python3 on PATH
-  std::string script;     // "" = $CNNSCALE_REPORT_SCRIPT, else the source tree's or installed copy
+  bool plots = true;                              // false (--no-plots): tables and report.md only
+  std::string power_run;                          // run id or folder for the power trace; "" = the run with most GPUs
+  std::string python;                             // "" = $CNNSCALE_PYTHON, else /usr/bin/python3, else python3 on PATH
+  std::string script;  // "" = $CNNSCALE_REPORT_SCRIPT, else the source tree's or installed copy
 };
 
 struct ReportOutcome {

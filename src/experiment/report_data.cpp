@@ -17,9 +17,15 @@ namespace cnnscale::report {
 
 namespace fs = std::filesystem;
 
-const std::vector<std::string> kGroupKeys = {"net",       "data",        "device",
-                                             "precision", "measure",     "global_batch",
-                                             "world_size", "allreduce_overlap", "allreduce_algo",
+const std::vector<std::string> kGroupKeys = {"net",
+                                             "data",
+                                             "device",
+                                             "precision",
+                                             "measure",
+                                             "global_batch",
+                                             "world_size",
+                                             "allreduce_overlap",
+                                             "allreduce_algo",
                                              "gpu_names"};
 
 namespace {
@@ -41,7 +47,9 @@ double to_number(const std::string& s) {
   }
 }
 
-bool is_partial(const fs::path& p) { return p.filename().string().ends_with(".partial"); }
+bool is_partial(const fs::path& p) {
+  return p.filename().string().ends_with(".partial");
+}
 
 }  // namespace
 
@@ -81,8 +89,12 @@ Stat stat_of(const std::vector<double>& values) {
   return s;
 }
 
-double ConfigGroup::global_batch() const { return to_number(key.at("global_batch")); }
-double ConfigGroup::world_size() const { return to_number(key.at("world_size")); }
+double ConfigGroup::global_batch() const {
+  return to_number(key.at("global_batch"));
+}
+double ConfigGroup::world_size() const {
+  return to_number(key.at("world_size"));
+}
 
 Stat ConfigGroup::stat(const std::string& summary_key) const {
   std::vector<double> values;
@@ -101,7 +113,8 @@ std::string ConfigGroup::method(const std::string& summary_key) const {
 std::vector<RunRecord> scan_runs(const std::string& results_dir, int* unreadable) {
   std::error_code ec;
   if (!fs::exists(results_dir, ec)) throw_config("results directory '{}' does not exist", results_dir);
-  if (!fs::is_directory(results_dir, ec)) throw_config("'{}' is not a directory (expected a results directory)", results_dir);
+  if (!fs::is_directory(results_dir, ec))
+    throw_config("'{}' is not a directory (expected a results directory)", results_dir);
   std::vector<fs::path> folders;
   fs::recursive_directory_iterator it(results_dir, fs::directory_options::skip_permission_denied, ec);
   if (ec) throw_config("cannot read results directory '{}': {}", results_dir, ec.message());
@@ -150,8 +163,8 @@ std::vector<ConfigGroup> group_runs(const std::vector<RunRecord>& runs) {
   std::vector<ConfigGroup> groups;
   for (auto& [key, g] : by_key) groups.push_back(std::move(g));
   auto order = [](const ConfigGroup& g) {
-    return std::make_tuple(g.key.at("net"), g.key.at("device"), g.key.at("precision"), g.global_batch(),
-                           g.world_size(), g.key);
+    return std::make_tuple(g.key.at("net"), g.key.at("device"), g.key.at("precision"), g.global_batch(), g.world_size(),
+                           g.key);
   };
   std::stable_sort(groups.begin(), groups.end(),
                    [&](const ConfigGroup& a, const ConfigGroup& b) { return order(a) < order(b); });

@@ -18,8 +18,8 @@ struct RunRecord {
   std::map<std::string, SummaryValue> summary;
   std::map<std::string, std::string> methods;
 
-  double number(const std::string& key) const;        // NaN when missing, null or a string
-  std::string text(const std::string& key) const;     // "" when missing or null; numbers printed
+  double number(const std::string& key) const;     // NaN when missing, null or a string
+  std::string text(const std::string& key) const;  // "" when missing or null; numbers printed
 };
 
 // Summary keys that identify a configuration: runs equal in all of them are repeats of one

@@ -81,9 +81,10 @@ std::vector<std::string> run_plot_script(const PlotJob& job) {
   if (spawn_error != 0) {
     std::error_code ec;
     fs::remove(log, ec);
-    throw_runtime("plots not produced: cannot run '{}' ({}); install python3 and python3-matplotlib, or use "
-                  "--no-plots (the tables are in {})",
-                  python, std::strerror(spawn_error), job.out_dir);
+    throw_runtime(
+        "plots not produced: cannot run '{}' ({}); install python3 and python3-matplotlib, or use "
+        "--no-plots (the tables are in {})",
+        python, std::strerror(spawn_error), job.out_dir);
   }
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
@@ -93,13 +94,15 @@ std::vector<std::string> run_plot_script(const PlotJob& job) {
   fs::remove(log, ec);
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   if (code == 3)
-    throw_runtime("plots not produced: {} cannot import matplotlib ({}); install python3-matplotlib or use "
-                  "--no-plots (the tables are in {})",
-                  python, message, job.out_dir);
+    throw_runtime(
+        "plots not produced: {} cannot import matplotlib ({}); install python3-matplotlib or use "
+        "--no-plots (the tables are in {})",
+        python, message, job.out_dir);
   if (code != 0)
-    throw_runtime("plots not produced: {} {} failed with exit code {}{}; use --no-plots to skip them (the tables "
-                  "are in {})",
-                  python, script, code, message.empty() ? "" : ": " + message, job.out_dir);
+    throw_runtime(
+        "plots not produced: {} {} failed with exit code {}{}; use --no-plots to skip them (the tables "
+        "are in {})",
+        python, script, code, message.empty() ? "" : ": " + message, job.out_dir);
   std::vector<std::string> figures;
   for (const std::string& name : kFigureNames) {
     const fs::path p = fs::path(job.out_dir) / name;

@@ -75,7 +75,9 @@ void note_if_all_null(Table& t, const std::vector<ConfigGroup>& groups, const st
   t.notes.push_back("Every value in this table is null (unknown): " + why + ".");
 }
 
-bool uses_loops(const ConfigGroup& g) { return g.key.at("measure") == "phases"; }
+bool uses_loops(const ConfigGroup& g) {
+  return g.key.at("measure") == "phases";
+}
 
 }  // namespace
 
@@ -107,13 +109,15 @@ Table time_table(const std::vector<ConfigGroup>& groups) {
     t.rows.push_back(std::move(cells));
   }
   if (loops)
-    t.notes.push_back(fmt::format("Forward/backward in {} row(s) with measure=phases: loop_forward_s and "
-                                  "loop_backward_s (phase-isolated loops, backward by difference).",
-                                  loops));
+    t.notes.push_back(
+        fmt::format("Forward/backward in {} row(s) with measure=phases: loop_forward_s and "
+                    "loop_backward_s (phase-isolated loops, backward by difference).",
+                    loops));
   if (timers)
-    t.notes.push_back(fmt::format("Forward/backward in {} row(s) with measure={}: time_forward_s and "
-                                  "time_backward_s (phase timers inside the full step).",
-                                  timers, loops ? "steady" : groups.front().key.at("measure")));
+    t.notes.push_back(
+        fmt::format("Forward/backward in {} row(s) with measure={}: time_forward_s and "
+                    "time_backward_s (phase timers inside the full step).",
+                    timers, loops ? "steady" : groups.front().key.at("measure")));
   t.notes.push_back("Whole-training forward/backward seconds = seconds per batch × whole_iterations.");
   note_if_all_null(t, groups, "seconds_per_batch", "no timed iterations");
   return t;
@@ -124,10 +128,10 @@ Table energy_table(const std::vector<ConfigGroup>& groups) {
   Table t = l.start("energy", "Energy (study Tables 5/8)",
                     "Joules per batch and watts (summed over all GPUs of the job), whole-training joules; "
                     "forward/backward joules per batch where phase-isolated windows were measured.");
-  std::vector<std::pair<Column, std::string>> figures = {{{"J/batch", "joules_per_batch"}, "joules_per_batch"},
-                                                         {{"W", "watts"}, "watts"},
-                                                         {{"whole training (J)", "whole_training_joules"},
-                                                          "whole_training_joules"}};
+  std::vector<std::pair<Column, std::string>> figures = {
+      {{"J/batch", "joules_per_batch"}, "joules_per_batch"},
+      {{"W", "watts"}, "watts"},
+      {{"whole training (J)", "whole_training_joules"}, "whole_training_joules"}};
   const std::vector<std::pair<Column, std::string>> optional = {
       {{"forward J/batch", "forward_joules_per_batch"}, "energy_forward_j"},
       {{"backward J/batch", "backward_joules_per_batch"}, "energy_backward_j"},
@@ -169,8 +173,9 @@ Table whole_table(const std::vector<ConfigGroup>& groups) {
     t.rows.push_back(std::move(cells));
   }
   for (const auto& [net, b] : best) t.rows[b.second].back().text = "1";
-  t.notes.push_back("Whole training = whole_iterations (iterations per epoch × whole_epochs) at the measured "
-                    "seconds and joules per batch.");
+  t.notes.push_back(
+      "Whole training = whole_iterations (iterations per epoch × whole_epochs) at the measured "
+      "seconds and joules per batch.");
   note_if_all_null(t, groups, "whole_training_joules",
                    all_cpu(groups) ? "no energy counters were readable: CPU run without NVML/RAPL"
                                    : "no energy counters were readable (NVML unavailable)");
@@ -265,18 +270,19 @@ Table phases_table(const std::vector<ConfigGroup>& groups) {
                     "Milliseconds per batch in each phase of the full step (slowest rank's mean over the steady "
                     "window).");
   const std::vector<std::pair<std::string, std::string>> phases = {
-      {"data", "time_data_s"},           {"h2d", "time_h2d_s"},       {"forward", "time_forward_s"},
-      {"backward", "time_backward_s"},   {"allreduce", "time_allreduce_s"}, {"comm busy", "time_comm_busy_s"},
+      {"data", "time_data_s"},           {"h2d", "time_h2d_s"},
+      {"forward", "time_forward_s"},     {"backward", "time_backward_s"},
+      {"allreduce", "time_allreduce_s"}, {"comm busy", "time_comm_busy_s"},
       {"update", "time_update_s"},       {"total", "time_total_s"}};
-  for (const auto& [label, key] : phases)
-    t.columns.push_back({label + " (ms)", key.substr(5, key.size() - 7) + "_ms"});
+  for (const auto& [label, key] : phases) t.columns.push_back({label + " (ms)", key.substr(5, key.size() - 7) + "_ms"});
   for (const ConfigGroup& g : groups) {
     auto cells = l.row(g);
     for (const auto& p : phases) cells.push_back(Cell::of(stat_by(g, key_scaled(p.second, 1e3))));
     t.rows.push_back(std::move(cells));
   }
-  t.notes.push_back("allreduce is the exposed wait after backward; comm busy overlaps the other phases; total is "
-                    "the whole iteration, not the sum of the others.");
+  t.notes.push_back(
+      "allreduce is the exposed wait after backward; comm busy overlaps the other phases; total is "
+      "the whole iteration, not the sum of the others.");
   note_if_all_null(t, groups, "time_total_s", "no phase timings were recorded");
   return t;
 }

@@ -33,8 +33,7 @@ report::ReportOutcome report_without_plots(const std::string& root) {
 
 const CsvRow& row_of(const std::vector<CsvRow>& rows, const std::string& net, int gpus, int batch) {
   for (const CsvRow& r : rows)
-    if (r.at("net") == net && r.at("gpus") == std::to_string(gpus) && r.at("batch") == std::to_string(batch))
-      return r;
+    if (r.at("net") == net && r.at("gpus") == std::to_string(gpus) && r.at("batch") == std::to_string(batch)) return r;
   throw std::runtime_error(fmt::format("no row {} {} {}", net, gpus, batch));
 }
 
@@ -158,9 +157,9 @@ TEST(Report, NullEnergyIsADashAnEmptyFieldAndANoteSayingWhy) {
 TEST(Report, LowestEdpPerNetworkIsMarkedAndUnitsAreKsAndMj) {
   TempDir dir;
   auto run = [&](const std::string& net, int batch, int n, double s, double j) {
-    write_run(dir.str(), synthetic_run(net, batch, n, 0,
-                                       {{"whole_training_seconds", s}, {"whole_training_joules", j},
-                                        {"edp_training_js", s * j}}));
+    write_run(dir.str(),
+              synthetic_run(net, batch, n, 0,
+                            {{"whole_training_seconds", s}, {"whole_training_joules", j}, {"edp_training_js", s * j}}));
   };
   run("a", 64, 1, 2000, 3e6);
   run("a", 128, 1, 1000, 2e6);  // best of a

@@ -85,8 +85,7 @@ TEST(ReportPlots, EveryFigureIsAPngAndReportMdShowsThem) {
   // The run with the most GPUs that has power samples is the one traced.
   EXPECT_NE(md.find("lenet-b64-n2-r9"), std::string::npos);
   for (const auto& e : fs::directory_iterator(dir.file("report")))
-    EXPECT_FALSE(e.path().string().ends_with(".tmp") || e.path().filename().string().starts_with("."))
-        << e.path();
+    EXPECT_FALSE(e.path().string().ends_with(".tmp") || e.path().filename().string().starts_with(".")) << e.path();
   // Speedup of the variant-free sweep uses the 1-GPU rows.
   EXPECT_EQ(read_csv(dir.file("report/scaling.csv")).size(), 9u);
 }

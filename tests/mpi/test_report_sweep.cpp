@@ -29,8 +29,19 @@ struct SweepRun {
 };
 
 std::vector<std::string> train_args(const std::string& root, const SweepRun& run) {
-  std::vector<std::string> a = {"train", "--device", "cpu", "--timing-warmup", "2", "--results", root,
-                                "--experiment", "e", "--run-id", run.id, "--tag", "repeat=" + run.id.substr(run.id.size() - 1)};
+  std::vector<std::string> a = {"train",
+                                "--device",
+                                "cpu",
+                                "--timing-warmup",
+                                "2",
+                                "--results",
+                                root,
+                                "--experiment",
+                                "e",
+                                "--run-id",
+                                run.id,
+                                "--tag",
+                                "repeat=" + run.id.substr(run.id.size() - 1)};
   a.insert(a.end(), run.args.begin(), run.args.end());
   return a;
 }
@@ -68,15 +79,15 @@ TEST(ReportSweep, TablesAndFiguresOfARealCpuSweepEqualTheRunsSummaries) {
     a.insert(a.end(), more.begin(), more.end());
     return a;
   };
-  const std::vector<SweepRun> runs = {
-      {"lenet-b16-n1-r0", 1, with(synthetic, {"--batch", "16"})},
-      {"lenet-b16-n1-r1", 1, with(synthetic, {"--batch", "16"})},
-      {"lenet-b32-n1-r0", 1, with(synthetic, {"--batch", "32"})},
-      {"lenet-b16-n2-r0", 2, with(synthetic, {"--batch", "16"})},
-      {"lenet-b32-n2-r0", 2, with(synthetic, {"--batch", "32"})},
-      {"fmnist-b32-n1-r0", 1,
-       {"--net", "lenet", "--data", "fashion-mnist", "--train-samples", "256", "--test-samples", "256", "--epochs",
-        "1", "--batch", "32"}}};
+  const std::vector<SweepRun> runs = {{"lenet-b16-n1-r0", 1, with(synthetic, {"--batch", "16"})},
+                                      {"lenet-b16-n1-r1", 1, with(synthetic, {"--batch", "16"})},
+                                      {"lenet-b32-n1-r0", 1, with(synthetic, {"--batch", "32"})},
+                                      {"lenet-b16-n2-r0", 2, with(synthetic, {"--batch", "16"})},
+                                      {"lenet-b32-n2-r0", 2, with(synthetic, {"--batch", "32"})},
+                                      {"fmnist-b32-n1-r0",
+                                       1,
+                                       {"--net", "lenet", "--data", "fashion-mnist", "--train-samples", "256",
+                                        "--test-samples", "256", "--epochs", "1", "--batch", "32"}}};
   for (const SweepRun& run : runs) {
     if (run.ranks == 1) {
       auto r = testing::run_cnnscale(train_args(dir.str(), run));
@@ -101,8 +112,8 @@ TEST(ReportSweep, TablesAndFiguresOfARealCpuSweepEqualTheRunsSummaries) {
   for (const SweepRun& run : runs) {
     json j = json::parse(testing::slurp((fs::path(dir.str()) / "e" / run.id / "summary.json").string()));
     const json& s = j["summary"];
-    by_config[fmt::format("{} {} {} {}", s["net"].get<std::string>(), value(s, "world_size"),
-                          value(s, "global_batch"), s["data"].get<std::string>())]
+    by_config[fmt::format("{} {} {} {}", s["net"].get<std::string>(), value(s, "world_size"), value(s, "global_batch"),
+                          s["data"].get<std::string>())]
         .push_back(s);
   }
   const std::map<std::string, std::vector<std::pair<std::string, std::pair<std::string, double>>>> columns = {
@@ -119,9 +130,7 @@ TEST(ReportSweep, TablesAndFiguresOfARealCpuSweepEqualTheRunsSummaries) {
         {"edp_mj_ks", {"edp_training_js", 1e-9}}}},
       {"efficiency", {{"gflops", {"gflops", 1}}, {"gflops_per_watt", {"gflops_per_watt", 1}}}},
       {"accuracy",
-       {{"top1_percent", {"test_top1", 100}},
-        {"top5_percent", {"test_top5", 100}},
-        {"final_loss", {"final_loss", 1}}}},
+       {{"top1_percent", {"test_top1", 100}}, {"top5_percent", {"test_top5", 100}}, {"final_loss", {"final_loss", 1}}}},
       {"phases",
        {{"data_ms", {"time_data_s", 1e3}},
         {"forward_ms", {"time_forward_s", 1e3}},
@@ -136,8 +145,8 @@ TEST(ReportSweep, TablesAndFiguresOfARealCpuSweepEqualTheRunsSummaries) {
     ASSERT_EQ(rows.size(), by_config.size()) << table;
     for (const CsvRow& row : rows) {
       const std::string data = row.at("variant").substr(row.at("variant").find('=') + 1);
-      const std::string key = fmt::format("{} {} {} {}", row.at("net"), std::stod(row.at("gpus")),
-                                          std::stod(row.at("batch")), data);
+      const std::string key =
+          fmt::format("{} {} {} {}", row.at("net"), std::stod(row.at("gpus")), std::stod(row.at("batch")), data);
       ASSERT_TRUE(by_config.count(key)) << table << ": unexpected row " << key;
       const auto& group = by_config.at(key);
       EXPECT_EQ(row.at("runs"), std::to_string(group.size())) << key;
