@@ -41,10 +41,11 @@ void print_plan(const Experiment& e, const std::vector<RunSpec>& runs, const std
     }
     const std::string mix = fmt::format("{}", fmt::join(r.gpu_mix, ","));
     std::printf("%4zu  %-52s %-12s %6lld %5lld %-8s %-10s %6lld %10lld %12lld  %s\n", i, r.id.c_str(),
-                std::filesystem::path(r.network).stem().c_str(), static_cast<long long>(r.batch), static_cast<long long>(r.ranks),
-                mix.empty() ? "-" : mix.c_str(), r.ranks == 1 ? "single" : r.allreduce.label().c_str(),
-                static_cast<long long>(r.repeat), static_cast<long long>(r.iterations),
-                static_cast<long long>(r.whole_iterations), run_state_name(st.state));
+                std::filesystem::path(r.network).stem().c_str(), static_cast<long long>(r.batch),
+                static_cast<long long>(r.ranks), mix.empty() ? "-" : mix.c_str(),
+                r.ranks == 1 ? "single" : r.allreduce.label().c_str(), static_cast<long long>(r.repeat),
+                static_cast<long long>(r.iterations), static_cast<long long>(r.whole_iterations),
+                run_state_name(st.state));
   }
   std::printf("# %zu to run, %zu already complete; %lld rank-iterations to go\n", todo, runs.size() - todo,
               static_cast<long long>(rank_iterations));
@@ -116,8 +117,8 @@ void run_sweep_command(const SweepArgs& a) {
 void register_sweep(CLI::App& app) {
   auto args = std::make_shared<SweepArgs>();
   SweepArgs& a = *args;
-  CLI::App* cmd = app.add_subcommand(
-      "sweep", "Run an experiment file's matrix of runs (skipping finished ones), or plan/emit it");
+  CLI::App* cmd =
+      app.add_subcommand("sweep", "Run an experiment file's matrix of runs (skipping finished ones), or plan/emit it");
   cmd->add_option("file", a.file, "Experiment YAML (experiments/*.yaml)")->required();
   cmd->add_option("overrides", a.overrides, "key=value overrides of the file (e.g. solver.lr=0.01 matrix.batch=[64])");
   cmd->add_option("--only", a.only, "Run only matching matrix points, e.g. network=caffenet,batch=64|128 (repeatable)")

@@ -4,11 +4,10 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace cnnscale {
 
@@ -16,9 +15,9 @@ namespace cnnscale {
 // training (whole_iterations x scale, at least min_iterations), which is how the study's long
 // trainings are scaled down to measurable windows.
 struct RunLength {
-  int64_t iterations = 0;    // > 0: fixed count
-  int64_t epochs = 0;        // > 0: whole epochs of the dataset
-  double scale = 0;          // > 0: fraction of whole_iterations
+  int64_t iterations = 0;  // > 0: fixed count
+  int64_t epochs = 0;      // > 0: whole epochs of the dataset
+  double scale = 0;        // > 0: fraction of whole_iterations
   int64_t min_iterations = 20;
   int64_t whole_epochs = 0;   // 0: train's default (the run's epochs)
   int64_t whole_samples = 0;  // 0: train's default (the dataset's size)
@@ -26,7 +25,7 @@ struct RunLength {
 
 struct AllreduceMode {
   bool overlap = true;
-  std::string algo;  // "" : train's default; else ring|tree|auto
+  std::string algo;           // "" : train's default; else ring|tree|auto
   std::string label() const;  // "ov", "noov", "ov-tree"
   bool operator==(const AllreduceMode&) const = default;
 };
@@ -46,20 +45,20 @@ struct Experiment {
   std::string description;
   DatasetSpec dataset;
   std::map<std::string, DatasetSpec> per_network_dataset;  // network -> its own data
-  nlohmann::json solver = nlohmann::json::object();  // key -> value, validated
+  nlohmann::json solver = nlohmann::json::object();        // key -> value, validated
   RunLength length;
   std::map<std::string, RunLength> per_network;  // network -> its own run length
   std::string measure = "steady";
   int64_t seed = 1;
-  std::string device = "cpu";  // resolved: cpu | gpu (auto already decided)
+  std::string device = "cpu";    // resolved: cpu | gpu (auto already decided)
   std::string device_requested;  // as written: cpu | gpu | auto
   std::vector<std::string> extra_args;
   // matrix
   std::vector<std::string> networks;
   std::map<std::string, std::string> network_paths;  // name as written -> file train gets
   std::vector<int64_t> batches;
-  std::vector<int64_t> gpu_counts;               // ranks with GPU = node-local rank
-  std::vector<std::vector<int64_t>> gpu_mixes;   // explicit per-rank GPU selectors
+  std::vector<int64_t> gpu_counts;              // ranks with GPU = node-local rank
+  std::vector<std::vector<int64_t>> gpu_mixes;  // explicit per-rank GPU selectors
   std::vector<std::string> precisions;
   std::vector<AllreduceMode> allreduce;
   int64_t repeats = 3;
@@ -78,25 +77,25 @@ struct Experiment {
 
 // One matrix point x repeat.
 struct RunSpec {
-  std::string id;           // "<net>-b<batch>-g<ranks>[-m0.2]-<allreduce>-<precision>-r<k>-<hash8>"
-  std::string config_hash;  // 16 hex digits of the resolved run config (repeat excluded)
-  nlohmann::json config;    // the resolved run config the hash covers
-  std::string network;      // as written in the experiment
-  std::string network_path; // what train's --net gets
+  std::string id;            // "<net>-b<batch>-g<ranks>[-m0.2]-<allreduce>-<precision>-r<k>-<hash8>"
+  std::string config_hash;   // 16 hex digits of the resolved run config (repeat excluded)
+  nlohmann::json config;     // the resolved run config the hash covers
+  std::string network;       // as written in the experiment
+  std::string network_path;  // what train's --net gets
   int64_t batch = 0, ranks = 1, repeat = 1;
   std::vector<int64_t> gpu_mix;
   std::string precision = "fp32";
   AllreduceMode allreduce;
   DatasetSpec dataset;
-  int64_t iterations = 0, epochs = 0;  // exactly one > 0
+  int64_t iterations = 0, epochs = 0;                                 // exactly one > 0
   int64_t whole_epochs = 0, whole_samples = 0, whole_iterations = 0;  // 0: unknown / train default
 };
 
 // What the environment offers, so tests can pretend (GPU count, CPU cores).
 struct HostInfo {
-  std::optional<int> gpus;   // nullopt: unknown (no CUDA build, no CUDA_VISIBLE_DEVICES)
-  std::string gpus_source;   // for messages: "CUDA_VISIBLE_DEVICES=0,1" or "CUDA device count"
-  bool check_gpus = true;    // false when emitting a batch script (the compute nodes decide)
+  std::optional<int> gpus;  // nullopt: unknown (no CUDA build, no CUDA_VISIBLE_DEVICES)
+  std::string gpus_source;  // for messages: "CUDA_VISIBLE_DEVICES=0,1" or "CUDA device count"
+  bool check_gpus = true;   // false when emitting a batch script (the compute nodes decide)
   static HostInfo detect();
 };
 

@@ -1,13 +1,13 @@
 // Experiment -> runs: the matrix expanded in a fixed order (repeat outermost, so an interrupted sweep
 // has one complete pass before the second repeat starts), each run with its resolved config, a
 // stable hash of it and a readable id; --only filters; the host's GPU count.
+#include <fmt/ranges.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
 #include <sstream>
-
-#include <fmt/ranges.h>
 
 #include "core/error.hpp"
 #include "experiment/experiment.hpp"
@@ -54,8 +54,9 @@ HostInfo HostInfo::detect() {
 namespace {
 
 nlohmann::json length_json(const RunLength& l) {
-  return {{"iterations", l.iterations}, {"epochs", l.epochs}, {"iteration_scale", l.scale},
-          {"min_iterations", l.min_iterations}, {"whole_epochs", l.whole_epochs}, {"whole_samples", l.whole_samples}};
+  return {{"iterations", l.iterations},     {"epochs", l.epochs},
+          {"iteration_scale", l.scale},     {"min_iterations", l.min_iterations},
+          {"whole_epochs", l.whole_epochs}, {"whole_samples", l.whole_samples}};
 }
 
 // Samples per epoch as train will see them, without opening the data.
@@ -76,17 +77,27 @@ std::string id_part(const std::string& network) {
 }  // namespace
 
 nlohmann::json DatasetSpec::to_json() const {
-  return {{"name", name},           {"data_dir", data_dir},         {"train_samples", train_samples},
-          {"test_samples", test_samples}, {"synthetic_fill", synthetic_fill}, {"args", args}};
+  return {{"name", name},
+          {"data_dir", data_dir},
+          {"train_samples", train_samples},
+          {"test_samples", test_samples},
+          {"synthetic_fill", synthetic_fill},
+          {"args", args}};
 }
 
 nlohmann::json Experiment::fixed_json() const {
   nlohmann::json per_net = nlohmann::json::object();
   for (const auto& [net, len] : per_network) per_net[net] = {{"length", length_json(len)}};
   for (const auto& [net, d] : per_network_dataset) per_net[net]["data"] = d.to_json();
-  return {{"name", name},         {"data", dataset.to_json()},   {"solver", solver},
-          {"length", length_json(length)}, {"networks", per_net}, {"measure", measure},
-          {"seed", seed},         {"device", device},           {"extra_args", extra_args}};
+  return {{"name", name},
+          {"data", dataset.to_json()},
+          {"solver", solver},
+          {"length", length_json(length)},
+          {"networks", per_net},
+          {"measure", measure},
+          {"seed", seed},
+          {"device", device},
+          {"extra_args", extra_args}};
 }
 
 nlohmann::json Experiment::resolved_json() const {
@@ -95,12 +106,14 @@ nlohmann::json Experiment::resolved_json() const {
   for (const auto& a : allreduce) ar.push_back({{"overlap", a.overlap}, {"algo", a.algo}});
   j["description"] = description;
   j["device_requested"] = device_requested;
-  j["matrix"] = {{"network", networks}, {"batch", batches},          {"gpus", gpu_counts}, {"gpu_mix", gpu_mixes},
-                 {"precision", precisions}, {"allreduce", ar}, {"repeats", repeats}};
+  j["matrix"] = {{"network", networks},     {"batch", batches}, {"gpus", gpu_counts}, {"gpu_mix", gpu_mixes},
+                 {"precision", precisions}, {"allreduce", ar},  {"repeats", repeats}};
   return j;
 }
 
-std::string Experiment::fixed_hash() const { return stable_hash(fixed_json().dump()); }
+std::string Experiment::fixed_hash() const {
+  return stable_hash(fixed_json().dump());
+}
 
 std::vector<RunSpec> expand_runs(const Experiment& e) {
   struct RankSet {

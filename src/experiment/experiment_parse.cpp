@@ -1,13 +1,13 @@
 // Experiment YAML -> Experiment: overrides applied to the tree first, then every key validated
 // (unknown key, wrong type, out of range, impossible combination) with the ConfigNode error format
 // "file:line:col: key.path: message"; an overridden value is located in its command-line text.
+#include <fmt/ranges.h>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
-
-#include <fmt/ranges.h>
 
 #include "core/config.hpp"
 #include "experiment/experiment.hpp"
@@ -18,19 +18,18 @@ namespace cnnscale {
 
 namespace {
 
-const std::set<std::string> kTopKeys = {"name",       "description",    "network",        "dataset",
-                                        "solver",     "iterations",     "epochs",         "iteration_scale",
-                                        "min_iterations", "whole_epochs", "whole_samples", "measure",
-                                        "seed",       "device",         "extra_args",     "matrix",
-                                        "networks"};
+const std::set<std::string> kTopKeys = {
+    "name",   "description",     "network",        "dataset",      "solver",        "iterations",
+    "epochs", "iteration_scale", "min_iterations", "whole_epochs", "whole_samples", "measure",
+    "seed",   "device",          "extra_args",     "matrix",       "networks"};
 const std::set<std::string> kLengthKeys = {"iterations",     "epochs",       "iteration_scale",
                                            "min_iterations", "whole_epochs", "whole_samples"};
 const std::set<std::string> kMatrixKeys = {"network", "batch", "gpus", "gpu_mix", "precision", "allreduce", "repeats"};
-const std::set<std::string> kDatasetKeys = {"name",    "data_dir", "train_samples", "test_samples", "synthetic_fill",
-                                            "classes", "input_shape"};
-const std::set<std::string> kSolverKeys = {"lr",    "momentum",         "weight_decay", "lr_policy",
-                                           "gamma", "step",             "milestones",   "power",
-                                           "warmup", "warmup_iterations", "warmup_start_factor"};
+const std::set<std::string> kDatasetKeys = {"name",           "data_dir", "train_samples", "test_samples",
+                                            "synthetic_fill", "classes",  "input_shape"};
+const std::set<std::string> kSolverKeys = {
+    "lr",    "momentum", "weight_decay",      "lr_policy",          "gamma", "step", "milestones",
+    "power", "warmup",   "warmup_iterations", "warmup_start_factor"};
 // train owns these; an experiment setting them would break the sweep's bookkeeping.
 const std::set<std::string> kReservedArgs = {"--results", "--run-id", "--experiment", "--no-results", "--json"};
 
@@ -103,7 +102,8 @@ DatasetSpec read_dataset(const ExperimentReader& r, const ConfigNode& n) {
     if (c && d.name != "synthetic") c->fail("applies to synthetic data only");
   }
   if (d.name == "synthetic" && d.data_dir.size()) r.get(n, "data_dir").fail("applies to fashion-mnist only");
-  if (auto c = r.child(n, "classes")) d.args.insert(d.args.end(), {"--classes", std::to_string(int_in(*c, 1, 1 << 24))});
+  if (auto c = r.child(n, "classes"))
+    d.args.insert(d.args.end(), {"--classes", std::to_string(int_in(*c, 1, 1 << 24))});
   if (auto c = r.child(n, "input_shape")) {
     std::vector<int64_t> shape;
     if (!c->is_sequence() || c->size() != 3) c->fail("expected [C, H, W]");
@@ -240,8 +240,10 @@ Experiment parse_experiment_text(const std::string& text, const std::string& fil
     ConfigNode n = r.get(root, "name");
     e.name = n.as<std::string>();
     // The name becomes a folder: keep it to one path component of plain characters.
-    if (e.name.empty() || e.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") !=
-                              std::string::npos || e.name[0] == '.')
+    if (e.name.empty() ||
+        e.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") !=
+            std::string::npos ||
+        e.name[0] == '.')
       n.fail(fmt::format("'{}' is not a usable folder name (letters, digits, '_', '-', '.')", e.name));
   }
   if (auto c = r.child(root, "description")) e.description = c->as<std::string>();

@@ -39,11 +39,11 @@ void check_sweep_record(const std::string& exp_dir, const Experiment& e, const s
 std::vector<std::string> train_arguments(const Experiment& e, const RunSpec& run, const std::string& results_root);
 
 struct LaunchEnv {
-  std::string self;             // this cnnscale executable
-  bool in_slurm = false;        // SLURM_JOB_ID set: srun
+  std::string self;       // this cnnscale executable
+  bool in_slurm = false;  // SLURM_JOB_ID set: srun
   std::string mpirun = "mpirun";
   std::vector<std::string> mpirun_args;  // MPIRUN_ARGS, split on blanks
-  std::string srun_mpi = "pmix";          // CNNSCALE_SRUN_MPI
+  std::string srun_mpi = "pmix";         // CNNSCALE_SRUN_MPI
   unsigned cores = 1;
   static LaunchEnv detect();
 };

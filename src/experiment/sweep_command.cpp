@@ -1,6 +1,7 @@
 // Command lines of a sweep: `cnnscale train` arguments of one run (the contract in
 // notes/contract.md), its launcher (direct for one rank, mpirun on a workstation, srun inside a
 // Slurm allocation, as launch/ does), and Slurm/PBS job-array scripts with one task per run.
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -9,8 +10,6 @@
 #include <filesystem>
 #include <sstream>
 #include <thread>
-
-#include <fmt/ranges.h>
 
 #include "core/error.hpp"
 #include "experiment/sweep.hpp"
@@ -137,8 +136,8 @@ std::string emit_script(const EmitRequest& req, const Experiment& e, const std::
   const bool slurm = req.kind == "slurm";
   const std::string index_var = slurm ? "SLURM_ARRAY_TASK_ID" : "PBS_ARRAY_INDEX";
 
-  std::string cmd =
-      fmt::format("{} sweep {} --results {}", shell_quote(req.self), shell_quote(req.file), shell_quote(req.results_root));
+  std::string cmd = fmt::format("{} sweep {} --results {}", shell_quote(req.self), shell_quote(req.file),
+                                shell_quote(req.results_root));
   for (const auto& o : req.overrides) cmd += fmt::format(" {}", shell_quote(o));
   for (const auto& o : req.only) cmd += fmt::format(" --only {}", shell_quote(o));
   cmd += fmt::format(" --run-index \"${{{}:-0}}\"", index_var);

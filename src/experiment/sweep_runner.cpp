@@ -85,7 +85,8 @@ SweepResult run_sweep(const Experiment& e, const std::vector<RunSpec>& runs, con
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
-  struct sigaction old_int {}, old_term {};
+  struct sigaction old_int {
+  }, old_term{};
   ::sigaction(SIGINT, &sa, &old_int);
   ::sigaction(SIGTERM, &sa, &old_term);
   g_stop_signal = 0;
@@ -113,8 +114,7 @@ SweepResult run_sweep(const Experiment& e, const std::vector<RunSpec>& runs, con
       std::fprintf(stderr, "%s: removed the partial folder of an interrupted run\n", head.c_str());
     }
     std::fprintf(stderr, "%s: running (%lld rank(s), %lld iteration(s))\n", head.c_str(),
-                 static_cast<long long>(run.ranks),
-                 static_cast<long long>(run.iterations));
+                 static_cast<long long>(run.ranks), static_cast<long long>(run.iterations));
     const std::string log = (logs / (run.id + ".log")).string();
     // CPU ranks share the cores: one BLAS thread pool per core, not one per rank per core.
     std::string blas;
@@ -129,7 +129,8 @@ SweepResult run_sweep(const Experiment& e, const std::vector<RunSpec>& runs, con
     } else {
       ++result.failed;
       result.failed_ids.push_back(run.id);
-      std::string why = code == 0 ? "exit 0 but no complete run folder with its config hash" : fmt::format("exit {}", code);
+      std::string why =
+          code == 0 ? "exit 0 but no complete run folder with its config hash" : fmt::format("exit {}", code);
       std::fprintf(stderr, "%s: FAILED (%s, log %s): %s\n", head.c_str(), why.c_str(), log.c_str(),
                    last_line(log).c_str());
     }

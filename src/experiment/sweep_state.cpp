@@ -17,10 +17,14 @@ namespace fs = std::filesystem;
 
 const char* run_state_name(RunState s) {
   switch (s) {
-    case RunState::Todo: return "todo";
-    case RunState::Done: return "done";
-    case RunState::Partial: return "partial";
-    case RunState::Conflict: return "conflict";
+    case RunState::Todo:
+      return "todo";
+    case RunState::Done:
+      return "done";
+    case RunState::Partial:
+      return "partial";
+    case RunState::Conflict:
+      return "conflict";
   }
   return "?";
 }
@@ -54,8 +58,9 @@ RunStatus run_status(const std::string& exp_dir, const RunSpec& run) {
     if (summary->contains("summary") && (*summary)["summary"].contains("tag.config_hash"))
       tag = &(*summary)["summary"]["tag.config_hash"];
     if (!tag || !tag->is_string() || tag->get<std::string>() != run.config_hash)
-      return {RunState::Conflict, fmt::format("{} holds a run of another configuration (tag.config_hash {}, expected {})",
-                                              dir.string(), tag ? tag->dump() : "missing", run.config_hash)};
+      return {RunState::Conflict,
+              fmt::format("{} holds a run of another configuration (tag.config_hash {}, expected {})", dir.string(),
+                          tag ? tag->dump() : "missing", run.config_hash)};
     return {RunState::Done, ""};
   }
   if (fs::exists(fs::path(exp_dir) / (run.id + ".partial"), ec)) return {RunState::Partial, ""};
@@ -89,8 +94,8 @@ void check_sweep_record(const std::string& exp_dir, const Experiment& e, const s
   if (!write) return;
   fs::create_directories(exp_dir, ec);
   if (ec) throw_runtime("cannot create {}: {}", exp_dir, ec.message());
-  nlohmann::json j = {{"format", "cnnscale-sweep-1"}, {"experiment", e.name},     {"file", e.file},
-                      {"overrides", overrides},       {"config_hash", hash},      {"fixed", fixed},
+  nlohmann::json j = {{"format", "cnnscale-sweep-1"}, {"experiment", e.name}, {"file", e.file},
+                      {"overrides", overrides},       {"config_hash", hash},  {"fixed", fixed},
                       {"resolved", e.resolved_json()}};
   // Written under a unique name and renamed: concurrent array tasks write identical records.
   const fs::path tmp = fs::path(exp_dir) / fmt::format(".sweep.json.{}.tmp", ::getpid());

@@ -12,16 +12,20 @@ namespace cnnscale {
 namespace {
 
 const std::string kBase =
-    "name: t\n"                 // 1
-    "dataset: synthetic\n"      // 2
-    "iterations: 4\n"           // 3
-    "matrix:\n"                 // 4
-    "  network: [lenet]\n"      // 5
-    "  batch: [8, 16]\n"        // 6
-    "  gpus: [1, 2]\n";         // 7
+    "name: t\n"             // 1
+    "dataset: synthetic\n"  // 2
+    "iterations: 4\n"       // 3
+    "matrix:\n"             // 4
+    "  network: [lenet]\n"  // 5
+    "  batch: [8, 16]\n"    // 6
+    "  gpus: [1, 2]\n";     // 7
 
-HostInfo cpu_host() { return HostInfo{std::nullopt, "", true}; }
-HostInfo gpu_host(int n) { return HostInfo{n, fmt::format("CUDA_VISIBLE_DEVICES={}", n), true}; }
+HostInfo cpu_host() {
+  return HostInfo{std::nullopt, "", true};
+}
+HostInfo gpu_host(int n) {
+  return HostInfo{n, fmt::format("CUDA_VISIBLE_DEVICES={}", n), true};
+}
 
 Experiment parse(const std::string& text, const std::vector<std::string>& overrides = {},
                  const HostInfo& host = cpu_host()) {
@@ -96,8 +100,10 @@ TEST(ExperimentSchema, MoreRanksThanGpusOnOneNode) {
   EXPECT_NO_THROW(parse(std::regex_replace(kBase, std::regex(R"(\[1, 2\])"), "[1, 8]"), {}, gpu_host(2)));
   expect_error(kBase + "  gpu_mix: [[0, 3]]\ndevice: gpu\n",
                {"t.yaml:8:17: matrix.gpu_mix[0][1]: GPU 3 does not exist: 2 visible"}, {}, gpu_host(2));
-  expect_error(kBase + "  gpu_mix: [[1, 1]]\ndevice: gpu\n", {"matrix.gpu_mix[0][1]: GPU 1 is listed twice"}, {}, gpu_host(4));
-  expect_error(kBase + "  gpu_mix: [[0, 1]]\n", {"t.yaml:8:12: matrix.gpu_mix: per-rank GPU selectors need device gpu"});
+  expect_error(kBase + "  gpu_mix: [[1, 1]]\ndevice: gpu\n", {"matrix.gpu_mix[0][1]: GPU 1 is listed twice"}, {},
+               gpu_host(4));
+  expect_error(kBase + "  gpu_mix: [[0, 1]]\n",
+               {"t.yaml:8:12: matrix.gpu_mix: per-rank GPU selectors need device gpu"});
 }
 
 TEST(ExperimentSchema, ImpossibleCombinations) {
@@ -106,8 +112,9 @@ TEST(ExperimentSchema, ImpossibleCombinations) {
   expect_error(kBase + "epochs: 2\n", {"t.yaml:8:9: epochs: 'iterations' and 'epochs' are exclusive"});
   expect_error("name: t\ndataset: synthetic\nmatrix: {network: lenet, batch: 8}\n",
                {"t.yaml:1:1: network lenet: give iterations, epochs or iteration_scale"});
-  expect_error("name: t\ndataset: synthetic\niteration_scale: 0.001\nwhole_epochs: 2\nmatrix: {network: lenet, batch: 8}\n",
-               {"network lenet: iteration_scale needs whole_samples"});
+  expect_error(
+      "name: t\ndataset: synthetic\niteration_scale: 0.001\nwhole_epochs: 2\nmatrix: {network: lenet, batch: 8}\n",
+      {"network lenet: iteration_scale needs whole_samples"});
   expect_error(kBase + "network: lenet\n", {"t.yaml:5:12: matrix.network: the network is given twice"});
   expect_error("name: t\ndataset: {name: synthetic, data_dir: /x}\niterations: 1\nmatrix: {network: lenet, batch: 8}\n",
                {"t.yaml:2:38: dataset.data_dir: applies to fashion-mnist only"});
@@ -115,7 +122,8 @@ TEST(ExperimentSchema, ImpossibleCombinations) {
 }
 
 TEST(ExperimentSchema, MissingAndBadValues) {
-  expect_error("dataset: synthetic\niterations: 1\nmatrix: {network: lenet, batch: 8}\n", {"missing required key 'name'"});
+  expect_error("dataset: synthetic\niterations: 1\nmatrix: {network: lenet, batch: 8}\n",
+               {"missing required key 'name'"});
   expect_error("name: a/b\n" + kBase.substr(8), {"t.yaml:1:7: name: 'a/b' is not a usable folder name"});
   expect_error("name: t\ndataset: synthetic\niterations: 1\nmatrix: {network: nonet, batch: 8}\n",
                {"t.yaml:4:19: matrix.network: network 'nonet' not found"});
@@ -184,14 +192,15 @@ TEST(ExperimentExpansion, IdsStableAcrossInvocationsAndNarrowedMatrices) {
 }
 
 TEST(ExperimentExpansion, ScaledIterationsAndWholeTraining) {
-  Experiment e = parse(kBase + "networks: {lenet: {iteration_scale: 0.001, min_iterations: 5, whole_epochs: 90, "
-                               "whole_samples: 1280000}}\n");
+  Experiment e = parse(kBase +
+                       "networks: {lenet: {iteration_scale: 0.001, min_iterations: 5, whole_epochs: 90, "
+                       "whole_samples: 1280000}}\n");
   auto runs = expand_runs(e);
   EXPECT_EQ(runs[0].batch, 8);
   EXPECT_EQ(runs[0].whole_iterations, 160000 * 90);
   EXPECT_EQ(runs[0].iterations, 14400);
-  Experiment f = parse(kBase, {"matrix.batch=[64,128,256]", "iterations=~", "iteration_scale=0.0001",
-                               "whole_epochs=90", "whole_samples=1280000"});
+  Experiment f = parse(kBase, {"matrix.batch=[64,128,256]", "iterations=~", "iteration_scale=0.0001", "whole_epochs=90",
+                               "whole_samples=1280000"});
   auto r = expand_runs(f);
   EXPECT_EQ(r[0].whole_iterations, 1800000);  // Table 3 of the study
   EXPECT_EQ(r[2].whole_iterations, 900000);

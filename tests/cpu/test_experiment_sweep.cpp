@@ -34,8 +34,7 @@ void write(const fs::path& p, const std::string& text) {
 // A finished run folder as train leaves it (only what the sweep reads).
 void fake_done(const fs::path& exp_dir, const RunSpec& r, const std::string& hash) {
   write(exp_dir / r.id / "run.h5", "");
-  write(exp_dir / r.id / "summary.json",
-        nlohmann::json{{"summary", {{"tag.config_hash", hash}}}}.dump());
+  write(exp_dir / r.id / "summary.json", nlohmann::json{{"summary", {{"tag.config_hash", hash}}}}.dump());
 }
 
 std::string slurp(const fs::path& p) {
@@ -88,7 +87,8 @@ TEST(SweepCommand, TrainArgumentsAndLaunchers) {
   Experiment e = parse_experiment_text(
       "name: s\ndevice: gpu\nmeasure: phases\ndataset: {name: synthetic, synthetic_fill: constant}\n"
       "solver: {lr: 0.02, milestones: [1, 2]}\niterations: 3\nwhole_epochs: 90\nwhole_samples: 1280000\n"
-      "matrix: {network: lenet, batch: 64, gpus: [1, 2], gpu_mix: [[0, 2]], allreduce: [{overlap: false, algo: tree}]}\n",
+      "matrix: {network: lenet, batch: 64, gpus: [1, 2], gpu_mix: [[0, 2]], allreduce: [{overlap: false, algo: "
+      "tree}]}\n",
       "s.yaml", {}, HostInfo{4, "x", true});
   auto runs = expand_runs(e);
   ASSERT_EQ(runs.size(), 9u);  // (1 + 2 ranks + mix of 2) x 3 repeats
@@ -202,7 +202,9 @@ TEST(SweepRunner, SkipsDoneRedoesPartialAndGoesOnAfterAFailure) {
 
 // ---- the CLI -------------------------------------------------------------------------------------
 
-std::string fixture(const std::string& name) { return std::string(CNNSCALE_TEST_DATA) + "/experiments/" + name; }
+std::string fixture(const std::string& name) {
+  return std::string(CNNSCALE_TEST_DATA) + "/experiments/" + name;
+}
 
 void expect_one_line_error(const testing::CliResult& r, const std::vector<std::string>& fragments) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
@@ -221,8 +223,9 @@ TEST(SweepCli, SchemaErrorsAreOneLineWithLocationAndExit2) {
   auto r = testing::run_cnnscale({"sweep", g, "--dry-run"});
   ::unsetenv("CUDA_VISIBLE_DEVICES");
   expect_one_line_error(r, {g + ":9:16: matrix.gpus[2]: 4 rank(s) need 4 GPU(s) on one node, but only 2 visible"});
-  expect_one_line_error(testing::run_cnnscale({"sweep", fixture("tiny_cpu.yaml"), "matrix.precision=bf16"}),
-                        {"command line 'matrix.precision=bf16':1:1: matrix.precision: precision 'bf16' is not supported yet"});
+  expect_one_line_error(
+      testing::run_cnnscale({"sweep", fixture("tiny_cpu.yaml"), "matrix.precision=bf16"}),
+      {"command line 'matrix.precision=bf16':1:1: matrix.precision: precision 'bf16' is not supported yet"});
   expect_one_line_error(testing::run_cnnscale({"sweep", fixture("tiny_cpu.yaml"), "--run-index", "4", "--dry-run"}),
                         {"--run-index 4: the sweep has 4 run(s)"});
 }
@@ -238,8 +241,8 @@ TEST(SweepCli, DryRunPrintsThePlan) {
   for (size_t p = r.out.find("dist_convnet-b"); p != std::string::npos; p = r.out.find("dist_convnet-b", p + 1)) ++rows;
   EXPECT_EQ(rows, 4) << r.out;
   EXPECT_FALSE(fs::exists(fs::path(dir.str()) / "tiny_cpu" / "sweep.json"));  // a plan writes nothing
-  auto only = testing::run_cnnscale({"sweep", fixture("tiny_cpu.yaml"), "--dry-run", "--only", "gpus=2,batch=8",
-                                     "--results", dir.str()});
+  auto only = testing::run_cnnscale(
+      {"sweep", fixture("tiny_cpu.yaml"), "--dry-run", "--only", "gpus=2,batch=8", "--results", dir.str()});
   EXPECT_NE(only.out.find("1 run(s)"), std::string::npos) << only.out;
   EXPECT_NE(only.out.find("dist_convnet-b8-g2-fp32-ov-r1-"), std::string::npos) << only.out;
   auto emitted = testing::run_cnnscale({"sweep", fixture("tiny_cpu.yaml"), "--emit", "slurm", "--results", dir.str()});

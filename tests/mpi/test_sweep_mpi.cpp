@@ -49,7 +49,7 @@ TEST(SweepMpi, InterruptedSweepResumesWithTheRemainingRunsOnly) {
     if (r.batch == 8 && r.ranks == 2) killed = &r;
   ASSERT_NE(killed, nullptr);
   fs::create_directories(exp / (killed->id + ".partial"));
-  std::ofstream(exp / (killed->id + ".partial" ) / "run.h5") << "truncated";
+  std::ofstream(exp / (killed->id + ".partial") / "run.h5") << "truncated";
 
   // The same sweep again, whole: only the two remaining runs run.
   auto resumed = sweep({"--results", dir.str()});
@@ -57,7 +57,9 @@ TEST(SweepMpi, InterruptedSweepResumesWithTheRemainingRunsOnly) {
   EXPECT_NE(resumed.err.find("2 ran, 2 already complete, 0 failed"), std::string::npos) << resumed.err;
   for (const auto& r : runs) {
     EXPECT_EQ(run_status(exp.string(), r).state, RunState::Done) << r.id;
-    if (finished.count(r.id)) EXPECT_EQ(fs::last_write_time(exp / r.id / "run.h5"), finished[r.id]) << r.id;
+    if (finished.count(r.id)) {
+      EXPECT_EQ(fs::last_write_time(exp / r.id / "run.h5"), finished[r.id]) << r.id;
+    }
   }
   EXPECT_FALSE(fs::exists(exp / (killed->id + ".partial")));
 
