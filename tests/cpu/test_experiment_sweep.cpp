@@ -218,10 +218,15 @@ TEST(SweepCli, SchemaErrorsAreOneLineWithLocationAndExit2) {
   expect_one_line_error(testing::run_cnnscale({"sweep", f, "--dry-run"}),
                         {f + ":7:3: solver.momentun: unknown key 'momentun'"});
   const std::string g = fixture("bad_gpus.yaml");
-  const std::string env_cmd = "CUDA_VISIBLE_DEVICES=0,1";
+  // The child inherits the variable: a node with 2 GPUs, whatever this machine has.
+  const char* before = std::getenv("CUDA_VISIBLE_DEVICES");
+  const std::string saved = before ? before : "";
   ::setenv("CUDA_VISIBLE_DEVICES", "0,1", 1);
   auto r = testing::run_cnnscale({"sweep", g, "--dry-run"});
-  ::unsetenv("CUDA_VISIBLE_DEVICES");
+  if (before)
+    ::setenv("CUDA_VISIBLE_DEVICES", saved.c_str(), 1);
+  else
+    ::unsetenv("CUDA_VISIBLE_DEVICES");
   expect_one_line_error(r, {g + ":9:16: matrix.gpus[2]: 4 rank(s) need 4 GPU(s) on one node, but only 2 visible"});
   expect_one_line_error(
       testing::run_cnnscale({"sweep", fixture("tiny_cpu.yaml"), "matrix.precision=bf16"}),
