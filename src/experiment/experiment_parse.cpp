@@ -227,6 +227,23 @@ void read_matrix(const ExperimentReader& r, const ConfigNode& root, const Config
   if (auto c = r.child(m, "repeats")) e.repeats = int_in(*c, 1, 1000);
 }
 
+// The most GPUs a matrix point asks for (ranks, or the highest selector + 1); 1 when unreadable,
+// since validation reports that properly later.
+int64_t gpus_needed(const ExperimentReader& r, const ConfigNode& root) {
+  int64_t need = 1;
+  try {
+    auto m = r.child(root, "matrix");
+    if (!m) return need;
+    if (auto g = r.child(*m, "gpus"))
+      for (int64_t v : g->as_list<int64_t>()) need = std::max(need, v);
+    if (auto mix = r.child(*m, "gpu_mix"))
+      for (const auto& one : mix->items())
+        for (int64_t v : one.as_list<int64_t>()) need = std::max(need, v + 1);
+  } catch (const ConfigError&) {
+  }
+  return need;
+}
+
 }  // namespace
 
 Experiment parse_experiment_text(const std::string& text, const std::string& file,
@@ -252,7 +269,10 @@ Experiment parse_experiment_text(const std::string& text, const std::string& fil
   } else {
     e.device_requested = "cpu";
   }
-  e.device = e.device_requested == "auto" ? (host.gpus.value_or(0) > 0 ? "gpu" : "cpu") : e.device_requested;
+  // auto: the GPUs when this node has enough for every run, else the CPU backend (never an error).
+  e.device = e.device_requested != "auto"                    ? e.device_requested
+             : host.gpus.value_or(0) >= gpus_needed(r, root) ? "gpu"
+                                                             : "cpu";
   if (auto c = r.child(root, "dataset")) {
     e.dataset = read_dataset(r, *c);
   } else {

@@ -213,6 +213,8 @@ TEST(ExperimentExpansion, DeviceAutoFollowsTheGpus) {
   EXPECT_EQ(parse(kBase + "device: auto\n", {}, gpu_host(2)).device, "gpu");
   EXPECT_EQ(parse(kBase + "device: auto\n", {}, gpu_host(0)).device, "cpu");
   EXPECT_EQ(parse(kBase + "device: auto\n", {}, cpu_host()).device, "cpu");
+  // Not enough GPUs for the 2-rank runs: the CPU backend rather than an error.
+  EXPECT_EQ(parse(kBase + "device: auto\n", {}, gpu_host(1)).device, "cpu");
 }
 
 TEST(ExperimentOnly, FiltersMatrixPoints) {
