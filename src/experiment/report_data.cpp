@@ -47,6 +47,11 @@ double to_number(const std::string& s) {
   }
 }
 
+// A single rank exchanges no gradients: its allreduce settings are not part of what it measured.
+bool irrelevant(const std::string& key, const ConfigGroup& g) {
+  return (key == "allreduce_overlap" || key == "allreduce_algo") && g.world_size() == 1;
+}
+
 bool is_partial(const fs::path& p) {
   return p.filename().string().ends_with(".partial");
 }
@@ -179,6 +184,7 @@ std::vector<std::string> varying_keys(const std::vector<ConfigGroup>& groups) {
     std::map<std::string, std::string> first_by_size;  // gpu_names compared per world size
     bool varies = false;
     for (const ConfigGroup& g : groups) {
+      if (irrelevant(k, g)) continue;
       const std::string scope = k == "gpu_names" ? g.key.at("world_size") : "";
       auto [it, fresh] = first_by_size.emplace(scope, g.key.at(k));
       if (!fresh && it->second != g.key.at(k)) varies = true;
@@ -191,6 +197,7 @@ std::vector<std::string> varying_keys(const std::vector<ConfigGroup>& groups) {
 std::string variant_label(const ConfigGroup& group, const std::vector<std::string>& varying) {
   std::string out;
   for (const std::string& k : varying) {
+    if (irrelevant(k, group)) continue;
     if (!out.empty()) out += " ";
     out += k + "=" + group.key.at(k);
   }
@@ -205,7 +212,7 @@ const ConfigGroup* baseline_of(const ConfigGroup& group, const std::vector<Confi
     if (g.world_size() != 1) continue;
     bool same = true;
     for (const std::string& k : kGroupKeys)
-      if (k != "world_size" && k != "gpu_names" && g.key.at(k) != group.key.at(k)) same = false;
+      if (k != "world_size" && k != "gpu_names" && !irrelevant(k, g) && g.key.at(k) != group.key.at(k)) same = false;
     if (!same) continue;
     if (g.key.at("gpu_names") == first_gpu) return &g;
     if (!found) found = &g;

@@ -176,6 +176,33 @@ TEST(Report, LowestEdpPerNetworkIsMarkedAndUnitsAreKsAndMj) {
   EXPECT_NE(md.find("| a | 1 | 128 | 1 | 1.000 | 2.000 | 2.000 | ★ |"), std::string::npos) << md;
 }
 
+// What train writes: a single rank has no allreduce (algo ""), the multi-rank runs say "ring" and
+// run with overlap on and off. Both multi-rank variants scale against the one 1-GPU run, and the
+// 1-GPU row carries no allreduce variant.
+TEST(Report, OneGpuBaselineIgnoresAllreduceSettings) {
+  TempDir dir;
+  RunResults one = synthetic_run("net_b", 64, 1, 0, {{"samples_per_s", 100.0}});
+  one.summary["allreduce_algo"] = std::string("");
+  write_run(dir.str(), one);
+  write_run(dir.str(), synthetic_run("net_b", 64, 2, 0, {{"samples_per_s", 190.0}}));
+  RunResults serial = synthetic_run("net_b", 64, 2, 1, {{"samples_per_s", 170.0}});
+  serial.run_id = "serial";
+  serial.summary["allreduce_overlap"] = 0.0;
+  write_run(dir.str(), serial);
+  report_without_plots(dir.str());
+  const auto rows = read_csv(dir.file("report/scaling.csv"));
+  ASSERT_EQ(rows.size(), 3u);
+  for (const CsvRow& r : rows) {
+    if (r.at("gpus") == "1") {
+      EXPECT_EQ(r.at("variant"), "");
+      EXPECT_DOUBLE_EQ(std::stod(r.at("speedup_mean")), 1.0);
+    } else {
+      EXPECT_DOUBLE_EQ(std::stod(r.at("baseline_samples_per_s_mean")), 100.0) << r.at("variant");
+      EXPECT_DOUBLE_EQ(std::stod(r.at("speedup_mean")), std::stod(r.at("samples_per_s_mean")) / 100.0);
+    }
+  }
+}
+
 TEST(Report, DifferentIdentityKeysAreSeparateConfigurationsWithAVariantColumn) {
   TempDir dir;
   RunResults overlap = synthetic_run("lenet", 64, 2, 0, {{"samples_per_s", 100.0}});
