@@ -14,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "experiment/log_tail.hpp"
 #include "core/error.hpp"
 #include "experiment/report.hpp"
 
@@ -45,17 +46,6 @@ std::string find_plot_script(const std::string& requested) {
                 candidates[0].string(), candidates.size() > 1 ? " and " + candidates[1].string() : "");
 }
 
-namespace {
-
-std::string last_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string line, last;
-  while (std::getline(in, line))
-    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
-  return last;
-}
-
-}  // namespace
 
 std::vector<std::string> run_plot_script(const PlotJob& job) {
   const std::string python = find_python(job.python);
@@ -89,7 +79,7 @@ std::vector<std::string> run_plot_script(const PlotJob& job) {
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  const std::string message = last_line(log);
+  const std::string message = last_nonblank_line(log);
   std::error_code ec;
   fs::remove(log, ec);
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

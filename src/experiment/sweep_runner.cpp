@@ -15,6 +15,7 @@
 
 #include "core/error.hpp"
 #include "experiment/sweep.hpp"
+#include "experiment/log_tail.hpp"
 
 namespace cnnscale {
 
@@ -30,13 +31,6 @@ void on_stop_signal(int sig) {
   if (g_child > 0) ::kill(g_child, sig);
 }
 
-std::string last_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string line, last;
-  while (std::getline(in, line))
-    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
-  return last;
-}
 
 // Starts argv with stdout/stderr to `log`; returns the exit code (128 + signal when killed).
 int run_child(const std::vector<std::string>& argv, const std::string& log, const std::string& blas_threads) {
@@ -132,7 +126,7 @@ SweepResult run_sweep(const Experiment& e, const std::vector<RunSpec>& runs, con
       std::string why =
           code == 0 ? "exit 0 but no complete run folder with its config hash" : fmt::format("exit {}", code);
       std::fprintf(stderr, "%s: FAILED (%s, log %s): %s\n", head.c_str(), why.c_str(), log.c_str(),
-                   last_line(log).c_str());
+                   last_nonblank_line(log).c_str());
     }
   }
   ::sigaction(SIGINT, &old_int, nullptr);
