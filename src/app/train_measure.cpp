@@ -88,7 +88,9 @@ std::unique_ptr<measure::EnergyMonitor> open_energy_monitor(const Device& device
   // RAPL counts the whole host: one rank per host reads it, so the job's sum counts each once.
   std::unique_ptr<measure::RaplReader> rapl;
   if (local_rank == 0) {
-    rapl = std::make_unique<measure::RaplReader>();
+    // CNNSCALE_RAPL_ROOT: another powercap tree (tests use a fake one).
+    const char* root = std::getenv("CNNSCALE_RAPL_ROOT");
+    rapl = std::make_unique<measure::RaplReader>(root && *root ? root : "/sys/class/powercap");
     if (!rapl->available())
       log::warn("energy: no readable RAPL counter under /sys/class/powercap: CPU energy fields are null");
   }

@@ -534,7 +534,9 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
       display_paused += seconds_since(pause_start);
     }
   }
-  if (energy && timing && energy->measures_energy() && total > start) {
+  // Collective decision: on CPU ranks only one per host reads RAPL, yet the extension steps
+  // contain collectives that every rank must join.
+  if (energy && total > start && agree_max(timing && energy->measures_energy() ? 1 : 0) > 0) {
     result.extension_iterations = extend_window(total, result.timed_iterations);
     result.timed_iterations += result.extension_iterations;
   }

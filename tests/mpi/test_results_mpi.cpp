@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include "common/temp_dir.hpp"
 #include "io/results_writer.hpp"
@@ -56,6 +57,29 @@ TEST(ResultsMpi, TwoRanksInOneFolder) {
   for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(dir.str()) / "mpi"))
     names.push_back(e.path().filename().string());
   EXPECT_EQ(names, std::vector<std::string>{"two"});
+}
+
+// On CPU ranks only the first rank of a host reads RAPL, so only it "measures energy"; the steady
+// window's extension contains collectives, so every rank must take part in it or the job hangs.
+TEST(ResultsMpi, WindowExtensionIsCollectiveWhenOnlyOneRankReadsRapl) {
+  TempDir dir;
+  const auto zone = std::filesystem::path(dir.str()) / "powercap" / "intel-rapl:0";
+  std::filesystem::create_directories(zone);
+  std::ofstream(zone / "name") << "package-0\n";
+  std::ofstream(zone / "energy_uj") << "1000000\n";  // a counter that does not move: 0 J
+  std::ofstream(zone / "max_energy_range_uj") << "262143328850\n";
+  MpiResult r = run_mpi(2,
+                        {"train", "--net", std::string(CNNSCALE_TEST_DATA) + "/dist_convnet.yaml", "--data", "synthetic",
+                         "--batch", "16", "--iterations", "30", "--results", dir.str(), "--experiment", "rapl",
+                         "--run-id", "one", "--min-window", "0.5", "--power-hz", "0"},
+                        {"CNNSCALE_RAPL_ROOT=" + (std::filesystem::path(dir.str()) / "powercap").string()}, 60);
+  ASSERT_FALSE(r.timed_out) << "ranks disagreed about extending the window: " << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  RunResults res = read_run_results((std::filesystem::path(dir.str()) / "rapl" / "one").string());
+  EXPECT_GT(std::get<double>(res.summary.at("window_extension_iterations")), 0.0);
+  EXPECT_GE(std::get<double>(res.summary.at("window_seconds")), 0.5);
+  EXPECT_DOUBLE_EQ(std::get<double>(res.summary.at("cpu_package_joules_per_batch")), 0.0);
+  EXPECT_DOUBLE_EQ(std::get<double>(res.summary.at("joules_per_batch")), 0.0) << "CPU run: RAPL, counted once";
 }
 
 }  // namespace
