@@ -83,7 +83,9 @@ TEST(TrainResults, WritesACompleteFolderThatReadsBack) {
   // Energy on a CPU run is the host's RAPL: a number exactly when its counters can be read here.
   const bool rapl = measure::RaplReader().available();
   EXPECT_EQ(std::holds_alternative<double>(S.at("joules_per_batch")), rapl);
-  if (!rapl) EXPECT_NE(r.err.find("RAPL"), std::string::npos) << "one warning says why energy is null";
+  if (!rapl) {
+    EXPECT_NE(r.err.find("RAPL"), std::string::npos) << "one warning says why energy is null";
+  }
   EXPECT_FALSE(res.methods.at("seconds_per_batch").empty());
   ASSERT_EQ(res.rank_summary.size(), 1u);
   EXPECT_DOUBLE_EQ(number(res.rank_summary[0].at("seconds_per_batch")), spb);
