@@ -272,7 +272,7 @@ void run_train(TrainArgs& a) {
     if (par.active()) j.update(par.job_json(trainer, job));
     j["results"] = results_path.empty() ? nlohmann::json() : nlohmann::json(results_path);
     j["run_id"] = results.run_id;
-    j["summary"] = summary_to_json(results);
+    j["summary"] = summary_values_json(results.summary);
     std::printf("%s\n", j.dump().c_str());
     std::fflush(stdout);
   }

@@ -393,6 +393,23 @@ std::optional<std::string> unless_empty(const std::string& s) {
 
 // ---- summary.json and CSV ----
 
+}  // namespace
+
+nlohmann::json summary_values_json(const std::map<std::string, SummaryValue>& values) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [name, v] : values) {
+    if (std::holds_alternative<double>(v))
+      out[name] = std::isfinite(std::get<double>(v)) ? nlohmann::json(std::get<double>(v)) : nlohmann::json();
+    else if (std::holds_alternative<std::string>(v))
+      out[name] = std::get<std::string>(v);
+    else
+      out[name] = nullptr;
+  }
+  return out;
+}
+
+namespace {
+
 nlohmann::json summary_json(const RunResults& r) {
   using nlohmann::json;
   auto opt = [](const std::optional<std::string>& s) { return s ? json(*s) : json(nullptr); };
@@ -401,22 +418,10 @@ nlohmann::json summary_json(const RunResults& r) {
   j["format"] = kResultsFormat;
   j["experiment"] = r.experiment;
   j["run_id"] = r.run_id;
-  auto values = [&](const std::map<std::string, SummaryValue>& in) {
-    json out = json::object();
-    for (const auto& [name, v] : in) {
-      if (std::holds_alternative<double>(v))
-        out[name] = num(std::get<double>(v));
-      else if (std::holds_alternative<std::string>(v))
-        out[name] = std::get<std::string>(v);
-      else
-        out[name] = nullptr;
-    }
-    return out;
-  };
-  j["summary"] = values(r.summary);
+  j["summary"] = summary_values_json(r.summary);
   j["methods"] = r.methods;
   j["ranks"] = json::array();
-  for (const auto& rank : r.rank_summary) j["ranks"].push_back(values(rank));
+  for (const auto& rank : r.rank_summary) j["ranks"].push_back(summary_values_json(rank));
   json gpus = json::array();
   for (const auto& g : r.system.gpus)
     gpus.push_back({{"rank", g.rank},

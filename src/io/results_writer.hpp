@@ -4,6 +4,8 @@
 #pragma once
 #include <chrono>
 #include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +32,9 @@ std::string make_run_id(const std::string& config_text,
 // be set (see make_run_id) and the folder must not exist yet. On any failure the partial folder is
 // removed and the error rethrown. Call on one process only (rank 0) with the gathered results.
 std::string write_run_results(const RunResults& results, const ResultsWriteOptions& options = {});
+
+// Summary figures as JSON (null and NaN both null), as summary.json writes them.
+nlohmann::json summary_values_json(const std::map<std::string, SummaryValue>& values);
 
 // Reads run.h5, given the run folder or the file itself.
 RunResults read_run_results(const std::string& path);

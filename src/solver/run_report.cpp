@@ -394,17 +394,4 @@ RunResults assemble_run_results(const RunDescription& run, const TrainResult& r0
   return res;
 }
 
-json summary_to_json(const RunResults& results) {
-  json j = json::object();
-  for (const auto& [name, v] : results.summary) {
-    if (std::holds_alternative<double>(v))
-      j[name] = std::get<double>(v);
-    else if (std::holds_alternative<std::string>(v))
-      j[name] = std::get<std::string>(v);
-    else
-      j[name] = nullptr;
-  }
-  return j;
-}
-
 }  // namespace cnnscale

@@ -39,7 +39,4 @@ struct RunDescription {
 RunResults assemble_run_results(const RunDescription& run, const TrainResult& rank0_result,
                                 const std::vector<nlohmann::json>& ranks, int64_t whole_epochs, int64_t whole_samples);
 
-// The energy and time figures of the summary for --json: name -> number or null.
-nlohmann::json summary_to_json(const RunResults& results);
-
 }  // namespace cnnscale
