@@ -1,5 +1,5 @@
 // Data-parallel training on CPU ranks under mpirun (label mpi): N ranks at global batch B reach the
-// weights of ONE process (the plain single-process engine, no mpirun) at batch B, for 1, 2 and 4
+// weights of ONE process (the plain single-process engine, no mpirun) at batch B, for 1, 2, 4 and 8
 // ranks, with and without bucket overlap, an uneven split (64 on 3 ranks), Caffe's per-rank batch
 // semantics, a resume with another rank count, and synchronised batch norm (with per-rank batch
 // norm as the control that must NOT match). Also: a bad split ends the whole job with exit 2.
@@ -166,6 +166,21 @@ TEST(DataParallel, UnevenSplitMatchesOneProcess) {
   EXPECT_EQ(j3["rank_batches"], nlohmann::json({22, 21, 21}));
   expect_matches_reference(final_checkpoint(w.dir("ref")), w.dir("np3"), "3 ranks, 22+21+21");
   expect_whole_test_set(ref, j3);
+}
+
+// More ranks than any machine lent for the study's GPU runs has GPUs (8, the study's largest
+// point), with an uneven split and a test set that does not divide either: nothing in the engine
+// may assume at most 4 ranks.
+TEST(DataParallel, EightRanksWithAnUnevenSplitMatchOneProcess) {
+  Workdir w("eight");
+  const nlohmann::json ref = single_process(train_args("dist_convnet.yaml", w.dir("ref"), 60));
+  nlohmann::json j8 = mpi_job(8, with(train_args("dist_convnet.yaml", w.dir("np8"), 60), {"--bucket-mb", "0.05"}));
+  EXPECT_EQ(j8["world_size"], 8);
+  EXPECT_EQ(j8["rank_batches"], nlohmann::json({8, 8, 8, 8, 7, 7, 7, 7}));
+  EXPECT_EQ(j8["batch"], 60);
+  EXPECT_GE(j8["gradient_buckets"].get<int>(), 3);
+  expect_matches_reference(final_checkpoint(w.dir("ref")), w.dir("np8"), "8 ranks, 8x4 + 7x4");
+  expect_whole_test_set(ref, j8);  // 300 test samples in shards of 37 and 38
 }
 
 TEST(DataParallel, BatchPerRankIsCaffesSemantics) {

@@ -1,6 +1,7 @@
 // `cnnscale sweep` end to end on CPU ranks (it spawns `cnnscale train` directly or under mpirun):
 // a sweep interrupted after part of its runs, with a killed run's leftover .partial folder, is
-// resumed and finishes only the remaining runs, leaving the finished ones untouched.
+// resumed and finishes only the remaining runs, leaving the finished ones untouched; the study's
+// 1/2/4/8-rank matrix is planned, launched (8 ranks oversubscribed on CI's 2 cores) and reported.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -10,10 +11,15 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <thread>
+
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include "common/job_runner.hpp"
 #include "common/temp_dir.hpp"
+#include "cpu/test_report_util.hpp"
 #include "experiment/sweep.hpp"
 
 namespace cnnscale {
@@ -138,6 +144,73 @@ TEST(SweepMpi, KilledSweepContinuesWhereItStopped) {
       << resumed.err;
   for (const auto& r : runs) EXPECT_EQ(run_status(exp.string(), r).state, RunState::Done) << r.id;
   EXPECT_EQ(fs::last_write_time(exp / runs[0].id / "run.h5"), first_time);
+}
+
+// The scaling study's largest point, 8 ranks, end to end on CPU: the plan shows 8 ranks, the sweep
+// starts them under mpirun (oversubscribed: more ranks than cores), each rank trains its eighth of
+// the global batch, the results folder holds all 8 ranks, and the report's scaling table has the
+// 8-rank row with its speedup over the 1-rank run.
+TEST(SweepMpi, EightRankRunsArePlannedLaunchedAndReported) {
+  testing::TempDir dir;
+  const fs::path exp = fs::path(dir.str()) / "tiny_cpu";
+  const std::vector<std::string> matrix = {"matrix.batch=[16]", "matrix.gpus=[1,2,4,8]"};
+  const Experiment e = load_experiment(kExperiment, matrix, HostInfo{std::nullopt, "", true});
+  const auto runs = expand_runs(e);
+  ASSERT_EQ(runs.size(), 4u);
+  EXPECT_EQ(runs[3].ranks, 8);
+
+  // The command line of the 8-rank run on a 2-core machine.
+  LaunchEnv env;
+  env.self = CNNSCALE_BIN;
+  env.cores = 2;
+  const auto cmd = launch_command(e, runs[3], dir.str(), env);
+  const std::string line = fmt::format("{}", fmt::join(cmd, " "));
+  EXPECT_NE(line.find("mpirun -np 8 --bind-to none --oversubscribe "), std::string::npos) << line;
+  EXPECT_NE(line.find(" --batch 16 "), std::string::npos) << line;
+
+  auto with = [&matrix](std::vector<std::string> a) {
+    a.insert(a.end(), matrix.begin(), matrix.end());
+    return a;
+  };
+  auto plan = sweep(with({"--results", dir.str(), "--dry-run"}));
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  for (const RunSpec& r : runs) {
+    const size_t at = plan.out.find(r.id);
+    ASSERT_NE(at, std::string::npos) << plan.out;
+    std::istringstream fields(plan.out.substr(at, plan.out.find('\n', at) - at));
+    std::string id, network, batch, ranks;
+    fields >> id >> network >> batch >> ranks;
+    EXPECT_EQ(batch, "16") << r.id;
+    EXPECT_EQ(ranks, std::to_string(r.ranks)) << r.id;
+  }
+
+  auto ran = sweep(with({"--results", dir.str()}));
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  EXPECT_NE(ran.err.find("4 ran, 0 already complete, 0 failed"), std::string::npos) << ran.err;
+  for (const RunSpec& r : runs) {
+    ASSERT_EQ(run_status(exp.string(), r).state, RunState::Done) << r.id;
+    const auto j = nlohmann::json::parse(testing::slurp((exp / r.id / "summary.json").string()));
+    EXPECT_EQ(j["summary"]["world_size"].get<double>(), r.ranks) << r.id;
+    EXPECT_EQ(j["summary"]["global_batch"].get<double>(), 16) << r.id;
+    EXPECT_EQ(j["timeline"]["ranks"].get<int>(), r.ranks) << r.id;
+    ASSERT_EQ(j["ranks"].size(), static_cast<size_t>(r.ranks)) << r.id;
+    for (int k = 0; k < r.ranks; ++k) {
+      EXPECT_EQ(j["ranks"][k]["rank"].get<int>(), k) << r.id;
+      EXPECT_EQ(j["ranks"][k]["local_batch"].get<double>(), 16.0 / r.ranks) << r.id;
+    }
+  }
+
+  auto rep = testing::run_job({CNNSCALE_BIN, "report", exp.string(), "--no-plots"}, "", 120);
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  std::map<std::string, testing::CsvRow> scaling;  // gpus -> row
+  for (const auto& row : testing::read_csv((exp / "report" / "scaling.csv").string())) scaling[row.at("gpus")] = row;
+  ASSERT_EQ(scaling.size(), 4u);
+  for (const char* gpus : {"1", "2", "4", "8"}) ASSERT_TRUE(scaling.count(gpus)) << gpus;
+  const double one = std::stod(scaling["1"].at("samples_per_s_mean"));
+  const double eight = std::stod(scaling["8"].at("samples_per_s_mean"));
+  ASSERT_FALSE(scaling["8"].at("speedup_mean").empty());
+  EXPECT_NEAR(std::stod(scaling["8"].at("speedup_mean")), eight / one, 1e-9 * eight / one);
+  EXPECT_NEAR(std::stod(scaling["8"].at("efficiency_mean")), eight / one / 8, 1e-9 * eight / one);
 }
 
 }  // namespace
