@@ -2,7 +2,9 @@
 // matrix into runs and either prints the plan (--dry-run), writes a Slurm/PBS array script (--emit)
 // or runs every run not finished yet (each as `cnnscale train` under mpirun/srun as needed).
 #include <fmt/ranges.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -22,6 +24,7 @@ struct SweepArgs {
   std::string results = "results";
   bool dry_run = false;
   std::string emit, emit_file, time_limit = "02:00:00";
+  int64_t gpus_per_node = 0;  // --emit: 0 = every run on one node
   int64_t run_index = -1;
 };
 
@@ -51,11 +54,49 @@ void print_plan(const Experiment& e, const std::vector<RunSpec>& runs, const std
               static_cast<long long>(rank_iterations));
 }
 
+// Writes `text` to `path` through a temporary name in the same folder: never half-written.
+void write_script(const std::string& path, const std::string& text) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const fs::path tmp = target.parent_path() / fmt::format(".{}.{}.tmp", target.filename().string(), ::getpid());
+  {
+    std::ofstream out(tmp);
+    out << text;
+    out.close();
+    if (!out) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      throw_runtime("cannot write {}", tmp.string());
+    }
+  }
+  std::error_code ec;
+  fs::permissions(tmp, fs::perms::owner_exec | fs::perms::group_exec, fs::perm_options::add, ec);
+  fs::rename(tmp, target, ec);
+  if (ec) {
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    throw_runtime("cannot write {}: {}", path, ec.message());
+  }
+}
+
+// The selected run of an array task against the resources this task holds.
+void check_run_fits(const Experiment& e, const RunSpec& r, int64_t index, HostInfo host) {
+  if (e.device != "gpu") return;
+  host.check_gpus = true;
+  const std::string why = r.gpu_mix.empty()
+                              ? host.lacks_gpus_for(r.ranks)
+                              : host.lacks_gpu_index(*std::max_element(r.gpu_mix.begin(), r.gpu_mix.end()));
+  if (!why.empty()) throw_config("--run-index {}: run {}: {}", index, r.id, why);
+}
+
 void run_sweep_command(const SweepArgs& a) {
   HostInfo host = HostInfo::detect();
-  // A batch script runs on compute nodes: this host's GPUs say nothing about theirs.
-  if (!a.emit.empty()) host.check_gpus = false;
-  Experiment e = load_experiment(a.file, a.overrides, host);
+  HostInfo load_host = host;
+  // A batch script runs on compute nodes: this host's GPUs say nothing about theirs. An array task
+  // holds the resources of its own run only (`bash FILE` submits one array per resource group), so
+  // the run is checked against them below instead of the whole matrix.
+  if (!a.emit.empty() || a.run_index >= 0) load_host.check_gpus = false;
+  Experiment e = load_experiment(a.file, a.overrides, load_host);
   const OnlyFilter only = parse_only(a.only);
   std::vector<RunSpec> runs;
   for (auto& r : expand_runs(e))
@@ -69,6 +110,7 @@ void run_sweep_command(const SweepArgs& a) {
       throw_config("--run-index {}: the sweep has {} run(s) (0 to {})", a.run_index, runs.size(),
                    static_cast<int64_t>(runs.size()) - 1);
     runs = {runs[static_cast<size_t>(a.run_index)]};
+    if (a.emit.empty()) check_run_fits(e, runs[0], a.run_index, host);
   }
   if (a.dry_run) {
     print_plan(e, runs, exp_dir);
@@ -85,6 +127,7 @@ void run_sweep_command(const SweepArgs& a) {
     req.overrides = a.overrides;
     req.only = a.only;
     req.time_limit = a.time_limit;
+    req.gpus_per_node = a.gpus_per_node;
     const std::string script = emit_script(req, e, runs);
     // The scheduler opens the job's output file there before the script starts.
     std::error_code ec;
@@ -92,17 +135,17 @@ void run_sweep_command(const SweepArgs& a) {
     if (a.emit_file.empty()) {
       std::fputs(script.c_str(), stdout);
     } else {
-      std::ofstream out(a.emit_file);
-      out << script;
-      if (!out) throw_runtime("cannot write {}", a.emit_file);
-      out.close();
-      fs::permissions(a.emit_file, fs::perms::owner_exec | fs::perms::group_exec, fs::perm_options::add, ec);
-      std::fprintf(stderr, "sweep: wrote %s (%zu array task(s)); submit it with %s %s\n", a.emit_file.c_str(),
-                   runs.size(), a.emit == "slurm" ? "sbatch" : "qsub", a.emit_file.c_str());
+      write_script(a.emit_file, script);
+      const size_t groups = resource_groups(e, runs, a.gpus_per_node).size();
+      std::fprintf(stderr,
+                   "sweep: wrote %s (%zu run(s), %zu resource group(s)); submit it with `bash %s` (one array per "
+                   "group) or `%s %s` (one array, the largest group's resources)\n",
+                   a.emit_file.c_str(), runs.size(), groups, a.emit_file.c_str(), a.emit == "slurm" ? "sbatch" : "qsub",
+                   a.emit_file.c_str());
     }
     return;
   }
-  SweepResult result = run_sweep(e, runs, a.results, LaunchEnv::detect());
+  SweepResult result = run_sweep(e, runs, a.results, LaunchEnv::detect(host));
   if (result.failed > 0) {
     std::string ids;
     for (size_t i = 0; i < result.failed_ids.size() && i < 5; ++i) ids += (i ? ", " : "") + result.failed_ids[i];
@@ -126,14 +169,21 @@ void register_sweep(CLI::App& app) {
   cmd->add_option("--results", a.results, "Results root; runs go to ROOT/<experiment>/<run-id>/")
       ->capture_default_str();
   cmd->add_flag("--dry-run", a.dry_run, "Print the plan (runs, ranks, iterations, status) and run nothing");
-  cmd->add_option("--emit", a.emit, "Write a job-array script (one task per run) instead of running")
+  cmd->add_option("--emit", a.emit,
+                  "Write a job script instead of running: `bash FILE` submits one array per resource group, "
+                  "`sbatch/qsub FILE` one array over every run with the largest group's resources")
       ->check(CLI::IsMember({"slurm", "pbs"}));
   cmd->add_option("--emit-file", a.emit_file, "With --emit: write the script here (default: stdout)");
+  cmd->add_option("--gpus-per-node", a.gpus_per_node,
+                  "With --emit: GPUs per node of the cluster; a run of R ranks asks for ceil(R/G) nodes, at most G "
+                  "ranks each (default: every run on one node; gpu_mix runs always are)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--time", a.time_limit, "With --emit: wall-time limit per array task")->capture_default_str();
   cmd->add_option("--run-index", a.run_index, "Run only the run with this index of the plan (array tasks)")
       ->check(CLI::NonNegativeNumber);
   cmd->callback([args] {
     if (!args->emit_file.empty() && args->emit.empty()) throw_config("--emit-file needs --emit slurm|pbs");
+    if (args->gpus_per_node != 0 && args->emit.empty()) throw_config("--gpus-per-node needs --emit slurm|pbs");
     if (args->dry_run && !args->emit.empty()) throw_config("--dry-run and --emit are exclusive");
     run_sweep_command(*args);
   });

@@ -3,6 +3,7 @@
 // in experiments/README.md; `cnnscale sweep` (src/app/cmd_sweep.cpp) drives it.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -93,10 +94,23 @@ struct RunSpec {
 
 // What the environment offers, so tests can pretend (GPU count, CPU cores).
 struct HostInfo {
+  // GPUs the runs can use: this node's, or inside Slurm the allocation's (nodes x per node).
   std::optional<int> gpus;  // nullopt: unknown (no CUDA build, no CUDA_VISIBLE_DEVICES)
-  std::string gpus_source;  // for messages: "CUDA_VISIBLE_DEVICES=0,1" or "CUDA device count"
+  std::string gpus_source;  // for messages: "CUDA_VISIBLE_DEVICES=0,1", "SLURM_GPUS_ON_NODE=4", ...
   bool check_gpus = true;   // false when emitting a batch script (the compute nodes decide)
-  static HostInfo detect();
+  std::optional<int> gpus_per_node = std::nullopt;  // a gpu_mix's indices are node-local; nullopt: as `gpus`
+  int nodes = 1;                                    // of the Slurm allocation; 1 outside Slurm
+  bool in_slurm = false;                            // SLURM_JOB_ID set
+  // MPIRUN_ARGS names hosts (--hostfile, -H, ...): ranks may span them, so mpirun decides.
+  bool hosts_from_launcher = false;
+
+  using Getenv = std::function<const char*(const char*)>;
+  static HostInfo detect();                      // from this process's environment
+  static HostInfo detect(const Getenv& getenv);  // from any (tests pretend to be in Slurm)
+  // Why `ranks` GPU ranks (one GPU each) do not fit, or "" when they do or it cannot be told here.
+  std::string lacks_gpus_for(int64_t ranks) const;
+  // Why the node-local GPU `index` (a gpu_mix selector) does not exist, or "".
+  std::string lacks_gpu_index(int64_t index) const;
 };
 
 // "matrix.network=[caffenet,resnet34]" -> path and YAML value; ConfigError when malformed.

@@ -174,14 +174,12 @@ void read_matrix(const ExperimentReader& r, const ConfigNode& root, const Config
   for (const auto& n : list_items(r.get(m, "batch"))) e.batches.push_back(int_in(n, 1, 1 << 24));
 
   const bool gpu = e.device == "gpu";
-  auto over_limit = [&](int64_t need) { return gpu && host.check_gpus && host.gpus && need > *host.gpus; };
+  // Ranks against this node's GPUs, or the Slurm allocation's; unchecked when mpirun gets a host list.
   std::vector<ConfigNode> gpu_nodes;
   if (auto c = r.child(m, "gpus")) gpu_nodes = list_items(*c);
   for (const auto& n : gpu_nodes) {
     int64_t g = int_in(n, 1, 4096);
-    if (over_limit(g))
-      n.fail(fmt::format("{} rank(s) need {} GPU(s) on one node, but only {} visible ({})", g, g, *host.gpus,
-                         host.gpus_source));
+    if (const std::string why = gpu ? host.lacks_gpus_for(g) : ""; !why.empty()) n.fail(why);
     e.gpu_counts.push_back(g);
   }
   if (auto c = r.child(m, "gpu_mix")) {
@@ -193,15 +191,15 @@ void read_matrix(const ExperimentReader& r, const ConfigNode& root, const Config
         int64_t index = int_in(sel, 0, 4095);
         if (std::find(mix.begin(), mix.end(), index) != mix.end())
           sel.fail(fmt::format("GPU {} is listed twice: two ranks cannot share a GPU", index));
-        if (over_limit(index + 1))
-          sel.fail(fmt::format("GPU {} does not exist: {} visible ({})", index, *host.gpus, host.gpus_source));
+        if (const std::string why = host.lacks_gpu_index(index); !why.empty()) sel.fail(why);
         mix.push_back(index);
       }
       e.gpu_mixes.push_back(mix);
     }
   }
   if (gpu_nodes.empty() && e.gpu_mixes.empty()) {
-    if (over_limit(1)) m.fail(fmt::format("device gpu, but no GPU is visible ({})", host.gpus_source));
+    if (gpu && !host.lacks_gpus_for(1).empty())
+      m.fail(fmt::format("device gpu, but no GPU is visible ({})", host.gpus_source));
     e.gpu_counts.push_back(1);
   }
   // Every rank needs at least one sample of the global batch.

@@ -2,6 +2,7 @@
 // record that refuses a changed configuration), the command line of each run (train arguments and
 // its launcher: direct, mpirun or srun), batch-script emission (Slurm/PBS arrays) and the run loop.
 #pragma once
+#include <compare>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,25 +40,51 @@ void check_sweep_record(const std::string& exp_dir, const Experiment& e, const s
 std::vector<std::string> train_arguments(const Experiment& e, const RunSpec& run, const std::string& results_root);
 
 struct LaunchEnv {
-  std::string self;       // this cnnscale executable
-  bool in_slurm = false;  // SLURM_JOB_ID set: srun
+  std::string self;                  // this cnnscale executable
+  bool in_slurm = false;             // SLURM_JOB_ID set: srun
+  std::optional<int> gpus_per_node;  // Slurm: GPUs per node of the allocation (srun's node layout)
   std::string mpirun = "mpirun";
   std::vector<std::string> mpirun_args;  // MPIRUN_ARGS, split on blanks
   std::string srun_mpi = "pmix";         // CNNSCALE_SRUN_MPI
   unsigned cores = 1;
-  static LaunchEnv detect();
+  static LaunchEnv detect();  // with HostInfo::detect()
+  static LaunchEnv detect(const HostInfo& host);
 };
-// The full argv of one run: [srun ... | mpirun ... ] self train ...
+// The full argv of one run: [srun ... | mpirun ... ] self train ... Under Slurm, GPU ranks fill
+// as few nodes as they fit on (--nodes, --ntasks-per-node) when GPUs per node are known; a
+// gpu_mix run stays on one node.
 std::vector<std::string> launch_command(const Experiment& e, const RunSpec& run, const std::string& results_root,
                                         const LaunchEnv& env);
+
+// What one run asks a scheduler for: `ntasks` ranks on `nodes` nodes, at most `tasks_per_node` on
+// each, with `gpus_per_node` GPUs each (0: a CPU run).
+struct RunResources {
+  int64_t nodes = 1, ntasks = 1, tasks_per_node = 1, gpus_per_node = 0;
+  auto operator<=>(const RunResources&) const = default;
+};
+// gpus_per_node (of the cluster's nodes) 0: every run on one node. A gpu_mix run stays on one node
+// with max(index) + 1 GPUs; more than gpus_per_node of them is a ConfigError. CPU runs: one node.
+RunResources run_resources(const Experiment& e, const RunSpec& run, int64_t gpus_per_node);
+
+// Runs of the same need, by need ascending; `runs` are indices into the plan.
+struct ResourceGroup {
+  RunResources need;
+  std::vector<size_t> runs;
+};
+std::vector<ResourceGroup> resource_groups(const Experiment& e, const std::vector<RunSpec>& runs,
+                                           int64_t gpus_per_node);
 
 struct EmitRequest {
   std::string kind;  // slurm | pbs
   std::string self, file, results_root, workdir;
   std::vector<std::string> overrides, only;
   std::string time_limit = "02:00:00";
+  int64_t gpus_per_node = 0;  // --gpus-per-node; 0: every run on one node
 };
-// A job-array script with one task per run; task I runs `cnnscale sweep FILE ... --run-index I`.
+// One job script, two ways to submit it. `sbatch/qsub FILE`: one array over every run, each task
+// with the largest need of any group. `bash FILE` (outside a job): one sbatch/qsub per resource
+// group, sized for it, an array over its runs whose indices go in CNNSCALE_RUN_LIST (':'-separated).
+// Task T runs `cnnscale sweep FILE ... --run-index I`, I = CNNSCALE_RUN_LIST[T], else T.
 std::string emit_script(const EmitRequest& req, const Experiment& e, const std::vector<RunSpec>& runs);
 
 std::string shell_quote(const std::string& s);

@@ -1,6 +1,7 @@
 // Command lines of a sweep: `cnnscale train` arguments of one run (the contract in
 // notes/contract.md), its launcher (direct for one rank, mpirun on a workstation, srun inside a
-// Slurm allocation, as launch/ does), and Slurm/PBS job-array scripts with one task per run.
+// Slurm allocation, as launch/ does), and Slurm/PBS job-array scripts with one task per run, which
+// submit themselves as one array per resource group when run with bash.
 #include <fmt/ranges.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -95,11 +97,16 @@ std::vector<std::string> train_arguments(const Experiment& e, const RunSpec& run
 }
 
 LaunchEnv LaunchEnv::detect() {
+  return detect(HostInfo::detect());
+}
+
+LaunchEnv LaunchEnv::detect(const HostInfo& host) {
   LaunchEnv env;
   std::error_code ec;
   env.self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
   if (ec) env.self = "cnnscale";
   env.in_slurm = std::getenv("SLURM_JOB_ID") != nullptr;
+  if (env.in_slurm) env.gpus_per_node = host.gpus_per_node;
   if (const char* m = std::getenv("MPIRUN")) env.mpirun = m;
   env.mpirun_args = split_words(std::getenv("MPIRUN_ARGS"));
   if (const char* m = std::getenv("CNNSCALE_SRUN_MPI")) env.srun_mpi = m;
@@ -114,6 +121,15 @@ std::vector<std::string> launch_command(const Experiment& e, const RunSpec& run,
     // As launch/slurm.sbatch: a failed rank ends the step; every task sees all GPUs of its node.
     cmd = {"srun", fmt::format("--mpi={}", env.srun_mpi), "--kill-on-bad-exit=1", "--gpu-bind=none",
            fmt::format("--ntasks={}", run.ranks)};
+    // A rank uses the GPU of its node-local rank: fill as few nodes as the ranks fit on, so a small
+    // run in a large allocation does not spread (a gpu_mix names GPUs of one node).
+    if (e.device == "gpu" && !run.gpu_mix.empty()) {
+      cmd.insert(cmd.end(), {"--nodes=1", fmt::format("--ntasks-per-node={}", run.ranks)});
+    } else if (e.device == "gpu" && env.gpus_per_node.value_or(0) > 0) {
+      const int64_t g = *env.gpus_per_node;
+      cmd.insert(cmd.end(), {fmt::format("--nodes={}", (run.ranks + g - 1) / g),
+                             fmt::format("--ntasks-per-node={}", std::min(run.ranks, g))});
+    }
   } else if (run.ranks > 1) {
     cmd = {env.mpirun, "-np", std::to_string(run.ranks), "--bind-to", "none"};
     // CPU ranks beyond the cores would be refused by Open MPI; they are slow but valid.
@@ -126,38 +142,98 @@ std::vector<std::string> launch_command(const Experiment& e, const RunSpec& run,
   return cmd;
 }
 
+RunResources run_resources(const Experiment& e, const RunSpec& run, int64_t gpus_per_node) {
+  RunResources r;
+  r.ntasks = r.tasks_per_node = run.ranks;
+  if (e.device != "gpu") return r;  // CPU ranks: one node, no GPU
+  if (!run.gpu_mix.empty()) {
+    const int64_t need = *std::max_element(run.gpu_mix.begin(), run.gpu_mix.end()) + 1;
+    if (gpus_per_node > 0 && need > gpus_per_node)
+      throw_config("--gpus-per-node {}: run {} uses GPUs {} of one node, but a node has {}", gpus_per_node, run.id,
+                   fmt::join(run.gpu_mix, ","), gpus_per_node);
+    r.gpus_per_node = need;
+    return r;
+  }
+  if (gpus_per_node <= 0) {
+    r.gpus_per_node = run.ranks;
+    return r;
+  }
+  r.nodes = (run.ranks + gpus_per_node - 1) / gpus_per_node;
+  r.tasks_per_node = r.gpus_per_node = std::min(run.ranks, gpus_per_node);
+  return r;
+}
+
+std::vector<ResourceGroup> resource_groups(const Experiment& e, const std::vector<RunSpec>& runs,
+                                           int64_t gpus_per_node) {
+  std::map<RunResources, std::vector<size_t>> by_need;
+  for (size_t i = 0; i < runs.size(); ++i) by_need[run_resources(e, runs[i], gpus_per_node)].push_back(i);
+  std::vector<ResourceGroup> groups;
+  for (auto& [need, indices] : by_need) groups.push_back({need, std::move(indices)});
+  return groups;
+}
+
+namespace {
+
+std::string describe(const RunResources& n, size_t runs) {
+  if (n.gpus_per_node == 0) return fmt::format("{} run(s) of {} CPU rank(s) on 1 node", runs, n.ntasks);
+  return fmt::format("{} run(s) of {} rank(s) on {} node(s) x {} GPU(s)", runs, n.ntasks, n.nodes, n.gpus_per_node);
+}
+
+std::vector<std::string> slurm_options(const RunResources& n) {
+  std::vector<std::string> o = {fmt::format("--nodes={}", n.nodes), fmt::format("--ntasks={}", n.ntasks),
+                                fmt::format("--ntasks-per-node={}", n.tasks_per_node)};
+  if (n.gpus_per_node > 0) o.push_back(fmt::format("--gpus-per-node={}", n.gpus_per_node));
+  return o;
+}
+
+std::string pbs_select(const RunResources& n) {
+  return fmt::format("select={}:ncpus={}:mpiprocs={}{}", n.nodes, n.tasks_per_node, n.tasks_per_node,
+                     n.gpus_per_node > 0 ? fmt::format(":ngpus={}", n.gpus_per_node) : "");
+}
+
+}  // namespace
+
 std::string emit_script(const EmitRequest& req, const Experiment& e, const std::vector<RunSpec>& runs) {
   if (req.kind != "slurm" && req.kind != "pbs") throw_config("--emit: expected slurm or pbs, got '{}'", req.kind);
   if (runs.empty()) throw_config("--emit {}: no runs to emit (check --only)", req.kind);
-  int64_t ranks = 1;
-  for (const auto& r : runs) ranks = std::max(ranks, r.ranks);
-  const bool gpu = e.device == "gpu";
+  if (req.gpus_per_node < 0) throw_config("--gpus-per-node {}: expected at least 1", req.gpus_per_node);
+  const std::vector<ResourceGroup> groups = resource_groups(e, runs, req.gpus_per_node);
+  // `sbatch FILE` runs every run in one array: each task gets the most any group needs.
+  RunResources most;
+  for (const auto& g : groups) {
+    most.nodes = std::max(most.nodes, g.need.nodes);
+    most.ntasks = std::max(most.ntasks, g.need.ntasks);
+    most.tasks_per_node = std::max(most.tasks_per_node, g.need.tasks_per_node);
+    most.gpus_per_node = std::max(most.gpus_per_node, g.need.gpus_per_node);
+  }
   const size_t last = runs.size() - 1;
   const bool slurm = req.kind == "slurm";
+  const std::string scheduler = slurm ? "sbatch" : "qsub";
   const std::string index_var = slurm ? "SLURM_ARRAY_TASK_ID" : "PBS_ARRAY_INDEX";
+  const std::string job_var = slurm ? "SLURM_JOB_ID" : "PBS_JOBID";
+  const std::string exp_dir = (std::filesystem::path(req.results_root) / e.name).string();
 
   std::string cmd = fmt::format("{} sweep {} --results {}", shell_quote(req.self), shell_quote(req.file),
                                 shell_quote(req.results_root));
   for (const auto& o : req.overrides) cmd += fmt::format(" {}", shell_quote(o));
+  // device: auto is decided once, here: a task sized for a 1-GPU run would decide cpu for a matrix
+  // that needs more. The resolved device is what run ids and hashes cover, so they do not change.
+  if (e.device_requested == "auto") cmd += fmt::format(" device={}", e.device);
   for (const auto& o : req.only) cmd += fmt::format(" --only {}", shell_quote(o));
-  cmd += fmt::format(" --run-index \"${{{}:-0}}\"", index_var);
+  cmd += " --run-index \"$run\"";
 
   std::string s = "#!/usr/bin/env bash\n";
-  const std::string exp_dir = (std::filesystem::path(req.results_root) / e.name).string();
   if (slurm) {
     s += fmt::format("#SBATCH --job-name=cnnscale-{}\n", e.name);
     s += fmt::format("#SBATCH --array=0-{}\n", last);
-    s += "#SBATCH --nodes=1\n";
-    s += fmt::format("#SBATCH --ntasks={}\n", ranks);
-    if (gpu) s += fmt::format("#SBATCH --gpus-per-node={}\n", ranks);
+    for (const auto& o : slurm_options(most)) s += fmt::format("#SBATCH {}\n", o);
     s += fmt::format("#SBATCH --time={}\n", req.time_limit);
     s += fmt::format("#SBATCH --output={}/slurm-%A_%a.out\n", exp_dir);
   } else {
     s += fmt::format("#PBS -N cnnscale-{}\n", e.name.substr(0, 15));
     // PBS refuses an array of one subjob: a single run is a plain job (index 0 by default).
     if (last > 0) s += fmt::format("#PBS -J 0-{}\n", last);
-    s += fmt::format("#PBS -l select=1:ncpus={}:mpiprocs={}{}\n", std::max<int64_t>(ranks, 1), ranks,
-                     gpu ? fmt::format(":ngpus={}", ranks) : "");
+    s += fmt::format("#PBS -l {}\n", pbs_select(most));
     s += fmt::format("#PBS -l walltime={}\n", req.time_limit);
     s += "#PBS -j oe\n";
     s += fmt::format("#PBS -o {}/\n", exp_dir);
@@ -165,16 +241,89 @@ std::string emit_script(const EmitRequest& req, const Experiment& e, const std::
   const std::time_t now = std::time(nullptr);
   char stamp[32];
   std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  s += fmt::format("# Experiment '{}' ({}): {} runs, one array task each, at most {} rank(s) per run.\n", e.name,
-                   req.file, runs.size(), ranks);
-  s += fmt::format("# Written by `cnnscale sweep --emit {}` at {}. Task I runs run I of the sweep; a run that is\n",
-                   req.kind, stamp);
-  s += "# already complete is skipped, so resubmitting the script finishes an interrupted sweep.\n";
-  s += fmt::format("# The sweep launches each run with {} on this node's resources.\n", slurm ? "srun" : "mpirun");
+  s += fmt::format("# Experiment '{}' ({}): {} run(s) in {} resource group(s):\n", e.name, req.file, runs.size(),
+                   groups.size());
+  for (const auto& g : groups)
+    s += fmt::format("#   {}: runs {}\n", describe(g.need, g.runs.size()), fmt::join(g.runs, ","));
+  s += fmt::format("# Written by `cnnscale sweep --emit {}` at {}. Submit it one of two ways:\n", req.kind, stamp);
+  s += fmt::format(
+      "#   {:<13} one job array per group above, each asking for its group's resources (the\n"
+      "#   {:<13} {} options override the #{} lines; its runs go in CNNSCALE_RUN_LIST)\n",
+      "bash FILE", "", scheduler, slurm ? "SBATCH" : "PBS");
+  s += fmt::format(
+      "#   {:<13} one job array over every run, every task asking for the largest group's\n"
+      "#   {:<13} resources (the header above): smaller runs leave part idle\n",
+      scheduler + " FILE", "");
+  s += "# Array task T runs run CNNSCALE_RUN_LIST[T] of the sweep (':'-separated run indices) when set,\n";
+  s += "# else run T. A run already complete is skipped, so resubmitting finishes an interrupted sweep.\n";
+  s += fmt::format("# The sweep launches each run with {} on the job's nodes.\n", slurm ? "srun" : "mpirun");
   s += "set -euo pipefail\n";
   s += "export NCCL_NVLS_ENABLE=\"${NCCL_NVLS_ENABLE:-0}\"  # shared hosts: no NVLink multicast (launch/common.sh)\n";
+
+  // Submission mode: outside a job, one submission per group.
+  s += fmt::format("if [ -z \"${{{}:-}}\" ]; then\n", job_var);
+  s += fmt::format(
+      "  command -v {0} >/dev/null || {{ echo \"cnnscale: {0} not found: bash FILE submits the sweep "
+      "from a login node\" >&2; exit 2; }}\n",
+      scheduler);
+  s += "  script=${BASH_SOURCE[0]}\n";
+  s += fmt::format("  mkdir -p {}  # the scheduler opens the job's output file there\n", shell_quote(exp_dir));
+  s += "  submit() {  # what, then the scheduler's options\n";
+  s += "    local what=$1 out\n";
+  s += "    shift\n";
+  if (slurm) {
+    s += "    out=$(sbatch \"$@\" \"$script\") || { echo \"cnnscale: sbatch failed for $what\" >&2; exit 1; }\n";
+  } else {
+    // Options override the directives, but nothing undoes '#PBS -J': qsub reads the script without it.
+    s += "    out=$(sed '/^#PBS -J /d' \"$script\" | qsub \"$@\") || { echo \"cnnscale: qsub failed for $what\" >&2; "
+         "exit 1; }\n";
+  }
+  s += "    echo \"$what: $out\"\n";
+  s += "  }\n";
+  for (const auto& g : groups) {
+    const std::string list = fmt::format("{}", fmt::join(g.runs, ":"));
+    std::vector<std::string> opts;
+    if (slurm) {
+      opts.push_back(fmt::format("--array=0-{}", g.runs.size() - 1));
+      for (const auto& o : slurm_options(g.need)) opts.push_back(o);
+      opts.push_back(fmt::format("--export=ALL,CNNSCALE_RUN_LIST={}", list));
+    } else {
+      if (g.runs.size() > 1) opts.insert(opts.end(), {"-J", fmt::format("0-{}", g.runs.size() - 1)});
+      opts.insert(opts.end(), {"-l", pbs_select(g.need), "-v", fmt::format("CNNSCALE_RUN_LIST={}", list)});
+    }
+    s +=
+        fmt::format("  submit {} {}\n", shell_quote(fmt::format("{} [runs {}]", describe(g.need, g.runs.size()), list)),
+                    fmt::join(opts, " "));
+  }
+  s += "  exit 0\n";
+  s += "fi\n";
+
+  // Job mode: this task's run.
   s += fmt::format("cd {}\n", shell_quote(req.workdir));
   s += fmt::format("mkdir -p {}\n", shell_quote(exp_dir));
+  if (!slurm && most.nodes > 1) {
+    s += "# A multi-node run spans the job's nodes: mpirun places its ranks from the node file.\n";
+    s += "if [ -n \"${PBS_NODEFILE:-}\" ] && [ \"$(sort -u \"$PBS_NODEFILE\" | wc -l)\" -gt 1 ]; then\n";
+    s += "  export MPIRUN_ARGS=\"--hostfile $PBS_NODEFILE ${MPIRUN_ARGS:-}\"\n";
+    s += "fi\n";
+  }
+  s += fmt::format("task=${{{}:-0}}\n", index_var);
+  s += "run=$task\n";
+  s += "if [ -n \"${CNNSCALE_RUN_LIST:-}\" ]; then\n";
+  s += "  IFS=':,' read -r -a list <<< \"$CNNSCALE_RUN_LIST\"\n";
+  s += "  if ! [[ $task =~ ^[0-9]+$ ]] || (( 10#$task >= ${#list[@]} )); then\n";
+  s += "    echo \"cnnscale: array task $task has no run: CNNSCALE_RUN_LIST=$CNNSCALE_RUN_LIST lists ${#list[@]}\" "
+       ">&2\n";
+  s += "    exit 2\n";
+  s += "  fi\n";
+  s += "  run=${list[10#$task]}\n";
+  s += "fi\n";
+  s += fmt::format("if ! [[ $run =~ ^[0-9]+$ ]] || (( 10#$run > {} )); then\n", last);
+  s += fmt::format("  echo \"cnnscale: run index '$run' is out of range: the sweep has {} run(s) (0 to {})\" >&2\n",
+                   runs.size(), last);
+  s += "  exit 2\n";
+  s += "fi\n";
+  s += "run=$((10#$run))\n";
   s += fmt::format("exec {}\n", cmd);
   return s;
 }
