@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <tuple>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -37,7 +38,7 @@ void write_atomic(const fs::path& path, const std::string& text) {
 }
 
 // The run whose power trace is drawn: the one named, else the one with the most ranks (the first
-// in path order among equals, preferring GPU runs, which have power samples).
+// in path order among equals), preferring runs that have power samples, then GPU runs.
 const RunRecord* power_run(const std::vector<RunRecord>& runs, const std::string& wanted) {
   if (!wanted.empty()) {
     for (const RunRecord& r : runs)
@@ -48,8 +49,8 @@ const RunRecord* power_run(const std::vector<RunRecord>& runs, const std::string
   }
   const RunRecord* best = nullptr;
   auto rank = [](const RunRecord& r) {
-    return std::make_pair(r.text("device") == "gpu" ? 1 : 0,
-                          std::isnan(r.number("world_size")) ? 0.0 : r.number("world_size"));
+    return std::make_tuple(r.power_samples > 0 ? 1 : 0, r.text("device") == "gpu" ? 1 : 0,
+                           std::isnan(r.number("world_size")) ? 0.0 : r.number("world_size"));
   };
   for (const RunRecord& r : runs)
     if (!best || rank(r) > rank(*best)) best = &r;
@@ -87,7 +88,7 @@ std::string report_markdown(const ReportOptions& options, const ReportOutcome& o
   } else {
     const std::vector<std::string> captions = {"Seconds per batch per batch-GPUs combination (study Figs. 5–8, left)",
                                                "Joules per batch per batch-GPUs combination (study Figs. 5–8, right)",
-                                               "Strong scaling: samples/s against GPUs, with the ideal line",
+                                               "Strong scaling: samples/s against GPUs (by_gpus), with the ideal line",
                                                "Power over time per GPU of " + power_desc,
                                                "Phase breakdown per configuration (ms per batch, stacked)"};
     for (size_t i = 0; i < kFigureNames.size(); ++i)

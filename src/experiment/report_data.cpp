@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <set>
 #include <system_error>
 #include <tuple>
 
@@ -26,7 +27,8 @@ const std::vector<std::string> kGroupKeys = {"net",
                                              "world_size",
                                              "allreduce_overlap",
                                              "allreduce_algo",
-                                             "gpu_names"};
+                                             "gpu_names",
+                                             "tag.gpu_mix"};
 
 namespace {
 
@@ -50,6 +52,29 @@ double to_number(const std::string& s) {
 // A single rank exchanges no gradients: its allreduce settings are not part of what it measured.
 bool irrelevant(const std::string& key, const ConfigGroup& g) {
   return (key == "allreduce_overlap" || key == "allreduce_algo") && g.world_size() == 1;
+}
+
+// The keys of variant_identity, in the order the variant column lists them.
+const std::vector<std::string>& variant_keys() {
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> out;
+    for (const std::string& k : kGroupKeys)
+      if (k != "net" && k != "global_batch" && k != "world_size") out.push_back(k == "gpu_names" ? "gpu" : k);
+    return out;
+  }();
+  return keys;
+}
+
+std::set<std::string> gpu_name_set(const ConfigGroup& g) {
+  std::set<std::string> names;
+  const std::string& list = g.key.at("gpu_names");
+  for (size_t start = 0;;) {
+    const size_t comma = list.find(',', start);
+    names.insert(list.substr(start, comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return names;
 }
 
 bool is_partial(const fs::path& p) {
@@ -146,7 +171,9 @@ std::vector<RunRecord> scan_runs(const std::string& results_dir, int* unreadable
   for (const fs::path& folder : folders) {
     try {
       RunResults r = read_run_results(folder.string());
-      runs.push_back(RunRecord{folder.string(), r.run_id, std::move(r.summary), std::move(r.methods)});
+      size_t samples = 0;
+      for (const PowerSeries& p : r.power) samples += p.t_s.size();
+      runs.push_back(RunRecord{folder.string(), r.run_id, std::move(r.summary), std::move(r.methods), samples});
     } catch (const std::exception& e) {
       ++bad;
       log::warn("report: skipping unreadable run folder {}: {}", folder.string(), e.what());
@@ -176,48 +203,90 @@ std::vector<ConfigGroup> group_runs(const std::vector<RunRecord>& runs) {
   return groups;
 }
 
-std::vector<std::string> varying_keys(const std::vector<ConfigGroup>& groups) {
-  std::vector<std::string> out;
+std::string gpu_model(const ConfigGroup& group) {
+  const std::set<std::string> names = gpu_name_set(group);
+  return names.size() == 1 ? *names.begin() : group.key.at("gpu_names");
+}
+
+bool is_gpu_mix(const ConfigGroup& group) {
+  return !group.key.at("tag.gpu_mix").empty() || gpu_name_set(group).size() > 1;
+}
+
+Identity variant_identity(const ConfigGroup& group) {
+  Identity id;
   for (const std::string& k : kGroupKeys) {
-    // Shown in their own columns; GPU names follow the world size unless the GPU mix varies.
-    if (k == "net" || k == "global_batch" || k == "world_size") continue;
-    std::map<std::string, std::string> first_by_size;  // gpu_names compared per world size
-    bool varies = false;
-    for (const ConfigGroup& g : groups) {
-      if (irrelevant(k, g)) continue;
-      const std::string scope = k == "gpu_names" ? g.key.at("world_size") : "";
-      auto [it, fresh] = first_by_size.emplace(scope, g.key.at(k));
-      if (!fresh && it->second != g.key.at(k)) varies = true;
+    if (k == "net" || k == "global_batch" || k == "world_size" || irrelevant(k, group)) continue;
+    if (k == "gpu_names")
+      id["gpu"] = gpu_model(group);
+    else
+      id[k] = group.key.at(k);
+  }
+  return id;
+}
+
+VaryingKeys varying_keys(const std::vector<std::pair<std::string, Identity>>& identities) {
+  VaryingKeys out;
+  for (const auto& [net, id] : identities) out[net];
+  for (const std::string& k : variant_keys()) {
+    std::map<std::string, std::string> first;  // net -> the first value seen
+    std::set<std::string> varies;
+    for (const auto& [net, id] : identities) {
+      auto it = id.find(k);
+      if (it == id.end()) continue;
+      auto [f, fresh] = first.emplace(net, it->second);
+      if (!fresh && f->second != it->second) varies.insert(net);
     }
-    if (varies) out.push_back(k);
+    for (const std::string& net : varies) out[net].push_back(k);
   }
   return out;
 }
 
-std::string variant_label(const ConfigGroup& group, const std::vector<std::string>& varying) {
+VaryingKeys varying_keys(const std::vector<ConfigGroup>& groups) {
+  std::vector<std::pair<std::string, Identity>> identities;
+  for (const ConfigGroup& g : groups) identities.emplace_back(g.net(), variant_identity(g));
+  return varying_keys(identities);
+}
+
+bool any_varying(const VaryingKeys& varying) {
+  for (const auto& [net, keys] : varying)
+    if (!keys.empty()) return true;
+  return false;
+}
+
+std::string variant_label(const std::string& net, const Identity& identity, const VaryingKeys& varying) {
+  auto keys = varying.find(net);
+  if (keys == varying.end()) return "";
   std::string out;
-  for (const std::string& k : varying) {
-    if (irrelevant(k, group)) continue;
+  for (const std::string& k : keys->second) {
+    auto it = identity.find(k);
+    if (it == identity.end()) continue;
     if (!out.empty()) out += " ";
-    out += k + "=" + group.key.at(k);
+    out += (k == "tag.gpu_mix" ? "gpu_mix" : k) + "=" + (it->second.empty() ? "none" : it->second);
   }
   return out;
+}
+
+std::string variant_label(const ConfigGroup& group, const VaryingKeys& varying) {
+  return variant_label(group.net(), variant_identity(group), varying);
 }
 
 const ConfigGroup* baseline_of(const ConfigGroup& group, const std::vector<ConfigGroup>& groups) {
   const std::string names = group.key.at("gpu_names");
   const std::string first_gpu = names.substr(0, names.find(','));
-  const ConfigGroup* found = nullptr;
+  const ConfigGroup* best = nullptr;
+  int best_score = -1;
   for (const ConfigGroup& g : groups) {
     if (g.world_size() != 1) continue;
     bool same = true;
     for (const std::string& k : kGroupKeys)
-      if (k != "world_size" && k != "gpu_names" && !irrelevant(k, g) && g.key.at(k) != group.key.at(k)) same = false;
+      if (k != "world_size" && k != "gpu_names" && k != "tag.gpu_mix" && !irrelevant(k, g) &&
+          g.key.at(k) != group.key.at(k))
+        same = false;
     if (!same) continue;
-    if (g.key.at("gpu_names") == first_gpu) return &g;
-    if (!found) found = &g;
+    const int score = (g.key.at("gpu_names") == first_gpu ? 2 : 0) + (g.key.at("tag.gpu_mix").empty() ? 1 : 0);
+    if (score > best_score) best = &g, best_score = score;
   }
-  return found;
+  return best;
 }
 
 }  // namespace cnnscale::report

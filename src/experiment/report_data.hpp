@@ -17,13 +17,16 @@ struct RunRecord {
   std::string run_id;
   std::map<std::string, SummaryValue> summary;
   std::map<std::string, std::string> methods;
+  size_t power_samples = 0;  // /power samples over all its GPUs (0: CPU run, no NVML)
 
   double number(const std::string& key) const;     // NaN when missing, null or a string
   std::string text(const std::string& key) const;  // "" when missing or null; numbers printed
 };
 
 // Summary keys that identify a configuration: runs equal in all of them are repeats of one
-// configuration. The seed, the run id and the tags (tag.repeat, sweep hashes) are left out on purpose.
+// configuration. The seed, the run id and the tags (tag.repeat, sweep hashes) are left out on purpose,
+// except tag.gpu_mix: a sweep's explicit rank set (--gpus 0,2) on GPUs of one model has the same
+// gpu_names as the plain run on GPUs 0,1, but is another configuration.
 extern const std::vector<std::string> kGroupKeys;
 
 // mean, sample standard deviation (n - 1; NaN for n < 2), min and max over the non-null values.
@@ -59,13 +62,33 @@ std::vector<RunRecord> scan_runs(const std::string& results_dir, int* unreadable
 // then the remaining keys.
 std::vector<ConfigGroup> group_runs(const std::vector<RunRecord>& runs);
 
-// The group keys (besides net, global_batch and world_size, which the tables always show) whose
-// value differs between groups: the tables show them in a "variant" column.
-std::vector<std::string> varying_keys(const std::vector<ConfigGroup>& groups);
-std::string variant_label(const ConfigGroup& group, const std::vector<std::string>& varying);
+// The GPU model of a group: the name every rank's GPU has ("" on CPU), or the comma-joined names
+// when they differ.
+std::string gpu_model(const ConfigGroup& group);
+// A run on an explicit GPU selection (tag.gpu_mix, from a sweep's matrix.gpu_mix) or on GPUs of
+// different models: not a plain point of an N-GPU scaling series.
+bool is_gpu_mix(const ConfigGroup& group);
 
-// The 1-GPU (world_size 1) group with the same configuration apart from world size and GPU names,
-// preferring one whose GPU is the first of `group`'s; nullptr when there is none.
+// What the variant column compares: the group keys besides net, global_batch and world_size (the
+// tables show those in their own columns), gpu_names as "gpu" (its gpu_model, so that 1 × H100 and
+// 4 × H100 are one GPU), without the allreduce settings of a single rank (it exchanges nothing).
+using Identity = std::map<std::string, std::string>;
+Identity variant_identity(const ConfigGroup& group);
+
+// Per network, the keys of the identities whose value differs among that network's identities (one
+// lacking the key is not compared), in kGroupKeys order: the "variant" column. A key that differs
+// only between networks (each network on its own dataset) is no variant.
+using VaryingKeys = std::map<std::string, std::vector<std::string>>;  // net -> keys
+VaryingKeys varying_keys(const std::vector<std::pair<std::string, Identity>>& identities);
+VaryingKeys varying_keys(const std::vector<ConfigGroup>& groups);
+bool any_varying(const VaryingKeys& varying);
+// "key=value ..." over the varying keys of its network ("gpu_mix" for tag.gpu_mix, "none" for "").
+std::string variant_label(const std::string& net, const Identity& identity, const VaryingKeys& varying);
+std::string variant_label(const ConfigGroup& group, const VaryingKeys& varying);
+
+// The 1-GPU (world_size 1) group with the same configuration apart from world size, GPU names and
+// GPU mix, preferring one whose GPU is the first of `group`'s, then a plain (not gpu_mix) one;
+// nullptr when there is none.
 const ConfigGroup* baseline_of(const ConfigGroup& group, const std::vector<ConfigGroup>& groups);
 
 }  // namespace cnnscale::report

@@ -10,7 +10,7 @@ namespace cnnscale::report {
 struct PlotJob {
   std::string python;       // "" = default discovery
   std::string script;       // "" = default discovery
-  std::string tables_dir;   // holds time.csv, energy.csv, scaling.csv, phases.csv
+  std::string tables_dir;   // holds time.csv, energy.csv, by_gpus.csv, phases.csv
   std::string out_dir;      // where the PNGs go
   std::string power_h5;     // run.h5 of the run whose power trace is drawn ("" = none)
   std::string power_label;  // its description for the title

@@ -1,13 +1,17 @@
 // Builders of the report tables (see report_tables.hpp). Figures derived per run (whole-training
 // forward seconds, unit changes) are computed per run first and then averaged, so their std is
 // the spread over repeats; speedup is a ratio of means, its std propagated from both relative stds.
+// by_gpus turns the GPU count into columns; its values are the long tables' (same Stat per group).
 #include "experiment/report_tables.hpp"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <set>
+#include <tuple>
 
 namespace cnnscale::report {
 
@@ -28,18 +32,18 @@ RunFigure key_scaled(const std::string& key, double scale) {
 // The leading columns every table has: network, GPUs, global batch, variant (if any), runs.
 struct Layout {
   const std::vector<ConfigGroup>& groups;
-  std::vector<std::string> varying = varying_keys(groups);
+  VaryingKeys varying = varying_keys(groups);
 
   Table start(std::string name, std::string title, std::string caption) const {
     Table t{std::move(name), std::move(title), std::move(caption), {}, {}, {}};
     t.columns = {{"network", "net", false}, {"GPUs", "gpus", false}, {"batch", "batch", false}};
-    if (!varying.empty()) t.columns.push_back({"variant", "variant", false});
+    if (any_varying(varying)) t.columns.push_back({"variant", "variant", false});
     t.columns.push_back({"runs", "runs", false});
     return t;
   }
   std::vector<Cell> row(const ConfigGroup& g) const {
     std::vector<Cell> cells = {Cell::of(g.net()), Cell::of(g.key.at("world_size")), Cell::of(g.key.at("global_batch"))};
-    if (!varying.empty()) cells.push_back(Cell::of(variant_label(g, varying)));
+    if (any_varying(varying)) cells.push_back(Cell::of(variant_label(g, varying)));
     cells.push_back(Cell::of(std::to_string(g.runs.size())));
     return cells;
   }
@@ -77,6 +81,29 @@ void note_if_all_null(Table& t, const std::vector<ConfigGroup>& groups, const st
 
 bool uses_loops(const ConfigGroup& g) {
   return g.key.at("measure") == "phases";
+}
+
+// Speedup = samples/s `s` on N GPUs / the 1-GPU run's `b`: a ratio of means, its std propagated
+// from both relative stds (first order). `self`: the 1-GPU row against itself is exactly 1, no
+// spread (its errors cancel). Null without both values.
+Stat speedup_of(const Stat& s, const Stat& b, bool self) {
+  Stat out;
+  if (s.null() || b.null() || b.mean == 0) return out;
+  auto rel2 = [](const Stat& x) { return std::isnan(x.std) ? 0.0 : std::pow(x.std / x.mean, 2); };
+  const bool spread = !std::isnan(s.std) || !std::isnan(b.std);
+  out.mean = s.mean / b.mean;
+  out.std = spread && !self ? out.mean * std::sqrt(rel2(s) + rel2(b)) : kMissing;
+  out.n = std::min(s.n, b.n);
+  return out;
+}
+
+std::string gpus_text(double n) {
+  return n == 1 ? "1 GPU" : fmt::format("{:g} GPUs", n);
+}
+
+std::string energy_null_reason(const std::vector<ConfigGroup>& groups) {
+  return all_cpu(groups) ? "no energy counters were readable (CPU run without NVML/RAPL)"
+                         : "no energy counters were readable (NVML unavailable)";
 }
 
 }  // namespace
@@ -242,15 +269,9 @@ Table scaling_table(const std::vector<ConfigGroup>& groups) {
     const Stat s = g.stat("samples_per_s");
     const ConfigGroup* base = baseline_of(g, groups);
     const Stat b = base ? base->stat("samples_per_s") : Stat{};
-    Stat speedup, efficiency;
-    if (!s.null() && !b.null() && b.mean != 0) {
-      auto rel2 = [](const Stat& x) { return std::isnan(x.std) ? 0.0 : std::pow(x.std / x.mean, 2); };
-      const bool spread = !std::isnan(s.std) || !std::isnan(b.std);
-      speedup.mean = s.mean / b.mean;
-      // The 1-GPU row is its own baseline: exactly 1, no spread (its errors cancel).
-      speedup.std = spread && base != &g ? speedup.mean * std::sqrt(rel2(s) + rel2(b)) : kMissing;
-      speedup.n = std::min(s.n, b.n);
-      efficiency = speedup;
+    const Stat speedup = speedup_of(s, b, base == &g);
+    Stat efficiency = speedup;
+    if (!speedup.null()) {
       efficiency.mean /= g.world_size();
       efficiency.std /= g.world_size();
     } else {
@@ -261,6 +282,129 @@ Table scaling_table(const std::vector<ConfigGroup>& groups) {
   }
   t.notes.push_back("Std of speedup and efficiency: first-order propagation of both relative stds.");
   if (missing) t.notes.push_back(fmt::format("{} row(s) have no 1-GPU run of the same configuration: —.", missing));
+  return t;
+}
+
+Table by_gpus_table(const std::vector<ConfigGroup>& groups) {
+  // A row is a network, global batch and variant identity with one group per GPU count. A single
+  // rank's identity lacks the allreduce settings (it exchanges nothing): its group joins every row
+  // whose identity agrees on the keys it has, so overlap and no-overlap rows share one 1-GPU run.
+  struct Row {
+    std::string net, batch;
+    double batch_value;
+    Identity id;
+    std::map<double, const ConfigGroup*> at;  // GPU count -> group
+  };
+  std::vector<Row> rows;
+  std::set<double> counts;
+  int mixes = 0;
+  auto agrees = [](const Identity& part, const Identity& whole) {
+    return std::all_of(part.begin(), part.end(), [&](const auto& kv) {
+      auto it = whole.find(kv.first);
+      return it != whole.end() && it->second == kv.second;
+    });
+  };
+  for (const bool single : {false, true})  // multi-rank groups first: they carry whole identities
+    for (const ConfigGroup& g : groups) {
+      const double n = g.world_size();
+      if (std::isnan(n) || (n == 1) != single) continue;
+      if (is_gpu_mix(g)) {
+        ++mixes;
+        continue;
+      }
+      const Identity id = variant_identity(g);
+      bool placed = false;
+      for (Row& r : rows) {
+        if (r.net != g.net() || r.batch != g.key.at("global_batch") || r.at.count(n)) continue;
+        if (single ? agrees(id, r.id) : id == r.id) r.at[n] = &g, placed = true;
+        if (placed && !single) break;
+      }
+      if (!placed) rows.push_back(Row{g.net(), g.key.at("global_batch"), g.global_batch(), id, {{n, &g}}});
+      counts.insert(n);
+    }
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+    auto order = [](const Row& r) {
+      return std::make_tuple(r.net, r.id.at("device"), r.id.at("precision"), r.batch_value, r.id);
+    };
+    return order(a) < order(b);
+  });
+  std::vector<std::pair<std::string, Identity>> identities;
+  for (const Row& r : rows) identities.emplace_back(r.net, r.id);
+  const VaryingKeys varying = varying_keys(identities);
+
+  Table t{"by_gpus",
+          "Scaling by GPU count",
+          "The study's layout of Tables 4–9: samples/s, speedup, joules per batch and whole-training EDP "
+          "(MJ·ks) with one column group per GPU count in the data; one row per network, global batch and "
+          "variant; mean ± sample std over repeats.",
+          {{"network", "net", false}, {"batch", "batch", false}},
+          {},
+          {}};
+  if (any_varying(varying)) t.columns.push_back({"variant", "variant", false});
+  t.columns.push_back({"runs", "runs", false});
+  for (double n : counts) {
+    const std::string gpus = gpus_text(n);
+    auto column = [&](const char* header, const char* csv) {
+      t.columns.push_back({fmt::format("{} ({})", header, gpus), fmt::format("{}_g{:g}", csv, n)});
+    };
+    column("samples/s", "samples_per_s");
+    if (n != 1) column("speedup", "speedup");
+    column("J/batch", "joules_per_batch");
+    column("EDP (MJ·ks)", "edp_mj_ks");
+  }
+  int no_baseline = 0, shared = 0;
+  std::map<const ConfigGroup*, int> used;  // 1-GPU group -> rows that show it
+  for (const Row& r : rows) {
+    std::vector<Cell> cells = {Cell::of(r.net), Cell::of(r.batch)};
+    if (any_varying(varying)) cells.push_back(Cell::of(variant_label(r.net, r.id, varying)));
+    std::string runs;
+    for (double n : counts) {
+      auto it = r.at.find(n);
+      runs += fmt::format("{}{}", runs.empty() ? "" : "/", it == r.at.end() ? 0 : it->second->runs.size());
+    }
+    cells.push_back(Cell::of(runs));
+    auto one = r.at.find(1.0);
+    const ConfigGroup* base = one == r.at.end() ? nullptr : one->second;
+    if (base) ++used[base];
+    if (!base && r.at.rbegin()->first > 1) ++no_baseline;
+    for (double n : counts) {
+      auto it = r.at.find(n);
+      const ConfigGroup* g = it == r.at.end() ? nullptr : it->second;
+      const Stat s = g ? g->stat("samples_per_s") : Stat{};
+      cells.push_back(Cell::of(s));
+      if (n != 1) cells.push_back(Cell::of(g && base ? speedup_of(s, base->stat("samples_per_s"), false) : Stat{}));
+      cells.push_back(Cell::of(g ? g->stat("joules_per_batch") : Stat{}));
+      cells.push_back(Cell::of(g ? stat_by(*g, key_scaled("edp_training_js", 1e-9)) : Stat{}));
+    }
+    t.rows.push_back(std::move(cells));
+  }
+  for (const auto& [g, n] : used) shared += n > 1 ? 1 : 0;
+
+  t.notes.push_back(
+      "— : no run of that network, batch and variant on that many GPUs, or the figure is null in its runs. "
+      "runs: repeats per GPU count, in column order.");
+  t.notes.push_back(
+      "Speedup (N GPUs) = samples/s on N GPUs / samples/s of the 1-GPU run of the same network, global batch "
+      "and variant; std: first-order propagation of both relative stds.");
+  if (!rows.empty() && !counts.count(1.0))
+    t.notes.push_back("The data holds no 1-GPU run: every speedup is —.");
+  else if (no_baseline)
+    t.notes.push_back(
+        fmt::format("{} row(s) have no 1-GPU run of the same network, batch and variant: their "
+                    "speedups are —.",
+                    no_baseline));
+  if (shared)
+    t.notes.push_back(
+        "A single rank exchanges no gradients: rows that differ only in allreduce settings show the same "
+        "1-GPU run.");
+  if (mixes)
+    t.notes.push_back(fmt::format(
+        "{} configuration(s) on an explicit GPU selection (gpu_mix) or on GPUs of different models are left "
+        "out: N such GPUs are not a point of the plain N-GPU series. The other tables list them (variant "
+        "gpu_mix or gpu).",
+        mixes));
+  if (!rows.empty() && !any_value(groups, "joules_per_batch"))
+    t.notes.push_back("J/batch and EDP are null: " + energy_null_reason(groups) + ".");
   return t;
 }
 
@@ -288,8 +432,8 @@ Table phases_table(const std::vector<ConfigGroup>& groups) {
 }
 
 std::vector<Table> build_tables(const std::vector<ConfigGroup>& groups) {
-  return {time_table(groups),     energy_table(groups),  whole_table(groups), efficiency_table(groups),
-          accuracy_table(groups), scaling_table(groups), phases_table(groups)};
+  return {time_table(groups),     energy_table(groups),  whole_table(groups),   efficiency_table(groups),
+          accuracy_table(groups), scaling_table(groups), by_gpus_table(groups), phases_table(groups)};
 }
 
 }  // namespace cnnscale::report

@@ -1,6 +1,7 @@
 // The tables of `cnnscale report`, one row per configuration (network × GPUs × global batch, plus a
-// variant column when other identity keys differ), in the form of the study's Tables 4–9 and 11:
-// time, energy, whole training (EDP), efficiency, accuracy, strong scaling and the phase breakdown.
+// variant column when other identity keys differ within a network), in the form of the study's
+// Tables 4–9 and 11: time, energy, whole training (EDP), efficiency, accuracy, strong scaling (long,
+// and wide by GPU count) and the phase breakdown.
 #pragma once
 #include <vector>
 
@@ -15,7 +16,10 @@ Table whole_table(const std::vector<ConfigGroup>& groups);       // study Tables
 Table efficiency_table(const std::vector<ConfigGroup>& groups);  // study Table 11
 Table accuracy_table(const std::vector<ConfigGroup>& groups);    // study Tables 12/13
 Table scaling_table(const std::vector<ConfigGroup>& groups);     // speedup, parallel efficiency
-Table phases_table(const std::vector<ConfigGroup>& groups);      // per-phase ms per batch
+// Wide: one row per network × global batch [× variant], a column group per GPU count in the data
+// (samples/s, speedup, J/batch, EDP), as the study lays out Tables 4–9; gpu_mix runs left out.
+Table by_gpus_table(const std::vector<ConfigGroup>& groups);
+Table phases_table(const std::vector<ConfigGroup>& groups);  // per-phase ms per batch
 
 // All of the above, in that order.
 std::vector<Table> build_tables(const std::vector<ConfigGroup>& groups);

@@ -1,6 +1,7 @@
 // `cnnscale report` figures and command line: the PNG files are produced by scripts/report_plots.py
 // (skipped only when /usr/bin/python3 lacks matplotlib; setup.sh installs it, so CI runs them),
-// the power trace of a GPU-like run, and the CLI's exit codes (2 for a bad RESULTS_DIR, one line).
+// the power trace of a GPU-like run (2 GPUs, and 8 as small multiples), a 1/2/4/8-GPU scaling
+// sweep, and the CLI's exit codes (2 for a bad RESULTS_DIR, one line).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -15,8 +16,10 @@ namespace cnnscale {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::power_series;
 using testing::read_csv;
 using testing::run_cnnscale;
+using testing::scaling_run;
 using testing::slurp;
 using testing::synthetic_run;
 using testing::TempDir;
@@ -88,6 +91,37 @@ TEST(ReportPlots, EveryFigureIsAPngAndReportMdShowsThem) {
     EXPECT_FALSE(e.path().string().ends_with(".tmp") || e.path().filename().string().starts_with(".")) << e.path();
   // Speedup of the variant-free sweep uses the 1-GPU rows.
   EXPECT_EQ(read_csv(dir.file("report/scaling.csv")).size(), 9u);
+}
+
+// The scaling study with an 8-GPU point: two networks, two batches, 1/2/4/8 GPUs, two repeats, one
+// configuration without its 8-GPU run, and an 8-GPU run with a power trace per GPU.
+TEST(ReportPlots, EightGpuSweepGivesEveryFigure) {
+  if (!python_has_matplotlib()) GTEST_SKIP() << "/usr/bin/python3 cannot import matplotlib/numpy/h5py";
+  TempDir dir;
+  for (const std::string net : {"net_a", "net_bb"})
+    for (int batch : {64, 128})
+      for (int n : {1, 2, 4, 8})
+        for (int rep = 0; rep < 2; ++rep)
+          if (net != "net_bb" || batch != 128 || n != 8) write_run(dir.str(), scaling_run(net, batch, n, rep));
+  RunResults gpu = scaling_run("net_a", 64, 8, 9);
+  gpu.summary["device"] = std::string("gpu");
+  std::string names;
+  for (int k = 0; k < 8; ++k) {
+    names += (k ? "," : "") + std::string("NVIDIA H100");
+    gpu.power.push_back(power_series(k, 30, 300));
+  }
+  gpu.summary["gpu_names"] = names;
+  write_run(dir.str(), gpu);
+
+  report::ReportOptions o;
+  o.results_dir = dir.str();
+  const report::ReportOutcome out = report::write_report(o);
+  ASSERT_EQ(out.figures.size(), report::kFigureNames.size());
+  for (const std::string& name : report::kFigureNames) EXPECT_TRUE(is_png(dir.file("report/" + name))) << name;
+  EXPECT_NE(slurp(out.report_md).find("net_a-b64-n8-r9"), std::string::npos) << "the 8-GPU run's power is traced";
+  const auto by_gpus = read_csv(dir.file("report/by_gpus.csv"));
+  ASSERT_EQ(by_gpus.size(), 5u);  // the GPU run is a variant of its own (device=gpu)
+  EXPECT_EQ(by_gpus[0].count("speedup_g8_mean"), 1u);
 }
 
 TEST(ReportPlots, CommandLineWritesTheReportAndRejectsABadDirectory) {

@@ -3,6 +3,7 @@
 #pragma once
 #include <fmt/format.h>
 
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -91,6 +92,36 @@ inline RunResults synthetic_run(const std::string& net, int batch, int world_siz
                {"tag.repeat", std::to_string(repeat)}};
   for (const auto& [k, v] : figures) r.summary[k] = v;
   return r;
+}
+
+// A run of a strong-scaling sweep at `gpus` ranks: samples/s growing as gpus^0.9 (and a few % per
+// repeat), joules per batch and whole-training EDP that follow from it at 250 W per rank.
+inline RunResults scaling_run(const std::string& net, int batch, int gpus, int repeat) {
+  const double samples_per_s = 40.0 * batch / net.size() * std::pow(gpus, 0.9) * (1 + 0.03 * repeat);
+  const double seconds = batch / samples_per_s, joules = 250.0 * gpus * seconds, whole = 1000;
+  return synthetic_run(net, batch, gpus, repeat,
+                       {{"seconds_per_batch", seconds},
+                        {"samples_per_s", samples_per_s},
+                        {"joules_per_batch", joules},
+                        {"whole_iterations", whole},
+                        {"whole_training_seconds", seconds * whole},
+                        {"whole_training_joules", joules * whole},
+                        {"edp_training_js", seconds * whole * joules * whole}});
+}
+
+// `samples` power samples of one rank's GPU at 10 Hz, around `watts`.
+inline PowerSeries power_series(int rank, int samples, double watts) {
+  PowerSeries p;
+  p.rank = rank;
+  for (int i = 0; i < samples; ++i) {
+    p.t_s.push_back(0.1 * i);
+    p.power_w.push_back(watts + 5 * rank + (i % 7));
+    p.avg_power_w.push_back(kMissing);
+    p.energy_mj.push_back(kMissing);
+    p.sm_clock_mhz.push_back(kMissing);
+    p.temperature_c.push_back(kMissing);
+  }
+  return p;
 }
 
 inline std::string write_run(const std::string& root, const RunResults& r) {
