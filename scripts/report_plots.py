@@ -2,7 +2,8 @@
 """Figures of `cnnscale report` (PNG, matplotlib): time and joules per batch per batch-GPUs
 combination as in the study's Figs. 5-8, strong-scaling curves over every GPU count in the data
 (by_gpus table), one run's power trace per GPU and the per-phase breakdown, from the CSV tables
-`cnnscale report` wrote and one run.h5.
+`cnnscale report` wrote and one run.h5; and, for `bench allreduce` results, bus bandwidth against
+message size per rank count (allreduce table).
 
 Run by `cnnscale report` with Debian's /usr/bin/python3 (python3-matplotlib, python3-h5py).
 Exit codes: 0 ok, 2 bad arguments/inputs, 3 matplotlib or numpy not importable.
@@ -238,14 +239,60 @@ def power_figure(h5_path, run_label, out):
     save(fig, out, "power_trace.png")
 
 
+def allreduce_figure(rows, out):
+    """nccl-tests' view: busbw against message size (log scale), one line per setting and rank count
+    (the allreduce table's busbw_gbs[_<setting>]_n<N>_mean columns, ranks ascending)."""
+    series = []
+    for name in rows[0].keys() if rows else []:
+        m = re.fullmatch(r"busbw_gbs_(?:(.+)_)?n(\d+)_mean", name)
+        if m:
+            series.append((m.group(1) or "", int(m.group(2)), name))
+    series.sort(key=lambda s: (s[0], s[1]))
+    title = "Allreduce bus bandwidth (busbw = algbw × 2(n−1)/n)"
+    if not series:
+        message_figure(out, "allreduce_busbw.png", title, "no allreduce results")
+        return
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    cmap = plt.get_cmap("tab10" if len(series) <= 10 else "tab20")
+    rows = sorted(rows, key=lambda r: number(r["bytes"]))
+    for i, (setting, n, col) in enumerate(series):
+        pts = [(number(r["bytes"]), number(r[col]), number(r[col[:-len("mean")] + "std"])) for r in rows]
+        pts = [p for p in pts if not math.isnan(p[1])]
+        if not pts:
+            continue
+        name = f"{n} rank" + ("" if n == 1 else "s") + (f", {setting.replace('_', ' ')}" if setting else "")
+        ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=np.nan_to_num([p[2] for p in pts]),
+                    marker="o", markersize=3, color=cmap(i % cmap.N), label=name, capsize=2)
+    ax.set_xscale("log", base=2)
+    ticks = [number(r["bytes"]) for r in rows]
+    step = max(1, len(ticks) // 8)
+    ax.set_xticks(ticks[::step], [r["size"] for r in rows][::step], rotation=30, fontsize=8)
+    ax.set_xlabel("message size")
+    ax.set_ylabel("busbw (GB/s)")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(title)
+    save(fig, out, "allreduce_busbw.png")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tables", required=True, help="folder with time.csv, energy.csv, by_gpus.csv, phases.csv")
     parser.add_argument("--out", required=True, help="folder for the PNG files")
     parser.add_argument("--power-h5", default="", help="run.h5 whose /power samples are drawn")
     parser.add_argument("--power-label", default="", help="description of that run")
+    parser.add_argument("--figures", default="training",
+                        help="comma separated: training (the five figures of the runs), allreduce (allreduce.csv)")
     a = parser.parse_args()
+    wanted = set(a.figures.split(","))
+    if not wanted or not wanted <= {"training", "allreduce"}:
+        print(f"report_plots: --figures: expected training and/or allreduce, got '{a.figures}'", file=sys.stderr)
+        return 2
     os.makedirs(a.out, exist_ok=True)
+    if "allreduce" in wanted:
+        allreduce_figure(read_table(a.tables, "allreduce"), a.out)
+    if "training" not in wanted:
+        return 0
     time_rows = read_table(a.tables, "time")
     bars_per_network(time_rows, "seconds_per_batch", "seconds per batch", "Time per batch (forward + backward)",
                      a.out, "time_per_batch.png", "no timed iterations")

@@ -1,18 +1,27 @@
 // `cnnscale bench allreduce`: nccl-tests-style allreduce sweep (-b/-e/-f sizes, -w warm-up, -n
-// timed iterations) on GPUs (NCCL) or host memory (MPI), printed as a table or JSON by rank 0.
+// timed iterations) on GPUs (NCCL) or host memory (MPI), printed as a table or JSON by rank 0, and
+// saved by rank 0 as ROOT/<experiment>/allreduce/<device>-n<ranks>-<algo>-<time>.json for `report`.
 // Runs as one process or under mpirun/srun with one rank per GPU.
 #include <fmt/format.h>
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "app/commands.hpp"
 #include "core/error.hpp"
 #include "dist/allreduce_bench.hpp"
 #include "dist/data_parallel.hpp"
 #include "dist/mpi_env.hpp"
+#include "experiment/report_allreduce.hpp"
 
 namespace cnnscale::app {
 
@@ -26,7 +35,37 @@ struct AllreduceArgs {
   std::string algo = "ring";
   bool check = false, json = false;
   double timeout = 300.0;
+  std::string results_root;  // "": no results file (unless $CNNSCALE_RESULTS gives one)
+  std::string experiment = "bench";
+  bool no_results = false;
 };
+
+// UTC time of `now` as ISO 8601 ("2026-11-22T04:43:00Z") and as train's run ids write it
+// ("20261122T044300Z", for file names).
+std::pair<std::string, std::string> utc_times(std::chrono::system_clock::time_point now) {
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char iso[32], stamp[32];
+  std::strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+  return {iso, stamp};
+}
+
+// Rank 0's check of the results folder: "" when it can write there, else the error. Only rank 0
+// touches the filesystem (the others may not share it).
+std::string check_results_dir(const AllreduceArgs& a, const std::string& dir) {
+  // The name becomes a path component, as train's --experiment.
+  static const std::regex name_re("[A-Za-z0-9][A-Za-z0-9._+=-]*");
+  if (!std::regex_match(a.experiment, name_re))
+    return fmt::format("--experiment '{}': use letters, digits and . _ + = - (not starting with . or -)", a.experiment);
+  try {
+    report::prepare_allreduce_bench_dir(dir);
+  } catch (const ConfigError& e) {
+    return fmt::format("bench allreduce --results {}: {}", a.results_root, e.what());
+  }
+  return "";
+}
 
 std::string table(const AllreduceBenchResult& r, bool checked) {
   std::string out =
@@ -56,7 +95,9 @@ std::string table(const AllreduceBenchResult& r, bool checked) {
   return out;
 }
 
-nlohmann::json to_json(const AllreduceBenchResult& r, bool checked) {
+// The --json object, also the results file (format kAllreduceBenchFormat; results/README.md).
+nlohmann::json to_json(const AllreduceBenchResult& r, bool checked, const std::string& utc_time,
+                       const std::string& host) {
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& row : r.rows) {
     nlohmann::json j = {{"bytes", row.bytes},     {"count", row.count},         {"type", "float"},
@@ -66,15 +107,19 @@ nlohmann::json to_json(const AllreduceBenchResult& r, bool checked) {
     rows.push_back(std::move(j));
   }
   return {{"benchmark", "allreduce"},
+          {"format", report::kAllreduceBenchFormat},
+          {"time", utc_time},
+          {"host", host},
           {"op", "sum"},
           {"in_place", true},
           {"ranks", r.ranks},
           {"device", r.device},
+          {"algo", r.algo},
           {"library", r.library},
           {"rank_devices", r.rank_devices},
           {"warmup_iters", r.warmup_iters},
           {"iters", r.iters},
-          {"time", "mean per allreduce, max over ranks"},
+          {"time_definition", "mean per allreduce, max over ranks"},
           {"busbw_definition", "algbw * 2(n-1)/n"},
           {"checked", checked},
           {"rows", rows}};
@@ -104,6 +149,14 @@ void register_allreduce(CLI::App& bench) {
   cmd->add_option("--timeout", args->timeout, "seconds a rank waits for a collective before it gives up (exit 3)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  // As train: a batch script or a test harness can move (here: turn on) every run's results.
+  if (const char* env = std::getenv("CNNSCALE_RESULTS"); env && *env) args->results_root = env;
+  CLI::Option* results =
+      cmd->add_option("--results", args->results_root,
+                      "rank 0 saves the JSON object to DIR/<experiment>/allreduce/ (default: $CNNSCALE_RESULTS; "
+                      "without either nothing is saved)");
+  cmd->add_option("--experiment", args->experiment, "experiment name (the results subfolder)")->capture_default_str();
+  cmd->add_flag("--no-results", args->no_results, "save nothing, even with $CNNSCALE_RESULTS set")->excludes(results);
   cmd->callback([args, cmd] {
     AllreduceBenchConfig cfg;
     cfg.min_bytes = parse_byte_size(args->min_bytes, "-b");
@@ -117,20 +170,50 @@ void register_allreduce(CLI::App& bench) {
     cfg.algo = parse_allreduce_algo(args->algo);
     cfg.check = args->check;
     cfg.timeout_seconds = args->timeout;
+    const MpiEnv* mpi = MpiEnv::current();
+    CNNSCALE_CHECK(mpi != nullptr, "bench allreduce needs the process's MpiEnv (made by main)");
+    const bool save = !args->no_results && !args->results_root.empty();
+    if (!save && cmd->count("--experiment") > 0)
+      throw_config("bench allreduce --experiment names the results subfolder: give --results DIR too");
+    const std::string dir = save ? report::allreduce_bench_dir(args->results_root, args->experiment) : "";
+    if (save) {
+      // Rank 0's verdict goes to every rank, so that all of them stop before the first collective.
+      std::vector<char> verdict;
+      if (mpi->rank() == 0) {
+        const std::string error = check_results_dir(*args, dir);
+        verdict.assign(error.begin(), error.end());
+      }
+      mpi->broadcast(verdict, 0);
+      if (!verdict.empty()) {
+        // One line for the whole job: rank 0 reports it and main's MPI_Abort ends every rank with
+        // exit 2; the others wait for that in a broadcast rank 0 never sends.
+        if (mpi->rank() != 0) {
+          std::vector<char> never;
+          mpi->broadcast(never, 0);
+        }
+        throw ConfigError(std::string(verdict.begin(), verdict.end()));
+      }
+    }
+    const auto [utc_time, utc_stamp] = utc_times(std::chrono::system_clock::now());
     const AllreduceBenchResult result = run_allreduce_bench(cfg);
-    if (MpiEnv::current()->rank() == 0) {  // run_allreduce_bench checked that it exists
+    long long wrong = 0;
+    for (const auto& row : result.rows) wrong += row.wrong > 0 ? row.wrong : 0;
+    if (mpi->rank() == 0) {
+      const nlohmann::json j = to_json(result, cfg.check, utc_time, mpi->host());
       if (args->json)
-        std::cout << to_json(result, cfg.check).dump(2) << "\n";
+        std::cout << j.dump(2) << "\n";
       else
         std::cout << table(result, cfg.check);
       std::cout.flush();
+      // A failed check saves nothing: the report would average wrong sums with good ones.
+      if (save && wrong == 0) {
+        const std::string path =
+            report::write_allreduce_bench_file(dir, report::allreduce_bench_stem(result, utc_stamp), j);
+        std::fprintf(stderr, "results: %s\n", path.c_str());
+      }
     }
-    if (cfg.check) {
-      long long wrong = 0;
-      for (const auto& row : result.rows) wrong += row.wrong;
-      if (wrong > 0)
-        throw_runtime("bench allreduce --check: {} element(s) summed wrongly (see the #wrong column)", wrong);
-    }
+    if (wrong > 0)
+      throw_runtime("bench allreduce --check: {} element(s) summed wrongly (see the #wrong column)", wrong);
   });
 }
 

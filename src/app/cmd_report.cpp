@@ -36,8 +36,9 @@ void register_report(CLI::App& app) {
   cmd->callback([args] {
     args->options.plots = !args->no_plots;
     const report::ReportOutcome out = report::write_report(args->options);
-    std::cout << "report: " << out.runs << " run(s), " << out.configurations << " configuration(s) -> " << out.report_md
-              << "\n";
+    std::cout << "report: " << out.runs << " run(s), " << out.configurations << " configuration(s)";
+    if (out.allreduce_files) std::cout << ", " << out.allreduce_files << " allreduce bench file(s)";
+    std::cout << " -> " << out.report_md << "\n";
   });
 }
 

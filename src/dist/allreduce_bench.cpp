@@ -57,6 +57,7 @@ class BenchTarget {
  public:
   virtual ~BenchTarget() = default;
   virtual std::string library() const = 0;
+  virtual std::string algo() const = 0;
   virtual std::string device_line() const = 0;
   // Writes allreduce_check_value(rank, i) into the first `count` elements.
   virtual void fill_pattern(int64_t count) = 0;
@@ -73,6 +74,7 @@ class CpuTarget final : public BenchTarget {
     const std::string v = mpi_env().library_version();  // "Open MPI v4.1.4, package: ..., repo rev: ..."
     return "MPI_Allreduce, " + v.substr(0, v.find(','));
   }
+  std::string algo() const override { return "mpi"; }  // Open MPI picks its own per call
   std::string device_line() const override { return mpi_env().host() + " cpu"; }
   void fill_pattern(int64_t count) override {
     for (int64_t i = 0; i < count; ++i) buf_[static_cast<size_t>(i)] = allreduce_check_value(rank_, i);
@@ -127,6 +129,9 @@ class GpuTarget final : public BenchTarget {
     host_.resize(static_cast<size_t>(max_count));
     const char* env_algo = std::getenv("NCCL_ALGO");
     library_ = fmt::format("NCCL {}, NCCL_ALGO={}", nccl_version_string(), env_algo ? env_algo : "(NCCL's choice)");
+    // What NCCL was told, not what was asked for: a user's NCCL_ALGO wins over --algo.
+    algo_ = env_algo && *env_algo ? env_algo : "auto";
+    for (char& c : algo_) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   }
   ~GpuTarget() override {
     // The buffer is freed in compute-stream order: make that stream wait for the last collective.
@@ -137,6 +142,7 @@ class GpuTarget final : public BenchTarget {
     }
   }
   std::string library() const override { return library_; }
+  std::string algo() const override { return algo_; }
   std::string device_line() const override { return device_line_; }
   void fill_pattern(int64_t count) override {
     for (int64_t i = 0; i < count; ++i) host_[static_cast<size_t>(i)] = allreduce_check_value(rank_, i);
@@ -175,7 +181,7 @@ class GpuTarget final : public BenchTarget {
   std::unique_ptr<DeviceCommunicator> comm_;
   Tensor buf_;  // (max_count); sizes use its prefix
   std::vector<float> host_;
-  std::string device_line_, library_;
+  std::string device_line_, library_, algo_;
 };
 #endif
 
@@ -246,6 +252,7 @@ AllreduceBenchResult run_allreduce_bench(const AllreduceBenchConfig& cfg) {
   }
   result.device = cfg.gpu ? "gpu" : "cpu";
   result.library = target->library();
+  result.algo = target->algo();
   result.rank_devices = mpi_env().allgather(target->device_line());
   result.warmup_iters = cfg.warmup_iters;
   result.iters = cfg.iters;

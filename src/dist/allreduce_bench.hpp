@@ -35,6 +35,7 @@ struct AllreduceBenchResult {
   int ranks = 1;
   std::string device;                     // "gpu" or "cpu"
   std::string library;                    // "NCCL 2.28.9, NCCL_ALGO=Ring" or "MPI_Allreduce, Open MPI v4.1.4"
+  std::string algo;                       // NCCL_ALGO in effect, lower case ("auto": unset), or "mpi" on CPU
   std::vector<std::string> rank_devices;  // per rank: host and device (GPU name and UUID, or "cpu")
   int warmup_iters = 0, iters = 0;
   std::vector<AllreduceBenchRow> rows;

@@ -6,11 +6,13 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <tuple>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "experiment/report_allreduce.hpp"
 #include "experiment/report_data.hpp"
 #include "experiment/report_plots.hpp"
 #include "experiment/report_tables.hpp"
@@ -68,6 +70,7 @@ std::string report_markdown(const ReportOptions& options, const ReportOutcome& o
   std::string out = "# cnnscale report\n\n";
   out += fmt::format("Results: `{}` — {} complete run(s) in {} configuration(s)", options.results_dir, outcome.runs,
                      outcome.configurations);
+  if (outcome.allreduce_files) out += fmt::format(", {} `bench allreduce` file(s)", outcome.allreduce_files);
   if (outcome.unreadable) out += fmt::format("; {} unreadable run folder(s) skipped", outcome.unreadable);
   out += ". Values are mean ± sample standard deviation over repeats (runs equal in every identity key: ";
   for (size_t i = 0; i < kGroupKeys.size(); ++i) out += (i ? ", " : "") + kGroupKeys[i];
@@ -86,13 +89,18 @@ std::string report_markdown(const ReportOptions& options, const ReportOutcome& o
   if (outcome.figures.empty()) {
     out += figures_note + "\n";
   } else {
-    const std::vector<std::string> captions = {"Seconds per batch per batch-GPUs combination (study Figs. 5–8, left)",
-                                               "Joules per batch per batch-GPUs combination (study Figs. 5–8, right)",
-                                               "Strong scaling: samples/s against GPUs (by_gpus), with the ideal line",
-                                               "Power over time per GPU of " + power_desc,
-                                               "Phase breakdown per configuration (ms per batch, stacked)"};
-    for (size_t i = 0; i < kFigureNames.size(); ++i)
-      out += fmt::format("### {}\n\n![{}]({})\n\n", captions[i], captions[i], kFigureNames[i]);
+    const std::map<std::string, std::string> captions = {
+        {kFigureNames[0], "Seconds per batch per batch-GPUs combination (study Figs. 5–8, left)"},
+        {kFigureNames[1], "Joules per batch per batch-GPUs combination (study Figs. 5–8, right)"},
+        {kFigureNames[2], "Strong scaling: samples/s against GPUs (by_gpus), with the ideal line"},
+        {kFigureNames[3], "Power over time per GPU of " + power_desc},
+        {kFigureNames[4], "Phase breakdown per configuration (ms per batch, stacked)"},
+        {kAllreduceFigure, "Allreduce bus bandwidth against message size per rank count (allreduce table)"}};
+    for (const std::string& path : outcome.figures) {
+      const std::string name = fs::path(path).filename().string();
+      const std::string& caption = captions.at(name);
+      out += fmt::format("### {}\n\n![{}]({})\n\n", caption, caption, name);
+    }
   }
   return out;
 }
@@ -113,15 +121,22 @@ ReportOutcome write_report(const ReportOptions& options) {
 
   ReportOutcome outcome;
   std::vector<RunRecord> runs = scan_runs(options.results_dir, &outcome.unreadable);
-  if (runs.empty())
-    throw_config("no complete runs under '{}' (a run folder holds run.h5; *.partial folders are ignored){}",
-                 options.results_dir,
-                 outcome.unreadable ? fmt::format("; {} unreadable run folder(s)", outcome.unreadable) : "");
+  // `bench allreduce --results` files next to the runs (ROOT/<name>/allreduce/): a folder may hold
+  // only those.
+  const std::vector<AllreduceBenchFile> benches = find_allreduce_benches(options.results_dir);
+  if (runs.empty() && benches.empty())
+    throw_config(
+        "no complete runs under '{}' (a run folder holds run.h5; *.partial folders are ignored) and no "
+        "`bench allreduce` results (*/allreduce/*.json){}",
+        options.results_dir, outcome.unreadable ? fmt::format("; {} unreadable run folder(s)", outcome.unreadable) : "");
   const std::vector<ConfigGroup> groups = group_runs(runs);
-  const std::vector<Table> tables = build_tables(groups);
-  const RunRecord* power = options.plots ? power_run(runs, options.power_run) : nullptr;
+  std::vector<Table> tables;
+  if (!runs.empty()) tables = build_tables(groups);
+  if (!benches.empty()) tables.push_back(allreduce_table(benches));
+  const RunRecord* power = options.plots && !runs.empty() ? power_run(runs, options.power_run) : nullptr;
   outcome.runs = static_cast<int>(runs.size());
   outcome.configurations = static_cast<int>(groups.size());
+  outcome.allreduce_files = static_cast<int>(benches.size());
 
   const fs::path out = options.out_dir.empty() ? fs::path(options.results_dir) / "report" : fs::path(options.out_dir);
   std::error_code ec;
@@ -151,9 +166,14 @@ ReportOutcome write_report(const ReportOptions& options) {
         fs::create_directories(scratch);
         for (const Table& t : tables) write_atomic(scratch / (t.name + ".csv"), render_csv(t));
       }
-      PlotJob job{
-          options.python, options.script, scratch.string(), out.string(), (fs::path(power->folder) / "run.h5").string(),
-          power_desc};
+      PlotJob job{options.python,
+                  options.script,
+                  scratch.string(),
+                  out.string(),
+                  power ? (fs::path(power->folder) / "run.h5").string() : "",
+                  power_desc,
+                  !runs.empty(),
+                  !benches.empty()};
       outcome.figures = run_plot_script(job);
     } catch (const Error& e) {
       plot_error = e.what();

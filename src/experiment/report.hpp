@@ -23,13 +23,16 @@ struct ReportOutcome {
   std::vector<std::string> files;    // every table file and figure written
   std::vector<std::string> figures;  // PNG paths
   int runs = 0, configurations = 0, unreadable = 0;
+  int allreduce_files = 0;  // `bench allreduce` results files in the allreduce table
 };
 
 inline const std::vector<std::string> kFigureNames = {"time_per_batch.png", "joules_per_batch.png", "scaling.png",
                                                       "power_trace.png", "phases.png"};
+// Drawn when the results hold `bench allreduce` files: busbw against message size per rank count.
+inline const std::string kAllreduceFigure = "allreduce_busbw.png";
 
-// Writes the report. Errors: a bad RESULTS_DIR, no complete run or a bad option is a ConfigError
-// (exit 2). With plots requested, a missing python/matplotlib or a failing plot script is a
+// Writes the report. Errors: a bad RESULTS_DIR, neither a complete run nor a `bench allreduce`
+// file, or a bad option is a ConfigError (exit 2). With plots requested, a missing python/matplotlib or a failing plot script is a
 // RuntimeError (exit 1) thrown after the tables and report.md were written, naming --no-plots.
 ReportOutcome write_report(const ReportOptions& options);
 

@@ -50,7 +50,8 @@ std::string find_plot_script(const std::string& requested) {
 std::vector<std::string> run_plot_script(const PlotJob& job) {
   const std::string python = find_python(job.python);
   const std::string script = find_plot_script(job.script);
-  std::vector<std::string> args = {python, script, "--tables", job.tables_dir, "--out", job.out_dir};
+  std::vector<std::string> args = {python, script, "--tables", job.tables_dir, "--out", job.out_dir, "--figures"};
+  args.push_back(job.training && job.allreduce ? "training,allreduce" : job.training ? "training" : "allreduce");
   if (!job.power_h5.empty()) {
     args.insert(args.end(), {"--power-h5", job.power_h5, "--power-label", job.power_label});
   }
@@ -93,8 +94,11 @@ std::vector<std::string> run_plot_script(const PlotJob& job) {
         "plots not produced: {} {} failed with exit code {}{}; use --no-plots to skip them (the tables "
         "are in {})",
         python, script, code, message.empty() ? "" : ": " + message, job.out_dir);
+  std::vector<std::string> names;
+  if (job.training) names = kFigureNames;
+  if (job.allreduce) names.push_back(kAllreduceFigure);
   std::vector<std::string> figures;
-  for (const std::string& name : kFigureNames) {
+  for (const std::string& name : names) {
     const fs::path p = fs::path(job.out_dir) / name;
     if (!fs::is_regular_file(p, ec)) throw_runtime("plots incomplete: {} did not write {}", script, p.string());
     figures.push_back(p.string());

@@ -14,13 +14,15 @@ struct PlotJob {
   std::string out_dir;      // where the PNGs go
   std::string power_h5;     // run.h5 of the run whose power trace is drawn ("" = none)
   std::string power_label;  // its description for the title
+  bool training = true;     // the kFigureNames figures (needs the training tables)
+  bool allreduce = false;   // kAllreduceFigure from allreduce.csv
 };
 
 std::string find_python(const std::string& requested);
 std::string find_plot_script(const std::string& requested);
 
 // Runs the script; throws RuntimeError with the script's last stderr line (matplotlib missing:
-// exit 3) when it fails. Returns the figure paths the script wrote.
+// exit 3) when it fails. Returns the figure paths the script wrote (those the job asked for).
 std::vector<std::string> run_plot_script(const PlotJob& job);
 
 }  // namespace cnnscale::report

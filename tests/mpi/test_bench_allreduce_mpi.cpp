@@ -1,15 +1,25 @@
 // `bench allreduce --device cpu` under mpirun (label mpi, no GPU): the sizes of -b/-e/-f, the
-// columns, nccl-tests' algbw/busbw definitions and a passing --check; and the launch/ scripts
-// (mpirun.sh, pbs.sh and slurm.sbatch's mpirun mode, the last two with the job variables faked).
+// columns, nccl-tests' algbw/busbw definitions and a passing --check; results files of 1, 2 and 8
+// ranks and the report's table of them; and the launch/ scripts (mpirun.sh, pbs.sh and
+// slurm.sbatch's mpirun mode, the last two with the job variables faked).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
 
 #include "common/job_runner.hpp"
+#include "common/temp_dir.hpp"
+#include "cpu/test_report_util.hpp"
+#include "experiment/report.hpp"
+#include "experiment/report_allreduce.hpp"
 #include "mpi/mpi_runner.hpp"
 
 namespace cnnscale::testing {
@@ -66,6 +76,116 @@ TEST(BenchAllreduceMpi, ThreeRanksJsonBusBandwidthDefinition) {
     EXPECT_EQ(row["wrong"], 0) << "size " << size;
     size *= 8;
   }
+}
+
+// The scaling study's use: one file per rank count (rank 0 writes it; 8 ranks oversubscribed on
+// the CI's cores), then the report's table with a column per rank count holding each file's values.
+TEST(BenchAllreduceMpi, ResultsFilesOfOneTwoAndEightRanksMakeTheReportTable) {
+  TempDir dir;
+  const std::vector<int> counts = {1, 2, 8};
+  std::map<int, nlohmann::json> by_ranks;
+  for (int n : counts) {
+    MpiResult r = run_mpi(n, {"bench", "allreduce", "--device", "cpu", "--results", dir.str(), "-b", "1K", "-e", "64K",
+                              "-f", "4", "-w", "1", "-n", "3", "--check"});
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("# check: passed"), std::string::npos) << r.out;  // the table is still printed
+    // Exactly one "results:" line: only rank 0 writes.
+    const std::regex line(R"(results: (\S+)\n)");
+    auto lines = std::sregex_iterator(r.err.begin(), r.err.end(), line);
+    ASSERT_EQ(std::distance(lines, std::sregex_iterator()), 1) << r.err;
+    const std::string path = (*lines)[1];
+    EXPECT_EQ(std::filesystem::path(path).parent_path(),
+              std::filesystem::path(report::allreduce_bench_dir(dir.str(), "bench")));
+    EXPECT_TRUE(std::regex_match(std::filesystem::path(path).filename().string(),
+                                 std::regex(fmt::format(R"(cpu-n{}-mpi-\d{{8}}T\d{{6}}Z(-\d+)?\.json)", n))))
+        << path;
+    const nlohmann::json j = nlohmann::json::parse(slurp(path));
+    EXPECT_EQ(j["benchmark"], "allreduce");
+    EXPECT_EQ(j["ranks"], n);
+    EXPECT_EQ(j["rank_devices"].size(), static_cast<size_t>(n));
+    EXPECT_EQ(j["checked"], true);
+    ASSERT_EQ(j["rows"].size(), 4u) << j.dump();  // 1K 4K 16K 64K
+    for (const auto& row : j["rows"]) EXPECT_EQ(row["wrong"], 0);
+    by_ranks[n] = j;
+  }
+  // Nothing else in the folder: no temporary or probe file left behind.
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(report::allreduce_bench_dir(dir.str(), "bench")))
+    names.push_back(e.path().filename().string());
+  std::string listing;
+  for (const auto& name : names) listing += name + " ";
+  EXPECT_EQ(names.size(), 3u) << listing;
+
+  const auto files = report::find_allreduce_benches(dir.str());
+  ASSERT_EQ(files.size(), 3u);
+  const report::Table t = report::allreduce_table(files);
+  std::vector<std::string> headers;
+  for (const auto& c : t.columns) headers.push_back(c.header);
+  EXPECT_EQ(headers, (std::vector<std::string>{"size", "bytes", "busbw 1 CPU rank (GB/s)", "busbw 2 CPU ranks (GB/s)",
+                                               "busbw 8 CPU ranks (GB/s)", "time 1 CPU rank (µs)",
+                                               "time 2 CPU ranks (µs)", "time 8 CPU ranks (µs)"}));
+  ASSERT_EQ(t.rows.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(t.rows[i][1].text, std::to_string(1024 << (2 * i)));
+    for (size_t k = 0; k < counts.size(); ++k) {
+      const auto& row = by_ranks[counts[k]]["rows"][i];
+      const report::Stat busbw = t.rows[i][2 + k].value, time = t.rows[i][5 + k].value;
+      EXPECT_EQ(busbw.n, 1);
+      EXPECT_EQ(busbw.mean, row["busbw_gbs"].get<double>()) << counts[k] << " ranks, row " << i;
+      EXPECT_EQ(time.mean, row["time_us"].get<double>()) << counts[k] << " ranks, row " << i;
+      EXPECT_GT(time.mean, 0.0);
+      if (counts[k] == 1)
+        EXPECT_EQ(busbw.mean, 0.0);
+      else
+        EXPECT_GT(busbw.mean, 0.0);
+    }
+  }
+  EXPECT_EQ(t.rows[0][0].text, "1 KiB");
+  EXPECT_EQ(t.rows[3][0].text, "64 KiB");
+
+  // End to end: `cnnscale report` on a folder holding only these files writes the allreduce table
+  // (and, where matplotlib is importable, its figure) with a column per rank count.
+  const bool plots = std::system("/usr/bin/python3 -c 'import matplotlib, numpy' >/dev/null 2>&1") == 0;
+  std::vector<std::string> args = {"report", dir.str()};
+  if (!plots) args.push_back("--no-plots");
+  auto rep = run_cnnscale(args);
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  EXPECT_NE(rep.out.find("0 run(s), 0 configuration(s), 3 allreduce bench file(s)"), std::string::npos) << rep.out;
+  const std::filesystem::path out = std::filesystem::path(dir.str()) / "report";
+  const auto csv = read_csv((out / "allreduce.csv").string());
+  ASSERT_EQ(csv.size(), 4u);
+  for (size_t i = 0; i < 4; ++i)
+    for (int n : counts)
+      EXPECT_EQ(std::stod(csv[i].at(fmt::format("busbw_gbs_n{}_mean", n))),
+                by_ranks[n]["rows"][i]["busbw_gbs"].get<double>())
+          << n << " ranks, row " << i;
+  const std::string md = slurp((out / "report.md").string());
+  EXPECT_NE(md.find("<a id=\"allreduce\">"), std::string::npos) << md;
+  EXPECT_EQ(md.find("<a id=\"time\">"), std::string::npos) << "no training runs, no training tables";
+  if (plots) {
+    EXPECT_GT(std::filesystem::file_size(out / report::kAllreduceFigure), 1000u);
+    EXPECT_NE(md.find("](" + report::kAllreduceFigure + ")"), std::string::npos) << md;
+    for (const std::string& name : report::kFigureNames) EXPECT_FALSE(std::filesystem::exists(out / name)) << name;
+  }
+}
+
+// An unwritable root stops every rank with exit 2 before the benchmark runs: rank 0 checks it and
+// prints the one error line of the job.
+TEST(BenchAllreduceMpi, UnwritableResultsRootEndsEveryRankBeforeTheBenchmark) {
+  TempDir dir;
+  std::ofstream(dir.file("plain")) << "a file, not a folder";
+  MpiResult r =
+      run_mpi(3, {"bench", "allreduce", "--device", "cpu", "--results", dir.file("plain"), "-b", "1K", "-e", "4K"});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_NE(r.err.find("cnnscale: error: rank 0 (host "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("bench allreduce --results " + dir.file("plain") + ": cannot create"), std::string::npos)
+      << r.err;
+  int lines = 0;
+  for (size_t p = r.err.find("cnnscale: error:"); p != std::string::npos; p = r.err.find("cnnscale: error:", p + 1))
+    ++lines;
+  EXPECT_EQ(lines, 1) << r.err;
+  EXPECT_EQ(r.out.find("# cnnscale bench allreduce"), std::string::npos) << r.out;
 }
 
 TEST(BenchAllreduceMpi, LaunchScriptRunsTwoRanks) {

@@ -1,0 +1,398 @@
+// `bench allreduce` results files (see report_allreduce.hpp): writing them without ever exposing
+// or replacing a half-written file, finding and parsing them, and the report's table by rank count.
+#include "experiment/report_allreduce.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <map>
+#include <set>
+#include <sstream>
+#include <system_error>
+#include <tuple>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "experiment/report_data.hpp"
+
+namespace cnnscale::report {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// Lower-case letters, digits and '_' only: safe in file names and CSV column names.
+std::string name_part(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    out += std::isalnum(u) ? static_cast<char>(std::tolower(u)) : '_';
+  }
+  return out.empty() ? "_" : out;
+}
+
+void write_all(int fd, const std::string& data, const std::string& path) {
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw_runtime("{}: write failed: {}", path, std::strerror(errno));
+    done += static_cast<size_t>(n);
+  }
+}
+
+// Field accessors that name what is wrong (nlohmann's own messages do not name the key).
+const json& field(const json& j, const char* key, const std::string& where) {
+  if (!j.is_object() || !j.contains(key)) throw_config("{}: missing \"{}\"", where, key);
+  return j[key];
+}
+std::string text_field(const json& j, const char* key, const std::string& where) {
+  const json& v = field(j, key, where);
+  if (!v.is_string()) throw_config("{}: \"{}\" is not a string", where, key);
+  return v.get<std::string>();
+}
+int64_t int_field(const json& j, const char* key, const std::string& where) {
+  const json& v = field(j, key, where);
+  if (!v.is_number_integer()) throw_config("{}: \"{}\" is not an integer", where, key);
+  return v.get<int64_t>();
+}
+// JSON has no NaN or infinity: the writer stores them as null, read back as NaN (a null value).
+double number_field(const json& j, const char* key, const std::string& where) {
+  const json& v = field(j, key, where);
+  if (v.is_null()) return kMissing;
+  if (!v.is_number()) throw_config("{}: \"{}\" is not a number", where, key);
+  return v.get<double>();
+}
+
+std::string size_label(int64_t bytes) {
+  static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  size_t u = 0;
+  while (u + 1 < std::size(units) && v >= 1024) v /= 1024, ++u;
+  return v == std::floor(v) ? fmt::format("{:.0f} {}", v, units[u]) : fmt::format("{:.4g} {}", v, units[u]);
+}
+
+std::string ranks_text(const std::string& device, int n) {
+  if (device == "gpu") return n == 1 ? "1 GPU" : fmt::format("{} GPUs", n);
+  if (device == "cpu") return n == 1 ? "1 CPU rank" : fmt::format("{} CPU ranks", n);
+  return fmt::format("{} {} rank(s)", n, device);
+}
+
+// "2 × NVIDIA H200 on 1 host" from rank_devices entries "<host> gpu:<i> <model> GPU-<uuid>"
+// (or "<host> cpu").
+std::string devices_text(const std::vector<std::string>& rank_devices) {
+  std::map<std::string, int> models;
+  std::set<std::string> hosts;
+  for (const std::string& line : rank_devices) {
+    std::istringstream is(line);
+    std::vector<std::string> words;
+    for (std::string w; is >> w;) words.push_back(w);
+    if (words.empty()) continue;
+    hosts.insert(words[0]);
+    if (words.size() > 2 && (words.back().starts_with("GPU-") || words.back().starts_with("MIG-"))) words.pop_back();
+    std::string model;
+    for (size_t i = 2; i < words.size(); ++i) model += (model.empty() ? "" : " ") + words[i];
+    if (model.empty()) model = words.size() > 1 && words[1] == "cpu" ? "CPU" : (words.size() > 1 ? words[1] : "?");
+    ++models[model];
+  }
+  std::string out;
+  for (const auto& [model, count] : models) out += fmt::format("{}{} × {}", out.empty() ? "" : " + ", count, model);
+  return fmt::format("{} on {} host{}", out, hosts.size(), hosts.size() == 1 ? "" : "s");
+}
+
+struct Setting {
+  std::string device, algo;
+  auto order() const { return std::make_tuple(device != "gpu", device, algo); }  // the study's GPUs first
+  bool operator<(const Setting& o) const { return order() < o.order(); }
+};
+
+// One column group: the files of a setting at one rank count.
+struct Group {
+  Setting setting;
+  int ranks = 0;
+  std::vector<const AllreduceBenchFile*> files;
+  // "8 GPUs" or, with several settings, "8 GPUs, tree" (headers) / "8 GPUs tree" (inside lists).
+  std::string label(bool qualify, const char* sep = ", ") const {
+    return ranks_text(setting.device, ranks) + (qualify ? sep + setting.algo : "");
+  }
+  std::string csv(bool qualify) const {
+    return (qualify ? name_part(setting.device) + "_" + name_part(setting.algo) + "_" : "") + fmt::format("n{}", ranks);
+  }
+  Stat stat(int64_t bytes, double AllreduceBenchRow::*member) const {
+    std::vector<double> values;
+    for (const AllreduceBenchFile* f : files)
+      for (const AllreduceBenchRow& r : f->bench.rows)
+        if (r.bytes == bytes) values.push_back(r.*member);
+    return stat_of(values);
+  }
+};
+
+// "A" when every group has the same value, else "A (2, 4 GPUs); B (8 GPUs)".
+std::string per_group(const std::vector<Group>& groups, bool qualify,
+                      const std::function<std::string(const Group&)>& value) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> values;  // value -> group labels, first seen first
+  for (const Group& g : groups) {
+    const std::string v = value(g);
+    auto it = std::find_if(values.begin(), values.end(), [&](const auto& p) { return p.first == v; });
+    if (it == values.end()) it = values.insert(values.end(), {v, {}});
+    it->second.push_back(g.label(qualify, " "));
+  }
+  if (values.size() == 1) return values[0].first;
+  std::string out;
+  for (const auto& [v, labels] : values) {
+    std::string which;
+    for (const std::string& l : labels) which += (which.empty() ? "" : ", ") + l;
+    out += fmt::format("{}{} ({})", out.empty() ? "" : "; ", v, which);
+  }
+  return out;
+}
+
+// The distinct values of `value` over a group's files, joined with " / ".
+std::string distinct(const Group& g, const std::function<std::string(const AllreduceBenchFile&)>& value) {
+  std::vector<std::string> seen;
+  for (const AllreduceBenchFile* f : g.files)
+    if (std::string v = value(*f); std::find(seen.begin(), seen.end(), v) == seen.end()) seen.push_back(v);
+  std::string out;
+  for (const std::string& v : seen) out += (out.empty() ? "" : " / ") + v;
+  return out;
+}
+
+}  // namespace
+
+std::string allreduce_bench_dir(const std::string& root, const std::string& experiment) {
+  return (fs::path(root) / experiment / "allreduce").string();
+}
+
+std::string allreduce_bench_stem(const AllreduceBenchResult& bench, const std::string& utc_stamp) {
+  return fmt::format("{}-n{}-{}-{}", name_part(bench.device), bench.ranks, name_part(bench.algo), utc_stamp);
+}
+
+void prepare_allreduce_bench_dir(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir, ec))
+    throw_config("cannot create {}: {}", dir, ec ? ec.message() : "not a directory");
+  const std::string probe = (fs::path(dir) / fmt::format(".probe-{}.tmp", ::getpid())).string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) throw_config("cannot write in {}: {}", dir, std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+std::string write_allreduce_bench_file(const std::string& dir, const std::string& stem, const json& j) {
+  // Hidden and not *.json: a reader scanning the folder meanwhile never takes it for a result.
+  const std::string tmp = (fs::path(dir) / fmt::format(".{}.{}.tmp", stem, ::getpid())).string();
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw_runtime("{}: cannot create: {}", tmp, std::strerror(errno));
+  try {
+    write_all(fd, j.dump(2) + "\n", tmp);
+    if (::fsync(fd) != 0) throw_runtime("{}: fsync failed: {}", tmp, std::strerror(errno));
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  ::close(fd);
+  // link() publishes the complete file under a name only if that name is free (atomically, unlike
+  // an exists check followed by rename, which would replace a file another rank-0 just wrote).
+  for (int k = 0; k < 100000; ++k) {
+    const std::string path = (fs::path(dir) / (k == 0 ? stem + ".json" : fmt::format("{}-{}.json", stem, k))).string();
+    if (::link(tmp.c_str(), path.c_str()) == 0) {
+      ::unlink(tmp.c_str());
+      return path;
+    }
+    if (errno == EEXIST) continue;
+    const int err = errno;
+    std::error_code ec;
+    // Filesystems without hard links: the check-then-rename fallback.
+    if ((err == EPERM || err == EOPNOTSUPP || err == EMLINK) && !fs::exists(path, ec)) {
+      fs::rename(tmp, path, ec);
+      if (!ec) return path;
+    }
+    ::unlink(tmp.c_str());
+    throw_runtime("{}: cannot write: {}", path, std::strerror(err));
+  }
+  ::unlink(tmp.c_str());
+  throw_runtime("{}: no free name for {}.json", dir, stem);
+}
+
+AllreduceBenchFile parse_allreduce_bench(const json& j, const std::string& path) {
+  if (!j.is_object()) throw_config("{}: not a JSON object", path);
+  if (text_field(j, "benchmark", path) != "allreduce") throw_config("{}: \"benchmark\" is not \"allreduce\"", path);
+  if (const std::string format = text_field(j, "format", path); format != kAllreduceBenchFormat)
+    throw_config("{}: format \"{}\" is not \"{}\"", path, format, kAllreduceBenchFormat);
+  AllreduceBenchFile f;
+  f.path = path;
+  f.time = text_field(j, "time", path);
+  f.host = text_field(j, "host", path);
+  AllreduceBenchResult& b = f.bench;
+  b.ranks = static_cast<int>(int_field(j, "ranks", path));
+  if (b.ranks < 1) throw_config("{}: \"ranks\" is {}", path, b.ranks);
+  b.device = text_field(j, "device", path);
+  b.algo = text_field(j, "algo", path);
+  b.library = text_field(j, "library", path);
+  b.warmup_iters = static_cast<int>(int_field(j, "warmup_iters", path));
+  b.iters = static_cast<int>(int_field(j, "iters", path));
+  const json& devices = field(j, "rank_devices", path);
+  if (!devices.is_array()) throw_config("{}: \"rank_devices\" is not an array", path);
+  for (const json& d : devices) b.rank_devices.push_back(d.is_string() ? d.get<std::string>() : d.dump());
+  const json& rows = field(j, "rows", path);
+  if (!rows.is_array()) throw_config("{}: \"rows\" is not an array", path);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const std::string where = fmt::format("{}: rows[{}]", path, i);
+    AllreduceBenchRow r;
+    r.bytes = int_field(rows[i], "bytes", where);
+    if (r.bytes <= 0) throw_config("{}: \"bytes\" is {}", where, r.bytes);
+    r.count = r.bytes / static_cast<int64_t>(sizeof(float));
+    r.time_us = number_field(rows[i], "time_us", where);
+    r.algbw_gbs = number_field(rows[i], "algbw_gbs", where);
+    r.busbw_gbs = number_field(rows[i], "busbw_gbs", where);
+    if (rows[i].contains("wrong") && rows[i]["wrong"].is_number_integer()) r.wrong = rows[i]["wrong"].get<int64_t>();
+    b.rows.push_back(r);
+  }
+  return f;
+}
+
+std::vector<AllreduceBenchFile> find_allreduce_benches(const std::string& results_dir, int* skipped) {
+  std::error_code ec;
+  if (!fs::is_directory(results_dir, ec))
+    throw_config("'{}' is not a directory (expected a results directory)", results_dir);
+  std::vector<fs::path> paths;
+  fs::recursive_directory_iterator it(results_dir, fs::directory_options::skip_permission_denied, ec);
+  if (ec) throw_config("cannot read results directory '{}': {}", results_dir, ec.message());
+  for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) throw_runtime("cannot scan '{}': {}", results_dir, ec.message());
+    const fs::path& p = it->path();
+    if (it->is_directory(ec)) {
+      if (p.filename().string().ends_with(".partial")) it.disable_recursion_pending();  // a train run being written
+      continue;
+    }
+    // Temporary files of a writer are hidden and end in .tmp: never taken.
+    if (p.extension() == ".json" && p.parent_path().filename() == "allreduce" &&
+        !p.filename().string().starts_with(".") && it->is_regular_file(ec))
+      paths.push_back(p);
+  }
+  std::sort(paths.begin(), paths.end());
+
+  std::vector<AllreduceBenchFile> files;
+  int bad = 0;
+  for (const fs::path& p : paths) {
+    try {
+      std::ifstream in(p);
+      if (!in) throw_runtime("cannot open");
+      std::stringstream ss;
+      ss << in.rdbuf();
+      const json j = json::parse(ss.str());
+      // Another benchmark's file in an allreduce folder is not a broken one of ours.
+      if (j.is_object() && j.contains("benchmark") && j["benchmark"].is_string() && j["benchmark"] != "allreduce") {
+        log::debug("report: {} is a '{}' benchmark, not allreduce", p.string(), j["benchmark"].get<std::string>());
+        continue;
+      }
+      files.push_back(parse_allreduce_bench(j, p.string()));
+    } catch (const std::exception& e) {
+      ++bad;
+      const std::string what = e.what();
+      // parse_allreduce_bench's messages already start with the path.
+      log::warn("report: skipping malformed allreduce bench file {}: {}", p.string(),
+                what.starts_with(p.string() + ": ") ? what.substr(p.string().size() + 2) : what);
+    }
+  }
+  if (skipped) *skipped = bad;
+  return files;
+}
+
+Table allreduce_table(const std::vector<AllreduceBenchFile>& files) {
+  std::map<std::pair<Setting, int>, Group> by_key;  // ordered: setting, then ranks ascending
+  std::set<int64_t> sizes;
+  for (const AllreduceBenchFile& f : files) {
+    Group& g = by_key[{Setting{f.bench.device, f.bench.algo}, f.bench.ranks}];
+    g.setting = Setting{f.bench.device, f.bench.algo};
+    g.ranks = f.bench.ranks;
+    g.files.push_back(&f);
+    for (const AllreduceBenchRow& r : f.bench.rows) sizes.insert(r.bytes);
+  }
+  std::vector<Group> groups;
+  std::vector<std::vector<const Group*>> blocks;  // the groups of one setting
+  for (auto& [key, g] : by_key) groups.push_back(std::move(g));
+  for (const Group& g : groups) {
+    if (blocks.empty() || blocks.back().front()->setting < g.setting) blocks.emplace_back();
+    blocks.back().push_back(&g);
+  }
+  const bool qualify = blocks.size() > 1;
+  // busbw side by side across rank counts (the comparison nccl-tests users make), then the times.
+  struct Figure {
+    double AllreduceBenchRow::*member;
+    const char *header, *unit, *csv;
+  };
+  const Figure figures[] = {{&AllreduceBenchRow::busbw_gbs, "busbw", "GB/s", "busbw_gbs_"},
+                            {&AllreduceBenchRow::time_us, "time", "µs", "time_us_"}};
+
+  Table t{"allreduce",
+          "Allreduce bus bandwidth by GPU count",
+          "`cnnscale bench allreduce` (in-place float sum over all ranks): bus bandwidth and time per allreduce, "
+          "one row per message size and a column per rank count. busbw = algbw × 2(n−1)/n as nccl-tests "
+          "(algbw = size / time, GB = 10⁹ bytes); each value is the mean time of -n back-to-back allreduces "
+          "of the slowest rank; mean ± sample std over the files of one setting (repeats).",
+          {{"size", "size", false}, {"bytes", "bytes", false}},
+          {},
+          {}};
+  for (const auto& block : blocks)
+    for (const Figure& f : figures)
+      for (const Group* g : block)
+        t.columns.push_back({fmt::format("{} {} ({})", f.header, g->label(qualify), f.unit), f.csv + g->csv(qualify)});
+  bool any_null = false;
+  for (int64_t bytes : sizes) {
+    std::vector<Cell> cells = {Cell::of(size_label(bytes)), Cell::of(std::to_string(bytes))};
+    for (const auto& block : blocks)
+      for (const Figure& f : figures)
+        for (const Group* g : block) {
+          cells.push_back(Cell::of(g->stat(bytes, f.member)));
+          any_null = any_null || cells.back().value.null();
+        }
+    t.rows.push_back(std::move(cells));
+  }
+  if (groups.empty()) return t;
+
+  if (qualify)
+    t.notes.push_back("Columns per device and the NCCL_ALGO in effect (mpi: MPI_Allreduce, Open MPI's own choice).");
+  t.notes.push_back("Files (repeats): " +
+                    per_group(groups, qualify, [](const Group& g) { return std::to_string(g.files.size()); }) + ".");
+  t.notes.push_back("Library: " +
+                    per_group(groups, qualify,
+                              [](const Group& g) {
+                                return distinct(g, [](const AllreduceBenchFile& f) { return f.bench.library; });
+                              }) +
+                    ".");
+  std::string devices;
+  for (const Group& g : groups)
+    devices += fmt::format("{}{}: {}", devices.empty() ? "" : "; ", g.label(qualify),
+                           distinct(g, [](const AllreduceBenchFile& f) { return devices_text(f.bench.rank_devices); }));
+  t.notes.push_back("Devices: " + devices + ".");
+  t.notes.push_back("Allreduces per size: " +
+                    per_group(groups, qualify,
+                              [](const Group& g) {
+                                return distinct(g, [](const AllreduceBenchFile& f) {
+                                  return fmt::format("-w {} warm-up, -n {} timed", f.bench.warmup_iters, f.bench.iters);
+                                });
+                              }) +
+                    ".");
+  if (std::any_of(groups.begin(), groups.end(), [](const Group& g) { return g.ranks == 1; }))
+    t.notes.push_back(
+        "One rank: busbw is 0 by definition (2(n−1)/n = 0, nothing crosses a bus); its time is the "
+        "call's local cost.");
+  if (any_null) t.notes.push_back("— : no file of that setting and rank count measured that size.");
+  return t;
+}
+
+}  // namespace cnnscale::report

@@ -1,0 +1,343 @@
+// `bench allreduce` results files and their report table: files of 2, 4 and 8 ranks (two repeats
+// at 8) in a temp results tree give one row per size and busbw/time columns per rank count in
+// ascending order, holding the inputs' mean and sample std; a size missing at one count is "—" in
+// Markdown and empty in CSV; malformed files are skipped with a warning naming them. The file
+// writer never replaces a file, and a one-process `bench allreduce --results` writes what --json prints.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "common/temp_dir.hpp"
+#include "core/error.hpp"
+#include "cpu/cli_runner.hpp"
+#include "cpu/test_report_util.hpp"
+#include "experiment/report_allreduce.hpp"
+
+namespace cnnscale {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testing::TempDir;
+
+struct Point {
+  int64_t bytes;
+  double time_us;
+};
+
+// A file as `bench allreduce` writes it; algbw and busbw follow from the time as the bench computes them.
+json bench_json(int ranks, const std::vector<Point>& points, const std::string& device = "gpu",
+                const std::string& algo = "ring") {
+  json rows = json::array();
+  for (const Point& p : points) {
+    const double algbw = static_cast<double>(p.bytes) / 1e9 / (p.time_us * 1e-6);
+    rows.push_back({{"bytes", p.bytes},
+                    {"count", p.bytes / 4},
+                    {"type", "float"},
+                    {"time_us", p.time_us},
+                    {"algbw_gbs", algbw},
+                    {"busbw_gbs", algbw * 2.0 * (ranks - 1) / ranks},
+                    {"wrong", 0}});
+  }
+  json devices = json::array();
+  for (int r = 0; r < ranks; ++r) devices.push_back(fmt::format("node-a gpu:{} NVIDIA H200 GPU-0000000{}", r, r));
+  return {{"benchmark", "allreduce"},
+          {"format", report::kAllreduceBenchFormat},
+          {"time", "2026-11-22T04:43:00Z"},
+          {"host", "node-a"},
+          {"op", "sum"},
+          {"in_place", true},
+          {"ranks", ranks},
+          {"device", device},
+          {"algo", algo},
+          {"library", "NCCL 2.28.9, NCCL_ALGO=Ring"},
+          {"rank_devices", devices},
+          {"warmup_iters", 5},
+          {"iters", 20},
+          {"time_definition", "mean per allreduce, max over ranks"},
+          {"busbw_definition", "algbw * 2(n-1)/n"},
+          {"checked", true},
+          {"rows", rows}};
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path) << text;
+}
+
+double busbw(int ranks, const Point& p) {
+  return static_cast<double>(p.bytes) / 1e9 / (p.time_us * 1e-6) * 2.0 * (ranks - 1) / ranks;
+}
+
+size_t column(const report::Table& t, const std::string& header) {
+  for (size_t c = 0; c < t.columns.size(); ++c)
+    if (t.columns[c].header == header) return c;
+  ADD_FAILURE() << "no column " << header;
+  return 0;
+}
+
+// The Markdown cells of the row whose first cell is `label`.
+std::vector<std::string> markdown_row(const std::string& md, const std::string& label) {
+  std::istringstream is(md);
+  for (std::string line; std::getline(is, line);) {
+    if (!line.starts_with("| " + label + " |")) continue;
+    std::vector<std::string> cells;
+    for (size_t p = 1, q; (q = line.find(" |", p)) != std::string::npos; p = q + 2)
+      cells.push_back(line.substr(p + 1, q - p - 1));
+    return cells;
+  }
+  return {};
+}
+
+constexpr int64_t MiB = 1 << 20;
+
+TEST(ReportAllreduce, ColumnsPerRankCountAscendingWithRepeatMeansAndNulls) {
+  TempDir dir;
+  const fs::path study = fs::path(dir.str()) / "study" / "allreduce";
+  const std::vector<Point> n2 = {{MiB, 40.0}, {4 * MiB, 100.0}, {16 * MiB, 350.0}};
+  const std::vector<Point> n4 = {{MiB, 45.0}, {16 * MiB, 300.0}};  // no 4 MiB
+  const std::vector<Point> n8a = {{MiB, 60.0}, {4 * MiB, 120.0}, {16 * MiB, 380.0}};
+  const std::vector<Point> n8b = {{MiB, 64.0}, {4 * MiB, 130.0}, {16 * MiB, 400.0}};
+  // Written out of order and one level deeper for the second repeat: the scan is recursive and sorts.
+  write_text(study / "gpu-n8-ring-20261122T050000Z.json", bench_json(8, n8a).dump(2));
+  write_text(study / "gpu-n4-ring-20261122T040000Z.json", bench_json(4, n4).dump(2));
+  write_text(study / "gpu-n2-ring-20261122T030000Z.json", bench_json(2, n2).dump(2));
+  write_text(fs::path(dir.str()) / "again" / "node-b" / "allreduce" / "gpu-n8-ring-20261123T050000Z.json",
+             bench_json(8, n8b).dump());
+  // Not taken: another benchmark, JSON outside an allreduce folder, hidden temporaries, other files.
+  json gemm = bench_json(2, n2);
+  gemm["benchmark"] = "gemm";
+  write_text(study / "gemm.json", gemm.dump());
+  write_text(fs::path(dir.str()) / "study" / "other" / "x.json", bench_json(2, n2).dump());
+  write_text(study / ".gpu-n2-ring-20261122T030000Z.123.tmp", "{");
+  write_text(study / "notes.txt", "not json");
+  // Malformed: skipped with a warning naming each.
+  json no_rows = bench_json(2, n2);
+  no_rows.erase("rows");
+  write_text(study / "broken.json", "{\"benchmark\": \"allreduce\", ");
+  write_text(study / "norows.json", no_rows.dump());
+
+  int skipped = -1;
+  ::testing::internal::CaptureStderr();
+  const auto files = report::find_allreduce_benches(dir.str(), &skipped);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(skipped, 2);
+  EXPECT_NE(err.find((study / "broken.json").string()), std::string::npos) << err;
+  EXPECT_NE(err.find((study / "norows.json").string() + ": missing \"rows\""), std::string::npos) << err;
+  EXPECT_EQ(err.find("gemm.json"), std::string::npos) << err;
+  ASSERT_EQ(files.size(), 4u);
+  EXPECT_EQ(files[0].bench.ranks, 8);  // again/... sorts before study/...
+  EXPECT_EQ(files[0].host, "node-a");
+  EXPECT_EQ(files[0].time, "2026-11-22T04:43:00Z");
+
+  const report::Table t = report::allreduce_table(files);
+  std::vector<std::string> headers;
+  for (const auto& c : t.columns) headers.push_back(c.header);
+  EXPECT_EQ(headers, (std::vector<std::string>{"size", "bytes", "busbw 2 GPUs (GB/s)", "busbw 4 GPUs (GB/s)",
+                                               "busbw 8 GPUs (GB/s)", "time 2 GPUs (µs)", "time 4 GPUs (µs)",
+                                               "time 8 GPUs (µs)"}));
+  ASSERT_EQ(t.rows.size(), 3u);
+  const std::vector<std::string> labels = {"1 MiB", "4 MiB", "16 MiB"};
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(t.rows[i][0].text, labels[i]);
+    EXPECT_EQ(t.rows[i][1].text, std::to_string(n2[i].bytes));
+    const report::Stat b2 = t.rows[i][column(t, "busbw 2 GPUs (GB/s)")].value;
+    EXPECT_EQ(b2.n, 1);
+    EXPECT_DOUBLE_EQ(b2.mean, busbw(2, n2[i]));
+    EXPECT_TRUE(std::isnan(b2.std));
+    EXPECT_DOUBLE_EQ(t.rows[i][column(t, "time 2 GPUs (µs)")].value.mean, n2[i].time_us);
+    // Two repeats at 8: mean and sample std (n - 1) of the two values.
+    const report::Stat b8 = t.rows[i][column(t, "busbw 8 GPUs (GB/s)")].value;
+    const double x = busbw(8, n8a[i]), y = busbw(8, n8b[i]);
+    EXPECT_EQ(b8.n, 2);
+    EXPECT_DOUBLE_EQ(b8.mean, (x + y) / 2);
+    EXPECT_NEAR(b8.std, std::abs(x - y) / std::sqrt(2.0), 1e-12 * x);
+    const report::Stat t8 = t.rows[i][column(t, "time 8 GPUs (µs)")].value;
+    EXPECT_DOUBLE_EQ(t8.mean, (n8a[i].time_us + n8b[i].time_us) / 2);
+    EXPECT_NEAR(t8.std, std::abs(n8a[i].time_us - n8b[i].time_us) / std::sqrt(2.0), 1e-12);
+  }
+  EXPECT_DOUBLE_EQ(t.rows[2][column(t, "busbw 4 GPUs (GB/s)")].value.mean, busbw(4, n4[1]));
+  EXPECT_TRUE(t.rows[1][column(t, "busbw 4 GPUs (GB/s)")].value.null());
+  EXPECT_TRUE(t.rows[1][column(t, "time 4 GPUs (µs)")].value.null());
+
+  // Markdown: "—" for the missing size, "mean ± std" for the repeats.
+  const std::string md = report::render_markdown(t);
+  const auto row4 = markdown_row(md, "4 MiB");
+  ASSERT_EQ(row4.size(), 8u) << md;
+  EXPECT_EQ(row4[column(t, "busbw 4 GPUs (GB/s)")], "—") << md;
+  EXPECT_EQ(row4[column(t, "time 4 GPUs (µs)")], "—") << md;
+  EXPECT_EQ(row4[column(t, "time 8 GPUs (µs)")], "125.0 ± 7.071") << md;
+  EXPECT_EQ(row4[column(t, "time 2 GPUs (µs)")], "100.0") << md;
+
+  // CSV: names per rank count, exact numbers, empty fields for the missing size.
+  const auto records = testing::csv_records(report::render_csv(t));
+  ASSERT_EQ(records.size(), 4u);
+  EXPECT_EQ(records[0],
+            (std::vector<std::string>{"size", "bytes", "busbw_gbs_n2_mean", "busbw_gbs_n2_std", "busbw_gbs_n4_mean",
+                                      "busbw_gbs_n4_std", "busbw_gbs_n8_mean", "busbw_gbs_n8_std", "time_us_n2_mean",
+                                      "time_us_n2_std", "time_us_n4_mean", "time_us_n4_std", "time_us_n8_mean",
+                                      "time_us_n8_std"}));
+  EXPECT_EQ(records[2][1], "4194304");
+  EXPECT_EQ(records[2][4], "");  // busbw_gbs_n4_mean
+  EXPECT_EQ(records[2][5], "");
+  EXPECT_EQ(records[2][10], "");  // time_us_n4_mean
+  EXPECT_EQ(std::stod(records[2][6]), t.rows[1][column(t, "busbw 8 GPUs (GB/s)")].value.mean);
+  EXPECT_EQ(records[1][3], "");  // one file at n = 2: no std
+  EXPECT_EQ(std::stod(records[3][12]), (380.0 + 400.0) / 2);
+
+  std::string notes;
+  for (const auto& n : t.notes) notes += n + "\n";
+  EXPECT_NE(notes.find("Library: NCCL 2.28.9, NCCL_ALGO=Ring."), std::string::npos) << notes;
+  EXPECT_NE(notes.find("8 GPUs: 8 × NVIDIA H200 on 1 host"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("Files (repeats): 1 (2 GPUs, 4 GPUs); 2 (8 GPUs)."), std::string::npos) << notes;
+  EXPECT_NE(notes.find("— : "), std::string::npos) << notes;
+  EXPECT_NE(t.caption.find("busbw = algbw × 2(n−1)/n"), std::string::npos);
+}
+
+// Rank counts sort as numbers (16 after 2), and two settings keep apart in labelled columns.
+TEST(ReportAllreduce, ManyRanksAndSeveralSettings) {
+  TempDir dir;
+  const fs::path d = fs::path(dir.str()) / "bench" / "allreduce";
+  write_text(d / "a.json", bench_json(16, {{8, 30.0}}).dump());
+  write_text(d / "b.json", bench_json(2, {{8, 10.0}}).dump());
+  write_text(d / "c.json", bench_json(2, {{8, 12.0}}, "gpu", "tree").dump());
+  write_text(d / "d.json", bench_json(4, {{8, 20.0}}, "cpu", "mpi").dump());
+  write_text(d / "e.json", bench_json(2, {{8, 14.0}}).dump());
+  const report::Table t = report::allreduce_table(report::find_allreduce_benches(dir.str()));
+  std::vector<std::string> csv;
+  for (const auto& c : t.columns) csv.push_back(c.csv);
+  EXPECT_EQ(csv, (std::vector<std::string>{"size", "bytes", "busbw_gbs_gpu_ring_n2", "busbw_gbs_gpu_ring_n16",
+                                           "time_us_gpu_ring_n2", "time_us_gpu_ring_n16", "busbw_gbs_gpu_tree_n2",
+                                           "time_us_gpu_tree_n2", "busbw_gbs_cpu_mpi_n4", "time_us_cpu_mpi_n4"}));
+  EXPECT_EQ(t.columns[3].header, "busbw 16 GPUs, ring (GB/s)");
+  EXPECT_EQ(t.columns[8].header, "busbw 4 CPU ranks, mpi (GB/s)");
+  ASSERT_EQ(t.rows.size(), 1u);
+  EXPECT_EQ(t.rows[0][0].text, "8 B");
+  EXPECT_DOUBLE_EQ(t.rows[0][7].value.mean, 12.0);
+  EXPECT_DOUBLE_EQ(t.rows[0][4].value.mean, 12.0);  // ring on 2: 10 and 14
+  std::string notes;
+  for (const auto& n : t.notes) notes += n + "\n";
+  EXPECT_NE(notes.find("Files (repeats): 2 (2 GPUs ring); 1 (16 GPUs ring, 2 GPUs tree, 4 CPU ranks mpi)."),
+            std::string::npos)
+      << notes;
+  EXPECT_NE(notes.find("16 GPUs, ring: 16 × NVIDIA H200 on 1 host"), std::string::npos) << notes;
+}
+
+TEST(ReportAllreduce, SizeLabelsAndEmptyInput) {
+  TempDir dir;
+  const fs::path d = fs::path(dir.str()) / "bench" / "allreduce";
+  write_text(d / "a.json", bench_json(2, {{1000, 1.0}, {1536, 1.0}, {int64_t{1} << 30, 1.0}}).dump());
+  const report::Table t = report::allreduce_table(report::find_allreduce_benches(dir.str()));
+  ASSERT_EQ(t.rows.size(), 3u);
+  EXPECT_EQ(t.rows[0][0].text, "1000 B");
+  EXPECT_EQ(t.rows[1][0].text, "1.5 KiB");
+  EXPECT_EQ(t.rows[2][0].text, "1 GiB");
+  const report::Table none = report::allreduce_table({});
+  EXPECT_TRUE(none.rows.empty());
+  EXPECT_TRUE(none.all_null());
+  EXPECT_THROW(report::find_allreduce_benches(dir.file("missing")), ConfigError);
+}
+
+TEST(ReportAllreduce, WriterNeverReplacesAFileAndLeavesNoTemporaries) {
+  TempDir dir;
+  const std::string d = report::allreduce_bench_dir(dir.str(), "bench");
+  report::prepare_allreduce_bench_dir(d);
+  AllreduceBenchResult r;
+  r.device = "gpu";
+  r.ranks = 8;
+  r.algo = "^nvls,ring";
+  const std::string stem = report::allreduce_bench_stem(r, "20261122T044300Z");
+  EXPECT_EQ(stem, "gpu-n8-_nvls_ring-20261122T044300Z");
+  const std::string a = report::write_allreduce_bench_file(d, stem, json{{"k", 1}});
+  const std::string b = report::write_allreduce_bench_file(d, stem, json{{"k", 2}});
+  const std::string c = report::write_allreduce_bench_file(d, stem, json{{"k", 3}});
+  EXPECT_EQ(a, (fs::path(d) / (stem + ".json")).string());
+  EXPECT_EQ(b, (fs::path(d) / (stem + "-1.json")).string());
+  EXPECT_EQ(c, (fs::path(d) / (stem + "-2.json")).string());
+  EXPECT_EQ(json::parse(testing::slurp(a))["k"], 1);
+  EXPECT_EQ(json::parse(testing::slurp(b))["k"], 2);
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(d)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{stem + "-1.json", stem + "-2.json", stem + ".json"}));
+  // A root that is a file cannot hold the folder.
+  std::ofstream(dir.file("plain")) << "x";
+  EXPECT_THROW(report::prepare_allreduce_bench_dir(report::allreduce_bench_dir(dir.file("plain"), "bench")),
+               ConfigError);
+}
+
+// The whole path on one process: the file holds exactly the object --json prints, and reads back.
+TEST(AllreduceBenchResults, OneProcessRunWritesWhatJsonPrints) {
+  TempDir dir;
+  testing::CliResult r =
+      testing::run_cnnscale({"bench", "allreduce", "--device", "cpu", "-b", "1K", "-e", "16K", "-f", "4", "-n", "3",
+                             "--check", "--json", "--results", dir.str(), "--experiment", "mine"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  ASSERT_EQ(r.err_lines().size(), 1u) << r.err;
+  const std::string prefix = "results: " + report::allreduce_bench_dir(dir.str(), "mine") + "/";
+  ASSERT_TRUE(r.err_lines()[0].starts_with(prefix)) << r.err;
+  const std::string path = r.err_lines()[0].substr(9);
+  EXPECT_TRUE(
+      std::regex_match(fs::path(path).filename().string(), std::regex(R"(cpu-n1-mpi-\d{8}T\d{6}Z(-\d+)?\.json)")))
+      << path;
+  const json printed = json::parse(r.out);
+  EXPECT_EQ(json::parse(testing::slurp(path)), printed);
+  EXPECT_EQ(printed["benchmark"], "allreduce");
+  EXPECT_EQ(printed["format"], report::kAllreduceBenchFormat);
+  EXPECT_EQ(printed["algo"], "mpi");
+  EXPECT_FALSE(printed["host"].get<std::string>().empty());
+  EXPECT_TRUE(std::regex_match(printed["time"].get<std::string>(), std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)")));
+  const auto files = report::find_allreduce_benches(dir.str());
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_EQ(files[0].path, path);
+  EXPECT_EQ(files[0].bench.ranks, 1);
+  ASSERT_EQ(files[0].bench.rows.size(), 3u);
+  EXPECT_EQ(files[0].bench.rows[2].bytes, 16384);
+  EXPECT_EQ(files[0].bench.rows[2].time_us, printed["rows"][2]["time_us"].get<double>());
+}
+
+TEST(AllreduceBenchResults, UnwritableRootFailsBeforeTheBenchmarkRuns) {
+  TempDir dir;
+  std::ofstream(dir.file("plain")) << "x";
+  testing::CliResult r = testing::run_cnnscale(
+      {"bench", "allreduce", "--device", "cpu", "-b", "1K", "-e", "4K", "--results", dir.file("plain")});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_EQ(r.out, "");  // no table: it stopped before the benchmark
+  ASSERT_EQ(r.err_lines().size(), 1u) << r.err;
+  EXPECT_NE(r.err.find("bench allreduce --results " + dir.file("plain") + ": cannot create"), std::string::npos)
+      << r.err;
+  for (const std::vector<std::string>& bad : {std::vector<std::string>{"--results", dir.str(), "--experiment", "../up"},
+                                              std::vector<std::string>{"--results", dir.str(), "--no-results"}}) {
+    std::vector<std::string> args = {"bench", "allreduce", "--device", "cpu", "-b", "1K", "-e", "4K"};
+    args.insert(args.end(), bad.begin(), bad.end());
+    testing::CliResult e = testing::run_cnnscale(args);
+    EXPECT_EQ(e.exit_code, 2) << e.err;
+    EXPECT_EQ(e.err_lines().size(), 1u) << e.err;
+    EXPECT_EQ(e.out, "");
+  }
+}
+
+// As train: $CNNSCALE_RESULTS (the test runner sets it to a temp folder) is the default root;
+// --no-results writes nothing.
+TEST(AllreduceBenchResults, DefaultRootFromEnvironmentAndNoResults) {
+  testing::CliResult r = testing::run_cnnscale({"bench", "allreduce", "--device", "cpu", "-b", "1K", "-e", "1K"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(r.err_lines().size(), 1u) << r.err;
+  const std::string dir =
+      report::allreduce_bench_dir((fs::temp_directory_path() / "cnnscale_test_results").string(), "bench");
+  ASSERT_TRUE(r.err_lines()[0].starts_with("results: " + dir + "/")) << r.err;
+  const std::string path = r.err_lines()[0].substr(9);
+  EXPECT_TRUE(fs::is_regular_file(path));
+  fs::remove(path);
+  testing::CliResult none =
+      testing::run_cnnscale({"bench", "allreduce", "--device", "cpu", "-b", "1K", "-e", "1K", "--no-results"});
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_EQ(none.err, "");
+}
+
+}  // namespace
+}  // namespace cnnscale
