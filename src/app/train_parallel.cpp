@@ -13,6 +13,7 @@
 #include <fstream>
 #include <numeric>
 
+#include "backend/backend.hpp"
 #include "core/log.hpp"
 #include "dist/mpi_communicator.hpp"
 #if defined(CNNSCALE_HAVE_CUDA)
@@ -67,10 +68,14 @@ ParallelRun::ParallelRun(const ParallelArgs& args, const std::string& device, in
     device_ = "gpu";
   }
   if (device_ == "gpu" || device_ == "cuda") {
-    if (active_)
-      device_ = fmt::format("gpu:{}", gpu_for_local_rank(mpi_->local_rank(), mpi_->local_size(), args_.gpus));
-    else if (!args_.gpus.empty())
-      device_ = fmt::format("gpu:{}", gpu_for_local_rank(0, 1, args_.gpus));
+    const int local_rank = active_ ? mpi_->local_rank() : 0;
+    const int gpu = active_ ? gpu_for_local_rank(local_rank, mpi_->local_size(), args_.gpus)
+                            : args_.gpus.empty() ? -1 : gpu_for_local_rank(0, 1, args_.gpus);
+    if (gpu >= 0) {
+      // Before any rank opens a device: too many ranks for this node is a launch mistake, said as such.
+      if (active_) check_gpu_visible(rank_, local_rank, mpi_->host(), gpu, cuda_device_count());
+      device_ = fmt::format("gpu:{}", gpu);
+    }
   }
 
   const int ranks = active_ ? mpi_->size() : 1;

@@ -107,12 +107,7 @@ class GpuTarget final : public BenchTarget {
     // Bound like `train`: the GPU of the node-local rank, and no two ranks on one physical GPU.
     const MpiEnv& env = mpi_env();
     const int gpu = gpu_for_local_rank(env.local_rank(), env.local_size(), {});
-    const int gpus = cuda_device_count();
-    if (gpu >= gpus)
-      throw_runtime(
-          "rank {} (node-local rank {} on host {}) has no GPU: {} usable there; launch at most one rank "
-          "per GPU, or use --device cpu",
-          rank, env.local_rank(), env.host(), gpus);
+    check_gpu_visible(rank, env.local_rank(), env.host(), gpu, cuda_device_count());
     const RankDevice me{env.host(), fmt::format("gpu:{}", gpu), cuda_device_uuid(gpu)};
     std::vector<RankDevice> all;
     for (const std::string& text : env.allgather(encode_rank_device(me))) all.push_back(decode_rank_device(text));

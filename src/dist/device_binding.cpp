@@ -20,6 +20,14 @@ int gpu_for_local_rank(int local_rank, int local_size, const std::vector<int>& g
   return gpu;
 }
 
+void check_gpu_visible(int rank, int local_rank, const std::string& host, int gpu, int visible) {
+  if (visible <= 0 || gpu < visible) return;
+  throw_config(
+      "rank {} (node-local rank {} on host {}) has no GPU: it was bound to gpu:{}, but {} GPU(s) are visible "
+      "there (0..{}); launch at most one rank per GPU on each node (here: at most {} ranks), or use --device cpu",
+      rank, local_rank, host, gpu, visible, visible - 1, visible);
+}
+
 void check_distinct_devices(const std::vector<RankDevice>& ranks) {
   std::map<std::string, size_t> owner;  // uuid -> first rank
   for (size_t r = 0; r < ranks.size(); ++r) {

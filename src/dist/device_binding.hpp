@@ -12,6 +12,12 @@ namespace cnnscale {
 // local_rank itself.
 int gpu_for_local_rank(int local_rank, int local_size, const std::vector<int>& gpus);
 
+// ConfigError when this node shows fewer GPUs (`visible`) than the index the rank was bound to:
+// more ranks on a node than GPUs (8 ranks on a 4-GPU host) or a --gpus entry naming a hidden
+// device. The message names the rank, its host and what to launch instead. No-op when visible <= 0
+// (no usable device at all: the backend says why).
+void check_gpu_visible(int rank, int local_rank, const std::string& host, int gpu, int visible);
+
 // One entry per rank, indexed by world rank.
 struct RankDevice {
   std::string host;

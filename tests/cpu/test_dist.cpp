@@ -195,6 +195,24 @@ TEST(Loader, ShardsOfAGlobalBatchTileIt) {
   EXPECT_THROW(Loader(ds, bad), ConfigError);
 }
 
+// 8 ranks on a 4-GPU host: ranks 4..7 are told, by name, to launch at most 4 per node.
+TEST(DeviceBinding, MoreRanksThanGpusOnANodeIsALaunchError) {
+  check_gpu_visible(3, 3, "h", 3, 4);
+  check_gpu_visible(7, 7, "h", 7, 8);
+  check_gpu_visible(4, 4, "h", 4, 0);  // nothing visible: the backend reports that itself
+  try {
+    check_gpu_visible(5, 5, "node7", 5, 4);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(),
+                 "rank 5 (node-local rank 5 on host node7) has no GPU: it was bound to gpu:5, but 4 GPU(s) are "
+                 "visible there (0..3); launch at most one rank per GPU on each node (here: at most 4 ranks), or "
+                 "use --device cpu");
+  }
+  // Second node of a 2 x 4 job: world rank 6 is node-local rank 2 there.
+  check_gpu_visible(6, 2, "node8", 2, 4);
+}
+
 TEST(DeviceBinding, TwoRanksOnOneGpuAreNamed) {
   EXPECT_EQ(gpu_for_local_rank(1, 2, {}), 1);
   EXPECT_EQ(gpu_for_local_rank(1, 2, {0, 2}), 2);
