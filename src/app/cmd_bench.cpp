@@ -11,7 +11,6 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,6 +21,7 @@
 #include "dist/data_parallel.hpp"
 #include "dist/mpi_env.hpp"
 #include "experiment/report_allreduce.hpp"
+#include "io/results_writer.hpp"
 
 namespace cnnscale::app {
 
@@ -55,10 +55,11 @@ std::pair<std::string, std::string> utc_times(std::chrono::system_clock::time_po
 // Rank 0's check of the results folder: "" when it can write there, else the error. Only rank 0
 // touches the filesystem (the others may not share it).
 std::string check_results_dir(const AllreduceArgs& a, const std::string& dir) {
-  // The name becomes a path component, as train's --experiment.
-  static const std::regex name_re("[A-Za-z0-9][A-Za-z0-9._+=-]*");
-  if (!std::regex_match(a.experiment, name_re))
-    return fmt::format("--experiment '{}': use letters, digits and . _ + = - (not starting with . or -)", a.experiment);
+  try {
+    check_results_name("--experiment", a.experiment);  // a path component, as train's
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
   try {
     report::prepare_allreduce_bench_dir(dir);
   } catch (const ConfigError& e) {

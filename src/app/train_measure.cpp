@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "dist/mpi_env.hpp"
+#include "io/results_writer.hpp"
 #include "measure/nvml.hpp"
 #include "measure/rapl.hpp"
 #if CNNSCALE_HAVE_CUDA
@@ -52,11 +53,10 @@ void validate_measure_args(const MeasureArgs& a) {
   if (a.whole_epochs < 0) throw_config("--whole-epochs must be >= 0, got {}", a.whole_epochs);
   if (a.whole_samples < 0) throw_config("--whole-samples must be >= 0, got {}", a.whole_samples);
   // Names become path components: no separators, no hidden or partial-looking folders.
-  static const std::regex name_re("[A-Za-z0-9][A-Za-z0-9._+=-]*");
-  if (!std::regex_match(a.experiment, name_re))
-    throw_config("--experiment '{}': use letters, digits and . _ + = - (not starting with . or -)", a.experiment);
-  if (!a.run_id.empty() && (!std::regex_match(a.run_id, name_re) || a.run_id.ends_with(".partial")))
-    throw_config("--run-id '{}': use letters, digits and . _ + = - (not starting with . or -)", a.run_id);
+  check_results_name("--experiment", a.experiment);
+  if (!a.run_id.empty()) check_results_name("--run-id", a.run_id);
+  if (a.run_id.ends_with(".partial"))
+    throw_config("--run-id '{}': a name ending in .partial is an interrupted run's folder", a.run_id);
   static const std::regex tag_re("([A-Za-z0-9_.-]+)=(.*)");
   for (const auto& tag : a.tags)
     if (!std::regex_match(tag, tag_re)) throw_config("--tag '{}': expected KEY=VALUE", tag);

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 
 #include "core/log.hpp"
@@ -542,6 +543,12 @@ void check_name(const std::string& what, const std::string& s) {
 }
 
 }  // namespace
+
+void check_results_name(const std::string& flag, const std::string& name) {
+  static const std::regex name_re("[A-Za-z0-9][A-Za-z0-9._+=-]*");
+  if (!std::regex_match(name, name_re))
+    throw_config("{} '{}': use letters, digits and . _ + = - (not starting with . or -)", flag, name);
+}
 
 std::string make_run_id(const std::string& config_text, std::chrono::system_clock::time_point now) {
   const std::time_t t = std::chrono::system_clock::to_time_t(now);

@@ -23,6 +23,10 @@ struct ResultsWriteOptions {
   std::function<void(std::string_view step)> after_step;
 };
 
+// Experiment names and run ids become path components: letters, digits and . _ + = -, not starting
+// with . or -. ConfigError "<flag> '<name>': ..." otherwise.
+void check_results_name(const std::string& flag, const std::string& name);
+
 // "20261122T044300Z-1a2b3c4d": UTC time of `now` and 8 hex digits of a hash of the config text,
 // the host name, the process id and the time, so runs started in the same second differ.
 std::string make_run_id(const std::string& config_text,

@@ -163,6 +163,21 @@ void expect_same(const RunResults& a, const RunResults& b) {
   EXPECT_EQ(a.methods, b.methods);
 }
 
+// train --experiment/--run-id and bench allreduce --experiment share this rule.
+TEST(Results, NamesArePlainPathComponents) {
+  for (const char* ok : {"seed_study", "caffenet-b64-g8-fp32-ov-r1-5bcc84e9", "a.b+c=d", "8gpu"})
+    EXPECT_NO_THROW(check_results_name("--experiment", ok)) << ok;
+  for (const char* bad : {"", ".", "..", ".hidden", "-x", "a/b", "../up", "a b", "x\\y"}) {
+    try {
+      check_results_name("--run-id", bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(std::string(e.what()),
+                fmt::format("--run-id '{}': use letters, digits and . _ + = - (not starting with . or -)", bad));
+    }
+  }
+}
+
 TEST(Results, RoundTripThroughTheProjectReader) {
   ResultsDir dir;
   const RunResults r = sample();
