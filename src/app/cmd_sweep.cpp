@@ -2,17 +2,16 @@
 // matrix into runs and either prints the plan (--dry-run), writes a Slurm/PBS array script (--emit)
 // or runs every run not finished yet (each as `cnnscale train` under mpirun/srun as needed).
 #include <fmt/ranges.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
 #include "app/commands.hpp"
 #include "core/error.hpp"
 #include "experiment/experiment.hpp"
 #include "experiment/sweep.hpp"
+#include "io/atomic_file.hpp"
 
 namespace cnnscale::app {
 
@@ -52,31 +51,6 @@ void print_plan(const Experiment& e, const std::vector<RunSpec>& runs, const std
   }
   std::printf("# %zu to run, %zu already complete; %lld rank-iterations to go\n", todo, runs.size() - todo,
               static_cast<long long>(rank_iterations));
-}
-
-// Writes `text` to `path` through a temporary name in the same folder: never half-written.
-void write_script(const std::string& path, const std::string& text) {
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  const fs::path tmp = target.parent_path() / fmt::format(".{}.{}.tmp", target.filename().string(), ::getpid());
-  {
-    std::ofstream out(tmp);
-    out << text;
-    out.close();
-    if (!out) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw_runtime("cannot write {}", tmp.string());
-    }
-  }
-  std::error_code ec;
-  fs::permissions(tmp, fs::perms::owner_exec | fs::perms::group_exec, fs::perm_options::add, ec);
-  fs::rename(tmp, target, ec);
-  if (ec) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-    throw_runtime("cannot write {}: {}", path, ec.message());
-  }
 }
 
 // The selected run of an array task against the resources this task holds.
@@ -135,7 +109,7 @@ void run_sweep_command(const SweepArgs& a) {
     if (a.emit_file.empty()) {
       std::fputs(script.c_str(), stdout);
     } else {
-      write_script(a.emit_file, script);
+      write_file_atomically(a.emit_file, script, 0755);  // a job script: executable
       const size_t groups = resource_groups(e, runs, a.gpus_per_node).size();
       std::fprintf(stderr,
                    "sweep: wrote %s (%zu run(s), %zu resource group(s)); submit it with `bash %s` (one array per "

@@ -1,11 +1,11 @@
 // `cnnscale report`: scan, group, write the tables, run the plot script, write report.md (see
-// report.hpp). Every file is written as <name>.tmp and renamed, so a reader never sees half a table.
+// report.hpp). Every file is written under a temporary name and renamed (io/atomic_file.hpp), so a
+// reader never sees half a table.
 #include "experiment/report.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 #include <tuple>
@@ -16,28 +16,13 @@
 #include "experiment/report_data.hpp"
 #include "experiment/report_plots.hpp"
 #include "experiment/report_tables.hpp"
+#include "io/atomic_file.hpp"
 
 namespace cnnscale::report {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-void write_atomic(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) throw_runtime("cannot write {}", tmp.string());
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw_runtime("cannot rename {} to {}", tmp.string(), path.string());
-  }
-}
 
 // The run whose power trace is drawn: the one named, else the one with the most ranks (the first
 // in path order among equals), preferring runs that have power samples, then GPU runs.
@@ -146,11 +131,11 @@ ReportOutcome write_report(const ReportOptions& options) {
 
   for (const Table& t : tables) {
     if (md) {
-      write_atomic(out / (t.name + ".md"), "## " + t.title + "\n\n" + t.caption + "\n\n" + render_markdown(t));
+      write_file_atomically((out / (t.name + ".md")).string(), "## " + t.title + "\n\n" + t.caption + "\n\n" + render_markdown(t));
       outcome.files.push_back((out / (t.name + ".md")).string());
     }
     if (csv) {
-      write_atomic(out / (t.name + ".csv"), render_csv(t));
+      write_file_atomically((out / (t.name + ".csv")).string(), render_csv(t));
       outcome.files.push_back((out / (t.name + ".csv")).string());
     }
   }
@@ -164,7 +149,7 @@ ReportOutcome write_report(const ReportOptions& options) {
     try {
       if (!csv) {
         fs::create_directories(scratch);
-        for (const Table& t : tables) write_atomic(scratch / (t.name + ".csv"), render_csv(t));
+        for (const Table& t : tables) write_file_atomically((scratch / (t.name + ".csv")).string(), render_csv(t));
       }
       PlotJob job{options.python,
                   options.script,
@@ -184,7 +169,7 @@ ReportOutcome write_report(const ReportOptions& options) {
   outcome.files.insert(outcome.files.end(), outcome.figures.begin(), outcome.figures.end());
 
   outcome.report_md = (out / "report.md").string();
-  write_atomic(outcome.report_md, report_markdown(options, outcome, tables, md, csv, figures_note, power_desc));
+  write_file_atomically(outcome.report_md, report_markdown(options, outcome, tables, md, csv, figures_note, power_desc));
   if (!plot_error.empty()) throw RuntimeError(plot_error);
   return outcome;
 }

@@ -24,6 +24,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "experiment/report_data.hpp"
+#include "io/atomic_file.hpp"
 
 namespace cnnscale::report {
 
@@ -40,16 +41,6 @@ std::string name_part(const std::string& s) {
     out += std::isalnum(u) ? static_cast<char>(std::tolower(u)) : '_';
   }
   return out.empty() ? "_" : out;
-}
-
-void write_all(int fd, const std::string& data, const std::string& path) {
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw_runtime("{}: write failed: {}", path, std::strerror(errno));
-    done += static_cast<size_t>(n);
-  }
 }
 
 // Field accessors that name what is wrong (nlohmann's own messages do not name the key).
@@ -191,40 +182,7 @@ void prepare_allreduce_bench_dir(const std::string& dir) {
 }
 
 std::string write_allreduce_bench_file(const std::string& dir, const std::string& stem, const json& j) {
-  // Hidden and not *.json: a reader scanning the folder meanwhile never takes it for a result.
-  const std::string tmp = (fs::path(dir) / fmt::format(".{}.{}.tmp", stem, ::getpid())).string();
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw_runtime("{}: cannot create: {}", tmp, std::strerror(errno));
-  try {
-    write_all(fd, j.dump(2) + "\n", tmp);
-    if (::fsync(fd) != 0) throw_runtime("{}: fsync failed: {}", tmp, std::strerror(errno));
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  ::close(fd);
-  // link() publishes the complete file under a name only if that name is free (atomically, unlike
-  // an exists check followed by rename, which would replace a file another rank-0 just wrote).
-  for (int k = 0; k < 100000; ++k) {
-    const std::string path = (fs::path(dir) / (k == 0 ? stem + ".json" : fmt::format("{}-{}.json", stem, k))).string();
-    if (::link(tmp.c_str(), path.c_str()) == 0) {
-      ::unlink(tmp.c_str());
-      return path;
-    }
-    if (errno == EEXIST) continue;
-    const int err = errno;
-    std::error_code ec;
-    // Filesystems without hard links: the check-then-rename fallback.
-    if ((err == EPERM || err == EOPNOTSUPP || err == EMLINK) && !fs::exists(path, ec)) {
-      fs::rename(tmp, path, ec);
-      if (!ec) return path;
-    }
-    ::unlink(tmp.c_str());
-    throw_runtime("{}: cannot write: {}", path, std::strerror(err));
-  }
-  ::unlink(tmp.c_str());
-  throw_runtime("{}: no free name for {}.json", dir, stem);
+  return write_new_file(dir, stem, ".json", j.dump(2) + "\n");
 }
 
 AllreduceBenchFile parse_allreduce_bench(const json& j, const std::string& path) {

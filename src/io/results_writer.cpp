@@ -18,6 +18,7 @@
 #include <set>
 
 #include "core/log.hpp"
+#include "io/atomic_file.hpp"
 #include "io/hdf5_util.hpp"
 
 namespace cnnscale {
@@ -507,34 +508,6 @@ std::string csv_line(const std::vector<std::string>& fields) {
     s += csv_field(fields[i]);
   }
   return s + "\n";
-}
-
-void write_all(int fd, const std::string& data, const std::string& path) {
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw_runtime("{}: write failed: {}", path, std::strerror(errno));
-    done += static_cast<size_t>(n);
-  }
-}
-
-// Writes "<path>.tmp", flushes it to disk and renames it to `path`.
-void write_file_atomically(const std::string& path, const std::string& content) {
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw_runtime("{}: cannot create: {}", tmp, std::strerror(errno));
-  try {
-    write_all(fd, content, tmp);
-    if (::fsync(fd) != 0) throw_runtime("{}: fsync failed", tmp);
-  } catch (...) {
-    ::close(fd);
-    throw;
-  }
-  if (::close(fd) != 0) throw_runtime("{}: close failed", tmp);
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) throw_runtime("{}: cannot rename to {}: {}", tmp, path, ec.message());
 }
 
 void check_name(const std::string& what, const std::string& s) {
