@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -135,6 +136,7 @@ void write_h5(const std::string& path, const RunResults& r, const ResultsWriteOp
   w.attr_str(root, "format", std::string(kResultsFormat));
   w.attr_str(root, "experiment", r.experiment);
   w.attr_str(root, "run_id", r.run_id);
+  w.attr_str(root, "status", r.status);
 
   {
     H5Handle g = w.group("/config");
@@ -397,11 +399,44 @@ std::optional<std::string> unless_empty(const std::string& s) {
 
 }  // namespace
 
+namespace {
+
+// Summary figures that count something (ranks, samples, iterations, epochs, threads, a 0/1 switch):
+// JSON integers, 12 not 12.0. Every other number is a measurement or derived from one and stays a
+// JSON number even when it happens to be whole.
+bool is_count_key(const std::string& name) {
+  static const std::set<std::string> counts = {"world_size",
+                                               "global_batch",
+                                               "seed",
+                                               "iterations",
+                                               "iterations_per_epoch",
+                                               "allreduce_overlap",
+                                               "whole_epochs",
+                                               "whole_iterations",
+                                               "window_iterations",
+                                               "window_extension_iterations",
+                                               "threads_per_rank",
+                                               "rank",
+                                               "local_batch",
+                                               "loop_pooled_repeats"};
+  return counts.count(name) > 0;
+}
+
+nlohmann::json summary_number_json(const std::string& name, double v) {
+  if (!std::isfinite(v)) return nlohmann::json();
+  // Below 2^53 every whole double is exact as an int64; a count that is not whole stays a number.
+  if (is_count_key(name) && v == std::floor(v) && std::abs(v) < 9007199254740992.0)
+    return nlohmann::json(static_cast<int64_t>(v));
+  return nlohmann::json(v);
+}
+
+}  // namespace
+
 nlohmann::json summary_values_json(const std::map<std::string, SummaryValue>& values) {
   nlohmann::json out = nlohmann::json::object();
   for (const auto& [name, v] : values) {
     if (std::holds_alternative<double>(v))
-      out[name] = std::isfinite(std::get<double>(v)) ? nlohmann::json(std::get<double>(v)) : nlohmann::json();
+      out[name] = summary_number_json(name, std::get<double>(v));
     else if (std::holds_alternative<std::string>(v))
       out[name] = std::get<std::string>(v);
     else
@@ -420,6 +455,7 @@ nlohmann::json summary_json(const RunResults& r) {
   j["format"] = kResultsFormat;
   j["experiment"] = r.experiment;
   j["run_id"] = r.run_id;
+  j["status"] = r.status;
   j["summary"] = summary_values_json(r.summary);
   j["methods"] = r.methods;
   j["ranks"] = json::array();
@@ -549,6 +585,18 @@ std::vector<std::string> summary_csv_header(const RunResults& results) {
   return h;
 }
 
+std::string results_status(const std::string& run_dir) {
+  std::ifstream in(fs::path(run_dir) / "summary.json");
+  if (!in) return "";
+  try {
+    const auto j = nlohmann::json::parse(in);
+    if (!j.contains("status")) return std::string(kRunComplete);  // written before the field existed
+    return j["status"].is_string() ? j["status"].get<std::string>() : "";
+  } catch (const nlohmann::json::exception&) {
+    return "";
+  }
+}
+
 std::string write_run_results(const RunResults& results, const ResultsWriteOptions& options) {
   h5::silence_hdf5();
   check_name("experiment", results.experiment);
@@ -566,7 +614,11 @@ std::string write_run_results(const RunResults& results, const ResultsWriteOptio
   std::error_code ec;
   fs::create_directories(exp_dir, ec);
   if (ec) throw_runtime("{}: cannot create: {}", exp_dir.string(), ec.message());
-  if (fs::exists(final_dir)) throw_runtime("{}: results of this run id exist already", final_dir.string());
+  // An interrupted run's folder is the one thing a later write of the same id may replace: the
+  // resumed run's results supersede it. Anything else is never overwritten.
+  const bool replace_interrupted = fs::exists(final_dir) && results_status(final_dir.string()) == kRunInterrupted;
+  if (fs::exists(final_dir) && !replace_interrupted)
+    throw_runtime("{}: results of this run id exist already", final_dir.string());
   // A leftover of a killed run with this very id: nothing in it was published.
   fs::remove_all(partial, ec);
   if (!fs::create_directory(partial, ec) || ec) throw_runtime("{}: cannot create: {}", partial.string(), ec.message());
@@ -584,7 +636,16 @@ std::string write_run_results(const RunResults& results, const ResultsWriteOptio
                           csv_line(summary_csv_header(results)) + csv_row(results, summary_csv_header(results)));
     step("summary.csv");
     h5::fsync_path(partial.string(), true);
-    fs::rename(partial, final_dir);
+    if (replace_interrupted) {
+      // Moved aside first so that a crash in between leaves either folder whole, never a mix.
+      const fs::path old = exp_dir / (results.run_id + ".interrupted-old");
+      fs::remove_all(old, ec);
+      fs::rename(final_dir, old);
+      fs::rename(partial, final_dir);
+      fs::remove_all(old, ec);
+    } else {
+      fs::rename(partial, final_dir);
+    }
     h5::fsync_path(exp_dir.string(), true);
   } catch (...) {
     fs::remove_all(partial, ec);
@@ -609,6 +670,7 @@ RunResults read_run_results(const std::string& path) {
   RunResults r;
   r.experiment = in.attr_str(root, "experiment").value_or("");
   r.run_id = in.attr_str(root, "run_id").value_or("");
+  if (H5Aexists(root, "status") > 0) r.status = in.attr_str(root, "status").value_or(std::string(kRunComplete));
   {
     H5Handle g = in.group(root, "config");
     std::vector<std::string> text;

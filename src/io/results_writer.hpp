@@ -32,8 +32,13 @@ void check_results_name(const std::string& flag, const std::string& name);
 std::string make_run_id(const std::string& config_text,
                         std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
 
+// The `status` of the run folder's summary.json ("complete", "interrupted"; "complete" for folders
+// written before the field existed), or "" when summary.json is missing or unreadable.
+std::string results_status(const std::string& run_dir);
+
 // Writes the run folder <root>/<experiment>/<run_id>/ and returns its path. `results.run_id` must
-// be set (see make_run_id) and the folder must not exist yet. On any failure the partial folder is
+// be set (see make_run_id) and the folder must not exist yet, unless it holds an interrupted run
+// of the same id (status "interrupted"), which the new results replace. On any failure the partial folder is
 // removed and the error rethrown. Call on one process only (rank 0) with the gathered results.
 std::string write_run_results(const RunResults& results, const ResultsWriteOptions& options = {});
 

@@ -99,9 +99,16 @@ struct EpochRecord {
 // A summary figure: null (unknown, e.g. energy without NVML), a number or a string.
 using SummaryValue = std::variant<std::monostate, double, std::string>;
 
+// "complete": the run reached its end. "interrupted": stopped early by a signal (SIGTERM, SIGUSR1,
+// SIGINT) at a step boundary after writing a checkpoint; its figures cover the steps that ran and
+// `--resume auto` continues it (the resumed run's results then replace this folder).
+inline constexpr std::string_view kRunComplete = "complete";
+inline constexpr std::string_view kRunInterrupted = "interrupted";
+
 struct RunResults {
   std::string experiment;
   std::string run_id;
+  std::string status = std::string(kRunComplete);
   std::string config_text;  // the resolved YAML/JSON of the run
   SystemInfo system;
   Timeline timeline;
