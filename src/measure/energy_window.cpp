@@ -99,6 +99,27 @@ Stat make_stat(const std::vector<double>& values) {
   return s;
 }
 
+bool pool_adjacent_violators(std::vector<double>& v) {
+  // Blocks of (mean, count); merging a block into its predecessor while they are out of order.
+  std::vector<std::pair<double, int>> blocks;
+  bool pooled = false;
+  for (double x : v) {
+    blocks.push_back({x, 1});
+    while (blocks.size() > 1 && blocks[blocks.size() - 2].first > blocks.back().first) {
+      auto [m, n] = blocks.back();
+      blocks.pop_back();
+      auto& prev = blocks.back();
+      prev.first = (prev.first * prev.second + m * n) / (prev.second + n);
+      prev.second += n;
+      pooled = true;
+    }
+  }
+  size_t i = 0;
+  for (auto [m, n] : blocks)
+    for (int k = 0; k < n; ++k) v[i++] = m;
+  return pooled;
+}
+
 PhaseEnergy derive_phase_energy(const std::vector<PhaseRepeat>& repeats, double min_seconds) {
   if (repeats.empty()) throw_runtime("phase energy: no repeats");
   auto per_iter = [&](const PhaseLoop& l, const char* name) {
@@ -109,22 +130,29 @@ PhaseEnergy derive_phase_energy(const std::vector<PhaseRepeat>& repeats, double 
   };
   std::vector<double> fwd, bwd, upd, full;
   double shortest = 1e300;
+  int pooled = 0;
   for (const auto& r : repeats) {
-    double f = per_iter(r.forward, "forward-only");
-    double fb = per_iter(r.forward_backward, "forward+backward");
-    double s = per_iter(r.full_step, "full-step");
-    fwd.push_back(f);
-    bwd.push_back(fb - f);
-    upd.push_back(s - fb);
-    full.push_back(s);
+    // Cumulative cost per iteration of forward, forward+backward and the full step. Each loop does
+    // all the work of the one before it and more, so the true values are non-decreasing; measured
+    // ones need not be (a noisy or loaded machine). The phases are the differences of the
+    // least-squares non-decreasing fit (pool-adjacent-violators: a pair out of order is replaced by
+    // its mean), so no phase is ever negative and a repeat that needed pooling is counted.
+    std::vector<double> c = {per_iter(r.forward, "forward-only"), per_iter(r.forward_backward, "forward+backward"),
+                             per_iter(r.full_step, "full-step")};
+    if (pool_adjacent_violators(c)) ++pooled;
+    fwd.push_back(c[0]);
+    bwd.push_back(c[1] - c[0]);
+    upd.push_back(c[2] - c[1]);
+    full.push_back(c[2]);
     shortest = std::min({shortest, r.forward.seconds, r.forward_backward.seconds, r.full_step.seconds});
   }
-  PhaseEnergy p{make_stat(fwd), make_stat(bwd), make_stat(upd), make_stat(full), ""};
+  PhaseEnergy p{make_stat(fwd), make_stat(bwd), make_stat(upd), make_stat(full), "", pooled};
   p.method = fmt::format(
       "phase-isolated windows (forward-only, forward+backward, full step; each >= {:.3f} s), {} repeats, "
       "nvml energy counter differences per iteration; backward = (fwd+bwd) - fwd, update+allreduce = "
-      "full - (fwd+bwd); mean and sample std over repeats",
-      shortest, repeats.size());
+      "full - (fwd+bwd), after a non-decreasing least-squares fit of the three per-iteration costs (out-of-order "
+      "pairs pooled to their mean: {} of {} repeats), so no phase is negative; mean and sample std over repeats",
+      shortest, repeats.size(), pooled, repeats.size());
   return p;
 }
 

@@ -1,5 +1,7 @@
 // Each rank's report, and the assembly of a train run's RunResults on rank 0 from all of them:
 // /system, /timeline, /power, /epochs, and the summary (job and per rank) with each figure's method.
+#include <cblas.h>
+
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
@@ -50,6 +52,10 @@ nlohmann::json make_rank_report(int rank, const std::string& host, const Device&
     g["uuid"] = cuda_device_uuid(device.index);
 #endif
     j["gpu"] = g;
+  } else {
+    // A CPU rank's speed depends on its BLAS thread pool (the sweep divides the cores among the
+    // ranks): without it a 1-rank run with 2 threads against 2 ranks of 1 would read as a speedup.
+    j["blas_threads"] = openblas_get_num_threads();
   }
   // Timeline rows in run_results.hpp's phase order: the seven step phases, then the total.
   json iteration = json::array(), warmup = json::array(), seconds = json::array();
@@ -234,6 +240,18 @@ RunResults assemble_run_results(const RunDescription& run, const TrainResult& r0
   S["iterations"] = static_cast<double>(run.iterations);
   S["iterations_per_epoch"] = static_cast<double>(run.iterations_per_epoch);
   S["allreduce_overlap"] = run.overlap ? 1.0 : 0.0;
+  if (std::all_of(ranks.begin(), ranks.end(), [](const json& r) { return r.contains("blas_threads"); })) {
+    int64_t most = 0, fewest = 0;
+    for (const json& r : ranks) {
+      const int64_t t = r["blas_threads"].get<int64_t>();
+      most = std::max(most, t);
+      fewest = fewest == 0 ? t : std::min(fewest, t);
+    }
+    S["threads_per_rank"] = static_cast<double>(most);
+    M["threads_per_rank"] =
+        fewest == most ? fmt::format("OpenBLAS threads of each of the {} CPU ranks (openblas_get_num_threads)", n)
+                       : fmt::format("the most OpenBLAS threads of a rank: the ranks had {} to {}", fewest, most);
+  }
   S["allreduce_algo"] = run.allreduce_algo;
   std::string names;
   for (const GpuInfo& g : res.system.gpus) names += (names.empty() ? "" : ",") + g.name.value_or("?");
@@ -253,6 +271,21 @@ RunResults assemble_run_results(const RunDescription& run, const TrainResult& r0
   const int64_t whole_per_epoch = (samples + run.global_batch - 1) / run.global_batch;
   S["whole_epochs"] = static_cast<double>(epochs);
   S["whole_iterations"] = static_cast<double>(whole_per_epoch * epochs);
+  // The study counts a last partial batch as an iteration; the trainer drops it (iterations_per_epoch
+  // = floor(train samples / batch)). Say so wherever the two differ, so neither reads as a mistake.
+  {
+    std::string why = fmt::format(
+        "ceil({} samples / global batch {}) = {} per epoch x {} epochs (a last partial "
+        "batch counts as an iteration)",
+        samples, run.global_batch, whole_per_epoch, epochs);
+    if (whole_per_epoch != run.iterations_per_epoch)
+      why += fmt::format(
+          "; iterations_per_epoch {} is the run's own epoch: floor({} training samples / {}), the "
+          "last partial batch dropped{}",
+          run.iterations_per_epoch, run.train_samples, run.global_batch,
+          samples != run.train_samples ? ", of a training set of another size than --whole-samples" : "");
+    M["whole_iterations"] = why;
+  }
   M["whole_training_seconds"] = fmt::format(
       "seconds_per_batch x ceil({} samples / global batch {}) x {} epochs", samples, run.global_batch, epochs);
   M["whole_training_joules"] = "joules_per_batch x the same iterations";
@@ -370,10 +403,12 @@ RunResults assemble_run_results(const RunDescription& run, const TrainResult& r0
     put("loop_forward_s", times.forward);
     put("loop_backward_s", times.backward);
     put("loop_update_allreduce_s", times.update_allreduce);
+    S["loop_pooled_repeats"] = static_cast<double>(times.pooled_repeats);
     M["loop_forward_s"] = fmt::format(
         "phase-isolated loops after training (forward only, forward+backward, full step; each >= {} s, input "
         "batch fixed, no data loading), slowest rank, {} repeats; backward = (fwd+bwd) - fwd, update_allreduce = "
-        "full - (fwd+bwd)",
+        "full - (fwd+bwd), after a non-decreasing least-squares fit of the three per-iteration times per repeat "
+        "(loop_pooled_repeats: repeats whose loops came out of order and were pooled), so no phase is negative",
         run.phase_window, time_repeats.size());
     if (all_energy && !energy_repeats.empty()) {
       measure::PhaseEnergy e = measure::derive_phase_energy(energy_repeats, 0.0);

@@ -276,6 +276,31 @@ TEST(PhaseEnergy, DerivedByDifferenceWithMeanAndStd) {
   EXPECT_THROW(derive_phase_energy({}), RuntimeError);
 }
 
+// A loaded machine can time the forward-only loop slower per iteration than forward+backward (the
+// -1.25 ms "backward" once seen under ctest -j2): the phases still come out >= 0, by the
+// non-decreasing least-squares fit, and the repeat is counted as pooled.
+TEST(PhaseEnergy, OutOfOrderLoopsNeverGiveNegativePhases) {
+  std::vector<PhaseRepeat> r{{loop(3.0), loop(2.0), loop(4.0)},   // fwd > fwd+bwd: pooled to 2.5, 2.5
+                             {loop(1.0), loop(3.0), loop(2.0)},   // fwd+bwd > full: pooled to 2.5, 2.5
+                             {loop(5.0), loop(3.0), loop(1.0)},   // all three out of order: all 3.0
+                             {loop(1.0), loop(2.0), loop(3.0)}};  // in order: untouched
+  auto p = derive_phase_energy(r);
+  EXPECT_EQ(p.pooled_repeats, 3);
+  EXPECT_GE(p.backward.min, 0.0);
+  EXPECT_GE(p.update_allreduce.min, 0.0);
+  EXPECT_NEAR(p.forward.mean, (2.5 + 1.0 + 3.0 + 1.0) / 4, 1e-12);
+  EXPECT_NEAR(p.backward.mean, (0.0 + 1.5 + 0.0 + 1.0) / 4, 1e-12);
+  EXPECT_NEAR(p.update_allreduce.mean, (1.5 + 0.0 + 0.0 + 1.0) / 4, 1e-12);
+  EXPECT_NEAR(p.full_step.mean, (4.0 + 2.5 + 3.0 + 3.0) / 4, 1e-12);
+  EXPECT_NE(p.method.find("3 of 4 repeats"), std::string::npos) << p.method;
+
+  std::vector<double> v = {4, 1, 3, 2, 5};  // PAV: {4,1} -> 2.5; {2.5,2.5,3,2} -> 2.5 2.5 2.5 2.5
+  EXPECT_TRUE(pool_adjacent_violators(v));
+  EXPECT_EQ(v, (std::vector<double>{2.5, 2.5, 2.5, 2.5, 5}));
+  std::vector<double> sorted = {1, 2, 2, 3};
+  EXPECT_FALSE(pool_adjacent_violators(sorted));
+}
+
 std::vector<PowerSample> series(double rate_hz, double seconds, double (*watts)(double)) {
   std::vector<PowerSample> s;
   for (int i = 0; i <= static_cast<int>(seconds * rate_hz); ++i) {

@@ -181,9 +181,9 @@ TEST(EnergyTraining, PhaseLoopsAreLongEnoughAndInOrder) {
     ASSERT_TRUE(l.reading.gpu_joules);
     EXPECT_NEAR(*l.reading.gpu_joules, 80.0 * l.reading.seconds, 0.05 * 80.0 * l.reading.seconds);
   }
-  // Forward alone is cheaper per iteration than forward + backward on this net.
-  auto per = [&](size_t i) { return r.phase_loops[i].reading.seconds / r.phase_loops[i].reading.iterations; };
-  EXPECT_LT(per(0), per(1));
+  // Which loop is faster per iteration is a timing, not a property: on a loaded machine the
+  // forward-only loop can come out slower than forward+backward. The derivation copes with that
+  // (PhaseEnergy.OutOfOrderLoopsNeverGiveNegativePhases); here only the loops' order and lengths count.
 }
 
 // Two ranks' reports as make_rank_report writes them, with numbers chosen by hand.
