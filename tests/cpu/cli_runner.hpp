@@ -57,14 +57,17 @@ inline int exit_code_of(int status) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
-// Runs `cnnscale args...` in the source tree (so `--net lenet` resolves) and waits for it.
-inline CliResult run_cnnscale(const std::vector<std::string>& args) {
+// Runs `cnnscale args...` in the source tree (so `--net lenet` resolves) and waits for it; `env`
+// entries (NAME=value) are added to its environment.
+inline CliResult run_cnnscale(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
   const std::string base = output_base("cli");
   // Built with append(): GCC 12 warns falsely (-Wrestrict, bug 105329) on "literal" + std::string.
   std::string cmd = "cd ";
   // Runs that do not choose a results root write theirs under the temp directory, not the tree.
   cmd.append(shell_quote(CNNSCALE_SOURCE_DIR)).append(" && CNNSCALE_RESULTS=");
   cmd.append(shell_quote((std::filesystem::temp_directory_path() / "cnnscale_test_results").string()));
+  if (!env.empty()) cmd.append(" env");  // quoted NAME=value words are not shell assignments
+  for (const auto& e : env) cmd.append(" ").append(shell_quote(e));
   cmd.append(" ").append(shell_quote(CNNSCALE_BIN));
   for (const auto& a : args) cmd.append(" ").append(shell_quote(a));
   cmd.append(" >").append(shell_quote(base + ".out"));
