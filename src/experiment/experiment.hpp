@@ -33,8 +33,9 @@ struct AllreduceMode {
 
 // Training data of a run; `args` are train flags it implies (--classes, --input-shape).
 struct DatasetSpec {
-  std::string name = "synthetic";  // synthetic | fashion-mnist
-  std::string data_dir, synthetic_fill;
+  std::string name = "synthetic";        // synthetic | fashion-mnist
+  std::string data_dir, synthetic_fill;  // data_dir as written: what hashes and ids cover
+  std::string data_path;                 // data_dir resolved against the experiment file's folder: what train gets
   int64_t train_samples = 0, test_samples = -1;  // 0 / -1: train's defaults
   std::vector<std::string> args;
   nlohmann::json to_json() const;

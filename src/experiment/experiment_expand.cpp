@@ -169,6 +169,10 @@ nlohmann::json Experiment::resolved_json() const {
   for (const auto& a : allreduce) ar.push_back({{"overlap", a.overlap}, {"algo", a.algo}});
   j["description"] = description;
   j["device_requested"] = device_requested;
+  // Where the relative paths of the file pointed at (not hashed: the same experiment may be run
+  // from another checkout).
+  j["network_files"] = network_paths;
+  if (!dataset.data_path.empty()) j["data_path"] = dataset.data_path;
   j["matrix"] = {{"network", networks},     {"batch", batches}, {"gpus", gpu_counts}, {"gpu_mix", gpu_mixes},
                  {"precision", precisions}, {"allreduce", ar},  {"repeats", repeats}};
   return j;

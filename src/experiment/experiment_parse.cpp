@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/config.hpp"
+#include "core/log.hpp"
 #include "experiment/experiment.hpp"
 #include "experiment/experiment_reader.hpp"
 #include "net/net.hpp"
@@ -85,6 +86,51 @@ void read_length(const ExperimentReader& r, const ConfigNode& n, RunLength& len)
   if (auto c = r.child(n, "whole_samples")) len.whole_samples = int_in(*c, 1, int64_t(1) << 40);
 }
 
+namespace fs = std::filesystem;
+
+// A relative path in an experiment file means the file's folder, so one experiment means the same
+// files from any working directory (and in batch jobs); one typed in an override means the current
+// directory, as any command-line path does. Absolute paths are kept. A file-relative path that does
+// not exist, when the same path does from the current directory (files written before this rule),
+// is taken from there with a warning rather than failing a sweep that used to work.
+fs::path experiment_path(const ExperimentReader& r, const ConfigNode& n, const std::string& written) {
+  const fs::path p(written);
+  if (p.is_absolute() || r.overridden(n)) return fs::absolute(p).lexically_normal();
+  const fs::path beside = fs::absolute(fs::path(r.root().file()).parent_path() / p).lexically_normal();
+  std::error_code ec;
+  if (fs::exists(beside, ec) || !fs::exists(p, ec)) return beside;
+  const fs::path from_cwd = fs::absolute(p).lexically_normal();
+  if (from_cwd != beside)
+    log::warn(
+        "{}: '{}' is not in the experiment file's folder; using {} (relative to the current directory). "
+        "Paths in experiment files are relative to the file: write it as '{}'",
+        n.where(), written, from_cwd.string(),
+        from_cwd.lexically_relative(fs::absolute(fs::path(r.root().file()).parent_path())).string());
+  return from_cwd;
+}
+
+// The file train gets for a matrix network: a bare name (no folder, no extension) is a network of
+// networks/ as for train's --net; anything else is a path (experiment_path).
+std::string network_file(const ExperimentReader& r, const ConfigNode& n) {
+  const std::string name = n.as<std::string>();
+  const fs::path p(name);
+  if (!p.has_parent_path() && !p.has_extension()) {
+    try {
+      return fs::absolute(resolve_network_path(name)).lexically_normal().string();
+    } catch (const ConfigError& err) {
+      n.fail(err.what());
+    }
+  }
+  const fs::path file = experiment_path(r, n, name);
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec))
+    n.fail(fmt::format("network file {} not found{}", file.string(),
+                       p.is_absolute() || r.overridden(n) ? ""
+                                                          : " (relative paths are read from the experiment file's "
+                                                            "folder)"));
+  return file.string();
+}
+
 DatasetSpec read_dataset(const ExperimentReader& r, const ConfigNode& n) {
   DatasetSpec d;
   if (n.is_scalar()) {
@@ -93,7 +139,10 @@ DatasetSpec read_dataset(const ExperimentReader& r, const ConfigNode& n) {
   }
   r.check_keys(n, kDatasetKeys);
   d.name = one_of(r.get(n, "name"), {"synthetic", "fashion-mnist"});
-  if (auto c = r.child(n, "data_dir")) d.data_dir = c->as<std::string>();
+  if (auto c = r.child(n, "data_dir")) {
+    d.data_dir = c->as<std::string>();
+    if (!d.data_dir.empty()) d.data_path = experiment_path(r, *c, d.data_dir).string();
+  }
   if (auto c = r.child(n, "train_samples")) d.train_samples = int_in(*c, 1, int64_t(1) << 40);
   if (auto c = r.child(n, "test_samples")) d.test_samples = int_in(*c, 0, int64_t(1) << 40);
   if (auto c = r.child(n, "synthetic_fill")) d.synthetic_fill = one_of(*c, {"gaussian", "constant"});
@@ -153,20 +202,12 @@ void read_matrix(const ExperimentReader& r, const ConfigNode& root, const Config
     if (top_net) c->fail("the network is given twice (also as top-level 'network'): keep one");
     for (const auto& n : list_items(*c)) {
       std::string name = n.as<std::string>();
-      try {
-        e.network_paths[name] = std::filesystem::absolute(resolve_network_path(name)).lexically_normal().string();
-      } catch (const ConfigError& err) {
-        n.fail(err.what());
-      }
+      e.network_paths[name] = network_file(r, n);
       e.networks.push_back(name);
     }
   } else if (top_net) {
     std::string name = top_net->as<std::string>();
-    try {
-      e.network_paths[name] = std::filesystem::absolute(resolve_network_path(name)).lexically_normal().string();
-    } catch (const ConfigError& err) {
-      top_net->fail(err.what());
-    }
+    e.network_paths[name] = network_file(r, *top_net);
     e.networks.push_back(name);
   } else {
     m.fail("no network: set matrix.network (or a top-level 'network')");

@@ -52,9 +52,8 @@ ExperimentReader::ExperimentReader(ConfigNode root, const std::vector<std::strin
   }
 }
 
-ConfigNode ExperimentReader::relocate(const ConfigNode& node) const {
+const std::string* ExperimentReader::override_of(const std::string& p) const {
   // The longest overridden prefix of the node's path owns it (sequence indices count as inside).
-  const std::string& p = node.path();
   const std::string* owner = nullptr;
   size_t owner_length = 0;
   for (const auto& [path, text] : overridden_) {
@@ -64,7 +63,16 @@ ConfigNode ExperimentReader::relocate(const ConfigNode& node) const {
       owner_length = path.size();
     }
   }
-  return owner ? ConfigNode(node.yaml(), "command line '" + *owner + "'", p) : node;
+  return owner;
+}
+
+ConfigNode ExperimentReader::relocate(const ConfigNode& node) const {
+  const std::string* owner = override_of(node.path());
+  return owner ? ConfigNode(node.yaml(), "command line '" + *owner + "'", node.path()) : node;
+}
+
+bool ExperimentReader::overridden(const ConfigNode& node) const {
+  return override_of(node.path()) != nullptr;
 }
 
 std::optional<ConfigNode> ExperimentReader::child(const ConfigNode& parent, const std::string& key) const {

@@ -22,9 +22,13 @@ class ExperimentReader {
   ConfigNode get(const ConfigNode& parent, const std::string& key) const;  // fails when missing
   // Like ConfigNode::check_keys, but an unknown key that came from an override names the override.
   void check_keys(const ConfigNode& node, const std::set<std::string>& allowed) const;
+  // Whether `node` (or a key above it) was set by a command-line override, whose relative paths
+  // mean the current directory rather than the experiment file's.
+  bool overridden(const ConfigNode& node) const;
 
  private:
   ConfigNode relocate(const ConfigNode& node) const;
+  const std::string* override_of(const std::string& path) const;
   ConfigNode root_;
   std::map<std::string, std::string> overridden_;  // key path -> the override's text
 };

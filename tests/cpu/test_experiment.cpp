@@ -3,6 +3,7 @@
 // across invocations, equal for repeats' configs and different for different configs.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <regex>
 
 #include "core/error.hpp"
@@ -130,6 +131,25 @@ TEST(ExperimentSchema, MissingAndBadValues) {
   expect_error("name: t\nmatrix: [\n", {"t.yaml:", "YAML syntax error"});
   expect_error("name: t\ndataset: synthetic\niterations: 1\nmatrix: {network: lenet}\n",
                {"matrix: missing required key 'batch'"});
+}
+
+TEST(ExperimentSchema, NetworkFilesAreLookedUpBesideTheExperimentFile) {
+  // "exp/t.yaml" does not exist: only its folder matters, as the base of relative paths.
+  const std::string text = "name: t\ndataset: synthetic\niterations: 4\nmatrix: {network: [nets/x.yaml], batch: 8}\n";
+  const std::string beside = (std::filesystem::current_path() / "exp" / "nets" / "x.yaml").string();
+  try {
+    parse_experiment_text(text, "exp/t.yaml", {}, cpu_host());
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("exp/t.yaml:4:20: matrix.network[0]: network file " + beside +
+                                         " not found (relative paths are read from the experiment file's folder)"),
+              std::string::npos)
+        << e.what();
+  }
+  // A name is a name: networks/lenet.yaml of the source tree, whatever the file's folder.
+  Experiment e = parse_experiment_text(kBase, "/nowhere/t.yaml", {}, cpu_host());
+  EXPECT_EQ(std::filesystem::path(e.network_paths.at("lenet")).filename(), "lenet.yaml");
+  EXPECT_TRUE(std::filesystem::exists(e.network_paths.at("lenet")));
 }
 
 TEST(ExperimentOverrides, SetAnyFieldByDottedPath) {
