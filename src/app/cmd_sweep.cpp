@@ -1,10 +1,12 @@
 // `cnnscale sweep FILE [key=value...]`: validates an experiment file (with overrides), expands its
 // matrix into runs and either prints the plan (--dry-run), writes a Slurm/PBS array script (--emit)
-// or runs every run not finished yet (each as `cnnscale train` under mpirun/srun as needed).
+// or runs every run not finished yet (each as `cnnscale train` under mpirun/srun as needed), one
+// sweep of an experiment at a time.
 #include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "app/commands.hpp"
@@ -76,8 +78,8 @@ void run_sweep_command(const SweepArgs& a) {
   for (auto& r : expand_runs(e))
     if (only.matches(r)) runs.push_back(std::move(r));
   const std::string exp_dir = experiment_dir(a.results, e);
-  const bool runs_now = !a.dry_run && a.emit.empty();
-  check_sweep_record(exp_dir, e, a.overrides, runs_now);
+  // Only checked here: the record is written once this sweep holds the experiment (below).
+  check_sweep_record(exp_dir, e, a.overrides, false);
 
   if (a.run_index >= 0) {
     if (a.run_index >= static_cast<int64_t>(runs.size()))
@@ -119,13 +121,36 @@ void run_sweep_command(const SweepArgs& a) {
     }
     return;
   }
+  // One sweep of an experiment at a time, but array tasks (--run-index) side by side: each of them
+  // holds its own run's lock only (run_sweep takes it), which a whole sweep also honours.
+  std::error_code ec;
+  std::filesystem::create_directories(exp_dir, ec);
+  if (ec) throw_runtime("cannot create {}: {}", exp_dir, ec.message());
+  std::unique_ptr<FileLock> lock;
+  std::string holder;
+  if (a.run_index < 0) {
+    lock = FileLock::try_lock(sweep_lock_path(exp_dir), &holder);
+    if (!lock)
+      throw_runtime("experiment '{}' is already being swept by {} (lock {}); wait for it to finish, or stop it", e.name,
+                    holder, sweep_lock_path(exp_dir));
+  } else {
+    // Refused before any output; released at once, run_sweep takes it again for the run.
+    if (!FileLock::try_lock(run_lock_path(exp_dir, runs[0].id), &holder))
+      throw_runtime("run {} of experiment '{}' is already being run by {} (lock {})", runs[0].id, e.name, holder,
+                    run_lock_path(exp_dir, runs[0].id));
+  }
+  check_sweep_record(exp_dir, e, a.overrides, true);
   SweepResult result = run_sweep(e, runs, a.results, LaunchEnv::detect(host));
+  if (a.run_index >= 0 && result.busy > 0) throw_runtime("{}", result.busy_lines[0]);
   if (result.failed > 0) {
     std::string ids;
     for (size_t i = 0; i < result.failed_ids.size() && i < 5; ++i) ids += (i ? ", " : "") + result.failed_ids[i];
     throw_runtime("{} of {} run(s) failed ({}{}); logs in {}/logs", result.failed, runs.size(), ids,
                   result.failed_ids.size() > 5 ? ", ..." : "", exp_dir);
   }
+  if (result.busy > 0)
+    throw_runtime("{} run(s) were being run by another process and are not complete yet (first: {})", result.busy,
+                  result.busy_lines[0]);
   std::fprintf(stderr, "sweep: report: cnnscale report %s\n", exp_dir.c_str());
 }
 
@@ -140,7 +165,10 @@ void register_sweep(CLI::App& app) {
   cmd->add_option("overrides", a.overrides, "key=value overrides of the file (e.g. solver.lr=0.01 matrix.batch=[64])");
   cmd->add_option("--only", a.only, "Run only matching matrix points, e.g. network=caffenet,batch=64|128 (repeatable)")
       ->allow_extra_args(false);
-  cmd->add_option("--results", a.results, "Results root; runs go to ROOT/<experiment>/<run-id>/")
+  // As train: the environment's results root unless --results names one.
+  if (const char* env = std::getenv("CNNSCALE_RESULTS"); env && *env) a.results = env;
+  cmd->add_option("--results", a.results,
+                  "Results root; runs go to ROOT/<experiment>/<run-id>/ (default: $CNNSCALE_RESULTS or results)")
       ->capture_default_str();
   cmd->add_flag("--dry-run", a.dry_run, "Print the plan (runs, ranks, iterations, status) and run nothing");
   cmd->add_option("--emit", a.emit,

@@ -3,6 +3,7 @@
 // its launcher: direct, mpirun or srun), batch-script emission (Slurm/PBS arrays) and the run loop.
 #pragma once
 #include <compare>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,19 +16,60 @@ namespace cnnscale {
 
 enum class RunState {
   Todo,      // nothing there
-  Done,      // <id>/run.h5 exists and summary tag.config_hash matches: never touched again
-  Partial,   // <id>.partial/ left by a killed run: removed, then the run is redone
-  Conflict,  // <id>/ exists but is not this run's finished result: reported, never overwritten
+  Done,      // <id>/ holds this run's complete result, intact (see done markers below): never touched again
+  Partial,   // <id>.partial/ left by a killed run, or <id>/ of an interrupted one: the run is redone
+  Corrupt,   // <id>/ is damaged (files missing, truncated, unreadable or not matching done.json): moved
+             // aside to <id>.corrupt-<n>.partial, then the run is redone
+  Conflict,  // <id>/ holds a run of another configuration: reported, never overwritten
 };
 struct RunStatus {
   RunState state = RunState::Todo;
-  std::string detail;  // why, for Conflict
+  std::string detail;     // why, for Partial, Corrupt and Conflict
+  bool unsealed = false;  // Done without a done marker (left by an older sweep, or train just finished):
+                          // verified by reading it; the sweep then writes the marker
 };
 const char* run_state_name(RunState s);
 
 // ROOT/<experiment>
 std::string experiment_dir(const std::string& results_root, const Experiment& e);
 RunStatus run_status(const std::string& exp_dir, const RunSpec& run);
+
+// ---- done markers and locks (sweep_verify.cpp) ---------------------------------------------------
+
+// <run>/done.json, written by the sweep when it counts a run as done: size and SHA-256 of run.h5 and
+// summary.json, so a later sweep tells an intact run from one damaged since (a truncated copy, a
+// half-synced file system, an edit) instead of skipping it for ever.
+inline constexpr const char* kDoneMarker = "done.json";
+std::string sha256_hex(const std::string& data);
+std::string sha256_file(const std::string& path);  // RuntimeError when unreadable
+// Writes <run_dir>/done.json (atomically) for the files as they are now.
+void write_done_marker(const std::string& run_dir, const RunSpec& run);
+// "" when run_dir's files match its done.json; else what is wrong, in a few words.
+std::string check_done_marker(const std::string& run_dir);
+// Renames a damaged run folder to <run_dir>.corrupt-<n>.partial (first free n) and returns that
+// path: train can write the run again, the evidence stays, and the report (which ignores *.partial)
+// never counts it.
+std::string move_aside(const std::string& run_dir);
+
+// An exclusive flock on a file, held until destruction (closed on exec: children never hold it).
+class FileLock {
+ public:
+  // Takes the lock without waiting and writes "host H pid P" into the file. nullptr when another
+  // process holds it; `holder` then says who ("host H pid P", or "another process").
+  static std::unique_ptr<FileLock> try_lock(const std::string& path, std::string* holder);
+  ~FileLock();
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  explicit FileLock(int fd) : fd_(fd) {}
+  int fd_;
+};
+// ROOT/<exp>/.sweep.lock: one whole sweep of an experiment at a time. ROOT/<exp>/.<id>.lock: one
+// process per run, so the tasks of an emitted array (--run-index) run side by side, and a sweep
+// skips a run that one of them is running.
+std::string sweep_lock_path(const std::string& exp_dir);
+std::string run_lock_path(const std::string& exp_dir, const std::string& run_id);
 
 // ROOT/<exp>/sweep.json holds the resolved experiment and its fixed-part hash. A different hash
 // throws ConfigError naming the changed keys; with `write`, the record is (re)written atomically.
@@ -92,10 +134,12 @@ std::string shell_quote(const std::string& s);
 // ---- the loop (sweep_runner.cpp) -----------------------------------------------------------------
 
 struct SweepResult {
-  int ran = 0, skipped = 0, failed = 0;
+  int ran = 0, skipped = 0, failed = 0, busy = 0;
   std::vector<std::string> failed_ids;
+  std::vector<std::string> busy_lines;  // "run X is being run by host H pid P (lock F)"
 };
-// Runs every run not done yet, in order; a failed run is reported and the loop goes on.
+// Runs every run not done yet, in order; a failed run is reported and the loop goes on. Each run
+// is run under its lock (run_lock_path); one another process holds is skipped and counted busy.
 SweepResult run_sweep(const Experiment& e, const std::vector<RunSpec>& runs, const std::string& results_root,
                       const LaunchEnv& env);
 

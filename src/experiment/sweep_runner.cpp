@@ -1,7 +1,7 @@
 // The sweep loop: each run not done yet is launched as a child process (its output goes to
 // ROOT/<exp>/logs/<run-id>.log so the progress lines stay readable), a failed run is reported with
-// its log's last line and the loop goes on; SIGINT/SIGTERM are passed to the running child and stop
-// the loop after it, so a re-run continues from there.
+// its log's error line and the loop goes on; a finished run gets its done marker. SIGINT/SIGTERM
+// are passed to the running child and stop the loop after it, so a re-run continues from there.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -14,8 +14,8 @@
 #include <fstream>
 
 #include "core/error.hpp"
-#include "experiment/sweep.hpp"
 #include "experiment/log_tail.hpp"
+#include "experiment/sweep.hpp"
 
 namespace cnnscale {
 
@@ -30,7 +30,6 @@ void on_stop_signal(int sig) {
   g_stop_signal = sig;
   if (g_child > 0) ::kill(g_child, sig);
 }
-
 
 // Starts argv with stdout/stderr to `log`; returns the exit code (128 + signal when killed).
 int run_child(const std::vector<std::string>& argv, const std::string& log, const std::string& blas_threads) {
@@ -90,9 +89,23 @@ SweepResult run_sweep(const Experiment& e, const std::vector<RunSpec>& runs, con
   for (size_t i = 0; i < total && !g_stop_signal; ++i) {
     const RunSpec& run = runs[i];
     const std::string head = fmt::format("sweep: {} {}/{} {}", bar(i, total), i + 1, total, run.id);
+    const fs::path run_dir = fs::path(exp_dir) / run.id;
+    // Held while the run is looked at and run: an array task or another sweep on the same run waits
+    // its turn in a later invocation instead of training it twice.
+    std::string holder;
+    auto lock = FileLock::try_lock(run_lock_path(exp_dir, run.id), &holder);
+    if (!lock) {
+      ++result.busy;
+      result.busy_lines.push_back(
+          fmt::format("run {} is being run by {} (lock {})", run.id, holder, run_lock_path(exp_dir, run.id)));
+      std::fprintf(stderr, "%s: being run by %s; skipped\n", head.c_str(), holder.c_str());
+      continue;
+    }
     RunStatus st = run_status(exp_dir, run);
     if (st.state == RunState::Done) {
-      std::fprintf(stderr, "%s: already complete, skipped\n", head.c_str());
+      if (st.unsealed) write_done_marker(run_dir.string(), run);
+      std::fprintf(stderr, "%s: already complete%s, skipped\n", head.c_str(),
+                   st.unsealed ? " (verified; done marker written)" : "");
       ++result.skipped;
       continue;
     }
@@ -102,10 +115,21 @@ SweepResult run_sweep(const Experiment& e, const std::vector<RunSpec>& runs, con
       result.failed_ids.push_back(run.id);
       continue;
     }
+    if (st.state == RunState::Corrupt) {
+      // Not done after all: kept for inspection under a name nothing counts, and the run redone.
+      const std::string aside = move_aside(run_dir.string());
+      std::fprintf(stderr, "%s: warning: the run's folder is damaged (%s); moved to %s, running it again\n",
+                   head.c_str(), st.detail.c_str(), aside.c_str());
+    }
     if (st.state == RunState::Partial) {
-      // A killed run's leftovers: train refuses an existing folder, and nothing in it is complete.
-      fs::remove_all(fs::path(exp_dir) / (run.id + ".partial"), ec);
-      std::fprintf(stderr, "%s: removed the partial folder of an interrupted run\n", head.c_str());
+      // A killed run's leftovers: nothing in them is complete (train also clears them itself). An
+      // interrupted run's folder stays until train replaces it with the new run's.
+      const fs::path partial = fs::path(exp_dir) / (run.id + ".partial");
+      if (fs::exists(partial, ec)) {
+        fs::remove_all(partial, ec);
+        std::fprintf(stderr, "%s: removed the partial folder of a killed run\n", head.c_str());
+      }
+      if (fs::exists(run_dir, ec)) std::fprintf(stderr, "%s: %s: running it again\n", head.c_str(), st.detail.c_str());
     }
     std::fprintf(stderr, "%s: running (%lld rank(s), %lld iteration(s))\n", head.c_str(),
                  static_cast<long long>(run.ranks), static_cast<long long>(run.iterations));
@@ -116,17 +140,22 @@ SweepResult run_sweep(const Experiment& e, const std::vector<RunSpec>& runs, con
     const auto start = std::chrono::steady_clock::now();
     const int code = run_child(launch_command(e, run, results_root, env), log, blas);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const bool complete = code == 0 && run_status(exp_dir, run).state == RunState::Done;
-    if (complete) {
+    const RunStatus after = code == 0 ? run_status(exp_dir, run) : RunStatus{};
+    if (after.state == RunState::Done) {
+      // Sealed now, while its files are known to be what train just wrote.
+      if (after.unsealed) write_done_marker(run_dir.string(), run);
       ++result.ran;
       std::fprintf(stderr, "%s: done in %.1f s\n", head.c_str(), seconds);
     } else {
       ++result.failed;
       result.failed_ids.push_back(run.id);
-      std::string why =
-          code == 0 ? "exit 0 but no complete run folder with its config hash" : fmt::format("exit {}", code);
+      std::string why = fmt::format("exit {}", code);
+      if (code == 0)
+        why = after.state == RunState::Todo
+                  ? "exit 0 but no run folder"
+                  : fmt::format("exit 0 but the run folder is {}: {}", run_state_name(after.state), after.detail);
       std::fprintf(stderr, "%s: FAILED (%s, log %s): %s\n", head.c_str(), why.c_str(), log.c_str(),
-                   last_nonblank_line(log).c_str());
+                   error_line(log).c_str());
     }
   }
   ::sigaction(SIGINT, &old_int, nullptr);
@@ -134,8 +163,10 @@ SweepResult run_sweep(const Experiment& e, const std::vector<RunSpec>& runs, con
   if (g_stop_signal)
     throw_runtime("sweep interrupted by signal {} after {} run(s); run the same command again to continue",
                   static_cast<int>(g_stop_signal), result.ran);
-  std::fprintf(stderr, "sweep: %s %zu run(s): %d ran, %d already complete, %d failed; results in %s\n",
-               bar(total, total).c_str(), total, result.ran, result.skipped, result.failed, exp_dir.c_str());
+  const std::string busy = result.busy ? fmt::format(", {} being run by another process", result.busy) : "";
+  std::fprintf(stderr, "sweep: %s %zu run(s): %d ran, %d already complete, %d failed%s; results in %s\n",
+               bar(total, total).c_str(), total, result.ran, result.skipped, result.failed, busy.c_str(),
+               exp_dir.c_str());
   return result;
 }
 

@@ -1,6 +1,7 @@
-// Results-folder state of a sweep: which runs are finished (run.h5 + matching tag.config_hash in
-// summary.json, as train writes them), leftovers of killed runs, and the sweep.json record that
-// keeps one experiment name bound to one configuration.
+// Results-folder state of a sweep: which runs are finished and intact (matching tag.config_hash and
+// status in summary.json, as train writes them, and files matching their done marker), leftovers of
+// killed or interrupted runs, and the sweep.json record that keeps one experiment name bound to one
+// configuration.
 #include <unistd.h>
 
 #include <chrono>
@@ -10,6 +11,7 @@
 
 #include "core/error.hpp"
 #include "experiment/sweep.hpp"
+#include "io/results_writer.hpp"
 
 namespace cnnscale {
 
@@ -23,6 +25,8 @@ const char* run_state_name(RunState s) {
       return "done";
     case RunState::Partial:
       return "partial";
+    case RunState::Corrupt:
+      return "corrupt";
     case RunState::Conflict:
       return "conflict";
   }
@@ -51,9 +55,17 @@ RunStatus run_status(const std::string& exp_dir, const RunSpec& run) {
   std::error_code ec;
   const fs::path dir = fs::path(exp_dir) / run.id;
   if (fs::exists(dir, ec)) {
-    if (!fs::exists(dir / "run.h5", ec)) return {RunState::Conflict, dir.string() + " exists without run.h5"};
+    const auto corrupt = [&](const std::string& why) { return RunStatus{RunState::Corrupt, why}; };
+    if (!fs::is_directory(dir, ec)) return corrupt("not a folder");
+    // A done marker vouches for every byte; without one (an older sweep's folder, or train has just
+    // finished) the files are read through instead.
+    const bool sealed = fs::exists(dir / kDoneMarker, ec);
+    if (sealed) {
+      if (std::string why = check_done_marker(dir.string()); !why.empty()) return corrupt(why);
+    }
+    if (!fs::exists(dir / "summary.json", ec)) return corrupt("summary.json is missing");
     auto summary = read_json(dir / "summary.json");
-    if (!summary) return {RunState::Conflict, (dir / "summary.json").string() + " is missing or unreadable"};
+    if (!summary || !summary->is_object()) return corrupt("summary.json is unreadable (truncated or not JSON)");
     const nlohmann::json* tag = nullptr;
     if (summary->contains("summary") && (*summary)["summary"].contains("tag.config_hash"))
       tag = &(*summary)["summary"]["tag.config_hash"];
@@ -61,9 +73,22 @@ RunStatus run_status(const std::string& exp_dir, const RunSpec& run) {
       return {RunState::Conflict,
               fmt::format("{} holds a run of another configuration (tag.config_hash {}, expected {})", dir.string(),
                           tag ? tag->dump() : "missing", run.config_hash)};
-    return {RunState::Done, ""};
+    // train writes "interrupted" when a signal stopped it early; a rerun of the id replaces it.
+    const std::string status = !summary->contains("status")       ? std::string(kRunComplete)
+                               : (*summary)["status"].is_string() ? (*summary)["status"].get<std::string>()
+                                                                  : std::string("?");
+    if (status == kRunInterrupted) return {RunState::Partial, "an interrupted run (status interrupted)"};
+    if (status != kRunComplete) return corrupt(fmt::format("summary.json has status '{}'", status));
+    if (sealed) return {RunState::Done, ""};
+    if (!fs::exists(dir / "run.h5", ec)) return corrupt("run.h5 is missing");
+    try {
+      read_run_results(dir.string());
+    } catch (const std::exception& e) {
+      return corrupt(fmt::format("run.h5 is unreadable: {}", e.what()));
+    }
+    return {RunState::Done, "", true};
   }
-  if (fs::exists(fs::path(exp_dir) / (run.id + ".partial"), ec)) return {RunState::Partial, ""};
+  if (fs::exists(fs::path(exp_dir) / (run.id + ".partial"), ec)) return {RunState::Partial, "a killed run's folder"};
   return {RunState::Todo, ""};
 }
 

@@ -16,7 +16,10 @@
 #include "common/temp_dir.hpp"
 #include "core/error.hpp"
 #include "cpu/cli_runner.hpp"
+#include "cpu/test_report_util.hpp"
+#include "experiment/log_tail.hpp"
 #include "experiment/sweep.hpp"
+#include "io/results_writer.hpp"
 
 namespace cnnscale {
 namespace {
@@ -36,10 +39,18 @@ void write(const fs::path& p, const std::string& text) {
   std::ofstream(p) << text;
 }
 
-// A finished run folder as train leaves it (only what the sweep reads).
-void fake_done(const fs::path& exp_dir, const RunSpec& r, const std::string& hash) {
-  write(exp_dir / r.id / "run.h5", "");
-  write(exp_dir / r.id / "summary.json", nlohmann::json{{"summary", {{"tag.config_hash", hash}}}}.dump());
+// A finished run folder as train leaves it (written by the results writer, so run.h5 is real HDF5),
+// tagged with `hash`; `status` "interrupted" as a run stopped by a signal leaves it.
+void fake_done(const fs::path& exp_dir, const RunSpec& r, const std::string& hash,
+               const std::string& status = "complete") {
+  RunResults res = testing::synthetic_run("lenet", static_cast<int>(r.batch), static_cast<int>(r.ranks), 1, {});
+  res.experiment = exp_dir.filename().string();
+  res.run_id = r.id;
+  res.status = status;
+  res.summary["tag.config_hash"] = hash;
+  ResultsWriteOptions o;
+  o.root = exp_dir.parent_path().string();
+  write_run_results(res, o);
 }
 
 std::string slurp(const fs::path& p) {
@@ -121,6 +132,87 @@ TEST(SweepState, RunStatesFromFolders) {
   fs::remove_all(exp / runs[1].id);
   fs::create_directories(exp / (runs[1].id + ".partial"));
   EXPECT_EQ(run_status(exp, runs[1]).state, RunState::Partial);
+}
+
+TEST(SweepState, Sha256MatchesTheStandardVectors) {
+  EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  EXPECT_EQ(sha256_hex(std::string(1000000, 'a')), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  TempDir dir;
+  write(dir.file("f"), std::string(200000, 'a'));  // several read buffers' worth
+  EXPECT_EQ(sha256_file(dir.file("f")), sha256_hex(std::string(200000, 'a')));
+}
+
+// A done marker vouches for the folder: any change of run.h5 or summary.json since makes it Corrupt.
+TEST(SweepState, DoneMarkerCatchesTruncatedMissingAndChangedFiles) {
+  TempDir dir;
+  auto runs = expand_runs(load());
+  const fs::path exp = dir.str();
+  const fs::path run = exp / runs[0].id;
+  fake_done(exp, runs[0], runs[0].config_hash);
+  RunStatus st = run_status(exp, runs[0]);
+  EXPECT_EQ(st.state, RunState::Done);
+  EXPECT_TRUE(st.unsealed);  // no marker yet: verified by reading run.h5
+  write_done_marker(run.string(), runs[0]);
+  st = run_status(exp, runs[0]);
+  EXPECT_EQ(st.state, RunState::Done);
+  EXPECT_FALSE(st.unsealed);
+  const auto marker = nlohmann::json::parse(slurp(run / "done.json"));
+  EXPECT_EQ(marker["files"]["run.h5"]["bytes"].get<uint64_t>(), fs::file_size(run / "run.h5"));
+  EXPECT_EQ(marker["files"]["summary.json"]["sha256"], sha256_file((run / "summary.json").string()));
+
+  const std::string h5 = slurp(run / "run.h5"), summary = slurp(run / "summary.json");
+  auto expect_corrupt = [&](const std::string& fragment) {
+    RunStatus c = run_status(exp, runs[0]);
+    EXPECT_EQ(c.state, RunState::Corrupt) << fragment;
+    EXPECT_NE(c.detail.find(fragment), std::string::npos) << c.detail;
+  };
+  fs::resize_file(run / "run.h5", h5.size() / 2);
+  expect_corrupt("run.h5 has " + std::to_string(h5.size() / 2) + " bytes, done.json recorded " +
+                 std::to_string(h5.size()) + " (truncated)");
+  write(run / "run.h5", h5);
+  EXPECT_EQ(run_status(exp, runs[0]).state, RunState::Done);
+  std::string edited = summary;  // same size, one byte changed
+  edited[edited.find("complete")] = 'C';
+  write(run / "summary.json", edited);
+  expect_corrupt("summary.json does not match its SHA-256 in done.json");
+  fs::remove(run / "summary.json");
+  expect_corrupt("summary.json is missing");
+  write(run / "summary.json", summary);
+  write(run / "done.json", "{\"format\": ");
+  expect_corrupt("done.json is not valid JSON");
+}
+
+// Folders without a marker (an older sweep's, or one train has just written) are read through.
+TEST(SweepState, UnsealedFoldersAreCheckedByReadingThem) {
+  TempDir dir;
+  auto runs = expand_runs(load());
+  const fs::path exp = dir.str();
+  const fs::path run = exp / runs[0].id;
+  auto expect_state = [&](RunState want, const std::string& fragment) {
+    RunStatus c = run_status(exp, runs[0]);
+    EXPECT_EQ(c.state, want) << run_state_name(c.state) << ": " << c.detail;
+    EXPECT_NE(c.detail.find(fragment), std::string::npos) << c.detail;
+  };
+  fake_done(exp, runs[0], runs[0].config_hash);
+  const std::string h5 = slurp(run / "run.h5"), summary = slurp(run / "summary.json");
+  fs::resize_file(run / "run.h5", h5.size() - 100);
+  expect_state(RunState::Corrupt, "run.h5 is unreadable");
+  write(run / "run.h5", "");
+  expect_state(RunState::Corrupt, "run.h5 is unreadable");
+  fs::remove(run / "run.h5");
+  expect_state(RunState::Corrupt, "run.h5 is missing");
+  write(run / "run.h5", h5);
+  write(run / "summary.json", summary.substr(0, summary.size() / 2));
+  expect_state(RunState::Corrupt, "summary.json is unreadable (truncated or not JSON)");
+  write(run / "summary.json", summary);
+  expect_state(RunState::Done, "");
+  // A run a signal stopped early: redone (train replaces the folder), not counted done.
+  fs::remove_all(run);
+  fake_done(exp, runs[0], runs[0].config_hash, "interrupted");
+  expect_state(RunState::Partial, "interrupted");
 }
 
 TEST(SweepState, ChangedConfigurationIsRefusedMatrixChangesAreNot) {
@@ -570,7 +662,8 @@ TEST(SweepHost, MpirunHostListSkipsTheOneNodeCheck) {
   }
 }
 
-// A stand-in for `cnnscale train`: writes the finished folder the sweep looks for, fails for batch 8.
+// A stand-in for `cnnscale train`: writes the finished folder the sweep looks for (run.h5 copied from
+// $FAKE_TRAIN_H5, a real results file), fails for batch 8.
 const char* kFakeTrain = R"(#!/bin/sh
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -581,14 +674,33 @@ while [ $# -gt 0 ]; do
 done
 [ "$batch" = 8 ] && { echo "fake train: batch 8 fails"; exit 3; }
 [ -e "$root/$exp/$id.partial" ] && { echo "partial folder still there"; exit 4; }
-mkdir -p "$root/$exp/$id" && : > "$root/$exp/$id/run.h5"
-printf '{"summary": {"tag.config_hash": "%s"}}' "$hash" > "$root/$exp/$id/summary.json"
+[ -e "$root/$exp/$id" ] && { echo "fake train: $root/$exp/$id: results of this run id exist already"; exit 5; }
+mkdir -p "$root/$exp/$id" && cp "$FAKE_TRAIN_H5" "$root/$exp/$id/run.h5"
+printf '{"status": "complete", "summary": {"tag.config_hash": "%s"}}' "$hash" > "$root/$exp/$id/summary.json"
 )";
+
+// The fake train's executable in `dir`, with the run.h5 it copies; $FAKE_TRAIN_H5 set while it lives.
+class FakeTrain {
+ public:
+  explicit FakeTrain(const TempDir& dir, const char* script = kFakeTrain)
+      : path_(dir.file("fake")), h5_(dir.file("template/e/r/run.h5")), env_("FAKE_TRAIN_H5", h5_.c_str()) {
+    write_script(path_, script);
+    RunResults res = testing::synthetic_run("lenet", 4, 1, 1, {});
+    res.run_id = "r";
+    ResultsWriteOptions o;
+    o.root = dir.file("template");
+    write_run_results(res, o);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_, h5_;
+  ScopedEnv env_;
+};
 
 TEST(SweepRunner, SkipsDoneRedoesPartialAndGoesOnAfterAFailure) {
   TempDir dir;
-  write(dir.file("fake"), kFakeTrain);
-  fs::permissions(dir.file("fake"), fs::perms::owner_all);
+  FakeTrain fake(dir);
   Experiment e = load({"matrix.batch=[4,8,12]"});
   auto runs = expand_runs(e);
   ASSERT_EQ(runs.size(), 3u);
@@ -607,6 +719,146 @@ TEST(SweepRunner, SkipsDoneRedoesPartialAndGoesOnAfterAFailure) {
   EXPECT_FALSE(fs::exists(exp / (runs[2].id + ".partial")));
   EXPECT_EQ(run_status(exp.string(), runs[2]).state, RunState::Done);
   EXPECT_NE(slurp(exp / "logs" / (runs[1].id + ".log")).find("batch 8 fails"), std::string::npos);
+}
+
+// A run counted done is sealed; a later sweep finds one damaged, says so, moves it aside and redoes it.
+TEST(SweepRunner, DamagedRunIsMovedAsideAndRedoneWithAWarning) {
+  TempDir dir;
+  FakeTrain fake(dir);
+  Experiment e = load({"matrix.batch=[4,12]"});
+  auto runs = expand_runs(e);
+  ASSERT_EQ(runs.size(), 2u);
+  const fs::path exp = fs::path(dir.file("res")) / "s";
+  fake_done(exp, runs[1], runs[1].config_hash);  // an older sweep's run: no marker
+  LaunchEnv env;
+  env.self = fake.path();
+  ::testing::internal::CaptureStderr();
+  SweepResult first = run_sweep(e, runs, dir.file("res"), env);
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(first.ran, 1) << err;
+  EXPECT_EQ(first.skipped, 1) << err;
+  EXPECT_NE(err.find("already complete (verified; done marker written), skipped"), std::string::npos) << err;
+  for (const auto& r : runs) {
+    EXPECT_TRUE(fs::exists(exp / r.id / "done.json")) << r.id;
+    EXPECT_EQ(check_done_marker((exp / r.id).string()), "") << r.id;
+  }
+
+  // run.h5 cut short after the fact (a partial copy, a full disk during a sync).
+  const fs::path h5 = exp / runs[0].id / "run.h5";
+  const auto size = fs::file_size(h5);
+  fs::resize_file(h5, size - 1000);
+  ::testing::internal::CaptureStderr();
+  SweepResult second = run_sweep(e, runs, dir.file("res"), env);
+  err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(second.ran, 1) << err;
+  EXPECT_EQ(second.skipped, 1) << err;
+  EXPECT_EQ(second.failed, 0) << err;
+  const fs::path aside = exp / (runs[0].id + ".corrupt-1.partial");
+  EXPECT_NE(err.find(runs[0].id + ": warning: the run's folder is damaged (run.h5 has " + std::to_string(size - 1000) +
+                     " bytes, done.json recorded " + std::to_string(size) + " (truncated)); moved to " +
+                     aside.string() + ", running it again"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(fs::file_size(aside / "run.h5"), size - 1000);  // kept as it was, for a look
+  EXPECT_EQ(fs::file_size(h5), size);                       // written again
+  EXPECT_EQ(run_status(exp.string(), runs[0]).state, RunState::Done);
+  EXPECT_EQ(check_done_marker((exp / runs[0].id).string()), "");
+}
+
+// What a failed run's line quotes: our error, not the launcher's banner after it.
+const char* kMpirunLog = R"(iteration 1/3 loss 2.30
+cnnscale: error: rank 1 (host node7): data: cannot open /data/fmnist/train-images-idx3-ubyte: No such file
+--------------------------------------------------------------------------
+MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD
+with errorcode 1.
+
+NOTE: invoking MPI_ABORT causes Open MPI to kill all MPI processes.
+--------------------------------------------------------------------------
+--------------------------------------------------------------------------
+Primary job  terminated normally, but 1 process returned
+a non-zero exit code. Per user-direction, the job has been aborted.
+--------------------------------------------------------------------------
+--------------------------------------------------------------------------
+mpirun detected that one or more processes exited with non-zero status, thus causing
+the job to be terminated. The first process to do so was:
+
+  Process name: [[52311,1],1]
+  Exit code:    1
+--------------------------------------------------------------------------
+)";
+
+TEST(SweepLog, ErrorLineIsOursNotTheLaunchersBanner) {
+  TempDir dir;
+  write(dir.file("mpirun.log"), kMpirunLog);
+  EXPECT_EQ(error_line(dir.file("mpirun.log")),
+            "cnnscale: error: rank 1 (host node7): data: cannot open /data/fmnist/train-images-idx3-ubyte: No such "
+            "file");
+  // Without our format (a crash, another program): the last line outside the banner blocks.
+  write(dir.file("crash.log"), "loading\nSegmentation fault (core dumped)\n" +
+                                   std::string(kMpirunLog).substr(std::string(kMpirunLog).find("-----")) +
+                                   "srun: error: node7: task 1: Exited with exit code 1\n");
+  EXPECT_EQ(error_line(dir.file("crash.log")), "Segmentation fault (core dumped)");
+  write(dir.file("plain.log"), "one\ntwo\n\n");
+  EXPECT_EQ(error_line(dir.file("plain.log")), "two");
+  write(dir.file("banner.log"), "-----------------\nonly a banner\n-----------------\n");
+  EXPECT_EQ(error_line(dir.file("banner.log")), "-----------------");  // nothing better: the last line
+}
+
+TEST(SweepRunner, FailedRunQuotesItsErrorNotTheMpirunBanner) {
+  TempDir dir;
+  write(dir.file("banner.log"), kMpirunLog);
+  FakeTrain fake(dir, ("#!/bin/sh\ncat " + dir.file("banner.log") + "\nexit 1\n").c_str());
+  Experiment e = load({"matrix.batch=[4]"});
+  auto runs = expand_runs(e);
+  LaunchEnv env;
+  env.self = fake.path();
+  ::testing::internal::CaptureStderr();
+  SweepResult r = run_sweep(e, runs, dir.file("res"), env);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(r.failed, 1) << err;
+  const std::string failed = [&] {
+    for (const auto& l : lines_of(err))
+      if (l.find(": FAILED (exit 1, log ") != std::string::npos) return l;
+    return std::string();
+  }();
+  EXPECT_NE(failed.find("): cnnscale: error: rank 1 (host node7): data: cannot open"), std::string::npos) << err;
+}
+
+// A run another process holds (an array task) is left to it: skipped, counted busy, named.
+TEST(SweepRunner, RunLockedByAnotherProcessIsLeftToIt) {
+  TempDir dir;
+  FakeTrain fake(dir);
+  Experiment e = load();
+  auto runs = expand_runs(e);
+  ASSERT_EQ(runs.size(), 2u);
+  const std::string exp = (fs::path(dir.file("res")) / "s").string();
+  fs::create_directories(exp);
+  std::string holder;
+  auto held = FileLock::try_lock(run_lock_path(exp, runs[0].id), &holder);
+  ASSERT_TRUE(held);
+  EXPECT_EQ(slurp(run_lock_path(exp, runs[0].id)), fmt::format(
+                                                       "host {} pid {}\n",
+                                                       [] {
+                                                         char h[256] = "";
+                                                         ::gethostname(h, sizeof h - 1);
+                                                         return std::string(h);
+                                                       }(),
+                                                       ::getpid()));
+  EXPECT_FALSE(FileLock::try_lock(run_lock_path(exp, runs[0].id), &holder));  // even from this process
+  EXPECT_EQ(holder, slurp(run_lock_path(exp, runs[0].id)).substr(0, holder.size()));
+  LaunchEnv env;
+  env.self = fake.path();
+  ::testing::internal::CaptureStderr();
+  SweepResult r = run_sweep(e, {runs[0]}, dir.file("res"), env);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(r.busy, 1) << err;
+  EXPECT_EQ(r.ran, 0) << err;
+  ASSERT_EQ(r.busy_lines.size(), 1u);
+  EXPECT_NE(r.busy_lines[0].find("run " + runs[0].id + " is being run by " + holder), std::string::npos)
+      << r.busy_lines[0];
+  EXPECT_FALSE(fs::exists(fs::path(exp) / runs[0].id));
+  held.reset();
+  EXPECT_EQ(run_sweep(e, {runs[0]}, dir.file("res"), env).ran, 1);
 }
 
 // ---- the CLI -------------------------------------------------------------------------------------
@@ -682,6 +934,148 @@ TEST(SweepCli, EmitFileIsWholeAndExecutable) {
   EXPECT_EQ(
       testing::run_cnnscale({"sweep", fixture("tiny_cpu.yaml"), "--emit", "slurm", "--gpus-per-node", "0"}).exit_code,
       2);
+}
+
+// `cnnscale sweep args...` from `cwd` with $CNNSCALE_RESULTS set to `results` ("" : unset).
+testing::CliResult sweep_in(const std::string& cwd, const std::string& results, const std::vector<std::string>& args) {
+  std::string cmd = "cd " + testing::shell_quote(cwd) + " && env -u CNNSCALE_RESULTS ";
+  if (!results.empty()) cmd += "CNNSCALE_RESULTS=" + testing::shell_quote(results) + " ";
+  cmd += testing::shell_quote(CNNSCALE_BIN) + " sweep";
+  for (const auto& a : args) cmd += " " + testing::shell_quote(a);
+  return shell(cmd);
+}
+
+// As train: the results root is $CNNSCALE_RESULTS unless --results names one.
+TEST(SweepCli, ResultsRootDefaultsToCnnscaleResults) {
+  TempDir dir;
+  fs::create_directories(dir.file("cwd"));
+  auto r = sweep_in(dir.file("cwd"), dir.file("env-root"), {fixture("tiny_cpu.yaml"), "--dry-run"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("results in " + dir.file("env-root") + "/tiny_cpu\n"), std::string::npos) << r.out;
+  auto emitted = sweep_in(dir.file("cwd"), dir.file("env-root"), {fixture("tiny_cpu.yaml"), "--emit", "slurm"});
+  ASSERT_EQ(emitted.exit_code, 0) << emitted.err;
+  EXPECT_NE(emitted.out.find(" --results " + dir.file("env-root") + " "), std::string::npos) << emitted.out;
+  auto given = sweep_in(dir.file("cwd"), dir.file("env-root"),
+                        {fixture("tiny_cpu.yaml"), "--dry-run", "--results", dir.file("flag-root")});
+  EXPECT_NE(given.out.find("results in " + dir.file("flag-root") + "/tiny_cpu\n"), std::string::npos) << given.out;
+  auto unset = sweep_in(dir.file("cwd"), "", {fixture("tiny_cpu.yaml"), "--dry-run"});
+  EXPECT_NE(unset.out.find("results in results/tiny_cpu\n"), std::string::npos) << unset.out;
+}
+
+// Paths in an experiment file are relative to the file, whatever the working directory; network
+// names stay names; paths in command-line overrides are relative to the working directory.
+TEST(SweepCli, RelativePathsResolveAgainstTheExperimentFile) {
+  TempDir dir;
+  fs::create_directories(dir.file("nets"));
+  fs::copy_file(std::string(CNNSCALE_TEST_DATA) + "/dist_convnet.yaml", dir.file("nets/mine.yaml"));
+  write(dir.file("exp/rel.yaml"),
+        "name: rel\ndataset: synthetic\niterations: 3\n"
+        "matrix: {network: [../nets/mine.yaml, lenet], batch: [4], repeats: 1}\n");
+  fs::create_directories(dir.file("elsewhere"));
+  auto r = sweep_in(dir.file("elsewhere"), "", {dir.file("exp/rel.yaml"), "--dry-run", "--results", dir.file("res")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_NE(r.out.find("mine-b4-g1-"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("lenet-b4-g1-"), std::string::npos) << r.out;
+  // Relative to the file, not to the working directory: from its own folder the same text means
+  // the same file, and `cd exp && sweep rel.yaml` works too.
+  auto here = sweep_in(dir.file("exp"), "", {"rel.yaml", "--dry-run", "--results", dir.file("res")});
+  EXPECT_EQ(here.exit_code, 0) << here.err;
+  // An override typed on the command line is relative to where it is typed.
+  auto typed = sweep_in(dir.str(), "", {"exp/rel.yaml", "matrix.network=[nets/mine.yaml]", "--dry-run"});
+  EXPECT_EQ(typed.exit_code, 0) << typed.err;
+  auto missing = sweep_in(dir.file("elsewhere"), "", {dir.file("exp/rel.yaml"), "matrix.network=[../nets/nope.yaml]"});
+  EXPECT_EQ(missing.exit_code, 2) << missing.err;
+  EXPECT_NE(missing.err.find("network file " + dir.file("nets/nope.yaml") + " not found"), std::string::npos)
+      << missing.err;
+}
+
+TEST(SweepCli, DataDirAndNetworkFilesAreReadBesideTheExperiment) {
+  TempDir dir;
+  fs::create_directories(dir.file("nets"));
+  fs::create_directories(dir.file("exp/fmnist"));
+  fs::copy_file(std::string(CNNSCALE_TEST_DATA) + "/dist_convnet.yaml", dir.file("nets/mine.yaml"));
+  write(dir.file("exp/data.yaml"),
+        "name: data\ndataset: {name: fashion-mnist, data_dir: fmnist}\niterations: 3\n"
+        "matrix: {network: ../nets/mine.yaml, batch: [4], repeats: 1}\n");
+  // Loaded from this process, whose working directory is not the file's folder.
+  ASSERT_NE(fs::current_path(), fs::path(dir.file("exp")));
+  Experiment e = load_experiment(dir.file("exp/data.yaml"), {}, HostInfo{std::nullopt, "", true});
+  EXPECT_EQ(e.network_paths.at("../nets/mine.yaml"), dir.file("nets/mine.yaml"));
+  auto runs = expand_runs(e);
+  ASSERT_EQ(runs.size(), 1u);
+  const auto args = train_arguments(e, runs[0], "/r");
+  auto after = [&args](const std::string& flag) {
+    auto it = std::find(args.begin(), args.end(), flag);
+    return it == args.end() || it + 1 == args.end() ? std::string() : *(it + 1);
+  };
+  EXPECT_EQ(after("--net"), dir.file("nets/mine.yaml"));
+  EXPECT_EQ(after("--data-dir"), dir.file("exp/fmnist"));
+  // Hashes and ids cover the path as written, not where this checkout happens to be.
+  EXPECT_EQ(runs[0].config["data"]["data_dir"], "fmnist");
+  EXPECT_EQ(runs[0].config["network"], "../nets/mine.yaml");
+  const std::string abs = fmt::format("dataset.data_dir={}", dir.file("abs"));
+  EXPECT_EQ(load_experiment(dir.file("exp/data.yaml"), {abs}, HostInfo{std::nullopt, "", true}).dataset.data_path,
+            dir.file("abs"));
+}
+
+// A file written before paths were file-relative (relative to where the sweep was started) still
+// loads when that path exists from the working directory, with a warning saying how to write it.
+TEST(SweepCli, CwdRelativePathOfAnOlderFileWorksWithAWarning) {
+  TempDir dir;
+  fs::create_directories(dir.file("nets"));
+  fs::copy_file(std::string(CNNSCALE_TEST_DATA) + "/dist_convnet.yaml", dir.file("nets/mine.yaml"));
+  write(dir.file("exp/old.yaml"),
+        "name: old\ndataset: synthetic\niterations: 3\nmatrix: {network: nets/mine.yaml, batch: [4], repeats: 1}\n");
+  auto r = sweep_in(dir.str(), "", {"exp/old.yaml", "--dry-run", "--results", dir.file("res")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("warning: exp/old.yaml:4:19: matrix.network: 'nets/mine.yaml' is not in the experiment "
+                       "file's folder; using " +
+                       dir.file("nets/mine.yaml")),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("write it as '../nets/mine.yaml'"), std::string::npos) << r.err;
+}
+
+// One whole sweep of an experiment at a time (exit 1 naming the holder); array tasks lock their
+// own run only, so they run beside each other, and two tasks of one run do not.
+TEST(SweepCli, SecondSweepOfAnExperimentIsRefusedArrayTasksAreNot) {
+  TempDir dir;
+  const std::string exp = (fs::path(dir.file("res")) / "tiny_cpu").string();
+  fs::create_directories(exp);
+  std::string holder;
+  auto whole = FileLock::try_lock(sweep_lock_path(exp), &holder);  // a sweep in progress
+  ASSERT_TRUE(whole);
+  const std::string me = lines_of(slurp(sweep_lock_path(exp)))[0];
+  EXPECT_EQ(me.rfind("host ", 0), 0u) << me;
+  EXPECT_NE(me.find(fmt::format(" pid {}", ::getpid())), std::string::npos) << me;
+  auto second = sweep_in(dir.str(), "", {fixture("tiny_cpu.yaml"), "--results", dir.file("res")});
+  EXPECT_EQ(second.exit_code, 1) << second.err;
+  ASSERT_EQ(second.err_lines().size(), 1u) << second.err;
+  EXPECT_EQ(second.err_lines()[0], "cnnscale: error: experiment 'tiny_cpu' is already being swept by " + me +
+                                       " (lock " + sweep_lock_path(exp) + "); wait for it to finish, or stop it");
+  EXPECT_FALSE(fs::exists(fs::path(exp) / "sweep.json"));  // refused before touching anything
+
+  // An array task of run 2 while run 0's task (this process) holds its run.
+  auto runs = expand_runs(load_experiment(fixture("tiny_cpu.yaml"), {}, HostInfo{std::nullopt, "", true}));
+  auto task0 = FileLock::try_lock(run_lock_path(exp, runs[0].id), &holder);
+  ASSERT_TRUE(task0);
+  auto same = sweep_in(dir.str(), "", {fixture("tiny_cpu.yaml"), "--run-index", "0", "--results", dir.file("res")});
+  EXPECT_EQ(same.exit_code, 1) << same.err;
+  ASSERT_EQ(same.err_lines().size(), 1u) << same.err;
+  EXPECT_EQ(same.err_lines()[0], "cnnscale: error: run " + runs[0].id +
+                                     " of experiment 'tiny_cpu' is already being "
+                                     "run by " +
+                                     me + " (lock " + run_lock_path(exp, runs[0].id) + ")");
+  ASSERT_EQ(runs[2].ranks, 1);  // a one-rank run: no mpirun needed here
+  auto other = sweep_in(dir.str(), "", {fixture("tiny_cpu.yaml"), "--run-index", "2", "--results", dir.file("res")});
+  EXPECT_EQ(other.exit_code, 0) << other.err;
+  EXPECT_EQ(run_status(exp, runs[2]).state, RunState::Done) << other.err;
+  EXPECT_TRUE(fs::exists(fs::path(exp) / runs[2].id / "done.json"));
+  // Locks are released with their holders: the whole sweep may start now.
+  whole.reset();
+  task0.reset();
+  EXPECT_TRUE(FileLock::try_lock(sweep_lock_path(exp), &holder));
 }
 
 TEST(SweepCli, DryRunPrintsThePlan) {

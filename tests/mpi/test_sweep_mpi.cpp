@@ -1,7 +1,9 @@
 // `cnnscale sweep` end to end on CPU ranks (it spawns `cnnscale train` directly or under mpirun):
 // a sweep interrupted after part of its runs, with a killed run's leftover .partial folder, is
-// resumed and finishes only the remaining runs, leaving the finished ones untouched; the study's
+// resumed and finishes only the remaining runs, leaving the finished ones untouched; finished runs
+// are sealed with done markers and a damaged one is redone; failed runs quote train's error; the study's
 // 1/2/4/8-rank matrix is planned, launched (8 ranks oversubscribed on CI's 2 cores) and reported.
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -11,11 +13,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
-
-#include <fmt/ranges.h>
-#include <nlohmann/json.hpp>
 
 #include "common/job_runner.hpp"
 #include "common/temp_dir.hpp"
@@ -28,6 +28,13 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::string kExperiment = std::string(CNNSCALE_TEST_DATA) + "/experiments/tiny_cpu.yaml";
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream is(text);
+  for (std::string l; std::getline(is, l);) lines.push_back(l);
+  return lines;
+}
 
 testing::JobResult sweep(const std::vector<std::string>& args) {
   std::vector<std::string> argv = {CNNSCALE_BIN, "sweep", kExperiment};
@@ -95,6 +102,49 @@ TEST(SweepMpi, FailedRunsAreReportedAndTheSweepGoesOnThenExitsNonZero) {
   for (size_t p = r.err.find(": FAILED (exit "); p != std::string::npos; p = r.err.find(": FAILED (exit ", p + 1))
     ++failed_lines;
   EXPECT_EQ(failed_lines, 4u) << r.err;
+  // Each quotes train's own error, also the 2-rank runs whose logs end in mpirun's banner.
+  for (const auto& line : lines_of(r.err)) {
+    if (line.find(": FAILED (exit ") == std::string::npos) continue;
+    EXPECT_NE(line.find("): cnnscale: error: "), std::string::npos) << line;
+    EXPECT_NE(line.find("--no-such-flag"), std::string::npos) << line;
+  }
+}
+
+// Real runs: the results root comes from $CNNSCALE_RESULTS, every finished run is sealed with its
+// done marker, and a run whose run.h5 was cut short afterwards is moved aside and run again (the
+// report then counts the new run only).
+TEST(SweepMpi, FinishedRunsAreSealedAndADamagedOneIsRedone) {
+  testing::TempDir dir;
+  const fs::path exp = fs::path(dir.str()) / "tiny_cpu";
+  auto runs = expand_runs(load_experiment(kExperiment, {}, HostInfo{std::nullopt, "", true}));
+  const std::string env = "OPENBLAS_NUM_THREADS=1 CNNSCALE_RESULTS=" + testing::shell_quote(dir.str());
+  auto first = testing::run_job({CNNSCALE_BIN, "sweep", kExperiment, "--only", "batch=4"}, env, 600);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  std::vector<const RunSpec*> done;
+  for (const auto& r : runs) {
+    if (r.batch != 4) continue;
+    done.push_back(&r);
+    ASSERT_TRUE(fs::exists(exp / r.id / "done.json")) << r.id << "\n" << first.err;
+    EXPECT_EQ(check_done_marker((exp / r.id).string()), "") << r.id;
+  }
+  ASSERT_EQ(done.size(), 2u);
+  const RunSpec& two = done[0]->ranks == 2 ? *done[0] : *done[1];
+  const fs::path h5 = exp / two.id / "run.h5";
+  const auto size = fs::file_size(h5);
+  fs::resize_file(h5, size / 2);
+
+  auto again = testing::run_job({CNNSCALE_BIN, "sweep", kExperiment, "--only", "batch=4"}, env, 600);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.err.find("1 ran, 1 already complete, 0 failed"), std::string::npos) << again.err;
+  EXPECT_NE(again.err.find(two.id + ": warning: the run's folder is damaged (run.h5 has "), std::string::npos)
+      << again.err;
+  EXPECT_EQ(fs::file_size(exp / (two.id + ".corrupt-1.partial") / "run.h5"), size / 2);
+  EXPECT_EQ(run_status(exp.string(), two).state, RunState::Done);
+  EXPECT_EQ(check_done_marker((exp / two.id).string()), "");
+
+  auto rep = testing::run_job({CNNSCALE_BIN, "report", exp.string(), "--no-plots"}, "", 120);
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  EXPECT_EQ(rep.err.find("corrupt"), std::string::npos) << rep.err;
 }
 
 // SIGTERM to the sweep while a run trains: the run is ended, the sweep stops (exit 1, "interrupted"),
