@@ -1,10 +1,12 @@
 #!/usr/bin/python3
-"""Figures of `cnnscale report` (PNG, matplotlib): time and joules per batch per batch-GPUs
-combination as in the study's Figs. 5-8, strong-scaling curves over every GPU count in the data
-(by_gpus table), one run's power trace per GPU and the per-phase breakdown, from the CSV tables
-`cnnscale report` wrote and one run.h5; and, for `bench allreduce` results, bus bandwidth against
-message size per rank count (allreduce table).
+"""Figures of `cnnscale report` (PNG, matplotlib): time and energy per batch per batch-ranks (or
+batch-GPUs) combination as in the study's Figs. 5-8, strong-scaling curves over every rank count in
+the data (by_gpus table), one run's power trace per GPU and the per-phase breakdown, from the CSV
+tables `cnnscale report` wrote and one run.h5; and, for `bench allreduce` results, bus bandwidth
+against message size per rank count (allreduce table).
 
+A figure without data is not drawn: its name and the reason go to the --left-out file instead.
+Error bars are drawn only over 2 or more runs, and the number of runs is shown.
 Run by `cnnscale report` with Debian's /usr/bin/python3 (python3-matplotlib, python3-h5py).
 Exit codes: 0 ok, 2 bad arguments/inputs, 3 matplotlib or numpy not importable.
 """
@@ -25,7 +27,15 @@ except ImportError as e:  # the C++ side turns exit code 3 into "install python3
     print(f"report_plots: {e}", file=sys.stderr)
     sys.exit(3)
 
-PHASES = ["data", "h2d", "forward", "backward", "allreduce", "update"]  # disjoint parts of a step
+# The parts of a step in stacking order (phases.csv <part>_ms columns); they add up to total_ms.
+PHASES = [("data", "data"), ("h2d", "h2d"), ("forward", "forward"), ("backward", "backward"),
+          ("allreduce", "exposed allreduce"), ("update", "update"), ("other", "other")]
+
+# Units by magnitude, as the Markdown tables pick them: 98.85 ms, not 9.885e-05 ks.
+UNITS = {"s": [("µs", 1e-6), ("ms", 1e-3), ("s", 1.0), ("ks", 1e3)],
+         "J": [("mJ", 1e-3), ("J", 1.0), ("kJ", 1e3), ("MJ", 1e6), ("GJ", 1e9)]}
+
+LEFT_OUT = []  # (figure name, reason) for figures with nothing to draw
 
 
 def number(text):
@@ -45,10 +55,46 @@ def read_table(tables, name):
         return list(csv.DictReader(f))
 
 
-def label(row):
-    """The study's bar names: batch_size-number_GPUs, plus the variant when configurations differ."""
+def pick_unit(quantity, values):
+    """(name, SI value of one unit): the largest unit that keeps the largest |value| at or above 1."""
+    finite = [abs(v) for v in values if not math.isnan(v)]
+    largest = max(finite) if finite else 0.0
+    units = UNITS[quantity]
+    best = units[0] if largest > 0 else next(u for u in units if u[1] == 1.0)
+    for u in units:
+        if largest > 0 and largest / u[1] >= 1 - 1e-12:
+            best = u
+    return best
+
+
+def runs_of(row):
+    """Number of runs behind a long table's row (its `runs` column)."""
+    n = number(row.get("runs", ""))
+    return 0 if math.isnan(n) else int(n)
+
+
+def label(row, show_n=False):
+    """The study's bar names: batch_size-number_of_ranks, plus the variant when configurations
+    differ, and the number of runs when the bars do not all have the same."""
     text = f"{row['batch']}-{row['gpus']}"
+    if show_n:
+        text += f" (n={runs_of(row)})"
     return f"{text}\n{row['variant']}" if row.get("variant") else text
+
+
+def error_bars(means, stds, ns):
+    """Sample std where it rests on 2 or more runs; no bar (0, and no cap) otherwise."""
+    return [s if n >= 2 and not math.isnan(s) else 0.0 for s, n in zip(stds, ns)] if any(
+        n >= 2 for n in ns) else None
+
+
+def runs_text(ns):
+    """What the error bars are and how many runs they rest on, for a title."""
+    ns = sorted(set(ns))
+    if ns == [1]:
+        return "1 run each, no error bars"
+    each = f"n = {ns[0]} runs each" if len(ns) == 1 else "n runs per bar as labelled"
+    return f"mean ± sample std, {each}" + ("; bars of 1 run have no error bar" if 1 in ns else "")
 
 
 def by_network(rows):
@@ -60,58 +106,85 @@ def by_network(rows):
     return nets
 
 
-def gpu_colors(rows):
-    """One color per GPU count in the data (any number of counts), the same in every subplot."""
+def device_colors(rows):
+    """One color per rank count in the data (any number of counts), the same in every subplot."""
     counts = sorted({number(r["gpus"]) for r in rows if not math.isnan(number(r["gpus"]))})
     cmap = plt.get_cmap("tab10" if len(counts) <= 10 else "tab20")
     return {g: cmap(i % cmap.N) for i, g in enumerate(counts)}
 
 
-def gpus_text(g):
-    return f"{g:g} GPU" + ("" if g == 1 else "s")
+DEVICES = "GPUs"  # --devices: "ranks" for CPU runs, "GPUs" when every run is a GPU run
+
+
+def devices_text(g):
+    one = DEVICES[:-1] if DEVICES.endswith("s") else DEVICES
+    return f"{g:g} " + (one if g == 1 else DEVICES)
+
+
+def describe(fig):
+    """The figure's words (titles, axis labels, legends) as text, stored in the PNG's Description:
+    for screen readers and for tests that check what the figure says."""
+    parts = []
+    if fig._suptitle is not None:
+        parts.append("title: " + fig._suptitle.get_text().replace("\n", " "))
+    legends = list(fig.legends)
+    for ax in fig.axes:
+        if not ax.axison:
+            continue
+        parts += [f"{k}: {v.replace(chr(10), ' ')}" for k, v in
+                  (("axes", ax.get_title()), ("x", ax.get_xlabel()), ("y", ax.get_ylabel())) if v]
+        if ax.get_legend() is not None:
+            legends.append(ax.get_legend())
+    for legend in legends:
+        parts.append("legend: " + ", ".join(t.get_text() for t in legend.get_texts()))
+    return " | ".join(parts)
 
 
 def save(fig, out, name):
     """Written under a temporary name and renamed, like every other report file."""
     path = os.path.join(out, name)
-    fig.savefig(path + ".tmp", format="png", dpi=110, bbox_inches="tight")
+    fig.savefig(path + ".tmp", format="png", dpi=110, bbox_inches="tight", metadata={"Description": describe(fig)})
     plt.close(fig)
     os.replace(path + ".tmp", path)
 
 
-def message_figure(out, name, title, text):
-    fig, ax = plt.subplots(figsize=(7, 2.5))
-    ax.axis("off")
-    ax.set_title(title)
-    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True)
-    save(fig, out, name)
+def leave_out(out, name, reason):
+    """No figure without data: the reason goes to report.md, and an older image of that name goes."""
+    LEFT_OUT.append((name, reason))
+    path = os.path.join(out, name)
+    if os.path.exists(path):
+        os.remove(path)
 
 
-def bars_per_network(rows, column, ylabel, title, out, name, empty_text):
+def bars_per_network(rows, column, quantity, per, title, out, name, empty_text):
     nets = by_network(rows)
     if not any(not math.isnan(number(r[column + "_mean"])) for r in rows):
-        message_figure(out, name, title, empty_text)
+        leave_out(out, name, empty_text)
         return
-    colors = gpu_colors(rows)
-    # Each network's subplot as wide as its bars need (batches × GPU counts × variants).
-    widths = [max(4.5, 0.4 * len(rs) + 1.5) for rs in nets.values()]
-    fig, axes = plt.subplots(1, len(nets), figsize=(max(sum(widths), 6), 4), squeeze=False,
+    unit, si = pick_unit(quantity, [number(r[column + "_mean"]) for r in rows])
+    colors = device_colors(rows)
+    ns = [runs_of(r) for r in rows]
+    show_n = len(set(ns)) > 1
+    # Each network's subplot as wide as its bars need (batches × rank counts × variants).
+    widths = [max(4.5, (0.55 if show_n else 0.4) * len(rs) + 1.5) for rs in nets.values()]
+    fig, axes = plt.subplots(1, len(nets), figsize=(max(sum(widths), 6), 4.2), squeeze=False,
                              gridspec_kw={"width_ratios": widths})
     for ax, (net, rs) in zip(axes[0], nets.items()):
-        means = [number(r[column + "_mean"]) for r in rs]
-        stds = [number(r[column + "_std"]) for r in rs]
+        means = [number(r[column + "_mean"]) / si for r in rs]
+        stds = [number(r[column + "_std"]) / si for r in rs]
         x = np.arange(len(rs))
-        ax.bar(x, np.nan_to_num(means), yerr=np.nan_to_num(stds), capsize=3,
+        ax.bar(x, np.nan_to_num(means), yerr=error_bars(means, stds, [runs_of(r) for r in rs]), capsize=3,
                color=[colors.get(number(r["gpus"]), "grey") for r in rs])
-        ax.set_xticks(x, [label(r) for r in rs], rotation=45, ha="right", fontsize=8)
+        ax.set_xticks(x, [label(r, show_n) for r in rs], rotation=45, ha="right", fontsize=8)
         ax.set_title(net)
-        ax.set_xlabel("batch-GPUs")
-        ax.set_ylabel(ylabel)
+        ax.set_xlabel(f"batch-{DEVICES}")
+        ax.set_ylabel(f"{unit} {per}")
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colors.values()]
+    fig.suptitle(f"{title}\n({runs_text(ns)})", fontsize=11)
+    fig.tight_layout()
     right = axes[0][-1].get_position().x1  # just right of the last subplot
-    fig.legend(handles, [gpus_text(g) for g in colors], loc="center left", bbox_to_anchor=(right + 0.005, 0.5),
+    fig.legend(handles, [devices_text(g) for g in colors], loc="center left", bbox_to_anchor=(right + 0.005, 0.5),
                fontsize=8)
-    fig.suptitle(title)
     save(fig, out, name)
 
 
@@ -127,68 +200,85 @@ def gpu_counts(rows):
 
 def scaling_figure(rows, out):
     """One line per by_gpus row (network x batch x variant: gpu_mix runs are not in it), over every
-    GPU count in the data; dashed: N x the row's 1-GPU rate up to its largest N."""
+    rank count in the data; dashed: N x the row's 1-rank rate up to its largest N."""
     counts = gpu_counts(rows)
-    title = "Strong scaling (dashed: ideal, N × the 1-GPU rate)"
+    one = DEVICES[:-1] if DEVICES.endswith("s") else DEVICES
+    title = f"Strong scaling of the full training step (dashed: ideal, N × the 1-{one} rate)"
     if not any(not math.isnan(number(r[f"samples_per_s_g{g:g}_mean"])) for r in rows for g in counts):
-        message_figure(out, "scaling.png", title, "no throughput was measured")
+        leave_out(out, "scaling.png", "no throughput was measured")
         return
     nets = {}
     for r in rows:
         nets.setdefault(r["net"], []).append(r)
-    fig, axes = plt.subplots(1, len(nets), figsize=(max(4.5 * len(nets), 6), 4), squeeze=False)
+    all_ns = []
+    fig, axes = plt.subplots(1, len(nets), figsize=(max(5.5 * len(nets), 6), 4.6), squeeze=False)
     for ax, (net, rs) in zip(axes[0], nets.items()):
         rs.sort(key=lambda r: (number(r["batch"]), r.get("variant", "")))
         cmap = plt.get_cmap("tab10" if len(rs) <= 10 else "tab20")
         for i, r in enumerate(rs):
             color = cmap(i % cmap.N)
-            pts = [(g, number(r[f"samples_per_s_g{g:g}_mean"]), number(r[f"samples_per_s_g{g:g}_std"]))
-                   for g in counts]
+            ns = [int(n) if n.isdigit() else 0 for n in r.get("runs", "").split("/")]
+            ns += [0] * (len(counts) - len(ns))
+            pts = [(g, number(r[f"samples_per_s_g{g:g}_mean"]), number(r[f"samples_per_s_g{g:g}_std"]), n)
+                   for g, n in zip(counts, ns)]
             pts = [p for p in pts if not math.isnan(p[1])]
             if not pts:
                 continue
+            all_ns += [p[3] for p in pts]
             name = f"batch {r['batch']}" + (f" {r['variant']}" if r.get("variant") else "")
-            ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=np.nan_to_num([p[2] for p in pts]),
-                        marker="o", color=color, label=name, capsize=3)
+            if r.get("threads_per_rank"):  # CPU: 1 rank × 2 threads against 2 ranks × 1 thread is no 2x
+                name += f", threads/rank {r['threads_per_rank']}"
+            yerr = error_bars([p[1] for p in pts], [p[2] for p in pts], [p[3] for p in pts])
+            ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=yerr, marker="o", color=color, label=name,
+                        capsize=3)
             base = number(r["samples_per_s_g1_mean"]) if 1.0 in counts else math.nan
             if not math.isnan(base) and pts[-1][0] > 1:
                 ideal = [g for g in counts if g <= pts[-1][0]]
-                ax.plot(ideal, [base * g for g in ideal], linestyle="--", color=color, alpha=0.6,
-                        label=f"ideal ({name})")
+                ax.plot(ideal, [base * g for g in ideal], linestyle="--", color=color, alpha=0.6)
         ax.set_xticks(counts, [f"{g:g}" for g in counts])
         ax.set_title(net)
-        ax.set_xlabel("GPUs (ranks)")
+        ax.set_xlabel(DEVICES)
         ax.set_ylabel("samples/s")
-        ax.legend(fontsize=7)
-    fig.suptitle(title)
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left")
+    fig.suptitle(f"{title}\n({runs_text(all_ns or [1])})", fontsize=11)
+    fig.tight_layout()
     save(fig, out, "scaling.png")
 
 
 def phases_figure(rows, out):
     rows = sorted(rows, key=lambda r: (r["net"], number(r["batch"]), number(r["gpus"]), r.get("variant", "")))
-    if not rows or all(math.isnan(number(r[p + "_ms_mean"])) for r in rows for p in PHASES):
-        message_figure(out, "phases.png", "Phase breakdown", "no phase timings were recorded")
+    if not rows or all(math.isnan(number(r["total_ms_mean"])) for r in rows):
+        leave_out(out, "phases.png", "no phase timings were recorded")
         return
-    fig, ax = plt.subplots(figsize=(max(0.6 * len(rows) + 2, 6), 4.5))
+    unit, si = pick_unit("s", [number(r["total_ms_mean"]) * 1e-3 for r in rows])
+    scale = 1e-3 / si  # the table's ms -> the picked unit
+    ns = [runs_of(r) for r in rows]
+    fig, ax = plt.subplots(figsize=(max(0.7 * len(rows) + 3, 7), 5))
     x = np.arange(len(rows))
     bottom = np.zeros(len(rows))
-    for i, p in enumerate(PHASES):
-        v = np.nan_to_num([number(r[p + "_ms_mean"]) for r in rows])
-        ax.bar(x, v, bottom=bottom, label=p, color=f"C{i}")
+    for i, (part, name) in enumerate(PHASES):
+        v = np.nan_to_num([number(r.get(part + "_ms_mean", "")) * scale for r in rows])
+        ax.bar(x, v, bottom=bottom, label=name, color=f"C{i}", width=0.7)
         bottom += v
-    total = [number(r["total_ms_mean"]) for r in rows]
-    ax.plot(x, total, "k_", markersize=14, label="total (whole step)")
-    ax.set_xticks(x, [f"{r['net']}\n{label(r)}" for r in rows], rotation=45, ha="right", fontsize=7)
-    ax.set_ylabel("ms per batch")
-    ax.set_title("Phase breakdown per configuration (slowest rank)")
-    ax.legend(fontsize=7, ncol=2)
+    total = [number(r["total_ms_mean"]) * scale for r in rows]
+    ax.plot(x, total, "k_", markersize=16, markeredgewidth=2, label="total (measured)")
+    ax.set_xticks(x, [f"{r['net']} {label(r, len(set(ns)) > 1)}" for r in rows], rotation=45, ha="right", fontsize=7)
+    ax.set_xlabel(f"network batch-{DEVICES}")
+    ax.set_ylabel(f"{unit} per batch")
+    ax.set_title("Parts of the full training step (slowest rank; they add up to the measured total)\n"
+                 + (f"(means of n = {ns[0]} run{'s' if ns[0] != 1 else ''} each)" if len(set(ns)) == 1
+                    else "(means of n runs per bar as labelled)"), fontsize=10)
+    # Outside the axes: a legend inside would cover the bars.
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     save(fig, out, "phases.png")
 
 
 def power_figure(h5_path, run_label, out):
     title = "Power per GPU: " + (run_label or "no run")
     if not h5_path:
-        message_figure(out, "power_trace.png", title, "no run selected")
+        leave_out(out, "power_trace.png", "no run selected")
         return
     import h5py  # only here: the tables' figures need no HDF5
 
@@ -201,8 +291,8 @@ def power_figure(h5_path, run_label, out):
             g = f[f"power/gpu{k}"]
             traces.append((k, int(g.attrs.get("rank", k)), g["t_s"][:], g["power_w"][:]))
     if not any(len(t) for _, _, t, _ in traces):
-        message_figure(out, "power_trace.png", title,
-                       "no power samples in this run (CPU run, or NVML unavailable)")
+        leave_out(out, "power_trace.png",
+                  "no power samples in " + (run_label or "the run") + " (CPU run, or NVML unavailable)")
         return
     if len(traces) <= 4:
         fig, ax = plt.subplots(figsize=(8, 4))
@@ -250,7 +340,7 @@ def allreduce_figure(rows, out):
     series.sort(key=lambda s: (s[0], s[1]))
     title = "Allreduce bus bandwidth (busbw = algbw × 2(n−1)/n)"
     if not series:
-        message_figure(out, "allreduce_busbw.png", title, "no allreduce results")
+        leave_out(out, "allreduce_busbw.png", "no allreduce results")
         return
     fig, ax = plt.subplots(figsize=(7, 4.5))
     cmap = plt.get_cmap("tab10" if len(series) <= 10 else "tab20")
@@ -261,7 +351,9 @@ def allreduce_figure(rows, out):
         if not pts:
             continue
         name = f"{n} rank" + ("" if n == 1 else "s") + (f", {setting.replace('_', ' ')}" if setting else "")
-        ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=np.nan_to_num([p[2] for p in pts]),
+        stds = [p[2] for p in pts]  # NaN: a single file, no spread to draw
+        ax.errorbar([p[0] for p in pts], [p[1] for p in pts],
+                    yerr=None if all(math.isnan(v) for v in stds) else np.nan_to_num(stds),
                     marker="o", markersize=3, color=cmap(i % cmap.N), label=name, capsize=2)
     ax.set_xscale("log", base=2)
     ticks = [number(r["bytes"]) for r in rows]
@@ -283,7 +375,13 @@ def main():
     parser.add_argument("--power-label", default="", help="description of that run")
     parser.add_argument("--figures", default="training",
                         help="comma separated: training (the five figures of the runs), allreduce (allreduce.csv)")
+    parser.add_argument("--devices", default="GPUs", choices=["GPUs", "ranks"],
+                        help="what the parallel units are called in legends and axes (ranks: CPU runs)")
+    parser.add_argument("--left-out", default="",
+                        help="file that receives 'name<TAB>reason' for each figure not drawn (no data)")
     a = parser.parse_args()
+    global DEVICES
+    DEVICES = a.devices
     wanted = set(a.figures.split(","))
     if not wanted or not wanted <= {"training", "allreduce"}:
         print(f"report_plots: --figures: expected training and/or allreduce, got '{a.figures}'", file=sys.stderr)
@@ -291,17 +389,22 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     if "allreduce" in wanted:
         allreduce_figure(read_table(a.tables, "allreduce"), a.out)
-    if "training" not in wanted:
-        return 0
-    time_rows = read_table(a.tables, "time")
-    bars_per_network(time_rows, "seconds_per_batch", "seconds per batch", "Time per batch (forward + backward)",
-                     a.out, "time_per_batch.png", "no timed iterations")
-    bars_per_network(read_table(a.tables, "energy"), "joules_per_batch", "joules per batch",
-                     "Energy per batch (all GPUs)", a.out, "joules_per_batch.png",
-                     "no energy counters were readable (CPU run without NVML/RAPL, or NVML unavailable)")
-    scaling_figure(read_table(a.tables, "by_gpus"), a.out)
-    power_figure(a.power_h5, a.power_label, a.out)
-    phases_figure(read_table(a.tables, "phases"), a.out)
+    if "training" in wanted:
+        time_rows = read_table(a.tables, "time")
+        bars_per_network(time_rows, "seconds_per_batch", "s", "per batch",
+                         "Time per batch of the full training step (data, forward, backward, allreduce, update)",
+                         a.out, "time_per_batch.png", "no timed iterations")
+        energy_of = "all GPUs" if DEVICES == "GPUs" else "GPUs or RAPL of each host"
+        bars_per_network(read_table(a.tables, "energy"), "joules_per_batch", "J", "per batch",
+                         f"Energy per batch of the full training step ({energy_of})", a.out, "joules_per_batch.png",
+                         "no energy counters were readable (CPU run without NVML/RAPL, or NVML unavailable)")
+        scaling_figure(read_table(a.tables, "by_gpus"), a.out)
+        power_figure(a.power_h5, a.power_label, a.out)
+        phases_figure(read_table(a.tables, "phases"), a.out)
+    if a.left_out:
+        with open(a.left_out, "w") as f:
+            for name, reason in LEFT_OUT:
+                f.write(f"{name}\t{reason}\n")
     return 0
 
 

@@ -45,13 +45,15 @@ const RunRecord* power_run(const std::vector<RunRecord>& runs, const std::string
 }
 
 std::string describe(const RunRecord& r) {
-  return fmt::format("{} ({}, {} × {}, global batch {})", r.run_id, r.text("net"), r.text("world_size"),
-                     r.text("device"), r.text("global_batch"));
+  const bool gpu = r.text("device") == "gpu";
+  const double n = r.number("world_size");
+  return fmt::format("{} ({}, {} {}{}, global batch {})", r.run_id, r.text("net"), r.text("world_size"),
+                     gpu ? "GPU" : "CPU rank", n == 1 ? "" : "s", r.text("global_batch"));
 }
 
 std::string report_markdown(const ReportOptions& options, const ReportOutcome& outcome,
                             const std::vector<Table>& tables, bool md, bool csv, const std::string& figures_note,
-                            const std::string& power_desc) {
+                            const std::string& power_desc, const DeviceNoun& noun) {
   std::string out = "# cnnscale report\n\n";
   out += fmt::format("Results: `{}` — {} complete run(s) in {} configuration(s)", options.results_dir, outcome.runs,
                      outcome.configurations);
@@ -59,7 +61,18 @@ std::string report_markdown(const ReportOptions& options, const ReportOutcome& o
   if (outcome.unreadable) out += fmt::format("; {} unreadable run folder(s) skipped", outcome.unreadable);
   out += ". Values are mean ± sample standard deviation over repeats (runs equal in every identity key: ";
   for (size_t i = 0; i < kGroupKeys.size(); ++i) out += (i ? ", " : "") + kGroupKeys[i];
-  out += "); — is unknown (null).\n\n## Tables\n\n";
+  out += "); — is unknown (null).\n\n";
+  if (!outcome.interrupted.empty()) {
+    // Their figures cover only the steps before the signal: averaging them in would mislead.
+    out += fmt::format(
+        "Left out: {} interrupted run(s) (stopped by a signal before the end; `--resume auto` "
+        "continues them):",
+        outcome.interrupted.size());
+    for (const std::string& f : outcome.interrupted)
+      out += " `" + fs::path(f).lexically_relative(options.results_dir).string() + "`";
+    out += ".\n\n";
+  }
+  out += "## Tables\n\n";
   for (const Table& t : tables) {
     out += fmt::format("- [{}](#{})", t.title, t.name);
     if (md) out += fmt::format(" — [{}.md]({}.md)", t.name, t.name);
@@ -71,21 +84,28 @@ std::string report_markdown(const ReportOptions& options, const ReportOutcome& o
     out += render_markdown(t);
   }
   out += "\n## Figures\n\n";
-  if (outcome.figures.empty()) {
+  if (outcome.figures.empty() && outcome.figures_left_out.empty()) {
     out += figures_note + "\n";
   } else {
+    const std::string& many = noun.many;
     const std::map<std::string, std::string> captions = {
-        {kFigureNames[0], "Seconds per batch per batch-GPUs combination (study Figs. 5–8, left)"},
-        {kFigureNames[1], "Joules per batch per batch-GPUs combination (study Figs. 5–8, right)"},
-        {kFigureNames[2], "Strong scaling: samples/s against GPUs (by_gpus), with the ideal line"},
+        {kFigureNames[0],
+         "Time per batch of the full training step per batch-" + many + " combination (study Figs. 5–8, left)"},
+        {kFigureNames[1],
+         "Energy per batch of the full training step per batch-" + many + " combination (study Figs. 5–8, right)"},
+        {kFigureNames[2], "Strong scaling: samples/s against " + many + " (by_gpus), with the ideal line"},
         {kFigureNames[3], "Power over time per GPU of " + power_desc},
-        {kFigureNames[4], "Phase breakdown per configuration (ms per batch, stacked)"},
+        {kFigureNames[4],
+         "Phase breakdown of the full training step per configuration (slowest rank, stacked "
+         "parts adding up to the total)"},
         {kAllreduceFigure, "Allreduce bus bandwidth against message size per rank count (allreduce table)"}};
     for (const std::string& path : outcome.figures) {
       const std::string name = fs::path(path).filename().string();
       const std::string& caption = captions.at(name);
       out += fmt::format("### {}\n\n![{}]({})\n\n", caption, caption, name);
     }
+    // A figure without data is no figure: one line instead of an empty image.
+    for (const auto& [name, why] : outcome.figures_left_out) out += fmt::format("- `{}` not drawn: {}.\n", name, why);
   }
   return out;
 }
@@ -105,16 +125,18 @@ ReportOutcome write_report(const ReportOptions& options) {
   if (!md && !csv) throw_config("--format: no table format given (expected md, csv or md,csv)");
 
   ReportOutcome outcome;
-  std::vector<RunRecord> runs = scan_runs(options.results_dir, &outcome.unreadable);
+  std::vector<RunRecord> runs = scan_runs(options.results_dir, &outcome.unreadable, &outcome.interrupted);
   // `bench allreduce --results` files next to the runs (ROOT/<name>/allreduce/): a folder may hold
   // only those.
   const std::vector<AllreduceBenchFile> benches = find_allreduce_benches(options.results_dir);
   if (runs.empty() && benches.empty())
     throw_config(
         "no complete runs under '{}' (a run folder holds run.h5; *.partial folders are ignored) and no "
-        "`bench allreduce` results (*/allreduce/*.json){}",
-        options.results_dir, outcome.unreadable ? fmt::format("; {} unreadable run folder(s)", outcome.unreadable) : "");
+        "`bench allreduce` results (*/allreduce/*.json){}{}",
+        options.results_dir, outcome.unreadable ? fmt::format("; {} unreadable run folder(s)", outcome.unreadable) : "",
+        outcome.interrupted.empty() ? "" : fmt::format("; {} interrupted run(s) left out", outcome.interrupted.size()));
   const std::vector<ConfigGroup> groups = group_runs(runs);
+  const DeviceNoun noun = device_noun(groups);
   std::vector<Table> tables;
   if (!runs.empty()) tables = build_tables(groups);
   if (!benches.empty()) tables.push_back(allreduce_table(benches));
@@ -131,7 +153,8 @@ ReportOutcome write_report(const ReportOptions& options) {
 
   for (const Table& t : tables) {
     if (md) {
-      write_file_atomically((out / (t.name + ".md")).string(), "## " + t.title + "\n\n" + t.caption + "\n\n" + render_markdown(t));
+      write_file_atomically((out / (t.name + ".md")).string(),
+                            "## " + t.title + "\n\n" + t.caption + "\n\n" + render_markdown(t));
       outcome.files.push_back((out / (t.name + ".md")).string());
     }
     if (csv) {
@@ -158,8 +181,11 @@ ReportOutcome write_report(const ReportOptions& options) {
                   power ? (fs::path(power->folder) / "run.h5").string() : "",
                   power_desc,
                   !runs.empty(),
-                  !benches.empty()};
-      outcome.figures = run_plot_script(job);
+                  !benches.empty(),
+                  noun.many};
+      PlotOutcome plotted = run_plot_script(job);
+      outcome.figures = std::move(plotted.figures);
+      outcome.figures_left_out = std::move(plotted.left_out);
     } catch (const Error& e) {
       plot_error = e.what();
       figures_note = "Not produced: " + plot_error;
@@ -169,7 +195,8 @@ ReportOutcome write_report(const ReportOptions& options) {
   outcome.files.insert(outcome.files.end(), outcome.figures.begin(), outcome.figures.end());
 
   outcome.report_md = (out / "report.md").string();
-  write_file_atomically(outcome.report_md, report_markdown(options, outcome, tables, md, csv, figures_note, power_desc));
+  write_file_atomically(outcome.report_md,
+                        report_markdown(options, outcome, tables, md, csv, figures_note, power_desc, noun));
   if (!plot_error.empty()) throw RuntimeError(plot_error);
   return outcome;
 }

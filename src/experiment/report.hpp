@@ -1,8 +1,10 @@
-// `cnnscale report RESULTS_DIR`: reads every complete run under a results directory, writes the
+// `cnnscale report RESULTS_DIR`: reads every complete run under a results directory (interrupted
+// runs are named in report.md and left out), writes the
 // tables (Markdown and/or CSV), the PNG figures (scripts/report_plots.py under Debian's python3
 // with matplotlib) and report.md linking them all, into RESULTS_DIR/report/ unless told otherwise.
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cnnscale::report {
@@ -20,8 +22,10 @@ struct ReportOptions {
 struct ReportOutcome {
   std::string out_dir;
   std::string report_md;
-  std::vector<std::string> files;    // every table file and figure written
-  std::vector<std::string> figures;  // PNG paths
+  std::vector<std::string> files;                                     // every table file and figure written
+  std::vector<std::string> figures;                                   // PNG paths
+  std::vector<std::pair<std::string, std::string>> figures_left_out;  // figure name -> why (no data)
+  std::vector<std::string> interrupted;  // folders of interrupted runs, left out of tables and figures
   int runs = 0, configurations = 0, unreadable = 0;
   int allreduce_files = 0;  // `bench allreduce` results files in the allreduce table
 };
@@ -32,8 +36,8 @@ inline const std::vector<std::string> kFigureNames = {"time_per_batch.png", "jou
 inline const std::string kAllreduceFigure = "allreduce_busbw.png";
 
 // Writes the report. Errors: a bad RESULTS_DIR, neither a complete run nor a `bench allreduce`
-// file, or a bad option is a ConfigError (exit 2). With plots requested, a missing python/matplotlib or a failing plot script is a
-// RuntimeError (exit 1) thrown after the tables and report.md were written, naming --no-plots.
+// file, or a bad option is a ConfigError (exit 2). With plots requested, a missing python/matplotlib or a failing plot
+// script is a RuntimeError (exit 1) thrown after the tables and report.md were written, naming --no-plots.
 ReportOutcome write_report(const ReportOptions& options);
 
 }  // namespace cnnscale::report

@@ -297,7 +297,7 @@ Table allreduce_table(const std::vector<AllreduceBenchFile>& files) {
                             {&AllreduceBenchRow::time_us, "time", "µs", "time_us_"}};
 
   Table t{"allreduce",
-          "Allreduce bus bandwidth by GPU count",
+          "Allreduce bus bandwidth by rank count",
           "`cnnscale bench allreduce` (in-place float sum over all ranks): bus bandwidth and time per allreduce, "
           "one row per message size and a column per rank count. busbw = algbw × 2(n−1)/n as nccl-tests "
           "(algbw = size / time, GB = 10⁹ bytes); each value is the mean time of -n back-to-back allreduces "

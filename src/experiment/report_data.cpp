@@ -28,7 +28,8 @@ const std::vector<std::string> kGroupKeys = {"net",
                                              "allreduce_overlap",
                                              "allreduce_algo",
                                              "gpu_names",
-                                             "tag.gpu_mix"};
+                                             "tag.gpu_mix",
+                                             "threads_per_rank"};
 
 namespace {
 
@@ -59,7 +60,8 @@ const std::vector<std::string>& variant_keys() {
   static const std::vector<std::string> keys = [] {
     std::vector<std::string> out;
     for (const std::string& k : kGroupKeys)
-      if (k != "net" && k != "global_batch" && k != "world_size") out.push_back(k == "gpu_names" ? "gpu" : k);
+      if (k != "net" && k != "global_batch" && k != "world_size" && k != "threads_per_rank")
+        out.push_back(k == "gpu_names" ? "gpu" : k);
     return out;
   }();
   return keys;
@@ -140,7 +142,8 @@ std::string ConfigGroup::method(const std::string& summary_key) const {
   return "";
 }
 
-std::vector<RunRecord> scan_runs(const std::string& results_dir, int* unreadable) {
+std::vector<RunRecord> scan_runs(const std::string& results_dir, int* unreadable,
+                                 std::vector<std::string>* interrupted) {
   std::error_code ec;
   if (!fs::exists(results_dir, ec)) throw_config("results directory '{}' does not exist", results_dir);
   if (!fs::is_directory(results_dir, ec))
@@ -171,9 +174,15 @@ std::vector<RunRecord> scan_runs(const std::string& results_dir, int* unreadable
   for (const fs::path& folder : folders) {
     try {
       RunResults r = read_run_results(folder.string());
+      if (r.status == kRunInterrupted) {
+        if (interrupted) interrupted->push_back(folder.string());
+        continue;
+      }
       size_t samples = 0;
       for (const PowerSeries& p : r.power) samples += p.t_s.size();
-      runs.push_back(RunRecord{folder.string(), r.run_id, std::move(r.summary), std::move(r.methods), samples});
+      StepPartition step = partition_step(r.timeline, r.summary);
+      runs.push_back(
+          RunRecord{folder.string(), r.run_id, std::move(r.summary), std::move(r.methods), samples, std::move(step)});
     } catch (const std::exception& e) {
       ++bad;
       log::warn("report: skipping unreadable run folder {}: {}", folder.string(), e.what());
@@ -203,6 +212,22 @@ std::vector<ConfigGroup> group_runs(const std::vector<RunRecord>& runs) {
   return groups;
 }
 
+std::string DeviceNoun::count(double n) const {
+  return fmt::format("{:g} {}", n, n == 1 ? one : many);
+}
+
+std::string DeviceNoun::capital() const {
+  std::string out = many;
+  if (!out.empty() && out[0] >= 'a' && out[0] <= 'z') out[0] = static_cast<char>(out[0] - 'a' + 'A');
+  return out;
+}
+
+DeviceNoun device_noun(const std::vector<ConfigGroup>& groups) {
+  const bool all_gpu = !groups.empty() && std::all_of(groups.begin(), groups.end(),
+                                                      [](const ConfigGroup& g) { return g.key.at("device") == "gpu"; });
+  return all_gpu ? DeviceNoun{"GPU", "GPUs"} : DeviceNoun{};
+}
+
 std::string gpu_model(const ConfigGroup& group) {
   const std::set<std::string> names = gpu_name_set(group);
   return names.size() == 1 ? *names.begin() : group.key.at("gpu_names");
@@ -215,7 +240,8 @@ bool is_gpu_mix(const ConfigGroup& group) {
 Identity variant_identity(const ConfigGroup& group) {
   Identity id;
   for (const std::string& k : kGroupKeys) {
-    if (k == "net" || k == "global_batch" || k == "world_size" || irrelevant(k, group)) continue;
+    if (k == "net" || k == "global_batch" || k == "world_size" || k == "threads_per_rank" || irrelevant(k, group))
+      continue;
     if (k == "gpu_names")
       id["gpu"] = gpu_model(group);
     else
@@ -279,7 +305,9 @@ const ConfigGroup* baseline_of(const ConfigGroup& group, const std::vector<Confi
     if (g.world_size() != 1) continue;
     bool same = true;
     for (const std::string& k : kGroupKeys)
-      if (k != "world_size" && k != "gpu_names" && k != "tag.gpu_mix" && !irrelevant(k, g) &&
+      // A sweep gives a single CPU rank all the cores' BLAS threads: its thread count differs on
+      // purpose (the scaling table notes it).
+      if (k != "world_size" && k != "gpu_names" && k != "tag.gpu_mix" && k != "threads_per_rank" && !irrelevant(k, g) &&
           g.key.at(k) != group.key.at(k))
         same = false;
     if (!same) continue;

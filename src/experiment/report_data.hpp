@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "experiment/report_phases.hpp"
 #include "io/run_results.hpp"
 
 namespace cnnscale::report {
@@ -18,6 +19,7 @@ struct RunRecord {
   std::map<std::string, SummaryValue> summary;
   std::map<std::string, std::string> methods;
   size_t power_samples = 0;  // /power samples over all its GPUs (0: CPU run, no NVML)
+  StepPartition step;        // the slowest rank's iteration split into phases (report_phases.hpp)
 
   double number(const std::string& key) const;     // NaN when missing, null or a string
   std::string text(const std::string& key) const;  // "" when missing or null; numbers printed
@@ -26,7 +28,8 @@ struct RunRecord {
 // Summary keys that identify a configuration: runs equal in all of them are repeats of one
 // configuration. The seed, the run id and the tags (tag.repeat, sweep hashes) are left out on purpose,
 // except tag.gpu_mix: a sweep's explicit rank set (--gpus 0,2) on GPUs of one model has the same
-// gpu_names as the plain run on GPUs 0,1, but is another configuration.
+// gpu_names as the plain run on GPUs 0,1, but is another configuration. threads_per_rank (CPU runs'
+// BLAS threads) is shown in a column of its own, like world_size, not as a variant.
 extern const std::vector<std::string> kGroupKeys;
 
 // mean, sample standard deviation (n - 1; NaN for n < 2), min and max over the non-null values.
@@ -54,13 +57,25 @@ struct ConfigGroup {
 };
 
 // Every complete run folder under `results_dir`, recursively, sorted by path. A folder that holds
-// run.h5 but cannot be read is skipped with a warning (counted in `unreadable`). Throws a
-// ConfigError when `results_dir` is not a readable directory.
-std::vector<RunRecord> scan_runs(const std::string& results_dir, int* unreadable = nullptr);
+// run.h5 but cannot be read is skipped with a warning (counted in `unreadable`); a run whose status
+// is "interrupted" (stopped by a signal; its figures cover only the steps that ran) is left out and
+// its folder listed in `interrupted`. Throws a ConfigError when `results_dir` is not a readable
+// directory.
+std::vector<RunRecord> scan_runs(const std::string& results_dir, int* unreadable = nullptr,
+                                 std::vector<std::string>* interrupted = nullptr);
 
 // Groups runs by kGroupKeys; groups ordered by net, device, precision, global batch, world size,
 // then the remaining keys.
 std::vector<ConfigGroup> group_runs(const std::vector<RunRecord>& runs);
+
+// What the parallel units are called: GPUs when every run is a GPU run, else ranks (CPU ranks; a GPU
+// run has one rank per GPU, so "ranks" stays true for a mix of both).
+struct DeviceNoun {
+  std::string one = "rank", many = "ranks";
+  std::string count(double n) const;  // "1 rank", "2 ranks"
+  std::string capital() const;        // "Ranks", "GPUs"
+};
+DeviceNoun device_noun(const std::vector<ConfigGroup>& groups);
 
 // The GPU model of a group: the name every rank's GPU has ("" on CPU), or the comma-joined names
 // when they differ.

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -14,8 +15,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "experiment/log_tail.hpp"
 #include "core/error.hpp"
+#include "experiment/log_tail.hpp"
 #include "experiment/report.hpp"
 
 extern char** environ;
@@ -46,11 +47,15 @@ std::string find_plot_script(const std::string& requested) {
                 candidates[0].string(), candidates.size() > 1 ? " and " + candidates[1].string() : "");
 }
 
-
-std::vector<std::string> run_plot_script(const PlotJob& job) {
+PlotOutcome run_plot_script(const PlotJob& job) {
   const std::string python = find_python(job.python);
   const std::string script = find_plot_script(job.script);
-  std::vector<std::string> args = {python, script, "--tables", job.tables_dir, "--out", job.out_dir, "--figures"};
+  // The script lists each figure it did not draw, with the reason, one "name<TAB>reason" per line.
+  const std::string left_out_file = (fs::path(job.out_dir) / ".report_plots.left_out").string();
+  std::error_code ec;
+  fs::remove(left_out_file, ec);
+  std::vector<std::string> args = {python,      script,      "--tables",   job.tables_dir, "--out",    job.out_dir,
+                                   "--devices", job.devices, "--left-out", left_out_file,  "--figures"};
   args.push_back(job.training && job.allreduce ? "training,allreduce" : job.training ? "training" : "allreduce");
   if (!job.power_h5.empty()) {
     args.insert(args.end(), {"--power-h5", job.power_h5, "--power-label", job.power_label});
@@ -81,8 +86,16 @@ std::vector<std::string> run_plot_script(const PlotJob& job) {
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   const std::string message = last_nonblank_line(log);
-  std::error_code ec;
   fs::remove(log, ec);
+  PlotOutcome outcome;
+  {
+    std::ifstream in(left_out_file);
+    for (std::string line; std::getline(in, line);) {
+      const size_t tab = line.find('\t');
+      if (tab != std::string::npos) outcome.left_out.emplace_back(line.substr(0, tab), line.substr(tab + 1));
+    }
+  }
+  fs::remove(left_out_file, ec);
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   if (code == 3)
     throw_runtime(
@@ -97,13 +110,15 @@ std::vector<std::string> run_plot_script(const PlotJob& job) {
   std::vector<std::string> names;
   if (job.training) names = kFigureNames;
   if (job.allreduce) names.push_back(kAllreduceFigure);
-  std::vector<std::string> figures;
   for (const std::string& name : names) {
     const fs::path p = fs::path(job.out_dir) / name;
+    const bool skipped =
+        std::any_of(outcome.left_out.begin(), outcome.left_out.end(), [&](const auto& l) { return l.first == name; });
+    if (skipped) continue;
     if (!fs::is_regular_file(p, ec)) throw_runtime("plots incomplete: {} did not write {}", script, p.string());
-    figures.push_back(p.string());
+    outcome.figures.push_back(p.string());
   }
-  return figures;
+  return outcome;
 }
 
 }  // namespace cnnscale::report

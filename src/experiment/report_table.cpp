@@ -5,8 +5,36 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <map>
 
 namespace cnnscale::report {
+
+namespace {
+
+const std::vector<std::pair<std::string, double>>& units_of(Quantity q) {
+  static const std::map<Quantity, std::vector<std::pair<std::string, double>>> units = {
+      {Quantity::Seconds, {{"µs", 1e-6}, {"ms", 1e-3}, {"s", 1}, {"ks", 1e3}}},
+      {Quantity::Joules, {{"mJ", 1e-3}, {"J", 1}, {"kJ", 1e3}, {"MJ", 1e6}, {"GJ", 1e9}}},
+      {Quantity::Watts, {{"mW", 1e-3}, {"W", 1}, {"kW", 1e3}, {"MW", 1e6}}},
+      // The study's EDP unit is MJ·ks; below it the energy prefix moves first.
+      {Quantity::JouleSeconds,
+       {{"mJ·s", 1e-3}, {"J·s", 1}, {"kJ·s", 1e3}, {"MJ·s", 1e6}, {"MJ·ks", 1e9}, {"GJ·ks", 1e12}}}};
+  return units.at(q);
+}
+
+}  // namespace
+
+std::pair<std::string, double> pick_unit(Quantity q, double largest) {
+  const auto& units = units_of(q);
+  if (!(largest > 0) || !std::isfinite(largest)) {  // nothing to fit: the base unit
+    for (const auto& u : units)
+      if (u.second == 1) return u;
+  }
+  std::pair<std::string, double> best = units.front();
+  for (const auto& u : units)
+    if (largest / u.second >= 1 - 1e-12) best = u;
+  return best;
+}
 
 bool Table::all_null() const {
   for (const auto& row : rows)
@@ -55,10 +83,37 @@ std::string md_escape(const std::string& s) {
 }  // namespace
 
 std::string render_markdown(const Table& table) {
+  // Per column (or unit group), the unit that fits its largest mean: 98.85 ms, not 9.885e-05 ks.
+  std::map<std::string, double> largest;  // group (or "#<column>") -> largest |mean| in SI
+  auto group_of = [&](size_t c) {
+    // append(), not "#" + std::string: GCC 12's false -Wrestrict again.
+    return table.columns[c].unit_group.empty() ? std::string("#").append(std::to_string(c))
+                                               : table.columns[c].unit_group;
+  };
+  for (size_t c = 0; c < table.columns.size(); ++c) {
+    const Column& col = table.columns[c];
+    if (col.quantity == Quantity::None) continue;
+    double& m = largest[group_of(c)];
+    for (const auto& row : table.rows)
+      if (!row[c].value.null() && std::isfinite(row[c].value.mean))
+        m = std::max(m, std::abs(row[c].value.mean) * col.si);
+  }
+  std::vector<std::pair<std::string, double>> unit(table.columns.size(), {"", 1});
+  std::vector<double> factor(table.columns.size(), 1.0);  // cell value -> value in the picked unit
+  for (size_t c = 0; c < table.columns.size(); ++c) {
+    const Column& col = table.columns[c];
+    if (col.quantity == Quantity::None) continue;
+    unit[c] = pick_unit(col.quantity, largest[group_of(c)]);
+    factor[c] = col.si / unit[c].second;
+  }
   std::string out;
   out += "|";
   // append(), not " " + std::string: GCC 12 warns falsely (-Wrestrict, bug 105329) on the latter.
-  for (const Column& c : table.columns) out.append(" ").append(md_escape(c.header)).append(" |");
+  for (size_t c = 0; c < table.columns.size(); ++c) {
+    std::string header = table.columns[c].header;
+    if (const size_t at = header.find("{unit}"); at != std::string::npos) header.replace(at, 6, unit[c].first);
+    out.append(" ").append(md_escape(header)).append(" |");
+  }
   out += "\n|";
   for (const Column& c : table.columns) out += c.stat ? " ---: |" : " --- |";
   out += "\n";
@@ -67,7 +122,10 @@ std::string render_markdown(const Table& table) {
     for (size_t c = 0; c < table.columns.size(); ++c) {
       const Column& col = table.columns[c];
       const std::string text = col.flag ? (row[c].text == "1" ? "★" : "") : md_escape(row[c].text);
-      out.append(" ").append(col.stat ? format_stat(row[c].value) : text).append(" |");
+      Stat v = row[c].value;
+      v.mean *= factor[c];
+      v.std *= factor[c];
+      out.append(" ").append(col.stat ? format_stat(v) : text).append(" |");
     }
     out += "\n";
   }

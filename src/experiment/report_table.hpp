@@ -1,20 +1,42 @@
 // One table of `cnnscale report` as data (text columns and mean ± std columns) and its two
-// renderings: Markdown for people (null as "—", 4 significant digits) and CSV for programs (one
-// mean and one std column per figure, shortest round-trip numbers, null as an empty field).
+// renderings: Markdown for people (null as "—", 4 significant digits, a unit that fits the values)
+// and CSV for programs (one mean and one std column per figure, fixed units, null as empty).
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "experiment/report_data.hpp"
 
 namespace cnnscale::report {
 
+// What a stat column measures, for the Markdown's choice of unit (µs ... ks, mJ ... GJ, ...).
+enum class Quantity { None, Seconds, Joules, Watts, JouleSeconds };
+
 struct Column {
-  std::string header;  // Markdown header, with unit
+  // A constructor, not an aggregate: most columns give only the first two to four fields.
+  Column(std::string header_, std::string csv_, bool stat_ = true, bool flag_ = false,
+         Quantity quantity_ = Quantity::None, double si_ = 1, std::string unit_group_ = "")
+      : header(std::move(header_)),
+        csv(std::move(csv_)),
+        stat(stat_),
+        flag(flag_),
+        quantity(quantity_),
+        si(si_),
+        unit_group(std::move(unit_group_)) {}
+
+  std::string header;  // Markdown header; "{unit}" in it becomes the unit the Markdown picks
   std::string csv;     // CSV name; a stat column becomes <csv>_mean and <csv>_std
   bool stat = true;    // false: a text column
   bool flag = false;   // a text column holding "1"/"0": Markdown shows "★"/"", CSV keeps 1/0
+  Quantity quantity = Quantity::None;
+  double si = 1;           // SI value of one unit of the cells (1e-3: the cells hold ms)
+  std::string unit_group;  // columns of one non-empty group share one unit (a stack of phases)
 };
+
+// The unit for values whose largest magnitude is `largest` (in SI units): the largest unit that
+// keeps it at or above 1 (the smallest unit below that). Returns {name, SI value of one unit}.
+std::pair<std::string, double> pick_unit(Quantity q, double largest);
 
 struct Cell {
   std::string text;  // text columns

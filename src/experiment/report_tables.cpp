@@ -1,7 +1,8 @@
 // Builders of the report tables (see report_tables.hpp). Figures derived per run (whole-training
 // forward seconds, unit changes) are computed per run first and then averaged, so their std is
 // the spread over repeats; speedup is a ratio of means, its std propagated from both relative stds.
-// by_gpus turns the GPU count into columns; its values are the long tables' (same Stat per group).
+// by_gpus turns the rank (GPU) count into columns; its values are the long tables' (same Stat per
+// group). Devices are named as what they are: GPUs when every run is a GPU run, else ranks.
 #include "experiment/report_tables.hpp"
 
 #include <fmt/format.h>
@@ -29,25 +30,44 @@ RunFigure key_scaled(const std::string& key, double scale) {
   return [key, scale](const RunRecord& r) { return r.number(key) * scale; };
 }
 
-// The leading columns every table has: network, GPUs, global batch, variant (if any), runs.
+bool any_threads(const std::vector<ConfigGroup>& groups) {
+  return std::any_of(groups.begin(), groups.end(),
+                     [](const ConfigGroup& g) { return !g.key.at("threads_per_rank").empty(); });
+}
+
+// The leading columns every table has: network, ranks or GPUs, BLAS threads per rank (CPU runs that
+// recorded it), global batch, variant (if any), runs. The CSV keeps the name "gpus" for the count.
 struct Layout {
   const std::vector<ConfigGroup>& groups;
   VaryingKeys varying = varying_keys(groups);
+  DeviceNoun noun = device_noun(groups);
+  bool threads = any_threads(groups);
 
   Table start(std::string name, std::string title, std::string caption) const {
     Table t{std::move(name), std::move(title), std::move(caption), {}, {}, {}};
-    t.columns = {{"network", "net", false}, {"GPUs", "gpus", false}, {"batch", "batch", false}};
+    t.columns = {{"network", "net", false}, {noun.many, "gpus", false}};
+    if (threads) t.columns.push_back({"threads/rank", "threads_per_rank", false});
+    t.columns.push_back({"batch", "batch", false});
     if (any_varying(varying)) t.columns.push_back({"variant", "variant", false});
     t.columns.push_back({"runs", "runs", false});
     return t;
   }
   std::vector<Cell> row(const ConfigGroup& g) const {
-    std::vector<Cell> cells = {Cell::of(g.net()), Cell::of(g.key.at("world_size")), Cell::of(g.key.at("global_batch"))};
+    std::vector<Cell> cells = {Cell::of(g.net()), Cell::of(g.key.at("world_size"))};
+    if (threads) cells.push_back(Cell::of(g.key.at("threads_per_rank")));
+    cells.push_back(Cell::of(g.key.at("global_batch")));
     if (any_varying(varying)) cells.push_back(Cell::of(variant_label(g, varying)));
     cells.push_back(Cell::of(std::to_string(g.runs.size())));
     return cells;
   }
 };
+
+Column seconds(std::string header, std::string csv, double si = 1) {
+  return {std::move(header), std::move(csv), true, false, Quantity::Seconds, si};
+}
+Column joules(std::string header, std::string csv, double si = 1) {
+  return {std::move(header), std::move(csv), true, false, Quantity::Joules, si};
+}
 
 // Whether any group has a value for the figure: optional columns are shown only then.
 bool any_value(const std::vector<ConfigGroup>& groups, const std::string& key) {
@@ -97,10 +117,6 @@ Stat speedup_of(const Stat& s, const Stat& b, bool self) {
   return out;
 }
 
-std::string gpus_text(double n) {
-  return n == 1 ? "1 GPU" : fmt::format("{:g} GPUs", n);
-}
-
 std::string energy_null_reason(const std::vector<ConfigGroup>& groups) {
   return all_cpu(groups) ? "no energy counters were readable (CPU run without NVML/RAPL)"
                          : "no energy counters were readable (NVML unavailable)";
@@ -111,15 +127,16 @@ std::string energy_null_reason(const std::vector<ConfigGroup>& groups) {
 Table time_table(const std::vector<ConfigGroup>& groups) {
   Layout l{groups};
   Table t = l.start("time", "Time (study Tables 4/7)",
-                    "Seconds per batch (slowest rank), samples per second and whole-training seconds, for the "
-                    "full step and for the forward and backward steps; mean ± sample std over repeats.");
-  t.columns.insert(t.columns.end(), {{"s/batch", "seconds_per_batch"},
+                    "Time per batch of the full training step (slowest rank), samples per second and "
+                    "whole-training time, then the forward and backward parts of the step; mean ± sample std "
+                    "over repeats. CSV: seconds.");
+  t.columns.insert(t.columns.end(), {seconds("step {unit}/batch", "seconds_per_batch"),
                                      {"samples/s", "samples_per_s"},
-                                     {"whole training (s)", "whole_training_seconds"},
-                                     {"forward s/batch", "forward_seconds_per_batch"},
-                                     {"backward s/batch", "backward_seconds_per_batch"},
-                                     {"forward whole (s)", "forward_whole_seconds"},
-                                     {"backward whole (s)", "backward_whole_seconds"}});
+                                     seconds("whole training ({unit})", "whole_training_seconds"),
+                                     seconds("forward {unit}/batch", "forward_seconds_per_batch"),
+                                     seconds("backward {unit}/batch", "backward_seconds_per_batch"),
+                                     seconds("forward whole ({unit})", "forward_whole_seconds"),
+                                     seconds("backward whole ({unit})", "backward_whole_seconds")});
   int loops = 0, timers = 0;
   for (const ConfigGroup& g : groups) {
     const bool loop = uses_loops(g);
@@ -145,7 +162,7 @@ Table time_table(const std::vector<ConfigGroup>& groups) {
         fmt::format("Forward/backward in {} row(s) with measure={}: time_forward_s and "
                     "time_backward_s (phase timers inside the full step).",
                     timers, loops ? "steady" : groups.front().key.at("measure")));
-  t.notes.push_back("Whole-training forward/backward seconds = seconds per batch × whole_iterations.");
+  t.notes.push_back("Whole-training forward/backward time = time per batch × whole_iterations.");
   note_if_all_null(t, groups, "seconds_per_batch", "no timed iterations");
   return t;
 }
@@ -153,17 +170,21 @@ Table time_table(const std::vector<ConfigGroup>& groups) {
 Table energy_table(const std::vector<ConfigGroup>& groups) {
   Layout l{groups};
   Table t = l.start("energy", "Energy (study Tables 5/8)",
-                    "Joules per batch and watts (summed over all GPUs of the job), whole-training joules; "
-                    "forward/backward joules per batch where phase-isolated windows were measured.");
+                    std::string(l.noun.many == "GPUs" ? "Energy per batch and power (summed over all GPUs of the job)"
+                                : all_cpu(groups)     ? "Energy per batch and power (RAPL package + DRAM of each host)"
+                                                      : "Energy per batch and power (GPU runs: all GPUs of the job; "
+                                                        "CPU runs: RAPL package + DRAM of each host)") +
+                        ", whole-training energy; forward/backward energy per batch where phase-isolated windows "
+                        "were measured. CSV: joules, watts.");
   std::vector<std::pair<Column, std::string>> figures = {
-      {{"J/batch", "joules_per_batch"}, "joules_per_batch"},
-      {{"W", "watts"}, "watts"},
-      {{"whole training (J)", "whole_training_joules"}, "whole_training_joules"}};
+      {joules("{unit}/batch", "joules_per_batch"), "joules_per_batch"},
+      {{"power ({unit})", "watts", true, false, Quantity::Watts}, "watts"},
+      {joules("whole training ({unit})", "whole_training_joules"), "whole_training_joules"}};
   const std::vector<std::pair<Column, std::string>> optional = {
-      {{"forward J/batch", "forward_joules_per_batch"}, "energy_forward_j"},
-      {{"backward J/batch", "backward_joules_per_batch"}, "energy_backward_j"},
-      {{"CPU package J/batch", "cpu_package_joules_per_batch"}, "cpu_package_joules_per_batch"},
-      {{"CPU DRAM J/batch", "cpu_dram_joules_per_batch"}, "cpu_dram_joules_per_batch"}};
+      {joules("forward {unit}/batch", "forward_joules_per_batch"), "energy_forward_j"},
+      {joules("backward {unit}/batch", "backward_joules_per_batch"), "energy_backward_j"},
+      {joules("CPU package {unit}/batch", "cpu_package_joules_per_batch"), "cpu_package_joules_per_batch"},
+      {joules("CPU DRAM {unit}/batch", "cpu_dram_joules_per_batch"), "cpu_dram_joules_per_batch"}};
   for (const auto& f : optional)
     if (any_value(groups, f.second)) figures.push_back(f);
   for (const auto& f : figures) t.columns.push_back(f.first);
@@ -181,9 +202,11 @@ Table energy_table(const std::vector<ConfigGroup>& groups) {
 Table whole_table(const std::vector<ConfigGroup>& groups) {
   Layout l{groups};
   Table t = l.start("whole", "Whole training, energy and EDP (study Tables 6/9)",
-                    "Whole-training time (ks), energy (MJ) and energy-delay product (MJ·ks = 1e9 J·s); ★ marks "
-                    "the lowest mean EDP per network.");
-  t.columns.insert(t.columns.end(), {{"ks", "whole_ks"}, {"MJ", "whole_mj"}, {"EDP (MJ·ks)", "edp_mj_ks"}});
+                    "Whole-training time, energy and energy-delay product (EDP = energy × time; MJ·ks = 1e9 J·s); "
+                    "★ marks the lowest mean EDP per network. CSV: ks, MJ, MJ·ks as in the study.");
+  t.columns.insert(t.columns.end(), {seconds("time ({unit})", "whole_ks", 1e3),
+                                     joules("energy ({unit})", "whole_mj", 1e6),
+                                     {"EDP ({unit})", "edp_mj_ks", true, false, Quantity::JouleSeconds, 1e9}});
   t.columns.push_back({"best EDP", "best_edp", false, true});
   std::map<std::string, std::pair<double, size_t>> best;  // net -> (lowest EDP, row)
   for (const ConfigGroup& g : groups) {
@@ -216,8 +239,9 @@ Table efficiency_table(const std::vector<ConfigGroup>& groups) {
   Layout l{groups};
   Table t = l.start("efficiency", "Efficiency (study Table 11)",
                     "Training GFLOPS (2 × MACs × 3 per sample) and GFLOPS per watt, joules per sample.");
-  t.columns.insert(t.columns.end(),
-                   {{"GFLOPS", "gflops"}, {"GFLOPS/W", "gflops_per_watt"}, {"J/sample", "joules_per_sample"}});
+  t.columns.insert(
+      t.columns.end(),
+      {{"GFLOPS", "gflops"}, {"GFLOPS/W", "gflops_per_watt"}, joules("{unit}/sample", "joules_per_sample")});
   for (const ConfigGroup& g : groups) {
     auto cells = l.row(g);
     for (const char* key : {"gflops", "gflops_per_watt", "joules_per_sample"}) cells.push_back(Cell::of(g.stat(key)));
@@ -233,8 +257,11 @@ Table efficiency_table(const std::vector<ConfigGroup>& groups) {
 Table accuracy_table(const std::vector<ConfigGroup>& groups) {
   Layout l{groups};
   Table t = l.start("accuracy", "Accuracy (study Tables 12/13)",
-                    "Test top-1 and top-5 accuracy (%) after the last epoch, test loss and the last training loss.");
+                    "Test top-1 and top-5 accuracy (%) at the end of the run, test loss and the last training loss; "
+                    "epochs: how long the run trained (iterations / iterations per epoch; fewer than 1 is part of "
+                    "an epoch).");
   t.columns.insert(t.columns.end(), {{"data", "data", false},
+                                     {"epochs", "epochs"},
                                      {"top-1 (%)", "top1_percent"},
                                      {"top-5 (%)", "top5_percent"},
                                      {"test loss", "test_loss"},
@@ -242,6 +269,10 @@ Table accuracy_table(const std::vector<ConfigGroup>& groups) {
   for (const ConfigGroup& g : groups) {
     auto cells = l.row(g);
     cells.push_back(Cell::of(g.key.at("data")));
+    cells.push_back(Cell::of(stat_by(g, [](const RunRecord& r) {
+      return r.number("iterations_per_epoch") > 0 ? r.number("iterations") / r.number("iterations_per_epoch")
+                                                  : kMissing;
+    })));
     cells.push_back(Cell::of(stat_by(g, key_scaled("test_top1", 100))));
     cells.push_back(Cell::of(stat_by(g, key_scaled("test_top5", 100))));
     cells.push_back(Cell::of(g.stat("test_loss")));
@@ -256,18 +287,30 @@ Table accuracy_table(const std::vector<ConfigGroup>& groups) {
 
 Table scaling_table(const std::vector<ConfigGroup>& groups) {
   Layout l{groups};
+  const std::string& one = l.noun.one;
   Table t = l.start("scaling", "Strong scaling",
-                    "Speedup = samples/s on N GPUs / samples/s on 1 GPU at the same network and global batch; "
-                    "parallel efficiency = speedup / N.");
+                    fmt::format("Speedup = samples/s on N {} / samples/s on 1 {} at the same network and global batch; "
+                                "parallel efficiency = speedup / N.",
+                                l.noun.many, one));
   t.columns.insert(t.columns.end(), {{"samples/s", "samples_per_s"},
-                                     {"1-GPU samples/s", "baseline_samples_per_s"},
+                                     {"1-" + one + " samples/s", "baseline_samples_per_s"},
                                      {"speedup", "speedup"},
                                      {"efficiency", "efficiency"}});
   int missing = 0;
+  std::set<std::string> thread_notes;
   for (const ConfigGroup& g : groups) {
     auto cells = l.row(g);
     const Stat s = g.stat("samples_per_s");
     const ConfigGroup* base = baseline_of(g, groups);
+    // 1 rank with all the cores' BLAS threads against N ranks sharing them is no N-fold resource.
+    if (base && base != &g && !g.key.at("threads_per_rank").empty() &&
+        g.key.at("threads_per_rank") != base->key.at("threads_per_rank")) {
+      const double tn = std::stod(g.key.at("threads_per_rank"));
+      const std::string& t1 = base->key.at("threads_per_rank");
+      thread_notes.insert(fmt::format("{:g} ranks × {:g} thread{} against 1 rank × {} thread{} ({:g} vs {} in all)",
+                                      g.world_size(), tn, tn == 1 ? "" : "s", t1.empty() ? "?" : t1,
+                                      t1 == "1" ? "" : "s", g.world_size() * tn, t1.empty() ? "?" : t1));
+    }
     const Stat b = base ? base->stat("samples_per_s") : Stat{};
     const Stat speedup = speedup_of(s, b, base == &g);
     Stat efficiency = speedup;
@@ -281,7 +324,13 @@ Table scaling_table(const std::vector<ConfigGroup>& groups) {
     t.rows.push_back(std::move(cells));
   }
   t.notes.push_back("Std of speedup and efficiency: first-order propagation of both relative stds.");
-  if (missing) t.notes.push_back(fmt::format("{} row(s) have no 1-GPU run of the same configuration: —.", missing));
+  if (!thread_notes.empty()) {
+    std::string list;
+    for (const std::string& n : thread_notes) list += (list.empty() ? "" : "; ") + n;
+    t.notes.push_back("CPU runs use another BLAS thread count per rank than their 1-rank run: " + list +
+                      ". Their speedup compares ranks with threads on the same cores, not N cores with one.");
+  }
+  if (missing) t.notes.push_back(fmt::format("{} row(s) have no 1-{} run of the same configuration: —.", missing, one));
   return t;
 }
 
@@ -332,25 +381,30 @@ Table by_gpus_table(const std::vector<ConfigGroup>& groups) {
   for (const Row& r : rows) identities.emplace_back(r.net, r.id);
   const VaryingKeys varying = varying_keys(identities);
 
+  const DeviceNoun noun = device_noun(groups);
+  const bool threads = any_threads(groups);
   Table t{"by_gpus",
-          "Scaling by GPU count",
-          "The study's layout of Tables 4–9: samples/s, speedup, joules per batch and whole-training EDP "
-          "(MJ·ks) with one column group per GPU count in the data; one row per network, global batch and "
-          "variant; mean ± sample std over repeats.",
+          "Scaling by " + noun.one + " count",
+          fmt::format("The study's layout of Tables 4–9: samples/s, speedup, energy per batch and whole-training "
+                      "EDP with one column group per {} count in the data; one row per network, global batch and "
+                      "variant; mean ± sample std over repeats. CSV: joules, MJ·ks.",
+                      noun.one),
           {{"network", "net", false}, {"batch", "batch", false}},
           {},
           {}};
   if (any_varying(varying)) t.columns.push_back({"variant", "variant", false});
   t.columns.push_back({"runs", "runs", false});
+  if (threads) t.columns.push_back({"threads/rank", "threads_per_rank", false});
   for (double n : counts) {
-    const std::string gpus = gpus_text(n);
-    auto column = [&](const char* header, const char* csv) {
-      t.columns.push_back({fmt::format("{} ({})", header, gpus), fmt::format("{}_g{:g}", csv, n)});
+    const std::string devices = noun.count(n);
+    auto column = [&](const char* header, const char* csv, Quantity q = Quantity::None, double si = 1) {
+      t.columns.push_back({fmt::format("{} ({})", header, devices), fmt::format("{}_g{:g}", csv, n), true, false, q, si,
+                           q == Quantity::None ? "" : csv});
     };
     column("samples/s", "samples_per_s");
     if (n != 1) column("speedup", "speedup");
-    column("J/batch", "joules_per_batch");
-    column("EDP (MJ·ks)", "edp_mj_ks");
+    column("{unit}/batch", "joules_per_batch", Quantity::Joules);
+    column("EDP ({unit})", "edp_mj_ks", Quantity::JouleSeconds, 1e9);
   }
   int no_baseline = 0, shared = 0;
   std::map<const ConfigGroup*, int> used;  // 1-GPU group -> rows that show it
@@ -363,6 +417,15 @@ Table by_gpus_table(const std::vector<ConfigGroup>& groups) {
       runs += fmt::format("{}{}", runs.empty() ? "" : "/", it == r.at.end() ? 0 : it->second->runs.size());
     }
     cells.push_back(Cell::of(runs));
+    if (threads) {
+      std::string per_count;
+      for (double n : counts) {
+        auto it = r.at.find(n);
+        const std::string v = it == r.at.end() ? "" : it->second->key.at("threads_per_rank");
+        per_count += (per_count.empty() ? "" : "/") + (v.empty() ? std::string("—") : v);
+      }
+      cells.push_back(Cell::of(per_count));
+    }
     auto one = r.at.find(1.0);
     const ConfigGroup* base = one == r.at.end() ? nullptr : one->second;
     if (base) ++used[base];
@@ -380,23 +443,28 @@ Table by_gpus_table(const std::vector<ConfigGroup>& groups) {
   }
   for (const auto& [g, n] : used) shared += n > 1 ? 1 : 0;
 
+  const std::string& many = noun.many;
+  const std::string& one = noun.one;
   t.notes.push_back(
-      "— : no run of that network, batch and variant on that many GPUs, or the figure is null in its runs. "
-      "runs: repeats per GPU count, in column order.");
+      fmt::format("— : no run of that network, batch and variant on that many {}, or the figure is null in its runs. "
+                  "runs: repeats per {} count, in column order{}.",
+                  many, one, threads ? "; threads/rank: BLAS threads per rank, likewise" : ""));
   t.notes.push_back(
-      "Speedup (N GPUs) = samples/s on N GPUs / samples/s of the 1-GPU run of the same network, global batch "
-      "and variant; std: first-order propagation of both relative stds.");
+      fmt::format("Speedup (N {}) = samples/s on N {} / samples/s of the 1-{} run of the same network, global batch "
+                  "and variant; std: first-order propagation of both relative stds.",
+                  many, many, one));
   if (!rows.empty() && !counts.count(1.0))
-    t.notes.push_back("The data holds no 1-GPU run: every speedup is —.");
+    t.notes.push_back(fmt::format("The data holds no 1-{} run: every speedup is —.", one));
   else if (no_baseline)
     t.notes.push_back(
-        fmt::format("{} row(s) have no 1-GPU run of the same network, batch and variant: their "
+        fmt::format("{} row(s) have no 1-{} run of the same network, batch and variant: their "
                     "speedups are —.",
-                    no_baseline));
+                    no_baseline, one));
   if (shared)
     t.notes.push_back(
-        "A single rank exchanges no gradients: rows that differ only in allreduce settings show the same "
-        "1-GPU run.");
+        fmt::format("A single rank exchanges no gradients: rows that differ only in allreduce settings show the same "
+                    "1-{} run.",
+                    one));
   if (mixes)
     t.notes.push_back(fmt::format(
         "{} configuration(s) on an explicit GPU selection (gpu_mix) or on GPUs of different models are left "
@@ -404,29 +472,56 @@ Table by_gpus_table(const std::vector<ConfigGroup>& groups) {
         "gpu_mix or gpu).",
         mixes));
   if (!rows.empty() && !any_value(groups, "joules_per_batch"))
-    t.notes.push_back("J/batch and EDP are null: " + energy_null_reason(groups) + ".");
+    t.notes.push_back("Energy per batch and EDP are null: " + energy_null_reason(groups) + ".");
   return t;
 }
 
 Table phases_table(const std::vector<ConfigGroup>& groups) {
   Layout l{groups};
   Table t = l.start("phases", "Phase breakdown",
-                    "Milliseconds per batch in each phase of the full step (slowest rank's mean over the steady "
-                    "window).");
-  const std::vector<std::pair<std::string, std::string>> phases = {
-      {"data", "time_data_s"},           {"h2d", "time_h2d_s"},
-      {"forward", "time_forward_s"},     {"backward", "time_backward_s"},
-      {"allreduce", "time_allreduce_s"}, {"comm busy", "time_comm_busy_s"},
-      {"update", "time_update_s"},       {"total", "time_total_s"}};
-  for (const auto& [label, key] : phases) t.columns.push_back({label + " (ms)", key.substr(5, key.size() - 7) + "_ms"});
+                    "Time per batch in each part of the full training step of the slowest rank (the rank with the "
+                    "largest mean iteration time; mean over its steady iterations). The parts partition the step: "
+                    "data, h2d, forward, backward, exposed allreduce, update and other add up to total. CSV: ms.");
+  // (header, CSV stem, part): an empty part is the total or comm busy.
+  const std::vector<std::tuple<std::string, std::string, std::string>> columns = {
+      {"data", "data", "data"},
+      {"h2d", "h2d", "h2d"},
+      {"forward", "forward", "forward"},
+      {"backward", "backward", "backward"},
+      {"exposed allreduce", "allreduce", "allreduce"},
+      {"update", "update", "update"},
+      {"other", "other", "other"},
+      {"total", "total", ""},
+      {"comm busy", "comm_busy", ""}};
+  for (const auto& [label, csv, part] : columns)
+    t.columns.push_back({label + " ({unit})", csv + "_ms", true, false, Quantity::Seconds, 1e-3, "phases"});
+  int scaled = 0;
+  double worst = 0;
   for (const ConfigGroup& g : groups) {
     auto cells = l.row(g);
-    for (const auto& p : phases) cells.push_back(Cell::of(stat_by(g, key_scaled(p.second, 1e3))));
+    for (const auto& column : columns)
+      cells.push_back(Cell::of(stat_by(g, [csv = std::get<1>(column), part = std::get<2>(column)](const RunRecord& r) {
+        const StepPartition& p = r.step;
+        if (csv == "total") return p.total * 1e3;
+        if (csv == "comm_busy") return p.comm_busy * 1e3;
+        auto it = p.seconds.find(part);
+        return it == p.seconds.end() ? kMissing : it->second * 1e3;
+      })));
+    for (const RunRecord* r : g.runs)
+      if (r->step.excess > 0) ++scaled, worst = std::max(worst, r->step.excess / (r->step.total + r->step.excess));
     t.rows.push_back(std::move(cells));
   }
   t.notes.push_back(
-      "allreduce is the exposed wait after backward; comm busy overlaps the other phases; total is "
-      "the whole iteration, not the sum of the others.");
+      "exposed allreduce: the time from the end of backward until the gradients are exchanged (what the step "
+      "waits for communication); other: total minus the measured parts (what no phase timer covers, e.g. the "
+      "step's bookkeeping). comm busy is the time communication ran, overlapping the other parts: not part of the "
+      "sum.");
+  if (scaled)
+    t.notes.push_back(fmt::format(
+        "In {} run(s) the measured parts summed past the total (by up to {:.1f}%: the host-clock data wait overlaps "
+        "device work on GPUs, or, without a timeline, the parts are maxima of different ranks); they were scaled to "
+        "the total, other = 0.",
+        scaled, 100 * worst));
   note_if_all_null(t, groups, "time_total_s", "no phase timings were recorded");
   return t;
 }

@@ -103,7 +103,9 @@ TEST(Report, RepeatsAreGroupedAndCsvHoldsTheirMeanAndStd) {
   EXPECT_EQ(single.at("forward_seconds_per_batch_mean"), "");  // null -> empty
 
   const std::string md = slurp(dir.file("report/time.md"));
-  EXPECT_NE(md.find(report::format_stat(report::stat_of(spb))), std::string::npos) << md;
+  // Markdown in the unit that fits the column (up to 0.5 s: ms); the CSV above in seconds.
+  EXPECT_NE(md.find("step ms/batch"), std::string::npos) << md;
+  EXPECT_NE(md.find(report::format_stat(report::stat_of({125, 250, 200}))), std::string::npos) << md;
   EXPECT_NE(md.find("time_forward_s"), std::string::npos) << "the note says where forward/backward came from";
   EXPECT_EQ(md.find("variant"), std::string::npos) << "no variant column when only net/batch/GPUs vary";
 }
@@ -345,17 +347,18 @@ TEST(ReportByGpus, OneColumnGroupPerGpuCountHoldingTheLongTablesValues) {
   EXPECT_DOUBLE_EQ(std::stod(rows[0].at("samples_per_s_g8_mean")), mean_rate(8));
 
   const std::string md = slurp(dir.file("report/by_gpus.md"));
-  EXPECT_NE(md.find("| network | batch | runs | samples/s (1 GPU) | J/batch (1 GPU) | EDP (MJ·ks) (1 GPU) | "
-                    "samples/s (2 GPUs) | speedup (2 GPUs) | J/batch (2 GPUs) | EDP (MJ·ks) (2 GPUs) | "
-                    "samples/s (4 GPUs) |"),
+  // CPU runs: ranks; one unit per figure across the counts, fit to its values.
+  EXPECT_NE(md.find("| network | batch | runs | samples/s (1 rank) | J/batch (1 rank) | EDP (MJ·s) (1 rank) | "
+                    "samples/s (2 ranks) | speedup (2 ranks) | J/batch (2 ranks) | EDP (MJ·s) (2 ranks) | "
+                    "samples/s (4 ranks) |"),
             std::string::npos)
       << md;
-  EXPECT_NE(md.find("| EDP (MJ·ks) (8 GPUs) |\n"), std::string::npos) << md;
+  EXPECT_NE(md.find("| EDP (MJ·s) (8 ranks) |\n"), std::string::npos) << md;
   const size_t line = md.find("| net_bb | 128 | 2/2/2/0 |");
   ASSERT_NE(line, std::string::npos) << md;
   EXPECT_TRUE(md.substr(0, md.find('\n', line)).ends_with(" | — | — | — | — |")) << md;
-  EXPECT_NE(md.find("1-GPU run of the same network, global batch and variant"), std::string::npos) << md;
-  EXPECT_EQ(md.find("no 1-GPU run"), std::string::npos) << md;
+  EXPECT_NE(md.find("1-rank run of the same network, global batch and variant"), std::string::npos) << md;
+  EXPECT_EQ(md.find("no 1-rank run"), std::string::npos) << md;
   // In report.md right after the long scaling table.
   const std::string report_md = slurp(dir.file("report/report.md"));
   const size_t long_table = report_md.find("<a id=\"scaling\">"), wide = report_md.find("<a id=\"by_gpus\">");
@@ -382,7 +385,7 @@ TEST(ReportByGpus, WithoutAOneGpuRunSpeedupsAreNullAndANoteSaysSo) {
   EXPECT_FALSE(row.at("samples_per_s_g8_mean").empty());
   EXPECT_EQ(row.at("speedup_g2_mean"), "");
   EXPECT_EQ(row.at("speedup_g8_mean"), "");
-  EXPECT_NE(slurp(dir.file("report/by_gpus.md")).find("The data holds no 1-GPU run: every speedup is —."),
+  EXPECT_NE(slurp(dir.file("report/by_gpus.md")).find("The data holds no 1-rank run: every speedup is —."),
             std::string::npos);
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "common/temp_dir.hpp"
 #include "cpu/cli_runner.hpp"
@@ -116,12 +117,82 @@ TEST(ReportPlots, EightGpuSweepGivesEveryFigure) {
   report::ReportOptions o;
   o.results_dir = dir.str();
   const report::ReportOutcome out = report::write_report(o);
-  ASSERT_EQ(out.figures.size(), report::kFigureNames.size());
-  for (const std::string& name : report::kFigureNames) EXPECT_TRUE(is_png(dir.file("report/" + name))) << name;
+  // These runs have no phase timings: that figure is left out with a line.
+  ASSERT_EQ(out.figures.size(), report::kFigureNames.size() - 1);
+  for (const std::string& name : report::kFigureNames)
+    EXPECT_EQ(is_png(dir.file("report/" + name)), name != "phases.png") << name;
+  EXPECT_NE(slurp(out.report_md).find("- `phases.png` not drawn: no phase timings were recorded"), std::string::npos);
   EXPECT_NE(slurp(out.report_md).find("net_a-b64-n8-r9"), std::string::npos) << "the 8-GPU run's power is traced";
   const auto by_gpus = read_csv(dir.file("report/by_gpus.csv"));
   ASSERT_EQ(by_gpus.size(), 5u);  // the GPU run is a variant of its own (device=gpu)
   EXPECT_EQ(by_gpus[0].count("speedup_g8_mean"), 1u);
+}
+
+// A 1/2-rank sweep of `repeats` runs per configuration, on CPU or (as far as the report can tell) GPU.
+void write_scaling(const std::string& root, bool gpu, int repeats) {
+  for (int n : {1, 2})
+    for (int rep = 0; rep < repeats; ++rep) {
+      RunResults r = scaling_run("net_a", 64, n, rep);
+      r.summary["time_forward_s"] = 0.001;
+      r.summary["time_total_s"] = 0.002;
+      if (gpu) {
+        r.summary["device"] = std::string("gpu");
+        r.summary["gpu_names"] = std::string(n == 1 ? "NVIDIA H100" : "NVIDIA H100,NVIDIA H100");
+      }
+      write_run(root, r);
+    }
+}
+
+TEST(ReportPlots, AFigureWithoutDataIsLeftOutWithALineNotAnImage) {
+  if (!python_has_matplotlib()) GTEST_SKIP() << "/usr/bin/python3 cannot import matplotlib/numpy/h5py";
+  TempDir dir;
+  write_scaling(dir.str(), false, 2);
+  fs::create_directories(dir.file("report"));
+  { std::ofstream(dir.file("report/power_trace.png")) << "an older report's figure"; }
+  report::ReportOptions o;
+  o.results_dir = dir.str();
+  const report::ReportOutcome out = report::write_report(o);
+  // CPU runs: no power samples; no energy counters either (the synthetic runs have joules, so that one stays).
+  ASSERT_EQ(out.figures_left_out.size(), 1u);
+  EXPECT_EQ(out.figures_left_out[0].first, "power_trace.png");
+  EXPECT_EQ(out.figures.size(), report::kFigureNames.size() - 1);
+  EXPECT_FALSE(fs::exists(dir.file("report/power_trace.png"))) << "no stale image is left behind";
+  const std::string md = slurp(out.report_md);
+  EXPECT_EQ(md.find("](power_trace.png)"), std::string::npos) << md;
+  EXPECT_NE(md.find("- `power_trace.png` not drawn: no power samples in net_a-b64-n2-r"), std::string::npos) << md;
+  for (const std::string& path : out.figures) EXPECT_TRUE(is_png(path)) << path;
+}
+
+// What the figures say, read back from the PNG's Description (report_plots.py stores its titles,
+// axis labels and legends there).
+TEST(ReportPlots, FiguresNameRanksOrGpusAndHowManyRunsEachMeanHas) {
+  if (!python_has_matplotlib()) GTEST_SKIP() << "/usr/bin/python3 cannot import matplotlib/numpy/h5py";
+  TempDir dir;  // one per test: a second would share its name
+  const std::string cpu = dir.file("cpu"), gpu = dir.file("gpu");
+  write_scaling(cpu, false, 2);
+  write_scaling(gpu, true, 1);
+  for (const std::string& d : {cpu, gpu}) {
+    report::ReportOptions o;
+    o.results_dir = d;
+    report::write_report(o);
+  }
+  auto png = [](const std::string& root, const std::string& name) { return slurp(std::string(root).append("/report/").append(name)); };
+  const std::string cpu_bars = png(cpu, "time_per_batch.png");
+  EXPECT_NE(cpu_bars.find("x: batch-ranks"), std::string::npos);
+  EXPECT_NE(cpu_bars.find("legend: 1 rank, 2 ranks"), std::string::npos);
+  EXPECT_NE(cpu_bars.find("full training step"), std::string::npos);
+  EXPECT_NE(cpu_bars.find("n = 2 runs each"), std::string::npos);
+  EXPECT_EQ(cpu_bars.find("GPU"), std::string::npos);
+  const std::string cpu_scaling = png(cpu, "scaling.png");
+  EXPECT_NE(cpu_scaling.find("x: ranks"), std::string::npos);
+  EXPECT_EQ(cpu_scaling.find("GPU"), std::string::npos);
+  EXPECT_NE(png(cpu, "phases.png").find("x: network batch-ranks"), std::string::npos);
+
+  const std::string gpu_bars = png(gpu, "time_per_batch.png");
+  EXPECT_NE(gpu_bars.find("x: batch-GPUs"), std::string::npos);
+  EXPECT_NE(gpu_bars.find("legend: 1 GPU, 2 GPUs"), std::string::npos);
+  EXPECT_NE(gpu_bars.find("1 run each, no error bars"), std::string::npos);
+  EXPECT_NE(png(gpu, "scaling.png").find("x: GPUs"), std::string::npos);
 }
 
 TEST(ReportPlots, CommandLineWritesTheReportAndRejectsABadDirectory) {
@@ -131,8 +202,11 @@ TEST(ReportPlots, CommandLineWritesTheReportAndRejectsABadDirectory) {
   auto ok = run_cnnscale({"report", dir.str(), "--out", dir.file("rep"), "--power-run", "lenet-b64-n1-r0"});
   ASSERT_EQ(ok.exit_code, 0) << ok.err;
   EXPECT_NE(ok.out.find("report.md"), std::string::npos) << ok.out;
-  for (const std::string& name : report::kFigureNames) EXPECT_TRUE(is_png(dir.file("rep/" + name))) << name;
-  EXPECT_NE(slurp(dir.file("rep/report.md")).find("lenet-b64-n1-r0"), std::string::npos);
+  // The chosen run is a CPU run: no power samples, so no power figure but a line naming the run.
+  for (const std::string& name : report::kFigureNames)
+    EXPECT_EQ(is_png(dir.file("rep/" + name)), name != "power_trace.png") << name;
+  const std::string md = slurp(dir.file("rep/report.md"));
+  EXPECT_NE(md.find("- `power_trace.png` not drawn: no power samples in lenet-b64-n1-r0"), std::string::npos) << md;
 
   auto bad = run_cnnscale({"report", dir.file("nowhere")});
   EXPECT_EQ(bad.exit_code, 2);

@@ -1,6 +1,7 @@
-// The report of a small real CPU sweep (issue 5): tiny `cnnscale train` runs on 1 rank (plain) and
-// 2 ranks (mpirun) written with --results, then `cnnscale report`: every table and PNG exists and
-// every number in the CSV tables equals the mean of the runs' summary.json values.
+// The report of a small real CPU sweep (issues 5, 12): tiny `cnnscale train` runs on 1 rank (plain)
+// and 2 ranks (mpirun) written with --results, then `cnnscale report`: every table and PNG with data
+// exists, every number in the CSV tables equals the mean of the runs' summary.json values, the phase
+// parts of real multi-rank steps add up to the measured total, and the runs' counts are integers.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +14,7 @@
 #include "cpu/cli_runner.hpp"
 #include "cpu/test_report_util.hpp"
 #include "experiment/report.hpp"
+#include "experiment/report_phases.hpp"
 #include "mpi/mpi_runner.hpp"
 
 namespace cnnscale {
@@ -86,7 +88,8 @@ TEST(ReportSweep, TablesAndFiguresOfARealCpuSweepEqualTheRunsSummaries) {
                                       {"lenet-b32-n2-r0", 2, with(synthetic, {"--batch", "32"})},
                                       {"fmnist-b32-n1-r0",
                                        1,
-                                       {"--net", "lenet", "--data", "fashion-mnist", "--train-samples", "256",
+                                       // 250 samples: a last partial batch of 26, dropped by the trainer.
+                                       {"--net", "lenet", "--data", "fashion-mnist", "--train-samples", "250",
                                         "--test-samples", "256", "--epochs", "1", "--batch", "32"}}};
   for (const SweepRun& run : runs) {
     if (run.ranks == 1) {
@@ -103,15 +106,37 @@ TEST(ReportSweep, TablesAndFiguresOfARealCpuSweepEqualTheRunsSummaries) {
   const fs::path out = fs::path(dir.str()) / "report";
   const std::string md = testing::slurp((out / "report.md").string());
   for (const std::string& name : report::kFigureNames) {
+    if (name == "power_trace.png") continue;  // CPU runs have no power samples
     EXPECT_TRUE(fs::file_size(out / name) > 100) << name;
     EXPECT_NE(md.find("](" + name + ")"), std::string::npos) << name;
   }
+  EXPECT_FALSE(fs::exists(out / "power_trace.png"));
+  EXPECT_NE(md.find("- `power_trace.png` not drawn: no power samples"), std::string::npos) << md;
+  EXPECT_NE(md.find("| network | ranks | threads/rank | batch |"), std::string::npos) << md;
+  EXPECT_EQ(md.find("GPU"), std::string::npos) << "CPU runs are counted in ranks";
 
   // Expected values straight from summary.json, grouped as the report groups (repeats together).
   std::map<std::string, std::vector<json>> by_config;  // "net gpus batch data" -> summaries
   for (const SweepRun& run : runs) {
     json j = json::parse(testing::slurp((fs::path(dir.str()) / "e" / run.id / "summary.json").string()));
     const json& s = j["summary"];
+    for (const char* count : {"world_size", "global_batch", "iterations", "iterations_per_epoch", "whole_epochs",
+                              "whole_iterations", "threads_per_rank"})
+      EXPECT_TRUE(s[count].is_number_integer()) << run.id << " " << count << " = " << s[count];
+    EXPECT_EQ(s["world_size"].get<int64_t>(), run.ranks) << run.id;
+    // whole_iterations counts a last partial batch; where that differs from the run's epoch, the
+    // method says so.
+    const int64_t per_epoch = s["iterations_per_epoch"].get<int64_t>();
+    if (s["whole_iterations"].get<int64_t>() != per_epoch * s["whole_epochs"].get<int64_t>()) {
+      EXPECT_NE(j["methods"]["whole_iterations"].get<std::string>().find(
+                    fmt::format("iterations_per_epoch {} is the run's own epoch", per_epoch)),
+                std::string::npos)
+          << run.id << ": " << j["methods"]["whole_iterations"];
+    }
+    if (run.id.starts_with("fmnist")) {
+      EXPECT_EQ(per_epoch, 250 / 32);
+      EXPECT_EQ(s["whole_iterations"].get<int64_t>(), (250 + 31) / 32);
+    }
     by_config[fmt::format("{} {} {} {}", s["net"].get<std::string>(), value(s, "world_size"), value(s, "global_batch"),
                           s["data"].get<std::string>())]
         .push_back(s);
@@ -131,13 +156,7 @@ TEST(ReportSweep, TablesAndFiguresOfARealCpuSweepEqualTheRunsSummaries) {
       {"efficiency", {{"gflops", {"gflops", 1}}, {"gflops_per_watt", {"gflops_per_watt", 1}}}},
       {"accuracy",
        {{"top1_percent", {"test_top1", 100}}, {"top5_percent", {"test_top5", 100}}, {"final_loss", {"final_loss", 1}}}},
-      {"phases",
-       {{"data_ms", {"time_data_s", 1e3}},
-        {"forward_ms", {"time_forward_s", 1e3}},
-        {"backward_ms", {"time_backward_s", 1e3}},
-        {"allreduce_ms", {"time_allreduce_s", 1e3}},
-        {"update_ms", {"time_update_s", 1e3}},
-        {"total_ms", {"time_total_s", 1e3}}}}};
+      {"phases", {{"total_ms", {"time_total_s", 1e3}}}}};
   for (const auto& [table, cols] : columns) {
     EXPECT_TRUE(fs::exists(out / (table + ".md"))) << table;
     EXPECT_NE(md.find("<a id=\"" + table + "\">"), std::string::npos) << table;
@@ -154,6 +173,30 @@ TEST(ReportSweep, TablesAndFiguresOfARealCpuSweepEqualTheRunsSummaries) {
         expect_column(row, column, expected_mean(group, source.first, source.second), table + " " + key);
     }
   }
+  // The phase parts are the slowest rank's: each at most the slowest-of-all-ranks figure of its
+  // phase in summary.json, and together exactly the measured total.
+  int multi_rank = 0;
+  for (const CsvRow& row : testing::read_csv((out / "phases.csv").string())) {
+    const std::string data = row.at("variant").substr(row.at("variant").find('=') + 1);
+    const std::string key =
+        fmt::format("{} {} {} {}", row.at("net"), std::stod(row.at("gpus")), std::stod(row.at("batch")), data);
+    multi_rank += row.at("gpus") == "2" ? 1 : 0;
+    double sum = 0;
+    for (const char* part : report::kStepParts) {
+      const double v = std::stod(row.at(std::string(part) + "_ms_mean"));
+      EXPECT_GE(v, 0) << key << " " << part;
+      sum += v;
+      if (std::string(part) != "other")
+        EXPECT_LE(v, expected_mean(by_config.at(key), std::string("time_") + part + "_s", 1e3) * (1 + 1e-9) + 1e-12)
+            << key << " " << part;
+    }
+    const double total = std::stod(row.at("total_ms_mean"));
+    EXPECT_NEAR(sum, total, 1e-9 * total) << key;
+  }
+  EXPECT_EQ(multi_rank, 2);
+  EXPECT_EQ(testing::slurp((out / "phases.md").string()).find("scaled to the total"), std::string::npos)
+      << "phase marks on one CPU rank are consecutive: nothing to scale";
+
   // Strong scaling: 2 ranks against 1 at the same batch.
   const auto scaling = testing::read_csv((out / "scaling.csv").string());
   for (int batch : {16, 32}) {
