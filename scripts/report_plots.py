@@ -248,30 +248,46 @@ def scaling_figure(rows, out):
 
 
 def phases_figure(rows, out):
+    """Stacked parts of the step, one subplot per network: each with its own scale and unit, as
+    networks differ by orders of magnitude and a shared axis would flatten the small ones."""
     rows = sorted(rows, key=lambda r: (r["net"], number(r["batch"]), number(r["gpus"]), r.get("variant", "")))
     if not rows or all(math.isnan(number(r["total_ms_mean"])) for r in rows):
         leave_out(out, "phases.png", "no phase timings were recorded")
         return
-    unit, si = pick_unit("s", [number(r["total_ms_mean"]) * 1e-3 for r in rows])
-    scale = 1e-3 / si  # the table's ms -> the picked unit
+    nets = {}
+    for r in rows:
+        nets.setdefault(r["net"], []).append(r)
     ns = [runs_of(r) for r in rows]
-    fig, ax = plt.subplots(figsize=(max(0.7 * len(rows) + 3, 7), 5))
-    x = np.arange(len(rows))
-    bottom = np.zeros(len(rows))
-    for i, (part, name) in enumerate(PHASES):
-        v = np.nan_to_num([number(r.get(part + "_ms_mean", "")) * scale for r in rows])
-        ax.bar(x, v, bottom=bottom, label=name, color=f"C{i}", width=0.7)
-        bottom += v
-    total = [number(r["total_ms_mean"]) * scale for r in rows]
-    ax.plot(x, total, "k_", markersize=16, markeredgewidth=2, label="total (measured)")
-    ax.set_xticks(x, [f"{r['net']} {label(r, len(set(ns)) > 1)}" for r in rows], rotation=45, ha="right", fontsize=7)
-    ax.set_xlabel(f"network batch-{DEVICES}")
-    ax.set_ylabel(f"{unit} per batch")
-    ax.set_title("Parts of the full training step (slowest rank; they add up to the measured total)\n"
+    show_n = len(set(ns)) > 1
+    widths = [max(3.5, 0.55 * len(rs) + 1.5) for rs in nets.values()]
+    fig, axes = plt.subplots(1, len(nets), figsize=(max(sum(widths) + 1.5, 7), 4.6), squeeze=False,
+                             gridspec_kw={"width_ratios": widths})
+    for ax, (net, rs) in zip(axes[0], nets.items()):
+        unit, si = pick_unit("s", [number(r["total_ms_mean"]) * 1e-3 for r in rs])
+        scale = 1e-3 / si  # the table's ms -> this subplot's unit
+        x = np.arange(len(rs))
+        bottom = np.zeros(len(rs))
+        for i, (part, name) in enumerate(PHASES):
+            v = np.nan_to_num([number(r.get(part + "_ms_mean", "")) * scale for r in rs])
+            ax.bar(x, v, bottom=bottom, label=name, color=f"C{i}", width=0.7)
+            bottom += v
+        ax.plot(x, [number(r["total_ms_mean"]) * scale for r in rs], "k_", markersize=16, markeredgewidth=2,
+                label="total (measured)")
+        ax.set_xticks(x, [label(r, show_n) for r in rs], rotation=45, ha="right", fontsize=8)
+        ax.set_title(net)
+        ax.set_xlabel(f"batch-{DEVICES}")
+        ax.set_ylabel(f"{unit} per batch")
+        ax.set_ylim(bottom=0)
+    handles, names = axes[0][0].get_legend_handles_labels()
+    fig.suptitle("Parts of the full training step (slowest rank; they add up to the measured total)\n"
                  + (f"(means of n = {ns[0]} run{'s' if ns[0] != 1 else ''} each)" if len(set(ns)) == 1
-                    else "(means of n runs per bar as labelled)"), fontsize=10)
-    # Outside the axes: a legend inside would cover the bars.
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+                    else "(means of n runs per bar as labelled)"), fontsize=11)
+    fig.tight_layout()
+    right = axes[0][-1].get_position().x1
+    # Top of the stack first, as the eye reads the bars; outside the axes so no bar is covered.
+    order = [names.index("total (measured)")] + [i for i in reversed(range(len(names))) if names[i] != "total (measured)"]
+    fig.legend([handles[i] for i in order], [names[i] for i in order], loc="center left",
+               bbox_to_anchor=(right + 0.005, 0.5), fontsize=8)
     save(fig, out, "phases.png")
 
 
@@ -292,7 +308,7 @@ def power_figure(h5_path, run_label, out):
             traces.append((k, int(g.attrs.get("rank", k)), g["t_s"][:], g["power_w"][:]))
     if not any(len(t) for _, _, t, _ in traces):
         leave_out(out, "power_trace.png",
-                  "no power samples in " + (run_label or "the run") + " (CPU run, or NVML unavailable)")
+                  "no power samples in " + (run_label or "the run") + ": a CPU run, or NVML unavailable")
         return
     if len(traces) <= 4:
         fig, ax = plt.subplots(figsize=(8, 4))

@@ -84,7 +84,7 @@ std::string md_escape(const std::string& s) {
 
 std::string render_markdown(const Table& table) {
   // Per column (or unit group), the unit that fits its largest mean: 98.85 ms, not 9.885e-05 ks.
-  std::map<std::string, double> largest;  // group (or "#<column>") -> largest |mean| in SI
+  std::map<std::string, double> largest, smallest;  // group (or "#<column>") -> largest, smallest |mean| in SI
   auto group_of = [&](size_t c) {
     // append(), not "#" + std::string: GCC 12's false -Wrestrict again.
     return table.columns[c].unit_group.empty() ? std::string("#").append(std::to_string(c))
@@ -94,24 +94,44 @@ std::string render_markdown(const Table& table) {
     const Column& col = table.columns[c];
     if (col.quantity == Quantity::None) continue;
     double& m = largest[group_of(c)];
+    double& low = smallest.try_emplace(group_of(c), 0.0).first->second;
     for (const auto& row : table.rows)
-      if (!row[c].value.null() && std::isfinite(row[c].value.mean))
-        m = std::max(m, std::abs(row[c].value.mean) * col.si);
+      if (!row[c].value.null() && std::isfinite(row[c].value.mean) && row[c].value.mean != 0) {
+        const double v = std::abs(row[c].value.mean) * col.si;
+        m = std::max(m, v);
+        low = low == 0 ? v : std::min(low, v);
+      }
   }
   std::vector<std::pair<std::string, double>> unit(table.columns.size(), {"", 1});
   std::vector<double> factor(table.columns.size(), 1.0);  // cell value -> value in the picked unit
+  // A column spanning 1000× or more (a whole training of 0.2 s beside one of 1.7 ks) would print its
+  // small values as 0.0002 ks: each cell then carries its own unit, and the header none.
+  std::vector<bool> per_cell(table.columns.size(), false);
   for (size_t c = 0; c < table.columns.size(); ++c) {
     const Column& col = table.columns[c];
     if (col.quantity == Quantity::None) continue;
-    unit[c] = pick_unit(col.quantity, largest[group_of(c)]);
+    const double high = largest[group_of(c)], low = smallest[group_of(c)];
+    per_cell[c] = col.unit_group.empty() && low > 0 && high / low >= 1000;
+    unit[c] = pick_unit(col.quantity, high);
     factor[c] = col.si / unit[c].second;
   }
+  static const std::map<Quantity, std::string> words = {{Quantity::Seconds, "time"},
+                                                        {Quantity::Joules, "energy"},
+                                                        {Quantity::Watts, "power"},
+                                                        {Quantity::JouleSeconds, "EDP"}};
   std::string out;
   out += "|";
   // append(), not " " + std::string: GCC 12 warns falsely (-Wrestrict, bug 105329) on the latter.
   for (size_t c = 0; c < table.columns.size(); ++c) {
     std::string header = table.columns[c].header;
-    if (const size_t at = header.find("{unit}"); at != std::string::npos) header.replace(at, 6, unit[c].first);
+    if (per_cell[c]) {
+      // "whole training ({unit})" -> "whole training"; "{unit}/batch" -> "time/batch"
+      if (const size_t at = header.find(" ({unit})"); at != std::string::npos) header.erase(at, 9);
+      if (const size_t at = header.find("{unit}"); at != std::string::npos)
+        header.replace(at, 6, words.at(table.columns[c].quantity));
+    } else if (const size_t at = header.find("{unit}"); at != std::string::npos) {
+      header.replace(at, 6, unit[c].first);
+    }
     out.append(" ").append(md_escape(header)).append(" |");
   }
   out += "\n|";
@@ -123,9 +143,17 @@ std::string render_markdown(const Table& table) {
       const Column& col = table.columns[c];
       const std::string text = col.flag ? (row[c].text == "1" ? "★" : "") : md_escape(row[c].text);
       Stat v = row[c].value;
-      v.mean *= factor[c];
-      v.std *= factor[c];
-      out.append(" ").append(col.stat ? format_stat(v) : text).append(" |");
+      std::string suffix;
+      if (per_cell[c] && !v.null() && std::isfinite(v.mean)) {
+        const auto u = pick_unit(col.quantity, std::abs(v.mean) * col.si);
+        v.mean *= col.si / u.second;
+        v.std *= col.si / u.second;
+        suffix = std::string(" ").append(u.first);
+      } else {
+        v.mean *= factor[c];
+        v.std *= factor[c];
+      }
+      out.append(" ").append(col.stat ? format_stat(v) + (v.null() ? "" : suffix) : text).append(" |");
     }
     out += "\n";
   }

@@ -36,7 +36,7 @@ RunResults gpu_run(RunResults r) {
   r.summary["device"] = std::string("gpu");
   std::string names;
   for (int k = 0; k < static_cast<int>(std::get<double>(r.summary.at("world_size"))); ++k)
-    names += (k ? "," : "") + std::string("NVIDIA H100");
+    names.append(k ? "," : "").append("NVIDIA H100");
   r.summary["gpu_names"] = names;
   return r;
 }
@@ -164,6 +164,18 @@ TEST(ReportUnits, EachColumnPicksTheUnitThatFitsItsValues) {
   EXPECT_NE(time.find("| 2.000 |"), std::string::npos) << time;
   // The CSV keeps its fixed units.
   EXPECT_DOUBLE_EQ(std::stod(read_csv(dir.file("report/whole.csv"))[0].at("whole_ks_mean")), 0.09885e-3);
+}
+
+// One network's whole training takes 0.2 s, another's 1.7 ks: each cell carries its own unit.
+TEST(ReportUnits, AColumnSpanningThousandfoldGivesEachCellItsUnit) {
+  TempDir dir;
+  write_run(dir.str(), synthetic_run("small", 64, 1, 0, {{"whole_training_seconds", 0.2}}));
+  write_run(dir.str(), synthetic_run("large", 64, 1, 0, {{"whole_training_seconds", 1721.0}}));
+  report_without_plots(dir.str());
+  const std::string time = slurp(dir.file("report/time.md"));
+  EXPECT_NE(time.find("| whole training |"), std::string::npos) << time;
+  EXPECT_NE(time.find("| 200.0 ms |"), std::string::npos) << time;
+  EXPECT_NE(time.find("| 1.721 ks |"), std::string::npos) << time;
 }
 
 TEST(ReportAccuracy, SaysAfterHowManyEpochs) {
