@@ -157,6 +157,11 @@ class Backend {
   // ---- solver: Caffe's SGD: history = momentum * history + lr * (dw + weight_decay * w); w -= history.
   virtual void sgd_update(const Tensor& w, const Tensor& dw, const Tensor& history, float lr, float momentum,
                           float weight_decay) = 0;
+
+  // ---- divergence check: when flag (1, i32) is 0 and any element of x (f32) is NaN or +-inf,
+  // flag[0] = tag (> 0). Accumulates across calls: the first tag set stays. No host sync; the host
+  // reads the flag when it reads anything anyway.
+  virtual void flag_nonfinite(const Tensor& x, int32_t tag, const Tensor& flag) = 0;
 };
 
 // "cpu", "gpu", "gpu:N" (also "cuda:N"). Throws ConfigError for unknown specs and RuntimeError

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <thread>
 
@@ -112,8 +113,8 @@ TEST(CudaBackend, Tf32IsOffByDefaultAndTheParityToleranceWouldCatchIt) {
   ParityError fp32 = parity_error(to_host(gpu_backend(), c.gpu), ref);
   ParityError with_tf32 = parity_error(to_host(tf32, c_tf32), ref);
   EXPECT_LE(fp32.normalized, kTolDot) << "default backend: fp32 GEMM differs like TF32 would";
-  EXPECT_GT(with_tf32.normalized, kTolDot) << "allow_tf32 backend: expected TF32-sized errors, got "
-                                           << with_tf32.normalized;
+  EXPECT_GT(with_tf32.normalized, kTolDot)
+      << "allow_tf32 backend: expected TF32-sized errors, got " << with_tf32.normalized;
   if (parity_verbose())
     std::printf("[parity] gemm 512^3 normalized error: fp32 %.3e, TF32 allowed %.3e\n", fp32.normalized,
                 with_tf32.normalized);
@@ -144,7 +145,7 @@ TEST(CudaBackend, StepOpsNeverWaitForTheGpu) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
   auto& g = dynamic_cast<CudaBackend&>(gpu_backend());
   ConvParams cp{3, 3, 1, 1, 1, 1, 1, 1, 1};
-  PoolParams cudnn_pool{PoolMode::Max, 3, 3, 2, 2, 0, 0, true};  // 13 -> 6: cuDNN
+  PoolParams cudnn_pool{PoolMode::Max, 3, 3, 2, 2, 0, 0, true};    // 13 -> 6: cuDNN
   PoolParams own_pool{PoolMode::Average, 2, 2, 2, 2, 0, 0, true};  // 13 -> 7: own kernel
   BatchNormParams bn;
   LrnParams lrn;
@@ -236,6 +237,32 @@ TEST(CudaBackend, LabelOutOfRangeGivesNaN) {
   std::vector<float> d = to_host(g, dx);
   EXPECT_FALSE(std::isnan(d[0]));  // row 0 has a valid label
   EXPECT_TRUE(std::isnan(d[4]));   // row 1 does not
+}
+
+// The divergence flag: CUDA and CPU agree on clean data, a NaN, +inf and -inf anywhere (first
+// and last element, and past one block's grid stride), and the first tag set stays.
+TEST(CudaBackend, FlagNonfiniteMatchesTheCpuBackend) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  const int64_t n = 3 * 1024 * 1024 + 7;  // more elements than one pass of the grid
+  const float kInf = std::numeric_limits<float>::infinity();
+  const std::vector<std::pair<int64_t, float>> cases = {
+      {-1, 0.0f}, {0, NAN}, {n - 1, kInf}, {n / 2 + 1, -kInf}, {12345, NAN}};
+  for (const auto& [where, value] : cases) {
+    std::vector<float> host(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) host[static_cast<size_t>(i)] = std::sin(0.001f * static_cast<float>(i)) * 1e30f;
+    if (where >= 0) host[static_cast<size_t>(where)] = value;
+    int32_t flags[2] = {0, 0};
+    Backend* backends[2] = {&cpu_backend(), &gpu_backend()};
+    for (int b = 0; b < 2; ++b) {
+      Tensor x = backends[b]->alloc(Shape{n}), flag = backends[b]->alloc(Shape{1}, DType::I32);
+      backends[b]->upload(host.data(), x);
+      backends[b]->flag_nonfinite(x, 7, flag);
+      backends[b]->flag_nonfinite(x, 9, flag);  // a later step: the first tag stays
+      backends[b]->download(flag, &flags[b]);
+    }
+    EXPECT_EQ(flags[0], where >= 0 ? 7 : 0) << "cpu, bad element at " << where;
+    EXPECT_EQ(flags[1], flags[0]) << "cuda, bad element at " << where;
+  }
 }
 
 }  // namespace

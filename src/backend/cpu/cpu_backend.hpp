@@ -69,6 +69,7 @@ class CpuBackend final : public Backend {
   void copy_channels(const Tensor& src, int64_t src_c, const Tensor& dst, int64_t dst_c, int64_t channels) override;
   void sgd_update(const Tensor& w, const Tensor& dw, const Tensor& history, float lr, float momentum,
                   float weight_decay) override;
+  void flag_nonfinite(const Tensor& x, int32_t tag, const Tensor& flag) override;
 
  private:
   // im2col scratch, reused across calls: (C / groups * R * S, P * Q) for one sample and group.

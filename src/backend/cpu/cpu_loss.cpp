@@ -137,4 +137,17 @@ void CpuBackend::sgd_update(const Tensor& w, const Tensor& dw, const Tensor& his
   }
 }
 
+void CpuBackend::flag_nonfinite(const Tensor& x, int32_t tag, const Tensor& flag) {
+  check_f32("flag_nonfinite", x, "x");
+  check_i32("flag_nonfinite", flag, "flag");
+  CNNSCALE_CHECK(flag.numel() == 1 && tag > 0, "flag_nonfinite: flag of {} elements, tag {}", flag.numel(), tag);
+  if (flag.i32()[0] != 0) return;
+  const float* p = x.f32();
+  for (int64_t i = 0, n = x.numel(); i < n; ++i)
+    if (!std::isfinite(p[i])) {
+      flag.i32()[0] = tag;
+      return;
+    }
+}
+
 }  // namespace cnnscale

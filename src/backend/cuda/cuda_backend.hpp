@@ -120,6 +120,7 @@ class CudaBackend final : public Backend {
 
   void sgd_update(const Tensor& w, const Tensor& dw, const Tensor& history, float lr, float momentum,
                   float weight_decay) override;
+  void flag_nonfinite(const Tensor& x, int32_t tag, const Tensor& flag) override;
 
   // ---- for multi-GPU code, benchmarks and tests (not part of the Backend interface) -----------
   cudaStream_t stream() const;

@@ -25,8 +25,8 @@ void CudaBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
   int ldb = static_cast<int>(std::max<int64_t>(1, trans_b ? k : n));
   int ldc = static_cast<int>(n);
   CUBLAS_CHECK(cublasSgemm(cublas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-                           static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b, ldb, a, lda,
-                           &beta, c, ldc));
+                           static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b, ldb, a, lda, &beta,
+                           c, ldc));
 }
 
 void CudaBackend::axpby(float alpha, const Tensor& x, float beta, const Tensor& y) {
@@ -75,6 +75,15 @@ void CudaBackend::sgd_update(const Tensor& w, const Tensor& dw, const Tensor& hi
   cuda::expect_numel("sgd_update", "history", history, w.numel());
   activate();
   cuda::launch_sgd_update(w.numel(), w.f32(), dw.f32(), history.f32(), lr, momentum, weight_decay, stream());
+}
+
+void CudaBackend::flag_nonfinite(const Tensor& x, int32_t tag, const Tensor& flag) {
+  cuda::expect_f32("flag_nonfinite", "x", x, device_);
+  cuda::expect_i32("flag_nonfinite", "flag", flag, device_);
+  cuda::expect_numel("flag_nonfinite", "flag", flag, 1);
+  CNNSCALE_CHECK(tag > 0, "flag_nonfinite: tag {} must be > 0", tag);
+  activate();
+  cuda::launch_flag_nonfinite(x.numel(), x.f32(), tag, flag.i32(), stream());
 }
 
 }  // namespace cnnscale

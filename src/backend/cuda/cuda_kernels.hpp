@@ -19,6 +19,8 @@ void launch_dropout(int64_t n, float ratio, float scale, uint64_t seed, uint64_t
 // Caffe SGD: history = momentum * history + lr * (dw + weight_decay * w); w -= history.
 void launch_sgd_update(int64_t n, float* w, const float* dw, float* history, float lr, float momentum,
                        float weight_decay, cudaStream_t stream);
+// flag[0] = tag if flag[0] == 0 and any x[i] is NaN or +-inf (first tag wins).
+void launch_flag_nonfinite(int64_t n, const float* x, int32_t tag, int32_t* flag, cudaStream_t stream);
 // loss[0] = -1/N sum_n log(max(prob[n, label[n]], FLT_MIN)); NaN if any label is outside [0, C).
 void launch_cross_entropy_loss(const float* prob, const int32_t* labels, int64_t n, int64_t c, float* loss,
                                cudaStream_t stream);
