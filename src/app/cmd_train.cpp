@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -15,6 +16,7 @@
 #include "app/train_progress.hpp"
 #include "app/train_results.hpp"
 #include "backend/backend.hpp"
+#include "core/stop_signal.hpp"
 #include "data/fashion_mnist.hpp"
 #include "data/synthetic_dataset.hpp"
 #include "dist/mpi_env.hpp"
@@ -40,6 +42,8 @@ struct TrainArgs {
   int64_t classes = 0;
   int pool_batches = 8;
   TrainOptions options;
+  // -1: not given (then one epoch); given values must be >= 1.
+  int64_t epochs = -1, iterations = -1;
   SolverConfig solver;
   std::string lr_policy = "fixed";
   bool json = false;
@@ -65,8 +69,11 @@ void run_train(TrainArgs& a) {
   a.solver.policy = parse_lr_policy(a.lr_policy);
   a.solver.validate(
       [](const std::string& key, const std::string& message) { throw_config("{}: {}", flag_for(key), message); });
+  if (a.epochs != -1 && a.epochs < 1) throw_config("--epochs must be >= 1, got {}", a.epochs);
+  if (a.iterations != -1 && a.iterations < 1) throw_config("--iterations must be >= 1, got {}", a.iterations);
+  a.options.epochs = a.epochs > 0 ? a.epochs : 0;
+  a.options.iterations = a.iterations > 0 ? a.iterations : 0;
   if (a.options.epochs == 0 && a.options.iterations == 0) a.options.epochs = 1;
-  if (a.options.epochs < 0 || a.options.iterations < 0) throw_config("--epochs/--iterations must be > 0");
   const bool synthetic = a.data == "synthetic";
   if (!synthetic && (!a.input_shape.empty() || a.classes > 0))
     throw_config("--input-shape/--classes apply to synthetic data only ({} samples are 1x28x28, 10 classes)", a.data);
@@ -79,6 +86,15 @@ void run_train(TrainArgs& a) {
     throw_config("--resume {}: no such checkpoint file", a.options.resume);
   validate_measure_args(a.measure);
   apply_measure_args(a.measure, a.options);
+  // Where the run will write, checked now rather than after hours of training. Only rank 0
+  // writes results and checkpoints.
+  if (const MpiEnv* env = MpiEnv::current(); !env || env->rank() == 0) {
+    if (!a.measure.no_results) check_writable_dir("--results", a.measure.results_root);
+    if (!a.options.checkpoint_dir.empty()) check_writable_dir("--checkpoint-dir", a.options.checkpoint_dir);
+  }
+  // Fault injection for the divergence tests (documented in tests/, not a user option).
+  if (const char* v = std::getenv("CNNSCALE_INJECT_NONFINITE_AT"); v && *v)
+    a.options.inject_nonfinite_at = std::strtoll(v, nullptr, 10);
   // The global batch and each rank's share (a single process: the batch itself).
   ParallelRun par(a.parallel, a.device, a.options.batch);
   a.options.batch = par.global_batch();
@@ -127,6 +143,11 @@ void run_train(TrainArgs& a) {
     run_config["input_shape"] = spec.input_shape();
     run_config["classes"] = spec.classes();
   }
+  // Chosen now and stored in the checkpoints, so that a resumed run (after a requeue) writes its
+  // results under the same id (not compared on resume).
+  const std::string run_id =
+      a.measure.run_id.empty() ? make_run_id(run_config.dump() + spec.resolved_yaml()) : a.measure.run_id;
+  run_config["run_id"] = run_id;
   a.options.run_config = run_config.dump();
   a.options.network_yaml = spec.resolved_yaml();
 
@@ -166,6 +187,8 @@ void run_train(TrainArgs& a) {
     cb.on_message = [&](const std::string& m) { progress.message(m); };
     cb.on_checkpoint = [&](const std::string& path, int64_t) { last_checkpoint = path; };
   }
+  // SIGTERM/SIGUSR1/SIGINT from here on stop at a step boundary with a checkpoint (kExitRequeue).
+  install_stop_signals();
   par.write_pid_file();
   energy->start_sampling();
   TrainResult r = trainer.run(cb);
@@ -175,18 +198,25 @@ void run_train(TrainArgs& a) {
   const JobTiming job = par.job_timing(r);
   const std::vector<nlohmann::json> reports = gather_rank_reports(
       make_rank_report(par.rank(), mpi ? mpi->host() : "", backend.device(), *energy, r, trainer.local_batch()));
+  if (r.interrupted) requested_exit_code() = kExitRequeue;
   if (!rank0) return;
 
   RunDescription run;
   run.experiment = a.measure.experiment;
-  run.config_text = "# cnnscale train: the run's resolved options and network\nrun: " + run_config.dump() +
-                    "\nnetwork: |\n";
+  run.config_text =
+      "# cnnscale train: the run's resolved options and network\nrun: " + run_config.dump() + "\nnetwork: |\n";
   for (size_t pos = 0, next; pos < a.options.network_yaml.size(); pos = next + 1) {
     next = a.options.network_yaml.find('\n', pos);
     if (next == std::string::npos) next = a.options.network_yaml.size();
     run.config_text += "  " + a.options.network_yaml.substr(pos, next - pos) + "\n";
   }
-  run.run_id = a.measure.run_id.empty() ? make_run_id(run.config_text) : a.measure.run_id;
+  run.run_id = run_id;
+  // A resumed run keeps the results folder of the run it continues (an interrupted one is replaced).
+  if (a.measure.run_id.empty() && !trainer.resumed_run_config().empty()) {
+    const auto saved = nlohmann::json::parse(trainer.resumed_run_config(), nullptr, false);
+    if (saved.is_object() && saved.contains("run_id") && saved["run_id"].is_string())
+      run.run_id = saved["run_id"].get<std::string>();
+  }
   run.net = spec.name();
   run.data = train->name();
   run.device_kind = backend.device().is_cpu() ? "cpu" : "gpu";
@@ -212,8 +242,8 @@ void run_train(TrainArgs& a) {
     run.nccl_version = nccl_version_string();
   }
 #endif
-  const RunResults results =
-      assemble_run_results(run, r, reports, a.measure.whole_epochs, a.measure.whole_samples);
+  RunResults results = assemble_run_results(run, r, reports, a.measure.whole_epochs, a.measure.whole_samples);
+  if (r.interrupted) results.status = std::string(kRunInterrupted);
   std::string results_path;
   if (!a.measure.no_results) {
     ResultsWriteOptions wo;
@@ -241,7 +271,14 @@ void run_train(TrainArgs& a) {
     std::fprintf(stderr, "energy: null (%s)\n",
                  r.window ? (run.device_kind == "gpu" ? r.window->gpu_method : r.window->cpu_method).c_str()
                           : "no steady window");
-  if (!results_path.empty()) std::fprintf(stderr, "results: %s\n", results_path.c_str());
+  if (!results_path.empty())
+    std::fprintf(stderr, "results: %s%s\n", results_path.c_str(), r.interrupted ? " (status: interrupted)" : "");
+  if (r.interrupted)
+    std::fprintf(stderr, "interrupted at iteration %lld of %lld: %s; exit code %d (requeue)\n",
+                 static_cast<long long>(r.iterations), static_cast<long long>(trainer.total_iterations()),
+                 last_checkpoint.empty() ? "no checkpoint (no --checkpoint-dir)"
+                                         : ("continue with --resume auto from " + last_checkpoint).c_str(),
+                 kExitRequeue);
 
   if (a.json) {
     nlohmann::json j = {{"net", spec.name()},
@@ -293,8 +330,8 @@ void register_train(CLI::App& app) {
   cmd->add_option("--train-samples", a.train_samples,
                   "Use only the first N training samples (synthetic: samples per epoch, default max(1024, batch))");
   cmd->add_option("--test-samples", a.test_samples, "Use only the first N test samples (0: no test)");
-  auto* epochs = cmd->add_option("--epochs", a.options.epochs, "Epochs to train (default 1)");
-  auto* iterations = cmd->add_option("--iterations", a.options.iterations, "Iterations to train");
+  auto* epochs = cmd->add_option("--epochs", a.epochs, "Epochs to train (default 1)");
+  auto* iterations = cmd->add_option("--iterations", a.iterations, "Iterations to train");
   epochs->excludes(iterations);
   cmd->add_option("--batch", a.options.batch,
                   "Batch size: the global batch, split across MPI ranks (see --batch-per-rank)")

@@ -1,6 +1,7 @@
 // Subcommands of the cnnscale executable. Each lives in its own cmd_<name>.cpp and adds itself to
 // the CLI11 app; its callback throws cnnscale::Error on failure and main() maps that to the exit
-// code (0 ok, 1 runtime failure, 2 usage/config error, 3 a peer rank failed).
+// code (0 ok, 1 runtime failure, 2 usage/config error, 3 a peer rank failed; 75: train stopped by a
+// signal after saving its state, see core/stop_signal.hpp).
 #pragma once
 #include <CLI/CLI.hpp>
 
@@ -12,5 +13,12 @@ void register_bench(CLI::App& app);
 void register_time(CLI::App& app);
 void register_sweep(CLI::App& app);
 void register_report(CLI::App& app);
+
+// A non-error exit code a command asks main() to return after a clean shutdown (MPI finalised on
+// every rank): train's kExitRequeue after a stop signal. 0 unless set.
+inline int& requested_exit_code() {
+  static int code = 0;
+  return code;
+}
 
 }  // namespace cnnscale::app

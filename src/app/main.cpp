@@ -73,5 +73,5 @@ int main(int argc, char** argv) {
     print_error(e.what());
     return fail(1);
   }
-  return 0;
+  return cnnscale::app::requested_exit_code();
 }

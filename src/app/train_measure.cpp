@@ -1,7 +1,10 @@
 // `cnnscale train`'s measurement flags, each rank's energy monitor, and the gathering of every
 // rank's report (solver/run_report.hpp) to rank 0.
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <regex>
 
 #include "app/train_results.hpp"
@@ -62,9 +65,31 @@ void validate_measure_args(const MeasureArgs& a) {
     if (!std::regex_match(tag, tag_re)) throw_config("--tag '{}': expected KEY=VALUE", tag);
   if (!a.no_results && !a.run_id.empty()) {
     const auto folder = std::filesystem::path(a.results_root) / a.experiment / a.run_id;
-    if (std::filesystem::exists(folder))
+    // An interrupted run's folder is the one the resumed run replaces (results_writer.hpp).
+    if (std::filesystem::exists(folder) && results_status(folder.string()) != kRunInterrupted)
       throw_config("--run-id {}: {} already exists (a finished run is never overwritten)", a.run_id, folder.string());
   }
+}
+
+void check_writable_dir(const std::string& flag, const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) throw_config("{} {}: is not a directory", flag, dir);
+  fs::create_directories(dir, ec);
+  if (ec) throw_config("{} {}: cannot create: {}", flag, dir, ec.message());
+  // A probe file, as the real writes will do it: permissions alone do not tell (root, ACLs,
+  // read-only mounts, full disks with reserved blocks).
+  const fs::path probe = fs::path(dir) / fmt::format(".cnnscale-write-test.{}", ::getpid());
+  {
+    std::ofstream out(probe);
+    out << "probe\n";
+    out.flush();
+    if (!out) {
+      fs::remove(probe, ec);
+      throw_config("{} {}: not writable", flag, dir);
+    }
+  }
+  fs::remove(probe, ec);
 }
 
 void apply_measure_args(const MeasureArgs& a, TrainOptions& o) {

@@ -34,6 +34,9 @@ struct MeasureArgs {
 void add_measure_options(CLI::App& cmd, MeasureArgs& args);
 // ConfigError (exit 2) for a bad mode, rate, tag, name, or a run folder that already exists.
 void validate_measure_args(const MeasureArgs& args);
+// ConfigError naming `flag` and `dir` unless `dir` is (or can be created as) a directory in which a
+// file can be written: checked before training so that no run is lost at its end.
+void check_writable_dir(const std::string& flag, const std::string& dir);
 void apply_measure_args(const MeasureArgs& args, TrainOptions& options);
 
 // This rank's energy monitor: NVML for its GPU (by UUID; one warning and null energy when NVML or

@@ -6,8 +6,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 
 #include "core/log.hpp"
+#include "core/stop_signal.hpp"
+#include "dist/stop_vote.hpp"
 #include "dist/watchdog.hpp"
 #include "measure/energy_window.hpp"
 // Declarations only (no CUDA header): without CUDA, device_comm_ stays null and nothing is called.
@@ -96,6 +99,7 @@ Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Da
   total_iterations_ = options_.iterations > 0 ? options_.iterations : options_.epochs * iterations_per_epoch_;
 
   net_ = std::make_unique<Net>(spec, backend_, local_batch_, options_.seed);
+  nonfinite_ = backend_.alloc(Shape{1}, DType::I32);
 #if CNNSCALE_HAVE_CUDA
   device_comm_ = dynamic_cast<DeviceCommunicator*>(dp.comm);
 #endif
@@ -175,6 +179,19 @@ void Trainer::feed(int64_t iteration, double& wait_seconds) {
     loader_->release(b.slot);  // the CPU copy is complete when upload returns
 }
 
+void Trainer::check_finite() {
+  int32_t first = 0;
+  {
+    BlockingOp mark("divergence flag download");
+    backend_.download(nonfinite_, &first);
+  }
+  if (first != 0)
+    throw_runtime(
+        "training diverged: non-finite loss or gradient at iteration {} (nothing was saved from it; the newest "
+        "checkpoint, if any, is from before; try a lower --lr)",
+        first);
+}
+
 void Trainer::host_sync(const char* operation) {
   BlockingOp mark(operation);
   backend_.synchronize();
@@ -203,8 +220,7 @@ void Trainer::exchange_gradients_backward(int64_t iteration) {
     busy += seconds_since(t0);
   };
   timed([&] { buckets_->begin_backward(); });
-  net_->backward(static_cast<uint64_t>(iteration),
-                 [&](size_t layer) { timed([&] { buckets_->layer_done(layer); }); });
+  net_->backward(static_cast<uint64_t>(iteration), [&](size_t layer) { timed([&] { buckets_->layer_done(layer); }); });
   timed([&] { buckets_->end_backward(); });
   timer.mark(StepPhase::Backward);
   timed([&] { options_.parallel.comm->wait(); });
@@ -234,6 +250,17 @@ void Trainer::step(int64_t t, int64_t solver_iteration, bool warmup, double& wai
     net_->backward(static_cast<uint64_t>(t));
     timer.mark(StepPhase::Backward);
   }
+  // Divergence check on the device, before the update: every (reduced) gradient, one kernel over
+  // the flat gradient buffer. The loss needs no check of its own: it is finite by construction
+  // (log of max(p, FLT_MIN)) unless a probability is NaN, and then that row's dx = p - onehot and
+  // with it the gradients are NaN too. Nothing waits for the flag; check_finite() reads it at the
+  // next host read. With loss scaling (fp16) this is where an overflowing step would be skipped.
+  const int32_t tag = static_cast<int32_t>(std::min<int64_t>(t + 1, std::numeric_limits<int32_t>::max()));
+  if (options_.inject_nonfinite_at == t + 1) {
+    backend_.fill(net_->loss(), std::numeric_limits<float>::quiet_NaN());
+    backend_.fill(net_->flat_grads(), std::numeric_limits<float>::quiet_NaN());
+  }
+  backend_.flag_nonfinite(net_->flat_grads(), tag, nonfinite_);
   solver_->step(solver_iteration);
   timer.mark(StepPhase::Update);
   timer.end();
@@ -310,7 +337,8 @@ void Trainer::run_phase_loops(TrainResult& result) {
     for (int i = 0; i < 3; ++i) one(k);
     host_sync("host sync (phase loop calibration)");
     const double per = std::max(seconds_since(t0) / 3, 1e-6);
-    count[k] = agree_max(std::max<int64_t>(3, static_cast<int64_t>(std::ceil(1.2 * options_.phase_window_seconds / per))));
+    count[k] =
+        agree_max(std::max<int64_t>(3, static_cast<int64_t>(std::ceil(1.2 * options_.phase_window_seconds / per))));
   }
   for (int r = 0; r < options_.phase_repeats; ++r) {
     for (int k = 0; k < 3; ++k) {
@@ -451,6 +479,9 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
   if (device_comm_) device_comm_->take_busy_ms();  // forget brackets from before this run
   Tensor epoch_loss_sum = backend_.alloc(Shape{1});
   int64_t epoch_loss_count = 0;
+  StopVote stop_vote;   // collective: every rank constructs it here
+  int64_t end = total;  // where training stops: total, or the boundary agreed after a stop signal
+  int64_t last_checkpoint = -1;
   for (int64_t t = start; t < total; ++t) {
     step(t, t, t - start < warmup, result.data_wait_seconds);
     // Weighted by this rank's share, the job-wide sum at display time is the global-batch mean.
@@ -470,6 +501,7 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
     if (done % options_.display == 0 || done == total) {
       // Waits for the step: every upload has completed.
       const float host_sum = read_scalar(loss_sum, "loss download");
+      check_finite();
       if (loader_) release_uploaded();
       resolve_phases();
       const double mean = host_sum / static_cast<double>(loss_count);
@@ -511,6 +543,7 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
       Clock::time_point pause_start = Clock::now();
       if (want_test || want_checkpoint) {
         host_sync("host sync");
+        check_finite();  // never a checkpoint (or a test result) from a diverged state
         stop_timing();
         if (loader_) release_uploaded();
         pause_start = Clock::now();
@@ -528,11 +561,52 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
       }
       if (want_checkpoint) {
         std::string path = save_checkpoint(done);
+        last_checkpoint = done;
         if (cb.on_checkpoint) cb.on_checkpoint(path, done);
       }
       if (was_timing && !timing) start_timing();
       display_paused += seconds_since(pause_start);
     }
+
+    // A stop signal: every rank stops at the boundary the vote agrees on, with a checkpoint.
+    if (done < total && stop_vote.exchange(stop_signal() != 0)) {
+      end = done;
+      result.interrupted = true;
+      result.stop_signal = stop_signal();
+      host_sync("host sync");
+      check_finite();
+      stop_timing();
+      Tensor last = backend_.alloc(Shape{1});
+      backend_.axpby(loss_share_, net_->loss(), 1.0f, last);
+      result.final_loss = read_scalar(last, "loss download");
+      if (!options_.checkpoint_dir.empty() && rank0 && last_checkpoint != done) {
+        std::string path = save_checkpoint(done);
+        if (cb.on_checkpoint) cb.on_checkpoint(path, done);
+      }
+      if (cb.on_message)
+        cb.on_message(fmt::format(
+            "stopped by {} at iteration {} of {}{}",
+            result.stop_signal ? stop_signal_name(result.stop_signal) : "a signal on another rank", done, total,
+            options_.checkpoint_dir.empty() ? " (no --checkpoint-dir: nothing to resume from)" : ""));
+      break;
+    }
+  }
+  stop_vote.finish();
+  if (result.interrupted) {
+    // No extension window, phase loops or final test: a pre-empted job has little time left.
+    if (energy && energy->open()) result.window = energy->end(result.timed_iterations);
+    if (loader_) release_uploaded();
+    resolve_phases();
+    result.phases = timer.timeline();
+    result.phase_summary = timer.summary();
+    result.test = last_test;
+    result.iterations = end;
+    result.epochs = static_cast<double>(end) / iterations_per_epoch_;
+    result.final_lr = solver_->lr(std::max<int64_t>(end - 1, 0));
+    if (result.timed_seconds > 0)
+      result.samples_per_s = result.timed_iterations * options_.batch / result.timed_seconds;
+    result.seconds = seconds_since(t_start);
+    return result;
   }
   // Collective decision: on CPU ranks only one per host reads RAPL, yet the extension steps
   // contain collectives that every rank must join.
@@ -541,6 +615,7 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
     result.timed_iterations += result.extension_iterations;
   }
   host_sync("host sync");
+  check_finite();
   stop_timing();
   if (energy && energy->open()) result.window = energy->end(result.timed_iterations);
   if (loader_) release_uploaded();

@@ -61,6 +61,9 @@ struct TrainOptions {
   double min_window_seconds = 3.0;    // NVML's counter moves every ~100 ms: a few seconds
   double phase_window_seconds = 1.0;  // each phase-isolated loop
   int phase_repeats = 3;
+  // Fault injection for the tests of the divergence check (CNNSCALE_INJECT_NONFINITE_AT in train):
+  // iteration N (1-based) gets a NaN loss and NaN gradients. 0: never.
+  int64_t inject_nonfinite_at = 0;
 };
 
 struct EvalResult {
@@ -126,6 +129,11 @@ struct TrainResult {
   std::optional<measure::EnergyReading> window;
   int64_t extension_iterations = 0;
   std::vector<PhaseLoopRecord> phase_loops;
+  // Stopped early by a stop signal (core/stop_signal.hpp) at a step boundary agreed by every rank:
+  // `iterations` is where it stopped, a checkpoint of that point was written (with a checkpoint
+  // directory), and no extension window, phase loops or final test were run.
+  bool interrupted = false;
+  int stop_signal = 0;  // the signal this rank received (0: another rank's signal stopped the job)
 };
 
 class DeviceCommunicator;
@@ -146,6 +154,9 @@ class Trainer {
   int64_t total_iterations() const { return total_iterations_; }
   int64_t local_batch() const { return local_batch_; }               // this rank's samples per iteration
   const GradientBuckets* buckets() const { return buckets_.get(); }  // null in a single process
+  // The run configuration (TrainOptions::run_config) stored in the checkpoint run() resumed from;
+  // empty when it did not resume.
+  const std::string& resumed_run_config() const { return resumed_run_config_; }
 
  private:
   void feed(int64_t iteration, double& wait_seconds);  // marks data and h2d on phase_timer_
@@ -165,6 +176,9 @@ class Trainer {
   int64_t resume_from_checkpoint(const TrainCallbacks& callbacks, std::string& path);
   void check_compatible(const std::string& file, const std::string& saved_config) const;
   std::string save_checkpoint(int64_t done);
+  // Reads the device-side divergence flag (set by flag_nonfinite in every step); throws
+  // RuntimeError naming the first non-finite iteration. Call where the host synchronises anyway.
+  void check_finite();
 
   Backend& backend_;
   std::shared_ptr<const Dataset> train_, test_;
@@ -179,6 +193,8 @@ class Trainer {
   float loss_share_ = 1.0f;                    // local_batch_ / batch: weight of this rank's loss
   std::unique_ptr<GradientBuckets> buckets_;
   std::string scores_blob_;  // input of the loss layer: class scores for top-k accuracy
+  std::string resumed_run_config_;
+  Tensor nonfinite_;  // (1) i32: 0, or the first iteration (1-based) with a non-finite loss/gradient
   std::unique_ptr<PhaseTimer> phase_timer_;  // the current run()'s
   // The job's communicator when it times its own stream (NCCL): comm_busy comes from it; null on CPU
   // (comm_busy is then the host time spent in MPI calls and waits).

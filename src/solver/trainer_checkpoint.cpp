@@ -1,8 +1,10 @@
 // Trainer, checkpoint side: run options that must match on resume, restoring from a checkpoint
 // (every rank reads it; data parallel ranks check they all resumed at the same iteration), and
 // writing one (rank 0 only: the weights are identical on every rank).
+#include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "core/log.hpp"
 #include "solver/checkpoint.hpp"
 #include "solver/trainer.hpp"
 
@@ -33,19 +35,36 @@ void Trainer::check_compatible(const std::string& file, const std::string& saved
 
 int64_t Trainer::resume_from_checkpoint(const TrainCallbacks& callbacks, std::string& path) {
   if (options_.resume.empty()) return 0;
+  CheckpointContents c;
   if (options_.resume == "auto") {
-    auto latest = CheckpointDir(options_.checkpoint_dir).latest();
-    if (!latest) {
+    // Newest first; one that cannot be read (a truncated file, a disk error) is skipped with a
+    // warning for the next older one. Every rank sees the same files, so all choose the same.
+    const std::vector<std::string> all = CheckpointDir(options_.checkpoint_dir).list();
+    if (all.empty()) {
       if (callbacks.on_message)
         callbacks.on_message(fmt::format("no checkpoint in {}: starting from iteration 0", options_.checkpoint_dir));
       return 0;
     }
-    path = *latest;
+    std::string reasons;
+    for (auto it = all.rbegin(); it != all.rend() && path.empty(); ++it) {
+      try {
+        c = read_checkpoint(*it);
+        path = *it;
+      } catch (const Error& e) {
+        if (options_.parallel.rank == 0) log::warn("--resume auto: skipping unreadable checkpoint: {}", e.what());
+        reasons += fmt::format("{}{}", reasons.empty() ? "" : "; ", e.what());
+      }
+    }
+    // Starting over silently would throw away the run's progress: stop and say why.
+    if (path.empty())
+      throw_runtime("--resume auto: none of the {} checkpoints in {} is readable ({})", all.size(),
+                    options_.checkpoint_dir, reasons);
   } else {
     path = options_.resume;
+    c = read_checkpoint(path);
   }
-  CheckpointContents c = read_checkpoint(path);
   check_compatible(path, c.meta.run_config);
+  resumed_run_config_ = c.meta.run_config;
   if (c.meta.iteration < 0 || c.meta.iteration > total_iterations_)
     throw_config("{}: checkpoint is at iteration {}, beyond this run's {} iterations", path, c.meta.iteration,
                  total_iterations_);
@@ -73,7 +92,16 @@ std::string Trainer::save_checkpoint(int64_t done) {
   }
   meta.run_config = options_.run_config;
   meta.network = options_.network_yaml;
-  return CheckpointDir(options_.checkpoint_dir).save(capture_checkpoint(*net_, *solver_, std::move(meta)));
+  CheckpointContents contents = capture_checkpoint(*net_, *solver_, std::move(meta));
+  // The device flag was read just before; this host-side look at what is about to be written is
+  // the last line of defence: the rotation must never drop a good checkpoint for a bad one.
+  for (const auto* arrays : {&contents.weights, &contents.history, &contents.state})
+    for (const CheckpointArray& a : *arrays)
+      for (float v : a.values)
+        if (!std::isfinite(v))
+          throw_runtime("training diverged: {} holds non-finite values at iteration {}; checkpoint not written", a.name,
+                        done);
+  return CheckpointDir(options_.checkpoint_dir).save(contents);
 }
 
 // Every rank reads the checkpoint itself (the directory must be shared); a rank that found

@@ -1,0 +1,20 @@
+// Graceful stop on SIGTERM, SIGUSR1 and SIGINT (Slurm's --signal, PBS pre-emption, Ctrl-C): the
+// first signal only records itself, and the training loop stops at the next step boundary,
+// writes a checkpoint and results marked interrupted, and exits with kExitRequeue. A second
+// signal ends the process at once (default action), for a user who does not want to wait.
+#pragma once
+
+namespace cnnscale {
+
+// Exit code of a run stopped by a signal after saving its state: EX_TEMPFAIL of sysexits.h
+// ("temporary failure; the user is invited to retry"). launch/slurm.sbatch requeues on it.
+inline constexpr int kExitRequeue = 75;
+
+// Installs the handlers (idempotent). Async-signal-safe: the handler stores the signal number.
+void install_stop_signals();
+// The first stop signal received since install (0: none).
+int stop_signal();
+// "SIGTERM", "SIGUSR1", "SIGINT" or "signal N".
+const char* stop_signal_name(int signo);
+
+}  // namespace cnnscale
