@@ -211,11 +211,16 @@ void run_train(TrainArgs& a) {
     run.config_text += "  " + a.options.network_yaml.substr(pos, next - pos) + "\n";
   }
   run.run_id = run_id;
-  // A resumed run keeps the results folder of the run it continues (an interrupted one is replaced).
+  // A run resumed after an interruption keeps the run id of the run it continues, and its results
+  // replace the interrupted folder. A finished run's folder is never replaced: a run that goes on
+  // past a finished one (more iterations) gets an id of its own.
   if (a.measure.run_id.empty() && !trainer.resumed_run_config().empty()) {
     const auto saved = nlohmann::json::parse(trainer.resumed_run_config(), nullptr, false);
-    if (saved.is_object() && saved.contains("run_id") && saved["run_id"].is_string())
-      run.run_id = saved["run_id"].get<std::string>();
+    if (saved.is_object() && saved.contains("run_id") && saved["run_id"].is_string()) {
+      const std::string id = saved["run_id"].get<std::string>();
+      const auto folder = std::filesystem::path(a.measure.results_root) / run.experiment / id;
+      if (!std::filesystem::exists(folder) || results_status(folder.string()) == kRunInterrupted) run.run_id = id;
+    }
   }
   run.net = spec.name();
   run.data = train->name();
