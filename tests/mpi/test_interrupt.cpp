@@ -171,7 +171,7 @@ void expect_interrupted_then_resumed(const testing::MpiResult& stopped, const Wo
   const nlohmann::json s = summary_of(run);
   EXPECT_EQ(s["status"], "interrupted");
   const auto stopped_at = nlohmann::json::parse(stopped.out)["iterations"].get<int64_t>();
-  EXPECT_GT(stopped_at, 10);
+  EXPECT_GE(stopped_at, 10);  // the signal may land while checkpoint 10 is written: stop right there
   EXPECT_LT(stopped_at, kIterations);
   EXPECT_EQ(CheckpointDir(w.dir(name + "_ckpt")).latest(), CheckpointDir(w.dir(name + "_ckpt")).path_for(stopped_at));
 
