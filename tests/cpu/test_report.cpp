@@ -21,18 +21,12 @@ namespace {
 namespace fs = std::filesystem;
 using testing::CsvRow;
 using testing::read_csv;
+using testing::report_without_plots;
 using testing::scaling_run;
 using testing::slurp;
 using testing::synthetic_run;
 using testing::TempDir;
 using testing::write_run;
-
-report::ReportOutcome report_without_plots(const std::string& root) {
-  report::ReportOptions o;
-  o.results_dir = root;
-  o.plots = false;
-  return report::write_report(o);
-}
 
 const CsvRow& row_of(const std::vector<CsvRow>& rows, const std::string& net, int gpus, int batch) {
   for (const CsvRow& r : rows)

@@ -17,6 +17,7 @@ namespace cnnscale {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::gpu_run;
 using testing::power_series;
 using testing::read_csv;
 using testing::run_cnnscale;
@@ -135,11 +136,7 @@ void write_scaling(const std::string& root, bool gpu, int repeats) {
       RunResults r = scaling_run("net_a", 64, n, rep);
       r.summary["time_forward_s"] = 0.001;
       r.summary["time_total_s"] = 0.002;
-      if (gpu) {
-        r.summary["device"] = std::string("gpu");
-        r.summary["gpu_names"] = std::string(n == 1 ? "NVIDIA H100" : "NVIDIA H100,NVIDIA H100");
-      }
-      write_run(root, r);
+      write_run(root, gpu ? gpu_run(r) : r);
     }
 }
 

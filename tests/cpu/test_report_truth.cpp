@@ -18,28 +18,15 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::CsvRow;
+using testing::gpu_run;
 using testing::read_csv;
+using testing::report_without_plots;
+using testing::reported_table_md;
 using testing::scaling_run;
 using testing::slurp;
 using testing::synthetic_run;
 using testing::TempDir;
 using testing::write_run;
-
-report::ReportOutcome report_without_plots(const std::string& root) {
-  report::ReportOptions o;
-  o.results_dir = root;
-  o.plots = false;
-  return report::write_report(o);
-}
-
-RunResults gpu_run(RunResults r) {
-  r.summary["device"] = std::string("gpu");
-  std::string names;
-  for (int k = 0; k < static_cast<int>(std::get<double>(r.summary.at("world_size"))); ++k)
-    names.append(k ? "," : "").append("NVIDIA H100");
-  r.summary["gpu_names"] = names;
-  return r;
-}
 
 TEST(ReportDevices, CpuRunsCountRanksInEveryTable) {
   TempDir dir;
@@ -171,8 +158,7 @@ TEST(ReportUnits, AColumnSpanningThousandfoldGivesEachCellItsUnit) {
   TempDir dir;
   write_run(dir.str(), synthetic_run("small", 64, 1, 0, {{"whole_training_seconds", 0.2}}));
   write_run(dir.str(), synthetic_run("large", 64, 1, 0, {{"whole_training_seconds", 1721.0}}));
-  report_without_plots(dir.str());
-  const std::string time = slurp(dir.file("report/time.md"));
+  const std::string time = reported_table_md(dir.str(), "time");
   EXPECT_NE(time.find("| whole training |"), std::string::npos) << time;
   EXPECT_NE(time.find("| 200.0 ms |"), std::string::npos) << time;
   EXPECT_NE(time.find("| 1.721 ks |"), std::string::npos) << time;
@@ -186,8 +172,7 @@ TEST(ReportAccuracy, SaysAfterHowManyEpochs) {
   RunResults full = synthetic_run("lenet", 64, 1, 0, {{"test_top1", 0.8}, {"iterations_per_epoch", 937.0}});
   full.summary["iterations"] = 2 * 937.0;
   write_run(dir.str(), full);
-  report_without_plots(dir.str());
-  const std::string md = slurp(dir.file("report/accuracy.md"));
+  const std::string md = reported_table_md(dir.str(), "accuracy");
   EXPECT_NE(md.find("| epochs |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 0.08000 | 70.00 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 2.000 | 80.00 |"), std::string::npos) << md;

@@ -1,15 +1,18 @@
-// Helpers for the report tests: synthetic runs written with write_run_results, and a CSV reader
-// (RFC 4180 quoting) that turns a report table back into rows keyed by column name.
+// Helpers for the report tests: synthetic runs written with write_run_results, a report without
+// figures, and a CSV reader (RFC 4180 quoting) that turns a report table back into rows keyed by
+// column name.
 #pragma once
 #include <fmt/format.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "experiment/report.hpp"
 #include "io/results_writer.hpp"
 
 namespace cnnscale::testing {
@@ -94,6 +97,16 @@ inline RunResults synthetic_run(const std::string& net, int batch, int world_siz
   return r;
 }
 
+// The same run on GPUs (as far as the report can tell): device gpu, one H100 per rank.
+inline RunResults gpu_run(RunResults r) {
+  r.summary["device"] = std::string("gpu");
+  std::string names;
+  for (int k = 0; k < static_cast<int>(std::get<double>(r.summary.at("world_size"))); ++k)
+    names.append(k ? "," : "").append("NVIDIA H100");
+  r.summary["gpu_names"] = names;
+  return r;
+}
+
 // A run of a strong-scaling sweep at `gpus` ranks: samples/s growing as gpus^0.9 (and a few % per
 // repeat), joules per batch and whole-training EDP that follow from it at 250 W per rank.
 inline RunResults scaling_run(const std::string& net, int batch, int gpus, int repeat) {
@@ -122,6 +135,20 @@ inline PowerSeries power_series(int rank, int samples, double watts) {
     p.temperature_c.push_back(kMissing);
   }
   return p;
+}
+
+// `cnnscale report ROOT --no-plots`.
+inline report::ReportOutcome report_without_plots(const std::string& root) {
+  report::ReportOptions o;
+  o.results_dir = root;
+  o.plots = false;
+  return report::write_report(o);
+}
+
+// The report of the runs under `root` (without figures), and the Markdown of one of its tables.
+inline std::string reported_table_md(const std::string& root, const std::string& table) {
+  report_without_plots(root);
+  return slurp((std::filesystem::path(root) / "report" / (table + ".md")).string());
 }
 
 inline std::string write_run(const std::string& root, const RunResults& r) {
