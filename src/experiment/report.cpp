@@ -45,10 +45,9 @@ const RunRecord* power_run(const std::vector<RunRecord>& runs, const std::string
 }
 
 std::string describe(const RunRecord& r) {
-  const bool gpu = r.text("device") == "gpu";
-  const double n = r.number("world_size");
-  return fmt::format("{} ({}, {} {}{}, global batch {})", r.run_id, r.text("net"), r.text("world_size"),
-                     gpu ? "GPU" : "CPU rank", n == 1 ? "" : "s", r.text("global_batch"));
+  const DeviceNoun noun = r.text("device") == "gpu" ? DeviceNoun{"GPU", "GPUs"} : DeviceNoun{"CPU rank", "CPU ranks"};
+  return fmt::format("{} ({}, {}, global batch {})", r.run_id, r.text("net"), noun.count(r.number("world_size")),
+                     r.text("global_batch"));
 }
 
 std::string report_markdown(const ReportOptions& options, const ReportOutcome& outcome,

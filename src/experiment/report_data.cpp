@@ -55,13 +55,17 @@ bool irrelevant(const std::string& key, const ConfigGroup& g) {
   return (key == "allreduce_overlap" || key == "allreduce_algo") && g.world_size() == 1;
 }
 
+// Identity keys every table shows in a column of its own: never part of the variant.
+bool own_column(const std::string& key) {
+  return key == "net" || key == "global_batch" || key == "world_size" || key == "threads_per_rank";
+}
+
 // The keys of variant_identity, in the order the variant column lists them.
 const std::vector<std::string>& variant_keys() {
   static const std::vector<std::string> keys = [] {
     std::vector<std::string> out;
     for (const std::string& k : kGroupKeys)
-      if (k != "net" && k != "global_batch" && k != "world_size" && k != "threads_per_rank")
-        out.push_back(k == "gpu_names" ? "gpu" : k);
+      if (!own_column(k)) out.push_back(k == "gpu_names" ? "gpu" : k);
     return out;
   }();
   return keys;
@@ -216,12 +220,6 @@ std::string DeviceNoun::count(double n) const {
   return fmt::format("{:g} {}", n, n == 1 ? one : many);
 }
 
-std::string DeviceNoun::capital() const {
-  std::string out = many;
-  if (!out.empty() && out[0] >= 'a' && out[0] <= 'z') out[0] = static_cast<char>(out[0] - 'a' + 'A');
-  return out;
-}
-
 DeviceNoun device_noun(const std::vector<ConfigGroup>& groups) {
   const bool all_gpu = !groups.empty() && std::all_of(groups.begin(), groups.end(),
                                                       [](const ConfigGroup& g) { return g.key.at("device") == "gpu"; });
@@ -240,8 +238,7 @@ bool is_gpu_mix(const ConfigGroup& group) {
 Identity variant_identity(const ConfigGroup& group) {
   Identity id;
   for (const std::string& k : kGroupKeys) {
-    if (k == "net" || k == "global_batch" || k == "world_size" || k == "threads_per_rank" || irrelevant(k, group))
-      continue;
+    if (own_column(k) || irrelevant(k, group)) continue;
     if (k == "gpu_names")
       id["gpu"] = gpu_model(group);
     else

@@ -73,7 +73,6 @@ std::vector<ConfigGroup> group_runs(const std::vector<RunRecord>& runs);
 struct DeviceNoun {
   std::string one = "rank", many = "ranks";
   std::string count(double n) const;  // "1 rank", "2 ranks"
-  std::string capital() const;        // "Ranks", "GPUs"
 };
 DeviceNoun device_noun(const std::vector<ConfigGroup>& groups);
 
