@@ -11,10 +11,11 @@ namespace cnnscale::report {
 
 namespace {
 
-TimelinePhase timeline_phase(std::string_view part) {
-  for (int64_t p = 0; p < kTimelinePhaseCount; ++p)
-    if (kTimelinePhaseNames[static_cast<size_t>(p)] == part) return static_cast<TimelinePhase>(p);
-  return TimelinePhase::Total;  // not reached for the measured parts
+// The index of a kTimelinePhaseNames name (every kStepParts part but "other", "comm_busy", "total").
+size_t phase_index(std::string_view name) {
+  for (size_t p = 0; p < kTimelinePhaseNames.size(); ++p)
+    if (kTimelinePhaseNames[p] == name) return p;
+  return static_cast<size_t>(TimelinePhase::Total);  // not reached
 }
 
 double summary_number(const std::map<std::string, SummaryValue>& s, const std::string& key) {
@@ -68,25 +69,19 @@ StepPartition partition_step(const Timeline& timeline, const std::map<std::strin
         (slowest < 0 || m[total_index] > mean[static_cast<size_t>(slowest)][total_index]))
       slowest = r;
   }
-  if (slowest >= 0) {
-    const auto& m = mean[static_cast<size_t>(slowest)];
-    out.rank = slowest;
-    out.total = m[total_index];
-    out.comm_busy = m[static_cast<size_t>(TimelinePhase::CommBusy)];
-    for (const char* part : kStepParts) {
-      if (std::string_view(part) == "other") continue;
-      const double v = m[static_cast<size_t>(timeline_phase(part))];
-      out.seconds[part] = std::isfinite(v) ? v : 0.0;  // a phase this run does not have (h2d on CPU)
-    }
-  } else {
-    out.total = summary_number(summary, "time_total_s");
-    out.comm_busy = summary_number(summary, "time_comm_busy_s");
-    if (!std::isfinite(out.total)) return out;
-    for (const char* part : kStepParts) {
-      if (std::string_view(part) == "other") continue;
-      const double v = summary_number(summary, std::string("time_") + part + "_s");
-      out.seconds[part] = std::isfinite(v) ? v : 0.0;
-    }
+  // Seconds per iteration of one phase: the slowest rank's mean, or without a timeline the summary's.
+  auto phase = [&](std::string_view name) {
+    return slowest >= 0 ? mean[static_cast<size_t>(slowest)][phase_index(name)]
+                        : summary_number(summary, "time_" + std::string(name) + "_s");
+  };
+  out.rank = slowest;
+  out.total = phase("total");
+  out.comm_busy = phase("comm_busy");
+  if (!std::isfinite(out.total)) return out;
+  for (const char* part : kStepParts) {
+    if (std::string_view(part) == "other") continue;
+    const double v = phase(part);
+    out.seconds[part] = std::isfinite(v) ? v : 0.0;  // a phase this run does not have (h2d on CPU)
   }
   close_partition(out);
   return out;

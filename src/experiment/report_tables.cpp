@@ -482,28 +482,27 @@ Table phases_table(const std::vector<ConfigGroup>& groups) {
                     "Time per batch in each part of the full training step of the slowest rank (the rank with the "
                     "largest mean iteration time; mean over its steady iterations). The parts partition the step: "
                     "data, h2d, forward, backward, exposed allreduce, update and other add up to total. CSV: ms.");
-  // (header, CSV stem, part): an empty part is the total or comm busy.
-  const std::vector<std::tuple<std::string, std::string, std::string>> columns = {
-      {"data", "data", "data"},
-      {"h2d", "h2d", "h2d"},
-      {"forward", "forward", "forward"},
-      {"backward", "backward", "backward"},
-      {"exposed allreduce", "allreduce", "allreduce"},
-      {"update", "update", "update"},
-      {"other", "other", "other"},
-      {"total", "total", ""},
-      {"comm busy", "comm_busy", ""}};
-  for (const auto& [label, csv, part] : columns)
+  // (header, CSV stem): the stem is a kStepParts part, or the total or comm busy.
+  const std::vector<std::pair<std::string, std::string>> columns = {{"data", "data"},
+                                                                    {"h2d", "h2d"},
+                                                                    {"forward", "forward"},
+                                                                    {"backward", "backward"},
+                                                                    {"exposed allreduce", "allreduce"},
+                                                                    {"update", "update"},
+                                                                    {"other", "other"},
+                                                                    {"total", "total"},
+                                                                    {"comm busy", "comm_busy"}};
+  for (const auto& [label, csv] : columns)
     t.columns.push_back({label + " ({unit})", csv + "_ms", true, false, Quantity::Seconds, 1e-3, "phases"});
   int scaled = 0;
   double worst = 0;
   for (const ConfigGroup& g : groups) {
     auto cells = l.row(g);
     for (const auto& column : columns)
-      cells.push_back(Cell::of(stat_by(g, [csv = std::get<1>(column), part = std::get<2>(column)](const RunRecord& r) {
+      cells.push_back(Cell::of(stat_by(g, [part = column.second](const RunRecord& r) {
         const StepPartition& p = r.step;
-        if (csv == "total") return p.total * 1e3;
-        if (csv == "comm_busy") return p.comm_busy * 1e3;
+        if (part == "total") return p.total * 1e3;
+        if (part == "comm_busy") return p.comm_busy * 1e3;
         auto it = p.seconds.find(part);
         return it == p.seconds.end() ? kMissing : it->second * 1e3;
       })));
