@@ -397,10 +397,6 @@ std::optional<std::string> unless_empty(const std::string& s) {
 
 // ---- summary.json and CSV ----
 
-}  // namespace
-
-namespace {
-
 // Summary figures that count something (ranks, samples, iterations, epochs, threads, a 0/1 switch):
 // JSON integers, 12 not 12.0. Every other number is a measurement or derived from one and stays a
 // JSON number even when it happens to be whole.
