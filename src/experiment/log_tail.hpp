@@ -5,7 +5,6 @@
 #include <fstream>
 #include <string>
 #include <string_view>
-#include <vector>
 
 namespace cnnscale {
 
@@ -19,16 +18,11 @@ inline std::string last_nonblank_line(const std::string& path) {
 
 namespace log_tail_detail {
 
-inline bool starts_with(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
-}
-
 // A rule line of an Open MPI / PRRTE help message ("-----...", "=====...").
 inline bool is_rule(std::string_view s) {
   const size_t b = s.find_first_not_of(" \t\r");
   if (b == std::string_view::npos) return false;
-  s = s.substr(b);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  s = s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
   return s.size() >= 10 && s.find_first_not_of(s[0]) == std::string_view::npos &&
          (s[0] == '-' || s[0] == '=' || s[0] == '*');
 }
@@ -37,7 +31,7 @@ inline bool is_rule(std::string_view s) {
 inline bool is_launcher_line(std::string_view s) {
   for (std::string_view p : {"srun: ", "slurmstepd: ", "mpirun ", "mpirun: ", "prterun ", "prterun: ", "mpiexec ",
                              "mpiexec: ", "Primary job", "[prterun", "[mpirun", "PRTE ", "--> Process"})
-    if (starts_with(s, p)) return true;
+    if (s.starts_with(p)) return true;
   return false;
 }
 
@@ -51,16 +45,12 @@ inline bool is_launcher_line(std::string_view s) {
 inline std::string error_line(const std::string& path) {
   using namespace log_tail_detail;
   std::ifstream in(path);
-  std::vector<std::string> lines;
+  std::string own, any;
+  // Open MPI writes its help messages between rule lines: nothing inside one is the program's.
+  bool in_banner = false;
   for (std::string line; std::getline(in, line);) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (starts_with(line, "cnnscale: error:") || starts_with(line, "cnnscale sweep:")) return line;
-    lines.push_back(std::move(line));
-  }
-  // Open MPI writes its help messages between rule lines: nothing inside one is the program's.
-  std::string own, any;
-  bool in_banner = false;
-  for (const auto& line : lines) {
+    if (line.starts_with("cnnscale: error:") || line.starts_with("cnnscale sweep:")) return line;
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
     any = line;
     if (is_rule(line)) {
