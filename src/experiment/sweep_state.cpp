@@ -2,8 +2,6 @@
 // status in summary.json, as train writes them, and files matching their done marker), leftovers of
 // killed or interrupted runs, and the sweep.json record that keeps one experiment name bound to one
 // configuration.
-#include <unistd.h>
-
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "experiment/sweep.hpp"
+#include "io/atomic_file.hpp"
 #include "io/results_writer.hpp"
 
 namespace cnnscale {
@@ -122,15 +121,8 @@ void check_sweep_record(const std::string& exp_dir, const Experiment& e, const s
   nlohmann::json j = {{"format", "cnnscale-sweep-1"}, {"experiment", e.name}, {"file", e.file},
                       {"overrides", overrides},       {"config_hash", hash},  {"fixed", fixed},
                       {"resolved", e.resolved_json()}};
-  // Written under a unique name and renamed: concurrent array tasks write identical records.
-  const fs::path tmp = fs::path(exp_dir) / fmt::format(".sweep.json.{}.tmp", ::getpid());
-  {
-    std::ofstream out(tmp);
-    out << j.dump(2) << "\n";
-    if (!out) throw_runtime("cannot write {}", tmp.string());
-  }
-  fs::rename(tmp, record, ec);
-  if (ec) throw_runtime("cannot write {}: {}", record.string(), ec.message());
+  // Written under a per-process name and renamed: concurrent array tasks write identical records.
+  write_file_atomically(record.string(), j.dump(2) + "\n");
 }
 
 }  // namespace cnnscale
