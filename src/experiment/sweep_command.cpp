@@ -48,7 +48,7 @@ std::vector<std::string> train_arguments(const Experiment& e, const RunSpec& run
   const DatasetSpec& d = run.dataset;
   std::vector<std::string> a = {"train", "--net", run.network_path, "--data", d.name};
   auto add = [&a](const std::string& flag, const std::string& value) { a.insert(a.end(), {flag, value}); };
-  if (!d.data_dir.empty()) add("--data-dir", d.data_path.empty() ? d.data_dir : d.data_path);
+  if (!d.data_path.empty()) add("--data-dir", d.data_path);  // data_dir resolved (read_dataset)
   if (d.train_samples > 0) add("--train-samples", std::to_string(d.train_samples));
   if (d.test_samples >= 0) add("--test-samples", std::to_string(d.test_samples));
   if (!d.synthetic_fill.empty()) add("--synthetic-fill", d.synthetic_fill);
