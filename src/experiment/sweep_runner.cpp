@@ -92,12 +92,12 @@ SweepResult run_sweep(const Experiment& e, const std::vector<RunSpec>& runs, con
     const fs::path run_dir = fs::path(exp_dir) / run.id;
     // Held while the run is looked at and run: an array task or another sweep on the same run waits
     // its turn in a later invocation instead of training it twice.
+    const std::string lock_path = run_lock_path(exp_dir, run.id);
     std::string holder;
-    auto lock = FileLock::try_lock(run_lock_path(exp_dir, run.id), &holder);
+    auto lock = FileLock::try_lock(lock_path, &holder);
     if (!lock) {
       ++result.busy;
-      result.busy_lines.push_back(
-          fmt::format("run {} is being run by {} (lock {})", run.id, holder, run_lock_path(exp_dir, run.id)));
+      result.busy_lines.push_back(fmt::format("run {} is being run by {} (lock {})", run.id, holder, lock_path));
       std::fprintf(stderr, "%s: being run by %s; skipped\n", head.c_str(), holder.c_str());
       continue;
     }
