@@ -698,18 +698,29 @@ class FakeTrain {
   ScopedEnv env_;
 };
 
+// What a runner test sweeps: load(overrides), its runs, its folder ROOT/s (ROOT = dir/res) and the
+// launch environment that runs `fake` in place of train.
+struct FakeSweep {
+  Experiment e;
+  std::vector<RunSpec> runs;
+  fs::path exp;
+  LaunchEnv env;
+};
+FakeSweep fake_sweep(const TempDir& dir, const FakeTrain& fake, const std::vector<std::string>& overrides = {}) {
+  FakeSweep s{load(overrides), {}, fs::path(dir.file("res")) / "s", {}};
+  s.runs = expand_runs(s.e);
+  s.env.self = fake.path();
+  return s;
+}
+
 TEST(SweepRunner, SkipsDoneRedoesPartialAndGoesOnAfterAFailure) {
   TempDir dir;
   FakeTrain fake(dir);
-  Experiment e = load({"matrix.batch=[4,8,12]"});
-  auto runs = expand_runs(e);
+  auto [e, runs, exp, env] = fake_sweep(dir, fake, {"matrix.batch=[4,8,12]"});
   ASSERT_EQ(runs.size(), 3u);
-  const fs::path exp = fs::path(dir.file("res")) / "s";
   fake_done(exp, runs[0], runs[0].config_hash);
   const auto done_time = fs::last_write_time(exp / runs[0].id / "summary.json");
   fs::create_directories(exp / (runs[2].id + ".partial") / "junk");
-  LaunchEnv env;
-  env.self = dir.file("fake");
   SweepResult r = run_sweep(e, runs, dir.file("res"), env);
   EXPECT_EQ(r.skipped, 1);
   EXPECT_EQ(r.ran, 1);
@@ -725,13 +736,9 @@ TEST(SweepRunner, SkipsDoneRedoesPartialAndGoesOnAfterAFailure) {
 TEST(SweepRunner, DamagedRunIsMovedAsideAndRedoneWithAWarning) {
   TempDir dir;
   FakeTrain fake(dir);
-  Experiment e = load({"matrix.batch=[4,12]"});
-  auto runs = expand_runs(e);
+  auto [e, runs, exp, env] = fake_sweep(dir, fake, {"matrix.batch=[4,12]"});
   ASSERT_EQ(runs.size(), 2u);
-  const fs::path exp = fs::path(dir.file("res")) / "s";
   fake_done(exp, runs[1], runs[1].config_hash);  // an older sweep's run: no marker
-  LaunchEnv env;
-  env.self = fake.path();
   ::testing::internal::CaptureStderr();
   SweepResult first = run_sweep(e, runs, dir.file("res"), env);
   std::string err = ::testing::internal::GetCapturedStderr();
@@ -808,10 +815,7 @@ TEST(SweepRunner, FailedRunQuotesItsErrorNotTheMpirunBanner) {
   TempDir dir;
   write(dir.file("banner.log"), kMpirunLog);
   FakeTrain fake(dir, ("#!/bin/sh\ncat " + dir.file("banner.log") + "\nexit 1\n").c_str());
-  Experiment e = load({"matrix.batch=[4]"});
-  auto runs = expand_runs(e);
-  LaunchEnv env;
-  env.self = fake.path();
+  auto [e, runs, exp, env] = fake_sweep(dir, fake, {"matrix.batch=[4]"});
   ::testing::internal::CaptureStderr();
   SweepResult r = run_sweep(e, runs, dir.file("res"), env);
   const std::string err = ::testing::internal::GetCapturedStderr();
@@ -828,10 +832,8 @@ TEST(SweepRunner, FailedRunQuotesItsErrorNotTheMpirunBanner) {
 TEST(SweepRunner, RunLockedByAnotherProcessIsLeftToIt) {
   TempDir dir;
   FakeTrain fake(dir);
-  Experiment e = load();
-  auto runs = expand_runs(e);
+  auto [e, runs, exp, env] = fake_sweep(dir, fake);
   ASSERT_EQ(runs.size(), 2u);
-  const std::string exp = (fs::path(dir.file("res")) / "s").string();
   fs::create_directories(exp);
   std::string holder;
   auto held = FileLock::try_lock(run_lock_path(exp, runs[0].id), &holder);
@@ -846,8 +848,6 @@ TEST(SweepRunner, RunLockedByAnotherProcessIsLeftToIt) {
                                                        ::getpid()));
   EXPECT_FALSE(FileLock::try_lock(run_lock_path(exp, runs[0].id), &holder));  // even from this process
   EXPECT_EQ(holder, slurp(run_lock_path(exp, runs[0].id)).substr(0, holder.size()));
-  LaunchEnv env;
-  env.self = fake.path();
   ::testing::internal::CaptureStderr();
   SweepResult r = run_sweep(e, {runs[0]}, dir.file("res"), env);
   const std::string err = ::testing::internal::GetCapturedStderr();
