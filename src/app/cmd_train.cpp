@@ -219,7 +219,7 @@ void run_train(TrainArgs& a) {
     if (saved.is_object() && saved.contains("run_id") && saved["run_id"].is_string()) {
       const std::string id = saved["run_id"].get<std::string>();
       const auto folder = std::filesystem::path(a.measure.results_root) / run.experiment / id;
-      if (!std::filesystem::exists(folder) || results_status(folder.string()) == kRunInterrupted) run.run_id = id;
+      if (run_folder_writable(folder.string())) run.run_id = id;
     }
   }
   run.net = spec.name();

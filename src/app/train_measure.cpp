@@ -4,13 +4,13 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <regex>
 
 #include "app/train_results.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "dist/mpi_env.hpp"
+#include "io/atomic_file.hpp"
 #include "io/results_writer.hpp"
 #include "measure/nvml.hpp"
 #include "measure/rapl.hpp"
@@ -65,8 +65,7 @@ void validate_measure_args(const MeasureArgs& a) {
     if (!std::regex_match(tag, tag_re)) throw_config("--tag '{}': expected KEY=VALUE", tag);
   if (!a.no_results && !a.run_id.empty()) {
     const auto folder = std::filesystem::path(a.results_root) / a.experiment / a.run_id;
-    // An interrupted run's folder is the one the resumed run replaces (results_writer.hpp).
-    if (std::filesystem::exists(folder) && results_status(folder.string()) != kRunInterrupted)
+    if (!run_folder_writable(folder.string()))
       throw_config("--run-id {}: {} already exists (a finished run is never overwritten)", a.run_id, folder.string());
   }
 }
@@ -77,17 +76,13 @@ void check_writable_dir(const std::string& flag, const std::string& dir) {
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) throw_config("{} {}: is not a directory", flag, dir);
   fs::create_directories(dir, ec);
   if (ec) throw_config("{} {}: cannot create: {}", flag, dir, ec.message());
-  // A probe file, as the real writes will do it: permissions alone do not tell (root, ACLs,
-  // read-only mounts, full disks with reserved blocks).
-  const fs::path probe = fs::path(dir) / fmt::format(".cnnscale-write-test.{}", ::getpid());
-  {
-    std::ofstream out(probe);
-    out << "probe\n";
-    out.flush();
-    if (!out) {
-      fs::remove(probe, ec);
-      throw_config("{} {}: not writable", flag, dir);
-    }
+  // A probe file written the way results and checkpoints are (create, write, fsync): permissions
+  // alone do not tell (root, ACLs, read-only mounts, full disks with reserved blocks).
+  const std::string probe = (fs::path(dir) / fmt::format(".cnnscale-write-test.{}", ::getpid())).string();
+  try {
+    write_synced_file(probe, "probe\n");
+  } catch (const RuntimeError&) {
+    throw_config("{} {}: not writable", flag, dir);
   }
   fs::remove(probe, ec);
 }

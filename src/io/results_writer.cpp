@@ -593,6 +593,11 @@ std::string results_status(const std::string& run_dir) {
   }
 }
 
+bool run_folder_writable(const std::string& run_dir) {
+  std::error_code ec;
+  return !fs::exists(run_dir, ec) || results_status(run_dir) == kRunInterrupted;
+}
+
 std::string write_run_results(const RunResults& results, const ResultsWriteOptions& options) {
   h5::silence_hdf5();
   check_name("experiment", results.experiment);
@@ -610,11 +615,10 @@ std::string write_run_results(const RunResults& results, const ResultsWriteOptio
   std::error_code ec;
   fs::create_directories(exp_dir, ec);
   if (ec) throw_runtime("{}: cannot create: {}", exp_dir.string(), ec.message());
-  // An interrupted run's folder is the one thing a later write of the same id may replace: the
-  // resumed run's results supersede it. Anything else is never overwritten.
-  const bool replace_interrupted = fs::exists(final_dir) && results_status(final_dir.string()) == kRunInterrupted;
-  if (fs::exists(final_dir) && !replace_interrupted)
+  if (!run_folder_writable(final_dir.string()))
     throw_runtime("{}: results of this run id exist already", final_dir.string());
+  // The one folder a write may replace: an interrupted run's, superseded by its resumption.
+  const bool replace_interrupted = fs::exists(final_dir);
   // A leftover of a killed run with this very id: nothing in it was published.
   fs::remove_all(partial, ec);
   if (!fs::create_directory(partial, ec) || ec) throw_runtime("{}: cannot create: {}", partial.string(), ec.message());

@@ -35,11 +35,14 @@ std::string make_run_id(const std::string& config_text,
 // The `status` of the run folder's summary.json ("complete", "interrupted"; "complete" for folders
 // written before the field existed), or "" when summary.json is missing or unreadable.
 std::string results_status(const std::string& run_dir);
+// Whether results may be written to `run_dir`: it does not exist, or it holds an interrupted run
+// (whose resumption replaces it). A finished run's folder is never overwritten.
+bool run_folder_writable(const std::string& run_dir);
 
 // Writes the run folder <root>/<experiment>/<run_id>/ and returns its path. `results.run_id` must
-// be set (see make_run_id) and the folder must not exist yet, unless it holds an interrupted run
-// of the same id (status "interrupted"), which the new results replace. On any failure the partial folder is
-// removed and the error rethrown. Call on one process only (rank 0) with the gathered results.
+// be set (see make_run_id) and the folder must be run_folder_writable (an interrupted run's folder
+// is replaced). On any failure the partial folder is removed and the error rethrown. Call on one process only (rank 0)
+// with the gathered results.
 std::string write_run_results(const RunResults& results, const ResultsWriteOptions& options = {});
 
 // Summary figures as JSON (null and NaN both null), as summary.json writes them.
