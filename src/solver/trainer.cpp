@@ -197,6 +197,14 @@ void Trainer::host_sync(const char* operation) {
   backend_.synchronize();
 }
 
+double Trainer::read_last_loss() {
+  // A single process reads its loss as it is (its share is exactly 1).
+  if (!options_.parallel.comm) return read_scalar(net_->loss(), "loss download");
+  Tensor last = backend_.alloc(Shape{1});
+  backend_.axpby(loss_share_, net_->loss(), 1.0f, last);
+  return read_scalar(last, "loss download");
+}
+
 float Trainer::read_scalar(const Tensor& t, const char* operation) {
   if (options_.parallel.comm) options_.parallel.comm->allreduce_sum(t);
   BlockingOp mark(operation);
@@ -507,15 +515,7 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
       const double mean = host_sum / static_cast<double>(loss_count);
       if (!std::isfinite(mean))
         throw_runtime("training diverged: loss is {} at iteration {} (try a lower --lr)", mean, done);
-      if (done == total) {
-        if (options_.parallel.comm) {
-          Tensor last = backend_.alloc(Shape{1});
-          backend_.axpby(loss_share_, net_->loss(), 1.0f, last);
-          result.final_loss = read_scalar(last, "loss download");
-        } else {
-          result.final_loss = read_scalar(net_->loss(), "loss download");
-        }
-      }
+      if (done == total) result.final_loss = read_last_loss();
       DisplayInfo d;
       d.iteration = done;
       d.total = total;
@@ -576,9 +576,7 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
       host_sync("host sync");
       check_finite();
       stop_timing();
-      Tensor last = backend_.alloc(Shape{1});
-      backend_.axpby(loss_share_, net_->loss(), 1.0f, last);
-      result.final_loss = read_scalar(last, "loss download");
+      result.final_loss = read_last_loss();
       if (!options_.checkpoint_dir.empty() && rank0 && last_checkpoint != done) {
         std::string path = save_checkpoint(done);
         if (cb.on_checkpoint) cb.on_checkpoint(path, done);
@@ -592,25 +590,12 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
     }
   }
   stop_vote.finish();
-  if (result.interrupted) {
-    // No extension window, phase loops or final test: a pre-empted job has little time left.
-    if (energy && energy->open()) result.window = energy->end(result.timed_iterations);
-    if (loader_) release_uploaded();
-    resolve_phases();
-    result.phases = timer.timeline();
-    result.phase_summary = timer.summary();
-    result.test = last_test;
-    result.iterations = end;
-    result.epochs = static_cast<double>(end) / iterations_per_epoch_;
-    result.final_lr = solver_->lr(std::max<int64_t>(end - 1, 0));
-    if (result.timed_seconds > 0)
-      result.samples_per_s = result.timed_iterations * options_.batch / result.timed_seconds;
-    result.seconds = seconds_since(t_start);
-    return result;
-  }
+  // An interrupted run (every rank alike) gets no extension window, final test or phase loops: a
+  // pre-empted job has little time left.
+  const bool finished = !result.interrupted;
   // Collective decision: on CPU ranks only one per host reads RAPL, yet the extension steps
   // contain collectives that every rank must join.
-  if (energy && total > start && agree_max(timing && energy->measures_energy() ? 1 : 0) > 0) {
+  if (finished && energy && total > start && agree_max(timing && energy->measures_energy() ? 1 : 0) > 0) {
     result.extension_iterations = extend_window(total, result.timed_iterations);
     result.timed_iterations += result.extension_iterations;
   }
@@ -624,13 +609,13 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
   result.phase_summary = timer.summary();
 
   // A run resumed at its end still reports its accuracy.
-  if (test_ && !evaluated_at_end) last_test = evaluate(total);
-  if (energy && options_.measure == MeasureMode::Phases) run_phase_loops(result);
+  if (finished && test_ && !evaluated_at_end) last_test = evaluate(total);
+  if (finished && energy && options_.measure == MeasureMode::Phases) run_phase_loops(result);
   result.test = last_test;
-  result.iterations = total;
-  result.epochs = static_cast<double>(total) / iterations_per_epoch_;
-  result.final_lr = solver_->lr(std::max<int64_t>(total - 1, 0));
-  if (start == total) result.final_loss = std::nan("");  // nothing trained in this process
+  result.iterations = end;
+  result.epochs = static_cast<double>(end) / iterations_per_epoch_;
+  result.final_lr = solver_->lr(std::max<int64_t>(end - 1, 0));
+  if (start == end) result.final_loss = std::nan("");  // nothing trained in this process
   if (result.timed_seconds > 0) result.samples_per_s = result.timed_iterations * options_.batch / result.timed_seconds;
   result.seconds = seconds_since(t_start);
   return result;

@@ -171,6 +171,7 @@ class Trainer {
   void resolve_phases();  // after a synchronisation: every ended iteration into the timeline
   void host_sync(const char* operation);
   float read_scalar(const Tensor& t, const char* operation);  // job-wide sum when data parallel
+  double read_last_loss();  // the last step's loss over the global batch (a collective when parallel)
   void check_resume_consistent(int64_t start);
   void release_uploaded();
   int64_t resume_from_checkpoint(const TrainCallbacks& callbacks, std::string& path);
