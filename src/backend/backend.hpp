@@ -169,5 +169,7 @@ class Backend {
 std::unique_ptr<Backend> make_backend(const std::string& spec);
 // Number of usable GPUs; 0 when the build has no CUDA backend or the driver reports any error.
 int cuda_device_count();
+// Threads of the CPU backend's BLAS (OpenBLAS) pool in this process.
+int cpu_blas_threads();
 
 }  // namespace cnnscale

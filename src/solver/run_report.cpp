@@ -1,12 +1,11 @@
 // Each rank's report, and the assembly of a train run's RunResults on rank 0 from all of them:
 // /system, /timeline, /power, /epochs, and the summary (job and per rank) with each figure's method.
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 
 #include "solver/run_report.hpp"
+#include "backend/backend.hpp"
 #include "core/error.hpp"
 #include "measure/energy_window.hpp"
 #include "measure/metrics.hpp"
@@ -55,7 +54,7 @@ nlohmann::json make_rank_report(int rank, const std::string& host, const Device&
   } else {
     // A CPU rank's speed depends on its BLAS thread pool (the sweep divides the cores among the
     // ranks): without it a 1-rank run with 2 threads against 2 ranks of 1 would read as a speedup.
-    j["blas_threads"] = openblas_get_num_threads();
+    j["blas_threads"] = cpu_blas_threads();
   }
   // Timeline rows in run_results.hpp's phase order: the seven step phases, then the total.
   json iteration = json::array(), warmup = json::array(), seconds = json::array();

@@ -31,7 +31,7 @@ void* aligned_zeroed(size_t bytes) {
 
 std::string CpuBackend::description() const {
   // openblas_get_config() names the version, the build target and threading model.
-  return fmt::format("cpu (OpenBLAS {}, {} threads)", openblas_get_config(), openblas_get_num_threads());
+  return fmt::format("cpu (OpenBLAS {}, {} threads)", openblas_get_config(), cpu_blas_threads());
 }
 
 // ---- memory -----------------------------------------------------------------------------------
@@ -193,6 +193,10 @@ void CpuBackend::dropout_backward(float ratio, uint64_t seed, uint64_t stream, c
   check_same_numel("dropout_backward", dy, dx);
   CNNSCALE_CHECK(ratio >= 0.0f && ratio < 1.0f, "cpu dropout_backward: ratio {} outside [0, 1)", ratio);
   dropout_apply(ratio, seed, stream, dy.f32(), dx.f32(), dy.numel());
+}
+
+int cpu_blas_threads() {
+  return openblas_get_num_threads();
 }
 
 }  // namespace cnnscale
