@@ -28,7 +28,8 @@ struct MpiResult {
 
 class MpiJob {
  public:
-  // mpirun -np `ranks` cnnscale `args`; `env` entries (NAME=value) go to every rank.
+  // mpirun -np `ranks` cnnscale `args`; `env` entries (NAME=value) go to every rank. ranks 0: one
+  // plain cnnscale process without a launcher, in the same environment (pid() is that process).
   MpiJob(int ranks, const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
     base_ = output_base("mpi");
     // CI runs as root on two cores: allow both, and never bind ranks to cores.
@@ -39,9 +40,11 @@ class MpiJob {
     cmd.append(" CNNSCALE_RESULTS=")
         .append(shell_quote((std::filesystem::temp_directory_path() / "cnnscale_test_results").string()));
     for (const auto& e : env) cmd.append(" ").append(shell_quote(e));
-    cmd.append(" mpirun --oversubscribe --bind-to none -np ").append(std::to_string(ranks));
-    cmd.append(" -x OPENBLAS_NUM_THREADS -x CNNSCALE_RESULTS");
-    for (const auto& e : env) cmd.append(" -x ").append(shell_quote(e.substr(0, e.find('='))));
+    if (ranks > 0) {
+      cmd.append(" mpirun --oversubscribe --bind-to none -np ").append(std::to_string(ranks));
+      cmd.append(" -x OPENBLAS_NUM_THREADS -x CNNSCALE_RESULTS");
+      for (const auto& e : env) cmd.append(" -x ").append(shell_quote(e.substr(0, e.find('='))));
+    }
     cmd.append(" ").append(shell_quote(CNNSCALE_BIN));
     for (const auto& a : args) cmd.append(" ").append(shell_quote(a));
     cmd.append(" >").append(shell_quote(base_ + ".out")).append(" 2>").append(shell_quote(base_ + ".err"));
@@ -62,6 +65,8 @@ class MpiJob {
       ::waitpid(pid_, nullptr, 0);
     }
   }
+
+  pid_t pid() const { return pid_; }
 
   // True once mpirun has exited (reaps it).
   bool poll() {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "common/temp_dir.hpp"
 #include "mpi/mpi_runner.hpp"
 #include "solver/checkpoint.hpp"
 
@@ -22,20 +23,10 @@ using Clock = std::chrono::steady_clock;
 constexpr int kRequeue = 75;
 constexpr int kIterations = 300;
 
-struct Workdir {
-  fs::path root;
-  explicit Workdir(const std::string& name) {
-    root = fs::temp_directory_path() / ("cnnscale_int_" + name + "_" + std::to_string(::getpid()));
-    fs::remove_all(root);
-    fs::create_directories(root);
-  }
-  ~Workdir() { fs::remove_all(root); }
-  std::string dir(const std::string& sub) const { return (root / sub).string(); }
-};
-
 // 300 iterations of dist_convnet at batch 32, a checkpoint every 10: the signal comes once the
 // first checkpoint exists, with hundreds of steps still to go on any machine.
-std::vector<std::string> train_args(const Workdir& w, const std::string& name, const std::string& run_id = "") {
+std::vector<std::string> train_args(const testing::TempDir& w, const std::string& name,
+                                    const std::string& run_id = "") {
   std::vector<std::string> a = {"train",
                                 "--net",
                                 std::string(CNNSCALE_TEST_DATA) + "/dist_convnet.yaml",
@@ -54,9 +45,9 @@ std::vector<std::string> train_args(const Workdir& w, const std::string& name, c
                                 "--checkpoint-every",
                                 "10",
                                 "--checkpoint-dir",
-                                w.dir(name + "_ckpt"),
+                                w.file(name + "_ckpt"),
                                 "--results",
-                                w.dir(name + "_results"),
+                                w.file(name + "_results"),
                                 "--experiment",
                                 "e",
                                 "--min-window",
@@ -66,62 +57,9 @@ std::vector<std::string> train_args(const Workdir& w, const std::string& name, c
   return a;
 }
 
-// One plain cnnscale process in the background (no MPI launcher), like MpiJob.
-class Background {
- public:
-  explicit Background(const std::vector<std::string>& args) {
-    base_ = testing::output_base("bg");
-    std::string cmd = "exec env OPENBLAS_NUM_THREADS=1 ";
-    cmd.append(testing::shell_quote(CNNSCALE_BIN));
-    for (const auto& a : args) cmd.append(" ").append(testing::shell_quote(a));
-    cmd.append(" >").append(testing::shell_quote(base_ + ".out"));
-    cmd.append(" 2>").append(testing::shell_quote(base_ + ".err")).append(" </dev/null");
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      if (::chdir(CNNSCALE_SOURCE_DIR) != 0) ::_exit(127);
-      ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-  }
-  ~Background() {
-    if (!done_) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  pid_t pid() const { return pid_; }
-  bool poll() {
-    if (done_) return true;
-    int status = 0;
-    if (::waitpid(pid_, &status, WNOHANG) != pid_) return false;
-    done_ = true;
-    result_.exit_code = testing::exit_code_of(status);
-    testing::take_output(base_, result_.out, result_.err);
-    return true;
-  }
-  testing::MpiResult wait(double seconds) {
-    const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
-    while (!poll()) {
-      if (Clock::now() > deadline) {
-        ::kill(pid_, SIGKILL);
-        result_.timed_out = true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return result_;
-  }
-
- private:
-  std::string base_;
-  pid_t pid_ = -1;
-  bool done_ = false;
-  testing::MpiResult result_;
-};
-
 // Waits until the run's first checkpoint exists (training is well under way); false on timeout or
 // if the run ended first.
-template <typename Job>
-bool wait_for_checkpoint(Job& job, const std::string& ckpt_dir) {
+bool wait_for_checkpoint(testing::MpiJob& job, const std::string& ckpt_dir) {
   const auto deadline = Clock::now() + std::chrono::seconds(120);
   while (Clock::now() < deadline && !job.poll()) {
     if (!CheckpointDir(ckpt_dir).list().empty()) return true;
@@ -160,63 +98,64 @@ fs::path only_run(const std::string& results) {
 
 // The interrupted run's state, then its resumption to the end, compared with `reference` (the
 // final checkpoint of the same run uninterrupted).
-void expect_interrupted_then_resumed(const testing::MpiResult& stopped, const Workdir& w, const std::string& name,
-                                     const char* signal_name, const std::function<testing::MpiResult()>& resume,
+void expect_interrupted_then_resumed(const testing::MpiResult& stopped, const testing::TempDir& w,
+                                     const std::string& name, const char* signal_name,
+                                     const std::function<testing::MpiResult()>& resume,
                                      const CheckpointContents& reference) {
   EXPECT_FALSE(stopped.timed_out);
   ASSERT_EQ(stopped.exit_code, kRequeue) << stopped.err;
   EXPECT_NE(stopped.err.find(std::string("stopped by ") + signal_name + " at iteration "), std::string::npos)
       << stopped.err;
-  const fs::path run = only_run(w.dir(name + "_results"));
+  const fs::path run = only_run(w.file(name + "_results"));
   const nlohmann::json s = summary_of(run);
   EXPECT_EQ(s["status"], "interrupted");
   const auto stopped_at = nlohmann::json::parse(stopped.out)["iterations"].get<int64_t>();
   EXPECT_GE(stopped_at, 10);  // the signal may land while checkpoint 10 is written: stop right there
   EXPECT_LT(stopped_at, kIterations);
-  EXPECT_EQ(CheckpointDir(w.dir(name + "_ckpt")).latest(), CheckpointDir(w.dir(name + "_ckpt")).path_for(stopped_at));
+  EXPECT_EQ(CheckpointDir(w.file(name + "_ckpt")).latest(), CheckpointDir(w.file(name + "_ckpt")).path_for(stopped_at));
 
   testing::MpiResult done = resume();
   ASSERT_EQ(done.exit_code, 0) << done.err;
   const nlohmann::json j = nlohmann::json::parse(done.out);
   EXPECT_EQ(j["start_iteration"], stopped_at);
-  EXPECT_EQ(only_run(w.dir(name + "_results")), run) << "the resumed run writes the interrupted run's folder";
+  EXPECT_EQ(only_run(w.file(name + "_results")), run) << "the resumed run writes the interrupted run's folder";
   EXPECT_EQ(summary_of(run)["status"], "complete");
-  const CheckpointContents final = read_checkpoint(CheckpointDir(w.dir(name + "_ckpt")).path_for(kIterations));
+  const CheckpointContents final = read_checkpoint(CheckpointDir(w.file(name + "_ckpt")).path_for(kIterations));
   EXPECT_EQ(max_abs_diff(final, reference), 0.0) << "resumed training differs from the uninterrupted one";
 }
 
 TEST(Interrupt, SignalsStopOneProcessWithCheckpointAndResumeFinishesIt) {
-  Workdir w("one");
-  testing::MpiResult ref = Background(train_args(w, "ref")).wait(300);
+  testing::TempDir w;
+  testing::MpiResult ref = testing::run_mpi(0, train_args(w, "ref"), {}, 300);
   ASSERT_EQ(ref.exit_code, 0) << ref.err;
-  const CheckpointContents reference = read_checkpoint(CheckpointDir(w.dir("ref_ckpt")).path_for(kIterations));
+  const CheckpointContents reference = read_checkpoint(CheckpointDir(w.file("ref_ckpt")).path_for(kIterations));
   const std::pair<int, const char*> signals[] = {{SIGTERM, "SIGTERM"}, {SIGUSR1, "SIGUSR1"}, {SIGINT, "SIGINT"}};
   for (const auto& [signo, name] : signals) {
     SCOPED_TRACE(name);
     const std::string tag = std::string("s") + std::to_string(signo);
-    Background job(train_args(w, tag, "fixed-id"));
-    ASSERT_TRUE(wait_for_checkpoint(job, w.dir(tag + "_ckpt"))) << "training never got under way";
+    testing::MpiJob job(0, train_args(w, tag, "fixed-id"));
+    ASSERT_TRUE(wait_for_checkpoint(job, w.file(tag + "_ckpt"))) << "training never got under way";
     ASSERT_EQ(::kill(job.pid(), signo), 0);
-    testing::MpiResult stopped = job.wait(120);
+    testing::MpiResult stopped = job.wait(std::chrono::seconds(120));
     std::vector<std::string> again = train_args(w, tag, "fixed-id");
     again.insert(again.end(), {"--resume", "auto"});
     expect_interrupted_then_resumed(
-        stopped, w, tag, name, [&] { return Background(again).wait(300); }, reference);
+        stopped, w, tag, name, [&] { return testing::run_mpi(0, again, {}, 300); }, reference);
   }
 }
 
 // Two ranks, only rank 1 signalled (as a launcher that forwards to one process would): both stop
 // at the same boundary, rank 0 writes the checkpoint and the results.
 TEST(Interrupt, SignalToOneRankStopsTheJobTogetherAndResumeFinishesIt) {
-  Workdir w("two");
+  testing::TempDir w;
   testing::MpiResult ref = testing::run_mpi(2, train_args(w, "ref"), {}, 300);
   ASSERT_EQ(ref.exit_code, 0) << ref.err;
-  const CheckpointContents reference = read_checkpoint(CheckpointDir(w.dir("ref_ckpt")).path_for(kIterations));
+  const CheckpointContents reference = read_checkpoint(CheckpointDir(w.file("ref_ckpt")).path_for(kIterations));
 
-  const fs::path pids = w.root / "pids";
+  const fs::path pids = w.file("pids");
   fs::create_directories(pids);
   testing::MpiJob job(2, train_args(w, "run"), {"CNNSCALE_PID_DIR=" + pids.string()});
-  ASSERT_TRUE(wait_for_checkpoint(job, w.dir("run_ckpt"))) << "training never got under way";
+  ASSERT_TRUE(wait_for_checkpoint(job, w.file("run_ckpt"))) << "training never got under way";
   pid_t rank1 = 0;
   std::ifstream(pids / "rank-1.pid") >> rank1;
   ASSERT_GT(rank1, 0);
@@ -229,16 +168,16 @@ TEST(Interrupt, SignalToOneRankStopsTheJobTogetherAndResumeFinishesIt) {
 }
 
 TEST(Interrupt, SecondSignalAbortsAtOnce) {
-  Workdir w("twice");
-  Background job(train_args(w, "x"));
-  ASSERT_TRUE(wait_for_checkpoint(job, w.dir("x_ckpt")));
+  testing::TempDir w;
+  testing::MpiJob job(0, train_args(w, "x"));
+  ASSERT_TRUE(wait_for_checkpoint(job, w.file("x_ckpt")));
   ASSERT_EQ(::kill(job.pid(), SIGTERM), 0);
   ASSERT_EQ(::kill(job.pid(), SIGINT), 0);
-  testing::MpiResult r = job.wait(60);
+  testing::MpiResult r = job.wait(std::chrono::seconds(60));
   // Whichever of the two the kernel delivers second ends the process by its default action.
   EXPECT_TRUE(r.exit_code == 128 + SIGINT || r.exit_code == 128 + SIGTERM) << r.exit_code << "\n" << r.err;
   EXPECT_NE(r.err.find("cnnscale: second stop signal: aborting now"), std::string::npos) << r.err;
-  EXPECT_FALSE(fs::exists(w.dir("x_results") + "/e") && !fs::is_empty(w.dir("x_results") + "/e"));
+  EXPECT_FALSE(fs::exists(w.file("x_results") + "/e") && !fs::is_empty(w.file("x_results") + "/e"));
 }
 
 }  // namespace
