@@ -91,10 +91,11 @@ struct PhaseEnergy {  // joules per iteration
 // Least-squares non-decreasing fit of `v` in place (pool-adjacent-violators, equal weights);
 // returns whether any values were pooled.
 bool pool_adjacent_violators(std::vector<double>& v);
-// Per repeat, the per-iteration costs of the forward, forward+backward and full-step loops are fitted
-// non-decreasing (pool_adjacent_violators) before the differences are taken, so every phase is
-// >= 0 even on a loaded machine. Throws RuntimeError when a loop is shorter than min_seconds or has no iterations: its counter
-// difference would be dominated by the 100 ms update period, so the caller must lengthen it.
+// Per repeat, the per-iteration costs of the forward, forward+backward and full-step loops are
+// fitted non-decreasing (pool_adjacent_violators) before the differences are taken, so every phase
+// is >= 0 even on a loaded machine. Throws RuntimeError when a loop is shorter than min_seconds or
+// has no iterations: its counter difference would be dominated by the 100 ms update period, so
+// the caller must lengthen it.
 PhaseEnergy derive_phase_energy(const std::vector<PhaseRepeat>& repeats, double min_seconds = kMinPhaseWindowSeconds);
 
 }  // namespace cnnscale::measure
