@@ -41,12 +41,15 @@ inline bool is_launcher_line(std::string_view s) {
 // "cnnscale sweep: ..." when the child could not start): the first, since a failed rank's error
 // comes before its peers' consequences of it. Without one, the last non-blank line that is not
 // part of a launcher's banner (Open MPI/PRRTE help blocks between rule lines, "Primary job
-// terminated normally...", srun's "error: task 1 exited"), else the last non-blank line.
+// terminated normally...", srun's "error: task 1 exited"); when the launcher itself refused (the
+// log is banners only, e.g. mpirun run as root), the headline of the last banner; else the last
+// non-blank line.
 inline std::string error_line(const std::string& path) {
   using namespace log_tail_detail;
   std::ifstream in(path);
-  std::string own, any;
-  // Open MPI writes its help messages between rule lines: nothing inside one is the program's.
+  std::string own, any, headline, banner_first;
+  // Open MPI writes its help messages between rule lines: nothing inside one is the program's, and
+  // its first line says what the message is about.
   bool in_banner = false;
   for (std::string line; std::getline(in, line);) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -55,11 +58,14 @@ inline std::string error_line(const std::string& path) {
     any = line;
     if (is_rule(line)) {
       in_banner = !in_banner;
+      if (in_banner) banner_first.clear();
       continue;
     }
+    if (in_banner && banner_first.empty()) headline = banner_first = line;
     if (!in_banner && !is_launcher_line(line)) own = line;
   }
-  return own.empty() ? any : own;
+  if (!own.empty()) return own;
+  return headline.empty() ? any : headline;
 }
 
 }  // namespace cnnscale
