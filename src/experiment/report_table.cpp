@@ -144,7 +144,11 @@ std::string render_markdown(const Table& table) {
       const std::string text = col.flag ? (row[c].text == "1" ? "★" : "") : md_escape(row[c].text);
       Stat v = row[c].value;
       std::string suffix;
-      if (per_cell[c] && !v.null() && std::isfinite(v.mean)) {
+      // Its own unit also for a value far below its column's (a 70 ns remainder in a column of
+      // ms): 0.07128 µs, not 7.128e-05 ms.
+      const bool tiny = col.quantity != Quantity::None && !v.null() && v.mean != 0 &&
+                        std::abs(v.mean * factor[c]) < 1e-3;
+      if ((per_cell[c] || tiny) && !v.null() && std::isfinite(v.mean)) {
         const auto u = pick_unit(col.quantity, std::abs(v.mean) * col.si);
         v.mean *= col.si / u.second;
         v.std *= col.si / u.second;

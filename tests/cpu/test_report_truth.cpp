@@ -164,6 +164,19 @@ TEST(ReportUnits, AColumnSpanningThousandfoldGivesEachCellItsUnit) {
   EXPECT_NE(time.find("| 1.721 ks |"), std::string::npos) << time;
 }
 
+// A part of a step far below the others (a 70 ns remainder beside milliseconds) in a column group
+// that shares a unit: that cell names its own unit instead of printing 7.128e-05.
+TEST(ReportUnits, AValueFarBelowItsColumnsUnitCarriesItsOwn) {
+  report::Table t;
+  t.columns.emplace_back("part ({unit})", "part_ms", true, false, report::Quantity::Seconds, 1e-3, "phases");
+  for (double ms : {4.0, 7.128e-5}) t.rows.push_back({report::Cell::of(report::stat_of({ms}))});
+  const std::string md = report::render_markdown(t);
+  EXPECT_NE(md.find("| part (ms) |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 4.000 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 0.07128 µs |"), std::string::npos) << md;
+  EXPECT_EQ(md.find("e-0"), std::string::npos) << md;
+}
+
 TEST(ReportAccuracy, SaysAfterHowManyEpochs) {
   TempDir dir;
   RunResults r = synthetic_run("lenet", 32, 1, 0, {{"test_top1", 0.7}, {"iterations_per_epoch", 1875.0}});
