@@ -5,7 +5,7 @@ find_package(fmt REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)
 find_package(HDF5 REQUIRED COMPONENTS C)
-# Open MPI (libopenmpi-dev): rank lifetime, the CPU communicator and NCCL's bootstrap (src/dist/).
+# Open MPI (libopenmpi-dev): rank lifetime, the CPU communicator and NCCL's bootstrap (src/parallel/).
 find_package(MPI REQUIRED COMPONENTS C)
 
 # yaml-cpp 0.7 (Debian 12) exports `yaml-cpp`, 0.8 (Ubuntu 24.04) `yaml-cpp::yaml-cpp`.

@@ -17,9 +17,9 @@
 
 #include "app/commands.hpp"
 #include "core/error.hpp"
-#include "dist/allreduce_bench.hpp"
-#include "dist/data_parallel.hpp"
-#include "dist/mpi_env.hpp"
+#include "parallel/allreduce_bench.hpp"
+#include "parallel/data_parallel.hpp"
+#include "parallel/mpi_env.hpp"
 #include "experiment/report_allreduce.hpp"
 #include "io/results_writer.hpp"
 

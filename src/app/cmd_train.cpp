@@ -19,7 +19,7 @@
 #include "core/stop_signal.hpp"
 #include "data/fashion_mnist.hpp"
 #include "data/synthetic_dataset.hpp"
-#include "dist/mpi_env.hpp"
+#include "parallel/mpi_env.hpp"
 #include "io/results_writer.hpp"
 #include "net/net.hpp"
 #include "solver/trainer.hpp"

@@ -11,7 +11,7 @@
 #include "app/commands.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "dist/mpi_env.hpp"
+#include "parallel/mpi_env.hpp"
 
 namespace {
 

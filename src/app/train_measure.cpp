@@ -9,7 +9,7 @@
 #include "app/train_results.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "dist/mpi_env.hpp"
+#include "parallel/mpi_env.hpp"
 #include "io/atomic_file.hpp"
 #include "io/results_writer.hpp"
 #include "measure/nvml.hpp"

@@ -15,7 +15,7 @@
 
 #include "backend/backend.hpp"
 #include "core/log.hpp"
-#include "dist/mpi_communicator.hpp"
+#include "parallel/mpi_communicator.hpp"
 #if defined(CNNSCALE_HAVE_CUDA)
 #include "backend/cuda/cuda_entry.hpp"
 #endif

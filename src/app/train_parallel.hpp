@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "dist/data_parallel.hpp"
-#include "dist/device_binding.hpp"
-#include "dist/mpi_env.hpp"
-#include "dist/watchdog.hpp"
+#include "parallel/data_parallel.hpp"
+#include "parallel/device_binding.hpp"
+#include "parallel/mpi_env.hpp"
+#include "parallel/watchdog.hpp"
 #include "solver/trainer.hpp"
 
 namespace cnnscale::app {

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "dist/allreduce_bench.hpp"
+#include "parallel/allreduce_bench.hpp"
 #include "experiment/report_table.hpp"
 
 namespace cnnscale::report {

@@ -18,9 +18,9 @@
 //            shift beta. dscale/dshift stay local: the gradient allreduce sums them.
 #include <cmath>
 
-#include "dist/communicator.hpp"
-#include "dist/data_parallel.hpp"
-#include "dist/watchdog.hpp"
+#include "parallel/communicator.hpp"
+#include "parallel/data_parallel.hpp"
+#include "parallel/watchdog.hpp"
 #include "layers/filler.hpp"
 #include "layers/layer_params.hpp"
 

@@ -56,7 +56,7 @@ struct LayerCost {
   int64_t bytes_written = 0;  // per sample
 };
 
-class Communicator;  // dist/communicator.hpp
+class Communicator;  // parallel/communicator.hpp
 
 struct LayerContext {
   Backend& backend;

@@ -10,8 +10,8 @@
 
 #include "core/log.hpp"
 #include "core/stop_signal.hpp"
-#include "dist/stop_vote.hpp"
-#include "dist/watchdog.hpp"
+#include "parallel/stop_vote.hpp"
+#include "parallel/watchdog.hpp"
 #include "measure/energy_window.hpp"
 // Declarations only (no CUDA header): without CUDA, device_comm_ stays null and nothing is called.
 #include "backend/cuda/cuda_entry.hpp"

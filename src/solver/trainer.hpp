@@ -6,7 +6,7 @@
 // the timing window and, on GPU, when every pinned input buffer is waiting for its upload.
 //
 // Data parallel (TrainOptions::parallel): every rank runs this loop on its slice of each global
-// batch; gradients are summed across ranks in buckets during backward (dist/gradient_buckets.hpp)
+// batch; gradients are summed across ranks in buckets during backward (parallel/gradient_buckets.hpp)
 // and the update waits for them. The loss is weighted by each rank's share so the reduced update is
 // the one-process update on the global batch. Displayed losses and test results are the job's
 // (reduced over ranks); only rank 0 writes checkpoints; every rank reads one to resume.
@@ -19,8 +19,8 @@
 
 #include "data/dataset.hpp"
 #include "data/loader.hpp"
-#include "dist/data_parallel.hpp"
-#include "dist/gradient_buckets.hpp"
+#include "parallel/data_parallel.hpp"
+#include "parallel/gradient_buckets.hpp"
 #include "measure/energy_monitor.hpp"
 #include "measure/phase_timer.hpp"
 #include "net/net.hpp"

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cpu/cli_runner.hpp"
-#include "dist/allreduce_bench.hpp"
+#include "parallel/allreduce_bench.hpp"
 
 namespace cnnscale::testing {
 namespace {

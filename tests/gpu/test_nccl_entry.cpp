@@ -1,4 +1,4 @@
-// The CUDA library's entry points for src/dist (GPU UUID, NCCL version, NCCL communicator on one
+// The CUDA library's entry points for src/parallel (GPU UUID, NCCL version, NCCL communicator on one
 // rank) and `bench allreduce` on GPUs, one process and two ranks under mpirun (two ranks on one
 // GPU: test_dist_gpu_binding.cpp). Skip when the GPUs they need are missing.
 #include <gtest/gtest.h>

@@ -12,7 +12,7 @@
 namespace cnnscale::cuda {
 namespace {
 
-// The rank as the launcher exports it: cuda code sits below src/dist, so it cannot ask the
+// The rank as the launcher exports it: cuda code sits below src/parallel, so it cannot ask the
 // communicator, and an error raised before MPI_Init still deserves a rank.
 std::string where() {
   char host[256] = {0};

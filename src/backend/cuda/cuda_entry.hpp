@@ -1,5 +1,5 @@
 // Entry points of the CUDA backend library for code that includes no CUDA header: the backend
-// factory (backend.cpp), and for src/dist the NCCL communicator, GPU identity and NCCL version.
+// factory (backend.cpp), and for src/parallel the NCCL communicator, GPU identity and NCCL version.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "dist/communicator.hpp"
+#include "parallel/communicator.hpp"
 
 namespace cnnscale {
 

@@ -13,7 +13,7 @@
 #include "backend/backend.hpp"
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_entry.hpp"
-#include "dist/mpi_env.hpp"
+#include "parallel/mpi_env.hpp"
 
 namespace cnnscale::testing {
 namespace {

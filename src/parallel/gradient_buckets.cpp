@@ -1,6 +1,6 @@
 // GradientBuckets implementation: the plan is computed once from the parameter views' offsets in
 // the flat buffer; each step then costs one comparison per finished layer.
-#include "dist/gradient_buckets.hpp"
+#include "parallel/gradient_buckets.hpp"
 
 #include <algorithm>
 

@@ -2,7 +2,7 @@
 // back-to-back NCCL allreduces between two CUDA events on the communication stream; CPU:
 // MPI_Allreduce between two MPI_Wtime readings. Both: warm-up first, ranks start together after a
 // barrier, the reported time is the maximum over ranks of the mean per allreduce.
-#include "dist/allreduce_bench.hpp"
+#include "parallel/allreduce_bench.hpp"
 
 #include <array>
 #include <cctype>
@@ -14,9 +14,9 @@
 #include "backend/backend.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "dist/device_binding.hpp"
-#include "dist/mpi_check.hpp"
-#include "dist/mpi_env.hpp"
+#include "parallel/device_binding.hpp"
+#include "parallel/mpi_check.hpp"
+#include "parallel/mpi_env.hpp"
 
 #if CNNSCALE_HAVE_CUDA
 #include "backend/cuda/cuda_entry.hpp"

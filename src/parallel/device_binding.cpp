@@ -1,5 +1,5 @@
 // Rank -> device binding and the shared-GPU check.
-#include "dist/device_binding.hpp"
+#include "parallel/device_binding.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -1,5 +1,5 @@
 // MPI_CHECK: the MPI member of the check-macro family (CUDA_CHECK, NCCL_CHECK, ...). Included only
-// by src/dist/*.cpp, so no other header sees <mpi.h>. Our communicators return MPI errors
+// by src/parallel/*.cpp, so no other header sees <mpi.h>. Our communicators return MPI errors
 // (MPI_ERRORS_RETURN) instead of letting MPI abort silently, and at run time an MPI error almost
 // always means that a peer is gone: it becomes a PeerError (exit code 3) naming the call.
 #pragma once

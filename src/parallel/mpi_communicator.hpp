@@ -5,7 +5,7 @@
 #pragma once
 #include <memory>
 
-#include "dist/communicator.hpp"
+#include "parallel/communicator.hpp"
 
 namespace cnnscale {
 

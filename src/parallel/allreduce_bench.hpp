@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/communicator.hpp"
+#include "parallel/communicator.hpp"
 
 namespace cnnscale {
 

@@ -1,7 +1,7 @@
 // MpiCommunicator implementation. Open MPI progresses non-blocking collectives only inside MPI
 // calls (no progress thread for shared memory/TCP), so each allreduce_sum_async also tests the
 // requests already in flight: earlier buckets advance while backward computes the next ones.
-#include "dist/mpi_communicator.hpp"
+#include "parallel/mpi_communicator.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "dist/mpi_check.hpp"
-#include "dist/watchdog.hpp"
+#include "parallel/mpi_check.hpp"
+#include "parallel/watchdog.hpp"
 
 namespace cnnscale {
 

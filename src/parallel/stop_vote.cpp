@@ -1,10 +1,10 @@
 // StopVote over MPI (see stop_vote.hpp). A communicator of its own keeps the votes apart from the
 // gradient collectives and the host-side metric exchanges.
-#include "dist/stop_vote.hpp"
+#include "parallel/stop_vote.hpp"
 
-#include "dist/mpi_check.hpp"
-#include "dist/mpi_env.hpp"
-#include "dist/watchdog.hpp"
+#include "parallel/mpi_check.hpp"
+#include "parallel/mpi_env.hpp"
+#include "parallel/watchdog.hpp"
 
 namespace cnnscale {
 

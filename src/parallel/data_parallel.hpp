@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "dist/communicator.hpp"
+#include "parallel/communicator.hpp"
 
 namespace cnnscale {
 

@@ -9,10 +9,10 @@
 
 #include "data/loader.hpp"
 #include "data/synthetic_dataset.hpp"
-#include "dist/data_parallel.hpp"
-#include "dist/device_binding.hpp"
-#include "dist/gradient_buckets.hpp"
-#include "dist/watchdog.hpp"
+#include "parallel/data_parallel.hpp"
+#include "parallel/device_binding.hpp"
+#include "parallel/gradient_buckets.hpp"
+#include "parallel/watchdog.hpp"
 #include "net/net.hpp"
 
 namespace cnnscale {

@@ -1,8 +1,8 @@
 // Batch splitting, allreduce-algorithm names and host-side collectives over a Communicator.
-#include "dist/data_parallel.hpp"
+#include "parallel/data_parallel.hpp"
 
 #include "core/error.hpp"
-#include "dist/watchdog.hpp"
+#include "parallel/watchdog.hpp"
 
 namespace cnnscale {
 

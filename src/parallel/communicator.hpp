@@ -1,5 +1,5 @@
 // Communicator: how ranks of one data-parallel job exchange gradients. Two implementations:
-// MPI (CPU tensors; src/dist/mpi_communicator.*) and NCCL (device tensors, bootstrapped over MPI;
+// MPI (CPU tensors; src/parallel/mpi_communicator.*) and NCCL (device tensors, bootstrapped over MPI;
 // src/backend/cuda/nccl_communicator.*, built only with CUDA). No CUDA header here.
 //
 // Ordering contract, the same for both: an *_async call acts on the tensor as it will be after all

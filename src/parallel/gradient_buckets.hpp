@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "dist/communicator.hpp"
+#include "parallel/communicator.hpp"
 #include "net/net.hpp"
 
 namespace cnnscale {

@@ -3,7 +3,7 @@
 // MULTIPLE; with a lower level (FUNNELED is enough for everything else) the watchdog ends its
 // process with _exit(3) instead, and mpirun tears the job down because a rank exited without
 // MPI_Finalize (under srun that needs --kill-on-bad-exit=1).
-#include "dist/mpi_env.hpp"
+#include "parallel/mpi_env.hpp"
 
 #include <unistd.h>
 
@@ -12,8 +12,8 @@
 #include <cstring>
 
 #include "core/error.hpp"
-#include "dist/mpi_check.hpp"
-#include "dist/watchdog.hpp"
+#include "parallel/mpi_check.hpp"
+#include "parallel/watchdog.hpp"
 
 namespace cnnscale {
 
