@@ -3,6 +3,8 @@
 // on stderr and, with --json, prints one JSON line of results on stdout. Under mpirun/srun the
 // ranks train data-parallel (train_parallel.cpp binds devices and builds the communicator); only
 // rank 0 shows progress and prints the JSON line, which then describes the whole job.
+#include <fmt/ranges.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -17,15 +19,13 @@
 #include "app/train_results.hpp"
 #include "backend/backend.hpp"
 #include "core/stop_signal.hpp"
+#include "data/datasets.hpp"
 #include "data/fashion_mnist.hpp"
-#include "data/synthetic_dataset.hpp"
+#include "backend/devices.hpp"
 #include "parallel/mpi_env.hpp"
 #include "io/results_writer.hpp"
 #include "net/net.hpp"
 #include "solver/trainer.hpp"
-#if CNNSCALE_HAVE_CUDA
-#include "backend/cuda/cuda_entry.hpp"
-#endif
 
 namespace cnnscale::app {
 
@@ -74,9 +74,11 @@ void run_train(TrainArgs& a) {
   a.options.epochs = a.epochs > 0 ? a.epochs : 0;
   a.options.iterations = a.iterations > 0 ? a.iterations : 0;
   if (a.options.epochs == 0 && a.options.iterations == 0) a.options.epochs = 1;
-  const bool synthetic = a.data == "synthetic";
+  const DatasetInfo& dataset = dataset_info(a.data);
+  const bool synthetic = dataset.synthetic;
   if (!synthetic && (!a.input_shape.empty() || a.classes > 0))
-    throw_config("--input-shape/--classes apply to synthetic data only ({} samples are 1x28x28, 10 classes)", a.data);
+    throw_config("--input-shape/--classes apply to synthetic data only ({} samples are {}, {} classes)", a.data,
+                 fmt::join(dataset.sample_shape, "x"), dataset.classes);
   if (!a.input_shape.empty() &&
       (a.input_shape.size() != 3 || a.input_shape[0] < 1 || a.input_shape[1] < 1 || a.input_shape[2] < 1))
     throw_config("--input-shape: expected three positive extents C,H,W");
@@ -104,28 +106,17 @@ void run_train(TrainArgs& a) {
     if (!a.input_shape.empty()) net_options.input_shape = a.input_shape;
     if (a.classes > 0) net_options.classes = a.classes;
   } else {
-    net_options.input_shape = std::vector<int64_t>{1, 28, 28};
-    net_options.classes = 10;
+    net_options.input_shape = dataset.sample_shape;
+    net_options.classes = dataset.classes;
   }
   const std::string net_file = resolve_network_path(a.net);
   NetSpec spec = NetSpec::load(net_file, net_options);
 
-  std::shared_ptr<const Dataset> train, test;
+  const DatasetRequest request{a.data, a.data_dir, a.train_samples, a.test_samples, a.synthetic_fill, a.options.seed};
+  const auto [train, test] = open_datasets(request, spec.input_shape(), spec.classes(), a.options.batch);
   if (synthetic) {
-    if (a.test_samples > 0) throw_config("--test-samples: synthetic data has no test set");
-    const auto& in = spec.input_shape();
-    int64_t size = a.train_samples > 0 ? a.train_samples : std::max<int64_t>(1024, a.options.batch);
-    train = std::make_shared<SyntheticDataset>(Shape(in), spec.classes(), size, parse_synthetic_fill(a.synthetic_fill),
-                                               a.options.seed);
     a.options.device_pool = true;
     a.options.pool_batches = a.pool_batches;
-  } else {
-    train = std::make_shared<FashionMnistDataset>(a.data_dir, FashionMnistDataset::Split::Train);
-    if (a.train_samples > 0) train = std::make_shared<SubsetDataset>(train, a.train_samples);
-    if (a.test_samples != 0) {
-      test = std::make_shared<FashionMnistDataset>(a.data_dir, FashionMnistDataset::Split::Test);
-      if (a.test_samples > 0) test = std::make_shared<SubsetDataset>(test, a.test_samples);
-    }
   }
 
   nlohmann::json run_config = {{"net", spec.name()},     {"net_file", net_file},
@@ -240,13 +231,12 @@ void run_train(TrainArgs& a) {
   run.epochs = epochs;
   run.tags = a.measure.tags;
   if (mpi && mpi->initialized()) run.mpi_version = mpi->library_version();
-#if CNNSCALE_HAVE_CUDA
   if (!backend.device().is_cpu()) {
-    run.cuda_version = cuda_version_string();
-    run.cudnn_version = cudnn_version_string();
-    run.nccl_version = nccl_version_string();
+    const GpuLibraryVersions v = gpu_library_versions();
+    run.cuda_version = v.cuda;
+    run.cudnn_version = v.cudnn;
+    run.nccl_version = v.nccl;
   }
-#endif
   RunResults results = assemble_run_results(run, r, reports, a.measure.whole_epochs, a.measure.whole_samples);
   if (r.interrupted) results.status = std::string(kRunInterrupted);
   std::string results_path;
@@ -327,7 +317,7 @@ void register_train(CLI::App& app) {
   TrainArgs& a = *args;
   CLI::App* cmd = app.add_subcommand("train", "Train a network on one device and report loss, accuracy and throughput");
   cmd->add_option("--net", a.net, "Network: a name in networks/ (lenet) or a YAML file")->required();
-  cmd->add_option("--data", a.data, "Training data")->required()->check(CLI::IsMember({"fashion-mnist", "synthetic"}));
+  cmd->add_option("--data", a.data, "Training data")->required()->check(CLI::IsMember(dataset_names()));
   cmd->add_option("--synthetic-fill", a.synthetic_fill, "Synthetic values: gaussian noise or a non-zero constant")
       ->check(CLI::IsMember({"gaussian", "constant"}))
       ->capture_default_str();

@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "app/train_results.hpp"
+#include "backend/devices.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "parallel/mpi_env.hpp"
@@ -14,9 +15,6 @@
 #include "io/results_writer.hpp"
 #include "measure/nvml.hpp"
 #include "measure/rapl.hpp"
-#if CNNSCALE_HAVE_CUDA
-#include "backend/cuda/cuda_entry.hpp"
-#endif
 
 namespace cnnscale::app {
 
@@ -99,11 +97,7 @@ std::unique_ptr<measure::EnergyMonitor> open_energy_monitor(const Device& device
   if (device.is_cpu()) {
     gpu = std::make_unique<measure::UnavailableGpuReader>("CPU run");
   } else {
-#if CNNSCALE_HAVE_CUDA
-    gpu = measure::open_gpu_power_reader(cuda_device_uuid(device.index), static_cast<unsigned>(device.index));
-#else
-    gpu = std::make_unique<measure::UnavailableGpuReader>("built without CUDA");
-#endif
+    gpu = measure::open_gpu_power_reader(gpu_uuid(device.index), static_cast<unsigned>(device.index));
   }
   // RAPL counts the whole host: one rank per host reads it, so the job's sum counts each once.
   std::unique_ptr<measure::RaplReader> rapl;

@@ -14,11 +14,9 @@
 #include <numeric>
 
 #include "backend/backend.hpp"
+#include "backend/devices.hpp"
 #include "core/log.hpp"
 #include "parallel/mpi_communicator.hpp"
-#if defined(CNNSCALE_HAVE_CUDA)
-#include "backend/cuda/cuda_entry.hpp"
-#endif
 
 namespace cnnscale::app {
 
@@ -100,9 +98,7 @@ Backend& ParallelRun::connect() {
   });
 
   RankDevice mine{mpi_->host(), backend_->device().to_string(), ""};
-#if defined(CNNSCALE_HAVE_CUDA)
-  if (!backend_->device().is_cpu()) mine.uuid = cuda_device_uuid(backend_->device().index);
-#endif
+  if (!backend_->device().is_cpu()) mine.uuid = gpu_uuid(backend_->device().index);
   for (const std::string& text : mpi_->allgather(encode_rank_device(mine)))
     devices_.push_back(decode_rank_device(text));
   check_distinct_devices(devices_);
@@ -117,17 +113,13 @@ Backend& ParallelRun::connect() {
                 args_.algo);
     comm_ = std::make_unique<MpiCommunicator>();
   } else {
-#if defined(CNNSCALE_HAVE_CUDA)
     std::vector<char> id;
-    if (rank_ == 0) id = nccl_unique_id();
+    if (rank_ == 0) id = device_communicator_id();
     mpi_->broadcast(id, 0);
     BlockingOp mark("NCCL communicator initialisation");
-    comm_ = make_nccl_communicator(*backend_, rank_, mpi_->size(), id, algo, args_.watchdog_timeout);
-#else
-    (void)algo;
-    throw_runtime("device {} without a CUDA build", device_);
-#endif
+    comm_ = make_device_communicator(*backend_, rank_, mpi_->size(), id, algo, args_.watchdog_timeout);
   }
+  exchange_ = std::make_unique<CommunicatorExchange>(*comm_);
   abort_target_.store(comm_.get());
   return *backend_;
 }
@@ -136,6 +128,7 @@ DataParallel ParallelRun::data_parallel() const {
   DataParallel dp;
   if (!active_) return dp;
   dp.comm = comm_.get();
+  dp.exchange = exchange_.get();
   dp.rank = rank_;
   dp.rank_batches = rank_batches_;
   dp.overlap = !args_.no_overlap && args_.overlap == "true";

@@ -14,7 +14,7 @@
 #include "parallel/data_parallel.hpp"
 #include "parallel/device_binding.hpp"
 #include "parallel/mpi_env.hpp"
-#include "parallel/watchdog.hpp"
+#include "core/watchdog.hpp"
 #include "solver/trainer.hpp"
 
 namespace cnnscale::app {
@@ -76,6 +76,7 @@ class ParallelRun {
   // backend whose stream it uses.
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<CommunicatorExchange> exchange_;  // over comm_, for sync batch norm
   std::atomic<Communicator*> abort_target_{nullptr};
   std::unique_ptr<Watchdog> watchdog_;
 };

@@ -1,13 +1,8 @@
-// Backend factory and the shape rules shared by both implementations.
+// What every backend shares: the host-clock timing defaults and the shape rules.
 #include "backend/backend.hpp"
 
 #include <chrono>
-#include <cstdlib>
 
-#include "backend/cpu/cpu_backend.hpp"
-#if CNNSCALE_HAVE_CUDA
-#include "backend/cuda/cuda_entry.hpp"
-#endif
 
 namespace cnnscale {
 
@@ -45,37 +40,6 @@ int64_t pool_output_dim(int64_t in, int kernel, int stride, int pad, bool ceil_m
   // Caffe: the last pooling window must start strictly inside the image (or its left padding).
   if (pad > 0 && (out - 1) * stride >= in + pad) --out;
   return out;
-}
-
-int cuda_device_count() {
-#if CNNSCALE_HAVE_CUDA
-  return cuda_backend_device_count();
-#else
-  return 0;
-#endif
-}
-
-std::unique_ptr<Backend> make_backend(const std::string& spec) {
-  if (spec == "cpu") return std::make_unique<CpuBackend>();
-  int index = 0;
-  if (spec == "gpu" || spec == "cuda") {
-    index = 0;
-  } else if (spec.rfind("gpu:", 0) == 0 || spec.rfind("cuda:", 0) == 0) {
-    std::string num = spec.substr(spec.find(':') + 1);
-    char* end = nullptr;
-    long v = std::strtol(num.c_str(), &end, 10);
-    if (num.empty() || *end != '\0' || v < 0) throw_config("--device '{}': expected cpu, gpu or gpu:N", spec);
-    index = static_cast<int>(v);
-  } else {
-    throw_config("--device '{}': expected cpu, gpu or gpu:N", spec);
-  }
-#if CNNSCALE_HAVE_CUDA
-  return make_cuda_backend(index);
-#else
-  (void)index;
-  throw_runtime("--device {}: this build of cnnscale has no CUDA backend (configure with -DCNNSCALE_CUDA=ON)",
-                spec);
-#endif
 }
 
 }  // namespace cnnscale

@@ -26,13 +26,14 @@ FashionMnistDataset::FashionMnistDataset(const std::string& dir, Split split) : 
   const std::string label_file = file_path(dir, split, false);
 
   IdxArray images = read_idx_ubyte(image_file, 3, "image");
-  if (images.dims[1] != 28 || images.dims[2] != 28)
-    throw_config("{}: images are {}x{}, expected 28x28", image_file, images.dims[1], images.dims[2]);
+  if (images.dims[1] != kSide || images.dims[2] != kSide)
+    throw_config("{}: images are {}x{}, expected {}x{}", image_file, images.dims[1], images.dims[2], kSide, kSide);
   IdxArray labels = read_idx_ubyte(label_file, 1, "label");
   if (labels.dims[0] != images.dims[0])
     throw_config("{}: {} labels, but {} has {} images", label_file, labels.dims[0], image_file, images.dims[0]);
   for (size_t i = 0; i < labels.data.size(); ++i)
-    if (labels.data[i] >= 10) throw_config("{}: label {} of sample {} is not in 0..9", label_file, labels.data[i], i);
+    if (labels.data[i] >= kClasses)
+      throw_config("{}: label {} of sample {} is not in 0..{}", label_file, labels.data[i], i, kClasses - 1);
 
   count_ = images.dims[0];
   rows_ = images.dims[1];

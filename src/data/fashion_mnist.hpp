@@ -12,6 +12,9 @@ namespace cnnscale {
 class FashionMnistDataset : public Dataset {
  public:
   static constexpr const char* kDefaultDir = "/usr/share/datasets/fashion-mnist";
+  static constexpr int64_t kSide = 28;  // images are kSide x kSide, one channel
+  static constexpr int64_t kClasses = 10;
+  static constexpr int64_t kTrainSize = 60000;
   // Per-pixel mean and standard deviation of the training images (after scaling to [0, 1]).
   static constexpr float kMean = 0.2860f;
   static constexpr float kStd = 0.3530f;
@@ -25,7 +28,7 @@ class FashionMnistDataset : public Dataset {
   std::string name() const override;
   int64_t size() const override { return count_; }
   Shape sample_shape() const override { return Shape{1, rows_, cols_}; }
-  int64_t classes() const override { return 10; }
+  int64_t classes() const override { return kClasses; }
   void fill(std::span<const int64_t> indices, float* data, int32_t* labels) const override;
 
   // The file a split reads, as used in messages (the .gz name unless only the plain one exists).

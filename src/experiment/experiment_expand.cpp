@@ -9,11 +9,10 @@
 #include <set>
 #include <sstream>
 
+#include "backend/devices.hpp"
 #include "core/error.hpp"
+#include "data/datasets.hpp"
 #include "experiment/experiment.hpp"
-#if defined(CNNSCALE_HAVE_CUDA)
-#include "backend/cuda/cuda_entry.hpp"
-#endif
 
 namespace cnnscale {
 
@@ -63,10 +62,10 @@ HostInfo HostInfo::detect(const Getenv& getenv) {
       source = fmt::format("CUDA_VISIBLE_DEVICES={}", s);
       return;
     }
-#if defined(CNNSCALE_HAVE_CUDA)
-    count = cuda_backend_device_count();
-    source = "CUDA device count";
-#endif
+    if (cuda_backend_built()) {
+      count = cuda_device_count();
+      source = "CUDA device count";
+    }
   };
   h.in_slurm = getenv("SLURM_JOB_ID") != nullptr;
   if (h.in_slurm) {
@@ -124,9 +123,7 @@ nlohmann::json length_json(const RunLength& l) {
 
 // Samples per epoch as train will see them, without opening the data.
 int64_t epoch_samples(const DatasetSpec& d, int64_t batch) {
-  if (d.train_samples > 0) return d.train_samples;
-  if (d.name == "fashion-mnist") return 60000;
-  return std::max<int64_t>(1024, batch);  // train's synthetic default
+  return epoch_samples(dataset_info(d.name), d.train_samples, batch);
 }
 
 // A network's id part: the file stem for a path, characters outside [A-Za-z0-9_] as '_'.

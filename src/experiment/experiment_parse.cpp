@@ -11,6 +11,7 @@
 
 #include "core/config.hpp"
 #include "core/log.hpp"
+#include "data/datasets.hpp"
 #include "experiment/experiment.hpp"
 #include "experiment/experiment_reader.hpp"
 #include "net/net.hpp"
@@ -33,6 +34,18 @@ const std::set<std::string> kSolverKeys = {
     "power", "warmup",   "warmup_iterations", "warmup_start_factor"};
 // train owns these; an experiment setting them would break the sweep's bookkeeping.
 const std::set<std::string> kReservedArgs = {"--results", "--run-id", "--experiment", "--no-results", "--json"};
+
+std::set<std::string> dataset_name_set() {
+  const std::vector<std::string> names = dataset_names();
+  return {names.begin(), names.end()};
+}
+
+std::vector<std::string> file_dataset_names() {
+  std::vector<std::string> names;
+  for (const DatasetInfo& d : dataset_infos())
+    if (!d.synthetic) names.push_back(d.name);
+  return names;
+}
 
 std::string one_of(const ConfigNode& n, const std::set<std::string>& allowed) {
   std::string v = n.as<std::string>();
@@ -134,11 +147,12 @@ std::string network_file(const ExperimentReader& r, const ConfigNode& n) {
 DatasetSpec read_dataset(const ExperimentReader& r, const ConfigNode& n) {
   DatasetSpec d;
   if (n.is_scalar()) {
-    d.name = one_of(n, {"synthetic", "fashion-mnist"});
+    d.name = one_of(n, dataset_name_set());
     return d;
   }
   r.check_keys(n, kDatasetKeys);
-  d.name = one_of(r.get(n, "name"), {"synthetic", "fashion-mnist"});
+  d.name = one_of(r.get(n, "name"), dataset_name_set());
+  const bool synthetic = dataset_info(d.name).synthetic;
   if (auto c = r.child(n, "data_dir")) {
     d.data_dir = c->as<std::string>();
     if (!d.data_dir.empty()) d.data_path = experiment_path(r, *c, d.data_dir).string();
@@ -148,9 +162,10 @@ DatasetSpec read_dataset(const ExperimentReader& r, const ConfigNode& n) {
   if (auto c = r.child(n, "synthetic_fill")) d.synthetic_fill = one_of(*c, {"gaussian", "constant"});
   for (const char* key : {"synthetic_fill", "classes", "input_shape"}) {
     auto c = r.child(n, key);
-    if (c && d.name != "synthetic") c->fail("applies to synthetic data only");
+    if (c && !synthetic) c->fail("applies to synthetic data only");
   }
-  if (d.name == "synthetic" && d.data_dir.size()) r.get(n, "data_dir").fail("applies to fashion-mnist only");
+  if (synthetic && d.data_dir.size())
+    r.get(n, "data_dir").fail(fmt::format("applies to {} only", fmt::join(file_dataset_names(), " and ")));
   if (auto c = r.child(n, "classes"))
     d.args.insert(d.args.end(), {"--classes", std::to_string(int_in(*c, 1, 1 << 24))});
   if (auto c = r.child(n, "input_shape")) {
@@ -315,7 +330,7 @@ Experiment parse_experiment_text(const std::string& text, const std::string& fil
   if (auto c = r.child(root, "dataset")) {
     e.dataset = read_dataset(r, *c);
   } else {
-    root.fail("missing required key 'dataset' (synthetic or fashion-mnist)");
+    root.fail(fmt::format("missing required key 'dataset' ({})", fmt::join(dataset_names(), " or ")));
   }
   if (auto c = r.child(root, "solver")) read_solver(r, *c, e);
   read_length(r, root, e.length);
@@ -355,7 +370,8 @@ Experiment parse_experiment_text(const std::string& text, const std::string& fil
     if (len.scale > 0 && len.whole_epochs == 0)
       where.fail(fmt::format("network {}: iteration_scale needs whole_epochs", net));
     const DatasetSpec& data = e.dataset_for(net);
-    if (len.scale > 0 && len.whole_samples == 0 && data.name != "fashion-mnist" && data.train_samples == 0)
+    if (len.scale > 0 && len.whole_samples == 0 && dataset_info(data.name).synthetic &&
+        data.train_samples == 0)
       where.fail(fmt::format("network {}: iteration_scale needs whole_samples (the training set's size)", net));
   }
   return e;

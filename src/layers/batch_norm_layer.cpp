@@ -18,9 +18,7 @@
 //            shift beta. dscale/dshift stay local: the gradient allreduce sums them.
 #include <cmath>
 
-#include "parallel/communicator.hpp"
-#include "parallel/data_parallel.hpp"
-#include "parallel/watchdog.hpp"
+#include "core/watchdog.hpp"
 #include "layers/filler.hpp"
 #include "layers/layer_params.hpp"
 
@@ -58,7 +56,7 @@ class BatchNormLayer final : public Layer {
   }
 
   void forward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top) override {
-    synced_ = ctx.phase == Phase::Train && sync_ && ctx.comm && ctx.comm->size() > 1;
+    synced_ = ctx.phase == Phase::Train && sync_ && ctx.ranks && ctx.ranks->ranks() > 1;
     if (synced_) {
       forward_sync(ctx, bottom[0], top[0]);
     } else if (ctx.phase == Phase::Train) {
@@ -123,7 +121,7 @@ class BatchNormLayer final : public Layer {
     const std::vector<float> mean = to_host(backend, local_mean_), var = to_host(backend, local_var_);
     mine.insert(mine.end(), mean.begin(), mean.end());
     mine.insert(mine.end(), var.begin(), var.end());
-    const auto all = allgather_host(*ctx.comm, backend, mine);
+    const auto all = ctx.ranks->allgather(backend, mine);
 
     std::vector<double> global_mean(C, 0.0), global_var(C, 0.0), running_var(C), inv_std(C);
     total_count_ = 0;
@@ -161,7 +159,7 @@ class BatchNormLayer final : public Layer {
                              scale = to_host(backend, params_[0].data);
     std::vector<float> mine(dscale);
     mine.insert(mine.end(), dshift.begin(), dshift.end());
-    const auto all = allgather_host(*ctx.comm, backend, mine);
+    const auto all = ctx.ranks->allgather(backend, mine);
     std::vector<double> alpha(C), beta(C);
     for (size_t c = 0; c < C; ++c) {
       double dscale_job = 0, dshift_job = 0;  // summed in rank order: the same on every rank

@@ -1,6 +1,6 @@
 // Layer: one node of the network DAG. A layer parses its YAML parameters, infers its output shapes
 // (validating its inputs), declares learnable parameters and state, and runs forward/backward via
-// Backend ops. Adding a layer = one source file + CNNSCALE_REGISTER_LAYER + tests.
+// Backend ops. Adding a layer = one source file ending in CNNSCALE_REGISTER_LAYER, plus tests.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -33,6 +33,7 @@ struct ParamSpec {
   float lr_mult = 1.0f;
   float decay_mult = 1.0f;
   int64_t fan_in = 1, fan_out = 1;  // for xavier/msra
+  DType dtype = DType::F32;          // storage of data and diff
 };
 
 // A learnable parameter bound by the net: data and diff are views into the net's flat buffers.
@@ -52,11 +53,21 @@ struct StateSpec {
 // Per-sample cost of a layer, for netinfo and GFLOPS.
 struct LayerCost {
   int64_t forward_macs = 0;   // multiply-accumulates per sample
-  int64_t bytes_read = 0;     // per sample, activations + parameters (fp32)
+  int64_t bytes_read = 0;     // per sample, activations + parameters, at their dtypes' sizes
   int64_t bytes_written = 0;  // per sample
 };
 
-class Communicator;  // parallel/communicator.hpp
+// How a layer reaches the other ranks of a data-parallel job (synchronised batch norm) without
+// knowing MPI from NCCL or including the parallel layer: src/parallel implements it over the job's
+// communicator and the net hands it down in LayerContext.
+class RankExchange {
+ public:
+  virtual ~RankExchange() = default;
+  virtual int ranks() const = 0;
+  // Every rank's `values` (the same length on every rank), indexed by rank, with identical bits on
+  // every rank. Blocks the host.
+  virtual std::vector<std::vector<float>> allgather(Backend& backend, const std::vector<float>& values) = 0;
+};
 
 struct LayerContext {
   Backend& backend;
@@ -68,7 +79,7 @@ struct LayerContext {
   // so the SUM allreduce of all ranks' gradients is the one-process gradient of the global batch.
   double loss_scale = 1.0;
   // The ranks of a data-parallel job (null in a single process); sync batch norm reduces with it.
-  Communicator* comm = nullptr;
+  RankExchange* ranks = nullptr;
 };
 
 // What the net passes to a layer at construction.
@@ -79,6 +90,7 @@ struct LayerConfig {
   std::vector<std::string> tops;
   ConfigNode node;         // the whole layer mapping (for parameters and errors)
   uint64_t layer_index = 0;  // position in the net; decorrelates per-layer random streams
+  DType activation_dtype = DType::F32;  // storage of this layer's tops and their diffs
 };
 
 class Layer {
@@ -135,22 +147,28 @@ class Layer {
 
 // Registry keyed by the YAML `type:`.
 using LayerFactory = std::unique_ptr<Layer> (*)(LayerConfig);
+// RuntimeError when `type` is already registered: two layers must not claim one YAML type.
 void register_layer(const std::string& type, LayerFactory factory);
 std::unique_ptr<Layer> create_layer(LayerConfig cfg);  // ConfigError naming the file/line if unknown
 std::vector<std::string> registered_layer_types();
 
-// Forces every layer object file into the link (static library): called by the net builder.
-void ensure_layers_registered();
+// Registers a layer type during static initialisation; a duplicate ends the program with one line
+// naming the type (there is no caller yet to catch an exception).
+struct LayerRegistrar {
+  LayerRegistrar(const char* type, LayerFactory factory);
+};
 
 }  // namespace cnnscale
 
-// Registration: one line at the bottom of each layer file, e.g.
+// Registration: one line at the bottom of each layer file, and nothing else to edit, e.g.
 //   CNNSCALE_REGISTER_LAYER(Convolution, ConvolutionLayer)
+// The layers library is linked whole (CMake's WHOLE_ARCHIVE), so no layer file is dropped for
+// having no referenced symbol.
 #define CNNSCALE_REGISTER_LAYER(type_name, Class)                                                   \
   namespace cnnscale {                                                                              \
-  void register_layer_##type_name() {                                                               \
-    register_layer(#type_name, [](LayerConfig c) -> std::unique_ptr<Layer> {                        \
-      return std::make_unique<Class>(std::move(c));                                                 \
-    });                                                                                             \
+  namespace {                                                                                       \
+  const LayerRegistrar registrar_##type_name(#type_name, [](LayerConfig c) -> std::unique_ptr<Layer> { \
+    return std::make_unique<Class>(std::move(c));                                                   \
+  });                                                                                               \
   }                                                                                                 \
   }

@@ -1,36 +1,40 @@
-// Layer registry: type name -> factory, filled explicitly by ensure_layers_registered() so a
-// static library link cannot drop a layer.
+// Layer registry: YAML type name -> factory, filled before main by each layer file's
+// CNNSCALE_REGISTER_LAYER; and the default per-sample cost estimate every layer starts from.
+#include <cstdio>
+#include <cstdlib>
 #include <map>
-#include <mutex>
 
 #include "layers/layer.hpp"
-#include "layers/layer_list.hpp"
 
 namespace cnnscale {
 
 namespace {
 std::map<std::string, LayerFactory>& registry() {
-  static std::map<std::string, LayerFactory> r;
+  static std::map<std::string, LayerFactory> r;  // constructed on first use: safe during static init
   return r;
 }
 }  // namespace
 
-void register_layer(const std::string& type, LayerFactory factory) { registry()[type] = factory; }
+void register_layer(const std::string& type, LayerFactory factory) {
+  if (!registry().emplace(type, factory).second) throw_runtime("layer type '{}' is registered twice", type);
+}
 
-void ensure_layers_registered() {
-  static std::once_flag once;
-  std::call_once(once, [] { register_all_layers(); });
+LayerRegistrar::LayerRegistrar(const char* type, LayerFactory factory) {
+  try {
+    register_layer(type, factory);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "cnnscale: error: %s\n", e.what());
+    std::abort();
+  }
 }
 
 std::vector<std::string> registered_layer_types() {
-  ensure_layers_registered();
   std::vector<std::string> out;
   for (const auto& kv : registry()) out.push_back(kv.first);
   return out;
 }
 
 std::unique_ptr<Layer> create_layer(LayerConfig cfg) {
-  ensure_layers_registered();
   auto it = registry().find(cfg.type);
   if (it == registry().end()) {
     std::string known;
@@ -43,12 +47,11 @@ std::unique_ptr<Layer> create_layer(LayerConfig cfg) {
 
 LayerCost Layer::cost(const std::vector<Shape>& bottoms, const std::vector<Shape>& tops) const {
   LayerCost c;
-  for (const auto& s : bottoms) c.bytes_read += s.sample_numel() * 4;
-  for (const auto& s : tops) c.bytes_written += s.sample_numel() * 4;
-  int64_t param_elems = 0;
-  for (const auto& p : param_specs()) param_elems += p.shape.numel();
+  const int64_t activation_bytes = dtype_size(cfg_.activation_dtype);
+  for (const auto& s : bottoms) c.bytes_read += s.sample_numel() * activation_bytes;
+  for (const auto& s : tops) c.bytes_written += s.sample_numel() * activation_bytes;
   // Parameters are read once per batch; report them per sample at batch 1 (netinfo's convention).
-  c.bytes_read += param_elems * 4;
+  for (const auto& p : param_specs()) c.bytes_read += p.shape.numel() * dtype_size(p.dtype);
   return c;
 }
 

@@ -58,12 +58,12 @@ struct Net::Impl {
   bool combine_losses = false;  // more than one loss layer, or a weight other than 1
   Tensor loss_sum;              // (1), used when combine_losses
   double loss_scale = 1.0;
-  Communicator* comm = nullptr;
+  RankExchange* ranks = nullptr;
 
   LayerContext context(Phase phase, uint64_t iteration) {
     LayerContext ctx{backend, phase, seed, iteration};
     ctx.loss_scale = loss_scale;
-    ctx.comm = comm;
+    ctx.ranks = ranks;
     return ctx;
   }
 
@@ -287,8 +287,8 @@ void Net::set_loss_scale(double scale) {
 double Net::loss_scale() const {
   return impl_->loss_scale;
 }
-void Net::set_communicator(Communicator* comm) {
-  impl_->comm = comm;
+void Net::set_rank_exchange(RankExchange* ranks) {
+  impl_->ranks = ranks;
 }
 
 const Tensor& Net::loss() const {

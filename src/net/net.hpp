@@ -89,8 +89,8 @@ class Net {
   // Multiplies every loss layer's gradient (LayerContext::loss_scale; data parallel: n / B).
   void set_loss_scale(double scale);
   double loss_scale() const;
-  // The job's communicator, handed to layers (sync batch norm); null in a single process.
-  void set_communicator(Communicator* comm);
+  // The job's other ranks, handed to layers (sync batch norm); null in a single process.
+  void set_rank_exchange(RankExchange* ranks);
 
   // The loss (sum of loss layers' outputs times their weights) as a device scalar (1); no sync.
   const Tensor& loss() const;

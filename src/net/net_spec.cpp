@@ -49,7 +49,6 @@ class SpecBuilder {
   SpecBuilder(NetSpec::Impl& impl) : impl_(impl) {}
 
   void build(const std::string& source, const std::string& file, const NetOptions& options) {
-    ensure_layers_registered();
     const std::string text = net::protect_references(source);
     ConfigNode root = ConfigNode::load_string(text, file);
     root.require_map();

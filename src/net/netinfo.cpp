@@ -55,10 +55,14 @@ NetTotals net_totals(const NetSpec& spec, int64_t batch) {
     t.bytes_read += l.cost.bytes_read;
     t.bytes_written += l.cost.bytes_written;
   }
-  t.ctc = t.bytes_read > 0 ? static_cast<double>(t.forward_macs) / (static_cast<double>(t.bytes_read) / 4.0) : 0.0;
+  // Gradients are exchanged in fp32 (the master weights' dtype); CTC counts fp32 elements read.
+  const auto f32 = static_cast<int64_t>(dtype_size(DType::F32));
+  t.ctc = t.bytes_read > 0
+              ? static_cast<double>(t.forward_macs) / (static_cast<double>(t.bytes_read) / static_cast<double>(f32))
+              : 0.0;
   t.batch = batch;
   t.training_flops_per_iteration = 6.0 * static_cast<double>(t.forward_macs) * static_cast<double>(batch);
-  t.gradient_bytes = 4 * t.params;
+  t.gradient_bytes = f32 * t.params;
   t.flops_per_gradient_byte =
       t.gradient_bytes > 0 ? t.training_flops_per_iteration / static_cast<double>(t.gradient_bytes) : 0.0;
   return t;

@@ -12,15 +12,12 @@
 #include <memory>
 
 #include "backend/backend.hpp"
+#include "backend/devices.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "parallel/device_binding.hpp"
 #include "parallel/mpi_check.hpp"
 #include "parallel/mpi_env.hpp"
-
-#if CNNSCALE_HAVE_CUDA
-#include "backend/cuda/cuda_entry.hpp"
-#endif
 
 namespace cnnscale {
 namespace {
@@ -100,15 +97,16 @@ class CpuTarget final : public BenchTarget {
   std::vector<float> buf_;
 };
 
-#if CNNSCALE_HAVE_CUDA
 class GpuTarget final : public BenchTarget {
  public:
   GpuTarget(int64_t max_count, int rank, int ranks, AllreduceAlgo algo, double timeout_seconds) : rank_(rank) {
+    if (!cuda_backend_built())
+      throw_runtime("bench allreduce --device gpu: this build of cnnscale has no CUDA backend (NCCL)");
     // Bound like `train`: the GPU of the node-local rank, and no two ranks on one physical GPU.
     const MpiEnv& env = mpi_env();
     const int gpu = gpu_for_local_rank(env.local_rank(), env.local_size(), {});
     check_gpu_visible(rank, env.local_rank(), env.host(), gpu, cuda_device_count());
-    const RankDevice me{env.host(), fmt::format("gpu:{}", gpu), cuda_device_uuid(gpu)};
+    const RankDevice me{env.host(), fmt::format("gpu:{}", gpu), gpu_uuid(gpu)};
     std::vector<RankDevice> all;
     for (const std::string& text : env.allgather(encode_rank_device(me))) all.push_back(decode_rank_device(text));
     check_distinct_devices(all);
@@ -117,13 +115,14 @@ class GpuTarget final : public BenchTarget {
     device_line_ = fmt::format("{} {} {} {}", me.host, me.device, desc.substr(0, desc.find(" (")), me.uuid);
     // NCCL's bootstrap: rank 0's id (it listens on a socket for the others) goes to every rank.
     std::vector<char> id;
-    if (rank == 0) id = nccl_unique_id();
+    if (rank == 0) id = device_communicator_id();
     env.broadcast(id, 0);
-    comm_ = make_nccl_communicator(*backend_, rank, ranks, id, algo, timeout_seconds);
+    comm_ = make_device_communicator(*backend_, rank, ranks, id, algo, timeout_seconds);
     buf_ = backend_->alloc(Shape{max_count});
     host_.resize(static_cast<size_t>(max_count));
     const char* env_algo = std::getenv("NCCL_ALGO");
-    library_ = fmt::format("NCCL {}, NCCL_ALGO={}", nccl_version_string(), env_algo ? env_algo : "(NCCL's choice)");
+    library_ = fmt::format("NCCL {}, NCCL_ALGO={}", gpu_library_versions().nccl,
+                           env_algo ? env_algo : "(NCCL's choice)");
     // What NCCL was told, not what was asked for: a user's NCCL_ALGO wins over --algo.
     algo_ = env_algo && *env_algo ? env_algo : "auto";
     for (char& c : algo_) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -178,7 +177,6 @@ class GpuTarget final : public BenchTarget {
   std::vector<float> host_;
   std::string device_line_, library_, algo_;
 };
-#endif
 
 void validate(const AllreduceBenchConfig& cfg) {
   if (cfg.min_bytes < static_cast<int64_t>(sizeof(float)))
@@ -237,11 +235,7 @@ AllreduceBenchResult run_allreduce_bench(const AllreduceBenchConfig& cfg) {
 
   std::unique_ptr<BenchTarget> target;
   if (cfg.gpu) {
-#if CNNSCALE_HAVE_CUDA
     target = std::make_unique<GpuTarget>(max_count, rank, result.ranks, cfg.algo, cfg.timeout_seconds);
-#else
-    throw_runtime("bench allreduce --device gpu: this build of cnnscale has no CUDA backend (NCCL)");
-#endif
   } else {
     target = std::make_unique<CpuTarget>(max_count, rank);
   }

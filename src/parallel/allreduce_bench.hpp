@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "parallel/communicator.hpp"
+#include "backend/communicator.hpp"
 
 namespace cnnscale {
 

@@ -2,7 +2,7 @@
 #include "parallel/data_parallel.hpp"
 
 #include "core/error.hpp"
-#include "parallel/watchdog.hpp"
+#include "core/watchdog.hpp"
 
 namespace cnnscale {
 

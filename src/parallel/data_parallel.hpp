@@ -8,12 +8,14 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "parallel/communicator.hpp"
+#include "backend/communicator.hpp"
+#include "layers/layer.hpp"
 
 namespace cnnscale {
 
 struct DataParallel {
   Communicator* comm = nullptr;  // null: a single process (no exchange at all)
+  RankExchange* exchange = nullptr;  // over `comm`, for layers (sync batch norm)
   int rank = 0;
   // Samples of every global batch per rank (sum = the global batch). Each rank takes its
   // contiguous slice of each global batch, in rank order. Empty: a single process.
@@ -37,5 +39,18 @@ std::vector<float> allreduce_sum_host(Communicator& comm, Backend& backend, cons
 // Every rank's `values` (same length everywhere), indexed by rank. Exact: each rank writes its own
 // slot of a zeroed buffer and the sum adds only zeros to it, so all ranks get identical bits.
 std::vector<std::vector<float>> allgather_host(Communicator& comm, Backend& backend, const std::vector<float>& values);
+
+// The layers' view of the job's ranks (layers/layer.hpp), over a communicator.
+class CommunicatorExchange final : public RankExchange {
+ public:
+  explicit CommunicatorExchange(Communicator& comm) : comm_(comm) {}
+  int ranks() const override { return comm_.size(); }
+  std::vector<std::vector<float>> allgather(Backend& backend, const std::vector<float>& values) override {
+    return allgather_host(comm_, backend, values);
+  }
+
+ private:
+  Communicator& comm_;
+};
 
 }  // namespace cnnscale

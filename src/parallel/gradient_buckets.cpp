@@ -41,7 +41,8 @@ GradientBuckets::GradientBuckets(const Net& net, Communicator& comm, int64_t buc
     : comm_(comm), flat_grads_(net.flat_grads()), overlap_(overlap) {
   if (bucket_bytes < 1) throw_config("--bucket-mb must be > 0");
   const std::vector<Layer*> layers = net.layers();
-  const int64_t base = flat_grads_.defined() ? static_cast<int64_t>(flat_grads_.offset_bytes() / sizeof(float)) : 0;
+  const auto element = static_cast<int64_t>(dtype_size(flat_grads_.defined() ? flat_grads_.dtype() : DType::F32));
+  const int64_t base = flat_grads_.defined() ? static_cast<int64_t>(flat_grads_.offset_bytes()) / element : 0;
   const int64_t total = flat_grads_.defined() ? flat_grads_.numel() : 0;
   std::vector<std::pair<int64_t, int64_t>> ranges;  // every parameter's [begin, end), flat order
   std::vector<int64_t> first_begin(layers.size(), -1);
@@ -50,7 +51,7 @@ GradientBuckets::GradientBuckets(const Net& net, Communicator& comm, int64_t buc
     for (const Param& p : layers[l]->params()) {
       CNNSCALE_CHECK(p.diff.storage() == flat_grads_.storage(), "gradient of {}/{} is not in the flat buffer",
                      layers[l]->name(), p.spec.name);
-      const int64_t begin = static_cast<int64_t>(p.diff.offset_bytes() / sizeof(float)) - base;
+      const int64_t begin = static_cast<int64_t>(p.diff.offset_bytes()) / element - base;
       const int64_t end = begin + p.diff.numel();
       // The bucket hook relies on net.cpp's layout: later layers first, so the gradients final
       // after layers l..L-1 are exactly a prefix of the buffer.
@@ -69,7 +70,7 @@ GradientBuckets::GradientBuckets(const Net& net, Communicator& comm, int64_t buc
     ready_end_[l] = next_start;
     if (first_begin[l] >= 0) next_start = first_begin[l];
   }
-  buckets_ = plan(ranges, total, bucket_bytes / static_cast<int64_t>(sizeof(float)));
+  buckets_ = plan(ranges, total, bucket_bytes / element);
 }
 
 void GradientBuckets::issue_until(int64_t ready_end) {

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "parallel/communicator.hpp"
+#include "backend/communicator.hpp"
 #include "net/net.hpp"
 
 namespace cnnscale {

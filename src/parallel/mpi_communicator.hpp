@@ -5,7 +5,7 @@
 #pragma once
 #include <memory>
 
-#include "parallel/communicator.hpp"
+#include "backend/communicator.hpp"
 
 namespace cnnscale {
 

@@ -13,7 +13,7 @@
 
 #include "core/error.hpp"
 #include "parallel/mpi_check.hpp"
-#include "parallel/watchdog.hpp"
+#include "core/watchdog.hpp"
 
 namespace cnnscale {
 

@@ -4,7 +4,7 @@
 
 #include "parallel/mpi_check.hpp"
 #include "parallel/mpi_env.hpp"
-#include "parallel/watchdog.hpp"
+#include "core/watchdog.hpp"
 
 namespace cnnscale {
 

@@ -6,12 +6,10 @@
 
 #include "solver/run_report.hpp"
 #include "backend/backend.hpp"
+#include "backend/devices.hpp"
 #include "core/error.hpp"
 #include "measure/energy_window.hpp"
 #include "measure/metrics.hpp"
-#if CNNSCALE_HAVE_CUDA
-#include "backend/cuda/cuda_entry.hpp"
-#endif
 
 namespace cnnscale {
 
@@ -46,10 +44,8 @@ nlohmann::json make_rank_report(int rank, const std::string& host, const Device&
   if (!device.is_cpu()) {
     measure::GpuPowerReader& gpu = energy.gpu();
     json g = {{"driver", opt(gpu.driver_version())}, {"power_limit_w", opt(gpu.power_limit_w())}};
-#if CNNSCALE_HAVE_CUDA
-    g["name"] = cuda_device_name(device.index);
-    g["uuid"] = cuda_device_uuid(device.index);
-#endif
+    g["name"] = gpu_name(device.index);
+    g["uuid"] = gpu_uuid(device.index);
     j["gpu"] = g;
   } else {
     // A CPU rank's speed depends on its BLAS thread pool (the sweep divides the cores among the

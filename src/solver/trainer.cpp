@@ -11,10 +11,9 @@
 #include "core/log.hpp"
 #include "core/stop_signal.hpp"
 #include "parallel/stop_vote.hpp"
-#include "parallel/watchdog.hpp"
+#include "core/watchdog.hpp"
 #include "measure/energy_window.hpp"
-// Declarations only (no CUDA header): without CUDA, device_comm_ stays null and nothing is called.
-#include "backend/cuda/cuda_entry.hpp"
+#include "backend/communicator.hpp"
 
 namespace cnnscale {
 
@@ -100,12 +99,10 @@ Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Da
 
   net_ = std::make_unique<Net>(spec, backend_, local_batch_, options_.seed);
   nonfinite_ = backend_.alloc(Shape{1}, DType::I32);
-#if CNNSCALE_HAVE_CUDA
-  device_comm_ = dynamic_cast<DeviceCommunicator*>(dp.comm);
-#endif
+  device_comm_ = dynamic_cast<DeviceCommunicator*>(dp.comm);  // null for MPI: busy time is host-measured
   if (dp.comm) {
     net_->set_loss_scale(static_cast<double>(local_batch_) / static_cast<double>(options_.batch));
-    net_->set_communicator(dp.comm);
+    net_->set_rank_exchange(dp.exchange);
     buckets_ = std::make_unique<GradientBuckets>(*net_, *dp.comm, dp.bucket_bytes, dp.overlap);
   }
   solver_ = std::make_unique<SgdSolver>(*net_, solver, iterations_per_epoch_, total_iterations_);

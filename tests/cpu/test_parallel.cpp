@@ -12,7 +12,7 @@
 #include "parallel/data_parallel.hpp"
 #include "parallel/device_binding.hpp"
 #include "parallel/gradient_buckets.hpp"
-#include "parallel/watchdog.hpp"
+#include "core/watchdog.hpp"
 #include "net/net.hpp"
 
 namespace cnnscale {

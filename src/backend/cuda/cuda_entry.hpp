@@ -1,5 +1,5 @@
-// Entry points of the CUDA backend library for code that includes no CUDA header: the backend
-// factory (backend.cpp), and for src/parallel the NCCL communicator, GPU identity and NCCL version.
+// Entry points of the CUDA backend library for code that includes no CUDA header. Only the backend
+// factory (backend/factory.cpp) calls them; the layers above reach them through backend/devices.hpp.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "parallel/communicator.hpp"
+#include "backend/communicator.hpp"
 
 namespace cnnscale {
 
@@ -28,27 +28,6 @@ std::string nccl_version_string();
 std::string cuda_device_name(int device_index);
 std::string cuda_version_string();
 std::string cudnn_version_string();
-
-// The NCCL communicator as seen without CUDA headers: a Communicator whose collectives run on its
-// own communication stream, plus timestamps (CUDA events) on that stream for `bench allreduce` and
-// the comm_busy phase. Timestamps never block the host; reading them does (bounded, see below).
-class DeviceCommunicator : public Communicator {
- public:
-  // Enqueues a timestamp on the communication stream behind the work queued there so far and
-  // returns its id (valid until clear_timestamps()).
-  virtual int record_timestamp() = 0;
-  // Milliseconds between two timestamps. Waits for the later one like synchronize_host() does
-  // (polling, deadline, PeerError), so call it after the work is done to avoid a host stall.
-  virtual double elapsed_ms(int from, int to) = 0;
-  // Forgets every timestamp (and the busy-timing brackets) so that the event pool is reused.
-  virtual void clear_timestamps() = 0;
-  // With a tag >= 0 (the training iteration), each allreduce is bracketed by two timestamps and
-  // attributed to that tag; a negative tag turns bracketing off. take_busy_ms() returns, per tag in
-  // the order first seen, the milliseconds the communication stream spent in collectives since the
-  // last call, and forgets them. Call it after a synchronisation (it waits for the brackets).
-  virtual void set_busy_tag(std::int64_t tag) = 0;
-  virtual std::vector<std::pair<std::int64_t, double>> take_busy_ms() = 0;
-};
 
 // NCCL bootstrap: rank 0 calls nccl_unique_id() and broadcasts the bytes (the caller's MPI), every
 // rank passes them to make_nccl_communicator(). The CUDA library stays free of MPI.

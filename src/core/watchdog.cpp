@@ -1,6 +1,6 @@
 // Watchdog implementation: the thread wakes a few times per timeout (at least every second), so a
 // stuck operation is reported within timeout + max(timeout / 10, 1 s).
-#include "parallel/watchdog.hpp"
+#include "core/watchdog.hpp"
 
 #include <fmt/format.h>
 

@@ -1,6 +1,7 @@
 // Communicator: how ranks of one data-parallel job exchange gradients. Two implementations:
 // MPI (CPU tensors; src/parallel/mpi_communicator.*) and NCCL (device tensors, bootstrapped over MPI;
-// src/backend/cuda/nccl_communicator.*, built only with CUDA). No CUDA header here.
+// src/backend/cuda/nccl_communicator.*, built only with CUDA). The interface lives in the backend
+// layer so that both implementations, one above the backend and one inside it, can see it.
 //
 // Ordering contract, the same for both: an *_async call acts on the tensor as it will be after all
 // work already queued on the backend's compute stream (on CPU: immediately); wait() makes the
@@ -10,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.hpp"
@@ -39,6 +41,27 @@ class Communicator {
   }
   // Abort outstanding collectives so that no rank is left hanging (fault path).
   virtual void abort() = 0;
+};
+
+// A communicator whose collectives run on a device stream of their own (NCCL), plus timestamps on
+// that stream for `bench allreduce` and the comm_busy phase. Timestamps never block the host;
+// reading them does (bounded, see below).
+class DeviceCommunicator : public Communicator {
+ public:
+  // Enqueues a timestamp on the communication stream behind the work queued there so far and
+  // returns its id (valid until clear_timestamps()).
+  virtual int record_timestamp() = 0;
+  // Milliseconds between two timestamps. Waits for the later one like synchronize_host() does
+  // (polling, deadline, PeerError), so call it after the work is done to avoid a host stall.
+  virtual double elapsed_ms(int from, int to) = 0;
+  // Forgets every timestamp (and the busy-timing brackets) so that the event pool is reused.
+  virtual void clear_timestamps() = 0;
+  // With a tag >= 0 (the training iteration), each allreduce is bracketed by two timestamps and
+  // attributed to that tag; a negative tag turns bracketing off. take_busy_ms() returns, per tag in
+  // the order first seen, the milliseconds the communication stream spent in collectives since the
+  // last call, and forgets them. Call it after a synchronisation (it waits for the brackets).
+  virtual void set_busy_tag(std::int64_t tag) = 0;
+  virtual std::vector<std::pair<std::int64_t, double>> take_busy_ms() = 0;
 };
 
 }  // namespace cnnscale

@@ -1,0 +1,69 @@
+// The backend factory and everything the layers above learn about GPUs: the one file that decides,
+// at build time, whether the CUDA library is there, so that nothing above the backend has to.
+#include <cstdlib>
+
+#include "backend/backend.hpp"
+#include "backend/cpu/cpu_backend.hpp"
+#include "backend/devices.hpp"
+#if CNNSCALE_HAVE_CUDA
+#include "backend/cuda/cuda_entry.hpp"
+#endif
+
+namespace cnnscale {
+
+namespace {
+[[noreturn]] void no_cuda(const std::string& what) {
+  throw_runtime("{}: this build of cnnscale has no CUDA backend (configure with -DCNNSCALE_CUDA=ON)", what);
+}
+}  // namespace
+
+#if CNNSCALE_HAVE_CUDA
+bool cuda_backend_built() { return true; }
+int cuda_device_count() { return cuda_backend_device_count(); }
+std::string gpu_uuid(int device_index) { return cuda_device_uuid(device_index); }
+std::string gpu_name(int device_index) { return cuda_device_name(device_index); }
+GpuLibraryVersions gpu_library_versions() {
+  return {cuda_version_string(), cudnn_version_string(), nccl_version_string()};
+}
+std::vector<char> device_communicator_id() { return nccl_unique_id(); }
+std::unique_ptr<DeviceCommunicator> make_device_communicator(Backend& backend, int rank, int size,
+                                                             const std::vector<char>& id, AllreduceAlgo algo,
+                                                             double timeout_seconds) {
+  return make_nccl_communicator(backend, rank, size, id, algo, timeout_seconds);
+}
+#else
+bool cuda_backend_built() { return false; }
+int cuda_device_count() { return 0; }
+std::string gpu_uuid(int device_index) { no_cuda(fmt::format("UUID of gpu:{}", device_index)); }
+std::string gpu_name(int device_index) { no_cuda(fmt::format("name of gpu:{}", device_index)); }
+GpuLibraryVersions gpu_library_versions() { return {}; }
+std::vector<char> device_communicator_id() { no_cuda("NCCL communicator"); }
+std::unique_ptr<DeviceCommunicator> make_device_communicator(Backend& backend, int, int, const std::vector<char>&,
+                                                             AllreduceAlgo, double) {
+  no_cuda(fmt::format("NCCL communicator on {}", backend.name()));
+}
+#endif
+
+std::unique_ptr<Backend> make_backend(const std::string& spec) {
+  if (spec == "cpu") return std::make_unique<CpuBackend>();
+  int index = 0;
+  if (spec == "gpu" || spec == "cuda") {
+    index = 0;
+  } else if (spec.rfind("gpu:", 0) == 0 || spec.rfind("cuda:", 0) == 0) {
+    std::string num = spec.substr(spec.find(':') + 1);
+    char* end = nullptr;
+    long v = std::strtol(num.c_str(), &end, 10);
+    if (num.empty() || *end != '\0' || v < 0) throw_config("--device '{}': expected cpu, gpu or gpu:N", spec);
+    index = static_cast<int>(v);
+  } else {
+    throw_config("--device '{}': expected cpu, gpu or gpu:N", spec);
+  }
+#if CNNSCALE_HAVE_CUDA
+  return make_cuda_backend(index);
+#else
+  (void)index;
+  no_cuda(fmt::format("--device {}", spec));
+#endif
+}
+
+}  // namespace cnnscale

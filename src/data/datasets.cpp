@@ -1,0 +1,64 @@
+// The dataset table and the one function that opens a dataset by name.
+#include "data/datasets.hpp"
+
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "data/fashion_mnist.hpp"
+#include "data/synthetic_dataset.hpp"
+
+namespace cnnscale {
+
+const std::vector<DatasetInfo>& dataset_infos() {
+  static const std::vector<DatasetInfo> infos = {
+      {"fashion-mnist", false, {1, FashionMnistDataset::kSide, FashionMnistDataset::kSide},
+       FashionMnistDataset::kClasses, FashionMnistDataset::kTrainSize, true},
+      {"synthetic", true, {}, 0, 0, false},
+  };
+  return infos;
+}
+
+std::vector<std::string> dataset_names() {
+  std::vector<std::string> names;
+  for (const DatasetInfo& d : dataset_infos()) names.push_back(d.name);
+  return names;
+}
+
+const DatasetInfo& dataset_info(const std::string& name, const std::string& what) {
+  for (const DatasetInfo& d : dataset_infos())
+    if (d.name == name) return d;
+  throw_config("{}: unknown dataset '{}' (known: {})", what, name, fmt::join(dataset_names(), ", "));
+}
+
+int64_t epoch_samples(const DatasetInfo& info, int64_t train_samples, int64_t batch) {
+  if (train_samples > 0) return train_samples;
+  if (!info.synthetic) return info.train_samples;
+  return std::max<int64_t>(1024, batch);
+}
+
+OpenedDatasets open_datasets(const DatasetRequest& request, const std::vector<int64_t>& sample_shape, int64_t classes,
+                             int64_t batch) {
+  const DatasetInfo& info = dataset_info(request.name);
+  OpenedDatasets out;
+  if (info.synthetic) {
+    if (request.test_samples > 0) throw_config("--test-samples: synthetic data has no test set");
+    out.train = std::make_shared<SyntheticDataset>(Shape(sample_shape), classes,
+                                                   epoch_samples(info, request.train_samples, batch),
+                                                   parse_synthetic_fill(request.synthetic_fill), request.seed);
+    return out;
+  }
+  using Split = FashionMnistDataset::Split;
+  const std::string dir = request.data_dir.empty() ? FashionMnistDataset::kDefaultDir : request.data_dir;
+  std::shared_ptr<const Dataset> train = std::make_shared<FashionMnistDataset>(dir, Split::Train);
+  if (request.train_samples > 0) train = std::make_shared<SubsetDataset>(train, request.train_samples);
+  out.train = train;
+  if (request.test_samples != 0) {
+    std::shared_ptr<const Dataset> test = std::make_shared<FashionMnistDataset>(dir, Split::Test);
+    if (request.test_samples > 0) test = std::make_shared<SubsetDataset>(test, request.test_samples);
+    out.test = test;
+  }
+  return out;
+}
+
+}  // namespace cnnscale
