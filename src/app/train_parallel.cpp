@@ -10,11 +10,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <numeric>
 
 #include "backend/backend.hpp"
 #include "core/log.hpp"
+#include "io/atomic_file.hpp"
 #include "parallel/mpi_communicator.hpp"
 #if defined(CNNSCALE_HAVE_CUDA)
 #include "backend/cuda/cuda_entry.hpp"
@@ -162,13 +162,7 @@ void ParallelRun::write_pid_file() const {
   const char* dir = std::getenv("CNNSCALE_PID_DIR");
   if (!dir || !*dir) return;
   const std::filesystem::path path = std::filesystem::path(dir) / fmt::format("rank-{}.pid", rank_);
-  const std::filesystem::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << ::getpid() << "\n";
-    if (!out) throw_runtime("cannot write {}", tmp.string());
-  }
-  std::filesystem::rename(tmp, path);  // readers never see a half-written pid
+  write_file_atomically(path.string(), fmt::format("{}\n", ::getpid()));  // readers never see a half-written pid
 }
 
 JobTiming ParallelRun::job_timing(const TrainResult& r) const {
