@@ -15,6 +15,7 @@
 #include "backend/backend.hpp"
 #include "core/log.hpp"
 #include "io/atomic_file.hpp"
+#include "measure/metrics.hpp"
 #include "parallel/mpi_communicator.hpp"
 #if defined(CNNSCALE_HAVE_CUDA)
 #include "backend/cuda/cuda_entry.hpp"
@@ -169,9 +170,7 @@ JobTiming ParallelRun::job_timing(const TrainResult& r) const {
   JobTiming job;
   job.rank_timed_seconds = active_ ? mpi_->allgather(r.timed_seconds) : std::vector<double>{r.timed_seconds};
   job.timed_seconds = *std::max_element(job.rank_timed_seconds.begin(), job.rank_timed_seconds.end());
-  job.samples_per_s = job.timed_seconds > 0 ? static_cast<double>(r.timed_iterations) *
-                                                  static_cast<double>(global_batch_) / job.timed_seconds
-                                            : 0.0;
+  job.samples_per_s = measure::samples_per_second(global_batch_, r.timed_iterations, job.timed_seconds);
   return job;
 }
 
