@@ -28,11 +28,15 @@ void add_measure_options(CLI::App& cmd, MeasureArgs& a) {
   cmd.add_option("--experiment", a.experiment, "Experiment name (the results subfolder)")->capture_default_str();
   cmd.add_option("--run-id", a.run_id, "Run folder name (default: UTC time and a hash)");
   cmd.add_flag("--no-results", a.no_results, "Write no results folder");
-  cmd.add_option("--measure", a.measure,
-                 "steady: energy per iteration over the steady window; phases: also forward/backward/update "
-                 "split by phase-isolated loops")
-      ->check(CLI::IsMember({"steady", "phases"}))
-      ->capture_default_str();
+  // Parsed here, once, into the enum the trainer and the results carry.
+  std::vector<std::string> modes;
+  for (const auto& [name, mode] : kMeasureModes) modes.emplace_back(name);
+  cmd.add_option_function<std::string>(
+         "--measure", [&a](const std::string& name) { a.measure = *measure_mode_from_name(name); },
+         "steady: energy per iteration over the steady window; phases: also forward/backward/update "
+         "split by phase-isolated loops")
+      ->check(CLI::IsMember(modes))
+      ->default_str(std::string(measure_mode_name(a.measure)));
   cmd.add_option("--power-hz", a.power_hz, "Power sampling rate per GPU (0: no sampler)")->capture_default_str();
   cmd.add_option("--min-window", a.min_window, "Shortest steady energy window in seconds (extended if shorter)")
       ->capture_default_str();
@@ -46,7 +50,6 @@ void add_measure_options(CLI::App& cmd, MeasureArgs& a) {
 }
 
 void validate_measure_args(const MeasureArgs& a) {
-  parse_measure_mode(a.measure);
   if (!(a.power_hz >= 0 && a.power_hz <= 1000)) throw_config("--power-hz must be in [0, 1000], got {}", a.power_hz);
   if (!(a.min_window >= 0)) throw_config("--min-window must be >= 0 seconds, got {}", a.min_window);
   if (!(a.phase_window > 0)) throw_config("--phase-window must be > 0 seconds, got {}", a.phase_window);
@@ -86,7 +89,7 @@ void check_writable_dir(const std::string& flag, const std::string& dir) {
 }
 
 void apply_measure_args(const MeasureArgs& a, TrainOptions& o) {
-  o.measure = parse_measure_mode(a.measure);
+  o.measure = a.measure;
   o.min_window_seconds = a.min_window;
   o.phase_window_seconds = a.phase_window;
   o.phase_repeats = a.phase_repeats;

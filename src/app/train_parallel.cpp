@@ -10,12 +10,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <numeric>
 
 #include "backend/backend.hpp"
 #include "backend/devices.hpp"
 #include "core/log.hpp"
+#include "io/atomic_file.hpp"
+#include "measure/metrics.hpp"
 #include "parallel/mpi_communicator.hpp"
 
 namespace cnnscale::app {
@@ -155,22 +156,14 @@ void ParallelRun::write_pid_file() const {
   const char* dir = std::getenv("CNNSCALE_PID_DIR");
   if (!dir || !*dir) return;
   const std::filesystem::path path = std::filesystem::path(dir) / fmt::format("rank-{}.pid", rank_);
-  const std::filesystem::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << ::getpid() << "\n";
-    if (!out) throw_runtime("cannot write {}", tmp.string());
-  }
-  std::filesystem::rename(tmp, path);  // readers never see a half-written pid
+  write_file_atomically(path.string(), fmt::format("{}\n", ::getpid()));  // readers never see a half-written pid
 }
 
 JobTiming ParallelRun::job_timing(const TrainResult& r) const {
   JobTiming job;
   job.rank_timed_seconds = active_ ? mpi_->allgather(r.timed_seconds) : std::vector<double>{r.timed_seconds};
   job.timed_seconds = *std::max_element(job.rank_timed_seconds.begin(), job.rank_timed_seconds.end());
-  job.samples_per_s = job.timed_seconds > 0 ? static_cast<double>(r.timed_iterations) *
-                                                  static_cast<double>(global_batch_) / job.timed_seconds
-                                            : 0.0;
+  job.samples_per_s = measure::samples_per_second(global_batch_, r.timed_iterations, job.timed_seconds);
   return job;
 }
 

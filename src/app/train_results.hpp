@@ -22,7 +22,7 @@ struct MeasureArgs {
   std::string experiment = "train";
   std::string run_id;  // empty: generated
   bool no_results = false;
-  std::string measure = "steady";
+  MeasureMode measure = MeasureMode::Steady;
   double power_hz = 10.0;
   double min_window = 3.0;
   double phase_window = 1.0;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "experiment/report_phases.hpp"
+#include "io/measure_mode.hpp"
 #include "io/run_results.hpp"
 
 namespace cnnscale::report {
@@ -49,6 +50,8 @@ struct ConfigGroup {
   std::vector<const RunRecord*> runs;
 
   std::string net() const { return key.at("net"); }
+  // The runs' --measure; nullopt for a name this build does not know (results of another version).
+  std::optional<MeasureMode> measure() const { return measure_mode_from_name(key.at("measure")); }
   double global_batch() const;
   double world_size() const;
   Stat stat(const std::string& summary_key) const;  // over the runs' values of that key

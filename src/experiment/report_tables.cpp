@@ -100,7 +100,7 @@ void note_if_all_null(Table& t, const std::vector<ConfigGroup>& groups, const st
 }
 
 bool uses_loops(const ConfigGroup& g) {
-  return g.key.at("measure") == "phases";
+  return g.measure() == MeasureMode::Phases;
 }
 
 // Speedup = samples/s `s` on N GPUs / the 1-GPU run's `b`: a ratio of means, its std propagated

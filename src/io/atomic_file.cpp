@@ -59,6 +59,37 @@ void write_file_atomically(const std::string& path, const std::string& content, 
   }
 }
 
+void fsync_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw_runtime("{}: cannot reopen to flush to disk", path);
+  const int r = ::fsync(fd);
+  ::close(fd);
+  if (r != 0) throw_runtime("{}: fsync failed", path);
+}
+
+void fsync_dir(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+void write_atomically_with(const std::string& path, const std::function<void(const std::string& tmp)>& write) {
+  const std::string tmp = temp_path_for(path);
+  try {
+    write(tmp);
+    fsync_file(tmp);
+    std::error_code ec;
+    fs::rename(tmp, path, ec);
+    if (ec) throw_runtime("{}: cannot rename to {}: {}", tmp, path, ec.message());
+  } catch (...) {
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  const fs::path dir = fs::path(path).parent_path();
+  fsync_dir(dir.empty() ? "." : dir.string());
+}
+
 std::string write_new_file(const std::string& dir, const std::string& stem, const std::string& ext,
                            const std::string& content) {
   const std::string tmp = temp_path_for((fs::path(dir) / (stem + ext)).string());

@@ -1,10 +1,11 @@
 // Files a reader never sees half-written: the content goes to a hidden temporary name in the same
 // folder, is flushed to disk, and only then appears under its real name (rename, or link when an
-// existing file must never be replaced). Used by the results writer, the report, the allreduce
-// bench files and the sweep's emitted job scripts.
+// existing file must never be replaced). Every file cnnscale publishes goes through here: results,
+// checkpoints, reports, allreduce bench files, sweep records and job scripts, pid files.
 #pragma once
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
 
 namespace cnnscale {
@@ -22,6 +23,16 @@ void write_synced_file(const std::string& path, const std::string& content, mode
 
 // `content` at `path` (replacing what is there) through temp_path_for(path) and a rename.
 void write_file_atomically(const std::string& path, const std::string& content, mode_t mode = 0644);
+
+// For files written by a library (HDF5): `write(tmp)` creates the file at temp_path_for(path); it
+// is then flushed to disk and renamed to `path`, and the folder entry flushed. On any failure the
+// temporary file is removed and the error rethrown; what was at `path` stays untouched.
+void write_atomically_with(const std::string& path, const std::function<void(const std::string& tmp)>& write);
+
+// Flushes a file to disk (RuntimeError on failure), or best effort a folder's entries, so that a
+// rename after it publishes complete contents even across a power loss.
+void fsync_file(const std::string& path);
+void fsync_dir(const std::string& path);
 
 // `content` at the first free name of dir/<stem><ext>, dir/<stem>-1<ext>, ... (never replacing a
 // file, even one another process publishes meanwhile: link() fails on an existing name). Returns

@@ -16,6 +16,11 @@ nlohmann::json opt(const std::optional<T>& v) {
 }
 }  // namespace
 
+double samples_per_second(std::int64_t samples_per_batch, std::int64_t iterations, double seconds) {
+  if (!(seconds > 0) || iterations <= 0) return 0.0;
+  return static_cast<double>(samples_per_batch) / (seconds / static_cast<double>(iterations));
+}
+
 Metrics compute_metrics(const MeasuredWindow& w, const Workload& wl) {
   if (w.iterations <= 0 || w.seconds <= 0)
     throw_runtime("metrics need a window with iterations and time, got {} iterations in {} s", w.iterations, w.seconds);
@@ -26,7 +31,7 @@ Metrics compute_metrics(const MeasuredWindow& w, const Workload& wl) {
   m.energy_method = w.energy_method;
   m.time_method = fmt::format("steady window of {} iterations ({:.3f} s)", w.iterations, w.seconds);
   m.seconds_per_batch = w.seconds / static_cast<double>(w.iterations);
-  m.samples_per_second = static_cast<double>(wl.samples_per_batch) / m.seconds_per_batch;
+  m.samples_per_second = samples_per_second(wl.samples_per_batch, w.iterations, w.seconds);
   double training_iterations = static_cast<double>(wl.iterations_per_epoch) * static_cast<double>(wl.epochs);
   m.training_seconds = m.seconds_per_batch * training_iterations;
   if (wl.forward_macs_per_sample)

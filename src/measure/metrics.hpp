@@ -47,6 +47,10 @@ struct Metrics {
   nlohmann::json to_json() const;
 };
 
+// Throughput of `iterations` batches of `samples_per_batch` in `seconds` (0 without time): the one
+// formula of samples/s, for the summary figures and the job line of `cnnscale train`.
+double samples_per_second(std::int64_t samples_per_batch, std::int64_t iterations, double seconds);
+
 // Throws RuntimeError on a window without iterations or time.
 Metrics compute_metrics(const MeasuredWindow& window, const Workload& workload);
 // The job: the same iterations on every rank; time of the slowest rank, joules summed over the

@@ -5,7 +5,7 @@
 //   /solver/{iteration, epoch} int64; /solver/lr f64 (the rate of the last step, informational)
 //   /rng/{loader_state (text of std::mt19937_64 operator<<), loader_epoch, loader_position}
 //   /config/{run (JSON), network (resolved YAML)} strings
-// Files are written to "<name>.tmp", flushed to disk and renamed, so a crash never leaves a
+// Files are written under a temporary name, flushed to disk and renamed, so a crash never leaves a
 // half-written checkpoint under the real name. CheckpointDir keeps only the newest few.
 #pragma once
 #include <cstdint>

@@ -34,16 +34,6 @@ int gpu_slots(int64_t display, size_t batch_bytes) {
 
 }  // namespace
 
-MeasureMode parse_measure_mode(const std::string& name) {
-  if (name == "steady") return MeasureMode::Steady;
-  if (name == "phases") return MeasureMode::Phases;
-  throw_config("measure: expected steady or phases, got '{}'", name);
-}
-
-const char* measure_mode_name(MeasureMode mode) {
-  return mode == MeasureMode::Phases ? "phases" : "steady";
-}
-
 Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Dataset> train,
                  std::shared_ptr<const Dataset> test, const SolverConfig& solver, TrainOptions options)
     : backend_(backend), train_(std::move(train)), test_(std::move(test)), options_(std::move(options)) {

@@ -19,6 +19,7 @@
 
 #include "data/dataset.hpp"
 #include "data/loader.hpp"
+#include "io/measure_mode.hpp"
 #include "parallel/data_parallel.hpp"
 #include "parallel/gradient_buckets.hpp"
 #include "measure/energy_monitor.hpp"
@@ -28,12 +29,6 @@
 #include "solver/solver_config.hpp"
 
 namespace cnnscale {
-
-// steady: whole-iteration energy from the steady window. phases: in addition, phase-isolated loops
-// (forward only, forward+backward, full step) after training, for joules and seconds per phase.
-enum class MeasureMode { Steady, Phases };
-MeasureMode parse_measure_mode(const std::string& name);  // ConfigError for anything else
-const char* measure_mode_name(MeasureMode mode);
 
 struct TrainOptions {
   int64_t batch = 64;      // the global batch (data parallel: the sum of parallel.rank_batches)

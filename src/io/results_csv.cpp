@@ -1,0 +1,147 @@
+// summary.csv of a run folder and the sweep-level CSV that gathers one row per run: quoting,
+// the header's columns, and appends serialised with flock.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <set>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "io/atomic_file.hpp"
+#include "io/results_files.hpp"
+#include "io/results_writer.hpp"
+
+namespace cnnscale {
+
+namespace {
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+// Numbers in the shortest form that reads back exactly ("nan" for NaN, which pandas reads as NaN);
+// null is an empty field.
+std::string csv_value(const SummaryValue& v) {
+  if (std::holds_alternative<double>(v)) return fmt::format("{}", std::get<double>(v));
+  if (std::holds_alternative<std::string>(v)) return csv_field(std::get<std::string>(v));
+  return "";
+}
+
+std::vector<std::string> split_csv_line(const std::string& line) {
+  std::vector<std::string> out(1);
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        out.back() += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        out.back() += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      out.emplace_back();
+    } else if (c != '\r') {
+      out.back() += c;
+    }
+  }
+  return out;
+}
+
+std::string csv_row(const RunResults& r, const std::vector<std::string>& columns) {
+  std::string row;
+  for (size_t i = 0; i < columns.size(); ++i) {
+    if (i) row += ',';
+    const std::string& c = columns[i];
+    if (c == "experiment") {
+      row += csv_field(r.experiment);
+    } else if (c == "run_id") {
+      row += csv_field(r.run_id);
+    } else if (auto it = r.summary.find(c); it != r.summary.end()) {
+      row += csv_value(it->second);
+    }
+  }
+  return row + "\n";
+}
+
+std::string csv_line(const std::vector<std::string>& fields) {
+  std::string s;
+  for (size_t i = 0; i < fields.size(); ++i) {
+    if (i) s += ',';
+    s += csv_field(fields[i]);
+  }
+  return s + "\n";
+}
+
+}  // namespace
+
+std::string summary_csv_text(const RunResults& results) {
+  const std::vector<std::string> header = summary_csv_header(results);
+  return csv_line(header) + csv_row(results, header);
+}
+
+std::vector<std::string> summary_csv_header(const RunResults& results) {
+  std::vector<std::string> h = {"experiment", "run_id"};
+  for (const auto& [name, v] : results.summary) h.push_back(name);
+  return h;
+}
+
+void append_summary_csv(const std::string& csv_path, const RunResults& results) {
+  int fd = ::open(csv_path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) throw_runtime("{}: cannot open: {}", csv_path, std::strerror(errno));
+  // The lock goes with the descriptor: closing it (also on a throw) releases it.
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  if (::flock(fd, LOCK_EX) != 0) throw_runtime("{}: cannot lock: {}", csv_path, std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw_runtime("{}: cannot stat", csv_path);
+
+  std::vector<std::string> columns;
+  std::string out;
+  if (st.st_size == 0) {
+    columns = summary_csv_header(results);
+    out = csv_line(columns);
+  } else {
+    // The header is the first line; read it in chunks until its newline.
+    std::string head;
+    char buf[4096];
+    off_t off = 0;
+    while (head.find('\n') == std::string::npos) {
+      ssize_t n = ::pread(fd, buf, sizeof buf, off);
+      if (n < 0) throw_runtime("{}: cannot read: {}", csv_path, std::strerror(errno));
+      if (n == 0) break;
+      head.append(buf, static_cast<size_t>(n));
+      off += n;
+    }
+    if (head.find('\n') == std::string::npos) throw_config("{}: the header line has no end", csv_path);
+    columns = split_csv_line(head.substr(0, head.find('\n')));
+    if (columns.size() < 2 || columns[0] != "experiment" || columns[1] != "run_id")
+      throw_config("{}: not a cnnscale summary CSV (header starts '{}')", csv_path, head.substr(0, 40));
+    std::set<std::string> known(columns.begin(), columns.end());
+    for (const auto& [name, v] : results.summary)
+      if (!known.count(name)) log::warn("{}: no column '{}'; run {} leaves it out", csv_path, name, results.run_id);
+    // A file cut short by a killed writer would glue our row onto its last line.
+    char last = '\n';
+    // push_back, not `out = "\n"`: GCC 12 reports a false -Wrestrict on the assignment here.
+    if (::pread(fd, &last, 1, st.st_size - 1) == 1 && last != '\n') out.push_back('\n');
+  }
+  out += csv_row(results, columns);
+  write_all(fd, out, csv_path);
+  if (::fsync(fd) != 0) throw_runtime("{}: fsync failed", csv_path);
+}
+
+}  // namespace cnnscale

@@ -1,0 +1,133 @@
+// Reads a run folder's run.h5 back into RunResults (the inverse of results_h5_write.cpp), checking
+// the format, the phase names and that the columns of each table agree in length.
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/error.hpp"
+#include "io/hdf5_file.hpp"
+#include "io/results_writer.hpp"
+
+namespace cnnscale {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::optional<std::string> unless_empty(const std::string& s) {
+  return s.empty() ? std::nullopt : std::optional<std::string>(s);
+}
+
+}  // namespace
+
+RunResults read_run_results(const std::string& path) {
+  std::error_code ec;
+  const std::string file_path = fs::is_directory(path, ec) ? (fs::path(path) / "run.h5").string() : path;
+  const h5::Reader in(file_path, "results file");
+  const hid_t root = in.root();
+  if (!in.has_attr(root, "format") || in.attr_str(root, "format") != std::string(kResultsFormat))
+    throw_config("{}: not a {} file", file_path, kResultsFormat);
+
+  RunResults r;
+  r.experiment = in.attr_str(root, "experiment").value_or("");
+  r.run_id = in.attr_str(root, "run_id").value_or("");
+  if (in.has_attr(root, "status")) r.status = in.attr_str(root, "status").value_or(std::string(kRunComplete));
+  {
+    h5::Handle g = in.group(root, "config");
+    r.config_text = in.text(g.get(), "text");
+  }
+  {
+    h5::Handle g = in.group(root, "system");
+    r.system.cuda_version = in.attr_str(g.get(), "cuda_version");
+    r.system.cudnn_version = in.attr_str(g.get(), "cudnn_version");
+    r.system.nccl_version = in.attr_str(g.get(), "nccl_version");
+    r.system.mpi_version = in.attr_str(g.get(), "mpi_version");
+    r.system.hosts = in.strings(g.get(), "hosts");
+    h5::Handle gpus = in.group(g.get(), "gpus");
+    auto rank = in.i64(gpus.get(), "rank");
+    auto host = in.strings(gpus.get(), "host");
+    auto name = in.strings(gpus.get(), "name");
+    auto uuid = in.strings(gpus.get(), "uuid");
+    auto driver = in.strings(gpus.get(), "driver");
+    auto limit = in.f64(gpus.get(), "power_limit_w");
+    for (size_t n : {host.size(), name.size(), uuid.size(), driver.size(), limit.size()})
+      if (n != rank.size()) throw_config("{}: /system/gpus columns differ in length", file_path);
+    for (size_t i = 0; i < rank.size(); ++i)
+      r.system.gpus.push_back(GpuInfo{rank[i], unless_empty(host[i]), unless_empty(name[i]), unless_empty(uuid[i]),
+                                      unless_empty(driver[i]), limit[i]});
+  }
+  {
+    h5::Handle g = in.group(root, "timeline");
+    std::vector<hsize_t> dims;
+    auto seconds = in.read<double>(g.get(), "seconds", H5T_NATIVE_DOUBLE, &dims);
+    if (dims.size() != 3 || dims[2] != static_cast<hsize_t>(kTimelinePhaseCount))
+      throw_config("{}: /timeline/seconds is not (iterations, ranks, {})", file_path, kTimelinePhaseCount);
+    {
+      h5::Handle ds = in.dataset(g.get(), "seconds", dims);
+      auto phases = in.attr_str_array(ds.get(), "phases");
+      if (!std::equal(phases.begin(), phases.end(), kTimelinePhaseNames.begin(), kTimelinePhaseNames.end()))
+        throw_config("{}: /timeline/seconds has phases [{}], expected [{}]", file_path, fmt::join(phases, ", "),
+                     fmt::join(kTimelinePhaseNames, ", "));
+    }
+    auto iteration = in.i64(g.get(), "iteration");
+    auto warmup = in.read<uint8_t>(g.get(), "warmup", H5T_NATIVE_UINT8);
+    if (iteration.size() != dims[0] || warmup.size() != dims[0])
+      throw_config("{}: /timeline iteration/warmup lengths differ from the seconds array", file_path);
+    r.timeline.assign(static_cast<int64_t>(dims[1]), std::move(iteration), std::move(warmup), std::move(seconds));
+  }
+  {
+    h5::Handle g = in.group(root, "power");
+    const int64_t count = in.attr_i64(g.get(), "count");
+    for (int64_t k = 0; k < count; ++k) {
+      h5::Handle s = in.group(g.get(), fmt::format("gpu{}", k));
+      PowerSeries p;
+      p.rank = in.attr_i64(s.get(), "rank");
+      p.uuid = in.attr_str(s.get(), "uuid");
+      p.t_s = in.f64(s.get(), "t_s");
+      p.power_w = in.f64(s.get(), "power_w");
+      p.avg_power_w = in.f64(s.get(), "avg_power_w");
+      p.energy_mj = in.f64(s.get(), "energy_mj");
+      p.sm_clock_mhz = in.f64(s.get(), "sm_clock_mhz");
+      p.temperature_c = in.f64(s.get(), "temperature_c");
+      for (size_t n :
+           {p.power_w.size(), p.avg_power_w.size(), p.energy_mj.size(), p.sm_clock_mhz.size(), p.temperature_c.size()})
+        if (n != p.t_s.size()) throw_config("{}: /power/gpu{} columns differ in length", file_path, k);
+      r.power.push_back(std::move(p));
+    }
+  }
+  {
+    h5::Handle g = in.group(root, "epochs");
+    auto epoch = in.i64(g.get(), "epoch");
+    auto iteration = in.i64(g.get(), "iteration");
+    auto loss = in.f64(g.get(), "loss");
+    auto top1 = in.f64(g.get(), "top1");
+    auto top5 = in.f64(g.get(), "top5");
+    auto lr = in.f64(g.get(), "lr");
+    for (size_t n : {iteration.size(), loss.size(), top1.size(), top5.size(), lr.size()})
+      if (n != epoch.size()) throw_config("{}: /epochs columns differ in length", file_path);
+    for (size_t i = 0; i < epoch.size(); ++i)
+      r.epochs.push_back(EpochRecord{epoch[i], iteration[i], loss[i], top1[i], top5[i], lr[i]});
+  }
+  {
+    h5::Handle g = in.group(root, "summary");
+    for (const auto& name : in.attr_names(g.get())) r.summary[name] = in.attr(g.get(), name);
+    h5::Handle m = in.group(g.get(), "methods");
+    for (const auto& name : in.attr_names(m.get())) {
+      auto s = in.attr_str(m.get(), name);
+      if (!s) throw_config("{}: /summary/methods/{} is null", file_path, name);
+      r.methods[name] = *s;
+    }
+    if (in.exists(g.get(), "ranks")) {
+      h5::Handle ranks = in.group(g.get(), "ranks");
+      for (size_t i = 0; in.exists(ranks.get(), std::to_string(i)); ++i) {
+        h5::Handle rg = in.group(ranks.get(), std::to_string(i));
+        auto& values = r.rank_summary.emplace_back();
+        for (const auto& name : in.attr_names(rg.get())) values[name] = in.attr(rg.get(), name);
+      }
+    }
+  }
+  return r;
+}
+
+}  // namespace cnnscale

@@ -1,0 +1,145 @@
+// run.h5 of a run folder: /config, /system, /timeline, /power, /epochs and /summary (schema in
+// results/README.md), written through io/hdf5_file with strings as variable-length UTF-8.
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "io/hdf5_file.hpp"
+#include "io/results_files.hpp"
+#include "io/results_writer.hpp"
+
+namespace cnnscale {
+
+namespace {
+
+void require_same_length(size_t expected, size_t got, const std::string& what) {
+  if (expected != got) throw_runtime("results: {} has {} values, expected {}", what, got, expected);
+}
+
+}  // namespace
+
+void write_results_h5(const std::string& path, const RunResults& r, const ResultsStep& step) {
+  h5::Writer w(path, "results file");
+  const hid_t root = w.root();
+  w.attr_str(root, "format", std::string(kResultsFormat));
+  w.attr_str(root, "experiment", r.experiment);
+  w.attr_str(root, "run_id", r.run_id);
+  w.attr_str(root, "status", r.status);
+
+  {
+    h5::Handle g = w.group("/config");
+    w.text(g.get(), "text", r.config_text);
+  }
+  step("h5:config");
+
+  {
+    h5::Handle g = w.group("/system");
+    w.attr_str(g.get(), "cuda_version", r.system.cuda_version);
+    w.attr_str(g.get(), "cudnn_version", r.system.cudnn_version);
+    w.attr_str(g.get(), "nccl_version", r.system.nccl_version);
+    w.attr_str(g.get(), "mpi_version", r.system.mpi_version);
+    w.strings(g.get(), "hosts", r.system.hosts);
+    h5::Handle gpus = w.group("/system/gpus");
+    std::vector<int64_t> rank;
+    std::vector<std::string> host, name, uuid, driver;
+    std::vector<double> limit;
+    for (const auto& gi : r.system.gpus) {
+      rank.push_back(gi.rank);
+      host.push_back(gi.host.value_or(""));  // "" is the unknown string in string columns
+      name.push_back(gi.name.value_or(""));
+      uuid.push_back(gi.uuid.value_or(""));
+      driver.push_back(gi.driver.value_or(""));
+      limit.push_back(gi.power_limit_w);
+    }
+    w.i64(gpus.get(), "rank", rank);
+    w.strings(gpus.get(), "host", host);
+    w.strings(gpus.get(), "name", name);
+    w.strings(gpus.get(), "uuid", uuid);
+    w.strings(gpus.get(), "driver", driver);
+    w.f64(gpus.get(), "power_limit_w", limit);
+  }
+  step("h5:system");
+
+  {
+    const Timeline& t = r.timeline;
+    require_same_length(static_cast<size_t>(t.iterations() * t.ranks() * kTimelinePhaseCount), t.seconds().size(),
+                        "timeline seconds");
+    h5::Handle g = w.group("/timeline");
+    h5::Handle ds = w.dataset(g.get(), "seconds",
+                            {static_cast<hsize_t>(t.iterations()), static_cast<hsize_t>(t.ranks()),
+                             static_cast<hsize_t>(kTimelinePhaseCount)},
+                            H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, t.seconds().data());
+    w.attr_str_array(ds.get(), "phases",
+                     std::vector<std::string>(kTimelinePhaseNames.begin(), kTimelinePhaseNames.end()));
+    w.attr_str(ds.get(), "units", std::string("s"));
+    w.i64(g.get(), "iteration", t.iteration());
+    w.dataset(g.get(), "warmup", {t.warmup().size()}, H5T_STD_U8LE, H5T_NATIVE_UINT8, t.warmup().data());
+  }
+  step("h5:timeline");
+
+  {
+    h5::Handle g = w.group("/power");
+    w.attr_i64(g.get(), "count", static_cast<int64_t>(r.power.size()));
+    for (size_t k = 0; k < r.power.size(); ++k) {
+      const PowerSeries& p = r.power[k];
+      const size_t n = p.t_s.size();
+      require_same_length(n, p.power_w.size(), "power_w");
+      require_same_length(n, p.avg_power_w.size(), "avg_power_w");
+      require_same_length(n, p.energy_mj.size(), "energy_mj");
+      require_same_length(n, p.sm_clock_mhz.size(), "sm_clock_mhz");
+      require_same_length(n, p.temperature_c.size(), "temperature_c");
+      h5::Handle s = w.group(fmt::format("/power/gpu{}", k));
+      w.attr_i64(s.get(), "rank", p.rank);
+      w.attr_str(s.get(), "uuid", p.uuid);
+      w.f64(s.get(), "t_s", p.t_s);
+      w.f64(s.get(), "power_w", p.power_w);
+      w.f64(s.get(), "avg_power_w", p.avg_power_w);
+      w.f64(s.get(), "energy_mj", p.energy_mj);
+      w.f64(s.get(), "sm_clock_mhz", p.sm_clock_mhz);
+      w.f64(s.get(), "temperature_c", p.temperature_c);
+    }
+  }
+  step("h5:power");
+
+  {
+    h5::Handle g = w.group("/epochs");
+    std::vector<int64_t> epoch, iteration;
+    std::vector<double> loss, top1, top5, lr;
+    for (const auto& e : r.epochs) {
+      epoch.push_back(e.epoch);
+      iteration.push_back(e.iteration);
+      loss.push_back(e.loss);
+      top1.push_back(e.top1);
+      top5.push_back(e.top5);
+      lr.push_back(e.lr);
+    }
+    w.i64(g.get(), "epoch", epoch);
+    w.i64(g.get(), "iteration", iteration);
+    w.f64(g.get(), "loss", loss);
+    w.f64(g.get(), "top1", top1);
+    w.f64(g.get(), "top5", top5);
+    w.f64(g.get(), "lr", lr);
+  }
+  step("h5:epochs");
+
+  {
+    auto write_values = [&](hid_t g, const std::map<std::string, SummaryValue>& values) {
+      for (const auto& [name, v] : values) w.attr_value(g, name, v);
+    };
+    h5::Handle g = w.group("/summary");
+    write_values(g.get(), r.summary);
+    h5::Handle m = w.group("/summary/methods");
+    for (const auto& [name, method] : r.methods) w.attr_str(m.get(), name, method);
+    if (!r.rank_summary.empty()) {
+      h5::Handle ranks = w.group("/summary/ranks");
+      for (size_t i = 0; i < r.rank_summary.size(); ++i) {
+        h5::Handle rg = w.group("/summary/ranks/" + std::to_string(i));
+        write_values(rg.get(), r.rank_summary[i]);
+      }
+    }
+  }
+  step("h5:summary");
+
+  w.close();
+}
+
+}  // namespace cnnscale
