@@ -56,6 +56,7 @@ class ParallelRun {
   // GPU, and creates the communicator (collective over all ranks). The backend lives as long as
   // this object.
   Backend& connect();
+  Backend& backend() const { return *backend_; }  // after connect()
   DataParallel data_parallel() const;
   std::string describe(const Trainer& trainer) const;  // a few lines for rank 0's log
   // With CNNSCALE_PID_DIR set, writes <dir>/rank-<R>.pid (fault tests and operators pick a rank).

@@ -1,0 +1,100 @@
+// What `cnnscale train` tells its user on rank 0: the banner before training, the closing lines on
+// stderr (throughput, phases, energy, results folder, how to resume) and the --json line on stdout.
+#include <cmath>
+#include <cstdio>
+
+#include "app/commands.hpp"
+#include "app/train_run.hpp"
+#include "core/stop_signal.hpp"
+#include "io/results_writer.hpp"
+
+namespace cnnscale::app {
+
+namespace {
+nlohmann::json nullable(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
+}  // namespace
+
+void print_train_banner(const TrainArgs& a, const TrainInputs& in, const Trainer& trainer, const ParallelRun& par) {
+  std::fprintf(stderr,
+               "cnnscale train: %s (%lld parameters) on %s (%lld samples%s), batch %lld, %lld iterations "
+               "(%lld per epoch), %s on %s\n",
+               in.spec.name().c_str(), static_cast<long long>(in.spec.total_params()), in.train->name().c_str(),
+               static_cast<long long>(in.train->size()),
+               in.test ? fmt::format(", test {}", in.test->size()).c_str() : "",
+               static_cast<long long>(a.options.batch), static_cast<long long>(trainer.total_iterations()),
+               static_cast<long long>(trainer.iterations_per_epoch()), a.solver.describe().c_str(),
+               par.backend().description().c_str());
+  if (par.active()) std::fprintf(stderr, "%s\n", par.describe(trainer).c_str());
+}
+
+void print_train_outcome(const Trainer& trainer, const TrainOutcome& o) {
+  const TrainResult& r = o.result;
+  std::fprintf(stderr,
+               "done: %lld iterations in %.1f s, %.1f samples/s (steady state, %lld iterations), final loss %.4f",
+               static_cast<long long>(r.iterations), r.seconds, o.job.samples_per_s,
+               static_cast<long long>(r.timed_iterations), r.final_loss);
+  if (r.test) std::fprintf(stderr, ", test top-1 %.4f top-%d %.4f", r.test->top1, r.test->top5_k, r.test->top5);
+  std::fprintf(stderr, "\n");
+  // This rank's (rank 0's) phase means; the per-iteration timeline is in r.phases for results files.
+  const PhaseSummary& ps = r.phase_summary;
+  std::fprintf(stderr, "phases (ms/iteration, mean of %lld after warm-up):", static_cast<long long>(ps.iterations));
+  for (int p = 0; p < kStepPhases; ++p)
+    std::fprintf(stderr, " %s %.3f", step_phase_name(p), 1e3 * ps.mean_seconds[static_cast<size_t>(p)]);
+  std::fprintf(stderr, ", total %.3f\n", 1e3 * ps.mean_total);
+  const auto& jpb = o.results.summary.at("joules_per_batch");
+  if (std::holds_alternative<double>(jpb))
+    std::fprintf(stderr, "energy: %.3f J/batch, %.1f W (%s)\n", std::get<double>(jpb),
+                 std::get<double>(o.results.summary.at("watts")), o.results.methods.at("joules_per_batch").c_str());
+  else
+    std::fprintf(stderr, "energy: null (%s)\n",
+                 r.window ? (o.on_gpu ? r.window->gpu_method : r.window->cpu_method).c_str()
+                          : "no steady window");
+  if (!o.results_path.empty())
+    std::fprintf(stderr, "results: %s%s\n", o.results_path.c_str(), r.interrupted ? " (status: interrupted)" : "");
+  if (r.interrupted)
+    std::fprintf(stderr, "interrupted at iteration %lld of %lld: %s; exit code %d (requeue)\n",
+                 static_cast<long long>(r.iterations), static_cast<long long>(trainer.total_iterations()),
+                 o.last_checkpoint.empty() ? "no checkpoint (no --checkpoint-dir)"
+                                           : ("continue with --resume auto from " + o.last_checkpoint).c_str(),
+                 kExitRequeue);
+}
+
+void print_train_json(const TrainArgs& a, const TrainInputs& in, const Trainer& trainer, const ParallelRun& par,
+                      const TrainOutcome& o) {
+  const TrainResult& r = o.result;
+  const auto or_null = [](bool has, auto value) { return has ? nlohmann::json(value) : nlohmann::json(); };
+  nlohmann::json j = {{"net", in.spec.name()},
+                      {"data", in.train->name()},
+                      {"device", par.backend().device().to_string()},
+                      {"batch", a.options.batch},
+                      {"seed", a.options.seed},
+                      {"iterations", r.iterations},
+                      {"start_iteration", r.start_iteration},
+                      {"iterations_per_epoch", r.iterations_per_epoch},
+                      {"epochs", r.epochs},
+                      {"seconds", r.seconds},
+                      {"samples_per_s", nullable(o.job.samples_per_s > 0 ? o.job.samples_per_s : NAN)},
+                      {"timed_iterations", r.timed_iterations},
+                      {"timed_seconds", o.job.timed_seconds},
+                      {"data_wait_seconds", r.data_wait_seconds},
+                      {"final_loss", nullable(r.final_loss)},
+                      {"final_lr", r.final_lr},
+                      {"test_top1", or_null(r.test.has_value(), r.test ? r.test->top1 : 0.0)},
+                      {"test_top5", or_null(r.test.has_value(), r.test ? r.test->top5 : 0.0)},
+                      {"test_loss", or_null(r.test.has_value(), r.test ? r.test->loss : 0.0)},
+                      {"test_samples", or_null(r.test.has_value(), r.test ? r.test->samples : int64_t{0})},
+                      {"checkpoint", or_null(!o.last_checkpoint.empty(), o.last_checkpoint)},
+                      {"resumed_from", or_null(!r.resumed_from.empty(), r.resumed_from)}};
+  const PhaseSummary& ps = r.phase_summary;
+  nlohmann::json phases = {{"iterations", ps.iterations}, {"total", ps.mean_total}};
+  for (int p = 0; p < kStepPhases; ++p) phases[step_phase_name(p)] = ps.mean_seconds[static_cast<size_t>(p)];
+  j["phases"] = phases;  // mean seconds per iteration on rank 0, warm-up excluded
+  if (par.active()) j.update(par.job_json(trainer, o.job));
+  j["results"] = or_null(!o.results_path.empty(), o.results_path);
+  j["run_id"] = o.results.run_id;
+  j["summary"] = summary_values_json(o.results.summary);
+  std::printf("%s\n", j.dump().c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace cnnscale::app

@@ -1,0 +1,80 @@
+// The pieces `cnnscale train` is composed of (cmd_train.cpp's run_train reads them in order):
+// validate, load the network and data, describe the run, then after training describe its results
+// and print what a user reads. Shared by cmd_train.cpp, train_steps.cpp and train_output.cpp only.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "app/train_parallel.hpp"
+#include "app/train_results.hpp"
+#include "data/dataset.hpp"
+#include "data/fashion_mnist.hpp"
+#include "net/net.hpp"
+#include "solver/run_report.hpp"
+#include "solver/trainer.hpp"
+
+namespace cnnscale::app {
+
+struct TrainArgs {
+  std::string net;
+  std::string data;
+  std::string synthetic_fill = "gaussian";
+  std::string data_dir = FashionMnistDataset::kDefaultDir;
+  int64_t train_samples = 0, test_samples = -1;
+  std::string device = "cpu";
+  std::vector<int64_t> input_shape;
+  int64_t classes = 0;
+  int pool_batches = 8;
+  TrainOptions options;
+  // -1: not given (then one epoch); given values must be >= 1.
+  int64_t epochs = -1, iterations = -1;
+  SolverConfig solver;
+  std::string lr_policy = "fixed";
+  bool json = false;
+  ParallelArgs parallel;
+  MeasureArgs measure;
+};
+
+// Every check that needs no file, device or peer: ConfigError (exit 2) before anything is loaded.
+// Completes `a.options` from the flags.
+void validate_train_args(TrainArgs& a);
+
+struct TrainInputs {
+  std::string net_file;
+  NetSpec spec;
+  std::shared_ptr<const Dataset> train, test;  // test may be null
+};
+// The network (its input shape and classes from the dataset, or the synthetic flags) and datasets.
+TrainInputs load_train_inputs(TrainArgs& a);
+
+// The run's identity, stored in checkpoints and results: options, sizes, rank split and run id.
+// Also sets a.options.run_config and network_yaml.
+nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelRun& par);
+
+// What rank 0 knows of the finished run, for assemble_run_results.
+RunDescription describe_results(const TrainArgs& a, const TrainInputs& in, const nlohmann::json& run_config,
+                                const Trainer& trainer, const TrainResult& r, const ParallelRun& par,
+                                std::vector<EpochRecord> epochs);
+
+// ---- what the user reads (train_output.cpp) ----
+// The first line: network, data, batch, iterations, solver, device (and the job's ranks).
+void print_train_banner(const TrainArgs& a, const TrainInputs& in, const Trainer& trainer, const ParallelRun& par);
+
+struct TrainOutcome {
+  const TrainResult& result;
+  const JobTiming& job;
+  const RunResults& results;
+  std::string results_path;     // empty: --no-results
+  std::string last_checkpoint;  // empty: none written
+  bool on_gpu = false;          // which energy method explains a null energy
+};
+// The closing lines on stderr: throughput, phases, energy, where the results are, and how to resume.
+void print_train_outcome(const Trainer& trainer, const TrainOutcome& o);
+// --json: one line of results on stdout.
+void print_train_json(const TrainArgs& a, const TrainInputs& in, const Trainer& trainer, const ParallelRun& par,
+                      const TrainOutcome& o);
+
+}  // namespace cnnscale::app

@@ -1,0 +1,159 @@
+// The steps of `cnnscale train` before and after the Trainer runs: option checks, network and
+// datasets, the run's identity (stored in checkpoints and results), and the description of the
+// finished run that rank 0 turns into its results.
+#include <fmt/ranges.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "app/train_run.hpp"
+#include "backend/devices.hpp"
+#include "data/datasets.hpp"
+#include "io/results_writer.hpp"
+#include "parallel/mpi_env.hpp"
+
+namespace cnnscale::app {
+
+namespace {
+// Flags are the YAML keys with '-' for '_' (solver_config.hpp); --step/--warmup are shorter.
+std::string flag_for(const std::string& key) {
+  if (key == "warmup_epochs") return "--warmup";
+  std::string flag = "--" + key;
+  for (char& c : flag)
+    if (c == '_') c = '-';
+  return flag;
+}
+}  // namespace
+
+void validate_train_args(TrainArgs& a) {
+  a.solver.policy = parse_lr_policy(a.lr_policy);
+  a.solver.validate(
+      [](const std::string& key, const std::string& message) { throw_config("{}: {}", flag_for(key), message); });
+  if (a.epochs != -1 && a.epochs < 1) throw_config("--epochs must be >= 1, got {}", a.epochs);
+  if (a.iterations != -1 && a.iterations < 1) throw_config("--iterations must be >= 1, got {}", a.iterations);
+  a.options.epochs = a.epochs > 0 ? a.epochs : 0;
+  a.options.iterations = a.iterations > 0 ? a.iterations : 0;
+  if (a.options.epochs == 0 && a.options.iterations == 0) a.options.epochs = 1;
+  const DatasetInfo& dataset = dataset_info(a.data);
+  if (!dataset.synthetic && (!a.input_shape.empty() || a.classes > 0))
+    throw_config("--input-shape/--classes apply to synthetic data only ({} samples are {}, {} classes)", a.data,
+                 fmt::join(dataset.sample_shape, "x"), dataset.classes);
+  if (!a.input_shape.empty() &&
+      (a.input_shape.size() != 3 || a.input_shape[0] < 1 || a.input_shape[1] < 1 || a.input_shape[2] < 1))
+    throw_config("--input-shape: expected three positive extents C,H,W");
+  if (a.options.resume == "auto" && a.options.checkpoint_dir.empty())
+    throw_config("--resume auto needs --checkpoint-dir");
+  if (!a.options.resume.empty() && a.options.resume != "auto" && !std::filesystem::is_regular_file(a.options.resume))
+    throw_config("--resume {}: no such checkpoint file", a.options.resume);
+  validate_measure_args(a.measure);
+  apply_measure_args(a.measure, a.options);
+  // Where the run will write, checked now rather than after hours of training. Only rank 0
+  // writes results and checkpoints.
+  if (const MpiEnv* env = MpiEnv::current(); !env || env->rank() == 0) {
+    if (!a.measure.no_results) check_writable_dir("--results", a.measure.results_root);
+    if (!a.options.checkpoint_dir.empty()) check_writable_dir("--checkpoint-dir", a.options.checkpoint_dir);
+  }
+  // Fault injection for the divergence tests (documented in tests/, not a user option).
+  if (const char* v = std::getenv("CNNSCALE_INJECT_NONFINITE_AT"); v && *v)
+    a.options.inject_nonfinite_at = std::strtoll(v, nullptr, 10);
+}
+
+TrainInputs load_train_inputs(TrainArgs& a) {
+  const DatasetInfo& dataset = dataset_info(a.data);
+  NetOptions net_options;
+  if (dataset.synthetic) {
+    if (!a.input_shape.empty()) net_options.input_shape = a.input_shape;
+    if (a.classes > 0) net_options.classes = a.classes;
+  } else {
+    net_options.input_shape = dataset.sample_shape;
+    net_options.classes = dataset.classes;
+  }
+  const std::string net_file = resolve_network_path(a.net);
+  NetSpec spec = NetSpec::load(net_file, net_options);
+  const DatasetRequest request{a.data, a.data_dir, a.train_samples, a.test_samples, a.synthetic_fill, a.options.seed};
+  OpenedDatasets data = open_datasets(request, spec.input_shape(), spec.classes(), a.options.batch);
+  if (dataset.synthetic) {  // generated batches stay on the device: the run measures the network, not a loader
+    a.options.device_pool = true;
+    a.options.pool_batches = a.pool_batches;
+  }
+  return {net_file, std::move(spec), std::move(data.train), std::move(data.test)};
+}
+
+nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelRun& par) {
+  nlohmann::json run_config = {{"net", in.spec.name()},  {"net_file", in.net_file},
+                               {"data", a.data},         {"batch", a.options.batch},
+                               {"seed", a.options.seed}, {"train_samples", in.train->size()},
+                               {"device", par.device()}, {"solver", a.solver.describe()}};
+  // Informational: a run may resume with another rank count at the same global batch (the data
+  // order depends only on the seed), so these are not compared on resume.
+  if (par.active()) {
+    run_config["world_size"] = par.world_size();
+    run_config["rank_batches"] = par.rank_batches();
+  }
+  if (dataset_info(a.data).synthetic) {
+    run_config["synthetic_fill"] = a.synthetic_fill;
+    run_config["input_shape"] = in.spec.input_shape();
+    run_config["classes"] = in.spec.classes();
+  }
+  // Chosen now and stored in the checkpoints, so that a resumed run (after a requeue) writes its
+  // results under the same id (not compared on resume).
+  run_config["run_id"] = a.measure.run_id.empty() ? make_run_id(run_config.dump() + in.spec.resolved_yaml())
+                                                  : a.measure.run_id;
+  a.options.run_config = run_config.dump();
+  a.options.network_yaml = in.spec.resolved_yaml();
+  return run_config;
+}
+
+RunDescription describe_results(const TrainArgs& a, const TrainInputs& in, const nlohmann::json& run_config,
+                                const Trainer& trainer, const TrainResult& r, const ParallelRun& par,
+                                std::vector<EpochRecord> epochs) {
+  const Backend& backend = par.backend();
+  RunDescription run;
+  run.experiment = a.measure.experiment;
+  run.config_text =
+      "# cnnscale train: the run's resolved options and network\nrun: " + run_config.dump() + "\nnetwork: |\n";
+  for (size_t pos = 0, next; pos < a.options.network_yaml.size(); pos = next + 1) {
+    next = a.options.network_yaml.find('\n', pos);
+    if (next == std::string::npos) next = a.options.network_yaml.size();
+    run.config_text += "  " + a.options.network_yaml.substr(pos, next - pos) + "\n";
+  }
+  run.run_id = run_config["run_id"].get<std::string>();
+  // A run resumed after an interruption keeps the run id of the run it continues, and its results
+  // replace the interrupted folder. A finished run's folder is never replaced: a run that goes on
+  // past a finished one (more iterations) gets an id of its own.
+  if (a.measure.run_id.empty() && !trainer.resumed_run_config().empty()) {
+    const auto saved = nlohmann::json::parse(trainer.resumed_run_config(), nullptr, false);
+    if (saved.is_object() && saved.contains("run_id") && saved["run_id"].is_string()) {
+      const std::string id = saved["run_id"].get<std::string>();
+      const auto folder = std::filesystem::path(a.measure.results_root) / run.experiment / id;
+      if (run_folder_writable(folder.string())) run.run_id = id;
+    }
+  }
+  run.net = in.spec.name();
+  run.data = in.train->name();
+  run.device_kind = backend.device().is_cpu() ? "cpu" : "gpu";
+  run.world_size = par.world_size();
+  run.global_batch = a.options.batch;
+  run.seed = static_cast<int64_t>(a.options.seed);
+  run.iterations = r.iterations;
+  run.iterations_per_epoch = r.iterations_per_epoch;
+  run.train_samples = in.train->size();
+  run.run_epochs = r.epochs;
+  run.overlap = a.options.parallel.overlap;
+  if (par.active() && !backend.device().is_cpu()) run.allreduce_algo = a.parallel.algo;
+  run.forward_macs = static_cast<double>(in.spec.forward_macs());
+  run.measure = a.options.measure;
+  run.phase_window = a.options.phase_window_seconds;
+  run.epochs = std::move(epochs);
+  run.tags = a.measure.tags;
+  if (const MpiEnv* mpi = MpiEnv::current(); mpi && mpi->initialized()) run.mpi_version = mpi->library_version();
+  if (!backend.device().is_cpu()) {
+    const GpuLibraryVersions v = gpu_library_versions();
+    run.cuda_version = v.cuda;
+    run.cudnn_version = v.cudnn;
+    run.nccl_version = v.nccl;
+  }
+  return run;
+}
+
+}  // namespace cnnscale::app
