@@ -329,22 +329,22 @@ std::vector<float> Reader::f32(hid_t loc, const std::string& name, std::vector<i
   return values;
 }
 
-int64_t Reader::scalar_i64(hid_t loc, const std::string& name) const {
+template <typename T>
+T Reader::scalar(hid_t loc, const std::string& name, hid_t mem_type, const char* what) const {
   std::vector<hsize_t> dims;
   Handle ds = dataset(loc, name, dims);
-  int64_t v = 0;
-  if (H5Dread(ds.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v) < 0)
-    throw_config("{}: cannot read '{}' as an integer", path_, name);
+  T v{};
+  if (H5Dread(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v) < 0)
+    throw_config("{}: cannot read '{}' as {}", path_, name, what);
   return v;
 }
 
+int64_t Reader::scalar_i64(hid_t loc, const std::string& name) const {
+  return scalar<int64_t>(loc, name, H5T_NATIVE_INT64, "an integer");
+}
+
 double Reader::scalar_f64(hid_t loc, const std::string& name) const {
-  std::vector<hsize_t> dims;
-  Handle ds = dataset(loc, name, dims);
-  double v = 0;
-  if (H5Dread(ds.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v) < 0)
-    throw_config("{}: cannot read '{}' as a number", path_, name);
-  return v;
+  return scalar<double>(loc, name, H5T_NATIVE_DOUBLE, "a number");
 }
 
 std::string Reader::text(hid_t loc, const std::string& name) const {

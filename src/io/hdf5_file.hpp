@@ -132,6 +132,8 @@ class Reader {
   std::string fixed_text(hid_t loc, const std::string& name) const;  // fixed-length, NUL-trimmed
 
  private:
+  template <typename T>
+  T scalar(hid_t loc, const std::string& name, hid_t mem_type, const char* what) const;
   [[noreturn]] void fail_read(const std::string& name) const;
   std::string path_, kind_;
   Handle file_;
