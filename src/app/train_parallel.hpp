@@ -22,7 +22,7 @@ namespace cnnscale::app {
 struct ParallelArgs {
   std::vector<int> gpus;  // by node-local rank
   bool batch_per_rank = false;
-  double bucket_mb = 25.0;  // MiB
+  double bucket_mb = static_cast<double>(kDefaultBucketBytes) / (1 << 20);  // MiB
   bool no_overlap = false;
   std::string overlap = "true";
   std::string algo = "ring";

@@ -12,15 +12,11 @@
 #include <variant>
 #include <vector>
 
+#include "core/step_phase.hpp"
+
 namespace cnnscale {
 
 inline constexpr double kMissing = std::numeric_limits<double>::quiet_NaN();
-
-// Timeline phases in the order of the timeline's last axis (and of the HDF5 `phases` attribute).
-enum class TimelinePhase { Data, H2D, Forward, Backward, Allreduce, CommBusy, Update, Total };
-inline constexpr std::array<std::string_view, 8> kTimelinePhaseNames = {"data",      "h2d",       "forward", "backward",
-                                                                        "allreduce", "comm_busy", "update",  "total"};
-inline constexpr int64_t kTimelinePhaseCount = static_cast<int64_t>(kTimelinePhaseNames.size());
 
 struct GpuInfo {
   int64_t rank = 0;  // the MPI rank that drives this GPU

@@ -6,15 +6,14 @@
 
 namespace cnnscale {
 
-const char* step_phase_name(StepPhase phase) {
+const char* step_phase_name(TimelinePhase phase) {
   return step_phase_name(static_cast<int>(phase));
 }
 
 const char* step_phase_name(int phase) {
-  static constexpr const char* kNames[kStepPhases] = {"data",      "h2d",       "forward", "backward",
-                                                      "allreduce", "comm_busy", "update"};
   CNNSCALE_CHECK(phase >= 0 && phase < kStepPhases, "no step phase {}", phase);
-  return kNames[phase];
+  // The names are string literals: null-terminated.
+  return kTimelinePhaseNames[static_cast<size_t>(phase)].data();
 }
 
 PhaseSummary summarize_phases(const std::vector<IterationPhases>& timeline) {
@@ -44,12 +43,12 @@ void PhaseTimer::begin(int64_t iteration, bool warmup) {
   open_ = true;
 }
 
-void PhaseTimer::mark(StepPhase phase) {
+void PhaseTimer::mark(TimelinePhase phase) {
   CNNSCALE_CHECK(open_, "phase timer: mark({}) outside an iteration", step_phase_name(phase));
   current_.marks.emplace_back(phase, backend_.record_timing_event());
 }
 
-void PhaseTimer::add_seconds(StepPhase phase, double seconds) {
+void PhaseTimer::add_seconds(TimelinePhase phase, double seconds) {
   CNNSCALE_CHECK(open_, "phase timer: add_seconds({}) outside an iteration", step_phase_name(phase));
   current_.phases.seconds[static_cast<size_t>(phase)] += seconds;
 }
@@ -66,7 +65,7 @@ void PhaseTimer::resolve(Pending& p) {
   for (auto& [phase, event] : p.marks) {
     // Data is a host wait: the stream time before its mark means nothing (the device may be idle or
     // still busy with the previous step), so its seconds are the host clock's.
-    if (phase != StepPhase::Data)
+    if (phase != TimelinePhase::Data)
       p.phases.seconds[static_cast<size_t>(phase)] += backend_.elapsed_ms(*previous, *event) / 1e3;
     previous = event.get();
   }
@@ -94,7 +93,7 @@ void PhaseTimer::add_comm_busy(int64_t iteration, double seconds) {
   // The iteration is almost always among the last few resolved: search from the back.
   for (auto it = timeline_.rbegin(); it != timeline_.rend(); ++it)
     if (it->iteration == iteration) {
-      it->seconds[static_cast<size_t>(StepPhase::CommBusy)] += seconds;
+      it->seconds[static_cast<size_t>(TimelinePhase::CommBusy)] += seconds;
       return;
     }
   throw_runtime("phase timer: comm_busy for iteration {}, which is not in the timeline", iteration);

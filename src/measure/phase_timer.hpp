@@ -10,13 +10,15 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "core/step_phase.hpp"
 
 namespace cnnscale {
 
-enum class StepPhase : int { Data, H2D, Forward, Backward, Allreduce, CommBusy, Update };
-inline constexpr int kStepPhases = 7;
+// The step's phases are the timeline's (TimelinePhase, core/step_phase.hpp, the order of the results
+// files' phase axis) up to Total, which the timer keeps apart as the whole iteration.
+inline constexpr int kStepPhases = static_cast<int>(TimelinePhase::Total);
 // "data", "h2d", "forward", "backward", "allreduce", "comm_busy", "update".
-const char* step_phase_name(StepPhase phase);
+const char* step_phase_name(TimelinePhase phase);
 const char* step_phase_name(int phase);
 
 // One iteration's phases in seconds. `comm_busy` overlaps backward and allreduce (it is the
@@ -46,9 +48,9 @@ class PhaseTimer {
   // Records a mark closing `phase`, measured from the previous mark. Phases not marked in an
   // iteration (allreduce in a single process) stay 0. Data is the exception: its seconds come
   // from add_seconds() (host wait for the batch); its mark only starts h2d.
-  void mark(StepPhase phase);
+  void mark(TimelinePhase phase);
   // Host-clock seconds added to a phase of the current iteration (data wait; comm_busy on CPU).
-  void add_seconds(StepPhase phase, double seconds);
+  void add_seconds(TimelinePhase phase, double seconds);
   void end();
 
   // Resolves the oldest ended iterations whose marks are all complete; never blocks.
@@ -68,7 +70,7 @@ class PhaseTimer {
   struct Pending {
     IterationPhases phases;
     std::shared_ptr<TimingEvent> begin;
-    std::vector<std::pair<StepPhase, std::shared_ptr<TimingEvent>>> marks;  // in recording order
+    std::vector<std::pair<TimelinePhase, std::shared_ptr<TimingEvent>>> marks;  // in recording order
   };
   void resolve(Pending& p);
 

@@ -13,6 +13,9 @@
 
 namespace cnnscale {
 
+// The one default gradient bucket size (--bucket-mb, DataParallel): 25 MiB, as PyTorch DDP's bucket_cap_mb.
+inline constexpr int64_t kDefaultBucketBytes = int64_t{25} << 20;
+
 struct DataParallel {
   Communicator* comm = nullptr;  // null: a single process (no exchange at all)
   RankExchange* exchange = nullptr;  // over `comm`, for layers (sync batch norm)
@@ -20,8 +23,8 @@ struct DataParallel {
   // Samples of every global batch per rank (sum = the global batch). Each rank takes its
   // contiguous slice of each global batch, in rank order. Empty: a single process.
   std::vector<int64_t> rank_batches;
-  bool overlap = true;                       // bucket allreduces during backward
-  int64_t bucket_bytes = int64_t{25} << 20;  // 25 MiB
+  bool overlap = true;  // bucket allreduces during backward
+  int64_t bucket_bytes = kDefaultBucketBytes;
 
   bool active() const { return comm != nullptr; }
   int size() const { return rank_batches.empty() ? 1 : static_cast<int>(rank_batches.size()); }

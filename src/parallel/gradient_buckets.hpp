@@ -19,8 +19,6 @@ struct GradientBucket {
 
 class GradientBuckets {
  public:
-  static constexpr int64_t kDefaultBucketBytes = int64_t{25} << 20;  // 25 MiB, as PyTorch DDP's bucket_cap_mb
-
   GradientBuckets(const Net& net, Communicator& comm, int64_t bucket_bytes, bool overlap);
 
   // Cuts [0, total) at parameter starts so no bucket exceeds `bucket_elements` (rounded down to

@@ -1,16 +1,8 @@
-// Trainer: the training loop of `cnnscale train` (and later of every sweep run): feeds batches,
-// steps the net and the solver, reads the loss only at display intervals, evaluates top-1/top-5 on
-// the test set at each epoch end, writes checkpoints and resumes from them bit-identically (CPU).
-//
-// Host synchronisation happens only at display intervals, epoch ends, checkpoints, the edges of
-// the timing window and, on GPU, when every pinned input buffer is waiting for its upload.
-//
-// Data parallel (TrainOptions::parallel): every rank runs this loop on its slice of each global
-// batch; gradients are summed across ranks in buckets during backward (parallel/gradient_buckets.hpp)
-// and the update waits for them. The loss is weighted by each rank's share so the reduced update is
-// the one-process update on the global batch. Displayed losses and test results are the job's
-// (reduced over ranks); only rank 0 writes checkpoints; every rank reads one to resume.
+// Trainer: the training loop of `cnnscale train` (and later of every sweep run): its options, its
+// results and the class. Where the parts live: trainer.cpp (setup and the step), trainer_run.cpp (the
+// loop), trainer_eval.cpp, trainer_measure.cpp (energy windows, phase loops), trainer_checkpoint.cpp.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -27,6 +19,7 @@
 #include "net/net.hpp"
 #include "solver/sgd_solver.hpp"
 #include "solver/solver_config.hpp"
+#include "solver/steady_window.hpp"
 
 namespace cnnscale {
 
@@ -132,7 +125,19 @@ struct TrainResult {
 };
 
 class DeviceCommunicator;
+class UploadSlots;
 
+// Feeds batches, steps the net and the solver, reads the loss only at display intervals, evaluates
+// top-1/top-5 on the test set at each epoch end, writes checkpoints and resumes from them
+// bit-identically (CPU). Host synchronisation happens only at display intervals, epoch ends,
+// checkpoints, the edges of the timing window and, on GPU, when every pinned input buffer is waiting
+// for its upload.
+//
+// Data parallel (TrainOptions::parallel): every rank runs this loop on its slice of each global
+// batch; gradients are summed across ranks in buckets during backward (parallel/gradient_buckets.hpp)
+// and the update waits for them. The loss is weighted by each rank's share so the reduced update is
+// the one-process update on the global batch. Displayed losses and test results are the job's
+// (reduced over ranks); only rank 0 writes checkpoints; every rank reads one to resume.
 class Trainer {
  public:
   // `test` may be null (synthetic data). Throws ConfigError for inconsistent options.
@@ -147,51 +152,129 @@ class Trainer {
   const SgdSolver& solver() const { return *solver_; }
   int64_t iterations_per_epoch() const { return iterations_per_epoch_; }
   int64_t total_iterations() const { return total_iterations_; }
-  int64_t local_batch() const { return local_batch_; }               // this rank's samples per iteration
+  int64_t local_batch() const { return split_.local; }               // this rank's samples per iteration
   const GradientBuckets* buckets() const { return buckets_.get(); }  // null in a single process
   // The run configuration (TrainOptions::run_config) stored in the checkpoint run() resumed from;
   // empty when it did not resume.
   const std::string& resumed_run_config() const { return resumed_run_config_; }
 
  private:
-  void feed(int64_t iteration, double& wait_seconds);  // marks data and h2d on phase_timer_
-  // One training step of iteration `t` (data index, dropout seed) with the solver at
-  // `solver_iteration`, recorded in the phase timer; queues work only (no sync).
-  void step(int64_t t, int64_t solver_iteration, bool warmup, double& wait_seconds);
-  // Extra steps after the last iteration (`total`) until the energy window is long enough.
-  int64_t extend_window(int64_t total, int64_t window_iterations);
-  void run_phase_loops(TrainResult& result);  // measure: phases
-  int64_t agree_max(int64_t value);           // the largest of every rank's value
-  void exchange_gradients_backward(int64_t iteration);
-  void resolve_phases();  // after a synchronisation: every ended iteration into the timeline
+  using Clock = std::chrono::steady_clock;
+  static double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+  // This rank's part of the global batch, worked out (and the global batch checked) once.
+  struct BatchSplit {
+    int64_t local = 0;         // samples per iteration on this rank
+    int64_t shard_begin = 0;   // where this rank's slice starts in each global batch
+    double share = 1.0;        // local / global batch: the loss scale (exactly 1 in a single process)
+    float loss_weight = 1.0f;  // the share as the weight of this rank's loss in the job-wide sums
+  };
+
+  // The values that change from one step to the next, gathered here (step_scalars). Everything
+  // else the step touches keeps its address from one iteration to the next: the net's buffers, the
+  // input pool or the loader's pinned slots, the divergence flag and the loss sums are allocated
+  // once, in the constructor. Capturing the step as a CUDA graph then needs only these values read
+  // from device memory instead of passed as arguments.
+  struct StepScalars {
+    int64_t iteration = 0;         // position in the data order and the timeline
+    uint64_t dropout_seed = 0;     // the iteration
+    int64_t solver_iteration = 0;  // the learning rate's position in its schedule (the extension repeats the last)
+    int64_t pool_slot = -1;        // device_pool: the input batch (the loader picks its own buffers)
+    int32_t nonfinite_tag = 0;     // iteration + 1: what the divergence flag records
+    bool warmup = false;           // left out of the phase means
+  };
+
+  // run()'s bookkeeping between steps (trainer_run.cpp).
+  struct RunState {
+    explicit RunState(measure::EnergyMonitor* energy) : window(energy) {}
+    int64_t start = 0, warmup = 0;
+    int64_t end = 0;  // where training stops: the total, or the boundary agreed after a stop signal
+    SteadyWindow window;
+    int64_t display_steps = 0;  // steps summed in display_loss_sum_
+    Clock::time_point display_since;
+    double display_paused = 0;  // evaluation and checkpoint time inside the display window
+    int64_t epoch_steps = 0;    // steps summed in epoch_loss_sum_
+    int64_t last_checkpoint = -1;
+    std::optional<EvalResult> last_test;
+    bool evaluated_at_end = false;
+  };
+
+  // Setup (trainer.cpp).
+  BatchSplit plan_batch() const;  // checks the global batch; ConfigError
+  void check_options() const;
+  void make_loader();
+  void fill_pool();  // device_pool: the batches on the device, filled once
+
+  // The step and its pieces (trainer.cpp). Each piece queues work only (no host sync); the phase
+  // loops (trainer_measure.cpp) run the same pieces without the step's phase marks.
+  StepScalars step_scalars(int64_t t, int64_t solver_iteration, bool warmup) const;
+  void step(const StepScalars& s, double& wait_seconds);
+  void feed(const StepScalars& s, double& wait_seconds);  // marks data and h2d
+  void forward(const StepScalars& s);
+  // Backward; with `exchange` (and data parallel), each gradient bucket's allreduce starts as soon
+  // as backward has produced it.
+  void backward(const StepScalars& s, bool exchange);
+  void wait_gradients();  // the exchanged gradients are the job's after this (data parallel)
+  void flag_divergence(const StepScalars& s);
+  void update(const StepScalars& s);
+
+  // comm_busy, the communication's own busy time per step (trainer.cpp): the communicator's stream
+  // time when it times itself (NCCL), else the host time inside the communication calls (MPI).
+  template <class Call>
+  void comm_timed(Call&& call);
+  void begin_comm_busy(int64_t iteration);
+  void end_comm_busy();
+  void take_comm_busy(bool keep);  // the communicator's per-iteration times into the timeline (or dropped)
+  void resolve_phases();           // after a synchronisation: every ended iteration into the timeline
+
+  // Host reads (trainer.cpp).
   void host_sync(const char* operation);
   float read_scalar(const Tensor& t, const char* operation);  // job-wide sum when data parallel
   double read_last_loss();  // the last step's loss over the global batch (a collective when parallel)
-  void check_resume_consistent(int64_t start);
-  void release_uploaded();
-  int64_t resume_from_checkpoint(const TrainCallbacks& callbacks, std::string& path);
-  void check_compatible(const std::string& file, const std::string& saved_config) const;
-  std::string save_checkpoint(int64_t done);
-  // Reads the device-side divergence flag (set by flag_nonfinite in every step); throws
+  // Reads the device-side divergence flag (set by flag_divergence in every step); throws
   // RuntimeError naming the first non-finite iteration. Call where the host synchronises anyway.
   void check_finite();
+
+  // The loop (trainer_run.cpp).
+  void accumulate_loss(RunState& s);
+  void display(RunState& s, int64_t t, const TrainCallbacks& cb, TrainResult& result);
+  void pause_for_reports(RunState& s, int64_t t, const TrainCallbacks& cb);  // test, epoch end, checkpoint
+  void finish(RunState& s, TrainResult& result);
+
+  // Measurement windows (trainer_measure.cpp).
+  int64_t agree_max(int64_t value);  // the largest of every rank's value
+  // Extra steps after the last iteration (`total`) until the energy window is long enough.
+  int64_t extend_window(int64_t total, int64_t window_iterations);
+  void run_phase_loops(TrainResult& result);  // measure: phases
+
+  // Checkpoints (trainer_checkpoint.cpp).
+  int64_t resume_from_checkpoint(const TrainCallbacks& callbacks, std::string& path);
+  void check_resume_consistent(int64_t start);
+  void check_compatible(const std::string& file, const std::string& saved_config) const;
+  bool checkpoint_due(int64_t done) const;
+  void write_checkpoint(RunState& s, int64_t done, const TrainCallbacks& cb);
+  std::string save_checkpoint(int64_t done);
+  // A stop signal agreed by every rank after iteration `done`: a checkpoint, and the run ends there.
+  void stop_early(RunState& s, int64_t done, const TrainCallbacks& cb, TrainResult& result);
 
   Backend& backend_;
   std::shared_ptr<const Dataset> train_, test_;
   TrainOptions options_;
+  BatchSplit split_;
   std::unique_ptr<Net> net_;
   std::unique_ptr<SgdSolver> solver_;
-  std::unique_ptr<Loader> loader_;  // absent with device_pool
+  std::unique_ptr<Loader> loader_;            // absent with device_pool
+  std::unique_ptr<UploadSlots> train_slots_;  // loader_'s buffers on their way to the device
   std::vector<Tensor> pool_data_, pool_labels_;
-  std::vector<int> uploaded_slots_;  // loader buffers whose uploads may still be pending
   int64_t iterations_per_epoch_ = 0, total_iterations_ = 0;
-  int64_t local_batch_ = 0, shard_begin_ = 0;  // this rank's slice of each global batch
-  float loss_share_ = 1.0f;                    // local_batch_ / batch: weight of this rank's loss
   std::unique_ptr<GradientBuckets> buckets_;
   std::string scores_blob_;  // input of the loss layer: class scores for top-k accuracy
   std::string resumed_run_config_;
   Tensor nonfinite_;  // (1) i32: 0, or the first iteration (1-based) with a non-finite loss/gradient
+  // (1) each: the loss sums of the display interval and of the epoch, and the last step's weighted loss.
+  Tensor display_loss_sum_, epoch_loss_sum_, last_loss_;
   std::unique_ptr<PhaseTimer> phase_timer_;  // the current run()'s
+  double host_comm_seconds_ = 0;             // the step's host time in communication calls (CPU)
   // The job's communicator when it times its own stream (NCCL): comm_busy comes from it; null on CPU
   // (comm_busy is then the host time spent in MPI calls and waits).
   DeviceCommunicator* device_comm_ = nullptr;

@@ -1,10 +1,11 @@
 // Trainer, checkpoint side: run options that must match on resume, restoring from a checkpoint
-// (every rank reads it; data parallel ranks check they all resumed at the same iteration), and
-// writing one (rank 0 only: the weights are identical on every rank).
+// (every rank reads it; data parallel ranks check they all resumed at the same iteration), when to
+// write one (rank 0 only: the weights are identical on every rank), and stopping at one on a signal.
 #include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "core/log.hpp"
+#include "core/stop_signal.hpp"
 #include "solver/checkpoint.hpp"
 #include "solver/trainer.hpp"
 
@@ -74,6 +75,37 @@ int64_t Trainer::resume_from_checkpoint(const TrainCallbacks& callbacks, std::st
   if (callbacks.on_message)
     callbacks.on_message(fmt::format("resumed from {} at iteration {}", path, c.meta.iteration));
   return c.meta.iteration;
+}
+
+// At epoch ends, at the end and every checkpoint_every iterations; weights are identical on every
+// rank, so rank 0 alone writes.
+bool Trainer::checkpoint_due(int64_t done) const {
+  if (options_.checkpoint_dir.empty() || options_.parallel.rank != 0) return false;
+  return done % iterations_per_epoch_ == 0 || done == total_iterations_ ||
+         (options_.checkpoint_every > 0 && done % options_.checkpoint_every == 0);
+}
+
+void Trainer::write_checkpoint(RunState& s, int64_t done, const TrainCallbacks& cb) {
+  std::string path = save_checkpoint(done);
+  s.last_checkpoint = done;
+  if (cb.on_checkpoint) cb.on_checkpoint(path, done);
+}
+
+void Trainer::stop_early(RunState& s, int64_t done, const TrainCallbacks& cb, TrainResult& result) {
+  s.end = done;
+  result.interrupted = true;
+  result.stop_signal = stop_signal();
+  host_sync("host sync");
+  check_finite();
+  s.window.stop();
+  result.final_loss = read_last_loss();
+  if (!options_.checkpoint_dir.empty() && options_.parallel.rank == 0 && s.last_checkpoint != done)
+    write_checkpoint(s, done, cb);
+  if (cb.on_message)
+    cb.on_message(fmt::format(
+        "stopped by {} at iteration {} of {}{}",
+        result.stop_signal ? stop_signal_name(result.stop_signal) : "a signal on another rank", done, total_iterations_,
+        options_.checkpoint_dir.empty() ? " (no --checkpoint-dir: nothing to resume from)" : ""));
 }
 
 std::string Trainer::save_checkpoint(int64_t done) {

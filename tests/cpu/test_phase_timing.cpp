@@ -20,24 +20,24 @@ using namespace std::chrono_literals;
 using testing::CliResult;
 using testing::run_cnnscale;
 
-constexpr size_t idx(StepPhase p) {
+constexpr size_t idx(TimelinePhase p) {
   return static_cast<size_t>(p);
 }
 
 TEST(PhaseTimer, SummaryExcludesWarmupAndAverages) {
   std::vector<IterationPhases> t(3);
   t[0].warmup = true;
-  t[0].seconds[idx(StepPhase::Forward)] = 100.0;
+  t[0].seconds[idx(TimelinePhase::Forward)] = 100.0;
   t[0].total = 100.0;
-  t[1].seconds[idx(StepPhase::Forward)] = 1.0;
-  t[1].seconds[idx(StepPhase::Update)] = 0.5;
+  t[1].seconds[idx(TimelinePhase::Forward)] = 1.0;
+  t[1].seconds[idx(TimelinePhase::Update)] = 0.5;
   t[1].total = 2.0;
-  t[2].seconds[idx(StepPhase::Forward)] = 3.0;
+  t[2].seconds[idx(TimelinePhase::Forward)] = 3.0;
   t[2].total = 4.0;
   PhaseSummary s = summarize_phases(t);
   EXPECT_EQ(s.iterations, 2);
-  EXPECT_DOUBLE_EQ(s.mean_seconds[idx(StepPhase::Forward)], 2.0);
-  EXPECT_DOUBLE_EQ(s.mean_seconds[idx(StepPhase::Update)], 0.25);
+  EXPECT_DOUBLE_EQ(s.mean_seconds[idx(TimelinePhase::Forward)], 2.0);
+  EXPECT_DOUBLE_EQ(s.mean_seconds[idx(TimelinePhase::Update)], 0.25);
   EXPECT_DOUBLE_EQ(s.mean_total, 3.0);
   t[1].warmup = t[2].warmup = true;
   EXPECT_EQ(summarize_phases(t).iterations, 0);
@@ -50,16 +50,16 @@ TEST(PhaseTimer, HostClockPhasesWarmupFlagsAndTotal) {
   for (int64_t it = 0; it < 4; ++it) {
     timer.begin(it, it == 0);
     std::this_thread::sleep_for(2ms);  // stands for the loader wait, measured by the caller
-    timer.add_seconds(StepPhase::Data, 0.002);
-    timer.mark(StepPhase::Data);
-    timer.mark(StepPhase::H2D);
+    timer.add_seconds(TimelinePhase::Data, 0.002);
+    timer.mark(TimelinePhase::Data);
+    timer.mark(TimelinePhase::H2D);
     std::this_thread::sleep_for(it == 0 ? 40ms : 3ms);
-    timer.mark(StepPhase::Forward);
+    timer.mark(TimelinePhase::Forward);
     std::this_thread::sleep_for(2ms);
-    timer.mark(StepPhase::Backward);
-    timer.add_seconds(StepPhase::CommBusy, 0.001);
+    timer.mark(TimelinePhase::Backward);
+    timer.add_seconds(TimelinePhase::CommBusy, 0.001);
     std::this_thread::sleep_for(1ms);
-    timer.mark(StepPhase::Update);
+    timer.mark(TimelinePhase::Update);
     timer.end();
   }
   EXPECT_EQ(timer.pending(), 4u);  // nothing resolved before asked
@@ -71,45 +71,45 @@ TEST(PhaseTimer, HostClockPhasesWarmupFlagsAndTotal) {
     EXPECT_EQ(tl[i].iteration, static_cast<int64_t>(i));
     EXPECT_EQ(tl[i].warmup, i == 0);
     // Sleeps last at least as long as asked.
-    EXPECT_GE(tl[i].seconds[idx(StepPhase::Forward)], i == 0 ? 0.040 : 0.003);
-    EXPECT_GE(tl[i].seconds[idx(StepPhase::Backward)], 0.002);
-    EXPECT_GE(tl[i].seconds[idx(StepPhase::Update)], 0.001);
-    EXPECT_DOUBLE_EQ(tl[i].seconds[idx(StepPhase::Data)], 0.002);  // the host value, not a mark span
-    EXPECT_DOUBLE_EQ(tl[i].seconds[idx(StepPhase::CommBusy)], 0.001);
-    EXPECT_EQ(tl[i].seconds[idx(StepPhase::Allreduce)], 0.0);  // never marked
+    EXPECT_GE(tl[i].seconds[idx(TimelinePhase::Forward)], i == 0 ? 0.040 : 0.003);
+    EXPECT_GE(tl[i].seconds[idx(TimelinePhase::Backward)], 0.002);
+    EXPECT_GE(tl[i].seconds[idx(TimelinePhase::Update)], 0.001);
+    EXPECT_DOUBLE_EQ(tl[i].seconds[idx(TimelinePhase::Data)], 0.002);  // the host value, not a mark span
+    EXPECT_DOUBLE_EQ(tl[i].seconds[idx(TimelinePhase::CommBusy)], 0.001);
+    EXPECT_EQ(tl[i].seconds[idx(TimelinePhase::Allreduce)], 0.0);  // never marked
     // The total spans begin to the last mark, measured independently of the data value: the only
     // time not in a phase is the sleep's overshoot beyond the 2 ms reported as data plus a few
     // function calls, so the phases must cover the total to within that overshoot (scheduler
     // wake-up latency; 5 ms is generous on a loaded CI host) and never exceed it by more.
     double sum = 0;
     for (int p = 0; p < kStepPhases; ++p)
-      if (p != static_cast<int>(StepPhase::CommBusy)) sum += tl[i].seconds[static_cast<size_t>(p)];
+      if (p != static_cast<int>(TimelinePhase::CommBusy)) sum += tl[i].seconds[static_cast<size_t>(p)];
     EXPECT_LE(sum, tl[i].total + 1e-6);
     EXPECT_LE(tl[i].total - sum, 0.005) << "iteration " << i;
   }
   PhaseSummary s = timer.summary();
   EXPECT_EQ(s.iterations, 3);
   double forward = 0;
-  for (size_t i = 1; i < 4; ++i) forward += tl[i].seconds[idx(StepPhase::Forward)];
-  EXPECT_DOUBLE_EQ(s.mean_seconds[idx(StepPhase::Forward)], forward / 3);
+  for (size_t i = 1; i < 4; ++i) forward += tl[i].seconds[idx(TimelinePhase::Forward)];
+  EXPECT_DOUBLE_EQ(s.mean_seconds[idx(TimelinePhase::Forward)], forward / 3);
 
   // GPU-style comm busy: the communicator's per-iteration busy time lands on that iteration only.
   const int64_t second = tl[1].iteration;
   timer.add_comm_busy(second, 0.004);
   timer.add_comm_busy(second, 0.001);
   for (const auto& it : timer.timeline())
-    EXPECT_DOUBLE_EQ(it.seconds[idx(StepPhase::CommBusy)], it.iteration == second ? 0.006 : 0.001);
+    EXPECT_DOUBLE_EQ(it.seconds[idx(TimelinePhase::CommBusy)], it.iteration == second ? 0.006 : 0.001);
   EXPECT_THROW(timer.add_comm_busy(12345, 1.0), RuntimeError);
 }
 
 TEST(PhaseTimer, MisuseThrows) {
   auto backend = make_backend("cpu");
   PhaseTimer timer(*backend);
-  EXPECT_THROW(timer.mark(StepPhase::Forward), Error);
+  EXPECT_THROW(timer.mark(TimelinePhase::Forward), Error);
   EXPECT_THROW(timer.end(), Error);
   timer.begin(0, false);
   EXPECT_THROW(timer.begin(1, false), Error);
-  EXPECT_STREQ(step_phase_name(StepPhase::CommBusy), "comm_busy");
+  EXPECT_STREQ(step_phase_name(TimelinePhase::CommBusy), "comm_busy");
   EXPECT_THROW(step_phase_name(kStepPhases), Error);
 }
 

@@ -1,0 +1,100 @@
+// Trainer, measurement windows after training: the extension of a short steady energy window by
+// more steps, and the phase-isolated loops of `measure: phases`, both made of the step's own pieces.
+#include <algorithm>
+#include <cmath>
+
+#include "core/log.hpp"
+#include "measure/energy_window.hpp"
+#include "solver/trainer.hpp"
+
+namespace cnnscale {
+
+int64_t Trainer::agree_max(int64_t value) {
+  const DataParallel& dp = options_.parallel;
+  if (!dp.comm || dp.size() == 1) return value;
+  // Every rank contributes its value at its own index: the sum is an allgather (exact below 2^24).
+  CNNSCALE_CHECK(value >= 0 && value < (int64_t{1} << 24), "agree_max: {} out of range", value);
+  std::vector<float> slots(static_cast<size_t>(dp.size()), 0.0f);
+  slots[static_cast<size_t>(dp.rank)] = static_cast<float>(value);
+  int64_t best = 0;
+  for (float v : allreduce_sum_host(*dp.comm, backend_, slots)) best = std::max(best, static_cast<int64_t>(v));
+  return best;
+}
+
+// The steady window must span several NVML counter periods; a short run gets extra steps inside
+// the same window. Every rank runs the same number (the largest any rank needs), since the steps
+// contain collectives; rounds repeat until every rank's window is long enough. Returns the number
+// of steps run.
+int64_t Trainer::extend_window(int64_t total, int64_t window_iterations) {
+  measure::EnergyMonitor* energy = options_.energy;
+  const int64_t solver_iteration = std::max<int64_t>(total - 1, 0);
+  double unused = 0;
+  int64_t done = 0;
+  for (int round = 0; round < 20; ++round) {
+    host_sync("host sync");
+    const double elapsed = energy->elapsed_seconds();
+    int64_t extra = 0;
+    if (elapsed < options_.min_window_seconds) {
+      // The window's own pace so far, plus one step of margin.
+      const double per_step = elapsed / static_cast<double>(std::max<int64_t>(window_iterations + done, 1));
+      extra = measure::extra_iterations_needed(0, std::max(per_step, 1e-6), options_.min_window_seconds - elapsed) + 1;
+    }
+    extra = agree_max(std::min<int64_t>(extra, (int64_t{1} << 23)));
+    if (extra == 0) break;
+    for (int64_t k = 0; k < extra; ++k, ++done) step(step_scalars(total + done, solver_iteration, false), unused);
+  }
+  return done;
+}
+
+// measure: phases. After training, with the last batch in place: a forward-only loop, a
+// forward+backward loop (no gradient exchange, no update) and a full step, each long enough for
+// the energy counter (>= phase_window_seconds), repeated; joules and seconds per phase follow by
+// difference (measure/energy_window.hpp). No data loading inside the loops.
+void Trainer::run_phase_loops(TrainResult& result) {
+  measure::EnergyMonitor* energy = options_.energy;
+  const int64_t last = std::max<int64_t>(total_iterations_ - 1, 0);
+  const StepScalars s = step_scalars(last, last, false);
+  const char* kinds[] = {"forward", "forward_backward", "full_step"};
+  auto one = [&](int kind) {
+    forward(s);
+    if (kind == 0) return;
+    backward(s, /*exchange=*/kind == 2);
+    if (kind == 1) return;
+    if (buckets_) wait_gradients();
+    update(s);
+  };
+  // Calibration: a few synchronised iterations give each loop's length; every rank then runs the
+  // largest count any rank needs (the full step has collectives).
+  int64_t count[3];
+  for (int k = 0; k < 3; ++k) {
+    one(k);
+    host_sync("host sync (phase loop calibration)");
+    const auto t0 = Clock::now();
+    for (int i = 0; i < 3; ++i) one(k);
+    host_sync("host sync (phase loop calibration)");
+    const double per = std::max(seconds_since(t0) / 3, 1e-6);
+    count[k] =
+        agree_max(std::max<int64_t>(3, static_cast<int64_t>(std::ceil(1.2 * options_.phase_window_seconds / per))));
+  }
+  for (int r = 0; r < options_.phase_repeats; ++r) {
+    for (int k = 0; k < 3; ++k) {
+      for (int attempt = 0;; ++attempt) {
+        host_sync("host sync (phase loop)");
+        agree_max(0);  // a barrier: the ranks' windows start together
+        energy->begin(std::string(kinds[k]).append(" loop"));
+        for (int64_t i = 0; i < count[k]; ++i) one(k);
+        host_sync("host sync (phase loop)");
+        measure::EnergyReading reading = energy->end(count[k]);
+        // Too short on any rank (a clock boost, a slow calibration): lengthen and redo on all.
+        const bool short_here = reading.seconds < options_.phase_window_seconds;
+        if (agree_max(short_here ? 1 : 0) == 0 || attempt == 4) {
+          result.phase_loops.push_back({r, kinds[k], std::move(reading)});
+          break;
+        }
+        count[k] *= 2;
+      }
+    }
+  }
+}
+
+}  // namespace cnnscale

@@ -1,0 +1,164 @@
+// Trainer, the loop: steps from the resume point to the end, with the loss display, the epoch's
+// report, evaluation and checkpoints between steps, the steady window around them, and after the
+// last step the window's extension, the final test and the phase loops.
+#include <algorithm>
+#include <cmath>
+
+#include "core/log.hpp"
+#include "core/stop_signal.hpp"
+#include "parallel/stop_vote.hpp"
+#include "core/watchdog.hpp"
+#include "solver/trainer.hpp"
+#include "solver/upload_slots.hpp"
+
+namespace cnnscale {
+
+TrainResult Trainer::run(const TrainCallbacks& cb) {
+  const auto t_start = Clock::now();
+  TrainResult result;
+  result.iterations_per_epoch = iterations_per_epoch_;
+  set_watchdog_iteration(-1);
+  const int64_t start = resume_from_checkpoint(cb, result.resumed_from);
+  check_resume_consistent(start);
+  result.start_iteration = start;
+  const int64_t total = total_iterations_;
+
+  RunState s(options_.energy);
+  s.start = start;
+  s.end = total;
+  // Too short a run to leave anything out: time it all.
+  s.warmup = total - start > 2 * options_.timing_warmup ? options_.timing_warmup : 0;
+  s.display_since = Clock::now();
+  if (s.warmup == 0) s.window.start();
+  backend_.fill(display_loss_sum_, 0.0f);
+  backend_.fill(epoch_loss_sum_, 0.0f);
+  phase_timer_ = std::make_unique<PhaseTimer>(backend_);
+  take_comm_busy(false);  // forget brackets from before this run
+  StopVote stop_vote;     // collective: every rank constructs it here
+
+  for (int64_t t = start; t < total; ++t) {
+    step(step_scalars(t, t, t - start < s.warmup), result.data_wait_seconds);
+    accumulate_loss(s);
+    const int64_t done = t + 1;
+    if (s.window.timing()) ++result.timed_iterations;
+    if (cb.on_iteration) cb.on_iteration(done, total);
+    if (!s.window.timing() && s.warmup > 0 && done - start == s.warmup) {
+      host_sync("host sync");
+      s.window.start();
+    }
+    if (done % options_.display == 0 || done == total) display(s, t, cb, result);
+    pause_for_reports(s, t, cb);
+    // A stop signal: every rank stops at the boundary the vote agrees on, with a checkpoint.
+    if (done < total && stop_vote.exchange(stop_signal() != 0)) {
+      stop_early(s, done, cb, result);
+      break;
+    }
+  }
+  stop_vote.finish();
+  finish(s, result);
+  result.seconds = seconds_since(t_start);
+  return result;
+}
+
+// Weighted by this rank's share, the job-wide sum at display time is the global-batch mean.
+void Trainer::accumulate_loss(RunState& s) {
+  backend_.axpby(split_.loss_weight, net_->loss(), 1.0f, display_loss_sum_);
+  backend_.axpby(split_.loss_weight, net_->loss(), 1.0f, epoch_loss_sum_);
+  ++s.display_steps;
+  ++s.epoch_steps;
+}
+
+// The display interval's mean loss. Its read waits for the step, so every upload has completed and
+// every ended iteration's phases can be resolved.
+void Trainer::display(RunState& s, int64_t t, const TrainCallbacks& cb, TrainResult& result) {
+  const int64_t done = t + 1, total = total_iterations_;
+  const float host_sum = read_scalar(display_loss_sum_, "loss download");
+  check_finite();
+  if (train_slots_) train_slots_->release_all();
+  resolve_phases();
+  const double mean = host_sum / static_cast<double>(s.display_steps);
+  if (!std::isfinite(mean))
+    throw_runtime("training diverged: loss is {} at iteration {} (try a lower --lr)", mean, done);
+  if (done == total) result.final_loss = read_last_loss();
+  DisplayInfo d;
+  d.iteration = done;
+  d.total = total;
+  d.epoch = static_cast<double>(done) / iterations_per_epoch_;
+  d.loss = mean;
+  d.lr = solver_->lr(t);
+  d.samples_per_s =
+      s.display_steps * options_.batch / std::max(seconds_since(s.display_since) - s.display_paused, 1e-9);
+  if (cb.on_display) cb.on_display(d);
+  backend_.fill(display_loss_sum_, 0.0f);
+  s.display_steps = 0;
+  s.display_paused = 0;
+  s.display_since = Clock::now();
+}
+
+// After the step that completed iteration t: the test at epoch ends and the end, the epoch's report
+// and checkpoints. The steady window and the display rate leave out the time they take.
+void Trainer::pause_for_reports(RunState& s, int64_t t, const TrainCallbacks& cb) {
+  const int64_t done = t + 1;
+  const bool epoch_end = done % iterations_per_epoch_ == 0;
+  const bool want_test = test_ && (epoch_end || done == total_iterations_);
+  const bool want_checkpoint = checkpoint_due(done);
+  if (!want_test && !want_checkpoint && !epoch_end) return;
+  const bool was_timing = s.window.timing();
+  Clock::time_point pause_start = Clock::now();
+  if (want_test || want_checkpoint) {
+    host_sync("host sync");
+    check_finite();  // never a checkpoint (or a test result) from a diverged state
+    s.window.stop();
+    if (train_slots_) train_slots_->release_all();
+    pause_start = Clock::now();
+  }
+  if (want_test) {
+    s.last_test = evaluate(t);
+    s.evaluated_at_end = done == total_iterations_;
+  }
+  if (epoch_end) {
+    EpochInfo info{done / iterations_per_epoch_, done, 0.0, solver_->lr(t), want_test ? s.last_test : std::nullopt};
+    info.train_loss = read_scalar(epoch_loss_sum_, "loss download") / static_cast<double>(s.epoch_steps);
+    backend_.fill(epoch_loss_sum_, 0.0f);
+    s.epoch_steps = 0;
+    if (cb.on_epoch) cb.on_epoch(info);
+  }
+  if (want_checkpoint) write_checkpoint(s, done, cb);
+  if (was_timing && !s.window.timing()) s.window.start();
+  s.display_paused += seconds_since(pause_start);
+}
+
+// After the last step. An interrupted run (every rank alike) gets no extension window, final test or
+// phase loops: a pre-empted job has little time left.
+void Trainer::finish(RunState& s, TrainResult& result) {
+  measure::EnergyMonitor* energy = options_.energy;
+  const int64_t total = total_iterations_;
+  const bool finished = !result.interrupted;
+  // Collective decision: on CPU ranks only one per host reads RAPL, yet the extension steps
+  // contain collectives that every rank must join.
+  if (finished && energy && total > s.start && agree_max(s.window.timing() && energy->measures_energy() ? 1 : 0) > 0) {
+    result.extension_iterations = extend_window(total, result.timed_iterations);
+    result.timed_iterations += result.extension_iterations;
+  }
+  host_sync("host sync");
+  check_finite();
+  s.window.stop();
+  result.timed_seconds = s.window.seconds();
+  if (energy && energy->open()) result.window = energy->end(result.timed_iterations);
+  if (train_slots_) train_slots_->release_all();
+  resolve_phases();
+  result.phases = phase_timer_->timeline();
+  result.phase_summary = phase_timer_->summary();
+
+  // A run resumed at its end still reports its accuracy.
+  if (finished && test_ && !s.evaluated_at_end) s.last_test = evaluate(total);
+  if (finished && energy && options_.measure == MeasureMode::Phases) run_phase_loops(result);
+  result.test = s.last_test;
+  result.iterations = s.end;
+  result.epochs = static_cast<double>(s.end) / iterations_per_epoch_;
+  result.final_lr = solver_->lr(std::max<int64_t>(s.end - 1, 0));
+  if (s.start == s.end) result.final_loss = std::nan("");  // nothing trained in this process
+  if (result.timed_seconds > 0) result.samples_per_s = result.timed_iterations * options_.batch / result.timed_seconds;
+}
+
+}  // namespace cnnscale
