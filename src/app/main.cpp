@@ -4,9 +4,11 @@
 // Under an MPI launcher it also owns MPI (MpiEnv): an error on any rank prints one line naming the
 // rank and host and ends the whole job with MPI_Abort and that code, so no peer is left waiting.
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <thread>
 
 #include "app/commands.hpp"
 #include "core/error.hpp"
@@ -27,10 +29,17 @@ void print_error(const std::string& message) {
     std::fprintf(stderr, "cnnscale: error: %s\n", line.c_str());
 }
 
-// A failed rank ends the job: its peers would otherwise wait in their next collective.
+// A failed rank ends the job: its peers would otherwise wait in their next collective. A bad
+// option fails on every rank at once, and the first MPI_Abort kills the others, possibly before
+// they print: the other ranks give rank 0 a moment to abort first, so that its line is the one the
+// user reads. A failure of one rank alone costs that moment once.
 int fail(int code) {
   const cnnscale::MpiEnv* mpi = cnnscale::MpiEnv::current();
-  if (mpi && mpi->initialized() && code != 0) mpi->abort_job(code);
+  if (mpi && mpi->initialized() && code != 0) {
+    std::fflush(stderr);
+    if (mpi->rank() != 0) std::this_thread::sleep_for(std::chrono::seconds(1));
+    mpi->abort_job(code);
+  }
   return code;
 }
 

@@ -58,7 +58,7 @@ ParallelRun::ParallelRun(const ParallelArgs& args, const std::string& device, in
   if (!(args_.bucket_mb > 0)) throw_config("--bucket-mb must be > 0, got {}", args_.bucket_mb);
   if (!(args_.watchdog_timeout > 0))
     throw_config("--watchdog-timeout must be > 0 seconds, got {}", args_.watchdog_timeout);
-  if (batch < 1) throw_config("--batch must be >= 1, got {}", batch);
+  check_global_batch(batch);
 
   if (!args_.gpus.empty()) {
     const bool explicit_device = args_.device_flag && args_.device_flag->count() > 0;

@@ -6,6 +6,10 @@
 
 namespace cnnscale {
 
+void check_global_batch(int64_t global_batch) {
+  if (global_batch < 1) throw_config("--batch must be >= 1, got {}", global_batch);
+}
+
 std::vector<int64_t> split_global_batch(int64_t global_batch, int ranks) {
   CNNSCALE_CHECK(ranks >= 1, "{} ranks", ranks);
   if (global_batch < ranks)

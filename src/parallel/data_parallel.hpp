@@ -33,6 +33,9 @@ struct DataParallel {
 // The study's split of a global batch over `ranks`: shares differ by at most one, larger shares
 // first (64 on 3 ranks: 22, 21, 21). ConfigError if a rank would get no sample.
 std::vector<int64_t> split_global_batch(int64_t global_batch, int ranks);
+// The one check of --batch itself (ConfigError unless >= 1): `train` runs it before touching a
+// device, and the Trainer again for callers that build one directly.
+void check_global_batch(int64_t global_batch);
 
 AllreduceAlgo parse_allreduce_algo(const std::string& text);  // ring, tree, auto
 std::string to_string(AllreduceAlgo algo);

@@ -19,6 +19,9 @@ StopVote::StopVote() : impl_(std::make_unique<Impl>()) {
   const MpiEnv* mpi = MpiEnv::current();
   impl_->distributed = mpi && mpi->initialized() && mpi->size() > 1;
   if (!impl_->distributed) return;
+  // Collective: a peer that died or hung before reaching it leaves the others here, so the
+  // watchdog must know (without the mark they would wait forever).
+  BlockingOp mark("stop vote set up");
   MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &impl_->comm));
   MPI_CHECK(MPI_Comm_set_errhandler(impl_->comm, MPI_ERRORS_RETURN));
 }

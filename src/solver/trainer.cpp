@@ -66,7 +66,7 @@ Trainer::~Trainer() = default;
 // training set holds at least one of it (device pool or loader alike).
 Trainer::BatchSplit Trainer::plan_batch() const {
   const DataParallel& dp = options_.parallel;
-  if (options_.batch < 1) throw_config("--batch must be >= 1, got {}", options_.batch);
+  check_global_batch(options_.batch);
   BatchSplit split;
   split.local = options_.batch;
   if (!dp.rank_batches.empty()) {

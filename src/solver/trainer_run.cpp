@@ -6,8 +6,9 @@
 
 #include "core/log.hpp"
 #include "core/stop_signal.hpp"
-#include "parallel/stop_vote.hpp"
 #include "core/watchdog.hpp"
+#include "measure/metrics.hpp"
+#include "parallel/stop_vote.hpp"
 #include "solver/trainer.hpp"
 #include "solver/upload_slots.hpp"
 
@@ -87,7 +88,7 @@ void Trainer::display(RunState& s, int64_t t, const TrainCallbacks& cb, TrainRes
   d.loss = mean;
   d.lr = solver_->lr(t);
   d.samples_per_s =
-      s.display_steps * options_.batch / std::max(seconds_since(s.display_since) - s.display_paused, 1e-9);
+      measure::samples_per_second(options_.batch, s.display_steps, seconds_since(s.display_since) - s.display_paused);
   if (cb.on_display) cb.on_display(d);
   backend_.fill(display_loss_sum_, 0.0f);
   s.display_steps = 0;
@@ -158,7 +159,7 @@ void Trainer::finish(RunState& s, TrainResult& result) {
   result.epochs = static_cast<double>(s.end) / iterations_per_epoch_;
   result.final_lr = solver_->lr(std::max<int64_t>(s.end - 1, 0));
   if (s.start == s.end) result.final_loss = std::nan("");  // nothing trained in this process
-  if (result.timed_seconds > 0) result.samples_per_s = result.timed_iterations * options_.batch / result.timed_seconds;
+  result.samples_per_s = measure::samples_per_second(options_.batch, result.timed_iterations, result.timed_seconds);
 }
 
 }  // namespace cnnscale
