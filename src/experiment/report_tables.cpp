@@ -26,8 +26,8 @@ Stat stat_by(const ConfigGroup& g, const RunFigure& f) {
   return stat_of(values);
 }
 
-RunFigure key_scaled(const std::string& key, double scale) {
-  return [key, scale](const RunRecord& r) { return r.number(key) * scale; };
+RunFigure scaled(NumberFigure RunSummary::*figure, double scale) {
+  return [figure, scale](const RunRecord& r) { return r.number(figure) * scale; };
 }
 
 bool any_threads(const std::vector<ConfigGroup>& groups) {
@@ -70,9 +70,9 @@ Column joules(std::string header, std::string csv, double si = 1) {
 }
 
 // Whether any group has a value for the figure: optional columns are shown only then.
-bool any_value(const std::vector<ConfigGroup>& groups, const std::string& key) {
+bool any_value(const std::vector<ConfigGroup>& groups, NumberFigure RunSummary::*figure) {
   for (const ConfigGroup& g : groups)
-    if (!g.stat(key).null()) return true;
+    if (!g.stat(figure).null()) return true;
   return false;
 }
 
@@ -141,14 +141,15 @@ Table time_table(const std::vector<ConfigGroup>& groups) {
   for (const ConfigGroup& g : groups) {
     const bool loop = uses_loops(g);
     (loop ? loops : timers)++;
-    const std::string fwd = loop ? "loop_forward_s" : "time_forward_s";
-    const std::string bwd = loop ? "loop_backward_s" : "time_backward_s";
-    auto whole = [](const std::string& key) {
-      return [key](const RunRecord& r) { return r.number(key) * r.number("whole_iterations"); };
+    NumberFigure RunSummary::*const fwd = loop ? &RunSummary::loop_forward_s : &RunSummary::time_forward_s;
+    NumberFigure RunSummary::*const bwd = loop ? &RunSummary::loop_backward_s : &RunSummary::time_backward_s;
+    auto whole = [](NumberFigure RunSummary::*figure) {
+      return [figure](const RunRecord& r) { return r.number(figure) * r.number(&RunSummary::whole_iterations); };
     };
     auto cells = l.row(g);
-    for (const Stat& s : {g.stat("seconds_per_batch"), g.stat("samples_per_s"), g.stat("whole_training_seconds"),
-                          g.stat(fwd), g.stat(bwd), stat_by(g, whole(fwd)), stat_by(g, whole(bwd))})
+    for (const Stat& s : {g.stat(&RunSummary::seconds_per_batch), g.stat(&RunSummary::samples_per_s),
+                          g.stat(&RunSummary::whole_training_seconds), g.stat(fwd), g.stat(bwd),
+                          stat_by(g, whole(fwd)), stat_by(g, whole(bwd))})
       cells.push_back(Cell::of(s));
     t.rows.push_back(std::move(cells));
   }
@@ -176,15 +177,15 @@ Table energy_table(const std::vector<ConfigGroup>& groups) {
                                                         "CPU runs: RAPL package + DRAM of each host)") +
                         ", whole-training energy; forward/backward energy per batch where phase-isolated windows "
                         "were measured. CSV: joules, watts.");
-  std::vector<std::pair<Column, std::string>> figures = {
-      {joules("{unit}/batch", "joules_per_batch"), "joules_per_batch"},
-      {{"power ({unit})", "watts", true, false, Quantity::Watts}, "watts"},
-      {joules("whole training ({unit})", "whole_training_joules"), "whole_training_joules"}};
-  const std::vector<std::pair<Column, std::string>> optional = {
-      {joules("forward {unit}/batch", "forward_joules_per_batch"), "energy_forward_j"},
-      {joules("backward {unit}/batch", "backward_joules_per_batch"), "energy_backward_j"},
-      {joules("CPU package {unit}/batch", "cpu_package_joules_per_batch"), "cpu_package_joules_per_batch"},
-      {joules("CPU DRAM {unit}/batch", "cpu_dram_joules_per_batch"), "cpu_dram_joules_per_batch"}};
+  std::vector<std::pair<Column, NumberFigure RunSummary::*>> figures = {
+      {joules("{unit}/batch", "joules_per_batch"), &RunSummary::joules_per_batch},
+      {{"power ({unit})", "watts", true, false, Quantity::Watts}, &RunSummary::watts},
+      {joules("whole training ({unit})", "whole_training_joules"), &RunSummary::whole_training_joules}};
+  const std::vector<std::pair<Column, NumberFigure RunSummary::*>> optional = {
+      {joules("forward {unit}/batch", "forward_joules_per_batch"), &RunSummary::energy_forward_j},
+      {joules("backward {unit}/batch", "backward_joules_per_batch"), &RunSummary::energy_backward_j},
+      {joules("CPU package {unit}/batch", "cpu_package_joules_per_batch"), &RunSummary::cpu_package_joules_per_batch},
+      {joules("CPU DRAM {unit}/batch", "cpu_dram_joules_per_batch"), &RunSummary::cpu_dram_joules_per_batch}};
   for (const auto& f : optional)
     if (any_value(groups, f.second)) figures.push_back(f);
   for (const auto& f : figures) t.columns.push_back(f.first);
@@ -211,9 +212,9 @@ Table whole_table(const std::vector<ConfigGroup>& groups) {
   std::map<std::string, std::pair<double, size_t>> best;  // net -> (lowest EDP, row)
   for (const ConfigGroup& g : groups) {
     auto cells = l.row(g);
-    const Stat edp = stat_by(g, key_scaled("edp_training_js", 1e-9));
-    cells.push_back(Cell::of(stat_by(g, key_scaled("whole_training_seconds", 1e-3))));
-    cells.push_back(Cell::of(stat_by(g, key_scaled("whole_training_joules", 1e-6))));
+    const Stat edp = stat_by(g, scaled(&RunSummary::edp_training_js, 1e-9));
+    cells.push_back(Cell::of(stat_by(g, scaled(&RunSummary::whole_training_seconds, 1e-3))));
+    cells.push_back(Cell::of(stat_by(g, scaled(&RunSummary::whole_training_joules, 1e-6))));
     cells.push_back(Cell::of(edp));
     cells.push_back(Cell::of("0"));
     if (!edp.null()) {
@@ -229,7 +230,7 @@ Table whole_table(const std::vector<ConfigGroup>& groups) {
   note_if_all_null(t, groups, "whole_training_joules",
                    all_cpu(groups) ? "no energy counters were readable: CPU run without NVML/RAPL"
                                    : "no energy counters were readable (NVML unavailable)");
-  if (!t.all_null() && !any_value(groups, "edp_training_js"))
+  if (!t.all_null() && !any_value(groups, &RunSummary::edp_training_js))
     t.notes.push_back("MJ and EDP are null and no configuration is marked: no energy counters were readable" +
                       std::string(all_cpu(groups) ? " (CPU run without NVML/RAPL)." : "."));
   return t;
@@ -244,11 +245,13 @@ Table efficiency_table(const std::vector<ConfigGroup>& groups) {
       {{"GFLOPS", "gflops"}, {"GFLOPS/W", "gflops_per_watt"}, joules("{unit}/sample", "joules_per_sample")});
   for (const ConfigGroup& g : groups) {
     auto cells = l.row(g);
-    for (const char* key : {"gflops", "gflops_per_watt", "joules_per_sample"}) cells.push_back(Cell::of(g.stat(key)));
+    for (NumberFigure RunSummary::*figure :
+         {&RunSummary::gflops, &RunSummary::gflops_per_watt, &RunSummary::joules_per_sample})
+      cells.push_back(Cell::of(g.stat(figure)));
     t.rows.push_back(std::move(cells));
   }
   note_if_all_null(t, groups, "gflops", "no timed iterations");
-  if (!t.all_null() && !any_value(groups, "gflops_per_watt"))
+  if (!t.all_null() && !any_value(groups, &RunSummary::gflops_per_watt))
     t.notes.push_back("GFLOPS/W and J/sample are null: no energy counters were readable" +
                       std::string(all_cpu(groups) ? " (CPU run without NVML/RAPL)." : "."));
   return t;
@@ -270,17 +273,17 @@ Table accuracy_table(const std::vector<ConfigGroup>& groups) {
     auto cells = l.row(g);
     cells.push_back(Cell::of(g.key.at("data")));
     cells.push_back(Cell::of(stat_by(g, [](const RunRecord& r) {
-      return r.number("iterations_per_epoch") > 0 ? r.number("iterations") / r.number("iterations_per_epoch")
-                                                  : kMissing;
+      const double per_epoch = r.number(&RunSummary::iterations_per_epoch);
+      return per_epoch > 0 ? r.number(&RunSummary::iterations) / per_epoch : kMissing;
     })));
-    cells.push_back(Cell::of(stat_by(g, key_scaled("test_top1", 100))));
-    cells.push_back(Cell::of(stat_by(g, key_scaled("test_top5", 100))));
-    cells.push_back(Cell::of(g.stat("test_loss")));
-    cells.push_back(Cell::of(g.stat("final_loss")));
+    cells.push_back(Cell::of(stat_by(g, scaled(&RunSummary::test_top1, 100))));
+    cells.push_back(Cell::of(stat_by(g, scaled(&RunSummary::test_top5, 100))));
+    cells.push_back(Cell::of(g.stat(&RunSummary::test_loss)));
+    cells.push_back(Cell::of(g.stat(&RunSummary::final_loss)));
     t.rows.push_back(std::move(cells));
   }
   note_if_all_null(t, groups, "test_top1", "no run has a test set or a loss (synthetic data has no test set)");
-  if (!t.all_null() && !any_value(groups, "test_top1"))
+  if (!t.all_null() && !any_value(groups, &RunSummary::test_top1))
     t.notes.push_back("Top-1/top-5 are null: synthetic data has no test set.");
   return t;
 }
@@ -300,7 +303,7 @@ Table scaling_table(const std::vector<ConfigGroup>& groups) {
   std::set<std::string> thread_notes;
   for (const ConfigGroup& g : groups) {
     auto cells = l.row(g);
-    const Stat s = g.stat("samples_per_s");
+    const Stat s = g.stat(&RunSummary::samples_per_s);
     const ConfigGroup* base = baseline_of(g, groups);
     // 1 rank with all the cores' BLAS threads against N ranks sharing them is no N-fold resource.
     if (base && base != &g && !g.key.at("threads_per_rank").empty() &&
@@ -311,7 +314,7 @@ Table scaling_table(const std::vector<ConfigGroup>& groups) {
                                       g.world_size(), tn, tn == 1 ? "" : "s", t1.empty() ? "?" : t1,
                                       t1 == "1" ? "" : "s", g.world_size() * tn, t1.empty() ? "?" : t1));
     }
-    const Stat b = base ? base->stat("samples_per_s") : Stat{};
+    const Stat b = base ? base->stat(&RunSummary::samples_per_s) : Stat{};
     const Stat speedup = speedup_of(s, b, base == &g);
     Stat efficiency = speedup;
     if (!speedup.null()) {
@@ -433,11 +436,12 @@ Table by_gpus_table(const std::vector<ConfigGroup>& groups) {
     for (double n : counts) {
       auto it = r.at.find(n);
       const ConfigGroup* g = it == r.at.end() ? nullptr : it->second;
-      const Stat s = g ? g->stat("samples_per_s") : Stat{};
+      const Stat s = g ? g->stat(&RunSummary::samples_per_s) : Stat{};
       cells.push_back(Cell::of(s));
-      if (n != 1) cells.push_back(Cell::of(g && base ? speedup_of(s, base->stat("samples_per_s"), false) : Stat{}));
-      cells.push_back(Cell::of(g ? g->stat("joules_per_batch") : Stat{}));
-      cells.push_back(Cell::of(g ? stat_by(*g, key_scaled("edp_training_js", 1e-9)) : Stat{}));
+      if (n != 1)
+        cells.push_back(Cell::of(g && base ? speedup_of(s, base->stat(&RunSummary::samples_per_s), false) : Stat{}));
+      cells.push_back(Cell::of(g ? g->stat(&RunSummary::joules_per_batch) : Stat{}));
+      cells.push_back(Cell::of(g ? stat_by(*g, scaled(&RunSummary::edp_training_js, 1e-9)) : Stat{}));
     }
     t.rows.push_back(std::move(cells));
   }
@@ -471,7 +475,7 @@ Table by_gpus_table(const std::vector<ConfigGroup>& groups) {
         "out: N such GPUs are not a point of the plain N-GPU series. The other tables list them (variant "
         "gpu_mix or gpu).",
         mixes));
-  if (!rows.empty() && !any_value(groups, "joules_per_batch"))
+  if (!rows.empty() && !any_value(groups, &RunSummary::joules_per_batch))
     t.notes.push_back("Energy per batch and EDP are null: " + energy_null_reason(groups) + ".");
   return t;
 }
