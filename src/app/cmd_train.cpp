@@ -61,7 +61,7 @@ void run_train(TrainArgs& a) {
 
   // The job's throughput: every rank's steady-state time is gathered, the slowest one counts.
   const JobTiming job = par.job_timing(r);
-  const std::vector<nlohmann::json> reports = gather_rank_reports(
+  const std::vector<RankReport> reports = gather_rank_reports(
       make_rank_report(par.rank(), mpi ? mpi->host() : "", backend.device(), *energy, r, trainer.local_batch()));
   if (r.interrupted) requested_exit_code() = kExitRequeue;
   if (!rank0) return;

@@ -114,11 +114,12 @@ std::unique_ptr<measure::EnergyMonitor> open_energy_monitor(const Device& device
   return std::make_unique<measure::EnergyMonitor>(std::move(gpu), std::move(rapl), power_hz);
 }
 
-std::vector<nlohmann::json> gather_rank_reports(const nlohmann::json& mine) {
+std::vector<RankReport> gather_rank_reports(const RankReport& mine) {
   const MpiEnv* mpi = MpiEnv::current();
   if (!mpi || !mpi->distributed()) return {mine};
-  std::vector<nlohmann::json> all;
-  for (const std::string& text : mpi->allgather(mine.dump())) all.push_back(nlohmann::json::parse(text));
+  std::vector<RankReport> all;
+  for (const std::string& text : mpi->allgather(nlohmann::json(mine).dump()))
+    all.push_back(nlohmann::json::parse(text).get<RankReport>());
   return all;
 }
 

@@ -41,10 +41,10 @@ void print_train_outcome(const Trainer& trainer, const TrainOutcome& o) {
   for (int p = 0; p < kStepPhases; ++p)
     std::fprintf(stderr, " %s %.3f", step_phase_name(p), 1e3 * ps.mean_seconds[static_cast<size_t>(p)]);
   std::fprintf(stderr, ", total %.3f\n", 1e3 * ps.mean_total);
-  const auto& jpb = o.results.summary.at("joules_per_batch");
-  if (std::holds_alternative<double>(jpb))
-    std::fprintf(stderr, "energy: %.3f J/batch, %.1f W (%s)\n", std::get<double>(jpb),
-                 std::get<double>(o.results.summary.at("watts")), o.results.methods.at("joules_per_batch").c_str());
+  const RunSummary& summary = o.results.summary;
+  if (summary.joules_per_batch.has_value())
+    std::fprintf(stderr, "energy: %.3f J/batch, %.1f W (%s)\n", summary.joules_per_batch.value(),
+                 summary.watts.value(), o.results.methods.at("joules_per_batch").c_str());
   else
     std::fprintf(stderr, "energy: null (%s)\n",
                  r.window ? (o.on_gpu ? r.window->gpu_method : r.window->cpu_method).c_str()

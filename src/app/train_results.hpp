@@ -44,6 +44,7 @@ void apply_measure_args(const MeasureArgs& args, TrainOptions& options);
 std::unique_ptr<measure::EnergyMonitor> open_energy_monitor(const Device& device, int local_rank, double power_hz);
 
 // Every rank's report, in rank order (collective under MPI; a single process returns its own).
-std::vector<nlohmann::json> gather_rank_reports(const nlohmann::json& mine);
+// The report travels as its JSON text (solver/rank_report.hpp) and arrives as a RankReport.
+std::vector<RankReport> gather_rank_reports(const RankReport& mine);
 
 }  // namespace cnnscale::app

@@ -36,8 +36,9 @@ const RunRecord* power_run(const std::vector<RunRecord>& runs, const std::string
   }
   const RunRecord* best = nullptr;
   auto rank = [](const RunRecord& r) {
-    return std::make_tuple(r.power_samples > 0 ? 1 : 0, r.text("device") == "gpu" ? 1 : 0,
-                           std::isnan(r.number("world_size")) ? 0.0 : r.number("world_size"));
+    const double world_size = r.summary.world_size.value_or(kMissing);
+    return std::make_tuple(r.power_samples > 0 ? 1 : 0, r.summary.device.value_or("") == "gpu" ? 1 : 0,
+                           std::isnan(world_size) ? 0.0 : world_size);
   };
   for (const RunRecord& r : runs)
     if (!best || rank(r) > rank(*best)) best = &r;
@@ -45,9 +46,10 @@ const RunRecord* power_run(const std::vector<RunRecord>& runs, const std::string
 }
 
 std::string describe(const RunRecord& r) {
-  const DeviceNoun noun = r.text("device") == "gpu" ? DeviceNoun{"GPU", "GPUs"} : DeviceNoun{"CPU rank", "CPU ranks"};
-  return fmt::format("{} ({}, {}, global batch {})", r.run_id, r.text("net"), noun.count(r.number("world_size")),
-                     r.text("global_batch"));
+  const DeviceNoun noun =
+      r.summary.device.value_or("") == "gpu" ? DeviceNoun{"GPU", "GPUs"} : DeviceNoun{"CPU rank", "CPU ranks"};
+  return fmt::format("{} ({}, {}, global batch {})", r.run_id, r.summary.net.value_or(""),
+                     noun.count(r.summary.world_size.value_or(kMissing)), r.text("global_batch"));
 }
 
 std::string report_markdown(const ReportOptions& options, const ReportOutcome& outcome,

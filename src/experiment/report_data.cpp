@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "io/results_writer.hpp"
+#include "io/summary_schema.hpp"
 
 namespace cnnscale::report {
 
@@ -89,18 +90,10 @@ bool is_partial(const fs::path& p) {
 
 }  // namespace
 
-double RunRecord::number(const std::string& key) const {
-  auto it = summary.find(key);
-  if (it == summary.end()) return kMissing;
-  if (const double* d = std::get_if<double>(&it->second)) return *d;
-  return kMissing;
-}
-
 std::string RunRecord::text(const std::string& key) const {
-  auto it = summary.find(key);
-  if (it == summary.end()) return "";
-  if (const std::string* s = std::get_if<std::string>(&it->second)) return *s;
-  if (const double* d = std::get_if<double>(&it->second)) return number_text(*d);
+  const SummaryValue v = summary_value(summary, key);
+  if (const std::string* s = std::get_if<std::string>(&v)) return *s;
+  if (const double* d = std::get_if<double>(&v)) return number_text(*d);
   return "";
 }
 
@@ -132,9 +125,9 @@ double ConfigGroup::world_size() const {
   return to_number(key.at("world_size"));
 }
 
-Stat ConfigGroup::stat(const std::string& summary_key) const {
+Stat ConfigGroup::stat(NumberFigure RunSummary::*figure) const {
   std::vector<double> values;
-  for (const RunRecord* r : runs) values.push_back(r->number(summary_key));
+  for (const RunRecord* r : runs) values.push_back(r->number(figure));
   return stat_of(values);
 }
 

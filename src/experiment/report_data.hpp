@@ -17,13 +17,14 @@ namespace cnnscale::report {
 struct RunRecord {
   std::string folder;  // the run folder
   std::string run_id;
-  std::map<std::string, SummaryValue> summary;
+  RunSummary summary;
   std::map<std::string, std::string> methods;
   size_t power_samples = 0;  // /power samples over all its GPUs (0: CPU run, no NVML)
   StepPartition step;        // the slowest rank's iteration split into phases (report_phases.hpp)
 
-  double number(const std::string& key) const;     // NaN when missing, null or a string
-  std::string text(const std::string& key) const;  // "" when missing or null; numbers printed
+  double number(NumberFigure RunSummary::*figure) const { return (summary.*figure).value_or(kMissing); }
+  // A figure by its summary name (the grouping keys, kGroupKeys): "" when missing or null; numbers printed.
+  std::string text(const std::string& key) const;
 };
 
 // Summary keys that identify a configuration: runs equal in all of them are repeats of one
@@ -54,7 +55,7 @@ struct ConfigGroup {
   std::optional<MeasureMode> measure() const { return measure_mode_from_name(key.at("measure")); }
   double global_batch() const;
   double world_size() const;
-  Stat stat(const std::string& summary_key) const;  // over the runs' values of that key
+  Stat stat(NumberFigure RunSummary::*figure) const;  // over the runs' values of that figure
   // First non-empty method string of the key among the runs ("" when none).
   std::string method(const std::string& summary_key) const;
 };

@@ -18,13 +18,6 @@ size_t phase_index(std::string_view name) {
   return static_cast<size_t>(TimelinePhase::Total);  // not reached
 }
 
-double summary_number(const std::map<std::string, SummaryValue>& s, const std::string& key) {
-  auto it = s.find(key);
-  if (it == s.end()) return kMissing;
-  const double* d = std::get_if<double>(&it->second);
-  return d ? *d : kMissing;
-}
-
 // Fills `other` and scales the measured parts down when they sum past the total.
 void close_partition(StepPartition& p) {
   double sum = 0;
@@ -41,7 +34,7 @@ void close_partition(StepPartition& p) {
 
 }  // namespace
 
-StepPartition partition_step(const Timeline& timeline, const std::map<std::string, SummaryValue>& summary) {
+StepPartition partition_step(const Timeline& timeline, const RunSummary& summary) {
   StepPartition out;
   const int64_t ranks = timeline.ranks();
   // Mean per rank and phase over the steady rows, as the summary's time_<phase>_s are.
@@ -72,7 +65,7 @@ StepPartition partition_step(const Timeline& timeline, const std::map<std::strin
   // Seconds per iteration of one phase: the slowest rank's mean, or without a timeline the summary's.
   auto phase = [&](std::string_view name) {
     return slowest >= 0 ? mean[static_cast<size_t>(slowest)][phase_index(name)]
-                        : summary_number(summary, "time_" + std::string(name) + "_s");
+                        : (summary.*kPhaseTimeFigures[phase_index(name)]).value_or(kMissing);
   };
   out.rank = slowest;
   out.total = phase("total");

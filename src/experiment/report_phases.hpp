@@ -27,6 +27,6 @@ struct StepPartition {
 // phase). Phases that sum past the total (the host-clock data wait overlapping device work on a
 // GPU, or maxima of different ranks) are scaled by total / sum, with other = 0; `excess` says how
 // much was taken off.
-StepPartition partition_step(const Timeline& timeline, const std::map<std::string, SummaryValue>& summary);
+StepPartition partition_step(const Timeline& timeline, const RunSummary& summary);
 
 }  // namespace cnnscale::report

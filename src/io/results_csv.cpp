@@ -15,6 +15,7 @@
 #include "io/atomic_file.hpp"
 #include "io/results_files.hpp"
 #include "io/results_writer.hpp"
+#include "io/summary_schema.hpp"
 
 namespace cnnscale {
 
@@ -61,6 +62,7 @@ std::vector<std::string> split_csv_line(const std::string& line) {
 }
 
 std::string csv_row(const RunResults& r, const std::vector<std::string>& columns) {
+  const SummaryValues values = summary_values(r.summary);
   std::string row;
   for (size_t i = 0; i < columns.size(); ++i) {
     if (i) row += ',';
@@ -69,7 +71,7 @@ std::string csv_row(const RunResults& r, const std::vector<std::string>& columns
       row += csv_field(r.experiment);
     } else if (c == "run_id") {
       row += csv_field(r.run_id);
-    } else if (auto it = r.summary.find(c); it != r.summary.end()) {
+    } else if (auto it = values.find(c); it != values.end()) {
       row += csv_value(it->second);
     }
   }
@@ -94,7 +96,7 @@ std::string summary_csv_text(const RunResults& results) {
 
 std::vector<std::string> summary_csv_header(const RunResults& results) {
   std::vector<std::string> h = {"experiment", "run_id"};
-  for (const auto& [name, v] : results.summary) h.push_back(name);
+  for (const auto& [name, v] : summary_values(results.summary)) h.push_back(name);
   return h;
 }
 
@@ -132,7 +134,7 @@ void append_summary_csv(const std::string& csv_path, const RunResults& results) 
     if (columns.size() < 2 || columns[0] != "experiment" || columns[1] != "run_id")
       throw_config("{}: not a cnnscale summary CSV (header starts '{}')", csv_path, head.substr(0, 40));
     std::set<std::string> known(columns.begin(), columns.end());
-    for (const auto& [name, v] : results.summary)
+    for (const auto& [name, v] : summary_values(results.summary))
       if (!known.count(name)) log::warn("{}: no column '{}'; run {} leaves it out", csv_path, name, results.run_id);
     // A file cut short by a killed writer would glue our row onto its last line.
     char last = '\n';

@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "io/hdf5_file.hpp"
 #include "io/results_writer.hpp"
+#include "io/summary_schema.hpp"
 
 namespace cnnscale {
 
@@ -17,6 +18,13 @@ namespace fs = std::filesystem;
 
 std::optional<std::string> unless_empty(const std::string& s) {
   return s.empty() ? std::nullopt : std::optional<std::string>(s);
+}
+
+// A /summary group's attributes by name; the schema (summary_schema.hpp) turns them into members.
+SummaryValues read_values(const h5::Reader& in, hid_t group) {
+  SummaryValues values;
+  for (const auto& name : in.attr_names(group)) values[name] = in.attr(group, name);
+  return values;
 }
 
 }  // namespace
@@ -111,7 +119,7 @@ RunResults read_run_results(const std::string& path) {
   }
   {
     h5::Handle g = in.group(root, "summary");
-    for (const auto& name : in.attr_names(g.get())) r.summary[name] = in.attr(g.get(), name);
+    r.summary = run_summary_from_values(read_values(in, g.get()));
     h5::Handle m = in.group(g.get(), "methods");
     for (const auto& name : in.attr_names(m.get())) {
       auto s = in.attr_str(m.get(), name);
@@ -122,8 +130,7 @@ RunResults read_run_results(const std::string& path) {
       h5::Handle ranks = in.group(g.get(), "ranks");
       for (size_t i = 0; in.exists(ranks.get(), std::to_string(i)); ++i) {
         h5::Handle rg = in.group(ranks.get(), std::to_string(i));
-        auto& values = r.rank_summary.emplace_back();
-        for (const auto& name : in.attr_names(rg.get())) values[name] = in.attr(rg.get(), name);
+        r.rank_summary.push_back(rank_summary_from_values(read_values(in, rg.get())));
       }
     }
   }

@@ -6,6 +6,7 @@
 #include "io/hdf5_file.hpp"
 #include "io/results_files.hpp"
 #include "io/results_writer.hpp"
+#include "io/summary_schema.hpp"
 
 namespace cnnscale {
 
@@ -122,18 +123,18 @@ void write_results_h5(const std::string& path, const RunResults& r, const Result
   step("h5:epochs");
 
   {
-    auto write_values = [&](hid_t g, const std::map<std::string, SummaryValue>& values) {
+    auto write_values = [&](hid_t g, const SummaryValues& values) {
       for (const auto& [name, v] : values) w.attr_value(g, name, v);
     };
     h5::Handle g = w.group("/summary");
-    write_values(g.get(), r.summary);
+    write_values(g.get(), summary_values(r.summary));
     h5::Handle m = w.group("/summary/methods");
     for (const auto& [name, method] : r.methods) w.attr_str(m.get(), name, method);
     if (!r.rank_summary.empty()) {
       h5::Handle ranks = w.group("/summary/ranks");
       for (size_t i = 0; i < r.rank_summary.size(); ++i) {
         h5::Handle rg = w.group("/summary/ranks/" + std::to_string(i));
-        write_values(rg.get(), r.rank_summary[i]);
+        write_values(rg.get(), summary_values(r.rank_summary[i]));
       }
     }
   }

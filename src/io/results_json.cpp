@@ -24,9 +24,7 @@ nlohmann::json summary_number_json(const std::string& name, double v) {
   return nlohmann::json(v);
 }
 
-}  // namespace
-
-nlohmann::json summary_values_json(const std::map<std::string, SummaryValue>& values) {
+nlohmann::json values_json(const SummaryValues& values) {
   nlohmann::json out = nlohmann::json::object();
   for (const auto& [name, v] : values) {
     if (std::holds_alternative<double>(v))
@@ -38,6 +36,11 @@ nlohmann::json summary_values_json(const std::map<std::string, SummaryValue>& va
   }
   return out;
 }
+
+}  // namespace
+
+nlohmann::json summary_values_json(const RunSummary& s) { return values_json(summary_values(s)); }
+nlohmann::json summary_values_json(const RankSummary& s) { return values_json(summary_values(s)); }
 
 nlohmann::json summary_json(const RunResults& r) {
   using nlohmann::json;

@@ -75,9 +75,6 @@ bool run_folder_writable(const std::string& run_dir) {
 std::string write_run_results(const RunResults& results, const ResultsWriteOptions& options) {
   check_name("experiment", results.experiment);
   check_name("run id", results.run_id);
-  for (const auto& [name, v] : results.summary)
-    if (name == "experiment" || name == "run_id" || name.empty())
-      throw_config("results: '{}' cannot be a summary name", name);
   const ResultsStep step = [&](std::string_view s) {
     if (options.after_step) options.after_step(s);
   };

@@ -46,7 +46,8 @@ bool run_folder_writable(const std::string& run_dir);
 std::string write_run_results(const RunResults& results, const ResultsWriteOptions& options = {});
 
 // Summary figures as JSON (null and NaN both null), as summary.json writes them.
-nlohmann::json summary_values_json(const std::map<std::string, SummaryValue>& values);
+nlohmann::json summary_values_json(const RunSummary& s);
+nlohmann::json summary_values_json(const RankSummary& s);
 
 // Reads run.h5, given the run folder or the file itself.
 RunResults read_run_results(const std::string& path);

@@ -1,6 +1,6 @@
 // One run's results as plain data, independent of how they were measured (GPU events, host clocks,
 // NVML, RAPL): what results_writer stores in run.h5 / summary.json / CSV and read_run_results
-// returns. Missing numbers are NaN, unknown strings are std::nullopt, null summary values monostate.
+// returns. Missing numbers are NaN, unknown strings are std::nullopt; summary figures in run_summary.hpp.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -9,14 +9,20 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <variant>
 #include <vector>
 
 #include "core/step_phase.hpp"
+#include "io/run_summary.hpp"
 
 namespace cnnscale {
 
 inline constexpr double kMissing = std::numeric_limits<double>::quiet_NaN();
+
+// The summary's time_<phase>_s figure of each phase, in TimelinePhase order.
+inline constexpr std::array<NumberFigure RunSummary::*, kTimelinePhaseNames.size()> kPhaseTimeFigures = {
+    &RunSummary::time_data_s,      &RunSummary::time_h2d_s,       &RunSummary::time_forward_s,
+    &RunSummary::time_backward_s,  &RunSummary::time_allreduce_s, &RunSummary::time_comm_busy_s,
+    &RunSummary::time_update_s,    &RunSummary::time_total_s};
 
 struct GpuInfo {
   int64_t rank = 0;  // the MPI rank that drives this GPU
@@ -92,9 +98,6 @@ struct EpochRecord {
   double lr = kMissing;
 };
 
-// A summary figure: null (unknown, e.g. energy without NVML), a number or a string.
-using SummaryValue = std::variant<std::monostate, double, std::string>;
-
 // "complete": the run reached its end. "interrupted": stopped early by a signal (SIGTERM, SIGUSR1,
 // SIGINT) at a step boundary after writing a checkpoint; its figures cover the steps that ran and
 // `--resume auto` continues it (the resumed run's results then replace this folder).
@@ -110,10 +113,10 @@ struct RunResults {
   Timeline timeline;
   std::vector<PowerSeries> power;
   std::vector<EpochRecord> epochs;
-  std::map<std::string, SummaryValue> summary;
+  RunSummary summary;
   std::map<std::string, std::string> methods;  // figure name -> how it was obtained
   // The same kind of figures for each rank alone (index = rank): its GPU's energy, its own time.
-  std::vector<std::map<std::string, SummaryValue>> rank_summary;
+  std::vector<RankSummary> rank_summary;
 };
 
 }  // namespace cnnscale

@@ -1,6 +1,6 @@
-// A train run's results across ranks: each rank's report (identity, timeline, power samples,
-// energy windows) as JSON, and rank 0's assembly of the job's RunResults and summary figures
-// (job = slowest rank's time, energy summed over every GPU), with how each figure was obtained.
+// A train run's results across ranks: rank 0's assembly of the job's RunResults and summary figures
+// from every rank's report (rank_report.hpp): job = slowest rank's time, energy summed over every
+// GPU, with how each figure was obtained.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -8,16 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.hpp"
+#include "io/measure_mode.hpp"
 #include "io/run_results.hpp"
-#include "measure/energy_monitor.hpp"
+#include "solver/rank_report.hpp"
 #include "solver/trainer.hpp"
 
 namespace cnnscale {
-
-// What rank 0 needs from every rank, as JSON (NaN written as null).
-nlohmann::json make_rank_report(int rank, const std::string& host, const Device& device,
-                                measure::EnergyMonitor& energy, const TrainResult& result, int64_t local_batch);
 
 // The run as the Trainer and the command saw it, for the summary.
 struct RunDescription {
@@ -36,7 +32,8 @@ struct RunDescription {
   std::optional<std::string> cuda_version, cudnn_version, nccl_version, mpi_version;
 };
 
+// `ranks`: every rank's report, in rank order.
 RunResults assemble_run_results(const RunDescription& run, const TrainResult& rank0_result,
-                                const std::vector<nlohmann::json>& ranks, int64_t whole_epochs, int64_t whole_samples);
+                                const std::vector<RankReport>& ranks, int64_t whole_epochs, int64_t whole_samples);
 
 }  // namespace cnnscale

@@ -186,42 +186,42 @@ TEST(EnergyTraining, PhaseLoopsAreLongEnoughAndInOrder) {
   // (PhaseEnergy.OutOfOrderLoopsNeverGiveNegativePhases); here only the loops' order and lengths count.
 }
 
-// Two ranks' reports as make_rank_report writes them, with numbers chosen by hand.
-nlohmann::json report(int rank, double seconds, std::optional<double> gpu_joules, bool reads_rapl) {
-  using nlohmann::json;
-  json rep = {{"rank", rank},
-              {"host", "node0"},
-              {"local_batch", 32},
-              {"gpu", {{"name", "Test GPU"}, {"uuid", "GPU-" + std::to_string(rank)}, {"driver", "1.0"},
-                       {"power_limit_w", 700.0}}},
-              {"timeline",
-               {{"iteration", {0, 1, 2}},
-                {"warmup", {1, 0, 0}},
-                {"seconds", json::array({json::array({0, 0, .1, .2, 0, 0, .01, .31}),
-                                         json::array({0, 0, .1, .2, 0, 0, .01, .31}),
-                                         json::array({0, 0, .1 * (rank + 1), .2, 0, 0, .01, .31})})}}},
-              {"phase_means", {0, 0, .1 * (rank + 1), .2, .01, .05, .01, .32}},
-              {"phase_iterations", 2},
-              {"reads_rapl", reads_rapl},
-              {"extension_iterations", 0},
-              {"loops", json::array()}};
-  rep["window"] = {{"iterations", 10},          {"seconds", seconds},
-                   {"segments", 1},             {"gpu_joules", gpu_joules ? json(*gpu_joules) : json()},
-                   {"gpu_sampled_joules", json()}, {"cpu_package_joules", reads_rapl ? json(40.0) : json()},
-                   {"cpu_dram_joules", reads_rapl ? json(10.0) : json()},
-                   {"gpu_method", "nvml"},      {"cpu_method", "rapl"}};
+// Two ranks' reports as make_rank_report fills them, with numbers chosen by hand.
+RankReport report(int rank, double seconds, std::optional<double> gpu_joules, bool reads_rapl) {
+  RankReport rep;
+  rep.rank = rank;
+  rep.host = "node0";
+  rep.local_batch = 32;
+  rep.gpu = RankGpu{"Test GPU", "GPU-" + std::to_string(rank), "1.0", 700.0};
+  rep.iteration = {0, 1, 2};
+  rep.warmup = {1, 0, 0};
+  rep.seconds = {PhaseSeconds{0, 0, .1, .2, 0, 0, .01, .31}, PhaseSeconds{0, 0, .1, .2, 0, 0, .01, .31},
+                 PhaseSeconds{0, 0, .1 * (rank + 1), .2, 0, 0, .01, .31}};
+  rep.phase_means = {0, 0, .1 * (rank + 1), .2, .01, .05, .01, .32};
+  rep.phase_iterations = 2;
+  rep.reads_rapl = reads_rapl;
+  rep.extension_iterations = 0;
+  measure::EnergyReading& w = rep.window.emplace();
+  w.iterations = 10;
+  w.seconds = seconds;
+  w.segments = 1;
+  w.gpu_joules = gpu_joules;
+  if (reads_rapl) {
+    w.cpu_package_joules = 40.0;
+    w.cpu_dram_joules = 10.0;
+  }
+  w.gpu_method = "nvml";
+  w.cpu_method = "rapl";
   // measure phases: forward 2 J/it, forward+backward 5 J/it, full step 6 J/it, on each rank.
   for (int rep_i = 0; rep_i < 2; ++rep_i)
     for (auto [kind, jpi, spi] : {std::tuple{"forward", 2.0, 0.1}, std::tuple{"forward_backward", 5.0, 0.3},
-                                  std::tuple{"full_step", 6.0 + rep_i, 0.4}})
-      rep["loops"].push_back({{"repeat", rep_i},
-                              {"kind", kind},
-                              {"reading",
-                               {{"iterations", 20},
-                                {"seconds", 20 * spi * (rank + 1)},
-                                {"gpu_joules", 20 * jpi},
-                                {"cpu_package_joules", json()},
-                                {"cpu_dram_joules", json()}}}});
+                                  std::tuple{"full_step", 6.0 + rep_i, 0.4}}) {
+      measure::EnergyReading reading;
+      reading.iterations = 20;
+      reading.seconds = 20 * spi * (rank + 1);
+      reading.gpu_joules = 20 * jpi;
+      rep.loops.push_back({rep_i, kind, reading});
+    }
   return rep;
 }
 
@@ -244,41 +244,63 @@ RunDescription description() {
   return d;
 }
 
+// The report travels between ranks as JSON text: what rank 0 reads back is what the rank filled in.
+TEST(RankReport, RoundTripsThroughItsJsonText) {
+  RankReport sent = report(1, 2.5, std::nullopt, false);
+  sent.power = PowerSeries{1, "GPU-1", {0.0, 0.1}, {300.0, kMissing}, {290.0, 295.0}, {1e9, 1e9 + 30}, {1980, 1755},
+                           {60, 61}};
+  const nlohmann::json wire = nlohmann::json::parse(nlohmann::json(sent).dump());
+  const RankReport got = wire.get<RankReport>();
+  EXPECT_EQ(nlohmann::json(got), wire);
+  EXPECT_EQ(got.gpu->uuid, "GPU-1");
+  EXPECT_FALSE(got.window->gpu_joules.has_value());
+  EXPECT_TRUE(std::isnan(got.power->power_w[1]));
+  EXPECT_EQ(got.power->uuid, "GPU-1");
+  ASSERT_EQ(got.loops.size(), 6u);
+  EXPECT_EQ(got.loops[5].kind, "full_step");
+  EXPECT_DOUBLE_EQ(got.loops[5].reading.gpu_joules.value(), 20 * 7.0);
+  // The assembly from the reports as gathered (through their JSON text) is the assembly from the structs.
+  const std::vector<RankReport> ranks = {report(0, 2.0, 100.0, true), sent};
+  const std::vector<RankReport> gathered = {nlohmann::json::parse(nlohmann::json(ranks[0]).dump()).get<RankReport>(),
+                                            got};
+  EXPECT_EQ(assemble_run_results(description(), TrainResult{}, gathered, 1, 0).summary,
+            assemble_run_results(description(), TrainResult{}, ranks, 1, 0).summary);
+}
+
 TEST(RunAssembly, JobSumsGpuEnergyAndTakesTheSlowestRank) {
-  std::vector<nlohmann::json> ranks = {report(0, 2.0, 100.0, true), report(1, 2.5, 140.0, false)};
+  std::vector<RankReport> ranks = {report(0, 2.0, 100.0, true), report(1, 2.5, 140.0, false)};
   TrainResult r0;
   r0.final_loss = 1.5;
   RunResults res = assemble_run_results(description(), r0, ranks, 90, 1'281'167);
-  auto num = [&](const std::string& k) { return std::get<double>(res.summary.at(k)); };
-  EXPECT_DOUBLE_EQ(num("window_seconds"), 2.5);
-  EXPECT_DOUBLE_EQ(num("seconds_per_batch"), 0.25);
-  EXPECT_DOUBLE_EQ(num("samples_per_s"), 64 / 0.25);
-  EXPECT_DOUBLE_EQ(num("joules_per_batch"), 24.0);  // (100 + 140) J / 10 iterations
-  EXPECT_DOUBLE_EQ(num("watts"), 240.0 / 2.5);
-  EXPECT_DOUBLE_EQ(num("whole_iterations"), 90.0 * 20019);  // ceil(1,281,167 / 64) per epoch
-  EXPECT_DOUBLE_EQ(num("whole_training_seconds"), 0.25 * 90 * 20019);
-  EXPECT_DOUBLE_EQ(num("whole_training_joules"), 24.0 * 90 * 20019);
-  EXPECT_DOUBLE_EQ(num("gflops"), 2 * 1e6 * 3 * 256 / 1e9);
-  EXPECT_DOUBLE_EQ(num("cpu_package_joules_per_batch"), 4.0) << "only rank 0 reads its host";
-  EXPECT_DOUBLE_EQ(num("time_forward_s"), 0.2) << "slowest rank's mean";
-  EXPECT_DOUBLE_EQ(num("world_size"), 2);
-  EXPECT_EQ(std::get<std::string>(res.summary.at("gpu_names")), "Test GPU,Test GPU");
-  EXPECT_EQ(std::get<std::string>(res.summary.at("tag.repeat")), "2");
-  EXPECT_DOUBLE_EQ(num("final_loss"), 1.5);
-  EXPECT_TRUE(std::holds_alternative<std::monostate>(res.summary.at("test_top1")));
+  EXPECT_DOUBLE_EQ(res.summary.window_seconds.value(), 2.5);
+  EXPECT_DOUBLE_EQ(res.summary.seconds_per_batch.value(), 0.25);
+  EXPECT_DOUBLE_EQ(res.summary.samples_per_s.value(), 64 / 0.25);
+  EXPECT_DOUBLE_EQ(res.summary.joules_per_batch.value(), 24.0);  // (100 + 140) J / 10 iterations
+  EXPECT_DOUBLE_EQ(res.summary.watts.value(), 240.0 / 2.5);
+  EXPECT_DOUBLE_EQ(res.summary.whole_iterations.value(), 90.0 * 20019);  // ceil(1,281,167 / 64) per epoch
+  EXPECT_DOUBLE_EQ(res.summary.whole_training_seconds.value(), 0.25 * 90 * 20019);
+  EXPECT_DOUBLE_EQ(res.summary.whole_training_joules.value(), 24.0 * 90 * 20019);
+  EXPECT_DOUBLE_EQ(res.summary.gflops.value(), 2 * 1e6 * 3 * 256 / 1e9);
+  EXPECT_DOUBLE_EQ(res.summary.cpu_package_joules_per_batch.value(), 4.0) << "only rank 0 reads its host";
+  EXPECT_DOUBLE_EQ(res.summary.time_forward_s.value(), 0.2) << "slowest rank's mean";
+  EXPECT_DOUBLE_EQ(res.summary.world_size.value(), 2);
+  EXPECT_EQ(res.summary.gpu_names.value(), "Test GPU,Test GPU");
+  EXPECT_EQ(res.summary.tags.at("repeat"), "2");
+  EXPECT_DOUBLE_EQ(res.summary.final_loss.value(), 1.5);
+  EXPECT_TRUE(res.summary.test_top1.is_null());
   // Per rank: each its own GPU and time.
   ASSERT_EQ(res.rank_summary.size(), 2u);
-  EXPECT_DOUBLE_EQ(std::get<double>(res.rank_summary[1].at("joules_per_batch")), 14.0);
-  EXPECT_DOUBLE_EQ(std::get<double>(res.rank_summary[1].at("seconds_per_batch")), 0.25);
-  EXPECT_DOUBLE_EQ(std::get<double>(res.rank_summary[0].at("samples_per_s")), 32 / 0.2);
+  EXPECT_DOUBLE_EQ(res.rank_summary[1].joules_per_batch.value(), 14.0);
+  EXPECT_DOUBLE_EQ(res.rank_summary[1].seconds_per_batch.value(), 0.25);
+  EXPECT_DOUBLE_EQ(res.rank_summary[0].samples_per_s.value(), 32 / 0.2);
   // Phases, job level: energies summed over both GPUs, times of the slowest (rank 1, 2x rank 0's).
-  EXPECT_DOUBLE_EQ(num("energy_forward_j"), 4.0);
-  EXPECT_DOUBLE_EQ(num("energy_backward_j"), 6.0);
-  EXPECT_DOUBLE_EQ(num("energy_update_allreduce_j"), 3.0);   // (12 - 10 + 14 - 10) / 2
-  EXPECT_NEAR(num("energy_update_allreduce_j_std"), std::sqrt(2.0), 1e-12);
-  EXPECT_NEAR(num("loop_forward_s"), 0.2, 1e-12);
-  EXPECT_NEAR(num("loop_backward_s"), 0.4, 1e-12);
-  EXPECT_NEAR(num("loop_update_allreduce_s"), 0.2, 1e-12);
+  EXPECT_DOUBLE_EQ(res.summary.energy_forward_j.value(), 4.0);
+  EXPECT_DOUBLE_EQ(res.summary.energy_backward_j.value(), 6.0);
+  EXPECT_DOUBLE_EQ(res.summary.energy_update_allreduce_j.value(), 3.0);   // (12 - 10 + 14 - 10) / 2
+  EXPECT_NEAR(res.summary.energy_update_allreduce_j_std.value(), std::sqrt(2.0), 1e-12);
+  EXPECT_NEAR(res.summary.loop_forward_s.value(), 0.2, 1e-12);
+  EXPECT_NEAR(res.summary.loop_backward_s.value(), 0.4, 1e-12);
+  EXPECT_NEAR(res.summary.loop_update_allreduce_s.value(), 0.2, 1e-12);
   // The timeline keeps every rank; /system every GPU.
   EXPECT_EQ(res.timeline.ranks(), 2);
   EXPECT_EQ(res.timeline.iterations(), 3);
@@ -290,24 +312,24 @@ TEST(RunAssembly, JobSumsGpuEnergyAndTakesTheSlowestRank) {
 }
 
 TEST(RunAssembly, OneRankWithoutGpuEnergyMakesTheJobEnergyNull) {
-  std::vector<nlohmann::json> ranks = {report(0, 2.0, 100.0, true), report(1, 2.5, std::nullopt, false)};
+  std::vector<RankReport> ranks = {report(0, 2.0, 100.0, true), report(1, 2.5, std::nullopt, false)};
   RunResults res = assemble_run_results(description(), TrainResult{}, ranks, 1, 0);
-  EXPECT_TRUE(std::holds_alternative<std::monostate>(res.summary.at("joules_per_batch")));
-  EXPECT_TRUE(std::holds_alternative<std::monostate>(res.summary.at("gflops_per_watt")));
-  EXPECT_DOUBLE_EQ(std::get<double>(res.summary.at("seconds_per_batch")), 0.25) << "time stays known";
-  EXPECT_DOUBLE_EQ(std::get<double>(res.summary.at("whole_iterations")), 10.0) << "640 samples / 64";
+  EXPECT_TRUE(res.summary.joules_per_batch.is_null());
+  EXPECT_TRUE(res.summary.gflops_per_watt.is_null());
+  EXPECT_DOUBLE_EQ(res.summary.seconds_per_batch.value(), 0.25) << "time stays known";
+  EXPECT_DOUBLE_EQ(res.summary.whole_iterations.value(), 10.0) << "640 samples / 64";
 }
 
 TEST(RunAssembly, CpuRunCountsEachHostsRaplOnce) {
   RunDescription d = description();
   d.device_kind = "cpu";
   d.measure = MeasureMode::Steady;
-  std::vector<nlohmann::json> ranks = {report(0, 2.0, std::nullopt, true), report(1, 2.0, std::nullopt, false)};
-  for (auto& r : ranks) r.erase("gpu");
+  std::vector<RankReport> ranks = {report(0, 2.0, std::nullopt, true), report(1, 2.0, std::nullopt, false)};
+  for (auto& r : ranks) r.gpu.reset();
   RunResults res = assemble_run_results(d, TrainResult{}, ranks, 1, 0);
-  EXPECT_DOUBLE_EQ(std::get<double>(res.summary.at("joules_per_batch")), 5.0) << "(40 + 10) J / 10 iterations";
+  EXPECT_DOUBLE_EQ(res.summary.joules_per_batch.value(), 5.0) << "(40 + 10) J / 10 iterations";
   EXPECT_TRUE(res.system.gpus.empty());
-  EXPECT_EQ(res.summary.count("energy_forward_j"), 0u) << "steady mode has no phase loops";
+  EXPECT_FALSE(res.summary.energy_forward_j.written()) << "steady mode has no phase loops";
 }
 
 }  // namespace

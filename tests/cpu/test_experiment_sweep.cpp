@@ -47,7 +47,7 @@ void fake_done(const fs::path& exp_dir, const RunSpec& r, const std::string& has
   res.experiment = exp_dir.filename().string();
   res.run_id = r.id;
   res.status = status;
-  res.summary["tag.config_hash"] = hash;
+  res.summary.tags["config_hash"] = hash;
   ResultsWriteOptions o;
   o.root = exp_dir.parent_path().string();
   write_run_results(res, o);

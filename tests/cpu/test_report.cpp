@@ -181,12 +181,12 @@ TEST(Report, LowestEdpPerNetworkIsMarkedAndUnitsAreKsAndMj) {
 TEST(Report, OneGpuBaselineIgnoresAllreduceSettings) {
   TempDir dir;
   RunResults one = synthetic_run("net_b", 64, 1, 0, {{"samples_per_s", 100.0}});
-  one.summary["allreduce_algo"] = std::string("");
+  one.summary.allreduce_algo = std::string("");
   write_run(dir.str(), one);
   write_run(dir.str(), synthetic_run("net_b", 64, 2, 0, {{"samples_per_s", 190.0}}));
   RunResults serial = synthetic_run("net_b", 64, 2, 1, {{"samples_per_s", 170.0}});
   serial.run_id = "serial";
-  serial.summary["allreduce_overlap"] = 0.0;
+  serial.summary.allreduce_overlap = 0.0;
   write_run(dir.str(), serial);
   report_without_plots(dir.str());
   const auto rows = read_csv(dir.file("report/scaling.csv"));
@@ -207,7 +207,7 @@ TEST(Report, DifferentIdentityKeysAreSeparateConfigurationsWithAVariantColumn) {
   RunResults overlap = synthetic_run("lenet", 64, 2, 0, {{"samples_per_s", 100.0}});
   RunResults serial = synthetic_run("lenet", 64, 2, 1, {{"samples_per_s", 80.0}});
   serial.run_id = "serial";
-  serial.summary["allreduce_overlap"] = 0.0;
+  serial.summary.allreduce_overlap = 0.0;
   write_run(dir.str(), overlap);
   write_run(dir.str(), serial);
   const auto out = report_without_plots(dir.str());
@@ -225,7 +225,7 @@ TEST(Report, KeysThatDifferOnlyBetweenNetworksAreNoVariant) {
   for (int n : {1, 2}) {
     write_run(dir.str(), synthetic_run("net_a", 64, n, 0, {{"samples_per_s", 100.0 * n}}));
     RunResults b = synthetic_run("net_b", 64, n, 0, {{"samples_per_s", 50.0 * n}});
-    b.summary["data"] = std::string("fashion-mnist");
+    b.summary.data = std::string("fashion-mnist");
     write_run(dir.str(), b);
   }
   EXPECT_EQ(report_without_plots(dir.str()).configurations, 4);
@@ -243,11 +243,11 @@ TEST(Report, KeysThatDifferWithinANetworkAreItsVariant) {
   write_run(dir.str(), synthetic_run("net_a", 64, 1, 0, {{"samples_per_s", 100.0}}));
   write_run(dir.str(), synthetic_run("net_a", 64, 2, 0, {{"samples_per_s", 190.0}}));
   RunResults serial = synthetic_run("net_a", 64, 2, 1, {{"samples_per_s", 170.0}});
-  serial.summary["allreduce_overlap"] = 0.0;
+  serial.summary.allreduce_overlap = 0.0;
   write_run(dir.str(), serial);
   for (int n : {1, 2}) {
     RunResults b = synthetic_run("net_b", 64, n, 0, {{"samples_per_s", 50.0 * n}});
-    b.summary["data"] = std::string("fashion-mnist");
+    b.summary.data = std::string("fashion-mnist");
     write_run(dir.str(), b);
   }
   report_without_plots(dir.str());
@@ -334,7 +334,7 @@ TEST(ReportByGpus, OneColumnGroupPerGpuCountHoldingTheLongTablesValues) {
   auto mean_rate = [](int n) {
     double sum = 0;
     for (int rep = 0; rep < 2; ++rep)
-      sum += std::get<double>(scaling_run("net_a", 64, n, rep).summary.at("samples_per_s"));
+      sum += scaling_run("net_a", 64, n, rep).summary.samples_per_s.value();
     return sum / 2;
   };
   EXPECT_DOUBLE_EQ(std::stod(rows[0].at("speedup_g8_mean")), mean_rate(8) / mean_rate(1));
@@ -390,19 +390,19 @@ TEST(ReportByGpus, AllreduceVariantsShareTheOneGpuRunAndGpuMixesStayOut) {
   auto gpu_run = [&](int n, int rep, double rate, const std::string& names) {
     RunResults r = synthetic_run("net_a", 64, n, rep, {{"samples_per_s", rate}});
     r.run_id += fmt::format("-{}", rate);
-    r.summary["device"] = std::string("gpu");
-    r.summary["gpu_names"] = names;
-    if (n == 1) r.summary["allreduce_algo"] = std::string("");
+    r.summary.device = std::string("gpu");
+    r.summary.gpu_names = names;
+    if (n == 1) r.summary.allreduce_algo = std::string("");
     return r;
   };
   const std::string h100 = "NVIDIA H100";
   write_run(dir.str(), gpu_run(1, 0, 100, h100));
   write_run(dir.str(), gpu_run(2, 0, 190, h100 + "," + h100));
   RunResults serial = gpu_run(2, 0, 170, h100 + "," + h100);
-  serial.summary["allreduce_overlap"] = 0.0;
+  serial.summary.allreduce_overlap = 0.0;
   write_run(dir.str(), serial);
   RunResults mix = gpu_run(2, 0, 150, h100 + "," + h100);
-  mix.summary["tag.gpu_mix"] = std::string("0.2");
+  mix.summary.tags["gpu_mix"] = std::string("0.2");
   write_run(dir.str(), mix);
   write_run(dir.str(), gpu_run(2, 0, 140, h100 + ",NVIDIA A100"));
   EXPECT_EQ(report_without_plots(dir.str()).configurations, 5) << "the gpu_mix run is no repeat of the plain one";

@@ -56,8 +56,8 @@ void write_sweep(const std::string& root) {
           write_run(root, r);
         }
   RunResults gpu = synthetic_run("lenet", 64, 2, 9, {{"seconds_per_batch", 0.005}, {"samples_per_s", 12800.0}});
-  gpu.summary["device"] = std::string("gpu");
-  gpu.summary["gpu_names"] = std::string("NVIDIA H100,NVIDIA H100");
+  gpu.summary.device = std::string("gpu");
+  gpu.summary.gpu_names = std::string("NVIDIA H100,NVIDIA H100");
   for (int k = 0; k < 2; ++k) {
     PowerSeries p;
     p.rank = k;
@@ -106,13 +106,13 @@ TEST(ReportPlots, EightGpuSweepGivesEveryFigure) {
         for (int rep = 0; rep < 2; ++rep)
           if (net != "net_bb" || batch != 128 || n != 8) write_run(dir.str(), scaling_run(net, batch, n, rep));
   RunResults gpu = scaling_run("net_a", 64, 8, 9);
-  gpu.summary["device"] = std::string("gpu");
+  gpu.summary.device = std::string("gpu");
   std::string names;
   for (int k = 0; k < 8; ++k) {
     names += (k ? "," : "") + std::string("NVIDIA H100");
     gpu.power.push_back(power_series(k, 30, 300));
   }
-  gpu.summary["gpu_names"] = names;
+  gpu.summary.gpu_names = names;
   write_run(dir.str(), gpu);
 
   report::ReportOptions o;
@@ -134,8 +134,8 @@ void write_scaling(const std::string& root, bool gpu, int repeats) {
   for (int n : {1, 2})
     for (int rep = 0; rep < repeats; ++rep) {
       RunResults r = scaling_run("net_a", 64, n, rep);
-      r.summary["time_forward_s"] = 0.001;
-      r.summary["time_total_s"] = 0.002;
+      r.summary.time_forward_s = 0.001;
+      r.summary.time_total_s = 0.002;
       write_run(root, gpu ? gpu_run(r) : r);
     }
 }

@@ -103,9 +103,13 @@ TEST(ReportPhases, PartsOfTheSlowestRankAddUpToItsTotal) {
 
 // Without a timeline the summary's per-phase maxima (of different ranks) may overshoot: scaled down.
 TEST(ReportPhases, MaximaOfDifferentRanksAreScaledToTheTotalWithANote) {
-  const std::map<std::string, SummaryValue> summary = {{"time_data_s", 0.001},     {"time_forward_s", 0.004},
-                                                       {"time_backward_s", 0.005}, {"time_allreduce_s", 0.001},
-                                                       {"time_update_s", 0.001},   {"time_total_s", 0.010}};
+  RunSummary summary;
+  summary.time_data_s = 0.001;
+  summary.time_forward_s = 0.004;
+  summary.time_backward_s = 0.005;
+  summary.time_allreduce_s = 0.001;
+  summary.time_update_s = 0.001;
+  summary.time_total_s = 0.010;
   const report::StepPartition p = report::partition_step(Timeline(2), summary);
   EXPECT_NEAR(p.excess, 0.002, 1e-12);
   double sum = 0;
@@ -115,7 +119,7 @@ TEST(ReportPhases, MaximaOfDifferentRanksAreScaledToTheTotalWithANote) {
   EXPECT_NEAR(p.seconds.at("backward"), 0.005 * 10 / 12, 1e-12);
 
   TempDir dir;
-  write_run(dir.str(), synthetic_run("net_a", 64, 2, 0, summary));
+  write_run(dir.str(), synthetic_run("net_a", 64, 2, 0, summary_values(summary)));
   report_without_plots(dir.str());
   EXPECT_NE(slurp(dir.file("report/phases.md"))
                 .find("In 1 run(s) the measured parts summed past the total (by up "
@@ -180,10 +184,10 @@ TEST(ReportUnits, AValueFarBelowItsColumnsUnitCarriesItsOwn) {
 TEST(ReportAccuracy, SaysAfterHowManyEpochs) {
   TempDir dir;
   RunResults r = synthetic_run("lenet", 32, 1, 0, {{"test_top1", 0.7}, {"iterations_per_epoch", 1875.0}});
-  r.summary["iterations"] = 150.0;
+  r.summary.iterations = 150.0;
   write_run(dir.str(), r);
   RunResults full = synthetic_run("lenet", 64, 1, 0, {{"test_top1", 0.8}, {"iterations_per_epoch", 937.0}});
-  full.summary["iterations"] = 2 * 937.0;
+  full.summary.iterations = 2 * 937.0;
   write_run(dir.str(), full);
   const std::string md = reported_table_md(dir.str(), "accuracy");
   EXPECT_NE(md.find("| epochs |"), std::string::npos) << md;
@@ -197,7 +201,7 @@ TEST(ReportThreads, CpuScalingShowsThreadsPerRankAndSaysWhenTheyDiffer) {
   for (int n : {1, 2})
     for (int rep = 0; rep < 2; ++rep) {
       RunResults r = scaling_run("net_a", 64, n, rep);
-      r.summary["threads_per_rank"] = n == 1 ? 2.0 : 1.0;
+      r.summary.threads_per_rank = n == 1 ? 2.0 : 1.0;
       write_run(dir.str(), r);
     }
   EXPECT_EQ(report_without_plots(dir.str()).configurations, 2);
@@ -232,7 +236,10 @@ TEST(ResultsJson, CountsAreIntegersAndMeasurementsNumbers) {
   RunResults r = synthetic_run(
       "lenet", 64, 2, 0,
       {{"samples_per_s", 100.0}, {"seconds_per_batch", 0.64}, {"whole_iterations", 938.0}, {"threads_per_rank", 1.0}});
-  r.rank_summary.push_back({{"rank", 0.0}, {"local_batch", 32.0}, {"samples_per_s", 50.0}});
+  RankSummary& rank = r.rank_summary.emplace_back();
+  rank.rank = 0.0;
+  rank.local_batch = 32.0;
+  rank.samples_per_s = 50.0;
   const std::string folder = write_run(dir.str(), r);
   const std::string text = slurp((fs::path(folder) / "summary.json").string());
   const nlohmann::json j = nlohmann::json::parse(text);

@@ -14,6 +14,7 @@
 
 #include "experiment/report.hpp"
 #include "io/results_writer.hpp"
+#include "io/summary_schema.hpp"
 
 namespace cnnscale::testing {
 
@@ -73,14 +74,14 @@ inline std::vector<CsvRow> read_csv(const std::string& path) {
 
 // A run with every identity key set (CPU, synthetic, steady) plus `figures`.
 inline RunResults synthetic_run(const std::string& net, int batch, int world_size, int repeat,
-                                const std::map<std::string, SummaryValue>& figures) {
+                                const SummaryValues& figures) {
   RunResults r;
   r.experiment = "e";
   r.run_id = fmt::format("{}-b{}-n{}-r{}", net, batch, world_size, repeat);
   r.config_text = "net: " + net + "\n";
   r.system.hosts = {"host-a"};
   r.timeline = Timeline(world_size);
-  r.summary = {{"net", net},
+  SummaryValues values = {{"net", net},
                {"data", std::string("synthetic")},
                {"device", std::string("cpu")},
                {"precision", std::string("fp32")},
@@ -93,17 +94,18 @@ inline RunResults synthetic_run(const std::string& net, int batch, int world_siz
                {"allreduce_algo", std::string("ring")},
                {"gpu_names", std::string("")},
                {"tag.repeat", std::to_string(repeat)}};
-  for (const auto& [k, v] : figures) r.summary[k] = v;
+  for (const auto& [k, v] : figures) values[k] = v;
+  r.summary = run_summary_from_values(values);
   return r;
 }
 
 // The same run on GPUs (as far as the report can tell): device gpu, one H100 per rank.
 inline RunResults gpu_run(RunResults r) {
-  r.summary["device"] = std::string("gpu");
+  r.summary.device = std::string("gpu");
   std::string names;
-  for (int k = 0; k < static_cast<int>(std::get<double>(r.summary.at("world_size"))); ++k)
+  for (int k = 0; k < static_cast<int>(r.summary.world_size.value()); ++k)
     names.append(k ? "," : "").append("NVIDIA H100");
-  r.summary["gpu_names"] = names;
+  r.summary.gpu_names = names;
   return r;
 }
 

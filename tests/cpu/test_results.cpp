@@ -15,6 +15,7 @@
 
 #include "core/error.hpp"
 #include "io/results_writer.hpp"
+#include "io/summary_schema.hpp"
 
 namespace cnnscale {
 namespace {
@@ -84,12 +85,12 @@ RunResults sample() {
   g1.rank = 1;
   r.power = {g0, g1};
   r.epochs = {EpochRecord{1, 500, 2.3, 0.11, 0.5, 0.1}, EpochRecord{2, 1000, 1.7, 0.42, kMissing, 0.01}};
-  r.summary = {{"seconds_per_batch", 0.123456789012345},
-               {"joules_per_batch", std::monostate{}},
-               {"samples_per_s", 1040.5},
-               {"gflops_per_w", kMissing},
-               {"measure", std::string("steady")},
-               {"note", std::string("a, \"quoted\" value")}};
+  r.summary.seconds_per_batch = 0.123456789012345;
+  r.summary.joules_per_batch = NumberFigure::null();
+  r.summary.samples_per_s = 1040.5;
+  r.summary.gflops_per_watt = kMissing;
+  r.summary.measure = std::string("steady");
+  r.summary.tags["note"] = "a, \"quoted\" value";
   r.methods = {{"seconds_per_batch", "slowest rank, mean over steady iterations"},
                {"joules_per_batch", "unavailable: NVML not loaded"}};
   return r;
@@ -150,10 +151,11 @@ void expect_same(const RunResults& a, const RunResults& b) {
     expect_same(a.epochs[i].top5, b.epochs[i].top5, "top5");
     expect_same(a.epochs[i].lr, b.epochs[i].lr, "lr");
   }
-  ASSERT_EQ(a.summary.size(), b.summary.size());
-  for (const auto& [name, v] : a.summary) {
-    ASSERT_TRUE(b.summary.count(name)) << name;
-    const SummaryValue& w = b.summary.at(name);
+  const SummaryValues as = summary_values(a.summary), bs = summary_values(b.summary);
+  ASSERT_EQ(as.size(), bs.size());
+  for (const auto& [name, v] : as) {
+    ASSERT_TRUE(bs.count(name)) << name;
+    const SummaryValue& w = bs.at(name);
     ASSERT_EQ(v.index(), w.index()) << name;
     if (std::holds_alternative<double>(v))
       expect_same(std::get<double>(v), std::get<double>(w), name);
@@ -211,7 +213,7 @@ TEST(Results, SummaryJsonAndCsv) {
   EXPECT_EQ(j["run_id"], r.run_id);
   EXPECT_EQ(j["summary"]["seconds_per_batch"].get<double>(), 0.123456789012345);
   EXPECT_TRUE(j["summary"]["joules_per_batch"].is_null());
-  EXPECT_TRUE(j["summary"]["gflops_per_w"].is_null());  // NaN: JSON has none
+  EXPECT_TRUE(j["summary"]["gflops_per_watt"].is_null());  // NaN: JSON has none
   EXPECT_EQ(j["summary"]["measure"], "steady");
   EXPECT_EQ(j["methods"]["joules_per_batch"], "unavailable: NVML not loaded");
   EXPECT_TRUE(j["system"]["cudnn_version"].is_null());
@@ -219,9 +221,9 @@ TEST(Results, SummaryJsonAndCsv) {
   EXPECT_TRUE(j["system"]["gpus"][1]["name"].is_null());
   EXPECT_EQ(j["timeline"]["warmup_iterations"], 1);
   EXPECT_EQ(read_text(run_dir + "/summary.csv"),
-            "experiment,run_id,gflops_per_w,joules_per_batch,measure,note,samples_per_s,seconds_per_batch\n"
-            "resnet_scaling,20261122T044300Z-0badc0de,nan,,steady,\"a, \"\"quoted\"\" value\",1040.5,"
-            "0.123456789012345\n");
+            "experiment,run_id,gflops_per_watt,joules_per_batch,measure,samples_per_s,seconds_per_batch,tag.note\n"
+            "resnet_scaling,20261122T044300Z-0badc0de,nan,,steady,1040.5,0.123456789012345,"
+            "\"a, \"\"quoted\"\" value\"\n");
 }
 
 TEST(Results, SweepCsvKeepsItsColumns) {
@@ -231,16 +233,16 @@ TEST(Results, SweepCsvKeepsItsColumns) {
   append_summary_csv(csv, a);
   RunResults b = sample();
   b.run_id = "second";
-  b.summary.erase("note");        // missing: empty field
-  b.summary["new_figure"] = 7.0;  // not in the header: left out
-  b.summary["samples_per_s"] = 2000.0;
+  b.summary.tags.erase("note");  // missing: empty field
+  b.summary.watts = 7.0;         // not in the header: left out
+  b.summary.samples_per_s = 2000.0;
   append_summary_csv(csv, b);
   const std::string header =
-      "experiment,run_id,gflops_per_w,joules_per_batch,measure,note,samples_per_s,seconds_per_batch\n";
+      "experiment,run_id,gflops_per_watt,joules_per_batch,measure,samples_per_s,seconds_per_batch,tag.note\n";
   EXPECT_EQ(read_text(csv), header +
-                                "resnet_scaling,20261122T044300Z-0badc0de,nan,,steady,\"a, \"\"quoted\"\" value\","
-                                "1040.5,0.123456789012345\n"
-                                "resnet_scaling,second,nan,,steady,,2000,0.123456789012345\n");
+                                "resnet_scaling,20261122T044300Z-0badc0de,nan,,steady,1040.5,0.123456789012345,"
+                                "\"a, \"\"quoted\"\" value\"\n"
+                                "resnet_scaling,second,nan,,steady,2000,0.123456789012345,\n");
   // A file cut mid-row by a killed writer: the next row starts on its own line.
   {
     std::ofstream f(csv, std::ios::app);
@@ -402,8 +404,8 @@ TEST(Results, H5pyReadsTheSameValues) {
   EXPECT_EQ(j["epochs"]["iteration"], json({500, 1000}));
   EXPECT_EQ(j["summary"]["seconds_per_batch"], 0.123456789012345);
   EXPECT_TRUE(j["summary"]["joules_per_batch"].is_null());
-  EXPECT_EQ(j["summary"]["gflops_per_w"], "NaN");
-  EXPECT_EQ(j["summary"]["note"], "a, \"quoted\" value");
+  EXPECT_EQ(j["summary"]["gflops_per_watt"], "NaN");
+  EXPECT_EQ(j["summary"]["tag.note"], "a, \"quoted\" value");
   EXPECT_EQ(j["methods"], json(r.methods));
 }
 

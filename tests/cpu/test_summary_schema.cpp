@@ -30,8 +30,9 @@ SummaryValue value_for(const SummaryField& f, size_t i) {
   return 0.25 + static_cast<double>(i);
 }
 
-std::map<std::string, SummaryValue> every_field(std::span<const SummaryField> fields) {
-  std::map<std::string, SummaryValue> out;
+template <class Summary>
+SummaryValues every_field(std::span<const FigureField<Summary>> fields) {
+  SummaryValues out;
   for (size_t i = 0; i < fields.size(); ++i) out[std::string(fields[i].name)] = value_for(fields[i], i);
   return out;
 }
@@ -40,14 +41,15 @@ RunResults run_with_every_field() {
   RunResults r;
   r.experiment = "schema";
   r.run_id = "every-field";
-  r.summary = every_field(run_summary_fields());
-  r.summary["tag.repeat"] = std::string("1");
-  r.rank_summary = {every_field(rank_summary_fields()), every_field(rank_summary_fields())};
+  r.summary = run_summary_from_values(every_field(run_summary_fields()));
+  r.summary.tags["repeat"] = std::string("1");
+  const RankSummary rank = rank_summary_from_values(every_field(rank_summary_fields()));
+  r.rank_summary = {rank, rank};
   return r;
 }
 
 TEST(SummarySchema, NamesAreUniqueAndFound) {
-  for (const auto fields : {run_summary_fields(), rank_summary_fields()}) {
+  auto check = [](const auto fields) {
     std::set<std::string_view> names;
     for (const SummaryField& f : fields) {
       EXPECT_TRUE(names.insert(f.name).second) << f.name;
@@ -63,7 +65,9 @@ TEST(SummarySchema, NamesAreUniqueAndFound) {
         EXPECT_EQ(f.unit, "J") << f.name;
       }
     }
-  }
+  };
+  check(run_summary_fields());
+  check(rank_summary_fields());
   EXPECT_EQ(find_summary_field("tag.anything")->kind, FigureKind::Text);
   EXPECT_EQ(find_summary_field("no_such_figure"), nullptr);
 }
@@ -78,7 +82,7 @@ TEST(SummarySchema, EveryFieldRoundTripsThroughTheRunFolder) {
 
   std::ifstream in(fs::path(folder) / "summary.json");
   const auto j = nlohmann::json::parse(in);
-  auto check = [](const nlohmann::json& values, std::span<const SummaryField> fields) {
+  auto check = [](const nlohmann::json& values, const auto fields) {
     for (const SummaryField& f : fields) {
       const nlohmann::json& v = values.at(std::string(f.name));
       switch (f.kind) {

@@ -33,8 +33,8 @@ std::vector<std::string> train_args(const std::string& root, const std::string& 
           "--tag",        "repeat=1",       "--json"};
 }
 
-double number(const SummaryValue& v) {
-  return std::holds_alternative<double>(v) ? std::get<double>(v) : NAN;
+double number(const NumberFigure& v) {
+  return v.value_or(NAN);
 }
 
 TEST(TrainResults, WritesACompleteFolderThatReadsBack) {
@@ -70,25 +70,25 @@ TEST(TrainResults, WritesACompleteFolderThatReadsBack) {
   }
   EXPECT_LT(res.epochs[2].loss, res.epochs[0].loss) << "it learns";
   const auto& S = res.summary;
-  EXPECT_EQ(std::get<std::string>(S.at("net")), "dist_convnet");
-  EXPECT_EQ(std::get<std::string>(S.at("tag.repeat")), "1");
-  EXPECT_DOUBLE_EQ(number(S.at("window_iterations")), 14);
-  EXPECT_DOUBLE_EQ(number(S.at("global_batch")), 32);
-  EXPECT_DOUBLE_EQ(number(S.at("whole_iterations")), 24) << "3 epochs of ceil(256 / 32)";
-  const double spb = number(S.at("seconds_per_batch"));
+  EXPECT_EQ(S.net.value(), "dist_convnet");
+  EXPECT_EQ(S.tags.at("repeat"), "1");
+  EXPECT_DOUBLE_EQ(number(S.window_iterations), 14);
+  EXPECT_DOUBLE_EQ(number(S.global_batch), 32);
+  EXPECT_DOUBLE_EQ(number(S.whole_iterations), 24) << "3 epochs of ceil(256 / 32)";
+  const double spb = number(S.seconds_per_batch);
   EXPECT_GT(spb, 0.0);
-  EXPECT_NEAR(number(S.at("samples_per_s")), 32 / spb, 1e-6 * 32 / spb);
-  EXPECT_NEAR(number(S.at("whole_training_seconds")), 24 * spb, 1e-9);
-  EXPECT_DOUBLE_EQ(number(S.at("test_top1")), res.epochs[2].top1);
+  EXPECT_NEAR(number(S.samples_per_s), 32 / spb, 1e-6 * 32 / spb);
+  EXPECT_NEAR(number(S.whole_training_seconds), 24 * spb, 1e-9);
+  EXPECT_DOUBLE_EQ(number(S.test_top1), res.epochs[2].top1);
   // Energy on a CPU run is the host's RAPL: a number exactly when its counters can be read here.
   const bool rapl = measure::RaplReader().available();
-  EXPECT_EQ(std::holds_alternative<double>(S.at("joules_per_batch")), rapl);
+  EXPECT_EQ(S.joules_per_batch.has_value(), rapl);
   if (!rapl) {
     EXPECT_NE(r.err.find("RAPL"), std::string::npos) << "one warning says why energy is null";
   }
   EXPECT_FALSE(res.methods.at("seconds_per_batch").empty());
   ASSERT_EQ(res.rank_summary.size(), 1u);
-  EXPECT_DOUBLE_EQ(number(res.rank_summary[0].at("seconds_per_batch")), spb);
+  EXPECT_DOUBLE_EQ(number(res.rank_summary[0].seconds_per_batch), spb);
 
   // summary.json carries the same numbers; the CSV has one header and one row.
   std::ifstream js(run / "summary.json");
@@ -172,17 +172,17 @@ TEST(TrainResults, MeasurePhasesRecordsLoopTimes) {
   CliResult r = run_cnnscale(args);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   RunResults res = read_run_results((fs::path(dir.str()) / "exp" / "ph").string());
-  EXPECT_EQ(std::get<std::string>(res.summary.at("measure")), "phases");
-  const double f = number(res.summary.at("loop_forward_s"));
-  const double b = number(res.summary.at("loop_backward_s"));
+  EXPECT_EQ(res.summary.measure.value(), "phases");
+  const double f = number(res.summary.loop_forward_s);
+  const double b = number(res.summary.loop_backward_s);
   EXPECT_GT(f, 0.0);
   // Derived by difference, never negative, even when load makes the loops come out of order (then
   // loop_pooled_repeats counts the repeats that were pooled); b > 0 would be a timing claim.
   EXPECT_GE(b, 0.0);
-  EXPECT_GE(number(res.summary.at("loop_update_allreduce_s")), 0.0);
-  const double pooled = number(res.summary.at("loop_pooled_repeats"));
+  EXPECT_GE(number(res.summary.loop_update_allreduce_s), 0.0);
+  const double pooled = number(res.summary.loop_pooled_repeats);
   EXPECT_TRUE(pooled >= 0 && pooled <= 2) << pooled;
-  EXPECT_TRUE(std::isfinite(number(res.summary.at("loop_update_allreduce_s"))));
+  EXPECT_TRUE(std::isfinite(number(res.summary.loop_update_allreduce_s)));
   EXPECT_FALSE(res.methods.at("loop_forward_s").empty());
 }
 

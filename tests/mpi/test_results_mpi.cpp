@@ -40,16 +40,16 @@ TEST(ResultsMpi, TwoRanksInOneFolder) {
   EXPECT_TRUE(res.system.gpus.empty());
   ASSERT_TRUE(res.system.mpi_version.has_value());
   EXPECT_FALSE(res.system.mpi_version->empty());
-  EXPECT_DOUBLE_EQ(std::get<double>(res.summary.at("world_size")), 2);
+  EXPECT_DOUBLE_EQ(res.summary.world_size.value(), 2);
   ASSERT_EQ(res.rank_summary.size(), 2u);
   double slowest = 0;
   for (const auto& rank : res.rank_summary) {
-    EXPECT_DOUBLE_EQ(std::get<double>(rank.at("local_batch")), 16);
-    slowest = std::max(slowest, std::get<double>(rank.at("seconds_per_batch")));
+    EXPECT_DOUBLE_EQ(rank.local_batch.value(), 16);
+    slowest = std::max(slowest, rank.seconds_per_batch.value());
   }
-  EXPECT_DOUBLE_EQ(std::get<double>(res.summary.at("seconds_per_batch")), slowest);
-  EXPECT_GT(std::get<double>(res.summary.at("loop_forward_s")), 0.0);
-  EXPECT_TRUE(std::isfinite(std::get<double>(res.summary.at("loop_update_allreduce_s"))));
+  EXPECT_DOUBLE_EQ(res.summary.seconds_per_batch.value(), slowest);
+  EXPECT_GT(res.summary.loop_forward_s.value(), 0.0);
+  EXPECT_TRUE(std::isfinite(res.summary.loop_update_allreduce_s.value()));
   ASSERT_EQ(res.epochs.size(), 3u);
   EXPECT_GT(res.epochs.back().top1, 0.0);
   // Only rank 0 writes: one folder, nothing partial.
@@ -76,10 +76,10 @@ TEST(ResultsMpi, WindowExtensionIsCollectiveWhenOnlyOneRankReadsRapl) {
   ASSERT_FALSE(r.timed_out) << "ranks disagreed about extending the window: " << r.err;
   ASSERT_EQ(r.exit_code, 0) << r.err;
   RunResults res = read_run_results((std::filesystem::path(dir.str()) / "rapl" / "one").string());
-  EXPECT_GT(std::get<double>(res.summary.at("window_extension_iterations")), 0.0);
-  EXPECT_GE(std::get<double>(res.summary.at("window_seconds")), 0.5);
-  EXPECT_DOUBLE_EQ(std::get<double>(res.summary.at("cpu_package_joules_per_batch")), 0.0);
-  EXPECT_DOUBLE_EQ(std::get<double>(res.summary.at("joules_per_batch")), 0.0) << "CPU run: RAPL, counted once";
+  EXPECT_GT(res.summary.window_extension_iterations.value(), 0.0);
+  EXPECT_GE(res.summary.window_seconds.value(), 0.5);
+  EXPECT_DOUBLE_EQ(res.summary.cpu_package_joules_per_batch.value(), 0.0);
+  EXPECT_DOUBLE_EQ(res.summary.joules_per_batch.value(), 0.0) << "CPU run: RAPL, counted once";
 }
 
 }  // namespace

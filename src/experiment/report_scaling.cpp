@@ -1,0 +1,211 @@
+// The scaling tables of `cnnscale report` (see report_tables.hpp): speedup and parallel efficiency
+// per configuration, and by_gpus, which turns the rank (GPU) count into columns; its values are the
+// long tables' (same Stat per group). Speedup is a ratio of means, its std propagated from both
+// relative stds. Devices are named as what they are: GPUs when every run is a GPU run, else ranks.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "experiment/report_layout.hpp"
+#include "experiment/report_tables.hpp"
+
+namespace cnnscale::report {
+
+Table scaling_table(const std::vector<ConfigGroup>& groups) {
+  Layout l{groups};
+  const std::string& one = l.noun.one;
+  Table t = l.start("scaling", "Strong scaling",
+                    fmt::format("Speedup = samples/s on N {} / samples/s on 1 {} at the same network and global batch; "
+                                "parallel efficiency = speedup / N.",
+                                l.noun.many, one));
+  t.columns.insert(t.columns.end(), {{"samples/s", "samples_per_s"},
+                                     {"1-" + one + " samples/s", "baseline_samples_per_s"},
+                                     {"speedup", "speedup"},
+                                     {"efficiency", "efficiency"}});
+  int missing = 0;
+  std::set<std::string> thread_notes;
+  for (const ConfigGroup& g : groups) {
+    auto cells = l.row(g);
+    const Stat s = g.stat(&RunSummary::samples_per_s);
+    const ConfigGroup* base = baseline_of(g, groups);
+    // 1 rank with all the cores' BLAS threads against N ranks sharing them is no N-fold resource.
+    if (base && base != &g && !g.key.at("threads_per_rank").empty() &&
+        g.key.at("threads_per_rank") != base->key.at("threads_per_rank")) {
+      const double tn = std::stod(g.key.at("threads_per_rank"));
+      const std::string& t1 = base->key.at("threads_per_rank");
+      thread_notes.insert(fmt::format("{:g} ranks × {:g} thread{} against 1 rank × {} thread{} ({:g} vs {} in all)",
+                                      g.world_size(), tn, tn == 1 ? "" : "s", t1.empty() ? "?" : t1,
+                                      t1 == "1" ? "" : "s", g.world_size() * tn, t1.empty() ? "?" : t1));
+    }
+    const Stat b = base ? base->stat(&RunSummary::samples_per_s) : Stat{};
+    const Stat speedup = speedup_of(s, b, base == &g);
+    Stat efficiency = speedup;
+    if (!speedup.null()) {
+      efficiency.mean /= g.world_size();
+      efficiency.std /= g.world_size();
+    } else {
+      ++missing;
+    }
+    for (const Stat& x : {s, b, speedup, efficiency}) cells.push_back(Cell::of(x));
+    t.rows.push_back(std::move(cells));
+  }
+  t.notes.push_back("Std of speedup and efficiency: first-order propagation of both relative stds.");
+  if (!thread_notes.empty()) {
+    std::string list;
+    for (const std::string& n : thread_notes) list += (list.empty() ? "" : "; ") + n;
+    t.notes.push_back("CPU runs use another BLAS thread count per rank than their 1-rank run: " + list +
+                      ". Their speedup compares ranks with threads on the same cores, not N cores with one.");
+  }
+  if (missing) t.notes.push_back(fmt::format("{} row(s) have no 1-{} run of the same configuration: —.", missing, one));
+  return t;
+}
+
+Table by_gpus_table(const std::vector<ConfigGroup>& groups) {
+  // A row is a network, global batch and variant identity with one group per GPU count. A single
+  // rank's identity lacks the allreduce settings (it exchanges nothing): its group joins every row
+  // whose identity agrees on the keys it has, so overlap and no-overlap rows share one 1-GPU run.
+  struct Row {
+    std::string net, batch;
+    double batch_value;
+    Identity id;
+    std::map<double, const ConfigGroup*> at;  // GPU count -> group
+  };
+  std::vector<Row> rows;
+  std::set<double> counts;
+  int mixes = 0;
+  auto agrees = [](const Identity& part, const Identity& whole) {
+    return std::all_of(part.begin(), part.end(), [&](const auto& kv) {
+      auto it = whole.find(kv.first);
+      return it != whole.end() && it->second == kv.second;
+    });
+  };
+  for (const bool single : {false, true})  // multi-rank groups first: they carry whole identities
+    for (const ConfigGroup& g : groups) {
+      const double n = g.world_size();
+      if (std::isnan(n) || (n == 1) != single) continue;
+      if (is_gpu_mix(g)) {
+        ++mixes;
+        continue;
+      }
+      const Identity id = variant_identity(g);
+      bool placed = false;
+      for (Row& r : rows) {
+        if (r.net != g.net() || r.batch != g.key.at("global_batch") || r.at.count(n)) continue;
+        if (single ? agrees(id, r.id) : id == r.id) r.at[n] = &g, placed = true;
+        if (placed && !single) break;
+      }
+      if (!placed) rows.push_back(Row{g.net(), g.key.at("global_batch"), g.global_batch(), id, {{n, &g}}});
+      counts.insert(n);
+    }
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+    auto order = [](const Row& r) {
+      return std::make_tuple(r.net, r.id.at("device"), r.id.at("precision"), r.batch_value, r.id);
+    };
+    return order(a) < order(b);
+  });
+  std::vector<std::pair<std::string, Identity>> identities;
+  for (const Row& r : rows) identities.emplace_back(r.net, r.id);
+  const VaryingKeys varying = varying_keys(identities);
+
+  const DeviceNoun noun = device_noun(groups);
+  const bool threads = any_threads(groups);
+  Table t{"by_gpus",
+          "Scaling by " + noun.one + " count",
+          fmt::format("The study's layout of Tables 4–9: samples/s, speedup, energy per batch and whole-training "
+                      "EDP with one column group per {} count in the data; one row per network, global batch and "
+                      "variant; mean ± sample std over repeats. CSV: joules, MJ·ks.",
+                      noun.one),
+          {{"network", "net", false}, {"batch", "batch", false}},
+          {},
+          {}};
+  if (any_varying(varying)) t.columns.push_back({"variant", "variant", false});
+  t.columns.push_back({"runs", "runs", false});
+  if (threads) t.columns.push_back({"threads/rank", "threads_per_rank", false});
+  for (double n : counts) {
+    const std::string devices = noun.count(n);
+    auto column = [&](const char* header, const char* csv, Quantity q = Quantity::None, double si = 1) {
+      t.columns.push_back({fmt::format("{} ({})", header, devices), fmt::format("{}_g{:g}", csv, n), true, false, q, si,
+                           q == Quantity::None ? "" : csv});
+    };
+    column("samples/s", "samples_per_s");
+    if (n != 1) column("speedup", "speedup");
+    column("{unit}/batch", "joules_per_batch", Quantity::Joules);
+    column("EDP ({unit})", "edp_mj_ks", Quantity::JouleSeconds, 1e9);
+  }
+  int no_baseline = 0, shared = 0;
+  std::map<const ConfigGroup*, int> used;  // 1-GPU group -> rows that show it
+  for (const Row& r : rows) {
+    std::vector<Cell> cells = {Cell::of(r.net), Cell::of(r.batch)};
+    if (any_varying(varying)) cells.push_back(Cell::of(variant_label(r.net, r.id, varying)));
+    std::string runs;
+    for (double n : counts) {
+      auto it = r.at.find(n);
+      runs += fmt::format("{}{}", runs.empty() ? "" : "/", it == r.at.end() ? 0 : it->second->runs.size());
+    }
+    cells.push_back(Cell::of(runs));
+    if (threads) {
+      std::string per_count;
+      for (double n : counts) {
+        auto it = r.at.find(n);
+        const std::string v = it == r.at.end() ? "" : it->second->key.at("threads_per_rank");
+        per_count += (per_count.empty() ? "" : "/") + (v.empty() ? std::string("—") : v);
+      }
+      cells.push_back(Cell::of(per_count));
+    }
+    auto one = r.at.find(1.0);
+    const ConfigGroup* base = one == r.at.end() ? nullptr : one->second;
+    if (base) ++used[base];
+    if (!base && r.at.rbegin()->first > 1) ++no_baseline;
+    for (double n : counts) {
+      auto it = r.at.find(n);
+      const ConfigGroup* g = it == r.at.end() ? nullptr : it->second;
+      const Stat s = g ? g->stat(&RunSummary::samples_per_s) : Stat{};
+      cells.push_back(Cell::of(s));
+      if (n != 1)
+        cells.push_back(Cell::of(g && base ? speedup_of(s, base->stat(&RunSummary::samples_per_s), false) : Stat{}));
+      cells.push_back(Cell::of(g ? g->stat(&RunSummary::joules_per_batch) : Stat{}));
+      cells.push_back(Cell::of(g ? stat_by(*g, scaled(&RunSummary::edp_training_js, 1e-9)) : Stat{}));
+    }
+    t.rows.push_back(std::move(cells));
+  }
+  for (const auto& [g, n] : used) shared += n > 1 ? 1 : 0;
+
+  const std::string& many = noun.many;
+  const std::string& one = noun.one;
+  t.notes.push_back(
+      fmt::format("— : no run of that network, batch and variant on that many {}, or the figure is null in its runs. "
+                  "runs: repeats per {} count, in column order{}.",
+                  many, one, threads ? "; threads/rank: BLAS threads per rank, likewise" : ""));
+  t.notes.push_back(
+      fmt::format("Speedup (N {}) = samples/s on N {} / samples/s of the 1-{} run of the same network, global batch "
+                  "and variant; std: first-order propagation of both relative stds.",
+                  many, many, one));
+  if (!rows.empty() && !counts.count(1.0))
+    t.notes.push_back(fmt::format("The data holds no 1-{} run: every speedup is —.", one));
+  else if (no_baseline)
+    t.notes.push_back(
+        fmt::format("{} row(s) have no 1-{} run of the same network, batch and variant: their "
+                    "speedups are —.",
+                    no_baseline, one));
+  if (shared)
+    t.notes.push_back(
+        fmt::format("A single rank exchanges no gradients: rows that differ only in allreduce settings show the same "
+                    "1-{} run.",
+                    one));
+  if (mixes)
+    t.notes.push_back(fmt::format(
+        "{} configuration(s) on an explicit GPU selection (gpu_mix) or on GPUs of different models are left "
+        "out: N such GPUs are not a point of the plain N-GPU series. The other tables list them (variant "
+        "gpu_mix or gpu).",
+        mixes));
+  if (!rows.empty() && !any_value(groups, &RunSummary::joules_per_batch))
+    t.notes.push_back("Energy per batch and EDP are null: " + energy_null_reason(groups) + ".");
+  return t;
+}
+
+
+}  // namespace cnnscale::report

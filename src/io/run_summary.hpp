@@ -1,0 +1,106 @@
+// A run's summary figures as named members: the job's (RunSummary) and each rank's (RankSummary).
+// summary_schema.hpp lists every member with its name, kind and unit; that one table writes them to
+// summary.json, run.h5 and the CSV and reads them back, so a new figure is one member and one row.
+#pragma once
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace cnnscale {
+
+// One figure: absent (not written at all, e.g. threads_per_rank on GPU runs), null (written as
+// null: unknown, e.g. energy without NVML) or a value. A NaN number is a value: summary.json writes
+// it as null like any non-finite number, but the CSV says nan and run.h5 keeps the NaN.
+template <class T>
+class Figure {
+ public:
+  using value_type = T;
+
+  Figure() = default;
+  Figure(T v) : value_(std::move(v)), state_(State::Value) {}  // NOLINT(google-explicit-constructor)
+
+  static Figure null() {
+    Figure f;
+    f.state_ = State::Null;
+    return f;
+  }
+
+  bool written() const { return state_ != State::Absent; }
+  bool is_null() const { return state_ == State::Null; }
+  bool has_value() const { return state_ == State::Value; }
+  // The value; std::logic_error naming no figure (the caller knows which) when null or absent.
+  const T& value() const {
+    if (state_ != State::Value) throw std::logic_error(state_ == State::Null ? "figure is null" : "figure is absent");
+    return value_;
+  }
+  T value_or(T fallback) const { return has_value() ? value_ : std::move(fallback); }
+
+  bool operator==(const Figure& o) const {
+    if (state_ != o.state_) return false;
+    if (state_ != State::Value) return true;
+    if constexpr (std::is_floating_point_v<T>) {
+      if (value_ != value_ && o.value_ != o.value_) return true;  // both NaN: the same figure read back
+    }
+    return value_ == o.value_;
+  }
+
+ private:
+  enum class State { Absent, Null, Value };
+  T value_{};
+  State state_ = State::Absent;
+};
+
+using NumberFigure = Figure<double>;  // counts too: the schema's kind decides how they are written
+using TextFigure = Figure<std::string>;
+
+// The steady window's figures, for the job (slowest rank's time, every device's energy) and for
+// each rank alone (its own time and energy); measure::compute_metrics derives them.
+struct WindowFigures {
+  NumberFigure seconds_per_batch;       // s
+  NumberFigure samples_per_s;           // samples/s
+  NumberFigure joules_per_batch;        // J
+  NumberFigure watts;                   // W
+  NumberFigure joules_per_sample;       // J
+  NumberFigure gflops;                  // GFLOP/s
+  NumberFigure gflops_per_watt;         // GFLOP/s/W
+  NumberFigure edp_batch_js;            // J s
+  NumberFigure whole_training_seconds;  // s
+  NumberFigure whole_training_joules;   // J
+  NumberFigure edp_training_js;         // J s
+  bool operator==(const WindowFigures&) const = default;
+};
+
+// The job's figures (`/summary`, summary.json's "summary", the CSV row); units in summary_schema.cpp.
+struct RunSummary : WindowFigures {
+  TextFigure net, data, device, precision, measure, allreduce_algo, gpu_names;
+  NumberFigure world_size, global_batch, seed, iterations, iterations_per_epoch, allreduce_overlap;
+  NumberFigure threads_per_rank;  // CPU runs only
+  NumberFigure window_iterations, window_extension_iterations, window_seconds;
+  NumberFigure whole_epochs, whole_iterations;
+  NumberFigure cpu_package_joules_per_batch, cpu_dram_joules_per_batch;
+  // Slowest rank's mean seconds per phase (run_results.hpp's TimelinePhase order).
+  NumberFigure time_data_s, time_h2d_s, time_forward_s, time_backward_s, time_allreduce_s, time_comm_busy_s,
+      time_update_s, time_total_s;
+  // --measure phases only: the phase-isolated loops, mean and sample std over repeats.
+  NumberFigure loop_forward_s, loop_forward_s_std, loop_backward_s, loop_backward_s_std, loop_update_allreduce_s,
+      loop_update_allreduce_s_std, loop_pooled_repeats;
+  NumberFigure energy_forward_j, energy_forward_j_std, energy_backward_j, energy_backward_j_std,
+      energy_update_allreduce_j, energy_update_allreduce_j_std, energy_full_step_j, energy_full_step_j_std;
+  NumberFigure final_loss, test_top1, test_top5, test_loss;
+  std::map<std::string, std::string> tags;  // --tag KEY=VALUE, written as `tag.KEY`
+  bool operator==(const RunSummary&) const = default;
+};
+
+// One rank's own figures (`/summary/ranks/<r>`, summary.json's "ranks").
+struct RankSummary : WindowFigures {
+  NumberFigure rank;
+  TextFigure host;
+  TextFigure gpu_uuid;  // GPU runs only
+  NumberFigure local_batch;
+  NumberFigure gpu_sampled_joules_per_batch, cpu_package_joules_per_batch;
+  bool operator==(const RankSummary&) const = default;
+};
+
+}  // namespace cnnscale

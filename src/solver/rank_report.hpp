@@ -1,0 +1,54 @@
+// What each rank of a train run tells rank 0 at its end: identity, timeline, power samples and
+// energy windows, as one struct. It travels between ranks as JSON text; to_json/from_json here are
+// the only code that knows its keys, so rank 0 reads it by field.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "io/run_results.hpp"
+#include "measure/energy_monitor.hpp"
+#include "solver/trainer.hpp"
+
+namespace cnnscale {
+
+struct RankGpu {
+  std::string name, uuid;
+  std::optional<std::string> driver;
+  double power_limit_w = kMissing;
+};
+
+using PhaseSeconds = std::array<double, kTimelinePhaseCount>;  // TimelinePhase order; NaN: not measured
+
+struct RankReport {
+  int64_t rank = 0;
+  std::string host;
+  int64_t local_batch = 0;
+  std::optional<RankGpu> gpu;           // GPU ranks
+  std::optional<int64_t> blas_threads;  // CPU ranks: its BLAS thread pool
+  // The timeline: one row per recorded iteration, warm-up included.
+  std::vector<int64_t> iteration;
+  std::vector<uint8_t> warmup;  // 1: warm-up
+  std::vector<PhaseSeconds> seconds;
+  PhaseSeconds phase_means{};  // over the steady iterations
+  int64_t phase_iterations = 0;
+  std::optional<PowerSeries> power;  // its GPU's samples, when sampled
+  bool reads_rapl = false;           // the rank that reads its host's RAPL counters
+  std::optional<measure::EnergyReading> window;  // the steady window; nullopt: none
+  int64_t extension_iterations = 0;
+  std::vector<PhaseLoopRecord> loops;  // --measure phases: three loops per repeat
+};
+
+RankReport make_rank_report(int rank, const std::string& host, const Device& device, measure::EnergyMonitor& energy,
+                            const TrainResult& result, int64_t local_batch);
+
+// The wire format (NaN and unknown values as null); from_json throws nlohmann::json::exception on a
+// report that lacks a field.
+void to_json(nlohmann::json& j, const RankReport& r);
+void from_json(const nlohmann::json& j, RankReport& r);
+
+}  // namespace cnnscale
