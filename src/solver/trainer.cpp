@@ -111,7 +111,8 @@ void Trainer::make_loader() {
   lo.shard_begin = split_.shard_begin;
   lo.shard_count = split_.local;
   lo.seed = options_.seed;
-  const auto batch_bytes = static_cast<size_t>(split_.local * train_->sample_shape().numel() * 4);
+  // The loader's host batches hold what Dataset::fill writes: float samples.
+  const auto batch_bytes = static_cast<size_t>(split_.local * train_->sample_shape().numel()) * sizeof(float);
   lo.slots = backend_.device().is_cpu() ? 3 : gpu_slots(options_.display, batch_bytes);
   loader_ = std::make_unique<Loader>(train_, lo, [this](size_t bytes) { return backend_.alloc_host(bytes); });
   train_slots_ = std::make_unique<UploadSlots>(backend_, *loader_, "host sync (input buffers)");
