@@ -91,7 +91,10 @@ void Trainer::run_phase_loops(TrainResult& result) {
           result.phase_loops.push_back({r, kinds[k], std::move(reading)});
           break;
         }
-        count[k] *= 2;
+        // Sized from what this window measured (not a blind doubling, which a calibration slowed by
+        // a loaded machine can leave short after every attempt); every rank takes the largest.
+        const double scale = 1.2 * options_.phase_window_seconds / std::max(reading.seconds, 1e-6);
+        count[k] = agree_max(std::max<int64_t>(2 * count[k], static_cast<int64_t>(std::ceil(count[k] * scale))));
       }
     }
   }
