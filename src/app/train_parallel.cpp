@@ -29,6 +29,13 @@ void add_parallel_options(CLI::App& cmd, ParallelArgs& a) {
   cmd.add_flag("--batch-per-rank", a.batch_per_rank,
                "--batch is per rank (Caffe's semantics; global batch = ranks x batch) instead of global")
       ->group(group);
+  cmd.add_option("--split", a.split, "Division of the global batch among ranks: even, or manual (--shares)")
+      ->check(CLI::IsMember({"even", "manual"}))
+      ->capture_default_str()
+      ->group(group);
+  cmd.add_option("--shares", a.shares, "--split manual: each rank's samples, in rank order, summing to --batch")
+      ->delimiter(',')
+      ->group(group);
   cmd.add_option("--bucket-mb", a.bucket_mb, "Gradient bucket size in MiB (allreduce granularity)")
       ->capture_default_str()
       ->group(group);
@@ -78,8 +85,15 @@ ParallelRun::ParallelRun(const ParallelArgs& args, const std::string& device, in
   }
 
   const int ranks = active_ ? mpi_->size() : 1;
-  rank_batches_ =
-      args_.batch_per_rank ? std::vector<int64_t>(static_cast<size_t>(ranks), batch) : split_global_batch(batch, ranks);
+  const SplitPolicy split = parse_split_policy(args_.split);
+  if (split != SplitPolicy::Manual && !args_.shares.empty()) throw_config("--shares applies to --split manual only");
+  if (split == SplitPolicy::Manual && args_.batch_per_rank)
+    throw_config("--split manual gives each rank's share of --batch: it does not combine with --batch-per-rank");
+  if (args_.batch_per_rank)
+    rank_batches_.assign(static_cast<size_t>(ranks), batch);
+  else
+    rank_batches_ =
+        split == SplitPolicy::Manual ? manual_split(batch, args_.shares, ranks) : split_global_batch(batch, ranks);
   global_batch_ = std::accumulate(rank_batches_.begin(), rank_batches_.end(), int64_t{0});
 }
 

@@ -22,6 +22,8 @@ namespace cnnscale::app {
 struct ParallelArgs {
   std::vector<int> gpus;  // by node-local rank
   bool batch_per_rank = false;
+  std::string split = "even";   // --split: even | manual
+  std::vector<int64_t> shares;  // --shares: each rank's samples under --split manual
   double bucket_mb = static_cast<double>(kDefaultBucketBytes) / (1 << 20);  // MiB
   bool no_overlap = false;
   std::string overlap = "true";

@@ -90,6 +90,7 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
     run_config["world_size"] = par.world_size();
     run_config["rank_batches"] = par.rank_batches();
   }
+  if (a.parallel.split != "even") run_config["split"] = a.parallel.split;  // even runs keep their ids
   if (dataset_info(a.data).synthetic) {
     run_config["synthetic_fill"] = a.synthetic_fill;
     run_config["input_shape"] = in.spec.input_shape();

@@ -22,6 +22,25 @@ std::vector<int64_t> split_global_batch(int64_t global_batch, int ranks) {
   return out;
 }
 
+SplitPolicy parse_split_policy(const std::string& text) {
+  if (text == "even") return SplitPolicy::Even;
+  if (text == "manual") return SplitPolicy::Manual;
+  throw_config("--split: expected even or manual, got '{}'", text);
+}
+
+std::vector<int64_t> manual_split(int64_t global_batch, const std::vector<int64_t>& shares, int ranks) {
+  if (shares.size() != static_cast<size_t>(ranks))
+    throw_config("--shares: {} share(s) for {} rank(s): give one per rank, in rank order", shares.size(), ranks);
+  int64_t sum = 0;
+  for (size_t r = 0; r < shares.size(); ++r) {
+    if (shares[r] < 1) throw_config("--shares: rank {} gets {} samples; every rank needs at least one", r, shares[r]);
+    sum += shares[r];
+  }
+  if (sum != global_batch)
+    throw_config("--shares: the shares sum to {}, but the global batch (--batch) is {}", sum, global_batch);
+  return shares;
+}
+
 AllreduceAlgo parse_allreduce_algo(const std::string& text) {
   if (text == "ring") return AllreduceAlgo::Ring;
   if (text == "tree") return AllreduceAlgo::Tree;

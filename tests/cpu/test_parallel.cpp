@@ -28,6 +28,26 @@ TEST(BatchSplit, SharesDifferByAtMostOne) {
   EXPECT_THROW(parse_allreduce_algo("butterfly"), ConfigError);
 }
 
+TEST(BatchSplit, ManualSharesAreCheckedAgainstRanksAndTheGlobalBatch) {
+  EXPECT_EQ(parse_split_policy("even"), SplitPolicy::Even);
+  EXPECT_EQ(parse_split_policy("manual"), SplitPolicy::Manual);
+  EXPECT_THROW(parse_split_policy("fastest"), ConfigError);
+  EXPECT_EQ(manual_split(64, {1, 30, 2, 31}, 4), (std::vector<int64_t>{1, 30, 2, 31}));
+  EXPECT_EQ(manual_split(8, {8}, 1), (std::vector<int64_t>{8}));
+  auto message = [](int64_t batch, std::vector<int64_t> shares, int ranks) {
+    try {
+      manual_split(batch, shares, ranks);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message(64, {32, 32}, 3), "--shares: 2 share(s) for 3 rank(s): give one per rank, in rank order");
+  EXPECT_EQ(message(64, {40, 25}, 2), "--shares: the shares sum to 65, but the global batch (--batch) is 64");
+  EXPECT_EQ(message(64, {64, 0}, 2), "--shares: rank 1 gets 0 samples; every rank needs at least one");
+  EXPECT_EQ(message(64, {65, -1}, 2), "--shares: rank 1 gets -1 samples; every rank needs at least one");
+}
+
 TEST(GradientBuckets, PlanCutsAtParametersAndSplitsLargeOnes) {
   // Three parameters (flat order) with alignment gaps; cap 256 elements.
   const std::vector<std::pair<int64_t, int64_t>> ranges = {{0, 100}, {128, 200}, {256, 1000}};

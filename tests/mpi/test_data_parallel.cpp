@@ -253,6 +253,38 @@ TEST(DataParallel, SyncBatchNormMatchesOneProcessPerRankDoesNot) {
   EXPECT_GT(d, 100 * kRelTolerance);
 }
 
+// Arbitrary shares (--split manual) give the one-process update too: each rank's loss is weighted by
+// its own n_r / B, however unequal; one rank may hold a single sample. The test set is sharded by
+// rank independently of the training shares, so the job still evaluates all of it.
+TEST(DataParallel, ManualSharesMatchOneProcess) {
+  Workdir w("manual");
+  const nlohmann::json ref = single_process(train_args(kNet, w.dir("ref")));
+  const CheckpointContents ref_ckpt = final_checkpoint(w.dir("ref"));
+  const std::vector<std::string> shares_48_16 = {"--split", "manual", "--shares", "48,16", "--bucket-mb", "0.05"};
+  nlohmann::json j2 = mpi_job(2, with(train_args(kNet, w.dir("np2")), shares_48_16));
+  EXPECT_EQ(j2["rank_batches"], nlohmann::json({48, 16}));
+  expect_matches_reference(ref_ckpt, w.dir("np2"), "2 ranks, 48+16");
+  expect_whole_test_set(ref, j2);
+  nlohmann::json j4 = mpi_job(4, with(train_args(kNet, w.dir("np4")), {"--split", "manual", "--shares", "1,30,2,31"}));
+  EXPECT_EQ(j4["rank_batches"], nlohmann::json({1, 30, 2, 31}));
+  expect_matches_reference(ref_ckpt, w.dir("np4"), "4 ranks, 1+30+2+31");
+  expect_whole_test_set(ref, j4);
+}
+
+TEST(DataParallel, ManualSharesThatDoNotFitTheJobEndItWithExitTwo) {
+  const std::string net = std::string(CNNSCALE_TEST_DATA) + "/dist_convnet.yaml";
+  auto r = testing::run_mpi(2, {"train", "--net", net, "--data", "synthetic", "--batch", "8", "--iterations", "1",
+                                "--split", "manual", "--shares", "5,4"});
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--shares: the shares sum to 9, but the global batch (--batch) is 8"), std::string::npos)
+      << r.err;
+  r = testing::run_mpi(2, {"train", "--net", net, "--data", "synthetic", "--batch", "8", "--iterations", "1",
+                           "--shares", "4,4"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--shares applies to --split manual only"), std::string::npos) << r.err;
+}
+
 TEST(DataParallel, BadSplitEndsTheJobWithExitTwo) {
   auto r = testing::run_mpi(3, {"train", "--net", std::string(CNNSCALE_TEST_DATA) + "/dist_convnet.yaml", "--data",
                                 "synthetic", "--batch", "2", "--iterations", "1"});
