@@ -2,6 +2,7 @@
 // whether this build has CUDA: device count, identity, library versions and the device-side
 // communicator. Defined in backend/factory.cpp, the one place that calls into the CUDA library.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +21,15 @@ bool cuda_backend_built();
 std::string gpu_uuid(int device_index);
 // The GPU's name ("NVIDIA H100 80GB HBM3"); RuntimeError as gpu_uuid.
 std::string gpu_name(int device_index);
+
+// What sets a GPU's speed when unequal GPUs train together; RuntimeError as gpu_uuid.
+struct GpuFacts {
+  int64_t sm_count = 0;
+  int64_t memory_bytes = 0;
+  double peak_sm_clock_mhz = 0;
+  std::string compute_capability;  // "9.0"
+};
+GpuFacts gpu_facts(int device_index);
 
 // Versions of the GPU libraries actually loaded at run time, for results files; empty strings in a
 // build without CUDA.

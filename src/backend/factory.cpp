@@ -11,17 +11,24 @@
 
 namespace cnnscale {
 
+#if !CNNSCALE_HAVE_CUDA
 namespace {
 [[noreturn]] void no_cuda(const std::string& what) {
   throw_runtime("{}: this build of cnnscale has no CUDA backend (configure with -DCNNSCALE_CUDA=ON)", what);
 }
 }  // namespace
+#endif
 
 #if CNNSCALE_HAVE_CUDA
 bool cuda_backend_built() { return true; }
 int cuda_device_count() { return cuda_backend_device_count(); }
 std::string gpu_uuid(int device_index) { return cuda_device_uuid(device_index); }
 std::string gpu_name(int device_index) { return cuda_device_name(device_index); }
+GpuFacts gpu_facts(int device_index) {
+  const CudaDeviceFacts f = cuda_device_facts(device_index);
+  return {f.sm_count, static_cast<int64_t>(f.memory_bytes), f.peak_sm_clock_khz / 1e3,
+          fmt::format("{}.{}", f.cc_major, f.cc_minor)};
+}
 GpuLibraryVersions gpu_library_versions() {
   return {cuda_version_string(), cudnn_version_string(), nccl_version_string()};
 }
@@ -36,6 +43,7 @@ bool cuda_backend_built() { return false; }
 int cuda_device_count() { return 0; }
 std::string gpu_uuid(int device_index) { no_cuda(fmt::format("UUID of gpu:{}", device_index)); }
 std::string gpu_name(int device_index) { no_cuda(fmt::format("name of gpu:{}", device_index)); }
+GpuFacts gpu_facts(int device_index) { no_cuda(fmt::format("properties of gpu:{}", device_index)); }
 GpuLibraryVersions gpu_library_versions() { return {}; }
 std::vector<char> device_communicator_id() { no_cuda("NCCL communicator"); }
 std::unique_ptr<DeviceCommunicator> make_device_communicator(Backend& backend, int, int, const std::vector<char>&,

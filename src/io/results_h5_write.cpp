@@ -41,9 +41,14 @@ void write_results_h5(const std::string& path, const RunResults& r, const Result
     w.strings(g.get(), "hosts", r.system.hosts);
     h5::Handle gpus = w.group("/system/gpus");
     std::vector<int64_t> rank;
-    std::vector<std::string> host, name, uuid, driver;
-    std::vector<double> limit;
+    std::vector<std::string> host, name, uuid, driver, cc;
+    std::vector<double> limit, clock;
+    std::vector<int64_t> sms, memory;
     for (const auto& gi : r.system.gpus) {
+      sms.push_back(gi.sm_count);
+      memory.push_back(gi.memory_bytes);
+      clock.push_back(gi.peak_sm_clock_mhz);
+      cc.push_back(gi.compute_capability.value_or(""));
       rank.push_back(gi.rank);
       host.push_back(gi.host.value_or(""));  // "" is the unknown string in string columns
       name.push_back(gi.name.value_or(""));
@@ -57,6 +62,10 @@ void write_results_h5(const std::string& path, const RunResults& r, const Result
     w.strings(gpus.get(), "uuid", uuid);
     w.strings(gpus.get(), "driver", driver);
     w.f64(gpus.get(), "power_limit_w", limit);
+    w.i64(gpus.get(), "sm_count", sms);
+    w.i64(gpus.get(), "memory_bytes", memory);
+    w.f64(gpus.get(), "peak_sm_clock_mhz", clock);
+    w.strings(gpus.get(), "compute_capability", cc);
   }
   step("h5:system");
 

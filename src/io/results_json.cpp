@@ -62,7 +62,11 @@ nlohmann::json summary_json(const RunResults& r) {
                     {"name", opt(g.name)},
                     {"uuid", opt(g.uuid)},
                     {"driver", opt(g.driver)},
-                    {"power_limit_w", num(g.power_limit_w)}});
+                    {"power_limit_w", num(g.power_limit_w)},
+                    {"sm_count", g.sm_count},
+                    {"memory_bytes", g.memory_bytes},
+                    {"peak_sm_clock_mhz", num(g.peak_sm_clock_mhz)},
+                    {"compute_capability", opt(g.compute_capability)}});
   j["system"] = {{"hosts", r.system.hosts},
                  {"gpus", gpus},
                  {"cuda_version", opt(r.system.cuda_version)},

@@ -28,6 +28,11 @@ struct GpuInfo {
   int64_t rank = 0;  // the MPI rank that drives this GPU
   std::optional<std::string> host, name, uuid, driver;
   double power_limit_w = kMissing;
+  // What sets the GPU's speed in a mix of unequal GPUs; 0, NaN and nullopt: unknown (older files).
+  int64_t sm_count = 0;
+  int64_t memory_bytes = 0;
+  double peak_sm_clock_mhz = kMissing;
+  std::optional<std::string> compute_capability;
   bool operator==(const GpuInfo&) const = default;
 };
 

@@ -132,7 +132,8 @@ Figure<T> figure_of(const SummaryValue& v, std::string_view name) {
   if (std::holds_alternative<std::monostate>(v)) return Figure<T>::null();
   if (const T* x = std::get_if<T>(&v)) return *x;
   const char* const found = std::holds_alternative<double>(v) ? "number" : "string";
-  throw_config("summary figure '{}' is a {}, expected a {}", name, found, std::is_same_v<T, double> ? "number" : "string");
+  throw_config("summary figure '{}' is a {}, expected a {}", name, found,
+               std::is_same_v<T, double> ? "number" : "string");
 }
 
 // Fills the named figure's member; a name `fields` lacks is skipped.

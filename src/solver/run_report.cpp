@@ -79,8 +79,12 @@ RunResults assemble_run_results(const RunDescription& run, const TrainResult& r0
   for (const RankReport& r : ranks) {
     if (std::find(res.system.hosts.begin(), res.system.hosts.end(), r.host) == res.system.hosts.end())
       res.system.hosts.push_back(r.host);
-    if (r.gpu) res.system.gpus.push_back(GpuInfo{r.rank, r.host, r.gpu->name, r.gpu->uuid, r.gpu->driver,
-                                                 r.gpu->power_limit_w});
+    if (r.gpu)
+      res.system.gpus.push_back(GpuInfo{r.rank, r.host, r.gpu->name, r.gpu->uuid, r.gpu->driver, r.gpu->power_limit_w,
+                                        r.gpu->sm_count, r.gpu->memory_bytes, r.gpu->peak_sm_clock_mhz,
+                                        r.gpu->compute_capability.empty()
+                                            ? std::nullopt
+                                            : std::optional<std::string>(r.gpu->compute_capability)});
   }
   res.system.cuda_version = run.cuda_version;
   res.system.cudnn_version = run.cudnn_version;

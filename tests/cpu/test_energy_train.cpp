@@ -192,7 +192,8 @@ RankReport report(int rank, double seconds, std::optional<double> gpu_joules, bo
   rep.rank = rank;
   rep.host = "node0";
   rep.local_batch = 32;
-  rep.gpu = RankGpu{"Test GPU", "GPU-" + std::to_string(rank), "1.0", 700.0};
+  rep.gpu =
+      RankGpu{"Test GPU", "GPU-" + std::to_string(rank), "1.0", 700.0, 132 - 66 * rank, 80LL << 30, 1980.0, "9.0"};
   rep.iteration = {0, 1, 2};
   rep.warmup = {1, 0, 0};
   rep.seconds = {PhaseSeconds{0, 0, .1, .2, 0, 0, .01, .31}, PhaseSeconds{0, 0, .1, .2, 0, 0, .01, .31},

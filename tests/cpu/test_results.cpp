@@ -59,8 +59,9 @@ RunResults sample() {
   r.run_id = "20261122T044300Z-0badc0de";
   r.config_text = "net: resnet34\nbatch: 64  # per rank\nname: \"naïve, test\"\n";
   r.system.hosts = {"node-a", "node-b"};
-  r.system.gpus = {GpuInfo{0, "node-a", "NVIDIA H100", "GPU-1111", "550.54", 700.0},
-                   GpuInfo{1, "node-b", std::nullopt, "GPU-2222", std::nullopt, kMissing}};
+  r.system.gpus = {
+      GpuInfo{0, "node-a", "NVIDIA H100", "GPU-1111", "550.54", 700.0, 132, 85'520'809'984, 1980.0, "9.0"},
+      GpuInfo{1, "node-b", std::nullopt, "GPU-2222", std::nullopt, kMissing, 0, 0, kMissing, std::nullopt}};
   r.system.cuda_version = "12.4";
   r.system.nccl_version = "2.21.5";
   r.system.mpi_version = "Open MPI v4.1.6";  // cuDNN unknown: null
@@ -122,6 +123,10 @@ void expect_same(const RunResults& a, const RunResults& b) {
     EXPECT_EQ(x.uuid, y.uuid);
     EXPECT_EQ(x.driver, y.driver);
     expect_same(x.power_limit_w, y.power_limit_w, "power_limit_w");
+    EXPECT_EQ(x.sm_count, y.sm_count);
+    EXPECT_EQ(x.memory_bytes, y.memory_bytes);
+    expect_same(x.peak_sm_clock_mhz, y.peak_sm_clock_mhz, "peak_sm_clock_mhz");
+    EXPECT_EQ(x.compute_capability, y.compute_capability);
   }
   EXPECT_EQ(a.system.cuda_version, b.system.cuda_version);
   EXPECT_EQ(a.system.cudnn_version, b.system.cudnn_version);

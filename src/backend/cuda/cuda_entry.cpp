@@ -56,6 +56,18 @@ std::string cuda_device_name(int device_index) {
   return prop.name;
 }
 
+CudaDeviceFacts cuda_device_facts(int device_index) {
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, device_index));
+  CudaDeviceFacts f;
+  f.sm_count = prop.multiProcessorCount;
+  f.memory_bytes = prop.totalGlobalMem;
+  f.cc_major = prop.major;
+  f.cc_minor = prop.minor;
+  CUDA_CHECK(cudaDeviceGetAttribute(&f.peak_sm_clock_khz, cudaDevAttrClockRate, device_index));
+  return f;
+}
+
 std::string cuda_version_string() {
   int runtime = 0, driver = 0;
   CUDA_CHECK(cudaRuntimeGetVersion(&runtime));

@@ -26,6 +26,15 @@ std::string nccl_version_string();
 // For results files: the device's name ("NVIDIA H200"), and the versions actually loaded at run
 // time: CUDA runtime and driver API ("runtime 13.0, driver 13.0"), cuDNN ("9.14.0").
 std::string cuda_device_name(int device_index);
+// What decides a GPU's speed in a mix of unequal GPUs: SMs, memory, peak SM clock (kHz), and the
+// compute capability ("9.0").
+struct CudaDeviceFacts {
+  int sm_count = 0;
+  size_t memory_bytes = 0;
+  int peak_sm_clock_khz = 0;
+  int cc_major = 0, cc_minor = 0;
+};
+CudaDeviceFacts cuda_device_facts(int device_index);
 std::string cuda_version_string();
 std::string cudnn_version_string();
 
