@@ -19,11 +19,9 @@ bool cuda_backend_built();
 // CUDA_VISIBLE_DEVICES does to indices, so ranks compare it to find two of them on one GPU.
 // RuntimeError for a device that does not exist or a build without CUDA.
 std::string gpu_uuid(int device_index);
-// The GPU's name ("NVIDIA H100 80GB HBM3"); RuntimeError as gpu_uuid.
-std::string gpu_name(int device_index);
-
-// What sets a GPU's speed when unequal GPUs train together; RuntimeError as gpu_uuid.
+// The GPU's name and what sets its speed when unequal GPUs train together; RuntimeError as gpu_uuid.
 struct GpuFacts {
+  std::string name;  // "NVIDIA H100 80GB HBM3"
   int64_t sm_count = 0;
   int64_t memory_bytes = 0;
   double peak_sm_clock_mhz = 0;

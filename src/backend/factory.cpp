@@ -23,10 +23,9 @@ namespace {
 bool cuda_backend_built() { return true; }
 int cuda_device_count() { return cuda_backend_device_count(); }
 std::string gpu_uuid(int device_index) { return cuda_device_uuid(device_index); }
-std::string gpu_name(int device_index) { return cuda_device_name(device_index); }
 GpuFacts gpu_facts(int device_index) {
   const CudaDeviceFacts f = cuda_device_facts(device_index);
-  return {f.sm_count, static_cast<int64_t>(f.memory_bytes), f.peak_sm_clock_khz / 1e3,
+  return {f.name, f.sm_count, static_cast<int64_t>(f.memory_bytes), f.peak_sm_clock_khz / 1e3,
           fmt::format("{}.{}", f.cc_major, f.cc_minor)};
 }
 GpuLibraryVersions gpu_library_versions() {
@@ -42,7 +41,6 @@ std::unique_ptr<DeviceCommunicator> make_device_communicator(Backend& backend, i
 bool cuda_backend_built() { return false; }
 int cuda_device_count() { return 0; }
 std::string gpu_uuid(int device_index) { no_cuda(fmt::format("UUID of gpu:{}", device_index)); }
-std::string gpu_name(int device_index) { no_cuda(fmt::format("name of gpu:{}", device_index)); }
 GpuFacts gpu_facts(int device_index) { no_cuda(fmt::format("properties of gpu:{}", device_index)); }
 GpuLibraryVersions gpu_library_versions() { return {}; }
 std::vector<char> device_communicator_id() { no_cuda("NCCL communicator"); }

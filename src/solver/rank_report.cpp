@@ -101,9 +101,9 @@ RankReport make_rank_report(int rank, const std::string& host, const Device& dev
   if (!device.is_cpu()) {
     measure::GpuPowerReader& gpu = energy.gpu();
     const GpuFacts facts = gpu_facts(device.index);
-    r.gpu = RankGpu{gpu_name(device.index),       gpu_uuid(device.index), gpu.driver_version(),
-                    or_missing(gpu.power_limit_w()), facts.sm_count,        facts.memory_bytes,
-                    facts.peak_sm_clock_mhz,        facts.compute_capability};
+    r.gpu = RankGpu{facts.name,       gpu_uuid(device.index), gpu.driver_version(), or_missing(gpu.power_limit_w()),
+                    facts.sm_count,   facts.memory_bytes,     facts.peak_sm_clock_mhz,
+                    facts.compute_capability};
   } else {
     // A CPU rank's speed depends on its BLAS thread pool (the sweep divides the cores among the
     // ranks): without it a 1-rank run with 2 threads against 2 ranks of 1 would read as a speedup.
@@ -146,7 +146,7 @@ void to_json(json& j, const RankReport& r) {
                 {"sm_count", r.gpu->sm_count},
                 {"memory_bytes", r.gpu->memory_bytes},
                 {"peak_sm_clock_mhz", json_num(r.gpu->peak_sm_clock_mhz)},
-                {"compute_capability", r.gpu->compute_capability}};
+                {"compute_capability", json_opt(r.gpu->compute_capability)}};
   if (r.blas_threads) j["blas_threads"] = *r.blas_threads;
   json seconds = json::array();
   for (const PhaseSeconds& row : r.seconds) seconds.push_back(phase_seconds_json(row));
@@ -184,7 +184,7 @@ void from_json(const json& j, RankReport& r) {
                     g.at("sm_count").get<int64_t>(),
                     g.at("memory_bytes").get<int64_t>(),
                     number_of(g.at("peak_sm_clock_mhz")),
-                    g.at("compute_capability").get<std::string>()};
+                    optional_text(g.at("compute_capability"))};
   }
   if (j.contains("blas_threads")) r.blas_threads = j["blas_threads"].get<int64_t>();
   const json& tl = j.at("timeline");

@@ -22,7 +22,7 @@ struct RankGpu {
   double power_limit_w = kMissing;
   int64_t sm_count = 0, memory_bytes = 0;
   double peak_sm_clock_mhz = kMissing;
-  std::string compute_capability;
+  std::optional<std::string> compute_capability;
 };
 
 using PhaseSeconds = std::array<double, kTimelinePhaseCount>;  // TimelinePhase order; NaN: not measured

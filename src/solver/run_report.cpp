@@ -82,9 +82,7 @@ RunResults assemble_run_results(const RunDescription& run, const TrainResult& r0
     if (r.gpu)
       res.system.gpus.push_back(GpuInfo{r.rank, r.host, r.gpu->name, r.gpu->uuid, r.gpu->driver, r.gpu->power_limit_w,
                                         r.gpu->sm_count, r.gpu->memory_bytes, r.gpu->peak_sm_clock_mhz,
-                                        r.gpu->compute_capability.empty()
-                                            ? std::nullopt
-                                            : std::optional<std::string>(r.gpu->compute_capability)});
+                                        r.gpu->compute_capability});
   }
   res.system.cuda_version = run.cuda_version;
   res.system.cudnn_version = run.cudnn_version;

@@ -50,16 +50,11 @@ std::string nccl_version_string() {
   return fmt::format("{}.{}.{}", code / 10000, (code % 10000) / 100, code % 100);
 }
 
-std::string cuda_device_name(int device_index) {
-  cudaDeviceProp prop{};
-  CUDA_CHECK(cudaGetDeviceProperties(&prop, device_index));
-  return prop.name;
-}
-
 CudaDeviceFacts cuda_device_facts(int device_index) {
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device_index));
   CudaDeviceFacts f;
+  f.name = prop.name;
   f.sm_count = prop.multiProcessorCount;
   f.memory_bytes = prop.totalGlobalMem;
   f.cc_major = prop.major;

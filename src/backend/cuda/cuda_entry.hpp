@@ -23,18 +23,18 @@ std::unique_ptr<Backend> make_cuda_backend(int device_index);
 std::string cuda_device_uuid(int device_index);
 // The linked NCCL library's version, "2.28.9".
 std::string nccl_version_string();
-// For results files: the device's name ("NVIDIA H200"), and the versions actually loaded at run
-// time: CUDA runtime and driver API ("runtime 13.0, driver 13.0"), cuDNN ("9.14.0").
-std::string cuda_device_name(int device_index);
-// What decides a GPU's speed in a mix of unequal GPUs: SMs, memory, peak SM clock (kHz), and the
-// compute capability ("9.0").
+// For results files: the device's name ("NVIDIA H100 80GB HBM3") and what decides its speed in a
+// mix of unequal GPUs: SMs, memory, peak SM clock (kHz) and the compute capability.
 struct CudaDeviceFacts {
+  std::string name;
   int sm_count = 0;
   size_t memory_bytes = 0;
   int peak_sm_clock_khz = 0;
   int cc_major = 0, cc_minor = 0;
 };
 CudaDeviceFacts cuda_device_facts(int device_index);
+// The versions actually loaded at run time: CUDA runtime and driver API ("runtime 13.0, driver
+// 13.0"), cuDNN ("9.14.0").
 std::string cuda_version_string();
 std::string cudnn_version_string();
 
