@@ -59,27 +59,20 @@ RunResults read_run_results(const std::string& path) {
     auto uuid = in.strings(gpus.get(), "uuid");
     auto driver = in.strings(gpus.get(), "driver");
     auto limit = in.f64(gpus.get(), "power_limit_w");
-    for (size_t n : {host.size(), name.size(), uuid.size(), driver.size(), limit.size()})
-      if (n != rank.size()) throw_config("{}: /system/gpus columns differ in length", file_path);
-    for (size_t i = 0; i < rank.size(); ++i)
+    // Files written before the speed columns existed read them as unknown.
+    const size_t n = rank.size();
+    const bool facts = in.exists(gpus.get(), "sm_count");
+    auto sms = facts ? in.i64(gpus.get(), "sm_count") : std::vector<int64_t>(n, 0);
+    auto memory = facts ? in.i64(gpus.get(), "memory_bytes") : std::vector<int64_t>(n, 0);
+    auto clock = facts ? in.f64(gpus.get(), "peak_sm_clock_mhz") : std::vector<double>(n, kMissing);
+    auto cc = facts ? in.strings(gpus.get(), "compute_capability") : std::vector<std::string>(n);
+    for (size_t size : {host.size(), name.size(), uuid.size(), driver.size(), limit.size(), sms.size(), memory.size(),
+                        clock.size(), cc.size()})
+      if (size != n) throw_config("{}: /system/gpus columns differ in length", file_path);
+    for (size_t i = 0; i < n; ++i)
       r.system.gpus.push_back(GpuInfo{rank[i], unless_empty(host[i]), unless_empty(name[i]), unless_empty(uuid[i]),
-                                      unless_empty(driver[i]), limit[i], 0, 0, kMissing, std::nullopt});
-    // Files written before these columns existed leave them unknown.
-    if (in.exists(gpus.get(), "sm_count")) {
-      auto sms = in.i64(gpus.get(), "sm_count");
-      auto memory = in.i64(gpus.get(), "memory_bytes");
-      auto clock = in.f64(gpus.get(), "peak_sm_clock_mhz");
-      auto cc = in.strings(gpus.get(), "compute_capability");
-      for (size_t n : {sms.size(), memory.size(), clock.size(), cc.size()})
-        if (n != rank.size()) throw_config("{}: /system/gpus columns differ in length", file_path);
-      for (size_t i = 0; i < rank.size(); ++i) {
-        GpuInfo& gi = r.system.gpus[i];
-        gi.sm_count = sms[i];
-        gi.memory_bytes = memory[i];
-        gi.peak_sm_clock_mhz = clock[i];
-        gi.compute_capability = unless_empty(cc[i]);
-      }
-    }
+                                      unless_empty(driver[i]), limit[i], sms[i], memory[i], clock[i],
+                                      unless_empty(cc[i])});
   }
   {
     h5::Handle g = in.group(root, "timeline");
