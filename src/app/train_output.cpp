@@ -62,35 +62,35 @@ void print_train_outcome(const Trainer& trainer, const TrainOutcome& o) {
 void print_train_json(const TrainArgs& a, const TrainInputs& in, const Trainer& trainer, const ParallelRun& par,
                       const TrainOutcome& o) {
   const TrainResult& r = o.result;
-  const auto or_null = [](bool has, auto value) { return has ? nlohmann::json(value) : nlohmann::json(); };
-  nlohmann::json j = {{"net", in.spec.name()},
-                      {"data", in.train->name()},
-                      {"device", par.backend().device().to_string()},
-                      {"batch", a.options.batch},
-                      {"seed", a.options.seed},
-                      {"iterations", r.iterations},
-                      {"start_iteration", r.start_iteration},
-                      {"iterations_per_epoch", r.iterations_per_epoch},
-                      {"epochs", r.epochs},
-                      {"seconds", r.seconds},
-                      {"samples_per_s", nullable(o.job.samples_per_s > 0 ? o.job.samples_per_s : NAN)},
-                      {"timed_iterations", r.timed_iterations},
-                      {"timed_seconds", o.job.timed_seconds},
-                      {"data_wait_seconds", r.data_wait_seconds},
-                      {"final_loss", nullable(r.final_loss)},
-                      {"final_lr", r.final_lr},
-                      {"test_top1", or_null(r.test.has_value(), r.test ? r.test->top1 : 0.0)},
-                      {"test_top5", or_null(r.test.has_value(), r.test ? r.test->top5 : 0.0)},
-                      {"test_loss", or_null(r.test.has_value(), r.test ? r.test->loss : 0.0)},
-                      {"test_samples", or_null(r.test.has_value(), r.test ? r.test->samples : int64_t{0})},
-                      {"checkpoint", or_null(!o.last_checkpoint.empty(), o.last_checkpoint)},
-                      {"resumed_from", or_null(!r.resumed_from.empty(), r.resumed_from)}};
+  using nlohmann::json;
+  json j = {{"net", in.spec.name()},
+            {"data", in.train->name()},
+            {"device", par.backend().device().to_string()},
+            {"batch", a.options.batch},
+            {"seed", a.options.seed},
+            {"iterations", r.iterations},
+            {"start_iteration", r.start_iteration},
+            {"iterations_per_epoch", r.iterations_per_epoch},
+            {"epochs", r.epochs},
+            {"seconds", r.seconds},
+            {"samples_per_s", nullable(o.job.samples_per_s > 0 ? o.job.samples_per_s : NAN)},
+            {"timed_iterations", r.timed_iterations},
+            {"timed_seconds", o.job.timed_seconds},
+            {"data_wait_seconds", r.data_wait_seconds},
+            {"final_loss", nullable(r.final_loss)},
+            {"final_lr", r.final_lr},
+            {"test_top1", r.test ? json(r.test->top1) : json()},
+            {"test_top5", r.test ? json(r.test->top5) : json()},
+            {"test_loss", r.test ? json(r.test->loss) : json()},
+            {"test_samples", r.test ? json(r.test->samples) : json()},
+            {"checkpoint", o.last_checkpoint.empty() ? json() : json(o.last_checkpoint)},
+            {"resumed_from", r.resumed_from.empty() ? json() : json(r.resumed_from)}};
   const PhaseSummary& ps = r.phase_summary;
-  nlohmann::json phases = {{"iterations", ps.iterations}, {"total", ps.mean_total}};
+  json phases = {{"iterations", ps.iterations}, {"total", ps.mean_total}};
   for (int p = 0; p < kStepPhases; ++p) phases[step_phase_name(p)] = ps.mean_seconds[static_cast<size_t>(p)];
   j["phases"] = phases;  // mean seconds per iteration on rank 0, warm-up excluded
   if (par.active()) j.update(par.job_json(trainer, o.job));
-  j["results"] = or_null(!o.results_path.empty(), o.results_path);
+  j["results"] = o.results_path.empty() ? json() : json(o.results_path);
   j["run_id"] = o.results.run_id;
   j["summary"] = summary_values_json(o.results.summary);
   std::printf("%s\n", j.dump().c_str());
