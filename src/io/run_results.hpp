@@ -109,6 +109,36 @@ struct EpochRecord {
 inline constexpr std::string_view kRunComplete = "complete";
 inline constexpr std::string_view kRunInterrupted = "interrupted";
 
+// How the global batch was divided among ranks over the run (parallel/split_policy.hpp): the policy,
+// every split in force with the iteration it took effect at (the first at the run's first iteration;
+// `auto` adds one per rebalancing), and for model-based policies the start-up probe's measurements
+// and the per-rank models fitted to them.
+struct SplitChange {
+  int64_t iteration = 0;        // first iteration run with these shares
+  std::vector<int64_t> shares;  // samples per rank, in rank order
+  bool operator==(const SplitChange&) const = default;
+};
+struct ProbePoint {  // one rank's forward+backward at one local batch
+  int64_t rank = 0, batch = 0;
+  double seconds = kMissing;  // per step
+  double joules = kMissing;   // per step; NaN without an energy reading
+  bool operator==(const ProbePoint&) const = default;
+};
+struct RankModel {  // step seconds = a + b n, step joules = c + d n, at n samples; waiting costs wait_watts
+  int64_t rank = 0;
+  double seconds_fixed = kMissing, seconds_per_sample = kMissing;
+  double joules_fixed = kMissing, joules_per_sample = kMissing;
+  double wait_watts = kMissing;
+  bool operator==(const RankModel&) const = default;
+};
+struct SplitRecord {
+  std::string policy = "even";
+  std::vector<SplitChange> changes;
+  std::vector<ProbePoint> probe;
+  std::vector<RankModel> models;
+  bool operator==(const SplitRecord&) const = default;
+};
+
 struct RunResults {
   std::string experiment;
   std::string run_id;
@@ -122,6 +152,7 @@ struct RunResults {
   std::map<std::string, std::string> methods;  // figure name -> how it was obtained
   // The same kind of figures for each rank alone (index = rank): its GPU's energy, its own time.
   std::vector<RankSummary> rank_summary;
+  SplitRecord split;  // empty `changes` in files written before splits were recorded
 };
 
 }  // namespace cnnscale

@@ -89,6 +89,16 @@ struct RunSummary : WindowFigures {
   NumberFigure energy_forward_j, energy_forward_j_std, energy_backward_j, energy_backward_j_std,
       energy_update_allreduce_j, energy_update_allreduce_j_std, energy_full_step_j, energy_full_step_j_std;
   NumberFigure final_loss, test_top1, test_top5, test_loss;
+  // Unequal ranks (see parallel/split_policy.hpp): the split policy and the shares it ended with
+  // ("40+24"), how often `auto` changed them, the ranks' speeds ("132+66 SMs", "slowdown 1+3";
+  // absent when every rank runs its whole device), and the window's balance figures: imbalance
+  // ((max - mean) / max of the ranks' compute seconds per batch), the joules ranks spend waiting for
+  // the slowest one, the ideal combined throughput (sum over ranks of local batch / compute seconds)
+  // and the job's samples/s as a fraction of it. predicted_*: what the per-rank models said of the
+  // chosen shares (model-based policies only).
+  TextFigure split, split_shares, mix;
+  NumberFigure split_changes, imbalance, waiting_joules_per_batch, ideal_samples_per_s, efficiency;
+  NumberFigure predicted_seconds_per_batch, predicted_joules_per_sample;
   std::map<std::string, std::string> tags;  // --tag KEY=VALUE, written as `tag.KEY`
   bool operator==(const RunSummary&) const = default;
 };
@@ -100,6 +110,12 @@ struct RankSummary : WindowFigures {
   TextFigure gpu_uuid;  // GPU runs only
   NumberFigure local_batch;
   NumberFigure gpu_sampled_joules_per_batch, cpu_package_joules_per_batch;
+  // Per batch in the window: compute (the step less its exposed gradient exchange), the exposed
+  // exchange, the part of it spent waiting for slower ranks (the slowest rank's compute minus this
+  // rank's, per iteration), the power charged for waiting and the joules that makes. sms: the SMs
+  // granted to a GPU partition (--sm-counts); slowdown: a CPU rank's emulated straggler factor.
+  NumberFigure compute_s, exchange_wait_s, imbalance_wait_s, wait_watts, waiting_joules_per_batch;
+  NumberFigure sms, slowdown;
   bool operator==(const RankSummary&) const = default;
 };
 

@@ -76,6 +76,16 @@ constexpr std::array kRunFields = std::to_array<Run>({
     {{"test_top1", K::Number, ""}, &RunSummary::test_top1},
     {{"test_top5", K::Number, ""}, &RunSummary::test_top5},
     {{"test_loss", K::Number, ""}, &RunSummary::test_loss},
+    {{"split", K::Text, ""}, &RunSummary::split},
+    {{"split_shares", K::Text, "samples"}, &RunSummary::split_shares},
+    {{"split_changes", K::Count, ""}, &RunSummary::split_changes},
+    {{"mix", K::Text, ""}, &RunSummary::mix},
+    {{"imbalance", K::Number, ""}, &RunSummary::imbalance},
+    {{"waiting_joules_per_batch", K::Number, "J"}, &RunSummary::waiting_joules_per_batch},
+    {{"ideal_samples_per_s", K::Number, "samples/s"}, &RunSummary::ideal_samples_per_s},
+    {{"efficiency", K::Number, ""}, &RunSummary::efficiency},
+    {{"predicted_seconds_per_batch", K::Number, "s"}, &RunSummary::predicted_seconds_per_batch},
+    {{"predicted_joules_per_sample", K::Number, "J"}, &RunSummary::predicted_joules_per_sample},
 });
 
 constexpr std::array kRankFields = std::to_array<Rank>({
@@ -96,6 +106,13 @@ constexpr std::array kRankFields = std::to_array<Rank>({
     {{"edp_training_js", K::Number, "J s"}, &RankSummary::edp_training_js},
     {{"gpu_sampled_joules_per_batch", K::Number, "J"}, &RankSummary::gpu_sampled_joules_per_batch},
     {{"cpu_package_joules_per_batch", K::Number, "J"}, &RankSummary::cpu_package_joules_per_batch},
+    {{"compute_s", K::Number, "s"}, &RankSummary::compute_s},
+    {{"exchange_wait_s", K::Number, "s"}, &RankSummary::exchange_wait_s},
+    {{"imbalance_wait_s", K::Number, "s"}, &RankSummary::imbalance_wait_s},
+    {{"wait_watts", K::Number, "W"}, &RankSummary::wait_watts},
+    {{"waiting_joules_per_batch", K::Number, "J"}, &RankSummary::waiting_joules_per_batch},
+    {{"sms", K::Count, ""}, &RankSummary::sms},
+    {{"slowdown", K::Number, ""}, &RankSummary::slowdown},
 });
 
 // Text figures are TextFigure members, the others NumberFigure: checked here so that no row can
