@@ -29,6 +29,10 @@ void run_train(TrainArgs& a) {
   // The backend and communicator live in `par`, declared before (so destroyed after) the trainer.
   Backend& backend = par.connect();  // data parallel: watchdog, device check, communicator
   a.options.parallel = par.data_parallel();
+  a.options.split = par.split();
+  a.options.rebalance_every = a.parallel.rebalance_every;
+  a.options.probe_seconds = a.parallel.probe_seconds;
+  a.options.slowdown = par.slowdown();
   const MpiEnv* mpi = MpiEnv::current();
   auto energy = open_energy_monitor(backend.device(), mpi ? mpi->local_rank() : 0, a.measure.power_hz);
   a.options.energy = energy.get();
@@ -61,8 +65,10 @@ void run_train(TrainArgs& a) {
 
   // The job's throughput: every rank's steady-state time is gathered, the slowest one counts.
   const JobTiming job = par.job_timing(r);
-  const std::vector<RankReport> reports = gather_rank_reports(
-      make_rank_report(par.rank(), mpi ? mpi->host() : "", backend.device(), *energy, r, trainer.local_batch()));
+  RankReport mine =
+      make_rank_report(par.rank(), mpi ? mpi->host() : "", backend.device(), *energy, r, trainer.local_batch());
+  mine.slowdown = par.slowdown();
+  const std::vector<RankReport> reports = gather_rank_reports(std::move(mine));
   if (r.interrupted) requested_exit_code() = kExitRequeue;
   if (!rank0) return;
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -29,11 +30,26 @@ void add_parallel_options(CLI::App& cmd, ParallelArgs& a) {
   cmd.add_flag("--batch-per-rank", a.batch_per_rank,
                "--batch is per rank (Caffe's semantics; global batch = ranks x batch) instead of global")
       ->group(group);
-  cmd.add_option("--split", a.split, "Division of the global batch among ranks: even, or manual (--shares)")
-      ->check(CLI::IsMember({"even", "manual"}))
+  cmd.add_option("--split", a.split,
+                 "Division of the global batch among ranks: even; manual (--shares); proportional (equal compute "
+                 "time from a start-up probe); auto (rebalanced online from measured compute time); energy or edp "
+                 "(fewest predicted joules or joules x seconds per batch, GPU ranks)")
+      ->check(CLI::IsMember({"even", "manual", "proportional", "auto", "energy", "edp"}))
       ->capture_default_str()
       ->group(group);
   cmd.add_option("--shares", a.shares, "--split manual: each rank's samples, in rank order, summing to --batch")
+      ->delimiter(',')
+      ->group(group);
+  cmd.add_option("--rebalance-every", a.rebalance_every, "--split auto: steps between rebalancing decisions")
+      ->capture_default_str()
+      ->group(group);
+  cmd.add_option("--probe-seconds", a.probe_seconds,
+                 "--split proportional/energy/edp: seconds of forward+backward timed at each probe batch")
+      ->capture_default_str()
+      ->group(group);
+  cmd.add_option("--slowdown", a.slowdown,
+                 "Emulated unequal CPU ranks: each rank's straggler factor (>= 1, one per rank): it idles "
+                 "(factor - 1) x its forward and backward time. Recorded as emulation in the results")
       ->delimiter(',')
       ->group(group);
   cmd.add_option("--bucket-mb", a.bucket_mb, "Gradient bucket size in MiB (allreduce granularity)")
@@ -85,10 +101,27 @@ ParallelRun::ParallelRun(const ParallelArgs& args, const std::string& device, in
   }
 
   const int ranks = active_ ? mpi_->size() : 1;
-  const SplitPolicy split = parse_split_policy(args_.split);
+  const SplitPolicy split = split_ = parse_split_policy(args_.split);
   if (split != SplitPolicy::Manual && !args_.shares.empty()) throw_config("--shares applies to --split manual only");
-  if (split == SplitPolicy::Manual && args_.batch_per_rank)
-    throw_config("--split manual gives each rank's share of --batch: it does not combine with --batch-per-rank");
+  if (split != SplitPolicy::Even && args_.batch_per_rank)
+    throw_config("--split {} divides --batch among the ranks: it does not combine with --batch-per-rank",
+                 args_.split);
+  if (split_needs_energy(split) && device_ == "cpu")
+    throw_config("--split {} chooses by each GPU's joules; CPU ranks have no energy reading of their own (use "
+                 "proportional or auto)",
+                 args_.split);
+  if (args_.rebalance_every < 1) throw_config("--rebalance-every must be >= 1, got {}", args_.rebalance_every);
+  if (!(args_.probe_seconds > 0)) throw_config("--probe-seconds must be > 0, got {}", args_.probe_seconds);
+  if (!args_.slowdown.empty()) {
+    if (device_ != "cpu") throw_config("--slowdown emulates slower CPU ranks; GPU ranks are made unequal with --sm-counts");
+    const size_t want = active_ ? static_cast<size_t>(mpi_->size()) : 1;
+    if (args_.slowdown.size() != want)
+      throw_config("--slowdown: {} factor(s) for {} rank(s): give one per rank, in rank order", args_.slowdown.size(),
+                   want);
+    for (size_t r = 0; r < want; ++r)
+      if (!(args_.slowdown[r] >= 1.0) || !std::isfinite(args_.slowdown[r]))
+        throw_config("--slowdown: rank {} has factor {}; factors are >= 1 (1: full speed)", r, args_.slowdown[r]);
+  }
   if (args_.batch_per_rank)
     rank_batches_.assign(static_cast<size_t>(ranks), batch);
   else
@@ -98,6 +131,10 @@ ParallelRun::ParallelRun(const ParallelArgs& args, const std::string& device, in
 }
 
 ParallelRun::~ParallelRun() = default;
+
+double ParallelRun::slowdown() const {
+  return args_.slowdown.empty() ? 1.0 : args_.slowdown[static_cast<size_t>(rank_)];
+}
 
 Backend& ParallelRun::connect() {
   backend_ = make_backend(device_);
@@ -189,10 +226,12 @@ nlohmann::json ParallelRun::job_json(const Trainer& trainer, const JobTiming& jo
                      {"host", devices_[r].host},
                      {"device", devices_[r].device},
                      {"uuid", devices_[r].uuid.empty() ? nlohmann::json() : nlohmann::json(devices_[r].uuid)},
-                     {"batch", rank_batches_[r]},
+                     {"batch", trainer.rank_batches().at(r)},
                      {"timed_seconds", job.rank_timed_seconds[r]}});
   return {{"world_size", world_size()},
-          {"rank_batches", rank_batches_},
+          {"rank_batches", trainer.rank_batches()},
+          {"first_rank_batches", rank_batches_},
+          {"split", args_.split},
           {"batch_per_rank", args_.batch_per_rank},
           {"communicator", comm_ ? comm_->name() : ""},
           {"allreduce_overlap", dp.overlap},

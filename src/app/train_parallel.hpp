@@ -22,8 +22,11 @@ namespace cnnscale::app {
 struct ParallelArgs {
   std::vector<int> gpus;  // by node-local rank
   bool batch_per_rank = false;
-  std::string split = "even";   // --split: even | manual
+  std::string split = "even";   // --split: even | manual | proportional | auto | energy | edp
   std::vector<int64_t> shares;  // --shares: each rank's samples under --split manual
+  int64_t rebalance_every = 20;      // --split auto
+  double probe_seconds = 0.5;        // proportional, energy, edp: each probe point
+  std::vector<double> slowdown;      // --slowdown: each rank's emulated straggler factor (CPU ranks)
   double bucket_mb = static_cast<double>(kDefaultBucketBytes) / (1 << 20);  // MiB
   bool no_overlap = false;
   std::string overlap = "true";
@@ -53,6 +56,8 @@ class ParallelRun {
   const std::string& device() const { return device_; }
   int64_t global_batch() const { return global_batch_; }
   const std::vector<int64_t>& rank_batches() const { return rank_batches_; }
+  SplitPolicy split() const { return split_; }
+  double slowdown() const;  // this rank's --slowdown factor (1: none)
 
   // Creates the backend; data parallel: starts the watchdog, checks that no two ranks share a
   // GPU, and creates the communicator (collective over all ranks). The backend lives as long as
@@ -73,7 +78,8 @@ class ParallelRun {
   int rank_ = 0;
   std::string device_;
   int64_t global_batch_ = 0;
-  std::vector<int64_t> rank_batches_;
+  std::vector<int64_t> rank_batches_;  // the first split (a probe or `auto` may change it)
+  SplitPolicy split_ = SplitPolicy::Even;
   std::vector<RankDevice> devices_;
   // Destroyed in reverse: the watchdog stops before the communicator goes, which goes before the
   // backend whose stream it uses.

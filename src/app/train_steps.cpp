@@ -91,6 +91,8 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
     run_config["rank_batches"] = par.rank_batches();
   }
   if (a.parallel.split != "even") run_config["split"] = a.parallel.split;  // even runs keep their ids
+  if (a.parallel.split == "auto") run_config["rebalance_every"] = a.parallel.rebalance_every;
+  if (!a.parallel.slowdown.empty()) run_config["slowdown"] = a.parallel.slowdown;  // emulation, by rank
   if (dataset_info(a.data).synthetic) {
     run_config["synthetic_fill"] = a.synthetic_fill;
     run_config["input_shape"] = in.spec.input_shape();

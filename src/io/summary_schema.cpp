@@ -77,7 +77,7 @@ constexpr std::array kRunFields = std::to_array<Run>({
     {{"test_top5", K::Number, ""}, &RunSummary::test_top5},
     {{"test_loss", K::Number, ""}, &RunSummary::test_loss},
     {{"split", K::Text, ""}, &RunSummary::split},
-    {{"split_shares", K::Text, "samples"}, &RunSummary::split_shares},
+    {{"split_shares", K::Text, ""}, &RunSummary::split_shares},
     {{"split_changes", K::Count, ""}, &RunSummary::split_changes},
     {{"mix", K::Text, ""}, &RunSummary::mix},
     {{"imbalance", K::Number, ""}, &RunSummary::imbalance},

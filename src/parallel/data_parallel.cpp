@@ -22,12 +22,6 @@ std::vector<int64_t> split_global_batch(int64_t global_batch, int ranks) {
   return out;
 }
 
-SplitPolicy parse_split_policy(const std::string& text) {
-  if (text == "even") return SplitPolicy::Even;
-  if (text == "manual") return SplitPolicy::Manual;
-  throw_config("--split: expected even or manual, got '{}'", text);
-}
-
 std::vector<int64_t> manual_split(int64_t global_batch, const std::vector<int64_t>& shares, int ranks) {
   if (shares.size() != static_cast<size_t>(ranks))
     throw_config("--shares: {} share(s) for {} rank(s): give one per rank, in rank order", shares.size(), ranks);

@@ -10,6 +10,7 @@
 #include "backend/backend.hpp"
 #include "backend/communicator.hpp"
 #include "layers/layer.hpp"
+#include "parallel/split_policy.hpp"
 
 namespace cnnscale {
 
@@ -37,11 +38,6 @@ std::vector<int64_t> split_global_batch(int64_t global_batch, int ranks);
 // device, and the Trainer again for callers that build one directly.
 void check_global_batch(int64_t global_batch);
 
-// How the global batch is divided among ranks (--split): `even` as split_global_batch, `manual`
-// with every rank's share given. Every split gives the one-process update at the global batch
-// (each rank's loss is weighted by its share n_r / B).
-enum class SplitPolicy { Even, Manual };
-SplitPolicy parse_split_policy(const std::string& text);  // even, manual
 // `shares` in rank order: one per rank, each at least one sample, summing to `global_batch`;
 // ConfigError naming --shares otherwise.
 std::vector<int64_t> manual_split(int64_t global_batch, const std::vector<int64_t>& shares, int ranks);

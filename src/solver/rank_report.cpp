@@ -133,6 +133,7 @@ RankReport make_rank_report(int rank, const std::string& host, const Device& dev
   r.window = result.window;
   r.extension_iterations = result.extension_iterations;
   r.loops = result.phase_loops;
+  r.wait_watts = result.wait_watts;
   return r;
 }
 
@@ -168,6 +169,9 @@ void to_json(json& j, const RankReport& r) {
   for (const PhaseLoopRecord& l : r.loops)
     loops.push_back({{"repeat", l.repeat}, {"kind", l.kind}, {"reading", reading_json(l.reading)}});
   j["loops"] = loops;
+  j["wait_watts"] = json_num(r.wait_watts);
+  j["sms"] = r.sms;
+  j["slowdown"] = r.slowdown;
 }
 
 void from_json(const json& j, RankReport& r) {
@@ -205,6 +209,9 @@ void from_json(const json& j, RankReport& r) {
   r.extension_iterations = j.at("extension_iterations").get<int64_t>();
   for (const json& l : j.at("loops"))
     r.loops.push_back({l.at("repeat").get<int>(), l.at("kind").get<std::string>(), reading_of(l.at("reading"))});
+  r.wait_watts = number_of(j.at("wait_watts"));
+  r.sms = j.at("sms").get<int64_t>();
+  r.slowdown = j.at("slowdown").get<double>();
 }
 
 }  // namespace cnnscale

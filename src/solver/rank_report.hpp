@@ -44,6 +44,11 @@ struct RankReport {
   std::optional<measure::EnergyReading> window;  // the steady window; nullopt: none
   int64_t extension_iterations = 0;
   std::vector<PhaseLoopRecord> loops;  // --measure phases: three loops per repeat
+  // Unequal ranks: the GPU power waiting is charged at (NaN: not measured), the SMs of its GPU
+  // partition (0: the whole GPU, or a CPU rank) and its emulated straggler factor (1: none).
+  double wait_watts = kMissing;
+  int64_t sms = 0;
+  double slowdown = 1.0;
 };
 
 RankReport make_rank_report(int rank, const std::string& host, const Device& device, measure::EnergyMonitor& energy,

@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include "solver/run_report.hpp"
+
+#include "solver/split_report.hpp"
 #include "backend/backend.hpp"
 #include "backend/devices.hpp"
 #include "core/error.hpp"
@@ -305,6 +307,7 @@ RunResults assemble_run_results(const RunDescription& run, const TrainResult& r0
       M["energy_forward_j"] = "null: no energy counter readable in the phase loops";
     }
   }
+  put_split_figures(res, r0, ranks);
   return res;
 }
 

@@ -4,6 +4,7 @@
 #include "solver/trainer.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "core/log.hpp"
@@ -101,6 +102,14 @@ void Trainer::check_options() const {
   if (!(options_.min_window_seconds >= 0)) throw_config("--min-window must be >= 0 seconds");
   if (!(options_.phase_window_seconds > 0)) throw_config("--phase-window must be > 0 seconds");
   if (options_.phase_repeats < 1) throw_config("--phase-repeats must be >= 1, got {}", options_.phase_repeats);
+  if (!(options_.slowdown >= 1.0) || !std::isfinite(options_.slowdown))
+    throw_config("--slowdown must be a factor >= 1, got {}", options_.slowdown);
+  if (options_.slowdown > 1.0 && !backend_.device().is_cpu())
+    throw_config("--slowdown emulates a slower CPU rank; GPU ranks are made unequal with --sm-counts");
+  if (options_.rebalance_every < 1) throw_config("--rebalance-every must be >= 1, got {}", options_.rebalance_every);
+  if (!(options_.probe_seconds > 0)) throw_config("--probe-seconds must be > 0, got {}", options_.probe_seconds);
+  if (!(options_.rebalance_hysteresis >= 0 && options_.rebalance_hysteresis < 1))
+    throw_config("rebalance hysteresis must be in [0, 1), got {}", options_.rebalance_hysteresis);
   if (!options_.resume.empty() && options_.resume == "auto" && options_.checkpoint_dir.empty())
     throw_config("--resume auto needs --checkpoint-dir");
 }
@@ -195,14 +204,25 @@ void Trainer::feed(const StepScalars& s, double& wait_seconds) {
 }
 
 void Trainer::forward(const StepScalars& s) {
+  const auto t0 = Clock::now();
   net_->forward(Phase::Train, s.dropout_seed);
+  slow_down(t0);
 }
 
+// With `exchange`, each gradient bucket's allreduce starts as soon as backward has produced it.
+// --slowdown: each layer's backward is followed by (slowdown - 1) times its own time idle, so an
+// emulated slower rank hands its buckets to the exchange as late as a slower device would.
 void Trainer::backward(const StepScalars& s, bool exchange) {
-  if (!buckets_ || !exchange) return net_->backward(s.dropout_seed);
-  comm_timed([&] { buckets_->begin_backward(); });
-  net_->backward(s.dropout_seed, [&](size_t layer) { comm_timed([&] { buckets_->layer_done(layer); }); });
-  comm_timed([&] { buckets_->end_backward(); });
+  const bool buckets = buckets_ && exchange;
+  auto since = Clock::now();
+  auto layer_done = [&](size_t layer) {
+    slow_down(since);
+    if (buckets) comm_timed([&] { buckets_->layer_done(layer); });
+    since = Clock::now();
+  };
+  if (buckets) comm_timed([&] { buckets_->begin_backward(); });
+  net_->backward(s.dropout_seed, layer_done);
+  if (buckets) comm_timed([&] { buckets_->end_backward(); });
 }
 
 // After wait() the compute stream may go on with the update: it sees the job's gradients.

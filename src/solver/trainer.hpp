@@ -3,6 +3,7 @@
 // loop), trainer_eval.cpp, trainer_measure.cpp (energy windows, phase loops), trainer_checkpoint.cpp.
 #pragma once
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -11,6 +12,7 @@
 
 #include "data/dataset.hpp"
 #include "data/loader.hpp"
+#include "io/run_results.hpp"
 #include "io/measure_mode.hpp"
 #include "parallel/data_parallel.hpp"
 #include "parallel/gradient_buckets.hpp"
@@ -41,6 +43,17 @@ struct TrainOptions {
   std::string run_config;    // JSON of the run's options, stored in checkpoints
   std::string network_yaml;  // resolved network, stored in checkpoints
   DataParallel parallel;     // default: a single process
+  // Unequal ranks (parallel/split_policy.hpp, trainer_split.cpp). proportional, energy and edp
+  // replace parallel.rank_batches by the shares their start-up probe's models choose (each probe
+  // point times at least probe_seconds of forward+backward); auto starts from parallel.rank_batches
+  // and rebalances after every rebalance_every steps. Every split gives the one-process update.
+  SplitPolicy split = SplitPolicy::Even;
+  int64_t rebalance_every = 20;
+  double rebalance_hysteresis = 0.03;
+  double probe_seconds = 0.5;
+  // CPU emulation of a slower device: after its forward and after its backward the rank idles
+  // (slowdown - 1) times as long as the pass took, so it computes `slowdown` times slower. 1: off.
+  double slowdown = 1.0;
   // Energy (null: no energy windows, as in tests and `cnnscale time`). When it measures anything,
   // a steady window shorter than min_window_seconds is extended after training by extra steps
   // (same work, learning rate of the last step; recorded in the timeline as iterations >= total).
@@ -121,7 +134,12 @@ struct TrainResult {
   // `iterations` is where it stopped, a checkpoint of that point was written (with a checkpoint
   // directory), and no extension window, phase loops or final test were run.
   bool interrupted = false;
-  int stop_signal = 0;  // the signal this rank received (0: another rank's signal stopped the job)
+  int stop_signal = 0;
+  // The split over the run: the policy, every change of shares (the first at the start), and the
+  // probe's points and every rank's fitted model (the same on every rank). wait_watts: this rank's
+  // GPU power while idle, what waiting at the exchange is charged (NaN: not measured).
+  SplitRecord split;
+  double wait_watts = std::nan("");  // the signal this rank received (0: another rank's signal stopped the job)
 };
 
 class DeviceCommunicator;
@@ -153,6 +171,9 @@ class Trainer {
   int64_t iterations_per_epoch() const { return iterations_per_epoch_; }
   int64_t total_iterations() const { return total_iterations_; }
   int64_t local_batch() const { return split_.local; }               // this rank's samples per iteration
+  // Every rank's samples per iteration now (a probe or `auto` may have changed the first split);
+  // empty in a single process.
+  const std::vector<int64_t>& rank_batches() const { return options_.parallel.rank_batches; }
   const GradientBuckets* buckets() const { return buckets_.get(); }  // null in a single process
   // The run configuration (TrainOptions::run_config) stored in the checkpoint run() resumed from;
   // empty when it did not resume.
@@ -197,6 +218,7 @@ class Trainer {
     int64_t last_checkpoint = -1;
     std::optional<EvalResult> last_test;
     bool evaluated_at_end = false;
+    int64_t settle_until = -1;  // auto: the window restarts after this iteration (a new split settling)
   };
 
   // Setup (trainer.cpp).
@@ -247,6 +269,15 @@ class Trainer {
   int64_t extend_window(int64_t total, int64_t window_iterations);
   void run_phase_loops(TrainResult& result);  // measure: phases
 
+  // Unequal ranks (trainer_split.cpp).
+  void plan_split(TrainResult& result, int64_t start, const TrainCallbacks& cb);  // the probe and the policy's first shares
+  std::vector<ProbeSample> probe_rank(const std::vector<int64_t>& batches, std::vector<ProbePoint>& record);
+  double measure_wait_watts();
+  // auto: after step t, every rebalance_every steps, new shares when they pay (collective).
+  void maybe_rebalance(RunState& s, int64_t t, const TrainCallbacks& cb);
+  void apply_split(const std::vector<int64_t>& shares);  // after a host sync with no upload in flight
+  void slow_down(Clock::time_point since) const;       // --slowdown on CPU ranks
+
   // Checkpoints (trainer_checkpoint.cpp).
   int64_t resume_from_checkpoint(const TrainCallbacks& callbacks, std::string& path);
   void check_resume_consistent(int64_t start);
@@ -261,6 +292,8 @@ class Trainer {
   std::shared_ptr<const Dataset> train_, test_;
   TrainOptions options_;
   BatchSplit split_;
+  SplitRecord split_record_;
+  Rebalancer rebalancer_;  // auto: its speed estimates carry over from one decision to the next
   std::unique_ptr<Net> net_;
   std::unique_ptr<SgdSolver> solver_;
   std::unique_ptr<Loader> loader_;            // absent with device_pool

@@ -22,6 +22,7 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
   const int64_t start = resume_from_checkpoint(cb, result.resumed_from);
   check_resume_consistent(start);
   result.start_iteration = start;
+  plan_split(result, start, cb);
   const int64_t total = total_iterations_;
 
   RunState s(options_.energy);
@@ -38,10 +39,14 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
   StopVote stop_vote;     // collective: every rank constructs it here
 
   for (int64_t t = start; t < total; ++t) {
-    step(step_scalars(t, t, t - start < s.warmup), result.data_wait_seconds);
+    step(step_scalars(t, t, t - start < s.warmup || t < s.settle_until), result.data_wait_seconds);
     accumulate_loss(s);
     const int64_t done = t + 1;
     if (s.window.timing()) ++result.timed_iterations;
+    if (done == s.settle_until && !s.window.timing()) {
+      host_sync("host sync");
+      s.window.start();
+    }
     if (cb.on_iteration) cb.on_iteration(done, total);
     if (!s.window.timing() && s.warmup > 0 && done - start == s.warmup) {
       host_sync("host sync");
@@ -49,6 +54,7 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
     }
     if (done % options_.display == 0 || done == total) display(s, t, cb, result);
     pause_for_reports(s, t, cb);
+    maybe_rebalance(s, t, cb);
     // A stop signal: every rank stops at the boundary the vote agrees on, with a checkpoint.
     if (done < total && stop_vote.exchange(stop_signal() != 0)) {
       stop_early(s, done, cb, result);
@@ -150,6 +156,7 @@ void Trainer::finish(RunState& s, TrainResult& result) {
   resolve_phases();
   result.phases = phase_timer_->timeline();
   result.phase_summary = phase_timer_->summary();
+  result.split = split_record_;
 
   // A run resumed at its end still reports its accuracy.
   if (finished && test_ && !s.evaluated_at_end) s.last_test = evaluate(total);

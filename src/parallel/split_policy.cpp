@@ -1,0 +1,259 @@
+// Split policies: the probe's model fit, the exact choice of whole-sample shares under each
+// objective, and `auto`'s rebalancing rule.
+#include "parallel/split_policy.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <queue>
+
+#include "core/error.hpp"
+
+namespace cnnscale {
+
+SplitPolicy parse_split_policy(const std::string& text) {
+  for (SplitPolicy p : {SplitPolicy::Even, SplitPolicy::Manual, SplitPolicy::Proportional, SplitPolicy::Auto,
+                        SplitPolicy::Energy, SplitPolicy::Edp})
+    if (text == to_string(p)) return p;
+  throw_config("--split: expected even, manual, proportional, auto, energy or edp, got '{}'", text);
+}
+
+std::string to_string(SplitPolicy policy) {
+  switch (policy) {
+    case SplitPolicy::Even:
+      return "even";
+    case SplitPolicy::Manual:
+      return "manual";
+    case SplitPolicy::Proportional:
+      return "proportional";
+    case SplitPolicy::Auto:
+      return "auto";
+    case SplitPolicy::Energy:
+      return "energy";
+    case SplitPolicy::Edp:
+      return "edp";
+  }
+  return "?";
+}
+
+bool split_needs_probe(SplitPolicy p) {
+  return p == SplitPolicy::Proportional || p == SplitPolicy::Energy || p == SplitPolicy::Edp;
+}
+bool split_needs_energy(SplitPolicy p) { return p == SplitPolicy::Energy || p == SplitPolicy::Edp; }
+
+namespace {
+
+struct Line {
+  double intercept = 0, slope = 0;
+};
+
+// Least squares y = a + b x; through the origin when x has one value or the fit is not physical
+// (negative slope or intercept: a larger share never costs less, and nothing costs less than nothing).
+Line fit_line(const std::vector<double>& x, const std::vector<double>& y) {
+  const auto n = static_cast<double>(x.size());
+  const double mx = std::accumulate(x.begin(), x.end(), 0.0) / n;
+  const double my = std::accumulate(y.begin(), y.end(), 0.0) / n;
+  double sxx = 0, sxy = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    sxx += (x[i] - mx) * (x[i] - mx);
+    sxy += (x[i] - mx) * (y[i] - my);
+  }
+  if (sxx > 0) {
+    const Line l{my - sxy / sxx * mx, sxy / sxx};
+    if (l.slope > 0 && l.intercept >= 0) return l;
+  }
+  double sx = 0, sy = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    sx += x[i] * x[i];
+    sy += x[i] * y[i];
+  }
+  return {0.0, sy / sx};
+}
+
+}  // namespace
+
+RankCost fit_rank_cost(const std::vector<ProbeSample>& samples, double wait_watts) {
+  CNNSCALE_CHECK(!samples.empty(), "no probe samples");
+  std::vector<double> x, t, e;
+  bool has_energy = true;
+  for (const ProbeSample& s : samples) {
+    CNNSCALE_CHECK(s.batch >= 1 && s.seconds > 0, "probe sample of {} samples in {} s", s.batch, s.seconds);
+    x.push_back(static_cast<double>(s.batch));
+    t.push_back(s.seconds);
+    e.push_back(s.joules);
+    has_energy = has_energy && std::isfinite(s.joules) && s.joules >= 0;
+  }
+  RankCost c;
+  const Line time = fit_line(x, t);
+  c.seconds_fixed = time.intercept;
+  c.seconds_per_sample = time.slope;
+  if (has_energy) {
+    const Line energy = fit_line(x, e);
+    c.joules_fixed = energy.intercept;
+    c.joules_per_sample = energy.slope;
+  } else {
+    c.joules_fixed = c.joules_per_sample = std::nan("");
+  }
+  c.wait_watts = wait_watts;
+  return c;
+}
+
+std::vector<int64_t> probe_batches(int64_t global_batch, int ranks) {
+  CNNSCALE_CHECK(ranks >= 1 && global_batch >= ranks, "global batch {} over {} ranks", global_batch, ranks);
+  const int64_t even = (global_batch + ranks - 1) / ranks;
+  const int64_t most = global_batch - ranks + 1;
+  std::vector<int64_t> out;
+  for (int64_t n : {even / 2, even, 2 * even}) out.push_back(std::clamp<int64_t>(n, 1, most));
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+SplitCost predict_split(const std::vector<int64_t>& shares, const std::vector<RankCost>& models) {
+  CNNSCALE_CHECK(shares.size() == models.size(), "{} shares for {} models", shares.size(), models.size());
+  SplitCost c;
+  for (size_t r = 0; r < shares.size(); ++r) c.seconds = std::max(c.seconds, models[r].seconds(shares[r]));
+  for (size_t r = 0; r < shares.size(); ++r)
+    c.joules += models[r].joules(shares[r]) + models[r].wait_watts * (c.seconds - models[r].seconds(shares[r]));
+  return c;
+}
+
+namespace {
+
+// Min-max compute time: one sample at a time to the rank whose step would then be shortest. For
+// non-decreasing per-rank times this greedy is optimal; ties go to the lower rank, so identical
+// models give the even split.
+std::vector<int64_t> balance_time(int64_t global_batch, const std::vector<RankCost>& models) {
+  const size_t ranks = models.size();
+  std::vector<int64_t> shares(ranks, 1);
+  using Entry = std::pair<double, size_t>;  // (seconds after one more sample, rank)
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> next;
+  for (size_t r = 0; r < ranks; ++r) next.emplace(models[r].seconds(2), r);
+  for (int64_t left = global_batch - static_cast<int64_t>(ranks); left > 0; --left) {
+    const size_t r = next.top().second;
+    next.pop();
+    ++shares[r];
+    next.emplace(models[r].seconds(shares[r] + 1), r);
+  }
+  return shares;
+}
+
+// The most samples rank `m` can take within `limit` seconds (at most `most`; 0 when not even one).
+int64_t samples_within(const RankCost& m, double limit, int64_t most) {
+  if (m.seconds(1) > limit) return 0;
+  if (m.seconds_per_sample <= 0) return most;
+  auto n = static_cast<int64_t>(std::floor((limit - m.seconds_fixed) / m.seconds_per_sample));
+  n = std::clamp<int64_t>(n, 1, most);
+  while (n < most && m.seconds(n + 1) <= limit) ++n;  // floor's rounding, both ways
+  while (n > 1 && m.seconds(n) > limit) --n;
+  return n;
+}
+
+// Fewest predicted joules (energy) or joules x seconds (edp). For a step length T every rank's
+// share is capped by T, and the joules are linear in the shares (each sample costs d_r - w_r b_r
+// beyond a term fixed by T), so filling the cheapest ranks first up to their caps is optimal for
+// that T. The optimum's own step length is one of the ranks' step times at some share, so trying
+// every such T and keeping the best real cost finds it.
+std::vector<int64_t> minimise_energy(SplitPolicy policy, int64_t global_batch, const std::vector<RankCost>& models) {
+  const size_t ranks = models.size();
+  const int64_t most = global_batch - static_cast<int64_t>(ranks) + 1;
+  for (const RankCost& m : models)
+    if (!std::isfinite(m.joules_fixed) || !std::isfinite(m.joules_per_sample) || !std::isfinite(m.wait_watts))
+      throw_config("--split {} needs every rank's energy, and a rank has no energy reading", to_string(policy));
+  std::vector<double> limits;
+  for (const RankCost& m : models)
+    for (int64_t n = 1; n <= most; ++n) limits.push_back(m.seconds(n));
+  std::sort(limits.begin(), limits.end());
+  limits.erase(std::unique(limits.begin(), limits.end()), limits.end());
+
+  std::vector<size_t> order(ranks);
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const auto cost = [&](size_t r) { return models[r].joules_per_sample - models[r].wait_watts * models[r].seconds_per_sample; };
+    return cost(a) < cost(b);
+  });
+  const auto objective = [&](const SplitCost& c) { return policy == SplitPolicy::Edp ? c.joules * c.seconds : c.joules; };
+
+  std::vector<int64_t> best;
+  double best_value = 0;
+  std::vector<int64_t> shares(ranks);
+  for (double limit : limits) {
+    int64_t capacity = 0;
+    bool feasible = true;
+    std::vector<int64_t> caps(ranks);
+    for (size_t r = 0; r < ranks; ++r) {
+      caps[r] = samples_within(models[r], limit, most);
+      feasible = feasible && caps[r] >= 1;
+      capacity += caps[r];
+    }
+    if (!feasible || capacity < global_batch) continue;
+    std::fill(shares.begin(), shares.end(), int64_t{1});
+    int64_t left = global_batch - static_cast<int64_t>(ranks);
+    for (size_t r : order) {
+      const int64_t take = std::min(left, caps[r] - 1);
+      shares[r] += take;
+      left -= take;
+    }
+    const double value = objective(predict_split(shares, models));
+    if (best.empty() || value < best_value) {
+      best = shares;
+      best_value = value;
+    }
+  }
+  CNNSCALE_CHECK(!best.empty(), "no split of {} samples fits", global_batch);
+  return best;
+}
+
+}  // namespace
+
+std::vector<int64_t> choose_split(SplitPolicy policy, int64_t global_batch, const std::vector<RankCost>& models) {
+  const auto ranks = static_cast<int64_t>(models.size());
+  CNNSCALE_CHECK(ranks >= 1, "no ranks");
+  if (global_batch < ranks)
+    throw_config("global batch {} cannot be split across {} ranks: every rank needs at least one sample", global_batch,
+                 ranks);
+  switch (policy) {
+    case SplitPolicy::Proportional:
+    case SplitPolicy::Auto:
+      return balance_time(global_batch, models);
+    case SplitPolicy::Energy:
+    case SplitPolicy::Edp:
+      return minimise_energy(policy, global_batch, models);
+    case SplitPolicy::Even:
+    case SplitPolicy::Manual:
+      break;
+  }
+  throw_config("--split {} does not choose shares from models", to_string(policy));
+}
+
+double imbalance(const std::vector<double>& compute_seconds) {
+  if (compute_seconds.empty()) return 0;
+  const double most = *std::max_element(compute_seconds.begin(), compute_seconds.end());
+  if (!(most > 0)) return 0;
+  const double mean =
+      std::accumulate(compute_seconds.begin(), compute_seconds.end(), 0.0) / static_cast<double>(compute_seconds.size());
+  return (most - mean) / most;
+}
+
+std::optional<std::vector<int64_t>> Rebalancer::propose(const std::vector<int64_t>& shares,
+                                                        const std::vector<double>& compute_seconds) {
+  CNNSCALE_CHECK(shares.size() == compute_seconds.size(), "{} shares, {} times", shares.size(), compute_seconds.size());
+  for (double c : compute_seconds)
+    if (!(c > 0) || !std::isfinite(c)) return std::nullopt;  // nothing measured on a rank: keep the split
+  if (per_sample_.size() != shares.size()) per_sample_.assign(shares.size(), 0.0);
+  std::vector<RankCost> speed(shares.size());
+  int64_t total = 0;
+  for (size_t r = 0; r < shares.size(); ++r) {
+    const double measured = compute_seconds[r] / static_cast<double>(shares[r]);
+    per_sample_[r] = per_sample_[r] > 0 ? smoothing_ * per_sample_[r] + (1 - smoothing_) * measured : measured;
+    speed[r].seconds_per_sample = per_sample_[r];
+    total += shares[r];
+  }
+  std::vector<int64_t> next = balance_time(total, speed);
+  if (next == shares) return std::nullopt;
+  if (predict_split(next, speed).seconds >= (1.0 - hysteresis_) * predict_split(shares, speed).seconds)
+    return std::nullopt;
+  return next;
+}
+
+}  // namespace cnnscale

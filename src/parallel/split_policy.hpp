@@ -1,0 +1,87 @@
+// How a global batch is divided among unequal ranks: the split policies (--split), the per-rank cost
+// models a start-up probe fits, the shares each model-based policy chooses, and the online
+// rebalancer of `auto`. Pure arithmetic on host numbers: the Trainer measures, this decides.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cnnscale {
+
+// even: shares differ by at most one. manual: given by hand. proportional: equal predicted compute
+// time. auto: rebalanced online from measured compute time. energy / edp: the fewest predicted
+// joules (or joules x seconds) per global batch, counting the power ranks draw while they wait.
+enum class SplitPolicy { Even, Manual, Proportional, Auto, Energy, Edp };
+SplitPolicy parse_split_policy(const std::string& text);
+std::string to_string(SplitPolicy policy);
+// Whether the policy needs the start-up probe's models (proportional, energy, edp).
+bool split_needs_probe(SplitPolicy policy);
+// Whether it needs each rank's energy besides its time (energy, edp).
+bool split_needs_energy(SplitPolicy policy);
+
+// One rank's step as a function of its share n (samples): seconds = a + b n for forward+backward
+// and joules = c + d n drawn meanwhile; while it waits at the gradient exchange for slower ranks it
+// draws wait_watts. Energy terms are NaN when the rank has no energy reading.
+struct RankCost {
+  double seconds_fixed = 0, seconds_per_sample = 0;
+  double joules_fixed = 0, joules_per_sample = 0;
+  double wait_watts = 0;
+  double seconds(int64_t n) const { return seconds_fixed + seconds_per_sample * static_cast<double>(n); }
+  double joules(int64_t n) const { return joules_fixed + joules_per_sample * static_cast<double>(n); }
+};
+
+// A probe measurement: forward+backward of `batch` samples took `seconds` and `joules` per step.
+struct ProbeSample {
+  int64_t batch = 0;
+  double seconds = 0;
+  double joules = 0;  // NaN: not measured
+};
+
+// Least-squares lines through the samples (seconds and, when every sample has it, joules). With a
+// single distinct batch size the line goes through the origin. The slope is kept positive (a rank
+// cannot get faster per step by taking more samples): a negative fitted slope, which only noise
+// makes, becomes the through-origin fit. `wait_watts` is copied in.
+RankCost fit_rank_cost(const std::vector<ProbeSample>& samples, double wait_watts);
+
+// The local batch sizes the probe times on every rank: around the even share e of `global_batch`
+// over `ranks` (e/2, e, 2e), within [1, global_batch - ranks + 1], ascending, without repeats.
+std::vector<int64_t> probe_batches(int64_t global_batch, int ranks);
+
+// What a split costs per global batch under the models: the step is as long as its slowest rank's
+// compute, every rank draws its compute joules plus wait_watts for the time it waits.
+struct SplitCost {
+  double seconds = 0;  // max over ranks of seconds(n_r)
+  double joules = 0;   // sum over ranks of joules(n_r) + wait_watts (seconds - seconds(n_r))
+};
+SplitCost predict_split(const std::vector<int64_t>& shares, const std::vector<RankCost>& models);
+
+// The shares (whole samples, >= 1 each, summing to global_batch) that minimise the predicted step
+// time (proportional), joules (energy) or joules x seconds (edp). Exact for the linear models above.
+// ConfigError when the global batch is smaller than the number of ranks.
+std::vector<int64_t> choose_split(SplitPolicy policy, int64_t global_batch, const std::vector<RankCost>& models);
+
+// Imbalance of per-rank compute seconds: (max - mean) / max (0 when all are equal or none is > 0).
+double imbalance(const std::vector<double>& compute_seconds);
+
+// `auto`: after each interval of measured steps, each rank's speed (compute seconds per sample at
+// its current share) is folded into a running estimate (an exponential average, so one noisy
+// interval moves it only part of the way), and new shares that equalise the estimated compute
+// times are proposed when they shorten the slowest rank's estimated compute by more than
+// `hysteresis` (a fraction): noise does not make the split oscillate, and a split within a few
+// percent of balance stays.
+class Rebalancer {
+ public:
+  explicit Rebalancer(double hysteresis = 0.03, double smoothing = 0.5)
+      : hysteresis_(hysteresis), smoothing_(smoothing) {}
+  // `shares` in force and each rank's compute seconds per step with them (a robust average over
+  // the interval); nullopt: keep them.
+  std::optional<std::vector<int64_t>> propose(const std::vector<int64_t>& shares,
+                                              const std::vector<double>& compute_seconds);
+
+ private:
+  double hysteresis_, smoothing_;
+  std::vector<double> per_sample_;  // estimated seconds per sample, by rank
+};
+
+}  // namespace cnnscale

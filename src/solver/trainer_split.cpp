@@ -1,0 +1,222 @@
+// Trainer, unequal ranks: the start-up probe that times each rank's forward+backward at a few local
+// batches (and reads its GPU's joules), the policy's first shares from the fitted models, `auto`'s
+// online rebalancing, the switch to new shares mid-run, and the CPU straggler emulation.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <ranges>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <thread>
+
+#include "core/log.hpp"
+#include "core/watchdog.hpp"
+#include "solver/trainer.hpp"
+#include "solver/upload_slots.hpp"
+
+namespace cnnscale {
+
+namespace {
+
+std::vector<int64_t> shares_of(const DataParallel& dp, int64_t global_batch) {
+  return dp.rank_batches.empty() ? std::vector<int64_t>{global_batch} : dp.rank_batches;
+}
+
+// Values per rank in the probe's exchange: the model's five numbers, then seconds and joules of
+// each probe batch.
+constexpr size_t kModelValues = 5;
+
+}  // namespace
+
+void Trainer::slow_down(Clock::time_point since) const {
+  if (options_.slowdown <= 1.0) return;
+  std::this_thread::sleep_for(std::chrono::duration<double>((options_.slowdown - 1.0) * seconds_since(since)));
+}
+
+// GPU power with nothing running, over half a second: what a rank draws while it waits for the
+// others at the gradient exchange (its kernels there only poll). NaN without a GPU energy counter.
+double Trainer::measure_wait_watts() {
+  measure::EnergyMonitor* energy = options_.energy;
+  if (!energy || !energy->gpu_available() || energy->open()) return std::nan("");
+  host_sync("host sync (idle power)");
+  energy->begin("idle power");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const measure::EnergyReading r = energy->end(0);
+  return r.gpu_joules && r.seconds > 0 ? *r.gpu_joules / r.seconds : std::nan("");
+}
+
+// This rank alone (no exchange) at each probe batch: two untimed steps (allocation, algorithm
+// choice), then enough steps to fill probe_seconds, bracketed by one host sync each side so the
+// time and the GPU's energy counter cover exactly those steps. The batch-norm running statistics
+// the probe's forward passes move are put back afterwards: the run starts as it would unprobed.
+std::vector<ProbeSample> Trainer::probe_rank(const std::vector<int64_t>& batches, std::vector<ProbePoint>& record) {
+  std::vector<std::pair<Tensor, Tensor>> saved;  // (live, copy)
+  for (auto& [name, t] : net_->state()) {
+    Tensor copy = backend_.alloc(t.shape(), t.dtype());
+    backend_.copy(t, copy);
+    saved.emplace_back(t, copy);
+  }
+  measure::EnergyMonitor* energy = options_.energy;
+  const bool joules = energy && energy->gpu_available() && !energy->open();
+  std::vector<ProbeSample> out;
+  for (int64_t n : batches) {
+    net_->reshape(n);
+    std::vector<int64_t> indices(static_cast<size_t>(n));
+    std::iota(indices.begin(), indices.end(), int64_t{0});
+    std::vector<float> data(static_cast<size_t>(net_->input().numel()));
+    std::vector<int32_t> labels(static_cast<size_t>(n));
+    train_->fill(indices, data.data(), labels.data());
+    backend_.upload(data.data(), net_->input());
+    backend_.upload(labels.data(), net_->labels());
+    const StepScalars s = step_scalars(0, 0, true);
+    auto pass = [&] {
+      forward(s);
+      backward(s, /*exchange=*/false);
+    };
+    pass();
+    pass();
+    host_sync("host sync (split probe)");
+    auto t0 = Clock::now();
+    pass();
+    host_sync("host sync (split probe)");
+    const double first = std::max(seconds_since(t0), 1e-6);
+    const auto steps = std::max<int64_t>(3, static_cast<int64_t>(std::ceil(options_.probe_seconds / first)));
+    if (joules) energy->begin("split probe");
+    t0 = Clock::now();
+    for (int64_t i = 0; i < steps; ++i) pass();
+    host_sync("host sync (split probe)");
+    ProbeSample p{n, seconds_since(t0) / static_cast<double>(steps), std::nan("")};
+    if (joules) {
+      const measure::EnergyReading r = energy->end(steps);
+      if (r.gpu_joules) p.joules = *r.gpu_joules / static_cast<double>(steps);
+    }
+    out.push_back(p);
+    record.push_back({options_.parallel.rank, n, p.seconds, p.joules});
+  }
+  net_->reshape(split_.local);
+  for (auto& [live, copy] : saved) backend_.copy(copy, live);
+  return out;
+}
+
+// Before the first step of run(): the wait power, and for proportional / energy / edp the probe on
+// every rank, the models every rank then shares, and the shares they choose (the same on every
+// rank: each decides from the same gathered numbers).
+void Trainer::plan_split(TrainResult& result, int64_t start, const TrainCallbacks& cb) {
+  const DataParallel& dp = options_.parallel;
+  const int ranks = dp.size();
+  split_record_ = SplitRecord{};
+  split_record_.policy = to_string(options_.split);
+  rebalancer_ = Rebalancer(options_.rebalance_hysteresis);
+  if ((dp.comm && ranks > 1) || split_needs_energy(options_.split)) result.wait_watts = measure_wait_watts();
+  if (split_needs_probe(options_.split)) {
+    const std::vector<int64_t> batches = probe_batches(options_.batch, ranks);
+    std::vector<ProbePoint> mine;
+    const std::vector<ProbeSample> samples = probe_rank(batches, mine);
+    const RankCost own = fit_rank_cost(samples, result.wait_watts);
+    std::vector<float> payload = {static_cast<float>(own.seconds_fixed), static_cast<float>(own.seconds_per_sample),
+                                  static_cast<float>(own.joules_fixed), static_cast<float>(own.joules_per_sample),
+                                  static_cast<float>(own.wait_watts)};
+    for (const ProbeSample& p : samples) {
+      payload.push_back(static_cast<float>(p.seconds));
+      payload.push_back(static_cast<float>(p.joules));
+    }
+    const std::vector<std::vector<float>> all =
+        dp.comm && ranks > 1 ? allgather_host(*dp.comm, backend_, payload) : std::vector<std::vector<float>>{payload};
+    std::vector<RankCost> models;
+    for (size_t r = 0; r < all.size(); ++r) {
+      const std::vector<float>& v = all[r];
+      RankCost m{v[0], v[1], v[2], v[3], v[4]};
+      models.push_back(m);
+      split_record_.models.push_back({static_cast<int64_t>(r), m.seconds_fixed, m.seconds_per_sample, m.joules_fixed,
+                                      m.joules_per_sample, m.wait_watts});
+      for (size_t i = 0; i < batches.size(); ++i)
+        split_record_.probe.push_back(
+            {static_cast<int64_t>(r), batches[i], v[kModelValues + 2 * i], v[kModelValues + 2 * i + 1]});
+    }
+    const std::vector<int64_t> shares = choose_split(options_.split, options_.batch, models);
+    if (cb.on_message) {
+      std::string text = fmt::format("split {}: probe of {} samples per rank;", split_record_.policy,
+                                     fmt::join(batches, "/"));
+      for (size_t r = 0; r < models.size(); ++r) {
+        const RankCost& m = models[r];
+        text.append(fmt::format(" rank {}: {:.3g} + {:.3g} n ms", r, 1e3 * m.seconds_fixed, 1e3 * m.seconds_per_sample));
+        if (std::isfinite(m.joules_per_sample))
+          text.append(fmt::format(", {:.3g} + {:.3g} n J, idle {:.0f} W", m.joules_fixed, m.joules_per_sample,
+                                  m.wait_watts));
+        text.append(";");
+      }
+      const SplitCost p = predict_split(shares, models);
+      text.append(fmt::format(" shares {} (predicted {:.3g} ms", fmt::join(shares, "+"), 1e3 * p.seconds));
+      text.append(std::isfinite(p.joules) ? fmt::format(", {:.3g} J per batch)", p.joules) : std::string(")"));
+      cb.on_message(text);
+    }
+    if (shares != shares_of(dp, options_.batch)) apply_split(shares);
+  }
+  split_record_.changes.push_back({start, shares_of(dp, options_.batch)});
+}
+
+// `auto`: each rank's mean compute seconds (the step less its exposed exchange) over the second
+// half of the interval just run (the first steps after a change run new shapes for the first time),
+// gathered; every rank applies the same Rebalancer decision. The steady window pauses for the
+// switch and restarts two steps later, and those steps count as warm-up.
+void Trainer::maybe_rebalance(RunState& s, int64_t t, const TrainCallbacks& cb) {
+  const DataParallel& dp = options_.parallel;
+  const int64_t done = t + 1, every = options_.rebalance_every;
+  if (options_.split != SplitPolicy::Auto || !dp.comm || dp.size() < 2) return;
+  if ((done - s.start) % every != 0 || done >= s.end) return;
+  const auto pause_start = Clock::now();
+  host_sync("host sync (rebalance)");
+  if (train_slots_) train_slots_->release_all();
+  resolve_phases();
+  // The median: a step slowed by something else on the host does not move it. Warm-up steps (the
+  // run's first, and those right after a change) are left out; an interval with none left decides
+  // nothing.
+  const int64_t from = done - std::max<int64_t>(1, every / 2);
+  std::vector<double> steps;
+  for (const IterationPhases& p : phase_timer_->timeline())
+    if (p.iteration >= from && p.iteration < done && !p.warmup)
+      steps.push_back(p.total - p.seconds[static_cast<size_t>(TimelinePhase::Allreduce)]);
+  float own = 0.0f;
+  if (!steps.empty()) {
+    std::nth_element(steps.begin(), steps.begin() + static_cast<std::ptrdiff_t>(steps.size() / 2), steps.end());
+    own = static_cast<float>(steps[steps.size() / 2]);
+  }
+  std::vector<double> compute;
+  for (const std::vector<float>& v : allgather_host(*dp.comm, backend_, {own})) compute.push_back(v[0]);
+  const std::optional<std::vector<int64_t>> next = rebalancer_.propose(dp.rank_batches, compute);
+  if (next) {
+    const bool was_timing = s.window.timing();
+    s.window.stop();
+    apply_split(*next);
+    split_record_.changes.push_back({done, *next});
+    if (cb.on_message)
+      cb.on_message(fmt::format("split auto: after iteration {}: compute {:.2f} ms per rank -> shares {}", done,
+                                fmt::join(compute | std::views::transform([](double v) { return 1e3 * v; }), "/"),
+                                fmt::join(*next, "+")));
+    if (was_timing) s.settle_until = done + 2;
+  }
+  s.display_paused += seconds_since(pause_start);
+}
+
+// New shares from the next step on: this rank's slice, the net's batch, the loss weight, and the
+// input (a loader at the same position of the global order, or the device pool refilled).
+void Trainer::apply_split(const std::vector<int64_t>& shares) {
+  options_.parallel.rank_batches = shares;
+  split_ = plan_batch();
+  net_->reshape(split_.local);
+  if (options_.parallel.comm) net_->set_loss_scale(split_.share);
+  if (loader_) {
+    const LoaderState position = loader_->state();
+    train_slots_.reset();
+    loader_.reset();
+    make_loader();
+    loader_->restore(position);
+  }
+  if (options_.device_pool) {
+    pool_data_.clear();
+    pool_labels_.clear();
+    fill_pool();
+  }
+}
+
+}  // namespace cnnscale
