@@ -2,8 +2,9 @@
 """Figures of `cnnscale report` (PNG, matplotlib): time and energy per batch per batch-ranks (or
 batch-GPUs) combination as in the study's Figs. 5-8, strong-scaling curves over every rank count in
 the data (by_gpus table), one run's power trace per GPU and the per-phase breakdown, from the CSV
-tables `cnnscale report` wrote and one run.h5; and, for `bench allreduce` results, bus bandwidth
-against message size per rank count (allreduce table).
+tables `cnnscale report` wrote and one run.h5; for unequal ranks, each rank's busy and waiting time
+and the `auto` split's history (report_plots_hetero.py); and, for `bench allreduce` results, bus
+bandwidth against message size per rank count (allreduce table).
 
 A figure without data is not drawn: its name and the reason go to the --left-out file instead.
 Error bars are drawn only over 2 or more runs, and the number of runs is shown.
@@ -16,6 +17,7 @@ import math
 import os
 import re
 import sys
+import types
 
 try:
     import matplotlib
@@ -390,7 +392,8 @@ def main():
     parser.add_argument("--power-h5", default="", help="run.h5 whose /power samples are drawn")
     parser.add_argument("--power-label", default="", help="description of that run")
     parser.add_argument("--figures", default="training",
-                        help="comma separated: training (the five figures of the runs), allreduce (allreduce.csv)")
+                        help="comma separated: training (the five figures of the runs), hetero (hetero_ranks.csv, "
+                             "split_history.csv), allreduce (allreduce.csv)")
     parser.add_argument("--devices", default="GPUs", choices=["GPUs", "ranks"],
                         help="what the parallel units are called in legends and axes (ranks: CPU runs)")
     parser.add_argument("--left-out", default="",
@@ -399,8 +402,9 @@ def main():
     global DEVICES
     DEVICES = a.devices
     wanted = set(a.figures.split(","))
-    if not wanted or not wanted <= {"training", "allreduce"}:
-        print(f"report_plots: --figures: expected training and/or allreduce, got '{a.figures}'", file=sys.stderr)
+    if not wanted or not wanted <= {"training", "hetero", "allreduce"}:
+        print(f"report_plots: --figures: expected training, hetero and/or allreduce, got '{a.figures}'",
+              file=sys.stderr)
         return 2
     os.makedirs(a.out, exist_ok=True)
     if "allreduce" in wanted:
@@ -417,6 +421,12 @@ def main():
         scaling_figure(read_table(a.tables, "by_gpus"), a.out)
         power_figure(a.power_h5, a.power_label, a.out)
         phases_figure(read_table(a.tables, "phases"), a.out)
+    if "hetero" in wanted:
+        import report_plots_hetero as hetero  # beside this script: Python puts its folder on sys.path
+
+        helpers = types.SimpleNamespace(number=number, pick_unit=pick_unit, save=save, leave_out=leave_out)
+        hetero.rank_balance_figure(read_table(a.tables, "hetero_ranks"), a.out, helpers)
+        hetero.split_history_figure(read_table(a.tables, "split_history"), a.out, helpers)
     if a.left_out:
         with open(a.left_out, "w") as f:
             for name, reason in LEFT_OUT:

@@ -14,6 +14,7 @@
 #include "core/log.hpp"
 #include "experiment/report_allreduce.hpp"
 #include "experiment/report_data.hpp"
+#include "experiment/report_hetero.hpp"
 #include "experiment/report_plots.hpp"
 #include "experiment/report_tables.hpp"
 #include "io/atomic_file.hpp"
@@ -99,6 +100,13 @@ std::string report_markdown(const ReportOptions& options, const ReportOutcome& o
         {kFigureNames[4],
          "Phase breakdown of the full training step per configuration (slowest rank, stacked "
          "parts adding up to the total)"},
+        {kHeteroFigures[0],
+         "Busy and waiting time per batch of each rank, per mix of unequal " + many +
+             " and split policy: compute time with the wait for the slowest rank stacked on it (hetero_ranks "
+             "table); a balanced split makes the bars end level with little waiting"},
+        {kHeteroFigures[1],
+         "Samples of the global batch assigned to each rank over the iterations under the auto split policy: "
+         "each step is a rebalancing towards the faster ranks (one run per configuration)"},
         {kAllreduceFigure, "Allreduce bus bandwidth against message size per rank count (allreduce table)"}};
     for (const std::string& path : outcome.figures) {
       const std::string name = fs::path(path).filename().string();
@@ -140,6 +148,7 @@ ReportOutcome write_report(const ReportOptions& options) {
   const DeviceNoun noun = device_noun(groups);
   std::vector<Table> tables;
   if (!runs.empty()) tables = build_tables(groups);
+  const bool hetero = !hetero_groups(groups).empty();
   if (!benches.empty()) tables.push_back(allreduce_table(benches));
   const RunRecord* power = options.plots && !runs.empty() ? power_run(runs, options.power_run) : nullptr;
   outcome.runs = static_cast<int>(runs.size());
@@ -163,6 +172,11 @@ ReportOutcome write_report(const ReportOptions& options) {
       outcome.files.push_back((out / (t.name + ".csv")).string());
     }
   }
+  // The auto split's history is per run and iteration, no table: data for its figure and for readers.
+  if (hetero && csv) {
+    write_file_atomically((out / kSplitHistoryFile).string(), split_history_csv(groups));
+    outcome.files.push_back((out / kSplitHistoryFile).string());
+  }
 
   // The plot script reads the CSVs; without --format csv they go to a scratch folder.
   std::string plot_error;
@@ -174,6 +188,7 @@ ReportOutcome write_report(const ReportOptions& options) {
       if (!csv) {
         fs::create_directories(scratch);
         for (const Table& t : tables) write_file_atomically((scratch / (t.name + ".csv")).string(), render_csv(t));
+        if (hetero) write_file_atomically((scratch / kSplitHistoryFile).string(), split_history_csv(groups));
       }
       PlotJob job{options.python,
                   options.script,
@@ -183,6 +198,7 @@ ReportOutcome write_report(const ReportOptions& options) {
                   power_desc,
                   !runs.empty(),
                   !benches.empty(),
+                  hetero,
                   noun.many};
       PlotOutcome plotted = run_plot_script(job);
       outcome.figures = std::move(plotted.figures);

@@ -32,6 +32,9 @@ struct ReportOutcome {
 
 inline const std::vector<std::string> kFigureNames = {"time_per_batch.png", "joules_per_batch.png", "scaling.png",
                                                       "power_trace.png", "phases.png"};
+// Drawn when the heterogeneous tables are (report_hetero.hpp): each rank's busy and waiting time per
+// mix and split, and the shares over the iterations of `auto` splits.
+inline const std::vector<std::string> kHeteroFigures = {"rank_balance.png", "split_history.png"};
 // Drawn when the results hold `bench allreduce` files: busbw against message size per rank count.
 inline const std::string kAllreduceFigure = "allreduce_busbw.png";
 

@@ -30,7 +30,9 @@ const std::vector<std::string> kGroupKeys = {"net",
                                              "allreduce_algo",
                                              "gpu_names",
                                              "tag.gpu_mix",
-                                             "threads_per_rank"};
+                                             "threads_per_rank",
+                                             "split",
+                                             "mix"};
 
 namespace {
 
@@ -91,6 +93,8 @@ bool is_partial(const fs::path& p) {
 }  // namespace
 
 std::string RunRecord::text(const std::string& key) const {
+  if (key == "split" && summary.split.value_or("") == "manual" && summary.split_shares.has_value())
+    return std::string("manual ").append(summary.split_shares.value());
   const SummaryValue v = summary_value(summary, key);
   if (const std::string* s = std::get_if<std::string>(&v)) return *s;
   if (const double* d = std::get_if<double>(&v)) return number_text(*d);
@@ -178,8 +182,8 @@ std::vector<RunRecord> scan_runs(const std::string& results_dir, int* unreadable
       size_t samples = 0;
       for (const PowerSeries& p : r.power) samples += p.t_s.size();
       StepPartition step = partition_step(r.timeline, r.summary);
-      runs.push_back(
-          RunRecord{folder.string(), r.run_id, std::move(r.summary), std::move(r.methods), samples, std::move(step)});
+      runs.push_back(RunRecord{folder.string(), r.run_id, std::move(r.summary), std::move(r.methods), samples,
+                               std::move(step), std::move(r.rank_summary), std::move(r.split)});
     } catch (const std::exception& e) {
       ++bad;
       log::warn("report: skipping unreadable run folder {}: {}", folder.string(), e.what());
@@ -226,6 +230,11 @@ std::string gpu_model(const ConfigGroup& group) {
 
 bool is_gpu_mix(const ConfigGroup& group) {
   return !group.key.at("tag.gpu_mix").empty() || gpu_name_set(group).size() > 1;
+}
+
+bool is_unequal(const ConfigGroup& group) {
+  const std::string& split = group.key.at("split");
+  return !group.key.at("mix").empty() || !(split.empty() || split == "even");
 }
 
 Identity variant_identity(const ConfigGroup& group) {

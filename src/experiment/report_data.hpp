@@ -21,6 +21,8 @@ struct RunRecord {
   std::map<std::string, std::string> methods;
   size_t power_samples = 0;  // /power samples over all its GPUs (0: CPU run, no NVML)
   StepPartition step;        // the slowest rank's iteration split into phases (report_phases.hpp)
+  std::vector<RankSummary> ranks;  // each rank's own figures (the heterogeneous tables' per-rank view)
+  SplitRecord split;               // the batch split's history (the split figure)
 
   double number(NumberFigure RunSummary::*figure) const { return (summary.*figure).value_or(kMissing); }
   // A figure by its summary name (the grouping keys, kGroupKeys): "" when missing or null; numbers printed.
@@ -31,7 +33,10 @@ struct RunRecord {
 // configuration. The seed, the run id and the tags (tag.repeat, sweep hashes) are left out on purpose,
 // except tag.gpu_mix: a sweep's explicit rank set (--gpus 0,2) on GPUs of one model has the same
 // gpu_names as the plain run on GPUs 0,1, but is another configuration. threads_per_rank (CPU runs'
-// BLAS threads) is shown in a column of its own, like world_size, not as a variant.
+// BLAS threads) is shown in a column of its own, like world_size, not as a variant. split and mix
+// (unequal ranks) identify too: an `auto` run is no repeat of an `even` one; a `manual` split's key
+// carries its shares ("manual 40+24"), which the user chose, while the shares other policies end
+// with are their outcome and vary between repeats.
 extern const std::vector<std::string> kGroupKeys;
 
 // mean, sample standard deviation (n - 1; NaN for n < 2), min and max over the non-null values.
@@ -86,6 +91,9 @@ std::string gpu_model(const ConfigGroup& group);
 // A run on an explicit GPU selection (tag.gpu_mix, from a sweep's matrix.gpu_mix) or on GPUs of
 // different models: not a plain point of an N-GPU scaling series.
 bool is_gpu_mix(const ConfigGroup& group);
+// Ranks of unequal speed (a mix figure: SM partitions, emulated stragglers) or a split other than
+// even: not a plain point of an N-GPU scaling series either; the heterogeneous table shows them.
+bool is_unequal(const ConfigGroup& group);
 
 // What the variant column compares: the group keys besides net, global_batch and world_size (the
 // tables show those in their own columns), gpu_names as "gpu" (its gpu_model, so that 1 × H100 and

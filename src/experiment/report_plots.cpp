@@ -56,7 +56,11 @@ PlotOutcome run_plot_script(const PlotJob& job) {
   fs::remove(left_out_file, ec);
   std::vector<std::string> args = {python,      script,      "--tables",   job.tables_dir, "--out",    job.out_dir,
                                    "--devices", job.devices, "--left-out", left_out_file,  "--figures"};
-  args.push_back(job.training && job.allreduce ? "training,allreduce" : job.training ? "training" : "allreduce");
+  std::string figures;
+  if (job.training) figures.append("training");
+  if (job.hetero) figures.append(figures.empty() ? "" : ",").append("hetero");
+  if (job.allreduce) figures.append(figures.empty() ? "" : ",").append("allreduce");
+  args.push_back(figures);
   if (!job.power_h5.empty()) {
     args.insert(args.end(), {"--power-h5", job.power_h5, "--power-label", job.power_label});
   }
@@ -109,6 +113,7 @@ PlotOutcome run_plot_script(const PlotJob& job) {
         python, script, code, message.empty() ? "" : ": " + message, job.out_dir);
   std::vector<std::string> names;
   if (job.training) names = kFigureNames;
+  if (job.hetero) names.insert(names.end(), kHeteroFigures.begin(), kHeteroFigures.end());
   if (job.allreduce) names.push_back(kAllreduceFigure);
   for (const std::string& name : names) {
     const fs::path p = fs::path(job.out_dir) / name;

@@ -76,7 +76,7 @@ Table by_gpus_table(const std::vector<ConfigGroup>& groups) {
   };
   std::vector<Row> rows;
   std::set<double> counts;
-  int mixes = 0;
+  int mixes = 0, unequal = 0;
   auto agrees = [](const Identity& part, const Identity& whole) {
     return std::all_of(part.begin(), part.end(), [&](const auto& kv) {
       auto it = whole.find(kv.first);
@@ -89,6 +89,10 @@ Table by_gpus_table(const std::vector<ConfigGroup>& groups) {
       if (std::isnan(n) || (n == 1) != single) continue;
       if (is_gpu_mix(g)) {
         ++mixes;
+        continue;
+      }
+      if (is_unequal(g)) {
+        ++unequal;
         continue;
       }
       const Identity id = variant_identity(g);
@@ -202,6 +206,11 @@ Table by_gpus_table(const std::vector<ConfigGroup>& groups) {
         "out: N such GPUs are not a point of the plain N-GPU series. The other tables list them (variant "
         "gpu_mix or gpu).",
         mixes));
+  if (unequal)
+    t.notes.push_back(fmt::format(
+        "{} configuration(s) of unequal ranks (a mix of SM partitions or slowdowns) or with a split other than "
+        "even are left out: the heterogeneous table compares them.",
+        unequal));
   if (!rows.empty() && !any_value(groups, &RunSummary::joules_per_batch))
     t.notes.push_back("Energy per batch and EDP are null: " + energy_null_reason(groups) + ".");
   return t;

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <map>
 
+#include "experiment/report_hetero.hpp"
 #include "experiment/report_layout.hpp"
 
 namespace cnnscale::report {
@@ -229,8 +230,15 @@ Table phases_table(const std::vector<ConfigGroup>& groups) {
 }
 
 std::vector<Table> build_tables(const std::vector<ConfigGroup>& groups) {
-  return {time_table(groups),     energy_table(groups),  whole_table(groups),   efficiency_table(groups),
-          accuracy_table(groups), scaling_table(groups), by_gpus_table(groups), phases_table(groups)};
+  std::vector<Table> tables = {time_table(groups),     energy_table(groups),  whole_table(groups),
+                               efficiency_table(groups), accuracy_table(groups), scaling_table(groups),
+                               by_gpus_table(groups),  phases_table(groups)};
+  // Only where unequal ranks were run: a plain sweep's report has no empty heterogeneous table.
+  if (!hetero_groups(groups).empty()) {
+    tables.push_back(hetero_table(groups));
+    tables.push_back(hetero_ranks_table(groups));
+  }
+  return tables;
 }
 
 }  // namespace cnnscale::report

@@ -17,11 +17,13 @@ Table efficiency_table(const std::vector<ConfigGroup>& groups);  // study Table 
 Table accuracy_table(const std::vector<ConfigGroup>& groups);    // study Tables 12/13
 Table scaling_table(const std::vector<ConfigGroup>& groups);     // speedup, parallel efficiency
 // Wide: one row per network × global batch [× variant], a column group per GPU count in the data
-// (samples/s, speedup, J/batch, EDP), as the study lays out Tables 4–9; gpu_mix runs left out.
+// (samples/s, speedup, J/batch, EDP), as the study lays out Tables 4–9; gpu_mix runs and unequal
+// ranks (is_unequal) left out.
 Table by_gpus_table(const std::vector<ConfigGroup>& groups);
 Table phases_table(const std::vector<ConfigGroup>& groups);  // per-phase ms per batch
 
-// All of the above, in that order.
+// All of the above, in that order, then the heterogeneous tables (report_hetero.hpp) when any
+// configuration qualifies for them.
 std::vector<Table> build_tables(const std::vector<ConfigGroup>& groups);
 
 }  // namespace cnnscale::report

@@ -1,8 +1,10 @@
 // Reads a run folder's run.h5 back into RunResults (the inverse of results_h5_write.cpp), checking
-// the format, the phase names and that the columns of each table agree in length.
+// the format, the phase names and that the columns of each table agree in length. Files written
+// before /split existed read as an even split with no recorded changes.
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <filesystem>
 
 #include "core/error.hpp"
@@ -25,6 +27,51 @@ SummaryValues read_values(const h5::Reader& in, hid_t group) {
   SummaryValues values;
   for (const auto& name : in.attr_names(group)) values[name] = in.attr(group, name);
   return values;
+}
+
+SplitRecord read_split(const h5::Reader& in, hid_t root, const std::string& file_path) {
+  SplitRecord split;
+  if (!in.exists(root, "split")) return split;
+  h5::Handle g = in.group(root, "split");
+  if (in.has_attr(g.get(), "policy")) split.policy = in.attr_str(g.get(), "policy").value_or(split.policy);
+  {
+    h5::Handle c = in.group(g.get(), "changes");
+    auto iteration = in.i64(c.get(), "iteration");
+    std::vector<hsize_t> dims;
+    auto shares = in.read<int64_t>(c.get(), "shares", H5T_NATIVE_INT64, &dims);
+    if (dims.size() != 2 || dims[0] != iteration.size())
+      throw_config("{}: /split/changes/shares is not (changes, ranks) with one row per iteration", file_path);
+    const size_t ranks = dims[1];
+    for (size_t i = 0; i < iteration.size(); ++i)
+      split.changes.push_back(SplitChange{
+          iteration[i], std::vector<int64_t>(shares.begin() + static_cast<std::ptrdiff_t>(i * ranks),
+                                             shares.begin() + static_cast<std::ptrdiff_t>((i + 1) * ranks))});
+  }
+  {
+    h5::Handle p = in.group(g.get(), "probe");
+    auto rank = in.i64(p.get(), "rank");
+    auto batch = in.i64(p.get(), "batch");
+    auto seconds = in.f64(p.get(), "seconds");
+    auto joules = in.f64(p.get(), "joules");
+    for (size_t n : {batch.size(), seconds.size(), joules.size()})
+      if (n != rank.size()) throw_config("{}: /split/probe columns differ in length", file_path);
+    for (size_t i = 0; i < rank.size(); ++i)
+      split.probe.push_back(ProbePoint{rank[i], batch[i], seconds[i], joules[i]});
+  }
+  {
+    h5::Handle m = in.group(g.get(), "models");
+    auto rank = in.i64(m.get(), "rank");
+    auto a = in.f64(m.get(), "seconds_fixed");
+    auto b = in.f64(m.get(), "seconds_per_sample");
+    auto c = in.f64(m.get(), "joules_fixed");
+    auto d = in.f64(m.get(), "joules_per_sample");
+    auto wait = in.f64(m.get(), "wait_watts");
+    for (size_t n : {a.size(), b.size(), c.size(), d.size(), wait.size()})
+      if (n != rank.size()) throw_config("{}: /split/models columns differ in length", file_path);
+    for (size_t i = 0; i < rank.size(); ++i)
+      split.models.push_back(RankModel{rank[i], a[i], b[i], c[i], d[i], wait[i]});
+  }
+  return split;
 }
 
 }  // namespace
@@ -143,6 +190,7 @@ RunResults read_run_results(const std::string& path) {
       }
     }
   }
+  r.split = read_split(in, root, file_path);
   return r;
 }
 

@@ -1,5 +1,5 @@
-// run.h5 of a run folder: /config, /system, /timeline, /power, /epochs and /summary (schema in
-// results/README.md), written through io/hdf5_file with strings as variable-length UTF-8.
+// run.h5 of a run folder: /config, /system, /timeline, /power, /epochs, /summary and /split (schema
+// in results/README.md), written through io/hdf5_file with strings as variable-length UTF-8.
 #include <fmt/format.h>
 
 #include "core/error.hpp"
@@ -14,6 +14,55 @@ namespace {
 
 void require_same_length(size_t expected, size_t got, const std::string& what) {
   if (expected != got) throw_runtime("results: {} has {} values, expected {}", what, got, expected);
+}
+
+// /split: the policy, the shares in force from each change on (a (changes, ranks) array, so h5py
+// gives it as one matrix), the start-up probe and the per-rank models, each as columns.
+void write_split(h5::Writer& w, const SplitRecord& split) {
+  h5::Handle g = w.group("/split");
+  w.attr_str(g.get(), "policy", split.policy);
+  const size_t ranks = split.changes.empty() ? 0 : split.changes.front().shares.size();
+  std::vector<int64_t> iteration, shares;
+  for (const SplitChange& c : split.changes) {
+    require_same_length(ranks, c.shares.size(), fmt::format("split shares at iteration {}", c.iteration));
+    iteration.push_back(c.iteration);
+    shares.insert(shares.end(), c.shares.begin(), c.shares.end());
+  }
+  h5::Handle changes = w.group("/split/changes");
+  w.i64(changes.get(), "iteration", iteration);
+  w.dataset(changes.get(), "shares", {iteration.size(), ranks}, H5T_STD_I64LE, H5T_NATIVE_INT64, shares.data());
+
+  h5::Handle probe = w.group("/split/probe");
+  std::vector<int64_t> rank, batch;
+  std::vector<double> seconds, joules;
+  for (const ProbePoint& p : split.probe) {
+    rank.push_back(p.rank);
+    batch.push_back(p.batch);
+    seconds.push_back(p.seconds);
+    joules.push_back(p.joules);
+  }
+  w.i64(probe.get(), "rank", rank);
+  w.i64(probe.get(), "batch", batch);
+  w.f64(probe.get(), "seconds", seconds);
+  w.f64(probe.get(), "joules", joules);
+
+  h5::Handle models = w.group("/split/models");
+  std::vector<int64_t> model_rank;
+  std::vector<double> a, b, c, d, wait;
+  for (const RankModel& m : split.models) {
+    model_rank.push_back(m.rank);
+    a.push_back(m.seconds_fixed);
+    b.push_back(m.seconds_per_sample);
+    c.push_back(m.joules_fixed);
+    d.push_back(m.joules_per_sample);
+    wait.push_back(m.wait_watts);
+  }
+  w.i64(models.get(), "rank", model_rank);
+  w.f64(models.get(), "seconds_fixed", a);
+  w.f64(models.get(), "seconds_per_sample", b);
+  w.f64(models.get(), "joules_fixed", c);
+  w.f64(models.get(), "joules_per_sample", d);
+  w.f64(models.get(), "wait_watts", wait);
 }
 
 }  // namespace
@@ -148,6 +197,9 @@ void write_results_h5(const std::string& path, const RunResults& r, const Result
     }
   }
   step("h5:summary");
+
+  write_split(w, r.split);
+  step("h5:split");
 
   w.close();
 }

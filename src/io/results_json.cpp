@@ -1,5 +1,5 @@
 // summary.json of a run folder: the summary figures (counts as JSON integers, null and NaN as
-// null), their methods, each rank's figures, the system info and the timeline's size.
+// null), their methods, each rank's figures, the system info, the timeline's size and the split.
 #include <cmath>
 
 #include "io/results_files.hpp"
@@ -73,6 +73,18 @@ nlohmann::json summary_json(const RunResults& r) {
                  {"cudnn_version", opt(r.system.cudnn_version)},
                  {"nccl_version", opt(r.system.nccl_version)},
                  {"mpi_version", opt(r.system.mpi_version)}};
+  json changes = json::array(), probe = json::array(), models = json::array();
+  for (const SplitChange& c : r.split.changes) changes.push_back({{"iteration", c.iteration}, {"shares", c.shares}});
+  for (const ProbePoint& p : r.split.probe)
+    probe.push_back({{"rank", p.rank}, {"batch", p.batch}, {"seconds", num(p.seconds)}, {"joules", num(p.joules)}});
+  for (const RankModel& m : r.split.models)
+    models.push_back({{"rank", m.rank},
+                      {"seconds_fixed", num(m.seconds_fixed)},
+                      {"seconds_per_sample", num(m.seconds_per_sample)},
+                      {"joules_fixed", num(m.joules_fixed)},
+                      {"joules_per_sample", num(m.joules_per_sample)},
+                      {"wait_watts", num(m.wait_watts)}});
+  j["split"] = {{"policy", r.split.policy}, {"changes", changes}, {"probe", probe}, {"models", models}};
   int64_t warmup = 0;
   for (uint8_t w : r.timeline.warmup()) warmup += w;
   j["timeline"] = {

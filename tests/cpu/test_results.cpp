@@ -3,6 +3,7 @@
 // protocol: a write failing at any step leaves neither a final run folder nor a partial one.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <hdf5.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -94,6 +95,11 @@ RunResults sample() {
   r.summary.tags["note"] = "a, \"quoted\" value";
   r.methods = {{"seconds_per_batch", "slowest rank, mean over steady iterations"},
                {"joules_per_batch", "unavailable: NVML not loaded"}};
+  r.split =
+      SplitRecord{"auto",
+                  {SplitChange{100, {32, 32}}, SplitChange{150, {40, 24}}},
+                  {ProbePoint{0, 8, 0.01, 2.5}, ProbePoint{1, 8, 0.02, kMissing}},
+                  {RankModel{0, 0.002, 0.001, 0.5, 0.25, 60.0}, RankModel{1, 0.004, 0.002, kMissing, kMissing, 55.0}}};
   return r;
 }
 
@@ -168,6 +174,22 @@ void expect_same(const RunResults& a, const RunResults& b) {
       EXPECT_EQ(v, w) << name;
   }
   EXPECT_EQ(a.methods, b.methods);
+  EXPECT_EQ(a.split.policy, b.split.policy);
+  EXPECT_EQ(a.split.changes, b.split.changes);
+  ASSERT_EQ(a.split.probe.size(), b.split.probe.size());  // NaN joules: compared one by one
+  for (size_t i = 0; i < a.split.probe.size(); ++i) {
+    EXPECT_EQ(a.split.probe[i].rank, b.split.probe[i].rank);
+    EXPECT_EQ(a.split.probe[i].batch, b.split.probe[i].batch);
+    expect_same(a.split.probe[i].seconds, b.split.probe[i].seconds, "probe seconds");
+    expect_same(a.split.probe[i].joules, b.split.probe[i].joules, "probe joules");
+  }
+  ASSERT_EQ(a.split.models.size(), b.split.models.size());
+  for (size_t i = 0; i < a.split.models.size(); ++i) {
+    const RankModel &x = a.split.models[i], &y = b.split.models[i];
+    EXPECT_EQ(x.rank, y.rank);
+    expect_same({x.seconds_fixed, x.seconds_per_sample, x.joules_fixed, x.joules_per_sample, x.wait_watts},
+                {y.seconds_fixed, y.seconds_per_sample, y.joules_fixed, y.joules_per_sample, y.wait_watts}, "model");
+  }
 }
 
 // train --experiment/--run-id and bench allreduce --experiment share this rule.
@@ -209,6 +231,21 @@ TEST(Results, EmptyRunRoundTrips) {
   expect_same(r, read_run_results(write_run_results(r, {dir.str(), {}})));
 }
 
+// Files written before the split was recorded have no /split: an even split without changes.
+TEST(Results, FileWithoutSplitReadsAsEven) {
+  ResultsDir dir;
+  const std::string run_dir = write_run_results(sample(), {dir.str(), {}});
+  const std::string h5 = run_dir + "/run.h5";
+  const hid_t f = H5Fopen(h5.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  ASSERT_GE(H5Ldelete(f, "/split", H5P_DEFAULT), 0);
+  H5Fclose(f);
+  const RunResults back = read_run_results(run_dir);
+  EXPECT_EQ(back.split, SplitRecord{});
+  EXPECT_EQ(back.split.policy, "even");
+  EXPECT_TRUE(back.split.changes.empty());
+}
+
 TEST(Results, SummaryJsonAndCsv) {
   ResultsDir dir;
   const RunResults r = sample();
@@ -225,6 +262,12 @@ TEST(Results, SummaryJsonAndCsv) {
   EXPECT_EQ(j["system"]["gpus"][1]["uuid"], "GPU-2222");
   EXPECT_TRUE(j["system"]["gpus"][1]["name"].is_null());
   EXPECT_EQ(j["timeline"]["warmup_iterations"], 1);
+  EXPECT_EQ(j["split"]["policy"], "auto");
+  EXPECT_EQ(j["split"]["changes"],
+            json::parse(R"([{"iteration":100,"shares":[32,32]},{"iteration":150,"shares":[40,24]}])"));
+  EXPECT_EQ(j["split"]["probe"][1], json::parse(R"({"rank":1,"batch":8,"seconds":0.02,"joules":null})"));
+  EXPECT_EQ(j["split"]["models"][0]["wait_watts"], 60.0);
+  EXPECT_TRUE(j["split"]["models"][1]["joules_fixed"].is_null());
   EXPECT_EQ(read_text(run_dir + "/summary.csv"),
             "experiment,run_id,gflops_per_watt,joules_per_batch,measure,samples_per_s,seconds_per_batch,tag.note\n"
             "resnet_scaling,20261122T044300Z-0badc0de,nan,,steady,1040.5,0.123456789012345,"
@@ -264,8 +307,8 @@ TEST(Results, SweepCsvKeepsItsColumns) {
 }
 
 TEST(Results, FailureAtAnyStepLeavesNothingThatLooksComplete) {
-  const std::vector<std::string> steps = {"h5:config",  "h5:system", "h5:timeline",  "h5:power",   "h5:epochs",
-                                          "h5:summary", "run.h5",    "summary.json", "summary.csv"};
+  const std::vector<std::string> steps = {"h5:config",  "h5:system", "h5:timeline", "h5:power",     "h5:epochs",
+                                          "h5:summary", "h5:split",  "run.h5",      "summary.json", "summary.csv"};
   for (const auto& fail_at : steps) {
     ResultsDir dir;
     std::vector<std::string> seen;
@@ -346,6 +389,11 @@ with h5py.File(sys.argv[1], "r") as f:
     out["epochs"] = {k: [num(x) for x in f["epochs"][k][:]] for k in f["epochs"]}
     out["summary"] = {k: attr(v) for k, v in f["summary"].attrs.items()}
     out["methods"] = {k: attr(v) for k, v in f["summary/methods"].attrs.items()}
+    out["split"] = {"policy": f["split"].attrs["policy"], "iteration": f["split/changes/iteration"][:].tolist(),
+                    "shares": f["split/changes/shares"][:].tolist(),
+                    "shares_dtype": str(f["split/changes/shares"].dtype),
+                    "probe_joules": [num(x) for x in f["split/probe/joules"][:]],
+                    "model_rank": f["split/models/rank"][:].tolist()}
 print(json.dumps(out))
 )PY";
 
@@ -412,6 +460,12 @@ TEST(Results, H5pyReadsTheSameValues) {
   EXPECT_EQ(j["summary"]["gflops_per_watt"], "NaN");
   EXPECT_EQ(j["summary"]["tag.note"], "a, \"quoted\" value");
   EXPECT_EQ(j["methods"], json(r.methods));
+  EXPECT_EQ(j["split"]["policy"], "auto");
+  EXPECT_EQ(j["split"]["iteration"], json({100, 150}));
+  EXPECT_EQ(j["split"]["shares"], json::parse("[[32, 32], [40, 24]]"));
+  EXPECT_EQ(j["split"]["shares_dtype"], "int64");
+  EXPECT_EQ(j["split"]["probe_joules"], json({2.5, "NaN"}));
+  EXPECT_EQ(j["split"]["model_rank"], json({0, 1}));
 }
 
 }  // namespace

@@ -1,0 +1,35 @@
+// The heterogeneous tables of `cnnscale report`: runs on unequal ranks (SM partitions, emulated
+// stragglers) or with a split of the global batch other than even, compared per split policy, with
+// each rank's busy and waiting time, and the data of the figure of the `auto` split's history.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "experiment/report_data.hpp"
+#include "experiment/report_table.hpp"
+
+namespace cnnscale::report {
+
+// Whether a configuration is a row of the heterogeneous table. Its runs recorded a split policy (the
+// `split` figure; runs without it predate unequal ranks), it has more than one rank (one rank has
+// nothing to split and waits for nobody), and its ranks are unequal (a `mix` figure) or its split is
+// not even. An even split of equal ranks joins as the reference of a row that differs from it only
+// in the split (a manual split of equal ranks is measured against it).
+std::vector<const ConfigGroup*> hetero_groups(const std::vector<ConfigGroup>& groups);
+
+// One row per configuration of hetero_groups: samples/s, efficiency against the ideal combined
+// throughput, J/batch, EDP per batch, imbalance and waiting joules, with ★ for the fastest, the fewest
+// J/batch and the lowest EDP among the rows equal in everything but the split (network, batch, mix).
+Table hetero_table(const std::vector<ConfigGroup>& groups);
+// One row per rank of those configurations: its local batch, speed, compute and waiting seconds per
+// batch and waiting joules (the rank_balance figure draws it).
+Table hetero_ranks_table(const std::vector<ConfigGroup>& groups);
+
+// The split history of the `auto` configurations as CSV, one line per (change, rank) of the first run
+// (in path order) of each that recorded changes: net, batch, mix, split, variant, run_id, rank, speed,
+// iteration, share, end_iteration (the run's last iteration + 1, where the last step ends). Only the
+// header when there is none.
+inline const std::string kSplitHistoryFile = "split_history.csv";
+std::string split_history_csv(const std::vector<ConfigGroup>& groups);
+
+}  // namespace cnnscale::report
