@@ -1,0 +1,182 @@
+// Split policies as arithmetic (parallel/split_policy.hpp): policy names, probe batches, the model
+// fit, the shares each objective chooses against analytic optima and brute force over every split,
+// and `auto`'s rebalancer converging on ranks of unequal speed without oscillating.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "core/error.hpp"
+#include "parallel/split_policy.hpp"
+
+namespace cnnscale {
+namespace {
+
+TEST(SplitPolicy, NamesRoundTrip) {
+  for (const char* name : {"even", "manual", "proportional", "auto", "energy", "edp"})
+    EXPECT_EQ(to_string(parse_split_policy(name)), name);
+  EXPECT_THROW(parse_split_policy("fastest"), ConfigError);
+  EXPECT_TRUE(split_needs_probe(SplitPolicy::Edp));
+  EXPECT_FALSE(split_needs_probe(SplitPolicy::Auto));
+  EXPECT_TRUE(split_needs_energy(SplitPolicy::Energy));
+  EXPECT_FALSE(split_needs_energy(SplitPolicy::Proportional));
+}
+
+TEST(SplitPolicy, ProbeBatchesAroundTheEvenShare) {
+  EXPECT_EQ(probe_batches(64, 2), (std::vector<int64_t>{16, 32, 63}));  // 2e = 64 capped at B - R + 1
+  EXPECT_EQ(probe_batches(256, 4), (std::vector<int64_t>{32, 64, 128}));
+  EXPECT_EQ(probe_batches(3, 3), (std::vector<int64_t>{1}));  // every rank has exactly one sample
+  EXPECT_EQ(probe_batches(5, 1), (std::vector<int64_t>{3, 5}));
+}
+
+// Points on an exact line come back as that line (to rounding: a few ulps of the sums).
+TEST(SplitPolicy, FitRecoversALineAndKeepsItPhysical) {
+  const RankCost c = fit_rank_cost({{16, 0.002 + 16 * 0.0005, 30 + 16 * 2.0},
+                                    {32, 0.002 + 32 * 0.0005, 30 + 32 * 2.0},
+                                    {64, 0.002 + 64 * 0.0005, 30 + 64 * 2.0}},
+                                   55.0);
+  EXPECT_NEAR(c.seconds_fixed, 0.002, 1e-12);
+  EXPECT_NEAR(c.seconds_per_sample, 0.0005, 1e-14);
+  EXPECT_NEAR(c.joules_fixed, 30.0, 1e-9);
+  EXPECT_NEAR(c.joules_per_sample, 2.0, 1e-12);
+  EXPECT_EQ(c.wait_watts, 55.0);
+  // Noise that makes the slope negative (or the intercept negative) gives the through-origin fit:
+  // least squares of y = b x is b = sum(xy) / sum(x^2).
+  const RankCost noisy = fit_rank_cost({{10, 0.012, std::nan("")}, {20, 0.011, std::nan("")}}, 0.0);
+  EXPECT_EQ(noisy.seconds_fixed, 0.0);
+  EXPECT_NEAR(noisy.seconds_per_sample, (10 * 0.012 + 20 * 0.011) / (100.0 + 400.0), 1e-15);
+  EXPECT_TRUE(std::isnan(noisy.joules_per_sample));  // no energy in the samples: none in the model
+  const RankCost one = fit_rank_cost({{8, 0.004, 1.6}}, 0.0);
+  EXPECT_EQ(one.seconds_fixed, 0.0);
+  EXPECT_NEAR(one.seconds_per_sample, 0.0005, 1e-15);
+}
+
+RankCost rank(double a, double b, double c = 0, double d = 0, double w = 0) { return {a, b, c, d, w}; }
+
+TEST(SplitPolicy, ProportionalEqualisesComputeTime) {
+  // t = b n: shares in inverse proportion to b. 1 : 3 over 64 gives 48 : 16 exactly.
+  EXPECT_EQ(choose_split(SplitPolicy::Proportional, 64, {rank(0, 1.0), rank(0, 3.0)}),
+            (std::vector<int64_t>{48, 16}));
+  // Identical ranks: the even split (larger shares first).
+  EXPECT_EQ(choose_split(SplitPolicy::Proportional, 10, {rank(1, 1), rank(1, 1), rank(1, 1)}),
+            (std::vector<int64_t>{4, 3, 3}));
+  // With a fixed cost: 2 + n = 2 (10 + ...) ... analytic: a0 + b0 n0 = a1 + b1 n1 with n0 + n1 = 40,
+  // 0 + 1 n0 = 10 + 1 n1  ->  n0 = 25, n1 = 15.
+  EXPECT_EQ(choose_split(SplitPolicy::Proportional, 40, {rank(0, 1), rank(10, 1)}), (std::vector<int64_t>{25, 15}));
+  // Every rank keeps at least one sample, however slow.
+  EXPECT_EQ(choose_split(SplitPolicy::Proportional, 8, {rank(0, 1), rank(0, 1000)}), (std::vector<int64_t>{7, 1}));
+  EXPECT_THROW(choose_split(SplitPolicy::Proportional, 2, {rank(0, 1), rank(0, 1), rank(0, 1)}), ConfigError);
+}
+
+// The objectives of every split of `batch` over the models (the independent reference).
+std::vector<int64_t> brute_force(SplitPolicy policy, int64_t batch, const std::vector<RankCost>& models) {
+  std::vector<int64_t> best, shares(models.size(), 1);
+  double best_value = 0;
+  const auto value = [&](const std::vector<int64_t>& s) {
+    const SplitCost c = predict_split(s, models);
+    return policy == SplitPolicy::Edp ? c.joules * c.seconds : policy == SplitPolicy::Energy ? c.joules : c.seconds;
+  };
+  std::function<void(size_t, int64_t)> walk = [&](size_t r, int64_t left) {
+    if (r + 1 == models.size()) {
+      shares[r] = left;
+      const double v = value(shares);
+      if (best.empty() || v < best_value - 1e-12 * std::abs(best_value)) best = shares, best_value = v;
+      return;
+    }
+    for (int64_t n = 1; n <= left - static_cast<int64_t>(models.size() - r - 1); ++n) {
+      shares[r] = n;
+      walk(r + 1, left - n);
+    }
+  };
+  walk(0, batch);
+  return best;
+}
+
+TEST(SplitPolicy, EnergyAndEdpChooseTheAnalyticOptimum) {
+  // No waiting power: joules are sum (c_r + d_r n_r), so every sample but the other rank's
+  // minimum goes to the rank with the smaller d (fewer joules per sample), however slow it is.
+  const std::vector<RankCost> frugal_slow = {rank(0, 0.001, 5, 3.0, 0), rank(0, 0.004, 5, 1.0, 0)};
+  EXPECT_EQ(choose_split(SplitPolicy::Energy, 64, frugal_slow), (std::vector<int64_t>{1, 63}));
+  // A waiting rank draws power: at w = 100 W the frugal rank's extra time makes the fast rank wait,
+  // and the cost per sample moved to the slow rank, d1 - d0 + w (b1 - b0) * (share of waiting)...
+  // the continuous optimum is where rank 1's step no longer exceeds rank 0's: with t0 = 0.001 n0,
+  // t1 = 0.004 n1 and w = 1000 W, marginal joules on the slow rank beyond balance are 1 + 1000 *
+  // 0.004 = 5 J > 3 J on the fast one, and below balance 1 - 1000 * 0.004 < 0: the optimum is the
+  // time balance 0.001 n0 = 0.004 n1 -> 51.2 : 12.8, whole samples 51 : 13 or 52 : 12.
+  const std::vector<RankCost> waiting = {rank(0, 0.001, 5, 3.0, 1000), rank(0, 0.004, 5, 1.0, 1000)};
+  const std::vector<int64_t> balanced = choose_split(SplitPolicy::Energy, 64, waiting);
+  EXPECT_EQ(balanced, brute_force(SplitPolicy::Energy, 64, waiting));
+  EXPECT_TRUE(balanced == (std::vector<int64_t>{51, 13}) || balanced == (std::vector<int64_t>{52, 12}))
+      << balanced[0] << "+" << balanced[1];
+  // EDP with no fixed costs and no waiting power: E = 3 n0 + (64 - n0), T = max(0.001 n0, 0.004 (64 - n0)).
+  // Below the time balance T falls and E rises with n0; the brute force is the reference.
+  EXPECT_EQ(choose_split(SplitPolicy::Edp, 64, frugal_slow), brute_force(SplitPolicy::Edp, 64, frugal_slow));
+  EXPECT_THROW(choose_split(SplitPolicy::Energy, 8, {rank(0, 1, std::nan(""), std::nan("")), rank(0, 1)}),
+               ConfigError);
+}
+
+// Random linear models on 2 and 3 ranks: the exact search equals the brute force for every objective.
+TEST(SplitPolicy, ChoicesMatchBruteForceOnRandomModels) {
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  for (int trial = 0; trial < 60; ++trial) {
+    const size_t ranks = trial % 2 == 0 ? 2 : 3;
+    std::vector<RankCost> models;
+    for (size_t r = 0; r < ranks; ++r)
+      models.push_back(rank(0.01 * u(rng), 0.001 + 0.01 * u(rng), 10 * u(rng), 0.5 + 3 * u(rng), 300 * u(rng)));
+    const int64_t batch = 8 + trial % 40;
+    for (SplitPolicy p : {SplitPolicy::Proportional, SplitPolicy::Energy, SplitPolicy::Edp}) {
+      const std::vector<int64_t> chosen = choose_split(p, batch, models);
+      ASSERT_EQ(std::accumulate(chosen.begin(), chosen.end(), int64_t{0}), batch);
+      for (int64_t n : chosen) ASSERT_GE(n, 1);
+      const std::vector<int64_t> best = brute_force(p, batch, models);
+      const auto objective = [&](const std::vector<int64_t>& s) {
+        const SplitCost c = predict_split(s, models);
+        return p == SplitPolicy::Edp ? c.joules * c.seconds : p == SplitPolicy::Energy ? c.joules : c.seconds;
+      };
+      // Ties may pick another split of the same value: compare values (relative 1e-12: a few ulps
+      // of sums of a handful of doubles).
+      EXPECT_NEAR(objective(chosen), objective(best), 1e-12 * std::abs(objective(best)))
+          << to_string(p) << " trial " << trial;
+    }
+  }
+}
+
+TEST(SplitPolicy, PredictedCostCountsWaiting) {
+  const SplitCost c = predict_split({10, 10}, {rank(0, 0.001, 1, 0.1, 50), rank(0, 0.003, 1, 0.1, 50)});
+  EXPECT_DOUBLE_EQ(c.seconds, 0.03);
+  // Compute joules 2 + 2, and rank 0 waits 0.02 s at 50 W.
+  EXPECT_NEAR(c.joules, 4.0 + 0.02 * 50, 1e-12);
+  EXPECT_NEAR(imbalance({0.01, 0.03}), (0.03 - 0.02) / 0.03, 1e-15);
+  EXPECT_EQ(imbalance({0.02, 0.02}), 0.0);
+}
+
+// Ranks whose true compute is a + b n, measured with +-2 % noise: from the even split the
+// rebalancer reaches compute times within a few percent, then stops changing the split.
+TEST(SplitPolicy, RebalancerConvergesAndHolds) {
+  const std::vector<RankCost> truth = {rank(0.002, 0.0005), rank(0.004, 0.0015), rank(0.001, 0.0007)};
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> noise(-0.02, 0.02);
+  Rebalancer rebalancer(0.03);
+  std::vector<int64_t> shares = {86, 85, 85};
+  int changes_late = 0;
+  for (int interval = 0; interval < 30; ++interval) {
+    std::vector<double> measured;
+    for (size_t r = 0; r < truth.size(); ++r) measured.push_back(truth[r].seconds(shares[r]) * (1 + noise(rng)));
+    if (auto next = rebalancer.propose(shares, measured)) {
+      if (interval >= 15) ++changes_late;
+      shares = *next;
+    }
+  }
+  std::vector<double> exact;
+  for (size_t r = 0; r < truth.size(); ++r) exact.push_back(truth[r].seconds(shares[r]));
+  EXPECT_LT(imbalance(exact), 0.05) << shares[0] << "+" << shares[1] << "+" << shares[2];
+  EXPECT_LE(changes_late, 1);  // no oscillation once balanced
+  EXPECT_EQ(std::accumulate(shares.begin(), shares.end(), int64_t{0}), 256);
+  // Nothing measured on a rank: no decision.
+  EXPECT_FALSE(Rebalancer().propose({32, 32}, {0.01, 0.0}).has_value());
+}
+
+}  // namespace
+}  // namespace cnnscale
