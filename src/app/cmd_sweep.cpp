@@ -29,13 +29,27 @@ struct SweepArgs {
   int64_t run_index = -1;
 };
 
+// A run's rank set as the plan shows it: its GPU mix ("0@132.1@66") or CPU slowdowns ("1+3").
+std::string mix_text(const RunSpec& r) {
+  if (!r.gpu_mix.empty()) return GpuMix{r.gpu_mix, r.gpu_sms}.label();
+  if (!r.slowdown.empty()) return cpu_mix_label(r.slowdown);
+  return "-";
+}
+
 void print_plan(const Experiment& e, const std::vector<RunSpec>& runs, const std::string& exp_dir) {
   size_t todo = 0;
   int64_t rank_iterations = 0;
+  // Mixes with SM counts and split policies make long ids and labels: the columns grow with them.
+  int id_width = 52, mix_width = 8;
+  for (const RunSpec& r : runs) {
+    id_width = std::max(id_width, static_cast<int>(r.id.size()));
+    mix_width = std::max(mix_width, static_cast<int>(mix_text(r).size()));
+  }
   std::printf("# experiment %s (%s): %zu run(s), device %s, measure %s, results in %s\n", e.name.c_str(),
               e.file.c_str(), runs.size(), e.device.c_str(), e.measure.c_str(), exp_dir.c_str());
-  std::printf("%4s  %-52s %-12s %6s %5s %-8s %-10s %6s %10s %12s  %s\n", "#", "run_id", "network", "batch", "ranks",
-              "gpu_mix", "allreduce", "repeat", "iterations", "whole_iters", "status");
+  std::printf("%4s  %-*s %-12s %6s %5s %-*s %-10s %-12s %6s %10s %12s  %s\n", "#", id_width, "run_id", "network",
+              "batch", "ranks", mix_width, e.cpu_mixes.empty() ? "gpu_mix" : "cpu_mix", "allreduce", "split",
+              "repeat", "iterations", "whole_iters", "status");
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunSpec& r = runs[i];
     RunStatus st = run_status(exp_dir, r);
@@ -43,13 +57,12 @@ void print_plan(const Experiment& e, const std::vector<RunSpec>& runs, const std
       ++todo;
       rank_iterations += r.iterations * r.ranks;
     }
-    const std::string mix = fmt::format("{}", fmt::join(r.gpu_mix, ","));
-    std::printf("%4zu  %-52s %-12s %6lld %5lld %-8s %-10s %6lld %10lld %12lld  %s\n", i, r.id.c_str(),
+    std::printf("%4zu  %-*s %-12s %6lld %5lld %-*s %-10s %-12s %6lld %10lld %12lld  %s\n", i, id_width, r.id.c_str(),
                 std::filesystem::path(r.network).stem().c_str(), static_cast<long long>(r.batch),
-                static_cast<long long>(r.ranks), mix.empty() ? "-" : mix.c_str(),
-                r.ranks == 1 ? "single" : r.allreduce.label().c_str(), static_cast<long long>(r.repeat),
-                static_cast<long long>(r.iterations), static_cast<long long>(r.whole_iterations),
-                run_state_name(st.state));
+                static_cast<long long>(r.ranks), mix_width, mix_text(r).c_str(),
+                r.ranks == 1 ? "single" : r.allreduce.label().c_str(), r.ranks == 1 ? "single" : r.split.c_str(),
+                static_cast<long long>(r.repeat), static_cast<long long>(r.iterations),
+                static_cast<long long>(r.whole_iterations), run_state_name(st.state));
   }
   std::printf("# %zu to run, %zu already complete; %lld rank-iterations to go\n", todo, runs.size() - todo,
               static_cast<long long>(rank_iterations));

@@ -31,6 +31,26 @@ struct AllreduceMode {
   bool operator==(const AllreduceMode&) const = default;
 };
 
+// A matrix.gpu_mix entry: the GPU of each rank (node-local index) and, when the mix partitions
+// them, the SMs of each rank's green-context partition (train's --sm-counts; empty: whole GPUs).
+// Either every rank names its SMs or none does: --sm-counts has no "whole GPU" value.
+struct GpuMix {
+  std::vector<int64_t> gpus;
+  std::vector<int64_t> sms;  // empty, or one per rank
+  // "0.2" for whole GPUs, "0@132.1@66" with SM counts (tags, --only, the plan).
+  std::string label() const;
+  // The run-id spelling: '@' is not allowed in a run id, so "0s132.1s66".
+  std::string id_label() const;
+  bool operator==(const GpuMix&) const = default;
+};
+
+// A matrix.cpu_mix entry's label: each rank's slowdown factor joined by '+' ("1+3", "1+2.5").
+std::string cpu_mix_label(const std::vector<double>& slowdown);
+
+// How train splits the global batch over unequal ranks (its --split); even is train's default.
+// manual needs per-rank shares, which a matrix value cannot carry, so it is no axis value.
+inline const std::vector<std::string> kSplitPolicies = {"even", "proportional", "auto", "energy", "edp"};
+
 // Training data of a run; `args` are train flags it implies (--classes, --input-shape).
 struct DatasetSpec {
   std::string name = "synthetic";        // synthetic | fashion-mnist
@@ -60,7 +80,10 @@ struct Experiment {
   std::map<std::string, std::string> network_paths;  // name as written -> file train gets
   std::vector<int64_t> batches;
   std::vector<int64_t> gpu_counts;              // ranks with GPU = node-local rank
-  std::vector<std::vector<int64_t>> gpu_mixes;  // explicit per-rank GPU selectors
+  std::vector<GpuMix> gpu_mixes;                 // explicit per-rank GPU selectors (and SM partitions)
+  std::vector<std::vector<double>> cpu_mixes;    // CPU ranks' slowdown factors, one list per rank set
+  std::vector<std::string> splits = {"even"};    // batch split policies (kSplitPolicies)
+  bool split_given = false;                      // matrix.split written: --split passed even for even
   std::vector<std::string> precisions;
   std::vector<AllreduceMode> allreduce;
   int64_t repeats = 3;
@@ -79,13 +102,18 @@ struct Experiment {
 
 // One matrix point x repeat.
 struct RunSpec {
-  std::string id;            // "<net>-b<batch>-g<ranks>[-m0.2]-<allreduce>-<precision>-r<k>-<hash8>"
+  // "<net>-b<batch>-g<ranks>[-m0.2|-m0s132.1s66|-c1+3]-<precision>-<allreduce>[-split-<policy>]-r<k>-<hash8>"
+  std::string id;
   std::string config_hash;   // 16 hex digits of the resolved run config (repeat excluded)
   nlohmann::json config;     // the resolved run config the hash covers
   std::string network;       // as written in the experiment
   std::string network_path;  // what train's --net gets
   int64_t batch = 0, ranks = 1, repeat = 1;
   std::vector<int64_t> gpu_mix;
+  std::vector<int64_t> gpu_sms;   // SMs per rank of a partitioned gpu_mix; empty: whole GPUs
+  std::vector<double> slowdown;   // per-rank slowdown of a cpu_mix run; empty: none
+  std::string split = "even";     // batch split policy; a 1-rank run is always even
+  bool pass_split = false;        // --split goes to train (the experiment names the axis)
   std::string precision = "fp32";
   AllreduceMode allreduce;
   DatasetSpec dataset;
@@ -125,11 +153,11 @@ Experiment load_experiment(const std::string& file, const std::vector<std::strin
 Experiment parse_experiment_text(const std::string& text, const std::string& file,
                                  const std::vector<std::string>& overrides, const HostInfo& host);
 
-// All runs in matrix order (network, batch, gpus/mix, precision, allreduce, repeat).
+// All runs in matrix order (network, batch, gpus/mix, precision, allreduce, split, repeat).
 std::vector<RunSpec> expand_runs(const Experiment& e);
 
-// --only "network=caffenet,batch=64" (keys: network, batch, gpus, gpu_mix, precision, allreduce,
-// repeat; '|' separates alternatives: batch=64|128). Several --only options all must hold.
+// --only "network=caffenet,batch=64" (keys: network, batch, gpus, gpu_mix, cpu_mix, precision, allreduce,
+// split, repeat; '|' separates alternatives: batch=64|128). Several --only options all must hold.
 struct OnlyFilter {
   std::map<std::string, std::vector<std::string>> terms;
   bool matches(const RunSpec& run) const;

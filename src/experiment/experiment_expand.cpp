@@ -3,6 +3,7 @@
 // stable hash of it and a readable id; --only filters; the host's GPU count.
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -27,6 +28,23 @@ std::string stable_hash(const std::string& text) {
 
 std::string AllreduceMode::label() const {
   return algo.empty() ? std::string(overlap ? "ov" : "noov") : fmt::format("{}-{}", overlap ? "ov" : "noov", algo);
+}
+
+std::string GpuMix::label() const {
+  if (sms.empty()) return fmt::format("{}", fmt::join(gpus, "."));
+  std::vector<std::string> ranks;
+  for (size_t i = 0; i < gpus.size(); ++i) ranks.push_back(fmt::format("{}@{}", gpus[i], sms[i]));
+  return fmt::format("{}", fmt::join(ranks, "."));
+}
+
+std::string GpuMix::id_label() const {
+  std::string s = label();
+  std::replace(s.begin(), s.end(), '@', 's');
+  return s;
+}
+
+std::string cpu_mix_label(const std::vector<double>& slowdown) {
+  return fmt::format("{}", fmt::join(slowdown, "+"));
 }
 
 namespace {
@@ -170,8 +188,20 @@ nlohmann::json Experiment::resolved_json() const {
   // from another checkout).
   j["network_files"] = network_paths;
   if (!dataset.data_path.empty()) j["data_path"] = dataset.data_path;
-  j["matrix"] = {{"network", networks},     {"batch", batches}, {"gpus", gpu_counts}, {"gpu_mix", gpu_mixes},
-                 {"precision", precisions}, {"allreduce", ar},  {"repeats", repeats}};
+  // A mix of whole GPUs stays a list of indices, as before SM partitions existed.
+  nlohmann::json mixes = nlohmann::json::array();
+  for (const auto& m : gpu_mixes) {
+    if (m.sms.empty()) {
+      mixes.push_back(m.gpus);
+      continue;
+    }
+    nlohmann::json ranks = nlohmann::json::array();
+    for (size_t i = 0; i < m.gpus.size(); ++i) ranks.push_back({{"gpu", m.gpus[i]}, {"sms", m.sms[i]}});
+    mixes.push_back(ranks);
+  }
+  j["matrix"] = {{"network", networks},     {"batch", batches},  {"gpus", gpu_counts},  {"gpu_mix", mixes},
+                 {"cpu_mix", cpu_mixes},    {"split", splits},   {"precision", precisions},
+                 {"allreduce", ar},         {"repeats", repeats}};
   return j;
 }
 
@@ -179,14 +209,92 @@ std::string Experiment::fixed_hash() const {
   return stable_hash(fixed_json().dump());
 }
 
+namespace {
+
+struct RankSet {
+  int64_t ranks;
+  GpuMix mix;
+  std::vector<double> slowdown;
+};
+
+RunSpec make_run(const Experiment& e, const std::string& net, int64_t batch, const RankSet& rs,
+                 const std::string& precision, const AllreduceMode& allreduce, const std::string& split_policy,
+                 int64_t repeat) {
+  auto it = e.per_network.find(net);
+  const RunLength& len = it != e.per_network.end() ? it->second : e.length;
+  RunSpec r;
+  r.network = net;
+  r.network_path = e.network_paths.at(net);
+  r.batch = batch;
+  r.ranks = rs.ranks;
+  r.gpu_mix = rs.mix.gpus;
+  r.gpu_sms = rs.mix.sms;
+  r.slowdown = rs.slowdown;
+  // even is train's default: without the axis, nothing is passed, as before it existed.
+  r.split = rs.ranks == 1 ? "even" : split_policy;
+  r.pass_split = rs.ranks > 1 && (e.split_given || r.split != "even");
+  r.precision = precision;
+  r.allreduce = allreduce;
+  r.repeat = repeat;
+  r.whole_epochs = len.whole_epochs;
+  r.whole_samples = len.whole_samples;
+  r.dataset = e.dataset_for(net);
+  const int64_t samples = len.whole_samples > 0 ? len.whole_samples : epoch_samples(r.dataset, batch);
+  const int64_t per_epoch_whole = (samples + batch - 1) / batch;  // as train's whole columns
+  if (len.epochs > 0) {
+    r.epochs = len.epochs;
+    r.iterations = std::max<int64_t>(1, epoch_samples(r.dataset, batch) / batch) * len.epochs;
+  } else if (len.iterations > 0) {
+    r.iterations = len.iterations;
+  } else {
+    r.iterations = std::max<int64_t>(
+        len.min_iterations,
+        static_cast<int64_t>(std::ceil(double(per_epoch_whole * len.whole_epochs) * len.scale)));
+  }
+  const int64_t whole_epochs = len.whole_epochs > 0 ? len.whole_epochs : std::max<int64_t>(1, r.epochs);
+  r.whole_iterations = per_epoch_whole * whole_epochs;
+
+  nlohmann::json c = e.fixed_json();
+  c.erase("name");  // the same configuration under another experiment is the same run
+  c.erase("networks");
+  c.erase("length");
+  c["data"] = r.dataset.to_json();
+  c["network"] = net;
+  c["batch"] = batch;
+  c["ranks"] = rs.ranks;
+  c["gpu_mix"] = rs.mix.gpus;
+  // New keys only where they differ from a run made before they existed, so those runs
+  // keep their hashes (and ids) and stay done.
+  if (!rs.mix.sms.empty()) c["gpu_sms"] = rs.mix.sms;
+  if (!rs.slowdown.empty()) c["slowdown"] = rs.slowdown;
+  if (r.split != "even") c["split"] = r.split;
+  c["precision"] = precision;
+  c["allreduce"] = {{"overlap", r.allreduce.overlap}, {"algo", r.allreduce.algo}};
+  if (rs.ranks == 1) c["allreduce"] = nullptr;
+  c["epochs"] = r.epochs;
+  c["iterations"] = r.epochs > 0 ? 0 : r.iterations;
+  c["whole_epochs"] = r.whole_epochs;
+  c["whole_samples"] = r.whole_samples;
+  r.config = c;
+  r.config_hash = stable_hash(c.dump());
+
+  std::string mix;
+  if (!rs.mix.gpus.empty()) mix.append("-m").append(rs.mix.id_label());
+  if (!rs.slowdown.empty()) mix.append("-c").append(cpu_mix_label(rs.slowdown));
+  // "split-" keeps a policy apart from an allreduce algorithm ("ov-auto" is one).
+  const std::string split = r.split == "even" ? "" : fmt::format("-split-{}", r.split);
+  r.id = fmt::format("{}-b{}-g{}{}-{}-{}{}-r{}-{}", id_part(net), batch, rs.ranks, mix, precision,
+                     rs.ranks == 1 ? "single" : r.allreduce.label(), split, repeat, r.config_hash.substr(0, 8));
+  return r;
+}
+
+}  // namespace
+
 std::vector<RunSpec> expand_runs(const Experiment& e) {
-  struct RankSet {
-    int64_t ranks;
-    std::vector<int64_t> mix;
-  };
   std::vector<RankSet> rank_sets;
-  for (int64_t g : e.gpu_counts) rank_sets.push_back({g, {}});
-  for (const auto& m : e.gpu_mixes) rank_sets.push_back({static_cast<int64_t>(m.size()), m});
+  for (int64_t g : e.gpu_counts) rank_sets.push_back({g, {}, {}});
+  for (const auto& m : e.gpu_mixes) rank_sets.push_back({static_cast<int64_t>(m.gpus.size()), m, {}});
+  for (const auto& s : e.cpu_mixes) rank_sets.push_back({static_cast<int64_t>(s.size()), {}, s});
 
   std::vector<RunSpec> runs;
   for (int64_t repeat = 1; repeat <= e.repeats; ++repeat)
@@ -194,67 +302,19 @@ std::vector<RunSpec> expand_runs(const Experiment& e) {
       for (int64_t batch : e.batches)
         for (const auto& rs : rank_sets)
           for (const auto& precision : e.precisions)
-            for (size_t a = 0; a < e.allreduce.size(); ++a) {
-              // One rank has nothing to reduce: its allreduce variants would be identical runs.
-              if (rs.ranks == 1 && a > 0) break;
-              auto it = e.per_network.find(net);
-              const RunLength& len = it != e.per_network.end() ? it->second : e.length;
-              RunSpec r;
-              r.network = net;
-              r.network_path = e.network_paths.at(net);
-              r.batch = batch;
-              r.ranks = rs.ranks;
-              r.gpu_mix = rs.mix;
-              r.precision = precision;
-              r.allreduce = e.allreduce[a];
-              r.repeat = repeat;
-              r.whole_epochs = len.whole_epochs;
-              r.whole_samples = len.whole_samples;
-              r.dataset = e.dataset_for(net);
-              const int64_t samples = len.whole_samples > 0 ? len.whole_samples : epoch_samples(r.dataset, batch);
-              const int64_t per_epoch_whole = (samples + batch - 1) / batch;  // as train's whole columns
-              if (len.epochs > 0) {
-                r.epochs = len.epochs;
-                r.iterations = std::max<int64_t>(1, epoch_samples(r.dataset, batch) / batch) * len.epochs;
-              } else if (len.iterations > 0) {
-                r.iterations = len.iterations;
-              } else {
-                r.iterations = std::max<int64_t>(
-                    len.min_iterations,
-                    static_cast<int64_t>(std::ceil(double(per_epoch_whole * len.whole_epochs) * len.scale)));
+            for (size_t a = 0; a < e.allreduce.size(); ++a)
+              for (size_t s = 0; s < e.splits.size(); ++s) {
+                // One rank has nothing to reduce and nothing to split: its allreduce and split variants
+                // would be identical runs.
+                if (rs.ranks == 1 && (a > 0 || s > 0)) break;
+                runs.push_back(make_run(e, net, batch, rs, precision, e.allreduce[a], e.splits[s], repeat));
               }
-              const int64_t whole_epochs = len.whole_epochs > 0 ? len.whole_epochs : std::max<int64_t>(1, r.epochs);
-              r.whole_iterations = per_epoch_whole * whole_epochs;
-
-              nlohmann::json c = e.fixed_json();
-              c.erase("name");  // the same configuration under another experiment is the same run
-              c.erase("networks");
-              c.erase("length");
-              c["data"] = r.dataset.to_json();
-              c["network"] = net;
-              c["batch"] = batch;
-              c["ranks"] = rs.ranks;
-              c["gpu_mix"] = rs.mix;
-              c["precision"] = precision;
-              c["allreduce"] = {{"overlap", r.allreduce.overlap}, {"algo", r.allreduce.algo}};
-              if (rs.ranks == 1) c["allreduce"] = nullptr;
-              c["epochs"] = r.epochs;
-              c["iterations"] = r.epochs > 0 ? 0 : r.iterations;
-              c["whole_epochs"] = r.whole_epochs;
-              c["whole_samples"] = r.whole_samples;
-              r.config = c;
-              r.config_hash = stable_hash(c.dump());
-
-              const std::string mix = rs.mix.empty() ? "" : fmt::format("-m{}", fmt::join(rs.mix, "."));
-              r.id = fmt::format("{}-b{}-g{}{}-{}-{}-r{}-{}", id_part(net), batch, rs.ranks, mix, precision,
-                                 rs.ranks == 1 ? "single" : r.allreduce.label(), repeat, r.config_hash.substr(0, 8));
-              runs.push_back(std::move(r));
-            }
   return runs;
 }
 
 OnlyFilter parse_only(const std::vector<std::string>& exprs) {
-  static const std::set<std::string> keys = {"network", "batch", "gpus", "gpu_mix", "precision", "allreduce", "repeat"};
+  static const std::set<std::string> keys = {"network",   "batch",     "gpus",  "gpu_mix", "cpu_mix",
+                                             "precision", "allreduce", "split", "repeat"};
   OnlyFilter f;
   for (const auto& expr : exprs) {
     std::stringstream ss(expr);
@@ -264,8 +324,10 @@ OnlyFilter parse_only(const std::vector<std::string>& exprs) {
       if (eq == std::string::npos || eq + 1 == term.size())
         throw_config("--only '{}': expected key=value[,key=value...], got '{}'", expr, term);
       if (!keys.count(key))
-        throw_config("--only '{}': unknown key '{}' (network, batch, gpus, gpu_mix, precision, allreduce, repeat)",
-                     expr, key);
+        throw_config(
+            "--only '{}': unknown key '{}' (network, batch, gpus, gpu_mix, cpu_mix, precision, allreduce, split, "
+            "repeat)",
+            expr, key);
       std::stringstream alts(term.substr(eq + 1));
       auto& values = f.terms[key];
       std::vector<std::string> mine;
@@ -285,14 +347,17 @@ OnlyFilter parse_only(const std::vector<std::string>& exprs) {
 }
 
 bool OnlyFilter::matches(const RunSpec& r) const {
-  const std::string mix = fmt::format("{}", fmt::join(r.gpu_mix, "."));
+  const std::string mix = GpuMix{r.gpu_mix, r.gpu_sms}.label();
   for (const auto& [key, values] : terms) {
-    if (key == "allreduce" && r.ranks == 1) continue;  // one rank reduces nothing: any mode matches
+    // One rank reduces and splits nothing: any mode and policy match.
+    if ((key == "allreduce" || key == "split") && r.ranks == 1) continue;
     std::vector<std::string> mine;
     if (key == "network") mine = {r.network, id_part(r.network)};
     if (key == "batch") mine = {std::to_string(r.batch)};
     if (key == "gpus") mine = {std::to_string(r.ranks)};
     if (key == "gpu_mix") mine = {mix.empty() ? "none" : mix};
+    if (key == "cpu_mix") mine = {r.slowdown.empty() ? "none" : cpu_mix_label(r.slowdown)};
+    if (key == "split") mine = {r.split};
     if (key == "precision") mine = {r.precision};
     if (key == "allreduce")
       mine = {r.allreduce.label(), fmt::format("{}{}{}", r.allreduce.overlap ? "overlap" : "no-overlap",

@@ -26,7 +26,8 @@ const std::set<std::string> kTopKeys = {
     "seed",   "device",          "extra_args",     "matrix",       "networks"};
 const std::set<std::string> kLengthKeys = {"iterations",     "epochs",       "iteration_scale",
                                            "min_iterations", "whole_epochs", "whole_samples"};
-const std::set<std::string> kMatrixKeys = {"network", "batch", "gpus", "gpu_mix", "precision", "allreduce", "repeats"};
+const std::set<std::string> kMatrixKeys = {"network", "batch",     "gpus",      "gpu_mix", "cpu_mix",
+                                           "split",   "precision", "allreduce", "repeats"};
 const std::set<std::string> kDatasetKeys = {"name",           "data_dir", "train_samples", "test_samples",
                                             "synthetic_fill", "classes",  "input_shape"};
 const std::set<std::string> kSolverKeys = {
@@ -45,39 +46,6 @@ std::vector<std::string> file_dataset_names() {
   for (const DatasetInfo& d : dataset_infos())
     if (!d.synthetic) names.push_back(d.name);
   return names;
-}
-
-std::string one_of(const ConfigNode& n, const std::set<std::string>& allowed) {
-  std::string v = n.as<std::string>();
-  if (!allowed.count(v)) {
-    std::string list;
-    for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-    n.fail(fmt::format("expected one of {}, got '{}'", list, v));
-  }
-  return v;
-}
-
-int64_t int_in(const ConfigNode& n, int64_t lo, int64_t hi) {
-  int64_t v = n.as<int64_t>();
-  if (v < lo || v > hi) n.fail(fmt::format("must be in [{}, {}], got {}", lo, hi, v));
-  return v;
-}
-
-double number_in(const ConfigNode& n, double lo, double hi, bool lo_open) {
-  double v = n.as<double>();
-  if (!std::isfinite(v) || v < lo || v > hi || (lo_open && v == lo))
-    n.fail(fmt::format("must be in {}{}, {}], got {}", lo_open ? "(" : "[", lo, hi, v));
-  return v;
-}
-
-// Scalar or sequence, each item checked: the list elements keep their own locations.
-std::vector<ConfigNode> list_items(const ConfigNode& n) {
-  if (n.is_sequence()) {
-    if (n.size() == 0) n.fail("must not be empty");
-    return n.items();
-  }
-  if (n.is_map()) n.fail("expected a value or a list of values");
-  return {n};
 }
 
 // Applies one level's run-length keys onto `len` (a network's entry replaces the top level's choice).
@@ -229,40 +197,7 @@ void read_matrix(const ExperimentReader& r, const ConfigNode& root, const Config
   }
   for (const auto& n : list_items(r.get(m, "batch"))) e.batches.push_back(int_in(n, 1, 1 << 24));
 
-  const bool gpu = e.device == "gpu";
-  // Ranks against this node's GPUs, or the Slurm allocation's; unchecked when mpirun gets a host list.
-  std::vector<ConfigNode> gpu_nodes;
-  if (auto c = r.child(m, "gpus")) gpu_nodes = list_items(*c);
-  for (const auto& n : gpu_nodes) {
-    int64_t g = int_in(n, 1, 4096);
-    if (const std::string why = gpu ? host.lacks_gpus_for(g) : ""; !why.empty()) n.fail(why);
-    e.gpu_counts.push_back(g);
-  }
-  if (auto c = r.child(m, "gpu_mix")) {
-    if (!gpu) c->fail(fmt::format("per-rank GPU selectors need device gpu (the device is {})", e.device));
-    if (!c->is_sequence() || c->size() == 0) c->fail("expected a list of GPU lists, e.g. [[0, 2], [1, 3]]");
-    for (const auto& mix_node : c->items()) {
-      std::vector<int64_t> mix;
-      for (const auto& sel : list_items(mix_node)) {
-        int64_t index = int_in(sel, 0, 4095);
-        if (std::find(mix.begin(), mix.end(), index) != mix.end())
-          sel.fail(fmt::format("GPU {} is listed twice: two ranks cannot share a GPU", index));
-        if (const std::string why = host.lacks_gpu_index(index); !why.empty()) sel.fail(why);
-        mix.push_back(index);
-      }
-      e.gpu_mixes.push_back(mix);
-    }
-  }
-  if (gpu_nodes.empty() && e.gpu_mixes.empty()) {
-    if (gpu && !host.lacks_gpus_for(1).empty())
-      m.fail(fmt::format("device gpu, but no GPU is visible ({})", host.gpus_source));
-    e.gpu_counts.push_back(1);
-  }
-  // Every rank needs at least one sample of the global batch.
-  for (int64_t b : e.batches)
-    for (size_t i = 0; i < gpu_nodes.size(); ++i)
-      if (e.gpu_counts[i] > b)
-        gpu_nodes[i].fail(fmt::format("{} ranks cannot split a global batch of {}", e.gpu_counts[i], b));
+  read_rank_sets(r, m, e, host);
 
   if (auto c = r.child(m, "precision")) {
     for (const auto& p : list_items(*c)) {
@@ -279,23 +214,6 @@ void read_matrix(const ExperimentReader& r, const ConfigNode& root, const Config
     e.allreduce = {AllreduceMode{}};
   }
   if (auto c = r.child(m, "repeats")) e.repeats = int_in(*c, 1, 1000);
-}
-
-// The most GPUs a matrix point asks for (ranks, or the highest selector + 1); 1 when unreadable,
-// since validation reports that properly later.
-int64_t gpus_needed(const ExperimentReader& r, const ConfigNode& root) {
-  int64_t need = 1;
-  try {
-    auto m = r.child(root, "matrix");
-    if (!m) return need;
-    if (auto g = r.child(*m, "gpus"))
-      for (int64_t v : g->as_list<int64_t>()) need = std::max(need, v);
-    if (auto mix = r.child(*m, "gpu_mix"))
-      for (const auto& one : mix->items())
-        for (int64_t v : one.as_list<int64_t>()) need = std::max(need, v + 1);
-  } catch (const ConfigError&) {
-  }
-  return need;
 }
 
 }  // namespace
@@ -324,9 +242,10 @@ Experiment parse_experiment_text(const std::string& text, const std::string& fil
     e.device_requested = "cpu";
   }
   // auto: the GPUs when this node has enough for every run, else the CPU backend (never an error).
-  e.device = e.device_requested != "auto"                    ? e.device_requested
-             : host.gpus.value_or(0) >= gpus_needed(r, root) ? "gpu"
-                                                             : "cpu";
+  // cpu_mix emulates stragglers on CPU ranks: such a matrix is a CPU experiment.
+  e.device = e.device_requested != "auto"                                              ? e.device_requested
+             : !has_cpu_mix(r, root) && host.gpus.value_or(0) >= gpus_needed(r, root) ? "gpu"
+                                                                                       : "cpu";
   if (auto c = r.child(root, "dataset")) {
     e.dataset = read_dataset(r, *c);
   } else {

@@ -2,6 +2,9 @@
 // (creating maps on the way) before validation, so an override is checked exactly like the file.
 #include "experiment/experiment_reader.hpp"
 
+#include <fmt/format.h>
+
+#include <cmath>
 #include <regex>
 
 namespace cnnscale {
@@ -95,6 +98,38 @@ void ExperimentReader::check_keys(const ConfigNode& node, const std::set<std::st
     std::string path = node.path().empty() ? key : node.path() + "." + key;
     relocate(ConfigNode(kv.first, node.file(), path)).fail(fmt::format("unknown key '{}' (allowed: {})", key, options));
   }
+}
+
+std::string one_of(const ConfigNode& n, const std::set<std::string>& allowed) {
+  std::string v = n.as<std::string>();
+  if (!allowed.count(v)) {
+    std::string list;
+    for (const auto& a : allowed) list.append(list.empty() ? "" : ", ").append(a);
+    n.fail(fmt::format("expected one of {}, got '{}'", list, v));
+  }
+  return v;
+}
+
+int64_t int_in(const ConfigNode& n, int64_t lo, int64_t hi) {
+  int64_t v = n.as<int64_t>();
+  if (v < lo || v > hi) n.fail(fmt::format("must be in [{}, {}], got {}", lo, hi, v));
+  return v;
+}
+
+double number_in(const ConfigNode& n, double lo, double hi, bool lo_open) {
+  double v = n.as<double>();
+  if (!std::isfinite(v) || v < lo || v > hi || (lo_open && v == lo))
+    n.fail(fmt::format("must be in {}{}, {}], got {}", lo_open ? "(" : "[", lo, hi, v));
+  return v;
+}
+
+std::vector<ConfigNode> list_items(const ConfigNode& n) {
+  if (n.is_sequence()) {
+    if (n.size() == 0) n.fail("must not be empty");
+    return n.items();
+  }
+  if (n.is_map()) n.fail("expected a value or a list of values");
+  return {n};
 }
 
 }  // namespace cnnscale

@@ -33,4 +33,21 @@ class ExperimentReader {
   std::map<std::string, std::string> overridden_;  // key path -> the override's text
 };
 
+// Checked scalar values shared by the experiment parser's files: each fails at the node with
+// "file:line:col: key.path: message".
+std::string one_of(const ConfigNode& n, const std::set<std::string>& allowed);
+int64_t int_in(const ConfigNode& n, int64_t lo, int64_t hi);
+double number_in(const ConfigNode& n, double lo, double hi, bool lo_open);
+// Scalar or sequence, each item checked: the list elements keep their own locations.
+std::vector<ConfigNode> list_items(const ConfigNode& n);
+
+// The matrix's rank sets and split policies (experiment_matrix.cpp): gpus, gpu_mix, cpu_mix, split;
+// ranks are checked against `host` and each batch.
+void read_rank_sets(const ExperimentReader& r, const ConfigNode& matrix, Experiment& e, const HostInfo& host);
+// Whether the matrix names CPU rank sets (cpu_mix): device auto then means the CPU.
+bool has_cpu_mix(const ExperimentReader& r, const ConfigNode& root);
+// The most GPUs one matrix point asks for (ranks, or the highest selector + 1); 1 when unreadable,
+// since validation reports that properly later.
+int64_t gpus_needed(const ExperimentReader& r, const ConfigNode& root);
+
 }  // namespace cnnscale

@@ -78,10 +78,14 @@ std::vector<std::string> train_arguments(const Experiment& e, const RunSpec& run
   if (run.whole_samples > 0) add("--whole-samples", std::to_string(run.whole_samples));
   if (!run.gpu_mix.empty()) {
     add("--gpus", fmt::format("{}", fmt::join(run.gpu_mix, ",")));
+    // The SMs of each node-local rank's green-context partition, in --gpus order.
+    if (!run.gpu_sms.empty()) add("--sm-counts", fmt::format("{}", fmt::join(run.gpu_sms, ",")));
   }
+  if (!run.slowdown.empty()) add("--slowdown", fmt::format("{}", fmt::join(run.slowdown, ",")));
   if (run.ranks > 1) {
     if (!run.allreduce.overlap) a.push_back("--no-overlap");
     if (!run.allreduce.algo.empty()) add("--allreduce-algo", run.allreduce.algo);
+    if (run.pass_split) add("--split", run.split);
   }
   add("--results", results_root);
   add("--experiment", e.name);
@@ -91,7 +95,9 @@ std::vector<std::string> train_arguments(const Experiment& e, const RunSpec& run
   add("--tag", fmt::format("sweep_hash={}", e.fixed_hash()));
   add("--tag", fmt::format("network={}", run.network));
   add("--tag", fmt::format("allreduce={}", run.ranks == 1 ? std::string("single") : run.allreduce.label()));
-  if (!run.gpu_mix.empty()) add("--tag", fmt::format("gpu_mix={}", fmt::join(run.gpu_mix, ".")));
+  add("--tag", fmt::format("split={}", run.ranks == 1 ? std::string("single") : run.split));
+  if (!run.gpu_mix.empty()) add("--tag", fmt::format("gpu_mix={}", GpuMix{run.gpu_mix, run.gpu_sms}.label()));
+  if (!run.slowdown.empty()) add("--tag", fmt::format("cpu_mix={}", cpu_mix_label(run.slowdown)));
   a.insert(a.end(), e.extra_args.begin(), e.extra_args.end());
   return a;
 }

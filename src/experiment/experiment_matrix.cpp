@@ -1,0 +1,160 @@
+// The matrix's rank sets and batch split policies: plain rank counts (gpus), explicit per-rank GPUs
+// with optional SM partitions (gpu_mix), CPU ranks with emulated stragglers (cpu_mix), and the split
+// axis; every bad value fails at its own node ("file:line:col: matrix.gpu_mix[0][1].sms: ...").
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <optional>
+#include <set>
+
+#include "core/config.hpp"
+#include "experiment/experiment.hpp"
+#include "experiment/experiment_reader.hpp"
+
+namespace cnnscale {
+
+namespace {
+
+// One gpu_mix entry: ranks as plain indices (0) or mappings ({gpu: 0, sms: 66}), mixed freely.
+GpuMix read_gpu_mix(const ExperimentReader& r, const ConfigNode& mix_node, const HostInfo& host) {
+  // A single mapping is a one-rank mix, as a single index is.
+  const std::vector<ConfigNode> ranks = mix_node.is_map() ? std::vector<ConfigNode>{mix_node} : list_items(mix_node);
+  GpuMix mix;
+  std::vector<std::optional<int64_t>> sms;
+  for (const auto& sel : ranks) {
+    if (sel.is_map()) r.check_keys(sel, {"gpu", "sms"});
+    // Initialised, never assigned: assigning a ConfigNode writes through to the YAML node it refers to.
+    const ConfigNode gpu_node = sel.is_map() ? r.get(sel, "gpu") : sel;
+    std::optional<int64_t> rank_sms;
+    // A green-context partition; whether the GPU has that many SMs (and the partition granularity)
+    // only train can tell, on the GPU itself.
+    if (auto c = sel.is_map() ? r.child(sel, "sms") : std::nullopt) rank_sms = int_in(*c, 1, 1024);
+    const int64_t index = int_in(gpu_node, 0, 4095);
+    if (std::find(mix.gpus.begin(), mix.gpus.end(), index) != mix.gpus.end())
+      gpu_node.fail(fmt::format("GPU {} is listed twice: two ranks cannot share a GPU", index));
+    if (const std::string why = host.lacks_gpu_index(index); !why.empty()) gpu_node.fail(why);
+    mix.gpus.push_back(index);
+    sms.push_back(rank_sms);
+  }
+  // train's --sm-counts has no "whole GPU" value, so a partitioned mix names every rank's SMs.
+  const auto named = std::find_if(sms.begin(), sms.end(), [](const auto& s) { return s.has_value(); });
+  if (named == sms.end()) return mix;
+  for (size_t i = 0; i < sms.size(); ++i) {
+    if (!sms[i])
+      ranks[i].fail(fmt::format(
+          "rank {} (GPU {}) names no sms, but rank {} does: once one rank of a mix has an SM partition, every "
+          "rank needs one (write {{gpu: {}, sms: N}}, N the GPU's full count for a whole GPU, e.g. 132 on an H100)",
+          i, mix.gpus[i], named - sms.begin(), mix.gpus[i]));
+    mix.sms.push_back(*sms[i]);
+  }
+  return mix;
+}
+
+// One cpu_mix entry: a slowdown factor >= 1 per rank (1: a rank at full speed).
+std::vector<double> read_cpu_mix(const ConfigNode& mix_node) {
+  if (!mix_node.is_sequence())
+    mix_node.fail("expected a list of per-rank slowdown factors, e.g. [1, 3] (cpu_mix is a list of them: [[1, 3]])");
+  std::vector<double> factors;
+  for (const auto& f : list_items(mix_node)) factors.push_back(number_in(f, 1, 1000, false));
+  return factors;
+}
+
+void read_splits(const ExperimentReader& r, const ConfigNode& m, Experiment& e) {
+  auto c = r.child(m, "split");
+  if (!c) return;
+  e.split_given = true;
+  e.splits.clear();
+  const std::set<std::string> policies(kSplitPolicies.begin(), kSplitPolicies.end());
+  for (const auto& s : list_items(*c)) {
+    if (s.is_scalar() && s.as<std::string>() == "manual")
+      s.fail(
+          "'manual' is no matrix value: it needs per-rank shares, which one axis value cannot carry (use even, "
+          "proportional, auto, energy or edp)");
+    const std::string policy = one_of(s, policies);
+    if (std::find(e.splits.begin(), e.splits.end(), policy) != e.splits.end())
+      s.fail(fmt::format("'{}' is listed twice", policy));
+    e.splits.push_back(policy);
+  }
+}
+
+}  // namespace
+
+void read_rank_sets(const ExperimentReader& r, const ConfigNode& m, Experiment& e, const HostInfo& host) {
+  const bool gpu = e.device == "gpu";
+  // Ranks against this node's GPUs, or the Slurm allocation's; unchecked when mpirun gets a host list.
+  std::vector<ConfigNode> gpu_nodes;
+  if (auto c = r.child(m, "gpus")) gpu_nodes = list_items(*c);
+  for (const auto& n : gpu_nodes) {
+    int64_t g = int_in(n, 1, 4096);
+    if (const std::string why = gpu ? host.lacks_gpus_for(g) : ""; !why.empty()) n.fail(why);
+    e.gpu_counts.push_back(g);
+  }
+  // Ranks of each explicit rank set, with the node that made it, for the batch check below.
+  std::vector<std::pair<int64_t, ConfigNode>> sets;
+  for (size_t i = 0; i < gpu_nodes.size(); ++i) sets.emplace_back(e.gpu_counts[i], gpu_nodes[i]);
+
+  const auto gpu_mix = r.child(m, "gpu_mix");
+  if (const auto c = r.child(m, "cpu_mix")) {
+    // Slowdown factors stand in for slower devices on CPU ranks; GPUs differ for real.
+    if (!gpu_nodes.empty())
+      c->fail("cannot be combined with matrix.gpus: a cpu_mix experiment's rank sets are its cpu_mix entries "
+              "(plain ranks at full speed: [1, 1])");
+    if (gpu_mix) c->fail("cannot be combined with matrix.gpu_mix: cpu_mix runs on CPU ranks, gpu_mix on GPUs");
+    if (gpu) c->fail("slowdown factors emulate stragglers on CPU ranks: needs device cpu (the device is gpu)");
+    if (!c->is_sequence() || c->size() == 0)
+      c->fail("expected a list of per-rank slowdown lists, e.g. [[1, 1], [1, 3]]");
+    for (const auto& mix_node : c->items()) {
+      e.cpu_mixes.push_back(read_cpu_mix(mix_node));
+      sets.emplace_back(static_cast<int64_t>(e.cpu_mixes.back().size()), mix_node);
+    }
+  }
+  if (gpu_mix) {
+    const ConfigNode& c = *gpu_mix;
+    if (!gpu) c.fail(fmt::format("per-rank GPU selectors need device gpu (the device is {})", e.device));
+    if (!c.is_sequence() || c.size() == 0)
+      c.fail("expected a list of GPU lists, e.g. [[0, 2], [1, 3]] or [[{gpu: 0, sms: 132}, {gpu: 1, sms: 66}]]");
+    for (const auto& mix_node : c.items()) {
+      e.gpu_mixes.push_back(read_gpu_mix(r, mix_node, host));
+      sets.emplace_back(static_cast<int64_t>(e.gpu_mixes.back().gpus.size()), mix_node);
+    }
+  }
+  if (sets.empty()) {
+    if (gpu && !host.lacks_gpus_for(1).empty())
+      m.fail(fmt::format("device gpu, but no GPU is visible ({})", host.gpus_source));
+    e.gpu_counts.push_back(1);
+  }
+  // Every rank needs at least one sample of the global batch.
+  for (int64_t b : e.batches)
+    for (const auto& [ranks, node] : sets)
+      if (ranks > b) node.fail(fmt::format("{} ranks cannot split a global batch of {}", ranks, b));
+  read_splits(r, m, e);
+}
+
+bool has_cpu_mix(const ExperimentReader& r, const ConfigNode& root) {
+  try {
+    auto m = r.child(root, "matrix");
+    return m && m->is_map() && r.child(*m, "cpu_mix").has_value();
+  } catch (const ConfigError&) {
+    return false;
+  }
+}
+
+int64_t gpus_needed(const ExperimentReader& r, const ConfigNode& root) {
+  int64_t need = 1;
+  try {
+    auto m = r.child(root, "matrix");
+    if (!m) return need;
+    if (auto g = r.child(*m, "gpus"))
+      for (int64_t v : g->as_list<int64_t>()) need = std::max(need, v);
+    if (auto mix = r.child(*m, "gpu_mix"))
+      for (const auto& one : mix->items()) {
+        std::vector<ConfigNode> ranks = one.is_sequence() ? one.items() : std::vector<ConfigNode>{one};
+        for (const auto& sel : ranks)
+          need = std::max(need, (sel.is_map() ? sel["gpu"] : sel).as<int64_t>() + 1);
+      }
+  } catch (const ConfigError&) {
+  }
+  return need;
+}
+
+}  // namespace cnnscale

@@ -1,0 +1,105 @@
+// Every experiment file shipped in experiments/ parses and expands into runs with distinct ids, on a
+// node whose GPUs are unknown and on one with 4; the unequal-rank examples give train the flags
+// their comments promise.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "experiment/experiment.hpp"
+#include "experiment/sweep.hpp"
+
+namespace cnnscale {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kExperiments = fs::path(CNNSCALE_TEST_DATA).parent_path().parent_path() / "experiments";
+
+std::string flag_value(const std::vector<std::string>& args, const std::string& flag) {
+  for (size_t i = 0; i + 1 < args.size(); ++i)
+    if (args[i] == flag) return args[i + 1];
+  return "<absent>";
+}
+
+std::vector<RunSpec> load_runs(const std::string& name, Experiment* e = nullptr) {
+  Experiment x = load_experiment((kExperiments / name).string(), {}, HostInfo{4, "CUDA_VISIBLE_DEVICES=0,1,2,3", true});
+  auto runs = expand_runs(x);
+  if (e) *e = x;
+  return runs;
+}
+
+TEST(ExperimentFiles, EveryShippedFileParsesAndExpands) {
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(kExperiments))
+    if (entry.path().extension() == ".yaml") files.push_back(entry.path());
+  ASSERT_GE(files.size(), 5u) << kExperiments;
+  for (const auto& f : files) {
+    for (const HostInfo& host : {HostInfo{std::nullopt, "", true}, HostInfo{4, "CUDA_VISIBLE_DEVICES=0,1,2,3", true}}) {
+      SCOPED_TRACE(f.string());
+      Experiment e;
+      ASSERT_NO_THROW(e = load_experiment(f.string(), {}, host));
+      const auto runs = expand_runs(e);
+      EXPECT_FALSE(runs.empty());
+      std::set<std::string> ids;
+      for (const auto& r : runs) ids.insert(r.id);
+      EXPECT_EQ(ids.size(), runs.size());
+      for (const auto& r : runs) EXPECT_NO_THROW(train_arguments(e, r, "/r"));
+    }
+  }
+}
+
+TEST(ExperimentFiles, SeedStudyHeteroIsSmPartitionsTimesPolicies) {
+  Experiment e;
+  const auto runs = load_runs("seed_study_hetero.yaml", &e);
+  // 4 networks x 3 batches x 2 mixes x 5 policies x 3 repeats.
+  ASSERT_EQ(runs.size(), 360u);
+  std::set<std::string> sms, splits;
+  for (const auto& r : runs) {
+    EXPECT_EQ(r.ranks, 4);
+    const auto args = train_arguments(e, r, "/r");
+    EXPECT_EQ(flag_value(args, "--gpus"), "0,1,2,3");
+    sms.insert(flag_value(args, "--sm-counts"));
+    splits.insert(flag_value(args, "--split"));
+  }
+  EXPECT_EQ(sms, (std::set<std::string>{"132,132,66,66", "132,66,66,66"}));
+  EXPECT_EQ(splits, (std::set<std::string>{"even", "proportional", "auto", "energy", "edp"}));
+  // The same fixed part as the study's homogeneous runs.
+  Experiment homogeneous = load_experiment((kExperiments / "seed_study.yaml").string(), {}, HostInfo{4, "x", true});
+  nlohmann::json a = e.fixed_json(), b = homogeneous.fixed_json();
+  a.erase("name");
+  b.erase("name");
+  EXPECT_EQ(a, b);
+}
+
+TEST(ExperimentFiles, CpuMixRunsWithoutAGpu) {
+  Experiment e;
+  const auto runs = load_runs("cpu_mix.yaml", &e);
+  EXPECT_EQ(e.device, "cpu");
+  ASSERT_EQ(runs.size(), 6u);  // 2 mixes x 3 policies
+  std::set<std::string> seen;
+  for (const auto& r : runs) {
+    const auto args = train_arguments(e, r, "/r");
+    EXPECT_EQ(flag_value(args, "--device"), "cpu");
+    EXPECT_EQ(r.ranks, 2);
+    seen.insert(flag_value(args, "--slowdown") + " " + flag_value(args, "--split"));
+  }
+  EXPECT_EQ(seen, (std::set<std::string>{"1,1 even", "1,1 proportional", "1,1 auto", "1,3 even", "1,3 proportional",
+                                         "1,3 auto"}));
+}
+
+TEST(ExperimentFiles, MixedClusterCrossesMixesWithPolicies) {
+  Experiment e;
+  const auto runs = load_runs("mixed_cluster.yaml", &e);
+  // Per network and batch: the 1-rank run on GPU 0 and on GPU 2, then 2 mixes x 5 policies.
+  ASSERT_EQ(runs.size(), 2u * 2u * (2u + 10u));
+  const auto n = std::count_if(runs.begin(), runs.end(), [&](const RunSpec& r) {
+    const auto args = train_arguments(e, r, "/r");
+    return flag_value(args, "--gpus") == "0,2" && flag_value(args, "--split") == "edp";
+  });
+  EXPECT_EQ(n, 4);
+}
+
+}  // namespace
+}  // namespace cnnscale
