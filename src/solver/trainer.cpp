@@ -206,7 +206,7 @@ void Trainer::feed(const StepScalars& s, double& wait_seconds) {
 void Trainer::forward(const StepScalars& s) {
   const auto t0 = Clock::now();
   net_->forward(Phase::Train, s.dropout_seed);
-  slow_down(t0);
+  slow_down(t0, /*flush=*/true);
 }
 
 // With `exchange`, each gradient bucket's allreduce starts as soon as backward has produced it.
@@ -222,6 +222,7 @@ void Trainer::backward(const StepScalars& s, bool exchange) {
   };
   if (buckets) comm_timed([&] { buckets_->begin_backward(); });
   net_->backward(s.dropout_seed, layer_done);
+  slow_down(Clock::now(), /*flush=*/true);
   if (buckets) comm_timed([&] { buckets_->end_backward(); });
 }
 

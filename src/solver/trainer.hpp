@@ -276,7 +276,7 @@ class Trainer {
   // auto: after step t, every rebalance_every steps, new shares when they pay (collective).
   void maybe_rebalance(RunState& s, int64_t t, const TrainCallbacks& cb);
   void apply_split(const std::vector<int64_t>& shares);  // after a host sync with no upload in flight
-  void slow_down(Clock::time_point since) const;       // --slowdown on CPU ranks
+  void slow_down(Clock::time_point since, bool flush = false);  // --slowdown on CPU ranks
 
   // Checkpoints (trainer_checkpoint.cpp).
   int64_t resume_from_checkpoint(const TrainCallbacks& callbacks, std::string& path);
@@ -293,7 +293,8 @@ class Trainer {
   TrainOptions options_;
   BatchSplit split_;
   SplitRecord split_record_;
-  Rebalancer rebalancer_;  // auto: its speed estimates carry over from one decision to the next
+  Rebalancer rebalancer_;
+  double slowdown_debt_ = 0;  // --slowdown: idle seconds owed (negative: a sleep overshot)  // auto: its speed estimates carry over from one decision to the next
   std::unique_ptr<Net> net_;
   std::unique_ptr<SgdSolver> solver_;
   std::unique_ptr<Loader> loader_;            // absent with device_pool

@@ -28,9 +28,17 @@ constexpr size_t kModelValues = 5;
 
 }  // namespace
 
-void Trainer::slow_down(Clock::time_point since) const {
+// The idle time owed is paid in sleeps of at least half a millisecond, and what a sleep overshoots
+// (the kernel's timer slack, tens of microseconds) is credited against the next: calling sleep for
+// every small layer would add a fixed cost per layer and make the emulated rank slower than the
+// factor on small steps. `flush` pays what is owed now (the end of backward, before the exchange).
+void Trainer::slow_down(Clock::time_point since, bool flush) {
   if (options_.slowdown <= 1.0) return;
-  std::this_thread::sleep_for(std::chrono::duration<double>((options_.slowdown - 1.0) * seconds_since(since)));
+  slowdown_debt_ += (options_.slowdown - 1.0) * seconds_since(since);
+  if (slowdown_debt_ < (flush ? 0.0 : 5e-4)) return;
+  const auto t0 = Clock::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(slowdown_debt_));
+  slowdown_debt_ -= seconds_since(t0);
 }
 
 // GPU power with nothing running, over half a second: what a rank draws while it waits for the

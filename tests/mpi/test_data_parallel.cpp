@@ -271,6 +271,63 @@ TEST(DataParallel, ManualSharesMatchOneProcess) {
   expect_whole_test_set(ref, j4);
 }
 
+// Ranks made unequal (--slowdown: rank 1 idles twice its compute time, so it computes 3x slower).
+// proportional picks shares from its start-up probe; auto changes them mid-run (every 3 steps here),
+// each time rebuilding the loader at the same position of the global order. The update stays the
+// one-process update: the tolerance argument above holds for any shares, changed or not.
+TEST(DataParallel, ProbedAndRebalancedSplitsMatchOneProcess) {
+  Workdir w("probed");
+  const nlohmann::json ref = single_process(train_args(kNet, w.dir("ref")));
+  const CheckpointContents ref_ckpt = final_checkpoint(w.dir("ref"));
+  // A 3x slower rank 1 should get about a quarter of 64 (16); the band allows for a busy CI host
+  // (timing noise of tens of percent) but not for an even or inverted split.
+  auto expect_slow_rank_gets_less = [](const nlohmann::json& j, const char* what) {
+    ASSERT_TRUE(j.contains("rank_batches")) << what;
+    const int64_t fast = j["rank_batches"][0].get<int64_t>(), slow = j["rank_batches"][1].get<int64_t>();
+    EXPECT_EQ(fast + slow, 64) << what;
+    EXPECT_GE(slow, 6) << what;
+    EXPECT_LE(slow, 26) << what;
+  };
+  nlohmann::json prop = mpi_job(2, with(train_args(kNet, w.dir("prop")), {"--split", "proportional", "--slowdown",
+                                                                          "1,3", "--probe-seconds", "0.1"}));
+  EXPECT_EQ(prop["split"], "proportional");
+  expect_slow_rank_gets_less(prop, "proportional");
+  expect_matches_reference(ref_ckpt, w.dir("prop"), "2 ranks, proportional, rank 1 3x slower");
+  expect_whole_test_set(ref, prop);
+
+  nlohmann::json aut = mpi_job(2, with(train_args(kNet, w.dir("auto")),
+                                       {"--split", "auto", "--rebalance-every", "3", "--slowdown", "1,3"}));
+  EXPECT_EQ(aut["first_rank_batches"], nlohmann::json({32, 32}));
+  expect_slow_rank_gets_less(aut, "auto");
+  expect_matches_reference(ref_ckpt, w.dir("auto"), "2 ranks, auto, rank 1 3x slower");
+  expect_whole_test_set(ref, aut);
+
+  nlohmann::json aut4 = mpi_job(4, with(train_args(kNet, w.dir("auto4")),
+                                        {"--split", "auto", "--rebalance-every", "3", "--slowdown", "1,2,1,3"}));
+  EXPECT_NE(aut4["rank_batches"], aut4["first_rank_batches"]);
+  expect_matches_reference(ref_ckpt, w.dir("auto4"), "4 ranks, auto, slowdowns 1,2,1,3");
+}
+
+TEST(DataParallel, SplitOptionsThatCannotWorkEndTheJobWithExitTwo) {
+  const std::string net = std::string(CNNSCALE_TEST_DATA) + "/dist_convnet.yaml";
+  const std::vector<std::string> base = {"train", "--net", net, "--data", "synthetic", "--batch", "8", "--iterations",
+                                         "1"};
+  auto r = testing::run_mpi(2, with(base, {"--split", "energy"}));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--split energy chooses by each GPU's joules; CPU ranks have no energy reading"),
+            std::string::npos)
+      << r.err;
+  r = testing::run_mpi(2, with(base, {"--slowdown", "3"}));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--slowdown: 1 factor(s) for 2 rank(s)"), std::string::npos) << r.err;
+  r = testing::run_mpi(2, with(base, {"--slowdown", "1,0.5"}));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--slowdown: rank 1 has factor 0.5"), std::string::npos) << r.err;
+  r = testing::run_mpi(2, with(base, {"--split", "auto", "--batch-per-rank"}));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--split auto divides --batch among the ranks"), std::string::npos) << r.err;
+}
+
 TEST(DataParallel, ManualSharesThatDoNotFitTheJobEndItWithExitTwo) {
   const std::string net = std::string(CNNSCALE_TEST_DATA) + "/dist_convnet.yaml";
   auto r = testing::run_mpi(2, {"train", "--net", net, "--data", "synthetic", "--batch", "8", "--iterations", "1",
