@@ -20,6 +20,7 @@ namespace {
 struct TimeArgs {
   std::string net;
   std::string device = "cpu";
+  int sm_count = 0;  // > 0: a GPU partition of that many SMs
   std::vector<int64_t> input_shape;
   int64_t classes = 0;
   LayerTimingOptions options;
@@ -31,11 +32,13 @@ void run_time(TimeArgs& a) {
       (a.input_shape.size() != 3 || a.input_shape[0] < 1 || a.input_shape[1] < 1 || a.input_shape[2] < 1))
     throw_config("--input-shape: expected three positive extents C,H,W");
   if (a.classes < 0) throw_config("--classes must be >= 1, got {}", a.classes);
+  if (a.sm_count < 0) throw_config("--sm-count must be >= 1, got {}", a.sm_count);
+  if (a.sm_count > 0 && a.device == "cpu") throw_config("--sm-count applies to GPU devices, not --device cpu");
   NetOptions net_options;
   if (!a.input_shape.empty()) net_options.input_shape = a.input_shape;
   if (a.classes > 0) net_options.classes = a.classes;
   NetSpec spec = NetSpec::load(resolve_network_path(a.net), net_options);
-  std::unique_ptr<Backend> backend = make_backend(a.device);
+  std::unique_ptr<Backend> backend = make_backend(a.device, a.sm_count);
 
   const LayerTimingResult r = time_layers(spec, *backend, a.options);
   if (a.json) {
@@ -82,6 +85,7 @@ void register_time(CLI::App& app) {
   cmd->add_option("--iterations", a.options.iterations, "Timed iterations (after the warm-up)")->capture_default_str();
   cmd->add_option("--warmup", a.options.warmup, "Untimed iterations first")->capture_default_str();
   cmd->add_option("--device", a.device, "cpu, gpu or gpu:N")->capture_default_str();
+  cmd->add_option("--sm-count", a.sm_count, "Run on a partition of N SMs of the GPU (a green context; rounded up)");
   cmd->add_option("--input-shape", a.input_shape, "Per-sample input C,H,W (default: the network's)")->delimiter(',');
   cmd->add_option("--classes", a.classes, "Number of classes (default: the network's)");
   cmd->add_option("--seed", a.options.seed, "Seed of weight init and the random input")->capture_default_str();

@@ -27,6 +27,11 @@ void add_parallel_options(CLI::App& cmd, ParallelArgs& a) {
   cmd.add_option("--gpus", a.gpus, "GPU of each node-local rank, comma separated (default: GPU = node-local rank)")
       ->delimiter(',')
       ->group(group);
+  cmd.add_option("--sm-counts", a.sm_counts,
+                 "SMs of each node-local rank's GPU partition, comma separated like --gpus (a green context; the "
+                 "driver may round up; default: whole GPUs)")
+      ->delimiter(',')
+      ->group(group);
   cmd.add_flag("--batch-per-rank", a.batch_per_rank,
                "--batch is per rank (Caffe's semantics; global batch = ranks x batch) instead of global")
       ->group(group);
@@ -99,6 +104,18 @@ ParallelRun::ParallelRun(const ParallelArgs& args, const std::string& device, in
       device_ = fmt::format("gpu:{}", gpu);
     }
   }
+  if (!args_.sm_counts.empty()) {
+    if (device_ == "cpu") throw_config("--sm-counts applies to GPU ranks");
+    const int local_ranks = active_ ? mpi_->local_size() : 1;
+    const size_t expected = args_.gpus.empty() ? static_cast<size_t>(local_ranks) : args_.gpus.size();
+    if (args_.sm_counts.size() != expected)
+      throw_config("--sm-counts {} lists {} count(s) but {} {}", fmt::join(args_.sm_counts, ","),
+                   args_.sm_counts.size(), expected,
+                   args_.gpus.empty() ? "node-local rank(s) run on this node" : "GPU(s) are given by --gpus");
+    for (int n : args_.sm_counts)
+      if (n < 1) throw_config("--sm-counts: each count must be >= 1 SM, got {}", n);
+    sm_count_ = args_.sm_counts[static_cast<size_t>(active_ ? mpi_->local_rank() : 0)];
+  }
 
   const int ranks = active_ ? mpi_->size() : 1;
   const SplitPolicy split = split_ = parse_split_policy(args_.split);
@@ -137,7 +154,7 @@ double ParallelRun::slowdown() const {
 }
 
 Backend& ParallelRun::connect() {
-  backend_ = make_backend(device_);
+  backend_ = make_backend(device_, sm_count_);
   if (!active_) return *backend_;
 
   // From here on a dead or stuck peer must not leave this rank waiting forever.

@@ -21,6 +21,7 @@ namespace cnnscale::app {
 
 struct ParallelArgs {
   std::vector<int> gpus;  // by node-local rank
+  std::vector<int> sm_counts;  // by node-local rank: SMs of its GPU partition (green context)
   bool batch_per_rank = false;
   std::string split = "even";   // --split: even | manual | proportional | auto | energy | edp
   std::vector<int64_t> shares;  // --shares: each rank's samples under --split manual
@@ -77,6 +78,7 @@ class ParallelRun {
   bool active_ = false;
   int rank_ = 0;
   std::string device_;
+  int sm_count_ = 0;  // this rank's --sm-counts entry; 0: the whole GPU
   int64_t global_batch_ = 0;
   std::vector<int64_t> rank_batches_;  // the first split (a probe or `auto` may change it)
   SplitPolicy split_ = SplitPolicy::Even;

@@ -70,6 +70,9 @@ class Backend {
   virtual std::string name() const = 0;         // "cpu" or "cuda"
   virtual Device device() const = 0;
   virtual std::string description() const = 0;  // device name and library versions, for logs/results
+  // SMs of the GPU partition this backend is confined to, as granted (the driver may round the
+  // request up); 0 for the whole device or the CPU.
+  virtual int granted_sms() const { return 0; }
 
   // ---- memory -------------------------------------------------------------------------------
   virtual Tensor alloc(const Shape& shape, DType dtype = DType::F32) = 0;  // zero-filled
@@ -166,7 +169,9 @@ class Backend {
 
 // "cpu", "gpu", "gpu:N" (also "cuda:N"). Throws ConfigError for unknown specs and RuntimeError
 // when a GPU is asked for but this build has no CUDA backend or the device is missing.
-std::unique_ptr<Backend> make_backend(const std::string& spec);
+// sm_count > 0 confines a GPU backend to a partition of at least that many of its SMs (see
+// granted_sms()); ConfigError on the CPU, or for a count the GPU cannot partition to.
+std::unique_ptr<Backend> make_backend(const std::string& spec, int sm_count = 0);
 // Number of usable GPUs; 0 when the build has no CUDA backend or the driver reports any error.
 int cuda_device_count();
 // Threads of the CPU backend's BLAS (OpenBLAS) pool in this process.

@@ -50,8 +50,12 @@ std::unique_ptr<DeviceCommunicator> make_device_communicator(Backend& backend, i
 }
 #endif
 
-std::unique_ptr<Backend> make_backend(const std::string& spec) {
-  if (spec == "cpu") return std::make_unique<CpuBackend>();
+std::unique_ptr<Backend> make_backend(const std::string& spec, int sm_count) {
+  if (sm_count < 0) throw_config("--sm-counts: SM counts must be >= 1, got {}", sm_count);
+  if (spec == "cpu") {
+    if (sm_count != 0) throw_config("--sm-counts applies to GPU ranks");
+    return std::make_unique<CpuBackend>();
+  }
   int index = 0;
   if (spec == "gpu" || spec == "cuda") {
     index = 0;
@@ -65,7 +69,7 @@ std::unique_ptr<Backend> make_backend(const std::string& spec) {
     throw_config("--device '{}': expected cpu, gpu or gpu:N", spec);
   }
 #if CNNSCALE_HAVE_CUDA
-  return make_cuda_backend(index);
+  return make_cuda_backend(index, sm_count);
 #else
   (void)index;
   no_cuda(fmt::format("--device {}", spec));

@@ -12,20 +12,21 @@
 namespace cnnscale {
 
 // The compute stream outlives the backend while any tensor it allocated is alive: each
-// allocation's deleter frees in stream order on it, so tensors may be dropped in any order.
+// allocation's deleter frees in stream order on it, so tensors may be dropped in any order. It
+// holds the context, so a green context goes only after its stream (and every tensor) has.
 struct CudaBackend::DeviceStream {
-  int device = 0;
+  std::shared_ptr<const cuda::DeviceContext> ctx;
   cudaStream_t stream = nullptr;
   ~DeviceStream() {
     if (!stream) return;
     // Destructors cannot throw; at process exit the runtime may already be unloading.
-    cudaSetDevice(device);
+    ctx->make_current_noexcept();
     cudaStreamSynchronize(stream);
     cudaStreamDestroy(stream);
   }
   void free(void* p) const {
     if (!p) return;
-    cudaSetDevice(device);
+    ctx->make_current_noexcept();
     cudaFreeAsync(p, stream);
   }
 };
@@ -50,9 +51,13 @@ int checked_device(int device_index) {
 
 }  // namespace
 
+// The context comes first (member order): with a partition, every stream, handle and allocation
+// below is made with its green context current, so nothing of this backend runs outside it.
 CudaBackend::CudaBackend(int device_index, CudaBackendOptions options)
-    : device_(checked_device(device_index)), options_(options) {
-  CUDA_CHECK(cudaSetDevice(device_));
+    : device_(checked_device(device_index)),
+      options_(options),
+      ctx_(std::make_shared<cuda::DeviceContext>(device_, options.sm_count)) {
+  activate();
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
   device_name_ = prop.name;
@@ -72,9 +77,10 @@ CudaBackend::CudaBackend(int device_index, CudaBackendOptions options)
   CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
 
   auto ds = std::make_shared<DeviceStream>();
-  ds->device = device_;
-  CUDA_CHECK(cudaStreamCreateWithFlags(&ds->stream, cudaStreamNonBlocking));
+  ds->ctx = ctx_;
+  ds->stream = ctx_->create_stream();  // non-blocking, in the partition if there is one
   ds_ = std::move(ds);
+  activate();
   try {
     CUDNN_CHECK(cudnnCreate(&cudnn_));
     CUDNN_CHECK(cudnnSetStream(cudnn_, ds_->stream));
@@ -93,7 +99,7 @@ CudaBackend::CudaBackend(int device_index, CudaBackendOptions options)
 }
 
 CudaBackend::~CudaBackend() {
-  cudaSetDevice(device_);
+  ctx_->make_current_noexcept();
   if (ds_ && ds_->stream) cudaStreamSynchronize(ds_->stream);
   conv_plans_.clear();
   if (workspace_) ds_->free(workspace_);
@@ -103,7 +109,7 @@ CudaBackend::~CudaBackend() {
 
 cudaStream_t CudaBackend::stream() const { return ds_->stream; }
 
-void CudaBackend::activate() const { CUDA_CHECK(cudaSetDevice(device_)); }
+void CudaBackend::activate() const { ctx_->make_current(); }
 
 std::string CudaBackend::description() const {
   int runtime = 0, driver = 0;
@@ -117,10 +123,13 @@ std::string CudaBackend::description() const {
   cudnnGetProperty(MAJOR_VERSION, &dnn_major);
   cudnnGetProperty(MINOR_VERSION, &dnn_minor);
   cudnnGetProperty(PATCH_LEVEL, &dnn_patch);
+  const std::string sms = ctx_->partitioned()
+                              ? fmt::format("{} of {} SMs (green context)", ctx_->granted_sms(), sm_count_)
+                              : fmt::format("{} SMs", sm_count_);
   return fmt::format(
-      "{} (gpu:{}, sm_{}{}, {} SMs, {:.1f} GiB); CUDA runtime {}.{}, driver {}.{}; cuDNN {}.{}.{}; cuBLAS {}.{}.{}; "
+      "{} (gpu:{}, sm_{}{}, {}, {:.1f} GiB); CUDA runtime {}.{}, driver {}.{}; cuDNN {}.{}.{}; cuBLAS {}.{}.{}; "
       "fp32 math: {}{}",
-      device_name_, device_, cc_major_, cc_minor_, sm_count_, static_cast<double>(total_memory_) / (1u << 30),
+      device_name_, device_, cc_major_, cc_minor_, sms, static_cast<double>(total_memory_) / (1u << 30),
       runtime / 1000, (runtime % 1000) / 10, driver / 1000, (driver % 1000) / 10, dnn_major, dnn_minor, dnn_patch,
       blas_major, blas_minor, blas_patch, options_.allow_tf32 ? "TF32 allowed" : "no TF32",
       options_.deterministic ? ", deterministic algorithms" : "");
@@ -233,12 +242,12 @@ namespace {
 // destroyed event still pending is released by the runtime when it completes). Holds the device
 // stream so the event outlives no context it belongs to.
 struct CudaTimingEvent final : TimingEvent {
-  std::shared_ptr<const void> owner;  // keeps the backend's DeviceStream alive
-  int device = 0;
+  std::shared_ptr<const void> owner;  // keeps the backend's DeviceStream (and so its context) alive
+  std::shared_ptr<const cuda::DeviceContext> ctx;
   cudaEvent_t event = nullptr;
   ~CudaTimingEvent() override {
     if (!event) return;
-    cudaSetDevice(device);
+    ctx->make_current_noexcept();
     cudaEventDestroy(event);
   }
 };
@@ -254,7 +263,7 @@ std::shared_ptr<TimingEvent> CudaBackend::record_timing_event() {
   activate();
   auto e = std::make_shared<CudaTimingEvent>();
   e->owner = ds_;
-  e->device = device_;
+  e->ctx = ctx_;
   CUDA_CHECK(cudaEventCreate(&e->event));  // default flags: timing enabled, spin on sync
   CUDA_CHECK(cudaEventRecord(e->event, ds_->stream));
   return e;

@@ -1,6 +1,7 @@
-// CudaBackend: the Backend on one GPU. One non-blocking compute stream owned by the backend, cuDNN
-// and cuBLAS handles bound to it, a growable device workspace, and per-shape convolution plans
-// (descriptors + measured algorithms). Accessors at the bottom are for the multi-GPU code.
+// CudaBackend: the Backend on one GPU, or on a partition of its SMs (a green context). One
+// non-blocking compute stream owned by the backend, cuDNN and cuBLAS handles bound to it, a growable
+// device workspace, and per-shape convolution plans (descriptors + measured algorithms). Accessors
+// at the bottom are for the multi-GPU code.
 #pragma once
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -13,6 +14,7 @@
 
 #include "backend/backend.hpp"
 #include "backend/cuda/cudnn_descriptors.hpp"
+#include "backend/cuda/device_context.hpp"
 
 namespace cnnscale {
 
@@ -27,6 +29,9 @@ struct CudaBackendOptions {
   // conv1 backward-filter FFT needs 1.45 GiB at batch 256 and is 5x faster than the
   // zero-workspace algorithms; PyTorch's benchmark mode likewise offers most free memory.
   size_t max_workspace_bytes = size_t{8} << 30;
+  // SMs of a green-context partition the backend is confined to (rounded up by the driver; see
+  // granted_sms()); 0, or the device's SM count, is the whole GPU.
+  int sm_count = 0;
 };
 
 // The algorithm chosen for one direction of one convolution shape, and what it needs.
@@ -58,6 +63,7 @@ class CudaBackend final : public Backend {
   std::string name() const override { return "cuda"; }
   Device device() const override { return Device{Device::Kind::CUDA, device_}; }
   std::string description() const override;
+  int granted_sms() const override { return ctx_->granted_sms(); }
 
   // Stream-ordered (cudaMallocAsync on the compute stream, zeroed there); freed in the same stream
   // order when the last view dies. Work on another stream must be ordered before the compute
@@ -129,7 +135,10 @@ class CudaBackend final : public Backend {
   cublasHandle_t cublas_handle() const { return cublas_; }
   const CudaBackendOptions& options() const { return options_; }
   const std::string& device_name() const { return device_name_; }
-  int sm_count() const { return sm_count_; }
+  int sm_count() const { return sm_count_; }  // the device's, whatever the partition
+  // The context every call of this backend runs in; shared by its allocations, timing events and
+  // the NCCL communicator, so it is destroyed after everything that lives in it.
+  const std::shared_ptr<cuda::DeviceContext>& context() const { return ctx_; }
   size_t workspace_bytes() const { return workspace_bytes_; }
   // The plan (with measured algorithms) for a convolution shape, or nullptr if not yet used.
   const ConvPlan* find_conv_plan(const ConvParams& p, const Shape& x, const Shape& w) const;
@@ -139,9 +148,11 @@ class CudaBackend final : public Backend {
 
  private:
   using ConvKey = std::array<int64_t, 15>;
-  struct DeviceStream;  // device index + stream, shared with every allocation's deleter
+  struct DeviceStream;  // context + stream, shared with every allocation's deleter
 
-  void activate() const;  // make this backend's device current (ops may interleave with other backends)
+  // Make this backend's context current: its device's primary context, or its green context (ops
+  // may interleave with other backends).
+  void activate() const;
   // A device workspace of at least `bytes`, valid in stream order until the next call.
   void* workspace(size_t bytes);
   ConvPlan& conv_plan(const char* op, const ConvParams& p, const Shape& x, const Shape& w);
@@ -153,6 +164,7 @@ class CudaBackend final : public Backend {
 
   int device_ = 0;
   CudaBackendOptions options_;
+  std::shared_ptr<cuda::DeviceContext> ctx_;  // before every other CUDA object: created first
   std::shared_ptr<DeviceStream> ds_;
   cudnnHandle_t cudnn_ = nullptr;
   cublasHandle_t cublas_ = nullptr;

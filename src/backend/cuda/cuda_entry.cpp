@@ -25,9 +25,11 @@ int cuda_backend_device_count() {
   return count;
 }
 
-std::unique_ptr<Backend> make_cuda_backend(int device_index) {
+std::unique_ptr<Backend> make_cuda_backend(int device_index, int sm_count) {
   // CudaBackend's constructor checks the index against the device count and says what it found.
-  return std::make_unique<CudaBackend>(device_index);
+  CudaBackendOptions options;
+  options.sm_count = sm_count;
+  return std::make_unique<CudaBackend>(device_index, options);
 }
 
 std::string cuda_device_uuid(int device_index) {

@@ -71,7 +71,12 @@ void backoff(int attempt) {
 
 NcclCommunicator::NcclCommunicator(CudaBackend& backend, int rank, int size, const ncclUniqueId& id, AllreduceAlgo algo,
                                    double timeout_seconds)
-    : backend_(backend), rank_(rank), size_(size), device_(backend.device_index()), timeout_(timeout_seconds) {
+    : backend_(backend),
+      rank_(rank),
+      size_(size),
+      device_(backend.device_index()),
+      ctx_(backend.context()),
+      timeout_(timeout_seconds) {
   if (size < 1 || rank < 0 || rank >= size) throw_runtime("nccl communicator: rank {} of {} is not valid", rank, size);
   if (!(timeout_seconds > 0)) throw_runtime("nccl communicator: timeout must be positive, got {} s", timeout_seconds);
   activate();
@@ -81,18 +86,21 @@ NcclCommunicator::NcclCommunicator(CudaBackend& backend, int rank, int size, con
     // every queued backward kernel.
     int least = 0, greatest = 0;
     CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    CUDA_CHECK(cudaStreamCreateWithPriority(&comm_stream_, cudaStreamNonBlocking, greatest));
+    comm_stream_ = ctx_->create_stream(greatest);  // in the backend's partition, if it has one
     CUDA_CHECK(cudaEventCreateWithFlags(&compute_ready_, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&comm_done_, cudaEventDisableTiming));
     apply_algo(algo);
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;  // NCCL never blocks the host; settle() polls against the deadline
     last_op_ = "initialisation (ncclCommInitRankConfig)";
+    // With the backend's context current: NCCL takes the device (and its context) from the caller.
     ncclResult_t status = ncclCommInitRankConfig(&comm_, size, id, rank, &config);
     settle(status, status == ncclSuccess || status == ncclInProgress ? "" : nccl_error_text(status, comm_), last_op_);
+    activate();  // NCCL may leave the device's primary context current
   } catch (...) {
     if (comm_) ncclCommAbort(comm_);  // settle() aborts (and nulls comm_) itself on its failures
     comm_ = nullptr;
+    ctx_->make_current_noexcept();
     release_cuda_objects();
     throw;
   }
@@ -102,7 +110,7 @@ NcclCommunicator::NcclCommunicator(CudaBackend& backend, int rank, int size, con
 }
 
 NcclCommunicator::~NcclCommunicator() {
-  cudaSetDevice(device_);  // destructors cannot throw; at process exit the runtime may be unloading
+  ctx_->make_current_noexcept();  // destructors cannot throw; at process exit the runtime may be unloading
   // Unwinding from an error: peers may never match our outstanding collectives, so a flush could
   // only run into the deadline; abort at once. Otherwise flush (bounded), then free. The lock is
   // taken per call so that the watchdog's abort() can still cut a hanging flush short.
@@ -133,6 +141,7 @@ NcclCommunicator::~NcclCommunicator() {
       comm_ = nullptr;
     }
   }
+  ctx_->make_current_noexcept();  // NCCL's teardown may have made the primary context current
   release_cuda_objects();
 }
 
@@ -163,9 +172,7 @@ cudaEvent_t NcclCommunicator::EventPool::next() {
   return events[used++];
 }
 
-void NcclCommunicator::activate() const {
-  CUDA_CHECK(cudaSetDevice(device_));
-}
+void NcclCommunicator::activate() const { ctx_->make_current(); }
 
 std::string NcclCommunicator::where() const {
   char host[256] = {0};
@@ -280,6 +287,7 @@ void NcclCommunicator::allreduce_sum_async(const Tensor& t) {
     if (status != ncclSuccess && status != ncclInProgress) call_error = nccl_error_text(status, comm_);
   }
   settle(status, call_error, last_op_);
+  activate();  // NCCL may leave the device's primary context current
   if (busy_start) {
     cudaEvent_t busy_end = busy_events_.next();
     CUDA_CHECK(cudaEventRecord(busy_end, comm_stream_));

@@ -9,12 +9,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "backend/cuda/cuda_entry.hpp"
+#include "backend/cuda/device_context.hpp"
 
 namespace cnnscale {
 
@@ -78,6 +80,9 @@ class NcclCommunicator final : public DeviceCommunicator {
 
   CudaBackend& backend_;
   int rank_ = 0, size_ = 1, device_ = 0;
+  // The backend's context (with a partition: its green context), current for every call here, so
+  // that the communication stream and NCCL's kernels stay in the backend's SMs.
+  std::shared_ptr<const cuda::DeviceContext> ctx_;
   std::chrono::duration<double> timeout_;
   // abort() may come from the watchdog thread: comm_ is used and freed only under mutex_.
   std::mutex mutex_;
