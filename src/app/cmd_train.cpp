@@ -68,6 +68,7 @@ void run_train(TrainArgs& a) {
   RankReport mine =
       make_rank_report(par.rank(), mpi ? mpi->host() : "", backend.device(), *energy, r, trainer.local_batch());
   mine.slowdown = par.slowdown();
+  mine.sms = backend.granted_sms();
   const std::vector<RankReport> reports = gather_rank_reports(std::move(mine));
   if (r.interrupted) requested_exit_code() = kExitRequeue;
   if (!rank0) return;

@@ -93,6 +93,7 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
   if (a.parallel.split != "even") run_config["split"] = a.parallel.split;  // even runs keep their ids
   if (a.parallel.split == "auto") run_config["rebalance_every"] = a.parallel.rebalance_every;
   if (!a.parallel.slowdown.empty()) run_config["slowdown"] = a.parallel.slowdown;  // emulation, by rank
+  if (!a.parallel.sm_counts.empty()) run_config["sm_counts"] = a.parallel.sm_counts;  // GPU partitions, asked
   if (dataset_info(a.data).synthetic) {
     run_config["synthetic_fill"] = a.synthetic_fill;
     run_config["input_shape"] = in.spec.input_shape();
