@@ -95,6 +95,9 @@ bool is_partial(const fs::path& p) {
 std::string RunRecord::text(const std::string& key) const {
   if (key == "split" && summary.split.value_or("") == "manual" && summary.split_shares.has_value())
     return std::string("manual ").append(summary.split_shares.value());
+  // The even split of equal ranks is every plain run's configuration, recorded or not (one-rank runs
+  // and older files have no split figure): the same key, so scaling finds its one-rank baseline.
+  if (key == "split" && summary.split.value_or("even") == "even" && !summary.mix.has_value()) return "";
   const SummaryValue v = summary_value(summary, key);
   if (const std::string* s = std::get_if<std::string>(&v)) return *s;
   if (const double* d = std::get_if<double>(&v)) return number_text(*d);
