@@ -45,12 +45,14 @@ TEST(SweepMix, StragglerMixUnderEachSplitIsSweptAndReported) {
     }
   }
   ASSERT_EQ(shares.size(), 3u);
-  EXPECT_EQ(shares["even"], (std::vector<int64_t>{16, 16}));
-  // The slower rank gets less under both balancing policies (about 8 of 32; a busy host's timing
-  // noise moves it, but an even or inverted split means the policy did not balance).
+  EXPECT_EQ(shares["even"], (std::vector<int64_t>{64, 64}));
+  // The slower rank gets clearly less under both balancing policies: about 32 of 128 for a 3x
+  // straggler. On a busy 2-core host the ranks' loader threads compete with the other rank's
+  // compute, so the measured ratio wanders (22 to 43 seen here); an even or inverted split, or a
+  // starved rank, means the policy did not balance.
   for (const char* policy : {"proportional", "auto"}) {
-    EXPECT_LT(shares[policy][1], 14) << policy;
-    EXPECT_GE(shares[policy][1], 2) << policy;
+    EXPECT_LE(shares[policy][1], 52) << policy;
+    EXPECT_GE(shares[policy][1], 8) << policy;
   }
 
   auto rep = testing::run_cnnscale({"report", (fs::path(dir.str()) / "cpu_mix").string()});
