@@ -1,6 +1,7 @@
 // Runs the cnnscale executable (CNNSCALE_BIN) from tests with its stdout and stderr captured, for
 // the CLI tests and the end-to-end (slow) tests. Header-only, shared by tests/cpu and tests/slow.
 #pragma once
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -77,6 +78,17 @@ inline CliResult run_cnnscale(const std::vector<std::string>& args, const std::v
   r.exit_code = exit_code_of(status);
   take_output(base, r.out, r.err);
   return r;
+}
+
+// A run that must fail with exit 2, one stderr line containing every fragment, and nothing on stdout.
+inline void expect_usage_error(const std::vector<std::string>& args, const std::vector<std::string>& fragments) {
+  CliResult r = run_cnnscale(args);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  auto lines = r.err_lines();
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_EQ(lines[0].rfind("cnnscale: error: ", 0), 0u) << lines[0];
+  for (const auto& f : fragments) EXPECT_NE(lines[0].find(f), std::string::npos) << lines[0] << "\nlacks: " << f;
+  EXPECT_TRUE(r.out.empty()) << r.out;
 }
 
 }  // namespace cnnscale::testing

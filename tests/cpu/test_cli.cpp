@@ -19,16 +19,7 @@ std::string fixture(const std::string& name) {
   return std::string(CNNSCALE_TEST_DATA) + "/" + name;
 }
 
-// A run that must fail with exit 2 and one line containing every fragment.
-void expect_usage_error(const std::vector<std::string>& args, const std::vector<std::string>& fragments) {
-  CliResult r = run_cnnscale(args);
-  EXPECT_EQ(r.exit_code, 2) << r.err;
-  auto lines = r.err_lines();
-  ASSERT_EQ(lines.size(), 1u) << r.err;
-  EXPECT_EQ(lines[0].rfind("cnnscale: error: ", 0), 0u) << lines[0];
-  for (const auto& f : fragments) EXPECT_NE(lines[0].find(f), std::string::npos) << lines[0] << "\nlacks: " << f;
-  EXPECT_TRUE(r.out.empty()) << r.out;
-}
+using testing::expect_usage_error;
 
 std::vector<std::string> train_synthetic(const std::string& net) {
   return {"train", "--net", net, "--data", "synthetic", "--iterations", "2", "--batch", "2"};

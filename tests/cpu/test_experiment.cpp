@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "core/error.hpp"
+#include "cpu/experiment_test_util.hpp"
 #include "experiment/experiment.hpp"
 
 namespace cnnscale {
@@ -21,30 +22,10 @@ const std::string kBase =
     "  batch: [8, 16]\n"    // 6
     "  gpus: [1, 2]\n";     // 7
 
-HostInfo cpu_host() {
-  return HostInfo{std::nullopt, "", true};
-}
-HostInfo gpu_host(int n) {
-  return HostInfo{n, fmt::format("CUDA_VISIBLE_DEVICES={}", n), true};
-}
-
-Experiment parse(const std::string& text, const std::vector<std::string>& overrides = {},
-                 const HostInfo& host = cpu_host()) {
-  return parse_experiment_text(text, "t.yaml", overrides, host);
-}
-
-// Parsing must fail with a ConfigError containing every fragment.
-void expect_error(const std::string& text, const std::vector<std::string>& fragments,
-                  const std::vector<std::string>& overrides = {}, const HostInfo& host = cpu_host()) {
-  try {
-    parse(text, overrides, host);
-    ADD_FAILURE() << "no error for:\n" << text;
-  } catch (const ConfigError& e) {
-    const std::string msg = e.what();
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-    for (const auto& f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << msg << "\nlacks: " << f;
-  }
-}
+using testing::cpu_host;
+using testing::expect_error;
+using testing::gpu_host;
+using testing::parse;
 
 TEST(ExperimentSchema, ValidFileParses) {
   Experiment e = parse(kBase);

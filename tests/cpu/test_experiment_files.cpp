@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <set>
 
+#include "cpu/experiment_test_util.hpp"
 #include "experiment/experiment.hpp"
 #include "experiment/sweep.hpp"
 
@@ -17,14 +18,11 @@ namespace fs = std::filesystem;
 
 const fs::path kExperiments = fs::path(CNNSCALE_TEST_DATA).parent_path().parent_path() / "experiments";
 
-std::string flag_value(const std::vector<std::string>& args, const std::string& flag) {
-  for (size_t i = 0; i + 1 < args.size(); ++i)
-    if (args[i] == flag) return args[i + 1];
-  return "<absent>";
-}
+using testing::flag_value;
+using testing::gpu_host;
 
 std::vector<RunSpec> load_runs(const std::string& name, Experiment* e = nullptr) {
-  Experiment x = load_experiment((kExperiments / name).string(), {}, HostInfo{4, "CUDA_VISIBLE_DEVICES=0,1,2,3", true});
+  Experiment x = load_experiment((kExperiments / name).string(), {}, gpu_host(4));
   auto runs = expand_runs(x);
   if (e) *e = x;
   return runs;
@@ -36,7 +34,7 @@ TEST(ExperimentFiles, EveryShippedFileParsesAndExpands) {
     if (entry.path().extension() == ".yaml") files.push_back(entry.path());
   ASSERT_GE(files.size(), 5u) << kExperiments;
   for (const auto& f : files) {
-    for (const HostInfo& host : {HostInfo{std::nullopt, "", true}, HostInfo{4, "CUDA_VISIBLE_DEVICES=0,1,2,3", true}}) {
+    for (const HostInfo& host : {testing::cpu_host(), gpu_host(4)}) {
       SCOPED_TRACE(f.string());
       Experiment e;
       ASSERT_NO_THROW(e = load_experiment(f.string(), {}, host));

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "core/error.hpp"
+#include "cpu/experiment_test_util.hpp"
 #include "experiment/experiment.hpp"
 #include "experiment/sweep.hpp"
 
@@ -33,36 +34,11 @@ const std::string kNoRanks =
     "  batch: [8]\n"        // 6
     "  repeats: 1\n";       // 7
 
-HostInfo cpu_host() {
-  return HostInfo{std::nullopt, "", true};
-}
-HostInfo gpu_host(int n) {
-  return HostInfo{n, fmt::format("CUDA_VISIBLE_DEVICES={}", n), true};
-}
-
-Experiment parse(const std::string& text, const std::vector<std::string>& overrides = {},
-                 const HostInfo& host = cpu_host()) {
-  return parse_experiment_text(text, "t.yaml", overrides, host);
-}
-
-void expect_error(const std::string& text, const std::vector<std::string>& fragments,
-                  const std::vector<std::string>& overrides = {}, const HostInfo& host = cpu_host()) {
-  try {
-    parse(text, overrides, host);
-    ADD_FAILURE() << "no error for:\n" << text;
-  } catch (const ConfigError& e) {
-    const std::string msg = e.what();
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-    for (const auto& f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << msg << "\nlacks: " << f;
-  }
-}
-
-// The value after `flag` in `args`, or "<absent>".
-std::string flag_value(const std::vector<std::string>& args, const std::string& flag) {
-  for (size_t i = 0; i + 1 < args.size(); ++i)
-    if (args[i] == flag) return args[i + 1];
-  return "<absent>";
-}
+using testing::cpu_host;
+using testing::expect_error;
+using testing::flag_value;
+using testing::gpu_host;
+using testing::parse;
 
 bool has_tag(const std::vector<std::string>& args, const std::string& tag) {
   for (size_t i = 0; i + 1 < args.size(); ++i)

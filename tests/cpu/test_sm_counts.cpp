@@ -13,8 +13,6 @@
 namespace cnnscale {
 namespace {
 
-using testing::CliResult;
-using testing::run_cnnscale;
 
 TEST(SmCounts, CpuBackendRefusesAnSmCount) {
   try {
@@ -28,15 +26,7 @@ TEST(SmCounts, CpuBackendRefusesAnSmCount) {
   EXPECT_EQ(cpu->granted_sms(), 0);
 }
 
-// Exit 2 (a usage error) and exactly one stderr line holding every fragment.
-void expect_one_line(const std::vector<std::string>& args, const std::vector<std::string>& fragments) {
-  CliResult r = run_cnnscale(args);
-  EXPECT_EQ(r.exit_code, 2) << r.err;
-  auto lines = r.err_lines();
-  ASSERT_EQ(lines.size(), 1u) << r.err;
-  EXPECT_EQ(lines[0].rfind("cnnscale: error: ", 0), 0u) << lines[0];
-  for (const auto& f : fragments) EXPECT_NE(lines[0].find(f), std::string::npos) << lines[0] << "\nlacks: " << f;
-}
+using testing::expect_usage_error;
 
 std::vector<std::string> train_with(const std::vector<std::string>& extra) {
   std::vector<std::string> args = {"train",        "--net", "lenet",   "--data", "synthetic",
@@ -46,19 +36,19 @@ std::vector<std::string> train_with(const std::vector<std::string>& extra) {
 }
 
 TEST(SmCounts, TrainRejectsCountsOnCpuRanks) {
-  expect_one_line(train_with({"--device", "cpu", "--sm-counts", "66"}), {"--sm-counts applies to GPU ranks"});
-  expect_one_line(train_with({"--sm-counts", "66"}), {"--sm-counts applies to GPU ranks"});  // cpu by default
+  expect_usage_error(train_with({"--device", "cpu", "--sm-counts", "66"}), {"--sm-counts applies to GPU ranks"});
+  expect_usage_error(train_with({"--sm-counts", "66"}), {"--sm-counts applies to GPU ranks"});  // cpu by default
 }
 
 // With --gpus the devices are named but none is opened before these checks, so they run anywhere.
 TEST(SmCounts, TrainChecksLengthAndValuesAgainstGpus) {
-  expect_one_line(train_with({"--gpus", "0,1", "--sm-counts", "66"}), {"--sm-counts", "1 count", "2", "--gpus"});
-  expect_one_line(train_with({"--gpus", "0", "--sm-counts", "0"}), {"--sm-counts", ">= 1"});
-  expect_one_line(train_with({"--gpus", "0", "--sm-counts=-8"}), {"--sm-counts", ">= 1"});
+  expect_usage_error(train_with({"--gpus", "0,1", "--sm-counts", "66"}), {"--sm-counts", "1 count", "2", "--gpus"});
+  expect_usage_error(train_with({"--gpus", "0", "--sm-counts", "0"}), {"--sm-counts", ">= 1"});
+  expect_usage_error(train_with({"--gpus", "0", "--sm-counts=-8"}), {"--sm-counts", ">= 1"});
 }
 
 TEST(SmCounts, TimeRejectsAnSmCountOnTheCpu) {
-  expect_one_line({"time", "lenet", "--batch", "2", "--iterations", "1", "--warmup", "0", "--sm-count", "16"},
+  expect_usage_error({"time", "lenet", "--batch", "2", "--iterations", "1", "--warmup", "0", "--sm-count", "16"},
                   {"--sm-count", "GPU"});
 }
 

@@ -1,0 +1,49 @@
+// Shared by the experiment-file tests: the host a parse assumes (no GPU, or n GPUs), parsing a YAML
+// text as "t.yaml", the check that a parse fails with one line holding every fragment, and a flag's
+// value in the train arguments a run expands to.
+#pragma once
+#include <gtest/gtest.h>
+#include <fmt/format.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "experiment/experiment.hpp"
+
+namespace cnnscale::testing {
+
+inline HostInfo cpu_host() {
+  return HostInfo{std::nullopt, "", true};
+}
+inline HostInfo gpu_host(int n) {
+  return HostInfo{n, fmt::format("CUDA_VISIBLE_DEVICES={}", n), true};
+}
+
+inline Experiment parse(const std::string& text, const std::vector<std::string>& overrides = {},
+                        const HostInfo& host = cpu_host()) {
+  return parse_experiment_text(text, "t.yaml", overrides, host);
+}
+
+// The value after `flag` in a run's train arguments, or "<absent>".
+inline std::string flag_value(const std::vector<std::string>& args, const std::string& flag) {
+  for (size_t i = 0; i + 1 < args.size(); ++i)
+    if (args[i] == flag) return args[i + 1];
+  return "<absent>";
+}
+
+// Parsing must fail with a ConfigError of one line containing every fragment.
+inline void expect_error(const std::string& text, const std::vector<std::string>& fragments,
+                         const std::vector<std::string>& overrides = {}, const HostInfo& host = cpu_host()) {
+  try {
+    parse(text, overrides, host);
+    ADD_FAILURE() << "no error for:\n" << text;
+  } catch (const ConfigError& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    for (const auto& f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << msg << "\nlacks: " << f;
+  }
+}
+
+}  // namespace cnnscale::testing
