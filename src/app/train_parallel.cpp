@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -127,17 +126,15 @@ ParallelRun::ParallelRun(const ParallelArgs& args, const std::string& device, in
     throw_config("--split {} chooses by each GPU's joules; CPU ranks have no energy reading of their own (use "
                  "proportional or auto)",
                  args_.split);
-  if (args_.rebalance_every < 1) throw_config("--rebalance-every must be >= 1, got {}", args_.rebalance_every);
-  if (!(args_.probe_seconds > 0)) throw_config("--probe-seconds must be > 0, got {}", args_.probe_seconds);
+  check_rebalance_every(args_.rebalance_every);
+  check_probe_seconds(args_.probe_seconds);
   if (!args_.slowdown.empty()) {
     if (device_ != "cpu") throw_config("--slowdown emulates slower CPU ranks; GPU ranks are made unequal with --sm-counts");
     const size_t want = active_ ? static_cast<size_t>(mpi_->size()) : 1;
     if (args_.slowdown.size() != want)
       throw_config("--slowdown: {} factor(s) for {} rank(s): give one per rank, in rank order", args_.slowdown.size(),
                    want);
-    for (size_t r = 0; r < want; ++r)
-      if (!(args_.slowdown[r] >= 1.0) || !std::isfinite(args_.slowdown[r]))
-        throw_config("--slowdown: rank {} has factor {}; factors are >= 1 (1: full speed)", r, args_.slowdown[r]);
+    for (size_t r = 0; r < want; ++r) check_slowdown(static_cast<int>(r), args_.slowdown[r]);
   }
   if (args_.batch_per_rank)
     rank_batches_.assign(static_cast<size_t>(ranks), batch);

@@ -41,6 +41,19 @@ bool split_needs_probe(SplitPolicy p) {
 }
 bool split_needs_energy(SplitPolicy p) { return p == SplitPolicy::Energy || p == SplitPolicy::Edp; }
 
+void check_rebalance_every(int64_t steps) {
+  if (steps < 1) throw_config("--rebalance-every must be >= 1, got {}", steps);
+}
+
+void check_probe_seconds(double seconds) {
+  if (!(seconds > 0)) throw_config("--probe-seconds must be > 0, got {}", seconds);
+}
+
+void check_slowdown(int rank, double factor) {
+  if (!(factor >= 1.0) || !std::isfinite(factor))
+    throw_config("--slowdown: rank {} has factor {}; factors are >= 1 (1: full speed)", rank, factor);
+}
+
 namespace {
 
 struct Line {
@@ -169,10 +182,14 @@ std::vector<int64_t> minimise_energy(SplitPolicy policy, int64_t global_batch, c
   std::vector<size_t> order(ranks);
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    const auto cost = [&](size_t r) { return models[r].joules_per_sample - models[r].wait_watts * models[r].seconds_per_sample; };
+    const auto cost = [&](size_t r) {
+      return models[r].joules_per_sample - models[r].wait_watts * models[r].seconds_per_sample;
+    };
     return cost(a) < cost(b);
   });
-  const auto objective = [&](const SplitCost& c) { return policy == SplitPolicy::Edp ? c.joules * c.seconds : c.joules; };
+  const auto objective = [&](const SplitCost& c) {
+    return policy == SplitPolicy::Edp ? c.joules * c.seconds : c.joules;
+  };
 
   std::vector<int64_t> best;
   double best_value = 0;

@@ -2,6 +2,7 @@
 // models a start-up probe fits, the shares each model-based policy chooses, and the online
 // rebalancer of `auto`. Pure arithmetic on host numbers: the Trainer measures, this decides.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -19,6 +20,19 @@ std::string to_string(SplitPolicy policy);
 bool split_needs_probe(SplitPolicy policy);
 // Whether it needs each rank's energy besides its time (energy, edp).
 bool split_needs_energy(SplitPolicy policy);
+
+// The one check of each unequal-rank setting: `train` runs them before touching a device, the
+// Trainer again for callers that build one directly. ConfigError naming the flag otherwise.
+void check_rebalance_every(int64_t steps);  // >= 1
+void check_probe_seconds(double seconds);   // > 0
+void check_slowdown(int rank, double factor);  // finite and >= 1
+
+// A step's compute: its whole time less its exposed gradient exchange (what it waited for after
+// backward; NaN, as in a single process, counts as none). What `auto` balances and what the results
+// call compute_s.
+inline double compute_seconds(double step_total, double exposed_exchange) {
+  return step_total - (std::isnan(exposed_exchange) ? 0.0 : exposed_exchange);
+}
 
 // One rank's step as a function of its share n (samples): seconds = a + b n for forward+backward
 // and joules = c + d n drawn meanwhile; while it waits at the gradient exchange for slower ranks it

@@ -62,21 +62,19 @@ void put_split_figures(RunResults& res, const TrainResult& r0, const std::vector
   const Timeline& tl = res.timeline;
   for (int64_t i = 0; i < tl.iterations(); ++i) {
     if (tl.warmup()[static_cast<size_t>(i)]) continue;
-    std::vector<double> c(n);
+    std::vector<double> c(n), total(n);
     bool complete = true;
     for (size_t r = 0; r < n; ++r) {
-      const double total = tl.at(i, static_cast<int64_t>(r), TimelinePhase::Total);
-      double wait = tl.at(i, static_cast<int64_t>(r), TimelinePhase::Allreduce);
-      if (!std::isfinite(wait)) wait = 0;
-      c[r] = total - wait;
-      exchange[r] += wait;
-      complete = complete && std::isfinite(total);
+      total[r] = tl.at(i, static_cast<int64_t>(r), TimelinePhase::Total);
+      c[r] = compute_seconds(total[r], tl.at(i, static_cast<int64_t>(r), TimelinePhase::Allreduce));
+      complete = complete && std::isfinite(total[r]);
     }
-    if (!complete) continue;
+    if (!complete) continue;  // a rank without this iteration's times: the row says nothing of balance
     const std::vector<int64_t>* shares = shares_at(r0.split, tl.iteration()[static_cast<size_t>(i)]);
     const double slowest = *std::max_element(c.begin(), c.end());
     for (size_t r = 0; r < n; ++r) {
       compute[r] += c[r];
+      exchange[r] += total[r] - c[r];
       waiting[r] += slowest - c[r];
       samples[r] += shares && shares->size() == n ? static_cast<double>((*shares)[r])
                                                   : static_cast<double>(ranks[r].local_batch);
@@ -88,8 +86,8 @@ void put_split_figures(RunResults& res, const TrainResult& r0, const std::vector
   std::vector<double> mean_compute(n);
   double ideal = 0, wait_joules = 0;
   bool joules_known = true;
+  const double per = 1.0 / static_cast<double>(rows);
   for (size_t r = 0; r < n; ++r) {
-    const double per = 1.0 / static_cast<double>(rows);
     mean_compute[r] = compute[r] * per;
     ideal += compute[r] > 0 ? samples[r] / compute[r] : kMissing;
     const double w = ranks[r].wait_watts;

@@ -4,7 +4,6 @@
 #include "solver/trainer.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
 
 #include "core/log.hpp"
@@ -102,12 +101,11 @@ void Trainer::check_options() const {
   if (!(options_.min_window_seconds >= 0)) throw_config("--min-window must be >= 0 seconds");
   if (!(options_.phase_window_seconds > 0)) throw_config("--phase-window must be > 0 seconds");
   if (options_.phase_repeats < 1) throw_config("--phase-repeats must be >= 1, got {}", options_.phase_repeats);
-  if (!(options_.slowdown >= 1.0) || !std::isfinite(options_.slowdown))
-    throw_config("--slowdown must be a factor >= 1, got {}", options_.slowdown);
+  check_slowdown(options_.parallel.rank, options_.slowdown);
   if (options_.slowdown > 1.0 && !backend_.device().is_cpu())
     throw_config("--slowdown emulates a slower CPU rank; GPU ranks are made unequal with --sm-counts");
-  if (options_.rebalance_every < 1) throw_config("--rebalance-every must be >= 1, got {}", options_.rebalance_every);
-  if (!(options_.probe_seconds > 0)) throw_config("--probe-seconds must be > 0, got {}", options_.probe_seconds);
+  check_rebalance_every(options_.rebalance_every);
+  check_probe_seconds(options_.probe_seconds);
   if (!(options_.rebalance_hysteresis >= 0 && options_.rebalance_hysteresis < 1))
     throw_config("rebalance hysteresis must be in [0, 1), got {}", options_.rebalance_hysteresis);
   if (!options_.resume.empty() && options_.resume == "auto" && options_.checkpoint_dir.empty())
@@ -214,6 +212,7 @@ void Trainer::forward(const StepScalars& s) {
 // emulated slower rank hands its buckets to the exchange as late as a slower device would.
 void Trainer::backward(const StepScalars& s, bool exchange) {
   const bool buckets = buckets_ && exchange;
+  if (!buckets && options_.slowdown <= 1.0) return net_->backward(s.dropout_seed);
   auto since = Clock::now();
   auto layer_done = [&](size_t layer) {
     slow_down(since);

@@ -134,12 +134,12 @@ struct TrainResult {
   // `iterations` is where it stopped, a checkpoint of that point was written (with a checkpoint
   // directory), and no extension window, phase loops or final test were run.
   bool interrupted = false;
-  int stop_signal = 0;
+  int stop_signal = 0;  // the signal this rank received (0: another rank's signal stopped the job)
   // The split over the run: the policy, every change of shares (the first at the start), and the
   // probe's points and every rank's fitted model (the same on every rank). wait_watts: this rank's
   // GPU power while idle, what waiting at the exchange is charged (NaN: not measured).
   SplitRecord split;
-  double wait_watts = std::nan("");  // the signal this rank received (0: another rank's signal stopped the job)
+  double wait_watts = std::nan("");
 };
 
 class DeviceCommunicator;
@@ -271,7 +271,7 @@ class Trainer {
 
   // Unequal ranks (trainer_split.cpp).
   void plan_split(TrainResult& result, int64_t start, const TrainCallbacks& cb);  // the probe and the policy's first shares
-  std::vector<ProbeSample> probe_rank(const std::vector<int64_t>& batches, std::vector<ProbePoint>& record);
+  std::vector<ProbeSample> probe_rank(const std::vector<int64_t>& batches);
   double measure_wait_watts();
   // auto: after step t, every rebalance_every steps, new shares when they pay (collective).
   void maybe_rebalance(RunState& s, int64_t t, const TrainCallbacks& cb);
@@ -293,8 +293,8 @@ class Trainer {
   TrainOptions options_;
   BatchSplit split_;
   SplitRecord split_record_;
-  Rebalancer rebalancer_;
-  double slowdown_debt_ = 0;  // --slowdown: idle seconds owed (negative: a sleep overshot)  // auto: its speed estimates carry over from one decision to the next
+  Rebalancer rebalancer_;     // auto: its speed estimates carry over from one decision to the next
+  double slowdown_debt_ = 0;  // --slowdown: idle seconds owed (negative: a sleep overshot)
   std::unique_ptr<Net> net_;
   std::unique_ptr<SgdSolver> solver_;
   std::unique_ptr<Loader> loader_;            // absent with device_pool

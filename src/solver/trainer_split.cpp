@@ -1,12 +1,13 @@
 // Trainer, unequal ranks: the start-up probe that times each rank's forward+backward at a few local
 // batches (and reads its GPU's joules), the policy's first shares from the fitted models, `auto`'s
 // online rebalancing, the switch to new shares mid-run, and the CPU straggler emulation.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <ranges>
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <thread>
 
 #include "core/log.hpp"
@@ -25,6 +26,25 @@ std::vector<int64_t> shares_of(const DataParallel& dp, int64_t global_batch) {
 // Values per rank in the probe's exchange: the model's five numbers, then seconds and joules of
 // each probe batch.
 constexpr size_t kModelValues = 5;
+
+// The probe's outcome in one log line: the batches timed, each rank's fitted model, the shares
+// chosen and what the models predict for them.
+std::string describe_probe(const std::string& policy, const std::vector<int64_t>& batches,
+                           const std::vector<RankCost>& models, const std::vector<int64_t>& shares) {
+  std::string text = fmt::format("split {}: probe of {} samples per rank;", policy, fmt::join(batches, "/"));
+  for (size_t r = 0; r < models.size(); ++r) {
+    const RankCost& m = models[r];
+    text.append(fmt::format(" rank {}: {:.3g} + {:.3g} n ms", r, 1e3 * m.seconds_fixed, 1e3 * m.seconds_per_sample));
+    if (std::isfinite(m.joules_per_sample))
+      text.append(
+          fmt::format(", {:.3g} + {:.3g} n J, idle {:.0f} W", m.joules_fixed, m.joules_per_sample, m.wait_watts));
+    text.append(";");
+  }
+  const SplitCost p = predict_split(shares, models);
+  text.append(fmt::format(" shares {} (predicted {:.3g} ms", fmt::join(shares, "+"), 1e3 * p.seconds));
+  text.append(std::isfinite(p.joules) ? fmt::format(", {:.3g} J per batch)", p.joules) : std::string(")"));
+  return text;
+}
 
 }  // namespace
 
@@ -57,7 +77,7 @@ double Trainer::measure_wait_watts() {
 // choice), then enough steps to fill probe_seconds, bracketed by one host sync each side so the
 // time and the GPU's energy counter cover exactly those steps. The batch-norm running statistics
 // the probe's forward passes move are put back afterwards: the run starts as it would unprobed.
-std::vector<ProbeSample> Trainer::probe_rank(const std::vector<int64_t>& batches, std::vector<ProbePoint>& record) {
+std::vector<ProbeSample> Trainer::probe_rank(const std::vector<int64_t>& batches) {
   std::vector<std::pair<Tensor, Tensor>> saved;  // (live, copy)
   for (auto& [name, t] : net_->state()) {
     Tensor copy = backend_.alloc(t.shape(), t.dtype());
@@ -99,7 +119,6 @@ std::vector<ProbeSample> Trainer::probe_rank(const std::vector<int64_t>& batches
       if (r.gpu_joules) p.joules = *r.gpu_joules / static_cast<double>(steps);
     }
     out.push_back(p);
-    record.push_back({options_.parallel.rank, n, p.seconds, p.joules});
   }
   net_->reshape(split_.local);
   for (auto& [live, copy] : saved) backend_.copy(copy, live);
@@ -118,8 +137,7 @@ void Trainer::plan_split(TrainResult& result, int64_t start, const TrainCallback
   if ((dp.comm && ranks > 1) || split_needs_energy(options_.split)) result.wait_watts = measure_wait_watts();
   if (split_needs_probe(options_.split)) {
     const std::vector<int64_t> batches = probe_batches(options_.batch, ranks);
-    std::vector<ProbePoint> mine;
-    const std::vector<ProbeSample> samples = probe_rank(batches, mine);
+    const std::vector<ProbeSample> samples = probe_rank(batches);
     const RankCost own = fit_rank_cost(samples, result.wait_watts);
     std::vector<float> payload = {static_cast<float>(own.seconds_fixed), static_cast<float>(own.seconds_per_sample),
                                   static_cast<float>(own.joules_fixed), static_cast<float>(own.joules_per_sample),
@@ -142,29 +160,13 @@ void Trainer::plan_split(TrainResult& result, int64_t start, const TrainCallback
             {static_cast<int64_t>(r), batches[i], v[kModelValues + 2 * i], v[kModelValues + 2 * i + 1]});
     }
     const std::vector<int64_t> shares = choose_split(options_.split, options_.batch, models);
-    if (cb.on_message) {
-      std::string text = fmt::format("split {}: probe of {} samples per rank;", split_record_.policy,
-                                     fmt::join(batches, "/"));
-      for (size_t r = 0; r < models.size(); ++r) {
-        const RankCost& m = models[r];
-        text.append(fmt::format(" rank {}: {:.3g} + {:.3g} n ms", r, 1e3 * m.seconds_fixed, 1e3 * m.seconds_per_sample));
-        if (std::isfinite(m.joules_per_sample))
-          text.append(fmt::format(", {:.3g} + {:.3g} n J, idle {:.0f} W", m.joules_fixed, m.joules_per_sample,
-                                  m.wait_watts));
-        text.append(";");
-      }
-      const SplitCost p = predict_split(shares, models);
-      text.append(fmt::format(" shares {} (predicted {:.3g} ms", fmt::join(shares, "+"), 1e3 * p.seconds));
-      text.append(std::isfinite(p.joules) ? fmt::format(", {:.3g} J per batch)", p.joules) : std::string(")"));
-      cb.on_message(text);
-    }
+    if (cb.on_message) cb.on_message(describe_probe(split_record_.policy, batches, models, shares));
     if (shares != shares_of(dp, options_.batch)) apply_split(shares);
   }
   split_record_.changes.push_back({start, shares_of(dp, options_.batch)});
 }
 
-// `auto`: each rank's mean compute seconds (the step less its exposed exchange) over the second
-// half of the interval just run (the first steps after a change run new shapes for the first time),
+// `auto`: each rank's median compute seconds over the second half of the interval just run,
 // gathered; every rank applies the same Rebalancer decision. The steady window pauses for the
 // switch and restarts two steps later, and those steps count as warm-up.
 void Trainer::maybe_rebalance(RunState& s, int64_t t, const TrainCallbacks& cb) {
@@ -183,7 +185,7 @@ void Trainer::maybe_rebalance(RunState& s, int64_t t, const TrainCallbacks& cb) 
   std::vector<double> steps;
   for (const IterationPhases& p : phase_timer_->timeline())
     if (p.iteration >= from && p.iteration < done && !p.warmup)
-      steps.push_back(p.total - p.seconds[static_cast<size_t>(TimelinePhase::Allreduce)]);
+      steps.push_back(compute_seconds(p.total, p.seconds[static_cast<size_t>(TimelinePhase::Allreduce)]));
   float own = 0.0f;
   if (!steps.empty()) {
     std::nth_element(steps.begin(), steps.begin() + static_cast<std::ptrdiff_t>(steps.size() / 2), steps.end());
