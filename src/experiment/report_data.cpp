@@ -95,9 +95,10 @@ bool is_partial(const fs::path& p) {
 std::string RunRecord::text(const std::string& key) const {
   if (key == "split" && summary.split.value_or("") == "manual" && summary.split_shares.has_value())
     return std::string("manual ").append(summary.split_shares.value());
-  // The even split of equal ranks is every plain run's configuration, recorded or not (one-rank runs
-  // and older files have no split figure): the same key, so scaling finds its one-rank baseline.
-  if (key == "split" && summary.split.value_or("even") == "even" && !summary.mix.has_value()) return "";
+  // A run without a split figure (one rank on a whole device, files from before splits were
+  // recorded) divided its batch evenly: the same key as a recorded even split, so scaling finds its
+  // one-rank baseline.
+  if (key == "split" && !summary.split.has_value()) return "even";
   const SummaryValue v = summary_value(summary, key);
   if (const std::string* s = std::get_if<std::string>(&v)) return *s;
   if (const double* d = std::get_if<double>(&v)) return number_text(*d);
@@ -237,7 +238,7 @@ bool is_gpu_mix(const ConfigGroup& group) {
 
 bool is_unequal(const ConfigGroup& group) {
   const std::string& split = group.key.at("split");
-  return !group.key.at("mix").empty() || !(split.empty() || split == "even");
+  return !group.key.at("mix").empty() || split != "even";
 }
 
 Identity variant_identity(const ConfigGroup& group) {

@@ -23,22 +23,8 @@ std::map<std::string, std::string> set_key(const ConfigGroup& g) {
   return key;
 }
 
-// The group's split policy. The even split of equal ranks is keyed "" (every plain run's
-// configuration, recorded or not); it reads "even" here when the runs recorded their split.
-std::string split_of(const ConfigGroup& g) {
-  const std::string& key = g.key.at("split");
-  if (!key.empty()) return key;
-  for (const RunRecord* r : g.runs)
-    if (r->summary.split.has_value()) return r->summary.split.value();
-  return "";
-}
-
-bool recorded_split(const ConfigGroup& g) {
-  return !split_of(g).empty();
-}
-
 bool even_equal(const ConfigGroup& g) {
-  return split_of(g) == "even" && g.key.at("mix").empty();
+  return g.key.at("split") == "even" && g.key.at("mix").empty();
 }
 
 // The policies in the order their rows are listed: the reference first, then from fixed to adaptive.
@@ -107,7 +93,7 @@ struct HeteroLayout {
   std::vector<Cell> cells(const ConfigGroup& g) const {
     std::vector<Cell> c = {Cell::of(g.net()), Cell::of(g.key.at("world_size"))};
     if (threads) c.push_back(Cell::of(g.key.at("threads_per_rank")));
-    c.insert(c.end(), {Cell::of(g.key.at("global_batch")), Cell::of(mix_label(g, noun)), Cell::of(split_of(g))});
+    c.insert(c.end(), {Cell::of(g.key.at("global_batch")), Cell::of(mix_label(g, noun)), Cell::of(g.key.at("split"))});
     if (any_varying(varying)) c.push_back(Cell::of(variant_label(g.net(), identity(g), varying)));
     c.push_back(Cell::of(std::to_string(g.runs.size())));
     return c;
@@ -128,18 +114,18 @@ std::vector<const ConfigGroup*> hetero_groups(const std::vector<ConfigGroup>& gr
   std::vector<const ConfigGroup*> shown;
   std::set<std::map<std::string, std::string>> sets;
   for (const ConfigGroup& g : groups)
-    if (recorded_split(g) && g.world_size() > 1 && is_unequal(g)) {
+    if (g.world_size() > 1 && is_unequal(g)) {
       shown.push_back(&g);
       sets.insert(set_key(g));
     }
   for (const ConfigGroup& g : groups)
-    if (recorded_split(g) && g.world_size() > 1 && even_equal(g) && sets.count(set_key(g))) shown.push_back(&g);
+    if (g.world_size() > 1 && even_equal(g) && sets.count(set_key(g))) shown.push_back(&g);
   // Rows of one set together, in the groups' order of their first row, policies from even to edp.
   std::map<std::map<std::string, std::string>, size_t> first;
   for (const ConfigGroup& g : groups) first.emplace(set_key(g), first.size());
   std::stable_sort(shown.begin(), shown.end(), [&](const ConfigGroup* a, const ConfigGroup* b) {
-    return std::make_pair(first.at(set_key(*a)), policy_order(split_of(*a))) <
-           std::make_pair(first.at(set_key(*b)), policy_order(split_of(*b)));
+    return std::make_pair(first.at(set_key(*a)), policy_order(a->key.at("split"))) <
+           std::make_pair(first.at(set_key(*b)), policy_order(b->key.at("split")));
   });
   return shown;
 }
@@ -250,7 +236,7 @@ std::string split_history_csv(const std::vector<ConfigGroup>& groups) {
   const HeteroLayout l(groups);
   std::string out = "net,batch,mix,split,variant,run_id,rank,speed,iteration,share,end_iteration\n";
   for (const ConfigGroup* g : l.rows) {
-    if (split_of(*g) != "auto") continue;
+    if (g->key.at("split") != "auto") continue;
     const auto run =
         std::find_if(g->runs.begin(), g->runs.end(), [](const RunRecord* r) { return !r->split.changes.empty(); });
     if (run == g->runs.end()) continue;
@@ -260,7 +246,7 @@ std::string split_history_csv(const std::vector<ConfigGroup>& groups) {
                                  std::isnan(iterations) ? int64_t{0} : static_cast<int64_t>(iterations));
     const std::string config =
         fmt::format("{},{},{},{},{},{}", csv_field(g->net()), csv_field(g->key.at("global_batch")),
-                    csv_field(mix_label(*g, l.noun)), csv_field(split_of(*g)),
+                    csv_field(mix_label(*g, l.noun)), csv_field(g->key.at("split")),
                     csv_field(variant_label(g->net(), HeteroLayout::identity(*g), l.varying)), csv_field(r.run_id));
     for (const SplitChange& c : r.split.changes)
       for (size_t k = 0; k < c.shares.size(); ++k)
