@@ -41,6 +41,11 @@ class DeviceContext {
   // is used from one thread.
   void make_current() const;
   void make_current_noexcept() const noexcept;  // for destructors; errors ignored
+  // After a library call that may switch this thread to the device's primary context (NCCL does):
+  // the partition current again. Nothing to do on a whole GPU, whose current device stays set.
+  void reclaim() const {
+    if (partitioned()) make_current();
+  }
   // A non-blocking stream whose kernels run in this context's partition (cuGreenCtxStreamCreate,
   // independent of the thread's current context); an ordinary non-blocking stream otherwise.
   // Lower priority numbers are higher priorities, as for cudaStreamCreateWithPriority.

@@ -96,7 +96,7 @@ NcclCommunicator::NcclCommunicator(CudaBackend& backend, int rank, int size, con
     // With the backend's context current: NCCL takes the device (and its context) from the caller.
     ncclResult_t status = ncclCommInitRankConfig(&comm_, size, id, rank, &config);
     settle(status, status == ncclSuccess || status == ncclInProgress ? "" : nccl_error_text(status, comm_), last_op_);
-    activate();  // NCCL may leave the device's primary context current
+    ctx_->reclaim();
   } catch (...) {
     if (comm_) ncclCommAbort(comm_);  // settle() aborts (and nulls comm_) itself on its failures
     comm_ = nullptr;
@@ -287,7 +287,7 @@ void NcclCommunicator::allreduce_sum_async(const Tensor& t) {
     if (status != ncclSuccess && status != ncclInProgress) call_error = nccl_error_text(status, comm_);
   }
   settle(status, call_error, last_op_);
-  activate();  // NCCL may leave the device's primary context current
+  ctx_->reclaim();
   if (busy_start) {
     cudaEvent_t busy_end = busy_events_.next();
     CUDA_CHECK(cudaEventRecord(busy_end, comm_stream_));
