@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/precision.hpp"
 #include "core/tensor.hpp"
 
 namespace cnnscale {
@@ -171,7 +172,9 @@ class Backend {
 // when a GPU is asked for but this build has no CUDA backend or the device is missing.
 // sm_count > 0 confines a GPU backend to a partition of at least that many of its SMs (see
 // granted_sms()); ConfigError on the CPU, or for a count the GPU cannot partition to.
-std::unique_ptr<Backend> make_backend(const std::string& spec, int sm_count = 0);
+// `precision` sets what fp32 math may do (tf32: TF32 tensor cores); every precision but fp32 is
+// a ConfigError on the CPU, which stays the fp32 reference the GPU precisions are tested against.
+std::unique_ptr<Backend> make_backend(const std::string& spec, int sm_count = 0, Precision precision = Precision::FP32);
 // Number of usable GPUs; 0 when the build has no CUDA backend or the driver reports any error.
 int cuda_device_count();
 // Threads of the CPU backend's BLAS (OpenBLAS) pool in this process.

@@ -50,10 +50,12 @@ std::unique_ptr<DeviceCommunicator> make_device_communicator(Backend& backend, i
 }
 #endif
 
-std::unique_ptr<Backend> make_backend(const std::string& spec, int sm_count) {
+std::unique_ptr<Backend> make_backend(const std::string& spec, int sm_count, Precision precision) {
   if (sm_count < 0) throw_config("--sm-counts: SM counts must be >= 1, got {}", sm_count);
   if (spec == "cpu") {
     if (sm_count != 0) throw_config("--sm-counts applies to GPU ranks");
+    if (precision != Precision::FP32)
+      throw_config("--precision {} runs on a GPU only: the CPU backend is the fp32 reference", precision_name(precision));
     return std::make_unique<CpuBackend>();
   }
   int index = 0;
@@ -69,7 +71,7 @@ std::unique_ptr<Backend> make_backend(const std::string& spec, int sm_count) {
     throw_config("--device '{}': expected cpu, gpu or gpu:N", spec);
   }
 #if CNNSCALE_HAVE_CUDA
-  return make_cuda_backend(index, sm_count);
+  return make_cuda_backend(index, sm_count, uses_tf32(precision));
 #else
   (void)index;
   no_cuda(fmt::format("--device {}", spec));

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "core/precision.hpp"
 #include "data/dataset.hpp"
 #include "data/loader.hpp"
 #include "io/run_results.hpp"
@@ -54,6 +55,12 @@ struct TrainOptions {
   // CPU emulation of a slower device: after its forward and after its backward the rank idles
   // (slowdown - 1) times as long as the pass took, so it computes `slowdown` times slower. 1: off.
   double slowdown = 1.0;
+  // Numeric precision (core/precision.hpp): bf16/fp16 keep activations and the weights' compute
+  // copies in 16 bits over fp32 master weights; the backend must have been made with the same one.
+  Precision precision = Precision::FP32;
+  // The data-parallel gradient exchange in fp32 (default, as PyTorch DDP under autocast: the
+  // gradients of fp32 master weights are fp32) or, when false, in the compute dtype (half the bytes).
+  bool allreduce_fp32 = true;
   // Energy (null: no energy windows, as in tests and `cnnscale time`). When it measures anything,
   // a steady window shorter than min_window_seconds is extended after training by extra steps
   // (same work, learning rate of the last step; recorded in the timeline as iterations >= total).
@@ -140,6 +147,11 @@ struct TrainResult {
   // GPU power while idle, what waiting at the exchange is charged (NaN: not measured).
   SplitRecord split;
   double wait_watts = std::nan("");
+  // fp16: steps skipped because a gradient overflowed, and the loss scale at the end (1 without).
+  int64_t skipped_steps = 0;
+  double final_grad_scale = 1.0;
+  // Most device memory this rank's backend held at once over the run, bytes (Backend::memory_stats).
+  int64_t peak_memory_bytes = 0;
 };
 
 class DeviceCommunicator;
