@@ -16,6 +16,7 @@ struct LayerTimingOptions {
   int64_t iterations = 50;  // timed, after the warm-up
   int64_t warmup = 5;       // run, not timed (first-call costs: cuDNN algorithm search, allocations)
   uint64_t seed = 1;
+  DType compute = DType::F32;  // activations and weight copies (bf16/f16: mixed precision)
 };
 
 struct LayerTime {
