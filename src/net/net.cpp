@@ -317,9 +317,10 @@ void Net::backward(uint64_t iteration, const std::function<void(size_t layer_ind
     if (nl.runs_backward) {
       for (int t : nl.tops) m.sum_extra_diffs(m.blobs[t]);
       nl.layer->backward(ctx, nl.bottom_data, nl.top_data, nl.top_diff, nl.propagate, nl.bottom_diff);
+      // f32 parameters (batch norm) computed their gradients from the scaled loss too.
+      const auto unscale = static_cast<float>(1.0 / m.grad_scale);
       for (const Param& p : nl.layer->params())
-        if (p.diff.dtype() != DType::F32)
-          m.backend.convert(p.diff, p.master_diff, static_cast<float>(1.0 / m.grad_scale));
+        if (p.diff.dtype() != DType::F32 || unscale != 1.0f) m.backend.convert(p.diff, p.master_diff, unscale);
     }
     if (after_layer) after_layer(l);
   }

@@ -74,9 +74,12 @@ TEST(CudaBackend, UnsupportedArgumentsNameTheOpAndBackend) {
   EXPECT_NE(msg.find("axpby"), std::string::npos) << msg;
   EXPECT_NE(msg.find("cpu"), std::string::npos) << msg;
 
-  Tensor half = g.alloc(Shape{4}, DType::F16);
-  msg = runtime_error_of([&] { g.fill(half, 1.0f); });
-  EXPECT_NE(msg.find("fill"), std::string::npos) << msg;
+  Tensor half = g.alloc(Shape{2, 3, 4, 4}, DType::F16);  // 16-bit ops take one dtype per call
+  msg = runtime_error_of([&] { g.relu_forward(half, f32); });
+  EXPECT_NE(msg.find("relu_forward"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("f16"), std::string::npos) << msg;
+  msg = runtime_error_of([&] { g.convert(i32, f32); });
+  EXPECT_NE(msg.find("convert"), std::string::npos) << msg;
 
   LrnParams wide{17, 1e-4f, 0.75f, 1.0f};  // cuDNN's window is at most 16 channels
   Tensor y = g.alloc(Shape{2, 3, 4, 4});

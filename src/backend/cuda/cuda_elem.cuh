@@ -1,6 +1,7 @@
 // Element types of the backend's own kernels: f32, bf16 and f16 storage, always computed in float.
 // to_float/from_float convert one element (from_float rounds to nearest even), and dispatch_float
-// runs a templated launcher for the storage type a tensor has.
+// runs a templated launcher for the storage type a tensor has. The conversions are host and device
+// code: launchers convert fill values on the host.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -10,18 +11,18 @@
 
 namespace cnnscale::cuda {
 
-__device__ __forceinline__ float to_float(float v) { return v; }
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+__host__ __device__ __forceinline__ float to_float(float v) { return v; }
+__host__ __device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+__host__ __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
 
 template <typename T>
-__device__ __forceinline__ T from_float(float v);
+__host__ __device__ __forceinline__ T from_float(float v);
 template <>
-__device__ __forceinline__ float from_float<float>(float v) { return v; }
+__host__ __device__ __forceinline__ float from_float<float>(float v) { return v; }
 template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+__host__ __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 template <>
-__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+__host__ __device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
 
 // f(T{}) with T the storage of `t`; anything but f32/bf16/f16 is an error naming `op`.
 template <typename F>

@@ -23,6 +23,8 @@ void check_lrn_params(const char* op, const LrnParams& p) {
 // cudnnSetLRNDescriptor: "this value is divided by the window width for LRN"), so Caffe's alpha is
 // passed unchanged: y = x / (k + alpha / n * sum x^2)^beta, as in backend.hpp and in Caffe's own
 // CuDNNLRNLayer. The window, channels [c - (n-1)/2, c + n/2], is Caffe's pre_pad rule.
+// cuDNN has LRN in f32 and f16 but not in bf16 (CUDNN_STATUS_NOT_SUPPORTED): bf16 tensors are
+// widened to f32 around the f32 op, which computes what a bf16 kernel with fp32 math would.
 void CudaBackend::lrn_forward(const LrnParams& p, const Tensor& x, const Tensor& y) {
   cuda::expect_float("lrn_forward", "x", x, device_);
   cuda::expect_float("lrn_forward", "y", y, device_);
@@ -31,6 +33,13 @@ void CudaBackend::lrn_forward(const LrnParams& p, const Tensor& x, const Tensor&
   check_lrn_params("lrn_forward", p);
   if (x.numel() == 0) return;
   activate();
+  if (x.dtype() == DType::BF16) {
+    Tensor xw = alloc(x.shape()), yw = alloc(x.shape());
+    convert(x, xw);
+    lrn_forward(p, xw, yw);
+    convert(yw, y);
+    return;
+  }
   CUDNN_CHECK(cudnnSetLRNDescriptor(lrn_desc_, static_cast<unsigned>(p.local_size), p.alpha, p.beta, p.k));
   cuda::set_nchw(desc_a_, x.shape(), "lrn_forward", x.dtype());
   const float one = 1.0f, zero = 0.0f;
@@ -53,6 +62,15 @@ void CudaBackend::lrn_backward(const LrnParams& p, const Tensor& x, const Tensor
   check_lrn_params("lrn_backward", p);
   if (x.numel() == 0) return;
   activate();
+  if (x.dtype() == DType::BF16) {  // widened, as in lrn_forward
+    Tensor xw = alloc(x.shape()), yw = alloc(x.shape()), dyw = alloc(x.shape()), dxw = alloc(x.shape());
+    convert(x, xw);
+    convert(y, yw);
+    convert(dy, dyw);
+    lrn_backward(p, xw, yw, dyw, dxw);
+    convert(dxw, dx);
+    return;
+  }
   CUDNN_CHECK(cudnnSetLRNDescriptor(lrn_desc_, static_cast<unsigned>(p.local_size), p.alpha, p.beta, p.k));
   cuda::set_nchw(desc_a_, x.shape(), "lrn_backward", x.dtype());
   const float one = 1.0f, zero = 0.0f;
