@@ -2,6 +2,7 @@
 #include "backend/backend.hpp"
 
 #include <chrono>
+#include <vector>
 
 
 namespace cnnscale {
@@ -20,6 +21,26 @@ struct HostTimingEvent final : TimingEvent {
 std::shared_ptr<TimingEvent> Backend::record_timing_event() { return std::make_shared<HostTimingEvent>(); }
 
 bool Backend::timing_event_done(const TimingEvent&) { return true; }
+
+void Backend::sgd_update_segments(const Tensor& w, const Tensor& dw, const Tensor& history, const Tensor& ranges,
+                                  const Tensor& mults, float lr, float momentum, float weight_decay) {
+  CNNSCALE_CHECK(ranges.dtype() == DType::I32 && mults.dtype() == DType::F32 && ranges.numel() == mults.numel() &&
+                     ranges.numel() % 2 == 0,
+                 "sgd_update_segments on {}: ranges {} i32 and mults {} f32 must both be (2S)", name(),
+                 ranges.shape().to_string(), mults.shape().to_string());
+  std::vector<int32_t> r(static_cast<size_t>(ranges.numel()));
+  std::vector<float> m(static_cast<size_t>(mults.numel()));
+  download(ranges, r.data());
+  download(mults, m.data());
+  for (size_t k = 0; k + 1 < r.size(); k += 2) {
+    const int64_t begin = r[k], n = r[k + 1] - r[k];
+    CNNSCALE_CHECK(begin >= 0 && n >= 0 && begin + n <= w.numel(), "sgd_update_segments: segment [{}, {}) outside {}",
+                   r[k], r[k + 1], w.numel());
+    const Shape s{n};
+    sgd_update(w.view(begin, s), dw.view(begin, s), history.view(begin, s), lr * m[k], momentum,
+               weight_decay * m[k + 1]);
+  }
+}
 
 void Backend::matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const Tensor& a,
                      const Tensor& b, float beta, const Tensor& c) {

@@ -172,6 +172,13 @@ class Backend {
   // ---- solver: Caffe's SGD: history = momentum * history + lr * (dw + weight_decay * w); w -= history.
   virtual void sgd_update(const Tensor& w, const Tensor& dw, const Tensor& history, float lr, float momentum,
                           float weight_decay) = 0;
+  // The same rule for many parameters in one call: w, dw and history are flat (P) f32 buffers with
+  // the same offsets; segment k covers elements [ranges[2k], ranges[2k+1]) with learning rate
+  // lr * mults[2k] and weight decay weight_decay * mults[2k+1]. Elements outside every segment
+  // (alignment gaps, frozen parameters) are left alone. ranges (2S) i32 ascending and disjoint,
+  // mults (2S) f32. The default reads the table back and calls sgd_update per segment.
+  virtual void sgd_update_segments(const Tensor& w, const Tensor& dw, const Tensor& history, const Tensor& ranges,
+                                   const Tensor& mults, float lr, float momentum, float weight_decay);
 
   // ---- divergence check: when flag (1, i32) is 0 and any element of x (f32) is NaN or +-inf,
   // flag[0] = tag (> 0). Accumulates across calls: the first tag set stays. No host sync; the host

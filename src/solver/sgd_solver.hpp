@@ -1,6 +1,6 @@
 // SgdSolver: Caffe's SGD with momentum and L2 weight decay over every learnable parameter of a Net,
-// one Backend::sgd_update per parameter with lr x lr_mult and weight_decay x decay_mult. Owns the
-// momentum history (checkpointed with the weights).
+// with lr x lr_mult and weight_decay x decay_mult per parameter, all in one multi-tensor update over
+// the net's flat buffers. Owns the momentum history (checkpointed with the weights).
 #pragma once
 #include <string>
 #include <vector>
@@ -39,7 +39,9 @@ class SgdSolver {
   SolverConfig config_;
   LrSchedule schedule_;
   std::vector<NamedParam> params_;
-  std::vector<Tensor> history_;
+  std::vector<Tensor> history_;  // views into flat_history_ when the update is one launch
+  Tensor flat_history_;          // (P) same offsets as net.flat_params()
+  Tensor segment_ranges_, segment_mults_;  // Backend::sgd_update_segments' table
 };
 
 }  // namespace cnnscale

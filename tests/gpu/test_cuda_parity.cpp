@@ -121,6 +121,32 @@ TEST(CudaParityBlas, SgdUpdateThreeSteps) {
   expect_twin("sgd_update history after 3 steps", history, kTolElementwise);
 }
 
+// The one-launch update: segments with their own multipliers, a gap and a frozen tail left alone,
+// the per-parameter rule as sgd_update's own parity holds it (the CPU default runs sgd_update).
+TEST(CudaParityBlas, SgdUpdateSegmentsMatchesPerParameterUpdates) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  Twin w = twin_uniform(Shape{1000}, 51), history = twin_uniform(Shape{1000}, 52, -0.1f, 0.1f);
+  const std::vector<int32_t> ranges{0, 300, 320, 700, 704, 900};  // gaps [300, 320) and [700, 704), tail 900..
+  const std::vector<float> mults{1.0f, 1.0f, 2.0f, 0.0f, 0.5f, 3.0f};
+  Twin r = twin(Shape{6}, DType::I32), m = twin(Shape{6});
+  for (Backend* b : {&cpu_backend(), &gpu_backend()}) {
+    const Tensor& rt = b == &cpu_backend() ? r.cpu : r.gpu;
+    b->upload(ranges.data(), rt);
+    from_host(*b, b == &cpu_backend() ? m.cpu : m.gpu, mults);
+  }
+  const std::vector<float> w0 = to_host(cpu_backend(), w.cpu);
+  for (int step = 0; step < 3; ++step) {
+    Twin dw = twin_uniform(Shape{1000}, 53 + step);
+    cpu_backend().sgd_update_segments(w.cpu, dw.cpu, history.cpu, r.cpu, m.cpu, 0.01f, 0.9f, 5e-4f);
+    gpu_backend().sgd_update_segments(w.gpu, dw.gpu, history.gpu, r.gpu, m.gpu, 0.01f, 0.9f, 5e-4f);
+  }
+  expect_twin("sgd_update_segments w", w, kTolElementwise);
+  expect_twin("sgd_update_segments history", history, kTolElementwise);
+  const std::vector<float> w3 = to_host(gpu_backend(), w.gpu);
+  for (int i : {300, 319, 700, 703, 900, 999}) EXPECT_EQ(w3[i], w0[i]) << "element " << i << " is in no segment";
+  EXPECT_NE(w3[0], w0[0]);
+}
+
 TEST(CudaParityBlas, CopyChannelsLeavesOtherChannelsAlone) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
   Twin src = twin_uniform(Shape{3, 5, 4, 6}, 51), dst = twin_uniform(Shape{3, 9, 4, 6}, 52);

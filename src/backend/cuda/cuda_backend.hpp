@@ -131,6 +131,8 @@ class CudaBackend final : public Backend {
 
   void sgd_update(const Tensor& w, const Tensor& dw, const Tensor& history, float lr, float momentum,
                   float weight_decay) override;
+  void sgd_update_segments(const Tensor& w, const Tensor& dw, const Tensor& history, const Tensor& ranges,
+                           const Tensor& mults, float lr, float momentum, float weight_decay) override;
   void flag_nonfinite(const Tensor& x, int32_t tag, const Tensor& flag) override;
 
   // ---- for multi-GPU code, benchmarks and tests (not part of the Backend interface) -----------

@@ -129,6 +129,23 @@ void CudaBackend::sgd_update(const Tensor& w, const Tensor& dw, const Tensor& hi
   cuda::launch_sgd_update(w.numel(), w.f32(), dw.f32(), history.f32(), lr, momentum, weight_decay, stream());
 }
 
+void CudaBackend::sgd_update_segments(const Tensor& w, const Tensor& dw, const Tensor& history, const Tensor& ranges,
+                                      const Tensor& mults, float lr, float momentum, float weight_decay) {
+  cuda::expect_f32("sgd_update_segments", "w", w, device_);
+  cuda::expect_f32("sgd_update_segments", "dw", dw, device_);
+  cuda::expect_f32("sgd_update_segments", "history", history, device_);
+  cuda::expect_i32("sgd_update_segments", "ranges", ranges, device_);
+  cuda::expect_f32("sgd_update_segments", "mults", mults, device_);
+  cuda::expect_numel("sgd_update_segments", "dw", dw, w.numel());
+  cuda::expect_numel("sgd_update_segments", "history", history, w.numel());
+  if (ranges.numel() != mults.numel() || ranges.numel() % 2 != 0)
+    throw_runtime("sgd_update_segments on cuda: ranges {} and mults {} must both be (2S)", ranges.shape().to_string(),
+                  mults.shape().to_string());
+  activate();
+  cuda::launch_sgd_segments(w.numel(), w.f32(), dw.f32(), history.f32(), ranges.i32(), mults.f32(),
+                            static_cast<int>(ranges.numel() / 2), lr, momentum, weight_decay, stream());
+}
+
 void CudaBackend::flag_nonfinite(const Tensor& x, int32_t tag, const Tensor& flag) {
   cuda::expect_f32("flag_nonfinite", "x", x, device_);
   cuda::expect_i32("flag_nonfinite", "flag", flag, device_);

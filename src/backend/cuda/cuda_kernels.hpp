@@ -36,6 +36,11 @@ void launch_dropout(DType t, int64_t n, float ratio, float scale, uint64_t seed,
 // Caffe SGD: history = momentum * history + lr * (dw + weight_decay * w); w -= history.
 void launch_sgd_update(int64_t n, float* w, const float* dw, float* history, float lr, float momentum,
                        float weight_decay, cudaStream_t stream);
+// The SGD rule over segments [ranges[2k], ranges[2k+1]) of flat buffers, lr and weight decay times
+// mults[2k] and mults[2k+1]; elements outside every segment are untouched (Backend::sgd_update_segments).
+void launch_sgd_segments(int64_t n, float* w, const float* dw, float* history, const int32_t* ranges,
+                         const float* mults, int segments, float lr, float momentum, float weight_decay,
+                         cudaStream_t stream);
 // flag[0] = tag if flag[0] == 0 and any x[i] is NaN or +-inf (first tag wins).
 void launch_flag_nonfinite(int64_t n, const float* x, int32_t tag, int32_t* flag, cudaStream_t stream);
 // loss[0] = -1/N sum_n log(max(prob[n, label[n]], FLT_MIN)); NaN if any label is outside [0, C).
