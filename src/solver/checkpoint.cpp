@@ -38,6 +38,9 @@ void write_checkpoint(const std::string& path, const CheckpointContents& content
     w.scalar_i64(root, "solver/iteration", m.iteration);
     w.scalar_i64(root, "solver/epoch", m.epoch);
     w.scalar_f64(root, "solver/lr", m.lr);
+    w.scalar_f64(root, "solver/grad_scale", m.grad_scale);
+    w.scalar_i64(root, "solver/clean_steps", m.clean_steps);
+    w.scalar_i64(root, "solver/skipped_steps", m.skipped_steps);
     w.fixed_text(root, "rng/loader_state", m.loader_rng_state);
     w.scalar_i64(root, "rng/loader_epoch", m.loader_epoch);
     w.scalar_i64(root, "rng/loader_position", m.loader_position);
@@ -62,6 +65,11 @@ CheckpointContents read_checkpoint(const std::string& path) {
   m.iteration = r.scalar_i64(root, "solver/iteration");
   m.epoch = r.scalar_i64(root, "solver/epoch");
   m.lr = r.scalar_f64(root, "solver/lr");
+  if (r.exists(root, "solver/grad_scale")) {  // written since fp16 training; older files had no scale
+    m.grad_scale = r.scalar_f64(root, "solver/grad_scale");
+    m.clean_steps = r.scalar_i64(root, "solver/clean_steps");
+    m.skipped_steps = r.scalar_i64(root, "solver/skipped_steps");
+  }
   m.loader_rng_state = r.fixed_text(root, "rng/loader_state");
   m.loader_epoch = r.scalar_i64(root, "rng/loader_epoch");
   m.loader_position = r.scalar_i64(root, "rng/loader_position");

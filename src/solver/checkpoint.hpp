@@ -30,6 +30,10 @@ struct CheckpointMeta {
   double lr = 0.0;
   std::string loader_rng_state;
   int64_t loader_epoch = 0, loader_position = 0;
+  // fp16 dynamic loss scaling: the scale, clean steps since its last change, skipped steps so far
+  // (checkpoints without them, or of other precisions, hold 1, 0, 0).
+  double grad_scale = 1.0;
+  int64_t clean_steps = 0, skipped_steps = 0;
   std::string run_config;  // JSON text of the run's options (checked on resume)
   std::string network;     // resolved network YAML
 };

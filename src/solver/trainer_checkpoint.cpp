@@ -70,6 +70,15 @@ int64_t Trainer::resume_from_checkpoint(const TrainCallbacks& callbacks, std::st
     throw_config("{}: checkpoint is at iteration {}, beyond this run's {} iterations", path, c.meta.iteration,
                  total_iterations_);
   restore_checkpoint(c, path, *net_, *solver_);
+  // fp16: continue with the scale the interrupted run had reached. A checkpoint of another
+  // precision holds the neutral 1, 0, 0, and the run then starts from the initial scale.
+  const bool scaled = c.meta.grad_scale != 1.0 || c.meta.clean_steps > 0 || c.meta.skipped_steps > 0;
+  if (overflow_.defined() && scaled) {
+    grad_scale_ = c.meta.grad_scale;
+    clean_steps_ = c.meta.clean_steps;
+    skipped_steps_ = c.meta.skipped_steps;
+    net_->set_grad_scale(grad_scale_);
+  }
   if (loader_ && c.meta.iteration < total_iterations_)
     loader_->restore({c.meta.loader_epoch, c.meta.loader_position, c.meta.loader_rng_state});
   if (callbacks.on_message)
@@ -121,6 +130,11 @@ std::string Trainer::save_checkpoint(int64_t done) {
   } else {
     meta.loader_epoch = done / iterations_per_epoch_;
     meta.loader_position = done % iterations_per_epoch_;
+  }
+  if (overflow_.defined()) {
+    meta.grad_scale = grad_scale_;
+    meta.clean_steps = clean_steps_;
+    meta.skipped_steps = skipped_steps_;
   }
   meta.run_config = options_.run_config;
   meta.network = options_.network_yaml;
