@@ -78,6 +78,8 @@ LayerTimingResult time_layers(const NetSpec& spec, Backend& backend, const Layer
   r.batch = o.batch;
   r.iterations = o.iterations;
   r.warmup = o.warmup;
+  r.precision = o.precision;
+  r.peak_memory_bytes = backend.memory_stats().peak_bytes;
   std::vector<LayerTime> per_layer(layers.size());
   for (size_t l = 0; l < layers.size(); ++l) {
     per_layer[l].name = layers[l]->name();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "core/precision.hpp"
 #include "net/net.hpp"
 
 namespace cnnscale {
@@ -16,6 +17,8 @@ struct LayerTimingOptions {
   int64_t iterations = 50;  // timed, after the warm-up
   int64_t warmup = 5;       // run, not timed (first-call costs: cuDNN algorithm search, allocations)
   uint64_t seed = 1;
+  // The net's compute dtype (core/precision.hpp); the backend must have been made with the same one.
+  Precision precision = Precision::FP32;
 };
 
 struct LayerTime {
@@ -30,6 +33,8 @@ struct LayerTimingResult {
   // Means per iteration: the whole forward (loss combination included), the whole backward, and a
   // full step (forward, backward and the SGD update of every parameter).
   double forward_ms = 0, backward_ms = 0, update_ms = 0, step_ms = 0;
+  Precision precision = Precision::FP32;
+  int64_t peak_memory_bytes = 0;  // the most the backend held at once (Backend::memory_stats), net included
 };
 
 // Builds the net on `backend` with random inputs and labels and times it. Throws ConfigError for
