@@ -21,6 +21,17 @@ std::shared_ptr<TimingEvent> Backend::record_timing_event() { return std::make_s
 
 bool Backend::timing_event_done(const TimingEvent&) { return true; }
 
+void Backend::matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const Tensor& a,
+                     const Tensor& b, float beta, const Tensor& c) {
+  for (const Tensor* t : {&a, &b, &c})
+    if (t->dtype() != DType::F32)
+      throw_runtime("matmul on {}: {} operands; this backend computes in f32 only", name(), dtype_name(t->dtype()));
+  CNNSCALE_CHECK(a.numel() == m * k && b.numel() == k * n && c.numel() == m * n,
+                 "matmul on {}: a {} b {} c {} do not hold m={} n={} k={}", name(), a.shape().to_string(),
+                 b.shape().to_string(), c.shape().to_string(), m, n, k);
+  gemm(trans_a, trans_b, m, n, k, alpha, a.f32(), b.f32(), beta, c.f32());
+}
+
 double Backend::elapsed_ms(const TimingEvent& a, const TimingEvent& b) {
   const auto* ha = dynamic_cast<const HostTimingEvent*>(&a);
   const auto* hb = dynamic_cast<const HostTimingEvent*>(&b);

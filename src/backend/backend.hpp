@@ -4,6 +4,11 @@
 //
 // Conventions for every op:
 //  - tensors are NCHW float32 unless stated; activations (N, C, H, W), fully-connected (N, C);
+//  - mixed precision: the CUDA backend also runs every op on activations, their gradients and the
+//    weights' compute copies in bf16 or f16 (the tensors of one call share that dtype; batch-norm
+//    scale, shift and statistics, softmax probabilities, losses and the SGD state stay f32), always
+//    accumulating in fp32. The CPU backend is the f32 reference: it stores 16-bit tensors (convert)
+//    but refuses to compute on them;
 //  - ops run in the backend's stream order and never synchronise with the host, except
 //    download() and synchronize(); CPU ops run immediately;
 //  - outputs are overwritten (no accumulation) unless the op says otherwise;
@@ -95,7 +100,9 @@ class Backend {
   virtual void upload(const void* host, const Tensor& dst) = 0;    // dst.bytes() bytes
   virtual void download(const Tensor& src, void* host) = 0;        // waits for pending work first
   virtual void copy(const Tensor& src, const Tensor& dst) = 0;     // same dtype and numel
-  virtual void fill(const Tensor& t, float value) = 0;             // f32 or i32 tensors
+  virtual void fill(const Tensor& t, float value) = 0;             // f32 or i32 (CUDA: also bf16, f16)
+  // dst = scale * src, converting between f32, bf16 and f16 (same numel; rounds to nearest even).
+  virtual void convert(const Tensor& src, const Tensor& dst, float scale = 1.0f) = 0;
   virtual void synchronize() = 0;
 
   // ---- timing: never synchronises when recording ------------------------------------------------
@@ -112,6 +119,10 @@ class Backend {
   // Row-major C (m, n) = alpha * op(A) * op(B) + beta * C; op(A) is (m, k), op(B) is (k, n).
   virtual void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                     const float* b, float beta, float* c) = 0;
+  // gemm on tensors of one dtype (f32, or on CUDA bf16/f16 with fp32 accumulation): a (m x k or k x m
+  // with trans_a), b likewise, c (m, n). The default runs f32 through gemm() and refuses the rest.
+  virtual void matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const Tensor& a,
+                      const Tensor& b, float beta, const Tensor& c);
   virtual void axpby(float alpha, const Tensor& x, float beta, const Tensor& y) = 0;  // y = a x + b y
   // y[n, c, ...] += bias[c] for y of shape (N, C) or (N, C, H, W).
   virtual void bias_add(const Tensor& bias, const Tensor& y) = 0;

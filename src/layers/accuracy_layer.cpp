@@ -13,6 +13,7 @@ class AccuracyLayer final : public Layer {
   std::pair<int, int> bottom_count() const override { return {2, 2}; }
   std::pair<int, int> top_count() const override { return {1, 16}; }
   bool has_backward() const override { return false; }
+  DType top_dtype(size_t) const override { return DType::F32; }
 
   std::vector<Shape> infer_shapes(const std::vector<Shape>& bottoms) override {
     const ConfigNode& node = cfg_.node;
@@ -38,6 +39,11 @@ class AccuracyLayer final : public Layer {
   void forward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top) override {
     const int64_t batch = bottom[0].shape().n();
     Tensor scores = bottom[0].reshape(Shape{batch, batch ? bottom[0].numel() / batch : 0});  // (N, C)
+    if (scores.dtype() != DType::F32) {  // 16-bit scores: ranked after widening (exact), as f32
+      if (!wide_.defined() || wide_.shape() != scores.shape()) wide_ = ctx.backend.alloc(scores.shape());
+      ctx.backend.convert(scores, wide_);
+      scores = wide_;
+    }
     ctx.backend.accuracy_topk(scores, bottom[1], ks_, fractions_);
     for (size_t j = 0; j < ks_.size(); ++j)
       ctx.backend.copy(fractions_.view(static_cast<int64_t>(j), Shape{1}), top[j]);
@@ -51,6 +57,7 @@ class AccuracyLayer final : public Layer {
  private:
   std::vector<int> ks_{1};
   Tensor fractions_;  // (K) one value per k, copied into the tops
+  Tensor wide_;       // (N, C) f32 copy of 16-bit scores
 };
 
 }  // namespace cnnscale

@@ -48,6 +48,7 @@ class ConvolutionLayer final : public Layer {
     if (bias_)
       specs.push_back(
           ParamSpec{"bias", Shape{num_output_}, bias_filler_, mults_[1].lr_mult, mults_[1].decay_mult, 1, 1});
+    for (auto& s : specs) s.dtype = cfg_.activation_dtype;  // compute copies in the activations' dtype
     return specs;
   }
 

@@ -28,6 +28,7 @@ class InnerProductLayer final : public Layer {
     if (bias_)
       specs.push_back(
           ParamSpec{"bias", Shape{num_output_}, bias_filler_, mults_[1].lr_mult, mults_[1].decay_mult, 1, 1});
+    for (auto& s : specs) s.dtype = cfg_.activation_dtype;  // compute copies in the activations' dtype
     return specs;
   }
 
@@ -40,8 +41,7 @@ class InnerProductLayer final : public Layer {
   void forward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top) override {
     const int64_t batch = bottom[0].shape().n();
     // y (N, K) = x (N, D) * W^T (D, K)
-    ctx.backend.gemm(false, true, batch, num_output_, in_features_, 1.0f, bottom[0].f32(), params_[0].data.f32(), 0.0f,
-                     top[0].f32());
+    ctx.backend.matmul(false, true, batch, num_output_, in_features_, 1.0f, bottom[0], params_[0].data, 0.0f, top[0]);
     if (bias_) ctx.backend.bias_add(params_[1].data, top[0]);
   }
 
@@ -50,13 +50,13 @@ class InnerProductLayer final : public Layer {
                 const std::vector<Tensor>& bottom_diff) override {
     const int64_t batch = bottom[0].shape().n();
     // dW (K, D) = dy^T (K, N) * x (N, D)
-    ctx.backend.gemm(true, false, num_output_, in_features_, batch, 1.0f, top_diff[0].f32(), bottom[0].f32(), 0.0f,
-                     params_[0].diff.f32());
+    ctx.backend.matmul(true, false, num_output_, in_features_, batch, 1.0f, top_diff[0], bottom[0], 0.0f,
+                       params_[0].diff);
     if (bias_) ctx.backend.bias_backward(top_diff[0], params_[1].diff);
     // dx (N, D) = dy (N, K) * W (K, D)
     if (propagate[0])
-      ctx.backend.gemm(false, false, batch, in_features_, num_output_, 1.0f, top_diff[0].f32(), params_[0].data.f32(),
-                       0.0f, bottom_diff[0].f32());
+      ctx.backend.matmul(false, false, batch, in_features_, num_output_, 1.0f, top_diff[0], params_[0].data, 0.0f,
+                         bottom_diff[0]);
   }
 
  private:

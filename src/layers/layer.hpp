@@ -33,14 +33,21 @@ struct ParamSpec {
   float lr_mult = 1.0f;
   float decay_mult = 1.0f;
   int64_t fan_in = 1, fan_out = 1;  // for xavier/msra
-  DType dtype = DType::F32;          // storage of data and diff
+  // Storage of the data and diff the layer computes with. The net keeps an f32 master copy and an
+  // f32 gradient of every parameter; a 16-bit parameter's data is refreshed from its master before
+  // each forward and its diff widened into the f32 gradient after the layer's backward.
+  DType dtype = DType::F32;
 };
 
-// A learnable parameter bound by the net: data and diff are views into the net's flat buffers.
+// A learnable parameter bound by the net: views into the net's flat buffers. data/diff are what the
+// layer computes with (spec.dtype); master/master_diff are the f32 copies the solver, the gradient
+// exchange and checkpoints use. For an f32 parameter they are the same views.
 struct Param {
   ParamSpec spec;
   Tensor data;
   Tensor diff;
+  Tensor master;
+  Tensor master_diff;
 };
 
 // Non-learned tensors that belong in checkpoints (batch norm running statistics).
@@ -133,6 +140,9 @@ class Layer {
   virtual float loss_weight() const { return 1.0f; }
   // Layers that only run in one phase (Accuracy: test) say so; the net skips them otherwise.
   virtual bool has_backward() const { return true; }
+  // Storage of top `i` and its gradient: the net's activation dtype, except where a layer's output
+  // stays fp32 in every precision (losses, accuracies).
+  virtual DType top_dtype(size_t /*top*/) const { return cfg_.activation_dtype; }
 
   std::vector<Param>& params() { return params_; }
   const std::vector<Param>& params() const { return params_; }

@@ -1,6 +1,8 @@
 // SoftmaxWithLoss: loss (1) = mean over the batch of -log softmax(scores (N, C))[label], labels
 // (N) i32. The top holds the unweighted loss; loss_weight (1.0) scales the gradient and is exposed
-// through Layer::loss_weight() for the net's total. Key: loss_weight.
+// through Layer::loss_weight() for the net's total. Key: loss_weight. In every precision the
+// softmax, the loss and the gradient are computed in fp32: 16-bit scores are widened first and the
+// gradient is rounded to the scores' dtype only at the end.
 #include "layers/layer_params.hpp"
 
 namespace cnnscale {
@@ -12,6 +14,7 @@ class SoftmaxWithLossLayer final : public Layer {
   std::vector<std::string> param_keys() const override { return {"loss_weight"}; }
   std::pair<int, int> bottom_count() const override { return {2, 2}; }
   bool is_loss() const override { return true; }
+  DType top_dtype(size_t) const override { return DType::F32; }
   float loss_weight() const override { return loss_weight_; }
 
   std::vector<Shape> infer_shapes(const std::vector<Shape>& bottoms) override {
@@ -29,7 +32,14 @@ class SoftmaxWithLossLayer final : public Layer {
   void forward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top) override {
     Tensor scores = flat_scores(bottom[0]);
     // Allocated on first use and whenever the batch size changes (the net may reshape).
-    if (!prob_.defined() || prob_.shape() != scores.shape()) prob_ = ctx.backend.alloc(scores.shape());
+    if (!prob_.defined() || prob_.shape() != scores.shape()) {
+      prob_ = ctx.backend.alloc(scores.shape());
+      wide_ = scores.dtype() == DType::F32 ? Tensor() : ctx.backend.alloc(scores.shape());
+    }
+    if (wide_.defined()) {
+      ctx.backend.convert(scores, wide_);
+      scores = wide_;
+    }
     ctx.backend.softmax_forward(scores, prob_);
     ctx.backend.cross_entropy_loss(prob_, bottom[1], top[0]);
   }
@@ -44,7 +54,12 @@ class SoftmaxWithLossLayer final : public Layer {
     if (!propagate[0]) return;
     const int64_t batch = bottom[0].shape().n();
     float scale = batch ? static_cast<float>(loss_weight_ * ctx.loss_scale / static_cast<double>(batch)) : 0.0f;
-    ctx.backend.softmax_cross_entropy_backward(prob_, bottom[1], scale, flat_scores(bottom_diff[0]));
+    if (!wide_.defined()) {
+      ctx.backend.softmax_cross_entropy_backward(prob_, bottom[1], scale, flat_scores(bottom_diff[0]));
+      return;
+    }
+    ctx.backend.softmax_cross_entropy_backward(prob_, bottom[1], scale, wide_);
+    ctx.backend.convert(wide_, flat_scores(bottom_diff[0]));
   }
 
  private:
@@ -55,6 +70,7 @@ class SoftmaxWithLossLayer final : public Layer {
 
   float loss_weight_ = 1.0f;
   Tensor prob_;  // (N, C) softmax of the last forward
+  Tensor wide_;  // (N, C) f32 scores, then f32 gradient, when the scores are 16-bit
 };
 
 }  // namespace cnnscale

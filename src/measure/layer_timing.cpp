@@ -28,7 +28,7 @@ LayerTimingResult time_layers(const NetSpec& spec, Backend& backend, const Layer
   if (o.iterations < 1) throw_config("--iterations must be >= 1, got {}", o.iterations);
   if (o.warmup < 0) throw_config("--warmup must be >= 0, got {}", o.warmup);
 
-  Net net(spec, backend, o.batch, o.seed);
+  Net net(spec, backend, o.batch, o.seed, compute_dtype(o.precision));
   const std::vector<Layer*> layers = net.layers();
   {
     // Random inputs and valid labels: data-dependent layers (ReLU, max pooling) see realistic work.

@@ -17,7 +17,8 @@ struct LayerTimingOptions {
   int64_t iterations = 50;  // timed, after the warm-up
   int64_t warmup = 5;       // run, not timed (first-call costs: cuDNN algorithm search, allocations)
   uint64_t seed = 1;
-  // The net's compute dtype (core/precision.hpp); the backend must have been made with the same one.
+  // The run's precision: the net computes in its compute_dtype (bf16/f16 activations and weight
+  // copies: mixed precision); the backend must have been made with the same one.
   Precision precision = Precision::FP32;
 };
 

@@ -1,6 +1,13 @@
 // Net: a NetSpec allocated on a Backend. Activations and their diffs per blob, Caffe's Split
 // semantics for blobs read by several layers, every parameter in one flat data buffer and one flat
 // gradient buffer, forward and backward without host synchronisation.
+// Mixed precision (compute dtype bf16/f16): activations and their gradients are 16-bit (losses and
+// accuracies f32); the f32 flat buffers stay the masters, mirrored by 16-bit flat buffers at the same
+// offsets that conv/fully-connected layers compute with. Each forward refreshes the 16-bit weights
+// from the masters (one conversion over the buffer) and widens the f32 input; each backward widens
+// a layer's 16-bit gradients into the f32 flat gradient right after that layer, before the
+// data-parallel exchange can see them, dividing out the fp16 loss scale on the way.
+#include <cmath>
 #include <map>
 #include <random>
 
@@ -45,13 +52,17 @@ int64_t align_up(int64_t n, int64_t a) { return (n + a - 1) / a * a; }
 
 struct Net::Impl {
   Backend& backend;
+  DType compute = DType::F32;
   int64_t batch = 0;
   uint64_t seed = 0;
   std::vector<int64_t> input_shape;
   std::vector<Blob> blobs;
   std::map<std::string, int> blob_index;
   std::vector<NetLayer> layers;
-  Tensor flat_params, flat_grads;  // (P)
+  Tensor flat_params, flat_grads;        // (P) f32 masters
+  Tensor compute_params, compute_grads;  // (P) 16-bit mirrors (mixed precision only)
+  Tensor input_compute;                  // the input in the compute dtype (mixed precision only)
+  double grad_scale = 1.0;               // fp16 loss scale, divided out when gradients are widened
   std::vector<Param*> params;      // network order
   std::vector<std::pair<std::string, Tensor>> state;
   std::vector<int> loss_layers;
@@ -62,7 +73,7 @@ struct Net::Impl {
 
   LayerContext context(Phase phase, uint64_t iteration) {
     LayerContext ctx{backend, phase, seed, iteration};
-    ctx.loss_scale = loss_scale;
+    ctx.loss_scale = loss_scale * grad_scale;
     ctx.ranks = ranks;
     return ctx;
   }
@@ -90,7 +101,9 @@ void Net::Impl::build(const NetSpec::Impl& spec, int64_t batch_size) {
   for (const auto& sl : spec.layers) {
     NetLayer nl;
     nl.spec = sl;
-    nl.layer = create_layer(sl.config);
+    LayerConfig config = sl.config;
+    config.activation_dtype = compute;
+    nl.layer = create_layer(std::move(config));
     for (const auto& b : sl.config.bottoms) nl.bottoms.push_back(blob_index.at(b));  // NetSpec checked them
     for (const auto& t : sl.config.tops) {
       blob_index[t] = static_cast<int>(blobs.size());
@@ -142,7 +155,9 @@ void Net::Impl::allocate_activations(int64_t batch_size) {
     b.diff = Tensor();
     b.extra_diffs.clear();
   }
+  input_compute = Tensor();
   blobs[0].data = backend.alloc(Shape({batch, input_shape[0], input_shape[1], input_shape[2]}), DType::F32);
+  if (compute != DType::F32) input_compute = backend.alloc(blobs[0].data.shape(), compute);
   blobs[1].data = backend.alloc(Shape({batch}), DType::I32);
   for (auto& nl : layers) {
     std::vector<Shape> bottom_shapes;
@@ -150,7 +165,11 @@ void Net::Impl::allocate_activations(int64_t batch_size) {
     std::vector<Shape> top_shapes = nl.layer->infer_shapes(bottom_shapes);
     CNNSCALE_CHECK(top_shapes.size() == nl.tops.size(), "layer '{}' inferred {} top shapes for {} tops",
                    nl.layer->name(), top_shapes.size(), nl.tops.size());
-    for (size_t i = 0; i < nl.tops.size(); ++i) blobs[nl.tops[i]].data = backend.alloc(top_shapes[i], DType::F32);
+    for (size_t i = 0; i < nl.tops.size(); ++i) {
+      Blob& top = blobs[nl.tops[i]];
+      top.dtype = nl.layer->top_dtype(i);
+      top.data = backend.alloc(top_shapes[i], top.dtype);
+    }
   }
   if (first) plan_backward();
   for (auto& b : blobs) {
@@ -165,7 +184,7 @@ void Net::Impl::allocate_activations(int64_t batch_size) {
     nl.top_diff.clear();
     for (size_t i = 0; i < nl.bottoms.size(); ++i) {
       const Blob& b = blobs[nl.bottoms[i]];
-      nl.bottom_data.push_back(b.data);
+      nl.bottom_data.push_back(nl.bottoms[i] == 0 && input_compute.defined() ? input_compute : b.data);
       int slot = nl.diff_slot[i];
       nl.bottom_diff.push_back(slot < 0 ? Tensor() : slot == 0 ? b.diff : b.extra_diffs[slot - 1]);
     }
@@ -194,6 +213,17 @@ void Net::Impl::allocate_params() {
   if (total == 0) return;
   flat_params = backend.alloc(Shape({total}), DType::F32);
   flat_grads = backend.alloc(Shape({total}), DType::F32);
+  bool mirrored = false;
+  for (size_t l = 0; l < layers.size(); ++l)
+    for (const auto& s : specs[l]) {
+      CNNSCALE_CHECK(s.dtype == DType::F32 || s.dtype == compute, "layer '{}' parameter '{}' is {} in a {} net",
+                     layers[l].layer->name(), s.name, dtype_name(s.dtype), dtype_name(compute));
+      mirrored |= s.dtype != DType::F32;
+    }
+  if (mirrored) {
+    compute_params = backend.alloc(Shape({total}), compute);
+    compute_grads = backend.alloc(Shape({total}), compute);
+  }
   // Initialise on the host in NETWORK order from one seeded generator, so CPU and GPU nets (and
   // every rank) start from identical weights regardless of the buffer layout.
   std::vector<float> host(static_cast<size_t>(total), 0.0f);
@@ -204,7 +234,12 @@ void Net::Impl::allocate_params() {
     for (size_t p = 0; p < specs[l].size(); ++p) {
       const ParamSpec& s = specs[l][p];
       fill_param(s, rng, host.data() + offsets[l][p]);
-      bound.push_back({s, flat_params.view(offsets[l][p], s.shape), flat_grads.view(offsets[l][p], s.shape)});
+      Tensor master = flat_params.view(offsets[l][p], s.shape), master_diff = flat_grads.view(offsets[l][p], s.shape);
+      if (s.dtype == DType::F32)
+        bound.push_back({s, master, master_diff, master, master_diff});
+      else
+        bound.push_back({s, compute_params.view(offsets[l][p], s.shape), compute_grads.view(offsets[l][p], s.shape),
+                         master, master_diff});
     }
     for (auto& p : bound) params.push_back(&p);
   }
@@ -231,7 +266,11 @@ void Net::Impl::sum_extra_diffs(const Blob& blob) {
   for (const auto& d : blob.extra_diffs) backend.axpby(1.0f, d, 1.0f, blob.diff);
 }
 
-Net::Net(const NetSpec& spec, Backend& backend, int64_t batch, uint64_t seed) : impl_(std::make_unique<Impl>(backend)) {
+Net::Net(const NetSpec& spec, Backend& backend, int64_t batch, uint64_t seed, DType compute)
+    : impl_(std::make_unique<Impl>(backend)) {
+  if (compute != DType::F32 && compute != DType::BF16 && compute != DType::F16)
+    throw_config("compute dtype {} is not f32, bf16 or f16", dtype_name(compute));
+  impl_->compute = compute;
   impl_->seed = seed;
   impl_->build(spec.impl(), batch);
 }
@@ -253,6 +292,9 @@ const Tensor& Net::labels() const { return impl_->blobs[1].data; }
 void Net::forward(Phase phase, uint64_t iteration, const std::function<void(size_t layer_index)>& after_layer) {
   Impl& m = *impl_;
   LayerContext ctx = m.context(phase, iteration);
+  // The masters may have changed since the last forward (an update, a checkpoint, a broadcast).
+  if (m.compute_params.defined()) m.backend.convert(m.flat_params, m.compute_params);
+  if (m.input_compute.defined()) m.backend.convert(m.blobs[0].data, m.input_compute);
   for (size_t l = 0; l < m.layers.size(); ++l) {
     NetLayer& nl = m.layers[l];
     if (!runs_in(nl.spec.phase, phase)) continue;
@@ -275,6 +317,9 @@ void Net::backward(uint64_t iteration, const std::function<void(size_t layer_ind
     if (nl.runs_backward) {
       for (int t : nl.tops) m.sum_extra_diffs(m.blobs[t]);
       nl.layer->backward(ctx, nl.bottom_data, nl.top_data, nl.top_diff, nl.propagate, nl.bottom_diff);
+      for (const Param& p : nl.layer->params())
+        if (p.diff.dtype() != DType::F32)
+          m.backend.convert(p.diff, p.master_diff, static_cast<float>(1.0 / m.grad_scale));
     }
     if (after_layer) after_layer(l);
   }
@@ -287,6 +332,12 @@ void Net::set_loss_scale(double scale) {
 double Net::loss_scale() const {
   return impl_->loss_scale;
 }
+void Net::set_grad_scale(double scale) {
+  if (!(scale > 0) || !std::isfinite(scale)) throw_config("gradient scale must be finite and > 0, got {}", scale);
+  impl_->grad_scale = scale;
+}
+double Net::grad_scale() const { return impl_->grad_scale; }
+DType Net::compute_dtype() const { return impl_->compute; }
 void Net::set_rank_exchange(RankExchange* ranks) {
   impl_->ranks = ranks;
 }

@@ -64,8 +64,9 @@ class NetSpec {
 class Net {
  public:
   // Allocates everything for `batch` samples and initialises parameters from `seed`
-  // (host mt19937_64, so CPU and GPU start from identical weights).
-  Net(const NetSpec& spec, Backend& backend, int64_t batch, uint64_t seed);
+  // (host mt19937_64, so CPU and GPU start from identical weights). `compute`: the storage of
+  // activations and the weights' compute copies (bf16/f16: mixed precision over f32 masters).
+  Net(const NetSpec& spec, Backend& backend, int64_t batch, uint64_t seed, DType compute = DType::F32);
   ~Net();
 
   Backend& backend() const;
@@ -74,7 +75,7 @@ class Net {
   // parameters and state are untouched.
   void reshape(int64_t batch);
 
-  const Tensor& input() const;   // "data" blob (N, C, H, W) f32
+  const Tensor& input() const;   // "data" blob (N, C, H, W) f32 (widened to the compute dtype in forward)
   const Tensor& labels() const;  // "label" blob (N) i32
 
   // `after_layer(l)` (optional) is called, first to last, once layer l (index in layers()) has
@@ -89,6 +90,11 @@ class Net {
   // Multiplies every loss layer's gradient (LayerContext::loss_scale; data parallel: n / B).
   void set_loss_scale(double scale);
   double loss_scale() const;
+  // fp16 loss scaling: loss gradients are multiplied by `scale` and the widened f32 parameter
+  // gradients divided by it again, so small gradients survive fp16's subnormal range. 1: off.
+  void set_grad_scale(double scale);
+  double grad_scale() const;
+  DType compute_dtype() const;
   // The job's other ranks, handed to layers (sync batch norm); null in a single process.
   void set_rank_exchange(RankExchange* ranks);
 
@@ -102,8 +108,8 @@ class Net {
 
   std::vector<Layer*> layers() const;
   std::vector<Param*> params() const;      // in network order
-  const Tensor& flat_params() const;       // (P) every parameter, contiguous
-  const Tensor& flat_grads() const;        // (P) every gradient, same offsets
+  const Tensor& flat_params() const;       // (P) every parameter's f32 master, contiguous
+  const Tensor& flat_grads() const;        // (P) every f32 gradient, same offsets
   // Non-learned state (batch norm running statistics) as (layer/name, tensor), for checkpoints.
   std::vector<std::pair<std::string, Tensor>> state() const;
 

@@ -49,10 +49,10 @@ GradientBuckets::GradientBuckets(const Net& net, Communicator& comm, int64_t buc
   int64_t prefix = 0;
   for (size_t l = layers.size(); l-- > 0;) {
     for (const Param& p : layers[l]->params()) {
-      CNNSCALE_CHECK(p.diff.storage() == flat_grads_.storage(), "gradient of {}/{} is not in the flat buffer",
+      CNNSCALE_CHECK(p.master_diff.storage() == flat_grads_.storage(), "gradient of {}/{} is not in the flat buffer",
                      layers[l]->name(), p.spec.name);
-      const int64_t begin = static_cast<int64_t>(p.diff.offset_bytes()) / element - base;
-      const int64_t end = begin + p.diff.numel();
+      const int64_t begin = static_cast<int64_t>(p.master_diff.offset_bytes()) / element - base;
+      const int64_t end = begin + p.master_diff.numel();
       // The bucket hook relies on net.cpp's layout: later layers first, so the gradients final
       // after layers l..L-1 are exactly a prefix of the buffer.
       CNNSCALE_CHECK(begin >= prefix && end <= total, "gradient of {}/{} at [{}, {}) breaks the backward-order layout",

@@ -109,7 +109,7 @@ CheckpointContents capture_checkpoint(const Net& net, const SgdSolver& solver, C
   c.meta = std::move(meta);
   const auto& params = solver.params();
   for (size_t i = 0; i < params.size(); ++i) {
-    c.weights.push_back(download_array(backend, params[i].name, params[i].param->data));
+    c.weights.push_back(download_array(backend, params[i].name, params[i].param->master));
     c.history.push_back(download_array(backend, params[i].name, solver.history()[i]));
   }
   for (const auto& [name, tensor] : net.state()) c.state.push_back(download_array(backend, name, tensor));
@@ -120,7 +120,7 @@ void restore_checkpoint(const CheckpointContents& contents, const std::string& f
   Backend& backend = net.backend();
   std::vector<std::pair<std::string, Tensor>> weights, history;
   for (size_t i = 0; i < solver.params().size(); ++i) {
-    weights.emplace_back(solver.params()[i].name, solver.params()[i].param->data);
+    weights.emplace_back(solver.params()[i].name, solver.params()[i].param->master);
     history.emplace_back(solver.params()[i].name, solver.history()[i]);
   }
   upload_arrays(backend, contents.weights, weights, file, "weights");

@@ -1,4 +1,5 @@
-// SgdSolver implementation: per-parameter update on the net's backend, no host synchronisation.
+// SgdSolver implementation: per-parameter update of the f32 masters on the net's backend, no host
+// synchronisation.
 #include "solver/sgd_solver.hpp"
 
 namespace cnnscale {
@@ -15,7 +16,7 @@ SgdSolver::SgdSolver(Net& net, const SolverConfig& config, int64_t iterations_pe
       config_(config),
       schedule_(config, iterations_per_epoch, total_iterations),
       params_(named_params(net)) {
-  for (const auto& np : params_) history_.push_back(net_.backend().alloc(np.param->data.shape()));
+  for (const auto& np : params_) history_.push_back(net_.backend().alloc(np.param->master.shape()));
 }
 
 void SgdSolver::step(int64_t iteration) {
@@ -25,7 +26,7 @@ void SgdSolver::step(int64_t iteration) {
     const Param& p = *params_[i].param;
     // lr_mult 0 freezes a parameter: its history stays zero, so skipping the update is exact.
     if (p.spec.lr_mult == 0.0f) continue;
-    backend.sgd_update(p.data, p.diff, history_[i], static_cast<float>(rate * p.spec.lr_mult),
+    backend.sgd_update(p.master, p.master_diff, history_[i], static_cast<float>(rate * p.spec.lr_mult),
                        static_cast<float>(config_.momentum),
                        static_cast<float>(config_.weight_decay * p.spec.decay_mult));
   }

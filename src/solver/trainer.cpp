@@ -36,8 +36,12 @@ Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Da
   total_iterations_ = options_.iterations > 0 ? options_.iterations : options_.epochs * iterations_per_epoch_;
 
   const DataParallel& dp = options_.parallel;
-  net_ = std::make_unique<Net>(spec, backend_, split_.local, options_.seed);
+  net_ = std::make_unique<Net>(spec, backend_, split_.local, options_.seed, compute_dtype(options_.precision));
   nonfinite_ = backend_.alloc(Shape{1}, DType::I32);
+  if (needs_loss_scaling(options_.precision)) {
+    overflow_ = backend_.alloc(Shape{1}, DType::I32);
+    net_->set_grad_scale(grad_scale_);
+  }
   display_loss_sum_ = backend_.alloc(Shape{1});
   epoch_loss_sum_ = backend_.alloc(Shape{1});
   last_loss_ = backend_.alloc(Shape{1});
@@ -234,16 +238,49 @@ void Trainer::wait_gradients() {
 // the flat gradient buffer. The loss needs no check of its own: it is finite by construction
 // (log of max(p, FLT_MIN)) unless a probability is NaN, and then that row's dx = p - onehot and
 // with it the gradients are NaN too. Nothing waits for the flag; check_finite() reads it at the
-// next host read. With loss scaling (fp16) this is where an overflowing step would be skipped.
+// next host read. With loss scaling (fp16) an overflowing step is skipped first (scale_step).
 void Trainer::flag_divergence(const StepScalars& s) {
   if (options_.inject_nonfinite_at == s.iteration + 1) {
     backend_.fill(net_->loss(), std::numeric_limits<float>::quiet_NaN());
     backend_.fill(net_->flat_grads(), std::numeric_limits<float>::quiet_NaN());
   }
-  backend_.flag_nonfinite(net_->flat_grads(), s.nonfinite_tag, nonfinite_);
+  step_skipped_ = overflow_.defined() && !scale_step();
+  if (!step_skipped_) backend_.flag_nonfinite(net_->flat_grads(), s.nonfinite_tag, nonfinite_);
+}
+
+// fp16 dynamic loss scaling, PyTorch GradScaler's rule: a step whose (exchanged, unscaled) gradients
+// hold an inf or NaN is skipped and the scale halved; 2000 clean steps in a row double it. The
+// check reads a flag on the host, one synchronisation per fp16 step. Every rank reads the same
+// exchanged gradients, so every rank skips the same steps. A scale that would fall below 1 means
+// even unscaled gradients overflow: that is divergence, left to the non-finite check.
+bool Trainer::scale_step() {
+  constexpr int64_t kGrowthInterval = 2000;
+  constexpr double kMaxScale = 16777216.0;  // 2^24
+  backend_.fill(overflow_, 0.0f);
+  backend_.flag_nonfinite(net_->flat_grads(), 1, overflow_);
+  int32_t overflowed = 0;
+  {
+    BlockingOp mark("fp16 overflow check");
+    backend_.download(overflow_, &overflowed);
+  }
+  if (overflowed == 0) {
+    if (++clean_steps_ >= kGrowthInterval) {
+      clean_steps_ = 0;
+      grad_scale_ = std::min(grad_scale_ * 2, kMaxScale);
+      net_->set_grad_scale(grad_scale_);
+    }
+    return true;
+  }
+  clean_steps_ = 0;
+  if (grad_scale_ / 2 < 1.0) return true;  // nothing left to halve: let the divergence check see it
+  grad_scale_ /= 2;
+  net_->set_grad_scale(grad_scale_);
+  ++skipped_steps_;
+  return false;
 }
 
 void Trainer::update(const StepScalars& s) {
+  if (step_skipped_) return;
   solver_->step(s.solver_iteration);
 }
 

@@ -251,6 +251,7 @@ class Trainer {
   void wait_gradients();  // the exchanged gradients are the job's after this (data parallel)
   void flag_divergence(const StepScalars& s);
   void update(const StepScalars& s);
+  bool scale_step();  // fp16: false when this step overflowed and is skipped
 
   // comm_busy, the communication's own busy time per step (trainer.cpp): the communicator's stream
   // time when it times itself (NCCL), else the host time inside the communication calls (MPI).
@@ -317,6 +318,13 @@ class Trainer {
   std::string scores_blob_;  // input of the loss layer: class scores for top-k accuracy
   std::string resumed_run_config_;
   Tensor nonfinite_;  // (1) i32: 0, or the first iteration (1-based) with a non-finite loss/gradient
+  // fp16 loss scaling (needs_loss_scaling): the overflow flag, the scale (PyTorch's initial 2^16),
+  // clean steps since the last change, skipped steps, and whether this step's update is skipped.
+  Tensor overflow_;
+  double grad_scale_ = 65536.0;
+  int64_t clean_steps_ = 0;
+  int64_t skipped_steps_ = 0;
+  bool step_skipped_ = false;
   // (1) each: the loss sums of the display interval and of the epoch, and the last step's weighted loss.
   Tensor display_loss_sum_, epoch_loss_sum_, last_loss_;
   std::unique_ptr<PhaseTimer> phase_timer_;  // the current run()'s

@@ -24,7 +24,7 @@ std::vector<std::string> names_or_default(const ConfigNode& node, const std::str
 }  // namespace
 
 LayerHarness make_layer(Backend& backend, const std::string& yaml, const std::vector<Shape>& bottom_shapes,
-                        uint64_t seed, const std::vector<DType>& bottom_dtypes) {
+                        uint64_t seed, const std::vector<DType>& bottom_dtypes, DType compute) {
   ConfigNode root = ConfigNode::load_string(yaml, "test_layer.yaml");
   ConfigNode node(root.yaml(), root.file(), "layers[0]");
   node.require_map();
@@ -36,6 +36,7 @@ LayerHarness make_layer(Backend& backend, const std::string& yaml, const std::ve
   cfg.tops = names_or_default(node, "top", 1, "top");
   cfg.node = node;
   cfg.layer_index = 3;  // arbitrary but fixed: decorrelates from a layer at index 0
+  cfg.activation_dtype = compute;
 
   LayerHarness h;
   h.backend = &backend;
@@ -69,10 +70,16 @@ LayerHarness make_layer(Backend& backend, const std::string& yaml, const std::ve
   std::mt19937_64 rng(seed);
   int64_t offset = 0;
   for (const auto& s : specs) {
-    Param p{s, h.flat_params.view(offset, s.shape), h.flat_grads.view(offset, s.shape)};
+    Tensor master = h.flat_params.view(offset, s.shape), master_diff = h.flat_grads.view(offset, s.shape);
+    Param p{s, master, master_diff, master, master_diff};
+    if (s.dtype != DType::F32) {  // a 16-bit compute copy beside the f32 master, as the net keeps
+      p.data = backend.alloc(s.shape, s.dtype);
+      p.diff = backend.alloc(s.shape, s.dtype);
+    }
     std::vector<float> host(static_cast<size_t>(s.shape.numel()));
     fill_param(s, rng, host.data());
-    from_host(backend, p.data, host);
+    from_host(backend, p.master, host);
+    if (s.dtype != DType::F32) from_host(backend, p.data, host);
     layer.params().push_back(p);
     offset += s.shape.numel();
   }
@@ -83,18 +90,19 @@ LayerHarness make_layer(Backend& backend, const std::string& yaml, const std::ve
   }
 
   for (size_t i = 0; i < bottom_shapes.size(); ++i) {
-    DType dtype = i < bottom_dtypes.size() ? bottom_dtypes[i] : DType::F32;
+    // bottom_dtypes says float (F32) or labels (I32); floats take the compute dtype.
+    DType dtype = i < bottom_dtypes.size() && bottom_dtypes[i] == DType::I32 ? DType::I32 : compute;
     h.bottoms.push_back(backend.alloc(bottom_shapes[i], dtype));
-    if (dtype == DType::F32) {
+    if (dtype != DType::I32) {
       fill_uniform(backend, h.bottoms.back(), seed * 1000 + i, -1.0f, 1.0f);
-      h.bottom_diffs.push_back(backend.alloc(bottom_shapes[i]));
+      h.bottom_diffs.push_back(backend.alloc(bottom_shapes[i], dtype));
     } else {
       h.bottom_diffs.emplace_back();
     }
   }
-  for (const auto& s : h.top_shapes) {
-    h.tops.push_back(backend.alloc(s));
-    h.top_diffs.push_back(backend.alloc(s));
+  for (size_t i = 0; i < h.top_shapes.size(); ++i) {
+    h.tops.push_back(backend.alloc(h.top_shapes[i], layer.top_dtype(i)));
+    h.top_diffs.push_back(backend.alloc(h.top_shapes[i], layer.top_dtype(i)));
   }
   layer.setup(backend);
   return h;
@@ -108,21 +116,33 @@ void LayerHarness::forward(Phase phase) {
 void LayerHarness::backward(Phase phase) {
   LayerContext ctx{*backend, phase, seed, iteration};
   std::vector<bool> propagate;
-  for (const auto& b : bottoms) propagate.push_back(b.dtype() == DType::F32);
+  for (const auto& b : bottoms) propagate.push_back(b.dtype() != DType::I32);
   layer->backward(ctx, bottoms, tops, top_diffs, propagate, bottom_diffs);
 }
 
 std::vector<float> to_host(Backend& backend, const Tensor& t) {
-  CNNSCALE_CHECK(t.dtype() == DType::F32, "to_host: tensor is {}", dtype_name(t.dtype()));
+  CNNSCALE_CHECK(t.dtype() != DType::I32, "to_host: tensor is {}", dtype_name(t.dtype()));
   std::vector<float> out(static_cast<size_t>(t.numel()));
-  backend.download(t, out.data());
+  if (t.dtype() == DType::F32) {
+    backend.download(t, out.data());
+  } else {  // 16-bit: widened exactly on the backend first
+    Tensor wide = backend.alloc(t.shape());
+    backend.convert(t, wide);
+    backend.download(wide, out.data());
+  }
   return out;
 }
 
 void from_host(Backend& backend, const Tensor& t, const std::vector<float>& values) {
-  CNNSCALE_CHECK(t.dtype() == DType::F32 && static_cast<int64_t>(values.size()) == t.numel(),
+  CNNSCALE_CHECK(t.dtype() != DType::I32 && static_cast<int64_t>(values.size()) == t.numel(),
                  "from_host: {} values for {} {}", values.size(), dtype_name(t.dtype()), t.shape().to_string());
-  backend.upload(values.data(), t);
+  if (t.dtype() == DType::F32) {
+    backend.upload(values.data(), t);
+  } else {  // 16-bit: rounded to nearest even by the backend's conversion
+    Tensor wide = backend.alloc(t.shape());
+    backend.upload(values.data(), wide);
+    backend.convert(wide, t);
+  }
   backend.synchronize();  // the host vector dies after this call
 }
 

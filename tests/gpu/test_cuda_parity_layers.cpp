@@ -5,9 +5,12 @@
 // scratch) on device memory.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "core/half.hpp"
 #include "parity_util.hpp"
 
 namespace cnnscale::testing {
@@ -100,9 +103,8 @@ std::vector<int32_t> labels_for(int n, int classes) {
   return l;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Layers, CudaParityLayer,
-    ::testing::Values(
+const std::vector<LayerCase>& layer_cases() {
+  static const std::vector<LayerCase> cases{
         LayerCase{"conv_k3_pad1_bias", "type: Convolution\nnum_output: 8\nkernel: 3\npad: 1\n"
                   "bias_filler: {type: gaussian, std: 0.5}", {{2, 4, 9, 9}}, kTolConv, kTolConv},
         LayerCase{"conv_stride2_group2_nobias", "type: Convolution\nnum_output: 6\nkernel: 3\nstride: 2\npad: 1\n"
@@ -143,8 +145,116 @@ INSTANTIATE_TEST_SUITE_P(
         LayerCase{"softmax_with_loss", "type: SoftmaxWithLoss\nloss_weight: 2.0", {{8, 10}, {8}}, kTolReduction,
                   kTolReduction, {DType::F32, DType::I32}, kLabels8, 3.0f},
         LayerCase{"accuracy_top1_top5", "type: Accuracy\ntop_k: [1, 5]\ntop: [top1, top5]", {{37, 20}, {37}},
-                  kTolExact, kTolExact, {DType::F32, DType::I32}, labels_for(37, 20), 1.0f, false}),
-    [](const ::testing::TestParamInfo<LayerCase>& info) { return info.param.name; });
+                  kTolExact, kTolExact, {DType::F32, DType::I32}, labels_for(37, 20), 1.0f, false}};
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Layers, CudaParityLayer, ::testing::ValuesIn(layer_cases()),
+                         [](const ::testing::TestParamInfo<LayerCase>& info) { return info.param.name; });
+
+// ---- mixed precision: the CUDA layer in bf16/f16 against the f32 CPU reference ---------------------
+// The CPU layer gets exactly the GPU's 16-bit inputs, weights and top gradients (widened, which is
+// exact), so the only differences are the GPU's 16-bit stores and the usual fp32 differences.
+// Tolerance, as a normalized error (max |gpu - cpu| / max |cpu|): every 16-bit store rounds with
+// relative error <= u (u = 2^-8 for bf16's 8 significant bits, 2^-11 for fp16's 11). Along any
+// output's path these layers make at most three stores (Eltwise with three bottoms: one per
+// accumulation; conv with bias: two), each of a value no larger than 1.3x the largest output for
+// these inputs and coefficients, so the rounding part is below 3 x 1.3 u < 4u. Everything else is
+// computed in fp32 from identical inputs and stays under the loosest f32 tolerance above (1e-4).
+// Accumulating in 16 bits, or a wrong dtype anywhere, gives errors of order 1 instead.
+double tol_16bit(DType t) { return 4.0 * (t == DType::BF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11)) + 1e-4; }
+
+class CudaParityLayer16 : public ::testing::TestWithParam<std::tuple<LayerCase, DType>> {};
+
+// Copies the GPU tensor's (rounded) values into the CPU tensor.
+void mirror(const Tensor& gpu, const Tensor& cpu) { from_host(cpu_backend(), cpu, to_host(gpu_backend(), gpu)); }
+
+TEST_P(CudaParityLayer16, ForwardBackward) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  const auto& [c, dtype] = GetParam();
+  const double tol = tol_16bit(dtype);
+  const uint64_t seed = 7;
+  LayerHarness hc = make_layer(cpu_backend(), c.yaml, c.bottoms, seed, c.dtypes);
+  LayerHarness hg = make_layer(gpu_backend(), c.yaml, c.bottoms, seed, c.dtypes, dtype);
+  for (size_t i = 0; i < c.bottoms.size(); ++i) {
+    if (hc.bottoms[i].dtype() == DType::I32) {
+      set_labels(cpu_backend(), hc.bottoms[i], c.labels);
+      set_labels(gpu_backend(), hg.bottoms[i], c.labels);
+      continue;
+    }
+    ASSERT_EQ(hg.bottoms[i].dtype(), dtype);
+    fill_uniform(gpu_backend(), hg.bottoms[i], 300 + i, -c.input_range, c.input_range);
+    mirror(hg.bottoms[i], hc.bottoms[i]);
+  }
+  for (size_t k = 0; k < hc.layer->params().size(); ++k) mirror(hg.layer->params()[k].data, hc.layer->params()[k].data);
+  hc.iteration = hg.iteration = 5;
+
+  hc.forward(Phase::Train);
+  hg.forward(Phase::Train);
+  for (size_t i = 0; i < hc.tops.size(); ++i)
+    expect_tensors(c.name + " train top" + std::to_string(i), hg.tops[i], hc.tops[i], tol);
+  for (size_t i = 0; i < hc.layer->state().size(); ++i)
+    expect_tensors(c.name + " state" + std::to_string(i), hg.layer->state()[i], hc.layer->state()[i], tol);
+  if (c.backward) {
+    for (size_t i = 0; i < hc.top_diffs.size(); ++i) {
+      fill_uniform(gpu_backend(), hg.top_diffs[i], 400 + i, -1.0f, 1.0f);
+      mirror(hg.top_diffs[i], hc.top_diffs[i]);
+    }
+    hc.backward(Phase::Train);
+    hg.backward(Phase::Train);
+    for (size_t i = 0; i < hc.bottom_diffs.size(); ++i)
+      if (hc.bottom_diffs[i].defined())
+        expect_tensors(c.name + " bottom" + std::to_string(i) + " diff", hg.bottom_diffs[i], hc.bottom_diffs[i], tol);
+    for (size_t k = 0; k < hc.layer->params().size(); ++k)
+      expect_tensors(c.name + " " + hc.layer->params()[k].spec.name + " diff", hg.layer->params()[k].diff,
+                     hc.layer->params()[k].diff, tol);
+  }
+  if (c.test_phase) {
+    hc.forward(Phase::Test);
+    hg.forward(Phase::Test);
+    for (size_t i = 0; i < hc.tops.size(); ++i)
+      expect_tensors(c.name + " test top" + std::to_string(i), hg.tops[i], hc.tops[i], tol);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Layers, CudaParityLayer16,
+                         ::testing::Combine(::testing::ValuesIn(layer_cases()),
+                                            ::testing::Values(DType::BF16, DType::F16)),
+                         [](const ::testing::TestParamInfo<std::tuple<LayerCase, DType>>& info) {
+                           return std::get<0>(info.param).name + "_" + dtype_name(std::get<1>(info.param));
+                         });
+
+// The device's conversions round exactly as the host's (core/half.hpp), including ties, subnormals
+// and overflow, and 16-bit fill and scaled conversion work.
+TEST(CudaPrecision, ConversionsMatchTheHostBitForBit) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  std::vector<float> v;
+  for (int e = -30; e <= 17; ++e)
+    for (float m : {1.0f, 1.0f + std::ldexp(1.0f, -8), 1.0f + std::ldexp(1.0f, -11), 1.0f + 3 * std::ldexp(1.0f, -11),
+                    1.3f, 1.99999f})
+      for (float sign : {1.0f, -1.0f}) v.push_back(sign * std::ldexp(m, e));
+  v.push_back(65519.0f);
+  v.push_back(65520.0f);
+  v.push_back(3e38f);
+  Backend& g = gpu_backend();
+  Tensor wide = g.alloc(Shape{static_cast<int64_t>(v.size())});
+  from_host(g, wide, v);
+  for (DType t : {DType::BF16, DType::F16}) {
+    Tensor narrow = g.alloc(wide.shape(), t);
+    g.convert(wide, narrow);
+    std::vector<uint16_t> bits(v.size());
+    g.download(narrow, bits.data());
+    for (size_t i = 0; i < v.size(); ++i) {
+      const uint16_t want = t == DType::BF16 ? float_to_bf16(v[i]) : float_to_f16(v[i]);
+      EXPECT_EQ(bits[i], want) << dtype_name(t) << " of " << v[i];
+    }
+    g.fill(narrow, 2.5f);
+    EXPECT_EQ(to_host(g, narrow), std::vector<float>(v.size(), 2.5f));
+    g.convert(wide, narrow, 0.5f);
+    const std::vector<float> halved = to_host(g, narrow);
+    for (size_t i = 0; i < v.size(); ++i) EXPECT_EQ(halved[i], round_to(t, v[i] * 0.5f)) << v[i];
+  }
+}
 
 }  // namespace
 }  // namespace cnnscale::testing

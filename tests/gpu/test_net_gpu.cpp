@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <random>
 #include <thread>
 
@@ -95,6 +96,43 @@ TEST(NetGpu, ForwardBackwardMatchCpu) {
   cpu.forward(Phase::Test, 2);
   gpu.forward(Phase::Test, 2);
   expect_parity("test loss", host_values(gpu_backend(), gpu.loss()), host_values(cpu_backend(), cpu.loss()), 1e-5);
+}
+
+// Mixed precision over the whole graph: bf16/f16 activations and weight copies against the f32 CPU
+// net. Each layer adds at most ~4u relative error (the layer parity tests' argument, u = 2^-8 for
+// bf16, 2^-11 for fp16) and the gradient passes through 14 layers forward and back, so the f32
+// master gradients must agree in relative 2-norm, ||g - g_ref|| / ||g_ref||, to 14 x 4u < 64u, and
+// the loss (two layers from the input of the loss) to a few u. A dtype mix-up, an unconverted or
+// stale weight copy, a loss scale not divided out, or a gradient left in the 16-bit buffer gives a
+// relative error of order 1 instead.
+double relative_error(const std::vector<float>& a, const std::vector<float>& ref) {
+  double dd = 0, rr = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = static_cast<double>(a[i]) - ref[i];
+    dd += d * d;
+    rr += static_cast<double>(ref[i]) * ref[i];
+  }
+  return std::sqrt(dd / rr);
+}
+
+TEST(NetGpu, MixedPrecisionGradientsFollowTheF32Reference) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  NetSpec spec = NetSpec::load_string(kNet, "parity.yaml");
+  for (DType t : {DType::BF16, DType::F16}) {
+    SCOPED_TRACE(dtype_name(t));
+    Net cpu(spec, cpu_backend(), 8, 5), gpu(spec, gpu_backend(), 8, 5, t);
+    same_inputs(cpu, gpu, spec.classes());
+    if (t == DType::F16) gpu.set_grad_scale(1024.0);  // exercised: the gradients must come out unscaled
+    cpu.forward(Phase::Train, 0);
+    gpu.forward(Phase::Train, 0);
+    cpu.backward(0);
+    gpu.backward(0);
+    const double u = t == DType::BF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+    expect_parity("loss", host_values(gpu_backend(), gpu.loss()), host_values(cpu_backend(), cpu.loss()), 8 * u);
+    EXPECT_LT(relative_error(host_values(gpu_backend(), gpu.flat_grads()), host_values(cpu_backend(), cpu.flat_grads())),
+              64 * u)
+        << "master gradients";
+  }
 }
 
 #if CNNSCALE_HAVE_CUDA

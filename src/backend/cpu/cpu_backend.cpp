@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "backend/cpu/cpu_checks.hpp"
+#include "core/half.hpp"
 #include "core/rng.hpp"
 
 namespace cnnscale {
@@ -82,6 +83,16 @@ void CpuBackend::fill(const Tensor& t, float value) {
   }
   float* p = t.f32();
   for (int64_t i = 0; i < n; ++i) p[i] = value;
+}
+
+void CpuBackend::convert(const Tensor& src, const Tensor& dst, float scale) {
+  CNNSCALE_CHECK(src.defined() && dst.defined(), "cpu convert: tensor not allocated");
+  check_same_numel("convert", src, dst);
+  for (const Tensor* t : {&src, &dst})
+    if (t->dtype() == DType::I32) throw_runtime("convert on cpu: i32 tensors are not converted");
+  const int64_t n = src.numel();
+  for (int64_t i = 0; i < n; ++i)
+    store_float(dst.dtype(), scale * load_float(src.dtype(), src.raw(), i), dst.raw(), i);
 }
 
 // ---- BLAS-like ----------------------------------------------------------------------------------

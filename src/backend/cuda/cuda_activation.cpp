@@ -1,5 +1,6 @@
 // Activations on CUDA: ReLU and softmax through cuDNN, dropout through cnnscale's counter-based
-// kernel (the same mask as the CPU backend, element for element).
+// kernel (the same mask as the CPU backend, element for element). ReLU and dropout run on f32, bf16
+// or f16 (one dtype per call); softmax is f32 (the loss layer keeps probabilities in fp32).
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/cuda_kernels.hpp"
@@ -8,31 +9,34 @@
 namespace cnnscale {
 
 void CudaBackend::relu_forward(const Tensor& x, const Tensor& y) {
-  cuda::expect_f32("relu_forward", "x", x, device_);
-  cuda::expect_f32("relu_forward", "y", y, device_);
+  cuda::expect_float("relu_forward", "x", x, device_);
+  cuda::expect_float("relu_forward", "y", y, device_);
+  cuda::expect_dtype("relu_forward", "y", y, x.dtype());
   cuda::expect_numel("relu_forward", "y", y, x.numel());
   if (x.numel() == 0) return;
   activate();
   // Element-wise: any 4-d view of the buffer will do; (numel, 1, 1, 1) sidesteps rank questions.
-  cuda::set_nchw(desc_a_, x.numel(), 1, 1, 1, "relu_forward");
+  cuda::set_nchw(desc_a_, x.numel(), 1, 1, 1, "relu_forward", x.dtype());
   const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnActivationForward(cudnn_, relu_desc_, &one, desc_a_, x.f32(), &zero, desc_a_, y.f32()));
+  CUDNN_CHECK(cudnnActivationForward(cudnn_, relu_desc_, &one, desc_a_, x.raw(), &zero, desc_a_, y.raw()));
 }
 
 void CudaBackend::relu_backward(const Tensor& y, const Tensor& dy, const Tensor& dx) {
-  cuda::expect_f32("relu_backward", "y", y, device_);
-  cuda::expect_f32("relu_backward", "dy", dy, device_);
-  cuda::expect_f32("relu_backward", "dx", dx, device_);
+  cuda::expect_float("relu_backward", "y", y, device_);
+  cuda::expect_float("relu_backward", "dy", dy, device_);
+  cuda::expect_float("relu_backward", "dx", dx, device_);
+  cuda::expect_dtype("relu_backward", "dy", dy, y.dtype());
+  cuda::expect_dtype("relu_backward", "dx", dx, y.dtype());
   cuda::expect_numel("relu_backward", "dy", dy, y.numel());
   cuda::expect_numel("relu_backward", "dx", dx, y.numel());
   if (y.numel() == 0) return;
   activate();
-  cuda::set_nchw(desc_a_, y.numel(), 1, 1, 1, "relu_backward");
+  cuda::set_nchw(desc_a_, y.numel(), 1, 1, 1, "relu_backward", y.dtype());
   const float one = 1.0f, zero = 0.0f;
   // The interface keeps only y (so ReLU can run in place); cuDNN also asks for x. For ReLU,
   // y > 0 exactly where x > 0, so y stands in for x and dx = dy * (x > 0) either way.
-  CUDNN_CHECK(cudnnActivationBackward(cudnn_, relu_desc_, &one, desc_a_, y.f32(), desc_a_, dy.f32(), desc_a_, y.f32(),
-                                      &zero, desc_a_, dx.f32()));
+  CUDNN_CHECK(cudnnActivationBackward(cudnn_, relu_desc_, &one, desc_a_, y.raw(), desc_a_, dy.raw(), desc_a_, y.raw(),
+                                      &zero, desc_a_, dx.raw()));
 }
 
 namespace {
@@ -46,21 +50,23 @@ float dropout_scale(const char* op, float ratio) {
 
 void CudaBackend::dropout_forward(float ratio, uint64_t seed, uint64_t rng_stream, const Tensor& x, const Tensor& y) {
   float scale = dropout_scale("dropout_forward", ratio);
-  cuda::expect_f32("dropout_forward", "x", x, device_);
-  cuda::expect_f32("dropout_forward", "y", y, device_);
+  cuda::expect_float("dropout_forward", "x", x, device_);
+  cuda::expect_float("dropout_forward", "y", y, device_);
+  cuda::expect_dtype("dropout_forward", "y", y, x.dtype());
   cuda::expect_numel("dropout_forward", "y", y, x.numel());
   activate();
-  cuda::launch_dropout(x.numel(), ratio, scale, seed, rng_stream, x.f32(), y.f32(), stream());
+  cuda::launch_dropout(x.dtype(), x.numel(), ratio, scale, seed, rng_stream, x.raw(), y.raw(), stream());
 }
 
 void CudaBackend::dropout_backward(float ratio, uint64_t seed, uint64_t rng_stream, const Tensor& dy,
                                    const Tensor& dx) {
   float scale = dropout_scale("dropout_backward", ratio);
-  cuda::expect_f32("dropout_backward", "dy", dy, device_);
-  cuda::expect_f32("dropout_backward", "dx", dx, device_);
+  cuda::expect_float("dropout_backward", "dy", dy, device_);
+  cuda::expect_float("dropout_backward", "dx", dx, device_);
+  cuda::expect_dtype("dropout_backward", "dx", dx, dy.dtype());
   cuda::expect_numel("dropout_backward", "dx", dx, dy.numel());
   activate();
-  cuda::launch_dropout(dy.numel(), ratio, scale, seed, rng_stream, dy.f32(), dx.f32(), stream());
+  cuda::launch_dropout(dy.dtype(), dy.numel(), ratio, scale, seed, rng_stream, dy.raw(), dx.raw(), stream());
 }
 
 // Row-wise softmax of (N, C) scores; other shapes count as (N, everything else), as in the CPU

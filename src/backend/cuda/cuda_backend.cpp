@@ -213,17 +213,34 @@ void CudaBackend::fill(const Tensor& t, float value) {
       CUDA_CHECK(cudaMemsetAsync(t.raw(), 0, t.bytes(), ds_->stream));
     else
       cuda::launch_fill_i32(t.i32(), t.numel(), v, ds_->stream);
+  } else if (zero_bits && t.bytes() > 0) {
+    CUDA_CHECK(cudaMemsetAsync(t.raw(), 0, t.bytes(), ds_->stream));  // +0 is all-zero bits in bf16/f16 too
   } else {
-    throw_runtime("fill on cuda: {} tensors are not supported (f32 and i32 are)", dtype_name(t.dtype()));
+    cuda::launch_fill_float(t.dtype(), t.raw(), t.numel(), value, ds_->stream);
   }
 }
 
-// A strided copy: N rows of channels*H*W floats, with the source and destination row pitches of
+void CudaBackend::convert(const Tensor& src, const Tensor& dst, float scale) {
+  cuda::expect_float("convert", "src", src, device_);
+  cuda::expect_float("convert", "dst", dst, device_);
+  cuda::expect_numel("convert", "dst", dst, src.numel());
+  if (src.numel() == 0) return;
+  activate();
+  if (src.dtype() == dst.dtype() && scale == 1.0f) {
+    if (src.raw() != dst.raw())
+      CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), src.bytes(), cudaMemcpyDeviceToDevice, ds_->stream));
+    return;
+  }
+  cuda::launch_convert(src.numel(), src.dtype(), src.raw(), dst.dtype(), dst.raw(), scale, ds_->stream);
+}
+
+// A strided copy: N rows of channels*H*W elements, with the source and destination row pitches of
 // their own channel counts. cudaMemcpy2DAsync does exactly that, no kernel needed.
 void CudaBackend::copy_channels(const Tensor& src, int64_t src_c, const Tensor& dst, int64_t dst_c,
                                 int64_t channels) {
-  cuda::expect_f32("copy_channels", "src", src, device_);
-  cuda::expect_f32("copy_channels", "dst", dst, device_);
+  cuda::expect_float("copy_channels", "src", src, device_);
+  cuda::expect_float("copy_channels", "dst", dst, device_);
+  cuda::expect_dtype("copy_channels", "dst", dst, src.dtype());
   const Shape& s = src.shape();
   const Shape& d = dst.shape();
   if (s.rank() < 2 || d.rank() < 2 || s.n() != d.n() || s.numel() / (s.n() * s.c()) != d.numel() / (d.n() * d.c()) ||
@@ -232,7 +249,7 @@ void CudaBackend::copy_channels(const Tensor& src, int64_t src_c, const Tensor& 
                   s.to_string(), src_c, d.to_string(), dst_c);
   if (channels == 0 || s.n() == 0) return;
   activate();
-  const size_t plane = static_cast<size_t>(s.numel() / (s.n() * s.c())) * sizeof(float);  // H*W floats
+  const size_t plane = static_cast<size_t>(s.numel() / (s.n() * s.c())) * dtype_size(src.dtype());  // H*W
   CUDA_CHECK(cudaMemcpy2DAsync(static_cast<char*>(dst.raw()) + dst_c * plane, d.c() * plane,
                                static_cast<const char*>(src.raw()) + src_c * plane, s.c() * plane, channels * plane,
                                static_cast<size_t>(s.n()), cudaMemcpyDeviceToDevice, ds_->stream));

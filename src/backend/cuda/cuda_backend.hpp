@@ -46,6 +46,7 @@ struct ConvAlgoChoice {
 // Descriptors for one (x shape, w shape, params) and the algorithm of each direction, measured on
 // first use of that direction.
 struct ConvPlan {
+  DType dtype = DType::F32;  // of x, w and y
   cuda::TensorDesc x, y;
   cuda::FilterDesc w;
   cuda::ConvDesc conv;
@@ -79,6 +80,7 @@ class CudaBackend final : public Backend {
   void download(const Tensor& src, void* host) override;
   void copy(const Tensor& src, const Tensor& dst) override;
   void fill(const Tensor& t, float value) override;
+  void convert(const Tensor& src, const Tensor& dst, float scale = 1.0f) override;
   void synchronize() override;
   // Timing events: timing-enabled CUDA events recorded on the compute stream (no host sync).
   std::shared_ptr<TimingEvent> record_timing_event() override;
@@ -87,6 +89,9 @@ class CudaBackend final : public Backend {
 
   void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b,
             float beta, float* c) override;
+  // cublasGemmEx: bf16/f16 operands with fp32 accumulation (CUBLAS_COMPUTE_32F), f32 as gemm().
+  void matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const Tensor& a,
+              const Tensor& b, float beta, const Tensor& c) override;
   void axpby(float alpha, const Tensor& x, float beta, const Tensor& y) override;
   void bias_add(const Tensor& bias, const Tensor& y) override;
   void bias_backward(const Tensor& dy, const Tensor& dbias) override;
@@ -145,14 +150,15 @@ class CudaBackend final : public Backend {
   // the NCCL communicator, so it is destroyed after everything that lives in it.
   const std::shared_ptr<cuda::DeviceContext>& context() const { return ctx_; }
   size_t workspace_bytes() const { return workspace_bytes_; }
-  // The plan (with measured algorithms) for a convolution shape, or nullptr if not yet used.
-  const ConvPlan* find_conv_plan(const ConvParams& p, const Shape& x, const Shape& w) const;
+  // The plan (with measured algorithms) for a convolution shape and dtype, or nullptr if not yet used.
+  const ConvPlan* find_conv_plan(const ConvParams& p, const Shape& x, const Shape& w,
+                                 DType dtype = DType::F32) const;
   // Whether pool_forward/backward hand this shape to cuDNN (true) or to cnnscale's Caffe-rule
   // kernels (false: ceil-mode output larger than cuDNN's floor output).
   static bool cudnn_can_pool(const PoolParams& p, const Shape& x);
 
  private:
-  using ConvKey = std::array<int64_t, 15>;
+  using ConvKey = std::array<int64_t, 16>;
   struct DeviceStream;  // context + stream, shared with every allocation's deleter
 
   // Make this backend's context current: its device's primary context, or its green context (ops
@@ -160,12 +166,15 @@ class CudaBackend final : public Backend {
   void activate() const;
   // A device workspace of at least `bytes`, valid in stream order until the next call.
   void* workspace(size_t bytes);
-  ConvPlan& conv_plan(const char* op, const ConvParams& p, const Shape& x, const Shape& w);
+  ConvPlan& conv_plan(const char* op, const ConvParams& p, const Shape& x, const Shape& w, DType dtype);
   void find_conv_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& y);
   void find_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx);
   void find_conv_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw);
   size_t search_workspace_limit() const;
-  cudnnMathType_t conv_math() const { return options_.allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH; }
+  // 16-bit convolutions always use tensor cores; f32 ones only with TF32 allowed.
+  cudnnMathType_t conv_math(DType dtype) const {
+    return options_.allow_tf32 || dtype != DType::F32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+  }
 
   int device_ = 0;
   CudaBackendOptions options_;

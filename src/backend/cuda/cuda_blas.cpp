@@ -1,5 +1,6 @@
-// BLAS-like ops on CUDA: GEMM (cuBLAS), bias add/reduce (cuDNN), axpby and the SGD update (own
-// element-wise kernels: cuBLAS has no fused form of either).
+// BLAS-like ops on CUDA: GEMM (cuBLAS; cublasGemmEx for bf16/f16), bias add/reduce (cuDNN in f32,
+// own kernels in 16 bits), axpby and the SGD update (own element-wise kernels: cuBLAS has no fused
+// form of either).
 #include <algorithm>
 #include <climits>
 
@@ -29,21 +30,66 @@ void CudaBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
                            c, ldc));
 }
 
-void CudaBackend::axpby(float alpha, const Tensor& x, float beta, const Tensor& y) {
-  cuda::expect_f32("axpby", "x", x, device_);
-  cuda::expect_f32("axpby", "y", y, device_);
-  cuda::expect_numel("axpby", "y", y, x.numel());
+namespace {
+cudaDataType_t blas_type(DType t) {
+  return t == DType::BF16 ? CUDA_R_16BF : t == DType::F16 ? CUDA_R_16F : CUDA_R_32F;
+}
+}  // namespace
+
+void CudaBackend::matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const Tensor& a,
+                         const Tensor& b, float beta, const Tensor& c) {
+  cuda::expect_float("matmul", "a", a, device_);
+  cuda::expect_float("matmul", "b", b, device_);
+  cuda::expect_float("matmul", "c", c, device_);
+  cuda::expect_dtype("matmul", "b", b, a.dtype());
+  cuda::expect_dtype("matmul", "c", c, a.dtype());
+  if (a.numel() != m * k || b.numel() != k * n || c.numel() != m * n)
+    throw_runtime("matmul on cuda: a {} b {} c {} do not hold m={} n={} k={}", a.shape().to_string(),
+                  b.shape().to_string(), c.shape().to_string(), m, n, k);
+  if (a.dtype() == DType::F32) {
+    gemm(trans_a, trans_b, m, n, k, alpha, a.f32(), b.f32(), beta, c.f32());
+    return;
+  }
+  if (m > INT_MAX || n > INT_MAX || k > INT_MAX)
+    throw_runtime("matmul on cuda: extents m={} n={} k={} outside cuBLAS's int range", m, n, k);
+  if (m == 0 || n == 0) return;
   activate();
-  cuda::launch_axpby(x.numel(), alpha, x.f32(), beta, y.f32(), stream());
+  // The same operand swap as gemm() (row-major through column-major cuBLAS); 16-bit operands and
+  // output, fp32 accumulation and fp32 alpha/beta (CUBLAS_COMPUTE_32F), tensor cores by default.
+  const int lda = static_cast<int>(std::max<int64_t>(1, trans_a ? m : k));
+  const int ldb = static_cast<int>(std::max<int64_t>(1, trans_b ? k : n));
+  const cudaDataType_t t = blas_type(a.dtype());
+  CUBLAS_CHECK(cublasGemmEx(cublas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                            static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b.raw(), t, ldb,
+                            a.raw(), t, lda, &beta, c.raw(), t, static_cast<int>(n), CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT));
 }
 
+void CudaBackend::axpby(float alpha, const Tensor& x, float beta, const Tensor& y) {
+  cuda::expect_float("axpby", "x", x, device_);
+  cuda::expect_float("axpby", "y", y, device_);
+  cuda::expect_dtype("axpby", "y", y, x.dtype());
+  cuda::expect_numel("axpby", "y", y, x.numel());
+  activate();
+  cuda::launch_axpby(x.dtype(), x.numel(), alpha, x.raw(), beta, y.raw(), stream());
+}
+
+// The (N, C, inner) view of an (N, C, ...) tensor, for the 16-bit bias kernels.
+static int64_t inner_extent(const Shape& s) { return s.numel() / std::max<int64_t>(1, s.n() * s.c()); }
+
 void CudaBackend::bias_add(const Tensor& bias, const Tensor& y) {
-  cuda::expect_f32("bias_add", "bias", bias, device_);
-  cuda::expect_f32("bias_add", "y", y, device_);
+  cuda::expect_float("bias_add", "bias", bias, device_);
+  cuda::expect_float("bias_add", "y", y, device_);
+  cuda::expect_dtype("bias_add", "bias", bias, y.dtype());
   if (y.shape().rank() < 2) throw_runtime("bias_add on cuda: y {} must be (N, C, ...)", y.shape().to_string());
   cuda::expect_numel("bias_add", "bias", bias, y.shape().c());
   if (y.numel() == 0) return;
   activate();
+  if (y.dtype() != DType::F32) {
+    cuda::launch_bias_add(y.dtype(), y.shape().n(), y.shape().c(), inner_extent(y.shape()), bias.raw(), y.raw(),
+                          stream());
+    return;
+  }
   const float one = 1.0f;
   cuda::set_nchw(desc_a_, 1, y.shape().c(), 1, 1, "bias_add");
   cuda::set_nchw(desc_b_, y.shape(), "bias_add");
@@ -51,13 +97,19 @@ void CudaBackend::bias_add(const Tensor& bias, const Tensor& y) {
 }
 
 void CudaBackend::bias_backward(const Tensor& dy, const Tensor& dbias) {
-  cuda::expect_f32("bias_backward", "dy", dy, device_);
-  cuda::expect_f32("bias_backward", "dbias", dbias, device_);
+  cuda::expect_float("bias_backward", "dy", dy, device_);
+  cuda::expect_float("bias_backward", "dbias", dbias, device_);
+  cuda::expect_dtype("bias_backward", "dbias", dbias, dy.dtype());
   if (dy.shape().rank() < 2) throw_runtime("bias_backward on cuda: dy {} must be (N, C, ...)", dy.shape().to_string());
   cuda::expect_numel("bias_backward", "dbias", dbias, dy.shape().c());
   activate();
   if (dy.numel() == 0) {
     fill(dbias, 0.0f);
+    return;
+  }
+  if (dy.dtype() != DType::F32) {
+    cuda::launch_bias_backward(dy.dtype(), dy.shape().n(), dy.shape().c(), inner_extent(dy.shape()), dy.raw(),
+                               dbias.raw(), stream());
     return;
   }
   const float one = 1.0f, zero = 0.0f;

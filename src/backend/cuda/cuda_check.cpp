@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "backend/cuda/cuda_kernels.hpp"
 #include "core/error.hpp"
 
 namespace cnnscale::cuda {
@@ -31,6 +32,10 @@ std::string where() {
 }
 
 }  // namespace
+
+void throw_no_kernel(const char* op, DType t) {
+  throw_runtime("{} on cuda: no kernel for {} tensors (f32, bf16 and f16 have one)", op, dtype_name(t));
+}
 
 void fail(cudaError_t status, const char* statement, const char* file, int line) {
   raise("CUDA", static_cast<int>(status), cudaGetErrorName(status), cudaGetErrorString(status), statement, file,

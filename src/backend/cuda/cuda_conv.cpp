@@ -3,6 +3,9 @@
 // Workspace policy: the search may use min(options.max_workspace_bytes, half the memory free on
 // the device, counting blocks cached in our memory pool); the backend then keeps one workspace
 // grown to the largest requirement among the chosen algorithms.
+// Precision: x, w and y share one storage type (f32, bf16 or f16). 16-bit convolutions accumulate
+// in fp32 (compute type FLOAT: cuDNN's pseudo-half/pseudo-bf16 configurations) on tensor cores;
+// f32 ones use TF32 tensor cores only when the backend allows TF32.
 #include <algorithm>
 #include <cstdint>
 
@@ -19,11 +22,12 @@ bool is_tensor_op(cudnnMathType_t m) {
 }
 
 // cudnnFind* returns its results fastest first. Take the fastest that ran, fits the workspace,
-// and obeys the options: with TF32 off the descriptor is set to CUDNN_FMA_MATH, so tensor-op
+// and obeys the options: for f32 with TF32 off the descriptor is set to CUDNN_FMA_MATH, so tensor-op
 // results should not appear, and are refused if they do; deterministic-only when asked.
 template <typename Perf>
 ConvAlgoChoice pick_algorithm(const Perf* perf, int returned, size_t limit, const CudaBackendOptions& options,
-                              const char* op, const Shape& x, const Shape& w) {
+                              DType dtype, const char* op, const Shape& x, const Shape& w) {
+  const bool tensor_ops = options.allow_tf32 || dtype != DType::F32;
   if (log::level() <= log::Level::Debug) {
     std::string all;
     for (int i = 0; i < returned; ++i)
@@ -36,17 +40,18 @@ ConvAlgoChoice pick_algorithm(const Perf* perf, int returned, size_t limit, cons
   for (int i = 0; i < returned; ++i) {
     const Perf& r = perf[i];
     if (r.status != CUDNN_STATUS_SUCCESS || r.memory > limit) continue;
-    if (!options.allow_tf32 && is_tensor_op(r.mathType)) continue;
+    if (!tensor_ops && is_tensor_op(r.mathType)) continue;
     if (options.deterministic && r.determinism != CUDNN_DETERMINISTIC) continue;
     ConvAlgoChoice c;
     c.algo = static_cast<int>(r.algo);
     c.workspace_bytes = r.memory;
-    c.math = options.allow_tf32 ? r.mathType : CUDNN_FMA_MATH;
+    c.math = tensor_ops ? r.mathType : CUDNN_FMA_MATH;
     c.measured_ms = r.time;
     return c;
   }
-  throw_runtime("{} on cuda: cuDNN found no usable algorithm for x {} w {} ({} tried, workspace limit {} bytes{})", op,
-                x.to_string(), w.to_string(), returned, limit, options.deterministic ? ", deterministic only" : "");
+  throw_runtime("{} on cuda: cuDNN found no usable {} algorithm for x {} w {} ({} tried, workspace limit {} bytes{})",
+                op, dtype_name(dtype), x.to_string(), w.to_string(), returned, limit,
+                options.deterministic ? ", deterministic only" : "");
 }
 
 // Temporary search workspace, freed in stream order whatever happens to the search.
@@ -90,7 +95,7 @@ size_t CudaBackend::search_workspace_limit() const {
   return std::min(options_.max_workspace_bytes, available / 2);
 }
 
-ConvPlan& CudaBackend::conv_plan(const char* op, const ConvParams& p, const Shape& x, const Shape& w) {
+ConvPlan& CudaBackend::conv_plan(const char* op, const ConvParams& p, const Shape& x, const Shape& w, DType dtype) {
   if (x.rank() != 4 || w.rank() != 4)
     throw_runtime("{} on cuda: x {} and w {} must be 4-d (N, C, H, W) / (K, C/groups, R, S)", op, x.to_string(),
                   w.to_string());
@@ -101,19 +106,21 @@ ConvPlan& CudaBackend::conv_plan(const char* op, const ConvParams& p, const Shap
                   x.to_string(), w.to_string(), p.kernel_h, p.kernel_w, p.stride_h, p.stride_w, p.pad_h, p.pad_w,
                   p.dilation_h, p.dilation_w, p.groups);
   ConvKey key{x[0],       x[1],       x[2],    x[3],    w[0],         w[1],         w[2],    w[3],
-              p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w, p.groups};
+              p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w, p.groups,
+              static_cast<int64_t>(dtype)};
   auto it = conv_plans_.find(key);
   if (it != conv_plans_.end()) return *it->second;
 
   auto plan = std::make_unique<ConvPlan>();
-  cuda::set_nchw(plan->x, x, op);
-  CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, cuda::to_int_dim(w[0], op),
+  plan->dtype = dtype;
+  cuda::set_nchw(plan->x, x, op, dtype);
+  CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan->w, cuda::cudnn_type(dtype), CUDNN_TENSOR_NCHW, cuda::to_int_dim(w[0], op),
                                          cuda::to_int_dim(w[1], op), cuda::to_int_dim(w[2], op),
                                          cuda::to_int_dim(w[3], op)));
   CUDNN_CHECK(cudnnSetConvolution2dDescriptor(plan->conv, p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dilation_h,
                                               p.dilation_w, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   CUDNN_CHECK(cudnnSetConvolutionGroupCount(plan->conv, p.groups));
-  CUDNN_CHECK(cudnnSetConvolutionMathType(plan->conv, conv_math()));
+  CUDNN_CHECK(cudnnSetConvolutionMathType(plan->conv, conv_math(dtype)));
   int n = 0, k = 0, oh = 0, ow = 0;
   CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(plan->conv, plan->x, plan->w, &n, &k, &oh, &ow));
   // The shape rule every backend and the layers share; cuDNN must agree with it.
@@ -123,14 +130,15 @@ ConvPlan& CudaBackend::conv_plan(const char* op, const ConvParams& p, const Shap
   if (plan->y_shape != expected || oh < 1 || ow < 1)
     throw_runtime("{} on cuda: cuDNN output {} differs from cnnscale's {} for x {} w {}", op, plan->y_shape.to_string(),
                   expected.to_string(), x.to_string(), w.to_string());
-  cuda::set_nchw(plan->y, plan->y_shape, op);
+  cuda::set_nchw(plan->y, plan->y_shape, op, dtype);
   return *conv_plans_.emplace(key, std::move(plan)).first->second;
 }
 
-const ConvPlan* CudaBackend::find_conv_plan(const ConvParams& p, const Shape& x, const Shape& w) const {
+const ConvPlan* CudaBackend::find_conv_plan(const ConvParams& p, const Shape& x, const Shape& w, DType dtype) const {
   if (x.rank() != 4 || w.rank() != 4) return nullptr;
   ConvKey key{x[0],       x[1],       x[2],    x[3],    w[0],         w[1],         w[2],    w[3],
-              p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w, p.groups};
+              p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w, p.groups,
+              static_cast<int64_t>(dtype)};
   auto it = conv_plans_.find(key);
   return it == conv_plans_.end() ? nullptr : it->second.get();
 }
@@ -139,84 +147,90 @@ const ConvPlan* CudaBackend::find_conv_plan(const ConvParams& p, const Shape& x,
 // op then computes anyway) and synchronise: once per shape and direction, outside steady state.
 void CudaBackend::find_conv_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& y) {
   SearchBuffer buf(search_workspace_limit(), stream());
-  CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, conv_math()));
+  CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, conv_math(plan.dtype)));
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   int returned = 0;
-  CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(cudnn_, plan.x, x.f32(), plan.w, w.f32(), plan.conv, plan.y,
-                                                     y.f32(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf,
+  CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(cudnn_, plan.x, x.raw(), plan.w, w.raw(), plan.conv, plan.y,
+                                                     y.raw(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf,
                                                      buf.ptr(), buf.bytes()));
-  plan.fwd = pick_algorithm(perf, returned, buf.bytes(), options_, "conv_forward", x.shape(), w.shape());
+  plan.fwd = pick_algorithm(perf, returned, buf.bytes(), options_, plan.dtype, "conv_forward", x.shape(), w.shape());
 }
 
 void CudaBackend::find_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx) {
   SearchBuffer buf(search_workspace_limit(), stream());
-  CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, conv_math()));
+  CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, conv_math(plan.dtype)));
   cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
   int returned = 0;
-  CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(cudnn_, plan.w, w.f32(), plan.y, dy.f32(), plan.conv, plan.x,
-                                                          dx.f32(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned,
+  CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(cudnn_, plan.w, w.raw(), plan.y, dy.raw(), plan.conv, plan.x,
+                                                          dx.raw(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned,
                                                           perf, buf.ptr(), buf.bytes()));
-  plan.bwd_data = pick_algorithm(perf, returned, buf.bytes(), options_, "conv_backward_data", dx.shape(), w.shape());
+  plan.bwd_data = pick_algorithm(perf, returned, buf.bytes(), options_, plan.dtype, "conv_backward_data", dx.shape(), w.shape());
 }
 
 void CudaBackend::find_conv_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw) {
   SearchBuffer buf(search_workspace_limit(), stream());
-  CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, conv_math()));
+  CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, conv_math(plan.dtype)));
   cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
   int returned = 0;
-  CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(cudnn_, plan.x, x.f32(), plan.y, dy.f32(), plan.conv,
-                                                            plan.w, dw.f32(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+  CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(cudnn_, plan.x, x.raw(), plan.y, dy.raw(), plan.conv,
+                                                            plan.w, dw.raw(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
                                                             &returned, perf, buf.ptr(), buf.bytes()));
   plan.bwd_filter =
-      pick_algorithm(perf, returned, buf.bytes(), options_, "conv_backward_filter", x.shape(), dw.shape());
+      pick_algorithm(perf, returned, buf.bytes(), options_, plan.dtype, "conv_backward_filter", x.shape(), dw.shape());
 }
 
 void CudaBackend::conv_forward(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y) {
-  cuda::expect_f32("conv_forward", "x", x, device_);
-  cuda::expect_f32("conv_forward", "w", w, device_);
-  cuda::expect_f32("conv_forward", "y", y, device_);
+  cuda::expect_float("conv_forward", "x", x, device_);
+  cuda::expect_float("conv_forward", "w", w, device_);
+  cuda::expect_float("conv_forward", "y", y, device_);
+  cuda::expect_dtype("conv_forward", "w", w, x.dtype());
+  cuda::expect_dtype("conv_forward", "y", y, x.dtype());
   activate();
-  ConvPlan& plan = conv_plan("conv_forward", p, x.shape(), w.shape());
+  ConvPlan& plan = conv_plan("conv_forward", p, x.shape(), w.shape(), x.dtype());
   cuda::expect_shape("conv_forward", "y", y, plan.y_shape);
   if (plan.fwd.algo < 0) find_conv_forward(plan, x, w, y);
   CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, plan.fwd.math));
   void* ws = workspace(plan.fwd.workspace_bytes);
   const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnConvolutionForward(cudnn_, &one, plan.x, x.f32(), plan.w, w.f32(), plan.conv,
+  CUDNN_CHECK(cudnnConvolutionForward(cudnn_, &one, plan.x, x.raw(), plan.w, w.raw(), plan.conv,
                                       static_cast<cudnnConvolutionFwdAlgo_t>(plan.fwd.algo), ws,
-                                      plan.fwd.workspace_bytes, &zero, plan.y, y.f32()));
+                                      plan.fwd.workspace_bytes, &zero, plan.y, y.raw()));
 }
 
 void CudaBackend::conv_backward_data(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx) {
-  cuda::expect_f32("conv_backward_data", "w", w, device_);
-  cuda::expect_f32("conv_backward_data", "dy", dy, device_);
-  cuda::expect_f32("conv_backward_data", "dx", dx, device_);
+  cuda::expect_float("conv_backward_data", "w", w, device_);
+  cuda::expect_float("conv_backward_data", "dy", dy, device_);
+  cuda::expect_float("conv_backward_data", "dx", dx, device_);
+  cuda::expect_dtype("conv_backward_data", "dy", dy, w.dtype());
+  cuda::expect_dtype("conv_backward_data", "dx", dx, w.dtype());
   activate();
-  ConvPlan& plan = conv_plan("conv_backward_data", p, dx.shape(), w.shape());
+  ConvPlan& plan = conv_plan("conv_backward_data", p, dx.shape(), w.shape(), w.dtype());
   cuda::expect_shape("conv_backward_data", "dy", dy, plan.y_shape);
   if (plan.bwd_data.algo < 0) find_conv_backward_data(plan, w, dy, dx);
   CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, plan.bwd_data.math));
   void* ws = workspace(plan.bwd_data.workspace_bytes);
   const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnConvolutionBackwardData(cudnn_, &one, plan.w, w.f32(), plan.y, dy.f32(), plan.conv,
+  CUDNN_CHECK(cudnnConvolutionBackwardData(cudnn_, &one, plan.w, w.raw(), plan.y, dy.raw(), plan.conv,
                                            static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.bwd_data.algo), ws,
-                                           plan.bwd_data.workspace_bytes, &zero, plan.x, dx.f32()));
+                                           plan.bwd_data.workspace_bytes, &zero, plan.x, dx.raw()));
 }
 
 void CudaBackend::conv_backward_filter(const ConvParams& p, const Tensor& x, const Tensor& dy, const Tensor& dw) {
-  cuda::expect_f32("conv_backward_filter", "x", x, device_);
-  cuda::expect_f32("conv_backward_filter", "dy", dy, device_);
-  cuda::expect_f32("conv_backward_filter", "dw", dw, device_);
+  cuda::expect_float("conv_backward_filter", "x", x, device_);
+  cuda::expect_float("conv_backward_filter", "dy", dy, device_);
+  cuda::expect_float("conv_backward_filter", "dw", dw, device_);
+  cuda::expect_dtype("conv_backward_filter", "dy", dy, x.dtype());
+  cuda::expect_dtype("conv_backward_filter", "dw", dw, x.dtype());
   activate();
-  ConvPlan& plan = conv_plan("conv_backward_filter", p, x.shape(), dw.shape());
+  ConvPlan& plan = conv_plan("conv_backward_filter", p, x.shape(), dw.shape(), x.dtype());
   cuda::expect_shape("conv_backward_filter", "dy", dy, plan.y_shape);
   if (plan.bwd_filter.algo < 0) find_conv_backward_filter(plan, x, dy, dw);
   CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, plan.bwd_filter.math));
   void* ws = workspace(plan.bwd_filter.workspace_bytes);
   const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnConvolutionBackwardFilter(cudnn_, &one, plan.x, x.f32(), plan.y, dy.f32(), plan.conv,
+  CUDNN_CHECK(cudnnConvolutionBackwardFilter(cudnn_, &one, plan.x, x.raw(), plan.y, dy.raw(), plan.conv,
                                              static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.bwd_filter.algo), ws,
-                                             plan.bwd_filter.workspace_bytes, &zero, plan.w, dw.f32()));
+                                             plan.bwd_filter.workspace_bytes, &zero, plan.w, dw.raw()));
 }
 
 }  // namespace cnnscale

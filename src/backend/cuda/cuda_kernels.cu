@@ -1,10 +1,13 @@
 // cnnscale's own element-wise and reduction kernels: the ops cuDNN/cuBLAS have no call for.
 // Element-wise formulas use explicitly rounded intrinsics (__fmul_rn, __fadd_rn) so nvcc does not
 // contract them into FMAs: each element then rounds exactly as the CPU reference's expression does.
+// The element-wise kernels are templated on the storage (f32, bf16, f16) and compute in float, so
+// their f32 instances are the exact ones and the 16-bit ones add only the final store's rounding.
 #include <cfloat>
 #include <cmath>
 
 #include "backend/cuda/cuda_check.hpp"
+#include "backend/cuda/cuda_elem.cuh"
 #include "backend/cuda/cuda_kernels.hpp"
 #include "backend/cuda/cuda_launch.cuh"
 #include "core/rng.hpp"
@@ -17,19 +20,54 @@ __global__ void fill_kernel(T* p, int64_t n, T value) {
   for (int64_t i = global_index(); i < n; i += global_stride()) p[i] = value;
 }
 
-__global__ void axpby_kernel(int64_t n, float alpha, const float* x, float beta, float* y) {
+template <typename T>
+__global__ void axpby_kernel(int64_t n, float alpha, const T* x, float beta, T* y) {
   for (int64_t i = global_index(); i < n; i += global_stride()) {
-    float ax = __fmul_rn(alpha, x[i]);
-    y[i] = beta == 0.0f ? ax : __fadd_rn(ax, __fmul_rn(beta, y[i]));
+    float ax = __fmul_rn(alpha, to_float(x[i]));
+    y[i] = from_float<T>(beta == 0.0f ? ax : __fadd_rn(ax, __fmul_rn(beta, to_float(y[i]))));
   }
 }
 
-__global__ void dropout_kernel(int64_t n, float ratio, float scale, uint64_t seed, uint64_t rng_stream,
-                               const float* in, float* out) {
+template <typename T>
+__global__ void dropout_kernel(int64_t n, float ratio, float scale, uint64_t seed, uint64_t rng_stream, const T* in,
+                               T* out) {
   for (int64_t i = global_index(); i < n; i += global_stride()) {
     bool keep = counter_uniform(seed, rng_stream, static_cast<uint64_t>(i)) >= ratio;
-    out[i] = keep ? __fmul_rn(in[i], scale) : 0.0f;
+    out[i] = from_float<T>(keep ? __fmul_rn(to_float(in[i]), scale) : 0.0f);
   }
+}
+
+// y (N, C, inner) += bias[c].
+template <typename T>
+__global__ void bias_add_kernel(int64_t n, int64_t c, int64_t inner, const T* bias, T* y) {
+  for (int64_t i = global_index(); i < n; i += global_stride())
+    y[i] = from_float<T>(__fadd_rn(to_float(y[i]), to_float(bias[(i / inner) % c])));
+}
+
+// One block per channel: dbias[c] = sum over n and inner of dy, accumulated in float.
+constexpr int kBiasThreads = 256;
+template <typename T>
+__global__ void bias_backward_kernel(int64_t batch, int64_t c, int64_t inner, const T* dy, T* dbias) {
+  __shared__ float partial[kBiasThreads];
+  const int64_t ch = blockIdx.x, per_channel = batch * inner;
+  float acc = 0.0f;
+  for (int64_t j = threadIdx.x; j < per_channel; j += blockDim.x) {
+    const int64_t b = j / inner, k = j - b * inner;
+    acc += to_float(dy[(b * c + ch) * inner + k]);
+  }
+  partial[threadIdx.x] = acc;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) dbias[ch] = from_float<T>(partial[0]);
+}
+
+template <typename S, typename D>
+__global__ void convert_kernel(int64_t n, const S* src, D* dst, float scale) {
+  for (int64_t i = global_index(); i < n; i += global_stride())
+    dst[i] = from_float<D>(scale == 1.0f ? to_float(src[i]) : __fmul_rn(scale, to_float(src[i])));
 }
 
 __global__ void sgd_update_kernel(int64_t n, float* w, const float* dw, float* history, float lr, float momentum,
@@ -142,16 +180,70 @@ void launch_fill_i32(int32_t* p, int64_t n, int32_t value, cudaStream_t stream) 
   CUDA_CHECK_LAUNCH("fill_kernel<int32_t>");
 }
 
-void launch_axpby(int64_t n, float alpha, const float* x, float beta, float* y, cudaStream_t stream) {
+void launch_fill_float(DType t, void* p, int64_t n, float value, cudaStream_t stream) {
   if (n <= 0) return;
-  axpby_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, alpha, x, beta, y);
+  dispatch_float(t, "fill", [&](auto e) {
+    using T = decltype(e);
+    fill_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<T*>(p), n, from_float<T>(value));
+  });
+  CUDA_CHECK_LAUNCH("fill_kernel");
+}
+
+void launch_convert(int64_t n, DType src_t, const void* src, DType dst_t, void* dst, float scale,
+                    cudaStream_t stream) {
+  if (n <= 0) return;
+  dispatch_float(src_t, "convert", [&](auto s) {
+    using S = decltype(s);
+    dispatch_float(dst_t, "convert", [&](auto d) {
+      using D = decltype(d);
+      convert_kernel<S, D><<<blocks_for(n), kThreads, 0, stream>>>(n, static_cast<const S*>(src),
+                                                                  static_cast<D*>(dst), scale);
+    });
+  });
+  CUDA_CHECK_LAUNCH("convert_kernel");
+}
+
+void launch_bias_add(DType t, int64_t batch, int64_t c, int64_t inner, const void* bias, void* y,
+                     cudaStream_t stream) {
+  const int64_t n = batch * c * inner;
+  if (n <= 0) return;
+  dispatch_float(t, "bias_add", [&](auto e) {
+    using T = decltype(e);
+    bias_add_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(n, c, inner, static_cast<const T*>(bias),
+                                                              static_cast<T*>(y));
+  });
+  CUDA_CHECK_LAUNCH("bias_add_kernel");
+}
+
+void launch_bias_backward(DType t, int64_t batch, int64_t c, int64_t inner, const void* dy, void* dbias,
+                          cudaStream_t stream) {
+  if (c <= 0) return;
+  dispatch_float(t, "bias_backward", [&](auto e) {
+    using T = decltype(e);
+    bias_backward_kernel<T><<<static_cast<unsigned>(c), kBiasThreads, 0, stream>>>(
+        batch, c, inner, static_cast<const T*>(dy), static_cast<T*>(dbias));
+  });
+  CUDA_CHECK_LAUNCH("bias_backward_kernel");
+}
+
+void launch_axpby(DType t, int64_t n, float alpha, const void* x, float beta, void* y, cudaStream_t stream) {
+  if (n <= 0) return;
+  dispatch_float(t, "axpby", [&](auto e) {
+    using T = decltype(e);
+    axpby_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(n, alpha, static_cast<const T*>(x), beta,
+                                                           static_cast<T*>(y));
+  });
   CUDA_CHECK_LAUNCH("axpby_kernel");
 }
 
-void launch_dropout(int64_t n, float ratio, float scale, uint64_t seed, uint64_t rng_stream, const float* in,
-                    float* out, cudaStream_t stream) {
+void launch_dropout(DType t, int64_t n, float ratio, float scale, uint64_t seed, uint64_t rng_stream, const void* in,
+                    void* out, cudaStream_t stream) {
   if (n <= 0) return;
-  dropout_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, ratio, scale, seed, rng_stream, in, out);
+  dispatch_float(t, "dropout", [&](auto e) {
+    using T = decltype(e);
+    dropout_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(n, ratio, scale, seed, rng_stream,
+                                                             static_cast<const T*>(in), static_cast<T*>(out));
+  });
   CUDA_CHECK_LAUNCH("dropout_kernel");
 }
 

@@ -6,16 +6,33 @@
 
 #include <cstdint>
 
+#include "core/dtype.hpp"
+
 namespace cnnscale::cuda {
+
+// Throws the RuntimeError for a dtype no kernel exists for (defined in host code: nvcc cannot
+// compile the formatting library).
+[[noreturn]] void throw_no_kernel(const char* op, DType t);
 
 void launch_fill_f32(float* p, int64_t n, float value, cudaStream_t stream);
 void launch_fill_i32(int32_t* p, int64_t n, int32_t value, cudaStream_t stream);
+// Kernels taking a DType run on f32, bf16 or f16 storage (computing in float) and throw for others.
+void launch_fill_float(DType t, void* p, int64_t n, float value, cudaStream_t stream);
+// dst[i] = scale * src[i], converted (rounded to nearest even) from src_t to dst_t.
+void launch_convert(int64_t n, DType src_t, const void* src, DType dst_t, void* dst, float scale,
+                    cudaStream_t stream);
+// y (batch, c, inner) += bias[c]; dbias[c] = sum of dy over batch and inner (fp32 accumulation).
+// For the 16-bit types; f32 bias ops go through cuDNN.
+void launch_bias_add(DType t, int64_t batch, int64_t c, int64_t inner, const void* bias, void* y,
+                     cudaStream_t stream);
+void launch_bias_backward(DType t, int64_t batch, int64_t c, int64_t inner, const void* dy, void* dbias,
+                          cudaStream_t stream);
 // y = alpha * x + beta * y; beta == 0 ignores y's old contents (BLAS convention).
-void launch_axpby(int64_t n, float alpha, const float* x, float beta, float* y, cudaStream_t stream);
+void launch_axpby(DType t, int64_t n, float alpha, const void* x, float beta, void* y, cudaStream_t stream);
 // out[i] = in[i] * scale when counter_uniform(seed, rng_stream, i) >= ratio, else 0 (forward and
 // backward are the same map: backward applies it to dy).
-void launch_dropout(int64_t n, float ratio, float scale, uint64_t seed, uint64_t rng_stream, const float* in,
-                    float* out, cudaStream_t stream);
+void launch_dropout(DType t, int64_t n, float ratio, float scale, uint64_t seed, uint64_t rng_stream, const void* in,
+                    void* out, cudaStream_t stream);
 // Caffe SGD: history = momentum * history + lr * (dw + weight_decay * w); w -= history.
 void launch_sgd_update(int64_t n, float* w, const float* dw, float* history, float lr, float momentum,
                        float weight_decay, cudaStream_t stream);
@@ -40,11 +57,11 @@ struct PoolGeometry {
   int height = 0, width = 0, pooled_height = 0, pooled_width = 0;
   int kernel_h = 0, kernel_w = 0, stride_h = 0, stride_w = 0, pad_h = 0, pad_w = 0;
 };
-void launch_caffe_max_pool_forward(const PoolGeometry& g, const float* x, float* y, cudaStream_t stream);
-void launch_caffe_avg_pool_forward(const PoolGeometry& g, const float* x, float* y, cudaStream_t stream);
+void launch_caffe_max_pool_forward(const PoolGeometry& g, DType t, const void* x, void* y, cudaStream_t stream);
+void launch_caffe_avg_pool_forward(const PoolGeometry& g, DType t, const void* x, void* y, cudaStream_t stream);
 // Routes each dy to the first maximum of its window (Caffe's argmax rule), recomputed from x.
-void launch_caffe_max_pool_backward(const PoolGeometry& g, const float* x, const float* y, const float* dy, float* dx,
-                                    cudaStream_t stream);
-void launch_caffe_avg_pool_backward(const PoolGeometry& g, const float* dy, float* dx, cudaStream_t stream);
+void launch_caffe_max_pool_backward(const PoolGeometry& g, DType t, const void* x, const void* y, const void* dy,
+                                    void* dx, cudaStream_t stream);
+void launch_caffe_avg_pool_backward(const PoolGeometry& g, DType t, const void* dy, void* dx, cudaStream_t stream);
 
 }  // namespace cnnscale::cuda

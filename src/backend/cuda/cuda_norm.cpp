@@ -1,4 +1,6 @@
-// Normalisation ops on CUDA, all cuDNN: cross-channel LRN and spatial batch norm.
+// Normalisation ops on CUDA, all cuDNN: cross-channel LRN and spatial batch norm. Activations and
+// their gradients may be f32, bf16 or f16 (one dtype per call); batch-norm scale, shift and
+// statistics are f32 in every precision (cuDNN's derived BN descriptor is float for 16-bit x).
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/cuda_op_checks.hpp"
@@ -22,25 +24,29 @@ void check_lrn_params(const char* op, const LrnParams& p) {
 // passed unchanged: y = x / (k + alpha / n * sum x^2)^beta, as in backend.hpp and in Caffe's own
 // CuDNNLRNLayer. The window, channels [c - (n-1)/2, c + n/2], is Caffe's pre_pad rule.
 void CudaBackend::lrn_forward(const LrnParams& p, const Tensor& x, const Tensor& y) {
-  cuda::expect_f32("lrn_forward", "x", x, device_);
-  cuda::expect_f32("lrn_forward", "y", y, device_);
+  cuda::expect_float("lrn_forward", "x", x, device_);
+  cuda::expect_float("lrn_forward", "y", y, device_);
+  cuda::expect_dtype("lrn_forward", "y", y, x.dtype());
   cuda::expect_shape("lrn_forward", "y", y, x.shape());
   check_lrn_params("lrn_forward", p);
   if (x.numel() == 0) return;
   activate();
   CUDNN_CHECK(cudnnSetLRNDescriptor(lrn_desc_, static_cast<unsigned>(p.local_size), p.alpha, p.beta, p.k));
-  cuda::set_nchw(desc_a_, x.shape(), "lrn_forward");
+  cuda::set_nchw(desc_a_, x.shape(), "lrn_forward", x.dtype());
   const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnLRNCrossChannelForward(cudnn_, lrn_desc_, CUDNN_LRN_CROSS_CHANNEL_DIM1, &one, desc_a_, x.f32(),
-                                          &zero, desc_a_, y.f32()));
+  CUDNN_CHECK(cudnnLRNCrossChannelForward(cudnn_, lrn_desc_, CUDNN_LRN_CROSS_CHANNEL_DIM1, &one, desc_a_, x.raw(),
+                                          &zero, desc_a_, y.raw()));
 }
 
 void CudaBackend::lrn_backward(const LrnParams& p, const Tensor& x, const Tensor& y, const Tensor& dy,
                                const Tensor& dx) {
-  cuda::expect_f32("lrn_backward", "x", x, device_);
-  cuda::expect_f32("lrn_backward", "y", y, device_);
-  cuda::expect_f32("lrn_backward", "dy", dy, device_);
-  cuda::expect_f32("lrn_backward", "dx", dx, device_);
+  cuda::expect_float("lrn_backward", "x", x, device_);
+  cuda::expect_float("lrn_backward", "y", y, device_);
+  cuda::expect_dtype("lrn_backward", "y", y, x.dtype());
+  cuda::expect_float("lrn_backward", "dy", dy, device_);
+  cuda::expect_dtype("lrn_backward", "dy", dy, x.dtype());
+  cuda::expect_float("lrn_backward", "dx", dx, device_);
+  cuda::expect_dtype("lrn_backward", "dx", dx, x.dtype());
   cuda::expect_shape("lrn_backward", "y", y, x.shape());
   cuda::expect_shape("lrn_backward", "dy", dy, x.shape());
   cuda::expect_shape("lrn_backward", "dx", dx, x.shape());
@@ -48,10 +54,10 @@ void CudaBackend::lrn_backward(const LrnParams& p, const Tensor& x, const Tensor
   if (x.numel() == 0) return;
   activate();
   CUDNN_CHECK(cudnnSetLRNDescriptor(lrn_desc_, static_cast<unsigned>(p.local_size), p.alpha, p.beta, p.k));
-  cuda::set_nchw(desc_a_, x.shape(), "lrn_backward");
+  cuda::set_nchw(desc_a_, x.shape(), "lrn_backward", x.dtype());
   const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnLRNCrossChannelBackward(cudnn_, lrn_desc_, CUDNN_LRN_CROSS_CHANNEL_DIM1, &one, desc_a_, y.f32(),
-                                           desc_a_, dy.f32(), desc_a_, x.f32(), &zero, desc_a_, dx.f32()));
+  CUDNN_CHECK(cudnnLRNCrossChannelBackward(cudnn_, lrn_desc_, CUDNN_LRN_CROSS_CHANNEL_DIM1, &one, desc_a_, y.raw(),
+                                           desc_a_, dy.raw(), desc_a_, x.raw(), &zero, desc_a_, dx.raw()));
 }
 
 // ---- batch norm ------------------------------------------------------------------------------
@@ -82,8 +88,9 @@ void CudaBackend::batchnorm_forward_train(const BatchNormParams& p, const Tensor
   const char* op = "batchnorm_forward_train";
   check_bn_input(op, x);
   const int64_t c = x.shape().c();
-  cuda::expect_f32(op, "x", x, device_);
-  cuda::expect_f32(op, "y", y, device_);
+  cuda::expect_float(op, "x", x, device_);
+  cuda::expect_float(op, "y", y, device_);
+  cuda::expect_dtype(op, "y", y, x.dtype());
   cuda::expect_shape(op, "y", y, x.shape());
   check_bn_param(op, "scale", scale, c, device_);
   check_bn_param(op, "shift", shift, c, device_);
@@ -96,11 +103,11 @@ void CudaBackend::batchnorm_forward_train(const BatchNormParams& p, const Tensor
     throw_runtime("{} on cuda: x {} has one value per channel; batch statistics need at least two", op,
                   x.shape().to_string());
   activate();
-  cuda::set_nchw(desc_a_, x.shape(), op);
+  cuda::set_nchw(desc_a_, x.shape(), op, x.dtype());
   CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(desc_c_, desc_a_, CUDNN_BATCHNORM_SPATIAL));
   const float one = 1.0f, zero = 0.0f;
   CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
-      cudnn_, CUDNN_BATCHNORM_SPATIAL, &one, &zero, desc_a_, x.f32(), desc_a_, y.f32(), desc_c_, scale.f32(),
+      cudnn_, CUDNN_BATCHNORM_SPATIAL, &one, &zero, desc_a_, x.raw(), desc_a_, y.raw(), desc_c_, scale.f32(),
       shift.f32(), p.momentum, running_mean.f32(), running_var.f32(), p.eps, save_mean.f32(), save_inv_std.f32()));
 }
 
@@ -110,8 +117,9 @@ void CudaBackend::batchnorm_forward_inference(const BatchNormParams& p, const Te
   const char* op = "batchnorm_forward_inference";
   check_bn_input(op, x);
   const int64_t c = x.shape().c();
-  cuda::expect_f32(op, "x", x, device_);
-  cuda::expect_f32(op, "y", y, device_);
+  cuda::expect_float(op, "x", x, device_);
+  cuda::expect_float(op, "y", y, device_);
+  cuda::expect_dtype(op, "y", y, x.dtype());
   cuda::expect_shape(op, "y", y, x.shape());
   check_bn_param(op, "scale", scale, c, device_);
   check_bn_param(op, "shift", shift, c, device_);
@@ -119,11 +127,11 @@ void CudaBackend::batchnorm_forward_inference(const BatchNormParams& p, const Te
   check_bn_param(op, "running_var", running_var, c, device_);
   if (x.numel() == 0) return;
   activate();
-  cuda::set_nchw(desc_a_, x.shape(), op);
+  cuda::set_nchw(desc_a_, x.shape(), op, x.dtype());
   CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(desc_c_, desc_a_, CUDNN_BATCHNORM_SPATIAL));
   const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnBatchNormalizationForwardInference(cudnn_, CUDNN_BATCHNORM_SPATIAL, &one, &zero, desc_a_, x.f32(),
-                                                      desc_a_, y.f32(), desc_c_, scale.f32(), shift.f32(),
+  CUDNN_CHECK(cudnnBatchNormalizationForwardInference(cudnn_, CUDNN_BATCHNORM_SPATIAL, &one, &zero, desc_a_, x.raw(),
+                                                      desc_a_, y.raw(), desc_c_, scale.f32(), shift.f32(),
                                                       running_mean.f32(), running_var.f32(), p.eps));
 }
 
@@ -133,9 +141,11 @@ void CudaBackend::batchnorm_backward(const BatchNormParams& p, const Tensor& x, 
   const char* op = "batchnorm_backward";
   check_bn_input(op, x);
   const int64_t c = x.shape().c();
-  cuda::expect_f32(op, "x", x, device_);
-  cuda::expect_f32(op, "dy", dy, device_);
-  cuda::expect_f32(op, "dx", dx, device_);
+  cuda::expect_float(op, "x", x, device_);
+  cuda::expect_float(op, "dy", dy, device_);
+  cuda::expect_dtype(op, "dy", dy, x.dtype());
+  cuda::expect_float(op, "dx", dx, device_);
+  cuda::expect_dtype(op, "dx", dx, x.dtype());
   cuda::expect_shape(op, "dy", dy, x.shape());
   cuda::expect_shape(op, "dx", dx, x.shape());
   check_bn_param(op, "scale", scale, c, device_);
@@ -145,12 +155,12 @@ void CudaBackend::batchnorm_backward(const BatchNormParams& p, const Tensor& x, 
   check_bn_param(op, "dshift", dshift, c, device_);
   if (x.numel() == 0) return;
   activate();
-  cuda::set_nchw(desc_a_, x.shape(), op);
+  cuda::set_nchw(desc_a_, x.shape(), op, x.dtype());
   CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(desc_c_, desc_a_, CUDNN_BATCHNORM_SPATIAL));
   const float one = 1.0f, zero = 0.0f;
   // dx, dscale and dshift are overwritten (beta = 0), as the Backend contract says.
   CUDNN_CHECK(cudnnBatchNormalizationBackward(cudnn_, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, desc_a_,
-                                              x.f32(), desc_a_, dy.f32(), desc_a_, dx.f32(), desc_c_, scale.f32(),
+                                              x.raw(), desc_a_, dy.raw(), desc_a_, dx.raw(), desc_c_, scale.f32(),
                                               dscale.f32(), dshift.f32(), p.eps, save_mean.f32(),
                                               save_inv_std.f32()));
 }

@@ -21,6 +21,20 @@ inline void expect_f32(const char* op, const char* what, const Tensor& t, int de
   expect_on_device(op, what, t, device);
 }
 
+// f32, bf16 or f16 in NCHW: the storage types every activation op takes (mixed precision).
+inline void expect_float(const char* op, const char* what, const Tensor& t, int device) {
+  const DType d = t.dtype();
+  if ((d != DType::F32 && d != DType::BF16 && d != DType::F16) || t.layout() != Layout::NCHW)
+    throw_runtime("{} on cuda: {} {} is {} {}; expected f32, bf16 or f16 NCHW", op, what, t.shape().to_string(),
+                  dtype_name(d), layout_name(t.layout()));
+  expect_on_device(op, what, t, device);
+}
+// `t` has the dtype of the op's first operand (one dtype per call).
+inline void expect_dtype(const char* op, const char* what, const Tensor& t, DType dtype) {
+  if (t.dtype() != dtype)
+    throw_runtime("{} on cuda: {} {} is {}, but the op runs in {}", op, what, t.shape().to_string(),
+                  dtype_name(t.dtype()), dtype_name(dtype));
+}
 inline void expect_i32(const char* op, const char* what, const Tensor& t, int device) {
   if (t.dtype() != DType::I32)
     throw_runtime("{} on cuda: {} {} is {}, expected i32", op, what, t.shape().to_string(), dtype_name(t.dtype()));

@@ -3,7 +3,10 @@
 // shapes). In Caffe's ceil mode the output can have one more row/column whose window hangs past
 // the bottom/right padding: that is asymmetric padding, which cuDNN's pooling descriptor cannot
 // express, and Caffe's average divisor (window clipped at H + pad) differs from both of cuDNN's
-// average modes there. Those shapes run cnnscale's kernels (cuda_pool_kernels.cu).
+// average modes there. Those shapes run cnnscale's kernels (cuda_pool_kernels.cu). Both paths take
+// f32, bf16 or f16 (one dtype per call).
+#include <utility>
+
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/cuda_kernels.hpp"
@@ -60,8 +63,9 @@ static cudnnPoolingMode_t cudnn_pool_mode(const PoolParams& p, bool deterministi
 }
 
 void CudaBackend::pool_forward(const PoolParams& p, const Tensor& x, const Tensor& y) {
-  cuda::expect_f32("pool_forward", "x", x, device_);
-  cuda::expect_f32("pool_forward", "y", y, device_);
+  cuda::expect_float("pool_forward", "x", x, device_);
+  cuda::expect_float("pool_forward", "y", y, device_);
+  cuda::expect_dtype("pool_forward", "y", y, x.dtype());
   Shape ys = checked_pool_shape("pool_forward", p, x);
   cuda::expect_shape("pool_forward", "y", y, ys);
   if (y.numel() == 0) return;
@@ -69,31 +73,33 @@ void CudaBackend::pool_forward(const PoolParams& p, const Tensor& x, const Tenso
   if (!cudnn_can_pool(p, x.shape())) {
     cuda::PoolGeometry g = geometry(p, x.shape(), ys);
     if (p.mode == PoolMode::Max)
-      cuda::launch_caffe_max_pool_forward(g, x.f32(), y.f32(), stream());
+      cuda::launch_caffe_max_pool_forward(g, x.dtype(), x.raw(), y.raw(), stream());
     else
-      cuda::launch_caffe_avg_pool_forward(g, x.f32(), y.f32(), stream());
+      cuda::launch_caffe_avg_pool_forward(g, x.dtype(), x.raw(), y.raw(), stream());
     return;
   }
   CUDNN_CHECK(cudnnSetPooling2dDescriptor(pool_desc_, cudnn_pool_mode(p, options_.deterministic),
                                           CUDNN_NOT_PROPAGATE_NAN, p.kernel_h, p.kernel_w, p.pad_h, p.pad_w,
                                           p.stride_h, p.stride_w));
-  cuda::set_nchw(desc_a_, x.shape(), "pool_forward");
+  cuda::set_nchw(desc_a_, x.shape(), "pool_forward", x.dtype());
   int n = 0, c = 0, h = 0, w = 0;
   CUDNN_CHECK(cudnnGetPooling2dForwardOutputDim(pool_desc_, desc_a_, &n, &c, &h, &w));
   if (Shape{n, c, h, w} != ys)
     throw_runtime("pool_forward on cuda: cuDNN output ({}, {}, {}, {}) differs from Caffe's {} for x {}", n, c, h, w,
                   ys.to_string(), x.shape().to_string());
-  cuda::set_nchw(desc_b_, ys, "pool_forward");
+  cuda::set_nchw(desc_b_, ys, "pool_forward", x.dtype());
   const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnPoolingForward(cudnn_, pool_desc_, &one, desc_a_, x.f32(), &zero, desc_b_, y.f32()));
+  CUDNN_CHECK(cudnnPoolingForward(cudnn_, pool_desc_, &one, desc_a_, x.raw(), &zero, desc_b_, y.raw()));
 }
 
 void CudaBackend::pool_backward(const PoolParams& p, const Tensor& x, const Tensor& y, const Tensor& dy,
                                 const Tensor& dx) {
-  cuda::expect_f32("pool_backward", "x", x, device_);
-  cuda::expect_f32("pool_backward", "y", y, device_);
-  cuda::expect_f32("pool_backward", "dy", dy, device_);
-  cuda::expect_f32("pool_backward", "dx", dx, device_);
+  cuda::expect_float("pool_backward", "x", x, device_);
+  cuda::expect_float("pool_backward", "y", y, device_);
+  cuda::expect_float("pool_backward", "dy", dy, device_);
+  cuda::expect_float("pool_backward", "dx", dx, device_);
+  for (const auto& [what, t] : {std::pair{"y", &y}, {"dy", &dy}, {"dx", &dx}})
+    cuda::expect_dtype("pool_backward", what, *t, x.dtype());
   Shape ys = checked_pool_shape("pool_backward", p, x);
   cuda::expect_shape("pool_backward", "y", y, ys);
   cuda::expect_shape("pool_backward", "dy", dy, ys);
@@ -103,19 +109,19 @@ void CudaBackend::pool_backward(const PoolParams& p, const Tensor& x, const Tens
   if (!cudnn_can_pool(p, x.shape())) {
     cuda::PoolGeometry g = geometry(p, x.shape(), ys);
     if (p.mode == PoolMode::Max)
-      cuda::launch_caffe_max_pool_backward(g, x.f32(), y.f32(), dy.f32(), dx.f32(), stream());
+      cuda::launch_caffe_max_pool_backward(g, x.dtype(), x.raw(), y.raw(), dy.raw(), dx.raw(), stream());
     else
-      cuda::launch_caffe_avg_pool_backward(g, dy.f32(), dx.f32(), stream());
+      cuda::launch_caffe_avg_pool_backward(g, x.dtype(), dy.raw(), dx.raw(), stream());
     return;
   }
   CUDNN_CHECK(cudnnSetPooling2dDescriptor(pool_desc_, cudnn_pool_mode(p, options_.deterministic),
                                           CUDNN_NOT_PROPAGATE_NAN, p.kernel_h, p.kernel_w, p.pad_h, p.pad_w,
                                           p.stride_h, p.stride_w));
-  cuda::set_nchw(desc_a_, x.shape(), "pool_backward");
-  cuda::set_nchw(desc_b_, ys, "pool_backward");
+  cuda::set_nchw(desc_a_, x.shape(), "pool_backward", x.dtype());
+  cuda::set_nchw(desc_b_, ys, "pool_backward", x.dtype());
   const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnPoolingBackward(cudnn_, pool_desc_, &one, desc_b_, y.f32(), desc_b_, dy.f32(), desc_a_, x.f32(),
-                                   &zero, desc_a_, dx.f32()));
+  CUDNN_CHECK(cudnnPoolingBackward(cudnn_, pool_desc_, &one, desc_b_, y.raw(), desc_b_, dy.raw(), desc_a_, x.raw(),
+                                   &zero, desc_a_, dx.raw()));
 }
 
 }  // namespace cnnscale

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "backend/cuda/cuda_check.hpp"
+#include "core/dtype.hpp"
 #include "core/shape.hpp"
 #include "core/error.hpp"
 
@@ -44,17 +45,27 @@ inline int to_int_dim(int64_t v, const char* op) {
   return static_cast<int>(v);
 }
 
-// Packed NCHW float32 descriptor for (N, C, H, W); missing trailing dims of `s` count as 1, and
-// dims past the fourth are folded into W (contiguous, so the layout is unchanged).
-inline void set_nchw(cudnnTensorDescriptor_t d, const Shape& s, const char* op) {
-  int64_t w = s.w();
-  for (int i = 4; i < s.rank(); ++i) w *= s[i];
-  CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, to_int_dim(s.n(), op),
-                                         to_int_dim(s.c(), op), to_int_dim(s.h(), op), to_int_dim(w, op)));
+inline cudnnDataType_t cudnn_type(DType t) {
+  switch (t) {
+    case DType::F32: return CUDNN_DATA_FLOAT;
+    case DType::BF16: return CUDNN_DATA_BFLOAT16;
+    case DType::F16: return CUDNN_DATA_HALF;
+    case DType::I32: return CUDNN_DATA_INT32;
+  }
+  return CUDNN_DATA_FLOAT;
 }
 
-inline void set_nchw(cudnnTensorDescriptor_t d, int64_t n, int64_t c, int64_t h, int64_t w, const char* op) {
-  CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, to_int_dim(n, op), to_int_dim(c, op),
+// Packed NCHW descriptor for (N, C, H, W) of storage `t`; missing trailing dims of `s` count as 1,
+// and dims past the fourth are folded into W (contiguous, so the layout is unchanged).
+inline void set_nchw(cudnnTensorDescriptor_t d, const Shape& s, const char* op, DType t = DType::F32) {
+  int64_t w = s.w();
+  for (int i = 4; i < s.rank(); ++i) w *= s[i];
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, cudnn_type(t), to_int_dim(s.n(), op),
+                                         to_int_dim(s.c(), op), to_int_dim(s.h(), op), to_int_dim(w, op)));
+}
+inline void set_nchw(cudnnTensorDescriptor_t d, int64_t n, int64_t c, int64_t h, int64_t w, const char* op,
+                     DType t = DType::F32) {
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, cudnn_type(t), to_int_dim(n, op), to_int_dim(c, op),
                                          to_int_dim(h, op), to_int_dim(w, op)));
 }
 
