@@ -71,8 +71,8 @@ void add_parallel_options(CLI::App& cmd, ParallelArgs& a) {
                     ->capture_default_str()
                     ->group(group);
   cmd.add_option("--allreduce-dtype", a.allreduce_dtype,
-                 "Gradients exchanged in fp32 (the master weights' dtype) or in the --precision's compute dtype "
-                 "(bf16/fp16: half the bytes)")
+                 "Dtype of the gradient exchange: fp32 (the master gradients) or the --precision's compute dtype "
+                 "(a 16-bit exchange is not implemented yet: compute with bf16/fp16 is refused)")
       ->check(CLI::IsMember({"fp32", "compute"}))
       ->capture_default_str()
       ->group(group);

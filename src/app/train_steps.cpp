@@ -28,6 +28,13 @@ std::string flag_for(const std::string& key) {
 void validate_train_args(TrainArgs& a) {
   a.options.precision = parse_precision(a.precision, "--precision");
   a.options.allreduce_fp32 = a.parallel.allreduce_dtype == "fp32";
+  // The Trainer exchanges the fp32 master gradients whatever TrainOptions::allreduce_fp32 says: a
+  // 16-bit exchange asked for would run as fp32 and be recorded as what it was not. Refused until
+  // the Trainer honours the option (fp32 and tf32 compute in fp32, so "compute" is fp32 there).
+  if (!a.options.allreduce_fp32 && is_half(a.options.precision))
+    throw_config("--allreduce-dtype compute: gradients are exchanged in fp32 only so far (the fp32 master "
+                 "gradients); --precision {} exchanges fp32",
+                 precision_name(a.options.precision));
   a.solver.policy = parse_lr_policy(a.lr_policy);
   a.solver.validate(
       [](const std::string& key, const std::string& message) { throw_config("{}: {}", flag_for(key), message); });
