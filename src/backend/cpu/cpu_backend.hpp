@@ -74,8 +74,8 @@ class CpuBackend final : public Backend {
                   float weight_decay) override;
   void flag_nonfinite(const Tensor& x, int32_t tag, const Tensor& flag) override;
 
-  // ---- memory accounting (cpu_backend.cpp): tensors from alloc(); the im2col scratch is not counted
-  // (it is the CPU's stand-in for a GPU workspace, but sized by the host's cache, not by the net).
+  // ---- memory accounting (alloc in cpu_backend.cpp): the tensors from alloc(). The im2col scratch
+  // (col_, one sample and group of one convolution at a time) is host scratch, not counted.
   MemoryStats memory_stats() const override { return memory_->stats(); }
   void reset_peak_memory() override { memory_->reset_peak(); }
 
