@@ -21,6 +21,7 @@ struct TimeArgs {
   std::string net;
   std::string device = "cpu";
   int sm_count = 0;  // > 0: a GPU partition of that many SMs
+  std::string precision = "fp32";
   std::vector<int64_t> input_shape;
   int64_t classes = 0;
   LayerTimingOptions options;
@@ -28,6 +29,7 @@ struct TimeArgs {
 };
 
 void run_time(TimeArgs& a) {
+  a.options.precision = parse_precision(a.precision, "--precision");
   if (!a.input_shape.empty() &&
       (a.input_shape.size() != 3 || a.input_shape[0] < 1 || a.input_shape[1] < 1 || a.input_shape[2] < 1))
     throw_config("--input-shape: expected three positive extents C,H,W");
@@ -38,7 +40,7 @@ void run_time(TimeArgs& a) {
   if (!a.input_shape.empty()) net_options.input_shape = a.input_shape;
   if (a.classes > 0) net_options.classes = a.classes;
   NetSpec spec = NetSpec::load(resolve_network_path(a.net), net_options);
-  std::unique_ptr<Backend> backend = make_backend(a.device, a.sm_count);
+  std::unique_ptr<Backend> backend = make_backend(a.device, a.sm_count, a.options.precision);
 
   const LayerTimingResult r = time_layers(spec, *backend, a.options);
   if (a.json) {
@@ -51,6 +53,7 @@ void run_time(TimeArgs& a) {
                         {"share", t.share}});
     nlohmann::json j = {{"net", spec.name()},
                         {"device", backend->device().to_string()},
+                        {"precision", precision_name(r.precision)},
                         {"batch", r.batch},
                         {"iterations", r.iterations},
                         {"warmup", r.warmup},
@@ -58,20 +61,22 @@ void run_time(TimeArgs& a) {
                         {"backward_ms", r.backward_ms},
                         {"update_ms", r.update_ms},
                         {"step_ms", r.step_ms},
+                        {"peak_memory_bytes", r.peak_memory_bytes},
                         {"layers", layers}};
     std::printf("%s\n", j.dump().c_str());
     std::fflush(stdout);
     return;
   }
-  std::printf("%s on %s, batch %lld: mean of %lld iterations after %lld warm-up\n", spec.name().c_str(),
-              backend->description().c_str(), static_cast<long long>(r.batch), static_cast<long long>(r.iterations),
-              static_cast<long long>(r.warmup));
+  std::printf("%s on %s, precision %s, batch %lld: mean of %lld iterations after %lld warm-up\n",
+              spec.name().c_str(), backend->description().c_str(), precision_name(r.precision).c_str(),
+              static_cast<long long>(r.batch), static_cast<long long>(r.iterations), static_cast<long long>(r.warmup));
   std::printf("%-28s %-18s %12s %12s %8s\n", "layer", "type", "forward ms", "backward ms", "share");
   for (const LayerTime& t : r.layers)
     std::printf("%-28s %-18s %12.4f %12.4f %7.1f%%\n", t.name.c_str(), t.type.c_str(), t.forward_ms, t.backward_ms,
                 100.0 * t.share);
-  std::printf("forward %.4f ms, backward %.4f ms, update %.4f ms, full step %.4f ms\n", r.forward_ms, r.backward_ms,
-              r.update_ms, r.step_ms);
+  std::printf("forward %.4f ms, backward %.4f ms, update %.4f ms, full step %.4f ms; peak memory %.3f GiB\n",
+              r.forward_ms, r.backward_ms, r.update_ms, r.step_ms,
+              static_cast<double>(r.peak_memory_bytes) / double(int64_t{1} << 30));
 }
 
 }  // namespace
@@ -85,6 +90,9 @@ void register_time(CLI::App& app) {
   cmd->add_option("--iterations", a.options.iterations, "Timed iterations (after the warm-up)")->capture_default_str();
   cmd->add_option("--warmup", a.options.warmup, "Untimed iterations first")->capture_default_str();
   cmd->add_option("--device", a.device, "cpu, gpu or gpu:N")->capture_default_str();
+  cmd->add_option("--precision", a.precision, "fp32, tf32, bf16 or fp16 (GPU only, except fp32)")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}))
+      ->capture_default_str();
   cmd->add_option("--sm-count", a.sm_count, "Run on a partition of N SMs of the GPU (a green context; rounded up)");
   cmd->add_option("--input-shape", a.input_shape, "Per-sample input C,H,W (default: the network's)")->delimiter(',');
   cmd->add_option("--classes", a.classes, "Number of classes (default: the network's)");

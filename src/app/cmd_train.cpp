@@ -21,7 +21,8 @@ namespace {
 // One `cnnscale train` on this rank, top to bottom; each step is one function of train_run.hpp.
 void run_train(TrainArgs& a) {
   validate_train_args(a);                                  // exit 2 before anything is loaded
-  ParallelRun par(a.parallel, a.device, a.options.batch);  // the global batch and this rank's share
+  // The global batch and this rank's share; a precision the device cannot run fails here.
+  ParallelRun par(a.parallel, a.device, a.options.batch, a.options.precision);
   a.options.batch = par.global_batch();
   const TrainInputs in = load_train_inputs(a);
   const nlohmann::json run_config = describe_run(a, in, par);
@@ -108,6 +109,11 @@ void register_train(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--test-batch", a.options.test_batch, "Test batch size per rank (default: the rank's batch)");
   cmd->add_option("--device", a.device, "cpu, gpu (under mpirun: the rank's GPU) or gpu:N")->capture_default_str();
+  cmd->add_option("--precision", a.precision,
+                  "fp32; tf32 (fp32 storage, TF32 tensor-core math); bf16 or fp16 (16-bit activations over fp32 "
+                  "master weights; fp16 with dynamic loss scaling). GPU only, except fp32")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}))
+      ->capture_default_str();
   cmd->add_option("--seed", a.options.seed, "Seed of weight init, shuffling, dropout and synthetic data")
       ->capture_default_str();
   cmd->add_option("--lr", a.solver.lr, "Base learning rate")->capture_default_str();

@@ -17,13 +17,13 @@ nlohmann::json nullable(double v) { return std::isfinite(v) ? nlohmann::json(v) 
 void print_train_banner(const TrainArgs& a, const TrainInputs& in, const Trainer& trainer, const ParallelRun& par) {
   std::fprintf(stderr,
                "cnnscale train: %s (%lld parameters) on %s (%lld samples%s), batch %lld, %lld iterations "
-               "(%lld per epoch), %s on %s\n",
+               "(%lld per epoch), %s, precision %s on %s\n",
                in.spec.name().c_str(), static_cast<long long>(in.spec.total_params()), in.train->name().c_str(),
                static_cast<long long>(in.train->size()),
                in.test ? fmt::format(", test {}", in.test->size()).c_str() : "",
                static_cast<long long>(a.options.batch), static_cast<long long>(trainer.total_iterations()),
                static_cast<long long>(trainer.iterations_per_epoch()), a.solver.describe().c_str(),
-               par.backend().description().c_str());
+               precision_name(a.options.precision).c_str(), par.backend().description().c_str());
   if (par.active()) std::fprintf(stderr, "%s\n", par.describe(trainer).c_str());
 }
 
@@ -42,6 +42,12 @@ void print_train_outcome(const Trainer& trainer, const TrainOutcome& o) {
     std::fprintf(stderr, " %s %.3f", step_phase_name(p), 1e3 * ps.mean_seconds[static_cast<size_t>(p)]);
   std::fprintf(stderr, ", total %.3f\n", 1e3 * ps.mean_total);
   const RunSummary& summary = o.results.summary;
+  std::fprintf(stderr, "memory: peak %.3f GiB held by one rank's backend (tensors and workspaces)",
+               summary.peak_memory_bytes.value_or(0) / double(int64_t{1} << 30));
+  if (summary.precision.value_or("") == "fp16")
+    std::fprintf(stderr, "; fp16 loss scale %g at the end, %lld step(s) skipped for overflow",
+                 summary.final_grad_scale.value_or(1), static_cast<long long>(summary.skipped_steps.value_or(0)));
+  std::fprintf(stderr, "\n");
   if (summary.joules_per_batch.has_value())
     std::fprintf(stderr, "energy: %.3f J/batch, %.1f W (%s)\n", summary.joules_per_batch.value(),
                  summary.watts.value(), o.results.methods.at("joules_per_batch").c_str());
@@ -66,6 +72,8 @@ void print_train_json(const TrainArgs& a, const TrainInputs& in, const Trainer& 
   json j = {{"net", in.spec.name()},
             {"data", in.train->name()},
             {"device", par.backend().device().to_string()},
+            {"precision", precision_name(a.options.precision)},
+            {"allreduce_dtype", allreduce_dtype_name(a.options.precision, a.options.allreduce_fp32)},
             {"batch", a.options.batch},
             {"seed", a.options.seed},
             {"iterations", r.iterations},
@@ -84,7 +92,11 @@ void print_train_json(const TrainArgs& a, const TrainInputs& in, const Trainer& 
             {"test_loss", r.test ? json(r.test->loss) : json()},
             {"test_samples", r.test ? json(r.test->samples) : json()},
             {"checkpoint", o.last_checkpoint.empty() ? json() : json(o.last_checkpoint)},
-            {"resumed_from", r.resumed_from.empty() ? json() : json(r.resumed_from)}};
+            {"resumed_from", r.resumed_from.empty() ? json() : json(r.resumed_from)},
+            {"skipped_steps", r.skipped_steps},
+            {"final_grad_scale", r.final_grad_scale},
+            // The job's: the largest over the ranks (summary.json has each rank's).
+            {"peak_memory_bytes", static_cast<int64_t>(o.results.summary.peak_memory_bytes.value_or(0))}};
   const PhaseSummary& ps = r.phase_summary;
   json phases = {{"iterations", ps.iterations}, {"total", ps.mean_total}};
   for (int p = 0; p < kStepPhases; ++p) phases[step_phase_name(p)] = ps.mean_seconds[static_cast<size_t>(p)];

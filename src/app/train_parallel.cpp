@@ -70,6 +70,12 @@ void add_parallel_options(CLI::App& cmd, ParallelArgs& a) {
                     ->check(CLI::IsMember({"ring", "tree", "auto"}))
                     ->capture_default_str()
                     ->group(group);
+  cmd.add_option("--allreduce-dtype", a.allreduce_dtype,
+                 "Dtype of the gradient exchange: fp32 (the master gradients) or the --precision's compute dtype "
+                 "(a 16-bit exchange is not implemented yet: compute with bf16/fp16 is refused)")
+      ->check(CLI::IsMember({"fp32", "compute"}))
+      ->capture_default_str()
+      ->group(group);
   cmd.add_option("--watchdog-timeout", a.watchdog_timeout,
                  "Seconds a rank may block in one operation (allreduce, sync) before the job is ended with exit 3")
       ->capture_default_str()
@@ -78,8 +84,8 @@ void add_parallel_options(CLI::App& cmd, ParallelArgs& a) {
     if (o->check_lname("device")) a.device_flag = o;
 }
 
-ParallelRun::ParallelRun(const ParallelArgs& args, const std::string& device, int64_t batch)
-    : args_(args), mpi_(MpiEnv::current()), device_(device) {
+ParallelRun::ParallelRun(const ParallelArgs& args, const std::string& device, int64_t batch, Precision precision)
+    : args_(args), mpi_(MpiEnv::current()), device_(device), precision_(precision) {
   active_ = mpi_ && mpi_->initialized();
   rank_ = active_ ? mpi_->rank() : 0;
   if (!(args_.bucket_mb > 0)) throw_config("--bucket-mb must be > 0, got {}", args_.bucket_mb);
@@ -103,6 +109,10 @@ ParallelRun::ParallelRun(const ParallelArgs& args, const std::string& device, in
       device_ = fmt::format("gpu:{}", gpu);
     }
   }
+  // make_backend refuses it too, but only after the network and data are loaded.
+  if (device_ == "cpu" && precision_ != Precision::FP32)
+    throw_config("--precision {} runs on a GPU only: the CPU backend is the fp32 reference",
+                 precision_name(precision_));
   if (!args_.sm_counts.empty()) {
     if (device_ == "cpu") throw_config("--sm-counts applies to GPU ranks");
     const int local_ranks = active_ ? mpi_->local_size() : 1;
@@ -151,7 +161,7 @@ double ParallelRun::slowdown() const {
 }
 
 Backend& ParallelRun::connect() {
-  backend_ = make_backend(device_, sm_count_);
+  backend_ = make_backend(device_, sm_count_, precision_);
   if (!active_) return *backend_;
 
   // From here on a dead or stuck peer must not leave this rank waiting forever.

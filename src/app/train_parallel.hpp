@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "core/precision.hpp"
 #include "parallel/data_parallel.hpp"
 #include "parallel/device_binding.hpp"
 #include "parallel/mpi_env.hpp"
@@ -32,6 +33,7 @@ struct ParallelArgs {
   bool no_overlap = false;
   std::string overlap = "true";
   std::string algo = "ring";
+  std::string allreduce_dtype = "fp32";  // --allreduce-dtype: fp32 | compute (the precision's storage)
   double watchdog_timeout = 300.0;
   CLI::Option* device_flag = nullptr;  // to tell an explicit --device from the default
   CLI::Option* algo_flag = nullptr;
@@ -44,11 +46,17 @@ struct JobTiming {
   std::vector<double> rank_timed_seconds;
 };
 
+// The dtype of the gradient exchange as results name it: "fp32", or with --allreduce-dtype compute
+// the 16-bit storage of bf16/fp16 ("bf16", "fp16"); tf32 stores fp32, so exchanges fp32 either way.
+inline std::string allreduce_dtype_name(Precision precision, bool allreduce_fp32) {
+  return allreduce_fp32 || !is_half(precision) ? "fp32" : precision_name(precision);
+}
+
 class ParallelRun {
  public:
   // Validates the flags and works out the device and the per-rank batches (ConfigError on bad
-  // input); `batch` is --batch. Touches no device yet.
-  ParallelRun(const ParallelArgs& args, const std::string& device, int64_t batch);
+  // input); `batch` is --batch, `precision` --precision. Touches no device yet.
+  ParallelRun(const ParallelArgs& args, const std::string& device, int64_t batch, Precision precision);
   ~ParallelRun();
 
   bool active() const { return active_; }  // launched by an MPI launcher
@@ -79,6 +87,7 @@ class ParallelRun {
   int rank_ = 0;
   std::string device_;
   int sm_count_ = 0;  // this rank's --sm-counts entry; 0: the whole GPU
+  Precision precision_ = Precision::FP32;
   int64_t global_batch_ = 0;
   std::vector<int64_t> rank_batches_;  // the first split (a probe or `auto` may change it)
   SplitPolicy split_ = SplitPolicy::Even;

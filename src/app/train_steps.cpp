@@ -26,6 +26,15 @@ std::string flag_for(const std::string& key) {
 }  // namespace
 
 void validate_train_args(TrainArgs& a) {
+  a.options.precision = parse_precision(a.precision, "--precision");
+  a.options.allreduce_fp32 = a.parallel.allreduce_dtype == "fp32";
+  // The Trainer exchanges the fp32 master gradients whatever TrainOptions::allreduce_fp32 says: a
+  // 16-bit exchange asked for would run as fp32 and be recorded as what it was not. Refused until
+  // the Trainer honours the option (fp32 and tf32 compute in fp32, so "compute" is fp32 there).
+  if (!a.options.allreduce_fp32 && is_half(a.options.precision))
+    throw_config("--allreduce-dtype compute: gradients are exchanged in fp32 only so far (the fp32 master "
+                 "gradients); --precision {} exchanges fp32",
+                 precision_name(a.options.precision));
   a.solver.policy = parse_lr_policy(a.lr_policy);
   a.solver.validate(
       [](const std::string& key, const std::string& message) { throw_config("{}: {}", flag_for(key), message); });
@@ -94,6 +103,9 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
   if (a.parallel.split == "auto") run_config["rebalance_every"] = a.parallel.rebalance_every;
   if (!a.parallel.slowdown.empty()) run_config["slowdown"] = a.parallel.slowdown;  // emulation, by rank
   if (!a.parallel.sm_counts.empty()) run_config["sm_counts"] = a.parallel.sm_counts;  // GPU partitions, asked
+  // Only where they differ from the defaults, so that fp32 runs keep the ids they had before.
+  if (a.options.precision != Precision::FP32) run_config["precision"] = precision_name(a.options.precision);
+  if (!a.options.allreduce_fp32) run_config["allreduce_dtype"] = a.parallel.allreduce_dtype;
   if (dataset_info(a.data).synthetic) {
     run_config["synthetic_fill"] = a.synthetic_fill;
     run_config["input_shape"] = in.spec.input_shape();
@@ -145,6 +157,8 @@ RunDescription describe_results(const TrainArgs& a, const TrainInputs& in, const
   run.run_epochs = r.epochs;
   run.overlap = a.options.parallel.overlap;
   if (par.active() && !backend.device().is_cpu()) run.allreduce_algo = a.parallel.algo;
+  run.precision = precision_name(a.options.precision);
+  run.allreduce_dtype = allreduce_dtype_name(a.options.precision, a.options.allreduce_fp32);
   run.forward_macs = static_cast<double>(in.spec.forward_macs());
   run.measure = a.options.measure;
   run.phase_window = a.options.phase_window_seconds;

@@ -70,6 +70,14 @@ class TimingEvent {
   virtual ~TimingEvent() = default;
 };
 
+// Device memory a backend holds: the bytes of its tensors (alloc) and of its own workspaces (CUDA:
+// the convolution workspace), by its own count of what it asked for, not the allocator's (a caching
+// pool may keep more). Pinned host buffers (alloc_host) are not counted.
+struct MemoryStats {
+  int64_t current_bytes = 0;
+  int64_t peak_bytes = 0;  // the most held at once since construction or reset_peak_memory()
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -82,6 +90,10 @@ class Backend {
 
   // ---- memory -------------------------------------------------------------------------------
   virtual Tensor alloc(const Shape& shape, DType dtype = DType::F32) = 0;  // zero-filled
+  // Tensors may be freed on any thread (their storage's last owner), so both are thread-safe. The
+  // defaults count nothing, for backends without an account of their memory.
+  virtual MemoryStats memory_stats() const { return {}; }
+  virtual void reset_peak_memory() {}  // the peak restarts at what is held now
   // Host memory suited to fast uploads (pinned on CUDA). Uploads from it are asynchronous: do
   // not overwrite it before the stream has passed the upload (synchronize or a later download).
   virtual std::shared_ptr<Storage> alloc_host(size_t bytes) = 0;

@@ -3,6 +3,7 @@
 // "file:line:col: key.path: message"; an overridden value is located in its command-line text.
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 
 #include "core/config.hpp"
 #include "core/log.hpp"
+#include "core/precision.hpp"
 #include "data/datasets.hpp"
 #include "experiment/experiment.hpp"
 #include "experiment/experiment_reader.hpp"
@@ -202,7 +204,21 @@ void read_matrix(const ExperimentReader& r, const ConfigNode& root, const Config
   if (auto c = r.child(m, "precision")) {
     for (const auto& p : list_items(*c)) {
       std::string v = p.as<std::string>();
-      if (v != "fp32") p.fail(fmt::format("precision '{}' is not supported yet: only fp32", v));
+      Precision precision = Precision::FP32;
+      try {
+        precision = parse_precision(v, "precision");
+      } catch (const ConfigError& err) {
+        p.fail(err.what());
+      }
+      if (std::find(e.precisions.begin(), e.precisions.end(), v) != e.precisions.end())
+        p.fail(fmt::format("'{}' is listed twice", v));
+      // Here, not when the sweep reaches the run: train would refuse it on the CPU backend.
+      if (precision != Precision::FP32 && e.device == "cpu")
+        p.fail(fmt::format("precision '{}' runs on GPUs only, and this experiment runs on the CPU ({}); the CPU "
+                           "backend is the fp32 reference",
+                           v,
+                           e.device_requested == "auto" ? "device: auto found too few GPUs on this node"
+                                                        : "device: cpu"));
       e.precisions.push_back(v);
     }
   } else {
@@ -260,6 +276,8 @@ Experiment parse_experiment_text(const std::string& text, const std::string& fil
       std::string arg = a.as<std::string>();
       std::string flag = arg.substr(0, arg.find('='));
       if (kReservedArgs.count(flag)) a.fail(fmt::format("'{}' is set by the sweep itself", flag));
+      // A second --precision would contradict the run's id and results: the matrix owns it.
+      if (flag == "--precision") a.fail("'--precision' is set by matrix.precision");
       e.extra_args.push_back(arg);
     }
   }

@@ -28,6 +28,7 @@ const std::vector<std::string> kGroupKeys = {"net",
                                              "world_size",
                                              "allreduce_overlap",
                                              "allreduce_algo",
+                                             "allreduce_dtype",
                                              "gpu_names",
                                              "tag.gpu_mix",
                                              "threads_per_rank",
@@ -55,7 +56,7 @@ double to_number(const std::string& s) {
 
 // A single rank exchanges no gradients: its allreduce settings are not part of what it measured.
 bool irrelevant(const std::string& key, const ConfigGroup& g) {
-  return (key == "allreduce_overlap" || key == "allreduce_algo") && g.world_size() == 1;
+  return (key == "allreduce_overlap" || key == "allreduce_algo" || key == "allreduce_dtype") && g.world_size() == 1;
 }
 
 // Identity keys every table shows in a column of its own: never part of the variant.
@@ -99,7 +100,10 @@ std::string RunRecord::text(const std::string& key) const {
   // recorded) divided its batch evenly: the same key as a recorded even split, so scaling finds its
   // one-rank baseline.
   if (key == "split" && !summary.split.has_value()) return "even";
+  // Runs from before mixed precision computed and exchanged gradients in fp32 (and said nothing of
+  // the exchange): the same keys as a recorded fp32 run, so they stay its repeats and baselines.
   const SummaryValue v = summary_value(summary, key);
+  if ((key == "precision" || key == "allreduce_dtype") && std::holds_alternative<std::monostate>(v)) return "fp32";
   if (const std::string* s = std::get_if<std::string>(&v)) return *s;
   if (const double* d = std::get_if<double>(&v)) return number_text(*d);
   return "";
@@ -290,6 +294,11 @@ std::string variant_label(const std::string& net, const Identity& identity, cons
     auto it = identity.find(k);
     if (it == identity.end()) continue;
     if (!out.empty()) out += " ";
+    // A precision's name says what it is ("resnet34 bf16" in a legend); the others need their key.
+    if (k == "precision") {
+      out += it->second;
+      continue;
+    }
     out += (k == "tag.gpu_mix" ? "gpu_mix" : k) + "=" + (it->second.empty() ? "none" : it->second);
   }
   return out;

@@ -36,7 +36,8 @@ struct RunRecord {
 // BLAS threads) is shown in a column of its own, like world_size, not as a variant. split and mix
 // (unequal ranks) identify too: an `auto` run is no repeat of an `even` one; a `manual` split's key
 // carries its shares ("manual 40+24"), which the user chose, while the shares other policies end
-// with are their outcome and vary between repeats.
+// with are their outcome and vary between repeats. precision and allreduce_dtype (mixed precision)
+// identify too; runs that predate them read as fp32.
 extern const std::vector<std::string> kGroupKeys;
 
 // mean, sample standard deviation (n - 1; NaN for n < 2), min and max over the non-null values.
@@ -108,7 +109,8 @@ using VaryingKeys = std::map<std::string, std::vector<std::string>>;  // net -> 
 VaryingKeys varying_keys(const std::vector<std::pair<std::string, Identity>>& identities);
 VaryingKeys varying_keys(const std::vector<ConfigGroup>& groups);
 bool any_varying(const VaryingKeys& varying);
-// "key=value ..." over the varying keys of its network ("gpu_mix" for tag.gpu_mix, "none" for "").
+// "key=value ..." over the varying keys of its network ("gpu_mix" for tag.gpu_mix, "none" for ""); a
+// precision by its name alone ("bf16").
 std::string variant_label(const std::string& net, const Identity& identity, const VaryingKeys& varying);
 std::string variant_label(const ConfigGroup& group, const VaryingKeys& varying);
 

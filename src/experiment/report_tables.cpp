@@ -19,8 +19,8 @@ Table time_table(const std::vector<ConfigGroup>& groups) {
   Layout l{groups};
   Table t = l.start("time", "Time (study Tables 4/7)",
                     "Time per batch of the full training step (slowest rank), samples per second and "
-                    "whole-training time, then the forward and backward parts of the step; mean ± sample std "
-                    "over repeats. CSV: seconds.");
+                    "whole-training time, then the forward and backward parts of the step and the peak device "
+                    "memory of a rank; mean ± sample std over repeats. CSV: seconds, GiB.");
   t.columns.insert(t.columns.end(), {seconds("step {unit}/batch", "seconds_per_batch"),
                                      {"samples/s", "samples_per_s"},
                                      seconds("whole training ({unit})", "whole_training_seconds"),
@@ -28,6 +28,9 @@ Table time_table(const std::vector<ConfigGroup>& groups) {
                                      seconds("backward {unit}/batch", "backward_seconds_per_batch"),
                                      seconds("forward whole ({unit})", "forward_whole_seconds"),
                                      seconds("backward whole ({unit})", "backward_whole_seconds")});
+  // Results written before the backends counted their memory have none: no column of dashes then.
+  const bool memory = any_value(groups, &RunSummary::peak_memory_bytes);
+  if (memory) t.columns.push_back({"peak memory (GiB)", "peak_memory_gib"});
   int loops = 0, timers = 0;
   for (const ConfigGroup& g : groups) {
     const bool loop = uses_loops(g);
@@ -42,6 +45,7 @@ Table time_table(const std::vector<ConfigGroup>& groups) {
                           g.stat(&RunSummary::whole_training_seconds), g.stat(fwd), g.stat(bwd),
                           stat_by(g, whole(fwd)), stat_by(g, whole(bwd))})
       cells.push_back(Cell::of(s));
+    if (memory) cells.push_back(Cell::of(stat_by(g, scaled(&RunSummary::peak_memory_bytes, 1.0 / (1 << 30)))));
     t.rows.push_back(std::move(cells));
   }
   if (loops)
@@ -55,6 +59,10 @@ Table time_table(const std::vector<ConfigGroup>& groups) {
                     "time_backward_s (phase timers inside the full step).",
                     timers, loops ? "steady" : groups.front().key.at("measure")));
   t.notes.push_back("Whole-training forward/backward time = time per batch × whole_iterations.");
+  if (memory)
+    t.notes.push_back(
+        "Peak memory: the most device memory (tensors and workspaces, GiB = 2^30 bytes) one rank's backend held "
+        "at once, the largest over the ranks.");
   note_if_all_null(t, groups, "seconds_per_batch", "no timed iterations");
   return t;
 }

@@ -59,6 +59,7 @@ std::vector<std::string> train_arguments(const Experiment& e, const RunSpec& run
   else
     add("--iterations", std::to_string(run.iterations));
   add("--device", e.device);
+  add("--precision", run.precision);
   add("--seed", std::to_string(e.seed));
   for (const auto& [key, value] : e.solver.items()) {
     std::string flag = fmt::format("--{}", key);

@@ -75,7 +75,11 @@ struct WindowFigures {
 // The job's figures (`/summary`, summary.json's "summary", the CSV row); units in summary_schema.cpp.
 struct RunSummary : WindowFigures {
   TextFigure net, data, device, precision, measure, allreduce_algo, gpu_names;
+  TextFigure allreduce_dtype;  // the gradient exchange's dtype (fp32, or bf16/fp16 with --allreduce-dtype compute)
   NumberFigure world_size, global_batch, seed, iterations, iterations_per_epoch, allreduce_overlap;
+  // Mixed precision: fp16's steps skipped for an overflowed gradient and its loss scale at the end
+  // (0 and 1 without loss scaling); device memory, the most any rank's backend held at once (bytes).
+  NumberFigure skipped_steps, final_grad_scale, peak_memory_bytes;
   NumberFigure threads_per_rank;  // CPU runs only
   NumberFigure window_iterations, window_extension_iterations, window_seconds;
   NumberFigure whole_epochs, whole_iterations;
@@ -116,6 +120,7 @@ struct RankSummary : WindowFigures {
   // granted to a GPU partition (--sm-counts); slowdown: a CPU rank's emulated straggler factor.
   NumberFigure compute_s, exchange_wait_s, imbalance_wait_s, wait_watts, waiting_joules_per_batch;
   NumberFigure sms, slowdown;
+  NumberFigure peak_memory_bytes;  // the most device memory its backend held at once, bytes
   bool operator==(const RankSummary&) const = default;
 };
 

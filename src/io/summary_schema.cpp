@@ -23,6 +23,7 @@ constexpr std::array kRunFields = std::to_array<Run>({
     {{"precision", K::Text, ""}, &RunSummary::precision},
     {{"measure", K::Text, ""}, &RunSummary::measure},
     {{"allreduce_algo", K::Text, ""}, &RunSummary::allreduce_algo},
+    {{"allreduce_dtype", K::Text, ""}, &RunSummary::allreduce_dtype},
     {{"gpu_names", K::Text, ""}, &RunSummary::gpu_names},
     {{"world_size", K::Count, ""}, &RunSummary::world_size},
     {{"global_batch", K::Count, "samples"}, &RunSummary::global_batch},
@@ -30,6 +31,9 @@ constexpr std::array kRunFields = std::to_array<Run>({
     {{"iterations", K::Count, ""}, &RunSummary::iterations},
     {{"iterations_per_epoch", K::Count, ""}, &RunSummary::iterations_per_epoch},
     {{"allreduce_overlap", K::Count, ""}, &RunSummary::allreduce_overlap},
+    {{"skipped_steps", K::Count, ""}, &RunSummary::skipped_steps},
+    {{"final_grad_scale", K::Number, ""}, &RunSummary::final_grad_scale},
+    {{"peak_memory_bytes", K::Count, "bytes"}, &RunSummary::peak_memory_bytes},
     {{"threads_per_rank", K::Count, ""}, &RunSummary::threads_per_rank},
     {{"window_iterations", K::Count, ""}, &RunSummary::window_iterations},
     {{"window_extension_iterations", K::Count, ""}, &RunSummary::window_extension_iterations},
@@ -113,6 +117,7 @@ constexpr std::array kRankFields = std::to_array<Rank>({
     {{"waiting_joules_per_batch", K::Number, "J"}, &RankSummary::waiting_joules_per_batch},
     {{"sms", K::Count, ""}, &RankSummary::sms},
     {{"slowdown", K::Number, ""}, &RankSummary::slowdown},
+    {{"peak_memory_bytes", K::Count, "bytes"}, &RankSummary::peak_memory_bytes},
 });
 
 // Text figures are TextFigure members, the others NumberFigure: checked here so that no row can

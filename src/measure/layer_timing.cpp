@@ -28,7 +28,7 @@ LayerTimingResult time_layers(const NetSpec& spec, Backend& backend, const Layer
   if (o.iterations < 1) throw_config("--iterations must be >= 1, got {}", o.iterations);
   if (o.warmup < 0) throw_config("--warmup must be >= 0, got {}", o.warmup);
 
-  Net net(spec, backend, o.batch, o.seed, o.compute);
+  Net net(spec, backend, o.batch, o.seed, compute_dtype(o.precision));
   const std::vector<Layer*> layers = net.layers();
   {
     // Random inputs and valid labels: data-dependent layers (ReLU, max pooling) see realistic work.
@@ -78,6 +78,8 @@ LayerTimingResult time_layers(const NetSpec& spec, Backend& backend, const Layer
   r.batch = o.batch;
   r.iterations = o.iterations;
   r.warmup = o.warmup;
+  r.precision = o.precision;
+  r.peak_memory_bytes = backend.memory_stats().peak_bytes;
   std::vector<LayerTime> per_layer(layers.size());
   for (size_t l = 0; l < layers.size(); ++l) {
     per_layer[l].name = layers[l]->name();

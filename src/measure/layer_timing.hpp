@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "core/precision.hpp"
 #include "net/net.hpp"
 
 namespace cnnscale {
@@ -16,7 +17,9 @@ struct LayerTimingOptions {
   int64_t iterations = 50;  // timed, after the warm-up
   int64_t warmup = 5;       // run, not timed (first-call costs: cuDNN algorithm search, allocations)
   uint64_t seed = 1;
-  DType compute = DType::F32;  // activations and weight copies (bf16/f16: mixed precision)
+  // The run's precision: the net computes in its compute_dtype (bf16/f16 activations and weight
+  // copies: mixed precision); the backend must have been made with the same one.
+  Precision precision = Precision::FP32;
 };
 
 struct LayerTime {
@@ -31,6 +34,8 @@ struct LayerTimingResult {
   // Means per iteration: the whole forward (loss combination included), the whole backward, and a
   // full step (forward, backward and the SGD update of every parameter).
   double forward_ms = 0, backward_ms = 0, update_ms = 0, step_ms = 0;
+  Precision precision = Precision::FP32;
+  int64_t peak_memory_bytes = 0;  // the most the backend held at once (Backend::memory_stats), net included
 };
 
 // Builds the net on `backend` with random inputs and labels and times it. Throws ConfigError for

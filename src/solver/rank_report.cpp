@@ -134,6 +134,7 @@ RankReport make_rank_report(int rank, const std::string& host, const Device& dev
   r.extension_iterations = result.extension_iterations;
   r.loops = result.phase_loops;
   r.wait_watts = result.wait_watts;
+  r.peak_memory_bytes = result.peak_memory_bytes;
   return r;
 }
 
@@ -172,6 +173,7 @@ void to_json(json& j, const RankReport& r) {
   j["wait_watts"] = json_num(r.wait_watts);
   j["sms"] = r.sms;
   j["slowdown"] = r.slowdown;
+  j["peak_memory_bytes"] = r.peak_memory_bytes;
 }
 
 void from_json(const json& j, RankReport& r) {
@@ -212,6 +214,7 @@ void from_json(const json& j, RankReport& r) {
   r.wait_watts = number_of(j.at("wait_watts"));
   r.sms = j.at("sms").get<int64_t>();
   r.slowdown = j.at("slowdown").get<double>();
+  r.peak_memory_bytes = j.at("peak_memory_bytes").get<int64_t>();
 }
 
 }  // namespace cnnscale

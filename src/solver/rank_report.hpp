@@ -49,6 +49,7 @@ struct RankReport {
   double wait_watts = kMissing;
   int64_t sms = 0;
   double slowdown = 1.0;
+  int64_t peak_memory_bytes = 0;  // the most its backend held at once (TrainResult::peak_memory_bytes)
 };
 
 RankReport make_rank_report(int rank, const std::string& host, const Device& device, measure::EnergyMonitor& energy,

@@ -117,7 +117,8 @@ RunResults assemble_run_results(const RunDescription& run, const TrainResult& r0
   S.net = run.net;
   S.data = run.data;
   S.device = run.device_kind;
-  S.precision = std::string("fp32");
+  S.precision = run.precision;
+  S.allreduce_dtype = run.allreduce_dtype;
   S.measure = std::string(measure_mode_name(run.measure));
   S.world_size = static_cast<double>(n);
   S.global_batch = static_cast<double>(run.global_batch);
@@ -149,6 +150,19 @@ RunResults assemble_run_results(const RunDescription& run, const TrainResult& r0
   S.test_top1 = r0.test ? value(r0.test->top1) : NumberFigure::null();
   S.test_top5 = r0.test ? value(r0.test->top5) : NumberFigure::null();
   S.test_loss = r0.test ? value(r0.test->loss) : NumberFigure::null();
+  // Rank 0's loss scaling: the figure of the job, as its final loss is.
+  S.skipped_steps = static_cast<double>(r0.skipped_steps);
+  S.final_grad_scale = r0.final_grad_scale;
+  M["final_grad_scale"] = run.precision == "fp16" ? "dynamic loss scale at the end of the run (fp16)"
+                                                  : "1: no loss scaling (only fp16 scales its loss)";
+  {
+    int64_t peak = 0;
+    for (const RankReport& r : ranks) peak = std::max(peak, r.peak_memory_bytes);
+    S.peak_memory_bytes = static_cast<double>(peak);
+    M["peak_memory_bytes"] =
+        "the most bytes of tensors and workspaces one rank's backend held at once over the run (its own count "
+        "of what it allocated, not the allocator's reserve), the largest over the ranks";
+  }
 
   // ---- summary: steady window metrics, per rank and for the job ----
   const int64_t epochs = whole_epochs > 0 ? whole_epochs : std::max<int64_t>(1, std::llround(run.run_epochs));
@@ -200,6 +214,7 @@ RunResults assemble_run_results(const RunDescription& run, const TrainResult& r0
       put_metrics(out, measure::compute_metrics(mw, wl));
       out.gpu_sampled_joules_per_batch = per_iteration(w.gpu_sampled_joules, mw.iterations);
       out.cpu_package_joules_per_batch = per_iteration(w.cpu_package_joules, mw.iterations);
+      out.peak_memory_bytes = static_cast<double>(rep.peak_memory_bytes);
     }
     const int64_t iterations = windows[0]->iterations;
     S.window_seconds = slowest;

@@ -24,6 +24,8 @@ struct RunDescription {
   double run_epochs = 0;
   bool overlap = true;
   std::string allreduce_algo;  // empty: not applicable (one rank, MPI)
+  std::string precision = "fp32";        // core/precision.hpp's names
+  std::string allreduce_dtype = "fp32";  // the gradient exchange's dtype: fp32, bf16 or fp16
   double forward_macs = 0;     // per sample
   MeasureMode measure = MeasureMode::Steady;
   double phase_window = 1.0;

@@ -64,6 +64,8 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
   stop_vote.finish();
   finish(s, result);
   result.seconds = seconds_since(t_start);
+  // Since the backend was made: the net's buffers, allocated before run(), are most of it.
+  result.peak_memory_bytes = backend_.memory_stats().peak_bytes;
   return result;
 }
 

@@ -3,12 +3,16 @@
 // across invocations, equal for repeats' configs and different for different configs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <map>
 #include <regex>
+#include <set>
 
 #include "core/error.hpp"
 #include "cpu/experiment_test_util.hpp"
 #include "experiment/experiment.hpp"
+#include "experiment/sweep.hpp"
 
 namespace cnnscale {
 namespace {
@@ -64,9 +68,54 @@ TEST(ExperimentSchema, OutOfRange) {
                {"t.yaml:8:24: matrix.allreduce[1]: expected one of no-overlap, overlap, got 'sideways'"});
 }
 
-TEST(ExperimentSchema, PrecisionOtherThanFp32IsNotSupportedYet) {
-  expect_error(kBase + "  precision: [fp32, fp16]\n",
-               {"t.yaml:8:21: matrix.precision[1]: precision 'fp16' is not supported yet: only fp32"});
+TEST(ExperimentSchema, PrecisionAxisRunsEachPrecisionOnGpus) {
+  const std::string text = kBase + "  precision: [fp32, tf32, bf16, fp16]\n" + "device: gpu\n";
+  const Experiment e = parse(text, {}, gpu_host(2));
+  EXPECT_EQ(e.precisions, (std::vector<std::string>{"fp32", "tf32", "bf16", "fp16"}));
+  const auto runs = expand_runs(e);
+  ASSERT_EQ(runs.size(), 2u * 2u * 4u * 3u);  // batches x gpus x precisions x repeats
+  std::map<std::string, int> by_precision;
+  std::set<std::string> hashes;
+  for (const auto& r : runs) {
+    const auto args = train_arguments(e, r, "/r");
+    EXPECT_EQ(testing::flag_value(args, "--precision"), r.precision) << r.id;
+    EXPECT_NE(r.id.find("-" + r.precision + "-"), std::string::npos) << r.id;
+    EXPECT_EQ(r.config.at("precision"), r.precision);
+    ++by_precision[r.precision];
+    if (r.repeat == 1) hashes.insert(r.config_hash);
+  }
+  EXPECT_EQ(by_precision, (std::map<std::string, int>{{"bf16", 12}, {"fp16", 12}, {"fp32", 12}, {"tf32", 12}}));
+  EXPECT_EQ(hashes.size(), 16u) << "each precision is a configuration of its own";
+  // --only picks one precision.
+  const OnlyFilter only = parse_only({"precision=bf16"});
+  EXPECT_EQ(std::count_if(runs.begin(), runs.end(), [&](const RunSpec& r) { return only.matches(r); }), 12);
+}
+
+TEST(ExperimentSchema, Fp32IsTheDefaultAndIsPassedToTrain) {
+  const Experiment e = parse(kBase);
+  const auto runs = expand_runs(e);
+  ASSERT_FALSE(runs.empty());
+  for (const auto& r : runs) EXPECT_EQ(testing::flag_value(train_arguments(e, r, "/r"), "--precision"), "fp32");
+}
+
+TEST(ExperimentSchema, PrecisionErrorsNameTheKeyPath) {
+  const std::string gpu_tail = "device: gpu\n";
+  expect_error(kBase + "  precision: [fp32, fp64]\n" + gpu_tail,
+               {"t.yaml:8:21: matrix.precision[1]: precision 'fp64': expected fp32, tf32, bf16 or fp16"}, {},
+               gpu_host(2));
+  expect_error(kBase + "  precision: [bf16, bf16]\n" + gpu_tail,
+               {"t.yaml:8:21: matrix.precision[1]: 'bf16' is listed twice"}, {}, gpu_host(2));
+  // The CPU backend computes in fp32 only: refused when the file is read, not when the sweep reaches the run.
+  expect_error(kBase + "  precision: [fp32, bf16]\n",
+               {"t.yaml:8:21: matrix.precision[1]: precision 'bf16' runs on GPUs only", "(device: cpu)"});
+  expect_error(kBase + "  precision: [tf32]\n" + "device: auto\n",
+               {"t.yaml:8:15: matrix.precision[0]: precision 'tf32' runs on GPUs only",
+                "device: auto found too few GPUs"},
+               {}, cpu_host());
+  EXPECT_NO_THROW(parse(kBase + "  precision: [tf32]\n" + "device: auto\n", {}, gpu_host(2)));
+  // The matrix owns the flag: extra_args cannot contradict a run's precision.
+  expect_error(kBase + "extra_args: [--precision=bf16]\n",
+               {"t.yaml:8:14: extra_args[0]: '--precision' is set by matrix.precision"});
 }
 
 TEST(ExperimentSchema, MoreRanksThanGpusOnOneNode) {

@@ -54,7 +54,12 @@ TEST(SweepCli, SchemaErrorsAreOneLineWithLocationAndExit2) {
   expect_one_line_error(r, {g + ":9:16: matrix.gpus[2]: 4 rank(s) need 4 GPU(s) on one node, but only 2 visible"});
   expect_one_line_error(
       testing::run_cnnscale({"sweep", fixture("tiny_cpu.yaml"), "matrix.precision=bf16"}),
-      {"command line 'matrix.precision=bf16':1:1: matrix.precision: precision 'bf16' is not supported yet"});
+      {"command line 'matrix.precision=bf16':1:1: matrix.precision: precision 'bf16' runs on GPUs only",
+       "device: cpu"});
+  expect_one_line_error(
+      testing::run_cnnscale({"sweep", fixture("tiny_cpu.yaml"), "matrix.precision=fp64"}),
+      {"command line 'matrix.precision=fp64':1:1: matrix.precision: precision 'fp64': expected fp32, tf32, bf16 or "
+       "fp16"});
   expect_one_line_error(testing::run_cnnscale({"sweep", fixture("tiny_cpu.yaml"), "--run-index", "4", "--dry-run"}),
                         {"--run-index 4: the sweep has 4 run(s)"});
 }

@@ -42,12 +42,17 @@ TEST(ResultsMpi, TwoRanksInOneFolder) {
   EXPECT_FALSE(res.system.mpi_version->empty());
   EXPECT_DOUBLE_EQ(res.summary.world_size.value(), 2);
   ASSERT_EQ(res.rank_summary.size(), 2u);
-  double slowest = 0;
+  double slowest = 0, most_memory = 0;
   for (const auto& rank : res.rank_summary) {
     EXPECT_DOUBLE_EQ(rank.local_batch.value(), 16);
     slowest = std::max(slowest, rank.seconds_per_batch.value());
+    EXPECT_GT(rank.peak_memory_bytes.value(), 0.0);
+    most_memory = std::max(most_memory, rank.peak_memory_bytes.value());
   }
   EXPECT_DOUBLE_EQ(res.summary.seconds_per_batch.value(), slowest);
+  EXPECT_DOUBLE_EQ(res.summary.peak_memory_bytes.value(), most_memory) << "the job's: the largest rank's";
+  EXPECT_EQ(res.summary.precision.value(), "fp32");
+  EXPECT_EQ(res.summary.allreduce_dtype.value(), "fp32");
   EXPECT_GT(res.summary.loop_forward_s.value(), 0.0);
   EXPECT_TRUE(std::isfinite(res.summary.loop_update_allreduce_s.value()));
   ASSERT_EQ(res.epochs.size(), 3u);

@@ -39,7 +39,14 @@ std::string CpuBackend::description() const {
 
 Tensor CpuBackend::alloc(const Shape& shape, DType dtype) {
   size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
-  auto storage = std::make_shared<Storage>(aligned_zeroed(bytes), bytes, Device{}, [](void* q) { std::free(q); });
+  void* p = aligned_zeroed(bytes);
+  const auto counted = static_cast<int64_t>(bytes);
+  std::shared_ptr<MemoryCounter> memory = memory_;
+  auto storage = std::make_shared<Storage>(p, bytes, Device{}, [memory, counted](void* q) {
+    std::free(q);
+    memory->release(counted);
+  });
+  memory_->add(counted);  // once the deleter that gives it back exists
   return Tensor(storage, 0, shape, dtype);
 }
 

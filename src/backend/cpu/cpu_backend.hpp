@@ -2,9 +2,11 @@
 // (cblas_sgemm) for GEMM and for convolution via im2col/col2im. Every op runs immediately on the
 // calling thread (BLAS may use its own threads); it is the ground truth the CUDA backend is tested against.
 #pragma once
+#include <memory>
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "backend/memory_counter.hpp"
 
 namespace cnnscale {
 
@@ -72,9 +74,16 @@ class CpuBackend final : public Backend {
                   float weight_decay) override;
   void flag_nonfinite(const Tensor& x, int32_t tag, const Tensor& flag) override;
 
+  // ---- memory accounting (alloc in cpu_backend.cpp): the tensors from alloc(). The im2col scratch
+  // (col_, one sample and group of one convolution at a time) is host scratch, not counted.
+  MemoryStats memory_stats() const override { return memory_->stats(); }
+  void reset_peak_memory() override { memory_->reset_peak(); }
+
  private:
   // im2col scratch, reused across calls: (C / groups * R * S, P * Q) for one sample and group.
   std::vector<float> col_;
+  // Shared with every tensor's deleter: a tensor may be freed after the backend.
+  std::shared_ptr<MemoryCounter> memory_ = std::make_shared<MemoryCounter>();
 };
 
 }  // namespace cnnscale

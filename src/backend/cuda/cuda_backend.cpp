@@ -154,7 +154,13 @@ Tensor CudaBackend::alloc(const Shape& shape, DType dtype) {
     CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, ds_->stream));
   }
   std::shared_ptr<DeviceStream> ds = ds_;
-  auto storage = std::make_shared<Storage>(p, bytes, device(), [ds](void* q) { ds->free(q); });
+  std::shared_ptr<MemoryCounter> memory = memory_;
+  const auto counted = static_cast<int64_t>(bytes);
+  auto storage = std::make_shared<Storage>(p, bytes, device(), [ds, memory, counted](void* q) {
+    ds->free(q);
+    memory->release(counted);
+  });
+  memory_->add(counted);  // once the deleter that gives it back exists
   return Tensor(std::move(storage), 0, shape, dtype);
 }
 
@@ -311,6 +317,7 @@ double CudaBackend::elapsed_ms(const TimingEvent& a, const TimingEvent& b) {
 void* CudaBackend::workspace(size_t bytes) {
   if (bytes <= workspace_bytes_) return workspace_;
   if (workspace_) ds_->free(workspace_);
+  memory_->release(static_cast<int64_t>(workspace_bytes_));
   workspace_ = nullptr;
   workspace_bytes_ = 0;
   cudaError_t e = cudaMallocAsync(&workspace_, bytes, ds_->stream);
@@ -321,6 +328,7 @@ void* CudaBackend::workspace(size_t bytes) {
                   cudaGetErrorString(e));
   }
   workspace_bytes_ = bytes;
+  memory_->add(static_cast<int64_t>(bytes));
   return workspace_;
 }
 

@@ -15,6 +15,7 @@
 #include "backend/backend.hpp"
 #include "backend/cuda/cudnn_descriptors.hpp"
 #include "backend/cuda/device_context.hpp"
+#include "backend/memory_counter.hpp"
 
 namespace cnnscale {
 
@@ -70,6 +71,10 @@ class CudaBackend final : public Backend {
   // order when the last view dies. Work on another stream must be ordered before the compute
   // stream (an event) before such a tensor is released.
   Tensor alloc(const Shape& shape, DType dtype = DType::F32) override;
+  // Tensors from alloc() and the convolution workspace (cuDNN's own scratch during an algorithm
+  // search is not counted).
+  MemoryStats memory_stats() const override { return memory_->stats(); }
+  void reset_peak_memory() override { memory_->reset_peak(); }
   std::shared_ptr<Storage> alloc_host(size_t bytes) override;
   void upload(const void* host, const Tensor& dst) override;
   void download(const Tensor& src, void* host) override;
@@ -186,6 +191,8 @@ class CudaBackend final : public Backend {
 
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
+  // Shared with every allocation's deleter, like ds_: a tensor may be freed after the backend.
+  std::shared_ptr<MemoryCounter> memory_ = std::make_shared<MemoryCounter>();
   std::map<ConvKey, std::unique_ptr<ConvPlan>> conv_plans_;
 
   // Scratch descriptors for the non-convolution ops, re-set on each call.
