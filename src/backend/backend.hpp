@@ -9,6 +9,9 @@
 //    scale, shift and statistics, softmax probabilities, losses and the SGD state stay f32), always
 //    accumulating in fp32. The CPU backend is the f32 reference: it stores 16-bit tensors (convert)
 //    but refuses to compute on them;
+//  - channels-last: the CUDA backend takes 4-d activations in NHWC memory order (Tensor::layout;
+//    the shape stays (N, C, H, W)); the tensors of one call share a layout, except that tensors of
+//    one pixel are the same bytes in both. The CPU backend computes in NCHW only;
 //  - ops run in the backend's stream order and never synchronise with the host, except
 //    download() and synchronize(); CPU ops run immediately;
 //  - outputs are overwritten (no accumulation) unless the op says otherwise;
@@ -101,7 +104,8 @@ class Backend {
   virtual void download(const Tensor& src, void* host) = 0;        // waits for pending work first
   virtual void copy(const Tensor& src, const Tensor& dst) = 0;     // same dtype and numel
   virtual void fill(const Tensor& t, float value) = 0;             // f32 or i32 (CUDA: also bf16, f16)
-  // dst = scale * src, converting between f32, bf16 and f16 (same numel; rounds to nearest even).
+  // dst = scale * src, converting between f32, bf16 and f16 (same numel; rounds to nearest even) and,
+  // for 4-d tensors of one shape, between the NCHW and NHWC memory orders.
   virtual void convert(const Tensor& src, const Tensor& dst, float scale = 1.0f) = 0;
   virtual void synchronize() = 0;
 

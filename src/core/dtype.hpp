@@ -1,7 +1,9 @@
-// Element types and memory layouts a tensor can carry. Float32 runs today; the half types exist
-// so that bf16/fp16 storage with fp32 accumulation can be added per op without changing layers.
+// Element types and memory layouts a tensor can carry: f32, the 16-bit types of mixed precision
+// (bf16/f16 storage, fp32 accumulation) and i32 labels; NCHW or channels-last NHWC. A tensor's
+// shape is always (N, C, H, W); the layout only says in which order its elements lie in memory.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace cnnscale {
@@ -30,5 +32,12 @@ inline std::string dtype_name(DType t) {
 }
 
 inline std::string layout_name(Layout l) { return l == Layout::NCHW ? "NCHW" : "NHWC"; }
+
+// Activations are stored channels-last (NHWC) only where that order differs from NCHW: 4-d tensors
+// with more than one pixel. (N, C, 1, 1) and 2-d tensors are the same bytes either way and stay
+// NCHW, so fully-connected layers and losses never see a channels-last tensor.
+inline Layout activation_layout(Layout preferred, int rank, int64_t pixels) {
+  return preferred == Layout::NHWC && rank == 4 && pixels > 1 ? Layout::NHWC : Layout::NCHW;
+}
 
 }  // namespace cnnscale

@@ -74,6 +74,8 @@ class Tensor {
     return static_cast<int32_t*>(raw());
   }
 
+  // Same storage and shape, memory order tagged `layout` (the caller says how the bytes are laid out).
+  Tensor as_layout(Layout layout) const { return Tensor(storage_, offset_, shape_, dtype_, layout); }
   // Same storage, new shape with the same number of elements.
   Tensor reshape(Shape shape) const {
     CNNSCALE_CHECK(shape.numel() == numel(), "reshape {} -> {}", shape_.to_string(), shape.to_string());

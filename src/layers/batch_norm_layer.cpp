@@ -76,8 +76,8 @@ class BatchNormLayer final : public Layer {
     if (!dx.defined()) {
       // The op always produces dx; without a consumer it goes to scratch (kept across calls).
       if (!scratch_dx_.defined() || scratch_dx_.shape() != bottom[0].shape() ||
-          scratch_dx_.dtype() != bottom[0].dtype())
-        scratch_dx_ = ctx.backend.alloc(bottom[0].shape(), bottom[0].dtype());
+          scratch_dx_.dtype() != bottom[0].dtype() || scratch_dx_.layout() != bottom[0].layout())
+        scratch_dx_ = ctx.backend.alloc(bottom[0].shape(), bottom[0].dtype()).as_layout(bottom[0].layout());
       dx = scratch_dx_;
     }
     ctx.backend.batchnorm_backward(bn_, bottom[0], top_diff[0], params_[0].data, save_mean_, save_inv_std_, dx,
@@ -174,8 +174,9 @@ class BatchNormLayer final : public Layer {
     }
     from_host(backend, alpha, corr_scale_);
     from_host(backend, beta, corr_shift_);
-    if (!correction_.defined() || correction_.shape() != x.shape() || correction_.dtype() != x.dtype())
-      correction_ = backend.alloc(x.shape(), x.dtype());
+    if (!correction_.defined() || correction_.shape() != x.shape() || correction_.dtype() != x.dtype() ||
+        correction_.layout() != x.layout())
+      correction_ = backend.alloc(x.shape(), x.dtype()).as_layout(x.layout());
     backend.batchnorm_forward_inference(bn_, x, corr_scale_, corr_shift_, global_mean_, global_var_, correction_);
     backend.axpby(1.0f, correction_, 1.0f, dx);
     finish_uploads(backend);

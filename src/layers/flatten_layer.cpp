@@ -1,4 +1,5 @@
-// Flatten: (N, C, H, W) -> (N, C * H * W). Forward and backward are plain copies.
+// Flatten: (N, C, H, W) -> (N, C * H * W) in (C, H, W) order. Forward and backward are plain copies,
+// or reorderings from and to a channels-last input.
 #include "layers/layer.hpp"
 
 namespace cnnscale {
@@ -14,13 +15,20 @@ class FlattenLayer final : public Layer {
   }
 
   void forward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top) override {
-    ctx.backend.copy(bottom[0], top[0]);
+    if (bottom[0].layout() == Layout::NCHW)
+      ctx.backend.copy(bottom[0], top[0]);
+    else
+      ctx.backend.convert(bottom[0], top[0].reshape(bottom[0].shape()));
   }
 
   void backward(LayerContext& ctx, const std::vector<Tensor>&, const std::vector<Tensor>&,
                 const std::vector<Tensor>& top_diff, const std::vector<bool>& propagate,
                 const std::vector<Tensor>& bottom_diff) override {
-    if (propagate[0]) ctx.backend.copy(top_diff[0], bottom_diff[0]);
+    if (!propagate[0]) return;
+    if (bottom_diff[0].layout() == Layout::NCHW)
+      ctx.backend.copy(top_diff[0], bottom_diff[0]);
+    else
+      ctx.backend.convert(top_diff[0].reshape(bottom_diff[0].shape()), bottom_diff[0]);
   }
 };
 

@@ -40,8 +40,9 @@ class InnerProductLayer final : public Layer {
 
   void forward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top) override {
     const int64_t batch = bottom[0].shape().n();
-    // y (N, K) = x (N, D) * W^T (D, K)
-    ctx.backend.matmul(false, true, batch, num_output_, in_features_, 1.0f, bottom[0], params_[0].data, 0.0f, top[0]);
+    // y (N, K) = x (N, D) * W^T (D, K), D in (C, H, W) order: a channels-last input is reordered.
+    ctx.backend.matmul(false, true, batch, num_output_, in_features_, 1.0f, nchw_input(ctx.backend, bottom[0]),
+                       params_[0].data, 0.0f, top[0]);
     if (bias_) ctx.backend.bias_add(params_[1].data, top[0]);
   }
 
@@ -49,17 +50,34 @@ class InnerProductLayer final : public Layer {
                 const std::vector<Tensor>& top_diff, const std::vector<bool>& propagate,
                 const std::vector<Tensor>& bottom_diff) override {
     const int64_t batch = bottom[0].shape().n();
-    // dW (K, D) = dy^T (K, N) * x (N, D)
-    ctx.backend.matmul(true, false, num_output_, in_features_, batch, 1.0f, top_diff[0], bottom[0], 0.0f,
-                       params_[0].diff);
+    // dW (K, D) = dy^T (K, N) * x (N, D); a channels-last x is still in nchw_ from forward.
+    const Tensor x = bottom[0].layout() == Layout::NCHW ? bottom[0] : nchw_;
+    ctx.backend.matmul(true, false, num_output_, in_features_, batch, 1.0f, top_diff[0], x, 0.0f, params_[0].diff);
     if (bias_) ctx.backend.bias_backward(top_diff[0], params_[1].diff);
     // dx (N, D) = dy (N, K) * W (K, D)
-    if (propagate[0])
+    if (!propagate[0]) return;
+    if (bottom_diff[0].layout() == Layout::NCHW) {
       ctx.backend.matmul(false, false, batch, in_features_, num_output_, 1.0f, top_diff[0], params_[0].data, 0.0f,
                          bottom_diff[0]);
+      return;
+    }
+    ctx.backend.matmul(false, false, batch, in_features_, num_output_, 1.0f, top_diff[0], params_[0].data, 0.0f,
+                       nchw_diff_);
+    ctx.backend.convert(nchw_diff_, bottom_diff[0]);
   }
 
  private:
+  // x itself, or (channels-last x) its NCHW copy in nchw_, with nchw_diff_ beside it for backward.
+  const Tensor& nchw_input(Backend& backend, const Tensor& x) {
+    if (x.layout() == Layout::NCHW) return x;
+    if (!nchw_.defined() || nchw_.shape() != x.shape() || nchw_.dtype() != x.dtype()) {
+      nchw_ = backend.alloc(x.shape(), x.dtype());
+      nchw_diff_ = backend.alloc(x.shape(), x.dtype());
+    }
+    backend.convert(x, nchw_);
+    return nchw_;
+  }
+
   void parse() {
     const ConfigNode& node = cfg_.node;
     num_output_ = parse_required_int_at_least(node, "num_output", 1);
@@ -77,6 +95,7 @@ class InnerProductLayer final : public Layer {
   bool bias_ = true;
   Filler weight_filler_, bias_filler_;
   std::vector<ParamMults> mults_;
+  Tensor nchw_, nchw_diff_;
 };
 
 }  // namespace cnnscale

@@ -37,6 +37,9 @@ struct ParamSpec {
   // f32 gradient of every parameter; a 16-bit parameter's data is refreshed from its master before
   // each forward and its diff widened into the f32 gradient after the layer's backward.
   DType dtype = DType::F32;
+  // Memory order of the compute copy (data and diff; the f32 master is always NCHW): convolution
+  // filters follow the activations' layout, (K, R, S, C/groups) in memory when channels-last.
+  Layout layout = Layout::NCHW;
 };
 
 // A learnable parameter bound by the net: views into the net's flat buffers. data/diff are what the
@@ -98,6 +101,9 @@ struct LayerConfig {
   ConfigNode node;         // the whole layer mapping (for parameters and errors)
   uint64_t layer_index = 0;  // position in the net; decorrelates per-layer random streams
   DType activation_dtype = DType::F32;  // storage of this layer's tops and their diffs
+  // Memory order the net prefers for 4-d activations (activation_layout() in core/dtype.hpp says
+  // which tensors actually take it); channels-last for 16-bit activations on the GPU.
+  Layout activation_layout = Layout::NCHW;
 };
 
 class Layer {

@@ -6,7 +6,9 @@
 // offsets that conv/fully-connected layers compute with. Each forward refreshes the 16-bit weights
 // from the masters (one conversion over the buffer) and widens the f32 input; each backward widens
 // a layer's 16-bit gradients into the f32 flat gradient right after that layer, before the
-// data-parallel exchange can see them, dividing out the fp16 loss scale on the way.
+// data-parallel exchange can see them, dividing out the fp16 loss scale on the way. On a GPU the
+// 16-bit 4-d activations and convolution filters are channels-last (NHWC); the conversions between
+// the masters and the compute copies permute them.
 #include <cmath>
 #include <map>
 #include <random>
@@ -53,6 +55,7 @@ int64_t align_up(int64_t n, int64_t a) { return (n + a - 1) / a * a; }
 struct Net::Impl {
   Backend& backend;
   DType compute = DType::F32;
+  Layout layout = Layout::NCHW;  // preferred for 4-d activations (channels-last with 16 bits on a GPU)
   int64_t batch = 0;
   uint64_t seed = 0;
   std::vector<int64_t> input_shape;
@@ -86,6 +89,13 @@ struct Net::Impl {
   void allocate_params();
   void allocate_state();
   void sum_extra_diffs(const Blob& blob);
+  // A zeroed activation tensor in the net's layout where that applies (16-bit 4-d tensors).
+  Tensor activation(const Shape& shape, DType dtype) {
+    const Layout l = dtype == DType::F32 || dtype == DType::I32 ? Layout::NCHW : layout;
+    const int64_t pixels = shape.rank() == 4 ? shape.h() * shape.w() : 1;
+    return backend.alloc(shape, dtype).as_layout(activation_layout(l, shape.rank(), pixels));
+  }
+  std::vector<Param*> channels_last_params;  // compute copies refreshed with a permuting conversion
 };
 
 void Net::Impl::build(const NetSpec::Impl& spec, int64_t batch_size) {
@@ -103,6 +113,7 @@ void Net::Impl::build(const NetSpec::Impl& spec, int64_t batch_size) {
     nl.spec = sl;
     LayerConfig config = sl.config;
     config.activation_dtype = compute;
+    config.activation_layout = layout;
     nl.layer = create_layer(std::move(config));
     for (const auto& b : sl.config.bottoms) nl.bottoms.push_back(blob_index.at(b));  // NetSpec checked them
     for (const auto& t : sl.config.tops) {
@@ -157,7 +168,7 @@ void Net::Impl::allocate_activations(int64_t batch_size) {
   }
   input_compute = Tensor();
   blobs[0].data = backend.alloc(Shape({batch, input_shape[0], input_shape[1], input_shape[2]}), DType::F32);
-  if (compute != DType::F32) input_compute = backend.alloc(blobs[0].data.shape(), compute);
+  if (compute != DType::F32) input_compute = activation(blobs[0].data.shape(), compute);
   blobs[1].data = backend.alloc(Shape({batch}), DType::I32);
   for (auto& nl : layers) {
     std::vector<Shape> bottom_shapes;
@@ -168,14 +179,14 @@ void Net::Impl::allocate_activations(int64_t batch_size) {
     for (size_t i = 0; i < nl.tops.size(); ++i) {
       Blob& top = blobs[nl.tops[i]];
       top.dtype = nl.layer->top_dtype(i);
-      top.data = backend.alloc(top_shapes[i], top.dtype);
+      top.data = activation(top_shapes[i], top.dtype);
     }
   }
   if (first) plan_backward();
   for (auto& b : blobs) {
     if (!b.needs_grad) continue;
-    b.diff = backend.alloc(b.data.shape(), b.dtype);
-    for (int k = 1; k < b.grad_consumers; ++k) b.extra_diffs.push_back(backend.alloc(b.data.shape(), b.dtype));
+    b.diff = activation(b.data.shape(), b.dtype);
+    for (int k = 1; k < b.grad_consumers; ++k) b.extra_diffs.push_back(activation(b.data.shape(), b.dtype));
   }
   for (auto& nl : layers) {
     nl.bottom_data.clear();
@@ -238,10 +249,13 @@ void Net::Impl::allocate_params() {
       if (s.dtype == DType::F32)
         bound.push_back({s, master, master_diff, master, master_diff});
       else
-        bound.push_back({s, compute_params.view(offsets[l][p], s.shape), compute_grads.view(offsets[l][p], s.shape),
-                         master, master_diff});
+        bound.push_back({s, compute_params.view(offsets[l][p], s.shape).as_layout(s.layout),
+                         compute_grads.view(offsets[l][p], s.shape).as_layout(s.layout), master, master_diff});
     }
-    for (auto& p : bound) params.push_back(&p);
+    for (auto& p : bound) {
+      params.push_back(&p);
+      if (p.data.layout() != p.master.layout()) channels_last_params.push_back(&p);
+    }
   }
   backend.upload(host.data(), flat_params);
   // upload() may be asynchronous from pageable memory only up to the copy; wait so `host` can go.
@@ -271,6 +285,9 @@ Net::Net(const NetSpec& spec, Backend& backend, int64_t batch, uint64_t seed, DT
   if (compute != DType::F32 && compute != DType::BF16 && compute != DType::F16)
     throw_config("compute dtype {} is not f32, bf16 or f16", dtype_name(compute));
   impl_->compute = compute;
+  // cuDNN's tensor-core convolutions and batch norm want 16-bit activations channels-last; the CPU
+  // reference computes in NCHW.
+  impl_->layout = compute != DType::F32 && !backend.device().is_cpu() ? Layout::NHWC : Layout::NCHW;
   impl_->seed = seed;
   impl_->build(spec.impl(), batch);
 }
@@ -294,6 +311,7 @@ void Net::forward(Phase phase, uint64_t iteration, const std::function<void(size
   LayerContext ctx = m.context(phase, iteration);
   // The masters may have changed since the last forward (an update, a checkpoint, a broadcast).
   if (m.compute_params.defined()) m.backend.convert(m.flat_params, m.compute_params);
+  for (const Param* p : m.channels_last_params) m.backend.convert(p->master, p->data);  // filters: KCRS -> KRSC
   if (m.input_compute.defined()) m.backend.convert(m.blobs[0].data, m.input_compute);
   for (size_t l = 0; l < m.layers.size(); ++l) {
     NetLayer& nl = m.layers[l];

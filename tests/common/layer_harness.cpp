@@ -37,6 +37,14 @@ LayerHarness make_layer(Backend& backend, const std::string& yaml, const std::ve
   cfg.node = node;
   cfg.layer_index = 3;  // arbitrary but fixed: decorrelates from a layer at index 0
   cfg.activation_dtype = compute;
+  // The net's rule: 16-bit activations are channels-last on a GPU.
+  const Layout layout = compute != DType::F32 && !backend.device().is_cpu() ? Layout::NHWC : Layout::NCHW;
+  cfg.activation_layout = layout;
+  auto activation = [&](const Shape& s, DType dtype) {
+    const int64_t pixels = s.rank() == 4 ? s.h() * s.w() : 1;
+    const Layout l = dtype == DType::F32 || dtype == DType::I32 ? Layout::NCHW : layout;
+    return backend.alloc(s, dtype).as_layout(activation_layout(l, s.rank(), pixels));
+  };
 
   LayerHarness h;
   h.backend = &backend;
@@ -73,8 +81,8 @@ LayerHarness make_layer(Backend& backend, const std::string& yaml, const std::ve
     Tensor master = h.flat_params.view(offset, s.shape), master_diff = h.flat_grads.view(offset, s.shape);
     Param p{s, master, master_diff, master, master_diff};
     if (s.dtype != DType::F32) {  // a 16-bit compute copy beside the f32 master, as the net keeps
-      p.data = backend.alloc(s.shape, s.dtype);
-      p.diff = backend.alloc(s.shape, s.dtype);
+      p.data = backend.alloc(s.shape, s.dtype).as_layout(s.layout);
+      p.diff = backend.alloc(s.shape, s.dtype).as_layout(s.layout);
     }
     std::vector<float> host(static_cast<size_t>(s.shape.numel()));
     fill_param(s, rng, host.data());
@@ -92,17 +100,17 @@ LayerHarness make_layer(Backend& backend, const std::string& yaml, const std::ve
   for (size_t i = 0; i < bottom_shapes.size(); ++i) {
     // bottom_dtypes says float (F32) or labels (I32); floats take the compute dtype.
     DType dtype = i < bottom_dtypes.size() && bottom_dtypes[i] == DType::I32 ? DType::I32 : compute;
-    h.bottoms.push_back(backend.alloc(bottom_shapes[i], dtype));
+    h.bottoms.push_back(activation(bottom_shapes[i], dtype));
     if (dtype != DType::I32) {
       fill_uniform(backend, h.bottoms.back(), seed * 1000 + i, -1.0f, 1.0f);
-      h.bottom_diffs.push_back(backend.alloc(bottom_shapes[i], dtype));
+      h.bottom_diffs.push_back(activation(bottom_shapes[i], dtype));
     } else {
       h.bottom_diffs.emplace_back();
     }
   }
   for (size_t i = 0; i < h.top_shapes.size(); ++i) {
-    h.tops.push_back(backend.alloc(h.top_shapes[i], layer.top_dtype(i)));
-    h.top_diffs.push_back(backend.alloc(h.top_shapes[i], layer.top_dtype(i)));
+    h.tops.push_back(activation(h.top_shapes[i], layer.top_dtype(i)));
+    h.top_diffs.push_back(activation(h.top_shapes[i], layer.top_dtype(i)));
   }
   layer.setup(backend);
   return h;
@@ -123,9 +131,9 @@ void LayerHarness::backward(Phase phase) {
 std::vector<float> to_host(Backend& backend, const Tensor& t) {
   CNNSCALE_CHECK(t.dtype() != DType::I32, "to_host: tensor is {}", dtype_name(t.dtype()));
   std::vector<float> out(static_cast<size_t>(t.numel()));
-  if (t.dtype() == DType::F32) {
+  if (t.dtype() == DType::F32 && t.layout() == Layout::NCHW) {
     backend.download(t, out.data());
-  } else {  // 16-bit: widened exactly on the backend first
+  } else {  // 16-bit (maybe channels-last): widened exactly into NCHW on the backend first
     Tensor wide = backend.alloc(t.shape());
     backend.convert(t, wide);
     backend.download(wide, out.data());
@@ -136,9 +144,9 @@ std::vector<float> to_host(Backend& backend, const Tensor& t) {
 void from_host(Backend& backend, const Tensor& t, const std::vector<float>& values) {
   CNNSCALE_CHECK(t.dtype() != DType::I32 && static_cast<int64_t>(values.size()) == t.numel(),
                  "from_host: {} values for {} {}", values.size(), dtype_name(t.dtype()), t.shape().to_string());
-  if (t.dtype() == DType::F32) {
+  if (t.dtype() == DType::F32 && t.layout() == Layout::NCHW) {
     backend.upload(values.data(), t);
-  } else {  // 16-bit: rounded to nearest even by the backend's conversion
+  } else {  // 16-bit: rounded to nearest even (and permuted if channels-last) by the backend
     Tensor wide = backend.alloc(t.shape());
     backend.upload(values.data(), wide);
     backend.convert(wide, t);

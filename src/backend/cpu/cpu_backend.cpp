@@ -91,8 +91,25 @@ void CpuBackend::convert(const Tensor& src, const Tensor& dst, float scale) {
   for (const Tensor* t : {&src, &dst})
     if (t->dtype() == DType::I32) throw_runtime("convert on cpu: i32 tensors are not converted");
   const int64_t n = src.numel();
-  for (int64_t i = 0; i < n; ++i)
-    store_float(dst.dtype(), scale * load_float(src.dtype(), src.raw(), i), dst.raw(), i);
+  if (src.layout() == dst.layout()) {
+    for (int64_t i = 0; i < n; ++i)
+      store_float(dst.dtype(), scale * load_float(src.dtype(), src.raw(), i), dst.raw(), i);
+    return;
+  }
+  // Between NCHW and NHWC (4-d): element (n, c, h, w) moves to its place in the other order.
+  const Shape& s = src.shape();
+  CNNSCALE_CHECK(s.rank() == 4 && dst.shape() == s, "cpu convert: layouts differ for {} -> {}", s.to_string(),
+                 dst.shape().to_string());
+  const int64_t C = s.c(), H = s.h(), W = s.w();
+  for (int64_t b = 0; b < s.n(); ++b)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t w = 0; w < W; ++w) {
+          const int64_t nchw = ((b * C + c) * H + h) * W + w, nhwc = ((b * H + h) * W + w) * C + c;
+          const bool from_nchw = src.layout() == Layout::NCHW;
+          store_float(dst.dtype(), scale * load_float(src.dtype(), src.raw(), from_nchw ? nchw : nhwc), dst.raw(),
+                      from_nchw ? nhwc : nchw);
+        }
 }
 
 // ---- BLAS-like ----------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ void CudaBackend::relu_forward(const Tensor& x, const Tensor& y) {
   cuda::expect_float("relu_forward", "x", x, device_);
   cuda::expect_float("relu_forward", "y", y, device_);
   cuda::expect_dtype("relu_forward", "y", y, x.dtype());
+  cuda::expect_layout("relu_forward", "y", y, x.layout());
   cuda::expect_numel("relu_forward", "y", y, x.numel());
   if (x.numel() == 0) return;
   activate();
@@ -27,6 +28,8 @@ void CudaBackend::relu_backward(const Tensor& y, const Tensor& dy, const Tensor&
   cuda::expect_float("relu_backward", "dx", dx, device_);
   cuda::expect_dtype("relu_backward", "dy", dy, y.dtype());
   cuda::expect_dtype("relu_backward", "dx", dx, y.dtype());
+  cuda::expect_layout("relu_backward", "dy", dy, y.layout());
+  cuda::expect_layout("relu_backward", "dx", dx, y.layout());
   cuda::expect_numel("relu_backward", "dy", dy, y.numel());
   cuda::expect_numel("relu_backward", "dx", dx, y.numel());
   if (y.numel() == 0) return;
@@ -53,6 +56,7 @@ void CudaBackend::dropout_forward(float ratio, uint64_t seed, uint64_t rng_strea
   cuda::expect_float("dropout_forward", "x", x, device_);
   cuda::expect_float("dropout_forward", "y", y, device_);
   cuda::expect_dtype("dropout_forward", "y", y, x.dtype());
+  cuda::expect_layout("dropout_forward", "y", y, x.layout());
   cuda::expect_numel("dropout_forward", "y", y, x.numel());
   activate();
   cuda::launch_dropout(x.dtype(), x.numel(), ratio, scale, seed, rng_stream, x.raw(), y.raw(), stream());
@@ -64,6 +68,7 @@ void CudaBackend::dropout_backward(float ratio, uint64_t seed, uint64_t rng_stre
   cuda::expect_float("dropout_backward", "dy", dy, device_);
   cuda::expect_float("dropout_backward", "dx", dx, device_);
   cuda::expect_dtype("dropout_backward", "dx", dx, dy.dtype());
+  cuda::expect_layout("dropout_backward", "dx", dx, dy.layout());
   cuda::expect_numel("dropout_backward", "dx", dx, dy.numel());
   activate();
   cuda::launch_dropout(dy.dtype(), dy.numel(), ratio, scale, seed, rng_stream, dy.raw(), dx.raw(), stream());

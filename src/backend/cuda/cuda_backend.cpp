@@ -187,9 +187,11 @@ void CudaBackend::download(const Tensor& src, void* host) {
 }
 
 void CudaBackend::copy(const Tensor& src, const Tensor& dst) {
-  if (src.dtype() != dst.dtype() || src.numel() != dst.numel())
-    throw_runtime("copy on cuda: src {} {} and dst {} {} differ in dtype or size", src.shape().to_string(),
-                  dtype_name(src.dtype()), dst.shape().to_string(), dtype_name(dst.dtype()));
+  if (src.dtype() != dst.dtype() || src.numel() != dst.numel() ||
+      (src.layout() != dst.layout() && src.shape() == dst.shape()))
+    throw_runtime("copy on cuda: src {} {} {} and dst {} {} {} differ in dtype, size or memory order (convert reorders)",
+                  src.shape().to_string(), dtype_name(src.dtype()), layout_name(src.layout()),
+                  dst.shape().to_string(), dtype_name(dst.dtype()), layout_name(dst.layout()));
   cuda::expect_on_device("copy", "src", src, device_);
   cuda::expect_on_device("copy", "dst", dst, device_);
   if (src.bytes() == 0 || src.raw() == dst.raw()) return;
@@ -226,6 +228,15 @@ void CudaBackend::convert(const Tensor& src, const Tensor& dst, float scale) {
   cuda::expect_numel("convert", "dst", dst, src.numel());
   if (src.numel() == 0) return;
   activate();
+  if (src.layout() != dst.layout()) {
+    const Shape& sh = src.shape();
+    if (sh.rank() != 4 || dst.shape() != sh || src.raw() == dst.raw())
+      throw_runtime("convert on cuda: {} {} -> {} {} reorders only 4-d tensors of one shape, out of place",
+                    sh.to_string(), layout_name(src.layout()), dst.shape().to_string(), layout_name(dst.layout()));
+    const cuda::Permute p{sh.c(), sh.h() * sh.w(), dst.layout() == Layout::NHWC};
+    cuda::launch_convert(src.numel(), src.dtype(), src.raw(), dst.dtype(), dst.raw(), scale, ds_->stream, &p);
+    return;
+  }
   if (src.dtype() == dst.dtype() && scale == 1.0f) {
     if (src.raw() != dst.raw())
       CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), src.bytes(), cudaMemcpyDeviceToDevice, ds_->stream));
@@ -241,6 +252,7 @@ void CudaBackend::copy_channels(const Tensor& src, int64_t src_c, const Tensor& 
   cuda::expect_float("copy_channels", "src", src, device_);
   cuda::expect_float("copy_channels", "dst", dst, device_);
   cuda::expect_dtype("copy_channels", "dst", dst, src.dtype());
+  cuda::expect_layout("copy_channels", "dst", dst, src.layout());
   const Shape& s = src.shape();
   const Shape& d = dst.shape();
   if (s.rank() < 2 || d.rank() < 2 || s.n() != d.n() || s.numel() / (s.n() * s.c()) != d.numel() / (d.n() * d.c()) ||
@@ -249,7 +261,15 @@ void CudaBackend::copy_channels(const Tensor& src, int64_t src_c, const Tensor& 
                   s.to_string(), src_c, d.to_string(), dst_c);
   if (channels == 0 || s.n() == 0) return;
   activate();
-  const size_t plane = static_cast<size_t>(s.numel() / (s.n() * s.c())) * dtype_size(src.dtype());  // H*W
+  const size_t elem = dtype_size(src.dtype());
+  if (src.layout() == Layout::NHWC) {  // one row of `channels` elements per pixel of every sample
+    const size_t pixels = static_cast<size_t>(s.numel() / s.c());
+    CUDA_CHECK(cudaMemcpy2DAsync(static_cast<char*>(dst.raw()) + dst_c * elem, d.c() * elem,
+                                 static_cast<const char*>(src.raw()) + src_c * elem, s.c() * elem, channels * elem,
+                                 pixels, cudaMemcpyDeviceToDevice, ds_->stream));
+    return;
+  }
+  const size_t plane = static_cast<size_t>(s.numel() / (s.n() * s.c())) * elem;  // H*W elements
   CUDA_CHECK(cudaMemcpy2DAsync(static_cast<char*>(dst.raw()) + dst_c * plane, d.c() * plane,
                                static_cast<const char*>(src.raw()) + src_c * plane, s.c() * plane, channels * plane,
                                static_cast<size_t>(s.n()), cudaMemcpyDeviceToDevice, ds_->stream));

@@ -47,6 +47,7 @@ struct ConvAlgoChoice {
 // first use of that direction.
 struct ConvPlan {
   DType dtype = DType::F32;  // of x, w and y
+  Layout layout = Layout::NCHW;  // of x, w (KRSC when NHWC) and y
   cuda::TensorDesc x, y;
   cuda::FilterDesc w;
   cuda::ConvDesc conv;
@@ -153,8 +154,8 @@ class CudaBackend final : public Backend {
   const std::shared_ptr<cuda::DeviceContext>& context() const { return ctx_; }
   size_t workspace_bytes() const { return workspace_bytes_; }
   // The plan (with measured algorithms) for a convolution shape and dtype, or nullptr if not yet used.
-  const ConvPlan* find_conv_plan(const ConvParams& p, const Shape& x, const Shape& w,
-                                 DType dtype = DType::F32) const;
+  const ConvPlan* find_conv_plan(const ConvParams& p, const Shape& x, const Shape& w, DType dtype = DType::F32,
+                                 Layout layout = Layout::NCHW) const;
   // Whether pool_forward/backward hand this shape to cuDNN (true) or to cnnscale's Caffe-rule
   // kernels (false: ceil-mode output larger than cuDNN's floor output).
   static bool cudnn_can_pool(const PoolParams& p, const Shape& x);
@@ -168,7 +169,7 @@ class CudaBackend final : public Backend {
   void activate() const;
   // A device workspace of at least `bytes`, valid in stream order until the next call.
   void* workspace(size_t bytes);
-  ConvPlan& conv_plan(const char* op, const ConvParams& p, const Shape& x, const Shape& w, DType dtype);
+  ConvPlan& conv_plan(const char* op, const ConvParams& p, const Shape& x, const Shape& w, DType dtype, Layout layout);
   void find_conv_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& y);
   void find_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx);
   void find_conv_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw);

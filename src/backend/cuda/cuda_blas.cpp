@@ -43,6 +43,7 @@ void CudaBackend::matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
   cuda::expect_float("matmul", "c", c, device_);
   cuda::expect_dtype("matmul", "b", b, a.dtype());
   cuda::expect_dtype("matmul", "c", c, a.dtype());
+  for (const auto* t : {&a, &b, &c}) cuda::expect_layout("matmul", "operand", *t, Layout::NCHW);
   if (a.numel() != m * k || b.numel() != k * n || c.numel() != m * n)
     throw_runtime("matmul on cuda: a {} b {} c {} do not hold m={} n={} k={}", a.shape().to_string(),
                   b.shape().to_string(), c.shape().to_string(), m, n, k);
@@ -69,6 +70,7 @@ void CudaBackend::axpby(float alpha, const Tensor& x, float beta, const Tensor& 
   cuda::expect_float("axpby", "x", x, device_);
   cuda::expect_float("axpby", "y", y, device_);
   cuda::expect_dtype("axpby", "y", y, x.dtype());
+  cuda::expect_layout("axpby", "y", y, x.layout());
   cuda::expect_numel("axpby", "y", y, x.numel());
   activate();
   cuda::launch_axpby(x.dtype(), x.numel(), alpha, x.raw(), beta, y.raw(), stream());
@@ -85,9 +87,9 @@ void CudaBackend::bias_add(const Tensor& bias, const Tensor& y) {
   cuda::expect_numel("bias_add", "bias", bias, y.shape().c());
   if (y.numel() == 0) return;
   activate();
-  if (y.dtype() != DType::F32) {
-    cuda::launch_bias_add(y.dtype(), y.shape().n(), y.shape().c(), inner_extent(y.shape()), bias.raw(), y.raw(),
-                          stream());
+  if (y.dtype() != DType::F32 || y.layout() != Layout::NCHW) {
+    cuda::launch_bias_add(y.dtype(), y.shape().n(), y.shape().c(), inner_extent(y.shape()),
+                          y.layout() == Layout::NHWC, bias.raw(), y.raw(), stream());
     return;
   }
   const float one = 1.0f;
@@ -107,9 +109,9 @@ void CudaBackend::bias_backward(const Tensor& dy, const Tensor& dbias) {
     fill(dbias, 0.0f);
     return;
   }
-  if (dy.dtype() != DType::F32) {
-    cuda::launch_bias_backward(dy.dtype(), dy.shape().n(), dy.shape().c(), inner_extent(dy.shape()), dy.raw(),
-                               dbias.raw(), stream());
+  if (dy.dtype() != DType::F32 || dy.layout() != Layout::NCHW) {
+    cuda::launch_bias_backward(dy.dtype(), dy.shape().n(), dy.shape().c(), inner_extent(dy.shape()),
+                               dy.layout() == Layout::NHWC, dy.raw(), dbias.raw(), stream());
     return;
   }
   const float one = 1.0f, zero = 0.0f;

@@ -95,7 +95,21 @@ size_t CudaBackend::search_workspace_limit() const {
   return std::min(options_.max_workspace_bytes, available / 2);
 }
 
-ConvPlan& CudaBackend::conv_plan(const char* op, const ConvParams& p, const Shape& x, const Shape& w, DType dtype) {
+// The memory order one convolution call runs in: channels-last if any operand is. An operand of one
+// pixel (a 1x1 filter, a 1x1 output) is the same bytes in both orders, so it may carry either tag.
+static Layout conv_layout(const char* op, const Tensor& a, const Tensor& b, const Tensor& c) {
+  const bool nhwc = a.layout() == Layout::NHWC || b.layout() == Layout::NHWC || c.layout() == Layout::NHWC;
+  const Layout l = nhwc ? Layout::NHWC : Layout::NCHW;
+  for (const Tensor* t : {&a, &b, &c})
+    if (t->layout() != l && t->shape().rank() == 4 && t->shape().h() * t->shape().w() > 1)
+      throw_runtime("{} on cuda: operands {} {}, {} {} and {} {} mix memory orders", op, a.shape().to_string(),
+                    layout_name(a.layout()), b.shape().to_string(), layout_name(b.layout()), c.shape().to_string(),
+                    layout_name(c.layout()));
+  return l;
+}
+
+ConvPlan& CudaBackend::conv_plan(const char* op, const ConvParams& p, const Shape& x, const Shape& w, DType dtype,
+                                 Layout layout) {
   if (x.rank() != 4 || w.rank() != 4)
     throw_runtime("{} on cuda: x {} and w {} must be 4-d (N, C, H, W) / (K, C/groups, R, S)", op, x.to_string(),
                   w.to_string());
@@ -107,14 +121,16 @@ ConvPlan& CudaBackend::conv_plan(const char* op, const ConvParams& p, const Shap
                   p.dilation_h, p.dilation_w, p.groups);
   ConvKey key{x[0],       x[1],       x[2],    x[3],    w[0],         w[1],         w[2],    w[3],
               p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w, p.groups,
-              static_cast<int64_t>(dtype)};
+              static_cast<int64_t>(dtype) * 2 + (layout == Layout::NHWC ? 1 : 0)};
   auto it = conv_plans_.find(key);
   if (it != conv_plans_.end()) return *it->second;
 
   auto plan = std::make_unique<ConvPlan>();
   plan->dtype = dtype;
-  cuda::set_nchw(plan->x, x, op, dtype);
-  CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan->w, cuda::cudnn_type(dtype), CUDNN_TENSOR_NCHW, cuda::to_int_dim(w[0], op),
+  plan->layout = layout;
+  cuda::set_nchw(plan->x, x, op, dtype, layout);
+  CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan->w, cuda::cudnn_type(dtype), cuda::cudnn_format(layout),
+                                         cuda::to_int_dim(w[0], op),
                                          cuda::to_int_dim(w[1], op), cuda::to_int_dim(w[2], op),
                                          cuda::to_int_dim(w[3], op)));
   CUDNN_CHECK(cudnnSetConvolution2dDescriptor(plan->conv, p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dilation_h,
@@ -130,15 +146,16 @@ ConvPlan& CudaBackend::conv_plan(const char* op, const ConvParams& p, const Shap
   if (plan->y_shape != expected || oh < 1 || ow < 1)
     throw_runtime("{} on cuda: cuDNN output {} differs from cnnscale's {} for x {} w {}", op, plan->y_shape.to_string(),
                   expected.to_string(), x.to_string(), w.to_string());
-  cuda::set_nchw(plan->y, plan->y_shape, op, dtype);
+  cuda::set_nchw(plan->y, plan->y_shape, op, dtype, layout);
   return *conv_plans_.emplace(key, std::move(plan)).first->second;
 }
 
-const ConvPlan* CudaBackend::find_conv_plan(const ConvParams& p, const Shape& x, const Shape& w, DType dtype) const {
+const ConvPlan* CudaBackend::find_conv_plan(const ConvParams& p, const Shape& x, const Shape& w, DType dtype,
+                                            Layout layout) const {
   if (x.rank() != 4 || w.rank() != 4) return nullptr;
   ConvKey key{x[0],       x[1],       x[2],    x[3],    w[0],         w[1],         w[2],    w[3],
               p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w, p.groups,
-              static_cast<int64_t>(dtype)};
+              static_cast<int64_t>(dtype) * 2 + (layout == Layout::NHWC ? 1 : 0)};
   auto it = conv_plans_.find(key);
   return it == conv_plans_.end() ? nullptr : it->second.get();
 }
@@ -186,7 +203,8 @@ void CudaBackend::conv_forward(const ConvParams& p, const Tensor& x, const Tenso
   cuda::expect_dtype("conv_forward", "w", w, x.dtype());
   cuda::expect_dtype("conv_forward", "y", y, x.dtype());
   activate();
-  ConvPlan& plan = conv_plan("conv_forward", p, x.shape(), w.shape(), x.dtype());
+  ConvPlan& plan =
+      conv_plan("conv_forward", p, x.shape(), w.shape(), x.dtype(), conv_layout("conv_forward", x, w, y));
   cuda::expect_shape("conv_forward", "y", y, plan.y_shape);
   if (plan.fwd.algo < 0) find_conv_forward(plan, x, w, y);
   CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, plan.fwd.math));
@@ -204,7 +222,8 @@ void CudaBackend::conv_backward_data(const ConvParams& p, const Tensor& w, const
   cuda::expect_dtype("conv_backward_data", "dy", dy, w.dtype());
   cuda::expect_dtype("conv_backward_data", "dx", dx, w.dtype());
   activate();
-  ConvPlan& plan = conv_plan("conv_backward_data", p, dx.shape(), w.shape(), w.dtype());
+  ConvPlan& plan = conv_plan("conv_backward_data", p, dx.shape(), w.shape(), w.dtype(),
+                             conv_layout("conv_backward_data", dx, w, dy));
   cuda::expect_shape("conv_backward_data", "dy", dy, plan.y_shape);
   if (plan.bwd_data.algo < 0) find_conv_backward_data(plan, w, dy, dx);
   CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, plan.bwd_data.math));
@@ -222,7 +241,8 @@ void CudaBackend::conv_backward_filter(const ConvParams& p, const Tensor& x, con
   cuda::expect_dtype("conv_backward_filter", "dy", dy, x.dtype());
   cuda::expect_dtype("conv_backward_filter", "dw", dw, x.dtype());
   activate();
-  ConvPlan& plan = conv_plan("conv_backward_filter", p, x.shape(), dw.shape(), x.dtype());
+  ConvPlan& plan = conv_plan("conv_backward_filter", p, x.shape(), dw.shape(), x.dtype(),
+                             conv_layout("conv_backward_filter", x, dw, dy));
   cuda::expect_shape("conv_backward_filter", "dy", dy, plan.y_shape);
   if (plan.bwd_filter.algo < 0) find_conv_backward_filter(plan, x, dy, dw);
   CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, plan.bwd_filter.math));

@@ -37,23 +37,24 @@ __global__ void dropout_kernel(int64_t n, float ratio, float scale, uint64_t see
   }
 }
 
-// y (N, C, inner) += bias[c].
+// y (N, C, inner) += bias[c]; channels_last: y is (N, inner, C) in memory.
 template <typename T>
-__global__ void bias_add_kernel(int64_t n, int64_t c, int64_t inner, const T* bias, T* y) {
+__global__ void bias_add_kernel(int64_t n, int64_t c, int64_t inner, bool channels_last, const T* bias, T* y) {
   for (int64_t i = global_index(); i < n; i += global_stride())
-    y[i] = from_float<T>(__fadd_rn(to_float(y[i]), to_float(bias[(i / inner) % c])));
+    y[i] = from_float<T>(__fadd_rn(to_float(y[i]), to_float(bias[channels_last ? i % c : (i / inner) % c])));
 }
 
 // One block per channel: dbias[c] = sum over n and inner of dy, accumulated in float.
 constexpr int kBiasThreads = 256;
 template <typename T>
-__global__ void bias_backward_kernel(int64_t batch, int64_t c, int64_t inner, const T* dy, T* dbias) {
+__global__ void bias_backward_kernel(int64_t batch, int64_t c, int64_t inner, bool channels_last, const T* dy,
+                                     T* dbias) {
   __shared__ float partial[kBiasThreads];
   const int64_t ch = blockIdx.x, per_channel = batch * inner;
   float acc = 0.0f;
   for (int64_t j = threadIdx.x; j < per_channel; j += blockDim.x) {
     const int64_t b = j / inner, k = j - b * inner;
-    acc += to_float(dy[(b * c + ch) * inner + k]);
+    acc += to_float(dy[channels_last ? (b * inner + k) * c + ch : (b * c + ch) * inner + k]);
   }
   partial[threadIdx.x] = acc;
   __syncthreads();
@@ -68,6 +69,23 @@ template <typename S, typename D>
 __global__ void convert_kernel(int64_t n, const S* src, D* dst, float scale) {
   for (int64_t i = global_index(); i < n; i += global_stride())
     dst[i] = from_float<D>(scale == 1.0f ? to_float(src[i]) : __fmul_rn(scale, to_float(src[i])));
+}
+
+// The same, gathering each destination element from its place in the other memory order
+// (coalesced writes; the reads stride by C or H*W, which the caches absorb for these sizes).
+template <typename S, typename D>
+__global__ void convert_permute_kernel(int64_t n, const S* src, D* dst, float scale, Permute p) {
+  for (int64_t i = global_index(); i < n; i += global_stride()) {
+    int64_t from;
+    if (p.to_nhwc) {  // i = ((b * H + h) * W + w) * C + c  <-  ((b * C + c) * H + h) * W + w
+      const int64_t c = i % p.c, pix = (i / p.c) % p.hw, b = i / (p.c * p.hw);
+      from = (b * p.c + c) * p.hw + pix;
+    } else {  // i = (b * C + c) * HW + pix  <-  (b * HW + pix) * C + c
+      const int64_t pix = i % p.hw, c = (i / p.hw) % p.c, b = i / (p.c * p.hw);
+      from = (b * p.hw + pix) * p.c + c;
+    }
+    dst[i] = from_float<D>(scale == 1.0f ? to_float(src[from]) : __fmul_rn(scale, to_float(src[from])));
+  }
 }
 
 __global__ void sgd_update_kernel(int64_t n, float* w, const float* dw, float* history, float lr, float momentum,
@@ -209,38 +227,42 @@ void launch_fill_float(DType t, void* p, int64_t n, float value, cudaStream_t st
 }
 
 void launch_convert(int64_t n, DType src_t, const void* src, DType dst_t, void* dst, float scale,
-                    cudaStream_t stream) {
+                    cudaStream_t stream, const Permute* permute) {
   if (n <= 0) return;
   dispatch_float(src_t, "convert", [&](auto s) {
     using S = decltype(s);
     dispatch_float(dst_t, "convert", [&](auto d) {
       using D = decltype(d);
-      convert_kernel<S, D><<<blocks_for(n), kThreads, 0, stream>>>(n, static_cast<const S*>(src),
-                                                                  static_cast<D*>(dst), scale);
+      if (permute)
+        convert_permute_kernel<S, D><<<blocks_for(n), kThreads, 0, stream>>>(n, static_cast<const S*>(src),
+                                                                            static_cast<D*>(dst), scale, *permute);
+      else
+        convert_kernel<S, D><<<blocks_for(n), kThreads, 0, stream>>>(n, static_cast<const S*>(src),
+                                                                    static_cast<D*>(dst), scale);
     });
   });
   CUDA_CHECK_LAUNCH("convert_kernel");
 }
 
-void launch_bias_add(DType t, int64_t batch, int64_t c, int64_t inner, const void* bias, void* y,
+void launch_bias_add(DType t, int64_t batch, int64_t c, int64_t inner, bool channels_last, const void* bias, void* y,
                      cudaStream_t stream) {
   const int64_t n = batch * c * inner;
   if (n <= 0) return;
   dispatch_float(t, "bias_add", [&](auto e) {
     using T = decltype(e);
-    bias_add_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(n, c, inner, static_cast<const T*>(bias),
-                                                              static_cast<T*>(y));
+    bias_add_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(n, c, inner, channels_last,
+                                                              static_cast<const T*>(bias), static_cast<T*>(y));
   });
   CUDA_CHECK_LAUNCH("bias_add_kernel");
 }
 
-void launch_bias_backward(DType t, int64_t batch, int64_t c, int64_t inner, const void* dy, void* dbias,
-                          cudaStream_t stream) {
+void launch_bias_backward(DType t, int64_t batch, int64_t c, int64_t inner, bool channels_last, const void* dy,
+                          void* dbias, cudaStream_t stream) {
   if (c <= 0) return;
   dispatch_float(t, "bias_backward", [&](auto e) {
     using T = decltype(e);
     bias_backward_kernel<T><<<static_cast<unsigned>(c), kBiasThreads, 0, stream>>>(
-        batch, c, inner, static_cast<const T*>(dy), static_cast<T*>(dbias));
+        batch, c, inner, channels_last, static_cast<const T*>(dy), static_cast<T*>(dbias));
   });
   CUDA_CHECK_LAUNCH("bias_backward_kernel");
 }

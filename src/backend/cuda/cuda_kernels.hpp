@@ -18,15 +18,22 @@ void launch_fill_f32(float* p, int64_t n, float value, cudaStream_t stream);
 void launch_fill_i32(int32_t* p, int64_t n, int32_t value, cudaStream_t stream);
 // Kernels taking a DType run on f32, bf16 or f16 storage (computing in float) and throw for others.
 void launch_fill_float(DType t, void* p, int64_t n, float value, cudaStream_t stream);
-// dst[i] = scale * src[i], converted (rounded to nearest even) from src_t to dst_t.
+// A 4-d tensor's reordering between NCHW and NHWC: c channels, hw pixels per sample.
+struct Permute {
+  int64_t c = 1, hw = 1;
+  bool to_nhwc = true;  // src NCHW, dst NHWC (false: the reverse)
+};
+// dst[i] = scale * src[i], converted (rounded to nearest even) from src_t to dst_t, and reordered
+// when `permute` is given.
 void launch_convert(int64_t n, DType src_t, const void* src, DType dst_t, void* dst, float scale,
-                    cudaStream_t stream);
+                    cudaStream_t stream, const Permute* permute = nullptr);
 // y (batch, c, inner) += bias[c]; dbias[c] = sum of dy over batch and inner (fp32 accumulation).
-// For the 16-bit types; f32 bias ops go through cuDNN.
-void launch_bias_add(DType t, int64_t batch, int64_t c, int64_t inner, const void* bias, void* y,
+// For 16-bit and channels-last tensors; f32 NCHW bias ops go through cuDNN.
+// channels_last: (batch, inner, c) in memory.
+void launch_bias_add(DType t, int64_t batch, int64_t c, int64_t inner, bool channels_last, const void* bias, void* y,
                      cudaStream_t stream);
-void launch_bias_backward(DType t, int64_t batch, int64_t c, int64_t inner, const void* dy, void* dbias,
-                          cudaStream_t stream);
+void launch_bias_backward(DType t, int64_t batch, int64_t c, int64_t inner, bool channels_last, const void* dy,
+                          void* dbias, cudaStream_t stream);
 // y = alpha * x + beta * y; beta == 0 ignores y's old contents (BLAS convention).
 void launch_axpby(DType t, int64_t n, float alpha, const void* x, float beta, void* y, cudaStream_t stream);
 // out[i] = in[i] * scale when counter_uniform(seed, rng_stream, i) >= ratio, else 0 (forward and

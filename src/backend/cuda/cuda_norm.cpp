@@ -23,8 +23,9 @@ void check_lrn_params(const char* op, const LrnParams& p) {
 // cudnnSetLRNDescriptor: "this value is divided by the window width for LRN"), so Caffe's alpha is
 // passed unchanged: y = x / (k + alpha / n * sum x^2)^beta, as in backend.hpp and in Caffe's own
 // CuDNNLRNLayer. The window, channels [c - (n-1)/2, c + n/2], is Caffe's pre_pad rule.
-// cuDNN has LRN in f32 and f16 but not in bf16 (CUDNN_STATUS_NOT_SUPPORTED): bf16 tensors are
-// widened to f32 around the f32 op, which computes what a bf16 kernel with fp32 math would.
+// cuDNN has LRN in f32 and f16 but not in bf16 (CUDNN_STATUS_NOT_SUPPORTED), and only over NCHW:
+// bf16 and channels-last tensors are widened to NCHW f32 around the f32 op, which computes what a
+// native kernel with fp32 math would.
 void CudaBackend::lrn_forward(const LrnParams& p, const Tensor& x, const Tensor& y) {
   cuda::expect_float("lrn_forward", "x", x, device_);
   cuda::expect_float("lrn_forward", "y", y, device_);
@@ -33,7 +34,7 @@ void CudaBackend::lrn_forward(const LrnParams& p, const Tensor& x, const Tensor&
   check_lrn_params("lrn_forward", p);
   if (x.numel() == 0) return;
   activate();
-  if (x.dtype() == DType::BF16) {
+  if (x.dtype() == DType::BF16 || x.layout() == Layout::NHWC) {  // and NCHW for cuDNN's cross-channel window
     Tensor xw = alloc(x.shape()), yw = alloc(x.shape());
     convert(x, xw);
     lrn_forward(p, xw, yw);
@@ -62,7 +63,7 @@ void CudaBackend::lrn_backward(const LrnParams& p, const Tensor& x, const Tensor
   check_lrn_params("lrn_backward", p);
   if (x.numel() == 0) return;
   activate();
-  if (x.dtype() == DType::BF16) {  // widened, as in lrn_forward
+  if (x.dtype() == DType::BF16 || x.layout() == Layout::NHWC) {  // widened to NCHW f32, as in lrn_forward
     Tensor xw = alloc(x.shape()), yw = alloc(x.shape()), dyw = alloc(x.shape()), dxw = alloc(x.shape());
     convert(x, xw);
     convert(y, yw);
@@ -109,6 +110,7 @@ void CudaBackend::batchnorm_forward_train(const BatchNormParams& p, const Tensor
   cuda::expect_float(op, "x", x, device_);
   cuda::expect_float(op, "y", y, device_);
   cuda::expect_dtype(op, "y", y, x.dtype());
+  cuda::expect_layout(op, "y", y, x.layout());
   cuda::expect_shape(op, "y", y, x.shape());
   check_bn_param(op, "scale", scale, c, device_);
   check_bn_param(op, "shift", shift, c, device_);
@@ -121,7 +123,7 @@ void CudaBackend::batchnorm_forward_train(const BatchNormParams& p, const Tensor
     throw_runtime("{} on cuda: x {} has one value per channel; batch statistics need at least two", op,
                   x.shape().to_string());
   activate();
-  cuda::set_nchw(desc_a_, x.shape(), op, x.dtype());
+  cuda::set_desc(desc_a_, x, op);
   CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(desc_c_, desc_a_, CUDNN_BATCHNORM_SPATIAL));
   const float one = 1.0f, zero = 0.0f;
   CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
@@ -138,6 +140,7 @@ void CudaBackend::batchnorm_forward_inference(const BatchNormParams& p, const Te
   cuda::expect_float(op, "x", x, device_);
   cuda::expect_float(op, "y", y, device_);
   cuda::expect_dtype(op, "y", y, x.dtype());
+  cuda::expect_layout(op, "y", y, x.layout());
   cuda::expect_shape(op, "y", y, x.shape());
   check_bn_param(op, "scale", scale, c, device_);
   check_bn_param(op, "shift", shift, c, device_);
@@ -145,7 +148,7 @@ void CudaBackend::batchnorm_forward_inference(const BatchNormParams& p, const Te
   check_bn_param(op, "running_var", running_var, c, device_);
   if (x.numel() == 0) return;
   activate();
-  cuda::set_nchw(desc_a_, x.shape(), op, x.dtype());
+  cuda::set_desc(desc_a_, x, op);
   CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(desc_c_, desc_a_, CUDNN_BATCHNORM_SPATIAL));
   const float one = 1.0f, zero = 0.0f;
   CUDNN_CHECK(cudnnBatchNormalizationForwardInference(cudnn_, CUDNN_BATCHNORM_SPATIAL, &one, &zero, desc_a_, x.raw(),
@@ -162,8 +165,10 @@ void CudaBackend::batchnorm_backward(const BatchNormParams& p, const Tensor& x, 
   cuda::expect_float(op, "x", x, device_);
   cuda::expect_float(op, "dy", dy, device_);
   cuda::expect_dtype(op, "dy", dy, x.dtype());
+  cuda::expect_layout(op, "dy", dy, x.layout());
   cuda::expect_float(op, "dx", dx, device_);
   cuda::expect_dtype(op, "dx", dx, x.dtype());
+  cuda::expect_layout(op, "dx", dx, x.layout());
   cuda::expect_shape(op, "dy", dy, x.shape());
   cuda::expect_shape(op, "dx", dx, x.shape());
   check_bn_param(op, "scale", scale, c, device_);
@@ -173,7 +178,7 @@ void CudaBackend::batchnorm_backward(const BatchNormParams& p, const Tensor& x, 
   check_bn_param(op, "dshift", dshift, c, device_);
   if (x.numel() == 0) return;
   activate();
-  cuda::set_nchw(desc_a_, x.shape(), op, x.dtype());
+  cuda::set_desc(desc_a_, x, op);
   CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(desc_c_, desc_a_, CUDNN_BATCHNORM_SPATIAL));
   const float one = 1.0f, zero = 0.0f;
   // dx, dscale and dshift are overwritten (beta = 0), as the Backend contract says.

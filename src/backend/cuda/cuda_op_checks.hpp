@@ -21,13 +21,19 @@ inline void expect_f32(const char* op, const char* what, const Tensor& t, int de
   expect_on_device(op, what, t, device);
 }
 
-// f32, bf16 or f16 in NCHW: the storage types every activation op takes (mixed precision).
+// f32, bf16 or f16, NCHW or channels-last NHWC: what the activation ops take (mixed precision).
 inline void expect_float(const char* op, const char* what, const Tensor& t, int device) {
   const DType d = t.dtype();
-  if ((d != DType::F32 && d != DType::BF16 && d != DType::F16) || t.layout() != Layout::NCHW)
-    throw_runtime("{} on cuda: {} {} is {} {}; expected f32, bf16 or f16 NCHW", op, what, t.shape().to_string(),
-                  dtype_name(d), layout_name(t.layout()));
+  if (d != DType::F32 && d != DType::BF16 && d != DType::F16)
+    throw_runtime("{} on cuda: {} {} is {}; expected f32, bf16 or f16", op, what, t.shape().to_string(),
+                  dtype_name(d));
   expect_on_device(op, what, t, device);
+}
+// `t` has the memory order of the op's first operand (one layout per call).
+inline void expect_layout(const char* op, const char* what, const Tensor& t, Layout layout) {
+  if (t.layout() != layout)
+    throw_runtime("{} on cuda: {} {} is {}, but the op runs in {}", op, what, t.shape().to_string(),
+                  layout_name(t.layout()), layout_name(layout));
 }
 // `t` has the dtype of the op's first operand (one dtype per call).
 inline void expect_dtype(const char* op, const char* what, const Tensor& t, DType dtype) {

@@ -70,6 +70,14 @@ void CudaBackend::pool_forward(const PoolParams& p, const Tensor& x, const Tenso
   cuda::expect_shape("pool_forward", "y", y, ys);
   if (y.numel() == 0) return;
   activate();
+  if (!cudnn_can_pool(p, x.shape()) && (x.layout() == Layout::NHWC || y.layout() == Layout::NHWC)) {
+    // Caffe's kernels are NCHW: reorder around them (shapes cuDNN cannot pool are rare).
+    Tensor xn = alloc(x.shape(), x.dtype()), yn = alloc(ys, x.dtype());
+    convert(x, xn);
+    pool_forward(p, xn, yn);
+    convert(yn, y);
+    return;
+  }
   if (!cudnn_can_pool(p, x.shape())) {
     cuda::PoolGeometry g = geometry(p, x.shape(), ys);
     if (p.mode == PoolMode::Max)
@@ -81,13 +89,13 @@ void CudaBackend::pool_forward(const PoolParams& p, const Tensor& x, const Tenso
   CUDNN_CHECK(cudnnSetPooling2dDescriptor(pool_desc_, cudnn_pool_mode(p, options_.deterministic),
                                           CUDNN_NOT_PROPAGATE_NAN, p.kernel_h, p.kernel_w, p.pad_h, p.pad_w,
                                           p.stride_h, p.stride_w));
-  cuda::set_nchw(desc_a_, x.shape(), "pool_forward", x.dtype());
+  cuda::set_desc(desc_a_, x, "pool_forward");
   int n = 0, c = 0, h = 0, w = 0;
   CUDNN_CHECK(cudnnGetPooling2dForwardOutputDim(pool_desc_, desc_a_, &n, &c, &h, &w));
   if (Shape{n, c, h, w} != ys)
     throw_runtime("pool_forward on cuda: cuDNN output ({}, {}, {}, {}) differs from Caffe's {} for x {}", n, c, h, w,
                   ys.to_string(), x.shape().to_string());
-  cuda::set_nchw(desc_b_, ys, "pool_forward", x.dtype());
+  cuda::set_desc(desc_b_, y, "pool_forward");
   const float one = 1.0f, zero = 0.0f;
   CUDNN_CHECK(cudnnPoolingForward(cudnn_, pool_desc_, &one, desc_a_, x.raw(), &zero, desc_b_, y.raw()));
 }
@@ -106,6 +114,16 @@ void CudaBackend::pool_backward(const PoolParams& p, const Tensor& x, const Tens
   cuda::expect_shape("pool_backward", "dx", dx, x.shape());
   if (dx.numel() == 0) return;
   activate();
+  if (!cudnn_can_pool(p, x.shape()) && (x.layout() == Layout::NHWC || y.layout() == Layout::NHWC)) {
+    Tensor xn = alloc(x.shape(), x.dtype()), yn = alloc(ys, x.dtype()), dyn = alloc(ys, x.dtype()),
+           dxn = alloc(x.shape(), x.dtype());
+    convert(x, xn);
+    convert(y, yn);
+    convert(dy, dyn);
+    pool_backward(p, xn, yn, dyn, dxn);
+    convert(dxn, dx);
+    return;
+  }
   if (!cudnn_can_pool(p, x.shape())) {
     cuda::PoolGeometry g = geometry(p, x.shape(), ys);
     if (p.mode == PoolMode::Max)
@@ -117,8 +135,10 @@ void CudaBackend::pool_backward(const PoolParams& p, const Tensor& x, const Tens
   CUDNN_CHECK(cudnnSetPooling2dDescriptor(pool_desc_, cudnn_pool_mode(p, options_.deterministic),
                                           CUDNN_NOT_PROPAGATE_NAN, p.kernel_h, p.kernel_w, p.pad_h, p.pad_w,
                                           p.stride_h, p.stride_w));
-  cuda::set_nchw(desc_a_, x.shape(), "pool_backward", x.dtype());
-  cuda::set_nchw(desc_b_, ys, "pool_backward", x.dtype());
+  cuda::expect_layout("pool_backward", "dx", dx, x.layout());
+  cuda::expect_layout("pool_backward", "dy", dy, y.layout());
+  cuda::set_desc(desc_a_, x, "pool_backward");
+  cuda::set_desc(desc_b_, y, "pool_backward");
   const float one = 1.0f, zero = 0.0f;
   CUDNN_CHECK(cudnnPoolingBackward(cudnn_, pool_desc_, &one, desc_b_, y.raw(), desc_b_, dy.raw(), desc_a_, x.raw(),
                                    &zero, desc_a_, dx.raw()));

@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_check.hpp"
 #include "core/dtype.hpp"
 #include "core/shape.hpp"
+#include "core/tensor.hpp"
 #include "core/error.hpp"
 
 namespace cnnscale::cuda {
@@ -55,13 +56,20 @@ inline cudnnDataType_t cudnn_type(DType t) {
   return CUDNN_DATA_FLOAT;
 }
 
-// Packed NCHW descriptor for (N, C, H, W) of storage `t`; missing trailing dims of `s` count as 1,
-// and dims past the fourth are folded into W (contiguous, so the layout is unchanged).
-inline void set_nchw(cudnnTensorDescriptor_t d, const Shape& s, const char* op, DType t = DType::F32) {
+inline cudnnTensorFormat_t cudnn_format(Layout l) { return l == Layout::NHWC ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW; }
+
+// Packed descriptor for (N, C, H, W) of storage `t` in memory order `l`; missing trailing dims of
+// `s` count as 1, and dims past the fourth are folded into W (contiguous, so the layout is unchanged).
+inline void set_nchw(cudnnTensorDescriptor_t d, const Shape& s, const char* op, DType t = DType::F32,
+                     Layout l = Layout::NCHW) {
   int64_t w = s.w();
   for (int i = 4; i < s.rank(); ++i) w *= s[i];
-  CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, cudnn_type(t), to_int_dim(s.n(), op),
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, cudnn_format(l), cudnn_type(t), to_int_dim(s.n(), op),
                                          to_int_dim(s.c(), op), to_int_dim(s.h(), op), to_int_dim(w, op)));
+}
+// The descriptor of tensor `x` as it is: its shape, dtype and layout.
+inline void set_desc(cudnnTensorDescriptor_t d, const Tensor& x, const char* op) {
+  set_nchw(d, x.shape(), op, x.dtype(), x.layout());
 }
 inline void set_nchw(cudnnTensorDescriptor_t d, int64_t n, int64_t c, int64_t h, int64_t w, const char* op,
                      DType t = DType::F32) {
