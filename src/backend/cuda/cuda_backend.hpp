@@ -174,9 +174,12 @@ class CudaBackend final : public Backend {
   void find_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx);
   void find_conv_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw);
   size_t search_workspace_limit() const;
-  // 16-bit convolutions always use tensor cores; f32 ones only with TF32 allowed.
+  // 16-bit convolutions use tensor cores, which cuDNN's legacy API only offers them under
+  // CUDNN_TENSOR_OP_MATH (under DEFAULT_MATH cudnnFind returned only FMA kernels, 30x slower for
+  // bf16 backward data on an H100); f32 ones use TF32 tensor cores only with TF32 allowed.
   cudnnMathType_t conv_math(DType dtype) const {
-    return options_.allow_tf32 || dtype != DType::F32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+    if (dtype != DType::F32) return CUDNN_TENSOR_OP_MATH;
+    return options_.allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
   }
 
   int device_ = 0;
