@@ -198,6 +198,8 @@ class CudaBackend final : public Backend {
   // Shared with every allocation's deleter, like ds_: a tensor may be freed after the backend.
   std::shared_ptr<MemoryCounter> memory_ = std::make_shared<MemoryCounter>();
   std::map<ConvKey, std::unique_ptr<ConvPlan>> conv_plans_;
+  // Reserve space of channels-last batch norm, from each training forward to its backward, by x.
+  std::map<const void*, Tensor> bn_reserve_;
 
   // Scratch descriptors for the non-convolution ops, re-set on each call.
   cuda::TensorDesc desc_a_, desc_b_, desc_c_;

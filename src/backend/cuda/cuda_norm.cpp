@@ -126,6 +126,25 @@ void CudaBackend::batchnorm_forward_train(const BatchNormParams& p, const Tensor
   cuda::set_desc(desc_a_, x, op);
   CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(desc_c_, desc_a_, CUDNN_BATCHNORM_SPATIAL));
   const float one = 1.0f, zero = 0.0f;
+  if (x.layout() == Layout::NHWC) {
+    // Channels-last: the Ex entry point's persistent kernels (the legacy call ran NHWC bf16 some
+    // 50x below memory bandwidth). Its reserve space is kept, keyed by x, for the backward pass.
+    size_t ws = 0, rs = 0;
+    CUDNN_CHECK(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
+        cudnn_, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN, desc_a_, nullptr, desc_a_, desc_c_,
+        nullptr, &ws));
+    CUDNN_CHECK(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
+        cudnn_, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN, nullptr, desc_a_, &rs));
+    Tensor& reserve = bn_reserve_[x.raw()];
+    if (rs > 0 && (!reserve.defined() || reserve.bytes() < rs))
+      reserve = alloc(Shape{static_cast<int64_t>((rs + 3) / 4)}, DType::I32);
+    CUDNN_CHECK(cudnnBatchNormalizationForwardTrainingEx(
+        cudnn_, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN, &one, &zero, desc_a_, x.raw(), nullptr,
+        nullptr, desc_a_, y.raw(), desc_c_, scale.f32(), shift.f32(), p.momentum, running_mean.f32(),
+        running_var.f32(), p.eps, save_mean.f32(), save_inv_std.f32(), nullptr, workspace(ws), ws,
+        rs > 0 ? reserve.raw() : nullptr, rs));
+    return;
+  }
   CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
       cudnn_, CUDNN_BATCHNORM_SPATIAL, &one, &zero, desc_a_, x.raw(), desc_a_, y.raw(), desc_c_, scale.f32(),
       shift.f32(), p.momentum, running_mean.f32(), running_var.f32(), p.eps, save_mean.f32(), save_inv_std.f32()));
@@ -181,6 +200,24 @@ void CudaBackend::batchnorm_backward(const BatchNormParams& p, const Tensor& x, 
   cuda::set_desc(desc_a_, x, op);
   CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(desc_c_, desc_a_, CUDNN_BATCHNORM_SPATIAL));
   const float one = 1.0f, zero = 0.0f;
+  if (x.layout() == Layout::NHWC) {  // the persistent kernels of the forward pass, with its reserve space
+    auto it = bn_reserve_.find(x.raw());
+    size_t ws = 0, rs = 0;
+    CUDNN_CHECK(cudnnGetBatchNormalizationBackwardExWorkspaceSize(
+        cudnn_, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN, desc_a_, nullptr, desc_a_, nullptr,
+        desc_a_, desc_c_, nullptr, &ws));
+    CUDNN_CHECK(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
+        cudnn_, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN, nullptr, desc_a_, &rs));
+    if (rs > 0 && (it == bn_reserve_.end() || !it->second.defined()))
+      throw_runtime("{} on cuda: channels-last x {} has no training forward to go back through", op,
+                    x.shape().to_string());
+    CUDNN_CHECK(cudnnBatchNormalizationBackwardEx(
+        cudnn_, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN, &one, &zero, &one, &zero, desc_a_,
+        x.raw(), nullptr, nullptr, desc_a_, dy.raw(), nullptr, nullptr, desc_a_, dx.raw(), desc_c_, scale.f32(),
+        nullptr, dscale.f32(), dshift.f32(), p.eps, save_mean.f32(), save_inv_std.f32(), nullptr, workspace(ws), ws,
+        rs > 0 ? it->second.raw() : nullptr, rs));
+    return;
+  }
   // dx, dscale and dshift are overwritten (beta = 0), as the Backend contract says.
   CUDNN_CHECK(cudnnBatchNormalizationBackward(cudnn_, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, desc_a_,
                                               x.raw(), desc_a_, dy.raw(), desc_a_, dx.raw(), desc_c_, scale.f32(),
