@@ -177,6 +177,7 @@ class Backend {
   virtual void softmax_cross_entropy_backward(const Tensor& prob, const Tensor& labels, float scale,
                                               const Tensor& dx) = 0;
   // out[j] = fraction of samples whose label scores among the top ks[j] (ties count against).
+  // scores may be 16-bit on CUDA (the loss layer's input in mixed precision); out is f32.
   virtual void accuracy_topk(const Tensor& scores, const Tensor& labels, const std::vector<int>& ks,
                              const Tensor& out) = 0;
 

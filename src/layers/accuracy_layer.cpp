@@ -39,11 +39,6 @@ class AccuracyLayer final : public Layer {
   void forward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top) override {
     const int64_t batch = bottom[0].shape().n();
     Tensor scores = bottom[0].reshape(Shape{batch, batch ? bottom[0].numel() / batch : 0});  // (N, C)
-    if (scores.dtype() != DType::F32) {  // 16-bit scores: ranked after widening (exact), as f32
-      if (!wide_.defined() || wide_.shape() != scores.shape()) wide_ = ctx.backend.alloc(scores.shape());
-      ctx.backend.convert(scores, wide_);
-      scores = wide_;
-    }
     ctx.backend.accuracy_topk(scores, bottom[1], ks_, fractions_);
     for (size_t j = 0; j < ks_.size(); ++j)
       ctx.backend.copy(fractions_.view(static_cast<int64_t>(j), Shape{1}), top[j]);
@@ -57,7 +52,6 @@ class AccuracyLayer final : public Layer {
  private:
   std::vector<int> ks_{1};
   Tensor fractions_;  // (K) one value per k, copied into the tops
-  Tensor wide_;       // (N, C) f32 copy of 16-bit scores
 };
 
 }  // namespace cnnscale

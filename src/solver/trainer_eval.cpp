@@ -39,7 +39,6 @@ EvalResult Trainer::evaluate(int64_t iteration) {
   Tensor topk = backend_.alloc(Shape{2});
   Tensor sums = backend_.alloc(Shape{2});  // per-sample sums of top-1 and top-k hits
   Tensor loss_sum = backend_.alloc(Shape{1});
-  Tensor wide_scores;
   const int64_t train_batch = net_->batch();
   const int64_t batches = loader ? loader->batches_per_epoch() : 0;
   for (int64_t i = 0; i < batches; ++i) {
@@ -49,14 +48,7 @@ EvalResult Trainer::evaluate(int64_t iteration) {
     if (net_->batch() != count) net_->reshape(count);
     slots->upload(b, *net_);
     net_->forward(Phase::Test, static_cast<uint64_t>(iteration));
-    Tensor scores = net_->blob(scores_blob_);
-    if (scores.dtype() != DType::F32) {  // 16-bit scores are ranked widened (exactly), in f32 like the rest
-      if (!wide_scores.defined() || wide_scores.shape() != scores.shape())
-        wide_scores = backend_.alloc(scores.shape());
-      backend_.convert(scores, wide_scores);
-      scores = wide_scores;
-    }
-    backend_.accuracy_topk(scores, net_->labels(), {1, r.top5_k}, topk);
+    backend_.accuracy_topk(net_->blob(scores_blob_), net_->labels(), {1, r.top5_k}, topk);
     // The accuracies are per-batch fractions: weight them by the batch size.
     backend_.axpby(static_cast<float>(count), topk, 1.0f, sums);
     backend_.axpby(static_cast<float>(count), net_->loss(), 1.0f, loss_sum);

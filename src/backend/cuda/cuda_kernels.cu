@@ -172,7 +172,8 @@ struct TopKList {
 // One block of warps; a warp ranks one sample at a time (lanes stride over its row, so reads are
 // coalesced), lane 0 keeps hit counts, and the block reduces them into `out`.
 constexpr int kAccuracyThreads = 1024;
-__global__ void accuracy_kernel(const float* scores, const int32_t* labels, int64_t n, int64_t c, TopKList ks,
+template <typename T>
+__global__ void accuracy_kernel(const T* scores, const int32_t* labels, int64_t n, int64_t c, TopKList ks,
                                 float* out) {
   constexpr int kWarps = kAccuracyThreads / 32;
   __shared__ long long warp_hits[kMaxTopK][kWarps];
@@ -185,10 +186,10 @@ __global__ void accuracy_kernel(const float* scores, const int32_t* labels, int6
       bad = 1;
       continue;
     }
-    const float* row = scores + s * c;
-    float label_score = row[label];
+    const T* row = scores + s * c;
+    const float label_score = to_float(row[label]);
     int above = 0;  // other classes scoring >= the label: ties count against the label
-    for (int64_t j = lane; j < c; j += 32) above += (j != label && row[j] >= label_score) ? 1 : 0;
+    for (int64_t j = lane; j < c; j += 32) above += (j != label && to_float(row[j]) >= label_score) ? 1 : 0;
     for (int off = 16; off > 0; off >>= 1) above += __shfl_down_sync(0xffffffffu, above, off);
     if (lane == 0)
       for (int t = 0; t < ks.count; ++t) hits[t] += above < ks.k[t] ? 1 : 0;
@@ -323,12 +324,15 @@ void launch_softmax_cross_entropy_backward(const float* prob, const int32_t* lab
   CUDA_CHECK_LAUNCH("softmax_ce_backward_kernel");
 }
 
-void launch_accuracy_topk(const float* scores, const int32_t* labels, int64_t n, int64_t c, const int* ks,
+void launch_accuracy_topk(DType t, const void* scores, const int32_t* labels, int64_t n, int64_t c, const int* ks,
                           int num_k, float* out, cudaStream_t stream) {
   TopKList list{};
-  for (int t = 0; t < num_k && t < kMaxTopK; ++t) list.k[t] = ks[t];
+  for (int i = 0; i < num_k && i < kMaxTopK; ++i) list.k[i] = ks[i];
   list.count = num_k < kMaxTopK ? num_k : kMaxTopK;
-  accuracy_kernel<<<1, kAccuracyThreads, 0, stream>>>(scores, labels, n, c, list, out);
+  dispatch_float(t, "accuracy_topk", [&](auto e) {
+    using T = decltype(e);
+    accuracy_kernel<T><<<1, kAccuracyThreads, 0, stream>>>(static_cast<const T*>(scores), labels, n, c, list, out);
+  });
   CUDA_CHECK_LAUNCH("accuracy_kernel");
 }
 

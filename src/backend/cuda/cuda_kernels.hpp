@@ -60,7 +60,7 @@ void launch_softmax_cross_entropy_backward(const float* prob, const int32_t* lab
 constexpr int kMaxTopK = 8;
 // out[j] = fraction of samples whose label is within the top ks[j] (ties count against: the number
 // of other classes scoring >= the label's score must be < k); NaN if any label is outside [0, C).
-void launch_accuracy_topk(const float* scores, const int32_t* labels, int64_t n, int64_t c, const int* ks,
+void launch_accuracy_topk(DType t, const void* scores, const int32_t* labels, int64_t n, int64_t c, const int* ks,
                           int num_k, float* out, cudaStream_t stream);
 
 // Caffe's pooling (pooling_layer.cu) on x (N*C planes of H x W) into y (PH x PW per plane).
