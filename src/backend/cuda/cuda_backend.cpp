@@ -334,6 +334,17 @@ double CudaBackend::elapsed_ms(const TimingEvent& a, const TimingEvent& b) {
 
 // Grows only: algorithms ask for their workspace in stream order, so freeing the old block with
 // cudaFreeAsync is safe even while earlier kernels still use it.
+Tensor CudaBackend::staging(size_t slot, const Shape& shape, DType dtype) {
+  CNNSCALE_CHECK(slot < staging_.size(), "staging slot {} of {}", slot, staging_.size());
+  const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
+  Tensor& held = staging_[slot];
+  if (!held.defined() || held.bytes() < bytes) {
+    held = Tensor();  // release first: the old and new buffers need not both exist
+    held = alloc(Shape{static_cast<int64_t>((bytes + 3) / 4)}, DType::F32);
+  }
+  return Tensor(held.storage(), 0, shape, dtype);
+}
+
 void* CudaBackend::workspace(size_t bytes) {
   if (bytes <= workspace_bytes_) return workspace_;
   if (workspace_) ds_->free(workspace_);

@@ -169,6 +169,10 @@ class CudaBackend final : public Backend {
   void activate() const;
   // A device workspace of at least `bytes`, valid in stream order until the next call.
   void* workspace(size_t bytes);
+  // Staging tensor `slot` (0..3) of `shape` and `dtype` for ops that run an NCHW/f32 kernel on
+  // reordered or widened copies (LRN, Caffe-rule pooling): kept and grown across calls, not
+  // zeroed (each use overwrites it), valid in stream order until the next use of that slot.
+  Tensor staging(size_t slot, const Shape& shape, DType dtype = DType::F32);
   ConvPlan& conv_plan(const char* op, const ConvParams& p, const Shape& x, const Shape& w, DType dtype, Layout layout);
   void find_conv_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& y);
   void find_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx);
@@ -200,6 +204,7 @@ class CudaBackend final : public Backend {
   std::map<ConvKey, std::unique_ptr<ConvPlan>> conv_plans_;
   // Reserve space of channels-last batch norm, from each training forward to its backward, by x.
   std::map<const void*, Tensor> bn_reserve_;
+  std::array<Tensor, 4> staging_;  // see staging()
 
   // Scratch descriptors for the non-convolution ops, re-set on each call.
   cuda::TensorDesc desc_a_, desc_b_, desc_c_;

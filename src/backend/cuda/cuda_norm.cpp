@@ -35,7 +35,7 @@ void CudaBackend::lrn_forward(const LrnParams& p, const Tensor& x, const Tensor&
   if (x.numel() == 0) return;
   activate();
   if (x.dtype() == DType::BF16 || x.layout() == Layout::NHWC) {  // and NCHW for cuDNN's cross-channel window
-    Tensor xw = alloc(x.shape()), yw = alloc(x.shape());
+    Tensor xw = staging(0, x.shape()), yw = staging(1, x.shape());
     convert(x, xw);
     lrn_forward(p, xw, yw);
     convert(yw, y);
@@ -64,7 +64,8 @@ void CudaBackend::lrn_backward(const LrnParams& p, const Tensor& x, const Tensor
   if (x.numel() == 0) return;
   activate();
   if (x.dtype() == DType::BF16 || x.layout() == Layout::NHWC) {  // widened to NCHW f32, as in lrn_forward
-    Tensor xw = alloc(x.shape()), yw = alloc(x.shape()), dyw = alloc(x.shape()), dxw = alloc(x.shape());
+    Tensor xw = staging(0, x.shape()), yw = staging(1, x.shape()), dyw = staging(2, x.shape()),
+           dxw = staging(3, x.shape());
     convert(x, xw);
     convert(y, yw);
     convert(dy, dyw);
