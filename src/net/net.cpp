@@ -4,7 +4,7 @@
 // Mixed precision (compute dtype bf16/f16): activations and their gradients are 16-bit (losses and
 // accuracies f32); the f32 flat buffers stay the masters, mirrored by 16-bit flat buffers at the same
 // offsets that conv/fully-connected layers compute with. Each forward refreshes the 16-bit weights
-// from the masters (one conversion over the buffer) and widens the f32 input; each backward widens
+// from the masters (one conversion per parameter) and widens the f32 input; each backward widens
 // a layer's 16-bit gradients into the f32 flat gradient right after that layer, before the
 // data-parallel exchange can see them, dividing out the fp16 loss scale on the way. On a GPU the
 // 16-bit 4-d activations and convolution filters are channels-last (NHWC); the conversions between
@@ -91,11 +91,9 @@ struct Net::Impl {
   void sum_extra_diffs(const Blob& blob);
   // A zeroed activation tensor in the net's layout where that applies (16-bit 4-d tensors).
   Tensor activation(const Shape& shape, DType dtype) {
-    const Layout l = dtype == DType::F32 || dtype == DType::I32 ? Layout::NCHW : layout;
-    const int64_t pixels = shape.rank() == 4 ? shape.h() * shape.w() : 1;
-    return backend.alloc(shape, dtype).as_layout(activation_layout(l, shape.rank(), pixels));
+    return backend.alloc(shape, dtype).as_layout(activation_layout(layout, shape, dtype));
   }
-  std::vector<Param*> channels_last_params;  // compute copies refreshed with a permuting conversion
+  std::vector<Param*> mirrored_params;  // 16-bit compute copies, refreshed from their masters
 };
 
 void Net::Impl::build(const NetSpec::Impl& spec, int64_t batch_size) {
@@ -254,7 +252,7 @@ void Net::Impl::allocate_params() {
     }
     for (auto& p : bound) {
       params.push_back(&p);
-      if (p.data.layout() != p.master.layout()) channels_last_params.push_back(&p);
+      if (p.data.dtype() != DType::F32) mirrored_params.push_back(&p);
     }
   }
   backend.upload(host.data(), flat_params);
@@ -285,9 +283,7 @@ Net::Net(const NetSpec& spec, Backend& backend, int64_t batch, uint64_t seed, DT
   if (compute != DType::F32 && compute != DType::BF16 && compute != DType::F16)
     throw_config("compute dtype {} is not f32, bf16 or f16", dtype_name(compute));
   impl_->compute = compute;
-  // cuDNN's tensor-core convolutions and batch norm want 16-bit activations channels-last; the CPU
-  // reference computes in NCHW.
-  impl_->layout = compute != DType::F32 && !backend.device().is_cpu() ? Layout::NHWC : Layout::NCHW;
+  impl_->layout = preferred_activation_layout(compute, backend.device());
   impl_->seed = seed;
   impl_->build(spec.impl(), batch);
 }
@@ -310,8 +306,8 @@ void Net::forward(Phase phase, uint64_t iteration, const std::function<void(size
   Impl& m = *impl_;
   LayerContext ctx = m.context(phase, iteration);
   // The masters may have changed since the last forward (an update, a checkpoint, a broadcast).
-  if (m.compute_params.defined()) m.backend.convert(m.flat_params, m.compute_params);
-  for (const Param* p : m.channels_last_params) m.backend.convert(p->master, p->data);  // filters: KCRS -> KRSC
+  // Each once, by parameter: channels-last filters are permuted (KCRS -> KRSC) on the way.
+  for (const Param* p : m.mirrored_params) m.backend.convert(p->master, p->data);
   if (m.input_compute.defined()) m.backend.convert(m.blobs[0].data, m.input_compute);
   for (size_t l = 0; l < m.layers.size(); ++l) {
     NetLayer& nl = m.layers[l];

@@ -37,13 +37,11 @@ LayerHarness make_layer(Backend& backend, const std::string& yaml, const std::ve
   cfg.node = node;
   cfg.layer_index = 3;  // arbitrary but fixed: decorrelates from a layer at index 0
   cfg.activation_dtype = compute;
-  // The net's rule: 16-bit activations are channels-last on a GPU.
-  const Layout layout = compute != DType::F32 && !backend.device().is_cpu() ? Layout::NHWC : Layout::NCHW;
+  // The net's rules: 16-bit activations are channels-last on a GPU.
+  const Layout layout = preferred_activation_layout(compute, backend.device());
   cfg.activation_layout = layout;
   auto activation = [&](const Shape& s, DType dtype) {
-    const int64_t pixels = s.rank() == 4 ? s.h() * s.w() : 1;
-    const Layout l = dtype == DType::F32 || dtype == DType::I32 ? Layout::NCHW : layout;
-    return backend.alloc(s, dtype).as_layout(activation_layout(l, s.rank(), pixels));
+    return backend.alloc(s, dtype).as_layout(activation_layout(layout, s, dtype));
   };
 
   LayerHarness h;
