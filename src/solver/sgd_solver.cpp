@@ -30,33 +30,32 @@ SgdSolver::SgdSolver(Net& net, const SolverConfig& config, int64_t iterations_pe
   }
   // One history buffer with the masters' offsets, and the segment table of the one-launch update.
   flat_history_ = backend.alloc(flat.shape());
-  std::vector<int32_t> ranges;
-  std::vector<float> mults;
+  struct Segment {
+    int32_t begin, end;
+    float lr_mult, decay_mult;
+  };
+  std::vector<Segment> segments;
   for (const auto& np : params_) {
     const Param& p = *np.param;
     const auto begin = static_cast<int64_t>((p.master.offset_bytes() - flat.offset_bytes()) / sizeof(float));
     history_.push_back(flat_history_.view(begin, p.master.shape()));
     if (p.spec.lr_mult == 0.0f) continue;  // frozen: its history stays zero, so no update is exact
-    ranges.push_back(static_cast<int32_t>(begin));
-    ranges.push_back(static_cast<int32_t>(begin + p.master.numel()));
-    mults.push_back(p.spec.lr_mult);
-    mults.push_back(p.spec.decay_mult);
+    segments.push_back({static_cast<int32_t>(begin), static_cast<int32_t>(begin + p.master.numel()), p.spec.lr_mult,
+                        p.spec.decay_mult});
   }
+  if (segments.empty()) return;
   // The backend wants ascending segments; the net lays parameters out last layer first.
-  std::vector<size_t> order(ranges.size() / 2);
-  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ranges[2 * a] < ranges[2 * b]; });
-  std::vector<int32_t> sorted_ranges;
-  std::vector<float> sorted_mults;
-  for (size_t k : order) {
-    sorted_ranges.insert(sorted_ranges.end(), {ranges[2 * k], ranges[2 * k + 1]});
-    sorted_mults.insert(sorted_mults.end(), {mults[2 * k], mults[2 * k + 1]});
+  std::sort(segments.begin(), segments.end(), [](const Segment& a, const Segment& b) { return a.begin < b.begin; });
+  std::vector<int32_t> ranges;
+  std::vector<float> mults;
+  for (const Segment& g : segments) {
+    ranges.insert(ranges.end(), {g.begin, g.end});
+    mults.insert(mults.end(), {g.lr_mult, g.decay_mult});
   }
-  if (sorted_ranges.empty()) return;
-  segment_ranges_ = backend.alloc(Shape{static_cast<int64_t>(sorted_ranges.size())}, DType::I32);
-  segment_mults_ = backend.alloc(Shape{static_cast<int64_t>(sorted_mults.size())});
-  backend.upload(sorted_ranges.data(), segment_ranges_);
-  backend.upload(sorted_mults.data(), segment_mults_);
+  segment_ranges_ = backend.alloc(Shape{static_cast<int64_t>(ranges.size())}, DType::I32);
+  segment_mults_ = backend.alloc(Shape{static_cast<int64_t>(mults.size())});
+  backend.upload(ranges.data(), segment_ranges_);
+  backend.upload(mults.data(), segment_mults_);
   backend.synchronize();  // the host vectors go out of scope
 }
 

@@ -40,7 +40,7 @@ Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Da
   nonfinite_ = backend_.alloc(Shape{1}, DType::I32);
   if (needs_loss_scaling(options_.precision)) {
     overflow_ = backend_.alloc(Shape{1}, DType::I32);
-    net_->set_grad_scale(grad_scale_);
+    net_->set_grad_scale(65536.0);  // PyTorch GradScaler's initial scale, 2^16
   }
   display_loss_sum_ = backend_.alloc(Shape{1});
   epoch_loss_sum_ = backend_.alloc(Shape{1});
@@ -263,18 +263,17 @@ bool Trainer::scale_step() {
     BlockingOp mark("fp16 overflow check");
     backend_.download(overflow_, &overflowed);
   }
+  const double scale = net_->grad_scale();
   if (overflowed == 0) {
     if (++clean_steps_ >= kGrowthInterval) {
       clean_steps_ = 0;
-      grad_scale_ = std::min(grad_scale_ * 2, kMaxScale);
-      net_->set_grad_scale(grad_scale_);
+      net_->set_grad_scale(std::min(scale * 2, kMaxScale));
     }
     return true;
   }
   clean_steps_ = 0;
-  if (grad_scale_ / 2 < 1.0) return true;  // nothing left to halve: let the divergence check see it
-  grad_scale_ /= 2;
-  net_->set_grad_scale(grad_scale_);
+  if (scale / 2 < 1.0) return true;  // nothing left to halve: let the divergence check see it
+  net_->set_grad_scale(scale / 2);
   ++skipped_steps_;
   return false;
 }

@@ -318,10 +318,9 @@ class Trainer {
   std::string scores_blob_;  // input of the loss layer: class scores for top-k accuracy
   std::string resumed_run_config_;
   Tensor nonfinite_;  // (1) i32: 0, or the first iteration (1-based) with a non-finite loss/gradient
-  // fp16 loss scaling (needs_loss_scaling): the overflow flag, the scale (PyTorch's initial 2^16),
-  // clean steps since the last change, skipped steps, and whether this step's update is skipped.
+  // fp16 loss scaling (needs_loss_scaling): the overflow flag, clean steps since the scale (the
+  // net's grad_scale) last changed, skipped steps, and whether this step's update is skipped.
   Tensor overflow_;
-  double grad_scale_ = 65536.0;
   int64_t clean_steps_ = 0;
   int64_t skipped_steps_ = 0;
   bool step_skipped_ = false;

@@ -74,10 +74,9 @@ int64_t Trainer::resume_from_checkpoint(const TrainCallbacks& callbacks, std::st
   // precision holds the neutral 1, 0, 0, and the run then starts from the initial scale.
   const bool scaled = c.meta.grad_scale != 1.0 || c.meta.clean_steps > 0 || c.meta.skipped_steps > 0;
   if (overflow_.defined() && scaled) {
-    grad_scale_ = c.meta.grad_scale;
+    net_->set_grad_scale(c.meta.grad_scale);
     clean_steps_ = c.meta.clean_steps;
     skipped_steps_ = c.meta.skipped_steps;
-    net_->set_grad_scale(grad_scale_);
   }
   if (loader_ && c.meta.iteration < total_iterations_)
     loader_->restore({c.meta.loader_epoch, c.meta.loader_position, c.meta.loader_rng_state});
@@ -132,7 +131,7 @@ std::string Trainer::save_checkpoint(int64_t done) {
     meta.loader_position = done % iterations_per_epoch_;
   }
   if (overflow_.defined()) {
-    meta.grad_scale = grad_scale_;
+    meta.grad_scale = net_->grad_scale();
     meta.clean_steps = clean_steps_;
     meta.skipped_steps = skipped_steps_;
   }

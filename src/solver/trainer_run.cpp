@@ -160,7 +160,7 @@ void Trainer::finish(RunState& s, TrainResult& result) {
   result.phase_summary = phase_timer_->summary();
   result.split = split_record_;
   result.skipped_steps = skipped_steps_;
-  result.final_grad_scale = overflow_.defined() ? grad_scale_ : 1.0;
+  result.final_grad_scale = net_->grad_scale();  // 1 unless fp16
 
   // A run resumed at its end still reports its accuracy.
   if (finished && test_ && !s.evaluated_at_end) s.last_test = evaluate(total);
