@@ -55,7 +55,8 @@ std::unique_ptr<Backend> make_backend(const std::string& spec, int sm_count, Pre
   if (spec == "cpu") {
     if (sm_count != 0) throw_config("--sm-counts applies to GPU ranks");
     if (precision != Precision::FP32)
-      throw_config("--precision {} runs on a GPU only: the CPU backend is the fp32 reference", precision_name(precision));
+      throw_config("--precision {} runs on a GPU only: the CPU backend is the fp32 reference",
+                   precision_name(precision));
     return std::make_unique<CpuBackend>();
   }
   int index = 0;

@@ -189,7 +189,8 @@ void CudaBackend::download(const Tensor& src, void* host) {
 void CudaBackend::copy(const Tensor& src, const Tensor& dst) {
   if (src.dtype() != dst.dtype() || src.numel() != dst.numel() ||
       (src.layout() != dst.layout() && src.shape() == dst.shape()))
-    throw_runtime("copy on cuda: src {} {} {} and dst {} {} {} differ in dtype, size or memory order (convert reorders)",
+    throw_runtime("copy on cuda: src {} {} {} and dst {} {} {} differ in dtype, size or memory order "
+                  "(convert reorders)",
                   src.shape().to_string(), dtype_name(src.dtype()), layout_name(src.layout()),
                   dst.shape().to_string(), dtype_name(dst.dtype()), layout_name(dst.layout()));
   cuda::expect_on_device("copy", "src", src, device_);

@@ -162,6 +162,7 @@ class CudaBackend final : public Backend {
 
  private:
   using ConvKey = std::array<int64_t, 16>;
+  static ConvKey conv_key(const ConvParams& p, const Shape& x, const Shape& w, DType dtype, Layout layout);
   struct DeviceStream;  // context + stream, shared with every allocation's deleter
 
   // Make this backend's context current: its device's primary context, or its green context (ops

@@ -95,6 +95,14 @@ size_t CudaBackend::search_workspace_limit() const {
   return std::min(options_.max_workspace_bytes, available / 2);
 }
 
+// Plans are per shape, parameters, dtype and memory order.
+CudaBackend::ConvKey CudaBackend::conv_key(const ConvParams& p, const Shape& x, const Shape& w, DType dtype,
+                                           Layout layout) {
+  return {x[0],       x[1],       x[2],    x[3],    w[0],         w[1],         w[2],         w[3],
+          p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w, p.groups,
+          static_cast<int64_t>(dtype) * 2 + (layout == Layout::NHWC ? 1 : 0)};
+}
+
 // The memory order one convolution call runs in: channels-last if any operand is. An operand of one
 // pixel (a 1x1 filter, a 1x1 output) is the same bytes in both orders, so it may carry either tag.
 static Layout conv_layout(const char* op, const Tensor& a, const Tensor& b, const Tensor& c) {
@@ -119,9 +127,7 @@ ConvPlan& CudaBackend::conv_plan(const char* op, const ConvParams& p, const Shap
     throw_runtime("{} on cuda: inconsistent x {} w {} kernel {}x{} stride {}x{} pad {}x{} dilation {}x{} groups {}", op,
                   x.to_string(), w.to_string(), p.kernel_h, p.kernel_w, p.stride_h, p.stride_w, p.pad_h, p.pad_w,
                   p.dilation_h, p.dilation_w, p.groups);
-  ConvKey key{x[0],       x[1],       x[2],    x[3],    w[0],         w[1],         w[2],    w[3],
-              p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w, p.groups,
-              static_cast<int64_t>(dtype) * 2 + (layout == Layout::NHWC ? 1 : 0)};
+  const ConvKey key = conv_key(p, x, w, dtype, layout);
   auto it = conv_plans_.find(key);
   if (it != conv_plans_.end()) return *it->second;
 
@@ -153,9 +159,7 @@ ConvPlan& CudaBackend::conv_plan(const char* op, const ConvParams& p, const Shap
 const ConvPlan* CudaBackend::find_conv_plan(const ConvParams& p, const Shape& x, const Shape& w, DType dtype,
                                             Layout layout) const {
   if (x.rank() != 4 || w.rank() != 4) return nullptr;
-  ConvKey key{x[0],       x[1],       x[2],    x[3],    w[0],         w[1],         w[2],    w[3],
-              p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w, p.groups,
-              static_cast<int64_t>(dtype) * 2 + (layout == Layout::NHWC ? 1 : 0)};
+  const ConvKey key = conv_key(p, x, w, dtype, layout);
   auto it = conv_plans_.find(key);
   return it == conv_plans_.end() ? nullptr : it->second.get();
 }
@@ -181,7 +185,8 @@ void CudaBackend::find_conv_backward_data(ConvPlan& plan, const Tensor& w, const
   CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(cudnn_, plan.w, w.raw(), plan.y, dy.raw(), plan.conv, plan.x,
                                                           dx.raw(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned,
                                                           perf, buf.ptr(), buf.bytes()));
-  plan.bwd_data = pick_algorithm(perf, returned, buf.bytes(), options_, plan.dtype, "conv_backward_data", dx.shape(), w.shape());
+  plan.bwd_data =
+      pick_algorithm(perf, returned, buf.bytes(), options_, plan.dtype, "conv_backward_data", dx.shape(), w.shape());
 }
 
 void CudaBackend::find_conv_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw) {

@@ -157,7 +157,8 @@ void launch_caffe_avg_pool_backward(const PoolGeometry& g, DType t, const void* 
   if (n <= 0) return;
   dispatch_float(t, "pool_backward", [&](auto e) {
     using T = decltype(e);
-    avg_pool_backward_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(g, static_cast<const T*>(dy), static_cast<T*>(dx));
+    avg_pool_backward_kernel<T>
+        <<<blocks_for(n), kThreads, 0, stream>>>(g, static_cast<const T*>(dy), static_cast<T*>(dx));
   });
   CUDA_CHECK_LAUNCH("avg_pool_backward_kernel");
 }
