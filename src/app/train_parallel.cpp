@@ -109,10 +109,7 @@ ParallelRun::ParallelRun(const ParallelArgs& args, const std::string& device, in
       device_ = fmt::format("gpu:{}", gpu);
     }
   }
-  // make_backend refuses it too, but only after the network and data are loaded.
-  if (device_ == "cpu" && precision_ != Precision::FP32)
-    throw_config("--precision {} runs on a GPU only: the CPU backend is the fp32 reference",
-                 precision_name(precision_));
+  check_backend_precision(device_, precision_);  // here, before the network and data are loaded
   if (!args_.sm_counts.empty()) {
     if (device_ == "cpu") throw_config("--sm-counts applies to GPU ranks");
     const int local_ranks = active_ ? mpi_->local_size() : 1;

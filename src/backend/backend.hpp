@@ -210,6 +210,8 @@ class Backend {
 // `precision` sets what fp32 math may do (tf32: TF32 tensor cores); every precision but fp32 is
 // a ConfigError on the CPU, which stays the fp32 reference the GPU precisions are tested against.
 std::unique_ptr<Backend> make_backend(const std::string& spec, int sm_count = 0, Precision precision = Precision::FP32);
+// make_backend's precision rule alone, for callers that check their flags before loading anything.
+void check_backend_precision(const std::string& spec, Precision precision);
 // Number of usable GPUs; 0 when the build has no CUDA backend or the driver reports any error.
 int cuda_device_count();
 // Threads of the CPU backend's BLAS (OpenBLAS) pool in this process.

@@ -50,13 +50,16 @@ std::unique_ptr<DeviceCommunicator> make_device_communicator(Backend& backend, i
 }
 #endif
 
+void check_backend_precision(const std::string& spec, Precision precision) {
+  if (spec == "cpu" && precision != Precision::FP32)
+    throw_config("--precision {} runs on a GPU only: the CPU backend is the fp32 reference", precision_name(precision));
+}
+
 std::unique_ptr<Backend> make_backend(const std::string& spec, int sm_count, Precision precision) {
   if (sm_count < 0) throw_config("--sm-counts: SM counts must be >= 1, got {}", sm_count);
   if (spec == "cpu") {
     if (sm_count != 0) throw_config("--sm-counts applies to GPU ranks");
-    if (precision != Precision::FP32)
-      throw_config("--precision {} runs on a GPU only: the CPU backend is the fp32 reference",
-                   precision_name(precision));
+    check_backend_precision(spec, precision);
     return std::make_unique<CpuBackend>();
   }
   int index = 0;
