@@ -4,6 +4,8 @@
 #include <chrono>
 #include <vector>
 
+#include "core/rng.hpp"
+
 
 namespace cnnscale {
 
@@ -40,6 +42,49 @@ void Backend::sgd_update_segments(const Tensor& w, const Tensor& dw, const Tenso
     sgd_update(w.view(begin, s), dw.view(begin, s), history.view(begin, s), lr * m[k], momentum,
                weight_decay * m[k + 1]);
   }
+}
+
+namespace {
+int32_t read_i32_scalar(Backend& b, const Tensor& t, const char* op, const char* what) {
+  CNNSCALE_CHECK(t.dtype() == DType::I32 && t.numel() == 1, "{} on {}: {} must be i32 (1), got {} {}", op, b.name(),
+                 what, dtype_name(t.dtype()), t.shape().to_string());
+  int32_t v = 0;
+  b.download(t, &v);
+  return v;
+}
+}  // namespace
+
+void Backend::dropout_forward_at(float ratio, uint64_t seed, const Tensor& iteration, uint64_t layer,
+                                 const Tensor& x, const Tensor& y) {
+  const int32_t it = read_i32_scalar(*this, iteration, "dropout_forward_at", "iteration");
+  dropout_forward(ratio, seed, dropout_stream(static_cast<uint64_t>(static_cast<uint32_t>(it)), layer), x, y);
+}
+
+void Backend::dropout_backward_at(float ratio, uint64_t seed, const Tensor& iteration, uint64_t layer,
+                                  const Tensor& dy, const Tensor& dx) {
+  const int32_t it = read_i32_scalar(*this, iteration, "dropout_backward_at", "iteration");
+  dropout_backward(ratio, seed, dropout_stream(static_cast<uint64_t>(static_cast<uint32_t>(it)), layer), dy, dx);
+}
+
+void Backend::sgd_update_segments_at(const Tensor& w, const Tensor& dw, const Tensor& history, const Tensor& ranges,
+                                     const Tensor& mults, const Tensor& lr, float momentum, float weight_decay) {
+  CNNSCALE_CHECK(lr.dtype() == DType::F32 && lr.numel() == 1, "sgd_update_segments_at on {}: lr must be f32 (1)",
+                 name());
+  float rate = 0;
+  download(lr, &rate);
+  sgd_update_segments(w, dw, history, ranges, mults, rate, momentum, weight_decay);
+}
+
+void Backend::flag_nonfinite_at(const Tensor& x, const Tensor& tag, const Tensor& flag) {
+  flag_nonfinite(x, read_i32_scalar(*this, tag, "flag_nonfinite_at", "tag"), flag);
+}
+
+std::shared_ptr<TimingEvent> Backend::new_timing_event() {
+  throw_runtime("{}: no captured work, so no timing events to record into", name());
+}
+
+std::unique_ptr<CapturedWork> Backend::capture(const std::function<void()>&) {
+  throw_runtime("{}: this backend cannot capture work for replay (CUDA graphs are a CUDA backend feature)", name());
 }
 
 void Backend::matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const Tensor& a,

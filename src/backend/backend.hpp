@@ -18,6 +18,7 @@
 //  - an op a backend cannot run throws an Error naming the op and the backend (no silent fallback).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -73,6 +74,23 @@ class TimingEvent {
   virtual ~TimingEvent() = default;
 };
 
+// A sequence of backend work recorded once and replayed as one launch (CUDA: a CUDA graph). The
+// work's kernel arguments and buffers are fixed at capture; what changes from one replay to the
+// next is read from device memory (the *_at ops below). Timing points recorded during the capture
+// become the graph's own event records: each launch records them into the events it is given.
+class CapturedWork {
+ public:
+  virtual ~CapturedWork() = default;
+  // Timing points recorded during the capture, in capture order.
+  virtual size_t timing_points() const = 0;
+  // Queues one replay. `points` holds timing_points() fresh events (Backend::new_timing_event),
+  // recorded in capture order as the replay passes each point.
+  virtual void launch(const std::vector<std::shared_ptr<TimingEvent>>& points) = 0;
+  // False once the backend has reallocated a buffer of its own that the captured work uses (a
+  // workspace or staging buffer grown by other work since): the capture must be made again.
+  virtual bool valid() const = 0;
+};
+
 // Device memory a backend holds: the bytes of its tensors (alloc) and of its own workspaces (CUDA:
 // the convolution workspace), by its own count of what it asked for, not the allocator's (a caching
 // pool may keep more). Pinned host buffers (alloc_host) are not counted.
@@ -118,6 +136,17 @@ class Backend {
   // Milliseconds from `a` to `b` (both from this backend). Waits for `b` if it is not yet complete,
   // so callers that must not stall check timing_event_done() first or read after a synchronisation.
   virtual double elapsed_ms(const TimingEvent& a, const TimingEvent& b);
+  // An event for CapturedWork::launch to record into (not yet recorded; unsupported where the
+  // backend cannot capture).
+  virtual std::shared_ptr<TimingEvent> new_timing_event();
+
+  // ---- capture: record `work` (which queues backend ops) once and return it for replays ----------
+  // Nothing of `work` runs during the capture. Its ops must not allocate buffers that outlive it or
+  // read anything back to the host; run it once uncaptured first, so every algorithm search,
+  // workspace and cached buffer is in place. Backends that cannot capture return false here and
+  // throw from capture().
+  virtual bool can_capture() const { return false; }
+  virtual std::unique_ptr<CapturedWork> capture(const std::function<void()>& work);
 
   // ---- BLAS-like ----------------------------------------------------------------------------
   // Row-major C (m, n) = alpha * op(A) * op(B) + beta * C; op(A) is (m, k), op(B) is (k, n).
@@ -152,6 +181,13 @@ class Backend {
   virtual void dropout_forward(float ratio, uint64_t seed, uint64_t stream, const Tensor& x, const Tensor& y) = 0;
   virtual void dropout_backward(float ratio, uint64_t seed, uint64_t stream, const Tensor& dy,
                                 const Tensor& dx) = 0;
+  // The same masks with stream = dropout_stream(iteration[0], layer) (core/rng.hpp), the iteration
+  // read from device memory (i32 (1)) so a captured step draws each replay's own masks. The
+  // default reads the iteration back and calls the ops above.
+  virtual void dropout_forward_at(float ratio, uint64_t seed, const Tensor& iteration, uint64_t layer,
+                                  const Tensor& x, const Tensor& y);
+  virtual void dropout_backward_at(float ratio, uint64_t seed, const Tensor& iteration, uint64_t layer,
+                                   const Tensor& dy, const Tensor& dx);
 
   // ---- local response normalisation across channels --------------------------------------------
   virtual void lrn_forward(const LrnParams& p, const Tensor& x, const Tensor& y) = 0;
@@ -196,11 +232,17 @@ class Backend {
   // mults (2S) f32. The default reads the table back and calls sgd_update per segment.
   virtual void sgd_update_segments(const Tensor& w, const Tensor& dw, const Tensor& history, const Tensor& ranges,
                                    const Tensor& mults, float lr, float momentum, float weight_decay);
+  // The same with the learning rate read from device memory (f32 (1)), for a captured step whose
+  // schedule moves between replays. The default reads it back and calls the op above.
+  virtual void sgd_update_segments_at(const Tensor& w, const Tensor& dw, const Tensor& history, const Tensor& ranges,
+                                      const Tensor& mults, const Tensor& lr, float momentum, float weight_decay);
 
   // ---- divergence check: when flag (1, i32) is 0 and any element of x (f32) is NaN or +-inf,
   // flag[0] = tag (> 0). Accumulates across calls: the first tag set stays. No host sync; the host
   // reads the flag when it reads anything anyway.
   virtual void flag_nonfinite(const Tensor& x, int32_t tag, const Tensor& flag) = 0;
+  // The same with the tag read from device memory (i32 (1), > 0). The default reads it back.
+  virtual void flag_nonfinite_at(const Tensor& x, const Tensor& tag, const Tensor& flag);
 };
 
 // "cpu", "gpu", "gpu:N" (also "cuda:N"). Throws ConfigError for unknown specs and RuntimeError

@@ -26,4 +26,11 @@ CNNSCALE_HD inline float counter_uniform(uint64_t seed, uint64_t stream, uint64_
   return static_cast<float>(h >> 40) * (1.0f / 16777216.0f);  // 24 random bits
 }
 
+// The draw of one dropout layer in one iteration: distinct for every (iteration, layer) pair with
+// fewer than 2^20 layers and 2^44 iterations; counter_uniform hashes it, so neighbouring streams are
+// uncorrelated.
+CNNSCALE_HD inline uint64_t dropout_stream(uint64_t iteration, uint64_t layer) {
+  return (iteration << 20) | (layer & 0xFFFFFull);
+}
+
 }  // namespace cnnscale

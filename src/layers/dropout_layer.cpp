@@ -1,6 +1,7 @@
 // Dropout: in training, zero each element with probability `ratio` and scale the rest by
 // 1 / (1 - ratio); identity in the test phase. Key: ratio (0.5). The mask is a pure function of
 // (run seed, iteration, layer index), so CPU and GPU agree and a resumed run draws the same masks.
+#include "core/rng.hpp"
 #include "layers/layer.hpp"
 
 namespace cnnscale {
@@ -22,7 +23,10 @@ class DropoutLayer final : public Layer {
       ctx.backend.copy(bottom[0], top[0]);
       return;
     }
-    ctx.backend.dropout_forward(ratio_, ctx.seed, stream(ctx), bottom[0], top[0]);
+    if (ctx.iteration_on_device)
+      ctx.backend.dropout_forward_at(ratio_, ctx.seed, *ctx.iteration_on_device, layer(), bottom[0], top[0]);
+    else
+      ctx.backend.dropout_forward(ratio_, ctx.seed, dropout_stream(ctx.iteration, layer()), bottom[0], top[0]);
   }
 
   void backward(LayerContext& ctx, const std::vector<Tensor>&, const std::vector<Tensor>&,
@@ -33,13 +37,16 @@ class DropoutLayer final : public Layer {
       ctx.backend.copy(top_diff[0], bottom_diff[0]);
       return;
     }
-    ctx.backend.dropout_backward(ratio_, ctx.seed, stream(ctx), top_diff[0], bottom_diff[0]);
+    if (ctx.iteration_on_device)
+      ctx.backend.dropout_backward_at(ratio_, ctx.seed, *ctx.iteration_on_device, layer(), top_diff[0],
+                                      bottom_diff[0]);
+    else
+      ctx.backend.dropout_backward(ratio_, ctx.seed, dropout_stream(ctx.iteration, layer()), top_diff[0],
+                                   bottom_diff[0]);
   }
 
  private:
-  // Distinct for every (iteration, layer) pair with fewer than 2^20 layers and 2^44 iterations;
-  // counter_uniform hashes it, so neighbouring streams are uncorrelated.
-  uint64_t stream(const LayerContext& ctx) const { return (ctx.iteration << 20) | (cfg_.layer_index & 0xFFFFF); }
+  uint64_t layer() const { return static_cast<uint64_t>(cfg_.layer_index); }
 
   float ratio_ = 0.5f;
 };

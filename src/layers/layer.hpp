@@ -84,6 +84,9 @@ struct LayerContext {
   Phase phase = Phase::Train;
   uint64_t seed = 0;        // run seed
   uint64_t iteration = 0;   // global iteration: drives dropout masks, so resume is exact
+  // The same iteration in device memory (i32 (1)), set for a step that is captured for replay:
+  // layers that draw per iteration read it there instead of baking `iteration` into the capture.
+  const Tensor* iteration_on_device = nullptr;
   // Loss layers multiply their gradient by this. A data-parallel rank holding n of the B samples
   // of a global batch sets n / B: its mean-over-n gradient becomes its share of the mean over B,
   // so the SUM allreduce of all ranks' gradients is the one-process gradient of the global batch.

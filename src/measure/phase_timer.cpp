@@ -48,6 +48,13 @@ void PhaseTimer::mark(TimelinePhase phase) {
   current_.marks.emplace_back(phase, backend_.record_timing_event());
 }
 
+std::shared_ptr<TimingEvent> PhaseTimer::mark_later(TimelinePhase phase) {
+  CNNSCALE_CHECK(open_, "phase timer: mark_later({}) outside an iteration", step_phase_name(phase));
+  std::shared_ptr<TimingEvent> e = backend_.new_timing_event();
+  current_.marks.emplace_back(phase, e);
+  return e;
+}
+
 void PhaseTimer::add_seconds(TimelinePhase phase, double seconds) {
   CNNSCALE_CHECK(open_, "phase timer: add_seconds({}) outside an iteration", step_phase_name(phase));
   current_.phases.seconds[static_cast<size_t>(phase)] += seconds;

@@ -49,6 +49,9 @@ class PhaseTimer {
   // iteration (allreduce in a single process) stay 0. Data is the exception: its seconds come
   // from add_seconds() (host wait for the batch); its mark only starts h2d.
   void mark(TimelinePhase phase);
+  // A mark whose event is recorded later, by captured work replayed after this call (its timing
+  // point closing `phase`): returns the event to hand to CapturedWork::launch.
+  std::shared_ptr<TimingEvent> mark_later(TimelinePhase phase);
   // Host-clock seconds added to a phase of the current iteration (data wait; comm_busy on CPU).
   void add_seconds(TimelinePhase phase, double seconds);
   void end();

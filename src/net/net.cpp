@@ -73,11 +73,14 @@ struct Net::Impl {
   Tensor loss_sum;              // (1), used when combine_losses
   double loss_scale = 1.0;
   RankExchange* ranks = nullptr;
+  const Tensor* iteration_on_device = nullptr;
+  uint64_t generation = 0;  // reshapes so far (each moves every activation buffer)
 
   LayerContext context(Phase phase, uint64_t iteration) {
     LayerContext ctx{backend, phase, seed, iteration};
     ctx.loss_scale = loss_scale * grad_scale;
     ctx.ranks = ranks;
+    ctx.iteration_on_device = iteration_on_device;
     return ctx;
   }
 
@@ -297,7 +300,10 @@ void Net::reshape(int64_t batch) {
   if (batch <= 0) throw_config("batch size must be positive, got {}", batch);
   if (batch == impl_->batch) return;
   impl_->allocate_activations(batch);
+  ++impl_->generation;
 }
+
+uint64_t Net::generation() const { return impl_->generation; }
 
 const Tensor& Net::input() const { return impl_->blobs[0].data; }
 const Tensor& Net::labels() const { return impl_->blobs[1].data; }
@@ -338,6 +344,12 @@ void Net::backward(uint64_t iteration, const std::function<void(size_t layer_ind
     }
     if (after_layer) after_layer(l);
   }
+}
+
+void Net::set_iteration_on_device(const Tensor* iteration) {
+  CNNSCALE_CHECK(!iteration || (iteration->dtype() == DType::I32 && iteration->numel() == 1),
+                 "the device iteration must be i32 (1)");
+  impl_->iteration_on_device = iteration;
 }
 
 void Net::set_loss_scale(double scale) {

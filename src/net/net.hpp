@@ -97,6 +97,11 @@ class Net {
   DType compute_dtype() const;
   // The job's other ranks, handed to layers (sync batch norm); null in a single process.
   void set_rank_exchange(RankExchange* ranks);
+  // Counts reshapes that moved the activation buffers: work captured with the old ones is stale.
+  uint64_t generation() const;
+  // The training iteration in device memory (i32 (1)), handed to layers (LayerContext): a step
+  // captured for replay draws its dropout masks from it. Null (the default): the host value.
+  void set_iteration_on_device(const Tensor* iteration);
 
   // The loss (sum of loss layers' outputs times their weights) as a device scalar (1); no sync.
   const Tensor& loss() const;

@@ -59,21 +59,29 @@ SgdSolver::SgdSolver(Net& net, const SolverConfig& config, int64_t iterations_pe
   backend.synchronize();  // the host vectors go out of scope
 }
 
-void SgdSolver::step(int64_t iteration) {
-  const double rate = schedule_.lr(iteration);
+void SgdSolver::set_rate(int64_t iteration) {
+  host_rate_ = schedule_.lr(iteration);
+  if (flat_history_.defined()) {
+    if (!rate_.defined()) rate_ = net_.backend().alloc(Shape{1});
+    net_.backend().fill(rate_, static_cast<float>(host_rate_));
+  }
+}
+
+void SgdSolver::apply() {
   Backend& backend = net_.backend();
   if (flat_history_.defined()) {
+    CNNSCALE_CHECK(rate_.defined(), "SgdSolver::apply before set_rate");
     if (segment_ranges_.defined())
-      backend.sgd_update_segments(net_.flat_params(), net_.flat_grads(), flat_history_, segment_ranges_,
-                                  segment_mults_, static_cast<float>(rate), static_cast<float>(config_.momentum),
-                                  static_cast<float>(config_.weight_decay));
+      backend.sgd_update_segments_at(net_.flat_params(), net_.flat_grads(), flat_history_, segment_ranges_,
+                                     segment_mults_, rate_, static_cast<float>(config_.momentum),
+                                     static_cast<float>(config_.weight_decay));
     return;
   }
   for (size_t i = 0; i < params_.size(); ++i) {
     const Param& p = *params_[i].param;
     // lr_mult 0 freezes a parameter: its history stays zero, so skipping the update is exact.
     if (p.spec.lr_mult == 0.0f) continue;
-    backend.sgd_update(p.master, p.master_diff, history_[i], static_cast<float>(rate * p.spec.lr_mult),
+    backend.sgd_update(p.master, p.master_diff, history_[i], static_cast<float>(host_rate_ * p.spec.lr_mult),
                        static_cast<float>(config_.momentum),
                        static_cast<float>(config_.weight_decay * p.spec.decay_mult));
   }

@@ -25,7 +25,16 @@ class SgdSolver {
   SgdSolver(Net& net, const SolverConfig& config, int64_t iterations_per_epoch, int64_t total_iterations);
 
   // Applies the gradients of `iteration` (0-based count of completed steps) to the weights.
-  void step(int64_t iteration);
+  void step(int64_t iteration) {
+    set_rate(iteration);
+    apply();
+  }
+  // step() in two parts, for a step captured for replay: set_rate writes the iteration's learning
+  // rate to device memory (before each replay); apply queues the update, which reads it there
+  // (captured once). apply() alone is capturable only when the update is one launch (capturable()).
+  void set_rate(int64_t iteration);
+  void apply();
+  bool capturable() const { return flat_history_.defined(); }
   double lr(int64_t iteration) const { return schedule_.lr(iteration); }
 
   const SolverConfig& config() const { return config_; }
@@ -42,6 +51,8 @@ class SgdSolver {
   std::vector<Tensor> history_;  // views into flat_history_ when the update is one launch
   Tensor flat_history_;          // (P) same offsets as net.flat_params()
   Tensor segment_ranges_, segment_mults_;  // Backend::sgd_update_segments' table
+  Tensor rate_;                            // (1) f32: the learning rate of the step being applied
+  double host_rate_ = 0;                   // the same, for the per-parameter updates
 };
 
 }  // namespace cnnscale

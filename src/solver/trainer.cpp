@@ -42,6 +42,10 @@ Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Da
     overflow_ = backend_.alloc(Shape{1}, DType::I32);
     net_->set_grad_scale(65536.0);  // PyTorch GradScaler's initial scale, 2^16
   }
+  step_values_ = backend_.alloc(Shape{2}, DType::I32);
+  step_iteration_ = step_values_.view(0, Shape{1});
+  step_tag_ = step_values_.view(1, Shape{1});
+  net_->set_iteration_on_device(&step_iteration_);
   display_loss_sum_ = backend_.alloc(Shape{1});
   epoch_loss_sum_ = backend_.alloc(Shape{1});
   last_loss_ = backend_.alloc(Shape{1});
@@ -62,9 +66,28 @@ Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Da
   if (test_ && scores_blob_.empty())
     throw_config("network '{}' has no SoftmaxWithLoss layer: cannot evaluate top-1/top-5", spec.name());
   if (options_.device_pool) fill_pool();
+  graph_note_ = graph_blocker();
 }
 
 Trainer::~Trainer() = default;
+
+// The step is captured only where every replay does what the uncaptured step would: its work only
+// queues device ops whose changing inputs are read from device memory.
+std::string Trainer::graph_blocker() const {
+  if (!options_.cuda_graph) return "off (--no-graph)";
+  if (!backend_.can_capture()) return fmt::format("{} backend: ops run as they are called", backend_.name());
+  if (options_.parallel.comm)
+    return "data-parallel steps are queued op by op (the bucketed exchange is not captured)";
+  if (overflow_.defined()) return "fp16 loss scaling reads its overflow flag on the host every step";
+  if (!solver_->capturable()) return "the update is one launch per parameter";
+  if (options_.inject_nonfinite_at > 0) return "fault injection";
+  return "";
+}
+
+void Trainer::drop_graph() {
+  graph_.reset();
+  steps_since_change_ = 0;
+}
 
 // The global batch is checked here, once: it is >= 1, the ranks' slices add up to it, and the
 // training set holds at least one of it (device pool or loader alike).
@@ -163,26 +186,68 @@ Trainer::StepScalars Trainer::step_scalars(int64_t t, int64_t solver_iteration, 
 // One training step of iteration `s.iteration`, top to bottom. The order is fixed and every random
 // choice is a function of the seed and the iteration, which is what makes a resumed CPU run
 // bit-identical to an uninterrupted one. Queues work only; the marks split it into timeline phases.
+// From forward to update the work is the same every step, its changing values read from device
+// memory (write_step_values): where it can be, it is captured once as a CUDA graph, after an
+// uncaptured step has made every algorithm choice and buffer, and replayed from then on.
 void Trainer::step(const StepScalars& s, double& wait_seconds) {
   PhaseTimer& timer = *phase_timer_;
   set_watchdog_iteration(s.iteration);
   timer.begin(s.iteration, s.warmup);
   begin_comm_busy(s.iteration);
   feed(s, wait_seconds);
-  forward(s);
-  timer.mark(TimelinePhase::Forward);
-  backward(s, /*exchange=*/true);
-  timer.mark(TimelinePhase::Backward);
-  if (buckets_) {
-    wait_gradients();
-    timer.mark(TimelinePhase::Allreduce);  // the exposed part of the exchange
+  write_step_values(s);
+  if (net_->generation() != graph_generation_ || (graph_ && !graph_->valid())) {
+    drop_graph();
+    graph_generation_ = net_->generation();
   }
-  flag_divergence(s);
-  update(s);
-  timer.mark(TimelinePhase::Update);
+  if (graph_note_.empty() && !graph_ && steps_since_change_ >= 1) {
+    graph_phases_.clear();
+    graph_ = backend_.capture([&] { step_work(s, nullptr); });
+    CNNSCALE_CHECK(graph_->timing_points() == graph_phases_.size(), "captured step: {} timing points, {} phases",
+                   graph_->timing_points(), graph_phases_.size());
+    ++graph_captures_;
+  }
+  if (graph_) {
+    std::vector<std::shared_ptr<TimingEvent>> points;
+    for (TimelinePhase phase : graph_phases_) points.push_back(timer.mark_later(phase));
+    graph_->launch(points);
+    ++graph_replays_;
+  } else {
+    step_work(s, &timer);
+    ++steps_since_change_;
+  }
   end_comm_busy();
   timer.end();
   timer.resolve_ready();  // event queries only: keeps the pending ring short without a sync
+}
+
+void Trainer::step_work(const StepScalars& s, PhaseTimer* timer) {
+  auto mark = [&](TimelinePhase phase) {
+    if (timer) return timer->mark(phase);
+    backend_.record_timing_event();  // a timing point of the capture
+    graph_phases_.push_back(phase);
+  };
+  forward(s);
+  mark(TimelinePhase::Forward);
+  backward(s, /*exchange=*/true);
+  mark(TimelinePhase::Backward);
+  if (buckets_) {
+    wait_gradients();
+    mark(TimelinePhase::Allreduce);  // the exposed part of the exchange
+  }
+  flag_divergence(s);
+  update(s);
+  mark(TimelinePhase::Update);
+}
+
+// A pageable upload: the CPU copies at once; CUDA stages the bytes at the call (no wait for the
+// stream), so the host array may go right after.
+void Trainer::write_step_values(const StepScalars& s) {
+  CNNSCALE_CHECK(s.iteration >= 0 && s.iteration <= std::numeric_limits<int32_t>::max(),
+                 "iteration {} does not fit the device step counter", s.iteration);
+  const int32_t values[2] = {static_cast<int32_t>(s.iteration), s.nonfinite_tag};
+  backend_.upload(values, step_values_);
+  solver_->set_rate(s.solver_iteration);
 }
 
 void Trainer::feed(const StepScalars& s, double& wait_seconds) {
@@ -245,7 +310,7 @@ void Trainer::flag_divergence(const StepScalars& s) {
     backend_.fill(net_->flat_grads(), std::numeric_limits<float>::quiet_NaN());
   }
   step_skipped_ = overflow_.defined() && !scale_step();
-  if (!step_skipped_) backend_.flag_nonfinite(net_->flat_grads(), s.nonfinite_tag, nonfinite_);
+  if (!step_skipped_) backend_.flag_nonfinite_at(net_->flat_grads(), step_tag_, nonfinite_);
 }
 
 // fp16 dynamic loss scaling, PyTorch GradScaler's rule: a step whose (exchanged, unscaled) gradients
@@ -278,9 +343,9 @@ bool Trainer::scale_step() {
   return false;
 }
 
-void Trainer::update(const StepScalars& s) {
+void Trainer::update(const StepScalars&) {
   if (step_skipped_) return;
-  solver_->step(s.solver_iteration);
+  solver_->apply();  // at the rate write_step_values set
 }
 
 template <class Call>

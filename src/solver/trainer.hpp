@@ -61,6 +61,10 @@ struct TrainOptions {
   // The data-parallel gradient exchange in fp32 (default, as PyTorch DDP under autocast: the
   // gradients of fp32 master weights are fp32) or, when false, in the compute dtype (half the bytes).
   bool allreduce_fp32 = true;
+  // Replay the training step (forward, backward, divergence flag, update) from a CUDA graph
+  // captured after one uncaptured step, where the backend can capture and the step allows it
+  // (TrainResult::graph_note says why not otherwise). false: every step is queued op by op.
+  bool cuda_graph = true;
   // Energy (null: no energy windows, as in tests and `cnnscale time`). When it measures anything,
   // a steady window shorter than min_window_seconds is extended after training by extra steps
   // (same work, learning rate of the last step; recorded in the timeline as iterations >= total).
@@ -152,6 +156,11 @@ struct TrainResult {
   double final_grad_scale = 1.0;
   // Most device memory this rank's backend held at once over the run, bytes (Backend::memory_stats).
   int64_t peak_memory_bytes = 0;
+  // CUDA graph: steps replayed from a captured graph, captures made (one, plus one after each time
+  // the net's buffers moved), and why steps were not captured ("" when they were).
+  int64_t graph_replays = 0;
+  int64_t graph_captures = 0;
+  std::string graph_note;
 };
 
 class DeviceCommunicator;
@@ -252,6 +261,15 @@ class Trainer {
   void flag_divergence(const StepScalars& s);
   void update(const StepScalars& s);
   bool scale_step();  // fp16: false when this step overflowed and is skipped
+  // The step's device-side values (iteration, divergence tag, learning rate), written before the
+  // step's work is queued or replayed: the work reads them from device memory.
+  void write_step_values(const StepScalars& s);
+  // Forward to update, with a timing mark after each phase: into `timer`, or (null, while capturing)
+  // as the captured work's own timing points.
+  void step_work(const StepScalars& s, PhaseTimer* timer);
+  // Why the step cannot be captured (empty: it can); decided once, in the constructor.
+  std::string graph_blocker() const;
+  void drop_graph();  // the net's buffers are about to move (reshape): capture again later
 
   // comm_busy, the communication's own busy time per step (trainer.cpp): the communicator's stream
   // time when it times itself (NCCL), else the host time inside the communication calls (MPI).
@@ -326,6 +344,16 @@ class Trainer {
   bool step_skipped_ = false;
   // (1) each: the loss sums of the display interval and of the epoch, and the last step's weighted loss.
   Tensor display_loss_sum_, epoch_loss_sum_, last_loss_;
+  // (2) i32 on the device: the step's iteration and its divergence tag (views below).
+  Tensor step_values_, step_iteration_, step_tag_;
+  // CUDA graph of step_work: captured after an uncaptured step with the same buffers, replayed
+  // after. graph_note_: why steps are not captured ("" when they are).
+  std::unique_ptr<CapturedWork> graph_;
+  std::vector<TimelinePhase> graph_phases_;  // the phases its timing points close, in order
+  std::string graph_note_;
+  int64_t steps_since_change_ = 0;  // uncaptured steps since the buffers last moved
+  uint64_t graph_generation_ = 0;   // the net's generation() those steps ran with
+  int64_t graph_captures_ = 0, graph_replays_ = 0;
   std::unique_ptr<PhaseTimer> phase_timer_;  // the current run()'s
   double host_comm_seconds_ = 0;             // the step's host time in communication calls (CPU)
   // The job's communicator when it times its own stream (NCCL): comm_busy comes from it; null on CPU

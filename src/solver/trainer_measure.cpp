@@ -54,6 +54,7 @@ void Trainer::run_phase_loops(TrainResult& result) {
   measure::EnergyMonitor* energy = options_.energy;
   const int64_t last = std::max<int64_t>(total_iterations_ - 1, 0);
   const StepScalars s = step_scalars(last, last, false);
+  write_step_values(s);  // the same values for every pass of the loops
   const char* kinds[] = {"forward", "forward_backward", "full_step"};
   auto one = [&](int kind) {
     forward(s);

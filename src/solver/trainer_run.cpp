@@ -161,6 +161,9 @@ void Trainer::finish(RunState& s, TrainResult& result) {
   result.split = split_record_;
   result.skipped_steps = skipped_steps_;
   result.final_grad_scale = net_->grad_scale();  // 1 unless fp16
+  result.graph_replays = graph_replays_;
+  result.graph_captures = graph_captures_;
+  result.graph_note = graph_note_;
 
   // A run resumed at its end still reports its accuracy.
   if (finished && test_ && !s.evaluated_at_end) s.last_test = evaluate(total);

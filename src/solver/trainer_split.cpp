@@ -97,6 +97,7 @@ std::vector<ProbeSample> Trainer::probe_rank(const std::vector<int64_t>& batches
     backend_.upload(data.data(), net_->input());
     backend_.upload(labels.data(), net_->labels());
     const StepScalars s = step_scalars(0, 0, true);
+    write_step_values(s);
     auto pass = [&] {
       forward(s);
       backward(s, /*exchange=*/false);

@@ -59,7 +59,7 @@ void CudaBackend::dropout_forward(float ratio, uint64_t seed, uint64_t rng_strea
   cuda::expect_layout("dropout_forward", "y", y, x.layout());
   cuda::expect_numel("dropout_forward", "y", y, x.numel());
   activate();
-  cuda::launch_dropout(x.dtype(), x.numel(), ratio, scale, seed, rng_stream, x.raw(), y.raw(), stream());
+  cuda::launch_dropout(x.dtype(), x.numel(), ratio, scale, seed, rng_stream, nullptr, 0, x.raw(), y.raw(), stream());
 }
 
 void CudaBackend::dropout_backward(float ratio, uint64_t seed, uint64_t rng_stream, const Tensor& dy,
@@ -71,7 +71,38 @@ void CudaBackend::dropout_backward(float ratio, uint64_t seed, uint64_t rng_stre
   cuda::expect_layout("dropout_backward", "dx", dx, dy.layout());
   cuda::expect_numel("dropout_backward", "dx", dx, dy.numel());
   activate();
-  cuda::launch_dropout(dy.dtype(), dy.numel(), ratio, scale, seed, rng_stream, dy.raw(), dx.raw(), stream());
+  cuda::launch_dropout(dy.dtype(), dy.numel(), ratio, scale, seed, rng_stream, nullptr, 0, dy.raw(), dx.raw(),
+                       stream());
+}
+
+void CudaBackend::dropout_forward_at(float ratio, uint64_t seed, const Tensor& iteration, uint64_t layer,
+                                     const Tensor& x, const Tensor& y) {
+  float scale = dropout_scale("dropout_forward_at", ratio);
+  cuda::expect_float("dropout_forward_at", "x", x, device_);
+  cuda::expect_float("dropout_forward_at", "y", y, device_);
+  cuda::expect_dtype("dropout_forward_at", "y", y, x.dtype());
+  cuda::expect_layout("dropout_forward_at", "y", y, x.layout());
+  cuda::expect_numel("dropout_forward_at", "y", y, x.numel());
+  cuda::expect_i32("dropout_forward_at", "iteration", iteration, device_);
+  cuda::expect_numel("dropout_forward_at", "iteration", iteration, 1);
+  activate();
+  cuda::launch_dropout(x.dtype(), x.numel(), ratio, scale, seed, 0, iteration.i32(), layer, x.raw(), y.raw(),
+                       stream());
+}
+
+void CudaBackend::dropout_backward_at(float ratio, uint64_t seed, const Tensor& iteration, uint64_t layer,
+                                      const Tensor& dy, const Tensor& dx) {
+  float scale = dropout_scale("dropout_backward_at", ratio);
+  cuda::expect_float("dropout_backward_at", "dy", dy, device_);
+  cuda::expect_float("dropout_backward_at", "dx", dx, device_);
+  cuda::expect_dtype("dropout_backward_at", "dx", dx, dy.dtype());
+  cuda::expect_layout("dropout_backward_at", "dx", dx, dy.layout());
+  cuda::expect_numel("dropout_backward_at", "dx", dx, dy.numel());
+  cuda::expect_i32("dropout_backward_at", "iteration", iteration, device_);
+  cuda::expect_numel("dropout_backward_at", "iteration", iteration, 1);
+  activate();
+  cuda::launch_dropout(dy.dtype(), dy.numel(), ratio, scale, seed, 0, iteration.i32(), layer, dy.raw(), dx.raw(),
+                       stream());
 }
 
 // Row-wise softmax of (N, C) scores; other shapes count as (N, everything else), as in the CPU

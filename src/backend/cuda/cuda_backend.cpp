@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/cuda_kernels.hpp"
 #include "backend/cuda/cuda_op_checks.hpp"
+#include "backend/cuda/cuda_timing_event.hpp"
 
 namespace cnnscale {
 
@@ -281,41 +282,32 @@ void CudaBackend::synchronize() {
   CUDA_CHECK(cudaStreamSynchronize(ds_->stream));
 }
 
-namespace {
-// One timing-enabled event, recorded once. Creating and destroying events never synchronises (a
-// destroyed event still pending is released by the runtime when it completes). Holds the device
-// stream so the event outlives no context it belongs to.
-struct CudaTimingEvent final : TimingEvent {
-  std::shared_ptr<const void> owner;  // keeps the backend's DeviceStream (and so its context) alive
-  std::shared_ptr<const cuda::DeviceContext> ctx;
-  cudaEvent_t event = nullptr;
-  ~CudaTimingEvent() override {
-    if (!event) return;
-    ctx->make_current_noexcept();
-    cudaEventDestroy(event);
-  }
-};
 
-const CudaTimingEvent& as_cuda_event(const TimingEvent& e) {
-  const auto* c = dynamic_cast<const CudaTimingEvent*>(&e);
-  CNNSCALE_CHECK(c != nullptr, "timing event of another backend given to the cuda backend");
-  return *c;
-}
-}  // namespace
-
-std::shared_ptr<TimingEvent> CudaBackend::record_timing_event() {
+std::shared_ptr<TimingEvent> CudaBackend::new_timing_event() {
   activate();
-  auto e = std::make_shared<CudaTimingEvent>();
+  auto e = std::make_shared<cuda::CudaTimingEvent>();
   e->owner = ds_;
   e->ctx = ctx_;
   CUDA_CHECK(cudaEventCreate(&e->event));  // default flags: timing enabled, spin on sync
-  CUDA_CHECK(cudaEventRecord(e->event, ds_->stream));
+  return e;
+}
+
+// While capturing, the record becomes an event-record node of the graph (External: a real record
+// on each replay, which CapturedWork::launch points at that replay's own event).
+std::shared_ptr<TimingEvent> CudaBackend::record_timing_event() {
+  std::shared_ptr<TimingEvent> e = new_timing_event();
+  if (capturing_) {
+    CUDA_CHECK(cudaEventRecordWithFlags(cuda::as_cuda_event(*e).event, ds_->stream, cudaEventRecordExternal));
+    capture_points_.push_back(e);
+  } else {
+    CUDA_CHECK(cudaEventRecord(cuda::as_cuda_event(*e).event, ds_->stream));
+  }
   return e;
 }
 
 bool CudaBackend::timing_event_done(const TimingEvent& e) {
   activate();
-  const cudaError_t status = cudaEventQuery(as_cuda_event(e).event);
+  const cudaError_t status = cudaEventQuery(cuda::as_cuda_event(e).event);
   if (status == cudaErrorNotReady) return false;
   CUDA_CHECK(status);
   return true;
@@ -323,8 +315,8 @@ bool CudaBackend::timing_event_done(const TimingEvent& e) {
 
 double CudaBackend::elapsed_ms(const TimingEvent& a, const TimingEvent& b) {
   activate();
-  const CudaTimingEvent& ca = as_cuda_event(a);
-  const CudaTimingEvent& cb = as_cuda_event(b);
+  const cuda::CudaTimingEvent& ca = cuda::as_cuda_event(a);
+  const cuda::CudaTimingEvent& cb = cuda::as_cuda_event(b);
   // A no-op when the caller read after a synchronisation (the intended use).
   CUDA_CHECK(cudaEventSynchronize(cb.event));
   CUDA_CHECK(cudaEventSynchronize(ca.event));
@@ -340,6 +332,7 @@ Tensor CudaBackend::staging(size_t slot, const Shape& shape, DType dtype) {
   const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
   Tensor& held = staging_[slot];
   if (!held.defined() || held.bytes() < bytes) {
+    if (held.defined()) buffers_moved();
     held = Tensor();  // release first: the old and new buffers need not both exist
     held = alloc(Shape{static_cast<int64_t>((bytes + 3) / 4)}, DType::F32);
   }
@@ -348,7 +341,10 @@ Tensor CudaBackend::staging(size_t slot, const Shape& shape, DType dtype) {
 
 void* CudaBackend::workspace(size_t bytes) {
   if (bytes <= workspace_bytes_) return workspace_;
-  if (workspace_) ds_->free(workspace_);
+  if (workspace_) {
+    ds_->free(workspace_);
+    buffers_moved();
+  }
   memory_->release(static_cast<int64_t>(workspace_bytes_));
   workspace_ = nullptr;
   workspace_bytes_ = 0;

@@ -87,6 +87,11 @@ class CudaBackend final : public Backend {
   std::shared_ptr<TimingEvent> record_timing_event() override;
   bool timing_event_done(const TimingEvent& e) override;
   double elapsed_ms(const TimingEvent& a, const TimingEvent& b) override;
+  std::shared_ptr<TimingEvent> new_timing_event() override;
+  // A CUDA graph of `work`, captured on the compute stream (thread-local capture mode: any call in
+  // `work` that would synchronise fails the capture with an error naming it).
+  bool can_capture() const override { return true; }
+  std::unique_ptr<CapturedWork> capture(const std::function<void()>& work) override;
 
   void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b,
             float beta, float* c) override;
@@ -110,6 +115,10 @@ class CudaBackend final : public Backend {
 
   void dropout_forward(float ratio, uint64_t seed, uint64_t stream, const Tensor& x, const Tensor& y) override;
   void dropout_backward(float ratio, uint64_t seed, uint64_t stream, const Tensor& dy, const Tensor& dx) override;
+  void dropout_forward_at(float ratio, uint64_t seed, const Tensor& iteration, uint64_t layer, const Tensor& x,
+                          const Tensor& y) override;
+  void dropout_backward_at(float ratio, uint64_t seed, const Tensor& iteration, uint64_t layer, const Tensor& dy,
+                           const Tensor& dx) override;
 
   void lrn_forward(const LrnParams& p, const Tensor& x, const Tensor& y) override;
   void lrn_backward(const LrnParams& p, const Tensor& x, const Tensor& y, const Tensor& dy,
@@ -140,6 +149,9 @@ class CudaBackend final : public Backend {
   void sgd_update_segments(const Tensor& w, const Tensor& dw, const Tensor& history, const Tensor& ranges,
                            const Tensor& mults, float lr, float momentum, float weight_decay) override;
   void flag_nonfinite(const Tensor& x, int32_t tag, const Tensor& flag) override;
+  void sgd_update_segments_at(const Tensor& w, const Tensor& dw, const Tensor& history, const Tensor& ranges,
+                              const Tensor& mults, const Tensor& lr, float momentum, float weight_decay) override;
+  void flag_nonfinite_at(const Tensor& x, const Tensor& tag, const Tensor& flag) override;
 
   // ---- for multi-GPU code, benchmarks and tests (not part of the Backend interface) -----------
   cudaStream_t stream() const;
@@ -162,6 +174,11 @@ class CudaBackend final : public Backend {
 
  private:
   using ConvKey = std::array<int64_t, 16>;
+  void launch_segments(const char* op, const Tensor& w, const Tensor& dw, const Tensor& history, const Tensor& ranges,
+                       const Tensor& mults, float lr, const float* lr_at, float momentum, float weight_decay);
+  // Called wherever a buffer the backend keeps for itself (workspace, staging, batch-norm reserve)
+  // is replaced: captured work that used the old one is no longer valid.
+  void buffers_moved() { ++*buffer_generation_; }
   static ConvKey conv_key(const ConvParams& p, const Shape& x, const Shape& w, DType dtype, Layout layout);
   struct DeviceStream;  // context + stream, shared with every allocation's deleter
 
@@ -206,6 +223,11 @@ class CudaBackend final : public Backend {
   // Reserve space of channels-last batch norm, from each training forward to its backward, by x.
   std::map<const void*, Tensor> bn_reserve_;
   std::array<Tensor, 4> staging_;  // see staging()
+  // buffers_moved() count, shared with captured work (which may outlive the backend's last use).
+  std::shared_ptr<uint64_t> buffer_generation_ = std::make_shared<uint64_t>(0);
+  // While capture() runs: timing points become the graph's event records (placeholders here).
+  bool capturing_ = false;
+  std::vector<std::shared_ptr<TimingEvent>> capture_points_;
 
   // Scratch descriptors for the non-convolution ops, re-set on each call.
   cuda::TensorDesc desc_a_, desc_b_, desc_c_;

@@ -133,19 +133,33 @@ void CudaBackend::sgd_update(const Tensor& w, const Tensor& dw, const Tensor& hi
 
 void CudaBackend::sgd_update_segments(const Tensor& w, const Tensor& dw, const Tensor& history, const Tensor& ranges,
                                       const Tensor& mults, float lr, float momentum, float weight_decay) {
-  cuda::expect_f32("sgd_update_segments", "w", w, device_);
-  cuda::expect_f32("sgd_update_segments", "dw", dw, device_);
-  cuda::expect_f32("sgd_update_segments", "history", history, device_);
-  cuda::expect_i32("sgd_update_segments", "ranges", ranges, device_);
-  cuda::expect_f32("sgd_update_segments", "mults", mults, device_);
-  cuda::expect_numel("sgd_update_segments", "dw", dw, w.numel());
-  cuda::expect_numel("sgd_update_segments", "history", history, w.numel());
+  launch_segments("sgd_update_segments", w, dw, history, ranges, mults, lr, nullptr, momentum, weight_decay);
+}
+
+void CudaBackend::sgd_update_segments_at(const Tensor& w, const Tensor& dw, const Tensor& history,
+                                         const Tensor& ranges, const Tensor& mults, const Tensor& lr, float momentum,
+                                         float weight_decay) {
+  cuda::expect_f32("sgd_update_segments_at", "lr", lr, device_);
+  cuda::expect_numel("sgd_update_segments_at", "lr", lr, 1);
+  launch_segments("sgd_update_segments_at", w, dw, history, ranges, mults, 0.0f, lr.f32(), momentum, weight_decay);
+}
+
+void CudaBackend::launch_segments(const char* op, const Tensor& w, const Tensor& dw, const Tensor& history,
+                                  const Tensor& ranges, const Tensor& mults, float lr, const float* lr_at,
+                                  float momentum, float weight_decay) {
+  cuda::expect_f32(op, "w", w, device_);
+  cuda::expect_f32(op, "dw", dw, device_);
+  cuda::expect_f32(op, "history", history, device_);
+  cuda::expect_i32(op, "ranges", ranges, device_);
+  cuda::expect_f32(op, "mults", mults, device_);
+  cuda::expect_numel(op, "dw", dw, w.numel());
+  cuda::expect_numel(op, "history", history, w.numel());
   if (ranges.numel() != mults.numel() || ranges.numel() % 2 != 0)
-    throw_runtime("sgd_update_segments on cuda: ranges {} and mults {} must both be (2S)", ranges.shape().to_string(),
+    throw_runtime("{} on cuda: ranges {} and mults {} must both be (2S)", op, ranges.shape().to_string(),
                   mults.shape().to_string());
   activate();
   cuda::launch_sgd_segments(w.numel(), w.f32(), dw.f32(), history.f32(), ranges.i32(), mults.f32(),
-                            static_cast<int>(ranges.numel() / 2), lr, momentum, weight_decay, stream());
+                            static_cast<int>(ranges.numel() / 2), lr, lr_at, momentum, weight_decay, stream());
 }
 
 void CudaBackend::flag_nonfinite(const Tensor& x, int32_t tag, const Tensor& flag) {
@@ -154,7 +168,18 @@ void CudaBackend::flag_nonfinite(const Tensor& x, int32_t tag, const Tensor& fla
   cuda::expect_numel("flag_nonfinite", "flag", flag, 1);
   CNNSCALE_CHECK(tag > 0, "flag_nonfinite: tag {} must be > 0", tag);
   activate();
-  cuda::launch_flag_nonfinite(x.numel(), x.f32(), tag, flag.i32(), stream());
+  cuda::launch_flag_nonfinite(x.numel(), x.f32(), tag, nullptr, flag.i32(), stream());
+}
+
+// The tag's > 0 is the caller's to keep: it is only on the device.
+void CudaBackend::flag_nonfinite_at(const Tensor& x, const Tensor& tag, const Tensor& flag) {
+  cuda::expect_f32("flag_nonfinite_at", "x", x, device_);
+  cuda::expect_i32("flag_nonfinite_at", "flag", flag, device_);
+  cuda::expect_numel("flag_nonfinite_at", "flag", flag, 1);
+  cuda::expect_i32("flag_nonfinite_at", "tag", tag, device_);
+  cuda::expect_numel("flag_nonfinite_at", "tag", tag, 1);
+  activate();
+  cuda::launch_flag_nonfinite(x.numel(), x.f32(), 0, tag.i32(), flag.i32(), stream());
 }
 
 }  // namespace cnnscale

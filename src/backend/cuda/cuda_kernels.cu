@@ -28,9 +28,11 @@ __global__ void axpby_kernel(int64_t n, float alpha, const T* x, float beta, T* 
   }
 }
 
+// iteration != null: the stream is dropout_stream(*iteration, layer), read when the kernel runs.
 template <typename T>
-__global__ void dropout_kernel(int64_t n, float ratio, float scale, uint64_t seed, uint64_t rng_stream, const T* in,
-                               T* out) {
+__global__ void dropout_kernel(int64_t n, float ratio, float scale, uint64_t seed, uint64_t rng_stream,
+                               const int32_t* iteration, uint64_t layer, const T* in, T* out) {
+  if (iteration) rng_stream = dropout_stream(static_cast<uint64_t>(static_cast<uint32_t>(*iteration)), layer);
   for (int64_t i = global_index(); i < n; i += global_stride()) {
     bool keep = counter_uniform(seed, rng_stream, static_cast<uint64_t>(i)) >= ratio;
     out[i] = from_float<T>(keep ? __fmul_rn(to_float(in[i]), scale) : 0.0f);
@@ -100,8 +102,11 @@ __global__ void sgd_update_kernel(int64_t n, float* w, const float* dw, float* h
 
 // Every parameter in one launch. Each element finds its segment by binary search over the segment
 // starts (a few hundred at most, cached), then applies exactly sgd_update_kernel's arithmetic.
+// lr_at != null: the learning rate is read from there when the kernel runs.
 __global__ void sgd_segments_kernel(int64_t n, float* w, const float* dw, float* history, const int32_t* ranges,
-                                    const float* mults, int segments, float lr, float momentum, float weight_decay) {
+                                    const float* mults, int segments, float lr, const float* lr_at, float momentum,
+                                    float weight_decay) {
+  if (lr_at) lr = *lr_at;
   for (int64_t i = global_index(); i < n; i += global_stride()) {
     int lo = 0, hi = segments - 1;
     while (lo < hi) {  // the last segment whose start is <= i
@@ -119,8 +124,9 @@ __global__ void sgd_segments_kernel(int64_t n, float* w, const float* dw, float*
 
 // A read of every element (bandwidth-bound, ~30 us for ResNet-34's 22 M gradients on an H100);
 // one compare-and-swap per thread that saw a non-finite value, and none at all in a healthy step.
-__global__ void flag_nonfinite_kernel(int64_t n, const float* x, int32_t tag, int32_t* flag) {
+__global__ void flag_nonfinite_kernel(int64_t n, const float* x, int32_t tag, const int32_t* tag_at, int32_t* flag) {
   if (*flag != 0) return;  // already flagged: the first tag stays
+  if (tag_at) tag = *tag_at;
   bool bad = false;
   for (int64_t i = global_index(); i < n; i += global_stride()) bad |= !isfinite(x[i]);
   if (bad) atomicCAS(flag, 0, tag);
@@ -278,12 +284,12 @@ void launch_axpby(DType t, int64_t n, float alpha, const void* x, float beta, vo
   CUDA_CHECK_LAUNCH("axpby_kernel");
 }
 
-void launch_dropout(DType t, int64_t n, float ratio, float scale, uint64_t seed, uint64_t rng_stream, const void* in,
-                    void* out, cudaStream_t stream) {
+void launch_dropout(DType t, int64_t n, float ratio, float scale, uint64_t seed, uint64_t rng_stream,
+                    const int32_t* iteration, uint64_t layer, const void* in, void* out, cudaStream_t stream) {
   if (n <= 0) return;
   dispatch_float(t, "dropout", [&](auto e) {
     using T = decltype(e);
-    dropout_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(n, ratio, scale, seed, rng_stream,
+    dropout_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(n, ratio, scale, seed, rng_stream, iteration, layer,
                                                              static_cast<const T*>(in), static_cast<T*>(out));
   });
   CUDA_CHECK_LAUNCH("dropout_kernel");
@@ -297,17 +303,18 @@ void launch_sgd_update(int64_t n, float* w, const float* dw, float* history, flo
 }
 
 void launch_sgd_segments(int64_t n, float* w, const float* dw, float* history, const int32_t* ranges,
-                         const float* mults, int segments, float lr, float momentum, float weight_decay,
-                         cudaStream_t stream) {
+                         const float* mults, int segments, float lr, const float* lr_at, float momentum,
+                         float weight_decay, cudaStream_t stream) {
   if (n <= 0 || segments <= 0) return;
-  sgd_segments_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, w, dw, history, ranges, mults, segments, lr,
+  sgd_segments_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, w, dw, history, ranges, mults, segments, lr, lr_at,
                                                               momentum, weight_decay);
   CUDA_CHECK_LAUNCH("sgd_segments_kernel");
 }
 
-void launch_flag_nonfinite(int64_t n, const float* x, int32_t tag, int32_t* flag, cudaStream_t stream) {
+void launch_flag_nonfinite(int64_t n, const float* x, int32_t tag, const int32_t* tag_at, int32_t* flag,
+                           cudaStream_t stream) {
   if (n <= 0) return;
-  flag_nonfinite_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, x, tag, flag);
+  flag_nonfinite_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, x, tag, tag_at, flag);
   CUDA_CHECK_LAUNCH("flag_nonfinite_kernel");
 }
 

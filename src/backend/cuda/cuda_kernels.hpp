@@ -37,19 +37,23 @@ void launch_bias_backward(DType t, int64_t batch, int64_t c, int64_t inner, bool
 // y = alpha * x + beta * y; beta == 0 ignores y's old contents (BLAS convention).
 void launch_axpby(DType t, int64_t n, float alpha, const void* x, float beta, void* y, cudaStream_t stream);
 // out[i] = in[i] * scale when counter_uniform(seed, rng_stream, i) >= ratio, else 0 (forward and
-// backward are the same map: backward applies it to dy).
-void launch_dropout(DType t, int64_t n, float ratio, float scale, uint64_t seed, uint64_t rng_stream, const void* in,
-                    void* out, cudaStream_t stream);
+// backward are the same map: backward applies it to dy). iteration != null: rng_stream is
+// dropout_stream(*iteration, layer), read on the device (a captured step's own masks).
+void launch_dropout(DType t, int64_t n, float ratio, float scale, uint64_t seed, uint64_t rng_stream,
+                    const int32_t* iteration, uint64_t layer, const void* in, void* out, cudaStream_t stream);
 // Caffe SGD: history = momentum * history + lr * (dw + weight_decay * w); w -= history.
 void launch_sgd_update(int64_t n, float* w, const float* dw, float* history, float lr, float momentum,
                        float weight_decay, cudaStream_t stream);
 // The SGD rule over segments [ranges[2k], ranges[2k+1]) of flat buffers, lr and weight decay times
 // mults[2k] and mults[2k+1]; elements outside every segment are untouched (Backend::sgd_update_segments).
+// lr_at != null: lr is read there on the device.
 void launch_sgd_segments(int64_t n, float* w, const float* dw, float* history, const int32_t* ranges,
-                         const float* mults, int segments, float lr, float momentum, float weight_decay,
-                         cudaStream_t stream);
-// flag[0] = tag if flag[0] == 0 and any x[i] is NaN or +-inf (first tag wins).
-void launch_flag_nonfinite(int64_t n, const float* x, int32_t tag, int32_t* flag, cudaStream_t stream);
+                         const float* mults, int segments, float lr, const float* lr_at, float momentum,
+                         float weight_decay, cudaStream_t stream);
+// flag[0] = tag if flag[0] == 0 and any x[i] is NaN or +-inf (first tag wins); tag_at != null: the
+// tag is read there on the device.
+void launch_flag_nonfinite(int64_t n, const float* x, int32_t tag, const int32_t* tag_at, int32_t* flag,
+                           cudaStream_t stream);
 // loss[0] = -1/N sum_n log(max(prob[n, label[n]], FLT_MIN)); NaN if any label is outside [0, C).
 void launch_cross_entropy_loss(const float* prob, const int32_t* labels, int64_t n, int64_t c, float* loss,
                                cudaStream_t stream);

@@ -137,8 +137,10 @@ void CudaBackend::batchnorm_forward_train(const BatchNormParams& p, const Tensor
     CUDNN_CHECK(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
         cudnn_, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN, nullptr, desc_a_, &rs));
     Tensor& reserve = bn_reserve_[x.raw()];
-    if (rs > 0 && (!reserve.defined() || reserve.bytes() < rs))
+    if (rs > 0 && (!reserve.defined() || reserve.bytes() < rs)) {
+      if (reserve.defined()) buffers_moved();
       reserve = alloc(Shape{static_cast<int64_t>((rs + 3) / 4)}, DType::I32);
+    }
     CUDNN_CHECK(cudnnBatchNormalizationForwardTrainingEx(
         cudnn_, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN, &one, &zero, desc_a_, x.raw(), nullptr,
         nullptr, desc_a_, y.raw(), desc_c_, scale.f32(), shift.f32(), p.momentum, running_mean.f32(),

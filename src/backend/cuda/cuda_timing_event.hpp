@@ -1,0 +1,34 @@
+// The CUDA backend's timing point: one timing-enabled event. Shared by the stream's own records
+// (cuda_backend.cpp) and the event-record nodes of captured graphs (cuda_graph.cpp).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <memory>
+
+#include "backend/backend.hpp"
+#include "backend/cuda/device_context.hpp"
+#include "core/error.hpp"
+
+namespace cnnscale::cuda {
+
+// Creating and destroying events never synchronises (a destroyed event still pending is released
+// by the runtime when it completes). Holds the device stream so the event outlives no context it
+// belongs to.
+struct CudaTimingEvent final : TimingEvent {
+  std::shared_ptr<const void> owner;  // keeps the backend's DeviceStream (and so its context) alive
+  std::shared_ptr<const DeviceContext> ctx;
+  cudaEvent_t event = nullptr;
+  ~CudaTimingEvent() override {
+    if (!event) return;
+    ctx->make_current_noexcept();
+    cudaEventDestroy(event);
+  }
+};
+
+inline const CudaTimingEvent& as_cuda_event(const TimingEvent& e) {
+  const auto* c = dynamic_cast<const CudaTimingEvent*>(&e);
+  CNNSCALE_CHECK(c != nullptr, "timing event of another backend given to the cuda backend");
+  return *c;
+}
+
+}  // namespace cnnscale::cuda

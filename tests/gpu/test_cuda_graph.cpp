@@ -1,0 +1,211 @@
+// CUDA graphs: the ops that read their per-step values from device memory agree bit for bit with
+// their host-value twins; captured work replays with each replay's values and times its points;
+// a capture that would synchronise fails with a clear error and leaves the backend usable; and a
+// Trainer whose steps replay a captured graph trains to exactly the weights of one that queues
+// every op (deterministic algorithms on both sides), in fp32 and bf16, with dropout and batch norm.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.hpp"
+#include "common/layer_harness.hpp"
+#include "core/rng.hpp"
+#include "data/synthetic_dataset.hpp"
+#include "net/net.hpp"
+#include "solver/trainer.hpp"
+
+namespace cnnscale {
+namespace {
+
+using testing::fill_uniform;
+using testing::to_host;
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+std::vector<uint8_t> raw_bytes(Backend& b, const Tensor& t) {
+  std::vector<uint8_t> v(t.bytes());
+  b.download(t, v.data());
+  return v;
+}
+
+TEST(CudaGraph, DeviceValueOpsMatchTheirHostValueTwins) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  auto backend = make_backend("gpu:0");
+  Backend& g = *backend;
+  Tensor it = g.alloc(Shape{1}, DType::I32);
+  const int32_t iteration = 123457;
+  g.upload(&iteration, it);
+  // Dropout in f32 and bf16, forward and backward: the device iteration gives the host stream's mask.
+  for (DType d : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(d));
+    Tensor x32 = g.alloc(Shape{3, 5, 7, 11});
+    fill_uniform(g, x32, 9, -1, 1);
+    Tensor x = g.alloc(x32.shape(), d), host = g.alloc(x32.shape(), d), dev = g.alloc(x32.shape(), d);
+    g.convert(x32, x);
+    g.dropout_forward(0.3f, 77, dropout_stream(iteration, 6), x, host);
+    g.dropout_forward_at(0.3f, 77, it, 6, x, dev);
+    EXPECT_EQ(raw_bytes(g, host), raw_bytes(g, dev));
+    g.dropout_backward(0.3f, 77, dropout_stream(iteration, 6), x, host);
+    g.dropout_backward_at(0.3f, 77, it, 6, x, dev);
+    EXPECT_EQ(raw_bytes(g, host), raw_bytes(g, dev));
+    // A different iteration is a different mask (the device value is really read).
+    g.dropout_forward(0.3f, 77, dropout_stream(iteration + 1, 6), x, host);
+    g.dropout_forward_at(0.3f, 77, it, 6, x, dev);
+    EXPECT_NE(raw_bytes(g, host), raw_bytes(g, dev));
+  }
+  // The segmented SGD update with the learning rate on the device.
+  const int64_t n = 1000;
+  Tensor w1 = g.alloc(Shape{n}), w2 = g.alloc(Shape{n}), dw = g.alloc(Shape{n}), h1 = g.alloc(Shape{n}),
+         h2 = g.alloc(Shape{n});
+  fill_uniform(g, w1, 1, -1, 1);
+  fill_uniform(g, dw, 2, -1, 1);
+  fill_uniform(g, h1, 3, -1, 1);
+  g.copy(w1, w2);
+  g.copy(h1, h2);
+  const std::vector<int32_t> ranges = {0, 300, 310, 1000};
+  const std::vector<float> mults = {1.0f, 1.0f, 2.0f, 0.0f};
+  Tensor r = g.alloc(Shape{4}, DType::I32), m = g.alloc(Shape{4}), lr = g.alloc(Shape{1});
+  g.upload(ranges.data(), r);
+  g.upload(mults.data(), m);
+  g.fill(lr, 0.037f);
+  g.sgd_update_segments(w1, dw, h1, r, m, 0.037f, 0.9f, 5e-4f);
+  g.sgd_update_segments_at(w2, dw, h2, r, m, lr, 0.9f, 5e-4f);
+  EXPECT_TRUE(same_bits(to_host(g, w1), to_host(g, w2)));
+  EXPECT_TRUE(same_bits(to_host(g, h1), to_host(g, h2)));
+  // The divergence flag takes the device tag.
+  Tensor flag = g.alloc(Shape{1}, DType::I32), tag = g.alloc(Shape{1}, DType::I32);
+  const int32_t t = 4242;
+  g.upload(&t, tag);
+  g.fill(flag, 0.0f);
+  g.fill(w1.view(17, Shape{1}), std::numeric_limits<float>::infinity());
+  g.flag_nonfinite_at(w1, tag, flag);
+  int32_t got = 0;
+  g.download(flag, &got);
+  EXPECT_EQ(got, t);
+}
+
+TEST(CudaGraph, CapturedWorkReplaysWithEachReplaysValuesAndTimesItsPoints) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  auto backend = make_backend("gpu:0");
+  Backend& g = *backend;
+  ASSERT_TRUE(g.can_capture());
+  Tensor it = g.alloc(Shape{1}, DType::I32), x = g.alloc(Shape{4096}), y = g.alloc(Shape{4096}),
+         expect = g.alloc(Shape{4096});
+  fill_uniform(g, x, 4, -1, 1);
+  int32_t zero = 0;
+  g.upload(&zero, it);
+  // Run once uncaptured (nothing left to set up), then capture: dropout at the device iteration,
+  // a timing point, then y = 2 y.
+  auto work = [&] {
+    g.dropout_forward_at(0.5f, 5, it, 3, x, y);
+    g.record_timing_event();
+    g.axpby(0.0f, x, 2.0f, y);
+  };
+  work();
+  std::unique_ptr<CapturedWork> graph = g.capture(work);
+  ASSERT_EQ(graph->timing_points(), 1u);
+  EXPECT_TRUE(graph->valid());
+  for (int32_t i = 1; i <= 3; ++i) {
+    g.upload(&i, it);
+    auto begin = g.record_timing_event();
+    auto point = g.new_timing_event();
+    graph->launch({point});
+    auto end = g.record_timing_event();
+    g.dropout_forward(0.5f, 5, dropout_stream(static_cast<uint64_t>(i), 3), x, expect);
+    g.axpby(0.0f, x, 2.0f, expect);
+    EXPECT_TRUE(same_bits(to_host(g, y), to_host(g, expect))) << "replay " << i;
+    const double to_point = g.elapsed_ms(*begin, *point), to_end = g.elapsed_ms(*begin, *end);
+    EXPECT_GE(to_point, 0.0);
+    EXPECT_LE(to_point, to_end);
+  }
+}
+
+TEST(CudaGraph, CaptureThatWouldSynchroniseFailsClearlyAndTheBackendGoesOn) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  auto backend = make_backend("gpu:0");
+  Backend& g = *backend;
+  Tensor x = g.alloc(Shape{16});
+  g.fill(x, 1.5f);
+  float host[16];
+  try {
+    g.capture([&] {
+      g.axpby(2.0f, x, 0.0f, x);
+      g.download(x, host);  // a host read cannot be part of a graph
+    });
+    FAIL() << "the capture did not fail";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cuda"), std::string::npos) << e.what();
+  }
+  g.fill(x, 3.0f);
+  g.download(x, host);
+  EXPECT_EQ(host[5], 3.0f);
+}
+
+// Final master weights and momentum of a run on a deterministic backend.
+struct RunOutcome {
+  std::vector<float> weights;
+  TrainResult result;
+};
+
+RunOutcome train_once(const std::string& net, Precision precision, bool graph) {
+  CudaBackendOptions opts;
+  opts.deterministic = true;
+  CudaBackend backend(0, opts);
+  const NetSpec spec = NetSpec::load(std::string(CNNSCALE_TEST_DATA) + "/" + net);
+  auto train = std::make_shared<SyntheticDataset>(Shape{1, 28, 28}, 10, 256, SyntheticFill::Gaussian, 3);
+  auto test = std::make_shared<SyntheticDataset>(Shape{1, 28, 28}, 10, 64, SyntheticFill::Gaussian, 4);
+  TrainOptions o;
+  o.batch = 32;
+  o.iterations = 12;
+  o.display = 4;
+  o.precision = precision;
+  o.cuda_graph = graph;
+  SolverConfig solver;
+  solver.policy = LrPolicy::Step;
+  solver.step_epochs = 0.5;  // 8 iterations per epoch: the rate halves every 4, between replays
+  solver.gamma = 0.5;
+  Trainer trainer(spec, backend, train, test, solver, o);
+  RunOutcome out;
+  out.result = trainer.run();
+  out.weights = to_host(backend, trainer.net().flat_params());
+  return out;
+}
+
+TEST(TrainerGraph, GraphedStepsTrainExactlyAsStepsQueuedOpByOp) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  for (const char* net : {"train_lenet_dropout.yaml", "dist_convnet_bn.yaml"})
+    for (Precision p : {Precision::FP32, Precision::BF16}) {
+      SCOPED_TRACE(std::string(net) + " " + precision_name(p));
+      const RunOutcome eager = train_once(net, p, false);
+      const RunOutcome graphed = train_once(net, p, true);
+      EXPECT_EQ(eager.result.graph_replays, 0);
+      EXPECT_EQ(eager.result.graph_note, "off (--no-graph)");
+      // The first step runs uncaptured (every algorithm choice and buffer made), the rest replay.
+      EXPECT_EQ(graphed.result.graph_note, "");
+      EXPECT_EQ(graphed.result.graph_captures, 1);
+      EXPECT_EQ(graphed.result.graph_replays, 11);
+      EXPECT_TRUE(same_bits(eager.weights, graphed.weights));
+      EXPECT_EQ(eager.result.final_loss, graphed.result.final_loss);
+      ASSERT_TRUE(graphed.result.test.has_value());
+      EXPECT_EQ(eager.result.test->top1, graphed.result.test->top1);
+      // The phases inside the graph are still timed per iteration.
+      const PhaseSummary& ps = graphed.result.phase_summary;
+      EXPECT_GT(ps.mean_seconds[static_cast<size_t>(TimelinePhase::Forward)], 0.0);
+      EXPECT_GT(ps.mean_seconds[static_cast<size_t>(TimelinePhase::Backward)], 0.0);
+      EXPECT_GT(ps.mean_seconds[static_cast<size_t>(TimelinePhase::Update)], 0.0);
+      EXPECT_EQ(graphed.result.phases.size(), eager.result.phases.size());
+    }
+}
+
+TEST(TrainerGraph, Fp16LossScalingIsQueuedOpByOpAndSaysWhy) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  const RunOutcome r = train_once("dist_convnet_bn.yaml", Precision::FP16, true);
+  EXPECT_EQ(r.result.graph_replays, 0);
+  EXPECT_NE(r.result.graph_note.find("fp16 loss scaling"), std::string::npos) << r.result.graph_note;
+}
+
+}  // namespace
+}  // namespace cnnscale
