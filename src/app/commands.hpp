@@ -13,6 +13,7 @@ void register_bench(CLI::App& app);
 void register_time(CLI::App& app);
 void register_sweep(CLI::App& app);
 void register_report(CLI::App& app);
+void register_infer(CLI::App& app);
 
 // A non-error exit code a command asks main() to return after a clean shutdown (MPI finalised on
 // every rank): train's kExitRequeue after a stop signal. 0 unless set.

@@ -68,6 +68,7 @@ int main(int argc, char** argv) {
   cnnscale::app::register_time(app);
   cnnscale::app::register_sweep(app);
   cnnscale::app::register_report(app);
+  cnnscale::app::register_infer(app);
 
   try {
     app.parse(argc, argv);

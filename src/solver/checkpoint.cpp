@@ -138,6 +138,15 @@ void restore_checkpoint(const CheckpointContents& contents, const std::string& f
   backend.synchronize();
 }
 
+void restore_weights(const CheckpointContents& contents, const std::string& file, Net& net) {
+  Backend& backend = net.backend();
+  std::vector<std::pair<std::string, Tensor>> weights;
+  for (const NamedParam& np : named_params(net)) weights.emplace_back(np.name, np.param->master);
+  upload_arrays(backend, contents.weights, weights, file, "weights");
+  upload_arrays(backend, contents.state, net.state(), file, "state");
+  backend.synchronize();  // the host arrays die with `contents`
+}
+
 CheckpointDir::CheckpointDir(std::string dir, int keep) : dir_(std::move(dir)), keep_(keep) {
   CNNSCALE_CHECK(keep_ >= 1, "keep must be >= 1, got {}", keep_);
 }

@@ -54,6 +54,8 @@ CheckpointContents capture_checkpoint(const Net& net, const SgdSolver& solver, C
 // Loads weights, history and state into the net and solver; every name and shape must match
 // (ConfigError naming `file` and the parameter otherwise).
 void restore_checkpoint(const CheckpointContents& contents, const std::string& file, Net& net, SgdSolver& solver);
+// The weights and state alone, for a net that is not trained further (inference).
+void restore_weights(const CheckpointContents& contents, const std::string& file, Net& net);
 
 // A directory of checkpoints named checkpoint-<iteration, 9 digits>.h5, keeping the newest `keep`.
 class CheckpointDir {

@@ -1,0 +1,283 @@
+// `cnnscale infer`: forward-only throughput, latency percentiles and joules per image of a network
+// (initialised, or trained: --checkpoint) over a list of batch sizes or the largest that fits, in
+// one precision, on one device per process. Under mpirun every rank streams its own batches on its
+// own device; rank 0 prints each rank's figures and the job's (images/s and watts summed).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "app/commands.hpp"
+#include "app/train_results.hpp"
+#include "backend/backend.hpp"
+#include "backend/devices.hpp"
+#include "core/error.hpp"
+#include "infer/batch_measure.hpp"
+#include "infer/inference_engine.hpp"
+#include "net/net.hpp"
+#include "parallel/device_binding.hpp"
+#include "parallel/mpi_env.hpp"
+#include "solver/checkpoint.hpp"
+
+namespace cnnscale::app {
+
+namespace {
+
+struct InferArgs {
+  std::string net;         // name or path; default: the checkpoint's own network
+  std::string checkpoint;  // a `train` checkpoint: its weights (and network, without --net)
+  std::vector<std::string> batches = {"1", "8", "64"};
+  std::string precision = "fp32";
+  std::string device = "cpu";
+  std::vector<int> gpus;  // under mpirun: the GPU of each node-local rank
+  std::string fill = "gaussian";
+  double memory_limit_gib = 0;  // --batch max: 0 = the device's memory (GPU) or half the host's free memory
+  uint64_t seed = 1;
+  double power_hz = 10;
+  infer::BatchMeasureOptions measure;
+  bool json = false;
+};
+
+// Batch sizes: a comma list of positive integers, or "max" alone.
+struct BatchPlan {
+  std::vector<int64_t> sizes;
+  bool max = false;
+};
+
+BatchPlan parse_batches(const std::vector<std::string>& items) {
+  BatchPlan plan;
+  for (const std::string& s : items) {
+    if (s == "max") {
+      plan.max = true;
+      continue;
+    }
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(s, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != s.size() || v < 1) throw_config("--batch: '{}' is neither a batch size >= 1 nor max", s);
+    plan.sizes.push_back(v);
+  }
+  if (plan.max && !plan.sizes.empty()) throw_config("--batch max finds the batch size itself: give it alone");
+  if (!plan.max && plan.sizes.empty()) throw_config("--batch: no batch size given");
+  return plan;
+}
+
+// MemAvailable from /proc/meminfo, bytes (0 when unreadable).
+int64_t host_available_bytes() {
+  FILE* f = std::fopen("/proc/meminfo", "r");
+  if (!f) return 0;
+  char line[256];
+  long long kib = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "MemAvailable: %lld kB", &kib) == 1) break;
+  std::fclose(f);
+  return kib * 1024;
+}
+
+nlohmann::json opt(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); }
+
+nlohmann::json figures_json(const infer::BatchFigures& f) {
+  return {{"batch", f.batch},
+          {"images_per_s", f.images_per_s},
+          {"window_batches", f.window_batches},
+          {"window_seconds", f.window_seconds},
+          {"latency_batches", f.latency.count},
+          {"latency_mean_s", f.latency.mean},
+          {"latency_p50_s", f.latency.p50},
+          {"latency_p90_s", f.latency.p90},
+          {"latency_p99_s", f.latency.p99},
+          {"joules_per_image", opt(f.joules_per_image)},
+          {"images_per_joule", opt(f.images_per_joule)},
+          {"watts", opt(f.watts)},
+          {"energy_source", f.energy_source.empty() ? nlohmann::json() : nlohmann::json(f.energy_source)},
+          {"sm_clock_mhz", opt(f.sm_clock_mhz)},
+          {"peak_memory_bytes", f.peak_memory_bytes}};
+}
+
+std::string fmt_opt(const std::optional<double>& v, const char* format) {
+  if (!v) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, *v);
+  return buf;
+}
+
+void run_infer(InferArgs& a) {
+  // Everything that can be checked is, before anything is loaded.
+  const Precision precision = parse_precision(a.precision, "--precision");
+  const BatchPlan plan = parse_batches(a.batches);
+  infer::EngineOptions eo;
+  eo.precision = precision;
+  eo.fill = infer::parse_input_fill(a.fill);
+  eo.seed = a.seed;
+  eo.checkpoint = a.checkpoint;
+  infer::check_options(a.measure);
+  if (a.memory_limit_gib < 0) throw_config("--memory-limit must be >= 0 GiB, got {}", a.memory_limit_gib);
+  if (a.net.empty() && a.checkpoint.empty()) throw_config("give --net, --checkpoint or both");
+  const MpiEnv* mpi = MpiEnv::current();
+  const bool distributed = mpi && mpi->distributed();
+  const int rank = distributed ? mpi->rank() : 0;
+  std::string device = a.device;
+  if (device != "cpu" && distributed) {
+    const int gpu = gpu_for_local_rank(mpi->local_rank(), mpi->local_size(), a.gpus);
+    check_gpu_visible(mpi->rank(), mpi->local_rank(), mpi->host(), gpu, cuda_device_count());
+    device = "gpu:" + std::to_string(gpu);
+  } else if (!a.gpus.empty()) {
+    throw_config("--gpus binds the ranks of an mpirun job; for one process use --device gpu:N");
+  }
+  check_backend_precision(device, precision);
+
+  std::optional<NetSpec> spec;
+  if (!a.net.empty()) {
+    spec.emplace(NetSpec::load(resolve_network_path(a.net)));
+  } else {
+    const CheckpointContents c = read_checkpoint(a.checkpoint);
+    if (c.meta.network.empty()) throw_config("{}: the checkpoint holds no network; give --net", a.checkpoint);
+    spec.emplace(NetSpec::load_string(c.meta.network, a.checkpoint));
+  }
+  std::unique_ptr<Backend> backend = make_backend(device, 0, precision);
+  if (distributed) {
+    std::vector<RankDevice> ranks;
+    for (const std::string& t : mpi->allgather(encode_rank_device(
+             {mpi->host(), backend->device().to_string(),
+              backend->device().is_cpu() ? std::string() : gpu_uuid(backend->device().index)})))
+      ranks.push_back(decode_rank_device(t));
+    check_distinct_devices(ranks);
+  }
+  infer::InferenceEngine engine(*spec, *backend, eo);
+  auto energy = open_energy_monitor(backend->device(), distributed ? mpi->local_rank() : 0, a.power_hz);
+
+  std::vector<int64_t> sizes = plan.sizes;
+  std::optional<infer::MaxBatch> max;
+  if (plan.max) {
+    int64_t limit = static_cast<int64_t>(a.memory_limit_gib * double(int64_t{1} << 30));
+    if (limit == 0)
+      limit = backend->device().is_cpu() ? host_available_bytes() / 2 : gpu_facts(backend->device().index).memory_bytes;
+    max = infer::find_max_batch(engine, limit);
+    int64_t batch = max->batch;
+    if (distributed) {  // every rank runs the same batch size: the smallest any rank fits
+      const std::vector<double> all = mpi->allgather(static_cast<double>(batch));
+      batch = static_cast<int64_t>(*std::min_element(all.begin(), all.end()));
+    }
+    sizes = {batch};
+  }
+
+  std::vector<infer::BatchFigures> rows;
+  nlohmann::json batches_json = nlohmann::json::array();
+  for (int64_t batch : sizes) {
+    infer::BatchFigures f = infer::measure_batch(engine, batch, energy.get(), a.measure);
+    nlohmann::json j = figures_json(f);
+    if (distributed) {
+      // The job: images/s and watts add up over ranks (each streams its own batches); the latency
+      // and clock stay per rank.
+      const std::vector<double> ips = mpi->allgather(f.images_per_s);
+      const std::vector<double> w = mpi->allgather(f.watts.value_or(std::nan("")));
+      double sum_ips = 0, sum_w = 0;
+      bool all_w = true;
+      for (size_t r = 0; r < ips.size(); ++r) {
+        sum_ips += ips[r];
+        all_w &= std::isfinite(w[r]);
+        sum_w += std::isfinite(w[r]) ? w[r] : 0;
+      }
+      j["ranks"] = nlohmann::json::array();
+      for (size_t r = 0; r < ips.size(); ++r)
+        j["ranks"].push_back({{"rank", r}, {"images_per_s", ips[r]}, {"watts", std::isfinite(w[r]) ? nlohmann::json(w[r])
+                                                                                                  : nlohmann::json()}});
+      j["job_images_per_s"] = sum_ips;
+      j["job_watts"] = all_w ? nlohmann::json(sum_w) : nlohmann::json();
+      j["job_images_per_joule"] = all_w && sum_w > 0 ? nlohmann::json(sum_ips / sum_w) : nlohmann::json();
+    }
+    rows.push_back(f);
+    batches_json.push_back(j);
+  }
+  if (rank != 0) return;
+
+  if (a.json) {
+    nlohmann::json out = {{"command", "infer"},
+                          {"net", spec->name()},
+                          {"device", backend->device().to_string()},
+                          {"precision", precision_name(precision)},
+                          {"checkpoint", a.checkpoint.empty() ? nlohmann::json() : nlohmann::json(a.checkpoint)},
+                          {"fill", infer::input_fill_name(eo.fill)},
+                          {"world_size", distributed ? mpi->size() : 1},
+                          {"batches", batches_json}};
+    if (max)
+      out["max_batch"] = {{"batch", sizes.front()},
+                          {"limit_bytes", max->limit_bytes},
+                          {"fixed_bytes", max->fixed_bytes},
+                          {"bytes_per_sample", max->bytes_per_sample}};
+    std::printf("%s\n", out.dump().c_str());
+    std::fflush(stdout);
+    return;
+  }
+  std::printf("%s on %s, %s, %s input%s%s\n", spec->name().c_str(), backend->description().c_str(),
+              precision_name(precision).c_str(), infer::input_fill_name(eo.fill).c_str(),
+              a.checkpoint.empty() ? ", initialised weights" : (", weights of " + a.checkpoint).c_str(),
+              distributed ? (", rank 0 of " + std::to_string(mpi->size())).c_str() : "");
+  if (max)
+    std::printf("largest batch in %.2f GiB: %lld (model: %.3f GiB + %.3f MiB per sample)\n",
+                static_cast<double>(max->limit_bytes) / double(int64_t{1} << 30), static_cast<long long>(sizes.front()),
+                static_cast<double>(max->fixed_bytes) / double(int64_t{1} << 30),
+                static_cast<double>(max->bytes_per_sample) / double(1 << 20));
+  std::printf("%7s %12s %10s %10s %10s %11s %9s %11s %9s %9s\n", "batch", "images/s", "p50 ms", "p90 ms", "p99 ms",
+              "J/image", "W", "images/J", "SM MHz", "peak GiB");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const infer::BatchFigures& f = rows[i];
+    std::printf("%7lld %12.1f %10.3f %10.3f %10.3f %11s %9s %11s %9s %9.3f\n", static_cast<long long>(f.batch),
+                f.images_per_s, 1e3 * f.latency.p50, 1e3 * f.latency.p90, 1e3 * f.latency.p99,
+                fmt_opt(f.joules_per_image, "%.5f").c_str(), fmt_opt(f.watts, "%.1f").c_str(),
+                fmt_opt(f.images_per_joule, "%.1f").c_str(), fmt_opt(f.sm_clock_mhz, "%.0f").c_str(),
+                static_cast<double>(f.peak_memory_bytes) / double(int64_t{1} << 30));
+    if (distributed)
+      std::printf("%7s job of %d ranks: %.1f images/s%s\n", "", mpi->size(),
+                  batches_json[i]["job_images_per_s"].get<double>(),
+                  batches_json[i]["job_watts"].is_null()
+                      ? ""
+                      : fmt::format(", {:.1f} W", batches_json[i]["job_watts"].get<double>()).c_str());
+  }
+}
+
+}  // namespace
+
+void register_infer(CLI::App& app) {
+  auto args = std::make_shared<InferArgs>();
+  InferArgs& a = *args;
+  CLI::App* cmd = app.add_subcommand(
+      "infer", "Inference throughput, latency percentiles and joules per image over batch sizes (forward only)");
+  cmd->add_option("--net", a.net, "Network name (networks/NAME.yaml) or YAML path (default: the checkpoint's)");
+  cmd->add_option("--checkpoint", a.checkpoint, "Weights (and network) of a `train` checkpoint (default: initialised)");
+  cmd->add_option("--batch", a.batches, "Batch sizes, comma-separated, or max (the largest that fits in memory)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--precision", a.precision, "fp32, tf32, bf16 or fp16 (GPU only, except fp32)")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}))
+      ->capture_default_str();
+  cmd->add_option("--device", a.device, "cpu, gpu or gpu:N (under mpirun: gpu binds each rank to its own)")
+      ->capture_default_str();
+  cmd->add_option("--gpus", a.gpus, "Under mpirun: the GPU of each node-local rank")->delimiter(',');
+  cmd->add_option("--fill", a.fill, "Input values: gaussian (seeded N(0,1)) or constant (0.5); never all-zero")
+      ->check(CLI::IsMember({"gaussian", "constant"}))
+      ->capture_default_str();
+  cmd->add_option("--seconds", a.measure.min_seconds, "Length of each batch size's throughput/energy window")
+      ->capture_default_str();
+  cmd->add_option("--latency-seconds", a.measure.latency_seconds, "Time spent on single-batch latencies per size")
+      ->capture_default_str();
+  cmd->add_option("--warmup", a.measure.warmup, "Untimed batches before each batch size's windows")
+      ->capture_default_str();
+  cmd->add_option("--memory-limit", a.memory_limit_gib,
+                  "--batch max: memory budget in GiB (default: the GPU's memory, or half the host's free memory)");
+  cmd->add_option("--power-hz", a.power_hz, "GPU power sampling rate (a cross-check of the energy counter; 0: off)")
+      ->capture_default_str();
+  cmd->add_option("--seed", a.seed, "Seed of initialised weights and the gaussian input")->capture_default_str();
+  cmd->add_flag("--json", a.json, "Print one JSON line on stdout instead of the table");
+  cmd->callback([args] { run_infer(*args); });
+}
+
+}  // namespace cnnscale::app

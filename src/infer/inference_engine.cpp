@@ -1,0 +1,63 @@
+// InferenceEngine implementation: weights loaded once into a batch-1 source net and copied into
+// each batch size's net as it is first asked for.
+#include "infer/inference_engine.hpp"
+
+#include <random>
+#include <vector>
+
+#include "core/error.hpp"
+#include "solver/checkpoint.hpp"
+
+namespace cnnscale::infer {
+
+InputFill parse_input_fill(const std::string& text) {
+  if (text == "gaussian") return InputFill::Gaussian;
+  if (text == "constant") return InputFill::Constant;
+  throw_config("--fill must be gaussian or constant, got '{}'", text);
+}
+
+std::string input_fill_name(InputFill fill) { return fill == InputFill::Gaussian ? "gaussian" : "constant"; }
+
+InferenceEngine::InferenceEngine(const NetSpec& spec, Backend& backend, EngineOptions options)
+    : spec_(spec), backend_(backend), options_(std::move(options)) {
+  source_ = std::make_unique<Net>(spec_, backend_, 1, options_.seed, compute_dtype(options_.precision));
+  if (!options_.checkpoint.empty())
+    restore_weights(read_checkpoint(options_.checkpoint), options_.checkpoint, *source_);
+}
+
+InferenceEngine::~InferenceEngine() = default;
+
+Net& InferenceEngine::net(int64_t batch) {
+  if (batch < 1) throw_config("batch size must be >= 1, got {}", batch);
+  auto it = nets_.find(batch);
+  if (it != nets_.end()) return *it->second;
+  auto net = std::make_unique<Net>(spec_, backend_, batch, options_.seed, compute_dtype(options_.precision));
+  // Same spec, so the same flat layout and state list: the weights are two copies.
+  backend_.copy(source_->flat_params(), net->flat_params());
+  const auto from = source_->state();
+  const auto to = net->state();
+  CNNSCALE_CHECK(from.size() == to.size(), "state of {} and {} tensors", from.size(), to.size());
+  for (size_t i = 0; i < from.size(); ++i) backend_.copy(from[i].second, to[i].second);
+  // The input, once: its values never change between timed batches (labels stay 0, a valid class).
+  std::vector<float> host(static_cast<size_t>(net->input().numel()));
+  if (options_.fill == InputFill::Constant) {
+    std::fill(host.begin(), host.end(), 0.5f);
+  } else {
+    std::mt19937_64 rng(options_.seed ^ static_cast<uint64_t>(batch));
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (float& v : host) v = normal(rng);
+  }
+  backend_.upload(host.data(), net->input());
+  backend_.fill(net->labels(), 0.0f);
+  backend_.synchronize();  // `host` goes out of scope
+  return *nets_.emplace(batch, std::move(net)).first->second;
+}
+
+void InferenceEngine::run(int64_t batch) { net(batch).forward(Phase::Test, 0); }
+
+void InferenceEngine::release_nets() {
+  backend_.synchronize();
+  nets_.clear();
+}
+
+}  // namespace cnnscale::infer

@@ -1,0 +1,59 @@
+// InferenceEngine: a network in its inference form on one backend, ready to run forward-only
+// batches of any size: weights from a training checkpoint (or the seeded initialisation), one net
+// per batch size sharing those weights, each with its input filled once on the device, so a timed
+// batch is the forward pass alone (no host work, no transfer).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "backend/backend.hpp"
+#include "net/net.hpp"
+
+namespace cnnscale::infer {
+
+// What the input holds while batches are timed. Power depends on the data: an all-zero input lets
+// the multipliers idle and under-reports watts, so both choices are non-zero.
+enum class InputFill {
+  Gaussian,  // N(0, 1), seeded: like real normalised images
+  Constant,  // every element 0.5: the same value in every batch (reproducible power readings)
+};
+InputFill parse_input_fill(const std::string& text);  // "gaussian" | "constant"; ConfigError otherwise
+std::string input_fill_name(InputFill fill);
+
+struct EngineOptions {
+  Precision precision = Precision::FP32;
+  std::string checkpoint;  // empty: the net's seeded initialisation
+  InputFill fill = InputFill::Gaussian;
+  uint64_t seed = 1;
+};
+
+class InferenceEngine {
+ public:
+  // `spec` must be the network the checkpoint was trained as (names and shapes are checked).
+  InferenceEngine(const NetSpec& spec, Backend& backend, EngineOptions options);
+  ~InferenceEngine();
+
+  // Queues one forward pass (test phase) of `batch` samples; the first call for a batch size builds
+  // its net (allocation, and on a GPU the algorithm searches), so time only after a warm-up.
+  void run(int64_t batch);
+  void synchronize() { backend_.synchronize(); }
+  // Builds the net of `batch` now (throws the backend's out-of-memory error if it does not fit).
+  Net& net(int64_t batch);
+  // Drops every net but the weights' source (frees their memory, e.g. between batch sizes).
+  void release_nets();
+
+  const NetSpec& spec() const { return spec_; }
+  Backend& backend() { return backend_; }
+  const EngineOptions& options() const { return options_; }
+
+ private:
+  const NetSpec& spec_;
+  Backend& backend_;
+  EngineOptions options_;
+  std::unique_ptr<Net> source_;  // batch 1: holds the weights every batch size copies
+  std::map<int64_t, std::unique_ptr<Net>> nets_;
+};
+
+}  // namespace cnnscale::infer

@@ -1,0 +1,124 @@
+// `cnnscale infer` on the CPU: per batch size it reports throughput, ordered latency percentiles and
+// peak memory; it runs a `train` checkpoint's own network and weights; `--batch max` finds a batch
+// that fits the given memory budget; and bad input is one line and exit 2 before any work.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "common/temp_dir.hpp"
+#include "cpu/cli_runner.hpp"
+
+namespace cnnscale::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Short windows: these check what is reported, not how fast (speed is for benchmarks).
+const std::vector<std::string> kQuick = {"--seconds", "0.2", "--latency-seconds", "0.05", "--warmup", "1"};
+
+std::vector<std::string> infer_with(std::vector<std::string> args) {
+  args.insert(args.begin(), "infer");
+  args.insert(args.end(), kQuick.begin(), kQuick.end());
+  return args;
+}
+
+TEST(InferCli, EachBatchSizeReportsThroughputLatencyAndMemory) {
+  CliResult r = run_cnnscale(infer_with({"--net", "lenet", "--batch", "1,4", "--json"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["command"], "infer");
+  EXPECT_EQ(j["net"], "lenet");
+  EXPECT_EQ(j["device"], "cpu");
+  EXPECT_EQ(j["precision"], "fp32");
+  EXPECT_EQ(j["fill"], "gaussian");
+  ASSERT_EQ(j["batches"].size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const nlohmann::json& b = j["batches"][i];
+    SCOPED_TRACE(b.dump());
+    EXPECT_EQ(b["batch"], i == 0 ? 1 : 4);
+    EXPECT_GT(b["images_per_s"].get<double>(), 0);
+    EXPECT_GE(b["window_batches"].get<int64_t>(), 3);
+    EXPECT_GE(b["latency_batches"].get<int64_t>(), 20);
+    const double p50 = b["latency_p50_s"], p90 = b["latency_p90_s"], p99 = b["latency_p99_s"];
+    EXPECT_GT(p50, 0);
+    EXPECT_LE(p50, p90);
+    EXPECT_LE(p90, p99);
+    EXPECT_GT(b["peak_memory_bytes"].get<int64_t>(), 0);
+    // No GPU: no SM clock; energy only where RAPL is readable (then it is the CPU's).
+    EXPECT_TRUE(b["sm_clock_mhz"].is_null());
+    if (!b["energy_source"].is_null()) {
+      EXPECT_EQ(b["energy_source"], "cpu");
+    }
+  }
+  // Activations grow with the batch; the weights do not.
+  EXPECT_GT(j["batches"][1]["peak_memory_bytes"].get<int64_t>(), j["batches"][0]["peak_memory_bytes"].get<int64_t>());
+}
+
+TEST(InferCli, TableNamesTheRunAndItsColumns) {
+  CliResult r = run_cnnscale(infer_with({"--net", "lenet", "--batch", "2", "--fill", "constant"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("lenet on"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("constant input"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("initialised weights"), std::string::npos) << r.out;
+  for (const char* column : {"batch", "images/s", "p50 ms", "p99 ms", "J/image", "peak GiB"})
+    EXPECT_NE(r.out.find(column), std::string::npos) << column << "\n" << r.out;
+}
+
+TEST(InferCli, RunsATrainCheckpointsOwnNetworkAndWeights) {
+  TempDir dir;
+  CliResult t = run_cnnscale({"train", "--net", "lenet", "--data", "synthetic", "--iterations", "3", "--batch", "4",
+                              "--checkpoint-dir", dir.str(), "--no-results"});
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  std::string checkpoint;
+  for (const auto& e : fs::directory_iterator(dir.str()))
+    if (e.path().extension() == ".h5") checkpoint = e.path().string();
+  ASSERT_FALSE(checkpoint.empty());
+  CliResult r = run_cnnscale(infer_with({"--checkpoint", checkpoint, "--batch", "3", "--json"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["net"], "lenet");
+  EXPECT_EQ(j["checkpoint"], checkpoint);
+  // The checkpoint's weights must fit the network given beside it: another network is refused.
+  CliResult bad = run_cnnscale(infer_with({"--checkpoint", checkpoint, "--net", "resnet_fmnist", "--batch", "1"}));
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find(checkpoint), std::string::npos) << bad.err;
+}
+
+TEST(InferCli, BatchMaxFitsTheMemoryBudget) {
+  // 64 MiB for LeNet: about 4 MiB of weights (and their gradients) and a few hundred KiB per sample.
+  CliResult r = run_cnnscale(infer_with({"--net", "lenet", "--batch", "max", "--memory-limit", "0.0625", "--json"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.contains("max_batch")) << r.out;
+  const int64_t limit = j["max_batch"]["limit_bytes"], batch = j["max_batch"]["batch"];
+  EXPECT_EQ(limit, int64_t{64} << 20);
+  EXPECT_GT(batch, 8);
+  ASSERT_EQ(j["batches"].size(), 1u);
+  EXPECT_EQ(j["batches"][0]["batch"], batch);
+  EXPECT_LE(j["batches"][0]["peak_memory_bytes"].get<int64_t>(), limit);
+  // The model behind it: the prediction floor((limit - fixed) / per) is tried first and, if it does
+  // not fit, stepped down by 10% (integer division): so the chosen batch is at most the prediction
+  // and, allowing one step, within 10/9 of it (+4 for the two integer roundings).
+  const int64_t fixed = j["max_batch"]["fixed_bytes"], per = j["max_batch"]["bytes_per_sample"];
+  ASSERT_GT(per, 0);
+  const int64_t predicted = (limit - fixed) / per;
+  EXPECT_LE(batch, predicted);
+  EXPECT_GE(batch * 10 / 9 + 4, predicted + 1);
+}
+
+TEST(InferCli, BadInputIsOneLineAndExitTwo) {
+  expect_usage_error(infer_with({"--net", "lenet", "--batch", "0"}), {"--batch", "'0'"});
+  expect_usage_error(infer_with({"--net", "lenet", "--batch", "max,4"}), {"--batch max", "alone"});
+  expect_usage_error(infer_with({"--net", "lenet", "--batch", "eight"}), {"--batch", "eight"});
+  expect_usage_error(infer_with({"--net", "lenet", "--fill", "zero"}), {"--fill", "zero"});
+  expect_usage_error(infer_with({"--net", "lenet", "--precision", "int8"}), {"--precision", "int8"});
+  expect_usage_error(infer_with({"--net", "lenet", "--precision", "bf16"}), {"--precision bf16 runs on a GPU only"});
+  expect_usage_error(infer_with({"--batch", "1"}), {"--net", "--checkpoint"});
+  expect_usage_error(infer_with({"--net", "lenet", "--seconds", "0"}), {"--seconds"});
+  expect_usage_error(infer_with({"--checkpoint", "/nonexistent/c.h5", "--batch", "1"}), {"/nonexistent/c.h5"});
+  expect_usage_error(infer_with({"--net", "no_such_network", "--batch", "1"}), {"no_such_network"});
+}
+
+}  // namespace
+}  // namespace cnnscale::testing
