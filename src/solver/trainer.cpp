@@ -74,8 +74,8 @@ Trainer::~Trainer() = default;
 // The step is captured only where every replay does what the uncaptured step would: its work only
 // queues device ops whose changing inputs are read from device memory.
 std::string Trainer::graph_blocker() const {
-  if (!options_.cuda_graph) return "off (--no-graph)";
   if (!backend_.can_capture()) return fmt::format("{} backend: ops run as they are called", backend_.name());
+  if (!options_.cuda_graph) return "not asked for (--graph)";
   if (options_.parallel.comm)
     return "data-parallel steps are queued op by op (the bucketed exchange is not captured)";
   if (overflow_.defined()) return "fp16 loss scaling reads its overflow flag on the host every step";

@@ -182,7 +182,7 @@ TEST(TrainerGraph, GraphedStepsTrainExactlyAsStepsQueuedOpByOp) {
       const RunOutcome eager = train_once(net, p, false);
       const RunOutcome graphed = train_once(net, p, true);
       EXPECT_EQ(eager.result.graph_replays, 0);
-      EXPECT_EQ(eager.result.graph_note, "off (--no-graph)");
+      EXPECT_EQ(eager.result.graph_note, "not asked for (--graph)");
       // The first step runs uncaptured (every algorithm choice and buffer made), the rest replay.
       EXPECT_EQ(graphed.result.graph_note, "");
       EXPECT_EQ(graphed.result.graph_captures, 1);
