@@ -70,13 +70,14 @@ void run_train(TrainArgs& a) {
       make_rank_report(par.rank(), mpi ? mpi->host() : "", backend.device(), *energy, r, trainer.local_batch());
   mine.slowdown = par.slowdown();
   mine.sms = backend.granted_sms();
-  const std::vector<RankReport> reports = gather_rank_reports(std::move(mine));
+  const GatheredRanks gathered = gather_rank_reports(std::move(mine), graph_figures(r));
   if (r.interrupted) requested_exit_code() = kExitRequeue;
   if (!rank0) return;
 
   RunResults results =
-      assemble_run_results(describe_results(a, in, run_config, trainer, r, par, std::move(epochs)), r, reports,
-                           a.measure.whole_epochs, a.measure.whole_samples);
+      assemble_run_results(describe_results(a, in, run_config, trainer, r, par, std::move(epochs)), r,
+                           gathered.reports, a.measure.whole_epochs, a.measure.whole_samples);
+  put_graph_figures(results, gathered.graphs);
   if (r.interrupted) results.status = std::string(kRunInterrupted);
   ResultsWriteOptions where;
   where.root = a.measure.results_root;
@@ -114,6 +115,9 @@ void register_train(CLI::App& app) {
                   "master weights; fp16 with dynamic loss scaling). GPU only, except fp32")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}))
       ->capture_default_str();
+  cmd->add_flag("--no-graph", a.no_graph,
+                "Queue every training step op by op instead of replaying a CUDA graph captured after the first step "
+                "(GPU; the results record which)");
   cmd->add_option("--seed", a.options.seed, "Seed of weight init, shuffling, dropout and synthetic data")
       ->capture_default_str();
   cmd->add_option("--lr", a.solver.lr, "Base learning rate")->capture_default_str();

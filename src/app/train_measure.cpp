@@ -1,5 +1,5 @@
-// `cnnscale train`'s measurement flags, each rank's energy monitor, and the gathering of every
-// rank's report (solver/run_report.hpp) to rank 0.
+// `cnnscale train`'s measurement flags, each rank's energy monitor, the gathering of every rank's
+// report (solver/run_report.hpp) and CUDA graph figures to rank 0, and those figures' summary entries.
 #include <unistd.h>
 
 #include <cstdlib>
@@ -114,13 +114,47 @@ std::unique_ptr<measure::EnergyMonitor> open_energy_monitor(const Device& device
   return std::make_unique<measure::EnergyMonitor>(std::move(gpu), std::move(rapl), power_hz);
 }
 
-std::vector<RankReport> gather_rank_reports(const RankReport& mine) {
+GraphFigures graph_figures(const TrainResult& result) { return {result.graph_replays, result.graph_note}; }
+
+std::string cuda_graph_text(const GraphFigures& g) {
+  if (g.replays > 0) return "on";
+  // No reason and no replay: the run ended before a step followed the uncaptured first one.
+  if (g.note.empty()) return "off: no step ran after the first, uncaptured one";
+  return g.note.starts_with("off") ? g.note : "off: " + g.note;
+}
+
+GatheredRanks gather_rank_reports(const RankReport& mine, const GraphFigures& my_graph) {
+  GatheredRanks all;
   const MpiEnv* mpi = MpiEnv::current();
-  if (!mpi || !mpi->distributed()) return {mine};
-  std::vector<RankReport> all;
-  for (const std::string& text : mpi->allgather(nlohmann::json(mine).dump()))
-    all.push_back(nlohmann::json::parse(text).get<RankReport>());
+  if (!mpi || !mpi->distributed()) {
+    all.reports.push_back(mine);
+    all.graphs.push_back(my_graph);
+    return all;
+  }
+  const nlohmann::json text = {{"report", mine}, {"graph_replays", my_graph.replays}, {"graph_note", my_graph.note}};
+  for (const std::string& t : mpi->allgather(text.dump())) {
+    const auto j = nlohmann::json::parse(t);
+    all.reports.push_back(j.at("report").get<RankReport>());
+    all.graphs.push_back({j.at("graph_replays").get<int64_t>(), j.at("graph_note").get<std::string>()});
+  }
   return all;
+}
+
+void put_graph_figures(RunResults& results, const std::vector<GraphFigures>& graphs) {
+  if (graphs.empty()) return;
+  results.summary.cuda_graph = cuda_graph_text(graphs.front());
+  results.summary.graph_replays = static_cast<double>(graphs.front().replays);
+  results.methods["cuda_graph"] =
+      "rank 0's (each rank's is in its own figures): on when training steps were replayed from a CUDA graph "
+      "captured after the first step, otherwise why every step was queued op by op";
+  // Rank figures exist only with a steady window; each names its rank.
+  for (size_t i = 0; i < results.rank_summary.size(); ++i) {
+    RankSummary& rank = results.rank_summary[i];
+    const auto r = static_cast<size_t>(rank.rank.value_or(static_cast<double>(i)));
+    if (r >= graphs.size()) continue;
+    rank.cuda_graph = cuda_graph_text(graphs[r]);
+    rank.graph_replays = static_cast<double>(graphs[r].replays);
+  }
 }
 
 }  // namespace cnnscale::app

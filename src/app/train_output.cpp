@@ -1,5 +1,6 @@
 // What `cnnscale train` tells its user on rank 0: the banner before training, the closing lines on
-// stderr (throughput, phases, energy, results folder, how to resume) and the --json line on stdout.
+// stderr (throughput, phases, memory, CUDA graph, energy, results folder, how to resume) and the
+// --json line on stdout.
 #include <cmath>
 #include <cstdio>
 
@@ -48,6 +49,14 @@ void print_train_outcome(const Trainer& trainer, const TrainOutcome& o) {
     std::fprintf(stderr, "; fp16 loss scale %g at the end, %lld step(s) skipped for overflow",
                  summary.final_grad_scale.value_or(1), static_cast<long long>(summary.skipped_steps.value_or(0)));
   std::fprintf(stderr, "\n");
+  // How the steps were queued: a GPU matter only, as the CPU backend runs every op as it is called.
+  if (o.on_gpu) {
+    const GraphFigures graph = graph_figures(r);
+    if (graph.replays > 0)
+      std::fprintf(stderr, "CUDA graph: on (%lld steps replayed)\n", static_cast<long long>(graph.replays));
+    else
+      std::fprintf(stderr, "CUDA graph: %s\n", cuda_graph_text(graph).c_str());
+  }
   if (summary.joules_per_batch.has_value())
     std::fprintf(stderr, "energy: %.3f J/batch, %.1f W (%s)\n", summary.joules_per_batch.value(),
                  summary.watts.value(), o.results.methods.at("joules_per_batch").c_str());
@@ -95,6 +104,9 @@ void print_train_json(const TrainArgs& a, const TrainInputs& in, const Trainer& 
             {"resumed_from", r.resumed_from.empty() ? json() : json(r.resumed_from)},
             {"skipped_steps", r.skipped_steps},
             {"final_grad_scale", r.final_grad_scale},
+            // Rank 0's, as in the summary: "on", or "off: <why every step was queued op by op>".
+            {"cuda_graph", cuda_graph_text(graph_figures(r))},
+            {"graph_replays", r.graph_replays},
             // The job's: the largest over the ranks (summary.json has each rank's).
             {"peak_memory_bytes", static_cast<int64_t>(o.results.summary.peak_memory_bytes.value_or(0))}};
   const PhaseSummary& ps = r.phase_summary;

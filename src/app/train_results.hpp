@@ -1,6 +1,6 @@
 // The measurement side of `cnnscale train`: its flags (--results, --measure, --power-hz, ...),
-// each rank's energy monitor, each rank's report (identity, timeline, power samples, windows) as
-// JSON gathered to rank 0, and the assembly of the job's RunResults with its summary figures
+// each rank's energy monitor, each rank's report (identity, timeline, power samples, windows, CUDA
+// graph) as JSON gathered to rank 0, and the assembly of the job's RunResults with its summary figures
 // (job = slowest rank's time, energy summed over every GPU) for the results folder and --json.
 #pragma once
 #include <CLI/CLI.hpp>
@@ -43,8 +43,28 @@ void apply_measure_args(const MeasureArgs& args, TrainOptions& options);
 // the GPU is missing), RAPL when it is the first rank of its host (one warning when unreadable).
 std::unique_ptr<measure::EnergyMonitor> open_energy_monitor(const Device& device, int local_rank, double power_hz);
 
-// Every rank's report, in rank order (collective under MPI; a single process returns its own).
-// The report travels as its JSON text (solver/rank_report.hpp) and arrives as a RankReport.
-std::vector<RankReport> gather_rank_reports(const RankReport& mine);
+// A rank's CUDA graph figures (TrainResult::graph_replays and graph_note), gathered beside its
+// RankReport so that rank 0 can write each rank's.
+struct GraphFigures {
+  int64_t replays = 0;  // steps replayed from the captured graph
+  std::string note;     // why no step was captured; "" when one was
+};
+GraphFigures graph_figures(const TrainResult& result);
+// The summary's cuda_graph text: "on" when steps were replayed, otherwise "off: <note>", or the note
+// alone when it already starts with "off" ("off (--no-graph)").
+std::string cuda_graph_text(const GraphFigures& graph);
+
+// Every rank's report and graph figures, in rank order (collective under MPI; a single process
+// returns its own). Each rank's pair travels as one JSON text (the report's keys are
+// solver/rank_report.hpp's) and arrives as a RankReport and its GraphFigures.
+struct GatheredRanks {
+  std::vector<RankReport> reports;
+  std::vector<GraphFigures> graphs;
+};
+GatheredRanks gather_rank_reports(const RankReport& mine, const GraphFigures& my_graph);
+
+// Writes the gathered graph figures into assembled results: the job's cuda_graph and graph_replays
+// are rank 0's (every rank gives the same reason), each rank's figures its own.
+void put_graph_figures(RunResults& results, const std::vector<GraphFigures>& graphs);
 
 }  // namespace cnnscale::app

@@ -26,6 +26,7 @@ struct TrainArgs {
   int64_t train_samples = 0, test_samples = -1;
   std::string device = "cpu";
   std::string precision = "fp32";  // --precision; validate_train_args sets options.precision from it
+  bool no_graph = false;           // --no-graph; validate_train_args sets options.cuda_graph from it
   std::vector<int64_t> input_shape;
   int64_t classes = 0;
   int pool_batches = 8;
@@ -72,7 +73,8 @@ struct TrainOutcome {
   std::string last_checkpoint;  // empty: none written
   bool on_gpu = false;          // which energy method explains a null energy
 };
-// The closing lines on stderr: throughput, phases, energy, where the results are, and how to resume.
+// The closing lines on stderr: throughput, phases, memory, CUDA graph (GPU runs), energy, where the
+// results are, and how to resume.
 void print_train_outcome(const Trainer& trainer, const TrainOutcome& o);
 // --json: one line of results on stdout.
 void print_train_json(const TrainArgs& a, const TrainInputs& in, const Trainer& trainer, const ParallelRun& par,

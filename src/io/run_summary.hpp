@@ -80,6 +80,10 @@ struct RunSummary : WindowFigures {
   // Mixed precision: fp16's steps skipped for an overflowed gradient and its loss scale at the end
   // (0 and 1 without loss scaling); device memory, the most any rank's backend held at once (bytes).
   NumberFigure skipped_steps, final_grad_scale, peak_memory_bytes;
+  // The training step replayed from a CUDA graph: "on", or "off: <why not>" (rank 0's, as every
+  // rank's reason is the same), and how many steps rank 0 replayed.
+  TextFigure cuda_graph;
+  NumberFigure graph_replays;
   NumberFigure threads_per_rank;  // CPU runs only
   NumberFigure window_iterations, window_extension_iterations, window_seconds;
   NumberFigure whole_epochs, whole_iterations;
@@ -121,6 +125,8 @@ struct RankSummary : WindowFigures {
   NumberFigure compute_s, exchange_wait_s, imbalance_wait_s, wait_watts, waiting_joules_per_batch;
   NumberFigure sms, slowdown;
   NumberFigure peak_memory_bytes;  // the most device memory its backend held at once, bytes
+  TextFigure cuda_graph;           // its own: "on" or "off: <why not>"
+  NumberFigure graph_replays;      // its steps replayed from the graph
   bool operator==(const RankSummary&) const = default;
 };
 

@@ -34,6 +34,8 @@ constexpr std::array kRunFields = std::to_array<Run>({
     {{"skipped_steps", K::Count, ""}, &RunSummary::skipped_steps},
     {{"final_grad_scale", K::Number, ""}, &RunSummary::final_grad_scale},
     {{"peak_memory_bytes", K::Count, "bytes"}, &RunSummary::peak_memory_bytes},
+    {{"cuda_graph", K::Text, ""}, &RunSummary::cuda_graph},
+    {{"graph_replays", K::Count, ""}, &RunSummary::graph_replays},
     {{"threads_per_rank", K::Count, ""}, &RunSummary::threads_per_rank},
     {{"window_iterations", K::Count, ""}, &RunSummary::window_iterations},
     {{"window_extension_iterations", K::Count, ""}, &RunSummary::window_extension_iterations},
@@ -118,6 +120,8 @@ constexpr std::array kRankFields = std::to_array<Rank>({
     {{"sms", K::Count, ""}, &RankSummary::sms},
     {{"slowdown", K::Number, ""}, &RankSummary::slowdown},
     {{"peak_memory_bytes", K::Count, "bytes"}, &RankSummary::peak_memory_bytes},
+    {{"cuda_graph", K::Text, ""}, &RankSummary::cuda_graph},
+    {{"graph_replays", K::Count, ""}, &RankSummary::graph_replays},
 });
 
 // Text figures are TextFigure members, the others NumberFigure: checked here so that no row can

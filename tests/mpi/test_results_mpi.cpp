@@ -48,11 +48,16 @@ TEST(ResultsMpi, TwoRanksInOneFolder) {
     slowest = std::max(slowest, rank.seconds_per_batch.value());
     EXPECT_GT(rank.peak_memory_bytes.value(), 0.0);
     most_memory = std::max(most_memory, rank.peak_memory_bytes.value());
+    // Each rank's own graph figures, gathered beside its report.
+    EXPECT_EQ(rank.cuda_graph.value_or(""), "off: cpu backend: ops run as they are called");
+    EXPECT_EQ(rank.graph_replays.value_or(-1), 0.0);
   }
   EXPECT_DOUBLE_EQ(res.summary.seconds_per_batch.value(), slowest);
   EXPECT_DOUBLE_EQ(res.summary.peak_memory_bytes.value(), most_memory) << "the job's: the largest rank's";
   EXPECT_EQ(res.summary.precision.value(), "fp32");
   EXPECT_EQ(res.summary.allreduce_dtype.value(), "fp32");
+  EXPECT_EQ(res.summary.cuda_graph.value_or(""), "off: cpu backend: ops run as they are called");
+  EXPECT_EQ(res.summary.graph_replays.value_or(-1), 0.0);
   EXPECT_GT(res.summary.loop_forward_s.value(), 0.0);
   EXPECT_TRUE(std::isfinite(res.summary.loop_update_allreduce_s.value()));
   ASSERT_EQ(res.epochs.size(), 3u);

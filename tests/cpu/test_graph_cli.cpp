@@ -1,0 +1,90 @@
+// `train --no-graph` and the CUDA graph figures on the CPU: the CPU backend runs every op as it is
+// called, so a run says why no step was captured (cuda_graph, graph_replays 0) in --json, summary.json,
+// run.h5 and for its rank, without the GPU-only "CUDA graph:" line; --no-graph is accepted there, says
+// so in the same figures, and is recorded in the run's configuration only when given.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "common/temp_dir.hpp"
+#include "cpu/cli_runner.hpp"
+#include "io/results_writer.hpp"
+
+namespace cnnscale::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kCpuNote = "off: cpu backend: ops run as they are called";
+
+// A short LeNet run on synthetic data with its results under `root`/g/`run_id` and --json.
+CliResult train(const std::string& root, const std::string& run_id, std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"train", "--net",    "lenet", "--data",       "synthetic", "--iterations",
+                                   "4",     "--batch",  "4",     "--results",    root,        "--experiment",
+                                   "g",     "--run-id", run_id,  "--min-window", "0",         "--timing-warmup",
+                                   "1",     "--json"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return run_cnnscale(args);
+}
+
+// The run's figures in every place they are written: --json, its summary, summary.json (job and its
+// one rank, graph_replays as a JSON integer) and run.h5 read back.
+void expect_graph_figures(const CliResult& r, const fs::path& run, const std::string& text) {
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["cuda_graph"], text);
+  EXPECT_EQ(j["graph_replays"], 0);
+  EXPECT_EQ(j["summary"]["cuda_graph"], text);
+  EXPECT_EQ(j["summary"]["graph_replays"], 0);
+
+  std::ifstream in(run / "summary.json");
+  ASSERT_TRUE(in) << "no summary.json in " << run;
+  const auto file = nlohmann::json::parse(in);
+  EXPECT_EQ(file["summary"]["cuda_graph"], text);
+  EXPECT_TRUE(file["summary"]["graph_replays"].is_number_integer()) << file["summary"].dump();
+  EXPECT_EQ(file["summary"]["graph_replays"], 0);
+  EXPECT_FALSE(file["methods"]["cuda_graph"].get<std::string>().empty());
+  ASSERT_EQ(file["ranks"].size(), 1u);
+  EXPECT_EQ(file["ranks"][0]["cuda_graph"], text) << "one rank: its figures are the job's";
+  EXPECT_EQ(file["ranks"][0]["graph_replays"], 0);
+
+  const RunResults res = read_run_results(run.string());
+  EXPECT_EQ(res.summary.cuda_graph.value_or(""), text);
+  EXPECT_EQ(res.summary.graph_replays.value_or(-1), 0.0);
+  ASSERT_EQ(res.rank_summary.size(), 1u);
+  EXPECT_EQ(res.rank_summary[0].cuda_graph.value_or(""), text);
+}
+
+TEST(GraphCli, CpuRunSaysWhyNoStepWasCaptured) {
+  TempDir dir;
+  CliResult r = train(dir.str(), "cpu");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const fs::path run = fs::path(dir.str()) / "g" / "cpu";
+  expect_graph_figures(r, run, kCpuNote);
+  // The end-of-run lines speak of graphs on GPU runs only: a CPU run's device says it all.
+  EXPECT_EQ(r.err.find("CUDA graph"), std::string::npos) << r.err;
+  // A run with the default keeps the configuration (and so the run id hash) it had before the flag.
+  EXPECT_EQ(read_run_results(run.string()).config_text.find("cuda_graph"), std::string::npos);
+}
+
+TEST(GraphCli, NoGraphIsAcceptedOnTheCpuAndRecorded) {
+  TempDir dir;
+  CliResult r = train(dir.str(), "eager", {"--no-graph"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const fs::path run = fs::path(dir.str()) / "g" / "eager";
+  // The note already says "off": not "off: off (--no-graph)".
+  expect_graph_figures(r, run, "off (--no-graph)");
+  EXPECT_EQ(r.err.find("CUDA graph"), std::string::npos) << r.err;
+  EXPECT_NE(read_run_results(run.string()).config_text.find("\"cuda_graph\":false"), std::string::npos);
+}
+
+TEST(GraphCli, HelpListsNoGraph) {
+  CliResult r = run_cnnscale({"train", "--help"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("--no-graph"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("replaying a CUDA graph"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace cnnscale::testing
