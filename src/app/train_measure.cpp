@@ -120,7 +120,7 @@ std::string cuda_graph_text(const GraphFigures& g) {
   if (g.replays > 0) return "on";
   // No reason and no replay: the run ended before a step followed the uncaptured first one.
   if (g.note.empty()) return "off: no step ran after the first, uncaptured one";
-  return g.note.starts_with("off") ? g.note : "off: " + g.note;
+  return "off: " + g.note;
 }
 
 GatheredRanks gather_rank_reports(const RankReport& mine, const GraphFigures& my_graph) {

@@ -50,8 +50,7 @@ struct GraphFigures {
   std::string note;     // why no step was captured; "" when one was
 };
 GraphFigures graph_figures(const TrainResult& result);
-// The summary's cuda_graph text: "on" when steps were replayed, otherwise "off: <note>", or the note
-// alone when it already starts with "off" ("off (--no-graph)").
+// The summary's cuda_graph text: "on" when steps were replayed, otherwise "off: <note>".
 std::string cuda_graph_text(const GraphFigures& graph);
 
 // Every rank's report and graph figures, in rank order (collective under MPI; a single process

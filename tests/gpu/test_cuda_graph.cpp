@@ -8,7 +8,9 @@
 #include <cstring>
 #include <vector>
 
-#include "backend/cuda/cuda_backend.hpp"
+#if CNNSCALE_HAVE_CUDA
+#include "backend/cuda/cuda_backend.hpp"  // a deterministic backend for the bit-for-bit comparison
+#endif
 #include "common/layer_harness.hpp"
 #include "core/rng.hpp"
 #include "data/synthetic_dataset.hpp"
@@ -144,6 +146,32 @@ TEST(CudaGraph, CaptureThatWouldSynchroniseFailsClearlyAndTheBackendGoesOn) {
   EXPECT_EQ(host[5], 3.0f);
 }
 
+// Inference nets freeze their weights: the 16-bit copies are refreshed at the first forward after
+// freeze_weights and then left alone, so a master written later is not seen until the next freeze.
+TEST(NetGpu, FrozenWeightsRefreshTheirCopiesOnce) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  auto backend = make_backend("gpu:0", 0, Precision::BF16);
+  Backend& g = *backend;
+  const NetSpec spec = NetSpec::load(std::string(CNNSCALE_TEST_DATA) + "/dist_convnet_bn.yaml");
+  Net net(spec, g, 4, 7, DType::BF16);
+  fill_uniform(g, net.input(), 3, -1, 1);
+  g.fill(net.labels(), 0.0f);
+  const std::string scores = net.layers().back()->bottoms()[0];
+  auto out = [&] {
+    net.forward(Phase::Test, 0);
+    Tensor wide = g.alloc(net.blob(scores).shape());
+    g.convert(net.blob(scores), wide);
+    return to_host(g, wide);
+  };
+  net.freeze_weights(true);
+  const std::vector<float> before = out();
+  g.fill(net.flat_params(), 0.0f);  // every master zeroed behind the frozen copies
+  EXPECT_TRUE(same_bits(out(), before));
+  net.freeze_weights(true);  // asked again: the copies follow the masters once more
+  EXPECT_FALSE(same_bits(out(), before));
+}
+
+#if CNNSCALE_HAVE_CUDA
 // Final master weights and momentum of a run on a deterministic backend.
 struct RunOutcome {
   std::vector<float> weights;
@@ -206,6 +234,8 @@ TEST(TrainerGraph, Fp16LossScalingIsQueuedOpByOpAndSaysWhy) {
   EXPECT_EQ(r.result.graph_replays, 0);
   EXPECT_NE(r.result.graph_note.find("fp16 loss scaling"), std::string::npos) << r.result.graph_note;
 }
+
+#endif  // CNNSCALE_HAVE_CUDA
 
 }  // namespace
 }  // namespace cnnscale

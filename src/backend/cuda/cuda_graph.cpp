@@ -90,7 +90,7 @@ std::unique_ptr<CapturedWork> CudaBackend::capture(const std::function<void()>& 
     capture_points_.clear();
     throw_runtime(
         "cuda (gpu:{}): the training step could not be captured as a CUDA graph ({}: {}); an op in it "
-        "synchronised with the host or used another stream. Run with --no-graph",
+        "synchronised with the host or used another stream. Run without --graph",
         device_, cudaGetErrorName(ended), cudaGetErrorString(ended));
   }
   std::vector<std::shared_ptr<TimingEvent>> placeholders = std::move(capture_points_);
