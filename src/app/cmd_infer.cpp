@@ -18,6 +18,7 @@
 #include "core/error.hpp"
 #include "infer/batch_measure.hpp"
 #include "infer/inference_engine.hpp"
+#include "infer/scenario_runs.hpp"
 #include "net/net.hpp"
 #include "parallel/device_binding.hpp"
 #include "parallel/mpi_env.hpp"
@@ -38,7 +39,18 @@ struct InferArgs {
   double memory_limit_gib = 0;  // --batch max: 0 = the device's memory (GPU) or half the host's free memory
   uint64_t seed = 1;
   double power_hz = 10;
+  bool no_fold = false;
   infer::BatchMeasureOptions measure;
+  // Scenarios after MLPerf Inference: offline (each --batch size's throughput), single-stream,
+  // server (Poisson arrivals at --rate, dynamic batching) and server-search (the highest rate whose
+  // p99 meets the bound). MLPerf's ResNet-50 server bound is 15 ms.
+  std::string scenario = "offline";
+  double rate = 0;
+  int64_t max_batch = 64;
+  double latency_bound = 0.015;
+  double rate_lo = 0, rate_hi = 0;
+  int rate_steps = 6;
+  int64_t min_queries = 100;
   bool json = false;
 };
 
@@ -109,6 +121,102 @@ std::string fmt_opt(const std::optional<double>& v, const char* format) {
   return buf;
 }
 
+nlohmann::json latency_json(const infer::LatencyStats& s) {
+  return {{"count", s.count}, {"mean_s", s.mean}, {"p50_s", s.p50}, {"p90_s", s.p90}, {"p99_s", s.p99},
+          {"max_s", s.max}};
+}
+
+nlohmann::json server_json(const infer::ServerResult& r) {
+  return {{"offered_rate", r.offered_rate},   {"achieved_rate", r.achieved_rate}, {"queries", r.queries},
+          {"batches", r.batches},             {"mean_batch", r.mean_batch},       {"latency_bound_s", r.latency_bound},
+          {"latency", latency_json(r.latency)}, {"within_bound", r.within_bound}, {"meets_bound", r.meets_bound}};
+}
+
+// single-stream, server and server-search: one run of the scenario; under mpirun every rank runs
+// its own and rank 0 prints each rank's rate (server: achieved queries/s) and their sum.
+void run_scenario(const InferArgs& a, const NetSpec& spec, infer::InferenceEngine& engine,
+                  measure::EnergyMonitor* energy, const infer::ServerOptions& server, Precision precision,
+                  const infer::EngineOptions& eo, const MpiEnv* mpi) {
+  const bool distributed = mpi && mpi->distributed();
+  infer::ScenarioFigures f;
+  if (a.scenario == "single-stream")
+    f = infer::run_single_stream_scenario(engine, energy, a.measure.min_seconds, a.min_queries);
+  else if (a.scenario == "server")
+    f = infer::run_server_scenario(engine, energy, server);
+  else
+    f = infer::run_server_search(engine, server, a.rate_lo, a.rate_hi, a.rate_steps);
+  const double rate = f.single_stream ? f.single_stream->queries / f.single_stream->seconds
+                                      : f.server->achieved_rate;
+  std::vector<double> rates = distributed ? mpi->allgather(rate) : std::vector<double>{rate};
+  if (distributed && mpi->rank() != 0) return;
+  double job_rate = 0;
+  for (double r : rates) job_rate += r;
+
+  nlohmann::json j = {{"command", "infer"},
+                      {"scenario", f.scenario},
+                      {"net", spec.name()},
+                      {"device", engine.backend().device().to_string()},
+                      {"precision", precision_name(precision)},
+                      {"checkpoint", a.checkpoint.empty() ? nlohmann::json() : nlohmann::json(a.checkpoint)},
+                      {"fill", infer::input_fill_name(eo.fill)},
+                      {"folded_batch_norms", engine.folded_batch_norms()},
+                      {"world_size", distributed ? mpi->size() : 1},
+                      {"prepared_batch_sizes", f.prepared_sizes},
+                      {"padded_fraction", f.padded_fraction},
+                      {"queries_per_s", rate},
+                      {"job_queries_per_s", job_rate},
+                      {"rank_queries_per_s", rates},
+                      {"joules_per_query", opt(f.energy.joules_per_sample)},
+                      {"watts", opt(f.energy.watts)},
+                      {"energy_source", f.energy.source.empty() ? nlohmann::json() : nlohmann::json(f.energy.source)}};
+  if (f.single_stream) {
+    j["queries"] = f.single_stream->queries;
+    j["latency"] = latency_json(f.single_stream->latency);
+  }
+  if (f.server) j["server"] = server_json(*f.server);
+  if (f.search) {
+    j["best_rate"] = f.search->best_rate;
+    j["resolution"] = f.search->resolution;
+    j["trials"] = nlohmann::json::array();
+    for (const infer::ServerResult& t : f.search->trials) j["trials"].push_back(server_json(t));
+  }
+  if (a.json) {
+    std::printf("%s\n", j.dump().c_str());
+    std::fflush(stdout);
+    return;
+  }
+  std::printf("%s on %s, %s, %s scenario%s\n", spec.name().c_str(), engine.backend().description().c_str(),
+              precision_name(precision).c_str(), f.scenario.c_str(),
+              distributed ? (", rank 0 of " + std::to_string(mpi->size())).c_str() : "");
+  auto ms = [](double s) { return 1e3 * s; };
+  if (f.single_stream) {
+    const infer::LatencyStats& l = f.single_stream->latency;
+    std::printf("%lld queries in %.2f s: %.1f queries/s; latency p50 %.3f ms, p90 %.3f ms (MLPerf's metric), "
+                "p99 %.3f ms%s\n",
+                static_cast<long long>(f.single_stream->queries), f.single_stream->seconds, rate, ms(l.p50),
+                ms(l.p90), ms(l.p99),
+                f.energy.joules_per_sample ? fmt::format("; {:.5f} J/query", *f.energy.joules_per_sample).c_str()
+                                           : "");
+  }
+  auto server_line = [&](const infer::ServerResult& r) {
+    std::printf("offered %.1f/s, achieved %.1f/s, %lld queries in %lld batches (mean %.2f), p50 %.3f ms, p99 %.3f ms "
+                "(bound %.3f ms: %s, %.1f%% within)\n",
+                r.offered_rate, r.achieved_rate, static_cast<long long>(r.queries), static_cast<long long>(r.batches),
+                r.mean_batch, ms(r.latency.p50), ms(r.latency.p99), ms(r.latency_bound),
+                r.meets_bound ? "met" : "missed", 100 * r.within_bound);
+  };
+  if (f.search) {
+    for (const infer::ServerResult& t : f.search->trials) server_line(t);
+    std::printf("highest rate meeting the bound: %.1f queries/s (resolution %.1f)\n", f.search->best_rate,
+                f.search->resolution);
+  } else if (f.server) {
+    server_line(*f.server);
+  }
+  std::printf("batch sizes prepared: %s; padding %.1f%% of the samples computed%s\n",
+              fmt::format("{}", fmt::join(f.prepared_sizes, ",")).c_str(), 100 * f.padded_fraction,
+              distributed ? fmt::format("; job {:.1f} queries/s", job_rate).c_str() : "");
+}
+
 void run_infer(InferArgs& a) {
   // Everything that can be checked is, before anything is loaded.
   const Precision precision = parse_precision(a.precision, "--precision");
@@ -118,9 +226,28 @@ void run_infer(InferArgs& a) {
   eo.fill = infer::parse_input_fill(a.fill);
   eo.seed = a.seed;
   eo.checkpoint = a.checkpoint;
+  eo.fold_batch_norm = !a.no_fold;
   infer::check_options(a.measure);
   if (a.memory_limit_gib < 0) throw_config("--memory-limit must be >= 0 GiB, got {}", a.memory_limit_gib);
   if (a.net.empty() && a.checkpoint.empty()) throw_config("give --net, --checkpoint or both");
+  infer::ServerOptions server;
+  server.rate = a.rate;
+  server.max_batch = a.max_batch;
+  server.latency_bound = a.latency_bound;
+  server.seconds = a.measure.min_seconds;
+  server.seed = a.seed;
+  const bool offline = a.scenario == "offline";
+  if (!offline && a.batches != std::vector<std::string>{"1", "8", "64"})
+    throw_config("--batch is for the offline scenario; {} sets its own batch sizes (--max-batch)", a.scenario);
+  if (a.scenario == "server") infer::validate(server);
+  if (a.scenario == "server-search") {
+    server.rate = 1;  // each trial's own
+    infer::validate(server);
+    if (a.rate_lo < 0 || a.rate_hi < 0 || (a.rate_hi > 0 && a.rate_lo >= a.rate_hi))
+      throw_config("--rate-lo ({}) and --rate-hi ({}): 0 for the default, else 0 < lo < hi", a.rate_lo, a.rate_hi);
+    if (a.rate_steps < 1) throw_config("--rate-steps must be >= 1, got {}", a.rate_steps);
+  }
+  if (a.min_queries < 1) throw_config("--min-queries must be >= 1, got {}", a.min_queries);
   const MpiEnv* mpi = MpiEnv::current();
   const bool distributed = mpi && mpi->distributed();
   const int rank = distributed ? mpi->rank() : 0;
@@ -153,6 +280,8 @@ void run_infer(InferArgs& a) {
   }
   infer::InferenceEngine engine(*spec, *backend, eo);
   auto energy = open_energy_monitor(backend->device(), distributed ? mpi->local_rank() : 0, a.power_hz);
+
+  if (!offline) return run_scenario(a, *spec, engine, energy.get(), server, precision, eo, mpi);
 
   std::vector<int64_t> sizes = plan.sizes;
   std::optional<infer::MaxBatch> max;
@@ -206,6 +335,7 @@ void run_infer(InferArgs& a) {
                           {"precision", precision_name(precision)},
                           {"checkpoint", a.checkpoint.empty() ? nlohmann::json() : nlohmann::json(a.checkpoint)},
                           {"fill", infer::input_fill_name(eo.fill)},
+                          {"folded_batch_norms", engine.folded_batch_norms()},
                           {"world_size", distributed ? mpi->size() : 1},
                           {"batches", batches_json}};
     if (max)
@@ -217,10 +347,11 @@ void run_infer(InferArgs& a) {
     std::fflush(stdout);
     return;
   }
-  std::printf("%s on %s, %s, %s input%s%s\n", spec->name().c_str(), backend->description().c_str(),
-              precision_name(precision).c_str(), infer::input_fill_name(eo.fill).c_str(),
+  std::printf("%s on %s, %s, %s input%s, %zu batch norm(s) folded%s\n", spec->name().c_str(),
+              backend->description().c_str(), precision_name(precision).c_str(),
+              infer::input_fill_name(eo.fill).c_str(),
               a.checkpoint.empty() ? ", initialised weights" : (", weights of " + a.checkpoint).c_str(),
-              distributed ? (", rank 0 of " + std::to_string(mpi->size())).c_str() : "");
+              engine.folded_batch_norms(), distributed ? (", rank 0 of " + std::to_string(mpi->size())).c_str() : "");
   if (max)
     std::printf("largest batch in %.2f GiB: %lld (model: %.3f GiB + %.3f MiB per sample)\n",
                 static_cast<double>(max->limit_bytes) / double(int64_t{1} << 30), static_cast<long long>(sizes.front()),
@@ -276,6 +407,21 @@ void register_infer(CLI::App& app) {
   cmd->add_option("--power-hz", a.power_hz, "GPU power sampling rate (a cross-check of the energy counter; 0: off)")
       ->capture_default_str();
   cmd->add_option("--seed", a.seed, "Seed of initialised weights and the gaussian input")->capture_default_str();
+  cmd->add_flag("--no-fold", a.no_fold, "Keep batch norms as layers instead of folding them into their convolutions");
+  cmd->add_option("--scenario", a.scenario,
+                  "offline (throughput per --batch size), single-stream (one query at a time), server (Poisson "
+                  "arrivals at --rate, dynamic batching) or server-search (highest rate meeting --latency-bound)")
+      ->check(CLI::IsMember({"offline", "single-stream", "server", "server-search"}))
+      ->capture_default_str();
+  cmd->add_option("--rate", a.rate, "server: offered queries per second");
+  cmd->add_option("--max-batch", a.max_batch, "server: largest dynamic batch (nets of powers of two up to it)")
+      ->capture_default_str();
+  cmd->add_option("--latency-bound", a.latency_bound, "server: bound on the p99 latency in seconds")
+      ->capture_default_str();
+  cmd->add_option("--rate-lo", a.rate_lo, "server-search: a rate that meets the bound (default: --rate-hi / 64)");
+  cmd->add_option("--rate-hi", a.rate_hi, "server-search: upper end (default: offline throughput at --max-batch)");
+  cmd->add_option("--rate-steps", a.rate_steps, "server-search: bisection steps")->capture_default_str();
+  cmd->add_option("--min-queries", a.min_queries, "single-stream: at least this many queries")->capture_default_str();
   cmd->add_flag("--json", a.json, "Print one JSON line on stdout instead of the table");
   cmd->callback([args] { run_infer(*args); });
 }

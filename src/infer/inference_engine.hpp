@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "backend/backend.hpp"
+#include "net/fold.hpp"
 #include "net/net.hpp"
 
 namespace cnnscale::infer {
@@ -25,6 +27,9 @@ std::string input_fill_name(InputFill fill);
 struct EngineOptions {
   Precision precision = Precision::FP32;
   std::string checkpoint;  // empty: the net's seeded initialisation
+  // Batch norms that follow a convolution folded into it (net/fold.hpp): the same outputs to fp32
+  // rounding, one layer and one pass over the activations fewer each.
+  bool fold_batch_norm = true;
   InputFill fill = InputFill::Gaussian;
   uint64_t seed = 1;
 };
@@ -44,7 +49,10 @@ class InferenceEngine {
   // Drops every net but the weights' source (frees their memory, e.g. between batch sizes).
   void release_nets();
 
-  const NetSpec& spec() const { return spec_; }
+  const NetSpec& spec() const { return spec_; }  // as trained
+  // What runs: the folded network, or the trained one when nothing was folded.
+  const NetSpec& run_spec() const { return folded_ ? folded_->spec : spec_; }
+  size_t folded_batch_norms() const { return folded_ ? folded_->folded.size() : 0; }
   Backend& backend() { return backend_; }
   const EngineOptions& options() const { return options_; }
 
@@ -52,7 +60,8 @@ class InferenceEngine {
   const NetSpec& spec_;
   Backend& backend_;
   EngineOptions options_;
-  std::unique_ptr<Net> source_;  // batch 1: holds the weights every batch size copies
+  std::optional<FoldedSpec> folded_;  // set when at least one batch norm folded
+  std::unique_ptr<Net> source_;       // batch 1 of run_spec(): holds the weights every batch size copies
   std::map<int64_t, std::unique_ptr<Net>> nets_;
 };
 

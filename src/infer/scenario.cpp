@@ -75,6 +75,8 @@ void check_rate_bracket(double lo, double hi, int steps) {
 
 }  // namespace
 
+void validate(const ServerOptions& options) { check_server_options(options); }
+
 SteadyClock::SteadyClock() : origin_ns_(steady_ns()) {}
 
 double SteadyClock::now() {

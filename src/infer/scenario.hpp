@@ -91,6 +91,9 @@ struct ServerResult {
   std::vector<double> latencies;  // each query's latency in seconds, in arrival order
 };
 ServerResult run_server(ScenarioClock& clock, const RunBatch& run_batch, const ServerOptions& options);
+// The checks run_server makes first (ConfigError naming the flag), for callers that check their
+// flags before loading anything.
+void validate(const ServerOptions& options);
 
 // The same over an explicit schedule: arrival times in seconds from the start, ascending (equal times
 // are simultaneous arrivals). For tests and for replaying a recorded trace.

@@ -97,6 +97,7 @@ struct Net::Impl {
     return backend.alloc(shape, dtype).as_layout(activation_layout(layout, shape, dtype));
   }
   std::vector<Param*> mirrored_params;  // 16-bit compute copies, refreshed from their masters
+  bool weights_frozen = false, mirrors_current = false;  // see Net::freeze_weights
 };
 
 void Net::Impl::build(const NetSpec::Impl& spec, int64_t batch_size) {
@@ -305,6 +306,11 @@ void Net::reshape(int64_t batch) {
 
 uint64_t Net::generation() const { return impl_->generation; }
 
+void Net::freeze_weights(bool frozen) {
+  impl_->weights_frozen = frozen;
+  impl_->mirrors_current = false;  // the masters may have been written just before
+}
+
 const Tensor& Net::input() const { return impl_->blobs[0].data; }
 const Tensor& Net::labels() const { return impl_->blobs[1].data; }
 
@@ -313,7 +319,9 @@ void Net::forward(Phase phase, uint64_t iteration, const std::function<void(size
   LayerContext ctx = m.context(phase, iteration);
   // The masters may have changed since the last forward (an update, a checkpoint, a broadcast).
   // Each once, by parameter: channels-last filters are permuted (KCRS -> KRSC) on the way.
-  for (const Param* p : m.mirrored_params) m.backend.convert(p->master, p->data);
+  if (!(m.weights_frozen && m.mirrors_current))
+    for (const Param* p : m.mirrored_params) m.backend.convert(p->master, p->data);
+  m.mirrors_current = true;
   if (m.input_compute.defined()) m.backend.convert(m.blobs[0].data, m.input_compute);
   for (size_t l = 0; l < m.layers.size(); ++l) {
     NetLayer& nl = m.layers[l];

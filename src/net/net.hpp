@@ -97,6 +97,9 @@ class Net {
   DType compute_dtype() const;
   // The job's other ranks, handed to layers (sync batch norm); null in a single process.
   void set_rank_exchange(RankExchange* ranks);
+  // Inference: the masters will not change, so forward refreshes the 16-bit weight copies once (the
+  // next forward) instead of every time. Training must leave it off (the update writes the masters).
+  void freeze_weights(bool frozen);
   // Counts reshapes that moved the activation buffers: work captured with the old ones is stale.
   uint64_t generation() const;
   // The training iteration in device memory (i32 (1)), handed to layers (LayerContext): a step

@@ -107,7 +107,72 @@ TEST(InferCli, BatchMaxFitsTheMemoryBudget) {
   EXPECT_GE(batch * 10 / 9 + 4, predicted + 1);
 }
 
+TEST(InferCli, BatchNormsAreFoldedUnlessAskedNotTo) {
+  CliResult r = run_cnnscale(infer_with({"--net", "resnet_fmnist", "--batch", "2", "--json"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_GT(nlohmann::json::parse(r.out)["folded_batch_norms"].get<int64_t>(), 0) << r.out;
+  CliResult kept = run_cnnscale(infer_with({"--net", "resnet_fmnist", "--batch", "2", "--no-fold", "--json"}));
+  ASSERT_EQ(kept.exit_code, 0) << kept.err;
+  EXPECT_EQ(nlohmann::json::parse(kept.out)["folded_batch_norms"], 0) << kept.out;
+}
+
+// The scenarios' scheduling is tested on a fake clock (test_infer_scenario.cpp); here, that the
+// command runs them on a real net and reports what they measured.
+TEST(InferCli, SingleStreamReportsQueryLatencies) {
+  CliResult r = run_cnnscale(infer_with({"--net", "lenet", "--scenario", "single-stream", "--min-queries", "10",
+                                         "--json"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["scenario"], "single-stream");
+  EXPECT_GE(j["queries"].get<int64_t>(), 10);
+  EXPECT_EQ(j["prepared_batch_sizes"], nlohmann::json({1}));
+  EXPECT_EQ(j["padded_fraction"], 0.0);
+  const nlohmann::json& l = j["latency"];
+  EXPECT_GT(l["p50_s"].get<double>(), 0);
+  EXPECT_LE(l["p50_s"].get<double>(), l["p90_s"].get<double>());
+  EXPECT_LE(l["p90_s"].get<double>(), l["p99_s"].get<double>());
+  EXPECT_GT(j["queries_per_s"].get<double>(), 0);
+}
+
+TEST(InferCli, ServerBatchesPoissonArrivalsOnPreparedSizes) {
+  // 200 queries/s for 0.5 s against a net that serves a batch in milliseconds: about 100 queries,
+  // batches of 1 to 4, and a 2 s bound no query can miss on any machine that runs the tests.
+  CliResult r = run_cnnscale({"infer", "--net", "lenet", "--scenario", "server", "--rate", "200", "--max-batch", "4",
+                              "--seconds", "0.5", "--latency-bound", "2", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["scenario"], "server");
+  EXPECT_EQ(j["prepared_batch_sizes"], nlohmann::json({1, 2, 4}));
+  const nlohmann::json& s = j["server"];
+  EXPECT_EQ(s["offered_rate"], 200.0);
+  EXPECT_GT(s["queries"].get<int64_t>(), 0);
+  EXPECT_GE(s["mean_batch"].get<double>(), 1.0);
+  EXPECT_LE(s["mean_batch"].get<double>(), 4.0);
+  EXPECT_EQ(s["latency_bound_s"], 2.0);
+  EXPECT_TRUE(s["meets_bound"].get<bool>()) << s.dump();
+  EXPECT_EQ(s["within_bound"], 1.0);
+}
+
+TEST(InferCli, ServerSearchRunsEachBisectionTrial) {
+  CliResult r = run_cnnscale({"infer", "--net", "lenet", "--scenario", "server-search", "--max-batch", "4", "--seconds",
+                              "0.2", "--rate-lo", "20", "--rate-hi", "400", "--rate-steps", "2", "--latency-bound", "2",
+                              "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["scenario"], "server-search");
+  EXPECT_EQ(j["trials"].size(), 3u);  // lo first, then one per step
+  EXPECT_EQ(j["trials"][0]["offered_rate"], 20.0);
+  EXPECT_GE(j["best_rate"].get<double>(), 20.0);
+  EXPECT_DOUBLE_EQ(j["resolution"].get<double>(), (400.0 - 20.0) / 4);
+}
+
 TEST(InferCli, BadInputIsOneLineAndExitTwo) {
+  expect_usage_error(infer_with({"--net", "lenet", "--scenario", "server"}), {"--rate"});
+  expect_usage_error(infer_with({"--net", "lenet", "--scenario", "server", "--rate", "10", "--batch", "4"}),
+                     {"--batch", "offline"});
+  expect_usage_error(infer_with({"--net", "lenet", "--scenario", "server", "--rate", "10", "--latency-bound", "0"}),
+                     {"--latency-bound"});
+  expect_usage_error(infer_with({"--net", "lenet", "--scenario", "batch"}), {"--scenario", "batch"});
   expect_usage_error(infer_with({"--net", "lenet", "--batch", "0"}), {"--batch", "'0'"});
   expect_usage_error(infer_with({"--net", "lenet", "--batch", "max,4"}), {"--batch max", "alone"});
   expect_usage_error(infer_with({"--net", "lenet", "--batch", "eight"}), {"--batch", "eight"});

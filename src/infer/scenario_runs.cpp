@@ -1,0 +1,124 @@
+// The scenarios on a real network: padded batch sizes, warm-up, and the energy window.
+#include "infer/scenario_runs.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+
+namespace cnnscale::infer {
+
+PaddedBatchRunner::PaddedBatchRunner(InferenceEngine& engine, int64_t max_batch) : engine_(engine) {
+  if (max_batch < 1) throw_config("--max-batch must be >= 1, got {}", max_batch);
+  for (int64_t s = 1; s < max_batch; s *= 2) sizes_.push_back(s);
+  sizes_.push_back(max_batch);
+}
+
+int64_t PaddedBatchRunner::size_for(int64_t n) const {
+  CNNSCALE_CHECK(n >= 1 && n <= sizes_.back(), "batch of {} for prepared sizes up to {}", n, sizes_.back());
+  return *std::lower_bound(sizes_.begin(), sizes_.end(), n);
+}
+
+void PaddedBatchRunner::warm(int64_t runs) {
+  engine_.release_nets();
+  for (int64_t s : sizes_)
+    for (int64_t i = 0; i < std::max<int64_t>(runs, 1); ++i) engine_.run(s);
+  engine_.synchronize();
+}
+
+void PaddedBatchRunner::operator()(int64_t n) {
+  const int64_t size = size_for(n);
+  engine_.run(size);
+  engine_.synchronize();
+  samples_ += n;
+  padded_ += size - n;
+}
+
+namespace {
+
+// Opens an energy window right after a synchronisation; close() reads it.
+class EnergyWindow {
+ public:
+  EnergyWindow(measure::EnergyMonitor* energy, const char* what)
+      : energy_(energy && energy->measures_energy() && !energy->open() ? energy : nullptr) {
+    if (energy_) energy_->begin(what);
+  }
+  ScenarioEnergy close(int64_t samples) {
+    ScenarioEnergy e;
+    if (!energy_) return e;
+    const measure::EnergyReading r = energy_->end(samples);
+    std::optional<double> j = r.gpu_joules;
+    e.source = j ? "gpu" : "";
+    if (!j && r.cpu_package_joules) {
+      j = *r.cpu_package_joules + r.cpu_dram_joules.value_or(0.0);
+      e.source = "cpu";
+    }
+    if (j && r.seconds > 0 && samples > 0) {
+      e.joules = *j;
+      e.watts = *j / r.seconds;
+      e.joules_per_sample = *j / static_cast<double>(samples);
+    }
+    return e;
+  }
+
+ private:
+  measure::EnergyMonitor* energy_;
+};
+
+double padded_fraction(const PaddedBatchRunner& r) {
+  const int64_t computed = r.samples() + r.padded();
+  return computed > 0 ? static_cast<double>(r.padded()) / static_cast<double>(computed) : 0.0;
+}
+
+}  // namespace
+
+ScenarioFigures run_single_stream_scenario(InferenceEngine& engine, measure::EnergyMonitor* energy, double seconds,
+                                           int64_t min_queries) {
+  PaddedBatchRunner runner(engine, 1);
+  runner.warm(3);
+  SteadyClock clock;
+  ScenarioFigures f;
+  f.scenario = "single-stream";
+  f.prepared_sizes = runner.sizes();
+  EnergyWindow window(energy, "single-stream");
+  f.single_stream = run_single_stream(clock, [&](int64_t n) { runner(n); }, {seconds, min_queries});
+  f.energy = window.close(f.single_stream->queries);
+  f.padded_fraction = padded_fraction(runner);
+  return f;
+}
+
+ScenarioFigures run_server_scenario(InferenceEngine& engine, measure::EnergyMonitor* energy,
+                                    const ServerOptions& options) {
+  PaddedBatchRunner runner(engine, options.max_batch);
+  runner.warm(3);
+  SteadyClock clock;
+  ScenarioFigures f;
+  f.scenario = "server";
+  f.prepared_sizes = runner.sizes();
+  EnergyWindow window(energy, "server");
+  f.server = run_server(clock, [&](int64_t n) { runner(n); }, options);
+  f.energy = window.close(f.server->queries);
+  f.padded_fraction = padded_fraction(runner);
+  return f;
+}
+
+ScenarioFigures run_server_search(InferenceEngine& engine, const ServerOptions& base, double lo, double hi,
+                                  int steps) {
+  PaddedBatchRunner runner(engine, base.max_batch);
+  runner.warm(3);
+  SteadyClock clock;
+  if (hi <= 0) {
+    const OfflineResult offline = run_offline(clock, [&](int64_t n) { runner(n); }, {base.max_batch, 1.0, 5});
+    hi = offline.samples_per_s;
+  }
+  if (lo <= 0) lo = hi / 64;
+  if (!(lo < hi)) throw_config("--rate-lo ({}) must be below --rate-hi ({})", lo, hi);
+  ScenarioFigures f;
+  f.scenario = "server-search";
+  f.prepared_sizes = runner.sizes();
+  f.search = find_max_server_rate(clock, [&](int64_t n) { runner(n); }, base, lo, hi, steps);
+  f.server = f.search->best;
+  f.padded_fraction = padded_fraction(runner);
+  return f;
+}
+
+}  // namespace cnnscale::infer
