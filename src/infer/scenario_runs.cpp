@@ -71,34 +71,44 @@ double padded_fraction(const PaddedBatchRunner& r) {
 
 }  // namespace
 
-ScenarioFigures run_single_stream_scenario(InferenceEngine& engine, measure::EnergyMonitor* energy, double seconds,
-                                           int64_t min_queries) {
-  PaddedBatchRunner runner(engine, 1);
+namespace {
+// One scenario run on prepared, warmed nets inside an energy window: `run(clock, runner)` returns
+// the scenario's result and `samples(result)` how many queries it served.
+template <class Run, class Samples>
+ScenarioFigures measured_run(InferenceEngine& engine, measure::EnergyMonitor* energy, int64_t max_batch,
+                             const char* scenario, Run&& run, Samples&& samples) {
+  PaddedBatchRunner runner(engine, max_batch);
   runner.warm(3);
   SteadyClock clock;
   ScenarioFigures f;
-  f.scenario = "single-stream";
+  f.scenario = scenario;
   f.prepared_sizes = runner.sizes();
-  EnergyWindow window(energy, "single-stream");
-  f.single_stream = run_single_stream(clock, [&](int64_t n) { runner(n); }, {seconds, min_queries});
-  f.energy = window.close(f.single_stream->queries);
+  EnergyWindow window(energy, scenario);
+  const int64_t served = samples(run(clock, runner, f));
+  f.energy = window.close(served);
   f.padded_fraction = padded_fraction(runner);
   return f;
+}
+}  // namespace
+
+ScenarioFigures run_single_stream_scenario(InferenceEngine& engine, measure::EnergyMonitor* energy, double seconds,
+                                           int64_t min_queries) {
+  return measured_run(
+      engine, energy, 1, "single-stream",
+      [&](SteadyClock& clock, PaddedBatchRunner& runner, ScenarioFigures& f) -> const SingleStreamResult& {
+        return f.single_stream.emplace(run_single_stream(clock, [&](int64_t n) { runner(n); }, {seconds, min_queries}));
+      },
+      [](const SingleStreamResult& r) { return r.queries; });
 }
 
 ScenarioFigures run_server_scenario(InferenceEngine& engine, measure::EnergyMonitor* energy,
                                     const ServerOptions& options) {
-  PaddedBatchRunner runner(engine, options.max_batch);
-  runner.warm(3);
-  SteadyClock clock;
-  ScenarioFigures f;
-  f.scenario = "server";
-  f.prepared_sizes = runner.sizes();
-  EnergyWindow window(energy, "server");
-  f.server = run_server(clock, [&](int64_t n) { runner(n); }, options);
-  f.energy = window.close(f.server->queries);
-  f.padded_fraction = padded_fraction(runner);
-  return f;
+  return measured_run(
+      engine, energy, options.max_batch, "server",
+      [&](SteadyClock& clock, PaddedBatchRunner& runner, ScenarioFigures& f) -> const ServerResult& {
+        return f.server.emplace(run_server(clock, [&](int64_t n) { runner(n); }, options));
+      },
+      [](const ServerResult& r) { return r.queries; });
 }
 
 ScenarioFigures run_server_search(InferenceEngine& engine, const ServerOptions& base, double lo, double hi,

@@ -51,58 +51,43 @@ float dropout_scale(const char* op, float ratio) {
 
 }  // namespace
 
-void CudaBackend::dropout_forward(float ratio, uint64_t seed, uint64_t rng_stream, const Tensor& x, const Tensor& y) {
-  float scale = dropout_scale("dropout_forward", ratio);
-  cuda::expect_float("dropout_forward", "x", x, device_);
-  cuda::expect_float("dropout_forward", "y", y, device_);
-  cuda::expect_dtype("dropout_forward", "y", y, x.dtype());
-  cuda::expect_layout("dropout_forward", "y", y, x.layout());
-  cuda::expect_numel("dropout_forward", "y", y, x.numel());
+// Forward and backward are the same map (backward applies it to dy); the *_at forms read the
+// iteration on the device.
+void CudaBackend::run_dropout(const char* op, const char* in_name, const char* out_name, float ratio, uint64_t seed,
+                              uint64_t rng_stream, const Tensor* iteration, uint64_t layer, const Tensor& in,
+                              const Tensor& out) {
+  const float scale = dropout_scale(op, ratio);
+  cuda::expect_float(op, in_name, in, device_);
+  cuda::expect_float(op, out_name, out, device_);
+  cuda::expect_dtype(op, out_name, out, in.dtype());
+  cuda::expect_layout(op, out_name, out, in.layout());
+  cuda::expect_numel(op, out_name, out, in.numel());
+  if (iteration) {
+    cuda::expect_i32(op, "iteration", *iteration, device_);
+    cuda::expect_numel(op, "iteration", *iteration, 1);
+  }
   activate();
-  cuda::launch_dropout(x.dtype(), x.numel(), ratio, scale, seed, rng_stream, nullptr, 0, x.raw(), y.raw(), stream());
+  cuda::launch_dropout(in.dtype(), in.numel(), ratio, scale, seed, rng_stream, iteration ? iteration->i32() : nullptr,
+                       layer, in.raw(), out.raw(), stream());
+}
+
+void CudaBackend::dropout_forward(float ratio, uint64_t seed, uint64_t rng_stream, const Tensor& x, const Tensor& y) {
+  run_dropout("dropout_forward", "x", "y", ratio, seed, rng_stream, nullptr, 0, x, y);
 }
 
 void CudaBackend::dropout_backward(float ratio, uint64_t seed, uint64_t rng_stream, const Tensor& dy,
                                    const Tensor& dx) {
-  float scale = dropout_scale("dropout_backward", ratio);
-  cuda::expect_float("dropout_backward", "dy", dy, device_);
-  cuda::expect_float("dropout_backward", "dx", dx, device_);
-  cuda::expect_dtype("dropout_backward", "dx", dx, dy.dtype());
-  cuda::expect_layout("dropout_backward", "dx", dx, dy.layout());
-  cuda::expect_numel("dropout_backward", "dx", dx, dy.numel());
-  activate();
-  cuda::launch_dropout(dy.dtype(), dy.numel(), ratio, scale, seed, rng_stream, nullptr, 0, dy.raw(), dx.raw(),
-                       stream());
+  run_dropout("dropout_backward", "dy", "dx", ratio, seed, rng_stream, nullptr, 0, dy, dx);
 }
 
 void CudaBackend::dropout_forward_at(float ratio, uint64_t seed, const Tensor& iteration, uint64_t layer,
                                      const Tensor& x, const Tensor& y) {
-  float scale = dropout_scale("dropout_forward_at", ratio);
-  cuda::expect_float("dropout_forward_at", "x", x, device_);
-  cuda::expect_float("dropout_forward_at", "y", y, device_);
-  cuda::expect_dtype("dropout_forward_at", "y", y, x.dtype());
-  cuda::expect_layout("dropout_forward_at", "y", y, x.layout());
-  cuda::expect_numel("dropout_forward_at", "y", y, x.numel());
-  cuda::expect_i32("dropout_forward_at", "iteration", iteration, device_);
-  cuda::expect_numel("dropout_forward_at", "iteration", iteration, 1);
-  activate();
-  cuda::launch_dropout(x.dtype(), x.numel(), ratio, scale, seed, 0, iteration.i32(), layer, x.raw(), y.raw(),
-                       stream());
+  run_dropout("dropout_forward_at", "x", "y", ratio, seed, 0, &iteration, layer, x, y);
 }
 
 void CudaBackend::dropout_backward_at(float ratio, uint64_t seed, const Tensor& iteration, uint64_t layer,
                                       const Tensor& dy, const Tensor& dx) {
-  float scale = dropout_scale("dropout_backward_at", ratio);
-  cuda::expect_float("dropout_backward_at", "dy", dy, device_);
-  cuda::expect_float("dropout_backward_at", "dx", dx, device_);
-  cuda::expect_dtype("dropout_backward_at", "dx", dx, dy.dtype());
-  cuda::expect_layout("dropout_backward_at", "dx", dx, dy.layout());
-  cuda::expect_numel("dropout_backward_at", "dx", dx, dy.numel());
-  cuda::expect_i32("dropout_backward_at", "iteration", iteration, device_);
-  cuda::expect_numel("dropout_backward_at", "iteration", iteration, 1);
-  activate();
-  cuda::launch_dropout(dy.dtype(), dy.numel(), ratio, scale, seed, 0, iteration.i32(), layer, dy.raw(), dx.raw(),
-                       stream());
+  run_dropout("dropout_backward_at", "dy", "dx", ratio, seed, 0, &iteration, layer, dy, dx);
 }
 
 // Row-wise softmax of (N, C) scores; other shapes count as (N, everything else), as in the CPU

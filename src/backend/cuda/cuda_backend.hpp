@@ -174,6 +174,8 @@ class CudaBackend final : public Backend {
 
  private:
   using ConvKey = std::array<int64_t, 16>;
+  void run_dropout(const char* op, const char* in_name, const char* out_name, float ratio, uint64_t seed,
+                   uint64_t rng_stream, const Tensor* iteration, uint64_t layer, const Tensor& in, const Tensor& out);
   void launch_segments(const char* op, const Tensor& w, const Tensor& dw, const Tensor& history, const Tensor& ranges,
                        const Tensor& mults, float lr, const float* lr_at, float momentum, float weight_decay);
   // Called wherever a buffer the backend keeps for itself (workspace, staging, batch-norm reserve)
