@@ -138,6 +138,7 @@ void run_scenario(const InferArgs& a, const NetSpec& spec, infer::InferenceEngin
                   measure::EnergyMonitor* energy, const infer::ServerOptions& server, Precision precision,
                   const infer::EngineOptions& eo, const MpiEnv* mpi) {
   const bool distributed = mpi && mpi->distributed();
+  if (distributed) mpi->allgather(0.0);  // the ranks' runs start together (their rates are added up)
   infer::ScenarioFigures f;
   if (a.scenario == "single-stream")
     f = infer::run_single_stream_scenario(engine, energy, a.measure.min_seconds, a.min_queries);
@@ -240,6 +241,13 @@ void run_infer(InferArgs& a) {
   if (!offline && a.batches != std::vector<std::string>{"1", "8", "64"})
     throw_config("--batch is for the offline scenario; {} sets its own batch sizes (--max-batch)", a.scenario);
   if (a.scenario == "server") infer::validate(server);
+  if (a.rate != 0 && a.scenario != "server")
+    throw_config("--rate is the server scenario's offered rate; {} does not use it", a.scenario);
+  if ((a.rate_lo != 0 || a.rate_hi != 0) && a.scenario != "server-search")
+    throw_config("--rate-lo/--rate-hi bracket the server-search scenario; {} does not use them", a.scenario);
+  if (a.memory_limit_gib != 0 && !plan.max) throw_config("--memory-limit is the budget of --batch max");
+  if (a.scenario == "server-search" && MpiEnv::current() && MpiEnv::current()->distributed())
+    throw_config("--scenario server-search searches one process's rate; under mpirun run --scenario server at a rate");
   if (a.scenario == "server-search") {
     server.rate = 1;  // each trial's own
     infer::validate(server);
@@ -283,12 +291,14 @@ void run_infer(InferArgs& a) {
 
   if (!offline) return run_scenario(a, *spec, engine, energy.get(), server, precision, eo, mpi);
 
+  if (distributed) a.measure.before_window = [mpi] { mpi->allgather(0.0); };
   std::vector<int64_t> sizes = plan.sizes;
   std::optional<infer::MaxBatch> max;
   if (plan.max) {
     int64_t limit = static_cast<int64_t>(a.memory_limit_gib * double(int64_t{1} << 30));
     if (limit == 0)
       limit = backend->device().is_cpu() ? host_available_bytes() / 2 : gpu_facts(backend->device().index).memory_bytes;
+    if (limit <= 0) throw_config("--batch max: the device's memory is unknown here; give --memory-limit GiB");
     max = infer::find_max_batch(engine, limit);
     int64_t batch = max->batch;
     if (distributed) {  // every rank runs the same batch size: the smallest any rank fits
@@ -306,13 +316,15 @@ void run_infer(InferArgs& a) {
     if (distributed) {
       // The job: images/s and watts add up over ranks (each streams its own batches); the latency
       // and clock stay per rank.
+      // Watts: every GPU rank reads its own GPU; on CPU ranks the first rank of each host reads the
+      // host's RAPL counters and the others none, so the sum over the ranks that read is the job's.
       const std::vector<double> ips = mpi->allgather(f.images_per_s);
       const std::vector<double> w = mpi->allgather(f.watts.value_or(std::nan("")));
       double sum_ips = 0, sum_w = 0;
-      bool all_w = true;
+      bool any_w = false;
       for (size_t r = 0; r < ips.size(); ++r) {
         sum_ips += ips[r];
-        all_w &= std::isfinite(w[r]);
+        any_w |= std::isfinite(w[r]);
         sum_w += std::isfinite(w[r]) ? w[r] : 0;
       }
       j["ranks"] = nlohmann::json::array();
@@ -320,8 +332,8 @@ void run_infer(InferArgs& a) {
         j["ranks"].push_back({{"rank", r}, {"images_per_s", ips[r]}, {"watts", std::isfinite(w[r]) ? nlohmann::json(w[r])
                                                                                                   : nlohmann::json()}});
       j["job_images_per_s"] = sum_ips;
-      j["job_watts"] = all_w ? nlohmann::json(sum_w) : nlohmann::json();
-      j["job_images_per_joule"] = all_w && sum_w > 0 ? nlohmann::json(sum_ips / sum_w) : nlohmann::json();
+      j["job_watts"] = any_w ? nlohmann::json(sum_w) : nlohmann::json();
+      j["job_images_per_joule"] = any_w && sum_w > 0 ? nlohmann::json(sum_ips / sum_w) : nlohmann::json();
     }
     rows.push_back(f);
     batches_json.push_back(j);

@@ -122,6 +122,7 @@ class Backend {
   virtual void download(const Tensor& src, void* host) = 0;        // waits for pending work first
   virtual void copy(const Tensor& src, const Tensor& dst) = 0;     // same dtype and numel
   virtual void fill(const Tensor& t, float value) = 0;             // f32 or i32 (CUDA: also bf16, f16)
+  virtual void fill_i32(const Tensor& t, int32_t value) = 0;       // i32, any value exactly (no float on the way)
   // dst = scale * src, converting between f32, bf16 and f16 (same numel; rounds to nearest even) and,
   // for 4-d tensors of one shape, between the NCHW and NHWC memory orders.
   virtual void convert(const Tensor& src, const Tensor& dst, float scale = 1.0f) = 0;

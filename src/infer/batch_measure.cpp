@@ -44,6 +44,7 @@ BatchFigures measure_batch(InferenceEngine& engine, int64_t batch, measure::Ener
   const double per_batch = std::max(seconds_since(t0) / 3, 1e-7);
   f.window_batches = std::max<int64_t>(3, static_cast<int64_t>(std::ceil(o.min_seconds / per_batch)));
 
+  if (o.before_window) o.before_window();
   const bool joules = energy && energy->measures_energy() && !energy->open();
   if (joules) energy->begin("inference window");
   t0 = Clock::now();

@@ -3,6 +3,7 @@
 // and peak memory; and the search for the largest batch that fits in a memory budget.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -18,6 +19,9 @@ struct BatchMeasureOptions {
   double latency_seconds = 1.0;   // batches timed alone, one after another, for about this long
   int64_t min_latency_batches = 20;
   int64_t max_latency_batches = 2000;
+  // Called right before the throughput window opens: under mpirun a barrier, so that the ranks'
+  // windows overlap and their images/s and watts may be added up.
+  std::function<void()> before_window;
 };
 
 struct BatchFigures {

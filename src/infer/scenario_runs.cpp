@@ -119,6 +119,7 @@ ScenarioFigures run_server_search(InferenceEngine& engine, const ServerOptions& 
   if (hi <= 0) {
     const OfflineResult offline = run_offline(clock, [&](int64_t n) { runner(n); }, {base.max_batch, 1.0, 5});
     hi = offline.samples_per_s;
+    runner.reset_counts();  // the calibration's full batches are not the search's padding
   }
   if (lo <= 0) lo = hi / 64;
   if (!(lo < hi)) throw_config("--rate-lo ({}) must be below --rate-hi ({})", lo, hi);

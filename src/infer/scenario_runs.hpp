@@ -28,6 +28,7 @@ class PaddedBatchRunner {
   const std::vector<int64_t>& sizes() const { return sizes_; }
   int64_t samples() const { return samples_; }  // asked for since construction
   int64_t padded() const { return padded_; }    // computed beyond them
+  void reset_counts() { samples_ = padded_ = 0; }
 
  private:
   InferenceEngine& engine_;

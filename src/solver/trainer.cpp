@@ -202,15 +202,26 @@ void Trainer::step(const StepScalars& s, double& wait_seconds) {
   }
   if (graph_note_.empty() && !graph_ && steps_since_change_ >= 1) {
     graph_phases_.clear();
-    graph_ = backend_.capture([&] { step_work(s, nullptr); });
-    CNNSCALE_CHECK(graph_->timing_points() == graph_phases_.size(), "captured step: {} timing points, {} phases",
-                   graph_->timing_points(), graph_phases_.size());
-    ++graph_captures_;
+    try {
+      graph_ = backend_.capture([&] { step_work(s, nullptr); });
+      CNNSCALE_CHECK(graph_->timing_points() == graph_phases_.size(), "captured step: {} timing points, {} phases",
+                     graph_->timing_points(), graph_phases_.size());
+      ++graph_captures_;
+    } catch (const Error& e) {
+      // Nothing of a failed capture ran and the stream is usable: the run goes on op by op, and
+      // says so (results' cuda_graph) rather than ending.
+      graph_.reset();
+      graph_note_ = fmt::format("capture failed: {}", e.what());
+      log::warn("CUDA graph: {}; every step is queued op by op", graph_note_);
+    }
   }
   if (graph_) {
     std::vector<std::shared_ptr<TimingEvent>> points;
     for (TimelinePhase phase : graph_phases_) points.push_back(timer.mark_later(phase));
     graph_->launch(points);
+    // The step's last mark is an ordinary stream event behind the replay: the timer's "is this
+    // iteration done" query then never meets an event the replay has not recorded yet.
+    timer.mark(TimelinePhase::Update);
     ++graph_replays_;
   } else {
     step_work(s, &timer);
@@ -224,7 +235,8 @@ void Trainer::step(const StepScalars& s, double& wait_seconds) {
 void Trainer::step_work(const StepScalars& s, PhaseTimer* timer) {
   auto mark = [&](TimelinePhase phase) {
     if (timer) return timer->mark(phase);
-    backend_.record_timing_event();  // a timing point of the capture
+    if (phase == TimelinePhase::Update) return;  // closed after each replay, on the stream (step())
+    backend_.record_timing_event();              // a timing point of the capture
     graph_phases_.push_back(phase);
   };
   forward(s);
@@ -240,13 +252,12 @@ void Trainer::step_work(const StepScalars& s, PhaseTimer* timer) {
   mark(TimelinePhase::Update);
 }
 
-// A pageable upload: the CPU copies at once; CUDA stages the bytes at the call (no wait for the
-// stream), so the host array may go right after.
+// As kernel arguments (fills), never copies from host memory, which may wait for the stream.
 void Trainer::write_step_values(const StepScalars& s) {
   CNNSCALE_CHECK(s.iteration >= 0 && s.iteration <= std::numeric_limits<int32_t>::max(),
                  "iteration {} does not fit the device step counter", s.iteration);
-  const int32_t values[2] = {static_cast<int32_t>(s.iteration), s.nonfinite_tag};
-  backend_.upload(values, step_values_);
+  backend_.fill_i32(step_iteration_, static_cast<int32_t>(s.iteration));
+  backend_.fill_i32(step_tag_, s.nonfinite_tag);
   solver_->set_rate(s.solver_iteration);
 }
 

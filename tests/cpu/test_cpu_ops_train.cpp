@@ -16,6 +16,21 @@
 namespace cnnscale::testing {
 namespace {
 
+// fill_i32 writes any int exactly: through a float (fill) 2^24 + 1 would round to 2^24. The
+// trainer's per-step values (iteration, divergence tag) take this path.
+TEST(CpuTrainOps, FillI32IsExactBeyondFloatPrecision) {
+  CpuBackend cpu;
+  Tensor t = cpu.alloc(Shape{3}, DType::I32);
+  const int32_t big = (1 << 24) + 1;
+  cpu.fill_i32(t, big);
+  EXPECT_EQ(t.i32()[0], big);
+  EXPECT_EQ(t.i32()[2], big);
+  cpu.fill_i32(t, -7);
+  EXPECT_EQ(t.i32()[1], -7);
+  Tensor f = cpu.alloc(Shape{1});
+  EXPECT_THROW(cpu.fill_i32(f, 1), Error);
+}
+
 TEST(CpuTrainOps, SoftmaxRowsSumToOneAndSurviveLargeScores) {
   CpuBackend cpu;
   Tensor x = cpu.alloc({3, 4}), prob = cpu.alloc({3, 4});

@@ -173,6 +173,11 @@ TEST(InferCli, BadInputIsOneLineAndExitTwo) {
   expect_usage_error(infer_with({"--net", "lenet", "--scenario", "server", "--rate", "10", "--latency-bound", "0"}),
                      {"--latency-bound"});
   expect_usage_error(infer_with({"--net", "lenet", "--scenario", "batch"}), {"--scenario", "batch"});
+  // Flags a scenario would silently ignore are refused instead.
+  expect_usage_error(infer_with({"--net", "lenet", "--rate", "10"}), {"--rate", "offline"});
+  expect_usage_error(infer_with({"--net", "lenet", "--scenario", "server", "--rate", "10", "--rate-hi", "20"}),
+                     {"--rate-lo/--rate-hi", "server"});
+  expect_usage_error(infer_with({"--net", "lenet", "--batch", "4", "--memory-limit", "1"}), {"--memory-limit"});
   expect_usage_error(infer_with({"--net", "lenet", "--batch", "0"}), {"--batch", "'0'"});
   expect_usage_error(infer_with({"--net", "lenet", "--batch", "max,4"}), {"--batch max", "alone"});
   expect_usage_error(infer_with({"--net", "lenet", "--batch", "eight"}), {"--batch", "eight"});

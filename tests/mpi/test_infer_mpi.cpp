@@ -32,5 +32,12 @@ TEST(InferMpi, EachRankStreamsItsOwnBatchesAndTheJobAddsThemUp) {
   }
 }
 
+// A search for one process's highest rate has no job-wide meaning: refused under mpirun.
+TEST(InferMpi, ServerSearchIsRefusedUnderMpirun) {
+  MpiResult r = run_mpi(2, {"infer", "--net", "lenet", "--scenario", "server-search", "--max-batch", "2"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("server-search"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace cnnscale::testing

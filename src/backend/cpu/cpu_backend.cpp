@@ -4,6 +4,8 @@
 
 #include <cblas.h>
 
+#include <algorithm>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -70,6 +72,11 @@ void CpuBackend::copy(const Tensor& src, const Tensor& dst) {
                  dtype_name(dst.dtype()));
   check_same_numel("copy", src, dst);
   if (src.raw() != dst.raw() && src.bytes()) std::memmove(dst.raw(), src.raw(), src.bytes());
+}
+
+void CpuBackend::fill_i32(const Tensor& t, int32_t value) {
+  CNNSCALE_CHECK(t.defined() && t.device().is_cpu() && t.dtype() == DType::I32, "cpu fill_i32: not a cpu i32 tensor");
+  std::fill(t.i32(), t.i32() + t.numel(), value);
 }
 
 void CpuBackend::fill(const Tensor& t, float value) {

@@ -25,6 +25,7 @@ class CpuBackend final : public Backend {
   void download(const Tensor& src, void* host) override;
   void copy(const Tensor& src, const Tensor& dst) override;
   void fill(const Tensor& t, float value) override;
+  void fill_i32(const Tensor& t, int32_t value) override;
   void convert(const Tensor& src, const Tensor& dst, float scale = 1.0f) override;
   void synchronize() override {}
 

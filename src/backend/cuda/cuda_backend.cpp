@@ -201,6 +201,14 @@ void CudaBackend::copy(const Tensor& src, const Tensor& dst) {
   CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), src.bytes(), cudaMemcpyDeviceToDevice, ds_->stream));
 }
 
+// A kernel argument, not a copy from host memory: a copy from pageable memory may wait for the
+// stream, and the trainer writes its step values this way every step.
+void CudaBackend::fill_i32(const Tensor& t, int32_t value) {
+  cuda::expect_i32("fill_i32", "t", t, device_);
+  activate();
+  cuda::launch_fill_i32(t.i32(), t.numel(), value, ds_->stream);
+}
+
 void CudaBackend::fill(const Tensor& t, float value) {
   cuda::expect_on_device("fill", "t", t, device_);
   activate();

@@ -81,6 +81,7 @@ class CudaBackend final : public Backend {
   void download(const Tensor& src, void* host) override;
   void copy(const Tensor& src, const Tensor& dst) override;
   void fill(const Tensor& t, float value) override;
+  void fill_i32(const Tensor& t, int32_t value) override;
   void convert(const Tensor& src, const Tensor& dst, float scale = 1.0f) override;
   void synchronize() override;
   // Timing events: timing-enabled CUDA events recorded on the compute stream (no host sync).

@@ -17,12 +17,13 @@ namespace {
 class CudaCapturedWork final : public CapturedWork {
  public:
   CudaCapturedWork(cudaGraph_t graph, cudaGraphExec_t exec, std::vector<cudaGraphNode_t> points, cudaStream_t stream,
-                   std::shared_ptr<const uint64_t> generation, std::shared_ptr<const cuda::DeviceContext> ctx,
-                   std::vector<std::shared_ptr<TimingEvent>> placeholders)
+                   std::shared_ptr<const void> stream_owner, std::shared_ptr<const uint64_t> generation,
+                   std::shared_ptr<const cuda::DeviceContext> ctx, std::vector<std::shared_ptr<TimingEvent>> placeholders)
       : graph_(graph),
         exec_(exec),
         points_(std::move(points)),
         stream_(stream),
+        stream_owner_(std::move(stream_owner)),
         generation_(std::move(generation)),
         captured_at_(*generation_),
         ctx_(std::move(ctx)),
@@ -56,6 +57,7 @@ class CudaCapturedWork final : public CapturedWork {
   cudaGraphExec_t exec_ = nullptr;
   std::vector<cudaGraphNode_t> points_;  // event-record nodes, in capture order
   cudaStream_t stream_ = nullptr;
+  std::shared_ptr<const void> stream_owner_;  // the backend's stream lives while this does
   std::shared_ptr<const uint64_t> generation_;
   uint64_t captured_at_ = 0;
   std::shared_ptr<const cuda::DeviceContext> ctx_;
@@ -120,7 +122,7 @@ std::unique_ptr<CapturedWork> CudaBackend::capture(const std::function<void()>& 
     throw;
   }
   log::debug("cuda (gpu:{}): captured a graph with {} timing points", device_, points.size());
-  return std::make_unique<CudaCapturedWork>(graph, exec, std::move(points), s, buffer_generation_, ctx_,
+  return std::make_unique<CudaCapturedWork>(graph, exec, std::move(points), s, ds_, buffer_generation_, ctx_,
                                             std::move(placeholders));
 }
 
