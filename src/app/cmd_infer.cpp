@@ -3,8 +3,11 @@
 // one precision, on one device per process. Under mpirun every rank streams its own batches on its
 // own device; rank 0 prints each rank's figures and the job's (images/s and watts summed).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <ctime>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -19,6 +22,8 @@
 #include "infer/batch_measure.hpp"
 #include "infer/inference_engine.hpp"
 #include "infer/scenario_runs.hpp"
+#include "experiment/report_infer.hpp"
+#include "io/results_writer.hpp"
 #include "net/net.hpp"
 #include "parallel/device_binding.hpp"
 #include "parallel/mpi_env.hpp"
@@ -52,7 +57,43 @@ struct InferArgs {
   int rate_steps = 6;
   int64_t min_queries = 100;
   bool json = false;
+  std::string results_root;  // "": nothing saved (unless $CNNSCALE_RESULTS gives a root)
+  std::string experiment = "infer";
+  bool no_results = false;
 };
+
+// Where rank 0 saves the run's JSON object ("" for nowhere), checked before any work.
+std::string results_dir(const InferArgs& a, int rank) {
+  if (a.no_results || a.results_root.empty()) return "";
+  check_results_name("--experiment", a.experiment);
+  const std::string dir = report::infer_results_dir(a.results_root, a.experiment);
+  if (rank == 0) report::prepare_infer_results_dir(dir);
+  return dir;
+}
+
+// Prints the run (a JSON line or the caller's table) and saves it next to train's runs.
+void publish(const InferArgs& a, nlohmann::json run, const std::string& dir) {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char iso[32], stamp[32];
+  std::strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+  run["time"] = iso;
+  if (!dir.empty()) {
+    std::string device = run["device"].get<std::string>();
+    std::replace(device.begin(), device.end(), ':', '_');
+    const std::string stem = fmt::format("{}-{}-{}-{}-{}", run["net"].get<std::string>(),
+                                         run["precision"].get<std::string>(), run.value("scenario", "offline"), device,
+                                         stamp);
+    run["results"] = report::write_infer_file(dir, stem, run);
+  }
+  if (a.json) {
+    std::printf("%s\n", run.dump().c_str());
+    std::fflush(stdout);
+  }
+}
 
 // Batch sizes: a comma list of positive integers, or "max" alone.
 struct BatchPlan {
@@ -136,7 +177,7 @@ nlohmann::json server_json(const infer::ServerResult& r) {
 // its own and rank 0 prints each rank's rate (server: achieved queries/s) and their sum.
 void run_scenario(const InferArgs& a, const NetSpec& spec, infer::InferenceEngine& engine,
                   measure::EnergyMonitor* energy, const infer::ServerOptions& server, Precision precision,
-                  const infer::EngineOptions& eo, const MpiEnv* mpi) {
+                  const infer::EngineOptions& eo, const MpiEnv* mpi, const std::string& dir) {
   const bool distributed = mpi && mpi->distributed();
   if (distributed) mpi->allgather(0.0);  // the ranks' runs start together (their rates are added up)
   infer::ScenarioFigures f;
@@ -181,11 +222,8 @@ void run_scenario(const InferArgs& a, const NetSpec& spec, infer::InferenceEngin
     j["trials"] = nlohmann::json::array();
     for (const infer::ServerResult& t : f.search->trials) j["trials"].push_back(server_json(t));
   }
-  if (a.json) {
-    std::printf("%s\n", j.dump().c_str());
-    std::fflush(stdout);
-    return;
-  }
+  publish(a, j, dir);
+  if (a.json) return;
   std::printf("%s on %s, %s, %s scenario%s\n", spec.name().c_str(), engine.backend().description().c_str(),
               precision_name(precision).c_str(), f.scenario.c_str(),
               distributed ? (", rank 0 of " + std::to_string(mpi->size())).c_str() : "");
@@ -268,6 +306,7 @@ void run_infer(InferArgs& a) {
     throw_config("--gpus binds the ranks of an mpirun job; for one process use --device gpu:N");
   }
   check_backend_precision(device, precision);
+  const std::string dir = results_dir(a, rank);
 
   std::optional<NetSpec> spec;
   if (!a.net.empty()) {
@@ -289,7 +328,7 @@ void run_infer(InferArgs& a) {
   infer::InferenceEngine engine(*spec, *backend, eo);
   auto energy = open_energy_monitor(backend->device(), distributed ? mpi->local_rank() : 0, a.power_hz);
 
-  if (!offline) return run_scenario(a, *spec, engine, energy.get(), server, precision, eo, mpi);
+  if (!offline) return run_scenario(a, *spec, engine, energy.get(), server, precision, eo, mpi, dir);
 
   if (distributed) a.measure.before_window = [mpi] { mpi->allgather(0.0); };
   std::vector<int64_t> sizes = plan.sizes;
@@ -340,8 +379,9 @@ void run_infer(InferArgs& a) {
   }
   if (rank != 0) return;
 
-  if (a.json) {
+  {
     nlohmann::json out = {{"command", "infer"},
+                          {"scenario", "offline"},
                           {"net", spec->name()},
                           {"device", backend->device().to_string()},
                           {"precision", precision_name(precision)},
@@ -355,9 +395,8 @@ void run_infer(InferArgs& a) {
                           {"limit_bytes", max->limit_bytes},
                           {"fixed_bytes", max->fixed_bytes},
                           {"bytes_per_sample", max->bytes_per_sample}};
-    std::printf("%s\n", out.dump().c_str());
-    std::fflush(stdout);
-    return;
+    publish(a, out, dir);
+    if (a.json) return;
   }
   std::printf("%s on %s, %s, %s input%s, %zu batch norm(s) folded%s\n", spec->name().c_str(),
               backend->description().c_str(), precision_name(precision).c_str(),
@@ -435,6 +474,14 @@ void register_infer(CLI::App& app) {
   cmd->add_option("--rate-steps", a.rate_steps, "server-search: bisection steps")->capture_default_str();
   cmd->add_option("--min-queries", a.min_queries, "single-stream: at least this many queries")->capture_default_str();
   cmd->add_flag("--json", a.json, "Print one JSON line on stdout instead of the table");
+  // As train and bench: a batch script or a test harness can turn on every run's results.
+  if (const char* env = std::getenv("CNNSCALE_RESULTS"); env && *env) a.results_root = env;
+  CLI::Option* results = cmd->add_option(
+      "--results", a.results_root,
+      "rank 0 saves the run's JSON object to DIR/<experiment>/infer/ for `cnnscale report` (default: "
+      "$CNNSCALE_RESULTS; without either nothing is saved)");
+  cmd->add_option("--experiment", a.experiment, "experiment name (the results subfolder)")->capture_default_str();
+  cmd->add_flag("--no-results", a.no_results, "save nothing, even with $CNNSCALE_RESULTS set")->excludes(results);
   cmd->callback([args] { run_infer(*args); });
 }
 

@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "experiment/report_allreduce.hpp"
+#include "experiment/report_infer.hpp"
 #include "experiment/report_data.hpp"
 #include "experiment/report_hetero.hpp"
 #include "experiment/report_plots.hpp"
@@ -60,6 +61,7 @@ std::string report_markdown(const ReportOptions& options, const ReportOutcome& o
   out += fmt::format("Results: `{}` — {} complete run(s) in {} configuration(s)", options.results_dir, outcome.runs,
                      outcome.configurations);
   if (outcome.allreduce_files) out += fmt::format(", {} `bench allreduce` file(s)", outcome.allreduce_files);
+  if (outcome.infer_files) out += fmt::format(", {} `infer` file(s)", outcome.infer_files);
   if (outcome.unreadable) out += fmt::format("; {} unreadable run folder(s) skipped", outcome.unreadable);
   out += ". Values are mean ± sample standard deviation over repeats (runs equal in every identity key: ";
   for (size_t i = 0; i < kGroupKeys.size(); ++i) out += (i ? ", " : "") + kGroupKeys[i];
@@ -138,10 +140,11 @@ ReportOutcome write_report(const ReportOptions& options) {
   // `bench allreduce --results` files next to the runs (ROOT/<name>/allreduce/): a folder may hold
   // only those.
   const std::vector<AllreduceBenchFile> benches = find_allreduce_benches(options.results_dir);
-  if (runs.empty() && benches.empty())
+  const std::vector<InferFile> inferences = find_infer_results(options.results_dir);
+  if (runs.empty() && benches.empty() && inferences.empty())
     throw_config(
-        "no complete runs under '{}' (a run folder holds run.h5; *.partial folders are ignored) and no "
-        "`bench allreduce` results (*/allreduce/*.json){}{}",
+        "no complete runs under '{}' (a run folder holds run.h5; *.partial folders are ignored), no "
+        "`bench allreduce` results (*/allreduce/*.json) and no `infer` results (*/infer/*.json){}{}",
         options.results_dir, outcome.unreadable ? fmt::format("; {} unreadable run folder(s)", outcome.unreadable) : "",
         outcome.interrupted.empty() ? "" : fmt::format("; {} interrupted run(s) left out", outcome.interrupted.size()));
   const std::vector<ConfigGroup> groups = group_runs(runs);
@@ -150,10 +153,12 @@ ReportOutcome write_report(const ReportOptions& options) {
   if (!runs.empty()) tables = build_tables(groups);
   const bool hetero = !hetero_groups(groups).empty();
   if (!benches.empty()) tables.push_back(allreduce_table(benches));
+  if (!inferences.empty()) tables.push_back(infer_table(inferences));
   const RunRecord* power = options.plots && !runs.empty() ? power_run(runs, options.power_run) : nullptr;
   outcome.runs = static_cast<int>(runs.size());
   outcome.configurations = static_cast<int>(groups.size());
   outcome.allreduce_files = static_cast<int>(benches.size());
+  outcome.infer_files = static_cast<int>(inferences.size());
 
   const fs::path out = options.out_dir.empty() ? fs::path(options.results_dir) / "report" : fs::path(options.out_dir);
   std::error_code ec;

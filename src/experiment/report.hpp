@@ -28,6 +28,7 @@ struct ReportOutcome {
   std::vector<std::string> interrupted;  // folders of interrupted runs, left out of tables and figures
   int runs = 0, configurations = 0, unreadable = 0;
   int allreduce_files = 0;  // `bench allreduce` results files in the allreduce table
+  int infer_files = 0;      // `infer --results` files (the offline ones make the inference table)
 };
 
 inline const std::vector<std::string> kFigureNames = {"time_per_batch.png", "joules_per_batch.png", "scaling.png",

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "common/temp_dir.hpp"
@@ -164,6 +166,43 @@ TEST(InferCli, ServerSearchRunsEachBisectionTrial) {
   EXPECT_EQ(j["trials"][0]["offered_rate"], 20.0);
   EXPECT_GE(j["best_rate"].get<double>(), 20.0);
   EXPECT_DOUBLE_EQ(j["resolution"].get<double>(), (400.0 - 20.0) / 4);
+}
+
+// Saved runs are what `cnnscale report` tables: two repeats of LeNet offline make one row per batch
+// size with n = 2, and a server run is counted beside the table.
+TEST(InferCli, SavedRunsMakeTheReportsInferenceTable) {
+  TempDir dir;
+  std::vector<std::string> paths;
+  for (int repeat = 0; repeat < 2; ++repeat) {
+    CliResult r = run_cnnscale(
+        infer_with({"--net", "lenet", "--batch", "1,2", "--results", dir.str(), "--experiment", "e", "--json"}));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    ASSERT_TRUE(j["results"].is_string()) << r.out;
+    paths.push_back(j["results"]);
+    EXPECT_EQ(fs::path(paths.back()).parent_path(), fs::path(dir.str()) / "e" / "infer");
+  }
+  EXPECT_NE(paths[0], paths[1]);  // never replaced, even within one second
+  CliResult server = run_cnnscale({"infer", "--net", "lenet", "--scenario", "server", "--rate", "100", "--max-batch",
+                                   "2", "--seconds", "0.2", "--latency-bound", "2", "--results", dir.str(),
+                                   "--experiment", "e"});
+  ASSERT_EQ(server.exit_code, 0) << server.err;
+  // Without --results (and with it unset in the environment) nothing is saved.
+  CliResult none = run_cnnscale(infer_with({"--net", "lenet", "--batch", "1", "--no-results", "--json"}));
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_TRUE(nlohmann::json::parse(none.out)["results"].is_null() || !nlohmann::json::parse(none.out).contains("results"));
+
+  CliResult rep = run_cnnscale({"report", dir.str(), "--no-plots"});
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  EXPECT_NE(rep.out.find("3 infer file(s)"), std::string::npos) << rep.out;
+  std::ifstream md(fs::path(dir.str()) / "report" / "inference.md");
+  ASSERT_TRUE(md) << "no inference.md";
+  const std::string table((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+  EXPECT_NE(table.find("| lenet | cpu | fp32 | 1 |"), std::string::npos) << table;
+  EXPECT_NE(table.find("| lenet | cpu | fp32 | 2 |"), std::string::npos) << table;
+  EXPECT_NE(table.find("1 single-stream/server file(s)"), std::string::npos) << table;
+  std::ifstream csv(fs::path(dir.str()) / "report" / "inference.csv");
+  ASSERT_TRUE(csv) << "no inference.csv";
 }
 
 TEST(InferCli, BadInputIsOneLineAndExitTwo) {

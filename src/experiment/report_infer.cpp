@@ -1,0 +1,174 @@
+// Inference results files (see report_infer.hpp) and the report's inference table.
+#include "experiment/report_infer.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <tuple>
+
+#include "core/error.hpp"
+#include "io/atomic_file.hpp"
+
+namespace cnnscale::report {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string infer_results_dir(const std::string& root, const std::string& experiment) {
+  return (fs::path(root) / experiment / "infer").string();
+}
+
+void prepare_infer_results_dir(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir, ec))
+    throw_config("--results: cannot create {}: {}", dir, ec ? ec.message() : "not a directory");
+  const std::string probe = (fs::path(dir) / fmt::format(".probe-{}.tmp", ::getpid())).string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) throw_config("--results: cannot write in {}: {}", dir, std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+std::string write_infer_file(const std::string& dir, const std::string& stem, json run) {
+  run["format"] = kInferFormat;
+  return write_new_file(dir, stem, ".json", run.dump(2) + "\n");
+}
+
+namespace {
+
+double number_or_nan(const json& j, const char* key, const std::string& where) {
+  if (!j.contains(key)) throw_config("{}: missing \"{}\"", where, key);
+  const json& v = j[key];
+  if (v.is_null()) return std::nan("");
+  if (!v.is_number()) throw_config("{}: \"{}\" is not a number", where, key);
+  return v.get<double>();
+}
+
+std::string text(const json& j, const char* key, const std::string& where) {
+  if (!j.contains(key) || !j[key].is_string()) throw_config("{}: \"{}\" is missing or not text", where, key);
+  return j[key].get<std::string>();
+}
+
+InferFile parse_infer_file(const json& j, const std::string& path) {
+  InferFile f;
+  f.path = path;
+  f.scenario = j.contains("scenario") ? text(j, "scenario", path) : "offline";
+  if (f.scenario != "offline") return f;
+  if (!j.contains("batches") || !j["batches"].is_array()) throw_config("{}: \"batches\" is missing", path);
+  for (const json& b : j["batches"]) {
+    InferRow r;
+    r.net = text(j, "net", path);
+    r.device = text(j, "device", path);
+    r.precision = text(j, "precision", path);
+    if (!b.contains("batch") || !b["batch"].is_number_integer()) throw_config("{}: a batch has no \"batch\"", path);
+    r.batch = b["batch"].get<int64_t>();
+    r.images_per_s = number_or_nan(b, "images_per_s", path);
+    r.p50_s = number_or_nan(b, "latency_p50_s", path);
+    r.p99_s = number_or_nan(b, "latency_p99_s", path);
+    r.joules_per_image = number_or_nan(b, "joules_per_image", path);
+    r.images_per_joule = number_or_nan(b, "images_per_joule", path);
+    r.peak_memory_bytes = number_or_nan(b, "peak_memory_bytes", path);
+    f.rows.push_back(r);
+  }
+  return f;
+}
+
+}  // namespace
+
+std::vector<InferFile> find_infer_results(const std::string& results_dir, int* skipped) {
+  std::error_code ec;
+  if (!fs::is_directory(results_dir, ec))
+    throw_config("'{}' is not a directory (expected a results directory)", results_dir);
+  std::vector<fs::path> paths;
+  fs::recursive_directory_iterator it(results_dir, fs::directory_options::skip_permission_denied, ec);
+  if (ec) throw_config("cannot read results directory '{}': {}", results_dir, ec.message());
+  for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) throw_runtime("cannot scan '{}': {}", results_dir, ec.message());
+    const fs::path& p = it->path();
+    if (it->is_directory(ec)) {
+      if (p.filename().string().ends_with(".partial")) it.disable_recursion_pending();  // a train run being written
+      continue;
+    }
+    // A writer's temporary files are hidden: never taken.
+    if (p.extension() == ".json" && p.parent_path().filename() == "infer" && !p.filename().string().starts_with(".") &&
+        it->is_regular_file(ec))
+      paths.push_back(p);
+  }
+  std::sort(paths.begin(), paths.end());
+  std::vector<InferFile> files;
+  int other = 0;
+  for (const fs::path& p : paths) {
+    std::ifstream in(p);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    json j;
+    try {
+      j = json::parse(ss.str());
+    } catch (const json::exception& e) {
+      throw_config("{}: not JSON: {}", p.string(), e.what());
+    }
+    if (!j.is_object() || !j.contains("format") || j["format"] != kInferFormat) {
+      ++other;  // another program's file in an infer folder is not a broken one of ours
+      continue;
+    }
+    files.push_back(parse_infer_file(j, p.string()));
+  }
+  if (skipped) *skipped = other;
+  return files;
+}
+
+Table infer_table(const std::vector<InferFile>& files) {
+  Table t;
+  t.name = "inference";
+  t.title = "Inference (cnnscale infer, offline)";
+  t.caption =
+      "Forward-only throughput of back-to-back batches, latency of batches timed alone (nearest-rank "
+      "percentiles), energy per image over the throughput window and peak memory, per network, device, "
+      "precision and batch size; mean ± std over the files that repeat a setting.";
+  t.columns = {Column("network", "net", false),
+               Column("device", "device", false),
+               Column("precision", "precision", false),
+               Column("batch", "batch", false),
+               Column("images/s", "images_per_s"),
+               Column("p50 latency ({unit})", "latency_p50_s", true, false, Quantity::Seconds),
+               Column("p99 latency ({unit})", "latency_p99_s", true, false, Quantity::Seconds),
+               Column("energy per image ({unit})", "joules_per_image", true, false, Quantity::Joules),
+               Column("images/J", "images_per_joule"),
+               Column("peak memory (GiB)", "peak_memory_gib"),
+               Column("files", "files", false)};
+  using Key = std::tuple<std::string, std::string, std::string, int64_t>;
+  std::map<Key, std::vector<const InferRow*>> groups;
+  int others = 0;
+  for (const InferFile& f : files) {
+    if (f.scenario != "offline") ++others;
+    for (const InferRow& r : f.rows) groups[{r.net, r.device, r.precision, r.batch}].push_back(&r);
+  }
+  for (const auto& [key, rows] : groups) {
+    auto stat = [&](double InferRow::*m, double scale) {
+      std::vector<double> v;
+      for (const InferRow* r : rows) v.push_back(r->*m * scale);
+      return Cell::of(stat_of(v));
+    };
+    t.rows.push_back({Cell::of(std::get<0>(key)), Cell::of(std::get<1>(key)), Cell::of(std::get<2>(key)),
+                      Cell::of(std::to_string(std::get<3>(key))), stat(&InferRow::images_per_s, 1),
+                      stat(&InferRow::p50_s, 1), stat(&InferRow::p99_s, 1), stat(&InferRow::joules_per_image, 1),
+                      stat(&InferRow::images_per_joule, 1),
+                      stat(&InferRow::peak_memory_bytes, 1.0 / double(int64_t{1} << 30)),
+                      Cell::of(std::to_string(rows.size()))});
+  }
+  if (others > 0)
+    t.notes.push_back(fmt::format("{} single-stream/server file(s) are not in this table (their figures are in "
+                                  "the files).",
+                                  others));
+  return t;
+}
+
+}  // namespace cnnscale::report
