@@ -40,18 +40,6 @@ struct AllreduceArgs {
   bool no_results = false;
 };
 
-// UTC time of `now` as ISO 8601 ("2026-11-22T04:43:00Z") and as train's run ids write it
-// ("20261122T044300Z", for file names).
-std::pair<std::string, std::string> utc_times(std::chrono::system_clock::time_point now) {
-  const std::time_t t = std::chrono::system_clock::to_time_t(now);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char iso[32], stamp[32];
-  std::strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
-  return {iso, stamp};
-}
-
 // Rank 0's check of the results folder: "" when it can write there, else the error. Only rank 0
 // touches the filesystem (the others may not share it).
 std::string check_results_dir(const AllreduceArgs& a, const std::string& dir) {

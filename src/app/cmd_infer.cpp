@@ -73,13 +73,7 @@ std::string results_dir(const InferArgs& a, int rank) {
 
 // Prints the run (a JSON line or the caller's table) and saves it next to train's runs.
 void publish(const InferArgs& a, nlohmann::json run, const std::string& dir) {
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t t = std::chrono::system_clock::to_time_t(now);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char iso[32], stamp[32];
-  std::strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+  const auto [iso, stamp] = utc_times(std::chrono::system_clock::now());
   run["time"] = iso;
   if (!dir.empty()) {
     std::string device = run["device"].get<std::string>();

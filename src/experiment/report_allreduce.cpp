@@ -223,25 +223,7 @@ AllreduceBenchFile parse_allreduce_bench(const json& j, const std::string& path)
 }
 
 std::vector<AllreduceBenchFile> find_allreduce_benches(const std::string& results_dir, int* skipped) {
-  std::error_code ec;
-  if (!fs::is_directory(results_dir, ec))
-    throw_config("'{}' is not a directory (expected a results directory)", results_dir);
-  std::vector<fs::path> paths;
-  fs::recursive_directory_iterator it(results_dir, fs::directory_options::skip_permission_denied, ec);
-  if (ec) throw_config("cannot read results directory '{}': {}", results_dir, ec.message());
-  for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    if (ec) throw_runtime("cannot scan '{}': {}", results_dir, ec.message());
-    const fs::path& p = it->path();
-    if (it->is_directory(ec)) {
-      if (p.filename().string().ends_with(".partial")) it.disable_recursion_pending();  // a train run being written
-      continue;
-    }
-    // Temporary files of a writer are hidden and end in .tmp: never taken.
-    if (p.extension() == ".json" && p.parent_path().filename() == "allreduce" &&
-        !p.filename().string().starts_with(".") && it->is_regular_file(ec))
-      paths.push_back(p);
-  }
-  std::sort(paths.begin(), paths.end());
+  const std::vector<fs::path> paths = find_json_files(results_dir, "allreduce");
 
   std::vector<AllreduceBenchFile> files;
   int bad = 0;

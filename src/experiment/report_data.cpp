@@ -151,6 +151,28 @@ std::string ConfigGroup::method(const std::string& summary_key) const {
   return "";
 }
 
+std::vector<fs::path> find_json_files(const std::string& results_dir, const std::string& folder) {
+  std::error_code ec;
+  if (!fs::is_directory(results_dir, ec))
+    throw_config("'{}' is not a directory (expected a results directory)", results_dir);
+  std::vector<fs::path> paths;
+  fs::recursive_directory_iterator it(results_dir, fs::directory_options::skip_permission_denied, ec);
+  if (ec) throw_config("cannot read results directory '{}': {}", results_dir, ec.message());
+  for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) throw_runtime("cannot scan '{}': {}", results_dir, ec.message());
+    const fs::path& p = it->path();
+    if (it->is_directory(ec)) {
+      if (is_partial(p)) it.disable_recursion_pending();  // a train run being written
+      continue;
+    }
+    if (p.extension() == ".json" && p.parent_path().filename() == folder && !p.filename().string().starts_with(".") &&
+        it->is_regular_file(ec))
+      paths.push_back(p);
+  }
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
 std::vector<RunRecord> scan_runs(const std::string& results_dir, int* unreadable,
                                  std::vector<std::string>* interrupted) {
   std::error_code ec;

@@ -2,6 +2,7 @@
 // their summaries, and group runs that differ only by repeat into configurations with mean, sample
 // standard deviation and count per figure. The tables (report_tables.hpp) are built from these.
 #pragma once
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -71,6 +72,11 @@ struct ConfigGroup {
 // is "interrupted" (stopped by a signal; its figures cover only the steps that ran) is left out and
 // its folder listed in `interrupted`. Throws a ConfigError when `results_dir` is not a readable
 // directory.
+// The *.json files directly inside every folder named `folder` under `results_dir` (a tool's own
+// results, e.g. allreduce/ or infer/ beside train's run folders), sorted. A writer's temporary
+// files are hidden (.name.tmp) and never taken; *.partial run folders are not entered.
+std::vector<std::filesystem::path> find_json_files(const std::string& results_dir, const std::string& folder);
+
 std::vector<RunRecord> scan_runs(const std::string& results_dir, int* unreadable = nullptr,
                                  std::vector<std::string>* interrupted = nullptr);
 

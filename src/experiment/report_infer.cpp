@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "core/error.hpp"
+#include "experiment/report_data.hpp"
 #include "io/atomic_file.hpp"
 
 namespace cnnscale::report {
@@ -84,25 +85,7 @@ InferFile parse_infer_file(const json& j, const std::string& path) {
 }  // namespace
 
 std::vector<InferFile> find_infer_results(const std::string& results_dir, int* skipped) {
-  std::error_code ec;
-  if (!fs::is_directory(results_dir, ec))
-    throw_config("'{}' is not a directory (expected a results directory)", results_dir);
-  std::vector<fs::path> paths;
-  fs::recursive_directory_iterator it(results_dir, fs::directory_options::skip_permission_denied, ec);
-  if (ec) throw_config("cannot read results directory '{}': {}", results_dir, ec.message());
-  for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    if (ec) throw_runtime("cannot scan '{}': {}", results_dir, ec.message());
-    const fs::path& p = it->path();
-    if (it->is_directory(ec)) {
-      if (p.filename().string().ends_with(".partial")) it.disable_recursion_pending();  // a train run being written
-      continue;
-    }
-    // A writer's temporary files are hidden: never taken.
-    if (p.extension() == ".json" && p.parent_path().filename() == "infer" && !p.filename().string().starts_with(".") &&
-        it->is_regular_file(ec))
-      paths.push_back(p);
-  }
-  std::sort(paths.begin(), paths.end());
+  const std::vector<fs::path> paths = find_json_files(results_dir, "infer");
   std::vector<InferFile> files;
   int other = 0;
   for (const fs::path& p : paths) {

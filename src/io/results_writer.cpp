@@ -35,6 +35,16 @@ void check_results_name(const std::string& flag, const std::string& name) {
     throw_config("{} '{}': use letters, digits and . _ + = - (not starting with . or -)", flag, name);
 }
 
+std::pair<std::string, std::string> utc_times(std::chrono::system_clock::time_point now) {
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char iso[32], stamp[32];
+  std::strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+  return {iso, stamp};
+}
+
 std::string make_run_id(const std::string& config_text, std::chrono::system_clock::time_point now) {
   const std::time_t t = std::chrono::system_clock::to_time_t(now);
   std::tm tm{};

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "io/run_results.hpp"
@@ -31,6 +32,9 @@ void check_results_name(const std::string& flag, const std::string& name);
 // the host name, the process id and the time, so runs started in the same second differ.
 std::string make_run_id(const std::string& config_text,
                         std::chrono::system_clock::time_point now = std::chrono::system_clock::now());
+// UTC time of `now` as ISO 8601 ("2026-11-22T04:43:00Z") and as run ids write it ("20261122T044300Z",
+// for file names).
+std::pair<std::string, std::string> utc_times(std::chrono::system_clock::time_point now);
 
 // The `status` of the run folder's summary.json ("complete", "interrupted"; "complete" for folders
 // written before the field existed), or "" when summary.json is missing or unreadable.
