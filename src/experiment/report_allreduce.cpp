@@ -169,17 +169,7 @@ std::string allreduce_bench_stem(const AllreduceBenchResult& bench, const std::s
   return fmt::format("{}-n{}-{}-{}", name_part(bench.device), bench.ranks, name_part(bench.algo), utc_stamp);
 }
 
-void prepare_allreduce_bench_dir(const std::string& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir, ec))
-    throw_config("cannot create {}: {}", dir, ec ? ec.message() : "not a directory");
-  const std::string probe = (fs::path(dir) / fmt::format(".probe-{}.tmp", ::getpid())).string();
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) throw_config("cannot write in {}: {}", dir, std::strerror(errno));
-  ::close(fd);
-  ::unlink(probe.c_str());
-}
+void prepare_allreduce_bench_dir(const std::string& dir) { prepare_writable_dir(dir); }
 
 std::string write_allreduce_bench_file(const std::string& dir, const std::string& stem, const json& j) {
   return write_new_file(dir, stem, ".json", j.dump(2) + "\n");

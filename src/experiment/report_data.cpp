@@ -3,7 +3,13 @@
 // whole configuration into "unknown"; `n` says how many values went in.
 #include "experiment/report_data.hpp"
 
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cmath>
 #include <filesystem>
 #include <set>
@@ -149,6 +155,18 @@ std::string ConfigGroup::method(const std::string& summary_key) const {
     if (it != r->methods.end() && !it->second.empty()) return it->second;
   }
   return "";
+}
+
+void prepare_writable_dir(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir, ec))
+    throw_config("cannot create {}: {}", dir, ec ? ec.message() : "not a directory");
+  const std::string probe = (fs::path(dir) / fmt::format(".probe-{}.tmp", ::getpid())).string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) throw_config("cannot write in {}: {}", dir, std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 std::vector<fs::path> find_json_files(const std::string& results_dir, const std::string& folder) {

@@ -1,12 +1,7 @@
 // Inference results files (see report_infer.hpp) and the report's inference table.
 #include "experiment/report_infer.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -26,17 +21,7 @@ std::string infer_results_dir(const std::string& root, const std::string& experi
   return (fs::path(root) / experiment / "infer").string();
 }
 
-void prepare_infer_results_dir(const std::string& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir, ec))
-    throw_config("--results: cannot create {}: {}", dir, ec ? ec.message() : "not a directory");
-  const std::string probe = (fs::path(dir) / fmt::format(".probe-{}.tmp", ::getpid())).string();
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) throw_config("--results: cannot write in {}: {}", dir, std::strerror(errno));
-  ::close(fd);
-  ::unlink(probe.c_str());
-}
+void prepare_infer_results_dir(const std::string& dir) { prepare_writable_dir(dir); }
 
 std::string write_infer_file(const std::string& dir, const std::string& stem, json run) {
   run["format"] = kInferFormat;
