@@ -194,6 +194,12 @@ class CudaBackend final : public Backend {
   // reordered or widened copies (LRN, Caffe-rule pooling): kept and grown across calls, not
   // zeroed (each use overwrites it), valid in stream order until the next use of that slot.
   Tensor staging(size_t slot, const Shape& shape, DType dtype = DType::F32);
+  // Staging tensor `slot` holding `src` converted to `dtype` (NCHW): an op's input on its way in.
+  Tensor staged(size_t slot, const Tensor& src, DType dtype) {
+    Tensor t = staging(slot, src.shape(), dtype);
+    convert(src, t);
+    return t;
+  }
   ConvPlan& conv_plan(const char* op, const ConvParams& p, const Shape& x, const Shape& w, DType dtype, Layout layout);
   void find_conv_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& y);
   void find_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx);

@@ -35,8 +35,7 @@ void CudaBackend::lrn_forward(const LrnParams& p, const Tensor& x, const Tensor&
   if (x.numel() == 0) return;
   activate();
   if (x.dtype() == DType::BF16 || x.layout() == Layout::NHWC) {  // and NCHW for cuDNN's cross-channel window
-    Tensor xw = staging(0, x.shape()), yw = staging(1, x.shape());
-    convert(x, xw);
+    Tensor xw = staged(0, x, DType::F32), yw = staging(1, x.shape());
     lrn_forward(p, xw, yw);
     convert(yw, y);
     return;
@@ -64,11 +63,8 @@ void CudaBackend::lrn_backward(const LrnParams& p, const Tensor& x, const Tensor
   if (x.numel() == 0) return;
   activate();
   if (x.dtype() == DType::BF16 || x.layout() == Layout::NHWC) {  // widened to NCHW f32, as in lrn_forward
-    Tensor xw = staging(0, x.shape()), yw = staging(1, x.shape()), dyw = staging(2, x.shape()),
+    Tensor xw = staged(0, x, DType::F32), yw = staged(1, y, DType::F32), dyw = staged(2, dy, DType::F32),
            dxw = staging(3, x.shape());
-    convert(x, xw);
-    convert(y, yw);
-    convert(dy, dyw);
     lrn_backward(p, xw, yw, dyw, dxw);
     convert(dxw, dx);
     return;

@@ -72,8 +72,7 @@ void CudaBackend::pool_forward(const PoolParams& p, const Tensor& x, const Tenso
   activate();
   if (!cudnn_can_pool(p, x.shape()) && (x.layout() == Layout::NHWC || y.layout() == Layout::NHWC)) {
     // Caffe's kernels are NCHW: reorder around them (shapes cuDNN cannot pool are rare).
-    Tensor xn = staging(0, x.shape(), x.dtype()), yn = staging(1, ys, x.dtype());
-    convert(x, xn);
+    Tensor xn = staged(0, x, x.dtype()), yn = staging(1, ys, x.dtype());
     pool_forward(p, xn, yn);
     convert(yn, y);
     return;
@@ -115,11 +114,8 @@ void CudaBackend::pool_backward(const PoolParams& p, const Tensor& x, const Tens
   if (dx.numel() == 0) return;
   activate();
   if (!cudnn_can_pool(p, x.shape()) && (x.layout() == Layout::NHWC || y.layout() == Layout::NHWC)) {
-    Tensor xn = staging(0, x.shape(), x.dtype()), yn = staging(1, ys, x.dtype()), dyn = staging(2, ys, x.dtype()),
+    Tensor xn = staged(0, x, x.dtype()), yn = staged(1, y, x.dtype()), dyn = staged(2, dy, x.dtype()),
            dxn = staging(3, x.shape(), x.dtype());
-    convert(x, xn);
-    convert(y, yn);
-    convert(dy, dyn);
     pool_backward(p, xn, yn, dyn, dxn);
     convert(dxn, dx);
     return;
