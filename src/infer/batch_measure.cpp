@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "solver/run_report.hpp"
 
 namespace cnnscale::infer {
 
@@ -15,6 +16,25 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 }  // namespace
+
+EnergyWindow::EnergyWindow(measure::EnergyMonitor* energy, const char* what, bool gpu_run)
+    : energy_(energy && energy->measures_energy() && !energy->open() ? energy : nullptr), gpu_run_(gpu_run) {
+  if (energy_) energy_->begin(what);
+}
+
+WindowEnergy EnergyWindow::close(int64_t iterations, double samples) {
+  WindowEnergy e;
+  if (!energy_) return e;
+  const measure::EnergyReading r = energy_->end(iterations);
+  const std::optional<double> j = device_joules(r, gpu_run_);
+  if (!j || !(r.seconds > 0) || !(samples > 0)) return e;
+  e.source = gpu_run_ ? "gpu" : "cpu";
+  e.joules = *j;
+  e.watts = *j / r.seconds;
+  e.joules_per_sample = *j / samples;
+  e.samples_per_joule = samples / *j;
+  return e;
+}
 
 void check_options(const BatchMeasureOptions& o) {
   if (o.warmup < 0) throw_config("--warmup must be >= 0, got {}", o.warmup);
@@ -45,8 +65,7 @@ BatchFigures measure_batch(InferenceEngine& engine, int64_t batch, measure::Ener
   f.window_batches = std::max<int64_t>(3, static_cast<int64_t>(std::ceil(o.min_seconds / per_batch)));
 
   if (o.before_window) o.before_window();
-  const bool joules = energy && energy->measures_energy() && !energy->open();
-  if (joules) energy->begin("inference window");
+  EnergyWindow window(energy, "inference window", !backend.device().is_cpu());
   t0 = Clock::now();
   for (int64_t i = 0; i < f.window_batches; ++i) engine.run(batch);
   if (energy && energy->gpu_available()) f.sm_clock_mhz = energy->gpu().sm_clock_mhz();  // the queue is running
@@ -54,21 +73,12 @@ BatchFigures measure_batch(InferenceEngine& engine, int64_t batch, measure::Ener
   f.window_seconds = seconds_since(t0);
   const double images = static_cast<double>(f.window_batches * batch);
   f.images_per_s = images / f.window_seconds;
-  if (joules) {
-    const measure::EnergyReading r = energy->end(f.window_batches);
-    std::optional<double> j = r.gpu_joules;
-    f.energy_source = j ? "gpu" : "";
-    if (!j && r.cpu_package_joules) {
-      j = *r.cpu_package_joules + r.cpu_dram_joules.value_or(0.0);
-      f.energy_source = "cpu";
-    }
-    if (j && r.seconds > 0) {
-      f.joules = *j;
-      f.watts = *j / r.seconds;
-      f.joules_per_image = *j / images;
-      f.images_per_joule = images / *j;
-    }
-  }
+  const WindowEnergy e = window.close(f.window_batches, images);
+  f.joules = e.joules;
+  f.watts = e.watts;
+  f.joules_per_image = e.joules_per_sample;
+  f.images_per_joule = e.samples_per_joule;
+  f.energy_source = e.source;
 
   // Latency: each batch between two synchronisations, as a request that finds the device idle.
   std::vector<double> latencies;

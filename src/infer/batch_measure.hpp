@@ -13,6 +13,25 @@
 
 namespace cnnscale::infer {
 
+// Energy over one window of inference work: joules of the run's device (solver's device_joules),
+// watts, and per sample (null where nothing measures).
+struct WindowEnergy {
+  std::optional<double> joules, watts, joules_per_sample, samples_per_joule;
+  std::string source;  // "gpu" (NVML), "cpu" (RAPL package + DRAM of the host) or ""
+};
+
+// Opens an energy window at construction, right after a synchronisation (a no-op without a monitor
+// that measures); close() ends it after the next one.
+class EnergyWindow {
+ public:
+  EnergyWindow(measure::EnergyMonitor* energy, const char* what, bool gpu_run);
+  WindowEnergy close(int64_t iterations, double samples);
+
+ private:
+  measure::EnergyMonitor* energy_;
+  bool gpu_run_;
+};
+
 struct BatchMeasureOptions {
   int64_t warmup = 3;             // untimed batches first (allocation, algorithm search, clocks)
   double min_seconds = 3.0;       // the throughput window: NVML's energy counter moves every ~100 ms

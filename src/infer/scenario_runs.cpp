@@ -35,35 +35,6 @@ void PaddedBatchRunner::operator()(int64_t n) {
 
 namespace {
 
-// Opens an energy window right after a synchronisation; close() reads it.
-class EnergyWindow {
- public:
-  EnergyWindow(measure::EnergyMonitor* energy, const char* what)
-      : energy_(energy && energy->measures_energy() && !energy->open() ? energy : nullptr) {
-    if (energy_) energy_->begin(what);
-  }
-  ScenarioEnergy close(int64_t samples) {
-    ScenarioEnergy e;
-    if (!energy_) return e;
-    const measure::EnergyReading r = energy_->end(samples);
-    std::optional<double> j = r.gpu_joules;
-    e.source = j ? "gpu" : "";
-    if (!j && r.cpu_package_joules) {
-      j = *r.cpu_package_joules + r.cpu_dram_joules.value_or(0.0);
-      e.source = "cpu";
-    }
-    if (j && r.seconds > 0 && samples > 0) {
-      e.joules = *j;
-      e.watts = *j / r.seconds;
-      e.joules_per_sample = *j / static_cast<double>(samples);
-    }
-    return e;
-  }
-
- private:
-  measure::EnergyMonitor* energy_;
-};
-
 double padded_fraction(const PaddedBatchRunner& r) {
   const int64_t computed = r.samples() + r.padded();
   return computed > 0 ? static_cast<double>(r.padded()) / static_cast<double>(computed) : 0.0;
@@ -83,9 +54,9 @@ ScenarioFigures measured_run(InferenceEngine& engine, measure::EnergyMonitor* en
   ScenarioFigures f;
   f.scenario = scenario;
   f.prepared_sizes = runner.sizes();
-  EnergyWindow window(energy, scenario);
+  EnergyWindow window(energy, scenario, !engine.backend().device().is_cpu());
   const int64_t served = samples(run(clock, runner, f));
-  f.energy = window.close(served);
+  f.energy = window.close(served, static_cast<double>(served));
   f.padded_fraction = padded_fraction(runner);
   return f;
 }

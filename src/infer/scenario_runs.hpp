@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "infer/batch_measure.hpp"
 #include "infer/inference_engine.hpp"
 #include "infer/scenario.hpp"
 #include "measure/energy_monitor.hpp"
@@ -36,12 +37,6 @@ class PaddedBatchRunner {
   int64_t samples_ = 0, padded_ = 0;
 };
 
-// Energy over one scenario run: joules, watts and joules per sample (null where nothing measures).
-struct ScenarioEnergy {
-  std::optional<double> joules, watts, joules_per_sample;
-  std::string source;  // "gpu", "cpu" or ""
-};
-
 struct ScenarioFigures {
   std::string scenario;  // "single-stream", "server", "server-search"
   std::optional<SingleStreamResult> single_stream;
@@ -49,7 +44,7 @@ struct ScenarioFigures {
   std::optional<RateSearchResult> search;      // server-search
   std::vector<int64_t> prepared_sizes;
   double padded_fraction = 0;                  // padded samples / samples computed
-  ScenarioEnergy energy;                       // of the single-stream or server run (not the search)
+  WindowEnergy energy;                       // of the single-stream or server run (not the search)
 };
 
 // Single-stream: one sample at a time for at least `seconds` and `min_queries`.

@@ -27,14 +27,6 @@ NumberFigure per_iteration(std::optional<double> joules, int64_t iterations) {
   return value(*joules / static_cast<double>(iterations));
 }
 
-// Energy of one rank's reading for the run's device: the GPU counter on GPU runs; on CPU runs the
-// host's RAPL package + DRAM (only on the rank that reads its host), else null.
-std::optional<double> device_joules(const measure::EnergyReading& reading, bool gpu_run) {
-  if (gpu_run) return reading.gpu_joules;
-  if (!reading.cpu_package_joules) return std::nullopt;
-  return *reading.cpu_package_joules + reading.cpu_dram_joules.value_or(0.0);
-}
-
 // The job's energy of one window across ranks: every GPU summed (null if any is missing); on CPU
 // the RAPL-reading ranks summed (null if none reads).
 std::optional<double> job_joules(const std::vector<const measure::EnergyReading*>& readings,
@@ -67,6 +59,12 @@ void put_metrics(WindowFigures& out, const measure::Metrics& m) {
 }
 
 }  // namespace
+
+std::optional<double> device_joules(const measure::EnergyReading& reading, bool gpu_run) {
+  if (gpu_run) return reading.gpu_joules;
+  if (!reading.cpu_package_joules) return std::nullopt;
+  return *reading.cpu_package_joules + reading.cpu_dram_joules.value_or(0.0);
+}
 
 RunResults assemble_run_results(const RunDescription& run, const TrainResult& r0, const std::vector<RankReport>& ranks,
                                 int64_t whole_epochs, int64_t whole_samples) {

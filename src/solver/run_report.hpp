@@ -15,6 +15,10 @@
 
 namespace cnnscale {
 
+// Energy of one rank's reading for the run's device: the GPU counter on GPU runs; on CPU runs the
+// host's RAPL package + DRAM (only on the rank that reads its host), else null.
+std::optional<double> device_joules(const measure::EnergyReading& reading, bool gpu_run);
+
 // The run as the Trainer and the command saw it, for the summary.
 struct RunDescription {
   std::string experiment, run_id, config_text;
