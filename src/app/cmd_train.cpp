@@ -115,9 +115,12 @@ void register_train(CLI::App& app) {
                   "master weights; fp16 with dynamic loss scaling). GPU only, except fp32")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}))
       ->capture_default_str();
-  cmd->add_flag("--graph", a.graph,
-                "Replay each training step from a CUDA graph captured after the first step, instead of queueing "
-                "it op by op (GPU, single process; the results record which)");
+  cmd->add_flag("--no-graph", a.no_graph,
+                "Queue every training step op by op instead of replaying it from a CUDA graph captured after "
+                "the first step (the default where the GPU step allows it; the results record which)");
+  cmd->add_flag("--no-phase-marks", a.no_phase_marks,
+                "Time forward, backward and update as one phase (reported under update) instead of marking "
+                "each: measures what the per-phase marks themselves cost");
   cmd->add_option("--seed", a.options.seed, "Seed of weight init, shuffling, dropout and synthetic data")
       ->capture_default_str();
   cmd->add_option("--lr", a.solver.lr, "Base learning rate")->capture_default_str();

@@ -26,7 +26,8 @@ struct TrainArgs {
   int64_t train_samples = 0, test_samples = -1;
   std::string device = "cpu";
   std::string precision = "fp32";  // --precision; validate_train_args sets options.precision from it
-  bool graph = false;              // --graph; validate_train_args sets options.cuda_graph from it
+  bool no_graph = false;           // --no-graph; validate_train_args sets options.cuda_graph from it
+  bool no_phase_marks = false;     // --no-phase-marks; likewise options.phase_marks
   std::vector<int64_t> input_shape;
   int64_t classes = 0;
   int pool_batches = 8;

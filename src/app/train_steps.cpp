@@ -27,7 +27,8 @@ std::string flag_for(const std::string& key) {
 
 void validate_train_args(TrainArgs& a) {
   a.options.precision = parse_precision(a.precision, "--precision");
-  a.options.cuda_graph = a.graph;
+  a.options.cuda_graph = !a.no_graph;
+  a.options.phase_marks = !a.no_phase_marks;
   a.options.allreduce_fp32 = a.parallel.allreduce_dtype == "fp32";
   // The Trainer exchanges the fp32 master gradients whatever TrainOptions::allreduce_fp32 says: a
   // 16-bit exchange asked for would run as fp32 and be recorded as what it was not. Refused until
@@ -107,7 +108,8 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
   // Only where they differ from the defaults, so that default runs keep the ids they had before.
   if (a.options.precision != Precision::FP32) run_config["precision"] = precision_name(a.options.precision);
   if (!a.options.allreduce_fp32) run_config["allreduce_dtype"] = a.parallel.allreduce_dtype;
-  if (a.options.cuda_graph) run_config["cuda_graph"] = true;  // --graph
+  if (!a.options.cuda_graph) run_config["cuda_graph"] = false;     // --no-graph
+  if (!a.options.phase_marks) run_config["phase_marks"] = false;  // --no-phase-marks
   if (dataset_info(a.data).synthetic) {
     run_config["synthetic_fill"] = a.synthetic_fill;
     run_config["input_shape"] = in.spec.input_shape();

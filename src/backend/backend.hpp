@@ -77,7 +77,7 @@ class TimingEvent {
 // A sequence of backend work recorded once and replayed as one launch (CUDA: a CUDA graph). The
 // work's kernel arguments and buffers are fixed at capture; what changes from one replay to the
 // next is read from device memory (the *_at ops below). Timing points recorded during the capture
-// become the graph's own event records: each launch records them into the events it is given.
+// split it into segments; each launch records the events it is given between them.
 class CapturedWork {
  public:
   virtual ~CapturedWork() = default;

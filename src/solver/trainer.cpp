@@ -75,7 +75,7 @@ Trainer::~Trainer() = default;
 // queues device ops whose changing inputs are read from device memory.
 std::string Trainer::graph_blocker() const {
   if (!backend_.can_capture()) return fmt::format("{} backend: ops run as they are called", backend_.name());
-  if (!options_.cuda_graph) return "not asked for (--graph)";
+  if (!options_.cuda_graph) return "turned off (--no-graph)";
   if (options_.parallel.comm)
     return "data-parallel steps are queued op by op (the bucketed exchange is not captured)";
   if (overflow_.defined()) return "fp16 loss scaling reads its overflow flag on the host every step";
@@ -234,6 +234,7 @@ void Trainer::step(const StepScalars& s, double& wait_seconds) {
 
 void Trainer::step_work(const StepScalars& s, PhaseTimer* timer) {
   auto mark = [&](TimelinePhase phase) {
+    if (!options_.phase_marks && phase != TimelinePhase::Update) return;
     if (timer) return timer->mark(phase);
     if (phase == TimelinePhase::Update) return;  // closed after each replay, on the stream (step())
     backend_.record_timing_event();              // a timing point of the capture

@@ -63,9 +63,12 @@ struct TrainOptions {
   bool allreduce_fp32 = true;
   // Replay the training step (forward, backward, divergence flag, update) from a CUDA graph
   // captured after one uncaptured step, where the backend can capture and the step allows it
-  // (TrainResult::graph_note says why not otherwise). false: every step is queued op by op, the
-  // default until the captured step has been checked against it on every GPU kind in use.
-  bool cuda_graph = false;
+  // (TrainResult::graph_note says why not otherwise). false: every step is queued op by op.
+  bool cuda_graph = true;
+  // Mark the end of forward and backward inside the step (each mark a stream event; in a captured
+  // step, a split between two graphs). false: forward, backward and update are timed as one phase,
+  // reported under update, to measure what the marks cost.
+  bool phase_marks = true;
   // Energy (null: no energy windows, as in tests and `cnnscale time`). When it measures anything,
   // a steady window shorter than min_window_seconds is extended after training by extra steps
   // (same work, learning rate of the last step; recorded in the timeline as iterations >= total).

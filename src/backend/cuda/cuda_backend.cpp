@@ -300,13 +300,13 @@ std::shared_ptr<TimingEvent> CudaBackend::new_timing_event() {
   return e;
 }
 
-// While capturing, the record becomes an event-record node of the graph (External: a real record
-// on each replay, which CapturedWork::launch points at that replay's own event).
+// While capturing, a timing point ends the graph being captured and begins the next (see
+// cuda_graph.cpp); the event returned is never recorded: each replay records its own.
 std::shared_ptr<TimingEvent> CudaBackend::record_timing_event() {
   std::shared_ptr<TimingEvent> e = new_timing_event();
   if (capturing_) {
-    CUDA_CHECK(cudaEventRecordWithFlags(cuda::as_cuda_event(*e).event, ds_->stream, cudaEventRecordExternal));
-    capture_points_.push_back(e);
+    end_capture_segment();
+    begin_capture_segment();
   } else {
     CUDA_CHECK(cudaEventRecord(cuda::as_cuda_event(*e).event, ds_->stream));
   }

@@ -235,8 +235,11 @@ class CudaBackend final : public Backend {
   // buffers_moved() count, shared with captured work (which may outlive the backend's last use).
   std::shared_ptr<uint64_t> buffer_generation_ = std::make_shared<uint64_t>(0);
   // While capture() runs: timing points become the graph's event records (placeholders here).
+  // Stream capture in progress (cuda_graph.cpp): the graphs of the segments ended so far.
+  void begin_capture_segment();
+  void end_capture_segment();
   bool capturing_ = false;
-  std::vector<std::shared_ptr<TimingEvent>> capture_points_;
+  std::vector<cudaGraph_t> capture_segments_;
 
   // Scratch descriptors for the non-convolution ops, re-set on each call.
   cuda::TensorDesc desc_a_, desc_b_, desc_c_;

@@ -38,6 +38,9 @@ void throw_no_kernel(const char* op, DType t) {
 }
 
 void fail(cudaError_t status, const char* statement, const char* file, int line) {
+  // A failed runtime call also sets the runtime's last error; clear it so that the next kernel
+  // launch's check (cudaGetLastError) does not report this failure again as its own.
+  cudaGetLastError();
   raise("CUDA", static_cast<int>(status), cudaGetErrorName(status), cudaGetErrorString(status), statement, file,
         line);
 }

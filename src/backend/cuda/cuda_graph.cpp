@@ -1,9 +1,10 @@
-// CUDA graphs: a sequence of backend work captured once on the compute stream and replayed with
-// one launch. Timing points recorded during the capture are external event-record nodes; each
-// replay points them at fresh events, so per-phase times stay per iteration.
+// CUDA graphs: a sequence of backend work captured on the compute stream and replayed with a few
+// launches. A timing point recorded during the capture ends one graph and begins the next; a replay
+// launches the graphs in order with an ordinary event record between them. Event-record nodes
+// inside one graph would save those launches, but re-pointing them at each replay's own events
+// (cudaGraphExecEventRecordNodeSetEvent) is refused for timing events, and a handful of graph
+// launches per step costs microseconds against a step of milliseconds.
 #include <cuda_runtime.h>
-
-#include <algorithm>
 
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_check.hpp"
@@ -14,116 +15,121 @@ namespace cnnscale {
 
 namespace {
 
+// One captured segment: the graph and its executable (both null when the segment queued nothing).
+struct Segment {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+};
+
+void destroy(std::vector<Segment>& segments) {
+  for (Segment& s : segments) {
+    if (s.exec) cudaGraphExecDestroy(s.exec);
+    if (s.graph) cudaGraphDestroy(s.graph);
+  }
+  segments.clear();
+}
+
 class CudaCapturedWork final : public CapturedWork {
  public:
-  CudaCapturedWork(cudaGraph_t graph, cudaGraphExec_t exec, std::vector<cudaGraphNode_t> points, cudaStream_t stream,
-                   std::shared_ptr<const void> stream_owner, std::shared_ptr<const uint64_t> generation,
-                   std::shared_ptr<const cuda::DeviceContext> ctx, std::vector<std::shared_ptr<TimingEvent>> placeholders)
-      : graph_(graph),
-        exec_(exec),
-        points_(std::move(points)),
+  CudaCapturedWork(std::vector<Segment> segments, cudaStream_t stream, std::shared_ptr<const void> stream_owner,
+                   std::shared_ptr<const uint64_t> generation, std::shared_ptr<const cuda::DeviceContext> ctx)
+      : segments_(std::move(segments)),
         stream_(stream),
         stream_owner_(std::move(stream_owner)),
         generation_(std::move(generation)),
         captured_at_(*generation_),
-        ctx_(std::move(ctx)),
-        placeholders_(std::move(placeholders)) {}
+        ctx_(std::move(ctx)) {}
 
   ~CudaCapturedWork() override {
     ctx_->make_current_noexcept();
     // A replay may still be running: graph resources are released once it completes.
-    if (exec_) cudaGraphExecDestroy(exec_);
-    if (graph_) cudaGraphDestroy(graph_);
+    destroy(segments_);
   }
 
-  size_t timing_points() const override { return points_.size(); }
+  size_t timing_points() const override { return segments_.size() - 1; }
 
   bool valid() const override { return *generation_ == captured_at_; }
 
   void launch(const std::vector<std::shared_ptr<TimingEvent>>& points) override {
-    CNNSCALE_CHECK(points.size() == points_.size(), "captured work has {} timing points, {} events given",
-                   points_.size(), points.size());
+    CNNSCALE_CHECK(points.size() == timing_points(), "captured work has {} timing points, {} events given",
+                   timing_points(), points.size());
     CNNSCALE_CHECK(valid(), "captured work replayed after the backend replaced a buffer it uses");
     ctx_->make_current();
-    // Changes to an instantiated graph apply to later launches only: replays already queued keep
-    // the events they were launched with.
-    for (size_t i = 0; i < points_.size(); ++i)
-      CUDA_CHECK(cudaGraphExecEventRecordNodeSetEvent(exec_, points_[i], cuda::as_cuda_event(*points[i]).event));
-    CUDA_CHECK(cudaGraphLaunch(exec_, stream_));
+    for (size_t i = 0; i < segments_.size(); ++i) {
+      if (i > 0) CUDA_CHECK(cudaEventRecord(cuda::as_cuda_event(*points[i - 1]).event, stream_));
+      if (segments_[i].exec) CUDA_CHECK(cudaGraphLaunch(segments_[i].exec, stream_));
+    }
   }
 
  private:
-  cudaGraph_t graph_ = nullptr;
-  cudaGraphExec_t exec_ = nullptr;
-  std::vector<cudaGraphNode_t> points_;  // event-record nodes, in capture order
+  std::vector<Segment> segments_;  // timing_points() + 1 of them
   cudaStream_t stream_ = nullptr;
   std::shared_ptr<const void> stream_owner_;  // the backend's stream lives while this does
   std::shared_ptr<const uint64_t> generation_;
   uint64_t captured_at_ = 0;
   std::shared_ptr<const cuda::DeviceContext> ctx_;
-  std::vector<std::shared_ptr<TimingEvent>> placeholders_;  // the events the nodes were captured with
 };
+
+size_t node_count(cudaGraph_t graph) {
+  size_t count = 0;
+  CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
+  return count;
+}
 
 }  // namespace
 
-std::unique_ptr<CapturedWork> CudaBackend::capture(const std::function<void()>& work) {
-  CNNSCALE_CHECK(!capturing_, "cuda: capture inside a capture");
-  activate();
-  cudaStream_t s = stream();
-  capture_points_.clear();
-  CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+void CudaBackend::begin_capture_segment() {
+  CUDA_CHECK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal));
   capturing_ = true;
-  cudaGraph_t graph = nullptr;
-  try {
-    work();
-  } catch (...) {
-    capturing_ = false;
-    cudaStreamEndCapture(s, &graph);  // ends the (possibly invalidated) capture; the error is the one thrown
-    if (graph) cudaGraphDestroy(graph);
-    cudaGetLastError();
-    capture_points_.clear();
-    throw;
-  }
+}
+
+void CudaBackend::end_capture_segment() {
   capturing_ = false;
-  const cudaError_t ended = cudaStreamEndCapture(s, &graph);
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(stream(), &graph);
   if (ended != cudaSuccess || !graph) {
-    cudaGetLastError();
+    cudaGetLastError();  // the capture's failure is reported below, not by the next launch check
     if (graph) cudaGraphDestroy(graph);
-    capture_points_.clear();
     throw_runtime(
         "cuda (gpu:{}): the training step could not be captured as a CUDA graph ({}: {}); an op in it "
         "synchronised with the host or used another stream. Run without --graph",
         device_, cudaGetErrorName(ended), cudaGetErrorString(ended));
   }
-  std::vector<std::shared_ptr<TimingEvent>> placeholders = std::move(capture_points_);
-  capture_points_.clear();
-  cudaGraphExec_t exec = nullptr;
-  std::vector<cudaGraphNode_t> points(placeholders.size(), nullptr);
-  try {
-    size_t count = 0;
-    CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
-    std::vector<cudaGraphNode_t> nodes(count);
-    CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
-    for (cudaGraphNode_t node : nodes) {
-      cudaGraphNodeType type{};
-      CUDA_CHECK(cudaGraphNodeGetType(node, &type));
-      if (type != cudaGraphNodeTypeEventRecord) continue;
-      cudaEvent_t event = nullptr;
-      CUDA_CHECK(cudaGraphEventRecordNodeGetEvent(node, &event));
-      for (size_t i = 0; i < placeholders.size(); ++i)
-        if (cuda::as_cuda_event(*placeholders[i]).event == event) points[i] = node;
+  capture_segments_.push_back(graph);
+}
+
+std::unique_ptr<CapturedWork> CudaBackend::capture(const std::function<void()>& work) {
+  CNNSCALE_CHECK(!capturing_ && capture_segments_.empty(), "cuda: capture inside a capture");
+  activate();
+  std::vector<Segment> segments;
+  auto abandon = [&] {
+    if (capturing_) {
+      capturing_ = false;
+      cudaGraph_t graph = nullptr;
+      cudaStreamEndCapture(stream(), &graph);  // ends the (possibly invalidated) capture
+      if (graph) cudaGraphDestroy(graph);
     }
-    for (size_t i = 0; i < points.size(); ++i)
-      CNNSCALE_CHECK(points[i] != nullptr, "cuda: timing point {} of the capture has no event-record node", i);
-    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    for (cudaGraph_t g : capture_segments_) cudaGraphDestroy(g);
+    capture_segments_.clear();
+    destroy(segments);
+    cudaGetLastError();
+  };
+  try {
+    begin_capture_segment();
+    work();
+    end_capture_segment();
+    for (cudaGraph_t g : capture_segments_) segments.push_back(Segment{g, nullptr});
+    capture_segments_.clear();
+    for (Segment& s : segments) {
+      if (node_count(s.graph) == 0) continue;  // nothing between two timing points
+      CUDA_CHECK(cudaGraphInstantiate(&s.exec, s.graph, 0));
+    }
   } catch (...) {
-    if (exec) cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
+    abandon();
     throw;
   }
-  log::debug("cuda (gpu:{}): captured a graph with {} timing points", device_, points.size());
-  return std::make_unique<CudaCapturedWork>(graph, exec, std::move(points), s, ds_, buffer_generation_, ctx_,
-                                            std::move(placeholders));
+  log::debug("cuda (gpu:{}): captured a graph in {} segments", device_, segments.size());
+  return std::make_unique<CudaCapturedWork>(std::move(segments), stream(), ds_, buffer_generation_, ctx_);
 }
 
 }  // namespace cnnscale
