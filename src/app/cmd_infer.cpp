@@ -45,6 +45,7 @@ struct InferArgs {
   uint64_t seed = 1;
   double power_hz = 10;
   bool no_fold = false;
+  bool no_graph = false;
   infer::BatchMeasureOptions measure;
   // Scenarios after MLPerf Inference: offline (each --batch size's throughput), single-stream,
   // server (Poisson arrivals at --rate, dynamic batching) and server-search (the highest rate whose
@@ -196,6 +197,8 @@ void run_scenario(const InferArgs& a, const NetSpec& spec, infer::InferenceEngin
                       {"checkpoint", a.checkpoint.empty() ? nlohmann::json() : nlohmann::json(a.checkpoint)},
                       {"fill", infer::input_fill_name(eo.fill)},
                       {"folded_batch_norms", engine.folded_batch_norms()},
+                      {"cuda_graph", engine.cuda_graph()},
+                      {"graph_replays", engine.graph_replays()},
                       {"world_size", distributed ? mpi->size() : 1},
                       {"prepared_batch_sizes", f.prepared_sizes},
                       {"padded_fraction", f.padded_fraction},
@@ -260,6 +263,7 @@ void run_infer(InferArgs& a) {
   eo.seed = a.seed;
   eo.checkpoint = a.checkpoint;
   eo.fold_batch_norm = !a.no_fold;
+  eo.cuda_graph = !a.no_graph;
   infer::check_options(a.measure);
   if (a.memory_limit_gib < 0) throw_config("--memory-limit must be >= 0 GiB, got {}", a.memory_limit_gib);
   if (a.net.empty() && a.checkpoint.empty()) throw_config("give --net, --checkpoint or both");
@@ -382,6 +386,8 @@ void run_infer(InferArgs& a) {
                           {"checkpoint", a.checkpoint.empty() ? nlohmann::json() : nlohmann::json(a.checkpoint)},
                           {"fill", infer::input_fill_name(eo.fill)},
                           {"folded_batch_norms", engine.folded_batch_norms()},
+                          {"cuda_graph", engine.cuda_graph()},
+                          {"graph_replays", engine.graph_replays()},
                           {"world_size", distributed ? mpi->size() : 1},
                           {"batches", batches_json}};
     if (max)
@@ -397,6 +403,9 @@ void run_infer(InferArgs& a) {
               infer::input_fill_name(eo.fill).c_str(),
               a.checkpoint.empty() ? ", initialised weights" : (", weights of " + a.checkpoint).c_str(),
               engine.folded_batch_norms(), distributed ? (", rank 0 of " + std::to_string(mpi->size())).c_str() : "");
+  if (!backend->device().is_cpu())
+    std::printf("CUDA graph: %s (%lld forward passes replayed)\n", engine.cuda_graph().c_str(),
+                static_cast<long long>(engine.graph_replays()));
   if (max)
     std::printf("largest batch in %.2f GiB: %lld (model: %.3f GiB + %.3f MiB per sample)\n",
                 static_cast<double>(max->limit_bytes) / double(int64_t{1} << 30), static_cast<long long>(sizes.front()),
@@ -453,6 +462,9 @@ void register_infer(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--seed", a.seed, "Seed of initialised weights and the gaussian input")->capture_default_str();
   cmd->add_flag("--no-fold", a.no_fold, "Keep batch norms as layers instead of folding them into their convolutions");
+  cmd->add_flag("--no-graph", a.no_graph,
+                "Queue every forward pass op by op instead of replaying each batch size's pass from a CUDA graph "
+                "captured after its first (GPU)");
   cmd->add_option("--scenario", a.scenario,
                   "offline (throughput per --batch size), single-stream (one query at a time), server (Poisson "
                   "arrivals at --rate, dynamic batching) or server-search (highest rate meeting --latency-bound)")

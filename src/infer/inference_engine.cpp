@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "solver/checkpoint.hpp"
 
 namespace cnnscale::infer {
@@ -20,6 +21,10 @@ std::string input_fill_name(InputFill fill) { return fill == InputFill::Gaussian
 
 InferenceEngine::InferenceEngine(const NetSpec& spec, Backend& backend, EngineOptions options)
     : spec_(spec), backend_(backend), options_(std::move(options)) {
+  if (!backend_.can_capture())
+    graph_note_ = fmt::format("{} backend: ops run as they are called", backend_.name());
+  else if (!options_.cuda_graph)
+    graph_note_ = "turned off (--no-graph)";
   const DType compute = compute_dtype(options_.precision);
   source_ = std::make_unique<Net>(spec_, backend_, 1, options_.seed, compute);
   if (!options_.checkpoint.empty())
@@ -40,7 +45,7 @@ InferenceEngine::~InferenceEngine() = default;
 Net& InferenceEngine::net(int64_t batch) {
   if (batch < 1) throw_config("batch size must be >= 1, got {}", batch);
   auto it = nets_.find(batch);
-  if (it != nets_.end()) return *it->second;
+  if (it != nets_.end()) return *it->second.net;
   auto net = std::make_unique<Net>(run_spec(), backend_, batch, options_.seed, compute_dtype(options_.precision));
   // Same spec, so the same flat layout and state list: the weights are two copies.
   backend_.copy(source_->flat_params(), net->flat_params());
@@ -61,10 +66,36 @@ Net& InferenceEngine::net(int64_t batch) {
   backend_.upload(host.data(), net->input());
   backend_.fill(net->labels(), 0.0f);
   backend_.synchronize();  // `host` goes out of scope
-  return *nets_.emplace(batch, std::move(net)).first->second;
+  return *nets_.emplace(batch, BatchNet{std::move(net), nullptr, 0}).first->second.net;
 }
 
-void InferenceEngine::run(int64_t batch) { net(batch).forward(Phase::Test, 0); }
+// The first pass of a batch size runs uncaptured: it makes every algorithm choice and workspace and
+// refreshes the frozen 16-bit weight copies, so the captured pass is the steady forward alone.
+void InferenceEngine::run(int64_t batch) {
+  Net& n = net(batch);
+  BatchNet& b = nets_.at(batch);
+  if (b.graph && !b.graph->valid()) b.graph.reset();  // a workspace grew since: capture again
+  if (!b.graph && graph_note_.empty() && b.passes >= 1) {
+    try {
+      b.graph = backend_.capture([&] { n.forward(Phase::Test, 0); });
+    } catch (const Error& e) {
+      graph_note_ = fmt::format("capture failed: {}", e.what());
+      log::warn("CUDA graph: {}; every forward pass is queued op by op", graph_note_);
+    }
+  }
+  if (b.graph) {
+    b.graph->launch({});
+    ++graph_replays_;
+  } else {
+    n.forward(Phase::Test, 0);
+  }
+  ++b.passes;
+}
+
+std::string InferenceEngine::cuda_graph() const {
+  if (graph_replays_ > 0) return "on";
+  return "off: " + (graph_note_.empty() ? std::string("no batch size ran twice") : graph_note_);
+}
 
 void InferenceEngine::release_nets() {
   backend_.synchronize();

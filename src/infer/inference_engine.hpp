@@ -1,7 +1,9 @@
 // InferenceEngine: a network in its inference form on one backend, ready to run forward-only
 // batches of any size: weights from a training checkpoint (or the seeded initialisation), one net
 // per batch size sharing those weights, each with its input filled once on the device, so a timed
-// batch is the forward pass alone (no host work, no transfer).
+// batch is the forward pass alone (no host work, no transfer). Where the backend can capture (CUDA),
+// each batch size's forward pass is captured as a CUDA graph after its first, uncaptured pass and
+// replayed from then on: one launch per batch instead of one per op.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -32,6 +34,7 @@ struct EngineOptions {
   bool fold_batch_norm = true;
   InputFill fill = InputFill::Gaussian;
   uint64_t seed = 1;
+  bool cuda_graph = true;  // false: every forward pass queued op by op (--no-graph)
 };
 
 class InferenceEngine {
@@ -53,6 +56,10 @@ class InferenceEngine {
   // What runs: the folded network, or the trained one when nothing was folded.
   const NetSpec& run_spec() const { return folded_ ? folded_->spec : spec_; }
   size_t folded_batch_norms() const { return folded_ ? folded_->folded.size() : 0; }
+  // "on" once a forward pass has been replayed from a graph, otherwise "off: <why>" (as train's
+  // cuda_graph); graph_replays counts the replayed passes.
+  std::string cuda_graph() const;
+  int64_t graph_replays() const { return graph_replays_; }
   Backend& backend() { return backend_; }
   const EngineOptions& options() const { return options_; }
 
@@ -62,7 +69,14 @@ class InferenceEngine {
   EngineOptions options_;
   std::optional<FoldedSpec> folded_;  // set when at least one batch norm folded
   std::unique_ptr<Net> source_;       // batch 1 of run_spec(): holds the weights every batch size copies
-  std::map<int64_t, std::unique_ptr<Net>> nets_;
+  struct BatchNet {
+    std::unique_ptr<Net> net;
+    std::unique_ptr<CapturedWork> graph;  // after the first pass, where capture is possible
+    int64_t passes = 0;
+  };
+  std::map<int64_t, BatchNet> nets_;
+  std::string graph_note_;  // why no pass is replayed ("" while graphs are possible)
+  int64_t graph_replays_ = 0;
 };
 
 }  // namespace cnnscale::infer

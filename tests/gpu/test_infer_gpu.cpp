@@ -1,0 +1,114 @@
+// The inference engine on the GPU: in every precision its scores follow the fp32 CPU engine's
+// (batch norm folded on both sides, the same seeded weights and input), its forward passes replay
+// from a CUDA graph after the first, and a replayed pass gives exactly the bits of a pass queued op
+// by op on the same deterministic backend.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "infer/inference_engine.hpp"
+#include "parity_util.hpp"
+
+#if CNNSCALE_HAVE_CUDA
+#include "backend/cuda/cuda_backend.hpp"
+#endif
+
+namespace cnnscale::testing {
+namespace {
+
+// A smooth net (LRN as its nonlinearity, average pooling) with a convolution + batch norm pair to
+// fold, and the inner product + batch norm the folding leaves alone.
+NetSpec test_net() { return NetSpec::load(std::string(CNNSCALE_TEST_DATA) + "/dist_convnet_bn.yaml"); }
+
+// Queues `passes` forward passes of batch `batch` and returns the scores (the loss layer's input).
+std::vector<float> scores(infer::InferenceEngine& engine, int64_t batch, int passes) {
+  for (int i = 0; i < passes; ++i) engine.run(batch);
+  Net& net = engine.net(batch);
+  const std::string blob = net.layers().back()->bottoms()[0];
+  Backend& b = engine.backend();
+  Tensor wide = b.alloc(net.blob(blob).shape());
+  b.convert(net.blob(blob), wide);
+  return to_host(b, wide);
+}
+
+double relative_error(const std::vector<float>& a, const std::vector<float>& ref) {
+  EXPECT_EQ(a.size(), ref.size());
+  double dd = 0, rr = 0;
+  for (size_t i = 0; i < a.size() && i < ref.size(); ++i) {
+    const double d = static_cast<double>(a[i]) - ref[i];
+    dd += d * d;
+    rr += static_cast<double>(ref[i]) * ref[i];
+  }
+  return std::sqrt(dd / rr);
+}
+
+// Tolerance on the scores' relative 2-norm error: each of the net's 6 compute layers (conv, LRN,
+// pool, two inner products, batch norm) adds at most ~4u relative error in the compute format (the
+// layer parity tests' argument), so 6 x 4u < 32u: u = 2^-8 for bf16, 2^-11 for fp16 and for TF32's
+// 10-bit mantissa. fp32 differs only in summation order and cuDNN's algorithm (Winograd: kTolConv).
+// Stale or unconverted weight copies, an unfolded or doubly-applied batch norm, or a pass reading
+// another batch's input give errors of order 1.
+double tolerance(Precision p) {
+  switch (p) {
+    case Precision::FP32: return 10 * kTolConv;
+    case Precision::TF32:
+    case Precision::FP16: return 32 * std::ldexp(1.0, -11);
+    case Precision::BF16: return 32 * std::ldexp(1.0, -8);
+  }
+  return 0;
+}
+
+TEST(InferGpu, EveryPrecisionFollowsTheCpuEngineAndReplaysItsPasses) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  const NetSpec spec = test_net();
+  infer::EngineOptions cpu_options;
+  infer::InferenceEngine cpu(spec, cpu_backend(), cpu_options);
+  ASSERT_GT(cpu.folded_batch_norms(), 0u);
+  const std::vector<float> ref = scores(cpu, 8, 1), ref1 = scores(cpu, 1, 1);
+  EXPECT_EQ(cpu.cuda_graph(), "off: cpu backend: ops run as they are called");
+  for (Precision p : {Precision::FP32, Precision::TF32, Precision::BF16, Precision::FP16}) {
+    SCOPED_TRACE(precision_name(p));
+    auto backend = make_backend("gpu:0", 0, p);
+    infer::EngineOptions o;
+    o.precision = p;
+    infer::InferenceEngine gpu(spec, *backend, o);
+    EXPECT_EQ(gpu.folded_batch_norms(), cpu.folded_batch_norms());
+    const std::vector<float> got = scores(gpu, 8, 3);  // the first uncaptured, then two replays
+    EXPECT_EQ(gpu.cuda_graph(), "on");
+    EXPECT_EQ(gpu.graph_replays(), 2);
+    EXPECT_LT(relative_error(got, ref), tolerance(p));
+    // Another batch size is its own net, input and graph.
+    const std::vector<float> one = scores(gpu, 1, 2);
+    EXPECT_EQ(gpu.graph_replays(), 3);
+    EXPECT_LT(relative_error(one, ref1), tolerance(p));
+  }
+}
+
+#if CNNSCALE_HAVE_CUDA
+TEST(InferGpu, ReplayedPassesGiveTheBitsOfPassesQueuedOpByOp) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  const NetSpec spec = test_net();
+  for (Precision p : {Precision::FP32, Precision::BF16}) {
+    SCOPED_TRACE(precision_name(p));
+    // One deterministic backend for both: cuDNN's algorithm choice is made once per shape and kept.
+    CudaBackendOptions opts;
+    opts.deterministic = true;
+    CudaBackend backend(0, opts);
+    infer::EngineOptions on, off;
+    on.precision = off.precision = p;
+    off.cuda_graph = false;
+    infer::InferenceEngine eager(spec, backend, off), graphed(spec, backend, on);
+    const std::vector<float> a = scores(eager, 16, 3), b = scores(graphed, 16, 3);
+    EXPECT_EQ(eager.cuda_graph(), "off: turned off (--no-graph)");
+    EXPECT_EQ(eager.graph_replays(), 0);
+    EXPECT_EQ(graphed.graph_replays(), 2);
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace cnnscale::testing
