@@ -1,5 +1,6 @@
 // cuDNN convolution: one plan per (x shape, w shape, params) with cached descriptors, and for each
-// direction the algorithm measured once with cudnnFind*AlgorithmEx on the real buffers.
+// direction the algorithm measured with cudnnFind*AlgorithmEx on the real buffers (kFindTrials
+// searches, each algorithm ranked by its median time).
 // Workspace policy: the search may use min(options.max_workspace_bytes, half the memory free on
 // the device, counting blocks cached in our memory pool); the backend then keeps one workspace
 // grown to the largest requirement among the chosen algorithms.
@@ -8,6 +9,9 @@
 // f32 ones use TF32 tensor cores only when the backend allows TF32.
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
 
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_check.hpp"
@@ -21,7 +25,7 @@ bool is_tensor_op(cudnnMathType_t m) {
   return m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
 }
 
-// cudnnFind* returns its results fastest first. Take the fastest that ran, fits the workspace,
+// find_ranked returns its results fastest first. Take the fastest that ran, fits the workspace,
 // and obeys the options: for f32 with TF32 off the descriptor is set to CUDNN_FMA_MATH, so tensor-op
 // results should not appear, and are refused if they do; deterministic-only when asked.
 template <typename Perf>
@@ -52,6 +56,40 @@ ConvAlgoChoice pick_algorithm(const Perf* perf, int returned, size_t limit, cons
   throw_runtime("{} on cuda: cuDNN found no usable {} algorithm for x {} w {} ({} tried, workspace limit {} bytes{})",
                 op, dtype_name(dtype), x.to_string(), w.to_string(), returned, limit,
                 options.deterministic ? ", deterministic only" : "");
+}
+
+// One cudnnFind call times each algorithm once, at the start of a run: clocks still ramping and
+// kernels loaded on first use (lazy module loading) can put one timing off by a large factor, and
+// then the choice, and the run's speed, differs from one run to the next (with one search, runs of
+// one training configuration on an H100 differed by up to 1.6x in samples/s). Three searches, each
+// algorithm (with its math type) ranked by its median time, outvote one bad timing.
+constexpr int kFindTrials = 3;
+
+template <typename Perf, typename FindOnce>
+std::vector<Perf> find_ranked(FindOnce&& find_once) {
+  std::map<std::pair<int, int>, std::vector<Perf>> by_algo;  // (algo, math type) -> its results
+  for (int t = 0; t < kFindTrials; ++t)
+    for (const Perf& r : find_once()) by_algo[{static_cast<int>(r.algo), static_cast<int>(r.mathType)}].push_back(r);
+  std::vector<Perf> ranked;
+  for (auto& [key, results] : by_algo) {
+    Perf merged = results.front();
+    std::vector<float> times;
+    for (const Perf& r : results) {
+      if (r.status != CUDNN_STATUS_SUCCESS) merged.status = r.status;  // failed once: not a candidate
+      merged.memory = std::max(merged.memory, r.memory);
+      times.push_back(r.time);
+    }
+    if (results.size() < static_cast<size_t>(kFindTrials) && merged.status == CUDNN_STATUS_SUCCESS)
+      merged.status = CUDNN_STATUS_NOT_SUPPORTED;  // not returned by every search
+    std::sort(times.begin(), times.end());
+    merged.time = times[times.size() / 2];
+    ranked.push_back(merged);
+  }
+  std::stable_sort(ranked.begin(), ranked.end(), [](const Perf& a, const Perf& b) {
+    const bool a_ok = a.status == CUDNN_STATUS_SUCCESS, b_ok = b.status == CUDNN_STATUS_SUCCESS;
+    return a_ok != b_ok ? a_ok : (a_ok && a.time < b.time);
+  });
+  return ranked;
 }
 
 // Temporary search workspace, freed in stream order whatever happens to the search.
@@ -169,36 +207,49 @@ const ConvPlan* CudaBackend::find_conv_plan(const ConvParams& p, const Shape& x,
 void CudaBackend::find_conv_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& y) {
   SearchBuffer buf(search_workspace_limit(), stream());
   CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, conv_math(plan.dtype)));
-  cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-  int returned = 0;
-  CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(cudnn_, plan.x, x.raw(), plan.w, w.raw(), plan.conv, plan.y,
-                                                     y.raw(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf,
-                                                     buf.ptr(), buf.bytes()));
-  plan.fwd = pick_algorithm(perf, returned, buf.bytes(), options_, plan.dtype, "conv_forward", x.shape(), w.shape());
+  const auto perf = find_ranked<cudnnConvolutionFwdAlgoPerf_t>([&] {
+    std::vector<cudnnConvolutionFwdAlgoPerf_t> r(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
+    int returned = 0;
+    CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(cudnn_, plan.x, x.raw(), plan.w, w.raw(), plan.conv, plan.y,
+                                                       y.raw(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, r.data(),
+                                                       buf.ptr(), buf.bytes()));
+    r.resize(static_cast<size_t>(returned));
+    return r;
+  });
+  plan.fwd = pick_algorithm(perf.data(), static_cast<int>(perf.size()), buf.bytes(), options_, plan.dtype,
+                            "conv_forward", x.shape(), w.shape());
 }
 
 void CudaBackend::find_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx) {
   SearchBuffer buf(search_workspace_limit(), stream());
   CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, conv_math(plan.dtype)));
-  cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-  int returned = 0;
-  CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(cudnn_, plan.w, w.raw(), plan.y, dy.raw(), plan.conv, plan.x,
-                                                          dx.raw(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned,
-                                                          perf, buf.ptr(), buf.bytes()));
-  plan.bwd_data =
-      pick_algorithm(perf, returned, buf.bytes(), options_, plan.dtype, "conv_backward_data", dx.shape(), w.shape());
+  const auto perf = find_ranked<cudnnConvolutionBwdDataAlgoPerf_t>([&] {
+    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> r(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
+    int returned = 0;
+    CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(cudnn_, plan.w, w.raw(), plan.y, dy.raw(), plan.conv,
+                                                            plan.x, dx.raw(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                                                            &returned, r.data(), buf.ptr(), buf.bytes()));
+    r.resize(static_cast<size_t>(returned));
+    return r;
+  });
+  plan.bwd_data = pick_algorithm(perf.data(), static_cast<int>(perf.size()), buf.bytes(), options_, plan.dtype,
+                                 "conv_backward_data", dx.shape(), w.shape());
 }
 
 void CudaBackend::find_conv_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw) {
   SearchBuffer buf(search_workspace_limit(), stream());
   CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, conv_math(plan.dtype)));
-  cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-  int returned = 0;
-  CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(cudnn_, plan.x, x.raw(), plan.y, dy.raw(), plan.conv,
-                                                            plan.w, dw.raw(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
-                                                            &returned, perf, buf.ptr(), buf.bytes()));
-  plan.bwd_filter =
-      pick_algorithm(perf, returned, buf.bytes(), options_, plan.dtype, "conv_backward_filter", x.shape(), dw.shape());
+  const auto perf = find_ranked<cudnnConvolutionBwdFilterAlgoPerf_t>([&] {
+    std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> r(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
+    int returned = 0;
+    CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(cudnn_, plan.x, x.raw(), plan.y, dy.raw(), plan.conv,
+                                                              plan.w, dw.raw(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+                                                              &returned, r.data(), buf.ptr(), buf.bytes()));
+    r.resize(static_cast<size_t>(returned));
+    return r;
+  });
+  plan.bwd_filter = pick_algorithm(perf.data(), static_cast<int>(perf.size()), buf.bytes(), options_, plan.dtype,
+                                   "conv_backward_filter", x.shape(), dw.shape());
 }
 
 void CudaBackend::conv_forward(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y) {
