@@ -78,6 +78,7 @@ void run_train(TrainArgs& a) {
       assemble_run_results(describe_results(a, in, run_config, trainer, r, par, std::move(epochs)), r,
                            gathered.reports, a.measure.whole_epochs, a.measure.whole_samples);
   put_graph_figures(results, gathered.graphs);
+  if (a.mfu) put_mfu(results, backend, a.options.precision, par.world_size());
   if (r.interrupted) results.status = std::string(kRunInterrupted);
   ResultsWriteOptions where;
   where.root = a.measure.results_root;
@@ -121,6 +122,9 @@ void register_train(CLI::App& app) {
   cmd->add_flag("--no-phase-marks", a.no_phase_marks,
                 "Time forward, backward and update as one phase (reported under update) instead of marking "
                 "each: measures what the per-phase marks themselves cost");
+  cmd->add_flag("--mfu", a.mfu,
+                "After training, measure the device's square-matmul peak in the run's precision (8192^3 on a GPU, "
+                "1024^3 on the CPU) and report model FLOPs utilisation: gflops over that peak");
   cmd->add_option("--seed", a.options.seed, "Seed of weight init, shuffling, dropout and synthetic data")
       ->capture_default_str();
   cmd->add_option("--lr", a.solver.lr, "Base learning rate")->capture_default_str();

@@ -13,6 +13,7 @@
 #include "parallel/mpi_env.hpp"
 #include "io/atomic_file.hpp"
 #include "io/results_writer.hpp"
+#include "measure/matmul_peak.hpp"
 #include "measure/nvml.hpp"
 #include "measure/rapl.hpp"
 
@@ -154,6 +155,25 @@ void put_graph_figures(RunResults& results, const std::vector<GraphFigures>& gra
     if (r >= graphs.size()) continue;
     rank.cuda_graph = cuda_graph_text(graphs[r]);
     rank.graph_replays = static_cast<double>(graphs[r].replays);
+  }
+}
+
+void put_mfu(RunResults& results, Backend& backend, Precision precision, int world_size) {
+  const MatmulPeak peak =
+      measure_matmul_peak(backend, compute_dtype(precision), matmul_peak_size(backend.device()));
+  results.summary.matmul_peak_tflops = peak.tflops;
+  results.methods["matmul_peak_tflops"] = fmt::format(
+      "rank 0's device after training: {0}x{0}x{0} {1} matmuls ({2}), {3} windows of {4} calls back to back on "
+      "uniform [-1, 1) data, median; 2 n^3 FLOPs per call",
+      peak.n, dtype_name(peak.dtype), precision == Precision::TF32 ? "TF32 tensor cores" : "the run's math mode",
+      peak.windows, peak.calls_per_window);
+  // Every rank is taken to reach rank 0's peak: exact on equal GPUs, an upper bound on mixes.
+  if (results.summary.gflops.has_value() && peak.tflops > 0) {
+    results.summary.mfu = results.summary.gflops.value() / 1e3 / (peak.tflops * world_size);
+    results.methods["mfu"] = fmt::format("gflops / 1000 / (matmul_peak_tflops x {} ranks)", world_size);
+  } else {
+    results.summary.mfu = NumberFigure::null();
+    results.methods["mfu"] = "null: no gflops (no steady window)";
   }
 }
 

@@ -57,6 +57,15 @@ void print_train_outcome(const Trainer& trainer, const TrainOutcome& o) {
     else
       std::fprintf(stderr, "CUDA graph: %s\n", cuda_graph_text(graph).c_str());
   }
+  if (summary.matmul_peak_tflops.has_value()) {
+    std::fprintf(stderr, "MFU: ");
+    if (summary.mfu.has_value())
+      std::fprintf(stderr, "%.1f%% (%.1f model TFLOP/s", 100 * summary.mfu.value(), summary.gflops.value() / 1e3);
+    else
+      std::fprintf(stderr, "- (no steady window");
+    std::fprintf(stderr, " over a measured %s peak of %.1f TFLOP/s per device)\n", summary.precision.value_or("").c_str(),
+                 summary.matmul_peak_tflops.value());
+  }
   if (summary.joules_per_batch.has_value())
     std::fprintf(stderr, "energy: %.3f J/batch, %.1f W (%s)\n", summary.joules_per_batch.value(),
                  summary.watts.value(), o.results.methods.at("joules_per_batch").c_str());

@@ -66,4 +66,8 @@ GatheredRanks gather_rank_reports(const RankReport& mine, const GraphFigures& my
 // are rank 0's (every rank gives the same reason), each rank's figures its own.
 void put_graph_figures(RunResults& results, const std::vector<GraphFigures>& graphs);
 
+// --mfu: measures the square-matmul peak of `backend` in `precision`'s compute dtype and writes it
+// and the model FLOPs utilisation (the job's gflops over world_size peaks) into the summary.
+void put_mfu(RunResults& results, Backend& backend, Precision precision, int world_size);
+
 }  // namespace cnnscale::app

@@ -84,6 +84,9 @@ struct RunSummary : WindowFigures {
   // rank's reason is the same), and how many steps rank 0 replayed.
   TextFigure cuda_graph;
   NumberFigure graph_replays;
+  // --mfu: rank 0's device's square-matmul peak in the run's compute precision (TFLOP/s) and the
+  // job's gflops over the ranks' combined peak (a fraction).
+  NumberFigure matmul_peak_tflops, mfu;
   NumberFigure threads_per_rank;  // CPU runs only
   NumberFigure window_iterations, window_extension_iterations, window_seconds;
   NumberFigure whole_epochs, whole_iterations;

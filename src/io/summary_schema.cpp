@@ -36,6 +36,8 @@ constexpr std::array kRunFields = std::to_array<Run>({
     {{"peak_memory_bytes", K::Count, "bytes"}, &RunSummary::peak_memory_bytes},
     {{"cuda_graph", K::Text, ""}, &RunSummary::cuda_graph},
     {{"graph_replays", K::Count, ""}, &RunSummary::graph_replays},
+    {{"matmul_peak_tflops", K::Number, "TFLOP/s"}, &RunSummary::matmul_peak_tflops},
+    {{"mfu", K::Number, ""}, &RunSummary::mfu},
     {{"threads_per_rank", K::Count, ""}, &RunSummary::threads_per_rank},
     {{"window_iterations", K::Count, ""}, &RunSummary::window_iterations},
     {{"window_extension_iterations", K::Count, ""}, &RunSummary::window_extension_iterations},
