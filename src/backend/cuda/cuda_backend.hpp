@@ -244,7 +244,6 @@ class CudaBackend final : public Backend {
   // Scratch descriptors for the non-convolution ops, re-set on each call.
   cuda::TensorDesc desc_a_, desc_b_, desc_c_;
   cuda::PoolDesc pool_desc_;
-  cuda::ActDesc relu_desc_;
   cuda::LrnDesc lrn_desc_;
 };
 

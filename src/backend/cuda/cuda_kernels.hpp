@@ -36,6 +36,9 @@ void launch_bias_backward(DType t, int64_t batch, int64_t c, int64_t inner, bool
                           void* dbias, cudaStream_t stream);
 // y = alpha * x + beta * y; beta == 0 ignores y's old contents (BLAS convention).
 void launch_axpby(DType t, int64_t n, float alpha, const void* x, float beta, void* y, cudaStream_t stream);
+// y = x > 0 ? x : 0; dx = y > 0 ? dy : 0 (in place allowed: x == y, dy == dx).
+void launch_relu_forward(DType t, int64_t n, const void* x, void* y, cudaStream_t stream);
+void launch_relu_backward(DType t, int64_t n, const void* y, const void* dy, void* dx, cudaStream_t stream);
 // out[i] = in[i] * scale when counter_uniform(seed, rng_stream, i) >= ratio, else 0 (forward and
 // backward are the same map: backward applies it to dy). iteration != null: rng_stream is
 // dropout_stream(*iteration, layer), read on the device (a captured step's own masks).

@@ -35,8 +35,6 @@ using FilterDesc = CudnnDescriptor<cudnnFilterDescriptor_t, cudnnCreateFilterDes
 using ConvDesc =
     CudnnDescriptor<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor>;
 using PoolDesc = CudnnDescriptor<cudnnPoolingDescriptor_t, cudnnCreatePoolingDescriptor, cudnnDestroyPoolingDescriptor>;
-using ActDesc =
-    CudnnDescriptor<cudnnActivationDescriptor_t, cudnnCreateActivationDescriptor, cudnnDestroyActivationDescriptor>;
 using LrnDesc = CudnnDescriptor<cudnnLRNDescriptor_t, cudnnCreateLRNDescriptor, cudnnDestroyLRNDescriptor>;
 
 // cuDNN's legacy API takes int extents; a tensor past that is refused with the op's name rather
