@@ -31,11 +31,10 @@ struct alignas(16) Pack {
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// An element-wise map over n elements: `Op::apply(T*, const T*..., int64_t i)`-style functors are
-// overkill here, so each op has a pack kernel and a scalar kernel with the same per-element formula
-// (bit-identical results), and run_packed launches the pack kernel over the whole 16-byte packs
-// and the scalar one over the tail; everything scalar when a pointer is not 16-byte aligned (a view
-// into the middle of a flat buffer).
+// A packed element-wise op has a pack kernel and a scalar kernel sharing one per-element formula
+// (so results are bit-identical either way): run_packed launches the pack kernel over the whole
+// 16-byte packs and the scalar one over the tail, and everything scalar when a pointer is not
+// 16-byte aligned (a view into the middle of a flat buffer).
 template <typename T, typename PackLaunch, typename ScalarLaunch>
 void run_packed(int64_t n, bool aligned, PackLaunch&& packs, ScalarLaunch&& scalar) {
   const int64_t whole = aligned ? n / Pack<T>::kCount : 0;
