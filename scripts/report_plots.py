@@ -3,8 +3,9 @@
 batch-GPUs) combination as in the study's Figs. 5-8, strong-scaling curves over every rank count in
 the data (by_gpus table), one run's power trace per GPU and the per-phase breakdown, from the CSV
 tables `cnnscale report` wrote and one run.h5; for unequal ranks, each rank's busy and waiting time
-and the `auto` split's history (report_plots_hetero.py); and, for `bench allreduce` results, bus
-bandwidth against message size per rank count (allreduce table).
+and the `auto` split's history (report_plots_hetero.py); for `bench allreduce` results, bus
+bandwidth against message size per rank count (allreduce table); and, for `infer` results,
+throughput, images/J and p99 latency against batch size and throughput (report_plots_infer.py).
 
 A figure without data is not drawn: its name and the reason go to the --left-out file instead.
 Error bars are drawn only over 2 or more runs, and the number of runs is shown.
@@ -393,7 +394,7 @@ def main():
     parser.add_argument("--power-label", default="", help="description of that run")
     parser.add_argument("--figures", default="training",
                         help="comma separated: training (the five figures of the runs), hetero (hetero_ranks.csv, "
-                             "split_history.csv), allreduce (allreduce.csv)")
+                             "split_history.csv), allreduce (allreduce.csv), inference (inference.csv)")
     parser.add_argument("--devices", default="GPUs", choices=["GPUs", "ranks"],
                         help="what the parallel units are called in legends and axes (ranks: CPU runs)")
     parser.add_argument("--left-out", default="",
@@ -402,13 +403,21 @@ def main():
     global DEVICES
     DEVICES = a.devices
     wanted = set(a.figures.split(","))
-    if not wanted or not wanted <= {"training", "hetero", "allreduce"}:
-        print(f"report_plots: --figures: expected training, hetero and/or allreduce, got '{a.figures}'",
+    if not wanted or not wanted <= {"training", "hetero", "allreduce", "inference"}:
+        print(f"report_plots: --figures: expected training, hetero, allreduce and/or inference, got '{a.figures}'",
               file=sys.stderr)
         return 2
     os.makedirs(a.out, exist_ok=True)
     if "allreduce" in wanted:
         allreduce_figure(read_table(a.tables, "allreduce"), a.out)
+    if "inference" in wanted:
+        import report_plots_infer as infer  # beside this script, as report_plots_hetero
+
+        helpers = types.SimpleNamespace(number=number, save=save, leave_out=leave_out)
+        rows = read_table(a.tables, "inference")
+        infer.throughput_figure(rows, a.out, helpers)
+        infer.efficiency_figure(rows, a.out, helpers)
+        infer.latency_figure(rows, a.out, helpers)
     if "training" in wanted:
         time_rows = read_table(a.tables, "time")
         bars_per_network(time_rows, "seconds_per_batch", "s", "per batch",

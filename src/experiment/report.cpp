@@ -109,7 +109,11 @@ std::string report_markdown(const ReportOptions& options, const ReportOutcome& o
         {kHeteroFigures[1],
          "Samples of the global batch assigned to each rank over the iterations under the auto split policy: "
          "each step is a rebalancing towards the faster ranks (one run per configuration)"},
-        {kAllreduceFigure, "Allreduce bus bandwidth against message size per rank count (allreduce table)"}};
+        {kAllreduceFigure, "Allreduce bus bandwidth against message size per rank count (allreduce table)"},
+        {kInferFigures[0], "Inference throughput against batch size per network, device and precision (inference "
+                           "table)"},
+        {kInferFigures[1], "Inference images per joule against batch size per network, device and precision"},
+        {kInferFigures[2], "Inference p99 latency against throughput, each point a batch size"}};
     for (const std::string& path : outcome.figures) {
       const std::string name = fs::path(path).filename().string();
       const std::string& caption = captions.at(name);
@@ -204,7 +208,8 @@ ReportOutcome write_report(const ReportOptions& options) {
                   !runs.empty(),
                   !benches.empty(),
                   hetero,
-                  noun.many};
+                  noun.many,
+                  !inferences.empty()};
       PlotOutcome plotted = run_plot_script(job);
       outcome.figures = std::move(plotted.figures);
       outcome.figures_left_out = std::move(plotted.left_out);

@@ -38,6 +38,10 @@ inline const std::vector<std::string> kFigureNames = {"time_per_batch.png", "jou
 inline const std::vector<std::string> kHeteroFigures = {"rank_balance.png", "split_history.png"};
 // Drawn when the results hold `bench allreduce` files: busbw against message size per rank count.
 inline const std::string kAllreduceFigure = "allreduce_busbw.png";
+// From `infer` results (the inference table): throughput and images/J against batch size, p99 latency
+// against throughput.
+inline const std::vector<std::string> kInferFigures = {"inference_throughput.png", "inference_efficiency.png",
+                                                       "inference_latency.png"};
 
 // Writes the report. Errors: a bad RESULTS_DIR, neither a complete run nor a `bench allreduce`
 // file, or a bad option is a ConfigError (exit 2). With plots requested, a missing python/matplotlib or a failing plot

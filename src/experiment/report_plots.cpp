@@ -60,6 +60,7 @@ PlotOutcome run_plot_script(const PlotJob& job) {
   if (job.training) figures.append("training");
   if (job.hetero) figures.append(figures.empty() ? "" : ",").append("hetero");
   if (job.allreduce) figures.append(figures.empty() ? "" : ",").append("allreduce");
+  if (job.inference) figures.append(figures.empty() ? "" : ",").append("inference");
   args.push_back(figures);
   if (!job.power_h5.empty()) {
     args.insert(args.end(), {"--power-h5", job.power_h5, "--power-label", job.power_label});
@@ -115,6 +116,7 @@ PlotOutcome run_plot_script(const PlotJob& job) {
   if (job.training) names = kFigureNames;
   if (job.hetero) names.insert(names.end(), kHeteroFigures.begin(), kHeteroFigures.end());
   if (job.allreduce) names.push_back(kAllreduceFigure);
+  if (job.inference) names.insert(names.end(), kInferFigures.begin(), kInferFigures.end());
   for (const std::string& name : names) {
     const fs::path p = fs::path(job.out_dir) / name;
     const bool skipped =

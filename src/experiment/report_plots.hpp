@@ -19,6 +19,7 @@ struct PlotJob {
   bool allreduce = false;        // kAllreduceFigure from allreduce.csv
   bool hetero = false;           // kHeteroFigures from hetero_ranks.csv and split_history.csv
   std::string devices = "GPUs";  // what the parallel units are called in legends and axes ("ranks" on CPU)
+  bool inference = false;        // kInferFigures from inference.csv
 };
 
 struct PlotOutcome {

@@ -3,6 +3,7 @@
 // that fits the given memory budget; and bad input is one line and exit 2 before any work.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -203,6 +204,45 @@ TEST(InferCli, SavedRunsMakeTheReportsInferenceTable) {
   EXPECT_NE(table.find("1 single-stream/server file(s)"), std::string::npos) << table;
   std::ifstream csv(fs::path(dir.str()) / "report" / "inference.csv");
   ASSERT_TRUE(csv) << "no inference.csv";
+}
+
+// The report's inference figures, drawn from the inference table (where /usr/bin/python3 has
+// matplotlib; setup.sh installs it, so CI draws them): throughput and images/J against batch size and
+// p99 latency against throughput, read back from what each PNG says (its Description).
+TEST(InferCli, ReportDrawsTheInferenceFigures) {
+  if (std::system("/usr/bin/python3 -c 'import matplotlib, numpy' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "/usr/bin/python3 cannot import matplotlib/numpy";
+  TempDir dir;
+  for (int repeat = 0; repeat < 2; ++repeat) {
+    CliResult r = run_cnnscale(infer_with({"--net", "lenet", "--batch", "1,2,4", "--results", dir.str()}));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  CliResult rep = run_cnnscale({"report", dir.str()});
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  const fs::path out = fs::path(dir.str()) / "report";
+  auto read = [](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  const std::string md = read(out / "report.md");
+  const std::string throughput = read(out / "inference_throughput.png");
+  ASSERT_EQ(throughput.substr(0, 4), "\x89PNG");
+  EXPECT_NE(throughput.find("Inference throughput against batch size"), std::string::npos);
+  EXPECT_NE(throughput.find("x: batch size"), std::string::npos);
+  EXPECT_NE(throughput.find("legend: cpu, fp32"), std::string::npos);
+  EXPECT_NE(md.find("](inference_throughput.png)"), std::string::npos) << md;
+  const std::string latency = read(out / "inference_latency.png");
+  ASSERT_EQ(latency.substr(0, 4), "\x89PNG");
+  EXPECT_NE(latency.find("y: p99 latency (ms)"), std::string::npos);
+  EXPECT_NE(latency.find("x: images/s"), std::string::npos);
+  // Energy is there where the host's RAPL counter is readable; otherwise the figure says why not.
+  if (fs::exists(out / "inference_efficiency.png"))
+    EXPECT_NE(read(out / "inference_efficiency.png").find("y: images/J"), std::string::npos);
+  else
+    EXPECT_NE(md.find("`inference_efficiency.png` not drawn: no inference result measured energy"), std::string::npos)
+        << md;
+  // No training runs: no training figures.
+  EXPECT_FALSE(fs::exists(out / "time_per_batch.png"));
 }
 
 TEST(InferCli, BadInputIsOneLineAndExitTwo) {
