@@ -91,8 +91,8 @@ void CudaBackend::end_capture_segment() {
     cudaGetLastError();  // the capture's failure is reported below, not by the next launch check
     if (graph) cudaGraphDestroy(graph);
     throw_runtime(
-        "cuda (gpu:{}): the training step could not be captured as a CUDA graph ({}: {}); an op in it "
-        "synchronised with the host or used another stream. Run without --graph",
+        "cuda (gpu:{}): the work could not be captured as a CUDA graph ({}: {}); an op in it synchronised "
+        "with the host or used another stream (--no-graph skips the attempt)",
         device_, cudaGetErrorName(ended), cudaGetErrorString(ended));
   }
   capture_segments_.push_back(graph);

@@ -1,5 +1,5 @@
 // The CUDA backend's timing point: one timing-enabled event. Shared by the stream's own records
-// (cuda_backend.cpp) and the event-record nodes of captured graphs (cuda_graph.cpp).
+// (cuda_backend.cpp) and the records between the graphs of captured work (cuda_graph.cpp).
 #pragma once
 #include <cuda_runtime.h>
 
