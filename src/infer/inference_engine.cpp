@@ -26,14 +26,14 @@ InferenceEngine::InferenceEngine(const NetSpec& spec, Backend& backend, EngineOp
   else if (!options_.cuda_graph)
     graph_note_ = "turned off (--no-graph)";
   const DType compute = compute_dtype(options_.precision);
-  source_ = std::make_unique<Net>(spec_, backend_, 1, options_.seed, compute);
+  source_ = std::make_unique<Net>(spec_, backend_, 1, options_.seed, compute, NetUse::Inference);
   if (!options_.checkpoint.empty())
     restore_weights(read_checkpoint(options_.checkpoint), options_.checkpoint, *source_);
   if (options_.fold_batch_norm) {
     FoldedSpec folded = fold_batch_norm(spec_);
     if (!folded.folded.empty()) {
       folded_.emplace(std::move(folded));
-      auto net = std::make_unique<Net>(folded_->spec, backend_, 1, options_.seed, compute);
+      auto net = std::make_unique<Net>(folded_->spec, backend_, 1, options_.seed, compute, NetUse::Inference);
       copy_folded_weights(*source_, *folded_, *net);
       source_ = std::move(net);
     }
@@ -46,7 +46,8 @@ Net& InferenceEngine::net(int64_t batch) {
   if (batch < 1) throw_config("batch size must be >= 1, got {}", batch);
   auto it = nets_.find(batch);
   if (it != nets_.end()) return *it->second.net;
-  auto net = std::make_unique<Net>(run_spec(), backend_, batch, options_.seed, compute_dtype(options_.precision));
+  auto net = std::make_unique<Net>(run_spec(), backend_, batch, options_.seed, compute_dtype(options_.precision),
+                                   NetUse::Inference);
   // Same spec, so the same flat layout and state list: the weights are two copies.
   backend_.copy(source_->flat_params(), net->flat_params());
   const auto from = source_->state();

@@ -56,6 +56,7 @@ struct Net::Impl {
   Backend& backend;
   DType compute = DType::F32;
   Layout layout = Layout::NCHW;  // preferred for 4-d activations (channels-last with 16 bits on a GPU)
+  NetUse use = NetUse::Training;
   int64_t batch = 0;
   uint64_t seed = 0;
   std::vector<int64_t> input_shape;
@@ -184,7 +185,12 @@ void Net::Impl::allocate_activations(int64_t batch_size) {
       top.data = activation(top_shapes[i], top.dtype);
     }
   }
-  if (first) plan_backward();
+  if (first && use == NetUse::Training) plan_backward();
+  if (first && use == NetUse::Inference)  // no blob needs a gradient: no diff is allocated below
+    for (auto& nl : layers) {
+      nl.propagate.assign(nl.bottoms.size(), false);
+      nl.diff_slot.assign(nl.bottoms.size(), -1);
+    }
   for (auto& b : blobs) {
     if (!b.needs_grad) continue;
     b.diff = activation(b.data.shape(), b.dtype);
@@ -282,8 +288,9 @@ void Net::Impl::sum_extra_diffs(const Blob& blob) {
   for (const auto& d : blob.extra_diffs) backend.axpby(1.0f, d, 1.0f, blob.diff);
 }
 
-Net::Net(const NetSpec& spec, Backend& backend, int64_t batch, uint64_t seed, DType compute)
+Net::Net(const NetSpec& spec, Backend& backend, int64_t batch, uint64_t seed, DType compute, NetUse use)
     : impl_(std::make_unique<Impl>(backend)) {
+  impl_->use = use;
   if (compute != DType::F32 && compute != DType::BF16 && compute != DType::F16)
     throw_config("compute dtype {} is not f32, bf16 or f16", dtype_name(compute));
   impl_->compute = compute;
@@ -296,6 +303,7 @@ Net::~Net() = default;
 
 Backend& Net::backend() const { return impl_->backend; }
 int64_t Net::batch() const { return impl_->batch; }
+NetUse Net::use() const { return impl_->use; }
 
 void Net::reshape(int64_t batch) {
   if (batch <= 0) throw_config("batch size must be positive, got {}", batch);
@@ -316,6 +324,8 @@ const Tensor& Net::labels() const { return impl_->blobs[1].data; }
 
 void Net::forward(Phase phase, uint64_t iteration, const std::function<void(size_t layer_index)>& after_layer) {
   Impl& m = *impl_;
+  if (m.use == NetUse::Inference && phase != Phase::Test)
+    throw_runtime("this net was built for inference: it runs test-phase forwards only");
   LayerContext ctx = m.context(phase, iteration);
   // The masters may have changed since the last forward (an update, a checkpoint, a broadcast).
   // Each once, by parameter: channels-last filters are permuted (KCRS -> KRSC) on the way.
@@ -339,6 +349,7 @@ void Net::forward(Phase phase, uint64_t iteration, const std::function<void(size
 
 void Net::backward(uint64_t iteration, const std::function<void(size_t layer_index)>& after_layer) {
   Impl& m = *impl_;
+  if (m.use == NetUse::Inference) throw_runtime("this net was built for inference: it has no backward");
   LayerContext ctx = m.context(Phase::Train, iteration);
   for (size_t l = m.layers.size(); l-- > 0;) {
     NetLayer& nl = m.layers[l];

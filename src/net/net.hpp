@@ -61,16 +61,24 @@ class NetSpec {
   std::unique_ptr<Impl> impl_;
 };
 
+// What a net is built for. Training allocates every activation gradient backward needs; Inference
+// (forward passes in the test phase only, as `cnnscale infer` runs them) allocates none of them,
+// which is most of a training net's activation memory beyond the activations themselves, and
+// refuses backward and training-phase forwards.
+enum class NetUse { Training, Inference };
+
 class Net {
  public:
   // Allocates everything for `batch` samples and initialises parameters from `seed`
   // (host mt19937_64, so CPU and GPU start from identical weights). `compute`: the storage of
   // activations and the weights' compute copies (bf16/f16: mixed precision over f32 masters).
-  Net(const NetSpec& spec, Backend& backend, int64_t batch, uint64_t seed, DType compute = DType::F32);
+  Net(const NetSpec& spec, Backend& backend, int64_t batch, uint64_t seed, DType compute = DType::F32,
+      NetUse use = NetUse::Training);
   ~Net();
 
   Backend& backend() const;
   int64_t batch() const;
+  NetUse use() const;
   // Re-allocate activations for another batch size (e.g. the last, partial test batch);
   // parameters and state are untouched.
   void reshape(int64_t batch);
