@@ -91,4 +91,16 @@ inline void expect_usage_error(const std::vector<std::string>& args, const std::
   EXPECT_TRUE(r.out.empty()) << r.out;
 }
 
+// A 4-iteration LeNet run on synthetic data (batch 4, no minimum energy window, 1 warm-up
+// iteration), its results under `root`/`experiment`/`run_id`, printing --json; `extra` appended.
+inline CliResult short_lenet_train(const std::string& root, const std::string& experiment, const std::string& run_id,
+                                   const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args = {"train",     "--net",        "lenet",      "--data",   "synthetic",
+                                   "--iterations", "4",        "--batch",    "4",        "--results",
+                                   root,      "--experiment", experiment, "--run-id", run_id,
+                                   "--min-window", "0",        "--timing-warmup", "1", "--json"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return run_cnnscale(args);
+}
+
 }  // namespace cnnscale::testing

@@ -22,12 +22,7 @@ constexpr const char* kCpuNote = "off: cpu backend: ops run as they are called";
 
 // A short LeNet run on synthetic data with its results under `root`/g/`run_id` and --json.
 CliResult train(const std::string& root, const std::string& run_id, std::vector<std::string> extra = {}) {
-  std::vector<std::string> args = {"train", "--net",    "lenet", "--data",       "synthetic", "--iterations",
-                                   "4",     "--batch",  "4",     "--results",    root,        "--experiment",
-                                   "g",     "--run-id", run_id,  "--min-window", "0",         "--timing-warmup",
-                                   "1",     "--json"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  return run_cnnscale(args);
+  return short_lenet_train(root, "g", run_id, extra);
 }
 
 // The run's figures in every place they are written: --json, its summary, summary.json (job and its

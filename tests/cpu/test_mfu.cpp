@@ -19,12 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 
 CliResult train(const std::string& root, const std::string& run_id, std::vector<std::string> extra = {}) {
-  std::vector<std::string> args = {"train", "--net",    "lenet", "--data",       "synthetic", "--iterations",
-                                   "4",     "--batch",  "4",     "--results",    root,        "--experiment",
-                                   "m",     "--run-id", run_id,  "--min-window", "0",         "--timing-warmup",
-                                   "1",     "--json"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  return run_cnnscale(args);
+  return short_lenet_train(root, "m", run_id, extra);
 }
 
 TEST(Mfu, MeasuredPeakAndUtilisationAreWrittenEverywhere) {
