@@ -162,6 +162,22 @@ nlohmann::json latency_json(const infer::LatencyStats& s) {
           {"max_s", s.max}};
 }
 
+// What every result file begins with: what ran, on what, and how its passes were queued.
+nlohmann::json run_json(const InferArgs& a, const NetSpec& spec, infer::InferenceEngine& engine,
+                        const std::string& scenario, int world_size) {
+  return {{"command", "infer"},
+          {"scenario", scenario},
+          {"net", spec.name()},
+          {"device", engine.backend().device().to_string()},
+          {"precision", precision_name(engine.options().precision)},
+          {"checkpoint", a.checkpoint.empty() ? nlohmann::json() : nlohmann::json(a.checkpoint)},
+          {"fill", infer::input_fill_name(engine.options().fill)},
+          {"folded_batch_norms", engine.folded_batch_norms()},
+          {"cuda_graph", engine.cuda_graph()},
+          {"graph_replays", engine.graph_replays()},
+          {"world_size", world_size}};
+}
+
 nlohmann::json server_json(const infer::ServerResult& r) {
   return {{"offered_rate", r.offered_rate},   {"achieved_rate", r.achieved_rate}, {"queries", r.queries},
           {"batches", r.batches},             {"mean_batch", r.mean_batch},       {"latency_bound_s", r.latency_bound},
@@ -171,8 +187,8 @@ nlohmann::json server_json(const infer::ServerResult& r) {
 // single-stream, server and server-search: one run of the scenario; under mpirun every rank runs
 // its own and rank 0 prints each rank's rate (server: achieved queries/s) and their sum.
 void run_scenario(const InferArgs& a, const NetSpec& spec, infer::InferenceEngine& engine,
-                  measure::EnergyMonitor* energy, const infer::ServerOptions& server, Precision precision,
-                  const infer::EngineOptions& eo, const MpiEnv* mpi, const std::string& dir) {
+                  measure::EnergyMonitor* energy, const infer::ServerOptions& server, const MpiEnv* mpi,
+                  const std::string& dir) {
   const bool distributed = mpi && mpi->distributed();
   if (distributed) mpi->allgather(0.0);  // the ranks' runs start together (their rates are added up)
   infer::ScenarioFigures f;
@@ -189,25 +205,15 @@ void run_scenario(const InferArgs& a, const NetSpec& spec, infer::InferenceEngin
   double job_rate = 0;
   for (double r : rates) job_rate += r;
 
-  nlohmann::json j = {{"command", "infer"},
-                      {"scenario", f.scenario},
-                      {"net", spec.name()},
-                      {"device", engine.backend().device().to_string()},
-                      {"precision", precision_name(precision)},
-                      {"checkpoint", a.checkpoint.empty() ? nlohmann::json() : nlohmann::json(a.checkpoint)},
-                      {"fill", infer::input_fill_name(eo.fill)},
-                      {"folded_batch_norms", engine.folded_batch_norms()},
-                      {"cuda_graph", engine.cuda_graph()},
-                      {"graph_replays", engine.graph_replays()},
-                      {"world_size", distributed ? mpi->size() : 1},
-                      {"prepared_batch_sizes", f.prepared_sizes},
-                      {"padded_fraction", f.padded_fraction},
-                      {"queries_per_s", rate},
-                      {"job_queries_per_s", job_rate},
-                      {"rank_queries_per_s", rates},
-                      {"joules_per_query", opt(f.energy.joules_per_sample)},
-                      {"watts", opt(f.energy.watts)},
-                      {"energy_source", f.energy.source.empty() ? nlohmann::json() : nlohmann::json(f.energy.source)}};
+  nlohmann::json j = run_json(a, spec, engine, f.scenario, distributed ? mpi->size() : 1);
+  j.update({{"prepared_batch_sizes", f.prepared_sizes},
+            {"padded_fraction", f.padded_fraction},
+            {"queries_per_s", rate},
+            {"job_queries_per_s", job_rate},
+            {"rank_queries_per_s", rates},
+            {"joules_per_query", opt(f.energy.joules_per_sample)},
+            {"watts", opt(f.energy.watts)},
+            {"energy_source", f.energy.source.empty() ? nlohmann::json() : nlohmann::json(f.energy.source)}});
   if (f.single_stream) {
     j["queries"] = f.single_stream->queries;
     j["latency"] = latency_json(f.single_stream->latency);
@@ -222,7 +228,7 @@ void run_scenario(const InferArgs& a, const NetSpec& spec, infer::InferenceEngin
   publish(a, j, dir);
   if (a.json) return;
   std::printf("%s on %s, %s, %s scenario%s\n", spec.name().c_str(), engine.backend().description().c_str(),
-              precision_name(precision).c_str(), f.scenario.c_str(),
+              precision_name(engine.options().precision).c_str(), f.scenario.c_str(),
               distributed ? (", rank 0 of " + std::to_string(mpi->size())).c_str() : "");
   auto ms = [](double s) { return 1e3 * s; };
   if (f.single_stream) {
@@ -326,7 +332,7 @@ void run_infer(InferArgs& a) {
   infer::InferenceEngine engine(*spec, *backend, eo);
   auto energy = open_energy_monitor(backend->device(), distributed ? mpi->local_rank() : 0, a.power_hz);
 
-  if (!offline) return run_scenario(a, *spec, engine, energy.get(), server, precision, eo, mpi, dir);
+  if (!offline) return run_scenario(a, *spec, engine, energy.get(), server, mpi, dir);
 
   if (distributed) a.measure.before_window = [mpi] { mpi->allgather(0.0); };
   std::vector<int64_t> sizes = plan.sizes;
@@ -378,18 +384,8 @@ void run_infer(InferArgs& a) {
   if (rank != 0) return;
 
   {
-    nlohmann::json out = {{"command", "infer"},
-                          {"scenario", "offline"},
-                          {"net", spec->name()},
-                          {"device", backend->device().to_string()},
-                          {"precision", precision_name(precision)},
-                          {"checkpoint", a.checkpoint.empty() ? nlohmann::json() : nlohmann::json(a.checkpoint)},
-                          {"fill", infer::input_fill_name(eo.fill)},
-                          {"folded_batch_norms", engine.folded_batch_norms()},
-                          {"cuda_graph", engine.cuda_graph()},
-                          {"graph_replays", engine.graph_replays()},
-                          {"world_size", distributed ? mpi->size() : 1},
-                          {"batches", batches_json}};
+    nlohmann::json out = run_json(a, *spec, engine, "offline", distributed ? mpi->size() : 1);
+    out["batches"] = batches_json;
     if (max)
       out["max_batch"] = {{"batch", sizes.front()},
                           {"limit_bytes", max->limit_bytes},
