@@ -12,6 +12,7 @@
 #include <cstring>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <set>
 #include <system_error>
 #include <tuple>
@@ -169,24 +170,36 @@ void prepare_writable_dir(const std::string& dir) {
   ::unlink(probe.c_str());
 }
 
-std::vector<fs::path> find_json_files(const std::string& results_dir, const std::string& folder) {
+namespace {
+// Visits every entry under the results directory, depth first, except what lies in a partial folder
+// (a run still being written or killed midway: nothing in it counts). `visit` returns false to leave
+// a directory's contents unvisited.
+void walk_results(const std::string& results_dir, const std::function<bool(const fs::directory_entry&)>& visit) {
   std::error_code ec;
   if (!fs::is_directory(results_dir, ec))
     throw_config("'{}' is not a directory (expected a results directory)", results_dir);
-  std::vector<fs::path> paths;
   fs::recursive_directory_iterator it(results_dir, fs::directory_options::skip_permission_denied, ec);
   if (ec) throw_config("cannot read results directory '{}': {}", results_dir, ec.message());
   for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
     if (ec) throw_runtime("cannot scan '{}': {}", results_dir, ec.message());
-    const fs::path& p = it->path();
-    if (it->is_directory(ec)) {
-      if (is_partial(p)) it.disable_recursion_pending();  // a train run being written
-      continue;
+    const bool dir = it->is_directory(ec);
+    if ((dir && is_partial(it->path())) || !visit(*it)) {
+      if (dir) it.disable_recursion_pending();
     }
-    if (p.extension() == ".json" && p.parent_path().filename() == folder && !p.filename().string().starts_with(".") &&
-        it->is_regular_file(ec))
-      paths.push_back(p);
   }
+}
+}  // namespace
+
+std::vector<fs::path> find_json_files(const std::string& results_dir, const std::string& folder) {
+  std::vector<fs::path> paths;
+  walk_results(results_dir, [&](const fs::directory_entry& e) {
+    std::error_code ec;
+    const fs::path& p = e.path();
+    if (p.extension() == ".json" && p.parent_path().filename() == folder && !p.filename().string().starts_with(".") &&
+        e.is_regular_file(ec))
+      paths.push_back(p);
+    return true;
+  });
   std::sort(paths.begin(), paths.end());
   return paths;
 }
@@ -195,24 +208,13 @@ std::vector<RunRecord> scan_runs(const std::string& results_dir, int* unreadable
                                  std::vector<std::string>* interrupted) {
   std::error_code ec;
   if (!fs::exists(results_dir, ec)) throw_config("results directory '{}' does not exist", results_dir);
-  if (!fs::is_directory(results_dir, ec))
-    throw_config("'{}' is not a directory (expected a results directory)", results_dir);
   std::vector<fs::path> folders;
-  fs::recursive_directory_iterator it(results_dir, fs::directory_options::skip_permission_denied, ec);
-  if (ec) throw_config("cannot read results directory '{}': {}", results_dir, ec.message());
-  for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    if (ec) throw_runtime("cannot scan '{}': {}", results_dir, ec.message());
-    if (!it->is_directory(ec)) continue;
-    // A partial folder is a run still being written or killed midway: nothing in it counts.
-    if (is_partial(it->path())) {
-      it.disable_recursion_pending();
-      continue;
-    }
-    if (fs::is_regular_file(it->path() / "run.h5", ec)) {
-      folders.push_back(it->path());
-      it.disable_recursion_pending();  // a run folder holds no further runs
-    }
-  }
+  walk_results(results_dir, [&](const fs::directory_entry& e) {
+    std::error_code ec2;
+    if (!e.is_directory(ec2) || !fs::is_regular_file(e.path() / "run.h5", ec2)) return true;
+    folders.push_back(e.path());
+    return false;  // a run folder holds no further runs
+  });
   // The results root itself may be a single run folder.
   if (fs::is_regular_file(fs::path(results_dir) / "run.h5", ec) && !is_partial(results_dir))
     folders.push_back(results_dir);
