@@ -42,10 +42,12 @@ InferenceEngine::InferenceEngine(const NetSpec& spec, Backend& backend, EngineOp
 
 InferenceEngine::~InferenceEngine() = default;
 
-Net& InferenceEngine::net(int64_t batch) {
+Net& InferenceEngine::net(int64_t batch) { return *batch_net(batch).net; }
+
+InferenceEngine::BatchNet& InferenceEngine::batch_net(int64_t batch) {
   if (batch < 1) throw_config("batch size must be >= 1, got {}", batch);
   auto it = nets_.find(batch);
-  if (it != nets_.end()) return *it->second.net;
+  if (it != nets_.end()) return it->second;
   auto net = std::make_unique<Net>(run_spec(), backend_, batch, options_.seed, compute_dtype(options_.precision),
                                    NetUse::Inference);
   // Same spec, so the same flat layout and state list: the weights are two copies.
@@ -67,14 +69,14 @@ Net& InferenceEngine::net(int64_t batch) {
   backend_.upload(host.data(), net->input());
   backend_.fill(net->labels(), 0.0f);
   backend_.synchronize();  // `host` goes out of scope
-  return *nets_.emplace(batch, BatchNet{std::move(net), nullptr, 0}).first->second.net;
+  return nets_.emplace(batch, BatchNet{std::move(net), nullptr, 0}).first->second;
 }
 
 // The first pass of a batch size runs uncaptured: it makes every algorithm choice and workspace and
 // refreshes the frozen 16-bit weight copies, so the captured pass is the steady forward alone.
 void InferenceEngine::run(int64_t batch) {
-  Net& n = net(batch);
-  BatchNet& b = nets_.at(batch);
+  BatchNet& b = batch_net(batch);
+  Net& n = *b.net;
   if (b.graph && !b.graph->valid()) b.graph.reset();  // a workspace grew since: capture again
   if (!b.graph && graph_note_.empty() && b.passes >= 1) {
     try {

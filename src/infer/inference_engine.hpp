@@ -75,6 +75,7 @@ class InferenceEngine {
     int64_t passes = 0;
   };
   std::map<int64_t, BatchNet> nets_;
+  BatchNet& batch_net(int64_t batch);  // built, weights copied and input filled on first use
   std::string graph_note_;  // why no pass is replayed ("" while graphs are possible)
   int64_t graph_replays_ = 0;
 };
