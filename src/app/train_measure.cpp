@@ -167,7 +167,8 @@ void put_mfu(RunResults& results, Backend& backend, Precision precision, int wor
       "uniform [-1, 1) data, median; 2 n^3 FLOPs per call",
       peak.n, dtype_name(peak.dtype), precision == Precision::TF32 ? "TF32 tensor cores" : "the run's math mode",
       peak.windows, peak.calls_per_window);
-  // Every rank is taken to reach rank 0's peak: exact on equal GPUs, an upper bound on mixes.
+  // Every rank is taken to reach rank 0's peak: exact on equal GPUs; on a mix of unequal GPUs the
+  // fraction follows rank 0's device (too low when it is the fastest, too high when the slowest).
   if (results.summary.gflops.has_value() && peak.tflops > 0) {
     results.summary.mfu = results.summary.gflops.value() / 1e3 / (peak.tflops * world_size);
     results.methods["mfu"] = fmt::format("gflops / 1000 / (matmul_peak_tflops x {} ranks)", world_size);

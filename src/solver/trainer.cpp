@@ -219,8 +219,8 @@ void Trainer::step(const StepScalars& s, double& wait_seconds) {
     std::vector<std::shared_ptr<TimingEvent>> points;
     for (TimelinePhase phase : graph_phases_) points.push_back(timer.mark_later(phase));
     graph_->launch(points);
-    // The step's last mark is an ordinary stream event behind the replay: the timer's "is this
-    // iteration done" query then never meets an event the replay has not recorded yet.
+    // The last segment (the update) ends with the capture, not at a timing point: its closing mark
+    // is recorded behind the replay, as an op-by-op step records it.
     timer.mark(TimelinePhase::Update);
     ++graph_replays_;
   } else {
