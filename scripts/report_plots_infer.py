@@ -30,12 +30,22 @@ def _panels(count):
     return fig, axes[0]
 
 
-def _plain_log_ticks(axis):
-    """Log-scale ticks as plain numbers (6, 10, 20 rather than 6×10⁰), minor ones too where they carry
-    the only labels of a short range."""
-    plain = ticker.FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 10 else f"{v:g}")
-    axis.set_major_formatter(plain)
-    axis.set_minor_formatter(plain)
+def _plain_log_ticks(axis, limits):
+    """Log-scale ticks as plain numbers (6, 10, 2,000 rather than 6×10⁰). Minor ticks are labelled
+    as far as they fit: all of them within a decade, where they carry the only labels; those
+    starting with 2 or 5 over up to two and a half decades; none beyond."""
+    def plain(v, _=None):
+        return f"{v:,.0f}" if v >= 10 else f"{v:g}"
+
+    lo, hi = limits
+    decades = math.log10(hi / lo) if lo > 0 and hi > lo else 0.0
+
+    def minor(v, _):
+        lead = round(v / 10 ** math.floor(math.log10(v)))
+        return plain(v) if decades < 1 or (decades < 2.5 and lead in (2, 5)) else ""
+
+    axis.set_major_formatter(ticker.FuncFormatter(plain))
+    axis.set_minor_formatter(ticker.FuncFormatter(minor))
 
 
 def _spread(h, rows, column):
@@ -105,8 +115,8 @@ def latency_figure(rows, out, h):
                             color=line.get_color())
         ax.set_xscale("log")
         ax.set_yscale("log")
-        _plain_log_ticks(ax.yaxis)
-        ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        _plain_log_ticks(ax.yaxis, ax.get_ylim())
+        _plain_log_ticks(ax.xaxis, ax.get_xlim())
         ax.tick_params(axis="both", which="both", labelsize=7)
         ax.set_xlabel("images/s")
         ax.set_ylabel("p99 latency (ms)")
