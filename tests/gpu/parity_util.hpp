@@ -48,6 +48,19 @@ constexpr double kTolBnBackward = 1e-4;
 constexpr double kTolLrn = 1e-5;
 constexpr double kTolLrnBackward = 5e-5;
 
+// 16-bit results against the f32 CPU reference fed exactly the GPU's 16-bit inputs (widened, which
+// is exact), so the only differences are the GPU's 16-bit stores and the usual fp32 ones. As a
+// normalized error (max |gpu - cpu| / max |cpu|): every 16-bit store rounds with relative error
+// <= u (u = 2^-8 for bf16's 8 significant bits, 2^-11 for fp16's 11). Along any output's path the
+// layers tested make at most three stores (Eltwise with three bottoms: one per accumulation; conv
+// with bias: two), each of a value no larger than 1.3x the largest output for these inputs and
+// coefficients, so the rounding part is below 3 x 1.3 u < 4u. Everything else is computed in fp32
+// from identical inputs and stays under the loosest f32 tolerance above (1e-4). Accumulating in 16
+// bits, or a wrong dtype anywhere, gives errors of order 1 instead.
+inline double tol_16bit(DType t) {
+  return 4.0 * (t == DType::BF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11)) + 1e-4;
+}
+
 // ---- backends (created once, never destroyed: tearing CUDA objects down during static
 // destruction races the runtime's own shutdown) ----------------------------------------------------
 inline Backend& cpu_backend() {

@@ -232,6 +232,93 @@ INSTANTIATE_TEST_SUITE_P(
                       ConvCase{"k3_caffenet_conv3_channels", {1, 256, 13, 13}, 32, conv(3, 3, 1, 1, 1, 1, 1, 1)}),
     [](const ::testing::TestParamInfo<ConvCase>& info) { return info.param.name; });
 
+// ---- channel padding of 16-bit channels-last convolutions ----------------------------------------
+// x and w whose C is not a multiple of 8 run on zero-padded copies (always, never, or as the search
+// measures): every mode and direction must give the CPU's answer on the same 16-bit values, and
+// the padded copies must really be used when asked for.
+
+struct PadCase {
+  std::string name;
+  Shape x;
+  int64_t filters;
+  ConvParams p;
+};
+
+class CudaConvChannelPadding : public ::testing::TestWithParam<std::tuple<PadCase, DType>> {};
+
+TEST_P(CudaConvChannelPadding, EveryModeMatchesTheCpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+#if CNNSCALE_HAVE_CUDA
+  const auto& [c, dtype] = GetParam();
+  const ConvParams& p = c.p;
+  const double tol = tol_16bit(dtype);
+  Shape ws{c.filters, c.x.c(), p.kernel_h, p.kernel_w};
+  Shape ys{c.x.n(), c.filters, conv_output_dim(c.x.h(), p.kernel_h, p.stride_h, p.pad_h, p.dilation_h),
+           conv_output_dim(c.x.w(), p.kernel_w, p.stride_w, p.pad_w, p.dilation_w)};
+  for (ConvChannelPadding mode :
+       {ConvChannelPadding::Always, ConvChannelPadding::Never, ConvChannelPadding::Measured}) {
+    const char* mode_name = mode == ConvChannelPadding::Always ? "always" : mode == ConvChannelPadding::Never ? "never"
+                                                                                                               : "measured";
+    SCOPED_TRACE(mode_name);
+    CudaBackendOptions options;
+    options.channel_padding = mode;
+    CudaBackend g(0, options);
+    Backend& cpu = cpu_backend();
+    // 16-bit channels-last operands on the GPU; the CPU gets their exact values in fp32 NCHW.
+    auto operand = [&](const Shape& s, uint64_t seed, Tensor& on_cpu) {
+      Tensor t = g.alloc(s, dtype).as_layout(Layout::NHWC);
+      fill_uniform(g, t, seed, -1.0f, 1.0f);
+      on_cpu = cpu.alloc(s);
+      from_host(cpu, on_cpu, to_host(g, t));
+      return t;
+    };
+    Tensor xc, wc, dyc;
+    Tensor x = operand(c.x, 81, xc), w = operand(ws, 82, wc), dy = operand(ys, 83, dyc);
+    Tensor y = g.alloc(ys, dtype).as_layout(Layout::NHWC), dx = g.alloc(c.x, dtype).as_layout(Layout::NHWC),
+           dw = g.alloc(ws, dtype).as_layout(Layout::NHWC);
+    Tensor yc = cpu.alloc(ys), dxc = cpu.alloc(c.x), dwc = cpu.alloc(ws);
+    cpu.conv_forward(p, xc, wc, yc);
+    cpu.conv_backward_data(p, wc, dyc, dxc);
+    cpu.conv_backward_filter(p, xc, dyc, dwc);
+    for (int round = 0; round < 2; ++round) {  // the searching call, then the planned one
+      g.fill(dx, 9.0f);  // a padded path that forgot to copy back would leave this
+      g.fill(dw, 9.0f);
+      g.conv_forward(p, x, w, y);
+      g.conv_backward_data(p, w, dy, dx);
+      g.conv_backward_filter(p, x, dy, dw);
+      expect_parity(c.name + " " + mode_name + " y", to_host(g, y), to_host(cpu, yc), tol);
+      expect_parity(c.name + " " + mode_name + " dx", to_host(g, dx), to_host(cpu, dxc), tol);
+      expect_parity(c.name + " " + mode_name + " dw", to_host(g, dw), to_host(cpu, dwc), tol);
+    }
+    const ConvPlan* plan = g.find_conv_plan(p, c.x, ws, dtype, Layout::NHWC);
+    ASSERT_NE(plan, nullptr);
+    if (mode == ConvChannelPadding::Never) {
+      EXPECT_EQ(plan->padded, nullptr);
+      continue;
+    }
+    ASSERT_NE(plan->padded, nullptr);
+    EXPECT_EQ(plan->padded->channels % 8, 0);
+    EXPECT_GT(plan->padded->channels, c.x.c());
+    if (mode == ConvChannelPadding::Always) {
+      EXPECT_TRUE(plan->fwd_padded && plan->bwd_data_padded && plan->bwd_filter_padded);
+    }
+    if (parity_verbose())
+      std::printf("[parity] %s %s measured: padded fwd %d bwd_data %d bwd_filter %d\n", c.name.c_str(),
+                  dtype_name(dtype).c_str(), plan->fwd_padded, plan->bwd_data_padded, plan->bwd_filter_padded);
+  }
+#endif
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaConvChannelPadding,
+    ::testing::Combine(::testing::Values(PadCase{"gait_conv1_c50", {2, 50, 14, 14}, 16, conv(7, 7, 1, 1, 0, 0, 1, 1)},
+                                         PadCase{"rgb_stem_c3", {2, 3, 32, 32}, 16, conv(7, 7, 2, 2, 3, 3, 1, 1)},
+                                         PadCase{"c12_k3_pad1", {2, 12, 9, 9}, 8, conv(3, 3, 1, 1, 1, 1, 1, 1)}),
+                       ::testing::Values(DType::BF16, DType::F16)),
+    [](const ::testing::TestParamInfo<std::tuple<PadCase, DType>>& info) {
+      return std::get<0>(info.param).name + "_" + dtype_name(std::get<1>(info.param));
+    });
+
 // ---- pooling ------------------------------------------------------------------------------------
 
 struct PoolCase {

@@ -120,6 +120,8 @@ const std::vector<LayerCase>& layer_cases() {
                   kTolDot},
         LayerCase{"pool_caffenet_max_13to6", "type: Pooling\npool: max\nkernel: 3\nstride: 2", {{2, 4, 13, 13}},
                   kTolExact, kTolElementwise},
+        LayerCase{"pool_gait_max_k2s2_floor", "type: Pooling\npool: max\nkernel: 2\nstride: 2\nround: floor",
+                  {{2, 8, 11, 11}}, kTolExact, kTolElementwise},
         LayerCase{"pool_ceil_max_112to56", "type: Pooling\npool: max\nkernel: 3\nstride: 2", {{1, 2, 112, 112}},
                   kTolExact, kTolElementwise},
         LayerCase{"pool_ceil_ave_pad1", "type: Pooling\npool: ave\nkernel: 3\nstride: 2\npad: 1", {{2, 3, 14, 14}},
@@ -155,14 +157,7 @@ INSTANTIATE_TEST_SUITE_P(Layers, CudaParityLayer, ::testing::ValuesIn(layer_case
 // ---- mixed precision: the CUDA layer in bf16/f16 against the f32 CPU reference ---------------------
 // The CPU layer gets exactly the GPU's 16-bit inputs, weights and top gradients (widened, which is
 // exact), so the only differences are the GPU's 16-bit stores and the usual fp32 differences.
-// Tolerance, as a normalized error (max |gpu - cpu| / max |cpu|): every 16-bit store rounds with
-// relative error <= u (u = 2^-8 for bf16's 8 significant bits, 2^-11 for fp16's 11). Along any
-// output's path these layers make at most three stores (Eltwise with three bottoms: one per
-// accumulation; conv with bias: two), each of a value no larger than 1.3x the largest output for
-// these inputs and coefficients, so the rounding part is below 3 x 1.3 u < 4u. Everything else is
-// computed in fp32 from identical inputs and stays under the loosest f32 tolerance above (1e-4).
-// Accumulating in 16 bits, or a wrong dtype anywhere, gives errors of order 1 instead.
-double tol_16bit(DType t) { return 4.0 * (t == DType::BF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11)) + 1e-4; }
+// Tolerance: tol_16bit (parity_util.hpp).
 
 class CudaParityLayer16 : public ::testing::TestWithParam<std::tuple<LayerCase, DType>> {};
 

@@ -19,6 +19,14 @@
 
 namespace cnnscale {
 
+// Whether a 16-bit channels-last convolution whose input channels are not a multiple of 8 runs on
+// copies of x and w zero-padded to the next multiple of 8 (ConvPlan::padded).
+enum class ConvChannelPadding {
+  Measured,  // the algorithm search times both and keeps the faster, per direction
+  Always,
+  Never,
+};
+
 struct CudaBackendOptions {
   // fp32 convolutions and GEMMs run without TF32 by default: the study compares fp32 against
   // PyTorch with allow_tf32 = False. true lets cuDNN/cuBLAS use TF32 tensor cores.
@@ -33,6 +41,11 @@ struct CudaBackendOptions {
   // SMs of a green-context partition the backend is confined to (rounded up by the driver; see
   // granted_sms()); 0, or the device's SM count, is the whole GPU.
   int sm_count = 0;
+  // cuDNN's tensor-core kernels for channels-last 16-bit data need C % 8 == 0 (16-byte pixels);
+  // other channel counts get slower kernels: the gait nets' 50 flow channels made conv1 two
+  // thirds of the 2D-CNN's bf16 step on an H100. Zero channels change no sum, so padding x and w
+  // gives the same convolution; whether it pays (RGB's 3 channels become 8) is measured.
+  ConvChannelPadding channel_padding = ConvChannelPadding::Measured;
 };
 
 // The algorithm chosen for one direction of one convolution shape, and what it needs.
@@ -48,11 +61,17 @@ struct ConvAlgoChoice {
 struct ConvPlan {
   DType dtype = DType::F32;  // of x, w and y
   Layout layout = Layout::NCHW;  // of x, w (KRSC when NHWC) and y
+  int64_t channels = 0;  // of x
   cuda::TensorDesc x, y;
   cuda::FilterDesc w;
   cuda::ConvDesc conv;
   Shape y_shape;
   ConvAlgoChoice fwd, bwd_data, bwd_filter;
+  // The same convolution with x and w zero-padded to a multiple of 8 channels (a plan of its own,
+  // owned by the backend's plan map), or nullptr when C needs none or padding is off; and which
+  // directions run on it (decided when each direction is searched).
+  ConvPlan* padded = nullptr;
+  bool fwd_padded = false, bwd_data_padded = false, bwd_filter_padded = false;
 };
 
 class CudaBackend final : public Backend {
@@ -201,7 +220,18 @@ class CudaBackend final : public Backend {
     return t;
   }
   ConvPlan& conv_plan(const char* op, const ConvParams& p, const Shape& x, const Shape& w, DType dtype, Layout layout);
+  // `t` (channels-last, C innermost) copied into staging `slot` with `channels` channels: zero-padded
+  // when channels > C, cut back when channels < C.
+  Tensor with_channels(size_t slot, const Tensor& t, int64_t channels);
+  // Copies the first dst.c() channels of every pixel of `padded` into dst (channels-last).
+  void unpad_channels(const Tensor& padded, const Tensor& dst);
+  // Whether a direction runs on the padded plan, from both searches (either may be absent).
+  bool prefer_padded(const char* op, const ConvAlgoChoice& plain, const ConvAlgoChoice& padded) const;
   void find_conv_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& y);
+  // One direction on `plan` with its chosen algorithm (searched before).
+  void run_conv_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& y);
+  void run_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx);
+  void run_conv_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw);
   void find_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx);
   void find_conv_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw);
   size_t search_workspace_limit() const;

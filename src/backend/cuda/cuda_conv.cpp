@@ -15,11 +15,15 @@
 
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_check.hpp"
+#include "backend/cuda/cuda_kernels.hpp"
 #include "backend/cuda/cuda_op_checks.hpp"
 #include "core/log.hpp"
 
 namespace cnnscale {
 namespace {
+
+// Channels-last 16-bit tensor-core convolutions want whole 16-byte pixels: 8 channels of 2 bytes.
+constexpr int64_t kChannelQuantum = 8;
 
 bool is_tensor_op(cudnnMathType_t m) {
   return m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
@@ -172,6 +176,7 @@ ConvPlan& CudaBackend::conv_plan(const char* op, const ConvParams& p, const Shap
   auto plan = std::make_unique<ConvPlan>();
   plan->dtype = dtype;
   plan->layout = layout;
+  plan->channels = x.c();
   cuda::set_nchw(plan->x, x, op, dtype, layout);
   CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan->w, cuda::cudnn_type(dtype), cuda::cudnn_format(layout),
                                          cuda::to_int_dim(w[0], op),
@@ -191,7 +196,38 @@ ConvPlan& CudaBackend::conv_plan(const char* op, const ConvParams& p, const Shap
     throw_runtime("{} on cuda: cuDNN output {} differs from cnnscale's {} for x {} w {}", op, plan->y_shape.to_string(),
                   expected.to_string(), x.to_string(), w.to_string());
   cuda::set_nchw(plan->y, plan->y_shape, op, dtype, layout);
-  return *conv_plans_.emplace(key, std::move(plan)).first->second;
+  ConvPlan& made = *conv_plans_.emplace(key, std::move(plan)).first->second;
+  if (layout == Layout::NHWC && dtype != DType::F32 && p.groups == 1 && x.c() % kChannelQuantum != 0 &&
+      options_.channel_padding != ConvChannelPadding::Never) {
+    Shape xp = x, wp = w;
+    xp[1] = wp[1] = (x.c() + kChannelQuantum - 1) / kChannelQuantum * kChannelQuantum;
+    made.padded = &conv_plan(op, p, xp, wp, dtype, layout);  // map nodes stay put: `made` is still valid
+  }
+  return made;
+}
+
+Tensor CudaBackend::with_channels(size_t slot, const Tensor& t, int64_t channels) {
+  Shape s = t.shape();
+  s[1] = channels;
+  Tensor out = staging(slot, s, t.dtype()).as_layout(Layout::NHWC);
+  const int64_t pixels = t.numel() / t.shape().c();
+  cuda::launch_copy_rows(t.dtype(), pixels, t.raw(), t.shape().c(), out.raw(), channels, stream());
+  return out;
+}
+
+void CudaBackend::unpad_channels(const Tensor& padded, const Tensor& dst) {
+  const int64_t pixels = dst.numel() / dst.shape().c();
+  cuda::launch_copy_rows(dst.dtype(), pixels, padded.raw(), padded.shape().c(), dst.raw(), dst.shape().c(), stream());
+}
+
+// The search times kernels only: the padding copies (a few percent of the time of the convolutions
+// that need them) are left out, so a near tie goes to whichever cuDNN timed faster.
+bool CudaBackend::prefer_padded(const char* op, const ConvAlgoChoice& plain, const ConvAlgoChoice& padded) const {
+  const bool choice = options_.channel_padding == ConvChannelPadding::Always || plain.algo < 0 ||
+                      (padded.algo >= 0 && padded.measured_ms < plain.measured_ms);
+  log::debug("{}: channel padding {} (algo {} {:.3f} ms unpadded, algo {} {:.3f} ms padded)", op,
+             choice ? "on" : "off", plain.algo, plain.measured_ms, padded.algo, padded.measured_ms);
+  return choice;
 }
 
 const ConvPlan* CudaBackend::find_conv_plan(const ConvParams& p, const Shape& x, const Shape& w, DType dtype,
@@ -262,13 +298,18 @@ void CudaBackend::conv_forward(const ConvParams& p, const Tensor& x, const Tenso
   ConvPlan& plan =
       conv_plan("conv_forward", p, x.shape(), w.shape(), x.dtype(), conv_layout("conv_forward", x, w, y));
   cuda::expect_shape("conv_forward", "y", y, plan.y_shape);
-  if (plan.fwd.algo < 0) find_conv_forward(plan, x, w, y);
-  CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, plan.fwd.math));
-  void* ws = workspace(plan.fwd.workspace_bytes);
-  const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnConvolutionForward(cudnn_, &one, plan.x, x.raw(), plan.w, w.raw(), plan.conv,
-                                      static_cast<cudnnConvolutionFwdAlgo_t>(plan.fwd.algo), ws,
-                                      plan.fwd.workspace_bytes, &zero, plan.y, y.raw()));
+  const bool searched = plan.fwd.algo >= 0 || plan.fwd_padded;
+  if (!searched && !(plan.padded && options_.channel_padding == ConvChannelPadding::Always))
+    find_conv_forward(plan, x, w, y);
+  if (!plan.padded || (searched && !plan.fwd_padded)) return run_conv_forward(plan, x, w, y);
+  const int64_t c = plan.padded->channels;
+  Tensor xp = with_channels(0, x, c), wp = with_channels(1, w, c);
+  if (!searched) {
+    if (plan.padded->fwd.algo < 0) find_conv_forward(*plan.padded, xp, wp, y);
+    plan.fwd_padded = prefer_padded("conv_forward", plan.fwd, plan.padded->fwd);
+    if (!plan.fwd_padded) return run_conv_forward(plan, x, w, y);
+  }
+  run_conv_forward(*plan.padded, xp, wp, y);
 }
 
 void CudaBackend::conv_backward_data(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx) {
@@ -281,13 +322,22 @@ void CudaBackend::conv_backward_data(const ConvParams& p, const Tensor& w, const
   ConvPlan& plan = conv_plan("conv_backward_data", p, dx.shape(), w.shape(), w.dtype(),
                              conv_layout("conv_backward_data", dx, w, dy));
   cuda::expect_shape("conv_backward_data", "dy", dy, plan.y_shape);
-  if (plan.bwd_data.algo < 0) find_conv_backward_data(plan, w, dy, dx);
-  CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, plan.bwd_data.math));
-  void* ws = workspace(plan.bwd_data.workspace_bytes);
-  const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnConvolutionBackwardData(cudnn_, &one, plan.w, w.raw(), plan.y, dy.raw(), plan.conv,
-                                           static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.bwd_data.algo), ws,
-                                           plan.bwd_data.workspace_bytes, &zero, plan.x, dx.raw()));
+  const bool searched = plan.bwd_data.algo >= 0 || plan.bwd_data_padded;
+  if (!searched && !(plan.padded && options_.channel_padding == ConvChannelPadding::Always))
+    find_conv_backward_data(plan, w, dy, dx);
+  if (!plan.padded || (searched && !plan.bwd_data_padded)) return run_conv_backward_data(plan, w, dy, dx);
+  const int64_t c = plan.padded->channels;
+  Tensor wp = with_channels(1, w, c);
+  Shape dxs = dx.shape();
+  dxs[1] = c;
+  Tensor dxp = staging(2, dxs, dx.dtype()).as_layout(Layout::NHWC);
+  if (!searched) {
+    if (plan.padded->bwd_data.algo < 0) find_conv_backward_data(*plan.padded, wp, dy, dxp);
+    plan.bwd_data_padded = prefer_padded("conv_backward_data", plan.bwd_data, plan.padded->bwd_data);
+  }
+  if (!plan.bwd_data_padded) return run_conv_backward_data(plan, w, dy, dx);
+  run_conv_backward_data(*plan.padded, wp, dy, dxp);
+  unpad_channels(dxp, dx);
 }
 
 void CudaBackend::conv_backward_filter(const ConvParams& p, const Tensor& x, const Tensor& dy, const Tensor& dw) {
@@ -300,7 +350,43 @@ void CudaBackend::conv_backward_filter(const ConvParams& p, const Tensor& x, con
   ConvPlan& plan = conv_plan("conv_backward_filter", p, x.shape(), dw.shape(), x.dtype(),
                              conv_layout("conv_backward_filter", x, dw, dy));
   cuda::expect_shape("conv_backward_filter", "dy", dy, plan.y_shape);
-  if (plan.bwd_filter.algo < 0) find_conv_backward_filter(plan, x, dy, dw);
+  const bool searched = plan.bwd_filter.algo >= 0 || plan.bwd_filter_padded;
+  if (!searched && !(plan.padded && options_.channel_padding == ConvChannelPadding::Always))
+    find_conv_backward_filter(plan, x, dy, dw);
+  if (!plan.padded || (searched && !plan.bwd_filter_padded)) return run_conv_backward_filter(plan, x, dy, dw);
+  const int64_t c = plan.padded->channels;
+  Tensor xp = with_channels(0, x, c);
+  Shape dws = dw.shape();
+  dws[1] = c;
+  Tensor dwp = staging(2, dws, dw.dtype()).as_layout(Layout::NHWC);
+  if (!searched) {
+    if (plan.padded->bwd_filter.algo < 0) find_conv_backward_filter(*plan.padded, xp, dy, dwp);
+    plan.bwd_filter_padded = prefer_padded("conv_backward_filter", plan.bwd_filter, plan.padded->bwd_filter);
+  }
+  if (!plan.bwd_filter_padded) return run_conv_backward_filter(plan, x, dy, dw);
+  run_conv_backward_filter(*plan.padded, xp, dy, dwp);
+  unpad_channels(dwp, dw);
+}
+
+void CudaBackend::run_conv_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& y) {
+  CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, plan.fwd.math));
+  void* ws = workspace(plan.fwd.workspace_bytes);
+  const float one = 1.0f, zero = 0.0f;
+  CUDNN_CHECK(cudnnConvolutionForward(cudnn_, &one, plan.x, x.raw(), plan.w, w.raw(), plan.conv,
+                                      static_cast<cudnnConvolutionFwdAlgo_t>(plan.fwd.algo), ws,
+                                      plan.fwd.workspace_bytes, &zero, plan.y, y.raw()));
+}
+
+void CudaBackend::run_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx) {
+  CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, plan.bwd_data.math));
+  void* ws = workspace(plan.bwd_data.workspace_bytes);
+  const float one = 1.0f, zero = 0.0f;
+  CUDNN_CHECK(cudnnConvolutionBackwardData(cudnn_, &one, plan.w, w.raw(), plan.y, dy.raw(), plan.conv,
+                                           static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.bwd_data.algo), ws,
+                                           plan.bwd_data.workspace_bytes, &zero, plan.x, dx.raw()));
+}
+
+void CudaBackend::run_conv_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw) {
   CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, plan.bwd_filter.math));
   void* ws = workspace(plan.bwd_filter.workspace_bytes);
   const float one = 1.0f, zero = 0.0f;

@@ -43,6 +43,17 @@ void run_packed(int64_t n, bool aligned, PackLaunch&& packs, ScalarLaunch&& scal
   if (done < n) scalar(done, n - done);
 }
 
+// One thread per destination element: consecutive threads write consecutive elements, and read
+// consecutive source elements except where a row ends, so both sides stay coalesced.
+template <typename T>
+__global__ void copy_rows_kernel(int64_t rows, const T* src, int64_t src_cols, T* dst, int64_t dst_cols) {
+  const int64_t n = rows * dst_cols;
+  for (int64_t i = global_index(); i < n; i += global_stride()) {
+    const int64_t r = i / dst_cols, c = i % dst_cols;
+    dst[i] = c < src_cols ? src[r * src_cols + c] : T{};
+  }
+}
+
 template <typename T>
 __device__ __forceinline__ T axpby_one(float alpha, T x, float beta, T y) {
   const float ax = __fmul_rn(alpha, to_float(x));
@@ -354,6 +365,22 @@ void launch_bias_backward(DType t, int64_t batch, int64_t c, int64_t inner, bool
         batch, c, inner, channels_last, static_cast<const T*>(dy), static_cast<T*>(dbias));
   });
   CUDA_CHECK_LAUNCH("bias_backward_kernel");
+}
+
+void launch_copy_rows(DType t, int64_t rows, const void* src, int64_t src_cols, void* dst,
+                      int64_t dst_cols, cudaStream_t stream) {
+  const int64_t n = rows * dst_cols;
+  if (n <= 0) return;
+  // Bits are copied, not values: one kernel per element size.
+  if (dtype_size(t) == 2)
+    copy_rows_kernel<uint16_t><<<blocks_for(n), kThreads, 0, stream>>>(rows, static_cast<const uint16_t*>(src),
+                                                                       src_cols, static_cast<uint16_t*>(dst), dst_cols);
+  else if (dtype_size(t) == 4)
+    copy_rows_kernel<uint32_t><<<blocks_for(n), kThreads, 0, stream>>>(rows, static_cast<const uint32_t*>(src),
+                                                                       src_cols, static_cast<uint32_t*>(dst), dst_cols);
+  else
+    throw_no_kernel("copy_rows", t);
+  CUDA_CHECK_LAUNCH("copy_rows_kernel");
 }
 
 void launch_axpby(DType t, int64_t n, float alpha, const void* x, float beta, void* y, cudaStream_t stream) {

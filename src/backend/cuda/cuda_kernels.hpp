@@ -34,6 +34,10 @@ void launch_bias_add(DType t, int64_t batch, int64_t c, int64_t inner, bool chan
                      cudaStream_t stream);
 void launch_bias_backward(DType t, int64_t batch, int64_t c, int64_t inner, bool channels_last, const void* dy,
                           void* dbias, cudaStream_t stream);
+// Rows of 2- or 4-byte elements of type t: dst row r = src row r's first min(src_cols, dst_cols)
+// elements, then zeros up to dst_cols. Pads channels-last tensors to more channels, or cuts them back.
+void launch_copy_rows(DType t, int64_t rows, const void* src, int64_t src_cols, void* dst,
+                      int64_t dst_cols, cudaStream_t stream);
 // y = alpha * x + beta * y; beta == 0 ignores y's old contents (BLAS convention).
 void launch_axpby(DType t, int64_t n, float alpha, const void* x, float beta, void* y, cudaStream_t stream);
 // y = x > 0 ? x : 0; dx = y > 0 ? dy : 0 (in place allowed: x == y, dy == dx).
@@ -73,6 +77,8 @@ void launch_accuracy_topk(DType t, const void* scores, const int32_t* labels, in
 // Caffe's pooling (pooling_layer.cu) on x (N*C planes of H x W) into y (PH x PW per plane).
 struct PoolGeometry {
   int64_t planes = 0;  // N * C
+  int channels = 1;    // C
+  bool channels_last = false;  // x and y (and dy, dx) are NHWC
   int height = 0, width = 0, pooled_height = 0, pooled_width = 0;
   int kernel_h = 0, kernel_w = 0, stride_h = 0, stride_w = 0, pad_h = 0, pad_w = 0;
 };

@@ -3,7 +3,8 @@
 // and that last window hangs over the bottom/right edge, i.e. asymmetric padding.
 // Max backward recomputes each window's argmax from x (no stored mask), with Caffe's rule that
 // the first maximum in row-major order wins, and gathers per input element (deterministic).
-// Templated on the storage (f32, bf16, f16); sums and divisions are done in float.
+// Templated on the storage (f32, bf16, f16); sums and divisions are done in float. Either memory
+// order (NCHW or NHWC), so channels-last 16-bit activations need no reordered copies.
 #include <cfloat>
 
 #include "backend/cuda/cuda_check.hpp"
@@ -14,9 +15,42 @@
 namespace cnnscale::cuda {
 namespace {
 
-// Index (h * W + w) of the first maximum of window (ph, pw) of `plane`, as Caffe's forward picks it.
+// Where element i of an (N, C, rows, cols) grid lies, in either memory order: the offsets of its
+// (n, c) plane in x (H x W) and in y (PH x PW), the distance between neighbouring pixels of a plane
+// (1 in NCHW, C in NHWC), and its pixel (r, col). The kernels run one thread per element in memory
+// order, so neighbouring threads touch neighbouring addresses in both orders (channels in NHWC).
+struct Site {
+  int64_t x_plane, y_plane;
+  int step;
+  int r, col;
+};
+
+__device__ Site site(const PoolGeometry& g, int64_t i, int rows, int cols) {
+  Site s;
+  const int64_t hw = static_cast<int64_t>(g.height) * g.width, phw = static_cast<int64_t>(g.pooled_height) * g.pooled_width;
+  if (g.channels_last) {
+    const int64_t c = i % g.channels, pixel = i / g.channels;
+    s.col = static_cast<int>(pixel % cols);
+    s.r = static_cast<int>((pixel / cols) % rows);
+    const int64_t n = pixel / (static_cast<int64_t>(cols) * rows);
+    s.x_plane = n * hw * g.channels + c;
+    s.y_plane = n * phw * g.channels + c;
+    s.step = g.channels;
+  } else {
+    s.col = static_cast<int>(i % cols);
+    s.r = static_cast<int>((i / cols) % rows);
+    const int64_t plane = i / (static_cast<int64_t>(cols) * rows);
+    s.x_plane = plane * hw;
+    s.y_plane = plane * phw;
+    s.step = 1;
+  }
+  return s;
+}
+
+// Pixel index (h * W + w) of the first maximum of window (ph, pw) of `plane` (pixels `step`
+// elements apart), as Caffe's forward picks it.
 template <typename T>
-__device__ int window_argmax(const PoolGeometry& g, const T* plane, int ph, int pw) {
+__device__ int window_argmax(const PoolGeometry& g, const T* plane, int step, int ph, int pw) {
   int hstart = ph * g.stride_h - g.pad_h, wstart = pw * g.stride_w - g.pad_w;
   int hend = min(hstart + g.kernel_h, g.height), wend = min(wstart + g.kernel_w, g.width);
   hstart = max(hstart, 0);
@@ -24,11 +58,13 @@ __device__ int window_argmax(const PoolGeometry& g, const T* plane, int ph, int 
   float maxval = -FLT_MAX;
   int maxidx = -1;
   for (int h = hstart; h < hend; ++h)
-    for (int w = wstart; w < wend; ++w)
-      if (to_float(plane[h * g.width + w]) > maxval) {
+    for (int w = wstart; w < wend; ++w) {
+      const float v = to_float(plane[static_cast<int64_t>(h * g.width + w) * step]);
+      if (v > maxval) {
         maxidx = h * g.width + w;
-        maxval = to_float(plane[maxidx]);
+        maxval = v;
       }
+    }
   return maxidx;
 }
 
@@ -36,12 +72,10 @@ template <typename T>
 __global__ void max_pool_forward_kernel(PoolGeometry g, const T* x, T* y) {
   const int64_t total = g.planes * g.pooled_height * g.pooled_width;
   for (int64_t i = global_index(); i < total; i += global_stride()) {
-    int pw = static_cast<int>(i % g.pooled_width);
-    int ph = static_cast<int>((i / g.pooled_width) % g.pooled_height);
-    int64_t plane = i / (static_cast<int64_t>(g.pooled_width) * g.pooled_height);
-    const T* xp = x + plane * g.height * g.width;
-    int idx = window_argmax(g, xp, ph, pw);
-    y[i] = idx >= 0 ? xp[idx] : from_float<T>(-FLT_MAX);
+    const Site s = site(g, i, g.pooled_height, g.pooled_width);
+    const T* xp = x + s.x_plane;
+    int idx = window_argmax(g, xp, s.step, s.r, s.col);
+    y[i] = idx >= 0 ? xp[static_cast<int64_t>(idx) * s.step] : from_float<T>(-FLT_MAX);
   }
 }
 
@@ -49,10 +83,8 @@ template <typename T>
 __global__ void avg_pool_forward_kernel(PoolGeometry g, const T* x, T* y) {
   const int64_t total = g.planes * g.pooled_height * g.pooled_width;
   for (int64_t i = global_index(); i < total; i += global_stride()) {
-    int pw = static_cast<int>(i % g.pooled_width);
-    int ph = static_cast<int>((i / g.pooled_width) % g.pooled_height);
-    int64_t plane = i / (static_cast<int64_t>(g.pooled_width) * g.pooled_height);
-    int hstart = ph * g.stride_h - g.pad_h, wstart = pw * g.stride_w - g.pad_w;
+    const Site s = site(g, i, g.pooled_height, g.pooled_width);
+    int hstart = s.r * g.stride_h - g.pad_h, wstart = s.col * g.stride_w - g.pad_w;
     // Caffe divides by the window clipped to the padded extent (padding counts, overhang does not).
     int hend = min(hstart + g.kernel_h, g.height + g.pad_h), wend = min(wstart + g.kernel_w, g.width + g.pad_w);
     int pool_size = (hend - hstart) * (wend - wstart);
@@ -60,10 +92,10 @@ __global__ void avg_pool_forward_kernel(PoolGeometry g, const T* x, T* y) {
     wstart = max(wstart, 0);
     hend = min(hend, g.height);
     wend = min(wend, g.width);
-    const T* xp = x + plane * g.height * g.width;
+    const T* xp = x + s.x_plane;
     float sum = 0.0f;
     for (int h = hstart; h < hend; ++h)
-      for (int w = wstart; w < wend; ++w) sum += to_float(xp[h * g.width + w]);
+      for (int w = wstart; w < wend; ++w) sum += to_float(xp[static_cast<int64_t>(h * g.width + w) * s.step]);
     y[i] = from_float<T>(sum / pool_size);
   }
 }
@@ -72,23 +104,21 @@ template <typename T>
 __global__ void max_pool_backward_kernel(PoolGeometry g, const T* x, const T* y, const T* dy, T* dx) {
   const int64_t total = g.planes * g.height * g.width;
   for (int64_t i = global_index(); i < total; i += global_stride()) {
-    int w = static_cast<int>(i % g.width);
-    int h = static_cast<int>((i / g.width) % g.height);
-    int64_t plane = i / (static_cast<int64_t>(g.width) * g.height);
+    const Site s = site(g, i, g.height, g.width);
+    const int h = s.r, w = s.col;
     // Pooled outputs whose window covers (h, w), as in Caffe's MaxPoolBackward.
     int phstart = (h + g.pad_h < g.kernel_h) ? 0 : (h + g.pad_h - g.kernel_h) / g.stride_h + 1;
     int phend = min((h + g.pad_h) / g.stride_h + 1, g.pooled_height);
     int pwstart = (w + g.pad_w < g.kernel_w) ? 0 : (w + g.pad_w - g.kernel_w) / g.stride_w + 1;
     int pwend = min((w + g.pad_w) / g.stride_w + 1, g.pooled_width);
-    const T* xp = x + plane * g.height * g.width;
-    const int64_t pooled_offset = plane * g.pooled_height * g.pooled_width;
-    const float xv = to_float(xp[h * g.width + w]);
+    const T* xp = x + s.x_plane;
+    const float xv = to_float(x[i]);
     float grad = 0.0f;
     for (int ph = phstart; ph < phend; ++ph)
       for (int pw = pwstart; pw < pwend; ++pw) {
-        int64_t o = pooled_offset + ph * g.pooled_width + pw;
+        const int64_t o = s.y_plane + static_cast<int64_t>(ph * g.pooled_width + pw) * s.step;
         // Cheap reject first; only an element equal to the window's max can be its argmax.
-        if (to_float(y[o]) == xv && window_argmax(g, xp, ph, pw) == h * g.width + w) grad += to_float(dy[o]);
+        if (to_float(y[o]) == xv && window_argmax(g, xp, s.step, ph, pw) == h * g.width + w) grad += to_float(dy[o]);
       }
     dx[i] = from_float<T>(grad);
   }
@@ -98,21 +128,20 @@ template <typename T>
 __global__ void avg_pool_backward_kernel(PoolGeometry g, const T* dy, T* dx) {
   const int64_t total = g.planes * g.height * g.width;
   for (int64_t i = global_index(); i < total; i += global_stride()) {
-    int w = static_cast<int>(i % g.width) + g.pad_w;
-    int h = static_cast<int>((i / g.width) % g.height) + g.pad_h;
-    int64_t plane = i / (static_cast<int64_t>(g.width) * g.height);
+    const Site s = site(g, i, g.height, g.width);
+    const int h = s.r + g.pad_h, w = s.col + g.pad_w;
     int phstart = (h < g.kernel_h) ? 0 : (h - g.kernel_h) / g.stride_h + 1;
     int phend = min(h / g.stride_h + 1, g.pooled_height);
     int pwstart = (w < g.kernel_w) ? 0 : (w - g.kernel_w) / g.stride_w + 1;
     int pwend = min(w / g.stride_w + 1, g.pooled_width);
-    const T* dyp = dy + plane * g.pooled_height * g.pooled_width;
+    const T* dyp = dy + s.y_plane;
     float grad = 0.0f;
     for (int ph = phstart; ph < phend; ++ph)
       for (int pw = pwstart; pw < pwend; ++pw) {
         int hstart = ph * g.stride_h - g.pad_h, wstart = pw * g.stride_w - g.pad_w;
         int hend = min(hstart + g.kernel_h, g.height + g.pad_h), wend = min(wstart + g.kernel_w, g.width + g.pad_w);
         int pool_size = (hend - hstart) * (wend - wstart);
-        grad += to_float(dyp[ph * g.pooled_width + pw]) / pool_size;
+        grad += to_float(dyp[static_cast<int64_t>(ph * g.pooled_width + pw) * s.step]) / pool_size;
       }
     dx[i] = from_float<T>(grad);
   }
