@@ -1,9 +1,11 @@
 // `cnnscale time NET` (like `caffe time`): per-layer forward and backward time on one device,
 // averaged over --iterations after --warmup, hotspot layers first with their share of the total;
-// a table on stdout, or one JSON line with --json.
+// a table on stdout, or one JSON line with --json. The network is timed as training runs it: batch
+// norm epilogues fused (a fused BatchNorm's row includes its ReLU and residual sum), unless --no-fuse.
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +13,7 @@
 #include "backend/backend.hpp"
 #include "core/error.hpp"
 #include "measure/layer_timing.hpp"
+#include "net/fuse.hpp"
 #include "net/net.hpp"
 
 namespace cnnscale::app {
@@ -26,6 +29,7 @@ struct TimeArgs {
   int64_t classes = 0;
   LayerTimingOptions options;
   bool json = false;
+  bool no_fuse = false;
 };
 
 void run_time(TimeArgs& a) {
@@ -42,7 +46,9 @@ void run_time(TimeArgs& a) {
   NetSpec spec = NetSpec::load(resolve_network_path(a.net), net_options);
   std::unique_ptr<Backend> backend = make_backend(a.device, a.sm_count, a.options.precision);
 
-  const LayerTimingResult r = time_layers(spec, *backend, a.options);
+  std::optional<FusedSpec> fused;
+  if (!a.no_fuse) fused.emplace(fuse_batch_norm_epilogues(spec));
+  const LayerTimingResult r = time_layers(fused ? fused->spec : spec, *backend, a.options);
   if (a.json) {
     nlohmann::json layers = nlohmann::json::array();
     for (const LayerTime& t : r.layers)
@@ -62,6 +68,7 @@ void run_time(TimeArgs& a) {
                         {"update_ms", r.update_ms},
                         {"step_ms", r.step_ms},
                         {"peak_memory_bytes", r.peak_memory_bytes},
+                        {"fused_epilogues", fused ? fused->fused.size() : 0},
                         {"layers", layers}};
     std::printf("%s\n", j.dump().c_str());
     std::fflush(stdout);
@@ -70,6 +77,9 @@ void run_time(TimeArgs& a) {
   std::printf("%s on %s, precision %s, batch %lld: mean of %lld iterations after %lld warm-up\n",
               spec.name().c_str(), backend->description().c_str(), precision_name(r.precision).c_str(),
               static_cast<long long>(r.batch), static_cast<long long>(r.iterations), static_cast<long long>(r.warmup));
+  if (fused && !fused->fused.empty())
+    std::printf("%zu batch norm(s) include their fused ReLU (and residual sum); --no-fuse times them apart\n",
+                fused->fused.size());
   std::printf("%-28s %-18s %12s %12s %8s\n", "layer", "type", "forward ms", "backward ms", "share");
   for (const LayerTime& t : r.layers)
     std::printf("%-28s %-18s %12.4f %12.4f %7.1f%%\n", t.name.c_str(), t.type.c_str(), t.forward_ms, t.backward_ms,
@@ -98,6 +108,8 @@ void register_time(CLI::App& app) {
   cmd->add_option("--classes", a.classes, "Number of classes (default: the network's)");
   cmd->add_option("--seed", a.options.seed, "Seed of weight init and the random input")->capture_default_str();
   cmd->add_flag("--json", a.json, "Print one JSON line on stdout instead of the table");
+  cmd->add_flag("--no-fuse", a.no_fuse,
+                "Time every layer as written instead of with batch norm epilogues fused, as training runs them");
   cmd->callback([args] { run_time(*args); });
 }
 

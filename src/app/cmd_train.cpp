@@ -122,6 +122,9 @@ void register_train(CLI::App& app) {
   cmd->add_flag("--no-phase-marks", a.no_phase_marks,
                 "Time forward, backward and update as one phase (reported under update) instead of marking "
                 "each: measures what the per-phase marks themselves cost");
+  cmd->add_flag("--no-fuse", a.no_fuse,
+                "Run every layer as written instead of fusing each batch norm's following ReLU and residual sum "
+                "into it (the default: the same function, fewer passes over memory)");
   cmd->add_flag("--mfu", a.mfu,
                 "After training, measure the device's square-matmul peak in the run's precision (8192^3 on a GPU, "
                 "1024^3 on the CPU) and report model FLOPs utilisation: gflops over that peak");

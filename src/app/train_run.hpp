@@ -28,6 +28,7 @@ struct TrainArgs {
   std::string precision = "fp32";  // --precision; validate_train_args sets options.precision from it
   bool no_graph = false;           // --no-graph; validate_train_args sets options.cuda_graph from it
   bool no_phase_marks = false;     // --no-phase-marks; likewise options.phase_marks
+  bool no_fuse = false;            // --no-fuse; likewise options.fuse_epilogues
   bool mfu = false;                // --mfu: measure the matmul peak after training (put_mfu)
   std::vector<int64_t> input_shape;
   int64_t classes = 0;

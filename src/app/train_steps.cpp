@@ -29,6 +29,7 @@ void validate_train_args(TrainArgs& a) {
   a.options.precision = parse_precision(a.precision, "--precision");
   a.options.cuda_graph = !a.no_graph;
   a.options.phase_marks = !a.no_phase_marks;
+  a.options.fuse_epilogues = !a.no_fuse;
   a.options.allreduce_fp32 = a.parallel.allreduce_dtype == "fp32";
   // The Trainer exchanges the fp32 master gradients whatever TrainOptions::allreduce_fp32 says: a
   // 16-bit exchange asked for would run as fp32 and be recorded as what it was not. Refused until
@@ -110,6 +111,7 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
   if (!a.options.allreduce_fp32) run_config["allreduce_dtype"] = a.parallel.allreduce_dtype;
   if (!a.options.cuda_graph) run_config["cuda_graph"] = false;     // --no-graph
   if (!a.options.phase_marks) run_config["phase_marks"] = false;  // --no-phase-marks
+  if (!a.options.fuse_epilogues) run_config["fused_epilogues"] = false;  // --no-fuse
   if (dataset_info(a.data).synthetic) {
     run_config["synthetic_fill"] = a.synthetic_fill;
     run_config["input_shape"] = in.spec.input_shape();

@@ -65,6 +65,17 @@ struct LrnParams {
 struct BatchNormParams {
   float eps = 1e-5f;
   float momentum = 0.1f;
+  // Fused epilogue: y = max(0, bn(x) + z) (z optional, see BatchNormFused), so that a residual
+  // block's batch norm, shortcut sum and ReLU are one pass over memory instead of three.
+  bool relu = false;
+};
+
+// The fused epilogue's extra operands, all optional (undefined tensors), x's shape, dtype and layout.
+struct BatchNormFused {
+  Tensor z;      // forward: the addend (y = [relu](bn(x) + z))
+  Tensor y;      // backward: the forward's output, whose sign gates dy when relu (required then)
+  Tensor shift;  // backward: the forward's shift, (C) f32 (required when relu)
+  Tensor dz;     // backward: written with the addend's gradient, dy gated by the ReLU
 };
 
 // A point in the backend's stream order for timing (CUDA: a timing-enabled event on the compute
@@ -196,15 +207,19 @@ class Backend {
                             const Tensor& dx) = 0;
 
   // ---- batch norm: scale, shift, running_*, save_* are (C); save_inv_std = 1 / sqrt(var + eps) ----
+  // With p.relu or fused.z, the fused epilogue (BatchNormParams); backward then gates dy by the
+  // ReLU, writes that gated gradient to fused.dz if given, and back-propagates it through bn.
   virtual void batchnorm_forward_train(const BatchNormParams& p, const Tensor& x, const Tensor& scale,
                                        const Tensor& shift, const Tensor& running_mean, const Tensor& running_var,
-                                       const Tensor& y, const Tensor& save_mean, const Tensor& save_inv_std) = 0;
+                                       const Tensor& y, const Tensor& save_mean, const Tensor& save_inv_std,
+                                       const BatchNormFused& fused = {}) = 0;
   virtual void batchnorm_forward_inference(const BatchNormParams& p, const Tensor& x, const Tensor& scale,
                                            const Tensor& shift, const Tensor& running_mean,
-                                           const Tensor& running_var, const Tensor& y) = 0;
+                                           const Tensor& running_var, const Tensor& y,
+                                           const BatchNormFused& fused = {}) = 0;
   virtual void batchnorm_backward(const BatchNormParams& p, const Tensor& x, const Tensor& dy, const Tensor& scale,
                                   const Tensor& save_mean, const Tensor& save_inv_std, const Tensor& dx,
-                                  const Tensor& dscale, const Tensor& dshift) = 0;
+                                  const Tensor& dscale, const Tensor& dshift, const BatchNormFused& fused = {}) = 0;
 
   // ---- softmax and loss: scores/prob (N, C), labels (N) i32 ----------------------------------
   virtual void softmax_forward(const Tensor& x, const Tensor& prob) = 0;

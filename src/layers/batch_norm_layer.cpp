@@ -3,6 +3,9 @@
 // Keys: eps (1e-5), momentum (0.1), scale_filler (constant 1), shift_filler (constant 0), param,
 // sync (false): in a data-parallel job, statistics over the global batch instead of each rank's
 // share (synchronised batch norm); without peers it changes nothing.
+// relu (false): y = max(0, bn(x) [+ z]) in one op, with an optional second bottom z (a residual
+// shortcut). Networks need not say it: training nets get it from fuse_batch_norm_epilogues
+// (net/fuse.hpp), which folds a BatchNorm's following Eltwise sum and ReLU into it.
 //
 // Sync batch norm is built from the backend's existing ops plus small host computations, so it
 // runs on every backend with no new kernel, at the price of host round trips (two per layer in
@@ -29,8 +32,10 @@ class BatchNormLayer final : public Layer {
   using Layer::Layer;
 
   std::vector<std::string> param_keys() const override {
-    return {"eps", "momentum", "scale_filler", "shift_filler", "param", "sync"};
+    return {"eps", "momentum", "scale_filler", "shift_filler", "param", "sync", "relu"};
   }
+
+  std::pair<int, int> bottom_count() const override { return {1, 2}; }
 
   std::vector<Shape> infer_shapes(const std::vector<Shape>& bottoms) override {
     parse();
@@ -38,6 +43,9 @@ class BatchNormLayer final : public Layer {
     if (x.rank() != 2 && x.rank() != 4)
       cfg_.node.fail(fmt::format("expected an (N, C) or (N, C, H, W) input, got {}", x.to_string()));
     channels_ = x.c();
+    if (bottoms.size() > 1 && bottoms[1] != x)
+      cfg_.node.fail(fmt::format("the addend '{}' is {} but the input '{}' is {}", cfg_.bottoms.at(1),
+                                 bottoms[1].to_string(), cfg_.bottoms.at(0), x.to_string()));
     return {x};
   }
 
@@ -58,18 +66,19 @@ class BatchNormLayer final : public Layer {
   void forward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top) override {
     synced_ = ctx.phase == Phase::Train && sync_ && ctx.ranks && ctx.ranks->ranks() > 1;
     if (synced_) {
+      fused_z_ = addend(bottom);
       forward_sync(ctx, bottom[0], top[0]);
     } else if (ctx.phase == Phase::Train) {
       ctx.backend.batchnorm_forward_train(bn_, bottom[0], params_[0].data, params_[1].data, state_[0], state_[1],
-                                          top[0], save_mean_, save_inv_std_);
+                                          top[0], save_mean_, save_inv_std_, addend(bottom));
     } else {
       ctx.backend.batchnorm_forward_inference(bn_, bottom[0], params_[0].data, params_[1].data, state_[0], state_[1],
-                                              top[0]);
+                                              top[0], addend(bottom));
     }
   }
 
   // Uses the batch statistics saved by the preceding Train-phase forward.
-  void backward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>&,
+  void backward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top,
                 const std::vector<Tensor>& top_diff, const std::vector<bool>& propagate,
                 const std::vector<Tensor>& bottom_diff) override {
     Tensor dx = bottom_diff.size() > 0 && propagate[0] ? bottom_diff[0] : Tensor();
@@ -80,12 +89,24 @@ class BatchNormLayer final : public Layer {
         scratch_dx_ = ctx.backend.alloc(bottom[0].shape(), bottom[0].dtype()).as_layout(bottom[0].layout());
       dx = scratch_dx_;
     }
+    BatchNormFused fused;
+    if (bn_.relu) {
+      fused.y = top[0];
+      fused.shift = params_[1].data;
+    }
+    if (bottom.size() > 1 && propagate[1]) fused.dz = bottom_diff[1];
     ctx.backend.batchnorm_backward(bn_, bottom[0], top_diff[0], params_[0].data, save_mean_, save_inv_std_, dx,
-                                   params_[0].diff, params_[1].diff);
+                                   params_[0].diff, params_[1].diff, fused);
     if (synced_) correct_backward_sync(ctx, bottom[0], dx);
   }
 
  private:
+  static BatchNormFused addend(const std::vector<Tensor>& bottom) {
+    BatchNormFused f;
+    if (bottom.size() > 1) f.z = bottom[1];
+    return f;
+  }
+
   // Per-channel host vector of a (C) device tensor.
   std::vector<float> to_host(Backend& backend, const Tensor& t) {
     std::vector<float> out(static_cast<size_t>(t.numel()));
@@ -115,6 +136,7 @@ class BatchNormLayer final : public Layer {
     }
     BatchNormParams local = bn_;
     local.momentum = 1.0f;  // running outputs := this batch's mean and unbiased variance
+    local.relu = false;     // its y is replaced below
     backend.batchnorm_forward_train(local, x, params_[0].data, params_[1].data, local_mean_, local_var_, y, save_mean_,
                                     save_inv_std_);
     const double count = static_cast<double>(x.numel() / channels_);  // elements per channel here
@@ -144,7 +166,8 @@ class BatchNormLayer final : public Layer {
     inv_std_host_ = inv_std;
     from_host(backend, global_mean, global_mean_);
     from_host(backend, global_var, global_var_);
-    backend.batchnorm_forward_inference(bn_, x, params_[0].data, params_[1].data, global_mean_, global_var_, y);
+    backend.batchnorm_forward_inference(bn_, x, params_[0].data, params_[1].data, global_mean_, global_var_, y,
+                                        fused_z_);
     backend.copy(global_mean_, save_mean_);
     from_host(backend, inv_std, save_inv_std_);
     backend.axpby(bn_.momentum, global_mean_, 1.0f - bn_.momentum, state_[0]);
@@ -177,7 +200,9 @@ class BatchNormLayer final : public Layer {
     if (!correction_.defined() || correction_.shape() != x.shape() || correction_.dtype() != x.dtype() ||
         correction_.layout() != x.layout())
       correction_ = backend.alloc(x.shape(), x.dtype()).as_layout(x.layout());
-    backend.batchnorm_forward_inference(bn_, x, corr_scale_, corr_shift_, global_mean_, global_var_, correction_);
+    BatchNormParams affine = bn_;  // the correction is alpha * xhat + beta, with no epilogue
+    affine.relu = false;
+    backend.batchnorm_forward_inference(affine, x, corr_scale_, corr_shift_, global_mean_, global_var_, correction_);
     backend.axpby(1.0f, correction_, 1.0f, dx);
     finish_uploads(backend);
   }
@@ -185,6 +210,7 @@ class BatchNormLayer final : public Layer {
   void parse() {
     const ConfigNode& node = cfg_.node;
     sync_ = node.get_or<bool>("sync", false);
+    bn_.relu = node.get_or<bool>("relu", false);
     bn_.eps = node.get_or<float>("eps", 1e-5f);
     if (!(bn_.eps > 0.0f)) node["eps"].fail(fmt::format("must be > 0, got {}", bn_.eps));
     bn_.momentum = node.get_or<float>("momentum", 0.1f);
@@ -200,6 +226,7 @@ class BatchNormLayer final : public Layer {
   Filler scale_filler_, shift_filler_;
   std::vector<ParamMults> mults_;
   Tensor save_mean_, save_inv_std_;  // (C) batch statistics of the last Train forward
+  BatchNormFused fused_z_;           // forward_sync's addend
   Tensor scratch_dx_;
   // Sync batch norm (sync: true with peers): all (C) except correction_ (x's shape).
   bool sync_ = false, synced_ = false;  // synced_: the last forward used the job's statistics

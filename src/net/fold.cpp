@@ -18,23 +18,6 @@ namespace {
 // does, so that the fold divides by exactly the value the layer's test-phase forward uses.
 constexpr float kBatchNormDefaultEps = 1e-5f;
 
-// The index of the layer that produces each blob, and how many bottoms (over all layers) read it.
-// NetSpec admits no in-place layers (each blob has one producer), so these say exactly who
-// computes a blob and who sees it.
-struct BlobUse {
-  std::map<std::string, size_t> producer;
-  std::map<std::string, int> readers;
-};
-
-BlobUse blob_use(const std::vector<SpecLayer>& layers) {
-  BlobUse use;
-  for (size_t i = 0; i < layers.size(); ++i) {
-    for (const auto& b : layers[i].config.bottoms) ++use.readers[b];
-    for (const auto& t : layers[i].config.tops) use.producer.emplace(t, i);
-  }
-  return use;
-}
-
 // The convolution `bn` can be folded into, if any (see fold_batch_norm in fold.hpp).
 std::optional<size_t> foldable_into(const std::vector<SpecLayer>& layers, const BlobUse& use, const SpecLayer& bn) {
   if (bn.config.type != "BatchNorm" || bn.config.bottoms.size() != 1) return std::nullopt;
@@ -56,15 +39,7 @@ std::optional<size_t> foldable_into(const std::vector<SpecLayer>& layers, const 
 std::string folded_yaml(const NetSpec& trained, const std::map<size_t, size_t>& bn_of_conv,
                         const std::set<size_t>& folded_bns) {
   const auto& layers = trained.impl().layers;
-  YAML::Emitter out;
-  out << YAML::Comment(fmt::format("{} from {}, batch norm folded into {} convolution(s)", trained.name(),
-                                   trained.file(), folded_bns.size()));
-  out << YAML::BeginMap;
-  out << YAML::Key << "name" << YAML::Value << trained.name();
-  out << YAML::Key << "input" << YAML::Value << YAML::Flow << YAML::BeginMap;
-  out << YAML::Key << "shape" << YAML::Value << YAML::Flow << trained.input_shape();
-  out << YAML::Key << "classes" << YAML::Value << trained.classes() << YAML::EndMap;
-  out << YAML::Key << "layers" << YAML::Value << YAML::BeginSeq;
+  std::vector<YAML::Node> nodes;
   for (size_t i = 0; i < layers.size(); ++i) {
     if (folded_bns.count(i)) continue;
     YAML::Node node = YAML::Clone(layers[i].config.node.yaml());
@@ -72,10 +47,11 @@ std::string folded_yaml(const NetSpec& trained, const std::map<size_t, size_t>& 
       node["top"] = YAML::Clone(layers[bn->second].config.node.yaml()["top"]);
       node["bias"] = true;
     }
-    out << node;
+    nodes.push_back(node);
   }
-  out << YAML::EndSeq << YAML::EndMap;
-  return std::string(out.c_str()) + "\n";
+  return rewritten_net_yaml(trained, fmt::format("{} from {}, batch norm folded into {} convolution(s)",
+                                                 trained.name(), trained.file(), folded_bns.size()),
+                            nodes);
 }
 
 std::vector<float> download(Backend& backend, const Tensor& t) {

@@ -248,4 +248,19 @@ int64_t NetSpec::forward_macs() const {
   return n;
 }
 
+std::string rewritten_net_yaml(const NetSpec& from, const std::string& comment,
+                               const std::vector<YAML::Node>& layers) {
+  YAML::Emitter out;
+  out << YAML::Comment(comment);
+  out << YAML::BeginMap;
+  out << YAML::Key << "name" << YAML::Value << from.name();
+  out << YAML::Key << "input" << YAML::Value << YAML::Flow << YAML::BeginMap;
+  out << YAML::Key << "shape" << YAML::Value << YAML::Flow << from.input_shape();
+  out << YAML::Key << "classes" << YAML::Value << from.classes() << YAML::EndMap;
+  out << YAML::Key << "layers" << YAML::Value << YAML::BeginSeq;
+  for (const YAML::Node& layer : layers) out << layer;
+  out << YAML::EndSeq << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
 }  // namespace cnnscale

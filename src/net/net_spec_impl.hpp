@@ -1,9 +1,12 @@
 // NetSpec's internals, shared by net_spec.cpp (which fills them) and net.cpp (which builds a Net
 // from them). Not part of the public API.
 #pragma once
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <yaml-cpp/yaml.h>
 
 #include "net/net.hpp"
 
@@ -30,5 +33,27 @@ struct NetSpec::Impl {
 inline bool runs_in(const std::optional<Phase>& layer_phase, Phase phase) {
   return !layer_phase || *layer_phase == phase;
 }
+
+// The index of the layer that produces each blob, and how many bottoms (over all layers) read it.
+// NetSpec admits no in-place layers (each blob has one producer), so these say exactly who
+// computes a blob and who sees it (the network rewrites, fold.cpp and fuse.cpp, rely on that).
+struct BlobUse {
+  std::map<std::string, size_t> producer;
+  std::map<std::string, int> readers;
+};
+
+inline BlobUse blob_use(const std::vector<SpecLayer>& layers) {
+  BlobUse use;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    for (const auto& b : layers[i].config.bottoms) ++use.readers[b];
+    for (const auto& t : layers[i].config.tops) use.producer.emplace(t, i);
+  }
+  return use;
+}
+
+// A rewritten network as YAML text that NetSpec::load_string reads back: `from`'s name and input
+// (after command-line overrides), then `layers` (plain layer mappings, blocks already expanded).
+std::string rewritten_net_yaml(const NetSpec& from, const std::string& comment,
+                               const std::vector<YAML::Node>& layers);
 
 }  // namespace cnnscale

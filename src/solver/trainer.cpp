@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 #include "core/log.hpp"
 #include "backend/communicator.hpp"
 #include "core/watchdog.hpp"
+#include "net/fuse.hpp"
 #include "solver/upload_slots.hpp"
 
 namespace cnnscale {
@@ -36,7 +38,10 @@ Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Da
   total_iterations_ = options_.iterations > 0 ? options_.iterations : options_.epochs * iterations_per_epoch_;
 
   const DataParallel& dp = options_.parallel;
-  net_ = std::make_unique<Net>(spec, backend_, split_.local, options_.seed, compute_dtype(options_.precision));
+  std::optional<FusedSpec> fused;
+  if (options_.fuse_epilogues) fused.emplace(fuse_batch_norm_epilogues(spec));
+  net_ = std::make_unique<Net>(fused ? fused->spec : spec, backend_, split_.local, options_.seed,
+                               compute_dtype(options_.precision));
   nonfinite_ = backend_.alloc(Shape{1}, DType::I32);
   if (needs_loss_scaling(options_.precision)) {
     overflow_ = backend_.alloc(Shape{1}, DType::I32);

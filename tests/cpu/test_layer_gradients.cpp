@@ -128,6 +128,41 @@ TEST_F(LayerGradients, BatchNormTrainFullyConnected) {
   expect_ok(h);
 }
 
+// Fused ReLU (and addend): inputs whose normalised values stay at least ~0.3 away from the ReLU's
+// kink, so that no finite-difference step crosses it. Per channel, pairs +v, -v with v in [0.5, 1]:
+// the batch mean is exactly 0 and |xhat| >= 0.5 / std; scale >= 0.5 and shift 0 keep |bn(x)| >=
+// 0.3, and an addend in [-0.1, 0.1] keeps |bn(x) + z| >= 0.2 (steps are 0.01).
+std::vector<float> away_from_kink(const Shape& s) {
+  std::vector<float> v(static_cast<size_t>(s.numel()));
+  const int64_t per_channel = s.n() * s.h() * s.w();
+  for (int64_t n = 0; n < s.n(); ++n)
+    for (int64_t c = 0; c < s.c(); ++c)
+      for (int64_t i = 0; i < s.h() * s.w(); ++i) {
+        const int64_t k = n * s.h() * s.w() + i;  // index within the channel
+        const float mag = 0.5f + 0.5f * static_cast<float>((k / 2 * 7) % per_channel) / static_cast<float>(per_channel);
+        v[static_cast<size_t>((n * s.c() + c) * s.h() * s.w() + i)] = k % 2 == 0 ? mag : -mag;
+      }
+  return v;
+}
+
+TEST_F(LayerGradients, BatchNormFusedRelu) {
+  const Shape s{4, 2, 3, 3};
+  auto h = make_layer(cpu_, "type: BatchNorm\nrelu: true\nscale_filler: {type: uniform, min: 0.5, max: 1.5}", {s});
+  from_host(cpu_, h.bottoms[0], away_from_kink(s));
+  expect_ok(h);
+}
+
+TEST_F(LayerGradients, BatchNormFusedAddRelu) {
+  const Shape s{4, 2, 3, 3};
+  auto h = make_layer(cpu_, "type: BatchNorm\nrelu: true\nscale_filler: {type: uniform, min: 0.5, max: 1.5}",
+                      {s, s});
+  from_host(cpu_, h.bottoms[0], away_from_kink(s));
+  fill_uniform(cpu_, h.bottoms[1], 11, -0.1f, 0.1f);
+  expect_ok(h);
+  // Both bottoms carry a gradient: the addend's is dy gated by the ReLU.
+  EXPECT_TRUE(h.bottom_diffs[1].defined());
+}
+
 TEST_F(LayerGradients, LRNStrongNormalisation) {
   // AlexNet's alpha = 1e-4 makes the cross-channel term nearly invisible to a gradient check;
   // alpha = 1 and k = 2 make it dominate so a wrong backward window or coefficient shows.

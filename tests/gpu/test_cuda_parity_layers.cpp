@@ -122,6 +122,8 @@ const std::vector<LayerCase>& layer_cases() {
                   kTolExact, kTolElementwise},
         LayerCase{"pool_gait_max_k2s2_floor", "type: Pooling\npool: max\nkernel: 2\nstride: 2\nround: floor",
                   {{2, 8, 11, 11}}, kTolExact, kTolElementwise},
+        LayerCase{"pool_resnet_max_k3s2p1", "type: Pooling\npool: max\nkernel: 3\nstride: 2\npad: 1",
+                  {{2, 16, 14, 14}}, kTolExact, kTolElementwise},
         LayerCase{"pool_ceil_max_112to56", "type: Pooling\npool: max\nkernel: 3\nstride: 2", {{1, 2, 112, 112}},
                   kTolExact, kTolElementwise},
         LayerCase{"pool_ceil_ave_pad1", "type: Pooling\npool: ave\nkernel: 3\nstride: 2\npad: 1", {{2, 3, 14, 14}},
@@ -135,6 +137,14 @@ const std::vector<LayerCase>& layer_cases() {
                   "shift_filler: {type: gaussian, std: 0.5}", {{4, 6, 5, 5}}, kTolReduction, kTolBnBackward, {}, {},
                   2.0f, true, true},
         LayerCase{"batchnorm_2d", "type: BatchNorm\nscale_filler: {type: uniform, min: 0.5, max: 1.5}",
+                  {{16, 10}}, kTolReduction, kTolBnBackward, {}, {}, 1.0f, true, true},
+        LayerCase{"batchnorm_relu", "type: BatchNorm\nrelu: true\nscale_filler: {type: uniform, min: 0.5, max: 1.5}\n"
+                  "shift_filler: {type: gaussian, std: 0.5}", {{4, 8, 5, 5}}, kTolReduction, kTolBnBackward, {}, {},
+                  2.0f, true, true},
+        LayerCase{"batchnorm_add_relu", "type: BatchNorm\nrelu: true\n"
+                  "scale_filler: {type: uniform, min: 0.5, max: 1.5}\nshift_filler: {type: gaussian, std: 0.5}",
+                  {{4, 8, 5, 5}, {4, 8, 5, 5}}, kTolReduction, kTolBnBackward, {}, {}, 2.0f, true, true},
+        LayerCase{"batchnorm_2d_relu", "type: BatchNorm\nrelu: true\nscale_filler: {type: uniform, min: 0.5, max: 1.5}",
                   {{16, 10}}, kTolReduction, kTolBnBackward, {}, {}, 1.0f, true, true},
         LayerCase{"lrn_caffenet", "type: LRN\nlocal_size: 5\nalpha: 0.0001\nbeta: 0.75", {{2, 16, 6, 6}}, kTolLrn,
                   kTolLrnBackward},

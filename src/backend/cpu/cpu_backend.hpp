@@ -57,12 +57,14 @@ class CpuBackend final : public Backend {
   // ---- batch norm (cpu_norm.cpp) ----
   void batchnorm_forward_train(const BatchNormParams& p, const Tensor& x, const Tensor& scale, const Tensor& shift,
                                const Tensor& running_mean, const Tensor& running_var, const Tensor& y,
-                               const Tensor& save_mean, const Tensor& save_inv_std) override;
+                               const Tensor& save_mean, const Tensor& save_inv_std,
+                               const BatchNormFused& fused = {}) override;
   void batchnorm_forward_inference(const BatchNormParams& p, const Tensor& x, const Tensor& scale, const Tensor& shift,
-                                   const Tensor& running_mean, const Tensor& running_var, const Tensor& y) override;
+                                   const Tensor& running_mean, const Tensor& running_var, const Tensor& y,
+                                   const BatchNormFused& fused = {}) override;
   void batchnorm_backward(const BatchNormParams& p, const Tensor& x, const Tensor& dy, const Tensor& scale,
                           const Tensor& save_mean, const Tensor& save_inv_std, const Tensor& dx, const Tensor& dscale,
-                          const Tensor& dshift) override;
+                          const Tensor& dshift, const BatchNormFused& fused = {}) override;
 
   // ---- softmax, loss, accuracy, concat, solver (cpu_loss.cpp) ----
   void softmax_forward(const Tensor& x, const Tensor& prob) override;

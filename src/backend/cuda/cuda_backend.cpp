@@ -91,6 +91,7 @@ CudaBackend::CudaBackend(int device_index, CudaBackendOptions options)
     // *_FAST_TF32 compute type); it still allows the fastest exact-fp32 kernels, unlike
     // CUBLAS_PEDANTIC_MATH, which the study has no reason to pay for.
     CUBLAS_CHECK(cublasSetMathMode(cublas_, options_.allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    CUDNN_CHECK(cudnnSetActivationDescriptor(relu_desc_, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
   } catch (...) {
     if (cublas_) cublasDestroy(cublas_);
     if (cudnn_) cudnnDestroy(cudnn_);

@@ -146,13 +146,15 @@ class CudaBackend final : public Backend {
 
   void batchnorm_forward_train(const BatchNormParams& p, const Tensor& x, const Tensor& scale, const Tensor& shift,
                                const Tensor& running_mean, const Tensor& running_var, const Tensor& y,
-                               const Tensor& save_mean, const Tensor& save_inv_std) override;
+                               const Tensor& save_mean, const Tensor& save_inv_std,
+                               const BatchNormFused& fused = {}) override;
   void batchnorm_forward_inference(const BatchNormParams& p, const Tensor& x, const Tensor& scale,
                                    const Tensor& shift, const Tensor& running_mean, const Tensor& running_var,
-                                   const Tensor& y) override;
+                                   const Tensor& y, const BatchNormFused& fused = {}) override;
   void batchnorm_backward(const BatchNormParams& p, const Tensor& x, const Tensor& dy, const Tensor& scale,
                           const Tensor& save_mean, const Tensor& save_inv_std, const Tensor& dx,
-                          const Tensor& dscale, const Tensor& dshift) override;
+                          const Tensor& dscale, const Tensor& dshift,
+                          const BatchNormFused& fused = {}) override;
 
   void softmax_forward(const Tensor& x, const Tensor& prob) override;
   void cross_entropy_loss(const Tensor& prob, const Tensor& labels, const Tensor& loss) override;
@@ -275,6 +277,9 @@ class CudaBackend final : public Backend {
   cuda::TensorDesc desc_a_, desc_b_, desc_c_;
   cuda::PoolDesc pool_desc_;
   cuda::LrnDesc lrn_desc_;
+  cuda::ActDesc relu_desc_;  // ReLU for batch norm's fused epilogue (set in the constructor)
+  // Batch norm's epilogue where cuDNN has no fused op: y += z, then y = max(0, y).
+  void batchnorm_epilogue(const BatchNormParams& p, const BatchNormFused& fused, const Tensor& y);
 };
 
 }  // namespace cnnscale

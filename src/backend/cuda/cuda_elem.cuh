@@ -6,6 +6,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdint>
+
 #include "backend/cuda/cuda_kernels.hpp"
 #include "core/dtype.hpp"
 
@@ -23,6 +25,17 @@ template <>
 __host__ __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 template <>
 __host__ __device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+
+// 16 bytes of one storage type, moved by one vector load or store (ld/st.global.v4): element-wise
+// kernels over large activations need that many bytes in flight per thread to approach HBM
+// bandwidth; 2-byte accesses to bf16/f16 tensors reached about half of it on an H100.
+template <typename T>
+struct alignas(16) Pack {
+  static constexpr int kCount = 16 / static_cast<int>(sizeof(T));
+  T v[kCount];
+};
+
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // f(T{}) with T the storage of `t`; anything but f32/bf16/f16 is an error naming `op`.
 template <typename F>

@@ -20,17 +20,6 @@ __global__ void fill_kernel(T* p, int64_t n, T value) {
   for (int64_t i = global_index(); i < n; i += global_stride()) p[i] = value;
 }
 
-// 16 bytes of one storage type, moved by one vector load or store (ld/st.global.v4): element-wise
-// kernels over large activations need that many bytes in flight per thread to approach HBM
-// bandwidth; 2-byte accesses to bf16/f16 tensors reached about half of it on an H100.
-template <typename T>
-struct alignas(16) Pack {
-  static constexpr int kCount = 16 / static_cast<int>(sizeof(T));
-  T v[kCount];
-};
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 // A packed element-wise op has a pack kernel and a scalar kernel sharing one per-element formula
 // (so results are bit-identical either way): run_packed launches the pack kernel over the whole
 // 16-byte packs and the scalar one over the tail, and everything scalar when a pointer is not

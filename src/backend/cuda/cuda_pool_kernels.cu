@@ -124,6 +124,69 @@ __global__ void max_pool_backward_kernel(PoolGeometry g, const T* x, const T* y,
   }
 }
 
+// Channels-last max backward, one thread per pixel and 16 bytes of its channels (8 bf16/f16 or 4
+// f32 lanes): the same gather and first-maximum rule as max_pool_backward_kernel, lane by lane,
+// with one index decomposition per pack and 16-byte loads. Per element, that kernel's 64-bit
+// index arithmetic made it compute-bound: 8.8 ms for ResNet-34's pool1 backward at batch 256 on
+// an H100, where reading x, y and dy and writing dx takes about 0.4 ms. I is the index type:
+// 32-bit when the pack count allows (integer division is much cheaper in 32 bits).
+template <typename T, typename I>
+__global__ void max_pool_backward_nhwc_kernel(PoolGeometry g, I packs_per_pixel, I total, const Pack<T>* x,
+                                              const Pack<T>* y, const Pack<T>* dy, Pack<T>* dx) {
+  constexpr int kLanes = Pack<T>::kCount;
+  for (I i = static_cast<I>(global_index()); i < total; i += static_cast<I>(global_stride())) {
+    const I q = i % packs_per_pixel;
+    I pixel = i / packs_per_pixel;
+    const int w = static_cast<int>(pixel % static_cast<I>(g.width));
+    pixel /= static_cast<I>(g.width);
+    const int h = static_cast<int>(pixel % static_cast<I>(g.height));
+    const I n = pixel / static_cast<I>(g.height);
+    const Pack<T>* xp = x + n * static_cast<I>(g.height * g.width) * packs_per_pixel + q;
+    const Pack<T>* yp = y + n * static_cast<I>(g.pooled_height * g.pooled_width) * packs_per_pixel + q;
+    const Pack<T>* dyp = dy + (yp - y);
+    const Pack<T> xv = x[i];
+    float grad[kLanes] = {};
+    const int me = h * g.width + w;
+    const int phstart = (h + g.pad_h < g.kernel_h) ? 0 : (h + g.pad_h - g.kernel_h) / g.stride_h + 1;
+    const int phend = min((h + g.pad_h) / g.stride_h + 1, g.pooled_height);
+    const int pwstart = (w + g.pad_w < g.kernel_w) ? 0 : (w + g.pad_w - g.kernel_w) / g.stride_w + 1;
+    const int pwend = min((w + g.pad_w) / g.stride_w + 1, g.pooled_width);
+    for (int ph = phstart; ph < phend; ++ph)
+      for (int pw = pwstart; pw < pwend; ++pw) {
+        const I o = static_cast<I>(ph * g.pooled_width + pw) * packs_per_pixel;
+        const Pack<T> yv = yp[o];
+        bool any = false;
+        for (int l = 0; l < kLanes; ++l) any |= to_float(yv.v[l]) == to_float(xv.v[l]);
+        if (!any) continue;  // (h, w) is no lane's maximum in this window
+        int hstart = ph * g.stride_h - g.pad_h, wstart = pw * g.stride_w - g.pad_w;
+        const int hend = min(hstart + g.kernel_h, g.height), wend = min(wstart + g.kernel_w, g.width);
+        hstart = max(hstart, 0);
+        wstart = max(wstart, 0);
+        float best[kLanes];
+        int arg[kLanes];
+        for (int l = 0; l < kLanes; ++l) {
+          best[l] = -FLT_MAX;
+          arg[l] = -1;
+        }
+        for (int hh = hstart; hh < hend; ++hh)
+          for (int ww = wstart; ww < wend; ++ww) {
+            const Pack<T> v = xp[static_cast<I>(hh * g.width + ww) * packs_per_pixel];
+            for (int l = 0; l < kLanes; ++l)
+              if (to_float(v.v[l]) > best[l]) {
+                best[l] = to_float(v.v[l]);
+                arg[l] = hh * g.width + ww;
+              }
+          }
+        const Pack<T> d = dyp[o];
+        for (int l = 0; l < kLanes; ++l)
+          if (arg[l] == me) grad[l] += to_float(d.v[l]);
+      }
+    Pack<T> out;
+    for (int l = 0; l < kLanes; ++l) out.v[l] = from_float<T>(grad[l]);
+    dx[i] = out;
+  }
+}
+
 template <typename T>
 __global__ void avg_pool_backward_kernel(PoolGeometry g, const T* dy, T* dx) {
   const int64_t total = g.planes * g.height * g.width;
@@ -175,6 +238,23 @@ void launch_caffe_max_pool_backward(const PoolGeometry& g, DType t, const void* 
   if (n <= 0) return;
   dispatch_float(t, "pool_backward", [&](auto e) {
     using T = decltype(e);
+    constexpr int kLanes = Pack<T>::kCount;
+    if (g.channels_last && g.channels % kLanes == 0 && aligned16(x) && aligned16(y) && aligned16(dy) &&
+        aligned16(dx)) {
+      const int64_t packs = n / kLanes, per_pixel = g.channels / kLanes;
+      auto launch = [&](auto index) {
+        using I = decltype(index);
+        max_pool_backward_nhwc_kernel<T, I><<<blocks_for(packs), kThreads, 0, stream>>>(
+            g, static_cast<I>(per_pixel), static_cast<I>(packs), static_cast<const Pack<T>*>(x),
+            static_cast<const Pack<T>*>(y), static_cast<const Pack<T>*>(dy), static_cast<Pack<T>*>(dx));
+      };
+      // Indices stay below packs plus one grid stride (kMaxBlocks * kThreads = 2^20): 32 bits suffice.
+      if (packs < (int64_t{1} << 30))
+        launch(uint32_t{});
+      else
+        launch(int64_t{});
+      return;
+    }
     max_pool_backward_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(
         g, static_cast<const T*>(x), static_cast<const T*>(y), static_cast<const T*>(dy), static_cast<T*>(dx));
   });

@@ -36,6 +36,8 @@ using ConvDesc =
     CudnnDescriptor<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor, cudnnDestroyConvolutionDescriptor>;
 using PoolDesc = CudnnDescriptor<cudnnPoolingDescriptor_t, cudnnCreatePoolingDescriptor, cudnnDestroyPoolingDescriptor>;
 using LrnDesc = CudnnDescriptor<cudnnLRNDescriptor_t, cudnnCreateLRNDescriptor, cudnnDestroyLRNDescriptor>;
+using ActDesc = CudnnDescriptor<cudnnActivationDescriptor_t, cudnnCreateActivationDescriptor,
+                                cudnnDestroyActivationDescriptor>;
 
 // cuDNN's legacy API takes int extents; a tensor past that is refused with the op's name rather
 // than truncated.

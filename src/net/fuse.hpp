@@ -1,0 +1,39 @@
+// Batch-norm epilogue fusion for training. In a residual network most batch norms are followed by
+// a ReLU, or by the shortcut's Eltwise sum and then a ReLU; each of those layers is another full
+// pass over an activation, forward and backward. cuDNN's channels-last batch norm can apply both
+// inside its own kernels (BatchNormLayer's `relu` key and second bottom), so the training network
+// is rewritten to use them, as fold.hpp rewrites the inference network: the result is a NetSpec of
+// its own, loaded from YAML text, and computes the same function with the same parameters.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "net/net.hpp"
+
+namespace cnnscale {
+
+// The layers one fused BatchNorm took over (layer names).
+struct FusedEpilogue {
+  std::string batch_norm;
+  std::vector<std::string> absorbed;  // the ReLU, or the Eltwise and the ReLU
+};
+
+struct FusedSpec {
+  NetSpec spec;
+  std::vector<FusedEpilogue> fused;  // in network order
+};
+
+// A BatchNorm (one bottom, no `relu` yet) fuses:
+//  - a ReLU that is the only reader of its top: the BatchNorm gains `relu: true` and the ReLU's top;
+//  - an Eltwise sum of exactly two bottoms with coefficients 1 that is the only reader of its top,
+//    when that sum's only reader is a ReLU: the BatchNorm gains the sum's other bottom as its second
+//    bottom (the addend), `relu: true` and the ReLU's top.
+// All layers involved must run in the same phases. The fused layer keeps the BatchNorm's name (its
+// parameters and state are unchanged: checkpoints, which name every array, carry over both ways)
+// and its place, unless its addend is computed later in the network (a projection shortcut listed
+// after the block's second BatchNorm): then it takes the sum's place. Weights are initialised in
+// network order from one generator, so such a move changes the initial weights only if that
+// BatchNorm has random fillers (the shipped networks' are constant). Everything else is kept.
+FusedSpec fuse_batch_norm_epilogues(const NetSpec& spec);
+
+}  // namespace cnnscale

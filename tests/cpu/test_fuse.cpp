@@ -1,0 +1,131 @@
+// Batch-norm epilogue fusion (net/fuse.hpp) on the CPU backend: which layers fuse and how the spec
+// is rewired (the small residual network of the folding tests, which holds a BatchNorm that must
+// stay, and the shipped ResNets), and that the fused network trains to the same bits as the
+// network as written: loss, gradients and parameters after SGD steps, and test-phase scores.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "net/fuse.hpp"
+#include "net/net.hpp"
+
+namespace cnnscale {
+namespace {
+
+std::string test_network(const std::string& name) { return std::string(CNNSCALE_TEST_DATA) + "/" + name; }
+std::string shipped_network(const std::string& name) {
+  return std::string(CNNSCALE_SOURCE_DIR) + "/networks/" + name + ".yaml";
+}
+
+std::vector<float> to_host(Backend& backend, const Tensor& t) {
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  backend.download(t, out.data());
+  return out;
+}
+
+int count_type(const NetSpec& spec, const std::string& type) {
+  return static_cast<int>(
+      std::count_if(spec.layers().begin(), spec.layers().end(), [&](const LayerInfo& l) { return l.type == type; }));
+}
+
+std::vector<std::string> names(const NetSpec& spec) {
+  std::vector<std::string> out;
+  for (const LayerInfo& l : spec.layers()) out.push_back(l.name);
+  return out;
+}
+
+TEST(FuseBatchNormEpilogues, SmallResNetFusesEveryReluAndResidualSumAfterABatchNorm) {
+  NetSpec spec = NetSpec::load(test_network("fold_small_resnet.yaml"));
+  FusedSpec f = fuse_batch_norm_epilogues(spec);
+  // bn_pool's output is read by a convolution: it stays as it is.
+  EXPECT_EQ(names(f.spec), (std::vector<std::string>{"conv1", "bn1", "conv2", "bn2", "conv3", "bn3", "pool1",
+                                                      "bn_pool", "conv4", "bn4", "fc1", "bn_fc", "fc2", "loss",
+                                                      "accuracy"}));
+  ASSERT_EQ(f.fused.size(), 5u);
+  EXPECT_EQ(f.fused[2].batch_norm, "bn3");
+  EXPECT_EQ(f.fused[2].absorbed, (std::vector<std::string>{"sum1", "relu3"}));
+  EXPECT_EQ(f.fused[0].absorbed, (std::vector<std::string>{"relu1"}));
+  // The fused layers produce the blobs the absorbed ReLUs produced, so every later layer reads
+  // what it read before; a residual one takes the sum's other bottom as its addend.
+  const std::string yaml = f.spec.resolved_yaml();
+  EXPECT_NE(yaml.find("bottom: [conv3, relu1]"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("bottom: [conv4, conv4]"), std::string::npos) << yaml;
+  EXPECT_EQ(count_type(f.spec, "ReLU"), 0);
+  EXPECT_EQ(count_type(f.spec, "Eltwise"), 0);
+}
+
+TEST(FuseBatchNormEpilogues, ShippedResNetsLoseEveryReluAndSum) {
+  for (const char* net : {"resnet34", "resnet_gait", "resnet_fmnist", "resnet50"}) {
+    SCOPED_TRACE(net);
+    NetSpec spec = NetSpec::load(shipped_network(net));
+    FusedSpec f = fuse_batch_norm_epilogues(spec);
+    const int relus = count_type(spec, "ReLU"), sums = count_type(spec, "Eltwise");
+    EXPECT_EQ(f.fused.size(), static_cast<size_t>(relus));  // every ReLU follows a BatchNorm or a sum of one
+    EXPECT_EQ(count_type(f.spec, "ReLU"), 0);
+    EXPECT_EQ(count_type(f.spec, "Eltwise"), 0);
+    EXPECT_EQ(f.spec.layers().size(), spec.layers().size() - static_cast<size_t>(relus + sums));
+    EXPECT_EQ(count_type(f.spec, "BatchNorm"), count_type(spec, "BatchNorm"));
+  }
+}
+
+TEST(FuseBatchNormEpilogues, AResidualBatchNormMovesOnlyPastALaterAddend) {
+  NetSpec spec = NetSpec::load(shipped_network("resnet34"));
+  const std::vector<std::string> fused = names(fuse_batch_norm_epilogues(spec).spec);
+  auto at = [&](const std::string& name) { return std::find(fused.begin(), fused.end(), name) - fused.begin(); };
+  // Identity shortcut: the addend exists already, the BatchNorm stays right after its convolution.
+  EXPECT_EQ(at("res2_1_bn2"), at("res2_1_conv2") + 1);
+  // Projection shortcut, listed after bn2: the fused bn2 follows the projection's BatchNorm.
+  EXPECT_GT(at("res3_1_bn2"), at("res3_1_proj_bn"));
+}
+
+TEST(FuseBatchNormEpilogues, NetworksWithoutBatchNormAreUnchanged) {
+  NetSpec spec = NetSpec::load(shipped_network("caffenet"));
+  FusedSpec f = fuse_batch_norm_epilogues(spec);
+  EXPECT_TRUE(f.fused.empty());
+  EXPECT_EQ(names(f.spec), names(spec));
+}
+
+void feed(Net& net, int64_t classes, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> pixel(0.5f, 1.0f);
+  std::vector<float> data(static_cast<size_t>(net.input().numel()));
+  for (auto& v : data) v = pixel(rng);
+  std::vector<int32_t> labels(static_cast<size_t>(net.labels().numel()));
+  for (auto& l : labels) l = static_cast<int32_t>(rng() % static_cast<uint64_t>(classes));
+  net.backend().upload(data.data(), net.input());
+  net.backend().upload(labels.data(), net.labels());
+  net.backend().synchronize();
+}
+
+// The fused BatchNorm rounds bn(x), bn(x) + z and max(0, .) to float exactly as the BatchNorm,
+// Eltwise and ReLU layers do, and gates the gradient as ReLU's backward does: bit-identical.
+TEST(FuseBatchNormEpilogues, FusedNetworkTrainsToTheSameBits) {
+  NetSpec spec = NetSpec::load(test_network("fold_small_resnet.yaml"));
+  FusedSpec f = fuse_batch_norm_epilogues(spec);
+  auto backend = make_backend("cpu");
+  Net plain(spec, *backend, 8, 5), fused(f.spec, *backend, 8, 5);
+  ASSERT_EQ(to_host(*backend, plain.flat_params()), to_host(*backend, fused.flat_params()));
+  for (int step = 0; step < 3; ++step) {
+    SCOPED_TRACE(step);
+    for (Net* n : {&plain, &fused}) {
+      feed(*n, spec.classes(), 100 + static_cast<uint64_t>(step));
+      n->forward(Phase::Train, static_cast<uint64_t>(step));
+      n->backward(static_cast<uint64_t>(step));
+    }
+    EXPECT_EQ(to_host(*backend, plain.loss()), to_host(*backend, fused.loss()));
+    EXPECT_EQ(to_host(*backend, plain.flat_grads()), to_host(*backend, fused.flat_grads()));
+    for (Net* n : {&plain, &fused}) backend->axpby(-0.05f, n->flat_grads(), 1.0f, n->flat_params());
+  }
+  EXPECT_EQ(to_host(*backend, plain.flat_params()), to_host(*backend, fused.flat_params()));
+  for (Net* n : {&plain, &fused}) {
+    feed(*n, spec.classes(), 999);
+    n->forward(Phase::Test, 3);
+  }
+  EXPECT_EQ(to_host(*backend, plain.blob("fc2")), to_host(*backend, fused.blob("fc2")));
+}
+
+}  // namespace
+}  // namespace cnnscale
