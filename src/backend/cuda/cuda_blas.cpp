@@ -110,8 +110,12 @@ void CudaBackend::bias_backward(const Tensor& dy, const Tensor& dbias) {
     return;
   }
   if (dy.dtype() != DType::F32 || dy.layout() != Layout::NCHW) {
-    cuda::launch_bias_backward(dy.dtype(), dy.shape().n(), dy.shape().c(), inner_extent(dy.shape()),
-                               dy.layout() == Layout::NHWC, dy.raw(), dbias.raw(), stream());
+    const bool nhwc = dy.layout() == Layout::NHWC;
+    const int64_t rows = dy.shape().n() * inner_extent(dy.shape());
+    float* partial =
+        nhwc ? staging(3, Shape{cuda::bias_backward_partials(rows) * dy.shape().c()}, DType::F32).f32() : nullptr;
+    cuda::launch_bias_backward(dy.dtype(), dy.shape().n(), dy.shape().c(), inner_extent(dy.shape()), nhwc, dy.raw(),
+                               dbias.raw(), partial, stream());
     return;
   }
   const float one = 1.0f, zero = 0.0f;

@@ -3,6 +3,7 @@
 // contract them into FMAs: each element then rounds exactly as the CPU reference's expression does.
 // The element-wise kernels are templated on the storage (f32, bf16, f16) and compute in float, so
 // their f32 instances are the exact ones and the 16-bit ones add only the final store's rounding.
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 
@@ -122,10 +123,41 @@ __global__ void dropout_kernel(int64_t n, float ratio, float scale, uint64_t see
 }
 
 // y (N, C, inner) += bias[c]; channels_last: y is (N, inner, C) in memory.
-template <typename T>
-__global__ void bias_add_kernel(int64_t n, int64_t c, int64_t inner, bool channels_last, const T* bias, T* y) {
-  for (int64_t i = global_index(); i < n; i += global_stride())
+// I: the index type, 32-bit where the tensor allows (64-bit division per element made this
+// kernel compute-bound on large activations).
+template <typename T, typename I>
+__global__ void bias_add_kernel(I n, I c, I inner, bool channels_last, const T* bias, T* y) {
+  for (I i = static_cast<I>(global_index()); i < n; i += static_cast<I>(global_stride()))
     y[i] = from_float<T>(__fadd_rn(to_float(y[i]), to_float(bias[channels_last ? i % c : (i / inner) % c])));
+}
+
+// Channels-last dbias: rows of c channels. Pass 1: block b sums rows b, b + G, b + 2G, ... of
+// every channel into partial[b * c + ch] (a warp reads consecutive channels of one row: coalesced;
+// the one-block-per-channel kernel below reads them c elements apart and took most of a
+// millisecond on the gait 2D-CNN's conv1 at batch 256). Pass 2 adds each channel's G partials in
+// block order, so the result does not depend on scheduling.
+constexpr int64_t kBiasRowBlocks = 264;
+
+template <typename T>
+__global__ void bias_rows_partial_kernel(int64_t rows, int c, const T* dy, float* partial) {
+  for (int ch = threadIdx.x; ch < c; ch += blockDim.x) {
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // four rows in flight per thread
+    int64_t r = blockIdx.x;
+    const int64_t step = gridDim.x;
+    for (; r + 3 * step < rows; r += 4 * step)
+      for (int u = 0; u < 4; ++u) acc[u] += to_float(dy[(r + u * step) * c + ch]);
+    for (; r < rows; r += step) acc[0] += to_float(dy[r * c + ch]);
+    partial[static_cast<int64_t>(blockIdx.x) * c + ch] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  }
+}
+
+template <typename T>
+__global__ void bias_rows_final_kernel(int blocks, int c, const float* partial, T* dbias) {
+  for (int ch = blockIdx.x * blockDim.x + threadIdx.x; ch < c; ch += gridDim.x * blockDim.x) {
+    float acc = 0.0f;
+    for (int b = 0; b < blocks; ++b) acc += partial[static_cast<int64_t>(b) * c + ch];
+    dbias[ch] = from_float<T>(acc);
+  }
 }
 
 // One block per channel: dbias[c] = sum over n and inner of dy, accumulated in float.
@@ -339,17 +371,36 @@ void launch_bias_add(DType t, int64_t batch, int64_t c, int64_t inner, bool chan
   if (n <= 0) return;
   dispatch_float(t, "bias_add", [&](auto e) {
     using T = decltype(e);
-    bias_add_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(n, c, inner, channels_last,
-                                                              static_cast<const T*>(bias), static_cast<T*>(y));
+    // Indices stay below n plus one grid stride (2^20): 32 bits when n < 2^31 - 2^20.
+    if (n < (int64_t{1} << 30))
+      bias_add_kernel<T, uint32_t><<<blocks_for(n), kThreads, 0, stream>>>(
+          static_cast<uint32_t>(n), static_cast<uint32_t>(c), static_cast<uint32_t>(inner), channels_last,
+          static_cast<const T*>(bias), static_cast<T*>(y));
+    else
+      bias_add_kernel<T, int64_t><<<blocks_for(n), kThreads, 0, stream>>>(n, c, inner, channels_last,
+                                                                          static_cast<const T*>(bias),
+                                                                          static_cast<T*>(y));
   });
   CUDA_CHECK_LAUNCH("bias_add_kernel");
 }
 
+int64_t bias_backward_partials(int64_t rows) { return std::min(kBiasRowBlocks, std::max<int64_t>(rows, 1)); }
+
 void launch_bias_backward(DType t, int64_t batch, int64_t c, int64_t inner, bool channels_last, const void* dy,
-                          void* dbias, cudaStream_t stream) {
+                          void* dbias, float* partial, cudaStream_t stream) {
   if (c <= 0) return;
   dispatch_float(t, "bias_backward", [&](auto e) {
     using T = decltype(e);
+    if (channels_last && partial) {
+      const int64_t rows = batch * inner, blocks = bias_backward_partials(rows);
+      bias_rows_partial_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+          rows, static_cast<int>(c), static_cast<const T*>(dy), partial);
+      CUDA_CHECK_LAUNCH("bias_rows_partial_kernel");
+      bias_rows_final_kernel<T><<<blocks_for(c), kThreads, 0, stream>>>(static_cast<int>(blocks),
+                                                                       static_cast<int>(c), partial,
+                                                                       static_cast<T*>(dbias));
+      return;
+    }
     bias_backward_kernel<T><<<static_cast<unsigned>(c), kBiasThreads, 0, stream>>>(
         batch, c, inner, channels_last, static_cast<const T*>(dy), static_cast<T*>(dbias));
   });

@@ -32,8 +32,11 @@ void launch_convert(int64_t n, DType src_t, const void* src, DType dst_t, void* 
 // channels_last: (batch, inner, c) in memory.
 void launch_bias_add(DType t, int64_t batch, int64_t c, int64_t inner, bool channels_last, const void* bias, void* y,
                      cudaStream_t stream);
+// Channels-last dbias reduces in two deterministic passes through `partial`, which must hold
+// bias_backward_partials(batch * inner) * c floats (unused otherwise; may be null then).
+int64_t bias_backward_partials(int64_t rows);
 void launch_bias_backward(DType t, int64_t batch, int64_t c, int64_t inner, bool channels_last, const void* dy,
-                          void* dbias, cudaStream_t stream);
+                          void* dbias, float* partial, cudaStream_t stream);
 // Rows of 2- or 4-byte elements of type t: dst row r = src row r's first min(src_cols, dst_cols)
 // elements, then zeros up to dst_cols. Pads channels-last tensors to more channels, or cuts them back.
 void launch_copy_rows(DType t, int64_t rows, const void* src, int64_t src_cols, void* dst,
@@ -85,8 +88,10 @@ struct PoolGeometry {
 void launch_caffe_max_pool_forward(const PoolGeometry& g, DType t, const void* x, void* y, cudaStream_t stream);
 void launch_caffe_avg_pool_forward(const PoolGeometry& g, DType t, const void* x, void* y, cudaStream_t stream);
 // Routes each dy to the first maximum of its window (Caffe's argmax rule), recomputed from x.
+// window_argmax: scratch of one byte per element of y, used for channels-last overlapping windows
+// (each window's argmax found once instead of once per covering input; null: not used).
 void launch_caffe_max_pool_backward(const PoolGeometry& g, DType t, const void* x, const void* y, const void* dy,
-                                    void* dx, cudaStream_t stream);
+                                    void* dx, cudaStream_t stream, uint8_t* window_argmax = nullptr);
 void launch_caffe_avg_pool_backward(const PoolGeometry& g, DType t, const void* dy, void* dx, cudaStream_t stream);
 
 }  // namespace cnnscale::cuda

@@ -118,7 +118,10 @@ void CudaBackend::pool_backward(const PoolParams& p, const Tensor& x, const Tens
       cuda::expect_layout("pool_backward", what, *t, x.layout());
     cuda::PoolGeometry g = geometry(p, x.shape(), ys, x.layout());
     if (p.mode == PoolMode::Max)
-      cuda::launch_caffe_max_pool_backward(g, x.dtype(), x.raw(), y.raw(), dy.raw(), dx.raw(), stream());
+      cuda::launch_caffe_max_pool_backward(
+          g, x.dtype(), x.raw(), y.raw(), dy.raw(), dx.raw(), stream(),
+          g.channels_last ? static_cast<uint8_t*>(staging(3, Shape{(ys.numel() + 3) / 4}, DType::I32).raw())
+                          : nullptr);
     else
       cuda::launch_caffe_avg_pool_backward(g, x.dtype(), dy.raw(), dx.raw(), stream());
     return;
