@@ -124,6 +124,26 @@ __global__ void max_pool_backward_kernel(PoolGeometry g, const T* x, const T* y,
   }
 }
 
+// Pack i of a channels-last (N, rows, cols, packs_per_pixel) grid of 16-byte packs: its sample n,
+// its pack q within the pixel, and the pixel (r, col). One decomposition per pack, in I arithmetic.
+template <typename I>
+struct PackSite {
+  I n, q;
+  int r, col;
+};
+
+template <typename I>
+__device__ PackSite<I> pack_site(I i, I packs_per_pixel, int rows, int cols) {
+  PackSite<I> s;
+  s.q = i % packs_per_pixel;
+  I pixel = i / packs_per_pixel;
+  s.col = static_cast<int>(pixel % static_cast<I>(cols));
+  pixel /= static_cast<I>(cols);
+  s.r = static_cast<int>(pixel % static_cast<I>(rows));
+  s.n = pixel / static_cast<I>(rows);
+  return s;
+}
+
 // Channels-last max backward, one thread per pixel and 16 bytes of its channels (8 bf16/f16 or 4
 // f32 lanes): the same gather and first-maximum rule as max_pool_backward_kernel, lane by lane,
 // with one index decomposition per pack and 16-byte loads. Per element, that kernel's 64-bit
@@ -135,12 +155,9 @@ __global__ void max_pool_backward_nhwc_kernel(PoolGeometry g, I packs_per_pixel,
                                               const Pack<T>* y, const Pack<T>* dy, Pack<T>* dx) {
   constexpr int kLanes = Pack<T>::kCount;
   for (I i = static_cast<I>(global_index()); i < total; i += static_cast<I>(global_stride())) {
-    const I q = i % packs_per_pixel;
-    I pixel = i / packs_per_pixel;
-    const int w = static_cast<int>(pixel % static_cast<I>(g.width));
-    pixel /= static_cast<I>(g.width);
-    const int h = static_cast<int>(pixel % static_cast<I>(g.height));
-    const I n = pixel / static_cast<I>(g.height);
+    const PackSite<I> s = pack_site(i, packs_per_pixel, g.height, g.width);
+    const I n = s.n, q = s.q;
+    const int h = s.r, w = s.col;
     const Pack<T>* xp = x + n * static_cast<I>(g.height * g.width) * packs_per_pixel + q;
     const Pack<T>* yp = y + n * static_cast<I>(g.pooled_height * g.pooled_width) * packs_per_pixel + q;
     const Pack<T>* dyp = dy + (yp - y);
@@ -197,12 +214,9 @@ __global__ void max_pool_argmax_nhwc_kernel(PoolGeometry g, I packs_per_pixel, I
                                             uint8_t* arg) {
   constexpr int kLanes = Pack<T>::kCount;
   for (I i = static_cast<I>(global_index()); i < total; i += static_cast<I>(global_stride())) {
-    const I q = i % packs_per_pixel;
-    I pixel = i / packs_per_pixel;
-    const int pw = static_cast<int>(pixel % static_cast<I>(g.pooled_width));
-    pixel /= static_cast<I>(g.pooled_width);
-    const int ph = static_cast<int>(pixel % static_cast<I>(g.pooled_height));
-    const I n = pixel / static_cast<I>(g.pooled_height);
+    const PackSite<I> s = pack_site(i, packs_per_pixel, g.pooled_height, g.pooled_width);
+    const I n = s.n, q = s.q;
+    const int ph = s.r, pw = s.col;
     const Pack<T>* xp = x + n * static_cast<I>(g.height * g.width) * packs_per_pixel + q;
     const int h0 = ph * g.stride_h - g.pad_h, w0 = pw * g.stride_w - g.pad_w;
     const int hend = min(h0 + g.kernel_h, g.height), wend = min(w0 + g.kernel_w, g.width);
@@ -231,12 +245,9 @@ __global__ void max_pool_gather_nhwc_kernel(PoolGeometry g, I packs_per_pixel, I
                                             const Pack<T>* dy, Pack<T>* dx) {
   constexpr int kLanes = Pack<T>::kCount;
   for (I i = static_cast<I>(global_index()); i < total; i += static_cast<I>(global_stride())) {
-    const I q = i % packs_per_pixel;
-    I pixel = i / packs_per_pixel;
-    const int w = static_cast<int>(pixel % static_cast<I>(g.width));
-    pixel /= static_cast<I>(g.width);
-    const int h = static_cast<int>(pixel % static_cast<I>(g.height));
-    const I n = pixel / static_cast<I>(g.height);
+    const PackSite<I> s = pack_site(i, packs_per_pixel, g.height, g.width);
+    const I n = s.n, q = s.q;
+    const int h = s.r, w = s.col;
     const I y_base = n * static_cast<I>(g.pooled_height * g.pooled_width) * packs_per_pixel + q;
     float grad[kLanes] = {};
     const int phstart = (h + g.pad_h < g.kernel_h) ? 0 : (h + g.pad_h - g.kernel_h) / g.stride_h + 1;
