@@ -82,25 +82,30 @@ class BatchNormLayer final : public Layer {
                 const std::vector<Tensor>& top_diff, const std::vector<bool>& propagate,
                 const std::vector<Tensor>& bottom_diff) override {
     Tensor dx = bottom_diff.size() > 0 && propagate[0] ? bottom_diff[0] : Tensor();
-    if (!dx.defined()) {
-      // The op always produces dx; without a consumer it goes to scratch (kept across calls).
-      if (!scratch_dx_.defined() || scratch_dx_.shape() != bottom[0].shape() ||
-          scratch_dx_.dtype() != bottom[0].dtype() || scratch_dx_.layout() != bottom[0].layout())
-        scratch_dx_ = ctx.backend.alloc(bottom[0].shape(), bottom[0].dtype()).as_layout(bottom[0].layout());
-      dx = scratch_dx_;
-    }
+    // The op always produces dx; without a consumer it goes to scratch.
+    if (!dx.defined()) dx = scratch(ctx.backend, scratch_dx_, bottom[0]);
     BatchNormFused fused;
     if (bn_.relu) {
       fused.y = top[0];
       fused.shift = params_[1].data;
     }
-    if (bottom.size() > 1 && propagate[1]) fused.dz = bottom_diff[1];
+    // The addend's gradient goes to scratch when nothing wants it: the backward op then matches
+    // the forward's fused op (cuDNN keys its reserve space by the op).
+    if (bottom.size() > 1) fused.dz = propagate[1] ? bottom_diff[1] : scratch(ctx.backend, scratch_dz_, bottom[1]);
     ctx.backend.batchnorm_backward(bn_, bottom[0], top_diff[0], params_[0].data, save_mean_, save_inv_std_, dx,
                                    params_[0].diff, params_[1].diff, fused);
     if (synced_) correct_backward_sync(ctx, bottom[0], dx);
   }
 
  private:
+  // `held`, (re)allocated like `like` when it is not (kept across calls).
+  static const Tensor& scratch(Backend& backend, Tensor& held, const Tensor& like) {
+    if (!held.defined() || held.shape() != like.shape() || held.dtype() != like.dtype() ||
+        held.layout() != like.layout())
+      held = backend.alloc(like.shape(), like.dtype()).as_layout(like.layout());
+    return held;
+  }
+
   static BatchNormFused addend(const std::vector<Tensor>& bottom) {
     BatchNormFused f;
     if (bottom.size() > 1) f.z = bottom[1];
@@ -227,7 +232,7 @@ class BatchNormLayer final : public Layer {
   std::vector<ParamMults> mults_;
   Tensor save_mean_, save_inv_std_;  // (C) batch statistics of the last Train forward
   BatchNormFused fused_z_;           // forward_sync's addend
-  Tensor scratch_dx_;
+  Tensor scratch_dx_, scratch_dz_;
   // Sync batch norm (sync: true with peers): all (C) except correction_ (x's shape).
   bool sync_ = false, synced_ = false;  // synced_: the last forward used the job's statistics
   Tensor local_mean_, local_var_, global_mean_, global_var_, scratch_c_, corr_scale_, corr_shift_, correction_;
