@@ -84,6 +84,7 @@ class BatchNormLayer final : public Layer {
     Tensor dx = bottom_diff.size() > 0 && propagate[0] ? bottom_diff[0] : Tensor();
     // The op always produces dx; without a consumer it goes to scratch.
     if (!dx.defined()) dx = scratch(ctx.backend, scratch_dx_, bottom[0]);
+    if (synced_) return backward_sync(ctx, bottom, top, top_diff, propagate, bottom_diff, dx);
     BatchNormFused fused;
     if (bn_.relu) {
       fused.y = top[0];
@@ -94,10 +95,28 @@ class BatchNormLayer final : public Layer {
     if (bottom.size() > 1) fused.dz = propagate[1] ? bottom_diff[1] : scratch(ctx.backend, scratch_dz_, bottom[1]);
     ctx.backend.batchnorm_backward(bn_, bottom[0], top_diff[0], params_[0].data, save_mean_, save_inv_std_, dx,
                                    params_[0].diff, params_[1].diff, fused);
-    if (synced_) correct_backward_sync(ctx, bottom[0], dx);
   }
 
  private:
+  // forward_sync ran the plain op and applied the epilogue separately (batchnorm_forward_inference
+  // with the job's statistics), so backward undoes them separately too: the ReLU's gate, the
+  // addend's gradient, then the plain op, whose state (cuDNN's reserve space) is the plain forward's.
+  void backward_sync(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top,
+                     const std::vector<Tensor>& top_diff, const std::vector<bool>& propagate,
+                     const std::vector<Tensor>& bottom_diff, const Tensor& dx) {
+    Tensor grad = top_diff[0];
+    if (bn_.relu) {
+      grad = scratch(ctx.backend, scratch_gate_, top_diff[0]);
+      ctx.backend.relu_backward(top[0], top_diff[0], grad);
+    }
+    if (bottom.size() > 1 && propagate[1]) ctx.backend.copy(grad, bottom_diff[1]);
+    BatchNormParams plain = bn_;
+    plain.relu = false;
+    ctx.backend.batchnorm_backward(plain, bottom[0], grad, params_[0].data, save_mean_, save_inv_std_, dx,
+                                   params_[0].diff, params_[1].diff);
+    correct_backward_sync(ctx, bottom[0], dx);
+  }
+
   // `held`, (re)allocated like `like` when it is not (kept across calls).
   static const Tensor& scratch(Backend& backend, Tensor& held, const Tensor& like) {
     if (!held.defined() || held.shape() != like.shape() || held.dtype() != like.dtype() ||
@@ -232,7 +251,7 @@ class BatchNormLayer final : public Layer {
   std::vector<ParamMults> mults_;
   Tensor save_mean_, save_inv_std_;  // (C) batch statistics of the last Train forward
   BatchNormFused fused_z_;           // forward_sync's addend
-  Tensor scratch_dx_, scratch_dz_;
+  Tensor scratch_dx_, scratch_dz_, scratch_gate_;
   // Sync batch norm (sync: true with peers): all (C) except correction_ (x's shape).
   bool sync_ = false, synced_ = false;  // synced_: the last forward used the job's statistics
   Tensor local_mean_, local_var_, global_mean_, global_var_, scratch_c_, corr_scale_, corr_shift_, correction_;

@@ -21,6 +21,8 @@ constexpr float kBatchNormDefaultEps = 1e-5f;
 // The convolution `bn` can be folded into, if any (see fold_batch_norm in fold.hpp).
 std::optional<size_t> foldable_into(const std::vector<SpecLayer>& layers, const BlobUse& use, const SpecLayer& bn) {
   if (bn.config.type != "BatchNorm" || bn.config.bottoms.size() != 1) return std::nullopt;
+  // A fused ReLU (relu: true) would be lost: a convolution has none.
+  if (const YAML::Node relu = bn.config.node.yaml()["relu"]; relu && relu.as<bool>()) return std::nullopt;
   const std::string& input = bn.config.bottoms[0];
   auto producer = use.producer.find(input);
   if (producer == use.producer.end()) return std::nullopt;  // a network input

@@ -47,9 +47,8 @@ struct Fusion {
 
 std::optional<Fusion> fusion_of(const std::vector<SpecLayer>& layers, const BlobUse& use, size_t i) {
   const SpecLayer& bn = layers[i];
-  if (bn.config.type != "BatchNorm" || bn.config.bottoms.size() != 1 || bn.config.tops.size() != 1 ||
-      bn.config.node.yaml()["relu"])
-    return std::nullopt;
+  if (bn.config.type != "BatchNorm" || bn.config.bottoms.size() != 1 || bn.config.tops.size() != 1) return std::nullopt;
+  if (const YAML::Node relu = bn.config.node.yaml()["relu"]; relu && relu.as<bool>()) return std::nullopt;
   const std::string& top = bn.config.tops[0];
   if (auto relu = only_reader(layers, use, top, bn.phase, "ReLU"))
     return Fusion{i, {*relu}, "", layers[*relu].config.tops[0]};

@@ -219,6 +219,23 @@ TEST(FoldSpec, NetworkWithoutBatchNormIsUnchanged) {
   EXPECT_EQ(f.spec.forward_macs(), trained.forward_macs());
 }
 
+// A BatchNorm with a fused ReLU (relu: true) stays: a convolution has no ReLU to take it over.
+TEST(FoldSpec, BatchNormWithFusedReluStays) {
+  NetSpec trained = NetSpec::load_string(
+      "name: relu_bn\ninput: {shape: [3, 8, 8], classes: 5}\nlayers:\n"
+      "  - {name: conv1, type: Convolution, bottom: data, top: conv1, num_output: 4, kernel: 3, bias: false}\n"
+      "  - {name: bn1, type: BatchNorm, bottom: conv1, top: bn1, relu: true}\n"
+      "  - {name: conv2, type: Convolution, bottom: bn1, top: conv2, num_output: 4, kernel: 3, bias: false}\n"
+      "  - {name: bn2, type: BatchNorm, bottom: conv2, top: bn2, relu: false}\n"
+      "  - {name: fc, type: InnerProduct, bottom: bn2, top: fc, num_output: 5}\n"
+      "  - {name: loss, type: SoftmaxWithLoss, bottom: [fc, label], top: loss}\n",
+      "relu_bn");
+  FoldedSpec f = fold_batch_norm(trained);
+  ASSERT_EQ(f.folded.size(), 1u);
+  EXPECT_EQ(f.folded[0].batch_norm, "bn2");
+  EXPECT_EQ(count_type(f.spec, "BatchNorm"), 1);
+}
+
 // The shipped ResNets put a BatchNorm after every convolution (main path and projection shortcut)
 // and nowhere else: all of them fold. ResNet-18 and -34: conv1 + 2 per basic block + 3 projections
 // (8 + 3 and 16 + 3 blocks); ResNet-50: conv1 + 3 per bottleneck (16) + 4 projections.

@@ -3,6 +3,9 @@
 // catches a wrong backward.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "backend/cpu/cpu_backend.hpp"
 #include "common/gradient_check.hpp"
 #include "common/layer_harness.hpp"
@@ -161,6 +164,58 @@ TEST_F(LayerGradients, BatchNormFusedAddRelu) {
   expect_ok(h);
   // Both bottoms carry a gradient: the addend's is dy gated by the ReLU.
   EXPECT_TRUE(h.bottom_diffs[1].defined());
+}
+
+// Synchronised batch norm with the fused epilogue, on two ranks holding the same data: the job's
+// statistics are this rank's, the gradient correction is exactly zero, so the synced layer must
+// compute what the local one does. Differences come only from the exchanged statistics being
+// rounded to float (2^-24 relative), amplified at most ~10x by the normalisation: 1e-5 allows that,
+// while a lost ReLU gate or addend gradient is off by O(1). Inputs away from the kink (above), so
+// the two paths' last-bit differences in y cannot flip a gate.
+class TwinRanks final : public RankExchange {
+ public:
+  int ranks() const override { return 2; }
+  std::vector<std::vector<float>> allgather(Backend&, const std::vector<float>& values) override {
+    return {values, values};
+  }
+};
+
+TEST_F(LayerGradients, SyncBatchNormFusedOnTwoIdenticalRanksIsTheLocalOne) {
+  const Shape s{4, 2, 3, 3};
+  const std::string bn = "type: BatchNorm\nrelu: true\nscale_filler: {type: uniform, min: 0.5, max: 1.5}";
+  auto synced = make_layer(cpu_, bn + "\nsync: true", {s, s});
+  auto local = make_layer(cpu_, bn, {s, s});
+  for (auto* h : {&synced, &local}) {
+    from_host(cpu_, h->bottoms[0], away_from_kink(s));
+    fill_uniform(cpu_, h->bottoms[1], 11, -0.1f, 0.1f);
+    fill_uniform(cpu_, h->top_diffs[0], 12, -1.0f, 1.0f);
+  }
+  ASSERT_EQ(to_host(cpu_, synced.flat_params), to_host(cpu_, local.flat_params));
+  TwinRanks twins;
+  LayerContext ctx{cpu_, Phase::Train, 1, 0};
+  ctx.ranks = &twins;
+  synced.layer->forward(ctx, synced.bottoms, synced.tops);
+  local.forward(Phase::Train);
+  synced.layer->backward(ctx, synced.bottoms, synced.tops, synced.top_diffs, {true, true}, synced.bottom_diffs);
+  local.backward(Phase::Train);
+  auto expect_close = [&](const char* what, const Tensor& a, const Tensor& b) {
+    const std::vector<float> x = to_host(cpu_, a), y = to_host(cpu_, b);
+    float scale = 0.0f;
+    for (float v : y) scale = std::max(scale, std::fabs(v));
+    for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], 1e-5f * scale) << what << " [" << i << "]";
+  };
+  expect_close("y", synced.tops[0], local.tops[0]);
+  expect_close("dx", synced.bottom_diffs[0], local.bottom_diffs[0]);
+  expect_close("dz", synced.bottom_diffs[1], local.bottom_diffs[1]);
+  expect_close("dscale, dshift", synced.flat_grads, local.flat_grads);
+  // The gate did something: some outputs are clipped, and their dz is 0.
+  const std::vector<float> y = to_host(cpu_, local.tops[0]), dz = to_host(cpu_, local.bottom_diffs[1]);
+  EXPECT_GT(std::count(y.begin(), y.end(), 0.0f), 0);
+  for (size_t i = 0; i < y.size(); ++i) {
+    if (y[i] == 0.0f) {
+      EXPECT_EQ(dz[i], 0.0f) << i;
+    }
+  }
 }
 
 TEST_F(LayerGradients, LRNStrongNormalisation) {

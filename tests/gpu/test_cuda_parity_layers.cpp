@@ -144,6 +144,9 @@ const std::vector<LayerCase>& layer_cases() {
         LayerCase{"batchnorm_add_relu", "type: BatchNorm\nrelu: true\n"
                   "scale_filler: {type: uniform, min: 0.5, max: 1.5}\nshift_filler: {type: gaussian, std: 0.5}",
                   {{4, 8, 5, 5}, {4, 8, 5, 5}}, kTolReduction, kTolBnBackward, {}, {}, 2.0f, true, true},
+        LayerCase{"batchnorm_add_relu_c6_op_by_op", "type: BatchNorm\nrelu: true\n"
+                  "scale_filler: {type: uniform, min: 0.5, max: 1.5}\nshift_filler: {type: gaussian, std: 0.5}",
+                  {{4, 6, 5, 5}, {4, 6, 5, 5}}, kTolReduction, kTolBnBackward, {}, {}, 2.0f, true, true},
         LayerCase{"batchnorm_2d_relu", "type: BatchNorm\nrelu: true\nscale_filler: {type: uniform, min: 0.5, max: 1.5}",
                   {{16, 10}}, kTolReduction, kTolBnBackward, {}, {}, 1.0f, true, true},
         LayerCase{"lrn_caffenet", "type: LRN\nlocal_size: 5\nalpha: 0.0001\nbeta: 0.75", {{2, 16, 6, 6}}, kTolLrn,

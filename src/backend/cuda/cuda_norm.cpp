@@ -104,10 +104,15 @@ void check_fused(const char* op, const char* what, const Tensor& x, const Tensor
   cuda::expect_shape(op, what, t, x.shape());
 }
 
-// cuDNN's fused epilogues (channels-last persistent kernels only): BN + ReLU and BN + add + ReLU.
-// An addend without a ReLU has no fused op.
-cudnnBatchNormOps_t fused_ops(const BatchNormParams& p, bool addend) {
-  if (!p.relu) return CUDNN_BATCHNORM_OPS_BN;
+// Whether cuDNN's persistent channels-last kernels apply the epilogue (BN + ReLU, BN + add + ReLU;
+// an addend without a ReLU has no fused op). Only for C a multiple of 4, the vector width of those
+// kernels: other channel counts run the epilogue op by op.
+bool cudnn_fuses(const BatchNormParams& p, const Tensor& x) {
+  return p.relu && x.layout() == Layout::NHWC && x.shape().c() % 4 == 0;
+}
+
+cudnnBatchNormOps_t fused_ops(bool in_op, bool addend) {
+  if (!in_op) return CUDNN_BATCHNORM_OPS_BN;
   return addend ? CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION : CUDNN_BATCHNORM_OPS_BN_ACTIVATION;
 }
 
@@ -151,9 +156,10 @@ void CudaBackend::batchnorm_forward_train(const BatchNormParams& p, const Tensor
     // The ReLU, and an addend with it, run inside cuDNN's kernel (measured on an H100, bf16
     // 256x64x56x56: BN+ReLU as fast as BN alone, BN+add+ReLU 1.4x BN alone, where the separate
     // Eltwise and ReLU passes cost 2x and 1.5x it).
-    const cudnnBatchNormOps_t ops = fused_ops(p, fused.z.defined());
+    const bool in_op = cudnn_fuses(p, x);
+    const cudnnBatchNormOps_t ops = fused_ops(in_op, fused.z.defined());
     const bool add = ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
-    cudnnActivationDescriptor_t act = p.relu ? relu_desc_.get() : nullptr;
+    cudnnActivationDescriptor_t act = in_op ? relu_desc_.get() : nullptr;
     size_t ws = 0, rs = 0;
     CUDNN_CHECK(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
         cudnn_, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, ops, desc_a_, add ? desc_a_.get() : nullptr, desc_a_, desc_c_,
@@ -170,7 +176,7 @@ void CudaBackend::batchnorm_forward_train(const BatchNormParams& p, const Tensor
         add ? fused.z.raw() : nullptr, desc_a_, y.raw(), desc_c_, scale.f32(), shift.f32(), p.momentum,
         running_mean.f32(), running_var.f32(), p.eps, save_mean.f32(), save_inv_std.f32(), act, workspace(ws), ws,
         rs > 0 ? reserve.raw() : nullptr, rs));
-    if (!add && fused.z.defined()) batchnorm_epilogue(BatchNormParams{}, fused, y);  // an addend without ReLU
+    if (!in_op) batchnorm_epilogue(p, fused, y);
     return;
   }
   CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
@@ -236,7 +242,7 @@ void CudaBackend::batchnorm_backward(const BatchNormParams& p, const Tensor& x, 
   activate();
   // Without cuDNN's fused backward, the gradient reaching bn(x) is dy gated by the ReLU's output,
   // staged, and is also the addend's gradient.
-  const bool fused_in_cudnn = x.layout() == Layout::NHWC && p.relu;
+  const bool fused_in_cudnn = cudnn_fuses(p, x);
   Tensor grad = dy;
   if (!fused_in_cudnn) {
     if (p.relu) {
@@ -250,8 +256,8 @@ void CudaBackend::batchnorm_backward(const BatchNormParams& p, const Tensor& x, 
   const float one = 1.0f, zero = 0.0f;
   if (x.layout() == Layout::NHWC) {  // the persistent kernels of the forward pass, with its reserve space
     auto it = bn_reserve_.find(x.raw());
-    const cudnnBatchNormOps_t ops = fused_ops(p, fused.dz.defined());
-    const bool act = p.relu, add = ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
+    const cudnnBatchNormOps_t ops = fused_ops(fused_in_cudnn, fused.dz.defined());
+    const bool act = fused_in_cudnn, add = ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
     size_t ws = 0, rs = 0;
     CUDNN_CHECK(cudnnGetBatchNormalizationBackwardExWorkspaceSize(
         cudnn_, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, ops, desc_a_, act ? desc_a_.get() : nullptr, desc_a_,
