@@ -123,8 +123,7 @@ __global__ void dropout_kernel(int64_t n, float ratio, float scale, uint64_t see
 }
 
 // y (N, C, inner) += bias[c]; channels_last: y is (N, inner, C) in memory.
-// I: the index type, 32-bit where the tensor allows (64-bit division per element made this
-// kernel compute-bound on large activations).
+// I: the index type (with_index_type).
 template <typename T, typename I>
 __global__ void bias_add_kernel(I n, I c, I inner, bool channels_last, const T* bias, T* y) {
   for (I i = static_cast<I>(global_index()); i < n; i += static_cast<I>(global_stride()))
@@ -371,15 +370,12 @@ void launch_bias_add(DType t, int64_t batch, int64_t c, int64_t inner, bool chan
   if (n <= 0) return;
   dispatch_float(t, "bias_add", [&](auto e) {
     using T = decltype(e);
-    // Indices stay below n plus one grid stride (2^20): 32 bits when n < 2^31 - 2^20.
-    if (n < (int64_t{1} << 30))
-      bias_add_kernel<T, uint32_t><<<blocks_for(n), kThreads, 0, stream>>>(
-          static_cast<uint32_t>(n), static_cast<uint32_t>(c), static_cast<uint32_t>(inner), channels_last,
-          static_cast<const T*>(bias), static_cast<T*>(y));
-    else
-      bias_add_kernel<T, int64_t><<<blocks_for(n), kThreads, 0, stream>>>(n, c, inner, channels_last,
-                                                                          static_cast<const T*>(bias),
-                                                                          static_cast<T*>(y));
+    with_index_type(n, [&](auto index) {
+      using I = decltype(index);
+      bias_add_kernel<T, I><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<I>(n), static_cast<I>(c),
+                                                                   static_cast<I>(inner), channels_last,
+                                                                   static_cast<const T*>(bias), static_cast<T*>(y));
+    });
   });
   CUDA_CHECK_LAUNCH("bias_add_kernel");
 }
@@ -412,12 +408,15 @@ void launch_copy_rows(DType t, int64_t rows, const void* src, int64_t src_cols, 
   const int64_t n = rows * dst_cols;
   if (n <= 0) return;
   // Bits are copied, not values: one kernel per element size.
+  auto launch = [&](auto word) {
+    using W = decltype(word);
+    copy_rows_kernel<W><<<blocks_for(n), kThreads, 0, stream>>>(rows, static_cast<const W*>(src), src_cols,
+                                                                static_cast<W*>(dst), dst_cols);
+  };
   if (dtype_size(t) == 2)
-    copy_rows_kernel<uint16_t><<<blocks_for(n), kThreads, 0, stream>>>(rows, static_cast<const uint16_t*>(src),
-                                                                       src_cols, static_cast<uint16_t*>(dst), dst_cols);
+    launch(uint16_t{});
   else if (dtype_size(t) == 4)
-    copy_rows_kernel<uint32_t><<<blocks_for(n), kThreads, 0, stream>>>(rows, static_cast<const uint32_t*>(src),
-                                                                       src_cols, static_cast<uint32_t*>(dst), dst_cols);
+    launch(uint32_t{});
   else
     throw_no_kernel("copy_rows", t);
   CUDA_CHECK_LAUNCH("copy_rows_kernel");

@@ -13,6 +13,17 @@ inline unsigned blocks_for(int64_t n) {
   return static_cast<unsigned>(b < 1 ? 1 : (b > kMaxBlocks ? kMaxBlocks : b));
 }
 
+// f(I{}) with I = uint32_t when a grid-stride loop over n elements never forms an index past 2^31
+// (n plus one grid stride, kMaxBlocks * kThreads = 2^20), else int64_t: kernels that decompose
+// every index into coordinates are compute-bound in 64-bit division on large activations.
+template <typename F>
+void with_index_type(int64_t n, F&& f) {
+  if (n < (int64_t{1} << 30))
+    f(uint32_t{});
+  else
+    f(int64_t{});
+}
+
 __device__ __forceinline__ int64_t global_index() {
   return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
 }

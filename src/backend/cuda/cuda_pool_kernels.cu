@@ -68,6 +68,27 @@ __device__ int window_argmax(const PoolGeometry& g, const T* plane, int step, in
   return maxidx;
 }
 
+// The pooled outputs whose windows cover input pixel (h, w): rows [ph0, ph1), columns [pw0, pw1)
+// (Caffe's MaxPoolBackward bounds).
+struct Covering {
+  int ph0, ph1, pw0, pw1;
+};
+
+__device__ Covering covering(const PoolGeometry& g, int h, int w) {
+  Covering c;
+  c.ph0 = (h + g.pad_h < g.kernel_h) ? 0 : (h + g.pad_h - g.kernel_h) / g.stride_h + 1;
+  c.ph1 = min((h + g.pad_h) / g.stride_h + 1, g.pooled_height);
+  c.pw0 = (w + g.pad_w < g.kernel_w) ? 0 : (w + g.pad_w - g.kernel_w) / g.stride_w + 1;
+  c.pw1 = min((w + g.pad_w) / g.stride_w + 1, g.pooled_width);
+  return c;
+}
+
+// Offset of pixel (h, w) in the unclipped window of output (ph, pw): (h - hstart) * kernel_w +
+// (w - wstart), below kernel_h * kernel_w.
+__device__ int window_offset(const PoolGeometry& g, int h, int w, int ph, int pw) {
+  return (h - (ph * g.stride_h - g.pad_h)) * g.kernel_w + (w - (pw * g.stride_w - g.pad_w));
+}
+
 template <typename T>
 __global__ void max_pool_forward_kernel(PoolGeometry g, const T* x, T* y) {
   const int64_t total = g.planes * g.pooled_height * g.pooled_width;
@@ -106,16 +127,12 @@ __global__ void max_pool_backward_kernel(PoolGeometry g, const T* x, const T* y,
   for (int64_t i = global_index(); i < total; i += global_stride()) {
     const Site s = site(g, i, g.height, g.width);
     const int h = s.r, w = s.col;
-    // Pooled outputs whose window covers (h, w), as in Caffe's MaxPoolBackward.
-    int phstart = (h + g.pad_h < g.kernel_h) ? 0 : (h + g.pad_h - g.kernel_h) / g.stride_h + 1;
-    int phend = min((h + g.pad_h) / g.stride_h + 1, g.pooled_height);
-    int pwstart = (w + g.pad_w < g.kernel_w) ? 0 : (w + g.pad_w - g.kernel_w) / g.stride_w + 1;
-    int pwend = min((w + g.pad_w) / g.stride_w + 1, g.pooled_width);
+    const Covering cov = covering(g, h, w);
     const T* xp = x + s.x_plane;
     const float xv = to_float(x[i]);
     float grad = 0.0f;
-    for (int ph = phstart; ph < phend; ++ph)
-      for (int pw = pwstart; pw < pwend; ++pw) {
+    for (int ph = cov.ph0; ph < cov.ph1; ++ph)
+      for (int pw = cov.pw0; pw < cov.pw1; ++pw) {
         const int64_t o = s.y_plane + static_cast<int64_t>(ph * g.pooled_width + pw) * s.step;
         // Cheap reject first; only an element equal to the window's max can be its argmax.
         if (to_float(y[o]) == xv && window_argmax(g, xp, s.step, ph, pw) == h * g.width + w) grad += to_float(dy[o]);
@@ -144,6 +161,31 @@ __device__ PackSite<I> pack_site(I i, I packs_per_pixel, int rows, int cols) {
   return s;
 }
 
+// Each lane's first maximum in window (ph, pw) of the pack column `xp` (pixels packs_per_pixel
+// packs apart), as its window_offset; 0xff for a lane whose window holds no value above -FLT_MAX.
+template <typename T, typename I>
+__device__ void lane_argmax(const PoolGeometry& g, const Pack<T>* xp, I packs_per_pixel, int ph, int pw,
+                            uint8_t (&at)[Pack<T>::kCount]) {
+  constexpr int kLanes = Pack<T>::kCount;
+  const int h0 = ph * g.stride_h - g.pad_h, w0 = pw * g.stride_w - g.pad_w;
+  const int hend = min(h0 + g.kernel_h, g.height), wend = min(w0 + g.kernel_w, g.width);
+  float best[kLanes];
+  for (int l = 0; l < kLanes; ++l) {
+    best[l] = -FLT_MAX;
+    at[l] = 0xff;
+  }
+  for (int hh = max(h0, 0); hh < hend; ++hh)
+    for (int ww = max(w0, 0); ww < wend; ++ww) {
+      const Pack<T> v = xp[static_cast<I>(hh * g.width + ww) * packs_per_pixel];
+      const uint8_t offset = static_cast<uint8_t>(window_offset(g, hh, ww, ph, pw));
+      for (int l = 0; l < kLanes; ++l)
+        if (to_float(v.v[l]) > best[l]) {
+          best[l] = to_float(v.v[l]);
+          at[l] = offset;
+        }
+    }
+}
+
 // Channels-last max backward, one thread per pixel and 16 bytes of its channels (8 bf16/f16 or 4
 // f32 lanes): the same gather and first-maximum rule as max_pool_backward_kernel, lane by lane,
 // with one index decomposition per pack and 16-byte loads. Per element, that kernel's 64-bit
@@ -163,40 +205,20 @@ __global__ void max_pool_backward_nhwc_kernel(PoolGeometry g, I packs_per_pixel,
     const Pack<T>* dyp = dy + (yp - y);
     const Pack<T> xv = x[i];
     float grad[kLanes] = {};
-    const int me = h * g.width + w;
-    const int phstart = (h + g.pad_h < g.kernel_h) ? 0 : (h + g.pad_h - g.kernel_h) / g.stride_h + 1;
-    const int phend = min((h + g.pad_h) / g.stride_h + 1, g.pooled_height);
-    const int pwstart = (w + g.pad_w < g.kernel_w) ? 0 : (w + g.pad_w - g.kernel_w) / g.stride_w + 1;
-    const int pwend = min((w + g.pad_w) / g.stride_w + 1, g.pooled_width);
-    for (int ph = phstart; ph < phend; ++ph)
-      for (int pw = pwstart; pw < pwend; ++pw) {
+    const Covering cov = covering(g, h, w);
+    for (int ph = cov.ph0; ph < cov.ph1; ++ph)
+      for (int pw = cov.pw0; pw < cov.pw1; ++pw) {
         const I o = static_cast<I>(ph * g.pooled_width + pw) * packs_per_pixel;
         const Pack<T> yv = yp[o];
         bool any = false;
         for (int l = 0; l < kLanes; ++l) any |= to_float(yv.v[l]) == to_float(xv.v[l]);
         if (!any) continue;  // (h, w) is no lane's maximum in this window
-        int hstart = ph * g.stride_h - g.pad_h, wstart = pw * g.stride_w - g.pad_w;
-        const int hend = min(hstart + g.kernel_h, g.height), wend = min(wstart + g.kernel_w, g.width);
-        hstart = max(hstart, 0);
-        wstart = max(wstart, 0);
-        float best[kLanes];
-        int arg[kLanes];
-        for (int l = 0; l < kLanes; ++l) {
-          best[l] = -FLT_MAX;
-          arg[l] = -1;
-        }
-        for (int hh = hstart; hh < hend; ++hh)
-          for (int ww = wstart; ww < wend; ++ww) {
-            const Pack<T> v = xp[static_cast<I>(hh * g.width + ww) * packs_per_pixel];
-            for (int l = 0; l < kLanes; ++l)
-              if (to_float(v.v[l]) > best[l]) {
-                best[l] = to_float(v.v[l]);
-                arg[l] = hh * g.width + ww;
-              }
-          }
+        uint8_t at[kLanes];
+        lane_argmax(g, xp, packs_per_pixel, ph, pw, at);
+        const uint8_t mine = static_cast<uint8_t>(window_offset(g, h, w, ph, pw));
         const Pack<T> d = dyp[o];
         for (int l = 0; l < kLanes; ++l)
-          if (arg[l] == me) grad[l] += to_float(d.v[l]);
+          if (at[l] == mine) grad[l] += to_float(d.v[l]);
       }
     Pack<T> out;
     for (int l = 0; l < kLanes; ++l) out.v[l] = from_float<T>(grad[l]);
@@ -218,24 +240,8 @@ __global__ void max_pool_argmax_nhwc_kernel(PoolGeometry g, I packs_per_pixel, I
     const I n = s.n, q = s.q;
     const int ph = s.r, pw = s.col;
     const Pack<T>* xp = x + n * static_cast<I>(g.height * g.width) * packs_per_pixel + q;
-    const int h0 = ph * g.stride_h - g.pad_h, w0 = pw * g.stride_w - g.pad_w;
-    const int hend = min(h0 + g.kernel_h, g.height), wend = min(w0 + g.kernel_w, g.width);
-    float best[kLanes];
     uint8_t at[kLanes];
-    for (int l = 0; l < kLanes; ++l) {
-      best[l] = -FLT_MAX;
-      at[l] = 0xff;
-    }
-    for (int hh = max(h0, 0); hh < hend; ++hh)
-      for (int ww = max(w0, 0); ww < wend; ++ww) {
-        const Pack<T> v = xp[static_cast<I>(hh * g.width + ww) * packs_per_pixel];
-        const uint8_t offset = static_cast<uint8_t>((hh - h0) * g.kernel_w + (ww - w0));
-        for (int l = 0; l < kLanes; ++l)
-          if (to_float(v.v[l]) > best[l]) {
-            best[l] = to_float(v.v[l]);
-            at[l] = offset;
-          }
-      }
+    lane_argmax(g, xp, packs_per_pixel, ph, pw, at);
     for (int l = 0; l < kLanes; ++l) arg[static_cast<int64_t>(i) * kLanes + l] = at[l];
   }
 }
@@ -250,15 +256,11 @@ __global__ void max_pool_gather_nhwc_kernel(PoolGeometry g, I packs_per_pixel, I
     const int h = s.r, w = s.col;
     const I y_base = n * static_cast<I>(g.pooled_height * g.pooled_width) * packs_per_pixel + q;
     float grad[kLanes] = {};
-    const int phstart = (h + g.pad_h < g.kernel_h) ? 0 : (h + g.pad_h - g.kernel_h) / g.stride_h + 1;
-    const int phend = min((h + g.pad_h) / g.stride_h + 1, g.pooled_height);
-    const int pwstart = (w + g.pad_w < g.kernel_w) ? 0 : (w + g.pad_w - g.kernel_w) / g.stride_w + 1;
-    const int pwend = min((w + g.pad_w) / g.stride_w + 1, g.pooled_width);
-    for (int ph = phstart; ph < phend; ++ph)
-      for (int pw = pwstart; pw < pwend; ++pw) {
+    const Covering cov = covering(g, h, w);
+    for (int ph = cov.ph0; ph < cov.ph1; ++ph)
+      for (int pw = cov.pw0; pw < cov.pw1; ++pw) {
         const I o = y_base + static_cast<I>(ph * g.pooled_width + pw) * packs_per_pixel;
-        const uint8_t mine =
-            static_cast<uint8_t>((h - (ph * g.stride_h - g.pad_h)) * g.kernel_w + (w - (pw * g.stride_w - g.pad_w)));
+        const uint8_t mine = static_cast<uint8_t>(window_offset(g, h, w, ph, pw));
         uint8_t a[kLanes];
         if constexpr (kLanes == 8) {
           *reinterpret_cast<uint2*>(a) = reinterpret_cast<const uint2*>(arg)[o];
@@ -330,14 +332,15 @@ void launch_caffe_max_pool_backward(const PoolGeometry& g, DType t, const void* 
   dispatch_float(t, "pool_backward", [&](auto e) {
     using T = decltype(e);
     constexpr int kLanes = Pack<T>::kCount;
-    if (g.channels_last && g.channels % kLanes == 0 && aligned16(x) && aligned16(y) && aligned16(dy) &&
-        aligned16(dx)) {
+    // The packed kernels keep window offsets in a byte (lane_argmax): windows of at most 255 pixels.
+    if (g.channels_last && g.channels % kLanes == 0 && g.kernel_h * g.kernel_w <= 255 && aligned16(x) &&
+        aligned16(y) && aligned16(dy) && aligned16(dx)) {
       const int64_t packs = n / kLanes, per_pixel = g.channels / kLanes;
       const int64_t y_packs = g.planes * g.pooled_height * g.pooled_width / kLanes;
       const bool overlapping = g.stride_h < g.kernel_h || g.stride_w < g.kernel_w;
       auto launch = [&](auto index) {
         using I = decltype(index);
-        if (overlapping && window_argmax && g.kernel_h * g.kernel_w <= 255) {
+        if (overlapping && window_argmax) {
           max_pool_argmax_nhwc_kernel<T, I><<<blocks_for(y_packs), kThreads, 0, stream>>>(
               g, static_cast<I>(per_pixel), static_cast<I>(y_packs), static_cast<const Pack<T>*>(x), window_argmax);
           CUDA_CHECK_LAUNCH("max_pool_argmax_nhwc_kernel");
@@ -350,11 +353,7 @@ void launch_caffe_max_pool_backward(const PoolGeometry& g, DType t, const void* 
             g, static_cast<I>(per_pixel), static_cast<I>(packs), static_cast<const Pack<T>*>(x),
             static_cast<const Pack<T>*>(y), static_cast<const Pack<T>*>(dy), static_cast<Pack<T>*>(dx));
       };
-      // Indices stay below packs plus one grid stride (kMaxBlocks * kThreads = 2^20): 32 bits suffice.
-      if (packs < (int64_t{1} << 30))
-        launch(uint32_t{});
-      else
-        launch(int64_t{});
+      with_index_type(packs, launch);
       return;
     }
     max_pool_backward_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(
