@@ -222,13 +222,19 @@ class CudaBackend final : public Backend {
     return t;
   }
   ConvPlan& conv_plan(const char* op, const ConvParams& p, const Shape& x, const Shape& w, DType dtype, Layout layout);
+  // Staging `slot` shaped as channels-last `t` with `channels` channels (contents undefined).
+  Tensor channels_staging(size_t slot, const Tensor& t, int64_t channels);
   // `t` (channels-last, C innermost) copied into staging `slot` with `channels` channels: zero-padded
   // when channels > C, cut back when channels < C.
   Tensor with_channels(size_t slot, const Tensor& t, int64_t channels);
   // Copies the first dst.c() channels of every pixel of `padded` into dst (channels-last).
   void unpad_channels(const Tensor& padded, const Tensor& dst);
-  // Whether a direction runs on the padded plan, from both searches (either may be absent).
-  bool prefer_padded(const char* op, const ConvAlgoChoice& plain, const ConvAlgoChoice& padded) const;
+  // Whether the direction `algo` of `plan` (&ConvPlan::fwd, ...) runs on plan.padded, as recorded in
+  // plan.*on_padded. Its first call runs the searches that decide it: find_plain() on the plan as
+  // given (unless padding is always on), find_padded() on the padded plan where there is one.
+  template <typename FindPlain, typename FindPadded>
+  bool runs_padded(const char* op, ConvPlan& plan, ConvAlgoChoice ConvPlan::*algo, bool ConvPlan::*on_padded,
+                   FindPlain&& find_plain, FindPadded&& find_padded);
   void find_conv_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& y);
   // One direction on `plan` with its chosen algorithm (searched before).
   void run_conv_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& y);

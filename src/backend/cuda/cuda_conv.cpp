@@ -206,10 +206,14 @@ ConvPlan& CudaBackend::conv_plan(const char* op, const ConvParams& p, const Shap
   return made;
 }
 
-Tensor CudaBackend::with_channels(size_t slot, const Tensor& t, int64_t channels) {
+Tensor CudaBackend::channels_staging(size_t slot, const Tensor& t, int64_t channels) {
   Shape s = t.shape();
   s[1] = channels;
-  Tensor out = staging(slot, s, t.dtype()).as_layout(Layout::NHWC);
+  return staging(slot, s, t.dtype()).as_layout(Layout::NHWC);
+}
+
+Tensor CudaBackend::with_channels(size_t slot, const Tensor& t, int64_t channels) {
+  Tensor out = channels_staging(slot, t, channels);
   const int64_t pixels = t.numel() / t.shape().c();
   cuda::launch_copy_rows(t.dtype(), pixels, t.raw(), t.shape().c(), out.raw(), channels, stream());
   return out;
@@ -222,11 +226,20 @@ void CudaBackend::unpad_channels(const Tensor& padded, const Tensor& dst) {
 
 // The search times kernels only: the padding copies (a few percent of the time of the convolutions
 // that need them) are left out, so a near tie goes to whichever cuDNN timed faster.
-bool CudaBackend::prefer_padded(const char* op, const ConvAlgoChoice& plain, const ConvAlgoChoice& padded) const {
-  const bool choice = options_.channel_padding == ConvChannelPadding::Always || plain.algo < 0 ||
-                      (padded.algo >= 0 && padded.measured_ms < plain.measured_ms);
+template <typename FindPlain, typename FindPadded>
+bool CudaBackend::runs_padded(const char* op, ConvPlan& plan, ConvAlgoChoice ConvPlan::*algo,
+                              bool ConvPlan::*on_padded, FindPlain&& find_plain, FindPadded&& find_padded) {
+  const ConvAlgoChoice& plain = plan.*algo;
+  if (plain.algo >= 0 || plan.*on_padded) return plan.*on_padded;  // decided by an earlier call
+  const bool always = options_.channel_padding == ConvChannelPadding::Always;
+  if (!plan.padded || !always) find_plain();
+  if (!plan.padded) return false;
+  const ConvAlgoChoice& padded = (*plan.padded).*algo;
+  if (padded.algo < 0) find_padded();  // the padded plan may be shared with another shape
+  const bool choice = always || plain.algo < 0 || (padded.algo >= 0 && padded.measured_ms < plain.measured_ms);
   log::debug("{}: channel padding {} (algo {} {:.3f} ms unpadded, algo {} {:.3f} ms padded)", op,
              choice ? "on" : "off", plain.algo, plain.measured_ms, padded.algo, padded.measured_ms);
+  plan.*on_padded = choice;
   return choice;
 }
 
@@ -298,17 +311,21 @@ void CudaBackend::conv_forward(const ConvParams& p, const Tensor& x, const Tenso
   ConvPlan& plan =
       conv_plan("conv_forward", p, x.shape(), w.shape(), x.dtype(), conv_layout("conv_forward", x, w, y));
   cuda::expect_shape("conv_forward", "y", y, plan.y_shape);
-  const bool searched = plan.fwd.algo >= 0 || plan.fwd_padded;
-  if (!searched && !(plan.padded && options_.channel_padding == ConvChannelPadding::Always))
-    find_conv_forward(plan, x, w, y);
-  if (!plan.padded || (searched && !plan.fwd_padded)) return run_conv_forward(plan, x, w, y);
-  const int64_t c = plan.padded->channels;
-  Tensor xp = with_channels(0, x, c), wp = with_channels(1, w, c);
-  if (!searched) {
-    if (plan.padded->fwd.algo < 0) find_conv_forward(*plan.padded, xp, wp, y);
-    plan.fwd_padded = prefer_padded("conv_forward", plan.fwd, plan.padded->fwd);
-    if (!plan.fwd_padded) return run_conv_forward(plan, x, w, y);
-  }
+  const int64_t c = plan.padded ? plan.padded->channels : 0;
+  Tensor xp, wp;
+  auto pad = [&] {
+    if (xp.defined()) return;
+    xp = with_channels(0, x, c);
+    wp = with_channels(1, w, c);
+  };
+  if (!runs_padded(
+          "conv_forward", plan, &ConvPlan::fwd, &ConvPlan::fwd_padded, [&] { find_conv_forward(plan, x, w, y); },
+          [&] {
+            pad();
+            find_conv_forward(*plan.padded, xp, wp, y);
+          }))
+    return run_conv_forward(plan, x, w, y);
+  pad();
   run_conv_forward(*plan.padded, xp, wp, y);
 }
 
@@ -322,20 +339,22 @@ void CudaBackend::conv_backward_data(const ConvParams& p, const Tensor& w, const
   ConvPlan& plan = conv_plan("conv_backward_data", p, dx.shape(), w.shape(), w.dtype(),
                              conv_layout("conv_backward_data", dx, w, dy));
   cuda::expect_shape("conv_backward_data", "dy", dy, plan.y_shape);
-  const bool searched = plan.bwd_data.algo >= 0 || plan.bwd_data_padded;
-  if (!searched && !(plan.padded && options_.channel_padding == ConvChannelPadding::Always))
-    find_conv_backward_data(plan, w, dy, dx);
-  if (!plan.padded || (searched && !plan.bwd_data_padded)) return run_conv_backward_data(plan, w, dy, dx);
-  const int64_t c = plan.padded->channels;
-  Tensor wp = with_channels(1, w, c);
-  Shape dxs = dx.shape();
-  dxs[1] = c;
-  Tensor dxp = staging(2, dxs, dx.dtype()).as_layout(Layout::NHWC);
-  if (!searched) {
-    if (plan.padded->bwd_data.algo < 0) find_conv_backward_data(*plan.padded, wp, dy, dxp);
-    plan.bwd_data_padded = prefer_padded("conv_backward_data", plan.bwd_data, plan.padded->bwd_data);
-  }
-  if (!plan.bwd_data_padded) return run_conv_backward_data(plan, w, dy, dx);
+  const int64_t c = plan.padded ? plan.padded->channels : 0;
+  Tensor wp, dxp;
+  auto pad = [&] {
+    if (wp.defined()) return;
+    wp = with_channels(1, w, c);
+    dxp = channels_staging(2, dx, c);
+  };
+  if (!runs_padded(
+          "conv_backward_data", plan, &ConvPlan::bwd_data, &ConvPlan::bwd_data_padded,
+          [&] { find_conv_backward_data(plan, w, dy, dx); },
+          [&] {
+            pad();
+            find_conv_backward_data(*plan.padded, wp, dy, dxp);
+          }))
+    return run_conv_backward_data(plan, w, dy, dx);
+  pad();
   run_conv_backward_data(*plan.padded, wp, dy, dxp);
   unpad_channels(dxp, dx);
 }
@@ -350,20 +369,22 @@ void CudaBackend::conv_backward_filter(const ConvParams& p, const Tensor& x, con
   ConvPlan& plan = conv_plan("conv_backward_filter", p, x.shape(), dw.shape(), x.dtype(),
                              conv_layout("conv_backward_filter", x, dw, dy));
   cuda::expect_shape("conv_backward_filter", "dy", dy, plan.y_shape);
-  const bool searched = plan.bwd_filter.algo >= 0 || plan.bwd_filter_padded;
-  if (!searched && !(plan.padded && options_.channel_padding == ConvChannelPadding::Always))
-    find_conv_backward_filter(plan, x, dy, dw);
-  if (!plan.padded || (searched && !plan.bwd_filter_padded)) return run_conv_backward_filter(plan, x, dy, dw);
-  const int64_t c = plan.padded->channels;
-  Tensor xp = with_channels(0, x, c);
-  Shape dws = dw.shape();
-  dws[1] = c;
-  Tensor dwp = staging(2, dws, dw.dtype()).as_layout(Layout::NHWC);
-  if (!searched) {
-    if (plan.padded->bwd_filter.algo < 0) find_conv_backward_filter(*plan.padded, xp, dy, dwp);
-    plan.bwd_filter_padded = prefer_padded("conv_backward_filter", plan.bwd_filter, plan.padded->bwd_filter);
-  }
-  if (!plan.bwd_filter_padded) return run_conv_backward_filter(plan, x, dy, dw);
+  const int64_t c = plan.padded ? plan.padded->channels : 0;
+  Tensor xp, dwp;
+  auto pad = [&] {
+    if (xp.defined()) return;
+    xp = with_channels(0, x, c);
+    dwp = channels_staging(2, dw, c);
+  };
+  if (!runs_padded(
+          "conv_backward_filter", plan, &ConvPlan::bwd_filter, &ConvPlan::bwd_filter_padded,
+          [&] { find_conv_backward_filter(plan, x, dy, dw); },
+          [&] {
+            pad();
+            find_conv_backward_filter(*plan.padded, xp, dy, dwp);
+          }))
+    return run_conv_backward_filter(plan, x, dy, dw);
+  pad();
   run_conv_backward_filter(*plan.padded, xp, dy, dwp);
   unpad_channels(dwp, dw);
 }
