@@ -66,8 +66,7 @@ class BatchNormLayer final : public Layer {
   void forward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top) override {
     synced_ = ctx.phase == Phase::Train && sync_ && ctx.ranks && ctx.ranks->ranks() > 1;
     if (synced_) {
-      fused_z_ = addend(bottom);
-      forward_sync(ctx, bottom[0], top[0]);
+      forward_sync(ctx, bottom[0], top[0], addend(bottom));
     } else if (ctx.phase == Phase::Train) {
       ctx.backend.batchnorm_forward_train(bn_, bottom[0], params_[0].data, params_[1].data, state_[0], state_[1],
                                           top[0], save_mean_, save_inv_std_, addend(bottom));
@@ -151,7 +150,7 @@ class BatchNormLayer final : public Layer {
     staging_.clear();
   }
 
-  void forward_sync(LayerContext& ctx, const Tensor& x, const Tensor& y) {
+  void forward_sync(LayerContext& ctx, const Tensor& x, const Tensor& y, const BatchNormFused& z) {
     Backend& backend = ctx.backend;
     const size_t C = static_cast<size_t>(channels_);
     if (!local_mean_.defined()) {
@@ -191,7 +190,7 @@ class BatchNormLayer final : public Layer {
     from_host(backend, global_mean, global_mean_);
     from_host(backend, global_var, global_var_);
     backend.batchnorm_forward_inference(bn_, x, params_[0].data, params_[1].data, global_mean_, global_var_, y,
-                                        fused_z_);
+                                        z);
     backend.copy(global_mean_, save_mean_);
     from_host(backend, inv_std, save_inv_std_);
     backend.axpby(bn_.momentum, global_mean_, 1.0f - bn_.momentum, state_[0]);
@@ -250,7 +249,6 @@ class BatchNormLayer final : public Layer {
   Filler scale_filler_, shift_filler_;
   std::vector<ParamMults> mults_;
   Tensor save_mean_, save_inv_std_;  // (C) batch statistics of the last Train forward
-  BatchNormFused fused_z_;           // forward_sync's addend
   Tensor scratch_dx_, scratch_dz_, scratch_gate_;
   // Sync batch norm (sync: true with peers): all (C) except correction_ (x's shape).
   bool sync_ = false, synced_ = false;  // synced_: the last forward used the job's statistics

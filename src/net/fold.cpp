@@ -29,7 +29,7 @@ std::optional<size_t> foldable_into(const std::vector<SpecLayer>& layers, const 
   const SpecLayer& conv = layers[producer->second];
   if (conv.config.type != "Convolution" || conv.config.tops.size() != 1) return std::nullopt;
   // The convolution's output must be the BatchNorm's alone: another reader would see it changed.
-  if (use.readers.at(input) != 1) return std::nullopt;
+  if (!use.only_reader(input)) return std::nullopt;
   // A convolution that also runs where the BatchNorm does not would compute a different function.
   if (conv.phase != bn.phase) return std::nullopt;
   return producer->second;

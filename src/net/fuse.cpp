@@ -2,7 +2,6 @@
 // same loader as every network file.
 #include "net/fuse.hpp"
 
-#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -16,16 +15,10 @@ namespace {
 // The one layer reading blob `top`, if exactly one does and it runs in `phase` and is of `type`.
 std::optional<size_t> only_reader(const std::vector<SpecLayer>& layers, const BlobUse& use, const std::string& top,
                                   const std::optional<Phase>& phase, const char* type) {
-  auto r = use.readers.find(top);
-  if (r == use.readers.end() || r->second != 1) return std::nullopt;
-  for (size_t j = 0; j < layers.size(); ++j) {
-    const auto& b = layers[j].config.bottoms;
-    if (std::find(b.begin(), b.end(), top) == b.end()) continue;
-    if (layers[j].config.type != type || layers[j].phase != phase || layers[j].config.tops.size() != 1)
-      return std::nullopt;
-    return j;
-  }
-  return std::nullopt;
+  const std::optional<size_t> j = use.only_reader(top);
+  if (!j || layers[*j].config.type != type || layers[*j].phase != phase || layers[*j].config.tops.size() != 1)
+    return std::nullopt;
+  return j;
 }
 
 bool plain_sum(const SpecLayer& eltwise) {

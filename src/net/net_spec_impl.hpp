@@ -34,18 +34,25 @@ inline bool runs_in(const std::optional<Phase>& layer_phase, Phase phase) {
   return !layer_phase || *layer_phase == phase;
 }
 
-// The index of the layer that produces each blob, and how many bottoms (over all layers) read it.
-// NetSpec admits no in-place layers (each blob has one producer), so these say exactly who
-// computes a blob and who sees it (the network rewrites, fold.cpp and fuse.cpp, rely on that).
+// The index of the layer that produces each blob, and the layer of each bottom that reads it (a
+// layer reading a blob twice is listed twice). NetSpec admits no in-place layers (each blob has one
+// producer), so these say exactly who computes a blob and who sees it (the network rewrites,
+// fold.cpp and fuse.cpp, rely on that).
 struct BlobUse {
   std::map<std::string, size_t> producer;
-  std::map<std::string, int> readers;
+  std::map<std::string, std::vector<size_t>> readers;
+  // The layer reading `blob` when exactly one bottom reads it.
+  std::optional<size_t> only_reader(const std::string& blob) const {
+    auto r = readers.find(blob);
+    if (r == readers.end() || r->second.size() != 1) return std::nullopt;
+    return r->second.front();
+  }
 };
 
 inline BlobUse blob_use(const std::vector<SpecLayer>& layers) {
   BlobUse use;
   for (size_t i = 0; i < layers.size(); ++i) {
-    for (const auto& b : layers[i].config.bottoms) ++use.readers[b];
+    for (const auto& b : layers[i].config.bottoms) use.readers[b].push_back(i);
     for (const auto& t : layers[i].config.tops) use.producer.emplace(t, i);
   }
   return use;

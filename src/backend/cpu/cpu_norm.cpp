@@ -29,7 +29,7 @@ BnGeometry bn_geometry(const char* op, const Tensor& x, std::initializer_list<co
 }
 
 // An optional fused operand (addend z, forward output y, addend gradient dz): x's shape, f32.
-void check_addend(const char* op, const Tensor& x, const Tensor& t) {
+void check_fused(const char* op, const Tensor& x, const Tensor& t) {
   if (!t.defined()) return;
   check_f32(op, t, "fused operand");
   CNNSCALE_CHECK(t.shape() == x.shape(), "cpu {}: fused operand {} for x {}", op, t.shape().to_string(),
@@ -66,7 +66,7 @@ void CpuBackend::batchnorm_forward_train(const BatchNormParams& p, const Tensor&
   CNNSCALE_CHECK(x.shape() == y.shape(), "cpu batchnorm_forward_train: x {} vs y {}", x.shape().to_string(),
                  y.shape().to_string());
   CNNSCALE_CHECK(g.count() > 0, "cpu batchnorm_forward_train: empty batch");
-  check_addend("batchnorm_forward_train", x, fused.z);
+  check_fused("batchnorm_forward_train", x, fused.z);
   const double count = static_cast<double>(g.count());
   // Unbiased correction; a single element per channel has no spread to estimate, keep the biased value.
   const double unbias = g.count() > 1 ? count / (count - 1.0) : 1.0;
@@ -102,7 +102,7 @@ void CpuBackend::batchnorm_forward_inference(const BatchNormParams& p, const Ten
   check_f32("batchnorm_forward_inference", y, "y");
   CNNSCALE_CHECK(x.shape() == y.shape(), "cpu batchnorm_forward_inference: x {} vs y {}", x.shape().to_string(),
                  y.shape().to_string());
-  check_addend("batchnorm_forward_inference", x, fused.z);
+  check_fused("batchnorm_forward_inference", x, fused.z);
   for (int64_t c = 0; c < g.channels; ++c) {
     const double inv_std = 1.0 / std::sqrt(static_cast<double>(running_var.f32()[c]) + p.eps);
     const double a = scale.f32()[c] * inv_std, b = shift.f32()[c] - running_mean.f32()[c] * a;
@@ -124,9 +124,9 @@ void CpuBackend::batchnorm_backward(const BatchNormParams& p, const Tensor& x, c
                  x.shape().to_string(), dy.shape().to_string(), dx.shape().to_string());
   if (p.relu) {
     CNNSCALE_CHECK(fused.y.defined(), "cpu batchnorm_backward: a fused ReLU needs the forward's output y");
-    check_addend("batchnorm_backward", x, fused.y);
+    check_fused("batchnorm_backward", x, fused.y);
   }
-  check_addend("batchnorm_backward", x, fused.dz);
+  check_fused("batchnorm_backward", x, fused.dz);
   // The gradient reaching bn(x) (+ z): dy where the fused ReLU passed its input, else 0, as
   // relu_backward gates it; written out as the addend's gradient when asked for.
   std::vector<float> gated;
