@@ -12,6 +12,7 @@
 #include <random>
 #include <set>
 
+#include "common/net_batch.hpp"
 #include "net/fold.hpp"
 #include "net/net.hpp"
 
@@ -52,17 +53,7 @@ int count_type(const NetSpec& spec, const std::string& type) {
 
 // A batch of images with a mean of 1, as unnormalised pixels have, so that convolution outputs have
 // non-zero means and a fold that forgets the running mean shows; random labels.
-void feed(Net& net, int64_t classes, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> pixel(1.0f, 1.0f);
-  std::vector<float> data(static_cast<size_t>(net.input().numel()));
-  for (auto& v : data) v = pixel(rng);
-  std::vector<int32_t> labels(static_cast<size_t>(net.labels().numel()));
-  for (auto& l : labels) l = static_cast<int32_t>(rng() % static_cast<uint64_t>(classes));
-  net.backend().upload(data.data(), net.input());
-  net.backend().upload(labels.data(), net.labels());
-  net.backend().synchronize();
-}
+void feed(Net& net, int64_t classes, uint64_t seed) { testing::feed_random_batch(net, classes, seed, 1.0f); }
 
 // Plain SGD on fresh batches: the weights move away from their fillers and every BatchNorm's
 // running statistics move from (0, 1) toward the batches' statistics.

@@ -5,10 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "common/layer_harness.hpp"
+#include "common/net_batch.hpp"
 #include "net/fuse.hpp"
 #include "net/net.hpp"
 
@@ -20,11 +21,7 @@ std::string shipped_network(const std::string& name) {
   return std::string(CNNSCALE_SOURCE_DIR) + "/networks/" + name + ".yaml";
 }
 
-std::vector<float> to_host(Backend& backend, const Tensor& t) {
-  std::vector<float> out(static_cast<size_t>(t.numel()));
-  backend.download(t, out.data());
-  return out;
-}
+using testing::to_host;
 
 int count_type(const NetSpec& spec, const std::string& type) {
   return static_cast<int>(
@@ -88,17 +85,7 @@ TEST(FuseBatchNormEpilogues, NetworksWithoutBatchNormAreUnchanged) {
   EXPECT_EQ(names(f.spec), names(spec));
 }
 
-void feed(Net& net, int64_t classes, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> pixel(0.5f, 1.0f);
-  std::vector<float> data(static_cast<size_t>(net.input().numel()));
-  for (auto& v : data) v = pixel(rng);
-  std::vector<int32_t> labels(static_cast<size_t>(net.labels().numel()));
-  for (auto& l : labels) l = static_cast<int32_t>(rng() % static_cast<uint64_t>(classes));
-  net.backend().upload(data.data(), net.input());
-  net.backend().upload(labels.data(), net.labels());
-  net.backend().synchronize();
-}
+void feed(Net& net, int64_t classes, uint64_t seed) { testing::feed_random_batch(net, classes, seed, 0.5f); }
 
 // The fused BatchNorm rounds bn(x), bn(x) + z and max(0, .) to float exactly as the BatchNorm,
 // Eltwise and ReLU layers do, and gates the gradient as ReLU's backward does: bit-identical.

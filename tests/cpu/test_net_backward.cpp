@@ -7,6 +7,7 @@
 #include <cmath>
 #include <random>
 
+#include "common/net_batch.hpp"
 #include "layers/filler.hpp"
 #include "net/net.hpp"
 
@@ -70,16 +71,7 @@ std::vector<float> to_host(Backend& backend, const Tensor& t) {
   return out;
 }
 
-void random_inputs(Net& net, int64_t classes, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> data(static_cast<size_t>(net.input().numel()));
-  for (auto& v : data) v = normal(rng);
-  std::vector<int32_t> labels(static_cast<size_t>(net.labels().numel()));
-  for (auto& l : labels) l = static_cast<int32_t>(rng() % static_cast<uint64_t>(classes));
-  net.backend().upload(data.data(), net.input());
-  net.backend().upload(labels.data(), net.labels());
-}
+void random_inputs(Net& net, int64_t classes, uint64_t seed) { testing::feed_random_batch(net, classes, seed); }
 
 float train_loss(Net& net) {
   net.forward(Phase::Train, 7);
