@@ -30,6 +30,7 @@ struct TimeArgs {
   LayerTimingOptions options;
   bool json = false;
   bool no_fuse = false;
+  std::string conv_search = "all";
 };
 
 void run_time(TimeArgs& a) {
@@ -44,7 +45,8 @@ void run_time(TimeArgs& a) {
   if (!a.input_shape.empty()) net_options.input_shape = a.input_shape;
   if (a.classes > 0) net_options.classes = a.classes;
   NetSpec spec = NetSpec::load(resolve_network_path(a.net), net_options);
-  std::unique_ptr<Backend> backend = make_backend(a.device, a.sm_count, a.options.precision);
+  std::unique_ptr<Backend> backend = make_backend(a.device, a.sm_count, a.options.precision,
+                                                  a.conv_search == "legacy" ? ConvSearch::Legacy : ConvSearch::All);
 
   std::optional<FusedSpec> fused;
   if (!a.no_fuse) fused.emplace(fuse_batch_norm_epilogues(spec));
@@ -69,6 +71,7 @@ void run_time(TimeArgs& a) {
                         {"step_ms", r.step_ms},
                         {"peak_memory_bytes", r.peak_memory_bytes},
                         {"fused_epilogues", fused ? fused->fused.size() : 0},
+                        {"conv_search", a.conv_search},
                         {"layers", layers}};
     std::printf("%s\n", j.dump().c_str());
     std::fflush(stdout);
@@ -110,6 +113,10 @@ void register_time(CLI::App& app) {
   cmd->add_flag("--json", a.json, "Print one JSON line on stdout instead of the table");
   cmd->add_flag("--no-fuse", a.no_fuse,
                 "Time every layer as written instead of with batch norm epilogues fused, as training runs them");
+  cmd->add_option("--conv-search", a.conv_search,
+                  "GPU convolution algorithms searched: all (legacy and graph-API engines) or legacy")
+      ->check(CLI::IsMember({"all", "legacy"}))
+      ->capture_default_str();
   cmd->callback([args] { run_time(*args); });
 }
 

@@ -22,7 +22,8 @@ namespace {
 void run_train(TrainArgs& a) {
   validate_train_args(a);                                  // exit 2 before anything is loaded
   // The global batch and this rank's share; a precision the device cannot run fails here.
-  ParallelRun par(a.parallel, a.device, a.options.batch, a.options.precision);
+  ParallelRun par(a.parallel, a.device, a.options.batch, a.options.precision,
+                  a.conv_search == "legacy" ? ConvSearch::Legacy : ConvSearch::All);
   a.options.batch = par.global_batch();
   const TrainInputs in = load_train_inputs(a);
   const nlohmann::json run_config = describe_run(a, in, par);
@@ -125,6 +126,11 @@ void register_train(CLI::App& app) {
   cmd->add_flag("--no-fuse", a.no_fuse,
                 "Run every layer as written instead of fusing each batch norm's following ReLU and residual sum "
                 "into it (the default: the same function, fewer passes over memory)");
+  cmd->add_option("--conv-search", a.conv_search,
+                  "GPU convolution algorithms each shape's search times: all (cuDNN's legacy algorithms and its "
+                  "graph-API engines; the fastest runs) or legacy (the legacy algorithms only, to compare)")
+      ->check(CLI::IsMember({"all", "legacy"}))
+      ->capture_default_str();
   cmd->add_flag("--mfu", a.mfu,
                 "After training, measure the device's square-matmul peak in the run's precision (8192^3 on a GPU, "
                 "1024^3 on the CPU) and report model FLOPs utilisation: gflops over that peak");

@@ -267,7 +267,13 @@ class Backend {
 // granted_sms()); ConfigError on the CPU, or for a count the GPU cannot partition to.
 // `precision` sets what fp32 math may do (tf32: TF32 tensor cores); every precision but fp32 is
 // a ConfigError on the CPU, which stays the fp32 reference the GPU precisions are tested against.
-std::unique_ptr<Backend> make_backend(const std::string& spec, int sm_count = 0, Precision precision = Precision::FP32);
+// Which convolution implementations a GPU backend's per-shape search may choose from (the CPU has
+// one): All, cuDNN's legacy algorithms and its graph-API engines, the fastest measured; Legacy, the
+// legacy algorithms only (--conv-search legacy: what the graph API's engines gain, measured).
+enum class ConvSearch { All, Legacy };
+inline const char* conv_search_name(ConvSearch s) { return s == ConvSearch::All ? "all" : "legacy"; }
+std::unique_ptr<Backend> make_backend(const std::string& spec, int sm_count = 0, Precision precision = Precision::FP32,
+                                      ConvSearch conv_search = ConvSearch::All);
 // make_backend's precision rule alone, for callers that check their flags before loading anything.
 void check_backend_precision(const std::string& spec, Precision precision);
 // Number of usable GPUs; 0 when the build has no CUDA backend or the driver reports any error.

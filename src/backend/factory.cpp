@@ -55,7 +55,7 @@ void check_backend_precision(const std::string& spec, Precision precision) {
     throw_config("--precision {} runs on a GPU only: the CPU backend is the fp32 reference", precision_name(precision));
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& spec, int sm_count, Precision precision) {
+std::unique_ptr<Backend> make_backend(const std::string& spec, int sm_count, Precision precision, ConvSearch conv_search) {
   if (sm_count < 0) throw_config("--sm-counts: SM counts must be >= 1, got {}", sm_count);
   if (spec == "cpu") {
     if (sm_count != 0) throw_config("--sm-counts applies to GPU ranks");
@@ -75,9 +75,10 @@ std::unique_ptr<Backend> make_backend(const std::string& spec, int sm_count, Pre
     throw_config("--device '{}': expected cpu, gpu or gpu:N", spec);
   }
 #if CNNSCALE_HAVE_CUDA
-  return make_cuda_backend(index, sm_count, uses_tf32(precision));
+  return make_cuda_backend(index, sm_count, uses_tf32(precision), conv_search == ConvSearch::All);
 #else
   (void)index;
+  (void)conv_search;
   no_cuda(fmt::format("--device {}", spec));
 #endif
 }

@@ -95,12 +95,31 @@ TEST(GraphCli, WithoutPhaseMarksTheStepIsTimedAsOnePhase) {
             std::string::npos);
 }
 
+// --conv-search picks among GPU convolution implementations; the CPU has one, so a CPU run accepts
+// it, and records `legacy` (not the default) in its configuration, where it gives the run its own id.
+TEST(GraphCli, ConvSearchIsRecordedOnlyWhenNotTheDefault) {
+  TempDir dir;
+  CliResult legacy = train(dir.str(), "legacy", {"--conv-search", "legacy"});
+  CliResult all = train(dir.str(), "all", {"--conv-search", "all"});
+  ASSERT_EQ(legacy.exit_code, 0) << legacy.err;
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  const std::string config = read_run_results((fs::path(dir.str()) / "g" / "legacy").string()).config_text;
+  EXPECT_NE(config.find("\"conv_search\":\"legacy\""), std::string::npos) << config;
+  EXPECT_EQ(read_run_results((fs::path(dir.str()) / "g" / "all").string()).config_text.find("conv_search"),
+            std::string::npos);
+  CliResult bad = train(dir.str(), "bad", {"--conv-search", "fastest"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("--conv-search"), std::string::npos) << bad.err;
+  EXPECT_FALSE(fs::exists(fs::path(dir.str()) / "g" / "bad")) << "a refused run writes nothing";
+}
+
 TEST(GraphCli, HelpListsTheSwitches) {
   CliResult r = run_cnnscale({"train", "--help"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("--no-graph"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("from a CUDA graph captured"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--no-phase-marks"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--conv-search"), std::string::npos) << r.out;
 }
 
 }  // namespace

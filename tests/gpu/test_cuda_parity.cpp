@@ -319,6 +319,113 @@ INSTANTIATE_TEST_SUITE_P(
       return std::get<0>(info.param).name + "_" + dtype_name(std::get<1>(info.param));
     });
 
+// ---- convolution through cuDNN's graph API ----------------------------------------------------
+
+// Every plan the graph API offers for a shape (not only the one a search picks on this machine:
+// another GPU or cuDNN may rank them otherwise) computes each direction within the precision's
+// tolerance. bf16/fp16 channels-last as the nets run them, and tf32 (f32 NCHW with TF32 allowed).
+#if CNNSCALE_HAVE_CUDA
+cuda::GraphTensor graph_operand(const Shape& s, Layout layout) {
+  cuda::GraphTensor t;
+  t.dims = {s[0], s[1], s[2], s[3]};
+  t.strides = layout == Layout::NHWC ? std::array<int64_t, 4>{s[1] * s[2] * s[3], 1, s[3] * s[1], s[1]}
+                                     : std::array<int64_t, 4>{s[1] * s[2] * s[3], s[2] * s[3], s[3], 1};
+  return t;
+}
+#endif
+
+// TF32 rounds x and w to 11 significant bits (u = 2^-11), so each product errs by <= 2u of itself
+// and an output by a sum of K such errors of random sign: a standard deviation <= 2u sqrt(sum
+// (x w)^2), while for U(-1, 1) operands the largest of the outputs is >= 3 of their standard
+// deviations sqrt(sum (x w)^2) (thousands of outputs here). Normalised, one output errs by
+// <= 2u/3 per standard deviation, and the largest of them stays below 5 of those: 10u/3. 8u leaves
+// margin on any machine; a wrong index, stride or pad is O(1).
+constexpr double kTolTf32Conv = 8.0 / 2048.0;
+
+class CudaConvGraphPlans : public ::testing::TestWithParam<std::tuple<PadCase, DType>> {};
+
+TEST_P(CudaConvGraphPlans, EveryPlanMatchesTheCpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+#if CNNSCALE_HAVE_CUDA
+  const auto& [c, dtype] = GetParam();
+  const ConvParams& p = c.p;
+  const bool tf32 = dtype == DType::F32;
+  const Layout layout = tf32 ? Layout::NCHW : Layout::NHWC;
+  const double tol = tf32 ? kTolTf32Conv : tol_16bit(dtype);
+  CudaBackendOptions options;
+  options.allow_tf32 = tf32;
+  CudaBackend g(0, options);
+  Backend& cpu = cpu_backend();
+  Shape ws{c.filters, c.x.c() / p.groups, p.kernel_h, p.kernel_w};
+  Shape ys{c.x.n(), c.filters, conv_output_dim(c.x.h(), p.kernel_h, p.stride_h, p.pad_h, p.dilation_h),
+           conv_output_dim(c.x.w(), p.kernel_w, p.stride_w, p.pad_w, p.dilation_w)};
+  auto operand = [&](const Shape& s, uint64_t seed, Tensor& on_cpu) {
+    Tensor t = g.alloc(s, dtype).as_layout(layout);
+    fill_uniform(g, t, seed, -1.0f, 1.0f);
+    on_cpu = cpu.alloc(s);
+    from_host(cpu, on_cpu, to_host(g, t));
+    return t;
+  };
+  Tensor xc, wc, dyc;
+  Tensor x = operand(c.x, 91, xc), w = operand(ws, 92, wc), dy = operand(ys, 93, dyc);
+  Tensor y = g.alloc(ys, dtype).as_layout(layout), dx = g.alloc(c.x, dtype).as_layout(layout),
+         dw = g.alloc(ws, dtype).as_layout(layout);
+  Tensor yc = cpu.alloc(ys), dxc = cpu.alloc(c.x), dwc = cpu.alloc(ws);
+  cpu.conv_forward(p, xc, wc, yc);
+  cpu.conv_backward_data(p, wc, dyc, dxc);
+  cpu.conv_backward_filter(p, xc, dyc, dwc);
+
+  constexpr size_t kWorkspace = size_t{256} << 20;
+  Tensor workspace = g.alloc(Shape({static_cast<int64_t>(kWorkspace / 4)}), DType::F32);
+  struct Direction {
+    const char* name;
+    cuda::ConvDirection dir;
+    Tensor *out, *ref;
+    void *x_role, *w_role, *y_role;  // the operands in ConvGraphPlan::execute's order
+  };
+  const Direction directions[] = {
+      {"forward y", cuda::ConvDirection::Forward, &y, &yc, x.raw(), w.raw(), y.raw()},
+      {"backward data dx", cuda::ConvDirection::BackwardData, &dx, &dxc, dx.raw(), w.raw(), dy.raw()},
+      {"backward filter dw", cuda::ConvDirection::BackwardFilter, &dw, &dwc, x.raw(), dw.raw(), dy.raw()}};
+  for (const Direction& d : directions) {
+    cuda::ConvGraphSpec spec;
+    spec.direction = d.dir;
+    spec.data_type = cuda::cudnn_type(dtype);
+    spec.x = graph_operand(c.x, layout);
+    spec.w = graph_operand(ws, layout);
+    spec.y = graph_operand(ys, layout);
+    spec.pad = {p.pad_h, p.pad_w};
+    spec.stride = {p.stride_h, p.stride_w};
+    spec.dilation = {p.dilation_h, p.dilation_w};
+    spec.allow_tf32 = tf32;
+    const auto plans = cuda::conv_graph_plans(g.cudnn_handle(), spec, kWorkspace, 64);
+    EXPECT_FALSE(plans.empty()) << c.name << " " << d.name << ": the graph API offered no plan";
+    for (const auto& plan : plans) {
+      SCOPED_TRACE(plan->name());
+      g.fill(*d.out, 9.0f);  // a plan that wrote nothing would leave this
+      ASSERT_EQ(plan->execute(g.cudnn_handle(), d.x_role, d.w_role, d.y_role, workspace.raw()), CUDNN_STATUS_SUCCESS);
+      expect_parity(c.name + " " + d.name + " " + plan->name(), to_host(g, *d.out), to_host(cpu, *d.ref), tol);
+    }
+    if (parity_verbose())
+      std::printf("[parity] %s %s %s: %zu graph plans\n", c.name.c_str(), dtype_name(dtype).c_str(), d.name,
+                  plans.size());
+  }
+#endif
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaConvGraphPlans,
+    ::testing::Combine(::testing::Values(PadCase{"gait_conv1_c56_k7", {2, 56, 16, 16}, 16, conv(7, 7, 1, 1, 0, 0, 1, 1)},
+                                         PadCase{"k3_pad1_c64", {2, 64, 10, 10}, 64, conv(3, 3, 1, 1, 1, 1, 1, 1)},
+                                         PadCase{"k3_stride2_pad1", {2, 32, 15, 15}, 48, conv(3, 3, 2, 2, 1, 1, 1, 1)},
+                                         PadCase{"k5_pad2_groups2", {2, 32, 11, 11}, 64, conv(5, 5, 1, 1, 2, 2, 1, 2)},
+                                         PadCase{"k1_stride2", {2, 64, 8, 8}, 32, conv(1, 1, 2, 2, 0, 0, 1, 1)}),
+                       ::testing::Values(DType::BF16, DType::F16, DType::F32)),
+    [](const ::testing::TestParamInfo<std::tuple<PadCase, DType>>& info) {
+      const DType t = std::get<1>(info.param);
+      return std::get<0>(info.param).name + "_" + (t == DType::F32 ? std::string("tf32") : dtype_name(t));
+    });
+
 // ---- pooling ------------------------------------------------------------------------------------
 
 struct PoolCase {

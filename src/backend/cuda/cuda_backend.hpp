@@ -14,6 +14,7 @@
 
 #include "backend/backend.hpp"
 #include "backend/cuda/cudnn_descriptors.hpp"
+#include "backend/cuda/cudnn_graph.hpp"
 #include "backend/cuda/device_context.hpp"
 #include "backend/memory_counter.hpp"
 
@@ -46,6 +47,10 @@ struct CudaBackendOptions {
   // thirds of the 2D-CNN's bf16 step on an H100. Zero channels change no sum, so padding x and w
   // gives the same convolution; whether it pays (RGB's 3 channels become 8) is measured.
   ConvChannelPadding channel_padding = ConvChannelPadding::Measured;
+  // How many of cuDNN's graph-API engine configurations (cudnn_graph.hpp) each convolution
+  // direction's search times beside the legacy algorithms, for 16-bit and TF32 convolutions; 0:
+  // legacy algorithms only. Strict fp32 keeps the legacy FMA algorithms whatever this says.
+  int conv_graph_plans = 8;
 };
 
 // The algorithm chosen for one direction of one convolution shape, and what it needs.
@@ -54,6 +59,9 @@ struct ConvAlgoChoice {
   size_t workspace_bytes = 0;
   cudnnMathType_t math = CUDNN_FMA_MATH;
   float measured_ms = 0.0f;
+  // Set when a graph-API plan measured faster than every legacy algorithm: it runs instead, with
+  // `algo` kept as the fallback for a call whose operands the plan cannot take (misaligned views).
+  std::shared_ptr<cuda::ConvGraphPlan> graph;
 };
 
 // Descriptors for one (x shape, w shape, params) and the algorithm of each direction, measured on
@@ -62,6 +70,8 @@ struct ConvPlan {
   DType dtype = DType::F32;  // of x, w and y
   Layout layout = Layout::NCHW;  // of x, w (KRSC when NHWC) and y
   int64_t channels = 0;  // of x
+  Shape x_shape, w_shape;
+  ConvParams params;
   cuda::TensorDesc x, y;
   cuda::FilterDesc w;
   cuda::ConvDesc conv;
@@ -242,6 +252,13 @@ class CudaBackend final : public Backend {
   void run_conv_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw);
   void find_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx);
   void find_conv_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw);
+  // Times the graph-API plans for one direction of `plan` on the search's buffers (x, w, y in the
+  // direction's roles, as ConvGraphPlan::execute takes them) and makes the fastest `choice.graph`
+  // if it beats the legacy algorithm already in `choice`.
+  void search_graph_plans(const char* op, const ConvPlan& plan, cuda::ConvDirection direction, ConvAlgoChoice& choice,
+                          void* x, void* w, void* y, void* workspace, size_t workspace_bytes);
+  // Runs the chosen graph plan; false when there is none or it cannot take these operands.
+  bool run_graph_plan(const ConvAlgoChoice& choice, void* x, void* w, void* y);
   size_t search_workspace_limit() const;
   // 16-bit convolutions use tensor cores, which cuDNN's legacy API only offers them under
   // CUDNN_TENSOR_OP_MATH (under DEFAULT_MATH cudnnFind returned only FMA kernels, 30x slower for

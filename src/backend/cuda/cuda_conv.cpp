@@ -4,10 +4,13 @@
 // Workspace policy: the search may use min(options.max_workspace_bytes, half the memory free on
 // the device, counting blocks cached in our memory pool); the backend then keeps one workspace
 // grown to the largest requirement among the chosen algorithms.
+// Besides the legacy algorithms, 16-bit and TF32 searches time the plans of cuDNN's graph API
+// (cudnn_graph.hpp) the same way; the fastest of both sets runs.
 // Precision: x, w and y share one storage type (f32, bf16 or f16). 16-bit convolutions accumulate
 // in fp32 (compute type FLOAT: cuDNN's pseudo-half/pseudo-bf16 configurations) on tensor cores;
 // f32 ones use TF32 tensor cores only when the backend allows TF32.
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <utility>
@@ -122,7 +125,121 @@ class SearchBuffer {
   size_t bytes_ = 0;
 };
 
+// Extents and strides of a 4-d operand in the graph API's terms (KRSC filters when channels-last).
+cuda::GraphTensor graph_tensor(const Shape& s, Layout layout) {
+  cuda::GraphTensor t;
+  t.dims = {s[0], s[1], s[2], s[3]};
+  if (layout == Layout::NHWC)
+    t.strides = {s[1] * s[2] * s[3], 1, s[3] * s[1], s[1]};
+  else
+    t.strides = {s[1] * s[2] * s[3], s[2] * s[3], s[3], 1};
+  return t;
+}
+
+// A pair of timing events, destroyed whatever happens to the search.
+struct EventPair {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  EventPair() {
+    CUDA_CHECK(cudaEventCreate(&start));
+    CUDA_CHECK(cudaEventCreate(&stop));
+  }
+  ~EventPair() {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+  }
+  EventPair(const EventPair&) = delete;
+  EventPair& operator=(const EventPair&) = delete;
+};
+
 }  // namespace
+
+void CudaBackend::search_graph_plans(const char* op, const ConvPlan& plan, cuda::ConvDirection direction,
+                                     ConvAlgoChoice& choice, void* x, void* w, void* y, void* workspace,
+                                     size_t workspace_bytes) {
+  if (options_.conv_graph_plans <= 0 || (plan.dtype == DType::F32 && !options_.allow_tf32)) return;
+  cuda::ConvGraphSpec spec;
+  spec.direction = direction;
+  spec.data_type = cuda::cudnn_type(plan.dtype);
+  spec.x = graph_tensor(plan.x_shape, plan.layout);
+  spec.w = graph_tensor(plan.w_shape, plan.layout);
+  spec.y = graph_tensor(plan.y_shape, plan.layout);
+  spec.pad = {plan.params.pad_h, plan.params.pad_w};
+  spec.stride = {plan.params.stride_h, plan.params.stride_w};
+  spec.dilation = {plan.params.dilation_h, plan.params.dilation_w};
+  spec.allow_tf32 = options_.allow_tf32;
+  spec.deterministic = options_.deterministic;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto plans = cuda::conv_graph_plans(cudnn_, spec, workspace_bytes, options_.conv_graph_plans);
+  const auto t1 = std::chrono::steady_clock::now();
+  EventPair ev;
+  // One run on the stream between the pair of events; its time, or a negative value if it failed.
+  auto timed_run = [&](const cuda::ConvGraphPlan& candidate) {
+    CUDA_CHECK(cudaEventRecord(ev.start, stream()));
+    const cudnnStatus_t st = candidate.execute(cudnn_, x, w, y, workspace);
+    CUDA_CHECK(cudaEventRecord(ev.stop, stream()));
+    CUDA_CHECK(cudaEventSynchronize(ev.stop));
+    if (st != CUDNN_STATUS_SUCCESS) {
+      cudaGetLastError();
+      return -1.0f;
+    }
+    float ms = 0.0f;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, ev.start, ev.stop));
+    return ms;
+  };
+  std::string log_line;
+  std::unique_ptr<cuda::ConvGraphPlan> best;
+  float best_ms = 0.0f;
+  for (auto& candidate : plans) {
+    // A first run loads the kernels (lazy module loading: up to tens of ms on an H100). A plan
+    // whose second run is still far slower than the best so far cannot win and is not timed
+    // further, which keeps the search short where the heuristics also rank slow engines.
+    float first = timed_run(*candidate);
+    if (first < 0.0f) continue;
+    const float bound = std::min(best ? best_ms : choice.measured_ms, choice.measured_ms);
+    if (first > 2.0f * bound) first = timed_run(*candidate);
+    if (first < 0.0f) continue;
+    if (first > 2.0f * bound) {
+      log_line += fmt::format(" [{} {:.3f} ms: not timed further]", candidate->name(), first);
+      continue;
+    }
+    // kFindTrials timed runs, ranked by their median as the legacy search ranks its algorithms.
+    std::vector<float> times;
+    for (int t = 0; t < kFindTrials; ++t) {
+      const float ms = timed_run(*candidate);
+      if (ms < 0.0f) break;
+      times.push_back(ms);
+    }
+    if (times.size() < static_cast<size_t>(kFindTrials)) continue;
+    std::sort(times.begin(), times.end());
+    const float ms = times[times.size() / 2];
+    log_line += fmt::format(" [{} {:.3f} ms {} MiB]", candidate->name(), ms, candidate->workspace_bytes() >> 20);
+    if (!best || ms < best_ms) {
+      best = std::move(candidate);
+      best_ms = ms;
+    }
+  }
+  const auto t2 = std::chrono::steady_clock::now();
+  auto ms_between = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+  log::debug("{} x {} w {}: {} graph plans built in {:.0f} ms, timed in {:.0f} ms", op, plan.x_shape.to_string(),
+             plan.w_shape.to_string(), plans.size(), ms_between(t0, t1), ms_between(t1, t2));
+  const bool wins = best && best_ms < choice.measured_ms;
+  log::debug("{} x {} w {}: graph API:{}; {} (legacy algo {} {:.3f} ms)", op, plan.x_shape.to_string(),
+             plan.w_shape.to_string(), log_line.empty() ? " no plan ran" : log_line,
+             wins ? "graph plan " + best->name() + " runs" : std::string("legacy algorithm runs"), choice.algo,
+             choice.measured_ms);
+  if (!wins) return;
+  choice.graph = std::move(best);
+  choice.measured_ms = best_ms;
+}
+
+bool CudaBackend::run_graph_plan(const ConvAlgoChoice& choice, void* x, void* w, void* y) {
+  if (!choice.graph) return false;
+  void* ws = workspace(choice.graph->workspace_bytes());
+  const cudnnStatus_t st = choice.graph->execute(cudnn_, x, w, y, ws);
+  if (st == CUDNN_STATUS_BAD_PARAM) return false;  // operands the plan cannot take: the legacy algorithm runs
+  if (st != CUDNN_STATUS_SUCCESS) cuda::fail(st, "cudnnBackendExecute (convolution graph plan)", __FILE__, __LINE__);
+  return true;
+}
 
 size_t CudaBackend::search_workspace_limit() const {
   size_t free_b = 0, total_b = 0;
@@ -177,6 +294,9 @@ ConvPlan& CudaBackend::conv_plan(const char* op, const ConvParams& p, const Shap
   plan->dtype = dtype;
   plan->layout = layout;
   plan->channels = x.c();
+  plan->x_shape = x;
+  plan->w_shape = w;
+  plan->params = p;
   cuda::set_nchw(plan->x, x, op, dtype, layout);
   CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan->w, cuda::cudnn_type(dtype), cuda::cudnn_format(layout),
                                          cuda::to_int_dim(w[0], op),
@@ -267,6 +387,8 @@ void CudaBackend::find_conv_forward(ConvPlan& plan, const Tensor& x, const Tenso
   });
   plan.fwd = pick_algorithm(perf.data(), static_cast<int>(perf.size()), buf.bytes(), options_, plan.dtype,
                             "conv_forward", x.shape(), w.shape());
+  search_graph_plans("conv_forward", plan, cuda::ConvDirection::Forward, plan.fwd, x.raw(), w.raw(), y.raw(),
+                     buf.ptr(), buf.bytes());
 }
 
 void CudaBackend::find_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx) {
@@ -283,6 +405,8 @@ void CudaBackend::find_conv_backward_data(ConvPlan& plan, const Tensor& w, const
   });
   plan.bwd_data = pick_algorithm(perf.data(), static_cast<int>(perf.size()), buf.bytes(), options_, plan.dtype,
                                  "conv_backward_data", dx.shape(), w.shape());
+  search_graph_plans("conv_backward_data", plan, cuda::ConvDirection::BackwardData, plan.bwd_data, dx.raw(), w.raw(),
+                     dy.raw(), buf.ptr(), buf.bytes());
 }
 
 void CudaBackend::find_conv_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw) {
@@ -299,6 +423,8 @@ void CudaBackend::find_conv_backward_filter(ConvPlan& plan, const Tensor& x, con
   });
   plan.bwd_filter = pick_algorithm(perf.data(), static_cast<int>(perf.size()), buf.bytes(), options_, plan.dtype,
                                    "conv_backward_filter", x.shape(), dw.shape());
+  search_graph_plans("conv_backward_filter", plan, cuda::ConvDirection::BackwardFilter, plan.bwd_filter, x.raw(),
+                     dw.raw(), dy.raw(), buf.ptr(), buf.bytes());
 }
 
 void CudaBackend::conv_forward(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y) {
@@ -390,6 +516,7 @@ void CudaBackend::conv_backward_filter(const ConvParams& p, const Tensor& x, con
 }
 
 void CudaBackend::run_conv_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& y) {
+  if (run_graph_plan(plan.fwd, x.raw(), w.raw(), y.raw())) return;
   CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, plan.fwd.math));
   void* ws = workspace(plan.fwd.workspace_bytes);
   const float one = 1.0f, zero = 0.0f;
@@ -399,6 +526,7 @@ void CudaBackend::run_conv_forward(ConvPlan& plan, const Tensor& x, const Tensor
 }
 
 void CudaBackend::run_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx) {
+  if (run_graph_plan(plan.bwd_data, dx.raw(), w.raw(), dy.raw())) return;
   CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, plan.bwd_data.math));
   void* ws = workspace(plan.bwd_data.workspace_bytes);
   const float one = 1.0f, zero = 0.0f;
@@ -408,6 +536,7 @@ void CudaBackend::run_conv_backward_data(ConvPlan& plan, const Tensor& w, const 
 }
 
 void CudaBackend::run_conv_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw) {
+  if (run_graph_plan(plan.bwd_filter, x.raw(), dw.raw(), dy.raw())) return;
   CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, plan.bwd_filter.math));
   void* ws = workspace(plan.bwd_filter.workspace_bytes);
   const float one = 1.0f, zero = 0.0f;

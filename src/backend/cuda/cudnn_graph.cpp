@@ -1,0 +1,284 @@
+// cuDNN graph API convolutions (see cudnn_graph.hpp). The backend descriptors are plain C handles;
+// each is owned by a shared_ptr so that the plans of one operation graph keep alive what they were
+// built from (tensors, convolution, operation, graph), as the API requires of a plan's inputs.
+#include "backend/cuda/cudnn_graph.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "backend/cuda/cuda_check.hpp"
+#include "core/log.hpp"
+
+namespace cnnscale::cuda {
+namespace {
+
+using Desc = std::shared_ptr<void>;
+
+// The operands' ids in every variant pack.
+constexpr int64_t kUidX = 1, kUidW = 2, kUidY = 3;
+// Every operand is promised 16-byte aligned: allocations come from the memory pool (256-byte
+// aligned) and parameter views start at kParamAlignment elements; execute() checks it per call.
+constexpr int64_t kAlignment = 16;
+
+Desc make_desc(cudnnBackendDescriptorType_t type) {
+  cudnnBackendDescriptor_t d = nullptr;
+  CUDNN_CHECK(cudnnBackendCreateDescriptor(type, &d));
+  return Desc(d, [](void* p) { cudnnBackendDestroyDescriptor(static_cast<cudnnBackendDescriptor_t>(p)); });
+}
+
+void set(const Desc& d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, int64_t count,
+         const void* value) {
+  CUDNN_CHECK(cudnnBackendSetAttribute(d.get(), name, type, count, value));
+}
+void set_desc(const Desc& d, cudnnBackendAttributeName_t name, const Desc& value) {
+  void* v = value.get();
+  set(d, name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &v);
+}
+
+Desc tensor(int64_t uid, const GraphTensor& t, cudnnDataType_t type) {
+  Desc d = make_desc(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  set(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type);
+  set(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, t.dims.data());
+  set(d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, t.strides.data());
+  set(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
+  set(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &kAlignment);
+  CUDNN_CHECK(cudnnBackendFinalize(d.get()));
+  return d;
+}
+
+Desc convolution(const ConvGraphSpec& s) {
+  Desc d = make_desc(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+  const cudnnDataType_t compute = CUDNN_DATA_FLOAT;  // fp32 accumulation in every precision
+  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  const int64_t spatial = 2;
+  set(d, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute);
+  set(d, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode);
+  set(d, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &spatial);
+  set(d, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, s.dilation.data());
+  set(d, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, s.stride.data());
+  set(d, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, s.pad.data());
+  set(d, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, s.pad.data());
+  CUDNN_CHECK(cudnnBackendFinalize(d.get()));
+  return d;
+}
+
+// The operation node of the spec's direction over tensors x, w, y (dx, dw, dy where they are outputs
+// or gradients), with alpha 1 and beta 0: outputs are overwritten, as the legacy calls do.
+Desc operation(const ConvGraphSpec& s, const Desc& conv, const Desc& x, const Desc& w, const Desc& y) {
+  struct Names {
+    cudnnBackendDescriptorType_t type;
+    cudnnBackendAttributeName_t x, w, y, conv, alpha, beta;
+  };
+  static constexpr Names kForward{CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+                                  CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+                                  CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+                                  CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+                                  CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+                                  CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+                                  CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA};
+  static constexpr Names kData{CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+                               CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+                               CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+                               CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
+                               CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+                               CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+                               CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA};
+  static constexpr Names kFilter{CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+                                 CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+                                 CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+                                 CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
+                                 CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+                                 CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+                                 CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA};
+  const Names& n = s.direction == ConvDirection::Forward        ? kForward
+                   : s.direction == ConvDirection::BackwardData ? kData
+                                                                : kFilter;
+  Desc d = make_desc(n.type);
+  set_desc(d, n.x, x);
+  set_desc(d, n.w, w);
+  set_desc(d, n.y, y);
+  set_desc(d, n.conv, conv);
+  const float alpha = 1.0f, beta = 0.0f;
+  set(d, n.alpha, CUDNN_TYPE_FLOAT, 1, &alpha);
+  set(d, n.beta, CUDNN_TYPE_FLOAT, 1, &beta);
+  CUDNN_CHECK(cudnnBackendFinalize(d.get()));
+  return d;
+}
+
+// The engine configurations one heuristics mode proposes, best first; none if the mode has
+// nothing for this graph.
+std::vector<Desc> heuristic_configs(const Desc& graph, cudnnBackendHeurMode_t mode) {
+  Desc heur = make_desc(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  set_desc(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph);
+  set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+  if (cudnnBackendFinalize(heur.get()) != CUDNN_STATUS_SUCCESS) return {};
+  int64_t count = 0;
+  if (cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
+                               nullptr) != CUDNN_STATUS_SUCCESS ||
+      count <= 0)
+    return {};
+  std::vector<Desc> configs;
+  std::vector<void*> raw;
+  for (int64_t i = 0; i < count; ++i) {
+    configs.push_back(make_desc(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
+    raw.push_back(configs.back().get());
+  }
+  int64_t got = 0;
+  if (cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
+                               raw.data()) != CUDNN_STATUS_SUCCESS)
+    return {};
+  configs.resize(static_cast<size_t>(std::clamp<int64_t>(got, 0, count)));
+  return configs;
+}
+
+// What an engine configuration is: its engine's index, knob choices and notes.
+struct ConfigFacts {
+  std::string name;
+  std::vector<cudnnBackendNumericalNote_t> numerical;
+  std::vector<cudnnBackendBehaviorNote_t> behavior;
+};
+
+bool config_facts(const Desc& config, ConfigFacts& facts) {
+  Desc engine = make_desc(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  void* e = engine.get();
+  int64_t n = 0;
+  if (cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &e) !=
+      CUDNN_STATUS_SUCCESS)
+    return false;
+  int64_t index = -1;
+  if (cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &index) !=
+      CUDNN_STATUS_SUCCESS)
+    return false;
+  facts.name = fmt::format("eng{}", index);
+  cudnnBackendNumericalNote_t numerical[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+  if (cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                               CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, numerical) != CUDNN_STATUS_SUCCESS)
+    return false;
+  facts.numerical.assign(numerical, numerical + std::clamp<int64_t>(n, 0, CUDNN_NUMERICAL_NOTE_TYPE_COUNT));
+  cudnnBackendBehaviorNote_t behavior[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
+  if (cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                               CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &n, behavior) != CUDNN_STATUS_SUCCESS)
+    return false;
+  facts.behavior.assign(behavior, behavior + std::clamp<int64_t>(n, 0, CUDNN_BEHAVIOR_NOTE_TYPE_COUNT));
+  // Knob choices complete the name: one engine with other tile sizes is another candidate.
+  std::vector<Desc> knobs;
+  std::vector<void*> raw;
+  for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; ++i) {
+    knobs.push_back(make_desc(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR));
+    raw.push_back(knobs.back().get());
+  }
+  if (cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                               CUDNN_KNOB_TYPE_COUNTS, &n, raw.data()) != CUDNN_STATUS_SUCCESS)
+    return false;
+  for (int64_t i = 0; i < std::clamp<int64_t>(n, 0, CUDNN_KNOB_TYPE_COUNTS); ++i) {
+    cudnnBackendKnobType_t type{};
+    int64_t value = 0, got = 0;
+    if (cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &got, &type) !=
+            CUDNN_STATUS_SUCCESS ||
+        cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &got, &value) !=
+            CUDNN_STATUS_SUCCESS)
+      return false;
+    facts.name += fmt::format("_k{}={}", static_cast<int>(type), value);
+  }
+  return true;
+}
+
+// Which engines a run may use. Accumulation stays fp32 in every precision (no reduced-precision
+// reduction); f32 data uses tensor cores (TF32, which down-converts the inputs) only where TF32 is
+// allowed, as in the legacy path; deterministic runs refuse engines that say they are not; engines
+// that need reordered int8 filters or biases cannot take our operands.
+const char* refusal(const ConvGraphSpec& s, const ConfigFacts& f) {
+  auto has = [](const auto& notes, auto note) { return std::find(notes.begin(), notes.end(), note) != notes.end(); };
+  if (has(f.numerical, CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION)) return "reduced-precision reduction";
+  if (s.data_type == CUDNN_DATA_FLOAT && !s.allow_tf32 &&
+      (has(f.numerical, CUDNN_NUMERICAL_NOTE_TENSOR_CORE) || has(f.numerical, CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS)))
+    return "TF32 not allowed";
+  if (s.deterministic && has(f.numerical, CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC)) return "nondeterministic";
+  if (has(f.behavior, CUDNN_BEHAVIOR_NOTE_REQUIRES_FILTER_INT8x32_REORDER) ||
+      has(f.behavior, CUDNN_BEHAVIOR_NOTE_REQUIRES_BIAS_INT8x32_REORDER))
+    return "needs int8 reordering";
+  return nullptr;
+}
+
+bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kAlignment == 0; }
+
+}  // namespace
+
+ConvGraphPlan::~ConvGraphPlan() = default;
+
+cudnnStatus_t ConvGraphPlan::execute(cudnnHandle_t handle, void* x, void* w, void* y, void* workspace) const {
+  if (!aligned(x) || !aligned(w) || !aligned(y) || (workspace_bytes_ > 0 && !aligned(workspace)))
+    return CUDNN_STATUS_BAD_PARAM;
+  // A variant pack per distinct set of pointers: a training step calls each convolution with the
+  // same buffers every iteration, so building it once per call site saves host time op by op.
+  const std::array<void*, 4> key{x, w, y, workspace};
+  if (!pack_ || key != pack_key_) {
+    Desc pack = make_desc(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+    const int64_t uids[3] = {kUidX, kUidW, kUidY};
+    void* pointers[3] = {x, w, y};
+    set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids);
+    set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, pointers);
+    set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
+    const cudnnStatus_t st = cudnnBackendFinalize(pack.get());
+    if (st != CUDNN_STATUS_SUCCESS) return st;
+    pack_ = std::move(pack);
+    pack_key_ = key;
+  }
+  return cudnnBackendExecute(handle, plan_.get(), pack_.get());
+}
+
+std::vector<std::unique_ptr<ConvGraphPlan>> conv_graph_plans(cudnnHandle_t handle, const ConvGraphSpec& spec,
+                                                             size_t max_workspace, int max_plans) {
+  std::vector<std::unique_ptr<ConvGraphPlan>> plans;
+  if (max_plans <= 0) return plans;
+  const std::vector<Desc> base{tensor(kUidX, spec.x, spec.data_type), tensor(kUidW, spec.w, spec.data_type),
+                               tensor(kUidY, spec.y, spec.data_type), convolution(spec)};
+  const Desc op = operation(spec, base[3], base[0], base[1], base[2]);
+  Desc graph = make_desc(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  void* ops = op.get();
+  set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &ops);
+  set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+  if (cudnnBackendFinalize(graph.get()) != CUDNN_STATUS_SUCCESS) return plans;
+
+  std::set<std::string> seen;
+  std::string refused;
+  for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+    // The fallback list only where mode A has nothing: its engines are general but slow (on an
+    // H100 one took 6 s for a backward filter that mode A's engines compute in 2 ms).
+    if (mode == CUDNN_HEUR_MODE_FALLBACK && !plans.empty()) break;
+    for (const Desc& config : heuristic_configs(graph, mode)) {
+      if (static_cast<int>(plans.size()) >= max_plans) break;
+      ConfigFacts facts;
+      if (!config_facts(config, facts) || !seen.insert(facts.name).second) continue;
+      if (const char* why = refusal(spec, facts)) {
+        refused += fmt::format(" {} ({})", facts.name, why);
+        continue;
+      }
+      Desc plan = make_desc(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+      set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+      set_desc(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config);
+      if (cudnnBackendFinalize(plan.get()) != CUDNN_STATUS_SUCCESS) continue;  // not for this device or shape
+      int64_t workspace = 0, n = 0;
+      if (cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n,
+                                   &workspace) != CUDNN_STATUS_SUCCESS ||
+          workspace < 0 || static_cast<size_t>(workspace) > max_workspace)
+        continue;
+      auto p = std::unique_ptr<ConvGraphPlan>(new ConvGraphPlan());
+      p->owned_ = base;
+      p->owned_.push_back(op);
+      p->owned_.push_back(graph);
+      p->owned_.push_back(config);
+      p->plan_ = std::move(plan);
+      p->workspace_bytes_ = static_cast<size_t>(workspace);
+      p->name_ = std::move(facts.name);
+      plans.push_back(std::move(p));
+    }
+  }
+  if (!refused.empty()) log::debug("cuDNN graph engines refused:{}", refused);
+  return plans;
+}
+
+}  // namespace cnnscale::cuda

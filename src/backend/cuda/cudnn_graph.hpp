@@ -1,0 +1,77 @@
+// Convolutions through cuDNN's graph (backend) API: one operation graph per convolution direction,
+// the execution plans cuDNN's heuristics propose for it, and their execution.
+// Why next to the legacy cudnnFind path (cuda_conv.cpp): the legacy API reaches only the engines
+// behind its eight algorithm enums, while the graph API also offers the engines cuDNN 9 ranks by
+// heuristics (some compiled at run time for the exact shape). On an H100 the 2D-CNN's first
+// convolution (50 channels, 7x7, bf16 channels-last) ran 25-30% slower with the best legacy
+// algorithm than with what PyTorch, which uses the graph API, picked. Both sets are timed on the
+// real buffers and the faster wins, so a shape the legacy API serves best keeps its algorithm.
+#pragma once
+#include <cudnn.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cnnscale::cuda {
+
+enum class ConvDirection { Forward, BackwardData, BackwardFilter };
+
+// A 4-d tensor as the graph API takes it: (N, C, H, W) extents with the strides of its memory order.
+struct GraphTensor {
+  std::array<int64_t, 4> dims{};
+  std::array<int64_t, 4> strides{};
+};
+
+// One convolution direction: the operands' extents and strides, the storage type they share, and
+// what the engines may do with the numbers.
+struct ConvGraphSpec {
+  ConvDirection direction = ConvDirection::Forward;
+  cudnnDataType_t data_type = CUDNN_DATA_FLOAT;
+  GraphTensor x, w, y;  // w as (K, C/groups, R, S); a grouped convolution is implied by x's C
+  std::array<int64_t, 2> pad{}, stride{1, 1}, dilation{1, 1};
+  bool allow_tf32 = false;      // f32 only: engines with the TENSOR_CORE note (TF32) allowed
+  bool deterministic = false;   // engines with the NONDETERMINISTIC note refused
+};
+
+// A finalised execution plan for one ConvGraphSpec. Operands are passed in (x, w, y) order for
+// every direction: forward reads x and w and writes y; backward data reads w and dy (y) and writes
+// dx (x); backward filter reads x and dy and writes dw (w).
+class ConvGraphPlan {
+ public:
+  ~ConvGraphPlan();
+  ConvGraphPlan(const ConvGraphPlan&) = delete;
+  ConvGraphPlan& operator=(const ConvGraphPlan&) = delete;
+
+  size_t workspace_bytes() const { return workspace_bytes_; }
+  // Engine index and knob choices, for logs.
+  const std::string& name() const { return name_; }
+  // Enqueues the convolution on the handle's stream. Returns cuDNN's status instead of throwing:
+  // the search skips a plan that refuses to run; the run path checks it.
+  cudnnStatus_t execute(cudnnHandle_t handle, void* x, void* w, void* y, void* workspace) const;
+
+ private:
+  friend std::vector<std::unique_ptr<ConvGraphPlan>> conv_graph_plans(cudnnHandle_t, const ConvGraphSpec&, size_t,
+                                                                      int);
+  ConvGraphPlan() = default;
+  // What the plan was built from (tensors, convolution, operation, graph, engine configuration),
+  // kept alive as long as the plan; each descriptor is destroyed by its last owner.
+  std::vector<std::shared_ptr<void>> owned_;
+  std::shared_ptr<void> plan_;
+  size_t workspace_bytes_ = 0;
+  std::string name_;
+  // The last variant pack (operand and workspace pointers) and the pointers it was built for.
+  mutable std::shared_ptr<void> pack_;
+  mutable std::array<void*, 4> pack_key_{};
+};
+
+// The plans cuDNN's heuristics (mode A; the fallback list where mode A has none) propose for `spec` that finalise on
+// this device, pass the numerical-note filter, and need at most `max_workspace` bytes; at most
+// `max_plans`, in the heuristics' order, without duplicates. Empty when the graph API supports
+// nothing for the spec (the legacy algorithms then stand alone).
+std::vector<std::unique_ptr<ConvGraphPlan>> conv_graph_plans(cudnnHandle_t handle, const ConvGraphSpec& spec,
+                                                             size_t max_workspace, int max_plans);
+
+}  // namespace cnnscale::cuda
