@@ -23,7 +23,7 @@ void run_train(TrainArgs& a) {
   validate_train_args(a);                                  // exit 2 before anything is loaded
   // The global batch and this rank's share; a precision the device cannot run fails here.
   ParallelRun par(a.parallel, a.device, a.options.batch, a.options.precision,
-                  a.conv_search == "legacy" ? ConvSearch::Legacy : ConvSearch::All);
+                  {a.conv_search == "legacy" ? ConvSearch::Legacy : ConvSearch::All, a.deterministic});
   a.options.batch = par.global_batch();
   const TrainInputs in = load_train_inputs(a);
   const nlohmann::json run_config = describe_run(a, in, par);
@@ -131,6 +131,10 @@ void register_train(CLI::App& app) {
                   "graph-API engines; the fastest runs) or legacy (the legacy algorithms only, to compare)")
       ->check(CLI::IsMember({"all", "legacy"}))
       ->capture_default_str();
+  cmd->add_flag("--deterministic", a.deterministic,
+                "GPU: deterministic algorithms only, chosen by cuDNN's heuristics rather than by timing, so that "
+                "every process chooses alike and a run resumed from a checkpoint continues bit for bit (convolutions "
+                "then choose among cuDNN's legacy algorithms); usually slower. Recorded in the run configuration");
   cmd->add_flag("--mfu", a.mfu,
                 "After training, measure the device's square-matmul peak in the run's precision (8192^3 on a GPU, "
                 "1024^3 on the CPU) and report model FLOPs utilisation: gflops over that peak");

@@ -85,8 +85,8 @@ void add_parallel_options(CLI::App& cmd, ParallelArgs& a) {
 }
 
 ParallelRun::ParallelRun(const ParallelArgs& args, const std::string& device, int64_t batch, Precision precision,
-                         ConvSearch conv_search)
-    : args_(args), mpi_(MpiEnv::current()), device_(device), precision_(precision), conv_search_(conv_search) {
+                         AlgorithmChoice algorithms)
+    : args_(args), mpi_(MpiEnv::current()), device_(device), precision_(precision), algorithms_(algorithms) {
   active_ = mpi_ && mpi_->initialized();
   rank_ = active_ ? mpi_->rank() : 0;
   if (!(args_.bucket_mb > 0)) throw_config("--bucket-mb must be > 0, got {}", args_.bucket_mb);
@@ -159,7 +159,7 @@ double ParallelRun::slowdown() const {
 }
 
 Backend& ParallelRun::connect() {
-  backend_ = make_backend(device_, sm_count_, precision_, conv_search_);
+  backend_ = make_backend(device_, sm_count_, precision_, algorithms_);
   if (!active_) return *backend_;
 
   // From here on a dead or stuck peer must not leave this rank waiting forever.

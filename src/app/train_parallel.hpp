@@ -57,7 +57,7 @@ class ParallelRun {
   // Validates the flags and works out the device and the per-rank batches (ConfigError on bad
   // input); `batch` is --batch, `precision` --precision. Touches no device yet.
   ParallelRun(const ParallelArgs& args, const std::string& device, int64_t batch, Precision precision,
-              ConvSearch conv_search = ConvSearch::All);
+              AlgorithmChoice algorithms = {});
   ~ParallelRun();
 
   bool active() const { return active_; }  // launched by an MPI launcher
@@ -89,7 +89,7 @@ class ParallelRun {
   std::string device_;
   int sm_count_ = 0;  // this rank's --sm-counts entry; 0: the whole GPU
   Precision precision_ = Precision::FP32;
-  ConvSearch conv_search_ = ConvSearch::All;
+  AlgorithmChoice algorithms_;
   int64_t global_batch_ = 0;
   std::vector<int64_t> rank_batches_;  // the first split (a probe or `auto` may change it)
   SplitPolicy split_ = SplitPolicy::Even;

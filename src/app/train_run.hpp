@@ -30,6 +30,7 @@ struct TrainArgs {
   bool no_phase_marks = false;     // --no-phase-marks; likewise options.phase_marks
   bool no_fuse = false;            // --no-fuse; likewise options.fuse_epilogues
   std::string conv_search = "all";  // --conv-search: all | legacy (ConvSearch)
+  bool deterministic = false;       // --deterministic (AlgorithmChoice)
   bool mfu = false;                // --mfu: measure the matmul peak after training (put_mfu)
   std::vector<int64_t> input_shape;
   int64_t classes = 0;

@@ -113,6 +113,7 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
   if (!a.options.phase_marks) run_config["phase_marks"] = false;  // --no-phase-marks
   if (!a.options.fuse_epilogues) run_config["fused_epilogues"] = false;  // --no-fuse
   if (a.conv_search != "all") run_config["conv_search"] = a.conv_search;  // --conv-search legacy
+  if (a.deterministic) run_config["deterministic"] = true;                 // --deterministic
   if (dataset_info(a.data).synthetic) {
     run_config["synthetic_fill"] = a.synthetic_fill;
     run_config["input_shape"] = in.spec.input_shape();

@@ -272,8 +272,16 @@ class Backend {
 // legacy algorithms only (--conv-search legacy: what the graph API's engines gain, measured).
 enum class ConvSearch { All, Legacy };
 inline const char* conv_search_name(ConvSearch s) { return s == ConvSearch::All ? "all" : "legacy"; }
+// How a GPU backend chooses its algorithms.
+struct AlgorithmChoice {
+  ConvSearch conv_search = ConvSearch::All;
+  // Deterministic algorithms only, and chosen by cuDNN's heuristics instead of by timing them, so
+  // that every process makes the same choice and a resumed run continues bit for bit
+  // (--deterministic; convolutions then choose among the legacy algorithms, whatever conv_search).
+  bool deterministic = false;
+};
 std::unique_ptr<Backend> make_backend(const std::string& spec, int sm_count = 0, Precision precision = Precision::FP32,
-                                      ConvSearch conv_search = ConvSearch::All);
+                                      AlgorithmChoice algorithms = {});
 // make_backend's precision rule alone, for callers that check their flags before loading anything.
 void check_backend_precision(const std::string& spec, Precision precision);
 // Number of usable GPUs; 0 when the build has no CUDA backend or the driver reports any error.

@@ -55,7 +55,8 @@ void check_backend_precision(const std::string& spec, Precision precision) {
     throw_config("--precision {} runs on a GPU only: the CPU backend is the fp32 reference", precision_name(precision));
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& spec, int sm_count, Precision precision, ConvSearch conv_search) {
+std::unique_ptr<Backend> make_backend(const std::string& spec, int sm_count, Precision precision,
+                                      AlgorithmChoice algorithms) {
   if (sm_count < 0) throw_config("--sm-counts: SM counts must be >= 1, got {}", sm_count);
   if (spec == "cpu") {
     if (sm_count != 0) throw_config("--sm-counts applies to GPU ranks");
@@ -75,10 +76,11 @@ std::unique_ptr<Backend> make_backend(const std::string& spec, int sm_count, Pre
     throw_config("--device '{}': expected cpu, gpu or gpu:N", spec);
   }
 #if CNNSCALE_HAVE_CUDA
-  return make_cuda_backend(index, sm_count, uses_tf32(precision), conv_search == ConvSearch::All);
+  return make_cuda_backend(index, sm_count, uses_tf32(precision), algorithms.conv_search == ConvSearch::All,
+                           algorithms.deterministic);
 #else
   (void)index;
-  (void)conv_search;
+  (void)algorithms;
   no_cuda(fmt::format("--device {}", spec));
 #endif
 }

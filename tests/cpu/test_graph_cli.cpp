@@ -95,9 +95,10 @@ TEST(GraphCli, WithoutPhaseMarksTheStepIsTimedAsOnePhase) {
             std::string::npos);
 }
 
-// --conv-search picks among GPU convolution implementations; the CPU has one, so a CPU run accepts
-// it, and records `legacy` (not the default) in its configuration, where it gives the run its own id.
-TEST(GraphCli, ConvSearchIsRecordedOnlyWhenNotTheDefault) {
+// --conv-search picks among GPU convolution implementations and --deterministic how GPU algorithms
+// are chosen; the CPU has one of each, so a CPU run accepts them, and records what is not the
+// default in its configuration, where it gives the run its own id.
+TEST(GraphCli, ConvSearchAndDeterministicAreRecordedOnlyWhenNotTheDefault) {
   TempDir dir;
   CliResult legacy = train(dir.str(), "legacy", {"--conv-search", "legacy"});
   CliResult all = train(dir.str(), "all", {"--conv-search", "all"});
@@ -107,6 +108,12 @@ TEST(GraphCli, ConvSearchIsRecordedOnlyWhenNotTheDefault) {
   EXPECT_NE(config.find("\"conv_search\":\"legacy\""), std::string::npos) << config;
   EXPECT_EQ(read_run_results((fs::path(dir.str()) / "g" / "all").string()).config_text.find("conv_search"),
             std::string::npos);
+  // --deterministic likewise: accepted on the CPU (whose ops are deterministic anyway) and recorded.
+  CliResult det = train(dir.str(), "det", {"--deterministic"});
+  ASSERT_EQ(det.exit_code, 0) << det.err;
+  const std::string det_config = read_run_results((fs::path(dir.str()) / "g" / "det").string()).config_text;
+  EXPECT_NE(det_config.find("\"deterministic\":true"), std::string::npos) << det_config;
+  EXPECT_EQ(config.find("deterministic"), std::string::npos) << config;
   CliResult bad = train(dir.str(), "bad", {"--conv-search", "fastest"});
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
   EXPECT_NE(bad.err.find("--conv-search"), std::string::npos) << bad.err;
@@ -120,6 +127,7 @@ TEST(GraphCli, HelpListsTheSwitches) {
   EXPECT_NE(r.out.find("from a CUDA graph captured"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--no-phase-marks"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--conv-search"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--deterministic"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -32,7 +32,9 @@ struct CudaBackendOptions {
   // fp32 convolutions and GEMMs run without TF32 by default: the study compares fp32 against
   // PyTorch with allow_tf32 = False. true lets cuDNN/cuBLAS use TF32 tensor cores.
   bool allow_tf32 = false;
-  // Only bitwise-reproducible cuDNN convolution algorithms and max pooling.
+  // Only bitwise-reproducible cuDNN convolution algorithms and max pooling, and each convolution's
+  // algorithm (and channel padding) chosen by cuDNN's heuristic ranking instead of by timing, so
+  // that every process chooses alike: a run resumed in a new process continues bit for bit.
   bool deterministic = false;
   // Upper bound on the workspace a convolution algorithm may use (also capped at half the
   // device memory free when the shape is first seen). 1 GiB was too small: the gait 2D-CNN's

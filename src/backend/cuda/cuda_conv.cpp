@@ -99,6 +99,19 @@ std::vector<Perf> find_ranked(FindOnce&& find_once) {
   return ranked;
 }
 
+// cuDNN's heuristic ranking of the algorithms (cudnnGetConvolution*Algorithm_v7): nothing is run,
+// so every process given the same shape, device and cuDNN ranks alike. Deterministic runs choose
+// by it; a timed search can choose differently in a resumed process, and algorithms round
+// differently, so a resumed run would not continue bit for bit.
+template <typename Perf, typename Get>
+std::vector<Perf> heuristic_ranked(int count, Get&& get) {
+  std::vector<Perf> r(static_cast<size_t>(count));
+  int returned = 0;
+  CUDNN_CHECK(get(count, &returned, r.data()));
+  r.resize(static_cast<size_t>(returned));
+  return r;
+}
+
 // Temporary search workspace, freed in stream order whatever happens to the search.
 class SearchBuffer {
  public:
@@ -156,7 +169,9 @@ struct EventPair {
 void CudaBackend::search_graph_plans(const char* op, const ConvPlan& plan, cuda::ConvDirection direction,
                                      ConvAlgoChoice& choice, void* x, void* w, void* y, void* workspace,
                                      size_t workspace_bytes) {
-  if (options_.conv_graph_plans <= 0 || (plan.dtype == DType::F32 && !options_.allow_tf32)) return;
+  // Deterministic runs keep cuDNN's heuristic legacy choice: timing plans would make it vary.
+  if (options_.deterministic || options_.conv_graph_plans <= 0 || (plan.dtype == DType::F32 && !options_.allow_tf32))
+    return;
   cuda::ConvGraphSpec spec;
   spec.direction = direction;
   spec.data_type = cuda::cudnn_type(plan.dtype);
@@ -242,6 +257,8 @@ bool CudaBackend::run_graph_plan(const ConvAlgoChoice& choice, void* x, void* w,
 }
 
 size_t CudaBackend::search_workspace_limit() const {
+  // A choice that must not depend on the moment: the device's size, not its free memory, bounds it.
+  if (options_.deterministic) return std::min(options_.max_workspace_bytes, total_memory_ / 8);
   size_t free_b = 0, total_b = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   // Blocks our pool keeps after frees are free for us, though the driver counts them as used.
@@ -351,7 +368,9 @@ bool CudaBackend::runs_padded(const char* op, ConvPlan& plan, ConvAlgoChoice Con
                               bool ConvPlan::*on_padded, FindPlain&& find_plain, FindPadded&& find_padded) {
   const ConvAlgoChoice& plain = plan.*algo;
   if (plain.algo >= 0 || plan.*on_padded) return plan.*on_padded;  // decided by an earlier call
-  const bool always = options_.channel_padding == ConvChannelPadding::Always;
+  // Deterministic runs do not time: a measured choice could differ in a resumed process.
+  const bool always = options_.channel_padding == ConvChannelPadding::Always ||
+                      (options_.deterministic && options_.channel_padding == ConvChannelPadding::Measured);
   if (!plan.padded || !always) find_plain();
   if (!plan.padded) return false;
   const ConvAlgoChoice& padded = (*plan.padded).*algo;
@@ -374,9 +393,15 @@ const ConvPlan* CudaBackend::find_conv_plan(const ConvParams& p, const Shape& x,
 // The searches run every algorithm on the real buffers (overwriting the op's output, which the
 // op then computes anyway) and synchronise: once per shape and direction, outside steady state.
 void CudaBackend::find_conv_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& y) {
-  SearchBuffer buf(search_workspace_limit(), stream());
+  const size_t limit = search_workspace_limit();
+  SearchBuffer buf(options_.deterministic ? 0 : limit, stream());
   CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, conv_math(plan.dtype)));
-  const auto perf = find_ranked<cudnnConvolutionFwdAlgoPerf_t>([&] {
+  const auto perf = options_.deterministic ? heuristic_ranked<cudnnConvolutionFwdAlgoPerf_t>(
+                                                 CUDNN_CONVOLUTION_FWD_ALGO_COUNT, [&](int n, int* got, auto* r) {
+                                                   return cudnnGetConvolutionForwardAlgorithm_v7(
+                                                       cudnn_, plan.x, plan.w, plan.conv, plan.y, n, got, r);
+                                                 })
+                                           : find_ranked<cudnnConvolutionFwdAlgoPerf_t>([&] {
     std::vector<cudnnConvolutionFwdAlgoPerf_t> r(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
     int returned = 0;
     CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(cudnn_, plan.x, x.raw(), plan.w, w.raw(), plan.conv, plan.y,
@@ -385,16 +410,23 @@ void CudaBackend::find_conv_forward(ConvPlan& plan, const Tensor& x, const Tenso
     r.resize(static_cast<size_t>(returned));
     return r;
   });
-  plan.fwd = pick_algorithm(perf.data(), static_cast<int>(perf.size()), buf.bytes(), options_, plan.dtype,
+  plan.fwd = pick_algorithm(perf.data(), static_cast<int>(perf.size()), options_.deterministic ? limit : buf.bytes(),
+                            options_, plan.dtype,
                             "conv_forward", x.shape(), w.shape());
   search_graph_plans("conv_forward", plan, cuda::ConvDirection::Forward, plan.fwd, x.raw(), w.raw(), y.raw(),
                      buf.ptr(), buf.bytes());
 }
 
 void CudaBackend::find_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx) {
-  SearchBuffer buf(search_workspace_limit(), stream());
+  const size_t limit = search_workspace_limit();
+  SearchBuffer buf(options_.deterministic ? 0 : limit, stream());
   CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, conv_math(plan.dtype)));
-  const auto perf = find_ranked<cudnnConvolutionBwdDataAlgoPerf_t>([&] {
+  const auto perf = options_.deterministic ? heuristic_ranked<cudnnConvolutionBwdDataAlgoPerf_t>(
+                                                 CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, [&](int n, int* got, auto* r) {
+                                                   return cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                                                       cudnn_, plan.w, plan.y, plan.conv, plan.x, n, got, r);
+                                                 })
+                                           : find_ranked<cudnnConvolutionBwdDataAlgoPerf_t>([&] {
     std::vector<cudnnConvolutionBwdDataAlgoPerf_t> r(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
     int returned = 0;
     CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(cudnn_, plan.w, w.raw(), plan.y, dy.raw(), plan.conv,
@@ -403,16 +435,23 @@ void CudaBackend::find_conv_backward_data(ConvPlan& plan, const Tensor& w, const
     r.resize(static_cast<size_t>(returned));
     return r;
   });
-  plan.bwd_data = pick_algorithm(perf.data(), static_cast<int>(perf.size()), buf.bytes(), options_, plan.dtype,
+  plan.bwd_data = pick_algorithm(perf.data(), static_cast<int>(perf.size()), options_.deterministic ? limit : buf.bytes(),
+                                 options_, plan.dtype,
                                  "conv_backward_data", dx.shape(), w.shape());
   search_graph_plans("conv_backward_data", plan, cuda::ConvDirection::BackwardData, plan.bwd_data, dx.raw(), w.raw(),
                      dy.raw(), buf.ptr(), buf.bytes());
 }
 
 void CudaBackend::find_conv_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw) {
-  SearchBuffer buf(search_workspace_limit(), stream());
+  const size_t limit = search_workspace_limit();
+  SearchBuffer buf(options_.deterministic ? 0 : limit, stream());
   CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, conv_math(plan.dtype)));
-  const auto perf = find_ranked<cudnnConvolutionBwdFilterAlgoPerf_t>([&] {
+  const auto perf = options_.deterministic ? heuristic_ranked<cudnnConvolutionBwdFilterAlgoPerf_t>(
+                                                 CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, [&](int n, int* got, auto* r) {
+                                                   return cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                                                       cudnn_, plan.x, plan.y, plan.conv, plan.w, n, got, r);
+                                                 })
+                                           : find_ranked<cudnnConvolutionBwdFilterAlgoPerf_t>([&] {
     std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> r(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
     int returned = 0;
     CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(cudnn_, plan.x, x.raw(), plan.y, dy.raw(), plan.conv,
@@ -421,7 +460,8 @@ void CudaBackend::find_conv_backward_filter(ConvPlan& plan, const Tensor& x, con
     r.resize(static_cast<size_t>(returned));
     return r;
   });
-  plan.bwd_filter = pick_algorithm(perf.data(), static_cast<int>(perf.size()), buf.bytes(), options_, plan.dtype,
+  plan.bwd_filter = pick_algorithm(perf.data(), static_cast<int>(perf.size()),
+                                   options_.deterministic ? limit : buf.bytes(), options_, plan.dtype,
                                    "conv_backward_filter", x.shape(), dw.shape());
   search_graph_plans("conv_backward_filter", plan, cuda::ConvDirection::BackwardFilter, plan.bwd_filter, x.raw(),
                      dw.raw(), dy.raw(), buf.ptr(), buf.bytes());
