@@ -41,6 +41,12 @@ void launch_bias_backward(DType t, int64_t batch, int64_t c, int64_t inner, bool
 // elements, then zeros up to dst_cols. Pads channels-last tensors to more channels, or cuts them back.
 void launch_copy_rows(DType t, int64_t rows, const void* src, int64_t src_cols, void* dst,
                       int64_t dst_cols, cudaStream_t stream);
+// Cross-channel LRN of `rows` rows of `channels` elements (channels-last pixels): backend.hpp's
+// formula with Caffe's window, fp32 math (cuda_lrn_kernels.cu).
+void launch_lrn_rows_forward(DType t, int64_t rows, int64_t channels, int size, float alpha, float beta, float k,
+                             const void* x, void* y, cudaStream_t stream);
+void launch_lrn_rows_backward(DType t, int64_t rows, int64_t channels, int size, float alpha, float beta, float k,
+                              const void* x, const void* y, const void* dy, void* dx, cudaStream_t stream);
 // y = alpha * x + beta * y; beta == 0 ignores y's old contents (BLAS convention).
 void launch_axpby(DType t, int64_t n, float alpha, const void* x, float beta, void* y, cudaStream_t stream);
 // y = x > 0 ? x : 0; dx = y > 0 ? dy : 0 (in place allowed: x == y, dy == dx).

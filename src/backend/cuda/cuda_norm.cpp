@@ -1,8 +1,12 @@
-// Normalisation ops on CUDA, all cuDNN: cross-channel LRN and spatial batch norm. Activations and
-// their gradients may be f32, bf16 or f16 (one dtype per call); batch-norm scale, shift and
-// statistics are f32 in every precision (cuDNN's derived BN descriptor is float for 16-bit x).
+// Normalisation ops on CUDA: cross-channel LRN (cuDNN, or cnnscale's kernels channels-last) and
+// spatial batch norm (cuDNN). Activations and their gradients may be f32, bf16 or f16 (one dtype per
+// call); batch-norm scale, shift and statistics are f32 in every precision (cuDNN's derived BN
+// descriptor is float for 16-bit x).
+#include <utility>
+
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_check.hpp"
+#include "backend/cuda/cuda_kernels.hpp"
 #include "backend/cuda/cuda_op_checks.hpp"
 
 namespace cnnscale {
@@ -24,8 +28,8 @@ void check_lrn_params(const char* op, const LrnParams& p) {
 // passed unchanged: y = x / (k + alpha / n * sum x^2)^beta, as in backend.hpp and in Caffe's own
 // CuDNNLRNLayer. The window, channels [c - (n-1)/2, c + n/2], is Caffe's pre_pad rule.
 // cuDNN has LRN in f32 and f16 but not in bf16 (CUDNN_STATUS_NOT_SUPPORTED), and only over NCHW:
-// bf16 and channels-last tensors are widened to NCHW f32 around the f32 op, which computes what a
-// native kernel with fp32 math would.
+// channels-last tensors (every 16-bit net's) run cnnscale's row kernels (cuda_lrn_kernels.cu), and
+// NCHW bf16 ones are widened to f32 around cuDNN's f32 op; both compute in fp32.
 void CudaBackend::lrn_forward(const LrnParams& p, const Tensor& x, const Tensor& y) {
   cuda::expect_float("lrn_forward", "x", x, device_);
   cuda::expect_float("lrn_forward", "y", y, device_);
@@ -34,7 +38,13 @@ void CudaBackend::lrn_forward(const LrnParams& p, const Tensor& x, const Tensor&
   check_lrn_params("lrn_forward", p);
   if (x.numel() == 0) return;
   activate();
-  if (x.dtype() == DType::BF16 || x.layout() == Layout::NHWC) {  // and NCHW for cuDNN's cross-channel window
+  if (x.layout() == Layout::NHWC) {
+    cuda::expect_layout("lrn_forward", "y", y, Layout::NHWC);
+    cuda::launch_lrn_rows_forward(x.dtype(), x.numel() / x.shape().c(), x.shape().c(), p.local_size, p.alpha, p.beta,
+                                  p.k, x.raw(), y.raw(), stream());
+    return;
+  }
+  if (x.dtype() == DType::BF16) {
     Tensor xw = staged(0, x, DType::F32), yw = staging(1, x.shape());
     lrn_forward(p, xw, yw);
     convert(yw, y);
@@ -62,7 +72,14 @@ void CudaBackend::lrn_backward(const LrnParams& p, const Tensor& x, const Tensor
   check_lrn_params("lrn_backward", p);
   if (x.numel() == 0) return;
   activate();
-  if (x.dtype() == DType::BF16 || x.layout() == Layout::NHWC) {  // widened to NCHW f32, as in lrn_forward
+  if (x.layout() == Layout::NHWC) {
+    for (const auto& [name, t] : {std::pair<const char*, const Tensor*>{"y", &y}, {"dy", &dy}, {"dx", &dx}})
+      cuda::expect_layout("lrn_backward", name, *t, Layout::NHWC);
+    cuda::launch_lrn_rows_backward(x.dtype(), x.numel() / x.shape().c(), x.shape().c(), p.local_size, p.alpha,
+                                   p.beta, p.k, x.raw(), y.raw(), dy.raw(), dx.raw(), stream());
+    return;
+  }
+  if (x.dtype() == DType::BF16) {  // widened to f32, as in lrn_forward
     Tensor xw = staged(0, x, DType::F32), yw = staged(1, y, DType::F32), dyw = staged(2, dy, DType::F32),
            dxw = staging(3, x.shape());
     lrn_backward(p, xw, yw, dyw, dxw);
