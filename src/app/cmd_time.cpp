@@ -46,7 +46,7 @@ void run_time(TimeArgs& a) {
   if (a.classes > 0) net_options.classes = a.classes;
   NetSpec spec = NetSpec::load(resolve_network_path(a.net), net_options);
   std::unique_ptr<Backend> backend = make_backend(a.device, a.sm_count, a.options.precision,
-                                                  {a.conv_search == "legacy" ? ConvSearch::Legacy : ConvSearch::All});
+                                                  {conv_search_from_name(a.conv_search)});
 
   std::optional<FusedSpec> fused;
   if (!a.no_fuse) fused.emplace(fuse_batch_norm_epilogues(spec));

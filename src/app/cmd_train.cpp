@@ -23,7 +23,7 @@ void run_train(TrainArgs& a) {
   validate_train_args(a);                                  // exit 2 before anything is loaded
   // The global batch and this rank's share; a precision the device cannot run fails here.
   ParallelRun par(a.parallel, a.device, a.options.batch, a.options.precision,
-                  {a.conv_search == "legacy" ? ConvSearch::Legacy : ConvSearch::All, a.deterministic});
+                  {conv_search_from_name(a.conv_search), a.deterministic});
   a.options.batch = par.global_batch();
   const TrainInputs in = load_train_inputs(a);
   const nlohmann::json run_config = describe_run(a, in, par);

@@ -271,7 +271,10 @@ class Backend {
 // one): All, cuDNN's legacy algorithms and its graph-API engines, the fastest measured; Legacy, the
 // legacy algorithms only (--conv-search legacy: what the graph API's engines gain, measured).
 enum class ConvSearch { All, Legacy };
-inline const char* conv_search_name(ConvSearch s) { return s == ConvSearch::All ? "all" : "legacy"; }
+// From --conv-search's value, which the command line has checked to be "all" or "legacy".
+inline ConvSearch conv_search_from_name(const std::string& s) {
+  return s == "legacy" ? ConvSearch::Legacy : ConvSearch::All;
+}
 // How a GPU backend chooses its algorithms.
 struct AlgorithmChoice {
   ConvSearch conv_search = ConvSearch::All;

@@ -244,6 +244,46 @@ struct PadCase {
   ConvParams p;
 };
 
+#if CNNSCALE_HAVE_CUDA
+// The operands of one convolution case on a GPU backend, in `dtype` and `layout`: x, w and dy drawn
+// from U(-1, 1) (seeds seed, seed + 1, seed + 2), outputs y, dx, dw; and on the CPU the same values
+// in f32 NCHW (widening is exact) with the reference outputs of all three directions.
+struct ConvTwins {
+  Shape ws, ys;
+  Tensor x, w, dy, y, dx, dw;
+  Tensor xc, wc, dyc, yc, dxc, dwc;
+};
+
+ConvTwins make_conv_twins(CudaBackend& g, const PadCase& c, DType dtype, Layout layout, uint64_t seed) {
+  const ConvParams& p = c.p;
+  Backend& cpu = cpu_backend();
+  ConvTwins t;
+  t.ws = Shape{c.filters, c.x.c() / p.groups, p.kernel_h, p.kernel_w};
+  t.ys = Shape{c.x.n(), c.filters, conv_output_dim(c.x.h(), p.kernel_h, p.stride_h, p.pad_h, p.dilation_h),
+               conv_output_dim(c.x.w(), p.kernel_w, p.stride_w, p.pad_w, p.dilation_w)};
+  auto operand = [&](const Shape& s, uint64_t sd, Tensor& on_cpu) {
+    Tensor gt = g.alloc(s, dtype).as_layout(layout);
+    fill_uniform(g, gt, sd, -1.0f, 1.0f);
+    on_cpu = cpu.alloc(s);
+    from_host(cpu, on_cpu, to_host(g, gt));
+    return gt;
+  };
+  t.x = operand(c.x, seed, t.xc);
+  t.w = operand(t.ws, seed + 1, t.wc);
+  t.dy = operand(t.ys, seed + 2, t.dyc);
+  t.y = g.alloc(t.ys, dtype).as_layout(layout);
+  t.dx = g.alloc(c.x, dtype).as_layout(layout);
+  t.dw = g.alloc(t.ws, dtype).as_layout(layout);
+  t.yc = cpu.alloc(t.ys);
+  t.dxc = cpu.alloc(c.x);
+  t.dwc = cpu.alloc(t.ws);
+  cpu.conv_forward(p, t.xc, t.wc, t.yc);
+  cpu.conv_backward_data(p, t.wc, t.dyc, t.dxc);
+  cpu.conv_backward_filter(p, t.xc, t.dyc, t.dwc);
+  return t;
+}
+#endif
+
 class CudaConvChannelPadding : public ::testing::TestWithParam<std::tuple<PadCase, DType>> {};
 
 TEST_P(CudaConvChannelPadding, EveryModeMatchesTheCpu) {
@@ -252,9 +292,6 @@ TEST_P(CudaConvChannelPadding, EveryModeMatchesTheCpu) {
   const auto& [c, dtype] = GetParam();
   const ConvParams& p = c.p;
   const double tol = tol_16bit(dtype);
-  Shape ws{c.filters, c.x.c(), p.kernel_h, p.kernel_w};
-  Shape ys{c.x.n(), c.filters, conv_output_dim(c.x.h(), p.kernel_h, p.stride_h, p.pad_h, p.dilation_h),
-           conv_output_dim(c.x.w(), p.kernel_w, p.stride_w, p.pad_w, p.dilation_w)};
   for (ConvChannelPadding mode :
        {ConvChannelPadding::Always, ConvChannelPadding::Never, ConvChannelPadding::Measured}) {
     const char* mode_name = mode == ConvChannelPadding::Always ? "always" : mode == ConvChannelPadding::Never ? "never"
@@ -265,21 +302,10 @@ TEST_P(CudaConvChannelPadding, EveryModeMatchesTheCpu) {
     CudaBackend g(0, options);
     Backend& cpu = cpu_backend();
     // 16-bit channels-last operands on the GPU; the CPU gets their exact values in fp32 NCHW.
-    auto operand = [&](const Shape& s, uint64_t seed, Tensor& on_cpu) {
-      Tensor t = g.alloc(s, dtype).as_layout(Layout::NHWC);
-      fill_uniform(g, t, seed, -1.0f, 1.0f);
-      on_cpu = cpu.alloc(s);
-      from_host(cpu, on_cpu, to_host(g, t));
-      return t;
-    };
-    Tensor xc, wc, dyc;
-    Tensor x = operand(c.x, 81, xc), w = operand(ws, 82, wc), dy = operand(ys, 83, dyc);
-    Tensor y = g.alloc(ys, dtype).as_layout(Layout::NHWC), dx = g.alloc(c.x, dtype).as_layout(Layout::NHWC),
-           dw = g.alloc(ws, dtype).as_layout(Layout::NHWC);
-    Tensor yc = cpu.alloc(ys), dxc = cpu.alloc(c.x), dwc = cpu.alloc(ws);
-    cpu.conv_forward(p, xc, wc, yc);
-    cpu.conv_backward_data(p, wc, dyc, dxc);
-    cpu.conv_backward_filter(p, xc, dyc, dwc);
+    const ConvTwins t = make_conv_twins(g, c, dtype, Layout::NHWC, 81);
+    const Tensor &x = t.x, &w = t.w, &dy = t.dy, &y = t.y, &dx = t.dx, &dw = t.dw;
+    const Tensor &yc = t.yc, &dxc = t.dxc, &dwc = t.dwc;
+    const Shape& ws = t.ws;
     for (int round = 0; round < 2; ++round) {  // the searching call, then the planned one
       g.fill(dx, 9.0f);  // a padded path that forgot to copy back would leave this
       g.fill(dw, 9.0f);
@@ -324,16 +350,6 @@ INSTANTIATE_TEST_SUITE_P(
 // Every plan the graph API offers for a shape (not only the one a search picks on this machine:
 // another GPU or cuDNN may rank them otherwise) computes each direction within the precision's
 // tolerance. bf16/fp16 channels-last as the nets run them, and tf32 (f32 NCHW with TF32 allowed).
-#if CNNSCALE_HAVE_CUDA
-cuda::GraphTensor graph_operand(const Shape& s, Layout layout) {
-  cuda::GraphTensor t;
-  t.dims = {s[0], s[1], s[2], s[3]};
-  t.strides = layout == Layout::NHWC ? std::array<int64_t, 4>{s[1] * s[2] * s[3], 1, s[3] * s[1], s[1]}
-                                     : std::array<int64_t, 4>{s[1] * s[2] * s[3], s[2] * s[3], s[3], 1};
-  return t;
-}
-#endif
-
 // TF32 rounds x and w to 11 significant bits (u = 2^-11), so each product errs by <= 2u of itself
 // and an output by a sum of K such errors of random sign: a standard deviation <= 2u sqrt(sum
 // (x w)^2), while for U(-1, 1) operands the largest of the outputs is >= 3 of their standard
@@ -356,48 +372,23 @@ TEST_P(CudaConvGraphPlans, EveryPlanMatchesTheCpu) {
   options.allow_tf32 = tf32;
   CudaBackend g(0, options);
   Backend& cpu = cpu_backend();
-  Shape ws{c.filters, c.x.c() / p.groups, p.kernel_h, p.kernel_w};
-  Shape ys{c.x.n(), c.filters, conv_output_dim(c.x.h(), p.kernel_h, p.stride_h, p.pad_h, p.dilation_h),
-           conv_output_dim(c.x.w(), p.kernel_w, p.stride_w, p.pad_w, p.dilation_w)};
-  auto operand = [&](const Shape& s, uint64_t seed, Tensor& on_cpu) {
-    Tensor t = g.alloc(s, dtype).as_layout(layout);
-    fill_uniform(g, t, seed, -1.0f, 1.0f);
-    on_cpu = cpu.alloc(s);
-    from_host(cpu, on_cpu, to_host(g, t));
-    return t;
-  };
-  Tensor xc, wc, dyc;
-  Tensor x = operand(c.x, 91, xc), w = operand(ws, 92, wc), dy = operand(ys, 93, dyc);
-  Tensor y = g.alloc(ys, dtype).as_layout(layout), dx = g.alloc(c.x, dtype).as_layout(layout),
-         dw = g.alloc(ws, dtype).as_layout(layout);
-  Tensor yc = cpu.alloc(ys), dxc = cpu.alloc(c.x), dwc = cpu.alloc(ws);
-  cpu.conv_forward(p, xc, wc, yc);
-  cpu.conv_backward_data(p, wc, dyc, dxc);
-  cpu.conv_backward_filter(p, xc, dyc, dwc);
+  const ConvTwins t = make_conv_twins(g, c, dtype, layout, 91);
 
   constexpr size_t kWorkspace = size_t{256} << 20;
   Tensor workspace = g.alloc(Shape({static_cast<int64_t>(kWorkspace / 4)}), DType::F32);
   struct Direction {
     const char* name;
     cuda::ConvDirection dir;
-    Tensor *out, *ref;
+    const Tensor *out, *ref;
     void *x_role, *w_role, *y_role;  // the operands in ConvGraphPlan::execute's order
   };
   const Direction directions[] = {
-      {"forward y", cuda::ConvDirection::Forward, &y, &yc, x.raw(), w.raw(), y.raw()},
-      {"backward data dx", cuda::ConvDirection::BackwardData, &dx, &dxc, dx.raw(), w.raw(), dy.raw()},
-      {"backward filter dw", cuda::ConvDirection::BackwardFilter, &dw, &dwc, x.raw(), dw.raw(), dy.raw()}};
+      {"forward y", cuda::ConvDirection::Forward, &t.y, &t.yc, t.x.raw(), t.w.raw(), t.y.raw()},
+      {"backward data dx", cuda::ConvDirection::BackwardData, &t.dx, &t.dxc, t.dx.raw(), t.w.raw(), t.dy.raw()},
+      {"backward filter dw", cuda::ConvDirection::BackwardFilter, &t.dw, &t.dwc, t.x.raw(), t.dw.raw(),
+       t.dy.raw()}};
   for (const Direction& d : directions) {
-    cuda::ConvGraphSpec spec;
-    spec.direction = d.dir;
-    spec.data_type = cuda::cudnn_type(dtype);
-    spec.x = graph_operand(c.x, layout);
-    spec.w = graph_operand(ws, layout);
-    spec.y = graph_operand(ys, layout);
-    spec.pad = {p.pad_h, p.pad_w};
-    spec.stride = {p.stride_h, p.stride_w};
-    spec.dilation = {p.dilation_h, p.dilation_w};
-    spec.allow_tf32 = tf32;
+    const cuda::ConvGraphSpec spec = cuda::conv_graph_spec(d.dir, dtype, layout, c.x, t.ws, t.ys, p, tf32);
     const auto plans = cuda::conv_graph_plans(g.cudnn_handle(), spec, kWorkspace, 64);
     EXPECT_FALSE(plans.empty()) << c.name << " " << d.name << ": the graph API offered no plan";
     for (const auto& plan : plans) {
@@ -415,7 +406,8 @@ TEST_P(CudaConvGraphPlans, EveryPlanMatchesTheCpu) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, CudaConvGraphPlans,
-    ::testing::Combine(::testing::Values(PadCase{"gait_conv1_c56_k7", {2, 56, 16, 16}, 16, conv(7, 7, 1, 1, 0, 0, 1, 1)},
+    ::testing::Combine(::testing::Values(PadCase{"gait_conv1_c56_k7", {2, 56, 16, 16}, 16,
+                                                 conv(7, 7, 1, 1, 0, 0, 1, 1)},
                                          PadCase{"k3_pad1_c64", {2, 64, 10, 10}, 64, conv(3, 3, 1, 1, 1, 1, 1, 1)},
                                          PadCase{"k3_stride2_pad1", {2, 32, 15, 15}, 48, conv(3, 3, 2, 2, 1, 1, 1, 1)},
                                          PadCase{"k5_pad2_groups2", {2, 32, 11, 11}, 64, conv(5, 5, 1, 1, 2, 2, 1, 2)},

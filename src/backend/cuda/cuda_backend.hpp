@@ -254,6 +254,11 @@ class CudaBackend final : public Backend {
   void run_conv_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw);
   void find_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx);
   void find_conv_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw);
+  // The search of one direction that the three find_conv_* share (cuda_conv.cpp says how).
+  template <typename Perf, typename Heuristic, typename Find>
+  ConvAlgoChoice search_direction(const char* op, ConvPlan& plan, cuda::ConvDirection direction, int count,
+                                  const std::array<void*, 3>& operands, const Shape& x, const Shape& w,
+                                  Heuristic&& heuristic, Find&& find);
   // Times the graph-API plans for one direction of `plan` on the search's buffers (x, w, y in the
   // direction's roles, as ConvGraphPlan::execute takes them) and makes the fastest `choice.graph`
   // if it beats the legacy algorithm already in `choice`.

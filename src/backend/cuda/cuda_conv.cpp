@@ -138,17 +138,6 @@ class SearchBuffer {
   size_t bytes_ = 0;
 };
 
-// Extents and strides of a 4-d operand in the graph API's terms (KRSC filters when channels-last).
-cuda::GraphTensor graph_tensor(const Shape& s, Layout layout) {
-  cuda::GraphTensor t;
-  t.dims = {s[0], s[1], s[2], s[3]};
-  if (layout == Layout::NHWC)
-    t.strides = {s[1] * s[2] * s[3], 1, s[3] * s[1], s[1]};
-  else
-    t.strides = {s[1] * s[2] * s[3], s[2] * s[3], s[3], 1};
-  return t;
-}
-
 // A pair of timing events, destroyed whatever happens to the search.
 struct EventPair {
   cudaEvent_t start = nullptr, stop = nullptr;
@@ -172,17 +161,8 @@ void CudaBackend::search_graph_plans(const char* op, const ConvPlan& plan, cuda:
   // Deterministic runs keep cuDNN's heuristic legacy choice: timing plans would make it vary.
   if (options_.deterministic || options_.conv_graph_plans <= 0 || (plan.dtype == DType::F32 && !options_.allow_tf32))
     return;
-  cuda::ConvGraphSpec spec;
-  spec.direction = direction;
-  spec.data_type = cuda::cudnn_type(plan.dtype);
-  spec.x = graph_tensor(plan.x_shape, plan.layout);
-  spec.w = graph_tensor(plan.w_shape, plan.layout);
-  spec.y = graph_tensor(plan.y_shape, plan.layout);
-  spec.pad = {plan.params.pad_h, plan.params.pad_w};
-  spec.stride = {plan.params.stride_h, plan.params.stride_w};
-  spec.dilation = {plan.params.dilation_h, plan.params.dilation_w};
-  spec.allow_tf32 = options_.allow_tf32;
-  spec.deterministic = options_.deterministic;
+  const cuda::ConvGraphSpec spec = cuda::conv_graph_spec(direction, plan.dtype, plan.layout, plan.x_shape,
+                                                         plan.w_shape, plan.y_shape, plan.params, options_.allow_tf32);
   const auto t0 = std::chrono::steady_clock::now();
   auto plans = cuda::conv_graph_plans(cudnn_, spec, workspace_bytes, options_.conv_graph_plans);
   const auto t1 = std::chrono::steady_clock::now();
@@ -235,11 +215,10 @@ void CudaBackend::search_graph_plans(const char* op, const ConvPlan& plan, cuda:
   }
   const auto t2 = std::chrono::steady_clock::now();
   auto ms_between = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
-  log::debug("{} x {} w {}: {} graph plans built in {:.0f} ms, timed in {:.0f} ms", op, plan.x_shape.to_string(),
-             plan.w_shape.to_string(), plans.size(), ms_between(t0, t1), ms_between(t1, t2));
   const bool wins = best && best_ms < choice.measured_ms;
-  log::debug("{} x {} w {}: graph API:{}; {} (legacy algo {} {:.3f} ms)", op, plan.x_shape.to_string(),
-             plan.w_shape.to_string(), log_line.empty() ? " no plan ran" : log_line,
+  log::debug("{} x {} w {}: {} graph plans built in {:.0f} ms, timed in {:.0f} ms:{}; {} (legacy algo {} {:.3f} ms)",
+             op, plan.x_shape.to_string(), plan.w_shape.to_string(), plans.size(), ms_between(t0, t1),
+             ms_between(t1, t2), log_line.empty() ? " no plan ran" : log_line,
              wins ? "graph plan " + best->name() + " runs" : std::string("legacy algorithm runs"), choice.algo,
              choice.measured_ms);
   if (!wins) return;
@@ -392,79 +371,68 @@ const ConvPlan* CudaBackend::find_conv_plan(const ConvParams& p, const Shape& x,
 
 // The searches run every algorithm on the real buffers (overwriting the op's output, which the
 // op then computes anyway) and synchronise: once per shape and direction, outside steady state.
-void CudaBackend::find_conv_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& y) {
+// Deterministic runs rank by cuDNN's heuristics instead (heuristic_ranked) and need no buffer.
+// `operands` are x, w and y in the direction's roles, as ConvGraphPlan::execute takes them;
+// heuristic(n, returned, perf) and find(n, returned, perf, workspace, bytes) are the direction's
+// cudnnGet*Algorithm_v7 and cudnnFind*AlgorithmEx.
+template <typename Perf, typename Heuristic, typename Find>
+ConvAlgoChoice CudaBackend::search_direction(const char* op, ConvPlan& plan, cuda::ConvDirection direction, int count,
+                                             const std::array<void*, 3>& operands, const Shape& x, const Shape& w,
+                                             Heuristic&& heuristic, Find&& find) {
   const size_t limit = search_workspace_limit();
   SearchBuffer buf(options_.deterministic ? 0 : limit, stream());
   CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, conv_math(plan.dtype)));
-  const auto perf = options_.deterministic ? heuristic_ranked<cudnnConvolutionFwdAlgoPerf_t>(
-                                                 CUDNN_CONVOLUTION_FWD_ALGO_COUNT, [&](int n, int* got, auto* r) {
-                                                   return cudnnGetConvolutionForwardAlgorithm_v7(
-                                                       cudnn_, plan.x, plan.w, plan.conv, plan.y, n, got, r);
-                                                 })
-                                           : find_ranked<cudnnConvolutionFwdAlgoPerf_t>([&] {
-    std::vector<cudnnConvolutionFwdAlgoPerf_t> r(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
-    int returned = 0;
-    CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(cudnn_, plan.x, x.raw(), plan.w, w.raw(), plan.conv, plan.y,
-                                                       y.raw(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, r.data(),
-                                                       buf.ptr(), buf.bytes()));
-    r.resize(static_cast<size_t>(returned));
-    return r;
-  });
-  plan.fwd = pick_algorithm(perf.data(), static_cast<int>(perf.size()), options_.deterministic ? limit : buf.bytes(),
-                            options_, plan.dtype,
-                            "conv_forward", x.shape(), w.shape());
-  search_graph_plans("conv_forward", plan, cuda::ConvDirection::Forward, plan.fwd, x.raw(), w.raw(), y.raw(),
-                     buf.ptr(), buf.bytes());
+  const std::vector<Perf> perf =
+      options_.deterministic ? heuristic_ranked<Perf>(count, heuristic) : find_ranked<Perf>([&] {
+        std::vector<Perf> r(static_cast<size_t>(count));
+        int returned = 0;
+        CUDNN_CHECK(find(count, &returned, r.data(), buf.ptr(), buf.bytes()));
+        r.resize(static_cast<size_t>(returned));
+        return r;
+      });
+  ConvAlgoChoice choice = pick_algorithm(perf.data(), static_cast<int>(perf.size()),
+                                         options_.deterministic ? limit : buf.bytes(), options_, plan.dtype, op, x, w);
+  search_graph_plans(op, plan, direction, choice, operands[0], operands[1], operands[2], buf.ptr(), buf.bytes());
+  return choice;
+}
+
+void CudaBackend::find_conv_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& y) {
+  plan.fwd = search_direction<cudnnConvolutionFwdAlgoPerf_t>(
+      "conv_forward", plan, cuda::ConvDirection::Forward, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, {x.raw(), w.raw(), y.raw()},
+      x.shape(), w.shape(),
+      [&](int n, int* got, cudnnConvolutionFwdAlgoPerf_t* r) {
+        return cudnnGetConvolutionForwardAlgorithm_v7(cudnn_, plan.x, plan.w, plan.conv, plan.y, n, got, r);
+      },
+      [&](int n, int* got, cudnnConvolutionFwdAlgoPerf_t* r, void* ws, size_t bytes) {
+        return cudnnFindConvolutionForwardAlgorithmEx(cudnn_, plan.x, x.raw(), plan.w, w.raw(), plan.conv, plan.y,
+                                                      y.raw(), n, got, r, ws, bytes);
+      });
 }
 
 void CudaBackend::find_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx) {
-  const size_t limit = search_workspace_limit();
-  SearchBuffer buf(options_.deterministic ? 0 : limit, stream());
-  CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, conv_math(plan.dtype)));
-  const auto perf = options_.deterministic ? heuristic_ranked<cudnnConvolutionBwdDataAlgoPerf_t>(
-                                                 CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, [&](int n, int* got, auto* r) {
-                                                   return cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                                                       cudnn_, plan.w, plan.y, plan.conv, plan.x, n, got, r);
-                                                 })
-                                           : find_ranked<cudnnConvolutionBwdDataAlgoPerf_t>([&] {
-    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> r(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
-    int returned = 0;
-    CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(cudnn_, plan.w, w.raw(), plan.y, dy.raw(), plan.conv,
-                                                            plan.x, dx.raw(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
-                                                            &returned, r.data(), buf.ptr(), buf.bytes()));
-    r.resize(static_cast<size_t>(returned));
-    return r;
-  });
-  plan.bwd_data = pick_algorithm(perf.data(), static_cast<int>(perf.size()), options_.deterministic ? limit : buf.bytes(),
-                                 options_, plan.dtype,
-                                 "conv_backward_data", dx.shape(), w.shape());
-  search_graph_plans("conv_backward_data", plan, cuda::ConvDirection::BackwardData, plan.bwd_data, dx.raw(), w.raw(),
-                     dy.raw(), buf.ptr(), buf.bytes());
+  plan.bwd_data = search_direction<cudnnConvolutionBwdDataAlgoPerf_t>(
+      "conv_backward_data", plan, cuda::ConvDirection::BackwardData, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+      {dx.raw(), w.raw(), dy.raw()}, dx.shape(), w.shape(),
+      [&](int n, int* got, cudnnConvolutionBwdDataAlgoPerf_t* r) {
+        return cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnn_, plan.w, plan.y, plan.conv, plan.x, n, got, r);
+      },
+      [&](int n, int* got, cudnnConvolutionBwdDataAlgoPerf_t* r, void* ws, size_t bytes) {
+        return cudnnFindConvolutionBackwardDataAlgorithmEx(cudnn_, plan.w, w.raw(), plan.y, dy.raw(), plan.conv,
+                                                           plan.x, dx.raw(), n, got, r, ws, bytes);
+      });
 }
 
 void CudaBackend::find_conv_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw) {
-  const size_t limit = search_workspace_limit();
-  SearchBuffer buf(options_.deterministic ? 0 : limit, stream());
-  CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, conv_math(plan.dtype)));
-  const auto perf = options_.deterministic ? heuristic_ranked<cudnnConvolutionBwdFilterAlgoPerf_t>(
-                                                 CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, [&](int n, int* got, auto* r) {
-                                                   return cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                                                       cudnn_, plan.x, plan.y, plan.conv, plan.w, n, got, r);
-                                                 })
-                                           : find_ranked<cudnnConvolutionBwdFilterAlgoPerf_t>([&] {
-    std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> r(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
-    int returned = 0;
-    CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(cudnn_, plan.x, x.raw(), plan.y, dy.raw(), plan.conv,
-                                                              plan.w, dw.raw(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
-                                                              &returned, r.data(), buf.ptr(), buf.bytes()));
-    r.resize(static_cast<size_t>(returned));
-    return r;
-  });
-  plan.bwd_filter = pick_algorithm(perf.data(), static_cast<int>(perf.size()),
-                                   options_.deterministic ? limit : buf.bytes(), options_, plan.dtype,
-                                   "conv_backward_filter", x.shape(), dw.shape());
-  search_graph_plans("conv_backward_filter", plan, cuda::ConvDirection::BackwardFilter, plan.bwd_filter, x.raw(),
-                     dw.raw(), dy.raw(), buf.ptr(), buf.bytes());
+  plan.bwd_filter = search_direction<cudnnConvolutionBwdFilterAlgoPerf_t>(
+      "conv_backward_filter", plan, cuda::ConvDirection::BackwardFilter, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+      {x.raw(), dw.raw(), dy.raw()}, x.shape(), dw.shape(),
+      [&](int n, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* r) {
+        return cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnn_, plan.x, plan.y, plan.conv, plan.w, n, got, r);
+      },
+      [&](int n, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* r, void* ws, size_t bytes) {
+        return cudnnFindConvolutionBackwardFilterAlgorithmEx(cudnn_, plan.x, x.raw(), plan.y, dy.raw(), plan.conv,
+                                                             plan.w, dw.raw(), n, got, r, ws, bytes);
+      });
 }
 
 void CudaBackend::conv_forward(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y) {

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "backend/cuda/cuda_check.hpp"
+#include "backend/cuda/cudnn_descriptors.hpp"
 #include "core/log.hpp"
 
 namespace cnnscale::cuda {
@@ -188,15 +189,15 @@ bool config_facts(const Desc& config, ConfigFacts& facts) {
 
 // Which engines a run may use. Accumulation stays fp32 in every precision (no reduced-precision
 // reduction); f32 data uses tensor cores (TF32, which down-converts the inputs) only where TF32 is
-// allowed, as in the legacy path; deterministic runs refuse engines that say they are not; engines
-// that need reordered int8 filters or biases cannot take our operands.
+// allowed, as in the legacy path; engines that need reordered int8 filters or biases cannot take
+// our operands. (Deterministic runs use no graph plans: their choice must not depend on timing.)
 const char* refusal(const ConvGraphSpec& s, const ConfigFacts& f) {
   auto has = [](const auto& notes, auto note) { return std::find(notes.begin(), notes.end(), note) != notes.end(); };
   if (has(f.numerical, CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION)) return "reduced-precision reduction";
-  if (s.data_type == CUDNN_DATA_FLOAT && !s.allow_tf32 &&
-      (has(f.numerical, CUDNN_NUMERICAL_NOTE_TENSOR_CORE) || has(f.numerical, CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS)))
+  const bool tf32 = has(f.numerical, CUDNN_NUMERICAL_NOTE_TENSOR_CORE) ||
+                    has(f.numerical, CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS);
+  if (s.data_type == CUDNN_DATA_FLOAT && !s.allow_tf32 && tf32)
     return "TF32 not allowed";
-  if (s.deterministic && has(f.numerical, CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC)) return "nondeterministic";
   if (has(f.behavior, CUDNN_BEHAVIOR_NOTE_REQUIRES_FILTER_INT8x32_REORDER) ||
       has(f.behavior, CUDNN_BEHAVIOR_NOTE_REQUIRES_BIAS_INT8x32_REORDER))
     return "needs int8 reordering";
@@ -208,6 +209,31 @@ bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kAlignment
 }  // namespace
 
 ConvGraphPlan::~ConvGraphPlan() = default;
+
+GraphTensor graph_tensor(const Shape& s, Layout layout) {
+  GraphTensor t;
+  t.dims = {s[0], s[1], s[2], s[3]};
+  if (layout == Layout::NHWC)
+    t.strides = {s[1] * s[2] * s[3], 1, s[3] * s[1], s[1]};
+  else
+    t.strides = {s[1] * s[2] * s[3], s[2] * s[3], s[3], 1};
+  return t;
+}
+
+ConvGraphSpec conv_graph_spec(ConvDirection direction, DType dtype, Layout layout, const Shape& x, const Shape& w,
+                              const Shape& y, const ConvParams& p, bool allow_tf32) {
+  ConvGraphSpec spec;
+  spec.direction = direction;
+  spec.data_type = cudnn_type(dtype);
+  spec.x = graph_tensor(x, layout);
+  spec.w = graph_tensor(w, layout);
+  spec.y = graph_tensor(y, layout);
+  spec.pad = {p.pad_h, p.pad_w};
+  spec.stride = {p.stride_h, p.stride_w};
+  spec.dilation = {p.dilation_h, p.dilation_w};
+  spec.allow_tf32 = allow_tf32;
+  return spec;
+}
 
 cudnnStatus_t ConvGraphPlan::execute(cudnnHandle_t handle, void* x, void* w, void* y, void* workspace) const {
   if (!aligned(x) || !aligned(w) || !aligned(y) || (workspace_bytes_ > 0 && !aligned(workspace)))

@@ -15,6 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.hpp"
+#include "core/tensor.hpp"
+
 namespace cnnscale::cuda {
 
 enum class ConvDirection { Forward, BackwardData, BackwardFilter };
@@ -32,9 +35,15 @@ struct ConvGraphSpec {
   cudnnDataType_t data_type = CUDNN_DATA_FLOAT;
   GraphTensor x, w, y;  // w as (K, C/groups, R, S); a grouped convolution is implied by x's C
   std::array<int64_t, 2> pad{}, stride{1, 1}, dilation{1, 1};
-  bool allow_tf32 = false;      // f32 only: engines with the TENSOR_CORE note (TF32) allowed
-  bool deterministic = false;   // engines with the NONDETERMINISTIC note refused
+  bool allow_tf32 = false;  // f32 only: engines with the TENSOR_CORE note (TF32) allowed
 };
+
+// Extents and strides of a 4-d operand of `shape` stored in `layout` (KRSC filters when NHWC).
+GraphTensor graph_tensor(const Shape& shape, Layout layout);
+// The spec of one direction of the convolution x (*) w = y with parameters p, all operands of
+// storage `dtype` in `layout`.
+ConvGraphSpec conv_graph_spec(ConvDirection direction, DType dtype, Layout layout, const Shape& x, const Shape& w,
+                              const Shape& y, const ConvParams& p, bool allow_tf32);
 
 // A finalised execution plan for one ConvGraphSpec. Operands are passed in (x, w, y) order for
 // every direction: forward reads x and w and writes y; backward data reads w and dy (y) and writes
