@@ -350,12 +350,16 @@ INSTANTIATE_TEST_SUITE_P(
 // Every plan the graph API offers for a shape (not only the one a search picks on this machine:
 // another GPU or cuDNN may rank them otherwise) computes each direction within the precision's
 // tolerance. bf16/fp16 channels-last as the nets run them, and tf32 (f32 NCHW with TF32 allowed).
-// TF32 rounds x and w to 11 significant bits (u = 2^-11), so each product errs by <= 2u of itself
-// and an output by a sum of K such errors of random sign: a standard deviation <= 2u sqrt(sum
-// (x w)^2), while for U(-1, 1) operands the largest of the outputs is >= 3 of their standard
-// deviations sqrt(sum (x w)^2) (thousands of outputs here). Normalised, one output errs by
-// <= 2u/3 per standard deviation, and the largest of them stays below 5 of those: 10u/3. 8u leaves
-// margin on any machine; a wrong index, stride or pad is O(1).
+// TF32 keeps 11 significant bits of x and w (u = 2^-11). Whether a kernel rounds to nearest or
+// truncates, each operand errs by at most 2u of itself, so a product x_i w_i by at most 4u of
+// itself, with a mean part of at most 2u (truncation always shrinks) and a zero-mean part of random
+// sign. Fp32 accumulation of the K terms adds well under u. For an output y = sum x_i w_i the
+// mean part is at most 2u |y|, and the zero-mean part has a standard deviation of at most
+// 2u sqrt(sum (x_i w_i)^2). For U(-1, 1) operands the largest of the thousands of outputs here is at
+// least 3 of their standard deviations, which are sqrt(sum (x_i w_i)^2). Normalised by that largest
+// output, the mean part is at most 2u. The zero-mean part has a standard deviation of at most 2u/3,
+// and its largest value over every output stays below 5 of those, 10u/3. The total stays below
+// 16u/3 < 8u on any machine, whatever the kernel. A wrong index, stride or pad errs by O(1).
 constexpr double kTolTf32Conv = 8.0 / 2048.0;
 
 class CudaConvGraphPlans : public ::testing::TestWithParam<std::tuple<PadCase, DType>> {};
