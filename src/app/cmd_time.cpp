@@ -31,6 +31,7 @@ struct TimeArgs {
   bool json = false;
   bool no_fuse = false;
   std::string conv_search = "all";
+  std::string layout = "auto";
 };
 
 void run_time(TimeArgs& a) {
@@ -46,7 +47,8 @@ void run_time(TimeArgs& a) {
   if (a.classes > 0) net_options.classes = a.classes;
   NetSpec spec = NetSpec::load(resolve_network_path(a.net), net_options);
   std::unique_ptr<Backend> backend = make_backend(a.device, a.sm_count, a.options.precision,
-                                                  {conv_search_from_name(a.conv_search)});
+                                                  {conv_search_from_name(a.conv_search), false,
+                                                   layout_choice_from_name(a.layout)});
 
   std::optional<FusedSpec> fused;
   if (!a.no_fuse) fused.emplace(fuse_batch_norm_epilogues(spec));
@@ -72,6 +74,7 @@ void run_time(TimeArgs& a) {
                         {"peak_memory_bytes", r.peak_memory_bytes},
                         {"fused_epilogues", fused ? fused->fused.size() : 0},
                         {"conv_search", a.conv_search},
+                        {"layout", a.layout},
                         {"layers", layers}};
     std::printf("%s\n", j.dump().c_str());
     std::fflush(stdout);
@@ -116,6 +119,11 @@ void register_time(CLI::App& app) {
   cmd->add_option("--conv-search", a.conv_search,
                   "GPU convolution algorithms searched: all (legacy and graph-API engines) or legacy")
       ->check(CLI::IsMember({"all", "legacy"}))
+      ->capture_default_str();
+  cmd->add_option("--layout", a.layout,
+                  "Memory order of 4-d activations: auto (channels-last on a GPU in bf16, fp16 and tf32), nchw or "
+                  "nhwc (GPU only)")
+      ->check(CLI::IsMember({"auto", "nchw", "nhwc"}))
       ->capture_default_str();
   cmd->callback([args] { run_time(*args); });
 }

@@ -31,6 +31,7 @@ struct TrainArgs {
   bool no_fuse = false;            // --no-fuse; likewise options.fuse_epilogues
   std::string conv_search = "all";  // --conv-search: all | legacy (ConvSearch)
   bool deterministic = false;       // --deterministic (AlgorithmChoice)
+  std::string layout = "auto";      // --layout: auto | nchw | nhwc (LayoutChoice)
   bool mfu = false;                // --mfu: measure the matmul peak after training (put_mfu)
   std::vector<int64_t> input_shape;
   int64_t classes = 0;

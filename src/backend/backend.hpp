@@ -119,6 +119,13 @@ class Backend {
   // SMs of the GPU partition this backend is confined to, as granted (the driver may round the
   // request up); 0 for the whole device or the CPU.
   virtual int granted_sms() const { return 0; }
+  // The memory order a net computing in `compute` keeps its 4-d activations and filters in: NCHW
+  // here (the CPU reference); the CUDA backend answers channels-last where its tensor-core kernels
+  // want it.
+  virtual Layout activation_layout_for(DType compute) const {
+    (void)compute;
+    return Layout::NCHW;
+  }
 
   // ---- memory -------------------------------------------------------------------------------
   virtual Tensor alloc(const Shape& shape, DType dtype = DType::F32) = 0;  // zero-filled
@@ -275,13 +282,22 @@ enum class ConvSearch { All, Legacy };
 inline ConvSearch conv_search_from_name(const std::string& s) {
   return s == "legacy" ? ConvSearch::Legacy : ConvSearch::All;
 }
-// How a GPU backend chooses its algorithms.
+// The memory order of a net's 4-d activations (--layout): Auto, the backend's choice for the
+// precision (Backend::activation_layout_for: channels-last on a GPU in 16 bits and TF32); NCHW or
+// NHWC forced on a GPU, to measure what the order costs. The CPU computes in NCHW only.
+enum class LayoutChoice { Auto, NCHW, NHWC };
+// From --layout's value, which the command line has checked to be "auto", "nchw" or "nhwc".
+inline LayoutChoice layout_choice_from_name(const std::string& s) {
+  return s == "nchw" ? LayoutChoice::NCHW : s == "nhwc" ? LayoutChoice::NHWC : LayoutChoice::Auto;
+}
+// How a GPU backend chooses its algorithms and memory order.
 struct AlgorithmChoice {
   ConvSearch conv_search = ConvSearch::All;
   // Deterministic algorithms only, and chosen by cuDNN's heuristics instead of by timing them, so
   // that every process makes the same choice and a resumed run continues bit for bit
   // (--deterministic; convolutions then choose among the legacy algorithms, whatever conv_search).
   bool deterministic = false;
+  LayoutChoice layout = LayoutChoice::Auto;
 };
 std::unique_ptr<Backend> make_backend(const std::string& spec, int sm_count = 0, Precision precision = Precision::FP32,
                                       AlgorithmChoice algorithms = {});

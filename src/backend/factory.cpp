@@ -60,6 +60,8 @@ std::unique_ptr<Backend> make_backend(const std::string& spec, int sm_count, Pre
   if (sm_count < 0) throw_config("--sm-counts: SM counts must be >= 1, got {}", sm_count);
   if (spec == "cpu") {
     if (sm_count != 0) throw_config("--sm-counts applies to GPU ranks");
+    if (algorithms.layout == LayoutChoice::NHWC)
+      throw_config("--layout nhwc runs on a GPU only: the CPU backend computes in NCHW");
     check_backend_precision(spec, precision);
     return std::make_unique<CpuBackend>();
   }
@@ -76,8 +78,7 @@ std::unique_ptr<Backend> make_backend(const std::string& spec, int sm_count, Pre
     throw_config("--device '{}': expected cpu, gpu or gpu:N", spec);
   }
 #if CNNSCALE_HAVE_CUDA
-  return make_cuda_backend(index, sm_count, uses_tf32(precision), algorithms.conv_search == ConvSearch::All,
-                           algorithms.deterministic);
+  return make_cuda_backend(index, sm_count, uses_tf32(precision), algorithms);
 #else
   (void)index;
   (void)algorithms;

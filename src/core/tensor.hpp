@@ -99,15 +99,11 @@ class Tensor {
   Layout layout_ = Layout::NCHW;
 };
 
-// A net's memory order for its activations: 16-bit ones channels-last on a GPU, where cuDNN's
-// tensor-core convolutions and batch norm want them; NCHW on the CPU reference and in f32.
-inline Layout preferred_activation_layout(DType compute, const Device& device) {
-  return compute != DType::F32 && compute != DType::I32 && !device.is_cpu() ? Layout::NHWC : Layout::NCHW;
-}
-// The order an activation of `shape` and `dtype` takes in a net preferring `preferred`: f32 and i32
-// tensors (losses, labels) stay NCHW, the rest as activation_layout() says.
-inline Layout activation_layout(Layout preferred, const Shape& shape, DType dtype) {
-  if (dtype == DType::F32 || dtype == DType::I32) return Layout::NCHW;
+// The order an activation of `shape` and `dtype` takes in a net computing in `compute` and preferring
+// `preferred` (Backend::activation_layout_for): tensors of the compute dtype as activation_layout()
+// says; those of another dtype (the f32 losses and accuracies of a 16-bit net, i32 labels) stay NCHW.
+inline Layout activation_layout(Layout preferred, const Shape& shape, DType dtype, DType compute) {
+  if (dtype != compute || dtype == DType::I32) return Layout::NCHW;
   return activation_layout(preferred, shape.rank(), shape.rank() == 4 ? shape.h() * shape.w() : 1);
 }
 

@@ -49,7 +49,8 @@ class ConvolutionLayer final : public Layer {
       specs.push_back(
           ParamSpec{"bias", Shape{num_output_}, bias_filler_, mults_[1].lr_mult, mults_[1].decay_mult, 1, 1});
     for (auto& s : specs) s.dtype = cfg_.activation_dtype;  // compute copies in the activations' dtype
-    specs[0].layout = activation_layout(cfg_.activation_layout, specs[0].shape, specs[0].dtype);  // KRSC filters
+    specs[0].layout = activation_layout(cfg_.activation_layout, specs[0].shape, specs[0].dtype,
+                                        cfg_.activation_dtype);  // KRSC filters
     return specs;
   }
 

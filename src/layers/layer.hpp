@@ -34,8 +34,8 @@ struct ParamSpec {
   float decay_mult = 1.0f;
   int64_t fan_in = 1, fan_out = 1;  // for xavier/msra
   // Storage of the data and diff the layer computes with. The net keeps an f32 master copy and an
-  // f32 gradient of every parameter; a 16-bit parameter's data is refreshed from its master before
-  // each forward and its diff widened into the f32 gradient after the layer's backward.
+  // f32 gradient of every parameter; a 16-bit or channels-last parameter's data is refreshed from its
+  // master before each forward and its diff converted into the f32 gradient after the layer's backward.
   DType dtype = DType::F32;
   // Memory order of the compute copy (data and diff; the f32 master is always NCHW): convolution
   // filters follow the activations' layout, (K, R, S, C/groups) in memory when channels-last.
@@ -104,8 +104,9 @@ struct LayerConfig {
   ConfigNode node;         // the whole layer mapping (for parameters and errors)
   uint64_t layer_index = 0;  // position in the net; decorrelates per-layer random streams
   DType activation_dtype = DType::F32;  // storage of this layer's tops and their diffs
-  // Memory order the net prefers for 4-d activations (activation_layout() in core/dtype.hpp says
-  // which tensors actually take it); channels-last for 16-bit activations on the GPU.
+  // Memory order the net prefers for 4-d activations (activation_layout() in core/tensor.hpp says
+  // which tensors actually take it): Backend::activation_layout_for, channels-last on the GPU in
+  // 16 bits and TF32.
   Layout activation_layout = Layout::NCHW;
 };
 

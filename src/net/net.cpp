@@ -6,9 +6,11 @@
 // offsets that conv/fully-connected layers compute with. Each forward refreshes the 16-bit weights
 // from the masters (one conversion per parameter) and widens the f32 input; each backward widens
 // a layer's 16-bit gradients into the f32 flat gradient right after that layer, before the
-// data-parallel exchange can see them, dividing out the fp16 loss scale on the way. On a GPU the
-// 16-bit 4-d activations and convolution filters are channels-last (NHWC); the conversions between
-// the masters and the compute copies permute them.
+// data-parallel exchange can see them, dividing out the fp16 loss scale on the way.
+// Where the backend wants channels-last (Backend::activation_layout_for: on a GPU, 16-bit and TF32),
+// 4-d activations and convolution filters are NHWC (filters KRSC). The masters stay NCHW, so
+// checkpoints, initialisation and the exchange are the same in every precision; channels-last f32
+// filters get f32 mirrors, and the conversions between masters and compute copies permute them.
 #include <cmath>
 #include <map>
 #include <random>
@@ -50,12 +52,16 @@ struct NetLayer {
 
 int64_t align_up(int64_t n, int64_t a) { return (n + a - 1) / a * a; }
 
+// A parameter computes on a copy of its f32 NCHW master when it is stored otherwise: in 16 bits, or
+// channels-last (KRSC filters).
+bool needs_mirror(const ParamSpec& s) { return s.dtype != DType::F32 || s.layout != Layout::NCHW; }
+
 }  // namespace
 
 struct Net::Impl {
   Backend& backend;
   DType compute = DType::F32;
-  Layout layout = Layout::NCHW;  // preferred for 4-d activations (channels-last with 16 bits on a GPU)
+  Layout layout = Layout::NCHW;  // preferred for 4-d activations (Backend::activation_layout_for)
   NetUse use = NetUse::Training;
   int64_t batch = 0;
   uint64_t seed = 0;
@@ -64,8 +70,8 @@ struct Net::Impl {
   std::map<std::string, int> blob_index;
   std::vector<NetLayer> layers;
   Tensor flat_params, flat_grads;        // (P) f32 masters
-  Tensor compute_params, compute_grads;  // (P) 16-bit mirrors (mixed precision only)
-  Tensor input_compute;                  // the input in the compute dtype (mixed precision only)
+  Tensor compute_params, compute_grads;  // (P) compute copies (16-bit, or channels-last f32 filters)
+  Tensor input_compute;                  // the input in the compute dtype and layout, where either differs
   double grad_scale = 1.0;               // fp16 loss scale, divided out when gradients are widened
   std::vector<Param*> params;      // network order
   std::vector<std::pair<std::string, Tensor>> state;
@@ -93,11 +99,11 @@ struct Net::Impl {
   void allocate_params();
   void allocate_state();
   void sum_extra_diffs(const Blob& blob);
-  // A zeroed activation tensor in the net's layout where that applies (16-bit 4-d tensors).
+  // A zeroed activation tensor in the net's layout where that applies (4-d tensors of the compute dtype).
   Tensor activation(const Shape& shape, DType dtype) {
-    return backend.alloc(shape, dtype).as_layout(activation_layout(layout, shape, dtype));
+    return backend.alloc(shape, dtype).as_layout(activation_layout(layout, shape, dtype, compute));
   }
-  std::vector<Param*> mirrored_params;  // 16-bit compute copies, refreshed from their masters
+  std::vector<Param*> mirrored_params;  // compute copies, refreshed from their masters
   bool weights_frozen = false, mirrors_current = false;  // see Net::freeze_weights
 };
 
@@ -171,7 +177,8 @@ void Net::Impl::allocate_activations(int64_t batch_size) {
   }
   input_compute = Tensor();
   blobs[0].data = backend.alloc(Shape({batch, input_shape[0], input_shape[1], input_shape[2]}), DType::F32);
-  if (compute != DType::F32) input_compute = activation(blobs[0].data.shape(), compute);
+  if (compute != DType::F32 || activation_layout(layout, blobs[0].data.shape(), compute, compute) != Layout::NCHW)
+    input_compute = activation(blobs[0].data.shape(), compute);
   blobs[1].data = backend.alloc(Shape({batch}), DType::I32);
   for (auto& nl : layers) {
     std::vector<Shape> bottom_shapes;
@@ -237,7 +244,7 @@ void Net::Impl::allocate_params() {
     for (const auto& s : specs[l]) {
       CNNSCALE_CHECK(s.dtype == DType::F32 || s.dtype == compute, "layer '{}' parameter '{}' is {} in a {} net",
                      layers[l].layer->name(), s.name, dtype_name(s.dtype), dtype_name(compute));
-      mirrored |= s.dtype != DType::F32;
+      mirrored |= needs_mirror(s);
     }
   if (mirrored) {
     compute_params = backend.alloc(Shape({total}), compute);
@@ -254,7 +261,7 @@ void Net::Impl::allocate_params() {
       const ParamSpec& s = specs[l][p];
       fill_param(s, rng, host.data() + offsets[l][p]);
       Tensor master = flat_params.view(offsets[l][p], s.shape), master_diff = flat_grads.view(offsets[l][p], s.shape);
-      if (s.dtype == DType::F32)
+      if (!needs_mirror(s))
         bound.push_back({s, master, master_diff, master, master_diff});
       else
         bound.push_back({s, compute_params.view(offsets[l][p], s.shape).as_layout(s.layout),
@@ -262,7 +269,7 @@ void Net::Impl::allocate_params() {
     }
     for (auto& p : bound) {
       params.push_back(&p);
-      if (p.data.dtype() != DType::F32) mirrored_params.push_back(&p);
+      if (needs_mirror(p.spec)) mirrored_params.push_back(&p);
     }
   }
   backend.upload(host.data(), flat_params);
@@ -294,7 +301,7 @@ Net::Net(const NetSpec& spec, Backend& backend, int64_t batch, uint64_t seed, DT
   if (compute != DType::F32 && compute != DType::BF16 && compute != DType::F16)
     throw_config("compute dtype {} is not f32, bf16 or f16", dtype_name(compute));
   impl_->compute = compute;
-  impl_->layout = preferred_activation_layout(compute, backend.device());
+  impl_->layout = backend.activation_layout_for(compute);
   impl_->seed = seed;
   impl_->build(spec.impl(), batch);
 }
@@ -356,10 +363,10 @@ void Net::backward(uint64_t iteration, const std::function<void(size_t layer_ind
     if (nl.runs_backward) {
       for (int t : nl.tops) m.sum_extra_diffs(m.blobs[t]);
       nl.layer->backward(ctx, nl.bottom_data, nl.top_data, nl.top_diff, nl.propagate, nl.bottom_diff);
-      // f32 parameters (batch norm) computed their gradients from the scaled loss too.
+      // Unmirrored parameters (batch norm) computed their gradients from the scaled loss too.
       const auto unscale = static_cast<float>(1.0 / m.grad_scale);
       for (const Param& p : nl.layer->params())
-        if (p.diff.dtype() != DType::F32 || unscale != 1.0f) m.backend.convert(p.diff, p.master_diff, unscale);
+        if (needs_mirror(p.spec) || unscale != 1.0f) m.backend.convert(p.diff, p.master_diff, unscale);
     }
     if (after_layer) after_layer(l);
   }

@@ -37,11 +37,12 @@ LayerHarness make_layer(Backend& backend, const std::string& yaml, const std::ve
   cfg.node = node;
   cfg.layer_index = 3;  // arbitrary but fixed: decorrelates from a layer at index 0
   cfg.activation_dtype = compute;
-  // The net's rules: 16-bit activations are channels-last on a GPU.
-  const Layout layout = preferred_activation_layout(compute, backend.device());
+  // The net's rules: the backend's memory order for this compute dtype (channels-last on a GPU in
+  // 16 bits and TF32) for 4-d tensors of the compute dtype.
+  const Layout layout = backend.activation_layout_for(compute);
   cfg.activation_layout = layout;
   auto activation = [&](const Shape& s, DType dtype) {
-    return backend.alloc(s, dtype).as_layout(activation_layout(layout, s, dtype));
+    return backend.alloc(s, dtype).as_layout(activation_layout(layout, s, dtype, compute));
   };
 
   LayerHarness h;
@@ -78,14 +79,15 @@ LayerHarness make_layer(Backend& backend, const std::string& yaml, const std::ve
   for (const auto& s : specs) {
     Tensor master = h.flat_params.view(offset, s.shape), master_diff = h.flat_grads.view(offset, s.shape);
     Param p{s, master, master_diff, master, master_diff};
-    if (s.dtype != DType::F32) {  // a 16-bit compute copy beside the f32 master, as the net keeps
+    const bool mirrored = s.dtype != DType::F32 || s.layout != Layout::NCHW;
+    if (mirrored) {  // a 16-bit or channels-last compute copy beside the f32 master, as the net keeps
       p.data = backend.alloc(s.shape, s.dtype).as_layout(s.layout);
       p.diff = backend.alloc(s.shape, s.dtype).as_layout(s.layout);
     }
     std::vector<float> host(static_cast<size_t>(s.shape.numel()));
     fill_param(s, rng, host.data());
     from_host(backend, p.master, host);
-    if (s.dtype != DType::F32) from_host(backend, p.data, host);
+    if (mirrored) from_host(backend, p.data, host);
     layer.params().push_back(p);
     offset += s.shape.numel();
   }
@@ -131,7 +133,7 @@ std::vector<float> to_host(Backend& backend, const Tensor& t) {
   std::vector<float> out(static_cast<size_t>(t.numel()));
   if (t.dtype() == DType::F32 && t.layout() == Layout::NCHW) {
     backend.download(t, out.data());
-  } else {  // 16-bit (maybe channels-last): widened exactly into NCHW on the backend first
+  } else {  // 16-bit or channels-last: widened exactly into NCHW f32 on the backend first
     Tensor wide = backend.alloc(t.shape());
     backend.convert(t, wide);
     backend.download(wide, out.data());
@@ -144,7 +146,7 @@ void from_host(Backend& backend, const Tensor& t, const std::vector<float>& valu
                  "from_host: {} values for {} {}", values.size(), dtype_name(t.dtype()), t.shape().to_string());
   if (t.dtype() == DType::F32 && t.layout() == Layout::NCHW) {
     backend.upload(values.data(), t);
-  } else {  // 16-bit: rounded to nearest even (and permuted if channels-last) by the backend
+  } else {  // 16-bit or channels-last: rounded to nearest even and/or permuted by the backend
     Tensor wide = backend.alloc(t.shape());
     backend.upload(values.data(), wide);
     backend.convert(wide, t);

@@ -120,6 +120,27 @@ TEST(GraphCli, ConvSearchAndDeterministicAreRecordedOnlyWhenNotTheDefault) {
   EXPECT_FALSE(fs::exists(fs::path(dir.str()) / "g" / "bad")) << "a refused run writes nothing";
 }
 
+// --layout: nchw is the CPU's only order (accepted, recorded); nhwc is refused on the CPU before
+// anything is written, with the flag named.
+TEST(GraphCli, LayoutIsRecordedAndNhwcRefusedOnTheCpu) {
+  TempDir dir;
+  CliResult nchw = train(dir.str(), "nchw", {"--layout", "nchw"});
+  ASSERT_EQ(nchw.exit_code, 0) << nchw.err;
+  const std::string config = read_run_results((fs::path(dir.str()) / "g" / "nchw").string()).config_text;
+  EXPECT_NE(config.find("\"layout\":\"nchw\""), std::string::npos) << config;
+  CliResult automatic = train(dir.str(), "auto", {"--layout", "auto"});
+  ASSERT_EQ(automatic.exit_code, 0) << automatic.err;
+  EXPECT_EQ(read_run_results((fs::path(dir.str()) / "g" / "auto").string()).config_text.find("layout"),
+            std::string::npos);
+  CliResult nhwc = train(dir.str(), "nhwc", {"--layout", "nhwc"});
+  EXPECT_EQ(nhwc.exit_code, 2) << nhwc.err;
+  EXPECT_NE(nhwc.err.find("--layout nhwc"), std::string::npos) << nhwc.err;
+  EXPECT_FALSE(fs::exists(fs::path(dir.str()) / "g" / "nhwc")) << "a refused run writes nothing";
+  CliResult bad = train(dir.str(), "bad", {"--layout", "nchwc"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("--layout"), std::string::npos) << bad.err;
+}
+
 TEST(GraphCli, HelpListsTheSwitches) {
   CliResult r = run_cnnscale({"train", "--help"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -128,6 +149,7 @@ TEST(GraphCli, HelpListsTheSwitches) {
   EXPECT_NE(r.out.find("--no-phase-marks"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--conv-search"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--deterministic"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--layout"), std::string::npos) << r.out;
 }
 
 }  // namespace

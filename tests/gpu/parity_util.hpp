@@ -61,6 +61,21 @@ inline double tol_16bit(DType t) {
   return 4.0 * (t == DType::BF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11)) + 1e-4;
 }
 
+// TF32 dot products (convolution, GEMM) against the f32 CPU reference. TF32 keeps 11 significant
+// bits of each operand (u = 2^-11). Whether a kernel rounds to nearest or truncates, each operand
+// errs by at most 2u of itself, so a product x_i w_i by at most 4u of itself, with a mean part of at
+// most 2u (truncation always shrinks) and a zero-mean part of random sign. Fp32 accumulation of the
+// K terms adds well under u. For an output y = sum x_i w_i the mean part is at most 2u |y|, so at
+// most 2u once normalised by the largest output. The zero-mean part has a standard deviation of at
+// most 2u s, s = sqrt(sum (x_i w_i)^2), which for independent zero-mean operands is also the
+// standard deviation of y itself. Over the J outputs of a test (J >= 40 here: the smallest is a
+// 4 x 10 fully-connected output) the largest error and the largest |y| are maxima of J draws on
+// the same scale, so their ratio stays near 1: even with the error's maximum at its top (5 standard
+// deviations) and y's at the bottom of its range for J = 40 (1.9), the zero-mean part stays below
+// 2u x 5 / 1.9 < 5.3u. The total stays below 7.3u < 8u on any machine, whatever the kernel. A wrong
+// index, stride or pad errs by O(1).
+constexpr double kTolTf32Dot = 8.0 / 2048.0;
+
 // ---- backends (created once, never destroyed: tearing CUDA objects down during static
 // destruction races the runtime's own shutdown) ----------------------------------------------------
 inline Backend& cpu_backend() {
@@ -69,6 +84,11 @@ inline Backend& cpu_backend() {
 }
 inline Backend& gpu_backend() {
   static Backend* b = make_backend("gpu:0").release();
+  return *b;
+}
+// TF32 allowed: the backend of a --precision tf32 run (channels-last f32 activations).
+inline Backend& gpu_tf32_backend() {
+  static Backend* b = make_backend("gpu:0", 0, Precision::TF32).release();
   return *b;
 }
 

@@ -291,7 +291,9 @@ TEST_P(CudaConvChannelPadding, EveryModeMatchesTheCpu) {
 #if CNNSCALE_HAVE_CUDA
   const auto& [c, dtype] = GetParam();
   const ConvParams& p = c.p;
-  const double tol = tol_16bit(dtype);
+  const bool tf32 = dtype == DType::F32;
+  const double tol = tf32 ? kTolTf32Dot : tol_16bit(dtype);
+  const int64_t quantum = 16 / static_cast<int64_t>(dtype_size(dtype));  // channels of a 16-byte pixel
   for (ConvChannelPadding mode :
        {ConvChannelPadding::Always, ConvChannelPadding::Never, ConvChannelPadding::Measured}) {
     const char* mode_name = mode == ConvChannelPadding::Always ? "always" : mode == ConvChannelPadding::Never ? "never"
@@ -299,9 +301,10 @@ TEST_P(CudaConvChannelPadding, EveryModeMatchesTheCpu) {
     SCOPED_TRACE(mode_name);
     CudaBackendOptions options;
     options.channel_padding = mode;
+    options.allow_tf32 = tf32;
     CudaBackend g(0, options);
     Backend& cpu = cpu_backend();
-    // 16-bit channels-last operands on the GPU; the CPU gets their exact values in fp32 NCHW.
+    // 16-bit or TF32 channels-last operands on the GPU; the CPU gets their exact values in fp32 NCHW.
     const ConvTwins t = make_conv_twins(g, c, dtype, Layout::NHWC, 81);
     const Tensor &x = t.x, &w = t.w, &dy = t.dy, &y = t.y, &dx = t.dx, &dw = t.dw;
     const Tensor &yc = t.yc, &dxc = t.dxc, &dwc = t.dwc;
@@ -318,12 +321,12 @@ TEST_P(CudaConvChannelPadding, EveryModeMatchesTheCpu) {
     }
     const ConvPlan* plan = g.find_conv_plan(p, c.x, ws, dtype, Layout::NHWC);
     ASSERT_NE(plan, nullptr);
-    if (mode == ConvChannelPadding::Never) {
+    if (mode == ConvChannelPadding::Never || c.x.c() % quantum == 0) {  // nothing to pad
       EXPECT_EQ(plan->padded, nullptr);
       continue;
     }
     ASSERT_NE(plan->padded, nullptr);
-    EXPECT_EQ(plan->padded->channels % 8, 0);
+    EXPECT_EQ(plan->padded->channels % quantum, 0);
     EXPECT_GT(plan->padded->channels, c.x.c());
     if (mode == ConvChannelPadding::Always) {
       EXPECT_TRUE(plan->fwd_padded && plan->bwd_data_padded && plan->bwd_filter_padded);
@@ -340,28 +343,17 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(PadCase{"gait_conv1_c50", {2, 50, 14, 14}, 16, conv(7, 7, 1, 1, 0, 0, 1, 1)},
                                          PadCase{"rgb_stem_c3", {2, 3, 32, 32}, 16, conv(7, 7, 2, 2, 3, 3, 1, 1)},
                                          PadCase{"c12_k3_pad1", {2, 12, 9, 9}, 8, conv(3, 3, 1, 1, 1, 1, 1, 1)}),
-                       ::testing::Values(DType::BF16, DType::F16)),
+                       ::testing::Values(DType::BF16, DType::F16, DType::F32)),
     [](const ::testing::TestParamInfo<std::tuple<PadCase, DType>>& info) {
-      return std::get<0>(info.param).name + "_" + dtype_name(std::get<1>(info.param));
+      const DType t = std::get<1>(info.param);
+      return std::get<0>(info.param).name + "_" + (t == DType::F32 ? std::string("tf32") : dtype_name(t));
     });
 
 // ---- convolution through cuDNN's graph API ----------------------------------------------------
 
 // Every plan the graph API offers for a shape (not only the one a search picks on this machine:
 // another GPU or cuDNN may rank them otherwise) computes each direction within the precision's
-// tolerance. bf16/fp16 channels-last as the nets run them, and tf32 (f32 NCHW with TF32 allowed).
-// TF32 keeps 11 significant bits of x and w (u = 2^-11). Whether a kernel rounds to nearest or
-// truncates, each operand errs by at most 2u of itself, so a product x_i w_i by at most 4u of
-// itself, with a mean part of at most 2u (truncation always shrinks) and a zero-mean part of random
-// sign. Fp32 accumulation of the K terms adds well under u. For an output y = sum x_i w_i the
-// mean part is at most 2u |y|, and the zero-mean part has a standard deviation of at most
-// 2u sqrt(sum (x_i w_i)^2). For U(-1, 1) operands the largest of the thousands of outputs here is at
-// least 3 of their standard deviations, which are sqrt(sum (x_i w_i)^2). Normalised by that largest
-// output, the mean part is at most 2u. The zero-mean part has a standard deviation of at most 2u/3,
-// and its largest value over every output stays below 5 of those, 10u/3. The total stays below
-// 16u/3 < 8u on any machine, whatever the kernel. A wrong index, stride or pad errs by O(1).
-constexpr double kTolTf32Conv = 8.0 / 2048.0;
-
+// tolerance (kTolTf32Dot for TF32), channels-last as the nets run them in every tensor-core precision.
 class CudaConvGraphPlans : public ::testing::TestWithParam<std::tuple<PadCase, DType>> {};
 
 TEST_P(CudaConvGraphPlans, EveryPlanMatchesTheCpu) {
@@ -370,8 +362,8 @@ TEST_P(CudaConvGraphPlans, EveryPlanMatchesTheCpu) {
   const auto& [c, dtype] = GetParam();
   const ConvParams& p = c.p;
   const bool tf32 = dtype == DType::F32;
-  const Layout layout = tf32 ? Layout::NCHW : Layout::NHWC;
-  const double tol = tf32 ? kTolTf32Conv : tol_16bit(dtype);
+  const Layout layout = Layout::NHWC;
+  const double tol = tf32 ? kTolTf32Dot : tol_16bit(dtype);
   CudaBackendOptions options;
   options.allow_tf32 = tf32;
   CudaBackend g(0, options);

@@ -31,8 +31,9 @@ std::ostream& operator<<(std::ostream& os, const LayerCase& c) { return os << c.
 
 class CudaParityLayer : public ::testing::TestWithParam<LayerCase> {};
 
-void expect_tensors(const std::string& what, const Tensor& gpu, const Tensor& cpu, double tol) {
-  expect_parity(what, to_host(gpu_backend(), gpu), to_host(cpu_backend(), cpu), tol);
+void expect_tensors(const std::string& what, const Tensor& gpu, const Tensor& cpu, double tol,
+                    Backend& g = gpu_backend()) {
+  expect_parity(what, to_host(g, gpu), to_host(cpu_backend(), cpu), tol);
 }
 
 TEST_P(CudaParityLayer, ForwardBackward) {
@@ -167,63 +168,86 @@ const std::vector<LayerCase>& layer_cases() {
 INSTANTIATE_TEST_SUITE_P(Layers, CudaParityLayer, ::testing::ValuesIn(layer_cases()),
                          [](const ::testing::TestParamInfo<LayerCase>& info) { return info.param.name; });
 
-// ---- mixed precision: the CUDA layer in bf16/f16 against the f32 CPU reference ---------------------
-// The CPU layer gets exactly the GPU's 16-bit inputs, weights and top gradients (widened, which is
-// exact), so the only differences are the GPU's 16-bit stores and the usual fp32 differences.
-// Tolerance: tol_16bit (parity_util.hpp).
-
-class CudaParityLayer16 : public ::testing::TestWithParam<std::tuple<LayerCase, DType>> {};
+// ---- tensor-core precisions: the CUDA layer in bf16/f16, or f32 channels-last with TF32, against the
+// f32 CPU reference ------------------------------------------------------------------------------
+// The CPU layer gets exactly the GPU's inputs, weights and top gradients (widened, which is exact),
+// so the only differences are the GPU's 16-bit stores or TF32 products, and the usual fp32
+// differences. Tolerances: tol_16bit and kTolTf32Dot (parity_util.hpp).
 
 // Copies the GPU tensor's (rounded) values into the CPU tensor.
-void mirror(const Tensor& gpu, const Tensor& cpu) { from_host(cpu_backend(), cpu, to_host(gpu_backend(), gpu)); }
+void mirror(Backend& g, const Tensor& gpu, const Tensor& cpu) { from_host(cpu_backend(), cpu, to_host(g, gpu)); }
 
-TEST_P(CudaParityLayer16, ForwardBackward) {
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
-  const auto& [c, dtype] = GetParam();
-  const double tol = tol_16bit(dtype);
+void expect_layer_parity(const LayerCase& c, Backend& g, DType dtype, double tol_forward, double tol_backward) {
   const uint64_t seed = 7;
   LayerHarness hc = make_layer(cpu_backend(), c.yaml, c.bottoms, seed, c.dtypes);
-  LayerHarness hg = make_layer(gpu_backend(), c.yaml, c.bottoms, seed, c.dtypes, dtype);
+  LayerHarness hg = make_layer(g, c.yaml, c.bottoms, seed, c.dtypes, dtype);
   for (size_t i = 0; i < c.bottoms.size(); ++i) {
     if (hc.bottoms[i].dtype() == DType::I32) {
       set_labels(cpu_backend(), hc.bottoms[i], c.labels);
-      set_labels(gpu_backend(), hg.bottoms[i], c.labels);
+      set_labels(g, hg.bottoms[i], c.labels);
       continue;
     }
     ASSERT_EQ(hg.bottoms[i].dtype(), dtype);
-    fill_uniform(gpu_backend(), hg.bottoms[i], 300 + i, -c.input_range, c.input_range);
-    mirror(hg.bottoms[i], hc.bottoms[i]);
+    fill_uniform(g, hg.bottoms[i], 300 + i, -c.input_range, c.input_range);
+    mirror(g, hg.bottoms[i], hc.bottoms[i]);
   }
-  for (size_t k = 0; k < hc.layer->params().size(); ++k) mirror(hg.layer->params()[k].data, hc.layer->params()[k].data);
+  for (size_t k = 0; k < hc.layer->params().size(); ++k)
+    mirror(g, hg.layer->params()[k].data, hc.layer->params()[k].data);
   hc.iteration = hg.iteration = 5;
 
   hc.forward(Phase::Train);
   hg.forward(Phase::Train);
   for (size_t i = 0; i < hc.tops.size(); ++i)
-    expect_tensors(c.name + " train top" + std::to_string(i), hg.tops[i], hc.tops[i], tol);
+    expect_tensors(c.name + " train top" + std::to_string(i), hg.tops[i], hc.tops[i], tol_forward, g);
   for (size_t i = 0; i < hc.layer->state().size(); ++i)
-    expect_tensors(c.name + " state" + std::to_string(i), hg.layer->state()[i], hc.layer->state()[i], tol);
+    expect_tensors(c.name + " state" + std::to_string(i), hg.layer->state()[i], hc.layer->state()[i], tol_forward, g);
   if (c.backward) {
     for (size_t i = 0; i < hc.top_diffs.size(); ++i) {
-      fill_uniform(gpu_backend(), hg.top_diffs[i], 400 + i, -1.0f, 1.0f);
-      mirror(hg.top_diffs[i], hc.top_diffs[i]);
+      fill_uniform(g, hg.top_diffs[i], 400 + i, -1.0f, 1.0f);
+      mirror(g, hg.top_diffs[i], hc.top_diffs[i]);
     }
     hc.backward(Phase::Train);
     hg.backward(Phase::Train);
     for (size_t i = 0; i < hc.bottom_diffs.size(); ++i)
       if (hc.bottom_diffs[i].defined())
-        expect_tensors(c.name + " bottom" + std::to_string(i) + " diff", hg.bottom_diffs[i], hc.bottom_diffs[i], tol);
+        expect_tensors(c.name + " bottom" + std::to_string(i) + " diff", hg.bottom_diffs[i], hc.bottom_diffs[i],
+                       tol_backward, g);
     for (size_t k = 0; k < hc.layer->params().size(); ++k)
       expect_tensors(c.name + " " + hc.layer->params()[k].spec.name + " diff", hg.layer->params()[k].diff,
-                     hc.layer->params()[k].diff, tol);
+                     hc.layer->params()[k].diff, tol_backward, g);
   }
   if (c.test_phase) {
     hc.forward(Phase::Test);
     hg.forward(Phase::Test);
     for (size_t i = 0; i < hc.tops.size(); ++i)
-      expect_tensors(c.name + " test top" + std::to_string(i), hg.tops[i], hc.tops[i], tol);
+      expect_tensors(c.name + " test top" + std::to_string(i), hg.tops[i], hc.tops[i], tol_forward, g);
   }
 }
+
+class CudaParityLayer16 : public ::testing::TestWithParam<std::tuple<LayerCase, DType>> {};
+
+TEST_P(CudaParityLayer16, ForwardBackward) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  const auto& [c, dtype] = GetParam();
+  expect_layer_parity(c, gpu_backend(), dtype, tol_16bit(dtype), tol_16bit(dtype));
+}
+
+// f32 with TF32 allowed, as a --precision tf32 net runs: channels-last 4-d activations and KRSC
+// filters (mirrored from NCHW masters), so every layer's channels-last f32 path is checked. Dot
+// products (convolution, fully connected) take the TF32 tolerance; every other op computes in
+// fp32 and keeps its f32 tolerance.
+class CudaParityLayerTf32 : public ::testing::TestWithParam<LayerCase> {};
+
+TEST_P(CudaParityLayerTf32, ForwardBackward) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  const LayerCase& c = GetParam();
+  ASSERT_EQ(gpu_tf32_backend().activation_layout_for(DType::F32), Layout::NHWC);
+  auto tol = [](double f32_tol) { return f32_tol == kTolConv || f32_tol == kTolDot ? kTolTf32Dot : f32_tol; };
+  expect_layer_parity(c, gpu_tf32_backend(), DType::F32, tol(c.tol_forward), tol(c.tol_backward));
+}
+
+INSTANTIATE_TEST_SUITE_P(Layers, CudaParityLayerTf32, ::testing::ValuesIn(layer_cases()),
+                         [](const ::testing::TestParamInfo<LayerCase>& info) { return info.param.name; });
 
 INSTANTIATE_TEST_SUITE_P(Layers, CudaParityLayer16,
                          ::testing::Combine(::testing::ValuesIn(layer_cases()),

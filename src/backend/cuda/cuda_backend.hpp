@@ -53,6 +53,8 @@ struct CudaBackendOptions {
   // direction's search times beside the legacy algorithms, for 16-bit and TF32 convolutions; 0:
   // legacy algorithms only. Strict fp32 keeps the legacy FMA algorithms whatever this says.
   int conv_graph_plans = 8;
+  // Auto: activation_layout_for's rule; NCHW or NHWC: that order in every precision (--layout).
+  LayoutChoice layout = LayoutChoice::Auto;
 };
 
 // The algorithm chosen for one direction of one convolution shape, and what it needs.
@@ -98,6 +100,16 @@ class CudaBackend final : public Backend {
   Device device() const override { return Device{Device::Kind::CUDA, device_}; }
   std::string description() const override;
   int granted_sms() const override { return ctx_->granted_sms(); }
+  // Channels-last wherever tensor cores compute: 16-bit, and f32 with TF32 allowed (cuDNN's tensor-op
+  // convolutions run NHWC natively and transpose NCHW operands around the kernel; its persistent
+  // batch-norm kernels are NHWC only). Strict fp32 keeps NCHW, where its FMA algorithms are.
+  Layout activation_layout_for(DType compute) const override {
+    if (options_.layout != LayoutChoice::Auto)
+      return options_.layout == LayoutChoice::NHWC ? Layout::NHWC : Layout::NCHW;
+    return compute == DType::BF16 || compute == DType::F16 || (compute == DType::F32 && options_.allow_tf32)
+               ? Layout::NHWC
+               : Layout::NCHW;
+  }
 
   // Stream-ordered (cudaMallocAsync on the compute stream, zeroed there); freed in the same stream
   // order when the last view dies. Work on another stream must be ordered before the compute

@@ -25,8 +25,10 @@
 namespace cnnscale {
 namespace {
 
-// Channels-last 16-bit tensor-core convolutions want whole 16-byte pixels: 8 channels of 2 bytes.
-constexpr int64_t kChannelQuantum = 8;
+// Channels-last tensor-core convolutions want whole 16-byte pixels: 8 channels of 2 bytes, or 4 of
+// 4 bytes (TF32).
+constexpr int64_t kPixelQuantumBytes = 16;
+int64_t channel_quantum(DType dtype) { return kPixelQuantumBytes / static_cast<int64_t>(dtype_size(dtype)); }
 
 bool is_tensor_op(cudnnMathType_t m) {
   return m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
@@ -313,10 +315,11 @@ ConvPlan& CudaBackend::conv_plan(const char* op, const ConvParams& p, const Shap
                   expected.to_string(), x.to_string(), w.to_string());
   cuda::set_nchw(plan->y, plan->y_shape, op, dtype, layout);
   ConvPlan& made = *conv_plans_.emplace(key, std::move(plan)).first->second;
-  if (layout == Layout::NHWC && dtype != DType::F32 && p.groups == 1 && x.c() % kChannelQuantum != 0 &&
+  const int64_t quantum = channel_quantum(dtype);
+  if (layout == Layout::NHWC && p.groups == 1 && x.c() % quantum != 0 &&
       options_.channel_padding != ConvChannelPadding::Never) {
     Shape xp = x, wp = w;
-    xp[1] = wp[1] = (x.c() + kChannelQuantum - 1) / kChannelQuantum * kChannelQuantum;
+    xp[1] = wp[1] = (x.c() + quantum - 1) / quantum * quantum;
     made.padded = &conv_plan(op, p, xp, wp, dtype, layout);  // map nodes stay put: `made` is still valid
   }
   return made;

@@ -25,14 +25,15 @@ int cuda_backend_device_count() {
   return count;
 }
 
-std::unique_ptr<Backend> make_cuda_backend(int device_index, int sm_count, bool allow_tf32, bool graph_engines,
-                                           bool deterministic) {
+std::unique_ptr<Backend> make_cuda_backend(int device_index, int sm_count, bool allow_tf32,
+                                           const AlgorithmChoice& algorithms) {
   // CudaBackend's constructor checks the index against the device count and says what it found.
   CudaBackendOptions options;
   options.sm_count = sm_count;
   options.allow_tf32 = allow_tf32;
-  if (!graph_engines) options.conv_graph_plans = 0;
-  options.deterministic = deterministic;
+  if (algorithms.conv_search == ConvSearch::Legacy) options.conv_graph_plans = 0;
+  options.deterministic = algorithms.deterministic;
+  options.layout = algorithms.layout;
   return std::make_unique<CudaBackend>(device_index, options);
 }
 

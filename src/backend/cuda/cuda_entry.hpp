@@ -16,10 +16,10 @@ namespace cnnscale {
 int cuda_backend_device_count();
 // Throws RuntimeError if the device does not exist or cannot be initialised. sm_count > 0: the
 // backend runs on a green context of at least that many SMs (ConfigError if the GPU cannot).
-// graph_engines: convolution searches also time cuDNN's graph-API engines; deterministic: see
-// CudaBackendOptions.
+// `algorithms`: whether convolution searches also time cuDNN's graph-API engines, deterministic
+// algorithms, the activations' memory order (CudaBackendOptions).
 std::unique_ptr<Backend> make_cuda_backend(int device_index, int sm_count = 0, bool allow_tf32 = false,
-                                           bool graph_engines = true, bool deterministic = false);
+                                           const AlgorithmChoice& algorithms = {});
 
 // The device's UUID as nvidia-smi prints it ("GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"). It names
 // the physical GPU whatever CUDA_VISIBLE_DEVICES does to indices, so ranks compare it to find two
