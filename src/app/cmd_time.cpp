@@ -1,7 +1,8 @@
 // `cnnscale time NET` (like `caffe time`): per-layer forward and backward time on one device,
 // averaged over --iterations after --warmup, hotspot layers first with their share of the total;
-// a table on stdout, or one JSON line with --json. The network is timed as training runs it: batch
-// norm epilogues fused (a fused BatchNorm's row includes its ReLU and residual sum), unless --no-fuse.
+// a table on stdout, or one JSON line with --json. The network is timed as training runs it: with
+// epilogues fused (a fused BatchNorm or Convolution row includes its ReLU and residual sum), unless
+// --no-fuse.
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -51,7 +52,7 @@ void run_time(TimeArgs& a) {
                                                    layout_choice_from_name(a.layout)});
 
   std::optional<FusedSpec> fused;
-  if (!a.no_fuse) fused.emplace(fuse_batch_norm_epilogues(spec));
+  if (!a.no_fuse) fused.emplace(fuse_epilogues(spec));
   const LayerTimingResult r = time_layers(fused ? fused->spec : spec, *backend, a.options);
   if (a.json) {
     nlohmann::json layers = nlohmann::json::array();
@@ -84,7 +85,8 @@ void run_time(TimeArgs& a) {
               spec.name().c_str(), backend->description().c_str(), precision_name(r.precision).c_str(),
               static_cast<long long>(r.batch), static_cast<long long>(r.iterations), static_cast<long long>(r.warmup));
   if (fused && !fused->fused.empty())
-    std::printf("%zu batch norm(s) include their fused ReLU (and residual sum); --no-fuse times them apart\n",
+    std::printf("%zu batch norm(s) and convolution(s) include their fused ReLU (and residual sum); --no-fuse times "
+                "them apart\n",
                 fused->fused.size());
   std::printf("%-28s %-18s %12s %12s %8s\n", "layer", "type", "forward ms", "backward ms", "share");
   for (const LayerTime& t : r.layers)
@@ -115,7 +117,8 @@ void register_time(CLI::App& app) {
   cmd->add_option("--seed", a.options.seed, "Seed of weight init and the random input")->capture_default_str();
   cmd->add_flag("--json", a.json, "Print one JSON line on stdout instead of the table");
   cmd->add_flag("--no-fuse", a.no_fuse,
-                "Time every layer as written instead of with batch norm epilogues fused, as training runs them");
+                "Time every layer as written instead of with batch norm and convolution epilogues fused, as training "
+                "runs them");
   cmd->add_option("--conv-search", a.conv_search,
                   "GPU convolution algorithms searched: all (legacy and graph-API engines) or legacy")
       ->check(CLI::IsMember({"all", "legacy"}))

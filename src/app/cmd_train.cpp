@@ -124,8 +124,9 @@ void register_train(CLI::App& app) {
                 "Time forward, backward and update as one phase (reported under update) instead of marking "
                 "each: measures what the per-phase marks themselves cost");
   cmd->add_flag("--no-fuse", a.no_fuse,
-                "Run every layer as written instead of fusing each batch norm's following ReLU and residual sum "
-                "into it (the default: the same function, fewer passes over memory)");
+                "Run every layer as written instead of fusing each batch norm's following ReLU and residual sum, "
+                "and each convolution's following ReLU, into it (the default: the same function, fewer passes over "
+                "memory)");
   cmd->add_option("--conv-search", a.conv_search,
                   "GPU convolution algorithms each shape's search times: all (cuDNN's legacy algorithms and its "
                   "graph-API engines; the fastest runs) or legacy (the legacy algorithms only, to compare)")

@@ -4,7 +4,7 @@
 // sync (false): in a data-parallel job, statistics over the global batch instead of each rank's
 // share (synchronised batch norm); without peers it changes nothing.
 // relu (false): y = max(0, bn(x) [+ z]) in one op, with an optional second bottom z (a residual
-// shortcut). Networks need not say it: training nets get it from fuse_batch_norm_epilogues
+// shortcut). Networks need not say it: training nets get it from fuse_epilogues
 // (net/fuse.hpp), which folds a BatchNorm's following Eltwise sum and ReLU into it.
 //
 // Sync batch norm is built from the backend's existing ops plus small host computations, so it

@@ -1,5 +1,8 @@
 // Convolution: y (N, K, P, Q) = conv(x (N, C, H, W), weight (K, C / group, R, S)) + bias (K).
-// Keys: num_output, kernel, stride, pad, dilation, group, bias, weight_filler, bias_filler, param.
+// Keys: num_output, kernel, stride, pad, dilation, group, bias, weight_filler, bias_filler, param,
+// relu. `relu: true` applies a ReLU to y in the same layer (fuse.hpp writes it for a ReLU that is
+// the convolution's only reader): on the GPU the convolution, its bias and the ReLU can then run as
+// one fused cuDNN op, and backward gates the top gradient in place before the convolution's own.
 #include "layers/filler.hpp"
 #include "layers/layer_params.hpp"
 
@@ -11,7 +14,7 @@ class ConvolutionLayer final : public Layer {
 
   std::vector<std::string> param_keys() const override {
     return {"num_output", "kernel", "stride",        "pad",         "dilation",
-            "group",      "bias",   "weight_filler", "bias_filler", "param"};
+            "group",      "bias",   "weight_filler", "bias_filler", "param", "relu"};
   }
 
   std::vector<Shape> infer_shapes(const std::vector<Shape>& bottoms) override {
@@ -62,13 +65,18 @@ class ConvolutionLayer final : public Layer {
   }
 
   void forward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top) override {
+    if (relu_ && bias_) return ctx.backend.conv_forward_bias_relu(conv_, bottom[0], params_[0].data,
+                                                                  params_[1].data, top[0]);
     ctx.backend.conv_forward(conv_, bottom[0], params_[0].data, top[0]);
     if (bias_) ctx.backend.bias_add(params_[1].data, top[0]);
+    if (relu_) ctx.backend.relu_forward(top[0], top[0]);
   }
 
-  void backward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>&,
+  void backward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top,
                 const std::vector<Tensor>& top_diff, const std::vector<bool>& propagate,
                 const std::vector<Tensor>& bottom_diff) override {
+    // The ReLU's backward in place: the top gradient is this layer's alone (its consumers' sum).
+    if (relu_) ctx.backend.relu_backward(top[0], top_diff[0], top_diff[0]);
     ctx.backend.conv_backward_filter(conv_, bottom[0], top_diff[0], params_[0].diff);
     if (bias_) ctx.backend.bias_backward(top_diff[0], params_[1].diff);
     if (propagate[0]) ctx.backend.conv_backward_data(conv_, params_[0].data, top_diff[0], bottom_diff[0]);
@@ -85,6 +93,7 @@ class ConvolutionLayer final : public Layer {
     conv_ = ConvParams{kernel.h, kernel.w, stride.h, stride.w, pad.h, pad.w, dilation.h, dilation.w, 1};
     conv_.groups = parse_int_at_least(node, "group", 1, 1);
     bias_ = node.get_or<bool>("bias", true);
+    relu_ = node.get_or<bool>("relu", false);
     // Caffe's default weight filler is constant 0, which cannot train; xavier is the common choice.
     Filler xavier;
     xavier.type = "xavier";
@@ -98,6 +107,7 @@ class ConvolutionLayer final : public Layer {
   int64_t num_output_ = 0;
   int64_t in_channels_ = 0;
   bool bias_ = true;
+  bool relu_ = false;
   Filler weight_filler_, bias_filler_;
   std::vector<ParamMults> mults_;
 };

@@ -1,4 +1,4 @@
-// Batch-norm epilogue fusion (fuse.hpp): the fused network's spec, as YAML text read back by the
+// Epilogue fusion (fuse.hpp): the fused network's spec, as YAML text read back by the
 // same loader as every network file.
 #include "net/fuse.hpp"
 
@@ -39,12 +39,15 @@ struct Fusion {
 };
 
 std::optional<Fusion> fusion_of(const std::vector<SpecLayer>& layers, const BlobUse& use, size_t i) {
-  const SpecLayer& bn = layers[i];
-  if (bn.config.type != "BatchNorm" || bn.config.bottoms.size() != 1 || bn.config.tops.size() != 1) return std::nullopt;
+  const SpecLayer& bn = layers[i];  // the BatchNorm, or a Convolution (ReLU only)
+  const bool conv = bn.config.type == "Convolution";
+  if ((bn.config.type != "BatchNorm" && !conv) || bn.config.bottoms.size() != 1 || bn.config.tops.size() != 1)
+    return std::nullopt;
   if (const YAML::Node relu = bn.config.node.yaml()["relu"]; relu && relu.as<bool>()) return std::nullopt;
   const std::string& top = bn.config.tops[0];
   if (auto relu = only_reader(layers, use, top, bn.phase, "ReLU"))
     return Fusion{i, {*relu}, "", layers[*relu].config.tops[0]};
+  if (conv) return std::nullopt;
   auto sum = only_reader(layers, use, top, bn.phase, "Eltwise");
   if (!sum || !plain_sum(layers[*sum])) return std::nullopt;
   const auto& sb = layers[*sum].config.bottoms;
@@ -56,7 +59,7 @@ std::optional<Fusion> fusion_of(const std::vector<SpecLayer>& layers, const Blob
 
 }  // namespace
 
-FusedSpec fuse_batch_norm_epilogues(const NetSpec& spec) {
+FusedSpec fuse_epilogues(const NetSpec& spec) {
   const auto& layers = spec.impl().layers;
   const BlobUse use = blob_use(layers);
   std::map<size_t, Fusion> at;  // position in the fused network -> the fusion emitted there
@@ -100,8 +103,8 @@ FusedSpec fuse_batch_norm_epilogues(const NetSpec& spec) {
     if (gone.count(i)) continue;
     nodes.push_back(YAML::Clone(layers[i].config.node.yaml()));
   }
-  const std::string label = fmt::format("{} (batch norm epilogues fused)", spec.file());
-  return FusedSpec{NetSpec::load_string(rewritten_net_yaml(spec, fmt::format("{} from {}, {} batch norm epilogue(s) "
+  const std::string label = fmt::format("{} (epilogues fused)", spec.file());
+  return FusedSpec{NetSpec::load_string(rewritten_net_yaml(spec, fmt::format("{} from {}, {} epilogue(s) "
                                                                              "fused",
                                                                              spec.name(), spec.file(), fused.size()),
                                                            nodes),

@@ -1,9 +1,11 @@
-// Batch-norm epilogue fusion for training. In a residual network most batch norms are followed by
-// a ReLU, or by the shortcut's Eltwise sum and then a ReLU; each of those layers is another full
-// pass over an activation, forward and backward. cuDNN's channels-last batch norm can apply both
-// inside its own kernels (BatchNormLayer's `relu` key and second bottom), so the training network
-// is rewritten to use them, as fold.hpp rewrites the inference network: the result is a NetSpec of
-// its own, loaded from YAML text, and computes the same function with the same parameters.
+// Epilogue fusion for training. In a residual network most batch norms are followed by a ReLU, or
+// by the shortcut's Eltwise sum and then a ReLU; in AlexNet-style networks most convolutions are
+// followed by a ReLU. Each of those layers is another full pass over an activation, forward and
+// backward. cuDNN's channels-last batch norm can apply both inside its own kernels (BatchNormLayer's
+// `relu` key and second bottom), and its graph API can fuse a convolution with its bias and ReLU
+// (ConvolutionLayer's `relu` key), so the training network is rewritten to use them, as fold.hpp
+// rewrites the inference network: the result is a NetSpec of its own, loaded from YAML text, and
+// computes the same function with the same parameters.
 #pragma once
 #include <string>
 #include <vector>
@@ -12,9 +14,9 @@
 
 namespace cnnscale {
 
-// The layers one fused BatchNorm took over (layer names).
+// The layers one fused BatchNorm or Convolution took over (layer names).
 struct FusedEpilogue {
-  std::string batch_norm;
+  std::string layer;  // the BatchNorm or Convolution
   std::vector<std::string> absorbed;  // the ReLU, or the Eltwise and the ReLU
 };
 
@@ -33,7 +35,9 @@ struct FusedSpec {
 // and its place, unless its addend is computed later in the network (a projection shortcut listed
 // after the block's second BatchNorm): then it takes the sum's place. Weights are initialised in
 // network order from one generator, so such a move changes the initial weights only if that
-// BatchNorm has random fillers (the shipped networks' are constant). Everything else is kept.
-FusedSpec fuse_batch_norm_epilogues(const NetSpec& spec);
+// BatchNorm has random fillers (the shipped networks' are constant).
+// A Convolution (no `relu` yet) fuses a ReLU that is the only reader of its top, in the same phases:
+// it gains `relu: true` and the ReLU's top, and keeps its name and place. Everything else is kept.
+FusedSpec fuse_epilogues(const NetSpec& spec);
 
 }  // namespace cnnscale

@@ -39,7 +39,7 @@ Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Da
 
   const DataParallel& dp = options_.parallel;
   std::optional<FusedSpec> fused;
-  if (options_.fuse_epilogues) fused.emplace(fuse_batch_norm_epilogues(spec));
+  if (options_.fuse_epilogues) fused.emplace(fuse_epilogues(spec));
   net_ = std::make_unique<Net>(fused ? fused->spec : spec, backend_, split_.local, options_.seed,
                                compute_dtype(options_.precision));
   nonfinite_ = backend_.alloc(Shape{1}, DType::I32);

@@ -36,13 +36,13 @@ std::vector<std::string> names(const NetSpec& spec) {
 
 TEST(FuseBatchNormEpilogues, SmallResNetFusesEveryReluAndResidualSumAfterABatchNorm) {
   NetSpec spec = NetSpec::load(test_network("fold_small_resnet.yaml"));
-  FusedSpec f = fuse_batch_norm_epilogues(spec);
+  FusedSpec f = fuse_epilogues(spec);
   // bn_pool's output is read by a convolution: it stays as it is.
   EXPECT_EQ(names(f.spec), (std::vector<std::string>{"conv1", "bn1", "conv2", "bn2", "conv3", "bn3", "pool1",
                                                       "bn_pool", "conv4", "bn4", "fc1", "bn_fc", "fc2", "loss",
                                                       "accuracy"}));
   ASSERT_EQ(f.fused.size(), 5u);
-  EXPECT_EQ(f.fused[2].batch_norm, "bn3");
+  EXPECT_EQ(f.fused[2].layer, "bn3");
   EXPECT_EQ(f.fused[2].absorbed, (std::vector<std::string>{"sum1", "relu3"}));
   EXPECT_EQ(f.fused[0].absorbed, (std::vector<std::string>{"relu1"}));
   // The fused layers produce the blobs the absorbed ReLUs produced, so every later layer reads
@@ -58,7 +58,7 @@ TEST(FuseBatchNormEpilogues, ShippedResNetsLoseEveryReluAndSum) {
   for (const char* net : {"resnet34", "resnet_gait", "resnet_fmnist", "resnet50"}) {
     SCOPED_TRACE(net);
     NetSpec spec = NetSpec::load(shipped_network(net));
-    FusedSpec f = fuse_batch_norm_epilogues(spec);
+    FusedSpec f = fuse_epilogues(spec);
     const int relus = count_type(spec, "ReLU"), sums = count_type(spec, "Eltwise");
     EXPECT_EQ(f.fused.size(), static_cast<size_t>(relus));  // every ReLU follows a BatchNorm or a sum of one
     EXPECT_EQ(count_type(f.spec, "ReLU"), 0);
@@ -70,7 +70,7 @@ TEST(FuseBatchNormEpilogues, ShippedResNetsLoseEveryReluAndSum) {
 
 TEST(FuseBatchNormEpilogues, AResidualBatchNormMovesOnlyPastALaterAddend) {
   NetSpec spec = NetSpec::load(shipped_network("resnet34"));
-  const std::vector<std::string> fused = names(fuse_batch_norm_epilogues(spec).spec);
+  const std::vector<std::string> fused = names(fuse_epilogues(spec).spec);
   auto at = [&](const std::string& name) { return std::find(fused.begin(), fused.end(), name) - fused.begin(); };
   // Identity shortcut: the addend exists already, the BatchNorm stays right after its convolution.
   EXPECT_EQ(at("res2_1_bn2"), at("res2_1_conv2") + 1);
@@ -78,11 +78,55 @@ TEST(FuseBatchNormEpilogues, AResidualBatchNormMovesOnlyPastALaterAddend) {
   EXPECT_GT(at("res3_1_bn2"), at("res3_1_proj_bn"));
 }
 
-TEST(FuseBatchNormEpilogues, NetworksWithoutBatchNormAreUnchanged) {
-  NetSpec spec = NetSpec::load(shipped_network("caffenet"));
-  FusedSpec f = fuse_batch_norm_epilogues(spec);
-  EXPECT_TRUE(f.fused.empty());
-  EXPECT_EQ(names(f.spec), names(spec));
+TEST(FuseConvolutionEpilogues, AConvolutionTakesTheReluThatAloneReadsIt) {
+  NetSpec spec = NetSpec::load(test_network("fuse_small_convnet.yaml"));
+  FusedSpec f = fuse_epilogues(spec);
+  // conv3's output is also read by the sum: it and relu3 stay as written.
+  EXPECT_EQ(names(f.spec), (std::vector<std::string>{"conv1", "pool1", "conv2", "conv3", "relu3", "sum1", "fc1",
+                                                      "loss", "accuracy"}));
+  ASSERT_EQ(f.fused.size(), 2u);
+  EXPECT_EQ(f.fused[0].layer, "conv1");
+  EXPECT_EQ(f.fused[0].absorbed, (std::vector<std::string>{"relu1"}));
+  EXPECT_EQ(f.fused[1].layer, "conv2");  // without a bias: convolution and ReLU
+  const std::string yaml = f.spec.resolved_yaml();
+  EXPECT_NE(yaml.find("top: relu1"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("bottom: relu1"), std::string::npos) << yaml;
+}
+
+TEST(FuseConvolutionEpilogues, ShippedAlexNetStyleNetworksLoseEveryRelu) {
+  // Every ReLU of these networks follows a convolution or a fully-connected layer; those after a
+  // convolution fuse, those after a fully-connected layer stay.
+  for (const auto& [net, convs] : {std::pair{"caffenet", 5}, {"cnn2d_gait", 4}, {"alexnet", 5}}) {
+    SCOPED_TRACE(net);
+    NetSpec spec = NetSpec::load(shipped_network(net));
+    FusedSpec f = fuse_epilogues(spec);
+    EXPECT_EQ(f.fused.size(), static_cast<size_t>(convs));
+    EXPECT_EQ(count_type(f.spec, "ReLU"), count_type(spec, "ReLU") - convs);
+    EXPECT_EQ(count_type(f.spec, "Convolution"), convs);
+  }
+}
+
+// Convolution, bias and ReLU in one layer run the same CPU ops as the layers apart (the ReLU's
+// backward gating the convolution's top gradient in place): bit-identical, with and without bias.
+TEST(FuseConvolutionEpilogues, FusedNetworkTrainsToTheSameBits) {
+  NetSpec spec = NetSpec::load(test_network("fuse_small_convnet.yaml"));
+  FusedSpec f = fuse_epilogues(spec);
+  ASSERT_EQ(f.fused.size(), 2u);
+  auto backend = make_backend("cpu");
+  Net plain(spec, *backend, 8, 5), fused(f.spec, *backend, 8, 5);
+  ASSERT_EQ(to_host(*backend, plain.flat_params()), to_host(*backend, fused.flat_params()));
+  for (int step = 0; step < 3; ++step) {
+    SCOPED_TRACE(step);
+    for (Net* n : {&plain, &fused}) {
+      testing::feed_random_batch(*n, spec.classes(), 100 + static_cast<uint64_t>(step), 0.5f);
+      n->forward(Phase::Train, static_cast<uint64_t>(step));
+      n->backward(static_cast<uint64_t>(step));
+    }
+    EXPECT_EQ(to_host(*backend, plain.loss()), to_host(*backend, fused.loss()));
+    EXPECT_EQ(to_host(*backend, plain.flat_grads()), to_host(*backend, fused.flat_grads()));
+    for (Net* n : {&plain, &fused}) backend->axpby(-0.05f, n->flat_grads(), 1.0f, n->flat_params());
+  }
+  EXPECT_EQ(to_host(*backend, plain.flat_params()), to_host(*backend, fused.flat_params()));
 }
 
 void feed(Net& net, int64_t classes, uint64_t seed) { testing::feed_random_batch(net, classes, seed, 0.5f); }
@@ -91,7 +135,7 @@ void feed(Net& net, int64_t classes, uint64_t seed) { testing::feed_random_batch
 // Eltwise and ReLU layers do, and gates the gradient as ReLU's backward does: bit-identical.
 TEST(FuseBatchNormEpilogues, FusedNetworkTrainsToTheSameBits) {
   NetSpec spec = NetSpec::load(test_network("fold_small_resnet.yaml"));
-  FusedSpec f = fuse_batch_norm_epilogues(spec);
+  FusedSpec f = fuse_epilogues(spec);
   auto backend = make_backend("cpu");
   Net plain(spec, *backend, 8, 5), fused(f.spec, *backend, 8, 5);
   ASSERT_EQ(to_host(*backend, plain.flat_params()), to_host(*backend, fused.flat_params()));

@@ -60,6 +60,29 @@ TEST_F(LayerGradients, ConvolutionPointwise) {
   expect_ok(h);
 }
 
+// relu: true gates the top gradient by the output's sign before the convolution's own backward.
+// A central difference across the ReLU's kink would be meaningless, so these outputs are checked to
+// stay away from it: a step of 1e-2 in one input moves an output by at most 1e-2 times a weight
+// (|w| <= 0.41 for xavier over 18 inputs), in one weight or bias by at most 1e-2 (|x| <= 1), so
+// pre-activations of magnitude >= 0.02 keep their sign under every perturbation.
+TEST_F(LayerGradients, ConvolutionFusedRelu) {
+  const std::string conv = "type: Convolution\nnum_output: 3\nkernel: 3\npad: 1\n";
+  const std::vector<float> bias{1.5f, -1.5f, 0.6f};  // of either sign: some outputs gated, some passed
+  auto plain = make_layer(cpu_, conv, {Shape{2, 2, 4, 4}});
+  auto h = make_layer(cpu_, conv + "relu: true\n", {Shape{2, 2, 4, 4}});
+  from_host(cpu_, plain.layer->params()[1].data, bias);
+  from_host(cpu_, h.layer->params()[1].data, bias);
+  plain.forward(Phase::Train);
+  int gated = 0, passed = 0;
+  for (float v : to_host(cpu_, plain.tops[0])) {
+    EXPECT_GE(std::fabs(v), 0.02f) << "an output too close to the ReLU's kink for a central difference";
+    (v > 0.0f ? passed : gated) += 1;
+  }
+  EXPECT_GT(gated, 0);
+  EXPECT_GT(passed, 0);
+  expect_ok(h);
+}
+
 // ---- InnerProduct -------------------------------------------------------------------------------
 
 TEST_F(LayerGradients, InnerProductFromFeatureMaps) {

@@ -86,6 +86,10 @@ struct ConvPlan {
   // directions run on it (decided when each direction is searched).
   ConvPlan* padded = nullptr;
   bool fwd_padded = false, bwd_data_padded = false, bwd_filter_padded = false;
+  // conv_forward_bias_relu: the fused graph plan where one measured faster than the convolution,
+  // bias and ReLU apart (null otherwise), and whether that was measured yet.
+  std::shared_ptr<cuda::ConvGraphPlan> fwd_bias_relu;
+  bool fwd_bias_relu_searched = false;
 };
 
 class CudaBackend final : public Backend {
@@ -147,6 +151,8 @@ class CudaBackend final : public Backend {
   void bias_backward(const Tensor& dy, const Tensor& dbias) override;
 
   void conv_forward(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y) override;
+  void conv_forward_bias_relu(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& bias,
+                              const Tensor& y) override;
   void conv_backward_data(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx) override;
   void conv_backward_filter(const ConvParams& p, const Tensor& x, const Tensor& dy, const Tensor& dw) override;
 
@@ -262,6 +268,15 @@ class CudaBackend final : public Backend {
   void find_conv_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& y);
   // One direction on `plan` with its chosen algorithm (searched before).
   void run_conv_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& y);
+  // The plan conv_forward runs for these operands (the zero-padded one where padding pays, its
+  // directions searched on first use) and the operands it takes (x and w padded copies there).
+  struct ForwardOperands {
+    ConvPlan* plan;
+    Tensor x, w;
+  };
+  ForwardOperands forward_operands(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y);
+  // Times the fused bias+ReLU graph plans for `plan` against its forward, bias and ReLU apart.
+  void search_bias_relu(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
   void run_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx);
   void run_conv_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw);
   void find_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx);

@@ -439,6 +439,12 @@ void CudaBackend::find_conv_backward_filter(ConvPlan& plan, const Tensor& x, con
 }
 
 void CudaBackend::conv_forward(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y) {
+  const ForwardOperands f = forward_operands(p, x, w, y);
+  run_conv_forward(*f.plan, f.x, f.w, y);
+}
+
+CudaBackend::ForwardOperands CudaBackend::forward_operands(const ConvParams& p, const Tensor& x, const Tensor& w,
+                                                           const Tensor& y) {
   cuda::expect_float("conv_forward", "x", x, device_);
   cuda::expect_float("conv_forward", "w", w, device_);
   cuda::expect_float("conv_forward", "y", y, device_);
@@ -461,9 +467,95 @@ void CudaBackend::conv_forward(const ConvParams& p, const Tensor& x, const Tenso
             pad();
             find_conv_forward(*plan.padded, xp, wp, y);
           }))
-    return run_conv_forward(plan, x, w, y);
+    return {&plan, x, w};
   pad();
-  run_conv_forward(*plan.padded, xp, wp, y);
+  return {plan.padded, xp, wp};
+}
+
+// The fused plan runs where cuDNN's graph API has one for the shape and it measured faster than
+// the convolution's own choice followed by the bias and ReLU kernels; otherwise those three run, as
+// on every backend. Strict fp32 (no tensor-core engines) and deterministic runs (no timing) keep
+// the three ops.
+void CudaBackend::conv_forward_bias_relu(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& bias,
+                                         const Tensor& y) {
+  const ForwardOperands f = forward_operands(p, x, w, y);
+  cuda::expect_float("conv_forward_bias_relu", "bias", bias, device_);
+  cuda::expect_dtype("conv_forward_bias_relu", "bias", bias, x.dtype());
+  cuda::expect_numel("conv_forward_bias_relu", "bias", bias, y.shape().c());
+  ConvPlan& plan = *f.plan;
+  if (!plan.fwd_bias_relu_searched) search_bias_relu(plan, f.x, f.w, bias, y);
+  if (plan.fwd_bias_relu) {
+    void* ws = workspace(plan.fwd_bias_relu->workspace_bytes());
+    const cudnnStatus_t st = plan.fwd_bias_relu->execute(cudnn_, f.x.raw(), f.w.raw(), y.raw(), ws, bias.raw());
+    if (st == CUDNN_STATUS_SUCCESS) return;
+    // Misaligned views: the three ops below. Anything else is an error.
+    if (st != CUDNN_STATUS_BAD_PARAM) cuda::fail(st, "cudnnBackendExecute (fused convolution)", __FILE__, __LINE__);
+  }
+  run_conv_forward(plan, f.x, f.w, y);
+  bias_add(bias, y);
+  relu_forward(y, y);
+}
+
+void CudaBackend::search_bias_relu(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& bias,
+                                   const Tensor& y) {
+  plan.fwd_bias_relu_searched = true;
+  if (options_.deterministic || options_.conv_graph_plans <= 0 || (plan.dtype == DType::F32 && !options_.allow_tf32))
+    return;
+  const size_t limit = search_workspace_limit();
+  const cuda::ConvGraphSpec spec = cuda::conv_bias_relu_graph_spec(plan.dtype, plan.layout, plan.x_shape,
+                                                                   plan.w_shape, plan.y_shape, plan.params,
+                                                                   options_.allow_tf32);
+  auto plans = cuda::conv_graph_plans(cudnn_, spec, limit, options_.conv_graph_plans);
+  if (plans.empty()) {
+    log::debug("conv_forward_bias_relu x {} w {}: the graph API offers no fused plan", plan.x_shape.to_string(),
+               plan.w_shape.to_string());
+    return;
+  }
+  EventPair ev;
+  // The median of kFindTrials timed runs of `run` (after one untimed run that loads its kernels),
+  // or a negative value if it failed.
+  auto median_ms = [&](auto&& run) {
+    if (!run()) return -1.0f;
+    std::vector<float> times;
+    for (int t = 0; t < kFindTrials; ++t) {
+      CUDA_CHECK(cudaEventRecord(ev.start, stream()));
+      const bool ok = run();
+      CUDA_CHECK(cudaEventRecord(ev.stop, stream()));
+      CUDA_CHECK(cudaEventSynchronize(ev.stop));
+      if (!ok) return -1.0f;
+      float ms = 0.0f;
+      CUDA_CHECK(cudaEventElapsedTime(&ms, ev.start, ev.stop));
+      times.push_back(ms);
+    }
+    std::sort(times.begin(), times.end());
+    return times[times.size() / 2];
+  };
+  const float apart_ms = median_ms([&] {
+    run_conv_forward(plan, x, w, y);
+    bias_add(bias, y);
+    relu_forward(y, y);
+    return true;
+  });
+  std::string log_line;
+  float best_ms = apart_ms;
+  for (auto& candidate : plans) {
+    SearchBuffer buf(std::max<size_t>(candidate->workspace_bytes(), size_t{1} << 20), stream());
+    if (buf.bytes() < candidate->workspace_bytes()) continue;
+    const float ms = median_ms([&] {
+      const cudnnStatus_t st = candidate->execute(cudnn_, x.raw(), w.raw(), y.raw(), buf.ptr(), bias.raw());
+      if (st != CUDNN_STATUS_SUCCESS) cudaGetLastError();
+      return st == CUDNN_STATUS_SUCCESS;
+    });
+    if (ms < 0.0f) continue;
+    log_line += fmt::format(" [{} {:.3f} ms]", candidate->name(), ms);
+    if (ms < best_ms) {
+      best_ms = ms;
+      plan.fwd_bias_relu = std::move(candidate);
+    }
+  }
+  log::debug("conv_forward_bias_relu x {} w {}: apart {:.3f} ms, fused plans:{}; {}", plan.x_shape.to_string(),
+             plan.w_shape.to_string(), apart_ms, log_line.empty() ? " none ran" : log_line,
+             plan.fwd_bias_relu ? "fused plan " + plan.fwd_bias_relu->name() + " runs" : std::string("ops apart run"));
 }
 
 void CudaBackend::conv_backward_data(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx) {

@@ -18,8 +18,9 @@ namespace {
 
 using Desc = std::shared_ptr<void>;
 
-// The operands' ids in every variant pack.
-constexpr int64_t kUidX = 1, kUidW = 2, kUidY = 3;
+// The operands' ids in every variant pack; the bias and the virtual intermediates of a bias_relu
+// graph (conv(x, w), then conv + bias) after them.
+constexpr int64_t kUidX = 1, kUidW = 2, kUidY = 3, kUidBias = 4, kUidConv = 5, kUidBiased = 6;
 // Every operand is promised 16-byte aligned: allocations come from the memory pool (256-byte
 // aligned) and parameter views start at kParamAlignment elements; execute() checks it per call.
 constexpr int64_t kAlignment = 16;
@@ -39,8 +40,9 @@ void set_desc(const Desc& d, cudnnBackendAttributeName_t name, const Desc& value
   set(d, name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &v);
 }
 
-Desc tensor(int64_t uid, const GraphTensor& t, cudnnDataType_t type) {
+Desc tensor(int64_t uid, const GraphTensor& t, cudnnDataType_t type, bool is_virtual = false) {
   Desc d = make_desc(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  if (is_virtual) set(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual);
   set(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type);
   set(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, t.dims.data());
   set(d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, t.strides.data());
@@ -107,6 +109,22 @@ Desc operation(const ConvGraphSpec& s, const Desc& conv, const Desc& x, const De
   set(d, n.beta, CUDNN_TYPE_FLOAT, 1, &beta);
   CUDNN_CHECK(cudnnBackendFinalize(d.get()));
   return d;
+}
+
+// A pointwise operation out = mode(in) (RELU_FWD) or out = in + b (ADD), in fp32.
+Desc pointwise(cudnnPointwiseMode_t mode, const Desc& in, const Desc* b, const Desc& out) {
+  Desc pw = make_desc(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+  const cudnnDataType_t precision = CUDNN_DATA_FLOAT;
+  set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
+  set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &precision);
+  CUDNN_CHECK(cudnnBackendFinalize(pw.get()));
+  Desc op = make_desc(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+  set_desc(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw);
+  set_desc(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, in);
+  if (b) set_desc(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *b);
+  set_desc(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, out);
+  CUDNN_CHECK(cudnnBackendFinalize(op.get()));
+  return op;
 }
 
 // The engine configurations one heuristics mode proposes, best first; none if the mode has
@@ -220,6 +238,13 @@ GraphTensor graph_tensor(const Shape& s, Layout layout) {
   return t;
 }
 
+ConvGraphSpec conv_bias_relu_graph_spec(DType dtype, Layout layout, const Shape& x, const Shape& w, const Shape& y,
+                                        const ConvParams& p, bool allow_tf32) {
+  ConvGraphSpec spec = conv_graph_spec(ConvDirection::Forward, dtype, layout, x, w, y, p, allow_tf32);
+  spec.bias_relu = true;
+  return spec;
+}
+
 ConvGraphSpec conv_graph_spec(ConvDirection direction, DType dtype, Layout layout, const Shape& x, const Shape& w,
                               const Shape& y, const ConvParams& p, bool allow_tf32) {
   ConvGraphSpec spec;
@@ -235,18 +260,21 @@ ConvGraphSpec conv_graph_spec(ConvDirection direction, DType dtype, Layout layou
   return spec;
 }
 
-cudnnStatus_t ConvGraphPlan::execute(cudnnHandle_t handle, void* x, void* w, void* y, void* workspace) const {
-  if (!aligned(x) || !aligned(w) || !aligned(y) || (workspace_bytes_ > 0 && !aligned(workspace)))
+cudnnStatus_t ConvGraphPlan::execute(cudnnHandle_t handle, void* x, void* w, void* y, void* workspace,
+                                     void* bias) const {
+  if (!aligned(x) || !aligned(w) || !aligned(y) || (workspace_bytes_ > 0 && !aligned(workspace)) ||
+      (bias != nullptr) != bias_relu_ || (bias && !aligned(bias)))
     return CUDNN_STATUS_BAD_PARAM;
   // A variant pack per distinct set of pointers: a training step calls each convolution with the
   // same buffers every iteration, so building it once per call site saves host time op by op.
-  const std::array<void*, 4> key{x, w, y, workspace};
+  const std::array<void*, 5> key{x, w, y, workspace, bias};
   if (!pack_ || key != pack_key_) {
     Desc pack = make_desc(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-    const int64_t uids[3] = {kUidX, kUidW, kUidY};
-    void* pointers[3] = {x, w, y};
-    set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids);
-    set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, pointers);
+    const int64_t uids[4] = {kUidX, kUidW, kUidY, kUidBias};
+    void* pointers[4] = {x, w, y, bias};
+    const int64_t n = bias_relu_ ? 4 : 3;
+    set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
+    set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, pointers);
     set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
     const cudnnStatus_t st = cudnnBackendFinalize(pack.get());
     if (st != CUDNN_STATUS_SUCCESS) return st;
@@ -260,12 +288,28 @@ std::vector<std::unique_ptr<ConvGraphPlan>> conv_graph_plans(cudnnHandle_t handl
                                                              size_t max_workspace, int max_plans) {
   std::vector<std::unique_ptr<ConvGraphPlan>> plans;
   if (max_plans <= 0) return plans;
-  const std::vector<Desc> base{tensor(kUidX, spec.x, spec.data_type), tensor(kUidW, spec.w, spec.data_type),
-                               tensor(kUidY, spec.y, spec.data_type), convolution(spec)};
-  const Desc op = operation(spec, base[3], base[0], base[1], base[2]);
+  std::vector<Desc> base{tensor(kUidX, spec.x, spec.data_type), tensor(kUidW, spec.w, spec.data_type),
+                         tensor(kUidY, spec.y, spec.data_type), convolution(spec)};
+  std::vector<Desc> nodes;
+  if (!spec.bias_relu) {
+    nodes.push_back(operation(spec, base[3], base[0], base[1], base[2]));
+  } else {
+    if (spec.direction != ConvDirection::Forward) return plans;
+    // conv(x, w) and conv + bias stay in fp32 inside the fused kernel; only y is stored.
+    const int64_t k = spec.y.dims[1];
+    const GraphTensor bias_t{{1, k, 1, 1}, {k, 1, 1, 1}};
+    base.push_back(tensor(kUidBias, bias_t, spec.data_type));
+    base.push_back(tensor(kUidConv, spec.y, CUDNN_DATA_FLOAT, true));
+    base.push_back(tensor(kUidBiased, spec.y, CUDNN_DATA_FLOAT, true));
+    nodes.push_back(operation(spec, base[3], base[0], base[1], base[5]));
+    nodes.push_back(pointwise(CUDNN_POINTWISE_ADD, base[5], &base[4], base[6]));
+    nodes.push_back(pointwise(CUDNN_POINTWISE_RELU_FWD, base[6], nullptr, base[2]));
+  }
   Desc graph = make_desc(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-  void* ops = op.get();
-  set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &ops);
+  std::vector<void*> ops;
+  for (const Desc& n : nodes) ops.push_back(n.get());
+  set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, static_cast<int64_t>(ops.size()),
+      ops.data());
   set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
   if (cudnnBackendFinalize(graph.get()) != CUDNN_STATUS_SUCCESS) return plans;
 
@@ -294,12 +338,13 @@ std::vector<std::unique_ptr<ConvGraphPlan>> conv_graph_plans(cudnnHandle_t handl
         continue;
       auto p = std::unique_ptr<ConvGraphPlan>(new ConvGraphPlan());
       p->owned_ = base;
-      p->owned_.push_back(op);
+      p->owned_.insert(p->owned_.end(), nodes.begin(), nodes.end());
       p->owned_.push_back(graph);
       p->owned_.push_back(config);
       p->plan_ = std::move(plan);
       p->workspace_bytes_ = static_cast<size_t>(workspace);
       p->name_ = std::move(facts.name);
+      p->bias_relu_ = spec.bias_relu;
       plans.push_back(std::move(p));
     }
   }

@@ -36,10 +36,17 @@ struct ConvGraphSpec {
   GraphTensor x, w, y;  // w as (K, C/groups, R, S); a grouped convolution is implied by x's C
   std::array<int64_t, 2> pad{}, stride{1, 1}, dilation{1, 1};
   bool allow_tf32 = false;  // f32 only: engines with the TENSOR_CORE note (TF32) allowed
+  // Forward only: y = max(0, conv + bias), the bias (1, K, 1, 1) of data_type, as one graph (a
+  // convolution into an fp32 intermediate, a pointwise add and a pointwise ReLU) that cuDNN's
+  // runtime-fusion engines compile into one kernel.
+  bool bias_relu = false;
 };
 
 // Extents and strides of a 4-d operand of `shape` stored in `layout` (KRSC filters when NHWC).
 GraphTensor graph_tensor(const Shape& shape, Layout layout);
+// The forward spec with the bias and ReLU epilogue (ConvGraphSpec::bias_relu).
+ConvGraphSpec conv_bias_relu_graph_spec(DType dtype, Layout layout, const Shape& x, const Shape& w, const Shape& y,
+                                        const ConvParams& p, bool allow_tf32);
 // The spec of one direction of the convolution x (*) w = y with parameters p, all operands of
 // storage `dtype` in `layout`.
 ConvGraphSpec conv_graph_spec(ConvDirection direction, DType dtype, Layout layout, const Shape& x, const Shape& w,
@@ -58,8 +65,10 @@ class ConvGraphPlan {
   // Engine index and knob choices, for logs.
   const std::string& name() const { return name_; }
   // Enqueues the convolution on the handle's stream. Returns cuDNN's status instead of throwing:
-  // the search skips a plan that refuses to run; the run path checks it.
-  cudnnStatus_t execute(cudnnHandle_t handle, void* x, void* w, void* y, void* workspace) const;
+  // the search skips a plan that refuses to run; the run path checks it. `bias`: the bias of a
+  // bias_relu plan (BAD_PARAM if it is missing there, or given to another plan).
+  cudnnStatus_t execute(cudnnHandle_t handle, void* x, void* w, void* y, void* workspace,
+                        void* bias = nullptr) const;
 
  private:
   friend std::vector<std::unique_ptr<ConvGraphPlan>> conv_graph_plans(cudnnHandle_t, const ConvGraphSpec&, size_t,
@@ -72,8 +81,9 @@ class ConvGraphPlan {
   size_t workspace_bytes_ = 0;
   std::string name_;
   // The last variant pack (operand and workspace pointers) and the pointers it was built for.
+  bool bias_relu_ = false;
   mutable std::shared_ptr<void> pack_;
-  mutable std::array<void*, 4> pack_key_{};
+  mutable std::array<void*, 5> pack_key_{};
 };
 
 // The plans cuDNN's heuristics (mode A; the fallback list where mode A has none) propose for `spec` that finalise on
