@@ -103,7 +103,7 @@ class Tensor {
 // `preferred` (Backend::activation_layout_for): tensors of the compute dtype as activation_layout()
 // says; those of another dtype (the f32 losses and accuracies of a 16-bit net, i32 labels) stay NCHW.
 inline Layout activation_layout(Layout preferred, const Shape& shape, DType dtype, DType compute) {
-  if (dtype != compute || dtype == DType::I32) return Layout::NCHW;
+  if (dtype != compute) return Layout::NCHW;
   return activation_layout(preferred, shape.rank(), shape.rank() == 4 ? shape.h() * shape.w() : 1);
 }
 

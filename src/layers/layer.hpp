@@ -40,6 +40,8 @@ struct ParamSpec {
   // Memory order of the compute copy (data and diff; the f32 master is always NCHW): convolution
   // filters follow the activations' layout, (K, R, S, C/groups) in memory when channels-last.
   Layout layout = Layout::NCHW;
+  // Whether the layer computes on a copy of the master rather than on the master itself.
+  bool mirrored() const { return dtype != DType::F32 || layout != Layout::NCHW; }
 };
 
 // A learnable parameter bound by the net: views into the net's flat buffers. data/diff are what the

@@ -2,11 +2,12 @@
 // semantics for blobs read by several layers, every parameter in one flat data buffer and one flat
 // gradient buffer, forward and backward without host synchronisation.
 // Mixed precision (compute dtype bf16/f16): activations and their gradients are 16-bit (losses and
-// accuracies f32); the f32 flat buffers stay the masters, mirrored by 16-bit flat buffers at the same
-// offsets that conv/fully-connected layers compute with. Each forward refreshes the 16-bit weights
-// from the masters (one conversion per parameter) and widens the f32 input; each backward widens
-// a layer's 16-bit gradients into the f32 flat gradient right after that layer, before the
-// data-parallel exchange can see them, dividing out the fp16 loss scale on the way.
+// accuracies f32); the f32 flat buffers stay the masters, mirrored by 16-bit flat buffers (the
+// mirrored parameters packed in the same order) that conv/fully-connected layers compute with.
+// Each forward refreshes the 16-bit weights from the masters (one conversion per parameter) and
+// widens the f32 input; each backward widens a layer's 16-bit gradients into the f32 flat gradient
+// right after that layer, before the data-parallel exchange can see them, dividing out the fp16
+// loss scale on the way.
 // Where the backend wants channels-last (Backend::activation_layout_for: on a GPU, 16-bit and TF32),
 // 4-d activations and convolution filters are NHWC (filters KRSC). The masters stay NCHW, so
 // checkpoints, initialisation and the exchange are the same in every precision; channels-last f32
@@ -52,10 +53,6 @@ struct NetLayer {
 
 int64_t align_up(int64_t n, int64_t a) { return (n + a - 1) / a * a; }
 
-// A parameter computes on a copy of its f32 NCHW master when it is stored otherwise: in 16 bits, or
-// channels-last (KRSC filters).
-bool needs_mirror(const ParamSpec& s) { return s.dtype != DType::F32 || s.layout != Layout::NCHW; }
-
 }  // namespace
 
 struct Net::Impl {
@@ -70,7 +67,7 @@ struct Net::Impl {
   std::map<std::string, int> blob_index;
   std::vector<NetLayer> layers;
   Tensor flat_params, flat_grads;        // (P) f32 masters
-  Tensor compute_params, compute_grads;  // (P) compute copies (16-bit, or channels-last f32 filters)
+  Tensor compute_params, compute_grads;  // packed compute copies (16-bit, or channels-last f32 filters)
   Tensor input_compute;                  // the input in the compute dtype and layout, where either differs
   double grad_scale = 1.0;               // fp16 loss scale, divided out when gradients are widened
   std::vector<Param*> params;      // network order
@@ -227,28 +224,30 @@ void Net::Impl::allocate_params() {
   // step can allreduce contiguous buckets while backward continues.
   std::vector<std::vector<ParamSpec>> specs;
   for (const auto& nl : layers) specs.push_back(nl.layer->param_specs());
-  std::vector<std::vector<int64_t>> offsets(layers.size());
-  int64_t total = 0;
+  // The compute copies of mirrored parameters are packed in the same order into buffers of their
+  // own: a TF32 net mirrors its convolution filters only, not its fully-connected weights.
+  std::vector<std::vector<int64_t>> offsets(layers.size()), mirror_offsets(layers.size());
+  int64_t total = 0, mirror_total = 0;
   for (size_t l = layers.size(); l-- > 0;) {
     for (const auto& s : specs[l]) {
+      CNNSCALE_CHECK(s.dtype == DType::F32 || s.dtype == compute, "layer '{}' parameter '{}' is {} in a {} net",
+                     layers[l].layer->name(), s.name, dtype_name(s.dtype), dtype_name(compute));
       total = align_up(total, kParamAlignment);
       offsets[l].push_back(total);
       total += s.shape.numel();
+      mirror_offsets[l].push_back(-1);  // not mirrored
+      if (!s.mirrored()) continue;
+      mirror_total = align_up(mirror_total, kParamAlignment);
+      mirror_offsets[l].back() = mirror_total;
+      mirror_total += s.shape.numel();
     }
   }
   if (total == 0) return;
   flat_params = backend.alloc(Shape({total}), DType::F32);
   flat_grads = backend.alloc(Shape({total}), DType::F32);
-  bool mirrored = false;
-  for (size_t l = 0; l < layers.size(); ++l)
-    for (const auto& s : specs[l]) {
-      CNNSCALE_CHECK(s.dtype == DType::F32 || s.dtype == compute, "layer '{}' parameter '{}' is {} in a {} net",
-                     layers[l].layer->name(), s.name, dtype_name(s.dtype), dtype_name(compute));
-      mirrored |= needs_mirror(s);
-    }
-  if (mirrored) {
-    compute_params = backend.alloc(Shape({total}), compute);
-    compute_grads = backend.alloc(Shape({total}), compute);
+  if (mirror_total > 0) {
+    compute_params = backend.alloc(Shape({mirror_total}), compute);
+    compute_grads = backend.alloc(Shape({mirror_total}), compute);
   }
   // Initialise on the host in NETWORK order from one seeded generator, so CPU and GPU nets (and
   // every rank) start from identical weights regardless of the buffer layout.
@@ -261,15 +260,15 @@ void Net::Impl::allocate_params() {
       const ParamSpec& s = specs[l][p];
       fill_param(s, rng, host.data() + offsets[l][p]);
       Tensor master = flat_params.view(offsets[l][p], s.shape), master_diff = flat_grads.view(offsets[l][p], s.shape);
-      if (!needs_mirror(s))
+      if (!s.mirrored())
         bound.push_back({s, master, master_diff, master, master_diff});
       else
-        bound.push_back({s, compute_params.view(offsets[l][p], s.shape).as_layout(s.layout),
-                         compute_grads.view(offsets[l][p], s.shape).as_layout(s.layout), master, master_diff});
+        bound.push_back({s, compute_params.view(mirror_offsets[l][p], s.shape).as_layout(s.layout),
+                         compute_grads.view(mirror_offsets[l][p], s.shape).as_layout(s.layout), master, master_diff});
     }
     for (auto& p : bound) {
       params.push_back(&p);
-      if (needs_mirror(p.spec)) mirrored_params.push_back(&p);
+      if (p.spec.mirrored()) mirrored_params.push_back(&p);
     }
   }
   backend.upload(host.data(), flat_params);
@@ -366,7 +365,7 @@ void Net::backward(uint64_t iteration, const std::function<void(size_t layer_ind
       // Unmirrored parameters (batch norm) computed their gradients from the scaled loss too.
       const auto unscale = static_cast<float>(1.0 / m.grad_scale);
       for (const Param& p : nl.layer->params())
-        if (needs_mirror(p.spec) || unscale != 1.0f) m.backend.convert(p.diff, p.master_diff, unscale);
+        if (p.spec.mirrored() || unscale != 1.0f) m.backend.convert(p.diff, p.master_diff, unscale);
     }
     if (after_layer) after_layer(l);
   }

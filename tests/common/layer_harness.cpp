@@ -79,15 +79,14 @@ LayerHarness make_layer(Backend& backend, const std::string& yaml, const std::ve
   for (const auto& s : specs) {
     Tensor master = h.flat_params.view(offset, s.shape), master_diff = h.flat_grads.view(offset, s.shape);
     Param p{s, master, master_diff, master, master_diff};
-    const bool mirrored = s.dtype != DType::F32 || s.layout != Layout::NCHW;
-    if (mirrored) {  // a 16-bit or channels-last compute copy beside the f32 master, as the net keeps
+    if (s.mirrored()) {  // a 16-bit or channels-last compute copy beside the f32 master, as the net keeps
       p.data = backend.alloc(s.shape, s.dtype).as_layout(s.layout);
       p.diff = backend.alloc(s.shape, s.dtype).as_layout(s.layout);
     }
     std::vector<float> host(static_cast<size_t>(s.shape.numel()));
     fill_param(s, rng, host.data());
     from_host(backend, p.master, host);
-    if (mirrored) from_host(backend, p.data, host);
+    if (s.mirrored()) from_host(backend, p.data, host);
     layer.params().push_back(p);
     offset += s.shape.numel();
   }
