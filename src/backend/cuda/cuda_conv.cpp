@@ -155,6 +155,40 @@ struct EventPair {
   EventPair& operator=(const EventPair&) = delete;
 };
 
+// One call of `run` (which says whether it succeeded) between the pair of events on `stream`: its
+// time in ms, or a negative value if it failed.
+template <typename Run>
+float timed_run(const EventPair& ev, cudaStream_t stream, Run&& run) {
+  CUDA_CHECK(cudaEventRecord(ev.start, stream));
+  const bool ok = run();
+  CUDA_CHECK(cudaEventRecord(ev.stop, stream));
+  CUDA_CHECK(cudaEventSynchronize(ev.stop));
+  if (!ok) return -1.0f;
+  float ms = 0.0f;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, ev.start, ev.stop));
+  return ms;
+}
+
+// The median of kFindTrials timed calls of `run`, as the legacy search ranks its algorithms; a
+// negative value if one failed.
+template <typename Run>
+float median_run_ms(const EventPair& ev, cudaStream_t stream, Run&& run) {
+  std::vector<float> times;
+  for (int t = 0; t < kFindTrials; ++t) {
+    const float ms = timed_run(ev, stream, run);
+    if (ms < 0.0f) return -1.0f;
+    times.push_back(ms);
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+// A run of a graph plan for timed_run: whether it ran (a refusal leaves no sticky error behind).
+bool ran(cudnnStatus_t st) {
+  if (st != CUDNN_STATUS_SUCCESS) cudaGetLastError();
+  return st == CUDNN_STATUS_SUCCESS;
+}
+
 }  // namespace
 
 void CudaBackend::search_graph_plans(const char* op, const ConvPlan& plan, cuda::ConvDirection direction,
@@ -169,46 +203,25 @@ void CudaBackend::search_graph_plans(const char* op, const ConvPlan& plan, cuda:
   auto plans = cuda::conv_graph_plans(cudnn_, spec, workspace_bytes, options_.conv_graph_plans);
   const auto t1 = std::chrono::steady_clock::now();
   EventPair ev;
-  // One run on the stream between the pair of events; its time, or a negative value if it failed.
-  auto timed_run = [&](const cuda::ConvGraphPlan& candidate) {
-    CUDA_CHECK(cudaEventRecord(ev.start, stream()));
-    const cudnnStatus_t st = candidate.execute(cudnn_, x, w, y, workspace);
-    CUDA_CHECK(cudaEventRecord(ev.stop, stream()));
-    CUDA_CHECK(cudaEventSynchronize(ev.stop));
-    if (st != CUDNN_STATUS_SUCCESS) {
-      cudaGetLastError();
-      return -1.0f;
-    }
-    float ms = 0.0f;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, ev.start, ev.stop));
-    return ms;
-  };
   std::string log_line;
   std::unique_ptr<cuda::ConvGraphPlan> best;
   float best_ms = 0.0f;
   for (auto& candidate : plans) {
+    auto run = [&] { return ran(candidate->execute(cudnn_, x, w, y, workspace)); };
     // A first run loads the kernels (lazy module loading: up to tens of ms on an H100). A plan
     // whose second run is still far slower than the best so far cannot win and is not timed
     // further, which keeps the search short where the heuristics also rank slow engines.
-    float first = timed_run(*candidate);
+    float first = timed_run(ev, stream(), run);
     if (first < 0.0f) continue;
     const float bound = std::min(best ? best_ms : choice.measured_ms, choice.measured_ms);
-    if (first > 2.0f * bound) first = timed_run(*candidate);
+    if (first > 2.0f * bound) first = timed_run(ev, stream(), run);
     if (first < 0.0f) continue;
     if (first > 2.0f * bound) {
       log_line += fmt::format(" [{} {:.3f} ms: not timed further]", candidate->name(), first);
       continue;
     }
-    // kFindTrials timed runs, ranked by their median as the legacy search ranks its algorithms.
-    std::vector<float> times;
-    for (int t = 0; t < kFindTrials; ++t) {
-      const float ms = timed_run(*candidate);
-      if (ms < 0.0f) break;
-      times.push_back(ms);
-    }
-    if (times.size() < static_cast<size_t>(kFindTrials)) continue;
-    std::sort(times.begin(), times.end());
-    const float ms = times[times.size() / 2];
+    const float ms = median_run_ms(ev, stream(), run);
+    if (ms < 0.0f) continue;
     log_line += fmt::format(" [{} {:.3f} ms {} MiB]", candidate->name(), ms, candidate->workspace_bytes() >> 20);
     if (!best || ms < best_ms) {
       best = std::move(candidate);
@@ -478,10 +491,10 @@ CudaBackend::ForwardOperands CudaBackend::forward_operands(const ConvParams& p, 
 // the three ops.
 void CudaBackend::conv_forward_bias_relu(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& bias,
                                          const Tensor& y) {
-  const ForwardOperands f = forward_operands(p, x, w, y);
   cuda::expect_float("conv_forward_bias_relu", "bias", bias, device_);
   cuda::expect_dtype("conv_forward_bias_relu", "bias", bias, x.dtype());
   cuda::expect_numel("conv_forward_bias_relu", "bias", bias, y.shape().c());
+  const ForwardOperands f = forward_operands(p, x, w, y);
   ConvPlan& plan = *f.plan;
   if (!plan.fwd_bias_relu_searched) search_bias_relu(plan, f.x, f.w, bias, y);
   if (plan.fwd_bias_relu) {
@@ -512,24 +525,8 @@ void CudaBackend::search_bias_relu(ConvPlan& plan, const Tensor& x, const Tensor
     return;
   }
   EventPair ev;
-  // The median of kFindTrials timed runs of `run` (after one untimed run that loads its kernels),
-  // or a negative value if it failed.
-  auto median_ms = [&](auto&& run) {
-    if (!run()) return -1.0f;
-    std::vector<float> times;
-    for (int t = 0; t < kFindTrials; ++t) {
-      CUDA_CHECK(cudaEventRecord(ev.start, stream()));
-      const bool ok = run();
-      CUDA_CHECK(cudaEventRecord(ev.stop, stream()));
-      CUDA_CHECK(cudaEventSynchronize(ev.stop));
-      if (!ok) return -1.0f;
-      float ms = 0.0f;
-      CUDA_CHECK(cudaEventElapsedTime(&ms, ev.start, ev.stop));
-      times.push_back(ms);
-    }
-    std::sort(times.begin(), times.end());
-    return times[times.size() / 2];
-  };
+  // The median of timed runs after one untimed run that loads the kernels; negative if one failed.
+  auto median_ms = [&](auto&& run) { return run() ? median_run_ms(ev, stream(), run) : -1.0f; };
   const float apart_ms = median_ms([&] {
     run_conv_forward(plan, x, w, y);
     bias_add(bias, y);
@@ -541,11 +538,8 @@ void CudaBackend::search_bias_relu(ConvPlan& plan, const Tensor& x, const Tensor
   for (auto& candidate : plans) {
     SearchBuffer buf(std::max<size_t>(candidate->workspace_bytes(), size_t{1} << 20), stream());
     if (buf.bytes() < candidate->workspace_bytes()) continue;
-    const float ms = median_ms([&] {
-      const cudnnStatus_t st = candidate->execute(cudnn_, x.raw(), w.raw(), y.raw(), buf.ptr(), bias.raw());
-      if (st != CUDNN_STATUS_SUCCESS) cudaGetLastError();
-      return st == CUDNN_STATUS_SUCCESS;
-    });
+    const float ms =
+        median_ms([&] { return ran(candidate->execute(cudnn_, x.raw(), w.raw(), y.raw(), buf.ptr(), bias.raw())); });
     if (ms < 0.0f) continue;
     log_line += fmt::format(" [{} {:.3f} ms]", candidate->name(), ms);
     if (ms < best_ms) {
