@@ -48,8 +48,8 @@ void run_time(TimeArgs& a) {
   if (a.classes > 0) net_options.classes = a.classes;
   NetSpec spec = NetSpec::load(resolve_network_path(a.net), net_options);
   std::unique_ptr<Backend> backend = make_backend(a.device, a.sm_count, a.options.precision,
-                                                  {conv_search_from_name(a.conv_search), false,
-                                                   layout_choice_from_name(a.layout)});
+                                                  {.conv_search = conv_search_from_name(a.conv_search),
+                                                   .layout = layout_choice_from_name(a.layout)});
 
   std::optional<FusedSpec> fused;
   if (!a.no_fuse) fused.emplace(fuse_epilogues(spec));
@@ -119,15 +119,7 @@ void register_time(CLI::App& app) {
   cmd->add_flag("--no-fuse", a.no_fuse,
                 "Time every layer as written instead of with batch norm and convolution epilogues fused, as training "
                 "runs them");
-  cmd->add_option("--conv-search", a.conv_search,
-                  "GPU convolution algorithms searched: all (legacy and graph-API engines) or legacy")
-      ->check(CLI::IsMember({"all", "legacy"}))
-      ->capture_default_str();
-  cmd->add_option("--layout", a.layout,
-                  "Memory order of 4-d activations: auto (channels-last on a GPU in bf16, fp16 and tf32), nchw or "
-                  "nhwc (GPU only)")
-      ->check(CLI::IsMember({"auto", "nchw", "nhwc"}))
-      ->capture_default_str();
+  add_gpu_algorithm_options(cmd, a.conv_search, a.layout);
   cmd->callback([args] { run_time(*args); });
 }
 

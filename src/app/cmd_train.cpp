@@ -23,7 +23,9 @@ void run_train(TrainArgs& a) {
   validate_train_args(a);                                  // exit 2 before anything is loaded
   // The global batch and this rank's share; a precision the device cannot run fails here.
   ParallelRun par(a.parallel, a.device, a.options.batch, a.options.precision,
-                  {conv_search_from_name(a.conv_search), a.deterministic, layout_choice_from_name(a.layout)});
+                  {.conv_search = conv_search_from_name(a.conv_search),
+                   .deterministic = a.deterministic,
+                   .layout = layout_choice_from_name(a.layout)});
   a.options.batch = par.global_batch();
   const TrainInputs in = load_train_inputs(a);
   const nlohmann::json run_config = describe_run(a, in, par);
@@ -127,16 +129,7 @@ void register_train(CLI::App& app) {
                 "Run every layer as written instead of fusing each batch norm's following ReLU and residual sum, "
                 "and each convolution's following ReLU, into it (the default: the same function, fewer passes over "
                 "memory)");
-  cmd->add_option("--conv-search", a.conv_search,
-                  "GPU convolution algorithms each shape's search times: all (cuDNN's legacy algorithms and its "
-                  "graph-API engines; the fastest runs) or legacy (the legacy algorithms only, to compare)")
-      ->check(CLI::IsMember({"all", "legacy"}))
-      ->capture_default_str();
-  cmd->add_option("--layout", a.layout,
-                  "Memory order of 4-d activations and filters: auto (channels-last on a GPU in bf16, fp16 and "
-                  "tf32, NCHW otherwise), or nchw / nhwc forced (nhwc on a GPU only), to measure what it costs")
-      ->check(CLI::IsMember({"auto", "nchw", "nhwc"}))
-      ->capture_default_str();
+  add_gpu_algorithm_options(cmd, a.conv_search, a.layout);
   cmd->add_flag("--deterministic", a.deterministic,
                 "GPU: deterministic algorithms only, chosen by cuDNN's heuristics rather than by timing, so that "
                 "every process chooses alike and a run resumed from a checkpoint continues bit for bit (convolutions "

@@ -4,6 +4,7 @@
 // signal after saving its state, see core/stop_signal.hpp).
 #pragma once
 #include <CLI/CLI.hpp>
+#include <string>
 
 namespace cnnscale::app {
 
@@ -14,6 +15,22 @@ void register_time(CLI::App& app);
 void register_sweep(CLI::App& app);
 void register_report(CLI::App& app);
 void register_infer(CLI::App& app);
+
+// --conv-search and --layout, which train and time share: which convolution implementations a
+// GPU backend's search times, and the memory order of the activations (backend.hpp's
+// AlgorithmChoice, built by conv_search_from_name and layout_choice_from_name).
+inline void add_gpu_algorithm_options(CLI::App* cmd, std::string& conv_search, std::string& layout) {
+  cmd->add_option("--conv-search", conv_search,
+                  "GPU convolution algorithms each shape's search times: all (cuDNN's legacy algorithms and its "
+                  "graph-API engines; the fastest runs) or legacy (the legacy algorithms only, to compare)")
+      ->check(CLI::IsMember({"all", "legacy"}))
+      ->capture_default_str();
+  cmd->add_option("--layout", layout,
+                  "Memory order of 4-d activations and filters: auto (channels-last on a GPU in bf16, fp16 and "
+                  "tf32, NCHW otherwise), or nchw / nhwc forced (nhwc on a GPU only), to measure what it costs")
+      ->check(CLI::IsMember({"auto", "nchw", "nhwc"}))
+      ->capture_default_str();
+}
 
 // A non-error exit code a command asks main() to return after a clean shutdown (MPI finalised on
 // every rank): train's kExitRequeue after a stop signal. 0 unless set.
