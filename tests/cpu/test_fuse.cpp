@@ -78,6 +78,26 @@ TEST(FuseBatchNormEpilogues, AResidualBatchNormMovesOnlyPastALaterAddend) {
   EXPECT_GT(at("res3_1_bn2"), at("res3_1_proj_bn"));
 }
 
+void feed(Net& net, int64_t classes, uint64_t seed) { testing::feed_random_batch(net, classes, seed, 0.5f); }
+
+// The network as written and fused, from the same weights on the same batches, through three SGD
+// steps: loss, gradients and weights bit-identical after each.
+void expect_same_training(Backend& backend, Net& plain, Net& fused, int64_t classes) {
+  ASSERT_EQ(to_host(backend, plain.flat_params()), to_host(backend, fused.flat_params()));
+  for (int step = 0; step < 3; ++step) {
+    SCOPED_TRACE(step);
+    for (Net* n : {&plain, &fused}) {
+      feed(*n, classes, 100 + static_cast<uint64_t>(step));
+      n->forward(Phase::Train, static_cast<uint64_t>(step));
+      n->backward(static_cast<uint64_t>(step));
+    }
+    EXPECT_EQ(to_host(backend, plain.loss()), to_host(backend, fused.loss()));
+    EXPECT_EQ(to_host(backend, plain.flat_grads()), to_host(backend, fused.flat_grads()));
+    for (Net* n : {&plain, &fused}) backend.axpby(-0.05f, n->flat_grads(), 1.0f, n->flat_params());
+  }
+  EXPECT_EQ(to_host(backend, plain.flat_params()), to_host(backend, fused.flat_params()));
+}
+
 TEST(FuseConvolutionEpilogues, AConvolutionTakesTheReluThatAloneReadsIt) {
   NetSpec spec = NetSpec::load(test_network("fuse_small_convnet.yaml"));
   FusedSpec f = fuse_epilogues(spec);
@@ -114,22 +134,8 @@ TEST(FuseConvolutionEpilogues, FusedNetworkTrainsToTheSameBits) {
   ASSERT_EQ(f.fused.size(), 2u);
   auto backend = make_backend("cpu");
   Net plain(spec, *backend, 8, 5), fused(f.spec, *backend, 8, 5);
-  ASSERT_EQ(to_host(*backend, plain.flat_params()), to_host(*backend, fused.flat_params()));
-  for (int step = 0; step < 3; ++step) {
-    SCOPED_TRACE(step);
-    for (Net* n : {&plain, &fused}) {
-      testing::feed_random_batch(*n, spec.classes(), 100 + static_cast<uint64_t>(step), 0.5f);
-      n->forward(Phase::Train, static_cast<uint64_t>(step));
-      n->backward(static_cast<uint64_t>(step));
-    }
-    EXPECT_EQ(to_host(*backend, plain.loss()), to_host(*backend, fused.loss()));
-    EXPECT_EQ(to_host(*backend, plain.flat_grads()), to_host(*backend, fused.flat_grads()));
-    for (Net* n : {&plain, &fused}) backend->axpby(-0.05f, n->flat_grads(), 1.0f, n->flat_params());
-  }
-  EXPECT_EQ(to_host(*backend, plain.flat_params()), to_host(*backend, fused.flat_params()));
+  expect_same_training(*backend, plain, fused, spec.classes());
 }
-
-void feed(Net& net, int64_t classes, uint64_t seed) { testing::feed_random_batch(net, classes, seed, 0.5f); }
 
 // The fused BatchNorm rounds bn(x), bn(x) + z and max(0, .) to float exactly as the BatchNorm,
 // Eltwise and ReLU layers do, and gates the gradient as ReLU's backward does: bit-identical.
@@ -138,19 +144,7 @@ TEST(FuseBatchNormEpilogues, FusedNetworkTrainsToTheSameBits) {
   FusedSpec f = fuse_epilogues(spec);
   auto backend = make_backend("cpu");
   Net plain(spec, *backend, 8, 5), fused(f.spec, *backend, 8, 5);
-  ASSERT_EQ(to_host(*backend, plain.flat_params()), to_host(*backend, fused.flat_params()));
-  for (int step = 0; step < 3; ++step) {
-    SCOPED_TRACE(step);
-    for (Net* n : {&plain, &fused}) {
-      feed(*n, spec.classes(), 100 + static_cast<uint64_t>(step));
-      n->forward(Phase::Train, static_cast<uint64_t>(step));
-      n->backward(static_cast<uint64_t>(step));
-    }
-    EXPECT_EQ(to_host(*backend, plain.loss()), to_host(*backend, fused.loss()));
-    EXPECT_EQ(to_host(*backend, plain.flat_grads()), to_host(*backend, fused.flat_grads()));
-    for (Net* n : {&plain, &fused}) backend->axpby(-0.05f, n->flat_grads(), 1.0f, n->flat_params());
-  }
-  EXPECT_EQ(to_host(*backend, plain.flat_params()), to_host(*backend, fused.flat_params()));
+  expect_same_training(*backend, plain, fused, spec.classes());
   for (Net* n : {&plain, &fused}) {
     feed(*n, spec.classes(), 999);
     n->forward(Phase::Test, 3);

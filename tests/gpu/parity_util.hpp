@@ -76,6 +76,11 @@ inline double tol_16bit(DType t) {
 // index, stride or pad errs by O(1).
 constexpr double kTolTf32Dot = 8.0 / 2048.0;
 
+// Convolution and GEMM tests over the tensor-core precisions, where an f32 operand means TF32: the
+// tolerance of each, and its name in test names ("tf32", "bf16", "f16").
+inline double tol_tensor_core_dot(DType t) { return t == DType::F32 ? kTolTf32Dot : tol_16bit(t); }
+inline std::string tensor_core_name(DType t) { return t == DType::F32 ? std::string("tf32") : dtype_name(t); }
+
 // ---- backends (created once, never destroyed: tearing CUDA objects down during static
 // destruction races the runtime's own shutdown) ----------------------------------------------------
 inline Backend& cpu_backend() {

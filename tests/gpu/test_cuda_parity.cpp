@@ -292,7 +292,7 @@ TEST_P(CudaConvChannelPadding, EveryModeMatchesTheCpu) {
   const auto& [c, dtype] = GetParam();
   const ConvParams& p = c.p;
   const bool tf32 = dtype == DType::F32;
-  const double tol = tf32 ? kTolTf32Dot : tol_16bit(dtype);
+  const double tol = tol_tensor_core_dot(dtype);
   const int64_t quantum = 16 / static_cast<int64_t>(dtype_size(dtype));  // channels of a 16-byte pixel
   for (ConvChannelPadding mode :
        {ConvChannelPadding::Always, ConvChannelPadding::Never, ConvChannelPadding::Measured}) {
@@ -345,8 +345,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          PadCase{"c12_k3_pad1", {2, 12, 9, 9}, 8, conv(3, 3, 1, 1, 1, 1, 1, 1)}),
                        ::testing::Values(DType::BF16, DType::F16, DType::F32)),
     [](const ::testing::TestParamInfo<std::tuple<PadCase, DType>>& info) {
-      const DType t = std::get<1>(info.param);
-      return std::get<0>(info.param).name + "_" + (t == DType::F32 ? std::string("tf32") : dtype_name(t));
+      return std::get<0>(info.param).name + "_" + tensor_core_name(std::get<1>(info.param));
     });
 
 // ---- convolution through cuDNN's graph API ----------------------------------------------------
@@ -363,7 +362,7 @@ TEST_P(CudaConvGraphPlans, EveryPlanMatchesTheCpu) {
   const ConvParams& p = c.p;
   const bool tf32 = dtype == DType::F32;
   const Layout layout = Layout::NHWC;
-  const double tol = tf32 ? kTolTf32Dot : tol_16bit(dtype);
+  const double tol = tol_tensor_core_dot(dtype);
   CudaBackendOptions options;
   options.allow_tf32 = tf32;
   CudaBackend g(0, options);
@@ -410,8 +409,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          PadCase{"k1_stride2", {2, 64, 8, 8}, 32, conv(1, 1, 2, 2, 0, 0, 1, 1)}),
                        ::testing::Values(DType::BF16, DType::F16, DType::F32)),
     [](const ::testing::TestParamInfo<std::tuple<PadCase, DType>>& info) {
-      const DType t = std::get<1>(info.param);
-      return std::get<0>(info.param).name + "_" + (t == DType::F32 ? std::string("tf32") : dtype_name(t));
+      return std::get<0>(info.param).name + "_" + tensor_core_name(std::get<1>(info.param));
     });
 
 // ---- pooling ------------------------------------------------------------------------------------
