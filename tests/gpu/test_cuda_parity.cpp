@@ -3,8 +3,10 @@
 // failure report says which one. Layer-level parity lives in test_cuda_parity_layers.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstddef>
 #include <random>
 #include <string>
 #include <vector>
@@ -411,6 +413,31 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<std::tuple<PadCase, DType>>& info) {
       return std::get<0>(info.param).name + "_" + tensor_core_name(std::get<1>(info.param));
     });
+
+// The negative control of kTolTf32Dot: a TF32 convolution (channels-last, as the nets run it) is
+// within the tolerance of the right reference and far outside it of a reference with one wrong
+// index (the CPU's filters 0 and 1 swapped), so the tolerance still catches what it must.
+TEST(CudaConvTf32, ToleranceSeparatesTheRightResultFromAWrongIndex) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+#if CNNSCALE_HAVE_CUDA
+  CudaBackendOptions options;
+  options.allow_tf32 = true;
+  CudaBackend g(0, options);
+  Backend& cpu = cpu_backend();
+  const PadCase c{"k3_pad1_c64", {2, 64, 10, 10}, 64, conv(3, 3, 1, 1, 1, 1, 1, 1)};
+  const ConvTwins t = make_conv_twins(g, c, DType::F32, Layout::NHWC, 93);
+  g.conv_forward(c.p, t.x, t.w, t.y);
+  const std::vector<float> y = to_host(g, t.y);
+  EXPECT_LE(parity_error(y, to_host(cpu, t.yc)).normalized, kTolTf32Dot);
+  std::vector<float> w = to_host(cpu, t.wc);
+  const auto per_filter = static_cast<std::ptrdiff_t>(w.size() / static_cast<size_t>(c.filters));
+  std::swap_ranges(w.begin(), w.begin() + per_filter, w.begin() + per_filter);
+  Tensor wrong_w = cpu.alloc(t.ws), wrong_y = cpu.alloc(t.ys);
+  from_host(cpu, wrong_w, w);
+  cpu.conv_forward(c.p, t.xc, wrong_w, wrong_y);
+  EXPECT_GT(parity_error(y, to_host(cpu, wrong_y)).normalized, kTolTf32Dot);
+#endif
+}
 
 // ---- pooling ------------------------------------------------------------------------------------
 
