@@ -91,7 +91,7 @@ void print_train_json(const TrainArgs& a, const TrainInputs& in, const Trainer& 
             {"data", in.train->name()},
             {"device", par.backend().device().to_string()},
             {"precision", precision_name(a.options.precision)},
-            {"allreduce_dtype", allreduce_dtype_name(a.options.precision, a.options.allreduce_fp32)},
+            {"allreduce_dtype", allreduce_dtype_name(allreduce_dtype_for(a.parallel.allreduce_dtype, a.options.precision))},
             {"batch", a.options.batch},
             {"seed", a.options.seed},
             {"iterations", r.iterations},

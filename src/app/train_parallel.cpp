@@ -71,9 +71,10 @@ void add_parallel_options(CLI::App& cmd, ParallelArgs& a) {
                     ->capture_default_str()
                     ->group(group);
   cmd.add_option("--allreduce-dtype", a.allreduce_dtype,
-                 "Dtype of the gradient exchange: fp32 (the master gradients) or the --precision's compute dtype "
-                 "(a 16-bit exchange is not implemented yet: compute with bf16/fp16 is refused)")
-      ->check(CLI::IsMember({"fp32", "compute"}))
+                 "Dtype of the gradient exchange: fp32 (the master gradients, as DDP), bf16 or fp16 (each bucket "
+                 "rounded to 16 bits for the exchange: half the bytes), or compute (the --precision's storage: "
+                 "bf16/fp16, fp32 for fp32 and tf32). fp16 exchanges the loss-scaled gradients under --precision fp16")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16", "compute"}))
       ->capture_default_str()
       ->group(group);
   cmd.add_option("--watchdog-timeout", a.watchdog_timeout,
@@ -207,6 +208,7 @@ DataParallel ParallelRun::data_parallel() const {
   dp.rank_batches = rank_batches_;
   dp.overlap = !args_.no_overlap && args_.overlap == "true";
   dp.bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(args_.bucket_mb * 1024.0 * 1024.0));
+  dp.exchange_dtype = allreduce_dtype_for(args_.allreduce_dtype, precision_);
   return dp;
 }
 

@@ -33,7 +33,7 @@ struct ParallelArgs {
   bool no_overlap = false;
   std::string overlap = "true";
   std::string algo = "ring";
-  std::string allreduce_dtype = "fp32";  // --allreduce-dtype: fp32 | compute (the precision's storage)
+  std::string allreduce_dtype = "fp32";  // --allreduce-dtype: fp32 | bf16 | fp16 | compute (the precision's storage)
   double watchdog_timeout = 300.0;
   CLI::Option* device_flag = nullptr;  // to tell an explicit --device from the default
   CLI::Option* algo_flag = nullptr;
@@ -46,10 +46,18 @@ struct JobTiming {
   std::vector<double> rank_timed_seconds;
 };
 
-// The dtype of the gradient exchange as results name it: "fp32", or with --allreduce-dtype compute
-// the 16-bit storage of bf16/fp16 ("bf16", "fp16"); tf32 stores fp32, so exchanges fp32 either way.
-inline std::string allreduce_dtype_name(Precision precision, bool allreduce_fp32) {
-  return allreduce_fp32 || !is_half(precision) ? "fp32" : precision_name(precision);
+// The dtype of the gradient exchange for --allreduce-dtype `flag`: fp32, bf16 and fp16 as named;
+// compute is the precision's storage (bf16 or fp16 for those precisions; fp32 and tf32 store fp32).
+inline DType allreduce_dtype_for(const std::string& flag, Precision precision) {
+  if (flag == "bf16") return DType::BF16;
+  if (flag == "fp16") return DType::F16;
+  if (flag == "compute") return compute_dtype(precision);
+  if (flag != "fp32") throw_config("--allreduce-dtype '{}': expected fp32, bf16, fp16 or compute", flag);
+  return DType::F32;
+}
+// As results name it: "fp32", "bf16" or "fp16" (the precisions' spelling).
+inline std::string allreduce_dtype_name(DType dtype) {
+  return dtype == DType::BF16 ? "bf16" : dtype == DType::F16 ? "fp16" : "fp32";
 }
 
 class ParallelRun {

@@ -30,14 +30,7 @@ void validate_train_args(TrainArgs& a) {
   a.options.cuda_graph = !a.no_graph;
   a.options.phase_marks = !a.no_phase_marks;
   a.options.fuse_epilogues = !a.no_fuse;
-  a.options.allreduce_fp32 = a.parallel.allreduce_dtype == "fp32";
-  // The Trainer exchanges the fp32 master gradients whatever TrainOptions::allreduce_fp32 says: a
-  // 16-bit exchange asked for would run as fp32 and be recorded as what it was not. Refused until
-  // the Trainer honours the option (fp32 and tf32 compute in fp32, so "compute" is fp32 there).
-  if (!a.options.allreduce_fp32 && is_half(a.options.precision))
-    throw_config("--allreduce-dtype compute: gradients are exchanged in fp32 only so far (the fp32 master "
-                 "gradients); --precision {} exchanges fp32",
-                 precision_name(a.options.precision));
+  allreduce_dtype_for(a.parallel.allreduce_dtype, a.options.precision);  // the one check of the value
   a.solver.policy = parse_lr_policy(a.lr_policy);
   a.solver.validate(
       [](const std::string& key, const std::string& message) { throw_config("{}: {}", flag_for(key), message); });
@@ -108,7 +101,8 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
   if (!a.parallel.sm_counts.empty()) run_config["sm_counts"] = a.parallel.sm_counts;  // GPU partitions, asked
   // Only where they differ from the defaults, so that default runs keep the ids they had before.
   if (a.options.precision != Precision::FP32) run_config["precision"] = precision_name(a.options.precision);
-  if (!a.options.allreduce_fp32) run_config["allreduce_dtype"] = a.parallel.allreduce_dtype;
+  if (const DType x = allreduce_dtype_for(a.parallel.allreduce_dtype, a.options.precision); x != DType::F32)
+    run_config["allreduce_dtype"] = allreduce_dtype_name(x);
   if (!a.options.cuda_graph) run_config["cuda_graph"] = false;     // --no-graph
   if (!a.options.phase_marks) run_config["phase_marks"] = false;  // --no-phase-marks
   if (!a.options.fuse_epilogues) run_config["fused_epilogues"] = false;  // --no-fuse
@@ -167,7 +161,7 @@ RunDescription describe_results(const TrainArgs& a, const TrainInputs& in, const
   run.overlap = a.options.parallel.overlap;
   if (par.active() && !backend.device().is_cpu()) run.allreduce_algo = a.parallel.algo;
   run.precision = precision_name(a.options.precision);
-  run.allreduce_dtype = allreduce_dtype_name(a.options.precision, a.options.allreduce_fp32);
+  run.allreduce_dtype = allreduce_dtype_name(allreduce_dtype_for(a.parallel.allreduce_dtype, a.options.precision));
   run.forward_macs = static_cast<double>(in.spec.forward_macs());
   run.measure = a.options.measure;
   run.phase_window = a.options.phase_window_seconds;

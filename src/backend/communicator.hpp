@@ -27,7 +27,8 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
 
-  // In-place sum across ranks of `t` (f32), in stream order after the queued compute work.
+  // In-place sum across ranks of `t` (f32, bf16 or f16), in stream order after the queued compute
+  // work. A 16-bit sum rounds to its format after each addition, as NCCL's does.
   virtual void allreduce_sum_async(const Tensor& t) = 0;
   // Compute stream waits for every outstanding async operation (no host block on GPU).
   virtual void wait() = 0;

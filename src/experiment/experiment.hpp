@@ -27,7 +27,8 @@ struct RunLength {
 struct AllreduceMode {
   bool overlap = true;
   std::string algo;           // "" : train's default; else ring|tree|auto
-  std::string label() const;  // "ov", "noov", "ov-tree"
+  std::string dtype;          // "" : train's default (fp32); else fp32|bf16|fp16|compute (--allreduce-dtype)
+  std::string label() const;  // "ov", "noov", "ov-tree", "ov-bf16", "noov-ring-compute"
   bool operator==(const AllreduceMode&) const = default;
 };
 

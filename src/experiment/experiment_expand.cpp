@@ -27,7 +27,10 @@ std::string stable_hash(const std::string& text) {
 }
 
 std::string AllreduceMode::label() const {
-  return algo.empty() ? std::string(overlap ? "ov" : "noov") : fmt::format("{}-{}", overlap ? "ov" : "noov", algo);
+  std::string out = overlap ? "ov" : "noov";
+  if (!algo.empty()) out += "-" + algo;
+  if (!dtype.empty()) out += "-" + dtype;
+  return out;
 }
 
 std::string GpuMix::label() const {
@@ -181,7 +184,11 @@ nlohmann::json Experiment::fixed_json() const {
 nlohmann::json Experiment::resolved_json() const {
   nlohmann::json j = fixed_json();
   nlohmann::json ar = nlohmann::json::array();
-  for (const auto& a : allreduce) ar.push_back({{"overlap", a.overlap}, {"algo", a.algo}});
+  for (const auto& a : allreduce) {
+    nlohmann::json one = {{"overlap", a.overlap}, {"algo", a.algo}};
+    if (!a.dtype.empty()) one["dtype"] = a.dtype;
+    ar.push_back(std::move(one));
+  }
   j["description"] = description;
   j["device_requested"] = device_requested;
   // Where the relative paths of the file pointed at (not hashed: the same experiment may be run
@@ -270,6 +277,7 @@ RunSpec make_run(const Experiment& e, const std::string& net, int64_t batch, con
   if (r.split != "even") c["split"] = r.split;
   c["precision"] = precision;
   c["allreduce"] = {{"overlap", r.allreduce.overlap}, {"algo", r.allreduce.algo}};
+  if (!r.allreduce.dtype.empty()) c["allreduce"]["dtype"] = r.allreduce.dtype;
   if (rs.ranks == 1) c["allreduce"] = nullptr;
   c["epochs"] = r.epochs;
   c["iterations"] = r.epochs > 0 ? 0 : r.iterations;
@@ -360,8 +368,9 @@ bool OnlyFilter::matches(const RunSpec& r) const {
     if (key == "split") mine = {r.split};
     if (key == "precision") mine = {r.precision};
     if (key == "allreduce")
-      mine = {r.allreduce.label(), fmt::format("{}{}{}", r.allreduce.overlap ? "overlap" : "no-overlap",
-                                               r.allreduce.algo.empty() ? "" : "-", r.allreduce.algo)};
+      mine = {r.allreduce.label(), fmt::format("{}{}{}{}{}", r.allreduce.overlap ? "overlap" : "no-overlap",
+                                               r.allreduce.algo.empty() ? "" : "-", r.allreduce.algo,
+                                               r.allreduce.dtype.empty() ? "" : "-", r.allreduce.dtype)};
     if (key == "repeat") mine = {std::to_string(r.repeat)};
     bool any = false;
     for (const auto& v : values)

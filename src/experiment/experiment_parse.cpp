@@ -173,9 +173,10 @@ AllreduceMode read_allreduce(const ExperimentReader& r, const ConfigNode& n) {
     m.overlap = one_of(n, {"overlap", "no-overlap"}) == "overlap";
     return m;
   }
-  r.check_keys(n, {"overlap", "algo"});
+  r.check_keys(n, {"overlap", "algo", "dtype"});
   if (auto c = r.child(n, "overlap")) m.overlap = c->as<bool>();
   if (auto c = r.child(n, "algo")) m.algo = one_of(*c, {"ring", "tree", "auto"});
+  if (auto c = r.child(n, "dtype")) m.dtype = one_of(*c, {"fp32", "bf16", "fp16", "compute"});
   return m;
 }
 

@@ -86,6 +86,7 @@ std::vector<std::string> train_arguments(const Experiment& e, const RunSpec& run
   if (run.ranks > 1) {
     if (!run.allreduce.overlap) a.push_back("--no-overlap");
     if (!run.allreduce.algo.empty()) add("--allreduce-algo", run.allreduce.algo);
+    if (!run.allreduce.dtype.empty()) add("--allreduce-dtype", run.allreduce.dtype);
     if (run.pass_split) add("--split", run.split);
   }
   add("--results", results_root);

@@ -26,6 +26,10 @@ struct DataParallel {
   std::vector<int64_t> rank_batches;
   bool overlap = true;  // bucket allreduces during backward
   int64_t bucket_bytes = kDefaultBucketBytes;
+  // The dtype gradients are summed in: F32 (the master gradients, as PyTorch DDP under autocast) or
+  // BF16/F16, each bucket rounded to 16 bits for the exchange and widened back after it (half the
+  // bytes, as DDP's bf16/fp16 compression hooks). Buckets are cut by their f32 bytes either way.
+  DType exchange_dtype = DType::F32;
 
   bool active() const { return comm != nullptr; }
   int size() const { return rank_batches.empty() ? 1 : static_cast<int>(rank_batches.size()); }

@@ -37,9 +37,13 @@ std::vector<GradientBucket> GradientBuckets::plan(const std::vector<std::pair<in
   return out;
 }
 
-GradientBuckets::GradientBuckets(const Net& net, Communicator& comm, int64_t bucket_bytes, bool overlap)
-    : comm_(comm), flat_grads_(net.flat_grads()), overlap_(overlap) {
+GradientBuckets::GradientBuckets(const Net& net, Communicator& comm, int64_t bucket_bytes, bool overlap,
+                                 DType exchange)
+    : net_(net), comm_(comm), flat_grads_(net.flat_grads()), overlap_(overlap) {
   if (bucket_bytes < 1) throw_config("--bucket-mb must be > 0");
+  CNNSCALE_CHECK(exchange == DType::F32 || exchange == DType::BF16 || exchange == DType::F16,
+                 "gradient exchange in {}: only f32, bf16 and f16", dtype_name(exchange));
+  if (exchange != DType::F32 && flat_grads_.defined()) exchange_ = net.backend().alloc(flat_grads_.shape(), exchange);
   const std::vector<Layer*> layers = net.layers();
   const auto element = static_cast<int64_t>(dtype_size(flat_grads_.defined() ? flat_grads_.dtype() : DType::F32));
   const int64_t base = flat_grads_.defined() ? static_cast<int64_t>(flat_grads_.offset_bytes()) / element : 0;
@@ -73,11 +77,25 @@ GradientBuckets::GradientBuckets(const Net& net, Communicator& comm, int64_t buc
   buckets_ = plan(ranges, total, bucket_bytes / element);
 }
 
+void GradientBuckets::issue(int64_t begin, int64_t end) {
+  const Shape n{end - begin};
+  if (!exchange_.defined()) return comm_.allreduce_sum_async(flat_grads_.view(begin, n));
+  // Rounded on the compute stream behind the backward that produced the bucket; the allreduce is
+  // ordered after it by the communicator's contract.
+  net_.backend().convert(flat_grads_.view(begin, n), exchange_.view(begin, n), exchange_scale_);
+  comm_.allreduce_sum_async(exchange_.view(begin, n));
+}
+
 void GradientBuckets::issue_until(int64_t ready_end) {
   while (next_ < buckets_.size() && buckets_[next_].end <= ready_end) {
     const GradientBucket& b = buckets_[next_++];
-    comm_.allreduce_sum_async(flat_grads_.view(b.begin, Shape{b.end - b.begin}));
+    issue(b.begin, b.end);
   }
+}
+
+void GradientBuckets::begin_backward() {
+  next_ = 0;
+  exchange_scale_ = static_cast<float>(net_.grad_scale());
 }
 
 void GradientBuckets::layer_done(size_t layer_index) {
@@ -89,9 +107,17 @@ void GradientBuckets::end_backward() {
   if (overlap_) {
     issue_until(flat_grads_.numel());
   } else if (next_ == 0 && !buckets_.empty()) {
-    comm_.allreduce_sum_async(flat_grads_);
+    issue(0, flat_grads_.numel());
     next_ = buckets_.size();
   }
+}
+
+void GradientBuckets::wait() {
+  comm_.wait();
+  // Every bucket is issued by end_backward(), and together they cover the buffer (alignment gaps
+  // included, zero on every rank): one conversion brings all the sums back.
+  if (exchange_.defined() && next_ == buckets_.size() && !buckets_.empty())
+    net_.backend().convert(exchange_, flat_grads_, 1.0f / exchange_scale_);
 }
 
 }  // namespace cnnscale

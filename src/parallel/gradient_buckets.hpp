@@ -3,6 +3,8 @@
 // laid out last layer first). Net::backward reports each finished layer; as soon as every gradient
 // of a bucket is final, the bucket's allreduce is issued, overlapping the rest of backward. Without
 // overlap one allreduce of the whole buffer is issued after backward (the study's comparison).
+// With a 16-bit exchange dtype each bucket is rounded into a buffer of that dtype just before its
+// allreduce, and wait() widens the whole buffer back into the f32 gradients once every sum is in.
 #pragma once
 #include <cstdint>
 #include <utility>
@@ -19,7 +21,11 @@ struct GradientBucket {
 
 class GradientBuckets {
  public:
-  GradientBuckets(const Net& net, Communicator& comm, int64_t bucket_bytes, bool overlap);
+  // `exchange`: F32, or BF16/F16 (the sums are formed in that format). A 16-bit exchange of a net
+  // with loss scaling (fp16) carries the gradients times Net::grad_scale(), the values backward
+  // formed, so that small ones keep fp16's normal range on the wire as they did in backward.
+  GradientBuckets(const Net& net, Communicator& comm, int64_t bucket_bytes, bool overlap,
+                  DType exchange = DType::F32);
 
   // Cuts [0, total) at parameter starts so no bucket exceeds `bucket_elements` (rounded down to
   // the 64-element parameter alignment); a parameter larger than that is split into pieces.
@@ -30,18 +36,26 @@ class GradientBuckets {
   const std::vector<GradientBucket>& buckets() const { return buckets_; }
   bool overlap() const { return overlap_; }
 
-  void begin_backward() { next_ = 0; }
+  void begin_backward();
   // Net::backward's hook: layer `layer_index` (network order) has produced its gradients.
   void layer_done(size_t layer_index);
   // Issues whatever is not issued yet (everything, without overlap). The caller then calls
   // comm.wait() before the solver update.
   void end_backward();
+  // comm.wait(), then (16-bit exchange) the sums widened into the f32 gradients, on the compute
+  // stream: the solver update queued after it sees the job's gradients.
+  void wait();
+  DType exchange_dtype() const { return exchange_.defined() ? exchange_.dtype() : DType::F32; }
 
  private:
   void issue_until(int64_t ready_end);
+  void issue(int64_t begin, int64_t end);
 
+  const Net& net_;
   Communicator& comm_;
   Tensor flat_grads_;  // (P)
+  Tensor exchange_;    // (P) in the 16-bit exchange dtype; undefined for an f32 exchange
+  float exchange_scale_ = 1.0f;  // of this step's 16-bit values (the grad scale when issued)
   bool overlap_;
   std::vector<GradientBucket> buckets_;
   // ready_end_[l]: after layers l..L-1 ran backward, flat_grads_[0, ready_end_[l]) is final.

@@ -6,14 +6,51 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <cstddef>
 #include <thread>
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/half.hpp"
 #include "parallel/mpi_check.hpp"
 #include "core/watchdog.hpp"
 
 namespace cnnscale {
+
+namespace {
+// MPI_User_function bodies: inout[i] = round(in[i] + inout[i]) in the 16-bit format.
+template <DType kType>
+void sum_16bit(void* in, void* inout, int* len, MPI_Datatype*) {
+  for (int i = 0; i < *len; ++i) store_float(kType, load_float(kType, in, i) + load_float(kType, inout, i), inout, i);
+}
+
+MPI_Op created_op(MPI_User_function* fn) {
+  MPI_Op op = MPI_OP_NULL;
+  MPI_CHECK(MPI_Op_create(fn, /*commute=*/1, &op));
+  return op;  // lives until MPI_Finalize, which frees it
+}
+}  // namespace
+
+MPI_Datatype mpi_sum_type(DType dtype) {
+  if (dtype == DType::F32) return MPI_FLOAT;
+  if (dtype == DType::BF16 || dtype == DType::F16) return MPI_UINT16_T;
+  throw_runtime("MPI sum over {}: only f32, bf16 and f16 are summed", dtype_name(dtype));
+}
+
+MPI_Op mpi_sum_op(DType dtype) {
+  if (dtype == DType::F32) return MPI_SUM;
+  // Created on first use (after MPI_Init, which every caller of a communicator has seen); C++
+  // makes the one-time initialisation thread-safe.
+  if (dtype == DType::BF16) {
+    static const MPI_Op op = created_op(&sum_16bit<DType::BF16>);
+    return op;
+  }
+  if (dtype == DType::F16) {
+    static const MPI_Op op = created_op(&sum_16bit<DType::F16>);
+    return op;
+  }
+  throw_runtime("MPI sum over {}: only f32, bf16 and f16 are summed", dtype_name(dtype));
+}
 
 struct MpiCommunicator::Impl {
   MPI_Comm comm = MPI_COMM_NULL;
@@ -56,15 +93,17 @@ int MpiCommunicator::size() const {
 
 void MpiCommunicator::allreduce_sum_async(const Tensor& t) {
   if (impl_->aborted) throw PeerError("MPI communicator was aborted: no further allreduce");
-  if (!t.device().is_cpu() || t.dtype() != DType::F32)
-    throw_runtime("mpi allreduce_sum_async: needs a CPU f32 tensor, got {} on {}", dtype_name(t.dtype()),
-                  t.device().to_string());
-  float* data = t.f32();
+  if (!t.device().is_cpu())
+    throw_runtime("mpi allreduce_sum_async: needs a CPU tensor, got one on {}", t.device().to_string());
+  const MPI_Datatype type = mpi_sum_type(t.dtype());
+  const MPI_Op sum = mpi_sum_op(t.dtype());
+  auto* data = static_cast<std::byte*>(t.raw());
+  const auto element = static_cast<int64_t>(dtype_size(t.dtype()));
   // MPI counts are int: reduce larger tensors in pieces (each an independent in-place sum).
   for (int64_t done = 0; done < t.numel();) {
     const int count = static_cast<int>(std::min<int64_t>(t.numel() - done, INT_MAX));
     MPI_Request request;
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data + done, count, MPI_FLOAT, MPI_SUM, impl_->comm, &request));
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data + done * element, count, type, sum, impl_->comm, &request));
     impl_->requests.push_back(request);
     done += count;
   }

@@ -58,7 +58,7 @@ Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Da
   if (dp.comm) {
     net_->set_loss_scale(split_.share);
     net_->set_rank_exchange(dp.exchange);
-    buckets_ = std::make_unique<GradientBuckets>(*net_, *dp.comm, dp.bucket_bytes, dp.overlap);
+    buckets_ = std::make_unique<GradientBuckets>(*net_, *dp.comm, dp.bucket_bytes, dp.overlap, dp.exchange_dtype);
   }
   solver_ = std::make_unique<SgdSolver>(*net_, solver, iterations_per_epoch_, total_iterations_);
 
@@ -313,7 +313,7 @@ void Trainer::backward(const StepScalars& s, bool exchange) {
 
 // After wait() the compute stream may go on with the update: it sees the job's gradients.
 void Trainer::wait_gradients() {
-  comm_timed([&] { options_.parallel.comm->wait(); });
+  comm_timed([&] { buckets_->wait(); });
 }
 
 // Divergence check on the device, before the update: every (reduced) gradient, one kernel over

@@ -58,9 +58,6 @@ struct TrainOptions {
   // Numeric precision (core/precision.hpp): bf16/fp16 keep activations and the weights' compute
   // copies in 16 bits over fp32 master weights; the backend must have been made with the same one.
   Precision precision = Precision::FP32;
-  // The data-parallel gradient exchange in fp32 (default, as PyTorch DDP under autocast: the
-  // gradients of fp32 master weights are fp32) or, when false, in the compute dtype (half the bytes).
-  bool allreduce_fp32 = true;
   // Replay the training step (forward, backward, divergence flag, update) from a CUDA graph
   // captured after one uncaptured step, where the backend can capture and the step allows it
   // (TrainResult::graph_note says why not otherwise). false: every step is queued op by op.

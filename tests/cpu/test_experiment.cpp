@@ -66,6 +66,35 @@ TEST(ExperimentSchema, OutOfRange) {
   expect_error(kBase + "device: tpu\n", {"t.yaml:8:9: device: expected one of auto, cpu, gpu, got 'tpu'"});
   expect_error(kBase + "  allreduce: [overlap, sideways]\n",
                {"t.yaml:8:24: matrix.allreduce[1]: expected one of no-overlap, overlap, got 'sideways'"});
+  expect_error(kBase + "  allreduce: [{dtype: int8}]\n",
+               {"t.yaml:8:23: matrix.allreduce[0].dtype: expected one of bf16, compute, fp16, fp32, got 'int8'"});
+}
+
+// matrix.allreduce's dtype is train's --allreduce-dtype: a variant of its own in the run id and the
+// arguments; an entry without one keeps the id and arguments it had before the key existed.
+TEST(ExperimentSchema, AllreduceDtypeIsAVariantPassedToTrain) {
+  const Experiment e = parse(kBase + "  allreduce: [overlap, {overlap: true, dtype: bf16}]\n");
+  const auto runs = expand_runs(e);
+  std::vector<std::string> labels;
+  for (const auto& r : runs)
+    if (r.ranks == 2 && r.batch == 8 && r.repeat == 1) labels.push_back(r.id.substr(0, r.id.find("-r1-")));
+  EXPECT_EQ(labels, (std::vector<std::string>{"lenet-b8-g2-fp32-ov", "lenet-b8-g2-fp32-ov-bf16"}));
+  for (const auto& r : runs) {
+    if (r.ranks != 2) continue;
+    const auto args = train_arguments(e, r, "/r");
+    const auto flag = std::find(args.begin(), args.end(), "--allreduce-dtype");
+    if (r.allreduce.dtype.empty()) {
+      EXPECT_EQ(flag, args.end()) << r.id;
+      EXPECT_FALSE(r.config["allreduce"].contains("dtype")) << r.id;
+    } else {
+      ASSERT_NE(flag, args.end()) << r.id;
+      EXPECT_EQ(*(flag + 1), "bf16");
+      EXPECT_EQ(r.config["allreduce"]["dtype"], "bf16");
+    }
+  }
+  const OnlyFilter only = parse_only({"allreduce=ov-bf16"});
+  EXPECT_EQ(std::count_if(runs.begin(), runs.end(), [&](const RunSpec& r) { return r.ranks == 2 && only.matches(r); }),
+            6);  // 2 batches x 3 repeats
 }
 
 TEST(ExperimentSchema, PrecisionAxisRunsEachPrecisionOnGpus) {

@@ -12,6 +12,7 @@
 #include "parallel/data_parallel.hpp"
 #include "parallel/device_binding.hpp"
 #include "parallel/gradient_buckets.hpp"
+#include "core/half.hpp"
 #include "core/watchdog.hpp"
 #include "net/net.hpp"
 
@@ -155,6 +156,71 @@ TEST(GradientBuckets, IssuedDuringBackwardOnlyOnceFinal) {
   whole.end_backward();
   ASSERT_EQ(one.calls.size(), 1u);
   EXPECT_EQ(one.calls[0].tensor.numel(), net.flat_grads().numel());
+}
+
+// Stands for a job of two ranks that hold the same gradients: each allreduce doubles the tensor in
+// its own dtype (2x is exact in every binary format, so the only rounding left is the exchange's).
+class DoublingCommunicator final : public Communicator {
+ public:
+  std::string name() const override { return "doubling"; }
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  void allreduce_sum_async(const Tensor& t) override {
+    dtypes.push_back(t.dtype());
+    for (int64_t i = 0; i < t.numel(); ++i) store_float(t.dtype(), 2 * load_float(t.dtype(), t.raw(), i), t.raw(), i);
+  }
+  void wait() override { ++waits; }
+  void synchronize_host() override {}
+  void abort() override {}
+  std::vector<DType> dtypes;
+  int waits = 0;
+};
+
+// A 16-bit exchange rounds each gradient to the format once, sums in it and widens back: after
+// wait() every f32 gradient is exactly 2 * round(g) for the f32 gradient g of the same step. Under
+// loss scaling (fp16) the values on the wire are g * scale, so the result is 2 * round(g * s) / s.
+TEST(GradientBuckets, SixteenBitExchangeRoundsEachGradientOnce) {
+  auto backend = make_backend("cpu");
+  NetSpec spec = NetSpec::load_string(kNet, "buckets.yaml");
+  struct Case {
+    DType dtype;
+    double grad_scale;
+    bool overlap;
+  };
+  for (const Case c : {Case{DType::BF16, 1.0, true}, Case{DType::F16, 1024.0, true}, Case{DType::F16, 1.0, false}}) {
+    SCOPED_TRACE(fmt::format("{} scale {} overlap {}", dtype_name(c.dtype), c.grad_scale, c.overlap));
+    Net net(spec, *backend, 4, 3);
+    random_batch(*backend, net, 9);
+    net.set_grad_scale(c.grad_scale);
+    net.forward(Phase::Train, 0);
+    net.backward(0);
+    const std::vector<float> g(net.flat_grads().f32(), net.flat_grads().f32() + net.flat_grads().numel());
+
+    DoublingCommunicator comm;
+    GradientBuckets buckets(net, comm, net.flat_grads().numel() * 4 / 5, c.overlap, c.dtype);
+    EXPECT_EQ(buckets.exchange_dtype(), c.dtype);
+    buckets.begin_backward();
+    net.backward(0, [&](size_t l) { buckets.layer_done(l); });
+    buckets.end_backward();
+    buckets.wait();
+    EXPECT_EQ(comm.waits, 1);
+    ASSERT_EQ(comm.dtypes.size(), c.overlap ? buckets.buckets().size() : 1u);
+    for (DType d : comm.dtypes) EXPECT_EQ(d, c.dtype);
+    const auto s = static_cast<float>(c.grad_scale);
+    const float* got = net.flat_grads().f32();
+    int64_t rounded = 0, scale_mattered = 0;
+    for (size_t i = 0; i < g.size(); ++i) {
+      const float want = 2 * round_to(c.dtype, g[i] * s) / s;
+      ASSERT_EQ(got[i], want) << "gradient " << i << " = " << g[i];
+      rounded += want != 2 * g[i];
+      scale_mattered += want != 2 * round_to(c.dtype, g[i]);
+    }
+    // Not vacuous: the exchange rounded most gradients, and the scale changed what fp16 kept.
+    EXPECT_GT(rounded, static_cast<int64_t>(g.size()) / 2);
+    if (c.grad_scale != 1.0) {
+      EXPECT_GT(scale_mattered, 0);
+    }
+  }
 }
 
 TEST(LossScale, ScalesEveryGradient) {

@@ -30,10 +30,6 @@ TEST(PrecisionCli, UnknownValuesAreUsageErrors) {
   expect_usage_error(train_with({"--precision", "BF16"}), {"--precision"});
   expect_usage_error(train_with({"--allreduce-dtype", "half"}), {"--allreduce-dtype", "half"});
   expect_usage_error({"time", "lenet", "--precision", "int8"}, {"--precision", "int8"});
-  // A 16-bit exchange is not implemented by the Trainer: refused rather than run in fp32 and
-  // recorded as bf16 (before the device is looked at, so on the CPU too).
-  expect_usage_error(train_with({"--precision", "bf16", "--allreduce-dtype", "compute"}),
-                     {"--allreduce-dtype compute", "fp32 only"});
 }
 
 TEST(PrecisionCli, CpuRefusesEveryPrecisionButFp32BeforeLoadingData) {

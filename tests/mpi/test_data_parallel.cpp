@@ -194,6 +194,31 @@ TEST(DataParallel, UnevenSplitMatchesOneProcess) {
   expect_whole_test_set(ref, j3);
 }
 
+// --allreduce-dtype bf16: each bucket is rounded to bf16 (u = 2^-9, 8 significant bits), summed in
+// bf16 by an MPI operation of our own, and widened back. Against the one-process run, every
+// gradient element of a step is off by its two roundings: at most u (|g1| + |g2|) + u |g1 + g2|,
+// <= 3u |g| when the ranks' shares share a sign (the premise of kRelTolerance's argument above).
+// The momentum history sums twelve steps' gradients, so it is off by 3u of the sum of their
+// magnitudes, which stays within ~2 of its largest element as argued above: 6u = 0.012. Weights
+// move by lr times the history, a fraction of their own magnitude in twelve steps. Bound: 2^-6
+// (8u). The fp32 exchange lands within 1e-4, and a bf16 exchange must not: bf16 rounds each
+// element by ~u/2 = 1e-3 of itself on average, so an array's largest element alone moves further.
+TEST(DataParallel, Bf16GradientExchangeIsWithinItsRoundingOfOneProcess) {
+  Workdir w("bf16x");
+  single_process(train_args(kNet, w.dir("ref")));
+  const CheckpointContents ref = final_checkpoint(w.dir("ref"));
+  const nlohmann::json j =
+      mpi_job(2, with(train_args(kNet, w.dir("np2")), {"--allreduce-dtype", "bf16", "--bucket-mb", "0.05"}));
+  EXPECT_EQ(j["allreduce_dtype"], "bf16");
+  EXPECT_EQ(j["summary"]["allreduce_dtype"], "bf16");
+  EXPECT_GE(j["gradient_buckets"].get<int>(), 3);
+  std::string where;
+  const double d = max_rel_diff(ref, final_checkpoint(w.dir("np2")), &where);
+  std::printf("2 ranks, bf16 exchange: max relative difference to one process %.3g (%s)\n", d, where.c_str());
+  EXPECT_LE(d, 1.0 / 64) << where;
+  EXPECT_GT(d, kRelTolerance) << "a bf16 exchange as close as an fp32 one: was it exchanged in bf16?";
+}
+
 // More ranks than any machine lent for the study's GPU runs has GPUs (8, the study's largest
 // point), with an uneven split and a test set that does not divide either: nothing in the engine
 // may assume at most 4 ranks.

@@ -262,14 +262,21 @@ void NcclCommunicator::poll_event(cudaEvent_t event, const std::string& op) {
 
 void NcclCommunicator::allreduce_sum_async(const Tensor& t) {
   require_live("allreduce");
-  if (t.dtype() != DType::F32)
-    throw_runtime("nccl allreduce on {}: tensor is {}, the sum is over f32", where(), dtype_name(t.dtype()));
+  ncclDataType_t type = ncclFloat;
+  switch (t.dtype()) {
+    case DType::F32: type = ncclFloat; break;
+    case DType::BF16: type = ncclBfloat16; break;
+    case DType::F16: type = ncclFloat16; break;
+    default:
+      throw_runtime("nccl allreduce on {}: tensor is {}, the sum is over f32, bf16 or f16", where(),
+                    dtype_name(t.dtype()));
+  }
   if (t.device() != Device{Device::Kind::CUDA, device_})
     throw_runtime("nccl allreduce on {}: tensor lives on {}, not on gpu:{}", where(), t.device().to_string(), device_);
   if (t.numel() == 0) return;  // every rank holds the same shapes, so every rank skips it
   activate();
   ++ops_issued_;
-  last_op_ = fmt::format("allreduce #{} ({} floats)", ops_issued_, t.numel());
+  last_op_ = fmt::format("allreduce #{} ({} {} values)", ops_issued_, t.numel(), dtype_name(t.dtype()));
   // The collective reads the tensor as the compute stream leaves it (the ordering contract).
   CUDA_CHECK(cudaEventRecord(compute_ready_, backend_.stream()));
   CUDA_CHECK(cudaStreamWaitEvent(comm_stream_, compute_ready_, 0));
@@ -283,7 +290,7 @@ void NcclCommunicator::allreduce_sum_async(const Tensor& t) {
   {
     std::lock_guard lock(mutex_);
     require_live(last_op_);
-    status = ncclAllReduce(t.raw(), t.raw(), static_cast<size_t>(t.numel()), ncclFloat, ncclSum, comm_, comm_stream_);
+    status = ncclAllReduce(t.raw(), t.raw(), static_cast<size_t>(t.numel()), type, ncclSum, comm_, comm_stream_);
     if (status != ncclSuccess && status != ncclInProgress) call_error = nccl_error_text(status, comm_);
   }
   settle(status, call_error, last_op_);
