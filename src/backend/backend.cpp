@@ -1,7 +1,9 @@
 // What every backend shares: the host-clock timing defaults and the shape rules.
 #include "backend/backend.hpp"
 
+#include <array>
 #include <chrono>
+#include <string>
 #include <vector>
 
 #include "core/rng.hpp"
@@ -96,6 +98,33 @@ void Backend::matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k
                  "matmul on {}: a {} b {} c {} do not hold m={} n={} k={}", name(), a.shape().to_string(),
                  b.shape().to_string(), c.shape().to_string(), m, n, k);
   gemm(trans_a, trans_b, m, n, k, alpha, a.f32(), b.f32(), beta, c.f32());
+}
+
+namespace {
+// (N, K, D) of a fully connected layer's operands; RuntimeError naming `op` when they do not agree.
+std::array<int64_t, 3> linear_extents(const char* op, const std::string& backend, const Tensor& x, const Tensor& w,
+                                      const Tensor& y) {
+  const int64_t n = y.shape().rank() >= 1 ? y.shape().n() : 0;
+  const int64_t k = w.shape().rank() == 2 ? w.shape()[0] : -1;
+  const int64_t d = w.shape().rank() == 2 ? w.shape()[1] : -1;
+  if (k < 0 || y.numel() != n * k || x.numel() != n * d)
+    throw_runtime("{} on {}: x {} w {} y {} are not (N, D), (K, D), (N, K)", op, backend, x.shape().to_string(),
+                  w.shape().to_string(), y.shape().to_string());
+  return {n, k, d};
+}
+}  // namespace
+
+void Backend::linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu, const Tensor& y) {
+  const auto [n, k, d] = linear_extents("linear_forward", name(), x, w, y);
+  matmul(false, true, n, k, d, 1.0f, x, w, 0.0f, y);
+  if (bias.defined()) bias_add(bias, y);
+  if (relu) relu_forward(y, y);
+}
+
+void Backend::linear_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw, const Tensor& dbias) {
+  const auto [n, k, d] = linear_extents("linear_backward_params", name(), x, dw, dy);
+  matmul(true, false, k, d, n, 1.0f, dy, x, 0.0f, dw);
+  if (dbias.defined()) bias_backward(dy, dbias);
 }
 
 double Backend::elapsed_ms(const TimingEvent& a, const TimingEvent& b) {

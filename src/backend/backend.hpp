@@ -180,6 +180,13 @@ class Backend {
   virtual void bias_add(const Tensor& bias, const Tensor& y) = 0;
   // dbias[c] = sum over n (and h, w) of dy[n, c, ...].
   virtual void bias_backward(const Tensor& dy, const Tensor& dbias) = 0;
+  // A fully connected layer: y (N, K) = x (N, D) w^T + bias, then max(0, y) with `relu`; w (K, D);
+  // `bias` undefined: none. CUDA runs it as one cuBLASLt matmul with the bias and ReLU in its
+  // epilogue (tensor-core precisions); here, matmul, bias_add and relu_forward in turn.
+  virtual void linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu, const Tensor& y);
+  // Its parameter gradients: dw (K, D) = dy^T x and, when defined, dbias (K) = the column sums of dy.
+  // CUDA forms dbias in the epilogue of the dw matmul where cuBLASLt offers it; here, two ops.
+  virtual void linear_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw, const Tensor& dbias);
 
   // ---- convolution: x (N, C, H, W), w (K, C / groups, R, S), y (N, K, P, Q) -------------------
   virtual void conv_forward(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y) = 0;

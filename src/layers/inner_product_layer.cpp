@@ -1,6 +1,8 @@
 // InnerProduct (fully connected): y (N, K) = x (N, D) weight^T + bias (K), with weight (K, D).
 // An (N, C, H, W) input is flattened to D = C * H * W (Caffe's axis 1). Keys: num_output, bias,
-// weight_filler, bias_filler, param.
+// weight_filler, bias_filler, param, relu. `relu: true` applies a ReLU to y in the same layer
+// (fuse.hpp writes it for a ReLU that alone reads the layer's top): on CUDA the bias and the ReLU
+// then ride in the epilogue of the one cuBLASLt matmul.
 #include "layers/filler.hpp"
 #include "layers/layer_params.hpp"
 
@@ -11,7 +13,7 @@ class InnerProductLayer final : public Layer {
   using Layer::Layer;
 
   std::vector<std::string> param_keys() const override {
-    return {"num_output", "bias", "weight_filler", "bias_filler", "param"};
+    return {"num_output", "bias", "weight_filler", "bias_filler", "param", "relu"};
   }
 
   std::vector<Shape> infer_shapes(const std::vector<Shape>& bottoms) override {
@@ -39,21 +41,20 @@ class InnerProductLayer final : public Layer {
   }
 
   void forward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top) override {
-    const int64_t batch = bottom[0].shape().n();
     // y (N, K) = x (N, D) * W^T (D, K), D in (C, H, W) order: a channels-last input is reordered.
-    ctx.backend.matmul(false, true, batch, num_output_, in_features_, 1.0f, nchw_input(ctx.backend, bottom[0]),
-                       params_[0].data, 0.0f, top[0]);
-    if (bias_) ctx.backend.bias_add(params_[1].data, top[0]);
+    ctx.backend.linear_forward(nchw_input(ctx.backend, bottom[0]), params_[0].data,
+                               bias_ ? params_[1].data : Tensor(), relu_, top[0]);
   }
 
-  void backward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>&,
+  void backward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top,
                 const std::vector<Tensor>& top_diff, const std::vector<bool>& propagate,
                 const std::vector<Tensor>& bottom_diff) override {
     const int64_t batch = bottom[0].shape().n();
-    // dW (K, D) = dy^T (K, N) * x (N, D); a channels-last x is still in nchw_ from forward.
+    // The ReLU's backward in place: the top gradient is this layer's alone (its consumers' sum).
+    if (relu_) ctx.backend.relu_backward(top[0], top_diff[0], top_diff[0]);
+    // dW (K, D) = dy^T (K, N) * x (N, D) and db; a channels-last x is still in nchw_ from forward.
     const Tensor x = bottom[0].layout() == Layout::NCHW ? bottom[0] : nchw_;
-    ctx.backend.matmul(true, false, num_output_, in_features_, batch, 1.0f, top_diff[0], x, 0.0f, params_[0].diff);
-    if (bias_) ctx.backend.bias_backward(top_diff[0], params_[1].diff);
+    ctx.backend.linear_backward_params(x, top_diff[0], params_[0].diff, bias_ ? params_[1].diff : Tensor());
     // dx (N, D) = dy (N, K) * W (K, D)
     if (!propagate[0]) return;
     if (bottom_diff[0].layout() == Layout::NCHW) {
@@ -82,6 +83,7 @@ class InnerProductLayer final : public Layer {
     const ConfigNode& node = cfg_.node;
     num_output_ = parse_required_int_at_least(node, "num_output", 1);
     bias_ = node.get_or<bool>("bias", true);
+    relu_ = node.get_or<bool>("relu", false);
     Filler xavier;
     xavier.type = "xavier";  // Caffe's constant-0 default cannot train
     weight_filler_ = parse_filler_or(node, "weight_filler", xavier);
@@ -93,6 +95,7 @@ class InnerProductLayer final : public Layer {
   int64_t num_output_ = 0;
   int64_t in_features_ = 0;  // D = C * H * W
   bool bias_ = true;
+  bool relu_ = false;
   Filler weight_filler_, bias_filler_;
   std::vector<ParamMults> mults_;
   Tensor nchw_, nchw_diff_;

@@ -39,15 +39,15 @@ struct Fusion {
 };
 
 std::optional<Fusion> fusion_of(const std::vector<SpecLayer>& layers, const BlobUse& use, size_t i) {
-  const SpecLayer& bn = layers[i];  // the BatchNorm, or a Convolution (ReLU only)
-  const bool conv = bn.config.type == "Convolution";
-  if ((bn.config.type != "BatchNorm" && !conv) || bn.config.bottoms.size() != 1 || bn.config.tops.size() != 1)
+  const SpecLayer& bn = layers[i];  // the BatchNorm, or a Convolution or InnerProduct (ReLU only)
+  const bool relu_only = bn.config.type == "Convolution" || bn.config.type == "InnerProduct";
+  if ((bn.config.type != "BatchNorm" && !relu_only) || bn.config.bottoms.size() != 1 || bn.config.tops.size() != 1)
     return std::nullopt;
   if (const YAML::Node relu = bn.config.node.yaml()["relu"]; relu && relu.as<bool>()) return std::nullopt;
   const std::string& top = bn.config.tops[0];
   if (auto relu = only_reader(layers, use, top, bn.phase, "ReLU"))
     return Fusion{i, {*relu}, "", layers[*relu].config.tops[0]};
-  if (conv) return std::nullopt;
+  if (relu_only) return std::nullopt;
   auto sum = only_reader(layers, use, top, bn.phase, "Eltwise");
   if (!sum || !plain_sum(layers[*sum])) return std::nullopt;
   const auto& sb = layers[*sum].config.bottoms;

@@ -2,8 +2,9 @@
 // by the shortcut's Eltwise sum and then a ReLU; in AlexNet-style networks most convolutions are
 // followed by a ReLU. Each of those layers is another full pass over an activation, forward and
 // backward. cuDNN's channels-last batch norm can apply both inside its own kernels (BatchNormLayer's
-// `relu` key and second bottom), and its graph API can fuse a convolution with its bias and ReLU
-// (ConvolutionLayer's `relu` key), so the training network is rewritten to use them, as fold.hpp
+// `relu` key and second bottom), its graph API can fuse a convolution with its bias and ReLU
+// (ConvolutionLayer's `relu` key), and cuBLASLt's epilogues a fully connected layer's bias and ReLU
+// (InnerProductLayer's `relu` key), so the training network is rewritten to use them, as fold.hpp
 // rewrites the inference network: the result is a NetSpec of its own, loaded from YAML text, and
 // computes the same function with the same parameters.
 #pragma once
@@ -16,7 +17,7 @@ namespace cnnscale {
 
 // The layers one fused BatchNorm or Convolution took over (layer names).
 struct FusedEpilogue {
-  std::string layer;  // the BatchNorm or Convolution
+  std::string layer;  // the BatchNorm, Convolution or InnerProduct
   std::vector<std::string> absorbed;  // the ReLU, or the Eltwise and the ReLU
 };
 
@@ -36,8 +37,9 @@ struct FusedSpec {
 // after the block's second BatchNorm): then it takes the sum's place. Weights are initialised in
 // network order from one generator, so such a move changes the initial weights only if that
 // BatchNorm has random fillers (the shipped networks' are constant).
-// A Convolution (no `relu` yet) fuses a ReLU that is the only reader of its top, in the same phases:
-// it gains `relu: true` and the ReLU's top, and keeps its name and place. Everything else is kept.
+// A Convolution or InnerProduct (no `relu` yet) fuses a ReLU that is the only reader of its top, in
+// the same phases: it gains `relu: true` and the ReLU's top, and keeps its name and place. Everything
+// else is kept.
 FusedSpec fuse_epilogues(const NetSpec& spec);
 
 }  // namespace cnnscale

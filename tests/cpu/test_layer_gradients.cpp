@@ -91,6 +91,25 @@ TEST_F(LayerGradients, InnerProductFromFeatureMaps) {
   expect_ok(h);
 }
 
+// As ConvolutionFusedRelu: biases of either sign, every output kept away from the kink.
+TEST_F(LayerGradients, InnerProductFusedRelu) {
+  const std::string ip = "type: InnerProduct\nnum_output: 4\n";
+  const std::vector<float> bias{1.5f, -1.5f, 0.6f, -0.4f};
+  auto plain = make_layer(cpu_, ip, {Shape{3, 6}});
+  auto h = make_layer(cpu_, ip + "relu: true\n", {Shape{3, 6}});
+  from_host(cpu_, plain.layer->params()[1].data, bias);
+  from_host(cpu_, h.layer->params()[1].data, bias);
+  plain.forward(Phase::Train);
+  int gated = 0, passed = 0;
+  for (float v : to_host(cpu_, plain.tops[0])) {
+    EXPECT_GE(std::fabs(v), 0.02f) << "an output too close to the ReLU's kink for a central difference";
+    (v > 0.0f ? passed : gated) += 1;
+  }
+  EXPECT_GT(gated, 0);
+  EXPECT_GT(passed, 0);
+  expect_ok(h);
+}
+
 TEST_F(LayerGradients, InnerProductWithoutBias) {
   auto h = make_layer(cpu_, "type: InnerProduct\nnum_output: 4\nbias: false", {Shape{2, 6}});
   expect_ok(h);

@@ -128,6 +128,11 @@ const std::vector<LayerCase>& layer_cases() {
                   "bias_filler: {type: uniform, min: -1, max: 1}", {{4, 3, 5, 5}}, kTolDot, kTolDot},
         LayerCase{"inner_product_nobias", "type: InnerProduct\nnum_output: 7\nbias: false", {{6, 40}}, kTolDot,
                   kTolDot},
+        // Bias and ReLU in the matmul's epilogue, the bias gradient in dw's (cuBLASLt, tensor-core precisions).
+        LayerCase{"inner_product_bias_relu", "type: InnerProduct\nnum_output: 24\nrelu: true\n"
+                  "bias_filler: {type: gaussian, std: 0.5}", {{8, 64}}, kTolDot, kTolDot},
+        LayerCase{"inner_product_relu_nobias", "type: InnerProduct\nnum_output: 9\nrelu: true\nbias: false",
+                  {{4, 2, 4, 4}}, kTolDot, kTolDot},
         LayerCase{"pool_caffenet_max_13to6", "type: Pooling\npool: max\nkernel: 3\nstride: 2", {{2, 4, 13, 13}},
                   kTolExact, kTolElementwise},
         LayerCase{"pool_gait_max_k2s2_floor", "type: Pooling\npool: max\nkernel: 2\nstride: 2\nround: floor",

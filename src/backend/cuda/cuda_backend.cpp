@@ -103,6 +103,8 @@ CudaBackend::~CudaBackend() {
   ctx_->make_current_noexcept();
   if (ds_ && ds_->stream) cudaStreamSynchronize(ds_->stream);
   conv_plans_.clear();
+  linear_plans_.clear();
+  if (cublaslt_) cublasLtDestroy(cublaslt_);
   if (workspace_) ds_->free(workspace_);
   if (cublas_) cublasDestroy(cublas_);
   if (cudnn_) cudnnDestroy(cudnn_);

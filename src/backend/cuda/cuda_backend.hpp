@@ -3,6 +3,7 @@
 // device workspace, and per-shape convolution plans (descriptors + measured algorithms). Accessors
 // at the bottom are for the multi-GPU code.
 #pragma once
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -149,6 +150,10 @@ class CudaBackend final : public Backend {
   void axpby(float alpha, const Tensor& x, float beta, const Tensor& y) override;
   void bias_add(const Tensor& bias, const Tensor& y) override;
   void bias_backward(const Tensor& dy, const Tensor& dbias) override;
+  // One cuBLASLt matmul with the bias, ReLU or bias gradient in its epilogue (cuda_linear.cpp) in
+  // the tensor-core precisions; strict fp32 keeps cuBLAS's SGEMM and the ops apart, as convolutions.
+  void linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu, const Tensor& y) override;
+  void linear_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw, const Tensor& dbias) override;
 
   void conv_forward(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y) override;
   void conv_forward_bias_relu(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& bias,
@@ -233,6 +238,15 @@ class CudaBackend final : public Backend {
   // Called wherever a buffer the backend keeps for itself (workspace, staging, batch-norm reserve)
   // is replaced: captured work that used the old one is no longer valid.
   void buffers_moved() { ++*buffer_generation_; }
+  // A cuBLASLt matmul of one shape, dtype and epilogue with its algorithm (cuda_linear.cpp).
+  struct LinearPlan;
+  using LinearKey = std::array<int64_t, 8>;
+  // Column-major C (m, n) = op(A) op(B) with the epilogue, A and B stored as op's transposes say.
+  // Made once per key (heuristic query, no timing); plan->usable is false where cuBLASLt has none.
+  LinearPlan& linear_plan(const LinearKey& key, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                          DType dtype, cublasLtEpilogue_t epilogue, DType bias_dtype, int alignment);
+  // Runs `plan` on the operands (pointers of the matrices as stored), `bias` the epilogue's vector.
+  void run_linear(LinearPlan& plan, const void* a, const void* b, void* c, void* bias);
   static ConvKey conv_key(const ConvParams& p, const Shape& x, const Shape& w, DType dtype, Layout layout);
   struct DeviceStream;  // context + stream, shared with every allocation's deleter
 
@@ -318,6 +332,8 @@ class CudaBackend final : public Backend {
   // Shared with every allocation's deleter, like ds_: a tensor may be freed after the backend.
   std::shared_ptr<MemoryCounter> memory_ = std::make_shared<MemoryCounter>();
   std::map<ConvKey, std::unique_ptr<ConvPlan>> conv_plans_;
+  std::map<LinearKey, std::shared_ptr<LinearPlan>> linear_plans_;  // shared_ptr: LinearPlan is cuda_linear.cpp's
+  cublasLtHandle_t cublaslt_ = nullptr;  // made on first use (linear_plan)
   // Reserve space of channels-last batch norm, from each training forward to its backward, by x.
   std::map<const void*, Tensor> bn_reserve_;
   std::array<Tensor, 4> staging_;  // see staging()

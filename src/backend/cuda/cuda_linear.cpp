@@ -1,0 +1,183 @@
+// Fully connected layers through cuBLASLt. A layer's forward is one matmul whose epilogue adds the
+// bias and applies the ReLU (CUBLASLT_EPILOGUE_RELU_BIAS): the output is written once instead of
+// three times (matmul, bias, ReLU), and the step has two kernels fewer per layer. Its parameter
+// gradients are one matmul too: dw with the bias gradient, the column sums of dy, formed in the
+// epilogue (CUBLASLT_EPILOGUE_BGRADB) while dy is read for dw anyway.
+//
+// The layouts follow gemm() in cuda_blas.cpp: a row-major matrix is the column-major view of its
+// transpose. Forward, y (N, K) = x (N, D) w^T is column-major y^T (K, N) = op(w^T as stored: D x K)
+// op(x^T: D x N) with op(A) = A^T: the bias runs along y^T's rows (K of them), as the epilogue
+// wants. Backward, dw (K, D) = dy^T x is column-major dw^T (D, K) = x^T (D x N) op(dy^T: K x N)
+// with op(B) = B^T, whose inner dimension is N: BGRADB sums B over it, giving one value per column
+// of dw^T, per output. The algorithm is cuBLASLt's first heuristic answer for the shape; where it
+// has none (an epilogue not offered for a dtype or alignment), the plan says so and the ops run
+// apart, as the Backend's defaults do.
+#include <algorithm>
+#include <cstdint>
+
+#include "backend/cuda/cuda_backend.hpp"
+#include "backend/cuda/cuda_check.hpp"
+#include "backend/cuda/cuda_op_checks.hpp"
+#include "core/log.hpp"
+
+namespace cnnscale {
+
+struct CudaBackend::LinearPlan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  size_t workspace = 0;
+  bool usable = false;
+  LinearPlan() = default;
+  LinearPlan(const LinearPlan&) = delete;
+  LinearPlan& operator=(const LinearPlan&) = delete;
+  ~LinearPlan() {
+    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+namespace {
+// What cuBLASLt may use as workspace: NVIDIA's advice for Hopper is 32 MiB.
+constexpr size_t kLinearWorkspace = size_t{32} << 20;
+
+cudaDataType_t lt_type(DType t) {
+  return t == DType::BF16 ? CUDA_R_16BF : t == DType::F16 ? CUDA_R_16F : CUDA_R_32F;
+}
+
+// The largest power of two up to 256 dividing every pointer: the alignment the algorithm may assume
+// (cuBLASLt's preferences default to 256 bytes, which views into our flat buffers need not have).
+int common_alignment(std::initializer_list<const void*> pointers) {
+  int alignment = 256;
+  for (const void* p : pointers)
+    while (alignment > 1 && reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(alignment) != 0) alignment /= 2;
+  return alignment;
+}
+
+const char* epilogue_name(cublasLtEpilogue_t e) {
+  switch (e) {
+    case CUBLASLT_EPILOGUE_RELU_BIAS: return "bias+relu";
+    case CUBLASLT_EPILOGUE_BIAS: return "bias";
+    case CUBLASLT_EPILOGUE_RELU: return "relu";
+    case CUBLASLT_EPILOGUE_BGRADB: return "bias gradient";
+    default: return "none";
+  }
+}
+}  // namespace
+
+CudaBackend::LinearPlan& CudaBackend::linear_plan(const LinearKey& key, bool trans_a, bool trans_b, int64_t m,
+                                                  int64_t n, int64_t k, DType dtype, cublasLtEpilogue_t epilogue,
+                                                  DType bias_dtype, int alignment) {
+  if (auto it = linear_plans_.find(key); it != linear_plans_.end()) return *it->second;
+  if (!cublaslt_) CUBLAS_CHECK(cublasLtCreate(&cublaslt_));
+  auto plan = std::make_shared<LinearPlan>();
+  const cudaDataType_t type = lt_type(dtype);
+  // 16-bit operands accumulate in fp32; f32 ones reach this only with TF32 allowed (the callers).
+  const cublasComputeType_t compute = dtype == DType::F32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->op, compute, CUDA_R_32F));
+  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+  if (epilogue != CUBLASLT_EPILOGUE_DEFAULT && epilogue != CUBLASLT_EPILOGUE_RELU) {
+    const cudaDataType_t bt = lt_type(bias_dtype);
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)));
+  }
+  // Stored shapes (rows x cols, column-major, leading dimension = rows): op(A) is m x k, op(B) k x n.
+  auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, type, trans_a ? u(k) : u(m), trans_a ? u(m) : u(k),
+                                          trans_a ? k : m));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, type, trans_b ? u(n) : u(k), trans_b ? u(k) : u(n),
+                                          trans_b ? n : k));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, type, u(m), u(n), m));
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const size_t limit = kLinearWorkspace;
+  const auto align = static_cast<uint32_t>(alignment);
+  cublasStatus_t status =
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &limit, sizeof(limit));
+  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    if (status == CUBLAS_STATUS_SUCCESS) status = cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  if (status == CUBLAS_STATUS_SUCCESS)
+    status = cublasLtMatmulAlgoGetHeuristic(cublaslt_, plan->op, plan->a, plan->b, plan->c, plan->c, pref, 1,
+                                            &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  // NOT_SUPPORTED (or no result): this epilogue, dtype or alignment has no kernel; anything else
+  // is an error of ours or of the device.
+  if (status != CUBLAS_STATUS_SUCCESS && status != CUBLAS_STATUS_NOT_SUPPORTED) CUBLAS_CHECK(status);
+  plan->usable = status == CUBLAS_STATUS_SUCCESS && found > 0;
+  if (plan->usable) {
+    plan->algo = result.algo;
+    plan->workspace = result.workspaceSize;
+  }
+  log::debug("cuBLASLt {} matmul m={} n={} k={} {}{} epilogue {}, {}-byte aligned: {}", dtype_name(dtype), m, n, k,
+             trans_a ? "T" : "N", trans_b ? "T" : "N", epilogue_name(epilogue), alignment,
+             plan->usable ? "fused" : "no algorithm, the ops run apart");
+  return *linear_plans_.emplace(key, std::move(plan)).first->second;
+}
+
+void CudaBackend::run_linear(LinearPlan& plan, const void* a, const void* b, void* c, void* bias) {
+  if (bias) {
+    const cublasLtMatmulDescAttributes_t attr = CUBLASLT_MATMUL_DESC_BIAS_POINTER;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, attr, &bias, sizeof(bias)));
+  }
+  const float one = 1.0f, zero = 0.0f;
+  void* ws = plan.workspace > 0 ? workspace(plan.workspace) : nullptr;
+  CUBLAS_CHECK(cublasLtMatmul(cublaslt_, plan.op, &one, a, plan.a, b, plan.b, &zero, c, plan.c, c, plan.c,
+                              &plan.algo, ws, plan.workspace, stream()));
+}
+
+namespace {
+// Whether `x`, `w` and `y` go through cuBLASLt: tensor-core precisions (16-bit, or f32 with TF32),
+// operands of one dtype in plain row-major order.
+bool lt_eligible(const Tensor& x, const Tensor& w, const Tensor& y, bool allow_tf32) {
+  if (x.dtype() != w.dtype() || y.dtype() != w.dtype()) return false;
+  if (w.dtype() == DType::F32 && !allow_tf32) return false;
+  for (const Tensor* t : {&x, &w, &y})
+    if (t->layout() != Layout::NCHW) return false;
+  return true;
+}
+}  // namespace
+
+void CudaBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu, const Tensor& y) {
+  for (const auto& [name, t] : {std::pair{"x", &x}, {"w", &w}, {"y", &y}}) cuda::expect_float("linear_forward", name, *t, device_);
+  if (bias.defined()) cuda::expect_dtype("linear_forward", "bias", bias, w.dtype());
+  const bool fusable = lt_eligible(x, w, y, options_.allow_tf32) && w.shape().rank() == 2;
+  if (!fusable || y.numel() == 0) return Backend::linear_forward(x, w, bias, relu, y);
+  const int64_t n = y.shape().n(), k = w.shape()[0], d = w.shape()[1];
+  if (x.numel() != n * d || y.numel() != n * k) return Backend::linear_forward(x, w, bias, relu, y);  // names the error
+  activate();
+  const cublasLtEpilogue_t epilogue = bias.defined() ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
+                                                     : (relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
+  const int alignment = common_alignment({x.raw(), w.raw(), y.raw()});
+  // y^T (K, N) = op(w as stored: D x K, transposed) * x as stored (D x N).
+  LinearPlan& plan = linear_plan({0, k, n, d, static_cast<int64_t>(w.dtype()), epilogue, alignment, 0}, true, false,
+                                 k, n, d, w.dtype(), epilogue, w.dtype(), alignment);
+  if (!plan.usable) return Backend::linear_forward(x, w, bias, relu, y);
+  run_linear(plan, w.raw(), x.raw(), y.raw(), bias.defined() ? bias.raw() : nullptr);
+}
+
+void CudaBackend::linear_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw, const Tensor& dbias) {
+  for (const auto& [name, t] : {std::pair{"x", &x}, {"dy", &dy}, {"dw", &dw}})
+    cuda::expect_float("linear_backward_params", name, *t, device_);
+  if (dbias.defined()) cuda::expect_dtype("linear_backward_params", "dbias", dbias, dw.dtype());
+  const bool fusable = dbias.defined() && lt_eligible(x, dw, dy, options_.allow_tf32) && dw.shape().rank() == 2;
+  if (!fusable || dy.numel() == 0) return Backend::linear_backward_params(x, dy, dw, dbias);
+  const int64_t n = dy.shape().n(), k = dw.shape()[0], d = dw.shape()[1];
+  if (x.numel() != n * d || dy.numel() != n * k) return Backend::linear_backward_params(x, dy, dw, dbias);
+  activate();
+  const int alignment = common_alignment({x.raw(), dy.raw(), dw.raw()});
+  // dw^T (D, K) = x as stored (D x N) * op(dy as stored: K x N, transposed); BGRADB sums dy over N.
+  LinearPlan& plan = linear_plan({1, d, k, n, static_cast<int64_t>(dw.dtype()), CUBLASLT_EPILOGUE_BGRADB, alignment, 0},
+                                 false, true, d, k, n, dw.dtype(), CUBLASLT_EPILOGUE_BGRADB, dbias.dtype(), alignment);
+  if (!plan.usable) return Backend::linear_backward_params(x, dy, dw, dbias);
+  run_linear(plan, x.raw(), dy.raw(), dw.raw(), dbias.raw());
+}
+
+}  // namespace cnnscale
