@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/loss_scale_rule.hpp"
 #include "core/rng.hpp"
 
 
@@ -68,10 +69,44 @@ void Backend::dropout_backward_at(float ratio, uint64_t seed, const Tensor& iter
   dropout_backward(ratio, seed, dropout_stream(static_cast<uint64_t>(static_cast<uint32_t>(it)), layer), dy, dx);
 }
 
+void Backend::convert_scaled_at(const Tensor& src, const Tensor& dst, const Tensor& scale) {
+  CNNSCALE_CHECK(scale.dtype() == DType::F32 && scale.numel() >= 1, "convert_scaled_at on {}: scale must be f32",
+                 name());
+  CNNSCALE_CHECK(src.layout() == dst.layout(), "convert_scaled_at on {}: one memory order only", name());
+  float s = 0;
+  download(scale.view(0, Shape{1}), &s);
+  convert(src, dst, s);
+}
+
+void Backend::update_loss_scale(const Tensor& found_inf, const Tensor& scale, const Tensor& state, const Tensor& tag,
+                                const Tensor& nonfinite, int64_t growth_interval, float max_scale) {
+  CNNSCALE_CHECK(scale.dtype() == DType::F32 && scale.numel() == 2, "update_loss_scale on {}: scale must be f32 (2)",
+                 name());
+  CNNSCALE_CHECK(state.dtype() == DType::I32 && state.numel() == 3, "update_loss_scale on {}: state must be i32 (3)",
+                 name());
+  float sc[2];
+  int32_t st[3];
+  download(scale, sc);
+  download(state, st);
+  LossScaleState s{sc[0], sc[1], st[0], st[1], st[2], read_i32_scalar(*this, nonfinite, "update_loss_scale", "nonfinite")};
+  loss_scale_step(s, read_i32_scalar(*this, found_inf, "update_loss_scale", "found_inf") != 0,
+                  read_i32_scalar(*this, tag, "update_loss_scale", "tag"), growth_interval, max_scale);
+  sc[0] = s.scale;
+  sc[1] = s.inverse;
+  st[0] = s.clean;
+  st[1] = s.skipped;
+  st[2] = s.skip;
+  upload(sc, scale);
+  upload(st, state);
+  upload(&s.nonfinite, nonfinite);
+}
+
 void Backend::sgd_update_segments_at(const Tensor& w, const Tensor& dw, const Tensor& history, const Tensor& ranges,
-                                     const Tensor& mults, const Tensor& lr, float momentum, float weight_decay) {
+                                     const Tensor& mults, const Tensor& lr, float momentum, float weight_decay,
+                                     const Tensor& skip) {
   CNNSCALE_CHECK(lr.dtype() == DType::F32 && lr.numel() == 1, "sgd_update_segments_at on {}: lr must be f32 (1)",
                  name());
+  if (skip.defined() && read_i32_scalar(*this, skip, "sgd_update_segments_at", "skip") != 0) return;
   float rate = 0;
   download(lr, &rate);
   sgd_update_segments(w, dw, history, ranges, mults, rate, momentum, weight_decay);

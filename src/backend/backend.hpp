@@ -144,6 +144,10 @@ class Backend {
   // dst = scale * src, converting between f32, bf16 and f16 (same numel; rounds to nearest even) and,
   // for 4-d tensors of one shape, between the NCHW and NHWC memory orders.
   virtual void convert(const Tensor& src, const Tensor& dst, float scale = 1.0f) = 0;
+  // The same in one memory order, with the scale read from device memory (scale[0], f32): for a
+  // captured step whose scale moves between replays (fp16 loss scaling). In place allowed. The
+  // default reads the scale back and calls convert().
+  virtual void convert_scaled_at(const Tensor& src, const Tensor& dst, const Tensor& scale);
   virtual void synchronize() = 0;
 
   // ---- timing: never synchronises when recording ------------------------------------------------
@@ -272,9 +276,22 @@ class Backend {
   virtual void sgd_update_segments(const Tensor& w, const Tensor& dw, const Tensor& history, const Tensor& ranges,
                                    const Tensor& mults, float lr, float momentum, float weight_decay);
   // The same with the learning rate read from device memory (f32 (1)), for a captured step whose
-  // schedule moves between replays. The default reads it back and calls the op above.
+  // schedule moves between replays; `skip` (i32 (1), or undefined: never) non-zero leaves w and
+  // history untouched (a step skipped by fp16 loss scaling). The default reads both back and calls
+  // the op above.
   virtual void sgd_update_segments_at(const Tensor& w, const Tensor& dw, const Tensor& history, const Tensor& ranges,
-                                      const Tensor& mults, const Tensor& lr, float momentum, float weight_decay);
+                                      const Tensor& mults, const Tensor& lr, float momentum, float weight_decay,
+                                      const Tensor& skip = Tensor());
+
+  // ---- fp16 dynamic loss scaling, PyTorch GradScaler's rule, on device values only (capturable).
+  // scale (f32 (2)): the loss scale and its inverse; state (i32 (3)): clean steps in a row, skipped
+  // steps so far, and whether this step is skipped. found_inf (i32 (1)) non-zero: this step's
+  // gradients overflowed. Then the scale halves and the step is skipped, unless the scale is below
+  // 2: then nothing is left to halve, the step is not skipped and `nonfinite` (i32 (1)) takes `tag`
+  // (i32 (1)) if it is 0, as the divergence check would. Otherwise `growth_interval` clean steps in
+  // a row double the scale, up to max_scale. The default runs the rule on values read back.
+  virtual void update_loss_scale(const Tensor& found_inf, const Tensor& scale, const Tensor& state, const Tensor& tag,
+                                 const Tensor& nonfinite, int64_t growth_interval, float max_scale);
 
   // ---- divergence check: when flag (1, i32) is 0 and any element of x (f32) is NaN or +-inf,
   // flag[0] = tag (> 0). Accumulates across calls: the first tag set stays. No host sync; the host

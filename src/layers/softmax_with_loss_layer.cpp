@@ -54,12 +54,18 @@ class SoftmaxWithLossLayer final : public Layer {
     if (!propagate[0]) return;
     const int64_t batch = bottom[0].shape().n();
     float scale = batch ? static_cast<float>(loss_weight_ * ctx.loss_scale / static_cast<double>(batch)) : 0.0f;
+    const Tensor* grad_scale = ctx.grad_scale_on_device;  // a power of two: multiplying by it is exact
     if (!wide_.defined()) {
-      ctx.backend.softmax_cross_entropy_backward(prob_, bottom[1], scale, flat_scores(bottom_diff[0]));
+      const Tensor dx = flat_scores(bottom_diff[0]);
+      ctx.backend.softmax_cross_entropy_backward(prob_, bottom[1], scale, dx);
+      if (grad_scale) ctx.backend.convert_scaled_at(dx, dx, *grad_scale);
       return;
     }
     ctx.backend.softmax_cross_entropy_backward(prob_, bottom[1], scale, wide_);
-    ctx.backend.convert(wide_, flat_scores(bottom_diff[0]));
+    if (grad_scale)
+      ctx.backend.convert_scaled_at(wide_, flat_scores(bottom_diff[0]), *grad_scale);
+    else
+      ctx.backend.convert(wide_, flat_scores(bottom_diff[0]));
   }
 
  private:

@@ -102,6 +102,12 @@ class Net {
   // gradients divided by it again, so small gradients survive fp16's subnormal range. 1: off.
   void set_grad_scale(double scale);
   double grad_scale() const;
+  // The same scale kept in device memory instead, for a step captured for replay whose scale moves
+  // between replays: `scale` f32 (2) holds the scale and its exact inverse (powers of two), read by
+  // the loss layers and the widening on the device; undefined: back to the host value (1). The
+  // host scale must be 1 meanwhile.
+  void set_grad_scale_on_device(const Tensor& scale);
+  const Tensor& grad_scale_on_device() const;  // undefined when the scale is the host value
   DType compute_dtype() const;
   // The job's other ranks, handed to layers (sync batch norm); null in a single process.
   void set_rank_exchange(RankExchange* ranks);

@@ -82,7 +82,10 @@ void GradientBuckets::issue(int64_t begin, int64_t end) {
   if (!exchange_.defined()) return comm_.allreduce_sum_async(flat_grads_.view(begin, n));
   // Rounded on the compute stream behind the backward that produced the bucket; the allreduce is
   // ordered after it by the communicator's contract.
-  net_.backend().convert(flat_grads_.view(begin, n), exchange_.view(begin, n), exchange_scale_);
+  if (const Tensor& s = net_.grad_scale_on_device(); s.defined())
+    net_.backend().convert_scaled_at(flat_grads_.view(begin, n), exchange_.view(begin, n), s.view(0, Shape{1}));
+  else
+    net_.backend().convert(flat_grads_.view(begin, n), exchange_.view(begin, n), exchange_scale_);
   comm_.allreduce_sum_async(exchange_.view(begin, n));
 }
 
@@ -116,7 +119,10 @@ void GradientBuckets::wait() {
   comm_.wait();
   // Every bucket is issued by end_backward(), and together they cover the buffer (alignment gaps
   // included, zero on every rank): one conversion brings all the sums back.
-  if (exchange_.defined() && next_ == buckets_.size() && !buckets_.empty())
+  if (!exchange_.defined() || next_ != buckets_.size() || buckets_.empty()) return;
+  if (const Tensor& s = net_.grad_scale_on_device(); s.defined())
+    net_.backend().convert_scaled_at(exchange_, flat_grads_, s.view(1, Shape{1}));
+  else
     net_.backend().convert(exchange_, flat_grads_, 1.0f / exchange_scale_);
 }
 

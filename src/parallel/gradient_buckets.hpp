@@ -22,8 +22,9 @@ struct GradientBucket {
 class GradientBuckets {
  public:
   // `exchange`: F32, or BF16/F16 (the sums are formed in that format). A 16-bit exchange of a net
-  // with loss scaling (fp16) carries the gradients times Net::grad_scale(), the values backward
-  // formed, so that small ones keep fp16's normal range on the wire as they did in backward.
+  // with loss scaling (fp16) carries the gradients times the net's gradient scale (on the host or
+  // on the device), the values backward formed, so that small ones keep fp16's normal range on
+  // the wire as they did in backward.
   GradientBuckets(const Net& net, Communicator& comm, int64_t bucket_bytes, bool overlap,
                   DType exchange = DType::F32);
 

@@ -67,15 +67,20 @@ void SgdSolver::set_rate(int64_t iteration) {
   }
 }
 
-void SgdSolver::apply() {
+void SgdSolver::apply(const Tensor& skip) {
   Backend& backend = net_.backend();
   if (flat_history_.defined()) {
     CNNSCALE_CHECK(rate_.defined(), "SgdSolver::apply before set_rate");
     if (segment_ranges_.defined())
       backend.sgd_update_segments_at(net_.flat_params(), net_.flat_grads(), flat_history_, segment_ranges_,
                                      segment_mults_, rate_, static_cast<float>(config_.momentum),
-                                     static_cast<float>(config_.weight_decay));
+                                     static_cast<float>(config_.weight_decay), skip);
     return;
+  }
+  if (skip.defined()) {
+    int32_t skipped = 0;
+    backend.download(skip, &skipped);
+    if (skipped != 0) return;
   }
   for (size_t i = 0; i < params_.size(); ++i) {
     const Param& p = *params_[i].param;

@@ -32,8 +32,10 @@ class SgdSolver {
   // step() in two parts, for a step captured for replay: set_rate writes the iteration's learning
   // rate to device memory (before each replay); apply queues the update, which reads it there
   // (captured once). apply() alone is capturable only when the update is one launch (capturable()).
+  // `skip` (i32 (1) in device memory, or undefined): non-zero there leaves every weight and history
+  // as it is (a step skipped by fp16 loss scaling); the per-parameter updates read it on the host.
   void set_rate(int64_t iteration);
-  void apply();
+  void apply(const Tensor& skip = Tensor());
   bool capturable() const { return flat_history_.defined(); }
   double lr(int64_t iteration) const { return schedule_.lr(iteration); }
 

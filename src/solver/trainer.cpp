@@ -45,7 +45,10 @@ Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Da
   nonfinite_ = backend_.alloc(Shape{1}, DType::I32);
   if (needs_loss_scaling(options_.precision)) {
     overflow_ = backend_.alloc(Shape{1}, DType::I32);
-    net_->set_grad_scale(65536.0);  // PyTorch GradScaler's initial scale, 2^16
+    loss_scale_ = backend_.alloc(Shape{2});
+    scale_state_ = backend_.alloc(Shape{3}, DType::I32);
+    write_loss_scale({65536.0, 0, 0});  // PyTorch GradScaler's initial scale, 2^16
+    net_->set_grad_scale_on_device(loss_scale_);
   }
   step_values_ = backend_.alloc(Shape{2}, DType::I32);
   step_iteration_ = step_values_.view(0, Shape{1});
@@ -83,7 +86,6 @@ std::string Trainer::graph_blocker() const {
   if (!options_.cuda_graph) return "turned off (--no-graph)";
   if (options_.parallel.comm)
     return "data-parallel steps are queued op by op (the bucketed exchange is not captured)";
-  if (overflow_.defined()) return "fp16 loss scaling reads its overflow flag on the host every step";
   if (!solver_->capturable()) return "the update is one launch per parameter";
   if (options_.inject_nonfinite_at > 0) return "fault injection";
   return "";
@@ -320,49 +322,47 @@ void Trainer::wait_gradients() {
 // the flat gradient buffer. The loss needs no check of its own: it is finite by construction
 // (log of max(p, FLT_MIN)) unless a probability is NaN, and then that row's dx = p - onehot and
 // with it the gradients are NaN too. Nothing waits for the flag; check_finite() reads it at the
-// next host read. With loss scaling (fp16) an overflowing step is skipped first (scale_step).
+// next host read.
+//
+// fp16 dynamic loss scaling, PyTorch GradScaler's rule (backend/loss_scale_rule.hpp), on the
+// device: a step whose (exchanged, unscaled) gradients hold an inf or NaN is skipped by the update
+// and the scale halved; 2000 clean steps in a row double it. Nothing is read on the host, so the
+// step can be captured like the others. Every rank reads the same exchanged gradients, so every
+// rank skips the same steps. A step that is not skipped has finite gradients, or overflowed with
+// no scale left to halve, which the rule flags as divergence: no other check is needed then.
 void Trainer::flag_divergence(const StepScalars& s) {
   if (options_.inject_nonfinite_at == s.iteration + 1) {
     backend_.fill(net_->loss(), std::numeric_limits<float>::quiet_NaN());
     backend_.fill(net_->flat_grads(), std::numeric_limits<float>::quiet_NaN());
   }
-  step_skipped_ = overflow_.defined() && !scale_step();
-  if (!step_skipped_) backend_.flag_nonfinite_at(net_->flat_grads(), step_tag_, nonfinite_);
+  if (!overflow_.defined()) return backend_.flag_nonfinite_at(net_->flat_grads(), step_tag_, nonfinite_);
+  constexpr int64_t kGrowthInterval = 2000;
+  constexpr float kMaxScale = 16777216.0f;  // 2^24
+  backend_.fill_i32(overflow_, 0);
+  backend_.flag_nonfinite(net_->flat_grads(), 1, overflow_);
+  backend_.update_loss_scale(overflow_, loss_scale_, scale_state_, step_tag_, nonfinite_, kGrowthInterval, kMaxScale);
 }
 
-// fp16 dynamic loss scaling, PyTorch GradScaler's rule: a step whose (exchanged, unscaled) gradients
-// hold an inf or NaN is skipped and the scale halved; 2000 clean steps in a row double it. The
-// check reads a flag on the host, one synchronisation per fp16 step. Every rank reads the same
-// exchanged gradients, so every rank skips the same steps. A scale that would fall below 1 means
-// even unscaled gradients overflow: that is divergence, left to the non-finite check.
-bool Trainer::scale_step() {
-  constexpr int64_t kGrowthInterval = 2000;
-  constexpr double kMaxScale = 16777216.0;  // 2^24
-  backend_.fill(overflow_, 0.0f);
-  backend_.flag_nonfinite(net_->flat_grads(), 1, overflow_);
-  int32_t overflowed = 0;
-  {
-    BlockingOp mark("fp16 overflow check");
-    backend_.download(overflow_, &overflowed);
-  }
-  const double scale = net_->grad_scale();
-  if (overflowed == 0) {
-    if (++clean_steps_ >= kGrowthInterval) {
-      clean_steps_ = 0;
-      net_->set_grad_scale(std::min(scale * 2, kMaxScale));
-    }
-    return true;
-  }
-  clean_steps_ = 0;
-  if (scale / 2 < 1.0) return true;  // nothing left to halve: let the divergence check see it
-  net_->set_grad_scale(scale / 2);
-  ++skipped_steps_;
-  return false;
+Trainer::LossScaleFigures Trainer::read_loss_scale() {
+  if (!overflow_.defined()) return {};
+  float scale[2];
+  int32_t state[3];
+  BlockingOp mark("loss scale download");
+  backend_.download(loss_scale_, scale);
+  backend_.download(scale_state_, state);
+  return {scale[0], state[0], state[1]};
+}
+
+void Trainer::write_loss_scale(const LossScaleFigures& f) {
+  const float scale[2] = {static_cast<float>(f.scale), static_cast<float>(1.0 / f.scale)};
+  const int32_t state[3] = {static_cast<int32_t>(f.clean_steps), static_cast<int32_t>(f.skipped_steps), 0};
+  backend_.upload(scale, loss_scale_);
+  backend_.upload(state, scale_state_);
 }
 
 void Trainer::update(const StepScalars&) {
-  if (step_skipped_) return;
-  solver_->apply();  // at the rate write_step_values set
+  // At the rate write_step_values set; fp16: not at all in a step the loss scale skips.
+  solver_->apply(overflow_.defined() ? scale_state_.view(2, Shape{1}) : Tensor());
 }
 
 template <class Call>

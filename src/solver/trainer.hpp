@@ -265,7 +265,6 @@ class Trainer {
   void wait_gradients();  // the exchanged gradients are the job's after this (data parallel)
   void flag_divergence(const StepScalars& s);
   void update(const StepScalars& s);
-  bool scale_step();  // fp16: false when this step overflowed and is skipped
   // The step's device-side values (iteration, divergence tag, learning rate), written before the
   // step's work is queued or replayed: the work reads them from device memory.
   void write_step_values(const StepScalars& s);
@@ -341,12 +340,16 @@ class Trainer {
   std::string scores_blob_;  // input of the loss layer: class scores for top-k accuracy
   std::string resumed_run_config_;
   Tensor nonfinite_;  // (1) i32: 0, or the first iteration (1-based) with a non-finite loss/gradient
-  // fp16 loss scaling (needs_loss_scaling): the overflow flag, clean steps since the scale (the
-  // net's grad_scale) last changed, skipped steps, and whether this step's update is skipped.
-  Tensor overflow_;
-  int64_t clean_steps_ = 0;
-  int64_t skipped_steps_ = 0;
-  bool step_skipped_ = false;
+  // fp16 loss scaling (needs_loss_scaling), all in device memory so that the step can be captured:
+  // the overflow flag (i32 (1)), the scale and its inverse (f32 (2), the net's device gradient
+  // scale) and the rule's state (i32 (3): clean steps in a row, skipped steps, this step skipped).
+  Tensor overflow_, loss_scale_, scale_state_;
+  struct LossScaleFigures {
+    double scale = 1.0;
+    int64_t clean_steps = 0, skipped_steps = 0;
+  };
+  LossScaleFigures read_loss_scale();  // a host read (fp16 runs; else the neutral figures)
+  void write_loss_scale(const LossScaleFigures& f);
   // (1) each: the loss sums of the display interval and of the epoch, and the last step's weighted loss.
   Tensor display_loss_sum_, epoch_loss_sum_, last_loss_;
   // (2) i32 on the device: the step's iteration and its divergence tag (views below).

@@ -73,11 +73,7 @@ int64_t Trainer::resume_from_checkpoint(const TrainCallbacks& callbacks, std::st
   // fp16: continue with the scale the interrupted run had reached. A checkpoint of another
   // precision holds the neutral 1, 0, 0, and the run then starts from the initial scale.
   const bool scaled = c.meta.grad_scale != 1.0 || c.meta.clean_steps > 0 || c.meta.skipped_steps > 0;
-  if (overflow_.defined() && scaled) {
-    net_->set_grad_scale(c.meta.grad_scale);
-    clean_steps_ = c.meta.clean_steps;
-    skipped_steps_ = c.meta.skipped_steps;
-  }
+  if (overflow_.defined() && scaled) write_loss_scale({c.meta.grad_scale, c.meta.clean_steps, c.meta.skipped_steps});
   if (loader_ && c.meta.iteration < total_iterations_)
     loader_->restore({c.meta.loader_epoch, c.meta.loader_position, c.meta.loader_rng_state});
   if (callbacks.on_message)
@@ -131,9 +127,10 @@ std::string Trainer::save_checkpoint(int64_t done) {
     meta.loader_position = done % iterations_per_epoch_;
   }
   if (overflow_.defined()) {
-    meta.grad_scale = net_->grad_scale();
-    meta.clean_steps = clean_steps_;
-    meta.skipped_steps = skipped_steps_;
+    const LossScaleFigures f = read_loss_scale();
+    meta.grad_scale = f.scale;
+    meta.clean_steps = f.clean_steps;
+    meta.skipped_steps = f.skipped_steps;
   }
   meta.run_config = options_.run_config;
   meta.network = options_.network_yaml;

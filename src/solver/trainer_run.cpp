@@ -159,8 +159,9 @@ void Trainer::finish(RunState& s, TrainResult& result) {
   result.phases = phase_timer_->timeline();
   result.phase_summary = phase_timer_->summary();
   result.split = split_record_;
-  result.skipped_steps = skipped_steps_;
-  result.final_grad_scale = net_->grad_scale();  // 1 unless fp16
+  const LossScaleFigures scale = read_loss_scale();  // the neutral 1 and 0 unless fp16
+  result.skipped_steps = scale.skipped_steps;
+  result.final_grad_scale = scale.scale;
   result.graph_replays = graph_replays_;
   result.graph_captures = graph_captures_;
   result.graph_note = graph_note_;

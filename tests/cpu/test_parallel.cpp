@@ -186,12 +186,22 @@ TEST(GradientBuckets, SixteenBitExchangeRoundsEachGradientOnce) {
     DType dtype;
     double grad_scale;
     bool overlap;
+    bool scale_on_device;  // the fp16 trainer's way (Net::set_grad_scale_on_device)
   };
-  for (const Case c : {Case{DType::BF16, 1.0, true}, Case{DType::F16, 1024.0, true}, Case{DType::F16, 1.0, false}}) {
-    SCOPED_TRACE(fmt::format("{} scale {} overlap {}", dtype_name(c.dtype), c.grad_scale, c.overlap));
+  for (const Case c : {Case{DType::BF16, 1.0, true, false}, Case{DType::F16, 1024.0, true, false},
+                       Case{DType::F16, 1.0, false, false}, Case{DType::F16, 1024.0, true, true}}) {
+    SCOPED_TRACE(fmt::format("{} scale {} overlap {} on device {}", dtype_name(c.dtype), c.grad_scale, c.overlap,
+                             c.scale_on_device));
     Net net(spec, *backend, 4, 3);
     random_batch(*backend, net, 9);
-    net.set_grad_scale(c.grad_scale);
+    Tensor device_scale = backend->alloc(Shape{2});
+    if (c.scale_on_device) {
+      const float s[2] = {static_cast<float>(c.grad_scale), static_cast<float>(1.0 / c.grad_scale)};
+      backend->upload(s, device_scale);
+      net.set_grad_scale_on_device(device_scale);
+    } else {
+      net.set_grad_scale(c.grad_scale);
+    }
     net.forward(Phase::Train, 0);
     net.backward(0);
     const std::vector<float> g(net.flat_grads().f32(), net.flat_grads().f32() + net.flat_grads().numel());

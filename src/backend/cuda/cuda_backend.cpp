@@ -257,6 +257,18 @@ void CudaBackend::convert(const Tensor& src, const Tensor& dst, float scale) {
   cuda::launch_convert(src.numel(), src.dtype(), src.raw(), dst.dtype(), dst.raw(), scale, ds_->stream);
 }
 
+void CudaBackend::convert_scaled_at(const Tensor& src, const Tensor& dst, const Tensor& scale) {
+  cuda::expect_float("convert_scaled_at", "src", src, device_);
+  cuda::expect_float("convert_scaled_at", "dst", dst, device_);
+  cuda::expect_numel("convert_scaled_at", "dst", dst, src.numel());
+  cuda::expect_f32("convert_scaled_at", "scale", scale, device_);
+  cuda::expect_layout("convert_scaled_at", "dst", dst, src.layout());
+  if (src.numel() == 0) return;
+  activate();
+  cuda::launch_convert(src.numel(), src.dtype(), src.raw(), dst.dtype(), dst.raw(), 1.0f, ds_->stream, nullptr,
+                       scale.f32());
+}
+
 // A strided copy: N rows of channels*H*W elements, with the source and destination row pitches of
 // their own channel counts. cudaMemcpy2DAsync does exactly that, no kernel needed.
 void CudaBackend::copy_channels(const Tensor& src, int64_t src_c, const Tensor& dst, int64_t dst_c,

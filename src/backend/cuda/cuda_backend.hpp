@@ -131,6 +131,7 @@ class CudaBackend final : public Backend {
   void fill(const Tensor& t, float value) override;
   void fill_i32(const Tensor& t, int32_t value) override;
   void convert(const Tensor& src, const Tensor& dst, float scale = 1.0f) override;
+  void convert_scaled_at(const Tensor& src, const Tensor& dst, const Tensor& scale) override;
   void synchronize() override;
   // Timing events: timing-enabled CUDA events recorded on the compute stream (no host sync).
   std::shared_ptr<TimingEvent> record_timing_event() override;
@@ -207,7 +208,10 @@ class CudaBackend final : public Backend {
                            const Tensor& mults, float lr, float momentum, float weight_decay) override;
   void flag_nonfinite(const Tensor& x, int32_t tag, const Tensor& flag) override;
   void sgd_update_segments_at(const Tensor& w, const Tensor& dw, const Tensor& history, const Tensor& ranges,
-                              const Tensor& mults, const Tensor& lr, float momentum, float weight_decay) override;
+                              const Tensor& mults, const Tensor& lr, float momentum, float weight_decay,
+                              const Tensor& skip = Tensor()) override;
+  void update_loss_scale(const Tensor& found_inf, const Tensor& scale, const Tensor& state, const Tensor& tag,
+                         const Tensor& nonfinite, int64_t growth_interval, float max_scale) override;
   void flag_nonfinite_at(const Tensor& x, const Tensor& tag, const Tensor& flag) override;
 
   // ---- for multi-GPU code, benchmarks and tests (not part of the Backend interface) -----------
@@ -234,7 +238,8 @@ class CudaBackend final : public Backend {
   void run_dropout(const char* op, const char* in_name, const char* out_name, float ratio, uint64_t seed,
                    uint64_t rng_stream, const Tensor* iteration, uint64_t layer, const Tensor& in, const Tensor& out);
   void launch_segments(const char* op, const Tensor& w, const Tensor& dw, const Tensor& history, const Tensor& ranges,
-                       const Tensor& mults, float lr, const float* lr_at, float momentum, float weight_decay);
+                       const Tensor& mults, float lr, const float* lr_at, float momentum, float weight_decay,
+                       const int32_t* skip_at = nullptr);
   // Called wherever a buffer the backend keeps for itself (workspace, staging, batch-norm reserve)
   // is replaced: captured work that used the old one is no longer valid.
   void buffers_moved() { ++*buffer_generation_; }

@@ -142,15 +142,37 @@ void CudaBackend::sgd_update_segments(const Tensor& w, const Tensor& dw, const T
 
 void CudaBackend::sgd_update_segments_at(const Tensor& w, const Tensor& dw, const Tensor& history,
                                          const Tensor& ranges, const Tensor& mults, const Tensor& lr, float momentum,
-                                         float weight_decay) {
+                                         float weight_decay, const Tensor& skip) {
   cuda::expect_f32("sgd_update_segments_at", "lr", lr, device_);
   cuda::expect_numel("sgd_update_segments_at", "lr", lr, 1);
-  launch_segments("sgd_update_segments_at", w, dw, history, ranges, mults, 0.0f, lr.f32(), momentum, weight_decay);
+  if (skip.defined()) {
+    cuda::expect_i32("sgd_update_segments_at", "skip", skip, device_);
+    cuda::expect_numel("sgd_update_segments_at", "skip", skip, 1);
+  }
+  launch_segments("sgd_update_segments_at", w, dw, history, ranges, mults, 0.0f, lr.f32(), momentum, weight_decay,
+                  skip.defined() ? skip.i32() : nullptr);
+}
+
+void CudaBackend::update_loss_scale(const Tensor& found_inf, const Tensor& scale, const Tensor& state,
+                                    const Tensor& tag, const Tensor& nonfinite, int64_t growth_interval,
+                                    float max_scale) {
+  const char* op = "update_loss_scale";
+  cuda::expect_f32(op, "scale", scale, device_);
+  cuda::expect_numel(op, "scale", scale, 2);
+  cuda::expect_i32(op, "state", state, device_);
+  cuda::expect_numel(op, "state", state, 3);
+  for (const auto& [name, t] : {std::pair{"found_inf", &found_inf}, {"tag", &tag}, {"nonfinite", &nonfinite}}) {
+    cuda::expect_i32(op, name, *t, device_);
+    cuda::expect_numel(op, name, *t, 1);
+  }
+  activate();
+  cuda::launch_update_loss_scale(found_inf.i32(), scale.f32(), state.i32(), tag.i32(), nonfinite.i32(), growth_interval,
+                                 max_scale, stream());
 }
 
 void CudaBackend::launch_segments(const char* op, const Tensor& w, const Tensor& dw, const Tensor& history,
                                   const Tensor& ranges, const Tensor& mults, float lr, const float* lr_at,
-                                  float momentum, float weight_decay) {
+                                  float momentum, float weight_decay, const int32_t* skip_at) {
   cuda::expect_f32(op, "w", w, device_);
   cuda::expect_f32(op, "dw", dw, device_);
   cuda::expect_f32(op, "history", history, device_);
@@ -163,7 +185,7 @@ void CudaBackend::launch_segments(const char* op, const Tensor& w, const Tensor&
                   mults.shape().to_string());
   activate();
   cuda::launch_sgd_segments(w.numel(), w.f32(), dw.f32(), history.f32(), ranges.i32(), mults.f32(),
-                            static_cast<int>(ranges.numel() / 2), lr, lr_at, momentum, weight_decay, stream());
+                            static_cast<int>(ranges.numel() / 2), lr, lr_at, momentum, weight_decay, stream(), skip_at);
 }
 
 void CudaBackend::flag_nonfinite(const Tensor& x, int32_t tag, const Tensor& flag) {

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "backend/cuda/cuda_check.hpp"
+#include "backend/loss_scale_rule.hpp"
 #include "backend/cuda/cuda_elem.cuh"
 #include "backend/cuda/cuda_kernels.hpp"
 #include "backend/cuda/cuda_launch.cuh"
@@ -181,7 +182,8 @@ __global__ void bias_backward_kernel(int64_t batch, int64_t c, int64_t inner, bo
 }
 
 template <typename S, typename D>
-__global__ void convert_kernel(int64_t n, const S* src, D* dst, float scale) {
+__global__ void convert_kernel(int64_t n, const S* src, D* dst, float scale, const float* scale_at) {
+  if (scale_at) scale = *scale_at;
   for (int64_t i = global_index(); i < n; i += global_stride())
     dst[i] = from_float<D>(scale == 1.0f ? to_float(src[i]) : __fmul_rn(scale, to_float(src[i])));
 }
@@ -189,7 +191,8 @@ __global__ void convert_kernel(int64_t n, const S* src, D* dst, float scale) {
 // The same, gathering each destination element from its place in the other memory order
 // (coalesced writes; the reads stride by C or H*W, which the caches absorb for these sizes).
 template <typename S, typename D>
-__global__ void convert_permute_kernel(int64_t n, const S* src, D* dst, float scale, Permute p) {
+__global__ void convert_permute_kernel(int64_t n, const S* src, D* dst, float scale, Permute p, const float* scale_at) {
+  if (scale_at) scale = *scale_at;
   for (int64_t i = global_index(); i < n; i += global_stride()) {
     int64_t from;
     if (p.to_nhwc) {  // i = ((b * H + h) * W + w) * C + c  <-  ((b * C + c) * H + h) * W + w
@@ -218,7 +221,8 @@ __global__ void sgd_update_kernel(int64_t n, float* w, const float* dw, float* h
 // lr_at != null: the learning rate is read from there when the kernel runs.
 __global__ void sgd_segments_kernel(int64_t n, float* w, const float* dw, float* history, const int32_t* ranges,
                                     const float* mults, int segments, float lr, const float* lr_at, float momentum,
-                                    float weight_decay) {
+                                    float weight_decay, const int32_t* skip_at) {
+  if (skip_at && *skip_at != 0) return;
   if (lr_at) lr = *lr_at;
   for (int64_t i = global_index(); i < n; i += global_stride()) {
     int lo = 0, hi = segments - 1;
@@ -233,6 +237,19 @@ __global__ void sgd_segments_kernel(int64_t n, float* w, const float* dw, float*
     history[i] = h;
     w[i] = __fsub_rn(w[i], h);
   }
+}
+
+// One thread: a handful of scalars, the rule of loss_scale_rule.hpp.
+__global__ void update_loss_scale_kernel(const int32_t* found_inf, float* scale, int32_t* state, const int32_t* tag,
+                                         int32_t* nonfinite, int64_t growth_interval, float max_scale) {
+  LossScaleState s{scale[0], scale[1], state[0], state[1], state[2], *nonfinite};
+  loss_scale_step(s, *found_inf != 0, *tag, growth_interval, max_scale);
+  scale[0] = s.scale;
+  scale[1] = s.inverse;
+  state[0] = s.clean;
+  state[1] = s.skipped;
+  state[2] = s.skip;
+  *nonfinite = s.nonfinite;
 }
 
 // A read of every element (bandwidth-bound, ~30 us for ResNet-34's 22 M gradients on an H100);
@@ -347,7 +364,7 @@ void launch_fill_float(DType t, void* p, int64_t n, float value, cudaStream_t st
 }
 
 void launch_convert(int64_t n, DType src_t, const void* src, DType dst_t, void* dst, float scale,
-                    cudaStream_t stream, const Permute* permute) {
+                    cudaStream_t stream, const Permute* permute, const float* scale_at) {
   if (n <= 0) return;
   dispatch_float(src_t, "convert", [&](auto s) {
     using S = decltype(s);
@@ -355,10 +372,11 @@ void launch_convert(int64_t n, DType src_t, const void* src, DType dst_t, void* 
       using D = decltype(d);
       if (permute)
         convert_permute_kernel<S, D><<<blocks_for(n), kThreads, 0, stream>>>(n, static_cast<const S*>(src),
-                                                                            static_cast<D*>(dst), scale, *permute);
+                                                                            static_cast<D*>(dst), scale, *permute,
+                                                                            scale_at);
       else
         convert_kernel<S, D><<<blocks_for(n), kThreads, 0, stream>>>(n, static_cast<const S*>(src),
-                                                                    static_cast<D*>(dst), scale);
+                                                                    static_cast<D*>(dst), scale, scale_at);
     });
   });
   CUDA_CHECK_LAUNCH("convert_kernel");
@@ -501,11 +519,17 @@ void launch_sgd_update(int64_t n, float* w, const float* dw, float* history, flo
 
 void launch_sgd_segments(int64_t n, float* w, const float* dw, float* history, const int32_t* ranges,
                          const float* mults, int segments, float lr, const float* lr_at, float momentum,
-                         float weight_decay, cudaStream_t stream) {
+                         float weight_decay, cudaStream_t stream, const int32_t* skip_at) {
   if (n <= 0 || segments <= 0) return;
   sgd_segments_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, w, dw, history, ranges, mults, segments, lr, lr_at,
-                                                              momentum, weight_decay);
+                                                              momentum, weight_decay, skip_at);
   CUDA_CHECK_LAUNCH("sgd_segments_kernel");
+}
+
+void launch_update_loss_scale(const int32_t* found_inf, float* scale, int32_t* state, const int32_t* tag,
+                              int32_t* nonfinite, int64_t growth_interval, float max_scale, cudaStream_t stream) {
+  update_loss_scale_kernel<<<1, 1, 0, stream>>>(found_inf, scale, state, tag, nonfinite, growth_interval, max_scale);
+  CUDA_CHECK_LAUNCH("update_loss_scale_kernel");
 }
 
 void launch_flag_nonfinite(int64_t n, const float* x, int32_t tag, const int32_t* tag_at, int32_t* flag,

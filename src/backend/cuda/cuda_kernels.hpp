@@ -24,9 +24,9 @@ struct Permute {
   bool to_nhwc = true;  // src NCHW, dst NHWC (false: the reverse)
 };
 // dst[i] = scale * src[i], converted (rounded to nearest even) from src_t to dst_t, and reordered
-// when `permute` is given.
+// when `permute` is given; scale_at != null: the scale is read there on the device.
 void launch_convert(int64_t n, DType src_t, const void* src, DType dst_t, void* dst, float scale,
-                    cudaStream_t stream, const Permute* permute = nullptr);
+                    cudaStream_t stream, const Permute* permute = nullptr, const float* scale_at = nullptr);
 // y (batch, c, inner) += bias[c]; dbias[c] = sum of dy over batch and inner (fp32 accumulation).
 // For 16-bit and channels-last tensors; f32 NCHW bias ops go through cuDNN.
 // channels_last: (batch, inner, c) in memory.
@@ -62,10 +62,13 @@ void launch_sgd_update(int64_t n, float* w, const float* dw, float* history, flo
                        float weight_decay, cudaStream_t stream);
 // The SGD rule over segments [ranges[2k], ranges[2k+1]) of flat buffers, lr and weight decay times
 // mults[2k] and mults[2k+1]; elements outside every segment are untouched (Backend::sgd_update_segments).
-// lr_at != null: lr is read there on the device.
+// lr_at != null: lr is read there on the device; skip_at != null and non-zero there: no change.
 void launch_sgd_segments(int64_t n, float* w, const float* dw, float* history, const int32_t* ranges,
                          const float* mults, int segments, float lr, const float* lr_at, float momentum,
-                         float weight_decay, cudaStream_t stream);
+                         float weight_decay, cudaStream_t stream, const int32_t* skip_at = nullptr);
+// loss_scale_rule.hpp's step on device values (one thread): scale (2) f32, state (3) i32.
+void launch_update_loss_scale(const int32_t* found_inf, float* scale, int32_t* state, const int32_t* tag,
+                              int32_t* nonfinite, int64_t growth_interval, float max_scale, cudaStream_t stream);
 // flag[0] = tag if flag[0] == 0 and any x[i] is NaN or +-inf (first tag wins); tag_at != null: the
 // tag is read there on the device.
 void launch_flag_nonfinite(int64_t n, const float* x, int32_t tag, const int32_t* tag_at, int32_t* flag,
