@@ -72,7 +72,6 @@ void Backend::dropout_backward_at(float ratio, uint64_t seed, const Tensor& iter
 void Backend::convert_scaled_at(const Tensor& src, const Tensor& dst, const Tensor& scale) {
   CNNSCALE_CHECK(scale.dtype() == DType::F32 && scale.numel() >= 1, "convert_scaled_at on {}: scale must be f32",
                  name());
-  CNNSCALE_CHECK(src.layout() == dst.layout(), "convert_scaled_at on {}: one memory order only", name());
   float s = 0;
   download(scale.view(0, Shape{1}), &s);
   convert(src, dst, s);

@@ -144,8 +144,8 @@ class Backend {
   // dst = scale * src, converting between f32, bf16 and f16 (same numel; rounds to nearest even) and,
   // for 4-d tensors of one shape, between the NCHW and NHWC memory orders.
   virtual void convert(const Tensor& src, const Tensor& dst, float scale = 1.0f) = 0;
-  // The same in one memory order, with the scale read from device memory (scale[0], f32): for a
-  // captured step whose scale moves between replays (fp16 loss scaling). In place allowed. The
+  // The same with the scale read from device memory (scale[0], f32): for a captured step whose
+  // scale moves between replays (fp16 loss scaling). In place allowed in one memory order. The
   // default reads the scale back and calls convert().
   virtual void convert_scaled_at(const Tensor& src, const Tensor& dst, const Tensor& scale);
   virtual void synchronize() = 0;

@@ -235,6 +235,15 @@ void CudaBackend::fill(const Tensor& t, float value) {
 }
 
 void CudaBackend::convert(const Tensor& src, const Tensor& dst, float scale) {
+  convert_with(src, dst, scale, nullptr);
+}
+
+void CudaBackend::convert_scaled_at(const Tensor& src, const Tensor& dst, const Tensor& scale) {
+  cuda::expect_f32("convert_scaled_at", "scale", scale, device_);
+  convert_with(src, dst, 1.0f, scale.f32());
+}
+
+void CudaBackend::convert_with(const Tensor& src, const Tensor& dst, float scale, const float* scale_at) {
   cuda::expect_float("convert", "src", src, device_);
   cuda::expect_float("convert", "dst", dst, device_);
   cuda::expect_numel("convert", "dst", dst, src.numel());
@@ -246,27 +255,16 @@ void CudaBackend::convert(const Tensor& src, const Tensor& dst, float scale) {
       throw_runtime("convert on cuda: {} {} -> {} {} reorders only 4-d tensors of one shape, out of place",
                     sh.to_string(), layout_name(src.layout()), dst.shape().to_string(), layout_name(dst.layout()));
     const cuda::Permute p{sh.c(), sh.h() * sh.w(), dst.layout() == Layout::NHWC};
-    cuda::launch_convert(src.numel(), src.dtype(), src.raw(), dst.dtype(), dst.raw(), scale, ds_->stream, &p);
+    cuda::launch_convert(src.numel(), src.dtype(), src.raw(), dst.dtype(), dst.raw(), scale, ds_->stream, &p, scale_at);
     return;
   }
-  if (src.dtype() == dst.dtype() && scale == 1.0f) {
+  if (src.dtype() == dst.dtype() && scale == 1.0f && !scale_at) {
     if (src.raw() != dst.raw())
       CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), src.bytes(), cudaMemcpyDeviceToDevice, ds_->stream));
     return;
   }
-  cuda::launch_convert(src.numel(), src.dtype(), src.raw(), dst.dtype(), dst.raw(), scale, ds_->stream);
-}
-
-void CudaBackend::convert_scaled_at(const Tensor& src, const Tensor& dst, const Tensor& scale) {
-  cuda::expect_float("convert_scaled_at", "src", src, device_);
-  cuda::expect_float("convert_scaled_at", "dst", dst, device_);
-  cuda::expect_numel("convert_scaled_at", "dst", dst, src.numel());
-  cuda::expect_f32("convert_scaled_at", "scale", scale, device_);
-  cuda::expect_layout("convert_scaled_at", "dst", dst, src.layout());
-  if (src.numel() == 0) return;
-  activate();
-  cuda::launch_convert(src.numel(), src.dtype(), src.raw(), dst.dtype(), dst.raw(), 1.0f, ds_->stream, nullptr,
-                       scale.f32());
+  cuda::launch_convert(src.numel(), src.dtype(), src.raw(), dst.dtype(), dst.raw(), scale, ds_->stream, nullptr,
+                       scale_at);
 }
 
 // A strided copy: N rows of channels*H*W elements, with the source and destination row pitches of

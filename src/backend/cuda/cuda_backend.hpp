@@ -252,6 +252,8 @@ class CudaBackend final : public Backend {
                           DType dtype, cublasLtEpilogue_t epilogue, DType bias_dtype, int alignment);
   // Runs `plan` on the operands (pointers of the matrices as stored), `bias` the epilogue's vector.
   void run_linear(LinearPlan& plan, const void* a, const void* b, void* c, void* bias);
+  // convert() and convert_scaled_at(): the scale is `scale`, or read at scale_at on the device.
+  void convert_with(const Tensor& src, const Tensor& dst, float scale, const float* scale_at);
   static ConvKey conv_key(const ConvParams& p, const Shape& x, const Shape& w, DType dtype, Layout layout);
   struct DeviceStream;  // context + stream, shared with every allocation's deleter
 
