@@ -24,6 +24,28 @@ class LayerGradients : public ::testing::Test {
                              << r.max_error << ":\n"
                              << r.report;
   }
+  // `relu: true` gates the top gradient by the output's sign before the layer's own backward. A
+  // central difference across the ReLU's kink would be meaningless, so the outputs of `layer` (its
+  // YAML without `relu`, with these bias values) are checked to stay away from it: a step of 1e-2 in
+  // one input moves an output by at most 1e-2 times a weight (xavier: |w| <= sqrt(3 / fan_in), 0.41
+  // for the convolution's 18 inputs, 0.71 for the fully connected layer's 6), in one weight or bias
+  // by at most 1e-2 (|x| <= 1), so pre-activations of magnitude >= 0.02 keep their sign under every
+  // perturbation. Both signs must occur: some outputs gated, some passed.
+  void expect_fused_relu_ok(const std::string& layer, const std::vector<float>& bias, const Shape& input) {
+    auto plain = make_layer(cpu_, layer, {input});
+    auto h = make_layer(cpu_, layer + "relu: true\n", {input});
+    from_host(cpu_, plain.layer->params()[1].data, bias);
+    from_host(cpu_, h.layer->params()[1].data, bias);
+    plain.forward(Phase::Train);
+    int gated = 0, passed = 0;
+    for (float v : to_host(cpu_, plain.tops[0])) {
+      EXPECT_GE(std::fabs(v), 0.02f) << "an output too close to the ReLU's kink for a central difference";
+      (v > 0.0f ? passed : gated) += 1;
+    }
+    EXPECT_GT(gated, 0);
+    EXPECT_GT(passed, 0);
+    expect_ok(h);
+  }
   CpuBackend cpu_;
 };
 
@@ -60,27 +82,10 @@ TEST_F(LayerGradients, ConvolutionPointwise) {
   expect_ok(h);
 }
 
-// relu: true gates the top gradient by the output's sign before the convolution's own backward.
-// A central difference across the ReLU's kink would be meaningless, so these outputs are checked to
-// stay away from it: a step of 1e-2 in one input moves an output by at most 1e-2 times a weight
-// (|w| <= 0.41 for xavier over 18 inputs), in one weight or bias by at most 1e-2 (|x| <= 1), so
-// pre-activations of magnitude >= 0.02 keep their sign under every perturbation.
 TEST_F(LayerGradients, ConvolutionFusedRelu) {
-  const std::string conv = "type: Convolution\nnum_output: 3\nkernel: 3\npad: 1\n";
-  const std::vector<float> bias{1.5f, -1.5f, 0.6f};  // of either sign: some outputs gated, some passed
-  auto plain = make_layer(cpu_, conv, {Shape{2, 2, 4, 4}});
-  auto h = make_layer(cpu_, conv + "relu: true\n", {Shape{2, 2, 4, 4}});
-  from_host(cpu_, plain.layer->params()[1].data, bias);
-  from_host(cpu_, h.layer->params()[1].data, bias);
-  plain.forward(Phase::Train);
-  int gated = 0, passed = 0;
-  for (float v : to_host(cpu_, plain.tops[0])) {
-    EXPECT_GE(std::fabs(v), 0.02f) << "an output too close to the ReLU's kink for a central difference";
-    (v > 0.0f ? passed : gated) += 1;
-  }
-  EXPECT_GT(gated, 0);
-  EXPECT_GT(passed, 0);
-  expect_ok(h);
+  // Biases of either sign: some outputs gated, some passed.
+  expect_fused_relu_ok("type: Convolution\nnum_output: 3\nkernel: 3\npad: 1\n", {1.5f, -1.5f, 0.6f},
+                       Shape{2, 2, 4, 4});
 }
 
 // ---- InnerProduct -------------------------------------------------------------------------------
@@ -91,23 +96,8 @@ TEST_F(LayerGradients, InnerProductFromFeatureMaps) {
   expect_ok(h);
 }
 
-// As ConvolutionFusedRelu: biases of either sign, every output kept away from the kink.
 TEST_F(LayerGradients, InnerProductFusedRelu) {
-  const std::string ip = "type: InnerProduct\nnum_output: 4\n";
-  const std::vector<float> bias{1.5f, -1.5f, 0.6f, -0.4f};
-  auto plain = make_layer(cpu_, ip, {Shape{3, 6}});
-  auto h = make_layer(cpu_, ip + "relu: true\n", {Shape{3, 6}});
-  from_host(cpu_, plain.layer->params()[1].data, bias);
-  from_host(cpu_, h.layer->params()[1].data, bias);
-  plain.forward(Phase::Train);
-  int gated = 0, passed = 0;
-  for (float v : to_host(cpu_, plain.tops[0])) {
-    EXPECT_GE(std::fabs(v), 0.02f) << "an output too close to the ReLU's kink for a central difference";
-    (v > 0.0f ? passed : gated) += 1;
-  }
-  EXPECT_GT(gated, 0);
-  EXPECT_GT(passed, 0);
-  expect_ok(h);
+  expect_fused_relu_ok("type: InnerProduct\nnum_output: 4\n", {1.5f, -1.5f, 0.6f, -0.4f}, Shape{3, 6});
 }
 
 TEST_F(LayerGradients, InnerProductWithoutBias) {
