@@ -216,10 +216,10 @@ std::string ParallelRun::describe(const Trainer& trainer) const {
   const GradientBuckets* b = trainer.buckets();
   std::string out = fmt::format(
       "data parallel: {} ranks ({}), global batch {} = {} per rank{}, gradients in {} bucket(s) of <= {:g} MiB, "
-      "overlap {}",
+      "overlap {}, exchanged in {}",
       world_size(), comm_ ? comm_->name() : "none", global_batch_, fmt::join(rank_batches_, "+"),
       args_.batch_per_rank ? " (--batch-per-rank)" : "", b ? b->buckets().size() : 0, args_.bucket_mb,
-      b && b->overlap() ? "on" : "off");
+      b && b->overlap() ? "on" : "off", allreduce_dtype_name(allreduce_dtype_for(args_.allreduce_dtype, precision_)));
   if (comm_ && comm_->name() != "mpi") out += fmt::format(", algorithm {}", args_.algo);
   for (size_t r = 0; r < devices_.size(); ++r)
     out += fmt::format("\n  rank {}: host {}, {}{}", r, devices_[r].host, devices_[r].device,

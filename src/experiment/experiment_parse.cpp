@@ -279,6 +279,7 @@ Experiment parse_experiment_text(const std::string& text, const std::string& fil
       if (kReservedArgs.count(flag)) a.fail(fmt::format("'{}' is set by the sweep itself", flag));
       // A second --precision would contradict the run's id and results: the matrix owns it.
       if (flag == "--precision") a.fail("'--precision' is set by matrix.precision");
+      if (flag == "--allreduce-dtype") a.fail("'--allreduce-dtype' is set by matrix.allreduce's dtype");
       e.extra_args.push_back(arg);
     }
   }

@@ -15,7 +15,7 @@
 
 namespace cnnscale {
 
-// The layers one fused BatchNorm or Convolution took over (layer names).
+// The layers one fused BatchNorm, Convolution or InnerProduct took over (layer names).
 struct FusedEpilogue {
   std::string layer;  // the BatchNorm, Convolution or InnerProduct
   std::vector<std::string> absorbed;  // the ReLU, or the Eltwise and the ReLU

@@ -119,7 +119,10 @@ void GradientBuckets::wait() {
   comm_.wait();
   // Every bucket is issued by end_backward(), and together they cover the buffer (alignment gaps
   // included, zero on every rank): one conversion brings all the sums back.
-  if (!exchange_.defined() || next_ != buckets_.size() || buckets_.empty()) return;
+  if (!exchange_.defined() || buckets_.empty()) return;
+  // The widening below reads every bucket's sum: one not yet issued would come back un-summed.
+  CNNSCALE_CHECK(next_ == buckets_.size(), "gradient exchange: wait() after {} of {} buckets were issued", next_,
+                 buckets_.size());
   if (const Tensor& s = net_.grad_scale_on_device(); s.defined())
     net_.backend().convert_scaled_at(exchange_, flat_grads_, s.view(1, Shape{1}));
   else

@@ -12,7 +12,7 @@ namespace cnnscale {
 // The MPI element type and sum operation for an in-place sum of `dtype` (f32, bf16 or f16). MPI
 // has no 16-bit floats: bf16 and f16 travel as MPI_UINT16_T and are added by an operation of our
 // own that widens both operands, adds in f32 and rounds back (ties to even), the sum NCCL forms
-// element by element. ConfigError-free: other dtypes are a caller's error (runtime error).
+// element by element. Other dtypes are a caller's error (RuntimeError).
 MPI_Datatype mpi_sum_type(DType dtype);
 MPI_Op mpi_sum_op(DType dtype);
 

@@ -62,9 +62,10 @@ struct TrainOptions {
   // captured after one uncaptured step, where the backend can capture and the step allows it
   // (TrainResult::graph_note says why not otherwise). false: every step is queued op by op.
   bool cuda_graph = true;
-  // Train the network with each batch norm's following ReLU (and residual sum) fused into it
-  // (net/fuse.hpp): the same function and parameters, fewer passes over memory. Checkpoints keep
-  // the network as written. false: every layer as written.
+  // Train the network with each batch norm's following ReLU (and residual sum), and each
+  // convolution's and fully connected layer's following ReLU, fused into it (net/fuse.hpp): the
+  // same function and parameters, fewer passes over memory. Checkpoints keep the network as
+  // written. false: every layer as written.
   bool fuse_epilogues = true;
   // Mark the end of forward and backward inside the step (each mark a stream event; in a captured
   // step, a split between two graphs). false: forward, backward and update are timed as one phase,

@@ -95,6 +95,9 @@ TEST(ExperimentSchema, AllreduceDtypeIsAVariantPassedToTrain) {
   const OnlyFilter only = parse_only({"allreduce=ov-bf16"});
   EXPECT_EQ(std::count_if(runs.begin(), runs.end(), [&](const RunSpec& r) { return r.ranks == 2 && only.matches(r); }),
             6);  // 2 batches x 3 repeats
+  // The matrix owns the flag: extra_args cannot give a run a dtype its id does not name.
+  expect_error(kBase + "extra_args: [--allreduce-dtype, bf16]\n",
+               {"t.yaml:8:14: extra_args[0]: '--allreduce-dtype' is set by matrix.allreduce's dtype"});
 }
 
 TEST(ExperimentSchema, PrecisionAxisRunsEachPrecisionOnGpus) {

@@ -249,7 +249,7 @@ class CudaBackend final : public Backend {
   // Column-major C (m, n) = op(A) op(B) with the epilogue, A and B stored as op's transposes say.
   // Made once per key (heuristic query, no timing); plan->usable is false where cuBLASLt has none.
   LinearPlan& linear_plan(const LinearKey& key, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-                          DType dtype, cublasLtEpilogue_t epilogue, DType bias_dtype, int alignment);
+                          DType dtype, cublasLtEpilogue_t epilogue, DType bias_dtype, void* bias, int alignment);
   // Runs `plan` on the operands (pointers of the matrices as stored), `bias` the epilogue's vector.
   void run_linear(LinearPlan& plan, const void* a, const void* b, void* c, void* bias);
   // convert() and convert_scaled_at(): the scale is `scale`, or read at scale_at on the device.

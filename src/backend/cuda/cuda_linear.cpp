@@ -69,7 +69,7 @@ const char* epilogue_name(cublasLtEpilogue_t e) {
 
 CudaBackend::LinearPlan& CudaBackend::linear_plan(const LinearKey& key, bool trans_a, bool trans_b, int64_t m,
                                                   int64_t n, int64_t k, DType dtype, cublasLtEpilogue_t epilogue,
-                                                  DType bias_dtype, int alignment) {
+                                                  DType bias_dtype, void* bias, int alignment) {
   if (auto it = linear_plans_.find(key); it != linear_plans_.end()) return *it->second;
   if (!cublaslt_) CUBLAS_CHECK(cublasLtCreate(&cublaslt_));
   auto plan = std::make_shared<LinearPlan>();
@@ -84,6 +84,9 @@ CudaBackend::LinearPlan& CudaBackend::linear_plan(const LinearKey& key, bool tra
   if (epilogue != CUBLASLT_EPILOGUE_DEFAULT && epilogue != CUBLASLT_EPILOGUE_RELU) {
     const cudaDataType_t bt = lt_type(bias_dtype);
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)));
+    // The heuristic reads the bias pointer's alignment from the pointer itself: this one is as
+    // aligned as every pointer the plan will run on (the alignment is part of the plan's key).
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   }
   // Stored shapes (rows x cols, column-major, leading dimension = rows): op(A) is m x k, op(B) k x n.
   auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
@@ -147,7 +150,10 @@ bool lt_eligible(const Tensor& x, const Tensor& w, const Tensor& y, bool allow_t
 
 void CudaBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu, const Tensor& y) {
   for (const auto& [name, t] : {std::pair{"x", &x}, {"w", &w}, {"y", &y}}) cuda::expect_float("linear_forward", name, *t, device_);
-  if (bias.defined()) cuda::expect_dtype("linear_forward", "bias", bias, w.dtype());
+  if (bias.defined()) {
+    cuda::expect_dtype("linear_forward", "bias", bias, w.dtype());
+    if (w.shape().rank() == 2) cuda::expect_numel("linear_forward", "bias", bias, w.shape()[0]);
+  }
   const bool fusable = lt_eligible(x, w, y, options_.allow_tf32) && w.shape().rank() == 2;
   if (!fusable || y.numel() == 0) return Backend::linear_forward(x, w, bias, relu, y);
   const int64_t n = y.shape().n(), k = w.shape()[0], d = w.shape()[1];
@@ -155,27 +161,32 @@ void CudaBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor&
   activate();
   const cublasLtEpilogue_t epilogue = bias.defined() ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
                                                      : (relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
-  const int alignment = common_alignment({x.raw(), w.raw(), y.raw()});
+  void* b = bias.defined() ? bias.raw() : nullptr;
+  const int alignment = common_alignment({x.raw(), w.raw(), y.raw(), b ? b : y.raw()});
   // y^T (K, N) = op(w as stored: D x K, transposed) * x as stored (D x N).
   LinearPlan& plan = linear_plan({0, k, n, d, static_cast<int64_t>(w.dtype()), epilogue, alignment, 0}, true, false,
-                                 k, n, d, w.dtype(), epilogue, w.dtype(), alignment);
+                                 k, n, d, w.dtype(), epilogue, w.dtype(), b, alignment);
   if (!plan.usable) return Backend::linear_forward(x, w, bias, relu, y);
-  run_linear(plan, w.raw(), x.raw(), y.raw(), bias.defined() ? bias.raw() : nullptr);
+  run_linear(plan, w.raw(), x.raw(), y.raw(), b);
 }
 
 void CudaBackend::linear_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw, const Tensor& dbias) {
   for (const auto& [name, t] : {std::pair{"x", &x}, {"dy", &dy}, {"dw", &dw}})
     cuda::expect_float("linear_backward_params", name, *t, device_);
-  if (dbias.defined()) cuda::expect_dtype("linear_backward_params", "dbias", dbias, dw.dtype());
+  if (dbias.defined()) {
+    cuda::expect_dtype("linear_backward_params", "dbias", dbias, dw.dtype());
+    if (dw.shape().rank() == 2) cuda::expect_numel("linear_backward_params", "dbias", dbias, dw.shape()[0]);
+  }
   const bool fusable = dbias.defined() && lt_eligible(x, dw, dy, options_.allow_tf32) && dw.shape().rank() == 2;
   if (!fusable || dy.numel() == 0) return Backend::linear_backward_params(x, dy, dw, dbias);
   const int64_t n = dy.shape().n(), k = dw.shape()[0], d = dw.shape()[1];
   if (x.numel() != n * d || dy.numel() != n * k) return Backend::linear_backward_params(x, dy, dw, dbias);
   activate();
-  const int alignment = common_alignment({x.raw(), dy.raw(), dw.raw()});
+  const int alignment = common_alignment({x.raw(), dy.raw(), dw.raw(), dbias.raw()});
   // dw^T (D, K) = x as stored (D x N) * op(dy as stored: K x N, transposed); BGRADB sums dy over N.
   LinearPlan& plan = linear_plan({1, d, k, n, static_cast<int64_t>(dw.dtype()), CUBLASLT_EPILOGUE_BGRADB, alignment, 0},
-                                 false, true, d, k, n, dw.dtype(), CUBLASLT_EPILOGUE_BGRADB, dbias.dtype(), alignment);
+                                 false, true, d, k, n, dw.dtype(), CUBLASLT_EPILOGUE_BGRADB, dbias.dtype(),
+                                 dbias.raw(), alignment);
   if (!plan.usable) return Backend::linear_backward_params(x, dy, dw, dbias);
   run_linear(plan, x.raw(), dy.raw(), dw.raw(), dbias.raw());
 }
