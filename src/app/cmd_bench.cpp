@@ -33,6 +33,7 @@ struct AllreduceArgs {
   int warmup = 5, iters = 20;
   std::string device = "gpu";
   std::string algo = "ring";
+  std::string dtype = "fp32";
   bool check = false, json = false;
   double timeout = 300.0;
   std::string results_root;  // "": no results file (unless $CNNSCALE_RESULTS gives one)
@@ -56,20 +57,26 @@ std::string check_results_dir(const AllreduceArgs& a, const std::string& dir) {
   return "";
 }
 
+// The element type's name in nccl-tests' tables (its -d values).
+std::string nccl_tests_type(const std::string& dtype) {
+  return dtype == "bf16" ? "bfloat16" : dtype == "fp16" ? "half" : "float";
+}
+
 std::string table(const AllreduceBenchResult& r, bool checked) {
   std::string out =
       fmt::format("# cnnscale bench allreduce: {} rank(s), device {}, {}\n", r.ranks, r.device, r.library);
   out += fmt::format(
-      "# in-place sum of float; {} warm-up + {} timed allreduces per size; time = mean per allreduce, max over ranks\n",
-      r.warmup_iters, r.iters);
+      "# in-place sum of {}; {} warm-up + {} timed allreduces per size; time = mean per allreduce, max over ranks\n",
+      nccl_tests_type(r.dtype), r.warmup_iters, r.iters);
   out += "# algbw = size / time; busbw = algbw * 2(n-1)/n (nccl-tests); GB = 1e9 bytes\n";
   for (size_t i = 0; i < r.rank_devices.size(); ++i) out += fmt::format("#   rank {}: {}\n", i, r.rank_devices[i]);
   out += "#\n";
-  out += fmt::format("# {:>12} {:>12} {:>6} {:>12} {:>13} {:>13} {:>8}\n", "size (B)", "count", "type", "time (us)",
+  out += fmt::format("# {:>12} {:>12} {:>8} {:>12} {:>13} {:>13} {:>8}\n", "size (B)", "count", "type", "time (us)",
                      "algbw (GB/s)", "busbw (GB/s)", "#wrong");
   double busbw_sum = 0;
   for (const auto& row : r.rows) {
-    out += fmt::format("  {:>12} {:>12} {:>6} {:>12.2f} {:>13.3f} {:>13.3f} {:>8}\n", row.bytes, row.count, "float",
+    out += fmt::format("  {:>12} {:>12} {:>8} {:>12.2f} {:>13.3f} {:>13.3f} {:>8}\n", row.bytes, row.count,
+                       nccl_tests_type(r.dtype),
                        row.time_us, row.algbw_gbs, row.busbw_gbs, row.wrong < 0 ? "N/A" : std::to_string(row.wrong));
     busbw_sum += row.busbw_gbs;
   }
@@ -89,7 +96,7 @@ nlohmann::json to_json(const AllreduceBenchResult& r, bool checked, const std::s
                        const std::string& host) {
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& row : r.rows) {
-    nlohmann::json j = {{"bytes", row.bytes},     {"count", row.count},         {"type", "float"},
+    nlohmann::json j = {{"bytes", row.bytes},     {"count", row.count},         {"type", nccl_tests_type(r.dtype)},
                         {"time_us", row.time_us}, {"algbw_gbs", row.algbw_gbs}, {"busbw_gbs", row.busbw_gbs},
                         {"wrong", nullptr}};
     if (row.wrong >= 0) j["wrong"] = row.wrong;
@@ -100,6 +107,7 @@ nlohmann::json to_json(const AllreduceBenchResult& r, bool checked, const std::s
           {"time", utc_time},
           {"host", host},
           {"op", "sum"},
+          {"dtype", r.dtype},
           {"in_place", true},
           {"ranks", r.ranks},
           {"device", r.device},
@@ -133,6 +141,11 @@ void register_allreduce(CLI::App& bench) {
                   "NCCL algorithm (sets NCCL_ALGO; an NCCL_ALGO already in the environment wins); gpu only")
       ->check(CLI::IsMember({"ring", "tree", "auto"}))
       ->capture_default_str();
+  cmd->add_option("-d,--dtype", args->dtype,
+                  "element type: fp32, or bf16/fp16 as the 16-bit gradient exchange (train --allreduce-dtype) sends "
+                  "it; sizes count bytes either way")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
+      ->capture_default_str();
   cmd->add_flag("--check", args->check, "fill a known per-rank pattern and verify every sum (exit 1 if wrong)");
   cmd->add_flag("--json", args->json, "print one JSON object instead of the table");
   cmd->add_option("--timeout", args->timeout, "seconds a rank waits for a collective before it gives up (exit 3)")
@@ -158,6 +171,7 @@ void register_allreduce(CLI::App& bench) {
       throw_config("bench allreduce: --algo chooses NCCL's algorithm and needs --device gpu");
     cfg.algo = parse_allreduce_algo(args->algo);
     cfg.check = args->check;
+    cfg.dtype = allreduce_bench_dtype(args->dtype, "--dtype");
     cfg.timeout_seconds = args->timeout;
     const MpiEnv* mpi = MpiEnv::current();
     CNNSCALE_CHECK(mpi != nullptr, "bench allreduce needs the process's MpiEnv (made by main)");

@@ -103,8 +103,11 @@ std::string devices_text(const std::vector<std::string>& rank_devices) {
 }
 
 struct Setting {
-  std::string device, algo;
-  auto order() const { return std::make_tuple(device != "gpu", device, algo); }  // the study's GPUs first
+  std::string device, algo, dtype;
+  // the study's GPUs first; per algorithm, fp32 before the 16-bit exchanges
+  auto order() const { return std::make_tuple(device != "gpu", device, algo, dtype != "fp32", dtype); }
+  // "tree", or with a 16-bit element type "tree bf16"
+  std::string name() const { return dtype == "fp32" ? algo : fmt::format("{} {}", algo, dtype); }
   bool operator<(const Setting& o) const { return order() < o.order(); }
 };
 
@@ -115,10 +118,11 @@ struct Group {
   std::vector<const AllreduceBenchFile*> files;
   // "8 GPUs" or, with several settings, "8 GPUs, tree" (headers) / "8 GPUs tree" (inside lists).
   std::string label(bool qualify, const char* sep = ", ") const {
-    return ranks_text(setting.device, ranks) + (qualify ? sep + setting.algo : "");
+    const std::string ranks_part = ranks_text(setting.device, ranks);
+    return qualify ? fmt::format("{}{}{}", ranks_part, sep, setting.name()) : ranks_part;
   }
   std::string csv(bool qualify) const {
-    return (qualify ? name_part(setting.device) + "_" + name_part(setting.algo) + "_" : "") + fmt::format("n{}", ranks);
+    return (qualify ? name_part(setting.device) + "_" + name_part(setting.name()) + "_" : "") + fmt::format("n{}", ranks);
   }
   Stat stat(int64_t bytes, double AllreduceBenchRow::*member) const {
     std::vector<double> values;
@@ -166,7 +170,8 @@ std::string allreduce_bench_dir(const std::string& root, const std::string& expe
 }
 
 std::string allreduce_bench_stem(const AllreduceBenchResult& bench, const std::string& utc_stamp) {
-  return fmt::format("{}-n{}-{}-{}", name_part(bench.device), bench.ranks, name_part(bench.algo), utc_stamp);
+  const std::string dtype = bench.dtype == "fp32" ? "" : fmt::format("-{}", name_part(bench.dtype));
+  return fmt::format("{}-n{}-{}{}-{}", name_part(bench.device), bench.ranks, name_part(bench.algo), dtype, utc_stamp);
 }
 
 void prepare_allreduce_bench_dir(const std::string& dir) { prepare_writable_dir(dir); }
@@ -189,6 +194,10 @@ AllreduceBenchFile parse_allreduce_bench(const json& j, const std::string& path)
   if (b.ranks < 1) throw_config("{}: \"ranks\" is {}", path, b.ranks);
   b.device = text_field(j, "device", path);
   b.algo = text_field(j, "algo", path);
+  // Files written before 16-bit sums existed summed floats and have no "dtype".
+  if (j.contains("dtype")) b.dtype = text_field(j, "dtype", path);  // else the struct's fp32
+  if (b.dtype != "fp32" && b.dtype != "bf16" && b.dtype != "fp16")
+    throw_config("{}: \"dtype\" is \"{}\", not fp32, bf16 or fp16", path, b.dtype);
   b.library = text_field(j, "library", path);
   b.warmup_iters = static_cast<int>(int_field(j, "warmup_iters", path));
   b.iters = static_cast<int>(int_field(j, "iters", path));
@@ -202,7 +211,7 @@ AllreduceBenchFile parse_allreduce_bench(const json& j, const std::string& path)
     AllreduceBenchRow r;
     r.bytes = int_field(rows[i], "bytes", where);
     if (r.bytes <= 0) throw_config("{}: \"bytes\" is {}", where, r.bytes);
-    r.count = r.bytes / static_cast<int64_t>(sizeof(float));
+    r.count = r.bytes / (b.dtype == "fp32" ? 4 : 2);
     r.time_us = number_field(rows[i], "time_us", where);
     r.algbw_gbs = number_field(rows[i], "algbw_gbs", where);
     r.busbw_gbs = number_field(rows[i], "busbw_gbs", where);
@@ -246,8 +255,9 @@ Table allreduce_table(const std::vector<AllreduceBenchFile>& files) {
   std::map<std::pair<Setting, int>, Group> by_key;  // ordered: setting, then ranks ascending
   std::set<int64_t> sizes;
   for (const AllreduceBenchFile& f : files) {
-    Group& g = by_key[{Setting{f.bench.device, f.bench.algo}, f.bench.ranks}];
-    g.setting = Setting{f.bench.device, f.bench.algo};
+    const Setting setting{f.bench.device, f.bench.algo, f.bench.dtype};
+    Group& g = by_key[{setting, f.bench.ranks}];
+    g.setting = setting;
     g.ranks = f.bench.ranks;
     g.files.push_back(&f);
     for (const AllreduceBenchRow& r : f.bench.rows) sizes.insert(r.bytes);

@@ -8,12 +8,14 @@
 #include <cctype>
 #include <chrono>
 #include <climits>
+#include <cstddef>
 #include <cstdlib>
 #include <memory>
 
 #include "backend/backend.hpp"
 #include "backend/devices.hpp"
 #include "core/error.hpp"
+#include "core/half.hpp"
 #include "core/log.hpp"
 #include "parallel/device_binding.hpp"
 #include "parallel/mpi_check.hpp"
@@ -49,7 +51,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// One rank's side of the sweep: its buffer, and allreduces over the first `count` floats of it.
+// One rank's side of the sweep: its buffer, and allreduces over the first `count` elements of it.
 class BenchTarget {
  public:
   virtual ~BenchTarget() = default;
@@ -66,7 +68,11 @@ class BenchTarget {
 
 class CpuTarget final : public BenchTarget {
  public:
-  explicit CpuTarget(int64_t max_count, int rank) : rank_(rank), buf_(static_cast<size_t>(max_count)) {}
+  CpuTarget(int64_t max_count, int rank, DType dtype)
+      : rank_(rank),
+        dtype_(dtype),
+        buf_(static_cast<size_t>(max_count) * dtype_size(dtype)),
+        host_(static_cast<size_t>(max_count)) {}
   std::string library() const override {
     const std::string v = mpi_env().library_version();  // "Open MPI v4.1.4, package: ..., repo rev: ..."
     return "MPI_Allreduce, " + v.substr(0, v.find(','));
@@ -74,7 +80,7 @@ class CpuTarget final : public BenchTarget {
   std::string algo() const override { return "mpi"; }  // Open MPI picks its own per call
   std::string device_line() const override { return mpi_env().host() + " cpu"; }
   void fill_pattern(int64_t count) override {
-    for (int64_t i = 0; i < count; ++i) buf_[static_cast<size_t>(i)] = allreduce_check_value(rank_, i);
+    for (int64_t i = 0; i < count; ++i) store_float(dtype_, allreduce_check_value(rank_, i), buf_.data(), i);
   }
   double timed_seconds(int64_t count, int warmup, int iters) override {
     for (int i = 0; i < warmup; ++i) reduce(count);
@@ -85,21 +91,27 @@ class CpuTarget final : public BenchTarget {
   }
   const std::vector<float>& reduce_once(int64_t count) override {
     reduce(count);
-    return buf_;
+    for (int64_t i = 0; i < count; ++i) host_[static_cast<size_t>(i)] = load_float(dtype_, buf_.data(), i);
+    return host_;
   }
 
  private:
+  // 16-bit elements are summed by our MPI operation (mpi_check.hpp), as the training exchange does.
   void reduce(int64_t count) {
     if (mpi_env().initialized())
-      MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf_.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+      MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf_.data(), static_cast<int>(count), mpi_sum_type(dtype_),
+                              mpi_sum_op(dtype_), MPI_COMM_WORLD));
   }
   int rank_;
-  std::vector<float> buf_;
+  DType dtype_;
+  std::vector<std::byte> buf_;
+  std::vector<float> host_;  // the reduced values, widened
 };
 
 class GpuTarget final : public BenchTarget {
  public:
-  GpuTarget(int64_t max_count, int rank, int ranks, AllreduceAlgo algo, double timeout_seconds) : rank_(rank) {
+  GpuTarget(int64_t max_count, int rank, int ranks, AllreduceAlgo algo, double timeout_seconds, DType dtype)
+      : rank_(rank), dtype_(dtype) {
     if (!cuda_backend_built())
       throw_runtime("bench allreduce --device gpu: this build of cnnscale has no CUDA backend (NCCL)");
     // Bound like `train`: the GPU of the node-local rank, and no two ranks on one physical GPU.
@@ -118,8 +130,9 @@ class GpuTarget final : public BenchTarget {
     if (rank == 0) id = device_communicator_id();
     env.broadcast(id, 0);
     comm_ = make_device_communicator(*backend_, rank, ranks, id, algo, timeout_seconds);
-    buf_ = backend_->alloc(Shape{max_count});
+    buf_ = backend_->alloc(Shape{max_count}, dtype);
     host_.resize(static_cast<size_t>(max_count));
+    staging_.resize(static_cast<size_t>(max_count) * dtype_size(dtype));
     const char* env_algo = std::getenv("NCCL_ALGO");
     library_ = fmt::format("NCCL {}, NCCL_ALGO={}", gpu_library_versions().nccl,
                            env_algo ? env_algo : "(NCCL's choice)");
@@ -139,9 +152,9 @@ class GpuTarget final : public BenchTarget {
   std::string algo() const override { return algo_; }
   std::string device_line() const override { return device_line_; }
   void fill_pattern(int64_t count) override {
-    for (int64_t i = 0; i < count; ++i) host_[static_cast<size_t>(i)] = allreduce_check_value(rank_, i);
+    for (int64_t i = 0; i < count; ++i) store_float(dtype_, allreduce_check_value(rank_, i), staging_.data(), i);
     comm_->wait();  // the upload (compute stream) must not overwrite a collective still running
-    backend_->upload(host_.data(), view(count));
+    backend_->upload(staging_.data(), view(count));
   }
   // Through the Communicator exactly as training uses it, so each allreduce also pays for its
   // ordering after the compute stream (an event record and a stream wait, a few microseconds of
@@ -164,13 +177,16 @@ class GpuTarget final : public BenchTarget {
     comm_->allreduce_sum_async(t);
     comm_->synchronize_host();
     comm_->wait();
-    backend_->download(t, host_.data());
+    backend_->download(t, staging_.data());
+    for (int64_t i = 0; i < count; ++i) host_[static_cast<size_t>(i)] = load_float(dtype_, staging_.data(), i);
     return host_;
   }
 
  private:
   Tensor view(int64_t count) const { return buf_.view(0, Shape{count}); }
   int rank_;
+  DType dtype_;
+  std::vector<std::byte> staging_;  // the buffer's bytes on the host
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<DeviceCommunicator> comm_;
   Tensor buf_;  // (max_count); sizes use its prefix
@@ -178,16 +194,26 @@ class GpuTarget final : public BenchTarget {
   std::string device_line_, library_, algo_;
 };
 
-void validate(const AllreduceBenchConfig& cfg) {
-  if (cfg.min_bytes < static_cast<int64_t>(sizeof(float)))
-    throw_config("bench allreduce: -b {} is smaller than one float (4 bytes)", cfg.min_bytes);
+void validate(const AllreduceBenchConfig& cfg, int ranks) {
+  const auto element = static_cast<int64_t>(dtype_size(cfg.dtype));
+  const std::string name = allreduce_bench_dtype_name(cfg.dtype);
+  if (cfg.min_bytes < element)
+    throw_config("bench allreduce: -b {} is smaller than one {} element ({} bytes)", cfg.min_bytes, name, element);
   if (cfg.max_bytes < cfg.min_bytes)
     throw_config("bench allreduce: -e {} is smaller than -b {}", cfg.max_bytes, cfg.min_bytes);
   if (cfg.step_factor < 2) throw_config("bench allreduce: -f {} must be at least 2", cfg.step_factor);
   if (cfg.warmup_iters < 0) throw_config("bench allreduce: -w {} must not be negative", cfg.warmup_iters);
   if (cfg.iters < 1) throw_config("bench allreduce: -n {} must be at least 1", cfg.iters);
-  if (!cfg.gpu && cfg.max_bytes / static_cast<int64_t>(sizeof(float)) > INT_MAX)
-    throw_config("bench allreduce: -e {} exceeds what one MPI_Allreduce can count ({} floats)", cfg.max_bytes, INT_MAX);
+  if (!cfg.gpu && cfg.max_bytes / element > INT_MAX)
+    throw_config("bench allreduce: -e {} exceeds what one MPI_Allreduce can count ({} elements)", cfg.max_bytes,
+                 INT_MAX);
+  // --check compares with exact sums: every partial sum of the pattern (31 at most per rank) must
+  // be an integer the format holds exactly, 256 in bf16 (8 significant bits), 2048 in fp16.
+  const int exact = cfg.dtype == DType::BF16 ? 256 : cfg.dtype == DType::F16 ? 2048 : 1 << 24;
+  if (cfg.check && 31 * ranks > exact)
+    throw_config("bench allreduce --check --dtype {}: sums over {} ranks can reach {}, past the {} integers {} holds "
+                 "exactly; check with fewer ranks or another dtype",
+                 name, ranks, 31 * ranks, exact, name);
 }
 
 }  // namespace
@@ -207,9 +233,21 @@ int64_t parse_byte_size(const std::string& text, const std::string& what) {
   return std::stoll(text.substr(0, digits)) << shift;
 }
 
-std::vector<int64_t> allreduce_bench_sizes(int64_t min_bytes, int64_t max_bytes, int64_t step_factor) {
+DType allreduce_bench_dtype(const std::string& name, const std::string& what) {
+  if (name == "fp32") return DType::F32;
+  if (name == "bf16") return DType::BF16;
+  if (name == "fp16") return DType::F16;
+  throw_config("{} '{}': expected fp32, bf16 or fp16", what, name);
+}
+
+std::string allreduce_bench_dtype_name(DType dtype) {
+  return dtype == DType::BF16 ? "bf16" : dtype == DType::F16 ? "fp16" : "fp32";
+}
+
+std::vector<int64_t> allreduce_bench_sizes(int64_t min_bytes, int64_t max_bytes, int64_t step_factor,
+                                           int64_t element_bytes) {
   std::vector<int64_t> sizes;
-  const int64_t word = sizeof(float);
+  const int64_t word = element_bytes;
   for (int64_t b = min_bytes; b <= max_bytes; b *= step_factor) {
     sizes.push_back(b / word * word);
     if (b > max_bytes / step_factor) break;  // the next step would pass max (or overflow)
@@ -226,18 +264,20 @@ float allreduce_check_value(int rank, int64_t i) {
 }
 
 AllreduceBenchResult run_allreduce_bench(const AllreduceBenchConfig& cfg) {
-  validate(cfg);
+  validate(cfg, mpi_env().size());
   AllreduceBenchResult result;
   result.ranks = mpi_env().size();
+  result.dtype = allreduce_bench_dtype_name(cfg.dtype);
   const int rank = mpi_env().rank();
-  const std::vector<int64_t> sizes = allreduce_bench_sizes(cfg.min_bytes, cfg.max_bytes, cfg.step_factor);
-  const int64_t max_count = sizes.back() / static_cast<int64_t>(sizeof(float));
+  const auto element = static_cast<int64_t>(dtype_size(cfg.dtype));
+  const std::vector<int64_t> sizes = allreduce_bench_sizes(cfg.min_bytes, cfg.max_bytes, cfg.step_factor, element);
+  const int64_t max_count = sizes.back() / element;
 
   std::unique_ptr<BenchTarget> target;
   if (cfg.gpu) {
-    target = std::make_unique<GpuTarget>(max_count, rank, result.ranks, cfg.algo, cfg.timeout_seconds);
+    target = std::make_unique<GpuTarget>(max_count, rank, result.ranks, cfg.algo, cfg.timeout_seconds, cfg.dtype);
   } else {
-    target = std::make_unique<CpuTarget>(max_count, rank);
+    target = std::make_unique<CpuTarget>(max_count, rank, cfg.dtype);
   }
   result.device = cfg.gpu ? "gpu" : "cpu";
   result.library = target->library();
@@ -254,7 +294,7 @@ AllreduceBenchResult run_allreduce_bench(const AllreduceBenchConfig& cfg) {
   for (int64_t bytes : sizes) {
     AllreduceBenchRow row;
     row.bytes = bytes;
-    row.count = bytes / static_cast<int64_t>(sizeof(float));
+    row.count = bytes / element;
     // Non-zero data; in-place sums grow it by a factor of `ranks` per allreduce, which does not
     // change the cost of the additions (it may reach inf on long runs, never denormals).
     target->fill_pattern(row.count);

@@ -1,4 +1,4 @@
-// `bench allreduce`: nccl-tests-style sweep of in-place float sum allreduces over MPI_COMM_WORLD,
+// `bench allreduce`: nccl-tests-style sweep of in-place sum allreduces (f32, bf16 or f16) over MPI_COMM_WORLD,
 // on GPUs through the NCCL communicator (CUDA events on its stream) or on host buffers through
 // MPI_Allreduce (host clock). algbw and busbw as nccl-tests defines them.
 #pragma once
@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/communicator.hpp"
+#include "core/dtype.hpp"
 
 namespace cnnscale {
 
@@ -18,13 +19,14 @@ struct AllreduceBenchConfig {
   int iters = 20;
   bool gpu = true;  // false: MPI_Allreduce on host memory
   AllreduceAlgo algo = AllreduceAlgo::Ring;
+  DType dtype = DType::F32;        // of the summed elements: F32, BF16 or F16 (the gradient exchange's)
   bool check = false;              // verify each size's sum against the known per-rank pattern
   double timeout_seconds = 300.0;  // NCCL host waits (a hung peer ends in PeerError)
 };
 
 struct AllreduceBenchRow {
-  int64_t bytes = 0;   // count * sizeof(float)
-  int64_t count = 0;   // floats per rank
+  int64_t bytes = 0;   // count * the element's size
+  int64_t count = 0;   // elements per rank
   double time_us = 0;  // mean time of one allreduce, max over ranks
   double algbw_gbs = 0;
   double busbw_gbs = 0;
@@ -36,20 +38,26 @@ struct AllreduceBenchResult {
   std::string device;                     // "gpu" or "cpu"
   std::string library;                    // "NCCL 2.28.9, NCCL_ALGO=Ring" or "MPI_Allreduce, Open MPI v4.1.4"
   std::string algo;                       // NCCL_ALGO in effect, lower case ("auto": unset), or "mpi" on CPU
+  std::string dtype = "fp32";             // the elements summed: fp32, bf16 or fp16
   std::vector<std::string> rank_devices;  // per rank: host and device (GPU name and UUID, or "cpu")
   int warmup_iters = 0, iters = 0;
   std::vector<AllreduceBenchRow> rows;
 };
 
+// "fp32", "bf16", "fp16" (train's names) as the element type, and back; ConfigError naming `what`.
+DType allreduce_bench_dtype(const std::string& name, const std::string& what);
+std::string allreduce_bench_dtype_name(DType dtype);
 // "8", "1K", "64M", "1G" (powers of 1024 as in nccl-tests; also KB/MB/GB/KiB/...). ConfigError
 // naming `what` for anything else.
 int64_t parse_byte_size(const std::string& text, const std::string& what);
-// min, min*f, min*f^2, ... up to max, each rounded down to whole floats (nccl-tests' -b/-e/-f).
-std::vector<int64_t> allreduce_bench_sizes(int64_t min_bytes, int64_t max_bytes, int64_t step_factor);
+// min, min*f, min*f^2, ... up to max, each rounded down to whole elements of `element_bytes`
+// (nccl-tests' -b/-e/-f).
+std::vector<int64_t> allreduce_bench_sizes(int64_t min_bytes, int64_t max_bytes, int64_t step_factor,
+                                           int64_t element_bytes = 4);
 // nccl-tests' allreduce bus bandwidth: algbw * 2 (n - 1) / n.
 double allreduce_busbw(double algbw, int ranks);
-// The value rank `rank` puts at element `i` with --check: small non-zero integers, so that sums
-// over many ranks stay exact in float.
+// The value rank `rank` puts at element `i` with --check: integers 1..31, so that sums over many
+// ranks stay exact in float, and in bf16 (8 significant bits: every integer to 256) over up to 8.
 float allreduce_check_value(int rank, int64_t i);
 
 // Collective over MPI_COMM_WORLD when MpiEnv initialised MPI (else one rank). Every rank returns

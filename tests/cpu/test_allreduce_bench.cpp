@@ -31,6 +31,8 @@ TEST(AllreduceBench, SizesFollowNcclTestsSweep) {
   EXPECT_EQ(allreduce_bench_sizes(8, 64, 2), (std::vector<int64_t>{8, 16, 32, 64}));
   EXPECT_EQ(allreduce_bench_sizes(1024, 1 << 20, 4), (std::vector<int64_t>{1024, 4096, 16384, 65536, 262144, 1048576}));
   EXPECT_EQ(allreduce_bench_sizes(8, 100, 4), (std::vector<int64_t>{8, 32}));  // stops before passing -e
+  // 16-bit elements: whole elements of 2 bytes.
+  EXPECT_EQ(allreduce_bench_sizes(3, 12, 2, 2), (std::vector<int64_t>{2, 6, 12}));
   EXPECT_EQ(allreduce_bench_sizes(10, 10, 2), (std::vector<int64_t>{8}));      // whole floats
   const auto big = allreduce_bench_sizes(8, int64_t{1} << 30, 2);
   EXPECT_EQ(big.size(), 28u);
@@ -85,7 +87,10 @@ TEST(AllreduceBenchCli, BadOptionsAreUsageErrors) {
   expect_usage({"bench", "allreduce", "--device", "cpu", "-n", "0"}, "-n 0");
   expect_usage({"bench", "allreduce", "--device", "cpu", "--algo", "tree"}, "--algo");
   expect_usage({"bench", "allreduce", "--device", "tpu"}, "--device");
-  expect_usage({"bench", "allreduce", "--device", "cpu", "-b", "2"}, "smaller than one float");
+  expect_usage({"bench", "allreduce", "--device", "cpu", "-b", "2"}, "smaller than one fp32 element (4 bytes)");
+  expect_usage({"bench", "allreduce", "--device", "cpu", "--dtype", "bf16", "-b", "1"},
+               "smaller than one bf16 element (2 bytes)");
+  expect_usage({"bench", "allreduce", "--device", "cpu", "--dtype", "int8"}, "--dtype");
 }
 
 }  // namespace

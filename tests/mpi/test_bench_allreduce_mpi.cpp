@@ -169,6 +169,41 @@ TEST(BenchAllreduceMpi, ResultsFilesOfOneTwoAndEightRanksMakeTheReportTable) {
   }
 }
 
+// The 16-bit sums of the gradient exchange (train --allreduce-dtype): sizes in bytes of 2-byte
+// elements, every sum of the pattern exact (integers to 31 x 2 fit bf16's and fp16's significands)
+// through our MPI operation; the results file names its dtype and the report keeps it apart from
+// the fp32 one. bf16's check stops at 8 ranks, past which its sums are no longer exact integers.
+TEST(BenchAllreduceMpi, SixteenBitSumsAreCheckedAndReportedApart) {
+  TempDir dir;
+  for (const std::string dtype : {"bf16", "fp16", "fp32"}) {
+    SCOPED_TRACE(dtype);
+    MpiResult r = run_mpi(2, {"bench", "allreduce", "--device", "cpu", "--dtype", dtype, "--results", dir.str(), "-b",
+                              "4", "-e", "64K", "-f", "16", "-w", "1", "-n", "3", "--check", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["dtype"], dtype);
+    const int64_t element = dtype == "fp32" ? 4 : 2;
+    const auto& rows = j["rows"];
+    ASSERT_EQ(rows.size(), 4u) << r.out;  // 4, 64, 1K, 16K bytes
+    for (const auto& row : rows) {
+      EXPECT_EQ(row["bytes"].get<int64_t>(), row["count"].get<int64_t>() * element);
+      EXPECT_EQ(row["type"], dtype == "bf16" ? "bfloat16" : dtype == "fp16" ? "half" : "float");
+      EXPECT_EQ(row["wrong"], 0) << row.dump();
+    }
+  }
+  const auto files = report::find_allreduce_benches(dir.str());
+  ASSERT_EQ(files.size(), 3u);
+  std::vector<std::string> headers;
+  for (const auto& c : report::allreduce_table(files).columns) headers.push_back(c.header);
+  for (const char* h : {"busbw 2 CPU ranks, mpi (GB/s)", "busbw 2 CPU ranks, mpi bf16 (GB/s)",
+                        "busbw 2 CPU ranks, mpi fp16 (GB/s)"})
+    EXPECT_NE(std::find(headers.begin(), headers.end(), h), headers.end()) << h << " among " << ::testing::PrintToString(headers);
+
+  MpiResult nine = run_mpi(9, {"bench", "allreduce", "--device", "cpu", "--dtype", "bf16", "-e", "1K", "--check"});
+  EXPECT_EQ(nine.exit_code, 2) << nine.err;
+  EXPECT_NE(nine.err.find("sums over 9 ranks can reach 279"), std::string::npos) << nine.err;
+}
+
 // An unwritable root stops every rank with exit 2 before the benchmark runs: rank 0 checks it and
 // prints the one error line of the job.
 TEST(BenchAllreduceMpi, UnwritableResultsRootEndsEveryRankBeforeTheBenchmark) {
