@@ -280,7 +280,8 @@ Table allreduce_table(const std::vector<AllreduceBenchFile>& files) {
 
   Table t{"allreduce",
           "Allreduce bus bandwidth by rank count",
-          "`cnnscale bench allreduce` (in-place float sum over all ranks): bus bandwidth and time per allreduce, "
+          "`cnnscale bench allreduce` (in-place sum over all ranks, of fp32 unless the column names bf16 or fp16): bus "
+          "bandwidth and time per allreduce, "
           "one row per message size and a column per rank count. busbw = algbw × 2(n−1)/n as nccl-tests "
           "(algbw = size / time, GB = 10⁹ bytes); each value is the mean time of -n back-to-back allreduces "
           "of the slowest rank; mean ± sample std over the files of one setting (repeats).",
