@@ -17,6 +17,7 @@
 
 #include "app/commands.hpp"
 #include "core/error.hpp"
+#include "core/precision.hpp"
 #include "parallel/allreduce_bench.hpp"
 #include "parallel/data_parallel.hpp"
 #include "parallel/mpi_env.hpp"
@@ -171,7 +172,7 @@ void register_allreduce(CLI::App& bench) {
       throw_config("bench allreduce: --algo chooses NCCL's algorithm and needs --device gpu");
     cfg.algo = parse_allreduce_algo(args->algo);
     cfg.check = args->check;
-    cfg.dtype = allreduce_bench_dtype(args->dtype, "--dtype");
+    cfg.dtype = parse_float_type(args->dtype, "--dtype");
     cfg.timeout_seconds = args->timeout;
     const MpiEnv* mpi = MpiEnv::current();
     CNNSCALE_CHECK(mpi != nullptr, "bench allreduce needs the process's MpiEnv (made by main)");

@@ -91,7 +91,7 @@ void print_train_json(const TrainArgs& a, const TrainInputs& in, const Trainer& 
             {"data", in.train->name()},
             {"device", par.backend().device().to_string()},
             {"precision", precision_name(a.options.precision)},
-            {"allreduce_dtype", allreduce_dtype_name(allreduce_dtype_for(a.parallel.allreduce_dtype, a.options.precision))},
+            {"allreduce_dtype", float_type_name(a.parallel.exchange_dtype)},
             {"batch", a.options.batch},
             {"seed", a.options.seed},
             {"iterations", r.iterations},

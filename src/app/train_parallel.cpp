@@ -208,7 +208,7 @@ DataParallel ParallelRun::data_parallel() const {
   dp.rank_batches = rank_batches_;
   dp.overlap = !args_.no_overlap && args_.overlap == "true";
   dp.bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(args_.bucket_mb * 1024.0 * 1024.0));
-  dp.exchange_dtype = allreduce_dtype_for(args_.allreduce_dtype, precision_);
+  dp.exchange_dtype = args_.exchange_dtype;
   return dp;
 }
 
@@ -219,7 +219,7 @@ std::string ParallelRun::describe(const Trainer& trainer) const {
       "overlap {}, exchanged in {}",
       world_size(), comm_ ? comm_->name() : "none", global_batch_, fmt::join(rank_batches_, "+"),
       args_.batch_per_rank ? " (--batch-per-rank)" : "", b ? b->buckets().size() : 0, args_.bucket_mb,
-      b && b->overlap() ? "on" : "off", allreduce_dtype_name(allreduce_dtype_for(args_.allreduce_dtype, precision_)));
+      b && b->overlap() ? "on" : "off", float_type_name(args_.exchange_dtype));
   if (comm_ && comm_->name() != "mpi") out += fmt::format(", algorithm {}", args_.algo);
   for (size_t r = 0; r < devices_.size(); ++r)
     out += fmt::format("\n  rank {}: host {}, {}{}", r, devices_[r].host, devices_[r].device,

@@ -34,6 +34,7 @@ struct ParallelArgs {
   std::string overlap = "true";
   std::string algo = "ring";
   std::string allreduce_dtype = "fp32";  // --allreduce-dtype: fp32 | bf16 | fp16 | compute (the precision's storage)
+  DType exchange_dtype = DType::F32;      // the same resolved against --precision (validate_train_args)
   double watchdog_timeout = 300.0;
   CLI::Option* device_flag = nullptr;  // to tell an explicit --device from the default
   CLI::Option* algo_flag = nullptr;
@@ -48,16 +49,9 @@ struct JobTiming {
 
 // The dtype of the gradient exchange for --allreduce-dtype `flag`: fp32, bf16 and fp16 as named;
 // compute is the precision's storage (bf16 or fp16 for those precisions; fp32 and tf32 store fp32).
+// Results name it as the precisions spell it (float_type_name).
 inline DType allreduce_dtype_for(const std::string& flag, Precision precision) {
-  if (flag == "bf16") return DType::BF16;
-  if (flag == "fp16") return DType::F16;
-  if (flag == "compute") return compute_dtype(precision);
-  if (flag != "fp32") throw_config("--allreduce-dtype '{}': expected fp32, bf16, fp16 or compute", flag);
-  return DType::F32;
-}
-// As results name it: "fp32", "bf16" or "fp16" (the precisions' spelling).
-inline std::string allreduce_dtype_name(DType dtype) {
-  return dtype == DType::BF16 ? "bf16" : dtype == DType::F16 ? "fp16" : "fp32";
+  return flag == "compute" ? compute_dtype(precision) : parse_float_type(flag, "--allreduce-dtype");
 }
 
 class ParallelRun {

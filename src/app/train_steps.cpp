@@ -30,7 +30,7 @@ void validate_train_args(TrainArgs& a) {
   a.options.cuda_graph = !a.no_graph;
   a.options.phase_marks = !a.no_phase_marks;
   a.options.fuse_epilogues = !a.no_fuse;
-  allreduce_dtype_for(a.parallel.allreduce_dtype, a.options.precision);  // the one check of the value
+  a.parallel.exchange_dtype = allreduce_dtype_for(a.parallel.allreduce_dtype, a.options.precision);
   a.solver.policy = parse_lr_policy(a.lr_policy);
   a.solver.validate(
       [](const std::string& key, const std::string& message) { throw_config("{}: {}", flag_for(key), message); });
@@ -101,8 +101,7 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
   if (!a.parallel.sm_counts.empty()) run_config["sm_counts"] = a.parallel.sm_counts;  // GPU partitions, asked
   // Only where they differ from the defaults, so that default runs keep the ids they had before.
   if (a.options.precision != Precision::FP32) run_config["precision"] = precision_name(a.options.precision);
-  if (const DType x = allreduce_dtype_for(a.parallel.allreduce_dtype, a.options.precision); x != DType::F32)
-    run_config["allreduce_dtype"] = allreduce_dtype_name(x);
+  if (a.parallel.exchange_dtype != DType::F32) run_config["allreduce_dtype"] = float_type_name(a.parallel.exchange_dtype);
   if (!a.options.cuda_graph) run_config["cuda_graph"] = false;     // --no-graph
   if (!a.options.phase_marks) run_config["phase_marks"] = false;  // --no-phase-marks
   if (!a.options.fuse_epilogues) run_config["fused_epilogues"] = false;  // --no-fuse
@@ -161,7 +160,7 @@ RunDescription describe_results(const TrainArgs& a, const TrainInputs& in, const
   run.overlap = a.options.parallel.overlap;
   if (par.active() && !backend.device().is_cpu()) run.allreduce_algo = a.parallel.algo;
   run.precision = precision_name(a.options.precision);
-  run.allreduce_dtype = allreduce_dtype_name(allreduce_dtype_for(a.parallel.allreduce_dtype, a.options.precision));
+  run.allreduce_dtype = float_type_name(a.parallel.exchange_dtype);
   run.forward_macs = static_cast<double>(in.spec.forward_macs());
   run.measure = a.options.measure;
   run.phase_window = a.options.phase_window_seconds;

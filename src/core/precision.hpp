@@ -33,6 +33,18 @@ inline Precision parse_precision(const std::string& s, const std::string& what =
   throw_config("{} '{}': expected fp32, tf32, bf16 or fp16", what, s);
 }
 
+// The precisions' spelling of a floating storage type, as flags and results write it: fp32, bf16,
+// fp16 (the gradient exchange's --allreduce-dtype, bench allreduce's --dtype).
+inline std::string float_type_name(DType t) {
+  return t == DType::BF16 ? "bf16" : t == DType::F16 ? "fp16" : "fp32";
+}
+// ConfigError naming `what` unless `s` is one of those three.
+inline DType parse_float_type(const std::string& s, const std::string& what) {
+  for (DType t : {DType::F32, DType::BF16, DType::F16})
+    if (s == float_type_name(t)) return t;
+  throw_config("{} '{}': expected fp32, bf16 or fp16", what, s);
+}
+
 // Storage of activations, their gradients and the weights' compute copies.
 inline DType compute_dtype(Precision p) {
   return p == Precision::BF16 ? DType::BF16 : p == Precision::FP16 ? DType::F16 : DType::F32;

@@ -23,6 +23,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/precision.hpp"
 #include "experiment/report_data.hpp"
 #include "io/atomic_file.hpp"
 
@@ -196,8 +197,7 @@ AllreduceBenchFile parse_allreduce_bench(const json& j, const std::string& path)
   b.algo = text_field(j, "algo", path);
   // Files written before 16-bit sums existed summed floats and have no "dtype".
   if (j.contains("dtype")) b.dtype = text_field(j, "dtype", path);  // else the struct's fp32
-  if (b.dtype != "fp32" && b.dtype != "bf16" && b.dtype != "fp16")
-    throw_config("{}: \"dtype\" is \"{}\", not fp32, bf16 or fp16", path, b.dtype);
+  const auto element = static_cast<int64_t>(dtype_size(parse_float_type(b.dtype, path + ": \"dtype\"")));
   b.library = text_field(j, "library", path);
   b.warmup_iters = static_cast<int>(int_field(j, "warmup_iters", path));
   b.iters = static_cast<int>(int_field(j, "iters", path));
@@ -211,7 +211,7 @@ AllreduceBenchFile parse_allreduce_bench(const json& j, const std::string& path)
     AllreduceBenchRow r;
     r.bytes = int_field(rows[i], "bytes", where);
     if (r.bytes <= 0) throw_config("{}: \"bytes\" is {}", where, r.bytes);
-    r.count = r.bytes / (b.dtype == "fp32" ? 4 : 2);
+    r.count = r.bytes / element;
     r.time_us = number_field(rows[i], "time_us", where);
     r.algbw_gbs = number_field(rows[i], "algbw_gbs", where);
     r.busbw_gbs = number_field(rows[i], "busbw_gbs", where);

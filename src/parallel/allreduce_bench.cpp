@@ -16,6 +16,7 @@
 #include "backend/devices.hpp"
 #include "core/error.hpp"
 #include "core/half.hpp"
+#include "core/precision.hpp"
 #include "core/log.hpp"
 #include "parallel/device_binding.hpp"
 #include "parallel/mpi_check.hpp"
@@ -196,7 +197,7 @@ class GpuTarget final : public BenchTarget {
 
 void validate(const AllreduceBenchConfig& cfg, int ranks) {
   const auto element = static_cast<int64_t>(dtype_size(cfg.dtype));
-  const std::string name = allreduce_bench_dtype_name(cfg.dtype);
+  const std::string name = float_type_name(cfg.dtype);
   if (cfg.min_bytes < element)
     throw_config("bench allreduce: -b {} is smaller than one {} element ({} bytes)", cfg.min_bytes, name, element);
   if (cfg.max_bytes < cfg.min_bytes)
@@ -233,17 +234,6 @@ int64_t parse_byte_size(const std::string& text, const std::string& what) {
   return std::stoll(text.substr(0, digits)) << shift;
 }
 
-DType allreduce_bench_dtype(const std::string& name, const std::string& what) {
-  if (name == "fp32") return DType::F32;
-  if (name == "bf16") return DType::BF16;
-  if (name == "fp16") return DType::F16;
-  throw_config("{} '{}': expected fp32, bf16 or fp16", what, name);
-}
-
-std::string allreduce_bench_dtype_name(DType dtype) {
-  return dtype == DType::BF16 ? "bf16" : dtype == DType::F16 ? "fp16" : "fp32";
-}
-
 std::vector<int64_t> allreduce_bench_sizes(int64_t min_bytes, int64_t max_bytes, int64_t step_factor,
                                            int64_t element_bytes) {
   std::vector<int64_t> sizes;
@@ -267,7 +257,7 @@ AllreduceBenchResult run_allreduce_bench(const AllreduceBenchConfig& cfg) {
   validate(cfg, mpi_env().size());
   AllreduceBenchResult result;
   result.ranks = mpi_env().size();
-  result.dtype = allreduce_bench_dtype_name(cfg.dtype);
+  result.dtype = float_type_name(cfg.dtype);
   const int rank = mpi_env().rank();
   const auto element = static_cast<int64_t>(dtype_size(cfg.dtype));
   const std::vector<int64_t> sizes = allreduce_bench_sizes(cfg.min_bytes, cfg.max_bytes, cfg.step_factor, element);

@@ -44,9 +44,6 @@ struct AllreduceBenchResult {
   std::vector<AllreduceBenchRow> rows;
 };
 
-// "fp32", "bf16", "fp16" (train's names) as the element type, and back; ConfigError naming `what`.
-DType allreduce_bench_dtype(const std::string& name, const std::string& what);
-std::string allreduce_bench_dtype_name(DType dtype);
 // "8", "1K", "64M", "1G" (powers of 1024 as in nccl-tests; also KB/MB/GB/KiB/...). ConfigError
 // naming `what` for anything else.
 int64_t parse_byte_size(const std::string& text, const std::string& what);
