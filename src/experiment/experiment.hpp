@@ -29,6 +29,7 @@ struct AllreduceMode {
   std::string algo;           // "" : train's default; else ring|tree|auto
   std::string dtype;          // "" : train's default (fp32); else fp32|bf16|fp16|compute (--allreduce-dtype)
   std::string label() const;  // "ov", "noov", "ov-tree", "ov-bf16", "noov-ring-compute"
+  std::string long_label() const;  // the same spelt out for --only: "overlap-tree", "no-overlap"
   bool operator==(const AllreduceMode&) const = default;
 };
 

@@ -26,12 +26,15 @@ std::string stable_hash(const std::string& text) {
   return fmt::format("{:016x}", h);
 }
 
-std::string AllreduceMode::label() const {
-  std::string out = overlap ? "ov" : "noov";
-  if (!algo.empty()) out += "-" + algo;
-  if (!dtype.empty()) out += "-" + dtype;
-  return out;
+namespace {
+// What both labels put after the overlap: "", "-tree", "-tree-bf16".
+std::string allreduce_suffix(const AllreduceMode& m) {
+  return fmt::format("{}{}{}{}", m.algo.empty() ? "" : "-", m.algo, m.dtype.empty() ? "" : "-", m.dtype);
 }
+}  // namespace
+
+std::string AllreduceMode::label() const { return (overlap ? "ov" : "noov") + allreduce_suffix(*this); }
+std::string AllreduceMode::long_label() const { return (overlap ? "overlap" : "no-overlap") + allreduce_suffix(*this); }
 
 std::string GpuMix::label() const {
   if (sms.empty()) return fmt::format("{}", fmt::join(gpus, "."));
@@ -368,9 +371,7 @@ bool OnlyFilter::matches(const RunSpec& r) const {
     if (key == "split") mine = {r.split};
     if (key == "precision") mine = {r.precision};
     if (key == "allreduce")
-      mine = {r.allreduce.label(), fmt::format("{}{}{}{}{}", r.allreduce.overlap ? "overlap" : "no-overlap",
-                                               r.allreduce.algo.empty() ? "" : "-", r.allreduce.algo,
-                                               r.allreduce.dtype.empty() ? "" : "-", r.allreduce.dtype)};
+      mine = {r.allreduce.label(), r.allreduce.long_label()};
     if (key == "repeat") mine = {std::to_string(r.repeat)};
     bool any = false;
     for (const auto& v : values)
