@@ -93,8 +93,8 @@ struct LayerContext {
   // of a global batch sets n / B: its mean-over-n gradient becomes its share of the mean over B,
   // so the SUM allreduce of all ranks' gradients is the one-process gradient of the global batch.
   double loss_scale = 1.0;
-  // fp16 loss scaling with the scale in device memory (f32 (1); null: none, or folded into
-  // loss_scale): loss layers multiply their gradient by it as well, on the device.
+  // fp16 loss scaling with the scale in device memory (f32, the scale at [0]; null: none, or folded
+  // into loss_scale): loss layers multiply their gradient by it as well, on the device.
   const Tensor* grad_scale_on_device = nullptr;
   // The ranks of a data-parallel job (null in a single process); sync batch norm reduces with it.
   RankExchange* ranks = nullptr;

@@ -71,7 +71,6 @@ struct Net::Impl {
   Tensor input_compute;                  // the input in the compute dtype and layout, where either differs
   double grad_scale = 1.0;               // fp16 loss scale, divided out when gradients are widened
   Tensor grad_scale_on_device;           // or in device memory: (2) f32, the scale and its inverse
-  Tensor scale_view, inverse_view;       // its two elements
   std::vector<Param*> params;      // network order
   std::vector<std::pair<std::string, Tensor>> state;
   std::vector<int> loss_layers;
@@ -85,7 +84,7 @@ struct Net::Impl {
   LayerContext context(Phase phase, uint64_t iteration) {
     LayerContext ctx{backend, phase, seed, iteration};
     ctx.loss_scale = loss_scale * grad_scale;
-    if (grad_scale_on_device.defined()) ctx.grad_scale_on_device = &scale_view;
+    if (grad_scale_on_device.defined()) ctx.grad_scale_on_device = &grad_scale_on_device;
     ctx.ranks = ranks;
     ctx.iteration_on_device = iteration_on_device;
     return ctx;
@@ -366,13 +365,9 @@ void Net::backward(uint64_t iteration, const std::function<void(size_t layer_ind
       for (int t : nl.tops) m.sum_extra_diffs(m.blobs[t]);
       nl.layer->backward(ctx, nl.bottom_data, nl.top_data, nl.top_diff, nl.propagate, nl.bottom_diff);
       // Unmirrored parameters (batch norm) computed their gradients from the scaled loss too.
-      const auto unscale = static_cast<float>(1.0 / m.grad_scale);
-      for (const Param& p : nl.layer->params()) {
-        if (m.grad_scale_on_device.defined())
-          m.backend.convert_scaled_at(p.diff, p.master_diff, m.inverse_view);
-        else if (p.spec.mirrored() || unscale != 1.0f)
-          m.backend.convert(p.diff, p.master_diff, unscale);
-      }
+      const bool scaled = m.grad_scale_on_device.defined() || m.grad_scale != 1.0;
+      for (const Param& p : nl.layer->params())
+        if (p.spec.mirrored() || scaled) apply_grad_scale(p.diff, p.master_diff, /*inverse=*/true);
     }
     if (after_layer) after_layer(l);
   }
@@ -400,16 +395,20 @@ double Net::grad_scale() const { return impl_->grad_scale; }
 void Net::set_grad_scale_on_device(const Tensor& scale) {
   Impl& m = *impl_;
   if (!scale.defined()) {
-    m.grad_scale_on_device = m.scale_view = m.inverse_view = Tensor();
+    m.grad_scale_on_device = Tensor();
     return;
   }
   CNNSCALE_CHECK(scale.dtype() == DType::F32 && scale.numel() == 2, "the device gradient scale must be f32 (2)");
   CNNSCALE_CHECK(m.grad_scale == 1.0, "a gradient scale on the host ({}) and one on the device", m.grad_scale);
   m.grad_scale_on_device = scale;
-  m.scale_view = scale.view(0, Shape{1});
-  m.inverse_view = scale.view(1, Shape{1});
 }
 const Tensor& Net::grad_scale_on_device() const { return impl_->grad_scale_on_device; }
+void Net::apply_grad_scale(const Tensor& src, const Tensor& dst, bool inverse) const {
+  const Impl& m = *impl_;
+  const Tensor& s = m.grad_scale_on_device;
+  if (s.defined()) return m.backend.convert_scaled_at(src, dst, inverse ? s.view(1, Shape{1}) : s);
+  m.backend.convert(src, dst, static_cast<float>(inverse ? 1.0 / m.grad_scale : m.grad_scale));
+}
 DType Net::compute_dtype() const { return impl_->compute; }
 void Net::set_rank_exchange(RankExchange* ranks) {
   impl_->ranks = ranks;

@@ -108,6 +108,10 @@ class Net {
   // host scale must be 1 meanwhile.
   void set_grad_scale_on_device(const Tensor& scale);
   const Tensor& grad_scale_on_device() const;  // undefined when the scale is the host value
+  // dst = src times the gradient scale, or divided by it with `inverse`, whichever of the two holds
+  // it (queued on the backend): backward's unscaling, and the 16-bit exchange carrying backward's
+  // scaled values on the wire.
+  void apply_grad_scale(const Tensor& src, const Tensor& dst, bool inverse) const;
   DType compute_dtype() const;
   // The job's other ranks, handed to layers (sync batch norm); null in a single process.
   void set_rank_exchange(RankExchange* ranks);

@@ -82,10 +82,7 @@ void GradientBuckets::issue(int64_t begin, int64_t end) {
   if (!exchange_.defined()) return comm_.allreduce_sum_async(flat_grads_.view(begin, n));
   // Rounded on the compute stream behind the backward that produced the bucket; the allreduce is
   // ordered after it by the communicator's contract.
-  if (const Tensor& s = net_.grad_scale_on_device(); s.defined())
-    net_.backend().convert_scaled_at(flat_grads_.view(begin, n), exchange_.view(begin, n), s.view(0, Shape{1}));
-  else
-    net_.backend().convert(flat_grads_.view(begin, n), exchange_.view(begin, n), exchange_scale_);
+  net_.apply_grad_scale(flat_grads_.view(begin, n), exchange_.view(begin, n), /*inverse=*/false);
   comm_.allreduce_sum_async(exchange_.view(begin, n));
 }
 
@@ -94,11 +91,6 @@ void GradientBuckets::issue_until(int64_t ready_end) {
     const GradientBucket& b = buckets_[next_++];
     issue(b.begin, b.end);
   }
-}
-
-void GradientBuckets::begin_backward() {
-  next_ = 0;
-  exchange_scale_ = static_cast<float>(net_.grad_scale());
 }
 
 void GradientBuckets::layer_done(size_t layer_index) {
@@ -123,10 +115,7 @@ void GradientBuckets::wait() {
   // The widening below reads every bucket's sum: one not yet issued would come back un-summed.
   CNNSCALE_CHECK(next_ == buckets_.size(), "gradient exchange: wait() after {} of {} buckets were issued", next_,
                  buckets_.size());
-  if (const Tensor& s = net_.grad_scale_on_device(); s.defined())
-    net_.backend().convert_scaled_at(exchange_, flat_grads_, s.view(1, Shape{1}));
-  else
-    net_.backend().convert(exchange_, flat_grads_, 1.0f / exchange_scale_);
+  net_.apply_grad_scale(exchange_, flat_grads_, /*inverse=*/true);
 }
 
 }  // namespace cnnscale

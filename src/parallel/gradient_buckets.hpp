@@ -37,7 +37,7 @@ class GradientBuckets {
   const std::vector<GradientBucket>& buckets() const { return buckets_; }
   bool overlap() const { return overlap_; }
 
-  void begin_backward();
+  void begin_backward() { next_ = 0; }
   // Net::backward's hook: layer `layer_index` (network order) has produced its gradients.
   void layer_done(size_t layer_index);
   // Issues whatever is not issued yet (everything, without overlap). The caller then calls
@@ -56,7 +56,6 @@ class GradientBuckets {
   Communicator& comm_;
   Tensor flat_grads_;  // (P)
   Tensor exchange_;    // (P) in the 16-bit exchange dtype; undefined for an f32 exchange
-  float exchange_scale_ = 1.0f;  // of this step's 16-bit values (the grad scale when issued)
   bool overlap_;
   std::vector<GradientBucket> buckets_;
   // ready_end_[l]: after layers l..L-1 ran backward, flat_grads_[0, ready_end_[l]) is final.
