@@ -245,11 +245,12 @@ class CudaBackend final : public Backend {
   void buffers_moved() { ++*buffer_generation_; }
   // A cuBLASLt matmul of one shape, dtype and epilogue with its algorithm (cuda_linear.cpp).
   struct LinearPlan;
-  using LinearKey = std::array<int64_t, 8>;
-  // Column-major C (m, n) = op(A) op(B) with the epilogue, A and B stored as op's transposes say.
-  // Made once per key (heuristic query, no timing); plan->usable is false where cuBLASLt has none.
-  LinearPlan& linear_plan(const LinearKey& key, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-                          DType dtype, cublasLtEpilogue_t epilogue, DType bias_dtype, void* bias, int alignment);
+  using LinearKey = std::array<int64_t, 8>;  // linear_plan's arguments but the bias pointer
+  // Column-major C (m, n) = op(A) op(B) with the epilogue, A and B stored as op's transposes say,
+  // every operand and the epilogue's vector in `dtype` and aligned to `alignment` bytes. Made once
+  // per set of arguments (heuristic query, no timing); plan->usable is false where cuBLASLt has none.
+  LinearPlan& linear_plan(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, DType dtype,
+                          cublasLtEpilogue_t epilogue, void* bias, int alignment);
   // Runs `plan` on the operands (pointers of the matrices as stored), `bias` the epilogue's vector.
   void run_linear(LinearPlan& plan, const void* a, const void* b, void* c, void* bias);
   // convert() and convert_scaled_at(): the scale is `scale`, or read at scale_at on the device.

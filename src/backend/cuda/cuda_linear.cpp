@@ -67,9 +67,10 @@ const char* epilogue_name(cublasLtEpilogue_t e) {
 }
 }  // namespace
 
-CudaBackend::LinearPlan& CudaBackend::linear_plan(const LinearKey& key, bool trans_a, bool trans_b, int64_t m,
-                                                  int64_t n, int64_t k, DType dtype, cublasLtEpilogue_t epilogue,
-                                                  DType bias_dtype, void* bias, int alignment) {
+CudaBackend::LinearPlan& CudaBackend::linear_plan(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                                                  DType dtype, cublasLtEpilogue_t epilogue, void* bias,
+                                                  int alignment) {
+  const LinearKey key{trans_a, trans_b, m, n, k, static_cast<int64_t>(dtype), epilogue, alignment};
   if (auto it = linear_plans_.find(key); it != linear_plans_.end()) return *it->second;
   if (!cublaslt_) CUBLAS_CHECK(cublasLtCreate(&cublaslt_));
   auto plan = std::make_shared<LinearPlan>();
@@ -82,8 +83,8 @@ CudaBackend::LinearPlan& CudaBackend::linear_plan(const LinearKey& key, bool tra
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
   if (epilogue != CUBLASLT_EPILOGUE_DEFAULT && epilogue != CUBLASLT_EPILOGUE_RELU) {
-    const cudaDataType_t bt = lt_type(bias_dtype);
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)));
+    // The bias (or its gradient) is a compute copy in the operands' dtype.
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof(type)));
     // The heuristic reads the bias pointer's alignment from the pointer itself: this one is as
     // aligned as every pointer the plan will run on (the alignment is part of the plan's key).
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
@@ -164,8 +165,7 @@ void CudaBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor&
   void* b = bias.defined() ? bias.raw() : nullptr;
   const int alignment = common_alignment({x.raw(), w.raw(), y.raw(), b ? b : y.raw()});
   // y^T (K, N) = op(w as stored: D x K, transposed) * x as stored (D x N).
-  LinearPlan& plan = linear_plan({0, k, n, d, static_cast<int64_t>(w.dtype()), epilogue, alignment, 0}, true, false,
-                                 k, n, d, w.dtype(), epilogue, w.dtype(), b, alignment);
+  LinearPlan& plan = linear_plan(true, false, k, n, d, w.dtype(), epilogue, b, alignment);
   if (!plan.usable) return Backend::linear_forward(x, w, bias, relu, y);
   run_linear(plan, w.raw(), x.raw(), y.raw(), b);
 }
@@ -184,9 +184,7 @@ void CudaBackend::linear_backward_params(const Tensor& x, const Tensor& dy, cons
   activate();
   const int alignment = common_alignment({x.raw(), dy.raw(), dw.raw(), dbias.raw()});
   // dw^T (D, K) = x as stored (D x N) * op(dy as stored: K x N, transposed); BGRADB sums dy over N.
-  LinearPlan& plan = linear_plan({1, d, k, n, static_cast<int64_t>(dw.dtype()), CUBLASLT_EPILOGUE_BGRADB, alignment, 0},
-                                 false, true, d, k, n, dw.dtype(), CUBLASLT_EPILOGUE_BGRADB, dbias.dtype(),
-                                 dbias.raw(), alignment);
+  LinearPlan& plan = linear_plan(false, true, d, k, n, dw.dtype(), CUBLASLT_EPILOGUE_BGRADB, dbias.raw(), alignment);
   if (!plan.usable) return Backend::linear_backward_params(x, dy, dw, dbias);
   run_linear(plan, x.raw(), dy.raw(), dw.raw(), dbias.raw());
 }
