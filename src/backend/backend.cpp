@@ -115,13 +115,11 @@ void Backend::flag_nonfinite_at(const Tensor& x, const Tensor& tag, const Tensor
   flag_nonfinite(x, read_i32_scalar(*this, tag, "flag_nonfinite_at", "tag"), flag);
 }
 
-std::shared_ptr<TimingEvent> Backend::new_timing_event() {
-  throw_runtime("{}: no captured work, so no timing events to record into", name());
-}
-
-std::unique_ptr<CapturedWork> Backend::capture(const std::function<void()>&) {
+std::unique_ptr<CapturedWork> Backend::capture(const std::function<void()>&, const CaptureOptions&) {
   throw_runtime("{}: this backend cannot capture work for replay (CUDA graphs are a CUDA backend feature)", name());
 }
+
+size_t Backend::capture_timing_point() { throw_runtime("{}: no capture in progress", name()); }
 
 void Backend::matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const Tensor& a,
                      const Tensor& b, float beta, const Tensor& c) {

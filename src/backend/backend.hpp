@@ -88,18 +88,35 @@ class TimingEvent {
 // A sequence of backend work recorded once and replayed as one launch (CUDA: a CUDA graph). The
 // work's kernel arguments and buffers are fixed at capture; what changes from one replay to the
 // next is read from device memory (the *_at ops below). Timing points recorded during the capture
-// split it into segments; each launch records the events it is given between them.
+// (Backend::capture_timing_point) are recorded again by each replay, into events launch() returns.
 class CapturedWork {
  public:
   virtual ~CapturedWork() = default;
   // Timing points recorded during the capture, in capture order.
   virtual size_t timing_points() const = 0;
-  // Queues one replay. `points` holds timing_points() fresh events (Backend::new_timing_event),
-  // recorded in capture order as the replay passes each point.
-  virtual void launch(const std::vector<std::shared_ptr<TimingEvent>>& points) = 0;
+  // Whether launch() may be called now. Work captured with event nodes (CaptureOptions) replays a
+  // copy whose events are fixed: it is ready once everyone who took the next copy's events from an
+  // earlier launch (a phase timer, a communicator's busy brackets) has let them go.
+  virtual bool ready() const = 0;
+  // Queues one replay; returns the timing_points() events it records, in capture order.
+  virtual std::vector<std::shared_ptr<TimingEvent>> launch() = 0;
   // False once the backend has reallocated a buffer of its own that the captured work uses (a
   // workspace or staging buffer grown by other work since): the capture must be made again.
   virtual bool valid() const = 0;
+};
+
+// How captured work keeps its timing points.
+// - Segments: each point ends one graph and begins the next; a replay launches the graphs in turn
+//   with an event record between them, into fresh events, so any number of replays may be queued.
+//   Work that forks another stream must have joined it again at every point.
+// - Nodes: one graph whose points are event-record nodes, for work whose other stream runs across
+//   a point (the bucketed gradient exchange runs on the communication stream past backward's end).
+//   A node's event is fixed when it is captured, so the work is captured `copies` times and the
+//   replays take the copies in turn (CapturedWork::ready()).
+struct CaptureOptions {
+  enum class Points { Segments, Nodes };
+  Points points = Points::Segments;
+  int copies = 1;  // Nodes: how many replays may be unread at once
 };
 
 // Device memory a backend holds: the bytes of its tensors (alloc) and of its own workspaces (CUDA:
@@ -159,9 +176,6 @@ class Backend {
   // Milliseconds from `a` to `b` (both from this backend). Waits for `b` if it is not yet complete,
   // so callers that must not stall check timing_event_done() first or read after a synchronisation.
   virtual double elapsed_ms(const TimingEvent& a, const TimingEvent& b);
-  // An event for CapturedWork::launch to record into (not yet recorded; unsupported where the
-  // backend cannot capture).
-  virtual std::shared_ptr<TimingEvent> new_timing_event();
 
   // ---- capture: record `work` (which queues backend ops) once and return it for replays ----------
   // Nothing of `work` runs during the capture. Its ops must not allocate buffers that outlive it or
@@ -169,7 +183,10 @@ class Backend {
   // workspace and cached buffer is in place. Backends that cannot capture return false here and
   // throw from capture().
   virtual bool can_capture() const { return false; }
-  virtual std::unique_ptr<CapturedWork> capture(const std::function<void()>& work);
+  virtual std::unique_ptr<CapturedWork> capture(const std::function<void()>& work, const CaptureOptions& options = {});
+  // Inside capture()'s work: a timing point at this place of the compute stream (a replay records
+  // it); returns its index among the capture's points. record_timing_event() is for uncaptured work.
+  virtual size_t capture_timing_point();
 
   // ---- BLAS-like ----------------------------------------------------------------------------
   // Row-major C (m, n) = alpha * op(A) * op(B) + beta * C; op(A) is (m, k), op(B) is (k, n).

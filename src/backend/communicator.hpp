@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/backend.hpp"
 #include "core/tensor.hpp"
 
 namespace cnnscale {
@@ -63,6 +64,19 @@ class DeviceCommunicator : public Communicator {
   // last call, and forgets them. Call it after a synchronisation (it waits for the brackets).
   virtual void set_busy_tag(std::int64_t tag) = 0;
   virtual std::vector<std::pair<std::int64_t, double>> take_busy_ms() = 0;
+  // The same for the tags <= `up_to` only, whose brackets the caller knows are complete (a step's
+  // collectives end before its update, so before its last timing point); never waits for others.
+  virtual std::vector<std::pair<std::int64_t, double>> take_busy_ms(std::int64_t up_to) = 0;
+
+  // Captured steps (Backend::capture with CaptureOptions::Points::Nodes): while the backend
+  // captures, an allreduce's busy bracket is two timing points of the capture instead of two
+  // events. captured_brackets() lists their point indices, in issue order, since
+  // begin_captured_brackets(); each replay hands its own events of those points to
+  // add_busy_bracket, which attributes them to `tag` as if the bracket had been recorded then.
+  virtual void begin_captured_brackets() = 0;
+  virtual std::vector<std::pair<size_t, size_t>> captured_brackets() const = 0;
+  virtual void add_busy_bracket(std::int64_t tag, std::shared_ptr<TimingEvent> start,
+                                std::shared_ptr<TimingEvent> end) = 0;
 };
 
 }  // namespace cnnscale

@@ -87,7 +87,7 @@ void InferenceEngine::run(int64_t batch) {
     }
   }
   if (b.graph) {
-    b.graph->launch({});
+    b.graph->launch();
     ++graph_replays_;
   } else {
     n.forward(Phase::Test, 0);

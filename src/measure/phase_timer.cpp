@@ -48,11 +48,10 @@ void PhaseTimer::mark(TimelinePhase phase) {
   current_.marks.emplace_back(phase, backend_.record_timing_event());
 }
 
-std::shared_ptr<TimingEvent> PhaseTimer::mark_later(TimelinePhase phase) {
-  CNNSCALE_CHECK(open_, "phase timer: mark_later({}) outside an iteration", step_phase_name(phase));
-  std::shared_ptr<TimingEvent> e = backend_.new_timing_event();
-  current_.marks.emplace_back(phase, e);
-  return e;
+void PhaseTimer::mark_at(TimelinePhase phase, std::shared_ptr<TimingEvent> event) {
+  CNNSCALE_CHECK(open_, "phase timer: mark_at({}) outside an iteration", step_phase_name(phase));
+  CNNSCALE_CHECK(event != nullptr, "phase timer: mark_at({}) without an event", step_phase_name(phase));
+  current_.marks.emplace_back(phase, std::move(event));
 }
 
 void PhaseTimer::add_seconds(TimelinePhase phase, double seconds) {
@@ -89,6 +88,13 @@ void PhaseTimer::resolve_ready() {
     resolve(p);
     pending_.pop_front();
   }
+}
+
+bool PhaseTimer::resolve_oldest() {
+  if (pending_.empty()) return false;
+  resolve(pending_.front());
+  pending_.pop_front();
+  return true;
 }
 
 void PhaseTimer::resolve_all() {

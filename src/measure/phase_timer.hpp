@@ -49,15 +49,17 @@ class PhaseTimer {
   // iteration (allreduce in a single process) stay 0. Data is the exception: its seconds come
   // from add_seconds() (host wait for the batch); its mark only starts h2d.
   void mark(TimelinePhase phase);
-  // A mark whose event is recorded later, by captured work replayed after this call (its timing
-  // point closing `phase`): returns the event to hand to CapturedWork::launch.
-  std::shared_ptr<TimingEvent> mark_later(TimelinePhase phase);
+  // A mark closing `phase` whose event another has recorded: a timing point of a replay of captured
+  // work (CapturedWork::launch), queued after this iteration's earlier marks. Held until resolved.
+  void mark_at(TimelinePhase phase, std::shared_ptr<TimingEvent> event);
   // Host-clock seconds added to a phase of the current iteration (data wait; comm_busy on CPU).
   void add_seconds(TimelinePhase phase, double seconds);
   void end();
 
   // Resolves the oldest ended iterations whose marks are all complete; never blocks.
   void resolve_ready();
+  // Resolves the oldest ended iteration, waiting for its marks; false when none is pending.
+  bool resolve_oldest();
   // Resolves every ended iteration; call after a synchronisation (otherwise it waits).
   void resolve_all();
   // Adds communication-stream busy seconds to a resolved iteration (GPU: the communicator reports

@@ -84,8 +84,7 @@ Trainer::~Trainer() = default;
 std::string Trainer::graph_blocker() const {
   if (!backend_.can_capture()) return fmt::format("{} backend: ops run as they are called", backend_.name());
   if (!options_.cuda_graph) return "turned off (--no-graph)";
-  if (options_.parallel.comm)
-    return "data-parallel steps are queued op by op (the bucketed exchange is not captured)";
+  if (options_.parallel.comm && !device_comm_) return "the MPI exchange runs on the host";
   if (!solver_->capturable()) return "the update is one launch per parameter";
   if (options_.inject_nonfinite_at > 0) return "fault injection";
   return "";
@@ -208,11 +207,20 @@ void Trainer::step(const StepScalars& s, double& wait_seconds) {
     graph_generation_ = net_->generation();
   }
   if (graph_note_.empty() && !graph_ && steps_since_change_ >= 1) {
-    graph_phases_.clear();
+    CaptureOptions how;
+    if (buckets_) how = CaptureOptions{CaptureOptions::Points::Nodes, kGraphCopies};
     try {
-      graph_ = backend_.capture([&] { step_work(s, nullptr); });
-      CNNSCALE_CHECK(graph_->timing_points() == graph_phases_.size(), "captured step: {} timing points, {} phases",
-                     graph_->timing_points(), graph_phases_.size());
+      graph_ = backend_.capture(
+          [&] {
+            graph_phases_.clear();
+            if (device_comm_) device_comm_->begin_captured_brackets();
+            step_work(s, nullptr);
+            graph_brackets_ = device_comm_ ? device_comm_->captured_brackets() : std::vector<std::pair<size_t, size_t>>{};
+          },
+          how);
+      CNNSCALE_CHECK(graph_->timing_points() == graph_phases_.size() + 2 * graph_brackets_.size(),
+                     "captured step: {} timing points, {} phases and {} brackets", graph_->timing_points(),
+                     graph_phases_.size(), graph_brackets_.size());
       ++graph_captures_;
     } catch (const Error& e) {
       // Nothing of a failed capture ran and the stream is usable: the run goes on op by op, and
@@ -223,9 +231,15 @@ void Trainer::step(const StepScalars& s, double& wait_seconds) {
     }
   }
   if (graph_) {
-    std::vector<std::shared_ptr<TimingEvent>> points;
-    for (TimelinePhase phase : graph_phases_) points.push_back(timer.mark_later(phase));
-    graph_->launch(points);
+    // A copy whose events an unread earlier replay still holds: read the oldest steps until it is free.
+    while (!graph_->ready()) {
+      CNNSCALE_CHECK(timer.resolve_oldest(), "captured step: no copy free and no step left to read");
+      take_resolved_comm_busy();
+    }
+    const std::vector<std::shared_ptr<TimingEvent>> points = graph_->launch();
+    for (const auto& [index, phase] : graph_phases_) timer.mark_at(phase, points.at(index));
+    for (const auto& [start, end] : graph_brackets_)
+      device_comm_->add_busy_bracket(s.iteration, points.at(start), points.at(end));
     // The last segment (the update) ends with the capture, not at a timing point: its closing mark
     // is recorded behind the replay, as an op-by-op step records it.
     timer.mark(TimelinePhase::Update);
@@ -237,6 +251,7 @@ void Trainer::step(const StepScalars& s, double& wait_seconds) {
   end_comm_busy();
   timer.end();
   timer.resolve_ready();  // event queries only: keeps the pending ring short without a sync
+  if (graph_) take_resolved_comm_busy();  // lets the replays' copies go as soon as they are read
 }
 
 void Trainer::step_work(const StepScalars& s, PhaseTimer* timer) {
@@ -244,8 +259,7 @@ void Trainer::step_work(const StepScalars& s, PhaseTimer* timer) {
     if (!options_.phase_marks && phase != TimelinePhase::Update) return;
     if (timer) return timer->mark(phase);
     if (phase == TimelinePhase::Update) return;  // closed after each replay, on the stream (step())
-    backend_.record_timing_event();              // a timing point of the capture
-    graph_phases_.push_back(phase);
+    graph_phases_.emplace_back(backend_.capture_timing_point(), phase);
   };
   forward(s);
   mark(TimelinePhase::Forward);
@@ -391,6 +405,15 @@ void Trainer::take_comm_busy(bool keep) {
   if (!device_comm_) return;
   for (auto [iteration, ms] : device_comm_->take_busy_ms())
     if (keep) phase_timer_->add_comm_busy(iteration, ms / 1e3);
+}
+
+void Trainer::take_resolved_comm_busy() {
+  const std::vector<IterationPhases>& resolved = phase_timer_->timeline();
+  if (!device_comm_ || resolved.empty()) return;
+  // A step's collectives end before its update, so before the iteration's last mark: every
+  // bracket of a resolved iteration is complete.
+  for (auto [iteration, ms] : device_comm_->take_busy_ms(resolved.back().iteration))
+    phase_timer_->add_comm_busy(iteration, ms / 1e3);
 }
 
 void Trainer::resolve_phases() {

@@ -283,6 +283,7 @@ class Trainer {
   void begin_comm_busy(int64_t iteration);
   void end_comm_busy();
   void take_comm_busy(bool keep);  // the communicator's per-iteration times into the timeline (or dropped)
+  void take_resolved_comm_busy();  // the same for the iterations the timer has resolved, without waiting
   void resolve_phases();           // after a synchronisation: every ended iteration into the timeline
 
   // Host reads (trainer.cpp).
@@ -357,8 +358,15 @@ class Trainer {
   Tensor step_values_, step_iteration_, step_tag_;
   // CUDA graph of step_work: captured after an uncaptured step with the same buffers, replayed
   // after. graph_note_: why steps are not captured ("" when they are).
+  // Data parallel with NCCL, the exchange runs on the communication stream across backward's end,
+  // so the timing points are event nodes of kGraphCopies copies of the step (CaptureOptions): a
+  // replay waits, if it must, only for the phases of the step kGraphCopies before it to be read.
+  static constexpr int kGraphCopies = 3;
   std::unique_ptr<CapturedWork> graph_;
-  std::vector<TimelinePhase> graph_phases_;  // the phases its timing points close, in order
+  // The timing points of the capture that close a phase (index, phase), and the communication
+  // stream's busy brackets (indices of their two points), in capture order.
+  std::vector<std::pair<size_t, TimelinePhase>> graph_phases_;
+  std::vector<std::pair<size_t, size_t>> graph_brackets_;
   std::string graph_note_;
   int64_t steps_since_change_ = 0;  // uncaptured steps since the buffers last moved
   uint64_t graph_generation_ = 0;   // the net's generation() those steps ran with

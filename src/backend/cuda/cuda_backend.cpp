@@ -303,25 +303,11 @@ void CudaBackend::synchronize() {
 }
 
 
-std::shared_ptr<TimingEvent> CudaBackend::new_timing_event() {
-  activate();
-  auto e = std::make_shared<cuda::CudaTimingEvent>();
-  e->owner = ds_;
-  e->ctx = ctx_;
-  CUDA_CHECK(cudaEventCreate(&e->event));  // default flags: timing enabled, spin on sync
-  return e;
-}
-
-// While capturing, a timing point ends the graph being captured and begins the next (see
-// cuda_graph.cpp); the event returned is never recorded: each replay records its own.
 std::shared_ptr<TimingEvent> CudaBackend::record_timing_event() {
-  std::shared_ptr<TimingEvent> e = new_timing_event();
-  if (capturing_) {
-    end_capture_segment();
-    begin_capture_segment();
-  } else {
-    CUDA_CHECK(cudaEventRecord(cuda::as_cuda_event(*e).event, ds_->stream));
-  }
+  CNNSCALE_CHECK(capture_mode_ == CaptureMode::None, "cuda: record_timing_event inside a capture (capture_timing_point)");
+  activate();
+  std::shared_ptr<cuda::CudaTimingEvent> e = cuda::make_timing_event(ds_, ctx_);
+  CUDA_CHECK(cudaEventRecord(e->event, ds_->stream));
   return e;
 }
 

@@ -21,6 +21,10 @@
 
 namespace cnnscale {
 
+namespace cuda {
+struct CudaTimingEvent;  // cuda_timing_event.hpp
+}  // namespace cuda
+
 // Whether a 16-bit channels-last convolution whose input channels are not a multiple of 8 runs on
 // copies of x and w zero-padded to the next multiple of 8 (ConvPlan::padded).
 enum class ConvChannelPadding {
@@ -137,11 +141,17 @@ class CudaBackend final : public Backend {
   std::shared_ptr<TimingEvent> record_timing_event() override;
   bool timing_event_done(const TimingEvent& e) override;
   double elapsed_ms(const TimingEvent& a, const TimingEvent& b) override;
-  std::shared_ptr<TimingEvent> new_timing_event() override;
   // A CUDA graph of `work`, captured on the compute stream (thread-local capture mode: any call in
-  // `work` that would synchronise fails the capture with an error naming it).
+  // `work` that would synchronise fails the capture with an error naming it). Other streams may join
+  // the capture through events (the communication stream does): with Points::Nodes they need only
+  // have joined it again by its end.
   bool can_capture() const override { return true; }
-  std::unique_ptr<CapturedWork> capture(const std::function<void()>& work) override;
+  std::unique_ptr<CapturedWork> capture(const std::function<void()>& work, const CaptureOptions& options = {}) override;
+  size_t capture_timing_point() override { return capture_timing_point(stream()); }
+  // A timing point on `stream`, which must be part of the capture in progress (the compute stream,
+  // or one forked from it); another stream than the compute stream needs Points::Nodes.
+  size_t capture_timing_point(cudaStream_t stream);
+  bool capturing() const { return capture_mode_ != CaptureMode::None; }
 
   void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b,
             float beta, float* c) override;
@@ -347,12 +357,14 @@ class CudaBackend final : public Backend {
   std::array<Tensor, 4> staging_;  // see staging()
   // buffers_moved() count, shared with captured work (which may outlive the backend's last use).
   std::shared_ptr<uint64_t> buffer_generation_ = std::make_shared<uint64_t>(0);
-  // While capture() runs: timing points become the graph's event records (placeholders here).
-  // Stream capture in progress (cuda_graph.cpp): the graphs of the segments ended so far.
-  void begin_capture_segment();
+  // Stream capture in progress (cuda_graph.cpp). Segments: the graphs of the segments ended so far,
+  // each timing point ending one. Nodes: the events of the points recorded so far.
+  enum class CaptureMode { None, Segments, Nodes };
+  void begin_capture_segment(CaptureMode mode);
   void end_capture_segment();
-  bool capturing_ = false;
+  CaptureMode capture_mode_ = CaptureMode::None;
   std::vector<cudaGraph_t> capture_segments_;
+  std::vector<std::shared_ptr<cuda::CudaTimingEvent>> capture_points_;
 
   // Scratch descriptors for the non-convolution ops, re-set on each call.
   cuda::TensorDesc desc_a_, desc_b_, desc_c_;

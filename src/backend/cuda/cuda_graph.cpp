@@ -1,9 +1,15 @@
 // CUDA graphs: a sequence of backend work captured on the compute stream and replayed with a few
-// launches. A timing point recorded during the capture ends one graph and begins the next; a replay
-// launches the graphs in order with an ordinary event record between them. Event-record nodes
-// inside one graph would save those launches, but re-pointing them at each replay's own events
-// (cudaGraphExecEventRecordNodeSetEvent) is refused for timing events, and a handful of graph
-// launches per step costs microseconds against a step of milliseconds.
+// launches. Timing points are kept in one of two ways (CaptureOptions):
+// - Segments: a point ends one graph and begins the next; a replay launches the graphs in order
+//   with an ordinary event record between them, into fresh events. Re-pointing event-record nodes
+//   at each replay's own events (cudaGraphExecEventRecordNodeSetEvent) is refused for timing
+//   events, and a handful of graph launches per step costs microseconds against milliseconds.
+// - Nodes: one graph per copy whose points are external event-record nodes
+//   (cudaEventRecordExternal), for work whose second stream runs across a point: a segment cannot
+//   end while a forked stream is still apart, so the bucketed exchange, which runs on the
+//   communication stream past backward's end, can only be timed this way. The nodes' events are
+//   fixed, so the work is captured several times and the replays take the copies in turn, each
+//   once nobody holds its previous replay's events.
 #include <cuda_runtime.h>
 
 #include "backend/cuda/cuda_backend.hpp"
@@ -21,19 +27,28 @@ struct Segment {
   cudaGraphExec_t exec = nullptr;
 };
 
-void destroy(std::vector<Segment>& segments) {
-  for (Segment& s : segments) {
-    if (s.exec) cudaGraphExecDestroy(s.exec);
-    if (s.graph) cudaGraphDestroy(s.graph);
-  }
-  segments.clear();
+// Segments: one copy of timing_points() + 1 segments and no events. Nodes: copies of one segment
+// each, with the events of its timing points.
+struct Copy {
+  std::vector<Segment> segments;
+  std::vector<std::shared_ptr<cuda::CudaTimingEvent>> events;
+};
+
+void destroy(std::vector<Copy>& copies) {
+  for (Copy& c : copies)
+    for (Segment& s : c.segments) {
+      if (s.exec) cudaGraphExecDestroy(s.exec);
+      if (s.graph) cudaGraphDestroy(s.graph);
+    }
+  copies.clear();
 }
 
 class CudaCapturedWork final : public CapturedWork {
  public:
-  CudaCapturedWork(std::vector<Segment> segments, cudaStream_t stream, std::shared_ptr<const void> stream_owner,
+  CudaCapturedWork(std::vector<Copy> copies, size_t points, cudaStream_t stream, std::shared_ptr<const void> stream_owner,
                    std::shared_ptr<const uint64_t> generation, std::shared_ptr<const cuda::DeviceContext> ctx)
-      : segments_(std::move(segments)),
+      : copies_(std::move(copies)),
+        points_(points),
         stream_(stream),
         stream_owner_(std::move(stream_owner)),
         generation_(std::move(generation)),
@@ -43,26 +58,45 @@ class CudaCapturedWork final : public CapturedWork {
   ~CudaCapturedWork() override {
     ctx_->make_current_noexcept();
     // A replay may still be running: graph resources are released once it completes.
-    destroy(segments_);
+    destroy(copies_);
   }
 
-  size_t timing_points() const override { return segments_.size() - 1; }
+  size_t timing_points() const override { return points_; }
 
   bool valid() const override { return *generation_ == captured_at_; }
 
-  void launch(const std::vector<std::shared_ptr<TimingEvent>>& points) override {
-    CNNSCALE_CHECK(points.size() == timing_points(), "captured work has {} timing points, {} events given",
-                   timing_points(), points.size());
+  bool ready() const override {
+    for (const auto& e : copies_[next_].events)
+      if (e.use_count() > 1) return false;  // a reader of an earlier replay still holds it
+    return true;
+  }
+
+  std::vector<std::shared_ptr<TimingEvent>> launch() override {
     CNNSCALE_CHECK(valid(), "captured work replayed after the backend replaced a buffer it uses");
+    CNNSCALE_CHECK(ready(), "captured work launched while the events of its next copy are still held");
     ctx_->make_current();
-    for (size_t i = 0; i < segments_.size(); ++i) {
-      if (i > 0) CUDA_CHECK(cudaEventRecord(cuda::as_cuda_event(*points[i - 1]).event, stream_));
-      if (segments_[i].exec) CUDA_CHECK(cudaGraphLaunch(segments_[i].exec, stream_));
+    const Copy& copy = copies_[next_];
+    next_ = (next_ + 1) % copies_.size();
+    std::vector<std::shared_ptr<TimingEvent>> points;
+    if (copy.segments.size() == 1) {  // event nodes, or segments without a point
+      points.assign(copy.events.begin(), copy.events.end());
+      if (copy.segments[0].exec) CUDA_CHECK(cudaGraphLaunch(copy.segments[0].exec, stream_));
+      return points;
     }
+    for (size_t i = 0; i < copy.segments.size(); ++i) {
+      if (i > 0) {
+        points.push_back(cuda::make_timing_event(stream_owner_, ctx_));
+        CUDA_CHECK(cudaEventRecord(cuda::as_cuda_event(*points.back()).event, stream_));
+      }
+      if (copy.segments[i].exec) CUDA_CHECK(cudaGraphLaunch(copy.segments[i].exec, stream_));
+    }
+    return points;
   }
 
  private:
-  std::vector<Segment> segments_;  // timing_points() + 1 of them
+  std::vector<Copy> copies_;
+  size_t points_ = 0;
+  size_t next_ = 0;  // the copy the next replay takes
   cudaStream_t stream_ = nullptr;
   std::shared_ptr<const void> stream_owner_;  // the backend's stream lives while this does
   std::shared_ptr<const uint64_t> generation_;
@@ -78,13 +112,13 @@ size_t node_count(cudaGraph_t graph) {
 
 }  // namespace
 
-void CudaBackend::begin_capture_segment() {
+void CudaBackend::begin_capture_segment(CaptureMode mode) {
   CUDA_CHECK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal));
-  capturing_ = true;
+  capture_mode_ = mode;
 }
 
 void CudaBackend::end_capture_segment() {
-  capturing_ = false;
+  capture_mode_ = CaptureMode::None;
   cudaGraph_t graph = nullptr;
   const cudaError_t ended = cudaStreamEndCapture(stream(), &graph);
   if (ended != cudaSuccess || !graph) {
@@ -92,44 +126,76 @@ void CudaBackend::end_capture_segment() {
     if (graph) cudaGraphDestroy(graph);
     throw_runtime(
         "cuda (gpu:{}): the work could not be captured as a CUDA graph ({}: {}); an op in it synchronised "
-        "with the host or used another stream (--no-graph skips the attempt)",
+        "with the host, used a stream outside the capture or left a forked stream apart (--no-graph skips the "
+        "attempt)",
         device_, cudaGetErrorName(ended), cudaGetErrorString(ended));
   }
   capture_segments_.push_back(graph);
 }
 
-std::unique_ptr<CapturedWork> CudaBackend::capture(const std::function<void()>& work) {
-  CNNSCALE_CHECK(!capturing_ && capture_segments_.empty(), "cuda: capture inside a capture");
+size_t CudaBackend::capture_timing_point(cudaStream_t on) {
+  CNNSCALE_CHECK(capturing(), "cuda: capture_timing_point outside a capture");
+  if (capture_mode_ == CaptureMode::Segments) {
+    if (on != stream())
+      throw_runtime("cuda (gpu:{}): a timing point on a second stream needs event-node capture", device_);
+    end_capture_segment();
+    begin_capture_segment(CaptureMode::Segments);
+    return capture_segments_.size() - 1;
+  }
+  std::shared_ptr<cuda::CudaTimingEvent> e = cuda::make_timing_event(ds_, ctx_);
+  CUDA_CHECK(cudaEventRecordWithFlags(e->event, on, cudaEventRecordExternal));
+  capture_points_.push_back(std::move(e));
+  return capture_points_.size() - 1;
+}
+
+std::unique_ptr<CapturedWork> CudaBackend::capture(const std::function<void()>& work, const CaptureOptions& options) {
+  CNNSCALE_CHECK(!capturing() && capture_segments_.empty(), "cuda: capture inside a capture");
+  const bool nodes = options.points == CaptureOptions::Points::Nodes;
+  CNNSCALE_CHECK(options.copies >= 1 && (nodes || options.copies == 1), "cuda: {} copies of a segmented capture",
+                 options.copies);
   activate();
-  std::vector<Segment> segments;
+  std::vector<Copy> copies;
   auto abandon = [&] {
-    if (capturing_) {
-      capturing_ = false;
+    if (capturing()) {
+      capture_mode_ = CaptureMode::None;
       cudaGraph_t graph = nullptr;
       cudaStreamEndCapture(stream(), &graph);  // ends the (possibly invalidated) capture
       if (graph) cudaGraphDestroy(graph);
     }
     for (cudaGraph_t g : capture_segments_) cudaGraphDestroy(g);
     capture_segments_.clear();
-    destroy(segments);
+    capture_points_.clear();
+    destroy(copies);
     cudaGetLastError();
   };
+  size_t points = 0;
   try {
-    begin_capture_segment();
-    work();
-    end_capture_segment();
-    for (cudaGraph_t g : capture_segments_) segments.push_back(Segment{g, nullptr});
-    capture_segments_.clear();
-    for (Segment& s : segments) {
-      if (node_count(s.graph) == 0) continue;  // nothing between two timing points
-      CUDA_CHECK(cudaGraphInstantiate(&s.exec, s.graph, 0));
+    for (int c = 0; c < options.copies; ++c) {
+      begin_capture_segment(nodes ? CaptureMode::Nodes : CaptureMode::Segments);
+      work();
+      end_capture_segment();
+      Copy copy;
+      for (cudaGraph_t g : capture_segments_) copy.segments.push_back(Segment{g, nullptr});
+      capture_segments_.clear();
+      copy.events = std::move(capture_points_);
+      capture_points_.clear();
+      const size_t copy_points = nodes ? copy.events.size() : copy.segments.size() - 1;
+      CNNSCALE_CHECK(c == 0 || copy_points == points, "cuda: capture copy {} has {} timing points, the first {}", c,
+                     copy_points, points);
+      points = copy_points;
+      copies.push_back(std::move(copy));
+      for (Segment& s : copies.back().segments) {
+        if (node_count(s.graph) == 0) continue;  // nothing between two timing points
+        CUDA_CHECK(cudaGraphInstantiate(&s.exec, s.graph, 0));
+      }
     }
   } catch (...) {
     abandon();
     throw;
   }
-  log::debug("cuda (gpu:{}): captured a graph in {} segments", device_, segments.size());
-  return std::make_unique<CudaCapturedWork>(std::move(segments), stream(), ds_, buffer_generation_, ctx_);
+  log::debug("cuda (gpu:{}): captured a graph, {} timing points as {}, {} cop{}", device_, points,
+             nodes ? "event nodes" : "segments", copies.size(), copies.size() == 1 ? "y" : "ies");
+  return std::make_unique<CudaCapturedWork>(std::move(copies), points, stream(), ds_, buffer_generation_, ctx_);
 }
 
 }  // namespace cnnscale

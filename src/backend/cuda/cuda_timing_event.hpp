@@ -4,8 +4,10 @@
 #include <cuda_runtime.h>
 
 #include <memory>
+#include <utility>
 
 #include "backend/backend.hpp"
+#include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/device_context.hpp"
 #include "core/error.hpp"
 
@@ -24,6 +26,17 @@ struct CudaTimingEvent final : TimingEvent {
     cudaEventDestroy(event);
   }
 };
+
+// A new (not yet recorded) timing-enabled event of `ctx`, kept alive with `owner`.
+inline std::shared_ptr<CudaTimingEvent> make_timing_event(std::shared_ptr<const void> owner,
+                                                          std::shared_ptr<const DeviceContext> ctx) {
+  ctx->make_current();
+  auto e = std::make_shared<CudaTimingEvent>();
+  e->owner = std::move(owner);
+  e->ctx = std::move(ctx);
+  CUDA_CHECK(cudaEventCreate(&e->event));  // default flags: timing enabled, spin on sync
+  return e;
+}
 
 inline const CudaTimingEvent& as_cuda_event(const TimingEvent& e) {
   const auto* c = dynamic_cast<const CudaTimingEvent*>(&e);

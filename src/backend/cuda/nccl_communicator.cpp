@@ -7,12 +7,14 @@
 
 #include <cstdlib>
 #include <exception>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <thread>
 
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_check.hpp"
+#include "backend/cuda/cuda_timing_event.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 
@@ -280,8 +282,15 @@ void NcclCommunicator::allreduce_sum_async(const Tensor& t) {
   // The collective reads the tensor as the compute stream leaves it (the ordering contract).
   CUDA_CHECK(cudaEventRecord(compute_ready_, backend_.stream()));
   CUDA_CHECK(cudaStreamWaitEvent(comm_stream_, compute_ready_, 0));
+  // Inside a capture (a graphed step) the bracket is two timing points of the capture, which each
+  // replay records into events of its own (add_busy_bracket); events recorded here would be
+  // recorded once, at capture, and never again.
+  const bool captured = busy_tag_ >= 0 && backend_.capturing();
+  size_t captured_start = 0;
   cudaEvent_t busy_start = nullptr;
-  if (busy_tag_ >= 0) {
+  if (captured) {
+    captured_start = backend_.capture_timing_point(comm_stream_);
+  } else if (busy_tag_ >= 0) {
     busy_start = busy_events_.next();
     CUDA_CHECK(cudaEventRecord(busy_start, comm_stream_));
   }
@@ -295,11 +304,20 @@ void NcclCommunicator::allreduce_sum_async(const Tensor& t) {
   }
   settle(status, call_error, last_op_);
   ctx_->reclaim();
-  if (busy_start) {
+  if (captured) {
+    captured_brackets_.emplace_back(captured_start, backend_.capture_timing_point(comm_stream_));
+  } else if (busy_start) {
     cudaEvent_t busy_end = busy_events_.next();
     CUDA_CHECK(cudaEventRecord(busy_end, comm_stream_));
-    busy_brackets_.push_back({busy_tag_, busy_start, busy_end});
+    busy_brackets_.push_back({busy_tag_, busy_start, busy_end, nullptr, nullptr});
   }
+}
+
+void NcclCommunicator::add_busy_bracket(std::int64_t tag, std::shared_ptr<TimingEvent> start,
+                                        std::shared_ptr<TimingEvent> end) {
+  CNNSCALE_CHECK(start && end, "nccl: a busy bracket without its events");
+  const cudaEvent_t a = cuda::as_cuda_event(*start).event, b = cuda::as_cuda_event(*end).event;
+  busy_brackets_.push_back({tag, a, b, std::move(start), std::move(end)});
 }
 
 void NcclCommunicator::wait() {
@@ -344,19 +362,27 @@ void NcclCommunicator::clear_timestamps() {
 }
 
 std::vector<std::pair<std::int64_t, double>> NcclCommunicator::take_busy_ms() {
+  return take_busy_ms(std::numeric_limits<std::int64_t>::max());
+}
+
+std::vector<std::pair<std::int64_t, double>> NcclCommunicator::take_busy_ms(std::int64_t up_to) {
   require_live("take_busy_ms");
   activate();
   std::vector<std::pair<std::int64_t, double>> per_tag;
-  for (const BusyBracket& b : busy_brackets_) {
+  // Brackets arrive in issue order, tags never decreasing, so one tag's brackets are contiguous and
+  // those of tags <= up_to come first.
+  size_t taken = 0;
+  for (; taken < busy_brackets_.size() && busy_brackets_[taken].tag <= up_to; ++taken) {
+    const BusyBracket& b = busy_brackets_[taken];
     poll_event(b.end, last_op_);
     float ms = 0.0f;
     CUDA_CHECK(cudaEventElapsedTime(&ms, b.start, b.end));
-    // Brackets arrive in issue order, so one tag's brackets are contiguous.
     if (per_tag.empty() || per_tag.back().first != b.tag) per_tag.emplace_back(b.tag, 0.0);
     per_tag.back().second += ms;
   }
-  busy_brackets_.clear();
-  busy_events_.used = 0;
+  busy_brackets_.erase(busy_brackets_.begin(), busy_brackets_.begin() + static_cast<std::ptrdiff_t>(taken));
+  // Pool events are handed out in order and reused only once no bracket refers to any of them.
+  if (busy_brackets_.empty()) busy_events_.used = 0;
   return per_tag;
 }
 

@@ -46,6 +46,10 @@ class NcclCommunicator final : public DeviceCommunicator {
   void clear_timestamps() override;
   void set_busy_tag(std::int64_t tag) override { busy_tag_ = tag; }
   std::vector<std::pair<std::int64_t, double>> take_busy_ms() override;
+  std::vector<std::pair<std::int64_t, double>> take_busy_ms(std::int64_t up_to) override;
+  void begin_captured_brackets() override { captured_brackets_.clear(); }
+  std::vector<std::pair<size_t, size_t>> captured_brackets() const override { return captured_brackets_; }
+  void add_busy_bracket(std::int64_t tag, std::shared_ptr<TimingEvent> start, std::shared_ptr<TimingEvent> end) override;
 
   cudaStream_t comm_stream() const { return comm_stream_; }
   double timeout_seconds() const { return timeout_.count(); }
@@ -100,8 +104,11 @@ class NcclCommunicator final : public DeviceCommunicator {
   struct BusyBracket {
     std::int64_t tag;
     cudaEvent_t start, end;
+    // A replay's events (add_busy_bracket): held until read, which lets the replay's copy go.
+    std::shared_ptr<TimingEvent> held_start, held_end;
   };
-  std::vector<BusyBracket> busy_brackets_;  // one per allreduce while a tag is set
+  std::vector<BusyBracket> busy_brackets_;  // one per allreduce while a tag is set, in issue order
+  std::vector<std::pair<size_t, size_t>> captured_brackets_;  // timing points of the capture in progress
 };
 
 }  // namespace cnnscale
