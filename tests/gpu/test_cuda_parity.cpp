@@ -350,6 +350,65 @@ INSTANTIATE_TEST_SUITE_P(
       return std::get<0>(info.param).name + "_" + tensor_core_name(std::get<1>(info.param));
     });
 
+// ---- lowered convolution (im2col + one cuBLASLt GEMM) ------------------------------------------
+
+// The lowered forward (plain, and with bias and ReLU in the GEMM epilogue) and filter gradient
+// against the CPU, forced on (ConvLowering::Always) whatever the timing would pick here. Their
+// sums are the same dot products as cuDNN's, accumulated in fp32 and rounded once to the
+// precision, so they take the same tolerance. Cases: CaffeNet's conv1 form (3 channels, 11x11,
+// stride 4: a lowered row of 363, padded to 368), padding and dilation (field 12*3*3 = 108,
+// padded to 112), and a field that is whole 16-byte rows already (8*3*3 = 72: filters as a view).
+class CudaConvLowered : public ::testing::TestWithParam<std::tuple<PadCase, DType>> {};
+
+TEST_P(CudaConvLowered, ForwardBiasReluAndFilterGradientMatchTheCpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+#if CNNSCALE_HAVE_CUDA
+  const auto& [c, dtype] = GetParam();
+  const ConvParams& p = c.p;
+  const double tol = tol_tensor_core_dot(dtype);
+  CudaBackendOptions options;
+  options.conv_lowering = ConvLowering::Always;
+  options.allow_tf32 = dtype == DType::F32;
+  CudaBackend g(0, options);
+  Backend& cpu = cpu_backend();
+  const ConvTwins t = make_conv_twins(g, c, dtype, Layout::NHWC, 101);
+  Tensor bias = g.alloc(Shape{c.filters}, dtype), bias_c = cpu.alloc(Shape{c.filters});
+  fill_uniform(g, bias, 7, -0.5f, 0.5f);
+  from_host(cpu, bias_c, to_host(g, bias));
+  Tensor fused_c = cpu.alloc(t.ys);
+  cpu.copy(t.yc, fused_c);
+  cpu.bias_add(bias_c, fused_c);
+  cpu.relu_forward(fused_c, fused_c);
+  Tensor fused = g.alloc(t.ys, dtype).as_layout(Layout::NHWC);
+  for (int round = 0; round < 2; ++round) {  // the deciding call, then the planned one
+    g.fill(t.y, 9.0f);
+    g.fill(fused, 9.0f);
+    g.fill(t.dw, 9.0f);
+    g.conv_forward(p, t.x, t.w, t.y);
+    g.conv_forward_bias_relu(p, t.x, t.w, bias, fused);
+    g.conv_backward_filter(p, t.x, t.dy, t.dw);
+    expect_parity(c.name + " y", to_host(g, t.y), to_host(cpu, t.yc), tol);
+    expect_parity(c.name + " bias relu", to_host(g, fused), to_host(cpu, fused_c), tol);
+    expect_parity(c.name + " dw", to_host(g, t.dw), to_host(cpu, t.dwc), tol);
+  }
+  const ConvPlan* plan = g.find_conv_plan(p, c.x, t.ws, dtype, Layout::NHWC);
+  ASSERT_NE(plan, nullptr);
+  EXPECT_EQ(plan->fwd_lowered, ConvPlan::Lowered::Yes);
+  EXPECT_EQ(plan->fwd_bias_relu_lowered, ConvPlan::Lowered::Yes);
+  EXPECT_EQ(plan->bwd_filter_lowered, ConvPlan::Lowered::Yes);
+#endif
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaConvLowered,
+    ::testing::Combine(::testing::Values(PadCase{"caffenet_conv1", {2, 3, 35, 35}, 16, conv(11, 11, 4, 4, 0, 0, 1, 1)},
+                                         PadCase{"c12_k3_pad2_dil2", {2, 12, 11, 11}, 8, conv(3, 3, 1, 1, 2, 2, 2, 1)},
+                                         PadCase{"c8_k3_whole_rows", {3, 8, 9, 9}, 24, conv(3, 3, 2, 2, 1, 1, 1, 1)}),
+                       ::testing::Values(DType::BF16, DType::F16, DType::F32)),
+    [](const ::testing::TestParamInfo<std::tuple<PadCase, DType>>& info) {
+      return std::get<0>(info.param).name + "_" + tensor_core_name(std::get<1>(info.param));
+    });
+
 // ---- convolution through cuDNN's graph API ----------------------------------------------------
 
 // Every plan the graph API offers for a shape (not only the one a search picks on this machine:

@@ -27,6 +27,13 @@ struct CudaTimingEvent;  // cuda_timing_event.hpp
 
 // Whether a 16-bit channels-last convolution whose input channels are not a multiple of 8 runs on
 // copies of x and w zero-padded to the next multiple of 8 (ConvPlan::padded).
+// Whether channels-last convolutions also run lowered (im2col + one GEMM; CudaBackendOptions).
+enum class ConvLowering {
+  Measured,  // timed against cuDNN's choice at each shape's first call, per direction; the faster runs
+  Always,    // wherever the lowered form applies (tests)
+  Never,
+};
+
 enum class ConvChannelPadding {
   Measured,  // the algorithm search times both and keeps the faster, per direction
   Always,
@@ -58,6 +65,13 @@ struct CudaBackendOptions {
   // direction's search times beside the legacy algorithms, for 16-bit and TF32 convolutions; 0:
   // legacy algorithms only. Strict fp32 keeps the legacy FMA algorithms whatever this says.
   int conv_graph_plans = 8;
+  // Also time each channels-last, ungrouped 16-bit or TF32 convolution's forward and filter gradient
+  // lowered: im2col into a row per output pixel, then one cuBLASLt GEMM (the forward's bias and
+  // ReLU in its epilogue), and run whichever is faster. It wins where cuDNN's implicit GEMM idles
+  // on few input channels with a large, strided kernel (CaffeNet's conv1: RGB, 11x11, stride 4),
+  // whose lowered input is only a few times the input. Never with --conv-search legacy; Measured
+  // needs timing, so deterministic runs never lower.
+  ConvLowering conv_lowering = ConvLowering::Measured;
   // Auto: activation_layout_for's rule; NCHW or NHWC: that order in every precision (--layout).
   LayoutChoice layout = LayoutChoice::Auto;
 };
@@ -95,6 +109,11 @@ struct ConvPlan {
   // bias and ReLU apart (null otherwise), and whether that was measured yet.
   std::shared_ptr<cuda::ConvGraphPlan> fwd_bias_relu;
   bool fwd_bias_relu_searched = false;
+  // Whether the lowered form (CudaBackendOptions::conv_lowering) runs each of conv_forward,
+  // conv_forward_bias_relu and conv_backward_filter for this shape: measured at its first call.
+  enum class Lowered { Unsearched, No, Yes };
+  Lowered fwd_lowered = Lowered::Unsearched, fwd_bias_relu_lowered = Lowered::Unsearched,
+          bwd_filter_lowered = Lowered::Unsearched;
 };
 
 class CudaBackend final : public Backend {
@@ -273,7 +292,7 @@ class CudaBackend final : public Backend {
   void activate() const;
   // A device workspace of at least `bytes`, valid in stream order until the next call.
   void* workspace(size_t bytes);
-  // Staging tensor `slot` (0..3) of `shape` and `dtype` for ops that run an NCHW/f32 kernel on
+  // Staging tensor `slot` (0..4; 4 holds lowered convolution inputs) of `shape` and `dtype` for ops that run an NCHW/f32 kernel on
   // reordered or widened copies (LRN, Caffe-rule pooling): kept and grown across calls, not
   // zeroed (each use overwrites it), valid in stream order until the next use of that slot.
   Tensor staging(size_t slot, const Shape& shape, DType dtype = DType::F32);
@@ -305,8 +324,26 @@ class CudaBackend final : public Backend {
   struct ForwardOperands {
     ConvPlan* plan;
     Tensor x, w;
+    ConvPlan* given;  // the plan of the operands as given (== plan unless padded)
   };
-  ForwardOperands forward_operands(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y);
+  // `lowered`: the caller's lowered-form decision; where it is Yes the operands are returned as given.
+  ForwardOperands forward_operands(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y,
+                                   ConvPlan::Lowered ConvPlan::*lowered);
+  // The lowered convolution (conv_lowering): whether `plan` may run lowered at all; its input
+  // lowered into staging slot 4, (n*oh*ow, lowered_cols) for GEMMs; its filter as (k, lowered_cols)
+  // rows (a view of w, or a zero-padded copy in staging `slot`); the two directions.
+  bool lowerable(const ConvPlan& plan) const;
+  static int64_t lowered_cols(const ConvPlan& plan);
+  Tensor lowered_input(const ConvPlan& plan, const Tensor& x);
+  Tensor lowered_filter(const ConvPlan& plan, const Tensor& w, size_t slot);
+  void run_lowered_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& bias, bool relu,
+                           const Tensor& y);
+  void run_lowered_backward_filter(const ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw);
+  // Runs run_lowered() or run_cudnn() (the op as it runs otherwise), as `decision` of `plan` says;
+  // decided at the first call by timing both on the op's buffers.
+  template <typename RunCudnn, typename RunLowered>
+  void run_faster_form(const char* op, ConvPlan& plan, ConvPlan::Lowered ConvPlan::*decision, RunCudnn&& run_cudnn,
+                       RunLowered&& run_lowered);
   // Times the fused bias+ReLU graph plans for `plan` against its forward, bias and ReLU apart.
   void search_bias_relu(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
   void run_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx);
@@ -354,7 +391,7 @@ class CudaBackend final : public Backend {
   cublasLtHandle_t cublaslt_ = nullptr;  // made on first use (linear_plan)
   // Reserve space of channels-last batch norm, from each training forward to its backward, by x.
   std::map<const void*, Tensor> bn_reserve_;
-  std::array<Tensor, 4> staging_;  // see staging()
+  std::array<Tensor, 5> staging_;  // see staging()
   // buffers_moved() count, shared with captured work (which may outlive the backend's last use).
   std::shared_ptr<uint64_t> buffer_generation_ = std::make_shared<uint64_t>(0);
   // Stream capture in progress (cuda_graph.cpp). Segments: the graphs of the segments ended so far,

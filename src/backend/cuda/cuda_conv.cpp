@@ -452,12 +452,135 @@ void CudaBackend::find_conv_backward_filter(ConvPlan& plan, const Tensor& x, con
 }
 
 void CudaBackend::conv_forward(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y) {
-  const ForwardOperands f = forward_operands(p, x, w, y);
-  run_conv_forward(*f.plan, f.x, f.w, y);
+  const ForwardOperands f = forward_operands(p, x, w, y, &ConvPlan::fwd_lowered);
+  run_faster_form(
+      "conv_forward", *f.given, &ConvPlan::fwd_lowered, [&] { run_conv_forward(*f.plan, f.x, f.w, y); },
+      [&] { run_lowered_forward(*f.given, x, w, Tensor(), false, y); });
+}
+
+// ---- lowered convolutions ------------------------------------------------------------------------
+// A lowered input bigger than this, or than kMaxLoweredGrowth times the input, is not tried: the
+// GEMM would then mostly move the copies (ResNet's 3x3 convolutions, 9 times their input, are
+// still timed; the gait nets' 7x7 conv1 over 50 channels, 40 times, is not).
+constexpr size_t kMaxLoweredBytes = size_t{1} << 30;
+constexpr int64_t kMaxLoweredGrowth = 16;
+// Lowered rows are padded to this many elements (16 bytes in 16 bits), which cuBLASLt's
+// tensor-core kernels want of every leading dimension.
+constexpr int64_t kLoweredColumnQuantum = 8;
+// The im2col kernel keeps three ints per lowered column in shared memory (48 KiB at most).
+constexpr int64_t kMaxLoweredCols = 4096;
+
+// The bytes of a channels-last tensor (NHWC activations, KRSC filters) as a row-major matrix, as the
+// GEMMs of the lowered form take them (tagged NCHW: a 2-d matrix has no channels to reorder).
+static Tensor as_rows(const Tensor& t, int64_t rows, int64_t cols) {
+  return t.reshape(Shape{rows, cols}).as_layout(Layout::NCHW);
+}
+
+int64_t CudaBackend::lowered_cols(const ConvPlan& plan) {
+  const int64_t field = plan.channels * plan.params.kernel_h * plan.params.kernel_w;
+  return (field + kLoweredColumnQuantum - 1) / kLoweredColumnQuantum * kLoweredColumnQuantum;
+}
+
+bool CudaBackend::lowerable(const ConvPlan& plan) const {
+  if (options_.conv_lowering == ConvLowering::Never) return false;
+  if (options_.conv_lowering == ConvLowering::Measured && options_.deterministic) return false;  // no timing
+  if (plan.layout != Layout::NHWC || plan.params.groups != 1) return false;
+  if (plan.dtype == DType::F32 && !options_.allow_tf32) return false;  // strict fp32 stays on cuDNN
+  if (lowered_cols(plan) > kMaxLoweredCols) return false;
+  const int64_t rows = plan.y_shape.n() * plan.y_shape.h() * plan.y_shape.w();
+  const int64_t elements = rows * lowered_cols(plan);
+  return elements * static_cast<int64_t>(dtype_size(plan.dtype)) <= static_cast<int64_t>(kMaxLoweredBytes) &&
+         elements <= kMaxLoweredGrowth * plan.x_shape.numel();
+}
+
+Tensor CudaBackend::lowered_input(const ConvPlan& plan, const Tensor& x) {
+  const ConvParams& p = plan.params;
+  cuda::Im2colShape g;
+  g.n = plan.x_shape.n();
+  g.c = plan.channels;
+  g.h = plan.x_shape.h();
+  g.w = plan.x_shape.w();
+  g.r = p.kernel_h;
+  g.s = p.kernel_w;
+  g.stride_h = p.stride_h;
+  g.stride_w = p.stride_w;
+  g.pad_h = p.pad_h;
+  g.pad_w = p.pad_w;
+  g.dilation_h = p.dilation_h;
+  g.dilation_w = p.dilation_w;
+  g.oh = plan.y_shape.h();
+  g.ow = plan.y_shape.w();
+  g.cols = lowered_cols(plan);
+  Tensor col = staging(4, Shape{g.n * g.oh * g.ow, g.cols}, plan.dtype);
+  cuda::launch_im2col_nhwc(plan.dtype, g, x.raw(), col.raw(), stream());
+  return col;
+}
+
+Tensor CudaBackend::lowered_filter(const ConvPlan& plan, const Tensor& w, size_t slot) {
+  const int64_t k = plan.w_shape.n(), field = plan.channels * plan.params.kernel_h * plan.params.kernel_w;
+  const int64_t cols = lowered_cols(plan);
+  if (cols == field) return as_rows(w, k, cols);  // KRSC rows are the lowered rows already
+  Tensor padded = staging(slot, Shape{k, cols}, plan.dtype);
+  cuda::launch_copy_rows(plan.dtype, k, w.raw(), field, padded.raw(), cols, stream());
+  return padded;
+}
+
+// y (n*oh*ow, k), which is y in NHWC, = lowered x (n*oh*ow, cols) times the filter rows (k, cols)
+// transposed, with the bias and ReLU in the GEMM's epilogue.
+void CudaBackend::run_lowered_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& bias,
+                                      bool relu, const Tensor& y) {
+  const Tensor col = lowered_input(plan, x);
+  // Slot 3: slots 0 and 1 may hold the padded operands of the cuDNN form, timed beside this one.
+  const Tensor rows = lowered_filter(plan, w, 3);
+  linear_forward(col, rows, bias, relu, as_rows(y, col.shape()[0], plan.w_shape.n()));
+}
+
+// dw rows (k, cols) = dy (n*oh*ow, k) transposed times lowered x (n*oh*ow, cols), the zero columns
+// past r*s*c cut off on the way into dw (KRSC).
+void CudaBackend::run_lowered_backward_filter(const ConvPlan& plan, const Tensor& x, const Tensor& dy,
+                                              const Tensor& dw) {
+  const Tensor col = lowered_input(plan, x);
+  const int64_t k = plan.w_shape.n(), field = plan.channels * plan.params.kernel_h * plan.params.kernel_w;
+  const int64_t cols = col.shape()[1];
+  const Tensor dy_rows = as_rows(dy, col.shape()[0], k);
+  if (cols == field) return linear_backward_params(col, dy_rows, as_rows(dw, k, cols), Tensor());
+  const Tensor dw_rows = staging(2, Shape{k, cols}, plan.dtype);
+  linear_backward_params(col, dy_rows, dw_rows, Tensor());
+  cuda::launch_copy_rows(plan.dtype, k, dw_rows.raw(), cols, dw.raw(), field, stream());
+}
+
+template <typename RunCudnn, typename RunLowered>
+void CudaBackend::run_faster_form(const char* op, ConvPlan& plan, ConvPlan::Lowered ConvPlan::*decision,
+                                  RunCudnn&& run_cudnn, RunLowered&& run_lowered) {
+  if (plan.*decision == ConvPlan::Lowered::Unsearched) {
+    plan.*decision = ConvPlan::Lowered::No;
+    if (lowerable(plan) && options_.conv_lowering == ConvLowering::Always) {
+      plan.*decision = ConvPlan::Lowered::Yes;
+    } else if (lowerable(plan)) {
+      EventPair ev;
+      // One untimed call of each first (kernels loaded, the staging grown), then the medians.
+      auto timed = [&](auto&& run) {
+        run();
+        return median_run_ms(ev, stream(), [&] {
+          run();
+          return true;
+        });
+      };
+      const float cudnn_ms = timed(run_cudnn), lowered_ms = timed(run_lowered);
+      if (lowered_ms < cudnn_ms) plan.*decision = ConvPlan::Lowered::Yes;
+      log::debug("{} x {} w {}: cuDNN {:.3f} ms, lowered (im2col + GEMM) {:.3f} ms; {} runs", op,
+                 plan.x_shape.to_string(), plan.w_shape.to_string(), cudnn_ms, lowered_ms,
+                 lowered_ms < cudnn_ms ? "lowered" : "cuDNN");
+    }
+  }
+  if (plan.*decision == ConvPlan::Lowered::Yes)
+    run_lowered();
+  else
+    run_cudnn();
 }
 
 CudaBackend::ForwardOperands CudaBackend::forward_operands(const ConvParams& p, const Tensor& x, const Tensor& w,
-                                                           const Tensor& y) {
+                                                           const Tensor& y, ConvPlan::Lowered ConvPlan::*lowered) {
   cuda::expect_float("conv_forward", "x", x, device_);
   cuda::expect_float("conv_forward", "w", w, device_);
   cuda::expect_float("conv_forward", "y", y, device_);
@@ -467,6 +590,8 @@ CudaBackend::ForwardOperands CudaBackend::forward_operands(const ConvParams& p, 
   ConvPlan& plan =
       conv_plan("conv_forward", p, x.shape(), w.shape(), x.dtype(), conv_layout("conv_forward", x, w, y));
   cuda::expect_shape("conv_forward", "y", y, plan.y_shape);
+  // Running lowered: the lowered form reads x and w as given, so no padded copies are made.
+  if (plan.*lowered == ConvPlan::Lowered::Yes) return {&plan, x, w, &plan};
   const int64_t c = plan.padded ? plan.padded->channels : 0;
   Tensor xp, wp;
   auto pad = [&] {
@@ -480,9 +605,9 @@ CudaBackend::ForwardOperands CudaBackend::forward_operands(const ConvParams& p, 
             pad();
             find_conv_forward(*plan.padded, xp, wp, y);
           }))
-    return {&plan, x, w};
+    return {&plan, x, w, &plan};
   pad();
-  return {plan.padded, xp, wp};
+  return {plan.padded, xp, wp, &plan};
 }
 
 // The fused plan runs where cuDNN's graph API has one for the shape and it measured faster than
@@ -494,19 +619,24 @@ void CudaBackend::conv_forward_bias_relu(const ConvParams& p, const Tensor& x, c
   cuda::expect_float("conv_forward_bias_relu", "bias", bias, device_);
   cuda::expect_dtype("conv_forward_bias_relu", "bias", bias, x.dtype());
   cuda::expect_numel("conv_forward_bias_relu", "bias", bias, y.shape().c());
-  const ForwardOperands f = forward_operands(p, x, w, y);
+  const ForwardOperands f = forward_operands(p, x, w, y, &ConvPlan::fwd_bias_relu_lowered);
   ConvPlan& plan = *f.plan;
-  if (!plan.fwd_bias_relu_searched) search_bias_relu(plan, f.x, f.w, bias, y);
-  if (plan.fwd_bias_relu) {
-    void* ws = workspace(plan.fwd_bias_relu->workspace_bytes());
-    const cudnnStatus_t st = plan.fwd_bias_relu->execute(cudnn_, f.x.raw(), f.w.raw(), y.raw(), ws, bias.raw());
-    if (st == CUDNN_STATUS_SUCCESS) return;
-    // Misaligned views: the three ops below. Anything else is an error.
-    if (st != CUDNN_STATUS_BAD_PARAM) cuda::fail(st, "cudnnBackendExecute (fused convolution)", __FILE__, __LINE__);
-  }
-  run_conv_forward(plan, f.x, f.w, y);
-  bias_add(bias, y);
-  relu_forward(y, y);
+  if (!plan.fwd_bias_relu_searched && f.given->fwd_bias_relu_lowered != ConvPlan::Lowered::Yes)
+    search_bias_relu(plan, f.x, f.w, bias, y);
+  auto cudnn = [&] {
+    if (plan.fwd_bias_relu) {
+      void* ws = workspace(plan.fwd_bias_relu->workspace_bytes());
+      const cudnnStatus_t st = plan.fwd_bias_relu->execute(cudnn_, f.x.raw(), f.w.raw(), y.raw(), ws, bias.raw());
+      if (st == CUDNN_STATUS_SUCCESS) return;
+      // Misaligned views: the three ops below. Anything else is an error.
+      if (st != CUDNN_STATUS_BAD_PARAM) cuda::fail(st, "cudnnBackendExecute (fused convolution)", __FILE__, __LINE__);
+    }
+    run_conv_forward(plan, f.x, f.w, y);
+    bias_add(bias, y);
+    relu_forward(y, y);
+  };
+  run_faster_form("conv_forward_bias_relu", *f.given, &ConvPlan::fwd_bias_relu_lowered, cudnn,
+                  [&] { run_lowered_forward(*f.given, x, w, bias, true, y); });
 }
 
 void CudaBackend::search_bias_relu(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& bias,
@@ -599,17 +729,21 @@ void CudaBackend::conv_backward_filter(const ConvParams& p, const Tensor& x, con
     xp = with_channels(0, x, c);
     dwp = channels_staging(2, dw, c);
   };
-  if (!runs_padded(
-          "conv_backward_filter", plan, &ConvPlan::bwd_filter, &ConvPlan::bwd_filter_padded,
-          [&] { find_conv_backward_filter(plan, x, dy, dw); },
-          [&] {
-            pad();
-            find_conv_backward_filter(*plan.padded, xp, dy, dwp);
-          }))
-    return run_conv_backward_filter(plan, x, dy, dw);
-  pad();
-  run_conv_backward_filter(*plan.padded, xp, dy, dwp);
-  unpad_channels(dwp, dw);
+  const bool padded = runs_padded(
+      "conv_backward_filter", plan, &ConvPlan::bwd_filter, &ConvPlan::bwd_filter_padded,
+      [&] { find_conv_backward_filter(plan, x, dy, dw); },
+      [&] {
+        pad();
+        find_conv_backward_filter(*plan.padded, xp, dy, dwp);
+      });
+  auto cudnn = [&] {
+    if (!padded) return run_conv_backward_filter(plan, x, dy, dw);
+    pad();
+    run_conv_backward_filter(*plan.padded, xp, dy, dwp);
+    unpad_channels(dwp, dw);
+  };
+  run_faster_form("conv_backward_filter", plan, &ConvPlan::bwd_filter_lowered, cudnn,
+                  [&] { run_lowered_backward_filter(plan, x, dy, dw); });
 }
 
 void CudaBackend::run_conv_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& y) {

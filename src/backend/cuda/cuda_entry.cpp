@@ -31,7 +31,10 @@ std::unique_ptr<Backend> make_cuda_backend(int device_index, int sm_count, bool 
   CudaBackendOptions options;
   options.sm_count = sm_count;
   options.allow_tf32 = allow_tf32;
-  if (algorithms.conv_search == ConvSearch::Legacy) options.conv_graph_plans = 0;
+  if (algorithms.conv_search == ConvSearch::Legacy) {
+    options.conv_graph_plans = 0;
+    options.conv_lowering = ConvLowering::Never;
+  }
   options.deterministic = algorithms.deterministic;
   options.layout = algorithms.layout;
   return std::make_unique<CudaBackend>(device_index, options);

@@ -45,6 +45,48 @@ __global__ void copy_rows_kernel(int64_t rows, const T* src, int64_t src_cols, T
   }
 }
 
+// A block per lowered row (grid-stride over rows), its threads along the row: writes are
+// coalesced, and reads walk the (s, c) runs of the field, which are contiguous in NHWC. Where in
+// the field each column reads from is computed once per block into shared memory (dy, dx and the
+// element offset from the field's corner), so the per-element work is a lookup, a bounds test and
+// a copy; only the row's (sample, y, x) takes divisions. I is int32 where every index fits.
+template <typename T, typename I>
+__global__ void im2col_nhwc_kernel(Im2colShape g, const T* x, T* col) {
+  extern __shared__ int table[];  // [3][cols]: dy, dx, offset of each column (-1: padding column)
+  int* t_dy = table;
+  int* t_dx = table + g.cols;
+  int* t_off = table + 2 * g.cols;
+  const int cols = static_cast<int>(g.cols), c_n = static_cast<int>(g.c), field = g.r * g.s * c_n;
+  const I h = static_cast<I>(g.h), w = static_cast<I>(g.w), oh = static_cast<I>(g.oh), ow = static_cast<I>(g.ow);
+  for (int k = threadIdx.x; k < cols; k += blockDim.x) {
+    if (k >= field) {
+      t_off[k] = -1;
+      continue;
+    }
+    const int c = k % c_n, rs = k / c_n, kx = rs % g.s, ky = rs / g.s;
+    t_dy[k] = ky * g.dilation_h;
+    t_dx[k] = kx * g.dilation_w;
+    t_off[k] = (t_dy[k] * static_cast<int>(g.w) + t_dx[k]) * c_n + c;
+  }
+  __syncthreads();
+  const I rows = static_cast<I>(g.n) * oh * ow;
+  for (I row = blockIdx.x; row < rows; row += gridDim.x) {
+    const I ox = row % ow, rest = row / ow, oy = rest % oh, b = rest / oh;
+    const I iy0 = oy * g.stride_h - g.pad_h, ix0 = ox * g.stride_w - g.pad_w;
+    const I corner = ((b * h + iy0) * w + ix0) * c_n;  // may lie outside x; only valid reads use it
+    T* out = col + row * static_cast<I>(cols);
+    for (int k = threadIdx.x; k < cols; k += blockDim.x) {
+      T v{};
+      const int off = t_off[k];
+      if (off >= 0) {
+        const I iy = iy0 + t_dy[k], ix = ix0 + t_dx[k];
+        if (iy >= 0 && iy < h && ix >= 0 && ix < w) v = x[corner + off];
+      }
+      out[k] = v;
+    }
+  }
+}
+
 template <typename T>
 __device__ __forceinline__ T axpby_one(float alpha, T x, float beta, T y) {
   const float ax = __fmul_rn(alpha, to_float(x));
@@ -438,6 +480,33 @@ void launch_copy_rows(DType t, int64_t rows, const void* src, int64_t src_cols, 
   else
     throw_no_kernel("copy_rows", t);
   CUDA_CHECK_LAUNCH("copy_rows_kernel");
+}
+
+void launch_im2col_nhwc(DType t, const Im2colShape& g, const void* x, void* col, cudaStream_t stream) {
+  const int64_t n = g.n * g.oh * g.ow * g.cols;
+  if (n <= 0) return;
+  // Bits are copied (zeros are all-zero bits in every float format): one kernel per element size.
+  auto launch = [&](auto word) {
+    using W = decltype(word);
+    const int64_t x_numel = g.n * g.h * g.w * g.c, rows = g.n * g.oh * g.ow;
+    // 128 threads cover a row of a few hundred columns in few passes; enough blocks to fill the GPU.
+    constexpr int kRowThreads = 128;
+    const auto blocks = static_cast<unsigned>(std::min<int64_t>(rows, kMaxBlocks * 4));
+    const size_t table = 3 * static_cast<size_t>(g.cols) * sizeof(int);
+    if (std::max((rows + blocks) * g.cols, x_numel) < int64_t{1} << 31)  // signed 32 bits, a stride past the end too
+      im2col_nhwc_kernel<W, int32_t>
+          <<<blocks, kRowThreads, table, stream>>>(g, static_cast<const W*>(x), static_cast<W*>(col));
+    else
+      im2col_nhwc_kernel<W, int64_t>
+          <<<blocks, kRowThreads, table, stream>>>(g, static_cast<const W*>(x), static_cast<W*>(col));
+  };
+  if (dtype_size(t) == 2)
+    launch(uint16_t{});
+  else if (dtype_size(t) == 4)
+    launch(uint32_t{});
+  else
+    throw_no_kernel("im2col_nhwc", t);
+  CUDA_CHECK_LAUNCH("im2col_nhwc_kernel");
 }
 
 void launch_axpby(DType t, int64_t n, float alpha, const void* x, float beta, void* y, cudaStream_t stream) {

@@ -41,6 +41,16 @@ void launch_bias_backward(DType t, int64_t batch, int64_t c, int64_t inner, bool
 // elements, then zeros up to dst_cols. Pads channels-last tensors to more channels, or cuts them back.
 void launch_copy_rows(DType t, int64_t rows, const void* src, int64_t src_cols, void* dst,
                       int64_t dst_cols, cudaStream_t stream);
+// The lowered (im2col) form of a channels-last convolution's input, for computing it as one GEMM:
+// col (n*oh*ow, cols) row-major, row (b, y, x) holding the receptive field of output pixel (y, x)
+// of sample b in (r, s, c) order, which is a KRSC filter's row order; zeros where the field lies in
+// the padding and in the columns from r*s*c up to `cols` (a row length GEMMs can align).
+struct Im2colShape {
+  int64_t n = 1, h = 1, w = 1, c = 1;  // x (n, h, w, c)
+  int r = 1, s = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dilation_h = 1, dilation_w = 1;
+  int64_t oh = 1, ow = 1, cols = 1;
+};
+void launch_im2col_nhwc(DType t, const Im2colShape& shape, const void* x, void* col, cudaStream_t stream);
 // Cross-channel LRN of `rows` rows of `channels` elements (channels-last pixels): backend.hpp's
 // formula with Caffe's window, fp32 math (cuda_lrn_kernels.cu).
 void launch_lrn_rows_forward(DType t, int64_t rows, int64_t channels, int size, float alpha, float beta, float k,
