@@ -21,8 +21,9 @@ void register_infer(CLI::App& app);
 // AlgorithmChoice, built by conv_search_from_name and layout_choice_from_name).
 inline void add_gpu_algorithm_options(CLI::App* cmd, std::string& conv_search, std::string& layout) {
   cmd->add_option("--conv-search", conv_search,
-                  "GPU convolution algorithms each shape's search times: all (cuDNN's legacy algorithms and its "
-                  "graph-API engines; the fastest runs) or legacy (the legacy algorithms only, to compare)")
+                  "GPU convolution algorithms each shape's search times: all (cuDNN's legacy algorithms, its "
+                  "graph-API engines and the lowered im2col + GEMM form; the fastest runs) or legacy (the legacy "
+                  "algorithms only, to compare)")
       ->check(CLI::IsMember({"all", "legacy"}))
       ->capture_default_str();
   cmd->add_option("--layout", layout,

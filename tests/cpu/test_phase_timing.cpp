@@ -44,6 +44,36 @@ TEST(PhaseTimer, SummaryExcludesWarmupAndAverages) {
   EXPECT_DOUBLE_EQ(summarize_phases(t).mean_total, 0.0);
 }
 
+// Marks whose events another recorded (a replay of captured work hands its timing points over):
+// the timer holds them until the iteration is resolved, then lets them go, which is what frees a
+// captured copy for its next replay; resolve_oldest() resolves one iteration at a time, in order.
+TEST(PhaseTimer, MarksAtGivenEventsAreHeldUntilResolvedOldestFirst) {
+  auto backend = make_backend("cpu");
+  PhaseTimer timer(*backend);
+  std::vector<std::shared_ptr<TimingEvent>> forward_ends;
+  for (int64_t it = 0; it < 2; ++it) {
+    timer.begin(it, false);
+    std::this_thread::sleep_for(2ms);
+    forward_ends.push_back(backend->record_timing_event());
+    timer.mark_at(TimelinePhase::Forward, forward_ends.back());
+    std::this_thread::sleep_for(1ms);
+    timer.mark(TimelinePhase::Update);
+    timer.end();
+  }
+  EXPECT_EQ(forward_ends[0].use_count(), 2) << "the timer holds the event until it is read";
+  ASSERT_TRUE(timer.resolve_oldest());
+  EXPECT_EQ(forward_ends[0].use_count(), 1) << "and lets it go once read";
+  EXPECT_EQ(forward_ends[1].use_count(), 2) << "the younger iteration is still pending";
+  ASSERT_EQ(timer.timeline().size(), 1u);
+  EXPECT_EQ(timer.timeline()[0].iteration, 0);
+  EXPECT_GE(timer.timeline()[0].seconds[idx(TimelinePhase::Forward)], 0.002);
+  EXPECT_GE(timer.timeline()[0].seconds[idx(TimelinePhase::Update)], 0.001);
+  ASSERT_TRUE(timer.resolve_oldest());
+  EXPECT_FALSE(timer.resolve_oldest()) << "nothing left to resolve";
+  EXPECT_EQ(timer.timeline().size(), 2u);
+  EXPECT_THROW(timer.mark_at(TimelinePhase::Forward, forward_ends[0]), Error) << "outside an iteration";
+}
+
 TEST(PhaseTimer, HostClockPhasesWarmupFlagsAndTotal) {
   auto backend = make_backend("cpu");
   PhaseTimer timer(*backend);
