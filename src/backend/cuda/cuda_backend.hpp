@@ -392,6 +392,8 @@ class CudaBackend final : public Backend {
   // Reserve space of channels-last batch norm, from each training forward to its backward, by x.
   std::map<const void*, Tensor> bn_reserve_;
   std::array<Tensor, 5> staging_;  // see staging()
+  // While run_faster_form times the lowered form: the transient buffer its input is lowered into.
+  Tensor lowered_search_input_;
   // buffers_moved() count, shared with captured work (which may outlive the backend's last use).
   std::shared_ptr<uint64_t> buffer_generation_ = std::make_shared<uint64_t>(0);
   // Stream capture in progress (cuda_graph.cpp). Segments: the graphs of the segments ended so far,

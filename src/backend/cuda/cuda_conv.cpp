@@ -511,7 +511,10 @@ Tensor CudaBackend::lowered_input(const ConvPlan& plan, const Tensor& x) {
   g.oh = plan.y_shape.h();
   g.ow = plan.y_shape.w();
   g.cols = lowered_cols(plan);
-  Tensor col = staging(4, Shape{g.n * g.oh * g.ow, g.cols}, plan.dtype);
+  const Shape shape{g.n * g.oh * g.ow, g.cols};
+  Tensor col = lowered_search_input_.defined() ? lowered_search_input_ : staging(4, shape, plan.dtype);
+  CNNSCALE_CHECK(col.shape() == shape && col.dtype() == plan.dtype, "lowered input {} for {}", col.shape().to_string(),
+                 shape.to_string());
   cuda::launch_im2col_nhwc(plan.dtype, g, x.raw(), col.raw(), stream());
   return col;
 }
@@ -557,20 +560,33 @@ void CudaBackend::run_faster_form(const char* op, ConvPlan& plan, ConvPlan::Lowe
     if (lowerable(plan) && options_.conv_lowering == ConvLowering::Always) {
       plan.*decision = ConvPlan::Lowered::Yes;
     } else if (lowerable(plan)) {
-      EventPair ev;
-      // One untimed call of each first (kernels loaded, the staging grown), then the medians.
-      auto timed = [&](auto&& run) {
-        run();
-        return median_run_ms(ev, stream(), [&] {
+      // The search's lowered input lives in a transient buffer, as cuDNN's search workspace does:
+      // a form that loses leaves no memory held behind it, nor in the run's peak.
+      const Shape col_shape{plan.y_shape.n() * plan.y_shape.h() * plan.y_shape.w(), lowered_cols(plan)};
+      const size_t col_bytes = static_cast<size_t>(col_shape.numel()) * dtype_size(plan.dtype);
+      SearchBuffer col(col_bytes, stream());
+      if (col.bytes() >= col_bytes) {
+        lowered_search_input_ = Tensor(std::make_shared<Storage>(col.ptr(), col.bytes(), device(), nullptr), 0,
+                                       col_shape, plan.dtype);
+        struct Forget {
+          Tensor& t;
+          ~Forget() { t = Tensor(); }
+        } forget{lowered_search_input_};
+        EventPair ev;
+        // One untimed call of each first (kernels loaded, the staging grown), then the medians.
+        auto timed = [&](auto&& run) {
           run();
-          return true;
-        });
-      };
-      const float cudnn_ms = timed(run_cudnn), lowered_ms = timed(run_lowered);
-      if (lowered_ms < cudnn_ms) plan.*decision = ConvPlan::Lowered::Yes;
-      log::debug("{} x {} w {}: cuDNN {:.3f} ms, lowered (im2col + GEMM) {:.3f} ms; {} runs", op,
-                 plan.x_shape.to_string(), plan.w_shape.to_string(), cudnn_ms, lowered_ms,
-                 lowered_ms < cudnn_ms ? "lowered" : "cuDNN");
+          return median_run_ms(ev, stream(), [&] {
+            run();
+            return true;
+          });
+        };
+        const float cudnn_ms = timed(run_cudnn), lowered_ms = timed(run_lowered);
+        if (lowered_ms < cudnn_ms) plan.*decision = ConvPlan::Lowered::Yes;
+        log::debug("{} x {} w {}: cuDNN {:.3f} ms, lowered (im2col + GEMM) {:.3f} ms; {} runs", op,
+                   plan.x_shape.to_string(), plan.w_shape.to_string(), cudnn_ms, lowered_ms,
+                   lowered_ms < cudnn_ms ? "lowered" : "cuDNN");
+      }
     }
   }
   if (plan.*decision == ConvPlan::Lowered::Yes)
