@@ -463,6 +463,19 @@ void launch_bias_backward(DType t, int64_t batch, int64_t c, int64_t inner, bool
   CUDA_CHECK_LAUNCH("bias_backward_kernel");
 }
 
+namespace {
+// f(W{}) with W the unsigned word of t's size, for kernels that move bits rather than values.
+template <typename F>
+void dispatch_word(DType t, const char* op, F&& f) {
+  if (dtype_size(t) == 2)
+    f(uint16_t{});
+  else if (dtype_size(t) == 4)
+    f(uint32_t{});
+  else
+    throw_no_kernel(op, t);
+}
+}  // namespace
+
 void launch_copy_rows(DType t, int64_t rows, const void* src, int64_t src_cols, void* dst,
                       int64_t dst_cols, cudaStream_t stream) {
   const int64_t n = rows * dst_cols;
@@ -473,12 +486,7 @@ void launch_copy_rows(DType t, int64_t rows, const void* src, int64_t src_cols, 
     copy_rows_kernel<W><<<blocks_for(n), kThreads, 0, stream>>>(rows, static_cast<const W*>(src), src_cols,
                                                                 static_cast<W*>(dst), dst_cols);
   };
-  if (dtype_size(t) == 2)
-    launch(uint16_t{});
-  else if (dtype_size(t) == 4)
-    launch(uint32_t{});
-  else
-    throw_no_kernel("copy_rows", t);
+  dispatch_word(t, "copy_rows", launch);
   CUDA_CHECK_LAUNCH("copy_rows_kernel");
 }
 
@@ -500,12 +508,7 @@ void launch_im2col_nhwc(DType t, const Im2colShape& g, const void* x, void* col,
       im2col_nhwc_kernel<W, int64_t>
           <<<blocks, kRowThreads, table, stream>>>(g, static_cast<const W*>(x), static_cast<W*>(col));
   };
-  if (dtype_size(t) == 2)
-    launch(uint16_t{});
-  else if (dtype_size(t) == 4)
-    launch(uint32_t{});
-  else
-    throw_no_kernel("im2col_nhwc", t);
+  dispatch_word(t, "im2col_nhwc", launch);
   CUDA_CHECK_LAUNCH("im2col_nhwc_kernel");
 }
 
