@@ -36,6 +36,7 @@ class BatchNormLayer final : public Layer {
   }
 
   std::pair<int, int> bottom_count() const override { return {1, 2}; }
+  bool exchanges_on_host() const override { return sync_; }
 
   std::vector<Shape> infer_shapes(const std::vector<Shape>& bottoms) override {
     parse();

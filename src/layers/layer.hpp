@@ -155,6 +155,9 @@ class Layer {
   virtual float loss_weight() const { return 1.0f; }
   // Layers that only run in one phase (Accuracy: test) say so; the net skips them otherwise.
   virtual bool has_backward() const { return true; }
+  // Whether a training pass reads the other ranks' values through the host (sync batch norm's
+  // statistics), which no captured step can do.
+  virtual bool exchanges_on_host() const { return false; }
   // Storage of top `i` and its gradient: the net's activation dtype, except where a layer's output
   // stays fp32 in every precision (losses, accuracies).
   virtual DType top_dtype(size_t /*top*/) const { return cfg_.activation_dtype; }

@@ -85,6 +85,10 @@ std::string Trainer::graph_blocker() const {
   if (!backend_.can_capture()) return fmt::format("{} backend: ops run as they are called", backend_.name());
   if (!options_.cuda_graph) return "turned off (--no-graph)";
   if (options_.parallel.comm && !device_comm_) return "the MPI exchange runs on the host";
+  if (options_.parallel.size() > 1)
+    for (const Layer* layer : net_->layers())
+      if (layer->exchanges_on_host())
+        return fmt::format("layer '{}' gathers the ranks' batch statistics through the host", layer->name());
   if (!solver_->capturable()) return "the update is one launch per parameter";
   if (options_.inject_nonfinite_at > 0) return "fault injection";
   return "";
@@ -231,10 +235,14 @@ void Trainer::step(const StepScalars& s, double& wait_seconds) {
     }
   }
   if (graph_) {
-    // A copy whose events an unread earlier replay still holds: read the oldest steps until it is free.
-    while (!graph_->ready()) {
-      CNNSCALE_CHECK(timer.resolve_oldest(), "captured step: no copy free and no step left to read");
-      take_resolved_comm_busy();
+    // A copy whose events an unread earlier replay still holds: read the oldest steps until it is
+    // free. That waits for the collectives of a step a few back: the watchdog watches the wait.
+    if (!graph_->ready()) {
+      BlockingOp mark("host sync (a captured step's copy)");
+      while (!graph_->ready()) {
+        CNNSCALE_CHECK(timer.resolve_oldest(), "captured step: no copy free and no step left to read");
+        take_resolved_comm_busy();
+      }
     }
     const std::vector<std::shared_ptr<TimingEvent>> points = graph_->launch();
     for (const auto& [index, phase] : graph_phases_) timer.mark_at(phase, points.at(index));

@@ -25,15 +25,15 @@ namespace cuda {
 struct CudaTimingEvent;  // cuda_timing_event.hpp
 }  // namespace cuda
 
-// Whether a 16-bit channels-last convolution whose input channels are not a multiple of 8 runs on
-// copies of x and w zero-padded to the next multiple of 8 (ConvPlan::padded).
-// Whether channels-last convolutions also run lowered (im2col + one GEMM; CudaBackendOptions).
+// Whether channels-last convolutions also run lowered (im2col, then a GEMM; CudaBackendOptions).
 enum class ConvLowering {
   Measured,  // timed against cuDNN's choice at each shape's first call, per direction; the faster runs
   Always,    // wherever the lowered form applies (tests)
   Never,
 };
 
+// Whether a 16-bit channels-last convolution whose input channels are not a multiple of 8 runs on
+// copies of x and w zero-padded to the next multiple of 8 (ConvPlan::padded).
 enum class ConvChannelPadding {
   Measured,  // the algorithm search times both and keeps the faster, per direction
   Always,
@@ -66,8 +66,8 @@ struct CudaBackendOptions {
   // legacy algorithms only. Strict fp32 keeps the legacy FMA algorithms whatever this says.
   int conv_graph_plans = 8;
   // Also time each channels-last, ungrouped 16-bit or TF32 convolution's forward and filter gradient
-  // lowered: im2col into a row per output pixel, then one cuBLASLt GEMM (the forward's bias and
-  // ReLU in its epilogue), and run whichever is faster. It wins where cuDNN's implicit GEMM idles
+  // lowered: im2col into a row per output pixel, then one GEMM (the forward a cuBLASLt matmul with
+  // the bias and ReLU in its epilogue, the filter gradient a cuBLAS GEMM), and run whichever is faster. It wins where cuDNN's implicit GEMM idles
   // on few input channels with a large, strided kernel (CaffeNet's conv1: RGB, 11x11, stride 4),
   // whose lowered input is only a few times the input. Never with --conv-search legacy; Measured
   // needs timing, so deterministic runs never lower.

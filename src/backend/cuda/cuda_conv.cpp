@@ -564,7 +564,11 @@ void CudaBackend::run_faster_form(const char* op, ConvPlan& plan, ConvPlan::Lowe
       // a form that loses leaves no memory held behind it, nor in the run's peak.
       const Shape col_shape{plan.y_shape.n() * plan.y_shape.h() * plan.y_shape.w(), lowered_cols(plan)};
       const size_t col_bytes = static_cast<size_t>(col_shape.numel()) * dtype_size(plan.dtype);
-      SearchBuffer col(col_bytes, stream());
+      // SearchBuffer halves its request on failure down to 1 MiB: ask for at least that.
+      SearchBuffer col(std::max(col_bytes, size_t{1} << 20), stream());
+      if (col.bytes() < col_bytes)
+        log::debug("{} x {} w {}: no memory for the lowered input ({} bytes): cuDNN runs", op,
+                   plan.x_shape.to_string(), plan.w_shape.to_string(), col_bytes);
       if (col.bytes() >= col_bytes) {
         lowered_search_input_ = Tensor(std::make_shared<Storage>(col.ptr(), col.bytes(), device(), nullptr), 0,
                                        col_shape, plan.dtype);

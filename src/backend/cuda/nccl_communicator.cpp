@@ -316,6 +316,9 @@ void NcclCommunicator::allreduce_sum_async(const Tensor& t) {
 void NcclCommunicator::add_busy_bracket(std::int64_t tag, std::shared_ptr<TimingEvent> start,
                                         std::shared_ptr<TimingEvent> end) {
   CNNSCALE_CHECK(start && end, "nccl: a busy bracket without its events");
+  // take_busy_ms(up_to) takes a prefix: tags must arrive in order, or events would stay held.
+  CNNSCALE_CHECK(busy_brackets_.empty() || busy_brackets_.back().tag <= tag, "nccl: busy bracket of tag {} after {}",
+                 tag, busy_brackets_.back().tag);
   const cudaEvent_t a = cuda::as_cuda_event(*start).event, b = cuda::as_cuda_event(*end).event;
   busy_brackets_.push_back({tag, a, b, std::move(start), std::move(end)});
 }
