@@ -67,10 +67,10 @@ struct CudaBackendOptions {
   int conv_graph_plans = 8;
   // Also time each channels-last, ungrouped 16-bit or TF32 convolution's forward and filter gradient
   // lowered: im2col into a row per output pixel, then one GEMM (the forward a cuBLASLt matmul with
-  // the bias and ReLU in its epilogue, the filter gradient a cuBLAS GEMM), and run whichever is faster. It wins where cuDNN's implicit GEMM idles
-  // on few input channels with a large, strided kernel (CaffeNet's conv1: RGB, 11x11, stride 4),
-  // whose lowered input is only a few times the input. Never with --conv-search legacy; Measured
-  // needs timing, so deterministic runs never lower.
+  // the bias and ReLU in its epilogue, the filter gradient a cuBLAS GEMM), and run whichever is
+  // faster. It wins where cuDNN's implicit GEMM idles on few input channels with a large, strided
+  // kernel (CaffeNet's conv1: RGB, 11x11, stride 4), whose lowered input is only a few times the
+  // input. Never with --conv-search legacy; Measured needs timing, so deterministic runs never lower.
   ConvLowering conv_lowering = ConvLowering::Measured;
   // Auto: activation_layout_for's rule; NCHW or NHWC: that order in every precision (--layout).
   LayoutChoice layout = LayoutChoice::Auto;
@@ -292,8 +292,8 @@ class CudaBackend final : public Backend {
   void activate() const;
   // A device workspace of at least `bytes`, valid in stream order until the next call.
   void* workspace(size_t bytes);
-  // Staging tensor `slot` (0..4; 4 holds lowered convolution inputs) of `shape` and `dtype` for ops that run an NCHW/f32 kernel on
-  // reordered or widened copies (LRN, Caffe-rule pooling): kept and grown across calls, not
+  // Staging tensor `slot` (0..4; 4 holds lowered convolution inputs) of `shape` and `dtype` for ops
+  // that run a kernel on reordered, widened or lowered copies (LRN, Caffe-rule pooling): kept and grown across calls, not
   // zeroed (each use overwrites it), valid in stream order until the next use of that slot.
   Tensor staging(size_t slot, const Shape& shape, DType dtype = DType::F32);
   // Staging tensor `slot` holding `src` converted to `dtype` (NCHW): an op's input on its way in.
@@ -330,17 +330,20 @@ class CudaBackend final : public Backend {
   ForwardOperands forward_operands(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y,
                                    ConvPlan::Lowered ConvPlan::*lowered);
   // The lowered convolution (conv_lowering): whether `plan` may run lowered at all; its input
-  // lowered into staging slot 4, (n*oh*ow, lowered_cols) for GEMMs; its filter as (k, lowered_cols)
+  // lowered into staging slot 4, lowered_shape(plan) for GEMMs; its filter as (k, lowered columns)
   // rows (a view of w, or a zero-padded copy in staging `slot`); the two directions.
   bool lowerable(const ConvPlan& plan) const;
-  static int64_t lowered_cols(const ConvPlan& plan);
+  static Shape lowered_shape(const ConvPlan& plan);  // (n*oh*ow, the field padded to whole 16-byte rows)
   Tensor lowered_input(const ConvPlan& plan, const Tensor& x);
   Tensor lowered_filter(const ConvPlan& plan, const Tensor& w, size_t slot);
   void run_lowered_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& bias, bool relu,
                            const Tensor& y);
   void run_lowered_backward_filter(const ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw);
   // Runs run_lowered() or run_cudnn() (the op as it runs otherwise), as `decision` of `plan` says;
-  // decided at the first call by timing both on the op's buffers.
+  // decided at the first call, where measured, by timing both on the op's buffers
+  // (lowered_measures_faster).
+  template <typename RunCudnn, typename RunLowered>
+  bool lowered_measures_faster(const char* op, const ConvPlan& plan, RunCudnn&& run_cudnn, RunLowered&& run_lowered);
   template <typename RunCudnn, typename RunLowered>
   void run_faster_form(const char* op, ConvPlan& plan, ConvPlan::Lowered ConvPlan::*decision, RunCudnn&& run_cudnn,
                        RunLowered&& run_lowered);

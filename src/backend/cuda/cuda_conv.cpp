@@ -476,9 +476,14 @@ static Tensor as_rows(const Tensor& t, int64_t rows, int64_t cols) {
   return t.reshape(Shape{rows, cols}).as_layout(Layout::NCHW);
 }
 
-int64_t CudaBackend::lowered_cols(const ConvPlan& plan) {
-  const int64_t field = plan.channels * plan.params.kernel_h * plan.params.kernel_w;
-  return (field + kLoweredColumnQuantum - 1) / kLoweredColumnQuantum * kLoweredColumnQuantum;
+// A receptive field's r*s*c values: the lowered row before its padding, and a KRSC filter row.
+static int64_t lowered_field(const ConvPlan& plan) {
+  return plan.channels * plan.params.kernel_h * plan.params.kernel_w;
+}
+
+Shape CudaBackend::lowered_shape(const ConvPlan& plan) {
+  const int64_t q = kLoweredColumnQuantum, cols = (lowered_field(plan) + q - 1) / q * q;
+  return Shape{plan.y_shape.n() * plan.y_shape.h() * plan.y_shape.w(), cols};
 }
 
 bool CudaBackend::lowerable(const ConvPlan& plan) const {
@@ -486,9 +491,9 @@ bool CudaBackend::lowerable(const ConvPlan& plan) const {
   if (options_.conv_lowering == ConvLowering::Measured && options_.deterministic) return false;  // no timing
   if (plan.layout != Layout::NHWC || plan.params.groups != 1) return false;
   if (plan.dtype == DType::F32 && !options_.allow_tf32) return false;  // strict fp32 stays on cuDNN
-  if (lowered_cols(plan) > kMaxLoweredCols) return false;
-  const int64_t rows = plan.y_shape.n() * plan.y_shape.h() * plan.y_shape.w();
-  const int64_t elements = rows * lowered_cols(plan);
+  const Shape lowered = lowered_shape(plan);
+  if (lowered[1] > kMaxLoweredCols) return false;
+  const int64_t elements = lowered.numel();
   return elements * static_cast<int64_t>(dtype_size(plan.dtype)) <= static_cast<int64_t>(kMaxLoweredBytes) &&
          elements <= kMaxLoweredGrowth * plan.x_shape.numel();
 }
@@ -510,8 +515,8 @@ Tensor CudaBackend::lowered_input(const ConvPlan& plan, const Tensor& x) {
   g.dilation_w = p.dilation_w;
   g.oh = plan.y_shape.h();
   g.ow = plan.y_shape.w();
-  g.cols = lowered_cols(plan);
-  const Shape shape{g.n * g.oh * g.ow, g.cols};
+  const Shape shape = lowered_shape(plan);
+  g.cols = shape[1];
   Tensor col = lowered_search_input_.defined() ? lowered_search_input_ : staging(4, shape, plan.dtype);
   CNNSCALE_CHECK(col.shape() == shape && col.dtype() == plan.dtype, "lowered input {} for {}", col.shape().to_string(),
                  shape.to_string());
@@ -520,8 +525,7 @@ Tensor CudaBackend::lowered_input(const ConvPlan& plan, const Tensor& x) {
 }
 
 Tensor CudaBackend::lowered_filter(const ConvPlan& plan, const Tensor& w, size_t slot) {
-  const int64_t k = plan.w_shape.n(), field = plan.channels * plan.params.kernel_h * plan.params.kernel_w;
-  const int64_t cols = lowered_cols(plan);
+  const int64_t k = plan.w_shape.n(), field = lowered_field(plan), cols = lowered_shape(plan)[1];
   if (cols == field) return as_rows(w, k, cols);  // KRSC rows are the lowered rows already
   Tensor padded = staging(slot, Shape{k, cols}, plan.dtype);
   cuda::launch_copy_rows(plan.dtype, k, w.raw(), field, padded.raw(), cols, stream());
@@ -543,8 +547,7 @@ void CudaBackend::run_lowered_forward(const ConvPlan& plan, const Tensor& x, con
 void CudaBackend::run_lowered_backward_filter(const ConvPlan& plan, const Tensor& x, const Tensor& dy,
                                               const Tensor& dw) {
   const Tensor col = lowered_input(plan, x);
-  const int64_t k = plan.w_shape.n(), field = plan.channels * plan.params.kernel_h * plan.params.kernel_w;
-  const int64_t cols = col.shape()[1];
+  const int64_t k = plan.w_shape.n(), field = lowered_field(plan), cols = col.shape()[1];
   const Tensor dy_rows = as_rows(dy, col.shape()[0], k);
   if (cols == field) return linear_backward_params(col, dy_rows, as_rows(dw, k, cols), Tensor());
   const Tensor dw_rows = staging(2, Shape{k, cols}, plan.dtype);
@@ -553,45 +556,48 @@ void CudaBackend::run_lowered_backward_filter(const ConvPlan& plan, const Tensor
 }
 
 template <typename RunCudnn, typename RunLowered>
+bool CudaBackend::lowered_measures_faster(const char* op, const ConvPlan& plan, RunCudnn&& run_cudnn,
+                                          RunLowered&& run_lowered) {
+  // The search's lowered input lives in a transient buffer, as cuDNN's search workspace does: a
+  // form that loses leaves no memory held behind it, nor in the run's peak.
+  const Shape col_shape = lowered_shape(plan);
+  const size_t col_bytes = static_cast<size_t>(col_shape.numel()) * dtype_size(plan.dtype);
+  // SearchBuffer halves its request on failure down to 1 MiB: ask for at least that.
+  SearchBuffer col(std::max(col_bytes, size_t{1} << 20), stream());
+  if (col.bytes() < col_bytes) {
+    log::debug("{} x {} w {}: no memory for the lowered input ({} bytes): cuDNN runs", op, plan.x_shape.to_string(),
+               plan.w_shape.to_string(), col_bytes);
+    return false;
+  }
+  lowered_search_input_ =
+      Tensor(std::make_shared<Storage>(col.ptr(), col.bytes(), device(), nullptr), 0, col_shape, plan.dtype);
+  struct Forget {
+    Tensor& t;
+    ~Forget() { t = Tensor(); }
+  } forget{lowered_search_input_};
+  EventPair ev;
+  // One untimed call of each first (kernels loaded, the staging grown), then the medians.
+  auto timed = [&](auto&& run) {
+    run();
+    return median_run_ms(ev, stream(), [&] {
+      run();
+      return true;
+    });
+  };
+  const float cudnn_ms = timed(run_cudnn), lowered_ms = timed(run_lowered);
+  log::debug("{} x {} w {}: cuDNN {:.3f} ms, lowered (im2col + GEMM) {:.3f} ms; {} runs", op,
+             plan.x_shape.to_string(), plan.w_shape.to_string(), cudnn_ms, lowered_ms,
+             lowered_ms < cudnn_ms ? "lowered" : "cuDNN");
+  return lowered_ms < cudnn_ms;
+}
+
+template <typename RunCudnn, typename RunLowered>
 void CudaBackend::run_faster_form(const char* op, ConvPlan& plan, ConvPlan::Lowered ConvPlan::*decision,
                                   RunCudnn&& run_cudnn, RunLowered&& run_lowered) {
   if (plan.*decision == ConvPlan::Lowered::Unsearched) {
-    plan.*decision = ConvPlan::Lowered::No;
-    if (lowerable(plan) && options_.conv_lowering == ConvLowering::Always) {
-      plan.*decision = ConvPlan::Lowered::Yes;
-    } else if (lowerable(plan)) {
-      // The search's lowered input lives in a transient buffer, as cuDNN's search workspace does:
-      // a form that loses leaves no memory held behind it, nor in the run's peak.
-      const Shape col_shape{plan.y_shape.n() * plan.y_shape.h() * plan.y_shape.w(), lowered_cols(plan)};
-      const size_t col_bytes = static_cast<size_t>(col_shape.numel()) * dtype_size(plan.dtype);
-      // SearchBuffer halves its request on failure down to 1 MiB: ask for at least that.
-      SearchBuffer col(std::max(col_bytes, size_t{1} << 20), stream());
-      if (col.bytes() < col_bytes)
-        log::debug("{} x {} w {}: no memory for the lowered input ({} bytes): cuDNN runs", op,
-                   plan.x_shape.to_string(), plan.w_shape.to_string(), col_bytes);
-      if (col.bytes() >= col_bytes) {
-        lowered_search_input_ = Tensor(std::make_shared<Storage>(col.ptr(), col.bytes(), device(), nullptr), 0,
-                                       col_shape, plan.dtype);
-        struct Forget {
-          Tensor& t;
-          ~Forget() { t = Tensor(); }
-        } forget{lowered_search_input_};
-        EventPair ev;
-        // One untimed call of each first (kernels loaded, the staging grown), then the medians.
-        auto timed = [&](auto&& run) {
-          run();
-          return median_run_ms(ev, stream(), [&] {
-            run();
-            return true;
-          });
-        };
-        const float cudnn_ms = timed(run_cudnn), lowered_ms = timed(run_lowered);
-        if (lowered_ms < cudnn_ms) plan.*decision = ConvPlan::Lowered::Yes;
-        log::debug("{} x {} w {}: cuDNN {:.3f} ms, lowered (im2col + GEMM) {:.3f} ms; {} runs", op,
-                   plan.x_shape.to_string(), plan.w_shape.to_string(), cudnn_ms, lowered_ms,
-                   lowered_ms < cudnn_ms ? "lowered" : "cuDNN");
-      }
-    }
+    const bool lowered = lowerable(plan) && (options_.conv_lowering == ConvLowering::Always ||
+                                             lowered_measures_faster(op, plan, run_cudnn, run_lowered));
+    plan.*decision = lowered ? ConvPlan::Lowered::Yes : ConvPlan::Lowered::No;
   }
   if (plan.*decision == ConvPlan::Lowered::Yes)
     run_lowered();
