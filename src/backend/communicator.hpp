@@ -9,6 +9,7 @@
 // after it sees reduced gradients. The host blocks only in synchronize_host().
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -63,10 +64,12 @@ class DeviceCommunicator : public Communicator {
   // the order first seen, the milliseconds the communication stream spent in collectives since the
   // last call, and forgets them. Call it after a synchronisation (it waits for the brackets).
   virtual void set_busy_tag(std::int64_t tag) = 0;
-  virtual std::vector<std::pair<std::int64_t, double>> take_busy_ms() = 0;
-  // The same for the tags <= `up_to` only, whose brackets the caller knows are complete (a step's
+  // With `up_to`: the tags <= up_to only, whose brackets the caller knows are complete (a step's
   // collectives end before its update, so before its last timing point); never waits for others.
   virtual std::vector<std::pair<std::int64_t, double>> take_busy_ms(std::int64_t up_to) = 0;
+  std::vector<std::pair<std::int64_t, double>> take_busy_ms() {
+    return take_busy_ms(std::numeric_limits<std::int64_t>::max());
+  }
 
   // Captured steps (Backend::capture with CaptureOptions::Points::Nodes): while the backend
   // captures, an allreduce's busy bracket is two timing points of the capture instead of two

@@ -217,9 +217,10 @@ void Trainer::step(const StepScalars& s, double& wait_seconds) {
       graph_ = backend_.capture(
           [&] {
             graph_phases_.clear();
+            graph_brackets_.clear();
             if (device_comm_) device_comm_->begin_captured_brackets();
             step_work(s, nullptr);
-            graph_brackets_ = device_comm_ ? device_comm_->captured_brackets() : std::vector<std::pair<size_t, size_t>>{};
+            if (device_comm_) graph_brackets_ = device_comm_->captured_brackets();
           },
           how);
       CNNSCALE_CHECK(graph_->timing_points() == graph_phases_.size() + 2 * graph_brackets_.size(),
@@ -409,19 +410,17 @@ void Trainer::end_comm_busy() {
     phase_timer_->add_seconds(TimelinePhase::CommBusy, host_comm_seconds_);
 }
 
-void Trainer::take_comm_busy(bool keep) {
+void Trainer::take_comm_busy(bool keep, int64_t up_to) {
   if (!device_comm_) return;
-  for (auto [iteration, ms] : device_comm_->take_busy_ms())
+  for (auto [iteration, ms] : device_comm_->take_busy_ms(up_to))
     if (keep) phase_timer_->add_comm_busy(iteration, ms / 1e3);
 }
 
 void Trainer::take_resolved_comm_busy() {
-  const std::vector<IterationPhases>& resolved = phase_timer_->timeline();
-  if (!device_comm_ || resolved.empty()) return;
   // A step's collectives end before its update, so before the iteration's last mark: every
   // bracket of a resolved iteration is complete.
-  for (auto [iteration, ms] : device_comm_->take_busy_ms(resolved.back().iteration))
-    phase_timer_->add_comm_busy(iteration, ms / 1e3);
+  const std::vector<IterationPhases>& resolved = phase_timer_->timeline();
+  if (!resolved.empty()) take_comm_busy(true, resolved.back().iteration);
 }
 
 void Trainer::resolve_phases() {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -282,7 +283,8 @@ class Trainer {
   void comm_timed(Call&& call);
   void begin_comm_busy(int64_t iteration);
   void end_comm_busy();
-  void take_comm_busy(bool keep);  // the communicator's per-iteration times into the timeline (or dropped)
+  // The communicator's per-iteration times (of iterations <= up_to) into the timeline, or dropped.
+  void take_comm_busy(bool keep, int64_t up_to = std::numeric_limits<int64_t>::max());
   void take_resolved_comm_busy();  // the same for the iterations the timer has resolved, without waiting
   void resolve_phases();           // after a synchronisation: every ended iteration into the timeline
 

@@ -359,6 +359,19 @@ RunOutcome train_once(CudaBackend& backend, const std::string& net, Precision pr
   return out;
 }
 
+// A graphed run of train_once against the same run queued op by op: the first step runs uncaptured
+// (every algorithm choice and buffer made), the other 11 replay, and both train to the same bits;
+// fp16's device-side loss scale skips the same steps and ends at the same scale.
+void expect_replayed_as_queued(const RunOutcome& eager, const RunOutcome& graphed) {
+  EXPECT_EQ(graphed.result.graph_note, "");
+  EXPECT_EQ(graphed.result.graph_captures, 1);
+  EXPECT_EQ(graphed.result.graph_replays, 11);
+  EXPECT_TRUE(same_bits(eager.weights, graphed.weights));
+  EXPECT_EQ(eager.result.final_loss, graphed.result.final_loss);
+  EXPECT_EQ(eager.result.skipped_steps, graphed.result.skipped_steps);
+  EXPECT_EQ(eager.result.final_grad_scale, graphed.result.final_grad_scale);
+}
+
 TEST(TrainerGraph, GraphedStepsTrainExactlyAsStepsQueuedOpByOp) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
   for (const char* net : {"train_lenet_dropout.yaml", "dist_convnet_bn.yaml"})
@@ -369,15 +382,7 @@ TEST(TrainerGraph, GraphedStepsTrainExactlyAsStepsQueuedOpByOp) {
       const RunOutcome graphed = train_once(*backend, net, p, true);
       EXPECT_EQ(eager.result.graph_replays, 0);
       EXPECT_EQ(eager.result.graph_note, "turned off (--no-graph)");
-      // The first step runs uncaptured (every algorithm choice and buffer made), the rest replay.
-      EXPECT_EQ(graphed.result.graph_note, "");
-      EXPECT_EQ(graphed.result.graph_captures, 1);
-      EXPECT_EQ(graphed.result.graph_replays, 11);
-      EXPECT_TRUE(same_bits(eager.weights, graphed.weights));
-      EXPECT_EQ(eager.result.final_loss, graphed.result.final_loss);
-      // fp16: the device-side loss scale skips the same steps and ends at the same scale.
-      EXPECT_EQ(eager.result.skipped_steps, graphed.result.skipped_steps);
-      EXPECT_EQ(eager.result.final_grad_scale, graphed.result.final_grad_scale);
+      expect_replayed_as_queued(eager, graphed);
       if (p == Precision::FP16)
         std::printf("%s fp16: %lld skipped steps, final scale %g\n", net,
                     static_cast<long long>(graphed.result.skipped_steps), graphed.result.final_grad_scale);
@@ -407,7 +412,7 @@ class CountingCommunicator final : public DeviceCommunicator {
   double elapsed_ms(int from, int to) override { return c_.elapsed_ms(from, to); }
   void clear_timestamps() override { c_.clear_timestamps(); }
   void set_busy_tag(std::int64_t tag) override { c_.set_busy_tag(tag); }
-  std::vector<std::pair<std::int64_t, double>> take_busy_ms() override { return c_.take_busy_ms(); }
+  using DeviceCommunicator::take_busy_ms;
   std::vector<std::pair<std::int64_t, double>> take_busy_ms(std::int64_t up_to) override {
     return c_.take_busy_ms(up_to);
   }
@@ -442,13 +447,7 @@ TEST(TrainerGraph, DataParallelStepsAreCapturedWithTheirBucketedExchange) {
     const RunOutcome eager = train_once(*backend, "dist_convnet_bn.yaml", p, false, &comm, exchange);
     EXPECT_EQ(comm.added, 0);
     const RunOutcome graphed = train_once(*backend, "dist_convnet_bn.yaml", p, true, &comm, exchange);
-    EXPECT_EQ(graphed.result.graph_note, "");
-    EXPECT_EQ(graphed.result.graph_captures, 1);
-    EXPECT_EQ(graphed.result.graph_replays, 11);
-    EXPECT_TRUE(same_bits(eager.weights, graphed.weights));
-    EXPECT_EQ(eager.result.final_loss, graphed.result.final_loss);
-    EXPECT_EQ(eager.result.skipped_steps, graphed.result.skipped_steps);
-    EXPECT_EQ(eager.result.final_grad_scale, graphed.result.final_grad_scale);
+    expect_replayed_as_queued(eager, graphed);
     // Each replay handed its own events of every captured bucket's busy bracket to the
     // communicator, and the trainer read them all (a one-rank in-place sum is no kernel, so the
     // busy time itself may read 0 here; tests/gpu/multigpu times real ones).

@@ -7,7 +7,6 @@
 
 #include <cstdlib>
 #include <exception>
-#include <limits>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -362,10 +361,6 @@ void NcclCommunicator::clear_timestamps() {
   timestamps_.used = 0;
   busy_events_.used = 0;
   busy_brackets_.clear();
-}
-
-std::vector<std::pair<std::int64_t, double>> NcclCommunicator::take_busy_ms() {
-  return take_busy_ms(std::numeric_limits<std::int64_t>::max());
 }
 
 std::vector<std::pair<std::int64_t, double>> NcclCommunicator::take_busy_ms(std::int64_t up_to) {

@@ -45,7 +45,7 @@ class NcclCommunicator final : public DeviceCommunicator {
   double elapsed_ms(int from, int to) override;
   void clear_timestamps() override;
   void set_busy_tag(std::int64_t tag) override { busy_tag_ = tag; }
-  std::vector<std::pair<std::int64_t, double>> take_busy_ms() override;
+  using DeviceCommunicator::take_busy_ms;
   std::vector<std::pair<std::int64_t, double>> take_busy_ms(std::int64_t up_to) override;
   void begin_captured_brackets() override { captured_brackets_.clear(); }
   std::vector<std::pair<size_t, size_t>> captured_brackets() const override { return captured_brackets_; }
