@@ -135,6 +135,12 @@ const std::vector<LayerCase>& layer_cases() {
                   {{4, 2, 4, 4}}, kTolDot, kTolDot},
         LayerCase{"pool_caffenet_max_13to6", "type: Pooling\npool: max\nkernel: 3\nstride: 2", {{2, 4, 13, 13}},
                   kTolExact, kTolElementwise},
+        // 16 channels: whole 16-byte packs in every precision (the packed channels-last kernels); 13 -> 6
+        // has overlapping windows, 12 -> 6 windows tiling the input (one pass backward).
+        LayerCase{"pool_caffenet_max_13to6_packed", "type: Pooling\npool: max\nkernel: 3\nstride: 2",
+                  {{2, 16, 13, 13}}, kTolExact, kTolElementwise},
+        LayerCase{"pool_gait_max_k2s2_tiling_packed", "type: Pooling\npool: max\nkernel: 2\nstride: 2",
+                  {{2, 16, 12, 12}}, kTolExact, kTolElementwise},
         LayerCase{"pool_gait_max_k2s2_floor", "type: Pooling\npool: max\nkernel: 2\nstride: 2\nround: floor",
                   {{2, 8, 11, 11}}, kTolExact, kTolElementwise},
         LayerCase{"pool_resnet_max_k3s2p1", "type: Pooling\npool: max\nkernel: 3\nstride: 2\npad: 1",
@@ -168,6 +174,12 @@ const std::vector<LayerCase>& layer_cases() {
                   kTolLrnBackward},
         LayerCase{"lrn_strong", "type: LRN\nlocal_size: 3\nalpha: 1.0\nbeta: 0.75\nk: 2.0", {{2, 6, 3, 3}}, kTolLrn,
                   kTolLrnBackward, {}, {}, 2.0f},
+        // CaffeNet's norm1 channel count: 21 pixels' rows per 2048-element tile, the last tile partial
+        // (50 rows); and rows wider than a tile, which take the one-thread-per-element kernels.
+        LayerCase{"lrn_96_channels_tiles", "type: LRN\nlocal_size: 5\nalpha: 0.5\nbeta: 0.75", {{2, 96, 5, 5}},
+                  kTolLrn, kTolLrnBackward, {}, {}, 2.0f},
+        LayerCase{"lrn_rows_wider_than_a_tile", "type: LRN\nlocal_size: 5\nalpha: 0.5\nbeta: 0.75",
+                  {{1, 2056, 1, 2}}, kTolLrn, kTolLrnBackward, {}, {}, 2.0f},
         LayerCase{"eltwise_sum_coeffs", "type: Eltwise\ncoeff: [0.5, -2, 1.5]",
                   {{2, 3, 4, 4}, {2, 3, 4, 4}, {2, 3, 4, 4}}, kTolElementwise, kTolElementwise},
         LayerCase{"concat", "type: Concat", {{2, 1, 3, 3}, {2, 3, 3, 3}, {2, 2, 3, 3}}, kTolExact, kTolExact},

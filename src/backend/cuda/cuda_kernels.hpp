@@ -106,6 +106,9 @@ struct PoolGeometry {
 };
 void launch_caffe_max_pool_forward(const PoolGeometry& g, DType t, const void* x, void* y, cudaStream_t stream);
 void launch_caffe_avg_pool_forward(const PoolGeometry& g, DType t, const void* x, void* y, cudaStream_t stream);
+// Max pooling of channels-last x in 16-byte packs of channels; false (nothing launched) when the
+// channel count or an address does not allow packs.
+bool launch_max_pool_forward_nhwc(const PoolGeometry& g, DType t, const void* x, void* y, cudaStream_t stream);
 // Routes each dy to the first maximum of its window (Caffe's argmax rule), recomputed from x.
 // window_argmax: scratch of one byte per element of y, used for channels-last overlapping windows
 // (each window's argmax found once instead of once per covering input; null: not used).

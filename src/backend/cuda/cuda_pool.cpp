@@ -73,6 +73,12 @@ void CudaBackend::pool_forward(const PoolParams& p, const Tensor& x, const Tenso
   cuda::expect_shape("pool_forward", "y", y, ys);
   if (y.numel() == 0) return;
   activate();
+  // Channels-last max pooling runs cnnscale's packed kernel where the channels allow 16-byte packs:
+  // cuDNN's read the gait 2D-CNN's pool1 input at about a third of the H100's bandwidth.
+  if (x.layout() == Layout::NHWC && p.mode == PoolMode::Max && y.layout() == Layout::NHWC &&
+      cuda::launch_max_pool_forward_nhwc(geometry(p, x.shape(), ys, x.layout()), x.dtype(), x.raw(), y.raw(),
+                                         stream()))
+    return;
   if (!cudnn_can_pool(p, x.shape())) {
     cuda::expect_layout("pool_forward", "y", y, x.layout());
     cuda::PoolGeometry g = geometry(p, x.shape(), ys, x.layout());
