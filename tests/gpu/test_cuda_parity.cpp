@@ -393,9 +393,9 @@ TEST_P(CudaConvLowered, ForwardBiasReluAndFilterGradientMatchTheCpu) {
   }
   const ConvPlan* plan = g.find_conv_plan(p, c.x, t.ws, dtype, Layout::NHWC);
   ASSERT_NE(plan, nullptr);
-  EXPECT_EQ(plan->fwd_lowered, ConvPlan::Lowered::Yes);
-  EXPECT_EQ(plan->fwd_bias_relu_lowered, ConvPlan::Lowered::Yes);
-  EXPECT_EQ(plan->bwd_filter_lowered, ConvPlan::Lowered::Yes);
+  EXPECT_EQ(plan->fwd_lowered, ConvPlan::Choice::Yes);
+  EXPECT_EQ(plan->fwd_bias_relu_lowered, ConvPlan::Choice::Yes);
+  EXPECT_EQ(plan->bwd_filter_lowered, ConvPlan::Choice::Yes);
 #endif
 }
 
@@ -404,6 +404,75 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(PadCase{"caffenet_conv1", {2, 3, 35, 35}, 16, conv(11, 11, 4, 4, 0, 0, 1, 1)},
                                          PadCase{"c12_k3_pad2_dil2", {2, 12, 11, 11}, 8, conv(3, 3, 1, 1, 2, 2, 2, 1)},
                                          PadCase{"c8_k3_whole_rows", {3, 8, 9, 9}, 24, conv(3, 3, 2, 2, 1, 1, 1, 1)}),
+                       ::testing::Values(DType::BF16, DType::F16, DType::F32)),
+    [](const ::testing::TestParamInfo<std::tuple<PadCase, DType>>& info) {
+      return std::get<0>(info.param).name + "_" + tensor_core_name(std::get<1>(info.param));
+    });
+
+// ---- channels-first form of a channels-last convolution -------------------------------------------
+
+// Every direction of a first convolution (input channels not filling 16-byte pixels) forced onto
+// its channels-first form (ConvChannelsFirst::Always): NCHW copies of the operands, cuDNN's NCHW
+// algorithms, the result reordered back. The reorders are exact and the sums the same dot
+// products as the channels-last form's, so the same tolerance holds. dx and dw are filled first
+// so that a result not copied back shows.
+class CudaConvChannelsFirst : public ::testing::TestWithParam<std::tuple<PadCase, DType>> {};
+
+TEST_P(CudaConvChannelsFirst, EveryDirectionMatchesTheCpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+#if CNNSCALE_HAVE_CUDA
+  const auto& [c, dtype] = GetParam();
+  const ConvParams& p = c.p;
+  const double tol = tol_tensor_core_dot(dtype);
+  CudaBackendOptions options;
+  options.channels_first = ConvChannelsFirst::Always;
+  options.conv_lowering = ConvLowering::Never;  // else the lowered form may be timed faster and run
+  options.allow_tf32 = dtype == DType::F32;
+  CudaBackend g(0, options);
+  Backend& cpu = cpu_backend();
+  const ConvTwins t = make_conv_twins(g, c, dtype, Layout::NHWC, 121);
+  Tensor bias = g.alloc(Shape{c.filters}, dtype), bias_c = cpu.alloc(Shape{c.filters});
+  fill_uniform(g, bias, 9, -0.5f, 0.5f);
+  from_host(cpu, bias_c, to_host(g, bias));
+  Tensor fused_c = cpu.alloc(t.ys);
+  cpu.copy(t.yc, fused_c);
+  cpu.bias_add(bias_c, fused_c);
+  cpu.relu_forward(fused_c, fused_c);
+  Tensor fused = g.alloc(t.ys, dtype).as_layout(Layout::NHWC);
+  for (int round = 0; round < 2; ++round) {  // the deciding call, then the planned one
+    for (const Tensor* out : std::initializer_list<const Tensor*>{&t.y, &fused, &t.dx, &t.dw}) g.fill(*out, 9.0f);
+    g.conv_forward(p, t.x, t.w, t.y);
+    g.conv_forward_bias_relu(p, t.x, t.w, bias, fused);
+    g.conv_backward_data(p, t.w, t.dy, t.dx);
+    g.conv_backward_filter(p, t.x, t.dy, t.dw);
+    expect_parity(c.name + " y", to_host(g, t.y), to_host(cpu, t.yc), tol);
+    expect_parity(c.name + " bias relu", to_host(g, fused), to_host(cpu, fused_c), tol);
+    expect_parity(c.name + " dx", to_host(g, t.dx), to_host(cpu, t.dxc), tol);
+    expect_parity(c.name + " dw", to_host(g, t.dw), to_host(cpu, t.dwc), tol);
+  }
+  const ConvPlan* plan = g.find_conv_plan(p, c.x, t.ws, dtype, Layout::NHWC);
+  ASSERT_NE(plan, nullptr);
+  ASSERT_NE(plan->channels_first, nullptr);
+  EXPECT_EQ(plan->channels_first->layout, Layout::NCHW);
+  EXPECT_EQ(plan->fwd_channels_first, ConvPlan::Choice::Yes);
+  EXPECT_EQ(plan->fwd_bias_relu_channels_first, ConvPlan::Choice::Yes);
+  EXPECT_EQ(plan->bwd_data_channels_first, ConvPlan::Choice::Yes);
+  EXPECT_EQ(plan->bwd_filter_channels_first, ConvPlan::Choice::Yes);
+  // Whole 16-byte pixels: no channels-first plan (the form is for first convolutions only).
+  const int64_t quantum = 16 / static_cast<int64_t>(dtype_size(dtype));
+  const PadCase whole{"whole", {2, quantum, 9, 9}, 8, conv(3, 3, 1, 1, 1, 1, 1, 1)};
+  const ConvTwins tw = make_conv_twins(g, whole, dtype, Layout::NHWC, 131);
+  g.conv_forward(whole.p, tw.x, tw.w, tw.y);
+  const ConvPlan* whole_plan = g.find_conv_plan(whole.p, whole.x, tw.ws, dtype, Layout::NHWC);
+  ASSERT_NE(whole_plan, nullptr);
+  EXPECT_EQ(whole_plan->channels_first, nullptr);
+#endif
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaConvChannelsFirst,
+    ::testing::Combine(::testing::Values(PadCase{"gait_conv1_c50", {2, 50, 14, 14}, 16, conv(7, 7, 1, 1, 0, 0, 1, 1)},
+                                         PadCase{"rgb_stem_c3", {2, 3, 32, 32}, 16, conv(7, 7, 2, 2, 3, 3, 1, 1)}),
                        ::testing::Values(DType::BF16, DType::F16, DType::F32)),
     [](const ::testing::TestParamInfo<std::tuple<PadCase, DType>>& info) {
       return std::get<0>(info.param).name + "_" + tensor_core_name(std::get<1>(info.param));

@@ -336,6 +336,10 @@ double CudaBackend::elapsed_ms(const TimingEvent& a, const TimingEvent& b) {
 Tensor CudaBackend::staging(size_t slot, const Shape& shape, DType dtype) {
   CNNSCALE_CHECK(slot < staging_.size(), "staging slot {} of {}", slot, staging_.size());
   const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
+  if (const Tensor& trial = trial_staging_[slot]; trial.defined()) {
+    CNNSCALE_CHECK(trial.bytes() >= bytes, "trial staging slot {}: {} bytes for {}", slot, trial.bytes(), bytes);
+    return Tensor(trial.storage(), 0, shape, dtype);
+  }
   Tensor& held = staging_[slot];
   if (!held.defined() || held.bytes() < bytes) {
     if (held.defined()) buffers_moved();

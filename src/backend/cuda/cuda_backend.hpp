@@ -40,6 +40,15 @@ enum class ConvChannelPadding {
   Never,
 };
 
+// Whether a channels-last convolution whose input channels do not fill 16-byte pixels (the padding
+// rule's convolutions: a net's first) may run channels-first, on NCHW copies of its operands
+// (ConvPlan::channels_first).
+enum class ConvChannelsFirst {
+  Measured,  // timed against the channels-last form, copies included, per direction; the faster runs
+  Always,    // tests
+  Never,
+};
+
 struct CudaBackendOptions {
   // fp32 convolutions and GEMMs run without TF32 by default: the study compares fp32 against
   // PyTorch with allow_tf32 = False. true lets cuDNN/cuBLAS use TF32 tensor cores.
@@ -72,6 +81,11 @@ struct CudaBackendOptions {
   // kernel (CaffeNet's conv1: RGB, 11x11, stride 4), whose lowered input is only a few times the
   // input. Never with --conv-search legacy; Measured needs timing, so deterministic runs never lower.
   ConvLowering conv_lowering = ConvLowering::Measured;
+  // Also time such a first convolution channels-first. cuDNN's NCHW kernels can beat its NHWC ones
+  // there even with the reordering copies: the gait 2D-CNN's conv1 (50 flow channels, 7x7) in TF32
+  // at batch 256 on an H100 took 1.95 ms forward and 3.55 ms for the filter gradient in NCHW, 3.08
+  // and 4.63 ms in NHWC. Measured needs timing, so deterministic runs stay channels-last.
+  ConvChannelsFirst channels_first = ConvChannelsFirst::Measured;
   // Auto: activation_layout_for's rule; NCHW or NHWC: that order in every precision (--layout).
   LayoutChoice layout = LayoutChoice::Auto;
 };
@@ -111,9 +125,15 @@ struct ConvPlan {
   bool fwd_bias_relu_searched = false;
   // Whether the lowered form (CudaBackendOptions::conv_lowering) runs each of conv_forward,
   // conv_forward_bias_relu and conv_backward_filter for this shape: measured at its first call.
-  enum class Lowered { Unsearched, No, Yes };
-  Lowered fwd_lowered = Lowered::Unsearched, fwd_bias_relu_lowered = Lowered::Unsearched,
-          bwd_filter_lowered = Lowered::Unsearched;
+  enum class Choice { Unsearched, No, Yes };
+  Choice fwd_lowered = Choice::Unsearched, fwd_bias_relu_lowered = Choice::Unsearched,
+          bwd_filter_lowered = Choice::Unsearched;
+  // The same convolution channels-first (NCHW x, y and KCRS w; a plan of its own in the backend's
+  // map), or nullptr where CudaBackendOptions::channels_first does not apply; and whether each
+  // direction runs on it, on reordered copies of its operands (decided at its first call).
+  ConvPlan* channels_first = nullptr;
+  Choice fwd_channels_first = Choice::Unsearched, fwd_bias_relu_channels_first = Choice::Unsearched,
+         bwd_data_channels_first = Choice::Unsearched, bwd_filter_channels_first = Choice::Unsearched;
 };
 
 class CudaBackend final : public Backend {
@@ -292,8 +312,9 @@ class CudaBackend final : public Backend {
   void activate() const;
   // A device workspace of at least `bytes`, valid in stream order until the next call.
   void* workspace(size_t bytes);
-  // Staging tensor `slot` (0..4; 4 holds lowered convolution inputs) of `shape` and `dtype` for ops
-  // that run a kernel on reordered, widened or lowered copies (LRN, Caffe-rule pooling): kept and grown across calls, not
+  // Staging tensor `slot` (0..7; 4 holds lowered convolution inputs, 5..7 channels-first convolution
+  // operands) of `shape` and `dtype` for ops that run a kernel on reordered, widened or lowered
+  // copies (LRN, Caffe-rule pooling, convolution forms): kept and grown across calls, not
   // zeroed (each use overwrites it), valid in stream order until the next use of that slot.
   Tensor staging(size_t slot, const Shape& shape, DType dtype = DType::F32);
   // Staging tensor `slot` holding `src` converted to `dtype` (NCHW): an op's input on its way in.
@@ -326,9 +347,32 @@ class CudaBackend final : public Backend {
     Tensor x, w;
     ConvPlan* given;  // the plan of the operands as given (== plan unless padded)
   };
-  // `lowered`: the caller's lowered-form decision; where it is Yes the operands are returned as given.
+  // `lowered`, `first`: the caller's lowered and channels-first decisions; where either is Yes the
+  // operands are returned as given.
   ForwardOperands forward_operands(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y,
-                                   ConvPlan::Lowered ConvPlan::*lowered);
+                                   ConvPlan::Choice ConvPlan::*lowered, ConvPlan::Choice ConvPlan::*first);
+  // The channels-first form (CudaBackendOptions::channels_first) of `plan`'s directions: operands
+  // reordered into staging slots 5 (x, dx), 6 (w, dw) and 7 (y, dy), the direction searched on
+  // plan.channels_first at first use, the result reordered back; the forward adds `bias` and a
+  // ReLU where bias is defined.
+  void run_channels_first_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& bias,
+                                  const Tensor& y);
+  void run_channels_first_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx);
+  void run_channels_first_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw);
+  // Runs run_first() (the channels-first form) or run_given() (the op on its channels-last operands)
+  // as `decision` says; decided at the first call, by timing both where measured.
+  template <typename RunGiven, typename RunFirst>
+  void run_faster_order(const char* op, ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision, RunGiven&& run_given,
+                        RunFirst&& run_first);
+  // Whether run_b() measures faster than run_a() (each run once untimed, then the median of timed
+  // runs), logged under the two names.
+  template <typename RunA, typename RunB>
+  bool second_measures_faster(const char* op, const ConvPlan& plan, const char* a_name, RunA&& run_a,
+                              const char* b_name, RunB&& run_b);
+  // `t` reordered into staging `slot` in memory order `to` (cudnnTransformTensor); reorder() into
+  // a given tensor.
+  Tensor reordered(size_t slot, const Tensor& t, Layout to);
+  void reorder(const Tensor& src, const Tensor& dst);
   // The lowered convolution (conv_lowering): whether `plan` may run lowered at all; its input
   // lowered into staging slot 4, lowered_shape(plan) for GEMMs; its filter as (k, lowered columns)
   // rows (a view of w, or a zero-padded copy in staging `slot`); the two directions.
@@ -345,7 +389,7 @@ class CudaBackend final : public Backend {
   template <typename RunCudnn, typename RunLowered>
   bool lowered_measures_faster(const char* op, const ConvPlan& plan, RunCudnn&& run_cudnn, RunLowered&& run_lowered);
   template <typename RunCudnn, typename RunLowered>
-  void run_faster_form(const char* op, ConvPlan& plan, ConvPlan::Lowered ConvPlan::*decision, RunCudnn&& run_cudnn,
+  void run_faster_form(const char* op, ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision, RunCudnn&& run_cudnn,
                        RunLowered&& run_lowered);
   // Times the fused bias+ReLU graph plans for `plan` against its forward, bias and ReLU apart.
   void search_bias_relu(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
@@ -394,7 +438,10 @@ class CudaBackend final : public Backend {
   cublasLtHandle_t cublaslt_ = nullptr;  // made on first use (linear_plan)
   // Reserve space of channels-last batch norm, from each training forward to its backward, by x.
   std::map<const void*, Tensor> bn_reserve_;
-  std::array<Tensor, 5> staging_;  // see staging()
+  std::array<Tensor, 8> staging_;  // see staging()
+  // Set during a timed trial of the channels-first form: transient buffers that staging() hands out
+  // for these slots instead, uncounted, as cuDNN's search workspace is.
+  std::array<Tensor, 8> trial_staging_;
   // While run_faster_form times the lowered form: the transient buffer its input is lowered into.
   Tensor lowered_search_input_;
   // buffers_moved() count, shared with captured work (which may outlive the backend's last use).

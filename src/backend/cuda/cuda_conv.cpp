@@ -335,7 +335,117 @@ ConvPlan& CudaBackend::conv_plan(const char* op, const ConvParams& p, const Shap
     xp[1] = wp[1] = (x.c() + quantum - 1) / quantum * quantum;
     made.padded = &conv_plan(op, p, xp, wp, dtype, layout);  // map nodes stay put: `made` is still valid
   }
+  // Measured needs timing: deterministic runs choose without it, so they stay channels-last.
+  const bool first_form = options_.channels_first == ConvChannelsFirst::Always ||
+                          (options_.channels_first == ConvChannelsFirst::Measured && !options_.deterministic);
+  if (layout == Layout::NHWC && p.groups == 1 && x.c() % quantum != 0 && first_form)
+    made.channels_first = &conv_plan(op, p, x, w, dtype, Layout::NCHW);
   return made;
+}
+
+Tensor CudaBackend::reordered(size_t slot, const Tensor& t, Layout to) {
+  Tensor out = staging(slot, t.shape(), t.dtype()).as_layout(to);
+  reorder(t, out);
+  return out;
+}
+
+void CudaBackend::reorder(const Tensor& src, const Tensor& dst) {
+  cuda::set_desc(desc_a_, src, "reorder");
+  cuda::set_desc(desc_b_, dst, "reorder");
+  const float one = 1.0f, zero = 0.0f;
+  CUDNN_CHECK(cudnnTransformTensor(cudnn_, &one, desc_a_, src.raw(), &zero, desc_b_, dst.raw()));
+}
+
+void CudaBackend::run_channels_first_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& bias,
+                                             const Tensor& y) {
+  ConvPlan& first = *plan.channels_first;
+  const Tensor xt = reordered(5, x, Layout::NCHW), wt = reordered(6, w, Layout::NCHW);
+  const Tensor yt = staging(7, y.shape(), y.dtype()).as_layout(Layout::NCHW);
+  if (first.fwd.algo < 0) find_conv_forward(first, xt, wt, yt);
+  run_conv_forward(first, xt, wt, yt);
+  reorder(yt, y);
+  if (!bias.defined()) return;
+  bias_add(bias, y);
+  relu_forward(y, y);
+}
+
+void CudaBackend::run_channels_first_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy,
+                                                   const Tensor& dx) {
+  ConvPlan& first = *plan.channels_first;
+  const Tensor wt = reordered(6, w, Layout::NCHW), dyt = reordered(7, dy, Layout::NCHW);
+  const Tensor dxt = staging(5, dx.shape(), dx.dtype()).as_layout(Layout::NCHW);
+  if (first.bwd_data.algo < 0) find_conv_backward_data(first, wt, dyt, dxt);
+  run_conv_backward_data(first, wt, dyt, dxt);
+  reorder(dxt, dx);
+}
+
+void CudaBackend::run_channels_first_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy,
+                                                     const Tensor& dw) {
+  ConvPlan& first = *plan.channels_first;
+  const Tensor xt = reordered(5, x, Layout::NCHW), dyt = reordered(7, dy, Layout::NCHW);
+  const Tensor dwt = staging(6, dw.shape(), dw.dtype()).as_layout(Layout::NCHW);
+  if (first.bwd_filter.algo < 0) find_conv_backward_filter(first, xt, dyt, dwt);
+  run_conv_backward_filter(first, xt, dyt, dwt);
+  reorder(dwt, dw);
+}
+
+template <typename RunA, typename RunB>
+bool CudaBackend::second_measures_faster(const char* op, const ConvPlan& plan, const char* a_name, RunA&& run_a,
+                                         const char* b_name, RunB&& run_b) {
+  EventPair ev;
+  // One untimed call of each first (kernels loaded, staging grown, nested choices made), then the
+  // medians.
+  auto timed = [&](auto&& run) {
+    run();
+    return median_run_ms(ev, stream(), [&] {
+      run();
+      return true;
+    });
+  };
+  const float a_ms = timed(run_a), b_ms = timed(run_b);
+  log::debug("{} x {} w {}: {} {:.3f} ms, {} {:.3f} ms; {} runs", op, plan.x_shape.to_string(),
+             plan.w_shape.to_string(), a_name, a_ms, b_name, b_ms, b_ms < a_ms ? b_name : a_name);
+  return b_ms < a_ms;
+}
+
+template <typename RunGiven, typename RunFirst>
+void CudaBackend::run_faster_order(const char* op, ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision,
+                                   RunGiven&& run_given, RunFirst&& run_first) {
+  if (plan.*decision == ConvPlan::Choice::Unsearched) {
+    bool first = plan.channels_first && options_.channels_first == ConvChannelsFirst::Always;
+    if (plan.channels_first && !first) {
+      // The trial's copies live in transient buffers, as cuDNN's search workspace does: a form that
+      // loses leaves no memory held behind it, nor in the run's peak.
+      const size_t size = dtype_size(plan.dtype);
+      const std::array<std::pair<size_t, int64_t>, 3> slots{
+          {{5, plan.x_shape.numel()}, {6, plan.w_shape.numel()}, {7, plan.y_shape.numel()}}};
+      std::vector<std::unique_ptr<SearchBuffer>> buffers;
+      struct Forget {
+        std::array<Tensor, 8>& t;
+        ~Forget() { t = {}; }
+      } forget{trial_staging_};
+      bool room = true;
+      for (const auto& [slot, numel] : slots) {
+        const size_t bytes = static_cast<size_t>(numel) * size;
+        buffers.push_back(std::make_unique<SearchBuffer>(std::max(bytes, size_t{1} << 20), stream()));
+        room = room && buffers.back()->bytes() >= bytes;
+        trial_staging_[slot] = Tensor(std::make_shared<Storage>(buffers.back()->ptr(), buffers.back()->bytes(),
+                                                                device(), nullptr),
+                                      0, Shape{numel}, plan.dtype);
+      }
+      if (room)
+        first = second_measures_faster(op, plan, "channels-last", run_given, "channels-first (reordered copies)",
+                                       run_first);
+      else
+        log::debug("{} x {} w {}: no memory for the channels-first copies: channels-last runs", op,
+                   plan.x_shape.to_string(), plan.w_shape.to_string());
+    }
+    plan.*decision = first ? ConvPlan::Choice::Yes : ConvPlan::Choice::No;
+  }
+  if (plan.*decision == ConvPlan::Choice::Yes)
+    run_first();
+  else
+    run_given();
 }
 
 Tensor CudaBackend::channels_staging(size_t slot, const Tensor& t, int64_t channels) {
@@ -452,10 +562,14 @@ void CudaBackend::find_conv_backward_filter(ConvPlan& plan, const Tensor& x, con
 }
 
 void CudaBackend::conv_forward(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y) {
-  const ForwardOperands f = forward_operands(p, x, w, y, &ConvPlan::fwd_lowered);
-  run_faster_form(
-      "conv_forward", *f.given, &ConvPlan::fwd_lowered, [&] { run_conv_forward(*f.plan, f.x, f.w, y); },
-      [&] { run_lowered_forward(*f.given, x, w, Tensor(), false, y); });
+  const ForwardOperands f = forward_operands(p, x, w, y, &ConvPlan::fwd_lowered, &ConvPlan::fwd_channels_first);
+  auto cudnn = [&] {
+    run_faster_order(
+        "conv_forward", *f.given, &ConvPlan::fwd_channels_first, [&] { run_conv_forward(*f.plan, f.x, f.w, y); },
+        [&] { run_channels_first_forward(*f.given, x, w, Tensor(), y); });
+  };
+  run_faster_form("conv_forward", *f.given, &ConvPlan::fwd_lowered, cudnn,
+                  [&] { run_lowered_forward(*f.given, x, w, Tensor(), false, y); });
 }
 
 // ---- lowered convolutions ------------------------------------------------------------------------
@@ -575,38 +689,26 @@ bool CudaBackend::lowered_measures_faster(const char* op, const ConvPlan& plan, 
     Tensor& t;
     ~Forget() { t = Tensor(); }
   } forget{lowered_search_input_};
-  EventPair ev;
-  // One untimed call of each first (kernels loaded, the staging grown), then the medians.
-  auto timed = [&](auto&& run) {
-    run();
-    return median_run_ms(ev, stream(), [&] {
-      run();
-      return true;
-    });
-  };
-  const float cudnn_ms = timed(run_cudnn), lowered_ms = timed(run_lowered);
-  log::debug("{} x {} w {}: cuDNN {:.3f} ms, lowered (im2col + GEMM) {:.3f} ms; {} runs", op,
-             plan.x_shape.to_string(), plan.w_shape.to_string(), cudnn_ms, lowered_ms,
-             lowered_ms < cudnn_ms ? "lowered" : "cuDNN");
-  return lowered_ms < cudnn_ms;
+  return second_measures_faster(op, plan, "cuDNN", run_cudnn, "lowered (im2col + GEMM)", run_lowered);
 }
 
 template <typename RunCudnn, typename RunLowered>
-void CudaBackend::run_faster_form(const char* op, ConvPlan& plan, ConvPlan::Lowered ConvPlan::*decision,
+void CudaBackend::run_faster_form(const char* op, ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision,
                                   RunCudnn&& run_cudnn, RunLowered&& run_lowered) {
-  if (plan.*decision == ConvPlan::Lowered::Unsearched) {
+  if (plan.*decision == ConvPlan::Choice::Unsearched) {
     const bool lowered = lowerable(plan) && (options_.conv_lowering == ConvLowering::Always ||
                                              lowered_measures_faster(op, plan, run_cudnn, run_lowered));
-    plan.*decision = lowered ? ConvPlan::Lowered::Yes : ConvPlan::Lowered::No;
+    plan.*decision = lowered ? ConvPlan::Choice::Yes : ConvPlan::Choice::No;
   }
-  if (plan.*decision == ConvPlan::Lowered::Yes)
+  if (plan.*decision == ConvPlan::Choice::Yes)
     run_lowered();
   else
     run_cudnn();
 }
 
 CudaBackend::ForwardOperands CudaBackend::forward_operands(const ConvParams& p, const Tensor& x, const Tensor& w,
-                                                           const Tensor& y, ConvPlan::Lowered ConvPlan::*lowered) {
+                                                           const Tensor& y, ConvPlan::Choice ConvPlan::*lowered,
+                                                           ConvPlan::Choice ConvPlan::*first) {
   cuda::expect_float("conv_forward", "x", x, device_);
   cuda::expect_float("conv_forward", "w", w, device_);
   cuda::expect_float("conv_forward", "y", y, device_);
@@ -616,8 +718,8 @@ CudaBackend::ForwardOperands CudaBackend::forward_operands(const ConvParams& p, 
   ConvPlan& plan =
       conv_plan("conv_forward", p, x.shape(), w.shape(), x.dtype(), conv_layout("conv_forward", x, w, y));
   cuda::expect_shape("conv_forward", "y", y, plan.y_shape);
-  // Running lowered: the lowered form reads x and w as given, so no padded copies are made.
-  if (plan.*lowered == ConvPlan::Lowered::Yes) return {&plan, x, w, &plan};
+  // Running lowered or channels-first: those forms read x and w as given, so no padded copies are made.
+  if (plan.*lowered == ConvPlan::Choice::Yes || plan.*first == ConvPlan::Choice::Yes) return {&plan, x, w, &plan};
   const int64_t c = plan.padded ? plan.padded->channels : 0;
   Tensor xp, wp;
   auto pad = [&] {
@@ -645,9 +747,11 @@ void CudaBackend::conv_forward_bias_relu(const ConvParams& p, const Tensor& x, c
   cuda::expect_float("conv_forward_bias_relu", "bias", bias, device_);
   cuda::expect_dtype("conv_forward_bias_relu", "bias", bias, x.dtype());
   cuda::expect_numel("conv_forward_bias_relu", "bias", bias, y.shape().c());
-  const ForwardOperands f = forward_operands(p, x, w, y, &ConvPlan::fwd_bias_relu_lowered);
+  const ForwardOperands f =
+      forward_operands(p, x, w, y, &ConvPlan::fwd_bias_relu_lowered, &ConvPlan::fwd_bias_relu_channels_first);
   ConvPlan& plan = *f.plan;
-  if (!plan.fwd_bias_relu_searched && f.given->fwd_bias_relu_lowered != ConvPlan::Lowered::Yes)
+  if (!plan.fwd_bias_relu_searched && f.given->fwd_bias_relu_lowered != ConvPlan::Choice::Yes &&
+      f.given->fwd_bias_relu_channels_first != ConvPlan::Choice::Yes)
     search_bias_relu(plan, f.x, f.w, bias, y);
   auto cudnn = [&] {
     if (plan.fwd_bias_relu) {
@@ -661,7 +765,11 @@ void CudaBackend::conv_forward_bias_relu(const ConvParams& p, const Tensor& x, c
     bias_add(bias, y);
     relu_forward(y, y);
   };
-  run_faster_form("conv_forward_bias_relu", *f.given, &ConvPlan::fwd_bias_relu_lowered, cudnn,
+  auto cudnn_in_faster_order = [&] {
+    run_faster_order("conv_forward_bias_relu", *f.given, &ConvPlan::fwd_bias_relu_channels_first, cudnn,
+                     [&] { run_channels_first_forward(*f.given, x, w, bias, y); });
+  };
+  run_faster_form("conv_forward_bias_relu", *f.given, &ConvPlan::fwd_bias_relu_lowered, cudnn_in_faster_order,
                   [&] { run_lowered_forward(*f.given, x, w, bias, true, y); });
 }
 
@@ -725,17 +833,21 @@ void CudaBackend::conv_backward_data(const ConvParams& p, const Tensor& w, const
     wp = with_channels(1, w, c);
     dxp = channels_staging(2, dx, c);
   };
-  if (!runs_padded(
-          "conv_backward_data", plan, &ConvPlan::bwd_data, &ConvPlan::bwd_data_padded,
-          [&] { find_conv_backward_data(plan, w, dy, dx); },
-          [&] {
-            pad();
-            find_conv_backward_data(*plan.padded, wp, dy, dxp);
-          }))
-    return run_conv_backward_data(plan, w, dy, dx);
-  pad();
-  run_conv_backward_data(*plan.padded, wp, dy, dxp);
-  unpad_channels(dxp, dx);
+  const bool padded = runs_padded(
+      "conv_backward_data", plan, &ConvPlan::bwd_data, &ConvPlan::bwd_data_padded,
+      [&] { find_conv_backward_data(plan, w, dy, dx); },
+      [&] {
+        pad();
+        find_conv_backward_data(*plan.padded, wp, dy, dxp);
+      });
+  auto cudnn = [&] {
+    if (!padded) return run_conv_backward_data(plan, w, dy, dx);
+    pad();
+    run_conv_backward_data(*plan.padded, wp, dy, dxp);
+    unpad_channels(dxp, dx);
+  };
+  run_faster_order("conv_backward_data", plan, &ConvPlan::bwd_data_channels_first, cudnn,
+                   [&] { run_channels_first_backward_data(plan, w, dy, dx); });
 }
 
 void CudaBackend::conv_backward_filter(const ConvParams& p, const Tensor& x, const Tensor& dy, const Tensor& dw) {
@@ -768,7 +880,11 @@ void CudaBackend::conv_backward_filter(const ConvParams& p, const Tensor& x, con
     run_conv_backward_filter(*plan.padded, xp, dy, dwp);
     unpad_channels(dwp, dw);
   };
-  run_faster_form("conv_backward_filter", plan, &ConvPlan::bwd_filter_lowered, cudnn,
+  auto cudnn_in_faster_order = [&] {
+    run_faster_order("conv_backward_filter", plan, &ConvPlan::bwd_filter_channels_first, cudnn,
+                     [&] { run_channels_first_backward_filter(plan, x, dy, dw); });
+  };
+  run_faster_form("conv_backward_filter", plan, &ConvPlan::bwd_filter_lowered, cudnn_in_faster_order,
                   [&] { run_lowered_backward_filter(plan, x, dy, dw); });
 }
 
