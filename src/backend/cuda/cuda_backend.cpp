@@ -351,6 +351,22 @@ Tensor CudaBackend::staging(size_t slot, const Shape& shape, DType dtype) {
 
 void* CudaBackend::workspace(size_t bytes) {
   if (bytes <= workspace_bytes_) return workspace_;
+  // In a timed trial of a convolution form (trial_staging_ set), an algorithm wanting more than the
+  // kept workspace gets a transient one, uncounted as search workspace is: a form that loses must
+  // leave neither a grown workspace nor its peak behind.
+  if (trial_staging_[5].defined()) {
+    if (trial_workspace_.defined() && trial_workspace_.bytes() >= bytes) return trial_workspace_.raw();
+    trial_workspace_ = Tensor();
+    const size_t rounded = (bytes + 3) / 4 * 4;
+    void* p = nullptr;
+    if (cudaMallocAsync(&p, rounded, ds_->stream) != cudaSuccess) {
+      cudaGetLastError();
+      throw_runtime("cuda (gpu:{}): trial workspace of {} bytes could not be allocated", device_, bytes);
+    }
+    trial_workspace_ = Tensor(std::make_shared<Storage>(p, rounded, device(), [ds = ds_](void* q) { ds->free(q); }),
+                              0, Shape{static_cast<int64_t>(rounded / 4)}, DType::F32);
+    return p;
+  }
   if (workspace_) {
     ds_->free(workspace_);
     buffers_moved();

@@ -442,6 +442,8 @@ class CudaBackend final : public Backend {
   // Set during a timed trial of the channels-first form: transient buffers that staging() hands out
   // for these slots instead, uncounted, as cuDNN's search workspace is.
   std::array<Tensor, 8> trial_staging_;
+  // The workspace() of such a trial where it needs more than the kept workspace (transient likewise).
+  Tensor trial_workspace_;
   // While run_faster_form times the lowered form: the transient buffer its input is lowered into.
   Tensor lowered_search_input_;
   // buffers_moved() count, shared with captured work (which may outlive the backend's last use).

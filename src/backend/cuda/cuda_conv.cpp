@@ -421,9 +421,12 @@ void CudaBackend::run_faster_order(const char* op, ConvPlan& plan, ConvPlan::Cho
           {{5, plan.x_shape.numel()}, {6, plan.w_shape.numel()}, {7, plan.y_shape.numel()}}};
       std::vector<std::unique_ptr<SearchBuffer>> buffers;
       struct Forget {
-        std::array<Tensor, 8>& t;
-        ~Forget() { t = {}; }
-      } forget{trial_staging_};
+        CudaBackend& b;
+        ~Forget() {
+          b.trial_staging_ = {};
+          b.trial_workspace_ = Tensor();
+        }
+      } forget{*this};
       bool room = true;
       for (const auto& [slot, numel] : slots) {
         const size_t bytes = static_cast<size_t>(numel) * size;
