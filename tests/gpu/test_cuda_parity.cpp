@@ -284,6 +284,28 @@ ConvTwins make_conv_twins(CudaBackend& g, const PadCase& c, DType dtype, Layout 
   cpu.conv_backward_filter(p, t.xc, t.dyc, t.dwc);
   return t;
 }
+
+// A bias for case c on the GPU, a channels-last GPU output for conv_forward_bias_relu, and the
+// CPU's max(0, conv(x, w) + bias) with the same bias values, from the twins' CPU forward.
+struct BiasReluTwins {
+  Tensor bias, fused, fused_c;
+};
+
+BiasReluTwins make_bias_relu_twins(CudaBackend& g, const PadCase& c, const ConvTwins& t, DType dtype,
+                                   uint64_t seed) {
+  Backend& cpu = cpu_backend();
+  BiasReluTwins b;
+  b.bias = g.alloc(Shape{c.filters}, dtype);
+  fill_uniform(g, b.bias, seed, -0.5f, 0.5f);
+  Tensor bias_c = cpu.alloc(Shape{c.filters});
+  from_host(cpu, bias_c, to_host(g, b.bias));
+  b.fused_c = cpu.alloc(t.ys);
+  cpu.copy(t.yc, b.fused_c);
+  cpu.bias_add(bias_c, b.fused_c);
+  cpu.relu_forward(b.fused_c, b.fused_c);
+  b.fused = g.alloc(t.ys, dtype).as_layout(Layout::NHWC);
+  return b;
+}
 #endif
 
 class CudaConvChannelPadding : public ::testing::TestWithParam<std::tuple<PadCase, DType>> {};
@@ -372,14 +394,7 @@ TEST_P(CudaConvLowered, ForwardBiasReluAndFilterGradientMatchTheCpu) {
   CudaBackend g(0, options);
   Backend& cpu = cpu_backend();
   const ConvTwins t = make_conv_twins(g, c, dtype, Layout::NHWC, 101);
-  Tensor bias = g.alloc(Shape{c.filters}, dtype), bias_c = cpu.alloc(Shape{c.filters});
-  fill_uniform(g, bias, 7, -0.5f, 0.5f);
-  from_host(cpu, bias_c, to_host(g, bias));
-  Tensor fused_c = cpu.alloc(t.ys);
-  cpu.copy(t.yc, fused_c);
-  cpu.bias_add(bias_c, fused_c);
-  cpu.relu_forward(fused_c, fused_c);
-  Tensor fused = g.alloc(t.ys, dtype).as_layout(Layout::NHWC);
+  const auto [bias, fused, fused_c] = make_bias_relu_twins(g, c, t, dtype, 7);
   for (int round = 0; round < 2; ++round) {  // the deciding call, then the planned one
     g.fill(t.y, 9.0f);
     g.fill(fused, 9.0f);
@@ -431,14 +446,7 @@ TEST_P(CudaConvChannelsFirst, EveryDirectionMatchesTheCpu) {
   CudaBackend g(0, options);
   Backend& cpu = cpu_backend();
   const ConvTwins t = make_conv_twins(g, c, dtype, Layout::NHWC, 121);
-  Tensor bias = g.alloc(Shape{c.filters}, dtype), bias_c = cpu.alloc(Shape{c.filters});
-  fill_uniform(g, bias, 9, -0.5f, 0.5f);
-  from_host(cpu, bias_c, to_host(g, bias));
-  Tensor fused_c = cpu.alloc(t.ys);
-  cpu.copy(t.yc, fused_c);
-  cpu.bias_add(bias_c, fused_c);
-  cpu.relu_forward(fused_c, fused_c);
-  Tensor fused = g.alloc(t.ys, dtype).as_layout(Layout::NHWC);
+  const auto [bias, fused, fused_c] = make_bias_relu_twins(g, c, t, dtype, 9);
   for (int round = 0; round < 2; ++round) {  // the deciding call, then the planned one
     for (const Tensor* out : std::initializer_list<const Tensor*>{&t.y, &fused, &t.dx, &t.dw}) g.fill(*out, 9.0f);
     g.conv_forward(p, t.x, t.w, t.y);
