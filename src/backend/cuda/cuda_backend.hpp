@@ -81,8 +81,10 @@ struct CudaBackendOptions {
   // kernel (CaffeNet's conv1: RGB, 11x11, stride 4), whose lowered input is only a few times the
   // input. Never with --conv-search legacy; Measured needs timing, so deterministic runs never lower.
   ConvLowering conv_lowering = ConvLowering::Measured;
-  // Also time such a first convolution channels-first. cuDNN's NCHW kernels can beat its NHWC ones
-  // there even with the reordering copies: the gait 2D-CNN's conv1 (50 flow channels, 7x7) in TF32
+  // Also time such a first convolution channels-first, its reorders included (the channels-last
+  // side's padding copies, made once before, are left out as the padding search leaves them out,
+  // so a near tie goes to channels-last). cuDNN's NCHW kernels can beat its NHWC ones there even
+  // with the reordering copies: the gait 2D-CNN's conv1 (50 flow channels, 7x7) in TF32
   // at batch 256 on an H100 took 1.95 ms forward and 3.55 ms for the filter gradient in NCHW, 3.08
   // and 4.63 ms in NHWC. Measured needs timing, so deterministic runs stay channels-last.
   ConvChannelsFirst channels_first = ConvChannelsFirst::Measured;

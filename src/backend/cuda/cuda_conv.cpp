@@ -431,7 +431,10 @@ void CudaBackend::run_faster_order(const char* op, ConvPlan& plan, ConvPlan::Cho
       for (const auto& [slot, numel] : slots) {
         const size_t bytes = static_cast<size_t>(numel) * size;
         buffers.push_back(std::make_unique<SearchBuffer>(std::max(bytes, size_t{1} << 20), stream()));
-        room = room && buffers.back()->bytes() >= bytes;
+        if (buffers.back()->bytes() < bytes) {  // SearchBuffer got less (or nothing): no trial
+          room = false;
+          break;
+        }
         trial_staging_[slot] = Tensor(std::make_shared<Storage>(buffers.back()->ptr(), buffers.back()->bytes(),
                                                                 device(), nullptr),
                                       0, Shape{numel}, plan.dtype);

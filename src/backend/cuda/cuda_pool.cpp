@@ -123,11 +123,14 @@ void CudaBackend::pool_backward(const PoolParams& p, const Tensor& x, const Tens
     for (const auto& [what, t] : {std::pair{"y", &y}, {"dy", &dy}, {"dx", &dx}})
       cuda::expect_layout("pool_backward", what, *t, x.layout());
     cuda::PoolGeometry g = geometry(p, x.shape(), ys, x.layout());
+    // Argmax scratch for channels-last overlapping windows only (the two-pass kernels).
+    const bool overlapping = p.stride_h < p.kernel_h || p.stride_w < p.kernel_w;
     if (p.mode == PoolMode::Max)
       cuda::launch_caffe_max_pool_backward(
           g, x.dtype(), x.raw(), y.raw(), dy.raw(), dx.raw(), stream(),
-          g.channels_last ? static_cast<uint8_t*>(staging(3, Shape{(ys.numel() + 3) / 4}, DType::I32).raw())
-                          : nullptr);
+          g.channels_last && overlapping
+              ? static_cast<uint8_t*>(staging(3, Shape{(ys.numel() + 3) / 4}, DType::I32).raw())
+              : nullptr);
     else
       cuda::launch_caffe_avg_pool_backward(g, x.dtype(), dy.raw(), dx.raw(), stream());
     return;

@@ -331,7 +331,8 @@ __global__ void max_pool_tiled_backward_nhwc_kernel(PoolGeometry g, I packs_per_
       for (int ww = w0; ww < w0 + g.kernel_w; ++ww) {
         const uint8_t mine = static_cast<uint8_t>(window_offset(g, hh, ww, s.r, s.col));
         Pack<T> out;
-        for (int l = 0; l < kLanes; ++l) out.v[l] = at[l] == mine ? d.v[l] : from_float<T>(0.0f);
+        // 0 + dy as the gather sums it: -0 becomes +0 there, and must here too.
+        for (int l = 0; l < kLanes; ++l) out.v[l] = from_float<T>(at[l] == mine ? 0.0f + to_float(d.v[l]) : 0.0f);
         dx[base + static_cast<I>(hh * g.width + ww) * packs_per_pixel] = out;
       }
   }
@@ -381,7 +382,9 @@ bool launch_max_pool_forward_nhwc(const PoolGeometry& g, DType t, const void* x,
     if (!g.channels_last || g.channels % kLanes != 0 || !aligned16(x) || !aligned16(y)) return;
     launched = true;
     if (n <= 0) return;
-    with_index_type(n / kLanes, [&](auto index) {
+    // The kernel forms x offsets: x's pack count bounds the index type (it can exceed y's many times).
+    const int64_t x_packs = g.planes * g.height * g.width / kLanes;
+    with_index_type(x_packs > n / kLanes ? x_packs : n / kLanes, [&](auto index) {
       using I = decltype(index);
       max_pool_forward_nhwc_kernel<T, I><<<blocks_for(n / kLanes), kThreads, 0, stream>>>(
           g, static_cast<I>(g.channels / kLanes), static_cast<I>(n / kLanes), static_cast<const Pack<T>*>(x),
