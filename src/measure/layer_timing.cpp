@@ -17,7 +17,7 @@ namespace {
 using EventPtr = std::shared_ptr<TimingEvent>;
 
 struct IterationEvents {
-  EventPtr begin, forward_end, backward_end, update_end;
+  EventPtr begin, after_copies, forward_end, backward_end, update_end;
   std::vector<EventPtr> after_forward, after_backward;  // per layer index; null: did not run
 };
 
@@ -58,9 +58,13 @@ LayerTimingResult time_layers(const NetSpec& spec, Backend& backend, const Layer
       ev.begin = backend.record_timing_event();
     }
     const auto iteration = static_cast<uint64_t>(it);
-    net.forward(Phase::Train, iteration, [&](size_t l) {
-      if (record) ev.after_forward[l] = backend.record_timing_event();
-    });
+    net.forward(
+        Phase::Train, iteration, [&](size_t l) {
+          if (record) ev.after_forward[l] = backend.record_timing_event();
+        },
+        [&] {
+          if (record) ev.after_copies = backend.record_timing_event();
+        });
     if (record) ev.forward_end = backend.record_timing_event();
     net.backward(iteration, [&](size_t l) {
       if (record) ev.after_backward[l] = backend.record_timing_event();
@@ -86,7 +90,7 @@ LayerTimingResult time_layers(const NetSpec& spec, Backend& backend, const Layer
     per_layer[l].type = layers[l]->type();
   }
   for (const IterationEvents& ev : timed) {
-    const TimingEvent* previous = ev.begin.get();
+    const TimingEvent* previous = ev.after_copies.get();
     for (size_t l = 0; l < layers.size(); ++l) {
       if (!ev.after_forward[l]) continue;
       per_layer[l].forward_ms += backend.elapsed_ms(*previous, *ev.after_forward[l]);
@@ -99,12 +103,14 @@ LayerTimingResult time_layers(const NetSpec& spec, Backend& backend, const Layer
       previous = ev.after_backward[l].get();
     }
     r.forward_ms += backend.elapsed_ms(*ev.begin, *ev.forward_end);
+    r.copies_ms += backend.elapsed_ms(*ev.begin, *ev.after_copies);
     r.backward_ms += backend.elapsed_ms(*ev.forward_end, *ev.backward_end);
     r.update_ms += backend.elapsed_ms(*ev.backward_end, *ev.update_end);
     r.step_ms += backend.elapsed_ms(*ev.begin, *ev.update_end);
   }
   const double n = static_cast<double>(o.iterations);
   r.forward_ms /= n;
+  r.copies_ms /= n;
   r.backward_ms /= n;
   r.update_ms /= n;
   r.step_ms /= n;

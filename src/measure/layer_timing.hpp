@@ -34,6 +34,10 @@ struct LayerTimingResult {
   // Means per iteration: the whole forward (loss combination included), the whole backward, and a
   // full step (forward, backward and the SGD update of every parameter).
   double forward_ms = 0, backward_ms = 0, update_ms = 0, step_ms = 0;
+  // The part of forward_ms before the first layer: the weights' compute copies (16-bit, or
+  // channels-last filters) refreshed from the fp32 masters, and the input's. 0 where there are none
+  // (fp32 on the CPU); in no layer's time.
+  double copies_ms = 0;
   Precision precision = Precision::FP32;
   int64_t peak_memory_bytes = 0;  // the most the backend held at once (Backend::memory_stats), net included
 };

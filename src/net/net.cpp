@@ -330,7 +330,8 @@ void Net::freeze_weights(bool frozen) {
 const Tensor& Net::input() const { return impl_->blobs[0].data; }
 const Tensor& Net::labels() const { return impl_->blobs[1].data; }
 
-void Net::forward(Phase phase, uint64_t iteration, const std::function<void(size_t layer_index)>& after_layer) {
+void Net::forward(Phase phase, uint64_t iteration, const std::function<void(size_t layer_index)>& after_layer,
+                  const std::function<void()>& after_copies) {
   Impl& m = *impl_;
   if (m.use == NetUse::Inference && phase != Phase::Test)
     throw_runtime("this net was built for inference: it runs test-phase forwards only");
@@ -341,6 +342,7 @@ void Net::forward(Phase phase, uint64_t iteration, const std::function<void(size
     for (const Param* p : m.mirrored_params) m.backend.convert(p->master, p->data);
   m.mirrors_current = true;
   if (m.input_compute.defined()) m.backend.convert(m.blobs[0].data, m.input_compute);
+  if (after_copies) after_copies();
   for (size_t l = 0; l < m.layers.size(); ++l) {
     NetLayer& nl = m.layers[l];
     if (!runs_in(nl.spec.phase, phase)) continue;

@@ -88,7 +88,10 @@ class Net {
 
   // `after_layer(l)` (optional) is called, first to last, once layer l (index in layers()) has
   // queued its forward; layers that do not run in `phase` are skipped (per-layer timing).
-  void forward(Phase phase, uint64_t iteration, const std::function<void(size_t layer_index)>& after_layer = {});
+  // `after_copies` (optional) is called once the weights' compute copies and the input's have been
+  // queued, before the first layer: per-layer timing keeps them out of the first layer's time.
+  void forward(Phase phase, uint64_t iteration, const std::function<void(size_t layer_index)>& after_layer = {},
+               const std::function<void()>& after_copies = {});
   // After forward(Phase::Train, same iteration). `after_layer(l)` is called for every layer, last
   // to first, once layer l (index in layers()) has queued its backward: from then on all gradients
   // of layers l..L-1, a prefix of flat_grads(), are final in stream order (data-parallel buckets

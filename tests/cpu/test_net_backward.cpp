@@ -282,6 +282,27 @@ TEST(NetBackward, SkipsLayersThatNeedNoGradient) {
   EXPECT_THROW(net.blob("p9"), ConfigError);
 }
 
+// forward's after_copies comes once per forward, before any layer's after_layer: per-layer timing
+// starts the first layer there.
+TEST(NetForward, CopiesHookComesBeforeTheFirstLayer) {
+  NetSpec spec = NetSpec::load_string(kEltwiseNet, "eltwise.yaml");
+  auto backend = make_backend("cpu");
+  Net net(spec, *backend, 2, 1);
+  random_inputs(net, spec.classes(), 2);
+  std::vector<std::string> calls;
+  for (int pass = 0; pass < 2; ++pass)
+    net.forward(
+        Phase::Train, static_cast<uint64_t>(pass), [&](size_t l) { calls.push_back(std::to_string(l)); },
+        [&] { calls.push_back("copies"); });
+  const size_t per_pass = calls.size() / 2;
+  ASSERT_EQ(calls.size(), 2 * per_pass);
+  ASSERT_EQ(per_pass, net.layers().size() + 1);  // every layer runs in the train phase here
+  for (size_t pass = 0; pass < 2; ++pass) {
+    EXPECT_EQ(calls[pass * per_pass], "copies");
+    for (size_t l = 0; l + 1 < per_pass; ++l) EXPECT_EQ(calls[pass * per_pass + 1 + l], std::to_string(l));
+  }
+}
+
 TEST(NetState, BatchNormRunningStatistics) {
   NetSpec spec = NetSpec::load_string(kBlockNet, "small.yaml");
   auto backend = make_backend("cpu");
