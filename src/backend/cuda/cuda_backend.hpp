@@ -353,19 +353,34 @@ class CudaBackend final : public Backend {
   // operands are returned as given.
   ForwardOperands forward_operands(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y,
                                    ConvPlan::Choice ConvPlan::*lowered, ConvPlan::Choice ConvPlan::*first);
-  // The channels-first form (CudaBackendOptions::channels_first) of `plan`'s directions: operands
-  // reordered into staging slots 5 (x, dx), 6 (w, dw) and 7 (y, dy), the direction searched on
-  // plan.channels_first at first use, the result reordered back; the forward adds `bias` and a
-  // ReLU where bias is defined.
-  void run_channels_first_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& bias,
-                                  const Tensor& y);
-  void run_channels_first_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx);
-  void run_channels_first_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw);
+  // A convolution direction's search or run on `plan`, its operands in the direction's order:
+  // (x, w, y) forward, (w, dy, dx) backward data, (x, dy, dw) backward filter.
+  using ConvCall = void (CudaBackend::*)(ConvPlan&, const Tensor&, const Tensor&, const Tensor&);
+  // A channels-last operand of the channels-first form and the staging slot of its NCHW copy:
+  // 5 for x and dx, 6 for w and dw, 7 for y and dy.
+  struct ChannelsFirstOperand {
+    const Tensor& t;
+    size_t slot;
+  };
+  // One direction of `plan` in its channels-first form (CudaBackendOptions::channels_first): inputs
+  // a and b reordered to NCHW, the direction run on plan.channels_first (searched by `find` at its
+  // first use, recorded in `algo`) into the NCHW copy of `out`, which is reordered back.
+  void run_channels_first(ConvPlan& plan, ConvAlgoChoice ConvPlan::*algo, ConvCall find, ConvCall run,
+                          const ChannelsFirstOperand& a, const ChannelsFirstOperand& b,
+                          const ChannelsFirstOperand& out);
+  // Runs run_b() where `decision` of `plan` is Yes, run_a() where No; at the first call (Unsearched)
+  // b_wins() decides it. run_faster_order and run_faster_form are its two uses.
+  template <typename Decide, typename RunA, typename RunB>
+  void run_chosen(ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision, Decide&& b_wins, RunA&& run_a, RunB&& run_b);
   // Runs run_first() (the channels-first form) or run_given() (the op on its channels-last operands)
-  // as `decision` says; decided at the first call, by timing both where measured.
+  // as `decision` says; decided at the first call, by timing both where measured
+  // (channels_first_measures_faster, its copies in transient staging: trial_staging_).
   template <typename RunGiven, typename RunFirst>
   void run_faster_order(const char* op, ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision, RunGiven&& run_given,
                         RunFirst&& run_first);
+  template <typename RunGiven, typename RunFirst>
+  bool channels_first_measures_faster(const char* op, const ConvPlan& plan, RunGiven&& run_given,
+                                      RunFirst&& run_first);
   // Whether run_b() measures faster than run_a() (each run once untimed, then the median of timed
   // runs), logged under the two names.
   template <typename RunA, typename RunB>

@@ -356,37 +356,15 @@ void CudaBackend::reorder(const Tensor& src, const Tensor& dst) {
   CUDNN_CHECK(cudnnTransformTensor(cudnn_, &one, desc_a_, src.raw(), &zero, desc_b_, dst.raw()));
 }
 
-void CudaBackend::run_channels_first_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& bias,
-                                             const Tensor& y) {
+void CudaBackend::run_channels_first(ConvPlan& plan, ConvAlgoChoice ConvPlan::*algo, ConvCall find, ConvCall run,
+                                     const ChannelsFirstOperand& a, const ChannelsFirstOperand& b,
+                                     const ChannelsFirstOperand& out) {
   ConvPlan& first = *plan.channels_first;
-  const Tensor xt = reordered(5, x, Layout::NCHW), wt = reordered(6, w, Layout::NCHW);
-  const Tensor yt = staging(7, y.shape(), y.dtype()).as_layout(Layout::NCHW);
-  if (first.fwd.algo < 0) find_conv_forward(first, xt, wt, yt);
-  run_conv_forward(first, xt, wt, yt);
-  reorder(yt, y);
-  if (!bias.defined()) return;
-  bias_add(bias, y);
-  relu_forward(y, y);
-}
-
-void CudaBackend::run_channels_first_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy,
-                                                   const Tensor& dx) {
-  ConvPlan& first = *plan.channels_first;
-  const Tensor wt = reordered(6, w, Layout::NCHW), dyt = reordered(7, dy, Layout::NCHW);
-  const Tensor dxt = staging(5, dx.shape(), dx.dtype()).as_layout(Layout::NCHW);
-  if (first.bwd_data.algo < 0) find_conv_backward_data(first, wt, dyt, dxt);
-  run_conv_backward_data(first, wt, dyt, dxt);
-  reorder(dxt, dx);
-}
-
-void CudaBackend::run_channels_first_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy,
-                                                     const Tensor& dw) {
-  ConvPlan& first = *plan.channels_first;
-  const Tensor xt = reordered(5, x, Layout::NCHW), dyt = reordered(7, dy, Layout::NCHW);
-  const Tensor dwt = staging(6, dw.shape(), dw.dtype()).as_layout(Layout::NCHW);
-  if (first.bwd_filter.algo < 0) find_conv_backward_filter(first, xt, dyt, dwt);
-  run_conv_backward_filter(first, xt, dyt, dwt);
-  reorder(dwt, dw);
+  const Tensor at = reordered(a.slot, a.t, Layout::NCHW), bt = reordered(b.slot, b.t, Layout::NCHW);
+  const Tensor outt = staging(out.slot, out.t.shape(), out.t.dtype()).as_layout(Layout::NCHW);
+  if ((first.*algo).algo < 0) (this->*find)(first, at, bt, outt);
+  (this->*run)(first, at, bt, outt);
+  reorder(outt, out.t);
 }
 
 template <typename RunA, typename RunB>
@@ -408,50 +386,59 @@ bool CudaBackend::second_measures_faster(const char* op, const ConvPlan& plan, c
   return b_ms < a_ms;
 }
 
+template <typename Decide, typename RunA, typename RunB>
+void CudaBackend::run_chosen(ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision, Decide&& b_wins, RunA&& run_a,
+                             RunB&& run_b) {
+  if (plan.*decision == ConvPlan::Choice::Unsearched)
+    plan.*decision = b_wins() ? ConvPlan::Choice::Yes : ConvPlan::Choice::No;
+  if (plan.*decision == ConvPlan::Choice::Yes)
+    run_b();
+  else
+    run_a();
+}
+
+template <typename RunGiven, typename RunFirst>
+bool CudaBackend::channels_first_measures_faster(const char* op, const ConvPlan& plan, RunGiven&& run_given,
+                                                 RunFirst&& run_first) {
+  // The trial's copies live in transient buffers, as cuDNN's search workspace does: a form that
+  // loses leaves no memory held behind it, nor in the run's peak.
+  const size_t size = dtype_size(plan.dtype);
+  const std::array<std::pair<size_t, int64_t>, 3> slots{
+      {{5, plan.x_shape.numel()}, {6, plan.w_shape.numel()}, {7, plan.y_shape.numel()}}};
+  std::vector<std::unique_ptr<SearchBuffer>> buffers;
+  struct Forget {
+    CudaBackend& b;
+    ~Forget() {
+      b.trial_staging_ = {};
+      b.trial_workspace_ = Tensor();
+    }
+  } forget{*this};
+  for (const auto& [slot, numel] : slots) {
+    const size_t bytes = static_cast<size_t>(numel) * size;
+    buffers.push_back(std::make_unique<SearchBuffer>(std::max(bytes, size_t{1} << 20), stream()));
+    if (buffers.back()->bytes() < bytes) {  // SearchBuffer got less (or nothing): no trial
+      log::debug("{} x {} w {}: no memory for the channels-first copies: channels-last runs", op,
+                 plan.x_shape.to_string(), plan.w_shape.to_string());
+      return false;
+    }
+    trial_staging_[slot] =
+        Tensor(std::make_shared<Storage>(buffers.back()->ptr(), buffers.back()->bytes(), device(), nullptr), 0,
+               Shape{numel}, plan.dtype);
+  }
+  return second_measures_faster(op, plan, "channels-last", run_given, "channels-first (reordered copies)",
+                                run_first);
+}
+
 template <typename RunGiven, typename RunFirst>
 void CudaBackend::run_faster_order(const char* op, ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision,
                                    RunGiven&& run_given, RunFirst&& run_first) {
-  if (plan.*decision == ConvPlan::Choice::Unsearched) {
-    bool first = plan.channels_first && options_.channels_first == ConvChannelsFirst::Always;
-    if (plan.channels_first && !first) {
-      // The trial's copies live in transient buffers, as cuDNN's search workspace does: a form that
-      // loses leaves no memory held behind it, nor in the run's peak.
-      const size_t size = dtype_size(plan.dtype);
-      const std::array<std::pair<size_t, int64_t>, 3> slots{
-          {{5, plan.x_shape.numel()}, {6, plan.w_shape.numel()}, {7, plan.y_shape.numel()}}};
-      std::vector<std::unique_ptr<SearchBuffer>> buffers;
-      struct Forget {
-        CudaBackend& b;
-        ~Forget() {
-          b.trial_staging_ = {};
-          b.trial_workspace_ = Tensor();
-        }
-      } forget{*this};
-      bool room = true;
-      for (const auto& [slot, numel] : slots) {
-        const size_t bytes = static_cast<size_t>(numel) * size;
-        buffers.push_back(std::make_unique<SearchBuffer>(std::max(bytes, size_t{1} << 20), stream()));
-        if (buffers.back()->bytes() < bytes) {  // SearchBuffer got less (or nothing): no trial
-          room = false;
-          break;
-        }
-        trial_staging_[slot] = Tensor(std::make_shared<Storage>(buffers.back()->ptr(), buffers.back()->bytes(),
-                                                                device(), nullptr),
-                                      0, Shape{numel}, plan.dtype);
-      }
-      if (room)
-        first = second_measures_faster(op, plan, "channels-last", run_given, "channels-first (reordered copies)",
-                                       run_first);
-      else
-        log::debug("{} x {} w {}: no memory for the channels-first copies: channels-last runs", op,
-                   plan.x_shape.to_string(), plan.w_shape.to_string());
-    }
-    plan.*decision = first ? ConvPlan::Choice::Yes : ConvPlan::Choice::No;
-  }
-  if (plan.*decision == ConvPlan::Choice::Yes)
-    run_first();
-  else
-    run_given();
+  run_chosen(
+      plan, decision,
+      [&] {
+        return plan.channels_first && (options_.channels_first == ConvChannelsFirst::Always ||
+                                       channels_first_measures_faster(op, plan, run_given, run_first));
+      },
+      run_given, run_first);
 }
 
 Tensor CudaBackend::channels_staging(size_t slot, const Tensor& t, int64_t channels) {
@@ -572,7 +559,10 @@ void CudaBackend::conv_forward(const ConvParams& p, const Tensor& x, const Tenso
   auto cudnn = [&] {
     run_faster_order(
         "conv_forward", *f.given, &ConvPlan::fwd_channels_first, [&] { run_conv_forward(*f.plan, f.x, f.w, y); },
-        [&] { run_channels_first_forward(*f.given, x, w, Tensor(), y); });
+        [&] {
+          run_channels_first(*f.given, &ConvPlan::fwd, &CudaBackend::find_conv_forward, &CudaBackend::run_conv_forward,
+                             {x, 5}, {w, 6}, {y, 7});
+        });
   };
   run_faster_form("conv_forward", *f.given, &ConvPlan::fwd_lowered, cudnn,
                   [&] { run_lowered_forward(*f.given, x, w, Tensor(), false, y); });
@@ -701,15 +691,13 @@ bool CudaBackend::lowered_measures_faster(const char* op, const ConvPlan& plan, 
 template <typename RunCudnn, typename RunLowered>
 void CudaBackend::run_faster_form(const char* op, ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision,
                                   RunCudnn&& run_cudnn, RunLowered&& run_lowered) {
-  if (plan.*decision == ConvPlan::Choice::Unsearched) {
-    const bool lowered = lowerable(plan) && (options_.conv_lowering == ConvLowering::Always ||
-                                             lowered_measures_faster(op, plan, run_cudnn, run_lowered));
-    plan.*decision = lowered ? ConvPlan::Choice::Yes : ConvPlan::Choice::No;
-  }
-  if (plan.*decision == ConvPlan::Choice::Yes)
-    run_lowered();
-  else
-    run_cudnn();
+  run_chosen(
+      plan, decision,
+      [&] {
+        return lowerable(plan) && (options_.conv_lowering == ConvLowering::Always ||
+                                   lowered_measures_faster(op, plan, run_cudnn, run_lowered));
+      },
+      run_cudnn, run_lowered);
 }
 
 CudaBackend::ForwardOperands CudaBackend::forward_operands(const ConvParams& p, const Tensor& x, const Tensor& w,
@@ -773,7 +761,12 @@ void CudaBackend::conv_forward_bias_relu(const ConvParams& p, const Tensor& x, c
   };
   auto cudnn_in_faster_order = [&] {
     run_faster_order("conv_forward_bias_relu", *f.given, &ConvPlan::fwd_bias_relu_channels_first, cudnn,
-                     [&] { run_channels_first_forward(*f.given, x, w, bias, y); });
+                     [&] {
+                       run_channels_first(*f.given, &ConvPlan::fwd, &CudaBackend::find_conv_forward,
+                                          &CudaBackend::run_conv_forward, {x, 5}, {w, 6}, {y, 7});
+                       bias_add(bias, y);
+                       relu_forward(y, y);
+                     });
   };
   run_faster_form("conv_forward_bias_relu", *f.given, &ConvPlan::fwd_bias_relu_lowered, cudnn_in_faster_order,
                   [&] { run_lowered_forward(*f.given, x, w, bias, true, y); });
@@ -853,7 +846,10 @@ void CudaBackend::conv_backward_data(const ConvParams& p, const Tensor& w, const
     unpad_channels(dxp, dx);
   };
   run_faster_order("conv_backward_data", plan, &ConvPlan::bwd_data_channels_first, cudnn,
-                   [&] { run_channels_first_backward_data(plan, w, dy, dx); });
+                   [&] {
+                     run_channels_first(plan, &ConvPlan::bwd_data, &CudaBackend::find_conv_backward_data,
+                                        &CudaBackend::run_conv_backward_data, {w, 6}, {dy, 7}, {dx, 5});
+                   });
 }
 
 void CudaBackend::conv_backward_filter(const ConvParams& p, const Tensor& x, const Tensor& dy, const Tensor& dw) {
@@ -888,7 +884,10 @@ void CudaBackend::conv_backward_filter(const ConvParams& p, const Tensor& x, con
   };
   auto cudnn_in_faster_order = [&] {
     run_faster_order("conv_backward_filter", plan, &ConvPlan::bwd_filter_channels_first, cudnn,
-                     [&] { run_channels_first_backward_filter(plan, x, dy, dw); });
+                     [&] {
+                       run_channels_first(plan, &ConvPlan::bwd_filter, &CudaBackend::find_conv_backward_filter,
+                                          &CudaBackend::run_conv_backward_filter, {x, 5}, {dy, 7}, {dw, 6});
+                     });
   };
   run_faster_form("conv_backward_filter", plan, &ConvPlan::bwd_filter_lowered, cudnn_in_faster_order,
                   [&] { run_lowered_backward_filter(plan, x, dy, dw); });
