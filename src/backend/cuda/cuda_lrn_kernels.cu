@@ -69,34 +69,53 @@ __global__ void lrn_rows_backward_kernel(I n, I channels, LrnWindow w, const T* 
   }
 }
 
-// Whole rows per tile: the largest multiple of `channels` within kTileElems.
 constexpr int kTileElems = 2048;
 
-// The tile at `tile` (rows [row0, row0 + rows_per_tile) clipped to `rows`): its first element and
-// element count.
+// `rows` rows of `channels` elements in tiles of rows_per_tile whole rows (the most that fit in
+// kTileElems); the last tile may hold fewer.
+struct Tiling {
+  int64_t rows, tiles;
+  int channels, rows_per_tile;
+};
+
+Tiling tiling(int64_t rows, int64_t channels) {
+  const int per_tile = static_cast<int>(kTileElems / channels);
+  return {rows, (rows + per_tile - 1) / per_tile, static_cast<int>(channels), per_tile};
+}
+
+unsigned tile_blocks(const Tiling& g) {
+  constexpr int64_t kMaxTileBlocks = int64_t{1} << 16;  // grid-stride beyond: ample for any GPU
+  return static_cast<unsigned>(g.tiles < kMaxTileBlocks ? g.tiles : kMaxTileBlocks);
+}
+
+// Tile `t`: its first element and element count.
 struct Tile {
   int64_t first;
   int count;
 };
 
-__device__ __forceinline__ Tile tile_at(int64_t tile, int64_t rows, int rows_per_tile, int channels) {
-  const int64_t row0 = tile * rows_per_tile;
-  const int64_t nrows = rows - row0 < rows_per_tile ? rows - row0 : rows_per_tile;
-  return {row0 * channels, static_cast<int>(nrows) * channels};
+__device__ __forceinline__ Tile tile_at(const Tiling& g, int64_t t) {
+  const int64_t row0 = t * g.rows_per_tile;
+  const int64_t nrows = g.rows - row0 < g.rows_per_tile ? g.rows - row0 : g.rows_per_tile;
+  return {row0 * g.channels, static_cast<int>(nrows) * g.channels};
+}
+
+// The tile's x as floats in xs, for the whole block (a barrier ends it).
+template <typename T>
+__device__ __forceinline__ void stage_tile(const T* __restrict__ x, const Tile& tile, float* xs) {
+  for (int e = threadIdx.x; e < tile.count; e += blockDim.x) xs[e] = to_float(x[tile.first + e]);
+  __syncthreads();
 }
 
 template <typename T>
-__global__ void lrn_tile_forward_kernel(int64_t rows, int channels, int rows_per_tile, LrnWindow w,
-                                        const T* __restrict__ x, T* __restrict__ y) {
+__global__ void lrn_tile_forward_kernel(Tiling g, LrnWindow w, const T* __restrict__ x, T* __restrict__ y) {
   __shared__ float xs[kTileElems];
-  const int64_t tiles = (rows + rows_per_tile - 1) / rows_per_tile;
-  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-    const Tile tile = tile_at(t, rows, rows_per_tile, channels);
-    for (int e = threadIdx.x; e < tile.count; e += blockDim.x) xs[e] = to_float(x[tile.first + e]);
-    __syncthreads();
+  for (int64_t t = blockIdx.x; t < g.tiles; t += gridDim.x) {
+    const Tile tile = tile_at(g, t);
+    stage_tile(x, tile, xs);
     for (int e = threadIdx.x; e < tile.count; e += blockDim.x) {
-      const int c = e % channels;
-      y[tile.first + e] = from_float<T>(xs[e] * powf(lrn_scale(xs + (e - c), c, channels, w), -w.beta));
+      const int c = e % g.channels;
+      y[tile.first + e] = from_float<T>(xs[e] * powf(lrn_scale(xs + (e - c), c, g.channels, w), -w.beta));
     }
     __syncthreads();  // before the next tile overwrites xs
   }
@@ -104,27 +123,24 @@ __global__ void lrn_tile_forward_kernel(int64_t rows, int channels, int rows_per
 
 // The row kernel's backward with each scale and each dy y / scale computed once per element.
 template <typename T>
-__global__ void lrn_tile_backward_kernel(int64_t rows, int channels, int rows_per_tile, LrnWindow w,
-                                         const T* __restrict__ x, const T* __restrict__ y,
+__global__ void lrn_tile_backward_kernel(Tiling g, LrnWindow w, const T* __restrict__ x, const T* __restrict__ y,
                                          const T* __restrict__ dy, T* __restrict__ dx) {
   __shared__ float xs[kTileElems], scale[kTileElems], ratio[kTileElems];
   const float ratio_coeff = 2.0f * w.alpha_over_size * w.beta;
   const int post = w.size - w.pre_pad - 1;
-  const int64_t tiles = (rows + rows_per_tile - 1) / rows_per_tile;
-  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-    const Tile tile = tile_at(t, rows, rows_per_tile, channels);
-    for (int e = threadIdx.x; e < tile.count; e += blockDim.x) xs[e] = to_float(x[tile.first + e]);
-    __syncthreads();
+  for (int64_t t = blockIdx.x; t < g.tiles; t += gridDim.x) {
+    const Tile tile = tile_at(g, t);
+    stage_tile(x, tile, xs);
     for (int e = threadIdx.x; e < tile.count; e += blockDim.x) {
-      const int c = e % channels;
-      const float s = lrn_scale(xs + (e - c), c, channels, w);
+      const int c = e % g.channels;
+      const float s = lrn_scale(xs + (e - c), c, g.channels, w);
       scale[e] = s;
       ratio[e] = to_float(dy[tile.first + e]) * to_float(y[tile.first + e]) / s;
     }
     __syncthreads();
     for (int e = threadIdx.x; e < tile.count; e += blockDim.x) {
-      const int c = e % channels, base = e - c;
-      const int lo = c >= post ? c - post : 0, hi = min(c + w.pre_pad, channels - 1);
+      const int c = e % g.channels, base = e - c;
+      const int lo = c >= post ? c - post : 0, hi = min(c + w.pre_pad, g.channels - 1);
       float accum = 0.0f;
       for (int j = lo; j <= hi; ++j) accum += ratio[base + j];
       const float direct = to_float(dy[tile.first + e]) * powf(scale[e], -w.beta);
@@ -132,12 +148,6 @@ __global__ void lrn_tile_backward_kernel(int64_t rows, int channels, int rows_pe
     }
     __syncthreads();
   }
-}
-
-unsigned tile_blocks(int64_t rows, int rows_per_tile) {
-  const int64_t tiles = (rows + rows_per_tile - 1) / rows_per_tile;
-  constexpr int64_t kMaxTileBlocks = int64_t{1} << 16;  // grid-stride beyond: ample for any GPU
-  return static_cast<unsigned>(tiles < kMaxTileBlocks ? tiles : kMaxTileBlocks);
 }
 
 LrnWindow window(int size, float alpha, float beta, float k) {
@@ -153,10 +163,9 @@ void launch_lrn_rows_forward(DType t, int64_t rows, int64_t channels, int size, 
   dispatch_float(t, "lrn_forward", [&](auto e) {
     using T = decltype(e);
     if (channels <= kTileElems) {
-      const int per_tile = static_cast<int>(kTileElems / channels);
-      lrn_tile_forward_kernel<T><<<tile_blocks(rows, per_tile), kThreads, 0, stream>>>(
-          rows, static_cast<int>(channels), per_tile, window(size, alpha, beta, k), static_cast<const T*>(x),
-          static_cast<T*>(y));
+      const Tiling g = tiling(rows, channels);
+      lrn_tile_forward_kernel<T><<<tile_blocks(g), kThreads, 0, stream>>>(
+          g, window(size, alpha, beta, k), static_cast<const T*>(x), static_cast<T*>(y));
       return;
     }
     with_index_type(n, [&](auto index) {
@@ -176,10 +185,10 @@ void launch_lrn_rows_backward(DType t, int64_t rows, int64_t channels, int size,
   dispatch_float(t, "lrn_backward", [&](auto e) {
     using T = decltype(e);
     if (channels <= kTileElems) {
-      const int per_tile = static_cast<int>(kTileElems / channels);
-      lrn_tile_backward_kernel<T><<<tile_blocks(rows, per_tile), kThreads, 0, stream>>>(
-          rows, static_cast<int>(channels), per_tile, window(size, alpha, beta, k), static_cast<const T*>(x),
-          static_cast<const T*>(y), static_cast<const T*>(dy), static_cast<T*>(dx));
+      const Tiling g = tiling(rows, channels);
+      lrn_tile_backward_kernel<T><<<tile_blocks(g), kThreads, 0, stream>>>(
+          g, window(size, alpha, beta, k), static_cast<const T*>(x), static_cast<const T*>(y),
+          static_cast<const T*>(dy), static_cast<T*>(dx));
       return;
     }
     with_index_type(n, [&](auto index) {
