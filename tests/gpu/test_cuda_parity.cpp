@@ -306,6 +306,26 @@ BiasReluTwins make_bias_relu_twins(CudaBackend& g, const PadCase& c, const ConvT
   b.fused = g.alloc(t.ys, dtype).as_layout(Layout::NHWC);
   return b;
 }
+
+// The forward, the forward with bias and ReLU, the data gradient (with_data) and the filter
+// gradient of case c on `g`, twice (the call that decides a form, then the planned one), each
+// output filled with 9 first so that one left unwritten shows, every output against the CPU's.
+void expect_directions_match_cpu(CudaBackend& g, const PadCase& c, const ConvTwins& t, const BiasReluTwins& b,
+                                 double tol, bool with_data) {
+  Backend& cpu = cpu_backend();
+  const ConvParams& p = c.p;
+  for (int round = 0; round < 2; ++round) {
+    for (const Tensor* out : {&t.y, &b.fused, &t.dx, &t.dw}) g.fill(*out, 9.0f);
+    g.conv_forward(p, t.x, t.w, t.y);
+    g.conv_forward_bias_relu(p, t.x, t.w, b.bias, b.fused);
+    if (with_data) g.conv_backward_data(p, t.w, t.dy, t.dx);
+    g.conv_backward_filter(p, t.x, t.dy, t.dw);
+    expect_parity(c.name + " y", to_host(g, t.y), to_host(cpu, t.yc), tol);
+    expect_parity(c.name + " bias relu", to_host(g, b.fused), to_host(cpu, b.fused_c), tol);
+    if (with_data) expect_parity(c.name + " dx", to_host(g, t.dx), to_host(cpu, t.dxc), tol);
+    expect_parity(c.name + " dw", to_host(g, t.dw), to_host(cpu, t.dwc), tol);
+  }
+}
 #endif
 
 class CudaConvChannelPadding : public ::testing::TestWithParam<std::tuple<PadCase, DType>> {};
@@ -392,20 +412,8 @@ TEST_P(CudaConvLowered, ForwardBiasReluAndFilterGradientMatchTheCpu) {
   options.conv_lowering = ConvLowering::Always;
   options.allow_tf32 = dtype == DType::F32;
   CudaBackend g(0, options);
-  Backend& cpu = cpu_backend();
   const ConvTwins t = make_conv_twins(g, c, dtype, Layout::NHWC, 101);
-  const auto [bias, fused, fused_c] = make_bias_relu_twins(g, c, t, dtype, 7);
-  for (int round = 0; round < 2; ++round) {  // the deciding call, then the planned one
-    g.fill(t.y, 9.0f);
-    g.fill(fused, 9.0f);
-    g.fill(t.dw, 9.0f);
-    g.conv_forward(p, t.x, t.w, t.y);
-    g.conv_forward_bias_relu(p, t.x, t.w, bias, fused);
-    g.conv_backward_filter(p, t.x, t.dy, t.dw);
-    expect_parity(c.name + " y", to_host(g, t.y), to_host(cpu, t.yc), tol);
-    expect_parity(c.name + " bias relu", to_host(g, fused), to_host(cpu, fused_c), tol);
-    expect_parity(c.name + " dw", to_host(g, t.dw), to_host(cpu, t.dwc), tol);
-  }
+  expect_directions_match_cpu(g, c, t, make_bias_relu_twins(g, c, t, dtype, 7), tol, /*with_data=*/false);
   const ConvPlan* plan = g.find_conv_plan(p, c.x, t.ws, dtype, Layout::NHWC);
   ASSERT_NE(plan, nullptr);
   EXPECT_EQ(plan->fwd_lowered, ConvPlan::Choice::Yes);
@@ -444,20 +452,8 @@ TEST_P(CudaConvChannelsFirst, EveryDirectionMatchesTheCpu) {
   options.conv_lowering = ConvLowering::Never;  // else the lowered form may be timed faster and run
   options.allow_tf32 = dtype == DType::F32;
   CudaBackend g(0, options);
-  Backend& cpu = cpu_backend();
   const ConvTwins t = make_conv_twins(g, c, dtype, Layout::NHWC, 121);
-  const auto [bias, fused, fused_c] = make_bias_relu_twins(g, c, t, dtype, 9);
-  for (int round = 0; round < 2; ++round) {  // the deciding call, then the planned one
-    for (const Tensor* out : std::initializer_list<const Tensor*>{&t.y, &fused, &t.dx, &t.dw}) g.fill(*out, 9.0f);
-    g.conv_forward(p, t.x, t.w, t.y);
-    g.conv_forward_bias_relu(p, t.x, t.w, bias, fused);
-    g.conv_backward_data(p, t.w, t.dy, t.dx);
-    g.conv_backward_filter(p, t.x, t.dy, t.dw);
-    expect_parity(c.name + " y", to_host(g, t.y), to_host(cpu, t.yc), tol);
-    expect_parity(c.name + " bias relu", to_host(g, fused), to_host(cpu, fused_c), tol);
-    expect_parity(c.name + " dx", to_host(g, t.dx), to_host(cpu, t.dxc), tol);
-    expect_parity(c.name + " dw", to_host(g, t.dw), to_host(cpu, t.dwc), tol);
-  }
+  expect_directions_match_cpu(g, c, t, make_bias_relu_twins(g, c, t, dtype, 9), tol, /*with_data=*/true);
   const ConvPlan* plan = g.find_conv_plan(p, c.x, t.ws, dtype, Layout::NHWC);
   ASSERT_NE(plan, nullptr);
   ASSERT_NE(plan->channels_first, nullptr);
