@@ -246,6 +246,11 @@ struct PadCase {
   ConvParams p;
 };
 
+// A (case, precision) test's name: "<case>_<precision>".
+std::string pad_case_name(const ::testing::TestParamInfo<std::tuple<PadCase, DType>>& info) {
+  return std::get<0>(info.param).name + "_" + tensor_core_name(std::get<1>(info.param));
+}
+
 #if CNNSCALE_HAVE_CUDA
 // The operands of one convolution case on a GPU backend, in `dtype` and `layout`: x, w and dy drawn
 // from U(-1, 1) (seeds seed, seed + 1, seed + 2), outputs y, dx, dw; and on the CPU the same values
@@ -388,9 +393,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          PadCase{"rgb_stem_c3", {2, 3, 32, 32}, 16, conv(7, 7, 2, 2, 3, 3, 1, 1)},
                                          PadCase{"c12_k3_pad1", {2, 12, 9, 9}, 8, conv(3, 3, 1, 1, 1, 1, 1, 1)}),
                        ::testing::Values(DType::BF16, DType::F16, DType::F32)),
-    [](const ::testing::TestParamInfo<std::tuple<PadCase, DType>>& info) {
-      return std::get<0>(info.param).name + "_" + tensor_core_name(std::get<1>(info.param));
-    });
+    pad_case_name);
 
 // ---- lowered convolution (im2col + one cuBLASLt GEMM) ------------------------------------------
 
@@ -428,9 +431,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          PadCase{"c12_k3_pad2_dil2", {2, 12, 11, 11}, 8, conv(3, 3, 1, 1, 2, 2, 2, 1)},
                                          PadCase{"c8_k3_whole_rows", {3, 8, 9, 9}, 24, conv(3, 3, 2, 2, 1, 1, 1, 1)}),
                        ::testing::Values(DType::BF16, DType::F16, DType::F32)),
-    [](const ::testing::TestParamInfo<std::tuple<PadCase, DType>>& info) {
-      return std::get<0>(info.param).name + "_" + tensor_core_name(std::get<1>(info.param));
-    });
+    pad_case_name);
 
 // ---- channels-first form of a channels-last convolution -------------------------------------------
 
@@ -478,9 +479,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(PadCase{"gait_conv1_c50", {2, 50, 14, 14}, 16, conv(7, 7, 1, 1, 0, 0, 1, 1)},
                                          PadCase{"rgb_stem_c3", {2, 3, 32, 32}, 16, conv(7, 7, 2, 2, 3, 3, 1, 1)}),
                        ::testing::Values(DType::BF16, DType::F16, DType::F32)),
-    [](const ::testing::TestParamInfo<std::tuple<PadCase, DType>>& info) {
-      return std::get<0>(info.param).name + "_" + tensor_core_name(std::get<1>(info.param));
-    });
+    pad_case_name);
 
 // ---- convolution through cuDNN's graph API ----------------------------------------------------
 
@@ -542,9 +541,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          PadCase{"k5_pad2_groups2", {2, 32, 11, 11}, 64, conv(5, 5, 1, 1, 2, 2, 1, 2)},
                                          PadCase{"k1_stride2", {2, 64, 8, 8}, 32, conv(1, 1, 2, 2, 0, 0, 1, 1)}),
                        ::testing::Values(DType::BF16, DType::F16, DType::F32)),
-    [](const ::testing::TestParamInfo<std::tuple<PadCase, DType>>& info) {
-      return std::get<0>(info.param).name + "_" + tensor_core_name(std::get<1>(info.param));
-    });
+    pad_case_name);
 
 // The negative control of kTolTf32Dot: a TF32 convolution (channels-last, as the nets run it) is
 // within the tolerance of the right reference and far outside it of a reference with one wrong
