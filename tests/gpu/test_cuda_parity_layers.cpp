@@ -321,5 +321,46 @@ TEST(CudaPrecision, ConversionsMatchTheHostBitForBit) {
   }
 }
 
+// Reordering conversions (NCHW <-> NHWC, as the nets' inputs and channels-last filter copies take
+// them) put every element where the host's index arithmetic says, converted and scaled exactly as
+// the plain conversion: RGB's 3 channels (whole rows per tile), channel counts spanning several
+// tiles with partial edge tiles, and one-pixel planes.
+TEST(CudaPrecision, ReorderingConversionsMatchTheHost) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  Backend& g = gpu_backend();
+  for (const Shape& s : {Shape{2, 3, 17, 19}, Shape{3, 96, 5, 7}, Shape{2, 50, 6, 6}, Shape{1, 40, 33, 1},
+                         Shape{2, 33, 1, 1}}) {
+    SCOPED_TRACE(s.to_string());
+    const int64_t n = s.n(), c = s.c(), hw = s.h() * s.w();
+    Tensor nchw = g.alloc(s);
+    fill_uniform(g, nchw, 17, -3.0f, 3.0f);
+    const std::vector<float> src = to_host(g, nchw);
+    std::vector<float> want(src.size());  // src reordered to NHWC on the host
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t p = 0; p < hw; ++p)
+          want[static_cast<size_t>((b * hw + p) * c + ch)] = src[static_cast<size_t>((b * c + ch) * hw + p)];
+    for (DType t : {DType::F32, DType::BF16, DType::F16}) {
+      SCOPED_TRACE(dtype_name(t));
+      for (float scale : {1.0f, 0.5f}) {
+        Tensor nhwc = g.alloc(s, t).as_layout(Layout::NHWC);
+        g.convert(nchw, nhwc, scale);
+        // The raw NHWC memory (to_host would reorder a channels-last tensor back through the kernel
+        // under test): the same bytes tagged NCHW are only widened.
+        const std::vector<float> got = to_host(g, nhwc.as_layout(Layout::NCHW));
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_EQ(got[i], round_to(t, scale == 1.0f ? want[i] : scale * want[i])) << "NHWC element " << i;
+        // And back: NHWC -> NCHW in f32 returns the (rounded, scaled) values to their NCHW places.
+        Tensor back = g.alloc(s);
+        g.convert(nhwc, back);
+        const std::vector<float> returned = to_host(g, back);
+        for (size_t i = 0; i < returned.size(); ++i)
+          ASSERT_EQ(returned[i], round_to(t, scale == 1.0f ? src[i] : scale * src[i])) << "NCHW element " << i;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace cnnscale::testing

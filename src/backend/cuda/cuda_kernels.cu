@@ -230,22 +230,58 @@ __global__ void convert_kernel(int64_t n, const S* src, D* dst, float scale, con
     dst[i] = from_float<D>(scale == 1.0f ? to_float(src[i]) : __fmul_rn(scale, to_float(src[i])));
 }
 
-// The same, gathering each destination element from its place in the other memory order
-// (coalesced writes; the reads stride by C or H*W, which the caches absorb for these sizes).
+// The same, reordering between NCHW and NHWC: per sample, a transpose of a (rows, cols) matrix into
+// (cols, rows), rows = C and cols = H*W towards NHWC, the reverse towards NCHW. A block moves a tile
+// of tile_rows x tile_cols through shared memory, reading along src rows and writing along dst
+// rows, both coalesced. tile_rows = min(rows, 32) and tile_cols = kPermuteTile / tile_rows: with
+// RGB's 3 channels a tile is 3 whole rows of 341 pixels, and its dst region (341 pixels x 3
+// channels) one contiguous run. One thread per element with the other side strided, as before,
+// took 64-bit divisions per element and was compute-bound.
+constexpr int kPermuteTile = 1024;
+
+struct PermuteTiles {
+  int64_t batch, rows, cols;  // per sample: src (rows, cols) -> dst (cols, rows)
+  int tile_rows, tile_cols;
+  int64_t row_tiles, col_tiles;
+};
+
 template <typename S, typename D>
-__global__ void convert_permute_kernel(int64_t n, const S* src, D* dst, float scale, Permute p, const float* scale_at) {
+__global__ void convert_permute_kernel(PermuteTiles t, const S* src, D* dst, float scale, const float* scale_at) {
+  __shared__ float tile[kPermuteTile + 32];  // tile_rows x (tile_cols + 1): the pad spreads banks
   if (scale_at) scale = *scale_at;
-  for (int64_t i = global_index(); i < n; i += global_stride()) {
-    int64_t from;
-    if (p.to_nhwc) {  // i = ((b * H + h) * W + w) * C + c  <-  ((b * C + c) * H + h) * W + w
-      const int64_t c = i % p.c, pix = (i / p.c) % p.hw, b = i / (p.c * p.hw);
-      from = (b * p.c + c) * p.hw + pix;
-    } else {  // i = (b * C + c) * HW + pix  <-  (b * HW + pix) * C + c
-      const int64_t pix = i % p.hw, c = (i / p.hw) % p.c, b = i / (p.c * p.hw);
-      from = (b * p.hw + pix) * p.c + c;
+  const int pitch = t.tile_cols + 1;
+  const int64_t tiles = t.batch * t.row_tiles * t.col_tiles;
+  for (int64_t k = blockIdx.x; k < tiles; k += gridDim.x) {
+    const int64_t b = k / (t.row_tiles * t.col_tiles), rest = k % (t.row_tiles * t.col_tiles);
+    const int64_t r0 = rest / t.col_tiles * t.tile_rows, c0 = rest % t.col_tiles * t.tile_cols;
+    const int nr = static_cast<int>(t.rows - r0 < t.tile_rows ? t.rows - r0 : t.tile_rows);
+    const int nc = static_cast<int>(t.cols - c0 < t.tile_cols ? t.cols - c0 : t.tile_cols);
+    const S* s = src + b * t.rows * t.cols;
+    for (int e = threadIdx.x; e < nr * nc; e += blockDim.x) {
+      const int r = e / nc, c = e % nc;
+      const float v = to_float(s[(r0 + r) * t.cols + c0 + c]);
+      tile[r * pitch + c] = scale == 1.0f ? v : __fmul_rn(scale, v);
     }
-    dst[i] = from_float<D>(scale == 1.0f ? to_float(src[from]) : __fmul_rn(scale, to_float(src[from])));
+    __syncthreads();
+    D* d = dst + b * t.rows * t.cols;
+    for (int e = threadIdx.x; e < nr * nc; e += blockDim.x) {
+      const int c = e / nr, r = e % nr;
+      d[(c0 + c) * t.rows + r0 + r] = from_float<D>(tile[r * pitch + c]);
+    }
+    __syncthreads();  // before the next tile overwrites this one
   }
+}
+
+PermuteTiles permute_tiles(int64_t n, const Permute& p) {
+  PermuteTiles t;
+  t.rows = p.to_nhwc ? p.c : p.hw;
+  t.cols = p.to_nhwc ? p.hw : p.c;
+  t.batch = n / (p.c * p.hw);
+  t.tile_rows = static_cast<int>(t.rows < 32 ? t.rows : 32);
+  t.tile_cols = kPermuteTile / t.tile_rows;
+  t.row_tiles = (t.rows + t.tile_rows - 1) / t.tile_rows;
+  t.col_tiles = (t.cols + t.tile_cols - 1) / t.tile_cols;
+  return t;
 }
 
 __global__ void sgd_update_kernel(int64_t n, float* w, const float* dw, float* history, float lr, float momentum,
@@ -412,11 +448,14 @@ void launch_convert(int64_t n, DType src_t, const void* src, DType dst_t, void* 
     using S = decltype(s);
     dispatch_float(dst_t, "convert", [&](auto d) {
       using D = decltype(d);
-      if (permute)
-        convert_permute_kernel<S, D><<<blocks_for(n), kThreads, 0, stream>>>(n, static_cast<const S*>(src),
-                                                                            static_cast<D*>(dst), scale, *permute,
-                                                                            scale_at);
-      else
+      if (permute) {
+        const PermuteTiles t = permute_tiles(n, *permute);
+        const int64_t tiles = t.batch * t.row_tiles * t.col_tiles;
+        constexpr int64_t kMaxTileBlocks = int64_t{1} << 16;  // grid-stride beyond
+        convert_permute_kernel<S, D><<<static_cast<unsigned>(tiles < kMaxTileBlocks ? tiles : kMaxTileBlocks),
+                                       kThreads, 0, stream>>>(t, static_cast<const S*>(src), static_cast<D*>(dst),
+                                                              scale, scale_at);
+      } else
         convert_kernel<S, D><<<blocks_for(n), kThreads, 0, stream>>>(n, static_cast<const S*>(src),
                                                                     static_cast<D*>(dst), scale, scale_at);
     });
