@@ -474,6 +474,62 @@ TEST_P(CudaConvChannelsFirst, EveryDirectionMatchesTheCpu) {
 #endif
 }
 
+// Measured, the channels-first form is timed against the channels-last one at each direction's
+// first call, on transient buffers: whichever wins, the results match the CPU, and the memory held
+// beyond a backend that never tries the form is exactly the three kept staging slots (x, w, y)
+// where some direction chose it, and nothing where none did. No workspace (every algorithm then
+// needs none), no padding and no lowering, so nothing else differs between the two backends.
+TEST_P(CudaConvChannelsFirst, MeasuredTrialKeepsOnlyWhatTheChosenFormHolds) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+#if CNNSCALE_HAVE_CUDA
+  const auto& [c, dtype] = GetParam();
+  const ConvParams& p = c.p;
+  const double tol = tol_tensor_core_dot(dtype);
+  int64_t peak[2] = {0, 0};
+  bool chosen = false;
+  Shape ws, ys;
+  for (ConvChannelsFirst mode : {ConvChannelsFirst::Never, ConvChannelsFirst::Measured}) {
+    const bool measured = mode == ConvChannelsFirst::Measured;
+    SCOPED_TRACE(measured ? "measured" : "never");
+    CudaBackendOptions options;
+    options.channels_first = mode;
+    options.conv_lowering = ConvLowering::Never;
+    options.channel_padding = ConvChannelPadding::Never;
+    options.max_workspace_bytes = 0;
+    options.allow_tf32 = dtype == DType::F32;
+    CudaBackend g(0, options);
+    const ConvTwins t = make_conv_twins(g, c, dtype, Layout::NHWC, 141);
+    const BiasReluTwins b = make_bias_relu_twins(g, c, t, dtype, 11);
+    ws = t.ws;
+    ys = t.ys;
+    g.reset_peak_memory();
+    expect_directions_match_cpu(g, c, t, b, tol, /*with_data=*/true);
+    g.synchronize();
+    peak[measured] = g.memory_stats().peak_bytes;
+    const ConvPlan* plan = g.find_conv_plan(p, c.x, t.ws, dtype, Layout::NHWC);
+    ASSERT_NE(plan, nullptr);
+    if (!measured) {
+      EXPECT_EQ(plan->channels_first, nullptr);
+      continue;
+    }
+    ASSERT_NE(plan->channels_first, nullptr);
+    for (ConvPlan::Choice ConvPlan::*d : {&ConvPlan::fwd_channels_first, &ConvPlan::fwd_bias_relu_channels_first,
+                                          &ConvPlan::bwd_data_channels_first, &ConvPlan::bwd_filter_channels_first}) {
+      EXPECT_NE(plan->*d, ConvPlan::Choice::Unsearched);
+      chosen = chosen || plan->*d == ConvPlan::Choice::Yes;
+    }
+  }
+  // Staging slots hold whole floats: (bytes + 3) / 4 of them.
+  auto held = [&](const Shape& s) { return (s.numel() * static_cast<int64_t>(dtype_size(dtype)) + 3) / 4 * 4; };
+  const int64_t slots = held(c.x) + held(ws) + held(ys);
+  if (parity_verbose())
+    std::printf("[parity] %s %s: channels-first %s; peak %lld never, %lld measured\n", c.name.c_str(),
+                dtype_name(dtype).c_str(), chosen ? "chosen" : "not chosen", static_cast<long long>(peak[0]),
+                static_cast<long long>(peak[1]));
+  EXPECT_EQ(peak[1] - peak[0], chosen ? slots : 0);
+#endif
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Shapes, CudaConvChannelsFirst,
     ::testing::Combine(::testing::Values(PadCase{"gait_conv1_c50", {2, 50, 14, 14}, 16, conv(7, 7, 1, 1, 0, 0, 1, 1)},

@@ -461,6 +461,7 @@ class CudaBackend final : public Backend {
   std::array<Tensor, 8> trial_staging_;
   // The workspace() of such a trial where it needs more than the kept workspace (transient likewise).
   Tensor trial_workspace_;
+  struct TrialStaging;  // installs and clears the two above (cuda_conv.cpp)
   // While run_faster_form times the lowered form: the transient buffer its input is lowered into.
   Tensor lowered_search_input_;
   // buffers_moved() count, shared with captured work (which may outlive the backend's last use).

@@ -13,6 +13,8 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -356,6 +358,45 @@ void CudaBackend::reorder(const Tensor& src, const Tensor& dst) {
   CUDNN_CHECK(cudnnTransformTensor(cudnn_, &one, desc_a_, src.raw(), &zero, desc_b_, dst.raw()));
 }
 
+// Transient staging slots 5..7 (x, w and y of `plan`) and workspace for a timed trial of a
+// convolution form, uncounted as cuDNN's search workspace is: what a losing form used is freed and
+// counts in no peak. A trial inside another (the channels-first choice made within the lowered
+// form's trial of the same plan) uses the outer one's buffers, of the same sizes.
+struct CudaBackend::TrialStaging {
+  TrialStaging(CudaBackend& backend, const ConvPlan& plan) : b(backend) {
+    if (b.trial_staging_[5].defined()) return;  // within an outer trial
+    outermost = true;
+    const size_t size = dtype_size(plan.dtype);
+    const std::array<std::pair<size_t, int64_t>, 3> slots{
+        {{5, plan.x_shape.numel()}, {6, plan.w_shape.numel()}, {7, plan.y_shape.numel()}}};
+    for (const auto& [slot, numel] : slots) {
+      const size_t bytes = static_cast<size_t>(numel) * size;
+      buffers.push_back(std::make_unique<SearchBuffer>(std::max(bytes, size_t{1} << 20), b.stream()));
+      if (buffers.back()->bytes() < bytes) {  // SearchBuffer got less (or nothing): no trial
+        has_room = false;
+        b.trial_staging_ = {};
+        return;
+      }
+      b.trial_staging_[slot] = Tensor(
+          std::make_shared<Storage>(buffers.back()->ptr(), buffers.back()->bytes(), b.device(), nullptr), 0,
+          Shape{numel}, plan.dtype);
+    }
+  }
+  // The views go before the buffers they point into (members are destroyed after this body).
+  ~TrialStaging() {
+    if (!outermost) return;
+    b.trial_staging_ = {};
+    b.trial_workspace_ = Tensor();
+  }
+  TrialStaging(const TrialStaging&) = delete;
+  TrialStaging& operator=(const TrialStaging&) = delete;
+  bool room() const { return has_room; }
+
+  CudaBackend& b;
+  bool outermost = false, has_room = true;
+  std::vector<std::unique_ptr<SearchBuffer>> buffers;
+};
+
 void CudaBackend::run_channels_first(ConvPlan& plan, ConvAlgoChoice ConvPlan::*algo, ConvCall find, ConvCall run,
                                      const ChannelsFirstOperand& a, const ChannelsFirstOperand& b,
                                      const ChannelsFirstOperand& out) {
@@ -400,33 +441,20 @@ void CudaBackend::run_chosen(ConvPlan& plan, ConvPlan::Choice ConvPlan::*decisio
 template <typename RunGiven, typename RunFirst>
 bool CudaBackend::channels_first_measures_faster(const char* op, const ConvPlan& plan, RunGiven&& run_given,
                                                  RunFirst&& run_first) {
-  // The trial's copies live in transient buffers, as cuDNN's search workspace does: a form that
-  // loses leaves no memory held behind it, nor in the run's peak.
-  const size_t size = dtype_size(plan.dtype);
-  const std::array<std::pair<size_t, int64_t>, 3> slots{
-      {{5, plan.x_shape.numel()}, {6, plan.w_shape.numel()}, {7, plan.y_shape.numel()}}};
-  std::vector<std::unique_ptr<SearchBuffer>> buffers;
-  struct Forget {
-    CudaBackend& b;
-    ~Forget() {
-      b.trial_staging_ = {};
-      b.trial_workspace_ = Tensor();
-    }
-  } forget{*this};
-  for (const auto& [slot, numel] : slots) {
-    const size_t bytes = static_cast<size_t>(numel) * size;
-    buffers.push_back(std::make_unique<SearchBuffer>(std::max(bytes, size_t{1} << 20), stream()));
-    if (buffers.back()->bytes() < bytes) {  // SearchBuffer got less (or nothing): no trial
-      log::debug("{} x {} w {}: no memory for the channels-first copies: channels-last runs", op,
-                 plan.x_shape.to_string(), plan.w_shape.to_string());
-      return false;
-    }
-    trial_staging_[slot] =
-        Tensor(std::make_shared<Storage>(buffers.back()->ptr(), buffers.back()->bytes(), device(), nullptr), 0,
-               Shape{numel}, plan.dtype);
+  const TrialStaging trial(*this, plan);
+  if (!trial.room()) {
+    log::debug("{} x {} w {}: no memory for the channels-first copies: channels-last runs", op,
+               plan.x_shape.to_string(), plan.w_shape.to_string());
+    return false;
   }
-  return second_measures_faster(op, plan, "channels-last", run_given, "channels-first (reordered copies)",
-                                run_first);
+  try {
+    return second_measures_faster(op, plan, "channels-last", run_given, "channels-first (reordered copies)",
+                                  run_first);
+  } catch (const RuntimeError& e) {  // e.g. no usable NCHW algorithm: the form is not for this shape
+    log::debug("{} x {} w {}: the channels-first form failed ({}): channels-last runs", op, plan.x_shape.to_string(),
+               plan.w_shape.to_string(), e.what());
+    return false;
+  }
 }
 
 template <typename RunGiven, typename RunFirst>
@@ -679,6 +707,10 @@ bool CudaBackend::lowered_measures_faster(const char* op, const ConvPlan& plan, 
                plan.w_shape.to_string(), col_bytes);
     return false;
   }
+  // The cuDNN side may run the channels-first form, decided within this trial: its copies stay
+  // transient too, whichever form wins here.
+  std::optional<TrialStaging> first_copies;
+  if (plan.channels_first) first_copies.emplace(*this, plan);
   lowered_search_input_ =
       Tensor(std::make_shared<Storage>(col.ptr(), col.bytes(), device(), nullptr), 0, col_shape, plan.dtype);
   struct Forget {
