@@ -27,16 +27,29 @@ std::shared_ptr<TimingEvent> Backend::record_timing_event() { return std::make_s
 
 bool Backend::timing_event_done(const TimingEvent&) { return true; }
 
+void check_sgd_mirrors(const SgdMirrors& mirrors, const Tensor& ranges, const std::string& where) {
+  if (!mirrors.defined()) return;
+  CNNSCALE_CHECK(mirrors.mirror.dtype() != DType::I32 && mirrors.map.dtype() == DType::I32 &&
+                     mirrors.map.numel() == 2 * ranges.numel(),
+                 "{}: the mirror map must be i32 (4S) beside ranges (2S) {} and the mirror a float buffer, got {} {}",
+                 where, ranges.shape().to_string(), dtype_name(mirrors.map.dtype()),
+                 mirrors.map.shape().to_string());
+}
+
 void Backend::sgd_update_segments(const Tensor& w, const Tensor& dw, const Tensor& history, const Tensor& ranges,
-                                  const Tensor& mults, float lr, float momentum, float weight_decay) {
+                                  const Tensor& mults, float lr, float momentum, float weight_decay,
+                                  const SgdMirrors& mirrors) {
   CNNSCALE_CHECK(ranges.dtype() == DType::I32 && mults.dtype() == DType::F32 && ranges.numel() == mults.numel() &&
                      ranges.numel() % 2 == 0,
                  "sgd_update_segments on {}: ranges {} i32 and mults {} f32 must both be (2S)", name(),
                  ranges.shape().to_string(), mults.shape().to_string());
+  check_sgd_mirrors(mirrors, ranges, fmt::format("sgd_update_segments on {}", name()));
   std::vector<int32_t> r(static_cast<size_t>(ranges.numel()));
   std::vector<float> m(static_cast<size_t>(mults.numel()));
+  std::vector<int32_t> map(mirrors.defined() ? static_cast<size_t>(mirrors.map.numel()) : 0);
   download(ranges, r.data());
   download(mults, m.data());
+  if (mirrors.defined()) download(mirrors.map, map.data());
   for (size_t k = 0; k + 1 < r.size(); k += 2) {
     const int64_t begin = r[k], n = r[k + 1] - r[k];
     CNNSCALE_CHECK(begin >= 0 && n >= 0 && begin + n <= w.numel(), "sgd_update_segments: segment [{}, {}) outside {}",
@@ -44,6 +57,17 @@ void Backend::sgd_update_segments(const Tensor& w, const Tensor& dw, const Tenso
     const Shape s{n};
     sgd_update(w.view(begin, s), dw.view(begin, s), history.view(begin, s), lr * m[k], momentum,
                weight_decay * m[k + 1]);
+    if (map.empty() || map[2 * k] < 0) continue;
+    const int64_t at = map[2 * k], channels = map[2 * k + 1], pixels = map[2 * k + 2];
+    CNNSCALE_CHECK(at + n <= mirrors.mirror.numel() && channels > 0 && pixels > 0 && n % (channels * pixels) == 0,
+                   "sgd_update_segments: mirror entry {{{}, {}, {}}} of segment [{}, {}) does not fit the mirror {}",
+                   at, channels, pixels, r[k], r[k + 1], mirrors.mirror.numel());
+    if (map[2 * k + 3] == 0) {
+      convert(w.view(begin, s), mirrors.mirror.view(at, s));
+    } else {  // (K, C, P, 1) NCHW -> NHWC is KCRS -> KRSC
+      const Shape filter{n / (channels * pixels), channels, pixels, 1};
+      convert(w.view(begin, filter), mirrors.mirror.view(at, filter).as_layout(Layout::NHWC));
+    }
   }
 }
 
@@ -102,13 +126,13 @@ void Backend::update_loss_scale(const Tensor& found_inf, const Tensor& scale, co
 
 void Backend::sgd_update_segments_at(const Tensor& w, const Tensor& dw, const Tensor& history, const Tensor& ranges,
                                      const Tensor& mults, const Tensor& lr, float momentum, float weight_decay,
-                                     const Tensor& skip) {
+                                     const Tensor& skip, const SgdMirrors& mirrors) {
   CNNSCALE_CHECK(lr.dtype() == DType::F32 && lr.numel() == 1, "sgd_update_segments_at on {}: lr must be f32 (1)",
                  name());
   if (skip.defined() && read_i32_scalar(*this, skip, "sgd_update_segments_at", "skip") != 0) return;
   float rate = 0;
   download(lr, &rate);
-  sgd_update_segments(w, dw, history, ranges, mults, rate, momentum, weight_decay);
+  sgd_update_segments(w, dw, history, ranges, mults, rate, momentum, weight_decay, mirrors);
 }
 
 void Backend::flag_nonfinite_at(const Tensor& x, const Tensor& tag, const Tensor& flag) {

@@ -127,6 +127,20 @@ struct MemoryStats {
   int64_t peak_bytes = 0;  // the most held at once since construction or reset_peak_memory()
 };
 
+// The compute copies (16-bit, or channels-last filters) a segmented SGD update writes beside the f32
+// masters (Backend::sgd_update_segments). `mirror` is the net's buffer of copies, of one float dtype;
+// `map` (4S) i32 gives, for segment k of the update's table, {offset of its copy in `mirror`, or -1
+// for a segment with none; channels C; pixels P; 1 if reordered}. A reordered segment is a filter
+// (K, C, P) in the master and (K, P, C) in its copy (KCRS -> KRSC, as convert() moves NCHW to NHWC);
+// otherwise the copy has the master's order. Each copy element is the updated master rounded once
+// to the copy's dtype, bit for bit what convert() would write after the update.
+struct SgdMirrors {
+  Tensor mirror, map;
+  bool defined() const { return mirror.defined(); }
+};
+// Throws unless `mirrors` is undefined or fits a segment table `ranges` (2S) as described above.
+void check_sgd_mirrors(const SgdMirrors& mirrors, const Tensor& ranges, const std::string& where);
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -290,15 +304,18 @@ class Backend {
   // lr * mults[2k] and weight decay weight_decay * mults[2k+1]. Elements outside every segment
   // (alignment gaps, frozen parameters) are left alone. ranges (2S) i32 ascending and disjoint,
   // mults (2S) f32. The default reads the table back and calls sgd_update per segment.
+  // `mirrors`, where defined, also receives each updated segment's compute copy (SgdMirrors), so
+  // the next forward need not convert the masters again: one pass over w instead of two.
   virtual void sgd_update_segments(const Tensor& w, const Tensor& dw, const Tensor& history, const Tensor& ranges,
-                                   const Tensor& mults, float lr, float momentum, float weight_decay);
+                                   const Tensor& mults, float lr, float momentum, float weight_decay,
+                                   const SgdMirrors& mirrors = SgdMirrors());
   // The same with the learning rate read from device memory (f32 (1)), for a captured step whose
   // schedule moves between replays; `skip` (i32 (1), or undefined: never) non-zero leaves w and
   // history untouched (a step skipped by fp16 loss scaling). The default reads both back and calls
   // the op above.
   virtual void sgd_update_segments_at(const Tensor& w, const Tensor& dw, const Tensor& history, const Tensor& ranges,
                                       const Tensor& mults, const Tensor& lr, float momentum, float weight_decay,
-                                      const Tensor& skip = Tensor());
+                                      const Tensor& skip = Tensor(), const SgdMirrors& mirrors = SgdMirrors());
 
   // ---- fp16 dynamic loss scaling, PyTorch GradScaler's rule, on device values only (capturable).
   // scale (f32 (2)): the loss scale and its inverse; state (i32 (3)): clean steps in a row, skipped

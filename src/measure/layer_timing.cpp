@@ -44,7 +44,12 @@ LayerTimingResult time_layers(const NetSpec& spec, Backend& backend, const Layer
   }
   // The update of a full step; lr 0 keeps the weights (and so every iteration's work) unchanged
   // while the kernel does the same memory traffic as a real SGD step.
-  Tensor history = backend.alloc(net.flat_params().shape());
+  std::function<void()> update = o.make_update ? o.make_update(net) : std::function<void()>();
+  Tensor history;
+  if (!update) {
+    history = backend.alloc(net.flat_params().shape());
+    update = [&] { backend.sgd_update(net.flat_params(), net.flat_grads(), history, 0.0f, 0.9f, 0.0f); };
+  }
 
   std::vector<IterationEvents> timed;
   timed.reserve(static_cast<size_t>(o.iterations));
@@ -70,7 +75,7 @@ LayerTimingResult time_layers(const NetSpec& spec, Backend& backend, const Layer
       if (record) ev.after_backward[l] = backend.record_timing_event();
     });
     if (record) ev.backward_end = backend.record_timing_event();
-    backend.sgd_update(net.flat_params(), net.flat_grads(), history, 0.0f, 0.9f, 0.0f);
+    update();
     if (record) {
       ev.update_end = backend.record_timing_event();
       timed.push_back(std::move(ev));

@@ -3,6 +3,7 @@
 // host clocks on CPU), averaged over the iterations after a warm-up, hotspots first.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,10 @@ struct LayerTimingOptions {
   // The run's precision: the net computes in its compute_dtype (bf16/f16 activations and weight
   // copies: mixed precision); the backend must have been made with the same one.
   Precision precision = Precision::FP32;
+  // The step's update, made once for the net under timing; it must leave the weights as they are
+  // (learning rate 0), so every iteration does the same work. Unset: one plain sgd_update over the
+  // flat buffers. The training command's solver is above this layer, so the caller hands it in.
+  std::function<std::function<void()>(Net&)> make_update;
 };
 
 struct LayerTime {
@@ -34,9 +39,9 @@ struct LayerTimingResult {
   // Means per iteration: the whole forward (loss combination included), the whole backward, and a
   // full step (forward, backward and the SGD update of every parameter).
   double forward_ms = 0, backward_ms = 0, update_ms = 0, step_ms = 0;
-  // The part of forward_ms before the first layer: the weights' compute copies (16-bit, or
-  // channels-last filters) refreshed from the fp32 masters, and the input's. 0 where there are none
-  // (fp32 on the CPU); in no layer's time.
+  // The part of forward_ms before the first layer: the input's compute copy, and the weights'
+  // (16-bit, or channels-last filters) where the update did not already write them from the fp32
+  // masters. 0 where there are none (fp32 on the CPU); in no layer's time.
   double copies_ms = 0;
   Precision precision = Precision::FP32;
   int64_t peak_memory_bytes = 0;  // the most the backend held at once (Backend::memory_stats), net included

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <map>
 #include <random>
+#include <utility>
 
 #include "layers/filler.hpp"
 #include "net/net_spec_impl.hpp"
@@ -104,6 +105,7 @@ struct Net::Impl {
   }
   std::vector<Param*> mirrored_params;  // compute copies, refreshed from their masters
   bool weights_frozen = false, mirrors_current = false;  // see Net::freeze_weights
+  bool mirrors_from_update = false;                       // see Net::mirrors_written_by_update
 };
 
 void Net::Impl::build(const NetSpec::Impl& spec, int64_t batch_size) {
@@ -337,8 +339,10 @@ void Net::forward(Phase phase, uint64_t iteration, const std::function<void(size
     throw_runtime("this net was built for inference: it runs test-phase forwards only");
   LayerContext ctx = m.context(phase, iteration);
   // The masters may have changed since the last forward (an update, a checkpoint, a broadcast).
-  // Each once, by parameter: channels-last filters are permuted (KCRS -> KRSC) on the way.
-  if (!(m.weights_frozen && m.mirrors_current))
+  // Each once, by parameter: channels-last filters are permuted (KCRS -> KRSC) on the way. Not
+  // where the update that just ran wrote the copies itself.
+  const bool from_update = std::exchange(m.mirrors_from_update, false);
+  if (!from_update && !(m.weights_frozen && m.mirrors_current))
     for (const Param* p : m.mirrored_params) m.backend.convert(p->master, p->data);
   m.mirrors_current = true;
   if (m.input_compute.defined()) m.backend.convert(m.blobs[0].data, m.input_compute);
@@ -448,6 +452,8 @@ std::vector<Layer*> Net::layers() const {
 std::vector<Param*> Net::params() const { return impl_->params; }
 const Tensor& Net::flat_params() const { return impl_->flat_params; }
 const Tensor& Net::flat_grads() const { return impl_->flat_grads; }
+const Tensor& Net::flat_mirrors() const { return impl_->compute_params; }
+void Net::mirrors_written_by_update() { impl_->mirrors_from_update = true; }
 std::vector<std::pair<std::string, Tensor>> Net::state() const { return impl_->state; }
 
 }  // namespace cnnscale

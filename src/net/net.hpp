@@ -139,6 +139,13 @@ class Net {
   std::vector<Param*> params() const;      // in network order
   const Tensor& flat_params() const;       // (P) every parameter's f32 master, contiguous
   const Tensor& flat_grads() const;        // (P) every f32 gradient, same offsets
+  // (M) the compute copies of the mirrored parameters (ParamSpec::mirrored), in the compute dtype;
+  // undefined when no parameter is mirrored. Each Param::data of a mirrored parameter views it.
+  const Tensor& flat_mirrors() const;
+  // The update just queued also wrote every mirrored parameter's compute copy from the updated
+  // masters (Backend::sgd_update_segments with SgdMirrors): the next forward, and only the next,
+  // skips converting them. Whoever writes the masters in any other way must not call this.
+  void mirrors_written_by_update();
   // Non-learned state (batch norm running statistics) as (layer/name, tensor), for checkpoints.
   std::vector<std::pair<std::string, Tensor>> state() const;
 

@@ -4,6 +4,7 @@
 #include "solver/sgd_solver.hpp"
 
 #include <algorithm>
+#include <array>
 #include <climits>
 
 namespace cnnscale {
@@ -33,29 +34,52 @@ SgdSolver::SgdSolver(Net& net, const SolverConfig& config, int64_t iterations_pe
   struct Segment {
     int32_t begin, end;
     float lr_mult, decay_mult;
+    std::array<int32_t, 4> mirror;  // SgdMirrors' map entry
   };
+  // The update also writes the compute copies where every mirrored parameter lies in the one mirror
+  // buffer (a frozen one is converted by the first forward and never changes after).
+  const Tensor& mirror = net_.flat_mirrors();
+  bool write_mirrors = mirror.defined() && mirror.numel() <= INT32_MAX;
+  for (const auto& np : params_)
+    if (np.param->spec.mirrored()) write_mirrors &= np.param->data.storage() == mirror.storage();
   std::vector<Segment> segments;
   for (const auto& np : params_) {
     const Param& p = *np.param;
     const auto begin = static_cast<int64_t>((p.master.offset_bytes() - flat.offset_bytes()) / sizeof(float));
     history_.push_back(flat_history_.view(begin, p.master.shape()));
     if (p.spec.lr_mult == 0.0f) continue;  // frozen: its history stays zero, so no update is exact
+    std::array<int32_t, 4> entry{-1, 1, 1, 0};
+    if (write_mirrors && p.spec.mirrored()) {
+      const Shape& s = p.master.shape();
+      // Filters kept channels-last are the one reordering convert() makes between master and copy.
+      const bool reordered = p.data.layout() != p.master.layout();
+      CNNSCALE_CHECK(!reordered || s.rank() == 4, "parameter {} is reordered but not 4-d: {}", np.name,
+                     s.to_string());
+      entry = {static_cast<int32_t>((p.data.offset_bytes() - mirror.offset_bytes()) / dtype_size(mirror.dtype())),
+               reordered ? static_cast<int32_t>(s.c()) : 1, reordered ? static_cast<int32_t>(s.h() * s.w()) : 1,
+               reordered ? 1 : 0};
+    }
     segments.push_back({static_cast<int32_t>(begin), static_cast<int32_t>(begin + p.master.numel()), p.spec.lr_mult,
-                        p.spec.decay_mult});
+                        p.spec.decay_mult, entry});
   }
   if (segments.empty()) return;
   // The backend wants ascending segments; the net lays parameters out last layer first.
   std::sort(segments.begin(), segments.end(), [](const Segment& a, const Segment& b) { return a.begin < b.begin; });
-  std::vector<int32_t> ranges;
+  std::vector<int32_t> ranges, map;
   std::vector<float> mults;
   for (const Segment& g : segments) {
     ranges.insert(ranges.end(), {g.begin, g.end});
     mults.insert(mults.end(), {g.lr_mult, g.decay_mult});
+    map.insert(map.end(), g.mirror.begin(), g.mirror.end());
   }
   segment_ranges_ = backend.alloc(Shape{static_cast<int64_t>(ranges.size())}, DType::I32);
   segment_mults_ = backend.alloc(Shape{static_cast<int64_t>(mults.size())});
   backend.upload(ranges.data(), segment_ranges_);
   backend.upload(mults.data(), segment_mults_);
+  if (write_mirrors) {
+    mirrors_ = {mirror, backend.alloc(Shape{static_cast<int64_t>(map.size())}, DType::I32)};
+    backend.upload(map.data(), mirrors_.map);
+  }
   backend.synchronize();  // the host vectors go out of scope
 }
 
@@ -71,10 +95,12 @@ void SgdSolver::apply(const Tensor& skip) {
   Backend& backend = net_.backend();
   if (flat_history_.defined()) {
     CNNSCALE_CHECK(rate_.defined(), "SgdSolver::apply before set_rate");
-    if (segment_ranges_.defined())
+    if (segment_ranges_.defined()) {
       backend.sgd_update_segments_at(net_.flat_params(), net_.flat_grads(), flat_history_, segment_ranges_,
                                      segment_mults_, rate_, static_cast<float>(config_.momentum),
-                                     static_cast<float>(config_.weight_decay), skip);
+                                     static_cast<float>(config_.weight_decay), skip, mirrors_);
+      if (mirrors_.defined()) net_.mirrors_written_by_update();
+    }
     return;
   }
   if (skip.defined()) {

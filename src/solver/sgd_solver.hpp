@@ -53,6 +53,7 @@ class SgdSolver {
   std::vector<Tensor> history_;  // views into flat_history_ when the update is one launch
   Tensor flat_history_;          // (P) same offsets as net.flat_params()
   Tensor segment_ranges_, segment_mults_;  // Backend::sgd_update_segments' table
+  SgdMirrors mirrors_;                     // where the update also writes the compute copies
   Tensor rate_;                            // (1) f32: the learning rate of the step being applied
   double host_rate_ = 0;                   // the same, for the per-parameter updates
 };

@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "backend/backend.hpp"
+#include "core/half.hpp"
 #include "net/net.hpp"
 #include "solver/lr_schedule.hpp"
 #include "solver/sgd_solver.hpp"
@@ -199,6 +201,61 @@ TEST(SgdSolver, MomentumAndWeightDecayMatchHandComputation) {
       }
     }
   }
+}
+
+// The segmented update's compute copies (SgdMirrors) on the CPU's default path: a filter (K, C, P)
+// lands reordered (K, P, C), a bias in its own order, a segment without a copy writes none, and
+// each copy element is the updated master rounded once to bf16 (to nearest even, half.hpp), which
+// is exact to compare. A skipped step writes no copy either.
+TEST(SgdSolver, SegmentedUpdateWritesTheComputeCopies) {
+  auto backend = make_backend("cpu");
+  Backend& b = *backend;
+  constexpr int64_t kK = 2, kC = 3, kP = 4, kFilter = kK * kC * kP;  // 24
+  const int64_t n = 64, copies = 40;
+  Tensor w = b.alloc(Shape{n}), dw = b.alloc(Shape{n}), h = b.alloc(Shape{n});
+  std::vector<float> w0(n), g(n);
+  for (int64_t i = 0; i < n; ++i) w0[i] = std::sin(0.3f * i), g[i] = std::cos(0.7f * i);
+  b.upload(w0.data(), w);
+  b.upload(g.data(), dw);
+  b.fill(h, 0.0f);
+  // [0, 24) a filter whose copy is at 0, reordered; [32, 36) a bias copied at 28; [40, 60) no copy.
+  const std::vector<int32_t> ranges{0, 24, 32, 36, 40, 60};
+  const std::vector<float> mults{1, 1, 2, 0, 1, 1};
+  const std::vector<int32_t> map{0, kC, kP, 1, 28, 1, 1, 0, -1, 1, 1, 0};
+  Tensor r = b.alloc(Shape{6}, DType::I32), m = b.alloc(Shape{6}), lr = b.alloc(Shape{1}),
+         skip = b.alloc(Shape{1}, DType::I32);
+  SgdMirrors mirrors{b.alloc(Shape{copies}, DType::BF16), b.alloc(Shape{12}, DType::I32)};
+  b.upload(ranges.data(), r);
+  b.upload(mults.data(), m);
+  b.upload(map.data(), mirrors.map);
+  b.fill(lr, 0.1f);
+  const float sentinel = 7.0f;  // exact in bf16
+  {
+    Tensor wide = b.alloc(Shape{copies});
+    b.fill(wide, sentinel);
+    b.convert(wide, mirrors.mirror);
+  }
+  auto copy_on_host = [&] {
+    Tensor wide = b.alloc(Shape{copies});
+    b.convert(mirrors.mirror, wide);
+    return std::vector<float>(wide.f32(), wide.f32() + copies);
+  };
+  b.fill_i32(skip, 1);
+  b.sgd_update_segments_at(w, dw, h, r, m, lr, 0.9f, 0.01f, skip, mirrors);
+  EXPECT_EQ(copy_on_host(), std::vector<float>(copies, sentinel)) << "a skipped step wrote a copy";
+
+  b.fill_i32(skip, 0);
+  b.sgd_update_segments_at(w, dw, h, r, m, lr, 0.9f, 0.01f, skip, mirrors);
+  const std::vector<float> updated(w.f32(), w.f32() + n), copy = copy_on_host();
+  auto rounded = [](float v) { return bf16_to_float(float_to_bf16(v)); };
+  std::vector<float> expected(copies, sentinel);
+  for (int64_t k = 0; k < kK; ++k)
+    for (int64_t c = 0; c < kC; ++c)
+      for (int64_t p = 0; p < kP; ++p) expected[(k * kP + p) * kC + c] = rounded(updated[(k * kC + c) * kP + p]);
+  for (int64_t j = 0; j < 4; ++j) expected[28 + j] = rounded(updated[32 + j]);
+  EXPECT_EQ(copy, expected);
+  EXPECT_NE(updated[0], w0[0]);  // the step did move the masters
+  EXPECT_EQ(updated[kFilter], w0[kFilter]) << "element 24 is in no segment";
 }
 
 }  // namespace

@@ -149,6 +149,49 @@ TEST(CudaParityBlas, SgdUpdateSegmentsMatchesPerParameterUpdates) {
   EXPECT_NE(w3[0], w0[0]);
 }
 
+// The same update writing the compute copies (SgdMirrors) in each copy dtype: a reordered filter
+// (K, C, P) -> (K, P, C), a plain copy, and a segment with none, against the CPU's default (the
+// update, then convert()). The masters agree to kTolElementwise; rounding each to the copy's
+// format then moves a copy by at most half an ulp of its own, which tol_16bit covers for 16-bit
+// copies (kTolElementwise for f32 ones). Copy elements no segment maps keep their sentinel.
+TEST(CudaParityBlas, SgdUpdateSegmentsWriteTheComputeCopies) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  constexpr int32_t kK = 4, kC = 5, kP = 9;  // a 4 x 5 x 3 x 3 filter, 180 elements
+  const std::vector<int32_t> ranges{0, 180, 192, 200, 256, 400};
+  const std::vector<float> mults{1.0f, 1.0f, 2.0f, 0.0f, 1.0f, 1.0f};
+  const std::vector<int32_t> map{8, kC, kP, 1, 190, 1, 1, 0, -1, 1, 1, 0};  // copies at [8, 188), [190, 198)
+  for (DType t : {DType::BF16, DType::F16, DType::F32}) {
+    SCOPED_TRACE(dtype_name(t));
+    Twin w = twin_uniform(Shape{400}, 61), history = twin_uniform(Shape{400}, 62, -0.1f, 0.1f);
+    Twin r = twin(Shape{6}, DType::I32), m = twin(Shape{6}), mp = twin(Shape{12}, DType::I32);
+    Twin copies = twin_values(Shape{200}, std::vector<float>(200, 7.0f)), copies_t = twin(Shape{200}, t);
+    for (Backend* b : {&cpu_backend(), &gpu_backend()}) {
+      const bool cpu = b == &cpu_backend();
+      b->upload(ranges.data(), cpu ? r.cpu : r.gpu);
+      b->upload(map.data(), cpu ? mp.cpu : mp.gpu);
+      from_host(*b, cpu ? m.cpu : m.gpu, mults);
+      b->convert(cpu ? copies.cpu : copies.gpu, cpu ? copies_t.cpu : copies_t.gpu);
+    }
+    for (int step = 0; step < 2; ++step) {
+      Twin dw = twin_uniform(Shape{400}, 63 + step);
+      cpu_backend().sgd_update_segments(w.cpu, dw.cpu, history.cpu, r.cpu, m.cpu, 0.01f, 0.9f, 5e-4f,
+                                        {copies_t.cpu, mp.cpu});
+      gpu_backend().sgd_update_segments(w.gpu, dw.gpu, history.gpu, r.gpu, m.gpu, 0.01f, 0.9f, 5e-4f,
+                                        {copies_t.gpu, mp.gpu});
+    }
+    expect_twin("sgd_update_segments w", w, kTolElementwise);
+    for (Backend* b : {&cpu_backend(), &gpu_backend()})
+      b->convert(b == &cpu_backend() ? copies_t.cpu : copies_t.gpu, b == &cpu_backend() ? copies.cpu : copies.gpu);
+    expect_twin("sgd_update_segments compute copies", copies, t == DType::F32 ? kTolElementwise : tol_16bit(t));
+    const std::vector<float> c = to_host(gpu_backend(), copies.gpu);
+    for (int i : {0, 7, 188, 189, 198, 199}) EXPECT_EQ(c[i], 7.0f) << "copy element " << i << " is in no segment";
+    // A reordered element: filter k = 1, channel c = 2, pixel p = 4 sits at (k * P + p) * C + c.
+    const std::vector<float> w2 = to_host(gpu_backend(), w.gpu);
+    const float moved = w2[(1 * kC + 2) * kP + 4];
+    EXPECT_NEAR(c[8 + (1 * kP + 4) * kC + 2], moved, std::fabs(moved) * tol_16bit(DType::BF16));
+  }
+}
+
 TEST(CudaParityBlas, CopyChannelsLeavesOtherChannelsAlone) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
   Twin src = twin_uniform(Shape{3, 5, 4, 6}, 51), dst = twin_uniform(Shape{3, 9, 4, 6}, 52);

@@ -9,7 +9,9 @@
 #include <random>
 #include <thread>
 
+#include "core/precision.hpp"
 #include "net/net.hpp"
+#include "solver/sgd_solver.hpp"
 #include "parity_util.hpp"
 
 #if CNNSCALE_HAVE_CUDA
@@ -132,6 +134,50 @@ TEST(NetGpu, MixedPrecisionGradientsFollowTheF32Reference) {
     const std::vector<float> g = host_values(gpu_backend(), gpu.flat_grads());
     EXPECT_LT(relative_error(g, host_values(cpu_backend(), cpu.flat_grads())), 64 * u)
         << "master gradients";
+  }
+}
+
+// The update writes every mirrored parameter's compute copy (SgdMirrors) and the next forward
+// computes with it unconverted: after each step every copy must hold, bit for bit, what convert()
+// makes of its updated master (channels-last filters reordered KCRS -> KRSC), in bf16, fp16 and
+// tf32 (whose copies are the f32 channels-last filters). A copy written to the wrong place, left
+// unwritten or written from the master before its update differs in its bits.
+TEST(NetGpu, UpdateWritesTheComputeCopiesAsConvertWould) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  NetSpec spec = NetSpec::load_string(kNet, "parity.yaml");
+  for (Precision precision : {Precision::BF16, Precision::FP16, Precision::TF32}) {
+    SCOPED_TRACE(precision_name(precision));
+    auto backend = make_backend("gpu:0", 0, precision);
+    Backend& g = *backend;
+    Net cpu(spec, cpu_backend(), 8, 5), net(spec, g, 8, 5, compute_dtype(precision));
+    same_inputs(cpu, net, spec.classes());
+    SolverConfig config;
+    config.lr = 0.05;
+    SgdSolver solver(net, config, /*iterations_per_epoch=*/1, /*total_iterations=*/10);
+    const std::vector<float> before = host_values(g, net.flat_params());
+    int mirrored = 0, reordered = 0;
+    for (int64_t it = 0; it < 3; ++it) {
+      net.forward(Phase::Train, static_cast<uint64_t>(it));
+      net.backward(static_cast<uint64_t>(it));
+      solver.step(it);
+      for (Param* p : net.params()) {
+        if (!p->spec.mirrored()) continue;
+        Tensor ref = g.alloc(p->data.shape(), p->data.dtype()).as_layout(p->data.layout());
+        g.convert(p->master, ref);
+        std::vector<uint8_t> copy(p->data.bytes()), expected(ref.bytes());
+        g.download(p->data, copy.data());
+        g.download(ref, expected.data());
+        EXPECT_TRUE(copy == expected) << "the compute copy of a " << p->spec.name << " of shape "
+                                      << p->master.shape().to_string() << " after step " << it;
+        if (it == 0) {
+          ++mirrored;
+          reordered += p->data.layout() != p->master.layout();
+        }
+      }
+    }
+    EXPECT_GT(mirrored, 0);
+    EXPECT_GT(reordered, 0) << "no channels-last filter: the reordering went untested";
+    EXPECT_NE(host_values(g, net.flat_params()), before) << "the steps did not move the masters";
   }
 }
 

@@ -256,11 +256,12 @@ class CudaBackend final : public Backend {
   void sgd_update(const Tensor& w, const Tensor& dw, const Tensor& history, float lr, float momentum,
                   float weight_decay) override;
   void sgd_update_segments(const Tensor& w, const Tensor& dw, const Tensor& history, const Tensor& ranges,
-                           const Tensor& mults, float lr, float momentum, float weight_decay) override;
+                           const Tensor& mults, float lr, float momentum, float weight_decay,
+                           const SgdMirrors& mirrors = SgdMirrors()) override;
   void flag_nonfinite(const Tensor& x, int32_t tag, const Tensor& flag) override;
   void sgd_update_segments_at(const Tensor& w, const Tensor& dw, const Tensor& history, const Tensor& ranges,
                               const Tensor& mults, const Tensor& lr, float momentum, float weight_decay,
-                              const Tensor& skip = Tensor()) override;
+                              const Tensor& skip = Tensor(), const SgdMirrors& mirrors = SgdMirrors()) override;
   void update_loss_scale(const Tensor& found_inf, const Tensor& scale, const Tensor& state, const Tensor& tag,
                          const Tensor& nonfinite, int64_t growth_interval, float max_scale) override;
   void flag_nonfinite_at(const Tensor& x, const Tensor& tag, const Tensor& flag) override;
@@ -290,7 +291,7 @@ class CudaBackend final : public Backend {
                    uint64_t rng_stream, const Tensor* iteration, uint64_t layer, const Tensor& in, const Tensor& out);
   void launch_segments(const char* op, const Tensor& w, const Tensor& dw, const Tensor& history, const Tensor& ranges,
                        const Tensor& mults, float lr, const float* lr_at, float momentum, float weight_decay,
-                       const int32_t* skip_at = nullptr);
+                       const int32_t* skip_at, const SgdMirrors& mirrors);
   // Called wherever a buffer the backend keeps for itself (workspace, staging, batch-norm reserve)
   // is replaced: captured work that used the old one is no longer valid.
   void buffers_moved() { ++*buffer_generation_; }

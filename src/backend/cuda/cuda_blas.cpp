@@ -136,13 +136,15 @@ void CudaBackend::sgd_update(const Tensor& w, const Tensor& dw, const Tensor& hi
 }
 
 void CudaBackend::sgd_update_segments(const Tensor& w, const Tensor& dw, const Tensor& history, const Tensor& ranges,
-                                      const Tensor& mults, float lr, float momentum, float weight_decay) {
-  launch_segments("sgd_update_segments", w, dw, history, ranges, mults, lr, nullptr, momentum, weight_decay);
+                                      const Tensor& mults, float lr, float momentum, float weight_decay,
+                                      const SgdMirrors& mirrors) {
+  launch_segments("sgd_update_segments", w, dw, history, ranges, mults, lr, nullptr, momentum, weight_decay, nullptr,
+                  mirrors);
 }
 
 void CudaBackend::sgd_update_segments_at(const Tensor& w, const Tensor& dw, const Tensor& history,
                                          const Tensor& ranges, const Tensor& mults, const Tensor& lr, float momentum,
-                                         float weight_decay, const Tensor& skip) {
+                                         float weight_decay, const Tensor& skip, const SgdMirrors& mirrors) {
   cuda::expect_f32("sgd_update_segments_at", "lr", lr, device_);
   cuda::expect_numel("sgd_update_segments_at", "lr", lr, 1);
   if (skip.defined()) {
@@ -150,7 +152,7 @@ void CudaBackend::sgd_update_segments_at(const Tensor& w, const Tensor& dw, cons
     cuda::expect_numel("sgd_update_segments_at", "skip", skip, 1);
   }
   launch_segments("sgd_update_segments_at", w, dw, history, ranges, mults, 0.0f, lr.f32(), momentum, weight_decay,
-                  skip.defined() ? skip.i32() : nullptr);
+                  skip.defined() ? skip.i32() : nullptr, mirrors);
 }
 
 void CudaBackend::update_loss_scale(const Tensor& found_inf, const Tensor& scale, const Tensor& state,
@@ -172,7 +174,8 @@ void CudaBackend::update_loss_scale(const Tensor& found_inf, const Tensor& scale
 
 void CudaBackend::launch_segments(const char* op, const Tensor& w, const Tensor& dw, const Tensor& history,
                                   const Tensor& ranges, const Tensor& mults, float lr, const float* lr_at,
-                                  float momentum, float weight_decay, const int32_t* skip_at) {
+                                  float momentum, float weight_decay, const int32_t* skip_at,
+                                  const SgdMirrors& mirrors) {
   cuda::expect_f32(op, "w", w, device_);
   cuda::expect_f32(op, "dw", dw, device_);
   cuda::expect_f32(op, "history", history, device_);
@@ -183,9 +186,18 @@ void CudaBackend::launch_segments(const char* op, const Tensor& w, const Tensor&
   if (ranges.numel() != mults.numel() || ranges.numel() % 2 != 0)
     throw_runtime("{} on cuda: ranges {} and mults {} must both be (2S)", op, ranges.shape().to_string(),
                   mults.shape().to_string());
+  check_sgd_mirrors(mirrors, ranges, fmt::format("{} on cuda", op));
+  cuda::SegmentMirror mirror;
+  if (mirrors.defined()) {
+    cuda::expect_float(op, "mirror", mirrors.mirror, device_);
+    cuda::expect_i32(op, "mirror map", mirrors.map, device_);
+    // The map's offsets are trusted on the device; the host checks what it can without reading them.
+    mirror = {mirrors.mirror.raw(), mirrors.mirror.dtype(), mirrors.map.i32()};
+  }
   activate();
   cuda::launch_sgd_segments(w.numel(), w.f32(), dw.f32(), history.f32(), ranges.i32(), mults.f32(),
-                            static_cast<int>(ranges.numel() / 2), lr, lr_at, momentum, weight_decay, stream(), skip_at);
+                            static_cast<int>(ranges.numel() / 2), lr, lr_at, momentum, weight_decay, stream(), skip_at,
+                            mirror);
 }
 
 void CudaBackend::flag_nonfinite(const Tensor& x, int32_t tag, const Tensor& flag) {

@@ -296,10 +296,14 @@ __global__ void sgd_update_kernel(int64_t n, float* w, const float* dw, float* h
 
 // Every parameter in one launch. Each element finds its segment by binary search over the segment
 // starts (a few hundred at most, cached), then applies exactly sgd_update_kernel's arithmetic.
-// lr_at != null: the learning rate is read from there when the kernel runs.
+// lr_at != null: the learning rate is read from there when the kernel runs. mirror != null: the
+// updated value is also written, rounded once to D, to its place in the segment's compute copy
+// (SgdMirrors' map: offset, channels, pixels, reordered) -- the conversion the next forward would
+// otherwise make, without reading the master a second time.
+template <typename D>
 __global__ void sgd_segments_kernel(int64_t n, float* w, const float* dw, float* history, const int32_t* ranges,
                                     const float* mults, int segments, float lr, const float* lr_at, float momentum,
-                                    float weight_decay, const int32_t* skip_at) {
+                                    float weight_decay, const int32_t* skip_at, D* mirror, const int32_t* map) {
   if (skip_at && *skip_at != 0) return;
   if (lr_at) lr = *lr_at;
   for (int64_t i = global_index(); i < n; i += global_stride()) {
@@ -313,7 +317,19 @@ __global__ void sgd_segments_kernel(int64_t n, float* w, const float* dw, float*
     float g = __fadd_rn(dw[i], __fmul_rn(seg_decay, w[i]));
     float h = __fadd_rn(__fmul_rn(momentum, history[i]), __fmul_rn(seg_lr, g));
     history[i] = h;
-    w[i] = __fsub_rn(w[i], h);
+    const float updated = __fsub_rn(w[i], h);
+    w[i] = updated;
+    if (!mirror) continue;
+    const int32_t* m = map + 4 * lo;
+    if (m[0] < 0) continue;
+    // Within a segment (< 2^31 elements: the flat buffer is indexed by i32 ranges) 32-bit arithmetic.
+    int j = static_cast<int>(i - ranges[2 * lo]);
+    if (m[3] != 0) {  // (K, C, P) -> (K, P, C)
+      const int channels = m[1], pixels = m[2], per_filter = channels * pixels;
+      const int k = j / per_filter, rest = j - k * per_filter, c = rest / pixels, p = rest - c * pixels;
+      j = k * per_filter + p * channels + c;
+    }
+    mirror[m[0] + j] = from_float<D>(updated);
   }
 }
 
@@ -630,10 +646,19 @@ void launch_sgd_update(int64_t n, float* w, const float* dw, float* history, flo
 
 void launch_sgd_segments(int64_t n, float* w, const float* dw, float* history, const int32_t* ranges,
                          const float* mults, int segments, float lr, const float* lr_at, float momentum,
-                         float weight_decay, cudaStream_t stream, const int32_t* skip_at) {
+                         float weight_decay, cudaStream_t stream, const int32_t* skip_at, const SegmentMirror& mirror) {
   if (n <= 0 || segments <= 0) return;
-  sgd_segments_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, w, dw, history, ranges, mults, segments, lr, lr_at,
-                                                              momentum, weight_decay, skip_at);
+  if (!mirror.data) {
+    sgd_segments_kernel<float><<<blocks_for(n), kThreads, 0, stream>>>(
+        n, w, dw, history, ranges, mults, segments, lr, lr_at, momentum, weight_decay, skip_at, nullptr, nullptr);
+  } else {
+    dispatch_float(mirror.dtype, "sgd_update_segments mirror", [&](auto d) {
+      using D = decltype(d);
+      sgd_segments_kernel<D><<<blocks_for(n), kThreads, 0, stream>>>(n, w, dw, history, ranges, mults, segments, lr,
+                                                                     lr_at, momentum, weight_decay, skip_at,
+                                                                     static_cast<D*>(mirror.data), mirror.map);
+    });
+  }
   CUDA_CHECK_LAUNCH("sgd_segments_kernel");
 }
 
