@@ -86,10 +86,10 @@ class ConvGraphPlan {
   mutable std::array<void*, 5> pack_key_{};
 };
 
-// The plans cuDNN's heuristics (mode A; the fallback list where mode A has none) propose for `spec` that finalise on
-// this device, pass the numerical-note filter, and need at most `max_workspace` bytes; at most
-// `max_plans`, in the heuristics' order, without duplicates. Empty when the graph API supports
-// nothing for the spec (the legacy algorithms then stand alone).
+// The plans cuDNN's heuristics (modes A then B; the fallback list where they have none) propose
+// for `spec` that finalise on this device, pass the numerical-note filter, and need at most
+// `max_workspace` bytes; at most `max_plans`, in the heuristics' order, without duplicates. Empty
+// when the graph API supports nothing for the spec (the legacy algorithms then stand alone).
 std::vector<std::unique_ptr<ConvGraphPlan>> conv_graph_plans(cudnnHandle_t handle, const ConvGraphSpec& spec,
                                                              size_t max_workspace, int max_plans);
 
