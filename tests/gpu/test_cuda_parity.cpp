@@ -111,6 +111,33 @@ TEST(CudaParityBlas, BiasAddAndBackward) {
   }
 }
 
+// Channels-last bias gradients over 25,752 rows (every block makes several passes, four rows at a
+// time where they last), for channel counts that fill whole 16-byte packs (96 in every dtype, 20
+// in f32) and counts that do not (20 in 16 bits, 3). Both sides sum the same values (dy rounded to
+// the GPU's dtype); the CPU in double, the GPU in float in three stages of at most a few hundred
+// terms each (kTolReduction's case); a 16-bit dbias is then rounded once more, by at most half an
+// ulp of itself, which tol_16bit covers.
+TEST(CudaParityBlas, ChannelsLastBiasBackward) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  Backend &cpu = cpu_backend(), &gpu = gpu_backend();
+  for (DType t : {DType::F32, DType::BF16, DType::F16})
+    for (int64_t c : {96, 20, 3}) {
+      const Shape s{24, c, 37, 29};
+      Twin dy = twin_uniform(s, 71 + c);
+      Tensor rounded = cpu.alloc(s, t), dy_gpu = gpu.alloc(s, t).as_layout(Layout::NHWC);
+      cpu.convert(dy.cpu, rounded);
+      cpu.convert(rounded, dy.cpu);
+      gpu.convert(dy.gpu, dy_gpu);
+      Twin dbias = twin(Shape{c});
+      Tensor dbias_gpu = gpu.alloc(Shape{c}, t);
+      cpu.bias_backward(dy.cpu, dbias.cpu);
+      gpu.bias_backward(dy_gpu, dbias_gpu);
+      gpu.convert(dbias_gpu, dbias.gpu);
+      expect_twin(fmt::format("channels-last bias_backward {} c={}", dtype_name(t), c), dbias,
+                  t == DType::F32 ? kTolReduction : tol_16bit(t));
+    }
+}
+
 TEST(CudaParityBlas, SgdUpdateThreeSteps) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
   Twin w = twin_uniform(Shape{1000}, 41), history = twin_uniform(Shape{1000}, 42, -0.1f, 0.1f);
@@ -157,7 +184,7 @@ TEST(CudaParityBlas, SgdUpdateSegmentsMatchesPerParameterUpdates) {
 TEST(CudaParityBlas, SgdUpdateSegmentsWriteTheComputeCopies) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
   constexpr int32_t kK = 4, kC = 5, kP = 9;  // a 4 x 5 x 3 x 3 filter, 180 elements
-  const std::vector<int32_t> ranges{0, 180, 192, 200, 256, 400};
+  const std::vector<int32_t> ranges{0, kK * kC * kP, 192, 200, 256, 400};
   const std::vector<float> mults{1.0f, 1.0f, 2.0f, 0.0f, 1.0f, 1.0f};
   const std::vector<int32_t> map{8, kC, kP, 1, 190, 1, 1, 0, -1, 1, 1, 0};  // copies at [8, 188), [190, 198)
   for (DType t : {DType::BF16, DType::F16, DType::F32}) {
