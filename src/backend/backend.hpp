@@ -343,11 +343,13 @@ class Backend {
 // a ConfigError on the CPU, which stays the fp32 reference the GPU precisions are tested against.
 // Which convolution implementations a GPU backend's per-shape search may choose from (the CPU has
 // one): All, cuDNN's legacy algorithms and its graph-API engines, the fastest measured; Legacy, the
-// legacy algorithms only (--conv-search legacy: what the graph API's engines gain, measured).
-enum class ConvSearch { All, Legacy };
-// From --conv-search's value, which the command line has checked to be "all" or "legacy".
+// legacy algorithms only (--conv-search legacy: what the graph API's engines gain, measured);
+// Width, All and also each first convolution lowered by width (an (R x 1) convolution over S*C
+// channels, backend/width_lowering.hpp; --conv-search width).
+enum class ConvSearch { All, Legacy, Width };
+// From --conv-search's value, which the command line has checked to be "all", "legacy" or "width".
 inline ConvSearch conv_search_from_name(const std::string& s) {
-  return s == "legacy" ? ConvSearch::Legacy : ConvSearch::All;
+  return s == "legacy" ? ConvSearch::Legacy : s == "width" ? ConvSearch::Width : ConvSearch::All;
 }
 // The memory order of a net's 4-d activations (--layout): Auto, the backend's choice for the
 // precision (Backend::activation_layout_for: channels-last on a GPU in 16 bits and TF32); NCHW or

@@ -420,6 +420,7 @@ TEST_P(CudaConvChannelPadding, EveryModeMatchesTheCpu) {
     SCOPED_TRACE(mode_name);
     CudaBackendOptions options;
     options.channel_padding = mode;
+    options.width_lowering = ConvWidthLowering::Never;  // which would run instead where it times faster
     options.allow_tf32 = tf32;
     CudaBackend g(0, options);
     Backend& cpu = cpu_backend();
@@ -520,7 +521,9 @@ TEST_P(CudaConvChannelsFirst, EveryDirectionMatchesTheCpu) {
   const double tol = tol_tensor_core_dot(dtype);
   CudaBackendOptions options;
   options.channels_first = ConvChannelsFirst::Always;
-  options.conv_lowering = ConvLowering::Never;  // else the lowered form may be timed faster and run
+  // Else the lowered or width-lowered form may be timed faster and run.
+  options.conv_lowering = ConvLowering::Never;
+  options.width_lowering = ConvWidthLowering::Never;
   options.allow_tf32 = dtype == DType::F32;
   CudaBackend g(0, options);
   const ConvTwins t = make_conv_twins(g, c, dtype, Layout::NHWC, 121);
@@ -564,6 +567,7 @@ TEST_P(CudaConvChannelsFirst, MeasuredTrialKeepsOnlyWhatTheChosenFormHolds) {
     CudaBackendOptions options;
     options.channels_first = mode;
     options.conv_lowering = ConvLowering::Never;
+    options.width_lowering = ConvWidthLowering::Never;
     options.channel_padding = ConvChannelPadding::Never;
     options.max_workspace_bytes = 0;
     options.allow_tf32 = dtype == DType::F32;
@@ -604,6 +608,113 @@ INSTANTIATE_TEST_SUITE_P(
     Shapes, CudaConvChannelsFirst,
     ::testing::Combine(::testing::Values(PadCase{"gait_conv1_c50", {2, 50, 14, 14}, 16, conv(7, 7, 1, 1, 0, 0, 1, 1)},
                                          PadCase{"rgb_stem_c3", {2, 3, 32, 32}, 16, conv(7, 7, 2, 2, 3, 3, 1, 1)}),
+                       ::testing::Values(DType::BF16, DType::F16, DType::F32)),
+    pad_case_name);
+
+// ---- width-lowered convolution (an (R x 1) convolution over S*C channels) -------------------------
+
+// The width-lowered forward (plain, and with bias and ReLU) and filter gradient of first
+// convolutions against the CPU, forced on (ConvWidthLowering::Always) whatever the timing would
+// pick here; the data gradient runs on the other forms beside them. Their sums are the
+// convolution's own products (and zeros), accumulated in fp32 and rounded once to the precision,
+// as cuDNN's are, so they take the same tolerance. Cases: the gait nets' conv1 form (50 channels,
+// 7x7: 350 lowered channels, padded to 352), a ResNet stem (3 channels, 7x7, stride 2, padding 3:
+// 21 -> 24), CaffeNet's conv1 (11x11, stride 4: 33 -> 40) and a rectangular kernel with column
+// stride, padding and dilation (5 columns of 5 channels: 25 -> 32 in 16 bits, 28 in f32).
+class CudaConvWidthLowered : public ::testing::TestWithParam<std::tuple<PadCase, DType>> {};
+
+TEST_P(CudaConvWidthLowered, ForwardBiasReluAndFilterGradientMatchTheCpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+#if CNNSCALE_HAVE_CUDA
+  const auto& [c, dtype] = GetParam();
+  const ConvParams& p = c.p;
+  const double tol = tol_tensor_core_dot(dtype);
+  CudaBackendOptions options;
+  options.width_lowering = ConvWidthLowering::Always;
+  options.conv_lowering = ConvLowering::Never;  // else the lowered form, decided first, may run
+  options.allow_tf32 = dtype == DType::F32;
+  CudaBackend g(0, options);
+  const ConvTwins t = make_conv_twins(g, c, dtype, Layout::NHWC, 151);
+  expect_directions_match_cpu(g, c, t, make_bias_relu_twins(g, c, t, dtype, 13), tol, /*with_data=*/true);
+  const ConvPlan* plan = g.find_conv_plan(p, c.x, t.ws, dtype, Layout::NHWC);
+  ASSERT_NE(plan, nullptr);
+  ASSERT_NE(plan->width_lowered, nullptr);
+  const int64_t quantum = 16 / static_cast<int64_t>(dtype_size(dtype));
+  EXPECT_EQ(plan->width_field, c.x.c() * p.kernel_w);
+  EXPECT_EQ(plan->width_lowered->channels % quantum, 0);
+  EXPECT_LT(plan->width_lowered->channels - plan->width_field, quantum);
+  EXPECT_EQ(plan->width_lowered->params.kernel_w, 1);
+  EXPECT_EQ(plan->width_lowered->y_shape, plan->y_shape);
+  EXPECT_EQ(plan->fwd_width_lowered, ConvPlan::Choice::Yes);
+  EXPECT_EQ(plan->fwd_bias_relu_width_lowered, ConvPlan::Choice::Yes);
+  EXPECT_EQ(plan->bwd_filter_width_lowered, ConvPlan::Choice::Yes);
+#endif
+}
+
+// Measured, the width-lowered form is timed against the other forms at each direction's first
+// call, its copies on transient buffers: whichever wins, the results match the CPU, and the memory
+// held beyond a backend that never tries the form is exactly the two kept staging slots (the
+// lowered input and filter) where some direction chose it, and nothing where none did. No
+// workspace, no padding, no lowering and no channels-first form, so nothing else differs.
+TEST_P(CudaConvWidthLowered, MeasuredTrialKeepsOnlyWhatTheChosenFormHolds) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+#if CNNSCALE_HAVE_CUDA
+  const auto& [c, dtype] = GetParam();
+  const ConvParams& p = c.p;
+  const double tol = tol_tensor_core_dot(dtype);
+  int64_t peak[2] = {0, 0};
+  bool chosen = false;
+  Shape lowered_x, lowered_w;
+  for (ConvWidthLowering mode : {ConvWidthLowering::Never, ConvWidthLowering::Measured}) {
+    const bool measured = mode == ConvWidthLowering::Measured;
+    SCOPED_TRACE(measured ? "measured" : "never");
+    CudaBackendOptions options;
+    options.width_lowering = mode;
+    options.channels_first = ConvChannelsFirst::Never;
+    options.conv_lowering = ConvLowering::Never;
+    options.channel_padding = ConvChannelPadding::Never;
+    options.max_workspace_bytes = 0;
+    options.allow_tf32 = dtype == DType::F32;
+    CudaBackend g(0, options);
+    const ConvTwins t = make_conv_twins(g, c, dtype, Layout::NHWC, 161);
+    const BiasReluTwins b = make_bias_relu_twins(g, c, t, dtype, 17);
+    g.reset_peak_memory();
+    expect_directions_match_cpu(g, c, t, b, tol, /*with_data=*/true);
+    g.synchronize();
+    peak[measured] = g.memory_stats().peak_bytes;
+    const ConvPlan* plan = g.find_conv_plan(p, c.x, t.ws, dtype, Layout::NHWC);
+    ASSERT_NE(plan, nullptr);
+    if (!measured) {
+      EXPECT_EQ(plan->width_lowered, nullptr);
+      continue;
+    }
+    ASSERT_NE(plan->width_lowered, nullptr);
+    lowered_x = plan->width_lowered->x_shape;
+    lowered_w = plan->width_lowered->w_shape;
+    for (ConvPlan::Choice ConvPlan::*d :
+         {&ConvPlan::fwd_width_lowered, &ConvPlan::fwd_bias_relu_width_lowered, &ConvPlan::bwd_filter_width_lowered}) {
+      EXPECT_NE(plan->*d, ConvPlan::Choice::Unsearched);
+      chosen = chosen || plan->*d == ConvPlan::Choice::Yes;
+    }
+  }
+  // Staging slots hold whole floats: (bytes + 3) / 4 of them.
+  auto held = [&](const Shape& s) { return (s.numel() * static_cast<int64_t>(dtype_size(dtype)) + 3) / 4 * 4; };
+  const int64_t slots = held(lowered_x) + held(lowered_w);
+  if (parity_verbose())
+    std::printf("[parity] %s %s: width-lowered %s; peak %lld never, %lld measured\n", c.name.c_str(),
+                dtype_name(dtype).c_str(), chosen ? "chosen" : "not chosen", static_cast<long long>(peak[0]),
+                static_cast<long long>(peak[1]));
+  EXPECT_EQ(peak[1] - peak[0], chosen ? slots : 0);
+#endif
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaConvWidthLowered,
+    ::testing::Combine(::testing::Values(PadCase{"gait_conv1_c50", {2, 50, 14, 14}, 16, conv(7, 7, 1, 1, 0, 0, 1, 1)},
+                                         PadCase{"rgb_stem_c3", {2, 3, 32, 32}, 16, conv(7, 7, 2, 2, 3, 3, 1, 1)},
+                                         PadCase{"caffenet_conv1", {2, 3, 35, 35}, 16, conv(11, 11, 4, 4, 0, 0, 1, 1)},
+                                         PadCase{"c5_k3x5_s1x2_p2x3_dil2", {2, 5, 11, 12}, 8,
+                                                 conv(3, 5, 1, 2, 2, 3, 2, 1)}),
                        ::testing::Values(DType::BF16, DType::F16, DType::F32)),
     pad_case_name);
 

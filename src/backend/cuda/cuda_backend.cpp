@@ -351,10 +351,10 @@ Tensor CudaBackend::staging(size_t slot, const Shape& shape, DType dtype) {
 
 void* CudaBackend::workspace(size_t bytes) {
   if (bytes <= workspace_bytes_) return workspace_;
-  // In a timed trial of a convolution form (trial_staging_ set), an algorithm wanting more than the
+  // In a timed trial of a convolution form (trial_depth_ > 0), an algorithm wanting more than the
   // kept workspace gets a transient one, uncounted as search workspace is: a form that loses must
   // leave neither a grown workspace nor its peak behind.
-  if (trial_staging_[5].defined()) {
+  if (trial_depth_ > 0) {
     if (trial_workspace_.defined() && trial_workspace_.bytes() >= bytes) return trial_workspace_.raw();
     trial_workspace_ = Tensor();
     const size_t rounded = (bytes + 3) / 4 * 4;

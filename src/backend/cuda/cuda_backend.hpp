@@ -49,6 +49,15 @@ enum class ConvChannelsFirst {
   Never,
 };
 
+// Whether a channels-last convolution whose input channels do not fill 16-byte pixels may run
+// lowered by width (backend/width_lowering.hpp: its kernel's columns moved into the channels, an
+// (R x 1) convolution over S*C channels; ConvPlan::width_lowered).
+enum class ConvWidthLowering {
+  Measured,  // timed against the form that runs otherwise, copies included, per direction; the faster runs
+  Always,    // tests
+  Never,
+};
+
 struct CudaBackendOptions {
   // fp32 convolutions and GEMMs run without TF32 by default: the study compares fp32 against
   // PyTorch with allow_tf32 = False. true lets cuDNN/cuBLAS use TF32 tensor cores.
@@ -88,6 +97,15 @@ struct CudaBackendOptions {
   // at batch 256 on an H100 took 1.95 ms forward and 3.55 ms for the filter gradient in NCHW, 3.08
   // and 4.63 ms in NHWC. Measured needs timing, so deterministic runs stay channels-last.
   ConvChannelsFirst channels_first = ConvChannelsFirst::Measured;
+  // Also time such a first convolution's forward and filter gradient lowered by width: x copied so
+  // that each output pixel's S kernel columns of C channels lie side by side (one im2col pass with
+  // a kernel one row high, S/stride_w times the input), the filter's KRSC rows padded to match,
+  // then cuDNN's (R x 1) convolution over the S*C channels, whose tensor-core kernels are at home
+  // there (the gait nets' 7x7 conv1 over 50 flow channels becomes a 7x1 one over 352). Forward and
+  // filter gradient only: a first convolution has no data gradient to compute. Strict fp32 stays
+  // on cuDNN's own forms, as with lowering; Measured needs timing, so deterministic runs never
+  // lower by width. Off unless asked for (--conv-search width sets Measured).
+  ConvWidthLowering width_lowering = ConvWidthLowering::Never;
   // Auto: activation_layout_for's rule; NCHW or NHWC: that order in every precision (--layout).
   LayoutChoice layout = LayoutChoice::Auto;
 };
@@ -136,6 +154,14 @@ struct ConvPlan {
   ConvPlan* channels_first = nullptr;
   Choice fwd_channels_first = Choice::Unsearched, fwd_bias_relu_channels_first = Choice::Unsearched,
          bwd_data_channels_first = Choice::Unsearched, bwd_filter_channels_first = Choice::Unsearched;
+  // The same convolution lowered by width (CudaBackendOptions::width_lowering: an (R x 1)
+  // convolution over width_field = S*C channels, zero-padded to whole 16-byte pixels; a plan of its
+  // own in the backend's map), or nullptr where the form does not apply; and whether each of
+  // conv_forward, conv_forward_bias_relu and conv_backward_filter runs it (decided at its first call).
+  ConvPlan* width_lowered = nullptr;
+  int64_t width_field = 0;
+  Choice fwd_width_lowered = Choice::Unsearched, fwd_bias_relu_width_lowered = Choice::Unsearched,
+         bwd_filter_width_lowered = Choice::Unsearched;
 };
 
 class CudaBackend final : public Backend {
@@ -315,10 +341,11 @@ class CudaBackend final : public Backend {
   void activate() const;
   // A device workspace of at least `bytes`, valid in stream order until the next call.
   void* workspace(size_t bytes);
-  // Staging tensor `slot` (0..7; 4 holds lowered convolution inputs, 5..7 channels-first convolution
-  // operands) of `shape` and `dtype` for ops that run a kernel on reordered, widened or lowered
-  // copies (LRN, Caffe-rule pooling, convolution forms): kept and grown across calls, not
-  // zeroed (each use overwrites it), valid in stream order until the next use of that slot.
+  // Staging tensor `slot` (0..9; 4 holds lowered convolution inputs, 5..7 channels-first convolution
+  // operands, 8 and 9 the width-lowered input and filter or filter gradient) of `shape` and `dtype`
+  // for ops that run a kernel on reordered, widened or lowered copies (LRN, Caffe-rule pooling,
+  // convolution forms): kept and grown across calls, not zeroed (each use overwrites it), valid in
+  // stream order until the next use of that slot.
   Tensor staging(size_t slot, const Shape& shape, DType dtype = DType::F32);
   // Staging tensor `slot` holding `src` converted to `dtype` (NCHW): an op's input on its way in.
   Tensor staged(size_t slot, const Tensor& src, DType dtype) {
@@ -350,10 +377,11 @@ class CudaBackend final : public Backend {
     Tensor x, w;
     ConvPlan* given;  // the plan of the operands as given (== plan unless padded)
   };
-  // `lowered`, `first`: the caller's lowered and channels-first decisions; where either is Yes the
-  // operands are returned as given.
+  // `lowered`, `first`, `width`: the caller's lowered, channels-first and width-lowered decisions;
+  // where any is Yes the operands are returned as given.
   ForwardOperands forward_operands(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y,
-                                   ConvPlan::Choice ConvPlan::*lowered, ConvPlan::Choice ConvPlan::*first);
+                                   ConvPlan::Choice ConvPlan::*lowered, ConvPlan::Choice ConvPlan::*first,
+                                   ConvPlan::Choice ConvPlan::*width);
   // A convolution direction's search or run on `plan`, its operands in the direction's order:
   // (x, w, y) forward, (w, dy, dx) backward data, (x, dy, dw) backward filter.
   using ConvCall = void (CudaBackend::*)(ConvPlan&, const Tensor&, const Tensor&, const Tensor&);
@@ -409,6 +437,22 @@ class CudaBackend final : public Backend {
   template <typename RunCudnn, typename RunLowered>
   void run_faster_form(const char* op, ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision, RunCudnn&& run_cudnn,
                        RunLowered&& run_lowered);
+  // The width-lowered form (width_lowering): x lowered into staging slot 8, the filter's rows padded
+  // into slot 9; the forward (with the bias and ReLU where `bias` is given) and the filter gradient
+  // (through slot 9) run as plan.width_lowered's own convolutions, searched and formed as any.
+  Tensor width_lowered_input(const ConvPlan& plan, const Tensor& x);
+  void run_width_lowered_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor* bias,
+                                 const Tensor& y);
+  void run_width_lowered_backward_filter(const ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw);
+  // Runs run_width() or run_other() (the op as it runs otherwise) as `decision` of `plan` says;
+  // decided at the first call, where measured, by timing both (width_lowered_measures_faster, the
+  // copies of both forms in transient staging).
+  template <typename RunOther, typename RunWidth>
+  void run_faster_width(const char* op, ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision, RunOther&& run_other,
+                        RunWidth&& run_width);
+  template <typename RunOther, typename RunWidth>
+  bool width_lowered_measures_faster(const char* op, const ConvPlan& plan, RunOther&& run_other,
+                                     RunWidth&& run_width);
   // Times the fused bias+ReLU graph plans for `plan` against its forward, bias and ReLU apart.
   void search_bias_relu(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
   void run_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx);
@@ -456,15 +500,19 @@ class CudaBackend final : public Backend {
   cublasLtHandle_t cublaslt_ = nullptr;  // made on first use (linear_plan)
   // Reserve space of channels-last batch norm, from each training forward to its backward, by x.
   std::map<const void*, Tensor> bn_reserve_;
-  std::array<Tensor, 8> staging_;  // see staging()
-  // Set during a timed trial of the channels-first form: transient buffers that staging() hands out
-  // for these slots instead, uncounted, as cuDNN's search workspace is.
-  std::array<Tensor, 8> trial_staging_;
+  std::array<Tensor, 10> staging_;  // see staging()
+  // Set during a timed trial of a convolution form (channels-first, width-lowered, and the lowered
+  // form's trial of a plan that has either): transient buffers that staging() hands out for these
+  // slots instead, uncounted, as cuDNN's search workspace is.
+  std::array<Tensor, 10> trial_staging_;
   // The workspace() of such a trial where it needs more than the kept workspace (transient likewise).
   Tensor trial_workspace_;
-  struct TrialStaging;  // installs and clears the two above (cuda_conv.cpp)
-  // While run_faster_form times the lowered form: the transient buffer its input is lowered into.
+  int trial_depth_ = 0;  // trials in progress, nested ones counted
+  struct TrialStaging;  // installs and clears the three above (cuda_conv.cpp)
+  // While run_faster_form times the lowered form of lowered_search_plan_: the transient buffer its
+  // input is lowered into.
   Tensor lowered_search_input_;
+  const ConvPlan* lowered_search_plan_ = nullptr;
   // buffers_moved() count, shared with captured work (which may outlive the backend's last use).
   std::shared_ptr<uint64_t> buffer_generation_ = std::make_shared<uint64_t>(0);
   // Stream capture in progress (cuda_graph.cpp). Segments: the graphs of the segments ended so far,

@@ -22,6 +22,7 @@
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/cuda_kernels.hpp"
 #include "backend/cuda/cuda_op_checks.hpp"
+#include "backend/width_lowering.hpp"
 #include "core/log.hpp"
 
 namespace cnnscale {
@@ -31,6 +32,14 @@ namespace {
 // 4 bytes (TF32).
 constexpr int64_t kPixelQuantumBytes = 16;
 int64_t channel_quantum(DType dtype) { return kPixelQuantumBytes / static_cast<int64_t>(dtype_size(dtype)); }
+
+// The im2col kernel keeps three ints per lowered column in shared memory (48 KiB at most).
+constexpr int64_t kMaxLoweredCols = 4096;
+// A width-lowered input bigger than this, or than kMaxWidthLoweredGrowth times the input, is not
+// tried. The gait nets' conv1 at batch 256 lowers to 0.58 GB in 16 bits and 1.17 GB in TF32 (7
+// times the input); a full im2col there would be 40 times.
+constexpr size_t kMaxWidthLoweredBytes = size_t{2} << 30;
+constexpr int64_t kMaxWidthLoweredGrowth = 16;
 
 bool is_tensor_op(cudnnMathType_t m) {
   return m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
@@ -342,6 +351,21 @@ ConvPlan& CudaBackend::conv_plan(const char* op, const ConvParams& p, const Shap
                           (options_.channels_first == ConvChannelsFirst::Measured && !options_.deterministic);
   if (layout == Layout::NHWC && p.groups == 1 && x.c() % quantum != 0 && first_form)
     made.channels_first = &conv_plan(op, p, x, w, dtype, Layout::NCHW);
+  // Width lowering: for the same first convolutions, where tensor cores compute (strict fp32 stays
+  // on cuDNN's own forms, as with lowering) and where the copy is not out of proportion.
+  const bool width_form = options_.width_lowering == ConvWidthLowering::Always ||
+                          (options_.width_lowering == ConvWidthLowering::Measured && !options_.deterministic);
+  if (layout == Layout::NHWC && x.c() % quantum != 0 && width_form && (dtype != DType::F32 || options_.allow_tf32)) {
+    if (const auto l = width_lowering(p, x, w, quantum)) {
+      const int64_t elements = l->x.numel();
+      if (l->x.c() <= kMaxLoweredCols &&
+          static_cast<size_t>(elements) * dtype_size(dtype) <= kMaxWidthLoweredBytes &&
+          elements <= kMaxWidthLoweredGrowth * x.numel()) {
+        made.width_lowered = &conv_plan(op, l->params, l->x, l->w, dtype, layout);
+        made.width_field = l->field;
+      }
+    }
+  }
   return made;
 }
 
@@ -358,42 +382,53 @@ void CudaBackend::reorder(const Tensor& src, const Tensor& dst) {
   CUDNN_CHECK(cudnnTransformTensor(cudnn_, &one, desc_a_, src.raw(), &zero, desc_b_, dst.raw()));
 }
 
-// Transient staging slots 5..7 (x, w and y of `plan`) and workspace for a timed trial of a
-// convolution form, uncounted as cuDNN's search workspace is: what a losing form used is freed and
-// counts in no peak. A trial inside another (the channels-first choice made within the lowered
-// form's trial of the same plan) uses the outer one's buffers, of the same sizes.
+// Transient staging slots and workspace for a timed trial of a convolution form, uncounted as
+// cuDNN's search workspace is: what a losing form used is freed and counts in no peak. A trial
+// inside another (the channels-first choice made within the width-lowered or lowered form's trial
+// of the same plan) uses the enclosing one's buffers, of the same sizes, for the slots it installed.
 struct CudaBackend::TrialStaging {
-  TrialStaging(CudaBackend& backend, const ConvPlan& plan) : b(backend) {
-    if (b.trial_staging_[5].defined()) return;  // within an outer trial
-    outermost = true;
-    const size_t size = dtype_size(plan.dtype);
-    const std::array<std::pair<size_t, int64_t>, 3> slots{
-        {{5, plan.x_shape.numel()}, {6, plan.w_shape.numel()}, {7, plan.y_shape.numel()}}};
+  using Slots = std::vector<std::pair<size_t, int64_t>>;  // (staging slot, elements of the plan's dtype)
+  TrialStaging(CudaBackend& backend, DType dtype, const Slots& slots) : b(backend) {
+    ++b.trial_depth_;
+    const size_t size = dtype_size(dtype);
     for (const auto& [slot, numel] : slots) {
+      if (b.trial_staging_[slot].defined()) continue;  // an enclosing trial's
       const size_t bytes = static_cast<size_t>(numel) * size;
       buffers.push_back(std::make_unique<SearchBuffer>(std::max(bytes, size_t{1} << 20), b.stream()));
       if (buffers.back()->bytes() < bytes) {  // SearchBuffer got less (or nothing): no trial
         has_room = false;
-        b.trial_staging_ = {};
         return;
       }
-      b.trial_staging_[slot] = Tensor(
-          std::make_shared<Storage>(buffers.back()->ptr(), buffers.back()->bytes(), b.device(), nullptr), 0,
-          Shape{numel}, plan.dtype);
+      b.trial_staging_[slot] =
+          Tensor(std::make_shared<Storage>(buffers.back()->ptr(), buffers.back()->bytes(), b.device(), nullptr), 0,
+                 Shape{numel}, dtype);
+      owned.push_back(slot);
     }
   }
   // The views go before the buffers they point into (members are destroyed after this body).
   ~TrialStaging() {
-    if (!outermost) return;
-    b.trial_staging_ = {};
-    b.trial_workspace_ = Tensor();
+    for (size_t slot : owned) b.trial_staging_[slot] = Tensor();
+    if (--b.trial_depth_ == 0) b.trial_workspace_ = Tensor();
   }
   TrialStaging(const TrialStaging&) = delete;
   TrialStaging& operator=(const TrialStaging&) = delete;
   bool room() const { return has_room; }
 
+  // The slots of the forms nested in a trial of `plan`: the channels-first form's x, w and y
+  // (5..7) and the width-lowered input and filter (8, 9), where the plan has those forms.
+  static Slots inner_form_slots(const ConvPlan& plan, bool channels_first, bool width) {
+    Slots slots;
+    if (channels_first && plan.channels_first)
+      slots.insert(slots.end(),
+                   {{5, plan.x_shape.numel()}, {6, plan.w_shape.numel()}, {7, plan.y_shape.numel()}});
+    if (width && plan.width_lowered)
+      slots.insert(slots.end(), {{8, plan.width_lowered->x_shape.numel()}, {9, plan.width_lowered->w_shape.numel()}});
+    return slots;
+  }
+
   CudaBackend& b;
-  bool outermost = false, has_room = true;
+  bool has_room = true;
+  std::vector<size_t> owned;
   std::vector<std::unique_ptr<SearchBuffer>> buffers;
 };
 
@@ -441,7 +476,7 @@ void CudaBackend::run_chosen(ConvPlan& plan, ConvPlan::Choice ConvPlan::*decisio
 template <typename RunGiven, typename RunFirst>
 bool CudaBackend::channels_first_measures_faster(const char* op, const ConvPlan& plan, RunGiven&& run_given,
                                                  RunFirst&& run_first) {
-  const TrialStaging trial(*this, plan);
+  const TrialStaging trial(*this, plan.dtype, TrialStaging::inner_form_slots(plan, true, false));
   if (!trial.room()) {
     log::debug("{} x {} w {}: no memory for the channels-first copies: channels-last runs", op,
                plan.x_shape.to_string(), plan.w_shape.to_string());
@@ -582,8 +617,11 @@ void CudaBackend::find_conv_backward_filter(ConvPlan& plan, const Tensor& x, con
       });
 }
 
+// The forms nest, each decided at its first call: lowered, or else width-lowered, or else
+// channels-first, or else cuDNN on the operands as given (channel-padded where that pays).
 void CudaBackend::conv_forward(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y) {
-  const ForwardOperands f = forward_operands(p, x, w, y, &ConvPlan::fwd_lowered, &ConvPlan::fwd_channels_first);
+  const ForwardOperands f = forward_operands(p, x, w, y, &ConvPlan::fwd_lowered, &ConvPlan::fwd_channels_first,
+                                             &ConvPlan::fwd_width_lowered);
   auto cudnn = [&] {
     run_faster_order(
         "conv_forward", *f.given, &ConvPlan::fwd_channels_first, [&] { run_conv_forward(*f.plan, f.x, f.w, y); },
@@ -592,7 +630,11 @@ void CudaBackend::conv_forward(const ConvParams& p, const Tensor& x, const Tenso
                              {x, 5}, {w, 6}, {y, 7});
         });
   };
-  run_faster_form("conv_forward", *f.given, &ConvPlan::fwd_lowered, cudnn,
+  auto width_or_cudnn = [&] {
+    run_faster_width("conv_forward", *f.given, &ConvPlan::fwd_width_lowered, cudnn,
+                     [&] { run_width_lowered_forward(*f.given, x, w, nullptr, y); });
+  };
+  run_faster_form("conv_forward", *f.given, &ConvPlan::fwd_lowered, width_or_cudnn,
                   [&] { run_lowered_forward(*f.given, x, w, Tensor(), false, y); });
 }
 
@@ -605,8 +647,6 @@ constexpr int64_t kMaxLoweredGrowth = 16;
 // Lowered rows are padded to this many elements (16 bytes in 16 bits), which cuBLASLt's
 // tensor-core kernels want of every leading dimension.
 constexpr int64_t kLoweredColumnQuantum = 8;
-// The im2col kernel keeps three ints per lowered column in shared memory (48 KiB at most).
-constexpr int64_t kMaxLoweredCols = 4096;
 
 // The bytes of a channels-last tensor (NHWC activations, KRSC filters) as a row-major matrix, as the
 // GEMMs of the lowered form take them (tagged NCHW: a 2-d matrix has no channels to reorder).
@@ -655,7 +695,8 @@ Tensor CudaBackend::lowered_input(const ConvPlan& plan, const Tensor& x) {
   g.ow = plan.y_shape.w();
   const Shape shape = lowered_shape(plan);
   g.cols = shape[1];
-  Tensor col = lowered_search_input_.defined() ? lowered_search_input_ : staging(4, shape, plan.dtype);
+  Tensor col = lowered_search_plan_ == &plan && lowered_search_input_.defined() ? lowered_search_input_
+                                                                               : staging(4, shape, plan.dtype);
   CNNSCALE_CHECK(col.shape() == shape && col.dtype() == plan.dtype, "lowered input {} for {}", col.shape().to_string(),
                  shape.to_string());
   cuda::launch_im2col_nhwc(plan.dtype, g, x.raw(), col.raw(), stream());
@@ -707,16 +748,26 @@ bool CudaBackend::lowered_measures_faster(const char* op, const ConvPlan& plan, 
                plan.w_shape.to_string(), col_bytes);
     return false;
   }
-  // The cuDNN side may run the channels-first form, decided within this trial: its copies stay
-  // transient too, whichever form wins here.
-  std::optional<TrialStaging> first_copies;
-  if (plan.channels_first) first_copies.emplace(*this, plan);
+  // The cuDNN side may run the width-lowered or channels-first form, decided within this trial:
+  // their copies stay transient too, whichever form wins here.
+  std::optional<TrialStaging> inner_copies;
+  if (plan.channels_first || plan.width_lowered)
+    inner_copies.emplace(*this, plan.dtype, TrialStaging::inner_form_slots(plan, true, true));
+  // (Short of memory for some of them, the inner trial installs what it can or skips its form.)
+  // A lowered trial of another plan nested in this one (the width-lowered form's own convolution)
+  // has its own buffer; this one's is back when it ends.
+  struct Restore {
+    CudaBackend& b;
+    Tensor input = b.lowered_search_input_;
+    const ConvPlan* plan = b.lowered_search_plan_;
+    ~Restore() {
+      b.lowered_search_input_ = input;
+      b.lowered_search_plan_ = plan;
+    }
+  } restore{*this};
   lowered_search_input_ =
       Tensor(std::make_shared<Storage>(col.ptr(), col.bytes(), device(), nullptr), 0, col_shape, plan.dtype);
-  struct Forget {
-    Tensor& t;
-    ~Forget() { t = Tensor(); }
-  } forget{lowered_search_input_};
+  lowered_search_plan_ = &plan;
   return second_measures_faster(op, plan, "cuDNN", run_cudnn, "lowered (im2col + GEMM)", run_lowered);
 }
 
@@ -732,9 +783,103 @@ void CudaBackend::run_faster_form(const char* op, ConvPlan& plan, ConvPlan::Choi
       run_cudnn, run_lowered);
 }
 
+// ---- width-lowered convolutions ------------------------------------------------------------------
+
+// Each image row of x as im2col lowers an image for a kernel one row high: output column q of row
+// (n, h) gets the S kernel columns' C channels side by side, which is the width-lowered input
+// (N, H, Q, Cl) channels-last (backend/width_lowering.hpp), zeros in the padding and past S*C.
+Tensor CudaBackend::width_lowered_input(const ConvPlan& plan, const Tensor& x) {
+  const ConvPlan& l = *plan.width_lowered;
+  const ConvParams& p = plan.params;
+  cuda::Im2colShape g;
+  g.n = plan.x_shape.n() * plan.x_shape.h();
+  g.c = plan.channels;
+  g.h = 1;
+  g.w = plan.x_shape.w();
+  g.r = 1;
+  g.s = p.kernel_w;
+  g.stride_w = p.stride_w;
+  g.pad_w = p.pad_w;
+  g.dilation_w = p.dilation_w;
+  g.oh = 1;
+  g.ow = l.x_shape.w();
+  g.cols = l.channels;
+  const Tensor xl = staging(8, l.x_shape, plan.dtype).as_layout(Layout::NHWC);
+  cuda::launch_im2col_nhwc(plan.dtype, g, x.raw(), xl.raw(), stream());
+  return xl;
+}
+
+// The width-lowered filter's KRSC rows (k, r) are w's KRSC rows, S*C long, zero-padded to Cl.
+void CudaBackend::run_width_lowered_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w,
+                                            const Tensor* bias, const Tensor& y) {
+  const ConvPlan& l = *plan.width_lowered;
+  const Tensor xl = width_lowered_input(plan, x);
+  const Tensor wl = staging(9, l.w_shape, plan.dtype).as_layout(Layout::NHWC);
+  cuda::launch_copy_rows(plan.dtype, plan.w_shape.n() * plan.params.kernel_h, w.raw(), plan.width_field, wl.raw(),
+                         l.channels, stream());
+  if (bias)
+    conv_forward_bias_relu(l.params, xl, wl, *bias, y);
+  else
+    conv_forward(l.params, xl, wl, y);
+}
+
+// The filter gradient of the (R x 1) convolution, its rows cut back from Cl to S*C into dw (KRSC).
+void CudaBackend::run_width_lowered_backward_filter(const ConvPlan& plan, const Tensor& x, const Tensor& dy,
+                                                    const Tensor& dw) {
+  const ConvPlan& l = *plan.width_lowered;
+  const Tensor xl = width_lowered_input(plan, x);
+  const Tensor dwl = staging(9, l.w_shape, plan.dtype).as_layout(Layout::NHWC);
+  conv_backward_filter(l.params, xl, dy, dwl);
+  cuda::launch_copy_rows(plan.dtype, plan.w_shape.n() * plan.params.kernel_h, dwl.raw(), l.channels, dw.raw(),
+                         plan.width_field, stream());
+}
+
+template <typename RunOther, typename RunWidth>
+bool CudaBackend::width_lowered_measures_faster(const char* op, const ConvPlan& plan, RunOther&& run_other,
+                                                RunWidth&& run_width) {
+  // Both forms' copies are transient while timed: the width-lowered input and filter, and the
+  // channels-first copies the other side may choose within this trial.
+  TrialStaging::Slots slots = TrialStaging::inner_form_slots(plan, true, true);
+  // The (R x 1) convolution may run lowered itself (decided within this trial): its lowered input
+  // and filter rows (or filter gradient rows) stay transient too.
+  const ConvPlan& l = *plan.width_lowered;
+  if (lowerable(l)) {
+    const Shape col = lowered_shape(l);
+    const int64_t rows = l.w_shape.n() * col[1];
+    slots.insert(slots.end(), {{4, col.numel()}, {3, rows}, {2, rows}});
+  }
+  const TrialStaging trial(*this, plan.dtype, slots);
+  if (!trial.room()) {
+    log::debug("{} x {} w {}: no memory for the width-lowered copies: the other forms run", op,
+               plan.x_shape.to_string(), plan.w_shape.to_string());
+    return false;
+  }
+  try {
+    return second_measures_faster(op, plan, "as otherwise", run_other, "width-lowered (R x 1 over S*C channels)",
+                                  run_width);
+  } catch (const RuntimeError& e) {  // e.g. no usable algorithm for the (R x 1) shape
+    log::debug("{} x {} w {}: the width-lowered form failed ({}): the other forms run", op,
+               plan.x_shape.to_string(), plan.w_shape.to_string(), e.what());
+    return false;
+  }
+}
+
+template <typename RunOther, typename RunWidth>
+void CudaBackend::run_faster_width(const char* op, ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision,
+                                   RunOther&& run_other, RunWidth&& run_width) {
+  run_chosen(
+      plan, decision,
+      [&] {
+        return plan.width_lowered && (options_.width_lowering == ConvWidthLowering::Always ||
+                                      width_lowered_measures_faster(op, plan, run_other, run_width));
+      },
+      run_other, run_width);
+}
+
 CudaBackend::ForwardOperands CudaBackend::forward_operands(const ConvParams& p, const Tensor& x, const Tensor& w,
                                                            const Tensor& y, ConvPlan::Choice ConvPlan::*lowered,
-                                                           ConvPlan::Choice ConvPlan::*first) {
+                                                           ConvPlan::Choice ConvPlan::*first,
+                                                           ConvPlan::Choice ConvPlan::*width) {
   cuda::expect_float("conv_forward", "x", x, device_);
   cuda::expect_float("conv_forward", "w", w, device_);
   cuda::expect_float("conv_forward", "y", y, device_);
@@ -744,8 +889,11 @@ CudaBackend::ForwardOperands CudaBackend::forward_operands(const ConvParams& p, 
   ConvPlan& plan =
       conv_plan("conv_forward", p, x.shape(), w.shape(), x.dtype(), conv_layout("conv_forward", x, w, y));
   cuda::expect_shape("conv_forward", "y", y, plan.y_shape);
-  // Running lowered or channels-first: those forms read x and w as given, so no padded copies are made.
-  if (plan.*lowered == ConvPlan::Choice::Yes || plan.*first == ConvPlan::Choice::Yes) return {&plan, x, w, &plan};
+  // Running lowered, channels-first or width-lowered: those forms read x and w as given, so no
+  // padded copies are made.
+  if (plan.*lowered == ConvPlan::Choice::Yes || plan.*first == ConvPlan::Choice::Yes ||
+      plan.*width == ConvPlan::Choice::Yes)
+    return {&plan, x, w, &plan};
   const int64_t c = plan.padded ? plan.padded->channels : 0;
   Tensor xp, wp;
   auto pad = [&] {
@@ -773,11 +921,13 @@ void CudaBackend::conv_forward_bias_relu(const ConvParams& p, const Tensor& x, c
   cuda::expect_float("conv_forward_bias_relu", "bias", bias, device_);
   cuda::expect_dtype("conv_forward_bias_relu", "bias", bias, x.dtype());
   cuda::expect_numel("conv_forward_bias_relu", "bias", bias, y.shape().c());
-  const ForwardOperands f =
-      forward_operands(p, x, w, y, &ConvPlan::fwd_bias_relu_lowered, &ConvPlan::fwd_bias_relu_channels_first);
+  const ForwardOperands f = forward_operands(p, x, w, y, &ConvPlan::fwd_bias_relu_lowered,
+                                             &ConvPlan::fwd_bias_relu_channels_first,
+                                             &ConvPlan::fwd_bias_relu_width_lowered);
   ConvPlan& plan = *f.plan;
   if (!plan.fwd_bias_relu_searched && f.given->fwd_bias_relu_lowered != ConvPlan::Choice::Yes &&
-      f.given->fwd_bias_relu_channels_first != ConvPlan::Choice::Yes)
+      f.given->fwd_bias_relu_channels_first != ConvPlan::Choice::Yes &&
+      f.given->fwd_bias_relu_width_lowered != ConvPlan::Choice::Yes)
     search_bias_relu(plan, f.x, f.w, bias, y);
   auto cudnn = [&] {
     if (plan.fwd_bias_relu) {
@@ -800,7 +950,11 @@ void CudaBackend::conv_forward_bias_relu(const ConvParams& p, const Tensor& x, c
                        relu_forward(y, y);
                      });
   };
-  run_faster_form("conv_forward_bias_relu", *f.given, &ConvPlan::fwd_bias_relu_lowered, cudnn_in_faster_order,
+  auto width_or_cudnn = [&] {
+    run_faster_width("conv_forward_bias_relu", *f.given, &ConvPlan::fwd_bias_relu_width_lowered,
+                     cudnn_in_faster_order, [&] { run_width_lowered_forward(*f.given, x, w, &bias, y); });
+  };
+  run_faster_form("conv_forward_bias_relu", *f.given, &ConvPlan::fwd_bias_relu_lowered, width_or_cudnn,
                   [&] { run_lowered_forward(*f.given, x, w, bias, true, y); });
 }
 
@@ -921,7 +1075,11 @@ void CudaBackend::conv_backward_filter(const ConvParams& p, const Tensor& x, con
                                           &CudaBackend::run_conv_backward_filter, {x, 5}, {dy, 7}, {dw, 6});
                      });
   };
-  run_faster_form("conv_backward_filter", plan, &ConvPlan::bwd_filter_lowered, cudnn_in_faster_order,
+  auto width_or_cudnn = [&] {
+    run_faster_width("conv_backward_filter", plan, &ConvPlan::bwd_filter_width_lowered, cudnn_in_faster_order,
+                     [&] { run_width_lowered_backward_filter(plan, x, dy, dw); });
+  };
+  run_faster_form("conv_backward_filter", plan, &ConvPlan::bwd_filter_lowered, width_or_cudnn,
                   [&] { run_lowered_backward_filter(plan, x, dy, dw); });
 }
 

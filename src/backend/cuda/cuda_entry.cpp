@@ -35,6 +35,8 @@ std::unique_ptr<Backend> make_cuda_backend(int device_index, int sm_count, bool 
     options.conv_graph_plans = 0;
     options.conv_lowering = ConvLowering::Never;
   }
+  options.width_lowering =
+      algorithms.conv_search == ConvSearch::Width ? ConvWidthLowering::Measured : ConvWidthLowering::Never;
   options.deterministic = algorithms.deterministic;
   options.layout = algorithms.layout;
   return std::make_unique<CudaBackend>(device_index, options);
