@@ -504,6 +504,68 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(DType::BF16, DType::F16, DType::F32)),
     pad_case_name);
 
+#if CNNSCALE_HAVE_CUDA
+// Peak memory of every direction of a case (expect_directions_match_cpu) on a backend that never
+// tries one convolution form and on one that times it (measured), and whether it was chosen.
+struct TrialPeaks {
+  int64_t never = 0, measured = 0;
+  bool chosen = false;
+};
+
+// set_form(options, measured) turns the form under test off or to measured; every other form, the
+// channel padding and the workspace are off (every algorithm then needs none), so nothing else
+// differs between the two backends. inspect(plan, measured, twins) checks the case's plan after
+// the directions ran and says whether some direction chose the form.
+template <typename SetForm, typename Inspect>
+TrialPeaks measured_trial_peaks(const PadCase& c, DType dtype, uint64_t seed, SetForm&& set_form, Inspect&& inspect) {
+  const double tol = tol_tensor_core_dot(dtype);
+  TrialPeaks peaks;
+  for (bool measured : {false, true}) {
+    SCOPED_TRACE(measured ? "measured" : "never");
+    CudaBackendOptions options;
+    options.channels_first = ConvChannelsFirst::Never;
+    options.width_lowering = ConvWidthLowering::Never;
+    options.conv_lowering = ConvLowering::Never;
+    options.channel_padding = ConvChannelPadding::Never;
+    options.max_workspace_bytes = 0;
+    options.allow_tf32 = dtype == DType::F32;
+    set_form(options, measured);
+    CudaBackend g(0, options);
+    const ConvTwins t = make_conv_twins(g, c, dtype, Layout::NHWC, seed);
+    const BiasReluTwins b = make_bias_relu_twins(g, c, t, dtype, seed + 1);
+    g.reset_peak_memory();
+    expect_directions_match_cpu(g, c, t, b, tol, /*with_data=*/true);
+    g.synchronize();
+    (measured ? peaks.measured : peaks.never) = g.memory_stats().peak_bytes;
+    const ConvPlan* plan = g.find_conv_plan(c.p, c.x, t.ws, dtype, Layout::NHWC);
+    EXPECT_NE(plan, nullptr);
+    if (!plan) continue;
+    const bool chosen = inspect(*plan, measured, t);
+    peaks.chosen = peaks.chosen || (measured && chosen);
+  }
+  if (parity_verbose())
+    std::printf("[parity] %s %s: form %s; peak %lld never, %lld measured\n", c.name.c_str(),
+                dtype_name(dtype).c_str(), peaks.chosen ? "chosen" : "not chosen", static_cast<long long>(peaks.never),
+                static_cast<long long>(peaks.measured));
+  return peaks;
+}
+
+// Whether each of `decisions` of `plan` was made (measured), and any of them is Yes.
+bool decided_any(const ConvPlan& plan, std::initializer_list<ConvPlan::Choice ConvPlan::*> decisions) {
+  bool yes = false;
+  for (ConvPlan::Choice ConvPlan::*d : decisions) {
+    EXPECT_NE(plan.*d, ConvPlan::Choice::Unsearched);
+    yes = yes || plan.*d == ConvPlan::Choice::Yes;
+  }
+  return yes;
+}
+
+// What a kept staging slot of `s` in `dtype` holds: whole floats, (bytes + 3) / 4 of them.
+int64_t staging_bytes(const Shape& s, DType dtype) {
+  return (s.numel() * static_cast<int64_t>(dtype_size(dtype)) + 3) / 4 * 4;
+}
+#endif
+
 // ---- channels-first form of a channels-last convolution -------------------------------------------
 
 // Every direction of a first convolution (input channels not filling 16-byte pixels) forced onto
@@ -550,57 +612,29 @@ TEST_P(CudaConvChannelsFirst, EveryDirectionMatchesTheCpu) {
 // Measured, the channels-first form is timed against the channels-last one at each direction's
 // first call, on transient buffers: whichever wins, the results match the CPU, and the memory held
 // beyond a backend that never tries the form is exactly the three kept staging slots (x, w, y)
-// where some direction chose it, and nothing where none did. No workspace (every algorithm then
-// needs none), no padding and no lowering, so nothing else differs between the two backends.
+// where some direction chose it, and nothing where none did.
 TEST_P(CudaConvChannelsFirst, MeasuredTrialKeepsOnlyWhatTheChosenFormHolds) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
 #if CNNSCALE_HAVE_CUDA
   const auto& [c, dtype] = GetParam();
-  const ConvParams& p = c.p;
-  const double tol = tol_tensor_core_dot(dtype);
-  int64_t peak[2] = {0, 0};
-  bool chosen = false;
   Shape ws, ys;
-  for (ConvChannelsFirst mode : {ConvChannelsFirst::Never, ConvChannelsFirst::Measured}) {
-    const bool measured = mode == ConvChannelsFirst::Measured;
-    SCOPED_TRACE(measured ? "measured" : "never");
-    CudaBackendOptions options;
-    options.channels_first = mode;
-    options.conv_lowering = ConvLowering::Never;
-    options.width_lowering = ConvWidthLowering::Never;
-    options.channel_padding = ConvChannelPadding::Never;
-    options.max_workspace_bytes = 0;
-    options.allow_tf32 = dtype == DType::F32;
-    CudaBackend g(0, options);
-    const ConvTwins t = make_conv_twins(g, c, dtype, Layout::NHWC, 141);
-    const BiasReluTwins b = make_bias_relu_twins(g, c, t, dtype, 11);
-    ws = t.ws;
-    ys = t.ys;
-    g.reset_peak_memory();
-    expect_directions_match_cpu(g, c, t, b, tol, /*with_data=*/true);
-    g.synchronize();
-    peak[measured] = g.memory_stats().peak_bytes;
-    const ConvPlan* plan = g.find_conv_plan(p, c.x, t.ws, dtype, Layout::NHWC);
-    ASSERT_NE(plan, nullptr);
-    if (!measured) {
-      EXPECT_EQ(plan->channels_first, nullptr);
-      continue;
-    }
-    ASSERT_NE(plan->channels_first, nullptr);
-    for (ConvPlan::Choice ConvPlan::*d : {&ConvPlan::fwd_channels_first, &ConvPlan::fwd_bias_relu_channels_first,
-                                          &ConvPlan::bwd_data_channels_first, &ConvPlan::bwd_filter_channels_first}) {
-      EXPECT_NE(plan->*d, ConvPlan::Choice::Unsearched);
-      chosen = chosen || plan->*d == ConvPlan::Choice::Yes;
-    }
-  }
-  // Staging slots hold whole floats: (bytes + 3) / 4 of them.
-  auto held = [&](const Shape& s) { return (s.numel() * static_cast<int64_t>(dtype_size(dtype)) + 3) / 4 * 4; };
-  const int64_t slots = held(c.x) + held(ws) + held(ys);
-  if (parity_verbose())
-    std::printf("[parity] %s %s: channels-first %s; peak %lld never, %lld measured\n", c.name.c_str(),
-                dtype_name(dtype).c_str(), chosen ? "chosen" : "not chosen", static_cast<long long>(peak[0]),
-                static_cast<long long>(peak[1]));
-  EXPECT_EQ(peak[1] - peak[0], chosen ? slots : 0);
+  const TrialPeaks peaks = measured_trial_peaks(
+      c, dtype, 141, [](CudaBackendOptions& o, bool measured) {
+        o.channels_first = measured ? ConvChannelsFirst::Measured : ConvChannelsFirst::Never;
+      },
+      [&](const ConvPlan& plan, bool measured, const ConvTwins& t) {
+        ws = t.ws;
+        ys = t.ys;
+        if (!measured) {
+          EXPECT_EQ(plan.channels_first, nullptr);
+          return false;
+        }
+        EXPECT_NE(plan.channels_first, nullptr);
+        return decided_any(plan, {&ConvPlan::fwd_channels_first, &ConvPlan::fwd_bias_relu_channels_first,
+                                  &ConvPlan::bwd_data_channels_first, &ConvPlan::bwd_filter_channels_first});
+      });
+  const int64_t slots = staging_bytes(c.x, dtype) + staging_bytes(ws, dtype) + staging_bytes(ys, dtype);
+  EXPECT_EQ(peaks.measured - peaks.never, peaks.chosen ? slots : 0);
 #endif
 }
 
@@ -654,57 +688,30 @@ TEST_P(CudaConvWidthLowered, ForwardBiasReluAndFilterGradientMatchTheCpu) {
 // Measured, the width-lowered form is timed against the other forms at each direction's first
 // call, its copies on transient buffers: whichever wins, the results match the CPU, and the memory
 // held beyond a backend that never tries the form is exactly the two kept staging slots (the
-// lowered input and filter) where some direction chose it, and nothing where none did. No
-// workspace, no padding, no lowering and no channels-first form, so nothing else differs.
+// lowered input and filter) where some direction chose it, and nothing where none did.
 TEST_P(CudaConvWidthLowered, MeasuredTrialKeepsOnlyWhatTheChosenFormHolds) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
 #if CNNSCALE_HAVE_CUDA
   const auto& [c, dtype] = GetParam();
-  const ConvParams& p = c.p;
-  const double tol = tol_tensor_core_dot(dtype);
-  int64_t peak[2] = {0, 0};
-  bool chosen = false;
   Shape lowered_x, lowered_w;
-  for (ConvWidthLowering mode : {ConvWidthLowering::Never, ConvWidthLowering::Measured}) {
-    const bool measured = mode == ConvWidthLowering::Measured;
-    SCOPED_TRACE(measured ? "measured" : "never");
-    CudaBackendOptions options;
-    options.width_lowering = mode;
-    options.channels_first = ConvChannelsFirst::Never;
-    options.conv_lowering = ConvLowering::Never;
-    options.channel_padding = ConvChannelPadding::Never;
-    options.max_workspace_bytes = 0;
-    options.allow_tf32 = dtype == DType::F32;
-    CudaBackend g(0, options);
-    const ConvTwins t = make_conv_twins(g, c, dtype, Layout::NHWC, 161);
-    const BiasReluTwins b = make_bias_relu_twins(g, c, t, dtype, 17);
-    g.reset_peak_memory();
-    expect_directions_match_cpu(g, c, t, b, tol, /*with_data=*/true);
-    g.synchronize();
-    peak[measured] = g.memory_stats().peak_bytes;
-    const ConvPlan* plan = g.find_conv_plan(p, c.x, t.ws, dtype, Layout::NHWC);
-    ASSERT_NE(plan, nullptr);
-    if (!measured) {
-      EXPECT_EQ(plan->width_lowered, nullptr);
-      continue;
-    }
-    ASSERT_NE(plan->width_lowered, nullptr);
-    lowered_x = plan->width_lowered->x_shape;
-    lowered_w = plan->width_lowered->w_shape;
-    for (ConvPlan::Choice ConvPlan::*d :
-         {&ConvPlan::fwd_width_lowered, &ConvPlan::fwd_bias_relu_width_lowered, &ConvPlan::bwd_filter_width_lowered}) {
-      EXPECT_NE(plan->*d, ConvPlan::Choice::Unsearched);
-      chosen = chosen || plan->*d == ConvPlan::Choice::Yes;
-    }
-  }
-  // Staging slots hold whole floats: (bytes + 3) / 4 of them.
-  auto held = [&](const Shape& s) { return (s.numel() * static_cast<int64_t>(dtype_size(dtype)) + 3) / 4 * 4; };
-  const int64_t slots = held(lowered_x) + held(lowered_w);
-  if (parity_verbose())
-    std::printf("[parity] %s %s: width-lowered %s; peak %lld never, %lld measured\n", c.name.c_str(),
-                dtype_name(dtype).c_str(), chosen ? "chosen" : "not chosen", static_cast<long long>(peak[0]),
-                static_cast<long long>(peak[1]));
-  EXPECT_EQ(peak[1] - peak[0], chosen ? slots : 0);
+  const TrialPeaks peaks = measured_trial_peaks(
+      c, dtype, 161, [](CudaBackendOptions& o, bool measured) {
+        o.width_lowering = measured ? ConvWidthLowering::Measured : ConvWidthLowering::Never;
+      },
+      [&](const ConvPlan& plan, bool measured, const ConvTwins&) {
+        if (!measured) {
+          EXPECT_EQ(plan.width_lowered, nullptr);
+          return false;
+        }
+        EXPECT_NE(plan.width_lowered, nullptr);
+        if (!plan.width_lowered) return false;
+        lowered_x = plan.width_lowered->x_shape;
+        lowered_w = plan.width_lowered->w_shape;
+        return decided_any(plan, {&ConvPlan::fwd_width_lowered, &ConvPlan::fwd_bias_relu_width_lowered,
+                                  &ConvPlan::bwd_filter_width_lowered});
+      });
+  const int64_t slots = staging_bytes(lowered_x, dtype) + staging_bytes(lowered_w, dtype);
+  EXPECT_EQ(peaks.measured - peaks.never, peaks.chosen ? slots : 0);
 #endif
 }
 
