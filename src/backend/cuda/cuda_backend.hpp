@@ -160,6 +160,9 @@ struct ConvPlan {
   // conv_forward, conv_forward_bias_relu and conv_backward_filter runs it (decided at its first call).
   ConvPlan* width_lowered = nullptr;
   int64_t width_field = 0;
+  // Set on a plan made as another's width_lowered: it is never lowered itself, since its full
+  // im2col is the other plan's with the columns reordered, and that one is tried where it fits.
+  bool serves_width_lowering = false;
   Choice fwd_width_lowered = Choice::Unsearched, fwd_bias_relu_width_lowered = Choice::Unsearched,
          bwd_filter_width_lowered = Choice::Unsearched;
 };

@@ -362,6 +362,7 @@ ConvPlan& CudaBackend::conv_plan(const char* op, const ConvParams& p, const Shap
           static_cast<size_t>(elements) * dtype_size(dtype) <= kMaxWidthLoweredBytes &&
           elements <= kMaxWidthLoweredGrowth * x.numel()) {
         made.width_lowered = &conv_plan(op, l->params, l->x, l->w, dtype, layout);
+        made.width_lowered->serves_width_lowering = true;
         made.width_field = l->field;
       }
     }
@@ -390,26 +391,14 @@ struct CudaBackend::TrialStaging {
   using Slots = std::vector<std::pair<size_t, int64_t>>;  // (staging slot, elements of the plan's dtype)
   TrialStaging(CudaBackend& backend, DType dtype, const Slots& slots) : b(backend) {
     ++b.trial_depth_;
-    const size_t size = dtype_size(dtype);
-    for (const auto& [slot, numel] : slots) {
-      if (b.trial_staging_[slot].defined()) continue;  // an enclosing trial's
-      const size_t bytes = static_cast<size_t>(numel) * size;
-      buffers.push_back(std::make_unique<SearchBuffer>(std::max(bytes, size_t{1} << 20), b.stream()));
-      if (buffers.back()->bytes() < bytes) {  // SearchBuffer got less (or nothing): no trial
-        has_room = false;
-        return;
-      }
-      b.trial_staging_[slot] =
-          Tensor(std::make_shared<Storage>(buffers.back()->ptr(), buffers.back()->bytes(), b.device(), nullptr), 0,
-                 Shape{numel}, dtype);
-      owned.push_back(slot);
+    try {
+      install(dtype, slots);
+    } catch (...) {  // the destructor will not run: undo here
+      release();
+      throw;
     }
   }
-  // The views go before the buffers they point into (members are destroyed after this body).
-  ~TrialStaging() {
-    for (size_t slot : owned) b.trial_staging_[slot] = Tensor();
-    if (--b.trial_depth_ == 0) b.trial_workspace_ = Tensor();
-  }
+  ~TrialStaging() { release(); }
   TrialStaging(const TrialStaging&) = delete;
   TrialStaging& operator=(const TrialStaging&) = delete;
   bool room() const { return has_room; }
@@ -430,6 +419,31 @@ struct CudaBackend::TrialStaging {
   bool has_room = true;
   std::vector<size_t> owned;
   std::vector<std::unique_ptr<SearchBuffer>> buffers;
+
+ private:
+  void install(DType dtype, const Slots& slots) {
+    const size_t size = dtype_size(dtype);
+    for (const auto& [slot, numel] : slots) {
+      if (b.trial_staging_[slot].defined()) continue;  // an enclosing trial's
+      const size_t bytes = static_cast<size_t>(numel) * size;
+      buffers.push_back(std::make_unique<SearchBuffer>(std::max(bytes, size_t{1} << 20), b.stream()));
+      if (buffers.back()->bytes() < bytes) {  // SearchBuffer got less (or nothing): no trial
+        buffers.pop_back();
+        has_room = false;
+        return;
+      }
+      b.trial_staging_[slot] =
+          Tensor(std::make_shared<Storage>(buffers.back()->ptr(), buffers.back()->bytes(), b.device(), nullptr), 0,
+                 Shape{numel}, dtype);
+      owned.push_back(slot);
+    }
+  }
+  // The views go before the buffers they point into (the buffers are members, destroyed after).
+  void release() {
+    for (size_t slot : owned) b.trial_staging_[slot] = Tensor();
+    owned.clear();
+    if (--b.trial_depth_ == 0) b.trial_workspace_ = Tensor();
+  }
 };
 
 void CudaBackend::run_channels_first(ConvPlan& plan, ConvAlgoChoice ConvPlan::*algo, ConvCall find, ConvCall run,
@@ -667,7 +681,7 @@ Shape CudaBackend::lowered_shape(const ConvPlan& plan) {
 bool CudaBackend::lowerable(const ConvPlan& plan) const {
   if (options_.conv_lowering == ConvLowering::Never) return false;
   if (options_.conv_lowering == ConvLowering::Measured && options_.deterministic) return false;  // no timing
-  if (plan.layout != Layout::NHWC || plan.params.groups != 1) return false;
+  if (plan.layout != Layout::NHWC || plan.params.groups != 1 || plan.serves_width_lowering) return false;
   if (plan.dtype == DType::F32 && !options_.allow_tf32) return false;  // strict fp32 stays on cuDNN
   const Shape lowered = lowered_shape(plan);
   if (lowered[1] > kMaxLoweredCols) return false;
@@ -753,7 +767,9 @@ bool CudaBackend::lowered_measures_faster(const char* op, const ConvPlan& plan, 
   std::optional<TrialStaging> inner_copies;
   if (plan.channels_first || plan.width_lowered)
     inner_copies.emplace(*this, plan.dtype, TrialStaging::inner_form_slots(plan, true, true));
-  // (Short of memory for some of them, the inner trial installs what it can or skips its form.)
+  // Short of memory for them, none is held here: each inner trial then asks for its own, or skips
+  // its form.
+  if (inner_copies && !inner_copies->room()) inner_copies.reset();
   // A lowered trial of another plan nested in this one (the width-lowered form's own convolution)
   // has its own buffer; this one's is back when it ends.
   struct Restore {
@@ -839,16 +855,7 @@ bool CudaBackend::width_lowered_measures_faster(const char* op, const ConvPlan& 
                                                 RunWidth&& run_width) {
   // Both forms' copies are transient while timed: the width-lowered input and filter, and the
   // channels-first copies the other side may choose within this trial.
-  TrialStaging::Slots slots = TrialStaging::inner_form_slots(plan, true, true);
-  // The (R x 1) convolution may run lowered itself (decided within this trial): its lowered input
-  // and filter rows (or filter gradient rows) stay transient too.
-  const ConvPlan& l = *plan.width_lowered;
-  if (lowerable(l)) {
-    const Shape col = lowered_shape(l);
-    const int64_t rows = l.w_shape.n() * col[1];
-    slots.insert(slots.end(), {{4, col.numel()}, {3, rows}, {2, rows}});
-  }
-  const TrialStaging trial(*this, plan.dtype, slots);
+  const TrialStaging trial(*this, plan.dtype, TrialStaging::inner_form_slots(plan, true, true));
   if (!trial.room()) {
     log::debug("{} x {} w {}: no memory for the width-lowered copies: the other forms run", op,
                plan.x_shape.to_string(), plan.w_shape.to_string());
@@ -858,8 +865,10 @@ bool CudaBackend::width_lowered_measures_faster(const char* op, const ConvPlan& 
     return second_measures_faster(op, plan, "as otherwise", run_other, "width-lowered (R x 1 over S*C channels)",
                                   run_width);
   } catch (const RuntimeError& e) {  // e.g. no usable algorithm for the (R x 1) shape
-    log::debug("{} x {} w {}: the width-lowered form failed ({}): the other forms run", op,
-               plan.x_shape.to_string(), plan.w_shape.to_string(), e.what());
+    // Said where it is seen: a failure of another kind than a shape cuDNN does not serve would
+    // otherwise hide behind the other forms.
+    log::warn("{} x {} w {}: the width-lowered form failed ({}): the other forms run", op,
+              plan.x_shape.to_string(), plan.w_shape.to_string(), e.what());
     return false;
   }
 }
