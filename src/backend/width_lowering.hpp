@@ -25,10 +25,10 @@ namespace cnnscale {
 // convolution has hundreds of aligned channels, where those kernels are at home, at the price of an
 // input S/sw times larger (7 times there), where the full im2col's is R*S/(sh*sw) times (49).
 struct WidthLowering {
-  ConvParams params;    // the (R x 1) convolution's
-  Shape x;              // (N, Cl, H, Q)
-  Shape w;              // (K, Cl, R, 1)
-  int64_t field = 0;    // S * C: the lowered channels before the zero padding
+  ConvParams params;  // the (R x 1) convolution's
+  Shape x;            // (N, Cl, H, Q)
+  Shape w;            // (K, Cl, R, 1)
+  int64_t field = 0;  // S * C: the lowered channels before the zero padding
 };
 
 // The width lowering of p over x (N, C, H, W) and w (K, C, R, S), or nullopt where it does not

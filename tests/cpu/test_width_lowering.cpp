@@ -23,7 +23,9 @@ struct LoweringCase {
   int64_t quantum;  // channels of a 16-byte pixel: 8 in 16 bits, 4 in f32
 };
 
-void PrintTo(const LoweringCase& t, std::ostream* os) { *os << t.name; }
+void PrintTo(const LoweringCase& t, std::ostream* os) {
+  *os << t.name;
+}
 
 ConvParams conv(int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw) {
   return ConvParams{kh, kw, sh, sw, ph, pw, dh, dw, 1};

@@ -443,6 +443,8 @@ class CudaBackend final : public Backend {
   // The width-lowered form (width_lowering): x lowered into staging slot 8, the filter's rows padded
   // into slot 9; the forward (with the bias and ReLU where `bias` is given) and the filter gradient
   // (through slot 9) run as plan.width_lowered's own convolutions, searched and formed as any.
+  // Whether a width-lowered input of `lowered_x` for x (in `dtype`) is within the form's bounds.
+  static bool width_lowering_fits(const Shape& lowered_x, const Shape& x, DType dtype);
   Tensor width_lowered_input(const ConvPlan& plan, const Tensor& x);
   void run_width_lowered_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor* bias,
                                  const Tensor& y);

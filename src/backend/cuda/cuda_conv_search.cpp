@@ -1,0 +1,327 @@
+// cuDNN convolution searches and runs: for each direction of a plan the algorithm measured with
+// cudnnFind*AlgorithmEx on the real buffers (kFindTrials searches, each algorithm ranked by its
+// median time), or ranked by cuDNN's heuristics in deterministic runs.
+// Workspace policy: the search may use min(options.max_workspace_bytes, half the memory free on
+// the device, counting blocks cached in our memory pool); the backend then keeps one workspace
+// grown to the largest requirement among the chosen algorithms.
+// Besides the legacy algorithms, 16-bit and TF32 searches time the plans of cuDNN's graph API
+// (cudnn_graph.hpp) the same way; the fastest of both sets runs.
+// Precision: x, w and y share one storage type (f32, bf16 or f16). 16-bit convolutions accumulate
+// in fp32 (compute type FLOAT: cuDNN's pseudo-half/pseudo-bf16 configurations) on tensor cores;
+// f32 ones use TF32 tensor cores only when the backend allows TF32.
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.hpp"
+#include "backend/cuda/cuda_check.hpp"
+#include "backend/cuda/cuda_conv_timing.hpp"
+#include "core/log.hpp"
+
+namespace cnnscale {
+
+using cuda::EventPair;
+using cuda::kFindTrials;
+using cuda::median_run_ms;
+using cuda::ran;
+using cuda::SearchBuffer;
+using cuda::timed_run;
+
+namespace {
+
+bool is_tensor_op(cudnnMathType_t m) {
+  return m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+}
+
+// find_ranked returns its results fastest first. Take the fastest that ran, fits the workspace,
+// and obeys the options: for f32 with TF32 off the descriptor is set to CUDNN_FMA_MATH, so tensor-op
+// results should not appear, and are refused if they do; deterministic-only when asked.
+template <typename Perf>
+ConvAlgoChoice pick_algorithm(const Perf* perf, int returned, size_t limit, const CudaBackendOptions& options,
+                              DType dtype, const char* op, const Shape& x, const Shape& w) {
+  const bool tensor_ops = options.allow_tf32 || dtype != DType::F32;
+  if (log::level() <= log::Level::Debug) {
+    std::string all;
+    for (int i = 0; i < returned; ++i)
+      all += fmt::format(" [algo {} status {} {:.3f} ms {} MiB math {}]", static_cast<int>(perf[i].algo),
+                         static_cast<int>(perf[i].status), perf[i].time, perf[i].memory >> 20,
+                         static_cast<int>(perf[i].mathType));
+    log::debug("{} x {} w {}: workspace limit {} MiB, cudnnFind:{}", op, x.to_string(), w.to_string(), limit >> 20,
+               all);
+  }
+  for (int i = 0; i < returned; ++i) {
+    const Perf& r = perf[i];
+    if (r.status != CUDNN_STATUS_SUCCESS || r.memory > limit) continue;
+    if (!tensor_ops && is_tensor_op(r.mathType)) continue;
+    if (options.deterministic && r.determinism != CUDNN_DETERMINISTIC) continue;
+    ConvAlgoChoice c;
+    c.algo = static_cast<int>(r.algo);
+    c.workspace_bytes = r.memory;
+    c.math = tensor_ops ? r.mathType : CUDNN_FMA_MATH;
+    c.measured_ms = r.time;
+    return c;
+  }
+  throw_runtime("{} on cuda: cuDNN found no usable {} algorithm for x {} w {} ({} tried, workspace limit {} bytes{})",
+                op, dtype_name(dtype), x.to_string(), w.to_string(), returned, limit,
+                options.deterministic ? ", deterministic only" : "");
+}
+
+template <typename Perf, typename FindOnce>
+std::vector<Perf> find_ranked(FindOnce&& find_once) {
+  std::map<std::pair<int, int>, std::vector<Perf>> by_algo;  // (algo, math type) -> its results
+  for (int t = 0; t < kFindTrials; ++t)
+    for (const Perf& r : find_once()) by_algo[{static_cast<int>(r.algo), static_cast<int>(r.mathType)}].push_back(r);
+  std::vector<Perf> ranked;
+  for (auto& [key, results] : by_algo) {
+    Perf merged = results.front();
+    std::vector<float> times;
+    for (const Perf& r : results) {
+      if (r.status != CUDNN_STATUS_SUCCESS) merged.status = r.status;  // failed once: not a candidate
+      merged.memory = std::max(merged.memory, r.memory);
+      times.push_back(r.time);
+    }
+    if (results.size() < static_cast<size_t>(kFindTrials) && merged.status == CUDNN_STATUS_SUCCESS)
+      merged.status = CUDNN_STATUS_NOT_SUPPORTED;  // not returned by every search
+    std::sort(times.begin(), times.end());
+    merged.time = times[times.size() / 2];
+    ranked.push_back(merged);
+  }
+  std::stable_sort(ranked.begin(), ranked.end(), [](const Perf& a, const Perf& b) {
+    const bool a_ok = a.status == CUDNN_STATUS_SUCCESS, b_ok = b.status == CUDNN_STATUS_SUCCESS;
+    return a_ok != b_ok ? a_ok : (a_ok && a.time < b.time);
+  });
+  return ranked;
+}
+
+// cuDNN's heuristic ranking of the algorithms (cudnnGetConvolution*Algorithm_v7): nothing is run,
+// so every process given the same shape, device and cuDNN ranks alike. Deterministic runs choose
+// by it; a timed search can choose differently in a resumed process, and algorithms round
+// differently, so a resumed run would not continue bit for bit.
+template <typename Perf, typename Get>
+std::vector<Perf> heuristic_ranked(int count, Get&& get) {
+  std::vector<Perf> r(static_cast<size_t>(count));
+  int returned = 0;
+  CUDNN_CHECK(get(count, &returned, r.data()));
+  r.resize(static_cast<size_t>(returned));
+  return r;
+}
+
+}  // namespace
+
+void CudaBackend::search_graph_plans(const char* op, const ConvPlan& plan, cuda::ConvDirection direction,
+                                     ConvAlgoChoice& choice, void* x, void* w, void* y, void* workspace,
+                                     size_t workspace_bytes) {
+  // Deterministic runs keep cuDNN's heuristic legacy choice: timing plans would make it vary.
+  if (options_.deterministic || options_.conv_graph_plans <= 0 || (plan.dtype == DType::F32 && !options_.allow_tf32))
+    return;
+  const cuda::ConvGraphSpec spec = cuda::conv_graph_spec(direction, plan.dtype, plan.layout, plan.x_shape, plan.w_shape,
+                                                         plan.y_shape, plan.params, options_.allow_tf32);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto plans = cuda::conv_graph_plans(cudnn_, spec, workspace_bytes, options_.conv_graph_plans);
+  const auto t1 = std::chrono::steady_clock::now();
+  EventPair ev;
+  std::string log_line;
+  std::unique_ptr<cuda::ConvGraphPlan> best;
+  float best_ms = 0.0f;
+  for (auto& candidate : plans) {
+    auto run = [&] { return ran(candidate->execute(cudnn_, x, w, y, workspace)); };
+    // A first run loads the kernels (lazy module loading: up to tens of ms on an H100). A plan
+    // whose second run is still far slower than the best so far cannot win and is not timed
+    // further, which keeps the search short where the heuristics also rank slow engines.
+    float first = timed_run(ev, stream(), run);
+    if (first < 0.0f) continue;
+    const float bound = std::min(best ? best_ms : choice.measured_ms, choice.measured_ms);
+    if (first > 2.0f * bound) first = timed_run(ev, stream(), run);
+    if (first < 0.0f) continue;
+    if (first > 2.0f * bound) {
+      log_line += fmt::format(" [{} {:.3f} ms: not timed further]", candidate->name(), first);
+      continue;
+    }
+    const float ms = median_run_ms(ev, stream(), run);
+    if (ms < 0.0f) continue;
+    log_line += fmt::format(" [{} {:.3f} ms {} MiB]", candidate->name(), ms, candidate->workspace_bytes() >> 20);
+    if (!best || ms < best_ms) {
+      best = std::move(candidate);
+      best_ms = ms;
+    }
+  }
+  const auto t2 = std::chrono::steady_clock::now();
+  auto ms_between = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+  const bool wins = best && best_ms < choice.measured_ms;
+  log::debug("{} x {} w {}: {} graph plans built in {:.0f} ms, timed in {:.0f} ms:{}; {} (legacy algo {} {:.3f} ms)",
+             op, plan.x_shape.to_string(), plan.w_shape.to_string(), plans.size(), ms_between(t0, t1),
+             ms_between(t1, t2), log_line.empty() ? " no plan ran" : log_line,
+             wins ? "graph plan " + best->name() + " runs" : std::string("legacy algorithm runs"), choice.algo,
+             choice.measured_ms);
+  if (!wins) return;
+  choice.graph = std::move(best);
+  choice.measured_ms = best_ms;
+}
+
+bool CudaBackend::run_graph_plan(const ConvAlgoChoice& choice, void* x, void* w, void* y) {
+  if (!choice.graph) return false;
+  void* ws = workspace(choice.graph->workspace_bytes());
+  const cudnnStatus_t st = choice.graph->execute(cudnn_, x, w, y, ws);
+  if (st == CUDNN_STATUS_BAD_PARAM) return false;  // operands the plan cannot take: the legacy algorithm runs
+  if (st != CUDNN_STATUS_SUCCESS) cuda::fail(st, "cudnnBackendExecute (convolution graph plan)", __FILE__, __LINE__);
+  return true;
+}
+
+size_t CudaBackend::search_workspace_limit() const {
+  // A choice that must not depend on the moment: the device's size, not its free memory, bounds it.
+  if (options_.deterministic) return std::min(options_.max_workspace_bytes, total_memory_ / 8);
+  size_t free_b = 0, total_b = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  // Blocks our pool keeps after frees are free for us, though the driver counts them as used.
+  cudaMemPool_t pool = nullptr;
+  CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device_));
+  uint64_t reserved = 0, used = 0;
+  CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved));
+  CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used));
+  size_t available = free_b + static_cast<size_t>(reserved > used ? reserved - used : 0);
+  return std::min(options_.max_workspace_bytes, available / 2);
+}
+
+// The searches run every algorithm on the real buffers (overwriting the op's output, which the
+// op then computes anyway) and synchronise: once per shape and direction, outside steady state.
+// Deterministic runs rank by cuDNN's heuristics instead (heuristic_ranked) and need no buffer.
+// `operands` are x, w and y in the direction's roles, as ConvGraphPlan::execute takes them;
+// heuristic(n, returned, perf) and find(n, returned, perf, workspace, bytes) are the direction's
+// cudnnGet*Algorithm_v7 and cudnnFind*AlgorithmEx.
+template <typename Perf, typename Heuristic, typename Find>
+ConvAlgoChoice CudaBackend::search_direction(const char* op, ConvPlan& plan, cuda::ConvDirection direction, int count,
+                                             const std::array<void*, 3>& operands, const Shape& x, const Shape& w,
+                                             Heuristic&& heuristic, Find&& find) {
+  const size_t limit = search_workspace_limit();
+  SearchBuffer buf(options_.deterministic ? 0 : limit, stream());
+  CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, conv_math(plan.dtype)));
+  const std::vector<Perf> perf =
+      options_.deterministic ? heuristic_ranked<Perf>(count, heuristic) : find_ranked<Perf>([&] {
+        std::vector<Perf> r(static_cast<size_t>(count));
+        int returned = 0;
+        CUDNN_CHECK(find(count, &returned, r.data(), buf.ptr(), buf.bytes()));
+        r.resize(static_cast<size_t>(returned));
+        return r;
+      });
+  ConvAlgoChoice choice = pick_algorithm(perf.data(), static_cast<int>(perf.size()),
+                                         options_.deterministic ? limit : buf.bytes(), options_, plan.dtype, op, x, w);
+  search_graph_plans(op, plan, direction, choice, operands[0], operands[1], operands[2], buf.ptr(), buf.bytes());
+  return choice;
+}
+
+void CudaBackend::find_conv_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& y) {
+  plan.fwd = search_direction<cudnnConvolutionFwdAlgoPerf_t>(
+      "conv_forward", plan, cuda::ConvDirection::Forward, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, {x.raw(), w.raw(), y.raw()},
+      x.shape(), w.shape(),
+      [&](int n, int* got, cudnnConvolutionFwdAlgoPerf_t* r) {
+        return cudnnGetConvolutionForwardAlgorithm_v7(cudnn_, plan.x, plan.w, plan.conv, plan.y, n, got, r);
+      },
+      [&](int n, int* got, cudnnConvolutionFwdAlgoPerf_t* r, void* ws, size_t bytes) {
+        return cudnnFindConvolutionForwardAlgorithmEx(cudnn_, plan.x, x.raw(), plan.w, w.raw(), plan.conv, plan.y,
+                                                      y.raw(), n, got, r, ws, bytes);
+      });
+}
+
+void CudaBackend::find_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx) {
+  plan.bwd_data = search_direction<cudnnConvolutionBwdDataAlgoPerf_t>(
+      "conv_backward_data", plan, cuda::ConvDirection::BackwardData, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+      {dx.raw(), w.raw(), dy.raw()}, dx.shape(), w.shape(),
+      [&](int n, int* got, cudnnConvolutionBwdDataAlgoPerf_t* r) {
+        return cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnn_, plan.w, plan.y, plan.conv, plan.x, n, got, r);
+      },
+      [&](int n, int* got, cudnnConvolutionBwdDataAlgoPerf_t* r, void* ws, size_t bytes) {
+        return cudnnFindConvolutionBackwardDataAlgorithmEx(cudnn_, plan.w, w.raw(), plan.y, dy.raw(), plan.conv, plan.x,
+                                                           dx.raw(), n, got, r, ws, bytes);
+      });
+}
+
+void CudaBackend::find_conv_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw) {
+  plan.bwd_filter = search_direction<cudnnConvolutionBwdFilterAlgoPerf_t>(
+      "conv_backward_filter", plan, cuda::ConvDirection::BackwardFilter, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+      {x.raw(), dw.raw(), dy.raw()}, x.shape(), dw.shape(),
+      [&](int n, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* r) {
+        return cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnn_, plan.x, plan.y, plan.conv, plan.w, n, got, r);
+      },
+      [&](int n, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* r, void* ws, size_t bytes) {
+        return cudnnFindConvolutionBackwardFilterAlgorithmEx(cudnn_, plan.x, x.raw(), plan.y, dy.raw(), plan.conv,
+                                                             plan.w, dw.raw(), n, got, r, ws, bytes);
+      });
+}
+
+void CudaBackend::search_bias_relu(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& bias,
+                                   const Tensor& y) {
+  plan.fwd_bias_relu_searched = true;
+  if (options_.deterministic || options_.conv_graph_plans <= 0 || (plan.dtype == DType::F32 && !options_.allow_tf32))
+    return;
+  const size_t limit = search_workspace_limit();
+  const cuda::ConvGraphSpec spec = cuda::conv_bias_relu_graph_spec(plan.dtype, plan.layout, plan.x_shape, plan.w_shape,
+                                                                   plan.y_shape, plan.params, options_.allow_tf32);
+  auto plans = cuda::conv_graph_plans(cudnn_, spec, limit, options_.conv_graph_plans);
+  if (plans.empty()) {
+    log::debug("conv_forward_bias_relu x {} w {}: the graph API offers no fused plan", plan.x_shape.to_string(),
+               plan.w_shape.to_string());
+    return;
+  }
+  EventPair ev;
+  // The median of timed runs after one untimed run that loads the kernels; negative if one failed.
+  auto median_ms = [&](auto&& run) { return run() ? median_run_ms(ev, stream(), run) : -1.0f; };
+  const float apart_ms = median_ms([&] {
+    run_conv_forward(plan, x, w, y);
+    bias_add(bias, y);
+    relu_forward(y, y);
+    return true;
+  });
+  std::string log_line;
+  float best_ms = apart_ms;
+  for (auto& candidate : plans) {
+    SearchBuffer buf(std::max<size_t>(candidate->workspace_bytes(), size_t{1} << 20), stream());
+    if (buf.bytes() < candidate->workspace_bytes()) continue;
+    const float ms =
+        median_ms([&] { return ran(candidate->execute(cudnn_, x.raw(), w.raw(), y.raw(), buf.ptr(), bias.raw())); });
+    if (ms < 0.0f) continue;
+    log_line += fmt::format(" [{} {:.3f} ms]", candidate->name(), ms);
+    if (ms < best_ms) {
+      best_ms = ms;
+      plan.fwd_bias_relu = std::move(candidate);
+    }
+  }
+  log::debug("conv_forward_bias_relu x {} w {}: apart {:.3f} ms, fused plans:{}; {}", plan.x_shape.to_string(),
+             plan.w_shape.to_string(), apart_ms, log_line.empty() ? " none ran" : log_line,
+             plan.fwd_bias_relu ? "fused plan " + plan.fwd_bias_relu->name() + " runs" : std::string("ops apart run"));
+}
+
+void CudaBackend::run_conv_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& y) {
+  if (run_graph_plan(plan.fwd, x.raw(), w.raw(), y.raw())) return;
+  CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, plan.fwd.math));
+  void* ws = workspace(plan.fwd.workspace_bytes);
+  const float one = 1.0f, zero = 0.0f;
+  CUDNN_CHECK(cudnnConvolutionForward(cudnn_, &one, plan.x, x.raw(), plan.w, w.raw(), plan.conv,
+                                      static_cast<cudnnConvolutionFwdAlgo_t>(plan.fwd.algo), ws,
+                                      plan.fwd.workspace_bytes, &zero, plan.y, y.raw()));
+}
+
+void CudaBackend::run_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx) {
+  if (run_graph_plan(plan.bwd_data, dx.raw(), w.raw(), dy.raw())) return;
+  CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, plan.bwd_data.math));
+  void* ws = workspace(plan.bwd_data.workspace_bytes);
+  const float one = 1.0f, zero = 0.0f;
+  CUDNN_CHECK(cudnnConvolutionBackwardData(cudnn_, &one, plan.w, w.raw(), plan.y, dy.raw(), plan.conv,
+                                           static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.bwd_data.algo), ws,
+                                           plan.bwd_data.workspace_bytes, &zero, plan.x, dx.raw()));
+}
+
+void CudaBackend::run_conv_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw) {
+  if (run_graph_plan(plan.bwd_filter, x.raw(), dw.raw(), dy.raw())) return;
+  CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, plan.bwd_filter.math));
+  void* ws = workspace(plan.bwd_filter.workspace_bytes);
+  const float one = 1.0f, zero = 0.0f;
+  CUDNN_CHECK(cudnnConvolutionBackwardFilter(cudnn_, &one, plan.x, x.raw(), plan.y, dy.raw(), plan.conv,
+                                             static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.bwd_filter.algo), ws,
+                                             plan.bwd_filter.workspace_bytes, &zero, plan.w, dw.raw()));
+}
+
+}  // namespace cnnscale
