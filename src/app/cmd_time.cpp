@@ -73,7 +73,8 @@ void run_time(TimeArgs& a) {
                         {"type", t.type},
                         {"forward_ms", t.forward_ms},
                         {"backward_ms", t.backward_ms},
-                        {"share", t.share}});
+                        {"share", t.share},
+                        {"implementation", t.implementation}});
     nlohmann::json j = {{"net", spec.name()},
                         {"device", backend->device().to_string()},
                         {"precision", precision_name(r.precision)},
@@ -102,9 +103,12 @@ void run_time(TimeArgs& a) {
                 "them apart\n",
                 fused->fused.size());
   std::printf("%-28s %-18s %12s %12s %8s\n", "layer", "type", "forward ms", "backward ms", "share");
-  for (const LayerTime& t : r.layers)
+  for (const LayerTime& t : r.layers) {
     std::printf("%-28s %-18s %12.4f %12.4f %7.1f%%\n", t.name.c_str(), t.type.c_str(), t.forward_ms, t.backward_ms,
                 100.0 * t.share);
+    // Where the backend chose how to run it (a convolution's form and algorithm per direction).
+    if (!t.implementation.empty()) std::printf("    %s\n", t.implementation.c_str());
+  }
   std::printf("forward %.4f ms (%.4f ms of it the input's compute copy, and the weights' where the update does not "
               "write them, in no layer), backward %.4f ms, update %.4f ms, full step %.4f ms; peak memory %.3f GiB\n",
               r.forward_ms, r.copies_ms, r.backward_ms, r.update_ms, r.step_ms,

@@ -36,6 +36,17 @@ struct ConvParams {
   int groups = 1;
 };
 
+// A convolution as a layer calls it: its parameters, the shapes of x (N, C, H, W) and w (K, C/groups,
+// R, S), the storage and memory order of its operands, and whether its forward includes the bias and
+// ReLU (conv_forward_bias_relu).
+struct ConvSignature {
+  ConvParams p;
+  Shape x, w;
+  DType dtype = DType::F32;
+  Layout layout = Layout::NCHW;
+  bool bias_relu = false;
+};
+
 enum class PoolMode { Max, Average };
 
 struct PoolParams {
@@ -236,6 +247,10 @@ class Backend {
     bias_add(bias, y);
     relu_forward(y, y);
   }
+  // How this backend ran the convolution of `call` in each direction it ran (`cnnscale time`
+  // shows it beside the layer's time): the form and the algorithm, one "; "-separated part per
+  // direction; empty where it ran none.
+  virtual std::string conv_implementation(const ConvSignature& call) const = 0;
 
   // ---- pooling --------------------------------------------------------------------------------
   virtual void pool_forward(const PoolParams& p, const Tensor& x, const Tensor& y) = 0;

@@ -3,6 +3,8 @@
 // relu. `relu: true` applies a ReLU to y in the same layer (fuse.hpp writes it for a ReLU that is
 // the convolution's only reader): on the GPU the convolution, its bias and the ReLU can then run as
 // one fused cuDNN op, and backward gates the top gradient in place before the convolution's own.
+#include <optional>
+
 #include "layers/filler.hpp"
 #include "layers/layer_params.hpp"
 
@@ -65,11 +67,21 @@ class ConvolutionLayer final : public Layer {
   }
 
   void forward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top) override {
+    const Tensor& x = bottom[0];
+    const Tensor& w = params_[0].data;
+    // As the backend keys it: channels-last where any operand is (Backend::conv_implementation).
+    const bool nhwc =
+        x.layout() == Layout::NHWC || w.layout() == Layout::NHWC || top[0].layout() == Layout::NHWC;
+    ran_ = ConvSignature{conv_, x.shape(), w.shape(), x.dtype(), nhwc ? Layout::NHWC : Layout::NCHW, relu_ && bias_};
     if (relu_ && bias_) return ctx.backend.conv_forward_bias_relu(conv_, bottom[0], params_[0].data,
                                                                   params_[1].data, top[0]);
     ctx.backend.conv_forward(conv_, bottom[0], params_[0].data, top[0]);
     if (bias_) ctx.backend.bias_add(params_[1].data, top[0]);
     if (relu_) ctx.backend.relu_forward(top[0], top[0]);
+  }
+
+  std::string implementation(const Backend& backend) const override {
+    return ran_ ? backend.conv_implementation(*ran_) : std::string();
   }
 
   void backward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top,
@@ -110,6 +122,7 @@ class ConvolutionLayer final : public Layer {
   bool relu_ = false;
   Filler weight_filler_, bias_filler_;
   std::vector<ParamMults> mults_;
+  std::optional<ConvSignature> ran_;  // the last forward's call (implementation())
 };
 
 }  // namespace cnnscale

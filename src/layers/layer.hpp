@@ -161,6 +161,10 @@ class Layer {
   // Storage of top `i` and its gradient: the net's activation dtype, except where a layer's output
   // stays fp32 in every precision (losses, accuracies).
   virtual DType top_dtype(size_t /*top*/) const { return cfg_.activation_dtype; }
+  // How `backend` ran this layer's work, where it chose among implementations (a convolution's
+  // form and algorithm per direction; Backend::conv_implementation): `cnnscale time` shows it. Empty
+  // for layers with nothing to choose, and before the first forward.
+  virtual std::string implementation(const Backend& /*backend*/) const { return {}; }
 
   std::vector<Param>& params() { return params_; }
   const std::vector<Param>& params() const { return params_; }

@@ -93,6 +93,7 @@ LayerTimingResult time_layers(const NetSpec& spec, Backend& backend, const Layer
   for (size_t l = 0; l < layers.size(); ++l) {
     per_layer[l].name = layers[l]->name();
     per_layer[l].type = layers[l]->type();
+    per_layer[l].implementation = layers[l]->implementation(backend);
   }
   for (const IterationEvents& ev : timed) {
     const TimingEvent* previous = ev.after_copies.get();

@@ -31,6 +31,9 @@ struct LayerTime {
   std::string name, type;
   double forward_ms = 0, backward_ms = 0;  // mean per iteration
   double share = 0;                        // (forward + backward) / the sum over all layers
+  // How the backend ran it, where it chose (Layer::implementation: a convolution's form and
+  // algorithm per direction); empty otherwise.
+  std::string implementation;
 };
 
 struct LayerTimingResult {

@@ -493,6 +493,8 @@ TEST_P(CudaConvLowered, ForwardBiasReluAndFilterGradientMatchTheCpu) {
   EXPECT_EQ(plan->fwd_lowered, ConvPlan::Choice::Yes);
   EXPECT_EQ(plan->fwd_bias_relu_lowered, ConvPlan::Choice::Yes);
   EXPECT_EQ(plan->bwd_filter_lowered, ConvPlan::Choice::Yes);
+  EXPECT_EQ(g.conv_implementation({p, c.x, t.ws, dtype, Layout::NHWC, /*bias_relu=*/true}),
+            "fwd lowered: im2col + cuBLASLt GEMM; wgrad lowered: im2col + cuBLASLt GEMM");
 #endif
 }
 
@@ -598,6 +600,10 @@ TEST_P(CudaConvChannelsFirst, EveryDirectionMatchesTheCpu) {
   EXPECT_EQ(plan->fwd_bias_relu_channels_first, ConvPlan::Choice::Yes);
   EXPECT_EQ(plan->bwd_data_channels_first, ConvPlan::Choice::Yes);
   EXPECT_EQ(plan->bwd_filter_channels_first, ConvPlan::Choice::Yes);
+  const std::string how = g.conv_implementation({p, c.x, t.ws, dtype, Layout::NHWC, /*bias_relu=*/true});
+  for (const char* direction : {"fwd ", "; dgrad ", "; wgrad "})
+    EXPECT_NE(how.find(std::string(direction) + "channels-first copies: cuDNN "), std::string::npos) << how;
+  EXPECT_NE(how.find(" + bias, ReLU; dgrad"), std::string::npos) << how;
   // Whole 16-byte pixels: no channels-first plan (the form is for first convolutions only).
   const int64_t quantum = 16 / static_cast<int64_t>(dtype_size(dtype));
   const PadCase whole{"whole", {2, quantum, 9, 9}, 8, conv(3, 3, 1, 1, 1, 1, 1, 1)};
@@ -682,6 +688,13 @@ TEST_P(CudaConvWidthLowered, ForwardBiasReluAndFilterGradientMatchTheCpu) {
   EXPECT_EQ(plan->fwd_width_lowered, ConvPlan::Choice::Yes);
   EXPECT_EQ(plan->fwd_bias_relu_width_lowered, ConvPlan::Choice::Yes);
   EXPECT_EQ(plan->bwd_filter_width_lowered, ConvPlan::Choice::Yes);
+  // What `cnnscale time` shows for it: the form of each direction, then the (R x 1) plan's choice.
+  const std::string how = g.conv_implementation({p, c.x, t.ws, dtype, Layout::NHWC, /*bias_relu=*/false});
+  const std::string form = fmt::format("width-lowered ({}x1 over {} channels): cuDNN ", p.kernel_h,
+                                       plan->width_lowered->channels);
+  EXPECT_EQ(how.rfind("fwd " + form, 0), 0u) << how;
+  EXPECT_NE(how.find("; dgrad "), std::string::npos) << how;
+  EXPECT_NE(how.find("; wgrad " + form), std::string::npos) << how;
 #endif
 }
 

@@ -40,6 +40,7 @@ class CpuBackend final : public Backend {
   void conv_forward(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y) override;
   void conv_backward_data(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx) override;
   void conv_backward_filter(const ConvParams& p, const Tensor& x, const Tensor& dy, const Tensor& dw) override;
+  std::string conv_implementation(const ConvSignature& call) const override;
 
   // ---- pooling and LRN (cpu_pool_lrn.cpp) ----
   void pool_forward(const PoolParams& p, const Tensor& x, const Tensor& y) override;

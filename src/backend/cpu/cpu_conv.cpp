@@ -161,4 +161,10 @@ void CpuBackend::conv_backward_filter(const ConvParams& p, const Tensor& x, cons
     }
 }
 
+std::string CpuBackend::conv_implementation(const ConvSignature& call) const {
+  // Every direction takes the same path here: one GEMM per sample and group, with im2col (col2im
+  // for the data gradient) unless the input already is the column matrix.
+  return is_pointwise(call.p) ? "sgemm per sample (1x1: x is the column matrix)" : "im2col + sgemm per sample";
+}
+
 }  // namespace cnnscale

@@ -307,6 +307,9 @@ class CudaBackend final : public Backend {
   // the NCCL communicator, so it is destroyed after everything that lives in it.
   const std::shared_ptr<cuda::DeviceContext>& context() const { return ctx_; }
   size_t workspace_bytes() const { return workspace_bytes_; }
+  // Per direction run: its form (lowered, width-lowered, channels-first, channel-padded) and the
+  // cuDNN algorithm or graph-API plan chosen for it.
+  std::string conv_implementation(const ConvSignature& call) const override;
   // The plan (with measured algorithms) for a convolution shape and dtype, or nullptr if not yet used.
   const ConvPlan* find_conv_plan(const ConvParams& p, const Shape& x, const Shape& w, DType dtype = DType::F32,
                                  Layout layout = Layout::NCHW) const;

@@ -592,4 +592,83 @@ void CudaBackend::conv_backward_filter(const ConvParams& p, const Tensor& x, con
                   [&] { run_lowered_backward_filter(plan, x, dy, dw); });
 }
 
+// ---- what ran ------------------------------------------------------------------------------------
+
+namespace {
+
+// cuDNN's names of its legacy algorithms, by direction (cudnn_ops/cnn headers' enum order).
+const char* legacy_algorithm_name(cuda::ConvDirection direction, int algo) {
+  static const char* const kForward[] = {"implicit GEMM", "implicit precomputed GEMM", "GEMM", "direct", "FFT",
+                                         "FFT tiling", "Winograd", "Winograd nonfused"};
+  static const char* const kData[] = {"algo 0", "algo 1", "FFT", "FFT tiling", "Winograd", "Winograd nonfused"};
+  static const char* const kFilter[] = {"algo 0", "algo 1", "FFT", "algo 3", "Winograd", "Winograd nonfused",
+                                        "FFT tiling"};
+  auto pick = [&](const auto& names) -> const char* {
+    return algo >= 0 && algo < static_cast<int>(std::size(names)) ? names[algo] : "?";
+  };
+  switch (direction) {
+    case cuda::ConvDirection::Forward: return pick(kForward);
+    case cuda::ConvDirection::BackwardData: return pick(kData);
+    default: return pick(kFilter);
+  }
+}
+
+// The cuDNN choice of one direction: its graph-API plan, or its legacy algorithm (with tensor
+// cores where its math type says so); empty where the direction was not searched.
+std::string cudnn_choice(const ConvAlgoChoice& c, cuda::ConvDirection direction) {
+  if (c.graph) return "cuDNN graph " + c.graph->name();
+  if (c.algo < 0) return {};
+  const bool tensor_cores = c.math == CUDNN_TENSOR_OP_MATH || c.math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+  return fmt::format("cuDNN {}{}", legacy_algorithm_name(direction, c.algo), tensor_cores ? " (tensor cores)" : "");
+}
+
+// One direction of `plan` as it runs: the forms in the order they nest (run_faster_form,
+// run_faster_width, run_faster_order), then channel padding, then cuDNN's choice on the plan that
+// runs; empty where the direction was not run. bias_relu: the forward is conv_forward_bias_relu's.
+std::string direction_implementation(const ConvPlan& plan, cuda::ConvDirection d, bool bias_relu) {
+  using Choice = ConvPlan::Choice;
+  using Dir = cuda::ConvDirection;
+  const bool fwd = d == Dir::Forward, filter = d == Dir::BackwardFilter;
+  const Choice no = Choice::No;
+  const Choice& lowered = fwd ? (bias_relu ? plan.fwd_bias_relu_lowered : plan.fwd_lowered)
+                              : filter ? plan.bwd_filter_lowered : no;
+  const Choice& width = fwd ? (bias_relu ? plan.fwd_bias_relu_width_lowered : plan.fwd_width_lowered)
+                            : filter ? plan.bwd_filter_width_lowered : no;
+  const Choice& first = fwd ? (bias_relu ? plan.fwd_bias_relu_channels_first : plan.fwd_channels_first)
+                            : filter ? plan.bwd_filter_channels_first : plan.bwd_data_channels_first;
+  const bool padded = (fwd ? plan.fwd_padded : filter ? plan.bwd_filter_padded : plan.bwd_data_padded) && plan.padded;
+  ConvAlgoChoice ConvPlan::*algo = fwd ? &ConvPlan::fwd : filter ? &ConvPlan::bwd_filter : &ConvPlan::bwd_data;
+  // The lowered forward has the bias and ReLU in its GEMM's epilogue; the other forms run them
+  // after the convolution, unless cuDNN's fused plan runs.
+  const std::string apart = fwd && bias_relu ? " + bias, ReLU" : "";
+  if (lowered == Choice::Yes) return "lowered: im2col + cuBLASLt GEMM";
+  if (width == Choice::Yes && plan.width_lowered)
+    return fmt::format("width-lowered ({}x1 over {} channels): {}", plan.width_lowered->params.kernel_h,
+                       plan.width_lowered->channels, direction_implementation(*plan.width_lowered, d, bias_relu));
+  if (first == Choice::Yes && plan.channels_first)
+    return "channels-first copies: " + cudnn_choice(plan.channels_first->*algo, d) + apart;
+  const ConvPlan& runs = padded ? *plan.padded : plan;
+  const std::string pad = padded ? fmt::format("padded to {} channels: ", plan.padded->channels) : std::string();
+  if (fwd && bias_relu && runs.fwd_bias_relu)
+    return fmt::format("{}cuDNN graph {} (bias, ReLU fused)", pad, runs.fwd_bias_relu->name());
+  const std::string chosen = cudnn_choice(runs.*algo, d);
+  return chosen.empty() ? chosen : pad + chosen + apart;
+}
+
+}  // namespace
+
+std::string CudaBackend::conv_implementation(const ConvSignature& call) const {
+  const ConvPlan* plan = find_conv_plan(call.p, call.x, call.w, call.dtype, call.layout);
+  if (!plan) return {};
+  std::string out;
+  auto add = [&](const char* name, cuda::ConvDirection d) {
+    const std::string how = direction_implementation(*plan, d, call.bias_relu);
+    if (!how.empty()) out += fmt::format("{}{} {}", out.empty() ? "" : "; ", name, how);
+  };
+  add("fwd", cuda::ConvDirection::Forward);
+  add("dgrad", cuda::ConvDirection::BackwardData);
+  add("wgrad", cuda::ConvDirection::BackwardFilter);
+  return out;
+}
+
 }  // namespace cnnscale
