@@ -596,7 +596,7 @@ void CudaBackend::conv_backward_filter(const ConvParams& p, const Tensor& x, con
 
 namespace {
 
-// cuDNN's names of its legacy algorithms, by direction (cudnn_ops/cnn headers' enum order).
+// cuDNN's names of its legacy algorithms, by direction, in cudnn_ops.h's enum order.
 const char* legacy_algorithm_name(cuda::ConvDirection direction, int algo) {
   static const char* const kForward[] = {"implicit GEMM", "implicit precomputed GEMM", "GEMM", "direct", "FFT",
                                          "FFT tiling", "Winograd", "Winograd nonfused"};
