@@ -61,7 +61,17 @@ void run_train(TrainArgs& a) {
   }
   // SIGTERM/SIGUSR1/SIGINT from here on stop at a step boundary with a checkpoint (kExitRequeue).
   install_stop_signals();
-  par.write_pid_file();
+  // The pid file says this rank is training: written once its first step is done, past the
+  // collective set-up at the start of the run, so that a rank signalled once every file exists is
+  // hit mid-training (the fault tests stop or kill one then), never during set-up.
+  bool pid_written = false;
+  cb.on_iteration = [&, show = cb.on_iteration](int64_t done, int64_t total) {
+    if (!pid_written) {
+      par.write_pid_file();
+      pid_written = true;
+    }
+    if (show) show(done, total);
+  };
   energy->start_sampling();
   const TrainResult r = trainer.run(cb);
   energy->stop_sampling();

@@ -78,7 +78,8 @@ class ParallelRun {
   Backend& backend() const { return *backend_; }  // after connect()
   DataParallel data_parallel() const;
   std::string describe(const Trainer& trainer) const;  // a few lines for rank 0's log
-  // With CNNSCALE_PID_DIR set, writes <dir>/rank-<R>.pid (fault tests and operators pick a rank).
+  // With CNNSCALE_PID_DIR set, writes <dir>/rank-<R>.pid (fault tests and operators pick a rank);
+  // train calls it after the rank's first step.
   void write_pid_file() const;
   JobTiming job_timing(const TrainResult& result) const;  // collective when data parallel
   nlohmann::json job_json(const Trainer& trainer, const JobTiming& job) const;

@@ -1,7 +1,8 @@
 // Faults (label mpi): a rank killed with SIGKILL, or stopped with SIGSTOP (a hang), mid-run in a
 // 3-rank job must end the whole job within 30 s with a non-zero exit and a line naming the rank
 // (killed: mpirun names it; hung: the peers' watchdog line names them, exit 3), and no rank may be
-// left running. Ranks write their pid to CNNSCALE_PID_DIR/rank-<R>.pid when training starts.
+// left running. Ranks write their pid to CNNSCALE_PID_DIR/rank-<R>.pid once their first step is
+// done: a signal after every file exists lands mid-training, not in the collective set-up before.
 #include <gtest/gtest.h>
 #include <signal.h>
 
