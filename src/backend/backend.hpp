@@ -47,6 +47,14 @@ struct ConvSignature {
   bool bias_relu = false;
 };
 
+// The memory order a convolution call runs in: channels-last if any of its operands is (an operand
+// of one pixel is the same bytes in both orders, so it may carry either tag). The CUDA backend keys
+// its plans by it; a layer names its calls to Backend::conv_implementation by it.
+inline Layout conv_call_layout(const Tensor& x, const Tensor& w, const Tensor& y) {
+  const bool nhwc = x.layout() == Layout::NHWC || w.layout() == Layout::NHWC || y.layout() == Layout::NHWC;
+  return nhwc ? Layout::NHWC : Layout::NCHW;
+}
+
 enum class PoolMode { Max, Average };
 
 struct PoolParams {

@@ -69,10 +69,11 @@ class ConvolutionLayer final : public Layer {
   void forward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top) override {
     const Tensor& x = bottom[0];
     const Tensor& w = params_[0].data;
-    // As the backend keys it: channels-last where any operand is (Backend::conv_implementation).
-    const bool nhwc =
-        x.layout() == Layout::NHWC || w.layout() == Layout::NHWC || top[0].layout() == Layout::NHWC;
-    ran_ = ConvSignature{conv_, x.shape(), w.shape(), x.dtype(), nhwc ? Layout::NHWC : Layout::NCHW, relu_ && bias_};
+    // Remembered for implementation(); made anew only when the call changes (a reshaped batch), so
+    // the steady step allocates nothing for it.
+    const Layout layout = conv_call_layout(x, w, top[0]);
+    if (!ran_ || ran_->x != x.shape() || ran_->dtype != x.dtype() || ran_->layout != layout)
+      ran_ = ConvSignature{conv_, x.shape(), w.shape(), x.dtype(), layout, relu_ && bias_};
     if (relu_ && bias_) return ctx.backend.conv_forward_bias_relu(conv_, bottom[0], params_[0].data,
                                                                   params_[1].data, top[0]);
     ctx.backend.conv_forward(conv_, bottom[0], params_[0].data, top[0]);

@@ -18,6 +18,7 @@
 #include "backend/cuda/cudnn_graph.hpp"
 #include "backend/cuda/device_context.hpp"
 #include "backend/memory_counter.hpp"
+#include "core/log.hpp"
 
 namespace cnnscale {
 
@@ -409,13 +410,18 @@ class CudaBackend final : public Backend {
   void run_chosen(ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision, Decide&& b_wins, RunA&& run_a, RunB&& run_b);
   // Runs run_first() (the channels-first form) or run_given() (the op on its channels-last operands)
   // as `decision` says; decided at the first call, by timing both where measured
-  // (channels_first_measures_faster, its copies in transient staging: trial_staging_).
+  // (form_measures_faster, its copies in transient staging: trial_staging_).
   template <typename RunGiven, typename RunFirst>
   void run_faster_order(const char* op, ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision, RunGiven&& run_given,
                         RunFirst&& run_first);
-  template <typename RunGiven, typename RunFirst>
-  bool channels_first_measures_faster(const char* op, const ConvPlan& plan, RunGiven&& run_given,
-                                      RunFirst&& run_first);
+  // Staging slots and their sizes (elements of the plan's dtype) that a trial holds transient.
+  using StagingSlots = std::vector<std::pair<size_t, int64_t>>;
+  // Whether a form (run_form) measures faster than the op as it runs otherwise (run_other), timed
+  // with `slots` transient (TrialStaging). No memory for them, or a form that fails in its trial
+  // (e.g. no usable algorithm for its shape, logged at `failure`), loses.
+  template <typename RunOther, typename RunForm>
+  bool form_measures_faster(const char* op, const ConvPlan& plan, const StagingSlots& slots, const char* other_name,
+                            RunOther&& run_other, const char* form_name, RunForm&& run_form, log::Level failure);
   // Whether run_b() measures faster than run_a() (each run once untimed, then the median of timed
   // runs), logged under the two names.
   template <typename RunA, typename RunB>
@@ -443,24 +449,21 @@ class CudaBackend final : public Backend {
   template <typename RunCudnn, typename RunLowered>
   void run_faster_form(const char* op, ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision, RunCudnn&& run_cudnn,
                        RunLowered&& run_lowered);
+  // Whether a width-lowered input of `lowered_x` for x (in `dtype`) is within the form's bounds.
+  static bool width_lowering_fits(const Shape& lowered_x, const Shape& x, DType dtype);
   // The width-lowered form (width_lowering): x lowered into staging slot 8, the filter's rows padded
   // into slot 9; the forward (with the bias and ReLU where `bias` is given) and the filter gradient
   // (through slot 9) run as plan.width_lowered's own convolutions, searched and formed as any.
-  // Whether a width-lowered input of `lowered_x` for x (in `dtype`) is within the form's bounds.
-  static bool width_lowering_fits(const Shape& lowered_x, const Shape& x, DType dtype);
   Tensor width_lowered_input(const ConvPlan& plan, const Tensor& x);
   void run_width_lowered_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor* bias,
                                  const Tensor& y);
   void run_width_lowered_backward_filter(const ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw);
   // Runs run_width() or run_other() (the op as it runs otherwise) as `decision` of `plan` says;
-  // decided at the first call, where measured, by timing both (width_lowered_measures_faster, the
-  // copies of both forms in transient staging).
+  // decided at the first call, where measured, by timing both (form_measures_faster, the copies of
+  // both forms in transient staging).
   template <typename RunOther, typename RunWidth>
   void run_faster_width(const char* op, ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision, RunOther&& run_other,
                         RunWidth&& run_width);
-  template <typename RunOther, typename RunWidth>
-  bool width_lowered_measures_faster(const char* op, const ConvPlan& plan, RunOther&& run_other,
-                                     RunWidth&& run_width);
   // Times the fused bias+ReLU graph plans for `plan` against its forward, bias and ReLU apart.
   void search_bias_relu(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
   void run_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx);

@@ -31,26 +31,22 @@ namespace {
 // Channels-last tensor-core convolutions want whole 16-byte pixels: 8 channels of 2 bytes, or 4 of
 // 4 bytes (TF32).
 constexpr int64_t kPixelQuantumBytes = 16;
-int64_t channel_quantum(DType dtype) {
-  return kPixelQuantumBytes / static_cast<int64_t>(dtype_size(dtype));
-}
+int64_t channel_quantum(DType dtype) { return kPixelQuantumBytes / static_cast<int64_t>(dtype_size(dtype)); }
 
 }  // namespace
 
 // Plans are per shape, parameters, dtype and memory order.
 CudaBackend::ConvKey CudaBackend::conv_key(const ConvParams& p, const Shape& x, const Shape& w, DType dtype,
                                            Layout layout) {
-  return {x[0],         x[1],         x[2],     x[3],
-          w[0],         w[1],         w[2],     w[3],
-          p.stride_h,   p.stride_w,   p.pad_h,  p.pad_w,
-          p.dilation_h, p.dilation_w, p.groups, static_cast<int64_t>(dtype) * 2 + (layout == Layout::NHWC ? 1 : 0)};
+  return {x[0],       x[1],       x[2],    x[3],    w[0],         w[1],         w[2],         w[3],
+          p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w, p.groups,
+          static_cast<int64_t>(dtype) * 2 + (layout == Layout::NHWC ? 1 : 0)};
 }
 
 // The memory order one convolution call runs in: channels-last if any operand is. An operand of one
 // pixel (a 1x1 filter, a 1x1 output) is the same bytes in both orders, so it may carry either tag.
 static Layout conv_layout(const char* op, const Tensor& a, const Tensor& b, const Tensor& c) {
-  const bool nhwc = a.layout() == Layout::NHWC || b.layout() == Layout::NHWC || c.layout() == Layout::NHWC;
-  const Layout l = nhwc ? Layout::NHWC : Layout::NCHW;
+  const Layout l = conv_call_layout(a, b, c);
   for (const Tensor* t : {&a, &b, &c})
     if (t->layout() != l && t->shape().rank() == 4 && t->shape().h() * t->shape().w() > 1)
       throw_runtime("{} on cuda: operands {} {}, {} {} and {} {} mix memory orders", op, a.shape().to_string(),
@@ -83,8 +79,9 @@ ConvPlan& CudaBackend::conv_plan(const char* op, const ConvParams& p, const Shap
   plan->params = p;
   cuda::set_nchw(plan->x, x, op, dtype, layout);
   CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan->w, cuda::cudnn_type(dtype), cuda::cudnn_format(layout),
-                                         cuda::to_int_dim(w[0], op), cuda::to_int_dim(w[1], op),
-                                         cuda::to_int_dim(w[2], op), cuda::to_int_dim(w[3], op)));
+                                         cuda::to_int_dim(w[0], op),
+                                         cuda::to_int_dim(w[1], op), cuda::to_int_dim(w[2], op),
+                                         cuda::to_int_dim(w[3], op)));
   CUDNN_CHECK(cudnnSetConvolution2dDescriptor(plan->conv, p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dilation_h,
                                               p.dilation_w, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   CUDNN_CHECK(cudnnSetConvolutionGroupCount(plan->conv, p.groups));
@@ -114,16 +111,15 @@ ConvPlan& CudaBackend::conv_plan(const char* op, const ConvParams& p, const Shap
     made.channels_first = &conv_plan(op, p, x, w, dtype, Layout::NCHW);
   // Width lowering: for the same first convolutions, where tensor cores compute (strict fp32 stays
   // on cuDNN's own forms, as with lowering) and where the copy is not out of proportion.
-  const bool width_form = options_.width_lowering == ConvWidthLowering::Always ||
-                          (options_.width_lowering == ConvWidthLowering::Measured && !options_.deterministic);
-  if (layout == Layout::NHWC && x.c() % quantum != 0 && width_form && (dtype != DType::F32 || options_.allow_tf32)) {
-    if (const auto l = width_lowering(p, x, w, quantum)) {
-      if (width_lowering_fits(l->x, x, dtype)) {
-        made.width_lowered = &conv_plan(op, l->params, l->x, l->w, dtype, layout);
-        made.width_lowered->serves_width_lowering = true;
-        made.width_field = l->field;
-      }
-    }
+  const bool width_form = (options_.width_lowering == ConvWidthLowering::Always ||
+                           (options_.width_lowering == ConvWidthLowering::Measured && !options_.deterministic)) &&
+                          layout == Layout::NHWC && x.c() % quantum != 0 &&
+                          (dtype != DType::F32 || options_.allow_tf32);
+  const std::optional<WidthLowering> l = width_form ? width_lowering(p, x, w, quantum) : std::nullopt;
+  if (l && width_lowering_fits(l->x, x, dtype)) {
+    made.width_lowered = &conv_plan(op, l->params, l->x, l->w, dtype, layout);
+    made.width_lowered->serves_width_lowering = true;
+    made.width_field = l->field;
   }
   return made;
 }
@@ -146,8 +142,7 @@ void CudaBackend::reorder(const Tensor& src, const Tensor& dst) {
 // inside another (the channels-first choice made within the width-lowered or lowered form's trial
 // of the same plan) uses the enclosing one's buffers, of the same sizes, for the slots it installed.
 struct CudaBackend::TrialStaging {
-  using Slots = std::vector<std::pair<size_t, int64_t>>;  // (staging slot, elements of the plan's dtype)
-  TrialStaging(CudaBackend& backend, DType dtype, const Slots& slots) : b(backend) {
+  TrialStaging(CudaBackend& backend, DType dtype, const StagingSlots& slots) : b(backend) {
     ++b.trial_depth_;
     try {
       install(dtype, slots);
@@ -163,8 +158,8 @@ struct CudaBackend::TrialStaging {
 
   // The slots of the forms nested in a trial of `plan`: the channels-first form's x, w and y
   // (5..7) and the width-lowered input and filter (8, 9), where the plan has those forms.
-  static Slots inner_form_slots(const ConvPlan& plan, bool channels_first, bool width) {
-    Slots slots;
+  static StagingSlots inner_form_slots(const ConvPlan& plan, bool channels_first, bool width) {
+    StagingSlots slots;
     if (channels_first && plan.channels_first)
       slots.insert(slots.end(), {{5, plan.x_shape.numel()}, {6, plan.w_shape.numel()}, {7, plan.y_shape.numel()}});
     if (width && plan.width_lowered)
@@ -178,7 +173,7 @@ struct CudaBackend::TrialStaging {
   std::vector<std::unique_ptr<SearchBuffer>> buffers;
 
  private:
-  void install(DType dtype, const Slots& slots) {
+  void install(DType dtype, const StagingSlots& slots) {
     const size_t size = dtype_size(dtype);
     for (const auto& [slot, numel] : slots) {
       if (b.trial_staging_[slot].defined()) continue;  // an enclosing trial's
@@ -244,20 +239,21 @@ void CudaBackend::run_chosen(ConvPlan& plan, ConvPlan::Choice ConvPlan::*decisio
     run_a();
 }
 
-template <typename RunGiven, typename RunFirst>
-bool CudaBackend::channels_first_measures_faster(const char* op, const ConvPlan& plan, RunGiven&& run_given,
-                                                 RunFirst&& run_first) {
-  const TrialStaging trial(*this, plan.dtype, TrialStaging::inner_form_slots(plan, true, false));
+template <typename RunOther, typename RunForm>
+bool CudaBackend::form_measures_faster(const char* op, const ConvPlan& plan, const StagingSlots& slots,
+                                       const char* other_name, RunOther&& run_other, const char* form_name,
+                                       RunForm&& run_form, log::Level failure) {
+  const TrialStaging trial(*this, plan.dtype, slots);
   if (!trial.room()) {
-    log::debug("{} x {} w {}: no memory for the channels-first copies: channels-last runs", op,
-               plan.x_shape.to_string(), plan.w_shape.to_string());
+    log::debug("{} x {} w {}: the {} form is not tried: no memory for its copies", op, plan.x_shape.to_string(),
+               plan.w_shape.to_string(), form_name);
     return false;
   }
   try {
-    return second_measures_faster(op, plan, "channels-last", run_given, "channels-first (reordered copies)", run_first);
-  } catch (const RuntimeError& e) {  // e.g. no usable NCHW algorithm: the form is not for this shape
-    log::debug("{} x {} w {}: the channels-first form failed ({}): channels-last runs", op, plan.x_shape.to_string(),
-               plan.w_shape.to_string(), e.what());
+    return second_measures_faster(op, plan, other_name, run_other, form_name, run_form);
+  } catch (const RuntimeError& e) {
+    log::write(failure, fmt::format("{} x {} w {}: the {} form failed ({}) and does not run", op,
+                                    plan.x_shape.to_string(), plan.w_shape.to_string(), form_name, e.what()));
     return false;
   }
 }
@@ -268,8 +264,11 @@ void CudaBackend::run_faster_order(const char* op, ConvPlan& plan, ConvPlan::Cho
   run_chosen(
       plan, decision,
       [&] {
-        return plan.channels_first && (options_.channels_first == ConvChannelsFirst::Always ||
-                                       channels_first_measures_faster(op, plan, run_given, run_first));
+        // A failure here is expected of some shapes (no usable NCHW algorithm): said at debug level.
+        return plan.channels_first &&
+               (options_.channels_first == ConvChannelsFirst::Always ||
+                form_measures_faster(op, plan, TrialStaging::inner_form_slots(plan, true, false), "channels-last",
+                                     run_given, "channels-first (reordered copies)", run_first, log::Level::Debug));
       },
       run_given, run_first);
 }
@@ -295,8 +294,8 @@ void CudaBackend::unpad_channels(const Tensor& padded, const Tensor& dst) {
 // The search times kernels only: the padding copies (a few percent of the time of the convolutions
 // that need them) are left out, so a near tie goes to whichever cuDNN timed faster.
 template <typename FindPlain, typename FindPadded>
-bool CudaBackend::runs_padded(const char* op, ConvPlan& plan, ConvAlgoChoice ConvPlan::*algo, bool ConvPlan::*on_padded,
-                              FindPlain&& find_plain, FindPadded&& find_padded) {
+bool CudaBackend::runs_padded(const char* op, ConvPlan& plan, ConvAlgoChoice ConvPlan::*algo,
+                              bool ConvPlan::*on_padded, FindPlain&& find_plain, FindPadded&& find_padded) {
   const ConvAlgoChoice& plain = plan.*algo;
   if (plain.algo >= 0 || plan.*on_padded) return plan.*on_padded;  // decided by an earlier call
   // Deterministic runs do not time: a measured choice could differ in a resumed process.
@@ -307,8 +306,8 @@ bool CudaBackend::runs_padded(const char* op, ConvPlan& plan, ConvAlgoChoice Con
   const ConvAlgoChoice& padded = (*plan.padded).*algo;
   if (padded.algo < 0) find_padded();  // the padded plan may be shared with another shape
   const bool choice = always || plain.algo < 0 || (padded.algo >= 0 && padded.measured_ms < plain.measured_ms);
-  log::debug("{}: channel padding {} (algo {} {:.3f} ms unpadded, algo {} {:.3f} ms padded)", op, choice ? "on" : "off",
-             plain.algo, plain.measured_ms, padded.algo, padded.measured_ms);
+  log::debug("{}: channel padding {} (algo {} {:.3f} ms unpadded, algo {} {:.3f} ms padded)", op,
+             choice ? "on" : "off", plain.algo, plain.measured_ms, padded.algo, padded.measured_ms);
   plan.*on_padded = choice;
   return choice;
 }
@@ -398,36 +397,19 @@ void CudaBackend::run_faster_form(const char* op, ConvPlan& plan, ConvPlan::Choi
 // ---- width-lowered convolutions: the trial ----------------------------------------------------
 
 template <typename RunOther, typename RunWidth>
-bool CudaBackend::width_lowered_measures_faster(const char* op, const ConvPlan& plan, RunOther&& run_other,
-                                                RunWidth&& run_width) {
-  // Both forms' copies are transient while timed: the width-lowered input and filter, and the
-  // channels-first copies the other side may choose within this trial.
-  const TrialStaging trial(*this, plan.dtype, TrialStaging::inner_form_slots(plan, true, true));
-  if (!trial.room()) {
-    log::debug("{} x {} w {}: no memory for the width-lowered copies: the other forms run", op,
-               plan.x_shape.to_string(), plan.w_shape.to_string());
-    return false;
-  }
-  try {
-    return second_measures_faster(op, plan, "as otherwise", run_other, "width-lowered (R x 1 over S*C channels)",
-                                  run_width);
-  } catch (const RuntimeError& e) {  // e.g. no usable algorithm for the (R x 1) shape
-    // Said where it is seen: a failure of another kind than a shape cuDNN does not serve would
-    // otherwise hide behind the other forms.
-    log::warn("{} x {} w {}: the width-lowered form failed ({}): the other forms run", op, plan.x_shape.to_string(),
-              plan.w_shape.to_string(), e.what());
-    return false;
-  }
-}
-
-template <typename RunOther, typename RunWidth>
 void CudaBackend::run_faster_width(const char* op, ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision,
                                    RunOther&& run_other, RunWidth&& run_width) {
   run_chosen(
       plan, decision,
       [&] {
-        return plan.width_lowered && (options_.width_lowering == ConvWidthLowering::Always ||
-                                      width_lowered_measures_faster(op, plan, run_other, run_width));
+        // Both forms' copies are transient while timed: the width-lowered input and filter, and the
+        // channels-first copies the other side may choose within this trial. A failure is a
+        // warning: one of another kind than a shape cuDNN does not serve would otherwise hide.
+        return plan.width_lowered &&
+               (options_.width_lowering == ConvWidthLowering::Always ||
+                form_measures_faster(op, plan, TrialStaging::inner_form_slots(plan, true, true), "as otherwise",
+                                     run_other, "width-lowered (R x 1 over S*C channels)", run_width,
+                                     log::Level::Warn));
       },
       run_other, run_width);
 }
@@ -497,12 +479,13 @@ void CudaBackend::conv_forward_bias_relu(const ConvParams& p, const Tensor& x, c
     relu_forward(y, y);
   };
   auto cudnn_in_faster_order = [&] {
-    run_faster_order("conv_forward_bias_relu", *f.given, &ConvPlan::fwd_bias_relu_channels_first, cudnn, [&] {
-      run_channels_first(*f.given, &ConvPlan::fwd, &CudaBackend::find_conv_forward, &CudaBackend::run_conv_forward,
-                         {x, 5}, {w, 6}, {y, 7});
-      bias_add(bias, y);
-      relu_forward(y, y);
-    });
+    run_faster_order("conv_forward_bias_relu", *f.given, &ConvPlan::fwd_bias_relu_channels_first, cudnn,
+                     [&] {
+                       run_channels_first(*f.given, &ConvPlan::fwd, &CudaBackend::find_conv_forward,
+                                          &CudaBackend::run_conv_forward, {x, 5}, {w, 6}, {y, 7});
+                       bias_add(bias, y);
+                       relu_forward(y, y);
+                     });
   };
   auto width_or_cudnn = [&] {
     run_faster_width("conv_forward_bias_relu", *f.given, &ConvPlan::fwd_bias_relu_width_lowered, cudnn_in_faster_order,
@@ -542,10 +525,11 @@ void CudaBackend::conv_backward_data(const ConvParams& p, const Tensor& w, const
     run_conv_backward_data(*plan.padded, wp, dy, dxp);
     unpad_channels(dxp, dx);
   };
-  run_faster_order("conv_backward_data", plan, &ConvPlan::bwd_data_channels_first, cudnn, [&] {
-    run_channels_first(plan, &ConvPlan::bwd_data, &CudaBackend::find_conv_backward_data,
-                       &CudaBackend::run_conv_backward_data, {w, 6}, {dy, 7}, {dx, 5});
-  });
+  run_faster_order("conv_backward_data", plan, &ConvPlan::bwd_data_channels_first, cudnn,
+                   [&] {
+                     run_channels_first(plan, &ConvPlan::bwd_data, &CudaBackend::find_conv_backward_data,
+                                        &CudaBackend::run_conv_backward_data, {w, 6}, {dy, 7}, {dx, 5});
+                   });
 }
 
 void CudaBackend::conv_backward_filter(const ConvParams& p, const Tensor& x, const Tensor& dy, const Tensor& dw) {
@@ -579,10 +563,11 @@ void CudaBackend::conv_backward_filter(const ConvParams& p, const Tensor& x, con
     unpad_channels(dwp, dw);
   };
   auto cudnn_in_faster_order = [&] {
-    run_faster_order("conv_backward_filter", plan, &ConvPlan::bwd_filter_channels_first, cudnn, [&] {
-      run_channels_first(plan, &ConvPlan::bwd_filter, &CudaBackend::find_conv_backward_filter,
-                         &CudaBackend::run_conv_backward_filter, {x, 5}, {dy, 7}, {dw, 6});
-    });
+    run_faster_order("conv_backward_filter", plan, &ConvPlan::bwd_filter_channels_first, cudnn,
+                     [&] {
+                       run_channels_first(plan, &ConvPlan::bwd_filter, &CudaBackend::find_conv_backward_filter,
+                                          &CudaBackend::run_conv_backward_filter, {x, 5}, {dy, 7}, {dw, 6});
+                     });
   };
   auto width_or_cudnn = [&] {
     run_faster_width("conv_backward_filter", plan, &ConvPlan::bwd_filter_width_lowered, cudnn_in_faster_order,
@@ -618,8 +603,8 @@ const char* legacy_algorithm_name(cuda::ConvDirection direction, int algo) {
 std::string cudnn_choice(const ConvAlgoChoice& c, cuda::ConvDirection direction) {
   if (c.graph) return "cuDNN graph " + c.graph->name();
   if (c.algo < 0) return {};
-  const bool tensor_cores = c.math == CUDNN_TENSOR_OP_MATH || c.math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
-  return fmt::format("cuDNN {}{}", legacy_algorithm_name(direction, c.algo), tensor_cores ? " (tensor cores)" : "");
+  return fmt::format("cuDNN {}{}", legacy_algorithm_name(direction, c.algo),
+                     cuda::is_tensor_op(c.math) ? " (tensor cores)" : "");
 }
 
 // One direction of `plan` as it runs: the forms in the order they nest (run_faster_form,
@@ -629,12 +614,11 @@ std::string direction_implementation(const ConvPlan& plan, cuda::ConvDirection d
   using Choice = ConvPlan::Choice;
   using Dir = cuda::ConvDirection;
   const bool fwd = d == Dir::Forward, filter = d == Dir::BackwardFilter;
-  const Choice no = Choice::No;
-  const Choice& lowered = fwd ? (bias_relu ? plan.fwd_bias_relu_lowered : plan.fwd_lowered)
-                              : filter ? plan.bwd_filter_lowered : no;
-  const Choice& width = fwd ? (bias_relu ? plan.fwd_bias_relu_width_lowered : plan.fwd_width_lowered)
-                            : filter ? plan.bwd_filter_width_lowered : no;
-  const Choice& first = fwd ? (bias_relu ? plan.fwd_bias_relu_channels_first : plan.fwd_channels_first)
+  const Choice lowered = fwd ? (bias_relu ? plan.fwd_bias_relu_lowered : plan.fwd_lowered)
+                             : filter ? plan.bwd_filter_lowered : Choice::No;
+  const Choice width = fwd ? (bias_relu ? plan.fwd_bias_relu_width_lowered : plan.fwd_width_lowered)
+                           : filter ? plan.bwd_filter_width_lowered : Choice::No;
+  const Choice first = fwd ? (bias_relu ? plan.fwd_bias_relu_channels_first : plan.fwd_channels_first)
                             : filter ? plan.bwd_filter_channels_first : plan.bwd_data_channels_first;
   const bool padded = (fwd ? plan.fwd_padded : filter ? plan.bwd_filter_padded : plan.bwd_data_padded) && plan.padded;
   ConvAlgoChoice ConvPlan::*algo = fwd ? &ConvPlan::fwd : filter ? &ConvPlan::bwd_filter : &ConvPlan::bwd_data;

@@ -33,10 +33,6 @@ using cuda::timed_run;
 
 namespace {
 
-bool is_tensor_op(cudnnMathType_t m) {
-  return m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
-}
-
 // find_ranked returns its results fastest first. Take the fastest that ran, fits the workspace,
 // and obeys the options: for f32 with TF32 off the descriptor is set to CUDNN_FMA_MATH, so tensor-op
 // results should not appear, and are refused if they do; deterministic-only when asked.
@@ -56,7 +52,7 @@ ConvAlgoChoice pick_algorithm(const Perf* perf, int returned, size_t limit, cons
   for (int i = 0; i < returned; ++i) {
     const Perf& r = perf[i];
     if (r.status != CUDNN_STATUS_SUCCESS || r.memory > limit) continue;
-    if (!tensor_ops && is_tensor_op(r.mathType)) continue;
+    if (!tensor_ops && cuda::is_tensor_op(r.mathType)) continue;
     if (options.deterministic && r.determinism != CUDNN_DETERMINISTIC) continue;
     ConvAlgoChoice c;
     c.algo = static_cast<int>(r.algo);

@@ -13,6 +13,11 @@
 
 namespace cnnscale::cuda {
 
+// Whether a cuDNN math type runs on tensor cores.
+inline bool is_tensor_op(cudnnMathType_t m) {
+  return m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+}
+
 template <typename T, cudnnStatus_t (*Create)(T*), cudnnStatus_t (*Destroy)(T)>
 class CudnnDescriptor {
  public:
