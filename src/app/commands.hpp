@@ -22,10 +22,10 @@ void register_infer(CLI::App& app);
 inline void add_gpu_algorithm_options(CLI::App* cmd, std::string& conv_search, std::string& layout) {
   cmd->add_option("--conv-search", conv_search,
                   "GPU convolution algorithms each shape's search times: all (cuDNN's legacy algorithms, its "
-                  "graph-API engines and the lowered im2col + GEMM form; the fastest runs), legacy (the legacy "
-                  "algorithms only, to compare) or width (all, and each first convolution's forward and filter "
-                  "gradient also lowered by width: an (R x 1) convolution over S*C channels)")
-      ->check(CLI::IsMember({"all", "legacy", "width"}))
+                  "graph-API engines, the lowered im2col + GEMM form and, for a first convolution, the form "
+                  "lowered by width, an (R x 1) convolution over S*C channels; the fastest runs), legacy (the "
+                  "legacy algorithms only, to compare) or no-width (all but the width-lowered form, to compare)")
+      ->check(CLI::IsMember({"all", "legacy", "no-width"}))
       ->capture_default_str();
   cmd->add_option("--layout", layout,
                   "Memory order of 4-d activations and filters: auto (channels-last on a GPU in bf16, fp16 and "

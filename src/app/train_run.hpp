@@ -29,7 +29,7 @@ struct TrainArgs {
   bool no_graph = false;           // --no-graph; validate_train_args sets options.cuda_graph from it
   bool no_phase_marks = false;     // --no-phase-marks; likewise options.phase_marks
   bool no_fuse = false;            // --no-fuse; likewise options.fuse_epilogues
-  std::string conv_search = "all";  // --conv-search: all | legacy (ConvSearch)
+  std::string conv_search = "all";  // --conv-search: all | legacy | no-width (ConvSearch)
   bool deterministic = false;       // --deterministic (AlgorithmChoice)
   std::string layout = "auto";      // --layout: auto | nchw | nhwc (LayoutChoice)
   bool mfu = false;                // --mfu: measure the matmul peak after training (put_mfu)

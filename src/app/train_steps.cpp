@@ -105,7 +105,7 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
   if (!a.options.cuda_graph) run_config["cuda_graph"] = false;     // --no-graph
   if (!a.options.phase_marks) run_config["phase_marks"] = false;  // --no-phase-marks
   if (!a.options.fuse_epilogues) run_config["fused_epilogues"] = false;  // --no-fuse
-  if (a.conv_search != "all") run_config["conv_search"] = a.conv_search;  // --conv-search legacy
+  if (a.conv_search != "all") run_config["conv_search"] = a.conv_search;  // --conv-search legacy or no-width
   if (a.deterministic) run_config["deterministic"] = true;                 // --deterministic
   if (a.layout != "auto") run_config["layout"] = a.layout;                // --layout nchw|nhwc
   if (dataset_info(a.data).synthetic) {

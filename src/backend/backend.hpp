@@ -365,14 +365,16 @@ class Backend {
 // `precision` sets what fp32 math may do (tf32: TF32 tensor cores); every precision but fp32 is
 // a ConfigError on the CPU, which stays the fp32 reference the GPU precisions are tested against.
 // Which convolution implementations a GPU backend's per-shape search may choose from (the CPU has
-// one): All, cuDNN's legacy algorithms and its graph-API engines, the fastest measured; Legacy, the
-// legacy algorithms only (--conv-search legacy: what the graph API's engines gain, measured);
-// Width, All and also each first convolution lowered by width (an (R x 1) convolution over S*C
-// channels, backend/width_lowering.hpp; --conv-search width).
-enum class ConvSearch { All, Legacy, Width };
-// From --conv-search's value, which the command line has checked to be "all", "legacy" or "width".
+// one): All, cuDNN's legacy algorithms, its graph-API engines, the lowered (im2col + GEMM) form and,
+// for a first convolution, the width-lowered form (an (R x 1) convolution over S*C channels,
+// backend/width_lowering.hpp), the fastest measured; Legacy, the legacy algorithms only
+// (--conv-search legacy: what everything else gains, measured); NoWidth, All but the width-lowered
+// form (--conv-search no-width: what that form gains, measured).
+enum class ConvSearch { All, Legacy, NoWidth };
+// From --conv-search's value, which the command line has checked to be "all", "legacy" or
+// "no-width".
 inline ConvSearch conv_search_from_name(const std::string& s) {
-  return s == "legacy" ? ConvSearch::Legacy : s == "width" ? ConvSearch::Width : ConvSearch::All;
+  return s == "legacy" ? ConvSearch::Legacy : s == "no-width" ? ConvSearch::NoWidth : ConvSearch::All;
 }
 // The memory order of a net's 4-d activations (--layout): Auto, the backend's choice for the
 // precision (Backend::activation_layout_for: channels-last on a GPU in 16 bits and TF32); NCHW or

@@ -108,10 +108,10 @@ TEST(GraphCli, ConvSearchAndDeterministicAreRecordedOnlyWhenNotTheDefault) {
   EXPECT_NE(config.find("\"conv_search\":\"legacy\""), std::string::npos) << config;
   EXPECT_EQ(read_run_results((fs::path(dir.str()) / "g" / "all").string()).config_text.find("conv_search"),
             std::string::npos);
-  CliResult width = train(dir.str(), "width", {"--conv-search", "width"});
+  CliResult width = train(dir.str(), "nowidth", {"--conv-search", "no-width"});
   ASSERT_EQ(width.exit_code, 0) << width.err;
-  const std::string width_config = read_run_results((fs::path(dir.str()) / "g" / "width").string()).config_text;
-  EXPECT_NE(width_config.find("\"conv_search\":\"width\""), std::string::npos) << width_config;
+  const std::string width_config = read_run_results((fs::path(dir.str()) / "g" / "nowidth").string()).config_text;
+  EXPECT_NE(width_config.find("\"conv_search\":\"no-width\""), std::string::npos) << width_config;
   // --deterministic likewise: accepted on the CPU (whose ops are deterministic anyway) and recorded.
   CliResult det = train(dir.str(), "det", {"--deterministic"});
   ASSERT_EQ(det.exit_code, 0) << det.err;

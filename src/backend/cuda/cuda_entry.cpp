@@ -31,12 +31,12 @@ std::unique_ptr<Backend> make_cuda_backend(int device_index, int sm_count, bool 
   CudaBackendOptions options;
   options.sm_count = sm_count;
   options.allow_tf32 = allow_tf32;
+  options.width_lowering = ConvWidthLowering::Measured;
   if (algorithms.conv_search == ConvSearch::Legacy) {
     options.conv_graph_plans = 0;
     options.conv_lowering = ConvLowering::Never;
   }
-  options.width_lowering =
-      algorithms.conv_search == ConvSearch::Width ? ConvWidthLowering::Measured : ConvWidthLowering::Never;
+  if (algorithms.conv_search != ConvSearch::All) options.width_lowering = ConvWidthLowering::Never;
   options.deterministic = algorithms.deterministic;
   options.layout = algorithms.layout;
   return std::make_unique<CudaBackend>(device_index, options);
