@@ -698,6 +698,38 @@ TEST_P(CudaConvWidthLowered, ForwardBiasReluAndFilterGradientMatchTheCpu) {
 #endif
 }
 
+// The filter gradient reads the lowered input its forward left behind (the directions above run in
+// backprop's order, so they take that path) only for the buffer that forward lowered: after a
+// forward of another x, the filter gradient of the first x lowers it again and still matches.
+TEST_P(CudaConvWidthLowered, FilterGradientReusesOnlyItsOwnForwardsLowering) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+#if CNNSCALE_HAVE_CUDA
+  const auto& [c, dtype] = GetParam();
+  const ConvParams& p = c.p;
+  CudaBackendOptions options;
+  options.width_lowering = ConvWidthLowering::Always;
+  options.conv_lowering = ConvLowering::Never;
+  options.allow_tf32 = dtype == DType::F32;
+  CudaBackend g(0, options);
+  const ConvTwins a = make_conv_twins(g, c, dtype, Layout::NHWC, 171);
+  const ConvTwins b = make_conv_twins(g, c, dtype, Layout::NHWC, 181);
+  g.conv_forward(p, a.x, a.w, a.y);
+  g.conv_backward_filter(p, a.x, a.dy, a.dw);  // reuses a.x's lowering
+  expect_parity(c.name + " dw after its forward", to_host(g, a.dw), to_host(cpu_backend(), a.dwc),
+                tol_tensor_core_dot(dtype));
+  g.conv_forward(p, b.x, b.w, b.y);            // slot 8 now holds b.x's lowering
+  g.fill(a.dw, 9.0f);
+  g.conv_backward_filter(p, a.x, a.dy, a.dw);  // so a.x is lowered again
+  expect_parity(c.name + " dw after another x's forward", to_host(g, a.dw), to_host(cpu_backend(), a.dwc),
+                tol_tensor_core_dot(dtype));
+  // The negative control: the filter gradient from b.x (what a stale lowering would give) is far
+  // outside the tolerance of a.x's, so the check above tells the two apart.
+  g.conv_backward_filter(p, b.x, a.dy, b.dw);
+  EXPECT_GT(parity_error(to_host(g, b.dw), to_host(cpu_backend(), a.dwc)).normalized,
+            10 * tol_tensor_core_dot(dtype));
+#endif
+}
+
 // Measured, the width-lowered form is timed against the other forms at each direction's first
 // call, its copies on transient buffers: whichever wins, the results match the CPU, and the memory
 // held beyond a backend that never tries the form is exactly the two kept staging slots (the

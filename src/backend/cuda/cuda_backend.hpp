@@ -457,7 +457,9 @@ class CudaBackend final : public Backend {
   // The width-lowered form (width_lowering): x lowered into staging slot 8, the filter's rows padded
   // into slot 9; the forward (with the bias and ReLU where `bias` is given) and the filter gradient
   // (through slot 9) run as plan.width_lowered's own convolutions, searched and formed as any.
-  Tensor width_lowered_input(const ConvPlan& plan, const Tensor& x);
+  // A forward's lowered input stays in slot 8 for the filter gradient of the same plan and x that
+  // follows it (width_input_kept_): `forward` says which of the two asks.
+  Tensor width_lowered_input(const ConvPlan& plan, const Tensor& x, bool forward);
   void run_width_lowered_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor* bias,
                                  const Tensor& y);
   void run_width_lowered_backward_filter(const ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw);
@@ -515,6 +517,15 @@ class CudaBackend final : public Backend {
   // Reserve space of channels-last batch norm, from each training forward to its backward, by x.
   std::map<const void*, Tensor> bn_reserve_;
   std::array<Tensor, 10> staging_;  // see staging()
+  // What kept staging slot 8 holds: the width-lowered input that the last forward of `plan` made
+  // from the buffer at `x`, outside a trial. The filter gradient of that plan and x reads it instead
+  // of lowering x again (for the gait nets' conv1 at batch 256 a 0.6 GB copy), as backprop keeps x
+  // unchanged between the forward and the filter gradient (Backend::conv_backward_filter). Any
+  // other write to slot 8, and any forward of the plan that does not lower, forgets it.
+  struct WidthInputKept {
+    const ConvPlan* plan = nullptr;
+    const void* x = nullptr;
+  } width_input_kept_;
   // Set during a timed trial of a convolution form (channels-first, width-lowered, and the lowered
   // form's trial of a plan that has either): transient buffers that staging() hands out for these
   // slots instead, uncounted, as cuDNN's search workspace is.

@@ -130,8 +130,13 @@ bool CudaBackend::width_lowering_fits(const Shape& lowered_x, const Shape& x, DT
 // Each image row of x as im2col lowers an image for a kernel one row high: output column q of row
 // (n, h) gets the S kernel columns' C channels side by side, which is the width-lowered input
 // (N, H, Q, Cl) channels-last (backend/width_lowering.hpp), zeros in the padding and past S*C.
-Tensor CudaBackend::width_lowered_input(const ConvPlan& plan, const Tensor& x) {
+// The filter gradient reuses what the forward of the same plan and x left in the kept slot
+// (width_input_kept_); in a trial, slot 8 is a transient buffer, which neither keeps nor reuses.
+Tensor CudaBackend::width_lowered_input(const ConvPlan& plan, const Tensor& x, bool forward) {
   const ConvPlan& l = *plan.width_lowered;
+  const bool kept_slot = !trial_staging_[8].defined();
+  if (!forward && kept_slot && width_input_kept_.plan == &plan && width_input_kept_.x == x.raw())
+    return staging(8, l.x_shape, plan.dtype).as_layout(Layout::NHWC);
   const ConvParams& p = plan.params;
   cuda::Im2colShape g;
   g.n = plan.x_shape.n() * plan.x_shape.h();
@@ -148,6 +153,7 @@ Tensor CudaBackend::width_lowered_input(const ConvPlan& plan, const Tensor& x) {
   g.cols = l.channels;
   const Tensor xl = staging(8, l.x_shape, plan.dtype).as_layout(Layout::NHWC);
   cuda::launch_im2col_nhwc(plan.dtype, g, x.raw(), xl.raw(), stream());
+  if (kept_slot) width_input_kept_ = forward ? WidthInputKept{&plan, x.raw()} : WidthInputKept{};
   return xl;
 }
 
@@ -155,7 +161,7 @@ Tensor CudaBackend::width_lowered_input(const ConvPlan& plan, const Tensor& x) {
 void CudaBackend::run_width_lowered_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor* bias,
                                             const Tensor& y) {
   const ConvPlan& l = *plan.width_lowered;
-  const Tensor xl = width_lowered_input(plan, x);
+  const Tensor xl = width_lowered_input(plan, x, /*forward=*/true);
   const Tensor wl = staging(9, l.w_shape, plan.dtype).as_layout(Layout::NHWC);
   cuda::launch_copy_rows(plan.dtype, plan.w_shape.n() * plan.params.kernel_h, w.raw(), plan.width_field, wl.raw(),
                          l.channels, stream());
@@ -169,7 +175,7 @@ void CudaBackend::run_width_lowered_forward(const ConvPlan& plan, const Tensor& 
 void CudaBackend::run_width_lowered_backward_filter(const ConvPlan& plan, const Tensor& x, const Tensor& dy,
                                                     const Tensor& dw) {
   const ConvPlan& l = *plan.width_lowered;
-  const Tensor xl = width_lowered_input(plan, x);
+  const Tensor xl = width_lowered_input(plan, x, /*forward=*/false);
   const Tensor dwl = staging(9, l.w_shape, plan.dtype).as_layout(Layout::NHWC);
   conv_backward_filter(l.params, xl, dy, dwl);
   cuda::launch_copy_rows(plan.dtype, plan.w_shape.n() * plan.params.kernel_h, dwl.raw(), l.channels, dw.raw(),
