@@ -401,6 +401,30 @@ void expect_directions_match_cpu(CudaBackend& g, const PadCase& c, const ConvTwi
     expect_parity(c.name + " dw", to_host(g, t.dw), to_host(cpu, t.dwc), tol);
   }
 }
+// The filter gradient reads the lowered input its forward left behind (CudaBackend::
+// input_lowerings counts the im2col passes) only for the buffer that forward lowered: after a
+// forward of another x, the filter gradient of the first x lowers it again, and matches the CPU
+// both times. The negative control: the filter gradient from the other x, what a stale lowering
+// would give, is far outside the tolerance, so the checks tell the two apart.
+void expect_filter_gradient_reuses_forward_lowering(CudaBackend& g, const PadCase& c, DType dtype) {
+  const ConvParams& p = c.p;
+  const double tol = tol_tensor_core_dot(dtype);
+  const ConvTwins a = make_conv_twins(g, c, dtype, Layout::NHWC, 171);
+  const ConvTwins b = make_conv_twins(g, c, dtype, Layout::NHWC, 181);
+  g.conv_forward(p, a.x, a.w, a.y);
+  const int64_t after_forward = g.input_lowerings();
+  g.conv_backward_filter(p, a.x, a.dy, a.dw);
+  EXPECT_EQ(g.input_lowerings(), after_forward) << "the filter gradient lowered x again";
+  expect_parity(c.name + " dw after its forward", to_host(g, a.dw), to_host(cpu_backend(), a.dwc), tol);
+  g.conv_forward(p, b.x, b.w, b.y);  // the kept slot now holds b.x's lowering
+  g.fill(a.dw, 9.0f);
+  const int64_t before = g.input_lowerings();
+  g.conv_backward_filter(p, a.x, a.dy, a.dw);
+  EXPECT_EQ(g.input_lowerings(), before + 1) << "a.x was not lowered again";
+  expect_parity(c.name + " dw after another x's forward", to_host(g, a.dw), to_host(cpu_backend(), a.dwc), tol);
+  g.conv_backward_filter(p, b.x, a.dy, b.dw);
+  EXPECT_GT(parity_error(to_host(g, b.dw), to_host(cpu_backend(), a.dwc)).normalized, 10 * tol);
+}
 #endif
 
 class CudaConvChannelPadding : public ::testing::TestWithParam<std::tuple<PadCase, DType>> {};
@@ -495,6 +519,18 @@ TEST_P(CudaConvLowered, ForwardBiasReluAndFilterGradientMatchTheCpu) {
   EXPECT_EQ(plan->bwd_filter_lowered, ConvPlan::Choice::Yes);
   EXPECT_EQ(g.conv_implementation({p, c.x, t.ws, dtype, Layout::NHWC, /*bias_relu=*/true}),
             "fwd lowered: im2col + cuBLASLt GEMM; wgrad lowered: im2col + cuBLASLt GEMM");
+#endif
+}
+
+TEST_P(CudaConvLowered, FilterGradientReusesOnlyItsOwnForwardsLowering) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+#if CNNSCALE_HAVE_CUDA
+  const auto& [c, dtype] = GetParam();
+  CudaBackendOptions options;
+  options.conv_lowering = ConvLowering::Always;
+  options.allow_tf32 = dtype == DType::F32;
+  CudaBackend g(0, options);
+  expect_filter_gradient_reuses_forward_lowering(g, c, dtype);
 #endif
 }
 
@@ -698,35 +734,16 @@ TEST_P(CudaConvWidthLowered, ForwardBiasReluAndFilterGradientMatchTheCpu) {
 #endif
 }
 
-// The filter gradient reads the lowered input its forward left behind (the directions above run in
-// backprop's order, so they take that path) only for the buffer that forward lowered: after a
-// forward of another x, the filter gradient of the first x lowers it again and still matches.
 TEST_P(CudaConvWidthLowered, FilterGradientReusesOnlyItsOwnForwardsLowering) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
 #if CNNSCALE_HAVE_CUDA
   const auto& [c, dtype] = GetParam();
-  const ConvParams& p = c.p;
   CudaBackendOptions options;
   options.width_lowering = ConvWidthLowering::Always;
   options.conv_lowering = ConvLowering::Never;
   options.allow_tf32 = dtype == DType::F32;
   CudaBackend g(0, options);
-  const ConvTwins a = make_conv_twins(g, c, dtype, Layout::NHWC, 171);
-  const ConvTwins b = make_conv_twins(g, c, dtype, Layout::NHWC, 181);
-  g.conv_forward(p, a.x, a.w, a.y);
-  g.conv_backward_filter(p, a.x, a.dy, a.dw);  // reuses a.x's lowering
-  expect_parity(c.name + " dw after its forward", to_host(g, a.dw), to_host(cpu_backend(), a.dwc),
-                tol_tensor_core_dot(dtype));
-  g.conv_forward(p, b.x, b.w, b.y);            // slot 8 now holds b.x's lowering
-  g.fill(a.dw, 9.0f);
-  g.conv_backward_filter(p, a.x, a.dy, a.dw);  // so a.x is lowered again
-  expect_parity(c.name + " dw after another x's forward", to_host(g, a.dw), to_host(cpu_backend(), a.dwc),
-                tol_tensor_core_dot(dtype));
-  // The negative control: the filter gradient from b.x (what a stale lowering would give) is far
-  // outside the tolerance of a.x's, so the check above tells the two apart.
-  g.conv_backward_filter(p, b.x, a.dy, b.dw);
-  EXPECT_GT(parity_error(to_host(g, b.dw), to_host(cpu_backend(), a.dwc)).normalized,
-            10 * tol_tensor_core_dot(dtype));
+  expect_filter_gradient_reuses_forward_lowering(g, c, dtype);
 #endif
 }
 

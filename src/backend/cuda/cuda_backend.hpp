@@ -317,6 +317,9 @@ class CudaBackend final : public Backend {
   // The plan (with measured algorithms) for a convolution shape and dtype, or nullptr if not yet used.
   const ConvPlan* find_conv_plan(const ConvParams& p, const Shape& x, const Shape& w, DType dtype = DType::F32,
                                  Layout layout = Layout::NCHW) const;
+  // How many inputs the lowered and width-lowered forms have lowered (im2col passes) so far: a
+  // filter gradient after its forward adds none where it reads the forward's lowering.
+  int64_t input_lowerings() const { return input_lowerings_; }
   // Whether pool_forward/backward hand this shape to cuDNN (true) or to cnnscale's Caffe-rule
   // kernels (false: ceil-mode output larger than cuDNN's floor output).
   static bool cudnn_can_pool(const PoolParams& p, const Shape& x);
@@ -439,7 +442,8 @@ class CudaBackend final : public Backend {
   // rows (a view of w, or a zero-padded copy in staging `slot`); the two directions.
   bool lowerable(const ConvPlan& plan) const;
   static Shape lowered_shape(const ConvPlan& plan);  // (n*oh*ow, the field padded to whole 16-byte rows)
-  Tensor lowered_input(const ConvPlan& plan, const Tensor& x);
+  // Likewise for the lowered form, slot 4 (kept_lowered_input_).
+  Tensor lowered_input(const ConvPlan& plan, const Tensor& x, bool forward);
   Tensor lowered_filter(const ConvPlan& plan, const Tensor& w, size_t slot);
   void run_lowered_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& bias, bool relu,
                            const Tensor& y);
@@ -458,7 +462,7 @@ class CudaBackend final : public Backend {
   // into slot 9; the forward (with the bias and ReLU where `bias` is given) and the filter gradient
   // (through slot 9) run as plan.width_lowered's own convolutions, searched and formed as any.
   // A forward's lowered input stays in slot 8 for the filter gradient of the same plan and x that
-  // follows it (width_input_kept_): `forward` says which of the two asks.
+  // follows it (kept_width_input_): `forward` says which of the two asks.
   Tensor width_lowered_input(const ConvPlan& plan, const Tensor& x, bool forward);
   void run_width_lowered_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor* bias,
                                  const Tensor& y);
@@ -517,15 +521,25 @@ class CudaBackend final : public Backend {
   // Reserve space of channels-last batch norm, from each training forward to its backward, by x.
   std::map<const void*, Tensor> bn_reserve_;
   std::array<Tensor, 10> staging_;  // see staging()
-  // What kept staging slot 8 holds: the width-lowered input that the last forward of `plan` made
-  // from the buffer at `x`, outside a trial. The filter gradient of that plan and x reads it instead
-  // of lowering x again (for the gait nets' conv1 at batch 256 a 0.6 GB copy), as backprop keeps x
-  // unchanged between the forward and the filter gradient (Backend::conv_backward_filter). Any
-  // other write to slot 8, and any forward of the plan that does not lower, forgets it.
-  struct WidthInputKept {
+  // What the kept lowered-input staging slots hold (kLoweredInputSlot, kWidthInputSlot): the
+  // lowered input that the last forward of `plan` made there from the buffer at `x`. The filter
+  // gradient of that plan and x reads it instead of lowering x again (CaffeNet's conv1 at batch 256
+  // lowers to 0.57 GB, the gait nets' conv1 width-lowered to 0.58 GB), as backprop keeps x unchanged
+  // between a forward and its filter gradient (Backend::conv_backward_filter); so does the filter
+  // gradient's timed trial, which then measures the form as training runs it. Any other write to
+  // the slot, and any forward of the plan that does not lower, forgets it.
+  struct KeptLowering {
     const ConvPlan* plan = nullptr;
     const void* x = nullptr;
-  } width_input_kept_;
+  };
+  static constexpr size_t kLoweredInputSlot = 4, kWidthInputSlot = 8;
+  KeptLowering kept_lowered_input_, kept_width_input_;
+  int64_t input_lowerings_ = 0;  // im2col passes of either form: input_lowerings()
+  // The kept slot's tensor if `kept` says it holds the lowering of x for plan; else undefined.
+  Tensor kept_lowering(const KeptLowering& kept, size_t slot, const ConvPlan& plan, const Tensor& x,
+                       const Shape& shape) const;
+  // A forward of `plan` is about to run: what it left in either slot may not be refreshed.
+  void forget_kept_lowerings(const ConvPlan* plan);
   // Set during a timed trial of a convolution form (channels-first, width-lowered, and the lowered
   // form's trial of a plan that has either): transient buffers that staging() hands out for these
   // slots instead, uncounted, as cuDNN's search workspace is.

@@ -325,7 +325,7 @@ const ConvPlan* CudaBackend::find_conv_plan(const ConvParams& p, const Shape& x,
 void CudaBackend::conv_forward(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y) {
   const ForwardOperands f =
       forward_operands(p, x, w, y, &ConvPlan::fwd_lowered, &ConvPlan::fwd_channels_first, &ConvPlan::fwd_width_lowered);
-  if (width_input_kept_.plan == f.given) width_input_kept_ = {};  // this forward may not lower x again
+  forget_kept_lowerings(f.given);  // this forward may not lower x again
   auto cudnn = [&] {
     run_faster_order(
         "conv_forward", *f.given, &ConvPlan::fwd_channels_first, [&] { run_conv_forward(*f.plan, f.x, f.w, y); },
@@ -463,7 +463,7 @@ void CudaBackend::conv_forward_bias_relu(const ConvParams& p, const Tensor& x, c
       forward_operands(p, x, w, y, &ConvPlan::fwd_bias_relu_lowered, &ConvPlan::fwd_bias_relu_channels_first,
                        &ConvPlan::fwd_bias_relu_width_lowered);
   ConvPlan& plan = *f.plan;
-  if (width_input_kept_.plan == f.given) width_input_kept_ = {};  // this forward may not lower x again
+  forget_kept_lowerings(f.given);  // this forward may not lower x again
   if (!plan.fwd_bias_relu_searched && f.given->fwd_bias_relu_lowered != ConvPlan::Choice::Yes &&
       f.given->fwd_bias_relu_channels_first != ConvPlan::Choice::Yes &&
       f.given->fwd_bias_relu_width_lowered != ConvPlan::Choice::Yes)

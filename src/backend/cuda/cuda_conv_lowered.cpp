@@ -60,7 +60,28 @@ bool CudaBackend::lowerable(const ConvPlan& plan) const {
          elements <= kMaxLoweredGrowth * plan.x_shape.numel();
 }
 
-Tensor CudaBackend::lowered_input(const ConvPlan& plan, const Tensor& x) {
+Tensor CudaBackend::kept_lowering(const KeptLowering& kept, size_t slot, const ConvPlan& plan, const Tensor& x,
+                                  const Shape& shape) const {
+  if (kept.plan != &plan || kept.x != x.raw()) return Tensor();
+  const Tensor& held = staging_[slot];
+  CNNSCALE_CHECK(held.defined() && held.bytes() >= static_cast<size_t>(shape.numel()) * dtype_size(plan.dtype),
+                 "kept lowering in staging slot {} for {}", slot, shape.to_string());
+  return Tensor(held.storage(), 0, shape, plan.dtype);
+}
+
+void CudaBackend::forget_kept_lowerings(const ConvPlan* plan) {
+  if (kept_lowered_input_.plan == plan) kept_lowered_input_ = {};
+  if (kept_width_input_.plan == plan) kept_width_input_ = {};
+}
+
+// The forward's lowering goes to staging slot 4, or in its timed trial to the trial's transient
+// buffer (lowered_search_input_); a filter gradient reads the forward's kept lowering of x where
+// there is one, in its trial too (kept_lowered_input_).
+Tensor CudaBackend::lowered_input(const ConvPlan& plan, const Tensor& x, bool forward) {
+  const Shape shape = lowered_shape(plan);
+  if (!forward)
+    if (Tensor kept = kept_lowering(kept_lowered_input_, kLoweredInputSlot, plan, x, shape); kept.defined())
+      return kept;
   const ConvParams& p = plan.params;
   cuda::Im2colShape g;
   g.n = plan.x_shape.n();
@@ -77,13 +98,15 @@ Tensor CudaBackend::lowered_input(const ConvPlan& plan, const Tensor& x) {
   g.dilation_w = p.dilation_w;
   g.oh = plan.y_shape.h();
   g.ow = plan.y_shape.w();
-  const Shape shape = lowered_shape(plan);
   g.cols = shape[1];
-  Tensor col = lowered_search_plan_ == &plan && lowered_search_input_.defined() ? lowered_search_input_
-                                                                                : staging(4, shape, plan.dtype);
+  const bool in_trial = lowered_search_plan_ == &plan && lowered_search_input_.defined();
+  const bool kept_slot = !in_trial && !trial_staging_[kLoweredInputSlot].defined();
+  Tensor col = in_trial ? lowered_search_input_ : staging(kLoweredInputSlot, shape, plan.dtype);
   CNNSCALE_CHECK(col.shape() == shape && col.dtype() == plan.dtype, "lowered input {} for {}", col.shape().to_string(),
                  shape.to_string());
   cuda::launch_im2col_nhwc(plan.dtype, g, x.raw(), col.raw(), stream());
+  ++input_lowerings_;
+  if (kept_slot) kept_lowered_input_ = forward ? KeptLowering{&plan, x.raw()} : KeptLowering{};
   return col;
 }
 
@@ -99,7 +122,7 @@ Tensor CudaBackend::lowered_filter(const ConvPlan& plan, const Tensor& w, size_t
 // transposed, with the bias and ReLU in the GEMM's epilogue.
 void CudaBackend::run_lowered_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& bias,
                                       bool relu, const Tensor& y) {
-  const Tensor col = lowered_input(plan, x);
+  const Tensor col = lowered_input(plan, x, /*forward=*/true);
   // Slot 3: slots 0 and 1 may hold the padded operands of the cuDNN form, timed beside this one.
   const Tensor rows = lowered_filter(plan, w, 3);
   linear_forward(col, rows, bias, relu, as_rows(y, col.shape()[0], plan.w_shape.n()));
@@ -109,7 +132,7 @@ void CudaBackend::run_lowered_forward(const ConvPlan& plan, const Tensor& x, con
 // past r*s*c cut off on the way into dw (KRSC).
 void CudaBackend::run_lowered_backward_filter(const ConvPlan& plan, const Tensor& x, const Tensor& dy,
                                               const Tensor& dw) {
-  const Tensor col = lowered_input(plan, x);
+  const Tensor col = lowered_input(plan, x, /*forward=*/false);
   const int64_t k = plan.w_shape.n(), field = lowered_field(plan), cols = col.shape()[1];
   const Tensor dy_rows = as_rows(dy, col.shape()[0], k);
   if (cols == field) return linear_backward_params(col, dy_rows, as_rows(dw, k, cols), Tensor());
@@ -131,12 +154,14 @@ bool CudaBackend::width_lowering_fits(const Shape& lowered_x, const Shape& x, DT
 // (n, h) gets the S kernel columns' C channels side by side, which is the width-lowered input
 // (N, H, Q, Cl) channels-last (backend/width_lowering.hpp), zeros in the padding and past S*C.
 // The filter gradient reuses what the forward of the same plan and x left in the kept slot
-// (width_input_kept_); in a trial, slot 8 is a transient buffer, which neither keeps nor reuses.
+// (kept_width_input_), in its trial too; a forward in a trial lowers into the trial's transient
+// slot, which keeps nothing.
 Tensor CudaBackend::width_lowered_input(const ConvPlan& plan, const Tensor& x, bool forward) {
   const ConvPlan& l = *plan.width_lowered;
-  const bool kept_slot = !trial_staging_[8].defined();
-  if (!forward && kept_slot && width_input_kept_.plan == &plan && width_input_kept_.x == x.raw())
-    return staging(8, l.x_shape, plan.dtype).as_layout(Layout::NHWC);
+  if (!forward)
+    if (Tensor kept = kept_lowering(kept_width_input_, kWidthInputSlot, plan, x, l.x_shape); kept.defined())
+      return kept.as_layout(Layout::NHWC);
+  const bool kept_slot = !trial_staging_[kWidthInputSlot].defined();
   const ConvParams& p = plan.params;
   cuda::Im2colShape g;
   g.n = plan.x_shape.n() * plan.x_shape.h();
@@ -151,9 +176,10 @@ Tensor CudaBackend::width_lowered_input(const ConvPlan& plan, const Tensor& x, b
   g.oh = 1;
   g.ow = l.x_shape.w();
   g.cols = l.channels;
-  const Tensor xl = staging(8, l.x_shape, plan.dtype).as_layout(Layout::NHWC);
+  const Tensor xl = staging(kWidthInputSlot, l.x_shape, plan.dtype).as_layout(Layout::NHWC);
   cuda::launch_im2col_nhwc(plan.dtype, g, x.raw(), xl.raw(), stream());
-  if (kept_slot) width_input_kept_ = forward ? WidthInputKept{&plan, x.raw()} : WidthInputKept{};
+  ++input_lowerings_;
+  if (kept_slot) kept_width_input_ = forward ? KeptLowering{&plan, x.raw()} : KeptLowering{};
   return xl;
 }
 
