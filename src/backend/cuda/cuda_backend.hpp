@@ -9,6 +9,7 @@
 #include <cudnn.h>
 
 #include <array>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -169,6 +170,14 @@ struct ConvPlan {
   bool serves_width_lowering = false;
   Choice fwd_width_lowered = Choice::Unsearched, fwd_bias_relu_width_lowered = Choice::Unsearched,
          bwd_filter_width_lowered = Choice::Unsearched;
+  // A forward's timed trial of the lowered or width-lowered form: which decision it made and the two
+  // medians (ms, the form as otherwise first). Where it kept the other form, the filter gradient's
+  // trial weighs both directions together and may switch the forward to the form (noted_trial).
+  struct FormTrial {
+    Choice ConvPlan::*decision = nullptr;
+    float other_ms = 0, form_ms = 0;
+  };
+  FormTrial fwd_lowered_trial, fwd_width_trial;
 };
 
 class CudaBackend final : public Backend {
@@ -429,10 +438,40 @@ class CudaBackend final : public Backend {
   bool form_measures_faster(const char* op, const ConvPlan& plan, const StagingSlots& slots, const char* other_name,
                             RunOther&& run_other, const char* form_name, RunForm&& run_form, log::Level failure);
   // Whether run_b() measures faster than run_a() (each run once untimed, then the median of timed
-  // runs), logged under the two names.
+  // runs), logged under the two names; it takes the notes of the trial (trial_notes_) first.
   template <typename RunA, typename RunB>
   bool second_measures_faster(const char* op, const ConvPlan& plan, const char* a_name, RunA&& run_a,
                               const char* b_name, RunB&& run_b);
+  // What the trial of a lowered or width-lowered form notes beside its answer. A forward's records its
+  // times in `record`. A filter gradient's, where its forward's trial (`forward`) kept the other form,
+  // also times `lower` (the input's lowering copy) alone and weighs the two directions together: the
+  // forward as it runs with the faster filter gradient, against the forward switched to the form and
+  // a filter gradient that reads its lowering instead of copying it (kept_lowered_input_); `flip`
+  // says the switch wins. Each direction decided alone would miss that: the gait ResNet's conv1
+  // forward alone is faster padded to 56 channels than width-lowered, its filter gradient much
+  // slower unless the forward's lowering is there to read.
+  struct TrialNotes {
+    ConvPlan::FormTrial* record = nullptr;
+    const ConvPlan::FormTrial* forward = nullptr;
+    std::function<void()> lower;
+    bool recorded = false, flip = false;
+  };
+  TrialNotes* trial_notes_ = nullptr;  // taken by the next second_measures_faster
+  // A forward that a filter gradient's trial switched to its form: run once (prime_switched_forward)
+  // at the end of that filter gradient's call, outside every trial, on scratch buffers outside the
+  // memory count, so that what the form keeps (staging, workspace) is made there and not in the
+  // next step, which the trainer may capture as a CUDA graph.
+  struct SwitchedForward {
+    ConvPlan* plan = nullptr;
+    ConvPlan::Choice ConvPlan::*decision = nullptr;
+  } switched_forward_;
+  void prime_switched_forward(const Tensor& x);
+  // Runs trial() (a form's measured trial for `decision` of `plan`) with its notes: for a forward,
+  // the times go to plan.*forward_trial; for the filter gradient (`lower` given) the forward's
+  // decision there may switch to the form. Returns whether the form runs.
+  template <typename Trial>
+  bool noted_trial(ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision, ConvPlan::FormTrial ConvPlan::*forward_trial,
+                   const std::function<void()>& lower, Trial&& trial);
   // `t` reordered into staging `slot` in memory order `to` (cudnnTransformTensor); reorder() into
   // a given tensor.
   Tensor reordered(size_t slot, const Tensor& t, Layout to);
@@ -453,9 +492,10 @@ class CudaBackend final : public Backend {
   // (lowered_measures_faster).
   template <typename RunCudnn, typename RunLowered>
   bool lowered_measures_faster(const char* op, const ConvPlan& plan, RunCudnn&& run_cudnn, RunLowered&& run_lowered);
+  // `lower`, for the filter gradient only: x's lowering alone (noted_trial).
   template <typename RunCudnn, typename RunLowered>
   void run_faster_form(const char* op, ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision, RunCudnn&& run_cudnn,
-                       RunLowered&& run_lowered);
+                       RunLowered&& run_lowered, const std::function<void()>& lower = {});
   // Whether a width-lowered input of `lowered_x` for x (in `dtype`) is within the form's bounds.
   static bool width_lowering_fits(const Shape& lowered_x, const Shape& x, DType dtype);
   // The width-lowered form (width_lowering): x lowered into staging slot 8, the filter's rows padded
@@ -472,7 +512,7 @@ class CudaBackend final : public Backend {
   // both forms in transient staging).
   template <typename RunOther, typename RunWidth>
   void run_faster_width(const char* op, ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision, RunOther&& run_other,
-                        RunWidth&& run_width);
+                        RunWidth&& run_width, const std::function<void()>& lower = {});
   // Times the fused bias+ReLU graph plans for `plan` against its forward, bias and ReLU apart.
   void search_bias_relu(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
   void run_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx);

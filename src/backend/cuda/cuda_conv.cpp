@@ -212,6 +212,8 @@ void CudaBackend::run_channels_first(ConvPlan& plan, ConvAlgoChoice ConvPlan::*a
 template <typename RunA, typename RunB>
 bool CudaBackend::second_measures_faster(const char* op, const ConvPlan& plan, const char* a_name, RunA&& run_a,
                                          const char* b_name, RunB&& run_b) {
+  // This trial's notes, taken before the untimed calls below run any nested trial.
+  TrialNotes* notes = std::exchange(trial_notes_, nullptr);
   EventPair ev;
   // One untimed call of each first (kernels loaded, staging grown, nested choices made), then the
   // medians.
@@ -225,6 +227,22 @@ bool CudaBackend::second_measures_faster(const char* op, const ConvPlan& plan, c
   const float a_ms = timed(run_a), b_ms = timed(run_b);
   log::debug("{} x {} w {}: {} {:.3f} ms, {} {:.3f} ms; {} runs", op, plan.x_shape.to_string(),
              plan.w_shape.to_string(), a_name, a_ms, b_name, b_ms, b_ms < a_ms ? b_name : a_name);
+  if (notes && notes->record) {
+    notes->record->other_ms = a_ms;
+    notes->record->form_ms = b_ms;
+    notes->recorded = true;
+  }
+  if (notes && notes->forward && notes->lower) {
+    const float copy_ms = timed(notes->lower);
+    const float as_is = notes->forward->other_ms + std::min(a_ms, b_ms);
+    const float switched = notes->forward->form_ms + std::max(0.0f, b_ms - copy_ms);
+    notes->flip = switched < as_is;
+    log::debug("{} x {} w {}: with the forward, {:.3f} ms as it runs, {:.3f} ms with both {} (the copy {:.3f} ms "
+               "once); {}",
+               op, plan.x_shape.to_string(), plan.w_shape.to_string(), as_is, switched, b_name, copy_ms,
+               notes->flip ? "the forward switches to it" : "the forward stays");
+    if (notes->flip) return true;
+  }
   return b_ms < a_ms;
 }
 
@@ -383,14 +401,76 @@ bool CudaBackend::lowered_measures_faster(const char* op, const ConvPlan& plan, 
   return second_measures_faster(op, plan, "cuDNN", run_cudnn, "lowered (im2col + GEMM)", run_lowered);
 }
 
+template <typename Trial>
+bool CudaBackend::noted_trial(ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision,
+                              ConvPlan::FormTrial ConvPlan::*forward_trial, const std::function<void()>& lower,
+                              Trial&& trial) {
+  ConvPlan::FormTrial& forward = plan.*forward_trial;
+  // The lowered form, decided first, runs the forward where it won: the width-lowered one then
+  // never does, whatever its decision says.
+  const bool outranked =
+      (forward.decision == &ConvPlan::fwd_width_lowered && plan.fwd_lowered == ConvPlan::Choice::Yes) ||
+      (forward.decision == &ConvPlan::fwd_bias_relu_width_lowered &&
+       plan.fwd_bias_relu_lowered == ConvPlan::Choice::Yes);
+  TrialNotes notes;
+  if (!lower)
+    notes.record = &forward;
+  else if (forward.decision && plan.*forward.decision == ConvPlan::Choice::No && !outranked) {
+    notes.forward = &forward;
+    notes.lower = lower;
+  }
+  trial_notes_ = &notes;
+  struct Clear {
+    CudaBackend& b;
+    ~Clear() { b.trial_notes_ = nullptr; }  // a trial that ended before timing took none
+  } clear{*this};
+  const bool form = trial();
+  if (notes.recorded) forward.decision = decision;
+  if (notes.flip) {
+    plan.*forward.decision = ConvPlan::Choice::Yes;
+    switched_forward_ = {&plan, forward.decision};
+  }
+  return form;
+}
+
+void CudaBackend::prime_switched_forward(const Tensor& x) {
+  const SwitchedForward f = std::exchange(switched_forward_, {});
+  const ConvPlan& plan = *f.plan;
+  const bool bias_relu =
+      f.decision == &ConvPlan::fwd_bias_relu_lowered || f.decision == &ConvPlan::fwd_bias_relu_width_lowered;
+  const size_t size = dtype_size(plan.dtype);
+  const int64_t k = plan.y_shape.c();
+  // SearchBuffer asks for at least 1 MiB and may get less than asked: then the next forward makes
+  // what the form keeps, as any first call does.
+  auto bytes = [&](int64_t n) { return std::max(static_cast<size_t>(n) * size, size_t{1} << 20); };
+  SearchBuffer wb(bytes(plan.w_shape.numel()), stream()), yb(bytes(plan.y_shape.numel()), stream()),
+      bb(bytes(k), stream());
+  if (wb.bytes() < bytes(plan.w_shape.numel()) || yb.bytes() < bytes(plan.y_shape.numel()) || bb.bytes() < bytes(k)) {
+    log::debug("x {} w {}: no memory to run the switched forward ahead", plan.x_shape.to_string(),
+               plan.w_shape.to_string());
+    return;
+  }
+  auto scratch = [&](const SearchBuffer& b, const Shape& shape) {
+    CUDA_CHECK(cudaMemsetAsync(b.ptr(), 0, b.bytes(), stream()));
+    return Tensor(std::make_shared<Storage>(b.ptr(), b.bytes(), device(), nullptr), 0, shape, plan.dtype);
+  };
+  const Tensor w = scratch(wb, plan.w_shape).as_layout(plan.layout), y = scratch(yb, plan.y_shape).as_layout(plan.layout);
+  if (bias_relu)
+    conv_forward_bias_relu(plan.params, x, w, scratch(bb, Shape{k}), y);
+  else
+    conv_forward(plan.params, x, w, y);
+}
+
 template <typename RunCudnn, typename RunLowered>
 void CudaBackend::run_faster_form(const char* op, ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision,
-                                  RunCudnn&& run_cudnn, RunLowered&& run_lowered) {
+                                  RunCudnn&& run_cudnn, RunLowered&& run_lowered, const std::function<void()>& lower) {
   run_chosen(
       plan, decision,
       [&] {
-        return lowerable(plan) && (options_.conv_lowering == ConvLowering::Always ||
-                                   lowered_measures_faster(op, plan, run_cudnn, run_lowered));
+        return lowerable(plan) &&
+               (options_.conv_lowering == ConvLowering::Always ||
+                noted_trial(plan, decision, &ConvPlan::fwd_lowered_trial, lower,
+                            [&] { return lowered_measures_faster(op, plan, run_cudnn, run_lowered); }));
       },
       run_cudnn, run_lowered);
 }
@@ -399,7 +479,7 @@ void CudaBackend::run_faster_form(const char* op, ConvPlan& plan, ConvPlan::Choi
 
 template <typename RunOther, typename RunWidth>
 void CudaBackend::run_faster_width(const char* op, ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision,
-                                   RunOther&& run_other, RunWidth&& run_width) {
+                                   RunOther&& run_other, RunWidth&& run_width, const std::function<void()>& lower) {
   run_chosen(
       plan, decision,
       [&] {
@@ -408,9 +488,11 @@ void CudaBackend::run_faster_width(const char* op, ConvPlan& plan, ConvPlan::Cho
         // warning: one of another kind than a shape cuDNN does not serve would otherwise hide.
         return plan.width_lowered &&
                (options_.width_lowering == ConvWidthLowering::Always ||
-                form_measures_faster(op, plan, TrialStaging::inner_form_slots(plan, true, true), "as otherwise",
-                                     run_other, "width-lowered (R x 1 over S*C channels)", run_width,
-                                     log::Level::Warn));
+                noted_trial(plan, decision, &ConvPlan::fwd_width_trial, lower, [&] {
+                  return form_measures_faster(op, plan, TrialStaging::inner_form_slots(plan, true, true),
+                                              "as otherwise", run_other, "width-lowered (R x 1 over S*C channels)",
+                                              run_width, log::Level::Warn);
+                }));
       },
       run_other, run_width);
 }
@@ -572,11 +654,16 @@ void CudaBackend::conv_backward_filter(const ConvParams& p, const Tensor& x, con
                      });
   };
   auto width_or_cudnn = [&] {
-    run_faster_width("conv_backward_filter", plan, &ConvPlan::bwd_filter_width_lowered, cudnn_in_faster_order,
-                     [&] { run_width_lowered_backward_filter(plan, x, dy, dw); });
+    run_faster_width(
+        "conv_backward_filter", plan, &ConvPlan::bwd_filter_width_lowered, cudnn_in_faster_order,
+        [&] { run_width_lowered_backward_filter(plan, x, dy, dw); },
+        [&] { width_lowered_input(plan, x, /*forward=*/true); });
   };
-  run_faster_form("conv_backward_filter", plan, &ConvPlan::bwd_filter_lowered, width_or_cudnn,
-                  [&] { run_lowered_backward_filter(plan, x, dy, dw); });
+  run_faster_form(
+      "conv_backward_filter", plan, &ConvPlan::bwd_filter_lowered, width_or_cudnn,
+      [&] { run_lowered_backward_filter(plan, x, dy, dw); }, [&] { lowered_input(plan, x, /*forward=*/true); });
+  // Not in the nested call of a width-lowered plan: this call's own staging is done with here.
+  if (switched_forward_.plan == &plan) prime_switched_forward(x);
 }
 
 // ---- what ran ------------------------------------------------------------------------------------
