@@ -149,7 +149,8 @@ struct ConvPlan {
   std::shared_ptr<cuda::ConvGraphPlan> fwd_bias_relu;
   bool fwd_bias_relu_searched = false;
   // Whether the lowered form (CudaBackendOptions::conv_lowering) runs each of conv_forward,
-  // conv_forward_bias_relu and conv_backward_filter for this shape: measured at its first call.
+  // conv_forward_bias_relu and conv_backward_filter for this shape: measured at its first call (a
+  // forward's No may turn Yes at the filter gradient's first call, which weighs both: FormTrial).
   enum class Choice { Unsearched, No, Yes };
   Choice fwd_lowered = Choice::Unsearched, fwd_bias_relu_lowered = Choice::Unsearched,
           bwd_filter_lowered = Choice::Unsearched;
