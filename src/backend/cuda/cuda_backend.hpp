@@ -179,6 +179,14 @@ struct ConvPlan {
     float other_ms = 0, form_ms = 0;
   };
   FormTrial fwd_lowered_trial, fwd_width_trial;
+  // What a filter gradient may count on finding its forward's lowering by: the kept slots' write
+  // counts when this plan's forward last began (CudaBackend::kept_slot_writes_), and how many
+  // forwards of the plan ran since its last filter gradient (more than one: layers of one shape
+  // share the plan, and only the last forward's lowering can still be there). The filter gradient
+  // sets sole_user from the count as it begins.
+  std::array<uint64_t, 2> slot_writes_at_forward{};
+  int forwards_since_filter_gradient = 0;
+  bool sole_user = false;
 };
 
 class CudaBackend final : public Backend {
@@ -451,20 +459,25 @@ class CudaBackend final : public Backend {
   // says the switch wins. Each direction decided alone would miss that: the gait ResNet's conv1
   // forward alone is faster padded to 56 channels than width-lowered, its filter gradient much
   // slower unless the forward's lowering is there to read.
+  // `form_alone` says what the filter gradient's decision would be without the switch.
   struct TrialNotes {
     ConvPlan::FormTrial* record = nullptr;
     const ConvPlan::FormTrial* forward = nullptr;
     std::function<void()> lower;
-    bool recorded = false, flip = false;
+    bool recorded = false, flip = false, form_alone = false;
   };
   TrialNotes* trial_notes_ = nullptr;  // taken by the next second_measures_faster
   // A forward that a filter gradient's trial switched to its form: run once (prime_switched_forward)
   // at the end of that filter gradient's call, outside every trial, on scratch buffers outside the
   // memory count, so that what the form keeps (staging, workspace) is made there and not in the
   // next step, which the trainer may capture as a CUDA graph.
+  // Where that run fails or finds no scratch memory, the switch is undone: the forward keeps its
+  // form and the filter gradient's decision is what its own times said (`filter_alone`).
   struct SwitchedForward {
     ConvPlan* plan = nullptr;
     ConvPlan::Choice ConvPlan::*decision = nullptr;
+    ConvPlan::Choice ConvPlan::*filter_decision = nullptr;
+    bool filter_alone = false;
   } switched_forward_;
   void prime_switched_forward(const Tensor& x);
   // Runs trial() (a form's measured trial for `decision` of `plan`) with its notes: for a forward,
@@ -575,12 +588,15 @@ class CudaBackend final : public Backend {
   };
   static constexpr size_t kLoweredInputSlot = 4, kWidthInputSlot = 8;
   KeptLowering kept_lowered_input_, kept_width_input_;
+  // Writes to the two kept slots so far ([0] lowered, [1] width-lowered), for ConvPlan's stamps.
+  std::array<uint64_t, 2> kept_slot_writes_{};
   int64_t input_lowerings_ = 0;  // im2col passes of either form: input_lowerings()
   // The kept slot's tensor if `kept` says it holds the lowering of x for plan; else undefined.
   Tensor kept_lowering(const KeptLowering& kept, size_t slot, const ConvPlan& plan, const Tensor& x,
                        const Shape& shape) const;
-  // A forward of `plan` is about to run: what it left in either slot may not be refreshed.
-  void forget_kept_lowerings(const ConvPlan* plan);
+  // A forward of `plan` is about to run: what it left in either slot may not be refreshed; the
+  // plan's stamps and forward count are taken.
+  void forward_begins(ConvPlan& plan);
   // Set during a timed trial of a convolution form (channels-first, width-lowered, and the lowered
   // form's trial of a plan that has either): transient buffers that staging() hands out for these
   // slots instead, uncounted, as cuDNN's search workspace is.

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/conv_form_choice.hpp"
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/cuda_conv_timing.hpp"
@@ -234,12 +235,12 @@ bool CudaBackend::second_measures_faster(const char* op, const ConvPlan& plan, c
   }
   if (notes && notes->forward && notes->lower) {
     const float copy_ms = timed(notes->lower);
-    const float as_is = notes->forward->other_ms + std::min(a_ms, b_ms);
-    const float switched = notes->forward->form_ms + std::max(0.0f, b_ms - copy_ms);
-    notes->flip = switched < as_is;
+    const FormSwitch w = weigh_forward_switch({notes->forward->other_ms, notes->forward->form_ms, a_ms, b_ms, copy_ms});
+    notes->flip = w.switches();
+    notes->form_alone = b_ms < a_ms;
     log::debug("{} x {} w {}: with the forward, {:.3f} ms as it runs, {:.3f} ms with both {} (the copy {:.3f} ms "
                "once); {}",
-               op, plan.x_shape.to_string(), plan.w_shape.to_string(), as_is, switched, b_name, copy_ms,
+               op, plan.x_shape.to_string(), plan.w_shape.to_string(), w.as_is, w.switched, b_name, copy_ms,
                notes->flip ? "the forward switches to it" : "the forward stays");
     if (notes->flip) return true;
   }
@@ -343,7 +344,7 @@ const ConvPlan* CudaBackend::find_conv_plan(const ConvParams& p, const Shape& x,
 void CudaBackend::conv_forward(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y) {
   const ForwardOperands f =
       forward_operands(p, x, w, y, &ConvPlan::fwd_lowered, &ConvPlan::fwd_channels_first, &ConvPlan::fwd_width_lowered);
-  forget_kept_lowerings(f.given);  // this forward may not lower x again
+  forward_begins(*f.given);  // this forward may not lower x again
   auto cudnn = [&] {
     run_faster_order(
         "conv_forward", *f.given, &ConvPlan::fwd_channels_first, [&] { run_conv_forward(*f.plan, f.x, f.w, y); },
@@ -412,10 +413,19 @@ bool CudaBackend::noted_trial(ConvPlan& plan, ConvPlan::Choice ConvPlan::*decisi
       (forward.decision == &ConvPlan::fwd_width_lowered && plan.fwd_lowered == ConvPlan::Choice::Yes) ||
       (forward.decision == &ConvPlan::fwd_bias_relu_width_lowered &&
        plan.fwd_bias_relu_lowered == ConvPlan::Choice::Yes);
+  // The switch counts on the forward's lowering being there at the filter gradient: one layer on
+  // the plan, and no other write to the slot between its forward and this call (in backward order,
+  // a later layer's switched forward has run ahead by then: prime_switched_forward).
+  const size_t slot = forward_trial == &ConvPlan::fwd_width_trial ? 1 : 0;
+  const bool lowering_survives = plan.sole_user && kept_slot_writes_[slot] == plan.slot_writes_at_forward[slot];
+  // A width-lowered trial nested in this plan's lowered one (in its untimed first call) does not
+  // switch the forward: the lowered trial may yet choose its own form, whose forward comes first.
+  const bool nested_in_lowered = slot == 1 && lowered_search_plan_ == &plan;
   TrialNotes notes;
   if (!lower)
     notes.record = &forward;
-  else if (forward.decision && plan.*forward.decision == ConvPlan::Choice::No && !outranked) {
+  else if (forward.decision && plan.*forward.decision == ConvPlan::Choice::No && !outranked && lowering_survives &&
+           !nested_in_lowered) {
     notes.forward = &forward;
     notes.lower = lower;
   }
@@ -428,7 +438,7 @@ bool CudaBackend::noted_trial(ConvPlan& plan, ConvPlan::Choice ConvPlan::*decisi
   if (notes.recorded) forward.decision = decision;
   if (notes.flip) {
     plan.*forward.decision = ConvPlan::Choice::Yes;
-    switched_forward_ = {&plan, forward.decision};
+    switched_forward_ = {&plan, forward.decision, decision, notes.form_alone};
   }
   return form;
 }
@@ -445,20 +455,29 @@ void CudaBackend::prime_switched_forward(const Tensor& x) {
   auto bytes = [&](int64_t n) { return std::max(static_cast<size_t>(n) * size, size_t{1} << 20); };
   SearchBuffer wb(bytes(plan.w_shape.numel()), stream()), yb(bytes(plan.y_shape.numel()), stream()),
       bb(bytes(k), stream());
-  if (wb.bytes() < bytes(plan.w_shape.numel()) || yb.bytes() < bytes(plan.y_shape.numel()) || bb.bytes() < bytes(k)) {
-    log::debug("x {} w {}: no memory to run the switched forward ahead", plan.x_shape.to_string(),
-               plan.w_shape.to_string());
-    return;
-  }
+  ConvPlan& mutable_plan = *f.plan;
+  auto undo = [&](const std::string& why) {
+    log::debug("x {} w {}: the forward keeps its form ({})", plan.x_shape.to_string(), plan.w_shape.to_string(), why);
+    mutable_plan.*f.decision = ConvPlan::Choice::No;
+    mutable_plan.*f.filter_decision = f.filter_alone ? ConvPlan::Choice::Yes : ConvPlan::Choice::No;
+  };
+  if (wb.bytes() < bytes(plan.w_shape.numel()) || yb.bytes() < bytes(plan.y_shape.numel()) || bb.bytes() < bytes(k))
+    return undo("no scratch memory to run it ahead");
   auto scratch = [&](const SearchBuffer& b, const Shape& shape) {
     CUDA_CHECK(cudaMemsetAsync(b.ptr(), 0, b.bytes(), stream()));
     return Tensor(std::make_shared<Storage>(b.ptr(), b.bytes(), device(), nullptr), 0, shape, plan.dtype);
   };
-  const Tensor w = scratch(wb, plan.w_shape).as_layout(plan.layout), y = scratch(yb, plan.y_shape).as_layout(plan.layout);
-  if (bias_relu)
-    conv_forward_bias_relu(plan.params, x, w, scratch(bb, Shape{k}), y);
-  else
-    conv_forward(plan.params, x, w, y);
+  try {
+    const Tensor w = scratch(wb, plan.w_shape).as_layout(plan.layout);
+    const Tensor y = scratch(yb, plan.y_shape).as_layout(plan.layout);
+    if (bias_relu)
+      conv_forward_bias_relu(plan.params, x, w, scratch(bb, Shape{k}), y);
+    else
+      conv_forward(plan.params, x, w, y);
+    --mutable_plan.forwards_since_filter_gradient;  // not a layer's forward
+  } catch (const RuntimeError& e) {
+    undo(e.what());
+  }
 }
 
 template <typename RunCudnn, typename RunLowered>
@@ -545,7 +564,7 @@ void CudaBackend::conv_forward_bias_relu(const ConvParams& p, const Tensor& x, c
       forward_operands(p, x, w, y, &ConvPlan::fwd_bias_relu_lowered, &ConvPlan::fwd_bias_relu_channels_first,
                        &ConvPlan::fwd_bias_relu_width_lowered);
   ConvPlan& plan = *f.plan;
-  forget_kept_lowerings(f.given);  // this forward may not lower x again
+  forward_begins(*f.given);  // this forward may not lower x again
   if (!plan.fwd_bias_relu_searched && f.given->fwd_bias_relu_lowered != ConvPlan::Choice::Yes &&
       f.given->fwd_bias_relu_channels_first != ConvPlan::Choice::Yes &&
       f.given->fwd_bias_relu_width_lowered != ConvPlan::Choice::Yes)
@@ -625,6 +644,7 @@ void CudaBackend::conv_backward_filter(const ConvParams& p, const Tensor& x, con
   activate();
   ConvPlan& plan = conv_plan("conv_backward_filter", p, x.shape(), dw.shape(), x.dtype(),
                              conv_layout("conv_backward_filter", x, dw, dy));
+  plan.sole_user = std::exchange(plan.forwards_since_filter_gradient, 0) <= 1;
   cuda::expect_shape("conv_backward_filter", "dy", dy, plan.y_shape);
   const int64_t c = plan.padded ? plan.padded->channels : 0;
   Tensor xp, dwp;

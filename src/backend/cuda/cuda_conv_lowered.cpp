@@ -69,9 +69,11 @@ Tensor CudaBackend::kept_lowering(const KeptLowering& kept, size_t slot, const C
   return Tensor(held.storage(), 0, shape, plan.dtype);
 }
 
-void CudaBackend::forget_kept_lowerings(const ConvPlan* plan) {
-  if (kept_lowered_input_.plan == plan) kept_lowered_input_ = {};
-  if (kept_width_input_.plan == plan) kept_width_input_ = {};
+void CudaBackend::forward_begins(ConvPlan& plan) {
+  if (kept_lowered_input_.plan == &plan) kept_lowered_input_ = {};
+  if (kept_width_input_.plan == &plan) kept_width_input_ = {};
+  plan.slot_writes_at_forward = kept_slot_writes_;
+  ++plan.forwards_since_filter_gradient;
 }
 
 // The forward's lowering goes to staging slot 4, or in its timed trial to the trial's transient
@@ -79,7 +81,9 @@ void CudaBackend::forget_kept_lowerings(const ConvPlan* plan) {
 // there is one, in its trial too (kept_lowered_input_).
 Tensor CudaBackend::lowered_input(const ConvPlan& plan, const Tensor& x, bool forward) {
   const Shape shape = lowered_shape(plan);
-  if (!forward)
+  const bool in_trial = lowered_search_plan_ == &plan && lowered_search_input_.defined();
+  // A trial counts on the kept lowering only where later steps will find it too (sole_user).
+  if (!forward && (plan.sole_user || !in_trial))
     if (Tensor kept = kept_lowering(kept_lowered_input_, kLoweredInputSlot, plan, x, shape); kept.defined())
       return kept;
   const ConvParams& p = plan.params;
@@ -99,14 +103,16 @@ Tensor CudaBackend::lowered_input(const ConvPlan& plan, const Tensor& x, bool fo
   g.oh = plan.y_shape.h();
   g.ow = plan.y_shape.w();
   g.cols = shape[1];
-  const bool in_trial = lowered_search_plan_ == &plan && lowered_search_input_.defined();
   const bool kept_slot = !in_trial && !trial_staging_[kLoweredInputSlot].defined();
   Tensor col = in_trial ? lowered_search_input_ : staging(kLoweredInputSlot, shape, plan.dtype);
   CNNSCALE_CHECK(col.shape() == shape && col.dtype() == plan.dtype, "lowered input {} for {}", col.shape().to_string(),
                  shape.to_string());
   cuda::launch_im2col_nhwc(plan.dtype, g, x.raw(), col.raw(), stream());
   ++input_lowerings_;
-  if (kept_slot) kept_lowered_input_ = forward ? KeptLowering{&plan, x.raw()} : KeptLowering{};
+  if (kept_slot) {
+    kept_lowered_input_ = forward ? KeptLowering{&plan, x.raw()} : KeptLowering{};
+    ++kept_slot_writes_[0];
+  }
   return col;
 }
 
@@ -158,10 +164,10 @@ bool CudaBackend::width_lowering_fits(const Shape& lowered_x, const Shape& x, DT
 // slot, which keeps nothing.
 Tensor CudaBackend::width_lowered_input(const ConvPlan& plan, const Tensor& x, bool forward) {
   const ConvPlan& l = *plan.width_lowered;
-  if (!forward)
+  const bool kept_slot = !trial_staging_[kWidthInputSlot].defined();
+  if (!forward && (plan.sole_user || kept_slot))
     if (Tensor kept = kept_lowering(kept_width_input_, kWidthInputSlot, plan, x, l.x_shape); kept.defined())
       return kept.as_layout(Layout::NHWC);
-  const bool kept_slot = !trial_staging_[kWidthInputSlot].defined();
   const ConvParams& p = plan.params;
   cuda::Im2colShape g;
   g.n = plan.x_shape.n() * plan.x_shape.h();
@@ -179,7 +185,10 @@ Tensor CudaBackend::width_lowered_input(const ConvPlan& plan, const Tensor& x, b
   const Tensor xl = staging(kWidthInputSlot, l.x_shape, plan.dtype).as_layout(Layout::NHWC);
   cuda::launch_im2col_nhwc(plan.dtype, g, x.raw(), xl.raw(), stream());
   ++input_lowerings_;
-  if (kept_slot) kept_width_input_ = forward ? KeptLowering{&plan, x.raw()} : KeptLowering{};
+  if (kept_slot) {
+    kept_width_input_ = forward ? KeptLowering{&plan, x.raw()} : KeptLowering{};
+    ++kept_slot_writes_[1];
+  }
   return xl;
 }
 
