@@ -25,6 +25,7 @@ namespace cnnscale {
 
 namespace cuda {
 struct CudaTimingEvent;  // cuda_timing_event.hpp
+struct Im2colShape;      // cuda_kernels.hpp
 }  // namespace cuda
 
 // Whether channels-last convolutions also run lowered (im2col, then a GEMM; CudaBackendOptions).
@@ -180,7 +181,7 @@ struct ConvPlan {
   };
   FormTrial fwd_lowered_trial, fwd_width_trial;
   // What a filter gradient may count on finding its forward's lowering by: the kept slots' write
-  // counts when this plan's forward last began (CudaBackend::kept_slot_writes_), and how many
+  // counts when this plan's forward last began (CudaBackend::kept_, by KeptForm), and how many
   // forwards of the plan ran since its last filter gradient (more than one: layers of one shape
   // share the plan, and only the last forward's lowering can still be there). The filter gradient
   // sets sole_user from the count as it begins.
@@ -455,7 +456,7 @@ class CudaBackend final : public Backend {
   // times in `record`. A filter gradient's, where its forward's trial (`forward`) kept the other form,
   // also times `lower` (the input's lowering copy) alone and weighs the two directions together: the
   // forward as it runs with the faster filter gradient, against the forward switched to the form and
-  // a filter gradient that reads its lowering instead of copying it (kept_lowered_input_); `flip`
+  // a filter gradient that reads its lowering instead of copying it (kept_); `flip`
   // says the switch wins. Each direction decided alone would miss that: the gait ResNet's conv1
   // forward alone is faster padded to 56 channels than width-lowered, its filter gradient much
   // slower unless the forward's lowering is there to read.
@@ -495,7 +496,7 @@ class CudaBackend final : public Backend {
   // rows (a view of w, or a zero-padded copy in staging `slot`); the two directions.
   bool lowerable(const ConvPlan& plan) const;
   static Shape lowered_shape(const ConvPlan& plan);  // (n*oh*ow, the field padded to whole 16-byte rows)
-  // Likewise for the lowered form, slot 4 (kept_lowered_input_).
+  // Likewise for the lowered form, slot 4 (kept_).
   Tensor lowered_input(const ConvPlan& plan, const Tensor& x, bool forward);
   Tensor lowered_filter(const ConvPlan& plan, const Tensor& w, size_t slot);
   void run_lowered_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& bias, bool relu,
@@ -516,7 +517,7 @@ class CudaBackend final : public Backend {
   // into slot 9; the forward (with the bias and ReLU where `bias` is given) and the filter gradient
   // (through slot 9) run as plan.width_lowered's own convolutions, searched and formed as any.
   // A forward's lowered input stays in slot 8 for the filter gradient of the same plan and x that
-  // follows it (kept_width_input_): `forward` says which of the two asks.
+  // follows it (kept_): `forward` says which of the two asks.
   Tensor width_lowered_input(const ConvPlan& plan, const Tensor& x, bool forward);
   void run_width_lowered_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor* bias,
                                  const Tensor& y);
@@ -575,25 +576,28 @@ class CudaBackend final : public Backend {
   // Reserve space of channels-last batch norm, from each training forward to its backward, by x.
   std::map<const void*, Tensor> bn_reserve_;
   std::array<Tensor, 10> staging_;  // see staging()
-  // What the kept lowered-input staging slots hold (kLoweredInputSlot, kWidthInputSlot): the
-  // lowered input that the last forward of `plan` made there from the buffer at `x`. The filter
+  // What the kept lowered-input staging slots hold, one record per form (KeptForm: slot 4 for the
+  // lowered form, 8 for the width-lowered one): the lowered input that the last forward of `plan`
+  // made there from the buffer at `x`, and the slot's writes so far (ConvPlan's stamps). The filter
   // gradient of that plan and x reads it instead of lowering x again (CaffeNet's conv1 at batch 256
   // lowers to 0.57 GB, the gait nets' conv1 width-lowered to 0.58 GB), as backprop keeps x unchanged
   // between a forward and its filter gradient (Backend::conv_backward_filter); so does the filter
   // gradient's timed trial, which then measures the form as training runs it. Any other write to
   // the slot, and any forward of the plan that does not lower, forgets it.
+  enum KeptForm : size_t { kLoweredForm = 0, kWidthForm = 1 };
   struct KeptLowering {
+    size_t slot;
     const ConvPlan* plan = nullptr;
     const void* x = nullptr;
+    uint64_t writes = 0;
   };
-  static constexpr size_t kLoweredInputSlot = 4, kWidthInputSlot = 8;
-  KeptLowering kept_lowered_input_, kept_width_input_;
-  // Writes to the two kept slots so far ([0] lowered, [1] width-lowered), for ConvPlan's stamps.
-  std::array<uint64_t, 2> kept_slot_writes_{};
+  std::array<KeptLowering, 2> kept_{KeptLowering{4}, KeptLowering{8}};
   int64_t input_lowerings_ = 0;  // im2col passes of either form: input_lowerings()
-  // The kept slot's tensor if `kept` says it holds the lowering of x for plan; else undefined.
-  Tensor kept_lowering(const KeptLowering& kept, size_t slot, const ConvPlan& plan, const Tensor& x,
-                       const Shape& shape) const;
+  // The input of `form` for plan: for a filter gradient the kept lowering of x where there is one,
+  // else x lowered by `g` into `into`, which is the form's kept slot outside a trial (recorded there
+  // for a forward) and a transient buffer in one.
+  Tensor lowered_or_kept(KeptForm form, const ConvPlan& plan, const Tensor& x, bool forward,
+                         const cuda::Im2colShape& g, const Tensor& into);
   // A forward of `plan` is about to run: what it left in either slot may not be refreshed; the
   // plan's stamps and forward count are taken.
   void forward_begins(ConvPlan& plan);

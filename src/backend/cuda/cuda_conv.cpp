@@ -416,11 +416,11 @@ bool CudaBackend::noted_trial(ConvPlan& plan, ConvPlan::Choice ConvPlan::*decisi
   // The switch counts on the forward's lowering being there at the filter gradient: one layer on
   // the plan, and no other write to the slot between its forward and this call (in backward order,
   // a later layer's switched forward has run ahead by then: prime_switched_forward).
-  const size_t slot = forward_trial == &ConvPlan::fwd_width_trial ? 1 : 0;
-  const bool lowering_survives = plan.sole_user && kept_slot_writes_[slot] == plan.slot_writes_at_forward[slot];
+  const KeptForm kept = forward_trial == &ConvPlan::fwd_width_trial ? kWidthForm : kLoweredForm;
+  const bool lowering_survives = plan.sole_user && kept_[kept].writes == plan.slot_writes_at_forward[kept];
   // A width-lowered trial nested in this plan's lowered one (in its untimed first call) does not
   // switch the forward: the lowered trial may yet choose its own form, whose forward comes first.
-  const bool nested_in_lowered = slot == 1 && lowered_search_plan_ == &plan;
+  const bool nested_in_lowered = kept == kWidthForm && lowered_search_plan_ == &plan;
   TrialNotes notes;
   if (!lower)
     notes.record = &forward;

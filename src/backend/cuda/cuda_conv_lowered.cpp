@@ -60,32 +60,40 @@ bool CudaBackend::lowerable(const ConvPlan& plan) const {
          elements <= kMaxLoweredGrowth * plan.x_shape.numel();
 }
 
-Tensor CudaBackend::kept_lowering(const KeptLowering& kept, size_t slot, const ConvPlan& plan, const Tensor& x,
-                                  const Shape& shape) const {
-  if (kept.plan != &plan || kept.x != x.raw()) return Tensor();
-  const Tensor& held = staging_[slot];
-  CNNSCALE_CHECK(held.defined() && held.bytes() >= static_cast<size_t>(shape.numel()) * dtype_size(plan.dtype),
-                 "kept lowering in staging slot {} for {}", slot, shape.to_string());
-  return Tensor(held.storage(), 0, shape, plan.dtype);
+Tensor CudaBackend::lowered_or_kept(KeptForm form, const ConvPlan& plan, const Tensor& x, bool forward,
+                                    const cuda::Im2colShape& g, const Tensor& into) {
+  KeptLowering& kept = kept_[form];
+  const Tensor& held = staging_[kept.slot];
+  const bool kept_slot = held.defined() && into.storage() == held.storage();
+  // A trial counts on the kept lowering only where later steps will find it too (sole_user).
+  if (!forward && (plan.sole_user || kept_slot) && kept.plan == &plan && kept.x == x.raw()) {
+    CNNSCALE_CHECK(held.bytes() >= into.bytes(), "kept lowering in staging slot {} for {}", kept.slot,
+                   into.shape().to_string());
+    return Tensor(held.storage(), 0, into.shape(), into.dtype()).as_layout(into.layout());
+  }
+  cuda::launch_im2col_nhwc(plan.dtype, g, x.raw(), into.raw(), stream());
+  ++input_lowerings_;
+  if (kept_slot) {
+    kept.plan = forward ? &plan : nullptr;
+    kept.x = forward ? x.raw() : nullptr;
+    ++kept.writes;
+  }
+  return into;
 }
 
 void CudaBackend::forward_begins(ConvPlan& plan) {
-  if (kept_lowered_input_.plan == &plan) kept_lowered_input_ = {};
-  if (kept_width_input_.plan == &plan) kept_width_input_ = {};
-  plan.slot_writes_at_forward = kept_slot_writes_;
+  for (KeptLowering& kept : kept_) {
+    if (kept.plan == &plan) kept.plan = nullptr;
+    plan.slot_writes_at_forward[&kept - kept_.data()] = kept.writes;
+  }
   ++plan.forwards_since_filter_gradient;
 }
 
 // The forward's lowering goes to staging slot 4, or in its timed trial to the trial's transient
 // buffer (lowered_search_input_); a filter gradient reads the forward's kept lowering of x where
-// there is one, in its trial too (kept_lowered_input_).
+// there is one, in its trial too (lowered_or_kept).
 Tensor CudaBackend::lowered_input(const ConvPlan& plan, const Tensor& x, bool forward) {
   const Shape shape = lowered_shape(plan);
-  const bool in_trial = lowered_search_plan_ == &plan && lowered_search_input_.defined();
-  // A trial counts on the kept lowering only where later steps will find it too (sole_user).
-  if (!forward && (plan.sole_user || !in_trial))
-    if (Tensor kept = kept_lowering(kept_lowered_input_, kLoweredInputSlot, plan, x, shape); kept.defined())
-      return kept;
   const ConvParams& p = plan.params;
   cuda::Im2colShape g;
   g.n = plan.x_shape.n();
@@ -103,17 +111,11 @@ Tensor CudaBackend::lowered_input(const ConvPlan& plan, const Tensor& x, bool fo
   g.oh = plan.y_shape.h();
   g.ow = plan.y_shape.w();
   g.cols = shape[1];
-  const bool kept_slot = !in_trial && !trial_staging_[kLoweredInputSlot].defined();
-  Tensor col = in_trial ? lowered_search_input_ : staging(kLoweredInputSlot, shape, plan.dtype);
+  const bool in_trial = lowered_search_plan_ == &plan && lowered_search_input_.defined();
+  const Tensor col = in_trial ? lowered_search_input_ : staging(kept_[kLoweredForm].slot, shape, plan.dtype);
   CNNSCALE_CHECK(col.shape() == shape && col.dtype() == plan.dtype, "lowered input {} for {}", col.shape().to_string(),
                  shape.to_string());
-  cuda::launch_im2col_nhwc(plan.dtype, g, x.raw(), col.raw(), stream());
-  ++input_lowerings_;
-  if (kept_slot) {
-    kept_lowered_input_ = forward ? KeptLowering{&plan, x.raw()} : KeptLowering{};
-    ++kept_slot_writes_[0];
-  }
-  return col;
+  return lowered_or_kept(kLoweredForm, plan, x, forward, g, col);
 }
 
 Tensor CudaBackend::lowered_filter(const ConvPlan& plan, const Tensor& w, size_t slot) {
@@ -159,15 +161,11 @@ bool CudaBackend::width_lowering_fits(const Shape& lowered_x, const Shape& x, DT
 // Each image row of x as im2col lowers an image for a kernel one row high: output column q of row
 // (n, h) gets the S kernel columns' C channels side by side, which is the width-lowered input
 // (N, H, Q, Cl) channels-last (backend/width_lowering.hpp), zeros in the padding and past S*C.
-// The filter gradient reuses what the forward of the same plan and x left in the kept slot
-// (kept_width_input_), in its trial too; a forward in a trial lowers into the trial's transient
-// slot, which keeps nothing.
+// The filter gradient reuses what the forward of the same plan and x left in the kept slot, in its
+// trial too; a forward in a trial lowers into the trial's transient slot, which keeps nothing
+// (lowered_or_kept).
 Tensor CudaBackend::width_lowered_input(const ConvPlan& plan, const Tensor& x, bool forward) {
   const ConvPlan& l = *plan.width_lowered;
-  const bool kept_slot = !trial_staging_[kWidthInputSlot].defined();
-  if (!forward && (plan.sole_user || kept_slot))
-    if (Tensor kept = kept_lowering(kept_width_input_, kWidthInputSlot, plan, x, l.x_shape); kept.defined())
-      return kept.as_layout(Layout::NHWC);
   const ConvParams& p = plan.params;
   cuda::Im2colShape g;
   g.n = plan.x_shape.n() * plan.x_shape.h();
@@ -182,14 +180,8 @@ Tensor CudaBackend::width_lowered_input(const ConvPlan& plan, const Tensor& x, b
   g.oh = 1;
   g.ow = l.x_shape.w();
   g.cols = l.channels;
-  const Tensor xl = staging(kWidthInputSlot, l.x_shape, plan.dtype).as_layout(Layout::NHWC);
-  cuda::launch_im2col_nhwc(plan.dtype, g, x.raw(), xl.raw(), stream());
-  ++input_lowerings_;
-  if (kept_slot) {
-    kept_width_input_ = forward ? KeptLowering{&plan, x.raw()} : KeptLowering{};
-    ++kept_slot_writes_[1];
-  }
-  return xl;
+  return lowered_or_kept(kWidthForm, plan, x, forward, g,
+                         staging(kept_[kWidthForm].slot, l.x_shape, plan.dtype).as_layout(Layout::NHWC));
 }
 
 // The width-lowered filter's KRSC rows (k, r) are w's KRSC rows, S*C long, zero-padded to Cl.
