@@ -9,6 +9,7 @@
 #include <cudnn.h>
 
 #include <array>
+#include <cstddef>
 #include <functional>
 #include <map>
 #include <memory>
@@ -484,9 +485,11 @@ class CudaBackend final : public Backend {
   // Runs trial() (a form's measured trial for `decision` of `plan`) with its notes: for a forward,
   // the times go to plan.*forward_trial; for the filter gradient (`lower` given) the forward's
   // decision there may switch to the form. Returns whether the form runs.
-  template <typename Trial>
+  // `lower` is nullptr for a forward; a callable is copied into the notes only where a trial runs,
+  // so the steady step builds no std::function.
+  template <typename Lower, typename Trial>
   bool noted_trial(ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision, ConvPlan::FormTrial ConvPlan::*forward_trial,
-                   const std::function<void()>& lower, Trial&& trial);
+                   Lower&& lower, Trial&& trial);
   // `t` reordered into staging `slot` in memory order `to` (cudnnTransformTensor); reorder() into
   // a given tensor.
   Tensor reordered(size_t slot, const Tensor& t, Layout to);
@@ -508,9 +511,9 @@ class CudaBackend final : public Backend {
   template <typename RunCudnn, typename RunLowered>
   bool lowered_measures_faster(const char* op, const ConvPlan& plan, RunCudnn&& run_cudnn, RunLowered&& run_lowered);
   // `lower`, for the filter gradient only: x's lowering alone (noted_trial).
-  template <typename RunCudnn, typename RunLowered>
+  template <typename RunCudnn, typename RunLowered, typename Lower = std::nullptr_t>
   void run_faster_form(const char* op, ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision, RunCudnn&& run_cudnn,
-                       RunLowered&& run_lowered, const std::function<void()>& lower = {});
+                       RunLowered&& run_lowered, Lower&& lower = nullptr);
   // Whether a width-lowered input of `lowered_x` for x (in `dtype`) is within the form's bounds.
   static bool width_lowering_fits(const Shape& lowered_x, const Shape& x, DType dtype);
   // The width-lowered form (width_lowering): x lowered into staging slot 8, the filter's rows padded
@@ -525,9 +528,9 @@ class CudaBackend final : public Backend {
   // Runs run_width() or run_other() (the op as it runs otherwise) as `decision` of `plan` says;
   // decided at the first call, where measured, by timing both (form_measures_faster, the copies of
   // both forms in transient staging).
-  template <typename RunOther, typename RunWidth>
+  template <typename RunOther, typename RunWidth, typename Lower = std::nullptr_t>
   void run_faster_width(const char* op, ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision, RunOther&& run_other,
-                        RunWidth&& run_width, const std::function<void()>& lower = {});
+                        RunWidth&& run_width, Lower&& lower = nullptr);
   // Times the fused bias+ReLU graph plans for `plan` against its forward, bias and ReLU apart.
   void search_bias_relu(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
   void run_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx);

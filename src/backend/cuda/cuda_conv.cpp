@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -402,10 +403,10 @@ bool CudaBackend::lowered_measures_faster(const char* op, const ConvPlan& plan, 
   return second_measures_faster(op, plan, "cuDNN", run_cudnn, "lowered (im2col + GEMM)", run_lowered);
 }
 
-template <typename Trial>
+template <typename Lower, typename Trial>
 bool CudaBackend::noted_trial(ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision,
-                              ConvPlan::FormTrial ConvPlan::*forward_trial, const std::function<void()>& lower,
-                              Trial&& trial) {
+                              ConvPlan::FormTrial ConvPlan::*forward_trial, Lower&& lower, Trial&& trial) {
+  constexpr bool filter_gradient = !std::is_null_pointer_v<std::decay_t<Lower>>;
   ConvPlan::FormTrial& forward = plan.*forward_trial;
   // The lowered form, decided first, runs the forward where it won: the width-lowered one then
   // never does, whatever its decision says.
@@ -422,10 +423,10 @@ bool CudaBackend::noted_trial(ConvPlan& plan, ConvPlan::Choice ConvPlan::*decisi
   // switch the forward: the lowered trial may yet choose its own form, whose forward comes first.
   const bool nested_in_lowered = kept == kWidthForm && lowered_search_plan_ == &plan;
   TrialNotes notes;
-  if (!lower)
+  if constexpr (!filter_gradient) {
     notes.record = &forward;
-  else if (forward.decision && plan.*forward.decision == ConvPlan::Choice::No && !outranked && lowering_survives &&
-           !nested_in_lowered) {
+  } else if (forward.decision && plan.*forward.decision == ConvPlan::Choice::No && !outranked &&
+             lowering_survives && !nested_in_lowered) {
     notes.forward = &forward;
     notes.lower = lower;
   }
@@ -480,9 +481,9 @@ void CudaBackend::prime_switched_forward(const Tensor& x) {
   }
 }
 
-template <typename RunCudnn, typename RunLowered>
+template <typename RunCudnn, typename RunLowered, typename Lower>
 void CudaBackend::run_faster_form(const char* op, ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision,
-                                  RunCudnn&& run_cudnn, RunLowered&& run_lowered, const std::function<void()>& lower) {
+                                  RunCudnn&& run_cudnn, RunLowered&& run_lowered, Lower&& lower) {
   run_chosen(
       plan, decision,
       [&] {
@@ -496,9 +497,9 @@ void CudaBackend::run_faster_form(const char* op, ConvPlan& plan, ConvPlan::Choi
 
 // ---- width-lowered convolutions: the trial ----------------------------------------------------
 
-template <typename RunOther, typename RunWidth>
+template <typename RunOther, typename RunWidth, typename Lower>
 void CudaBackend::run_faster_width(const char* op, ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision,
-                                   RunOther&& run_other, RunWidth&& run_width, const std::function<void()>& lower) {
+                                   RunOther&& run_other, RunWidth&& run_width, Lower&& lower) {
   run_chosen(
       plan, decision,
       [&] {
