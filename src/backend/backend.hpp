@@ -246,7 +246,7 @@ class Backend {
   virtual void conv_forward(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y) = 0;
   virtual void conv_backward_data(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx) = 0;
   // x as the last forward of this convolution on x's buffer saw it, where one ran (backprop's order):
-  // a backend may reuse what that forward derived from x (CUDA's width-lowered input).
+  // a backend may reuse what that forward derived from x (CUDA's lowered and width-lowered inputs).
   virtual void conv_backward_filter(const ConvParams& p, const Tensor& x, const Tensor& dy, const Tensor& dw) = 0;
   // y = max(0, conv(x, w) + bias): a convolution with its bias and ReLU as one op where the backend
   // has one (CUDA: a cuDNN graph-API plan fusing the three, where it measures faster than them

@@ -74,9 +74,8 @@ class ConvolutionLayer final : public Layer {
     const Layout layout = conv_call_layout(x, w, top[0]);
     if (!ran_ || ran_->x != x.shape() || ran_->dtype != x.dtype() || ran_->layout != layout)
       ran_ = ConvSignature{conv_, x.shape(), w.shape(), x.dtype(), layout, relu_ && bias_};
-    if (relu_ && bias_) return ctx.backend.conv_forward_bias_relu(conv_, bottom[0], params_[0].data,
-                                                                  params_[1].data, top[0]);
-    ctx.backend.conv_forward(conv_, bottom[0], params_[0].data, top[0]);
+    if (relu_ && bias_) return ctx.backend.conv_forward_bias_relu(conv_, x, w, params_[1].data, top[0]);
+    ctx.backend.conv_forward(conv_, x, w, top[0]);
     if (bias_) ctx.backend.bias_add(params_[1].data, top[0]);
     if (relu_) ctx.backend.relu_forward(top[0], top[0]);
   }

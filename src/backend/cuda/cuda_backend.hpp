@@ -411,7 +411,7 @@ class CudaBackend final : public Backend {
     ConvPlan* given;  // the plan of the operands as given (== plan unless padded)
   };
   // `lowered`, `first`, `width`: the caller's lowered, channels-first and width-lowered decisions;
-  // where any is Yes the operands are returned as given.
+  // where any is Yes the operands are returned as given. Both forwards begin here (forward_begins).
   ForwardOperands forward_operands(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y,
                                    ConvPlan::Choice ConvPlan::*lowered, ConvPlan::Choice ConvPlan::*first,
                                    ConvPlan::Choice ConvPlan::*width);

@@ -345,7 +345,6 @@ const ConvPlan* CudaBackend::find_conv_plan(const ConvParams& p, const Shape& x,
 void CudaBackend::conv_forward(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y) {
   const ForwardOperands f =
       forward_operands(p, x, w, y, &ConvPlan::fwd_lowered, &ConvPlan::fwd_channels_first, &ConvPlan::fwd_width_lowered);
-  forward_begins(*f.given);  // this forward may not lower x again
   auto cudnn = [&] {
     run_faster_order(
         "conv_forward", *f.given, &ConvPlan::fwd_channels_first, [&] { run_conv_forward(*f.plan, f.x, f.w, y); },
@@ -446,7 +445,7 @@ bool CudaBackend::noted_trial(ConvPlan& plan, ConvPlan::Choice ConvPlan::*decisi
 
 void CudaBackend::prime_switched_forward(const Tensor& x) {
   const SwitchedForward f = std::exchange(switched_forward_, {});
-  const ConvPlan& plan = *f.plan;
+  ConvPlan& plan = *f.plan;
   const bool bias_relu =
       f.decision == &ConvPlan::fwd_bias_relu_lowered || f.decision == &ConvPlan::fwd_bias_relu_width_lowered;
   const size_t size = dtype_size(plan.dtype);
@@ -456,11 +455,10 @@ void CudaBackend::prime_switched_forward(const Tensor& x) {
   auto bytes = [&](int64_t n) { return std::max(static_cast<size_t>(n) * size, size_t{1} << 20); };
   SearchBuffer wb(bytes(plan.w_shape.numel()), stream()), yb(bytes(plan.y_shape.numel()), stream()),
       bb(bytes(k), stream());
-  ConvPlan& mutable_plan = *f.plan;
   auto undo = [&](const std::string& why) {
     log::debug("x {} w {}: the forward keeps its form ({})", plan.x_shape.to_string(), plan.w_shape.to_string(), why);
-    mutable_plan.*f.decision = ConvPlan::Choice::No;
-    mutable_plan.*f.filter_decision = f.filter_alone ? ConvPlan::Choice::Yes : ConvPlan::Choice::No;
+    plan.*f.decision = ConvPlan::Choice::No;
+    plan.*f.filter_decision = f.filter_alone ? ConvPlan::Choice::Yes : ConvPlan::Choice::No;
   };
   if (wb.bytes() < bytes(plan.w_shape.numel()) || yb.bytes() < bytes(plan.y_shape.numel()) || bb.bytes() < bytes(k))
     return undo("no scratch memory to run it ahead");
@@ -475,7 +473,7 @@ void CudaBackend::prime_switched_forward(const Tensor& x) {
       conv_forward_bias_relu(plan.params, x, w, scratch(bb, Shape{k}), y);
     else
       conv_forward(plan.params, x, w, y);
-    --mutable_plan.forwards_since_filter_gradient;  // not a layer's forward
+    --plan.forwards_since_filter_gradient;  // not a layer's forward
   } catch (const RuntimeError& e) {
     undo(e.what());
   }
@@ -529,6 +527,7 @@ CudaBackend::ForwardOperands CudaBackend::forward_operands(const ConvParams& p, 
   activate();
   ConvPlan& plan = conv_plan("conv_forward", p, x.shape(), w.shape(), x.dtype(), conv_layout("conv_forward", x, w, y));
   cuda::expect_shape("conv_forward", "y", y, plan.y_shape);
+  forward_begins(plan);  // this forward may not lower x again
   // Running lowered, channels-first or width-lowered: those forms read x and w as given, so no
   // padded copies are made.
   if (plan.*lowered == ConvPlan::Choice::Yes || plan.*first == ConvPlan::Choice::Yes ||
@@ -565,7 +564,6 @@ void CudaBackend::conv_forward_bias_relu(const ConvParams& p, const Tensor& x, c
       forward_operands(p, x, w, y, &ConvPlan::fwd_bias_relu_lowered, &ConvPlan::fwd_bias_relu_channels_first,
                        &ConvPlan::fwd_bias_relu_width_lowered);
   ConvPlan& plan = *f.plan;
-  forward_begins(*f.given);  // this forward may not lower x again
   if (!plan.fwd_bias_relu_searched && f.given->fwd_bias_relu_lowered != ConvPlan::Choice::Yes &&
       f.given->fwd_bias_relu_channels_first != ConvPlan::Choice::Yes &&
       f.given->fwd_bias_relu_width_lowered != ConvPlan::Choice::Yes)
