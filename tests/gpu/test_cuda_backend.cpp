@@ -5,9 +5,11 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "parity_util.hpp"
 
@@ -15,6 +17,7 @@
 #include <cuda_runtime.h>
 
 #include "backend/cuda/cuda_backend.hpp"
+#include "backend/cuda/cuda_kernels.hpp"
 #endif
 
 namespace cnnscale::testing {
@@ -267,6 +270,97 @@ TEST(CudaBackend, FlagNonfiniteMatchesTheCpuBackend) {
     EXPECT_EQ(flags[1], flags[0]) << "cuda, bad element at " << where;
   }
 }
+
+#if CNNSCALE_HAVE_CUDA
+// The lowering (im2col) kernels copy bits, so both must reproduce, bit for bit, a plain loop over
+// (row, column): the field's pixel where it lies in the image, zero in the padding and in the
+// columns past r*s*c. x holds non-zero bit patterns, and col starts as all ones, so a zero or a
+// stale word in the wrong place shows. The shapes: a 16-bit ResNet stem (3 channels, 7x7, stride
+// 2, whose 6-byte pixels the per-row kernel moves 2 bytes at a time), a dilated 4-channel case,
+// CaffeNet's fp32 conv1 (stride 4), a width lowering (one row high), 256 channels on a 61-pixel
+// row (the tiled kernel splits the row into runs, the last one short), and rows of 147 elements,
+// which are not 16-byte aligned, so only the per-row kernel may take them.
+TEST(CudaKernels, TiledAndPerRowLoweringsMatchAPlainLoop) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  struct Case {
+    const char* name;
+    DType dtype;
+    cuda::Im2colShape g;
+  };
+  auto shape = [](int64_t n, int64_t h, int64_t w, int64_t c, int r, int s, int stride, int pad, int dilation,
+                  int64_t cols) {
+    cuda::Im2colShape g;
+    g.n = n, g.h = h, g.w = w, g.c = c, g.r = r, g.s = s;
+    g.stride_h = g.stride_w = stride;
+    g.pad_h = g.pad_w = pad;
+    g.dilation_h = g.dilation_w = dilation;
+    g.oh = (h + 2 * pad - ((r - 1) * dilation + 1)) / stride + 1;
+    g.ow = (w + 2 * pad - ((s - 1) * dilation + 1)) / stride + 1;
+    g.cols = cols;
+    return g;
+  };
+  cuda::Im2colShape width = shape(6, 1, 40, 3, 1, 7, 2, 3, 1, 24);
+  width.pad_h = 0;
+  const std::vector<Case> cases = {
+      {"bf16 stem", DType::BF16, shape(2, 30, 30, 3, 7, 7, 2, 3, 1, 152)},
+      {"bf16 dilated, 4 channels", DType::BF16, shape(3, 9, 13, 4, 3, 3, 1, 1, 2, 40)},
+      {"f32 CaffeNet conv1", DType::F32, shape(2, 47, 47, 3, 11, 11, 4, 0, 1, 368)},
+      {"bf16 width lowering", DType::BF16, width},
+      {"bf16 256 channels, 61 wide", DType::BF16, shape(2, 5, 61, 256, 3, 3, 1, 1, 1, 2304)},
+      {"bf16 unaligned rows", DType::BF16, shape(2, 12, 12, 3, 7, 7, 2, 3, 1, 147)},
+  };
+  for (const Case& tc : cases) {
+    SCOPED_TRACE(tc.name);
+    const cuda::Im2colShape& g = tc.g;
+    const size_t unit = dtype_size(tc.dtype), x_n = static_cast<size_t>(g.n * g.h * g.w * g.c),
+                 rows = static_cast<size_t>(g.n * g.oh * g.ow), col_n = rows * static_cast<size_t>(g.cols);
+    // Units of the element's width; the values are bit patterns, never zero.
+    std::vector<uint32_t> x(x_n);
+    for (size_t i = 0; i < x_n; ++i) x[i] = (static_cast<uint32_t>(i) * 2654435761u >> 8 | 1u) & (unit == 2 ? 0xffffu : ~0u);
+    std::vector<uint32_t> expected(col_n, 0);
+    for (size_t row = 0; row < rows; ++row) {
+      const int64_t ox = static_cast<int64_t>(row) % g.ow, oy = static_cast<int64_t>(row) / g.ow % g.oh,
+                    b = static_cast<int64_t>(row) / (g.ow * g.oh);
+      for (int64_t k = 0; k < g.r * g.s * g.c; ++k) {
+        const int64_t c = k % g.c, kx = k / g.c % g.s, ky = k / g.c / g.s;
+        const int64_t iy = oy * g.stride_h - g.pad_h + ky * g.dilation_h,
+                      ix = ox * g.stride_w - g.pad_w + kx * g.dilation_w;
+        if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w)
+          expected[row * static_cast<size_t>(g.cols) + static_cast<size_t>(k)] =
+              x[static_cast<size_t>(((b * g.h + iy) * g.w + ix) * g.c + c)];
+      }
+    }
+    std::vector<unsigned char> x_bytes(x_n * unit);
+    for (size_t i = 0; i < x_n; ++i) std::memcpy(x_bytes.data() + i * unit, &x[i], unit);  // little-endian low part
+    void *dx = nullptr, *dcol = nullptr;
+    ASSERT_EQ(cudaMalloc(&dx, x_bytes.size()), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dcol, col_n * unit), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dx, x_bytes.data(), x_bytes.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    const bool aligned = g.cols * static_cast<int64_t>(unit) % 16 == 0;
+    for (cuda::Im2colKernel kernel : {cuda::Im2colKernel::PerRow, cuda::Im2colKernel::Tiled}) {
+      SCOPED_TRACE(kernel == cuda::Im2colKernel::Tiled ? "tiled" : "per row");
+      ASSERT_EQ(cudaMemset(dcol, 0xff, col_n * unit), cudaSuccess);
+      if (kernel == cuda::Im2colKernel::Tiled && !aligned) {
+        EXPECT_THROW(cuda::launch_im2col_nhwc(tc.dtype, g, dx, dcol, nullptr, kernel), RuntimeError);
+        continue;
+      }
+      cuda::launch_im2col_nhwc(tc.dtype, g, dx, dcol, nullptr, kernel);
+      std::vector<unsigned char> got(col_n * unit);
+      ASSERT_EQ(cudaMemcpy(got.data(), dcol, got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+      size_t wrong = 0, first = col_n;
+      for (size_t i = 0; i < col_n; ++i) {
+        uint32_t v = 0;
+        std::memcpy(&v, got.data() + i * unit, unit);
+        if (v != expected[i] && wrong++ == 0) first = i;
+      }
+      EXPECT_EQ(wrong, 0u) << "first wrong element: row " << first / static_cast<size_t>(g.cols) << ", column "
+                           << first % static_cast<size_t>(g.cols);
+    }
+    cudaFree(dx);
+    cudaFree(dcol);
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace cnnscale::testing

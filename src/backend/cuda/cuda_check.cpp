@@ -37,6 +37,8 @@ void throw_no_kernel(const char* op, DType t) {
   throw_runtime("{} on cuda: no kernel for {} tensors (f32, bf16 and f16 have one)", op, dtype_name(t));
 }
 
+void throw_kernel_unfit(const char* op, const char* why) { throw_runtime("{} on cuda: {}", op, why); }
+
 void fail(cudaError_t status, const char* statement, const char* file, int line) {
   // A failed runtime call also sets the runtime's last error; clear it so that the next kernel
   // launch's check (cudaGetLastError) does not report this failure again as its own.

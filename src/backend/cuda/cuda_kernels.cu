@@ -87,6 +87,75 @@ __global__ void im2col_nhwc_kernel(Im2colShape g, const T* x, T* col) {
   }
 }
 
+// The tiled lowering: a block lowers a run of up to `tile` output pixels of one output row (b, oy),
+// whose lowered rows are one contiguous stretch of col. It first copies the part of x that run
+// reads (r image rows, `span` pixels each, zeros where they fall in the padding) into shared
+// memory with coalesced reads, then writes the stretch as 16-byte words, each thread assembling a
+// word from the staged pixels through a per-column table. The per-row kernel above writes words of
+// the pixel's width, which for a 3-channel 16-bit image (a network's stem) is 2 bytes: a fraction
+// of the memory bandwidth that a lowering, bound by its writes, could have.
+constexpr int kTiledThreads = 256;
+constexpr size_t kTiledSharedBytes = 40 * 1024;  // under the 48 KiB a block gets without opting in
+
+__host__ __device__ constexpr size_t im2col_table_bytes(int64_t cols) {
+  return (static_cast<size_t>(cols) * sizeof(int) + 15) / 16 * 16;
+}
+
+template <typename U>
+__global__ void __launch_bounds__(kTiledThreads) im2col_nhwc_tiled_kernel(Im2colShape g, int tile, int span, const U* x,
+                                                                         U* col) {
+  extern __shared__ __align__(16) unsigned char shared[];
+  int* t_off = reinterpret_cast<int*>(shared);  // per column: offset in the staged patch, -1 for padding
+  U* patch = reinterpret_cast<U*>(shared + im2col_table_bytes(g.cols));  // [r][span][c]
+  constexpr int kUnits = static_cast<int>(16 / sizeof(U));  // units per 16-byte word
+  const int cols = static_cast<int>(g.cols), c_n = static_cast<int>(g.c), field = g.r * g.s * c_n;
+  for (int k = threadIdx.x; k < cols; k += blockDim.x) {
+    const int c = k % c_n, rs = k / c_n, kx = rs % g.s, ky = rs / g.s;
+    t_off[k] = k < field ? (ky * span + kx * g.dilation_w) * c_n + c : -1;
+  }
+  const int oh = static_cast<int>(g.oh), ow = static_cast<int>(g.ow), h = static_cast<int>(g.h),
+            w = static_cast<int>(g.w);
+  const int tiles = (ow + tile - 1) / tile, patch_n = g.r * span * c_n, step = g.stride_w * c_n;
+  const int64_t tasks = g.n * oh * tiles;
+  for (int64_t task = blockIdx.x; task < tasks; task += gridDim.x) {
+    const int tx = static_cast<int>(task % tiles);
+    const int64_t image_row = task / tiles;  // b * oh + oy
+    const int oy = static_cast<int>(image_row % oh);
+    const int64_t b = image_row / oh;
+    const int ox0 = tx * tile, count = min(tile, ow - ox0);
+    const int iy0 = oy * g.stride_h - g.pad_h, ix0 = ox0 * g.stride_w - g.pad_w;
+    __syncthreads();  // the table is written, and the previous run's words are all assembled
+    for (int i = threadIdx.x; i < patch_n; i += blockDim.x) {
+      const int c = i % c_n, rest = i / c_n, j = rest % span, ky = rest / span;
+      const int iy = iy0 + ky * g.dilation_h, ix = ix0 + j;
+      U v{};
+      if (iy >= 0 && iy < h && ix >= 0 && ix < w) v = x[((b * h + iy) * w + ix) * c_n + c];
+      patch[i] = v;
+    }
+    __syncthreads();
+    uint4* out = reinterpret_cast<uint4*>(col + (image_row * ow + ox0) * cols);
+    const int words = count * cols / kUnits;  // whole: a row's bytes are a multiple of 16
+    for (int word = threadIdx.x; word < words; word += blockDim.x) {
+      const int e = word * kUnits;
+      int row = e / cols, k = e - row * cols;
+      union {
+        uint4 v;
+        U u[kUnits];
+      } pack;
+#pragma unroll
+      for (int u = 0; u < kUnits; ++u) {
+        const int off = t_off[k];
+        pack.u[u] = off >= 0 ? patch[off + row * step] : U{};
+        if (++k == cols) {
+          k = 0;
+          ++row;
+        }
+      }
+      out[word] = pack.v;
+    }
+  }
+}
+
 template <typename T>
 __device__ __forceinline__ T axpby_one(float alpha, T x, float beta, T y) {
   const float ax = __fmul_rn(alpha, to_float(x));
@@ -594,7 +663,8 @@ void launch_copy_rows(DType t, int64_t rows, const void* src, int64_t src_cols, 
   CUDA_CHECK_LAUNCH("copy_rows_kernel");
 }
 
-void launch_im2col_nhwc(DType t, const Im2colShape& g, const void* x, void* col, cudaStream_t stream) {
+void launch_im2col_nhwc(DType t, const Im2colShape& g, const void* x, void* col, cudaStream_t stream,
+                        Im2colKernel kernel) {
   const int64_t n = g.n * g.oh * g.ow * g.cols;
   if (n <= 0) return;
   const int64_t size = static_cast<int64_t>(dtype_size(t));
@@ -604,7 +674,18 @@ void launch_im2col_nhwc(DType t, const Im2colShape& g, const void* x, void* col,
   // aligned to: the kernel then sees "channels" of that word (50 bf16 channels are 25 words of 4
   // bytes), and each thread moves 4, 8 or 16 bytes instead of 2.
   const int64_t pixel_bytes = g.c * size, row_bytes = g.cols * size;
-  const auto address = reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(col);
+  const auto x_address = reinterpret_cast<uintptr_t>(x), col_address = reinterpret_cast<uintptr_t>(col);
+  // The tiled kernel stores 16-byte words, so every lowered row must start 16-byte aligned, and
+  // the staged patch of one output pixel (the narrowest run) must fit in shared memory.
+  const bool tiles = row_bytes % 16 == 0 && col_address % 16 == 0 &&
+                     im2col_table_bytes(g.cols) + static_cast<size_t>(g.r) *
+                                                      static_cast<size_t>((g.s - 1) * g.dilation_w + 1) *
+                                                      static_cast<size_t>(pixel_bytes) <=
+                         kTiledSharedBytes;
+  if (kernel == Im2colKernel::Tiled && !tiles)
+    throw_kernel_unfit("im2col_nhwc",
+                       "the tiled kernel needs 16-byte aligned rows and a receptive field that fits in shared memory");
+  const bool tiled = kernel == Im2colKernel::Tiled || (kernel == Im2colKernel::Fastest && tiles);
   auto launch = [&](auto word) {
     using W = decltype(word);
     constexpr auto kWord = static_cast<int64_t>(sizeof(W));
@@ -612,6 +693,22 @@ void launch_im2col_nhwc(DType t, const Im2colShape& g, const void* x, void* col,
     w.c = pixel_bytes / kWord;
     w.cols = row_bytes / kWord;
     const int64_t x_numel = w.n * w.h * w.w * w.c, rows = w.n * w.oh * w.ow;
+    if (tiled) {
+      // The widest run of output pixels whose patch fits: a whole output row where it can, so
+      // each image row is staged once per output row that reads it.
+      int tile = static_cast<int>(w.ow), span = 0;
+      auto bytes = [&](int t) {
+        span = (t - 1) * w.stride_w + (w.s - 1) * w.dilation_w + 1;
+        return im2col_table_bytes(w.cols) + static_cast<size_t>(w.r) * span * w.c * kWord;
+      };
+      while (tile > 1 && bytes(tile) > kTiledSharedBytes) tile = (tile + 1) / 2;
+      const size_t shared = bytes(tile);
+      const int64_t tasks = w.n * w.oh * ((w.ow + tile - 1) / tile);
+      const auto blocks = static_cast<unsigned>(std::min<int64_t>(tasks, kMaxBlocks * 4));
+      im2col_nhwc_tiled_kernel<W><<<blocks, kTiledThreads, shared, stream>>>(
+          w, tile, span, static_cast<const W*>(x), static_cast<W*>(col));
+      return;
+    }
     // 128 threads cover a row of a few hundred columns in few passes; enough blocks to fill the GPU.
     constexpr int kRowThreads = 128;
     const auto blocks = static_cast<unsigned>(std::min<int64_t>(rows, kMaxBlocks * 4));
@@ -623,8 +720,10 @@ void launch_im2col_nhwc(DType t, const Im2colShape& g, const void* x, void* col,
       im2col_nhwc_kernel<W, int64_t>
           <<<blocks, kRowThreads, table, stream>>>(w, static_cast<const W*>(x), static_cast<W*>(col));
   };
+  // The tiled kernel reads x in pixel-wide units and stages them; only x's alignment limits them.
+  const auto address = tiled ? x_address : (x_address | col_address);
   auto fits = [&](int64_t word) {
-    return pixel_bytes % word == 0 && row_bytes % word == 0 && address % static_cast<uintptr_t>(word) == 0;
+    return pixel_bytes % word == 0 && (tiled || row_bytes % word == 0) && address % static_cast<uintptr_t>(word) == 0;
   };
   if (fits(16))
     launch(uint4{});

@@ -13,6 +13,8 @@ namespace cnnscale::cuda {
 // Throws the RuntimeError for a dtype no kernel exists for (defined in host code: nvcc cannot
 // compile the formatting library).
 [[noreturn]] void throw_no_kernel(const char* op, DType t);
+// Throws a RuntimeError "<op> on cuda: <why>" (host code, as above).
+[[noreturn]] void throw_kernel_unfit(const char* op, const char* why);
 
 void launch_fill_f32(float* p, int64_t n, float value, cudaStream_t stream);
 void launch_fill_i32(int32_t* p, int64_t n, int32_t value, cudaStream_t stream);
@@ -50,7 +52,11 @@ struct Im2colShape {
   int r = 1, s = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dilation_h = 1, dilation_w = 1;
   int64_t oh = 1, ow = 1, cols = 1;
 };
-void launch_im2col_nhwc(DType t, const Im2colShape& shape, const void* x, void* col, cudaStream_t stream);
+// Fastest: the tiled kernel (16-byte stores from a staged patch) where rows are 16-byte aligned
+// and the patch fits, else the per-row kernel. Tests name one to compare them.
+enum class Im2colKernel { Fastest, PerRow, Tiled };
+void launch_im2col_nhwc(DType t, const Im2colShape& shape, const void* x, void* col, cudaStream_t stream,
+                        Im2colKernel kernel = Im2colKernel::Fastest);
 // Cross-channel LRN of `rows` rows of `channels` elements (channels-last pixels): backend.hpp's
 // formula with Caffe's window, fp32 math (cuda_lrn_kernels.cu).
 void launch_lrn_rows_forward(DType t, int64_t rows, int64_t channels, int size, float alpha, float beta, float k,
@@ -114,13 +120,21 @@ struct PoolGeometry {
 void launch_caffe_max_pool_forward(const PoolGeometry& g, DType t, const void* x, void* y, cudaStream_t stream);
 void launch_caffe_avg_pool_forward(const PoolGeometry& g, DType t, const void* x, void* y, cudaStream_t stream);
 // Max pooling of channels-last x in 16-byte packs of channels; false (nothing launched) when the
-// channel count or an address does not allow packs.
-bool launch_max_pool_forward_nhwc(const PoolGeometry& g, DType t, const void* x, void* y, cudaStream_t stream);
+// channel count or an address does not allow packs. window_argmax (null: none): one byte per
+// element of y, where the forward also stores each window's first maximum as the backward's gather
+// reads it; only for shapes where max_pool_gathers_argmax.
+bool launch_max_pool_forward_nhwc(const PoolGeometry& g, DType t, const void* x, void* y, cudaStream_t stream,
+                                  uint8_t* window_argmax = nullptr);
+// Whether the channels-last max backward of g runs as a gather over window argmax bytes (overlapping
+// windows of at most 255 pixels, channels in whole 16-byte packs), given 16-byte aligned operands.
+bool max_pool_gathers_argmax(const PoolGeometry& g, DType t);
 // Routes each dy to the first maximum of its window (Caffe's argmax rule), recomputed from x.
-// window_argmax: scratch of one byte per element of y, used for channels-last overlapping windows
-// (each window's argmax found once instead of once per covering input; null: not used).
+// window_argmax: one byte per element of y, used where max_pool_gathers_argmax (each window's
+// argmax found once instead of once per covering input; null: not used); argmax_saved: it already
+// holds what the forward of the same x stored there, so only the gather runs.
 void launch_caffe_max_pool_backward(const PoolGeometry& g, DType t, const void* x, const void* y, const void* dy,
-                                    void* dx, cudaStream_t stream, uint8_t* window_argmax = nullptr);
+                                    void* dx, cudaStream_t stream, uint8_t* window_argmax = nullptr,
+                                    bool argmax_saved = false);
 void launch_caffe_avg_pool_backward(const PoolGeometry& g, DType t, const void* dy, void* dx, cudaStream_t stream);
 
 }  // namespace cnnscale::cuda
