@@ -33,9 +33,23 @@ using cuda::timed_run;
 
 namespace {
 
+// Winograd's non-fused kernels transform larger tiles (5x5 filters too), and the transforms amplify
+// rounding: in fp32 they erred by 1.8e-3 of the largest output on a CaffeNet conv2 shape (backward
+// data, groups 2) on an H100, ninety times the error of direct summation. Strict fp32 (TF32 off)
+// promises fp32 sums, so it refuses them; TF32 and 16-bit runs, whose own rounding is of that size,
+// keep them.
+bool amplifies_rounding(cudnnConvolutionFwdAlgo_t a) { return a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED; }
+bool amplifies_rounding(cudnnConvolutionBwdDataAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
+}
+bool amplifies_rounding(cudnnConvolutionBwdFilterAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
+}
+
 // find_ranked returns its results fastest first. Take the fastest that ran, fits the workspace,
 // and obeys the options: for f32 with TF32 off the descriptor is set to CUDNN_FMA_MATH, so tensor-op
-// results should not appear, and are refused if they do; deterministic-only when asked.
+// results should not appear, and are refused if they do, as are the non-fused Winograd algorithms;
+// deterministic-only when asked.
 template <typename Perf>
 ConvAlgoChoice pick_algorithm(const Perf* perf, int returned, size_t limit, const CudaBackendOptions& options,
                               DType dtype, const char* op, const Shape& x, const Shape& w) {
@@ -52,7 +66,7 @@ ConvAlgoChoice pick_algorithm(const Perf* perf, int returned, size_t limit, cons
   for (int i = 0; i < returned; ++i) {
     const Perf& r = perf[i];
     if (r.status != CUDNN_STATUS_SUCCESS || r.memory > limit) continue;
-    if (!tensor_ops && cuda::is_tensor_op(r.mathType)) continue;
+    if (!tensor_ops && (cuda::is_tensor_op(r.mathType) || amplifies_rounding(r.algo))) continue;
     if (options.deterministic && r.determinism != CUDNN_DETERMINISTIC) continue;
     ConvAlgoChoice c;
     c.algo = static_cast<int>(r.algo);
