@@ -263,9 +263,18 @@ class Backend {
   virtual std::string conv_implementation(const ConvSignature& call) const = 0;
 
   // ---- pooling --------------------------------------------------------------------------------
-  virtual void pool_forward(const PoolParams& p, const Tensor& x, const Tensor& y) = 0;
-  virtual void pool_backward(const PoolParams& p, const Tensor& x, const Tensor& y, const Tensor& dy,
-                             const Tensor& dx) = 0;
+  // `saved`: where a training forward may leave what its backward would otherwise recompute from x
+  // (each max window's argmax); pool_saved_bytes says how many bytes it takes for x of `shape`,
+  // `dtype` and `layout` (0: nothing to save, and `saved` may be left undefined). A layer passes the
+  // same tensor, at least that large, to a training forward and to the backward that follows it;
+  // an inference forward, and a backward whose forward saved nothing, pass an undefined tensor.
+  virtual int64_t pool_saved_bytes(const PoolParams& /*p*/, const Shape& /*shape*/, DType /*dtype*/,
+                                   Layout /*layout*/) const {
+    return 0;
+  }
+  virtual void pool_forward(const PoolParams& p, const Tensor& x, const Tensor& y, const Tensor& saved = Tensor()) = 0;
+  virtual void pool_backward(const PoolParams& p, const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx,
+                             const Tensor& saved = Tensor()) = 0;
 
   // ---- activation -----------------------------------------------------------------------------
   virtual void relu_forward(const Tensor& x, const Tensor& y) = 0;

@@ -18,6 +18,7 @@ class PoolingLayer final : public Layer {
     const Shape& x = bottoms.at(0);
     require_rank(node, x, 4, "an (N, C, H, W)");
     parse(x);
+    x_shape_ = x;
     int64_t out_h = pool_output_dim(x.h(), pool_.kernel_h, pool_.stride_h, pool_.pad_h, pool_.ceil_mode);
     int64_t out_w = pool_output_dim(x.w(), pool_.kernel_w, pool_.stride_w, pool_.pad_w, pool_.ceil_mode);
     if (out_h <= 0 || out_w <= 0)
@@ -26,14 +27,27 @@ class PoolingLayer final : public Layer {
     return {Shape{x.n(), x.c(), out_h, out_w}};
   }
 
+  // What the backend's forward can leave for the backward (each max window's argmax), sized for x
+  // as the net lays it out; none where the backend saves nothing. A bottom that arrives in another
+  // dtype or order, or larger, is checked by the backend, which then saves nothing.
+  void setup(Backend& backend) override {
+    const Layout layout = activation_layout(cfg_.activation_layout, x_shape_, cfg_.activation_dtype,
+                                            cfg_.activation_dtype);
+    const int64_t bytes = backend.pool_saved_bytes(pool_, x_shape_, cfg_.activation_dtype, layout);
+    if (bytes > 0) saved_ = backend.alloc(Shape{(bytes + 3) / 4}, DType::I32);
+  }
+
   void forward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top) override {
-    ctx.backend.pool_forward(pool_, bottom[0], top[0]);
+    // Only a training forward saves, and only for the backward that follows it.
+    ctx.backend.pool_forward(pool_, bottom[0], top[0], usable_saved(ctx.backend, ctx.phase == Phase::Train, bottom[0]));
   }
 
   void backward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top,
                 const std::vector<Tensor>& top_diff, const std::vector<bool>& propagate,
                 const std::vector<Tensor>& bottom_diff) override {
-    if (propagate[0]) ctx.backend.pool_backward(pool_, bottom[0], top[0], top_diff[0], bottom_diff[0]);
+    if (propagate[0])
+      ctx.backend.pool_backward(pool_, bottom[0], top[0], top_diff[0], bottom_diff[0],
+                                usable_saved(ctx.backend, true, bottom[0]));
   }
 
  private:
@@ -76,7 +90,17 @@ class PoolingLayer final : public Layer {
     pool_.pad_w = pad.w;
   }
 
+  // saved_ where the backend saves something for this x and saved_ holds it (a larger batch than
+  // the net was built for runs without): the same answer for the forward and its backward.
+  Tensor usable_saved(Backend& backend, bool train, const Tensor& x) const {
+    if (!train || !saved_.defined()) return Tensor();
+    const int64_t bytes = backend.pool_saved_bytes(pool_, x.shape(), x.dtype(), x.layout());
+    return bytes > 0 && bytes <= static_cast<int64_t>(saved_.bytes()) ? saved_ : Tensor();
+  }
+
   PoolParams pool_;
+  Shape x_shape_;
+  Tensor saved_;
 };
 
 }  // namespace cnnscale

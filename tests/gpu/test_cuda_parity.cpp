@@ -943,6 +943,54 @@ INSTANTIATE_TEST_SUITE_P(
         PoolCase{"global_ave_7x7", {4, 16, 7, 7}, pool(kAve, 7, 1, 0), true}),
     [](const ::testing::TestParamInfo<PoolCase>& info) { return info.param.name; });
 
+// A training forward that saves each window's argmax and the backward that gathers through it
+// route dy exactly as a backward that finds the argmax again from x: ResNet's 3x3 stride-2 pool
+// with padding 1 and Caffe's ceil rounding (at most two windows per axis cover a pixel: the
+// unrolled gather) and a 3x3 stride-1 pool (three: the general one), channels-last, in bf16 and
+// f32, on x drawn from four values so that most windows hold ties (the first maximum must win, as
+// on the CPU). The saved bytes exist only where the backward gathers.
+TEST(CudaPoolSaved, TheForwardsArgmaxRoutesDyAsTheRecomputedOne) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  Backend& g = gpu_backend();
+  Backend& cpu = cpu_backend();
+  const Shape xs{3, 16, 15, 15};
+  std::vector<float> values(static_cast<size_t>(xs.numel()));
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i * 7919 % 4) * 0.5f - 1.0f;
+  for (const PoolParams& p : {pool(kMax, 3, 2, 1), pool(kMax, 3, 1, 1)}) {
+    const Shape ys{3, 16, pool_output_dim(15, 3, p.stride_h, 1, true), pool_output_dim(15, 3, p.stride_w, 1, true)};
+    for (DType t : {DType::BF16, DType::F32}) {
+      SCOPED_TRACE(fmt::format("{}, stride {}", dtype_name(t), p.stride_h));
+      const int64_t bytes = g.pool_saved_bytes(p, xs, t, Layout::NHWC);
+      ASSERT_EQ(bytes, ys.numel());
+      EXPECT_EQ(g.pool_saved_bytes(p, xs, t, Layout::NCHW), 0);
+      EXPECT_EQ(g.pool_saved_bytes(pool(kMax, 2, 2, 0), xs, t, Layout::NHWC), 0);  // no overlap: no gather
+      EXPECT_EQ(g.pool_saved_bytes(pool(kAve, 3, 2, 1), xs, t, Layout::NHWC), 0);
+      EXPECT_EQ(cpu.pool_saved_bytes(p, xs, DType::F32, Layout::NCHW), 0);
+      auto nhwc = [&](const Shape& s) { return g.alloc(s, t).as_layout(Layout::NHWC); };
+      const Tensor x = nhwc(xs), y_saving = nhwc(ys), y_plain = nhwc(ys), dy = nhwc(ys), dx_saved = nhwc(xs),
+                   dx_recomputed = nhwc(xs), saved = g.alloc(Shape{(bytes + 3) / 4}, DType::I32);
+      from_host(g, x, values);
+      fill_uniform(g, dy, 5, -1.0f, 1.0f);
+      g.pool_forward(p, x, y_saving, saved);
+      g.pool_forward(p, x, y_plain);
+      EXPECT_EQ(to_host(g, y_saving), to_host(g, y_plain));
+      g.pool_backward(p, x, y_saving, dy, dx_saved, saved);
+      g.pool_backward(p, x, y_plain, dy, dx_recomputed);
+      const std::vector<float> got = to_host(g, dx_saved);
+      EXPECT_EQ(got, to_host(g, dx_recomputed));
+      Tensor xc = cpu.alloc(xs), yc = cpu.alloc(ys), dyc = cpu.alloc(ys), dxc = cpu.alloc(xs);
+      from_host(cpu, xc, values);
+      from_host(cpu, dyc, to_host(g, dy));
+      cpu.pool_forward(p, xc, yc);
+      cpu.pool_backward(p, xc, yc, dyc, dxc);
+      // Each dx sums the dy of the (at most 9) windows it wins in fp32, rounded once to t; the CPU
+      // sums the same values, maybe in another order (a few fp32 ulp).
+      expect_parity("saved-argmax pool_backward dx", got, to_host(cpu, dxc),
+                    t == DType::F32 ? kTolElementwise : tol_16bit(t));
+    }
+  }
+}
+
 // ---- activations, dropout, LRN -----------------------------------------------------------------------
 
 TEST(CudaParityActivation, ReluForwardBackward) {

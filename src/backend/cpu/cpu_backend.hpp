@@ -43,9 +43,10 @@ class CpuBackend final : public Backend {
   std::string conv_implementation(const ConvSignature& call) const override;
 
   // ---- pooling and LRN (cpu_pool_lrn.cpp) ----
-  void pool_forward(const PoolParams& p, const Tensor& x, const Tensor& y) override;
-  void pool_backward(const PoolParams& p, const Tensor& x, const Tensor& y, const Tensor& dy,
-                     const Tensor& dx) override;
+  void pool_forward(const PoolParams& p, const Tensor& x, const Tensor& y, const Tensor& saved = Tensor()) override;
+  // The CPU saves nothing (pool_saved_bytes is 0): its backward finds each window's maximum again.
+  void pool_backward(const PoolParams& p, const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx,
+                     const Tensor& saved = Tensor()) override;
   void lrn_forward(const LrnParams& p, const Tensor& x, const Tensor& y) override;
   void lrn_backward(const LrnParams& p, const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx) override;
 

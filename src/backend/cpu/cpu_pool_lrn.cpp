@@ -52,7 +52,7 @@ int64_t window_argmax(const float* plane, int64_t width, const Window& wh, const
 
 }  // namespace
 
-void CpuBackend::pool_forward(const PoolParams& p, const Tensor& x, const Tensor& y) {
+void CpuBackend::pool_forward(const PoolParams& p, const Tensor& x, const Tensor& y, const Tensor& /*saved*/) {
   check_f32("pool_forward", x, "x");
   check_f32("pool_forward", y, "y");
   check_pool_shapes("pool_forward", p, x.shape(), y.shape());
@@ -79,7 +79,7 @@ void CpuBackend::pool_forward(const PoolParams& p, const Tensor& x, const Tensor
 }
 
 void CpuBackend::pool_backward(const PoolParams& p, const Tensor& x, const Tensor& y, const Tensor& dy,
-                               const Tensor& dx) {
+                               const Tensor& dx, const Tensor& /*saved*/) {
   check_f32("pool_backward", x, "x");
   check_f32("pool_backward", dy, "dy");
   check_f32("pool_backward", dx, "dx");

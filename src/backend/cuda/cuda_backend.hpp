@@ -266,9 +266,12 @@ class CudaBackend final : public Backend {
   void conv_backward_data(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx) override;
   void conv_backward_filter(const ConvParams& p, const Tensor& x, const Tensor& dy, const Tensor& dw) override;
 
-  void pool_forward(const PoolParams& p, const Tensor& x, const Tensor& y) override;
-  void pool_backward(const PoolParams& p, const Tensor& x, const Tensor& y, const Tensor& dy,
-                     const Tensor& dx) override;
+  // Saves each window's argmax (a byte per element of y) where the backward's gather runs on it:
+  // channels-last max pooling with overlapping windows (ResNet's 3x3 stride-2 pool).
+  int64_t pool_saved_bytes(const PoolParams& p, const Shape& shape, DType dtype, Layout layout) const override;
+  void pool_forward(const PoolParams& p, const Tensor& x, const Tensor& y, const Tensor& saved = Tensor()) override;
+  void pool_backward(const PoolParams& p, const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx,
+                     const Tensor& saved = Tensor()) override;
 
   void relu_forward(const Tensor& x, const Tensor& y) override;
   void relu_backward(const Tensor& y, const Tensor& dy, const Tensor& dx) override;

@@ -65,7 +65,31 @@ static cudnnPoolingMode_t cudnn_pool_mode(const PoolParams& p, bool deterministi
   return deterministic ? CUDNN_POOLING_MAX_DETERMINISTIC : CUDNN_POOLING_MAX;
 }
 
-void CudaBackend::pool_forward(const PoolParams& p, const Tensor& x, const Tensor& y) {
+// ResNet's pool1 backward at batch 256 in bf16 (x 256 x 64 x 112 x 112) spent most of its 0.95 ms
+// on an H100 finding every window's argmax again from x; the forward has it at hand.
+int64_t CudaBackend::pool_saved_bytes(const PoolParams& p, const Shape& shape, DType dtype, Layout layout) const {
+  if (p.mode != PoolMode::Max || layout != Layout::NHWC || shape.rank() != 4 || dtype_size(dtype) > 4) return 0;
+  const Shape ys{shape.n(), shape.c(), pool_output_dim(shape.h(), p.kernel_h, p.stride_h, p.pad_h, p.ceil_mode),
+                 pool_output_dim(shape.w(), p.kernel_w, p.stride_w, p.pad_w, p.ceil_mode)};
+  if (ys.numel() <= 0 || !cuda::max_pool_gathers_argmax(geometry(p, shape, ys, layout), dtype)) return 0;
+  return ys.numel();
+}
+
+// The argmax bytes in `saved` for a pooling of x into y, or null where there are none to use: a
+// forward writes them and its backward reads them under the same test, so a backward never reads
+// bytes its forward did not write (the backward's own packed-kernel test includes the forward's).
+static uint8_t* saved_argmax(const CudaBackend& b, const PoolParams& p, const Tensor& x, const Tensor& y,
+                             const Tensor& saved) {
+  if (!saved.defined()) return nullptr;
+  const int64_t bytes = b.pool_saved_bytes(p, x.shape(), x.dtype(), x.layout());
+  if (bytes == 0 || y.layout() != Layout::NHWC) return nullptr;
+  if (static_cast<int64_t>(saved.bytes()) < bytes)
+    throw_runtime("pool on cuda: saved argmax holds {} bytes, x {} needs {}", saved.bytes(), x.shape().to_string(),
+                  bytes);
+  return static_cast<uint8_t*>(saved.raw());
+}
+
+void CudaBackend::pool_forward(const PoolParams& p, const Tensor& x, const Tensor& y, const Tensor& saved) {
   cuda::expect_float("pool_forward", "x", x, device_);
   cuda::expect_float("pool_forward", "y", y, device_);
   cuda::expect_dtype("pool_forward", "y", y, x.dtype());
@@ -77,7 +101,7 @@ void CudaBackend::pool_forward(const PoolParams& p, const Tensor& x, const Tenso
   // cuDNN's read the gait 2D-CNN's pool1 input at about a third of the H100's bandwidth.
   if (x.layout() == Layout::NHWC && p.mode == PoolMode::Max && y.layout() == Layout::NHWC &&
       cuda::launch_max_pool_forward_nhwc(geometry(p, x.shape(), ys, x.layout()), x.dtype(), x.raw(), y.raw(),
-                                         stream()))
+                                         stream(), saved_argmax(*this, p, x, y, saved)))
     return;
   if (!cudnn_can_pool(p, x.shape())) {
     cuda::expect_layout("pool_forward", "y", y, x.layout());
@@ -103,7 +127,7 @@ void CudaBackend::pool_forward(const PoolParams& p, const Tensor& x, const Tenso
 }
 
 void CudaBackend::pool_backward(const PoolParams& p, const Tensor& x, const Tensor& y, const Tensor& dy,
-                                const Tensor& dx) {
+                                const Tensor& dx, const Tensor& saved) {
   cuda::expect_float("pool_backward", "x", x, device_);
   cuda::expect_float("pool_backward", "y", y, device_);
   cuda::expect_float("pool_backward", "dy", dy, device_);
@@ -123,14 +147,18 @@ void CudaBackend::pool_backward(const PoolParams& p, const Tensor& x, const Tens
     for (const auto& [what, t] : {std::pair{"y", &y}, {"dy", &dy}, {"dx", &dx}})
       cuda::expect_layout("pool_backward", what, *t, x.layout());
     cuda::PoolGeometry g = geometry(p, x.shape(), ys, x.layout());
-    // Argmax scratch for channels-last overlapping windows only (the two-pass kernels).
+    // Argmax bytes for channels-last overlapping windows only (the gather): the forward's where it
+    // saved them, else scratch for the two-pass kernels.
     const bool overlapping = p.stride_h < p.kernel_h || p.stride_w < p.kernel_w;
+    uint8_t* const kept = p.mode == PoolMode::Max ? saved_argmax(*this, p, x, y, saved) : nullptr;
     if (p.mode == PoolMode::Max)
       cuda::launch_caffe_max_pool_backward(
           g, x.dtype(), x.raw(), y.raw(), dy.raw(), dx.raw(), stream(),
-          g.channels_last && overlapping
-              ? static_cast<uint8_t*>(staging(3, Shape{(ys.numel() + 3) / 4}, DType::I32).raw())
-              : nullptr);
+          kept ? kept
+               : g.channels_last && overlapping
+                     ? static_cast<uint8_t*>(staging(3, Shape{(ys.numel() + 3) / 4}, DType::I32).raw())
+                     : nullptr,
+          kept != nullptr);
     else
       cuda::launch_caffe_avg_pool_backward(g, x.dtype(), dy.raw(), dx.raw(), stream());
     return;

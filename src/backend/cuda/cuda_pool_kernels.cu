@@ -186,6 +186,21 @@ __device__ void lane_argmax(const PoolGeometry& g, const Pack<T>* xp, I packs_pe
     }
 }
 
+// A pack's lane bytes as one 8- or 4-byte store at pack i of `arg`.
+template <int kLanes, typename I>
+__device__ __forceinline__ void store_lane_bytes(uint8_t* arg, I i, const uint8_t (&at)[kLanes]) {
+  static_assert(kLanes == 8 || kLanes == 4, "16-byte packs of 2- or 4-byte lanes");
+  if constexpr (kLanes == 8) {
+    uint2 word;
+    memcpy(&word, at, sizeof word);
+    reinterpret_cast<uint2*>(arg)[i] = word;
+  } else {
+    uint32_t word;
+    memcpy(&word, at, sizeof word);
+    reinterpret_cast<uint32_t*>(arg)[i] = word;
+  }
+}
+
 // Channels-last max backward, one thread per pixel and 16 bytes of its channels (8 bf16/f16 or 4
 // f32 lanes): the same gather and first-maximum rule as max_pool_backward_kernel, lane by lane,
 // with one index decomposition per pack and 16-byte loads. Per element, that kernel's 64-bit
@@ -242,11 +257,29 @@ __global__ void max_pool_argmax_nhwc_kernel(PoolGeometry g, I packs_per_pixel, I
     const Pack<T>* xp = x + n * static_cast<I>(g.height * g.width) * packs_per_pixel + q;
     uint8_t at[kLanes];
     lane_argmax(g, xp, packs_per_pixel, ph, pw, at);
-    for (int l = 0; l < kLanes; ++l) arg[static_cast<int64_t>(i) * kLanes + l] = at[l];
+    store_lane_bytes<kLanes>(arg, i, at);
   }
 }
 
-template <typename T, typename I>
+// A pack's lane bytes, loaded as one 8- or 4-byte word from pack o of `arg`.
+template <int kLanes, typename I>
+__device__ __forceinline__ void load_lane_bytes(const uint8_t* arg, I o, uint8_t (&a)[kLanes]) {
+  if constexpr (kLanes == 8) {
+    const uint2 word = reinterpret_cast<const uint2*>(arg)[o];
+    memcpy(a, &word, sizeof word);
+  } else {
+    const uint32_t word = reinterpret_cast<const uint32_t*>(arg)[o];
+    memcpy(a, &word, sizeof word);
+  }
+}
+
+// One thread per x pack sums the dy of the windows whose argmax byte names its pixel. kCover > 0:
+// no pixel lies in more than kCover windows along either axis (ceil(kernel / stride), 2 for
+// ResNet's 3x3 stride-2 pool), and the thread issues all its windows' loads before using any, so
+// it waits for memory once instead of once per window: window by window, ResNet-34's pool1
+// gather at batch 256 took 0.70 ms on an H100, about three times its traffic's time. kCover = 0
+// walks any number of windows.
+template <typename T, typename I, int kCover>
 __global__ void max_pool_gather_nhwc_kernel(PoolGeometry g, I packs_per_pixel, I total, const uint8_t* arg,
                                             const Pack<T>* dy, Pack<T>* dx) {
   constexpr int kLanes = Pack<T>::kCount;
@@ -257,23 +290,45 @@ __global__ void max_pool_gather_nhwc_kernel(PoolGeometry g, I packs_per_pixel, I
     const I y_base = n * static_cast<I>(g.pooled_height * g.pooled_width) * packs_per_pixel + q;
     float grad[kLanes] = {};
     const Covering cov = covering(g, h, w);
-    for (int ph = cov.ph0; ph < cov.ph1; ++ph)
-      for (int pw = cov.pw0; pw < cov.pw1; ++pw) {
-        const I o = y_base + static_cast<I>(ph * g.pooled_width + pw) * packs_per_pixel;
-        const uint8_t mine = static_cast<uint8_t>(window_offset(g, h, w, ph, pw));
-        uint8_t a[kLanes];
-        if constexpr (kLanes == 8) {
-          *reinterpret_cast<uint2*>(a) = reinterpret_cast<const uint2*>(arg)[o];
-        } else {
-          *reinterpret_cast<uint32_t*>(a) = reinterpret_cast<const uint32_t*>(arg)[o];
+    auto add = [&](const uint8_t (&a)[kLanes], uint8_t mine, const Pack<T>& d) {
+      for (int l = 0; l < kLanes; ++l)
+        if (a[l] == mine) grad[l] += to_float(d.v[l]);
+    };
+    if constexpr (kCover > 0) {
+      uint8_t a[kCover][kCover][kLanes];
+      Pack<T> d[kCover][kCover];
+#pragma unroll
+      for (int u = 0; u < kCover; ++u)
+#pragma unroll
+        for (int v = 0; v < kCover; ++v) {
+          const int ph = cov.ph0 + u, pw = cov.pw0 + v;
+          if (ph < cov.ph1 && pw < cov.pw1) {
+            const I o = y_base + static_cast<I>(ph * g.pooled_width + pw) * packs_per_pixel;
+            load_lane_bytes<kLanes>(arg, o, a[u][v]);
+            d[u][v] = dy[o];
+          }
         }
-        bool any = false;
-        for (int l = 0; l < kLanes; ++l) any |= a[l] == mine;
-        if (!any) continue;
-        const Pack<T> d = dy[o];
-        for (int l = 0; l < kLanes; ++l)
-          if (a[l] == mine) grad[l] += to_float(d.v[l]);
-      }
+      // Windows in the same row-major order as the loop below, so each lane sums in the same order.
+#pragma unroll
+      for (int u = 0; u < kCover; ++u)
+#pragma unroll
+        for (int v = 0; v < kCover; ++v) {
+          const int ph = cov.ph0 + u, pw = cov.pw0 + v;
+          if (ph < cov.ph1 && pw < cov.pw1) add(a[u][v], static_cast<uint8_t>(window_offset(g, h, w, ph, pw)), d[u][v]);
+        }
+    } else {
+      for (int ph = cov.ph0; ph < cov.ph1; ++ph)
+        for (int pw = cov.pw0; pw < cov.pw1; ++pw) {
+          const I o = y_base + static_cast<I>(ph * g.pooled_width + pw) * packs_per_pixel;
+          uint8_t a[kLanes];
+          load_lane_bytes<kLanes>(arg, o, a);
+          const uint8_t mine = static_cast<uint8_t>(window_offset(g, h, w, ph, pw));
+          bool any = false;
+          for (int l = 0; l < kLanes; ++l) any |= a[l] == mine;
+          if (!any) continue;
+          add(a, mine, dy[o]);
+        }
+    }
     Pack<T> out;
     for (int l = 0; l < kLanes; ++l) out.v[l] = from_float<T>(grad[l]);
     dx[i] = out;
@@ -284,9 +339,12 @@ __global__ void max_pool_gather_nhwc_kernel(PoolGeometry g, I packs_per_pixel, I
 // the first maximum of its window (ties keep the earlier value, which is the same value). cuDNN's
 // channels-last max pooling read the gait 2D-CNN's pool1 input (256 x 96 x 54 x 54 bf16, 2x2
 // stride 2) at about 1 TB/s on an H100.
+// With `arg`, each lane's first maximum is also stored as lane_argmax stores it (the same strict
+// comparison in the same window order), so a gather over it routes dy exactly as after the
+// argmax pass.
 template <typename T, typename I>
 __global__ void max_pool_forward_nhwc_kernel(PoolGeometry g, I packs_per_pixel, I total, const Pack<T>* x,
-                                             Pack<T>* y) {
+                                             Pack<T>* y, uint8_t* arg) {
   constexpr int kLanes = Pack<T>::kCount;
   for (I i = static_cast<I>(global_index()); i < total; i += static_cast<I>(global_stride())) {
     const PackSite<I> s = pack_site(i, packs_per_pixel, g.pooled_height, g.pooled_width);
@@ -295,20 +353,25 @@ __global__ void max_pool_forward_nhwc_kernel(PoolGeometry g, I packs_per_pixel, 
     const int hend = min(h0 + g.kernel_h, g.height), wend = min(w0 + g.kernel_w, g.width);
     float best[kLanes];
     Pack<T> out;
+    uint8_t at[kLanes];
     for (int l = 0; l < kLanes; ++l) {
       best[l] = -FLT_MAX;
       out.v[l] = from_float<T>(-FLT_MAX);  // a window with nothing above -FLT_MAX, as the scalar kernel
+      at[l] = 0xff;
     }
     for (int hh = max(h0, 0); hh < hend; ++hh)
       for (int ww = max(w0, 0); ww < wend; ++ww) {
         const Pack<T> v = xp[static_cast<I>(hh * g.width + ww) * packs_per_pixel];
+        const uint8_t offset = static_cast<uint8_t>((hh - h0) * g.kernel_w + (ww - w0));  // window_offset
         for (int l = 0; l < kLanes; ++l)
           if (to_float(v.v[l]) > best[l]) {
             best[l] = to_float(v.v[l]);
             out.v[l] = v.v[l];
+            at[l] = offset;
           }
       }
     y[i] = out;
+    if (arg) store_lane_bytes<kLanes>(arg, i, at);
   }
 }
 
@@ -373,13 +436,22 @@ void launch_caffe_max_pool_forward(const PoolGeometry& g, DType t, const void* x
   CUDA_CHECK_LAUNCH("max_pool_forward_kernel");
 }
 
-bool launch_max_pool_forward_nhwc(const PoolGeometry& g, DType t, const void* x, void* y, cudaStream_t stream) {
+bool max_pool_gathers_argmax(const PoolGeometry& g, DType t) {
+  const int lanes = 16 / static_cast<int>(dtype_size(t));
+  const bool overlapping = g.stride_h < g.kernel_h || g.stride_w < g.kernel_w;
+  return g.channels_last && g.channels % lanes == 0 && g.kernel_h * g.kernel_w <= 255 && overlapping;
+}
+
+bool launch_max_pool_forward_nhwc(const PoolGeometry& g, DType t, const void* x, void* y, cudaStream_t stream,
+                                  uint8_t* window_argmax) {
   const int64_t n = g.planes * g.pooled_height * g.pooled_width;
   bool launched = false;
   dispatch_float(t, "pool_forward", [&](auto e) {
     using T = decltype(e);
     constexpr int kLanes = Pack<T>::kCount;
     if (!g.channels_last || g.channels % kLanes != 0 || !aligned16(x) || !aligned16(y)) return;
+    if (window_argmax && !max_pool_gathers_argmax(g, t))
+      throw_kernel_unfit("pool_forward", "window argmax bytes asked for a pooling whose backward does not gather");
     launched = true;
     if (n <= 0) return;
     // The kernel forms x offsets: x's pack count bounds the index type (it can exceed y's many times).
@@ -388,7 +460,7 @@ bool launch_max_pool_forward_nhwc(const PoolGeometry& g, DType t, const void* x,
       using I = decltype(index);
       max_pool_forward_nhwc_kernel<T, I><<<blocks_for(n / kLanes), kThreads, 0, stream>>>(
           g, static_cast<I>(g.channels / kLanes), static_cast<I>(n / kLanes), static_cast<const Pack<T>*>(x),
-          static_cast<Pack<T>*>(y));
+          static_cast<Pack<T>*>(y), window_argmax);
     });
   });
   if (launched) CUDA_CHECK_LAUNCH("max_pool_forward_nhwc_kernel");
@@ -406,7 +478,7 @@ void launch_caffe_avg_pool_forward(const PoolGeometry& g, DType t, const void* x
 }
 
 void launch_caffe_max_pool_backward(const PoolGeometry& g, DType t, const void* x, const void* y, const void* dy,
-                                    void* dx, cudaStream_t stream, uint8_t* window_argmax) {
+                                    void* dx, cudaStream_t stream, uint8_t* window_argmax, bool argmax_saved) {
   int64_t n = g.planes * g.height * g.width;
   if (n <= 0) return;
   dispatch_float(t, "pool_backward", [&](auto e) {
@@ -429,12 +501,22 @@ void launch_caffe_max_pool_backward(const PoolGeometry& g, DType t, const void* 
           return;
         }
         if (overlapping && window_argmax) {
-          max_pool_argmax_nhwc_kernel<T, I><<<blocks_for(y_packs), kThreads, 0, stream>>>(
-              g, static_cast<I>(per_pixel), static_cast<I>(y_packs), static_cast<const Pack<T>*>(x), window_argmax);
-          CUDA_CHECK_LAUNCH("max_pool_argmax_nhwc_kernel");
-          max_pool_gather_nhwc_kernel<T, I><<<blocks_for(packs), kThreads, 0, stream>>>(
-              g, static_cast<I>(per_pixel), static_cast<I>(packs), window_argmax, static_cast<const Pack<T>*>(dy),
-              static_cast<Pack<T>*>(dx));
+          if (!argmax_saved) {
+            max_pool_argmax_nhwc_kernel<T, I><<<blocks_for(y_packs), kThreads, 0, stream>>>(
+                g, static_cast<I>(per_pixel), static_cast<I>(y_packs), static_cast<const Pack<T>*>(x), window_argmax);
+            CUDA_CHECK_LAUNCH("max_pool_argmax_nhwc_kernel");
+          }
+          // At most 2 windows per axis cover a pixel (ceil(kernel / stride) <= 2): the unrolled gather.
+          const bool two = (g.kernel_h + g.stride_h - 1) / g.stride_h <= 2 &&
+                           (g.kernel_w + g.stride_w - 1) / g.stride_w <= 2;
+          if (two)
+            max_pool_gather_nhwc_kernel<T, I, 2><<<blocks_for(packs), kThreads, 0, stream>>>(
+                g, static_cast<I>(per_pixel), static_cast<I>(packs), window_argmax, static_cast<const Pack<T>*>(dy),
+                static_cast<Pack<T>*>(dx));
+          else
+            max_pool_gather_nhwc_kernel<T, I, 0><<<blocks_for(packs), kThreads, 0, stream>>>(
+                g, static_cast<I>(per_pixel), static_cast<I>(packs), window_argmax, static_cast<const Pack<T>*>(dy),
+                static_cast<Pack<T>*>(dx));
           return;
         }
         max_pool_backward_nhwc_kernel<T, I><<<blocks_for(packs), kThreads, 0, stream>>>(
