@@ -100,42 +100,80 @@ __device__ __forceinline__ Tile tile_at(const Tiling& g, int64_t t) {
   return {row0 * g.channels, static_cast<int>(nrows) * g.channels};
 }
 
-// The tile's x as floats in xs, for the whole block (a barrier ends it).
+// Tile loads and stores. Packed (the row length a multiple of a 16-byte pack's lanes, and every
+// operand 16-byte aligned): a thread moves a pack per load and store, so a tile's loads are in
+// flight together, one per thread; element by element they were issued one after another, eight
+// per thread, and CaffeNet's norm1 at batch 64 in bf16 took 0.04 ms forward and 0.07 ms backward on
+// an H100, about five times its traffic's time. Otherwise element by element. Either way the
+// values go through shared memory as floats, so both give the same results.
 template <typename T>
-__device__ __forceinline__ void stage_tile(const T* __restrict__ x, const Tile& tile, float* xs) {
-  for (int e = threadIdx.x; e < tile.count; e += blockDim.x) xs[e] = to_float(x[tile.first + e]);
-  __syncthreads();
-}
-
-template <typename T>
-__global__ void lrn_tile_forward_kernel(Tiling g, LrnWindow w, const T* __restrict__ x, T* __restrict__ y) {
-  __shared__ float xs[kTileElems];
-  for (int64_t t = blockIdx.x; t < g.tiles; t += gridDim.x) {
-    const Tile tile = tile_at(g, t);
-    stage_tile(x, tile, xs);
-    for (int e = threadIdx.x; e < tile.count; e += blockDim.x) {
-      const int c = e % g.channels;
-      y[tile.first + e] = from_float<T>(xs[e] * powf(lrn_scale(xs + (e - c), c, g.channels, w), -w.beta));
+__device__ __forceinline__ void load_tile(const T* __restrict__ src, const Tile& tile, bool packed, float* to) {
+  if (packed) {
+    constexpr int kLanes = Pack<T>::kCount;
+    const Pack<T>* p = reinterpret_cast<const Pack<T>*>(src + tile.first);
+    for (int q = threadIdx.x; q < tile.count / kLanes; q += blockDim.x) {
+      const Pack<T> v = p[q];
+#pragma unroll
+      for (int l = 0; l < kLanes; ++l) to[q * kLanes + l] = to_float(v.v[l]);
     }
-    __syncthreads();  // before the next tile overwrites xs
+  } else {
+    for (int e = threadIdx.x; e < tile.count; e += blockDim.x) to[e] = to_float(src[tile.first + e]);
   }
 }
 
-// The row kernel's backward with each scale and each dy y / scale computed once per element.
 template <typename T>
-__global__ void lrn_tile_backward_kernel(Tiling g, LrnWindow w, const T* __restrict__ x, const T* __restrict__ y,
-                                         const T* __restrict__ dy, T* __restrict__ dx) {
-  __shared__ float xs[kTileElems], scale[kTileElems], ratio[kTileElems];
+__device__ __forceinline__ void store_tile(const float* from, const Tile& tile, bool packed, T* __restrict__ dst) {
+  if (packed) {
+    constexpr int kLanes = Pack<T>::kCount;
+    Pack<T>* p = reinterpret_cast<Pack<T>*>(dst + tile.first);
+    for (int q = threadIdx.x; q < tile.count / kLanes; q += blockDim.x) {
+      Pack<T> v;
+#pragma unroll
+      for (int l = 0; l < kLanes; ++l) v.v[l] = from_float<T>(from[q * kLanes + l]);
+      p[q] = v;
+    }
+  } else {
+    for (int e = threadIdx.x; e < tile.count; e += blockDim.x) dst[tile.first + e] = from_float<T>(from[e]);
+  }
+}
+
+template <typename T>
+__global__ void lrn_tile_forward_kernel(Tiling g, LrnWindow w, bool packed, const T* __restrict__ x,
+                                        T* __restrict__ y) {
+  __shared__ float xs[kTileElems], ys[kTileElems];
+  for (int64_t t = blockIdx.x; t < g.tiles; t += gridDim.x) {
+    const Tile tile = tile_at(g, t);
+    load_tile(x, tile, packed, xs);
+    __syncthreads();
+    for (int e = threadIdx.x; e < tile.count; e += blockDim.x) {
+      const int c = e % g.channels;
+      ys[e] = xs[e] * powf(lrn_scale(xs + (e - c), c, g.channels, w), -w.beta);
+    }
+    __syncthreads();
+    store_tile(ys, tile, packed, y);
+    __syncthreads();  // before the next tile overwrites xs and ys
+  }
+}
+
+// The row kernel's backward with each scale and each dy y / scale computed once per element. dx
+// goes to `scale` once its element's own scale is used: no other thread reads that entry.
+template <typename T>
+__global__ void lrn_tile_backward_kernel(Tiling g, LrnWindow w, bool packed, const T* __restrict__ x,
+                                         const T* __restrict__ y, const T* __restrict__ dy, T* __restrict__ dx) {
+  __shared__ float xs[kTileElems], dys[kTileElems], scale[kTileElems], ratio[kTileElems];
   const float ratio_coeff = 2.0f * w.alpha_over_size * w.beta;
   const int post = w.size - w.pre_pad - 1;
   for (int64_t t = blockIdx.x; t < g.tiles; t += gridDim.x) {
     const Tile tile = tile_at(g, t);
-    stage_tile(x, tile, xs);
+    load_tile(x, tile, packed, xs);
+    load_tile(dy, tile, packed, dys);
+    load_tile(y, tile, packed, ratio);  // y, until the ratio replaces it
+    __syncthreads();
     for (int e = threadIdx.x; e < tile.count; e += blockDim.x) {
       const int c = e % g.channels;
       const float s = lrn_scale(xs + (e - c), c, g.channels, w);
       scale[e] = s;
-      ratio[e] = to_float(dy[tile.first + e]) * to_float(y[tile.first + e]) / s;
+      ratio[e] = dys[e] * ratio[e] / s;
     }
     __syncthreads();
     for (int e = threadIdx.x; e < tile.count; e += blockDim.x) {
@@ -143,10 +181,12 @@ __global__ void lrn_tile_backward_kernel(Tiling g, LrnWindow w, const T* __restr
       const int lo = c >= post ? c - post : 0, hi = min(c + w.pre_pad, g.channels - 1);
       float accum = 0.0f;
       for (int j = lo; j <= hi; ++j) accum += ratio[base + j];
-      const float direct = to_float(dy[tile.first + e]) * powf(scale[e], -w.beta);
-      dx[tile.first + e] = from_float<T>(direct - ratio_coeff * xs[e] * accum);
+      const float direct = dys[e] * powf(scale[e], -w.beta);
+      scale[e] = direct - ratio_coeff * xs[e] * accum;
     }
     __syncthreads();
+    store_tile(scale, tile, packed, dx);
+    __syncthreads();  // before the next tile overwrites the arrays
   }
 }
 
@@ -164,8 +204,9 @@ void launch_lrn_rows_forward(DType t, int64_t rows, int64_t channels, int size, 
     using T = decltype(e);
     if (channels <= kTileElems) {
       const Tiling g = tiling(rows, channels);
+      const bool packed = channels % Pack<T>::kCount == 0 && aligned16(x) && aligned16(y);
       lrn_tile_forward_kernel<T><<<tile_blocks(g), kThreads, 0, stream>>>(
-          g, window(size, alpha, beta, k), static_cast<const T*>(x), static_cast<T*>(y));
+          g, window(size, alpha, beta, k), packed, static_cast<const T*>(x), static_cast<T*>(y));
       return;
     }
     with_index_type(n, [&](auto index) {
@@ -186,8 +227,10 @@ void launch_lrn_rows_backward(DType t, int64_t rows, int64_t channels, int size,
     using T = decltype(e);
     if (channels <= kTileElems) {
       const Tiling g = tiling(rows, channels);
+      const bool packed =
+          channels % Pack<T>::kCount == 0 && aligned16(x) && aligned16(y) && aligned16(dy) && aligned16(dx);
       lrn_tile_backward_kernel<T><<<tile_blocks(g), kThreads, 0, stream>>>(
-          g, window(size, alpha, beta, k), static_cast<const T*>(x), static_cast<const T*>(y),
+          g, window(size, alpha, beta, k), packed, static_cast<const T*>(x), static_cast<const T*>(y),
           static_cast<const T*>(dy), static_cast<T*>(dx));
       return;
     }
