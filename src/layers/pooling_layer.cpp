@@ -28,18 +28,21 @@ class PoolingLayer final : public Layer {
   }
 
   // What the backend's forward can leave for the backward (each max window's argmax), sized for x
-  // as the net lays it out; none where the backend saves nothing. A bottom that arrives in another
-  // dtype or order, or larger, is checked by the backend, which then saves nothing.
+  // as the net lays it out; none where the backend saves nothing. A bottom that needs more (a larger
+  // batch after a reshape) runs without: usable_saved passes nothing then.
   void setup(Backend& backend) override {
-    const Layout layout = activation_layout(cfg_.activation_layout, x_shape_, cfg_.activation_dtype,
-                                            cfg_.activation_dtype);
+    const Layout layout =
+        activation_layout(cfg_.activation_layout, x_shape_, cfg_.activation_dtype, cfg_.activation_dtype);
     const int64_t bytes = backend.pool_saved_bytes(pool_, x_shape_, cfg_.activation_dtype, layout);
     if (bytes > 0) saved_ = backend.alloc(Shape{(bytes + 3) / 4}, DType::I32);
   }
 
   void forward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top) override {
-    // Only a training forward saves, and only for the backward that follows it.
-    ctx.backend.pool_forward(pool_, bottom[0], top[0], usable_saved(ctx.backend, ctx.phase == Phase::Train, bottom[0]));
+    // Only a training forward saves, and only for the backward that follows it: after any other
+    // forward the backward finds the argmax again.
+    const Tensor saved = usable_saved(ctx.backend, ctx.phase == Phase::Train, bottom[0]);
+    saved_holds_last_forward_ = saved.defined();
+    ctx.backend.pool_forward(pool_, bottom[0], top[0], saved);
   }
 
   void backward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top,
@@ -47,7 +50,7 @@ class PoolingLayer final : public Layer {
                 const std::vector<Tensor>& bottom_diff) override {
     if (propagate[0])
       ctx.backend.pool_backward(pool_, bottom[0], top[0], top_diff[0], bottom_diff[0],
-                                usable_saved(ctx.backend, true, bottom[0]));
+                                saved_holds_last_forward_ ? usable_saved(ctx.backend, true, bottom[0]) : Tensor());
   }
 
  private:
@@ -101,6 +104,7 @@ class PoolingLayer final : public Layer {
   PoolParams pool_;
   Shape x_shape_;
   Tensor saved_;
+  bool saved_holds_last_forward_ = false;  // the last forward was a training one that saved
 };
 
 }  // namespace cnnscale

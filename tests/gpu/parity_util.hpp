@@ -34,8 +34,10 @@ constexpr double kTolElementwise = 1e-6;
 constexpr double kTolReduction = 1e-5;
 // GEMM and convolution: dot products of K <= ~3000 U(-1, 1) terms in blocked fp32 orders.
 // Measured on an H100: <= 7.6e-7 (GEMM K = 301; conv 11x11x3; FFT_TILING picked for the
-// 256-channel 3x3 case gave 4e-7). cuDNN's search may pick Winograd on other machines, which
-// rounds in a transformed domain and loses up to ~10x more, hence 2e-5 for convolution.
+// 256-channel 3x3 case gave 4e-7). cuDNN's search may pick its fused Winograd (3x3) on other
+// machines, which rounds in a transformed domain and loses up to ~10x more, hence 2e-5 for
+// convolution. The non-fused Winograd algorithms lose far more (1.8e-3 on a 5x5 case): strict fp32
+// refuses them (cuda_conv_search.cpp), and this tolerance catches them if they come back.
 // TF32 (10 mantissa bits) errs by ~1e-4..1e-3 here, so these tolerances also catch TF32
 // sneaking in (test_cuda_backend.cpp shows it for GEMM); a wrong index, stride or pad is O(1).
 constexpr double kTolDot = 1e-5;

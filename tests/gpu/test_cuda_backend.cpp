@@ -300,7 +300,9 @@ TEST(CudaKernels, TiledAndPerRowLoweringsMatchAPlainLoop) {
     return g;
   };
   cuda::Im2colShape width = shape(6, 1, 40, 3, 1, 7, 2, 3, 1, 24);
-  width.pad_h = 0;
+  width.pad_h = 0;  // as width_lowered_input: one image row in, one lowered row out
+  width.stride_h = 1;
+  width.oh = 1;
   const std::vector<Case> cases = {
       {"bf16 stem", DType::BF16, shape(2, 30, 30, 3, 7, 7, 2, 3, 1, 152)},
       {"bf16 dilated, 4 channels", DType::BF16, shape(3, 9, 13, 4, 3, 3, 1, 1, 2, 40)},
@@ -316,7 +318,8 @@ TEST(CudaKernels, TiledAndPerRowLoweringsMatchAPlainLoop) {
                  rows = static_cast<size_t>(g.n * g.oh * g.ow), col_n = rows * static_cast<size_t>(g.cols);
     // Units of the element's width; the values are bit patterns, never zero.
     std::vector<uint32_t> x(x_n);
-    for (size_t i = 0; i < x_n; ++i) x[i] = (static_cast<uint32_t>(i) * 2654435761u >> 8 | 1u) & (unit == 2 ? 0xffffu : ~0u);
+    for (size_t i = 0; i < x_n; ++i)
+      x[i] = (static_cast<uint32_t>(i) * 2654435761u >> 8 | 1u) & (unit == 2 ? 0xffffu : ~0u);
     std::vector<uint32_t> expected(col_n, 0);
     for (size_t row = 0; row < rows; ++row) {
       const int64_t ox = static_cast<int64_t>(row) % g.ow, oy = static_cast<int64_t>(row) / g.ow % g.oh,

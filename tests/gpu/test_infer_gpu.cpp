@@ -47,7 +47,7 @@ double relative_error(const std::vector<float>& a, const std::vector<float>& ref
 // Tolerance on the scores' relative 2-norm error: each of the net's 6 compute layers (conv, LRN,
 // pool, two inner products, batch norm) adds at most ~4u relative error in the compute format (the
 // layer parity tests' argument), so 6 x 4u < 32u: u = 2^-8 for bf16, 2^-11 for fp16 and for TF32's
-// 10-bit mantissa. fp32 differs only in summation order and cuDNN's algorithm (Winograd: kTolConv).
+// 10-bit mantissa. fp32 differs only in summation order and cuDNN's algorithm (fused Winograd: kTolConv).
 // Stale or unconverted weight copies, an unfolded or doubly-applied batch norm, or a pass reading
 // another batch's input give errors of order 1.
 double tolerance(Precision p) {

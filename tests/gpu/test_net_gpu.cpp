@@ -85,8 +85,8 @@ TEST(NetGpu, ForwardBackwardMatchCpu) {
     gpu.backward(it);
   }
   // Measured on an H100: 6e-8 (loss) and 2.7e-7 (gradients). Each conv may lose up to kTolConv
-  // (2e-5, parity_util.hpp) where cuDNN picks Winograd, and the gradients pass through about five
-  // such steps, hence 1e-4. A wrong diff wiring or parameter view would be O(1).
+  // (2e-5, parity_util.hpp) where cuDNN picks its fused Winograd, and the gradients pass through
+  // about five such steps, hence 1e-4. A wrong diff wiring or parameter view would be O(1).
   expect_parity("loss", host_values(gpu_backend(), gpu.loss()), host_values(cpu_backend(), cpu.loss()), 1e-5);
   expect_parity("flat gradients", host_values(gpu_backend(), gpu.flat_grads()),
                 host_values(cpu_backend(), cpu.flat_grads()), 1e-4);

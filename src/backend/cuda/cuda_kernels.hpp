@@ -128,7 +128,8 @@ bool launch_max_pool_forward_nhwc(const PoolGeometry& g, DType t, const void* x,
 // Whether the channels-last max backward of g runs as a gather over window argmax bytes (overlapping
 // windows of at most 255 pixels, channels in whole 16-byte packs), given 16-byte aligned operands.
 bool max_pool_gathers_argmax(const PoolGeometry& g, DType t);
-// Routes each dy to the first maximum of its window (Caffe's argmax rule), recomputed from x.
+// Routes each dy to the first maximum of its window (Caffe's argmax rule), found from x, or read
+// from the bytes the forward saved (argmax_saved).
 // window_argmax: one byte per element of y, used where max_pool_gathers_argmax (each window's
 // argmax found once instead of once per covering input; null: not used); argmax_saved: it already
 // holds what the forward of the same x stored there, so only the gather runs.

@@ -102,8 +102,8 @@ __device__ __forceinline__ Tile tile_at(const Tiling& g, int64_t t) {
 
 // Tile loads and stores. Packed (the row length a multiple of a 16-byte pack's lanes, and every
 // operand 16-byte aligned): a thread moves a pack per load and store, so a tile's loads are in
-// flight together, one per thread; element by element they were issued one after another, eight
-// per thread, and CaffeNet's norm1 at batch 64 in bf16 took 0.04 ms forward and 0.07 ms backward on
+// flight together, one or two per thread; element by element they were issued one after another,
+// eight per thread, and CaffeNet's norm1 at batch 64 in bf16 took 0.04 ms forward and 0.07 ms backward on
 // an H100, about five times its traffic's time. Otherwise element by element. Either way the
 // values go through shared memory as floats, so both give the same results.
 template <typename T>

@@ -82,7 +82,8 @@ static uint8_t* saved_argmax(const CudaBackend& b, const PoolParams& p, const Te
                              const Tensor& saved) {
   if (!saved.defined()) return nullptr;
   const int64_t bytes = b.pool_saved_bytes(p, x.shape(), x.dtype(), x.layout());
-  if (bytes == 0 || y.layout() != Layout::NHWC) return nullptr;
+  // 8-byte aligned: the 16-bit kernels move a pack's 8 argmax bytes as one word.
+  if (bytes == 0 || y.layout() != Layout::NHWC || reinterpret_cast<uintptr_t>(saved.raw()) % 8 != 0) return nullptr;
   if (static_cast<int64_t>(saved.bytes()) < bytes)
     throw_runtime("pool on cuda: saved argmax holds {} bytes, x {} needs {}", saved.bytes(), x.shape().to_string(),
                   bytes);

@@ -1,8 +1,9 @@
 // Caffe's max/average pooling (BVLC caffe/src/caffe/layers/pooling_layer.cu) for the shapes cuDNN
 // cannot express: Caffe's ceil-mode output can have one more row/column than cuDNN's floor rule,
 // and that last window hangs over the bottom/right edge, i.e. asymmetric padding.
-// Max backward recomputes each window's argmax from x (no stored mask), with Caffe's rule that
-// the first maximum in row-major order wins, and gathers per input element (deterministic).
+// Max backward finds each window's argmax from x, or reads the bytes the channels-last forward
+// saved (launch_max_pool_forward_nhwc), with Caffe's rule that the first maximum in row-major order
+// wins, and gathers per input element (deterministic).
 // Templated on the storage (f32, bf16, f16); sums and divisions are done in float. Either memory
 // order (NCHW or NHWC), so channels-last 16-bit activations need no reordered copies.
 #include <cfloat>
