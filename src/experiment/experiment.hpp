@@ -80,7 +80,8 @@ struct Experiment {
   // matrix
   std::vector<std::string> networks;
   std::map<std::string, std::string> network_paths;  // name as written -> file train gets
-  std::vector<int64_t> batches;
+  std::vector<int64_t> batches;            // global batches (strong scaling: the same at every rank count)
+  std::vector<int64_t> batches_per_gpu;    // per-rank batches (weak scaling: global = this x ranks)
   std::vector<int64_t> gpu_counts;              // ranks with GPU = node-local rank
   std::vector<GpuMix> gpu_mixes;                 // explicit per-rank GPU selectors (and SM partitions)
   std::vector<std::vector<double>> cpu_mixes;    // CPU ranks' slowdown factors, one list per rank set

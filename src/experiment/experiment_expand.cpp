@@ -212,6 +212,7 @@ nlohmann::json Experiment::resolved_json() const {
   j["matrix"] = {{"network", networks},     {"batch", batches},  {"gpus", gpu_counts},  {"gpu_mix", mixes},
                  {"cpu_mix", cpu_mixes},    {"split", splits},   {"precision", precisions},
                  {"allreduce", ar},         {"repeats", repeats}};
+  if (!batches_per_gpu.empty()) j["matrix"]["batch_per_gpu"] = batches_per_gpu;  // absent: as before it existed
   return j;
 }
 
@@ -307,19 +308,32 @@ std::vector<RunSpec> expand_runs(const Experiment& e) {
   for (const auto& m : e.gpu_mixes) rank_sets.push_back({static_cast<int64_t>(m.gpus.size()), m, {}});
   for (const auto& s : e.cpu_mixes) rank_sets.push_back({static_cast<int64_t>(s.size()), {}, s});
 
+  // (global batch, rank set) points: every global batch on every rank set (strong scaling), then each
+  // per-rank batch times each set's rank count (weak scaling) where that point is not there already
+  // (per-rank 64 on 2 ranks is global 128 on 2 ranks: one run).
+  std::vector<std::pair<int64_t, size_t>> points;
+  for (int64_t batch : e.batches)
+    for (size_t k = 0; k < rank_sets.size(); ++k) points.emplace_back(batch, k);
+  for (int64_t per_rank : e.batches_per_gpu)
+    for (size_t k = 0; k < rank_sets.size(); ++k) {
+      const std::pair<int64_t, size_t> point{per_rank * rank_sets[k].ranks, k};
+      if (std::find(points.begin(), points.end(), point) == points.end()) points.push_back(point);
+    }
+
   std::vector<RunSpec> runs;
   for (int64_t repeat = 1; repeat <= e.repeats; ++repeat)
     for (const auto& net : e.networks)
-      for (int64_t batch : e.batches)
-        for (const auto& rs : rank_sets)
-          for (const auto& precision : e.precisions)
-            for (size_t a = 0; a < e.allreduce.size(); ++a)
-              for (size_t s = 0; s < e.splits.size(); ++s) {
-                // One rank has nothing to reduce and nothing to split: its allreduce and split variants
-                // would be identical runs.
-                if (rs.ranks == 1 && (a > 0 || s > 0)) break;
-                runs.push_back(make_run(e, net, batch, rs, precision, e.allreduce[a], e.splits[s], repeat));
-              }
+      for (const auto& [batch, k] : points) {
+        const RankSet& rs = rank_sets[k];
+        for (const auto& precision : e.precisions)
+          for (size_t a = 0; a < e.allreduce.size(); ++a)
+            for (size_t s = 0; s < e.splits.size(); ++s) {
+              // One rank has nothing to reduce and nothing to split: its allreduce and split variants
+              // would be identical runs.
+              if (rs.ranks == 1 && (a > 0 || s > 0)) break;
+              runs.push_back(make_run(e, net, batch, rs, precision, e.allreduce[a], e.splits[s], repeat));
+            }
+      }
   return runs;
 }
 

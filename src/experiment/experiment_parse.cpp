@@ -28,8 +28,8 @@ const std::set<std::string> kTopKeys = {
     "seed",   "device",          "extra_args",     "matrix",       "networks"};
 const std::set<std::string> kLengthKeys = {"iterations",     "epochs",       "iteration_scale",
                                            "min_iterations", "whole_epochs", "whole_samples"};
-const std::set<std::string> kMatrixKeys = {"network", "batch",     "gpus",      "gpu_mix", "cpu_mix",
-                                           "split",   "precision", "allreduce", "repeats"};
+const std::set<std::string> kMatrixKeys = {"network",   "batch",     "batch_per_gpu", "gpus",   "gpu_mix",
+                                           "cpu_mix",   "split",     "precision",     "allreduce", "repeats"};
 const std::set<std::string> kDatasetKeys = {"name",           "data_dir", "train_samples", "test_samples",
                                             "synthetic_fill", "classes",  "input_shape"};
 const std::set<std::string> kSolverKeys = {
@@ -198,7 +198,12 @@ void read_matrix(const ExperimentReader& r, const ConfigNode& root, const Config
   } else {
     m.fail("no network: set matrix.network (or a top-level 'network')");
   }
-  for (const auto& n : list_items(r.get(m, "batch"))) e.batches.push_back(int_in(n, 1, 1 << 24));
+  // Global batches (strong scaling) and per-rank ones (weak scaling), either or both.
+  const auto per_gpu = r.child(m, "batch_per_gpu");
+  if (auto c = per_gpu ? r.child(m, "batch") : std::optional<ConfigNode>(r.get(m, "batch")))
+    for (const auto& n : list_items(*c)) e.batches.push_back(int_in(n, 1, 1 << 24));
+  if (per_gpu)
+    for (const auto& n : list_items(*per_gpu)) e.batches_per_gpu.push_back(int_in(n, 1, 1 << 24));
 
   read_rank_sets(r, m, e, host);
 

@@ -351,6 +351,11 @@ std::string variant_label(const ConfigGroup& group, const VaryingKeys& varying) 
 }
 
 const ConfigGroup* baseline_of(const ConfigGroup& group, const std::vector<ConfigGroup>& groups) {
+  return baseline_at_batch(group, groups, group.key.at("global_batch"));
+}
+
+const ConfigGroup* baseline_at_batch(const ConfigGroup& group, const std::vector<ConfigGroup>& groups,
+                                     const std::string& batch) {
   const std::string names = group.key.at("gpu_names");
   const std::string first_gpu = names.substr(0, names.find(','));
   const ConfigGroup* best = nullptr;
@@ -362,7 +367,7 @@ const ConfigGroup* baseline_of(const ConfigGroup& group, const std::vector<Confi
       // A sweep gives a single CPU rank all the cores' BLAS threads: its thread count differs on
       // purpose (the scaling table notes it).
       if (k != "world_size" && k != "gpu_names" && k != "tag.gpu_mix" && k != "threads_per_rank" && !irrelevant(k, g) &&
-          g.key.at(k) != group.key.at(k))
+          g.key.at(k) != (k == "global_batch" ? batch : group.key.at(k)))
         same = false;
     if (!same) continue;
     const int score = (g.key.at("gpu_names") == first_gpu ? 2 : 0) + (g.key.at("tag.gpu_mix").empty() ? 1 : 0);

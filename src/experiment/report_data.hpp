@@ -126,5 +126,9 @@ std::string variant_label(const ConfigGroup& group, const VaryingKeys& varying);
 // GPU mix, preferring one whose GPU is the first of `group`'s, then a plain (not gpu_mix) one;
 // nullptr when there is none.
 const ConfigGroup* baseline_of(const ConfigGroup& group, const std::vector<ConfigGroup>& groups);
+// The same with the 1-rank run's global batch `batch` instead of the group's own (weak scaling: the
+// group's per-rank batch).
+const ConfigGroup* baseline_at_batch(const ConfigGroup& group, const std::vector<ConfigGroup>& groups,
+                                     const std::string& batch);
 
 }  // namespace cnnscale::report

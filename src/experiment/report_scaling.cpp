@@ -64,6 +64,55 @@ Table scaling_table(const std::vector<ConfigGroup>& groups) {
   return t;
 }
 
+namespace {
+
+// The 1-rank run of g's per-rank batch (global batch / ranks, where whole), null where there is none.
+const ConfigGroup* weak_baseline(const ConfigGroup& g, const std::vector<ConfigGroup>& groups, int64_t& per_rank) {
+  const double n = g.world_size(), b = g.global_batch();
+  if (!(n > 1) || !(b > 0) || std::fmod(b, n) != 0) return nullptr;
+  per_rank = static_cast<int64_t>(b / n);
+  return baseline_at_batch(g, groups, std::to_string(per_rank));
+}
+
+}  // namespace
+
+Table weak_scaling_table(const std::vector<ConfigGroup>& groups) {
+  Layout l{groups};
+  const std::string& one = l.noun.one;
+  Table t = l.start("weak_scaling", "Weak scaling",
+                    fmt::format("Each {0} keeps its batch as {1} are added: scaled speedup = samples/s on N {1} / "
+                                "samples/s on 1 {0} at the same network and per-{0} batch (global batch / N); "
+                                "weak-scaling efficiency = scaled speedup / N.",
+                                one, l.noun.many));
+  t.columns.insert(t.columns.end(), {{"per-" + one + " batch", "batch_per_rank", false},
+                                     {"samples/s", "samples_per_s"},
+                                     {"1-" + one + " samples/s", "baseline_samples_per_s"},
+                                     {"scaled speedup", "scaled_speedup"},
+                                     {"efficiency", "efficiency"}});
+  for (const ConfigGroup& g : groups) {
+    int64_t per_rank = 0;
+    const ConfigGroup* base = weak_baseline(g, groups, per_rank);
+    if (!base) continue;
+    auto cells = l.row(g);
+    cells.push_back(Cell::of(std::to_string(per_rank)));
+    const Stat s = g.stat(&RunSummary::samples_per_s), b = base->stat(&RunSummary::samples_per_s);
+    const Stat speedup = speedup_of(s, b, false);
+    Stat efficiency = speedup;
+    if (!speedup.null()) {
+      efficiency.mean /= g.world_size();
+      efficiency.std /= g.world_size();
+    }
+    for (const Stat& x : {s, b, speedup, efficiency}) cells.push_back(Cell::of(x));
+    t.rows.push_back(std::move(cells));
+  }
+  t.notes.push_back(fmt::format(
+      "Rows: every multi-{0} configuration whose per-{0} batch has a 1-{0} run of the same variant (sweep "
+      "matrix.batch_per_gpu runs them; a strong-scaling sweep holds some by coincidence). Std: first-order "
+      "propagation of both relative stds.",
+      one));
+  return t;
+}
+
 Table by_gpus_table(const std::vector<ConfigGroup>& groups) {
   // A row is a network, global batch and variant identity with one group per GPU count. A single
   // rank's identity lacks the allreduce settings (it exchanges nothing): its group joins every row

@@ -241,6 +241,8 @@ std::vector<Table> build_tables(const std::vector<ConfigGroup>& groups) {
   std::vector<Table> tables = {time_table(groups),     energy_table(groups),  whole_table(groups),
                                efficiency_table(groups), accuracy_table(groups), scaling_table(groups),
                                by_gpus_table(groups),  phases_table(groups)};
+  // Only where some configuration has the 1-rank run of its per-rank batch.
+  if (Table weak = weak_scaling_table(groups); !weak.rows.empty()) tables.push_back(std::move(weak));
   // Only where unequal ranks were run: a plain sweep's report has no empty heterogeneous table.
   if (!hetero_groups(groups).empty()) {
     tables.push_back(hetero_table(groups));

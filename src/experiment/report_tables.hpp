@@ -16,6 +16,9 @@ Table whole_table(const std::vector<ConfigGroup>& groups);       // study Tables
 Table efficiency_table(const std::vector<ConfigGroup>& groups);  // study Table 11
 Table accuracy_table(const std::vector<ConfigGroup>& groups);    // study Tables 12/13
 Table scaling_table(const std::vector<ConfigGroup>& groups);     // speedup, parallel efficiency
+// Weak scaling: each multi-rank configuration against the 1-rank run of its per-rank batch; rows
+// only where that run exists (an empty table where none does).
+Table weak_scaling_table(const std::vector<ConfigGroup>& groups);
 // Wide: one row per network × global batch [× variant], a column group per GPU count in the data
 // (samples/s, speedup, J/batch, EDP), as the study lays out Tables 4–9; gpu_mix runs and unequal
 // ranks (is_unequal) left out.

@@ -253,6 +253,24 @@ TEST(ExperimentExpansion, CountsOrderAndCollapsedSingleRankAllreduce) {
   EXPECT_EQ(ids.size(), runs.size());
 }
 
+// Weak scaling: per-GPU batches become global batches per rank count, and a point the global
+// batches already hold (per-GPU 8 on 2 ranks = global 16 on 2 ranks) runs once.
+TEST(ExperimentExpansion, PerGpuBatchesAddWeakScalingPoints) {
+  Experiment e = parse(kBase + "  batch_per_gpu: [8, 32]\n  repeats: 1\n");
+  EXPECT_EQ(e.batches_per_gpu, (std::vector<int64_t>{8, 32}));
+  std::set<std::pair<int64_t, int64_t>> points;
+  for (const RunSpec& r : expand_runs(e)) EXPECT_TRUE(points.insert({r.batch, r.ranks}).second) << r.id;
+  const std::set<std::pair<int64_t, int64_t>> want = {{8, 1}, {8, 2}, {16, 1}, {16, 2}, {32, 1}, {64, 2}};
+  EXPECT_EQ(points, want);
+  // Per-GPU batches alone are a matrix too; neither is an error naming both keys.
+  Experiment weak = parse("name: t\ndataset: synthetic\niterations: 4\nmatrix:\n  network: [lenet]\n"
+                          "  batch_per_gpu: [4]\n  gpus: [1, 2]\n  repeats: 1\n");
+  EXPECT_TRUE(weak.batches.empty());
+  EXPECT_EQ(expand_runs(weak).size(), 2u);
+  expect_error("name: t\ndataset: synthetic\niterations: 4\nmatrix:\n  network: [lenet]\n  batch_per_gpu: [0]\n",
+               {"t.yaml:6:19: matrix.batch_per_gpu[0]"});
+}
+
 TEST(ExperimentExpansion, IdsStableAcrossInvocationsAndNarrowedMatrices) {
   auto a = expand_runs(parse(kBase));
   auto b = expand_runs(parse(kBase));

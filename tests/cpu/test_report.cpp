@@ -128,6 +128,40 @@ TEST(Report, SpeedupAndEfficiencyAgainstTheOneGpuRun) {
   EXPECT_NE(md.find("| net_a | 4 | 128 | 1 | 400.0 | — | — | — |"), std::string::npos) << md;
 }
 
+// Weak scaling: 2 GPUs at global 128 against the 1-GPU run at 64 (its per-GPU batch), 4 GPUs at
+// 256 likewise; 2 GPUs at 64 (per-GPU 32) have no 1-GPU run at 32 and get no row. Without any such
+// pair the report has no weak-scaling table at all.
+TEST(Report, WeakScalingAgainstTheOneGpuRunOfThePerGpuBatch) {
+  {
+    TempDir dir;
+    write_run(dir.str(), synthetic_run("net_a", 64, 1, 0, {{"samples_per_s", 100.0}}));
+    write_run(dir.str(), synthetic_run("net_a", 64, 2, 0, {{"samples_per_s", 150.0}}));
+    report_without_plots(dir.str());
+    EXPECT_FALSE(fs::exists(dir.file("report/weak_scaling.csv")));
+  }
+  TempDir dir;
+  for (int rep = 0; rep < 2; ++rep) {
+    write_run(dir.str(), synthetic_run("net_a", 64, 1, rep, {{"samples_per_s", 100.0 + rep * 10}}));
+    write_run(dir.str(), synthetic_run("net_a", 128, 2, rep, {{"samples_per_s", 200.0 + rep * 10}}));
+  }
+  write_run(dir.str(), synthetic_run("net_a", 256, 4, 0, {{"samples_per_s", 380.0}}));
+  write_run(dir.str(), synthetic_run("net_a", 64, 2, 0, {{"samples_per_s", 150.0}}));
+  report_without_plots(dir.str());
+  const auto rows = read_csv(dir.file("report/weak_scaling.csv"));
+  ASSERT_EQ(rows.size(), 2u);
+  const CsvRow& two = row_of(rows, "net_a", 2, 128);
+  EXPECT_EQ(two.at("batch_per_rank"), "64");
+  EXPECT_DOUBLE_EQ(std::stod(two.at("baseline_samples_per_s_mean")), 105.0);
+  EXPECT_DOUBLE_EQ(std::stod(two.at("scaled_speedup_mean")), 205.0 / 105.0);
+  EXPECT_DOUBLE_EQ(std::stod(two.at("efficiency_mean")), 205.0 / 105.0 / 2);
+  const double rel = std::hypot(sample_std({200, 210}) / 205.0, sample_std({100, 110}) / 105.0);
+  EXPECT_NEAR(std::stod(two.at("scaled_speedup_std")), 205.0 / 105.0 * rel, 1e-12);
+  EXPECT_DOUBLE_EQ(std::stod(row_of(rows, "net_a", 4, 256).at("efficiency_mean")), 380.0 / 105.0 / 4);
+  const std::string md = slurp(dir.file("report/weak_scaling.md"));
+  EXPECT_NE(md.find("per-rank batch"), std::string::npos) << md;  // CPU runs: ranks, not GPUs
+  EXPECT_NE(md.find("Weak scaling"), std::string::npos) << md;
+}
+
 TEST(Report, NullEnergyIsADashAnEmptyFieldAndANoteSayingWhy) {
   TempDir dir;
   RunResults r = synthetic_run("lenet", 64, 1, 0,
