@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Figures of `cnnscale report` (PNG, matplotlib): time and energy per batch per batch-ranks (or
 batch-GPUs) combination as in the study's Figs. 5-8, strong-scaling curves over every rank count in
-the data (by_gpus table), one run's power trace per GPU and the per-phase breakdown, from the CSV
+the data (by_gpus table) and weak-scaling efficiency (weak_scaling table), one run's power trace per
+GPU and the per-phase breakdown, from the CSV
 tables `cnnscale report` wrote and one run.h5; for unequal ranks, each rank's busy and waiting time
 and the `auto` split's history (report_plots_hetero.py); for `bench allreduce` results, bus
 bandwidth against message size per rank count (allreduce table); and, for `infer` results,
@@ -250,6 +251,47 @@ def scaling_figure(rows, out):
     save(fig, out, "scaling.png")
 
 
+def weak_scaling_figure(rows, out):
+    """Weak-scaling efficiency (samples/s on N over N x the 1-rank rate at the same per-rank batch)
+    against the rank count, one subplot per network, one line per per-rank batch and variant, from
+    the weak_scaling table; each line starts at 1 on one rank (its own baseline)."""
+    one = DEVICES[:-1] if DEVICES.endswith("s") else DEVICES
+    rows = [r for r in rows if not math.isnan(number(r["efficiency_mean"]))]
+    if not rows:
+        leave_out(out, "weak_scaling.png", "no configuration has both values")
+        return
+    nets = {}
+    for r in rows:
+        nets.setdefault(r["net"], {}).setdefault((number(r["batch_per_rank"]), r.get("variant", "")), []).append(r)
+    all_ns, counts = [], set([1.0])
+    fig, axes = plt.subplots(1, len(nets), figsize=(max(5.5 * len(nets), 6), 4.6), squeeze=False)
+    for ax, (net, lines) in zip(axes[0], nets.items()):
+        cmap = plt.get_cmap("tab10" if len(lines) <= 10 else "tab20")
+        for i, ((per_rank, variant), rs) in enumerate(sorted(lines.items())):
+            rs.sort(key=lambda r: number(r["gpus"]))
+            ns = [1.0] + [number(r["gpus"]) for r in rs]
+            eff = [1.0] + [number(r["efficiency_mean"]) for r in rs]
+            runs = [2] + [int(r["runs"]) if r["runs"].isdigit() else 1 for r in rs]
+            yerr = error_bars(eff, [0.0] + [number(r["efficiency_std"]) for r in rs], runs)
+            counts.update(ns)
+            all_ns += runs[1:]
+            label = f"{per_rank:g} per {one}" + (f" {variant}" if variant else "")
+            ax.errorbar(ns, eff, yerr=yerr, marker="o", color=cmap(i % cmap.N), label=label, capsize=3)
+        ax.axhline(1.0, linestyle="--", color="grey", alpha=0.6)
+        ax.set_title(net)
+        ax.set_xlabel(DEVICES)
+        ax.set_ylabel("weak-scaling efficiency")
+        ax.set_ylim(0, max(1.1, ax.get_ylim()[1]))
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, loc="lower left")
+    for ax in axes[0]:
+        ax.set_xticks(sorted(counts), [f"{g:g}" for g in sorted(counts)])
+    fig.suptitle(f"Weak scaling: samples/s on N {DEVICES} / (N × the 1-{one} rate at the same batch per {one})\n"
+                 f"({runs_text(all_ns or [1])}; dashed: ideal)", fontsize=11)
+    fig.tight_layout()
+    save(fig, out, "weak_scaling.png")
+
+
 def phases_figure(rows, out):
     """Stacked parts of the step, one subplot per network: each with its own scale and unit, as
     networks differ by orders of magnitude and a shared axis would flatten the small ones."""
@@ -394,7 +436,8 @@ def main():
     parser.add_argument("--power-label", default="", help="description of that run")
     parser.add_argument("--figures", default="training",
                         help="comma separated: training (the five figures of the runs), hetero (hetero_ranks.csv, "
-                             "split_history.csv), allreduce (allreduce.csv), inference (inference.csv)")
+                             "split_history.csv), allreduce (allreduce.csv), inference (inference.csv), weak "
+                             "(weak_scaling.csv)")
     parser.add_argument("--devices", default="GPUs", choices=["GPUs", "ranks"],
                         help="what the parallel units are called in legends and axes (ranks: CPU runs)")
     parser.add_argument("--left-out", default="",
@@ -403,9 +446,9 @@ def main():
     global DEVICES
     DEVICES = a.devices
     wanted = set(a.figures.split(","))
-    if not wanted or not wanted <= {"training", "hetero", "allreduce", "inference"}:
-        print(f"report_plots: --figures: expected training, hetero, allreduce and/or inference, got '{a.figures}'",
-              file=sys.stderr)
+    if not wanted or not wanted <= {"training", "hetero", "allreduce", "inference", "weak"}:
+        print(f"report_plots: --figures: expected training, hetero, allreduce, inference and/or weak, got "
+              f"'{a.figures}'", file=sys.stderr)
         return 2
     os.makedirs(a.out, exist_ok=True)
     if "allreduce" in wanted:
@@ -430,6 +473,8 @@ def main():
         scaling_figure(read_table(a.tables, "by_gpus"), a.out)
         power_figure(a.power_h5, a.power_label, a.out)
         phases_figure(read_table(a.tables, "phases"), a.out)
+    if "weak" in wanted:
+        weak_scaling_figure(read_table(a.tables, "weak_scaling"), a.out)
     if "hetero" in wanted:
         import report_plots_hetero as hetero  # beside this script: Python puts its folder on sys.path
 

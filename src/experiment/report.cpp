@@ -110,6 +110,8 @@ std::string report_markdown(const ReportOptions& options, const ReportOutcome& o
          "Samples of the global batch assigned to each rank over the iterations under the auto split policy: "
          "each step is a rebalancing towards the faster ranks (one run per configuration)"},
         {kAllreduceFigure, "Allreduce bus bandwidth against message size per rank count (allreduce table)"},
+        {kWeakScalingFigure, "Weak scaling: efficiency against " + many + " at a fixed batch per " + noun.one +
+                                 " (weak_scaling table), 1 being ideal"},
         {kInferFigures[0], "Inference throughput against batch size per network, device and precision (inference "
                            "table)"},
         {kInferFigures[1], "Inference images per joule against batch size per network, device and precision"},
@@ -209,7 +211,8 @@ ReportOutcome write_report(const ReportOptions& options) {
                   !benches.empty(),
                   hetero,
                   noun.many,
-                  !inferences.empty()};
+                  !inferences.empty(),
+                  std::any_of(tables.begin(), tables.end(), [](const Table& t) { return t.name == "weak_scaling"; })};
       PlotOutcome plotted = run_plot_script(job);
       outcome.figures = std::move(plotted.figures);
       outcome.figures_left_out = std::move(plotted.left_out);

@@ -36,6 +36,9 @@ inline const std::vector<std::string> kFigureNames = {"time_per_batch.png", "jou
 // Drawn when the heterogeneous tables are (report_hetero.hpp): each rank's busy and waiting time per
 // mix and split, and the shares over the iterations of `auto` splits.
 inline const std::vector<std::string> kHeteroFigures = {"rank_balance.png", "split_history.png"};
+// Drawn when the weak_scaling table is (some configuration has the 1-GPU run of its per-GPU batch):
+// weak-scaling efficiency against the GPU count per network and per-GPU batch.
+inline const std::string kWeakScalingFigure = "weak_scaling.png";
 // Drawn when the results hold `bench allreduce` files: busbw against message size per rank count.
 inline const std::string kAllreduceFigure = "allreduce_busbw.png";
 // From `infer` results (the inference table): throughput and images/J against batch size, p99 latency

@@ -61,6 +61,7 @@ PlotOutcome run_plot_script(const PlotJob& job) {
   if (job.hetero) figures.append(figures.empty() ? "" : ",").append("hetero");
   if (job.allreduce) figures.append(figures.empty() ? "" : ",").append("allreduce");
   if (job.inference) figures.append(figures.empty() ? "" : ",").append("inference");
+  if (job.weak_scaling) figures.append(figures.empty() ? "" : ",").append("weak");
   args.push_back(figures);
   if (!job.power_h5.empty()) {
     args.insert(args.end(), {"--power-h5", job.power_h5, "--power-label", job.power_label});
@@ -117,6 +118,7 @@ PlotOutcome run_plot_script(const PlotJob& job) {
   if (job.hetero) names.insert(names.end(), kHeteroFigures.begin(), kHeteroFigures.end());
   if (job.allreduce) names.push_back(kAllreduceFigure);
   if (job.inference) names.insert(names.end(), kInferFigures.begin(), kInferFigures.end());
+  if (job.weak_scaling) names.push_back(kWeakScalingFigure);
   for (const std::string& name : names) {
     const fs::path p = fs::path(job.out_dir) / name;
     const bool skipped =

@@ -20,6 +20,7 @@ struct PlotJob {
   bool hetero = false;           // kHeteroFigures from hetero_ranks.csv and split_history.csv
   std::string devices = "GPUs";  // what the parallel units are called in legends and axes ("ranks" on CPU)
   bool inference = false;        // kInferFigures from inference.csv
+  bool weak_scaling = false;     // kWeakScalingFigure from weak_scaling.csv
 };
 
 struct PlotOutcome {
