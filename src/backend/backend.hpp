@@ -266,9 +266,10 @@ class Backend {
   // `saved`: where a training forward may leave what its backward would otherwise recompute from x
   // (each max window's argmax); pool_saved_bytes says how many bytes it takes for x of `shape`,
   // `dtype` and `layout` (0: nothing to save, and `saved` may be left undefined). A layer passes the
-  // same tensor, at least that large, to a training forward and to the backward that follows it;
-  // an inference forward, and a backward whose forward was given none, pass an undefined tensor.
-  // The backend decides from x, y and `saved` alone whether to use it, the same way in both calls.
+  // same tensor to a training forward and to the backward that follows it; an inference forward,
+  // and a backward whose forward was given none, pass an undefined tensor. The backend decides from
+  // x, y and `saved` alone whether to use it, the same way in both calls: not where it is smaller
+  // than x needs (a batch larger than it was sized for), and the backward then finds the argmax again.
   virtual int64_t pool_saved_bytes(const PoolParams& /*p*/, const Shape& /*shape*/, DType /*dtype*/,
                                    Layout /*layout*/) const {
     return 0;

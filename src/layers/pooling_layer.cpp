@@ -29,7 +29,7 @@ class PoolingLayer final : public Layer {
 
   // What the backend's forward can leave for the backward (each max window's argmax), sized for x
   // as the net lays it out; none where the backend saves nothing. A bottom that needs more (a larger
-  // batch after a reshape) runs without: usable_saved passes nothing then.
+  // batch after a reshape) runs without: the backend then leaves it unused (Backend::pool_forward).
   void setup(Backend& backend) override {
     const Layout layout =
         activation_layout(cfg_.activation_layout, x_shape_, cfg_.activation_dtype, cfg_.activation_dtype);
@@ -40,9 +40,8 @@ class PoolingLayer final : public Layer {
   void forward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top) override {
     // Only a training forward saves, and only for the backward that follows it: after any other
     // forward the backward finds the argmax again.
-    const Tensor saved = usable_saved(ctx.backend, ctx.phase == Phase::Train, bottom[0]);
-    saved_holds_last_forward_ = saved.defined();
-    ctx.backend.pool_forward(pool_, bottom[0], top[0], saved);
+    saved_holds_last_forward_ = ctx.phase == Phase::Train && saved_.defined();
+    ctx.backend.pool_forward(pool_, bottom[0], top[0], saved_holds_last_forward_ ? saved_ : Tensor());
   }
 
   void backward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top,
@@ -50,7 +49,7 @@ class PoolingLayer final : public Layer {
                 const std::vector<Tensor>& bottom_diff) override {
     if (propagate[0])
       ctx.backend.pool_backward(pool_, bottom[0], top[0], top_diff[0], bottom_diff[0],
-                                saved_holds_last_forward_ ? usable_saved(ctx.backend, true, bottom[0]) : Tensor());
+                                saved_holds_last_forward_ ? saved_ : Tensor());
   }
 
  private:
@@ -93,18 +92,10 @@ class PoolingLayer final : public Layer {
     pool_.pad_w = pad.w;
   }
 
-  // saved_ where the backend saves something for this x and saved_ holds it (a larger batch than
-  // the net was built for runs without): the same answer for the forward and its backward.
-  Tensor usable_saved(Backend& backend, bool train, const Tensor& x) const {
-    if (!train || !saved_.defined()) return Tensor();
-    const int64_t bytes = backend.pool_saved_bytes(pool_, x.shape(), x.dtype(), x.layout());
-    return bytes > 0 && bytes <= static_cast<int64_t>(saved_.bytes()) ? saved_ : Tensor();
-  }
-
   PoolParams pool_;
   Shape x_shape_;
   Tensor saved_;
-  bool saved_holds_last_forward_ = false;  // the last forward was a training one that saved
+  bool saved_holds_last_forward_ = false;  // the last forward was a training one given saved_
 };
 
 }  // namespace cnnscale

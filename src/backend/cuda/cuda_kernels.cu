@@ -101,6 +101,14 @@ __host__ __device__ constexpr size_t im2col_table_bytes(int64_t cols) {
   return (static_cast<size_t>(cols) * sizeof(int) + 15) / 16 * 16;
 }
 
+// The pixels of an image row that a run of `run` output pixels reads, and the tiled kernel's shared
+// memory for that run: the column table and the staged patch of g.r such rows.
+int im2col_span(const Im2colShape& g, int run) { return (run - 1) * g.stride_w + (g.s - 1) * g.dilation_w + 1; }
+size_t im2col_tiled_shared_bytes(const Im2colShape& g, int run, int64_t pixel_bytes) {
+  return im2col_table_bytes(g.cols) + static_cast<size_t>(g.r) * static_cast<size_t>(im2col_span(g, run)) *
+                                          static_cast<size_t>(pixel_bytes);
+}
+
 template <typename U>
 __global__ void __launch_bounds__(kTiledThreads) im2col_nhwc_tiled_kernel(Im2colShape g, int tile, int span, const U* x,
                                                                          U* col) {
@@ -678,10 +686,7 @@ void launch_im2col_nhwc(DType t, const Im2colShape& g, const void* x, void* col,
   // The tiled kernel stores 16-byte words, so every lowered row must start 16-byte aligned, and
   // the staged patch of one output pixel (the narrowest run) must fit in shared memory.
   const bool tiles = row_bytes % 16 == 0 && col_address % 16 == 0 &&
-                     im2col_table_bytes(g.cols) + static_cast<size_t>(g.r) *
-                                                      static_cast<size_t>((g.s - 1) * g.dilation_w + 1) *
-                                                      static_cast<size_t>(pixel_bytes) <=
-                         kTiledSharedBytes;
+                     im2col_tiled_shared_bytes(g, 1, pixel_bytes) <= kTiledSharedBytes;
   if (kernel == Im2colKernel::Tiled && !tiles)
     throw_kernel_unfit("im2col_nhwc",
                        "the tiled kernel needs 16-byte aligned rows and a receptive field that fits in shared memory");
@@ -696,17 +701,12 @@ void launch_im2col_nhwc(DType t, const Im2colShape& g, const void* x, void* col,
     if (tiled) {
       // The widest run of output pixels whose patch fits: a whole output row where it can, so
       // each image row is staged once per output row that reads it.
-      int tile = static_cast<int>(w.ow), span = 0;
-      auto bytes = [&](int t) {
-        span = (t - 1) * w.stride_w + (w.s - 1) * w.dilation_w + 1;
-        return im2col_table_bytes(w.cols) + static_cast<size_t>(w.r) * span * w.c * kWord;
-      };
-      while (tile > 1 && bytes(tile) > kTiledSharedBytes) tile = (tile + 1) / 2;
-      const size_t shared = bytes(tile);
+      int tile = static_cast<int>(w.ow);
+      while (tile > 1 && im2col_tiled_shared_bytes(w, tile, pixel_bytes) > kTiledSharedBytes) tile = (tile + 1) / 2;
       const int64_t tasks = w.n * w.oh * ((w.ow + tile - 1) / tile);
       const auto blocks = static_cast<unsigned>(std::min<int64_t>(tasks, kMaxBlocks * 4));
-      im2col_nhwc_tiled_kernel<W><<<blocks, kTiledThreads, shared, stream>>>(
-          w, tile, span, static_cast<const W*>(x), static_cast<W*>(col));
+      im2col_nhwc_tiled_kernel<W><<<blocks, kTiledThreads, im2col_tiled_shared_bytes(w, tile, pixel_bytes), stream>>>(
+          w, tile, im2col_span(w, tile), static_cast<const W*>(x), static_cast<W*>(col));
       return;
     }
     // 128 threads cover a row of a few hundred columns in few passes; enough blocks to fill the GPU.

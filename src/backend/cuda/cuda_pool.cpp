@@ -75,18 +75,18 @@ int64_t CudaBackend::pool_saved_bytes(const PoolParams& p, const Shape& shape, D
   return ys.numel();
 }
 
-// The argmax bytes in `saved` for a pooling of x into y, or null where there are none to use: a
-// forward writes them and its backward reads them under the same test, so a backward never reads
-// bytes its forward did not write (the backward's own packed-kernel test includes the forward's).
+// The argmax bytes in `saved` for a pooling of x into y, or null where there are none to use (none
+// saved for this shape, or `saved` too small or misaligned for them): a forward writes them and its
+// backward reads them under the same test, so a backward never reads bytes its forward did not
+// write (the backward's own packed-kernel test includes the forward's).
 static uint8_t* saved_argmax(const CudaBackend& b, const PoolParams& p, const Tensor& x, const Tensor& y,
                              const Tensor& saved) {
   if (!saved.defined()) return nullptr;
   const int64_t bytes = b.pool_saved_bytes(p, x.shape(), x.dtype(), x.layout());
   // 8-byte aligned: the 16-bit kernels move a pack's 8 argmax bytes as one word.
-  if (bytes == 0 || y.layout() != Layout::NHWC || reinterpret_cast<uintptr_t>(saved.raw()) % 8 != 0) return nullptr;
-  if (static_cast<int64_t>(saved.bytes()) < bytes)
-    throw_runtime("pool on cuda: saved argmax holds {} bytes, x {} needs {}", saved.bytes(), x.shape().to_string(),
-                  bytes);
+  if (bytes == 0 || y.layout() != Layout::NHWC || static_cast<int64_t>(saved.bytes()) < bytes ||
+      reinterpret_cast<uintptr_t>(saved.raw()) % 8 != 0)
+    return nullptr;
   return static_cast<uint8_t*>(saved.raw());
 }
 
@@ -148,15 +148,14 @@ void CudaBackend::pool_backward(const PoolParams& p, const Tensor& x, const Tens
     for (const auto& [what, t] : {std::pair{"y", &y}, {"dy", &dy}, {"dx", &dx}})
       cuda::expect_layout("pool_backward", what, *t, x.layout());
     cuda::PoolGeometry g = geometry(p, x.shape(), ys, x.layout());
-    // Argmax bytes for channels-last overlapping windows only (the gather): the forward's where it
+    // Argmax bytes where the backward gathers (max_pool_gathers_argmax): the forward's where it
     // saved them, else scratch for the two-pass kernels.
-    const bool overlapping = p.stride_h < p.kernel_h || p.stride_w < p.kernel_w;
     uint8_t* const kept = p.mode == PoolMode::Max ? saved_argmax(*this, p, x, y, saved) : nullptr;
     if (p.mode == PoolMode::Max)
       cuda::launch_caffe_max_pool_backward(
           g, x.dtype(), x.raw(), y.raw(), dy.raw(), dx.raw(), stream(),
           kept ? kept
-               : g.channels_last && overlapping
+               : cuda::max_pool_gathers_argmax(g, x.dtype())
                      ? static_cast<uint8_t*>(staging(3, Shape{(ys.numel() + 3) / 4}, DType::I32).raw())
                      : nullptr,
           kept != nullptr);

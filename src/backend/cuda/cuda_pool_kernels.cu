@@ -490,7 +490,6 @@ void launch_caffe_max_pool_backward(const PoolGeometry& g, DType t, const void* 
         aligned16(y) && aligned16(dy) && aligned16(dx)) {
       const int64_t packs = n / kLanes, per_pixel = g.channels / kLanes;
       const int64_t y_packs = g.planes * g.pooled_height * g.pooled_width / kLanes;
-      const bool overlapping = g.stride_h < g.kernel_h || g.stride_w < g.kernel_w;
       const bool tiling = g.stride_h == g.kernel_h && g.stride_w == g.kernel_w && g.pad_h == 0 && g.pad_w == 0 &&
                           g.height == g.pooled_height * g.kernel_h && g.width == g.pooled_width * g.kernel_w;
       auto launch = [&](auto index) {
@@ -501,7 +500,7 @@ void launch_caffe_max_pool_backward(const PoolGeometry& g, DType t, const void* 
               static_cast<const Pack<T>*>(dy), static_cast<Pack<T>*>(dx));
           return;
         }
-        if (overlapping && window_argmax) {
+        if (window_argmax && max_pool_gathers_argmax(g, t)) {  // overlapping windows, given the packs
           if (!argmax_saved) {
             max_pool_argmax_nhwc_kernel<T, I><<<blocks_for(y_packs), kThreads, 0, stream>>>(
                 g, static_cast<I>(per_pixel), static_cast<I>(y_packs), static_cast<const Pack<T>*>(x), window_argmax);
