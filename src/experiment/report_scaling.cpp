@@ -15,6 +15,40 @@
 
 namespace cnnscale::report {
 
+namespace {
+
+// Where g's ranks run another BLAS thread count each than its 1-rank baseline (a sweep gives a
+// single CPU rank all the cores' threads), the pair for the table's note: 1 rank with all the
+// threads against N ranks sharing them is no N-fold resource.
+void note_threads(const ConfigGroup& g, const ConfigGroup* base, std::set<std::string>& notes) {
+  if (!base || base == &g || g.key.at("threads_per_rank").empty() ||
+      g.key.at("threads_per_rank") == base->key.at("threads_per_rank"))
+    return;
+  const double tn = std::stod(g.key.at("threads_per_rank"));
+  const std::string& t1 = base->key.at("threads_per_rank");
+  notes.insert(fmt::format("{:g} ranks × {:g} thread{} against 1 rank × {} thread{} ({:g} vs {} in all)", g.world_size(),
+                           tn, tn == 1 ? "" : "s", t1.empty() ? "?" : t1, t1 == "1" ? "" : "s", g.world_size() * tn,
+                           t1.empty() ? "?" : t1));
+}
+
+void add_thread_note(Table& t, const std::set<std::string>& notes) {
+  if (notes.empty()) return;
+  std::string list;
+  for (const std::string& n : notes) list += (list.empty() ? "" : "; ") + n;
+  t.notes.push_back("CPU runs use another BLAS thread count per rank than their 1-rank run: " + list +
+                    ". Their speedup compares ranks with threads on the same cores, not N cores with one.");
+}
+
+// The 1-rank run of g's per-rank batch (global batch / ranks, where whole), null where there is none.
+const ConfigGroup* weak_baseline(const ConfigGroup& g, const std::vector<ConfigGroup>& groups, int64_t& per_rank) {
+  const double n = g.world_size(), b = g.global_batch();
+  if (!(n > 1) || !(b > 0) || std::fmod(b, n) != 0) return nullptr;
+  per_rank = static_cast<int64_t>(b / n);
+  return baseline_at_batch(g, groups, std::to_string(per_rank));
+}
+
+}  // namespace
+
 Table scaling_table(const std::vector<ConfigGroup>& groups) {
   Layout l{groups};
   const std::string& one = l.noun.one;
@@ -32,15 +66,7 @@ Table scaling_table(const std::vector<ConfigGroup>& groups) {
     auto cells = l.row(g);
     const Stat s = g.stat(&RunSummary::samples_per_s);
     const ConfigGroup* base = baseline_of(g, groups);
-    // 1 rank with all the cores' BLAS threads against N ranks sharing them is no N-fold resource.
-    if (base && base != &g && !g.key.at("threads_per_rank").empty() &&
-        g.key.at("threads_per_rank") != base->key.at("threads_per_rank")) {
-      const double tn = std::stod(g.key.at("threads_per_rank"));
-      const std::string& t1 = base->key.at("threads_per_rank");
-      thread_notes.insert(fmt::format("{:g} ranks × {:g} thread{} against 1 rank × {} thread{} ({:g} vs {} in all)",
-                                      g.world_size(), tn, tn == 1 ? "" : "s", t1.empty() ? "?" : t1,
-                                      t1 == "1" ? "" : "s", g.world_size() * tn, t1.empty() ? "?" : t1));
-    }
+    note_threads(g, base, thread_notes);
     const Stat b = base ? base->stat(&RunSummary::samples_per_s) : Stat{};
     const Stat speedup = speedup_of(s, b, base == &g);
     Stat efficiency = speedup;
@@ -54,27 +80,10 @@ Table scaling_table(const std::vector<ConfigGroup>& groups) {
     t.rows.push_back(std::move(cells));
   }
   t.notes.push_back("Std of speedup and efficiency: first-order propagation of both relative stds.");
-  if (!thread_notes.empty()) {
-    std::string list;
-    for (const std::string& n : thread_notes) list += (list.empty() ? "" : "; ") + n;
-    t.notes.push_back("CPU runs use another BLAS thread count per rank than their 1-rank run: " + list +
-                      ". Their speedup compares ranks with threads on the same cores, not N cores with one.");
-  }
+  add_thread_note(t, thread_notes);
   if (missing) t.notes.push_back(fmt::format("{} row(s) have no 1-{} run of the same configuration: —.", missing, one));
   return t;
 }
-
-namespace {
-
-// The 1-rank run of g's per-rank batch (global batch / ranks, where whole), null where there is none.
-const ConfigGroup* weak_baseline(const ConfigGroup& g, const std::vector<ConfigGroup>& groups, int64_t& per_rank) {
-  const double n = g.world_size(), b = g.global_batch();
-  if (!(n > 1) || !(b > 0) || std::fmod(b, n) != 0) return nullptr;
-  per_rank = static_cast<int64_t>(b / n);
-  return baseline_at_batch(g, groups, std::to_string(per_rank));
-}
-
-}  // namespace
 
 Table weak_scaling_table(const std::vector<ConfigGroup>& groups) {
   Layout l{groups};
@@ -89,10 +98,12 @@ Table weak_scaling_table(const std::vector<ConfigGroup>& groups) {
                                      {"1-" + one + " samples/s", "baseline_samples_per_s"},
                                      {"scaled speedup", "scaled_speedup"},
                                      {"efficiency", "efficiency"}});
+  std::set<std::string> thread_notes;
   for (const ConfigGroup& g : groups) {
     int64_t per_rank = 0;
     const ConfigGroup* base = weak_baseline(g, groups, per_rank);
     if (!base) continue;
+    note_threads(g, base, thread_notes);
     auto cells = l.row(g);
     cells.push_back(Cell::of(std::to_string(per_rank)));
     const Stat s = g.stat(&RunSummary::samples_per_s), b = base->stat(&RunSummary::samples_per_s);
@@ -110,6 +121,7 @@ Table weak_scaling_table(const std::vector<ConfigGroup>& groups) {
       "matrix.batch_per_gpu runs them; a strong-scaling sweep holds some by coincidence). Std: first-order "
       "propagation of both relative stds.",
       one));
+  add_thread_note(t, thread_notes);
   return t;
 }
 

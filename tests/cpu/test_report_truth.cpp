@@ -216,6 +216,20 @@ TEST(ReportThreads, CpuScalingShowsThreadsPerRankAndSaysWhenTheyDiffer) {
   EXPECT_EQ(wide[0].at("threads_per_rank"), "2/1");
 }
 
+// Weak scaling compares the same pair of thread counts and says so in the same words.
+TEST(ReportThreads, WeakScalingSaysWhenThreadCountsDiffer) {
+  TempDir dir;
+  for (int n : {1, 2})
+    for (int rep = 0; rep < 2; ++rep) {
+      RunResults r = scaling_run("net_a", 64 * n, n, rep);
+      r.summary.threads_per_rank = n == 1 ? 2.0 : 1.0;
+      write_run(dir.str(), r);
+    }
+  report_without_plots(dir.str());
+  const std::string md = slurp(dir.file("report/weak_scaling.md"));
+  EXPECT_NE(md.find("2 ranks × 1 thread against 1 rank × 2 threads (2 vs 2 in all)"), std::string::npos) << md;
+}
+
 TEST(ReportStatus, InterruptedRunsAreLeftOutAndNamedInOneLine) {
   TempDir dir;
   write_run(dir.str(), synthetic_run("lenet", 64, 1, 0, {{"samples_per_s", 100.0}}));
