@@ -5,6 +5,9 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <optional>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -23,6 +26,7 @@
 #include "parallel/mpi_env.hpp"
 #include "experiment/report_allreduce.hpp"
 #include "io/results_writer.hpp"
+#include "measure/nvml.hpp"
 
 namespace cnnscale::app {
 
@@ -37,6 +41,7 @@ struct AllreduceArgs {
   std::string dtype = "fp32";
   bool check = false, json = false;
   double timeout = 300.0;
+  double energy_window = 2.0;
   std::string results_root;  // "": no results file (unless $CNNSCALE_RESULTS gives one)
   std::string experiment = "bench";
   bool no_results = false;
@@ -70,15 +75,32 @@ std::string table(const AllreduceBenchResult& r, bool checked) {
       "# in-place sum of {}; {} warm-up + {} timed allreduces per size; time = mean per allreduce, max over ranks\n",
       nccl_tests_type(r.dtype), r.warmup_iters, r.iters);
   out += "# algbw = size / time; busbw = algbw * 2(n-1)/n (nccl-tests); GB = 1e9 bytes\n";
+  const bool energy = !r.energy_method.empty();
+  if (energy) {
+    out += fmt::format("# energy: {}\n", r.energy_method);
+    out += "# nJ/B = joules of all ranks' devices per allreduce / size; above idle: less the idle power";
+    out += std::isnan(r.idle_watts) ? " (idle not measured)\n"
+                                    : fmt::format(" ({:.1f} W per device)\n", r.idle_watts);
+  }
   for (size_t i = 0; i < r.rank_devices.size(); ++i) out += fmt::format("#   rank {}: {}\n", i, r.rank_devices[i]);
   out += "#\n";
-  out += fmt::format("# {:>12} {:>12} {:>8} {:>12} {:>13} {:>13} {:>8}\n", "size (B)", "count", "type", "time (us)",
+  out += fmt::format("# {:>12} {:>12} {:>8} {:>12} {:>13} {:>13} {:>8}", "size (B)", "count", "type", "time (us)",
                      "algbw (GB/s)", "busbw (GB/s)", "#wrong");
+  if (energy) out += fmt::format(" {:>9} {:>10} {:>12}", "W/device", "nJ/B", "above idle");
+  out += "\n";
   double busbw_sum = 0;
   for (const auto& row : r.rows) {
     out += fmt::format("  {:>12} {:>12} {:>8} {:>12.2f} {:>13.3f} {:>13.3f} {:>8}\n", row.bytes, row.count,
                        nccl_tests_type(r.dtype),
                        row.time_us, row.algbw_gbs, row.busbw_gbs, row.wrong < 0 ? "N/A" : std::to_string(row.wrong));
+    if (energy) {
+      out.pop_back();  // the newline, to append the energy columns
+      const auto num = [](double v, int width, int digits) {
+        return std::isnan(v) ? fmt::format("{:>{}}", "N/A", width) : fmt::format("{:>{}.{}f}", v, width, digits);
+      };
+      out += fmt::format(" {} {} {}\n", num(row.watts, 9, 1), num(row.nj_per_byte, 10, 4),
+                         num(row.dynamic_nj_per_byte, 12, 4));
+    }
     busbw_sum += row.busbw_gbs;
   }
   out += fmt::format("# Avg bus bandwidth: {:.3f} GB/s (mean over sizes, as nccl-tests)\n",
@@ -101,9 +123,18 @@ nlohmann::json to_json(const AllreduceBenchResult& r, bool checked, const std::s
                         {"time_us", row.time_us}, {"algbw_gbs", row.algbw_gbs}, {"busbw_gbs", row.busbw_gbs},
                         {"wrong", nullptr}};
     if (row.wrong >= 0) j["wrong"] = row.wrong;
+    if (!r.energy_method.empty()) {
+      const auto value = [](double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); };
+      j["energy_iters"] = row.energy_iters;
+      j["energy_seconds"] = row.energy_seconds;
+      j["joules"] = value(row.joules);
+      j["nj_per_byte"] = value(row.nj_per_byte);
+      j["dynamic_nj_per_byte"] = value(row.dynamic_nj_per_byte);
+      j["watts_per_device"] = value(row.watts);
+    }
     rows.push_back(std::move(j));
   }
-  return {{"benchmark", "allreduce"},
+  nlohmann::json out = {{"benchmark", "allreduce"},
           {"format", report::kAllreduceBenchFormat},
           {"time", utc_time},
           {"host", host},
@@ -121,6 +152,12 @@ nlohmann::json to_json(const AllreduceBenchResult& r, bool checked, const std::s
           {"busbw_definition", "algbw * 2(n-1)/n"},
           {"checked", checked},
           {"rows", rows}};
+  if (!r.energy_method.empty()) {
+    out["energy_method"] = r.energy_method;
+    out["energy_window_seconds"] = r.energy_window_seconds;
+    out["idle_watts_per_device"] = std::isnan(r.idle_watts) ? nlohmann::json(nullptr) : nlohmann::json(r.idle_watts);
+  }
+  return out;
 }
 
 void register_allreduce(CLI::App& bench) {
@@ -149,6 +186,11 @@ void register_allreduce(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_flag("--check", args->check, "fill a known per-rank pattern and verify every sum (exit 1 if wrong)");
   cmd->add_flag("--json", args->json, "print one JSON object instead of the table");
+  cmd->add_option("--energy-window", args->energy_window,
+                  "GPU: seconds of further allreduces per size between two readings of each GPU's NVML energy "
+                  "counter (W, nJ per byte, and the same above an idle window's power); 0: no energy")
+      ->check(CLI::Range(0.0, 600.0))
+      ->capture_default_str();
   cmd->add_option("--timeout", args->timeout, "seconds a rank waits for a collective before it gives up (exit 3)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -174,6 +216,24 @@ void register_allreduce(CLI::App& bench) {
     cfg.check = args->check;
     cfg.dtype = parse_float_type(args->dtype, "--dtype");
     cfg.timeout_seconds = args->timeout;
+    // Energy is the GPUs' NVML counter; host-memory allreduces have no per-rank device counter.
+    if (!cfg.gpu && cmd->count("--energy-window") > 0 && args->energy_window > 0)
+      throw_config("bench allreduce: --energy-window reads each GPU's energy counter and needs --device gpu");
+    if (cfg.gpu && args->energy_window > 0) {
+      cfg.energy_window_seconds = args->energy_window;
+      cfg.energy_counter_name = "NVML total energy counter (nvmlDeviceGetTotalEnergyConsumption, mJ)";
+      cfg.open_energy_counter = [](const std::string& uuid) -> EnergyCounter {
+        std::shared_ptr<measure::GpuPowerReader> reader = measure::open_gpu_power_reader(uuid);
+        if (!reader->available()) return nullptr;  // open_gpu_power_reader warned once
+        return [reader]() -> std::optional<double> {
+          const std::optional<std::uint64_t> mj = reader->energy_mj();
+          if (!mj) return std::nullopt;
+          return static_cast<double>(*mj) * 1e-3;
+        };
+      };
+    } else {
+      cfg.energy_window_seconds = 0;
+    }
     const MpiEnv* mpi = MpiEnv::current();
     CNNSCALE_CHECK(mpi != nullptr, "bench allreduce needs the process's MpiEnv (made by main)");
     const bool save = !args->no_results && !args->results_root.empty();

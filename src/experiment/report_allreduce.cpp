@@ -201,6 +201,11 @@ AllreduceBenchFile parse_allreduce_bench(const json& j, const std::string& path)
   b.library = text_field(j, "library", path);
   b.warmup_iters = static_cast<int>(int_field(j, "warmup_iters", path));
   b.iters = static_cast<int>(int_field(j, "iters", path));
+  if (j.contains("energy_method")) {
+    b.energy_method = text_field(j, "energy_method", path);
+    b.energy_window_seconds = number_field(j, "energy_window_seconds", path);
+    b.idle_watts = number_field(j, "idle_watts_per_device", path);
+  }
   const json& devices = field(j, "rank_devices", path);
   if (!devices.is_array()) throw_config("{}: \"rank_devices\" is not an array", path);
   for (const json& d : devices) b.rank_devices.push_back(d.is_string() ? d.get<std::string>() : d.dump());
@@ -216,6 +221,15 @@ AllreduceBenchFile parse_allreduce_bench(const json& j, const std::string& path)
     r.algbw_gbs = number_field(rows[i], "algbw_gbs", where);
     r.busbw_gbs = number_field(rows[i], "busbw_gbs", where);
     if (rows[i].contains("wrong") && rows[i]["wrong"].is_number_integer()) r.wrong = rows[i]["wrong"].get<int64_t>();
+    // Energy fields exist only in files of a bench that measured energy (GPU, --energy-window > 0).
+    if (rows[i].contains("nj_per_byte")) {
+      r.energy_iters = int_field(rows[i], "energy_iters", where);
+      r.energy_seconds = number_field(rows[i], "energy_seconds", where);
+      r.joules = number_field(rows[i], "joules", where);
+      r.nj_per_byte = number_field(rows[i], "nj_per_byte", where);
+      r.dynamic_nj_per_byte = number_field(rows[i], "dynamic_nj_per_byte", where);
+      r.watts = number_field(rows[i], "watts_per_device", where);
+    }
     b.rows.push_back(r);
   }
   return f;
@@ -275,8 +289,14 @@ Table allreduce_table(const std::vector<AllreduceBenchFile>& files) {
     double AllreduceBenchRow::*member;
     const char *header, *unit, *csv;
   };
-  const Figure figures[] = {{&AllreduceBenchRow::busbw_gbs, "busbw", "GB/s", "busbw_gbs_"},
-                            {&AllreduceBenchRow::time_us, "time", "µs", "time_us_"}};
+  std::vector<Figure> figures = {{&AllreduceBenchRow::busbw_gbs, "busbw", "GB/s", "busbw_gbs_"},
+                                 {&AllreduceBenchRow::time_us, "time", "µs", "time_us_"}};
+  const bool energy = std::any_of(files.begin(), files.end(),
+                                  [](const AllreduceBenchFile& f) { return !f.bench.energy_method.empty(); });
+  if (energy) {
+    figures.push_back({&AllreduceBenchRow::nj_per_byte, "energy", "nJ/B", "nj_per_byte_"});
+    figures.push_back({&AllreduceBenchRow::dynamic_nj_per_byte, "energy above idle", "nJ/B", "dynamic_nj_per_byte_"});
+  }
 
   Table t{"allreduce",
           "Allreduce bus bandwidth by rank count",
@@ -332,6 +352,28 @@ Table allreduce_table(const std::vector<AllreduceBenchFile>& files) {
     t.notes.push_back(
         "One rank: busbw is 0 by definition (2(n−1)/n = 0, nothing crosses a bus); its time is the "
         "call's local cost.");
+  if (energy) {
+    t.notes.push_back(
+        "Energy: joules of every rank's GPU per allreduce, per byte of the message (nJ/B), from each GPU's "
+        "energy counter over a window of back-to-back allreduces after the timed ones; above idle: less each "
+        "GPU's power in an idle window before the sweep (" +
+        per_group(groups, qualify,
+                  [](const Group& g) {
+                    return distinct(g, [](const AllreduceBenchFile& f) {
+                      return std::isnan(f.bench.idle_watts) ? std::string("not measured")
+                                                             : fmt::format("{:.0f} W", f.bench.idle_watts);
+                    });
+                  }) +
+        " per GPU). Windows: " +
+        per_group(groups, qualify,
+                  [](const Group& g) {
+                    return distinct(g, [](const AllreduceBenchFile& f) {
+                      return f.bench.energy_method.empty() ? std::string("no energy")
+                                                           : fmt::format("{:g} s", f.bench.energy_window_seconds);
+                    });
+                  }) +
+        ".");
+  }
   if (any_null) t.notes.push_back("— : no file of that setting and rank count measured that size.");
   return t;
 }

@@ -1,16 +1,22 @@
 // `bench allreduce`: sizes, nccl-tests' bandwidth definitions and the timed sweep. GPU: n
 // back-to-back NCCL allreduces between two CUDA events on the communication stream; CPU:
 // MPI_Allreduce between two MPI_Wtime readings. Both: warm-up first, ranks start together after a
-// barrier, the reported time is the maximum over ranks of the mean per allreduce.
+// barrier, the reported time is the maximum over ranks of the mean per allreduce. Energy, where the
+// caller gives counters: a further window of back-to-back allreduces per size, long enough for the
+// counters' update period, summed over every rank's device, and an idle window before the sweep.
 #include "parallel/allreduce_bench.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <chrono>
 #include <climits>
 #include <cstddef>
 #include <cstdlib>
+#include <cmath>
 #include <memory>
+#include <optional>
+#include <thread>
 
 #include "backend/backend.hpp"
 #include "backend/devices.hpp"
@@ -48,6 +54,11 @@ long long sum_over_ranks(long long value) {
   return value;
 }
 
+double sum_over_ranks(double value) {
+  if (mpi_env().initialized()) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+  return value;
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -63,8 +74,12 @@ class BenchTarget {
   virtual void fill_pattern(int64_t count) = 0;
   // Seconds for `iters` back-to-back allreduces of `count` floats, after `warmup` untimed ones.
   virtual double timed_seconds(int64_t count, int warmup, int iters) = 0;
+  // `iters` back-to-back allreduces of `count` elements, returning when all of them completed.
+  virtual void run(int64_t count, int64_t iters) = 0;
   // One allreduce of the freshly filled pattern; the reduced values, read back to the host.
   virtual const std::vector<float>& reduce_once(int64_t count) = 0;
+  // The UUID of the GPU this rank bound to, "" on the CPU: what the energy counter is opened by.
+  virtual std::string gpu_uuid() const = 0;
 };
 
 class CpuTarget final : public BenchTarget {
@@ -90,6 +105,10 @@ class CpuTarget final : public BenchTarget {
     for (int i = 0; i < iters; ++i) reduce(count);
     return seconds_since(t0);
   }
+  void run(int64_t count, int64_t iters) override {
+    for (int64_t i = 0; i < iters; ++i) reduce(count);
+  }
+  std::string gpu_uuid() const override { return ""; }
   const std::vector<float>& reduce_once(int64_t count) override {
     reduce(count);
     for (int64_t i = 0; i < count; ++i) host_[static_cast<size_t>(i)] = load_float(dtype_, buf_.data(), i);
@@ -119,7 +138,8 @@ class GpuTarget final : public BenchTarget {
     const MpiEnv& env = mpi_env();
     const int gpu = gpu_for_local_rank(env.local_rank(), env.local_size(), {});
     check_gpu_visible(rank, env.local_rank(), env.host(), gpu, cuda_device_count());
-    const RankDevice me{env.host(), fmt::format("gpu:{}", gpu), gpu_uuid(gpu)};
+    const RankDevice me{env.host(), fmt::format("gpu:{}", gpu), cnnscale::gpu_uuid(gpu)};
+    uuid_ = me.uuid;
     std::vector<RankDevice> all;
     for (const std::string& text : env.allgather(encode_rank_device(me))) all.push_back(decode_rank_device(text));
     check_distinct_devices(all);
@@ -173,6 +193,12 @@ class GpuTarget final : public BenchTarget {
     comm_->wait();
     return ms * 1e-3;
   }
+  void run(int64_t count, int64_t iters) override {
+    const Tensor t = view(count);
+    for (int64_t i = 0; i < iters; ++i) comm_->allreduce_sum_async(t);
+    comm_->synchronize_host();
+  }
+  std::string gpu_uuid() const override { return uuid_; }
   const std::vector<float>& reduce_once(int64_t count) override {
     const Tensor t = view(count);
     comm_->allreduce_sum_async(t);
@@ -192,7 +218,7 @@ class GpuTarget final : public BenchTarget {
   std::unique_ptr<DeviceCommunicator> comm_;
   Tensor buf_;  // (max_count); sizes use its prefix
   std::vector<float> host_;
-  std::string device_line_, library_, algo_;
+  std::string device_line_, library_, algo_, uuid_;
 };
 
 void validate(const AllreduceBenchConfig& cfg, int ranks) {
@@ -205,6 +231,9 @@ void validate(const AllreduceBenchConfig& cfg, int ranks) {
   if (cfg.step_factor < 2) throw_config("bench allreduce: -f {} must be at least 2", cfg.step_factor);
   if (cfg.warmup_iters < 0) throw_config("bench allreduce: -w {} must not be negative", cfg.warmup_iters);
   if (cfg.iters < 1) throw_config("bench allreduce: -n {} must be at least 1", cfg.iters);
+  if (!(cfg.energy_window_seconds >= 0) || cfg.energy_window_seconds > 600)
+    throw_config("bench allreduce: --energy-window {} must be between 0 (no energy) and 600 seconds",
+                 cfg.energy_window_seconds);
   if (!cfg.gpu && cfg.max_bytes / element > INT_MAX)
     throw_config("bench allreduce: -e {} exceeds what one MPI_Allreduce can count ({} elements)", cfg.max_bytes,
                  INT_MAX);
@@ -217,7 +246,35 @@ void validate(const AllreduceBenchConfig& cfg, int ranks) {
                  name, ranks, 31 * ranks, exact, name);
 }
 
+// One energy window, the same on every rank: a barrier, this rank's counter around `work`, then the
+// joules summed over ranks (NaN unless every rank read its counter both times, and it did not go
+// backwards) and the longest rank's seconds.
+struct Window {
+  double joules = kNoEnergy;
+  double seconds = 0;
+};
+template <typename Work>
+Window energy_window(const EnergyCounter& counter, Work&& work) {
+  barrier();
+  const std::optional<double> begin = counter ? counter() : std::nullopt;
+  const auto t0 = std::chrono::steady_clock::now();
+  work();
+  const double seconds = seconds_since(t0);
+  const std::optional<double> end = counter ? counter() : std::nullopt;
+  const bool valid = begin && end && *end >= *begin;
+  Window w;
+  w.seconds = max_over_ranks(seconds);
+  const double joules = sum_over_ranks(valid ? *end - *begin : 0.0);
+  if (sum_over_ranks(valid ? 1.0 : 0.0) == static_cast<double>(mpi_env().size())) w.joules = joules;
+  return w;
+}
+
 }  // namespace
+
+int64_t allreduce_energy_iters(double window_seconds, double seconds_per_allreduce) {
+  if (!(seconds_per_allreduce > 0)) return 1;
+  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(window_seconds / seconds_per_allreduce)));
+}
 
 int64_t parse_byte_size(const std::string& text, const std::string& what) {
   size_t digits = 0;
@@ -276,6 +333,24 @@ AllreduceBenchResult run_allreduce_bench(const AllreduceBenchConfig& cfg) {
   result.warmup_iters = cfg.warmup_iters;
   result.iters = cfg.iters;
 
+  // Every rank runs the energy windows (they hold collectives) whether or not its own counter opened.
+  const bool energy = cfg.energy_window_seconds > 0 && cfg.open_energy_counter != nullptr;
+  EnergyCounter counter;
+  if (energy) {
+    counter = cfg.open_energy_counter(target->gpu_uuid());
+    result.energy_window_seconds = cfg.energy_window_seconds;
+    result.energy_method = fmt::format(
+        "{}; per size, {:g} s or more of back-to-back allreduces after the timed ones (their count from the timed "
+        "mean, the same on every rank) between two readings of each rank's counter, summed over ranks; idle: a "
+        "window of the same length before the sweep with nothing running",
+        cfg.energy_counter_name.empty() ? "device energy counter" : cfg.energy_counter_name,
+        cfg.energy_window_seconds);
+    const Window idle = energy_window(counter, [&] {
+      std::this_thread::sleep_for(std::chrono::duration<double>(cfg.energy_window_seconds));
+    });
+    if (!std::isnan(idle.joules) && idle.seconds > 0) result.idle_watts = idle.joules / result.ranks / idle.seconds;
+  }
+
   // The sum of every rank's pattern at element i depends on i % 31 only (see allreduce_check_value).
   std::array<float, 31> expected{};
   for (int64_t i = 0; i < 31; ++i)
@@ -292,6 +367,20 @@ AllreduceBenchResult run_allreduce_bench(const AllreduceBenchConfig& cfg) {
     row.time_us = seconds * 1e6;
     row.algbw_gbs = static_cast<double>(bytes) / 1e9 / seconds;
     row.busbw_gbs = allreduce_busbw(row.algbw_gbs, result.ranks);
+    if (energy) {
+      row.energy_iters = allreduce_energy_iters(cfg.energy_window_seconds, seconds);
+      const Window w = energy_window(counter, [&] { target->run(row.count, row.energy_iters); });
+      row.energy_seconds = w.seconds;
+      if (!std::isnan(w.joules) && w.seconds > 0) {
+        const auto n = static_cast<double>(row.energy_iters);
+        row.joules = w.joules / n;
+        row.nj_per_byte = row.joules / static_cast<double>(bytes) * 1e9;
+        row.watts = w.joules / result.ranks / w.seconds;
+        if (!std::isnan(result.idle_watts))
+          row.dynamic_nj_per_byte =
+              (w.joules - result.idle_watts * result.ranks * w.seconds) / n / static_cast<double>(bytes) * 1e9;
+      }
+    }
     if (cfg.check) {
       target->fill_pattern(row.count);
       const std::vector<float>& got = target->reduce_once(row.count);

@@ -3,6 +3,9 @@
 // MPI_Allreduce (host clock). algbw and busbw as nccl-tests defines them.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,6 +13,13 @@
 #include "core/dtype.hpp"
 
 namespace cnnscale {
+
+// A cumulative energy counter of the device one rank bound to, in joules (nullopt: unreadable now).
+using EnergyCounter = std::function<std::optional<double>()>;
+// Opens the counter of a rank's device from its GPU UUID ("GPU-...", "" for a CPU rank); a null
+// EnergyCounter when it has none. The caller supplies it because the counters (NVML) live in
+// measure/, beside parallel/ in the layer order, not below it.
+using EnergyCounterOpener = std::function<EnergyCounter(const std::string& gpu_uuid)>;
 
 struct AllreduceBenchConfig {
   int64_t min_bytes = 8;
@@ -22,7 +32,16 @@ struct AllreduceBenchConfig {
   DType dtype = DType::F32;        // of the summed elements: F32, BF16 or F16 (the gradient exchange's)
   bool check = false;              // verify each size's sum against the known per-rank pattern
   double timeout_seconds = 300.0;  // NCCL host waits (a hung peer ends in PeerError)
+  // Energy per size: after the timed allreduces, back-to-back allreduces for about this many
+  // seconds between two readings of every rank's counter (the same count on every rank, from the
+  // measured time), and before the sweep an idle window of the same length. 0 or no opener: none.
+  double energy_window_seconds = 2.0;
+  EnergyCounterOpener open_energy_counter;
+  std::string energy_counter_name;  // for the results, e.g. "NVML total energy counter (mJ)"
 };
+
+// An energy figure that was not measured.
+inline constexpr double kNoEnergy = std::numeric_limits<double>::quiet_NaN();
 
 struct AllreduceBenchRow {
   int64_t bytes = 0;   // count * the element's size
@@ -31,6 +50,13 @@ struct AllreduceBenchRow {
   double algbw_gbs = 0;
   double busbw_gbs = 0;
   int64_t wrong = -1;  // elements whose sum was wrong, summed over ranks; -1: not checked
+  // The energy window (NaN / 0 when not measured, or a rank's counter was unreadable):
+  int64_t energy_iters = 0;       // allreduces in the window
+  double energy_seconds = 0;      // its length, max over ranks
+  double joules = kNoEnergy;      // per allreduce, summed over every rank's device
+  double nj_per_byte = kNoEnergy;  // joules / bytes (the message size) * 1e9: all devices' energy per byte reduced
+  double dynamic_nj_per_byte = kNoEnergy;  // the same above the idle power (idle_watts per device) over the window
+  double watts = kNoEnergy;        // mean power per device over the window
 };
 
 struct AllreduceBenchResult {
@@ -41,6 +67,11 @@ struct AllreduceBenchResult {
   std::string dtype = "fp32";             // the elements summed: fp32, bf16 or fp16
   std::vector<std::string> rank_devices;  // per rank: host and device (GPU name and UUID, or "cpu")
   int warmup_iters = 0, iters = 0;
+  // Energy: the counter and how it was read ("" when not measured), and the mean power per device
+  // over an idle window before the sweep (NaN when not measured).
+  std::string energy_method;
+  double energy_window_seconds = 0;
+  double idle_watts = kNoEnergy;
   std::vector<AllreduceBenchRow> rows;
 };
 
@@ -51,6 +82,8 @@ int64_t parse_byte_size(const std::string& text, const std::string& what);
 // (nccl-tests' -b/-e/-f).
 std::vector<int64_t> allreduce_bench_sizes(int64_t min_bytes, int64_t max_bytes, int64_t step_factor,
                                            int64_t element_bytes = 4);
+// Allreduces in a size's energy window: enough at the timed mean to fill `window_seconds`, at least 1.
+int64_t allreduce_energy_iters(double window_seconds, double seconds_per_allreduce);
 // nccl-tests' allreduce bus bandwidth: algbw * 2 (n - 1) / n.
 double allreduce_busbw(double algbw, int ranks);
 // The value rank `rank` puts at element `i` with --check: integers 1..31, so that sums over many

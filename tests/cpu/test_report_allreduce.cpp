@@ -16,6 +16,7 @@
 #include "cpu/cli_runner.hpp"
 #include "cpu/test_report_util.hpp"
 #include "experiment/report_allreduce.hpp"
+#include "parallel/mpi_env.hpp"
 
 namespace cnnscale {
 namespace {
@@ -337,6 +338,169 @@ TEST(AllreduceBenchResults, DefaultRootFromEnvironmentAndNoResults) {
       testing::run_cnnscale({"bench", "allreduce", "--device", "cpu", "-b", "1K", "-e", "1K", "--no-results"});
   ASSERT_EQ(none.exit_code, 0) << none.err;
   EXPECT_EQ(none.err, "");
+}
+
+// Files with energy figures add "energy" and "energy above idle" columns per rank count; a file
+// without them (energy off, or written before energy existed) leaves its cells empty.
+TEST(ReportAllreduce, EnergyColumnsWhereFilesMeasuredEnergy) {
+  TempDir dir;
+  const fs::path study = fs::path(dir.str()) / "study" / "allreduce";
+  json two = bench_json(2, {{MiB, 40.0}, {4 * MiB, 100.0}});
+  two["energy_method"] = "NVML total energy counter";
+  two["energy_window_seconds"] = 2.0;
+  two["idle_watts_per_device"] = 70.0;
+  const double nj[] = {0.5, 0.25}, dynamic[] = {0.2, 0.1};
+  for (size_t i = 0; i < 2; ++i) {
+    json& row = two["rows"][i];
+    row["energy_iters"] = 1000;
+    row["energy_seconds"] = 2.1;
+    row["joules"] = nj[i] * row["bytes"].get<double>() * 1e-9;
+    row["nj_per_byte"] = nj[i];
+    row["dynamic_nj_per_byte"] = dynamic[i];
+    row["watts_per_device"] = 300.0;
+  }
+  write_text(study / "gpu-n2-ring-a.json", two.dump());
+  write_text(study / "gpu-n4-ring-a.json", bench_json(4, {{MiB, 60.0}}).dump());
+  const auto files = report::find_allreduce_benches(dir.str());
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(files[0].bench.idle_watts, 70.0);
+  EXPECT_EQ(files[0].bench.rows[1].watts, 300.0);
+  EXPECT_TRUE(std::isnan(files[1].bench.rows[0].nj_per_byte));
+  const report::Table t = report::allreduce_table(files);
+  const size_t e2 = column(t, "energy 2 GPUs (nJ/B)"), d2 = column(t, "energy above idle 2 GPUs (nJ/B)");
+  const size_t e4 = column(t, "energy 4 GPUs (nJ/B)");
+  EXPECT_EQ(t.columns[e2].csv, "nj_per_byte_n2");
+  EXPECT_EQ(t.columns[d2].csv, "dynamic_nj_per_byte_n2");
+  ASSERT_EQ(t.rows.size(), 2u);
+  EXPECT_DOUBLE_EQ(t.rows[0][e2].value.mean, 0.5);
+  EXPECT_DOUBLE_EQ(t.rows[1][d2].value.mean, 0.1);
+  EXPECT_TRUE(t.rows[0][e4].value.null());
+  std::string notes;
+  for (const std::string& n : t.notes) notes += n + "\n";
+  EXPECT_NE(notes.find("70 W (2 GPUs); not measured (4 GPUs) per GPU"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("Windows: 2 s (2 GPUs); no energy (4 GPUs)"), std::string::npos) << notes;
+  // Without any energy file, no energy columns at all.
+  const report::Table plain = report::allreduce_table({files[1]});
+  for (const auto& c : plain.columns) EXPECT_EQ(c.header.find("energy"), std::string::npos) << c.header;
+}
+
+// --- energy per size (run_allreduce_bench with an injected counter) --------------------------
+
+// The bench reads the process's MpiEnv (main makes it in the binary); one rank here.
+const MpiEnv& one_process_env() {
+  static MpiEnv* env = MpiEnv::current() ? MpiEnv::current() : new MpiEnv(nullptr, nullptr);
+  return *env;
+}
+
+AllreduceBenchConfig energy_config(double window, EnergyCounterOpener opener) {
+  AllreduceBenchConfig cfg;
+  cfg.gpu = false;
+  cfg.min_bytes = 1024;
+  cfg.max_bytes = 16 * 1024;
+  cfg.step_factor = 4;  // 1K, 4K, 16K
+  cfg.warmup_iters = 1;
+  cfg.iters = 5;
+  cfg.energy_window_seconds = window;
+  cfg.open_energy_counter = std::move(opener);
+  cfg.energy_counter_name = "test counter";
+  return cfg;
+}
+
+TEST(AllreduceBenchEnergy, WindowCountFillsTheWindowAtTheTimedMean) {
+  EXPECT_EQ(allreduce_energy_iters(2.0, 1e-3), 2000);
+  EXPECT_EQ(allreduce_energy_iters(1.0, 3e-4), 3334);  // rounded up: the window is a minimum
+  EXPECT_EQ(allreduce_energy_iters(2.0, 3.0), 1);      // one allreduce longer than the window
+  EXPECT_EQ(allreduce_energy_iters(2.0, 0.0), 1);
+}
+
+// A counter that gains exactly 10 J between any two readings makes every window 10 J, so each
+// figure follows from the row's own count and seconds by the definitions in allreduce_bench.hpp.
+TEST(AllreduceBenchEnergy, JoulesPerByteWattsAndAboveIdleFollowFromTheCounter) {
+  one_process_env();
+  std::vector<std::string> opened;
+  auto counter_joules = std::make_shared<double>(1000.0);
+  const AllreduceBenchResult r = run_allreduce_bench(energy_config(0.05, [&](const std::string& uuid) -> EnergyCounter {
+    opened.push_back(uuid);
+    return [counter_joules]() -> std::optional<double> {
+      const double now = *counter_joules;
+      *counter_joules += 10.0;  // each reading 10 J past the one before: every window holds 10 J
+      return now;
+    };
+  }));
+  ASSERT_EQ(opened, std::vector<std::string>{""});  // a CPU rank has no GPU UUID
+  EXPECT_NE(r.energy_method.find("test counter"), std::string::npos) << r.energy_method;
+  EXPECT_EQ(r.energy_window_seconds, 0.05);
+  ASSERT_FALSE(std::isnan(r.idle_watts));
+  // The idle window sleeps 0.05 s at least; 10 J over it is at most 200 W.
+  EXPECT_GT(r.idle_watts, 0.0);
+  EXPECT_LE(r.idle_watts, 10.0 / 0.05);
+  ASSERT_EQ(r.rows.size(), 3u);
+  for (const AllreduceBenchRow& row : r.rows) {
+    SCOPED_TRACE(row.bytes);
+    EXPECT_EQ(row.energy_iters, allreduce_energy_iters(0.05, row.time_us * 1e-6));
+    ASSERT_GT(row.energy_seconds, 0.0);
+    const double n = static_cast<double>(row.energy_iters), bytes = static_cast<double>(row.bytes);
+    // The same double arithmetic as the bench's, in the same order: equal to rounding of a few ulps.
+    EXPECT_DOUBLE_EQ(row.joules, 10.0 / n);
+    EXPECT_DOUBLE_EQ(row.nj_per_byte, 10.0 / n / bytes * 1e9);
+    EXPECT_DOUBLE_EQ(row.watts, 10.0 / row.energy_seconds);
+    EXPECT_DOUBLE_EQ(row.dynamic_nj_per_byte, (10.0 - r.idle_watts * row.energy_seconds) / n / bytes * 1e9);
+  }
+}
+
+TEST(AllreduceBenchEnergy, UnreadableOrResetCounterGivesNoFigures) {
+  one_process_env();
+  // Never readable: the windows still run (they hold collectives on every rank), the figures are NaN.
+  const AllreduceBenchResult none = run_allreduce_bench(energy_config(0.01, [](const std::string&) -> EnergyCounter {
+    return []() -> std::optional<double> { return std::nullopt; };
+  }));
+  EXPECT_TRUE(std::isnan(none.idle_watts));
+  for (const AllreduceBenchRow& row : none.rows) {
+    EXPECT_GE(row.energy_iters, 1);
+    EXPECT_TRUE(std::isnan(row.joules) && std::isnan(row.nj_per_byte) && std::isnan(row.watts) &&
+                std::isnan(row.dynamic_nj_per_byte));
+  }
+  // A counter that goes backwards (a driver reset) in every window.
+  auto value = std::make_shared<double>(1e6);
+  const AllreduceBenchResult reset = run_allreduce_bench(energy_config(0.01, [&](const std::string&) -> EnergyCounter {
+    return [value]() -> std::optional<double> { return *value -= 1.0; };
+  }));
+  EXPECT_TRUE(std::isnan(reset.idle_watts));
+  for (const AllreduceBenchRow& row : reset.rows) EXPECT_TRUE(std::isnan(row.nj_per_byte));
+  // No counter at all for this rank (the opener found none).
+  const AllreduceBenchResult absent =
+      run_allreduce_bench(energy_config(0.01, [](const std::string&) -> EnergyCounter { return nullptr; }));
+  for (const AllreduceBenchRow& row : absent.rows) EXPECT_TRUE(std::isnan(row.joules));
+}
+
+TEST(AllreduceBenchEnergy, ZeroWindowNeverOpensTheCounter) {
+  one_process_env();
+  bool opened = false;
+  const AllreduceBenchResult r = run_allreduce_bench(energy_config(0.0, [&](const std::string&) -> EnergyCounter {
+    opened = true;
+    return nullptr;
+  }));
+  EXPECT_FALSE(opened);
+  EXPECT_EQ(r.energy_method, "");
+  for (const AllreduceBenchRow& row : r.rows) {
+    EXPECT_EQ(row.energy_iters, 0);
+    EXPECT_TRUE(std::isnan(row.joules));
+  }
+  EXPECT_THROW(run_allreduce_bench(energy_config(-1.0, nullptr)), ConfigError);
+}
+
+// The counters are the GPUs': asking for energy of host-memory allreduces is an error before any work.
+TEST(AllreduceBenchEnergy, CpuDeviceRefusesAnEnergyWindow) {
+  testing::CliResult r = testing::run_cnnscale(
+      {"bench", "allreduce", "--device", "cpu", "-b", "1K", "-e", "4K", "--energy-window", "1", "--no-results"});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_EQ(r.out, "");
+  ASSERT_EQ(r.err_lines().size(), 1u) << r.err;
+  EXPECT_NE(r.err.find("--energy-window"), std::string::npos) << r.err;
+  testing::CliResult ok = testing::run_cnnscale(
+      {"bench", "allreduce", "--device", "cpu", "-b", "1K", "-e", "4K", "--energy-window", "0", "--no-results"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_EQ(ok.out.find("nJ/B"), std::string::npos) << ok.out;
 }
 
 }  // namespace

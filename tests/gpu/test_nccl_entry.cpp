@@ -94,7 +94,8 @@ TEST(NcclEntry, SingleRankCommunicatorLeavesTheTensorUnchanged) {
 TEST(BenchAllreduceGpu, TwoRanksCheckedWithNccl) {
   if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 GPUs";
   MpiResult r =
-      run_mpi(2, {"bench", "allreduce", "-b", "8", "-e", "64M", "-f", "8", "-w", "2", "-n", "5", "--check", "--json"});
+      run_mpi(2, {"bench", "allreduce", "-b", "8", "-e", "64M", "-f", "8", "-w", "2", "-n", "5", "--check", "--json",
+                  "--energy-window", "0.5"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["ranks"], 2);
@@ -107,19 +108,32 @@ TEST(BenchAllreduceGpu, TwoRanksCheckedWithNccl) {
   ASSERT_EQ(j["rank_devices"].size(), 2u);
   EXPECT_NE(j["rank_devices"][0], j["rank_devices"][1]);
   ASSERT_EQ(j["rows"].size(), 8u);  // 8 B, 64 B, ..., 16 MiB; the next step (128 MiB) passes -e 64M
+  // Energy from both GPUs' NVML counters: a GPU draws tens to hundreds of watts (an H100 SXM's
+  // limit is 700 W), so each window's mean power per device lies in (0, 1000) W.
+  ASSERT_TRUE(j["idle_watts_per_device"].is_number()) << j.dump();
   for (const auto& row : j["rows"]) {
     EXPECT_EQ(row["wrong"], 0) << row.dump();
     EXPECT_GT(row["busbw_gbs"].get<double>(), 0.0) << row.dump();
+    ASSERT_TRUE(row["watts_per_device"].is_number()) << row.dump();
+    EXPECT_GT(row["watts_per_device"].get<double>(), 0.0) << row.dump();
+    EXPECT_LT(row["watts_per_device"].get<double>(), 1000.0) << row.dump();
+    EXPECT_GT(row["nj_per_byte"].get<double>(), 0.0) << row.dump();
+    EXPECT_GE(row["energy_seconds"].get<double>(), 0.25) << row.dump();  // half the window: the count is from a mean
   }
-  std::printf("[bench] 2 GPUs, 64 MiB: busbw %.1f GB/s (%s)\n", j["rows"].back()["busbw_gbs"].get<double>(),
+  std::printf("[bench] 2 GPUs, 16 MiB: busbw %.1f GB/s, %.3f nJ/B, %.0f W per GPU (idle %.0f W) (%s)\n",
+              j["rows"].back()["busbw_gbs"].get<double>(), j["rows"].back()["nj_per_byte"].get<double>(),
+              j["rows"].back()["watts_per_device"].get<double>(), j["idle_watts_per_device"].get<double>(),
               library.c_str());
 }
 
 TEST(BenchAllreduceGpu, OneProcessRunsOnOneGpu) {
   if (cuda_device_count() < 1) GTEST_SKIP() << "no usable GPU";
-  CliResult r = run_cnnscale({"bench", "allreduce", "-b", "1K", "-e", "1M", "-f", "32", "--check"});
+  CliResult r = run_cnnscale({"bench", "allreduce", "-b", "1K", "-e", "1M", "-f", "32", "--check", "--energy-window",
+                              "0.3"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("1 rank(s), device gpu, NCCL"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# energy: NVML total energy counter"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("nJ/B"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("# check: passed"), std::string::npos) << r.out;
 }
 
