@@ -118,8 +118,8 @@ NcclCommunicator::NcclCommunicator(CudaBackend& backend, int rank, int size, con
 
 NcclCommunicator::~NcclCommunicator() {
   ctx_->make_current_noexcept();  // destructors cannot throw; at process exit the runtime may be unloading
-  log::debug("nccl communicator {}: {} of {} collective enqueue(s) returned ncclInProgress and were polled", where(),
-             enqueues_in_progress_, ops_issued_);
+  log::debug("nccl communicator {}: {} NCCL call(s) returned ncclInProgress and were polled; {} allreduce(s) issued",
+             where(), enqueues_in_progress_, ops_issued_);
   // Unwinding from an error: peers may never match our outstanding collectives, so a flush could
   // only run into the deadline; abort at once. Otherwise flush (bounded), then free. The lock is
   // taken per call so that the watchdog's abort() can still cut a hanging flush short.

@@ -96,7 +96,7 @@ class NcclCommunicator final : public DeviceCommunicator {
   cudaEvent_t compute_ready_ = nullptr;  // recorded on the compute stream, waited on by comm_stream_
   cudaEvent_t comm_done_ = nullptr;      // recorded on comm_stream_, waited on by compute / host
   uint64_t ops_issued_ = 0;
-  uint64_t enqueues_in_progress_ = 0;  // enqueues that returned ncclInProgress (settle() polled them)
+  uint64_t enqueues_in_progress_ = 0;  // calls that returned ncclInProgress (settle() polled them)
   std::string last_op_ = "none";
 
   EventPool timestamps_;
