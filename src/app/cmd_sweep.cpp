@@ -68,14 +68,18 @@ void print_plan(const Experiment& e, const std::vector<RunSpec>& runs, const std
               static_cast<long long>(rank_iterations));
 }
 
-// The selected run of an array task against the resources this task holds.
-void check_run_fits(const Experiment& e, const RunSpec& r, int64_t index, HostInfo host) {
-  if (e.device != "gpu") return;
+// Why run `r` cannot run on this host's GPUs ("" when it can).
+std::string run_lacks_gpus(const Experiment& e, const RunSpec& r, HostInfo host) {
+  if (e.device != "gpu") return "";
   host.check_gpus = true;
-  const std::string why = r.gpu_mix.empty()
-                              ? host.lacks_gpus_for(r.ranks)
-                              : host.lacks_gpu_index(*std::max_element(r.gpu_mix.begin(), r.gpu_mix.end()));
-  if (!why.empty()) throw_config("--run-index {}: run {}: {}", index, r.id, why);
+  return r.gpu_mix.empty() ? host.lacks_gpus_for(r.ranks)
+                           : host.lacks_gpu_index(*std::max_element(r.gpu_mix.begin(), r.gpu_mix.end()));
+}
+
+// The selected run of an array task against the resources this task holds.
+void check_run_fits(const Experiment& e, const RunSpec& r, int64_t index, const HostInfo& host) {
+  if (const std::string why = run_lacks_gpus(e, r, host); !why.empty())
+    throw_config("--run-index {}: run {}: {}", index, r.id, why);
 }
 
 void run_sweep_command(const SweepArgs& a) {
@@ -84,12 +88,19 @@ void run_sweep_command(const SweepArgs& a) {
   // A batch script runs on compute nodes: this host's GPUs say nothing about theirs. An array task
   // holds the resources of its own run only (`bash FILE` submits one array per resource group), so
   // the run is checked against them below instead of the whole matrix.
-  if (!a.emit.empty() || a.run_index >= 0) load_host.check_gpus = false;
+  // With --only, the runs it selects are checked instead of the whole matrix: a 2-GPU host may run
+  // the 1- and 2-GPU points of a matrix that also holds 4-GPU ones.
+  const bool selected = !a.only.empty();
+  if (!a.emit.empty() || a.run_index >= 0 || selected) load_host.check_gpus = false;
   Experiment e = load_experiment(a.file, a.overrides, load_host);
   const OnlyFilter only = parse_only(a.only);
   std::vector<RunSpec> runs;
   for (auto& r : expand_runs(e))
     if (only.matches(r)) runs.push_back(std::move(r));
+  if (selected && a.emit.empty() && a.run_index < 0)
+    for (const RunSpec& r : runs)
+      if (const std::string why = run_lacks_gpus(e, r, host); !why.empty())
+        throw_config("--only {}: run {}: {}", fmt::format("{}", fmt::join(a.only, " --only ")), r.id, why);
   const std::string exp_dir = experiment_dir(a.results, e);
   // Only checked here: the record is written once this sweep holds the experiment (below).
   check_sweep_record(exp_dir, e, a.overrides, false);

@@ -79,6 +79,25 @@ TEST(SweepCli, ArrayTaskIsCheckedAgainstItsOwnRunOnly) {
       {"--run-index 2: run lenet-b64-g4-", ": 4 rank(s) need 4 GPU(s) on one node, but only 2 visible"});
 }
 
+// With --only the runs it selects are what must fit: the 1- and 2-GPU points of a matrix that also
+// holds 4-GPU ones run on a 2-GPU node, and a selected run that does not fit is named.
+TEST(SweepCli, OnlyChecksTheRunsItSelects) {
+  TempDir dir;
+  ScopedEnv gpus("CUDA_VISIBLE_DEVICES", "0,1"), job("SLURM_JOB_ID", nullptr), hosts("MPIRUN_ARGS", nullptr);
+  const std::string g = fixture("bad_gpus.yaml");
+  auto fits = testing::run_cnnscale({"sweep", g, "--only", "gpus=1|2", "--dry-run", "--results", dir.str()});
+  EXPECT_EQ(fits.exit_code, 0) << fits.err;
+  EXPECT_NE(fits.out.find("bad_gpus.yaml): 6 run(s)"), std::string::npos) << fits.out;  // 2 points x 3 repeats
+  EXPECT_NE(fits.out.find("lenet-b64-g2-"), std::string::npos) << fits.out;
+  EXPECT_EQ(fits.out.find("lenet-b64-g4-"), std::string::npos) << fits.out;
+  expect_one_line_error(
+      testing::run_cnnscale({"sweep", g, "--only", "batch=64", "--dry-run", "--results", dir.str()}),
+      {"--only batch=64: run lenet-b64-g4-", ": 4 rank(s) need 4 GPU(s) on one node, but only 2 visible"});
+  // Without --only the whole matrix is checked, at the position of the entry that does not fit.
+  expect_one_line_error(testing::run_cnnscale({"sweep", g, "--dry-run", "--results", dir.str()}),
+                        {g + ":9:16: matrix.gpus[2]: 4 rank(s) need 4 GPU(s) on one node, but only 2 visible"});
+}
+
 TEST(SweepCli, EmitFileIsWholeAndExecutable) {
   TempDir dir;
   fs::create_directories(dir.file("out"));
