@@ -55,13 +55,15 @@ void run_time(TimeArgs& a) {
 
   std::optional<FusedSpec> fused;
   if (!a.no_fuse) fused.emplace(fuse_epilogues(spec));
-  // The training step's own update (one segmented launch that also writes the compute copies), at
+  // The training step's own update (one segmented launch that also writes the compute copies and,
+  // as in a one-process train step, reads the mirrored gradients where backward left them), at
   // learning rate 0 so the weights stay as they are.
   std::unique_ptr<SgdSolver> solver;
   a.options.make_update = [&](Net& net) -> std::function<void()> {
     SolverConfig config;
     config.lr = 0.0;
     solver = std::make_unique<SgdSolver>(net, config, /*iterations_per_epoch=*/1, /*total_iterations=*/1);
+    if (solver->can_read_mirror_grads()) solver->read_mirror_grads(true);
     solver->set_rate(0);
     return [&] { solver->apply(); };
   };

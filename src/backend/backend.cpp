@@ -28,7 +28,13 @@ std::shared_ptr<TimingEvent> Backend::record_timing_event() { return std::make_s
 bool Backend::timing_event_done(const TimingEvent&) { return true; }
 
 void check_sgd_mirrors(const SgdMirrors& mirrors, const Tensor& ranges, const std::string& where) {
+  CNNSCALE_CHECK(mirrors.defined() || !mirrors.grads.defined(), "{}: mirror gradients without mirrors", where);
   if (!mirrors.defined()) return;
+  CNNSCALE_CHECK(!mirrors.grads.defined() || (mirrors.grads.dtype() == mirrors.mirror.dtype() &&
+                                              mirrors.grads.numel() == mirrors.mirror.numel()),
+                 "{}: the mirror gradients ({} {}) must match the mirrors ({} {})", where,
+                 dtype_name(mirrors.grads.dtype()), mirrors.grads.shape().to_string(),
+                 dtype_name(mirrors.mirror.dtype()), mirrors.mirror.shape().to_string());
   CNNSCALE_CHECK(mirrors.mirror.dtype() != DType::I32 && mirrors.map.dtype() == DType::I32 &&
                      mirrors.map.numel() == 2 * ranges.numel(),
                  "{}: the mirror map must be i32 (4S) beside ranges (2S) {} and the mirror a float buffer, got {} {}",
@@ -44,6 +50,8 @@ void Backend::sgd_update_segments(const Tensor& w, const Tensor& dw, const Tenso
                  "sgd_update_segments on {}: ranges {} i32 and mults {} f32 must both be (2S)", name(),
                  ranges.shape().to_string(), mults.shape().to_string());
   check_sgd_mirrors(mirrors, ranges, fmt::format("sgd_update_segments on {}", name()));
+  CNNSCALE_CHECK(!mirrors.grads.defined(), "sgd_update_segments on {}: this backend reads gradients from dw only",
+                 name());
   std::vector<int32_t> r(static_cast<size_t>(ranges.numel()));
   std::vector<float> m(static_cast<size_t>(mults.numel()));
   std::vector<int32_t> map(mirrors.defined() ? static_cast<size_t>(mirrors.map.numel()) : 0);
@@ -126,9 +134,12 @@ void Backend::update_loss_scale(const Tensor& found_inf, const Tensor& scale, co
 
 void Backend::sgd_update_segments_at(const Tensor& w, const Tensor& dw, const Tensor& history, const Tensor& ranges,
                                      const Tensor& mults, const Tensor& lr, float momentum, float weight_decay,
-                                     const Tensor& skip, const SgdMirrors& mirrors) {
+                                     const Tensor& skip, const SgdMirrors& mirrors, const GradCheck& check) {
   CNNSCALE_CHECK(lr.dtype() == DType::F32 && lr.numel() == 1, "sgd_update_segments_at on {}: lr must be f32 (1)",
                  name());
+  CNNSCALE_CHECK(!(check.defined() && skip.defined()), "sgd_update_segments_at on {}: a gradient check with a skip",
+                 name());
+  if (check.defined()) flag_nonfinite_at(dw, check.tag, check.flag);
   if (skip.defined() && read_i32_scalar(*this, skip, "sgd_update_segments_at", "skip") != 0) return;
   float rate = 0;
   download(lr, &rate);

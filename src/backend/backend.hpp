@@ -153,9 +153,21 @@ struct MemoryStats {
 // (K, C, P) in the master and (K, P, C) in its copy (KCRS -> KRSC, as convert() moves NCHW to NHWC);
 // otherwise the copy has the master's order. Each copy element is the updated master rounded once
 // to the copy's dtype, bit for bit what convert() would write after the update.
+// `grads`, where defined (only on a backend whose sgd_reads_mirror_grads() is true), is the net's
+// buffer of the copies' gradients (mirror's dtype, offsets and layouts): the update then reads a
+// mirrored segment's gradient there, widened exactly to f32, instead of from dw, so the net need
+// not widen (and reorder) those gradients into dw after backward (Net::set_update_reads_mirror_grads).
 struct SgdMirrors {
   Tensor mirror, map;
+  Tensor grads;
   bool defined() const { return mirror.defined(); }
+};
+// A divergence check fused into the update: `flag` (i32 (1)) takes the value at `tag` (i32 (1),
+// > 0) if it is 0 and a gradient the update reads is NaN or +-inf, as flag_nonfinite_at does on a
+// whole buffer (the update itself goes ahead: the caller stops the run on the flag).
+struct GradCheck {
+  Tensor flag, tag;
+  bool defined() const { return flag.defined(); }
 };
 // Throws unless `mirrors` is undefined or fits a segment table `ranges` (2S) as described above.
 void check_sgd_mirrors(const SgdMirrors& mirrors, const Tensor& ranges, const std::string& where);
@@ -349,9 +361,14 @@ class Backend {
   // schedule moves between replays; `skip` (i32 (1), or undefined: never) non-zero leaves w and
   // history untouched (a step skipped by fp16 loss scaling). The default reads both back and calls
   // the op above.
+  // `check`, where defined (never with `skip`), flags non-finite gradients read by the update; the
+  // default runs flag_nonfinite_at over dw before the update.
   virtual void sgd_update_segments_at(const Tensor& w, const Tensor& dw, const Tensor& history, const Tensor& ranges,
                                       const Tensor& mults, const Tensor& lr, float momentum, float weight_decay,
-                                      const Tensor& skip = Tensor(), const SgdMirrors& mirrors = SgdMirrors());
+                                      const Tensor& skip = Tensor(), const SgdMirrors& mirrors = SgdMirrors(),
+                                      const GradCheck& check = GradCheck());
+  // Whether the segmented updates read SgdMirrors::grads (the default ones do not).
+  virtual bool sgd_reads_mirror_grads() const { return false; }
 
   // ---- fp16 dynamic loss scaling, PyTorch GradScaler's rule, on device values only (capturable).
   // scale (f32 (2)): the loss scale and its inverse; state (i32 (3)): clean steps in a row, skipped

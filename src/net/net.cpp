@@ -106,6 +106,7 @@ struct Net::Impl {
   std::vector<Param*> mirrored_params;  // compute copies, refreshed from their masters
   bool weights_frozen = false, mirrors_current = false;  // see Net::freeze_weights
   bool mirrors_from_update = false;                       // see Net::mirrors_written_by_update
+  bool update_reads_mirror_grads = false;                 // see Net::set_update_reads_mirror_grads
 };
 
 void Net::Impl::build(const NetSpec::Impl& spec, int64_t batch_size) {
@@ -372,8 +373,11 @@ void Net::backward(uint64_t iteration, const std::function<void(size_t layer_ind
       nl.layer->backward(ctx, nl.bottom_data, nl.top_data, nl.top_diff, nl.propagate, nl.bottom_diff);
       // Unmirrored parameters (batch norm) computed their gradients from the scaled loss too.
       const bool scaled = m.grad_scale_on_device.defined() || m.grad_scale != 1.0;
+      CNNSCALE_CHECK(!(scaled && m.update_reads_mirror_grads),
+                     "a gradient scale with the update reading the unscaled mirror gradients");
       for (const Param& p : nl.layer->params())
-        if (p.spec.mirrored() || scaled) apply_grad_scale(p.diff, p.master_diff, /*inverse=*/true);
+        if ((p.spec.mirrored() && !m.update_reads_mirror_grads) || scaled)
+          apply_grad_scale(p.diff, p.master_diff, /*inverse=*/true);
     }
     if (after_layer) after_layer(l);
   }
@@ -454,6 +458,12 @@ const Tensor& Net::flat_params() const { return impl_->flat_params; }
 const Tensor& Net::flat_grads() const { return impl_->flat_grads; }
 const Tensor& Net::flat_mirrors() const { return impl_->compute_params; }
 void Net::mirrors_written_by_update() { impl_->mirrors_from_update = true; }
+const Tensor& Net::flat_mirror_grads() const { return impl_->compute_grads; }
+void Net::set_update_reads_mirror_grads(bool on) {
+  CNNSCALE_CHECK(!on || impl_->compute_grads.defined(), "the update cannot read mirror gradients: none are mirrored");
+  impl_->update_reads_mirror_grads = on;
+}
+bool Net::update_reads_mirror_grads() const { return impl_->update_reads_mirror_grads; }
 std::vector<std::pair<std::string, Tensor>> Net::state() const { return impl_->state; }
 
 }  // namespace cnnscale

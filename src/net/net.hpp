@@ -146,6 +146,14 @@ class Net {
   // masters (Backend::sgd_update_segments with SgdMirrors): the next forward, and only the next,
   // skips converting them. Whoever writes the masters in any other way must not call this.
   void mirrors_written_by_update();
+  // (M) the gradients of the compute copies, same offsets and layouts as flat_mirrors().
+  const Tensor& flat_mirror_grads() const;
+  // On: the update reads the mirrored parameters' gradients from flat_mirror_grads() itself
+  // (SgdMirrors::grads), so backward no longer widens them into flat_grads(), whose mirrored parts
+  // then hold nothing of this step: only for a step that exchanges no gradients and scales none
+  // (backward throws if a gradient scale is set while this is on).
+  void set_update_reads_mirror_grads(bool on);
+  bool update_reads_mirror_grads() const;
   // Non-learned state (batch norm running statistics) as (layer/name, tensor), for checkpoints.
   std::vector<std::pair<std::string, Tensor>> state() const;
 

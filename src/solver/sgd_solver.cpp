@@ -77,7 +77,7 @@ SgdSolver::SgdSolver(Net& net, const SolverConfig& config, int64_t iterations_pe
   backend.upload(ranges.data(), segment_ranges_);
   backend.upload(mults.data(), segment_mults_);
   if (write_mirrors) {
-    mirrors_ = {mirror, backend.alloc(Shape{static_cast<int64_t>(map.size())}, DType::I32)};
+    mirrors_ = {mirror, backend.alloc(Shape{static_cast<int64_t>(map.size())}, DType::I32), Tensor()};
     backend.upload(map.data(), mirrors_.map);
   }
   backend.synchronize();  // the host vectors go out of scope
@@ -91,18 +91,33 @@ void SgdSolver::set_rate(int64_t iteration) {
   }
 }
 
-void SgdSolver::apply(const Tensor& skip) {
+bool SgdSolver::can_read_mirror_grads() const {
+  return mirrors_.defined() && net_.backend().sgd_reads_mirror_grads() && net_.flat_mirror_grads().defined();
+}
+
+void SgdSolver::read_mirror_grads(bool on) {
+  CNNSCALE_CHECK(!on || can_read_mirror_grads(), "this update cannot read the mirrored gradients");
+  if (mirrors_.defined()) mirrors_.grads = on ? net_.flat_mirror_grads() : Tensor();
+  net_.set_update_reads_mirror_grads(on);
+}
+
+void SgdSolver::apply(const Tensor& skip, const GradCheck& check) {
   Backend& backend = net_.backend();
+  CNNSCALE_CHECK(!(skip.defined() && check.defined()), "SgdSolver::apply: a gradient check with a skip");
   if (flat_history_.defined()) {
     CNNSCALE_CHECK(rate_.defined(), "SgdSolver::apply before set_rate");
     if (segment_ranges_.defined()) {
       backend.sgd_update_segments_at(net_.flat_params(), net_.flat_grads(), flat_history_, segment_ranges_,
                                      segment_mults_, rate_, static_cast<float>(config_.momentum),
-                                     static_cast<float>(config_.weight_decay), skip, mirrors_);
+                                     static_cast<float>(config_.weight_decay), skip, mirrors_, check);
       if (mirrors_.defined()) net_.mirrors_written_by_update();
+    } else if (check.defined()) {  // every parameter frozen: nothing to update, still a step to check
+      backend.flag_nonfinite_at(net_.flat_grads(), check.tag, check.flag);
     }
     return;
   }
+  if (check.defined())
+    for (const auto& np : params_) backend.flag_nonfinite_at(np.param->master_diff, check.tag, check.flag);
   if (skip.defined()) {
     int32_t skipped = 0;
     backend.download(skip, &skipped);

@@ -34,9 +34,18 @@ class SgdSolver {
   // (captured once). apply() alone is capturable only when the update is one launch (capturable()).
   // `skip` (i32 (1) in device memory, or undefined): non-zero there leaves every weight and history
   // as it is (a step skipped by fp16 loss scaling); the per-parameter updates read it on the host.
+  // `check` (never with `skip`): flag non-finite gradients as the update reads them (GradCheck),
+  // instead of a pass of its own over every gradient before it.
   void set_rate(int64_t iteration);
-  void apply(const Tensor& skip = Tensor());
+  void apply(const Tensor& skip = Tensor(), const GradCheck& check = GradCheck());
   bool capturable() const { return flat_history_.defined(); }
+  // Whether the update can read the mirrored parameters' gradients where backward left them (the
+  // net's compute-copy gradients): one launch that also writes the copies, on a backend that reads
+  // them (Backend::sgd_reads_mirror_grads).
+  bool can_read_mirror_grads() const;
+  // Turns that on or off, for the net as well (Net::set_update_reads_mirror_grads): on, backward
+  // skips widening those gradients into the f32 buffer, which nothing but the update may then read.
+  void read_mirror_grads(bool on);
   double lr(int64_t iteration) const { return schedule_.lr(iteration); }
 
   const SolverConfig& config() const { return config_; }

@@ -348,6 +348,10 @@ class Trainer {
   // the overflow flag (i32 (1)), the scale and its inverse (f32 (2), the net's device gradient
   // scale) and the rule's state (i32 (3): clean steps in a row, skipped steps, this step skipped).
   Tensor overflow_, loss_scale_, scale_state_;
+  // No gradient exchange and no loss scaling: the update checks the gradients for divergence as it
+  // reads them (GradCheck) instead of a pass of its own, and, where the net mirrors its
+  // parameters, reads their gradients where backward left them (SgdSolver::read_mirror_grads).
+  bool update_checks_gradients_ = false;
   struct LossScaleFigures {
     double scale = 1.0;
     int64_t clean_steps = 0, skipped_steps = 0;

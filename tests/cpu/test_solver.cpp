@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -203,6 +204,48 @@ TEST(SgdSolver, MomentumAndWeightDecayMatchHandComputation) {
   }
 }
 
+// A divergence check fused into the update (GradCheck) on the CPU's default path: finite gradients
+// leave the flag at 0 and the update goes ahead; a NaN gradient sets the step's tag, the update still
+// runs (the caller stops the run), and a later step leaves the first tag. The default path reads dw
+// only: it refuses mirror gradients, and a check together with a skip.
+TEST(SgdSolver, SegmentedUpdateChecksTheGradientsItReads) {
+  auto backend = make_backend("cpu");
+  Backend& b = *backend;
+  EXPECT_FALSE(b.sgd_reads_mirror_grads());
+  const int64_t n = 16;
+  Tensor w = b.alloc(Shape{n}), dw = b.alloc(Shape{n}), h = b.alloc(Shape{n});
+  b.fill(w, 1.0f);
+  b.fill(dw, 0.5f);
+  b.fill(h, 0.0f);
+  const std::vector<int32_t> ranges{0, 8, 8, 16};
+  const std::vector<float> mults{1, 1, 1, 1};
+  Tensor r = b.alloc(Shape{4}, DType::I32), m = b.alloc(Shape{4}), lr = b.alloc(Shape{1});
+  b.upload(ranges.data(), r);
+  b.upload(mults.data(), m);
+  b.fill(lr, 0.1f);
+  const GradCheck check{b.alloc(Shape{1}, DType::I32), b.alloc(Shape{1}, DType::I32)};
+  b.fill_i32(check.flag, 0);
+  b.fill_i32(check.tag, 3);
+  b.sgd_update_segments_at(w, dw, h, r, m, lr, 0.0f, 0.0f, Tensor(), SgdMirrors(), check);
+  EXPECT_EQ(check.flag.i32()[0], 0);
+  EXPECT_FLOAT_EQ(w.f32()[0], 1.0f - 0.1f * 0.5f);
+  dw.f32()[11] = std::numeric_limits<float>::quiet_NaN();
+  b.sgd_update_segments_at(w, dw, h, r, m, lr, 0.0f, 0.0f, Tensor(), SgdMirrors(), check);
+  EXPECT_EQ(check.flag.i32()[0], 3);
+  EXPECT_TRUE(std::isnan(w.f32()[11]));  // the update went ahead
+  b.fill_i32(check.tag, 4);
+  b.sgd_update_segments_at(w, dw, h, r, m, lr, 0.0f, 0.0f, Tensor(), SgdMirrors(), check);
+  EXPECT_EQ(check.flag.i32()[0], 3) << "the first tag stays";
+
+  Tensor skip = b.alloc(Shape{1}, DType::I32);
+  b.fill_i32(skip, 0);
+  EXPECT_ANY_THROW(b.sgd_update_segments_at(w, dw, h, r, m, lr, 0.0f, 0.0f, skip, SgdMirrors(), check));
+  const std::vector<int32_t> map{-1, 1, 1, 0, -1, 1, 1, 0};
+  SgdMirrors mirrors{b.alloc(Shape{4}, DType::BF16), b.alloc(Shape{8}, DType::I32), b.alloc(Shape{4}, DType::BF16)};
+  b.upload(map.data(), mirrors.map);
+  EXPECT_ANY_THROW(b.sgd_update_segments_at(w, dw, h, r, m, lr, 0.0f, 0.0f, Tensor(), mirrors));
+}
+
 // The segmented update's compute copies (SgdMirrors) on the CPU's default path: a filter (K, C, P)
 // lands reordered (K, P, C), a bias in its own order, a segment without a copy writes none, and
 // each copy element is the updated master rounded once to bf16 (to nearest even, half.hpp), which
@@ -224,7 +267,7 @@ TEST(SgdSolver, SegmentedUpdateWritesTheComputeCopies) {
   const std::vector<int32_t> map{0, kC, kP, 1, 28, 1, 1, 0, -1, 1, 1, 0};
   Tensor r = b.alloc(Shape{6}, DType::I32), m = b.alloc(Shape{6}), lr = b.alloc(Shape{1}),
          skip = b.alloc(Shape{1}, DType::I32);
-  SgdMirrors mirrors{b.alloc(Shape{copies}, DType::BF16), b.alloc(Shape{12}, DType::I32)};
+  SgdMirrors mirrors{b.alloc(Shape{copies}, DType::BF16), b.alloc(Shape{12}, DType::I32), Tensor()};
   b.upload(ranges.data(), r);
   b.upload(mults.data(), m);
   b.upload(map.data(), mirrors.map);

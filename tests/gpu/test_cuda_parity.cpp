@@ -202,9 +202,9 @@ TEST(CudaParityBlas, SgdUpdateSegmentsWriteTheComputeCopies) {
     for (int step = 0; step < 2; ++step) {
       Twin dw = twin_uniform(Shape{400}, 63 + step);
       cpu_backend().sgd_update_segments(w.cpu, dw.cpu, history.cpu, r.cpu, m.cpu, 0.01f, 0.9f, 5e-4f,
-                                        {copies_t.cpu, mp.cpu});
+                                        {copies_t.cpu, mp.cpu, Tensor()});
       gpu_backend().sgd_update_segments(w.gpu, dw.gpu, history.gpu, r.gpu, m.gpu, 0.01f, 0.9f, 5e-4f,
-                                        {copies_t.gpu, mp.gpu});
+                                        {copies_t.gpu, mp.gpu, Tensor()});
     }
     expect_twin("sgd_update_segments w", w, kTolElementwise);
     for (Backend* b : {&cpu_backend(), &gpu_backend()})

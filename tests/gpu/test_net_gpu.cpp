@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <thread>
 
@@ -178,6 +179,74 @@ TEST(NetGpu, UpdateWritesTheComputeCopiesAsConvertWould) {
     EXPECT_GT(mirrored, 0);
     EXPECT_GT(reordered, 0) << "no channels-last filter: the reordering went untested";
     EXPECT_NE(host_values(g, net.flat_params()), before) << "the steps did not move the masters";
+  }
+}
+
+// The update may read the mirrored parameters' gradients where backward left them (16-bit, or
+// channels-last f32 filters) instead of the f32 gradients backward widened from them, and check
+// them for divergence as it reads them: masters, momentum histories and compute copies must stay
+// bit for bit those of the widening path (the widening multiplied by 1, so it is exact), the check
+// must not fire on finite gradients, and it must fire on a NaN in a mirrored gradient, with the
+// step's tag, keeping the first tag.
+TEST(NetGpu, UpdateReadingTheMirrorGradientsMatchesTheWidenedOnes) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  NetSpec spec = NetSpec::load_string(kNet, "parity.yaml");
+  for (Precision precision : {Precision::BF16, Precision::FP16, Precision::TF32}) {
+    SCOPED_TRACE(precision_name(precision));
+    auto backend = make_backend("gpu:0", 0, precision);
+    Backend& g = *backend;
+    ASSERT_TRUE(g.sgd_reads_mirror_grads());
+    Net cpu(spec, cpu_backend(), 8, 5), widened(spec, g, 8, 5, compute_dtype(precision)),
+        direct(spec, g, 8, 5, compute_dtype(precision));
+    same_inputs(cpu, widened, spec.classes());
+    same_inputs(cpu, direct, spec.classes());
+    SolverConfig config;
+    config.lr = 0.05;
+    SgdSolver a(widened, config, 1, 10), b(direct, config, 1, 10);
+    ASSERT_TRUE(b.can_read_mirror_grads());
+    b.read_mirror_grads(true);
+    Tensor flag = g.alloc(Shape{1}, DType::I32), tag = g.alloc(Shape{1}, DType::I32);
+    g.fill_i32(flag, 0);
+    for (int64_t it = 0; it < 3; ++it) {
+      g.fill_i32(tag, static_cast<int32_t>(it + 1));
+      for (Net* n : {&widened, &direct}) {
+        n->forward(Phase::Train, static_cast<uint64_t>(it));
+        n->backward(static_cast<uint64_t>(it));
+      }
+      a.set_rate(it);
+      a.apply();
+      b.set_rate(it);
+      b.apply(Tensor(), GradCheck{flag, tag});
+      for (const auto& [x, y] : {std::pair{&widened.flat_params(), &direct.flat_params()},
+                                 {&widened.flat_mirrors(), &direct.flat_mirrors()}}) {
+        std::vector<uint8_t> bx(x->bytes()), by(y->bytes());
+        g.download(*x, bx.data());
+        g.download(*y, by.data());
+        EXPECT_TRUE(bx == by) << "step " << it;
+      }
+      for (size_t i = 0; i < a.history().size(); ++i)
+        EXPECT_EQ(host_values(g, a.history()[i]), host_values(g, b.history()[i])) << a.params()[i].name;
+    }
+    int32_t flagged = -1;
+    g.download(flag, &flagged);
+    EXPECT_EQ(flagged, 0) << "finite gradients were flagged";
+    // A NaN in one mirrored gradient, where only the direct reader sees it.
+    Param* mirrored = nullptr;
+    for (Param* p : direct.params())
+      if (p->spec.mirrored() && !mirrored) mirrored = p;
+    ASSERT_NE(mirrored, nullptr);
+    direct.forward(Phase::Train, 3);
+    direct.backward(3);
+    g.fill(mirrored->diff, std::numeric_limits<float>::quiet_NaN());
+    g.fill_i32(tag, 4);
+    b.set_rate(3);
+    b.apply(Tensor(), GradCheck{flag, tag});
+    g.download(flag, &flagged);
+    EXPECT_EQ(flagged, 4);
+    g.fill_i32(tag, 5);  // a later non-finite step leaves the first tag
+    b.apply(Tensor(), GradCheck{flag, tag});
+    g.download(flag, &flagged);
+    EXPECT_EQ(flagged, 4);
   }
 }
 

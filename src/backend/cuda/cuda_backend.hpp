@@ -317,7 +317,9 @@ class CudaBackend final : public Backend {
   void flag_nonfinite(const Tensor& x, int32_t tag, const Tensor& flag) override;
   void sgd_update_segments_at(const Tensor& w, const Tensor& dw, const Tensor& history, const Tensor& ranges,
                               const Tensor& mults, const Tensor& lr, float momentum, float weight_decay,
-                              const Tensor& skip = Tensor(), const SgdMirrors& mirrors = SgdMirrors()) override;
+                              const Tensor& skip = Tensor(), const SgdMirrors& mirrors = SgdMirrors(),
+                              const GradCheck& check = GradCheck()) override;
+  bool sgd_reads_mirror_grads() const override { return true; }
   void update_loss_scale(const Tensor& found_inf, const Tensor& scale, const Tensor& state, const Tensor& tag,
                          const Tensor& nonfinite, int64_t growth_interval, float max_scale) override;
   void flag_nonfinite_at(const Tensor& x, const Tensor& tag, const Tensor& flag) override;
@@ -353,7 +355,7 @@ class CudaBackend final : public Backend {
                    uint64_t rng_stream, const Tensor* iteration, uint64_t layer, const Tensor& in, const Tensor& out);
   void launch_segments(const char* op, const Tensor& w, const Tensor& dw, const Tensor& history, const Tensor& ranges,
                        const Tensor& mults, float lr, const float* lr_at, float momentum, float weight_decay,
-                       const int32_t* skip_at, const SgdMirrors& mirrors);
+                       const int32_t* skip_at, const SgdMirrors& mirrors, const GradCheck& check = GradCheck());
   // Called wherever a buffer the backend keeps for itself (workspace, staging, batch-norm reserve)
   // is replaced: captured work that used the old one is no longer valid.
   void buffers_moved() { ++*buffer_generation_; }

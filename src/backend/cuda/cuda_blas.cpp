@@ -144,15 +144,17 @@ void CudaBackend::sgd_update_segments(const Tensor& w, const Tensor& dw, const T
 
 void CudaBackend::sgd_update_segments_at(const Tensor& w, const Tensor& dw, const Tensor& history,
                                          const Tensor& ranges, const Tensor& mults, const Tensor& lr, float momentum,
-                                         float weight_decay, const Tensor& skip, const SgdMirrors& mirrors) {
+                                         float weight_decay, const Tensor& skip, const SgdMirrors& mirrors,
+                                         const GradCheck& check) {
   cuda::expect_f32("sgd_update_segments_at", "lr", lr, device_);
   cuda::expect_numel("sgd_update_segments_at", "lr", lr, 1);
+  CNNSCALE_CHECK(!(check.defined() && skip.defined()), "sgd_update_segments_at on cuda: a gradient check with a skip");
   if (skip.defined()) {
     cuda::expect_i32("sgd_update_segments_at", "skip", skip, device_);
     cuda::expect_numel("sgd_update_segments_at", "skip", skip, 1);
   }
   launch_segments("sgd_update_segments_at", w, dw, history, ranges, mults, 0.0f, lr.f32(), momentum, weight_decay,
-                  skip.defined() ? skip.i32() : nullptr, mirrors);
+                  skip.defined() ? skip.i32() : nullptr, mirrors, check);
 }
 
 void CudaBackend::update_loss_scale(const Tensor& found_inf, const Tensor& scale, const Tensor& state,
@@ -175,7 +177,7 @@ void CudaBackend::update_loss_scale(const Tensor& found_inf, const Tensor& scale
 void CudaBackend::launch_segments(const char* op, const Tensor& w, const Tensor& dw, const Tensor& history,
                                   const Tensor& ranges, const Tensor& mults, float lr, const float* lr_at,
                                   float momentum, float weight_decay, const int32_t* skip_at,
-                                  const SgdMirrors& mirrors) {
+                                  const SgdMirrors& mirrors, const GradCheck& check) {
   cuda::expect_f32(op, "w", w, device_);
   cuda::expect_f32(op, "dw", dw, device_);
   cuda::expect_f32(op, "history", history, device_);
@@ -192,12 +194,23 @@ void CudaBackend::launch_segments(const char* op, const Tensor& w, const Tensor&
     cuda::expect_float(op, "mirror", mirrors.mirror, device_);
     cuda::expect_i32(op, "mirror map", mirrors.map, device_);
     // The map's offsets are trusted on the device; the host checks what it can without reading them.
-    mirror = {mirrors.mirror.raw(), mirrors.mirror.dtype(), mirrors.map.i32()};
+    mirror = {mirrors.mirror.raw(), mirrors.mirror.dtype(), mirrors.map.i32(), nullptr};
+    if (mirrors.grads.defined()) {
+      cuda::expect_float(op, "mirror gradients", mirrors.grads, device_);
+      mirror.grads = mirrors.grads.raw();
+    }
+  }
+  if (check.defined()) {
+    for (const auto& [name, t] : {std::pair{"check flag", &check.flag}, {"check tag", &check.tag}}) {
+      cuda::expect_i32(op, name, *t, device_);
+      cuda::expect_numel(op, name, *t, 1);
+    }
   }
   activate();
   cuda::launch_sgd_segments(w.numel(), w.f32(), dw.f32(), history.f32(), ranges.i32(), mults.f32(),
                             static_cast<int>(ranges.numel() / 2), lr, lr_at, momentum, weight_decay, stream(), skip_at,
-                            mirror);
+                            mirror, check.defined() ? check.flag.i32() : nullptr,
+                            check.defined() ? check.tag.i32() : nullptr);
 }
 
 void CudaBackend::flag_nonfinite(const Tensor& x, int32_t tag, const Tensor& flag) {

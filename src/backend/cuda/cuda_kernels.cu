@@ -418,13 +418,18 @@ __global__ void sgd_update_kernel(int64_t n, float* w, const float* dw, float* h
 // lr_at != null: the learning rate is read from there when the kernel runs. mirror != null: the
 // updated value is also written, rounded once to D, to its place in the segment's compute copy
 // (SgdMirrors' map: offset, channels, pixels, reordered) -- the conversion the next forward would
-// otherwise make, without reading the master a second time.
+// otherwise make, without reading the master a second time. mirror_grads != null: a mirrored
+// element's gradient is read at that same place of the copies' gradients and widened (exactly: the
+// pass it replaces multiplied the widened value by 1). flag != null: *tag_at goes to *flag (if 0)
+// when a gradient read here is NaN or +-inf, one compare-and-swap per thread that saw one.
 template <typename D>
 __global__ void sgd_segments_kernel(int64_t n, float* w, const float* dw, float* history, const int32_t* ranges,
                                     const float* mults, int segments, float lr, const float* lr_at, float momentum,
-                                    float weight_decay, const int32_t* skip_at, D* mirror, const int32_t* map) {
+                                    float weight_decay, const int32_t* skip_at, D* mirror, const int32_t* map,
+                                    const D* mirror_grads, int32_t* flag, const int32_t* tag_at) {
   if (skip_at && *skip_at != 0) return;
   if (lr_at) lr = *lr_at;
+  bool bad = false;
   for (int64_t i = global_index(); i < n; i += global_stride()) {
     int lo = 0, hi = segments - 1;
     while (lo < hi) {  // the last segment whose start is <= i
@@ -432,24 +437,32 @@ __global__ void sgd_segments_kernel(int64_t n, float* w, const float* dw, float*
       if (ranges[2 * mid] <= i) lo = mid; else hi = mid - 1;
     }
     if (i < ranges[2 * lo] || i >= ranges[2 * lo + 1]) continue;
+    // The element's place in its compute copy, or -1. Within a segment (< 2^31 elements: the flat
+    // buffer is indexed by i32 ranges) 32-bit arithmetic.
+    int copy = -1;
+    if (mirror) {
+      const int32_t* m = map + 4 * lo;
+      if (m[0] >= 0) {
+        int j = static_cast<int>(i - ranges[2 * lo]);
+        if (m[3] != 0) {  // (K, C, P) -> (K, P, C)
+          const int channels = m[1], pixels = m[2], per_filter = channels * pixels;
+          const int k = j / per_filter, rest = j - k * per_filter, c = rest / pixels, p = rest - c * pixels;
+          j = k * per_filter + p * channels + c;
+        }
+        copy = m[0] + j;
+      }
+    }
+    const float grad = mirror_grads && copy >= 0 ? to_float(mirror_grads[copy]) : dw[i];
+    bad |= !isfinite(grad);
     const float seg_lr = lr * mults[2 * lo], seg_decay = weight_decay * mults[2 * lo + 1];
-    float g = __fadd_rn(dw[i], __fmul_rn(seg_decay, w[i]));
+    float g = __fadd_rn(grad, __fmul_rn(seg_decay, w[i]));
     float h = __fadd_rn(__fmul_rn(momentum, history[i]), __fmul_rn(seg_lr, g));
     history[i] = h;
     const float updated = __fsub_rn(w[i], h);
     w[i] = updated;
-    if (!mirror) continue;
-    const int32_t* m = map + 4 * lo;
-    if (m[0] < 0) continue;
-    // Within a segment (< 2^31 elements: the flat buffer is indexed by i32 ranges) 32-bit arithmetic.
-    int j = static_cast<int>(i - ranges[2 * lo]);
-    if (m[3] != 0) {  // (K, C, P) -> (K, P, C)
-      const int channels = m[1], pixels = m[2], per_filter = channels * pixels;
-      const int k = j / per_filter, rest = j - k * per_filter, c = rest / pixels, p = rest - c * pixels;
-      j = k * per_filter + p * channels + c;
-    }
-    mirror[m[0] + j] = from_float<D>(updated);
+    if (copy >= 0) mirror[copy] = from_float<D>(updated);
   }
+  if (flag && bad) atomicCAS(flag, 0, *tag_at);
 }
 
 // One thread: a handful of scalars, the rule of loss_scale_rule.hpp.
@@ -815,17 +828,19 @@ void launch_sgd_update(int64_t n, float* w, const float* dw, float* history, flo
 
 void launch_sgd_segments(int64_t n, float* w, const float* dw, float* history, const int32_t* ranges,
                          const float* mults, int segments, float lr, const float* lr_at, float momentum,
-                         float weight_decay, cudaStream_t stream, const int32_t* skip_at, const SegmentMirror& mirror) {
+                         float weight_decay, cudaStream_t stream, const int32_t* skip_at, const SegmentMirror& mirror,
+                         int32_t* flag, const int32_t* tag_at) {
   if (n <= 0 || segments <= 0) return;
   if (!mirror.data) {
-    sgd_segments_kernel<float><<<blocks_for(n), kThreads, 0, stream>>>(
-        n, w, dw, history, ranges, mults, segments, lr, lr_at, momentum, weight_decay, skip_at, nullptr, nullptr);
+    sgd_segments_kernel<float><<<blocks_for(n), kThreads, 0, stream>>>(n, w, dw, history, ranges, mults, segments,
+                                                                       lr, lr_at, momentum, weight_decay, skip_at,
+                                                                       nullptr, nullptr, nullptr, flag, tag_at);
   } else {
     dispatch_float(mirror.dtype, "sgd_update_segments mirror", [&](auto d) {
       using D = decltype(d);
-      sgd_segments_kernel<D><<<blocks_for(n), kThreads, 0, stream>>>(n, w, dw, history, ranges, mults, segments, lr,
-                                                                     lr_at, momentum, weight_decay, skip_at,
-                                                                     static_cast<D*>(mirror.data), mirror.map);
+      sgd_segments_kernel<D><<<blocks_for(n), kThreads, 0, stream>>>(
+          n, w, dw, history, ranges, mults, segments, lr, lr_at, momentum, weight_decay, skip_at,
+          static_cast<D*>(mirror.data), mirror.map, static_cast<const D*>(mirror.grads), flag, tag_at);
     });
   }
   CUDA_CHECK_LAUNCH("sgd_segments_kernel");

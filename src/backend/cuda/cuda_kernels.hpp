@@ -79,16 +79,20 @@ void launch_sgd_update(int64_t n, float* w, const float* dw, float* history, flo
 // The SGD rule over segments [ranges[2k], ranges[2k+1]) of flat buffers, lr and weight decay times
 // mults[2k] and mults[2k+1]; elements outside every segment are untouched (Backend::sgd_update_segments).
 // lr_at != null: lr is read there on the device; skip_at != null and non-zero there: no change.
-// mirror.data != null: each updated element is also written to its compute copy (SgdMirrors).
+// mirror.data != null: each updated element is also written to its compute copy (SgdMirrors);
+// mirror.grads != null: a mirrored element's gradient is read from the copies' gradients instead
+// of dw. flag != null: *tag_at goes to *flag (if 0) when a gradient read is non-finite (GradCheck).
 struct SegmentMirror {
   void* data = nullptr;
   DType dtype = DType::F32;
   const int32_t* map = nullptr;  // (4S)
+  const void* grads = nullptr;   // of dtype, beside data
 };
 void launch_sgd_segments(int64_t n, float* w, const float* dw, float* history, const int32_t* ranges,
                          const float* mults, int segments, float lr, const float* lr_at, float momentum,
                          float weight_decay, cudaStream_t stream, const int32_t* skip_at = nullptr,
-                         const SegmentMirror& mirror = SegmentMirror());
+                         const SegmentMirror& mirror = SegmentMirror(), int32_t* flag = nullptr,
+                         const int32_t* tag_at = nullptr);
 // loss_scale_rule.hpp's step on device values (one thread): scale (2) f32, state (3) i32.
 void launch_update_loss_scale(const int32_t* found_inf, float* scale, int32_t* state, const int32_t* tag,
                               int32_t* nonfinite, int64_t growth_interval, float max_scale, cudaStream_t stream);
