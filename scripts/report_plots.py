@@ -428,6 +428,54 @@ def allreduce_figure(rows, out):
     save(fig, out, "allreduce_busbw.png")
 
 
+def allreduce_energy_figure(tables, out):
+    """Energy per byte of message against message size (log-log), one colour per setting and rank
+    count: above the GPUs' idle power (solid, what the exchange costs) and in all (dashed), from the
+    allreduce_energy table's [dynamic_]nj_per_byte[_<setting>]_n<N>_mean columns."""
+    name = "allreduce_energy.png"
+    if not os.path.exists(os.path.join(tables, "allreduce_energy.csv")):
+        leave_out(out, name, "no allreduce results with energy (bench allreduce on GPUs, --energy-window > 0)")
+        return
+    rows = sorted(read_table(tables, "allreduce_energy"), key=lambda r: number(r["bytes"]))
+    series = []
+    for col in rows[0].keys() if rows else []:
+        m = re.fullmatch(r"dynamic_nj_per_byte_(?:(.+)_)?n(\d+)_mean", col)
+        if m:
+            series.append((m.group(1) or "", int(m.group(2)), col))
+    series.sort(key=lambda s: (s[0], s[1]))
+    if not series:
+        leave_out(out, name, "no energy columns in the allreduce_energy table")
+        return
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    cmap = plt.get_cmap("tab10" if len(series) <= 10 else "tab20")
+    drawn = False
+    for i, (setting, n, col) in enumerate(series):
+        label = f"{n} rank" + ("" if n == 1 else "s") + (f", {setting.replace('_', ' ')}" if setting else "")
+        total = col[len("dynamic_"):]
+        for c, style, what in ((col, "-", "above idle"), (total, "--", "in all")):
+            pts = [(number(r["bytes"]), number(r[c])) for r in rows]
+            pts = [p for p in pts if not math.isnan(p[1]) and p[1] > 0]  # log axis: the above-idle noise can dip <= 0
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", markersize=3,
+                        color=cmap(i % cmap.N), label=f"{label}, {what}")
+                drawn = True
+    if not drawn:
+        plt.close(fig)
+        leave_out(out, name, "no positive energy figures to draw")
+        return
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ticks = [number(r["bytes"]) for r in rows]
+    step = max(1, len(ticks) // 8)
+    ax.set_xticks(ticks[::step], [r["size"] for r in rows][::step], rotation=30, fontsize=8)
+    ax.set_xlabel("message size")
+    ax.set_ylabel("nJ per byte of message, all GPUs")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title("Allreduce energy per byte (NVML counters; above idle: less the idle power)")
+    save(fig, out, name)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tables", required=True, help="folder with time.csv, energy.csv, by_gpus.csv, phases.csv")
@@ -453,6 +501,7 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     if "allreduce" in wanted:
         allreduce_figure(read_table(a.tables, "allreduce"), a.out)
+        allreduce_energy_figure(a.tables, a.out)
     if "inference" in wanted:
         import report_plots_infer as infer  # beside this script, as report_plots_hetero
 

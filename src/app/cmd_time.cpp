@@ -14,6 +14,7 @@
 #include "app/commands.hpp"
 #include "backend/backend.hpp"
 #include "core/error.hpp"
+#include "core/precision.hpp"
 #include "measure/layer_timing.hpp"
 #include "net/fuse.hpp"
 #include "net/net.hpp"
@@ -63,7 +64,8 @@ void run_time(TimeArgs& a) {
     SolverConfig config;
     config.lr = 0.0;
     solver = std::make_unique<SgdSolver>(net, config, /*iterations_per_epoch=*/1, /*total_iterations=*/1);
-    if (solver->can_read_mirror_grads()) solver->read_mirror_grads(true);
+    // fp16 trains with loss scaling, which keeps the widening pass (Trainer): so does its timing.
+    if (!needs_loss_scaling(a.options.precision) && solver->can_read_mirror_grads()) solver->read_mirror_grads(true);
     solver->set_rate(0);
     return [&] { solver->apply(); };
   };

@@ -164,7 +164,9 @@ struct SgdMirrors {
 };
 // A divergence check fused into the update: `flag` (i32 (1)) takes the value at `tag` (i32 (1),
 // > 0) if it is 0 and a gradient the update reads is NaN or +-inf, as flag_nonfinite_at does on a
-// whole buffer (the update itself goes ahead: the caller stops the run on the flag).
+// whole buffer (the update itself goes ahead: the caller stops the run on the flag). Which
+// gradients: CUDA checks those it applies (not a frozen parameter's, nor alignment gaps); the
+// default path checks all of dw.
 struct GradCheck {
   Tensor flag, tag;
   bool defined() const { return flag.defined(); }

@@ -110,6 +110,9 @@ std::string report_markdown(const ReportOptions& options, const ReportOutcome& o
          "Samples of the global batch assigned to each rank over the iterations under the auto split policy: "
          "each step is a rebalancing towards the faster ranks (one run per configuration)"},
         {kAllreduceFigure, "Allreduce bus bandwidth against message size per rank count (allreduce table)"},
+        {kAllreduceEnergyFigure,
+         "Allreduce energy per byte of message above the GPUs' idle power against message size per rank count "
+         "(allreduce_energy table)"},
         {kWeakScalingFigure, "Weak scaling: efficiency against " + many + " at a fixed batch per " + noun.one +
                                  " (weak_scaling table), 1 being ideal"},
         {kInferFigures[0], "Inference throughput against batch size per network, device and precision (inference "
@@ -158,7 +161,10 @@ ReportOutcome write_report(const ReportOptions& options) {
   std::vector<Table> tables;
   if (!runs.empty()) tables = build_tables(groups);
   const bool hetero = !hetero_groups(groups).empty();
-  if (!benches.empty()) tables.push_back(allreduce_table(benches));
+  if (!benches.empty()) {
+    tables.push_back(allreduce_table(benches));
+    if (Table energy = allreduce_energy_table(benches); !energy.rows.empty()) tables.push_back(std::move(energy));
+  }
   if (!inferences.empty()) tables.push_back(infer_table(inferences));
   const RunRecord* power = options.plots && !runs.empty() ? power_run(runs, options.power_run) : nullptr;
   outcome.runs = static_cast<int>(runs.size());

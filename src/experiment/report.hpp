@@ -41,6 +41,8 @@ inline const std::vector<std::string> kHeteroFigures = {"rank_balance.png", "spl
 inline const std::string kWeakScalingFigure = "weak_scaling.png";
 // Drawn when the results hold `bench allreduce` files: busbw against message size per rank count.
 inline const std::string kAllreduceFigure = "allreduce_busbw.png";
+// With them, where those files measured energy: nJ per byte above idle against message size.
+inline const std::string kAllreduceEnergyFigure = "allreduce_energy.png";
 // From `infer` results (the inference table): throughput and images/J against batch size, p99 latency
 // against throughput.
 inline const std::vector<std::string> kInferFigures = {"inference_throughput.png", "inference_efficiency.png",

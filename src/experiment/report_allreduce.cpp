@@ -265,7 +265,17 @@ std::vector<AllreduceBenchFile> find_allreduce_benches(const std::string& result
   return files;
 }
 
-Table allreduce_table(const std::vector<AllreduceBenchFile>& files) {
+namespace {
+
+// One figure of a row, its header word, unit and CSV prefix.
+struct Figure {
+  double AllreduceBenchRow::*member;
+  const char *header, *unit, *csv;
+};
+
+// Rows per message size, a column per (setting, rank count) and figure, and the notes every
+// allreduce table carries; `energy` adds the energy note instead of the one-rank busbw note.
+Table lay_out(const std::vector<AllreduceBenchFile>& files, const std::vector<Figure>& figures, Table t, bool energy) {
   std::map<std::pair<Setting, int>, Group> by_key;  // ordered: setting, then ranks ascending
   std::set<int64_t> sizes;
   for (const AllreduceBenchFile& f : files) {
@@ -284,30 +294,6 @@ Table allreduce_table(const std::vector<AllreduceBenchFile>& files) {
     blocks.back().push_back(&g);
   }
   const bool qualify = blocks.size() > 1;
-  // busbw side by side across rank counts (the comparison nccl-tests users make), then the times.
-  struct Figure {
-    double AllreduceBenchRow::*member;
-    const char *header, *unit, *csv;
-  };
-  std::vector<Figure> figures = {{&AllreduceBenchRow::busbw_gbs, "busbw", "GB/s", "busbw_gbs_"},
-                                 {&AllreduceBenchRow::time_us, "time", "µs", "time_us_"}};
-  const bool energy = std::any_of(files.begin(), files.end(),
-                                  [](const AllreduceBenchFile& f) { return !f.bench.energy_method.empty(); });
-  if (energy) {
-    figures.push_back({&AllreduceBenchRow::nj_per_byte, "energy", "nJ/B", "nj_per_byte_"});
-    figures.push_back({&AllreduceBenchRow::dynamic_nj_per_byte, "energy above idle", "nJ/B", "dynamic_nj_per_byte_"});
-  }
-
-  Table t{"allreduce",
-          "Allreduce bus bandwidth by rank count",
-          "`cnnscale bench allreduce` (in-place sum over all ranks, of fp32 unless the column names bf16 or fp16): bus "
-          "bandwidth and time per allreduce, "
-          "one row per message size and a column per rank count. busbw = algbw × 2(n−1)/n as nccl-tests "
-          "(algbw = size / time, GB = 10⁹ bytes); each value is the mean time of -n back-to-back allreduces "
-          "of the slowest rank; mean ± sample std over the files of one setting (repeats).",
-          {{"size", "size", false}, {"bytes", "bytes", false}},
-          {},
-          {}};
   for (const auto& block : blocks)
     for (const Figure& f : figures)
       for (const Group* g : block)
@@ -348,15 +334,9 @@ Table allreduce_table(const std::vector<AllreduceBenchFile>& files) {
                                 });
                               }) +
                     ".");
-  if (std::any_of(groups.begin(), groups.end(), [](const Group& g) { return g.ranks == 1; }))
-    t.notes.push_back(
-        "One rank: busbw is 0 by definition (2(n−1)/n = 0, nothing crosses a bus); its time is the "
-        "call's local cost.");
   if (energy) {
     t.notes.push_back(
-        "Energy: joules of every rank's GPU per allreduce, per byte of the message (nJ/B), from each GPU's "
-        "energy counter over a window of back-to-back allreduces after the timed ones; above idle: less each "
-        "GPU's power in an idle window before the sweep (" +
+        "Idle power per GPU, over a window before the sweep: " +
         per_group(groups, qualify,
                   [](const Group& g) {
                     return distinct(g, [](const AllreduceBenchFile& f) {
@@ -364,17 +344,75 @@ Table allreduce_table(const std::vector<AllreduceBenchFile>& files) {
                                                              : fmt::format("{:.0f} W", f.bench.idle_watts);
                     });
                   }) +
-        " per GPU). Windows: " +
+        ". Energy window per size: " +
         per_group(groups, qualify,
                   [](const Group& g) {
                     return distinct(g, [](const AllreduceBenchFile& f) {
-                      return f.bench.energy_method.empty() ? std::string("no energy")
-                                                           : fmt::format("{:g} s", f.bench.energy_window_seconds);
+                      return fmt::format("{:g} s", f.bench.energy_window_seconds);
                     });
                   }) +
         ".");
+  } else if (std::any_of(groups.begin(), groups.end(), [](const Group& g) { return g.ranks == 1; })) {
+    t.notes.push_back(
+        "One rank: busbw is 0 by definition (2(n−1)/n = 0, nothing crosses a bus); its time is the "
+        "call's local cost.");
   }
-  if (any_null) t.notes.push_back("— : no file of that setting and rank count measured that size.");
+  if (any_null)
+    t.notes.push_back(energy ? "— : no file of that setting and rank count measured that size, or a GPU's counter "
+                               "was unreadable in its window."
+                             : "— : no file of that setting and rank count measured that size.");
+  return t;
+}
+
+}  // namespace
+
+Table allreduce_table(const std::vector<AllreduceBenchFile>& files) {
+  // busbw side by side across rank counts (the comparison nccl-tests users make), then the times.
+  return lay_out(files,
+                 {{&AllreduceBenchRow::busbw_gbs, "busbw", "GB/s", "busbw_gbs_"},
+                  {&AllreduceBenchRow::time_us, "time", "µs", "time_us_"}},
+                 Table{"allreduce",
+                       "Allreduce bus bandwidth by rank count",
+                       "`cnnscale bench allreduce` (in-place sum over all ranks, of fp32 unless the column names bf16 "
+                       "or fp16): bus bandwidth and time per allreduce, one row per message size and a column per "
+                       "rank count. busbw = algbw × 2(n−1)/n as nccl-tests (algbw = size / time, GB = 10⁹ bytes); "
+                       "each value is the mean time of -n back-to-back allreduces of the slowest rank; mean ± sample "
+                       "std over the files of one setting (repeats).",
+                       {{"size", "size", false}, {"bytes", "bytes", false}},
+                       {},
+                       {}},
+                 /*energy=*/false);
+}
+
+Table allreduce_energy_table(const std::vector<AllreduceBenchFile>& files) {
+  // One rank moves nothing (NCCL's in-place sum over one rank is a no-op): its window is the idle
+  // power, and a figure per byte of it would be noise over nothing.
+  std::vector<AllreduceBenchFile> measured;
+  bool single = false;
+  for (const AllreduceBenchFile& f : files) {
+    if (f.bench.energy_method.empty()) continue;
+    if (f.bench.ranks > 1)
+      measured.push_back(f);
+    else
+      single = true;
+  }
+  Table t = lay_out(measured,
+                 {{&AllreduceBenchRow::dynamic_nj_per_byte, "above idle", "nJ/B", "dynamic_nj_per_byte_"},
+                  {&AllreduceBenchRow::nj_per_byte, "energy", "nJ/B", "nj_per_byte_"},
+                  {&AllreduceBenchRow::watts, "power", "W per GPU", "watts_"}},
+                 Table{"allreduce_energy",
+                       "Allreduce energy per byte by rank count",
+                       "`cnnscale bench allreduce` on GPUs: the energy of every rank's GPU per allreduce, per byte "
+                       "of the message (nJ/B), from each GPU's NVML energy counter over a window of back-to-back "
+                       "allreduces after the timed ones (--energy-window seconds); above idle: less each GPU's power "
+                       "in an idle window before the sweep, the energy the exchange itself costs; power: the mean "
+                       "per GPU over the window. Mean ± sample std over the files of one setting (repeats).",
+                       {{"size", "size", false}, {"bytes", "bytes", false}},
+                       {},
+                       {}},
+                 /*energy=*/true);
+  if (single && !t.rows.empty())
+    t.notes.push_back("Files of one rank are left out: an allreduce over one rank moves no data.");
   return t;
 }
 

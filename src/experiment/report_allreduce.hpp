@@ -48,5 +48,10 @@ std::vector<AllreduceBenchFile> find_allreduce_benches(const std::string& result
 // headers and CSV names carry it ("busbw 8 GPUs, tree (GB/s)", busbw_gbs_gpu_tree_n8). A size a
 // setting never measured is null.
 Table allreduce_table(const std::vector<AllreduceBenchFile>& files);
+// The same layout for the files that measured energy (GPU runs with --energy-window > 0): per
+// setting and rank count, "above idle N GPUs (nJ/B)" (CSV dynamic_nj_per_byte_nN), "energy N GPUs
+// (nJ/B)" (nj_per_byte_nN) and "power N GPUs (W per GPU)" (watts_nN). Files of one rank are left
+// out (nothing moves). No rows when no file of several ranks measured energy.
+Table allreduce_energy_table(const std::vector<AllreduceBenchFile>& files);
 
 }  // namespace cnnscale::report

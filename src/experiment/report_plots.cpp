@@ -116,7 +116,7 @@ PlotOutcome run_plot_script(const PlotJob& job) {
   std::vector<std::string> names;
   if (job.training) names = kFigureNames;
   if (job.hetero) names.insert(names.end(), kHeteroFigures.begin(), kHeteroFigures.end());
-  if (job.allreduce) names.push_back(kAllreduceFigure);
+  if (job.allreduce) names.insert(names.end(), {kAllreduceFigure, kAllreduceEnergyFigure});
   if (job.inference) names.insert(names.end(), kInferFigures.begin(), kInferFigures.end());
   if (job.weak_scaling) names.push_back(kWeakScalingFigure);
   for (const std::string& name : names) {

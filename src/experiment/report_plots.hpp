@@ -16,7 +16,7 @@ struct PlotJob {
   std::string power_h5;          // run.h5 of the run whose power trace is drawn ("" = none)
   std::string power_label;       // its description for the title
   bool training = true;          // the kFigureNames figures (needs the training tables)
-  bool allreduce = false;        // kAllreduceFigure from allreduce.csv
+  bool allreduce = false;        // kAllreduceFigure from allreduce.csv, kAllreduceEnergyFigure from allreduce_energy.csv
   bool hetero = false;           // kHeteroFigures from hetero_ranks.csv and split_history.csv
   std::string devices = "GPUs";  // what the parallel units are called in legends and axes ("ranks" on CPU)
   bool inference = false;        // kInferFigures from inference.csv

@@ -349,10 +349,10 @@ void Trainer::wait_gradients() {
 
 // Divergence check on the device, before the update: every (reduced) gradient, one kernel over
 // the flat gradient buffer; or, where update_checks_gradients_, inside the update, over every
-// gradient it applies (a frozen parameter's is not read). The loss needs no check of its own: it is finite by construction
-// (log of max(p, FLT_MIN)) unless a probability is NaN, and then that row's dx = p - onehot and
-// with it the gradients are NaN too. Nothing waits for the flag; check_finite() reads it at the
-// next host read.
+// gradient it applies (a frozen parameter's is not read). The loss needs no check of its own: it
+// is finite by construction (log of max(p, FLT_MIN)) unless a probability is NaN, and then that
+// row's dx = p - onehot and with it the gradients are NaN too. Nothing waits for the flag;
+// check_finite() reads it at the next host read.
 //
 // fp16 dynamic loss scaling, PyTorch GradScaler's rule (backend/loss_scale_rule.hpp), on the
 // device: a step whose (exchanged, unscaled) gradients hold an inf or NaN is skipped by the update
@@ -364,7 +364,8 @@ void Trainer::flag_divergence(const StepScalars& s) {
   if (options_.inject_nonfinite_at == s.iteration + 1) {
     backend_.fill(net_->loss(), std::numeric_limits<float>::quiet_NaN());
     backend_.fill(net_->flat_grads(), std::numeric_limits<float>::quiet_NaN());
-    if (net_->update_reads_mirror_grads()) backend_.fill(net_->flat_mirror_grads(), std::numeric_limits<float>::quiet_NaN());
+    if (net_->update_reads_mirror_grads())
+      backend_.fill(net_->flat_mirror_grads(), std::numeric_limits<float>::quiet_NaN());
   }
   if (update_checks_gradients_) return;  // update() checks them as it reads them
   if (!overflow_.defined()) return backend_.flag_nonfinite_at(net_->flat_grads(), step_tag_, nonfinite_);

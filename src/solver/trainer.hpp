@@ -292,7 +292,8 @@ class Trainer {
   void host_sync(const char* operation);
   float read_scalar(const Tensor& t, const char* operation);  // job-wide sum when data parallel
   double read_last_loss();  // the last step's loss over the global batch (a collective when parallel)
-  // Reads the device-side divergence flag (set by flag_divergence in every step); throws
+  // Reads the device-side divergence flag (set in every step by flag_divergence, or by the update
+  // where update_checks_gradients_); throws
   // RuntimeError naming the first non-finite iteration. Call where the host synchronises anyway.
   void check_finite();
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -15,6 +16,7 @@
 #include "core/error.hpp"
 #include "cpu/cli_runner.hpp"
 #include "cpu/test_report_util.hpp"
+#include "experiment/report.hpp"
 #include "experiment/report_allreduce.hpp"
 #include "parallel/mpi_env.hpp"
 
@@ -340,48 +342,71 @@ TEST(AllreduceBenchResults, DefaultRootFromEnvironmentAndNoResults) {
   EXPECT_EQ(none.err, "");
 }
 
-// Files with energy figures add "energy" and "energy above idle" columns per rank count; a file
-// without them (energy off, or written before energy existed) leaves its cells empty.
-TEST(ReportAllreduce, EnergyColumnsWhereFilesMeasuredEnergy) {
+// Files that measured energy make the allreduce_energy table: "above idle", "energy" and "power"
+// columns per rank count, holding the files' figures; a file without energy (energy off, or written
+// before it existed) has no column there, a one-rank file is left out with a note (nothing moves),
+// and the busbw/time table carries no energy column. `cnnscale report` writes the table and, where
+// matplotlib is importable, its figure.
+TEST(ReportAllreduce, EnergyTableOfTheFilesThatMeasuredEnergy) {
   TempDir dir;
   const fs::path study = fs::path(dir.str()) / "study" / "allreduce";
-  json two = bench_json(2, {{MiB, 40.0}, {4 * MiB, 100.0}});
-  two["energy_method"] = "NVML total energy counter";
-  two["energy_window_seconds"] = 2.0;
-  two["idle_watts_per_device"] = 70.0;
-  const double nj[] = {0.5, 0.25}, dynamic[] = {0.2, 0.1};
-  for (size_t i = 0; i < 2; ++i) {
-    json& row = two["rows"][i];
-    row["energy_iters"] = 1000;
-    row["energy_seconds"] = 2.1;
-    row["joules"] = nj[i] * row["bytes"].get<double>() * 1e-9;
-    row["nj_per_byte"] = nj[i];
-    row["dynamic_nj_per_byte"] = dynamic[i];
-    row["watts_per_device"] = 300.0;
-  }
-  write_text(study / "gpu-n2-ring-a.json", two.dump());
+  auto with_energy = [](json j, double idle, const std::vector<double>& nj, const std::vector<double>& dynamic) {
+    j["energy_method"] = "NVML total energy counter";
+    j["energy_window_seconds"] = 2.0;
+    j["idle_watts_per_device"] = idle;
+    for (size_t i = 0; i < j["rows"].size(); ++i) {
+      json& row = j["rows"][i];
+      row["energy_iters"] = 1000;
+      row["energy_seconds"] = 2.1;
+      row["joules"] = nj[i] * row["bytes"].get<double>() * 1e-9;
+      row["nj_per_byte"] = nj[i];
+      row["dynamic_nj_per_byte"] = dynamic[i];
+      row["watts_per_device"] = 300.0;
+    }
+    return j;
+  };
+  write_text(study / "gpu-n2-ring-a.json",
+             with_energy(bench_json(2, {{MiB, 40.0}, {4 * MiB, 100.0}}), 70.0, {0.5, 0.25}, {0.2, 0.1}).dump());
+  write_text(study / "gpu-n1-ring-a.json", with_energy(bench_json(1, {{MiB, 2.0}}), 70.0, {0.1}, {0.0}).dump());
   write_text(study / "gpu-n4-ring-a.json", bench_json(4, {{MiB, 60.0}}).dump());
   const auto files = report::find_allreduce_benches(dir.str());
-  ASSERT_EQ(files.size(), 2u);
-  EXPECT_EQ(files[0].bench.idle_watts, 70.0);
-  EXPECT_EQ(files[0].bench.rows[1].watts, 300.0);
-  EXPECT_TRUE(std::isnan(files[1].bench.rows[0].nj_per_byte));
-  const report::Table t = report::allreduce_table(files);
-  const size_t e2 = column(t, "energy 2 GPUs (nJ/B)"), d2 = column(t, "energy above idle 2 GPUs (nJ/B)");
-  const size_t e4 = column(t, "energy 4 GPUs (nJ/B)");
-  EXPECT_EQ(t.columns[e2].csv, "nj_per_byte_n2");
+  ASSERT_EQ(files.size(), 3u);
+  const report::AllreduceBenchFile& two = files[1];  // sorted by path: n1, n2, n4
+  ASSERT_EQ(two.bench.ranks, 2);
+  EXPECT_EQ(two.bench.idle_watts, 70.0);
+  EXPECT_EQ(two.bench.rows[1].watts, 300.0);
+  EXPECT_TRUE(std::isnan(files[2].bench.rows[0].nj_per_byte));
+  const report::Table t = report::allreduce_energy_table(files);
+  EXPECT_EQ(t.name, "allreduce_energy");
+  ASSERT_EQ(t.columns.size(), 5u) << "size, bytes and the three figures of 2 GPUs only";
+  const size_t d2 = column(t, "above idle 2 GPUs (nJ/B)"), e2 = column(t, "energy 2 GPUs (nJ/B)"),
+               w2 = column(t, "power 2 GPUs (W per GPU)");
   EXPECT_EQ(t.columns[d2].csv, "dynamic_nj_per_byte_n2");
+  EXPECT_EQ(t.columns[e2].csv, "nj_per_byte_n2");
+  EXPECT_EQ(t.columns[w2].csv, "watts_n2");
   ASSERT_EQ(t.rows.size(), 2u);
   EXPECT_DOUBLE_EQ(t.rows[0][e2].value.mean, 0.5);
   EXPECT_DOUBLE_EQ(t.rows[1][d2].value.mean, 0.1);
-  EXPECT_TRUE(t.rows[0][e4].value.null());
+  EXPECT_DOUBLE_EQ(t.rows[1][w2].value.mean, 300.0);
   std::string notes;
   for (const std::string& n : t.notes) notes += n + "\n";
-  EXPECT_NE(notes.find("70 W (2 GPUs); not measured (4 GPUs) per GPU"), std::string::npos) << notes;
-  EXPECT_NE(notes.find("Windows: 2 s (2 GPUs); no energy (4 GPUs)"), std::string::npos) << notes;
-  // Without any energy file, no energy columns at all.
-  const report::Table plain = report::allreduce_table({files[1]});
-  for (const auto& c : plain.columns) EXPECT_EQ(c.header.find("energy"), std::string::npos) << c.header;
+  EXPECT_NE(notes.find("Idle power per GPU, over a window before the sweep: 70 W."), std::string::npos) << notes;
+  EXPECT_NE(notes.find("Files of one rank are left out"), std::string::npos) << notes;
+  for (const auto& c : report::allreduce_table(files).columns)
+    EXPECT_EQ(c.header.find("energy"), std::string::npos) << c.header;
+  EXPECT_TRUE(report::allreduce_energy_table({files[2]}).rows.empty());
+
+  const bool plots = std::system("/usr/bin/python3 -c 'import matplotlib, numpy' >/dev/null 2>&1") == 0;
+  std::vector<std::string> args = {"report", dir.str()};
+  if (!plots) args.push_back("--no-plots");
+  testing::CliResult rep = testing::run_cnnscale(args);
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  const fs::path out = fs::path(dir.str()) / "report";
+  EXPECT_NE(testing::slurp((out / "allreduce_energy.csv").string()).find("dynamic_nj_per_byte_n2_mean"),
+            std::string::npos);
+  if (plots) {
+    EXPECT_GT(fs::file_size(out / report::kAllreduceEnergyFigure), 1000u);
+  }
 }
 
 // --- energy per size (run_allreduce_bench with an injected counter) --------------------------

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "backend/backend.hpp"
+#include "core/error.hpp"
 #include "data/synthetic_dataset.hpp"
 #include "net/net.hpp"
 #include "solver/trainer.hpp"
@@ -44,6 +45,37 @@ TEST(TrainerPrecision, EveryPrecisionTrainsAndEvaluates) {
     } else {
       EXPECT_EQ(r.final_grad_scale, 1.0);
       EXPECT_EQ(r.skipped_steps, 0);
+    }
+  }
+}
+
+// The divergence check in every precision on the GPU: fp32, tf32 and bf16 check the gradients inside
+// the update (which in tf32 and bf16 reads the mirrored ones where backward left them), fp16 in its
+// loss-scaling pass. A NaN injected into every gradient of step 4 must stop fp32, tf32 and bf16 with
+// the iteration named; fp16 skips that step and halves its scale instead.
+TEST(TrainerPrecision, InjectedNonFiniteGradientsAreCaughtInEveryPrecision) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  const NetSpec spec = NetSpec::load(std::string(CNNSCALE_TEST_DATA) + "/dist_convnet.yaml");
+  auto train = std::make_shared<SyntheticDataset>(Shape{1, 28, 28}, 10, 64, SyntheticFill::Gaussian, 3);
+  for (Precision p : {Precision::FP32, Precision::TF32, Precision::BF16, Precision::FP16}) {
+    SCOPED_TRACE(precision_name(p));
+    auto backend = make_backend("gpu:0", 0, p);
+    TrainOptions o;
+    o.batch = 16;
+    o.iterations = 8;
+    o.precision = p;
+    o.inject_nonfinite_at = 4;
+    Trainer trainer(spec, *backend, train, nullptr, SolverConfig{}, o);
+    if (p == Precision::FP16) {
+      const TrainResult r = trainer.run();
+      EXPECT_GE(r.skipped_steps, 1);
+      continue;
+    }
+    try {
+      trainer.run();
+      ADD_FAILURE() << "the injected non-finite step went unnoticed";
+    } catch (const RuntimeError& e) {
+      EXPECT_NE(std::string(e.what()).find("at iteration 4"), std::string::npos) << e.what();
     }
   }
 }

@@ -166,6 +166,10 @@ TEST(BenchAllreduceMpi, ResultsFilesOfOneTwoAndEightRanksMakeTheReportTable) {
     EXPECT_GT(std::filesystem::file_size(out / report::kAllreduceFigure), 1000u);
     EXPECT_NE(md.find("](" + report::kAllreduceFigure + ")"), std::string::npos) << md;
     for (const std::string& name : report::kFigureNames) EXPECT_FALSE(std::filesystem::exists(out / name)) << name;
+    // CPU ranks measure no energy: no energy table, and the energy figure says why it is missing.
+    EXPECT_FALSE(std::filesystem::exists(out / report::kAllreduceEnergyFigure));
+    EXPECT_FALSE(std::filesystem::exists(out / "allreduce_energy.csv"));
+    EXPECT_NE(md.find("`" + report::kAllreduceEnergyFigure + "` not drawn"), std::string::npos) << md;
   }
 }
 
