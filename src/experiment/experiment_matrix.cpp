@@ -86,7 +86,9 @@ void read_rank_sets(const ExperimentReader& r, const ConfigNode& m, Experiment& 
   if (auto c = r.child(m, "gpus")) gpu_nodes = list_items(*c);
   for (const auto& n : gpu_nodes) {
     int64_t g = int_in(n, 1, 4096);
-    if (const std::string why = gpu ? host.lacks_gpus_for(g) : ""; !why.empty()) n.fail(why);
+    // The sweep's --only checks only the runs it selects: say so, as this node may run the rest.
+    if (const std::string why = gpu ? host.lacks_gpus_for(g) : ""; !why.empty())
+      n.fail(why + "; `sweep --only gpus=N` runs only the points that fit here");
     e.gpu_counts.push_back(g);
   }
   // Ranks of each explicit rank set, with the node that made it, for the batch check below.

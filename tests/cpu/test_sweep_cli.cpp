@@ -93,9 +93,11 @@ TEST(SweepCli, OnlyChecksTheRunsItSelects) {
   expect_one_line_error(
       testing::run_cnnscale({"sweep", g, "--only", "batch=64", "--dry-run", "--results", dir.str()}),
       {"--only batch=64: run lenet-b64-g4-", ": 4 rank(s) need 4 GPU(s) on one node, but only 2 visible"});
-  // Without --only the whole matrix is checked, at the position of the entry that does not fit.
+  // Without --only the whole matrix is checked, at the position of the entry that does not fit,
+  // and the error says how to run the rest.
   expect_one_line_error(testing::run_cnnscale({"sweep", g, "--dry-run", "--results", dir.str()}),
-                        {g + ":9:16: matrix.gpus[2]: 4 rank(s) need 4 GPU(s) on one node, but only 2 visible"});
+                        {g + ":9:16: matrix.gpus[2]: 4 rank(s) need 4 GPU(s) on one node, but only 2 visible",
+                         "`sweep --only gpus=N` runs only the points that fit here"});
 }
 
 TEST(SweepCli, EmitFileIsWholeAndExecutable) {
