@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "app/commands.hpp"
+#include "core/environment.hpp"
 #include "core/error.hpp"
 #include "core/precision.hpp"
 #include "parallel/allreduce_bench.hpp"
@@ -152,6 +153,12 @@ nlohmann::json to_json(const AllreduceBenchResult& r, bool checked, const std::s
           {"busbw_definition", "algbw * 2(n-1)/n"},
           {"checked", checked},
           {"rows", rows}};
+  // What NCCL read from the environment besides the algorithm (on these hosts NCCL_NVLS_ENABLE=0).
+  if (r.device == "gpu") {
+    std::string env;
+    for (const std::string& e : environment_with_prefix("NCCL_")) env += (env.empty() ? "" : " ") + e;
+    out["nccl_env"] = env;
+  }
   if (!r.energy_method.empty()) {
     out["energy_method"] = r.energy_method;
     out["energy_window_seconds"] = r.energy_window_seconds;

@@ -8,6 +8,7 @@
 
 #include "app/train_run.hpp"
 #include "backend/devices.hpp"
+#include "core/environment.hpp"
 #include "data/datasets.hpp"
 #include "io/results_writer.hpp"
 #include "parallel/mpi_env.hpp"
@@ -172,6 +173,12 @@ RunDescription describe_results(const TrainArgs& a, const TrainInputs& in, const
     run.cuda_version = v.cuda;
     run.cudnn_version = v.cudnn;
     run.nccl_version = v.nccl;
+    // After the communicator's set-up: what NCCL read, cnnscale's own NCCL_ALGO included.
+    if (par.active()) {
+      std::string env;
+      for (const std::string& e : environment_with_prefix("NCCL_")) env += (env.empty() ? "" : " ") + e;
+      run.nccl_env = env;
+    }
   }
   return run;
 }

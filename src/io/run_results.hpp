@@ -40,6 +40,10 @@ struct SystemInfo {
   std::vector<std::string> hosts;
   std::vector<GpuInfo> gpus;  // one per rank that has a GPU; empty on CPU runs
   std::optional<std::string> cuda_version, cudnn_version, nccl_version, mpi_version;
+  // Where NCCL exchanged gradients: rank 0's NCCL_* environment after the communicator's set-up
+  // (cnnscale's own NCCL_ALGO included), "NAME=value" separated by spaces, sorted; "" when none
+  // is set. Null where NCCL was not used (one rank, CPU ranks) and in files from before it.
+  std::optional<std::string> nccl_env;
 };
 
 // Seconds per (iteration, rank, phase), row-major; iterations are recorded in order, warm-up included.

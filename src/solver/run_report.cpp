@@ -88,6 +88,7 @@ RunResults assemble_run_results(const RunDescription& run, const TrainResult& r0
   res.system.cudnn_version = run.cudnn_version;
   res.system.nccl_version = run.nccl_version;
   res.system.mpi_version = run.mpi_version;
+  res.system.nccl_env = run.nccl_env;
 
   // ---- /timeline: rank 0's iterations; every rank ran the same ones ----
   res.timeline = Timeline(n);

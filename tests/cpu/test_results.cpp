@@ -66,6 +66,7 @@ RunResults sample() {
   r.system.cuda_version = "12.4";
   r.system.nccl_version = "2.21.5";
   r.system.mpi_version = "Open MPI v4.1.6";  // cuDNN unknown: null
+  r.system.nccl_env = "NCCL_ALGO=Ring NCCL_NVLS_ENABLE=0";
   r.timeline = Timeline(2);
   for (int it = 0; it < 3; ++it) {
     int64_t row = r.timeline.add_iteration(100 + it, it == 0);
@@ -138,6 +139,7 @@ void expect_same(const RunResults& a, const RunResults& b) {
   EXPECT_EQ(a.system.cudnn_version, b.system.cudnn_version);
   EXPECT_EQ(a.system.nccl_version, b.system.nccl_version);
   EXPECT_EQ(a.system.mpi_version, b.system.mpi_version);
+  EXPECT_EQ(a.system.nccl_env, b.system.nccl_env);
   EXPECT_EQ(a.timeline.ranks(), b.timeline.ranks());
   EXPECT_EQ(a.timeline.iteration(), b.timeline.iteration());
   EXPECT_EQ(a.timeline.warmup(), b.timeline.warmup());
@@ -244,6 +246,20 @@ TEST(Results, FileWithoutSplitReadsAsEven) {
   EXPECT_EQ(back.split, SplitRecord{});
   EXPECT_EQ(back.split.policy, "even");
   EXPECT_TRUE(back.split.changes.empty());
+}
+
+// Files written before the NCCL environment was recorded have no /system nccl_env: it reads as
+// unknown (null), not as an error.
+TEST(Results, FileWithoutNcclEnvironmentReadsAsUnknown) {
+  ResultsDir dir;
+  const std::string run_dir = write_run_results(sample(), {dir.str(), {}});
+  EXPECT_EQ(read_run_results(run_dir).system.nccl_env, "NCCL_ALGO=Ring NCCL_NVLS_ENABLE=0");
+  const std::string h5 = run_dir + "/run.h5";
+  const hid_t f = H5Fopen(h5.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  ASSERT_GE(H5Adelete_by_name(f, "/system", "nccl_env", H5P_DEFAULT), 0);
+  H5Fclose(f);
+  EXPECT_EQ(read_run_results(run_dir).system.nccl_env, std::nullopt);
 }
 
 TEST(Results, SummaryJsonAndCsv) {

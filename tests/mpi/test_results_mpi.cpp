@@ -40,6 +40,7 @@ TEST(ResultsMpi, TwoRanksInOneFolder) {
   EXPECT_TRUE(res.system.gpus.empty());
   ASSERT_TRUE(res.system.mpi_version.has_value());
   EXPECT_FALSE(res.system.mpi_version->empty());
+  EXPECT_EQ(res.system.nccl_env, std::nullopt) << "CPU ranks exchange through MPI, not NCCL";
   EXPECT_DOUBLE_EQ(res.summary.world_size.value(), 2);
   ASSERT_EQ(res.rank_summary.size(), 2u);
   double slowest = 0, most_memory = 0;
