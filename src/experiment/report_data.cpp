@@ -36,6 +36,7 @@ const std::vector<std::string> kGroupKeys = {"net",
                                              "allreduce_overlap",
                                              "allreduce_algo",
                                              "allreduce_dtype",
+                                             "nccl_env",
                                              "gpu_names",
                                              "tag.gpu_mix",
                                              "threads_per_rank",
@@ -61,9 +62,11 @@ double to_number(const std::string& s) {
   }
 }
 
-// A single rank exchanges no gradients: its allreduce settings are not part of what it measured.
+// A single rank exchanges no gradients: its allreduce settings (NCCL's environment among them) are
+// not part of what it measured.
 bool irrelevant(const std::string& key, const ConfigGroup& g) {
-  return (key == "allreduce_overlap" || key == "allreduce_algo" || key == "allreduce_dtype") && g.world_size() == 1;
+  return (key == "allreduce_overlap" || key == "allreduce_algo" || key == "allreduce_dtype" || key == "nccl_env") &&
+         g.world_size() == 1;
 }
 
 // Identity keys every table shows in a column of its own: never part of the variant.
@@ -107,6 +110,8 @@ std::string RunRecord::text(const std::string& key) const {
   // recorded) divided its batch evenly: the same key as a recorded even split, so scaling finds its
   // one-rank baseline.
   if (key == "split" && !summary.split.has_value()) return "even";
+  // Not a summary figure: what NCCL read from the environment, recorded beside the library versions.
+  if (key == "nccl_env") return nccl_env;
   // Runs from before mixed precision computed and exchanged gradients in fp32 (and said nothing of
   // the exchange): the same keys as a recorded fp32 run, so they stay its repeats and baselines.
   const SummaryValue v = summary_value(summary, key);
@@ -233,7 +238,8 @@ std::vector<RunRecord> scan_runs(const std::string& results_dir, int* unreadable
       for (const PowerSeries& p : r.power) samples += p.t_s.size();
       StepPartition step = partition_step(r.timeline, r.summary);
       runs.push_back(RunRecord{folder.string(), r.run_id, std::move(r.summary), std::move(r.methods), samples,
-                               std::move(step), std::move(r.rank_summary), std::move(r.split)});
+                               std::move(step), std::move(r.rank_summary), std::move(r.split),
+                               r.system.nccl_env.value_or("")});
     } catch (const std::exception& e) {
       ++bad;
       log::warn("report: skipping unreadable run folder {}: {}", folder.string(), e.what());

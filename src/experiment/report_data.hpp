@@ -24,6 +24,7 @@ struct RunRecord {
   StepPartition step;        // the slowest rank's iteration split into phases (report_phases.hpp)
   std::vector<RankSummary> ranks;  // each rank's own figures (the heterogeneous tables' per-rank view)
   SplitRecord split;               // the batch split's history (the split figure)
+  std::string nccl_env;            // /system nccl_env ("" when null: no NCCL, or not recorded)
 
   double number(NumberFigure RunSummary::*figure) const { return (summary.*figure).value_or(kMissing); }
   // A figure by its summary name (the grouping keys, kGroupKeys): "" when missing or null; numbers printed.

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "common/temp_dir.hpp"
 #include "core/error.hpp"
@@ -234,6 +235,35 @@ TEST(Report, OneGpuBaselineIgnoresAllreduceSettings) {
       EXPECT_DOUBLE_EQ(std::stod(r.at("speedup_mean")), std::stod(r.at("samples_per_s_mean")) / 100.0);
     }
   }
+}
+
+// Runs whose NCCL read another environment (NCCL_MAX_CTAS, say) measured another thing: separate
+// configurations with the environment as their variant, each scaling against the one 1-GPU run,
+// which exchanged nothing and carries no NCCL environment.
+TEST(Report, NcclEnvironmentSeparatesMultiRankRunsNotTheirBaseline) {
+  TempDir dir;
+  RunResults one = synthetic_run("net_b", 64, 1, 0, {{"samples_per_s", 100.0}});
+  one.summary.allreduce_algo = std::string("");
+  write_run(dir.str(), one);
+  RunResults plain = synthetic_run("net_b", 64, 2, 0, {{"samples_per_s", 190.0}});
+  plain.system.nccl_env = "NCCL_ALGO=Ring";
+  write_run(dir.str(), plain);
+  RunResults limited = synthetic_run("net_b", 64, 2, 1, {{"samples_per_s", 180.0}});
+  limited.run_id = "limited";
+  limited.system.nccl_env = "NCCL_ALGO=Ring NCCL_MAX_CTAS=4";
+  write_run(dir.str(), limited);
+  const auto out = report_without_plots(dir.str());
+  EXPECT_EQ(out.configurations, 3);
+  const auto rows = read_csv(dir.file("report/scaling.csv"));
+  ASSERT_EQ(rows.size(), 3u);
+  std::set<std::string> variants;
+  for (const CsvRow& r : rows) {
+    variants.insert(r.at("variant"));
+    if (r.at("gpus") != "1") {
+      EXPECT_DOUBLE_EQ(std::stod(r.at("baseline_samples_per_s_mean")), 100.0) << r.at("variant");
+    }
+  }
+  EXPECT_EQ(variants, (std::set<std::string>{"", "nccl_env=NCCL_ALGO=Ring", "nccl_env=NCCL_ALGO=Ring NCCL_MAX_CTAS=4"}));
 }
 
 TEST(Report, DifferentIdentityKeysAreSeparateConfigurationsWithAVariantColumn) {
