@@ -154,11 +154,7 @@ nlohmann::json to_json(const AllreduceBenchResult& r, bool checked, const std::s
           {"checked", checked},
           {"rows", rows}};
   // What NCCL read from the environment besides the algorithm (on these hosts NCCL_NVLS_ENABLE=0).
-  if (r.device == "gpu") {
-    std::string env;
-    for (const std::string& e : environment_with_prefix("NCCL_")) env += (env.empty() ? "" : " ") + e;
-    out["nccl_env"] = env;
-  }
+  if (r.device == "gpu") out["nccl_env"] = environment_line("NCCL_");
   if (!r.energy_method.empty()) {
     out["energy_method"] = r.energy_method;
     out["energy_window_seconds"] = r.energy_window_seconds;
@@ -238,8 +234,6 @@ void register_allreduce(CLI::App& bench) {
           return static_cast<double>(*mj) * 1e-3;
         };
       };
-    } else {
-      cfg.energy_window_seconds = 0;
     }
     const MpiEnv* mpi = MpiEnv::current();
     CNNSCALE_CHECK(mpi != nullptr, "bench allreduce needs the process's MpiEnv (made by main)");

@@ -174,11 +174,7 @@ RunDescription describe_results(const TrainArgs& a, const TrainInputs& in, const
     run.cudnn_version = v.cudnn;
     run.nccl_version = v.nccl;
     // After the communicator's set-up: what NCCL read, cnnscale's own NCCL_ALGO included.
-    if (par.active()) {
-      std::string env;
-      for (const std::string& e : environment_with_prefix("NCCL_")) env += (env.empty() ? "" : " ") + e;
-      run.nccl_env = env;
-    }
+    if (par.active()) run.nccl_env = environment_line("NCCL_");
   }
   return run;
 }

@@ -20,4 +20,10 @@ std::vector<std::string> environment_with_prefix(const std::string& prefix) {
   return environment_with_prefix(prefix, environ);
 }
 
+std::string environment_line(const std::string& prefix) {
+  std::string line;
+  for (const std::string& e : environment_with_prefix(prefix)) line += (line.empty() ? "" : " ") + e;
+  return line;
+}
+
 }  // namespace cnnscale

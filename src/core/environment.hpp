@@ -10,5 +10,7 @@ namespace cnnscale {
 std::vector<std::string> environment_with_prefix(const std::string& prefix);
 // The same from an explicit environment (a null-terminated array of "NAME=value", as `environ`).
 std::vector<std::string> environment_with_prefix(const std::string& prefix, const char* const* env);
+// The process's variables of `prefix` as one line, "A=1 B=2" ("" when none is set), for results.
+std::string environment_line(const std::string& prefix);
 
 }  // namespace cnnscale

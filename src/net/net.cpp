@@ -366,15 +366,15 @@ void Net::backward(uint64_t iteration, const std::function<void(size_t layer_ind
   Impl& m = *impl_;
   if (m.use == NetUse::Inference) throw_runtime("this net was built for inference: it has no backward");
   LayerContext ctx = m.context(Phase::Train, iteration);
+  // Unmirrored parameters (batch norm) computed their gradients from the scaled loss too.
+  const bool scaled = m.grad_scale_on_device.defined() || m.grad_scale != 1.0;
+  CNNSCALE_CHECK(!(scaled && m.update_reads_mirror_grads),
+                 "a gradient scale with the update reading the unscaled mirror gradients");
   for (size_t l = m.layers.size(); l-- > 0;) {
     NetLayer& nl = m.layers[l];
     if (nl.runs_backward) {
       for (int t : nl.tops) m.sum_extra_diffs(m.blobs[t]);
       nl.layer->backward(ctx, nl.bottom_data, nl.top_data, nl.top_diff, nl.propagate, nl.bottom_diff);
-      // Unmirrored parameters (batch norm) computed their gradients from the scaled loss too.
-      const bool scaled = m.grad_scale_on_device.defined() || m.grad_scale != 1.0;
-      CNNSCALE_CHECK(!(scaled && m.update_reads_mirror_grads),
-                     "a gradient scale with the update reading the unscaled mirror gradients");
       for (const Param& p : nl.layer->params())
         if ((p.spec.mirrored() && !m.update_reads_mirror_grads) || scaled)
           apply_grad_scale(p.diff, p.master_diff, /*inverse=*/true);

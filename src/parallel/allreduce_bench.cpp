@@ -99,10 +99,10 @@ class CpuTarget final : public BenchTarget {
     for (int64_t i = 0; i < count; ++i) store_float(dtype_, allreduce_check_value(rank_, i), buf_.data(), i);
   }
   double timed_seconds(int64_t count, int warmup, int iters) override {
-    for (int i = 0; i < warmup; ++i) reduce(count);
+    run(count, warmup);
     barrier();
     const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < iters; ++i) reduce(count);
+    run(count, iters);
     return seconds_since(t0);
   }
   void run(int64_t count, int64_t iters) override {

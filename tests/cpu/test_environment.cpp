@@ -24,6 +24,8 @@ TEST(Environment, ReadsTheProcessEnvironment) {
   ASSERT_EQ(::setenv("CNNSCALE_ENVTEST_A", "one=1", 1), 0);
   EXPECT_EQ(environment_with_prefix("CNNSCALE_ENVTEST_"),
             (std::vector<std::string>{"CNNSCALE_ENVTEST_A=one=1", "CNNSCALE_ENVTEST_B=2"}));
+  EXPECT_EQ(environment_line("CNNSCALE_ENVTEST_"), "CNNSCALE_ENVTEST_A=one=1 CNNSCALE_ENVTEST_B=2");
+  EXPECT_EQ(environment_line("CNNSCALE_ENVTEST_NONE_"), "");
   ::unsetenv("CNNSCALE_ENVTEST_A");
   ::unsetenv("CNNSCALE_ENVTEST_B");
 }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 
 #include "backend/backend.hpp"
 #include "core/error.hpp"
@@ -14,19 +15,33 @@
 namespace cnnscale {
 namespace {
 
+const NetSpec& small_net() {
+  static const NetSpec spec = NetSpec::load(std::string(CNNSCALE_TEST_DATA) + "/dist_convnet.yaml");
+  return spec;
+}
+
+std::shared_ptr<SyntheticDataset> small_train_set() {
+  return std::make_shared<SyntheticDataset>(Shape{1, 28, 28}, 10, 64, SyntheticFill::Gaussian, 3);
+}
+
+// 8 steps of batch 16 in precision `p`.
+TrainOptions short_run(Precision p) {
+  TrainOptions o;
+  o.batch = 16;
+  o.iterations = 8;
+  o.precision = p;
+  return o;
+}
+
 TEST(TrainerPrecision, EveryPrecisionTrainsAndEvaluates) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
-  const NetSpec spec = NetSpec::load(std::string(CNNSCALE_TEST_DATA) + "/dist_convnet.yaml");
-  auto train = std::make_shared<SyntheticDataset>(Shape{1, 28, 28}, 10, 64, SyntheticFill::Gaussian, 3);
+  const NetSpec& spec = small_net();
+  auto train = small_train_set();
   auto test = std::make_shared<SyntheticDataset>(Shape{1, 28, 28}, 10, 40, SyntheticFill::Gaussian, 4);
   for (Precision p : {Precision::FP32, Precision::TF32, Precision::BF16, Precision::FP16}) {
     SCOPED_TRACE(precision_name(p));
     auto backend = make_backend("gpu:0", 0, p);
-    TrainOptions o;
-    o.batch = 16;
-    o.iterations = 8;
-    o.precision = p;
-    Trainer trainer(spec, *backend, train, test, SolverConfig{}, o);
+    Trainer trainer(spec, *backend, train, test, SolverConfig{}, short_run(p));
     EXPECT_EQ(trainer.net().compute_dtype(), compute_dtype(p));
     const TrainResult r = trainer.run();
     EXPECT_EQ(r.iterations, 8);
@@ -55,15 +70,12 @@ TEST(TrainerPrecision, EveryPrecisionTrainsAndEvaluates) {
 // the iteration named; fp16 skips that step and halves its scale instead.
 TEST(TrainerPrecision, InjectedNonFiniteGradientsAreCaughtInEveryPrecision) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
-  const NetSpec spec = NetSpec::load(std::string(CNNSCALE_TEST_DATA) + "/dist_convnet.yaml");
-  auto train = std::make_shared<SyntheticDataset>(Shape{1, 28, 28}, 10, 64, SyntheticFill::Gaussian, 3);
+  const NetSpec& spec = small_net();
+  auto train = small_train_set();
   for (Precision p : {Precision::FP32, Precision::TF32, Precision::BF16, Precision::FP16}) {
     SCOPED_TRACE(precision_name(p));
     auto backend = make_backend("gpu:0", 0, p);
-    TrainOptions o;
-    o.batch = 16;
-    o.iterations = 8;
-    o.precision = p;
+    TrainOptions o = short_run(p);
     o.inject_nonfinite_at = 4;
     Trainer trainer(spec, *backend, train, nullptr, SolverConfig{}, o);
     if (p == Precision::FP16) {
