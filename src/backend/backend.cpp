@@ -109,6 +109,12 @@ void Backend::convert_scaled_at(const Tensor& src, const Tensor& dst, const Tens
   convert(src, dst, s);
 }
 
+void Backend::add_scalar_unless(float alpha, const Tensor& x, const Tensor& y, const Tensor& skip) {
+  CNNSCALE_CHECK(x.dtype() == DType::F32 && x.numel() == 1 && y.dtype() == DType::F32 && y.numel() == 1,
+                 "add_scalar_unless on {}: x and y must be f32 (1)", name());
+  if (read_i32_scalar(*this, skip, "add_scalar_unless", "skip") == 0) axpby(alpha, x, 1.0f, y);
+}
+
 void Backend::update_loss_scale(const Tensor& found_inf, const Tensor& scale, const Tensor& state, const Tensor& tag,
                                 const Tensor& nonfinite, int64_t growth_interval, float max_scale) {
   CNNSCALE_CHECK(scale.dtype() == DType::F32 && scale.numel() == 2, "update_loss_scale on {}: scale must be f32 (2)",

@@ -239,10 +239,13 @@ class Trainer {
     int64_t start = 0, warmup = 0;
     int64_t end = 0;  // where training stops: the total, or the boundary agreed after a stop signal
     SteadyWindow window;
-    int64_t display_steps = 0;  // steps summed in display_loss_sum_
+    int64_t display_steps = 0;  // steps run in the display interval
     Clock::time_point display_since;
     double display_paused = 0;  // evaluation and checkpoint time inside the display window
-    int64_t epoch_steps = 0;    // steps summed in epoch_loss_sum_
+    int64_t epoch_steps = 0;    // steps run in the epoch
+    // fp16: the loss scale's skipped-step count when the display interval and the epoch began; the
+    // steps skipped since are not in the loss sums.
+    int64_t display_skipped = 0, epoch_skipped = 0;
     int64_t last_checkpoint = -1;
     std::optional<EvalResult> last_test;
     bool evaluated_at_end = false;
@@ -358,6 +361,9 @@ class Trainer {
     int64_t clean_steps = 0, skipped_steps = 0;
   };
   LossScaleFigures read_loss_scale();  // a host read (fp16 runs; else the neutral figures)
+  // The mean loss of `steps` steps whose weighted losses sum to `sum`, `skipped_before` of the loss
+  // scale's skipped steps counted when they began (updated to now); none where every one was skipped.
+  std::optional<double> mean_loss(double sum, int64_t steps, int64_t& skipped_before);
   void write_loss_scale(const LossScaleFigures& f);
   // (1) each: the loss sums of the display interval and of the epoch, and the last step's weighted loss.
   Tensor display_loss_sum_, epoch_loss_sum_, last_loss_;

@@ -3,6 +3,8 @@
 // last step the window's extension, the final test and the phase loops.
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <optional>
 
 #include "core/log.hpp"
 #include "core/stop_signal.hpp"
@@ -34,6 +36,7 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
   if (s.warmup == 0) s.window.start();
   backend_.fill(display_loss_sum_, 0.0f);
   backend_.fill(epoch_loss_sum_, 0.0f);
+  s.display_skipped = s.epoch_skipped = read_loss_scale().skipped_steps;
   phase_timer_ = std::make_unique<PhaseTimer>(backend_);
   take_comm_busy(false);  // forget brackets from before this run
   StopVote stop_vote;     // collective: every rank constructs it here
@@ -70,11 +73,26 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
 }
 
 // Weighted by this rank's share, the job-wide sum at display time is the global-batch mean.
+// fp16: a step the loss scale skips is left out. Its loss may be inf or NaN (a forward overflow),
+// and it changed nothing, so it must neither poison the mean nor be taken for divergence; a real
+// divergence is flagged by the loss-scale rule (no scale left to halve).
 void Trainer::accumulate_loss(RunState& s) {
-  backend_.axpby(split_.loss_weight, net_->loss(), 1.0f, display_loss_sum_);
-  backend_.axpby(split_.loss_weight, net_->loss(), 1.0f, epoch_loss_sum_);
+  for (const Tensor* sum : {&display_loss_sum_, &epoch_loss_sum_}) {
+    if (overflow_.defined())
+      backend_.add_scalar_unless(split_.loss_weight, net_->loss(), *sum, scale_state_.view(2, Shape{1}));
+    else
+      backend_.axpby(split_.loss_weight, net_->loss(), 1.0f, *sum);
+  }
   ++s.display_steps;
   ++s.epoch_steps;
+}
+
+std::optional<double> Trainer::mean_loss(double sum, int64_t steps, int64_t& skipped_before) {
+  const int64_t skipped = overflow_.defined() ? read_loss_scale().skipped_steps : 0;
+  const int64_t summed = steps - (skipped - skipped_before);
+  skipped_before = skipped;
+  if (summed <= 0) return std::nullopt;
+  return sum / static_cast<double>(summed);
 }
 
 // The display interval's mean loss. Its read waits for the step, so every upload has completed and
@@ -85,15 +103,15 @@ void Trainer::display(RunState& s, int64_t t, const TrainCallbacks& cb, TrainRes
   check_finite();
   if (train_slots_) train_slots_->release_all();
   resolve_phases();
-  const double mean = host_sum / static_cast<double>(s.display_steps);
-  if (!std::isfinite(mean))
-    throw_runtime("training diverged: loss is {} at iteration {} (try a lower --lr)", mean, done);
+  const std::optional<double> mean = mean_loss(host_sum, s.display_steps, s.display_skipped);
+  if (mean && !std::isfinite(*mean))
+    throw_runtime("training diverged: loss is {} at iteration {} (try a lower --lr)", *mean, done);
   if (done == total) result.final_loss = read_last_loss();
   DisplayInfo d;
   d.iteration = done;
   d.total = total;
   d.epoch = static_cast<double>(done) / iterations_per_epoch_;
-  d.loss = mean;
+  d.loss = mean.value_or(std::numeric_limits<double>::quiet_NaN());  // NaN: every step skipped (fp16)
   d.lr = solver_->lr(t);
   d.samples_per_s =
       measure::samples_per_second(options_.batch, s.display_steps, seconds_since(s.display_since) - s.display_paused);
@@ -127,7 +145,8 @@ void Trainer::pause_for_reports(RunState& s, int64_t t, const TrainCallbacks& cb
   }
   if (epoch_end) {
     EpochInfo info{done / iterations_per_epoch_, done, 0.0, solver_->lr(t), want_test ? s.last_test : std::nullopt};
-    info.train_loss = read_scalar(epoch_loss_sum_, "loss download") / static_cast<double>(s.epoch_steps);
+    info.train_loss = mean_loss(read_scalar(epoch_loss_sum_, "loss download"), s.epoch_steps, s.epoch_skipped)
+                          .value_or(std::numeric_limits<double>::quiet_NaN());
     backend_.fill(epoch_loss_sum_, 0.0f);
     s.epoch_steps = 0;
     if (cb.on_epoch) cb.on_epoch(info);

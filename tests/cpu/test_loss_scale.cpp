@@ -7,10 +7,12 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "core/error.hpp"
 #include "core/half.hpp"
 #include "net/net.hpp"
 
@@ -77,6 +79,25 @@ TEST(LossScaleRule, OverflowWithNothingLeftToHalveIsDivergenceNotASkip) {
   EXPECT_EQ(flag, 7);
   r.step(true, 9, 2000, 1 << 24, st, flag);
   EXPECT_EQ(flag, 7) << "the first failing step's tag stays";
+}
+
+// The running loss sums of fp16 runs: a skipped step's loss (here inf, as a forward overflow gives)
+// is left out, the others are added with their weight.
+TEST(LossScaleRule, SkippedStepsLeaveTheLossSumAlone) {
+  auto backend = make_backend("cpu");
+  Backend& b = *backend;
+  Tensor loss = b.alloc(Shape{1}), sum = b.alloc(Shape{1}), skip = b.alloc(Shape{1}, DType::I32);
+  b.fill(sum, 1.5f);
+  b.fill(loss, 2.0f);
+  b.fill_i32(skip, 0);
+  b.add_scalar_unless(0.25f, loss, sum, skip);
+  b.fill(loss, std::numeric_limits<float>::infinity());
+  b.fill_i32(skip, 1);
+  b.add_scalar_unless(0.25f, loss, sum, skip);
+  float got = 0;
+  b.download(sum, &got);
+  EXPECT_EQ(got, 2.0f);  // 1.5 + 0.25 * 2, exact in binary
+  EXPECT_THROW(b.add_scalar_unless(1.0f, b.alloc(Shape{2}), sum, skip), Error);
 }
 
 TEST(LossScaleRule, SkippedUpdateLeavesWeightsAndHistory) {

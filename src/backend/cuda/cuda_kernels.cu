@@ -465,6 +465,11 @@ __global__ void sgd_segments_kernel(int64_t n, float* w, const float* dw, float*
   if (flag && bad) atomicCAS(flag, 0, *tag_at);
 }
 
+// One thread: y += alpha x unless the step is skipped.
+__global__ void add_scalar_unless_kernel(float alpha, const float* x, float* y, const int32_t* skip) {
+  if (*skip == 0) *y += alpha * *x;
+}
+
 // One thread: a handful of scalars, the rule of loss_scale_rule.hpp.
 __global__ void update_loss_scale_kernel(const int32_t* found_inf, float* scale, int32_t* state, const int32_t* tag,
                                          int32_t* nonfinite, int64_t growth_interval, float max_scale) {
@@ -844,6 +849,11 @@ void launch_sgd_segments(int64_t n, float* w, const float* dw, float* history, c
     });
   }
   CUDA_CHECK_LAUNCH("sgd_segments_kernel");
+}
+
+void launch_add_scalar_unless(float alpha, const float* x, float* y, const int32_t* skip, cudaStream_t stream) {
+  add_scalar_unless_kernel<<<1, 1, 0, stream>>>(alpha, x, y, skip);
+  CUDA_CHECK_LAUNCH("add_scalar_unless_kernel");
 }
 
 void launch_update_loss_scale(const int32_t* found_inf, float* scale, int32_t* state, const int32_t* tag,

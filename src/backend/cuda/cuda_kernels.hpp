@@ -94,6 +94,7 @@ void launch_sgd_segments(int64_t n, float* w, const float* dw, float* history, c
                          const SegmentMirror& mirror = SegmentMirror(), int32_t* flag = nullptr,
                          const int32_t* tag_at = nullptr);
 // loss_scale_rule.hpp's step on device values (one thread): scale (2) f32, state (3) i32.
+void launch_add_scalar_unless(float alpha, const float* x, float* y, const int32_t* skip, cudaStream_t stream);
 void launch_update_loss_scale(const int32_t* found_inf, float* scale, int32_t* state, const int32_t* tag,
                               int32_t* nonfinite, int64_t growth_interval, float max_scale, cudaStream_t stream);
 // flag[0] = tag if flag[0] == 0 and any x[i] is NaN or +-inf (first tag wins); tag_at != null: the
