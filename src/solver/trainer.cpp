@@ -57,6 +57,8 @@ Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Da
   display_loss_sum_ = backend_.alloc(Shape{1});
   epoch_loss_sum_ = backend_.alloc(Shape{1});
   last_loss_ = backend_.alloc(Shape{1});
+  step_loss_ = backend_.alloc(Shape{1});
+  backend_.fill(step_loss_, std::numeric_limits<float>::quiet_NaN());  // no step applied yet
   device_comm_ = dynamic_cast<DeviceCommunicator*>(dp.comm);  // null for MPI: busy time is host-measured
   if (dp.comm) {
     net_->set_loss_scale(split_.share);
@@ -455,9 +457,9 @@ float Trainer::read_scalar(const Tensor& t, const char* operation) {
 
 double Trainer::read_last_loss() {
   // A single process reads its loss as it is (its share is exactly 1).
-  if (!options_.parallel.comm) return read_scalar(net_->loss(), "loss download");
+  if (!options_.parallel.comm) return read_scalar(step_loss_, "loss download");
   backend_.fill(last_loss_, 0.0f);
-  backend_.axpby(split_.loss_weight, net_->loss(), 1.0f, last_loss_);
+  backend_.axpby(split_.loss_weight, step_loss_, 1.0f, last_loss_);
   return read_scalar(last_loss_, "loss download");
 }
 

@@ -96,7 +96,7 @@ struct DisplayInfo {
   int64_t iteration = 0;  // completed iterations
   int64_t total = 0;
   double epoch = 0;  // fractional
-  double loss = 0;   // mean over the iterations since the previous display
+  double loss = 0;   // mean over the iterations since the previous display (fp16: the steps not skipped; NaN if none)
   double lr = 0;
   double samples_per_s = 0;  // over the same iterations (host clock)
 };
@@ -104,7 +104,7 @@ struct DisplayInfo {
 struct EpochInfo {
   int64_t epoch = 0;  // completed epochs
   int64_t iteration = 0;
-  double train_loss = 0;  // mean training loss over the epoch's iterations (the job's)
+  double train_loss = 0;  // mean training loss over the epoch's iterations (the job's; fp16: as DisplayInfo::loss)
   double lr = 0;          // learning rate of the epoch's last iteration
   std::optional<EvalResult> test;
 };
@@ -365,8 +365,10 @@ class Trainer {
   // scale's skipped steps counted when they began (updated to now); none where every one was skipped.
   std::optional<double> mean_loss(double sum, int64_t steps, int64_t& skipped_before);
   void write_loss_scale(const LossScaleFigures& f);
-  // (1) each: the loss sums of the display interval and of the epoch, and the last step's weighted loss.
-  Tensor display_loss_sum_, epoch_loss_sum_, last_loss_;
+  // (1) each: the loss sums of the display interval and of the epoch, the last step's weighted loss
+  // (the job-wide sum read at the end), and the loss of the last step the update applied (NaN before
+  // the first; fp16's skipped steps leave it).
+  Tensor display_loss_sum_, epoch_loss_sum_, last_loss_, step_loss_;
   // (2) i32 on the device: the step's iteration and its divergence tag (views below).
   Tensor step_values_, step_iteration_, step_tag_;
   // CUDA graph of step_work: captured after an uncaptured step with the same buffers, replayed

@@ -72,16 +72,21 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
   return result;
 }
 
-// Weighted by this rank's share, the job-wide sum at display time is the global-batch mean.
+// Weighted by this rank's share, the job-wide sum at display time is the global-batch mean. The
+// step's loss is kept apart too, as evaluation's forward passes overwrite the net's.
 // fp16: a step the loss scale skips is left out. Its loss may be inf or NaN (a forward overflow),
 // and it changed nothing, so it must neither poison the mean nor be taken for divergence; a real
 // divergence is flagged by the loss-scale rule (no scale left to halve).
 void Trainer::accumulate_loss(RunState& s) {
-  for (const Tensor* sum : {&display_loss_sum_, &epoch_loss_sum_}) {
-    if (overflow_.defined())
-      backend_.add_scalar_unless(split_.loss_weight, net_->loss(), *sum, scale_state_.view(2, Shape{1}));
-    else
+  if (overflow_.defined()) {
+    const Tensor skip = scale_state_.view(2, Shape{1});
+    for (const Tensor* sum : {&display_loss_sum_, &epoch_loss_sum_})
+      backend_.axpby_unless(split_.loss_weight, net_->loss(), 1.0f, *sum, skip);
+    backend_.axpby_unless(1.0f, net_->loss(), 0.0f, step_loss_, skip);
+  } else {
+    for (const Tensor* sum : {&display_loss_sum_, &epoch_loss_sum_})
       backend_.axpby(split_.loss_weight, net_->loss(), 1.0f, *sum);
+    backend_.copy(net_->loss(), step_loss_);
   }
   ++s.display_steps;
   ++s.epoch_steps;
@@ -90,6 +95,8 @@ void Trainer::accumulate_loss(RunState& s) {
 std::optional<double> Trainer::mean_loss(double sum, int64_t steps, int64_t& skipped_before) {
   const int64_t skipped = overflow_.defined() ? read_loss_scale().skipped_steps : 0;
   const int64_t summed = steps - (skipped - skipped_before);
+  CNNSCALE_CHECK(summed >= 0 && summed <= steps, "{} of {} steps skipped since the loss sum began", skipped - skipped_before,
+                 steps);
   skipped_before = skipped;
   if (summed <= 0) return std::nullopt;
   return sum / static_cast<double>(summed);

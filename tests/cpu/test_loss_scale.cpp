@@ -81,23 +81,32 @@ TEST(LossScaleRule, OverflowWithNothingLeftToHalveIsDivergenceNotASkip) {
   EXPECT_EQ(flag, 7) << "the first failing step's tag stays";
 }
 
-// The running loss sums of fp16 runs: a skipped step's loss (here inf, as a forward overflow gives)
-// is left out, the others are added with their weight.
-TEST(LossScaleRule, SkippedStepsLeaveTheLossSumAlone) {
+// The running loss sums and the kept last loss of fp16 runs: a skipped step's loss (here inf, as a
+// forward overflow gives) is left out, the others are added with their weight; beta 0 assigns even
+// over a NaN (nothing kept yet).
+TEST(LossScaleRule, SkippedStepsLeaveTheLossSumAndTheKeptLossAlone) {
   auto backend = make_backend("cpu");
   Backend& b = *backend;
-  Tensor loss = b.alloc(Shape{1}), sum = b.alloc(Shape{1}), skip = b.alloc(Shape{1}, DType::I32);
+  Tensor loss = b.alloc(Shape{1}), sum = b.alloc(Shape{1}), kept = b.alloc(Shape{1}),
+         skip = b.alloc(Shape{1}, DType::I32);
+  auto value = [&](const Tensor& t) {
+    float v = 0;
+    b.download(t, &v);
+    return v;
+  };
   b.fill(sum, 1.5f);
+  b.fill(kept, std::numeric_limits<float>::quiet_NaN());
   b.fill(loss, 2.0f);
   b.fill_i32(skip, 0);
-  b.add_scalar_unless(0.25f, loss, sum, skip);
+  b.axpby_unless(0.25f, loss, 1.0f, sum, skip);
+  b.axpby_unless(1.0f, loss, 0.0f, kept, skip);
   b.fill(loss, std::numeric_limits<float>::infinity());
   b.fill_i32(skip, 1);
-  b.add_scalar_unless(0.25f, loss, sum, skip);
-  float got = 0;
-  b.download(sum, &got);
-  EXPECT_EQ(got, 2.0f);  // 1.5 + 0.25 * 2, exact in binary
-  EXPECT_THROW(b.add_scalar_unless(1.0f, b.alloc(Shape{2}), sum, skip), Error);
+  b.axpby_unless(0.25f, loss, 1.0f, sum, skip);
+  b.axpby_unless(1.0f, loss, 0.0f, kept, skip);
+  EXPECT_EQ(value(sum), 2.0f);  // 1.5 + 0.25 * 2, exact in binary
+  EXPECT_EQ(value(kept), 2.0f);
+  EXPECT_THROW(b.axpby_unless(1.0f, b.alloc(Shape{2}), 1.0f, sum, skip), Error);
 }
 
 TEST(LossScaleRule, SkippedUpdateLeavesWeightsAndHistory) {

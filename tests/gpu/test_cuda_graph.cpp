@@ -122,18 +122,24 @@ TEST(CudaGraph, DeviceValueOpsMatchTheirHostValueTwins) {
   g.convert(w1, w1, 1024.0f);
   EXPECT_TRUE(same_bits(to_host(g, w1), to_host(g, w2)));
 
-  // The loss sum that leaves skipped steps out: a skipped inf is not added, a kept 3 is.
-  Tensor loss = g.alloc(Shape{1}), sum = g.alloc(Shape{1});
+  // The loss sum and kept loss that leave skipped steps out: a skipped inf is neither added nor
+  // kept, a 3 is; beta 0 assigns over the kept loss's initial NaN.
+  Tensor loss = g.alloc(Shape{1}), sum = g.alloc(Shape{1}), kept = g.alloc(Shape{1});
   g.fill(sum, 0.5f);
+  g.fill(kept, std::numeric_limits<float>::quiet_NaN());
   g.fill(loss, std::numeric_limits<float>::infinity());
   g.fill_i32(skip, 1);
-  g.add_scalar_unless(0.5f, loss, sum, skip);
+  g.axpby_unless(0.5f, loss, 1.0f, sum, skip);
+  g.axpby_unless(1.0f, loss, 0.0f, kept, skip);
   g.fill(loss, 3.0f);
   g.fill_i32(skip, 0);
-  g.add_scalar_unless(0.5f, loss, sum, skip);
-  float sum_now = 0;
+  g.axpby_unless(0.5f, loss, 1.0f, sum, skip);
+  g.axpby_unless(1.0f, loss, 0.0f, kept, skip);
+  float sum_now = 0, kept_now = 0;
   g.download(sum, &sum_now);
+  g.download(kept, &kept_now);
   EXPECT_EQ(sum_now, 2.0f);
+  EXPECT_EQ(kept_now, 3.0f);
 
   // The loss-scale rule's kernel against the CPU backend's host rule, over a sequence that halves,
   // grows (interval 3), caps and ends in divergence at scale 1.

@@ -322,7 +322,7 @@ class CudaBackend final : public Backend {
   bool sgd_reads_mirror_grads() const override { return true; }
   void update_loss_scale(const Tensor& found_inf, const Tensor& scale, const Tensor& state, const Tensor& tag,
                          const Tensor& nonfinite, int64_t growth_interval, float max_scale) override;
-  void add_scalar_unless(float alpha, const Tensor& x, const Tensor& y, const Tensor& skip) override;
+  void axpby_unless(float alpha, const Tensor& x, float beta, const Tensor& y, const Tensor& skip) override;
   void flag_nonfinite_at(const Tensor& x, const Tensor& tag, const Tensor& flag) override;
 
   // ---- for multi-GPU code, benchmarks and tests (not part of the Backend interface) -----------

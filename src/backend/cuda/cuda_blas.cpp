@@ -157,8 +157,8 @@ void CudaBackend::sgd_update_segments_at(const Tensor& w, const Tensor& dw, cons
                   skip.defined() ? skip.i32() : nullptr, mirrors, check);
 }
 
-void CudaBackend::add_scalar_unless(float alpha, const Tensor& x, const Tensor& y, const Tensor& skip) {
-  const char* op = "add_scalar_unless";
+void CudaBackend::axpby_unless(float alpha, const Tensor& x, float beta, const Tensor& y, const Tensor& skip) {
+  const char* op = "axpby_unless";
   for (const auto& [name, t] : {std::pair{"x", &x}, {"y", &y}}) {
     cuda::expect_f32(op, name, *t, device_);
     cuda::expect_numel(op, name, *t, 1);
@@ -166,7 +166,7 @@ void CudaBackend::add_scalar_unless(float alpha, const Tensor& x, const Tensor& 
   cuda::expect_i32(op, "skip", skip, device_);
   cuda::expect_numel(op, "skip", skip, 1);
   activate();
-  cuda::launch_add_scalar_unless(alpha, x.f32(), y.f32(), skip.i32(), stream());
+  cuda::launch_axpby_unless(alpha, x.f32(), beta, y.f32(), skip.i32(), stream());
 }
 
 void CudaBackend::update_loss_scale(const Tensor& found_inf, const Tensor& scale, const Tensor& state,

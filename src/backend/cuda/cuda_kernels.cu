@@ -465,9 +465,10 @@ __global__ void sgd_segments_kernel(int64_t n, float* w, const float* dw, float*
   if (flag && bad) atomicCAS(flag, 0, *tag_at);
 }
 
-// One thread: y += alpha x unless the step is skipped.
-__global__ void add_scalar_unless_kernel(float alpha, const float* x, float* y, const int32_t* skip) {
-  if (*skip == 0) *y += alpha * *x;
+// One thread: y = alpha x + beta y unless the step is skipped (beta 0 assigns: y may be NaN).
+__global__ void axpby_unless_kernel(float alpha, const float* x, float beta, float* y, const int32_t* skip) {
+  if (*skip != 0) return;
+  *y = beta == 0.0f ? alpha * *x : alpha * *x + beta * *y;
 }
 
 // One thread: a handful of scalars, the rule of loss_scale_rule.hpp.
@@ -851,9 +852,9 @@ void launch_sgd_segments(int64_t n, float* w, const float* dw, float* history, c
   CUDA_CHECK_LAUNCH("sgd_segments_kernel");
 }
 
-void launch_add_scalar_unless(float alpha, const float* x, float* y, const int32_t* skip, cudaStream_t stream) {
-  add_scalar_unless_kernel<<<1, 1, 0, stream>>>(alpha, x, y, skip);
-  CUDA_CHECK_LAUNCH("add_scalar_unless_kernel");
+void launch_axpby_unless(float alpha, const float* x, float beta, float* y, const int32_t* skip, cudaStream_t stream) {
+  axpby_unless_kernel<<<1, 1, 0, stream>>>(alpha, x, beta, y, skip);
+  CUDA_CHECK_LAUNCH("axpby_unless_kernel");
 }
 
 void launch_update_loss_scale(const int32_t* found_inf, float* scale, int32_t* state, const int32_t* tag,
