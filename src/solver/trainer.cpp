@@ -286,6 +286,7 @@ void Trainer::step_work(const StepScalars& s, PhaseTimer* timer) {
     wait_gradients();
     mark(TimelinePhase::Allreduce);  // the exposed part of the exchange
   }
+  inject_fault(s);
   flag_divergence(s);
   update(s);
   mark(TimelinePhase::Update);
@@ -362,13 +363,7 @@ void Trainer::wait_gradients() {
 // step can be captured like the others. Every rank reads the same exchanged gradients, so every
 // rank skips the same steps. A step that is not skipped has finite gradients, or overflowed with
 // no scale left to halve, which the rule flags as divergence: no other check is needed then.
-void Trainer::flag_divergence(const StepScalars& s) {
-  if (options_.inject_nonfinite_at == s.iteration + 1) {
-    backend_.fill(net_->loss(), std::numeric_limits<float>::quiet_NaN());
-    backend_.fill(net_->flat_grads(), std::numeric_limits<float>::quiet_NaN());
-    if (net_->update_reads_mirror_grads())
-      backend_.fill(net_->flat_mirror_grads(), std::numeric_limits<float>::quiet_NaN());
-  }
+void Trainer::flag_divergence(const StepScalars&) {
   if (update_checks_gradients_) return;  // update() checks them as it reads them
   if (!overflow_.defined()) return backend_.flag_nonfinite_at(net_->flat_grads(), step_tag_, nonfinite_);
   constexpr int64_t kGrowthInterval = 2000;
@@ -376,6 +371,15 @@ void Trainer::flag_divergence(const StepScalars& s) {
   backend_.fill_i32(overflow_, 0);
   backend_.flag_nonfinite(net_->flat_grads(), 1, overflow_);
   backend_.update_loss_scale(overflow_, loss_scale_, scale_state_, step_tag_, nonfinite_, kGrowthInterval, kMaxScale);
+}
+
+// --inject-nonfinite: the step's loss and every gradient NaN, as a diverging step leaves them.
+void Trainer::inject_fault(const StepScalars& s) {
+  if (options_.inject_nonfinite_at != s.iteration + 1) return;
+  backend_.fill(net_->loss(), std::numeric_limits<float>::quiet_NaN());
+  backend_.fill(net_->flat_grads(), std::numeric_limits<float>::quiet_NaN());
+  if (net_->update_reads_mirror_grads())
+    backend_.fill(net_->flat_mirror_grads(), std::numeric_limits<float>::quiet_NaN());
 }
 
 Trainer::LossScaleFigures Trainer::read_loss_scale() {
