@@ -112,10 +112,8 @@ void Backend::convert_scaled_at(const Tensor& src, const Tensor& dst, const Tens
 void Backend::axpby_unless(float alpha, const Tensor& x, float beta, const Tensor& y, const Tensor& skip) {
   CNNSCALE_CHECK(x.dtype() == DType::F32 && x.numel() == 1 && y.dtype() == DType::F32 && y.numel() == 1,
                  "axpby_unless on {}: x and y must be f32 (1)", name());
-  if (read_i32_scalar(*this, skip, "axpby_unless", "skip") != 0) return;
-  if (beta == 0.0f)
-    fill(y, 0.0f);  // y may be NaN (nothing kept yet), and 0 * NaN is NaN
-  axpby(alpha, x, beta == 0.0f ? 1.0f : beta, y);
+  if (skip.defined() && read_i32_scalar(*this, skip, "axpby_unless", "skip") != 0) return;
+  axpby(alpha, x, beta, y);
 }
 
 void Backend::update_loss_scale(const Tensor& found_inf, const Tensor& scale, const Tensor& state, const Tensor& tag,

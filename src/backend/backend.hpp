@@ -244,9 +244,9 @@ class Backend {
   virtual void matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const Tensor& a,
                       const Tensor& b, float beta, const Tensor& c);
   virtual void axpby(float alpha, const Tensor& x, float beta, const Tensor& y) = 0;  // y = a x + b y
-  // y = alpha x + beta y for f32 scalars x, y (1) (beta 0: y = alpha x, whatever y held) unless skip
-  // (i32 (1)) is non-zero: fp16 runs leave the steps their loss scale skipped out of the running
-  // loss sums and the last step's loss. The default reads skip back.
+  // axpby on f32 scalars x, y (1) unless skip (i32 (1), or undefined: never) is non-zero: fp16 runs
+  // leave the steps their loss scale skipped out of the running loss sums and the last step's loss.
+  // The default reads skip back.
   virtual void axpby_unless(float alpha, const Tensor& x, float beta, const Tensor& y, const Tensor& skip);
   // y[n, c, ...] += bias[c] for y of shape (N, C) or (N, C, H, W).
   virtual void bias_add(const Tensor& bias, const Tensor& y) = 0;

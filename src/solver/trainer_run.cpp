@@ -78,16 +78,10 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
 // and it changed nothing, so it must neither poison the mean nor be taken for divergence; a real
 // divergence is flagged by the loss-scale rule (no scale left to halve).
 void Trainer::accumulate_loss(RunState& s) {
-  if (overflow_.defined()) {
-    const Tensor skip = scale_state_.view(2, Shape{1});
-    for (const Tensor* sum : {&display_loss_sum_, &epoch_loss_sum_})
-      backend_.axpby_unless(split_.loss_weight, net_->loss(), 1.0f, *sum, skip);
-    backend_.axpby_unless(1.0f, net_->loss(), 0.0f, step_loss_, skip);
-  } else {
-    for (const Tensor* sum : {&display_loss_sum_, &epoch_loss_sum_})
-      backend_.axpby(split_.loss_weight, net_->loss(), 1.0f, *sum);
-    backend_.copy(net_->loss(), step_loss_);
-  }
+  const Tensor skip = overflow_.defined() ? scale_state_.view(2, Shape{1}) : Tensor();
+  for (const Tensor* sum : {&display_loss_sum_, &epoch_loss_sum_})
+    backend_.axpby_unless(split_.loss_weight, net_->loss(), 1.0f, *sum, skip);
+  backend_.axpby_unless(1.0f, net_->loss(), 0.0f, step_loss_, skip);
   ++s.display_steps;
   ++s.epoch_steps;
 }
@@ -95,8 +89,8 @@ void Trainer::accumulate_loss(RunState& s) {
 std::optional<double> Trainer::mean_loss(double sum, int64_t steps, int64_t& skipped_before) {
   const int64_t skipped = overflow_.defined() ? read_loss_scale().skipped_steps : 0;
   const int64_t summed = steps - (skipped - skipped_before);
-  CNNSCALE_CHECK(summed >= 0 && summed <= steps, "{} of {} steps skipped since the loss sum began", skipped - skipped_before,
-                 steps);
+  CNNSCALE_CHECK(summed >= 0 && summed <= steps, "{} of {} steps skipped since the loss sum began",
+                 skipped - skipped_before, steps);
   skipped_before = skipped;
   if (summed <= 0) return std::nullopt;
   return sum / static_cast<double>(summed);

@@ -163,10 +163,12 @@ void CudaBackend::axpby_unless(float alpha, const Tensor& x, float beta, const T
     cuda::expect_f32(op, name, *t, device_);
     cuda::expect_numel(op, name, *t, 1);
   }
-  cuda::expect_i32(op, "skip", skip, device_);
-  cuda::expect_numel(op, "skip", skip, 1);
+  if (skip.defined()) {
+    cuda::expect_i32(op, "skip", skip, device_);
+    cuda::expect_numel(op, "skip", skip, 1);
+  }
   activate();
-  cuda::launch_axpby_unless(alpha, x.f32(), beta, y.f32(), skip.i32(), stream());
+  cuda::launch_axpby_unless(alpha, x.f32(), beta, y.f32(), skip.defined() ? skip.i32() : nullptr, stream());
 }
 
 void CudaBackend::update_loss_scale(const Tensor& found_inf, const Tensor& scale, const Tensor& state,

@@ -465,10 +465,10 @@ __global__ void sgd_segments_kernel(int64_t n, float* w, const float* dw, float*
   if (flag && bad) atomicCAS(flag, 0, *tag_at);
 }
 
-// One thread: y = alpha x + beta y unless the step is skipped (beta 0 assigns: y may be NaN).
+// One thread: axpby_kernel's element unless the step is skipped.
 __global__ void axpby_unless_kernel(float alpha, const float* x, float beta, float* y, const int32_t* skip) {
-  if (*skip != 0) return;
-  *y = beta == 0.0f ? alpha * *x : alpha * *x + beta * *y;
+  if (skip && *skip != 0) return;
+  *y = axpby_one(alpha, *x, beta, *y);  // beta 0 does not use y
 }
 
 // One thread: a handful of scalars, the rule of loss_scale_rule.hpp.

@@ -93,7 +93,7 @@ void launch_sgd_segments(int64_t n, float* w, const float* dw, float* history, c
                          float weight_decay, cudaStream_t stream, const int32_t* skip_at = nullptr,
                          const SegmentMirror& mirror = SegmentMirror(), int32_t* flag = nullptr,
                          const int32_t* tag_at = nullptr);
-// y = alpha x + beta y (beta 0 assigns) unless skip[0] != 0, on f32 scalars (one thread).
+// axpby on f32 scalars unless skip != null and skip[0] != 0 (one thread).
 void launch_axpby_unless(float alpha, const float* x, float beta, float* y, const int32_t* skip, cudaStream_t stream);
 // loss_scale_rule.hpp's step on device values (one thread): scale (2) f32, state (3) i32.
 void launch_update_loss_scale(const int32_t* found_inf, float* scale, int32_t* state, const int32_t* tag,
