@@ -287,7 +287,7 @@ void Trainer::step_work(const StepScalars& s, PhaseTimer* timer) {
     mark(TimelinePhase::Allreduce);  // the exposed part of the exchange
   }
   inject_fault(s);
-  flag_divergence(s);
+  flag_divergence();
   update(s);
   mark(TimelinePhase::Update);
 }
@@ -363,7 +363,7 @@ void Trainer::wait_gradients() {
 // step can be captured like the others. Every rank reads the same exchanged gradients, so every
 // rank skips the same steps. A step that is not skipped has finite gradients, or overflowed with
 // no scale left to halve, which the rule flags as divergence: no other check is needed then.
-void Trainer::flag_divergence(const StepScalars&) {
+void Trainer::flag_divergence() {
   if (update_checks_gradients_) return;  // update() checks them as it reads them
   if (!overflow_.defined()) return backend_.flag_nonfinite_at(net_->flat_grads(), step_tag_, nonfinite_);
   constexpr int64_t kGrowthInterval = 2000;

@@ -269,7 +269,7 @@ class Trainer {
   void backward(const StepScalars& s, bool exchange);
   void wait_gradients();  // the exchanged gradients are the job's after this (data parallel)
   void inject_fault(const StepScalars& s);  // the fault injection of the step that options name
-  void flag_divergence(const StepScalars& s);
+  void flag_divergence();
   void update(const StepScalars& s);
   // The step's device-side values (iteration, divergence tag, learning rate), written before the
   // step's work is queued or replayed: the work reads them from device memory.

@@ -65,7 +65,7 @@ void Trainer::run_phase_loops(TrainResult& result) {
     // As in a training step: the divergence check, or fp16's overflow check and loss-scale rule, is
     // part of a step's cost, and fp16's update reads the skip flag it sets (without it, the last
     // training step's: every timed update would be skipped after a skipped last step).
-    flag_divergence(s);
+    flag_divergence();
     update(s);
   };
   // Calibration: a few synchronised iterations give each loop's length; every rank then runs the
