@@ -64,39 +64,49 @@ TEST(SweepCli, SchemaErrorsAreOneLineWithLocationAndExit2) {
                         {"--run-index 4: the sweep has 4 run(s)"});
 }
 
-TEST(SweepCli, ArrayTaskIsCheckedAgainstItsOwnRunOnly) {
+// `sweep bad_gpus.yaml SELECTION --dry-run` on a node with 2 GPUs, outside Slurm, with no host list;
+// bad_gpus.yaml's matrix holds 1-, 2- and 4-GPU points.
+struct TwoGpuNode {
   TempDir dir;
-  // A node with 2 GPUs, outside Slurm, no host list: a task of the 4-rank group would not fit here,
-  // the 2-rank one does, whatever the rest of the matrix needs.
-  ScopedEnv gpus("CUDA_VISIBLE_DEVICES", "0,1"), job("SLURM_JOB_ID", nullptr), hosts("MPIRUN_ARGS", nullptr);
+  ScopedEnv gpus{"CUDA_VISIBLE_DEVICES", "0,1"}, job{"SLURM_JOB_ID", nullptr}, hosts{"MPIRUN_ARGS", nullptr};
   const std::string g = fixture("bad_gpus.yaml");
-  auto fits = testing::run_cnnscale({"sweep", g, "--run-index", "1", "--dry-run", "--results", dir.str()});
+  testing::CliResult dry_run(std::vector<std::string> selection) {
+    std::vector<std::string> args{"sweep", g};
+    args.insert(args.end(), selection.begin(), selection.end());
+    args.insert(args.end(), {"--dry-run", "--results", dir.str()});
+    return testing::run_cnnscale(args);
+  }
+};
+
+TEST(SweepCli, ArrayTaskIsCheckedAgainstItsOwnRunOnly) {
+  // A task of the 4-rank group would not fit here, the 2-rank one does, whatever the rest of the
+  // matrix needs.
+  TwoGpuNode node;
+  auto fits = node.dry_run({"--run-index", "1"});
   EXPECT_EQ(fits.exit_code, 0) << fits.err;
   EXPECT_NE(fits.out.find("bad_gpus.yaml): 1 run(s)"), std::string::npos) << fits.out;
   EXPECT_NE(fits.out.find("lenet-b64-g2-"), std::string::npos) << fits.out;
   expect_one_line_error(
-      testing::run_cnnscale({"sweep", g, "--run-index", "2", "--dry-run", "--results", dir.str()}),
+      node.dry_run({"--run-index", "2"}),
       {"--run-index 2: run lenet-b64-g4-", ": 4 rank(s) need 4 GPU(s) on one node, but only 2 visible"});
 }
 
 // With --only the runs it selects are what must fit: the 1- and 2-GPU points of a matrix that also
 // holds 4-GPU ones run on a 2-GPU node, and a selected run that does not fit is named.
 TEST(SweepCli, OnlyChecksTheRunsItSelects) {
-  TempDir dir;
-  ScopedEnv gpus("CUDA_VISIBLE_DEVICES", "0,1"), job("SLURM_JOB_ID", nullptr), hosts("MPIRUN_ARGS", nullptr);
-  const std::string g = fixture("bad_gpus.yaml");
-  auto fits = testing::run_cnnscale({"sweep", g, "--only", "gpus=1|2", "--dry-run", "--results", dir.str()});
+  TwoGpuNode node;
+  auto fits = node.dry_run({"--only", "gpus=1|2"});
   EXPECT_EQ(fits.exit_code, 0) << fits.err;
   EXPECT_NE(fits.out.find("bad_gpus.yaml): 6 run(s)"), std::string::npos) << fits.out;  // 2 points x 3 repeats
   EXPECT_NE(fits.out.find("lenet-b64-g2-"), std::string::npos) << fits.out;
   EXPECT_EQ(fits.out.find("lenet-b64-g4-"), std::string::npos) << fits.out;
   expect_one_line_error(
-      testing::run_cnnscale({"sweep", g, "--only", "batch=64", "--dry-run", "--results", dir.str()}),
+      node.dry_run({"--only", "batch=64"}),
       {"--only batch=64: run lenet-b64-g4-", ": 4 rank(s) need 4 GPU(s) on one node, but only 2 visible"});
   // Without --only the whole matrix is checked, at the position of the entry that does not fit,
   // and the error says how to run the rest.
-  expect_one_line_error(testing::run_cnnscale({"sweep", g, "--dry-run", "--results", dir.str()}),
-                        {g + ":9:16: matrix.gpus[2]: 4 rank(s) need 4 GPU(s) on one node, but only 2 visible",
+  expect_one_line_error(node.dry_run({}),
+                        {node.g + ":9:16: matrix.gpus[2]: 4 rank(s) need 4 GPU(s) on one node, but only 2 visible",
                          "`sweep --only gpus=N` runs only the points that fit here"});
 }
 
