@@ -140,7 +140,9 @@ TEST(TrainerPrecision, Fp16LeavesSkippedStepsOutOfTheLossItShows) {
         ++kept;
         last_kept = shown[i];
       }
-      if (e == injected_epoch) ASSERT_GT(kept, 0) << "the scale was still skipping steps on its own";
+      if (e == injected_epoch) {
+        ASSERT_GT(kept, 0) << "the scale was still skipping steps on its own";
+      }
       if (kept == 0) {
         EXPECT_TRUE(std::isnan(epochs[e])) << epochs[e];
       } else {
