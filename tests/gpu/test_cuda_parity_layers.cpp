@@ -5,6 +5,7 @@
 // scratch) on device memory.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <tuple>
@@ -12,6 +13,10 @@
 
 #include "core/half.hpp"
 #include "parity_util.hpp"
+
+#if CNNSCALE_HAVE_CUDA
+#include "backend/cuda/device_context.hpp"
+#endif
 
 namespace cnnscale::testing {
 namespace {
@@ -288,6 +293,64 @@ INSTANTIATE_TEST_SUITE_P(Layers, CudaParityLayer16,
                          [](const ::testing::TestParamInfo<std::tuple<LayerCase, DType>>& info) {
                            return std::get<0>(info.param).name + "_" + dtype_name(std::get<1>(info.param));
                          });
+
+// ---- batch norm on a partition of the GPU's SMs ----------------------------------------------------
+// A slow rank of a heterogeneous mix runs in a green context of part of the GPU's SMs, where cuDNN's
+// persistent channels-last batch-norm kernels fail (they size their grid for the whole device), so
+// the backend runs the spatial kernels there and the fused ReLU and addend op by op
+// (CudaBackend::bn_persistent). Every batch-norm case in bf16 and f16 on a partition of 16 SMs (or
+// the device's smallest), against the CPU with the 16-bit tolerances of CudaParityLayer16.
+#if CNNSCALE_HAVE_CUDA
+std::vector<LayerCase> batchnorm_cases() {
+  std::vector<LayerCase> out;
+  for (const LayerCase& c : layer_cases())
+    if (c.name.rfind("batchnorm", 0) == 0) out.push_back(c);
+  return out;
+}
+
+// The partitioned backend, made once; nullptr with `why` where the GPU or driver has none to give.
+Backend* partition_backend(std::string& why) {
+  static std::string reason;
+  static Backend* b = []() -> Backend* {
+    if (cuda_device_count() == 0) {
+      reason = "no usable GPU";
+      return nullptr;
+    }
+    try {
+      const cuda::SmPartitionRules rules = cuda::sm_partition_rules(0);
+      const int request = std::max(16, rules.min_sms);
+      if (rules.device_sms <= request + std::max(1, rules.alignment)) {
+        reason = "GPU too small for a partition of 16 SMs and a remainder";
+        return nullptr;
+      }
+      return make_backend("gpu:0", request).release();
+    } catch (const RuntimeError& e) {
+      reason = e.what();  // a driver without green contexts
+      return nullptr;
+    }
+  }();
+  why = reason;
+  return b;
+}
+
+class CudaParityBatchNormPartition : public ::testing::TestWithParam<std::tuple<LayerCase, DType>> {};
+
+TEST_P(CudaParityBatchNormPartition, ForwardBackward) {
+  std::string why;
+  Backend* part = partition_backend(why);
+  if (part == nullptr) GTEST_SKIP() << why;
+  ASSERT_GT(part->granted_sms(), 0);
+  const auto& [c, dtype] = GetParam();
+  expect_layer_parity(c, *part, dtype, tol_16bit(dtype), tol_16bit(dtype));
+}
+
+INSTANTIATE_TEST_SUITE_P(Layers, CudaParityBatchNormPartition,
+                         ::testing::Combine(::testing::ValuesIn(batchnorm_cases()),
+                                            ::testing::Values(DType::BF16, DType::F16)),
+                         [](const ::testing::TestParamInfo<std::tuple<LayerCase, DType>>& info) {
+                           return std::get<0>(info.param).name + "_" + dtype_name(std::get<1>(info.param));
+                         });
+#endif
 
 // The device's conversions round exactly as the host's (core/half.hpp), including ties, subnormals
 // and overflow, and 16-bit fill and scaled conversion work.

@@ -582,6 +582,11 @@ class CudaBackend final : public Backend {
   std::map<ConvKey, std::unique_ptr<ConvPlan>> conv_plans_;
   std::map<LinearKey, std::shared_ptr<LinearPlan>> linear_plans_;  // shared_ptr: LinearPlan is cuda_linear.cpp's
   cublasLtHandle_t cublaslt_ = nullptr;  // made on first use (linear_plan)
+  // Whether cuDNN's persistent batch-norm kernels may run: not in a green context of fewer SMs than
+  // the device. They size their grid for every SM of the device and fail there
+  // (CUDNN_STATUS_EXECUTION_FAILED: ResNet-34 bf16 on 66- and 33-SM partitions of an H200), so a
+  // partition runs channels-last batch norm through the non-persistent spatial kernels instead.
+  bool bn_persistent() const { return ctx_->granted_sms() == 0 || ctx_->granted_sms() >= sm_count_; }
   // Reserve space of channels-last batch norm, from each training forward to its backward, by x.
   std::map<const void*, Tensor> bn_reserve_;
   std::array<Tensor, 10> staging_;  // see staging()

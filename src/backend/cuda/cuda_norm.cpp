@@ -121,11 +121,11 @@ void check_fused(const char* op, const char* what, const Tensor& x, const Tensor
   cuda::expect_shape(op, what, t, x.shape());
 }
 
-// Whether cuDNN's persistent channels-last kernels apply the epilogue (BN + ReLU, BN + add + ReLU;
-// an addend without a ReLU has no fused op). Only for C a multiple of 4, the vector width of those
-// kernels: other channel counts run the epilogue op by op.
-bool cudnn_fuses(const BatchNormParams& p, const Tensor& x) {
-  return p.relu && x.layout() == Layout::NHWC && x.shape().c() % 4 == 0;
+// Whether cuDNN's persistent channels-last kernels (`persistent`: CudaBackend::bn_persistent) apply
+// the epilogue (BN + ReLU, BN + add + ReLU; an addend without a ReLU has no fused op). Only for C a
+// multiple of 4, the vector width of those kernels: other channel counts run the epilogue op by op.
+bool cudnn_fuses(const BatchNormParams& p, const Tensor& x, bool persistent) {
+  return persistent && p.relu && x.layout() == Layout::NHWC && x.shape().c() % 4 == 0;
 }
 
 cudnnBatchNormOps_t fused_ops(bool in_op, bool addend) {
@@ -167,13 +167,13 @@ void CudaBackend::batchnorm_forward_train(const BatchNormParams& p, const Tensor
   cuda::set_desc(desc_a_, x, op);
   CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(desc_c_, desc_a_, CUDNN_BATCHNORM_SPATIAL));
   const float one = 1.0f, zero = 0.0f;
-  if (x.layout() == Layout::NHWC) {
+  if (x.layout() == Layout::NHWC && bn_persistent()) {
     // Channels-last: the Ex entry point's persistent kernels (the legacy call ran NHWC bf16 some
     // 50x below memory bandwidth). Its reserve space is kept, keyed by x, for the backward pass.
     // The ReLU, and an addend with it, run inside cuDNN's kernel (measured on an H100, bf16
     // 256x64x56x56: BN+ReLU as fast as BN alone, BN+add+ReLU 1.4x BN alone, where the separate
     // Eltwise and ReLU passes cost 2x and 1.5x it).
-    const bool in_op = cudnn_fuses(p, x);
+    const bool in_op = cudnn_fuses(p, x, true);
     const cudnnBatchNormOps_t ops = fused_ops(in_op, fused.z.defined());
     const bool add = ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
     cudnnActivationDescriptor_t act = in_op ? relu_desc_.get() : nullptr;
@@ -196,6 +196,8 @@ void CudaBackend::batchnorm_forward_train(const BatchNormParams& p, const Tensor
     if (!in_op) batchnorm_epilogue(p, fused, y);
     return;
   }
+  // Channels-first, or channels-last on a partition (bn_persistent): the spatial kernels, whose
+  // descriptors carry the memory order, and the epilogue op by op.
   CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
       cudnn_, CUDNN_BATCHNORM_SPATIAL, &one, &zero, desc_a_, x.raw(), desc_a_, y.raw(), desc_c_, scale.f32(),
       shift.f32(), p.momentum, running_mean.f32(), running_var.f32(), p.eps, save_mean.f32(), save_inv_std.f32()));
@@ -259,7 +261,7 @@ void CudaBackend::batchnorm_backward(const BatchNormParams& p, const Tensor& x, 
   activate();
   // Without cuDNN's fused backward, the gradient reaching bn(x) is dy gated by the ReLU's output,
   // staged, and is also the addend's gradient.
-  const bool fused_in_cudnn = cudnn_fuses(p, x);
+  const bool fused_in_cudnn = cudnn_fuses(p, x, bn_persistent());
   Tensor grad = dy;
   if (!fused_in_cudnn) {
     if (p.relu) {
@@ -271,7 +273,7 @@ void CudaBackend::batchnorm_backward(const BatchNormParams& p, const Tensor& x, 
   cuda::set_desc(desc_a_, x, op);
   CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(desc_c_, desc_a_, CUDNN_BATCHNORM_SPATIAL));
   const float one = 1.0f, zero = 0.0f;
-  if (x.layout() == Layout::NHWC) {  // the persistent kernels of the forward pass, with its reserve space
+  if (x.layout() == Layout::NHWC && bn_persistent()) {  // the forward's persistent kernels, with its reserve space
     auto it = bn_reserve_.find(x.raw());
     const cudnnBatchNormOps_t ops = fused_ops(fused_in_cudnn, fused.dz.defined());
     const bool act = fused_in_cudnn, add = ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
