@@ -35,6 +35,7 @@ void run_train(TrainArgs& a) {
   a.options.parallel = par.data_parallel();
   a.options.split = par.split();
   a.options.rebalance_every = a.parallel.rebalance_every;
+  a.options.auto_probe = a.parallel.auto_start == "probe";
   a.options.probe_seconds = a.parallel.probe_seconds;
   a.options.slowdown = par.slowdown();
   const MpiEnv* mpi = MpiEnv::current();

@@ -47,8 +47,14 @@ void add_parallel_options(CLI::App& cmd, ParallelArgs& a) {
   cmd.add_option("--rebalance-every", a.rebalance_every, "--split auto: steps between rebalancing decisions")
       ->capture_default_str()
       ->group(group);
+  cmd.add_option("--auto-start", a.auto_start,
+                 "--split auto: its first shares: probe (proportional's, from the start-up probe) or even")
+      ->check(CLI::IsMember({"probe", "even"}))
+      ->capture_default_str()
+      ->group(group);
   cmd.add_option("--probe-seconds", a.probe_seconds,
-                 "--split proportional/energy/edp: seconds of forward+backward timed at each probe batch")
+                 "--split proportional/energy/edp (and auto from a probe): seconds of forward+backward timed at "
+                 "each probe batch")
       ->capture_default_str()
       ->group(group);
   cmd.add_option("--slowdown", a.slowdown,
@@ -136,6 +142,8 @@ ParallelRun::ParallelRun(const ParallelArgs& args, const std::string& device, in
                  "proportional or auto)",
                  args_.split);
   check_rebalance_every(args_.rebalance_every);
+  if (split != SplitPolicy::Auto && args_.auto_start != "probe")
+    throw_config("--auto-start applies to --split auto only");
   check_probe_seconds(args_.probe_seconds);
   if (!args_.slowdown.empty()) {
     if (device_ != "cpu") throw_config("--slowdown emulates slower CPU ranks; GPU ranks are made unequal with --sm-counts");

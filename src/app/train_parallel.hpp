@@ -27,6 +27,7 @@ struct ParallelArgs {
   std::string split = "even";   // --split: even | manual | proportional | auto | energy | edp
   std::vector<int64_t> shares;  // --shares: each rank's samples under --split manual
   int64_t rebalance_every = 20;      // --split auto
+  std::string auto_start = "probe";  // --auto-start: probe | even (--split auto's first shares)
   double probe_seconds = 0.5;        // proportional, energy, edp: each probe point
   std::vector<double> slowdown;      // --slowdown: each rank's emulated straggler factor (CPU ranks)
   double bucket_mb = static_cast<double>(kDefaultBucketBytes) / (1 << 20);  // MiB

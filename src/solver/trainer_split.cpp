@@ -136,7 +136,7 @@ void Trainer::plan_split(TrainResult& result, int64_t start, const TrainCallback
   split_record_.policy = to_string(options_.split);
   rebalancer_ = Rebalancer(options_.rebalance_hysteresis);
   if ((dp.comm && ranks > 1) || split_needs_energy(options_.split)) result.wait_watts = measure_wait_watts();
-  if (split_needs_probe(options_.split)) {
+  if (split_needs_probe(options_.split) || (options_.split == SplitPolicy::Auto && options_.auto_probe && ranks > 1)) {
     const std::vector<int64_t> batches = probe_batches(options_.batch, ranks);
     const std::vector<ProbeSample> samples = probe_rank(batches);
     const RankCost own = fit_rank_cost(samples, result.wait_watts);

@@ -299,8 +299,9 @@ TEST(DataParallel, ManualSharesMatchOneProcess) {
 }
 
 // Ranks made unequal (--slowdown: rank 1 idles twice its compute time, so it computes 3x slower).
-// proportional picks shares from its start-up probe; auto changes them mid-run (every 3 steps here),
-// each time rebuilding the loader at the same position of the global order. The update stays the
+// proportional picks shares from its start-up probe; auto starts from the same probe (or, with
+// --auto-start even, from even shares) and changes them mid-run (every 3 steps here), each time
+// rebuilding the loader at the same position of the global order. The update stays the
 // one-process update: the tolerance argument above holds for any shares, changed or not.
 //
 // How many samples the slow rank gets is a timing, not a number the test can predict: with a step
@@ -342,14 +343,38 @@ TEST(DataParallel, ProbedAndRebalancedSplitsMatchOneProcess) {
   expect_whole_test_set(ref, prop);
 
   nlohmann::json aut = mpi_job(2, with(train_args(kNet, w.dir("auto")),
-                                       {"--split", "auto", "--rebalance-every", "3", "--slowdown", "1,3"}));
+                                       {"--split", "auto", "--auto-start", "even", "--rebalance-every", "3",
+                                        "--slowdown", "1,3"}));
   EXPECT_EQ(aut["first_rank_batches"], nlohmann::json({32, 32}));
   expect_slow_rank_gets_less(aut, "auto");
   expect_matches_reference(ref_ckpt, w.dir("auto"), "2 ranks, auto, rank 1 3x slower");
   expect_whole_test_set(ref, aut);
 
+  // auto's default start: the probe's proportional shares, recorded with their models like
+  // proportional's, then online rebalancing from there.
+  nlohmann::json autp = mpi_job(2, with(train_args(kNet, w.dir("autop")),
+                                        {"--split", "auto", "--rebalance-every", "3", "--slowdown", "1,3",
+                                         "--probe-seconds", "0.1", "--results", w.dir("results"), "--experiment",
+                                         "dp", "--run-id", "autop"}));
+  std::ifstream autp_file(fs::path(w.dir("results")) / "dp" / "autop" / "summary.json");
+  ASSERT_TRUE(autp_file) << "no summary.json for the probed auto run";
+  const nlohmann::json autp_summary = nlohmann::json::parse(autp_file);
+  EXPECT_EQ(autp_summary["split"]["policy"], "auto");
+  std::vector<RankCost> autp_models;
+  for (const nlohmann::json& m : autp_summary["split"]["models"])
+    autp_models.push_back({m["seconds_fixed"].get<double>(), m["seconds_per_sample"].get<double>(), std::nan(""),
+                           std::nan(""), std::nan("")});
+  ASSERT_EQ(autp_models.size(), 2u);
+  ASSERT_FALSE(autp_summary["split"]["changes"].empty());
+  EXPECT_EQ(autp_summary["split"]["changes"][0]["iteration"], 0);
+  EXPECT_EQ(nlohmann::json(choose_split(SplitPolicy::Proportional, 64, autp_models)),
+            autp_summary["split"]["changes"][0]["shares"]);
+  expect_slow_rank_gets_less(autp, "auto from the probe");
+  expect_matches_reference(ref_ckpt, w.dir("autop"), "2 ranks, auto from the probe, rank 1 3x slower");
+
   nlohmann::json aut4 = mpi_job(4, with(train_args(kNet, w.dir("auto4")),
-                                        {"--split", "auto", "--rebalance-every", "3", "--slowdown", "1,2,1,3"}));
+                                        {"--split", "auto", "--auto-start", "even", "--rebalance-every", "3",
+                                         "--slowdown", "1,2,1,3"}));
   EXPECT_NE(aut4["rank_batches"], aut4["first_rank_batches"]);
   expect_matches_reference(ref_ckpt, w.dir("auto4"), "4 ranks, auto, slowdowns 1,2,1,3");
 }
@@ -372,6 +397,9 @@ TEST(DataParallel, SplitOptionsThatCannotWorkEndTheJobWithExitTwo) {
   r = testing::run_mpi(2, with(base, {"--split", "auto", "--batch-per-rank"}));
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("--split auto divides --batch among the ranks"), std::string::npos) << r.err;
+  r = testing::run_mpi(2, with(base, {"--split", "proportional", "--auto-start", "even"}));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--auto-start applies to --split auto only"), std::string::npos) << r.err;
 }
 
 TEST(DataParallel, ManualSharesThatDoNotFitTheJobEndItWithExitTwo) {
