@@ -39,6 +39,7 @@ struct AllreduceArgs {
   int warmup = 5, iters = 20;
   std::string device = "gpu";
   std::string algo = "ring";
+  int max_ctas = 0;
   std::string dtype = "fp32";
   bool check = false, json = false;
   double timeout = 300.0;
@@ -182,6 +183,11 @@ void register_allreduce(CLI::App& bench) {
                   "NCCL algorithm (sets NCCL_ALGO; an NCCL_ALGO already in the environment wins); gpu only")
       ->check(CLI::IsMember({"ring", "tree", "auto"}))
       ->capture_default_str();
+  cmd->add_option("--max-ctas", args->max_ctas,
+                  "most CTAs (SMs) each allreduce may run on (sets NCCL_MAX_CTAS; one already in the environment "
+                  "wins; 0: NCCL's choice); gpu only")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
   cmd->add_option("-d,--dtype", args->dtype,
                   "element type: fp32, or bf16/fp16 as the 16-bit gradient exchange (train --allreduce-dtype) sends "
                   "it; sizes count bytes either way")
@@ -216,6 +222,9 @@ void register_allreduce(CLI::App& bench) {
     if (!cfg.gpu && cmd->count("--algo") > 0)
       throw_config("bench allreduce: --algo chooses NCCL's algorithm and needs --device gpu");
     cfg.algo = parse_allreduce_algo(args->algo);
+    if (!cfg.gpu && args->max_ctas > 0)
+      throw_config("bench allreduce: --max-ctas limits NCCL's CTAs and needs --device gpu");
+    cfg.max_ctas = args->max_ctas;
     cfg.check = args->check;
     cfg.dtype = parse_float_type(args->dtype, "--dtype");
     cfg.timeout_seconds = args->timeout;

@@ -76,6 +76,12 @@ void add_parallel_options(CLI::App& cmd, ParallelArgs& a) {
                     ->check(CLI::IsMember({"ring", "tree", "auto"}))
                     ->capture_default_str()
                     ->group(group);
+  cmd.add_option("--allreduce-max-ctas", a.allreduce_max_ctas,
+                 "Most CTAs (SMs) NCCL's allreduce may occupy, as NCCL_MAX_CTAS (an exported one wins): fewer leave "
+                 "an overlapped backward more SMs, at some of the exchange's bandwidth. 0: NCCL's choice; GPU ranks")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str()
+      ->group(group);
   cmd.add_option("--allreduce-dtype", a.allreduce_dtype,
                  "Dtype of the gradient exchange: fp32 (the master gradients, as DDP), bf16 or fp16 (each bucket "
                  "rounded to 16 bits for the exchange: half the bytes), or compute (the --precision's storage: "
@@ -142,6 +148,8 @@ ParallelRun::ParallelRun(const ParallelArgs& args, const std::string& device, in
                  "proportional or auto)",
                  args_.split);
   check_rebalance_every(args_.rebalance_every);
+  if (args_.allreduce_max_ctas > 0 && device_ == "cpu")
+    throw_config("--allreduce-max-ctas sets NCCL's CTAs for GPU ranks; CPU ranks exchange through MPI");
   if (split != SplitPolicy::Auto && args_.auto_start != "probe")
     throw_config("--auto-start applies to --split auto only");
   check_probe_seconds(args_.probe_seconds);
@@ -200,7 +208,8 @@ Backend& ParallelRun::connect() {
     if (rank_ == 0) id = device_communicator_id();
     mpi_->broadcast(id, 0);
     BlockingOp mark("NCCL communicator initialisation");
-    comm_ = make_device_communicator(*backend_, rank_, mpi_->size(), id, algo, args_.watchdog_timeout);
+    comm_ = make_device_communicator(*backend_, rank_, mpi_->size(), id, algo, args_.watchdog_timeout,
+                                     args_.allreduce_max_ctas);
   }
   exchange_ = std::make_unique<CommunicatorExchange>(*comm_);
   abort_target_.store(comm_.get());
@@ -228,7 +237,10 @@ std::string ParallelRun::describe(const Trainer& trainer) const {
       world_size(), comm_ ? comm_->name() : "none", global_batch_, fmt::join(rank_batches_, "+"),
       args_.batch_per_rank ? " (--batch-per-rank)" : "", b ? b->buckets().size() : 0, args_.bucket_mb,
       b && b->overlap() ? "on" : "off", float_type_name(args_.exchange_dtype));
-  if (comm_ && comm_->name() != "mpi") out += fmt::format(", algorithm {}", args_.algo);
+  if (comm_ && comm_->name() != "mpi") {
+    out += fmt::format(", algorithm {}", args_.algo);
+    if (const char* ctas = std::getenv("NCCL_MAX_CTAS")) out += fmt::format(", at most {} CTAs", ctas);
+  }
   for (size_t r = 0; r < devices_.size(); ++r)
     out += fmt::format("\n  rank {}: host {}, {}{}", r, devices_[r].host, devices_[r].device,
                        devices_[r].uuid.empty() ? "" : " (" + devices_[r].uuid + ")");
@@ -268,6 +280,9 @@ nlohmann::json ParallelRun::job_json(const Trainer& trainer, const JobTiming& jo
           {"communicator", comm_ ? comm_->name() : ""},
           {"allreduce_overlap", dp.overlap},
           {"allreduce_algo", comm_ && comm_->name() == "mpi" ? nlohmann::json() : nlohmann::json(args_.algo)},
+          {"allreduce_max_ctas",
+           args_.allreduce_max_ctas > 0 && comm_ && comm_->name() != "mpi" ? nlohmann::json(args_.allreduce_max_ctas)
+                                                                            : nlohmann::json()},
           {"bucket_mb", args_.bucket_mb},
           {"gradient_buckets", trainer.buckets() ? trainer.buckets()->buckets().size() : 0},
           {"ranks", ranks}};

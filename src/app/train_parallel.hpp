@@ -34,6 +34,7 @@ struct ParallelArgs {
   bool no_overlap = false;
   std::string overlap = "true";
   std::string algo = "ring";
+  int allreduce_max_ctas = 0;  // --allreduce-max-ctas: NCCL_MAX_CTAS for the exchange (0: NCCL's choice)
   std::string allreduce_dtype = "fp32";  // --allreduce-dtype: fp32 | bf16 | fp16 | compute (the precision's storage)
   DType exchange_dtype = DType::F32;      // the same resolved against --precision (validate_train_args)
   double watchdog_timeout = 300.0;

@@ -27,9 +27,10 @@ std::string stable_hash(const std::string& text) {
 }
 
 namespace {
-// What both labels put after the overlap: "", "-tree", "-tree-bf16".
+// What both labels put after the overlap: "", "-tree", "-tree-bf16", "-bf16-c8" (at most 8 CTAs).
 std::string allreduce_suffix(const AllreduceMode& m) {
-  return fmt::format("{}{}{}{}", m.algo.empty() ? "" : "-", m.algo, m.dtype.empty() ? "" : "-", m.dtype);
+  return fmt::format("{}{}{}{}{}", m.algo.empty() ? "" : "-", m.algo, m.dtype.empty() ? "" : "-", m.dtype,
+                     m.max_ctas > 0 ? fmt::format("-c{}", m.max_ctas) : "");
 }
 }  // namespace
 
@@ -190,6 +191,7 @@ nlohmann::json Experiment::resolved_json() const {
   for (const auto& a : allreduce) {
     nlohmann::json one = {{"overlap", a.overlap}, {"algo", a.algo}};
     if (!a.dtype.empty()) one["dtype"] = a.dtype;
+    if (a.max_ctas > 0) one["max_ctas"] = a.max_ctas;
     ar.push_back(std::move(one));
   }
   j["description"] = description;
@@ -282,6 +284,7 @@ RunSpec make_run(const Experiment& e, const std::string& net, int64_t batch, con
   c["precision"] = precision;
   c["allreduce"] = {{"overlap", r.allreduce.overlap}, {"algo", r.allreduce.algo}};
   if (!r.allreduce.dtype.empty()) c["allreduce"]["dtype"] = r.allreduce.dtype;
+  if (r.allreduce.max_ctas > 0) c["allreduce"]["max_ctas"] = r.allreduce.max_ctas;
   if (rs.ranks == 1) c["allreduce"] = nullptr;
   c["epochs"] = r.epochs;
   c["iterations"] = r.epochs > 0 ? 0 : r.iterations;

@@ -167,16 +167,21 @@ void read_solver(const ExperimentReader& r, const ConfigNode& n, Experiment& e) 
   }
 }
 
-AllreduceMode read_allreduce(const ExperimentReader& r, const ConfigNode& n) {
+AllreduceMode read_allreduce(const ExperimentReader& r, const ConfigNode& n, const Experiment& e) {
   AllreduceMode m;
   if (n.is_scalar()) {
     m.overlap = one_of(n, {"overlap", "no-overlap"}) == "overlap";
     return m;
   }
-  r.check_keys(n, {"overlap", "algo", "dtype"});
+  r.check_keys(n, {"overlap", "algo", "dtype", "max_ctas"});
   if (auto c = r.child(n, "overlap")) m.overlap = c->as<bool>();
   if (auto c = r.child(n, "algo")) m.algo = one_of(*c, {"ring", "tree", "auto"});
   if (auto c = r.child(n, "dtype")) m.dtype = one_of(*c, {"fp32", "bf16", "fp16", "compute"});
+  if (auto c = r.child(n, "max_ctas")) {
+    m.max_ctas = static_cast<int>(int_in(*c, 1, 64));
+    // Here, not when the sweep reaches the run: train refuses it on CPU ranks (MPI, no CTAs).
+    if (e.device == "cpu") c->fail("NCCL's CTAs apply to GPU ranks, and this experiment runs on the CPU");
+  }
   return m;
 }
 
@@ -231,7 +236,7 @@ void read_matrix(const ExperimentReader& r, const ConfigNode& root, const Config
     e.precisions = {"fp32"};
   }
   if (auto c = r.child(m, "allreduce")) {
-    for (const auto& a : list_items(*c)) e.allreduce.push_back(read_allreduce(r, a));
+    for (const auto& a : list_items(*c)) e.allreduce.push_back(read_allreduce(r, a, e));
   } else {
     e.allreduce = {AllreduceMode{}};
   }
@@ -285,6 +290,7 @@ Experiment parse_experiment_text(const std::string& text, const std::string& fil
       // A second --precision would contradict the run's id and results: the matrix owns it.
       if (flag == "--precision") a.fail("'--precision' is set by matrix.precision");
       if (flag == "--allreduce-dtype") a.fail("'--allreduce-dtype' is set by matrix.allreduce's dtype");
+      if (flag == "--allreduce-max-ctas") a.fail("'--allreduce-max-ctas' is set by matrix.allreduce's max_ctas");
       e.extra_args.push_back(arg);
     }
   }

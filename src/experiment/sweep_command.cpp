@@ -87,6 +87,7 @@ std::vector<std::string> train_arguments(const Experiment& e, const RunSpec& run
     if (!run.allreduce.overlap) a.push_back("--no-overlap");
     if (!run.allreduce.algo.empty()) add("--allreduce-algo", run.allreduce.algo);
     if (!run.allreduce.dtype.empty()) add("--allreduce-dtype", run.allreduce.dtype);
+    if (run.allreduce.max_ctas > 0) add("--allreduce-max-ctas", std::to_string(run.allreduce.max_ctas));
     if (run.pass_split) add("--split", run.split);
   }
   add("--results", results_root);

@@ -130,7 +130,8 @@ class CpuTarget final : public BenchTarget {
 
 class GpuTarget final : public BenchTarget {
  public:
-  GpuTarget(int64_t max_count, int rank, int ranks, AllreduceAlgo algo, double timeout_seconds, DType dtype)
+  GpuTarget(int64_t max_count, int rank, int ranks, AllreduceAlgo algo, double timeout_seconds, DType dtype,
+            int max_ctas)
       : rank_(rank), dtype_(dtype) {
     if (!cuda_backend_built())
       throw_runtime("bench allreduce --device gpu: this build of cnnscale has no CUDA backend (NCCL)");
@@ -150,7 +151,7 @@ class GpuTarget final : public BenchTarget {
     std::vector<char> id;
     if (rank == 0) id = device_communicator_id();
     env.broadcast(id, 0);
-    comm_ = make_device_communicator(*backend_, rank, ranks, id, algo, timeout_seconds);
+    comm_ = make_device_communicator(*backend_, rank, ranks, id, algo, timeout_seconds, max_ctas);
     buf_ = backend_->alloc(Shape{max_count}, dtype);
     host_.resize(static_cast<size_t>(max_count));
     staging_.resize(static_cast<size_t>(max_count) * dtype_size(dtype));
@@ -322,7 +323,8 @@ AllreduceBenchResult run_allreduce_bench(const AllreduceBenchConfig& cfg) {
 
   std::unique_ptr<BenchTarget> target;
   if (cfg.gpu) {
-    target = std::make_unique<GpuTarget>(max_count, rank, result.ranks, cfg.algo, cfg.timeout_seconds, cfg.dtype);
+    target = std::make_unique<GpuTarget>(max_count, rank, result.ranks, cfg.algo, cfg.timeout_seconds, cfg.dtype,
+                                         cfg.max_ctas);
   } else {
     target = std::make_unique<CpuTarget>(max_count, rank, cfg.dtype);
   }

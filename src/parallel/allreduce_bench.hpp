@@ -29,6 +29,7 @@ struct AllreduceBenchConfig {
   int iters = 20;
   bool gpu = true;  // false: MPI_Allreduce on host memory
   AllreduceAlgo algo = AllreduceAlgo::Ring;
+  int max_ctas = 0;                // NCCL_MAX_CTAS (0: NCCL's choice), as train's --allreduce-max-ctas
   DType dtype = DType::F32;        // of the summed elements: F32, BF16 or F16 (the gradient exchange's)
   bool check = false;              // verify each size's sum against the known per-rank pattern
   double timeout_seconds = 300.0;  // NCCL host waits (a hung peer ends in PeerError)

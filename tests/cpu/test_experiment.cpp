@@ -100,6 +100,41 @@ TEST(ExperimentSchema, AllreduceDtypeIsAVariantPassedToTrain) {
                {"t.yaml:8:14: extra_args[0]: '--allreduce-dtype' is set by matrix.allreduce's dtype"});
 }
 
+// matrix.allreduce's max_ctas is train's --allreduce-max-ctas (NCCL_MAX_CTAS): a variant of its own
+// in the run id, the configuration and the arguments, for GPU experiments only, owned by the matrix.
+TEST(ExperimentSchema, AllreduceMaxCtasIsAVariantPassedToTrain) {
+  const std::string gpu_tail = "device: gpu\n";
+  const Experiment e = parse(kBase + "  allreduce: [overlap, {overlap: true, dtype: bf16, max_ctas: 8}]\n" + gpu_tail,
+                             {}, gpu_host(2));
+  const auto runs = expand_runs(e);
+  std::vector<std::string> labels;
+  for (const auto& r : runs)
+    if (r.ranks == 2 && r.batch == 8 && r.repeat == 1) labels.push_back(r.id.substr(0, r.id.find("-r1-")));
+  EXPECT_EQ(labels, (std::vector<std::string>{"lenet-b8-g2-fp32-ov", "lenet-b8-g2-fp32-ov-bf16-c8"}));
+  for (const auto& r : runs) {
+    if (r.ranks != 2) continue;
+    const auto args = train_arguments(e, r, "/r");
+    if (r.allreduce.max_ctas == 0) {
+      EXPECT_EQ(std::find(args.begin(), args.end(), "--allreduce-max-ctas"), args.end()) << r.id;
+      EXPECT_FALSE(r.config["allreduce"].contains("max_ctas")) << r.id;
+    } else {
+      EXPECT_EQ(testing::flag_value(args, "--allreduce-max-ctas"), "8") << r.id;
+      EXPECT_EQ(r.config["allreduce"]["max_ctas"], 8);
+    }
+  }
+  const OnlyFilter only = parse_only({"allreduce=overlap-bf16-c8"});
+  EXPECT_EQ(std::count_if(runs.begin(), runs.end(), [&](const RunSpec& r) { return r.ranks == 2 && only.matches(r); }),
+            6);  // 2 batches x 3 repeats
+  expect_error(kBase + "  allreduce: [{max_ctas: 0}]\n" + gpu_tail,
+               {"t.yaml:8:26: matrix.allreduce[0].max_ctas: must be in [1, 64], got 0"}, {}, gpu_host(2));
+  expect_error(kBase + "  allreduce: [{max_ctas: 8}]\n",
+               {"t.yaml:8:26: matrix.allreduce[0].max_ctas: NCCL's CTAs apply to GPU ranks, and this experiment runs "
+                "on the CPU"});
+  expect_error(kBase + "extra_args: [--allreduce-max-ctas, 4]\n" + gpu_tail,
+               {"t.yaml:8:14: extra_args[0]: '--allreduce-max-ctas' is set by matrix.allreduce's max_ctas"}, {},
+               gpu_host(2));
+}
+
 TEST(ExperimentSchema, PrecisionAxisRunsEachPrecisionOnGpus) {
   const std::string text = kBase + "  precision: [fp32, tf32, bf16, fp16]\n" + "device: gpu\n";
   const Experiment e = parse(text, {}, gpu_host(2));

@@ -29,6 +29,9 @@ TEST(PrecisionCli, UnknownValuesAreUsageErrors) {
   expect_usage_error(train_with({"--precision", "fp64"}), {"--precision", "fp64"});
   expect_usage_error(train_with({"--precision", "BF16"}), {"--precision"});
   expect_usage_error(train_with({"--allreduce-dtype", "half"}), {"--allreduce-dtype", "half"});
+  expect_usage_error(train_with({"--allreduce-max-ctas", "65"}), {"--allreduce-max-ctas", "65"});
+  expect_usage_error(train_with({"--device", "cpu", "--allreduce-max-ctas", "8"}),
+                     {"--allreduce-max-ctas sets NCCL's CTAs for GPU ranks; CPU ranks exchange through MPI"});
   expect_usage_error({"time", "lenet", "--precision", "int8"}, {"--precision", "int8"});
 }
 

@@ -9,6 +9,7 @@
 #include <exception>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 
 #include "backend/cuda/cuda_backend.hpp"
@@ -56,6 +57,30 @@ void apply_algo(AllreduceAlgo algo) {
     unsetenv("NCCL_ALGO");
 }
 
+// The most CTAs (one per channel) NCCL's collectives may run on, through NCCL_MAX_CTAS as apply_algo
+// sets NCCL_ALGO, so that /system nccl_env records it like every other NCCL setting of the run. Why
+// a run would lower it: an overlapped allreduce's blocks occupy SMs while backward still computes
+// (and spin there while a slower rank is behind); fewer of them leave backward more of the GPU at
+// the cost of the exchange's bandwidth. An exported NCCL_MAX_CTAS takes precedence.
+void apply_max_ctas(int max_ctas) {
+  static std::mutex mutex;
+  std::lock_guard lock(mutex);
+  static const std::optional<std::string> user_value = []() -> std::optional<std::string> {
+    const char* v = std::getenv("NCCL_MAX_CTAS");
+    return v ? std::optional<std::string>(v) : std::nullopt;
+  }();
+  const std::string wanted = max_ctas > 0 ? std::to_string(max_ctas) : std::string();
+  if (user_value) {
+    if (!wanted.empty() && *user_value != wanted)
+      log::warn("NCCL_MAX_CTAS={} from the environment takes precedence over the requested {}", *user_value, wanted);
+    return;
+  }
+  if (!wanted.empty())
+    setenv("NCCL_MAX_CTAS", wanted.c_str(), 1);
+  else
+    unsetenv("NCCL_MAX_CTAS");
+}
+
 std::string nccl_error_text(ncclResult_t status, ncclComm_t comm) {
   const char* last = ncclGetLastError(comm);
   return fmt::format("{} ({}){}{}", ncclGetErrorString(status), static_cast<int>(status), last && *last ? ": " : "",
@@ -77,7 +102,7 @@ void backoff(int attempt) {
 }  // namespace
 
 NcclCommunicator::NcclCommunicator(CudaBackend& backend, int rank, int size, const ncclUniqueId& id, AllreduceAlgo algo,
-                                   double timeout_seconds)
+                                   double timeout_seconds, int max_ctas)
     : backend_(backend),
       rank_(rank),
       size_(size),
@@ -86,6 +111,7 @@ NcclCommunicator::NcclCommunicator(CudaBackend& backend, int rank, int size, con
       timeout_(timeout_seconds) {
   if (size < 1 || rank < 0 || rank >= size) throw_runtime("nccl communicator: rank {} of {} is not valid", rank, size);
   if (!(timeout_seconds > 0)) throw_runtime("nccl communicator: timeout must be positive, got {} s", timeout_seconds);
+  if (max_ctas < 0) throw_runtime("nccl communicator: max CTAs must be >= 0 (0: NCCL's choice), got {}", max_ctas);
   activate();
   try {
     // Highest priority: gradient buckets are reduced while backward kernels fill the GPU, and the
@@ -97,6 +123,7 @@ NcclCommunicator::NcclCommunicator(CudaBackend& backend, int rank, int size, con
     CUDA_CHECK(cudaEventCreateWithFlags(&compute_ready_, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&comm_done_, cudaEventDisableTiming));
     apply_algo(algo);
+    apply_max_ctas(max_ctas);
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;  // NCCL never blocks the host; settle() polls against the deadline
     last_op_ = "initialisation (ncclCommInitRankConfig)";

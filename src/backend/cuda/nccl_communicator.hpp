@@ -27,7 +27,7 @@ class NcclCommunicator final : public DeviceCommunicator {
   // Collective: every rank of the job must call it with the same id and size. Initialisation is
   // non-blocking and polled, so a peer that never arrives ends in PeerError after the timeout.
   NcclCommunicator(CudaBackend& backend, int rank, int size, const ncclUniqueId& id, AllreduceAlgo algo,
-                   double timeout_seconds);
+                   double timeout_seconds, int max_ctas = 0);
   ~NcclCommunicator() override;
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
