@@ -71,6 +71,24 @@ TEST(ExperimentFiles, SeedStudyHeteroIsSmPartitionsTimesPolicies) {
   EXPECT_EQ(a, b);
 }
 
+TEST(ExperimentFiles, OverlapCtasCrossesCtasAndDtypeOnFourGpus) {
+  Experiment e;
+  const auto runs = load_runs("overlap_ctas.yaml", &e);
+  // 2 networks x 2 per-GPU batches x (1 GPU + 6 exchanges on 4) x 2 repeats.
+  ASSERT_EQ(runs.size(), 56u);
+  std::multiset<std::string> variants;
+  for (const auto& r : runs) {
+    const auto args = train_arguments(e, r, "/r");
+    EXPECT_EQ(flag_value(args, "--precision"), "bf16");
+    if (r.ranks == 1) continue;
+    EXPECT_EQ(r.ranks, 4);
+    variants.insert(flag_value(args, "--allreduce-max-ctas") + "/" + flag_value(args, "--allreduce-dtype"));
+  }
+  for (const char* v : {"<absent>/<absent>", "4/<absent>", "8/<absent>", "16/<absent>", "<absent>/compute",
+                        "8/compute"})
+    EXPECT_EQ(variants.count(v), 8u) << v;
+}
+
 TEST(ExperimentFiles, CpuMixRunsWithoutAGpu) {
   Experiment e;
   const auto runs = load_runs("cpu_mix.yaml", &e);
