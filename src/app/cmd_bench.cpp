@@ -40,6 +40,7 @@ struct AllreduceArgs {
   std::string device = "gpu";
   std::string algo = "ring";
   int max_ctas = 0;
+  std::string issue = "graph";
   std::string dtype = "fp32";
   bool check = false, json = false;
   double timeout = 300.0;
@@ -74,8 +75,9 @@ std::string table(const AllreduceBenchResult& r, bool checked) {
   std::string out =
       fmt::format("# cnnscale bench allreduce: {} rank(s), device {}, {}\n", r.ranks, r.device, r.library);
   out += fmt::format(
-      "# in-place sum of {}; {} warm-up + {} timed allreduces per size; time = mean per allreduce, max over ranks\n",
-      nccl_tests_type(r.dtype), r.warmup_iters, r.iters);
+      "# in-place sum of {}; {} warm-up + {} timed allreduces per size{}; time = mean per allreduce, max over ranks\n",
+      nccl_tests_type(r.dtype), r.warmup_iters, r.iters,
+      r.issue == "graph" ? ", replayed from a CUDA graph" : r.device == "gpu" ? ", each issued from the host" : "");
   out += "# algbw = size / time; busbw = algbw * 2(n-1)/n (nccl-tests); GB = 1e9 bytes\n";
   const bool energy = !r.energy_method.empty();
   if (energy) {
@@ -146,6 +148,7 @@ nlohmann::json to_json(const AllreduceBenchResult& r, bool checked, const std::s
           {"ranks", r.ranks},
           {"device", r.device},
           {"algo", r.algo},
+          {"issue", r.issue},
           {"library", r.library},
           {"rank_devices", r.rank_devices},
           {"warmup_iters", r.warmup_iters},
@@ -188,6 +191,12 @@ void register_allreduce(CLI::App& bench) {
                   "wins; 0: NCCL's choice); gpu only")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
+  cmd->add_option("--issue", args->issue,
+                  "gpu: graph (the timed allreduces of a size captured once into a CUDA graph and replayed, as a "
+                  "graphed training step issues them) or host (each issued from the host in turn: adds NCCL's "
+                  "enqueue of every collective, which small sizes notice)")
+      ->check(CLI::IsMember({"graph", "host"}))
+      ->capture_default_str();
   cmd->add_option("-d,--dtype", args->dtype,
                   "element type: fp32, or bf16/fp16 as the 16-bit gradient exchange (train --allreduce-dtype) sends "
                   "it; sizes count bytes either way")
@@ -225,6 +234,9 @@ void register_allreduce(CLI::App& bench) {
     if (!cfg.gpu && args->max_ctas > 0)
       throw_config("bench allreduce: --max-ctas limits NCCL's CTAs and needs --device gpu");
     cfg.max_ctas = args->max_ctas;
+    if (!cfg.gpu && cmd->count("--issue") > 0 && args->issue == "graph")
+      throw_config("bench allreduce: --issue graph replays NCCL allreduces from a CUDA graph and needs --device gpu");
+    cfg.graph = args->issue == "graph";
     cfg.check = args->check;
     cfg.dtype = parse_float_type(args->dtype, "--dtype");
     cfg.timeout_seconds = args->timeout;

@@ -105,10 +105,15 @@ std::string devices_text(const std::vector<std::string>& rank_devices) {
 
 struct Setting {
   std::string device, algo, dtype;
-  // the study's GPUs first; per algorithm, fp32 before the 16-bit exchanges
-  auto order() const { return std::make_tuple(device != "gpu", device, algo, dtype != "fp32", dtype); }
-  // "tree", or with a 16-bit element type "tree bf16"
-  std::string name() const { return dtype == "fp32" ? algo : fmt::format("{} {}", algo, dtype); }
+  std::string issue = "host";  // GPU allreduces replayed from a CUDA graph ("graph") or host-issued
+  // the study's GPUs first; per algorithm, fp32 before the 16-bit exchanges, graph before host
+  auto order() const { return std::make_tuple(device != "gpu", device, algo, dtype != "fp32", dtype, issue); }
+  // "tree", with a 16-bit element type "tree bf16", and for host-issued GPU allreduces "tree host-issued"
+  // (graph replay, the default since it was recorded, names nothing)
+  std::string name() const {
+    const std::string base = dtype == "fp32" ? algo : fmt::format("{} {}", algo, dtype);
+    return device == "gpu" && issue == "host" ? base + " host-issued" : base;
+  }
   bool operator<(const Setting& o) const { return order() < o.order(); }
 };
 
@@ -197,6 +202,10 @@ AllreduceBenchFile parse_allreduce_bench(const json& j, const std::string& path)
   b.algo = text_field(j, "algo", path);
   // Files written before 16-bit sums existed summed floats and have no "dtype".
   if (j.contains("dtype")) b.dtype = text_field(j, "dtype", path);  // else the struct's fp32
+  // Files written before graph replay existed issued every allreduce from the host and have no "issue".
+  if (j.contains("issue")) b.issue = text_field(j, "issue", path);  // else the struct's "host"
+  if (b.issue != "graph" && b.issue != "host")
+    throw_config("{}: \"issue\" is \"{}\", not \"graph\" or \"host\"", path, b.issue);
   const auto element = static_cast<int64_t>(dtype_size(parse_float_type(b.dtype, path + ": \"dtype\"")));
   b.library = text_field(j, "library", path);
   b.warmup_iters = static_cast<int>(int_field(j, "warmup_iters", path));
@@ -279,7 +288,7 @@ Table lay_out(const std::vector<AllreduceBenchFile>& files, const std::vector<Fi
   std::map<std::pair<Setting, int>, Group> by_key;  // ordered: setting, then ranks ascending
   std::set<int64_t> sizes;
   for (const AllreduceBenchFile& f : files) {
-    const Setting setting{f.bench.device, f.bench.algo, f.bench.dtype};
+    const Setting setting{f.bench.device, f.bench.algo, f.bench.dtype, f.bench.issue};
     Group& g = by_key[{setting, f.bench.ranks}];
     g.setting = setting;
     g.ranks = f.bench.ranks;

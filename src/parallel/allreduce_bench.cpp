@@ -131,8 +131,8 @@ class CpuTarget final : public BenchTarget {
 class GpuTarget final : public BenchTarget {
  public:
   GpuTarget(int64_t max_count, int rank, int ranks, AllreduceAlgo algo, double timeout_seconds, DType dtype,
-            int max_ctas)
-      : rank_(rank), dtype_(dtype) {
+            int max_ctas, bool graph)
+      : rank_(rank), dtype_(dtype), graph_(graph), timeout_seconds_(timeout_seconds) {
     if (!cuda_backend_built())
       throw_runtime("bench allreduce --device gpu: this build of cnnscale has no CUDA backend (NCCL)");
     // Bound like `train`: the GPU of the node-local rank, and no two ranks on one physical GPU.
@@ -185,6 +185,7 @@ class GpuTarget final : public BenchTarget {
     const Tensor t = view(count);
     for (int i = 0; i < warmup; ++i) comm_->allreduce_sum_async(t);
     comm_->synchronize_host();
+    if (graph_) return graph_seconds(t, iters);
     barrier();
     comm_->clear_timestamps();
     const int start = comm_->record_timestamp();
@@ -196,7 +197,14 @@ class GpuTarget final : public BenchTarget {
   }
   void run(int64_t count, int64_t iters) override {
     const Tensor t = view(count);
-    for (int64_t i = 0; i < iters; ++i) comm_->allreduce_sum_async(t);
+    int64_t left = iters;
+    // The energy window issues its allreduces as the timed ones were: whole replays of the size's
+    // graph, the remainder (fewer than one replay holds) from the host.
+    if (graph_ && work_ && work_count_ == count && work_iters_ > 0) {
+      for (; left >= work_iters_; left -= work_iters_) replay();
+      await(backend_->record_timing_event());
+    }
+    for (int64_t i = 0; i < left; ++i) comm_->allreduce_sum_async(t);
     comm_->synchronize_host();
   }
   std::string gpu_uuid() const override { return uuid_; }
@@ -212,12 +220,58 @@ class GpuTarget final : public BenchTarget {
 
  private:
   Tensor view(int64_t count) const { return buf_.view(0, Shape{count}); }
+
+  // `iters` allreduces of `t` captured into one graph (the compute stream's timing point, the
+  // allreduces on the communication stream, the join back, a second point), one untimed replay (a
+  // graph's first launch also uploads it), then one replay timed between its two points.
+  double graph_seconds(const Tensor& t, int iters) {
+    comm_->wait();  // the capture begins on a compute stream already past the warm-up collectives
+    work_.reset();
+    work_ = backend_->capture([&] {
+      backend_->capture_timing_point();
+      for (int i = 0; i < iters; ++i) comm_->allreduce_sum_async(t);
+      comm_->wait();
+      backend_->capture_timing_point();
+    });
+    work_count_ = t.numel();
+    work_iters_ = iters;
+    await(replay().back());
+    barrier();
+    const std::vector<std::shared_ptr<TimingEvent>> points = replay();
+    await(points.back());
+    return backend_->elapsed_ms(*points.front(), *points.back()) * 1e-3;
+  }
+  std::vector<std::shared_ptr<TimingEvent>> replay() {
+    std::vector<std::shared_ptr<TimingEvent>> points = work_->launch();
+    CNNSCALE_CHECK(points.size() == 2, "bench allreduce: a replay recorded {} timing points, not 2", points.size());
+    return points;
+  }
+  // Polls until the compute stream has passed `e`: a peer that never joins a replayed collective
+  // ends in PeerError after --timeout, as it does for host-issued ones (the communicator is aborted,
+  // which ends its kernels, so the stream drains).
+  void await(const std::shared_ptr<TimingEvent>& e) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds_);
+    while (!backend_->timing_event_done(*e)) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        comm_->abort();
+        throw PeerError(fmt::format("bench allreduce: a replayed allreduce did not finish within {} s (a peer "
+                                    "stopped?)",
+                                    timeout_seconds_));
+      }
+      std::this_thread::yield();
+    }
+  }
   int rank_;
   DType dtype_;
+  bool graph_;
+  double timeout_seconds_;
   std::vector<std::byte> staging_;  // the buffer's bytes on the host
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<DeviceCommunicator> comm_;
   Tensor buf_;  // (max_count); sizes use its prefix
+  // The last size's graph (after the communicator and backend it uses, so destroyed before them).
+  std::unique_ptr<CapturedWork> work_;
+  int64_t work_count_ = 0, work_iters_ = 0;
   std::vector<float> host_;
   std::string device_line_, library_, algo_, uuid_;
 };
@@ -324,11 +378,12 @@ AllreduceBenchResult run_allreduce_bench(const AllreduceBenchConfig& cfg) {
   std::unique_ptr<BenchTarget> target;
   if (cfg.gpu) {
     target = std::make_unique<GpuTarget>(max_count, rank, result.ranks, cfg.algo, cfg.timeout_seconds, cfg.dtype,
-                                         cfg.max_ctas);
+                                         cfg.max_ctas, cfg.graph);
   } else {
     target = std::make_unique<CpuTarget>(max_count, rank, cfg.dtype);
   }
   result.device = cfg.gpu ? "gpu" : "cpu";
+  result.issue = cfg.gpu && cfg.graph ? "graph" : "host";
   result.library = target->library();
   result.algo = target->algo();
   result.rank_devices = mpi_env().allgather(target->device_line());

@@ -30,6 +30,10 @@ struct AllreduceBenchConfig {
   bool gpu = true;  // false: MPI_Allreduce on host memory
   AllreduceAlgo algo = AllreduceAlgo::Ring;
   int max_ctas = 0;                // NCCL_MAX_CTAS (0: NCCL's choice), as train's --allreduce-max-ctas
+  // GPU: the timed allreduces of a size captured once into a CUDA graph and replayed, as a graphed
+  // training step issues its bucket allreduces; false: each issued from the host in turn, which adds
+  // the host's enqueue of every collective (NCCL's non-blocking mode) to the time of small ones.
+  bool graph = true;
   DType dtype = DType::F32;        // of the summed elements: F32, BF16 or F16 (the gradient exchange's)
   bool check = false;              // verify each size's sum against the known per-rank pattern
   double timeout_seconds = 300.0;  // NCCL host waits (a hung peer ends in PeerError)
@@ -66,6 +70,7 @@ struct AllreduceBenchResult {
   std::string library;                    // "NCCL 2.28.9, NCCL_ALGO=Ring" or "MPI_Allreduce, Open MPI v4.1.4"
   std::string algo;                       // NCCL_ALGO in effect, lower case ("auto": unset), or "mpi" on CPU
   std::string dtype = "fp32";             // the elements summed: fp32, bf16 or fp16
+  std::string issue = "host";             // how the timed allreduces were issued: "graph" or "host"
   std::vector<std::string> rank_devices;  // per rank: host and device (GPU name and UUID, or "cpu")
   int warmup_iters = 0, iters = 0;
   // Energy: the counter and how it was read ("" when not measured), and the mean power per device

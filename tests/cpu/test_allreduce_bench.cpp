@@ -88,6 +88,8 @@ TEST(AllreduceBenchCli, BadOptionsAreUsageErrors) {
   expect_usage({"bench", "allreduce", "--device", "cpu", "--algo", "tree"}, "--algo");
   expect_usage({"bench", "allreduce", "--device", "cpu", "--max-ctas", "4"}, "--max-ctas limits NCCL's CTAs");
   expect_usage({"bench", "allreduce", "--max-ctas", "65"}, "--max-ctas");
+  expect_usage({"bench", "allreduce", "--device", "cpu", "--issue", "graph"}, "--issue graph replays NCCL allreduces");
+  expect_usage({"bench", "allreduce", "--issue", "stream"}, "--issue");
   expect_usage({"bench", "allreduce", "--device", "tpu"}, "--device");
   expect_usage({"bench", "allreduce", "--device", "cpu", "-b", "2"}, "smaller than one fp32 element (4 bytes)");
   expect_usage({"bench", "allreduce", "--device", "cpu", "--dtype", "bf16", "-b", "1"},

@@ -57,6 +57,7 @@ json bench_json(int ranks, const std::vector<Point>& points, const std::string& 
           {"ranks", ranks},
           {"device", device},
           {"algo", algo},
+          {"issue", device == "gpu" ? "graph" : "host"},
           {"library", "NCCL 2.28.9, NCCL_ALGO=Ring"},
           {"rank_devices", devices},
           {"warmup_iters", 5},
@@ -201,6 +202,34 @@ TEST(ReportAllreduce, ColumnsPerRankCountAscendingWithRepeatMeansAndNulls) {
   EXPECT_NE(t.caption.find("busbw = algbw × 2(n−1)/n"), std::string::npos);
 }
 
+// GPU allreduces issued from the host (files written before graph replay, which have no "issue", or
+// --issue host) are another setting than graph-replayed ones of the same ranks: their small sizes
+// also time the host's enqueue. A value other than graph or host names the file.
+TEST(ReportAllreduce, HostIssuedGpuFilesKeepApartFromGraphReplayedOnes) {
+  TempDir dir;
+  const fs::path d = fs::path(dir.str()) / "bench" / "allreduce";
+  write_text(d / "graph.json", bench_json(4, {{1 << 20, 25.0}}).dump());
+  json old = bench_json(4, {{1 << 20, 199.0}});
+  old.erase("issue");
+  write_text(d / "old.json", old.dump());
+  const report::Table t = report::allreduce_table(report::find_allreduce_benches(dir.str()));
+  std::vector<std::string> csv;
+  for (const auto& c : t.columns) csv.push_back(c.csv);
+  EXPECT_EQ(csv, (std::vector<std::string>{"size", "bytes", "busbw_gbs_gpu_ring_n4", "time_us_gpu_ring_n4",
+                                           "busbw_gbs_gpu_ring_host_issued_n4", "time_us_gpu_ring_host_issued_n4"}));
+  EXPECT_EQ(t.columns[4].header, "busbw 4 GPUs, ring host-issued (GB/s)");
+  ASSERT_EQ(t.rows.size(), 1u);
+  EXPECT_DOUBLE_EQ(t.rows[0][3].value.mean, 25.0);
+  EXPECT_DOUBLE_EQ(t.rows[0][5].value.mean, 199.0);
+
+  // A file with an unknown mode is malformed: the report skips it (with a warning naming it), as
+  // it does every malformed bench file.
+  json bad = bench_json(4, {{8, 20.0}});
+  bad["issue"] = "stream";
+  write_text(d / "bad.json", bad.dump());
+  EXPECT_EQ(report::find_allreduce_benches(dir.str()).size(), 2u);
+}
+
 // Rank counts sort as numbers (16 after 2), and two settings keep apart in labelled columns.
 TEST(ReportAllreduce, ManyRanksAndSeveralSettings) {
   TempDir dir;
@@ -292,6 +321,7 @@ TEST(AllreduceBenchResults, OneProcessRunWritesWhatJsonPrints) {
   EXPECT_EQ(printed["benchmark"], "allreduce");
   EXPECT_EQ(printed["format"], report::kAllreduceBenchFormat);
   EXPECT_EQ(printed["algo"], "mpi");
+  EXPECT_EQ(printed["issue"], "host");  // MPI on host memory: no graph to replay
   EXPECT_FALSE(printed["host"].get<std::string>().empty());
   EXPECT_TRUE(std::regex_match(printed["time"].get<std::string>(), std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)")));
   const auto files = report::find_allreduce_benches(dir.str());

@@ -101,6 +101,7 @@ TEST(BenchAllreduceGpu, TwoRanksCheckedWithNccl) {
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["ranks"], 2);
   EXPECT_EQ(j["device"], "gpu");
+  EXPECT_EQ(j["issue"], "graph");  // the default: replayed from a CUDA graph, as a graphed training step
   const std::string library = j["library"];
   EXPECT_NE(library.find("NCCL 2."), std::string::npos) << library;
   if (!std::getenv("NCCL_ALGO")) {  // else the user's NCCL_ALGO wins
@@ -130,6 +131,18 @@ TEST(BenchAllreduceGpu, TwoRanksCheckedWithNccl) {
               j["rows"].back()["busbw_gbs"].get<double>(), j["rows"].back()["nj_per_byte"].get<double>(),
               j["rows"].back()["watts_per_device"].get<double>(), j["idle_watts_per_device"].get<double>(),
               library.c_str());
+
+  // The same sizes issued from the host: checked alike, and recorded as such.
+  MpiResult h = run_mpi(2, {"bench", "allreduce", "-b", "8", "-e", "1M", "-f", "8", "-w", "2", "-n", "5", "--check",
+                            "--json", "--energy-window", "0", "--issue", "host"});
+  ASSERT_EQ(h.exit_code, 0) << h.out << h.err;
+  const nlohmann::json hj = nlohmann::json::parse(h.out);
+  EXPECT_EQ(hj["issue"], "host");
+  for (const auto& row : hj["rows"]) EXPECT_EQ(row["wrong"], 0) << row.dump();
+  ASSERT_EQ(hj["rows"].size(), 6u);  // 8 B ... 256 KiB
+  ASSERT_EQ(hj["rows"][5]["bytes"], j["rows"][5]["bytes"]);
+  std::printf("[bench] 2 GPUs, 256 KiB: %.1f us replayed from a graph, %.1f us issued from the host\n",
+              j["rows"][5]["time_us"].get<double>(), hj["rows"][5]["time_us"].get<double>());
 }
 
 TEST(BenchAllreduceGpu, OneProcessRunsOnOneGpu) {
@@ -138,6 +151,7 @@ TEST(BenchAllreduceGpu, OneProcessRunsOnOneGpu) {
                               "0.3"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("1 rank(s), device gpu, NCCL"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("timed allreduces per size, replayed from a CUDA graph"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("# energy: NVML total energy counter"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("nJ/B"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("# check: passed"), std::string::npos) << r.out;
