@@ -134,10 +134,10 @@ void put_split_figures(RunResults& res, const TrainResult& r0, const std::vector
     S.predicted_joules_per_sample =
         std::isfinite(predicted.joules) && batch > 0 ? NumberFigure(predicted.joules / batch) : NumberFigure::null();
     M["predicted_seconds_per_batch"] =
-        "the probe's per-rank models at the final shares: the slowest rank's forward+backward (no update, no "
-        "exchange)";
+        "the probe's per-rank models at the final shares: the slowest rank's forward+backward+update (no exchange)";
     M["predicted_joules_per_sample"] =
-        "the same models: compute joules of every rank + idle power x waiting, per sample (no update, no exchange)";
+        "the same models: compute joules (forward+backward+update) of every rank + idle power x waiting, per sample "
+        "(no exchange)";
   }
 }
 

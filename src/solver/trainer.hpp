@@ -323,6 +323,7 @@ class Trainer {
   // Unequal ranks (trainer_split.cpp).
   void plan_split(TrainResult& result, int64_t start, const TrainCallbacks& cb);  // the probe and the policy's first shares
   std::vector<ProbeSample> probe_rank(const std::vector<int64_t>& batches);
+  ProbeSample probe_update();  // the update's seconds and joules per step (batch 0: any share)
   double measure_wait_watts();
   // auto: after step t, every rebalance_every steps, new shares when they pay (collective).
   void maybe_rebalance(RunState& s, int64_t t, const TrainCallbacks& cb);
