@@ -232,6 +232,49 @@ Table hetero_ranks_table(const std::vector<ConfigGroup>& groups) {
   return t;
 }
 
+Table split_models_table(const std::vector<ConfigGroup>& groups) {
+  const HeteroLayout l(groups);
+  Table t{"split_models",
+          "Split models: predicted against measured",
+          "For each configuration whose split came from the start-up probe's per-rank models (proportional, auto "
+          "from the probe, energy, edp): the step time and joules per sample those models predicted at the shares "
+          "the run ended with, beside what the run measured over its steady window, and measured / predicted. The "
+          "models time forward, backward and the update of each rank alone, so the exchange (its exposed wait "
+          "and the power its kernels draw beside backward) is what a ratio above 1 holds. Mean ± sample std over "
+          "repeats (each ratio is taken per run). CSV: seconds, joules.",
+          l.columns(),
+          {},
+          {}};
+  t.columns.insert(t.columns.end(), {{"shares", "shares", false},
+                                     seconds("predicted ({unit}/batch)", "predicted_seconds_per_batch"),
+                                     seconds("measured ({unit}/batch)", "seconds_per_batch"),
+                                     {"time measured / predicted", "seconds_ratio"},
+                                     joules("predicted {unit}/sample", "predicted_joules_per_sample"),
+                                     joules("measured {unit}/sample", "joules_per_sample"),
+                                     {"energy measured / predicted", "joules_ratio"}});
+  auto ratio = [](NumberFigure RunSummary::*measured, NumberFigure RunSummary::*predicted) -> RunFigure {
+    return [=](const RunRecord& r) {
+      const double m = (r.summary.*measured).value_or(kMissing), p = (r.summary.*predicted).value_or(kMissing);
+      return std::isfinite(m) && std::isfinite(p) && p > 0 ? m / p : kMissing;
+    };
+  };
+  for (const ConfigGroup* g : l.rows) {
+    if (!any_value({*g}, &RunSummary::predicted_seconds_per_batch)) continue;
+    auto cells = l.cells(*g);
+    cells.push_back(Cell::of(shares_label(*g)));
+    for (const Stat& s : {g->stat(&RunSummary::predicted_seconds_per_batch), g->stat(&RunSummary::seconds_per_batch),
+                          stat_by(*g, ratio(&RunSummary::seconds_per_batch, &RunSummary::predicted_seconds_per_batch)),
+                          g->stat(&RunSummary::predicted_joules_per_sample), g->stat(&RunSummary::joules_per_sample),
+                          stat_by(*g, ratio(&RunSummary::joules_per_sample, &RunSummary::predicted_joules_per_sample))})
+      cells.push_back(Cell::of(s));
+    t.rows.push_back(std::move(cells));
+  }
+  t.notes.push_back(
+      "Runs written before the probe timed the update predicted forward and backward alone; J/sample is null "
+      "where a rank had no energy reading (CPU ranks).");
+  return t;
+}
+
 std::string split_history_csv(const std::vector<ConfigGroup>& groups) {
   const HeteroLayout l(groups);
   std::string out = "net,batch,mix,split,variant,run_id,rank,speed,iteration,share,end_iteration\n";

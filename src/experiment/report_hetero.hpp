@@ -24,6 +24,10 @@ Table hetero_table(const std::vector<ConfigGroup>& groups);
 // One row per rank of those configurations: its local batch, speed, compute and waiting seconds per
 // batch and waiting joules (the rank_balance figure draws it).
 Table hetero_ranks_table(const std::vector<ConfigGroup>& groups);
+// One row per configuration of hetero_groups whose split came from the probe's models: the step time
+// and J/sample they predicted at the final shares beside the measured ones, and measured / predicted
+// (each per run). No rows where no run recorded a prediction.
+Table split_models_table(const std::vector<ConfigGroup>& groups);
 
 // The split history of the `auto` configurations as CSV, one line per (change, rank) of the first run
 // (in path order) of each that recorded changes: net, batch, mix, split, variant, run_id, rank, speed,

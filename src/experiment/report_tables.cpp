@@ -247,6 +247,7 @@ std::vector<Table> build_tables(const std::vector<ConfigGroup>& groups) {
   if (!hetero_groups(groups).empty()) {
     tables.push_back(hetero_table(groups));
     tables.push_back(hetero_ranks_table(groups));
+    if (Table models = split_models_table(groups); !models.rows.empty()) tables.push_back(std::move(models));
   }
   return tables;
 }

@@ -72,12 +72,20 @@ RunResults hetero_run(const std::string& mix, const std::string& policy, std::ve
 void write_mixes(const std::string& root) {
   write_run(root, hetero_run("slowdown 1+3", "even", {32, 32}, 10.0, 0));
   write_run(root, hetero_run("slowdown 1+3", "even", {32, 32}, 10.4, 1));
-  write_run(root, hetero_run("slowdown 1+3", "proportional", {48, 16}, 6.0));
+  // The model-based policies recorded what their models predicted: proportional 40 ms per batch and
+  // 75 mJ per sample against a measured 50 ms and 6 J / 64 (ratios 1.25), energy only a time.
+  RunResults proportional = hetero_run("slowdown 1+3", "proportional", {48, 16}, 6.0);
+  proportional.summary.predicted_seconds_per_batch = 0.040;
+  proportional.summary.predicted_joules_per_sample = 0.075;
+  proportional.summary.joules_per_sample = 6.0 / 64;
+  write_run(root, proportional);
   RunResults automatic = hetero_run("slowdown 1+3", "auto", {46, 18}, 6.2);
   automatic.summary.split_changes = 2.0;
   automatic.split.changes = {SplitChange{0, {32, 32}}, SplitChange{20, {44, 20}}, SplitChange{40, {46, 18}}};
   write_run(root, automatic);
-  write_run(root, hetero_run("slowdown 1+3", "energy", {40, 24}, 5.0));
+  RunResults energy = hetero_run("slowdown 1+3", "energy", {40, 24}, 5.0);
+  energy.summary.predicted_seconds_per_batch = 0.070;
+  write_run(root, energy);
   write_run(root, hetero_run("", "even", {32, 32}, 4.0));
   write_run(root, hetero_run("", "manual", {40, 24}, 4.5));
   write_run(root, hetero_run("", "even", {64, 64}, 8.0, 0, 128));  // no other split at batch 128
@@ -145,6 +153,31 @@ TEST(ReportHetero, OneRowPerMixAndSplitWithTheBestMarkedPerMix) {
   EXPECT_NE(md.find("efficiency (%)"), std::string::npos);
   EXPECT_NE(md.find("| slowdown 1+3 |"), std::string::npos);
   EXPECT_NE(slurp(dir.file("report/report.md")).find("### Unequal ranks and batch splits"), std::string::npos);
+}
+
+// The configurations whose split the probe's models chose, with what the models predicted beside
+// what was measured; the others (even, auto from even, manual) have no row.
+TEST(ReportHetero, SplitModelsPredictedAgainstMeasured) {
+  TempDir dir;
+  write_mixes(dir.str());
+  testing::report_without_plots(dir.str());
+  const auto rows = read_csv(dir.file("report/split_models.csv"));
+  ASSERT_EQ(rows.size(), 2u);
+  const auto* prop = find_row(rows, "slowdown 1+3", "proportional");
+  ASSERT_NE(prop, nullptr);
+  EXPECT_EQ(prop->at("shares"), "48+16");
+  EXPECT_DOUBLE_EQ(std::stod(prop->at("predicted_seconds_per_batch_mean")), 0.040);
+  EXPECT_DOUBLE_EQ(std::stod(prop->at("seconds_per_batch_mean")), 0.050);  // 48 x 1 ms + 2 ms
+  EXPECT_NEAR(std::stod(prop->at("seconds_ratio_mean")), 1.25, 1e-12);
+  EXPECT_NEAR(std::stod(prop->at("joules_ratio_mean")), 1.25, 1e-12);
+  const auto* energy = find_row(rows, "slowdown 1+3", "energy");
+  ASSERT_NE(energy, nullptr);
+  // 40 + 24 samples: rank 1, 24 x 3 ms, is the slowest; its 72 ms + 2 ms of exchange against 70 ms.
+  EXPECT_NEAR(std::stod(energy->at("seconds_ratio_mean")), 0.074 / 0.070, 1e-12);
+  EXPECT_TRUE(energy->at("joules_ratio_mean").empty());  // no prediction of joules: null
+  EXPECT_EQ(find_row(rows, "slowdown 1+3", "even"), nullptr);
+  EXPECT_NE(slurp(dir.file("report/report.md")).find("### Split models: predicted against measured"),
+            std::string::npos);
 }
 
 TEST(ReportHetero, ScalingTablesLeaveUnequalRanksOutAndPlainSweepsHaveNoHeteroTable) {
