@@ -149,6 +149,7 @@ nlohmann::json to_json(const AllreduceBenchResult& r, bool checked, const std::s
           {"device", r.device},
           {"algo", r.algo},
           {"issue", r.issue},
+          {"max_ctas", r.max_ctas > 0 ? nlohmann::json(r.max_ctas) : nlohmann::json()},
           {"library", r.library},
           {"rank_devices", r.rank_devices},
           {"warmup_iters", r.warmup_iters},

@@ -106,13 +106,19 @@ std::string devices_text(const std::vector<std::string>& rank_devices) {
 struct Setting {
   std::string device, algo, dtype;
   std::string issue = "host";  // GPU allreduces replayed from a CUDA graph ("graph") or host-issued
-  // the study's GPUs first; per algorithm, fp32 before the 16-bit exchanges, graph before host
-  auto order() const { return std::make_tuple(device != "gpu", device, algo, dtype != "fp32", dtype, issue); }
-  // "tree", with a 16-bit element type "tree bf16", and for host-issued GPU allreduces "tree host-issued"
-  // (graph replay, the default since it was recorded, names nothing)
+  int max_ctas = 0;            // NCCL_MAX_CTAS asked for (0: NCCL's choice)
+  // the study's GPUs first; per algorithm, fp32 before the 16-bit exchanges, graph before host,
+  // NCCL's own CTA count before capped ones
+  auto order() const {
+    return std::make_tuple(device != "gpu", device, algo, dtype != "fp32", dtype, issue, max_ctas);
+  }
+  // "tree", with a 16-bit element type "tree bf16", for host-issued GPU allreduces "tree host-issued"
+  // (graph replay, the default since it was recorded, names nothing), with a CTA cap "tree <=8 CTAs"
   std::string name() const {
-    const std::string base = dtype == "fp32" ? algo : fmt::format("{} {}", algo, dtype);
-    return device == "gpu" && issue == "host" ? base + " host-issued" : base;
+    std::string base = dtype == "fp32" ? algo : fmt::format("{} {}", algo, dtype);
+    if (device == "gpu" && issue == "host") base += " host-issued";
+    if (max_ctas > 0) base += fmt::format(" <={} CTAs", max_ctas);
+    return base;
   }
   bool operator<(const Setting& o) const { return order() < o.order(); }
 };
@@ -206,6 +212,7 @@ AllreduceBenchFile parse_allreduce_bench(const json& j, const std::string& path)
   if (j.contains("issue")) b.issue = text_field(j, "issue", path);  // else the struct's "host"
   if (b.issue != "graph" && b.issue != "host")
     throw_config("{}: \"issue\" is \"{}\", not \"graph\" or \"host\"", path, b.issue);
+  if (j.contains("max_ctas") && !j["max_ctas"].is_null()) b.max_ctas = static_cast<int>(int_field(j, "max_ctas", path));
   const auto element = static_cast<int64_t>(dtype_size(parse_float_type(b.dtype, path + ": \"dtype\"")));
   b.library = text_field(j, "library", path);
   b.warmup_iters = static_cast<int>(int_field(j, "warmup_iters", path));
@@ -288,7 +295,7 @@ Table lay_out(const std::vector<AllreduceBenchFile>& files, const std::vector<Fi
   std::map<std::pair<Setting, int>, Group> by_key;  // ordered: setting, then ranks ascending
   std::set<int64_t> sizes;
   for (const AllreduceBenchFile& f : files) {
-    const Setting setting{f.bench.device, f.bench.algo, f.bench.dtype, f.bench.issue};
+    const Setting setting{f.bench.device, f.bench.algo, f.bench.dtype, f.bench.issue, f.bench.max_ctas};
     Group& g = by_key[{setting, f.bench.ranks}];
     g.setting = setting;
     g.ranks = f.bench.ranks;

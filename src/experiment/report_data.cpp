@@ -106,6 +106,10 @@ bool is_partial(const fs::path& p) {
 std::string RunRecord::text(const std::string& key) const {
   if (key == "split" && summary.split.value_or("") == "manual" && summary.split_shares.has_value())
     return std::string("manual ").append(summary.split_shares.value());
+  // `auto` from the probe's shares (train's default) and from even shares (--auto-start even, and
+  // every auto run written before the probe start) are different configurations: only the former
+  // fitted models.
+  if (key == "split" && summary.split.value_or("") == "auto" && split.models.empty()) return "auto from even";
   // A run without a split figure (one rank on a whole device, files from before splits were
   // recorded) divided its batch evenly: the same key as a recorded even split, so scaling finds its
   // one-rank baseline.

@@ -279,7 +279,8 @@ std::string split_history_csv(const std::vector<ConfigGroup>& groups) {
   const HeteroLayout l(groups);
   std::string out = "net,batch,mix,split,variant,run_id,rank,speed,iteration,share,end_iteration\n";
   for (const ConfigGroup* g : l.rows) {
-    if (g->key.at("split") != "auto") continue;
+    const std::string& split = g->key.at("split");
+    if (split.substr(0, split.find(' ')) != "auto") continue;  // "auto" or "auto from even"
     const auto run =
         std::find_if(g->runs.begin(), g->runs.end(), [](const RunRecord* r) { return !r->split.changes.empty(); });
     if (run == g->runs.end()) continue;

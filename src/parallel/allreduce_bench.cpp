@@ -1,6 +1,7 @@
 // `bench allreduce`: sizes, nccl-tests' bandwidth definitions and the timed sweep. GPU: n
-// back-to-back NCCL allreduces between two CUDA events on the communication stream; CPU:
-// MPI_Allreduce between two MPI_Wtime readings. Both: warm-up first, ranks start together after a
+// back-to-back NCCL allreduces captured into a CUDA graph and replayed between its two timing
+// points (--issue graph), or issued from the host between two events on the communication stream
+// (--issue host); CPU: MPI_Allreduce between two steady-clock readings. Both: warm-up first, ranks start together after a
 // barrier, the reported time is the maximum over ranks of the mean per allreduce. Energy, where the
 // caller gives counters: a further window of back-to-back allreduces per size, long enough for the
 // counters' update period, summed over every rank's device, and an idle window before the sweep.
@@ -17,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include "backend/backend.hpp"
 #include "backend/devices.hpp"
@@ -179,8 +181,8 @@ class GpuTarget final : public BenchTarget {
     backend_->upload(staging_.data(), view(count));
   }
   // Through the Communicator exactly as training uses it, so each allreduce also pays for its
-  // ordering after the compute stream (an event record and a stream wait, a few microseconds of
-  // host time that only small sizes notice).
+  // ordering after the compute stream (an event record and a stream wait); issued from the host,
+  // each also pays for its enqueue, which a graph replay does not.
   double timed_seconds(int64_t count, int warmup, int iters) override {
     const Tensor t = view(count);
     for (int i = 0; i < warmup; ++i) comm_->allreduce_sum_async(t);
@@ -201,8 +203,16 @@ class GpuTarget final : public BenchTarget {
     // The energy window issues its allreduces as the timed ones were: whole replays of the size's
     // graph, the remainder (fewer than one replay holds) from the host.
     if (graph_ && work_ && work_count_ == count && work_iters_ > 0) {
-      for (; left >= work_iters_; left -= work_iters_) replay();
-      await(backend_->record_timing_event());
+      // At most two replays queued: each waits for the one before the last, so a peer that stops
+      // ends the window in PeerError after --timeout (a full launch queue would block the host in
+      // cudaGraphLaunch instead), and no replay's deadline counts time it spent queued.
+      std::shared_ptr<TimingEvent> previous;  // the end point of the replay queued before
+      for (; left >= work_iters_; left -= work_iters_) {
+        std::shared_ptr<TimingEvent> end = replay().back();
+        if (previous) await(previous);
+        previous = std::move(end);
+      }
+      if (previous) await(previous);
     }
     for (int64_t i = 0; i < left; ++i) comm_->allreduce_sum_async(t);
     comm_->synchronize_host();
@@ -225,7 +235,11 @@ class GpuTarget final : public BenchTarget {
   // allreduces on the communication stream, the join back, a second point), one untimed replay (a
   // graph's first launch also uploads it), then one replay timed between its two points.
   double graph_seconds(const Tensor& t, int iters) {
-    comm_->wait();  // the capture begins on a compute stream already past the warm-up collectives
+    // At least one allreduce of this size uncaptured first (also with -w 0): NCCL connects the
+    // algorithm and protocol a size uses on its first call, which must not happen inside a capture.
+    comm_->allreduce_sum_async(t);
+    comm_->synchronize_host();
+    comm_->wait();  // the capture begins on a compute stream already past the uncaptured collectives
     work_.reset();
     work_ = backend_->capture([&] {
       backend_->capture_timing_point();
@@ -251,14 +265,18 @@ class GpuTarget final : public BenchTarget {
   // which ends its kernels, so the stream drains).
   void await(const std::shared_ptr<TimingEvent>& e) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds_);
-    while (!backend_->timing_event_done(*e)) {
+    for (int polls = 0; !backend_->timing_event_done(*e); ++polls) {
       if (std::chrono::steady_clock::now() > deadline) {
         comm_->abort();
         throw PeerError(fmt::format("bench allreduce: a replayed allreduce did not finish within {} s (a peer "
                                     "stopped?)",
                                     timeout_seconds_));
       }
-      std::this_thread::yield();
+      // Yield while a replay is short; past a few thousand polls (milliseconds), sleep between them.
+      if (polls < 4096)
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
   }
   int rank_;
@@ -384,6 +402,7 @@ AllreduceBenchResult run_allreduce_bench(const AllreduceBenchConfig& cfg) {
   }
   result.device = cfg.gpu ? "gpu" : "cpu";
   result.issue = cfg.gpu && cfg.graph ? "graph" : "host";
+  result.max_ctas = cfg.gpu ? cfg.max_ctas : 0;
   result.library = target->library();
   result.algo = target->algo();
   result.rank_devices = mpi_env().allgather(target->device_line());

@@ -71,6 +71,7 @@ struct AllreduceBenchResult {
   std::string algo;                       // NCCL_ALGO in effect, lower case ("auto": unset), or "mpi" on CPU
   std::string dtype = "fp32";             // the elements summed: fp32, bf16 or fp16
   std::string issue = "host";             // how the timed allreduces were issued: "graph" or "host"
+  int max_ctas = 0;                       // NCCL_MAX_CTAS asked for (--max-ctas; 0: NCCL's choice)
   std::vector<std::string> rank_devices;  // per rank: host and device (GPU name and UUID, or "cpu")
   int warmup_iters = 0, iters = 0;
   // Energy: the counter and how it was read ("" when not measured), and the mean power per device

@@ -138,13 +138,18 @@ ProbeSample Trainer::probe_update() {
   std::vector<std::pair<Tensor, Tensor>> saved;  // (live, copy)
   auto keep = [&](const Tensor& t) {
     if (!t.defined() || t.numel() == 0) return;
-    Tensor copy = backend_.alloc(t.shape(), t.dtype());
+    Tensor copy = backend_.alloc(t.shape(), t.dtype()).as_layout(t.layout());
     backend_.copy(t, copy);
     saved.emplace_back(t, copy);
   };
   keep(net_->flat_params());
   keep(net_->flat_mirrors());
   for (const Tensor& h : solver_->history()) keep(h);
+  // A single process's update flags non-finite gradients itself (GradCheck): a probe gradient must
+  // not leave the run marked as diverged.
+  keep(nonfinite_);
+  // The restored compute copies are those of the restored masters, so the next forward may skip
+  // converting them as the update's flag (Net::mirrors_written_by_update) tells it to.
   const StepScalars s = step_scalars(0, 0, true);
   write_step_values(s);
   update(s);

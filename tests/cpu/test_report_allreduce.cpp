@@ -3,6 +3,7 @@
 // ascending order, holding the inputs' mean and sample std; a size missing at one count is "—" in
 // Markdown and empty in CSV; malformed files are skipped with a warning naming them. The file
 // writer never replaces a file, and a one-process `bench allreduce --results` writes what --json prints.
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -222,12 +223,22 @@ TEST(ReportAllreduce, HostIssuedGpuFilesKeepApartFromGraphReplayedOnes) {
   EXPECT_DOUBLE_EQ(t.rows[0][3].value.mean, 25.0);
   EXPECT_DOUBLE_EQ(t.rows[0][5].value.mean, 199.0);
 
+  // A CTA cap (--max-ctas) is a setting of its own too, never a repeat of NCCL's own choice.
+  json capped = bench_json(4, {{1 << 20, 40.0}});
+  capped["max_ctas"] = 8;
+  write_text(d / "capped.json", capped.dump());
+  const report::Table c = report::allreduce_table(report::find_allreduce_benches(dir.str()));
+  std::vector<std::string> headers;
+  for (const auto& col : c.columns) headers.push_back(col.header);
+  EXPECT_NE(std::find(headers.begin(), headers.end(), "time 4 GPUs, ring <=8 CTAs (µs)"), headers.end());
+  EXPECT_EQ(c.columns.size(), 8u);
+
   // A file with an unknown mode is malformed: the report skips it (with a warning naming it), as
   // it does every malformed bench file.
   json bad = bench_json(4, {{8, 20.0}});
   bad["issue"] = "stream";
   write_text(d / "bad.json", bad.dump());
-  EXPECT_EQ(report::find_allreduce_benches(dir.str()).size(), 2u);
+  EXPECT_EQ(report::find_allreduce_benches(dir.str()).size(), 3u);  // graph, old and capped
 }
 
 // Rank counts sort as numbers (16 after 2), and two settings keep apart in labelled columns.

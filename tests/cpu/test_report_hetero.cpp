@@ -117,7 +117,7 @@ TEST(ReportHetero, OneRowPerMixAndSplitWithTheBestMarkedPerMix) {
   ASSERT_EQ(rows.size(), 6u);
   // Rows of one mix together, from even to the model-based policies.
   const std::vector<std::pair<std::string, std::string>> order = {
-      {"slowdown 1+3", "even"},   {"slowdown 1+3", "proportional"}, {"slowdown 1+3", "auto"},
+      {"slowdown 1+3", "even"},   {"slowdown 1+3", "proportional"}, {"slowdown 1+3", "auto from even"},
       {"slowdown 1+3", "energy"}, {"2 equal ranks", "even"},        {"2 equal ranks", "manual 40+24"}};
   std::vector<std::pair<std::string, std::string>> got;
   for (const auto& r : rows) got.emplace_back(r.at("mix"), r.at("split"));
@@ -142,7 +142,7 @@ TEST(ReportHetero, OneRowPerMixAndSplitWithTheBestMarkedPerMix) {
   };
   EXPECT_EQ(marks("slowdown 1+3", "proportional"), "101");
   EXPECT_EQ(marks("slowdown 1+3", "energy"), "010");
-  EXPECT_EQ(marks("slowdown 1+3", "auto"), "000");
+  EXPECT_EQ(marks("slowdown 1+3", "auto from even"), "000");  // it fitted no models: it started even
   EXPECT_EQ(marks("slowdown 1+3", "even"), "000");
   // Equal ranks are their own comparison: the even split wins every objective there.
   EXPECT_EQ(marks("2 equal ranks", "even"), "111");
@@ -178,6 +178,29 @@ TEST(ReportHetero, SplitModelsPredictedAgainstMeasured) {
   EXPECT_EQ(find_row(rows, "slowdown 1+3", "even"), nullptr);
   EXPECT_NE(slurp(dir.file("report/report.md")).find("### Split models: predicted against measured"),
             std::string::npos);
+}
+
+// auto from the probe's shares (models recorded) and auto from even shares (none: --auto-start even,
+// or a run from before the probe start) are two configurations, never averaged as repeats.
+TEST(ReportHetero, AutoFromTheProbeAndFromEvenAreApart) {
+  TempDir dir;
+  RunResults probed = hetero_run("slowdown 1+3", "auto", {48, 16}, 6.0);
+  probed.split.models = {RankModel{0, 1e-3, 1e-3, 0, 0, 0}, RankModel{1, 1e-3, 3e-3, 0, 0, 0}};
+  probed.run_id += "-probed";
+  write_run(dir.str(), probed);
+  write_run(dir.str(), hetero_run("slowdown 1+3", "auto", {44, 20}, 6.4));
+  write_run(dir.str(), hetero_run("slowdown 1+3", "even", {32, 32}, 10.0));
+  testing::report_without_plots(dir.str());
+  const auto rows = read_csv(dir.file("report/hetero.csv"));
+  ASSERT_EQ(rows.size(), 3u);
+  const auto* from_probe = find_row(rows, "slowdown 1+3", "auto");
+  const auto* from_even = find_row(rows, "slowdown 1+3", "auto from even");
+  ASSERT_NE(from_probe, nullptr);
+  ASSERT_NE(from_even, nullptr);
+  EXPECT_EQ(from_probe->at("shares"), "48+16");
+  EXPECT_EQ(from_even->at("shares"), "44+20");
+  EXPECT_EQ(from_probe->at("runs"), "1");
+  EXPECT_EQ(from_even->at("runs"), "1");
 }
 
 TEST(ReportHetero, ScalingTablesLeaveUnequalRanksOutAndPlainSweepsHaveNoHeteroTable) {

@@ -61,8 +61,9 @@ void apply_algo(AllreduceAlgo algo) {
 // sets NCCL_ALGO, so that /system nccl_env records it like every other NCCL setting of the run. Why
 // a run would lower it: an overlapped allreduce's blocks occupy SMs while backward still computes
 // (and spin there while a slower rank is behind); fewer of them leave backward more of the GPU at
-// the cost of the exchange's bandwidth. An exported NCCL_MAX_CTAS takes precedence.
-void apply_max_ctas(int max_ctas) {
+// the cost of the exchange's bandwidth. An exported NCCL_MAX_CTAS takes precedence. Returns the cap
+// to put in the communicator's config as well (0: none; the user's value, or none asked for).
+int apply_max_ctas(int max_ctas) {
   static std::mutex mutex;
   std::lock_guard lock(mutex);
   static const std::optional<std::string> user_value = []() -> std::optional<std::string> {
@@ -73,12 +74,13 @@ void apply_max_ctas(int max_ctas) {
   if (user_value) {
     if (!wanted.empty() && *user_value != wanted)
       log::warn("NCCL_MAX_CTAS={} from the environment takes precedence over the requested {}", *user_value, wanted);
-    return;
+    return 0;
   }
   if (!wanted.empty())
     setenv("NCCL_MAX_CTAS", wanted.c_str(), 1);
   else
     unsetenv("NCCL_MAX_CTAS");
+  return max_ctas;
 }
 
 std::string nccl_error_text(ncclResult_t status, ncclComm_t comm) {
@@ -123,9 +125,11 @@ NcclCommunicator::NcclCommunicator(CudaBackend& backend, int rank, int size, con
     CUDA_CHECK(cudaEventCreateWithFlags(&compute_ready_, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&comm_done_, cudaEventDisableTiming));
     apply_algo(algo);
-    apply_max_ctas(max_ctas);
+    const int ctas = apply_max_ctas(max_ctas);
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;  // NCCL never blocks the host; settle() polls against the deadline
+    // Per communicator as well: NCCL reads NCCL_MAX_CTAS once per process, the config each time.
+    if (ctas > 0) config.maxCTAs = ctas;
     last_op_ = "initialisation (ncclCommInitRankConfig)";
     // With the backend's context current: NCCL takes the device (and its context) from the caller.
     ncclResult_t status = ncclCommInitRankConfig(&comm_, size, id, rank, &config);
