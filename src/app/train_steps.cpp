@@ -106,7 +106,8 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
   // Only where they differ from the defaults, so that default runs keep the ids they had before.
   if (a.options.precision != Precision::FP32) run_config["precision"] = precision_name(a.options.precision);
   if (a.parallel.exchange_dtype != DType::F32) run_config["allreduce_dtype"] = float_type_name(a.parallel.exchange_dtype);
-  if (a.parallel.allreduce_max_ctas > 0) run_config["allreduce_max_ctas"] = a.parallel.allreduce_max_ctas;
+  // Only where NCCL exchanges gradients: one process has no allreduce for the cap to change.
+  if (a.parallel.allreduce_max_ctas > 0 && par.active()) run_config["allreduce_max_ctas"] = a.parallel.allreduce_max_ctas;
   if (!a.options.cuda_graph) run_config["cuda_graph"] = false;     // --no-graph
   if (!a.options.phase_marks) run_config["phase_marks"] = false;  // --no-phase-marks
   if (!a.options.fuse_epilogues) run_config["fused_epilogues"] = false;  // --no-fuse
