@@ -252,17 +252,30 @@ double imbalance(const std::vector<double>& compute_seconds) {
   return (most - mean) / most;
 }
 
+void Rebalancer::start_from(const std::vector<RankCost>& models) {
+  fixed_.clear();
+  for (const RankCost& m : models) fixed_.push_back(std::isfinite(m.seconds_fixed) ? std::max(0.0, m.seconds_fixed) : 0.0);
+  per_sample_.clear();
+}
+
 std::optional<std::vector<int64_t>> Rebalancer::propose(const std::vector<int64_t>& shares,
                                                         const std::vector<double>& compute_seconds) {
   CNNSCALE_CHECK(shares.size() == compute_seconds.size(), "{} shares, {} times", shares.size(), compute_seconds.size());
   for (double c : compute_seconds)
     if (!(c > 0) || !std::isfinite(c)) return std::nullopt;  // nothing measured on a rank: keep the split
   if (per_sample_.size() != shares.size()) per_sample_.assign(shares.size(), 0.0);
+  const bool fixed = fixed_.size() == shares.size();
   std::vector<RankCost> speed(shares.size());
   int64_t total = 0;
   for (size_t r = 0; r < shares.size(); ++r) {
-    const double measured = compute_seconds[r] / static_cast<double>(shares[r]);
+    // The part that scales with the share: what the probe's fixed part leaves of the measurement,
+    // at least a tenth of it (a measurement below the fixed part is noise or a changed rank, and a
+    // rank is never free per sample).
+    const double a = fixed ? fixed_[r] : 0.0;
+    const double variable = std::max(compute_seconds[r] - a, 0.1 * compute_seconds[r]);
+    const double measured = variable / static_cast<double>(shares[r]);
     per_sample_[r] = per_sample_[r] > 0 ? smoothing_ * per_sample_[r] + (1 - smoothing_) * measured : measured;
+    speed[r].seconds_fixed = a;
     speed[r].seconds_per_sample = per_sample_[r];
     total += shares[r];
   }

@@ -83,11 +83,16 @@ double imbalance(const std::vector<double>& compute_seconds);
 // interval moves it only part of the way), and new shares that equalise the estimated compute
 // times are proposed when they shorten the slowest rank's estimated compute by more than
 // `hysteresis` (a fraction): noise does not make the split oscillate, and a split within a few
-// percent of balance stays.
+// percent of balance stays. Started from the probe's models (start_from), each rank's step is
+// a + b n with the probe's fixed part a kept and only b estimated online from (compute - a) / n:
+// a split with a large fixed part (the update, per-layer overhead) is then balanced as the probe
+// balanced it, not as if every second scaled with the share.
 class Rebalancer {
  public:
   explicit Rebalancer(double hysteresis = 0.03, double smoothing = 0.5)
       : hysteresis_(hysteresis), smoothing_(smoothing) {}
+  // The fixed part of each rank's step (RankCost::seconds_fixed) from here on; none: 0 for all.
+  void start_from(const std::vector<RankCost>& models);
   // `shares` in force and each rank's compute seconds per step with them (a robust average over
   // the interval); nullopt: keep them.
   std::optional<std::vector<int64_t>> propose(const std::vector<int64_t>& shares,
@@ -95,6 +100,7 @@ class Rebalancer {
 
  private:
   double hysteresis_, smoothing_;
+  std::vector<double> fixed_;       // each rank's fixed seconds per step (empty: none)
   std::vector<double> per_sample_;  // estimated seconds per sample, by rank
 };
 

@@ -213,6 +213,7 @@ void Trainer::plan_split(TrainResult& result, int64_t start, const TrainCallback
             {static_cast<int64_t>(r), batches[i], v[kModelValues + 2 * i], v[kModelValues + 2 * i + 1]});
     }
     const std::vector<int64_t> shares = choose_split(options_.split, options_.batch, models);
+    if (options_.split == SplitPolicy::Auto) rebalancer_.start_from(models);
     if (cb.on_message) cb.on_message(describe_probe(split_record_.policy, batches, models, shares));
     if (shares != shares_of(dp, options_.batch)) apply_split(shares);
   }

@@ -178,5 +178,40 @@ TEST(SplitPolicy, RebalancerConvergesAndHolds) {
   EXPECT_FALSE(Rebalancer().propose({32, 32}, {0.01, 0.0}).has_value());
 }
 
+// Started from the probe's models, the rebalancer keeps their fixed parts: at the shares the probe
+// chose it holds, noise or not, and from a split the fixed parts make uneven it moves straight to
+// the balance proportional computes. Without them it reads every second as per sample and, for a
+// rank with a large fixed part (the update on few SMs), settles elsewhere.
+TEST(SplitPolicy, RebalancerStartedFromModelsKeepsTheirFixedParts) {
+  // Rank 1: a third of the speed per sample and 3 ms fixed (an update on a small partition).
+  const std::vector<RankCost> truth = {rank(0.001, 0.00002), rank(0.003, 0.00006)};
+  const std::vector<int64_t> balanced = choose_split(SplitPolicy::Proportional, 256, truth);
+  std::vector<double> at_balance;
+  for (size_t r = 0; r < truth.size(); ++r) at_balance.push_back(truth[r].seconds(balanced[r]));
+
+  Rebalancer from_models(0.03);
+  from_models.start_from(truth);
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> noise(-0.02, 0.02);
+  for (int interval = 0; interval < 10; ++interval) {
+    std::vector<double> measured;
+    for (size_t r = 0; r < truth.size(); ++r) measured.push_back(at_balance[r] * (1 + noise(rng)));
+    EXPECT_FALSE(from_models.propose(balanced, measured).has_value()) << "interval " << interval;
+  }
+
+  // From even shares, exact measurements: one decision reaches the balance.
+  Rebalancer fresh(0.03);
+  fresh.start_from(truth);
+  const std::vector<int64_t> even = {128, 128};
+  const auto next = fresh.propose(even, {truth[0].seconds(128), truth[1].seconds(128)});
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(*next, balanced);
+
+  // Without the fixed parts the same measurement gives another split.
+  const auto blind = Rebalancer(0.03).propose(even, {truth[0].seconds(128), truth[1].seconds(128)});
+  ASSERT_TRUE(blind.has_value());
+  EXPECT_NE(*blind, balanced);
+}
+
 }  // namespace
 }  // namespace cnnscale
