@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -33,54 +34,45 @@ const char* algo_env_value(AllreduceAlgo algo) {
   return nullptr;
 }
 
-// NCCL reads NCCL_ALGO when a communicator is initialised, so it is set just before. The user's
-// own NCCL_ALGO (as found at the first call, before cnnscale ever set it) takes precedence: it is
-// how NCCL is tuned by hand, and silently overriding it would make such a run measure something
-// else than asked.
-void apply_algo(AllreduceAlgo algo) {
+// Sets one of NCCL's environment variables for the next communicator's initialisation, where NCCL
+// reads it, or unsets it for an empty `wanted`. The user's own value (as found at the first call
+// for that name, before cnnscale ever set it) takes precedence: it is how NCCL is tuned by hand,
+// and silently overriding it would make such a run measure something else than asked. Returns
+// whether `wanted` is what NCCL will see.
+bool set_nccl_variable(const char* name, const std::string& wanted) {
   static std::mutex mutex;
+  static std::map<std::string, std::optional<std::string>> user_values;
   std::lock_guard lock(mutex);
-  static const std::optional<std::string> user_algo = []() -> std::optional<std::string> {
-    const char* v = std::getenv("NCCL_ALGO");
-    return v ? std::optional<std::string>(v) : std::nullopt;
-  }();
-  const char* wanted = algo_env_value(algo);
-  if (user_algo) {
-    if (wanted && *user_algo != wanted)
-      log::warn("NCCL_ALGO={} from the environment takes precedence over the requested algorithm {}", *user_algo,
-                wanted);
-    return;
+  auto [it, first] = user_values.try_emplace(name);
+  if (first)
+    if (const char* v = std::getenv(name)) it->second = v;
+  if (it->second) {
+    if (!wanted.empty() && *it->second != wanted)
+      log::warn("{}={} from the environment takes precedence over the requested {}", name, *it->second, wanted);
+    return wanted.empty() || *it->second == wanted;
   }
-  if (wanted)
-    setenv("NCCL_ALGO", wanted, 1);
+  if (!wanted.empty())
+    setenv(name, wanted.c_str(), 1);
   else
-    unsetenv("NCCL_ALGO");
+    unsetenv(name);
+  return true;
+}
+
+void apply_algo(AllreduceAlgo algo) {
+  const char* wanted = algo_env_value(algo);
+  set_nccl_variable("NCCL_ALGO", wanted ? wanted : "");
 }
 
 // The most CTAs (one per channel) NCCL's collectives may run on, through NCCL_MAX_CTAS as apply_algo
 // sets NCCL_ALGO, so that /system nccl_env records it like every other NCCL setting of the run. Why
 // a run would lower it: an overlapped allreduce's blocks occupy SMs while backward still computes
 // (and spin there while a slower rank is behind); fewer of them leave backward more of the GPU at
-// the cost of the exchange's bandwidth. An exported NCCL_MAX_CTAS takes precedence. Returns the cap
-// to put in the communicator's config as well (0: none; the user's value, or none asked for).
+// the cost of the exchange's bandwidth. Returns the cap to put in the communicator's config as well
+// (NCCL reads the variable once per process, the config for each communicator): 0 for none asked,
+// or where the user's exported value stands.
 int apply_max_ctas(int max_ctas) {
-  static std::mutex mutex;
-  std::lock_guard lock(mutex);
-  static const std::optional<std::string> user_value = []() -> std::optional<std::string> {
-    const char* v = std::getenv("NCCL_MAX_CTAS");
-    return v ? std::optional<std::string>(v) : std::nullopt;
-  }();
   const std::string wanted = max_ctas > 0 ? std::to_string(max_ctas) : std::string();
-  if (user_value) {
-    if (!wanted.empty() && *user_value != wanted)
-      log::warn("NCCL_MAX_CTAS={} from the environment takes precedence over the requested {}", *user_value, wanted);
-    return 0;
-  }
-  if (!wanted.empty())
-    setenv("NCCL_MAX_CTAS", wanted.c_str(), 1);
-  else
-    unsetenv("NCCL_MAX_CTAS");
-  return max_ctas;
+  return set_nccl_variable("NCCL_MAX_CTAS", wanted) && max_ctas > 0 ? max_ctas : 0;
 }
 
 std::string nccl_error_text(ncclResult_t status, ncclComm_t comm) {
