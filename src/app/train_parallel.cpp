@@ -36,7 +36,8 @@ void add_parallel_options(CLI::App& cmd, ParallelArgs& a) {
       ->group(group);
   cmd.add_option("--split", a.split,
                  "Division of the global batch among ranks: even; manual (--shares); proportional (equal compute "
-                 "time from a start-up probe); auto (rebalanced online from measured compute time); energy or edp "
+                 "time from a start-up probe); auto (from the same probe, then rebalanced online from measured compute "
+                 "time); energy or edp "
                  "(fewest predicted joules or joules x seconds per batch, GPU ranks)")
       ->check(CLI::IsMember({"even", "manual", "proportional", "auto", "energy", "edp"}))
       ->capture_default_str()
