@@ -393,15 +393,19 @@ AllreduceBenchResult run_allreduce_bench(const AllreduceBenchConfig& cfg) {
   const std::vector<int64_t> sizes = allreduce_bench_sizes(cfg.min_bytes, cfg.max_bytes, cfg.step_factor, element);
   const int64_t max_count = sizes.back() / element;
 
+  // One rank's in-place allreduce moves nothing and captures no work: a replayed graph would time an
+  // empty interval (and fill the energy window with millions of empty replays), so one rank is
+  // host-issued, as nccl-tests times it, and recorded as such.
+  const bool graph = cfg.gpu && cfg.graph && result.ranks > 1;
   std::unique_ptr<BenchTarget> target;
   if (cfg.gpu) {
     target = std::make_unique<GpuTarget>(max_count, rank, result.ranks, cfg.algo, cfg.timeout_seconds, cfg.dtype,
-                                         cfg.max_ctas, cfg.graph);
+                                         cfg.max_ctas, graph);
   } else {
     target = std::make_unique<CpuTarget>(max_count, rank, cfg.dtype);
   }
   result.device = cfg.gpu ? "gpu" : "cpu";
-  result.issue = cfg.gpu && cfg.graph ? "graph" : "host";
+  result.issue = graph ? "graph" : "host";
   result.max_ctas = cfg.gpu ? cfg.max_ctas : 0;
   result.library = target->library();
   result.algo = target->algo();
