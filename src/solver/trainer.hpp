@@ -322,6 +322,8 @@ class Trainer {
 
   // Unequal ranks (trainer_split.cpp).
   void plan_split(TrainResult& result, int64_t start, const TrainCallbacks& cb);  // the probe and the policy's first shares
+  bool probes_split() const;  // whether plan_split runs the start-up probe (model policies, auto from it)
+  ProbeSample time_probe(int64_t batch, const std::function<void()>& step);
   std::vector<ProbeSample> probe_rank(const std::vector<int64_t>& batches);
   ProbeSample probe_update();  // the update's seconds and joules per step (batch 0: any share)
   double measure_wait_watts();

@@ -26,7 +26,7 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
   result.start_iteration = start;
   plan_split(result, start, cb);
   // The probe's larger batches and saved copies are not the run's: its peak memory starts here.
-  if (split_needs_probe(options_.split) || options_.split == SplitPolicy::Auto) backend_.reset_peak_memory();
+  if (probes_split()) backend_.reset_peak_memory();
   const int64_t total = total_iterations_;
 
   RunState s(options_.energy);

@@ -73,19 +73,54 @@ double Trainer::measure_wait_watts() {
   return r.gpu_joules && r.seconds > 0 ? *r.gpu_joules / r.seconds : std::nan("");
 }
 
-// This rank alone (no exchange) at each probe batch: two untimed steps (allocation, algorithm
-// choice), then enough steps to fill probe_seconds, bracketed by one host sync each side so the
-// time and the GPU's energy counter cover exactly those steps. The batch-norm running statistics
-// the probe's forward passes move are put back afterwards: the run starts as it would unprobed.
-std::vector<ProbeSample> Trainer::probe_rank(const std::vector<int64_t>& batches) {
-  std::vector<std::pair<Tensor, Tensor>> saved;  // (live, copy)
-  for (auto& [name, t] : net_->state()) {
-    Tensor copy = backend_.alloc(t.shape(), t.dtype());
-    backend_.copy(t, copy);
-    saved.emplace_back(t, copy);
+// Copies of tensors the probe's work writes, put back by restore(): the run starts as it would
+// unprobed.
+struct ProbeSaved {
+  Backend& backend;
+  std::vector<std::pair<Tensor, Tensor>> kept;  // (live, copy)
+  void keep(const Tensor& t) {
+    if (!t.defined() || t.numel() == 0) return;
+    Tensor copy = backend.alloc(t.shape(), t.dtype()).as_layout(t.layout());
+    backend.copy(t, copy);
+    kept.emplace_back(t, copy);
   }
+  void restore() {
+    for (auto& [live, copy] : kept) backend.copy(copy, live);
+  }
+};
+
+// `step` on this rank alone: two untimed runs (allocation, algorithm choice), one timed to size
+// the loop, then enough to fill probe_seconds (at least 3), bracketed by one host sync each side so
+// the time and the GPU's energy counter cover exactly those runs. Seconds and joules per run
+// (joules NaN without a GPU counter); `batch` is recorded as given.
+ProbeSample Trainer::time_probe(int64_t batch, const std::function<void()>& step) {
   measure::EnergyMonitor* energy = options_.energy;
   const bool joules = energy && energy->gpu_available() && !energy->open();
+  step();
+  step();
+  host_sync("host sync (split probe)");
+  auto t0 = Clock::now();
+  step();
+  host_sync("host sync (split probe)");
+  const double first = std::max(seconds_since(t0), 1e-6);
+  const auto steps = std::max<int64_t>(3, static_cast<int64_t>(std::ceil(options_.probe_seconds / first)));
+  if (joules) energy->begin("split probe");
+  t0 = Clock::now();
+  for (int64_t i = 0; i < steps; ++i) step();
+  host_sync("host sync (split probe)");
+  ProbeSample p{batch, seconds_since(t0) / static_cast<double>(steps), std::nan("")};
+  if (joules) {
+    const measure::EnergyReading r = energy->end(steps);
+    if (r.gpu_joules) p.joules = *r.gpu_joules / static_cast<double>(steps);
+  }
+  return p;
+}
+
+// Forward+backward of this rank alone (no exchange) at each probe batch. The batch-norm running
+// statistics the probe's forward passes move are put back afterwards.
+std::vector<ProbeSample> Trainer::probe_rank(const std::vector<int64_t>& batches) {
+  ProbeSaved saved{backend_, {}};
+  for (auto& [name, t] : net_->state()) saved.keep(t);
   std::vector<ProbeSample> out;
   for (int64_t n : batches) {
     net_->reshape(n);
@@ -98,81 +133,41 @@ std::vector<ProbeSample> Trainer::probe_rank(const std::vector<int64_t>& batches
     backend_.upload(labels.data(), net_->labels());
     const StepScalars s = step_scalars(0, 0, true);
     write_step_values(s);
-    auto pass = [&] {
+    out.push_back(time_probe(n, [&] {
       forward(s);
       backward(s, /*exchange=*/false);
-    };
-    pass();
-    pass();
-    host_sync("host sync (split probe)");
-    auto t0 = Clock::now();
-    pass();
-    host_sync("host sync (split probe)");
-    const double first = std::max(seconds_since(t0), 1e-6);
-    const auto steps = std::max<int64_t>(3, static_cast<int64_t>(std::ceil(options_.probe_seconds / first)));
-    if (joules) energy->begin("split probe");
-    t0 = Clock::now();
-    for (int64_t i = 0; i < steps; ++i) pass();
-    host_sync("host sync (split probe)");
-    ProbeSample p{n, seconds_since(t0) / static_cast<double>(steps), std::nan("")};
-    if (joules) {
-      const measure::EnergyReading r = energy->end(steps);
-      if (r.gpu_joules) p.joules = *r.gpu_joules / static_cast<double>(steps);
-    }
-    out.push_back(p);
+    }));
   }
   net_->reshape(split_.local);
-  for (auto& [live, copy] : saved) backend_.copy(copy, live);
+  saved.restore();
   return out;
 }
 
-// The update alone, as often as probe_seconds holds (at least 3 timed, after 2 untimed), on the
-// gradients the probe's last pass left: its seconds and joules per step (joules NaN unmeasured).
-// It costs the same at every share (one pass over the parameters), so it joins the models' fixed
-// parts: compute, as the run measures and `auto` balances it, is the step less its exposed
-// exchange, update included, and the update is no small part of it where few SMs stream the
-// parameters (CaffeNet bf16 on an H200: 0.45 ms on 132 SMs, 1.33 ms on 40, beside forward+backward
-// of 1.2 and 4.3 ms). Everything it writes (the f32 masters, their compute copies, the momentum) is
-// saved before and put back after, so the run starts as it would unprobed.
+// The update alone, timed as the passes are, on the gradients the probe's last pass left. It costs
+// the same at every share (one pass over the parameters), so it joins the models' fixed parts:
+// compute, as the run measures and `auto` balances it, is the step less its exposed exchange,
+// update included, and the update is no small part of it where few SMs stream the parameters
+// (CaffeNet bf16 on an H200: 0.45 ms on 132 SMs, 1.33 ms on 40, beside forward+backward of 1.2 and
+// 4.3 ms). Everything it writes (the f32 masters, their compute copies, the momentum, and a single
+// process's divergence flag, which its update sets itself) is saved before and put back after. The
+// restored compute copies are those of the restored masters, so the next forward may skip
+// converting them as the update's flag (Net::mirrors_written_by_update) tells it to.
 ProbeSample Trainer::probe_update() {
-  std::vector<std::pair<Tensor, Tensor>> saved;  // (live, copy)
-  auto keep = [&](const Tensor& t) {
-    if (!t.defined() || t.numel() == 0) return;
-    Tensor copy = backend_.alloc(t.shape(), t.dtype()).as_layout(t.layout());
-    backend_.copy(t, copy);
-    saved.emplace_back(t, copy);
-  };
-  keep(net_->flat_params());
-  keep(net_->flat_mirrors());
-  for (const Tensor& h : solver_->history()) keep(h);
-  // A single process's update flags non-finite gradients itself (GradCheck): a probe gradient must
-  // not leave the run marked as diverged.
-  keep(nonfinite_);
-  // The restored compute copies are those of the restored masters, so the next forward may skip
-  // converting them as the update's flag (Net::mirrors_written_by_update) tells it to.
+  ProbeSaved saved{backend_, {}};
+  saved.keep(net_->flat_params());
+  saved.keep(net_->flat_mirrors());
+  for (const Tensor& h : solver_->history()) saved.keep(h);
+  saved.keep(nonfinite_);
   const StepScalars s = step_scalars(0, 0, true);
   write_step_values(s);
-  update(s);
-  update(s);
-  host_sync("host sync (split probe)");
-  auto t0 = Clock::now();
-  update(s);
-  host_sync("host sync (split probe)");
-  const double first = std::max(seconds_since(t0), 1e-6);
-  const auto steps = std::max<int64_t>(3, static_cast<int64_t>(std::ceil(options_.probe_seconds / first)));
-  measure::EnergyMonitor* energy = options_.energy;
-  const bool joules = energy && energy->gpu_available() && !energy->open();
-  if (joules) energy->begin("split probe (update)");
-  t0 = Clock::now();
-  for (int64_t i = 0; i < steps; ++i) update(s);
-  host_sync("host sync (split probe)");
-  ProbeSample u{0, seconds_since(t0) / static_cast<double>(steps), std::nan("")};
-  if (joules) {
-    const measure::EnergyReading r = energy->end(steps);
-    if (r.gpu_joules) u.joules = *r.gpu_joules / static_cast<double>(steps);
-  }
-  for (auto& [live, copy] : saved) backend_.copy(copy, live);
+  const ProbeSample u = time_probe(0, [&] { update(s); });
+  saved.restore();
   return u;
+}
+
+bool Trainer::probes_split() const {
+  return split_needs_probe(options_.split) ||
+         (options_.split == SplitPolicy::Auto && options_.auto_probe && options_.parallel.size() > 1);
 }
 
 // Before the first step of run(): the wait power, and for proportional / energy / edp the probe on
@@ -185,7 +180,7 @@ void Trainer::plan_split(TrainResult& result, int64_t start, const TrainCallback
   split_record_.policy = to_string(options_.split);
   rebalancer_ = Rebalancer(options_.rebalance_hysteresis);
   if ((dp.comm && ranks > 1) || split_needs_energy(options_.split)) result.wait_watts = measure_wait_watts();
-  if (split_needs_probe(options_.split) || (options_.split == SplitPolicy::Auto && options_.auto_probe && ranks > 1)) {
+  if (probes_split()) {
     const std::vector<int64_t> batches = probe_batches(options_.batch, ranks);
     const std::vector<ProbeSample> samples = probe_rank(batches);
     RankCost own = fit_rank_cost(samples, result.wait_watts);
