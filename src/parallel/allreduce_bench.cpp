@@ -185,7 +185,10 @@ class GpuTarget final : public BenchTarget {
   // each also pays for its enqueue, which a graph replay does not.
   double timed_seconds(int64_t count, int warmup, int iters) override {
     const Tensor t = view(count);
-    for (int i = 0; i < warmup; ++i) comm_->allreduce_sum_async(t);
+    // A graph takes at least one allreduce of its size uncaptured first (also with -w 0): NCCL
+    // connects the algorithm and protocol a size uses on its first call, which must not happen
+    // inside a capture.
+    for (int i = 0; i < (graph_ ? std::max(warmup, 1) : warmup); ++i) comm_->allreduce_sum_async(t);
     comm_->synchronize_host();
     if (graph_) return graph_seconds(t, iters);
     barrier();
@@ -235,10 +238,6 @@ class GpuTarget final : public BenchTarget {
   // allreduces on the communication stream, the join back, a second point), one untimed replay (a
   // graph's first launch also uploads it), then one replay timed between its two points.
   double graph_seconds(const Tensor& t, int iters) {
-    // At least one allreduce of this size uncaptured first (also with -w 0): NCCL connects the
-    // algorithm and protocol a size uses on its first call, which must not happen inside a capture.
-    comm_->allreduce_sum_async(t);
-    comm_->synchronize_host();
     comm_->wait();  // the capture begins on a compute stream already past the uncaptured collectives
     work_.reset();
     work_ = backend_->capture([&] {
