@@ -259,10 +259,11 @@ Table split_models_table(const std::vector<ConfigGroup>& groups) {
     };
   };
   for (const ConfigGroup* g : l.rows) {
-    if (!any_value({*g}, &RunSummary::predicted_seconds_per_batch)) continue;
+    const Stat predicted = g->stat(&RunSummary::predicted_seconds_per_batch);
+    if (predicted.null()) continue;  // no run of it recorded a prediction
     auto cells = l.cells(*g);
     cells.push_back(Cell::of(shares_label(*g)));
-    for (const Stat& s : {g->stat(&RunSummary::predicted_seconds_per_batch), g->stat(&RunSummary::seconds_per_batch),
+    for (const Stat& s : {predicted, g->stat(&RunSummary::seconds_per_batch),
                           stat_by(*g, ratio(&RunSummary::seconds_per_batch, &RunSummary::predicted_seconds_per_batch)),
                           g->stat(&RunSummary::predicted_joules_per_sample), g->stat(&RunSummary::joules_per_sample),
                           stat_by(*g, ratio(&RunSummary::joules_per_sample, &RunSummary::predicted_joules_per_sample))})
