@@ -292,6 +292,34 @@ def weak_scaling_figure(rows, out):
     save(fig, out, "weak_scaling.png")
 
 
+def panel_grid(count, width, height, legend_room=1.5):
+    """A figure of `count` panels of `width` x `height` inches, in a grid rather than one row: a
+    sweep's panels (a network, or a network, batch and mix, each) side by side made figures tens to
+    hundreds of inches wide. Two to a row while that stays under 18 inches, else one; the cells left
+    over are hidden. Returns the figure and the panels in order."""
+    cols = 2 if count > 1 and 2 * width <= 18 else 1
+    rows = math.ceil(count / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(max(cols * width + legend_room, 7), height * rows), squeeze=False)
+    for ax in axes.flat[count:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat[:count])
+
+
+def tight_below_suptitle(fig, lines=2):
+    """tight_layout leaving the top for a suptitle of `lines` lines (it ignores the suptitle, which
+    then overlapped a single row's panel title)."""
+    top = 1 - (0.12 + 0.22 * lines) / fig.get_figheight()
+    fig.tight_layout(rect=(0, 0, 1, top))
+    # tight_layout gives up (with a warning) where long tick labels leave it no room: keep the top.
+    fig.subplots_adjust(top=min(fig.subplotpars.top, top - 0.3 / fig.get_figheight()))
+
+
+def legend_right(fig, axes, handles, names, **kwargs):
+    """The figure's legend to the right of its rightmost panel, outside every panel."""
+    right = max(ax.get_position().x1 for ax in axes)
+    fig.legend(handles, names, loc="center left", bbox_to_anchor=(right + 0.005, 0.5), **kwargs)
+
+
 def phases_figure(rows, out):
     """Stacked parts of the step, one subplot per network: each with its own scale and unit, as
     networks differ by orders of magnitude and a shared axis would flatten the small ones."""
@@ -304,10 +332,8 @@ def phases_figure(rows, out):
         nets.setdefault(r["net"], []).append(r)
     ns = [runs_of(r) for r in rows]
     show_n = len(set(ns)) > 1
-    widths = [max(3.5, 0.55 * len(rs) + 1.5) for rs in nets.values()]
-    fig, axes = plt.subplots(1, len(nets), figsize=(max(sum(widths) + 1.5, 7), 4.6), squeeze=False,
-                             gridspec_kw={"width_ratios": widths})
-    for ax, (net, rs) in zip(axes[0], nets.items()):
+    fig, axes = panel_grid(len(nets), max(max(3.5, 0.55 * len(rs) + 1.5) for rs in nets.values()), 4.6)
+    for ax, (net, rs) in zip(axes, nets.items()):
         unit, si = pick_unit("s", [number(r["total_ms_mean"]) * 1e-3 for r in rs])
         scale = 1e-3 / si  # the table's ms -> this subplot's unit
         x = np.arange(len(rs))
@@ -323,16 +349,14 @@ def phases_figure(rows, out):
         ax.set_xlabel(f"batch-{DEVICES}")
         ax.set_ylabel(f"{unit} per batch")
         ax.set_ylim(bottom=0)
-    handles, names = axes[0][0].get_legend_handles_labels()
+    handles, names = axes[0].get_legend_handles_labels()
     fig.suptitle("Parts of the full training step (slowest rank; they add up to the measured total)\n"
                  + (f"(means of n = {ns[0]} run{'s' if ns[0] != 1 else ''} each)" if len(set(ns)) == 1
                     else "(means of n runs per bar as labelled)"), fontsize=11)
-    fig.tight_layout()
-    right = axes[0][-1].get_position().x1
+    tight_below_suptitle(fig)
     # Top of the stack first, as the eye reads the bars; outside the axes so no bar is covered.
     order = [names.index("total (measured)")] + [i for i in reversed(range(len(names))) if names[i] != "total (measured)"]
-    fig.legend([handles[i] for i in order], [names[i] for i in order], loc="center left",
-               bbox_to_anchor=(right + 0.005, 0.5), fontsize=8)
+    legend_right(fig, axes, [handles[i] for i in order], [names[i] for i in order], fontsize=8)
     save(fig, out, "phases.png")
 
 
@@ -530,7 +554,9 @@ def main():
     if "hetero" in wanted:
         import report_plots_hetero as hetero  # beside this script: Python puts its folder on sys.path
 
-        helpers = types.SimpleNamespace(number=number, pick_unit=pick_unit, save=save, leave_out=leave_out)
+        helpers = types.SimpleNamespace(number=number, pick_unit=pick_unit, save=save, leave_out=leave_out,
+                                        panel_grid=panel_grid, legend_right=legend_right,
+                                        tight_below_suptitle=tight_below_suptitle)
         hetero.rank_balance_figure(read_table(a.tables, "hetero_ranks"), a.out, helpers)
         hetero.split_history_figure(read_table(a.tables, "split_history"), a.out, helpers)
     if a.left_out:

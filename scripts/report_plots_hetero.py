@@ -37,17 +37,10 @@ def rank_balance_figure(rows, out, h):
         h.leave_out(out, name, "no rank recorded its compute time (runs without per-rank balance figures)")
         return
     sets = _sets(rows)
-    # A grid, not one row: the full heterogeneous study has 24 sets of 20 bars (4 networks x 3
-    # batches x 2 mixes; 5 policies x 4 ranks), which side by side made a figure hundreds of inches
-    # wide. Panels as wide as the widest set needs, two to a row while that stays under 18 inches.
-    width = max(max(3.5, 0.75 * len(rs) + 1.5) for rs in sets.values())
-    cols = 2 if len(sets) > 1 and 2 * width <= 18 else 1
-    nrows = math.ceil(len(sets) / cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(max(cols * width + 1.5, 7), 4.8 * nrows), squeeze=False)
-    for ax in axes.flat[len(sets):]:
-        ax.set_visible(False)
+    # Panels as wide as the widest set needs (the full heterogeneous study has 24 sets of 20 bars).
+    fig, axes = h.panel_grid(len(sets), max(max(3.5, 0.75 * len(rs) + 1.5) for rs in sets.values()), 4.8)
     ns = set()
-    for ax, (key, rs) in zip(axes.flat, sets.items()):
+    for ax, (key, rs) in zip(axes, sets.items()):
         tops = [h.number(r["compute_s_mean"]) + np.nan_to_num(h.number(r["imbalance_wait_s_mean"])) for r in rs]
         unit, si = h.pick_unit("s", tops)
         x, ticks, labels, centres, splits = 0.0, [], [], [], []
@@ -77,16 +70,14 @@ def rank_balance_figure(rows, out, h):
         finite = [v / si for v in tops if not math.isnan(v)]
         ax.set_ylim(0, 1.1 * max(finite) if finite and max(finite) > 0 else 1)  # headroom over the tallest bar
         ax.grid(True, axis="y", alpha=0.3)
-    handles, names = axes[0][0].get_legend_handles_labels()
+    handles, names = axes[0].get_legend_handles_labels()
     seen = dict(zip(names, handles))
     runs = sorted(ns) or [1]
     fig.suptitle("Busy and waiting time per batch of each rank\n"
                  + (f"(means of n = {runs[0]} run{'s' if runs[0] != 1 else ''} each)" if len(runs) == 1
                     else f"(means of {runs[0]}–{runs[-1]} runs per bar)"), fontsize=11)
-    fig.tight_layout()
-    right = max(ax.get_position().x1 for ax in axes.flat if ax.get_visible())
-    fig.legend(list(reversed(seen.values())), list(reversed(seen.keys())), loc="center left",
-               bbox_to_anchor=(right + 0.005, 0.5), fontsize=8)
+    h.tight_below_suptitle(fig)
+    h.legend_right(fig, axes, list(reversed(seen.values())), list(reversed(seen.keys())), fontsize=8)
     h.save(fig, out, name)
 
 
