@@ -36,6 +36,7 @@ struct TimeArgs {
   bool no_fuse = false;
   std::string conv_search = "all";
   std::string layout = "auto";
+  std::string batchnorm = "auto";
 };
 
 void run_time(TimeArgs& a) {
@@ -52,7 +53,8 @@ void run_time(TimeArgs& a) {
   NetSpec spec = NetSpec::load(resolve_network_path(a.net), net_options);
   std::unique_ptr<Backend> backend = make_backend(a.device, a.sm_count, a.options.precision,
                                                   {.conv_search = conv_search_from_name(a.conv_search),
-                                                   .layout = layout_choice_from_name(a.layout)});
+                                                   .layout = layout_choice_from_name(a.layout),
+                                                   .batchnorm = batchnorm_kernels_from_name(a.batchnorm)});
 
   std::optional<FusedSpec> fused;
   if (!a.no_fuse) fused.emplace(fuse_epilogues(spec));
@@ -94,6 +96,7 @@ void run_time(TimeArgs& a) {
                         {"fused_epilogues", fused ? fused->fused.size() : 0},
                         {"conv_search", a.conv_search},
                         {"layout", a.layout},
+                        {"batchnorm", a.batchnorm},
                         {"layers", layers}};
     std::printf("%s\n", j.dump().c_str());
     std::fflush(stdout);
@@ -141,7 +144,7 @@ void register_time(CLI::App& app) {
   cmd->add_flag("--no-fuse", a.no_fuse,
                 "Time every layer as written instead of with batch norm and convolution epilogues fused, as training "
                 "runs them");
-  add_gpu_algorithm_options(cmd, a.conv_search, a.layout);
+  add_gpu_algorithm_options(cmd, a.conv_search, a.layout, a.batchnorm);
   cmd->callback([args] { run_time(*args); });
 }
 

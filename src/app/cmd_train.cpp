@@ -25,7 +25,8 @@ void run_train(TrainArgs& a) {
   ParallelRun par(a.parallel, a.device, a.options.batch, a.options.precision,
                   {.conv_search = conv_search_from_name(a.conv_search),
                    .deterministic = a.deterministic,
-                   .layout = layout_choice_from_name(a.layout)});
+                   .layout = layout_choice_from_name(a.layout),
+                   .batchnorm = batchnorm_kernels_from_name(a.batchnorm)});
   a.options.batch = par.global_batch();
   const TrainInputs in = load_train_inputs(a);
   const nlohmann::json run_config = describe_run(a, in, par);
@@ -140,7 +141,7 @@ void register_train(CLI::App& app) {
                 "Run every layer as written instead of fusing each batch norm's following ReLU and residual sum, "
                 "and each convolution's following ReLU, into it (the default: the same function, fewer passes over "
                 "memory)");
-  add_gpu_algorithm_options(cmd, a.conv_search, a.layout);
+  add_gpu_algorithm_options(cmd, a.conv_search, a.layout, a.batchnorm);
   cmd->add_flag("--deterministic", a.deterministic,
                 "GPU: deterministic algorithms only, chosen by cuDNN's heuristics rather than by timing, so that "
                 "every process chooses alike and a run resumed from a checkpoint continues bit for bit (convolutions "

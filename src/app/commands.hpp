@@ -16,10 +16,11 @@ void register_sweep(CLI::App& app);
 void register_report(CLI::App& app);
 void register_infer(CLI::App& app);
 
-// --conv-search and --layout, which train and time share: which convolution implementations a
+// --conv-search, --layout and --batchnorm, which train and time share: which convolution implementations a
 // GPU backend's search times, and the memory order of the activations (backend.hpp's
 // AlgorithmChoice, built by conv_search_from_name and layout_choice_from_name).
-inline void add_gpu_algorithm_options(CLI::App* cmd, std::string& conv_search, std::string& layout) {
+inline void add_gpu_algorithm_options(CLI::App* cmd, std::string& conv_search, std::string& layout,
+                                      std::string& batchnorm) {
   cmd->add_option("--conv-search", conv_search,
                   "GPU convolution algorithms each shape's search times: all (cuDNN's legacy algorithms, its "
                   "graph-API engines, the lowered im2col + GEMM form and, for a first convolution, the form "
@@ -31,6 +32,12 @@ inline void add_gpu_algorithm_options(CLI::App* cmd, std::string& conv_search, s
                   "Memory order of 4-d activations and filters: auto (channels-last on a GPU in bf16, fp16 and "
                   "tf32, NCHW otherwise), or nchw / nhwc forced (nhwc on a GPU only), to measure what it costs")
       ->check(CLI::IsMember({"auto", "nchw", "nhwc"}))
+      ->capture_default_str();
+  cmd->add_option("--batchnorm", batchnorm,
+                  "Kernels of channels-last training batch norm on a GPU: auto (cuDNN's persistent ones on a whole "
+                  "GPU, cnnscale's own on an SM partition, where cuDNN's fail or crawl), cudnn or cnnscale "
+                  "everywhere, to compare them")
+      ->check(CLI::IsMember({"auto", "cudnn", "cnnscale"}))
       ->capture_default_str();
 }
 

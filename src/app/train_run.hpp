@@ -32,6 +32,7 @@ struct TrainArgs {
   std::string conv_search = "all";  // --conv-search: all | legacy | no-width (ConvSearch)
   bool deterministic = false;       // --deterministic (AlgorithmChoice)
   std::string layout = "auto";      // --layout: auto | nchw | nhwc (LayoutChoice)
+  std::string batchnorm = "auto";   // --batchnorm: auto | cudnn | cnnscale (BatchNormKernels)
   bool mfu = false;                // --mfu: measure the matmul peak after training (put_mfu)
   std::vector<int64_t> input_shape;
   int64_t classes = 0;

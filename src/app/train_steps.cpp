@@ -114,6 +114,7 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
   if (a.conv_search != "all") run_config["conv_search"] = a.conv_search;  // --conv-search legacy or no-width
   if (a.deterministic) run_config["deterministic"] = true;                 // --deterministic
   if (a.layout != "auto") run_config["layout"] = a.layout;                // --layout nchw|nhwc
+  if (a.batchnorm != "auto") run_config["batchnorm"] = a.batchnorm;       // --batchnorm cudnn|cnnscale
   if (dataset_info(a.data).synthetic) {
     run_config["synthetic_fill"] = a.synthetic_fill;
     run_config["input_shape"] = in.spec.input_shape();

@@ -420,6 +420,16 @@ enum class LayoutChoice { Auto, NCHW, NHWC };
 inline LayoutChoice layout_choice_from_name(const std::string& s) {
   return s == "nchw" ? LayoutChoice::NCHW : s == "nhwc" ? LayoutChoice::NHWC : LayoutChoice::Auto;
 }
+// Which kernels run a GPU's channels-last training batch norm (--batchnorm): Auto, cuDNN's
+// persistent kernels on a whole GPU and cnnscale's own on an SM partition, where cuDNN's persistent
+// kernels fail and its other channels-last ones are some 20x slower; Cudnn, cuDNN's on a partition
+// too (to measure that); Cnnscale, cnnscale's own everywhere (to compare them on a whole GPU).
+// Channels-first batch norm is cuDNN's whatever this says; the CPU has one implementation.
+enum class BatchNormKernels { Auto, Cudnn, Cnnscale };
+// From --batchnorm's value, which the command line has checked to be "auto", "cudnn" or "cnnscale".
+inline BatchNormKernels batchnorm_kernels_from_name(const std::string& s) {
+  return s == "cudnn" ? BatchNormKernels::Cudnn : s == "cnnscale" ? BatchNormKernels::Cnnscale : BatchNormKernels::Auto;
+}
 // How a GPU backend chooses its algorithms and memory order.
 struct AlgorithmChoice {
   ConvSearch conv_search = ConvSearch::All;
@@ -428,6 +438,7 @@ struct AlgorithmChoice {
   // (--deterministic; convolutions then choose among the legacy algorithms, whatever conv_search).
   bool deterministic = false;
   LayoutChoice layout = LayoutChoice::Auto;
+  BatchNormKernels batchnorm = BatchNormKernels::Auto;
 };
 std::unique_ptr<Backend> make_backend(const std::string& spec, int sm_count = 0, Precision precision = Precision::FP32,
                                       AlgorithmChoice algorithms = {});

@@ -62,6 +62,8 @@ std::unique_ptr<Backend> make_backend(const std::string& spec, int sm_count, Pre
     if (sm_count != 0) throw_config("--sm-counts applies to GPU ranks");
     if (algorithms.layout == LayoutChoice::NHWC)
       throw_config("--layout nhwc runs on a GPU only: the CPU backend computes in NCHW");
+    if (algorithms.batchnorm != BatchNormKernels::Auto)
+      throw_config("--batchnorm chooses GPU kernels: the CPU backend has one batch norm");
     check_backend_precision(spec, precision);
     return std::make_unique<CpuBackend>();
   }

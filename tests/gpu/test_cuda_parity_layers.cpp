@@ -294,12 +294,14 @@ INSTANTIATE_TEST_SUITE_P(Layers, CudaParityLayer16,
                            return std::get<0>(info.param).name + "_" + dtype_name(std::get<1>(info.param));
                          });
 
-// ---- batch norm on a partition of the GPU's SMs ----------------------------------------------------
+// ---- batch norm on a partition of the GPU's SMs, and cnnscale's own kernels -------------------------
 // A slow rank of a heterogeneous mix runs in a green context of part of the GPU's SMs, where cuDNN's
-// persistent channels-last batch-norm kernels fail (they size their grid for the whole device), so
-// the backend runs the spatial kernels there and the fused ReLU and addend op by op
-// (CudaBackend::bn_persistent). Every batch-norm case in bf16 and f16 on a partition of 16 SMs (or
-// the device's smallest), against the CPU with the 16-bit tolerances of CudaParityLayer16.
+// persistent channels-last batch-norm kernels fail (they size their grid for the whole device) and
+// its spatial ones crawl, so the backend runs cnnscale's own kernels there (--batchnorm auto,
+// CudaBackend::own_batchnorm). Every batch-norm case in bf16 and f16 on a partition of 16 SMs (or
+// the device's smallest), against the CPU with the 16-bit tolerances of CudaParityLayer16; and the
+// same cases on the whole GPU with --batchnorm cnnscale, in f32 (channels-last, as a TF32 run has
+// it) with the f32 tolerances, and in bf16 and f16.
 #if CNNSCALE_HAVE_CUDA
 std::vector<LayerCase> batchnorm_cases() {
   std::vector<LayerCase> out;
@@ -312,7 +314,86 @@ std::vector<LayerCase> batchnorm_cases() {
                           "scale_filler: {type: uniform, min: 0.5, max: 1.5}\nshift_filler: {type: gaussian, std: 0.5}",
                           {{32, 64, 56, 56}, {32, 64, 56, 56}}, kTolReduction, kTolBnBackward, {}, {}, 2.0f, true,
                           false});
+  // More channels than one block's 256 threads take in one-element packs (302 is no multiple of a
+  // 16-byte pack in any dtype): the own kernels' channel slices and their partial sums.
+  out.push_back(LayerCase{"batchnorm_relu_c302_sliced",
+                          "type: BatchNorm\nrelu: true\n"
+                          "scale_filler: {type: uniform, min: 0.5, max: 1.5}\nshift_filler: {type: gaussian, std: 0.5}",
+                          {{3, 302, 5, 7}},
+                          kTolReduction,
+                          kTolBnBackward});
   return out;
+}
+
+// The whole GPU with cnnscale's batch-norm kernels. TF32 allowed, so that f32 activations are
+// channels-last (the layout those kernels run in) as 16-bit ones are in any precision.
+Backend& own_batchnorm_backend() {
+  static Backend* b = make_backend("gpu:0", 0, Precision::TF32, {.batchnorm = BatchNormKernels::Cnnscale}).release();
+  return *b;
+}
+
+class CudaParityBatchNormOwn : public ::testing::TestWithParam<std::tuple<LayerCase, DType>> {};
+
+TEST_P(CudaParityBatchNormOwn, ForwardBackward) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  const auto& [c, dtype] = GetParam();
+  Backend& g = own_batchnorm_backend();
+  ASSERT_EQ(g.activation_layout_for(dtype), Layout::NHWC);
+  if (dtype == DType::F32)
+    expect_layer_parity(c, g, dtype, c.tol_forward, c.tol_backward);
+  else
+    expect_layer_parity(c, g, dtype, tol_16bit(dtype), tol_16bit(dtype));
+}
+
+INSTANTIATE_TEST_SUITE_P(Layers, CudaParityBatchNormOwn,
+                         ::testing::Combine(::testing::ValuesIn(batchnorm_cases()),
+                                            ::testing::Values(DType::F32, DType::BF16, DType::F16)),
+                         [](const ::testing::TestParamInfo<std::tuple<LayerCase, DType>>& info) {
+                           return std::get<0>(info.param).name + "_" + dtype_name(std::get<1>(info.param));
+                         });
+
+// Channels far from zero mean: x = 500 + U(-1, 1) in f32. The batch variance (~1/3) is a difference
+// of E[x^2] ~ 2.5e5 and E[x]^2; formed from plain fp32 sums it would lose mean^2 / var ~ 7.5e5 times
+// fp32's unit roundoff (6e-8), some 4% of it, and inv_std half of that. The own kernels sum x minus
+// one of the channel's own values, which keeps that ratio of order one, so mean and inv_std must
+// match a double reference over the same stored values to the f32 reduction tolerance; the running
+// variance (unbiased, momentum 0.1 from 1) likewise.
+TEST(CudaBatchNormOwn, StatisticsOfChannelsFarFromZeroMean) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  Backend& g = own_batchnorm_backend();
+  const int64_t n = 16, c = 8, h = 9, w = 9, rows = n * h * w;
+  const Shape shape{n, c, h, w};
+  Tensor x = g.alloc(shape).as_layout(Layout::NHWC), y = g.alloc(shape).as_layout(Layout::NHWC);
+  fill_uniform(g, x, 11, 499.0f, 501.0f);
+  const std::vector<float> xs = to_host(g, x);  // NCHW order, whatever x's memory order
+  auto at = [&](int64_t sample, int64_t ch, int64_t pixel) {
+    return xs[static_cast<size_t>((sample * c + ch) * h * w + pixel)];
+  };
+  auto param = [&](float v) {
+    Tensor t = g.alloc(Shape{c});
+    g.fill(t, v);
+    return t;
+  };
+  Tensor scale = param(1.0f), shift = param(0.0f), rmean = param(0.0f), rvar = param(1.0f), smean = param(0.0f),
+         sinv = param(0.0f);
+  BatchNormParams p;
+  p.momentum = 0.1f;
+  g.batchnorm_forward_train(p, x, scale, shift, rmean, rvar, y, smean, sinv);
+  const std::vector<float> got_mean = to_host(g, smean), got_inv = to_host(g, sinv), got_rvar = to_host(g, rvar);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double sum = 0.0;
+    for (int64_t sample = 0; sample < n; ++sample)
+      for (int64_t pixel = 0; pixel < h * w; ++pixel) sum += at(sample, ch, pixel);
+    const double mean = sum / static_cast<double>(rows);
+    double ss = 0.0;
+    for (int64_t sample = 0; sample < n; ++sample)
+      for (int64_t pixel = 0; pixel < h * w; ++pixel) ss += std::pow(at(sample, ch, pixel) - mean, 2);
+    const double var = ss / static_cast<double>(rows), inv = 1.0 / std::sqrt(var + p.eps);
+    const double rvar_want = 0.9 * 1.0 + 0.1 * ss / static_cast<double>(rows - 1);
+    EXPECT_NEAR(got_mean[static_cast<size_t>(ch)], mean, mean * kTolReduction) << "channel " << ch;
+    EXPECT_NEAR(got_inv[static_cast<size_t>(ch)], inv, inv * kTolReduction) << "channel " << ch;
+    EXPECT_NEAR(got_rvar[static_cast<size_t>(ch)], rvar_want, rvar_want * kTolReduction) << "channel " << ch;
+  }
 }
 
 // The partitioned backend, made once; nullptr with `why` where the GPU or driver has none to give.

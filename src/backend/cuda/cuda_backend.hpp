@@ -115,6 +115,9 @@ struct CudaBackendOptions {
   ConvWidthLowering width_lowering = ConvWidthLowering::Measured;
   // Auto: activation_layout_for's rule; NCHW or NHWC: that order in every precision (--layout).
   LayoutChoice layout = LayoutChoice::Auto;
+  // Whose kernels run channels-last training batch norm (--batchnorm; backend.hpp's BatchNormKernels,
+  // own_batchnorm()).
+  BatchNormKernels batchnorm = BatchNormKernels::Auto;
 };
 
 // The algorithm chosen for one direction of one convolution shape, and what it needs.
@@ -587,6 +590,13 @@ class CudaBackend final : public Backend {
   // (CUDNN_STATUS_EXECUTION_FAILED: ResNet-34 bf16 on 66- and 33-SM partitions of an H200), so a
   // partition runs channels-last batch norm through the non-persistent spatial kernels instead.
   bool bn_persistent() const { return ctx_->granted_sms() == 0 || ctx_->granted_sms() >= sm_count_; }
+  // Whether a training batch norm of x runs cnnscale's channels-last kernels (cuda_bn_kernels.cu)
+  // rather than cuDNN's: channels-last 4-d x, as options_.batchnorm says (Auto: on a partition).
+  bool own_batchnorm(const Tensor& x) const {
+    if (x.layout() != Layout::NHWC || x.shape().rank() != 4) return false;
+    return options_.batchnorm == BatchNormKernels::Cnnscale ||
+           (options_.batchnorm == BatchNormKernels::Auto && !bn_persistent());
+  }
   // Reserve space of channels-last batch norm, from each training forward to its backward, by x.
   std::map<const void*, Tensor> bn_reserve_;
   std::array<Tensor, 10> staging_;  // see staging()

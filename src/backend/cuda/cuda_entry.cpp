@@ -39,6 +39,7 @@ std::unique_ptr<Backend> make_cuda_backend(int device_index, int sm_count, bool 
   if (algorithms.conv_search != ConvSearch::All) options.width_lowering = ConvWidthLowering::Never;
   options.deterministic = algorithms.deterministic;
   options.layout = algorithms.layout;
+  options.batchnorm = algorithms.batchnorm;
   return std::make_unique<CudaBackend>(device_index, options);
 }
 

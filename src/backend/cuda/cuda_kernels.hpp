@@ -63,6 +63,21 @@ void launch_lrn_rows_forward(DType t, int64_t rows, int64_t channels, int size, 
                              const void* x, void* y, cudaStream_t stream);
 void launch_lrn_rows_backward(DType t, int64_t rows, int64_t channels, int size, float alpha, float beta, float k,
                               const void* x, const void* y, const void* dy, void* dx, cudaStream_t stream);
+// Training batch norm over `rows` rows of `c` channels (channels-last x), cnnscale's own kernels
+// (cuda_bn_kernels.cu), sized to `sms` SMs; statistics, scale and shift are f32, as with cuDNN.
+// Forward: batch statistics, save_mean, save_inv_std = 1/sqrt(biased var + eps), the running
+// statistics updated as cuDNN does (momentum, unbiased variance), y = ReLU?(x_hat scale + shift [+ z]);
+// z may be null. Backward: y is the forward's output where a ReLU was fused (dy is gated by y > 0),
+// else null; dx, dscale and dshift are overwritten, and dz (may be null) receives the gated dy.
+// Both need bn_rows_workspace_bytes(rows, c, sms) bytes of `workspace`.
+int64_t bn_rows_workspace_bytes(int64_t rows, int64_t c, int sms);
+void launch_bn_rows_forward_train(DType t, int64_t rows, int64_t c, int sms, const void* x, const void* z,
+                                  const float* scale, const float* shift, float momentum, double eps,
+                                  float* running_mean, float* running_var, float* save_mean, float* save_inv_std,
+                                  bool relu, void* y, void* workspace, cudaStream_t stream);
+void launch_bn_rows_backward(DType t, int64_t rows, int64_t c, int sms, const void* x, const void* dy, const void* y,
+                             const float* scale, const float* save_mean, const float* save_inv_std, void* dx,
+                             float* dscale, float* dshift, void* dz, void* workspace, cudaStream_t stream);
 // y = alpha * x + beta * y; beta == 0 ignores y's old contents (BLAS convention).
 void launch_axpby(DType t, int64_t n, float alpha, const void* x, float beta, void* y, cudaStream_t stream);
 // y = x > 0 ? x : 0; dx = y > 0 ? dy : 0 (in place allowed: x == y, dy == dx).

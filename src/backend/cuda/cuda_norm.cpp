@@ -1,7 +1,8 @@
 // Normalisation ops on CUDA: cross-channel LRN (cuDNN, or cnnscale's kernels channels-last) and
-// spatial batch norm (cuDNN). Activations and their gradients may be f32, bf16 or f16 (one dtype per
-// call); batch-norm scale, shift and statistics are f32 in every precision (cuDNN's derived BN
-// descriptor is float for 16-bit x).
+// spatial batch norm (cuDNN, or cnnscale's channels-last kernels where own_batchnorm() says).
+// Activations and their gradients may be f32, bf16 or f16 (one dtype per call); batch-norm scale,
+// shift and statistics are f32 in every precision (cuDNN's derived BN descriptor is float for
+// 16-bit x).
 #include <utility>
 
 #include "backend/cuda/cuda_backend.hpp"
@@ -164,6 +165,16 @@ void CudaBackend::batchnorm_forward_train(const BatchNormParams& p, const Tensor
     throw_runtime("{} on cuda: x {} has one value per channel; batch statistics need at least two", op,
                   x.shape().to_string());
   activate();
+  if (own_batchnorm(x)) {
+    const int64_t rows = x.numel() / c;
+    const int sms = granted_sms() > 0 ? granted_sms() : sm_count_;
+    void* ws = workspace(static_cast<size_t>(cuda::bn_rows_workspace_bytes(rows, c, sms)));
+    cuda::launch_bn_rows_forward_train(x.dtype(), rows, c, sms, x.raw(), fused.z.defined() ? fused.z.raw() : nullptr,
+                                       scale.f32(), shift.f32(), p.momentum, p.eps, running_mean.f32(),
+                                       running_var.f32(), save_mean.f32(), save_inv_std.f32(), p.relu, y.raw(), ws,
+                                       stream());
+    return;
+  }
   cuda::set_desc(desc_a_, x, op);
   CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(desc_c_, desc_a_, CUDNN_BATCHNORM_SPATIAL));
   const float one = 1.0f, zero = 0.0f;
@@ -259,6 +270,15 @@ void CudaBackend::batchnorm_backward(const BatchNormParams& p, const Tensor& x, 
   check_bn_param(op, "dshift", dshift, c, device_);
   if (x.numel() == 0) return;
   activate();
+  if (own_batchnorm(x)) {  // the gate and the addend's gradient inside its kernels
+    const int64_t rows = x.numel() / c;
+    const int sms = granted_sms() > 0 ? granted_sms() : sm_count_;
+    void* ws = workspace(static_cast<size_t>(cuda::bn_rows_workspace_bytes(rows, c, sms)));
+    cuda::launch_bn_rows_backward(x.dtype(), rows, c, sms, x.raw(), dy.raw(), p.relu ? fused.y.raw() : nullptr,
+                                  scale.f32(), save_mean.f32(), save_inv_std.f32(), dx.raw(), dscale.f32(),
+                                  dshift.f32(), fused.dz.defined() ? fused.dz.raw() : nullptr, ws, stream());
+    return;
+  }
   // Without cuDNN's fused backward, the gradient reaching bn(x) is dy gated by the ReLU's output,
   // staged, and is also the addend's gradient.
   const bool fused_in_cudnn = cudnn_fuses(p, x, bn_persistent());
