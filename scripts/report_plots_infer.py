@@ -1,7 +1,8 @@
 """Figures of `cnnscale infer` results for `cnnscale report` (imported by report_plots.py), from the
 inference table (offline files, mean and std over the files that repeat a setting): throughput
 against batch size, energy efficiency (images/J) against batch size, and p99 latency against
-throughput, each with one panel per network and one line per device and precision.
+throughput, each with one panel per network and one line per device and precision (and rank count,
+for jobs of several ranks: their images/s and energy are the job's).
 
 The helpers (number, save, leave_out) come from report_plots.py as arguments, so that these figures
 follow its file naming and left-out list.
@@ -14,11 +15,14 @@ from matplotlib import ticker
 
 
 def _networks(rows):
-    """{network: {"device, precision": [rows by ascending batch]}}, networks and series sorted."""
+    """{network: {"device, precision[, N ranks (sum)]": [rows by ascending batch]}}, networks and series
+    sorted; a job of several ranks (mpirun) is a series of its own."""
     nets = {}
     for r in rows:
         series = nets.setdefault(r["net"], {})
-        series.setdefault(f'{r["device"]}, {r["precision"]}', []).append(r)
+        ranks = r.get("ranks", "1")
+        label = f'{r["device"]}, {r["precision"]}' + ("" if ranks == "1" else f", {ranks} ranks (sum)")
+        series.setdefault(label, []).append(r)
     for series in nets.values():
         for rs in series.values():
             rs.sort(key=lambda r: int(r["batch"]))

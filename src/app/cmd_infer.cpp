@@ -5,9 +5,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -19,10 +20,10 @@
 #include "backend/backend.hpp"
 #include "backend/devices.hpp"
 #include "core/error.hpp"
+#include "experiment/report_infer.hpp"
 #include "infer/batch_measure.hpp"
 #include "infer/inference_engine.hpp"
 #include "infer/scenario_runs.hpp"
-#include "experiment/report_infer.hpp"
 #include "io/results_writer.hpp"
 #include "net/net.hpp"
 #include "parallel/device_binding.hpp"
@@ -60,14 +61,26 @@ struct InferArgs {
   bool json = false;
   std::string results_root;  // "": nothing saved (unless $CNNSCALE_RESULTS gives a root)
   std::string experiment = "infer";
+  std::string run_id;  // names the result file (a sweep's run id); "": net, precision, scenario, device, time
   bool no_results = false;
 };
 
 // Where rank 0 saves the run's JSON object ("" for nowhere), checked before any work.
 std::string results_dir(const InferArgs& a, int rank) {
-  if (a.no_results || a.results_root.empty()) return "";
+  if (a.no_results || a.results_root.empty()) {
+    if (!a.run_id.empty()) throw_config("--run-id names a result file: give --results (or $CNNSCALE_RESULTS)");
+    return "";
+  }
   check_results_name("--experiment", a.experiment);
   const std::string dir = report::infer_results_dir(a.results_root, a.experiment);
+  if (!a.run_id.empty()) {
+    check_results_name("--run-id", a.run_id);
+    // A named result is written once: a sweep counts it done and never runs it again.
+    std::error_code ec;
+    const std::string file = (std::filesystem::path(dir) / (a.run_id + ".json")).string();
+    if (std::filesystem::exists(file, ec))
+      throw_config("--run-id {}: {} exists already; results are never replaced", a.run_id, file);
+  }
   if (rank == 0) report::prepare_infer_results_dir(dir);
   return dir;
 }
@@ -79,9 +92,12 @@ void publish(const InferArgs& a, nlohmann::json run, const std::string& dir) {
   if (!dir.empty()) {
     std::string device = run["device"].get<std::string>();
     std::replace(device.begin(), device.end(), ':', '_');
-    const std::string stem = fmt::format("{}-{}-{}-{}-{}", run["net"].get<std::string>(),
-                                         run["precision"].get<std::string>(), run.value("scenario", "offline"), device,
-                                         stamp);
+    std::string stem = fmt::format("{}-{}-{}-{}-{}", run["net"].get<std::string>(), run["precision"].get<std::string>(),
+                                   run.value("scenario", "offline"), device, stamp);
+    if (!a.run_id.empty()) {
+      stem = a.run_id;
+      run["run_id"] = a.run_id;
+    }
     run["results"] = report::write_infer_file(dir, stem, run);
   }
   if (a.json) {
@@ -90,7 +106,8 @@ void publish(const InferArgs& a, nlohmann::json run, const std::string& dir) {
   }
 }
 
-// Batch sizes: a comma list of positive integers, or "max" alone.
+// Batch sizes: a comma list of positive integers, "max" alone, or a list ending with max (these
+// sizes, then the largest that fits: a sweep from batch 1 to the memory limit).
 struct BatchPlan {
   std::vector<int64_t> sizes;
   bool max = false;
@@ -99,6 +116,7 @@ struct BatchPlan {
 BatchPlan parse_batches(const std::vector<std::string>& items) {
   BatchPlan plan;
   for (const std::string& s : items) {
+    if (plan.max) throw_config("--batch: max is the largest size, so it comes last");
     if (s == "max") {
       plan.max = true;
       continue;
@@ -113,7 +131,6 @@ BatchPlan parse_batches(const std::vector<std::string>& items) {
     if (used != s.size() || v < 1) throw_config("--batch: '{}' is neither a batch size >= 1 nor max", s);
     plan.sizes.push_back(v);
   }
-  if (plan.max && !plan.sizes.empty()) throw_config("--batch max finds the batch size itself: give it alone");
   if (!plan.max && plan.sizes.empty()) throw_config("--batch: no batch size given");
   return plan;
 }
@@ -335,7 +352,7 @@ void run_infer(InferArgs& a) {
   if (!offline) return run_scenario(a, *spec, engine, energy.get(), server, mpi, dir);
 
   if (distributed) a.measure.before_window = [mpi] { mpi->allgather(0.0); };
-  std::vector<int64_t> sizes = plan.sizes;
+  std::vector<int64_t> sizes = plan.sizes, beyond;
   std::optional<infer::MaxBatch> max;
   if (plan.max) {
     int64_t limit = static_cast<int64_t>(a.memory_limit_gib * double(int64_t{1} << 30));
@@ -348,7 +365,17 @@ void run_infer(InferArgs& a) {
       const std::vector<double> all = mpi->allgather(static_cast<double>(batch));
       batch = static_cast<int64_t>(*std::min_element(all.begin(), all.end()));
     }
-    sizes = {batch};
+    // Listed sizes beyond the largest that fits would fail to allocate: left out, and said so.
+    std::vector<int64_t> fit;
+    for (int64_t s : plan.sizes) {
+      if (s < batch) fit.push_back(s);
+      if (s > batch) beyond.push_back(s);
+    }
+    if (!beyond.empty() && rank == 0)
+      std::fprintf(stderr, "cnnscale infer: batch %s left out: the largest batch that fits is %lld\n",
+                   fmt::format("{}", fmt::join(beyond, ",")).c_str(), static_cast<long long>(batch));
+    fit.push_back(batch);
+    sizes = fit;
   }
 
   std::vector<infer::BatchFigures> rows;
@@ -387,10 +414,11 @@ void run_infer(InferArgs& a) {
     nlohmann::json out = run_json(a, *spec, engine, "offline", distributed ? mpi->size() : 1);
     out["batches"] = batches_json;
     if (max)
-      out["max_batch"] = {{"batch", sizes.front()},
+      out["max_batch"] = {{"batch", sizes.back()},
                           {"limit_bytes", max->limit_bytes},
                           {"fixed_bytes", max->fixed_bytes},
-                          {"bytes_per_sample", max->bytes_per_sample}};
+                          {"bytes_per_sample", max->bytes_per_sample},
+                          {"listed_beyond", beyond}};
     publish(a, out, dir);
     if (a.json) return;
   }
@@ -404,7 +432,7 @@ void run_infer(InferArgs& a) {
                 static_cast<long long>(engine.graph_replays()));
   if (max)
     std::printf("largest batch in %.2f GiB: %lld (model: %.3f GiB + %.3f MiB per sample)\n",
-                static_cast<double>(max->limit_bytes) / double(int64_t{1} << 30), static_cast<long long>(sizes.front()),
+                static_cast<double>(max->limit_bytes) / double(int64_t{1} << 30), static_cast<long long>(sizes.back()),
                 static_cast<double>(max->fixed_bytes) / double(int64_t{1} << 30),
                 static_cast<double>(max->bytes_per_sample) / double(1 << 20));
   std::printf("%7s %12s %10s %10s %10s %11s %9s %11s %9s %9s\n", "batch", "images/s", "p50 ms", "p90 ms", "p99 ms",
@@ -434,7 +462,9 @@ void register_infer(CLI::App& app) {
       "infer", "Inference throughput, latency percentiles and joules per image over batch sizes (forward only)");
   cmd->add_option("--net", a.net, "Network name (networks/NAME.yaml) or YAML path (default: the checkpoint's)");
   cmd->add_option("--checkpoint", a.checkpoint, "Weights (and network) of a `train` checkpoint (default: initialised)");
-  cmd->add_option("--batch", a.batches, "Batch sizes, comma-separated, or max (the largest that fits in memory)")
+  cmd->add_option("--batch", a.batches,
+                  "Batch sizes, comma-separated, or max (the largest that fits in memory), alone or last (1,8,max: "
+                  "those sizes that fit, then the largest)")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--precision", a.precision, "fp32, tf32, bf16 or fp16 (GPU only, except fp32)")
@@ -483,6 +513,9 @@ void register_infer(CLI::App& app) {
       "rank 0 saves the run's JSON object to DIR/<experiment>/infer/ for `cnnscale report` (default: "
       "$CNNSCALE_RESULTS; without either nothing is saved)");
   cmd->add_option("--experiment", a.experiment, "experiment name (the results subfolder)")->capture_default_str();
+  cmd->add_option("--run-id", a.run_id,
+                  "Name of the result file, DIR/<experiment>/infer/ID.json (as a sweep names its runs); refused when "
+                  "it exists (default: network, precision, scenario, device and time)");
   cmd->add_flag("--no-results", a.no_results, "save nothing, even with $CNNSCALE_RESULTS set")->excludes(results);
   cmd->callback([args] { run_infer(*args); });
 }

@@ -36,7 +36,29 @@ std::string mix_text(const RunSpec& r) {
   return "-";
 }
 
+// An inference experiment's plan: every run measures the same batch list.
+void print_infer_plan(const Experiment& e, const std::vector<RunSpec>& runs, const std::string& exp_dir) {
+  int id_width = 40;
+  for (const RunSpec& r : runs) id_width = std::max(id_width, static_cast<int>(r.id.size()));
+  std::printf("# experiment %s (%s): %zu inference run(s), device %s, batch %s, results in %s/infer\n", e.name.c_str(),
+              e.file.c_str(), runs.size(), e.device.c_str(), fmt::format("{}", fmt::join(e.infer.batches, ",")).c_str(),
+              exp_dir.c_str());
+  std::printf("%4s  %-*s %-12s %5s %-8s %-9s %6s  %s\n", "#", id_width, "run_id", "network", "ranks", "gpu_mix",
+              "precision", "repeat", "status");
+  size_t todo = 0;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const RunSpec& r = runs[i];
+    const RunStatus st = run_status(exp_dir, r);
+    if (st.state != RunState::Done) ++todo;
+    std::printf("%4zu  %-*s %-12s %5lld %-8s %-9s %6lld  %s\n", i, id_width, r.id.c_str(),
+                std::filesystem::path(r.network).stem().c_str(), static_cast<long long>(r.ranks), mix_text(r).c_str(),
+                r.precision.c_str(), static_cast<long long>(r.repeat), run_state_name(st.state));
+  }
+  std::printf("# %zu to run, %zu already complete\n", todo, runs.size() - todo);
+}
+
 void print_plan(const Experiment& e, const std::vector<RunSpec>& runs, const std::string& exp_dir) {
+  if (e.mode == "infer") return print_infer_plan(e, runs, exp_dir);
   size_t todo = 0;
   int64_t rank_iterations = 0;
   // Mixes with SM counts and split policies make long ids and labels: the columns grow with them.

@@ -64,8 +64,24 @@ struct DatasetSpec {
   nlohmann::json to_json() const;
 };
 
+// An inference experiment's `infer:` section: what each run's `cnnscale infer` measures. Every run
+// sweeps the whole batch list in one process (its nets built once per size, as infer does).
+struct InferSpec {
+  std::vector<std::string> batches = {"1", "8", "64"};  // batch sizes, or {"max"}: infer's --batch
+  std::string fill = "constant";  // infer's --fill; constant by default, for honest power readings
+  double seconds = 3.0;           // --seconds: each size's throughput and energy window
+  double latency_seconds = 1.0;   // --latency-seconds
+  bool fold = true;               // false: --no-fold
+  bool graph = true;              // false: --no-graph
+  nlohmann::json to_json() const;
+};
+
 struct Experiment {
   std::string file;  // as given on the command line
+  // "train" (every run a `cnnscale train`) or "infer" (every run a `cnnscale infer` of the batch
+  // list in `infer`, its results under ROOT/<name>/infer/<run-id>.json).
+  std::string mode = "train";
+  InferSpec infer;
   std::string name;
   std::string description;
   DatasetSpec dataset;
@@ -106,8 +122,10 @@ struct Experiment {
 
 // One matrix point x repeat.
 struct RunSpec {
-  // "<net>-b<batch>-g<ranks>[-m0.2|-m0s132.1s66|-c1+3]-<precision>-<allreduce>[-split-<policy>]-r<k>-<hash8>"
+  // "<net>-b<batch>-g<ranks>[-m0.2|-m0s132.1s66|-c1+3]-<precision>-<allreduce>[-split-<policy>]-r<k>-<hash8>";
+  // an inference run: "<net>-infer-g<ranks>[-m0.2]-<precision>-r<k>-<hash8>"
   std::string id;
+  bool infer = false;        // a `cnnscale infer` run (Experiment::mode infer): batch and iterations are 0
   std::string config_hash;   // 16 hex digits of the resolved run config (repeat excluded)
   nlohmann::json config;     // the resolved run config the hash covers
   std::string network;       // as written in the experiment

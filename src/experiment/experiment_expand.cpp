@@ -170,7 +170,17 @@ nlohmann::json DatasetSpec::to_json() const {
           {"args", args}};
 }
 
+nlohmann::json InferSpec::to_json() const {
+  return {{"batch", batches}, {"fill", fill},  {"seconds", seconds}, {"latency_seconds", latency_seconds},
+          {"fold", fold},     {"graph", graph}};
+}
+
 nlohmann::json Experiment::fixed_json() const {
+  // An inference experiment has no data, solver or length; a training one keeps the keys it always
+  // had (its hash, and so its runs' ids, must not move).
+  if (mode == "infer")
+    return {{"name", name}, {"mode", mode},     {"infer", infer.to_json()},
+            {"seed", seed}, {"device", device}, {"extra_args", extra_args}};
   nlohmann::json per_net = nlohmann::json::object();
   for (const auto& [net, len] : per_network) per_net[net] = {{"length", length_json(len)}};
   for (const auto& [net, d] : per_network_dataset) per_net[net]["data"] = d.to_json();
@@ -210,6 +220,14 @@ nlohmann::json Experiment::resolved_json() const {
     nlohmann::json ranks = nlohmann::json::array();
     for (size_t i = 0; i < m.gpus.size(); ++i) ranks.push_back({{"gpu", m.gpus[i]}, {"sms", m.sms[i]}});
     mixes.push_back(ranks);
+  }
+  if (mode == "infer") {
+    j["matrix"] = {{"network", networks},
+                   {"gpus", gpu_counts},
+                   {"gpu_mix", mixes},
+                   {"precision", precisions},
+                   {"repeats", repeats}};
+    return j;
   }
   j["matrix"] = {{"network", networks},     {"batch", batches},  {"gpus", gpu_counts},  {"gpu_mix", mixes},
                  {"cpu_mix", cpu_mixes},    {"split", splits},   {"precision", precisions},
@@ -303,9 +321,45 @@ RunSpec make_run(const Experiment& e, const std::string& net, int64_t batch, con
   return r;
 }
 
+// One `cnnscale infer` of the experiment's batch list on a rank set in one precision.
+RunSpec make_infer_run(const Experiment& e, const std::string& net, const RankSet& rs, const std::string& precision,
+                       int64_t repeat) {
+  RunSpec r;
+  r.infer = true;
+  r.network = net;
+  r.network_path = e.network_paths.at(net);
+  r.ranks = rs.ranks;
+  r.gpu_mix = rs.mix.gpus;
+  r.precision = precision;
+  r.repeat = repeat;
+  nlohmann::json c = e.fixed_json();
+  c.erase("name");  // the same configuration under another experiment is the same run
+  c["network"] = net;
+  c["ranks"] = rs.ranks;
+  c["gpu_mix"] = rs.mix.gpus;
+  c["precision"] = precision;
+  r.config = c;
+  r.config_hash = stable_hash(c.dump());
+  const std::string mix = rs.mix.gpus.empty() ? "" : "-m" + rs.mix.id_label();
+  r.id = fmt::format("{}-infer-g{}{}-{}-r{}-{}", id_part(net), rs.ranks, mix, precision, repeat,
+                     r.config_hash.substr(0, 8));
+  return r;
+}
+
 }  // namespace
 
 std::vector<RunSpec> expand_runs(const Experiment& e) {
+  if (e.mode == "infer") {
+    std::vector<RankSet> sets;
+    for (int64_t g : e.gpu_counts) sets.push_back({g, {}, {}});
+    for (const auto& m : e.gpu_mixes) sets.push_back({static_cast<int64_t>(m.gpus.size()), m, {}});
+    std::vector<RunSpec> runs;
+    for (int64_t repeat = 1; repeat <= e.repeats; ++repeat)
+      for (const auto& net : e.networks)
+        for (const auto& rs : sets)
+          for (const auto& precision : e.precisions) runs.push_back(make_infer_run(e, net, rs, precision, repeat));
+    return runs;
+  }
   std::vector<RankSet> rank_sets;
   for (int64_t g : e.gpu_counts) rank_sets.push_back({g, {}, {}});
   for (const auto& m : e.gpu_mixes) rank_sets.push_back({static_cast<int64_t>(m.gpus.size()), m, {}});

@@ -22,10 +22,17 @@ namespace cnnscale {
 
 namespace {
 
-const std::set<std::string> kTopKeys = {
-    "name",   "description",     "network",        "dataset",      "solver",        "iterations",
-    "epochs", "iteration_scale", "min_iterations", "whole_epochs", "whole_samples", "measure",
-    "seed",   "device",          "extra_args",     "matrix",       "networks"};
+const std::set<std::string> kTopKeys = {"name",           "description",  "network",       "dataset",
+                                        "solver",         "iterations",   "epochs",        "iteration_scale",
+                                        "min_iterations", "whole_epochs", "whole_samples", "measure",
+                                        "seed",           "device",       "extra_args",    "matrix",
+                                        "networks",       "mode",         "infer"};
+// What only a training experiment has: refused in an inference experiment, naming the mode.
+const std::set<std::string> kTrainOnlyKeys = {"dataset",         "solver",         "iterations",   "epochs",
+                                              "iteration_scale", "min_iterations", "whole_epochs", "whole_samples",
+                                              "measure",         "networks"};
+const std::set<std::string> kTrainOnlyMatrixKeys = {"batch", "batch_per_gpu", "cpu_mix", "split", "allreduce"};
+const std::set<std::string> kInferKeys = {"batch", "fill", "seconds", "latency_seconds", "fold", "graph"};
 const std::set<std::string> kLengthKeys = {"iterations",     "epochs",       "iteration_scale",
                                            "min_iterations", "whole_epochs", "whole_samples"};
 const std::set<std::string> kMatrixKeys = {"network",   "batch",     "batch_per_gpu", "gpus",   "gpu_mix",
@@ -185,9 +192,41 @@ AllreduceMode read_allreduce(const ExperimentReader& r, const ConfigNode& n, con
   return m;
 }
 
+// infer: the batch list (positive sizes, or max alone, as infer's --batch), the input fill, the
+// windows' lengths and the fold and graph switches.
+void read_infer(const ExperimentReader& r, const ConfigNode& n, Experiment& e) {
+  r.check_keys(n, kInferKeys);
+  InferSpec& s = e.infer;
+  if (auto c = r.child(n, "batch")) {
+    s.batches.clear();
+    for (const auto& b : list_items(*c)) {
+      if (!s.batches.empty() && s.batches.back() == "max")
+        b.fail("max is the largest batch that fits, so it comes last");
+      if (b.is_scalar() && b.as<std::string>() == "max") {
+        s.batches.push_back("max");
+        continue;
+      }
+      const std::string size = std::to_string(int_in(b, 1, 1 << 24));
+      if (std::find(s.batches.begin(), s.batches.end(), size) != s.batches.end())
+        b.fail(fmt::format("batch {} is listed twice", size));
+      s.batches.push_back(size);
+    }
+  }
+  if (auto c = r.child(n, "fill")) s.fill = one_of(*c, {"gaussian", "constant"});
+  if (auto c = r.child(n, "seconds")) s.seconds = number_in(*c, 0, 3600, true);
+  if (auto c = r.child(n, "latency_seconds")) s.latency_seconds = number_in(*c, 0, 3600, true);
+  if (auto c = r.child(n, "fold")) s.fold = c->as<bool>();
+  if (auto c = r.child(n, "graph")) s.graph = c->as<bool>();
+}
+
 void read_matrix(const ExperimentReader& r, const ConfigNode& root, const ConfigNode& m, Experiment& e,
                  const HostInfo& host) {
   r.check_keys(m, kMatrixKeys);
+  const bool infer = e.mode == "infer";
+  if (infer)
+    for (const auto& key : kTrainOnlyMatrixKeys)
+      if (auto c = r.child(m, key))
+        c->fail("applies to training experiments; an inference run measures infer.batch's sizes on each rank set");
   auto top_net = r.child(root, "network");
   if (auto c = r.child(m, "network")) {
     if (top_net) c->fail("the network is given twice (also as top-level 'network'): keep one");
@@ -205,12 +244,16 @@ void read_matrix(const ExperimentReader& r, const ConfigNode& root, const Config
   }
   // Global batches (strong scaling) and per-rank ones (weak scaling), either or both.
   const auto per_gpu = r.child(m, "batch_per_gpu");
-  if (auto c = per_gpu ? r.child(m, "batch") : std::optional<ConfigNode>(r.get(m, "batch")))
+  if (auto c = per_gpu || infer ? r.child(m, "batch") : std::optional<ConfigNode>(r.get(m, "batch")))
     for (const auto& n : list_items(*c)) e.batches.push_back(int_in(n, 1, 1 << 24));
   if (per_gpu)
     for (const auto& n : list_items(*per_gpu)) e.batches_per_gpu.push_back(int_in(n, 1, 1 << 24));
 
   read_rank_sets(r, m, e, host);
+  if (infer)
+    for (const auto& mix : e.gpu_mixes)
+      if (!mix.sms.empty())
+        r.get(m, "gpu_mix").fail("SM partitions (sms) apply to training experiments: infer runs whole GPUs");
 
   if (auto c = r.child(m, "precision")) {
     for (const auto& p : list_items(*c)) {
@@ -263,6 +306,16 @@ Experiment parse_experiment_text(const std::string& text, const std::string& fil
       n.fail(fmt::format("'{}' is not a usable folder name (letters, digits, '_', '-', '.')", e.name));
   }
   if (auto c = r.child(root, "description")) e.description = c->as<std::string>();
+  if (auto c = r.child(root, "mode")) e.mode = one_of(*c, {"train", "infer"});
+  const bool infer = e.mode == "infer";
+  if (infer) {
+    for (const auto& key : kTrainOnlyKeys)
+      if (auto c = r.child(root, key))
+        c->fail("applies to training experiments (mode: train); an inference experiment runs `cnnscale infer`");
+    if (auto c = r.child(root, "infer")) read_infer(r, *c, e);
+  } else if (auto c = r.child(root, "infer")) {
+    c->fail("applies to inference experiments: add 'mode: infer'");
+  }
   if (auto c = r.child(root, "device")) {
     e.device_requested = one_of(*c, {"cpu", "gpu", "auto"});
   } else {
@@ -275,7 +328,7 @@ Experiment parse_experiment_text(const std::string& text, const std::string& fil
                                                                                        : "cpu";
   if (auto c = r.child(root, "dataset")) {
     e.dataset = read_dataset(r, *c);
-  } else {
+  } else if (!infer) {
     root.fail(fmt::format("missing required key 'dataset' ({})", fmt::join(dataset_names(), " or ")));
   }
   if (auto c = r.child(root, "solver")) read_solver(r, *c, e);
@@ -289,6 +342,9 @@ Experiment parse_experiment_text(const std::string& text, const std::string& fil
       if (kReservedArgs.count(flag)) a.fail(fmt::format("'{}' is set by the sweep itself", flag));
       // A second --precision would contradict the run's id and results: the matrix owns it.
       if (flag == "--precision") a.fail("'--precision' is set by matrix.precision");
+      if (infer && flag == "--batch") a.fail("'--batch' is set by infer.batch");
+      // The sweep counts an inference run done by its offline result (a table of batch sizes).
+      if (infer && flag == "--scenario") a.fail("'--scenario': an inference sweep runs the offline scenario");
       if (flag == "--allreduce-dtype") a.fail("'--allreduce-dtype' is set by matrix.allreduce's dtype");
       if (flag == "--allreduce-max-ctas") a.fail("'--allreduce-max-ctas' is set by matrix.allreduce's max_ctas");
       e.extra_args.push_back(arg);
@@ -311,7 +367,7 @@ Experiment parse_experiment_text(const std::string& text, const std::string& fil
     }
   }
   // Each network must end up with exactly one way to count its iterations.
-  for (const auto& net : e.networks) {
+  for (const auto& net : infer ? std::vector<std::string>{} : e.networks) {
     auto it = e.per_network.find(net);
     const RunLength& len = it != e.per_network.end() ? it->second : e.length;
     const ConfigNode& where = it != e.per_network.end() ? r.get(*per_net, net) : root;

@@ -49,6 +49,12 @@ InferFile parse_infer_file(const json& j, const std::string& path) {
   f.scenario = j.contains("scenario") ? text(j, "scenario", path) : "offline";
   if (f.scenario != "offline") return f;
   if (!j.contains("batches") || !j["batches"].is_array()) throw_config("{}: \"batches\" is missing", path);
+  int64_t ranks = 1;
+  if (j.contains("world_size")) {
+    if (!j["world_size"].is_number_integer() || j["world_size"].get<int64_t>() < 1)
+      throw_config("{}: \"world_size\" is not a rank count", path);
+    ranks = j["world_size"].get<int64_t>();
+  }
   for (const json& b : j["batches"]) {
     InferRow r;
     r.net = text(j, "net", path);
@@ -62,6 +68,13 @@ InferFile parse_infer_file(const json& j, const std::string& path) {
     r.joules_per_image = number_or_nan(b, "joules_per_image", path);
     r.images_per_joule = number_or_nan(b, "images_per_joule", path);
     r.peak_memory_bytes = number_or_nan(b, "peak_memory_bytes", path);
+    r.ranks = ranks;
+    if (ranks > 1) {  // the job's throughput and energy: its ranks' sums
+      r.images_per_s = number_or_nan(b, "job_images_per_s", path);
+      const double watts = number_or_nan(b, "job_watts", path);
+      r.joules_per_image = watts / r.images_per_s;
+      r.images_per_joule = number_or_nan(b, "job_images_per_joule", path);
+    }
     f.rows.push_back(r);
   }
   return f;
@@ -100,11 +113,14 @@ Table infer_table(const std::vector<InferFile>& files) {
   t.caption =
       "Forward-only throughput of back-to-back batches, latency of batches timed alone (nearest-rank "
       "percentiles), energy per image over the throughput window and peak memory, per network, device, "
-      "precision and batch size; mean ± std over the files that repeat a setting.";
+      "precision, batch size and ranks; mean ± std over the files that repeat a setting. A job of several "
+      "ranks (mpirun, each streaming its own batches of that size) shows the job's images/s and energy "
+      "(summed over its ranks) and rank 0's latency, device and peak memory.";
   t.columns = {Column("network", "net", false),
                Column("device", "device", false),
                Column("precision", "precision", false),
                Column("batch", "batch", false),
+               Column("ranks", "ranks", false),
                Column("images/s", "images_per_s"),
                Column("p50 latency ({unit})", "latency_p50_s", true, false, Quantity::Seconds),
                Column("p99 latency ({unit})", "latency_p99_s", true, false, Quantity::Seconds),
@@ -112,12 +128,12 @@ Table infer_table(const std::vector<InferFile>& files) {
                Column("images/J", "images_per_joule"),
                Column("peak memory (GiB)", "peak_memory_gib"),
                Column("files", "files", false)};
-  using Key = std::tuple<std::string, std::string, std::string, int64_t>;
+  using Key = std::tuple<std::string, std::string, std::string, int64_t, int64_t>;
   std::map<Key, std::vector<const InferRow*>> groups;
   int others = 0;
   for (const InferFile& f : files) {
     if (f.scenario != "offline") ++others;
-    for (const InferRow& r : f.rows) groups[{r.net, r.device, r.precision, r.batch}].push_back(&r);
+    for (const InferRow& r : f.rows) groups[{r.net, r.device, r.precision, r.batch, r.ranks}].push_back(&r);
   }
   for (const auto& [key, rows] : groups) {
     auto stat = [&](double InferRow::*m, double scale) {
@@ -126,9 +142,9 @@ Table infer_table(const std::vector<InferFile>& files) {
       return Cell::of(stat_of(v));
     };
     t.rows.push_back({Cell::of(std::get<0>(key)), Cell::of(std::get<1>(key)), Cell::of(std::get<2>(key)),
-                      Cell::of(std::to_string(std::get<3>(key))), stat(&InferRow::images_per_s, 1),
-                      stat(&InferRow::p50_s, 1), stat(&InferRow::p99_s, 1), stat(&InferRow::joules_per_image, 1),
-                      stat(&InferRow::images_per_joule, 1),
+                      Cell::of(std::to_string(std::get<3>(key))), Cell::of(std::to_string(std::get<4>(key))),
+                      stat(&InferRow::images_per_s, 1), stat(&InferRow::p50_s, 1), stat(&InferRow::p99_s, 1),
+                      stat(&InferRow::joules_per_image, 1), stat(&InferRow::images_per_joule, 1),
                       stat(&InferRow::peak_memory_bytes, 1.0 / double(int64_t{1} << 30)),
                       Cell::of(std::to_string(rows.size()))});
   }

@@ -1,6 +1,7 @@
 // `cnnscale infer --results` files: one JSON object per run under ROOT/<experiment>/infer/, written
 // without ever exposing or replacing a half-written file; and the report's inference table, the
-// offline figures per (network, device, precision, batch), mean ± std over the files that repeat one.
+// offline figures per (network, device, precision, batch, ranks), mean ± std over the files that
+// repeat one.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -18,10 +19,11 @@ void prepare_infer_results_dir(const std::string& dir);
 // `run` (infer's --json object) with "format" added, at the first free name <dir>/<stem>[-k].json.
 std::string write_infer_file(const std::string& dir, const std::string& stem, nlohmann::json run);
 
-// One offline batch size of one file.
+// One offline batch size of one file. A job of several ranks (mpirun) is the job's: images/s,
+// watts and so energy summed over its ranks; latency and peak memory rank 0's.
 struct InferRow {
   std::string net, device, precision;
-  int64_t batch = 0;
+  int64_t batch = 0, ranks = 1;
   double images_per_s = 0, p50_s = 0, p99_s = 0;
   double joules_per_image = 0, images_per_joule = 0;  // NaN when not measured
   double peak_memory_bytes = 0;

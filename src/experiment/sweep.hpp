@@ -33,6 +33,8 @@ const char* run_state_name(RunState s);
 // ROOT/<experiment>
 std::string experiment_dir(const std::string& results_root, const Experiment& e);
 RunStatus run_status(const std::string& exp_dir, const RunSpec& run);
+// ROOT/<exp>/infer/<run-id>.json: an inference run's result (Experiment::mode infer).
+std::string infer_run_file(const std::string& exp_dir, const RunSpec& run);
 
 // ---- done markers and locks (sweep_verify.cpp) ---------------------------------------------------
 
@@ -80,6 +82,8 @@ void check_sweep_record(const std::string& exp_dir, const Experiment& e, const s
 
 // `train ...` arguments of one run (without the executable).
 std::vector<std::string> train_arguments(const Experiment& e, const RunSpec& run, const std::string& results_root);
+// `infer ...` arguments of an inference run (RunSpec::infer).
+std::vector<std::string> infer_arguments(const Experiment& e, const RunSpec& run, const std::string& results_root);
 
 struct LaunchEnv {
   std::string self;                  // this cnnscale executable

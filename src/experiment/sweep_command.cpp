@@ -105,6 +105,28 @@ std::vector<std::string> train_arguments(const Experiment& e, const RunSpec& run
   return a;
 }
 
+std::vector<std::string> infer_arguments(const Experiment& e, const RunSpec& run, const std::string& results_root) {
+  const InferSpec& s = e.infer;
+  std::vector<std::string> a = {"infer", "--net", run.network_path};
+  auto add = [&a](const std::string& flag, const std::string& value) { a.insert(a.end(), {flag, value}); };
+  add("--batch", fmt::format("{}", fmt::join(s.batches, ",")));
+  // One process names its GPU; under mpirun --gpus gives each node-local rank its own.
+  add("--device", run.gpu_mix.size() == 1 ? fmt::format("gpu:{}", run.gpu_mix[0]) : e.device);
+  add("--precision", run.precision);
+  add("--seed", std::to_string(e.seed));
+  add("--fill", s.fill);
+  add("--seconds", fmt::format("{}", s.seconds));
+  add("--latency-seconds", fmt::format("{}", s.latency_seconds));
+  if (!s.fold) a.push_back("--no-fold");
+  if (!s.graph) a.push_back("--no-graph");
+  if (run.gpu_mix.size() > 1) add("--gpus", fmt::format("{}", fmt::join(run.gpu_mix, ",")));
+  add("--results", results_root);
+  add("--experiment", e.name);
+  add("--run-id", run.id);
+  a.insert(a.end(), e.extra_args.begin(), e.extra_args.end());
+  return a;
+}
+
 LaunchEnv LaunchEnv::detect() {
   return detect(HostInfo::detect());
 }
@@ -146,7 +168,7 @@ std::vector<std::string> launch_command(const Experiment& e, const RunSpec& run,
     cmd.insert(cmd.end(), env.mpirun_args.begin(), env.mpirun_args.end());
   }
   cmd.push_back(env.self);
-  auto args = train_arguments(e, run, results_root);
+  auto args = run.infer ? infer_arguments(e, run, results_root) : train_arguments(e, run, results_root);
   cmd.insert(cmd.end(), args.begin(), args.end());
   return cmd;
 }

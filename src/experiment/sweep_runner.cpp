@@ -3,6 +3,7 @@
 // its log's error line and the loop goes on; a finished run gets its done marker. SIGINT/SIGTERM
 // are passed to the running child and stop the loop after it, so a re-run continues from there.
 #include <fcntl.h>
+#include <fmt/ranges.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -117,7 +118,7 @@ SweepResult run_sweep(const Experiment& e, const std::vector<RunSpec>& runs, con
     }
     if (st.state == RunState::Corrupt) {
       // Not done after all: kept for inspection under a name nothing counts, and the run redone.
-      const std::string aside = move_aside(run_dir.string());
+      const std::string aside = move_aside(run.infer ? infer_run_file(exp_dir, run) : run_dir.string());
       std::fprintf(stderr, "%s: warning: the run's folder is damaged (%s); moved to %s, running it again\n",
                    head.c_str(), st.detail.c_str(), aside.c_str());
     }
@@ -131,8 +132,12 @@ SweepResult run_sweep(const Experiment& e, const std::vector<RunSpec>& runs, con
       }
       if (fs::exists(run_dir, ec)) std::fprintf(stderr, "%s: %s: running it again\n", head.c_str(), st.detail.c_str());
     }
-    std::fprintf(stderr, "%s: running (%lld rank(s), %lld iteration(s))\n", head.c_str(),
-                 static_cast<long long>(run.ranks), static_cast<long long>(run.iterations));
+    if (run.infer)
+      std::fprintf(stderr, "%s: running (%lld rank(s), batch %s)\n", head.c_str(), static_cast<long long>(run.ranks),
+                   fmt::format("{}", fmt::join(e.infer.batches, ",")).c_str());
+    else
+      std::fprintf(stderr, "%s: running (%lld rank(s), %lld iteration(s))\n", head.c_str(),
+                   static_cast<long long>(run.ranks), static_cast<long long>(run.iterations));
     const std::string log = (logs / (run.id + ".log")).string();
     // CPU ranks share the cores: one BLAS thread pool per core, not one per rank per core.
     std::string blas;
@@ -152,7 +157,7 @@ SweepResult run_sweep(const Experiment& e, const std::vector<RunSpec>& runs, con
       std::string why = fmt::format("exit {}", code);
       if (code == 0)
         why = after.state == RunState::Todo
-                  ? "exit 0 but no run folder"
+                  ? (run.infer ? "exit 0 but no result file" : "exit 0 but no run folder")
                   : fmt::format("exit 0 but the run folder is {}: {}", run_state_name(after.state), after.detail);
       std::fprintf(stderr, "%s: FAILED (%s, log %s): %s\n", head.c_str(), why.c_str(), log.c_str(),
                    error_line(log).c_str());

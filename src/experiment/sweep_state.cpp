@@ -50,7 +50,33 @@ std::optional<nlohmann::json> read_json(const fs::path& p) {
 
 }  // namespace
 
+std::string infer_run_file(const std::string& exp_dir, const RunSpec& run) {
+  return (fs::path(exp_dir) / "infer" / (run.id + ".json")).string();
+}
+
+namespace {
+
+// An inference run is one file, which infer writes whole under a temporary name and links into
+// place: there, it is complete unless damaged since (unreadable, or not the run it is named after).
+RunStatus infer_run_status(const std::string& exp_dir, const RunSpec& run) {
+  const fs::path file = infer_run_file(exp_dir, run);
+  std::error_code ec;
+  if (!fs::exists(file, ec)) return {RunState::Todo, ""};
+  const auto corrupt = [&](const std::string& why) { return RunStatus{RunState::Corrupt, why}; };
+  auto j = read_json(file);
+  if (!j || !j->is_object()) return corrupt(fmt::format("{} is unreadable (truncated or not JSON)", file.string()));
+  if (!j->contains("format") || !j->contains("batches"))
+    return corrupt(fmt::format("{} is no infer result", file.string()));
+  if (j->value("run_id", std::string()) != run.id)
+    return {RunState::Conflict,
+            fmt::format("{} holds the result of run '{}'", file.string(), j->value("run_id", std::string("?")))};
+  return {RunState::Done, ""};
+}
+
+}  // namespace
+
 RunStatus run_status(const std::string& exp_dir, const RunSpec& run) {
+  if (run.infer) return infer_run_status(exp_dir, run);
   std::error_code ec;
   const fs::path dir = fs::path(exp_dir) / run.id;
   if (fs::exists(dir, ec)) {

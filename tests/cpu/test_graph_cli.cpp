@@ -145,6 +145,25 @@ TEST(GraphCli, LayoutIsRecordedAndNhwcRefusedOnTheCpu) {
   EXPECT_NE(bad.err.find("--layout"), std::string::npos) << bad.err;
 }
 
+// --batchnorm chooses between GPU kernels: auto is the default (not recorded), and cudnn or
+// cnnscale on the CPU, which has one batch norm, is refused before anything is written.
+TEST(GraphCli, BatchNormKernelsAreRefusedOnTheCpu) {
+  TempDir dir;
+  CliResult automatic = train(dir.str(), "auto", {"--batchnorm", "auto"});
+  ASSERT_EQ(automatic.exit_code, 0) << automatic.err;
+  EXPECT_EQ(read_run_results((fs::path(dir.str()) / "g" / "auto").string()).config_text.find("batchnorm"),
+            std::string::npos);
+  for (const char* kernels : {"cudnn", "cnnscale"}) {
+    CliResult r = train(dir.str(), kernels, {"--batchnorm", kernels});
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("--batchnorm"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(fs::path(dir.str()) / "g" / kernels)) << "a refused run writes nothing";
+  }
+  CliResult bad = train(dir.str(), "bad", {"--batchnorm", "fastest"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("--batchnorm"), std::string::npos) << bad.err;
+}
+
 TEST(GraphCli, HelpListsTheSwitches) {
   CliResult r = run_cnnscale({"train", "--help"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -154,6 +173,7 @@ TEST(GraphCli, HelpListsTheSwitches) {
   EXPECT_NE(r.out.find("--conv-search"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--deterministic"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--layout"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--batchnorm"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -110,6 +110,42 @@ TEST(InferCli, BatchMaxFitsTheMemoryBudget) {
   EXPECT_GE(batch * 10 / 9 + 4, predicted + 1);
 }
 
+// A list ending with max: the listed sizes that fit, then the largest that does; a listed size
+// beyond it is left out and named, in the JSON and on stderr.
+TEST(InferCli, BatchListEndingWithMaxRunsTheSizesThatFitThenTheLargest) {
+  CliResult r =
+      run_cnnscale(infer_with({"--net", "lenet", "--batch", "2,4,1000000,max", "--memory-limit", "0.0625", "--json"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  const int64_t batch = j["max_batch"]["batch"];
+  EXPECT_GT(batch, 8);
+  ASSERT_EQ(j["batches"].size(), 3u) << r.out;
+  EXPECT_EQ(j["batches"][0]["batch"], 2);
+  EXPECT_EQ(j["batches"][1]["batch"], 4);
+  EXPECT_EQ(j["batches"][2]["batch"], batch);
+  EXPECT_EQ(j["max_batch"]["listed_beyond"], nlohmann::json::array({1000000})) << r.out;
+  EXPECT_NE(r.err.find("batch 1000000 left out"), std::string::npos) << r.err;
+}
+
+// --run-id names the result file (a sweep's run id, which the file also records), and a second run
+// of the same id is refused before any work: results are never replaced.
+TEST(InferCli, RunIdNamesTheResultFileOnce) {
+  TempDir dir;
+  const std::vector<std::string> args = infer_with({"--net", "lenet", "--batch", "1", "--results", dir.str(),
+                                                    "--experiment", "e", "--run-id", "lenet-infer-r1", "--json"});
+  CliResult r = run_cnnscale(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const fs::path file = fs::path(dir.str()) / "e" / "infer" / "lenet-infer-r1.json";
+  EXPECT_EQ(nlohmann::json::parse(r.out)["results"], file.string());
+  std::ifstream in(file);
+  ASSERT_TRUE(in) << file;
+  EXPECT_EQ(nlohmann::json::parse(in)["run_id"], "lenet-infer-r1");
+  CliResult again = run_cnnscale(args);
+  EXPECT_EQ(again.exit_code, 2) << again.err;
+  EXPECT_NE(again.err.find("exists already"), std::string::npos) << again.err;
+  EXPECT_EQ(std::distance(fs::directory_iterator(file.parent_path()), fs::directory_iterator{}), 1);
+}
+
 TEST(InferCli, BatchNormsAreFoldedUnlessAskedNotTo) {
   CliResult r = run_cnnscale(infer_with({"--net", "resnet_fmnist", "--batch", "2", "--json"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -258,7 +294,9 @@ TEST(InferCli, BadInputIsOneLineAndExitTwo) {
                      {"--rate-lo/--rate-hi", "server"});
   expect_usage_error(infer_with({"--net", "lenet", "--batch", "4", "--memory-limit", "1"}), {"--memory-limit"});
   expect_usage_error(infer_with({"--net", "lenet", "--batch", "0"}), {"--batch", "'0'"});
-  expect_usage_error(infer_with({"--net", "lenet", "--batch", "max,4"}), {"--batch max", "alone"});
+  expect_usage_error(infer_with({"--net", "lenet", "--batch", "max,4"}), {"--batch", "max", "last"});
+  expect_usage_error(infer_with({"--net", "lenet", "--batch", "1", "--run-id", "x", "--no-results"}),
+                     {"--run-id", "--results"});
   expect_usage_error(infer_with({"--net", "lenet", "--batch", "eight"}), {"--batch", "eight"});
   expect_usage_error(infer_with({"--net", "lenet", "--fill", "zero"}), {"--fill", "zero"});
   expect_usage_error(infer_with({"--net", "lenet", "--precision", "int8"}), {"--precision", "int8"});

@@ -1,0 +1,133 @@
+// Inference experiments (mode: infer): what the file may say and what it refuses (each with its
+// location), the runs it expands to, each run's `cnnscale infer` command line, and a finished run's
+// result file counted done, a damaged one redone, one of another run refused.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "common/temp_dir.hpp"
+#include "cpu/experiment_test_util.hpp"
+#include "experiment/sweep.hpp"
+
+namespace cnnscale::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kInfer = R"(name: inf
+mode: infer
+device: gpu
+infer:
+  batch: [1, 8, max]
+  fill: gaussian
+  seconds: 2
+  latency_seconds: 0.5
+  graph: false
+matrix:
+  network: [lenet, resnet18]
+  precision: [fp32, bf16]
+  gpus: [1, 2]
+  gpu_mix: [[1], [0, 2]]
+  repeats: 2
+)";
+
+TEST(InferExperiment, ExpandsToOneInferRunPerNetworkRankSetPrecisionAndRepeat) {
+  const Experiment e = parse(kInfer, {}, gpu_host(4));
+  EXPECT_EQ(e.mode, "infer");
+  const std::vector<RunSpec> runs = expand_runs(e);
+  ASSERT_EQ(runs.size(), 2u * 2u * 4u * 2u);  // repeats x networks x rank sets x precisions
+  for (const RunSpec& r : runs) {
+    EXPECT_TRUE(r.infer);
+    EXPECT_EQ(r.batch, 0);
+    EXPECT_EQ(r.iterations, 0);
+  }
+  EXPECT_EQ(runs[0].id.rfind("lenet-infer-g1-fp32-r1-", 0), 0u) << runs[0].id;
+  EXPECT_EQ(runs[1].id.rfind("lenet-infer-g1-bf16-r1-", 0), 0u) << runs[1].id;
+  EXPECT_EQ(runs[4].id.rfind("lenet-infer-g1-m1-fp32-r1-", 0), 0u) << runs[4].id;
+  EXPECT_EQ(runs[6].id.rfind("lenet-infer-g2-m0.2-fp32-r1-", 0), 0u) << runs[6].id;
+  // Repeats are the same configuration: the same hash, another id.
+  EXPECT_EQ(runs[0].config_hash, runs[16].config_hash);
+  EXPECT_NE(runs[0].id, runs[16].id);
+  // What the runs measure is part of their configuration: another window is another run.
+  const Experiment longer = parse(kInfer, {"infer.seconds=3"}, gpu_host(4));
+  EXPECT_NE(expand_runs(longer)[0].config_hash, runs[0].config_hash);
+  EXPECT_NE(longer.fixed_hash(), e.fixed_hash());
+}
+
+TEST(InferExperiment, EachRunIsOneInferCommandOfTheWholeBatchList) {
+  const Experiment e = parse(kInfer, {}, gpu_host(4));
+  const std::vector<RunSpec> runs = expand_runs(e);
+  const std::vector<std::string> one = infer_arguments(e, runs[1], "/r");
+  EXPECT_EQ(one[0], "infer");
+  EXPECT_EQ(flag_value(one, "--batch"), "1,8,max");
+  EXPECT_EQ(flag_value(one, "--device"), "gpu");
+  EXPECT_EQ(flag_value(one, "--precision"), "bf16");
+  EXPECT_EQ(flag_value(one, "--fill"), "gaussian");
+  EXPECT_EQ(flag_value(one, "--seconds"), "2");
+  EXPECT_EQ(flag_value(one, "--latency-seconds"), "0.5");
+  EXPECT_EQ(flag_value(one, "--results"), "/r");
+  EXPECT_EQ(flag_value(one, "--experiment"), "inf");
+  EXPECT_EQ(flag_value(one, "--run-id"), runs[1].id);
+  EXPECT_EQ(flag_value(one, "--gpus"), "<absent>");
+  EXPECT_NE(std::find(one.begin(), one.end(), "--no-graph"), one.end());
+  EXPECT_EQ(std::find(one.begin(), one.end(), "--no-fold"), one.end());
+  // A one-GPU mix names its GPU; a mix of several binds them under mpirun.
+  EXPECT_EQ(flag_value(infer_arguments(e, runs[4], "/r"), "--device"), "gpu:1");
+  const std::vector<std::string> pair = infer_arguments(e, runs[6], "/r");
+  EXPECT_EQ(flag_value(pair, "--gpus"), "0,2");
+  LaunchEnv env;
+  env.self = "/bin/cnnscale";
+  const std::vector<std::string> cmd = launch_command(e, runs[6], "/r", env);
+  EXPECT_EQ(cmd[0], "mpirun");
+  EXPECT_EQ(flag_value(cmd, "-np"), "2");
+  EXPECT_NE(std::find(cmd.begin(), cmd.end(), "infer"), cmd.end());
+}
+
+TEST(InferExperiment, WhatOnlyTrainingHasIsRefusedWithItsLocation) {
+  expect_error(std::string(kInfer) + "iterations: 10\n", {"t.yaml:16:13: iterations: applies to training experiments"});
+  expect_error(std::string(kInfer) + "dataset: synthetic\n", {"t.yaml:16:10: dataset: applies to training"});
+  expect_error(std::string(kInfer) + "solver: {lr: 0.1}\n", {"solver: applies to training"});
+  expect_error(kInfer, {"matrix.batch: applies to training experiments"}, {"matrix.batch=[8]"}, gpu_host(4));
+  expect_error(kInfer, {"matrix.split: applies to training"}, {"matrix.split=[even]"}, gpu_host(4));
+  expect_error(kInfer, {"matrix.gpu_mix: SM partitions"}, {"matrix.gpu_mix=[[{gpu: 0, sms: 66}]]"}, gpu_host(4));
+  expect_error(kInfer, {"infer.batch[1]: max is the largest batch that fits, so it comes last"},
+               {"infer.batch=[max, 8]"}, gpu_host(4));
+  expect_error(kInfer, {"infer.batch[1]: batch 1 is listed twice"}, {"infer.batch=[1, 1]"}, gpu_host(4));
+  expect_error(kInfer, {"infer.seconds"}, {"infer.seconds=0"}, gpu_host(4));
+  expect_error(kInfer, {"infer.fill"}, {"infer.fill=zero"}, gpu_host(4));
+  expect_error(kInfer, {"infer.batches: unknown key"}, {"infer.batches=[1]"}, gpu_host(4));
+  expect_error(kInfer, {"'--scenario'", "offline"}, {"extra_args=[--scenario=server]"}, gpu_host(4));
+  expect_error(kInfer, {"'--batch' is set by infer.batch"}, {"extra_args=[--batch=4]"}, gpu_host(4));
+  // Precisions other than fp32 need GPUs, as in a training experiment.
+  expect_error("name: c\nmode: infer\nmatrix: {network: lenet, precision: [fp32, bf16]}\n",
+               {"t.yaml:3:44: matrix.precision[1]: precision 'bf16' runs on GPUs only"});
+  // And a training experiment has no infer section.
+  expect_error("name: t\ndataset: synthetic\niterations: 2\ninfer: {batch: [1]}\nmatrix: {network: lenet, batch: 2}\n",
+               {"t.yaml:4:8: infer: applies to inference experiments: add 'mode: infer'"});
+  expect_error("name: t\nmode: serve\nmatrix: {network: lenet}\n", {"t.yaml:2:7: mode:"});
+}
+
+TEST(InferExperiment, ItsResultFileDecidesWhetherARunIsDone) {
+  TempDir dir;
+  const Experiment e = parse("name: c\nmode: infer\nmatrix: {network: lenet}\n");
+  const RunSpec run = expand_runs(e)[0];
+  const std::string exp = experiment_dir(dir.str(), e);
+  EXPECT_EQ(run_status(exp, run).state, RunState::Todo);
+  fs::create_directories(fs::path(exp) / "infer");
+  const std::string file = infer_run_file(exp, run);
+  EXPECT_EQ(file, (fs::path(exp) / "infer" / (run.id + ".json")).string());
+  auto write = [&](const std::string& text) { std::ofstream(file) << text; };
+  write(R"({"format": "cnnscale-infer-1", "batches": [], "run_id": ")" + run.id + "\"}");
+  EXPECT_EQ(run_status(exp, run).state, RunState::Done);
+  write(R"({"format": "cnnscale-infer-1", "batches": [], "run_id": "another-run"})");
+  EXPECT_EQ(run_status(exp, run).state, RunState::Conflict);
+  write(R"({"format": "cnnscale-infer-1", "batc)");
+  const RunStatus torn = run_status(exp, run);
+  EXPECT_EQ(torn.state, RunState::Corrupt);
+  EXPECT_NE(torn.detail.find("unreadable"), std::string::npos) << torn.detail;
+}
+
+}  // namespace
+}  // namespace cnnscale::testing
