@@ -62,6 +62,7 @@ struct InferArgs {
   std::string results_root;  // "": nothing saved (unless $CNNSCALE_RESULTS gives a root)
   std::string experiment = "infer";
   std::string run_id;  // names the result file (a sweep's run id); "": net, precision, scenario, device, time
+  std::vector<std::string> rank_devices;  // under mpirun: each rank's device, in rank order (results' "devices")
   bool no_results = false;
 };
 
@@ -98,7 +99,9 @@ void publish(const InferArgs& a, nlohmann::json run, const std::string& dir) {
       stem = a.run_id;
       run["run_id"] = a.run_id;
     }
-    run["results"] = report::write_infer_file(dir, stem, run);
+    // A run id names one file: if it appeared meanwhile, fail rather than write <id>-1.json, which
+    // a sweep would never find.
+    run["results"] = report::write_infer_file(dir, stem, run, a.run_id.empty());
   }
   if (a.json) {
     std::printf("%s\n", run.dump().c_str());
@@ -192,7 +195,9 @@ nlohmann::json run_json(const InferArgs& a, const NetSpec& spec, infer::Inferenc
           {"folded_batch_norms", engine.folded_batch_norms()},
           {"cuda_graph", engine.cuda_graph()},
           {"graph_replays", engine.graph_replays()},
-          {"world_size", world_size}};
+          {"world_size", world_size},
+          {"devices",
+           a.rank_devices.empty() ? std::vector<std::string>{engine.backend().device().to_string()} : a.rank_devices}};
 }
 
 nlohmann::json server_json(const infer::ServerResult& r) {
@@ -345,6 +350,7 @@ void run_infer(InferArgs& a) {
               backend->device().is_cpu() ? std::string() : gpu_uuid(backend->device().index)})))
       ranks.push_back(decode_rank_device(t));
     check_distinct_devices(ranks);
+    for (const RankDevice& r : ranks) a.rank_devices.push_back(r.device);
   }
   infer::InferenceEngine engine(*spec, *backend, eo);
   auto energy = open_energy_monitor(backend->device(), distributed ? mpi->local_rank() : 0, a.power_hz);

@@ -1,7 +1,7 @@
 // `cnnscale sweep FILE [key=value...]`: validates an experiment file (with overrides), expands its
 // matrix into runs and either prints the plan (--dry-run), writes a Slurm/PBS array script (--emit)
-// or runs every run not finished yet (each as `cnnscale train` under mpirun/srun as needed), one
-// sweep of an experiment at a time.
+// or runs every run not finished yet (each as `cnnscale train`, or `cnnscale infer` in an inference
+// experiment, under mpirun/srun as needed), one sweep of an experiment at a time.
 #include <fmt/ranges.h>
 
 #include <algorithm>
@@ -116,6 +116,13 @@ void run_sweep_command(const SweepArgs& a) {
   if (!a.emit.empty() || a.run_index >= 0 || selected) load_host.check_gpus = false;
   Experiment e = load_experiment(a.file, a.overrides, load_host);
   const OnlyFilter only = parse_only(a.only);
+  // An inference run has no batch axis, allreduce, split or CPU mix: such a filter would select
+  // nothing (or everything) without saying why.
+  if (e.mode == "infer")
+    for (const char* key : {"batch", "allreduce", "split", "cpu_mix"})
+      if (only.terms.count(key))
+        throw_config("--only {}=...: an inference experiment has no '{}' (network, gpus, gpu_mix, precision, repeat)",
+                     key, key);
   std::vector<RunSpec> runs;
   for (auto& r : expand_runs(e))
     if (only.matches(r)) runs.push_back(std::move(r));
@@ -214,7 +221,8 @@ void register_sweep(CLI::App& app) {
   // As train: the environment's results root unless --results names one.
   if (const char* env = std::getenv("CNNSCALE_RESULTS"); env && *env) a.results = env;
   cmd->add_option("--results", a.results,
-                  "Results root; runs go to ROOT/<experiment>/<run-id>/ (default: $CNNSCALE_RESULTS or results)")
+                  "Results root; runs go to ROOT/<experiment>/<run-id>/, inference runs to "
+                  "ROOT/<experiment>/infer/<run-id>.json (default: $CNNSCALE_RESULTS or results)")
       ->capture_default_str();
   cmd->add_flag("--dry-run", a.dry_run, "Print the plan (runs, ranks, iterations, status) and run nothing");
   cmd->add_option("--emit", a.emit,

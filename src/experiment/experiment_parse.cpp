@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -192,6 +193,24 @@ AllreduceMode read_allreduce(const ExperimentReader& r, const ConfigNode& n, con
   return m;
 }
 
+// An inference experiment's extra_args: none of the flags the sweep sets from the file (infer's own
+// refusal of a repeated flag would fail every run only when it starts), nor a scenario's: the sweep
+// counts a run done by its offline result, a table of batch sizes.
+void check_infer_extra_arg(const ConfigNode& a, const std::string& flag, const InferSpec& s) {
+  static const std::map<std::string, std::string> kSet = {
+      {"--net", "matrix.network"},    {"--device", "device (and matrix.gpu_mix)"},
+      {"--gpus", "matrix.gpu_mix"},   {"--seed", "seed"},
+      {"--batch", "infer.batch"},     {"--fill", "infer.fill"},
+      {"--seconds", "infer.seconds"}, {"--latency-seconds", "infer.latency_seconds"},
+      {"--no-fold", "infer.fold"},    {"--no-graph", "infer.graph"}};
+  static const std::set<std::string> kScenario = {"--scenario", "--rate",    "--max-batch",  "--latency-bound",
+                                                  "--rate-lo",  "--rate-hi", "--rate-steps", "--min-queries"};
+  if (auto it = kSet.find(flag); it != kSet.end()) a.fail(fmt::format("'{}' is set by {}", flag, it->second));
+  if (kScenario.count(flag)) a.fail(fmt::format("'{}': an inference sweep runs the offline scenario", flag));
+  if (flag == "--memory-limit" && (s.batches.empty() || s.batches.back() != "max"))
+    a.fail("'--memory-limit' is the budget of a batch list ending with max (infer.batch)");
+}
+
 // infer: the batch list (positive sizes, or max alone, as infer's --batch), the input fill, the
 // windows' lengths and the fold and graph switches.
 void read_infer(const ExperimentReader& r, const ConfigNode& n, Experiment& e) {
@@ -214,7 +233,7 @@ void read_infer(const ExperimentReader& r, const ConfigNode& n, Experiment& e) {
   }
   if (auto c = r.child(n, "fill")) s.fill = one_of(*c, {"gaussian", "constant"});
   if (auto c = r.child(n, "seconds")) s.seconds = number_in(*c, 0, 3600, true);
-  if (auto c = r.child(n, "latency_seconds")) s.latency_seconds = number_in(*c, 0, 3600, true);
+  if (auto c = r.child(n, "latency_seconds")) s.latency_seconds = number_in(*c, 0, 3600, false);
   if (auto c = r.child(n, "fold")) s.fold = c->as<bool>();
   if (auto c = r.child(n, "graph")) s.graph = c->as<bool>();
 }
@@ -342,9 +361,7 @@ Experiment parse_experiment_text(const std::string& text, const std::string& fil
       if (kReservedArgs.count(flag)) a.fail(fmt::format("'{}' is set by the sweep itself", flag));
       // A second --precision would contradict the run's id and results: the matrix owns it.
       if (flag == "--precision") a.fail("'--precision' is set by matrix.precision");
-      if (infer && flag == "--batch") a.fail("'--batch' is set by infer.batch");
-      // The sweep counts an inference run done by its offline result (a table of batch sizes).
-      if (infer && flag == "--scenario") a.fail("'--scenario': an inference sweep runs the offline scenario");
+      if (infer) check_infer_extra_arg(a, flag, e.infer);
       if (flag == "--allreduce-dtype") a.fail("'--allreduce-dtype' is set by matrix.allreduce's dtype");
       if (flag == "--allreduce-max-ctas") a.fail("'--allreduce-max-ctas' is set by matrix.allreduce's max_ctas");
       e.extra_args.push_back(arg);

@@ -1,9 +1,13 @@
 // Inference results files (see report_infer.hpp) and the report's inference table.
 #include "experiment/report_infer.hpp"
 
+#include <fmt/ranges.h>
+
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <tuple>
@@ -23,9 +27,9 @@ std::string infer_results_dir(const std::string& root, const std::string& experi
 
 void prepare_infer_results_dir(const std::string& dir) { prepare_writable_dir(dir); }
 
-std::string write_infer_file(const std::string& dir, const std::string& stem, json run) {
+std::string write_infer_file(const std::string& dir, const std::string& stem, json run, bool numbered) {
   run["format"] = kInferFormat;
-  return write_new_file(dir, stem, ".json", run.dump(2) + "\n");
+  return write_new_file(dir, stem, ".json", run.dump(2) + "\n", numbered);
 }
 
 namespace {
@@ -55,10 +59,20 @@ InferFile parse_infer_file(const json& j, const std::string& path) {
       throw_config("{}: \"world_size\" is not a rank count", path);
     ranks = j["world_size"].get<int64_t>();
   }
+  // A job's devices: "gpu:0+gpu:2" when its ranks ran on different ones (so that two GPU sets of a
+  // rank count stay apart), the one device when they all ran on the same kind ("cpu").
+  std::string device = text(j, "device", path);
+  if (j.contains("devices") && j["devices"].is_array() && !j["devices"].empty()) {
+    std::vector<std::string> all;
+    for (const json& d : j["devices"])
+      if (d.is_string()) all.push_back(d.get<std::string>());
+    if (std::adjacent_find(all.begin(), all.end(), std::not_equal_to<>()) != all.end())
+      device = fmt::format("{}", fmt::join(all, "+"));
+  }
   for (const json& b : j["batches"]) {
     InferRow r;
     r.net = text(j, "net", path);
-    r.device = text(j, "device", path);
+    r.device = device;
     r.precision = text(j, "precision", path);
     if (!b.contains("batch") || !b["batch"].is_number_integer()) throw_config("{}: a batch has no \"batch\"", path);
     r.batch = b["batch"].get<int64_t>();
@@ -72,7 +86,7 @@ InferFile parse_infer_file(const json& j, const std::string& path) {
     if (ranks > 1) {  // the job's throughput and energy: its ranks' sums
       r.images_per_s = number_or_nan(b, "job_images_per_s", path);
       const double watts = number_or_nan(b, "job_watts", path);
-      r.joules_per_image = watts / r.images_per_s;
+      r.joules_per_image = watts > 0 && r.images_per_s > 0 ? watts / r.images_per_s : std::nan("");
       r.images_per_joule = number_or_nan(b, "job_images_per_joule", path);
     }
     f.rows.push_back(r);

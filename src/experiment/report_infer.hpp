@@ -17,7 +17,8 @@ std::string infer_results_dir(const std::string& root, const std::string& experi
 // ConfigError naming the folder unless it exists (or can be made) and a file can be created in it.
 void prepare_infer_results_dir(const std::string& dir);
 // `run` (infer's --json object) with "format" added, at the first free name <dir>/<stem>[-k].json.
-std::string write_infer_file(const std::string& dir, const std::string& stem, nlohmann::json run);
+// numbered false: <dir>/<stem>.json only (a sweep's run id), a RuntimeError when it exists.
+std::string write_infer_file(const std::string& dir, const std::string& stem, nlohmann::json run, bool numbered = true);
 
 // One offline batch size of one file. A job of several ranks (mpirun) is the job's: images/s,
 // watts and so energy summed over its ranks; latency and peak memory rank 0's.

@@ -119,8 +119,8 @@ SweepResult run_sweep(const Experiment& e, const std::vector<RunSpec>& runs, con
     if (st.state == RunState::Corrupt) {
       // Not done after all: kept for inspection under a name nothing counts, and the run redone.
       const std::string aside = move_aside(run.infer ? infer_run_file(exp_dir, run) : run_dir.string());
-      std::fprintf(stderr, "%s: warning: the run's folder is damaged (%s); moved to %s, running it again\n",
-                   head.c_str(), st.detail.c_str(), aside.c_str());
+      std::fprintf(stderr, "%s: warning: the run's %s is damaged (%s); moved to %s, running it again\n", head.c_str(),
+                   run.infer ? "result file" : "folder", st.detail.c_str(), aside.c_str());
     }
     if (st.state == RunState::Partial) {
       // A killed run's leftovers: nothing in them is complete (train also clears them itself). An

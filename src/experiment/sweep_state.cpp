@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "experiment/report_infer.hpp"
 #include "experiment/sweep.hpp"
 #include "io/atomic_file.hpp"
 #include "io/results_writer.hpp"
@@ -65,11 +66,16 @@ RunStatus infer_run_status(const std::string& exp_dir, const RunSpec& run) {
   const auto corrupt = [&](const std::string& why) { return RunStatus{RunState::Corrupt, why}; };
   auto j = read_json(file);
   if (!j || !j->is_object()) return corrupt(fmt::format("{} is unreadable (truncated or not JSON)", file.string()));
-  if (!j->contains("format") || !j->contains("batches"))
-    return corrupt(fmt::format("{} is no infer result", file.string()));
-  if (j->value("run_id", std::string()) != run.id)
-    return {RunState::Conflict,
-            fmt::format("{} holds the result of run '{}'", file.string(), j->value("run_id", std::string("?")))};
+  // What the report reads: an offline result of ours with a table of batch sizes.
+  const auto format = j->find("format");
+  const auto batches = j->find("batches");
+  if (format == j->end() || *format != report::kInferFormat || batches == j->end() || !batches->is_array() ||
+      batches->empty())
+    return corrupt(fmt::format("{} is no offline infer result", file.string()));
+  const auto id = j->find("run_id");
+  const std::string holds = id != j->end() && id->is_string() ? id->get<std::string>() : std::string("?");
+  if (holds != run.id)
+    return {RunState::Conflict, fmt::format("{} holds the result of run '{}'", file.string(), holds)};
   return {RunState::Done, ""};
 }
 

@@ -91,7 +91,7 @@ void write_atomically_with(const std::string& path, const std::function<void(con
 }
 
 std::string write_new_file(const std::string& dir, const std::string& stem, const std::string& ext,
-                           const std::string& content) {
+                           const std::string& content, bool numbered) {
   const std::string tmp = temp_path_for((fs::path(dir) / (stem + ext)).string());
   write_synced_file(tmp, content);
   for (int k = 0; k < 100000; ++k) {
@@ -100,7 +100,11 @@ std::string write_new_file(const std::string& dir, const std::string& stem, cons
       ::unlink(tmp.c_str());
       return path;
     }
-    if (errno == EEXIST) continue;
+    if (errno == EEXIST && numbered) continue;
+    if (errno == EEXIST) {
+      ::unlink(tmp.c_str());
+      throw_runtime("{}: exists already; results are never replaced", path);
+    }
     const int err = errno;
     std::error_code ec;
     // Filesystems without hard links: check, then rename.

@@ -36,8 +36,8 @@ void fsync_dir(const std::string& path);
 
 // `content` at the first free name of dir/<stem><ext>, dir/<stem>-1<ext>, ... (never replacing a
 // file, even one another process publishes meanwhile: link() fails on an existing name). Returns
-// the path.
+// the path. numbered false: dir/<stem><ext> only, a RuntimeError when that name exists.
 std::string write_new_file(const std::string& dir, const std::string& stem, const std::string& ext,
-                           const std::string& content);
+                           const std::string& content, bool numbered = true);
 
 }  // namespace cnnscale

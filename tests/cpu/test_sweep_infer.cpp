@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/temp_dir.hpp"
+#include "cpu/cli_runner.hpp"
 #include "cpu/experiment_test_util.hpp"
 #include "experiment/sweep.hpp"
 
@@ -100,6 +101,11 @@ TEST(InferExperiment, WhatOnlyTrainingHasIsRefusedWithItsLocation) {
   expect_error(kInfer, {"infer.batches: unknown key"}, {"infer.batches=[1]"}, gpu_host(4));
   expect_error(kInfer, {"'--scenario'", "offline"}, {"extra_args=[--scenario=server]"}, gpu_host(4));
   expect_error(kInfer, {"'--batch' is set by infer.batch"}, {"extra_args=[--batch=4]"}, gpu_host(4));
+  expect_error(kInfer, {"'--seed' is set by seed"}, {"extra_args=[--seed, \"3\"]"}, gpu_host(4));
+  expect_error(kInfer, {"'--rate'", "offline"}, {"extra_args=[--rate=10]"}, gpu_host(4));
+  expect_error(kInfer, {"'--memory-limit'", "ending with max"}, {"infer.batch=[1, 8]", "extra_args=[--memory-limit=8]"},
+               gpu_host(4));
+  EXPECT_EQ(parse(kInfer, {"extra_args=[--memory-limit=8]"}, gpu_host(4)).extra_args.size(), 1u);
   // Precisions other than fp32 need GPUs, as in a training experiment.
   expect_error("name: c\nmode: infer\nmatrix: {network: lenet, precision: [fp32, bf16]}\n",
                {"t.yaml:3:44: matrix.precision[1]: precision 'bf16' runs on GPUs only"});
@@ -119,14 +125,37 @@ TEST(InferExperiment, ItsResultFileDecidesWhetherARunIsDone) {
   const std::string file = infer_run_file(exp, run);
   EXPECT_EQ(file, (fs::path(exp) / "infer" / (run.id + ".json")).string());
   auto write = [&](const std::string& text) { std::ofstream(file) << text; };
-  write(R"({"format": "cnnscale-infer-1", "batches": [], "run_id": ")" + run.id + "\"}");
+  write(R"({"format": "cnnscale-infer-1", "batches": [{"batch": 1}], "run_id": ")" + run.id + "\"}");
   EXPECT_EQ(run_status(exp, run).state, RunState::Done);
-  write(R"({"format": "cnnscale-infer-1", "batches": [], "run_id": "another-run"})");
+  write(R"({"format": "cnnscale-infer-1", "batches": [{"batch": 1}], "run_id": "another-run"})");
   EXPECT_EQ(run_status(exp, run).state, RunState::Conflict);
+  // Not what the report reads: another format, or no batch (a scenario's file).
+  write(R"({"format": "cnnscale-bench-1", "batches": [{"batch": 1}], "run_id": ")" + run.id + "\"}");
+  EXPECT_EQ(run_status(exp, run).state, RunState::Corrupt);
+  write(R"({"format": "cnnscale-infer-1", "batches": [], "run_id": ")" + run.id + "\"}");
+  EXPECT_EQ(run_status(exp, run).state, RunState::Corrupt);
   write(R"({"format": "cnnscale-infer-1", "batc)");
   const RunStatus torn = run_status(exp, run);
   EXPECT_EQ(torn.state, RunState::Corrupt);
   EXPECT_NE(torn.detail.find("unreadable"), std::string::npos) << torn.detail;
+}
+
+// The plan of an inference sweep, and --only terms on axes it does not have refused, not matched
+// against nothing.
+TEST(InferExperiment, DryRunPlansItAndOnlyRefusesTrainingAxes) {
+  TempDir dir;
+  const std::string file = std::string(CNNSCALE_TEST_DATA) + "/experiments/tiny_infer.yaml";
+  CliResult r = run_cnnscale({"sweep", file, "--dry-run", "--results", dir.str()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("2 inference run(s), device cpu, batch 1,2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("lenet-infer-g2-fp32-r1-"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# 2 to run, 0 already complete"), std::string::npos) << r.out;
+  CliResult bad = run_cnnscale({"sweep", file, "--dry-run", "--only", "batch=1", "--results", dir.str()});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("an inference experiment has no 'batch'"), std::string::npos) << bad.err;
+  CliResult gpus = run_cnnscale({"sweep", file, "--dry-run", "--only", "gpus=2", "--results", dir.str()});
+  ASSERT_EQ(gpus.exit_code, 0) << gpus.err;
+  EXPECT_NE(gpus.out.find("1 inference run(s)"), std::string::npos) << gpus.out;
 }
 
 }  // namespace
