@@ -184,10 +184,11 @@ __global__ void bn_finalize_forward_kernel(int blocks, int64_t rows, int c, cons
   coef[ch] = make_float4(static_cast<float>(mean), static_cast<float>(scale[ch] * inv_std), shift[ch], 0.0f);
 }
 
-// Forward pass (3): y = ReLU?((x - mean) * a + shift [+ z]).
+// Forward pass (3): y = ReLU?((x - mean) * a + shift [+ z]). In place (y == x or y == z) allowed:
+// each element is read by the thread that then writes it, and read no more (no __restrict__ here).
 template <typename T, int V>
-__global__ void bn_apply_kernel(BnRows g, const Lanes<T, V>* __restrict__ x, const Lanes<T, V>* __restrict__ z,
-                                const float4* __restrict__ coef, bool relu, Lanes<T, V>* __restrict__ y) {
+__global__ void bn_apply_kernel(BnRows g, const Lanes<T, V>* x, const Lanes<T, V>* z, const float4* coef, bool relu,
+                                Lanes<T, V>* y) {
   const BnThread t = bn_thread(g);
   if (!t.active) return;
   float mean[V], a[V], b[V];
@@ -271,11 +272,11 @@ __global__ void bn_finalize_backward_kernel(int blocks, int64_t rows, int c, con
                          static_cast<float>(-k1 * inv_std * inv_std * sgx / m));
 }
 
-// Backward pass (3): dx, and dz = g for a fused addend.
+// Backward pass (3): dx, and dz = g for a fused addend. dx may be dy, x or y (in place), as in pass
+// (3) of the forward; dz may be dy, not dx.
 template <typename T, int V>
-__global__ void bn_dx_kernel(BnRows g, const Lanes<T, V>* __restrict__ x, const Lanes<T, V>* __restrict__ dy,
-                             const Lanes<T, V>* __restrict__ y, const float4* __restrict__ coef,
-                             Lanes<T, V>* __restrict__ dx, Lanes<T, V>* __restrict__ dz) {
+__global__ void bn_dx_kernel(BnRows g, const Lanes<T, V>* x, const Lanes<T, V>* dy, const Lanes<T, V>* y,
+                             const float4* coef, Lanes<T, V>* dx, Lanes<T, V>* dz) {
   const BnThread t = bn_thread(g);
   if (!t.active) return;
   float4 e[V];

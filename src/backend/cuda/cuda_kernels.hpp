@@ -69,7 +69,8 @@ void launch_lrn_rows_backward(DType t, int64_t rows, int64_t channels, int size,
 // statistics updated as cuDNN does (momentum, unbiased variance), y = ReLU?(x_hat scale + shift [+ z]);
 // z may be null. Backward: y is the forward's output where a ReLU was fused (dy is gated by y > 0),
 // else null; dx, dscale and dshift are overwritten, and dz (may be null) receives the gated dy.
-// Both need bn_rows_workspace_bytes(rows, c, sms) bytes of `workspace`.
+// Both need bn_rows_workspace_bytes(rows, c, sms) bytes of `workspace`, and rows >= 2 (the unbiased
+// variance). In place allowed: y may be x or z; dx may be x, dy or y, dz may be dy (not dx).
 int64_t bn_rows_workspace_bytes(int64_t rows, int64_t c, int sms);
 void launch_bn_rows_forward_train(DType t, int64_t rows, int64_t c, int sms, const void* x, const void* z,
                                   const float* scale, const float* shift, float momentum, double eps,
