@@ -15,6 +15,7 @@ void register_time(CLI::App& app);
 void register_sweep(CLI::App& app);
 void register_report(CLI::App& app);
 void register_infer(CLI::App& app);
+void register_calibrate(CLI::App& app);
 
 // --conv-search, --layout and --batchnorm, which train and time share: which convolution implementations a
 // GPU backend's search times, and the memory order of the activations (backend.hpp's

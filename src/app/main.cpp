@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
   cnnscale::app::register_sweep(app);
   cnnscale::app::register_report(app);
   cnnscale::app::register_infer(app);
+  cnnscale::app::register_calibrate(app);
 
   try {
     app.parse(argc, argv);

@@ -16,10 +16,8 @@ void AbsHistogram::add(const float* values, int64_t n) {
   max_abs_ = std::max(max_abs_, batch_max);
   if (range_ == 0 && batch_max > 0) {
     // The first non-zero batch sets the range, a hair above its largest |v| so that it falls in the
-    // last bin rather than on the range's edge; zeros seen before go to bin 0.
+    // last bin rather than on the range's edge.
     range_ = batch_max * (1.0 + 1e-6);
-    bins_[0] += static_cast<double>(zeros_pending_);
-    zeros_pending_ = 0;
   }
   while (range_ > 0 && batch_max >= range_) {  // double the range: bin k of the new is bins 2k, 2k + 1
     for (int k = 0; k < kBins / 2; ++k) bins_[k] = bins_[2 * k] + bins_[2 * k + 1];
@@ -32,11 +30,11 @@ void AbsHistogram::add(const float* values, int64_t n) {
       ++non_finite_;
       continue;
     }
-    ++count_;
-    if (range_ == 0) {  // only zeros so far
-      ++zeros_pending_;
+    if (v == 0) {  // exact at any scale: says nothing about the threshold (half of every ReLU output)
+      ++zeros_;
       continue;
     }
+    ++count_;
     const double a = std::fabs(static_cast<double>(v));
     const int b = std::min(kBins - 1, static_cast<int>(a / range_ * kBins));
     bins_[static_cast<size_t>(b)] += 1.0;

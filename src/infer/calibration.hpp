@@ -7,9 +7,12 @@
 // outliers set; a percentile clips a fixed share; entropy (the method TensorRT calibrates with)
 // chooses the T whose 128-level quantisation loses the least information about the distribution
 // of |v| (the smallest Kullback-Leibler divergence between the histogram clipped at T, its tail
-// added to its last bin, and that histogram quantised to 128 levels). ReLU networks' activations
-// are long-tailed: a max threshold leaves their bulk a handful of levels, and entropy is the
-// default where real calibration data is at hand.
+// added to its last bin, and that histogram quantised to 128 levels). `cnnscale calibrate` defaults
+// to the 99.99th percentile: on Fashion-MNIST's LeNet and small ResNet (briefly trained) it cost
+// 0.0 and 0.2 points of top-1 where entropy cost 1.3 and 4.0 and max 0.0 and 0.6. In a residual
+// network the tensor a block's first convolution reads is also its identity shortcut, whose tail
+// carries signal that entropy (a criterion for one layer's input) clips; max spends the levels on
+// the rarest values.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -20,6 +23,9 @@ namespace cnnscale::infer {
 // |v| of one tensor over calibration batches, in kBins equal bins over [0, range). The range is set
 // by the first batch with a non-zero value (its largest |v|) and doubled, pairs of bins merged,
 // whenever a later batch holds a larger |v|: every value lands in a bin and earlier counts stay.
+// Exact zeros (half of every ReLU output) are counted apart, not binned: int8 stores them exactly
+// at any scale, so they say nothing about the threshold, and as a spike in the first bin they would
+// make every wide quantisation level look costly to the entropy criterion.
 class AbsHistogram {
  public:
   static constexpr int kBins = 2048;
@@ -28,14 +34,15 @@ class AbsHistogram {
   double range() const { return range_; }
   double max_abs() const { return max_abs_; }
   double bin_width() const { return range_ / kBins; }
-  int64_t count() const { return count_; }            // values binned
+  int64_t count() const { return count_; }            // values binned (finite, non-zero)
+  int64_t zeros() const { return zeros_; }            // exact zeros, counted apart
   int64_t non_finite() const { return non_finite_; }  // NaN or inf values seen
   const std::vector<double>& bins() const { return bins_; }
 
  private:
   std::vector<double> bins_;
   double range_ = 0, max_abs_ = 0;
-  int64_t count_ = 0, non_finite_ = 0, zeros_pending_ = 0;
+  int64_t count_ = 0, zeros_ = 0, non_finite_ = 0;
 };
 
 enum class CalibrationMethod { Max, Percentile, Entropy };

@@ -1,0 +1,132 @@
+// `cnnscale calibrate`: int8 post-training calibration of a trained network (a `train` checkpoint)
+// on real data, written as a table of per-tensor input thresholds and per-channel weight scales
+// (infer/calibrate_run.hpp), with the accuracy int8 would cost on the test set: top-1 in fp32 and
+// with that quantisation simulated.
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "app/commands.hpp"
+#include "backend/backend.hpp"
+#include "core/error.hpp"
+#include "data/datasets.hpp"
+#include "infer/calibrate_run.hpp"
+#include "io/atomic_file.hpp"
+#include "net/net.hpp"
+#include "solver/checkpoint.hpp"
+
+namespace cnnscale::app {
+
+namespace {
+
+struct CalibrateArgs {
+  std::string checkpoint, net, data = "fashion-mnist", data_dir, device = "cpu", method = "percentile", out;
+  int64_t samples = 1000, batch = 100, test_samples = -1;
+  double percentile = 99.99;
+};
+
+void run_calibrate(const CalibrateArgs& a) {
+  // Everything that can be checked is, before anything is loaded.
+  const infer::CalibrationMethod method = infer::calibration_method_from_name(a.method);
+  if (!(a.percentile > 0 && a.percentile <= 100))
+    throw_config("--percentile must be in (0, 100], got {}", a.percentile);
+  if (a.samples < 1) throw_config("--samples must be >= 1, got {}", a.samples);
+  if (a.batch < 1) throw_config("--batch must be >= 1, got {}", a.batch);
+  if (a.test_samples < -1)
+    throw_config("--test-samples: -1 (the whole test set), 0 (none) or N, got {}", a.test_samples);
+  if (dataset_info(a.data).synthetic)
+    throw_config("--data {}: calibration needs real data (the values the network will see)", a.data);
+  if (a.out.empty()) throw_config("--out: the calibration table's file is required");
+
+  const CheckpointContents contents = read_checkpoint(a.checkpoint);
+  std::optional<NetSpec> spec;
+  if (!a.net.empty()) {
+    spec.emplace(NetSpec::load(resolve_network_path(a.net)));
+  } else {
+    if (contents.meta.network.empty()) throw_config("{}: the checkpoint holds no network; give --net", a.checkpoint);
+    spec.emplace(NetSpec::load_string(contents.meta.network, a.checkpoint));
+  }
+  DatasetRequest request;
+  request.name = a.data;
+  request.data_dir = a.data_dir;
+  request.test_samples = a.test_samples;
+  const OpenedDatasets data = open_datasets(request, spec->input_shape(), spec->classes(), a.batch);
+
+  std::unique_ptr<Backend> backend = make_backend(a.device);
+  infer::EngineOptions eo;
+  eo.checkpoint = a.checkpoint;
+  auto engine = std::make_unique<infer::InferenceEngine>(*spec, *backend, eo);
+  infer::CalibrationOptions co;
+  co.method = method;
+  co.percentile = a.percentile;
+  co.batch = a.batch;
+  const infer::CalibrationTable table = infer::calibrate(*engine, *data.train, a.samples, co);
+
+  nlohmann::json out = {
+      {"format", "cnnscale-calibration-1"},
+      {"net", spec->name()},
+      {"checkpoint", a.checkpoint},
+      {"data", data.train->name()},
+      {"method", infer::calibration_method_name(method)},
+      {"percentile", method == infer::CalibrationMethod::Percentile ? nlohmann::json(a.percentile) : nlohmann::json()},
+      {"folded_batch_norms", engine->folded_batch_norms()},
+      {"device", backend->device().to_string()}};
+  out.update(table.to_json());
+  std::optional<infer::AccuracyPair> cost;
+  if (data.test) {
+    cost = infer::int8_accuracy_cost(*engine, *data.test, table, a.batch);
+    out["accuracy"] = {{"test_set", data.test->name()},
+                       {"samples", cost->samples},
+                       {"fp32_top1", cost->fp32_top1},
+                       {"int8_top1", cost->int8_top1},
+                       {"int8_cost_points", 100.0 * (cost->fp32_top1 - cost->int8_top1)},
+                       {"int8_arithmetic", "simulated: quantised inputs and weights, products summed in fp32"}};
+  }
+  write_file_atomically(a.out, out.dump(2) + "\n");
+
+  std::printf("%s: int8 calibration on %lld samples of %s (%s), %zu batch norm(s) folded -> %s\n", spec->name().c_str(),
+              static_cast<long long>(table.samples), data.train->name().c_str(),
+              infer::calibration_method_name(method).c_str(), engine->folded_batch_norms(), a.out.c_str());
+  std::printf("%-16s %-14s %-16s %10s %10s %8s\n", "layer", "type", "input", "max |x|", "threshold", "channels");
+  for (const infer::QuantizedLayer& q : table.layers)
+    std::printf("%-16s %-14s %-16s %10.4g %10.4g %8zu\n", q.layer.c_str(), q.type.c_str(), q.input.c_str(),
+                q.input_max_abs, q.input_threshold, q.weight_scales.size());
+  if (cost)
+    std::printf("top-1 on %lld test samples: fp32 %.2f %%, int8 (simulated) %.2f %%: int8 costs %.2f points\n",
+                static_cast<long long>(cost->samples), 100 * cost->fp32_top1, 100 * cost->int8_top1,
+                100 * (cost->fp32_top1 - cost->int8_top1));
+}
+
+}  // namespace
+
+void register_calibrate(CLI::App& app) {
+  auto args = std::make_shared<CalibrateArgs>();
+  CalibrateArgs& a = *args;
+  CLI::App* cmd = app.add_subcommand(
+      "calibrate", "int8 post-training calibration of a trained network on real data, and its accuracy cost");
+  cmd->add_option("--checkpoint", a.checkpoint, "Weights (and network) of a `train` checkpoint")->required();
+  cmd->add_option("--net", a.net, "Network name or YAML path (default: the checkpoint's own)");
+  cmd->add_option("--data", a.data, "Real dataset: calibration samples from its training set, accuracy on its test set")
+      ->check(CLI::IsMember(dataset_names()))
+      ->capture_default_str();
+  cmd->add_option("--data-dir", a.data_dir, "Dataset folder (default: the dataset's usual location)");
+  cmd->add_option("--samples", a.samples, "Calibration samples: the first N of the training set")
+      ->capture_default_str();
+  cmd->add_option("--batch", a.batch, "Batch size of the calibration and evaluation passes")->capture_default_str();
+  cmd->add_option("--method", a.method,
+                  "Input thresholds: percentile (--percentile of the non-zero |x|), entropy (least KL divergence, "
+                  "as TensorRT) or max (the largest |x|)")
+      ->capture_default_str();
+  cmd->add_option("--percentile", a.percentile, "--method percentile: the percentile of |x| kept")
+      ->capture_default_str();
+  cmd->add_option("--test-samples", a.test_samples,
+                  "Test samples of the accuracy cost: -1 the whole test set, 0 none, N the first N")
+      ->capture_default_str();
+  cmd->add_option("--device", a.device, "cpu or gpu:N (the passes run in fp32)")->capture_default_str();
+  cmd->add_option("--out", a.out, "The calibration table (JSON), written whole or not at all")->required();
+  cmd->callback([args] { run_calibrate(*args); });
+}
+
+}  // namespace cnnscale::app
