@@ -2,7 +2,9 @@
 // on real data, written as a table of per-tensor input thresholds and per-channel weight scales
 // (infer/calibrate_run.hpp), with the accuracy int8 would cost on the test set: top-1 in fp32 and
 // with that quantisation simulated.
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -12,8 +14,11 @@
 #include "backend/backend.hpp"
 #include "core/error.hpp"
 #include "data/datasets.hpp"
+#include "experiment/report_data.hpp"
+#include "experiment/report_infer.hpp"
 #include "infer/calibrate_run.hpp"
 #include "io/atomic_file.hpp"
+#include "io/results_writer.hpp"
 #include "net/net.hpp"
 #include "solver/checkpoint.hpp"
 
@@ -25,6 +30,9 @@ struct CalibrateArgs {
   std::string checkpoint, net, data = "fashion-mnist", data_dir, device = "cpu", method = "percentile", out;
   int64_t samples = 1000, batch = 100, test_samples = -1;
   double percentile = 99.99;
+  std::string results_root;  // "": not saved for `report` (unless $CNNSCALE_RESULTS gives a root)
+  std::string experiment = "calibrate";
+  bool no_results = false;
 };
 
 void run_calibrate(const CalibrateArgs& a) {
@@ -38,7 +46,15 @@ void run_calibrate(const CalibrateArgs& a) {
     throw_config("--test-samples: -1 (the whole test set), 0 (none) or N, got {}", a.test_samples);
   if (dataset_info(a.data).synthetic)
     throw_config("--data {}: calibration needs real data (the values the network will see)", a.data);
-  if (a.out.empty()) throw_config("--out: the calibration table's file is required");
+  const std::string results = a.no_results ? std::string() : a.results_root;
+  if (a.out.empty() && results.empty())
+    throw_config("--out FILE or --results DIR: the calibration table has to be written somewhere");
+  std::string results_dir;
+  if (!results.empty()) {  // checked now, not after the passes
+    check_results_name("--experiment", a.experiment);
+    results_dir = report::calibration_results_dir(results, a.experiment);
+    report::prepare_writable_dir(results_dir);
+  }
 
   const CheckpointContents contents = read_checkpoint(a.checkpoint);
   std::optional<NetSpec> spec;
@@ -84,11 +100,19 @@ void run_calibrate(const CalibrateArgs& a) {
                        {"int8_cost_points", 100.0 * (cost->fp32_top1 - cost->int8_top1)},
                        {"int8_arithmetic", "simulated: quantised inputs and weights, products summed in fp32"}};
   }
-  write_file_atomically(a.out, out.dump(2) + "\n");
+  if (!a.out.empty()) write_file_atomically(a.out, out.dump(2) + "\n");
+  std::string saved;
+  if (!results_dir.empty()) {
+    const auto [iso, stamp] = utc_times(std::chrono::system_clock::now());
+    out["time"] = iso;
+    saved = write_new_file(results_dir, fmt::format("{}-{}-{}", spec->name(), a.method, stamp), ".json",
+                           out.dump(2) + "\n");
+  }
 
   std::printf("%s: int8 calibration on %lld samples of %s (%s), %zu batch norm(s) folded -> %s\n", spec->name().c_str(),
               static_cast<long long>(table.samples), data.train->name().c_str(),
-              infer::calibration_method_name(method).c_str(), engine->folded_batch_norms(), a.out.c_str());
+              infer::calibration_method_name(method).c_str(), engine->folded_batch_norms(),
+              (a.out.empty() ? saved : a.out + (saved.empty() ? "" : " and " + saved)).c_str());
   std::printf("%-16s %-14s %-16s %10s %10s %8s\n", "layer", "type", "input", "max |x|", "threshold", "channels");
   for (const infer::QuantizedLayer& q : table.layers)
     std::printf("%-16s %-14s %-16s %10.4g %10.4g %8zu\n", q.layer.c_str(), q.type.c_str(), q.input.c_str(),
@@ -125,7 +149,15 @@ void register_calibrate(CLI::App& app) {
                   "Test samples of the accuracy cost: -1 the whole test set, 0 none, N the first N")
       ->capture_default_str();
   cmd->add_option("--device", a.device, "cpu or gpu:N (the passes run in fp32)")->capture_default_str();
-  cmd->add_option("--out", a.out, "The calibration table (JSON), written whole or not at all")->required();
+  cmd->add_option("--out", a.out, "The calibration table (JSON), written whole or not at all");
+  if (const char* env = std::getenv("CNNSCALE_RESULTS"); env && *env) a.results_root = env;
+  CLI::Option* results =
+      cmd->add_option("--results", a.results_root,
+                      "Also save the table under DIR/<experiment>/calibration/ for `cnnscale report`'s int8 "
+                      "accuracy table (default: $CNNSCALE_RESULTS)");
+  cmd->add_option("--experiment", a.experiment, "experiment name (the results subfolder)")->capture_default_str();
+  cmd->add_flag("--no-results", a.no_results, "save nothing under a results root, even with $CNNSCALE_RESULTS set")
+      ->excludes(results);
   cmd->callback([args] { run_calibrate(*args); });
 }
 

@@ -39,6 +39,7 @@ void register_report(CLI::App& app) {
     std::cout << "report: " << out.runs << " run(s), " << out.configurations << " configuration(s)";
     if (out.allreduce_files) std::cout << ", " << out.allreduce_files << " allreduce bench file(s)";
     if (out.infer_files) std::cout << ", " << out.infer_files << " infer file(s)";
+    if (out.calibration_files) std::cout << ", " << out.calibration_files << " calibration file(s)";
     std::cout << " -> " << out.report_md << "\n";
   });
 }

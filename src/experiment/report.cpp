@@ -62,6 +62,7 @@ std::string report_markdown(const ReportOptions& options, const ReportOutcome& o
                      outcome.configurations);
   if (outcome.allreduce_files) out += fmt::format(", {} `bench allreduce` file(s)", outcome.allreduce_files);
   if (outcome.infer_files) out += fmt::format(", {} `infer` file(s)", outcome.infer_files);
+  if (outcome.calibration_files) out += fmt::format(", {} `calibrate` file(s)", outcome.calibration_files);
   if (outcome.unreadable) out += fmt::format("; {} unreadable run folder(s) skipped", outcome.unreadable);
   out += ". Values are mean ± sample standard deviation over repeats (runs equal in every identity key: ";
   for (size_t i = 0; i < kGroupKeys.size(); ++i) out += (i ? ", " : "") + kGroupKeys[i];
@@ -150,10 +151,12 @@ ReportOutcome write_report(const ReportOptions& options) {
   // only those.
   const std::vector<AllreduceBenchFile> benches = find_allreduce_benches(options.results_dir);
   const std::vector<InferFile> inferences = find_infer_results(options.results_dir);
-  if (runs.empty() && benches.empty() && inferences.empty())
+  const std::vector<CalibrationFile> calibrations = find_calibrations(options.results_dir);
+  if (runs.empty() && benches.empty() && inferences.empty() && calibrations.empty())
     throw_config(
         "no complete runs under '{}' (a run folder holds run.h5; *.partial folders are ignored), no "
-        "`bench allreduce` results (*/allreduce/*.json) and no `infer` results (*/infer/*.json){}{}",
+        "`bench allreduce` results (*/allreduce/*.json), no `infer` results (*/infer/*.json) and no `calibrate` "
+        "results (*/calibration/*.json){}{}",
         options.results_dir, outcome.unreadable ? fmt::format("; {} unreadable run folder(s)", outcome.unreadable) : "",
         outcome.interrupted.empty() ? "" : fmt::format("; {} interrupted run(s) left out", outcome.interrupted.size()));
   const std::vector<ConfigGroup> groups = group_runs(runs);
@@ -166,11 +169,13 @@ ReportOutcome write_report(const ReportOptions& options) {
     if (Table energy = allreduce_energy_table(benches); !energy.rows.empty()) tables.push_back(std::move(energy));
   }
   if (!inferences.empty()) tables.push_back(infer_table(inferences));
+  if (!calibrations.empty()) tables.push_back(int8_accuracy_table(calibrations));
   const RunRecord* power = options.plots && !runs.empty() ? power_run(runs, options.power_run) : nullptr;
   outcome.runs = static_cast<int>(runs.size());
   outcome.configurations = static_cast<int>(groups.size());
   outcome.allreduce_files = static_cast<int>(benches.size());
   outcome.infer_files = static_cast<int>(inferences.size());
+  outcome.calibration_files = static_cast<int>(calibrations.size());
 
   const fs::path out = options.out_dir.empty() ? fs::path(options.results_dir) / "report" : fs::path(options.out_dir);
   std::error_code ec;
@@ -199,7 +204,10 @@ ReportOutcome write_report(const ReportOptions& options) {
   std::string plot_error;
   std::string figures_note = "Not produced: --no-plots.";
   const std::string power_desc = power ? describe(*power) : "";
-  if (options.plots) {
+  // Calibration files alone have a table and no figure: there is nothing to draw.
+  const bool drawable = !runs.empty() || !benches.empty() || !inferences.empty();
+  if (options.plots && !drawable) figures_note = "None: the int8 accuracy table has no figure.";
+  if (options.plots && drawable) {
     const fs::path scratch = csv ? out : out / ".report_csv";
     try {
       if (!csv) {

@@ -29,6 +29,7 @@ struct ReportOutcome {
   int runs = 0, configurations = 0, unreadable = 0;
   int allreduce_files = 0;  // `bench allreduce` results files in the allreduce table
   int infer_files = 0;      // `infer --results` files (the offline ones make the inference table)
+  int calibration_files = 0;  // `calibrate --results` files (the int8 accuracy table)
 };
 
 inline const std::vector<std::string> kFigureNames = {"time_per_batch.png", "joules_per_batch.png", "scaling.png",

@@ -169,4 +169,86 @@ Table infer_table(const std::vector<InferFile>& files) {
   return t;
 }
 
+std::string calibration_results_dir(const std::string& root, const std::string& experiment) {
+  return (fs::path(root) / experiment / "calibration").string();
+}
+
+std::vector<CalibrationFile> find_calibrations(const std::string& results_dir) {
+  std::vector<CalibrationFile> files;
+  for (const fs::path& p : find_json_files(results_dir, "calibration")) {
+    std::ifstream in(p);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    json j;
+    try {
+      j = json::parse(ss.str());
+    } catch (const json::exception& e) {
+      throw_config("{}: not JSON: {}", p.string(), e.what());
+    }
+    if (!j.is_object() || !j.contains("format") || j["format"] != kCalibrationFormat) continue;
+    const std::string where = p.string();
+    CalibrationFile f;
+    f.path = where;
+    f.net = text(j, "net", where);
+    f.method = text(j, "method", where);
+    f.percentile = number_or_nan(j, "percentile", where);
+    f.samples = static_cast<int64_t>(number_or_nan(j, "samples", where));
+    f.fp32_top1 = f.int8_top1 = std::nan("");
+    if (j.contains("accuracy")) {
+      const json& a = j["accuracy"];
+      f.test_set = text(a, "test_set", where);
+      f.test_samples = static_cast<int64_t>(number_or_nan(a, "samples", where));
+      f.fp32_top1 = number_or_nan(a, "fp32_top1", where);
+      f.int8_top1 = number_or_nan(a, "int8_top1", where);
+    }
+    files.push_back(std::move(f));
+  }
+  return files;
+}
+
+Table int8_accuracy_table(const std::vector<CalibrationFile>& files) {
+  Table t;
+  t.name = "int8_accuracy";
+  t.title = "int8 accuracy cost (cnnscale calibrate)";
+  t.caption =
+      "Test top-1 of each calibrated network in fp32 and with int8 quantisation simulated (per-tensor input "
+      "thresholds from the calibration samples by the method named, per-channel weight scales; quantised values, "
+      "products summed in fp32), and the points int8 costs; mean ± std over the files that repeat a setting.";
+  t.columns = {Column("network", "net", false),
+               Column("test set", "test_set", false),
+               Column("method", "method", false),
+               Column("calibration samples", "samples", false),
+               Column("fp32 top-1 (%)", "fp32_top1"),
+               Column("int8 top-1 (%)", "int8_top1"),
+               Column("int8 cost (points)", "int8_cost_points"),
+               Column("files", "files", false)};
+  using Key = std::tuple<std::string, std::string, std::string, int64_t>;
+  std::map<Key, std::vector<const CalibrationFile*>> groups;
+  int without = 0;
+  for (const CalibrationFile& f : files) {
+    if (std::isnan(f.fp32_top1)) {
+      ++without;
+      continue;
+    }
+    const std::string method = f.method == "percentile" ? fmt::format("percentile {:g}", f.percentile) : f.method;
+    groups[{f.net, f.test_set, method, f.samples}].push_back(&f);
+  }
+  for (const auto& [key, group] : groups) {
+    auto stat = [&](auto value) {
+      std::vector<double> v;
+      for (const CalibrationFile* f : group) v.push_back(value(*f));
+      return Cell::of(stat_of(v));
+    };
+    t.rows.push_back({Cell::of(std::get<0>(key)), Cell::of(std::get<1>(key)), Cell::of(std::get<2>(key)),
+                      Cell::of(std::to_string(std::get<3>(key))),
+                      stat([](const CalibrationFile& f) { return 100 * f.fp32_top1; }),
+                      stat([](const CalibrationFile& f) { return 100 * f.int8_top1; }),
+                      stat([](const CalibrationFile& f) { return 100 * (f.fp32_top1 - f.int8_top1); }),
+                      Cell::of(std::to_string(group.size()))});
+  }
+  if (without > 0)
+    t.notes.push_back(fmt::format("{} calibration file(s) without a test set are not in this table.", without));
+  return t;
+}
+
 }  // namespace cnnscale::report

@@ -15,6 +15,7 @@
 
 #include "common/temp_dir.hpp"
 #include "cpu/cli_runner.hpp"
+#include "cpu/test_report_util.hpp"
 #include "solver/checkpoint.hpp"
 
 namespace cnnscale::testing {
@@ -132,6 +133,37 @@ TEST(CalibrateCli, MaxKeepsTheWholeRangeTheOthersClipInsideIt) {
     }
 }
 
+// --results saves each table for `report`, whose int8 accuracy table has a row per network, test set,
+// method and calibration sample count, with the files' own figures in percent and their difference.
+TEST(CalibrateCli, SavedTablesMakeTheReportsInt8AccuracyTable) {
+  ASSERT_FALSE(trained().checkpoint.empty());
+  TempDir dir;
+  size_t saved = 0;
+  for (const char* method : {"percentile", "max"}) {
+    CliResult r = run_cnnscale({"calibrate", "--checkpoint", trained().checkpoint, "--samples", "300", "--test-samples",
+                                "1000", "--method", method, "--results", dir.str(), "--experiment", "e"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(fs::path(dir.str()) / "e" / "calibration")) files.push_back(e.path());
+    ASSERT_EQ(files.size(), ++saved);  // one more file, none replaced
+  }
+  CliResult rep = run_cnnscale({"report", (fs::path(dir.str()) / "e").string()});  // with plots: none to draw
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  EXPECT_NE(rep.out.find("2 calibration file(s)"), std::string::npos) << rep.out;
+  const auto rows = read_csv((fs::path(dir.str()) / "e" / "report" / "int8_accuracy.csv").string());
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].at("method"), "max");
+  EXPECT_EQ(rows[1].at("method"), "percentile 99.99");
+  for (const auto& row : rows) {
+    EXPECT_EQ(row.at("net"), "lenet");
+    EXPECT_EQ(row.at("test_set"), "fashion-mnist/test[:1000]");
+    EXPECT_EQ(row.at("samples"), "300");
+    EXPECT_DOUBLE_EQ(std::stod(row.at("fp32_top1_mean")), 100 * trained().test_top1);
+    EXPECT_NEAR(std::stod(row.at("int8_cost_points_mean")),
+                std::stod(row.at("fp32_top1_mean")) - std::stod(row.at("int8_top1_mean")), 1e-9);
+  }
+}
+
 TEST(CalibrateCli, BadInputIsOneLineAndExitTwoAndWritesNothing) {
   ASSERT_FALSE(trained().checkpoint.empty());
   TempDir dir;
@@ -141,7 +173,7 @@ TEST(CalibrateCli, BadInputIsOneLineAndExitTwoAndWritesNothing) {
   expect_usage_error({"calibrate", "--checkpoint", ck, "--method", "kl", "--out", out}, {"'kl'", "entropy"});
   expect_usage_error({"calibrate", "--checkpoint", ck, "--samples", "0", "--out", out}, {"--samples"});
   expect_usage_error({"calibrate", "--checkpoint", ck, "--samples", "70000", "--out", out}, {"70000"});
-  expect_usage_error({"calibrate", "--checkpoint", ck}, {"--out"});
+  expect_usage_error({"calibrate", "--checkpoint", ck, "--no-results"}, {"--out", "--results"});
   expect_usage_error({"calibrate", "--checkpoint", "/nonexistent.h5", "--out", out}, {"/nonexistent.h5"});
   EXPECT_FALSE(fs::exists(out));
 }
