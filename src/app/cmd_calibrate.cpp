@@ -2,9 +2,11 @@
 // on real data, written as a table of per-tensor input thresholds and per-channel weight scales
 // (infer/calibrate_run.hpp), with the accuracy int8 would cost on the test set: top-1 in fp32 and
 // with that quantisation simulated.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -69,6 +71,24 @@ void run_calibrate(const CalibrateArgs& a) {
   request.data_dir = a.data_dir;
   request.test_samples = a.test_samples;
   const OpenedDatasets data = open_datasets(request, spec->input_shape(), spec->classes(), a.batch);
+  // What the passes would only find out at their end, or not at all, checked before them.
+  const Shape sample = data.train->sample_shape();
+  if (sample.dims() != spec->input_shape())
+    throw_config("{} takes inputs of shape {}, but {} has samples of shape {}", spec->name(),
+                 Shape(spec->input_shape()).to_string(), data.train->name(), sample.to_string());
+  if (data.train->classes() > spec->classes())
+    throw_config("{} has {} classes, {} only {} outputs", data.train->name(), data.train->classes(), spec->name(),
+                 spec->classes());
+  if (a.samples > data.train->size())
+    throw_config("--samples {}: {} has {} samples", a.samples, data.train->name(), data.train->size());
+  if (data.test && std::none_of(spec->layers().begin(), spec->layers().end(),
+                                [](const LayerInfo& l) { return l.type == "Accuracy"; }))
+    throw_config("{} has no Accuracy layer to score the test set with (or give --test-samples 0)", spec->name());
+  if (!a.out.empty()) {
+    const std::filesystem::path parent = std::filesystem::absolute(a.out).parent_path();
+    std::error_code ec;
+    if (!std::filesystem::is_directory(parent, ec)) throw_config("--out {}: no folder {}", a.out, parent.string());
+  }
 
   std::unique_ptr<Backend> backend = make_backend(a.device);
   infer::EngineOptions eo;

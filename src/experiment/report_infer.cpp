@@ -192,12 +192,17 @@ std::vector<CalibrationFile> find_calibrations(const std::string& results_dir) {
     f.net = text(j, "net", where);
     f.method = text(j, "method", where);
     f.percentile = number_or_nan(j, "percentile", where);
-    f.samples = static_cast<int64_t>(number_or_nan(j, "samples", where));
+    if (!j.contains("samples") || !j["samples"].is_number_integer())
+      throw_config("{}: \"samples\" is missing or not a count", where);
+    f.samples = j["samples"].get<int64_t>();
+    f.checkpoint = j.contains("checkpoint") && j["checkpoint"].is_string() ? j["checkpoint"].get<std::string>() : "";
     f.fp32_top1 = f.int8_top1 = std::nan("");
     if (j.contains("accuracy")) {
       const json& a = j["accuracy"];
       f.test_set = text(a, "test_set", where);
-      f.test_samples = static_cast<int64_t>(number_or_nan(a, "samples", where));
+      if (!a.contains("samples") || !a["samples"].is_number_integer())
+        throw_config("{}: \"accuracy.samples\" is missing or not a count", where);
+      f.test_samples = a["samples"].get<int64_t>();
       f.fp32_top1 = number_or_nan(a, "fp32_top1", where);
       f.int8_top1 = number_or_nan(a, "int8_top1", where);
     }
@@ -213,8 +218,10 @@ Table int8_accuracy_table(const std::vector<CalibrationFile>& files) {
   t.caption =
       "Test top-1 of each calibrated network in fp32 and with int8 quantisation simulated (per-tensor input "
       "thresholds from the calibration samples by the method named, per-channel weight scales; quantised values, "
-      "products summed in fp32), and the points int8 costs; mean ± std over the files that repeat a setting.";
+      "products summed in fp32), and the points int8 costs; mean ± std over the files that repeat a setting "
+      "(the same checkpoint, test set, method and calibration samples).";
   t.columns = {Column("network", "net", false),
+               Column("checkpoint", "checkpoint", false),
                Column("test set", "test_set", false),
                Column("method", "method", false),
                Column("calibration samples", "samples", false),
@@ -222,7 +229,7 @@ Table int8_accuracy_table(const std::vector<CalibrationFile>& files) {
                Column("int8 top-1 (%)", "int8_top1"),
                Column("int8 cost (points)", "int8_cost_points"),
                Column("files", "files", false)};
-  using Key = std::tuple<std::string, std::string, std::string, int64_t>;
+  using Key = std::tuple<std::string, std::string, std::string, std::string, int64_t>;
   std::map<Key, std::vector<const CalibrationFile*>> groups;
   int without = 0;
   for (const CalibrationFile& f : files) {
@@ -230,8 +237,8 @@ Table int8_accuracy_table(const std::vector<CalibrationFile>& files) {
       ++without;
       continue;
     }
-    const std::string method = f.method == "percentile" ? fmt::format("percentile {:g}", f.percentile) : f.method;
-    groups[{f.net, f.test_set, method, f.samples}].push_back(&f);
+    const std::string method = f.method == "percentile" ? fmt::format("percentile {}", f.percentile) : f.method;
+    groups[{f.net, f.checkpoint, f.test_set, method, f.samples}].push_back(&f);
   }
   for (const auto& [key, group] : groups) {
     auto stat = [&](auto value) {
@@ -240,7 +247,7 @@ Table int8_accuracy_table(const std::vector<CalibrationFile>& files) {
       return Cell::of(stat_of(v));
     };
     t.rows.push_back({Cell::of(std::get<0>(key)), Cell::of(std::get<1>(key)), Cell::of(std::get<2>(key)),
-                      Cell::of(std::to_string(std::get<3>(key))),
+                      Cell::of(std::get<3>(key)), Cell::of(std::to_string(std::get<4>(key))),
                       stat([](const CalibrationFile& f) { return 100 * f.fp32_top1; }),
                       stat([](const CalibrationFile& f) { return 100 * f.int8_top1; }),
                       stat([](const CalibrationFile& f) { return 100 * (f.fp32_top1 - f.int8_top1); }),

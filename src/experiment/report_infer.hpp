@@ -44,7 +44,7 @@ Table infer_table(const std::vector<InferFile>& files);
 inline constexpr const char* kCalibrationFormat = "cnnscale-calibration-1";
 std::string calibration_results_dir(const std::string& root, const std::string& experiment);
 struct CalibrationFile {
-  std::string path, net, method, test_set;
+  std::string path, net, checkpoint, method, test_set;
   double percentile = 0;  // NaN unless method percentile
   int64_t samples = 0, test_samples = 0;
   double fp32_top1 = 0, int8_top1 = 0;  // NaN without an accuracy (no test set)
@@ -52,8 +52,8 @@ struct CalibrationFile {
 // Every */calibration/*.json under `results_dir` of our format (others skipped; a broken one of ours
 // is a ConfigError naming it).
 std::vector<CalibrationFile> find_calibrations(const std::string& results_dir);
-// int8's accuracy cost: fp32 and simulated int8 top-1 per network, test set, method and calibration
-// samples, mean ± std over the files that repeat one.
+// int8's accuracy cost: fp32 and simulated int8 top-1 per network, checkpoint, test set, method and
+// calibration samples, mean ± std over the files that repeat one.
 Table int8_accuracy_table(const std::vector<CalibrationFile>& files);
 
 }  // namespace cnnscale::report

@@ -29,7 +29,7 @@ std::vector<Consumer> consumers(Net& net) {
   std::vector<Consumer> out;
   const std::vector<Layer*> layers = net.layers();
   for (size_t i = 0; i < layers.size(); ++i)
-    if (quantized_type(layers[i]->type())) {
+    if (quantized_type(layers[i]->type()) && net.runs_in_phase(i, Phase::Test)) {
       if (layers[i]->bottoms().empty()) throw_runtime("layer {} has no input", layers[i]->name());
       out.push_back({i, layers[i], layers[i]->bottoms()[0]});
     }
@@ -47,14 +47,22 @@ std::vector<float> download(Backend& backend, const Tensor& t) {
 // Runs net.forward(Test) and calls `visit(consumer)` for each quantised layer just before it runs
 // (its input final, nothing later has overwritten it), each input tensor once per pass.
 void forward_visiting(Net& net, const std::vector<Consumer>& cs, const std::function<void(const Consumer&)>& visit) {
+  const size_t count = net.layers().size();
   size_t next = 0;
   std::set<std::string> seen;
   auto upto = [&](size_t index) {  // every consumer at or before `index` not visited yet
     for (; next < cs.size() && cs[next].index <= index; ++next)
       if (seen.insert(cs[next].input).second) visit(cs[next]);
   };
+  // After layer l, the next layer to run is the first after l that runs in the test phase: every
+  // consumer up to it reads what is final now (layers in between are skipped, writing nothing).
+  auto next_running = [&](size_t after) {
+    size_t i = after;
+    while (i < count && !net.runs_in_phase(i, Phase::Test)) ++i;
+    return i;
+  };
   net.forward(
-      Phase::Test, 0, [&](size_t l) { upto(l + 1); }, [&] { upto(0); });
+      Phase::Test, 0, [&](size_t l) { upto(next_running(l + 1)); }, [&] { upto(next_running(0)); });
 }
 
 // Samples [begin, begin + count) of `data` into the net's input and labels (the net reshaped to count).
@@ -127,6 +135,7 @@ CalibrationTable calibrate(InferenceEngine& engine, const Dataset& data, int64_t
 AccuracyPair int8_accuracy_cost(InferenceEngine& engine, const Dataset& test, const CalibrationTable& table,
                                 int64_t batch) {
   if (batch < 1) throw_config("evaluation batch must be >= 1, got {}", batch);
+  if (engine.options().precision != Precision::FP32) throw_config("the int8 simulation runs the network in fp32");
   Net& net = engine.net(std::min(batch, test.size()));
   Backend& backend = net.backend();
   const std::vector<Consumer> cs = consumers(net);
@@ -178,10 +187,12 @@ AccuracyPair int8_accuracy_cost(InferenceEngine& engine, const Dataset& test, co
         v[i] = static_cast<float>(quantize(v[i], s)) * s;
       }
       backend.upload(v.data(), w.master);
-      if (w.data.raw() != w.master.raw()) backend.upload(v.data(), w.data);
       backend.synchronize();
     }
   }
+  // The masters are what changed: the compute copies (where the layer has its own) are converted
+  // from them once more.
+  net.freeze_weights(true);
   r.int8_top1 = pass(true);
   return r;
 }

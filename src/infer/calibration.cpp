@@ -88,7 +88,8 @@ double kl_divergence(const std::vector<double>& p, const std::vector<double>& q)
     sq += q[i];
   }
   // A bin Q leaves empty where P is not would make the divergence infinite: such bins get a small
-  // probability, as TensorRT's and MXNet's smoothing does, taken from Q's total.
+  // probability, as TensorRT's and MXNet's smoothing does (Q is not renormalised for it: the few
+  // such bins, each kEps / bins, move the divergence far less than the choice between thresholds).
   constexpr double kEps = 1e-4;
   double kl = 0;
   for (size_t i = 0; i < p.size(); ++i) {

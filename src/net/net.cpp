@@ -453,6 +453,11 @@ std::vector<Layer*> Net::layers() const {
   return out;
 }
 
+bool Net::runs_in_phase(size_t index, Phase phase) const {
+  CNNSCALE_CHECK(index < impl_->layers.size(), "layer {} of {}", index, impl_->layers.size());
+  return runs_in(impl_->layers[index].spec.phase, phase);
+}
+
 std::vector<Param*> Net::params() const { return impl_->params; }
 const Tensor& Net::flat_params() const { return impl_->flat_params; }
 const Tensor& Net::flat_grads() const { return impl_->flat_grads; }

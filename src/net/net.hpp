@@ -136,6 +136,8 @@ class Net {
   std::vector<std::string> accuracy_outputs() const;
 
   std::vector<Layer*> layers() const;
+  // Whether layer `index` (of layers()) runs in `phase` (a layer may be limited to one: Accuracy).
+  bool runs_in_phase(size_t index, Phase phase) const;
   std::vector<Param*> params() const;      // in network order
   const Tensor& flat_params() const;       // (P) every parameter's f32 master, contiguous
   const Tensor& flat_grads() const;        // (P) every f32 gradient, same offsets

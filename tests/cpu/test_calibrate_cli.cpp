@@ -172,7 +172,10 @@ TEST(CalibrateCli, BadInputIsOneLineAndExitTwoAndWritesNothing) {
   expect_usage_error({"calibrate", "--checkpoint", ck, "--data", "synthetic", "--out", out}, {"real data"});
   expect_usage_error({"calibrate", "--checkpoint", ck, "--method", "kl", "--out", out}, {"'kl'", "entropy"});
   expect_usage_error({"calibrate", "--checkpoint", ck, "--samples", "0", "--out", out}, {"--samples"});
-  expect_usage_error({"calibrate", "--checkpoint", ck, "--samples", "70000", "--out", out}, {"70000"});
+  expect_usage_error({"calibrate", "--checkpoint", ck, "--samples", "70000", "--out", out}, {"70000", "60000"});
+  expect_usage_error({"calibrate", "--checkpoint", ck, "--net", "resnet34", "--out", out},
+                     {"resnet34 takes inputs of shape", "fashion-mnist/train"});
+  expect_usage_error({"calibrate", "--checkpoint", ck, "--out", "/nonexistent/t.json"}, {"/nonexistent"});
   expect_usage_error({"calibrate", "--checkpoint", ck, "--no-results"}, {"--out", "--results"});
   expect_usage_error({"calibrate", "--checkpoint", "/nonexistent.h5", "--out", out}, {"/nonexistent.h5"});
   EXPECT_FALSE(fs::exists(out));
