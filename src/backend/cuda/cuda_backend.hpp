@@ -597,6 +597,14 @@ class CudaBackend final : public Backend {
     return options_.batchnorm == BatchNormKernels::Cnnscale ||
            (options_.batchnorm == BatchNormKernels::Auto && !bn_persistent());
   }
+  // What those kernels' launches over x need: its rows (pixels), the SMs the grid is sized to and
+  // a workspace that large (cuda_norm.cpp).
+  struct OwnBatchNormLaunch {
+    int64_t rows = 0;
+    int sms = 0;
+    void* workspace = nullptr;
+  };
+  OwnBatchNormLaunch own_batchnorm_launch(const Tensor& x);
   // Reserve space of channels-last batch norm, from each training forward to its backward, by x.
   std::map<const void*, Tensor> bn_reserve_;
   std::array<Tensor, 10> staging_;  // see staging()

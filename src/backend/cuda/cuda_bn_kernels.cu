@@ -117,6 +117,18 @@ __device__ void bn_block_partials(const BnRows& g, const float (&a)[V], const fl
   }
 }
 
+// Channel ch's two partial sums over the `blocks` row blocks, added in double in block order (the
+// same on every run).
+__device__ __forceinline__ double2 sum_partials(const float* partial, int blocks, int c, int ch) {
+  double a = 0.0, b = 0.0;
+  for (int k = 0; k < blocks; ++k) {
+    const float* p = partial + (static_cast<int64_t>(k) * c + ch) * 2;
+    a += p[0];
+    b += p[1];
+  }
+  return make_double2(a, b);
+}
+
 // Forward pass (1): sums of x - K and (x - K)^2, K = row 0's value of the channel.
 template <typename T, int V>
 __global__ void bn_stats_kernel(BnRows g, const Lanes<T, V>* __restrict__ x, float* __restrict__ partial) {
@@ -163,14 +175,9 @@ __global__ void bn_finalize_forward_kernel(int blocks, int64_t rows, int c, cons
                                            float* save_inv_std, float4* coef) {
   const int ch = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (ch >= c) return;
-  double s = 0.0, ss = 0.0;
-  for (int b = 0; b < blocks; ++b) {
-    const float* p = partial + (static_cast<int64_t>(b) * c + ch) * 2;
-    s += p[0];
-    ss += p[1];
-  }
-  const double m = static_cast<double>(rows), shifted_mean = s / m;
-  double var = ss / m - shifted_mean * shifted_mean;  // biased
+  const double2 sums = sum_partials(partial, blocks, c, ch);  // of x - K and (x - K)^2
+  const double m = static_cast<double>(rows), shifted_mean = sums.x / m;
+  double var = sums.y / m - shifted_mean * shifted_mean;  // biased
   if (var < 0.0) var = 0.0;
   const double mean = static_cast<double>(to_float(x[ch])) + shifted_mean;
   const double inv_std = 1.0 / sqrt(var + eps);
@@ -258,12 +265,8 @@ __global__ void bn_finalize_backward_kernel(int blocks, int64_t rows, int c, con
                                             float4* coef) {
   const int ch = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (ch >= c) return;
-  double sg = 0.0, sgx = 0.0;
-  for (int b = 0; b < blocks; ++b) {
-    const float* p = partial + (static_cast<int64_t>(b) * c + ch) * 2;
-    sg += p[0];
-    sgx += p[1];
-  }
+  const double2 sums = sum_partials(partial, blocks, c, ch);
+  const double sg = sums.x, sgx = sums.y;  // of g and g (x - mean)
   const double m = static_cast<double>(rows), inv_std = save_inv_std[ch];
   const double k1 = scale[ch] * inv_std;
   dshift[ch] = static_cast<float>(sg);
@@ -313,6 +316,22 @@ void with_lanes(int64_t c, std::initializer_list<const void*> pointers, F&& f) {
     f(std::integral_constant<int, 1>{});
 }
 
+// The workspace of a launch: the partial sums (a pair per channel per row block), then the
+// per-channel coefficients at the next 16-byte boundary. bn_rows_workspace_bytes sizes it for the
+// largest grid any pack width gives.
+struct BnWorkspace {
+  float* partial;
+  float4* coef;
+};
+int64_t partials_bytes(int64_t blocks, int64_t c) {
+  return blocks * c * 2 * static_cast<int64_t>(sizeof(float));
+}
+BnWorkspace bn_workspace(void* workspace, const BnRows& g) {
+  const uintptr_t base = reinterpret_cast<uintptr_t>(workspace);
+  return {static_cast<float*>(workspace),
+          reinterpret_cast<float4*>((base + static_cast<uintptr_t>(partials_bytes(g.blocks, g.c)) + 15) / 16 * 16)};
+}
+
 unsigned channel_blocks(int c) {
   return static_cast<unsigned>((c + kThreads - 1) / kThreads);
 }
@@ -328,7 +347,7 @@ int64_t bn_rows_workspace_bytes(int64_t rows, int64_t c, int sms) {
       const BnRows g = bn_rows(rows, static_cast<int>(c), v, sms);
       if (g.blocks > blocks) blocks = g.blocks;
     }
-  return blocks * c * 2 * static_cast<int64_t>(sizeof(float)) + c * static_cast<int64_t>(sizeof(float4)) + 16;
+  return partials_bytes(blocks, c) + c * static_cast<int64_t>(sizeof(float4)) + 16;  // + alignment
 }
 
 void launch_bn_rows_forward_train(DType t, int64_t rows, int64_t c, int sms, const void* x, const void* z,
@@ -342,9 +361,7 @@ void launch_bn_rows_forward_train(DType t, int64_t rows, int64_t c, int sms, con
       constexpr int V = decltype(lanes)::value;
       using L = Lanes<T, V>;
       const BnRows g = bn_rows(rows, static_cast<int>(c), V, sms);
-      auto* partial = static_cast<float*>(workspace);
-      auto* coef = reinterpret_cast<float4*>(
-          (reinterpret_cast<uintptr_t>(partial + static_cast<int64_t>(g.blocks) * c * 2) + 15) / 16 * 16);
+      const auto [partial, coef] = bn_workspace(workspace, g);
       const dim3 grid(g.blocks, g.slices);
       bn_stats_kernel<T, V><<<grid, kThreads, 0, stream>>>(g, static_cast<const L*>(x), partial);
       CUDA_CHECK_LAUNCH("bn_stats_kernel");
@@ -369,9 +386,7 @@ void launch_bn_rows_backward(DType t, int64_t rows, int64_t c, int sms, const vo
       constexpr int V = decltype(lanes)::value;
       using L = Lanes<T, V>;
       const BnRows g = bn_rows(rows, static_cast<int>(c), V, sms);
-      auto* partial = static_cast<float*>(workspace);
-      auto* coef = reinterpret_cast<float4*>(
-          (reinterpret_cast<uintptr_t>(partial + static_cast<int64_t>(g.blocks) * c * 2) + 15) / 16 * 16);
+      const auto [partial, coef] = bn_workspace(workspace, g);
       const dim3 grid(g.blocks, g.slices);
       bn_grad_stats_kernel<T, V><<<grid, kThreads, 0, stream>>>(g, static_cast<const L*>(x), static_cast<const L*>(dy),
                                                                 static_cast<const L*>(y), save_mean, partial);

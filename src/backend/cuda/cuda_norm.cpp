@@ -136,6 +136,14 @@ cudnnBatchNormOps_t fused_ops(bool in_op, bool addend) {
 
 }  // namespace
 
+CudaBackend::OwnBatchNormLaunch CudaBackend::own_batchnorm_launch(const Tensor& x) {
+  OwnBatchNormLaunch l;
+  l.rows = x.numel() / x.shape().c();
+  l.sms = granted_sms() > 0 ? granted_sms() : sm_count_;  // the grid fills the SMs this backend has
+  l.workspace = workspace(static_cast<size_t>(cuda::bn_rows_workspace_bytes(l.rows, x.shape().c(), l.sms)));
+  return l;
+}
+
 void CudaBackend::batchnorm_epilogue(const BatchNormParams& p, const BatchNormFused& fused, const Tensor& y) {
   if (fused.z.defined()) axpby(1.0f, fused.z, 1.0f, y);
   if (p.relu) relu_forward(y, y);
@@ -166,13 +174,11 @@ void CudaBackend::batchnorm_forward_train(const BatchNormParams& p, const Tensor
                   x.shape().to_string());
   activate();
   if (own_batchnorm(x)) {
-    const int64_t rows = x.numel() / c;
-    const int sms = granted_sms() > 0 ? granted_sms() : sm_count_;
-    void* ws = workspace(static_cast<size_t>(cuda::bn_rows_workspace_bytes(rows, c, sms)));
-    cuda::launch_bn_rows_forward_train(x.dtype(), rows, c, sms, x.raw(), fused.z.defined() ? fused.z.raw() : nullptr,
-                                       scale.f32(), shift.f32(), p.momentum, p.eps, running_mean.f32(),
-                                       running_var.f32(), save_mean.f32(), save_inv_std.f32(), p.relu, y.raw(), ws,
-                                       stream());
+    const OwnBatchNormLaunch l = own_batchnorm_launch(x);
+    cuda::launch_bn_rows_forward_train(x.dtype(), l.rows, c, l.sms, x.raw(),
+                                       fused.z.defined() ? fused.z.raw() : nullptr, scale.f32(), shift.f32(),
+                                       p.momentum, p.eps, running_mean.f32(), running_var.f32(), save_mean.f32(),
+                                       save_inv_std.f32(), p.relu, y.raw(), l.workspace, stream());
     return;
   }
   cuda::set_desc(desc_a_, x, op);
@@ -271,12 +277,10 @@ void CudaBackend::batchnorm_backward(const BatchNormParams& p, const Tensor& x, 
   if (x.numel() == 0) return;
   activate();
   if (own_batchnorm(x)) {  // the gate and the addend's gradient inside its kernels
-    const int64_t rows = x.numel() / c;
-    const int sms = granted_sms() > 0 ? granted_sms() : sm_count_;
-    void* ws = workspace(static_cast<size_t>(cuda::bn_rows_workspace_bytes(rows, c, sms)));
-    cuda::launch_bn_rows_backward(x.dtype(), rows, c, sms, x.raw(), dy.raw(), p.relu ? fused.y.raw() : nullptr,
+    const OwnBatchNormLaunch l = own_batchnorm_launch(x);
+    cuda::launch_bn_rows_backward(x.dtype(), l.rows, c, l.sms, x.raw(), dy.raw(), p.relu ? fused.y.raw() : nullptr,
                                   scale.f32(), save_mean.f32(), save_inv_std.f32(), dx.raw(), dscale.f32(),
-                                  dshift.f32(), fused.dz.defined() ? fused.dz.raw() : nullptr, ws, stream());
+                                  dshift.f32(), fused.dz.defined() ? fused.dz.raw() : nullptr, l.workspace, stream());
     return;
   }
   // Without cuDNN's fused backward, the gradient reaching bn(x) is dy gated by the ReLU's output,
