@@ -22,7 +22,6 @@
 #include "io/atomic_file.hpp"
 #include "io/results_writer.hpp"
 #include "net/net.hpp"
-#include "solver/checkpoint.hpp"
 
 namespace cnnscale::app {
 
@@ -58,32 +57,25 @@ void run_calibrate(const CalibrateArgs& a) {
     report::prepare_writable_dir(results_dir);
   }
 
-  const CheckpointContents contents = read_checkpoint(a.checkpoint);
-  std::optional<NetSpec> spec;
-  if (!a.net.empty()) {
-    spec.emplace(NetSpec::load(resolve_network_path(a.net)));
-  } else {
-    if (contents.meta.network.empty()) throw_config("{}: the checkpoint holds no network; give --net", a.checkpoint);
-    spec.emplace(NetSpec::load_string(contents.meta.network, a.checkpoint));
-  }
+  const NetSpec spec = network_to_run(a.net, a.checkpoint);
   DatasetRequest request;
   request.name = a.data;
   request.data_dir = a.data_dir;
   request.test_samples = a.test_samples;
-  const OpenedDatasets data = open_datasets(request, spec->input_shape(), spec->classes(), a.batch);
+  const OpenedDatasets data = open_datasets(request, spec.input_shape(), spec.classes(), a.batch);
   // What the passes would only find out at their end, or not at all, checked before them.
   const Shape sample = data.train->sample_shape();
-  if (sample.dims() != spec->input_shape())
-    throw_config("{} takes inputs of shape {}, but {} has samples of shape {}", spec->name(),
-                 Shape(spec->input_shape()).to_string(), data.train->name(), sample.to_string());
-  if (data.train->classes() > spec->classes())
-    throw_config("{} has {} classes, {} only {} outputs", data.train->name(), data.train->classes(), spec->name(),
-                 spec->classes());
+  if (sample.dims() != spec.input_shape())
+    throw_config("{} takes inputs of shape {}, but {} has samples of shape {}", spec.name(),
+                 Shape(spec.input_shape()).to_string(), data.train->name(), sample.to_string());
+  if (data.train->classes() > spec.classes())
+    throw_config("{} has {} classes, {} only {} outputs", data.train->name(), data.train->classes(), spec.name(),
+                 spec.classes());
   if (a.samples > data.train->size())
     throw_config("--samples {}: {} has {} samples", a.samples, data.train->name(), data.train->size());
-  if (data.test && std::none_of(spec->layers().begin(), spec->layers().end(),
-                                [](const LayerInfo& l) { return l.type == "Accuracy"; }))
-    throw_config("{} has no Accuracy layer to score the test set with (or give --test-samples 0)", spec->name());
+  if (data.test &&
+      std::none_of(spec.layers().begin(), spec.layers().end(), [](const LayerInfo& l) { return l.type == "Accuracy"; }))
+    throw_config("{} has no Accuracy layer to score the test set with (or give --test-samples 0)", spec.name());
   if (!a.out.empty()) {
     const std::filesystem::path parent = std::filesystem::absolute(a.out).parent_path();
     std::error_code ec;
@@ -93,7 +85,7 @@ void run_calibrate(const CalibrateArgs& a) {
   std::unique_ptr<Backend> backend = make_backend(a.device);
   infer::EngineOptions eo;
   eo.checkpoint = a.checkpoint;
-  auto engine = std::make_unique<infer::InferenceEngine>(*spec, *backend, eo);
+  auto engine = std::make_unique<infer::InferenceEngine>(spec, *backend, eo);
   infer::CalibrationOptions co;
   co.method = method;
   co.percentile = a.percentile;
@@ -102,7 +94,7 @@ void run_calibrate(const CalibrateArgs& a) {
 
   nlohmann::json out = {
       {"format", "cnnscale-calibration-1"},
-      {"net", spec->name()},
+      {"net", spec.name()},
       {"checkpoint", a.checkpoint},
       {"data", data.train->name()},
       {"method", infer::calibration_method_name(method)},
@@ -125,11 +117,11 @@ void run_calibrate(const CalibrateArgs& a) {
   if (!results_dir.empty()) {
     const auto [iso, stamp] = utc_times(std::chrono::system_clock::now());
     out["time"] = iso;
-    saved = write_new_file(results_dir, fmt::format("{}-{}-{}", spec->name(), a.method, stamp), ".json",
-                           out.dump(2) + "\n");
+    saved =
+        write_new_file(results_dir, fmt::format("{}-{}-{}", spec.name(), a.method, stamp), ".json", out.dump(2) + "\n");
   }
 
-  std::printf("%s: int8 calibration on %lld samples of %s (%s), %zu batch norm(s) folded -> %s\n", spec->name().c_str(),
+  std::printf("%s: int8 calibration on %lld samples of %s (%s), %zu batch norm(s) folded -> %s\n", spec.name().c_str(),
               static_cast<long long>(table.samples), data.train->name().c_str(),
               infer::calibration_method_name(method).c_str(), engine->folded_batch_norms(),
               (a.out.empty() ? saved : a.out + (saved.empty() ? "" : " and " + saved)).c_str());

@@ -91,12 +91,13 @@ void publish(const InferArgs& a, nlohmann::json run, const std::string& dir) {
   const auto [iso, stamp] = utc_times(std::chrono::system_clock::now());
   run["time"] = iso;
   if (!dir.empty()) {
-    std::string device = run["device"].get<std::string>();
-    std::replace(device.begin(), device.end(), ':', '_');
-    std::string stem = fmt::format("{}-{}-{}-{}-{}", run["net"].get<std::string>(), run["precision"].get<std::string>(),
-                                   run.value("scenario", "offline"), device, stamp);
-    if (!a.run_id.empty()) {
-      stem = a.run_id;
+    std::string stem = a.run_id;  // a sweep's run id, recorded in the file too
+    if (stem.empty()) {
+      std::string device = run["device"].get<std::string>();
+      std::replace(device.begin(), device.end(), ':', '_');
+      stem = fmt::format("{}-{}-{}-{}-{}", run["net"].get<std::string>(), run["precision"].get<std::string>(),
+                         run.value("scenario", "offline"), device, stamp);
+    } else {
       run["run_id"] = a.run_id;
     }
     // A run id names one file: if it appeared meanwhile, fail rather than write <id>-1.json, which
@@ -334,14 +335,7 @@ void run_infer(InferArgs& a) {
   check_backend_precision(device, precision);
   const std::string dir = results_dir(a, rank);
 
-  std::optional<NetSpec> spec;
-  if (!a.net.empty()) {
-    spec.emplace(NetSpec::load(resolve_network_path(a.net)));
-  } else {
-    const CheckpointContents c = read_checkpoint(a.checkpoint);
-    if (c.meta.network.empty()) throw_config("{}: the checkpoint holds no network; give --net", a.checkpoint);
-    spec.emplace(NetSpec::load_string(c.meta.network, a.checkpoint));
-  }
+  const NetSpec spec = network_to_run(a.net, a.checkpoint);
   std::unique_ptr<Backend> backend = make_backend(device, 0, precision);
   if (distributed) {
     std::vector<RankDevice> ranks;
@@ -352,10 +346,10 @@ void run_infer(InferArgs& a) {
     check_distinct_devices(ranks);
     for (const RankDevice& r : ranks) a.rank_devices.push_back(r.device);
   }
-  infer::InferenceEngine engine(*spec, *backend, eo);
+  infer::InferenceEngine engine(spec, *backend, eo);
   auto energy = open_energy_monitor(backend->device(), distributed ? mpi->local_rank() : 0, a.power_hz);
 
-  if (!offline) return run_scenario(a, *spec, engine, energy.get(), server, mpi, dir);
+  if (!offline) return run_scenario(a, spec, engine, energy.get(), server, mpi, dir);
 
   if (distributed) a.measure.before_window = [mpi] { mpi->allgather(0.0); };
   std::vector<int64_t> sizes = plan.sizes, beyond;
@@ -417,7 +411,7 @@ void run_infer(InferArgs& a) {
   if (rank != 0) return;
 
   {
-    nlohmann::json out = run_json(a, *spec, engine, "offline", distributed ? mpi->size() : 1);
+    nlohmann::json out = run_json(a, spec, engine, "offline", distributed ? mpi->size() : 1);
     out["batches"] = batches_json;
     if (max)
       out["max_batch"] = {{"batch", sizes.back()},
@@ -428,7 +422,7 @@ void run_infer(InferArgs& a) {
     publish(a, out, dir);
     if (a.json) return;
   }
-  std::printf("%s on %s, %s, %s input%s, %zu batch norm(s) folded%s\n", spec->name().c_str(),
+  std::printf("%s on %s, %s, %s input%s, %zu batch norm(s) folded%s\n", spec.name().c_str(),
               backend->description().c_str(), precision_name(precision).c_str(),
               infer::input_fill_name(eo.fill).c_str(),
               a.checkpoint.empty() ? ", initialised weights" : (", weights of " + a.checkpoint).c_str(),
@@ -460,6 +454,13 @@ void run_infer(InferArgs& a) {
 }
 
 }  // namespace
+
+NetSpec network_to_run(const std::string& net, const std::string& checkpoint) {
+  if (!net.empty()) return NetSpec::load(resolve_network_path(net));
+  const CheckpointContents c = read_checkpoint(checkpoint);
+  if (c.meta.network.empty()) throw_config("{}: the checkpoint holds no network; give --net", checkpoint);
+  return NetSpec::load_string(c.meta.network, checkpoint);
+}
 
 void register_infer(CLI::App& app) {
   auto args = std::make_shared<InferArgs>();

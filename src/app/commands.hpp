@@ -6,6 +6,10 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+namespace cnnscale {
+class NetSpec;
+}
+
 namespace cnnscale::app {
 
 void register_train(CLI::App& app);
@@ -16,6 +20,10 @@ void register_sweep(CLI::App& app);
 void register_report(CLI::App& app);
 void register_infer(CLI::App& app);
 void register_calibrate(CLI::App& app);
+
+// The network infer and calibrate run: --net's (a name or YAML path) when given, else the one a
+// `train` checkpoint holds (ConfigError when it holds none).
+NetSpec network_to_run(const std::string& net, const std::string& checkpoint);
 
 // --conv-search, --layout and --batchnorm, which train and time share: which convolution implementations a
 // GPU backend's search times, and the memory order of the activations (backend.hpp's

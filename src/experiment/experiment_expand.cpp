@@ -349,21 +349,19 @@ RunSpec make_infer_run(const Experiment& e, const std::string& net, const RankSe
 }  // namespace
 
 std::vector<RunSpec> expand_runs(const Experiment& e) {
-  if (e.mode == "infer") {
-    std::vector<RankSet> sets;
-    for (int64_t g : e.gpu_counts) sets.push_back({g, {}, {}});
-    for (const auto& m : e.gpu_mixes) sets.push_back({static_cast<int64_t>(m.gpus.size()), m, {}});
-    std::vector<RunSpec> runs;
-    for (int64_t repeat = 1; repeat <= e.repeats; ++repeat)
-      for (const auto& net : e.networks)
-        for (const auto& rs : sets)
-          for (const auto& precision : e.precisions) runs.push_back(make_infer_run(e, net, rs, precision, repeat));
-    return runs;
-  }
-  std::vector<RankSet> rank_sets;
+  std::vector<RankSet> rank_sets;  // an inference experiment has no cpu_mix (refused when read)
   for (int64_t g : e.gpu_counts) rank_sets.push_back({g, {}, {}});
   for (const auto& m : e.gpu_mixes) rank_sets.push_back({static_cast<int64_t>(m.gpus.size()), m, {}});
   for (const auto& s : e.cpu_mixes) rank_sets.push_back({static_cast<int64_t>(s.size()), {}, s});
+
+  if (e.mode == "infer") {  // one run per network, rank set, precision and repeat: no batch axis
+    std::vector<RunSpec> runs;
+    for (int64_t repeat = 1; repeat <= e.repeats; ++repeat)
+      for (const auto& net : e.networks)
+        for (const auto& rs : rank_sets)
+          for (const auto& precision : e.precisions) runs.push_back(make_infer_run(e, net, rs, precision, repeat));
+    return runs;
+  }
 
   // (global batch, rank set) points: every global batch on every rank set (strong scaling), then each
   // per-rank batch times each set's rank count (weak scaling) where that point is not there already

@@ -42,6 +42,11 @@ double number_or_nan(const json& j, const char* key, const std::string& where) {
   return v.get<double>();
 }
 
+int64_t count(const json& j, const char* key, const std::string& where) {
+  if (!j.contains(key) || !j[key].is_number_integer()) throw_config("{}: \"{}\" is missing or not a count", where, key);
+  return j[key].get<int64_t>();
+}
+
 std::string text(const json& j, const char* key, const std::string& where) {
   if (!j.contains(key) || !j[key].is_string()) throw_config("{}: \"{}\" is missing or not text", where, key);
   return j[key].get<std::string>();
@@ -94,13 +99,13 @@ InferFile parse_infer_file(const json& j, const std::string& path) {
   return f;
 }
 
-}  // namespace
-
-std::vector<InferFile> find_infer_results(const std::string& results_dir, int* skipped) {
-  const std::vector<fs::path> paths = find_json_files(results_dir, "infer");
-  std::vector<InferFile> files;
-  int other = 0;
-  for (const fs::path& p : paths) {
+// Every */<folder>/*.json under `results_dir` whose "format" is `format`, parsed, with its path; a
+// file that is not JSON is a ConfigError naming it, one of another format (another program's, in
+// the same folder) is skipped and counted in `other`.
+std::vector<std::pair<std::string, json>> our_json_files(const std::string& results_dir, const std::string& folder,
+                                                         const char* format, int* other) {
+  std::vector<std::pair<std::string, json>> out;
+  for (const fs::path& p : find_json_files(results_dir, folder)) {
     std::ifstream in(p);
     std::stringstream ss;
     ss << in.rdbuf();
@@ -110,12 +115,22 @@ std::vector<InferFile> find_infer_results(const std::string& results_dir, int* s
     } catch (const json::exception& e) {
       throw_config("{}: not JSON: {}", p.string(), e.what());
     }
-    if (!j.is_object() || !j.contains("format") || j["format"] != kInferFormat) {
-      ++other;  // another program's file in an infer folder is not a broken one of ours
+    if (!j.is_object() || !j.contains("format") || j["format"] != format) {
+      if (other) ++*other;
       continue;
     }
-    files.push_back(parse_infer_file(j, p.string()));
+    out.emplace_back(p.string(), std::move(j));
   }
+  return out;
+}
+
+}  // namespace
+
+std::vector<InferFile> find_infer_results(const std::string& results_dir, int* skipped) {
+  int other = 0;
+  std::vector<InferFile> files;
+  for (const auto& [path, j] : our_json_files(results_dir, "infer", kInferFormat, &other))
+    files.push_back(parse_infer_file(j, path));
   if (skipped) *skipped = other;
   return files;
 }
@@ -175,34 +190,19 @@ std::string calibration_results_dir(const std::string& root, const std::string& 
 
 std::vector<CalibrationFile> find_calibrations(const std::string& results_dir) {
   std::vector<CalibrationFile> files;
-  for (const fs::path& p : find_json_files(results_dir, "calibration")) {
-    std::ifstream in(p);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    json j;
-    try {
-      j = json::parse(ss.str());
-    } catch (const json::exception& e) {
-      throw_config("{}: not JSON: {}", p.string(), e.what());
-    }
-    if (!j.is_object() || !j.contains("format") || j["format"] != kCalibrationFormat) continue;
-    const std::string where = p.string();
+  for (const auto& [where, j] : our_json_files(results_dir, "calibration", kCalibrationFormat, nullptr)) {
     CalibrationFile f;
     f.path = where;
     f.net = text(j, "net", where);
     f.method = text(j, "method", where);
     f.percentile = number_or_nan(j, "percentile", where);
-    if (!j.contains("samples") || !j["samples"].is_number_integer())
-      throw_config("{}: \"samples\" is missing or not a count", where);
-    f.samples = j["samples"].get<int64_t>();
+    f.samples = count(j, "samples", where);
     f.checkpoint = j.contains("checkpoint") && j["checkpoint"].is_string() ? j["checkpoint"].get<std::string>() : "";
     f.fp32_top1 = f.int8_top1 = std::nan("");
     if (j.contains("accuracy")) {
       const json& a = j["accuracy"];
       f.test_set = text(a, "test_set", where);
-      if (!a.contains("samples") || !a["samples"].is_number_integer())
-        throw_config("{}: \"accuracy.samples\" is missing or not a count", where);
-      f.test_samples = a["samples"].get<int64_t>();
+      f.test_samples = count(a, "samples", where + ": accuracy");
       f.fp32_top1 = number_or_nan(a, "fp32_top1", where);
       f.int8_top1 = number_or_nan(a, "int8_top1", where);
     }

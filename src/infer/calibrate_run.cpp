@@ -6,7 +6,6 @@
 #include <map>
 #include <numeric>
 #include <set>
-#include <span>
 
 #include "core/error.hpp"
 
@@ -179,16 +178,15 @@ AccuracyPair int8_accuracy_cost(InferenceEngine& engine, const Dataset& test, co
   for (size_t k = 0; k < cs.size(); ++k) {
     const QuantizedLayer& q = table.layers.at(k);
     if (q.layer != cs[k].layer->name()) throw_runtime("calibration table of another network (layer {})", q.layer);
-    for (Param& w : std::span(cs[k].layer->params()).first(1)) {
-      std::vector<float> v = download(backend, w.master);
-      const size_t per = v.size() / q.weight_scales.size();
-      for (size_t i = 0; i < v.size(); ++i) {
-        const float s = q.weight_scales[i / per];
-        v[i] = static_cast<float>(quantize(v[i], s)) * s;
-      }
-      backend.upload(v.data(), w.master);
-      backend.synchronize();
+    const Param& w = cs[k].layer->params().at(0);
+    std::vector<float> v = download(backend, w.master);
+    const size_t per = v.size() / q.weight_scales.size();
+    for (size_t i = 0; i < v.size(); ++i) {
+      const float s = q.weight_scales[i / per];
+      v[i] = static_cast<float>(quantize(v[i], s)) * s;
     }
+    backend.upload(v.data(), w.master);
+    backend.synchronize();  // v dies here
   }
   // The masters are what changed: the compute copies (where the layer has its own) are converted
   // from them once more.
