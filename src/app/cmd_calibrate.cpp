@@ -85,6 +85,8 @@ void run_calibrate(const CalibrateArgs& a) {
   std::unique_ptr<Backend> backend = make_backend(a.device);
   infer::EngineOptions eo;
   eo.checkpoint = a.checkpoint;
+  // Every quantised layer's input as the unfused network computes it, in its own pass.
+  eo.fuse_epilogues = false;
   auto engine = std::make_unique<infer::InferenceEngine>(spec, *backend, eo);
   infer::CalibrationOptions co;
   co.method = method;

@@ -46,6 +46,8 @@ struct InferArgs {
   uint64_t seed = 1;
   double power_hz = 10;
   bool no_fold = false;
+  bool no_fuse = false;
+  std::string fc_gemv = "auto";  // batch-1 fully connected layers as GEMV (GPU): auto, on or off
   bool no_graph = false;
   infer::BatchMeasureOptions measure;
   // Scenarios after MLPerf Inference: offline (each --batch size's throughput), single-stream,
@@ -194,6 +196,8 @@ nlohmann::json run_json(const InferArgs& a, const NetSpec& spec, infer::Inferenc
           {"checkpoint", a.checkpoint.empty() ? nlohmann::json() : nlohmann::json(a.checkpoint)},
           {"fill", infer::input_fill_name(engine.options().fill)},
           {"folded_batch_norms", engine.folded_batch_norms()},
+          {"fused_epilogues", engine.fused_epilogues()},
+          {"fc_gemv", engine.backend().device().is_cpu() ? nlohmann::json() : nlohmann::json(a.fc_gemv)},
           {"cuda_graph", engine.cuda_graph()},
           {"graph_replays", engine.graph_replays()},
           {"world_size", world_size},
@@ -292,6 +296,7 @@ void run_infer(InferArgs& a) {
   eo.seed = a.seed;
   eo.checkpoint = a.checkpoint;
   eo.fold_batch_norm = !a.no_fold;
+  eo.fuse_epilogues = !a.no_fuse;
   eo.cuda_graph = !a.no_graph;
   infer::check_options(a.measure);
   if (a.memory_limit_gib < 0) throw_config("--memory-limit must be >= 0 GiB, got {}", a.memory_limit_gib);
@@ -336,7 +341,7 @@ void run_infer(InferArgs& a) {
   const std::string dir = results_dir(a, rank);
 
   const NetSpec spec = network_to_run(a.net, a.checkpoint);
-  std::unique_ptr<Backend> backend = make_backend(device, 0, precision);
+  std::unique_ptr<Backend> backend = make_backend(device, 0, precision, {.fc_gemv = fc_gemv_from_name(a.fc_gemv)});
   if (distributed) {
     std::vector<RankDevice> ranks;
     for (const std::string& t : mpi->allgather(encode_rank_device(
@@ -422,11 +427,12 @@ void run_infer(InferArgs& a) {
     publish(a, out, dir);
     if (a.json) return;
   }
-  std::printf("%s on %s, %s, %s input%s, %zu batch norm(s) folded%s\n", spec.name().c_str(),
+  std::printf("%s on %s, %s, %s input%s, %zu batch norm(s) folded, %zu epilogue(s) fused%s\n", spec.name().c_str(),
               backend->description().c_str(), precision_name(precision).c_str(),
               infer::input_fill_name(eo.fill).c_str(),
               a.checkpoint.empty() ? ", initialised weights" : (", weights of " + a.checkpoint).c_str(),
-              engine.folded_batch_norms(), distributed ? (", rank 0 of " + std::to_string(mpi->size())).c_str() : "");
+              engine.folded_batch_norms(), engine.fused_epilogues(),
+              distributed ? (", rank 0 of " + std::to_string(mpi->size())).c_str() : "");
   if (!backend->device().is_cpu())
     std::printf("CUDA graph: %s (%lld forward passes replayed)\n", engine.cuda_graph().c_str(),
                 static_cast<long long>(engine.graph_replays()));
@@ -495,6 +501,13 @@ void register_infer(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--seed", a.seed, "Seed of initialised weights and the gaussian input")->capture_default_str();
   cmd->add_flag("--no-fold", a.no_fold, "Keep batch norms as layers instead of folding them into their convolutions");
+  cmd->add_option("--fc-gemv", a.fc_gemv,
+                  "GPU: fully connected layers at batch 1 as cuBLAS GEMV (on), as the cuBLASLt matmul of every "
+                  "other batch size (off), or whichever measures faster per layer shape (auto)")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
+  cmd->add_flag("--no-fuse", a.no_fuse,
+                "Keep ReLUs and residual sums as layers instead of fusing them into the convolution before them");
   cmd->add_flag("--no-graph", a.no_graph,
                 "Queue every forward pass op by op instead of replaying each batch size's pass from a CUDA graph "
                 "captured after its first (GPU)");

@@ -2,7 +2,8 @@
 // averaged over --iterations after --warmup, hotspot layers first with their share of the total;
 // a table on stdout, or one JSON line with --json. The network is timed as training runs it: with
 // epilogues fused (a fused BatchNorm or Convolution row includes its ReLU and residual sum), unless
-// --no-fuse.
+// --no-fuse. With --inference it times the network as `cnnscale infer` runs it: batch norms folded
+// (unless --no-fold), epilogues fused, forward passes alone in the test phase.
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -16,6 +17,7 @@
 #include "core/error.hpp"
 #include "core/precision.hpp"
 #include "measure/layer_timing.hpp"
+#include "net/fold.hpp"
 #include "net/fuse.hpp"
 #include "net/net.hpp"
 #include "solver/sgd_solver.hpp"
@@ -34,6 +36,7 @@ struct TimeArgs {
   LayerTimingOptions options;
   bool json = false;
   bool no_fuse = false;
+  bool no_fold = false;
   std::string conv_search = "all";
   std::string layout = "auto";
   std::string batchnorm = "auto";
@@ -56,8 +59,11 @@ void run_time(TimeArgs& a) {
                                                    .layout = layout_choice_from_name(a.layout),
                                                    .batchnorm = batchnorm_kernels_from_name(a.batchnorm)});
 
+  if (a.no_fold && !a.options.inference) throw_config("--no-fold applies to --inference timing");
+  std::optional<FoldedSpec> folded;
+  if (a.options.inference && !a.no_fold) folded.emplace(fold_batch_norm(spec));
   std::optional<FusedSpec> fused;
-  if (!a.no_fuse) fused.emplace(fuse_epilogues(spec));
+  if (!a.no_fuse) fused.emplace(fuse_epilogues(folded ? folded->spec : spec));
   // The training step's own update (one segmented launch that also writes the compute copies and,
   // as in a one-process train step, reads the mirrored gradients where backward left them), at
   // learning rate 0 so the weights stay as they are.
@@ -71,7 +77,7 @@ void run_time(TimeArgs& a) {
     solver->set_rate(0);
     return [&] { solver->apply(); };
   };
-  const LayerTimingResult r = time_layers(fused ? fused->spec : spec, *backend, a.options);
+  const LayerTimingResult r = time_layers(fused ? fused->spec : folded ? folded->spec : spec, *backend, a.options);
   if (a.json) {
     nlohmann::json layers = nlohmann::json::array();
     for (const LayerTime& t : r.layers)
@@ -94,6 +100,8 @@ void run_time(TimeArgs& a) {
                         {"step_ms", r.step_ms},
                         {"peak_memory_bytes", r.peak_memory_bytes},
                         {"fused_epilogues", fused ? fused->fused.size() : 0},
+                        {"inference", a.options.inference},
+                        {"folded_batch_norms", folded ? folded->folded.size() : 0},
                         {"conv_search", a.conv_search},
                         {"layout", a.layout},
                         {"batchnorm", a.batchnorm},
@@ -105,6 +113,9 @@ void run_time(TimeArgs& a) {
   std::printf("%s on %s, precision %s, batch %lld: mean of %lld iterations after %lld warm-up\n",
               spec.name().c_str(), backend->description().c_str(), precision_name(r.precision).c_str(),
               static_cast<long long>(r.batch), static_cast<long long>(r.iterations), static_cast<long long>(r.warmup));
+  if (a.options.inference)
+    std::printf("inference: forward passes alone in the test phase, %zu batch norm(s) folded\n",
+                folded ? folded->folded.size() : 0);
   if (fused && !fused->fused.empty())
     std::printf("%zu batch norm(s) and convolution(s) include their fused ReLU (and residual sum); --no-fuse times "
                 "them apart\n",
@@ -144,6 +155,10 @@ void register_time(CLI::App& app) {
   cmd->add_flag("--no-fuse", a.no_fuse,
                 "Time every layer as written instead of with batch norm and convolution epilogues fused, as training "
                 "runs them");
+  cmd->add_flag("--inference", a.options.inference,
+                "Time the network as `cnnscale infer` runs it: batch norms folded, epilogues fused, forward passes "
+                "alone in the test phase");
+  cmd->add_flag("--no-fold", a.no_fold, "With --inference: keep batch norms as layers");
   add_gpu_algorithm_options(cmd, a.conv_search, a.layout, a.batchnorm);
   cmd->callback([args] { run_time(*args); });
 }

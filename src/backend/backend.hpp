@@ -38,13 +38,15 @@ struct ConvParams {
 
 // A convolution as a layer calls it: its parameters, the shapes of x (N, C, H, W) and w (K, C/groups,
 // R, S), the storage and memory order of its operands, and whether its forward includes the bias and
-// ReLU (conv_forward_bias_relu).
+// ReLU (conv_forward_bias_relu) and also a residual addend (conv_forward_residual).
 struct ConvSignature {
   ConvParams p;
   Shape x, w;
   DType dtype = DType::F32;
   Layout layout = Layout::NCHW;
   bool bias_relu = false;
+  bool addend = false;     // with bias_relu
+  bool bias_only = false;  // the forward is conv_forward_bias's
 };
 
 // The memory order a convolution call runs in: channels-last if any of its operands is (an operand
@@ -275,6 +277,25 @@ class Backend {
     bias_add(bias, y);
     relu_forward(y, y);
   }
+  // y = conv(x, w) + bias: a convolution with a bias and no ReLU (a residual block's projection
+  // shortcut once its batch norm is folded) as one op where the backend has one (CUDA: a cuDNN
+  // graph-API plan where it measures faster); here, the two ops in turn.
+  virtual void conv_forward_bias(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& bias,
+                                 const Tensor& y) {
+    conv_forward(p, x, w, y);
+    bias_add(bias, y);
+  }
+  // y = max(0, conv(x, w) + bias + addend), `addend` of y's shape, dtype and memory order: a residual
+  // block's last convolution with its (folded) batch norm, shortcut sum and ReLU, as an inference
+  // network runs it (CUDA: one cuDNN graph-API plan where it measures faster than the ops apart);
+  // here, the four ops in turn.
+  virtual void conv_forward_residual(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& bias,
+                                     const Tensor& addend, const Tensor& y) {
+    conv_forward(p, x, w, y);
+    bias_add(bias, y);
+    axpby(1.0f, addend, 1.0f, y);
+    relu_forward(y, y);
+  }
   // How this backend ran the convolution of `call` in each direction it ran (`cnnscale time`
   // shows it beside the layer's time): the form and the algorithm, one "; "-separated part per
   // direction; empty where it ran none.
@@ -430,6 +451,15 @@ enum class BatchNormKernels { Auto, Cudnn, Cnnscale };
 inline BatchNormKernels batchnorm_kernels_from_name(const std::string& s) {
   return s == "cudnn" ? BatchNormKernels::Cudnn : s == "cnnscale" ? BatchNormKernels::Cnnscale : BatchNormKernels::Auto;
 }
+// A fully connected layer's forward at batch 1 on a GPU (--fc-gemv): Auto, cuBLAS's matrix-vector
+// product (GEMV) or the cuBLASLt matmul of every other batch size (its bias and ReLU in the
+// epilogue), whichever measures faster at its first call for the shape; On, GEMV always; Off, the
+// matmul always (On against Off measures what GEMV gains). The CPU has one path.
+enum class FcGemv { Auto, On, Off };
+// From --fc-gemv's value, which the command line has checked to be "auto", "on" or "off".
+inline FcGemv fc_gemv_from_name(const std::string& s) {
+  return s == "on" ? FcGemv::On : s == "off" ? FcGemv::Off : FcGemv::Auto;
+}
 // How a GPU backend chooses its algorithms and memory order.
 struct AlgorithmChoice {
   ConvSearch conv_search = ConvSearch::All;
@@ -439,6 +469,7 @@ struct AlgorithmChoice {
   bool deterministic = false;
   LayoutChoice layout = LayoutChoice::Auto;
   BatchNormKernels batchnorm = BatchNormKernels::Auto;
+  FcGemv fc_gemv = FcGemv::Auto;
 };
 std::unique_ptr<Backend> make_backend(const std::string& spec, int sm_count = 0, Precision precision = Precision::FP32,
                                       AlgorithmChoice algorithms = {});

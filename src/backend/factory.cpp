@@ -64,6 +64,8 @@ std::unique_ptr<Backend> make_backend(const std::string& spec, int sm_count, Pre
       throw_config("--layout nhwc runs on a GPU only: the CPU backend computes in NCHW");
     if (algorithms.batchnorm != BatchNormKernels::Auto)
       throw_config("--batchnorm chooses GPU kernels: the CPU backend has one batch norm");
+    if (algorithms.fc_gemv != FcGemv::Auto)
+      throw_config("--fc-gemv chooses a GPU kernel: the CPU backend has one fully connected forward");
     check_backend_precision(spec, precision);
     return std::make_unique<CpuBackend>();
   }

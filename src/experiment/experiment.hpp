@@ -72,6 +72,7 @@ struct InferSpec {
   double seconds = 3.0;           // --seconds: each size's throughput and energy window
   double latency_seconds = 1.0;   // --latency-seconds
   bool fold = true;               // false: --no-fold
+  bool fuse = true;               // false: --no-fuse
   bool graph = true;              // false: --no-graph
   nlohmann::json to_json() const;
 };

@@ -171,8 +171,8 @@ nlohmann::json DatasetSpec::to_json() const {
 }
 
 nlohmann::json InferSpec::to_json() const {
-  return {{"batch", batches}, {"fill", fill},  {"seconds", seconds}, {"latency_seconds", latency_seconds},
-          {"fold", fold},     {"graph", graph}};
+  return {{"batch", batches}, {"fill", fill}, {"seconds", seconds}, {"latency_seconds", latency_seconds},
+          {"fold", fold},     {"fuse", fuse}, {"graph", graph}};
 }
 
 nlohmann::json Experiment::fixed_json() const {

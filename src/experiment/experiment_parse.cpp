@@ -33,7 +33,7 @@ const std::set<std::string> kTrainOnlyKeys = {"dataset",         "solver",      
                                               "iteration_scale", "min_iterations", "whole_epochs", "whole_samples",
                                               "measure",         "networks"};
 const std::set<std::string> kTrainOnlyMatrixKeys = {"batch", "batch_per_gpu", "cpu_mix", "split", "allreduce"};
-const std::set<std::string> kInferKeys = {"batch", "fill", "seconds", "latency_seconds", "fold", "graph"};
+const std::set<std::string> kInferKeys = {"batch", "fill", "seconds", "latency_seconds", "fold", "fuse", "graph"};
 const std::set<std::string> kLengthKeys = {"iterations",     "epochs",       "iteration_scale",
                                            "min_iterations", "whole_epochs", "whole_samples"};
 const std::set<std::string> kMatrixKeys = {"network",   "batch",     "batch_per_gpu", "gpus",   "gpu_mix",
@@ -202,7 +202,8 @@ void check_infer_extra_arg(const ConfigNode& a, const std::string& flag, const I
       {"--gpus", "matrix.gpu_mix"},   {"--seed", "seed"},
       {"--batch", "infer.batch"},     {"--fill", "infer.fill"},
       {"--seconds", "infer.seconds"}, {"--latency-seconds", "infer.latency_seconds"},
-      {"--no-fold", "infer.fold"},    {"--no-graph", "infer.graph"}};
+      {"--no-fold", "infer.fold"},    {"--no-graph", "infer.graph"},
+      {"--no-fuse", "infer.fuse"}};
   static const std::set<std::string> kScenario = {"--scenario", "--rate",    "--max-batch",  "--latency-bound",
                                                   "--rate-lo",  "--rate-hi", "--rate-steps", "--min-queries"};
   if (auto it = kSet.find(flag); it != kSet.end()) a.fail(fmt::format("'{}' is set by {}", flag, it->second));
@@ -212,7 +213,7 @@ void check_infer_extra_arg(const ConfigNode& a, const std::string& flag, const I
 }
 
 // infer: the batch list (positive sizes, or max alone, as infer's --batch), the input fill, the
-// windows' lengths and the fold and graph switches.
+// windows' lengths and the fold, fuse and graph switches.
 void read_infer(const ExperimentReader& r, const ConfigNode& n, Experiment& e) {
   r.check_keys(n, kInferKeys);
   InferSpec& s = e.infer;
@@ -235,6 +236,7 @@ void read_infer(const ExperimentReader& r, const ConfigNode& n, Experiment& e) {
   if (auto c = r.child(n, "seconds")) s.seconds = number_in(*c, 0, 3600, true);
   if (auto c = r.child(n, "latency_seconds")) s.latency_seconds = number_in(*c, 0, 3600, false);
   if (auto c = r.child(n, "fold")) s.fold = c->as<bool>();
+  if (auto c = r.child(n, "fuse")) s.fuse = c->as<bool>();
   if (auto c = r.child(n, "graph")) s.graph = c->as<bool>();
 }
 

@@ -118,6 +118,7 @@ std::vector<std::string> infer_arguments(const Experiment& e, const RunSpec& run
   add("--seconds", fmt::format("{}", s.seconds));
   add("--latency-seconds", fmt::format("{}", s.latency_seconds));
   if (!s.fold) a.push_back("--no-fold");
+  if (!s.fuse) a.push_back("--no-fuse");
   if (!s.graph) a.push_back("--no-graph");
   if (run.gpu_mix.size() > 1) add("--gpus", fmt::format("{}", fmt::join(run.gpu_mix, ",")));
   add("--results", results_root);

@@ -2,6 +2,7 @@
 // each batch size's net as it is first asked for.
 #include "infer/inference_engine.hpp"
 
+#include <map>
 #include <random>
 #include <vector>
 
@@ -19,6 +20,28 @@ InputFill parse_input_fill(const std::string& text) {
 
 std::string input_fill_name(InputFill fill) { return fill == InputFill::Gaussian ? "gaussian" : "constant"; }
 
+namespace {
+
+// Every parameter master and state tensor of `to` from the layer of the same name in `from`: fusion
+// keeps each layer's name, parameters and state, but may move a layer (and so its place in the
+// flat parameter buffer).
+void copy_weights_by_name(const Net& from, Net& to) {
+  std::map<std::string, const Layer*> by_name;
+  for (const Layer* l : from.layers()) by_name[l->name()] = l;
+  Backend& backend = to.backend();
+  for (const Layer* l : to.layers()) {
+    auto it = by_name.find(l->name());
+    CNNSCALE_CHECK(it != by_name.end(), "fused net: no layer '{}' in the net it was fused from", l->name());
+    const Layer& src = *it->second;
+    CNNSCALE_CHECK(src.params().size() == l->params().size() && src.state().size() == l->state().size(),
+                   "fused net: layer '{}' has other parameters than before", l->name());
+    for (size_t p = 0; p < l->params().size(); ++p) backend.copy(src.params()[p].master, l->params()[p].master);
+    for (size_t s = 0; s < l->state().size(); ++s) backend.copy(src.state()[s], l->state()[s]);
+  }
+}
+
+}  // namespace
+
 InferenceEngine::InferenceEngine(const NetSpec& spec, Backend& backend, EngineOptions options)
     : spec_(spec), backend_(backend), options_(std::move(options)) {
   if (!backend_.can_capture())
@@ -35,6 +58,15 @@ InferenceEngine::InferenceEngine(const NetSpec& spec, Backend& backend, EngineOp
       folded_.emplace(std::move(folded));
       auto net = std::make_unique<Net>(folded_->spec, backend_, 1, options_.seed, compute, NetUse::Inference);
       copy_folded_weights(*source_, *folded_, *net);
+      source_ = std::move(net);
+    }
+  }
+  if (options_.fuse_epilogues) {
+    FusedSpec fused = fuse_epilogues(run_spec());
+    if (!fused.fused.empty()) {
+      fused_.emplace(std::move(fused));
+      auto net = std::make_unique<Net>(fused_->spec, backend_, 1, options_.seed, compute, NetUse::Inference);
+      copy_weights_by_name(*source_, *net);
       source_ = std::move(net);
     }
   }

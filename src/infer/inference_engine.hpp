@@ -13,6 +13,7 @@
 
 #include "backend/backend.hpp"
 #include "net/fold.hpp"
+#include "net/fuse.hpp"
 #include "net/net.hpp"
 
 namespace cnnscale::infer {
@@ -32,6 +33,10 @@ struct EngineOptions {
   // Batch norms that follow a convolution folded into it (net/fold.hpp): the same outputs to fp32
   // rounding, one layer and one pass over the activations fewer each.
   bool fold_batch_norm = true;
+  // Then every epilogue fused into the layer before it (net/fuse.hpp): a convolution's ReLU, and a
+  // residual block's shortcut sum and ReLU into its last convolution; the same outputs to rounding,
+  // one op and one pass over an activation fewer each.
+  bool fuse_epilogues = true;
   InputFill fill = InputFill::Gaussian;
   uint64_t seed = 1;
   bool cuda_graph = true;  // false: every forward pass queued op by op (--no-graph)
@@ -54,8 +59,9 @@ class InferenceEngine {
 
   const NetSpec& spec() const { return spec_; }  // as trained
   // What runs: the folded network, or the trained one when nothing was folded.
-  const NetSpec& run_spec() const { return folded_ ? folded_->spec : spec_; }
+  const NetSpec& run_spec() const { return fused_ ? fused_->spec : folded_ ? folded_->spec : spec_; }
   size_t folded_batch_norms() const { return folded_ ? folded_->folded.size() : 0; }
+  size_t fused_epilogues() const { return fused_ ? fused_->fused.size() : 0; }
   // "on" once a forward pass has been replayed from a graph, otherwise "off: <why>" (as train's
   // cuda_graph); graph_replays counts the replayed passes.
   std::string cuda_graph() const;
@@ -68,6 +74,7 @@ class InferenceEngine {
   Backend& backend_;
   EngineOptions options_;
   std::optional<FoldedSpec> folded_;  // set when at least one batch norm folded
+  std::optional<FusedSpec> fused_;    // set when at least one epilogue fused (into the folded net)
   std::unique_ptr<Net> source_;       // batch 1 of run_spec(): holds the weights every batch size copies
   struct BatchNet {
     std::unique_ptr<Net> net;

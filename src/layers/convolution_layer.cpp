@@ -3,6 +3,11 @@
 // relu. `relu: true` applies a ReLU to y in the same layer (fuse.hpp writes it for a ReLU that is
 // the convolution's only reader): on the GPU the convolution, its bias and the ReLU can then run as
 // one fused cuDNN op, and backward gates the top gradient in place before the convolution's own.
+// A second bottom (with `relu: true` and a bias) is a residual addend of y's shape added before the
+// ReLU: y = max(0, conv(x) + bias + addend), a residual block's last convolution once its batch
+// norm is folded (fuse.hpp writes it for the shortcut sum and ReLU that alone read the output); the
+// addend's gradient is the gated top gradient. A bias without ReLU runs as conv_forward_bias (on the
+// GPU one fused plan where it measures faster than the convolution and bias apart).
 #include <optional>
 
 #include "layers/filler.hpp"
@@ -19,10 +24,16 @@ class ConvolutionLayer final : public Layer {
             "group",      "bias",   "weight_filler", "bias_filler", "param", "relu"};
   }
 
+  std::pair<int, int> bottom_count() const override { return {1, 2}; }
+
   std::vector<Shape> infer_shapes(const std::vector<Shape>& bottoms) override {
     parse();
     const ConfigNode& node = cfg_.node;
     const Shape& x = bottoms.at(0);
+    addend_ = bottoms.size() > 1;
+    if (addend_ && !(relu_ && bias_))
+      node.fail(
+          fmt::format("a second bottom (the residual addend '{}') needs `relu: true` and a bias", cfg_.bottoms.at(1)));
     require_rank(node, x, 4, "an (N, C, H, W)");
     if (x.c() % conv_.groups != 0)
       node["group"].fail(
@@ -36,7 +47,11 @@ class ConvolutionLayer final : public Layer {
       node["kernel"].fail(fmt::format("kernel {}x{} (dilation {}x{}, pad {}x{}) does not fit input {}: output {}x{}",
                                       conv_.kernel_h, conv_.kernel_w, conv_.dilation_h, conv_.dilation_w, conv_.pad_h,
                                       conv_.pad_w, x.to_string(), out_h, out_w));
-    return {Shape{x.n(), num_output_, out_h, out_w}};
+    const Shape y{x.n(), num_output_, out_h, out_w};
+    if (addend_ && bottoms[1] != y)
+      node.fail(fmt::format("the addend '{}' is {} but the output is {}", cfg_.bottoms.at(1), bottoms[1].to_string(),
+                            y.to_string()));
+    return {y};
   }
 
   std::vector<ParamSpec> param_specs() const override {
@@ -73,10 +88,11 @@ class ConvolutionLayer final : public Layer {
     // the steady step allocates nothing for it.
     const Layout layout = conv_call_layout(x, w, top[0]);
     if (!ran_ || ran_->x != x.shape() || ran_->dtype != x.dtype() || ran_->layout != layout)
-      ran_ = ConvSignature{conv_, x.shape(), w.shape(), x.dtype(), layout, relu_ && bias_};
+      ran_ = ConvSignature{conv_, x.shape(), w.shape(), x.dtype(), layout, relu_ && bias_, addend_, bias_ && !relu_};
+    if (addend_) return ctx.backend.conv_forward_residual(conv_, x, w, params_[1].data, bottom[1], top[0]);
+    if (bias_ && !relu_) return ctx.backend.conv_forward_bias(conv_, x, w, params_[1].data, top[0]);
     if (relu_ && bias_) return ctx.backend.conv_forward_bias_relu(conv_, x, w, params_[1].data, top[0]);
-    ctx.backend.conv_forward(conv_, x, w, top[0]);
-    if (bias_) ctx.backend.bias_add(params_[1].data, top[0]);
+    ctx.backend.conv_forward(conv_, x, w, top[0]);  // no bias
     if (relu_) ctx.backend.relu_forward(top[0], top[0]);
   }
 
@@ -89,6 +105,7 @@ class ConvolutionLayer final : public Layer {
                 const std::vector<Tensor>& bottom_diff) override {
     // The ReLU's backward in place: the top gradient is this layer's alone (its consumers' sum).
     if (relu_) ctx.backend.relu_backward(top[0], top_diff[0], top_diff[0]);
+    if (addend_ && propagate[1]) ctx.backend.copy(top_diff[0], bottom_diff[1]);
     ctx.backend.conv_backward_filter(conv_, bottom[0], top_diff[0], params_[0].diff);
     if (bias_) ctx.backend.bias_backward(top_diff[0], params_[1].diff);
     if (propagate[0]) ctx.backend.conv_backward_data(conv_, params_[0].data, top_diff[0], bottom_diff[0]);
@@ -120,6 +137,7 @@ class ConvolutionLayer final : public Layer {
   int64_t in_channels_ = 0;
   bool bias_ = true;
   bool relu_ = false;
+  bool addend_ = false;  // a second bottom, added before the ReLU
   Filler weight_filler_, bias_filler_;
   std::vector<ParamMults> mults_;
   std::optional<ConvSignature> ran_;  // the last forward's call (implementation())

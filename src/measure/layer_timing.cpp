@@ -28,7 +28,9 @@ LayerTimingResult time_layers(const NetSpec& spec, Backend& backend, const Layer
   if (o.iterations < 1) throw_config("--iterations must be >= 1, got {}", o.iterations);
   if (o.warmup < 0) throw_config("--warmup must be >= 0, got {}", o.warmup);
 
-  Net net(spec, backend, o.batch, o.seed, compute_dtype(o.precision));
+  Net net(spec, backend, o.batch, o.seed, compute_dtype(o.precision),
+          o.inference ? NetUse::Inference : NetUse::Training);
+  if (o.inference) net.freeze_weights(true);
   const std::vector<Layer*> layers = net.layers();
   {
     // Random inputs and valid labels: data-dependent layers (ReLU, max pooling) see realistic work.
@@ -44,7 +46,7 @@ LayerTimingResult time_layers(const NetSpec& spec, Backend& backend, const Layer
   }
   // The update of a full step; lr 0 keeps the weights (and so every iteration's work) unchanged
   // while the kernel does the same memory traffic as a real SGD step.
-  std::function<void()> update = o.make_update ? o.make_update(net) : std::function<void()>();
+  std::function<void()> update = o.inference ? [] {} : o.make_update ? o.make_update(net) : std::function<void()>();
   Tensor history;
   if (!update) {
     history = backend.alloc(net.flat_params().shape());
@@ -64,20 +66,23 @@ LayerTimingResult time_layers(const NetSpec& spec, Backend& backend, const Layer
     }
     const auto iteration = static_cast<uint64_t>(it);
     net.forward(
-        Phase::Train, iteration, [&](size_t l) {
+        o.inference ? Phase::Test : Phase::Train, iteration,
+        [&](size_t l) {
           if (record) ev.after_forward[l] = backend.record_timing_event();
         },
         [&] {
           if (record) ev.after_copies = backend.record_timing_event();
         });
     if (record) ev.forward_end = backend.record_timing_event();
-    net.backward(iteration, [&](size_t l) {
-      if (record) ev.after_backward[l] = backend.record_timing_event();
-    });
-    if (record) ev.backward_end = backend.record_timing_event();
+    if (!o.inference)
+      net.backward(iteration, [&](size_t l) {
+        if (record) ev.after_backward[l] = backend.record_timing_event();
+      });
+    // Inference: nothing after the forward, so backward and update take no time.
+    if (record) ev.backward_end = o.inference ? ev.forward_end : backend.record_timing_event();
     update();
     if (record) {
-      ev.update_end = backend.record_timing_event();
+      ev.update_end = o.inference ? ev.backward_end : backend.record_timing_event();
       timed.push_back(std::move(ev));
     }
   }

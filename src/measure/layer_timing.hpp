@@ -25,6 +25,10 @@ struct LayerTimingOptions {
   // (learning rate 0), so every iteration does the same work. Unset: one plain sgd_update over the
   // flat buffers. The training command's solver is above this layer, so the caller hands it in.
   std::function<std::function<void()>(Net&)> make_update;
+  // Forward passes alone, in the test phase, of a net built for inference (NetUse::Inference, its
+  // 16-bit weight copies made once): what `cnnscale infer` runs, layer by layer. Backward, update
+  // and make_update are not run; their times stay 0.
+  bool inference = false;
 };
 
 struct LayerTime {

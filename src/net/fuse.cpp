@@ -39,11 +39,15 @@ struct Fusion {
 };
 
 std::optional<Fusion> fusion_of(const std::vector<SpecLayer>& layers, const BlobUse& use, size_t i) {
-  const SpecLayer& bn = layers[i];  // the BatchNorm, or a Convolution or InnerProduct (ReLU only)
-  const bool relu_only = bn.config.type == "Convolution" || bn.config.type == "InnerProduct";
-  if ((bn.config.type != "BatchNorm" && !relu_only) || bn.config.bottoms.size() != 1 || bn.config.tops.size() != 1)
+  const SpecLayer& bn = layers[i];  // the BatchNorm, a Convolution, or an InnerProduct (ReLU only)
+  const std::string& type = bn.config.type;
+  if ((type != "BatchNorm" && type != "Convolution" && type != "InnerProduct") || bn.config.bottoms.size() != 1 ||
+      bn.config.tops.size() != 1)
     return std::nullopt;
-  if (const YAML::Node relu = bn.config.node.yaml()["relu"]; relu && relu.as<bool>()) return std::nullopt;
+  const YAML::Node node = bn.config.node.yaml();
+  if (const YAML::Node relu = node["relu"]; relu && relu.as<bool>()) return std::nullopt;
+  // A convolution takes a residual addend only with a bias (ConvolutionLayer adds both in one op).
+  const bool relu_only = type == "InnerProduct" || (type == "Convolution" && node["bias"] && !node["bias"].as<bool>());
   const std::string& top = bn.config.tops[0];
   if (auto relu = only_reader(layers, use, top, bn.phase, "ReLU"))
     return Fusion{i, {*relu}, "", layers[*relu].config.tops[0]};

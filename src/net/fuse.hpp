@@ -38,8 +38,11 @@ struct FusedSpec {
 // network order from one generator, so such a move changes the initial weights only if that
 // BatchNorm has random fillers (the shipped networks' are constant).
 // A Convolution or InnerProduct (no `relu` yet) fuses a ReLU that is the only reader of its top, in
-// the same phases: it gains `relu: true` and the ReLU's top, and keeps its name and place. Everything
-// else is kept.
+// the same phases: it gains `relu: true` and the ReLU's top, and keeps its name and place. A
+// Convolution with a bias also fuses a sum and ReLU as a BatchNorm does (its addend its second
+// bottom), which training networks, whose convolutions feed batch norms, never show, but an
+// inference network whose batch norms were folded (fold.hpp) shows in every residual block.
+// Everything else is kept.
 FusedSpec fuse_epilogues(const NetSpec& spec);
 
 }  // namespace cnnscale

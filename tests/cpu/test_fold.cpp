@@ -14,6 +14,7 @@
 
 #include "common/net_batch.hpp"
 #include "net/fold.hpp"
+#include "net/fuse.hpp"
 #include "net/net.hpp"
 
 namespace cnnscale {
@@ -328,6 +329,38 @@ TEST(Fold, FoldedNetComputesTheTrainedScores) {
   // And the exact hand fold lands back inside.
   write_fold_by_hand(trained, f, folded, {});
   EXPECT_LE(max_abs_diff(scores(folded, spec.classes(), "fc2", 999), expected), tolerance);
+}
+
+// The inference network as `cnnscale infer` builds it: folded, then every epilogue fused, the
+// residual sum over a folded BatchNorm's output into that convolution (conv3 takes relu1 as its
+// addend). The fused layers run the same CPU ops as the layers apart, so the fused net's scores are
+// the folded net's bit for bit, and within the folding bound of the trained net's.
+TEST(Fold, FoldedThenFusedNetComputesTheTrainedScores) {
+  auto backend = make_backend("cpu");
+  NetSpec spec = NetSpec::load(test_network("fold_small_resnet.yaml"));
+  Net trained(spec, *backend, kBatch, 11);
+  train(trained, spec.classes(), 10);
+  FoldedSpec f = fold_batch_norm(spec);
+  Net folded(f.spec, *backend, kBatch, 12);
+  copy_folded_weights(trained, f, folded);
+  FusedSpec fu = fuse_epilogues(f.spec);
+  const auto residual =
+      std::find_if(fu.fused.begin(), fu.fused.end(), [](const FusedEpilogue& e) { return e.layer == "conv3"; });
+  ASSERT_NE(residual, fu.fused.end());
+  EXPECT_EQ(residual->absorbed, (std::vector<std::string>{"sum1", "relu3"}));
+  for (const LayerInfo& l : fu.spec.layers()) EXPECT_NE(l.type, "ReLU") << l.name;
+  // No layer moved (every addend exists where its layer stands): the same flat layout.
+  Net fused(fu.spec, *backend, kBatch, 13);
+  ASSERT_EQ(fused.flat_params().numel(), folded.flat_params().numel());
+  backend->copy(folded.flat_params(), fused.flat_params());
+  const auto from = folded.state(), to = fused.state();
+  ASSERT_EQ(from.size(), to.size());
+  for (size_t i = 0; i < from.size(); ++i) backend->copy(from[i].second, to[i].second);
+
+  const std::vector<float> want = scores(folded, spec.classes(), "fc2", 999);
+  EXPECT_EQ(scores(fused, spec.classes(), "fc2", 999), want);
+  const std::vector<float> expected = scores(trained, spec.classes(), "fc2", 999);
+  EXPECT_LE(max_abs_diff(want, expected), score_tolerance(spec, max_abs(expected)));
 }
 
 // BatchNorm's default eps (1e-5) is the one the fold uses: with running variances of the same

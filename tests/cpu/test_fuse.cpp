@@ -102,17 +102,38 @@ TEST(FuseConvolutionEpilogues, AConvolutionTakesTheReluThatAloneReadsIt) {
   NetSpec spec = NetSpec::load(test_network("fuse_small_convnet.yaml"));
   FusedSpec f = fuse_epilogues(spec);
   // conv3's output is also read by the sum: it and relu3 stay as written.
-  EXPECT_EQ(names(f.spec), (std::vector<std::string>{"conv1", "pool1", "conv2", "conv3", "relu3", "sum1", "fc0",
-                                                      "fc1", "loss", "accuracy"}));
-  ASSERT_EQ(f.fused.size(), 3u);
+  EXPECT_EQ(names(f.spec), (std::vector<std::string>{"conv1", "pool1", "conv2", "conv3", "relu3", "sum1", "conv4",
+                                                     "fc0", "fc1", "loss", "accuracy"}));
+  ASSERT_EQ(f.fused.size(), 4u);
   EXPECT_EQ(f.fused[0].layer, "conv1");
   EXPECT_EQ(f.fused[0].absorbed, (std::vector<std::string>{"relu1"}));
   EXPECT_EQ(f.fused[1].layer, "conv2");  // without a bias: convolution and ReLU
-  EXPECT_EQ(f.fused[2].layer, "fc0");    // a fully connected layer likewise
-  EXPECT_EQ(f.fused[2].absorbed, (std::vector<std::string>{"relu_fc0"}));
+  EXPECT_EQ(f.fused[2].layer, "conv4");  // the sum and its ReLU, relu2 the addend
+  EXPECT_EQ(f.fused[2].absorbed, (std::vector<std::string>{"sum2", "relu4"}));
+  EXPECT_EQ(f.fused[3].layer, "fc0");  // a fully connected layer takes its ReLU alone
+  EXPECT_EQ(f.fused[3].absorbed, (std::vector<std::string>{"relu_fc0"}));
   const std::string yaml = f.spec.resolved_yaml();
   EXPECT_NE(yaml.find("top: relu1"), std::string::npos) << yaml;
   EXPECT_NE(yaml.find("bottom: relu1"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("bottom: [sum1, relu2]"), std::string::npos) << yaml;
+  EXPECT_EQ(count_type(f.spec, "Eltwise"), 1);  // sum1 stays
+}
+
+// A convolution without a bias keeps a following sum as written (only its ReLU would fuse, and
+// here the sum reads it, not a ReLU).
+TEST(FuseConvolutionEpilogues, AResidualSumNeedsTheConvolutionsBias) {
+  const std::string yaml = R"(name: no_bias_residual
+input: {shape: [4, 5, 5], classes: 3}
+layers:
+  - {name: conv1, type: Convolution, bottom: data, top: conv1, num_output: 4, kernel: 3, pad: 1, bias: false}
+  - {name: sum1, type: Eltwise, bottom: [conv1, data], top: sum1}
+  - {name: relu1, type: ReLU, bottom: sum1, top: relu1}
+  - {name: fc, type: InnerProduct, bottom: relu1, top: fc, num_output: "${classes}"}
+  - {name: loss, type: SoftmaxWithLoss, bottom: [fc, label], top: loss}
+)";
+  const FusedSpec f = fuse_epilogues(NetSpec::load_string(yaml, "no_bias_residual"));
+  EXPECT_TRUE(f.fused.empty());
+  EXPECT_EQ(count_type(f.spec, "Eltwise"), 1);
 }
 
 TEST(FuseConvolutionEpilogues, ShippedAlexNetStyleNetworksLoseEveryRelu) {
@@ -130,12 +151,13 @@ TEST(FuseConvolutionEpilogues, ShippedAlexNetStyleNetworksLoseEveryRelu) {
   }
 }
 
-// Convolution, bias and ReLU in one layer run the same CPU ops as the layers apart (the ReLU's
-// backward gating the convolution's top gradient in place): bit-identical, with and without bias.
+// Convolution, bias (addend) and ReLU in one layer run the same CPU ops as the layers apart (the
+// ReLU's backward gating the convolution's top gradient in place, the addend's gradient a copy of
+// it as the sum's backward writes it): bit-identical, with and without bias.
 TEST(FuseConvolutionEpilogues, FusedNetworkTrainsToTheSameBits) {
   NetSpec spec = NetSpec::load(test_network("fuse_small_convnet.yaml"));
   FusedSpec f = fuse_epilogues(spec);
-  ASSERT_EQ(f.fused.size(), 3u);
+  ASSERT_EQ(f.fused.size(), 4u);
   auto backend = make_backend("cpu");
   Net plain(spec, *backend, 8, 5), fused(f.spec, *backend, 8, 5);
   expect_same_training(*backend, plain, fused, spec.classes());

@@ -155,6 +155,44 @@ TEST(InferCli, BatchNormsAreFoldedUnlessAskedNotTo) {
   EXPECT_EQ(nlohmann::json::parse(kept.out)["folded_batch_norms"], 0) << kept.out;
 }
 
+// After folding, each ReLU joins the convolution before it and each residual block's sum and ReLU
+// its last convolution; --no-fuse keeps them. fc_gemv is a GPU choice: null here, and --fc-gemv off
+// refused on the CPU before any work.
+TEST(InferCli, EpiloguesAreFusedUnlessAskedNotTo) {
+  CliResult r = run_cnnscale(infer_with({"--net", "resnet_fmnist", "--batch", "2", "--json"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_GT(j["fused_epilogues"].get<int64_t>(), 0) << r.out;
+  EXPECT_TRUE(j["fc_gemv"].is_null()) << r.out;
+  CliResult kept = run_cnnscale(infer_with({"--net", "resnet_fmnist", "--batch", "2", "--no-fuse", "--json"}));
+  ASSERT_EQ(kept.exit_code, 0) << kept.err;
+  EXPECT_EQ(nlohmann::json::parse(kept.out)["fused_epilogues"], 0) << kept.out;
+  CliResult gemv = run_cnnscale(infer_with({"--net", "lenet", "--batch", "1", "--fc-gemv", "off"}));
+  EXPECT_EQ(gemv.exit_code, 2) << gemv.err;
+  EXPECT_NE(gemv.err.find("--fc-gemv"), std::string::npos) << gemv.err;
+}
+
+// `time --inference` times what infer runs: forward passes alone, batch norms folded, and every
+// ReLU and residual sum of resnet_fmnist fused (each follows a folded convolution or such a sum).
+TEST(InferCli, TimeInferenceTimesTheFoldedForwardAlone) {
+  CliResult r = run_cnnscale(
+      {"time", "resnet_fmnist", "--inference", "--batch", "2", "--iterations", "2", "--warmup", "1", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["inference"].get<bool>());
+  EXPECT_GT(j["folded_batch_norms"].get<int64_t>(), 0) << r.out;
+  EXPECT_GT(j["forward_ms"].get<double>(), 0.0);
+  EXPECT_EQ(j["backward_ms"].get<double>(), 0.0);
+  for (const auto& l : j["layers"]) {
+    EXPECT_NE(l["type"], "BatchNorm") << r.out;  // every one of resnet_fmnist's follows a convolution
+    EXPECT_NE(l["type"], "ReLU") << r.out;
+    EXPECT_NE(l["type"], "Eltwise") << r.out;
+  }
+  CliResult refused = run_cnnscale({"time", "lenet", "--no-fold", "--iterations", "1"});
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_NE(refused.err.find("--no-fold"), std::string::npos) << refused.err;
+}
+
 // The scenarios' scheduling is tested on a fake clock (test_infer_scenario.cpp); here, that the
 // command runs them on a real net and reports what they measured.
 TEST(InferCli, SingleStreamReportsQueryLatencies) {

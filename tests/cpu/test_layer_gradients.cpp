@@ -9,6 +9,7 @@
 #include "backend/cpu/cpu_backend.hpp"
 #include "common/gradient_check.hpp"
 #include "common/layer_harness.hpp"
+#include "core/error.hpp"
 
 namespace cnnscale::testing {
 namespace {
@@ -86,6 +87,50 @@ TEST_F(LayerGradients, ConvolutionFusedRelu) {
   // Biases of either sign: some outputs gated, some passed.
   expect_fused_relu_ok("type: Convolution\nnum_output: 3\nkernel: 3\npad: 1\n", {1.5f, -1.5f, 0.6f},
                        Shape{2, 2, 4, 4});
+}
+
+// A second bottom adds a residual addend before the ReLU (a residual block's last convolution
+// with its batch norm folded): its gradient is the gated top gradient. The addend moves each
+// conv + bias further from the ReLU's kink, by 0.25 to 0.5 in its own direction, so every sum is at
+// least 0.25 from it and keeps its sign under the checker's steps (as above: <= 1e-2 per step, in
+// z too), and the outputs have both signs.
+TEST_F(LayerGradients, ConvolutionFusedAddRelu) {
+  const std::string layer = "type: Convolution\nnum_output: 3\nkernel: 3\npad: 1\n";
+  const Shape x{2, 2, 4, 4}, y{2, 3, 4, 4};
+  const std::vector<float> bias{1.5f, -1.5f, 0.6f};
+  auto plain = make_layer(cpu_, layer, {x});
+  auto h = make_layer(cpu_, layer + "relu: true\n", {x, y});
+  from_host(cpu_, plain.layer->params()[1].data, bias);
+  from_host(cpu_, h.layer->params()[1].data, bias);
+  cpu_.copy(h.bottoms[0], plain.bottoms[0]);
+  plain.forward(Phase::Train);
+  const std::vector<float> conv = to_host(cpu_, plain.tops[0]);
+  std::vector<float> z = to_host(cpu_, h.bottoms[1]);  // U(-1, 1) from the harness
+  for (size_t i = 0; i < z.size(); ++i) z[i] = std::copysign(0.375f + 0.125f * z[i], conv[i]);
+  from_host(cpu_, h.bottoms[1], z);
+  int gated = 0, passed = 0;
+  for (size_t i = 0; i < conv.size(); ++i) {
+    const float v = conv[i] + z[i];
+    EXPECT_GE(std::fabs(v), 0.25f) << "an output too close to the ReLU's kink for a central difference";
+    (v > 0.0f ? passed : gated) += 1;
+  }
+  EXPECT_GT(gated, 0);
+  EXPECT_GT(passed, 0);
+  expect_ok(h);
+  EXPECT_TRUE(h.bottom_diffs[1].defined());
+}
+
+// The addend must have the output's shape, and comes only with the ReLU and a bias.
+TEST_F(LayerGradients, ConvolutionAddendIsCheckedAtLoad) {
+  const Shape x{2, 2, 4, 4};
+  EXPECT_THROW(
+      make_layer(cpu_, "type: Convolution\nnum_output: 3\nkernel: 3\npad: 1\nrelu: true\n", {x, Shape{2, 3, 3, 3}}),
+      ConfigError);
+  EXPECT_THROW(make_layer(cpu_, "type: Convolution\nnum_output: 3\nkernel: 3\npad: 1\n", {x, Shape{2, 3, 4, 4}}),
+               ConfigError);
+  EXPECT_THROW(make_layer(cpu_, "type: Convolution\nnum_output: 3\nkernel: 3\npad: 1\nrelu: true\nbias: false\n",
+                          {x, Shape{2, 3, 4, 4}}),
+               ConfigError);
 }
 
 // ---- InnerProduct -------------------------------------------------------------------------------

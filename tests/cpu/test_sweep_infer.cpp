@@ -74,6 +74,11 @@ TEST(InferExperiment, EachRunIsOneInferCommandOfTheWholeBatchList) {
   EXPECT_EQ(flag_value(one, "--gpus"), "<absent>");
   EXPECT_NE(std::find(one.begin(), one.end(), "--no-graph"), one.end());
   EXPECT_EQ(std::find(one.begin(), one.end(), "--no-fold"), one.end());
+  EXPECT_EQ(std::find(one.begin(), one.end(), "--no-fuse"), one.end());
+  const Experiment unfused = parse(kInfer, {"infer.fuse=false"}, gpu_host(4));
+  const std::vector<std::string> apart = infer_arguments(unfused, expand_runs(unfused)[1], "/r");
+  EXPECT_NE(std::find(apart.begin(), apart.end(), "--no-fuse"), apart.end());
+  EXPECT_NE(unfused.fixed_hash(), e.fixed_hash());
   // A one-GPU mix names its GPU; a mix of several binds them under mpirun.
   EXPECT_EQ(flag_value(infer_arguments(e, runs[4], "/r"), "--device"), "gpu:1");
   const std::vector<std::string> pair = infer_arguments(e, runs[6], "/r");
@@ -102,6 +107,7 @@ TEST(InferExperiment, WhatOnlyTrainingHasIsRefusedWithItsLocation) {
   expect_error(kInfer, {"'--scenario'", "offline"}, {"extra_args=[--scenario=server]"}, gpu_host(4));
   expect_error(kInfer, {"'--batch' is set by infer.batch"}, {"extra_args=[--batch=4]"}, gpu_host(4));
   expect_error(kInfer, {"'--seed' is set by seed"}, {"extra_args=[--seed, \"3\"]"}, gpu_host(4));
+  expect_error(kInfer, {"'--no-fuse' is set by infer.fuse"}, {"extra_args=[--no-fuse]"}, gpu_host(4));
   expect_error(kInfer, {"'--rate'", "offline"}, {"extra_args=[--rate=10]"}, gpu_host(4));
   expect_error(kInfer, {"'--memory-limit'", "ending with max"}, {"infer.batch=[1, 8]", "extra_args=[--memory-limit=8]"},
                gpu_host(4));

@@ -84,6 +84,44 @@ TEST(CudaParityGemm, BetaZeroIgnoresOldContents) {
   expect_twin("gemm beta=0", c, kTolDot);
 }
 
+// ---- batch-1 fully connected forward: cuBLAS GEMV and the cuBLASLt matmul ---------------------------
+// Each --fc-gemv mode (GEMV forced, the matmul forced, the measured choice) gives the CPU's
+// max(0, x w^T + bias) at batch 1 in every precision; the 16-bit operands are the CPU's values
+// rounded once (widening is exact), so only the summation and the output's rounding differ
+// (kTolDot, tol_16bit). A GEMV over the wrong dimension (w not transposed) errs by O(1).
+TEST(CudaParityLinear, BatchOneEveryGemvModeMatchesTheCpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+#if CNNSCALE_HAVE_CUDA
+  const int64_t k = 96, d = 600;
+  Backend& cpu = cpu_backend();
+  for (DType dtype : {DType::F32, DType::BF16, DType::F16}) {
+    for (FcGemv mode : {FcGemv::On, FcGemv::Off, FcGemv::Auto}) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " mode " << static_cast<int>(mode));
+      CudaBackendOptions options;
+      options.fc_gemv = mode;
+      CudaBackend g(0, options);
+      Tensor x = g.alloc(Shape{1, d}, dtype), w = g.alloc(Shape{k, d}, dtype), bias = g.alloc(Shape{k}, dtype);
+      Tensor y = g.alloc(Shape{1, k}, dtype);
+      fill_uniform(g, x, 61, -1.0f, 1.0f);
+      fill_uniform(g, w, 62, -0.1f, 0.1f);
+      fill_uniform(g, bias, 63, -0.5f, 0.5f);
+      Tensor xc = cpu.alloc(Shape{1, d}), wc = cpu.alloc(Shape{k, d}), bc = cpu.alloc(Shape{k}),
+             yc = cpu.alloc(Shape{1, k});
+      from_host(cpu, xc, to_host(g, x));
+      from_host(cpu, wc, to_host(g, w));
+      from_host(cpu, bc, to_host(g, bias));
+      cpu.linear_forward(xc, wc, bc, true, yc);
+      for (int round = 0; round < 2; ++round) {  // the measuring call, then the chosen path
+        g.fill(y, 9.0f);
+        g.linear_forward(x, w, bias, true, y);
+        expect_parity("batch-1 linear", to_host(g, y), to_host(cpu, yc),
+                      dtype == DType::F32 ? kTolDot : tol_16bit(dtype));
+      }
+    }
+  }
+#endif
+}
+
 // ---- element-wise BLAS-like ops, bias, solver ---------------------------------------------------------
 
 TEST(CudaParityBlas, Axpby) {
@@ -847,6 +885,93 @@ INSTANTIATE_TEST_SUITE_P(
                                          PadCase{"k5_pad2_groups2", {2, 32, 11, 11}, 64, conv(5, 5, 1, 1, 2, 2, 1, 2)},
                                          PadCase{"k1_stride2", {2, 64, 8, 8}, 32, conv(1, 1, 2, 2, 0, 0, 1, 1)}),
                        ::testing::Values(DType::BF16, DType::F16, DType::F32)),
+    pad_case_name);
+
+// The residual forward y = max(0, conv(x, w) + bias + z) and the bias-only y = conv(x, w) + bias:
+// every graph plan the API offers for each, and conv_forward_residual and conv_forward_bias themselves (its fused plan
+// or the ops apart, twice: the searching call and the planned one) against the CPU's ops on the same values,
+// channels-last in every tensor-core precision. The addend and bias have the scale of conv's outputs, so neither term
+// is negligible and the ReLU cuts about half; a plan that dropped the addend misses by O(1) (the negative control).
+class CudaConvFusedEpilogues : public ::testing::TestWithParam<std::tuple<PadCase, DType>> {};
+
+TEST_P(CudaConvFusedEpilogues, EveryPlanAndTheOpMatchTheCpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+#if CNNSCALE_HAVE_CUDA
+  const auto& [c, dtype] = GetParam();
+  const ConvParams& p = c.p;
+  const bool tf32 = dtype == DType::F32;
+  const double tol = tol_tensor_core_dot(dtype);
+  CudaBackendOptions options;
+  options.allow_tf32 = tf32;
+  CudaBackend g(0, options);
+  Backend& cpu = cpu_backend();
+  const ConvTwins t = make_conv_twins(g, c, dtype, Layout::NHWC, 97);
+  const BiasReluTwins b = make_bias_relu_twins(g, c, t, dtype, 98);
+  // The addend, on both sides, and the CPU reference with it.
+  Tensor z = g.alloc(t.ys, dtype).as_layout(Layout::NHWC);
+  const float spread = static_cast<float>(std::sqrt(static_cast<double>(t.ws.numel() / c.filters) / 3.0));
+  fill_uniform(g, z, 99, -spread, spread);
+  Tensor zc = cpu.alloc(t.ys), bias_c = cpu.alloc(Shape{c.filters}), ref = cpu.alloc(t.ys), unsummed = cpu.alloc(t.ys);
+  from_host(cpu, zc, to_host(g, z));
+  from_host(cpu, bias_c, to_host(g, b.bias));
+  cpu.conv_forward_residual(p, t.xc, t.wc, bias_c, zc, ref);
+  cpu.conv_forward_bias_relu(p, t.xc, t.wc, bias_c, unsummed);
+  const std::vector<float> want = to_host(cpu, ref);
+
+  constexpr size_t kWorkspace = size_t{256} << 20;
+  Tensor workspace = g.alloc(Shape({static_cast<int64_t>(kWorkspace / 4)}), DType::F32);
+  const cuda::ConvGraphSpec spec = cuda::conv_residual_graph_spec(dtype, Layout::NHWC, c.x, t.ws, t.ys, p, tf32);
+  const auto plans = cuda::conv_graph_plans(g.cudnn_handle(), spec, kWorkspace, 64);
+  EXPECT_FALSE(plans.empty()) << c.name << ": the graph API offered no residual plan";
+  for (const auto& plan : plans) {
+    SCOPED_TRACE(plan->name());
+    g.fill(b.fused, 9.0f);
+    ASSERT_EQ(
+        plan->execute(g.cudnn_handle(), t.x.raw(), t.w.raw(), b.fused.raw(), workspace.raw(), b.bias.raw(), z.raw()),
+        CUDNN_STATUS_SUCCESS);
+    const std::vector<float> got = to_host(g, b.fused);
+    expect_parity(c.name + " residual " + plan->name(), got, want, tol);
+    EXPECT_GT(parity_error(got, to_host(cpu, unsummed)).normalized, 10 * tol) << "the addend made no difference";
+  }
+  for (int round = 0; round < 2; ++round) {
+    g.fill(b.fused, 9.0f);
+    g.conv_forward_residual(p, t.x, t.w, b.bias, z, b.fused);
+    expect_parity(c.name + " conv_forward_residual", to_host(g, b.fused), want, tol);
+  }
+  // The bias alone (conv_forward_bias): every plan and the op against conv + bias on the CPU; one
+  // that applied a ReLU would zero about half the outputs (far outside the tolerance).
+  Tensor biased = cpu.alloc(t.ys);
+  cpu.conv_forward_bias(p, t.xc, t.wc, bias_c, biased);
+  const std::vector<float> want_bias = to_host(cpu, biased);
+  const auto bias_plans = cuda::conv_graph_plans(
+      g.cudnn_handle(), cuda::conv_bias_graph_spec(dtype, Layout::NHWC, c.x, t.ws, t.ys, p, tf32), kWorkspace, 64);
+  EXPECT_FALSE(bias_plans.empty()) << c.name << ": the graph API offered no bias plan";
+  for (const auto& plan : bias_plans) {
+    SCOPED_TRACE(plan->name());
+    g.fill(b.fused, 9.0f);
+    ASSERT_EQ(plan->execute(g.cudnn_handle(), t.x.raw(), t.w.raw(), b.fused.raw(), workspace.raw(), b.bias.raw()),
+              CUDNN_STATUS_SUCCESS);
+    expect_parity(c.name + " bias " + plan->name(), to_host(g, b.fused), want_bias, tol);
+  }
+  for (int round = 0; round < 2; ++round) {
+    g.fill(b.fused, 9.0f);
+    g.conv_forward_bias(p, t.x, t.w, b.bias, b.fused);
+    expect_parity(c.name + " conv_forward_bias", to_host(g, b.fused), want_bias, tol);
+  }
+  if (parity_verbose())
+    std::printf(
+        "[parity] %s %s residual: %zu graph plans; %s\n", c.name.c_str(), dtype_name(dtype).c_str(), plans.size(),
+        g.conv_implementation({p, c.x, t.ws, dtype, Layout::NHWC, /*bias_relu=*/true, /*addend=*/true}).c_str());
+#endif
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaConvFusedEpilogues,
+    ::testing::Combine(
+        ::testing::Values(PadCase{"k1_c64_bottleneck_expand", {2, 64, 8, 8}, 128, conv(1, 1, 1, 1, 0, 0, 1, 1)},
+                          PadCase{"k3_pad1_c64", {2, 64, 10, 10}, 64, conv(3, 3, 1, 1, 1, 1, 1, 1)},
+                          PadCase{"k3_pad1_groups2", {2, 32, 9, 9}, 32, conv(3, 3, 1, 1, 1, 1, 1, 2)}),
+        ::testing::Values(DType::BF16, DType::F16, DType::F32)),
     pad_case_name);
 
 // The negative control of kTolTf32Dot: a TF32 convolution (channels-last, as the nets run it) is

@@ -114,6 +114,7 @@ std::vector<int32_t> labels_for(int n, int classes) {
   return l;
 }
 
+// clang-format off
 const std::vector<LayerCase>& layer_cases() {
   static const std::vector<LayerCase> cases{
         LayerCase{"conv_k3_pad1_bias", "type: Convolution\nnum_output: 8\nkernel: 3\npad: 1\n"
@@ -138,6 +139,14 @@ const std::vector<LayerCase>& layer_cases() {
                   "bias_filler: {type: gaussian, std: 0.5}", {{8, 64}}, kTolDot, kTolDot},
         LayerCase{"inner_product_relu_nobias", "type: InnerProduct\nnum_output: 9\nrelu: true\nbias: false",
                   {{4, 2, 4, 4}}, kTolDot, kTolDot},
+        // Batch 1: the forward as cuBLAS GEMV or the matmul, whichever measures faster (--fc-gemv auto).
+        LayerCase{"inner_product_batch1_bias_relu", "type: InnerProduct\nnum_output: 40\nrelu: true\n"
+                  "bias_filler: {type: gaussian, std: 0.5}", {{1, 200}}, kTolDot, kTolDot},
+        LayerCase{"inner_product_batch1_4d_bottom", "type: InnerProduct\nnum_output: 10\nbias: false",
+                  {{1, 16, 3, 3}}, kTolDot, kTolDot},
+        // A residual addend (second bottom) before the ReLU: conv_forward_residual.
+        LayerCase{"conv_k3_residual_relu", "type: Convolution\nnum_output: 8\nkernel: 3\npad: 1\nrelu: true\n"
+                  "bias_filler: {type: gaussian, std: 0.5}", {{2, 8, 9, 9}, {2, 8, 9, 9}}, kTolConv, kTolConv},
         LayerCase{"pool_caffenet_max_13to6", "type: Pooling\npool: max\nkernel: 3\nstride: 2", {{2, 4, 13, 13}},
                   kTolExact, kTolElementwise},
         // 16 channels: whole 16-byte packs in every precision (the packed channels-last kernels); 13 -> 6
@@ -195,6 +204,7 @@ const std::vector<LayerCase>& layer_cases() {
                   kTolExact, kTolExact, {DType::F32, DType::I32}, labels_for(37, 20), 1.0f, false}};
   return cases;
 }
+// clang-format on
 
 INSTANTIATE_TEST_SUITE_P(Layers, CudaParityLayer, ::testing::ValuesIn(layer_cases()),
                          [](const ::testing::TestParamInfo<LayerCase>& info) { return info.param.name; });

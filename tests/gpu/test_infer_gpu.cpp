@@ -86,6 +86,34 @@ TEST(InferGpu, EveryPrecisionFollowsTheCpuEngineAndReplaysItsPasses) {
   }
 }
 
+// A residual net (fold_small_resnet: ReLUs, max pooling, a grouped convolution, batch norms that
+// stay) as infer builds it: batch norms folded, then ReLUs and the residual sum fused into the
+// convolutions (conv_forward_residual: cuDNN's fused graph plan where it measures faster), on the
+// GPU against the same on the CPU. Its folded and fused network has 10 compute layers (convolutions,
+// inner products, pooling, the remaining batch norms), each adding at most ~4u as above: 40u, so
+// 48u; fp32 2e-5 a layer (kTolConv, fused Winograd) and 10 of them, 2e-4. A dropped addend, bias or
+// ReLU errs by O(1).
+TEST(InferGpu, ResidualNetFoldedAndFusedFollowsTheCpuEngine) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  const NetSpec spec = NetSpec::load(std::string(CNNSCALE_TEST_DATA) + "/fold_small_resnet.yaml");
+  infer::InferenceEngine cpu(spec, cpu_backend(), infer::EngineOptions{});
+  ASSERT_EQ(cpu.folded_batch_norms(), 3u);
+  ASSERT_EQ(cpu.fused_epilogues(), 5u);  // conv1, conv2, conv3 (with the sum), bn4, bn_fc
+  const std::vector<float> ref = scores(cpu, 16, 1);
+  for (Precision p : {Precision::FP32, Precision::TF32, Precision::BF16, Precision::FP16}) {
+    SCOPED_TRACE(precision_name(p));
+    auto backend = make_backend("gpu:0", 0, p);
+    infer::EngineOptions o;
+    o.precision = p;
+    infer::InferenceEngine gpu(spec, *backend, o);
+    EXPECT_EQ(gpu.fused_epilogues(), cpu.fused_epilogues());
+    const double tol = p == Precision::FP32   ? 10 * kTolConv
+                       : p == Precision::BF16 ? 48 * std::ldexp(1.0, -8)
+                                              : 48 * std::ldexp(1.0, -11);
+    EXPECT_LT(relative_error(scores(gpu, 16, 3), ref), tol);
+  }
+}
+
 #if CNNSCALE_HAVE_CUDA
 TEST(InferGpu, ReplayedPassesGiveTheBitsOfPassesQueuedOpByOp) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 
 #include "backend/backend.hpp"
 #include "backend/cuda/cudnn_descriptors.hpp"
@@ -118,6 +119,9 @@ struct CudaBackendOptions {
   // Whose kernels run channels-last training batch norm (--batchnorm; backend.hpp's BatchNormKernels,
   // own_batchnorm()).
   BatchNormKernels batchnorm = BatchNormKernels::Auto;
+  // Batch-1 fully connected forwards as cuBLAS GEMV (the bias and ReLU after it) or as the matmul
+  // (AlgorithmChoice::fc_gemv, backend.hpp's FcGemv).
+  FcGemv fc_gemv = FcGemv::Auto;
 };
 
 // The algorithm chosen for one direction of one convolution shape, and what it needs.
@@ -153,6 +157,14 @@ struct ConvPlan {
   // bias and ReLU apart (null otherwise), and whether that was measured yet.
   std::shared_ptr<cuda::ConvGraphPlan> fwd_bias_relu;
   bool fwd_bias_relu_searched = false;
+  // conv_forward_residual likewise: the fused graph plan of convolution, bias, addend and ReLU where
+  // one measured faster than conv_forward and the three element-wise ops after it.
+  std::shared_ptr<cuda::ConvGraphPlan> fwd_residual;
+  bool fwd_residual_searched = false;
+  // conv_forward_bias likewise: convolution and bias in one graph plan, against conv_forward and
+  // bias_add.
+  std::shared_ptr<cuda::ConvGraphPlan> fwd_bias;
+  bool fwd_bias_searched = false;
   // Whether the lowered form (CudaBackendOptions::conv_lowering) runs each of conv_forward,
   // conv_forward_bias_relu and conv_backward_filter for this shape: measured at its first call (a
   // forward's No may turn Yes at the filter gradient's first call, which weighs both: FormTrial).
@@ -266,6 +278,14 @@ class CudaBackend final : public Backend {
   void conv_forward(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y) override;
   void conv_forward_bias_relu(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& bias,
                               const Tensor& y) override;
+  // One cuDNN graph plan (convolution, bias, addend, ReLU) where one measured faster than
+  // conv_forward followed by the three element-wise ops; otherwise those. Strict fp32 and
+  // deterministic runs keep the ops apart, as conv_forward_bias_relu does.
+  void conv_forward_residual(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& bias,
+                             const Tensor& addend, const Tensor& y) override;
+  // The same with the bias alone (convolution and bias in one graph plan, or the two ops).
+  void conv_forward_bias(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& bias,
+                         const Tensor& y) override;
   void conv_backward_data(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx) override;
   void conv_backward_filter(const ConvParams& p, const Tensor& x, const Tensor& dy, const Tensor& dw) override;
 
@@ -541,7 +561,30 @@ class CudaBackend final : public Backend {
   void run_faster_width(const char* op, ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision, RunOther&& run_other,
                         RunWidth&& run_width, Lower&& lower = nullptr);
   // Times the fused bias+ReLU graph plans for `plan` against its forward, bias and ReLU apart.
+  // linear_forward at batch 1 as GEMV (CudaBackendOptions::fc_gemv), once gemv_applies said it can.
+  static bool gemv_applies(const Tensor& x, const Tensor& w, const Tensor& y);
+  void linear_forward_gemv(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu, const Tensor& y);
+  // linear_forward as one cuBLASLt matmul with its epilogue (or the ops apart where it has none).
+  void linear_forward_matmul(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu, const Tensor& y);
+  // FcGemv::Auto: whether GEMV measured faster than the matmul for this call's shape (timed once).
+  bool gemv_measures_faster(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu, const Tensor& y);
+  std::map<std::tuple<int64_t, int64_t, int, bool, bool>, bool> gemv_faster_;  // (K, D, dtype, bias, relu)
   void search_bias_relu(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
+  // The same for the residual graph plans, against conv_forward (whatever form it runs) and the ops.
+  void search_residual(ConvPlan& plan, const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& bias,
+                       const Tensor& addend, const Tensor& y);
+  ConvPlan& fused_forward_plan(const char* op, const ConvParams& p, const Tensor& x, const Tensor& w,
+                               const Tensor& bias, const Tensor* addend, const Tensor& y);
+  bool run_fused_plan(const char* op, const std::shared_ptr<cuda::ConvGraphPlan>& fused, const Tensor& x,
+                      const Tensor& w, const Tensor& bias, const Tensor* addend, const Tensor& y);
+  void search_bias(ConvPlan& plan, const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& bias,
+                   const Tensor& y);
+  // The fastest of the graph plans the API offers for `spec` (run by `execute` with a workspace),
+  // where it measures faster than `apart`, the same function as separate ops; null otherwise, and
+  // always in deterministic or strict-fp32 runs (no timing, no tensor-core engines).
+  std::shared_ptr<cuda::ConvGraphPlan> faster_fused_plan(
+      const char* op, const ConvPlan& plan, const cuda::ConvGraphSpec& spec, const std::function<void()>& apart,
+      const std::function<cudnnStatus_t(const cuda::ConvGraphPlan&, void*)>& execute);
   void run_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx);
   void run_conv_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw);
   void find_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx);

@@ -597,6 +597,58 @@ void CudaBackend::conv_forward_bias_relu(const ConvParams& p, const Tensor& x, c
                   [&] { run_lowered_forward(*f.given, x, w, bias, true, y); });
 }
 
+// The operands of a fused forward (conv_forward_bias, conv_forward_residual) checked, and its plan.
+ConvPlan& CudaBackend::fused_forward_plan(const char* op, const ConvParams& p, const Tensor& x, const Tensor& w,
+                                          const Tensor& bias, const Tensor* addend, const Tensor& y) {
+  cuda::expect_float(op, "x", x, device_);
+  cuda::expect_float(op, "bias", bias, device_);
+  cuda::expect_dtype(op, "bias", bias, x.dtype());
+  cuda::expect_numel(op, "bias", bias, y.shape().c());
+  if (addend) {
+    cuda::expect_float(op, "addend", *addend, device_);
+    cuda::expect_dtype(op, "addend", *addend, y.dtype());
+    cuda::expect_shape(op, "addend", *addend, y.shape());
+    if (addend->layout() != y.layout())
+      throw_runtime("{}: the addend is {} but y is {}", op, layout_name(addend->layout()), layout_name(y.layout()));
+  }
+  activate();
+  return conv_plan(op, p, x.shape(), w.shape(), x.dtype(), conv_layout("conv_forward", x, w, y));
+}
+
+// Runs `fused` where a search found one faster; false where the ops apart must run (none found, or
+// misaligned views). Anything but BAD_PARAM from cuDNN is an error.
+bool CudaBackend::run_fused_plan(const char* op, const std::shared_ptr<cuda::ConvGraphPlan>& fused, const Tensor& x,
+                                 const Tensor& w, const Tensor& bias, const Tensor* addend, const Tensor& y) {
+  if (!fused) return false;
+  void* ws = workspace(fused->workspace_bytes());
+  const cudnnStatus_t st =
+      fused->execute(cudnn_, x.raw(), w.raw(), y.raw(), ws, bias.raw(), addend ? addend->raw() : nullptr);
+  if (st == CUDNN_STATUS_SUCCESS) return true;
+  if (st != CUDNN_STATUS_BAD_PARAM)
+    cuda::fail(st, fmt::format("cudnnBackendExecute ({})", op).c_str(), __FILE__, __LINE__);
+  return false;
+}
+
+void CudaBackend::conv_forward_residual(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& bias,
+                                        const Tensor& addend, const Tensor& y) {
+  ConvPlan& plan = fused_forward_plan("conv_forward_residual", p, x, w, bias, &addend, y);
+  if (!plan.fwd_residual_searched) search_residual(plan, p, x, w, bias, addend, y);
+  if (run_fused_plan("conv_forward_residual", plan.fwd_residual, x, w, bias, &addend, y)) return;
+  conv_forward(p, x, w, y);
+  bias_add(bias, y);
+  axpby(1.0f, addend, 1.0f, y);
+  relu_forward(y, y);
+}
+
+void CudaBackend::conv_forward_bias(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& bias,
+                                    const Tensor& y) {
+  ConvPlan& plan = fused_forward_plan("conv_forward_bias", p, x, w, bias, nullptr, y);
+  if (!plan.fwd_bias_searched) search_bias(plan, p, x, w, bias, y);
+  if (run_fused_plan("conv_forward_bias", plan.fwd_bias, x, w, bias, nullptr, y)) return;
+  conv_forward(p, x, w, y);
+  bias_add(bias, y);
+}
+
 void CudaBackend::conv_backward_data(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx) {
   cuda::expect_float("conv_backward_data", "w", w, device_);
   cuda::expect_float("conv_backward_data", "dy", dy, device_);
@@ -718,7 +770,8 @@ std::string cudnn_choice(const ConvAlgoChoice& c, cuda::ConvDirection direction)
 // One direction of `plan` as it runs: the forms in the order they nest (run_faster_form,
 // run_faster_width, run_faster_order), then channel padding, then cuDNN's choice on the plan that
 // runs; empty where the direction was not run. bias_relu: the forward is conv_forward_bias_relu's.
-std::string direction_implementation(const ConvPlan& plan, cuda::ConvDirection d, bool bias_relu) {
+std::string direction_implementation(const ConvPlan& plan, cuda::ConvDirection d, bool bias_relu, bool addend,
+                                     bool bias_only = false) {
   using Choice = ConvPlan::Choice;
   using Dir = cuda::ConvDirection;
   const bool fwd = d == Dir::Forward, filter = d == Dir::BackwardFilter;
@@ -732,11 +785,18 @@ std::string direction_implementation(const ConvPlan& plan, cuda::ConvDirection d
   ConvAlgoChoice ConvPlan::*algo = fwd ? &ConvPlan::fwd : filter ? &ConvPlan::bwd_filter : &ConvPlan::bwd_data;
   // The lowered forward has the bias and ReLU in its GEMM's epilogue; the other forms run them
   // after the convolution, unless cuDNN's fused plan runs.
-  const std::string apart = fwd && bias_relu ? " + bias, ReLU" : "";
+  const std::string apart = fwd && bias_relu ? (addend ? " + bias, addend, ReLU" : " + bias, ReLU") : "";
+  // A residual or bias-only forward runs its fused plan, or conv_forward's form followed by the ops.
+  if (fwd && addend && plan.fwd_residual)
+    return fmt::format("cuDNN graph {} (bias, addend, ReLU fused)", plan.fwd_residual->name());
+  if (fwd && addend) return direction_implementation(plan, d, false, false) + apart;
+  if (fwd && bias_only && plan.fwd_bias) return fmt::format("cuDNN graph {} (bias fused)", plan.fwd_bias->name());
+  if (fwd && bias_only) return direction_implementation(plan, d, false, false) + " + bias";
   if (lowered == Choice::Yes) return "lowered: im2col + cuBLASLt GEMM";
   if (width == Choice::Yes && plan.width_lowered)
     return fmt::format("width-lowered ({}x1 over {} channels): {}", plan.width_lowered->params.kernel_h,
-                       plan.width_lowered->channels, direction_implementation(*plan.width_lowered, d, bias_relu));
+                       plan.width_lowered->channels,
+                       direction_implementation(*plan.width_lowered, d, bias_relu, false));
   if (first == Choice::Yes && plan.channels_first)
     return "channels-first copies: " + cudnn_choice(plan.channels_first->*algo, d) + apart;
   const ConvPlan& runs = padded ? *plan.padded : plan;
@@ -754,7 +814,7 @@ std::string CudaBackend::conv_implementation(const ConvSignature& call) const {
   if (!plan) return {};
   std::string out;
   auto add = [&](const char* name, cuda::ConvDirection d) {
-    const std::string how = direction_implementation(*plan, d, call.bias_relu);
+    const std::string how = direction_implementation(*plan, d, call.bias_relu, call.addend, call.bias_only);
     if (!how.empty()) out += fmt::format("{}{} {}", out.empty() ? "" : "; ", name, how);
   };
   add("fwd", cuda::ConvDirection::Forward);

@@ -40,6 +40,7 @@ std::unique_ptr<Backend> make_cuda_backend(int device_index, int sm_count, bool 
   options.deterministic = algorithms.deterministic;
   options.layout = algorithms.layout;
   options.batchnorm = algorithms.batchnorm;
+  options.fc_gemv = algorithms.fc_gemv;
   return std::make_unique<CudaBackend>(device_index, options);
 }
 

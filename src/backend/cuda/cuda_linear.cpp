@@ -12,11 +12,16 @@
 // of dw^T, per output. The algorithm is cuBLASLt's first heuristic answer for the shape; where it
 // has none (an epilogue not offered for a dtype or alignment), the plan says so and the ops run
 // apart, as the Backend's defaults do.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_check.hpp"
+#include "backend/cuda/cuda_conv_timing.hpp"
 #include "backend/cuda/cuda_op_checks.hpp"
 #include "core/log.hpp"
 
@@ -149,12 +154,80 @@ bool lt_eligible(const Tensor& x, const Tensor& w, const Tensor& y, bool allow_t
 }
 }  // namespace
 
+// Batch 1 (one row of x, as inference at batch 1 runs every fully connected layer): y (K) = w (K, D)
+// x (D), a matrix-vector product, the weights read once and nothing to reuse, so the time is w's
+// bytes over the memory bandwidth. cuBLAS's GEMV kernels are written for that; a GEMM kernel tiles
+// for a wide N and leaves most of its tile idle. In column-major terms w as stored is (D x K), and
+// y = op(it) x with op = transpose. fp32 sums in fp32 (no TF32: GEMV has no tensor-core form), the
+// 16-bit types through cuBLAS's mixed GEMVs (16-bit operands, fp32 compute). Bias and ReLU follow.
+bool CudaBackend::gemv_applies(const Tensor& x, const Tensor& w, const Tensor& y) {
+  if (w.shape().rank() != 2 || y.shape().n() != 1 || x.dtype() != w.dtype() || y.dtype() != w.dtype()) return false;
+  const int64_t k = w.shape()[0], d = w.shape()[1];
+  return x.numel() == d && y.numel() == k && k <= INT32_MAX && d <= INT32_MAX &&
+         (w.dtype() == DType::F32 || w.dtype() == DType::BF16 || w.dtype() == DType::F16);
+}
+
+void CudaBackend::linear_forward_gemv(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu,
+                                      const Tensor& y) {
+  activate();
+  const float one = 1.0f, zero = 0.0f;
+  const int m = static_cast<int>(w.shape()[1]), n = static_cast<int>(w.shape()[0]);
+  if (w.dtype() == DType::F32) {
+    CUBLAS_CHECK(cublasSgemv(cublas_, CUBLAS_OP_T, m, n, &one, w.f32(), m, x.f32(), 1, &zero, y.f32(), 1));
+  } else if (w.dtype() == DType::BF16) {
+    CUBLAS_CHECK(cublasTSTgemvStridedBatched(
+        cublas_, CUBLAS_OP_T, m, n, &one, static_cast<const __nv_bfloat16*>(w.raw()), m, 0,
+        static_cast<const __nv_bfloat16*>(x.raw()), 1, 0, &zero, static_cast<__nv_bfloat16*>(y.raw()), 1, 0, 1));
+  } else {
+    CUBLAS_CHECK(cublasHSHgemvStridedBatched(cublas_, CUBLAS_OP_T, m, n, &one, static_cast<const __half*>(w.raw()), m,
+                                             0, static_cast<const __half*>(x.raw()), 1, 0, &zero,
+                                             static_cast<__half*>(y.raw()), 1, 0, 1));
+  }
+  if (bias.defined()) bias_add(bias, y);
+  if (relu) relu_forward(y, y);
+}
+
+// Timed like a convolution's forms (the median of runs after an untimed one), on the call's own
+// buffers: both write y, nothing else.
+bool CudaBackend::gemv_measures_faster(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu,
+                                       const Tensor& y) {
+  const auto key = std::make_tuple(w.shape()[0], w.shape()[1], static_cast<int>(w.dtype()), bias.defined(), relu);
+  if (auto it = gemv_faster_.find(key); it != gemv_faster_.end()) return it->second;
+  // Deterministic runs choose without timing: the matmul, as at every other batch size.
+  bool faster = false;
+  if (!options_.deterministic) {
+    cuda::EventPair ev;
+    auto time = [&](auto&& forward) {
+      forward();
+      return cuda::median_run_ms(ev, stream(), [&] {
+        forward();
+        return true;
+      });
+    };
+    const float gemv_ms = time([&] { linear_forward_gemv(x, w, bias, relu, y); });
+    const float matmul_ms = time([&] { linear_forward_matmul(x, w, bias, relu, y); });
+    faster = gemv_ms < matmul_ms;
+    log::debug("batch-1 fully connected {}x{} {}: GEMV {:.4f} ms, matmul {:.4f} ms: {} runs", w.shape()[0],
+               w.shape()[1], dtype_name(w.dtype()), gemv_ms, matmul_ms, faster ? "GEMV" : "the matmul");
+  }
+  gemv_faster_.emplace(key, faster);
+  return faster;
+}
+
 void CudaBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu, const Tensor& y) {
   for (const auto& [name, t] : {std::pair{"x", &x}, {"w", &w}, {"y", &y}}) cuda::expect_float("linear_forward", name, *t, device_);
   if (bias.defined()) {
     cuda::expect_dtype("linear_forward", "bias", bias, w.dtype());
     if (w.shape().rank() == 2) cuda::expect_numel("linear_forward", "bias", bias, w.shape()[0]);
   }
+  if (options_.fc_gemv != FcGemv::Off && gemv_applies(x, w, y) &&
+      (options_.fc_gemv == FcGemv::On || gemv_measures_faster(x, w, bias, relu, y)))
+    return linear_forward_gemv(x, w, bias, relu, y);
+  linear_forward_matmul(x, w, bias, relu, y);
+}
+
+void CudaBackend::linear_forward_matmul(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu,
+                                        const Tensor& y) {
   const bool fusable = lt_eligible(x, w, y, options_.allow_tf32) && w.shape().rank() == 2;
   if (!fusable || y.numel() == 0) return Backend::linear_forward(x, w, bias, relu, y);
   const int64_t n = y.shape().n(), k = w.shape()[0], d = w.shape()[1];

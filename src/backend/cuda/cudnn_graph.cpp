@@ -19,8 +19,10 @@ namespace {
 using Desc = std::shared_ptr<void>;
 
 // The operands' ids in every variant pack; the bias and the virtual intermediates of a bias_relu
-// graph (conv(x, w), then conv + bias) after them.
-constexpr int64_t kUidX = 1, kUidW = 2, kUidY = 3, kUidBias = 4, kUidConv = 5, kUidBiased = 6;
+// graph (conv(x, w), then conv + bias) after them, then a residual graph's addend and its
+// intermediate (conv + bias + addend).
+constexpr int64_t kUidX = 1, kUidW = 2, kUidY = 3, kUidBias = 4, kUidConv = 5, kUidBiased = 6, kUidAddend = 7,
+                  kUidSummed = 8;
 // Every operand is promised 16-byte aligned: allocations come from the memory pool (256-byte
 // aligned) and parameter views start at kParamAlignment elements; execute() checks it per call.
 constexpr int64_t kAlignment = 16;
@@ -245,6 +247,20 @@ ConvGraphSpec conv_bias_relu_graph_spec(DType dtype, Layout layout, const Shape&
   return spec;
 }
 
+ConvGraphSpec conv_bias_graph_spec(DType dtype, Layout layout, const Shape& x, const Shape& w, const Shape& y,
+                                   const ConvParams& p, bool allow_tf32) {
+  ConvGraphSpec spec = conv_bias_relu_graph_spec(dtype, layout, x, w, y, p, allow_tf32);
+  spec.relu = false;
+  return spec;
+}
+
+ConvGraphSpec conv_residual_graph_spec(DType dtype, Layout layout, const Shape& x, const Shape& w, const Shape& y,
+                                       const ConvParams& p, bool allow_tf32) {
+  ConvGraphSpec spec = conv_bias_relu_graph_spec(dtype, layout, x, w, y, p, allow_tf32);
+  spec.addend = true;
+  return spec;
+}
+
 ConvGraphSpec conv_graph_spec(ConvDirection direction, DType dtype, Layout layout, const Shape& x, const Shape& w,
                               const Shape& y, const ConvParams& p, bool allow_tf32) {
   ConvGraphSpec spec;
@@ -260,19 +276,20 @@ ConvGraphSpec conv_graph_spec(ConvDirection direction, DType dtype, Layout layou
   return spec;
 }
 
-cudnnStatus_t ConvGraphPlan::execute(cudnnHandle_t handle, void* x, void* w, void* y, void* workspace,
-                                     void* bias) const {
+cudnnStatus_t ConvGraphPlan::execute(cudnnHandle_t handle, void* x, void* w, void* y, void* workspace, void* bias,
+                                     void* addend) const {
   if (!aligned(x) || !aligned(w) || !aligned(y) || (workspace_bytes_ > 0 && !aligned(workspace)) ||
-      (bias != nullptr) != bias_relu_ || (bias && !aligned(bias)))
+      (bias != nullptr) != bias_relu_ || (bias && !aligned(bias)) || (addend != nullptr) != addend_ ||
+      (addend && !aligned(addend)))
     return CUDNN_STATUS_BAD_PARAM;
   // A variant pack per distinct set of pointers: a training step calls each convolution with the
   // same buffers every iteration, so building it once per call site saves host time op by op.
-  const std::array<void*, 5> key{x, w, y, workspace, bias};
+  const std::array<void*, 6> key{x, w, y, workspace, bias, addend};
   if (!pack_ || key != pack_key_) {
     Desc pack = make_desc(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-    const int64_t uids[4] = {kUidX, kUidW, kUidY, kUidBias};
-    void* pointers[4] = {x, w, y, bias};
-    const int64_t n = bias_relu_ ? 4 : 3;
+    const int64_t uids[5] = {kUidX, kUidW, kUidY, kUidBias, kUidAddend};
+    void* pointers[5] = {x, w, y, bias, addend};
+    const int64_t n = addend_ ? 5 : bias_relu_ ? 4 : 3;
     set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
     set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, pointers);
     set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
@@ -295,15 +312,30 @@ std::vector<std::unique_ptr<ConvGraphPlan>> conv_graph_plans(cudnnHandle_t handl
     nodes.push_back(operation(spec, base[3], base[0], base[1], base[2]));
   } else {
     if (spec.direction != ConvDirection::Forward) return plans;
-    // conv(x, w) and conv + bias stay in fp32 inside the fused kernel; only y is stored.
+    // conv(x, w), conv + bias (+ z) stay in fp32 inside the fused kernel: each pointwise node writes
+    // a virtual fp32 tensor, and the last one y.
     const int64_t k = spec.y.dims[1];
     const GraphTensor bias_t{{1, k, 1, 1}, {k, 1, 1, 1}};
-    base.push_back(tensor(kUidBias, bias_t, spec.data_type));
-    base.push_back(tensor(kUidConv, spec.y, CUDNN_DATA_FLOAT, true));
-    base.push_back(tensor(kUidBiased, spec.y, CUDNN_DATA_FLOAT, true));
+    base.push_back(tensor(kUidBias, bias_t, spec.data_type));          // [4]
+    base.push_back(tensor(kUidConv, spec.y, CUDNN_DATA_FLOAT, true));  // [5]
     nodes.push_back(operation(spec, base[3], base[0], base[1], base[5]));
-    nodes.push_back(pointwise(CUDNN_POINTWISE_ADD, base[5], &base[4], base[6]));
-    nodes.push_back(pointwise(CUDNN_POINTWISE_RELU_FWD, base[6], nullptr, base[2]));
+    auto output = [&](int64_t uid, bool last) {
+      if (last) return size_t{2};  // y
+      base.push_back(tensor(uid, spec.y, CUDNN_DATA_FLOAT, true));
+      return base.size() - 1;
+    };
+    size_t in = 5;
+    size_t out = output(kUidBiased, !spec.addend && !spec.relu);
+    nodes.push_back(pointwise(CUDNN_POINTWISE_ADD, base[in], &base[4], base[out]));
+    in = out;
+    if (spec.addend) {
+      base.push_back(tensor(kUidAddend, spec.y, spec.data_type));
+      const size_t z = base.size() - 1;
+      out = output(kUidSummed, !spec.relu);
+      nodes.push_back(pointwise(CUDNN_POINTWISE_ADD, base[in], &base[z], base[out]));
+      in = out;
+    }
+    if (spec.relu) nodes.push_back(pointwise(CUDNN_POINTWISE_RELU_FWD, base[in], nullptr, base[2]));
   }
   Desc graph = make_desc(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
   std::vector<void*> ops;
@@ -348,6 +380,7 @@ std::vector<std::unique_ptr<ConvGraphPlan>> conv_graph_plans(cudnnHandle_t handl
       p->workspace_bytes_ = static_cast<size_t>(workspace);
       p->name_ = std::move(facts.name);
       p->bias_relu_ = spec.bias_relu;
+      p->addend_ = spec.addend;
       plans.push_back(std::move(p));
     }
   }

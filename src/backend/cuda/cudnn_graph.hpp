@@ -40,6 +40,11 @@ struct ConvGraphSpec {
   // convolution into an fp32 intermediate, a pointwise add and a pointwise ReLU) that cuDNN's
   // runtime-fusion engines compile into one kernel.
   bool bias_relu = false;
+  // With bias_relu: y = max(0, conv + bias + z), z a residual addend of y's extents, strides and
+  // data_type, added in fp32 before the ReLU (conv_forward_residual).
+  bool addend = false;
+  // With bias_relu: false leaves the ReLU out, y = conv + bias (conv_forward_bias).
+  bool relu = true;
 };
 
 // Extents and strides of a 4-d operand of `shape` stored in `layout` (KRSC filters when NHWC).
@@ -47,6 +52,12 @@ GraphTensor graph_tensor(const Shape& shape, Layout layout);
 // The forward spec with the bias and ReLU epilogue (ConvGraphSpec::bias_relu).
 ConvGraphSpec conv_bias_relu_graph_spec(DType dtype, Layout layout, const Shape& x, const Shape& w, const Shape& y,
                                         const ConvParams& p, bool allow_tf32);
+// The forward spec with the bias alone (ConvGraphSpec::relu false).
+ConvGraphSpec conv_bias_graph_spec(DType dtype, Layout layout, const Shape& x, const Shape& w, const Shape& y,
+                                   const ConvParams& p, bool allow_tf32);
+// The forward spec with bias, residual addend and ReLU (ConvGraphSpec::addend).
+ConvGraphSpec conv_residual_graph_spec(DType dtype, Layout layout, const Shape& x, const Shape& w, const Shape& y,
+                                       const ConvParams& p, bool allow_tf32);
 // The spec of one direction of the convolution x (*) w = y with parameters p, all operands of
 // storage `dtype` in `layout`.
 ConvGraphSpec conv_graph_spec(ConvDirection direction, DType dtype, Layout layout, const Shape& x, const Shape& w,
@@ -66,9 +77,10 @@ class ConvGraphPlan {
   const std::string& name() const { return name_; }
   // Enqueues the convolution on the handle's stream. Returns cuDNN's status instead of throwing:
   // the search skips a plan that refuses to run; the run path checks it. `bias`: the bias of a
-  // bias_relu plan (BAD_PARAM if it is missing there, or given to another plan).
-  cudnnStatus_t execute(cudnnHandle_t handle, void* x, void* w, void* y, void* workspace,
-                        void* bias = nullptr) const;
+  // bias_relu plan, `addend` the addend of a residual one (BAD_PARAM if one is missing there, or
+  // given to another plan).
+  cudnnStatus_t execute(cudnnHandle_t handle, void* x, void* w, void* y, void* workspace, void* bias = nullptr,
+                        void* addend = nullptr) const;
 
  private:
   friend std::vector<std::unique_ptr<ConvGraphPlan>> conv_graph_plans(cudnnHandle_t, const ConvGraphSpec&, size_t,
@@ -81,9 +93,9 @@ class ConvGraphPlan {
   size_t workspace_bytes_ = 0;
   std::string name_;
   // The last variant pack (operand and workspace pointers) and the pointers it was built for.
-  bool bias_relu_ = false;
+  bool bias_relu_ = false, addend_ = false;
   mutable std::shared_ptr<void> pack_;
-  mutable std::array<void*, 5> pack_key_{};
+  mutable std::array<void*, 6> pack_key_{};
 };
 
 // The plans cuDNN's heuristics (modes A then B; the fallback list where they have none) propose
