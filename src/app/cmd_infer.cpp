@@ -22,6 +22,7 @@
 #include "core/error.hpp"
 #include "experiment/report_infer.hpp"
 #include "infer/batch_measure.hpp"
+#include "infer/calibrate_run.hpp"
 #include "infer/inference_engine.hpp"
 #include "infer/scenario_runs.hpp"
 #include "io/results_writer.hpp"
@@ -39,6 +40,7 @@ struct InferArgs {
   std::string checkpoint;  // a `train` checkpoint: its weights (and network, without --net)
   std::vector<std::string> batches = {"1", "8", "64"};
   std::string precision = "fp32";
+  std::string calibration;  // --precision int8: the calibration table (cnnscale calibrate --out)
   std::string device = "cpu";
   std::vector<int> gpus;  // under mpirun: the GPU of each node-local rank
   std::string fill = "gaussian";
@@ -188,11 +190,23 @@ nlohmann::json latency_json(const infer::LatencyStats& s) {
 // What every result file begins with: what ran, on what, and how its passes were queued.
 nlohmann::json run_json(const InferArgs& a, const NetSpec& spec, infer::InferenceEngine& engine,
                         const std::string& scenario, int world_size) {
+  nlohmann::json int8;  // null unless --precision int8
+  if (const Int8Spec* q = engine.int8()) {
+    const std::vector<std::string> ran = engine.int8_layers_run();
+    std::vector<std::string> kept = q->kept;
+    for (const std::string& name : q->int8)
+      if (std::find(ran.begin(), ran.end(), name) == ran.end()) kept.push_back(name);
+    int8 = {{"calibration", a.calibration},
+            {"int8_convolutions", ran},
+            {"kept", kept},
+            {"between_layers", precision_name(engine.options().precision)}};
+  }
   return {{"command", "infer"},
           {"scenario", scenario},
           {"net", spec.name()},
           {"device", engine.backend().device().to_string()},
-          {"precision", precision_name(engine.options().precision)},
+          {"precision", engine.int8() ? std::string("int8") : precision_name(engine.options().precision)},
+          {"int8", int8},
           {"checkpoint", a.checkpoint.empty() ? nlohmann::json() : nlohmann::json(a.checkpoint)},
           {"fill", infer::input_fill_name(engine.options().fill)},
           {"folded_batch_norms", engine.folded_batch_norms()},
@@ -255,7 +269,7 @@ void run_scenario(const InferArgs& a, const NetSpec& spec, infer::InferenceEngin
   publish(a, j, dir);
   if (a.json) return;
   std::printf("%s on %s, %s, %s scenario%s\n", spec.name().c_str(), engine.backend().description().c_str(),
-              precision_name(engine.options().precision).c_str(), f.scenario.c_str(),
+              a.precision.c_str(), f.scenario.c_str(),
               distributed ? (", rank 0 of " + std::to_string(mpi->size())).c_str() : "");
   auto ms = [](double s) { return 1e3 * s; };
   if (f.single_stream) {
@@ -288,10 +302,18 @@ void run_scenario(const InferArgs& a, const NetSpec& spec, infer::InferenceEngin
 
 void run_infer(InferArgs& a) {
   // Everything that can be checked is, before anything is loaded.
-  const Precision precision = parse_precision(a.precision, "--precision");
+  const bool int8 = a.precision == "int8";
+  if (int8 && a.calibration.empty())
+    throw_config("--precision int8 needs --calibration FILE (a table written by cnnscale calibrate --out)");
+  if (!int8 && !a.calibration.empty()) throw_config("--calibration applies to --precision int8");
+  // int8: the calibrated convolutions as int8 kernels, the rest of the network in bf16 on a GPU (whose
+  // int8 engines read channels-last tensors, the order of 16-bit nets) and fp32 on the CPU.
+  const Precision precision =
+      int8 ? (a.device == "cpu" ? Precision::FP32 : Precision::BF16) : parse_precision(a.precision, "--precision");
   const BatchPlan plan = parse_batches(a.batches);
   infer::EngineOptions eo;
   eo.precision = precision;
+  if (int8) eo.int8_input_scales = infer::read_int8_input_scales(a.calibration);
   eo.fill = infer::parse_input_fill(a.fill);
   eo.seed = a.seed;
   eo.checkpoint = a.checkpoint;
@@ -428,7 +450,7 @@ void run_infer(InferArgs& a) {
     if (a.json) return;
   }
   std::printf("%s on %s, %s, %s input%s, %zu batch norm(s) folded, %zu epilogue(s) fused%s\n", spec.name().c_str(),
-              backend->description().c_str(), precision_name(precision).c_str(),
+              backend->description().c_str(), int8 ? "int8" : precision_name(precision).c_str(),
               infer::input_fill_name(eo.fill).c_str(),
               a.checkpoint.empty() ? ", initialised weights" : (", weights of " + a.checkpoint).c_str(),
               engine.folded_batch_norms(), engine.fused_epilogues(),
@@ -480,8 +502,11 @@ void register_infer(CLI::App& app) {
                   "those sizes that fit, then the largest)")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--precision", a.precision, "fp32, tf32, bf16 or fp16 (GPU only, except fp32)")
-      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}))
+  cmd->add_option("--calibration", a.calibration,
+                  "--precision int8: the calibration table of the network (cnnscale calibrate --out)");
+  cmd->add_option("--precision", a.precision,
+                  "fp32, tf32, bf16 or fp16 (GPU only, except fp32), or int8 (with --calibration)")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16", "int8"}))
       ->capture_default_str();
   cmd->add_option("--device", a.device, "cpu, gpu or gpu:N (under mpirun: gpu binds each rank to its own)")
       ->capture_default_str();

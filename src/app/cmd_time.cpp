@@ -16,9 +16,11 @@
 #include "backend/backend.hpp"
 #include "core/error.hpp"
 #include "core/precision.hpp"
+#include "infer/calibrate_run.hpp"
 #include "measure/layer_timing.hpp"
 #include "net/fold.hpp"
 #include "net/fuse.hpp"
+#include "net/int8_spec.hpp"
 #include "net/net.hpp"
 #include "solver/sgd_solver.hpp"
 
@@ -37,6 +39,7 @@ struct TimeArgs {
   bool json = false;
   bool no_fuse = false;
   bool no_fold = false;
+  std::string calibration;  // with --inference: the convolutions of this table run in int8
   std::string conv_search = "all";
   std::string layout = "auto";
   std::string batchnorm = "auto";
@@ -60,6 +63,7 @@ void run_time(TimeArgs& a) {
                                                    .batchnorm = batchnorm_kernels_from_name(a.batchnorm)});
 
   if (a.no_fold && !a.options.inference) throw_config("--no-fold applies to --inference timing");
+  if (!a.calibration.empty() && !a.options.inference) throw_config("--calibration applies to --inference timing");
   std::optional<FoldedSpec> folded;
   if (a.options.inference && !a.no_fold) folded.emplace(fold_batch_norm(spec));
   std::optional<FusedSpec> fused;
@@ -77,7 +81,17 @@ void run_time(TimeArgs& a) {
     solver->set_rate(0);
     return [&] { solver->apply(); };
   };
-  const LayerTimingResult r = time_layers(fused ? fused->spec : folded ? folded->spec : spec, *backend, a.options);
+  std::optional<Int8Spec> int8;
+  if (!a.calibration.empty())
+    int8.emplace(with_int8_scales(fused    ? fused->spec
+                                  : folded ? folded->spec
+                                           : spec,
+                                  infer::read_int8_input_scales(a.calibration)));
+  const LayerTimingResult r = time_layers(int8     ? int8->spec
+                                          : fused  ? fused->spec
+                                          : folded ? folded->spec
+                                                   : spec,
+                                          *backend, a.options);
   if (a.json) {
     nlohmann::json layers = nlohmann::json::array();
     for (const LayerTime& t : r.layers)
@@ -102,6 +116,7 @@ void run_time(TimeArgs& a) {
                         {"fused_epilogues", fused ? fused->fused.size() : 0},
                         {"inference", a.options.inference},
                         {"folded_batch_norms", folded ? folded->folded.size() : 0},
+                        {"int8_convolutions", int8 ? int8->int8.size() : 0},
                         {"conv_search", a.conv_search},
                         {"layout", a.layout},
                         {"batchnorm", a.batchnorm},
@@ -159,6 +174,9 @@ void register_time(CLI::App& app) {
                 "Time the network as `cnnscale infer` runs it: batch norms folded, epilogues fused, forward passes "
                 "alone in the test phase");
   cmd->add_flag("--no-fold", a.no_fold, "With --inference: keep batch norms as layers");
+  cmd->add_option("--calibration", a.calibration,
+                  "With --inference: run the convolutions of this calibration table (cnnscale calibrate --out) in "
+                  "int8, as infer --precision int8 does");
   add_gpu_algorithm_options(cmd, a.conv_search, a.layout, a.batchnorm);
   cmd->callback([args] { run_time(*args); });
 }

@@ -27,6 +27,15 @@ std::shared_ptr<TimingEvent> Backend::record_timing_event() { return std::make_s
 
 bool Backend::timing_event_done(const TimingEvent&) { return true; }
 
+void Backend::quantize_int8(const Tensor&, float, const Tensor&) {
+  throw_runtime("the {} backend has no int8 kernels (quantize_int8)", name());
+}
+
+void Backend::conv_forward_int8(const ConvParams&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                const Tensor&, bool, const Tensor&) {
+  throw_runtime("the {} backend has no int8 kernels (conv_forward_int8)", name());
+}
+
 void check_sgd_mirrors(const SgdMirrors& mirrors, const Tensor& ranges, const std::string& where) {
   CNNSCALE_CHECK(mirrors.defined() || !mirrors.grads.defined(), "{}: mirror gradients without mirrors", where);
   if (!mirrors.defined()) return;

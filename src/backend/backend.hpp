@@ -296,6 +296,20 @@ class Backend {
     axpby(1.0f, addend, 1.0f, y);
     relu_forward(y, y);
   }
+  // ---- int8 inference --------------------------------------------------------------------------
+  // q = round(x / scale), ties to even, clamped to [-127, 127], NaN to 0 (core/int8.hpp): x f32 (or
+  // on a GPU bf16/f16), q i8 of x's shape and memory order, except that q may have more channels
+  // (channels-last, or rows of an (N, C) tensor), which are written 0: cuDNN's int8 convolutions
+  // want channel counts that are multiples of 4 or 16. The default refuses (no int8 kernels).
+  virtual void quantize_int8(const Tensor& x, float scale, const Tensor& q);
+  // An int8 convolution summing in int32: acc[n, k, .] = sum over c, r, s of xq * wq, exactly;
+  // then in fp32 v = acc * scale[k] + bias[k] (+ addend) (then max(0, v) with `relu`), stored to y
+  // (f32, or on a GPU bf16/f16) rounded once. xq (N, C, H, W) and wq (K, C / groups, R, S) i8,
+  // channels-last on a GPU; scale and bias f32 (K), scale[k] the input's scale times filter k's;
+  // addend of y's dtype, shape and order, or undefined. The default refuses.
+  virtual void conv_forward_int8(const ConvParams& p, const Tensor& xq, const Tensor& wq, const Tensor& scale,
+                                 const Tensor& bias, const Tensor& addend, bool relu, const Tensor& y);
+
   // How this backend ran the convolution of `call` in each direction it ran (`cnnscale time`
   // shows it beside the layer's time): the form and the algorithm, one "; "-separated part per
   // direction; empty where it ran none.

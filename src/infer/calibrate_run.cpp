@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <numeric>
@@ -131,6 +132,38 @@ CalibrationTable calibrate(InferenceEngine& engine, const Dataset& data, int64_t
   return table;
 }
 
+namespace {
+
+// The blob the network's Accuracy layer scores.
+std::string scored_blob(Net& net) {
+  for (Layer* l : net.layers())
+    if (l->type() == "Accuracy") return l->bottoms().at(0);
+  throw_config("the network has no Accuracy layer to score the test set with");
+}
+
+// Top-1 over `test` in batches of `batch`, `forward` running each batch's pass.
+double scored_top1(Net& net, const Dataset& test, int64_t batch, const std::string& scores,
+                   const std::function<void()>& forward) {
+  Backend& backend = net.backend();
+  Tensor top1 = backend.alloc(Shape{1});
+  std::vector<float> x;
+  std::vector<int32_t> y;
+  double hits = 0;
+  for (int64_t begin = 0; begin < test.size(); begin += batch) {
+    const int64_t count = std::min(batch, test.size() - begin);
+    load_batch(net, test, begin, count, x, y);
+    forward();
+    backend.accuracy_topk(net.blob(scores), net.labels(), {1}, top1);
+    float f = 0;
+    backend.download(top1, &f);
+    // A batch's top-1 is hits / count in float: its hits are the nearest integer to f * count.
+    hits += std::round(static_cast<double>(f) * static_cast<double>(count));
+  }
+  return hits / static_cast<double>(test.size());
+}
+
+}  // namespace
+
 AccuracyPair int8_accuracy_cost(InferenceEngine& engine, const Dataset& test, const CalibrationTable& table,
                                 int64_t batch) {
   if (batch < 1) throw_config("evaluation batch must be >= 1, got {}", batch);
@@ -138,21 +171,12 @@ AccuracyPair int8_accuracy_cost(InferenceEngine& engine, const Dataset& test, co
   Net& net = engine.net(std::min(batch, test.size()));
   Backend& backend = net.backend();
   const std::vector<Consumer> cs = consumers(net);
-  std::string scores;
-  for (Layer* l : net.layers())
-    if (l->type() == "Accuracy") scores = l->bottoms().at(0);
-  if (scores.empty()) throw_config("the network has no Accuracy layer to score the test set with");
+  const std::string scores = scored_blob(net);
   std::map<std::string, double> input_scale;
   for (const QuantizedLayer& q : table.layers) input_scale[q.input] = q.input_scale();
 
-  Tensor top1 = backend.alloc(Shape{1});
-  std::vector<float> x;
-  std::vector<int32_t> y;
   auto pass = [&](bool quantized) {
-    double hits = 0;
-    for (int64_t begin = 0; begin < test.size(); begin += batch) {
-      const int64_t count = std::min(batch, test.size() - begin);
-      load_batch(net, test, begin, count, x, y);
+    return scored_top1(net, test, batch, scores, [&] {
       forward_visiting(net, cs, [&](const Consumer& c) {
         if (!quantized) return;
         const Tensor& t = net.blob(c.input);
@@ -162,13 +186,7 @@ AccuracyPair int8_accuracy_cost(InferenceEngine& engine, const Dataset& test, co
         backend.upload(v.data(), t);
         backend.synchronize();
       });
-      backend.accuracy_topk(net.blob(scores), net.labels(), {1}, top1);
-      float f = 0;
-      backend.download(top1, &f);
-      // A batch's top-1 is hits / count in float: its hits are the nearest integer to f * count.
-      hits += std::round(static_cast<double>(f) * static_cast<double>(count));
-    }
-    return hits / static_cast<double>(test.size());
+    });
   };
 
   AccuracyPair r;
@@ -193,6 +211,35 @@ AccuracyPair int8_accuracy_cost(InferenceEngine& engine, const Dataset& test, co
   net.freeze_weights(true);
   r.int8_top1 = pass(true);
   return r;
+}
+
+double top1(InferenceEngine& engine, const Dataset& test, int64_t batch) {
+  if (batch < 1) throw_config("evaluation batch must be >= 1, got {}", batch);
+  Net& net = engine.net(std::min(batch, test.size()));
+  const std::string scores = scored_blob(net);
+  return scored_top1(net, test, batch, scores, [&] { net.forward(Phase::Test, 0); });
+}
+
+std::map<std::string, double> read_int8_input_scales(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw_config("{}: cannot read the calibration table", path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw_config("{}: not JSON ({})", path, e.what());
+  }
+  if (!j.is_object() || !j.contains("layers") || !j["layers"].is_array() || j["layers"].empty())
+    throw_config("{}: layers: expected the non-empty list of a calibration table", path);
+  std::map<std::string, double> scales;
+  for (size_t i = 0; i < j["layers"].size(); ++i) {
+    const nlohmann::json& l = j["layers"][i];
+    if (!l.is_object() || !l.contains("layer") || !l["layer"].is_string() || !l.contains("input_scale") ||
+        !l["input_scale"].is_number() || !(l["input_scale"].get<double>() > 0))
+      throw_config("{}: layers[{}]: expected a layer name and a positive input_scale", path, i);
+    scales[l["layer"].get<std::string>()] = l["input_scale"].get<double>();
+  }
+  return scales;
 }
 
 }  // namespace cnnscale::infer

@@ -11,6 +11,7 @@
 // the same s_x * s_w. Biases stay in fp32, as int8 engines keep them in higher precision.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -55,5 +56,13 @@ struct AccuracyPair {
 // scores). Leaves the engine's batch net with quantised weights: use a fresh engine afterwards.
 AccuracyPair int8_accuracy_cost(InferenceEngine& engine, const Dataset& test, const CalibrationTable& table,
                                 int64_t batch);
+
+// Top-1 of the engine's network on `test` (its Accuracy layer's scores), forward passes of `batch`
+// samples as the network runs them: with an int8 engine, the int8 convolutions executed.
+double top1(InferenceEngine& engine, const Dataset& test, int64_t batch);
+
+// Layer name -> input scale of a calibration table (`cnnscale calibrate --out`'s file); ConfigError
+// naming the file and the key for anything else.
+std::map<std::string, double> read_int8_input_scales(const std::string& path);
 
 }  // namespace cnnscale::infer

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/int8.hpp"
 
 namespace cnnscale::infer {
 
@@ -166,9 +167,7 @@ std::vector<float> weight_scales(const std::vector<float>& w, int64_t channels) 
 }
 
 int8_t quantize(float v, float scale) {
-  if (std::isnan(v)) return 0;
-  const float q = std::nearbyint(v / scale);  // the default rounding mode: to nearest, ties to even
-  return static_cast<int8_t>(std::clamp(q, -127.0f, 127.0f));
+  return quantize_int8_value(v, scale);
 }
 
 }  // namespace cnnscale::infer

@@ -66,7 +66,8 @@ double threshold(const AbsHistogram& h, CalibrationMethod m, double percent = 99
 std::vector<float> weight_scales(const std::vector<float>& w, int64_t channels);
 
 // round(v / scale) to nearest, ties to even, clamped to [-127, 127] (symmetric: -128 unused, so
-// that negation stays in range); NaN maps to 0.
+// that negation stays in range); NaN maps to 0: core/int8.hpp's rule, which the backends' int8
+// kernels share.
 int8_t quantize(float v, float scale);
 
 }  // namespace cnnscale::infer

@@ -70,6 +70,13 @@ InferenceEngine::InferenceEngine(const NetSpec& spec, Backend& backend, EngineOp
       source_ = std::move(net);
     }
   }
+  if (!options_.int8_input_scales.empty()) {
+    Int8Spec q = with_int8_scales(run_spec(), options_.int8_input_scales);
+    int8_.emplace(std::move(q));
+    auto net = std::make_unique<Net>(int8_->spec, backend_, 1, options_.seed, compute, NetUse::Inference);
+    copy_weights_by_name(*source_, *net);
+    source_ = std::move(net);
+  }
 }
 
 InferenceEngine::~InferenceEngine() = default;
@@ -130,6 +137,17 @@ void InferenceEngine::run(int64_t batch) {
 std::string InferenceEngine::cuda_graph() const {
   if (graph_replays_ > 0) return "on";
   return "off: " + (graph_note_.empty() ? std::string("no batch size ran twice") : graph_note_);
+}
+
+std::vector<std::string> InferenceEngine::int8_layers_run() const {
+  std::vector<std::string> out;
+  // Any net that ran (passes through run(), or forward passes of its own, as top-1 evaluations make).
+  for (const auto& [batch, b] : nets_) {
+    for (const Layer* l : b.net->layers())
+      if (l->implementation(backend_).rfind("int8 (", 0) == 0) out.push_back(l->name());
+    if (!out.empty()) break;
+  }
+  return out;
 }
 
 void InferenceEngine::release_nets() {

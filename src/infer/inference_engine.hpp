@@ -14,6 +14,7 @@
 #include "backend/backend.hpp"
 #include "net/fold.hpp"
 #include "net/fuse.hpp"
+#include "net/int8_spec.hpp"
 #include "net/net.hpp"
 
 namespace cnnscale::infer {
@@ -37,6 +38,9 @@ struct EngineOptions {
   // residual block's shortcut sum and ReLU into its last convolution; the same outputs to rounding,
   // one op and one pass over an activation fewer each.
   bool fuse_epilogues = true;
+  // Non-empty: the convolutions named here run in int8 with these input scales (a calibration
+  // table's, net/int8_spec.hpp), the rest of the network in `precision`.
+  std::map<std::string, double> int8_input_scales;
   InputFill fill = InputFill::Gaussian;
   uint64_t seed = 1;
   bool cuda_graph = true;  // false: every forward pass queued op by op (--no-graph)
@@ -59,7 +63,14 @@ class InferenceEngine {
 
   const NetSpec& spec() const { return spec_; }  // as trained
   // What runs: the folded network, or the trained one when nothing was folded.
-  const NetSpec& run_spec() const { return fused_ ? fused_->spec : folded_ ? folded_->spec : spec_; }
+  const NetSpec& run_spec() const {
+    return int8_ ? int8_->spec : fused_ ? fused_->spec : folded_ ? folded_->spec : spec_;
+  }
+  // The int8 form, where int8_input_scales asked for one: which convolutions run in int8.
+  const Int8Spec* int8() const { return int8_ ? &*int8_ : nullptr; }
+  // The convolutions that ran as int8 kernels in a forward pass so far (those of int8() whose
+  // backend had an int8 engine for their shape), in network order; empty before any pass.
+  std::vector<std::string> int8_layers_run() const;
   size_t folded_batch_norms() const { return folded_ ? folded_->folded.size() : 0; }
   size_t fused_epilogues() const { return fused_ ? fused_->fused.size() : 0; }
   // "on" once a forward pass has been replayed from a graph, otherwise "off: <why>" (as train's
@@ -75,6 +86,7 @@ class InferenceEngine {
   EngineOptions options_;
   std::optional<FoldedSpec> folded_;  // set when at least one batch norm folded
   std::optional<FusedSpec> fused_;    // set when at least one epilogue fused (into the folded net)
+  std::optional<Int8Spec> int8_;      // set with int8_input_scales
   std::unique_ptr<Net> source_;       // batch 1 of run_spec(): holds the weights every batch size copies
   struct BatchNet {
     std::unique_ptr<Net> net;

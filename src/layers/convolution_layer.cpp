@@ -8,8 +8,19 @@
 // norm is folded (fuse.hpp writes it for the shortcut sum and ReLU that alone read the output); the
 // addend's gradient is the gated top gradient. A bias without ReLU runs as conv_forward_bias (on the
 // GPU one fused plan where it measures faster than the convolution and bias apart).
+// `int8_input_scale: s` (written by net/int8_spec.hpp from a calibration table) makes it an int8
+// convolution at inference: x quantised with scale s, the filters per output channel (max |w| /
+// 127, as calibration's weight scales), the products summed in int32 (Backend::conv_forward_int8),
+// then bias, addend and ReLU in fp32 and y stored in the net's precision. Where the backend has no
+// int8 engine for its shape, the first pass says so (a warning, and implementation()) and the layer
+// runs in the net's precision from then on.
+#include <algorithm>
+#include <cmath>
 #include <optional>
 
+#include "core/error.hpp"
+#include "core/int8.hpp"
+#include "core/log.hpp"
 #include "layers/filler.hpp"
 #include "layers/layer_params.hpp"
 
@@ -20,8 +31,8 @@ class ConvolutionLayer final : public Layer {
   using Layer::Layer;
 
   std::vector<std::string> param_keys() const override {
-    return {"num_output", "kernel", "stride",        "pad",         "dilation",
-            "group",      "bias",   "weight_filler", "bias_filler", "param", "relu"};
+    return {"num_output", "kernel",        "stride",      "pad",   "dilation", "group",
+            "bias",       "weight_filler", "bias_filler", "param", "relu",     "int8_input_scale"};
   }
 
   std::pair<int, int> bottom_count() const override { return {1, 2}; }
@@ -82,6 +93,7 @@ class ConvolutionLayer final : public Layer {
   }
 
   void forward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top) override {
+    if (int8_scale_ > 0 && forward_int8(ctx, bottom, top)) return;
     const Tensor& x = bottom[0];
     const Tensor& w = params_[0].data;
     // Remembered for implementation(); made anew only when the call changes (a reshaped batch), so
@@ -97,7 +109,9 @@ class ConvolutionLayer final : public Layer {
   }
 
   std::string implementation(const Backend& backend) const override {
-    return ran_ ? backend.conv_implementation(*ran_) : std::string();
+    if (int8_.ran) return fmt::format("int8 (input scale {:.4g}, int32 sums)", int8_scale_);
+    const std::string how = ran_ ? backend.conv_implementation(*ran_) : std::string();
+    return int8_.unavailable ? fmt::format("not int8 ({}); {}", int8_.why, how) : how;
   }
 
   void backward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top,
@@ -112,6 +126,75 @@ class ConvolutionLayer final : public Layer {
   }
 
  private:
+  // The int8 forward; false where it cannot run (then the caller runs the net's precision).
+  bool forward_int8(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top) {
+    if (ctx.phase != Phase::Test) throw_runtime("layer {}: an int8 convolution runs inference only", name());
+    if (int8_.unavailable) return false;
+    Backend& b = ctx.backend;
+    const Tensor& x = bottom[0];
+    const bool gpu = !x.device().is_cpu();
+    const bool one_pixel = x.shape().h() * x.shape().w() == 1;
+    if (gpu && x.layout() != Layout::NHWC && !one_pixel) {
+      unavailable("a GPU runs int8 convolutions channels-last, and this net's activations are NCHW");
+      return false;
+    }
+    if (!int8_.wq.defined()) prepare_int8(b, gpu);
+    const Shape& s = x.shape();
+    const Shape qs{s.n(), int8_.wq.shape()[1], s.h(), s.w()};
+    const Layout order = gpu ? Layout::NHWC : Layout::NCHW;
+    if (!int8_.xq.defined() || int8_.xq.shape() != qs) int8_.xq = b.alloc(qs, DType::I8).as_layout(order);
+    // One pixel: NCHW and NHWC are the same bytes.
+    auto in_order = [&](const Tensor& t) { return t.layout() == order ? t : t.as_layout(order); };
+    b.quantize_int8(in_order(x), static_cast<float>(int8_scale_), int8_.xq);
+    try {
+      b.conv_forward_int8(conv_, int8_.xq, int8_.wq, int8_.scale, int8_.bias, addend_ ? in_order(bottom[1]) : Tensor(),
+                          relu_, in_order(top[0]));
+    } catch (const RuntimeError& e) {
+      if (int8_.ran) throw;
+      unavailable(e.what());
+      return false;
+    }
+    int8_.ran = true;
+    return true;
+  }
+
+  void unavailable(const std::string& why) {
+    int8_.unavailable = true;
+    int8_.why = why;
+    log::warn("layer {}: no int8 convolution ({}); it runs in the network's precision", name(), why);
+  }
+
+  // The filters quantised per output channel (scale max |w| / 127, calibration's weight_scales),
+  // channels-last (KRSC, C padded with zeros to a multiple of 16, as cuDNN's int8 engines want) on a
+  // GPU; the dequantising scale s_x * s_w[k] and the bias, both fp32.
+  void prepare_int8(Backend& b, bool gpu) {
+    const int64_t k = num_output_, c = in_channels_, rs = int64_t{conv_.kernel_h} * conv_.kernel_w;
+    const int64_t cp = gpu ? (c + 15) / 16 * 16 : c;
+    std::vector<float> w(static_cast<size_t>(k * c * rs)), bias(static_cast<size_t>(k), 0.0f),
+        scale(static_cast<size_t>(k));
+    b.download(params_[0].master, w.data());
+    if (bias_) b.download(params_[1].master, bias.data());
+    std::vector<int8_t> q(static_cast<size_t>(k * cp * rs), 0);
+    for (int64_t o = 0; o < k; ++o) {
+      float m = 0;
+      for (int64_t i = 0; i < c * rs; ++i) m = std::max(m, std::fabs(w[static_cast<size_t>(o * c * rs + i)]));
+      const float sw = m > 0 ? m / 127.0f : 1.0f;
+      scale[static_cast<size_t>(o)] = static_cast<float>(int8_scale_ * sw);
+      for (int64_t ci = 0; ci < c; ++ci)
+        for (int64_t i = 0; i < rs; ++i)
+          q[static_cast<size_t>(gpu ? (o * rs + i) * cp + ci : (o * cp + ci) * rs + i)] =
+              quantize_int8_value(w[static_cast<size_t>((o * c + ci) * rs + i)], sw);
+    }
+    int8_.wq =
+        b.alloc(Shape{k, cp, conv_.kernel_h, conv_.kernel_w}, DType::I8).as_layout(gpu ? Layout::NHWC : Layout::NCHW);
+    int8_.scale = b.alloc(Shape{k});
+    int8_.bias = b.alloc(Shape{k});
+    b.upload(q.data(), int8_.wq);
+    b.upload(scale.data(), int8_.scale);
+    b.upload(bias.data(), int8_.bias);
+    b.synchronize();  // the host vectors go out of scope
+  }
+
   void parse() {
     const ConfigNode& node = cfg_.node;
     num_output_ = parse_required_int_at_least(node, "num_output", 1);
@@ -123,6 +206,11 @@ class ConvolutionLayer final : public Layer {
     conv_.groups = parse_int_at_least(node, "group", 1, 1);
     bias_ = node.get_or<bool>("bias", true);
     relu_ = node.get_or<bool>("relu", false);
+    int8_scale_ = node.get_or<double>("int8_input_scale", 0.0);
+    if (node.has("int8_input_scale") && !(int8_scale_ > 0))
+      node["int8_input_scale"].fail(fmt::format("an input scale is positive, got {}", int8_scale_));
+    if (int8_scale_ > 0 && conv_.groups != 1)
+      node["int8_input_scale"].fail("int8 convolutions are ungrouped (group 1)");
     // Caffe's default weight filler is constant 0, which cannot train; xavier is the common choice.
     Filler xavier;
     xavier.type = "xavier";
@@ -138,6 +226,12 @@ class ConvolutionLayer final : public Layer {
   bool bias_ = true;
   bool relu_ = false;
   bool addend_ = false;  // a second bottom, added before the ReLU
+  double int8_scale_ = 0;  // > 0: an int8 convolution at inference, its input quantised with this scale
+  struct Int8State {
+    Tensor wq, scale, bias, xq;  // quantised filters, s_x * s_w and bias (f32), the quantised input
+    bool ran = false, unavailable = false;
+    std::string why;
+  } int8_;
   Filler weight_filler_, bias_filler_;
   std::vector<ParamMults> mults_;
   std::optional<ConvSignature> ran_;  // the last forward's call (implementation())

@@ -191,6 +191,9 @@ TEST(InferCli, TimeInferenceTimesTheFoldedForwardAlone) {
   CliResult refused = run_cnnscale({"time", "lenet", "--no-fold", "--iterations", "1"});
   EXPECT_EQ(refused.exit_code, 2) << refused.err;
   EXPECT_NE(refused.err.find("--no-fold"), std::string::npos) << refused.err;
+  CliResult no_table = run_cnnscale({"time", "lenet", "--calibration", "t.json", "--iterations", "1"});
+  EXPECT_EQ(no_table.exit_code, 2) << no_table.err;
+  EXPECT_NE(no_table.err.find("--calibration applies to --inference"), std::string::npos) << no_table.err;
 }
 
 // The scenarios' scheduling is tested on a fake clock (test_infer_scenario.cpp); here, that the

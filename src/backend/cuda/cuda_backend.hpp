@@ -286,6 +286,10 @@ class CudaBackend final : public Backend {
   // The same with the bias alone (convolution and bias in one graph plan, or the two ops).
   void conv_forward_bias(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& bias,
                          const Tensor& y) override;
+  // int8 (cuda_int8.cpp): one kernel; one cuDNN graph plan per convolution shape, the fastest offered.
+  void quantize_int8(const Tensor& x, float scale, const Tensor& q) override;
+  void conv_forward_int8(const ConvParams& p, const Tensor& xq, const Tensor& wq, const Tensor& scale,
+                         const Tensor& bias, const Tensor& addend, bool relu, const Tensor& y) override;
   void conv_backward_data(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx) override;
   void conv_backward_filter(const ConvParams& p, const Tensor& x, const Tensor& dy, const Tensor& dw) override;
 
@@ -577,6 +581,10 @@ class CudaBackend final : public Backend {
                                const Tensor& bias, const Tensor* addend, const Tensor& y);
   bool run_fused_plan(const char* op, const std::shared_ptr<cuda::ConvGraphPlan>& fused, const Tensor& x,
                       const Tensor& w, const Tensor& bias, const Tensor* addend, const Tensor& y);
+  std::shared_ptr<cuda::ConvGraphPlan> search_int8_conv(const ConvParams& p, const Tensor& xq, const Tensor& wq,
+                                                        const Tensor& scale, const Tensor& bias, const Tensor& addend,
+                                                        bool relu, const Tensor& y);
+  std::map<std::string, std::shared_ptr<cuda::ConvGraphPlan>> int8_conv_plans_;  // by shapes, params, y, epilogue
   void search_bias(ConvPlan& plan, const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& bias,
                    const Tensor& y);
   // The fastest of the graph plans the API offers for `spec` (run by `execute` with a workspace),

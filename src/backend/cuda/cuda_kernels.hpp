@@ -82,6 +82,9 @@ void launch_bn_rows_backward(DType t, int64_t rows, int64_t c, int sms, const vo
 // y = alpha * x + beta * y; beta == 0 ignores y's old contents (BLAS convention).
 void launch_axpby(DType t, int64_t n, float alpha, const void* x, float beta, void* y, cudaStream_t stream);
 // y = x > 0 ? x : 0; dx = y > 0 ? dy : 0 (in place allowed: x == y, dy == dx).
+// q (rows, cq) int8 from x (rows, c) of storage t, channels c .. cq - 1 zero (cuda_int8_kernels.cu).
+void launch_quantize_int8(DType t, int64_t rows, int64_t c, int64_t cq, const void* x, void* q, float scale,
+                          cudaStream_t stream);
 void launch_relu_forward(DType t, int64_t n, const void* x, void* y, cudaStream_t stream);
 void launch_relu_backward(DType t, int64_t n, const void* y, const void* dy, void* dx, cudaStream_t stream);
 // out[i] = in[i] * scale when counter_uniform(seed, rng_stream, i) >= ratio, else 0 (forward and

@@ -57,6 +57,8 @@ inline cudnnDataType_t cudnn_type(DType t) {
     case DType::BF16: return CUDNN_DATA_BFLOAT16;
     case DType::F16: return CUDNN_DATA_HALF;
     case DType::I32: return CUDNN_DATA_INT32;
+    case DType::I8:
+      return CUDNN_DATA_INT8;
   }
   return CUDNN_DATA_FLOAT;
 }

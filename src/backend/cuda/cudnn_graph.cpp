@@ -22,7 +22,7 @@ using Desc = std::shared_ptr<void>;
 // graph (conv(x, w), then conv + bias) after them, then a residual graph's addend and its
 // intermediate (conv + bias + addend).
 constexpr int64_t kUidX = 1, kUidW = 2, kUidY = 3, kUidBias = 4, kUidConv = 5, kUidBiased = 6, kUidAddend = 7,
-                  kUidSummed = 8;
+                  kUidSummed = 8, kUidScale = 9, kUidScaled = 10;
 // Every operand is promised 16-byte aligned: allocations come from the memory pool (256-byte
 // aligned) and parameter views start at kParamAlignment elements; execute() checks it per call.
 constexpr int64_t kAlignment = 16;
@@ -56,7 +56,8 @@ Desc tensor(int64_t uid, const GraphTensor& t, cudnnDataType_t type, bool is_vir
 
 Desc convolution(const ConvGraphSpec& s) {
   Desc d = make_desc(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
-  const cudnnDataType_t compute = CUDNN_DATA_FLOAT;  // fp32 accumulation in every precision
+  // fp32 accumulation in every floating-point precision; int8 products sum exactly in int32.
+  const cudnnDataType_t compute = s.int8 ? CUDNN_DATA_INT32 : CUDNN_DATA_FLOAT;
   const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
   const int64_t spatial = 2;
   set(d, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute);
@@ -254,6 +255,16 @@ ConvGraphSpec conv_bias_graph_spec(DType dtype, Layout layout, const Shape& x, c
   return spec;
 }
 
+ConvGraphSpec conv_int8_graph_spec(const Shape& x, const Shape& w, const Shape& y, const ConvParams& p, DType y_dtype,
+                                   bool addend, bool relu) {
+  ConvGraphSpec spec = conv_bias_relu_graph_spec(DType::I8, Layout::NHWC, x, w, y, p, false);
+  spec.int8 = true;
+  spec.y_type = cudnn_type(y_dtype);
+  spec.addend = addend;
+  spec.relu = relu;
+  return spec;
+}
+
 ConvGraphSpec conv_residual_graph_spec(DType dtype, Layout layout, const Shape& x, const Shape& w, const Shape& y,
                                        const ConvParams& p, bool allow_tf32) {
   ConvGraphSpec spec = conv_bias_relu_graph_spec(dtype, layout, x, w, y, p, allow_tf32);
@@ -277,21 +288,26 @@ ConvGraphSpec conv_graph_spec(ConvDirection direction, DType dtype, Layout layou
 }
 
 cudnnStatus_t ConvGraphPlan::execute(cudnnHandle_t handle, void* x, void* w, void* y, void* workspace, void* bias,
-                                     void* addend) const {
+                                     void* addend, void* scale) const {
   if (!aligned(x) || !aligned(w) || !aligned(y) || (workspace_bytes_ > 0 && !aligned(workspace)) ||
       (bias != nullptr) != bias_relu_ || (bias && !aligned(bias)) || (addend != nullptr) != addend_ ||
-      (addend && !aligned(addend)))
+      (addend && !aligned(addend)) || (scale != nullptr) != int8_ || (scale && !aligned(scale)))
     return CUDNN_STATUS_BAD_PARAM;
   // A variant pack per distinct set of pointers: a training step calls each convolution with the
   // same buffers every iteration, so building it once per call site saves host time op by op.
-  const std::array<void*, 6> key{x, w, y, workspace, bias, addend};
+  const std::array<void*, 7> key{x, w, y, workspace, bias, addend, scale};
   if (!pack_ || key != pack_key_) {
     Desc pack = make_desc(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-    const int64_t uids[5] = {kUidX, kUidW, kUidY, kUidBias, kUidAddend};
-    void* pointers[5] = {x, w, y, bias, addend};
-    const int64_t n = addend_ ? 5 : bias_relu_ ? 4 : 3;
-    set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
-    set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, pointers);
+    std::vector<int64_t> uids{kUidX, kUidW, kUidY};
+    std::vector<void*> pointers{x, w, y};
+    for (const auto& [uid, p] : {std::pair{kUidBias, bias}, {kUidAddend, addend}, {kUidScale, scale}})
+      if (p) {
+        uids.push_back(uid);
+        pointers.push_back(p);
+      }
+    const auto n = static_cast<int64_t>(uids.size());
+    set(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids.data());
+    set(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, pointers.data());
     set(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
     const cudnnStatus_t st = cudnnBackendFinalize(pack.get());
     if (st != CUDNN_STATUS_SUCCESS) return st;
@@ -305,8 +321,10 @@ std::vector<std::unique_ptr<ConvGraphPlan>> conv_graph_plans(cudnnHandle_t handl
                                                              size_t max_workspace, int max_plans) {
   std::vector<std::unique_ptr<ConvGraphPlan>> plans;
   if (max_plans <= 0) return plans;
+  // y (and a residual addend) of their own type in an int8 graph, of the operands' otherwise.
+  const cudnnDataType_t y_type = spec.int8 ? spec.y_type : spec.data_type;
   std::vector<Desc> base{tensor(kUidX, spec.x, spec.data_type), tensor(kUidW, spec.w, spec.data_type),
-                         tensor(kUidY, spec.y, spec.data_type), convolution(spec)};
+                         tensor(kUidY, spec.y, y_type), convolution(spec)};
   std::vector<Desc> nodes;
   if (!spec.bias_relu) {
     nodes.push_back(operation(spec, base[3], base[0], base[1], base[2]));
@@ -316,8 +334,8 @@ std::vector<std::unique_ptr<ConvGraphPlan>> conv_graph_plans(cudnnHandle_t handl
     // a virtual fp32 tensor, and the last one y.
     const int64_t k = spec.y.dims[1];
     const GraphTensor bias_t{{1, k, 1, 1}, {k, 1, 1, 1}};
-    base.push_back(tensor(kUidBias, bias_t, spec.data_type));          // [4]
-    base.push_back(tensor(kUidConv, spec.y, CUDNN_DATA_FLOAT, true));  // [5]
+    base.push_back(tensor(kUidBias, bias_t, spec.int8 ? CUDNN_DATA_FLOAT : spec.data_type));          // [4]
+    base.push_back(tensor(kUidConv, spec.y, spec.int8 ? CUDNN_DATA_INT32 : CUDNN_DATA_FLOAT, true));  // [5]
     nodes.push_back(operation(spec, base[3], base[0], base[1], base[5]));
     auto output = [&](int64_t uid, bool last) {
       if (last) return size_t{2};  // y
@@ -325,11 +343,18 @@ std::vector<std::unique_ptr<ConvGraphPlan>> conv_graph_plans(cudnnHandle_t handl
       return base.size() - 1;
     };
     size_t in = 5;
+    if (spec.int8) {  // acc * scale: the int32 sums back in the input's and filters' units
+      base.push_back(tensor(kUidScale, bias_t, CUDNN_DATA_FLOAT));
+      const size_t scale = base.size() - 1;
+      const size_t scaled = output(kUidScaled, false);
+      nodes.push_back(pointwise(CUDNN_POINTWISE_MUL, base[in], &base[scale], base[scaled]));
+      in = scaled;
+    }
     size_t out = output(kUidBiased, !spec.addend && !spec.relu);
     nodes.push_back(pointwise(CUDNN_POINTWISE_ADD, base[in], &base[4], base[out]));
     in = out;
     if (spec.addend) {
-      base.push_back(tensor(kUidAddend, spec.y, spec.data_type));
+      base.push_back(tensor(kUidAddend, spec.y, y_type));
       const size_t z = base.size() - 1;
       out = output(kUidSummed, !spec.relu);
       nodes.push_back(pointwise(CUDNN_POINTWISE_ADD, base[in], &base[z], base[out]));
@@ -381,6 +406,7 @@ std::vector<std::unique_ptr<ConvGraphPlan>> conv_graph_plans(cudnnHandle_t handl
       p->name_ = std::move(facts.name);
       p->bias_relu_ = spec.bias_relu;
       p->addend_ = spec.addend;
+      p->int8_ = spec.int8;
       plans.push_back(std::move(p));
     }
   }

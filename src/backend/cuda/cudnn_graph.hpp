@@ -45,6 +45,10 @@ struct ConvGraphSpec {
   bool addend = false;
   // With bias_relu: false leaves the ReLU out, y = conv + bias (conv_forward_bias).
   bool relu = true;
+  // int8 (with bias_relu; data_type CUDNN_DATA_INT8): the products summed in int32, then in fp32
+  // y = acc * scale + bias (+ z) (ReLU), scale and bias fp32 (1, K, 1, 1), y and z of y_type.
+  bool int8 = false;
+  cudnnDataType_t y_type = CUDNN_DATA_FLOAT;
 };
 
 // Extents and strides of a 4-d operand of `shape` stored in `layout` (KRSC filters when NHWC).
@@ -55,6 +59,9 @@ ConvGraphSpec conv_bias_relu_graph_spec(DType dtype, Layout layout, const Shape&
 // The forward spec with the bias alone (ConvGraphSpec::relu false).
 ConvGraphSpec conv_bias_graph_spec(DType dtype, Layout layout, const Shape& x, const Shape& w, const Shape& y,
                                    const ConvParams& p, bool allow_tf32);
+// The int8 forward of conv_forward_int8 (ConvGraphSpec::int8), channels-last.
+ConvGraphSpec conv_int8_graph_spec(const Shape& x, const Shape& w, const Shape& y, const ConvParams& p, DType y_dtype,
+                                   bool addend, bool relu);
 // The forward spec with bias, residual addend and ReLU (ConvGraphSpec::addend).
 ConvGraphSpec conv_residual_graph_spec(DType dtype, Layout layout, const Shape& x, const Shape& w, const Shape& y,
                                        const ConvParams& p, bool allow_tf32);
@@ -80,7 +87,7 @@ class ConvGraphPlan {
   // bias_relu plan, `addend` the addend of a residual one (BAD_PARAM if one is missing there, or
   // given to another plan).
   cudnnStatus_t execute(cudnnHandle_t handle, void* x, void* w, void* y, void* workspace, void* bias = nullptr,
-                        void* addend = nullptr) const;
+                        void* addend = nullptr, void* scale = nullptr) const;
 
  private:
   friend std::vector<std::unique_ptr<ConvGraphPlan>> conv_graph_plans(cudnnHandle_t, const ConvGraphSpec&, size_t,
@@ -93,9 +100,9 @@ class ConvGraphPlan {
   size_t workspace_bytes_ = 0;
   std::string name_;
   // The last variant pack (operand and workspace pointers) and the pointers it was built for.
-  bool bias_relu_ = false, addend_ = false;
+  bool bias_relu_ = false, addend_ = false, int8_ = false;
   mutable std::shared_ptr<void> pack_;
-  mutable std::array<void*, 6> pack_key_{};
+  mutable std::array<void*, 7> pack_key_{};
 };
 
 // The plans cuDNN's heuristics (modes A then B; the fallback list where they have none) propose

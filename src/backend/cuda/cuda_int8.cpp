@@ -1,0 +1,122 @@
+// int8 inference ops on the GPU. quantize_int8 is one kernel (cuda_int8_kernels.cu). An int8
+// convolution is one cuDNN graph: the int8 convolution summing in int32, then per output channel a
+// multiply by the dequantising scale (input scale times the channel's weight scale) and the bias, the
+// residual addend and the ReLU, all in fp32, and y stored once in its own dtype. The engine is the
+// fastest of those cuDNN's heuristics offer for the shape, timed once on the call's own buffers;
+// there is no other int8 path, so a shape without one is an error, not a quiet fall back to
+// floating point.
+#include <fmt/format.h>
+
+#include "backend/cuda/cuda_backend.hpp"
+#include "backend/cuda/cuda_check.hpp"
+#include "backend/cuda/cuda_conv_timing.hpp"
+#include "backend/cuda/cuda_kernels.hpp"
+#include "backend/cuda/cuda_op_checks.hpp"
+#include "core/log.hpp"
+
+namespace cnnscale {
+
+namespace {
+
+void expect_i8(const char* op, const char* what, const Tensor& t, int device) {
+  if (t.dtype() != DType::I8) throw_runtime("{}: {} is {}, not i8", op, what, dtype_name(t.dtype()));
+  if (t.device().is_cpu() || t.device().index != device)
+    throw_runtime("{}: {} is on {}, not gpu:{}", op, what, t.device().to_string(), device);
+}
+
+}  // namespace
+
+void CudaBackend::quantize_int8(const Tensor& x, float scale, const Tensor& q) {
+  cuda::expect_float("quantize_int8", "x", x, device_);
+  expect_i8("quantize_int8", "q", q, device_);
+  if (!(scale > 0.0f)) throw_runtime("quantize_int8: scale {} is not positive", scale);
+  const Shape& sx = x.shape();
+  const Shape& sq = q.shape();
+  const int64_t c = sx.rank() > 1 ? sx[1] : 1, cq = sq.rank() > 1 ? sq[1] : 1;
+  const bool same_rows = sx.rank() == sq.rank() && sx[0] == sq[0] && sx.numel() / c == sq.numel() / cq;
+  // Rows of channels: a channels-last tensor's pixels, an (N, C) tensor's samples; or, without
+  // padding, any memory order both share.
+  const bool rows_of_channels = sx.rank() == 2 || (x.layout() == Layout::NHWC && q.layout() == Layout::NHWC);
+  if (!same_rows || cq < c || (cq > c && !rows_of_channels) || (cq == c && x.layout() != q.layout()))
+    throw_runtime("quantize_int8: q {} ({}) does not hold x {} ({}) (more channels only, channels-last)",
+                  sq.to_string(), layout_name(q.layout()), sx.to_string(), layout_name(x.layout()));
+  activate();
+  const int64_t rows = cq == c ? sx.numel() : sx.numel() / c;
+  cuda::launch_quantize_int8(x.dtype(), rows, cq == c ? 1 : c, cq == c ? 1 : cq, x.raw(), q.raw(), scale, stream());
+}
+
+void CudaBackend::conv_forward_int8(const ConvParams& p, const Tensor& xq, const Tensor& wq, const Tensor& scale,
+                                    const Tensor& bias, const Tensor& addend, bool relu, const Tensor& y) {
+  const char* op = "conv_forward_int8";
+  expect_i8(op, "x", xq, device_);
+  expect_i8(op, "w", wq, device_);
+  cuda::expect_float(op, "y", y, device_);
+  cuda::expect_dtype(op, "scale", scale, DType::F32);
+  cuda::expect_dtype(op, "bias", bias, DType::F32);
+  const int64_t k = y.shape().c();
+  cuda::expect_numel(op, "scale", scale, k);
+  cuda::expect_numel(op, "bias", bias, k);
+  if (addend.defined()) {
+    cuda::expect_dtype(op, "addend", addend, y.dtype());
+    cuda::expect_shape(op, "addend", addend, y.shape());
+  }
+  for (const auto& [what, t] : {std::pair{"x", &xq}, {"w", &wq}, {"y", &y}})
+    if (t->shape().rank() == 4 && t->layout() != Layout::NHWC)
+      throw_runtime("{}: {} is {}; int8 convolutions run channels-last", op, what, layout_name(t->layout()));
+  if (addend.defined() && addend.layout() != y.layout())
+    throw_runtime("{}: the addend is {} but y is {}", op, layout_name(addend.layout()), layout_name(y.layout()));
+  activate();
+  const std::string key = fmt::format("{} {} {} {} {} {} {} {} {} {} {} {}", xq.shape().to_string(),
+                                      wq.shape().to_string(), p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dilation_h,
+                                      p.dilation_w, p.groups, dtype_name(y.dtype()), addend.defined(), relu);
+  auto it = int8_conv_plans_.find(key);
+  if (it == int8_conv_plans_.end())
+    it = int8_conv_plans_.emplace(key, search_int8_conv(p, xq, wq, scale, bias, addend, relu, y)).first;
+  const cuda::ConvGraphPlan& plan = *it->second;
+  void* ws = workspace(plan.workspace_bytes());
+  const cudnnStatus_t st = plan.execute(cudnn_, xq.raw(), wq.raw(), y.raw(), ws, bias.raw(),
+                                        addend.defined() ? addend.raw() : nullptr, scale.raw());
+  if (st != CUDNN_STATUS_SUCCESS) cuda::fail(st, "cudnnBackendExecute (int8 convolution)", __FILE__, __LINE__);
+}
+
+std::shared_ptr<cuda::ConvGraphPlan> CudaBackend::search_int8_conv(const ConvParams& p, const Tensor& xq,
+                                                                   const Tensor& wq, const Tensor& scale,
+                                                                   const Tensor& bias, const Tensor& addend, bool relu,
+                                                                   const Tensor& y) {
+  const cuda::ConvGraphSpec spec =
+      cuda::conv_int8_graph_spec(xq.shape(), wq.shape(), y.shape(), p, y.dtype(), addend.defined(), relu);
+  auto plans = cuda::conv_graph_plans(cudnn_, spec, search_workspace_limit(), std::max(options_.conv_graph_plans, 8));
+  const std::string what = fmt::format("int8 convolution x {} w {} -> {} {}", xq.shape().to_string(),
+                                       wq.shape().to_string(), dtype_name(y.dtype()), y.shape().to_string());
+  if (plans.empty())
+    throw_runtime(
+        "{}: cuDNN offers no engine for it on this GPU (int8 convolutions need channels-last operands "
+        "whose channel counts are multiples of 4 or 16)",
+        what);
+  void* z = addend.defined() ? addend.raw() : nullptr;
+  // Deterministic runs take the heuristics' first choice: no timing decides.
+  if (options_.deterministic) return std::move(plans.front());
+  cuda::EventPair ev;
+  std::shared_ptr<cuda::ConvGraphPlan> best;
+  float best_ms = 0;
+  std::string log_line;
+  for (auto& candidate : plans) {
+    cuda::SearchBuffer buf(std::max<size_t>(candidate->workspace_bytes(), size_t{1} << 20), stream());
+    if (buf.bytes() < candidate->workspace_bytes()) continue;
+    auto run = [&] {
+      return cuda::ran(candidate->execute(cudnn_, xq.raw(), wq.raw(), y.raw(), buf.ptr(), bias.raw(), z, scale.raw()));
+    };
+    if (!run()) continue;
+    const float ms = cuda::median_run_ms(ev, stream(), run);
+    log_line += fmt::format(" [{} {:.3f} ms]", candidate->name(), ms);
+    if (!best || ms < best_ms) {
+      best_ms = ms;
+      best = std::move(candidate);
+    }
+  }
+  if (!best) throw_runtime("{}: none of cuDNN's {} engines for it ran", what, plans.size());
+  log::debug("{}:{}; {} runs", what, log_line, best->name());
+  return best;
+}
+
+}  // namespace cnnscale
