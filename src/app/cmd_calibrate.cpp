@@ -153,7 +153,7 @@ void run_calibrate(const CalibrateArgs& a) {
                 static_cast<long long>(cost->samples), 100 * cost->fp32_top1, 100 * cost->int8_top1,
                 100 * (cost->fp32_top1 - cost->int8_top1));
   if (executed_top1)
-    std::printf("int8 executed (%zu convolution(s) as int8 kernels): %.2f %%, %.2f points below fp32\n",
+    std::printf("int8 executed (%zu convolution(s) as int8 kernels): %.2f %%: int8 costs %.2f points\n",
                 executed_layers.size(), 100 * *executed_top1, 100 * (cost->fp32_top1 - *executed_top1));
 }
 

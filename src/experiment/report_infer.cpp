@@ -198,13 +198,17 @@ std::vector<CalibrationFile> find_calibrations(const std::string& results_dir) {
     f.percentile = number_or_nan(j, "percentile", where);
     f.samples = count(j, "samples", where);
     f.checkpoint = j.contains("checkpoint") && j["checkpoint"].is_string() ? j["checkpoint"].get<std::string>() : "";
-    f.fp32_top1 = f.int8_top1 = std::nan("");
+    f.fp32_top1 = f.int8_top1 = f.int8_executed_top1 = std::nan("");
     if (j.contains("accuracy")) {
       const json& a = j["accuracy"];
       f.test_set = text(a, "test_set", where);
       f.test_samples = count(a, "samples", where + ": accuracy");
       f.fp32_top1 = number_or_nan(a, "fp32_top1", where);
       f.int8_top1 = number_or_nan(a, "int8_top1", where);
+      // Files written before int8 execution have neither.
+      if (a.contains("int8_executed_top1")) f.int8_executed_top1 = number_or_nan(a, "int8_executed_top1", where);
+      if (a.contains("int8_executed") && a["int8_executed"].is_object())
+        f.executed_on = text(a["int8_executed"], "device", where + ": accuracy.int8_executed");
     }
     files.push_back(std::move(f));
   }
@@ -216,20 +220,25 @@ Table int8_accuracy_table(const std::vector<CalibrationFile>& files) {
   t.name = "int8_accuracy";
   t.title = "int8 accuracy cost (cnnscale calibrate)";
   t.caption =
-      "Test top-1 of each calibrated network in fp32 and with int8 quantisation simulated (per-tensor input "
+      "Test top-1 of each calibrated network in fp32, with int8 quantisation simulated (per-tensor input "
       "thresholds from the calibration samples by the method named, per-channel weight scales; quantised values, "
-      "products summed in fp32), and the points int8 costs; mean ± std over the files that repeat a setting "
-      "(the same checkpoint, test set, method and calibration samples).";
+      "products summed in fp32) and executed (the convolutions as int8 kernels summing in int32 on the device "
+      "named, the other layers in bf16 on a GPU and fp32 on the CPU), and the points each costs; mean ± std over "
+      "the files that repeat a setting (the same checkpoint, test set, method and calibration samples). Empty "
+      "executed cells: files written before int8 execution.";
   t.columns = {Column("network", "net", false),
                Column("checkpoint", "checkpoint", false),
                Column("test set", "test_set", false),
                Column("method", "method", false),
                Column("calibration samples", "samples", false),
                Column("fp32 top-1 (%)", "fp32_top1"),
-               Column("int8 top-1 (%)", "int8_top1"),
-               Column("int8 cost (points)", "int8_cost_points"),
+               Column("int8 simulated top-1 (%)", "int8_top1"),
+               Column("simulated cost (points)", "int8_cost_points"),
+               Column("int8 executed on", "executed_on", false),
+               Column("int8 executed top-1 (%)", "int8_executed_top1"),
+               Column("executed cost (points)", "int8_executed_cost_points"),
                Column("files", "files", false)};
-  using Key = std::tuple<std::string, std::string, std::string, std::string, int64_t>;
+  using Key = std::tuple<std::string, std::string, std::string, std::string, int64_t, std::string>;
   std::map<Key, std::vector<const CalibrationFile*>> groups;
   int without = 0;
   for (const CalibrationFile& f : files) {
@@ -238,7 +247,7 @@ Table int8_accuracy_table(const std::vector<CalibrationFile>& files) {
       continue;
     }
     const std::string method = f.method == "percentile" ? fmt::format("percentile {}", f.percentile) : f.method;
-    groups[{f.net, f.checkpoint, f.test_set, method, f.samples}].push_back(&f);
+    groups[{f.net, f.checkpoint, f.test_set, method, f.samples, f.executed_on}].push_back(&f);
   }
   for (const auto& [key, group] : groups) {
     auto stat = [&](auto value) {
@@ -246,12 +255,14 @@ Table int8_accuracy_table(const std::vector<CalibrationFile>& files) {
       for (const CalibrationFile* f : group) v.push_back(value(*f));
       return Cell::of(stat_of(v));
     };
-    t.rows.push_back({Cell::of(std::get<0>(key)), Cell::of(std::get<1>(key)), Cell::of(std::get<2>(key)),
-                      Cell::of(std::get<3>(key)), Cell::of(std::to_string(std::get<4>(key))),
-                      stat([](const CalibrationFile& f) { return 100 * f.fp32_top1; }),
-                      stat([](const CalibrationFile& f) { return 100 * f.int8_top1; }),
-                      stat([](const CalibrationFile& f) { return 100 * (f.fp32_top1 - f.int8_top1); }),
-                      Cell::of(std::to_string(group.size()))});
+    t.rows.push_back(
+        {Cell::of(std::get<0>(key)), Cell::of(std::get<1>(key)), Cell::of(std::get<2>(key)), Cell::of(std::get<3>(key)),
+         Cell::of(std::to_string(std::get<4>(key))), stat([](const CalibrationFile& f) { return 100 * f.fp32_top1; }),
+         stat([](const CalibrationFile& f) { return 100 * f.int8_top1; }),
+         stat([](const CalibrationFile& f) { return 100 * (f.fp32_top1 - f.int8_top1); }), Cell::of(std::get<5>(key)),
+         stat([](const CalibrationFile& f) { return 100 * f.int8_executed_top1; }),
+         stat([](const CalibrationFile& f) { return 100 * (f.fp32_top1 - f.int8_executed_top1); }),
+         Cell::of(std::to_string(group.size()))});
   }
   if (without > 0)
     t.notes.push_back(fmt::format("{} calibration file(s) without a test set are not in this table.", without));

@@ -48,12 +48,14 @@ struct CalibrationFile {
   double percentile = 0;  // NaN unless method percentile
   int64_t samples = 0, test_samples = 0;
   double fp32_top1 = 0, int8_top1 = 0;  // NaN without an accuracy (no test set)
+  double int8_executed_top1 = 0;        // the table run as int8 kernels; NaN where not recorded
+  std::string executed_on;              // its device ("" where not recorded)
 };
 // Every */calibration/*.json under `results_dir` of our format (others skipped; a broken one of ours
 // is a ConfigError naming it).
 std::vector<CalibrationFile> find_calibrations(const std::string& results_dir);
-// int8's accuracy cost: fp32 and simulated int8 top-1 per network, checkpoint, test set, method and
-// calibration samples, mean ± std over the files that repeat one.
+// int8's accuracy cost: fp32, simulated int8 and executed int8 top-1 per network, checkpoint, test
+// set, method and calibration samples, mean ± std over the files that repeat one.
 Table int8_accuracy_table(const std::vector<CalibrationFile>& files);
 
 }  // namespace cnnscale::report

@@ -201,6 +201,11 @@ TEST(CalibrateCli, SavedTablesMakeTheReportsInt8AccuracyTable) {
     EXPECT_DOUBLE_EQ(std::stod(row.at("fp32_top1_mean")), 100 * trained().test_top1);
     EXPECT_NEAR(std::stod(row.at("int8_cost_points_mean")),
                 std::stod(row.at("fp32_top1_mean")) - std::stod(row.at("int8_top1_mean")), 1e-9);
+    // The table executed as int8 kernels, on this (CPU) run's device.
+    EXPECT_EQ(row.at("executed_on"), "cpu");
+    EXPECT_GT(std::stod(row.at("int8_executed_top1_mean")), std::stod(row.at("fp32_top1_mean")) - 5);
+    EXPECT_NEAR(std::stod(row.at("int8_executed_cost_points_mean")),
+                std::stod(row.at("fp32_top1_mean")) - std::stod(row.at("int8_executed_top1_mean")), 1e-9);
   }
 }
 
