@@ -53,6 +53,8 @@ void run_time(TimeArgs& a) {
   if (a.classes < 0) throw_config("--classes must be >= 1, got {}", a.classes);
   if (a.sm_count < 0) throw_config("--sm-count must be >= 1, got {}", a.sm_count);
   if (a.sm_count > 0 && a.device == "cpu") throw_config("--sm-count applies to GPU devices, not --device cpu");
+  if (a.no_fold && !a.options.inference) throw_config("--no-fold applies to --inference timing");
+  if (!a.calibration.empty() && !a.options.inference) throw_config("--calibration applies to --inference timing");
   NetOptions net_options;
   if (!a.input_shape.empty()) net_options.input_shape = a.input_shape;
   if (a.classes > 0) net_options.classes = a.classes;
@@ -62,12 +64,16 @@ void run_time(TimeArgs& a) {
                                                    .layout = layout_choice_from_name(a.layout),
                                                    .batchnorm = batchnorm_kernels_from_name(a.batchnorm)});
 
-  if (a.no_fold && !a.options.inference) throw_config("--no-fold applies to --inference timing");
-  if (!a.calibration.empty() && !a.options.inference) throw_config("--calibration applies to --inference timing");
+  // The network timed: as written, or as infer runs it (folded, then fused, then int8), each
+  // rewrite read from the one before.
+  const NetSpec* timed = &spec;
   std::optional<FoldedSpec> folded;
-  if (a.options.inference && !a.no_fold) folded.emplace(fold_batch_norm(spec));
+  if (a.options.inference && !a.no_fold) timed = &folded.emplace(fold_batch_norm(*timed)).spec;
   std::optional<FusedSpec> fused;
-  if (!a.no_fuse) fused.emplace(fuse_epilogues(folded ? folded->spec : spec));
+  if (!a.no_fuse) timed = &fused.emplace(fuse_epilogues(*timed)).spec;
+  std::optional<Int8Spec> int8;
+  if (!a.calibration.empty())
+    timed = &int8.emplace(with_int8_scales(*timed, infer::read_int8_input_scales(a.calibration))).spec;
   // The training step's own update (one segmented launch that also writes the compute copies and,
   // as in a one-process train step, reads the mirrored gradients where backward left them), at
   // learning rate 0 so the weights stay as they are.
@@ -81,17 +87,7 @@ void run_time(TimeArgs& a) {
     solver->set_rate(0);
     return [&] { solver->apply(); };
   };
-  std::optional<Int8Spec> int8;
-  if (!a.calibration.empty())
-    int8.emplace(with_int8_scales(fused    ? fused->spec
-                                  : folded ? folded->spec
-                                           : spec,
-                                  infer::read_int8_input_scales(a.calibration)));
-  const LayerTimingResult r = time_layers(int8     ? int8->spec
-                                          : fused  ? fused->spec
-                                          : folded ? folded->spec
-                                                   : spec,
-                                          *backend, a.options);
+  const LayerTimingResult r = time_layers(*timed, *backend, a.options);
   if (a.json) {
     nlohmann::json layers = nlohmann::json::array();
     for (const LayerTime& t : r.layers)

@@ -158,11 +158,8 @@ std::vector<float> weight_scales(const std::vector<float>& w, int64_t channels) 
     throw_config("weight scales: {} weights are not {} equal channels", w.size(), channels);
   const size_t per = w.size() / static_cast<size_t>(channels);
   std::vector<float> scales(static_cast<size_t>(channels));
-  for (size_t c = 0; c < scales.size(); ++c) {
-    float m = 0;
-    for (size_t k = 0; k < per; ++k) m = std::max(m, std::fabs(w[c * per + k]));
-    scales[c] = m > 0 ? m / 127.0f : 1.0f;
-  }
+  for (size_t c = 0; c < scales.size(); ++c)
+    scales[c] = int8_weight_scale(w.data() + c * per, static_cast<int64_t>(per));
   return scales;
 }
 

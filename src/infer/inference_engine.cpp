@@ -52,30 +52,30 @@ InferenceEngine::InferenceEngine(const NetSpec& spec, Backend& backend, EngineOp
   source_ = std::make_unique<Net>(spec_, backend_, 1, options_.seed, compute, NetUse::Inference);
   if (!options_.checkpoint.empty())
     restore_weights(read_checkpoint(options_.checkpoint), options_.checkpoint, *source_);
+  // Each rewrite of the network (fold, fuse, int8) that changed something gets a batch-1 net of its
+  // own, filled from the previous one, and becomes the weights' source.
+  auto adopt = [&](const NetSpec& next, auto&& copy) {
+    auto net = std::make_unique<Net>(next, backend_, 1, options_.seed, compute, NetUse::Inference);
+    copy(*source_, *net);
+    source_ = std::move(net);
+  };
   if (options_.fold_batch_norm) {
     FoldedSpec folded = fold_batch_norm(spec_);
     if (!folded.folded.empty()) {
       folded_.emplace(std::move(folded));
-      auto net = std::make_unique<Net>(folded_->spec, backend_, 1, options_.seed, compute, NetUse::Inference);
-      copy_folded_weights(*source_, *folded_, *net);
-      source_ = std::move(net);
+      adopt(folded_->spec, [&](const Net& from, Net& to) { copy_folded_weights(from, *folded_, to); });
     }
   }
   if (options_.fuse_epilogues) {
     FusedSpec fused = fuse_epilogues(run_spec());
     if (!fused.fused.empty()) {
       fused_.emplace(std::move(fused));
-      auto net = std::make_unique<Net>(fused_->spec, backend_, 1, options_.seed, compute, NetUse::Inference);
-      copy_weights_by_name(*source_, *net);
-      source_ = std::move(net);
+      adopt(fused_->spec, copy_weights_by_name);
     }
   }
   if (!options_.int8_input_scales.empty()) {
-    Int8Spec q = with_int8_scales(run_spec(), options_.int8_input_scales);
-    int8_.emplace(std::move(q));
-    auto net = std::make_unique<Net>(int8_->spec, backend_, 1, options_.seed, compute, NetUse::Inference);
-    copy_weights_by_name(*source_, *net);
-    source_ = std::move(net);
+    int8_.emplace(with_int8_scales(run_spec(), options_.int8_input_scales));
+    adopt(int8_->spec, copy_weights_by_name);
   }
 }
 

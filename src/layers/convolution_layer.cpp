@@ -14,8 +14,6 @@
 // then bias, addend and ReLU in fp32 and y stored in the net's precision. Where the backend has no
 // int8 engine for its shape, the first pass says so (a warning, and implementation()) and the layer
 // runs in the net's precision from then on.
-#include <algorithm>
-#include <cmath>
 #include <optional>
 
 #include "core/error.hpp"
@@ -164,7 +162,7 @@ class ConvolutionLayer final : public Layer {
     log::warn("layer {}: no int8 convolution ({}); it runs in the network's precision", name(), why);
   }
 
-  // The filters quantised per output channel (scale max |w| / 127, calibration's weight_scales),
+  // The filters quantised per output channel (core/int8.hpp's weight scale, as calibration's table),
   // channels-last (KRSC, C padded with zeros to a multiple of 16, as cuDNN's int8 engines want) on a
   // GPU; the dequantising scale s_x * s_w[k] and the bias, both fp32.
   void prepare_int8(Backend& b, bool gpu) {
@@ -176,9 +174,7 @@ class ConvolutionLayer final : public Layer {
     if (bias_) b.download(params_[1].master, bias.data());
     std::vector<int8_t> q(static_cast<size_t>(k * cp * rs), 0);
     for (int64_t o = 0; o < k; ++o) {
-      float m = 0;
-      for (int64_t i = 0; i < c * rs; ++i) m = std::max(m, std::fabs(w[static_cast<size_t>(o * c * rs + i)]));
-      const float sw = m > 0 ? m / 127.0f : 1.0f;
+      const float sw = int8_weight_scale(w.data() + o * c * rs, c * rs);
       scale[static_cast<size_t>(o)] = static_cast<float>(int8_scale_ * sw);
       for (int64_t ci = 0; ci < c; ++ci)
         for (int64_t i = 0; i < rs; ++i)
