@@ -115,7 +115,7 @@ void run_calibrate(const CalibrateArgs& a) {
                        {"int8_top1", cost->int8_top1},
                        {"int8_cost_points", 100.0 * (cost->fp32_top1 - cost->int8_top1)},
                        {"int8_arithmetic", "simulated: quantised inputs and weights, products summed in fp32"}};
-    // The same table executed: the convolutions as the backend's int8 kernels (int32 sums), the rest
+    // The same table executed: its layers as the backend's int8 kernels (int32 sums), the rest
     // of the network in bf16 on a GPU and fp32 on the CPU, epilogues fused as infer runs them.
     const Precision around = backend->device().is_cpu() ? Precision::FP32 : Precision::BF16;
     std::unique_ptr<Backend> int8_backend = make_backend(a.device, 0, around);
@@ -126,10 +126,13 @@ void run_calibrate(const CalibrateArgs& a) {
     infer::InferenceEngine int8_engine(spec, *int8_backend, ie);
     executed_top1 = infer::top1(int8_engine, *data.test, a.batch);
     executed_layers = int8_engine.int8_layers_run();
+    const std::vector<std::string> outputs =
+        int8_engine.int8() ? int8_engine.int8()->outputs : std::vector<std::string>();
     out["accuracy"]["int8_executed_top1"] = *executed_top1;
     out["accuracy"]["int8_executed"] = {{"device", int8_backend->device().to_string()},
                                         {"between_layers", precision_name(around)},
-                                        {"int8_convolutions", executed_layers}};
+                                        {"int8_layers", executed_layers},
+                                        {"int8_outputs", outputs}};
   }
   if (!a.out.empty()) write_file_atomically(a.out, out.dump(2) + "\n");
   std::string saved;
@@ -153,7 +156,7 @@ void run_calibrate(const CalibrateArgs& a) {
                 static_cast<long long>(cost->samples), 100 * cost->fp32_top1, 100 * cost->int8_top1,
                 100 * (cost->fp32_top1 - cost->int8_top1));
   if (executed_top1)
-    std::printf("int8 executed (%zu convolution(s) as int8 kernels): %.2f %%: int8 costs %.2f points\n",
+    std::printf("int8 executed (%zu layer(s) as int8 kernels): %.2f %%: int8 costs %.2f points\n",
                 executed_layers.size(), 100 * *executed_top1, 100 * (cost->fp32_top1 - *executed_top1));
 }
 

@@ -20,6 +20,7 @@
 #include "backend/backend.hpp"
 #include "backend/devices.hpp"
 #include "core/error.hpp"
+#include "data/synthetic_dataset.hpp"
 #include "experiment/report_infer.hpp"
 #include "infer/batch_measure.hpp"
 #include "infer/calibrate_run.hpp"
@@ -34,6 +35,10 @@
 namespace cnnscale::app {
 
 namespace {
+
+// --calibration's value for a table measured on the run's own input (synthetic_input_scales).
+const char* const kSyntheticCalibration = "synthetic";
+constexpr int64_t kSyntheticCalibrationSamples = 8;
 
 struct InferArgs {
   std::string net;         // name or path; default: the checkpoint's own network
@@ -197,7 +202,8 @@ nlohmann::json run_json(const InferArgs& a, const NetSpec& spec, infer::Inferenc
     for (const std::string& name : q->int8)
       if (std::find(ran.begin(), ran.end(), name) == ran.end()) kept.push_back(name);
     int8 = {{"calibration", a.calibration},
-            {"int8_convolutions", ran},
+            {"int8_layers", ran},
+            {"int8_outputs", q->outputs},
             {"kept", kept},
             {"between_layers", precision_name(engine.options().precision)}};
   }
@@ -300,11 +306,39 @@ void run_scenario(const InferArgs& a, const NetSpec& spec, infer::InferenceEngin
               distributed ? fmt::format("; job {:.1f} queries/s", job_rate).c_str() : "");
 }
 
+// --calibration synthetic: a table measured here, on the device the run uses, as `calibrate --method
+// max` measures one: the network in fp32 (batch norms folded as the run folds them) over
+// kSyntheticCalibrationSamples samples of the run's own input (--fill, --seed), each quantised
+// layer's input scale its max |x| / 127. It keeps the run's activations in int8's range, so the
+// kernels see the values they would with a real table; it says nothing of accuracy, for which a
+// table from real data (cnnscale calibrate) is needed.
+std::map<std::string, double> synthetic_input_scales(const InferArgs& a, const NetSpec& spec,
+                                                     const std::string& device) {
+  std::unique_ptr<Backend> backend = make_backend(device, 0, Precision::FP32);
+  infer::EngineOptions eo;
+  eo.checkpoint = a.checkpoint;
+  eo.fold_batch_norm = !a.no_fold;
+  eo.fuse_epilogues = false;  // every quantised layer's input as the unfused network computes it
+  eo.cuda_graph = false;
+  infer::InferenceEngine engine(spec, *backend, eo);
+  const SyntheticDataset data(Shape(spec.input_shape()), spec.classes(), kSyntheticCalibrationSamples,
+                              parse_synthetic_fill(a.fill), a.seed);
+  infer::CalibrationOptions co;
+  co.method = infer::CalibrationMethod::Max;
+  co.batch = kSyntheticCalibrationSamples;
+  std::map<std::string, double> scales;
+  for (const infer::QuantizedLayer& q : infer::calibrate(engine, data, kSyntheticCalibrationSamples, co).layers)
+    scales[q.layer] = q.input_scale();
+  return scales;
+}
+
 void run_infer(InferArgs& a) {
   // Everything that can be checked is, before anything is loaded.
   const bool int8 = a.precision == "int8";
   if (int8 && a.calibration.empty())
-    throw_config("--precision int8 needs --calibration FILE (a table written by cnnscale calibrate --out)");
+    throw_config(
+        "--precision int8 needs --calibration FILE (a table written by cnnscale calibrate --out) or --calibration "
+        "synthetic (scales measured on the run's own input: for speed, not accuracy)");
   if (!int8 && !a.calibration.empty()) throw_config("--calibration applies to --precision int8");
   // int8: the calibrated convolutions as int8 kernels, the rest of the network in bf16 on a GPU (whose
   // int8 engines read channels-last tensors, the order of 16-bit nets) and fp32 on the CPU.
@@ -313,7 +347,8 @@ void run_infer(InferArgs& a) {
   const BatchPlan plan = parse_batches(a.batches);
   infer::EngineOptions eo;
   eo.precision = precision;
-  if (int8) eo.int8_input_scales = infer::read_int8_input_scales(a.calibration);
+  const bool synthetic_table = int8 && a.calibration == kSyntheticCalibration;
+  if (int8 && !synthetic_table) eo.int8_input_scales = infer::read_int8_input_scales(a.calibration);
   eo.fill = infer::parse_input_fill(a.fill);
   eo.seed = a.seed;
   eo.checkpoint = a.checkpoint;
@@ -363,6 +398,7 @@ void run_infer(InferArgs& a) {
   const std::string dir = results_dir(a, rank);
 
   const NetSpec spec = network_to_run(a.net, a.checkpoint);
+  if (synthetic_table) eo.int8_input_scales = synthetic_input_scales(a, spec, device);
   std::unique_ptr<Backend> backend = make_backend(device, 0, precision, {.fc_gemv = fc_gemv_from_name(a.fc_gemv)});
   if (distributed) {
     std::vector<RankDevice> ranks;
@@ -503,7 +539,8 @@ void register_infer(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--calibration", a.calibration,
-                  "--precision int8: the calibration table of the network (cnnscale calibrate --out)");
+                  "--precision int8: the calibration table of the network (cnnscale calibrate --out), or synthetic "
+                  "(max |x| / 127 of each layer's input over 8 samples of --fill: speed only, no accuracy)");
   cmd->add_option("--precision", a.precision,
                   "fp32, tf32, bf16 or fp16 (GPU only, except fp32), or int8 (with --calibration)")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16", "int8"}))

@@ -32,8 +32,12 @@ void Backend::quantize_int8(const Tensor&, float, const Tensor&) {
 }
 
 void Backend::conv_forward_int8(const ConvParams&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                const Tensor&, bool, const Tensor&) {
+                                const Tensor&, const Tensor&, bool, const Tensor&) {
   throw_runtime("the {} backend has no int8 kernels (conv_forward_int8)", name());
+}
+
+void Backend::linear_forward_int8(const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool, const Tensor&) {
+  throw_runtime("the {} backend has no int8 kernels (linear_forward_int8)", name());
 }
 
 void check_sgd_mirrors(const SgdMirrors& mirrors, const Tensor& ranges, const std::string& where) {

@@ -303,12 +303,25 @@ class Backend {
   // want channel counts that are multiples of 4 or 16. The default refuses (no int8 kernels).
   virtual void quantize_int8(const Tensor& x, float scale, const Tensor& q);
   // An int8 convolution summing in int32: acc[n, k, .] = sum over c, r, s of xq * wq, exactly;
-  // then in fp32 v = acc * scale[k] + bias[k] (+ addend) (then max(0, v) with `relu`), stored to y
-  // (f32, or on a GPU bf16/f16) rounded once. xq (N, C, H, W) and wq (K, C / groups, R, S) i8,
-  // channels-last on a GPU; scale and bias f32 (K), scale[k] the input's scale times filter k's;
-  // addend of y's dtype, shape and order, or undefined. The default refuses.
+  // then in fp32 v = acc * scale[k] + bias[k] (+ addend * addend_scale[k], the scale 1 where it is
+  // undefined, which only a floating-point addend may leave it) (then max(0, v) with `relu`), stored
+  // to y rounded once: y f32 (or on a GPU bf16/f16),
+  // or y i8 holding round(v) to nearest (ties to even on the CPU), at most 127 -- an int8 activation
+  // for the next int8 convolution, whose scale the caller has folded into scale, bias and
+  // addend_scale; y i8 needs `relu` (int8 activations are ReLU outputs, in [0, 127]). xq (N, C, H,
+  // W) and wq (K, C / groups, R, S) i8, channels-last on a GPU; scale, bias and addend_scale f32
+  // (K), scale[k] the input's scale times filter k's; addend of y's shape and order, of y's dtype
+  // or i8, or undefined. The default refuses.
   virtual void conv_forward_int8(const ConvParams& p, const Tensor& xq, const Tensor& wq, const Tensor& scale,
-                                 const Tensor& bias, const Tensor& addend, bool relu, const Tensor& y);
+                                 const Tensor& bias, const Tensor& addend, const Tensor& addend_scale, bool relu,
+                                 const Tensor& y);
+  // An int8 fully connected layer: acc[n, k] = sum over c of xq[n, c] * wq[k, c] in int32, exactly;
+  // then v = acc * scale[k] + bias[k] (then max(0, v) with `relu`) in fp32, stored to y (N, K) (f32,
+  // or on a GPU bf16/f16). xq (N, C) i8; wq (K', C) i8 with K' >= K rows, the rows past K ignored
+  // (cuBLASLt's int8 matmuls want dimensions that are multiples of 4; callers pad C and K to 16).
+  // scale and bias f32 (K). The default refuses.
+  virtual void linear_forward_int8(const Tensor& xq, const Tensor& wq, const Tensor& scale, const Tensor& bias,
+                                   bool relu, const Tensor& y);
 
   // How this backend ran the convolution of `call` in each direction it ran (`cnnscale time`
   // shows it beside the layer's time): the form and the algorithm, one "; "-separated part per

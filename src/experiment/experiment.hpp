@@ -74,6 +74,10 @@ struct InferSpec {
   bool fold = true;               // false: --no-fold
   bool fuse = true;               // false: --no-fuse
   bool graph = true;              // false: --no-graph
+  // int8 runs' --calibration, per network: a table (cnnscale calibrate --out) as written, or
+  // "synthetic" (infer measures scales on its own input: speed only). Keyed "*" for every network.
+  std::map<std::string, std::string> calibration;
+  std::map<std::string, std::string> calibration_paths;  // the same, tables resolved against the file's folder
   nlohmann::json to_json() const;
 };
 

@@ -171,8 +171,11 @@ nlohmann::json DatasetSpec::to_json() const {
 }
 
 nlohmann::json InferSpec::to_json() const {
-  return {{"batch", batches}, {"fill", fill}, {"seconds", seconds}, {"latency_seconds", latency_seconds},
-          {"fold", fold},     {"fuse", fuse}, {"graph", graph}};
+  nlohmann::json j = {{"batch", batches}, {"fill", fill}, {"seconds", seconds}, {"latency_seconds", latency_seconds},
+                      {"fold", fold},     {"fuse", fuse}, {"graph", graph}};
+  // Only where given: experiments without int8 keep their hashes, and so their runs' ids.
+  if (!calibration.empty()) j["calibration"] = calibration;
+  return j;
 }
 
 nlohmann::json Experiment::fixed_json() const {

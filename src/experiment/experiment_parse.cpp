@@ -33,7 +33,8 @@ const std::set<std::string> kTrainOnlyKeys = {"dataset",         "solver",      
                                               "iteration_scale", "min_iterations", "whole_epochs", "whole_samples",
                                               "measure",         "networks"};
 const std::set<std::string> kTrainOnlyMatrixKeys = {"batch", "batch_per_gpu", "cpu_mix", "split", "allreduce"};
-const std::set<std::string> kInferKeys = {"batch", "fill", "seconds", "latency_seconds", "fold", "fuse", "graph"};
+const std::set<std::string> kInferKeys = {"batch", "fill", "seconds", "latency_seconds",
+                                          "fold",  "fuse", "graph",   "calibration"};
 const std::set<std::string> kLengthKeys = {"iterations",     "epochs",       "iteration_scale",
                                            "min_iterations", "whole_epochs", "whole_samples"};
 const std::set<std::string> kMatrixKeys = {"network",   "batch",     "batch_per_gpu", "gpus",   "gpu_mix",
@@ -203,7 +204,7 @@ void check_infer_extra_arg(const ConfigNode& a, const std::string& flag, const I
       {"--batch", "infer.batch"},     {"--fill", "infer.fill"},
       {"--seconds", "infer.seconds"}, {"--latency-seconds", "infer.latency_seconds"},
       {"--no-fold", "infer.fold"},    {"--no-graph", "infer.graph"},
-      {"--no-fuse", "infer.fuse"}};
+      {"--no-fuse", "infer.fuse"},    {"--calibration", "infer.calibration"}};
   static const std::set<std::string> kScenario = {"--scenario", "--rate",    "--max-batch",  "--latency-bound",
                                                   "--rate-lo",  "--rate-hi", "--rate-steps", "--min-queries"};
   if (auto it = kSet.find(flag); it != kSet.end()) a.fail(fmt::format("'{}' is set by {}", flag, it->second));
@@ -238,6 +239,30 @@ void read_infer(const ExperimentReader& r, const ConfigNode& n, Experiment& e) {
   if (auto c = r.child(n, "fold")) s.fold = c->as<bool>();
   if (auto c = r.child(n, "fuse")) s.fuse = c->as<bool>();
   if (auto c = r.child(n, "graph")) s.graph = c->as<bool>();
+  // int8's tables: one for every network (a scalar), or one per network (a map); each a table file,
+  // checked to exist here, or "synthetic".
+  if (auto c = r.child(n, "calibration")) {
+    auto one = [&](const ConfigNode& v, const std::string& net) {
+      const std::string written = v.as<std::string>();
+      s.calibration[net] = written;
+      if (written == "synthetic") {
+        s.calibration_paths[net] = written;
+        return;
+      }
+      const fs::path file = experiment_path(r, v, written);
+      std::error_code ec;
+      if (!fs::is_regular_file(file, ec))
+        v.fail(fmt::format("no calibration table {} (write one with cnnscale calibrate --out, or give synthetic)",
+                           file.string()));
+      s.calibration_paths[net] = fs::absolute(file).lexically_normal().string();
+    };
+    if (c->is_scalar()) {
+      one(*c, "*");
+    } else {
+      c->require_map();
+      for (const auto& net : c->keys()) one(r.get(*c, net), net);
+    }
+  }
 }
 
 void read_matrix(const ExperimentReader& r, const ConfigNode& root, const ConfigNode& m, Experiment& e,
@@ -279,6 +304,13 @@ void read_matrix(const ExperimentReader& r, const ConfigNode& root, const Config
   if (auto c = r.child(m, "precision")) {
     for (const auto& p : list_items(*c)) {
       std::string v = p.as<std::string>();
+      if (v == "int8") {  // infer's: int8 kernels where a table has scales, on the CPU too
+        if (!infer) p.fail("int8 is an inference precision (mode: infer with infer.calibration)");
+        if (std::find(e.precisions.begin(), e.precisions.end(), v) != e.precisions.end())
+          p.fail(fmt::format("'{}' is listed twice", v));
+        e.precisions.push_back(v);
+        continue;
+      }
       Precision precision = Precision::FP32;
       try {
         precision = parse_precision(v, "precision");
@@ -298,6 +330,26 @@ void read_matrix(const ExperimentReader& r, const ConfigNode& root, const Config
     }
   } else {
     e.precisions = {"fp32"};
+  }
+  // infer.calibration against the networks: each named one is in the matrix, and every network has
+  // a table where int8 runs.
+  std::optional<ConfigNode> calibration;
+  if (auto i = r.child(root, "infer")) calibration = r.child(*i, "calibration");
+  if (calibration && calibration->is_map())
+    for (const auto& key : calibration->keys())
+      if (std::find(e.networks.begin(), e.networks.end(), key) == e.networks.end())
+        r.get(*calibration, key).fail(fmt::format("'{}' is no network of matrix.network", key));
+  const auto int8 = std::find(e.precisions.begin(), e.precisions.end(), "int8");
+  if (int8 != e.precisions.end()) {
+    const ConfigNode where = list_items(r.get(m, "precision"))[static_cast<size_t>(int8 - e.precisions.begin())];
+    for (const auto& net : e.networks)
+      if (!e.infer.calibration.count(net) && !e.infer.calibration.count("*"))
+        where.fail(
+            fmt::format("int8 needs infer.calibration for {}: a table (cnnscale calibrate --out) or synthetic "
+                        "(scales measured on the run's own input: speed only)",
+                        net));
+  } else if (calibration) {
+    calibration->fail("infer.calibration is for int8 runs, and matrix.precision has no int8");
   }
   if (auto c = r.child(m, "allreduce")) {
     for (const auto& a : list_items(*c)) e.allreduce.push_back(read_allreduce(r, a, e));

@@ -11,9 +11,13 @@
 // `int8_input_scale: s` (written by net/int8_spec.hpp from a calibration table) makes it an int8
 // convolution at inference: x quantised with scale s, the filters per output channel (max |w| /
 // 127, as calibration's weight scales), the products summed in int32 (Backend::conv_forward_int8),
-// then bias, addend and ReLU in fp32 and y stored in the net's precision. Where the backend has no
-// int8 engine for its shape, the first pass says so (a warning, and implementation()) and the layer
-// runs in the net's precision from then on.
+// then bias, addend and ReLU in fp32 and y stored in the net's precision. `int8_output_scale: s_y`
+// (with relu) makes the output itself int8, round(y / s_y), for int8 convolutions that read it with
+// that input scale: the requantisation rides in the epilogue and the next layer reads a quarter of
+// the bytes and quantises nothing; `int8_addend_scale: s_z` says the addend is such an int8 tensor.
+// Where the backend has no int8 engine for its shape, the first pass says so (a warning, and
+// implementation()) and the layer runs in the net's precision from then on -- unless an operand is
+// int8, which nothing else reads: then it is an error.
 #include <optional>
 
 #include "core/error.hpp"
@@ -29,8 +33,20 @@ class ConvolutionLayer final : public Layer {
   using Layer::Layer;
 
   std::vector<std::string> param_keys() const override {
-    return {"num_output", "kernel",        "stride",      "pad",   "dilation", "group",
-            "bias",       "weight_filler", "bias_filler", "param", "relu",     "int8_input_scale"};
+    return {"num_output",
+            "kernel",
+            "stride",
+            "pad",
+            "dilation",
+            "group",
+            "bias",
+            "weight_filler",
+            "bias_filler",
+            "param",
+            "relu",
+            "int8_input_scale",
+            "int8_output_scale",
+            "int8_addend_scale"};
   }
 
   std::pair<int, int> bottom_count() const override { return {1, 2}; }
@@ -43,6 +59,8 @@ class ConvolutionLayer final : public Layer {
     if (addend_ && !(relu_ && bias_))
       node.fail(
           fmt::format("a second bottom (the residual addend '{}') needs `relu: true` and a bias", cfg_.bottoms.at(1)));
+    if (int8_addend_scale_ > 0 && !addend_)
+      node["int8_addend_scale"].fail("an addend scale needs the addend (a second bottom)");
     require_rank(node, x, 4, "an (N, C, H, W)");
     if (x.c() % conv_.groups != 0)
       node["group"].fail(
@@ -62,6 +80,8 @@ class ConvolutionLayer final : public Layer {
                             y.to_string()));
     return {y};
   }
+
+  DType top_dtype(size_t /*top*/) const override { return int8_output_scale_ > 0 ? DType::I8 : cfg_.activation_dtype; }
 
   std::vector<ParamSpec> param_specs() const override {
     const int64_t group_channels = in_channels_ / conv_.groups;
@@ -107,7 +127,9 @@ class ConvolutionLayer final : public Layer {
   }
 
   std::string implementation(const Backend& backend) const override {
-    if (int8_.ran) return fmt::format("int8 (input scale {:.4g}, int32 sums)", int8_scale_);
+    if (int8_.ran)
+      return fmt::format("int8 (input scale {:.4g}, int32 sums{})", int8_scale_,
+                         int8_output_scale_ > 0 ? fmt::format(", int8 output scale {:.4g}", int8_output_scale_) : "");
     const std::string how = ran_ ? backend.conv_implementation(*ran_) : std::string();
     return int8_.unavailable ? fmt::format("not int8 ({}); {}", int8_.why, how) : how;
   }
@@ -130,25 +152,43 @@ class ConvolutionLayer final : public Layer {
     if (int8_.unavailable) return false;
     Backend& b = ctx.backend;
     const Tensor& x = bottom[0];
+    const Tensor z = addend_ ? bottom[1] : Tensor();
+    // An int8 operand (an int8 activation in or out) leaves no precision to fall back to.
+    const bool int8_io = x.dtype() == DType::I8 || top[0].dtype() == DType::I8 || (addend_ && z.dtype() == DType::I8);
     const bool gpu = !x.device().is_cpu();
     const bool one_pixel = x.shape().h() * x.shape().w() == 1;
     if (gpu && x.layout() != Layout::NHWC && !one_pixel) {
-      unavailable("a GPU runs int8 convolutions channels-last, and this net's activations are NCHW");
+      const std::string why = "a GPU runs int8 convolutions channels-last, and this net's activations are NCHW";
+      if (int8_io) throw_runtime("layer {}: {}", name(), why);
+      unavailable(why);
       return false;
     }
     if (!int8_.wq.defined()) prepare_int8(b, gpu);
     const Shape& s = x.shape();
-    const Shape qs{s.n(), int8_.wq.shape()[1], s.h(), s.w()};
     const Layout order = gpu ? Layout::NHWC : Layout::NCHW;
-    if (!int8_.xq.defined() || int8_.xq.shape() != qs) int8_.xq = b.alloc(qs, DType::I8).as_layout(order);
     // One pixel: NCHW and NHWC are the same bytes.
     auto in_order = [&](const Tensor& t) { return t.layout() == order ? t : t.as_layout(order); };
-    b.quantize_int8(in_order(x), static_cast<float>(int8_scale_), int8_.xq);
+    Tensor xq;
+    if (x.dtype() == DType::I8) {  // quantised by the layer before, with this layer's input scale
+      if (s.c() != int8_.wq.shape()[1])
+        throw_runtime("layer {}: an int8 input of {} channels, where the filters take {}", name(), s.c(),
+                      int8_.wq.shape()[1]);
+      xq = in_order(x);
+    } else {
+      const Shape qs{s.n(), int8_.wq.shape()[1], s.h(), s.w()};
+      if (!int8_.xq.defined() || int8_.xq.shape() != qs) int8_.xq = b.alloc(qs, DType::I8).as_layout(order);
+      b.quantize_int8(in_order(x), static_cast<float>(int8_scale_), int8_.xq);
+      xq = int8_.xq;
+    }
+    const bool z_i8 = addend_ && z.dtype() == DType::I8;
+    if (z_i8 != (int8_addend_scale_ > 0))
+      throw_runtime("layer {}: the addend is {} but the layer {} an int8 addend scale", name(), dtype_name(z.dtype()),
+                    z_i8 ? "has no" : "has");
     try {
-      b.conv_forward_int8(conv_, int8_.xq, int8_.wq, int8_.scale, int8_.bias, addend_ ? in_order(bottom[1]) : Tensor(),
-                          relu_, in_order(top[0]));
+      b.conv_forward_int8(conv_, xq, int8_.wq, int8_.scale, int8_.bias, addend_ ? in_order(z) : Tensor(),
+                          int8_.addend_scale, relu_, in_order(top[0]));
     } catch (const RuntimeError& e) {
-      if (int8_.ran) throw;
+      if (int8_.ran || int8_io) throw;
       unavailable(e.what());
       return false;
     }
@@ -164,18 +204,23 @@ class ConvolutionLayer final : public Layer {
 
   // The filters quantised per output channel (core/int8.hpp's weight scale, as calibration's table),
   // channels-last (KRSC, C padded with zeros to a multiple of 16, as cuDNN's int8 engines want) on a
-  // GPU; the dequantising scale s_x * s_w[k] and the bias, both fp32.
+  // GPU; the dequantising scale s_x * s_w[k] and the bias, both fp32, each divided by the output's
+  // scale s_y where the output is int8 (1 otherwise), and the addend's multiplier (s_z / s_y).
   void prepare_int8(Backend& b, bool gpu) {
     const int64_t k = num_output_, c = in_channels_, rs = int64_t{conv_.kernel_h} * conv_.kernel_w;
     const int64_t cp = gpu ? (c + 15) / 16 * 16 : c;
+    const double out = int8_output_scale_ > 0 ? int8_output_scale_ : 1.0;
     std::vector<float> w(static_cast<size_t>(k * c * rs)), bias(static_cast<size_t>(k), 0.0f),
-        scale(static_cast<size_t>(k));
+        scale(static_cast<size_t>(k)),
+        addend_scale(static_cast<size_t>(k),
+                     static_cast<float>((int8_addend_scale_ > 0 ? int8_addend_scale_ : 1.0) / out));
     b.download(params_[0].master, w.data());
     if (bias_) b.download(params_[1].master, bias.data());
+    for (float& v : bias) v = static_cast<float>(v / out);
     std::vector<int8_t> q(static_cast<size_t>(k * cp * rs), 0);
     for (int64_t o = 0; o < k; ++o) {
       const float sw = int8_weight_scale(w.data() + o * c * rs, c * rs);
-      scale[static_cast<size_t>(o)] = static_cast<float>(int8_scale_ * sw);
+      scale[static_cast<size_t>(o)] = static_cast<float>(int8_scale_ * sw / out);
       for (int64_t ci = 0; ci < c; ++ci)
         for (int64_t i = 0; i < rs; ++i)
           q[static_cast<size_t>(gpu ? (o * rs + i) * cp + ci : (o * cp + ci) * rs + i)] =
@@ -188,6 +233,12 @@ class ConvolutionLayer final : public Layer {
     b.upload(q.data(), int8_.wq);
     b.upload(scale.data(), int8_.scale);
     b.upload(bias.data(), int8_.bias);
+    // The addend in the epilogue's units: an int8 one times s_z / s_y, a floating-point one beside an
+    // int8 output times 1 / s_y, any other as it is.
+    if (addend_ && (int8_addend_scale_ > 0 || int8_output_scale_ > 0)) {
+      int8_.addend_scale = b.alloc(Shape{k});
+      b.upload(addend_scale.data(), int8_.addend_scale);
+    }
     b.synchronize();  // the host vectors go out of scope
   }
 
@@ -207,6 +258,17 @@ class ConvolutionLayer final : public Layer {
       node["int8_input_scale"].fail(fmt::format("an input scale is positive, got {}", int8_scale_));
     if (int8_scale_ > 0 && conv_.groups != 1)
       node["int8_input_scale"].fail("int8 convolutions are ungrouped (group 1)");
+    int8_output_scale_ = node.get_or<double>("int8_output_scale", 0.0);
+    int8_addend_scale_ = node.get_or<double>("int8_addend_scale", 0.0);
+    for (const auto& [key, v] :
+         {std::pair{"int8_output_scale", int8_output_scale_}, {"int8_addend_scale", int8_addend_scale_}})
+      if (node.has(key)) {
+        if (!(v > 0)) node[key].fail(fmt::format("a scale is positive, got {}", v));
+        if (!(int8_scale_ > 0))
+          node[key].fail("an int8 output or addend belongs to an int8 convolution (int8_input_scale)");
+      }
+    if (int8_output_scale_ > 0 && !relu_)
+      node["int8_output_scale"].fail("an int8 output is a ReLU's (`relu: true`), in [0, 127]");
     // Caffe's default weight filler is constant 0, which cannot train; xavier is the common choice.
     Filler xavier;
     xavier.type = "xavier";
@@ -223,8 +285,12 @@ class ConvolutionLayer final : public Layer {
   bool relu_ = false;
   bool addend_ = false;  // a second bottom, added before the ReLU
   double int8_scale_ = 0;  // > 0: an int8 convolution at inference, its input quantised with this scale
+  double int8_output_scale_ = 0;  // > 0: the output stored int8 with this scale
+  double int8_addend_scale_ = 0;  // > 0: the addend is int8 with this scale
   struct Int8State {
-    Tensor wq, scale, bias, xq;  // quantised filters, s_x * s_w and bias (f32), the quantised input
+    // quantised filters, s_x * s_w / s_y, bias / s_y and the addend's s_z / s_y or 1 / s_y (f32, or
+    // undefined: 1), the quantised input
+    Tensor wq, scale, bias, addend_scale, xq;
     bool ran = false, unavailable = false;
     std::string why;
   } int8_;

@@ -2,7 +2,14 @@
 // An (N, C, H, W) input is flattened to D = C * H * W (Caffe's axis 1). Keys: num_output, bias,
 // weight_filler, bias_filler, param, relu. `relu: true` applies a ReLU to y in the same layer
 // (fuse.hpp writes it for a ReLU that alone reads the layer's top): on CUDA the bias and the ReLU
-// then ride in the epilogue of the one cuBLASLt matmul.
+// then ride in the epilogue of the one cuBLASLt matmul. `int8_input_scale: s` (net/int8_spec.hpp,
+// from a calibration table) makes it an int8 layer at inference: x quantised with scale s, the
+// weights per output row (max |w| / 127), the products summed in int32 (Backend::linear_forward_int8)
+// and y = acc * s * s_w[k] + bias in fp32, stored in the net's precision. Where the backend has no
+// int8 matmul, the first pass says so (a warning, and implementation()) and the layer keeps the net's
+// precision.
+#include "core/int8.hpp"
+#include "core/log.hpp"
 #include "layers/filler.hpp"
 #include "layers/layer_params.hpp"
 
@@ -13,7 +20,7 @@ class InnerProductLayer final : public Layer {
   using Layer::Layer;
 
   std::vector<std::string> param_keys() const override {
-    return {"num_output", "bias", "weight_filler", "bias_filler", "param", "relu"};
+    return {"num_output", "bias", "weight_filler", "bias_filler", "param", "relu", "int8_input_scale"};
   }
 
   std::vector<Shape> infer_shapes(const std::vector<Shape>& bottoms) override {
@@ -41,9 +48,15 @@ class InnerProductLayer final : public Layer {
   }
 
   void forward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top) override {
+    if (int8_scale_ > 0 && forward_int8(ctx, bottom[0], top[0])) return;
     // y (N, K) = x (N, D) * W^T (D, K), D in (C, H, W) order: a channels-last input is reordered.
     ctx.backend.linear_forward(nchw_input(ctx.backend, bottom[0]), params_[0].data,
                                bias_ ? params_[1].data : Tensor(), relu_, top[0]);
+  }
+
+  std::string implementation(const Backend& /*backend*/) const override {
+    if (int8_.ran) return fmt::format("int8 (input scale {:.4g}, int32 sums)", int8_scale_);
+    return int8_.unavailable ? fmt::format("not int8 ({})", int8_.why) : std::string();
   }
 
   void backward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top,
@@ -79,11 +92,63 @@ class InnerProductLayer final : public Layer {
     return nchw_;
   }
 
+  // The int8 forward; false where the backend has none (then the caller runs the net's precision).
+  bool forward_int8(LayerContext& ctx, const Tensor& x_any, const Tensor& y) {
+    if (ctx.phase != Phase::Test) throw_runtime("layer {}: an int8 fully connected layer runs inference only", name());
+    if (int8_.unavailable) return false;
+    Backend& b = ctx.backend;
+    const bool gpu = !x_any.device().is_cpu();
+    if (!int8_.wq.defined()) prepare_int8(b, gpu);
+    const int64_t n = x_any.shape().n();
+    const Tensor x = nchw_input(b, x_any).reshape(Shape{n, in_features_});
+    if (!int8_.xq.defined() || int8_.xq.shape()[0] != n) int8_.xq = b.alloc(Shape{n, int8_.wq.shape()[1]}, DType::I8);
+    b.quantize_int8(x, static_cast<float>(int8_scale_), int8_.xq);
+    try {
+      b.linear_forward_int8(int8_.xq, int8_.wq, int8_.scale, int8_.bias, relu_, y);
+    } catch (const RuntimeError& e) {
+      if (int8_.ran) throw;
+      int8_.unavailable = true;
+      int8_.why = e.what();
+      log::warn("layer {}: no int8 matmul ({}); it runs in the network's precision", name(), int8_.why);
+      return false;
+    }
+    int8_.ran = true;
+    return true;
+  }
+
+  // The weights quantised per output row as calibration's table has them; on a GPU the rows and
+  // columns padded with zeros to multiples of 16 (cuBLASLt's int8 matmuls want multiples of 4). The
+  // dequantising scale s_x * s_w[k] and the bias, fp32.
+  void prepare_int8(Backend& b, bool gpu) {
+    const int64_t k = num_output_, d = in_features_;
+    const int64_t kp = gpu ? (k + 15) / 16 * 16 : k, dp = gpu ? (d + 15) / 16 * 16 : d;
+    std::vector<float> w(static_cast<size_t>(k * d)), bias(static_cast<size_t>(k), 0.0f), scale(static_cast<size_t>(k));
+    b.download(params_[0].master, w.data());
+    if (bias_) b.download(params_[1].master, bias.data());
+    std::vector<int8_t> q(static_cast<size_t>(kp * dp), 0);
+    for (int64_t o = 0; o < k; ++o) {
+      const float sw = int8_weight_scale(w.data() + o * d, d);
+      scale[static_cast<size_t>(o)] = static_cast<float>(int8_scale_ * sw);
+      for (int64_t i = 0; i < d; ++i)
+        q[static_cast<size_t>(o * dp + i)] = quantize_int8_value(w[static_cast<size_t>(o * d + i)], sw);
+    }
+    int8_.wq = b.alloc(Shape{kp, dp}, DType::I8);
+    int8_.scale = b.alloc(Shape{k});
+    int8_.bias = b.alloc(Shape{k});
+    b.upload(q.data(), int8_.wq);
+    b.upload(scale.data(), int8_.scale);
+    b.upload(bias.data(), int8_.bias);
+    b.synchronize();  // the host vectors go out of scope
+  }
+
   void parse() {
     const ConfigNode& node = cfg_.node;
     num_output_ = parse_required_int_at_least(node, "num_output", 1);
     bias_ = node.get_or<bool>("bias", true);
     relu_ = node.get_or<bool>("relu", false);
+    int8_scale_ = node.get_or<double>("int8_input_scale", 0.0);
+    if (node.has("int8_input_scale") && !(int8_scale_ > 0))
+      node["int8_input_scale"].fail(fmt::format("an input scale is positive, got {}", int8_scale_));
     Filler xavier;
     xavier.type = "xavier";  // Caffe's constant-0 default cannot train
     weight_filler_ = parse_filler_or(node, "weight_filler", xavier);
@@ -99,6 +164,12 @@ class InnerProductLayer final : public Layer {
   Filler weight_filler_, bias_filler_;
   std::vector<ParamMults> mults_;
   Tensor nchw_, nchw_diff_;
+  double int8_scale_ = 0;  // > 0: an int8 layer at inference, its input quantised with this scale
+  struct Int8State {
+    Tensor wq, scale, bias, xq;  // quantised weights (K', D'), s_x * s_w and bias (f32), the quantised input
+    bool ran = false, unavailable = false;
+    std::string why;
+  } int8_;
 };
 
 }  // namespace cnnscale

@@ -99,9 +99,11 @@ struct Net::Impl {
   void allocate_params();
   void allocate_state();
   void sum_extra_diffs(const Blob& blob);
-  // A zeroed activation tensor in the net's layout where that applies (4-d tensors of the compute dtype).
+  // A zeroed activation tensor in the net's layout where that applies (4-d tensors of the compute
+  // dtype, and int8 activations, which stand for the compute dtype's between int8 convolutions).
   Tensor activation(const Shape& shape, DType dtype) {
-    return backend.alloc(shape, dtype).as_layout(activation_layout(layout, shape, dtype, compute));
+    const DType as = dtype == DType::I8 ? compute : dtype;
+    return backend.alloc(shape, dtype).as_layout(activation_layout(layout, shape, as, compute));
   }
   std::vector<Param*> mirrored_params;  // compute copies, refreshed from their masters
   bool weights_frozen = false, mirrors_current = false;  // see Net::freeze_weights

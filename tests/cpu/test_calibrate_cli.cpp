@@ -128,7 +128,9 @@ TEST(CalibrateCli, TheTableExecutedAsInt8Convolutions) {
   EXPECT_GT(acc["int8_executed_top1"].get<double>(), acc["fp32_top1"].get<double>() - 0.05);
   EXPECT_EQ(acc["int8_executed"]["device"], "cpu");
   EXPECT_EQ(acc["int8_executed"]["between_layers"], "fp32");
-  EXPECT_EQ(acc["int8_executed"]["int8_convolutions"], nlohmann::json::array({"conv1", "conv2"}));
+  // conv1 reads the 1-channel image: it keeps fp32 (int8_spec.hpp's kInt8MinInputChannels).
+  EXPECT_EQ(acc["int8_executed"]["int8_layers"], nlohmann::json::array({"conv2", "ip1", "ip2"}));
+  EXPECT_EQ(acc["int8_executed"]["int8_outputs"], nlohmann::json::array());  // conv2's reader is a pooling layer
 
   CliResult r =
       run_cnnscale({"infer", "--checkpoint", trained().checkpoint, "--precision", "int8", "--calibration", table,
@@ -136,8 +138,8 @@ TEST(CalibrateCli, TheTableExecutedAsInt8Convolutions) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["precision"], "int8");
-  EXPECT_EQ(j["int8"]["int8_convolutions"], nlohmann::json::array({"conv1", "conv2"}));
-  EXPECT_EQ(j["int8"]["kept"], nlohmann::json::array({"ip1", "ip2"}));
+  EXPECT_EQ(j["int8"]["int8_layers"], nlohmann::json::array({"conv2", "ip1", "ip2"}));
+  EXPECT_EQ(j["int8"]["kept"], nlohmann::json::array({"conv1"}));
   EXPECT_EQ(j["int8"]["calibration"], table);
 
   CliResult no_table = run_cnnscale({"infer", "--net", "lenet", "--precision", "int8", "--batch", "1"});
@@ -152,6 +154,21 @@ TEST(CalibrateCli, TheTableExecutedAsInt8Convolutions) {
       run_cnnscale({"infer", "--net", "lenet", "--precision", "int8", "--calibration", other, "--batch", "1"});
   EXPECT_EQ(wrong.exit_code, 2);
   EXPECT_NE(wrong.err.find("res2_1_conv1"), std::string::npos) << wrong.err;
+}
+
+// --calibration synthetic: a table measured on the run's own input (speed only), so that int8 runs of
+// networks without a dataset here (ImageNet's) are measured with in-range scales: the same layers run
+// in int8 as with a real table.
+TEST(CalibrateCli, InferMeasuresASyntheticTableOnItsOwnInput) {
+  CliResult r =
+      run_cnnscale({"infer", "--net", "lenet", "--precision", "int8", "--calibration", "synthetic", "--batch", "2",
+                    "--seconds", "0.2", "--latency-seconds", "0.05", "--warmup", "1", "--fill", "gaussian", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["precision"], "int8");
+  EXPECT_EQ(j["int8"]["calibration"], "synthetic");
+  EXPECT_EQ(j["int8"]["int8_layers"], nlohmann::json::array({"conv2", "ip1", "ip2"}));
+  EXPECT_GT(j["batches"][0]["images_per_s"].get<double>(), 0.0);
 }
 
 TEST(CalibrateCli, MaxKeepsTheWholeRangeTheOthersClipInsideIt) {

@@ -1,8 +1,11 @@
 // The CPU backend's int8 ops, the reference of the GPU's: quantize_int8 rounds to nearest with ties
 // to even and saturates at +-127 (NaN to 0), padding channels are 0; conv_forward_int8 is the
-// integer convolution (checked against plain loops over int32 sums) with its fp32 epilogue.
+// integer convolution (checked against plain loops over int32 sums) with its fp32 epilogue, to an
+// f32 y or an int8 one (rounded, saturated at 127; an int8 addend scaled per channel);
+// linear_forward_int8 is the integer matrix product with its epilogue.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -80,7 +83,7 @@ TEST(Int8Ops, ConvolutionIsTheIntegerSumThenTheEpilogue) {
   p.kernel_h = p.kernel_w = 3;
   p.pad_h = p.pad_w = 1;
   for (bool relu : {false, true}) {
-    b->conv_forward_int8(p, xq, wq, ts, tb, z, relu, y);
+    b->conv_forward_int8(p, xq, wq, ts, tb, z, Tensor(), relu, y);
     const std::vector<float> got = to_host(*b, y);
     int negative = 0;
     for (int64_t i = 0; i < n; ++i)
@@ -105,6 +108,103 @@ TEST(Int8Ops, ConvolutionIsTheIntegerSumThenTheEpilogue) {
           }
     EXPECT_GT(negative, 0);  // the ReLU has something to cut
   }
+}
+
+// The int8 output of an int8 convolution: round(acc * scale + bias + z_q * z_scale), after the ReLU,
+// saturated at 127 -- the next layer's input, requantised in the epilogue. The same loops as above
+// give acc; the expected value is formed in double and rounded with core/int8.hpp's rule (scale 1).
+// The CPU forms it in fp32: four roundings (product, sum, addend product, sum) of terms below 2^10,
+// each within half an ulp, 2^-15, so within 2^-13 of the double; its rounding can differ only for a
+// value within that of a half-integer, which the check allows as one unit where it finds one.
+TEST(Int8Ops, Int8OutputIsTheRoundedEpilogueWithAnInt8Addend) {
+  auto b = make_backend("cpu");
+  const int64_t n = 2, c = 16, h = 5, w = 5, k = 8;
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> u(-127, 127), pos(0, 127);
+  std::vector<int8_t> xs(static_cast<size_t>(n * c * h * w)), ws(static_cast<size_t>(k * c)),
+      zq(static_cast<size_t>(n * k * h * w));
+  for (auto& v : xs) v = static_cast<int8_t>(pos(rng));  // a ReLU's output, as int8 activations are
+  for (auto& v : ws) v = static_cast<int8_t>(u(rng));
+  for (auto& v : zq) v = static_cast<int8_t>(pos(rng));
+  Tensor xq = b->alloc(Shape{n, c, h, w}, DType::I8), wq = b->alloc(Shape{k, c, 1, 1}, DType::I8),
+         z = b->alloc(Shape{n, k, h, w}, DType::I8), y = b->alloc(Shape{n, k, h, w}, DType::I8);
+  b->upload(xs.data(), xq);
+  b->upload(ws.data(), wq);
+  b->upload(zq.data(), z);
+  // acc is up to 16 * 127^2 = 258,064 in size: scales of ~1e-3 put v in roughly [-250, 250], so
+  // some outputs saturate and some are cut by the ReLU.
+  const std::vector<float> scale{1e-3f, 2e-3f, 5e-4f, 1e-3f, 1.5e-3f, 1e-3f, 2e-4f, 1e-3f},
+      bias{0.5f, -3.0f, 10.25f, 0.0f, -1.0f, 2.0f, 0.0f, 7.5f}, zscale{0.5f, 1.0f, 0.25f, 2.0f, 0.5f, 1.0f, 0.0f, 1.5f};
+  Tensor ts = b->alloc(Shape{k}), tb = b->alloc(Shape{k}), tz = b->alloc(Shape{k});
+  from_host(*b, ts, scale);
+  from_host(*b, tb, bias);
+  from_host(*b, tz, zscale);
+  ConvParams p;
+  p.kernel_h = p.kernel_w = 1;
+  b->conv_forward_int8(p, xq, wq, ts, tb, z, tz, true, y);
+  const std::vector<int8_t> got = bytes_of(*b, y);
+  int saturated = 0, cut = 0;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t o = 0; o < k; ++o)
+      for (int64_t px = 0; px < h * w; ++px) {
+        int32_t acc = 0;
+        for (int64_t ci = 0; ci < c; ++ci)
+          acc += int32_t{xs[static_cast<size_t>((i * c + ci) * h * w + px)]} *
+                 int32_t{ws[static_cast<size_t>(o * c + ci)]};
+        const size_t at = static_cast<size_t>((i * k + o) * h * w + px);
+        const size_t ch = static_cast<size_t>(o);
+        const double v = std::max(0.0, static_cast<double>(acc) * scale[ch] + bias[ch] + zq[at] * double{zscale[ch]});
+        const double want = std::min(127.0, std::nearbyint(v));
+        saturated += v > 127.5;
+        cut += v == 0.0;
+        if (got[at] != static_cast<int8_t>(want)) {
+          EXPECT_LT(std::fabs(v - std::floor(v) - 0.5), 1.0 / 8192)
+              << "not a near-tie: " << v << " -> " << int{got[at]};
+          EXPECT_EQ(std::abs(int{got[at]} - static_cast<int>(want)), 1) << v;
+        }
+      }
+  EXPECT_GT(saturated, 0);
+  EXPECT_GT(cut, 0);
+  // An int8 y is a ReLU's; an int8 addend needs its scale, and a float one none.
+  EXPECT_THROW(b->conv_forward_int8(p, xq, wq, ts, tb, z, tz, false, y), RuntimeError);
+  EXPECT_THROW(b->conv_forward_int8(p, xq, wq, ts, tb, z, Tensor(), true, y), RuntimeError);
+  EXPECT_THROW(b->conv_forward_int8(p, xq, wq, ts, tb, Tensor(), tz, true, y), RuntimeError);
+}
+
+// y (N, K) = (x_q w_q^T) * scale + bias (ReLU): the int32 product by loops here; the weights' rows past
+// K (padding) are ignored. Both sides sum exactly, so only the epilogue's fp32 rounding remains.
+TEST(Int8Ops, LinearIsTheIntegerProductThenTheEpilogue) {
+  auto b = make_backend("cpu");
+  const int64_t n = 3, c = 40, k = 5, kp = 8;
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> u(-127, 127);
+  std::vector<int8_t> xs(static_cast<size_t>(n * c)), ws(static_cast<size_t>(kp * c));
+  for (auto& v : xs) v = static_cast<int8_t>(u(rng));
+  for (auto& v : ws) v = static_cast<int8_t>(u(rng));
+  Tensor xq = b->alloc(Shape{n, c}, DType::I8), wq = b->alloc(Shape{kp, c}, DType::I8), y = b->alloc(Shape{n, k});
+  b->upload(xs.data(), xq);
+  b->upload(ws.data(), wq);
+  const std::vector<float> scale{1e-4f, 2e-4f, 3e-4f, 4e-4f, 5e-4f}, bias{0.5f, -0.5f, 0.25f, 0.0f, -2.0f};
+  Tensor ts = b->alloc(Shape{k}), tb = b->alloc(Shape{k});
+  from_host(*b, ts, scale);
+  from_host(*b, tb, bias);
+  for (bool relu : {false, true}) {
+    b->linear_forward_int8(xq, wq, ts, tb, relu, y);
+    const std::vector<float> got = to_host(*b, y);
+    int negative = 0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t o = 0; o < k; ++o) {
+        int32_t acc = 0;
+        for (int64_t j = 0; j < c; ++j)
+          acc += int32_t{xs[static_cast<size_t>(i * c + j)]} * int32_t{ws[static_cast<size_t>(o * c + j)]};
+        double want = static_cast<double>(acc) * scale[static_cast<size_t>(o)] + bias[static_cast<size_t>(o)];
+        negative += want < 0;
+        if (relu) want = std::max(want, 0.0);
+        EXPECT_NEAR(got[static_cast<size_t>(i * k + o)], want, 1e-6 * (1.0 + std::fabs(want))) << i << " " << o;
+      }
+    EXPECT_GT(negative, 0);
+  }
+  EXPECT_THROW(b->linear_forward_int8(xq, b->alloc(Shape{4, c}, DType::I8), ts, tb, false, y), RuntimeError);
 }
 
 }  // namespace

@@ -164,5 +164,39 @@ TEST(InferExperiment, DryRunPlansItAndOnlyRefusesTrainingAxes) {
   EXPECT_NE(gpus.out.find("1 inference run(s)"), std::string::npos) << gpus.out;
 }
 
+// int8 runs: each gets its network's --calibration (a table, resolved and checked to exist when the
+// file is read, or synthetic); the other precisions none; what cannot run is refused with its place.
+TEST(InferExperiment, Int8RunsTakeTheirNetworksCalibration) {
+  TempDir dir;
+  const std::string table = dir.file("lenet-int8.json");
+  std::ofstream(table) << "{}\n";
+  const std::string text = "name: i8\nmode: infer\ndevice: cpu\ninfer:\n  batch: [1]\n  calibration: {lenet: " + table +
+                           ", resnet18: synthetic}\nmatrix:\n  network: [lenet, resnet18]\n  precision: [fp32, "
+                           "int8]\n  repeats: 1\n";
+  const Experiment e = parse(text);
+  const std::vector<RunSpec> runs = expand_runs(e);
+  ASSERT_EQ(runs.size(), 4u);
+  EXPECT_EQ(runs[1].id.rfind("lenet-infer-g1-int8-r1-", 0), 0u) << runs[1].id;
+  EXPECT_EQ(flag_value(infer_arguments(e, runs[0], "/r"), "--calibration"), "<absent>");
+  EXPECT_EQ(flag_value(infer_arguments(e, runs[1], "/r"), "--calibration"), table);
+  EXPECT_EQ(flag_value(infer_arguments(e, runs[1], "/r"), "--precision"), "int8");
+  EXPECT_EQ(flag_value(infer_arguments(e, runs[3], "/r"), "--calibration"), "synthetic");
+  // One value for every network; the table is part of an int8 run's configuration.
+  const Experiment all = parse(text, {"infer.calibration=synthetic"});
+  EXPECT_EQ(flag_value(infer_arguments(all, expand_runs(all)[1], "/r"), "--calibration"), "synthetic");
+  EXPECT_NE(expand_runs(all)[1].config_hash, runs[1].config_hash);
+
+  expect_error(text, {"matrix.precision[1]: int8 needs infer.calibration for resnet18"},
+               {"infer.calibration={lenet: synthetic}"});
+  expect_error(text, {"infer.calibration.lenet", "no calibration table", "missing.json"},
+               {"infer.calibration={lenet: " + dir.file("missing.json") + ", resnet18: synthetic}"});
+  expect_error(text, {"infer.calibration.alexnet: 'alexnet' is no network of matrix.network"},
+               {"infer.calibration={alexnet: synthetic, lenet: synthetic, resnet18: synthetic}"});
+  expect_error(text, {"infer.calibration: infer.calibration is for int8 runs"}, {"matrix.precision=[fp32]"});
+  expect_error(text, {"'--calibration' is set by infer.calibration"}, {"extra_args=[--calibration=synthetic]"});
+  expect_error("name: t\ndataset: synthetic\niterations: 2\nmatrix: {network: lenet, batch: 2, precision: [int8]}\n",
+               {"matrix.precision[0]: int8 is an inference precision"});
+}
+
 }  // namespace
 }  // namespace cnnscale::testing

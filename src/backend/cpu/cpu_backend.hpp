@@ -38,10 +38,13 @@ class CpuBackend final : public Backend {
 
   // ---- convolution (cpu_conv.cpp) ----
   void conv_forward(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y) override;
-  // The int8 reference (cpu_int8.cpp): NCHW, y and addend f32.
+  // The int8 reference (cpu_int8.cpp): NCHW, y and addend f32 or i8.
   void quantize_int8(const Tensor& x, float scale, const Tensor& q) override;
   void conv_forward_int8(const ConvParams& p, const Tensor& xq, const Tensor& wq, const Tensor& scale,
-                         const Tensor& bias, const Tensor& addend, bool relu, const Tensor& y) override;
+                         const Tensor& bias, const Tensor& addend, const Tensor& addend_scale, bool relu,
+                         const Tensor& y) override;
+  void linear_forward_int8(const Tensor& xq, const Tensor& wq, const Tensor& scale, const Tensor& bias, bool relu,
+                           const Tensor& y) override;
   void conv_backward_data(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx) override;
   void conv_backward_filter(const ConvParams& p, const Tensor& x, const Tensor& dy, const Tensor& dw) override;
   std::string conv_implementation(const ConvSignature& call) const override;

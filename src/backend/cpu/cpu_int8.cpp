@@ -3,7 +3,9 @@
 // operands to f32 (exact) and convolves them with the f32 convolution, whose sums of integer
 // products are exact while they stay below 2^24 (a fan-in C*R*S of at most 1040 at |q| <= 127, and
 // in practice far more, since few products reach 127^2); beyond that each partial sum rounds to
-// fp32's 24 bits, a relative 2^-24, against the GPU's exact int32 sums. The epilogue is in fp32.
+// fp32's 24 bits, a relative 2^-24, against the GPU's exact int32 sums. The epilogue is in fp32; an
+// int8 y is the epilogue's value rounded as core/int8.hpp rounds (scale 1). The int8 fully
+// connected layer sums its int8 products exactly in int64.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -61,34 +63,80 @@ void CpuBackend::quantize_int8(const Tensor& x, float scale, const Tensor& q) {
 }
 
 void CpuBackend::conv_forward_int8(const ConvParams& p, const Tensor& xq, const Tensor& wq, const Tensor& scale,
-                                   const Tensor& bias, const Tensor& addend, bool relu, const Tensor& y) {
-  check_i8("conv_forward_int8", xq, "x");
-  check_i8("conv_forward_int8", wq, "w");
-  check_f32("conv_forward_int8", scale, "scale");
-  check_f32("conv_forward_int8", bias, "bias");
-  check_f32("conv_forward_int8", y, "y");
+                                   const Tensor& bias, const Tensor& addend, const Tensor& addend_scale, bool relu,
+                                   const Tensor& y) {
+  const char* op = "conv_forward_int8";
+  check_i8(op, xq, "x");
+  check_i8(op, wq, "w");
+  check_f32(op, scale, "scale");
+  check_f32(op, bias, "bias");
+  const bool y_i8 = y.dtype() == DType::I8;
+  if (!y_i8) check_f32(op, y, "y");
+  if (y_i8 && !relu) throw_runtime("{}: an int8 y follows a ReLU", op);
   const int64_t k = y.shape().c();
   if (scale.numel() != k || bias.numel() != k)
-    throw_runtime("conv_forward_int8: scale ({}) and bias ({}) need one value per output channel ({})", scale.numel(),
+    throw_runtime("{}: scale ({}) and bias ({}) need one value per output channel ({})", op, scale.numel(),
                   bias.numel(), k);
+  const bool z_i8 = addend.defined() && addend.dtype() == DType::I8;
   if (addend.defined()) {
-    check_f32("conv_forward_int8", addend, "addend");
-    check_same_numel("conv_forward_int8", addend, y);
+    if (!z_i8) check_f32(op, addend, "addend");
+    check_same_numel(op, addend, y);
   }
-  conv_forward(p, widened(*this, xq), widened(*this, wq), y);
+  if (z_i8 && !addend_scale.defined()) throw_runtime("{}: an int8 addend needs its scale", op);
+  if (addend_scale.defined()) {
+    if (!addend.defined()) throw_runtime("{}: an addend scale without an addend", op);
+    check_f32(op, addend_scale, "addend_scale");
+    if (addend_scale.numel() != k) throw_runtime("{}: addend_scale needs one value per output channel ({})", op, k);
+  }
+  const Tensor acc = y_i8 ? alloc(y.shape()) : y;
+  conv_forward(p, widened(*this, xq), widened(*this, wq), acc);
   const int64_t n = y.shape().n(), pixels = y.numel() / (n * k);
-  float* py = y.f32();
+  const float* pa = acc.f32();
   const float* ps = scale.f32();
   const float* pb = bias.f32();
-  const float* pz = addend.defined() ? addend.f32() : nullptr;
+  const float* pzs = addend_scale.defined() ? addend_scale.f32() : nullptr;
   for (int64_t i = 0; i < n; ++i)
     for (int64_t c = 0; c < k; ++c)
       for (int64_t j = 0; j < pixels; ++j) {
         const int64_t at = (i * k + c) * pixels + j;
-        float v = py[at] * ps[c] + pb[c];
-        if (pz) v += pz[at];
-        py[at] = relu ? std::max(v, 0.0f) : v;
+        float v = pa[at] * ps[c] + pb[c];
+        if (addend.defined()) {
+          const float z = z_i8 ? static_cast<float>(static_cast<const int8_t*>(addend.raw())[at]) : addend.f32()[at];
+          v += pzs ? z * pzs[c] : z;
+        }
+        if (relu) v = std::max(v, 0.0f);
+        if (y_i8)
+          static_cast<int8_t*>(y.raw())[at] = quantize_int8_value(v, 1.0f);
+        else
+          y.f32()[at] = v;
       }
+}
+
+void CpuBackend::linear_forward_int8(const Tensor& xq, const Tensor& wq, const Tensor& scale, const Tensor& bias,
+                                     bool relu, const Tensor& y) {
+  const char* op = "linear_forward_int8";
+  check_i8(op, xq, "x");
+  check_i8(op, wq, "w");
+  check_f32(op, scale, "scale");
+  check_f32(op, bias, "bias");
+  check_f32(op, y, "y");
+  if (xq.shape().rank() != 2 || wq.shape().rank() != 2 || y.shape().rank() != 2)
+    throw_runtime("{}: x {}, w {} and y {} are matrices", op, xq.shape().to_string(), wq.shape().to_string(),
+                  y.shape().to_string());
+  const int64_t n = xq.shape()[0], c = xq.shape()[1], kp = wq.shape()[0], k = y.shape()[1];
+  if (wq.shape()[1] != c || y.shape()[0] != n || kp < k || scale.numel() != k || bias.numel() != k)
+    throw_runtime("{}: x {}, w {}, y {}, scale ({}) and bias ({}) do not match", op, xq.shape().to_string(),
+                  wq.shape().to_string(), y.shape().to_string(), scale.numel(), bias.numel());
+  // Integer sums in int64 (exact: |q| <= 127 keeps any practical fan-in far below 2^63).
+  const auto* px = static_cast<const int8_t*>(xq.raw());
+  const auto* pw = static_cast<const int8_t*>(wq.raw());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t o = 0; o < k; ++o) {
+      int64_t acc = 0;
+      for (int64_t j = 0; j < c; ++j) acc += int64_t{px[i * c + j]} * int64_t{pw[o * c + j]};
+      float v = static_cast<float>(acc) * scale.f32()[o] + bias.f32()[o];
+      y.f32()[i * k + o] = relu ? std::max(v, 0.0f) : v;
+    }
 }
 
 }  // namespace cnnscale

@@ -289,7 +289,10 @@ class CudaBackend final : public Backend {
   // int8 (cuda_int8.cpp): one kernel; one cuDNN graph plan per convolution shape, the fastest offered.
   void quantize_int8(const Tensor& x, float scale, const Tensor& q) override;
   void conv_forward_int8(const ConvParams& p, const Tensor& xq, const Tensor& wq, const Tensor& scale,
-                         const Tensor& bias, const Tensor& addend, bool relu, const Tensor& y) override;
+                         const Tensor& bias, const Tensor& addend, const Tensor& addend_scale, bool relu,
+                         const Tensor& y) override;
+  void linear_forward_int8(const Tensor& xq, const Tensor& wq, const Tensor& scale, const Tensor& bias, bool relu,
+                           const Tensor& y) override;
   void conv_backward_data(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx) override;
   void conv_backward_filter(const ConvParams& p, const Tensor& x, const Tensor& dy, const Tensor& dw) override;
 
@@ -583,8 +586,11 @@ class CudaBackend final : public Backend {
                       const Tensor& w, const Tensor& bias, const Tensor* addend, const Tensor& y);
   std::shared_ptr<cuda::ConvGraphPlan> search_int8_conv(const ConvParams& p, const Tensor& xq, const Tensor& wq,
                                                         const Tensor& scale, const Tensor& bias, const Tensor& addend,
-                                                        bool relu, const Tensor& y);
+                                                        const Tensor& addend_scale, bool relu, const Tensor& y);
   std::map<std::string, std::shared_ptr<cuda::ConvGraphPlan>> int8_conv_plans_;  // by shapes, params, y, epilogue
+  struct Int8LinearPlan;  // cuBLASLt's int8 matmul for one (N, C, K') (cuda_int8.cpp)
+  std::map<std::array<int64_t, 3>, std::shared_ptr<Int8LinearPlan>> int8_linear_plans_;
+  Tensor int8_linear_acc_;  // the int32 sums of linear_forward_int8
   void search_bias(ConvPlan& plan, const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& bias,
                    const Tensor& y);
   // The fastest of the graph plans the API offers for `spec` (run by `execute` with a workspace),

@@ -85,6 +85,10 @@ void launch_axpby(DType t, int64_t n, float alpha, const void* x, float beta, vo
 // q (rows, cq) int8 from x (rows, c) of storage t, channels c .. cq - 1 zero (cuda_int8_kernels.cu).
 void launch_quantize_int8(DType t, int64_t rows, int64_t c, int64_t cq, const void* x, void* q, float scale,
                           cudaStream_t stream);
+// y (n, k) of storage t = acc (n, kp) int32 * scale (k) + bias (k), then ReLU where asked: an int8
+// fully connected layer's epilogue (cuda_int8_kernels.cu).
+void launch_int8_linear_epilogue(DType t, int64_t n, int64_t k, int64_t kp, const int32_t* acc, const float* scale,
+                                 const float* bias, bool relu, void* y, cudaStream_t stream);
 void launch_relu_forward(DType t, int64_t n, const void* x, void* y, cudaStream_t stream);
 void launch_relu_backward(DType t, int64_t n, const void* y, const void* dy, void* dx, cudaStream_t stream);
 // out[i] = in[i] * scale when counter_uniform(seed, rng_stream, i) >= ratio, else 0 (forward and

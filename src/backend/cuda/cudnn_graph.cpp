@@ -22,7 +22,7 @@ using Desc = std::shared_ptr<void>;
 // graph (conv(x, w), then conv + bias) after them, then a residual graph's addend and its
 // intermediate (conv + bias + addend).
 constexpr int64_t kUidX = 1, kUidW = 2, kUidY = 3, kUidBias = 4, kUidConv = 5, kUidBiased = 6, kUidAddend = 7,
-                  kUidSummed = 8, kUidScale = 9, kUidScaled = 10;
+                  kUidSummed = 8, kUidScale = 9, kUidScaled = 10, kUidAddendScale = 11, kUidAddendScaled = 12;
 // Every operand is promised 16-byte aligned: allocations come from the memory pool (256-byte
 // aligned) and parameter views start at kParamAlignment elements; execute() checks it per call.
 constexpr int64_t kAlignment = 16;
@@ -256,11 +256,13 @@ ConvGraphSpec conv_bias_graph_spec(DType dtype, Layout layout, const Shape& x, c
 }
 
 ConvGraphSpec conv_int8_graph_spec(const Shape& x, const Shape& w, const Shape& y, const ConvParams& p, DType y_dtype,
-                                   bool addend, bool relu) {
+                                   std::optional<DType> addend, bool addend_scaled, bool relu) {
   ConvGraphSpec spec = conv_bias_relu_graph_spec(DType::I8, Layout::NHWC, x, w, y, p, false);
   spec.int8 = true;
   spec.y_type = cudnn_type(y_dtype);
-  spec.addend = addend;
+  spec.addend = addend.has_value();
+  spec.z_type = addend ? cudnn_type(*addend) : spec.y_type;
+  spec.z_scaled = addend.has_value() && addend_scaled;
   spec.relu = relu;
   return spec;
 }
@@ -288,19 +290,21 @@ ConvGraphSpec conv_graph_spec(ConvDirection direction, DType dtype, Layout layou
 }
 
 cudnnStatus_t ConvGraphPlan::execute(cudnnHandle_t handle, void* x, void* w, void* y, void* workspace, void* bias,
-                                     void* addend, void* scale) const {
+                                     void* addend, void* scale, void* addend_scale) const {
   if (!aligned(x) || !aligned(w) || !aligned(y) || (workspace_bytes_ > 0 && !aligned(workspace)) ||
       (bias != nullptr) != bias_relu_ || (bias && !aligned(bias)) || (addend != nullptr) != addend_ ||
-      (addend && !aligned(addend)) || (scale != nullptr) != int8_ || (scale && !aligned(scale)))
+      (addend && !aligned(addend)) || (scale != nullptr) != int8_ || (scale && !aligned(scale)) ||
+      (addend_scale != nullptr) != z_scaled_ || (addend_scale && !aligned(addend_scale)))
     return CUDNN_STATUS_BAD_PARAM;
   // A variant pack per distinct set of pointers: a training step calls each convolution with the
   // same buffers every iteration, so building it once per call site saves host time op by op.
-  const std::array<void*, 7> key{x, w, y, workspace, bias, addend, scale};
+  const std::array<void*, 8> key{x, w, y, workspace, bias, addend, scale, addend_scale};
   if (!pack_ || key != pack_key_) {
     Desc pack = make_desc(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
     std::vector<int64_t> uids{kUidX, kUidW, kUidY};
     std::vector<void*> pointers{x, w, y};
-    for (const auto& [uid, p] : {std::pair{kUidBias, bias}, {kUidAddend, addend}, {kUidScale, scale}})
+    for (const auto& [uid, p] :
+         {std::pair{kUidBias, bias}, {kUidAddend, addend}, {kUidScale, scale}, {kUidAddendScale, addend_scale}})
       if (p) {
         uids.push_back(uid);
         pointers.push_back(p);
@@ -354,8 +358,15 @@ std::vector<std::unique_ptr<ConvGraphPlan>> conv_graph_plans(cudnnHandle_t handl
     nodes.push_back(pointwise(CUDNN_POINTWISE_ADD, base[in], &base[4], base[out]));
     in = out;
     if (spec.addend) {
-      base.push_back(tensor(kUidAddend, spec.y, y_type));
-      const size_t z = base.size() - 1;
+      base.push_back(tensor(kUidAddend, spec.y, spec.int8 ? spec.z_type : y_type));
+      size_t z = base.size() - 1;
+      if (spec.z_scaled) {  // an addend in other units (int8, or y's scaled): z * z_scale
+        base.push_back(tensor(kUidAddendScale, bias_t, CUDNN_DATA_FLOAT));
+        const size_t z_scale = base.size() - 1;
+        const size_t scaled = output(kUidAddendScaled, false);
+        nodes.push_back(pointwise(CUDNN_POINTWISE_MUL, base[z], &base[z_scale], base[scaled]));
+        z = scaled;
+      }
       out = output(kUidSummed, !spec.relu);
       nodes.push_back(pointwise(CUDNN_POINTWISE_ADD, base[in], &base[z], base[out]));
       in = out;
@@ -407,6 +418,7 @@ std::vector<std::unique_ptr<ConvGraphPlan>> conv_graph_plans(cudnnHandle_t handl
       p->bias_relu_ = spec.bias_relu;
       p->addend_ = spec.addend;
       p->int8_ = spec.int8;
+      p->z_scaled_ = spec.z_scaled;
       plans.push_back(std::move(p));
     }
   }

@@ -12,6 +12,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,9 +47,12 @@ struct ConvGraphSpec {
   // With bias_relu: false leaves the ReLU out, y = conv + bias (conv_forward_bias).
   bool relu = true;
   // int8 (with bias_relu; data_type CUDNN_DATA_INT8): the products summed in int32, then in fp32
-  // y = acc * scale + bias (+ z) (ReLU), scale and bias fp32 (1, K, 1, 1), y and z of y_type.
+  // y = acc * scale + bias (+ z, or + z * z_scale) (ReLU), scale, bias and z_scale fp32 (1, K, 1,
+  // 1), y of y_type (an int8 y holds the result rounded and saturated), z of z_type.
   bool int8 = false;
   cudnnDataType_t y_type = CUDNN_DATA_FLOAT;
+  cudnnDataType_t z_type = CUDNN_DATA_FLOAT;
+  bool z_scaled = false;  // int8 with addend: z times z_scale before the sum
 };
 
 // Extents and strides of a 4-d operand of `shape` stored in `layout` (KRSC filters when NHWC).
@@ -60,8 +64,10 @@ ConvGraphSpec conv_bias_relu_graph_spec(DType dtype, Layout layout, const Shape&
 ConvGraphSpec conv_bias_graph_spec(DType dtype, Layout layout, const Shape& x, const Shape& w, const Shape& y,
                                    const ConvParams& p, bool allow_tf32);
 // The int8 forward of conv_forward_int8 (ConvGraphSpec::int8), channels-last.
+// `addend`: the addend's dtype (of y's, any float beside an int8 y, or i8), or none; `addend_scaled`:
+// the addend is multiplied by a per-channel scale before the sum.
 ConvGraphSpec conv_int8_graph_spec(const Shape& x, const Shape& w, const Shape& y, const ConvParams& p, DType y_dtype,
-                                   bool addend, bool relu);
+                                   std::optional<DType> addend, bool addend_scaled, bool relu);
 // The forward spec with bias, residual addend and ReLU (ConvGraphSpec::addend).
 ConvGraphSpec conv_residual_graph_spec(DType dtype, Layout layout, const Shape& x, const Shape& w, const Shape& y,
                                        const ConvParams& p, bool allow_tf32);
@@ -87,7 +93,7 @@ class ConvGraphPlan {
   // bias_relu plan, `addend` the addend of a residual one (BAD_PARAM if one is missing there, or
   // given to another plan).
   cudnnStatus_t execute(cudnnHandle_t handle, void* x, void* w, void* y, void* workspace, void* bias = nullptr,
-                        void* addend = nullptr, void* scale = nullptr) const;
+                        void* addend = nullptr, void* scale = nullptr, void* addend_scale = nullptr) const;
 
  private:
   friend std::vector<std::unique_ptr<ConvGraphPlan>> conv_graph_plans(cudnnHandle_t, const ConvGraphSpec&, size_t,
@@ -100,9 +106,9 @@ class ConvGraphPlan {
   size_t workspace_bytes_ = 0;
   std::string name_;
   // The last variant pack (operand and workspace pointers) and the pointers it was built for.
-  bool bias_relu_ = false, addend_ = false, int8_ = false;
+  bool bias_relu_ = false, addend_ = false, int8_ = false, z_scaled_ = false;
   mutable std::shared_ptr<void> pack_;
-  mutable std::array<void*, 7> pack_key_{};
+  mutable std::array<void*, 8> pack_key_{};
 };
 
 // The plans cuDNN's heuristics (modes A then B; the fallback list where they have none) propose
