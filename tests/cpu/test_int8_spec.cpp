@@ -22,23 +22,11 @@ namespace {
 
 using testing::to_host;
 
-// A fused residual network as the inference engine hands it to with_int8_scales: a 3-channel stem
-// (kept in floating point), a 1x1 convolution `a` read by a 3x3 one `b` and, as a residual addend, by
-// `d`; `c` adds the stem's (floating-point) output to b's convolution; a pooling layer reads `d`; a
-// fully connected classifier follows.
-const char* kNet = R"(
-name: int8_chain
-input: {shape: [3, 8, 8], classes: 4}
-layers:
-  - {name: stem, type: Convolution, bottom: data, top: stem, num_output: 16, kernel: 3, pad: 1, relu: true, weight_filler: {type: msra}, bias_filler: {type: gaussian, std: 0.2}}
-  - {name: a, type: Convolution, bottom: stem, top: a, num_output: 16, kernel: 1, relu: true, weight_filler: {type: msra}, bias_filler: {type: gaussian, std: 0.2}}
-  - {name: b, type: Convolution, bottom: a, top: b, num_output: 16, kernel: 3, pad: 1, relu: true, weight_filler: {type: msra}, bias_filler: {type: gaussian, std: 0.2}}
-  - {name: c, type: Convolution, bottom: [b, stem], top: c, num_output: 16, kernel: 1, relu: true, weight_filler: {type: msra}, bias_filler: {type: gaussian, std: 0.2}}
-  - {name: d, type: Convolution, bottom: [c, a], top: d, num_output: 16, kernel: 1, relu: true, weight_filler: {type: msra}, bias_filler: {type: gaussian, std: 0.2}}
-  - {name: pool, type: Pooling, bottom: d, top: pool, pool: ave, global_pooling: true}
-  - {name: fc, type: InnerProduct, bottom: pool, top: fc, num_output: 4, weight_filler: {type: xavier}, bias_filler: {type: gaussian, std: 0.2}}
-  - {name: loss, type: SoftmaxWithLoss, bottom: [fc, label], top: loss}
-)";
+// tests/data/int8_chain.yaml: a 3-channel stem (kept), a -> b -> c -> d with a read by d as an
+// addend and the stem's output added in c, a pooling reader of d, a fully connected classifier.
+NetSpec chain() {
+  return NetSpec::load(std::string(CNNSCALE_TEST_DATA) + "/int8_chain.yaml");
+}
 
 const std::map<std::string, std::string> kInputOf{{"stem", "data"}, {"a", "stem"}, {"b", "a"},
                                                   {"c", "b"},       {"d", "c"},    {"fc", "pool"}};
@@ -55,7 +43,7 @@ std::string key_of(const NetSpec& spec, const std::string& layer, const std::str
 }
 
 TEST(Int8Spec, ActivationsStayInt8BetweenInt8Convolutions) {
-  NetSpec spec = NetSpec::load_string(kNet, "int8_chain.yaml");
+  NetSpec spec = chain();
   // Binary fractions, which the rewritten YAML prints as written.
   const std::map<std::string, double> scales{{"stem", 0.125}, {"a", 0.25},  {"b", 0.375},
                                              {"c", 0.5},      {"d", 0.625}, {"fc", 0.75}};
@@ -119,7 +107,7 @@ TEST(Int8Spec, LayerKeysAreChecked) {
 // of their range. A scale not folded into the epilogue (or into the addend), or an int8 activation
 // read with the wrong scale, moves them by a factor.
 TEST(Int8Spec, Int8NetworkComputesTheFp32OneWithinInt8Resolution) {
-  NetSpec spec = NetSpec::load_string(kNet, "int8_chain.yaml");
+  NetSpec spec = chain();
   auto backend = make_backend("cpu");
   const int64_t batch = 4;
   Net fp32(spec, *backend, batch, 21, DType::F32, NetUse::Inference);

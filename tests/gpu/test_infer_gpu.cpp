@@ -1,9 +1,10 @@
 // The inference engine on the GPU: in every precision its scores follow the fp32 CPU engine's
 // (batch norm folded on both sides, the same seeded weights and input), its forward passes replay
 // from a CUDA graph after the first, and a replayed pass gives exactly the bits of a pass queued op
-// by op on the same deterministic backend.
+// by op on the same deterministic backend; the int8 engine follows it to within int8's resolution.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -115,6 +116,43 @@ TEST(InferGpu, ResidualNetFoldedAndFusedFollowsTheCpuEngine) {
 }
 
 #if CNNSCALE_HAVE_CUDA
+// The int8 engine on the GPU (int8 kernels, int8 activations between them, bf16 elsewhere) and on
+// the CPU (the reference loops, fp32 elsewhere) against the fp32 CPU engine, on tests/data's
+// int8_chain (an int8 output beside a bf16 addend, an int8 addend, an int8 classifier), the table's
+// scales max |x| / 127 of each layer's input in the fp32 pass (calibration's max method). Each int8
+// tensor rounds by at most half a step, 1/254 of its range, about 0.8 % of its RMS value in
+// RMS; some twelve quantised tensors (activations and filters) on any path add in quadrature to
+// about 3 %, so 0.05 bounds the int8 part; the GPU's bf16 between layers adds at most 48u (u = 2^-8)
+// as in the residual test above: 0.05 + 0.19. A scale not folded into an epilogue (s_y is about
+// 0.01-0.1 here) or a dropped addend errs by O(1).
+TEST(InferGpu, Int8EngineFollowsTheFp32CpuEngine) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  const NetSpec spec = NetSpec::load(std::string(CNNSCALE_TEST_DATA) + "/int8_chain.yaml");
+  infer::InferenceEngine cpu(spec, cpu_backend(), infer::EngineOptions{});
+  const std::vector<float> ref = scores(cpu, 16, 1);
+  infer::EngineOptions int8;
+  Net& n = cpu.net(16);
+  for (Layer* l : n.layers()) {
+    if (l->type() != "Convolution" && l->type() != "InnerProduct") continue;
+    const std::vector<float> v = to_host(cpu_backend(), n.blob(l->bottoms()[0]));
+    float m = 0;
+    for (float x : v) m = std::max(m, std::fabs(x));
+    int8.int8_input_scales[l->name()] = m / 127.0;
+  }
+  infer::EngineOptions cpu8 = int8;
+  infer::InferenceEngine cpu_int8(spec, cpu_backend(), cpu8);
+  EXPECT_LT(relative_error(scores(cpu_int8, 16, 1), ref), 0.05);
+  auto backend = make_backend("gpu:0", 0, Precision::BF16);
+  int8.precision = Precision::BF16;
+  infer::InferenceEngine gpu(spec, *backend, int8);
+  ASSERT_NE(gpu.int8(), nullptr);
+  EXPECT_EQ(gpu.int8()->outputs, (std::vector<std::string>{"a", "b", "c"}));
+  const std::vector<float> got = scores(gpu, 16, 3);
+  EXPECT_EQ(gpu.int8_layers_run(), (std::vector<std::string>{"a", "b", "c", "d", "fc"}));
+  EXPECT_EQ(gpu.graph_replays(), 2);
+  EXPECT_LT(relative_error(got, ref), 0.05 + 48 * std::ldexp(1.0, -8));
+}
+
 TEST(InferGpu, ReplayedPassesGiveTheBitsOfPassesQueuedOpByOp) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
   const NetSpec spec = test_net();
