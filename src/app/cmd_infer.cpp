@@ -317,6 +317,7 @@ std::map<std::string, double> synthetic_input_scales(const InferArgs& a, const N
   std::unique_ptr<Backend> backend = make_backend(device, 0, Precision::FP32);
   infer::EngineOptions eo;
   eo.checkpoint = a.checkpoint;
+  eo.seed = a.seed;  // without a checkpoint, the weights the run initialises
   eo.fold_batch_norm = !a.no_fold;
   eo.fuse_epilogues = false;  // every quantised layer's input as the unfused network computes it
   eo.cuda_graph = false;

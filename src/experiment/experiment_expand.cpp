@@ -173,9 +173,7 @@ nlohmann::json DatasetSpec::to_json() const {
 nlohmann::json InferSpec::to_json() const {
   nlohmann::json j = {{"batch", batches}, {"fill", fill}, {"seconds", seconds}, {"latency_seconds", latency_seconds},
                       {"fold", fold},     {"fuse", fuse}, {"graph", graph}};
-  // Only where given: experiments without int8 keep their hashes, and so their runs' ids.
-  if (!calibration.empty()) j["calibration"] = calibration;
-  return j;
+  return j;  // calibration: in the int8 runs' own configurations (make_infer_run)
 }
 
 nlohmann::json Experiment::fixed_json() const {
@@ -341,6 +339,13 @@ RunSpec make_infer_run(const Experiment& e, const std::string& net, const RankSe
   c["ranks"] = rs.ranks;
   c["gpu_mix"] = rs.mix.gpus;
   c["precision"] = precision;
+  // An int8 run's table, as written, is part of what it measured; the other precisions' runs keep
+  // their configurations (and ids) whatever the experiment's int8 tables are.
+  if (precision == "int8") {
+    auto it = e.infer.calibration.find(net);
+    if (it == e.infer.calibration.end()) it = e.infer.calibration.find("*");
+    if (it != e.infer.calibration.end()) c["infer"]["calibration"] = it->second;
+  }
   r.config = c;
   r.config_hash = stable_hash(c.dump());
   const std::string mix = rs.mix.gpus.empty() ? "" : "-m" + rs.mix.id_label();

@@ -182,8 +182,8 @@ class ConvolutionLayer final : public Layer {
     }
     const bool z_i8 = addend_ && z.dtype() == DType::I8;
     if (z_i8 != (int8_addend_scale_ > 0))
-      throw_runtime("layer {}: the addend is {} but the layer {} an int8 addend scale", name(), dtype_name(z.dtype()),
-                    z_i8 ? "has no" : "has");
+      throw_runtime("layer {}: the addend is {} but the layer {}", name(), dtype_name(z.dtype()),
+                    z_i8 ? "has no int8 addend scale" : "has an int8 addend scale");
     try {
       b.conv_forward_int8(conv_, xq, int8_.wq, int8_.scale, int8_.bias, addend_ ? in_order(z) : Tensor(),
                           int8_.addend_scale, relu_, in_order(top[0]));

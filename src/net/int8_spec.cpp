@@ -17,7 +17,8 @@ int64_t channels(const Shape& s) {
 
 }  // namespace
 
-Int8Spec with_int8_scales(const NetSpec& spec, const std::map<std::string, double>& input_scales) {
+Int8Spec with_int8_scales(const NetSpec& spec, const std::map<std::string, double>& input_scales,
+                          bool int8_activations) {
   const auto& layers = spec.impl().layers;
   const std::vector<LayerInfo>& infos = spec.layers();
   CNNSCALE_CHECK(infos.size() == layers.size(), "{} layer infos for {} layers", infos.size(), layers.size());
@@ -63,7 +64,7 @@ Int8Spec with_int8_scales(const NetSpec& spec, const std::map<std::string, doubl
     for (size_t b = 0; b < layers[i].config.bottoms.size(); ++b) readers[layers[i].config.bottoms[b]].push_back({i, b});
     for (const std::string& t : layers[i].config.tops) ++writers[t];
   }
-  for (size_t i = 0; i < layers.size(); ++i) {
+  for (size_t i = 0; i < layers.size() && int8_activations; ++i) {
     if (!scale_of[i] || layers[i].config.type != "Convolution") continue;
     const YAML::Node& node = nodes[i];
     if (!(node["relu"] && node["relu"].as<bool>())) continue;

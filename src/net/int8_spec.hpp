@@ -33,7 +33,11 @@ inline constexpr int64_t kInt8MinInputChannels = 16;
 // `input_scales`: layer name -> its input's scale (> 0). A name that is no Convolution or
 // InnerProduct of `spec` is a ConfigError (a table of another network). Convolutions with groups
 // stay in the network's precision (cuDNN's int8 engines serve ungrouped ones), as do those with
-// fewer than kInt8MinInputChannels input channels.
-Int8Spec with_int8_scales(const NetSpec& spec, const std::map<std::string, double>& input_scales);
+// fewer than kInt8MinInputChannels input channels. `int8_activations` false: no output stays int8
+// (every int8 layer quantises its own input), for a net whose int8 convolutions may not run --
+// a GPU net of NCHW activations, which cuDNN's int8 engines do not take: there each layer falls back
+// to the net's precision with a warning, which an int8 operand would make impossible.
+Int8Spec with_int8_scales(const NetSpec& spec, const std::map<std::string, double>& input_scales,
+                          bool int8_activations = true);
 
 }  // namespace cnnscale

@@ -59,6 +59,11 @@ TEST(Int8Spec, ActivationsStayInt8BetweenInt8Convolutions) {
   EXPECT_EQ(key_of(q.spec, "d", "int8_output_scale"), "");
   EXPECT_EQ(key_of(q.spec, "stem", "int8_input_scale"), "");
 
+  // Where int8 activations cannot run (a GPU net of NCHW activations) no output stays int8: each
+  // int8 layer quantises its own input and may fall back alone.
+  EXPECT_TRUE(with_int8_scales(spec, scales, /*int8_activations=*/false).outputs.empty());
+  EXPECT_EQ(with_int8_scales(spec, scales, false).int8, q.int8);
+
   // d outside the table: neither c's output nor a's (which d reads as its addend) stays int8.
   std::map<std::string, double> no_d = scales;
   no_d.erase("d");

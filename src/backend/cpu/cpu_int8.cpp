@@ -82,7 +82,8 @@ void CpuBackend::conv_forward_int8(const ConvParams& p, const Tensor& xq, const 
     if (!z_i8) check_f32(op, addend, "addend");
     check_same_numel(op, addend, y);
   }
-  if (z_i8 && !addend_scale.defined()) throw_runtime("{}: an int8 addend needs its scale", op);
+  if (addend.defined() && (z_i8 || y_i8) && !addend_scale.defined())
+    throw_runtime("{}: an int8 addend, or any beside an int8 y, needs its scale", op);
   if (addend_scale.defined()) {
     if (!addend.defined()) throw_runtime("{}: an addend scale without an addend", op);
     check_f32(op, addend_scale, "addend_scale");

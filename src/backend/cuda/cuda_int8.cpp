@@ -74,8 +74,8 @@ void CudaBackend::conv_forward_int8(const ConvParams& p, const Tensor& xq, const
       cuda::expect_dtype(op, "addend", addend, y.dtype());
     cuda::expect_shape(op, "addend", addend, y.shape());
   }
-  if (addend.defined() && addend.dtype() == DType::I8 && !addend_scale.defined())
-    throw_runtime("{}: an int8 addend needs its scale", op);
+  if (addend.defined() && (addend.dtype() == DType::I8 || y.dtype() == DType::I8) && !addend_scale.defined())
+    throw_runtime("{}: an int8 addend, or any beside an int8 y, needs its scale", op);
   if (addend_scale.defined()) {
     if (!addend.defined()) throw_runtime("{}: an addend scale without an addend", op);
     cuda::expect_dtype(op, "addend_scale", addend_scale, DType::F32);
