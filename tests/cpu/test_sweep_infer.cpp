@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "common/temp_dir.hpp"
@@ -199,6 +200,33 @@ TEST(InferExperiment, Int8RunsTakeTheirNetworksCalibration) {
   expect_error(text, {"'--calibration' is set by infer.calibration"}, {"extra_args=[--calibration=synthetic]"});
   expect_error("name: t\ndataset: synthetic\niterations: 2\nmatrix: {network: lenet, batch: 2, precision: [int8]}\n",
                {"matrix.precision[0]: int8 is an inference precision"});
+}
+
+// An int8 inference experiment swept end to end on the CPU: LeNet in fp32 and in int8 with the
+// table each run measures on its own input; the int8 result says so, and report tables both.
+TEST(InferExperiment, Int8SweepRunsAndIsReported) {
+  TempDir dir;
+  const std::string file = dir.file("i8.yaml");
+  std::ofstream(file) << "name: i8\nmode: infer\ndevice: cpu\nseed: 2\ninfer:\n  batch: [2]\n  seconds: 0.2\n"
+                         "  latency_seconds: 0.05\n  calibration: synthetic\nextra_args: [--warmup, \"1\"]\n"
+                         "matrix:\n  network: [lenet]\n  precision: [fp32, int8]\n  repeats: 1\n";
+  CliResult r = run_cnnscale({"sweep", file, "--results", dir.str()}, {"OPENBLAS_NUM_THREADS=1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("2 ran, 0 already complete, 0 failed"), std::string::npos) << r.err;
+  const Experiment e = load_experiment(file, {}, cpu_host());
+  const RunSpec int8_run = expand_runs(e).at(1);
+  std::ifstream in(infer_run_file(experiment_dir(dir.str(), e), int8_run));
+  ASSERT_TRUE(in) << int8_run.id;
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["precision"], "int8");
+  EXPECT_EQ(j["int8"]["calibration"], "synthetic");
+  EXPECT_EQ(j["int8"]["int8_layers"], nlohmann::json::array({"conv2", "ip1", "ip2"}));
+  CliResult rep = run_cnnscale({"report", experiment_dir(dir.str(), e), "--no-plots"});
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  std::ifstream md(fs::path(experiment_dir(dir.str(), e)) / "report" / "inference.md");
+  const std::string table((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+  EXPECT_NE(table.find("| int8 |"), std::string::npos) << table;
+  EXPECT_NE(table.find("| fp32 |"), std::string::npos) << table;
 }
 
 }  // namespace
