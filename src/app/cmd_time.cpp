@@ -74,8 +74,7 @@ void run_time(TimeArgs& a) {
   std::optional<Int8Spec> int8;
   if (!a.calibration.empty())
     timed = &int8.emplace(with_int8_scales(*timed, infer::read_int8_input_scales(a.calibration),
-                                           backend->device().is_cpu() || backend->activation_layout_for(compute_dtype(
-                                                                             a.options.precision)) == Layout::NHWC))
+                                           int8_activations_run(*backend, compute_dtype(a.options.precision))))
                  .spec;
   // The training step's own update (one segmented launch that also writes the compute copies and,
   // as in a one-process train step, reads the mirrored gradients where backward left them), at

@@ -78,6 +78,8 @@ struct InferSpec {
   // "synthetic" (infer measures scales on its own input: speed only). Keyed "*" for every network.
   std::map<std::string, std::string> calibration;
   std::map<std::string, std::string> calibration_paths;  // the same, tables resolved against the file's folder
+  // `net`'s entry of `table` (calibration or calibration_paths): its own, else "*"'s; null if none.
+  static const std::string* calibration_of(const std::map<std::string, std::string>& table, const std::string& net);
   nlohmann::json to_json() const;
 };
 

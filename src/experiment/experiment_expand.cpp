@@ -170,6 +170,12 @@ nlohmann::json DatasetSpec::to_json() const {
           {"args", args}};
 }
 
+const std::string* InferSpec::calibration_of(const std::map<std::string, std::string>& table, const std::string& net) {
+  auto it = table.find(net);
+  if (it == table.end()) it = table.find("*");
+  return it == table.end() ? nullptr : &it->second;
+}
+
 nlohmann::json InferSpec::to_json() const {
   nlohmann::json j = {{"batch", batches}, {"fill", fill}, {"seconds", seconds}, {"latency_seconds", latency_seconds},
                       {"fold", fold},     {"fuse", fuse}, {"graph", graph}};
@@ -341,11 +347,9 @@ RunSpec make_infer_run(const Experiment& e, const std::string& net, const RankSe
   c["precision"] = precision;
   // An int8 run's table, as written, is part of what it measured; the other precisions' runs keep
   // their configurations (and ids) whatever the experiment's int8 tables are.
-  if (precision == "int8") {
-    auto it = e.infer.calibration.find(net);
-    if (it == e.infer.calibration.end()) it = e.infer.calibration.find("*");
-    if (it != e.infer.calibration.end()) c["infer"]["calibration"] = it->second;
-  }
+  if (precision == "int8")
+    if (const std::string* table = InferSpec::calibration_of(e.infer.calibration, net))
+      c["infer"]["calibration"] = *table;
   r.config = c;
   r.config_hash = stable_hash(c.dump());
   const std::string mix = rs.mix.gpus.empty() ? "" : "-m" + rs.mix.id_label();

@@ -343,7 +343,7 @@ void read_matrix(const ExperimentReader& r, const ConfigNode& root, const Config
   if (int8 != e.precisions.end()) {
     const ConfigNode where = list_items(r.get(m, "precision"))[static_cast<size_t>(int8 - e.precisions.begin())];
     for (const auto& net : e.networks)
-      if (!e.infer.calibration.count(net) && !e.infer.calibration.count("*"))
+      if (!InferSpec::calibration_of(e.infer.calibration, net))
         where.fail(
             fmt::format("int8 needs infer.calibration for {}: a table (cnnscale calibrate --out) or synthetic "
                         "(scales measured on the run's own input: speed only)",

@@ -114,11 +114,10 @@ std::vector<std::string> infer_arguments(const Experiment& e, const RunSpec& run
   add("--device", run.gpu_mix.size() == 1 ? fmt::format("gpu:{}", run.gpu_mix[0]) : e.device);
   add("--precision", run.precision);
   if (run.precision == "int8") {
-    auto it = s.calibration_paths.find(run.network);
-    if (it == s.calibration_paths.end()) it = s.calibration_paths.find("*");
-    if (it == s.calibration_paths.end())  // read_infer refuses such an experiment
+    const std::string* table = InferSpec::calibration_of(s.calibration_paths, run.network);
+    if (!table)  // read_matrix refuses such an experiment
       throw_config("int8 run {}: infer.calibration names no table for {}", run.id, run.network);
-    add("--calibration", it->second);
+    add("--calibration", *table);
   }
   add("--seed", std::to_string(e.seed));
   add("--fill", s.fill);

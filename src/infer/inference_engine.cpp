@@ -74,9 +74,7 @@ InferenceEngine::InferenceEngine(const NetSpec& spec, Backend& backend, EngineOp
     }
   }
   if (!options_.int8_input_scales.empty()) {
-    // int8 activations where the int8 convolutions run: the CPU, or a GPU net of channels-last ones.
-    const bool int8_activations = backend_.device().is_cpu() || backend_.activation_layout_for(compute) == Layout::NHWC;
-    int8_.emplace(with_int8_scales(run_spec(), options_.int8_input_scales, int8_activations));
+    int8_.emplace(with_int8_scales(run_spec(), options_.int8_input_scales, int8_activations_run(backend_, compute)));
     adopt(int8_->spec, copy_weights_by_name);
   }
 }

@@ -21,9 +21,9 @@
 #include <optional>
 
 #include "core/error.hpp"
-#include "core/int8.hpp"
 #include "core/log.hpp"
 #include "layers/filler.hpp"
+#include "layers/int8_weights.hpp"
 #include "layers/layer_params.hpp"
 
 namespace cnnscale {
@@ -218,14 +218,13 @@ class ConvolutionLayer final : public Layer {
     if (bias_) b.download(params_[1].master, bias.data());
     for (float& v : bias) v = static_cast<float>(v / out);
     std::vector<int8_t> q(static_cast<size_t>(k * cp * rs), 0);
-    for (int64_t o = 0; o < k; ++o) {
-      const float sw = int8_weight_scale(w.data() + o * c * rs, c * rs);
-      scale[static_cast<size_t>(o)] = static_cast<float>(int8_scale_ * sw / out);
-      for (int64_t ci = 0; ci < c; ++ci)
-        for (int64_t i = 0; i < rs; ++i)
-          q[static_cast<size_t>(gpu ? (o * rs + i) * cp + ci : (o * cp + ci) * rs + i)] =
-              quantize_int8_value(w[static_cast<size_t>((o * c + ci) * rs + i)], sw);
-    }
+    // Element j = (ci, i) of filter o: KRSC with cp channels on a GPU, KCRS on the CPU.
+    const std::vector<float> sw = quantize_weight_rows(w, k, c * rs, q, [&](int64_t o, int64_t j) {
+      const int64_t ci = j / rs, i = j % rs;
+      return gpu ? (o * rs + i) * cp + ci : (o * cp + ci) * rs + i;
+    });
+    for (int64_t o = 0; o < k; ++o)
+      scale[static_cast<size_t>(o)] = static_cast<float>(int8_scale_ * sw[static_cast<size_t>(o)] / out);
     int8_.wq =
         b.alloc(Shape{k, cp, conv_.kernel_h, conv_.kernel_w}, DType::I8).as_layout(gpu ? Layout::NHWC : Layout::NCHW);
     int8_.scale = b.alloc(Shape{k});

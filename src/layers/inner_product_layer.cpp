@@ -8,9 +8,9 @@
 // and y = acc * s * s_w[k] + bias in fp32, stored in the net's precision. Where the backend has no
 // int8 matmul, the first pass says so (a warning, and implementation()) and the layer keeps the net's
 // precision.
-#include "core/int8.hpp"
 #include "core/log.hpp"
 #include "layers/filler.hpp"
+#include "layers/int8_weights.hpp"
 #include "layers/layer_params.hpp"
 
 namespace cnnscale {
@@ -126,12 +126,9 @@ class InnerProductLayer final : public Layer {
     b.download(params_[0].master, w.data());
     if (bias_) b.download(params_[1].master, bias.data());
     std::vector<int8_t> q(static_cast<size_t>(kp * dp), 0);
-    for (int64_t o = 0; o < k; ++o) {
-      const float sw = int8_weight_scale(w.data() + o * d, d);
-      scale[static_cast<size_t>(o)] = static_cast<float>(int8_scale_ * sw);
-      for (int64_t i = 0; i < d; ++i)
-        q[static_cast<size_t>(o * dp + i)] = quantize_int8_value(w[static_cast<size_t>(o * d + i)], sw);
-    }
+    const std::vector<float> sw = quantize_weight_rows(w, k, d, q, [&](int64_t o, int64_t i) { return o * dp + i; });
+    for (int64_t o = 0; o < k; ++o)
+      scale[static_cast<size_t>(o)] = static_cast<float>(int8_scale_ * sw[static_cast<size_t>(o)]);
     int8_.wq = b.alloc(Shape{kp, dp}, DType::I8);
     int8_.scale = b.alloc(Shape{k});
     int8_.bias = b.alloc(Shape{k});

@@ -94,4 +94,8 @@ Int8Spec with_int8_scales(const NetSpec& spec, const std::map<std::string, doubl
                   std::move(int8), std::move(kept), std::move(outputs)};
 }
 
+bool int8_activations_run(const Backend& backend, DType compute) {
+  return backend.device().is_cpu() || backend.activation_layout_for(compute) == Layout::NHWC;
+}
+
 }  // namespace cnnscale

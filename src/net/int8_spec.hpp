@@ -40,4 +40,8 @@ inline constexpr int64_t kInt8MinInputChannels = 16;
 Int8Spec with_int8_scales(const NetSpec& spec, const std::map<std::string, double>& input_scales,
                           bool int8_activations = true);
 
+// Whether a net of `compute` activations on `backend` runs int8 activations (with_int8_scales'
+// `int8_activations`): on the CPU, and on a GPU whose activations are channels-last.
+bool int8_activations_run(const Backend& backend, DType compute);
+
 }  // namespace cnnscale

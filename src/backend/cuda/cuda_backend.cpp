@@ -104,7 +104,6 @@ CudaBackend::~CudaBackend() {
   if (ds_ && ds_->stream) cudaStreamSynchronize(ds_->stream);
   conv_plans_.clear();
   linear_plans_.clear();
-  int8_linear_plans_.clear();
   if (cublaslt_) cublasLtDestroy(cublaslt_);
   if (workspace_) ds_->free(workspace_);
   if (cublas_) cublasDestroy(cublas_);

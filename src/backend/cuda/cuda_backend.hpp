@@ -588,9 +588,7 @@ class CudaBackend final : public Backend {
                                                         const Tensor& scale, const Tensor& bias, const Tensor& addend,
                                                         const Tensor& addend_scale, bool relu, const Tensor& y);
   std::map<std::string, std::shared_ptr<cuda::ConvGraphPlan>> int8_conv_plans_;  // by shapes, params, y, epilogue
-  struct Int8LinearPlan;  // cuBLASLt's int8 matmul for one (N, C, K') (cuda_int8.cpp)
-  std::map<std::array<int64_t, 3>, std::shared_ptr<Int8LinearPlan>> int8_linear_plans_;
-  Tensor int8_linear_acc_;  // the int32 sums of linear_forward_int8
+  Tensor int8_linear_acc_;  // the int32 sums of linear_forward_int8 (cuda_linear.cpp)
   void search_bias(ConvPlan& plan, const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& bias,
                    const Tensor& y);
   // The fastest of the graph plans the API offers for `spec` (run by `execute` with a workspace),

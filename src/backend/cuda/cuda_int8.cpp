@@ -7,7 +7,6 @@
 // floating point.
 #include <fmt/format.h>
 
-#include <array>
 #include <memory>
 #include <optional>
 
@@ -20,19 +19,9 @@
 
 namespace cnnscale {
 
-namespace {
-
-void expect_i8(const char* op, const char* what, const Tensor& t, int device) {
-  if (t.dtype() != DType::I8) throw_runtime("{}: {} is {}, not i8", op, what, dtype_name(t.dtype()));
-  if (t.device().is_cpu() || t.device().index != device)
-    throw_runtime("{}: {} is on {}, not gpu:{}", op, what, t.device().to_string(), device);
-}
-
-}  // namespace
-
 void CudaBackend::quantize_int8(const Tensor& x, float scale, const Tensor& q) {
   cuda::expect_float("quantize_int8", "x", x, device_);
-  expect_i8("quantize_int8", "q", q, device_);
+  cuda::expect_i8("quantize_int8", "q", q, device_);
   if (!(scale > 0.0f)) throw_runtime("quantize_int8: scale {} is not positive", scale);
   const Shape& sx = x.shape();
   const Shape& sq = q.shape();
@@ -53,10 +42,10 @@ void CudaBackend::conv_forward_int8(const ConvParams& p, const Tensor& xq, const
                                     const Tensor& bias, const Tensor& addend, const Tensor& addend_scale, bool relu,
                                     const Tensor& y) {
   const char* op = "conv_forward_int8";
-  expect_i8(op, "x", xq, device_);
-  expect_i8(op, "w", wq, device_);
+  cuda::expect_i8(op, "x", xq, device_);
+  cuda::expect_i8(op, "w", wq, device_);
   if (y.dtype() == DType::I8) {
-    expect_i8(op, "y", y, device_);
+    cuda::expect_i8(op, "y", y, device_);
     if (!relu) throw_runtime("{}: an int8 y follows a ReLU", op);
   } else {
     cuda::expect_float(op, "y", y, device_);
@@ -146,91 +135,6 @@ std::shared_ptr<cuda::ConvGraphPlan> CudaBackend::search_int8_conv(const ConvPar
   if (!best) throw_runtime("{}: none of cuDNN's {} engines for it ran", what, plans.size());
   log::debug("{}:{}; {} runs", what, log_line, best->name());
   return best;
-}
-
-// cuBLASLt's int8 matmul (IMMA tensor cores, int32 sums) in the layout it wants, "TN": column-major
-// acc (K' x N) = wq^T (K' x C) xq (C x N), wq and xq both stored with C contiguous, as the layer's
-// row-major (K', C) filters and (N, C) inputs are; then one kernel applies scale, bias and ReLU.
-struct CudaBackend::Int8LinearPlan {
-  cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  size_t workspace = 0;
-  Int8LinearPlan() = default;
-  Int8LinearPlan(const Int8LinearPlan&) = delete;
-  Int8LinearPlan& operator=(const Int8LinearPlan&) = delete;
-  ~Int8LinearPlan() {
-    if (d) cublasLtMatrixLayoutDestroy(d);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (op) cublasLtMatmulDescDestroy(op);
-  }
-};
-
-void CudaBackend::linear_forward_int8(const Tensor& xq, const Tensor& wq, const Tensor& scale, const Tensor& bias,
-                                      bool relu, const Tensor& y) {
-  const char* op = "linear_forward_int8";
-  expect_i8(op, "x", xq, device_);
-  expect_i8(op, "w", wq, device_);
-  cuda::expect_float(op, "y", y, device_);
-  cuda::expect_dtype(op, "scale", scale, DType::F32);
-  cuda::expect_dtype(op, "bias", bias, DType::F32);
-  if (xq.shape().rank() != 2 || wq.shape().rank() != 2 || y.shape().rank() != 2)
-    throw_runtime("{}: x {}, w {} and y {} are matrices", op, xq.shape().to_string(), wq.shape().to_string(),
-                  y.shape().to_string());
-  const int64_t n = xq.shape()[0], c = xq.shape()[1], kp = wq.shape()[0], k = y.shape()[1];
-  if (wq.shape()[1] != c || y.shape()[0] != n || kp < k)
-    throw_runtime("{}: x {}, w {} and y {} do not match", op, xq.shape().to_string(), wq.shape().to_string(),
-                  y.shape().to_string());
-  cuda::expect_numel(op, "scale", scale, k);
-  cuda::expect_numel(op, "bias", bias, k);
-  if (c % 4 != 0 || kp % 4 != 0)
-    throw_runtime("{}: cuBLASLt's int8 matmuls want inputs ({}) and outputs ({}) in multiples of 4", op, c, kp);
-  activate();
-  if (!cublaslt_) CUBLAS_CHECK(cublasLtCreate(&cublaslt_));
-  const std::array<int64_t, 3> key{n, c, kp};
-  auto it = int8_linear_plans_.find(key);
-  if (it == int8_linear_plans_.end()) {
-    auto plan = std::make_shared<Int8LinearPlan>();
-    CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32I, CUDA_R_32I));
-    const cublasOperation_t t = CUBLAS_OP_T, nt = CUBLAS_OP_N;
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t)));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &nt, sizeof(nt)));
-    auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_8I, u(c), u(kp), c));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_8I, u(c), u(n), c));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->d, CUDA_R_32I, u(kp), u(n), kp));
-    cublasLtMatmulPreference_t pref = nullptr;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    const size_t limit = size_t{32} << 20;
-    CUBLAS_CHECK(
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &limit, sizeof(limit)));
-    cublasLtMatmulHeuristicResult_t result{};
-    int found = 0;
-    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(cublaslt_, plan->op, plan->a, plan->b, plan->d,
-                                                                 plan->d, pref, 1, &result, &found);
-    cublasLtMatmulPreferenceDestroy(pref);
-    if (status != CUBLAS_STATUS_SUCCESS || found == 0)
-      throw_runtime("{}: cuBLASLt has no int8 matmul for x ({}, {}) and w ({}, {}) on this GPU (status {})", op, n, c,
-                    kp, c, static_cast<int>(status));
-    plan->algo = result.algo;
-    plan->workspace = result.workspaceSize;
-    it = int8_linear_plans_.emplace(key, std::move(plan)).first;
-  }
-  Int8LinearPlan& plan = *it->second;
-  // The int32 sums live in a buffer of the backend's own, grown as needed.
-  const int64_t acc_numel = n * kp;
-  if (!int8_linear_acc_.defined() || int8_linear_acc_.numel() < acc_numel) {
-    int8_linear_acc_ = alloc(Shape{acc_numel}, DType::I32);
-    buffers_moved();
-  }
-  const int32_t one = 1, zero = 0;
-  void* ws = plan.workspace > 0 ? workspace(plan.workspace) : nullptr;
-  void* acc = int8_linear_acc_.raw();
-  CUBLAS_CHECK(cublasLtMatmul(cublaslt_, plan.op, &one, wq.raw(), plan.a, xq.raw(), plan.b, &zero, acc, plan.d, acc,
-                              plan.d, &plan.algo, ws, plan.workspace, stream()));
-  cuda::launch_int8_linear_epilogue(y.dtype(), n, k, kp, static_cast<const int32_t*>(acc), scale.f32(), bias.f32(),
-                                    relu, y.raw(), stream());
 }
 
 }  // namespace cnnscale

@@ -11,7 +11,8 @@
 // with op(B) = B^T, whose inner dimension is N: BGRADB sums B over it, giving one value per column
 // of dw^T, per output. The algorithm is cuBLASLt's first heuristic answer for the shape; where it
 // has none (an epilogue not offered for a dtype or alignment), the plan says so and the ops run
-// apart, as the Backend's defaults do.
+// apart, as the Backend's defaults do. An int8 layer (linear_forward_int8) is the same plan in int8
+// with int32 sums, its scale, bias and ReLU one kernel after it.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -22,6 +23,7 @@
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/cuda_conv_timing.hpp"
+#include "backend/cuda/cuda_kernels.hpp"
 #include "backend/cuda/cuda_op_checks.hpp"
 #include "core/log.hpp"
 
@@ -33,6 +35,7 @@ struct CudaBackend::LinearPlan {
   cublasLtMatmulAlgo_t algo{};
   size_t workspace = 0;
   bool usable = false;
+  bool int32_scale = false;  // an int8 matmul: alpha and beta are int32
   LinearPlan() = default;
   LinearPlan(const LinearPlan&) = delete;
   LinearPlan& operator=(const LinearPlan&) = delete;
@@ -49,7 +52,7 @@ namespace {
 constexpr size_t kLinearWorkspace = size_t{32} << 20;
 
 cudaDataType_t lt_type(DType t) {
-  return t == DType::BF16 ? CUDA_R_16BF : t == DType::F16 ? CUDA_R_16F : CUDA_R_32F;
+  return t == DType::BF16 ? CUDA_R_16BF : t == DType::F16 ? CUDA_R_16F : t == DType::I8 ? CUDA_R_8I : CUDA_R_32F;
 }
 
 // The largest power of two up to 256 dividing every pointer: the alignment the algorithm may assume
@@ -80,9 +83,15 @@ CudaBackend::LinearPlan& CudaBackend::linear_plan(bool trans_a, bool trans_b, in
   if (!cublaslt_) CUBLAS_CHECK(cublasLtCreate(&cublaslt_));
   auto plan = std::make_shared<LinearPlan>();
   const cudaDataType_t type = lt_type(dtype);
-  // 16-bit operands accumulate in fp32; f32 ones reach this only with TF32 allowed (the callers).
-  const cublasComputeType_t compute = dtype == DType::F32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->op, compute, CUDA_R_32F));
+  // 16-bit operands accumulate in fp32; f32 ones reach this only with TF32 allowed (the callers);
+  // int8 ones sum exactly in int32, into an int32 C (IMMA kernels, which want the "TN" layout).
+  const bool int8 = dtype == DType::I8;
+  const cublasComputeType_t compute = dtype == DType::F32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                      : int8              ? CUBLAS_COMPUTE_32I
+                                                          : CUBLAS_COMPUTE_32F;
+  const cudaDataType_t c_type = int8 ? CUDA_R_32I : type;
+  plan->int32_scale = int8;
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->op, compute, int8 ? CUDA_R_32I : CUDA_R_32F));
   const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
@@ -100,7 +109,7 @@ CudaBackend::LinearPlan& CudaBackend::linear_plan(bool trans_a, bool trans_b, in
                                           trans_a ? k : m));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, type, trans_b ? u(n) : u(k), trans_b ? u(k) : u(n),
                                           trans_b ? n : k));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, type, u(m), u(n), m));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, c_type, u(m), u(n), m));
 
   cublasLtMatmulPreference_t pref = nullptr;
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -137,9 +146,50 @@ void CudaBackend::run_linear(LinearPlan& plan, const void* a, const void* b, voi
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, attr, &bias, sizeof(bias)));
   }
   const float one = 1.0f, zero = 0.0f;
+  const int32_t one_i = 1, zero_i = 0;
+  const void* alpha = plan.int32_scale ? static_cast<const void*>(&one_i) : &one;
+  const void* beta = plan.int32_scale ? static_cast<const void*>(&zero_i) : &zero;
   void* ws = plan.workspace > 0 ? workspace(plan.workspace) : nullptr;
-  CUBLAS_CHECK(cublasLtMatmul(cublaslt_, plan.op, &one, a, plan.a, b, plan.b, &zero, c, plan.c, c, plan.c,
-                              &plan.algo, ws, plan.workspace, stream()));
+  CUBLAS_CHECK(cublasLtMatmul(cublaslt_, plan.op, alpha, a, plan.a, b, plan.b, beta, c, plan.c, c, plan.c, &plan.algo,
+                              ws, plan.workspace, stream()));
+}
+
+// An int8 fully connected layer: cuBLASLt's int8 matmul into int32 sums, column-major acc (K' x N) =
+// wq^T (K' x C) xq (C x N) -- wq and xq both stored with C contiguous, as the layer's row-major
+// (K', C) weights and (N, C) inputs are -- then one kernel applies scale, bias and ReLU into y.
+void CudaBackend::linear_forward_int8(const Tensor& xq, const Tensor& wq, const Tensor& scale, const Tensor& bias,
+                                      bool relu, const Tensor& y) {
+  const char* op = "linear_forward_int8";
+  cuda::expect_i8(op, "x", xq, device_);
+  cuda::expect_i8(op, "w", wq, device_);
+  cuda::expect_float(op, "y", y, device_);
+  cuda::expect_dtype(op, "scale", scale, DType::F32);
+  cuda::expect_dtype(op, "bias", bias, DType::F32);
+  if (xq.shape().rank() != 2 || wq.shape().rank() != 2 || y.shape().rank() != 2)
+    throw_runtime("{}: x {}, w {} and y {} are matrices", op, xq.shape().to_string(), wq.shape().to_string(),
+                  y.shape().to_string());
+  const int64_t n = xq.shape()[0], c = xq.shape()[1], kp = wq.shape()[0], k = y.shape()[1];
+  if (wq.shape()[1] != c || y.shape()[0] != n || kp < k)
+    throw_runtime("{}: x {}, w {} and y {} do not match", op, xq.shape().to_string(), wq.shape().to_string(),
+                  y.shape().to_string());
+  cuda::expect_numel(op, "scale", scale, k);
+  cuda::expect_numel(op, "bias", bias, k);
+  if (c % 4 != 0 || kp % 4 != 0)
+    throw_runtime("{}: cuBLASLt's int8 matmuls want inputs ({}) and outputs ({}) in multiples of 4", op, c, kp);
+  activate();
+  // The int32 sums live in a buffer of the backend's own, grown as needed.
+  if (!int8_linear_acc_.defined() || int8_linear_acc_.numel() < n * kp) {
+    int8_linear_acc_ = alloc(Shape{n * kp}, DType::I32);
+    buffers_moved();
+  }
+  void* acc = int8_linear_acc_.raw();
+  LinearPlan& plan = linear_plan(true, false, kp, n, c, DType::I8, CUBLASLT_EPILOGUE_DEFAULT, nullptr,
+                                 common_alignment({xq.raw(), wq.raw(), acc}));
+  if (!plan.usable)
+    throw_runtime("{}: cuBLASLt has no int8 matmul for x ({}, {}) and w ({}, {}) on this GPU", op, n, c, kp, c);
+  run_linear(plan, wq.raw(), xq.raw(), acc, nullptr);
+  cuda::launch_int8_linear_epilogue(y.dtype(), n, k, kp, static_cast<const int32_t*>(acc), scale.f32(), bias.f32(),
+                                    relu, y.raw(), stream());
 }
 
 namespace {

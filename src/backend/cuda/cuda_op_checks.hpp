@@ -49,6 +49,12 @@ inline void expect_i32(const char* op, const char* what, const Tensor& t, int de
   expect_on_device(op, what, t, device);
 }
 
+inline void expect_i8(const char* op, const char* what, const Tensor& t, int device) {
+  if (t.dtype() != DType::I8)
+    throw_runtime("{} on cuda: {} {} is {}, expected i8", op, what, t.shape().to_string(), dtype_name(t.dtype()));
+  expect_on_device(op, what, t, device);
+}
+
 inline void expect_shape(const char* op, const char* what, const Tensor& t, const Shape& expected) {
   if (t.shape() != expected)
     throw_runtime("{} on cuda: {} has shape {}, expected {}", op, what, t.shape().to_string(), expected.to_string());
