@@ -7,27 +7,28 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <optional>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "app/bench_kernels.hpp"
 #include "app/commands.hpp"
 #include "core/environment.hpp"
 #include "core/error.hpp"
 #include "core/precision.hpp"
-#include "parallel/allreduce_bench.hpp"
-#include "parallel/data_parallel.hpp"
-#include "parallel/mpi_env.hpp"
 #include "experiment/report_allreduce.hpp"
 #include "io/results_writer.hpp"
 #include "measure/nvml.hpp"
+#include "parallel/allreduce_bench.hpp"
+#include "parallel/data_parallel.hpp"
+#include "parallel/mpi_env.hpp"
 
 namespace cnnscale::app {
 
@@ -307,8 +308,9 @@ void register_allreduce(CLI::App& bench) {
 }  // namespace
 
 void register_bench(CLI::App& app) {
-  CLI::App* bench = app.add_subcommand("bench", "Benchmarks of the building blocks (allreduce)");
+  CLI::App* bench = app.add_subcommand("bench", "Benchmarks of the building blocks (GEMM, convolution, allreduce)");
   bench->require_subcommand(1);
+  register_kernel_benches(*bench);
   register_allreduce(*bench);
 }
 

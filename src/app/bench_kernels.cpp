@@ -1,0 +1,244 @@
+// `cnnscale bench gemm|conv`: the problems (a DeepBench set from data/bench/, a CSV list of one's
+// own, or one --shape), every variant the device offers timed with the shared harness
+// (measure/kernel_bench_suite), printed as a table or JSON and saved as a result folder.
+#include "app/bench_kernels.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "app/bench_kernels_output.hpp"
+#include "backend/backend.hpp"
+#include "backend/devices.hpp"
+#include "backend/kernel_bench.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "io/results_writer.hpp"
+#include "measure/bench_shapes.hpp"
+#include "measure/kernel_bench_suite.hpp"
+#include "measure/nvml.hpp"
+#include "measure/rapl.hpp"
+
+namespace cnnscale::app {
+
+namespace {
+
+struct KernelBenchArgs {
+  std::string kind;  // gemm or conv
+  std::string device = "cpu";
+  std::string precision = "fp32";
+  std::string set = "training";
+  std::string shapes_file;
+  std::vector<std::string> shapes;
+  int64_t limit = 0;
+  std::vector<std::string> passes{"fwd", "bwd_data", "bwd_filter"};
+  std::string layout = "nchw";
+  std::string sweep, sweep_base = "64,128,64,11,1,3";
+  std::vector<int64_t> sweep_values;
+  int warmup = 3, repeats = 10;
+  double min_repeat_ms = 2.0;
+  double energy_window = -1;  // -1: the device's default
+  bool check = false;
+  double check_max_macs = 2e8;
+  bool no_peak = false;
+  uint64_t seed = 1;
+  bool json = false, quiet = false;
+  std::string results_root, experiment = "bench";
+  bool no_results = false;
+};
+
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
+  return buf;
+}
+
+// The device's cumulative energy counter in joules: NVML on a GPU, RAPL package energy on the CPU
+// (often root-only; then none).
+std::function<std::optional<double>()> energy_counter(const Backend& backend, std::string* name) {
+  const Device d = backend.device();
+  if (!d.is_cpu()) {
+    std::shared_ptr<measure::GpuPowerReader> reader =
+        measure::open_gpu_power_reader(gpu_uuid(d.index), static_cast<unsigned>(d.index));
+    if (!reader->available()) return nullptr;
+    *name = "NVML total energy counter (nvmlDeviceGetTotalEnergyConsumption, mJ)";
+    return [reader]() -> std::optional<double> {
+      const std::optional<std::uint64_t> mj = reader->energy_mj();
+      if (!mj) return std::nullopt;
+      return static_cast<double>(*mj) * 1e-3;
+    };
+  }
+  auto rapl = std::make_shared<measure::RaplReader>();
+  if (!rapl->available()) return nullptr;
+  *name = "RAPL package energy counters (powercap energy_uj)";
+  auto start = std::make_shared<measure::RaplSnapshot>(rapl->read());
+  return [rapl, start]() -> std::optional<double> { return rapl->difference(*start, rapl->read()).package_j; };
+}
+
+void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
+  // Everything checkable is checked before the device is touched.
+  const KernelPrecision precision = parse_kernel_precision(a.precision);
+  const bool gemm = a.kind == "gemm";
+  const int sources = (cmd.count("--set") > 0) + (!a.shapes_file.empty()) + (!a.shapes.empty()) + (!a.sweep.empty());
+  if (sources > 1)
+    throw_config("bench {}: give one of --set, --shapes{}", a.kind, gemm ? " and --shape" : ", --shape and --sweep");
+  if (a.sweep.empty() && (!a.sweep_values.empty() || (!gemm && cmd.count("--sweep-base") > 0)))
+    throw_config("bench conv: --sweep-values and --sweep-base need --sweep AXIS");
+  std::vector<GemmProblem> gemms;
+  std::vector<ConvProblem> convs;
+  if (!a.sweep.empty()) {
+    convs =
+        measure::conv_sweep(a.sweep, a.sweep_values.empty() ? measure::default_sweep_values(a.sweep) : a.sweep_values,
+                            measure::parse_sweep_base(a.sweep_base));
+  } else if (!a.shapes.empty()) {
+    for (const std::string& s : a.shapes) {
+      if (gemm)
+        gemms.push_back(measure::parse_gemm_shape(s));
+      else
+        convs.push_back(measure::parse_conv_shape(s));
+    }
+  } else {
+    const std::string file = !a.shapes_file.empty() ? a.shapes_file : measure::bench_shape_file(a.kind, a.set);
+    if (gemm)
+      gemms = measure::read_gemm_shapes(file);
+    else
+      convs = measure::read_conv_shapes(file);
+  }
+  if (a.limit > 0) {
+    if (gemm && static_cast<int64_t>(gemms.size()) > a.limit) gemms.resize(static_cast<size_t>(a.limit));
+    if (!gemm && static_cast<int64_t>(convs.size()) > a.limit) convs.resize(static_cast<size_t>(a.limit));
+  }
+  measure::KernelBenchOptions o;
+  o.precision = precision;
+  o.layout = a.layout == "nhwc" ? Layout::NHWC : Layout::NCHW;
+  o.passes.clear();
+  for (const std::string& p : a.passes) o.passes.push_back(parse_conv_pass(p, "--pass"));
+  o.seed = a.seed;
+  o.timing.warmup_calls = a.warmup;
+  o.timing.repeats = a.repeats;
+  o.timing.min_repeat_ms = a.min_repeat_ms;
+  o.check = a.check;
+  o.check_max_macs = a.check_max_macs;
+  const bool save = !a.no_results && !a.results_root.empty();
+  if (!save && cmd.count("--experiment") > 0)
+    throw_config("bench {} --experiment names the results subfolder: give --results DIR too", a.kind);
+  if (save) check_results_name("--experiment", a.experiment);
+
+  std::unique_ptr<Backend> backend =
+      make_backend(a.device, 0, precision == KernelPrecision::TF32 ? Precision::TF32 : Precision::FP32);
+  std::unique_ptr<KernelBench> bench = make_kernel_bench(*backend);
+  const bool on_gpu = !backend->device().is_cpu();
+  // GPU: a quarter of a second between counter updates reads NVML's ~100 ms refresh to about 1 %.
+  o.energy_window_seconds = a.energy_window >= 0 ? a.energy_window : on_gpu ? 0.25 : 0.0;
+  if (o.energy_window_seconds > 0) o.counter_joules = energy_counter(*backend, &o.counter_name);
+  o.peak_n = a.no_peak ? 0 : on_gpu ? 8192 : 512;
+  if (!a.quiet) o.progress = [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
+
+  const auto [utc_time, utc_stamp] = utc_times(std::chrono::system_clock::now());
+  o.sweep_axis = a.sweep;
+  measure::KernelBenchResult r =
+      gemm ? measure::run_gemm_bench(*backend, *bench, gemms, o) : measure::run_conv_bench(*backend, *bench, convs, o);
+  if (!o.counter_name.empty() && r.energy_method.rfind("mean power", 0) == 0)
+    r.energy_method = fmt::format("{} of the {}; J per call = that power x the median time per call", r.energy_method,
+                                  o.counter_name);
+  const nlohmann::json j = kernel_bench_json(r, utc_time, host_name());
+  if (a.json)
+    std::cout << j.dump(2) << "\n";
+  else
+    std::cout << kernel_bench_table(r);
+  std::cout.flush();
+  if (save)
+    std::fprintf(stderr, "results: %s\n",
+                 write_kernel_bench_folder(a.results_root, a.experiment, r, j, utc_stamp).c_str());
+  int mismatches = 0;
+  for (const measure::KernelBenchRow& row : r.rows) mismatches += row.check == "MISMATCH";
+  if (mismatches > 0)
+    log::warn("bench {} --check: {} variant(s) disagree with the reference beyond the tolerance (check column)", a.kind,
+              mismatches);
+}
+
+void register_one(CLI::App& bench, const std::string& kind) {
+  const bool gemm = kind == "gemm";
+  CLI::App* cmd = bench.add_subcommand(
+      kind, gemm ? "GEMM per variant (cuBLAS, cuBLASLt heuristic and returned algorithms; OpenBLAS on the CPU): time, "
+                   "TFLOP/s, share of a measured peak, energy per call (DeepBench's GEMM sets)"
+                 : "Convolution per cuDNN algorithm and pass (im2col + OpenBLAS on the CPU): time, workspace, "
+                   "TFLOP/s, energy per call (DeepBench's conv sets)");
+  auto a = std::make_shared<KernelBenchArgs>();
+  a->kind = kind;
+  cmd->add_option("--device", a->device, "cpu, gpu or gpu:N")->capture_default_str();
+  cmd->add_option("--precision", a->precision,
+                  gemm ? "fp32 (no TF32), tf32, bf16, fp16 or int8 (int32 sums; dimensions padded to multiples of 4 "
+                         "as DeepBench does); the CPU runs fp32"
+                       : "fp32 (FMA math, no TF32), tf32, bf16 or fp16; the CPU runs fp32")
+      ->capture_default_str();
+  cmd->add_option("--set", a->set, "DeepBench's set: training, inference-server or inference-device (data/bench/)")
+      ->check(CLI::IsMember(measure::bench_set_names()))
+      ->capture_default_str();
+  cmd->add_option("--shapes", a->shapes_file, "a CSV shape list in data/bench/'s format instead of a set");
+  cmd->add_option("--shape", a->shapes,
+                  gemm ? "one problem m,n,k[,trans_a,trans_b] (repeatable)"
+                       : "one problem w,h,c,n,k,s,r,pad_w,pad_h,stride_w,stride_h (repeatable)");
+  cmd->add_option("--limit", a->limit, "only the first N problems of the list")->check(CLI::PositiveNumber);
+  if (!gemm) {
+    cmd->add_option("--pass", a->passes, "passes to time: fwd, bwd_data, bwd_filter")
+        ->delimiter(',')
+        ->capture_default_str();
+    cmd->add_option("--layout", a->layout, "memory order of activations and filters (nhwc on a GPU only)")
+        ->check(CLI::IsMember({"nchw", "nhwc"}))
+        ->capture_default_str();
+    cmd->add_option("--sweep", a->sweep,
+                    "Li et al.'s sweep of one axis of (batch b, input i, filters f, kernel k, stride s) around "
+                    "--sweep-base, every algorithm per point (their Figures 3 and 5)")
+        ->check(CLI::IsMember({"b", "i", "f", "k", "s"}));
+    cmd->add_option("--sweep-base", a->sweep_base, "the base tuple b,i,f,k,s[,c] (c: input channels)")
+        ->capture_default_str();
+    cmd->add_option("--sweep-values", a->sweep_values, "the swept axis' values (default: the axis' range)")
+        ->delimiter(',');
+  }
+  cmd->add_option("--warmup", a->warmup, "untimed calls first")->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--repeats", a->repeats, "timed repeats (median, min, max per call over them)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--min-repeat-ms", a->min_repeat_ms, "back-to-back calls per repeat: enough to last this long")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--energy-window", a->energy_window,
+                  "seconds between two updates of the energy counter over which each variant's power is read "
+                  "(default 0.25 on a GPU, 0 on the CPU; 0: no energy)")
+      ->check(CLI::Range(0.0, 60.0));
+  cmd->add_flag("--check", a->check,
+                "compare every variant's output with a double-precision host reference (problems up to "
+                "--check-max-macs); a disagreeing variant is reported in the check column, not hidden");
+  cmd->add_option("--check-max-macs", a->check_max_macs, "largest problem --check computes a reference for")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_flag("--no-peak", a->no_peak, "skip the square-GEMM peak the TFLOP/s are set against");
+  cmd->add_option("--seed", a->seed, "seed of the inputs")->capture_default_str();
+  cmd->add_flag("--json", a->json, "print one JSON object (every variant) instead of the table");
+  cmd->add_flag("-q,--quiet", a->quiet, "no progress lines on stderr");
+  if (const char* env = std::getenv("CNNSCALE_RESULTS"); env && *env) a->results_root = env;
+  CLI::Option* results = cmd->add_option("--results", a->results_root,
+                                         "save the result folder under DIR/<experiment>/bench/ (default: "
+                                         "$CNNSCALE_RESULTS; without either nothing is saved)");
+  cmd->add_option("--experiment", a->experiment, "experiment name (the results subfolder)")->capture_default_str();
+  cmd->add_flag("--no-results", a->no_results, "save nothing, even with $CNNSCALE_RESULTS set")->excludes(results);
+  cmd->callback([a, cmd] { run_kernel_bench(*a, *cmd); });
+}
+
+}  // namespace
+
+void register_kernel_benches(CLI::App& bench) {
+  register_one(bench, "gemm");
+  register_one(bench, "conv");
+}
+
+}  // namespace cnnscale::app

@@ -1,0 +1,10 @@
+// `cnnscale bench gemm` and `bench conv`: DeepBench's kernel benchmarks on today's libraries, with
+// every variant's time, workspace, energy and (with --check) correctness.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace cnnscale::app {
+
+void register_kernel_benches(CLI::App& bench);
+
+}  // namespace cnnscale::app

@@ -1,0 +1,290 @@
+// Tables, JSON and result folders of the kernel benchmarks.
+#include "app/bench_kernels_output.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "core/error.hpp"
+#include "io/atomic_file.hpp"
+#include "io/hdf5_file.hpp"
+
+namespace cnnscale::app {
+
+namespace {
+
+std::string opt(const std::optional<double>& v, const char* spec) {
+  return v ? fmt::format(fmt::runtime(spec), *v) : "-";
+}
+
+std::string variant_name(const measure::KernelBenchRow& r) {
+  return r.library + " " + r.algorithm;
+}
+
+nlohmann::json nullable(const std::optional<double>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+nlohmann::json row_json(const measure::KernelBenchRow& r, const std::string& kind, const std::string& sweep_axis) {
+  nlohmann::json j{{"problem", r.problem},
+                   {"label", r.label},
+                   {"library", r.library},
+                   {"algorithm", r.algorithm},
+                   {"supported", r.supported},
+                   {"status", r.status},
+                   {"workspace_bytes", r.workspace_bytes},
+                   {"memory_bytes", r.memory_bytes},
+                   {"flops", r.flops}};
+  if (kind == "gemm") {
+    j["m"] = r.gemm.m;
+    j["n"] = r.gemm.n;
+    j["k"] = r.gemm.k;
+    j["trans_a"] = r.gemm.trans_a;
+    j["trans_b"] = r.gemm.trans_b;
+    if (!r.padded_from.empty()) j["padded_from"] = r.padded_from;
+  } else {
+    j["pass"] = r.pass;
+    if (!sweep_axis.empty()) j["sweep_value"] = r.sweep_value;
+    for (auto [name, v] : {std::pair{"n", r.conv.n},
+                           {"c", r.conv.c},
+                           {"h", r.conv.h},
+                           {"w", r.conv.w},
+                           {"k", r.conv.k},
+                           {"r", r.conv.r},
+                           {"s", r.conv.s},
+                           {"pad_h", r.conv.pad_h},
+                           {"pad_w", r.conv.pad_w},
+                           {"stride_h", r.conv.stride_h},
+                           {"stride_w", r.conv.stride_w}})
+      j[name] = v;
+  }
+  if (r.supported && r.timing.repeats > 0) {
+    j["median_ms"] = r.timing.median_ms;
+    j["min_ms"] = r.timing.min_ms;
+    j["max_ms"] = r.timing.max_ms;
+    j["repeats"] = r.timing.repeats;
+    j["calls_per_repeat"] = r.timing.calls_per_repeat;
+    j["tflops"] = r.tflops;
+    j["peak_fraction"] = r.peak_fraction > 0 ? nlohmann::json(r.peak_fraction) : nlohmann::json(nullptr);
+    j["watts"] = nullable(r.watts);
+    j["joules_per_call"] = nullable(r.joules_per_call);
+  }
+  if (!r.check.empty()) {
+    j["check"] = r.check;
+    j["check_error"] = nullable(r.check_error);
+    j["check_tolerance"] = r.check_tolerance;
+  }
+  j["fastest"] = r.fastest;
+  j["lowest_energy"] = r.lowest_energy;
+  return j;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+}  // namespace
+
+std::string kernel_bench_table(const measure::KernelBenchResult& r) {
+  std::string out = fmt::format("# cnnscale bench {}: {}\n# precision {}{}; ", r.kind, r.device, r.precision,
+                                r.kind == "conv" ? ", layout " + r.layout : "");
+  out += r.peak_tflops > 0 ? fmt::format("peak {:.3g} TFLOP/s ({})\n", r.peak_tflops, r.peak_method)
+                           : "no peak measured\n";
+  out += fmt::format("# energy: {}\n", r.energy_method.empty() ? "-" : r.energy_method);
+  out +=
+      "# per problem (and pass): the fastest variant, its median time per call, TFLOP/s, share of the peak, power and "
+      "energy per call; the lowest-energy variant where it is another; variants that ran / listed\n";
+  const bool conv = r.kind == "conv";
+  out += fmt::format("{:>4} {:<40} {:<10} {:<44} {:>10} {:>8} {:>6} {:>6} {:>10} {:>6} {}\n", "#", "problem",
+                     conv ? "pass" : "", "fastest variant", "ms", "TFLOP/s", "%peak", "W", "mJ/call", "ok", "check");
+  // Rows of one (problem, pass) are adjacent: gather each group's summary.
+  size_t i = 0;
+  while (i < r.rows.size()) {
+    size_t j = i;
+    const measure::KernelBenchRow *fast = nullptr, *frugal = nullptr;
+    int ran = 0, listed = 0;
+    std::string check = r.checked ? "ok" : "";
+    while (j < r.rows.size() && r.rows[j].problem == r.rows[i].problem && r.rows[j].pass == r.rows[i].pass) {
+      const measure::KernelBenchRow& x = r.rows[j];
+      ++listed;
+      ran += x.supported ? 1 : 0;
+      if (x.fastest) fast = &x;
+      if (x.lowest_energy) frugal = &x;
+      if (x.check == "MISMATCH")
+        check = "MISMATCH: " + variant_name(x);
+      else if (x.check.rfind("not checked", 0) == 0 && check == "ok")
+        check = "not checked";
+      ++j;
+    }
+    const measure::KernelBenchRow& head = r.rows[i];
+    if (fast) {
+      out += fmt::format(
+          "{:>4} {:<40} {:<10} {:<44} {:>10.4f} {:>8.3g} {:>6} {:>6} {:>10} {:>3}/{:<2} {}\n", head.problem, head.label,
+          head.pass, variant_name(*fast).substr(0, 44), fast->timing.median_ms, fast->tflops,
+          fast->peak_fraction > 0 ? fmt::format("{:.1f}", 100 * fast->peak_fraction) : "-", opt(fast->watts, "{:.0f}"),
+          fast->joules_per_call ? fmt::format("{:.4f}", *fast->joules_per_call * 1e3) : "-", ran, listed, check);
+      if (frugal && frugal != fast)
+        out += fmt::format("{:>4} {:<40} {:<10} {:<44} {:>10.4f} {:>8.3g} {:>6} {:>6} {:>10}   lowest energy\n", "", "",
+                           "", variant_name(*frugal).substr(0, 44), frugal->timing.median_ms, frugal->tflops, "",
+                           opt(frugal->watts, "{:.0f}"), fmt::format("{:.4f}", *frugal->joules_per_call * 1e3));
+    } else {
+      out += fmt::format("{:>4} {:<40} {:<10} no variant ran ({})\n", head.problem, head.label, head.pass,
+                         head.status.empty() ? "unsupported" : head.status);
+    }
+    i = j;
+  }
+  return out;
+}
+
+nlohmann::json kernel_bench_json(const measure::KernelBenchResult& r, const std::string& utc_time,
+                                 const std::string& host) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const measure::KernelBenchRow& x : r.rows) rows.push_back(row_json(x, r.kind, r.sweep_axis));
+  return {{"kind", r.kind},
+          {"device", r.device},
+          {"host", host},
+          {"time", utc_time},
+          {"precision", r.precision},
+          {"layout", r.kind == "conv" ? nlohmann::json(r.layout) : nlohmann::json(nullptr)},
+          {"peak_tflops", r.peak_tflops > 0 ? nlohmann::json(r.peak_tflops) : nlohmann::json(nullptr)},
+          {"peak_method", r.peak_method},
+          {"energy_method", r.energy_method},
+          {"energy_window_seconds", r.energy_window_seconds},
+          {"checked", r.checked},
+          {"sweep_axis", r.sweep_axis.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.sweep_axis)},
+          {"rows", rows}};
+}
+
+std::string write_kernel_bench_folder(const std::string& results_root, const std::string& experiment,
+                                      const measure::KernelBenchResult& r, const nlohmann::json& j,
+                                      const std::string& utc_stamp) {
+  namespace fs = std::filesystem;
+  const fs::path parent = fs::path(results_root) / experiment / "bench";
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  if (ec) throw_runtime("{}: cannot create the results folder ({})", parent.string(), ec.message());
+  std::string stem = fmt::format("{}{}-{}{}-{}", r.kind, r.sweep_axis.empty() ? "" : "-sweep-" + r.sweep_axis,
+                                 r.precision, r.kind == "conv" && r.layout == "NHWC" ? "-nhwc" : "", utc_stamp);
+  fs::path final_dir = parent / stem;
+  for (int i = 1; fs::exists(final_dir, ec); ++i) final_dir = parent / fmt::format("{}-{}", stem, i);
+  const fs::path tmp = parent / (".tmp-" + final_dir.filename().string());
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp, ec);
+  if (ec) throw_runtime("{}: cannot create ({})", tmp.string(), ec.message());
+  write_synced_file((tmp / "summary.json").string(), j.dump(2) + "\n");
+  // cases.csv: one row per variant, the JSON rows' scalar fields in a fixed order.
+  const std::vector<std::string> cols = r.kind == "gemm" ? std::vector<std::string>{"problem",
+                                                                                    "m",
+                                                                                    "n",
+                                                                                    "k",
+                                                                                    "trans_a",
+                                                                                    "trans_b",
+                                                                                    "library",
+                                                                                    "algorithm",
+                                                                                    "supported",
+                                                                                    "status",
+                                                                                    "workspace_bytes",
+                                                                                    "memory_bytes",
+                                                                                    "flops",
+                                                                                    "median_ms",
+                                                                                    "min_ms",
+                                                                                    "max_ms",
+                                                                                    "tflops",
+                                                                                    "peak_fraction",
+                                                                                    "watts",
+                                                                                    "joules_per_call",
+                                                                                    "check",
+                                                                                    "check_error",
+                                                                                    "fastest",
+                                                                                    "lowest_energy"}
+                                                         : std::vector<std::string>{"problem",
+                                                                                    "pass",
+                                                                                    "sweep_value",
+                                                                                    "n",
+                                                                                    "c",
+                                                                                    "h",
+                                                                                    "w",
+                                                                                    "k",
+                                                                                    "r",
+                                                                                    "s",
+                                                                                    "pad_h",
+                                                                                    "pad_w",
+                                                                                    "stride_h",
+                                                                                    "stride_w",
+                                                                                    "library",
+                                                                                    "algorithm",
+                                                                                    "supported",
+                                                                                    "status",
+                                                                                    "workspace_bytes",
+                                                                                    "memory_bytes",
+                                                                                    "flops",
+                                                                                    "median_ms",
+                                                                                    "min_ms",
+                                                                                    "max_ms",
+                                                                                    "tflops",
+                                                                                    "peak_fraction",
+                                                                                    "watts",
+                                                                                    "joules_per_call",
+                                                                                    "check",
+                                                                                    "check_error",
+                                                                                    "fastest",
+                                                                                    "lowest_energy"};
+  std::string csv;
+  for (size_t c = 0; c < cols.size(); ++c) csv += (c ? "," : "") + cols[c];
+  csv += "\n";
+  for (const nlohmann::json& row : j["rows"]) {
+    for (size_t c = 0; c < cols.size(); ++c) {
+      const auto it = row.find(cols[c]);
+      std::string v;
+      if (it != row.end() && !it->is_null()) v = it->is_string() ? it->get<std::string>() : it->dump();
+      csv += (c ? "," : "") + csv_field(v);
+    }
+    csv += "\n";
+  }
+  write_synced_file((tmp / "cases.csv").string(), csv);
+  // cases.h5: the same columns, one dataset each (numbers as f64, text and flags as strings).
+  {
+    h5::Writer w((tmp / "cases.h5").string(), "results file");
+    for (const char* key : {"kind", "device", "precision", "peak_method", "energy_method"})
+      w.attr_str(w.root(), key,
+                 j[key].is_string() ? std::optional<std::string>(j[key].get<std::string>()) : std::nullopt);
+    w.attr_value(w.root(), "peak_tflops",
+                 j["peak_tflops"].is_null() ? h5::Value{} : h5::Value{j["peak_tflops"].get<double>()});
+    for (const std::string& col : cols) {
+      bool numeric = true;
+      for (const nlohmann::json& row : j["rows"]) {
+        const auto it = row.find(col);
+        if (it != row.end() && !it->is_null() && !it->is_number()) numeric = false;
+      }
+      if (numeric) {
+        std::vector<double> v;
+        for (const nlohmann::json& row : j["rows"]) {
+          const auto it = row.find(col);
+          v.push_back(it != row.end() && it->is_number() ? it->get<double>() : std::nan(""));
+        }
+        w.f64(w.root(), col, v);
+      } else {
+        std::vector<std::string> v;
+        for (const nlohmann::json& row : j["rows"]) {
+          const auto it = row.find(col);
+          v.push_back(it == row.end() || it->is_null() ? "" : it->is_string() ? it->get<std::string>() : it->dump());
+        }
+        w.strings(w.root(), col, v);
+      }
+    }
+    w.close();
+  }
+  fsync_dir(tmp.string());
+  fs::rename(tmp, final_dir, ec);
+  if (ec) throw_runtime("{}: cannot publish the results folder ({})", final_dir.string(), ec.message());
+  fsync_dir(parent.string());
+  return final_dir.string();
+}
+
+}  // namespace cnnscale::app

@@ -1,0 +1,444 @@
+// CUDA kernel benchmark cases. GEMM: cublasGemmEx with the default algorithm, and cuBLASLt's
+// heuristic list (its first entry is cuBLASLt's own choice; the rest let the harness find the best
+// it returned). Convolution: every legacy cuDNN algorithm of the pass, its workspace asked of cuDNN
+// and each refused algorithm kept with cuDNN's status. Each case owns its handles, bound to the
+// backend's stream, so the backend's math modes (TF32 for training) never leak into a benchmark.
+#include "backend/cuda/cuda_kernel_bench.hpp"
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cudnn.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "backend/cuda/cuda_backend.hpp"
+#include "backend/cuda/cuda_check.hpp"
+#include "backend/cuda/cudnn_descriptors.hpp"
+#include "core/half.hpp"
+
+namespace cnnscale {
+
+namespace {
+
+// Room for cuBLASLt's algorithms: what its heuristics may ask, as PyTorch and cuBLAS' own docs use.
+constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
+constexpr int kLtAlgorithms = 8;
+
+// Host floats (logical order) -> device bytes of `t`, in `order`: `perm` maps a storage index to its
+// logical index (identity when empty).
+std::vector<char> encode(const std::vector<float>& v, DType t, const std::vector<int64_t>& perm) {
+  std::vector<char> bytes(v.size() * dtype_size(t));
+  for (size_t i = 0; i < v.size(); ++i) {
+    const float x = v[perm.empty() ? i : static_cast<size_t>(perm[i])];
+    if (t == DType::I8) {
+      reinterpret_cast<int8_t*>(bytes.data())[i] = static_cast<int8_t>(x);
+    } else if (t == DType::I32) {
+      reinterpret_cast<int32_t*>(bytes.data())[i] = static_cast<int32_t>(x);
+    } else {
+      store_float(t, x, bytes.data(), static_cast<int64_t>(i));
+    }
+  }
+  return bytes;
+}
+
+std::vector<float> decode(const std::vector<char>& bytes, DType t, const std::vector<int64_t>& perm) {
+  const size_t n = bytes.size() / dtype_size(t);
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    float x = 0;
+    if (t == DType::I32) {
+      x = static_cast<float>(reinterpret_cast<const int32_t*>(bytes.data())[i]);
+    } else if (t == DType::I8) {
+      x = reinterpret_cast<const int8_t*>(bytes.data())[i];
+    } else {
+      x = load_float(t, bytes.data(), static_cast<int64_t>(i));
+    }
+    v[perm.empty() ? i : static_cast<size_t>(perm[i])] = x;
+  }
+  return v;
+}
+
+// Storage index -> NCHW logical index for an (n, c, h, w) tensor stored channels-last.
+std::vector<int64_t> nhwc_permutation(const Shape& s) {
+  std::vector<int64_t> perm(static_cast<size_t>(s.numel()));
+  size_t i = 0;
+  for (int64_t n = 0; n < s[0]; ++n)
+    for (int64_t h = 0; h < s[2]; ++h)
+      for (int64_t w = 0; w < s[3]; ++w)
+        for (int64_t c = 0; c < s[1]; ++c) perm[i++] = ((n * s[1] + c) * s[2] + h) * s[3] + w;
+  return perm;
+}
+
+// A device buffer of the backend's allocator holding `bytes`.
+Tensor device_bytes(Backend& b, const std::vector<char>& bytes) {
+  Tensor t = b.alloc(Shape({static_cast<int64_t>(bytes.size())}), DType::I8);
+  b.upload(bytes.data(), t);
+  return t;
+}
+
+class CudaGemmCase final : public KernelCase {
+ public:
+  CudaGemmCase(CudaBackend& b, const GemmProblem& p, KernelPrecision precision, const KernelInputs& in)
+      : b_(b),
+        p_(p),
+        precision_(precision),
+        in_type_(kernel_input_dtype(precision)),
+        out_type_(kernel_output_dtype(precision)) {
+    b.context()->make_current();
+    a_ = device_bytes(b, encode(in.first, in_type_, {}));
+    bm_ = device_bytes(b, encode(in.second, in_type_, {}));
+    c_ = b.alloc(Shape({p.m * p.n * static_cast<int64_t>(dtype_size(out_type_))}), DType::I8);
+    ws_ = b.alloc(Shape({static_cast<int64_t>(kLtWorkspaceBytes)}), DType::I8);
+    CUBLAS_CHECK(cublasCreate(&blas_));
+    CUBLAS_CHECK(cublasSetStream(blas_, b.stream()));
+    CUBLAS_CHECK(cublasSetMathMode(
+        blas_, precision == KernelPrecision::TF32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    CUBLAS_CHECK(cublasLtCreate(&lt_));
+    variants_.push_back({"cuBLAS", "cublasGemmEx default", true, "", 0});
+    // A trial call decides whether cuBLAS takes the shape in this format (int8 wants multiples of 4).
+    const cublasStatus_t st = blas_call();
+    if (st != CUBLAS_STATUS_SUCCESS) {
+      variants_[0].supported = false;
+      variants_[0].status = cublasGetStatusString(st);
+    }
+    plan_lt();
+  }
+  ~CudaGemmCase() override {
+    if (pref_) cublasLtMatmulPreferenceDestroy(pref_);
+    for (cublasLtMatrixLayout_t l : {la_, lb_, lc_})
+      if (l) cublasLtMatrixLayoutDestroy(l);
+    if (op_) cublasLtMatmulDescDestroy(op_);
+    if (lt_) cublasLtDestroy(lt_);
+    if (blas_) cublasDestroy(blas_);
+  }
+  const std::vector<KernelVariant>& variants() const override { return variants_; }
+  void run(size_t v) override {
+    if (v == 0) {
+      CUBLAS_CHECK(blas_call());
+    } else {
+      CUBLAS_CHECK(lt_call(algos_[v - 1]));
+    }
+  }
+  std::vector<float> output(size_t v) override {
+    CUDA_CHECK(cudaMemsetAsync(c_.raw(), 0, c_.bytes(), b_.stream()));
+    run(v);
+    std::vector<char> host(c_.bytes());
+    b_.download(c_, host.data());
+    return decode(host, out_type_, {});
+  }
+  int64_t operand_bytes() const override { return static_cast<int64_t>(a_.bytes() + bm_.bytes() + c_.bytes()); }
+
+ private:
+  cudaDataType_t data_type(DType t) const {
+    switch (t) {
+      case DType::BF16:
+        return CUDA_R_16BF;
+      case DType::F16:
+        return CUDA_R_16F;
+      case DType::I8:
+        return CUDA_R_8I;
+      case DType::I32:
+        return CUDA_R_32I;
+      default:
+        return CUDA_R_32F;
+    }
+  }
+  cublasComputeType_t compute_type() const {
+    switch (precision_) {
+      case KernelPrecision::TF32:
+        return CUBLAS_COMPUTE_32F_FAST_TF32;
+      case KernelPrecision::INT8:
+        return CUBLAS_COMPUTE_32I;
+      default:
+        return CUBLAS_COMPUTE_32F;
+    }
+  }
+  // int8 scales are int32 (alpha 1, beta 0: the exact int32 sums); every other format's are float.
+  const void* alpha() const { return precision_ == KernelPrecision::INT8 ? static_cast<const void*>(&ione_) : &fone_; }
+  const void* beta() const { return precision_ == KernelPrecision::INT8 ? static_cast<const void*>(&izero_) : &fzero_; }
+  int64_t lda() const { return p_.trans_a ? p_.k : p_.m; }
+  int64_t ldb() const { return p_.trans_b ? p_.n : p_.k; }
+
+  cublasStatus_t blas_call() {
+    return cublasGemmEx(blas_, p_.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, p_.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                        static_cast<int>(p_.m), static_cast<int>(p_.n), static_cast<int>(p_.k), alpha(), a_.raw(),
+                        data_type(in_type_), static_cast<int>(lda()), bm_.raw(), data_type(in_type_),
+                        static_cast<int>(ldb()), beta(), c_.raw(), data_type(out_type_), static_cast<int>(p_.m),
+                        compute_type(), CUBLAS_GEMM_DEFAULT);
+  }
+  cublasStatus_t lt_call(const cublasLtMatmulAlgo_t& algo) {
+    return cublasLtMatmul(lt_, op_, alpha(), a_.raw(), la_, bm_.raw(), lb_, beta(), c_.raw(), lc_, c_.raw(), lc_, &algo,
+                          ws_.raw(), kLtWorkspaceBytes, b_.stream());
+  }
+  void plan_lt() {
+    const cudaDataType_t scale = precision_ == KernelPrecision::INT8 ? CUDA_R_32I : CUDA_R_32F;
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&op_, compute_type(), scale));
+    const cublasOperation_t ta = p_.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = p_.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la_, data_type(in_type_), p_.trans_a ? p_.k : p_.m,
+                                            p_.trans_a ? p_.m : p_.k, lda()));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb_, data_type(in_type_), p_.trans_b ? p_.n : p_.k,
+                                            p_.trans_b ? p_.k : p_.n, ldb()));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc_, data_type(out_type_), p_.m, p_.n, p_.m));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref_));
+    const size_t ws = kLtWorkspaceBytes;
+    CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(pref_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+    cublasLtMatmulHeuristicResult_t res[kLtAlgorithms] = {};
+    int got = 0;
+    const cublasStatus_t st =
+        cublasLtMatmulAlgoGetHeuristic(lt_, op_, la_, lb_, lc_, lc_, pref_, kLtAlgorithms, res, &got);
+    if (st != CUBLAS_STATUS_SUCCESS || got == 0) {
+      variants_.push_back({"cuBLASLt", "heuristic", false,
+                           st != CUBLAS_STATUS_SUCCESS ? cublasGetStatusString(st) : "no algorithm for this shape", 0});
+      algos_.push_back({});
+      return;
+    }
+    for (int i = 0; i < got; ++i) {
+      int id = -1, tile = -1, stages = -1;
+      size_t written = 0;
+      cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof(id), &written);
+      cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile), &written);
+      cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof(stages),
+                                           &written);
+      KernelVariant v{"cuBLASLt",
+                      fmt::format("{} (algo {}, tile {}, stages {})",
+                                  i == 0 ? "heuristic" : fmt::format("returned #{}", i), id, tile, stages),
+                      true, "", static_cast<int64_t>(res[i].workspaceSize)};
+      algos_.push_back(res[i].algo);
+      const cublasStatus_t rs = lt_call(res[i].algo);
+      if (rs != CUBLAS_STATUS_SUCCESS) {
+        v.supported = false;
+        v.status = cublasGetStatusString(rs);
+      }
+      variants_.push_back(v);
+    }
+  }
+
+  CudaBackend& b_;
+  GemmProblem p_;
+  KernelPrecision precision_;
+  DType in_type_, out_type_;
+  Tensor a_, bm_, c_, ws_;
+  cublasHandle_t blas_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+  cublasLtMatmulDesc_t op_ = nullptr;
+  cublasLtMatrixLayout_t la_ = nullptr, lb_ = nullptr, lc_ = nullptr;
+  cublasLtMatmulPreference_t pref_ = nullptr;
+  std::vector<cublasLtMatmulAlgo_t> algos_;
+  std::vector<KernelVariant> variants_;
+  float fone_ = 1.0f, fzero_ = 0.0f;
+  int32_t ione_ = 1, izero_ = 0;
+};
+
+const char* fwd_algo_name(int a) {
+  static const char* const names[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING",
+                                      "WINOGRAD",      "WINOGRAD_NONFUSED"};
+  return a >= 0 && a < 8 ? names[a] : "?";
+}
+const char* bwd_data_algo_name(int a) {
+  static const char* const names[] = {"ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+  return a >= 0 && a < 6 ? names[a] : "?";
+}
+const char* bwd_filter_algo_name(int a) {
+  static const char* const names[] = {"ALGO_0",    "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED",
+                                      "FFT_TILING"};
+  return a >= 0 && a < 7 ? names[a] : "?";
+}
+
+class CudaConvCase final : public KernelCase {
+ public:
+  CudaConvCase(CudaBackend& b, const ConvProblem& p, ConvPass pass, KernelPrecision precision, Layout layout,
+               const KernelInputs& in)
+      : b_(b), p_(p), pass_(pass), dtype_(kernel_input_dtype(precision)), layout_(layout) {
+    b.context()->make_current();
+    const char* op = "bench conv";
+    const cudnnTensorFormat_t fmt = cuda::cudnn_format(layout);
+    CUDNN_CHECK(cudnnCreate(&dnn_));
+    CUDNN_CHECK(cudnnSetStream(dnn_, b.stream()));
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(xd_, fmt, cuda::cudnn_type(dtype_), cuda::to_int_dim(p.n, op),
+                                           cuda::to_int_dim(p.c, op), cuda::to_int_dim(p.h, op),
+                                           cuda::to_int_dim(p.w, op)));
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(yd_, fmt, cuda::cudnn_type(dtype_), cuda::to_int_dim(p.n, op),
+                                           cuda::to_int_dim(p.k, op), cuda::to_int_dim(p.out_h(), op),
+                                           cuda::to_int_dim(p.out_w(), op)));
+    CUDNN_CHECK(cudnnSetFilter4dDescriptor(wd_, cuda::cudnn_type(dtype_), fmt, cuda::to_int_dim(p.k, op),
+                                           cuda::to_int_dim(p.c, op), cuda::to_int_dim(p.r, op),
+                                           cuda::to_int_dim(p.s, op)));
+    CUDNN_CHECK(cudnnSetConvolution2dDescriptor(cd_, static_cast<int>(p.pad_h), static_cast<int>(p.pad_w),
+                                                static_cast<int>(p.stride_h), static_cast<int>(p.stride_w), 1, 1,
+                                                CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    // fp32: FMA math only, so no algorithm runs TF32 behind the name; tf32: cuDNN's default, which
+    // lets float convolutions use TF32 tensor cores; 16-bit: tensor cores, fp32 accumulation.
+    CUDNN_CHECK(cudnnSetConvolutionMathType(cd_, precision == KernelPrecision::FP32   ? CUDNN_FMA_MATH
+                                                 : precision == KernelPrecision::TF32 ? CUDNN_DEFAULT_MATH
+                                                                                      : CUDNN_TENSOR_OP_MATH));
+    auto upload = [&](const Shape& s, const std::vector<float>& v) {
+      return device_bytes(b, encode(v, dtype_, layout == Layout::NHWC ? nhwc_permutation(s) : std::vector<int64_t>{}));
+    };
+    auto empty = [&](const Shape& s) {
+      return b.alloc(Shape({s.numel() * static_cast<int64_t>(dtype_size(dtype_))}), DType::I8);
+    };
+    switch (pass) {
+      case ConvPass::Forward:
+        x_ = upload(p.x_shape(), in.first);
+        w_ = upload(p.w_shape(), in.second);
+        y_ = empty(p.y_shape());
+        break;
+      case ConvPass::BackwardData:
+        y_ = upload(p.y_shape(), in.first);
+        w_ = upload(p.w_shape(), in.second);
+        x_ = empty(p.x_shape());
+        break;
+      case ConvPass::BackwardFilter:
+        x_ = upload(p.x_shape(), in.first);
+        y_ = upload(p.y_shape(), in.second);
+        w_ = empty(p.w_shape());
+        break;
+    }
+    list_algorithms();
+  }
+  ~CudaConvCase() override {
+    if (dnn_) cudnnDestroy(dnn_);
+  }
+  const std::vector<KernelVariant>& variants() const override { return variants_; }
+  void run(size_t v) override {
+    const cudnnStatus_t st = call(algos_[v]);
+    if (st != CUDNN_STATUS_SUCCESS) cuda::fail(st, "bench conv: cuDNN convolution", __FILE__, __LINE__);
+  }
+  std::vector<float> output(size_t v) override {
+    const Tensor& out = this->out();
+    CUDA_CHECK(cudaMemsetAsync(out.raw(), 0, out.bytes(), b_.stream()));
+    run(v);
+    std::vector<char> host(out.bytes());
+    b_.download(out, host.data());
+    const Shape s = pass_ == ConvPass::Forward        ? p_.y_shape()
+                    : pass_ == ConvPass::BackwardData ? p_.x_shape()
+                                                      : p_.w_shape();
+    return decode(host, dtype_, layout_ == Layout::NHWC ? nhwc_permutation(s) : std::vector<int64_t>{});
+  }
+  int64_t operand_bytes() const override { return static_cast<int64_t>(x_.bytes() + w_.bytes() + y_.bytes()); }
+
+ private:
+  const Tensor& out() const { return pass_ == ConvPass::Forward ? y_ : pass_ == ConvPass::BackwardData ? x_ : w_; }
+  cudnnStatus_t workspace_size(int algo, size_t* bytes) const {
+    switch (pass_) {
+      case ConvPass::Forward:
+        return cudnnGetConvolutionForwardWorkspaceSize(dnn_, xd_, wd_, cd_, yd_,
+                                                       static_cast<cudnnConvolutionFwdAlgo_t>(algo), bytes);
+      case ConvPass::BackwardData:
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(dnn_, wd_, yd_, cd_, xd_,
+                                                            static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), bytes);
+      case ConvPass::BackwardFilter:
+        return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+            dnn_, xd_, yd_, cd_, wd_, static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), bytes);
+    }
+    return CUDNN_STATUS_BAD_PARAM;
+  }
+  cudnnStatus_t call(int algo) {
+    const float one = 1.0f, zero = 0.0f;
+    switch (pass_) {
+      case ConvPass::Forward:
+        return cudnnConvolutionForward(dnn_, &one, xd_, x_.raw(), wd_, w_.raw(), cd_,
+                                       static_cast<cudnnConvolutionFwdAlgo_t>(algo), ws_.raw(), ws_bytes_, &zero, yd_,
+                                       y_.raw());
+      case ConvPass::BackwardData:
+        return cudnnConvolutionBackwardData(dnn_, &one, wd_, w_.raw(), yd_, y_.raw(), cd_,
+                                            static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), ws_.raw(), ws_bytes_,
+                                            &zero, xd_, x_.raw());
+      case ConvPass::BackwardFilter:
+        return cudnnConvolutionBackwardFilter(dnn_, &one, xd_, x_.raw(), yd_, y_.raw(), cd_,
+                                              static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), ws_.raw(), ws_bytes_,
+                                              &zero, wd_, w_.raw());
+    }
+    return CUDNN_STATUS_BAD_PARAM;
+  }
+  // Every algorithm of the pass, in cuDNN's numbering. One workspace serves all: the largest any
+  // supported algorithm asks, up to half the free memory (an algorithm asking more is reported so).
+  void list_algorithms() {
+    const int count = pass_ == ConvPass::Forward        ? static_cast<int>(CUDNN_CONVOLUTION_FWD_ALGO_COUNT)
+                      : pass_ == ConvPass::BackwardData ? static_cast<int>(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT)
+                                                        : static_cast<int>(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
+    size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    const size_t limit = free_b / 2;
+    std::vector<size_t> sizes(static_cast<size_t>(count), 0);
+    for (int a = 0; a < count; ++a) {
+      const char* name = pass_ == ConvPass::Forward        ? fwd_algo_name(a)
+                         : pass_ == ConvPass::BackwardData ? bwd_data_algo_name(a)
+                                                           : bwd_filter_algo_name(a);
+      KernelVariant v{"cuDNN", name, true, "", 0};
+      const cudnnStatus_t st = workspace_size(a, &sizes[a]);
+      if (st != CUDNN_STATUS_SUCCESS) {
+        v.supported = false;
+        v.status = cudnnGetErrorString(st);
+      } else if (sizes[a] > limit) {
+        v.supported = false;
+        v.status = fmt::format("workspace {:.1f} GiB exceeds half the free memory", sizes[a] / 1073741824.0);
+      } else {
+        v.workspace_bytes = static_cast<int64_t>(sizes[a]);
+        ws_bytes_ = std::max(ws_bytes_, sizes[a]);
+      }
+      variants_.push_back(v);
+      algos_.push_back(a);
+    }
+    ws_ = b_.alloc(Shape({static_cast<int64_t>(std::max<size_t>(ws_bytes_, 1))}), DType::I8);
+    // A trial call of each: some refusals only come at the call (a shape an algorithm's kernels lack).
+    for (size_t i = 0; i < variants_.size(); ++i) {
+      if (!variants_[i].supported) continue;
+      const cudnnStatus_t st = call(algos_[i]);
+      if (st != CUDNN_STATUS_SUCCESS) {
+        variants_[i].supported = false;
+        variants_[i].status = cudnnGetErrorString(st);
+      }
+    }
+    CUDA_CHECK(cudaStreamSynchronize(b_.stream()));
+  }
+
+  CudaBackend& b_;
+  ConvProblem p_;
+  ConvPass pass_;
+  DType dtype_;
+  Layout layout_;
+  cudnnHandle_t dnn_ = nullptr;
+  cuda::TensorDesc xd_, yd_;
+  cuda::FilterDesc wd_;
+  cuda::ConvDesc cd_;
+  Tensor x_, w_, y_, ws_;
+  size_t ws_bytes_ = 0;
+  std::vector<int> algos_;
+  std::vector<KernelVariant> variants_;
+};
+
+class CudaKernelBench final : public KernelBench {
+ public:
+  explicit CudaKernelBench(CudaBackend& b) : b_(b) {}
+  std::unique_ptr<KernelCase> gemm(const GemmProblem& p, KernelPrecision precision,
+                                   const KernelInputs& inputs) override {
+    return std::make_unique<CudaGemmCase>(b_, p, precision, inputs);
+  }
+  std::unique_ptr<KernelCase> conv(const ConvProblem& p, ConvPass pass, KernelPrecision precision, Layout layout,
+                                   const KernelInputs& inputs) override {
+    if (precision == KernelPrecision::INT8)
+      throw_config(
+          "bench conv --precision int8: cuDNN's int8 convolutions take a fused graph (int8 inference "
+          "runs them; see cnnscale infer), not the legacy algorithms this benchmark compares");
+    return std::make_unique<CudaConvCase>(b_, p, pass, precision, layout, inputs);
+  }
+
+ private:
+  CudaBackend& b_;
+};
+
+}  // namespace
+
+std::unique_ptr<KernelBench> make_cuda_kernel_bench(Backend& backend) {
+  auto* cb = dynamic_cast<CudaBackend*>(&backend);
+  if (!cb) throw_runtime("kernel benchmarks: backend {} is not the CUDA backend", backend.name());
+  return std::make_unique<CudaKernelBench>(*cb);
+}
+
+}  // namespace cnnscale

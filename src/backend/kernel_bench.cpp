@@ -1,0 +1,84 @@
+// Names of the kernel benchmarks' formats and passes, and the choice of a backend's benchmark view:
+// the one file, beside the backend factory, that knows which implementations were built.
+#include "backend/kernel_bench.hpp"
+
+#include "backend/cpu/cpu_kernel_bench.hpp"
+#if CNNSCALE_HAVE_CUDA
+#include "backend/cuda/cuda_kernel_bench.hpp"
+#endif
+#include "core/error.hpp"
+
+namespace cnnscale {
+
+std::string kernel_precision_name(KernelPrecision p) {
+  switch (p) {
+    case KernelPrecision::FP32:
+      return "fp32";
+    case KernelPrecision::TF32:
+      return "tf32";
+    case KernelPrecision::BF16:
+      return "bf16";
+    case KernelPrecision::FP16:
+      return "fp16";
+    case KernelPrecision::INT8:
+      return "int8";
+  }
+  return "?";
+}
+
+KernelPrecision parse_kernel_precision(const std::string& s, const std::string& what) {
+  for (KernelPrecision p : {KernelPrecision::FP32, KernelPrecision::TF32, KernelPrecision::BF16, KernelPrecision::FP16,
+                            KernelPrecision::INT8})
+    if (s == kernel_precision_name(p)) return p;
+  throw_config("{} '{}': expected fp32, tf32, bf16, fp16 or int8", what, s);
+}
+
+DType kernel_input_dtype(KernelPrecision p) {
+  switch (p) {
+    case KernelPrecision::BF16:
+      return DType::BF16;
+    case KernelPrecision::FP16:
+      return DType::F16;
+    case KernelPrecision::INT8:
+      return DType::I8;
+    default:
+      return DType::F32;
+  }
+}
+
+DType kernel_output_dtype(KernelPrecision p) {
+  return p == KernelPrecision::INT8 ? DType::I32 : kernel_input_dtype(p);
+}
+
+double ConvProblem::flops() const {
+  return 2.0 * static_cast<double>(n) * static_cast<double>(k) * static_cast<double>(out_h()) *
+         static_cast<double>(out_w()) * static_cast<double>(c) * static_cast<double>(r) * static_cast<double>(s);
+}
+
+std::string conv_pass_name(ConvPass p) {
+  switch (p) {
+    case ConvPass::Forward:
+      return "fwd";
+    case ConvPass::BackwardData:
+      return "bwd_data";
+    case ConvPass::BackwardFilter:
+      return "bwd_filter";
+  }
+  return "?";
+}
+
+ConvPass parse_conv_pass(const std::string& s, const std::string& what) {
+  for (ConvPass p : {ConvPass::Forward, ConvPass::BackwardData, ConvPass::BackwardFilter})
+    if (s == conv_pass_name(p)) return p;
+  throw_config("{} '{}': expected fwd, bwd_data or bwd_filter", what, s);
+}
+
+std::unique_ptr<KernelBench> make_kernel_bench(Backend& backend) {
+  if (backend.name() == "cpu") return make_cpu_kernel_bench(backend);
+#if CNNSCALE_HAVE_CUDA
+  if (backend.name() == "cuda") return make_cuda_kernel_bench(backend);
+#endif
+  throw_runtime("kernel benchmarks: no benchmark view of the {} backend", backend.name());
+}
+
+}  // namespace cnnscale

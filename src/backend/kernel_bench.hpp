@@ -1,0 +1,96 @@
+// The kernels `cnnscale bench gemm|conv` times, as a backend offers them: for one problem, every
+// library variant the device has (cuBLAS, cuBLASLt's heuristic choice and each algorithm it returns;
+// each cuDNN convolution algorithm), runnable one at a time on the backend's stream. The timing,
+// energy and checking harness above (measure/kernel_bench_run) knows no library.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+
+namespace cnnscale {
+
+// The number formats a kernel benchmark runs in: the training precisions, and int8 (int8 operands,
+// int32 sums and output) for GEMMs, as DeepBench's inference sets.
+enum class KernelPrecision { FP32, TF32, BF16, FP16, INT8 };
+std::string kernel_precision_name(KernelPrecision p);
+KernelPrecision parse_kernel_precision(const std::string& s, const std::string& what = "--precision");
+// The storage type of operands (int8: I8 inputs; the output is I32) and of the output.
+DType kernel_input_dtype(KernelPrecision p);
+DType kernel_output_dtype(KernelPrecision p);
+
+// C (m x n) = op(A) op(B), column-major as cuBLAS and DeepBench write it: A is (m x k) or, with
+// trans_a, stored (k x m); B is (k x n) or, with trans_b, stored (n x k).
+struct GemmProblem {
+  int64_t m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;
+  double flops() const { return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k); }
+};
+
+// x (n, c, h, w) convolved with k filters (c, r, s): r rows (height) by s columns (width).
+struct ConvProblem {
+  int64_t n = 0, c = 0, h = 0, w = 0, k = 0, r = 0, s = 0;
+  int64_t pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1;
+  int64_t out_h() const { return (h + 2 * pad_h - r) / stride_h + 1; }
+  int64_t out_w() const { return (w + 2 * pad_w - s) / stride_w + 1; }
+  // Multiply-adds of one pass (the same for forward, backward-data and backward-filter), times 2.
+  double flops() const;
+  Shape x_shape() const { return Shape({n, c, h, w}); }
+  Shape w_shape() const { return Shape({k, c, r, s}); }
+  Shape y_shape() const { return Shape({n, k, out_h(), out_w()}); }
+};
+
+enum class ConvPass { Forward, BackwardData, BackwardFilter };
+std::string conv_pass_name(ConvPass p);  // "fwd", "bwd_data", "bwd_filter"
+ConvPass parse_conv_pass(const std::string& s, const std::string& what = "--pass");
+
+// One way the device can compute a problem. A variant the library refuses for this shape stays in
+// the list, unsupported, with the library's status: a benchmark reports it rather than hides it.
+struct KernelVariant {
+  std::string library;    // "cuBLAS", "cuBLASLt", "cuDNN", "OpenBLAS"
+  std::string algorithm;  // "default", "heuristic", "algo 3 (tile 15, stages 8)", "IMPLICIT_PRECOMP_GEMM"
+  bool supported = true;
+  std::string status;  // why not, when unsupported
+  int64_t workspace_bytes = 0;
+};
+
+// One problem prepared on a device: its operands allocated, filled from the host values given, and
+// its variants listed. run() enqueues one call; output() runs one call and returns the result.
+class KernelCase {
+ public:
+  virtual ~KernelCase() = default;
+  virtual const std::vector<KernelVariant>& variants() const = 0;
+  virtual void run(size_t variant) = 0;
+  // The result of one call of `variant`, as floats in the problem's logical order (C column-major;
+  // a convolution's output tensor in NCHW order, whatever its memory order on the device).
+  virtual std::vector<float> output(size_t variant) = 0;
+  // Bytes of the operands on the device (inputs and output), without any workspace.
+  virtual int64_t operand_bytes() const = 0;
+};
+
+// The inputs a case is made from, as floats already representable in the input type (rounded by
+// the caller), in logical order: GEMM a and b as stored (column-major, after any transposition);
+// a convolution's two inputs of its pass (forward: x, w; backward-data: dy, w; backward-filter: x, dy),
+// NCHW / KCRS order.
+struct KernelInputs {
+  std::vector<float> first, second;
+};
+
+class KernelBench {
+ public:
+  virtual ~KernelBench() = default;
+  // The variants offered, how this backend names them, and what it cannot do, as ConfigError
+  // naming the problem (e.g. an int8 convolution, a precision the CPU backend lacks).
+  virtual std::unique_ptr<KernelCase> gemm(const GemmProblem& p, KernelPrecision precision,
+                                           const KernelInputs& inputs) = 0;
+  virtual std::unique_ptr<KernelCase> conv(const ConvProblem& p, ConvPass pass, KernelPrecision precision,
+                                           Layout layout, const KernelInputs& inputs) = 0;
+};
+
+// The benchmark view of `backend` (CPU: OpenBLAS and im2col; CUDA: cuBLAS, cuBLASLt, cuDNN). The
+// backend must outlive it.
+std::unique_ptr<KernelBench> make_kernel_bench(Backend& backend);
+
+}  // namespace cnnscale

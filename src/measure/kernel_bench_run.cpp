@@ -1,0 +1,241 @@
+// Inputs, references, tolerances, timing and power windows of the kernel benchmarks.
+#include "measure/kernel_bench_run.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/error.hpp"
+#include "core/half.hpp"
+#include "core/rng.hpp"
+
+namespace cnnscale::measure {
+
+namespace {
+
+std::vector<float> draw(int64_t n, KernelPrecision precision, uint64_t seed, uint64_t stream) {
+  std::vector<float> v(static_cast<size_t>(n));
+  const DType t = kernel_input_dtype(precision);
+  for (int64_t i = 0; i < n; ++i) {
+    const float u = counter_uniform(seed, stream, static_cast<uint64_t>(i));
+    v[static_cast<size_t>(i)] = t == DType::I8 ? std::floor(u * 17.0f) - 8.0f : round_to(t, 2.0f * u - 1.0f);
+  }
+  return v;
+}
+
+}  // namespace
+
+KernelInputs gemm_inputs(const GemmProblem& p, KernelPrecision precision, uint64_t seed) {
+  return {draw(p.m * p.k, precision, seed, 1), draw(p.k * p.n, precision, seed, 2)};
+}
+
+KernelInputs conv_inputs(const ConvProblem& p, ConvPass pass, KernelPrecision precision, uint64_t seed) {
+  const int64_t nx = p.x_shape().numel(), nw = p.w_shape().numel(), ny = p.y_shape().numel();
+  switch (pass) {
+    case ConvPass::Forward:
+      return {draw(nx, precision, seed, 1), draw(nw, precision, seed, 2)};
+    case ConvPass::BackwardData:
+      return {draw(ny, precision, seed, 3), draw(nw, precision, seed, 2)};
+    case ConvPass::BackwardFilter:
+      return {draw(nx, precision, seed, 1), draw(ny, precision, seed, 3)};
+  }
+  return {};
+}
+
+Reference gemm_reference(const GemmProblem& p, const KernelInputs& in) {
+  Reference r{std::vector<double>(static_cast<size_t>(p.m * p.n)), std::vector<double>(static_cast<size_t>(p.m * p.n))};
+  const int64_t lda = p.trans_a ? p.k : p.m, ldb = p.trans_b ? p.n : p.k;
+  for (int64_t j = 0; j < p.n; ++j)
+    for (int64_t i = 0; i < p.m; ++i) {
+      double s = 0, mag = 0;
+      for (int64_t l = 0; l < p.k; ++l) {
+        const double a = in.first[static_cast<size_t>(p.trans_a ? i * lda + l : l * lda + i)];
+        const double b = in.second[static_cast<size_t>(p.trans_b ? l * ldb + j : j * ldb + l)];
+        s += a * b;
+        mag += std::fabs(a * b);
+      }
+      r.value[static_cast<size_t>(j * p.m + i)] = s;
+      r.magnitude[static_cast<size_t>(j * p.m + i)] = mag;
+    }
+  return r;
+}
+
+// One loop over every (output pixel, filter tap, channel) term; each pass adds the term to its own
+// output: y[n,k,p,q] (forward), dx[n,c,h,w] (backward-data), dw[k,c,r,s] (backward-filter).
+Reference conv_reference(const ConvProblem& p, ConvPass pass, const KernelInputs& in) {
+  const int64_t P = p.out_h(), Q = p.out_w();
+  const int64_t out_n = pass == ConvPass::Forward        ? p.y_shape().numel()
+                        : pass == ConvPass::BackwardData ? p.x_shape().numel()
+                                                         : p.w_shape().numel();
+  Reference r{std::vector<double>(static_cast<size_t>(out_n)), std::vector<double>(static_cast<size_t>(out_n))};
+  const std::vector<float>& x = pass == ConvPass::BackwardData ? in.second : in.first;    // unused for bwd_data
+  const std::vector<float>& w = pass == ConvPass::BackwardFilter ? in.first : in.second;  // unused for bwd_filter
+  const std::vector<float>& dy = pass == ConvPass::BackwardData ? in.first : in.second;   // unused for fwd
+  for (int64_t n = 0; n < p.n; ++n)
+    for (int64_t k = 0; k < p.k; ++k)
+      for (int64_t op = 0; op < P; ++op)
+        for (int64_t oq = 0; oq < Q; ++oq)
+          for (int64_t c = 0; c < p.c; ++c)
+            for (int64_t fr = 0; fr < p.r; ++fr) {
+              const int64_t ih = op * p.stride_h - p.pad_h + fr;
+              if (ih < 0 || ih >= p.h) continue;
+              for (int64_t fs = 0; fs < p.s; ++fs) {
+                const int64_t iw = oq * p.stride_w - p.pad_w + fs;
+                if (iw < 0 || iw >= p.w) continue;
+                const size_t xi = static_cast<size_t>(((n * p.c + c) * p.h + ih) * p.w + iw);
+                const size_t wi = static_cast<size_t>(((k * p.c + c) * p.r + fr) * p.s + fs);
+                const size_t yi = static_cast<size_t>(((n * p.k + k) * P + op) * Q + oq);
+                double t = 0;
+                size_t o = 0;
+                switch (pass) {
+                  case ConvPass::Forward:
+                    t = double(x[xi]) * w[wi];
+                    o = yi;
+                    break;
+                  case ConvPass::BackwardData:
+                    t = double(dy[yi]) * w[wi];
+                    o = xi;
+                    break;
+                  case ConvPass::BackwardFilter:
+                    t = double(x[xi]) * dy[yi];
+                    o = wi;
+                    break;
+                }
+                r.value[o] += t;
+                r.magnitude[o] += std::fabs(t);
+              }
+            }
+  return r;
+}
+
+double normalized_error(const std::vector<float>& out, const Reference& ref) {
+  if (out.size() != ref.value.size())
+    throw_runtime("bench --check: {} output values against a reference of {}", out.size(), ref.value.size());
+  double worst = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const double err = std::fabs(static_cast<double>(out[i]) - ref.value[i]);
+    // An element no term reached (a padding-only input pixel) must come out exactly 0.
+    const double scale = std::max(ref.magnitude[i], std::numeric_limits<double>::min());
+    if (!std::isfinite(static_cast<double>(out[i]))) return std::numeric_limits<double>::infinity();
+    worst = std::max(worst, err / scale);
+  }
+  return worst;
+}
+
+// The inputs are exact in their format (the caller rounded them), so a correct kernel's error comes
+// from three places, each bounded relative to S = sum |terms| of the element:
+//  - operands rounded inside the math: TF32 keeps 10 of fp32's 23 mantissa bits, each of the two
+//    factors off by at most 2^-11 relatively, so a term by 2 * 2^-11 = 2^-10 (other formats: exact
+//    products; bf16 x bf16 and fp16 x fp16 fit fp32's 24 bits);
+//  - fp32 accumulation of `terms` terms in any order: at most terms * 2^-24 (the worst-case bound
+//    of recursive summation; blocked and tree sums do better);
+//  - the output rounded to its format: half an ulp, 2^-24 (fp32), 2^-8 (bf16), 2^-11 (fp16), of a
+//    value no larger than S.
+// int8: int32 sums of integers are exact, so the tolerance is 0. Transform-based algorithms (FFT,
+// Winograd) round inside their transforms and are not covered by this bound: one that exceeds it is
+// reported as disagreeing, which is the finding a user wants to see.
+double check_tolerance(KernelPrecision precision, int64_t terms) {
+  const double acc = static_cast<double>(terms) * std::ldexp(1.0, -24);
+  switch (precision) {
+    case KernelPrecision::INT8:
+      return 0.0;
+    case KernelPrecision::FP32:
+      return acc + std::ldexp(1.0, -24);
+    case KernelPrecision::TF32:
+      return std::ldexp(1.0, -10) + acc + std::ldexp(1.0, -24);
+    case KernelPrecision::BF16:
+      return acc + std::ldexp(1.0, -8);
+    case KernelPrecision::FP16:
+      return acc + std::ldexp(1.0, -11);
+  }
+  return 0.0;
+}
+
+TimingStats timing_stats(std::vector<double> repeat_ms, int64_t calls) {
+  if (repeat_ms.empty() || calls < 1) throw_runtime("timing_stats: no repeats");
+  for (double& v : repeat_ms) v /= static_cast<double>(calls);
+  std::sort(repeat_ms.begin(), repeat_ms.end());
+  const size_t n = repeat_ms.size();
+  TimingStats s;
+  s.median_ms = n % 2 ? repeat_ms[n / 2] : 0.5 * (repeat_ms[n / 2 - 1] + repeat_ms[n / 2]);
+  s.min_ms = repeat_ms.front();
+  s.max_ms = repeat_ms.back();
+  s.repeats = static_cast<int>(n);
+  s.calls_per_repeat = calls;
+  return s;
+}
+
+int64_t calls_per_repeat(double first_call_ms, const TimingOptions& o) {
+  if (!(first_call_ms > 0)) return o.max_calls_per_repeat;
+  const double c = std::ceil(o.min_repeat_ms / first_call_ms);
+  return static_cast<int64_t>(std::clamp(c, 1.0, static_cast<double>(o.max_calls_per_repeat)));
+}
+
+TimingStats time_calls(Backend& backend, const std::function<void()>& call, const TimingOptions& o) {
+  for (int i = 0; i < o.warmup_calls; ++i) call();
+  auto timed = [&](int64_t calls) {
+    auto a = backend.record_timing_event();
+    for (int64_t i = 0; i < calls; ++i) call();
+    auto b = backend.record_timing_event();
+    backend.synchronize();
+    return backend.elapsed_ms(*a, *b);
+  };
+  const int64_t calls = calls_per_repeat(timed(1), o);
+  std::vector<double> ms;
+  for (int r = 0; r < o.repeats; ++r) ms.push_back(timed(calls));
+  return timing_stats(std::move(ms), calls);
+}
+
+PowerWindow measure_power_window(const PowerWindowHooks& h, double seconds_per_call, double window_seconds,
+                                 double lead_seconds, double update_timeout_seconds, double poll_seconds) {
+  PowerWindow w;
+  if (!h.counter_joules || !h.counter_joules()) {
+    w.method = "no energy counter readable";
+    return w;
+  }
+  const double per_call = std::max(seconds_per_call, 1e-7);
+  double queued_until = h.now_seconds();  // when the enqueued calls will have run, as estimated
+  auto keep_busy = [&] {
+    const double now = h.now_seconds();
+    if (queued_until < now) queued_until = now;
+    if (queued_until - now >= lead_seconds) return;
+    const int64_t n = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(lead_seconds / per_call)));
+    h.enqueue(n);
+    w.calls += n;
+    queued_until += static_cast<double>(n) * per_call;
+  };
+  // Waits, feeding the device, for the first update of the counter at or after `not_before` (from
+  // `last`, the value last seen); the time and value of that update.
+  auto next_update = [&](double last, double not_before) -> std::optional<std::pair<double, double>> {
+    const double give_up = std::max(h.now_seconds(), not_before) + update_timeout_seconds;
+    for (;;) {
+      keep_busy();
+      const double t = h.now_seconds();
+      const std::optional<double> e = h.counter_joules();
+      if (!e) return std::nullopt;
+      if (*e != last) {
+        if (t >= not_before) return std::make_pair(t, *e);
+        last = *e;
+      }
+      if (t > give_up) return std::nullopt;
+      h.sleep_seconds(poll_seconds);
+    }
+  };
+  keep_busy();
+  std::optional<std::pair<double, double>> begin = next_update(*h.counter_joules(), 0);
+  // The first update only starts the window; the device is already busy with the calls queued.
+  std::optional<std::pair<double, double>> end;
+  if (begin) end = next_update(begin->second, begin->first + window_seconds);
+  h.drain();
+  if (!begin || !end) {
+    w.method = "the energy counter did not update within the window";
+    return w;
+  }
+  w.seconds = end->first - begin->first;
+  w.joules = end->second - begin->second;
+  if (w.seconds > 0 && w.joules >= 0) w.watts = w.joules / w.seconds;
+  w.method = "mean power between two updates of the energy counter, the device busy with back-to-back calls";
+  return w;
+}
+
+}  // namespace cnnscale::measure

@@ -1,0 +1,182 @@
+// Running a kernel benchmark over a problem list.
+#include "measure/kernel_bench_suite.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <map>
+#include <thread>
+
+#include "measure/bench_shapes.hpp"
+
+namespace cnnscale::measure {
+
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+PowerWindow power_of(Backend& backend, KernelCase& c, size_t v, double seconds_per_call, const KernelBenchOptions& o) {
+  PowerWindowHooks h;
+  h.counter_joules = o.counter_joules;
+  h.enqueue = [&](int64_t n) {
+    for (int64_t i = 0; i < n; ++i) c.run(v);
+  };
+  h.now_seconds = now_seconds;
+  h.sleep_seconds = [](double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); };
+  h.drain = [&] { backend.synchronize(); };
+  return measure_power_window(h, seconds_per_call, o.energy_window_seconds);
+}
+
+// Times (and measures, and checks) every variant of one prepared case, appending its rows.
+void run_case(Backend& backend, KernelCase& c, KernelBenchRow base, const Reference* ref, int64_t terms,
+              const KernelBenchOptions& o, double peak, std::string* energy_method, std::vector<KernelBenchRow>& rows) {
+  const auto& variants = c.variants();
+  for (size_t v = 0; v < variants.size(); ++v) {
+    KernelBenchRow row = base;
+    row.library = variants[v].library;
+    row.algorithm = variants[v].algorithm;
+    row.supported = variants[v].supported;
+    row.status = variants[v].status;
+    row.workspace_bytes = variants[v].workspace_bytes;
+    row.memory_bytes = c.operand_bytes() + variants[v].workspace_bytes;
+    if (row.supported) {
+      row.timing = time_calls(
+          backend, [&] { c.run(v); }, o.timing);
+      row.tflops = row.flops / (row.timing.median_ms * 1e-3) / 1e12;
+      if (peak > 0) row.peak_fraction = row.tflops / peak;
+      if (o.energy_window_seconds > 0 && o.counter_joules) {
+        const PowerWindow w = power_of(backend, c, v, row.timing.median_ms * 1e-3, o);
+        row.watts = w.watts;
+        if (w.watts) row.joules_per_call = *w.watts * row.timing.median_ms * 1e-3;
+        if (energy_method->empty() || w.watts) *energy_method = w.method;
+      }
+      if (o.check) {
+        if (ref) {
+          row.check_error = normalized_error(c.output(v), *ref);
+          row.check_tolerance = check_tolerance(o.precision, terms);
+          row.check = *row.check_error <= row.check_tolerance ? "ok" : "MISMATCH";
+        } else {
+          row.check = fmt::format("not checked ({:.3g} MACs > --check-max-macs)", row.flops / 2);
+        }
+      }
+    }
+    rows.push_back(std::move(row));
+  }
+}
+
+// The peak: the fastest variant of an n x n x n GEMM in the run's format, on the same device.
+double measure_peak(Backend& backend, KernelBench& bench, const KernelBenchOptions& o, std::string* method) {
+  if (o.peak_n <= 0) return 0;
+  GemmProblem p{o.peak_n, o.peak_n, o.peak_n, false, false};
+  std::unique_ptr<KernelCase> c = bench.gemm(p, o.precision, gemm_inputs(p, o.precision, o.seed));
+  double best = 0;
+  std::string how;
+  for (size_t v = 0; v < c->variants().size(); ++v) {
+    if (!c->variants()[v].supported) continue;
+    const TimingStats t = time_calls(
+        backend, [&] { c->run(v); }, o.timing);
+    const double tflops = p.flops() / (t.median_ms * 1e-3) / 1e12;
+    if (tflops > best) {
+      best = tflops;
+      how = c->variants()[v].library + " " + c->variants()[v].algorithm;
+    }
+  }
+  *method = fmt::format("fastest variant ({}) of a {}^3 {} GEMM on this device, median of {} repeats", how, o.peak_n,
+                        kernel_precision_name(o.precision), o.timing.repeats);
+  return best;
+}
+
+KernelBenchResult start(Backend& backend, const std::string& kind, const KernelBenchOptions& o) {
+  KernelBenchResult r;
+  r.kind = kind;
+  r.device = backend.description();
+  r.precision = kernel_precision_name(o.precision);
+  r.layout = layout_name(o.layout);
+  r.energy_window_seconds = o.energy_window_seconds;
+  r.checked = o.check;
+  r.sweep_axis = o.sweep_axis;
+  if (o.energy_window_seconds <= 0)
+    r.energy_method = "not measured (--energy-window 0)";
+  else if (!o.counter_joules)
+    r.energy_method = "not measured: no energy counter on this device";
+  return r;
+}
+
+}  // namespace
+
+GemmProblem pad_for_int8(const GemmProblem& p) {
+  auto up = [](int64_t v) { return (v + 3) / 4 * 4; };
+  return {up(p.m), up(p.n), up(p.k), p.trans_a, p.trans_b};
+}
+
+void mark_best(std::vector<KernelBenchRow>& rows) {
+  std::map<std::pair<int64_t, std::string>, std::pair<KernelBenchRow*, KernelBenchRow*>> best;
+  for (KernelBenchRow& r : rows) {
+    if (!r.supported || r.timing.repeats == 0) continue;
+    auto& [fast, frugal] = best[{r.problem, r.pass}];
+    if (!fast || r.timing.median_ms < fast->timing.median_ms) fast = &r;
+    if (r.joules_per_call && (!frugal || *r.joules_per_call < *frugal->joules_per_call)) frugal = &r;
+  }
+  for (auto& [key, b] : best) {
+    if (b.first) b.first->fastest = true;
+    if (b.second) b.second->lowest_energy = true;
+  }
+}
+
+KernelBenchResult run_gemm_bench(Backend& backend, KernelBench& bench, const std::vector<GemmProblem>& problems,
+                                 const KernelBenchOptions& o) {
+  KernelBenchResult r = start(backend, "gemm", o);
+  r.peak_tflops = measure_peak(backend, bench, o, &r.peak_method);
+  for (size_t i = 0; i < problems.size(); ++i) {
+    const GemmProblem p = o.precision == KernelPrecision::INT8 ? pad_for_int8(problems[i]) : problems[i];
+    KernelBenchRow base;
+    base.problem = static_cast<int64_t>(i);
+    base.gemm = p;
+    base.label = gemm_label(p);
+    if (p.m != problems[i].m || p.n != problems[i].n || p.k != problems[i].k)
+      base.padded_from = gemm_label(problems[i]);
+    base.flops = p.flops();
+    if (o.progress) o.progress(fmt::format("gemm {}/{}: {}", i + 1, problems.size(), base.label));
+    const KernelInputs in = gemm_inputs(p, o.precision, o.seed);
+    std::unique_ptr<KernelCase> c = bench.gemm(p, o.precision, in);
+    std::optional<Reference> ref;
+    if (o.check && p.flops() / 2 <= o.check_max_macs) ref = gemm_reference(p, in);
+    run_case(backend, *c, base, ref ? &*ref : nullptr, p.k, o, r.peak_tflops, &r.energy_method, r.rows);
+  }
+  mark_best(r.rows);
+  return r;
+}
+
+KernelBenchResult run_conv_bench(Backend& backend, KernelBench& bench, const std::vector<ConvProblem>& problems,
+                                 const KernelBenchOptions& o) {
+  KernelBenchResult r = start(backend, "conv", o);
+  r.peak_tflops = measure_peak(backend, bench, o, &r.peak_method);
+  for (size_t i = 0; i < problems.size(); ++i) {
+    const ConvProblem& p = problems[i];
+    for (ConvPass pass : o.passes) {
+      KernelBenchRow base;
+      base.problem = static_cast<int64_t>(i);
+      base.conv = p;
+      base.label = conv_label(p);
+      base.pass = conv_pass_name(pass);
+      if (!o.sweep_axis.empty()) base.sweep_value = sweep_value(o.sweep_axis, p);
+      base.flops = p.flops();
+      if (o.progress) o.progress(fmt::format("conv {}/{} {}: {}", i + 1, problems.size(), base.pass, base.label));
+      const KernelInputs in = conv_inputs(p, pass, o.precision, o.seed);
+      std::unique_ptr<KernelCase> c = bench.conv(p, pass, o.precision, o.layout, in);
+      std::optional<Reference> ref;
+      if (o.check && p.flops() / 2 <= o.check_max_macs) ref = conv_reference(p, pass, in);
+      // Terms per output element: fwd c*r*s; bwd_data at most k*r*s; bwd_filter n*p*q.
+      const int64_t terms = pass == ConvPass::Forward        ? p.c * p.r * p.s
+                            : pass == ConvPass::BackwardData ? p.k * p.r * p.s
+                                                             : p.n * p.out_h() * p.out_w();
+      run_case(backend, *c, base, ref ? &*ref : nullptr, terms, o, r.peak_tflops, &r.energy_method, r.rows);
+    }
+  }
+  mark_best(r.rows);
+  return r;
+}
+
+}  // namespace cnnscale::measure

@@ -1,0 +1,79 @@
+// A kernel benchmark over a problem list: every variant of every problem timed (and its power
+// read, and its output checked, when asked), the fastest and the lowest-energy variant of each
+// problem marked, and TFLOP/s set against a peak measured first on the same device and format.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/kernel_bench.hpp"
+#include "measure/kernel_bench_run.hpp"
+
+namespace cnnscale::measure {
+
+struct KernelBenchOptions {
+  KernelPrecision precision = KernelPrecision::FP32;
+  Layout layout = Layout::NCHW;  // convolutions
+  std::vector<ConvPass> passes{ConvPass::Forward, ConvPass::BackwardData, ConvPass::BackwardFilter};
+  uint64_t seed = 1;
+  TimingOptions timing;
+  double energy_window_seconds = 0;                       // 0: no power windows
+  std::function<std::optional<double>()> counter_joules;  // the device's cumulative energy counter
+  std::string counter_name;
+  bool check = false;
+  double check_max_macs = 2e8;  // larger problems are not checked: the host reference would take minutes
+  int64_t peak_n = 0;           // square GEMM of the peak (0: none measured)
+  std::function<void(const std::string&)> progress;
+  std::string sweep_axis;  // conv problems from a sweep: rows record the axis and its value
+};
+
+struct KernelBenchRow {
+  int64_t problem = 0;      // index in the list
+  std::string label;        // the problem as tables show it
+  std::string pass;         // conv: fwd, bwd_data, bwd_filter; gemm: ""
+  int64_t sweep_value = 0;  // the swept axis' value (a sweep's rows only)
+  GemmProblem gemm;         // as computed (int8: padded)
+  std::string padded_from;  // int8 GEMM: the listed shape when padding changed it
+  ConvProblem conv;
+  std::string library, algorithm;
+  bool supported = true;
+  std::string status;
+  int64_t workspace_bytes = 0;
+  int64_t memory_bytes = 0;  // operands + workspace: the call's device memory
+  double flops = 0;
+  TimingStats timing;
+  double tflops = 0, peak_fraction = 0;
+  std::optional<double> watts, joules_per_call;
+  std::optional<double> check_error;
+  double check_tolerance = 0;
+  std::string check;  // "ok", "MISMATCH", "not checked (...)", "" without --check
+  bool fastest = false, lowest_energy = false;
+};
+
+struct KernelBenchResult {
+  std::string kind;    // "gemm" or "conv"
+  std::string device;  // the backend's description
+  std::string precision, layout;
+  double peak_tflops = 0;  // 0: not measured
+  std::string peak_method;
+  std::string energy_method;
+  double energy_window_seconds = 0;
+  bool checked = false;
+  std::string sweep_axis;  // "" unless the problems are a sweep
+  std::vector<KernelBenchRow> rows;
+};
+
+// DeepBench's int8 rule: every dimension rounded up to a multiple of 4.
+GemmProblem pad_for_int8(const GemmProblem& p);
+
+KernelBenchResult run_gemm_bench(Backend& backend, KernelBench& bench, const std::vector<GemmProblem>& problems,
+                                 const KernelBenchOptions& o);
+KernelBenchResult run_conv_bench(Backend& backend, KernelBench& bench, const std::vector<ConvProblem>& problems,
+                                 const KernelBenchOptions& o);
+
+// Marks, among the supported rows of each (problem, pass), the fastest and the lowest-energy one.
+void mark_best(std::vector<KernelBenchRow>& rows);
+
+}  // namespace cnnscale::measure

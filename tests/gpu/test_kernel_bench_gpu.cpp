@@ -1,0 +1,97 @@
+// `bench gemm|conv` on a GPU: every variant cuBLAS, cuBLASLt and cuDNN run for small problems is
+// checked against the double-precision host reference in every precision (a transform-based cuDNN
+// algorithm beyond the accumulation bound is printed as a finding, the rest must agree), channels-
+// last included, and a GEMM's power window reads a plausible figure from NVML.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "backend/cuda/cuda_entry.hpp"
+#include "cpu/cli_runner.hpp"
+
+namespace cnnscale::testing {
+namespace {
+
+nlohmann::json bench_json(const std::vector<std::string>& args) {
+  std::vector<std::string> full = {"bench"};
+  full.insert(full.end(), args.begin(), args.end());
+  for (const char* a : {"--device", "gpu", "--json", "--quiet", "--no-results", "--repeats", "3"}) full.push_back(a);
+  CliResult r = run_cnnscale(full);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+}
+
+bool transform_algorithm(const std::string& algo) {
+  return algo.find("FFT") != std::string::npos || algo.find("WINOGRAD") != std::string::npos;
+}
+
+TEST(KernelBenchGpu, GemmVariantsAgreeWithTheReferenceInEveryPrecision) {
+  if (cuda_backend_device_count() < 1) GTEST_SKIP() << "no usable GPU";
+  for (const char* precision : {"fp32", "tf32", "bf16", "fp16", "int8"}) {
+    const nlohmann::json j = bench_json({"gemm", "--shapes", "tests/data/bench/gemm-small.csv", "--precision",
+                                         precision, "--check", "--energy-window", "0", "--no-peak"});
+    ASSERT_TRUE(j.contains("rows")) << precision;
+    int supported = 0;
+    for (const auto& row : j["rows"]) {
+      if (!row["supported"].get<bool>()) continue;
+      ++supported;
+      EXPECT_EQ(row["check"], "ok") << precision << ": " << row.dump();
+    }
+    // Every problem has at least cuBLASLt's heuristic choice (int8: padded to multiples of 4).
+    EXPECT_GE(supported, 4) << precision;
+    std::printf("[bench gemm %s] %d variant(s) ran and agree\n", precision, supported);
+  }
+}
+
+TEST(KernelBenchGpu, ConvAlgorithmsAgreeWithTheReference) {
+  if (cuda_backend_device_count() < 1) GTEST_SKIP() << "no usable GPU";
+  // An odd shape (unequal strides and padding) and a 3x3 one that Winograd and FFT take.
+  for (const char* shape : {"9,8,3,2,4,3,2,1,0,1,2", "14,14,16,2,16,3,3,1,1,1,1"}) {
+    for (const auto& [precision, layout] :
+         {std::pair{"fp32", "nchw"}, {"tf32", "nchw"}, {"bf16", "nhwc"}, {"fp16", "nhwc"}, {"fp16", "nchw"}}) {
+      const nlohmann::json j = bench_json({"conv", "--shape", shape, "--precision", precision, "--layout", layout,
+                                           "--check", "--energy-window", "0", "--no-peak"});
+      ASSERT_TRUE(j.contains("rows")) << shape << " " << precision;
+      std::map<std::string, int> agreeing;
+      for (const auto& row : j["rows"]) {
+        if (!row["supported"].get<bool>()) continue;
+        const std::string algo = row["algorithm"];
+        if (row["check"] == "ok") {
+          ++agreeing[row["pass"]];
+        } else if (transform_algorithm(algo)) {
+          std::printf("[finding] %s %s %s %s %s: error %.3g > bound %.3g\n", shape, precision, layout,
+                      row["pass"].get<std::string>().c_str(), algo.c_str(), row["check_error"].get<double>(),
+                      row["check_tolerance"].get<double>());
+        } else {
+          ADD_FAILURE() << shape << " " << precision << " " << layout << ": " << row.dump();
+        }
+      }
+      for (const char* pass : {"fwd", "bwd_data", "bwd_filter"})
+        EXPECT_GE(agreeing[pass], 1) << shape << " " << precision << " " << layout << " " << pass;
+    }
+  }
+}
+
+TEST(KernelBenchGpu, PowerWindowReadsTheBusyGpu) {
+  if (cuda_backend_device_count() < 1) GTEST_SKIP() << "no usable GPU";
+  const nlohmann::json j =
+      bench_json({"gemm", "--shape", "4096,4096,4096", "--precision", "bf16", "--energy-window", "0.3"});
+  ASSERT_TRUE(j.contains("rows"));
+  EXPECT_NE(j["energy_method"].get<std::string>().find("NVML"), std::string::npos) << j["energy_method"];
+  EXPECT_GT(j["peak_tflops"].get<double>(), 50.0);  // a bf16 tensor-core GEMM on any datacenter GPU
+  for (const auto& row : j["rows"]) {
+    if (!row["supported"].get<bool>()) continue;
+    ASSERT_FALSE(row["watts"].is_null()) << row.dump();
+    // Between idle and far past any GPU's power limit: a wrong unit or window would land outside.
+    EXPECT_GT(row["watts"].get<double>(), 50.0) << row.dump();
+    EXPECT_LT(row["watts"].get<double>(), 1500.0) << row.dump();
+    EXPECT_NEAR(row["joules_per_call"].get<double>(),
+                row["watts"].get<double>() * row["median_ms"].get<double>() * 1e-3, 1e-9);
+  }
+}
+
+}  // namespace
+}  // namespace cnnscale::testing
