@@ -46,6 +46,7 @@ struct KernelBenchArgs {
   int warmup = 3, repeats = 10;
   double min_repeat_ms = 2.0;
   double energy_window = -1;  // -1: the device's default
+  double energy_settle = 0.5;
   bool check = false;
   double check_max_macs = 2e8;
   bool no_peak = false;
@@ -63,12 +64,14 @@ std::string host_name() {
 
 // The device's cumulative energy counter in joules: NVML on a GPU, RAPL package energy on the CPU
 // (often root-only; then none).
-std::function<std::optional<double>()> energy_counter(const Backend& backend, std::string* name) {
+std::function<std::optional<double>()> energy_counter(const Backend& backend, std::string* name,
+                                                      std::optional<double>* power_limit) {
   const Device d = backend.device();
   if (!d.is_cpu()) {
     std::shared_ptr<measure::GpuPowerReader> reader =
         measure::open_gpu_power_reader(gpu_uuid(d.index), static_cast<unsigned>(d.index));
     if (!reader->available()) return nullptr;
+    *power_limit = reader->power_limit_w();
     *name = "NVML total energy counter (nvmlDeviceGetTotalEnergyConsumption, mJ)";
     return [reader]() -> std::optional<double> {
       const std::optional<std::uint64_t> mj = reader->energy_mj();
@@ -136,9 +139,12 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
       make_backend(a.device, 0, precision == KernelPrecision::TF32 ? Precision::TF32 : Precision::FP32);
   std::unique_ptr<KernelBench> bench = make_kernel_bench(*backend);
   const bool on_gpu = !backend->device().is_cpu();
-  // GPU: a quarter of a second between counter updates reads NVML's ~100 ms refresh to about 1 %.
-  o.energy_window_seconds = a.energy_window >= 0 ? a.energy_window : on_gpu ? 0.25 : 0.0;
-  if (o.energy_window_seconds > 0) o.counter_joules = energy_counter(*backend, &o.counter_name);
+  // GPU: half a second between counter updates holds about five of NVML's ~100 ms refreshes, after
+  // half a second of calls for the power controller to pull a burst back to its limit.
+  o.energy_window_seconds = a.energy_window >= 0 ? a.energy_window : on_gpu ? 0.5 : 0.0;
+  o.energy_settle_seconds = a.energy_settle;
+  std::optional<double> power_limit;
+  if (o.energy_window_seconds > 0) o.counter_joules = energy_counter(*backend, &o.counter_name, &power_limit);
   o.peak_n = a.no_peak ? 0 : on_gpu ? 8192 : 512;
   if (!a.quiet) o.progress = [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
 
@@ -213,8 +219,12 @@ void register_one(CLI::App& bench, const std::string& kind) {
       ->capture_default_str();
   cmd->add_option("--energy-window", a->energy_window,
                   "seconds between two updates of the energy counter over which each variant's power is read "
-                  "(default 0.25 on a GPU, 0 on the CPU; 0: no energy)")
+                  "(default 0.5 on a GPU, 0 on the CPU; 0: no energy)")
       ->check(CLI::Range(0.0, 60.0));
+  cmd->add_option("--energy-settle", a->energy_settle,
+                  "seconds of back-to-back calls before each energy window, for the power controller to settle")
+      ->check(CLI::Range(0.0, 60.0))
+      ->capture_default_str();
   cmd->add_flag("--check", a->check,
                 "compare every variant's output with a double-precision host reference (problems up to "
                 "--check-max-macs); a disagreeing variant is reported in the check column, not hidden");

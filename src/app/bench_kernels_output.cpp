@@ -71,6 +71,7 @@ nlohmann::json row_json(const measure::KernelBenchRow& r, const std::string& kin
     j["peak_fraction"] = r.peak_fraction > 0 ? nlohmann::json(r.peak_fraction) : nlohmann::json(nullptr);
     j["watts"] = nullable(r.watts);
     j["joules_per_call"] = nullable(r.joules_per_call);
+    j["energy_seconds"] = r.watts ? nlohmann::json(r.energy_seconds) : nlohmann::json(nullptr);
   }
   if (!r.check.empty()) {
     j["check"] = r.check;
@@ -96,7 +97,8 @@ std::string kernel_bench_table(const measure::KernelBenchResult& r) {
                                 r.kind == "conv" ? ", layout " + r.layout : "");
   out += r.peak_tflops > 0 ? fmt::format("peak {:.3g} TFLOP/s ({})\n", r.peak_tflops, r.peak_method)
                            : "no peak measured\n";
-  out += fmt::format("# energy: {}\n", r.energy_method.empty() ? "-" : r.energy_method);
+  out += fmt::format("# energy: {}{}\n", r.energy_method.empty() ? "-" : r.energy_method,
+                     r.power_limit_watts ? fmt::format(" (enforced power limit {:.0f} W)", *r.power_limit_watts) : "");
   out +=
       "# per problem (and pass): the fastest variant, its median time per call, TFLOP/s, share of the peak, power and "
       "energy per call; the lowest-energy variant where it is another; variants that ran / listed\n";
@@ -156,6 +158,8 @@ nlohmann::json kernel_bench_json(const measure::KernelBenchResult& r, const std:
           {"peak_method", r.peak_method},
           {"energy_method", r.energy_method},
           {"energy_window_seconds", r.energy_window_seconds},
+          {"energy_settle_seconds", r.energy_settle_seconds},
+          {"power_limit_watts", nullable(r.power_limit_watts)},
           {"checked", r.checked},
           {"sweep_axis", r.sweep_axis.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.sweep_axis)},
           {"rows", rows}};

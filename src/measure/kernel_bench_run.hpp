@@ -73,11 +73,13 @@ struct PowerWindowHooks {
   std::function<void()> drain;  // wait for the enqueued calls
 };
 
-// Keeps about `lead_seconds` of calls (at `seconds_per_call`) enqueued ahead of the clock, waits for
-// one counter update, then for the first update at least `window_seconds` later. No update within
-// `update_timeout_seconds`: no figure (the counter is frozen or absent).
+// Keeps about `lead_seconds` of calls (at `seconds_per_call`) enqueued ahead of the clock; after
+// `settle_seconds` of that (a GPU's power controller lets a burst after idle draw more than its limit
+// for a few hundred milliseconds: a window there reads the transient, not the kernel's steady power),
+// waits for one counter update, then for the first update at least `window_seconds` later. No update
+// within `update_timeout_seconds`: no figure (the counter is frozen or absent).
 PowerWindow measure_power_window(const PowerWindowHooks& hooks, double seconds_per_call, double window_seconds,
-                                 double lead_seconds = 0.05, double update_timeout_seconds = 0.5,
-                                 double poll_seconds = 0.0005);
+                                 double settle_seconds = 0.0, double lead_seconds = 0.05,
+                                 double update_timeout_seconds = 0.5, double poll_seconds = 0.0005);
 
 }  // namespace cnnscale::measure

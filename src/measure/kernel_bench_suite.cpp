@@ -26,7 +26,7 @@ PowerWindow power_of(Backend& backend, KernelCase& c, size_t v, double seconds_p
   h.now_seconds = now_seconds;
   h.sleep_seconds = [](double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); };
   h.drain = [&] { backend.synchronize(); };
-  return measure_power_window(h, seconds_per_call, o.energy_window_seconds);
+  return measure_power_window(h, seconds_per_call, o.energy_window_seconds, o.energy_settle_seconds);
 }
 
 // Times (and measures, and checks) every variant of one prepared case, appending its rows.
@@ -49,6 +49,7 @@ void run_case(Backend& backend, KernelCase& c, KernelBenchRow base, const Refere
       if (o.energy_window_seconds > 0 && o.counter_joules) {
         const PowerWindow w = power_of(backend, c, v, row.timing.median_ms * 1e-3, o);
         row.watts = w.watts;
+        row.energy_seconds = w.seconds;
         if (w.watts) row.joules_per_call = *w.watts * row.timing.median_ms * 1e-3;
         if (energy_method->empty() || w.watts) *energy_method = w.method;
       }
@@ -95,6 +96,7 @@ KernelBenchResult start(Backend& backend, const std::string& kind, const KernelB
   r.precision = kernel_precision_name(o.precision);
   r.layout = layout_name(o.layout);
   r.energy_window_seconds = o.energy_window_seconds;
+  r.energy_settle_seconds = o.energy_settle_seconds;
   r.checked = o.check;
   r.sweep_axis = o.sweep_axis;
   if (o.energy_window_seconds <= 0)

@@ -20,6 +20,7 @@ struct KernelBenchOptions {
   uint64_t seed = 1;
   TimingOptions timing;
   double energy_window_seconds = 0;                       // 0: no power windows
+  double energy_settle_seconds = 0;                       // back-to-back calls before each window
   std::function<std::optional<double>()> counter_joules;  // the device's cumulative energy counter
   std::string counter_name;
   bool check = false;
@@ -46,6 +47,7 @@ struct KernelBenchRow {
   TimingStats timing;
   double tflops = 0, peak_fraction = 0;
   std::optional<double> watts, joules_per_call;
+  double energy_seconds = 0;  // the window's length between its two counter updates
   std::optional<double> check_error;
   double check_tolerance = 0;
   std::string check;  // "ok", "MISMATCH", "not checked (...)", "" without --check
@@ -59,7 +61,8 @@ struct KernelBenchResult {
   double peak_tflops = 0;  // 0: not measured
   std::string peak_method;
   std::string energy_method;
-  double energy_window_seconds = 0;
+  double energy_window_seconds = 0, energy_settle_seconds = 0;
+  std::optional<double> power_limit_watts;  // the device's enforced limit, beside its power figures
   bool checked = false;
   std::string sweep_axis;  // "" unless the problems are a sweep
   std::vector<KernelBenchRow> rows;

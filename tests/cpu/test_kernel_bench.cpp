@@ -199,14 +199,19 @@ TEST(KernelBenchTiming, StatisticsPerCall) {
 // every `period` seconds of a fake clock that only sleeps advance.
 struct FakeDevice {
   double t = 0.013, watts = 300, idle_watts = 60, period = 0.1;
-  double busy_until = 0, energy = 0;
+  // A burst after idle draws burst_watts for its first burst_seconds (a power controller's lag).
+  double burst_watts = 300, burst_seconds = 0;
+  double busy_until = 0, busy_since = 0, energy = 0;
   int64_t enqueued = 0;
   double seconds_per_call = 1e-3;
   void advance(double dt) {
-    const double end = t + dt;
-    const double busy = std::max(0.0, std::min(end, busy_until) - t);
-    energy += busy * watts + (dt - busy) * idle_watts;
-    t = end;
+    for (double done = 0; done < dt;) {  // in steps of 0.1 ms, enough for a 0.5 ms poll
+      const double step = std::min(1e-4, dt - done);
+      const bool busy = t < busy_until;
+      energy += step * (!busy ? idle_watts : t - busy_since < burst_seconds ? burst_watts : watts);
+      t += step;
+      done += step;
+    }
   }
   double shown = 0, shown_at = 0;
   void refresh() {
@@ -223,6 +228,7 @@ struct FakeDevice {
     };
     h.enqueue = [this](int64_t n) {
       enqueued += n;
+      if (busy_until <= t) busy_since = t;
       busy_until = std::max(busy_until, t) + static_cast<double>(n) * seconds_per_call;
     };
     h.now_seconds = [this] { return t; };
@@ -243,6 +249,21 @@ TEST(KernelBenchEnergy, WindowBetweenCounterUpdatesReadsTheBusyPower) {
   EXPECT_LT(w.seconds, 0.25 + 0.1 + 0.002);
   EXPECT_GT(w.calls, 250);
   EXPECT_NE(w.method.find("two updates"), std::string::npos);
+}
+
+TEST(KernelBenchEnergy, SettlingSkipsTheBurstAfterIdle) {
+  // 400 W for the first 0.4 s of a burst, 300 W after: a window opened at once reads the transient.
+  FakeDevice quick;
+  quick.burst_watts = 400;
+  quick.burst_seconds = 0.4;
+  const measure::PowerWindow early = measure::measure_power_window(quick.hooks(), quick.seconds_per_call, 0.25);
+  ASSERT_TRUE(early.watts);
+  EXPECT_GT(*early.watts, 330.0);
+  FakeDevice settled = quick;
+  const measure::PowerWindow w = measure::measure_power_window(settled.hooks(), settled.seconds_per_call, 0.25, 0.5);
+  ASSERT_TRUE(w.watts);
+  EXPECT_NEAR(*w.watts, 300.0, 3.0);
+  EXPECT_NE(w.method.find("0.50 s of back-to-back calls"), std::string::npos) << w.method;
 }
 
 TEST(KernelBenchEnergy, FrozenOrMissingCounterGivesNoFigure) {
