@@ -152,6 +152,7 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
   o.sweep_axis = a.sweep;
   measure::KernelBenchResult r =
       gemm ? measure::run_gemm_bench(*backend, *bench, gemms, o) : measure::run_conv_bench(*backend, *bench, convs, o);
+  r.power_limit_watts = power_limit;
   if (!o.counter_name.empty() && r.energy_method.rfind("mean power", 0) == 0)
     r.energy_method = fmt::format("{} of the {}; J per call = that power x the median time per call", r.energy_method,
                                   o.counter_name);

@@ -84,8 +84,11 @@ double measure_peak(Backend& backend, KernelBench& bench, const KernelBenchOptio
       how = c->variants()[v].library + " " + c->variants()[v].algorithm;
     }
   }
-  *method = fmt::format("fastest variant ({}) of a {}^3 {} GEMM on this device, median of {} repeats", how, o.peak_n,
-                        kernel_precision_name(o.precision), o.timing.repeats);
+  *method = fmt::format(
+      "fastest variant ({}) of a {}^3 {} GEMM on this device, median of {} repeats; every TFLOP/s counts a "
+      "problem's direct FLOPs (2 m n k; 2 n k p q c r s), so FFT and Winograd algorithms, which compute fewer, can "
+      "pass it",
+      how, o.peak_n, kernel_precision_name(o.precision), o.timing.repeats);
   return best;
 }
 
