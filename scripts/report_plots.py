@@ -6,7 +6,9 @@ GPU and the per-phase breakdown, from the CSV
 tables `cnnscale report` wrote and one run.h5; for unequal ranks, each rank's busy and waiting time
 and the `auto` split's history (report_plots_hetero.py); for `bench allreduce` results, bus
 bandwidth against message size per rank count (allreduce table); and, for `infer` results,
-throughput, images/J and p99 latency against batch size and throughput (report_plots_infer.py).
+throughput, images/J and p99 latency against batch size and throughput (report_plots_infer.py); for
+`bench conv --sweep` results, time and memory per cuDNN algorithm against the swept parameter
+(report_plots_kernels.py).
 
 A figure without data is not drawn: its name and the reason go to the --left-out file instead.
 Error bars are drawn only over 2 or more runs, and the number of runs is shown.
@@ -512,7 +514,7 @@ def main():
     parser.add_argument("--figures", default="training",
                         help="comma separated: training (the five figures of the runs), hetero (hetero_ranks.csv, "
                              "split_history.csv), allreduce (allreduce.csv), inference (inference.csv), weak "
-                             "(weak_scaling.csv)")
+                             "(weak_scaling.csv), sweep (conv_sweep.csv)")
     parser.add_argument("--devices", default="GPUs", choices=["GPUs", "ranks"],
                         help="what the parallel units are called in legends and axes (ranks: CPU runs)")
     parser.add_argument("--left-out", default="",
@@ -521,8 +523,8 @@ def main():
     global DEVICES
     DEVICES = a.devices
     wanted = set(a.figures.split(","))
-    if not wanted or not wanted <= {"training", "hetero", "allreduce", "inference", "weak"}:
-        print(f"report_plots: --figures: expected training, hetero, allreduce, inference and/or weak, got "
+    if not wanted or not wanted <= {"training", "hetero", "allreduce", "inference", "weak", "sweep"}:
+        print(f"report_plots: --figures: expected training, hetero, allreduce, inference, weak and/or sweep, got "
               f"'{a.figures}'", file=sys.stderr)
         return 2
     os.makedirs(a.out, exist_ok=True)
@@ -537,6 +539,13 @@ def main():
         infer.throughput_figure(rows, a.out, helpers)
         infer.efficiency_figure(rows, a.out, helpers)
         infer.latency_figure(rows, a.out, helpers)
+    if "sweep" in wanted:
+        import report_plots_kernels as kernels  # beside this script, as report_plots_hetero
+
+        helpers = types.SimpleNamespace(number=number, save=save, leave_out=leave_out)
+        rows = read_table(a.tables, "conv_sweep")
+        kernels.time_figure(rows, a.out, helpers)
+        kernels.memory_figure(rows, a.out, helpers)
     if "training" in wanted:
         time_rows = read_table(a.tables, "time")
         bars_per_network(time_rows, "seconds_per_batch", "s", "per batch",

@@ -153,6 +153,11 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
   measure::KernelBenchResult r =
       gemm ? measure::run_gemm_bench(*backend, *bench, gemms, o) : measure::run_conv_bench(*backend, *bench, convs, o);
   r.power_limit_watts = power_limit;
+  r.source = !a.sweep.empty()         ? fmt::format("sweep {} around {}", a.sweep, a.sweep_base)
+             : !a.shapes.empty()      ? "--shape"
+             : !a.shapes_file.empty() ? a.shapes_file
+                                      : fmt::format("DeepBench {} set", a.set);
+  if (a.limit > 0 && a.sweep.empty() && a.shapes.empty()) r.source += fmt::format(" (first {})", a.limit);
   if (!o.counter_name.empty() && r.energy_method.rfind("mean power", 0) == 0)
     r.energy_method = fmt::format("{} of the {}; J per call = that power x the median time per call", r.energy_method,
                                   o.counter_name);

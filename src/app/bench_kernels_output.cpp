@@ -161,6 +161,7 @@ nlohmann::json kernel_bench_json(const measure::KernelBenchResult& r, const std:
           {"energy_settle_seconds", r.energy_settle_seconds},
           {"power_limit_watts", nullable(r.power_limit_watts)},
           {"checked", r.checked},
+          {"source", r.source},
           {"sweep_axis", r.sweep_axis.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.sweep_axis)},
           {"rows", rows}};
 }

@@ -13,9 +13,10 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "experiment/report_allreduce.hpp"
-#include "experiment/report_infer.hpp"
 #include "experiment/report_data.hpp"
 #include "experiment/report_hetero.hpp"
+#include "experiment/report_infer.hpp"
+#include "experiment/report_kernels.hpp"
 #include "experiment/report_plots.hpp"
 #include "experiment/report_tables.hpp"
 #include "io/atomic_file.hpp"
@@ -63,6 +64,7 @@ std::string report_markdown(const ReportOptions& options, const ReportOutcome& o
   if (outcome.allreduce_files) out += fmt::format(", {} `bench allreduce` file(s)", outcome.allreduce_files);
   if (outcome.infer_files) out += fmt::format(", {} `infer` file(s)", outcome.infer_files);
   if (outcome.calibration_files) out += fmt::format(", {} `calibrate` file(s)", outcome.calibration_files);
+  if (outcome.kernel_files) out += fmt::format(", {} `bench gemm|conv` result(s)", outcome.kernel_files);
   if (outcome.unreadable) out += fmt::format("; {} unreadable run folder(s) skipped", outcome.unreadable);
   out += ". Values are mean ± sample standard deviation over repeats (runs equal in every identity key: ";
   for (size_t i = 0; i < kGroupKeys.size(); ++i) out += (i ? ", " : "") + kGroupKeys[i];
@@ -116,10 +118,17 @@ std::string report_markdown(const ReportOptions& options, const ReportOutcome& o
          "(allreduce_energy table)"},
         {kWeakScalingFigure, "Weak scaling: efficiency against " + many + " at a fixed batch per " + noun.one +
                                  " (weak_scaling table), 1 being ideal"},
-        {kInferFigures[0], "Inference throughput against batch size per network, device and precision (inference "
-                           "table)"},
+        {kInferFigures[0],
+         "Inference throughput against batch size per network, device and precision (inference "
+         "table)"},
         {kInferFigures[1], "Inference images per joule against batch size per network, device and precision"},
-        {kInferFigures[2], "Inference p99 latency against throughput, each point a batch size"}};
+        {kInferFigures[2], "Inference p99 latency against throughput, each point a batch size"},
+        {kConvSweepFigures[0],
+         "Convolution time per cuDNN algorithm against the swept parameter, per pass "
+         "(conv_sweep table; Li et al., Fig. 3)"},
+        {kConvSweepFigures[1],
+         "Device memory of a convolution call (operands and workspace) per cuDNN algorithm "
+         "against the swept parameter (conv_sweep table; Li et al., Fig. 5)"}};
     for (const std::string& path : outcome.figures) {
       const std::string name = fs::path(path).filename().string();
       const std::string& caption = captions.at(name);
@@ -152,11 +161,12 @@ ReportOutcome write_report(const ReportOptions& options) {
   const std::vector<AllreduceBenchFile> benches = find_allreduce_benches(options.results_dir);
   const std::vector<InferFile> inferences = find_infer_results(options.results_dir);
   const std::vector<CalibrationFile> calibrations = find_calibrations(options.results_dir);
-  if (runs.empty() && benches.empty() && inferences.empty() && calibrations.empty())
+  const std::vector<KernelBenchFile> kernels = find_kernel_benches(options.results_dir);
+  if (runs.empty() && benches.empty() && inferences.empty() && calibrations.empty() && kernels.empty())
     throw_config(
         "no complete runs under '{}' (a run folder holds run.h5; *.partial folders are ignored), no "
         "`bench allreduce` results (*/allreduce/*.json), no `infer` results (*/infer/*.json) and no `calibrate` "
-        "results (*/calibration/*.json){}{}",
+        "results (*/calibration/*.json) and no `bench gemm|conv` results (*/bench/*/summary.json){}{}",
         options.results_dir, outcome.unreadable ? fmt::format("; {} unreadable run folder(s)", outcome.unreadable) : "",
         outcome.interrupted.empty() ? "" : fmt::format("; {} interrupted run(s) left out", outcome.interrupted.size()));
   const std::vector<ConfigGroup> groups = group_runs(runs);
@@ -170,12 +180,22 @@ ReportOutcome write_report(const ReportOptions& options) {
   }
   if (!inferences.empty()) tables.push_back(infer_table(inferences));
   if (!calibrations.empty()) tables.push_back(int8_accuracy_table(calibrations));
+  bool conv_sweeps = false;
+  if (!kernels.empty()) {
+    if (Table t = kernel_summary_table(kernels); !t.rows.empty()) tables.push_back(std::move(t));
+    if (Table t = kernel_cases_table(kernels); !t.rows.empty()) tables.push_back(std::move(t));
+    if (Table t = conv_sweep_table(kernels); !t.rows.empty()) {
+      tables.push_back(std::move(t));
+      conv_sweeps = true;
+    }
+  }
   const RunRecord* power = options.plots && !runs.empty() ? power_run(runs, options.power_run) : nullptr;
   outcome.runs = static_cast<int>(runs.size());
   outcome.configurations = static_cast<int>(groups.size());
   outcome.allreduce_files = static_cast<int>(benches.size());
   outcome.infer_files = static_cast<int>(inferences.size());
   outcome.calibration_files = static_cast<int>(calibrations.size());
+  outcome.kernel_files = static_cast<int>(kernels.size());
 
   const fs::path out = options.out_dir.empty() ? fs::path(options.results_dir) / "report" : fs::path(options.out_dir);
   std::error_code ec;
@@ -204,9 +224,10 @@ ReportOutcome write_report(const ReportOptions& options) {
   std::string plot_error;
   std::string figures_note = "Not produced: --no-plots.";
   const std::string power_desc = power ? describe(*power) : "";
-  // Calibration files alone have a table and no figure: there is nothing to draw.
-  const bool drawable = !runs.empty() || !benches.empty() || !inferences.empty();
-  if (options.plots && !drawable) figures_note = "None: the int8 accuracy table has no figure.";
+  // Calibration files and kernel benchmarks other than sweeps have tables and no figure.
+  const bool drawable = !runs.empty() || !benches.empty() || !inferences.empty() || conv_sweeps;
+  if (options.plots && !drawable)
+    figures_note = "None: the int8 accuracy and kernel benchmark tables have no figure (a conv sweep has).";
   if (options.plots && drawable) {
     const fs::path scratch = csv ? out : out / ".report_csv";
     try {
@@ -226,7 +247,8 @@ ReportOutcome write_report(const ReportOptions& options) {
                   hetero,
                   noun.many,
                   !inferences.empty(),
-                  std::any_of(tables.begin(), tables.end(), [](const Table& t) { return t.name == "weak_scaling"; })};
+                  std::any_of(tables.begin(), tables.end(), [](const Table& t) { return t.name == "weak_scaling"; }),
+                  conv_sweeps};
       PlotOutcome plotted = run_plot_script(job);
       outcome.figures = std::move(plotted.figures);
       outcome.figures_left_out = std::move(plotted.left_out);

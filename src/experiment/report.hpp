@@ -30,6 +30,7 @@ struct ReportOutcome {
   int allreduce_files = 0;  // `bench allreduce` results files in the allreduce table
   int infer_files = 0;      // `infer --results` files (the offline ones make the inference table)
   int calibration_files = 0;  // `calibrate --results` files (the int8 accuracy table)
+  int kernel_files = 0;       // `bench gemm|conv --results` folders (the kernels tables)
 };
 
 inline const std::vector<std::string> kFigureNames = {"time_per_batch.png", "joules_per_batch.png", "scaling.png",
@@ -46,6 +47,9 @@ inline const std::string kAllreduceFigure = "allreduce_busbw.png";
 inline const std::string kAllreduceEnergyFigure = "allreduce_energy.png";
 // From `infer` results (the inference table): throughput and images/J against batch size, p99 latency
 // against throughput.
+// Drawn when a `bench conv --sweep` folder is among the results: time and memory per cuDNN algorithm
+// against the swept parameter (Li et al.'s Figures 3 and 5).
+inline const std::vector<std::string> kConvSweepFigures = {"conv_sweep_time.png", "conv_sweep_memory.png"};
 inline const std::vector<std::string> kInferFigures = {"inference_throughput.png", "inference_efficiency.png",
                                                        "inference_latency.png"};
 

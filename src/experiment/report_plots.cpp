@@ -62,6 +62,7 @@ PlotOutcome run_plot_script(const PlotJob& job) {
   if (job.allreduce) figures.append(figures.empty() ? "" : ",").append("allreduce");
   if (job.inference) figures.append(figures.empty() ? "" : ",").append("inference");
   if (job.weak_scaling) figures.append(figures.empty() ? "" : ",").append("weak");
+  if (job.conv_sweep) figures.append(figures.empty() ? "" : ",").append("sweep");
   args.push_back(figures);
   if (!job.power_h5.empty()) {
     args.insert(args.end(), {"--power-h5", job.power_h5, "--power-label", job.power_label});
@@ -119,6 +120,7 @@ PlotOutcome run_plot_script(const PlotJob& job) {
   if (job.allreduce) names.insert(names.end(), {kAllreduceFigure, kAllreduceEnergyFigure});
   if (job.inference) names.insert(names.end(), kInferFigures.begin(), kInferFigures.end());
   if (job.weak_scaling) names.push_back(kWeakScalingFigure);
+  if (job.conv_sweep) names.insert(names.end(), kConvSweepFigures.begin(), kConvSweepFigures.end());
   for (const std::string& name : names) {
     const fs::path p = fs::path(job.out_dir) / name;
     const bool skipped =

@@ -21,6 +21,7 @@ struct PlotJob {
   std::string devices = "GPUs";  // what the parallel units are called in legends and axes ("ranks" on CPU)
   bool inference = false;        // kInferFigures from inference.csv
   bool weak_scaling = false;     // kWeakScalingFigure from weak_scaling.csv
+  bool conv_sweep = false;       // kConvSweepFigures from conv_sweep.csv
 };
 
 struct PlotOutcome {

@@ -65,6 +65,7 @@ struct KernelBenchResult {
   std::optional<double> power_limit_watts;  // the device's enforced limit, beside its power figures
   bool checked = false;
   std::string sweep_axis;  // "" unless the problems are a sweep
+  std::string source;      // where the problems came from, for tables
   std::vector<KernelBenchRow> rows;
 };
 

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "cpu/cli_runner.hpp"
 #include "measure/bench_shapes.hpp"
@@ -414,6 +415,59 @@ TEST(KernelBenchSweep, OneAxisAroundLiEtAlsBase) {
   EXPECT_EQ(j["rows"][1]["k"], 8);
   EXPECT_EQ(j["rows"][1]["check"], "ok");
   expect_usage_error({"bench", "conv", "--device", "cpu", "--sweep-values", "4,8"}, {"need --sweep"});
+}
+
+}  // namespace
+}  // namespace cnnscale::testing
+
+namespace cnnscale::testing {
+namespace {
+
+TEST(KernelBenchReport, TablesAndSweepFiguresFromResultFolders) {
+  const fs::path root = fs::temp_directory_path() / ("kb_report_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  const std::vector<std::string> common = {"--device",  "cpu",         "--repeats",    "2", "--quiet",
+                                           "--results", root.string(), "--experiment", "k"};
+  auto run = [&](std::vector<std::string> args) {
+    args.insert(args.end(), common.begin(), common.end());
+    CliResult r = run_cnnscale(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  };
+  run({"bench", "gemm", "--shapes", "tests/data/bench/gemm-small.csv"});
+  run({"bench", "conv", "--sweep", "k", "--sweep-base", "2,12,4,3,1,2", "--sweep-values", "1,3,5", "--no-peak"});
+  const bool plots = std::system("/usr/bin/python3 -c 'import matplotlib, numpy' >/dev/null 2>&1") == 0;
+  std::vector<std::string> args = {"report", root.string()};
+  if (!plots) args.push_back("--no-plots");
+  CliResult r = run_cnnscale(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const fs::path out = root / "report";
+  auto slurp = [](const fs::path& p) {
+    std::ifstream in(p);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  // The summary: the GEMM benchmark (4 problems, one OpenBLAS variant each, a measured peak); the
+  // sweep has its own table, not a summary row.
+  const std::string summary = slurp(out / "kernels.csv");
+  EXPECT_NE(summary.find("gemm fp32,tests/data/bench/gemm-small.csv"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("4 / 4"), std::string::npos) << summary;
+  EXPECT_EQ(summary.find("conv fp32"), std::string::npos) << summary;
+  const std::string cases = slurp(out / "kernel_cases.md");
+  EXPECT_NE(cases.find("m=17 n=9 k=33 TN"), std::string::npos) << cases;
+  EXPECT_NE(cases.find("OpenBLAS cblas_sgemm"), std::string::npos) << cases;
+  // The sweep in long form: 3 values x 3 passes x 1 algorithm.
+  const std::string sweep = slurp(out / "conv_sweep.csv");
+  int lines = 0;
+  for (char c : sweep) lines += c == '\n';
+  EXPECT_EQ(lines, 1 + 9) << sweep;
+  EXPECT_NE(sweep.find("conv fp32 NCHW,k,5,bwd_filter,im2col + cblas_sgemm,"), std::string::npos) << sweep;
+  if (plots) {
+    EXPECT_TRUE(fs::exists(out / "conv_sweep_time.png"));
+    EXPECT_TRUE(fs::exists(out / "conv_sweep_memory.png"));
+    EXPECT_NE(slurp(out / "report.md").find("Li et al., Fig. 3"), std::string::npos);
+  }
+  fs::remove_all(root);
 }
 
 }  // namespace

@@ -1,0 +1,250 @@
+// Tables of the kernel benchmarks' result folders.
+#include "experiment/report_kernels.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "experiment/report_data.hpp"
+
+namespace cnnscale::report {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+double num(const nlohmann::json& row, const char* key) {
+  const auto it = row.find(key);
+  return it != row.end() && it->is_number() ? it->get<double>() : kMissing;
+}
+
+std::string text(const nlohmann::json& row, const char* key) {
+  const auto it = row.find(key);
+  return it != row.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+// "NVIDIA H100 80GB HBM3" of the backend's description (the versions are in the result folder).
+std::string device_name(const std::string& description) {
+  return description.substr(0, description.find(" ("));
+}
+
+std::string fixed(double v, int digits) {
+  return v == kMissing ? "" : fmt::format("{:.{}f}", v, digits);
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::string variant(const nlohmann::json& r) {
+  return text(r, "library") + " " + text(r, "algorithm");
+}
+
+bool is_sweep(const KernelBenchFile& f) {
+  return f.j.contains("sweep_axis") && f.j["sweep_axis"].is_string();
+}
+
+std::string bench_name(const KernelBenchFile& f) {
+  std::string s = f.j.value("kind", "?") + " " + f.j.value("precision", "?");
+  if (f.j.value("kind", "") == "conv" && f.j["layout"].is_string()) s += " " + f.j["layout"].get<std::string>();
+  return s;
+}
+
+// The rows of each (problem, pass), in file order.
+std::vector<std::vector<const nlohmann::json*>> cases_of(const KernelBenchFile& f) {
+  std::vector<std::vector<const nlohmann::json*>> out;
+  std::pair<double, std::string> key{-1, ""};
+  for (const nlohmann::json& r : f.j["rows"]) {
+    const std::pair<double, std::string> k{num(r, "problem"), text(r, "pass")};
+    if (out.empty() || k != key) out.emplace_back();
+    key = k;
+    out.back().push_back(&r);
+  }
+  return out;
+}
+
+const nlohmann::json* marked(const std::vector<const nlohmann::json*>& rows, const char* flag) {
+  for (const nlohmann::json* r : rows)
+    if (r->value(flag, false)) return r;
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<KernelBenchFile> find_kernel_benches(const std::string& results_dir) {
+  std::vector<KernelBenchFile> out;
+  std::error_code ec;
+  if (!fs::is_directory(results_dir, ec)) return out;
+  for (auto it = fs::recursive_directory_iterator(results_dir, ec); it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    if (ec) break;
+    const fs::path p = it->path();
+    if (p.filename() != "summary.json" || p.parent_path().parent_path().filename() != "bench") continue;
+    if (p.parent_path().filename().string().rfind(".tmp-", 0) == 0) continue;  // not yet published
+    try {
+      std::ifstream in(p);
+      nlohmann::json j = nlohmann::json::parse(in);
+      const std::string kind = j.value("kind", "");
+      if ((kind != "gemm" && kind != "conv") || !j.contains("rows") || !j["rows"].is_array())
+        throw_config("not a bench gemm/conv summary");
+      out.push_back({p.string(), std::move(j)});
+    } catch (const std::exception& e) {
+      log::warn("report: skipping {}: {}", p.string(), e.what());
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.path < b.path; });
+  return out;
+}
+
+Table kernel_summary_table(const std::vector<KernelBenchFile>& files) {
+  Table t;
+  t.name = "kernels";
+  t.title = "Kernel benchmarks (bench gemm, bench conv)";
+  t.caption =
+      "One row per benchmark: its problems (a problem of a conv benchmark counts once per pass), the variants that "
+      "ran of those listed (unsupported ones are cuDNN's or cuBLAS' refusals), the peak its TFLOP/s are set against "
+      "(the fastest square GEMM of the format on the same device), the problems whose fastest variant reached the "
+      "highest and lowest share of it, and, where energy was measured, how often the fastest variant was not the "
+      "one of least energy per call and the median energy that choosing the latter saves.";
+  t.columns = {Column("benchmark", "benchmark", false),
+               Column("problems from", "source", false),
+               Column("device", "device", false),
+               Column("problems", "problems", false),
+               Column("variants ran / listed", "variants", false),
+               Column("peak (TFLOP/s)", "peak_tflops", false),
+               Column("best problem (% of peak)", "best", false),
+               Column("worst problem (% of peak)", "worst", false),
+               Column("median % of peak", "median_peak_percent", false),
+               Column("fastest ≠ least energy", "fastest_not_least_energy", false),
+               Column("median energy saved (%)", "median_energy_saved_percent", false)};
+  for (const KernelBenchFile& f : files) {
+    if (is_sweep(f)) continue;
+    const auto cases = cases_of(f);
+    int ran = 0, listed = 0, with_energy = 0, differ = 0;
+    std::vector<double> fractions, saved;
+    const nlohmann::json *best = nullptr, *worst = nullptr;
+    for (const auto& rows : cases) {
+      for (const nlohmann::json* r : rows) {
+        ++listed;
+        ran += r->value("supported", false) ? 1 : 0;
+      }
+      const nlohmann::json* fast = marked(rows, "fastest");
+      const nlohmann::json* frugal = marked(rows, "lowest_energy");
+      if (fast && num(*fast, "peak_fraction") != kMissing) {
+        const double p = num(*fast, "peak_fraction");
+        fractions.push_back(p);
+        if (!best || p > num(*best, "peak_fraction")) best = fast;
+        if (!worst || p < num(*worst, "peak_fraction")) worst = fast;
+      }
+      if (fast && frugal) {
+        ++with_energy;
+        if (fast != frugal) {
+          ++differ;
+          saved.push_back(100 * (1 - num(*frugal, "joules_per_call") / num(*fast, "joules_per_call")));
+        }
+      }
+    }
+    auto describe = [&](const nlohmann::json* r) {
+      return r ? fmt::format("{}{} ({:.1f})", text(*r, "label"),
+                             text(*r, "pass").empty() ? "" : ", " + text(*r, "pass"), 100 * num(*r, "peak_fraction"))
+               : std::string();
+    };
+    t.rows.push_back({Cell::of(bench_name(f)), Cell::of(f.j.value("source", "")),
+                      Cell::of(device_name(f.j.value("device", ""))), Cell::of(std::to_string(cases.size())),
+                      Cell::of(fmt::format("{} / {}", ran, listed)), Cell::of(fixed(num(f.j, "peak_tflops"), 1)),
+                      Cell::of(describe(best)), Cell::of(describe(worst)),
+                      Cell::of(fractions.empty() ? "" : fixed(100 * median_of(fractions), 1)),
+                      Cell::of(with_energy ? fmt::format("{} of {}", differ, with_energy) : "no energy"),
+                      Cell::of(saved.empty() ? "" : fixed(median_of(saved), 1))});
+  }
+  return t;
+}
+
+Table kernel_cases_table(const std::vector<KernelBenchFile>& files) {
+  Table t;
+  t.name = "kernel_cases";
+  t.title = "Kernel benchmarks per problem";
+  t.caption =
+      "The fastest variant of each problem (and pass): median time per call, TFLOP/s counted with the problem's "
+      "direct FLOPs (FFT and Winograd compute fewer and can pass the peak), share of the peak, mean power and energy "
+      "per call over a window between two energy-counter updates; then the variant of least energy where it is "
+      "another, with the energy it saves and the time it costs.";
+  t.columns = {Column("benchmark", "benchmark", false),
+               Column("problem", "problem", false),
+               Column("pass", "pass", false),
+               Column("fastest variant", "fastest", false),
+               Column("ms", "median_ms", false),
+               Column("TFLOP/s", "tflops", false),
+               Column("% of peak", "peak_percent", false),
+               Column("W", "watts", false),
+               Column("mJ per call", "millijoules_per_call", false),
+               Column("least-energy variant", "least_energy", false),
+               Column("energy saved (%)", "energy_saved_percent", false),
+               Column("time cost (%)", "time_cost_percent", false)};
+  for (const KernelBenchFile& f : files) {
+    if (is_sweep(f)) continue;
+    for (const auto& rows : cases_of(f)) {
+      const nlohmann::json* fast = marked(rows, "fastest");
+      if (!fast) {
+        t.rows.push_back({Cell::of(bench_name(f)), Cell::of(text(*rows[0], "label")), Cell::of(text(*rows[0], "pass")),
+                          Cell::of("no variant ran"), Cell::of(""), Cell::of(""), Cell::of(""), Cell::of(""),
+                          Cell::of(""), Cell::of(""), Cell::of(""), Cell::of("")});
+        continue;
+      }
+      const nlohmann::json* frugal = marked(rows, "lowest_energy");
+      const bool other = frugal && frugal != fast;
+      const double j_fast = num(*fast, "joules_per_call");
+      t.rows.push_back(
+          {Cell::of(bench_name(f)), Cell::of(text(*fast, "label")), Cell::of(text(*fast, "pass")),
+           Cell::of(variant(*fast)), Cell::of(fixed(num(*fast, "median_ms"), 4)),
+           Cell::of(fixed(num(*fast, "tflops"), 1)),
+           Cell::of(num(*fast, "peak_fraction") == kMissing ? "" : fixed(100 * num(*fast, "peak_fraction"), 1)),
+           Cell::of(fixed(num(*fast, "watts"), 0)), Cell::of(j_fast == kMissing ? "" : fixed(1e3 * j_fast, 4)),
+           Cell::of(other    ? variant(*frugal)
+                    : frugal ? "the fastest"
+                             : ""),
+           Cell::of(other ? fixed(100 * (1 - num(*frugal, "joules_per_call") / j_fast), 1) : ""),
+           Cell::of(other ? fixed(100 * (num(*frugal, "median_ms") / num(*fast, "median_ms") - 1), 1) : "")});
+    }
+  }
+  return t;
+}
+
+Table conv_sweep_table(const std::vector<KernelBenchFile>& files) {
+  Table t;
+  t.name = "conv_sweep";
+  t.title = "Convolution sweeps (bench conv --sweep)";
+  t.caption =
+      "Li et al.'s one-axis sweeps around a base (batch b, input i, filters f, kernel k, stride s): every cuDNN "
+      "algorithm's median time per call and the device memory of the call (operands and its workspace) at each "
+      "value of the swept axis, per pass; an algorithm cuDNN refuses at a value has its status instead of a time.";
+  t.columns = {Column("benchmark", "benchmark", false),
+               Column("axis", "axis", false),
+               Column("value", "value", false),
+               Column("pass", "pass", false),
+               Column("algorithm", "algorithm", false),
+               Column("ms", "median_ms", false),
+               Column("memory (MiB)", "memory_mib", false),
+               Column("status", "status", false)};
+  for (const KernelBenchFile& f : files) {
+    if (!is_sweep(f)) continue;
+    for (const nlohmann::json& r : f.j["rows"]) {
+      const bool ran = r.value("supported", false);
+      t.rows.push_back(
+          {Cell::of(bench_name(f)), Cell::of(f.j["sweep_axis"].get<std::string>()),
+           Cell::of(fmt::format("{}", static_cast<int64_t>(num(r, "sweep_value")))), Cell::of(text(r, "pass")),
+           Cell::of(text(r, "algorithm")), Cell::of(ran ? fixed(num(r, "median_ms"), 4) : ""),
+           Cell::of(ran ? fixed(num(r, "memory_bytes") / 1048576.0, 1) : ""), Cell::of(ran ? "" : text(r, "status"))});
+    }
+  }
+  return t;
+}
+
+}  // namespace cnnscale::report

@@ -1,0 +1,30 @@
+// `bench gemm|conv` result folders in `cnnscale report`: a summary row per benchmark (problems,
+// variants, best and worst problem by share of the peak, how often the fastest variant is not the
+// lowest-energy one), the per-problem table DeepBench users read, and Li et al.'s sweeps in long
+// form (time and memory per algorithm against the swept parameter) for their figures.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "experiment/report_table.hpp"
+
+namespace cnnscale::report {
+
+struct KernelBenchFile {
+  std::string path;  // the folder's summary.json
+  nlohmann::json j;  // as `bench --json` prints it
+};
+
+// Every <results>/*/bench/*/summary.json whose kind is gemm or conv, sorted by path; unreadable
+// ones are skipped with a warning naming them.
+std::vector<KernelBenchFile> find_kernel_benches(const std::string& results_dir);
+
+Table kernel_summary_table(const std::vector<KernelBenchFile>& files);
+// The fastest variant of each problem (and pass) of the files that are not sweeps.
+Table kernel_cases_table(const std::vector<KernelBenchFile>& files);
+// One row per (sweep, value, pass, algorithm): median time and memory (operands + workspace); no
+// rows when no file is a sweep.
+Table conv_sweep_table(const std::vector<KernelBenchFile>& files);
+
+}  // namespace cnnscale::report
