@@ -26,6 +26,7 @@
 #include "measure/kernel_bench_suite.hpp"
 #include "measure/nvml.hpp"
 #include "measure/rapl.hpp"
+#include "net/bench_problems.hpp"
 
 namespace cnnscale::app {
 
@@ -37,6 +38,8 @@ struct KernelBenchArgs {
   std::string precision = "fp32";
   std::string set = "training";
   std::string shapes_file;
+  std::string net;
+  int64_t batch = 64;
   std::vector<std::string> shapes;
   int64_t limit = 0;
   std::vector<std::string> passes{"fwd", "bwd_data", "bwd_filter"};
@@ -90,14 +93,31 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
   // Everything checkable is checked before the device is touched.
   const KernelPrecision precision = parse_kernel_precision(a.precision);
   const bool gemm = a.kind == "gemm";
-  const int sources = (cmd.count("--set") > 0) + (!a.shapes_file.empty()) + (!a.shapes.empty()) + (!a.sweep.empty());
+  const int sources =
+      (cmd.count("--set") > 0) + (!a.shapes_file.empty()) + (!a.shapes.empty()) + (!a.sweep.empty()) + (!a.net.empty());
   if (sources > 1)
-    throw_config("bench {}: give one of --set, --shapes{}", a.kind, gemm ? " and --shape" : ", --shape and --sweep");
+    throw_config("bench {}: give one of --set, --shapes, --shape{}", a.kind,
+                 gemm ? " and --net" : ", --net and --sweep");
   if (a.sweep.empty() && (!a.sweep_values.empty() || (!gemm && cmd.count("--sweep-base") > 0)))
     throw_config("bench conv: --sweep-values and --sweep-base need --sweep AXIS");
   std::vector<GemmProblem> gemms;
   std::vector<ConvProblem> convs;
-  if (!a.sweep.empty()) {
+  std::vector<std::string> names;
+  if (cmd.count("--batch") > 0 && a.net.empty()) throw_config("bench {}: --batch applies to --net", a.kind);
+  if (!a.net.empty()) {
+    NetProblems np = net_problems(a.net, a.batch);
+    if (gemm) {
+      gemms = std::move(np.gemms);
+      names = std::move(np.gemm_names);
+    } else {
+      convs = std::move(np.convs);
+      names = std::move(np.conv_names);
+      for (const std::string& s : np.skipped) log::warn("bench conv --net {}: {} left out", a.net, s);
+    }
+    if (gemms.empty() && convs.empty())
+      throw_config("bench {} --net {}: the network has no {}", a.kind, a.net,
+                   gemm ? "fully connected layer" : "ungrouped convolution");
+  } else if (!a.sweep.empty()) {
     convs =
         measure::conv_sweep(a.sweep, a.sweep_values.empty() ? measure::default_sweep_values(a.sweep) : a.sweep_values,
                             measure::parse_sweep_base(a.sweep_base));
@@ -150,10 +170,12 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
 
   const auto [utc_time, utc_stamp] = utc_times(std::chrono::system_clock::now());
   o.sweep_axis = a.sweep;
+  o.problem_names = names;
   measure::KernelBenchResult r =
       gemm ? measure::run_gemm_bench(*backend, *bench, gemms, o) : measure::run_conv_bench(*backend, *bench, convs, o);
   r.power_limit_watts = power_limit;
-  r.source = !a.sweep.empty()         ? fmt::format("sweep {} around {}", a.sweep, a.sweep_base)
+  r.source = !a.net.empty()           ? fmt::format("{} at batch {}", a.net, a.batch)
+             : !a.sweep.empty()       ? fmt::format("sweep {} around {}", a.sweep, a.sweep_base)
              : !a.shapes.empty()      ? "--shape"
              : !a.shapes_file.empty() ? a.shapes_file
                                       : fmt::format("DeepBench {} set", a.set);
@@ -199,6 +221,12 @@ void register_one(CLI::App& bench, const std::string& kind) {
   cmd->add_option("--shape", a->shapes,
                   gemm ? "one problem m,n,k[,trans_a,trans_b] (repeatable)"
                        : "one problem w,h,c,n,k,s,r,pad_w,pad_h,stride_w,stride_h (repeatable)");
+  cmd->add_option("--net", a->net,
+                  gemm ? "the fully connected layers of a network (networks/NAME.yaml) as GEMMs"
+                       : "the ungrouped convolutions of a network (networks/NAME.yaml), each distinct shape once");
+  cmd->add_option("--batch", a->batch, "samples per call with --net")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--limit", a->limit, "only the first N problems of the list")->check(CLI::PositiveNumber);
   if (!gemm) {
     cmd->add_option("--pass", a->passes, "passes to time: fwd, bwd_data, bwd_filter")

@@ -140,6 +140,7 @@ KernelBenchResult run_gemm_bench(Backend& backend, KernelBench& bench, const std
     base.problem = static_cast<int64_t>(i);
     base.gemm = p;
     base.label = gemm_label(p);
+    if (i < o.problem_names.size()) base.label = o.problem_names[i] + ": " + base.label;
     if (p.m != problems[i].m || p.n != problems[i].n || p.k != problems[i].k)
       base.padded_from = gemm_label(problems[i]);
     base.flops = p.flops();
@@ -165,6 +166,7 @@ KernelBenchResult run_conv_bench(Backend& backend, KernelBench& bench, const std
       base.problem = static_cast<int64_t>(i);
       base.conv = p;
       base.label = conv_label(p);
+      if (i < o.problem_names.size()) base.label = o.problem_names[i] + ": " + base.label;
       base.pass = conv_pass_name(pass);
       if (!o.sweep_axis.empty()) base.sweep_value = sweep_value(o.sweep_axis, p);
       base.flops = p.flops();

@@ -28,6 +28,7 @@ struct KernelBenchOptions {
   int64_t peak_n = 0;           // square GEMM of the peak (0: none measured)
   std::function<void(const std::string&)> progress;
   std::string sweep_axis;  // conv problems from a sweep: rows record the axis and its value
+  std::vector<std::string> problem_names;  // one per problem, prefixed to its label (e.g. the layer)
 };
 
 struct KernelBenchRow {

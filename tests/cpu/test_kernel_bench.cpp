@@ -2,6 +2,7 @@
 // the host references (against hand-computed values and the adjoint identities of convolution),
 // the tolerance and error arithmetic, timing statistics, the counter-aligned power window against
 // a fake clock and counter, and `bench gemm|conv` on the CPU with --check, its JSON and result folder.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +16,7 @@
 #include "measure/bench_shapes.hpp"
 #include "measure/kernel_bench_run.hpp"
 #include "measure/kernel_bench_suite.hpp"
+#include "net/bench_problems.hpp"
 
 namespace cnnscale::testing {
 namespace {
@@ -44,12 +46,13 @@ TEST(KernelBenchShapes, DeepBenchSetsAreCompleteAndParse) {
       {"rnn-training", 53},           {"rnn-inference-server", 69},
       {"rnn-inference-device", 3},    {"sparse-inference-server", 24},
       {"sparse-inference-device", 8}};
-  for (const auto& [name, count] : expected) EXPECT_EQ(data_rows(src("data/bench/" + name + ".csv")), count) << name;
+  for (const auto& [name, count] : expected)
+    EXPECT_EQ(data_rows(src(fmt::format("data/bench/{}.csv", name))), count) << name;
   for (const std::string& set : measure::bench_set_names()) {
     const auto g = measure::read_gemm_shapes(measure::bench_shape_file("gemm", set));
     const auto c = measure::read_conv_shapes(measure::bench_shape_file("conv", set));
-    EXPECT_EQ(static_cast<int>(g.size()), data_rows(src("data/bench/gemm-" + set + ".csv")));
-    EXPECT_EQ(static_cast<int>(c.size()), data_rows(src("data/bench/conv-" + set + ".csv")));
+    EXPECT_EQ(static_cast<int>(g.size()), data_rows(src(fmt::format("data/bench/gemm-{}.csv", set))));
+    EXPECT_EQ(static_cast<int>(c.size()), data_rows(src(fmt::format("data/bench/conv-{}.csv", set))));
   }
   // Rows as DeepBench lists them: the first GEMM, a transposed one, the first convolution (a
   // 20x5 filter over a 700x161 spectrogram, stride 2) and a ResNet-style 7x7/2.
@@ -72,7 +75,7 @@ TEST(KernelBenchShapes, DeepBenchSetsAreCompleteAndParse) {
 }
 
 TEST(KernelBenchShapes, MalformedRowsNameFileAndLine) {
-  const fs::path dir = fs::temp_directory_path() / ("kb_shapes_" + std::to_string(::getpid()));
+  const fs::path dir = fs::temp_directory_path() / fmt::format("kb_shapes_{}", ::getpid());
   fs::create_directories(dir);
   auto expect_error = [&](const std::string& text, const std::string& fragment) {
     const std::string path = (dir / "s.csv").string();
@@ -304,7 +307,7 @@ TEST(KernelBenchMarks, FastestAndLowestEnergyPerProblemAndPass) {
 }
 
 TEST(KernelBenchCli, CpuGemmChecksEveryTransposeAndSavesAFolder) {
-  const fs::path root = fs::temp_directory_path() / ("kb_results_" + std::to_string(::getpid()));
+  const fs::path root = fs::temp_directory_path() / fmt::format("kb_results_{}", ::getpid());
   fs::remove_all(root);
   CliResult r = run_cnnscale({"bench", "gemm", "--device", "cpu", "--shapes", "tests/data/bench/gemm-small.csv",
                               "--check", "--json", "--repeats", "3", "--warmup", "1", "--quiet", "--results",
@@ -372,7 +375,7 @@ TEST(KernelBenchCli, BadRequestsFailBeforeAnyWork) {
   expect_usage_error({"bench", "gemm", "--device", "cpu", "--precision", "fp8", "--shape", "8,8,8"},
                      {"--precision", "fp8"});
   expect_usage_error({"bench", "gemm", "--set", "training", "--shape", "8,8,8"},
-                     {"one of --set, --shapes and --shape"});
+                     {"one of --set, --shapes, --shape and --net"});
   expect_usage_error({"bench", "conv", "--device", "cpu", "--shape", "8,8,1,1,1,3,3,0,0,1,1", "--pass", "sideways"},
                      {"--pass", "sideways"});
   expect_usage_error({"bench", "conv", "--device", "cpu", "--shapes", "tests/data/bench/gemm-small.csv"},
@@ -424,7 +427,7 @@ namespace cnnscale::testing {
 namespace {
 
 TEST(KernelBenchReport, TablesAndSweepFiguresFromResultFolders) {
-  const fs::path root = fs::temp_directory_path() / ("kb_report_" + std::to_string(::getpid()));
+  const fs::path root = fs::temp_directory_path() / fmt::format("kb_report_{}", ::getpid());
   fs::remove_all(root);
   const std::vector<std::string> common = {"--device",  "cpu",         "--repeats",    "2", "--quiet",
                                            "--results", root.string(), "--experiment", "k"};
@@ -468,6 +471,52 @@ TEST(KernelBenchReport, TablesAndSweepFiguresFromResultFolders) {
     EXPECT_NE(slurp(out / "report.md").find("Li et al., Fig. 3"), std::string::npos);
   }
   fs::remove_all(root);
+}
+
+}  // namespace
+}  // namespace cnnscale::testing
+
+namespace cnnscale::testing {
+namespace {
+
+TEST(KernelBenchNet, LayersOfAShippedNetwork) {
+  // LeNet: two convolutions and two fully connected layers, as DeepBench writes them.
+  const NetProblems lenet = net_problems("lenet", 8);
+  ASSERT_EQ(lenet.convs.size(), 2u);
+  EXPECT_EQ(lenet.conv_names, (std::vector<std::string>{"conv1", "conv2"}));
+  EXPECT_EQ(lenet.convs[1].c, 20);
+  EXPECT_EQ(lenet.convs[1].h, 12);
+  EXPECT_EQ(lenet.convs[1].k, 50);
+  EXPECT_EQ(lenet.convs[1].r, 5);
+  EXPECT_EQ(lenet.convs[1].n, 8);
+  ASSERT_EQ(lenet.gemms.size(), 2u);
+  EXPECT_EQ(lenet.gemms[0].m, 500);  // outputs
+  EXPECT_EQ(lenet.gemms[0].n, 8);    // batch
+  EXPECT_EQ(lenet.gemms[0].k, 800);  // 50 x 4 x 4 inputs
+  EXPECT_TRUE(lenet.gemms[0].trans_a);
+  // ResNet-50's 53 convolutions are 23 distinct shapes; repeats are counted in the name.
+  const NetProblems resnet = net_problems("resnet50", 1);
+  EXPECT_EQ(resnet.convs.size(), 23u);
+  EXPECT_EQ(resnet.conv_names[2], "res2_1_conv2 (x3)");
+  int total = 0;
+  for (const std::string& n : resnet.conv_names) {
+    const size_t x = n.find("(x");
+    total += x == std::string::npos ? 1 : std::stoi(n.substr(x + 2));
+  }
+  EXPECT_EQ(total, 53);
+  // CaffeNet's grouped convolutions are named, not benchmarked as something else.
+  const NetProblems caffenet = net_problems("caffenet", 1);
+  EXPECT_EQ(caffenet.skipped, (std::vector<std::string>{"conv2 (grouped)", "conv4 (grouped)", "conv5 (grouped)"}));
+  CliResult r = run_cnnscale({"bench", "conv", "--device", "cpu", "--net", "lenet", "--batch", "2", "--pass", "fwd",
+                              "--check", "--json", "--no-peak", "--quiet", "--no-results", "--repeats", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["source"], "lenet at batch 2");
+  ASSERT_EQ(j["rows"].size(), 2u);
+  EXPECT_EQ(j["rows"][1]["label"].get<std::string>().rfind("conv2: n=2 c=20 12x12 k=50", 0), 0u) << j["rows"][1];
+  EXPECT_EQ(j["rows"][1]["check"], "ok");
+  expect_usage_error({"bench", "gemm", "--device", "cpu", "--shape", "8,8,8", "--batch", "4"},
+                     {"--batch applies to --net"});
 }
 
 }  // namespace
