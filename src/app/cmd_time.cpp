@@ -98,6 +98,8 @@ void run_time(TimeArgs& a) {
                         {"forward_ms", t.forward_ms},
                         {"backward_ms", t.backward_ms},
                         {"share", t.share},
+                        {"activation_bytes", t.activation_bytes},
+                        {"param_bytes", t.param_bytes},
                         {"implementation", t.implementation}});
     nlohmann::json j = {{"net", spec.name()},
                         {"device", backend->device().to_string()},
@@ -111,6 +113,8 @@ void run_time(TimeArgs& a) {
                         {"update_ms", r.update_ms},
                         {"step_ms", r.step_ms},
                         {"peak_memory_bytes", r.peak_memory_bytes},
+                        {"h2d_ms", r.h2d_ms},
+                        {"h2d_bytes", r.h2d_bytes},
                         {"fused_epilogues", fused ? fused->fused.size() : 0},
                         {"inference", a.options.inference},
                         {"folded_batch_norms", folded ? folded->folded.size() : 0},
@@ -134,10 +138,10 @@ void run_time(TimeArgs& a) {
     std::printf("%zu batch norm(s) and convolution(s) include their fused ReLU (and residual sum); --no-fuse times "
                 "them apart\n",
                 fused->fused.size());
-  std::printf("%-28s %-18s %12s %12s %8s\n", "layer", "type", "forward ms", "backward ms", "share");
+  std::printf("%-28s %-18s %12s %12s %8s %12s\n", "layer", "type", "forward ms", "backward ms", "share", "memory MiB");
   for (const LayerTime& t : r.layers) {
-    std::printf("%-28s %-18s %12.4f %12.4f %7.1f%%\n", t.name.c_str(), t.type.c_str(), t.forward_ms, t.backward_ms,
-                100.0 * t.share);
+    std::printf("%-28s %-18s %12.4f %12.4f %7.1f%% %12.2f\n", t.name.c_str(), t.type.c_str(), t.forward_ms,
+                t.backward_ms, 100.0 * t.share, static_cast<double>(t.activation_bytes + t.param_bytes) / 1048576.0);
     // Where the backend chose how to run it (a convolution's form and algorithm per direction).
     if (!t.implementation.empty()) std::printf("    %s\n", t.implementation.c_str());
   }
@@ -145,6 +149,13 @@ void run_time(TimeArgs& a) {
               "write them, in no layer), backward %.4f ms, update %.4f ms, full step %.4f ms; peak memory %.3f GiB\n",
               r.forward_ms, r.copies_ms, r.backward_ms, r.update_ms, r.step_ms,
               static_cast<double>(r.peak_memory_bytes) / double(int64_t{1} << 30));
+  std::printf("memory per layer: its outputs at batch %lld and its parameters with their gradients and fp32 masters\n",
+              static_cast<long long>(r.batch));
+  if (r.h2d_bytes > 0)
+    std::printf(
+        "host -> device: the batch (input and labels, %.2f MiB from pinned memory) %.4f ms per step, %.1f%% "
+        "of the full step\n",
+        static_cast<double>(r.h2d_bytes) / 1048576.0, r.h2d_ms, r.step_ms > 0 ? 100.0 * r.h2d_ms / r.step_ms : 0.0);
 }
 
 }  // namespace

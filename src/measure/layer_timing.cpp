@@ -5,6 +5,7 @@
 #include "measure/layer_timing.hpp"
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <random>
 
@@ -89,16 +90,45 @@ LayerTimingResult time_layers(const NetSpec& spec, Backend& backend, const Layer
   backend.synchronize();  // every event is complete: reading them below never stalls
 
   LayerTimingResult r;
+  if (!backend.device().is_cpu()) {
+    // The batch as a loader hands it over: pinned host buffers, copied on the compute stream.
+    r.h2d_bytes = static_cast<int64_t>(net.input().bytes() + net.labels().bytes());
+    std::shared_ptr<Storage> input = backend.alloc_host(net.input().bytes());
+    std::shared_ptr<Storage> labels = backend.alloc_host(net.labels().bytes());
+    backend.download(net.input(), input->ptr());  // the same (non-zero) values as the timed steps
+    backend.download(net.labels(), labels->ptr());
+    auto a = backend.record_timing_event();
+    for (int64_t i = 0; i < o.iterations; ++i) {
+      backend.upload(input->ptr(), net.input());
+      backend.upload(labels->ptr(), net.labels());
+    }
+    auto b = backend.record_timing_event();
+    backend.synchronize();
+    r.h2d_ms = backend.elapsed_ms(*a, *b) / static_cast<double>(o.iterations);
+  }
   r.batch = o.batch;
   r.iterations = o.iterations;
   r.warmup = o.warmup;
   r.precision = o.precision;
   r.peak_memory_bytes = backend.memory_stats().peak_bytes;
   std::vector<LayerTime> per_layer(layers.size());
+  std::map<std::string, const LayerInfo*> infos;
+  for (const LayerInfo& info : spec.layers()) infos[info.name] = &info;
   for (size_t l = 0; l < layers.size(); ++l) {
     per_layer[l].name = layers[l]->name();
     per_layer[l].type = layers[l]->type();
     per_layer[l].implementation = layers[l]->implementation(backend);
+    if (auto it = infos.find(layers[l]->name()); it != infos.end())
+      for (size_t t = 0; t < it->second->top_shapes.size(); ++t)  // per sample shapes, batch 1
+        per_layer[l].activation_bytes +=
+            it->second->top_shapes[t].numel() * o.batch * static_cast<int64_t>(dtype_size(layers[l]->top_dtype(t)));
+    // fp32 runs keep one copy: the masters are the weights themselves (the same storage), counted once.
+    for (const Param& p : layers[l]->params()) {
+      int64_t bytes = static_cast<int64_t>(p.data.bytes() + p.diff.bytes());
+      if (p.master.raw() != p.data.raw()) bytes += static_cast<int64_t>(p.master.bytes());
+      if (p.master_diff.raw() != p.diff.raw()) bytes += static_cast<int64_t>(p.master_diff.bytes());
+      per_layer[l].param_bytes += bytes;
+    }
   }
   for (const IterationEvents& ev : timed) {
     const TimingEvent* previous = ev.after_copies.get();

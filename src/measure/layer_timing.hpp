@@ -38,6 +38,10 @@ struct LayerTime {
   // How the backend ran it, where it chose (Layer::implementation: a convolution's form and
   // algorithm per direction); empty otherwise.
   std::string implementation;
+  // Device memory the layer holds (Li et al.'s per-layer memory): its outputs at the batch in their
+  // storage type, and its parameters with every copy the run keeps (gradients when training, fp32
+  // masters beside 16-bit weights). Workspaces are shared and counted in peak_memory_bytes only.
+  int64_t activation_bytes = 0, param_bytes = 0;
 };
 
 struct LayerTimingResult {
@@ -52,6 +56,11 @@ struct LayerTimingResult {
   double copies_ms = 0;
   Precision precision = Precision::FP32;
   int64_t peak_memory_bytes = 0;  // the most the backend held at once (Backend::memory_stats), net included
+  // Li et al.'s transfer overhead: a step's host -> device copy of its batch (input and labels) from
+  // pinned host memory, mean over `iterations` copies between two timing events; 0 on the CPU, where
+  // the batch is already in host memory.
+  double h2d_ms = 0;
+  int64_t h2d_bytes = 0;
 };
 
 // Builds the net on `backend` with random inputs and labels and times it. Throws ConfigError for

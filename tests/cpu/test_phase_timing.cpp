@@ -192,6 +192,12 @@ TEST(PhaseTiming, TimeLenetListsEveryLayer) {
     // The CPU has one way to run a convolution, which it names; other layers choose nothing.
     if (l["type"] == "Convolution") {
       ++convs;
+      // Li et al.'s per-layer memory: conv1's output (20, 24, 24) at batch 8 in f32, and its 500
+      // weights and 20 biases with their gradients (no fp32 masters in an fp32 run).
+      if (l["name"] == "conv1") {
+        EXPECT_EQ(l["activation_bytes"], 20 * 24 * 24 * 8 * 4) << l.dump();
+        EXPECT_EQ(l["param_bytes"], (500 + 20) * 4 * 2) << l.dump();
+      }
       EXPECT_EQ(l["implementation"], "im2col + sgemm per sample") << l.dump();
     } else {
       EXPECT_EQ(l["implementation"], "") << l.dump();
@@ -207,6 +213,9 @@ TEST(PhaseTiming, TimeLenetListsEveryLayer) {
   EXPECT_LE(copies, j["forward_ms"].get<double>() + 1e-9);
   EXPECT_LE(layer_sum + copies, fb + 1e-9);
   EXPECT_GE(j["step_ms"].get<double>(), fb - 1e-9);
+  // The CPU's batch is already where it computes: no transfer to time.
+  EXPECT_EQ(j["h2d_ms"], 0.0);
+  EXPECT_EQ(j["h2d_bytes"], 0);
 
   CliResult table = run_cnnscale({"time", "lenet", "--iterations", "2", "--warmup", "0", "--batch", "4"});
   ASSERT_EQ(table.exit_code, 0) << table.err;
@@ -215,6 +224,7 @@ TEST(PhaseTiming, TimeLenetListsEveryLayer) {
   EXPECT_NE(table.out.find("\n    im2col + sgemm per sample\n"), std::string::npos) << table.out;
   EXPECT_NE(table.out.find("the input's compute copy"), std::string::npos) << table.out;
   EXPECT_NE(table.out.find("in no layer"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("memory MiB"), std::string::npos) << table.out;
   EXPECT_EQ(run_cnnscale({"time", "lenet", "--iterations", "0"}).exit_code, 2);
 }
 

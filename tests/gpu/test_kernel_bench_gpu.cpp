@@ -97,5 +97,19 @@ TEST(KernelBenchGpu, PowerWindowReadsTheBusyGpu) {
   }
 }
 
+TEST(TimeGpu, HostToDeviceTransferOfTheBatchAndLayerMemory) {
+  if (cuda_backend_device_count() < 1) GTEST_SKIP() << "no usable GPU";
+  CliResult r = run_cnnscale({"time", "lenet", "--device", "gpu", "--batch", "64", "--iterations", "5", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["h2d_bytes"], 64 * 1 * 28 * 28 * 4 + 64 * 4);  // f32 images and i32 labels
+  EXPECT_GT(j["h2d_ms"].get<double>(), 0.0);
+  for (const auto& l : j["layers"]) {
+    if (l["name"] == "conv1") {
+      EXPECT_EQ(l["activation_bytes"], 20 * 24 * 24 * 64 * 4) << l.dump();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace cnnscale::testing
