@@ -139,6 +139,19 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
     if (gemm && static_cast<int64_t>(gemms.size()) > a.limit) gemms.resize(static_cast<size_t>(a.limit));
     if (!gemm && static_cast<int64_t>(convs.size()) > a.limit) convs.resize(static_cast<size_t>(a.limit));
   }
+  // What no device of this build can run is refused here, before the backend starts.
+  if (a.device == "cpu" && precision != KernelPrecision::FP32)
+    throw_config("bench {} --precision {}: the CPU backend benchmarks fp32 only (its reference format)", a.kind,
+                 a.precision);
+  if (!gemm && precision == KernelPrecision::INT8)
+    throw_config(
+        "bench conv --precision int8: cuDNN's int8 convolutions take a fused graph (int8 inference runs "
+        "them; see cnnscale infer), not the legacy algorithms this benchmark compares");
+  if (!gemm && a.layout == "nhwc" && a.device == "cpu")
+    throw_config("bench conv --layout nhwc runs on a GPU only: the CPU backend computes in NCHW");
+  for (size_t i = 0; i < a.passes.size(); ++i)
+    for (size_t k = 0; k < i; ++k)
+      if (a.passes[i] == a.passes[k]) throw_config("bench conv --pass: {} is listed twice", a.passes[i]);
   measure::KernelBenchOptions o;
   o.precision = precision;
   o.layout = a.layout == "nhwc" ? Layout::NHWC : Layout::NCHW;

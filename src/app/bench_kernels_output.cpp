@@ -2,6 +2,7 @@
 #include "app/bench_kernels_output.hpp"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -178,10 +179,20 @@ std::string write_kernel_bench_folder(const std::string& results_root, const std
                                  r.precision, r.kind == "conv" && r.layout == "NHWC" ? "-nhwc" : "", utc_stamp);
   fs::path final_dir = parent / stem;
   for (int i = 1; fs::exists(final_dir, ec); ++i) final_dir = parent / fmt::format("{}-{}", stem, i);
-  const fs::path tmp = parent / (".tmp-" + final_dir.filename().string());
+  // The process id keeps two runs that pick the same name in one second off each other's folder.
+  const fs::path tmp = parent / fmt::format(".tmp-{}-{}", final_dir.filename().string(), ::getpid());
   fs::remove_all(tmp, ec);
   fs::create_directories(tmp, ec);
   if (ec) throw_runtime("{}: cannot create ({})", tmp.string(), ec.message());
+  // Nothing half-written stays behind: the temporary folder goes with any error below.
+  struct RemoveOnError {
+    const fs::path& dir;
+    bool done = false;
+    ~RemoveOnError() {
+      std::error_code ignored;
+      if (!done) fs::remove_all(dir, ignored);
+    }
+  } cleanup{tmp};
   write_synced_file((tmp / "summary.json").string(), j.dump(2) + "\n");
   // cases.csv: one row per variant, the JSON rows' scalar fields in a fixed order.
   const std::vector<std::string> cols = r.kind == "gemm" ? std::vector<std::string>{"problem",
@@ -288,6 +299,7 @@ std::string write_kernel_bench_folder(const std::string& results_root, const std
   fsync_dir(tmp.string());
   fs::rename(tmp, final_dir, ec);
   if (ec) throw_runtime("{}: cannot publish the results folder ({})", final_dir.string(), ec.message());
+  cleanup.done = true;
   fsync_dir(parent.string());
   return final_dir.string();
 }

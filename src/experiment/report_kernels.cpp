@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -33,8 +34,13 @@ std::string device_name(const std::string& description) {
   return description.substr(0, description.find(" ("));
 }
 
+// kMissing is a NaN: never compared with ==.
+bool missing(double v) {
+  return std::isnan(v);
+}
+
 std::string fixed(double v, int digits) {
-  return v == kMissing ? "" : fmt::format("{:.{}f}", v, digits);
+  return missing(v) ? "" : fmt::format("{:.{}f}", v, digits);
 }
 
 double median_of(std::vector<double> v) {
@@ -87,7 +93,7 @@ std::vector<KernelBenchFile> find_kernel_benches(const std::string& results_dir)
     if (ec) break;
     const fs::path p = it->path();
     if (p.filename() != "summary.json" || p.parent_path().parent_path().filename() != "bench") continue;
-    if (p.parent_path().filename().string().rfind(".tmp-", 0) == 0) continue;  // not yet published
+    if (p.parent_path().filename().string().rfind(".tmp-", 0) == 0) continue;  // not (yet) published
     try {
       std::ifstream in(p);
       nlohmann::json j = nlohmann::json::parse(in);
@@ -137,13 +143,14 @@ Table kernel_summary_table(const std::vector<KernelBenchFile>& files) {
       }
       const nlohmann::json* fast = marked(rows, "fastest");
       const nlohmann::json* frugal = marked(rows, "lowest_energy");
-      if (fast && num(*fast, "peak_fraction") != kMissing) {
+      if (fast && !missing(num(*fast, "peak_fraction"))) {
         const double p = num(*fast, "peak_fraction");
         fractions.push_back(p);
         if (!best || p > num(*best, "peak_fraction")) best = fast;
         if (!worst || p < num(*worst, "peak_fraction")) worst = fast;
       }
-      if (fast && frugal) {
+      // Both with an energy figure: a variant whose window failed is no comparison.
+      if (fast && frugal && !missing(num(*fast, "joules_per_call")) && !missing(num(*frugal, "joules_per_call"))) {
         ++with_energy;
         if (fast != frugal) {
           ++differ;
@@ -199,14 +206,14 @@ Table kernel_cases_table(const std::vector<KernelBenchFile>& files) {
         continue;
       }
       const nlohmann::json* frugal = marked(rows, "lowest_energy");
-      const bool other = frugal && frugal != fast;
       const double j_fast = num(*fast, "joules_per_call");
+      const bool other = frugal && frugal != fast && !missing(j_fast);
       t.rows.push_back(
           {Cell::of(bench_name(f)), Cell::of(text(*fast, "label")), Cell::of(text(*fast, "pass")),
            Cell::of(variant(*fast)), Cell::of(fixed(num(*fast, "median_ms"), 4)),
            Cell::of(fixed(num(*fast, "tflops"), 1)),
-           Cell::of(num(*fast, "peak_fraction") == kMissing ? "" : fixed(100 * num(*fast, "peak_fraction"), 1)),
-           Cell::of(fixed(num(*fast, "watts"), 0)), Cell::of(j_fast == kMissing ? "" : fixed(1e3 * j_fast, 4)),
+           Cell::of(missing(num(*fast, "peak_fraction")) ? "" : fixed(100 * num(*fast, "peak_fraction"), 1)),
+           Cell::of(fixed(num(*fast, "watts"), 0)), Cell::of(missing(j_fast) ? "" : fixed(1e3 * j_fast, 4)),
            Cell::of(other    ? variant(*frugal)
                     : frugal ? "the fastest"
                              : ""),

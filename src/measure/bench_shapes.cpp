@@ -13,6 +13,17 @@ namespace cnnscale::measure {
 
 namespace {
 
+constexpr int64_t kMaxExtent = 0x7fffffff;
+// Each operand is generated on the host as floats and copied to the device whole: past 2^31
+// elements (8 GiB of floats) a problem is refused rather than left to fail an allocation.
+constexpr int64_t kMaxOperandElements = int64_t{1} << 31;
+
+void check_operand(const std::string& where, const char* name, int64_t a, int64_t b, int64_t c = 1, int64_t d = 1) {
+  const double n = static_cast<double>(a) * static_cast<double>(b) * static_cast<double>(c) * static_cast<double>(d);
+  if (n > static_cast<double>(kMaxOperandElements))
+    throw_config("{}: operand {} has {:.3g} elements, above the 2^31 a benchmark generates", where, name, n);
+}
+
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream ss(s);
@@ -32,8 +43,11 @@ int64_t to_int(const std::string& field, const std::string& where, const std::st
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used == 0 || used != field.size()) throw_config("{}: {}: '{}' is not an integer", where, column, field);
+  if (used == 0 || used != field.size())
+    throw_config("{}: {}: '{}' is not an integer (or not one below 2^63)", where, column, field);
   if (v < min) throw_config("{}: {}: {} is below {}", where, column, v, min);
+  if (v > kMaxExtent)
+    throw_config("{}: {}: {} is above {} (cuBLAS and cuDNN take int extents)", where, column, v, kMaxExtent);
   return v;
 }
 
@@ -55,6 +69,9 @@ GemmProblem gemm_row(const std::vector<std::string>& f, const std::string& where
     p.trans_a = to_flag(f[3], where, "trans_a");
     p.trans_b = to_flag(f[4], where, "trans_b");
   }
+  check_operand(where, "A", p.m, p.k);
+  check_operand(where, "B", p.k, p.n);
+  check_operand(where, "C", p.m, p.n);
   return p;
 }
 
@@ -76,6 +93,9 @@ ConvProblem conv_row(const std::vector<std::string>& f, const std::string& where
   if (p.w + 2 * p.pad_w < p.s || p.h + 2 * p.pad_h < p.r)
     throw_config("{}: the {}x{} filter does not fit the padded {}x{} input", where, p.r, p.s, p.h + 2 * p.pad_h,
                  p.w + 2 * p.pad_w);
+  check_operand(where, "x", p.n, p.c, p.h, p.w);
+  check_operand(where, "w", p.k, p.c, p.r, p.s);
+  check_operand(where, "y", p.n, p.k, p.out_h(), p.out_w());
   return p;
 }
 

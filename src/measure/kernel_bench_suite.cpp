@@ -7,6 +7,8 @@
 #include <map>
 #include <thread>
 
+#include "core/error.hpp"
+#include "core/log.hpp"
 #include "measure/bench_shapes.hpp"
 
 namespace cnnscale::measure {
@@ -64,6 +66,25 @@ void run_case(Backend& backend, KernelCase& c, KernelBenchRow base, const Refere
       }
     }
     rows.push_back(std::move(row));
+  }
+}
+
+// Runs one problem's work; a runtime failure (an allocation the device cannot make, a library error)
+// becomes a row of that problem with the error as its status, so one problem never costs the rows of
+// a long run. A configuration error (the request itself is wrong) still ends the run.
+void survive_case(const KernelBenchRow& base, std::vector<KernelBenchRow>& rows, const std::function<void()>& work) {
+  try {
+    work();
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const Error& e) {
+    KernelBenchRow row = base;
+    row.library = "-";
+    row.algorithm = "-";
+    row.supported = false;
+    row.status = e.what();
+    rows.push_back(std::move(row));
+    log::warn("{}{}: {}", base.label, base.pass.empty() ? "" : " " + base.pass, e.what());
   }
 }
 
@@ -145,11 +166,13 @@ KernelBenchResult run_gemm_bench(Backend& backend, KernelBench& bench, const std
       base.padded_from = gemm_label(problems[i]);
     base.flops = p.flops();
     if (o.progress) o.progress(fmt::format("gemm {}/{}: {}", i + 1, problems.size(), base.label));
-    const KernelInputs in = gemm_inputs(p, o.precision, o.seed);
-    std::unique_ptr<KernelCase> c = bench.gemm(p, o.precision, in);
-    std::optional<Reference> ref;
-    if (o.check && p.flops() / 2 <= o.check_max_macs) ref = gemm_reference(p, in);
-    run_case(backend, *c, base, ref ? &*ref : nullptr, p.k, o, r.peak_tflops, &r.energy_method, r.rows);
+    survive_case(base, r.rows, [&] {
+      const KernelInputs in = gemm_inputs(p, o.precision, o.seed);
+      std::unique_ptr<KernelCase> c = bench.gemm(p, o.precision, in);
+      std::optional<Reference> ref;
+      if (o.check && p.flops() / 2 <= o.check_max_macs) ref = gemm_reference(p, in);
+      run_case(backend, *c, base, ref ? &*ref : nullptr, p.k, o, r.peak_tflops, &r.energy_method, r.rows);
+    });
   }
   mark_best(r.rows);
   return r;
@@ -171,15 +194,17 @@ KernelBenchResult run_conv_bench(Backend& backend, KernelBench& bench, const std
       if (!o.sweep_axis.empty()) base.sweep_value = sweep_value(o.sweep_axis, p);
       base.flops = p.flops();
       if (o.progress) o.progress(fmt::format("conv {}/{} {}: {}", i + 1, problems.size(), base.pass, base.label));
-      const KernelInputs in = conv_inputs(p, pass, o.precision, o.seed);
-      std::unique_ptr<KernelCase> c = bench.conv(p, pass, o.precision, o.layout, in);
-      std::optional<Reference> ref;
-      if (o.check && p.flops() / 2 <= o.check_max_macs) ref = conv_reference(p, pass, in);
-      // Terms per output element: fwd c*r*s; bwd_data at most k*r*s; bwd_filter n*p*q.
-      const int64_t terms = pass == ConvPass::Forward        ? p.c * p.r * p.s
-                            : pass == ConvPass::BackwardData ? p.k * p.r * p.s
-                                                             : p.n * p.out_h() * p.out_w();
-      run_case(backend, *c, base, ref ? &*ref : nullptr, terms, o, r.peak_tflops, &r.energy_method, r.rows);
+      survive_case(base, r.rows, [&] {
+        const KernelInputs in = conv_inputs(p, pass, o.precision, o.seed);
+        std::unique_ptr<KernelCase> c = bench.conv(p, pass, o.precision, o.layout, in);
+        std::optional<Reference> ref;
+        if (o.check && p.flops() / 2 <= o.check_max_macs) ref = conv_reference(p, pass, in);
+        // Terms per output element: fwd c*r*s; bwd_data at most k*r*s; bwd_filter n*p*q.
+        const int64_t terms = pass == ConvPass::Forward        ? p.c * p.r * p.s
+                              : pass == ConvPass::BackwardData ? p.k * p.r * p.s
+                                                               : p.n * p.out_h() * p.out_w();
+        run_case(backend, *c, base, ref ? &*ref : nullptr, terms, o, r.peak_tflops, &r.energy_method, r.rows);
+      });
     }
   }
   mark_best(r.rows);

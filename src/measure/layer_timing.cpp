@@ -119,9 +119,12 @@ LayerTimingResult time_layers(const NetSpec& spec, Backend& backend, const Layer
     per_layer[l].type = layers[l]->type();
     per_layer[l].implementation = layers[l]->implementation(backend);
     if (auto it = infos.find(layers[l]->name()); it != infos.end())
-      for (size_t t = 0; t < it->second->top_shapes.size(); ++t)  // per sample shapes, batch 1
+      for (size_t t = 0; t < it->second->top_shapes.size(); ++t) {
+        // Shapes of one sample: (1, C, H, W) or (1, D) grow with the batch; a loss's scalar does not.
+        const Shape& top = it->second->top_shapes[t];
         per_layer[l].activation_bytes +=
-            it->second->top_shapes[t].numel() * o.batch * static_cast<int64_t>(dtype_size(layers[l]->top_dtype(t)));
+            top.numel() * (top.rank() >= 2 ? o.batch : 1) * static_cast<int64_t>(dtype_size(layers[l]->top_dtype(t)));
+      }
     // fp32 runs keep one copy: the masters are the weights themselves (the same storage), counted once.
     for (const Param& p : layers[l]->params()) {
       int64_t bytes = static_cast<int64_t>(p.data.bytes() + p.diff.bytes());

@@ -77,6 +77,7 @@ TEST(KernelBenchGpu, ConvAlgorithmsAgreeWithTheReference) {
 
 TEST(KernelBenchGpu, PowerWindowReadsTheBusyGpu) {
   if (cuda_backend_device_count() < 1) GTEST_SKIP() << "no usable GPU";
+  if (cuda_device_facts(0).cc_major < 8) GTEST_SKIP() << "no bf16 tensor cores before compute capability 8.0";
   const nlohmann::json j = bench_json({"gemm", "--shape", "4096,4096,4096", "--precision", "bf16"});
   ASSERT_TRUE(j.contains("rows"));
   ASSERT_FALSE(j["power_limit_watts"].is_null());

@@ -88,33 +88,32 @@ class CudaGemmCase final : public KernelCase {
         precision_(precision),
         in_type_(kernel_input_dtype(precision)),
         out_type_(kernel_output_dtype(precision)) {
-    b.context()->make_current();
-    a_ = device_bytes(b, encode(in.first, in_type_, {}));
-    bm_ = device_bytes(b, encode(in.second, in_type_, {}));
-    c_ = b.alloc(Shape({p.m * p.n * static_cast<int64_t>(dtype_size(out_type_))}), DType::I8);
-    ws_ = b.alloc(Shape({static_cast<int64_t>(kLtWorkspaceBytes)}), DType::I8);
-    CUBLAS_CHECK(cublasCreate(&blas_));
-    CUBLAS_CHECK(cublasSetStream(blas_, b.stream()));
-    CUBLAS_CHECK(cublasSetMathMode(
-        blas_, precision == KernelPrecision::TF32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
-    CUBLAS_CHECK(cublasLtCreate(&lt_));
-    variants_.push_back({"cuBLAS", "cublasGemmEx default", true, "", 0});
-    // A trial call decides whether cuBLAS takes the shape in this format (int8 wants multiples of 4).
-    const cublasStatus_t st = blas_call();
-    if (st != CUBLAS_STATUS_SUCCESS) {
-      variants_[0].supported = false;
-      variants_[0].status = cublasGetStatusString(st);
+    // A throw part-way (an allocation, a cuBLASLt call) runs no destructor: release what was made.
+    try {
+      b.context()->make_current();
+      a_ = device_bytes(b, encode(in.first, in_type_, {}));
+      bm_ = device_bytes(b, encode(in.second, in_type_, {}));
+      c_ = b.alloc(Shape({p.m * p.n * static_cast<int64_t>(dtype_size(out_type_))}), DType::I8);
+      ws_ = b.alloc(Shape({static_cast<int64_t>(kLtWorkspaceBytes)}), DType::I8);
+      CUBLAS_CHECK(cublasCreate(&blas_));
+      CUBLAS_CHECK(cublasSetStream(blas_, b.stream()));
+      CUBLAS_CHECK(cublasSetMathMode(
+          blas_, precision == KernelPrecision::TF32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+      CUBLAS_CHECK(cublasLtCreate(&lt_));
+      variants_.push_back({"cuBLAS", "cublasGemmEx default", true, "", 0});
+      // A trial call decides whether cuBLAS takes the shape in this format (int8 wants multiples of 4).
+      const cublasStatus_t st = blas_call();
+      if (st != CUBLAS_STATUS_SUCCESS) {
+        variants_[0].supported = false;
+        variants_[0].status = cublasGetStatusString(st);
+      }
+      plan_lt();
+    } catch (...) {
+      release();
+      throw;
     }
-    plan_lt();
   }
-  ~CudaGemmCase() override {
-    if (pref_) cublasLtMatmulPreferenceDestroy(pref_);
-    for (cublasLtMatrixLayout_t l : {la_, lb_, lc_})
-      if (l) cublasLtMatrixLayoutDestroy(l);
-    if (op_) cublasLtMatmulDescDestroy(op_);
-    if (lt_) cublasLtDestroy(lt_);
-    if (blas_) cublasDestroy(blas_);
-  }
+  ~CudaGemmCase() override { release(); }
   const std::vector<KernelVariant>& variants() const override { return variants_; }
   void run(size_t v) override {
     if (v == 0) {
@@ -133,6 +132,15 @@ class CudaGemmCase final : public KernelCase {
   int64_t operand_bytes() const override { return static_cast<int64_t>(a_.bytes() + bm_.bytes() + c_.bytes()); }
 
  private:
+  void release() noexcept {
+    if (pref_) cublasLtMatmulPreferenceDestroy(pref_);
+    for (cublasLtMatrixLayout_t l : {la_, lb_, lc_})
+      if (l) cublasLtMatrixLayoutDestroy(l);
+    if (op_) cublasLtMatmulDescDestroy(op_);
+    if (lt_) cublasLtDestroy(lt_);
+    if (blas_) cublasDestroy(blas_);
+    pref_ = nullptr, la_ = lb_ = lc_ = nullptr, op_ = nullptr, lt_ = nullptr, blas_ = nullptr;
+  }
   cudaDataType_t data_type(DType t) const {
     switch (t) {
       case DType::BF16:
@@ -256,52 +264,58 @@ class CudaConvCase final : public KernelCase {
   CudaConvCase(CudaBackend& b, const ConvProblem& p, ConvPass pass, KernelPrecision precision, Layout layout,
                const KernelInputs& in)
       : b_(b), p_(p), pass_(pass), dtype_(kernel_input_dtype(precision)), layout_(layout) {
-    b.context()->make_current();
-    const char* op = "bench conv";
-    const cudnnTensorFormat_t fmt = cuda::cudnn_format(layout);
-    CUDNN_CHECK(cudnnCreate(&dnn_));
-    CUDNN_CHECK(cudnnSetStream(dnn_, b.stream()));
-    CUDNN_CHECK(cudnnSetTensor4dDescriptor(xd_, fmt, cuda::cudnn_type(dtype_), cuda::to_int_dim(p.n, op),
-                                           cuda::to_int_dim(p.c, op), cuda::to_int_dim(p.h, op),
-                                           cuda::to_int_dim(p.w, op)));
-    CUDNN_CHECK(cudnnSetTensor4dDescriptor(yd_, fmt, cuda::cudnn_type(dtype_), cuda::to_int_dim(p.n, op),
-                                           cuda::to_int_dim(p.k, op), cuda::to_int_dim(p.out_h(), op),
-                                           cuda::to_int_dim(p.out_w(), op)));
-    CUDNN_CHECK(cudnnSetFilter4dDescriptor(wd_, cuda::cudnn_type(dtype_), fmt, cuda::to_int_dim(p.k, op),
-                                           cuda::to_int_dim(p.c, op), cuda::to_int_dim(p.r, op),
-                                           cuda::to_int_dim(p.s, op)));
-    CUDNN_CHECK(cudnnSetConvolution2dDescriptor(cd_, static_cast<int>(p.pad_h), static_cast<int>(p.pad_w),
-                                                static_cast<int>(p.stride_h), static_cast<int>(p.stride_w), 1, 1,
-                                                CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    // fp32: FMA math only, so no algorithm runs TF32 behind the name; tf32: cuDNN's default, which
-    // lets float convolutions use TF32 tensor cores; 16-bit: tensor cores, fp32 accumulation.
-    CUDNN_CHECK(cudnnSetConvolutionMathType(cd_, precision == KernelPrecision::FP32   ? CUDNN_FMA_MATH
-                                                 : precision == KernelPrecision::TF32 ? CUDNN_DEFAULT_MATH
-                                                                                      : CUDNN_TENSOR_OP_MATH));
-    auto upload = [&](const Shape& s, const std::vector<float>& v) {
-      return device_bytes(b, encode(v, dtype_, layout == Layout::NHWC ? nhwc_permutation(s) : std::vector<int64_t>{}));
-    };
-    auto empty = [&](const Shape& s) {
-      return b.alloc(Shape({s.numel() * static_cast<int64_t>(dtype_size(dtype_))}), DType::I8);
-    };
-    switch (pass) {
-      case ConvPass::Forward:
-        x_ = upload(p.x_shape(), in.first);
-        w_ = upload(p.w_shape(), in.second);
-        y_ = empty(p.y_shape());
-        break;
-      case ConvPass::BackwardData:
-        y_ = upload(p.y_shape(), in.first);
-        w_ = upload(p.w_shape(), in.second);
-        x_ = empty(p.x_shape());
-        break;
-      case ConvPass::BackwardFilter:
-        x_ = upload(p.x_shape(), in.first);
-        y_ = upload(p.y_shape(), in.second);
-        w_ = empty(p.w_shape());
-        break;
+    try {
+      b.context()->make_current();
+      const char* op = "bench conv";
+      const cudnnTensorFormat_t fmt = cuda::cudnn_format(layout);
+      CUDNN_CHECK(cudnnCreate(&dnn_));
+      CUDNN_CHECK(cudnnSetStream(dnn_, b.stream()));
+      CUDNN_CHECK(cudnnSetTensor4dDescriptor(xd_, fmt, cuda::cudnn_type(dtype_), cuda::to_int_dim(p.n, op),
+                                             cuda::to_int_dim(p.c, op), cuda::to_int_dim(p.h, op),
+                                             cuda::to_int_dim(p.w, op)));
+      CUDNN_CHECK(cudnnSetTensor4dDescriptor(yd_, fmt, cuda::cudnn_type(dtype_), cuda::to_int_dim(p.n, op),
+                                             cuda::to_int_dim(p.k, op), cuda::to_int_dim(p.out_h(), op),
+                                             cuda::to_int_dim(p.out_w(), op)));
+      CUDNN_CHECK(cudnnSetFilter4dDescriptor(wd_, cuda::cudnn_type(dtype_), fmt, cuda::to_int_dim(p.k, op),
+                                             cuda::to_int_dim(p.c, op), cuda::to_int_dim(p.r, op),
+                                             cuda::to_int_dim(p.s, op)));
+      CUDNN_CHECK(cudnnSetConvolution2dDescriptor(cd_, static_cast<int>(p.pad_h), static_cast<int>(p.pad_w),
+                                                  static_cast<int>(p.stride_h), static_cast<int>(p.stride_w), 1, 1,
+                                                  CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+      // fp32: FMA math only, so no algorithm runs TF32 behind the name; tf32: cuDNN's default, which
+      // lets float convolutions use TF32 tensor cores; 16-bit: tensor cores, fp32 accumulation.
+      CUDNN_CHECK(cudnnSetConvolutionMathType(cd_, precision == KernelPrecision::FP32   ? CUDNN_FMA_MATH
+                                                   : precision == KernelPrecision::TF32 ? CUDNN_DEFAULT_MATH
+                                                                                        : CUDNN_TENSOR_OP_MATH));
+      auto upload = [&](const Shape& s, const std::vector<float>& v) {
+        return device_bytes(b,
+                            encode(v, dtype_, layout == Layout::NHWC ? nhwc_permutation(s) : std::vector<int64_t>{}));
+      };
+      auto empty = [&](const Shape& s) {
+        return b.alloc(Shape({s.numel() * static_cast<int64_t>(dtype_size(dtype_))}), DType::I8);
+      };
+      switch (pass) {
+        case ConvPass::Forward:
+          x_ = upload(p.x_shape(), in.first);
+          w_ = upload(p.w_shape(), in.second);
+          y_ = empty(p.y_shape());
+          break;
+        case ConvPass::BackwardData:
+          y_ = upload(p.y_shape(), in.first);
+          w_ = upload(p.w_shape(), in.second);
+          x_ = empty(p.x_shape());
+          break;
+        case ConvPass::BackwardFilter:
+          x_ = upload(p.x_shape(), in.first);
+          y_ = upload(p.y_shape(), in.second);
+          w_ = empty(p.w_shape());
+          break;
+      }
+      list_algorithms();
+    } catch (...) {
+      if (dnn_) cudnnDestroy(dnn_);
+      throw;
     }
-    list_algorithms();
   }
   ~CudaConvCase() override {
     if (dnn_) cudnnDestroy(dnn_);
@@ -364,9 +378,16 @@ class CudaConvCase final : public KernelCase {
     const int count = pass_ == ConvPass::Forward        ? static_cast<int>(CUDNN_CONVOLUTION_FWD_ALGO_COUNT)
                       : pass_ == ConvPass::BackwardData ? static_cast<int>(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT)
                                                         : static_cast<int>(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
+    // Free memory as the driver counts it, plus what the backend's pool holds unused from earlier
+    // cases (it keeps freed blocks): otherwise the limit would shrink with every problem run before.
     size_t free_b = 0, total_b = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-    const size_t limit = free_b / 2;
+    cudaMemPool_t pool = nullptr;
+    CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, b_.device_index()));
+    uint64_t reserved = 0, used = 0;
+    CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved));
+    CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used));
+    const size_t limit = (free_b + static_cast<size_t>(reserved > used ? reserved - used : 0)) / 2;
     std::vector<size_t> sizes(static_cast<size_t>(count), 0);
     for (int a = 0; a < count; ++a) {
       const char* name = pass_ == ConvPass::Forward        ? fwd_algo_name(a)
@@ -379,7 +400,7 @@ class CudaConvCase final : public KernelCase {
         v.status = cudnnGetErrorString(st);
       } else if (sizes[a] > limit) {
         v.supported = false;
-        v.status = fmt::format("workspace {:.1f} GiB exceeds half the free memory", sizes[a] / 1073741824.0);
+        v.status = fmt::format("workspace {:.1f} GiB exceeds half the free device memory", sizes[a] / 1073741824.0);
       } else {
         v.workspace_bytes = static_cast<int64_t>(sizes[a]);
         ws_bytes_ = std::max(ws_bytes_, sizes[a]);
