@@ -15,12 +15,12 @@
 #include <string>
 #include <vector>
 
-#include "app/bench_kernels_output.hpp"
 #include "backend/backend.hpp"
 #include "backend/devices.hpp"
 #include "backend/kernel_bench.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "experiment/kernel_bench_output.hpp"
 #include "io/results_writer.hpp"
 #include "measure/bench_shapes.hpp"
 #include "measure/kernel_bench_suite.hpp"
@@ -89,21 +89,34 @@ std::function<std::optional<double>()> energy_counter(const Backend& backend, st
   return [rapl, start]() -> std::optional<double> { return rapl->difference(*start, rapl->read()).package_j; };
 }
 
+// Whether the option was given; false for one this subcommand does not have.
+bool given(const CLI::App& cmd, const char* name) {
+  const CLI::Option* o = cmd.get_option_no_throw(name);
+  return o != nullptr && o->count() > 0;
+}
+
 void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
   // Everything checkable is checked before the device is touched.
   const KernelPrecision precision = parse_kernel_precision(a.precision);
-  const bool gemm = a.kind == "gemm";
+  const bool gemm = a.kind == "gemm", spmm = a.kind == "spmm";
+  if (spmm && precision != KernelPrecision::FP32)
+    throw_config("bench spmm --precision {}: cuSPARSE's SpMM and SpMV run fp32 here (DeepBench's sparse format)",
+                 a.precision);
+  if (spmm && a.device == "cpu") throw_config("bench spmm times cuSPARSE: it runs on a GPU (--device gpu)");
   const int sources =
-      (cmd.count("--set") > 0) + (!a.shapes_file.empty()) + (!a.shapes.empty()) + (!a.sweep.empty()) + (!a.net.empty());
+      (given(cmd, "--set")) + (!a.shapes_file.empty()) + (!a.shapes.empty()) + (!a.sweep.empty()) + (!a.net.empty());
   if (sources > 1)
     throw_config("bench {}: give one of --set, --shapes, --shape{}", a.kind,
-                 gemm ? " and --net" : ", --net and --sweep");
-  if (a.sweep.empty() && (!a.sweep_values.empty() || (!gemm && cmd.count("--sweep-base") > 0)))
+                 spmm   ? ""
+                 : gemm ? " and --net"
+                        : ", --net and --sweep");
+  if (a.sweep.empty() && (!a.sweep_values.empty() || (!gemm && given(cmd, "--sweep-base"))))
     throw_config("bench conv: --sweep-values and --sweep-base need --sweep AXIS");
   std::vector<GemmProblem> gemms;
   std::vector<ConvProblem> convs;
+  std::vector<SparseProblem> sparse;
   std::vector<std::string> names;
-  if (cmd.count("--batch") > 0 && a.net.empty()) throw_config("bench {}: --batch applies to --net", a.kind);
+  if (given(cmd, "--batch") && a.net.empty()) throw_config("bench {}: --batch applies to --net", a.kind);
   if (!a.net.empty()) {
     NetProblems np = net_problems(a.net, a.batch);
     if (gemm) {
@@ -121,6 +134,12 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
     convs =
         measure::conv_sweep(a.sweep, a.sweep_values.empty() ? measure::default_sweep_values(a.sweep) : a.sweep_values,
                             measure::parse_sweep_base(a.sweep_base));
+  } else if (spmm) {
+    if (!a.shapes.empty())
+      for (const std::string& s : a.shapes) sparse.push_back(measure::parse_sparse_shape(s));
+    else
+      sparse = measure::read_sparse_shapes(!a.shapes_file.empty() ? a.shapes_file
+                                                                  : measure::bench_shape_file("sparse", a.set));
   } else if (!a.shapes.empty()) {
     for (const std::string& s : a.shapes) {
       if (gemm)
@@ -138,6 +157,7 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
   if (a.limit > 0) {
     if (gemm && static_cast<int64_t>(gemms.size()) > a.limit) gemms.resize(static_cast<size_t>(a.limit));
     if (!gemm && static_cast<int64_t>(convs.size()) > a.limit) convs.resize(static_cast<size_t>(a.limit));
+    if (static_cast<int64_t>(sparse.size()) > a.limit) sparse.resize(static_cast<size_t>(a.limit));
   }
   // What no device of this build can run is refused here, before the backend starts.
   if (a.device == "cpu" && precision != KernelPrecision::FP32)
@@ -164,7 +184,7 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
   o.check = a.check;
   o.check_max_macs = a.check_max_macs;
   const bool save = !a.no_results && !a.results_root.empty();
-  if (!save && cmd.count("--experiment") > 0)
+  if (!save && given(cmd, "--experiment"))
     throw_config("bench {} --experiment names the results subfolder: give --results DIR too", a.kind);
   if (save) check_results_name("--experiment", a.experiment);
 
@@ -184,8 +204,9 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
   const auto [utc_time, utc_stamp] = utc_times(std::chrono::system_clock::now());
   o.sweep_axis = a.sweep;
   o.problem_names = names;
-  measure::KernelBenchResult r =
-      gemm ? measure::run_gemm_bench(*backend, *bench, gemms, o) : measure::run_conv_bench(*backend, *bench, convs, o);
+  measure::KernelBenchResult r = spmm   ? measure::run_spmm_bench(*backend, *bench, sparse, o)
+                                 : gemm ? measure::run_gemm_bench(*backend, *bench, gemms, o)
+                                        : measure::run_conv_bench(*backend, *bench, convs, o);
   r.power_limit_watts = power_limit;
   r.source = !a.net.empty()           ? fmt::format("{} at batch {}", a.net, a.batch)
              : !a.sweep.empty()       ? fmt::format("sweep {} around {}", a.sweep, a.sweep_base)
@@ -196,15 +217,15 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
   if (!o.counter_name.empty() && r.energy_method.rfind("mean power", 0) == 0)
     r.energy_method = fmt::format("{} of the {}; J per call = that power x the median time per call", r.energy_method,
                                   o.counter_name);
-  const nlohmann::json j = kernel_bench_json(r, utc_time, host_name());
+  const nlohmann::json j = report::kernel_bench_json(r, utc_time, host_name());
   if (a.json)
     std::cout << j.dump(2) << "\n";
   else
-    std::cout << kernel_bench_table(r);
+    std::cout << report::kernel_bench_table(r);
   std::cout.flush();
   if (save)
     std::fprintf(stderr, "results: %s\n",
-                 write_kernel_bench_folder(a.results_root, a.experiment, r, j, utc_stamp).c_str());
+                 report::write_kernel_bench_folder(a.results_root, a.experiment, r, j, utc_stamp).c_str());
   int mismatches = 0;
   for (const measure::KernelBenchRow& row : r.rows) mismatches += row.check == "MISMATCH";
   if (mismatches > 0)
@@ -213,35 +234,47 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
 }
 
 void register_one(CLI::App& bench, const std::string& kind) {
-  const bool gemm = kind == "gemm";
+  const bool gemm = kind == "gemm", spmm = kind == "spmm";
   CLI::App* cmd = bench.add_subcommand(
-      kind, gemm ? "GEMM per variant (cuBLAS, cuBLASLt heuristic and returned algorithms; OpenBLAS on the CPU): time, "
-                   "TFLOP/s, share of a measured peak, energy per call (DeepBench's GEMM sets)"
-                 : "Convolution per cuDNN algorithm and pass (im2col + OpenBLAS on the CPU): time, workspace, "
-                   "TFLOP/s, energy per call (DeepBench's conv sets)");
+      kind, spmm ? "Sparse times dense (cuSPARSE SpMM, SpMV for one column, each CSR algorithm) against the dense "
+                   "GEMM of the same shape: time, speedup over dense, energy per call (DeepBench's sparse sets)"
+            : gemm
+                ? "GEMM per variant (cuBLAS, cuBLASLt heuristic and returned algorithms; OpenBLAS on the CPU): time, "
+                  "TFLOP/s, share of a measured peak, energy per call (DeepBench's GEMM sets)"
+                : "Convolution per cuDNN algorithm and pass (im2col + OpenBLAS on the CPU): time, workspace, "
+                  "TFLOP/s, energy per call (DeepBench's conv sets)");
   auto a = std::make_shared<KernelBenchArgs>();
   a->kind = kind;
+  if (spmm) a->set = "inference-server";  // DeepBench has no sparse training set
   cmd->add_option("--device", a->device, "cpu, gpu or gpu:N")->capture_default_str();
   cmd->add_option("--precision", a->precision,
                   gemm ? "fp32 (no TF32), tf32, bf16, fp16 or int8 (int32 sums; dimensions padded to multiples of 4 "
                          "as DeepBench does); the CPU runs fp32"
                        : "fp32 (FMA math, no TF32), tf32, bf16 or fp16; the CPU runs fp32")
       ->capture_default_str();
-  cmd->add_option("--set", a->set, "DeepBench's set: training, inference-server or inference-device (data/bench/)")
-      ->check(CLI::IsMember(measure::bench_set_names()))
-      ->capture_default_str();
+  if (spmm)
+    cmd->add_option("--set", a->set, "DeepBench's sparse set: inference-server or inference-device (data/bench/)")
+        ->check(CLI::IsMember({"inference-server", "inference-device"}))
+        ->capture_default_str();
+  else
+    cmd->add_option("--set", a->set, "DeepBench's set: training, inference-server or inference-device (data/bench/)")
+        ->check(CLI::IsMember(measure::bench_set_names()))
+        ->capture_default_str();
   cmd->add_option("--shapes", a->shapes_file, "a CSV shape list in data/bench/'s format instead of a set");
   cmd->add_option("--shape", a->shapes,
-                  gemm ? "one problem m,n,k[,trans_a,trans_b] (repeatable)"
-                       : "one problem w,h,c,n,k,s,r,pad_w,pad_h,stride_w,stride_h (repeatable)");
-  cmd->add_option("--net", a->net,
-                  gemm ? "the fully connected layers of a network (networks/NAME.yaml) as GEMMs"
-                       : "the ungrouped convolutions of a network (networks/NAME.yaml), each distinct shape once");
-  cmd->add_option("--batch", a->batch, "samples per call with --net")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+                  spmm   ? "one problem m,n,k,sparsity (repeatable; sparsity: the fraction of A that is zero)"
+                  : gemm ? "one problem m,n,k[,trans_a,trans_b] (repeatable)"
+                         : "one problem w,h,c,n,k,s,r,pad_w,pad_h,stride_w,stride_h (repeatable)");
+  if (!spmm) {
+    cmd->add_option("--net", a->net,
+                    gemm ? "the fully connected layers of a network (networks/NAME.yaml) as GEMMs"
+                         : "the ungrouped convolutions of a network (networks/NAME.yaml), each distinct shape once");
+    cmd->add_option("--batch", a->batch, "samples per call with --net")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+  }
   cmd->add_option("--limit", a->limit, "only the first N problems of the list")->check(CLI::PositiveNumber);
-  if (!gemm) {
+  if (kind == "conv") {
     cmd->add_option("--pass", a->passes, "passes to time: fwd, bwd_data, bwd_filter")
         ->delimiter(',')
         ->capture_default_str();
@@ -296,6 +329,7 @@ void register_one(CLI::App& bench, const std::string& kind) {
 void register_kernel_benches(CLI::App& bench) {
   register_one(bench, "gemm");
   register_one(bench, "conv");
+  register_one(bench, "spmm");
 }
 
 }  // namespace cnnscale::app

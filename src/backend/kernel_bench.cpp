@@ -73,6 +73,10 @@ ConvPass parse_conv_pass(const std::string& s, const std::string& what) {
   throw_config("{} '{}': expected fwd, bwd_data or bwd_filter", what, s);
 }
 
+std::unique_ptr<KernelCase> KernelBench::spmm(const SparseProblem&, const SparseInputs&) {
+  throw_config("bench spmm times cuSPARSE: it runs on a GPU (--device gpu)");
+}
+
 std::unique_ptr<KernelBench> make_kernel_bench(Backend& backend) {
   if (backend.name() == "cpu") return make_cpu_kernel_bench(backend);
 #if CNNSCALE_HAVE_CUDA

@@ -42,6 +42,20 @@ struct ConvProblem {
   Shape y_shape() const { return Shape({n, k, out_h(), out_w()}); }
 };
 
+// C (m x n) = A B with A (m x k) sparse, `sparsity` the fraction of its elements that are zero, in
+// CSR; B (k x n) and C dense, column-major. DeepBench's sparse sets (fp32, no transposes).
+struct SparseProblem {
+  int64_t m = 0, n = 0, k = 0;
+  double sparsity = 0.9;
+};
+
+// A in CSR (row_ptr: m + 1 offsets; col_idx and values: its non-zeros, row by row) and B dense.
+struct SparseInputs {
+  std::vector<int32_t> row_ptr, col_idx;
+  std::vector<float> values, b;
+  int64_t nnz() const { return static_cast<int64_t>(values.size()); }
+};
+
 enum class ConvPass { Forward, BackwardData, BackwardFilter };
 std::string conv_pass_name(ConvPass p);  // "fwd", "bwd_data", "bwd_filter"
 ConvPass parse_conv_pass(const std::string& s, const std::string& what = "--pass");
@@ -87,6 +101,10 @@ class KernelBench {
                                            const KernelInputs& inputs) = 0;
   virtual std::unique_ptr<KernelCase> conv(const ConvProblem& p, ConvPass pass, KernelPrecision precision,
                                            Layout layout, const KernelInputs& inputs) = 0;
+  // Sparse times dense (SpMM; SpMV when n is 1) and, as the last variant, the dense GEMM of the same
+  // shape with A densified: the baseline a sparse kernel has to beat. Refused (ConfigError) where the
+  // backend has no sparse library, as the CPU's.
+  virtual std::unique_ptr<KernelCase> spmm(const SparseProblem& p, const SparseInputs& inputs);
 };
 
 // The benchmark view of `backend` (CPU: OpenBLAS and im2col; CUDA: cuBLAS, cuBLASLt, cuDNN). The

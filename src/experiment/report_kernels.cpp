@@ -98,8 +98,8 @@ std::vector<KernelBenchFile> find_kernel_benches(const std::string& results_dir)
       std::ifstream in(p);
       nlohmann::json j = nlohmann::json::parse(in);
       const std::string kind = j.value("kind", "");
-      if ((kind != "gemm" && kind != "conv") || !j.contains("rows") || !j["rows"].is_array())
-        throw_config("not a bench gemm/conv summary");
+      if ((kind != "gemm" && kind != "conv" && kind != "spmm") || !j.contains("rows") || !j["rows"].is_array())
+        throw_config("not a bench gemm/conv/spmm summary");
       out.push_back({p.string(), std::move(j)});
     } catch (const std::exception& e) {
       log::warn("report: skipping {}: {}", p.string(), e.what());

@@ -150,6 +150,47 @@ std::vector<GemmProblem> read_gemm_shapes(const std::string& path) {
   return out;
 }
 
+static double to_fraction(const std::string& field, const std::string& where) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(field, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != field.size() || !(v >= 0.0 && v < 1.0))
+    throw_config("{}: sparsity: expected a fraction of zeros in [0, 1), got '{}'", where, field);
+  return v;
+}
+
+static SparseProblem sparse_problem(int64_t m, int64_t n, int64_t k, double sparsity, const std::string& where) {
+  SparseProblem p{m, n, k, sparsity};
+  check_operand(where, "A (dense baseline)", m, k);
+  check_operand(where, "B", k, n);
+  check_operand(where, "C", m, n);
+  return p;
+}
+
+std::vector<SparseProblem> read_sparse_shapes(const std::string& path) {
+  std::vector<SparseProblem> out;
+  read_rows(path, "m,n,k,trans_a,trans_b,sparsity", [&](const std::vector<std::string>& f, const std::string& where) {
+    if (f.size() != 6) throw_config("{}: expected m,n,k,trans_a,trans_b,sparsity, got {} field(s)", where, f.size());
+    if (to_flag(f[3], where, "trans_a") || to_flag(f[4], where, "trans_b"))
+      throw_config("{}: bench spmm runs untransposed problems (as DeepBench's lists)", where);
+    out.push_back(sparse_problem(to_int(f[0], where, "m", 1), to_int(f[1], where, "n", 1), to_int(f[2], where, "k", 1),
+                                 to_fraction(f[5], where), where));
+  });
+  if (out.empty()) throw_config("{}: no problems listed", path);
+  return out;
+}
+
+SparseProblem parse_sparse_shape(const std::string& text, const std::string& what) {
+  const std::vector<std::string> f = split(text);
+  if (f.size() != 4) throw_config("{}: expected m,n,k,sparsity, got {} field(s)", what, f.size());
+  return sparse_problem(to_int(f[0], what, "m", 1), to_int(f[1], what, "n", 1), to_int(f[2], what, "k", 1),
+                        to_fraction(f[3], what), what);
+}
+
 std::vector<ConvProblem> read_conv_shapes(const std::string& path) {
   std::vector<ConvProblem> out;
   read_rows(path, "w,h,c,n,k,s,r,pad_w,pad_h,stride_w,stride_h",
@@ -211,6 +252,10 @@ int64_t sweep_value(const std::string& axis, const ConvProblem& p) {
 
 std::string gemm_label(const GemmProblem& p) {
   return fmt::format("m={} n={} k={} {}{}", p.m, p.n, p.k, p.trans_a ? 'T' : 'N', p.trans_b ? 'T' : 'N');
+}
+
+std::string sparse_label(const SparseProblem& p) {
+  return fmt::format("m={} n={} k={} {:g}% zeros", p.m, p.n, p.k, 100 * p.sparsity);
 }
 
 std::string conv_label(const ConvProblem& p) {

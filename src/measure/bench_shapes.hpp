@@ -24,9 +24,14 @@ std::vector<GemmProblem> read_gemm_shapes(const std::string& path);
 // conv columns, DeepBench's order: w,h,c,n,k,s,r,pad_w,pad_h,stride_w,stride_h (s: filter width).
 std::vector<ConvProblem> read_conv_shapes(const std::string& path);
 
+// sparse columns: m,n,k,trans_a,trans_b,sparsity (DeepBench's lists have no transposes; one is refused).
+std::vector<SparseProblem> read_sparse_shapes(const std::string& path);
+
 // --shape: "m,n,k[,trans_a,trans_b]" and the conv file's row; ConfigError naming `what`.
 GemmProblem parse_gemm_shape(const std::string& text, const std::string& what = "--shape");
 ConvProblem parse_conv_shape(const std::string& text, const std::string& what = "--shape");
+// "m,n,k,sparsity"
+SparseProblem parse_sparse_shape(const std::string& text, const std::string& what = "--shape");
 
 // Li et al.'s one-axis sweeps around a base 5-tuple (batch b, square input i, filters f, square
 // kernel k, stride s), unpadded, over c input channels: the axis is one of "b", "i", "f", "k", "s".
@@ -45,5 +50,6 @@ int64_t sweep_value(const std::string& axis, const ConvProblem& p);
 // "m=1760 n=16 k=1760 NT" and "n=16 c=3 224x224 k=64 7x7/2 pad 3" for tables.
 std::string gemm_label(const GemmProblem& p);
 std::string conv_label(const ConvProblem& p);
+std::string sparse_label(const SparseProblem& p);  // "m=7680 n=1 k=2560 90% zeros"
 
 }  // namespace cnnscale::measure

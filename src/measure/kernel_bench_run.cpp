@@ -46,6 +46,43 @@ KernelInputs conv_inputs(const ConvProblem& p, ConvPass pass, KernelPrecision pr
   return {};
 }
 
+SparseInputs sparse_inputs(const SparseProblem& p, uint64_t seed) {
+  SparseInputs in;
+  in.row_ptr.reserve(static_cast<size_t>(p.m) + 1);
+  in.row_ptr.push_back(0);
+  const uint64_t where = mix64(seed ^ mix64(4)), what = mix64(seed ^ mix64(5));
+  const double keep = 1.0 - p.sparsity;
+  for (int64_t i = 0; i < p.m; ++i) {
+    for (int64_t j = 0; j < p.k; ++j) {
+      const uint64_t cell = static_cast<uint64_t>(i * p.k + j);
+      if (static_cast<double>(mix64(where + cell) >> 11) * 0x1.0p-53 >= keep) continue;
+      in.col_idx.push_back(static_cast<int32_t>(j));
+      in.values.push_back(static_cast<float>(mix64(what + cell) >> 40) * (2.0f / 16777216.0f) - 1.0f);
+    }
+    if (in.values.size() > 0x7fffffffu) throw_config("bench spmm: more than 2^31 non-zeros");
+    in.row_ptr.push_back(static_cast<int32_t>(in.values.size()));
+  }
+  in.b = draw(p.k * p.n, KernelPrecision::FP32, seed, 6);
+  return in;
+}
+
+Reference sparse_reference(const SparseProblem& p, const SparseInputs& in) {
+  Reference r{std::vector<double>(static_cast<size_t>(p.m * p.n)), std::vector<double>(static_cast<size_t>(p.m * p.n))};
+  for (int64_t j = 0; j < p.n; ++j)
+    for (int64_t i = 0; i < p.m; ++i) {
+      double s = 0, mag = 0;
+      for (int32_t e = in.row_ptr[static_cast<size_t>(i)]; e < in.row_ptr[static_cast<size_t>(i) + 1]; ++e) {
+        const double t = double(in.values[static_cast<size_t>(e)]) *
+                         in.b[static_cast<size_t>(j * p.k + in.col_idx[static_cast<size_t>(e)])];
+        s += t;
+        mag += std::fabs(t);
+      }
+      r.value[static_cast<size_t>(j * p.m + i)] = s;
+      r.magnitude[static_cast<size_t>(j * p.m + i)] = mag;
+    }
+  return r;
+}
+
 Reference gemm_reference(const GemmProblem& p, const KernelInputs& in) {
   Reference r{std::vector<double>(static_cast<size_t>(p.m * p.n)), std::vector<double>(static_cast<size_t>(p.m * p.n))};
   const int64_t lda = p.trans_a ? p.k : p.m, ldb = p.trans_b ? p.n : p.k;

@@ -19,6 +19,10 @@ namespace cnnscale::measure {
 KernelInputs gemm_inputs(const GemmProblem& p, KernelPrecision precision, uint64_t seed);
 KernelInputs conv_inputs(const ConvProblem& p, ConvPass pass, KernelPrecision precision, uint64_t seed);
 
+// A with each element non-zero with probability 1 - sparsity (positions and values from the seed,
+// values uniform in [-1, 1)), in CSR; B uniform in [-1, 1). fp32, as DeepBench's sparse sets.
+SparseInputs sparse_inputs(const SparseProblem& p, uint64_t seed);
+
 // The exact result in double and, per element, the sum of |terms| it adds up (the scale its
 // rounding errors are measured against): GEMM column-major, convolution outputs NCHW / KCRS.
 struct Reference {
@@ -26,6 +30,7 @@ struct Reference {
 };
 Reference gemm_reference(const GemmProblem& p, const KernelInputs& in);
 Reference conv_reference(const ConvProblem& p, ConvPass pass, const KernelInputs& in);
+Reference sparse_reference(const SparseProblem& p, const SparseInputs& in);
 
 // max_i |out_i - ref_i| / max(magnitude_i, tiny): the error relative to the terms summed.
 double normalized_error(const std::vector<float>& out, const Reference& ref);

@@ -178,6 +178,40 @@ KernelBenchResult run_gemm_bench(Backend& backend, KernelBench& bench, const std
   return r;
 }
 
+KernelBenchResult run_spmm_bench(Backend& backend, KernelBench& bench, const std::vector<SparseProblem>& problems,
+                                 const KernelBenchOptions& o) {
+  KernelBenchResult r = start(backend, "spmm", o);
+  r.peak_tflops = measure_peak(backend, bench, o, &r.peak_method);
+  for (size_t i = 0; i < problems.size(); ++i) {
+    const SparseProblem& p = problems[i];
+    KernelBenchRow base;
+    base.problem = static_cast<int64_t>(i);
+    base.sparse = p;
+    base.label = sparse_label(p);
+    if (i < o.problem_names.size()) base.label = o.problem_names[i] + ": " + base.label;
+    if (o.progress) o.progress(fmt::format("spmm {}/{}: {}", i + 1, problems.size(), base.label));
+    const size_t first = r.rows.size();
+    survive_case(base, r.rows, [&] {
+      const SparseInputs in = sparse_inputs(p, o.seed);
+      base.nnz = in.nnz();
+      base.flops = 2.0 * static_cast<double>(in.nnz()) * static_cast<double>(p.n);
+      std::unique_ptr<KernelCase> c = bench.spmm(p, in);
+      std::optional<Reference> ref;
+      if (o.check && base.flops / 2 <= o.check_max_macs) ref = sparse_reference(p, in);
+      // Terms per output element: a row's non-zeros, about (1 - sparsity) k; the bound takes k.
+      run_case(backend, *c, base, ref ? &*ref : nullptr, p.k, o, r.peak_tflops, &r.energy_method, r.rows);
+    });
+    // The dense baseline is the problem's last variant (KernelBench::spmm).
+    const KernelBenchRow& dense = r.rows.back();
+    if (r.rows.size() > first + 1 && dense.supported && dense.timing.repeats > 0)
+      for (size_t k = first; k + 1 < r.rows.size(); ++k)
+        if (r.rows[k].supported && r.rows[k].timing.repeats > 0)
+          r.rows[k].speedup_vs_dense = dense.timing.median_ms / r.rows[k].timing.median_ms;
+  }
+  mark_best(r.rows);
+  return r;
+}
+
 KernelBenchResult run_conv_bench(Backend& backend, KernelBench& bench, const std::vector<ConvProblem>& problems,
                                  const KernelBenchOptions& o) {
   KernelBenchResult r = start(backend, "conv", o);

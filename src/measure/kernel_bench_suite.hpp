@@ -38,6 +38,9 @@ struct KernelBenchRow {
   int64_t sweep_value = 0;  // the swept axis' value (a sweep's rows only)
   GemmProblem gemm;         // as computed (int8: padded)
   std::string padded_from;  // int8 GEMM: the listed shape when padding changed it
+  SparseProblem sparse;     // spmm
+  int64_t nnz = 0;          // spmm: A's non-zeros as drawn
+  std::optional<double> speedup_vs_dense;  // spmm: the dense GEMM's median time over this variant's
   ConvProblem conv;
   std::string library, algorithm;
   bool supported = true;
@@ -74,6 +77,9 @@ struct KernelBenchResult {
 GemmProblem pad_for_int8(const GemmProblem& p);
 
 KernelBenchResult run_gemm_bench(Backend& backend, KernelBench& bench, const std::vector<GemmProblem>& problems,
+                                 const KernelBenchOptions& o);
+// Every variant counts the useful work, 2 nnz n FLOPs, so the dense baseline's TFLOP/s are effective.
+KernelBenchResult run_spmm_bench(Backend& backend, KernelBench& bench, const std::vector<SparseProblem>& problems,
                                  const KernelBenchOptions& o);
 KernelBenchResult run_conv_bench(Backend& backend, KernelBench& bench, const std::vector<ConvProblem>& problems,
                                  const KernelBenchOptions& o);

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "cpu/cli_runner.hpp"
+#include "experiment/kernel_bench_output.hpp"
 #include "measure/bench_shapes.hpp"
 #include "measure/kernel_bench_run.hpp"
 #include "measure/kernel_bench_suite.hpp"
@@ -336,7 +337,7 @@ TEST(KernelBenchCli, CpuGemmChecksEveryTransposeAndSavesAFolder) {
   std::ifstream csv(folders[0] / "cases.csv");
   std::string header;
   std::getline(csv, header);
-  EXPECT_EQ(header.rfind("problem,m,n,k,trans_a,trans_b,library,algorithm", 0), 0u) << header;
+  EXPECT_EQ(header.rfind("problem,m,n,k,trans_a,trans_b,padded_from,library,algorithm", 0), 0u) << header;
   int lines = 0;
   for (std::string l; std::getline(csv, l);) ++lines;
   EXPECT_EQ(lines, 4);
@@ -531,6 +532,73 @@ TEST(KernelBenchNet, LayersOfAShippedNetwork) {
   EXPECT_EQ(j["rows"][1]["check"], "ok");
   expect_usage_error({"bench", "gemm", "--device", "cpu", "--shape", "8,8,8", "--batch", "4"},
                      {"--batch applies to --net"});
+}
+
+}  // namespace
+}  // namespace cnnscale::testing
+
+namespace cnnscale::testing {
+namespace {
+
+TEST(KernelBenchSparse, SetsInputsReferenceAndRefusals) {
+  const auto server = measure::read_sparse_shapes(measure::bench_shape_file("sparse", "inference-server"));
+  const auto device = measure::read_sparse_shapes(measure::bench_shape_file("sparse", "inference-device"));
+  EXPECT_EQ(server.size(), 24u);
+  EXPECT_EQ(device.size(), 8u);
+  EXPECT_EQ(server[0].m, 7680);
+  EXPECT_EQ(server[0].n, 1);
+  EXPECT_EQ(server[0].k, 2560);
+  EXPECT_DOUBLE_EQ(server[0].sparsity, 0.95);
+  // A's density: each element kept with probability 0.1 over 60,000 cells, so nnz is 6,000 with a
+  // standard deviation of sqrt(60000 * 0.1 * 0.9) = 73; 4 sigma either way.
+  const SparseProblem p{200, 3, 300, 0.9};
+  const SparseInputs in = measure::sparse_inputs(p, 1);
+  EXPECT_NEAR(static_cast<double>(in.nnz()), 6000.0, 4 * 73.5);
+  ASSERT_EQ(in.row_ptr.size(), 201u);
+  EXPECT_EQ(in.row_ptr.back(), in.nnz());
+  for (size_t i = 0; i + 1 < in.row_ptr.size(); ++i) EXPECT_LE(in.row_ptr[i], in.row_ptr[i + 1]);
+  for (int32_t c : in.col_idx) EXPECT_TRUE(c >= 0 && c < 300);
+  EXPECT_EQ(in.b.size(), 900u);
+  // A = [1 0 2; 0 3 0] (CSR), B = [1 1; 1 0; 1 2] column-major: C = [3 5; 3 0].
+  SparseInputs hand{{0, 2, 3}, {0, 2, 1}, {1, 2, 3}, {1, 1, 1, 1, 0, 2}};
+  const Reference r = measure::sparse_reference({2, 2, 3, 0.5}, hand);
+  EXPECT_EQ(r.value, (std::vector<double>{3, 3, 5, 0}));
+  EXPECT_EQ(measure::sparse_label({7680, 1, 2560, 0.95}), "m=7680 n=1 k=2560 95% zeros");
+  // cuSPARSE is GPU-only; fp32 only; sparsity is a fraction; refused before any work.
+  expect_usage_error({"bench", "spmm", "--device", "cpu", "--shape", "100,2,50,0.9"}, {"cuSPARSE", "--device gpu"});
+  expect_usage_error({"bench", "spmm", "--device", "gpu", "--precision", "bf16", "--shape", "100,2,50,0.9"},
+                     {"--precision bf16", "fp32"});
+  expect_usage_error({"bench", "spmm", "--device", "gpu", "--shape", "100,2,50,1.5"}, {"sparsity", "[0, 1)"});
+  expect_usage_error({"bench", "spmm", "--device", "gpu", "--set", "training"}, {"--set"});
+}
+
+}  // namespace
+}  // namespace cnnscale::testing
+
+namespace cnnscale::testing {
+namespace {
+
+TEST(KernelBenchSparse, TableNamesWhereSparseWins) {
+  measure::KernelBenchResult r;
+  r.kind = "spmm";
+  r.precision = "fp32";
+  auto row = [](int64_t problem, double sparsity, double speedup) {
+    measure::KernelBenchRow x;
+    x.problem = problem;
+    x.sparse = {100, 8, 200, sparsity};
+    x.speedup_vs_dense = speedup;
+    x.library = "cuSPARSE";
+    x.timing.median_ms = 1.0;
+    x.timing.repeats = 1;
+    return x;
+  };
+  // 90 %: slower than dense; 95 %: faster with one of its variants; 99 %: faster.
+  r.rows = {row(0, 0.9, 0.6), row(1, 0.95, 0.9), row(1, 0.95, 1.4), row(2, 0.99, 3.0)};
+  const std::string t = report::kernel_bench_table(r);
+  EXPECT_NE(t.find("m=100 n=8 k=200: 90%: 0.60x 95%: 1.40x 99%: 3.00x; sparse wins from 95% zeros"), std::string::npos)
+      << t;
+  r.rows = {row(0, 0.9, 0.6), row(1, 0.99, 0.8)};
+  EXPECT_NE(report::kernel_bench_table(r).find("sparse never wins here"), std::string::npos);
 }
 
 }  // namespace

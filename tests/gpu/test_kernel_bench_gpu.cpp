@@ -98,6 +98,29 @@ TEST(KernelBenchGpu, PowerWindowReadsTheBusyGpu) {
   }
 }
 
+TEST(KernelBenchGpu, SparseVariantsAgreeWithTheReferenceAndFaceTheDenseGemm) {
+  if (cuda_backend_device_count() < 1) GTEST_SKIP() << "no usable GPU";
+  // SpMV (one column) and SpMM, odd sizes, 90 % and 99 % zeros.
+  const nlohmann::json j = bench_json({"spmm", "--shape", "301,1,517,0.9", "--shape", "301,17,517,0.99", "--check",
+                                       "--energy-window", "0", "--no-peak"});
+  ASSERT_TRUE(j.contains("rows"));
+  std::map<int, int> sparse_ok, dense_ok;
+  for (const auto& row : j["rows"]) {
+    if (!row["supported"].get<bool>()) continue;
+    EXPECT_EQ(row["check"], "ok") << row.dump();
+    if (row["library"] == "cuSPARSE") {
+      ++sparse_ok[row["problem"].get<int>()];
+      EXPECT_GT(row["speedup_vs_dense"].get<double>(), 0.0) << row.dump();
+    } else {
+      ++dense_ok[row["problem"].get<int>()];
+    }
+  }
+  for (int p : {0, 1}) {
+    EXPECT_GE(sparse_ok[p], 1) << p;
+    EXPECT_EQ(dense_ok[p], 1) << p;
+  }
+}
+
 TEST(TimeGpu, HostToDeviceTransferOfTheBatchAndLayerMemory) {
   if (cuda_backend_device_count() < 1) GTEST_SKIP() << "no usable GPU";
   CliResult r = run_cnnscale({"time", "lenet", "--device", "gpu", "--batch", "64", "--iterations", "5", "--json"});

@@ -1,5 +1,5 @@
 // Tables, JSON and result folders of the kernel benchmarks.
-#include "app/bench_kernels_output.hpp"
+#include "experiment/kernel_bench_output.hpp"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -8,12 +8,14 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
+#include <tuple>
 
 #include "core/error.hpp"
 #include "io/atomic_file.hpp"
 #include "io/hdf5_file.hpp"
 
-namespace cnnscale::app {
+namespace cnnscale::report {
 
 namespace {
 
@@ -39,7 +41,14 @@ nlohmann::json row_json(const measure::KernelBenchRow& r, const std::string& kin
                    {"workspace_bytes", r.workspace_bytes},
                    {"memory_bytes", r.memory_bytes},
                    {"flops", r.flops}};
-  if (kind == "gemm") {
+  if (kind == "spmm") {
+    j["m"] = r.sparse.m;
+    j["n"] = r.sparse.n;
+    j["k"] = r.sparse.k;
+    j["sparsity"] = r.sparse.sparsity;
+    j["nnz"] = r.nnz;
+    j["speedup_vs_dense"] = nullable(r.speedup_vs_dense);
+  } else if (kind == "gemm") {
     j["m"] = r.gemm.m;
     j["n"] = r.gemm.n;
     j["k"] = r.gemm.k;
@@ -89,6 +98,32 @@ std::string csv_field(const std::string& s) {
   std::string q = "\"";
   for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
   return q + "\"";
+}
+
+// Where sparse wins: per shape (m, n, k), the best sparse variant's speedup over the dense GEMM at
+// each sparsity listed, and the lowest sparsity from which it stays above 1.
+std::string sparse_crossover(const measure::KernelBenchResult& r) {
+  std::map<std::tuple<int64_t, int64_t, int64_t>, std::map<double, double>> best;  // shape -> sparsity -> speedup
+  for (const measure::KernelBenchRow& x : r.rows) {
+    if (!x.speedup_vs_dense) continue;
+    double& b = best[{x.sparse.m, x.sparse.n, x.sparse.k}][x.sparse.sparsity];
+    b = std::max(b, *x.speedup_vs_dense);
+  }
+  if (best.empty()) return "";
+  std::string out = "# sparse against dense: the best cuSPARSE variant's speedup over the dense GEMM of the shape\n";
+  for (const auto& [shape, by_sparsity] : best) {
+    const auto [m, n, k] = shape;
+    std::string points, wins = "sparse never wins here";
+    std::optional<double> from;
+    for (const auto& [sparsity, speedup] : by_sparsity) {
+      points += fmt::format(" {:g}%: {:.2f}x", 100 * sparsity, speedup);
+      if (speedup > 1.0 && !from) from = sparsity;
+      if (speedup <= 1.0) from.reset();
+    }
+    if (from) wins = fmt::format("sparse wins from {:g}% zeros", 100 * *from);
+    out += fmt::format("#   m={} n={} k={}:{}; {}\n", m, n, k, points, wins);
+  }
+  return out;
 }
 
 }  // namespace
@@ -142,6 +177,7 @@ std::string kernel_bench_table(const measure::KernelBenchResult& r) {
     }
     i = j;
   }
+  if (r.kind == "spmm") out += sparse_crossover(r);
   return out;
 }
 
@@ -195,62 +231,17 @@ std::string write_kernel_bench_folder(const std::string& results_root, const std
   } cleanup{tmp};
   write_synced_file((tmp / "summary.json").string(), j.dump(2) + "\n");
   // cases.csv: one row per variant, the JSON rows' scalar fields in a fixed order.
-  const std::vector<std::string> cols = r.kind == "gemm" ? std::vector<std::string>{"problem",
-                                                                                    "m",
-                                                                                    "n",
-                                                                                    "k",
-                                                                                    "trans_a",
-                                                                                    "trans_b",
-                                                                                    "library",
-                                                                                    "algorithm",
-                                                                                    "supported",
-                                                                                    "status",
-                                                                                    "workspace_bytes",
-                                                                                    "memory_bytes",
-                                                                                    "flops",
-                                                                                    "median_ms",
-                                                                                    "min_ms",
-                                                                                    "max_ms",
-                                                                                    "tflops",
-                                                                                    "peak_fraction",
-                                                                                    "watts",
-                                                                                    "joules_per_call",
-                                                                                    "check",
-                                                                                    "check_error",
-                                                                                    "fastest",
-                                                                                    "lowest_energy"}
-                                                         : std::vector<std::string>{"problem",
-                                                                                    "pass",
-                                                                                    "sweep_value",
-                                                                                    "n",
-                                                                                    "c",
-                                                                                    "h",
-                                                                                    "w",
-                                                                                    "k",
-                                                                                    "r",
-                                                                                    "s",
-                                                                                    "pad_h",
-                                                                                    "pad_w",
-                                                                                    "stride_h",
-                                                                                    "stride_w",
-                                                                                    "library",
-                                                                                    "algorithm",
-                                                                                    "supported",
-                                                                                    "status",
-                                                                                    "workspace_bytes",
-                                                                                    "memory_bytes",
-                                                                                    "flops",
-                                                                                    "median_ms",
-                                                                                    "min_ms",
-                                                                                    "max_ms",
-                                                                                    "tflops",
-                                                                                    "peak_fraction",
-                                                                                    "watts",
-                                                                                    "joules_per_call",
-                                                                                    "check",
-                                                                                    "check_error",
-                                                                                    "fastest",
-                                                                                    "lowest_energy"};
+  std::vector<std::string> cols =
+      r.kind == "gemm" ? std::vector<std::string>{"problem", "m", "n", "k", "trans_a", "trans_b", "padded_from"}
+      : r.kind == "spmm"
+          ? std::vector<std::string>{"problem", "m", "n", "k", "sparsity", "nnz"}
+          : std::vector<std::string>{"problem", "pass", "sweep_value", "n",     "c",     "h",        "w",
+                                     "k",       "r",    "s",           "pad_h", "pad_w", "stride_h", "stride_w"};
+  for (const char* c : {"library",          "algorithm",     "supported",   "status",          "workspace_bytes",
+                        "memory_bytes",     "flops",         "median_ms",   "min_ms",          "max_ms",
+                        "tflops",           "peak_fraction", "watts",       "joules_per_call", "energy_seconds",
+                        "speedup_vs_dense", "check",         "check_error", "fastest",         "lowest_energy"})
+    if (r.kind == "spmm" || std::string(c) != "speedup_vs_dense") cols.push_back(c);
   std::string csv;
   for (size_t c = 0; c < cols.size(); ++c) csv += (c ? "," : "") + cols[c];
   csv += "\n";
@@ -304,4 +295,4 @@ std::string write_kernel_bench_folder(const std::string& results_root, const std
   return final_dir.string();
 }
 
-}  // namespace cnnscale::app
+}  // namespace cnnscale::report

@@ -1,4 +1,4 @@
-// What `bench gemm|conv` prints and saves: the per-problem table, the JSON object of every row, and
+// What `bench gemm|conv|spmm` prints and saves: the per-problem table, the JSON object of every row, and
 // the result folder (summary.json, cases.csv, cases.h5) under RESULTS/<experiment>/bench/.
 #pragma once
 #include <nlohmann/json.hpp>
@@ -6,7 +6,7 @@
 
 #include "measure/kernel_bench_suite.hpp"
 
-namespace cnnscale::app {
+namespace cnnscale::report {
 
 std::string kernel_bench_table(const measure::KernelBenchResult& r);
 nlohmann::json kernel_bench_json(const measure::KernelBenchResult& r, const std::string& utc_time,
@@ -17,4 +17,4 @@ std::string write_kernel_bench_folder(const std::string& results_root, const std
                                       const measure::KernelBenchResult& r, const nlohmann::json& j,
                                       const std::string& utc_stamp);
 
-}  // namespace cnnscale::app
+}  // namespace cnnscale::report
