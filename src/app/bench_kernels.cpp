@@ -4,7 +4,6 @@
 #include "app/bench_kernels.hpp"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -27,6 +26,7 @@
 #include "measure/nvml.hpp"
 #include "measure/rapl.hpp"
 #include "net/bench_problems.hpp"
+#include "parallel/mpi_env.hpp"
 
 namespace cnnscale::app {
 
@@ -59,12 +59,6 @@ struct KernelBenchArgs {
   bool no_results = false;
 };
 
-std::string host_name() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
-  return buf;
-}
-
 // The device's cumulative energy counter in joules: NVML on a GPU, RAPL package energy on the CPU
 // (often root-only; then none).
 std::function<std::optional<double>()> energy_counter(const Backend& backend, std::string* name,
@@ -76,11 +70,7 @@ std::function<std::optional<double>()> energy_counter(const Backend& backend, st
     if (!reader->available()) return nullptr;
     *power_limit = reader->power_limit_w();
     *name = "NVML total energy counter (nvmlDeviceGetTotalEnergyConsumption, mJ)";
-    return [reader]() -> std::optional<double> {
-      const std::optional<std::uint64_t> mj = reader->energy_mj();
-      if (!mj) return std::nullopt;
-      return static_cast<double>(*mj) * 1e-3;
-    };
+    return measure::energy_joules(std::move(reader));
   }
   auto rapl = std::make_shared<measure::RaplReader>();
   if (!rapl->available()) return nullptr;
@@ -217,7 +207,7 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
   if (!o.counter_name.empty() && r.energy_method.rfind("mean power", 0) == 0)
     r.energy_method = fmt::format("{} of the {}; J per call = that power x the median time per call", r.energy_method,
                                   o.counter_name);
-  const nlohmann::json j = report::kernel_bench_json(r, utc_time, host_name());
+  const nlohmann::json j = report::kernel_bench_json(r, utc_time, MpiEnv::current() ? MpiEnv::current()->host() : "");
   if (a.json)
     std::cout << j.dump(2) << "\n";
   else

@@ -248,14 +248,9 @@ void register_allreduce(CLI::App& bench) {
     if (cfg.gpu && args->energy_window > 0) {
       cfg.energy_window_seconds = args->energy_window;
       cfg.energy_counter_name = "NVML total energy counter (nvmlDeviceGetTotalEnergyConsumption, mJ)";
+      // Null without a readable counter (open_gpu_power_reader warned once).
       cfg.open_energy_counter = [](const std::string& uuid) -> EnergyCounter {
-        std::shared_ptr<measure::GpuPowerReader> reader = measure::open_gpu_power_reader(uuid);
-        if (!reader->available()) return nullptr;  // open_gpu_power_reader warned once
-        return [reader]() -> std::optional<double> {
-          const std::optional<std::uint64_t> mj = reader->energy_mj();
-          if (!mj) return std::nullopt;
-          return static_cast<double>(*mj) * 1e-3;
-        };
+        return measure::energy_joules(measure::open_gpu_power_reader(uuid));
       };
     }
     const MpiEnv* mpi = MpiEnv::current();

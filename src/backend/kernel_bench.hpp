@@ -26,6 +26,7 @@ DType kernel_output_dtype(KernelPrecision p);
 struct GemmProblem {
   int64_t m = 0, n = 0, k = 0;
   bool trans_a = false, trans_b = false;
+  bool operator==(const GemmProblem&) const = default;
   double flops() const { return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k); }
 };
 
@@ -33,6 +34,7 @@ struct GemmProblem {
 struct ConvProblem {
   int64_t n = 0, c = 0, h = 0, w = 0, k = 0, r = 0, s = 0;
   int64_t pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1;
+  bool operator==(const ConvProblem&) const = default;
   int64_t out_h() const { return (h + 2 * pad_h - r) / stride_h + 1; }
   int64_t out_w() const { return (w + 2 * pad_w - s) / stride_w + 1; }
   // Multiply-adds of one pass (the same for forward, backward-data and backward-filter), times 2.

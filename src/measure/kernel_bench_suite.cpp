@@ -88,6 +88,19 @@ void survive_case(const KernelBenchRow& base, std::vector<KernelBenchRow>& rows,
   }
 }
 
+// The row every variant of problem i starts from: its index and label (its name first, where the
+// list has names), after a progress line.
+KernelBenchRow problem_row(const char* kind, size_t i, size_t count, const std::string& label, const std::string& pass,
+                           const KernelBenchOptions& o) {
+  KernelBenchRow base;
+  base.problem = static_cast<int64_t>(i);
+  base.label = i < o.problem_names.size() ? o.problem_names[i] + ": " + label : label;
+  base.pass = pass;
+  if (o.progress)
+    o.progress(fmt::format("{} {}/{}{}: {}", kind, i + 1, count, pass.empty() ? "" : " " + pass, base.label));
+  return base;
+}
+
 // The peak: the fastest variant of an n x n x n GEMM in the run's format, on the same device.
 double measure_peak(Backend& backend, KernelBench& bench, const KernelBenchOptions& o, std::string* method) {
   if (o.peak_n <= 0) return 0;
@@ -113,7 +126,8 @@ double measure_peak(Backend& backend, KernelBench& bench, const KernelBenchOptio
   return best;
 }
 
-KernelBenchResult start(Backend& backend, const std::string& kind, const KernelBenchOptions& o) {
+// The result's header, and the peak measured before any problem.
+KernelBenchResult start(Backend& backend, KernelBench& bench, const std::string& kind, const KernelBenchOptions& o) {
   KernelBenchResult r;
   r.kind = kind;
   r.device = backend.description();
@@ -127,6 +141,7 @@ KernelBenchResult start(Backend& backend, const std::string& kind, const KernelB
     r.energy_method = "not measured (--energy-window 0)";
   else if (!o.counter_joules)
     r.energy_method = "not measured: no energy counter on this device";
+  r.peak_tflops = measure_peak(backend, bench, o, &r.peak_method);
   return r;
 }
 
@@ -153,19 +168,13 @@ void mark_best(std::vector<KernelBenchRow>& rows) {
 
 KernelBenchResult run_gemm_bench(Backend& backend, KernelBench& bench, const std::vector<GemmProblem>& problems,
                                  const KernelBenchOptions& o) {
-  KernelBenchResult r = start(backend, "gemm", o);
-  r.peak_tflops = measure_peak(backend, bench, o, &r.peak_method);
+  KernelBenchResult r = start(backend, bench, "gemm", o);
   for (size_t i = 0; i < problems.size(); ++i) {
     const GemmProblem p = o.precision == KernelPrecision::INT8 ? pad_for_int8(problems[i]) : problems[i];
-    KernelBenchRow base;
-    base.problem = static_cast<int64_t>(i);
+    KernelBenchRow base = problem_row("gemm", i, problems.size(), gemm_label(p), "", o);
     base.gemm = p;
-    base.label = gemm_label(p);
-    if (i < o.problem_names.size()) base.label = o.problem_names[i] + ": " + base.label;
-    if (p.m != problems[i].m || p.n != problems[i].n || p.k != problems[i].k)
-      base.padded_from = gemm_label(problems[i]);
+    if (p != problems[i]) base.padded_from = gemm_label(problems[i]);
     base.flops = p.flops();
-    if (o.progress) o.progress(fmt::format("gemm {}/{}: {}", i + 1, problems.size(), base.label));
     survive_case(base, r.rows, [&] {
       const KernelInputs in = gemm_inputs(p, o.precision, o.seed);
       std::unique_ptr<KernelCase> c = bench.gemm(p, o.precision, in);
@@ -180,16 +189,11 @@ KernelBenchResult run_gemm_bench(Backend& backend, KernelBench& bench, const std
 
 KernelBenchResult run_spmm_bench(Backend& backend, KernelBench& bench, const std::vector<SparseProblem>& problems,
                                  const KernelBenchOptions& o) {
-  KernelBenchResult r = start(backend, "spmm", o);
-  r.peak_tflops = measure_peak(backend, bench, o, &r.peak_method);
+  KernelBenchResult r = start(backend, bench, "spmm", o);
   for (size_t i = 0; i < problems.size(); ++i) {
     const SparseProblem& p = problems[i];
-    KernelBenchRow base;
-    base.problem = static_cast<int64_t>(i);
+    KernelBenchRow base = problem_row("spmm", i, problems.size(), sparse_label(p), "", o);
     base.sparse = p;
-    base.label = sparse_label(p);
-    if (i < o.problem_names.size()) base.label = o.problem_names[i] + ": " + base.label;
-    if (o.progress) o.progress(fmt::format("spmm {}/{}: {}", i + 1, problems.size(), base.label));
     const size_t first = r.rows.size();
     survive_case(base, r.rows, [&] {
       const SparseInputs in = sparse_inputs(p, o.seed);
@@ -214,20 +218,14 @@ KernelBenchResult run_spmm_bench(Backend& backend, KernelBench& bench, const std
 
 KernelBenchResult run_conv_bench(Backend& backend, KernelBench& bench, const std::vector<ConvProblem>& problems,
                                  const KernelBenchOptions& o) {
-  KernelBenchResult r = start(backend, "conv", o);
-  r.peak_tflops = measure_peak(backend, bench, o, &r.peak_method);
+  KernelBenchResult r = start(backend, bench, "conv", o);
   for (size_t i = 0; i < problems.size(); ++i) {
     const ConvProblem& p = problems[i];
     for (ConvPass pass : o.passes) {
-      KernelBenchRow base;
-      base.problem = static_cast<int64_t>(i);
+      KernelBenchRow base = problem_row("conv", i, problems.size(), conv_label(p), conv_pass_name(pass), o);
       base.conv = p;
-      base.label = conv_label(p);
-      if (i < o.problem_names.size()) base.label = o.problem_names[i] + ": " + base.label;
-      base.pass = conv_pass_name(pass);
       if (!o.sweep_axis.empty()) base.sweep_value = sweep_value(o.sweep_axis, p);
       base.flops = p.flops();
-      if (o.progress) o.progress(fmt::format("conv {}/{} {}: {}", i + 1, problems.size(), base.pass, base.label));
       survive_case(base, r.rows, [&] {
         const KernelInputs in = conv_inputs(p, pass, o.precision, o.seed);
         std::unique_ptr<KernelCase> c = bench.conv(p, pass, o.precision, o.layout, in);

@@ -182,4 +182,13 @@ std::unique_ptr<GpuPowerReader> open_gpu_power_reader(const std::string& uuid, u
   return open_gpu_power_reader(std::move(lib), uuid, index);
 }
 
+std::function<std::optional<double>()> energy_joules(std::shared_ptr<GpuPowerReader> reader) {
+  if (!reader || !reader->available()) return nullptr;
+  return [reader = std::move(reader)]() -> std::optional<double> {
+    const std::optional<std::uint64_t> mj = reader->energy_mj();
+    if (!mj) return std::nullopt;
+    return static_cast<double>(*mj) * 1e-3;
+  };
+}
+
 }  // namespace cnnscale::measure

@@ -3,6 +3,7 @@
 // "unavailable" reader that answers std::nullopt everywhere after one warning.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -155,5 +156,9 @@ std::unique_ptr<GpuPowerReader> open_gpu_power_reader(const std::string& uuid, u
 // Same, on an already loaded library (tests, or several GPUs in one process).
 std::unique_ptr<GpuPowerReader> open_gpu_power_reader(std::shared_ptr<NvmlLibrary> lib, const std::string& uuid,
                                                       unsigned index = 0);
+
+// The reader's total-energy counter in joules (nullopt while unreadable), as the benchmarks' power
+// windows read it; null when the reader has no GPU to read.
+std::function<std::optional<double>()> energy_joules(std::shared_ptr<GpuPowerReader> reader);
 
 }  // namespace cnnscale::measure

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "layers/layer_params.hpp"
 #include "net/net_spec_impl.hpp"
 
@@ -12,13 +14,14 @@ NetProblems net_problems(const std::string& net, int64_t batch) {
   const NetSpec spec = NetSpec::load(resolve_network_path(net));
   NetProblems out;
   std::vector<int> conv_count, gemm_count;
+  // A repeated problem counts on its first layer's entry.
   auto add = [](auto& list, std::vector<std::string>& names, std::vector<int>& counts, const auto& p,
-                const std::string& name, auto same) {
-    for (size_t i = 0; i < list.size(); ++i)
-      if (same(list[i], p)) {
-        ++counts[i];
-        return;
-      }
+                const std::string& name) {
+    const auto it = std::find(list.begin(), list.end(), p);
+    if (it != list.end()) {
+      ++counts[static_cast<size_t>(it - list.begin())];
+      return;
+    }
     list.push_back(p);
     names.push_back(name);
     counts.push_back(1);
@@ -48,14 +51,10 @@ NetProblems net_problems(const std::string& net, int64_t batch) {
       if (x.rank() != 4) continue;
       p.n = batch, p.c = x[1], p.h = x[2], p.w = x[3], p.k = y[1];
       p.r = kernel.h, p.s = kernel.w, p.stride_h = stride.h, p.stride_w = stride.w, p.pad_h = pad.h, p.pad_w = pad.w;
-      add(out.convs, out.conv_names, conv_count, p, cfg.name, [](const ConvProblem& a, const ConvProblem& b) {
-        return a.n == b.n && a.c == b.c && a.h == b.h && a.w == b.w && a.k == b.k && a.r == b.r && a.s == b.s &&
-               a.pad_h == b.pad_h && a.pad_w == b.pad_w && a.stride_h == b.stride_h && a.stride_w == b.stride_w;
-      });
+      add(out.convs, out.conv_names, conv_count, p, cfg.name);
     } else if (cfg.type == "InnerProduct") {
       GemmProblem p{y.numel(), batch, x.numel(), true, false};
-      add(out.gemms, out.gemm_names, gemm_count, p, cfg.name,
-          [](const GemmProblem& a, const GemmProblem& b) { return a.m == b.m && a.n == b.n && a.k == b.k; });
+      add(out.gemms, out.gemm_names, gemm_count, p, cfg.name);
     }
   }
   for (size_t i = 0; i < out.convs.size(); ++i)

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "backend/cuda/cuda_check_sparse.hpp"
 #include "backend/cuda/cuda_kernels.hpp"
 #include "core/error.hpp"
 
@@ -52,6 +53,11 @@ void fail(cudnnStatus_t status, const char* statement, const char* file, int lin
   char detail[512] = {0};
   cudnnGetLastErrorString(detail, sizeof(detail));
   raise("cuDNN", static_cast<int>(status), cudnnGetErrorString(status), detail, statement, file, line);
+}
+
+void fail(cusparseStatus_t status, const char* statement, const char* file, int line) {
+  raise("cuSPARSE", static_cast<int>(status), cusparseGetErrorName(status), cusparseGetErrorString(status), statement,
+        file, line);
 }
 
 void fail(cublasStatus_t status, const char* statement, const char* file, int line) {

@@ -1,14 +1,13 @@
 // CUDA kernel benchmark cases. GEMM: cublasGemmEx with the default algorithm, and cuBLASLt's
 // heuristic list (its first entry is cuBLASLt's own choice; the rest let the harness find the best
 // it returned). Convolution: every legacy cuDNN algorithm of the pass, its workspace asked of cuDNN
-// and each refused algorithm kept with cuDNN's status. Each case owns its handles, bound to the
-// backend's stream, so the backend's math modes (TF32 for training) never leak into a benchmark.
+// and each refused algorithm kept with cuDNN's status. Sparse: cuSPARSE's CSR algorithms against the
+// dense GEMM. The library handles are made once per benchmark (LibraryHandles).
 #include "backend/cuda/cuda_kernel_bench.hpp"
 
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cudnn.h>
-#include <cusparse.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -16,18 +15,13 @@
 
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_check.hpp"
+#include "backend/cuda/cuda_check_sparse.hpp"
 #include "backend/cuda/cudnn_descriptors.hpp"
 #include "core/half.hpp"
 
 namespace cnnscale {
 
 namespace {
-
-#define CHECK_SPARSE(stmt)                                                                                \
-  do {                                                                                                    \
-    const cusparseStatus_t s_ = (stmt);                                                                   \
-    if (s_ != CUSPARSE_STATUS_SUCCESS) throw_runtime("{} failed: {}", #stmt, cusparseGetErrorString(s_)); \
-  } while (0)
 
 // Room for cuBLASLt's algorithms: what its heuristics may ask, as PyTorch and cuBLAS' own docs use.
 constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;
@@ -87,10 +81,44 @@ Tensor device_bytes(Backend& b, const std::vector<char>& bytes) {
   return t;
 }
 
+// cuBLAS, cuBLASLt and cuSPARSE handles, made once per benchmark and bound to the backend's stream
+// (cuDNN's is the backend's own: its math type lives on each convolution descriptor). A case sets the
+// cuBLAS math mode of its format before each call, so the backend's TF32 choice never leaks in.
+struct LibraryHandles {
+  explicit LibraryHandles(CudaBackend& b) {
+    b.context()->make_current();
+    try {
+      CUBLAS_CHECK(cublasCreate(&blas));
+      CUBLAS_CHECK(cublasSetStream(blas, b.stream()));
+      CUBLAS_CHECK(cublasLtCreate(&lt));
+      CUSPARSE_CHECK(cusparseCreate(&sparse));
+      CUSPARSE_CHECK(cusparseSetStream(sparse, b.stream()));
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+  ~LibraryHandles() { release(); }
+  LibraryHandles(const LibraryHandles&) = delete;
+  LibraryHandles& operator=(const LibraryHandles&) = delete;
+  void release() noexcept {
+    if (sparse) cusparseDestroy(sparse);
+    if (lt) cublasLtDestroy(lt);
+    if (blas) cublasDestroy(blas);
+    sparse = nullptr, lt = nullptr, blas = nullptr;
+  }
+  cublasHandle_t blas = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  cusparseHandle_t sparse = nullptr;
+};
+
 class CudaGemmCase final : public KernelCase {
  public:
-  CudaGemmCase(CudaBackend& b, const GemmProblem& p, KernelPrecision precision, const KernelInputs& in)
+  CudaGemmCase(CudaBackend& b, const LibraryHandles& h, const GemmProblem& p, KernelPrecision precision,
+               const KernelInputs& in)
       : b_(b),
+        blas_(h.blas),
+        lt_(h.lt),
         p_(p),
         precision_(precision),
         in_type_(kernel_input_dtype(precision)),
@@ -102,11 +130,6 @@ class CudaGemmCase final : public KernelCase {
       bm_ = device_bytes(b, encode(in.second, in_type_, {}));
       c_ = b.alloc(Shape({p.m * p.n * static_cast<int64_t>(dtype_size(out_type_))}), DType::I8);
       ws_ = b.alloc(Shape({static_cast<int64_t>(kLtWorkspaceBytes)}), DType::I8);
-      CUBLAS_CHECK(cublasCreate(&blas_));
-      CUBLAS_CHECK(cublasSetStream(blas_, b.stream()));
-      CUBLAS_CHECK(cublasSetMathMode(
-          blas_, precision == KernelPrecision::TF32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
-      CUBLAS_CHECK(cublasLtCreate(&lt_));
       variants_.push_back({"cuBLAS", "cublasGemmEx default", true, "", 0});
       // A trial call decides whether cuBLAS takes the shape in this format (int8 wants multiples of 4).
       const cublasStatus_t st = blas_call();
@@ -144,9 +167,7 @@ class CudaGemmCase final : public KernelCase {
     for (cublasLtMatrixLayout_t l : {la_, lb_, lc_})
       if (l) cublasLtMatrixLayoutDestroy(l);
     if (op_) cublasLtMatmulDescDestroy(op_);
-    if (lt_) cublasLtDestroy(lt_);
-    if (blas_) cublasDestroy(blas_);
-    pref_ = nullptr, la_ = lb_ = lc_ = nullptr, op_ = nullptr, lt_ = nullptr, blas_ = nullptr;
+    pref_ = nullptr, la_ = lb_ = lc_ = nullptr, op_ = nullptr;
   }
   cudaDataType_t data_type(DType t) const {
     switch (t) {
@@ -179,6 +200,9 @@ class CudaGemmCase final : public KernelCase {
   int64_t ldb() const { return p_.trans_b ? p_.n : p_.k; }
 
   cublasStatus_t blas_call() {
+    const cublasStatus_t mode = cublasSetMathMode(
+        blas_, precision_ == KernelPrecision::TF32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+    if (mode != CUBLAS_STATUS_SUCCESS) return mode;
     return cublasGemmEx(blas_, p_.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, p_.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
                         static_cast<int>(p_.m), static_cast<int>(p_.n), static_cast<int>(p_.k), alpha(), a_.raw(),
                         data_type(in_type_), static_cast<int>(lda()), bm_.raw(), data_type(in_type_),
@@ -236,12 +260,12 @@ class CudaGemmCase final : public KernelCase {
   }
 
   CudaBackend& b_;
+  cublasHandle_t blas_;  // LibraryHandles'
+  cublasLtHandle_t lt_;
   GemmProblem p_;
   KernelPrecision precision_;
   DType in_type_, out_type_;
   Tensor a_, bm_, c_, ws_;
-  cublasHandle_t blas_ = nullptr;
-  cublasLtHandle_t lt_ = nullptr;
   cublasLtMatmulDesc_t op_ = nullptr;
   cublasLtMatrixLayout_t la_ = nullptr, lb_ = nullptr, lc_ = nullptr;
   cublasLtMatmulPreference_t pref_ = nullptr;
@@ -270,68 +294,54 @@ class CudaConvCase final : public KernelCase {
  public:
   CudaConvCase(CudaBackend& b, const ConvProblem& p, ConvPass pass, KernelPrecision precision, Layout layout,
                const KernelInputs& in)
-      : b_(b), p_(p), pass_(pass), dtype_(kernel_input_dtype(precision)), layout_(layout) {
-    try {
-      b.context()->make_current();
-      const char* op = "bench conv";
-      const cudnnTensorFormat_t fmt = cuda::cudnn_format(layout);
-      CUDNN_CHECK(cudnnCreate(&dnn_));
-      CUDNN_CHECK(cudnnSetStream(dnn_, b.stream()));
-      CUDNN_CHECK(cudnnSetTensor4dDescriptor(xd_, fmt, cuda::cudnn_type(dtype_), cuda::to_int_dim(p.n, op),
-                                             cuda::to_int_dim(p.c, op), cuda::to_int_dim(p.h, op),
-                                             cuda::to_int_dim(p.w, op)));
-      CUDNN_CHECK(cudnnSetTensor4dDescriptor(yd_, fmt, cuda::cudnn_type(dtype_), cuda::to_int_dim(p.n, op),
-                                             cuda::to_int_dim(p.k, op), cuda::to_int_dim(p.out_h(), op),
-                                             cuda::to_int_dim(p.out_w(), op)));
-      CUDNN_CHECK(cudnnSetFilter4dDescriptor(wd_, cuda::cudnn_type(dtype_), fmt, cuda::to_int_dim(p.k, op),
-                                             cuda::to_int_dim(p.c, op), cuda::to_int_dim(p.r, op),
-                                             cuda::to_int_dim(p.s, op)));
-      CUDNN_CHECK(cudnnSetConvolution2dDescriptor(cd_, static_cast<int>(p.pad_h), static_cast<int>(p.pad_w),
-                                                  static_cast<int>(p.stride_h), static_cast<int>(p.stride_w), 1, 1,
-                                                  CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-      // fp32: FMA math only, so no algorithm runs TF32 behind the name; tf32: cuDNN's default, which
-      // lets float convolutions use TF32 tensor cores; 16-bit: tensor cores, fp32 accumulation.
-      CUDNN_CHECK(cudnnSetConvolutionMathType(cd_, precision == KernelPrecision::FP32   ? CUDNN_FMA_MATH
-                                                   : precision == KernelPrecision::TF32 ? CUDNN_DEFAULT_MATH
-                                                                                        : CUDNN_TENSOR_OP_MATH));
-      auto upload = [&](const Shape& s, const std::vector<float>& v) {
-        return device_bytes(b,
-                            encode(v, dtype_, layout == Layout::NHWC ? nhwc_permutation(s) : std::vector<int64_t>{}));
-      };
-      auto empty = [&](const Shape& s) {
-        return b.alloc(Shape({s.numel() * static_cast<int64_t>(dtype_size(dtype_))}), DType::I8);
-      };
-      switch (pass) {
-        case ConvPass::Forward:
-          x_ = upload(p.x_shape(), in.first);
-          w_ = upload(p.w_shape(), in.second);
-          y_ = empty(p.y_shape());
-          break;
-        case ConvPass::BackwardData:
-          y_ = upload(p.y_shape(), in.first);
-          w_ = upload(p.w_shape(), in.second);
-          x_ = empty(p.x_shape());
-          break;
-        case ConvPass::BackwardFilter:
-          x_ = upload(p.x_shape(), in.first);
-          y_ = upload(p.y_shape(), in.second);
-          w_ = empty(p.w_shape());
-          break;
-      }
-      list_algorithms();
-    } catch (...) {
-      if (dnn_) cudnnDestroy(dnn_);
-      throw;
+      : b_(b), dnn_(b.cudnn_handle()), p_(p), pass_(pass), dtype_(kernel_input_dtype(precision)), layout_(layout) {
+    b.context()->make_current();
+    const char* op = "bench conv";
+    const cudnnTensorFormat_t fmt = cuda::cudnn_format(layout);
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(xd_, fmt, cuda::cudnn_type(dtype_), cuda::to_int_dim(p.n, op),
+                                           cuda::to_int_dim(p.c, op), cuda::to_int_dim(p.h, op),
+                                           cuda::to_int_dim(p.w, op)));
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(yd_, fmt, cuda::cudnn_type(dtype_), cuda::to_int_dim(p.n, op),
+                                           cuda::to_int_dim(p.k, op), cuda::to_int_dim(p.out_h(), op),
+                                           cuda::to_int_dim(p.out_w(), op)));
+    CUDNN_CHECK(cudnnSetFilter4dDescriptor(wd_, cuda::cudnn_type(dtype_), fmt, cuda::to_int_dim(p.k, op),
+                                           cuda::to_int_dim(p.c, op), cuda::to_int_dim(p.r, op),
+                                           cuda::to_int_dim(p.s, op)));
+    CUDNN_CHECK(cudnnSetConvolution2dDescriptor(cd_, static_cast<int>(p.pad_h), static_cast<int>(p.pad_w),
+                                                static_cast<int>(p.stride_h), static_cast<int>(p.stride_w), 1, 1,
+                                                CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    // fp32: FMA math only, so no algorithm runs TF32 behind the name; tf32: cuDNN's default, which
+    // lets float convolutions use TF32 tensor cores; 16-bit: tensor cores, fp32 accumulation.
+    CUDNN_CHECK(cudnnSetConvolutionMathType(cd_, precision == KernelPrecision::FP32   ? CUDNN_FMA_MATH
+                                                 : precision == KernelPrecision::TF32 ? CUDNN_DEFAULT_MATH
+                                                                                      : CUDNN_TENSOR_OP_MATH));
+    auto upload = [&](const Shape& s, const std::vector<float>& v) {
+      return device_bytes(b, encode(v, dtype_, layout == Layout::NHWC ? nhwc_permutation(s) : std::vector<int64_t>{}));
+    };
+    auto empty = [&](const Shape& s) {
+      return b.alloc(Shape({s.numel() * static_cast<int64_t>(dtype_size(dtype_))}), DType::I8);
+    };
+    switch (pass) {
+      case ConvPass::Forward:
+        x_ = upload(p.x_shape(), in.first);
+        w_ = upload(p.w_shape(), in.second);
+        y_ = empty(p.y_shape());
+        break;
+      case ConvPass::BackwardData:
+        y_ = upload(p.y_shape(), in.first);
+        w_ = upload(p.w_shape(), in.second);
+        x_ = empty(p.x_shape());
+        break;
+      case ConvPass::BackwardFilter:
+        x_ = upload(p.x_shape(), in.first);
+        y_ = upload(p.y_shape(), in.second);
+        w_ = empty(p.w_shape());
+        break;
     }
-  }
-  ~CudaConvCase() override {
-    if (dnn_) cudnnDestroy(dnn_);
+    list_algorithms();
   }
   const std::vector<KernelVariant>& variants() const override { return variants_; }
-  void run(size_t v) override {
-    const cudnnStatus_t st = call(algos_[v]);
-    if (st != CUDNN_STATUS_SUCCESS) cuda::fail(st, "bench conv: cuDNN convolution", __FILE__, __LINE__);
-  }
+  void run(size_t v) override { CUDNN_CHECK(call(algos_[v])); }
   std::vector<float> output(size_t v) override {
     const Tensor& out = this->out();
     CUDA_CHECK(cudaMemsetAsync(out.raw(), 0, out.bytes(), b_.stream()));
@@ -429,11 +439,11 @@ class CudaConvCase final : public KernelCase {
   }
 
   CudaBackend& b_;
+  cudnnHandle_t dnn_;  // the backend's, on its stream
   ConvProblem p_;
   ConvPass pass_;
   DType dtype_;
   Layout layout_;
-  cudnnHandle_t dnn_ = nullptr;
   cuda::TensorDesc xd_, yd_;
   cuda::FilterDesc wd_;
   cuda::ConvDesc cd_;
@@ -451,7 +461,8 @@ const char* cusparse_status(cusparseStatus_t s) {
 // then cuBLAS' fp32 GEMM over A densified. Status of a refused algorithm kept; workspaces per variant.
 class CudaSpmmCase final : public KernelCase {
  public:
-  CudaSpmmCase(CudaBackend& b, const SparseProblem& p, const SparseInputs& in) : b_(b), p_(p) {
+  CudaSpmmCase(CudaBackend& b, const LibraryHandles& h, const SparseProblem& p, const SparseInputs& in)
+      : b_(b), p_(p), sp_(h.sparse), blas_(h.blas) {
     b.context()->make_current();
     try {
       auto bytes_of = [](const auto& v) {
@@ -470,23 +481,18 @@ class CudaSpmmCase final : public KernelCase {
         for (int32_t e = in.row_ptr[static_cast<size_t>(i)]; e < in.row_ptr[static_cast<size_t>(i) + 1]; ++e)
           dense[static_cast<size_t>(in.col_idx[static_cast<size_t>(e)] * p.m + i)] = in.values[static_cast<size_t>(e)];
       dense_ = device_bytes(b, bytes_of(dense));
-      CHECK_SPARSE(cusparseCreate(&sp_));
-      CHECK_SPARSE(cusparseSetStream(sp_, b.stream()));
-      CHECK_SPARSE(cusparseCreateCsr(&a_, p.m, p.k, in.nnz(), row_ptr_.raw(), col_idx_.raw(), values_.raw(),
-                                     CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F));
-      CUBLAS_CHECK(cublasCreate(&blas_));
-      CUBLAS_CHECK(cublasSetStream(blas_, b.stream()));
-      CUBLAS_CHECK(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));  // fp32, no TF32: the sparse kernels' format
+      CUSPARSE_CHECK(cusparseCreateCsr(&a_, p.m, p.k, in.nnz(), row_ptr_.raw(), col_idx_.raw(), values_.raw(),
+                                       CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F));
       if (p.n == 1) {
-        CHECK_SPARSE(cusparseCreateDnVec(&bx_, p.k, bmat_.raw(), CUDA_R_32F));
-        CHECK_SPARSE(cusparseCreateDnVec(&cy_, p.m, c_.raw(), CUDA_R_32F));
+        CUSPARSE_CHECK(cusparseCreateDnVec(&bx_, p.k, bmat_.raw(), CUDA_R_32F));
+        CUSPARSE_CHECK(cusparseCreateDnVec(&cy_, p.m, c_.raw(), CUDA_R_32F));
         for (auto [alg, name] : {std::pair{CUSPARSE_SPMV_ALG_DEFAULT, "SpMV ALG_DEFAULT"},
                                  {CUSPARSE_SPMV_CSR_ALG1, "SpMV CSR_ALG1"},
                                  {CUSPARSE_SPMV_CSR_ALG2, "SpMV CSR_ALG2"}})
           add_variant(name, static_cast<int>(alg));
       } else {
-        CHECK_SPARSE(cusparseCreateDnMat(&bm_, p.k, p.n, p.k, bmat_.raw(), CUDA_R_32F, CUSPARSE_ORDER_COL));
-        CHECK_SPARSE(cusparseCreateDnMat(&cm_, p.m, p.n, p.m, c_.raw(), CUDA_R_32F, CUSPARSE_ORDER_COL));
+        CUSPARSE_CHECK(cusparseCreateDnMat(&bm_, p.k, p.n, p.k, bmat_.raw(), CUDA_R_32F, CUSPARSE_ORDER_COL));
+        CUSPARSE_CHECK(cusparseCreateDnMat(&cm_, p.m, p.n, p.m, c_.raw(), CUDA_R_32F, CUSPARSE_ORDER_COL));
         for (auto [alg, name] : {std::pair{CUSPARSE_SPMM_ALG_DEFAULT, "SpMM ALG_DEFAULT"},
                                  {CUSPARSE_SPMM_CSR_ALG1, "SpMM CSR_ALG1"},
                                  {CUSPARSE_SPMM_CSR_ALG2, "SpMM CSR_ALG2"},
@@ -509,9 +515,7 @@ class CudaSpmmCase final : public KernelCase {
       CUBLAS_CHECK(dense_call());
       return;
     }
-    const cusparseStatus_t st = sparse_call(algos_[v], ws_[v].raw());
-    if (st != CUSPARSE_STATUS_SUCCESS)
-      throw_runtime("bench spmm: cuSPARSE {}: {}", variants_[v].algorithm, cusparse_status(st));
+    CUSPARSE_CHECK(sparse_call(algos_[v], ws_[v].raw()));
   }
   std::vector<float> output(size_t v) override {
     CUDA_CHECK(cudaMemsetAsync(c_.raw(), 0, c_.bytes(), b_.stream()));
@@ -526,6 +530,9 @@ class CudaSpmmCase final : public KernelCase {
 
  private:
   cublasStatus_t dense_call() {
+    // fp32 without TF32: the sparse kernels' format.
+    const cublasStatus_t mode = cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH);
+    if (mode != CUBLAS_STATUS_SUCCESS) return mode;
     return cublasGemmEx(blas_, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(p_.m), static_cast<int>(p_.n),
                         static_cast<int>(p_.k), &one_, dense_.raw(), CUDA_R_32F, static_cast<int>(p_.m), bmat_.raw(),
                         CUDA_R_32F, static_cast<int>(p_.k), &zero_, c_.raw(), CUDA_R_32F, static_cast<int>(p_.m),
@@ -556,7 +563,7 @@ class CudaSpmmCase final : public KernelCase {
     }
     if (st != CUSPARSE_STATUS_SUCCESS) {
       v.supported = false;
-      v.status = cusparse_status(st);
+      v.status = cusparseGetErrorString(st);
     }
     variants_.push_back(v);
     algos_.push_back(alg);
@@ -568,17 +575,15 @@ class CudaSpmmCase final : public KernelCase {
     if (cm_) cusparseDestroyDnMat(cm_);
     if (bx_) cusparseDestroyDnVec(bx_);
     if (cy_) cusparseDestroyDnVec(cy_);
-    if (sp_) cusparseDestroy(sp_);
-    if (blas_) cublasDestroy(blas_);
-    a_ = nullptr, bm_ = cm_ = nullptr, bx_ = cy_ = nullptr, sp_ = nullptr, blas_ = nullptr;
+    a_ = nullptr, bm_ = cm_ = nullptr, bx_ = cy_ = nullptr;
   }
 
   CudaBackend& b_;
   SparseProblem p_;
   Tensor row_ptr_, col_idx_, values_, bmat_, c_, dense_;
   std::vector<Tensor> ws_;  // per variant (the dense one has none)
-  cusparseHandle_t sp_ = nullptr;
-  cublasHandle_t blas_ = nullptr;
+  cusparseHandle_t sp_;
+  cublasHandle_t blas_;
   cusparseSpMatDescr_t a_ = nullptr;
   cusparseDnMatDescr_t bm_ = nullptr, cm_ = nullptr;
   cusparseDnVecDescr_t bx_ = nullptr, cy_ = nullptr;
@@ -589,10 +594,10 @@ class CudaSpmmCase final : public KernelCase {
 
 class CudaKernelBench final : public KernelBench {
  public:
-  explicit CudaKernelBench(CudaBackend& b) : b_(b) {}
+  explicit CudaKernelBench(CudaBackend& b) : b_(b), handles_(b) {}
   std::unique_ptr<KernelCase> gemm(const GemmProblem& p, KernelPrecision precision,
                                    const KernelInputs& inputs) override {
-    return std::make_unique<CudaGemmCase>(b_, p, precision, inputs);
+    return std::make_unique<CudaGemmCase>(b_, handles_, p, precision, inputs);
   }
   std::unique_ptr<KernelCase> conv(const ConvProblem& p, ConvPass pass, KernelPrecision precision, Layout layout,
                                    const KernelInputs& inputs) override {
@@ -603,11 +608,12 @@ class CudaKernelBench final : public KernelBench {
     return std::make_unique<CudaConvCase>(b_, p, pass, precision, layout, inputs);
   }
   std::unique_ptr<KernelCase> spmm(const SparseProblem& p, const SparseInputs& inputs) override {
-    return std::make_unique<CudaSpmmCase>(b_, p, inputs);
+    return std::make_unique<CudaSpmmCase>(b_, handles_, p, inputs);
   }
 
  private:
   CudaBackend& b_;
+  LibraryHandles handles_;
 };
 
 }  // namespace
