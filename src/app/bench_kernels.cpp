@@ -42,6 +42,8 @@ struct KernelBenchArgs {
   int64_t batch = 64;
   std::vector<std::string> shapes;
   int64_t limit = 0;
+  int64_t from = 1;
+  double energy_within = 0;
   std::vector<std::string> passes{"fwd", "bwd_data", "bwd_filter"};
   std::string layout = "nchw";
   std::string sweep, sweep_base = "64,128,64,11,1,3";
@@ -144,11 +146,22 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
     else
       convs = measure::read_conv_shapes(file);
   }
-  if (a.limit > 0) {
-    if (gemm && static_cast<int64_t>(gemms.size()) > a.limit) gemms.resize(static_cast<size_t>(a.limit));
-    if (!gemm && static_cast<int64_t>(convs.size()) > a.limit) convs.resize(static_cast<size_t>(a.limit));
-    if (static_cast<int64_t>(sparse.size()) > a.limit) sparse.resize(static_cast<size_t>(a.limit));
-  }
+  // --from N and --limit: a slice of the list (a long set split over several runs); rows keep the
+  // list's problem indices, so the parts' rows never share one.
+  const size_t listed = gemm ? gemms.size() : spmm ? sparse.size() : convs.size();
+  if (a.from > 1 && static_cast<size_t>(a.from) > listed)
+    throw_config("bench {} --from {}: the list has {} problem(s)", a.kind, a.from, listed);
+  auto slice = [&](auto& list) {
+    const size_t begin = std::min(list.size(), static_cast<size_t>(a.from - 1));
+    const size_t end = a.limit > 0 ? std::min(list.size(), begin + static_cast<size_t>(a.limit)) : list.size();
+    list =
+        std::vector(list.begin() + static_cast<std::ptrdiff_t>(begin), list.begin() + static_cast<std::ptrdiff_t>(end));
+  };
+  slice(gemms);
+  slice(convs);
+  slice(sparse);
+  if (!names.empty()) slice(names);
+  const size_t kept = gemm ? gemms.size() : spmm ? sparse.size() : convs.size();
   // What no device of this build can run is refused here, before the backend starts.
   if (a.device == "cpu" && precision != KernelPrecision::FP32)
     throw_config("bench {} --precision {}: the CPU backend benchmarks fp32 only (its reference format)", a.kind,
@@ -186,6 +199,8 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
   // half a second of calls for the power controller to pull a burst back to its limit.
   o.energy_window_seconds = a.energy_window >= 0 ? a.energy_window : on_gpu ? 0.5 : 0.0;
   o.energy_settle_seconds = a.energy_settle;
+  o.energy_within = a.energy_within;
+  o.first_problem = a.from - 1;
   std::optional<double> power_limit;
   if (o.energy_window_seconds > 0) o.counter_joules = energy_counter(*backend, &o.counter_name, &power_limit);
   o.peak_n = a.no_peak ? 0 : on_gpu ? 8192 : 512;
@@ -203,7 +218,8 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
              : !a.shapes.empty()      ? "--shape"
              : !a.shapes_file.empty() ? a.shapes_file
                                       : fmt::format("DeepBench {} set", a.set);
-  if (a.limit > 0 && a.sweep.empty() && a.shapes.empty()) r.source += fmt::format(" (first {})", a.limit);
+  if ((a.limit > 0 || a.from > 1) && a.sweep.empty() && a.shapes.empty())
+    r.source += fmt::format(" (problems {} to {} of {})", a.from, a.from - 1 + static_cast<int64_t>(kept), listed);
   if (!o.counter_name.empty() && r.energy_method.rfind("mean power", 0) == 0)
     r.energy_method = fmt::format("{} of the {}; J per call = that power x the median time per call", r.energy_method,
                                   o.counter_name);
@@ -263,7 +279,10 @@ void register_one(CLI::App& bench, const std::string& kind) {
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
   }
-  cmd->add_option("--limit", a->limit, "only the first N problems of the list")->check(CLI::PositiveNumber);
+  cmd->add_option("--limit", a->limit, "only N problems of the list (the first N, or N from --from)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--from", a->from, "start at the list's problem N (1-based): a long set split over several runs")
+      ->check(CLI::PositiveNumber);
   if (kind == "conv") {
     cmd->add_option("--pass", a->passes, "passes to time: fwd, bwd_data, bwd_filter")
         ->delimiter(',')
@@ -295,6 +314,11 @@ void register_one(CLI::App& bench, const std::string& kind) {
                   "seconds of back-to-back calls before each energy window, for the power controller to settle")
       ->check(CLI::Range(0.0, 60.0))
       ->capture_default_str();
+  cmd->add_option("--energy-within", a->energy_within,
+                  "read the power only of variants at most this many times slower than their problem's fastest "
+                  "(a variant x times slower costs fewer joules only below 1/x of the fastest's power); default: "
+                  "every variant")
+      ->check(CLI::Range(1.0, 1e6));
   cmd->add_flag("--check", a->check,
                 "compare every variant's output with a double-precision host reference (problems up to "
                 "--check-max-macs); a disagreeing variant is reported in the check column, not hidden");

@@ -82,6 +82,7 @@ nlohmann::json row_json(const measure::KernelBenchRow& r, const std::string& kin
     j["watts"] = nullable(r.watts);
     j["joules_per_call"] = nullable(r.joules_per_call);
     j["energy_seconds"] = r.watts ? nlohmann::json(r.energy_seconds) : nlohmann::json(nullptr);
+    if (!r.energy_note.empty()) j["energy_note"] = r.energy_note;
   }
   if (!r.check.empty()) {
     j["check"] = r.check;
@@ -196,6 +197,7 @@ nlohmann::json kernel_bench_json(const measure::KernelBenchResult& r, const std:
           {"energy_method", r.energy_method},
           {"energy_window_seconds", r.energy_window_seconds},
           {"energy_settle_seconds", r.energy_settle_seconds},
+          {"energy_within", r.energy_within > 0 ? nlohmann::json(r.energy_within) : nlohmann::json(nullptr)},
           {"power_limit_watts", nullable(r.power_limit_watts)},
           {"checked", r.checked},
           {"source", r.source},
@@ -237,10 +239,11 @@ std::string write_kernel_bench_folder(const std::string& results_root, const std
           ? std::vector<std::string>{"problem", "m", "n", "k", "sparsity", "nnz"}
           : std::vector<std::string>{"problem", "pass", "sweep_value", "n",     "c",     "h",        "w",
                                      "k",       "r",    "s",           "pad_h", "pad_w", "stride_h", "stride_w"};
-  for (const char* c : {"library",          "algorithm",     "supported",   "status",          "workspace_bytes",
-                        "memory_bytes",     "flops",         "median_ms",   "min_ms",          "max_ms",
-                        "tflops",           "peak_fraction", "watts",       "joules_per_call", "energy_seconds",
-                        "speedup_vs_dense", "check",         "check_error", "fastest",         "lowest_energy"})
+  for (const char* c :
+       {"library",     "algorithm",       "supported",      "status",      "workspace_bytes",  "memory_bytes",
+        "flops",       "median_ms",       "min_ms",         "max_ms",      "tflops",           "peak_fraction",
+        "watts",       "joules_per_call", "energy_seconds", "energy_note", "speedup_vs_dense", "check",
+        "check_error", "fastest",         "lowest_energy"})
     if (r.kind == "spmm" || std::string(c) != "speedup_vs_dense") cols.push_back(c);
   std::string csv;
   for (size_t c = 0; c < cols.size(); ++c) csv += (c ? "," : "") + cols[c];

@@ -31,10 +31,13 @@ PowerWindow power_of(Backend& backend, KernelCase& c, size_t v, double seconds_p
   return measure_power_window(h, seconds_per_call, o.energy_window_seconds, o.energy_settle_seconds);
 }
 
-// Times (and measures, and checks) every variant of one prepared case, appending its rows.
+// Times (and checks) every variant of one prepared case, appending its rows; then reads the power of
+// those within --energy-within of the case's fastest (all, without it).
 void run_case(Backend& backend, KernelCase& c, KernelBenchRow base, const Reference* ref, int64_t terms,
               const KernelBenchOptions& o, double peak, std::string* energy_method, std::vector<KernelBenchRow>& rows) {
   const auto& variants = c.variants();
+  const size_t first = rows.size();
+  double fastest_ms = 0;
   for (size_t v = 0; v < variants.size(); ++v) {
     KernelBenchRow row = base;
     row.library = variants[v].library;
@@ -48,13 +51,7 @@ void run_case(Backend& backend, KernelCase& c, KernelBenchRow base, const Refere
           backend, [&] { c.run(v); }, o.timing);
       row.tflops = row.flops / (row.timing.median_ms * 1e-3) / 1e12;
       if (peak > 0) row.peak_fraction = row.tflops / peak;
-      if (o.energy_window_seconds > 0 && o.counter_joules) {
-        const PowerWindow w = power_of(backend, c, v, row.timing.median_ms * 1e-3, o);
-        row.watts = w.watts;
-        row.energy_seconds = w.seconds;
-        if (w.watts) row.joules_per_call = *w.watts * row.timing.median_ms * 1e-3;
-        if (energy_method->empty() || w.watts) *energy_method = w.method;
-      }
+      if (fastest_ms == 0 || row.timing.median_ms < fastest_ms) fastest_ms = row.timing.median_ms;
       if (o.check) {
         if (ref) {
           row.check_error = normalized_error(c.output(v), *ref);
@@ -66,6 +63,21 @@ void run_case(Backend& backend, KernelCase& c, KernelBenchRow base, const Refere
       }
     }
     rows.push_back(std::move(row));
+  }
+  if (o.energy_window_seconds <= 0 || !o.counter_joules) return;
+  for (size_t v = 0; v < variants.size(); ++v) {
+    KernelBenchRow& row = rows[first + v];
+    if (!row.supported || row.timing.repeats == 0) continue;
+    if (o.energy_within > 0 && row.timing.median_ms > o.energy_within * fastest_ms) {
+      row.energy_note = fmt::format("not read: {:.2f}x the fastest's time (--energy-within {:g})",
+                                    row.timing.median_ms / fastest_ms, o.energy_within);
+      continue;
+    }
+    const PowerWindow w = power_of(backend, c, v, row.timing.median_ms * 1e-3, o);
+    row.watts = w.watts;
+    row.energy_seconds = w.seconds;
+    if (w.watts) row.joules_per_call = *w.watts * row.timing.median_ms * 1e-3;
+    if (energy_method->empty() || w.watts) *energy_method = w.method;
   }
 }
 
@@ -93,11 +105,12 @@ void survive_case(const KernelBenchRow& base, std::vector<KernelBenchRow>& rows,
 KernelBenchRow problem_row(const char* kind, size_t i, size_t count, const std::string& label, const std::string& pass,
                            const KernelBenchOptions& o) {
   KernelBenchRow base;
-  base.problem = static_cast<int64_t>(i);
+  base.problem = o.first_problem + static_cast<int64_t>(i);
   base.label = i < o.problem_names.size() ? o.problem_names[i] + ": " + label : label;
   base.pass = pass;
   if (o.progress)
-    o.progress(fmt::format("{} {}/{}{}: {}", kind, i + 1, count, pass.empty() ? "" : " " + pass, base.label));
+    o.progress(fmt::format("{} {}/{}{}: {}", kind, o.first_problem + i + 1, o.first_problem + count,
+                           pass.empty() ? "" : " " + pass, base.label));
   return base;
 }
 
@@ -135,6 +148,7 @@ KernelBenchResult start(Backend& backend, KernelBench& bench, const std::string&
   r.layout = layout_name(o.layout);
   r.energy_window_seconds = o.energy_window_seconds;
   r.energy_settle_seconds = o.energy_settle_seconds;
+  r.energy_within = o.energy_within;
   r.checked = o.check;
   r.sweep_axis = o.sweep_axis;
   if (o.energy_window_seconds <= 0)

@@ -21,6 +21,9 @@ struct KernelBenchOptions {
   TimingOptions timing;
   double energy_window_seconds = 0;                       // 0: no power windows
   double energy_settle_seconds = 0;                       // back-to-back calls before each window
+  // > 0: power read only for variants at most this many times slower than their problem's fastest
+  // (a variant x times slower spends fewer joules only below 1/x of the fastest's power).
+  double energy_within = 0;
   std::function<std::optional<double>()> counter_joules;  // the device's cumulative energy counter
   std::string counter_name;
   bool check = false;
@@ -29,6 +32,7 @@ struct KernelBenchOptions {
   std::function<void(const std::string&)> progress;
   std::string sweep_axis;  // conv problems from a sweep: rows record the axis and its value
   std::vector<std::string> problem_names;  // one per problem, prefixed to its label (e.g. the layer)
+  int64_t first_problem = 0;               // the list's index of the first problem given (--from)
 };
 
 struct KernelBenchRow {
@@ -52,6 +56,7 @@ struct KernelBenchRow {
   double tflops = 0, peak_fraction = 0;
   std::optional<double> watts, joules_per_call;
   double energy_seconds = 0;  // the window's length between its two counter updates
+  std::string energy_note;    // why no power was read for a supported variant ("" otherwise)
   std::optional<double> check_error;
   double check_tolerance = 0;
   std::string check;  // "ok", "MISMATCH", "not checked (...)", "" without --check
@@ -65,7 +70,7 @@ struct KernelBenchResult {
   double peak_tflops = 0;  // 0: not measured
   std::string peak_method;
   std::string energy_method;
-  double energy_window_seconds = 0, energy_settle_seconds = 0;
+  double energy_window_seconds = 0, energy_settle_seconds = 0, energy_within = 0;
   std::optional<double> power_limit_watts;  // the device's enforced limit, beside its power figures
   bool checked = false;
   std::string sweep_axis;  // "" unless the problems are a sweep

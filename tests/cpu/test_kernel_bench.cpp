@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -599,6 +600,94 @@ TEST(KernelBenchSparse, TableNamesWhereSparseWins) {
       << t;
   r.rows = {row(0, 0.9, 0.6), row(1, 0.99, 0.8)};
   EXPECT_NE(report::kernel_bench_table(r).find("sparse never wins here"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cnnscale::testing
+
+namespace cnnscale::testing {
+namespace {
+
+// A case of two variants that spin for 0.2 ms and 1 ms a call: the second is 5x slower.
+class SpinCase : public KernelCase {
+ public:
+  const std::vector<KernelVariant>& variants() const override { return variants_; }
+  void run(size_t v) override {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(v == 0 ? 200 : 1000);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+  }
+  std::vector<float> output(size_t) override { return {}; }
+  int64_t operand_bytes() const override { return 0; }
+
+ private:
+  std::vector<KernelVariant> variants_{{"spin", "fast"}, {"spin", "slow"}};
+};
+
+class SpinBench : public KernelBench {
+ public:
+  std::unique_ptr<KernelCase> gemm(const GemmProblem&, KernelPrecision, const KernelInputs&) override {
+    return std::make_unique<SpinCase>();
+  }
+  std::unique_ptr<KernelCase> conv(const ConvProblem&, ConvPass, KernelPrecision, Layout,
+                                   const KernelInputs&) override {
+    return std::make_unique<SpinCase>();
+  }
+};
+
+TEST(KernelBenchEnergy, EnergyWithinReadsOnlyVariantsNearTheFastest) {
+  std::unique_ptr<Backend> cpu = make_backend("cpu", 0, Precision::FP32);
+  SpinBench bench;
+  measure::KernelBenchOptions o;
+  o.timing.repeats = 3;
+  o.timing.min_repeat_ms = 2;
+  o.energy_window_seconds = 0.1;
+  // A counter that refreshes every 10 ms with 100 J/s of wall time.
+  const auto t0 = std::chrono::steady_clock::now();
+  o.counter_joules = [t0]() -> std::optional<double> {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return std::floor(s / 0.01) * 0.01 * 100.0;
+  };
+  o.first_problem = 4;  // as under --from 5
+  const GemmProblem p{8, 8, 8, false, false};
+  // Every variant read without --energy-within.
+  measure::KernelBenchResult all = measure::run_gemm_bench(*cpu, bench, {p}, o);
+  ASSERT_EQ(all.rows.size(), 2u);
+  for (const auto& r : all.rows) {
+    EXPECT_EQ(r.problem, 4);
+    ASSERT_TRUE(r.watts) << r.algorithm;
+    // The window's ends are seen late by at most a poll or a scheduling delay, a few ms against >= 100 ms.
+    EXPECT_NEAR(*r.watts, 100.0, 100.0 * 0.5);
+    EXPECT_TRUE(r.energy_note.empty());
+  }
+  // Within 2x of the fastest: the 5x slower variant is not read, and says why.
+  o.energy_within = 2;
+  measure::KernelBenchResult near = measure::run_gemm_bench(*cpu, bench, {p}, o);
+  ASSERT_EQ(near.rows.size(), 2u);
+  EXPECT_EQ(near.energy_within, 2);
+  EXPECT_TRUE(near.rows[0].watts && near.rows[0].fastest && near.rows[0].lowest_energy);
+  EXPECT_FALSE(near.rows[1].watts);
+  EXPECT_FALSE(near.rows[1].joules_per_call);
+  EXPECT_NE(near.rows[1].energy_note.find("--energy-within 2"), std::string::npos) << near.rows[1].energy_note;
+}
+
+TEST(KernelBenchCli, FromAndLimitTakeASliceThatKeepsTheListsIndices) {
+  CliResult r =
+      run_cnnscale({"bench", "gemm", "--device", "cpu", "--shapes", "tests/data/bench/gemm-small.csv", "--from", "2",
+                    "--limit", "2", "--json", "--repeats", "2", "--no-peak", "--quiet", "--no-results"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["rows"].size(), 2u);
+  EXPECT_EQ(j["rows"][0]["problem"], 1);
+  EXPECT_EQ(j["rows"][1]["problem"], 2);
+  EXPECT_EQ(j["rows"][0]["trans_a"], true);  // the list's second problem (see the previous test)
+  EXPECT_NE(j["source"].get<std::string>().find("(problems 2 to 3 of 4)"), std::string::npos) << j["source"];
+  CliResult tail = run_cnnscale({"bench", "gemm", "--device", "cpu", "--shapes", "tests/data/bench/gemm-small.csv",
+                                 "--from", "4", "--json", "--repeats", "2", "--no-peak", "--quiet", "--no-results"});
+  ASSERT_EQ(tail.exit_code, 0) << tail.err;
+  EXPECT_EQ(nlohmann::json::parse(tail.out)["rows"].size(), 1u);
+  expect_usage_error({"bench", "gemm", "--device", "cpu", "--shapes", "tests/data/bench/gemm-small.csv", "--from", "5"},
+                     {"--from 5", "the list has 4 problem(s)"});
 }
 
 }  // namespace
