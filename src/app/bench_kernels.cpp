@@ -14,11 +14,13 @@
 #include <string>
 #include <vector>
 
+#include "app/commands.hpp"
 #include "backend/backend.hpp"
 #include "backend/devices.hpp"
 #include "backend/kernel_bench.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/stop_signal.hpp"
 #include "experiment/kernel_bench_output.hpp"
 #include "io/results_writer.hpp"
 #include "measure/bench_shapes.hpp"
@@ -206,6 +208,10 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
   o.peak_n = a.no_peak ? 0 : on_gpu ? 8192 : 512;
   if (!a.quiet) o.progress = [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
 
+  // A stop signal (timeout's SIGTERM, a scheduler's, Ctrl-C) ends the run after the problem in hand:
+  // what ran is printed and saved, marked interrupted, with the --from that resumes it.
+  install_stop_signals();
+  o.stop_requested = [] { return stop_signal() != 0; };
   const auto [utc_time, utc_stamp] = utc_times(std::chrono::system_clock::now());
   o.sweep_axis = a.sweep;
   o.problem_names = names;
@@ -232,6 +238,11 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
   if (save)
     std::fprintf(stderr, "results: %s\n",
                  report::write_kernel_bench_folder(a.results_root, a.experiment, r, j, utc_stamp).c_str());
+  if (r.stopped_before) {
+    log::warn("bench {}: stopped by {} before problem {} of the list; --from {} runs the rest", a.kind,
+              stop_signal_name(stop_signal()), *r.stopped_before + 1, *r.stopped_before + 1);
+    requested_exit_code() = kExitRequeue;
+  }
   int mismatches = 0;
   for (const measure::KernelBenchRow& row : r.rows) mismatches += row.check == "MISMATCH";
   if (mismatches > 0)

@@ -201,6 +201,8 @@ nlohmann::json kernel_bench_json(const measure::KernelBenchResult& r, const std:
           {"power_limit_watts", nullable(r.power_limit_watts)},
           {"checked", r.checked},
           {"source", r.source},
+          {"status", r.stopped_before ? "interrupted" : "complete"},
+          {"resume_from", r.stopped_before ? nlohmann::json(*r.stopped_before + 1) : nlohmann::json(nullptr)},
           {"sweep_axis", r.sweep_axis.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.sweep_axis)},
           {"rows", rows}};
 }

@@ -81,6 +81,13 @@ void run_case(Backend& backend, KernelCase& c, KernelBenchRow base, const Refere
   }
 }
 
+// A stop asked for before problem i: recorded, and the loop ends (the rows so far are kept).
+bool stop_here(const KernelBenchOptions& o, size_t i, KernelBenchResult& r) {
+  if (!o.stop_requested || !o.stop_requested()) return false;
+  r.stopped_before = o.first_problem + static_cast<int64_t>(i);
+  return true;
+}
+
 // Runs one problem's work; a runtime failure (an allocation the device cannot make, a library error)
 // becomes a row of that problem with the error as its status, so one problem never costs the rows of
 // a long run. A configuration error (the request itself is wrong) still ends the run.
@@ -184,6 +191,7 @@ KernelBenchResult run_gemm_bench(Backend& backend, KernelBench& bench, const std
                                  const KernelBenchOptions& o) {
   KernelBenchResult r = start(backend, bench, "gemm", o);
   for (size_t i = 0; i < problems.size(); ++i) {
+    if (stop_here(o, i, r)) break;
     const GemmProblem p = o.precision == KernelPrecision::INT8 ? pad_for_int8(problems[i]) : problems[i];
     KernelBenchRow base = problem_row("gemm", i, problems.size(), gemm_label(p), "", o);
     base.gemm = p;
@@ -205,6 +213,7 @@ KernelBenchResult run_spmm_bench(Backend& backend, KernelBench& bench, const std
                                  const KernelBenchOptions& o) {
   KernelBenchResult r = start(backend, bench, "spmm", o);
   for (size_t i = 0; i < problems.size(); ++i) {
+    if (stop_here(o, i, r)) break;
     const SparseProblem& p = problems[i];
     KernelBenchRow base = problem_row("spmm", i, problems.size(), sparse_label(p), "", o);
     base.sparse = p;
@@ -234,6 +243,7 @@ KernelBenchResult run_conv_bench(Backend& backend, KernelBench& bench, const std
                                  const KernelBenchOptions& o) {
   KernelBenchResult r = start(backend, bench, "conv", o);
   for (size_t i = 0; i < problems.size(); ++i) {
+    if (stop_here(o, i, r)) break;
     const ConvProblem& p = problems[i];
     for (ConvPass pass : o.passes) {
       KernelBenchRow base = problem_row("conv", i, problems.size(), conv_label(p), conv_pass_name(pass), o);

@@ -33,6 +33,8 @@ struct KernelBenchOptions {
   std::string sweep_axis;  // conv problems from a sweep: rows record the axis and its value
   std::vector<std::string> problem_names;  // one per problem, prefixed to its label (e.g. the layer)
   int64_t first_problem = 0;               // the list's index of the first problem given (--from)
+  // Polled between problems: true stops the run there (a stop signal); the result says where.
+  std::function<bool()> stop_requested;
 };
 
 struct KernelBenchRow {
@@ -75,6 +77,8 @@ struct KernelBenchResult {
   bool checked = false;
   std::string sweep_axis;  // "" unless the problems are a sweep
   std::string source;      // where the problems came from, for tables
+  // Stopped early (stop_requested): the list index of the first problem not run, for --from.
+  std::optional<int64_t> stopped_before;
   std::vector<KernelBenchRow> rows;
 };
 

@@ -671,6 +671,29 @@ TEST(KernelBenchEnergy, EnergyWithinReadsOnlyVariantsNearTheFastest) {
   EXPECT_NE(near.rows[1].energy_note.find("--energy-within 2"), std::string::npos) << near.rows[1].energy_note;
 }
 
+TEST(KernelBenchEnergy, AStopBetweenProblemsKeepsTheRowsAndSaysWhereToResume) {
+  std::unique_ptr<Backend> cpu = make_backend("cpu", 0, Precision::FP32);
+  SpinBench bench;
+  measure::KernelBenchOptions o;
+  o.timing.repeats = 2;
+  o.first_problem = 10;
+  int polls = 0;
+  o.stop_requested = [&polls] { return ++polls > 2; };  // the signal arrives during the second problem
+  const GemmProblem p{8, 8, 8, false, false};
+  measure::KernelBenchResult r = measure::run_gemm_bench(*cpu, bench, {p, p, p, p}, o);
+  ASSERT_TRUE(r.stopped_before);
+  EXPECT_EQ(*r.stopped_before, 12);  // problems 10 and 11 ran
+  ASSERT_EQ(r.rows.size(), 4u);
+  EXPECT_EQ(r.rows.back().problem, 11);
+  const nlohmann::json j = report::kernel_bench_json(r, "t", "h");
+  EXPECT_EQ(j["status"], "interrupted");
+  EXPECT_EQ(j["resume_from"], 13);  // --from is 1-based
+  o.stop_requested = [] { return false; };
+  const nlohmann::json done = report::kernel_bench_json(measure::run_gemm_bench(*cpu, bench, {p}, o), "t", "h");
+  EXPECT_EQ(done["status"], "complete");
+  EXPECT_TRUE(done["resume_from"].is_null());
+}
+
 TEST(KernelBenchCli, FromAndLimitTakeASliceThatKeepsTheListsIndices) {
   CliResult r =
       run_cnnscale({"bench", "gemm", "--device", "cpu", "--shapes", "tests/data/bench/gemm-small.csv", "--from", "2",
