@@ -92,7 +92,10 @@ bool given(const CLI::App& cmd, const char* name) {
 void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
   // Everything checkable is checked before the device is touched.
   const KernelPrecision precision = parse_kernel_precision(a.precision);
-  const bool gemm = a.kind == "gemm", spmm = a.kind == "spmm";
+  const bool gemm = a.kind == "gemm", spmm = a.kind == "spmm", rnn = a.kind == "rnn";
+  if (rnn && a.device == "cpu") throw_config("bench rnn times cuDNN's RNN API: it runs on a GPU (--device gpu)");
+  if (rnn && precision == KernelPrecision::INT8)
+    throw_config("bench rnn --precision int8: cuDNN's RNNs have no int8 format");
   if (spmm && precision != KernelPrecision::FP32)
     throw_config("bench spmm --precision {}: cuSPARSE's SpMM and SpMV run fp32 here (DeepBench's sparse format)",
                  a.precision);
@@ -101,14 +104,15 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
       (given(cmd, "--set")) + (!a.shapes_file.empty()) + (!a.shapes.empty()) + (!a.sweep.empty()) + (!a.net.empty());
   if (sources > 1)
     throw_config("bench {}: give one of --set, --shapes, --shape{}", a.kind,
-                 spmm   ? ""
-                 : gemm ? " and --net"
-                        : ", --net and --sweep");
-  if (a.sweep.empty() && (!a.sweep_values.empty() || (!gemm && given(cmd, "--sweep-base"))))
+                 spmm || rnn ? ""
+                 : gemm      ? " and --net"
+                             : ", --net and --sweep");
+  if (a.sweep.empty() && (!a.sweep_values.empty() || given(cmd, "--sweep-base")))
     throw_config("bench conv: --sweep-values and --sweep-base need --sweep AXIS");
   std::vector<GemmProblem> gemms;
   std::vector<ConvProblem> convs;
   std::vector<SparseProblem> sparse;
+  std::vector<RnnProblem> rnns;
   std::vector<std::string> names;
   if (given(cmd, "--batch") && a.net.empty()) throw_config("bench {}: --batch applies to --net", a.kind);
   if (!a.net.empty()) {
@@ -128,6 +132,11 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
     convs =
         measure::conv_sweep(a.sweep, a.sweep_values.empty() ? measure::default_sweep_values(a.sweep) : a.sweep_values,
                             measure::parse_sweep_base(a.sweep_base));
+  } else if (rnn) {
+    if (!a.shapes.empty())
+      for (const std::string& s : a.shapes) rnns.push_back(measure::parse_rnn_shape(s));
+    else
+      rnns = measure::read_rnn_shapes(!a.shapes_file.empty() ? a.shapes_file : measure::bench_shape_file("rnn", a.set));
   } else if (spmm) {
     if (!a.shapes.empty())
       for (const std::string& s : a.shapes) sparse.push_back(measure::parse_sparse_shape(s));
@@ -150,7 +159,7 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
   }
   // --from N and --limit: a slice of the list (a long set split over several runs); rows keep the
   // list's problem indices, so the parts' rows never share one.
-  const size_t listed = gemm ? gemms.size() : spmm ? sparse.size() : convs.size();
+  const size_t listed = gemm ? gemms.size() : spmm ? sparse.size() : rnn ? rnns.size() : convs.size();
   if (a.from > 1 && static_cast<size_t>(a.from) > listed)
     throw_config("bench {} --from {}: the list has {} problem(s)", a.kind, a.from, listed);
   auto slice = [&](auto& list) {
@@ -162,13 +171,14 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
   slice(gemms);
   slice(convs);
   slice(sparse);
+  slice(rnns);
   if (!names.empty()) slice(names);
-  const size_t kept = gemm ? gemms.size() : spmm ? sparse.size() : convs.size();
+  const size_t kept = gemm ? gemms.size() : spmm ? sparse.size() : rnn ? rnns.size() : convs.size();
   // What no device of this build can run is refused here, before the backend starts.
   if (a.device == "cpu" && precision != KernelPrecision::FP32)
     throw_config("bench {} --precision {}: the CPU backend benchmarks fp32 only (its reference format)", a.kind,
                  a.precision);
-  if (!gemm && precision == KernelPrecision::INT8)
+  if (a.kind == "conv" && precision == KernelPrecision::INT8)
     throw_config(
         "bench conv --precision int8: cuDNN's int8 convolutions take a fused graph (int8 inference runs "
         "them; see cnnscale infer), not the legacy algorithms this benchmark compares");
@@ -176,12 +186,16 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
     throw_config("bench conv --layout nhwc runs on a GPU only: the CPU backend computes in NCHW");
   for (size_t i = 0; i < a.passes.size(); ++i)
     for (size_t k = 0; k < i; ++k)
-      if (a.passes[i] == a.passes[k]) throw_config("bench conv --pass: {} is listed twice", a.passes[i]);
+      if (a.passes[i] == a.passes[k]) throw_config("bench {} --pass: {} is listed twice", a.kind, a.passes[i]);
   measure::KernelBenchOptions o;
   o.precision = precision;
   o.layout = a.layout == "nhwc" ? Layout::NHWC : Layout::NCHW;
   o.passes.clear();
-  for (const std::string& p : a.passes) o.passes.push_back(parse_conv_pass(p, "--pass"));
+  o.rnn_passes.clear();
+  for (const std::string& p : rnn ? std::vector<std::string>{} : a.passes)
+    o.passes.push_back(parse_conv_pass(p, "--pass"));
+  for (const std::string& p : rnn ? a.passes : std::vector<std::string>{})
+    o.rnn_passes.push_back(parse_rnn_pass(p, "--pass"));
   o.seed = a.seed;
   o.timing.warmup_calls = a.warmup;
   o.timing.repeats = a.repeats;
@@ -217,6 +231,7 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
   o.problem_names = names;
   measure::KernelBenchResult r = spmm   ? measure::run_spmm_bench(*backend, *bench, sparse, o)
                                  : gemm ? measure::run_gemm_bench(*backend, *bench, gemms, o)
+                                 : rnn  ? measure::run_rnn_bench(*backend, *bench, rnns, o)
                                         : measure::run_conv_bench(*backend, *bench, convs, o);
   r.power_limit_watts = power_limit;
   r.source = !a.net.empty()           ? fmt::format("{} at batch {}", a.net, a.batch)
@@ -251,10 +266,13 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
 }
 
 void register_one(CLI::App& bench, const std::string& kind) {
-  const bool gemm = kind == "gemm", spmm = kind == "spmm";
+  const bool gemm = kind == "gemm", spmm = kind == "spmm", rnn = kind == "rnn";
   CLI::App* cmd = bench.add_subcommand(
-      kind, spmm ? "Sparse times dense (cuSPARSE SpMM, SpMV for one column, each CSR algorithm) against the dense "
-                   "GEMM of the same shape: time, speedup over dense, energy per call (DeepBench's sparse sets)"
+      kind, rnn ? "One recurrent layer (vanilla ReLU, LSTM, GRU) through cuDNN's RNN API per algorithm, inference and "
+                  "training (forward, backward-data, backward-weights): time, TFLOP/s, energy per call (DeepBench's "
+                  "RNN sets; GPU)"
+            : spmm ? "Sparse times dense (cuSPARSE SpMM, SpMV for one column, each CSR algorithm) against the dense "
+                     "GEMM of the same shape: time, speedup over dense, energy per call (DeepBench's sparse sets)"
             : gemm
                 ? "GEMM per variant (cuBLAS, cuBLASLt heuristic and returned algorithms; OpenBLAS on the CPU): time, "
                   "TFLOP/s, share of a measured peak, energy per call (DeepBench's GEMM sets)"
@@ -263,11 +281,13 @@ void register_one(CLI::App& bench, const std::string& kind) {
   auto a = std::make_shared<KernelBenchArgs>();
   a->kind = kind;
   if (spmm) a->set = "inference-server";  // DeepBench has no sparse training set
+  if (rnn) a->passes = {"inference", "training"};
   cmd->add_option("--device", a->device, "cpu, gpu or gpu:N")->capture_default_str();
   cmd->add_option("--precision", a->precision,
-                  gemm ? "fp32 (no TF32), tf32, bf16, fp16 or int8 (int32 sums; dimensions padded to multiples of 4 "
-                         "as DeepBench does); the CPU runs fp32"
-                       : "fp32 (FMA math, no TF32), tf32, bf16 or fp16; the CPU runs fp32")
+                  rnn    ? "fp32 (FMA math, no TF32), tf32, bf16 or fp16 (tensor cores, fp32 inside the cell)"
+                  : gemm ? "fp32 (no TF32), tf32, bf16, fp16 or int8 (int32 sums; dimensions padded to multiples of 4 "
+                           "as DeepBench does); the CPU runs fp32"
+                         : "fp32 (FMA math, no TF32), tf32, bf16 or fp16; the CPU runs fp32")
       ->capture_default_str();
   if (spmm)
     cmd->add_option("--set", a->set, "DeepBench's sparse set: inference-server or inference-device (data/bench/)")
@@ -279,10 +299,11 @@ void register_one(CLI::App& bench, const std::string& kind) {
         ->capture_default_str();
   cmd->add_option("--shapes", a->shapes_file, "a CSV shape list in data/bench/'s format instead of a set");
   cmd->add_option("--shape", a->shapes,
-                  spmm   ? "one problem m,n,k,sparsity (repeatable; sparsity: the fraction of A that is zero)"
+                  rnn    ? "one problem hidden,batch,time_steps,cell (cell: vanilla, lstm or gru; repeatable)"
+                  : spmm ? "one problem m,n,k,sparsity (repeatable; sparsity: the fraction of A that is zero)"
                   : gemm ? "one problem m,n,k[,trans_a,trans_b] (repeatable)"
                          : "one problem w,h,c,n,k,s,r,pad_w,pad_h,stride_w,stride_h (repeatable)");
-  if (!spmm) {
+  if (!spmm && !rnn) {
     cmd->add_option("--net", a->net,
                     gemm ? "the fully connected layers of a network (networks/NAME.yaml) as GEMMs"
                          : "the ungrouped convolutions of a network (networks/NAME.yaml), each distinct shape once");
@@ -294,6 +315,11 @@ void register_one(CLI::App& bench, const std::string& kind) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--from", a->from, "start at the list's problem N (1-based): a long set split over several runs")
       ->check(CLI::PositiveNumber);
+  if (rnn)
+    cmd->add_option("--pass", a->passes,
+                    "passes to time: inference (forward) and training (forward, backward-data, backward-weights)")
+        ->delimiter(',')
+        ->capture_default_str();
   if (kind == "conv") {
     cmd->add_option("--pass", a->passes, "passes to time: fwd, bwd_data, bwd_filter")
         ->delimiter(',')
@@ -355,6 +381,7 @@ void register_kernel_benches(CLI::App& bench) {
   register_one(bench, "gemm");
   register_one(bench, "conv");
   register_one(bench, "spmm");
+  register_one(bench, "rnn");
 }
 
 }  // namespace cnnscale::app

@@ -77,6 +77,44 @@ std::unique_ptr<KernelCase> KernelBench::spmm(const SparseProblem&, const Sparse
   throw_config("bench spmm times cuSPARSE: it runs on a GPU (--device gpu)");
 }
 
+std::string rnn_cell_name(RnnCell c) {
+  switch (c) {
+    case RnnCell::Vanilla:
+      return "vanilla";
+    case RnnCell::Lstm:
+      return "lstm";
+    case RnnCell::Gru:
+      return "gru";
+  }
+  return "?";
+}
+
+RnnCell parse_rnn_cell(const std::string& s, const std::string& what) {
+  for (RnnCell c : {RnnCell::Vanilla, RnnCell::Lstm, RnnCell::Gru})
+    if (s == rnn_cell_name(c)) return c;
+  throw_config("{}: cell '{}': expected vanilla, lstm or gru", what, s);
+}
+
+double RnnProblem::flops(bool training) const {
+  const double forward = 2.0 * static_cast<double>(gates()) * static_cast<double>(hidden) * 2.0 *
+                         static_cast<double>(hidden) * static_cast<double>(batch) * static_cast<double>(time_steps);
+  return training ? 3.0 * forward : forward;
+}
+
+std::string rnn_pass_name(RnnPass p) {
+  return p == RnnPass::Inference ? "inference" : "training";
+}
+
+RnnPass parse_rnn_pass(const std::string& s, const std::string& what) {
+  for (RnnPass p : {RnnPass::Inference, RnnPass::Training})
+    if (s == rnn_pass_name(p)) return p;
+  throw_config("{} '{}': expected inference or training", what, s);
+}
+
+std::unique_ptr<KernelCase> KernelBench::rnn(const RnnProblem&, RnnPass, KernelPrecision, const RnnInputs&) {
+  throw_config("bench rnn times cuDNN's RNN API: it runs on a GPU (--device gpu)");
+}
+
 std::unique_ptr<KernelBench> make_kernel_bench(Backend& backend) {
   if (backend.name() == "cpu") return make_cpu_kernel_bench(backend);
 #if CNNSCALE_HAVE_CUDA

@@ -58,6 +58,36 @@ struct SparseInputs {
   int64_t nnz() const { return static_cast<int64_t>(values.size()); }
 };
 
+// One recurrent layer as DeepBench runs it: input size = hidden size, unidirectional, x for every time
+// step of every sequence (all of length time_steps), zero initial states. vanilla is cuDNN's
+// ReLU cell (DeepBench's); lstm and gru cuDNN's cells (gates: 1, 4, 3).
+enum class RnnCell { Vanilla, Lstm, Gru };
+std::string rnn_cell_name(RnnCell c);  // "vanilla", "lstm", "gru"
+RnnCell parse_rnn_cell(const std::string& s, const std::string& what);
+struct RnnProblem {
+  RnnCell cell = RnnCell::Lstm;
+  int64_t hidden = 0, batch = 0, time_steps = 0;
+  bool operator==(const RnnProblem&) const = default;
+  int64_t gates() const { return cell == RnnCell::Vanilla ? 1 : cell == RnnCell::Lstm ? 4 : 3; }
+  // Forward: per step and gate an (hidden x input) and an (hidden x hidden) GEMM over the batch,
+  // 2 * gates * hidden * (input + hidden) * batch * steps; training adds backward-data and
+  // backward-weights GEMMs of the same size, three times the forward (DeepBench's count).
+  double flops(bool training) const;
+};
+// Inference: the forward in inference mode; training: forward in training mode (keeping what the
+// backward needs), backward-data and backward-weights, one call.
+enum class RnnPass { Inference, Training };
+std::string rnn_pass_name(RnnPass p);  // "inference", "training"
+RnnPass parse_rnn_pass(const std::string& s, const std::string& what = "--pass");
+
+// x as (time_steps, batch, hidden) and, per gate g in cuDNN's order (lstm: input, forget, cell,
+// output; gru: reset, update, new), the input matrix w[g] and recurrent matrix r[g] (hidden x hidden,
+// row i = output unit i) and their biases bw[g], br[g].
+struct RnnInputs {
+  std::vector<float> x;
+  std::vector<std::vector<float>> w, r, bw, br;
+};
+
 enum class ConvPass { Forward, BackwardData, BackwardFilter };
 std::string conv_pass_name(ConvPass p);  // "fwd", "bwd_data", "bwd_filter"
 ConvPass parse_conv_pass(const std::string& s, const std::string& what = "--pass");
@@ -107,6 +137,11 @@ class KernelBench {
   // shape with A densified: the baseline a sparse kernel has to beat. Refused (ConfigError) where the
   // backend has no sparse library, as the CPU's.
   virtual std::unique_ptr<KernelCase> spmm(const SparseProblem& p, const SparseInputs& inputs);
+  // One recurrent layer through cuDNN's RNN API, each algorithm a variant; output() is y, every
+  // step's hidden state, (time_steps, batch, hidden). Refused (ConfigError) where the backend has
+  // no RNN library, as the CPU's.
+  virtual std::unique_ptr<KernelCase> rnn(const RnnProblem& p, RnnPass pass, KernelPrecision precision,
+                                          const RnnInputs& inputs);
 };
 
 // The benchmark view of `backend` (CPU: OpenBLAS and im2col; CUDA: cuBLAS, cuBLASLt, cuDNN). The

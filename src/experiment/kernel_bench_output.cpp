@@ -48,6 +48,12 @@ nlohmann::json row_json(const measure::KernelBenchRow& r, const std::string& kin
     j["sparsity"] = r.sparse.sparsity;
     j["nnz"] = r.nnz;
     j["speedup_vs_dense"] = nullable(r.speedup_vs_dense);
+  } else if (kind == "rnn") {
+    j["pass"] = r.pass;
+    j["cell"] = rnn_cell_name(r.rnn.cell);
+    j["hidden"] = r.rnn.hidden;
+    j["batch"] = r.rnn.batch;
+    j["time_steps"] = r.rnn.time_steps;
   } else if (kind == "gemm") {
     j["m"] = r.gemm.m;
     j["n"] = r.gemm.n;
@@ -236,9 +242,10 @@ std::string write_kernel_bench_folder(const std::string& results_root, const std
   write_synced_file((tmp / "summary.json").string(), j.dump(2) + "\n");
   // cases.csv: one row per variant, the JSON rows' scalar fields in a fixed order.
   std::vector<std::string> cols =
-      r.kind == "gemm" ? std::vector<std::string>{"problem", "m", "n", "k", "trans_a", "trans_b", "padded_from"}
-      : r.kind == "spmm"
-          ? std::vector<std::string>{"problem", "m", "n", "k", "sparsity", "nnz"}
+      r.kind == "gemm"   ? std::vector<std::string>{"problem", "m", "n", "k", "trans_a", "trans_b", "padded_from"}
+      : r.kind == "spmm" ? std::vector<std::string>{"problem", "m", "n", "k", "sparsity", "nnz"}
+      : r.kind == "rnn"
+          ? std::vector<std::string>{"problem", "pass", "cell", "hidden", "batch", "time_steps"}
           : std::vector<std::string>{"problem", "pass", "sweep_value", "n",     "c",     "h",        "w",
                                      "k",       "r",    "s",           "pad_h", "pad_w", "stride_h", "stride_w"};
   for (const char* c :

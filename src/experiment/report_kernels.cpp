@@ -98,7 +98,8 @@ std::vector<KernelBenchFile> find_kernel_benches(const std::string& results_dir)
       std::ifstream in(p);
       nlohmann::json j = nlohmann::json::parse(in);
       const std::string kind = j.value("kind", "");
-      if ((kind != "gemm" && kind != "conv" && kind != "spmm") || !j.contains("rows") || !j["rows"].is_array())
+      if ((kind != "gemm" && kind != "conv" && kind != "spmm" && kind != "rnn") || !j.contains("rows") ||
+          !j["rows"].is_array())
         throw_config("not a bench gemm/conv/spmm summary");
       out.push_back({p.string(), std::move(j)});
     } catch (const std::exception& e) {
@@ -112,7 +113,7 @@ std::vector<KernelBenchFile> find_kernel_benches(const std::string& results_dir)
 Table kernel_summary_table(const std::vector<KernelBenchFile>& files) {
   Table t;
   t.name = "kernels";
-  t.title = "Kernel benchmarks (bench gemm, bench conv)";
+  t.title = "Kernel benchmarks (bench gemm, conv, rnn, spmm)";
   t.caption =
       "One row per benchmark: its problems (a problem of a conv benchmark counts once per pass), the variants that "
       "ran of those listed (unsupported ones are cuDNN's or cuBLAS' refusals), the peak its TFLOP/s are set against "

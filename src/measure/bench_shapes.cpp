@@ -171,6 +171,35 @@ static SparseProblem sparse_problem(int64_t m, int64_t n, int64_t k, double spar
   return p;
 }
 
+// hidden,batch,time_steps,cell
+static RnnProblem rnn_row(const std::vector<std::string>& f, const std::string& where) {
+  if (f.size() != 4) throw_config("{}: expected hidden,batch,time_steps,cell, got {} field(s)", where, f.size());
+  RnnProblem p;
+  p.hidden = to_int(f[0], where, "hidden", 1);
+  p.batch = to_int(f[1], where, "batch", 1);
+  p.time_steps = to_int(f[2], where, "time_steps", 1);
+  p.cell = parse_rnn_cell(f[3], where);
+  check_operand(where, "x", p.time_steps, p.batch, p.hidden);
+  check_operand(where, "weights", 2 * p.gates(), p.hidden, p.hidden);
+  return p;
+}
+
+std::vector<RnnProblem> read_rnn_shapes(const std::string& path) {
+  std::vector<RnnProblem> out;
+  read_rows(path, "hidden,batch,time_steps,cell",
+            [&](const std::vector<std::string>& f, const std::string& where) { out.push_back(rnn_row(f, where)); });
+  if (out.empty()) throw_config("{}: no problems listed", path);
+  return out;
+}
+
+RnnProblem parse_rnn_shape(const std::string& text, const std::string& what) {
+  return rnn_row(split(text), what);
+}
+
+std::string rnn_label(const RnnProblem& p) {
+  return fmt::format("{} h={} n={} t={}", rnn_cell_name(p.cell), p.hidden, p.batch, p.time_steps);
+}
+
 std::vector<SparseProblem> read_sparse_shapes(const std::string& path) {
   std::vector<SparseProblem> out;
   read_rows(path, "m,n,k,trans_a,trans_b,sparsity", [&](const std::vector<std::string>& f, const std::string& where) {

@@ -27,6 +27,11 @@ std::vector<ConvProblem> read_conv_shapes(const std::string& path);
 // sparse columns: m,n,k,trans_a,trans_b,sparsity (DeepBench's lists have no transposes; one is refused).
 std::vector<SparseProblem> read_sparse_shapes(const std::string& path);
 
+// rnn columns, as the file: hidden,batch,time_steps,cell (vanilla, lstm, gru); input size = hidden.
+std::vector<RnnProblem> read_rnn_shapes(const std::string& path);
+RnnProblem parse_rnn_shape(const std::string& text, const std::string& what = "--shape");
+std::string rnn_label(const RnnProblem& p);  // "lstm h=512 n=16 t=25"
+
 // --shape: "m,n,k[,trans_a,trans_b]" and the conv file's row; ConfigError naming `what`.
 GemmProblem parse_gemm_shape(const std::string& text, const std::string& what = "--shape");
 ConvProblem parse_conv_shape(const std::string& text, const std::string& what = "--shape");

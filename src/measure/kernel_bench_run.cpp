@@ -46,6 +46,94 @@ KernelInputs conv_inputs(const ConvProblem& p, ConvPass pass, KernelPrecision pr
   return {};
 }
 
+RnnInputs rnn_inputs(const RnnProblem& p, KernelPrecision precision, uint64_t seed) {
+  if (precision == KernelPrecision::INT8) throw_config("bench rnn: cuDNN's RNNs have no int8 format");
+  const DType t = kernel_input_dtype(precision);
+  const int64_t h = p.hidden;
+  // Weights uniform in +-0.5/h and biases in +-0.25 (rounded to the format): every pre-activation's
+  // terms sum to at most 0.5 |x| + 0.5 |h| + 0.5 in magnitude, so no gate saturates and the
+  // recurrence contracts (see rnn_check_tolerance).
+  auto scaled = [&](int64_t n, uint64_t stream, float scale) {
+    std::vector<float> v = draw(n, precision, seed, stream);
+    for (float& e : v) e = round_to(t, e * scale);
+    return v;
+  };
+  RnnInputs in;
+  in.x = draw(p.time_steps * p.batch * h, precision, seed, 11);
+  for (int64_t g = 0; g < p.gates(); ++g) {
+    const uint64_t s = 12 + 4 * static_cast<uint64_t>(g);
+    in.w.push_back(scaled(h * h, s, 0.5f / static_cast<float>(h)));
+    in.r.push_back(scaled(h * h, s + 1, 0.5f / static_cast<float>(h)));
+    in.bw.push_back(scaled(h, s + 2, 0.25f));
+    in.br.push_back(scaled(h, s + 3, 0.25f));
+  }
+  return in;
+}
+
+Reference rnn_reference(const RnnProblem& p, const RnnInputs& in) {
+  const size_t H = static_cast<size_t>(p.hidden), B = static_cast<size_t>(p.batch);
+  const size_t T = static_cast<size_t>(p.time_steps), G = static_cast<size_t>(p.gates());
+  Reference r{std::vector<double>(T * B * H), std::vector<double>(T * B * H, 1.0)};
+  auto sigmoid = [](double a) { return 1.0 / (1.0 + std::exp(-a)); };
+  std::vector<double> h(B * H, 0.0), c(B * H, 0.0), wx(G * H), rh(G * H);
+  for (size_t t = 0; t < T; ++t) {
+    std::vector<double> next(B * H);
+    for (size_t b = 0; b < B; ++b) {
+      const float* x = in.x.data() + (t * B + b) * H;
+      const double* hp = h.data() + b * H;
+      // Per gate the input and recurrent parts apart: GRU's new gate scales only the recurrent one.
+      for (size_t g = 0; g < G; ++g)
+        for (size_t i = 0; i < H; ++i) {
+          double sx = in.bw[g][i], sh = in.br[g][i];
+          for (size_t j = 0; j < H; ++j) {
+            sx += double(in.w[g][i * H + j]) * x[j];
+            sh += double(in.r[g][i * H + j]) * hp[j];
+          }
+          wx[g * H + i] = sx;
+          rh[g * H + i] = sh;
+        }
+      for (size_t i = 0; i < H; ++i) {
+        double out = 0;
+        switch (p.cell) {
+          case RnnCell::Vanilla:
+            out = std::max(0.0, wx[i] + rh[i]);
+            break;
+          case RnnCell::Lstm: {
+            const double ig = sigmoid(wx[i] + rh[i]), fg = sigmoid(wx[H + i] + rh[H + i]);
+            const double cg = std::tanh(wx[2 * H + i] + rh[2 * H + i]), og = sigmoid(wx[3 * H + i] + rh[3 * H + i]);
+            double& cell = c[b * H + i];
+            cell = fg * cell + ig * cg;
+            out = og * std::tanh(cell);
+            break;
+          }
+          case RnnCell::Gru: {
+            const double reset = sigmoid(wx[i] + rh[i]), update = sigmoid(wx[H + i] + rh[H + i]);
+            const double fresh = std::tanh(wx[2 * H + i] + reset * rh[2 * H + i]);
+            out = (1.0 - update) * fresh + update * hp[i];
+            break;
+          }
+        }
+        next[b * H + i] = out;
+        r.value[(t * B + b) * H + i] = out;
+      }
+    }
+    h = std::move(next);
+  }
+  return r;
+}
+
+double rnn_check_tolerance(KernelPrecision precision, const RnnProblem& p) {
+  // The reference's magnitudes are 1, so the error checked is absolute. Each step's pre-activation
+  // sums 2h products and two biases whose magnitudes add up to at most 3 (weights +-0.5/h, biases
+  // +-0.25, |x| <= 1, |h| <= 3 even for the unbounded ReLU cell), so a step adds at most 3 x the
+  // format's bound for 2h + 2 terms. The step map is a contraction in h (|r| row sums <= 0.5, the
+  // activations' slopes <= 1, GRU's output a convex mix); only LSTM's cell state accumulates, with
+  // |c| <= 5 multiplying a gate's error. So the error after t steps is at most 6 t times the step's.
+  // 16-bit bounds are loose; the weight layout and gate order are pinned by the fp32 check, which
+  // goes through the same code.
+  return 6.0 * static_cast<double>(p.time_steps) * 3.0 * check_tolerance(precision, 2 * p.hidden + 2);
+}
+
 SparseInputs sparse_inputs(const SparseProblem& p, uint64_t seed) {
   SparseInputs in;
   in.row_ptr.reserve(static_cast<size_t>(p.m) + 1);

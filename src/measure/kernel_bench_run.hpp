@@ -19,6 +19,9 @@ namespace cnnscale::measure {
 KernelInputs gemm_inputs(const GemmProblem& p, KernelPrecision precision, uint64_t seed);
 KernelInputs conv_inputs(const ConvProblem& p, ConvPass pass, KernelPrecision precision, uint64_t seed);
 
+// x uniform in [-1, 1), weights uniform in +-0.5/hidden, biases in +-0.25, rounded to the format.
+RnnInputs rnn_inputs(const RnnProblem& p, KernelPrecision precision, uint64_t seed);
+
 // A with each element non-zero with probability 1 - sparsity (positions and values from the seed,
 // values uniform in [-1, 1)), in CSR; B uniform in [-1, 1). fp32, as DeepBench's sparse sets.
 SparseInputs sparse_inputs(const SparseProblem& p, uint64_t seed);
@@ -31,12 +34,17 @@ struct Reference {
 Reference gemm_reference(const GemmProblem& p, const KernelInputs& in);
 Reference conv_reference(const ConvProblem& p, ConvPass pass, const KernelInputs& in);
 Reference sparse_reference(const SparseProblem& p, const SparseInputs& in);
+// y, every step's hidden state (time_steps, batch, hidden), from zero initial states; magnitudes 1
+// (the recurrence is not a sum of terms: its error is bounded in absolute terms, rnn_check_tolerance).
+Reference rnn_reference(const RnnProblem& p, const RnnInputs& in);
 
 // max_i |out_i - ref_i| / max(magnitude_i, tiny): the error relative to the terms summed.
 double normalized_error(const std::vector<float>& out, const Reference& ref);
 // The largest normalized error a correct kernel of this format can show; see the .cpp for the
 // argument. `terms` is the number of products per output element.
 double check_tolerance(KernelPrecision precision, int64_t terms);
+// The largest absolute error of y a correct RNN of this format can show (argument in the .cpp).
+double rnn_check_tolerance(KernelPrecision precision, const RnnProblem& p);
 
 struct TimingOptions {
   int warmup_calls = 3;

@@ -33,7 +33,7 @@ PowerWindow power_of(Backend& backend, KernelCase& c, size_t v, double seconds_p
 
 // Times (and checks) every variant of one prepared case, appending its rows; then reads the power of
 // those within --energy-within of the case's fastest (all, without it).
-void run_case(Backend& backend, KernelCase& c, KernelBenchRow base, const Reference* ref, int64_t terms,
+void run_case(Backend& backend, KernelCase& c, KernelBenchRow base, const Reference* ref, double tolerance,
               const KernelBenchOptions& o, double peak, std::string* energy_method, std::vector<KernelBenchRow>& rows) {
   const auto& variants = c.variants();
   const size_t first = rows.size();
@@ -55,7 +55,7 @@ void run_case(Backend& backend, KernelCase& c, KernelBenchRow base, const Refere
       if (o.check) {
         if (ref) {
           row.check_error = normalized_error(c.output(v), *ref);
-          row.check_tolerance = check_tolerance(o.precision, terms);
+          row.check_tolerance = tolerance;
           row.check = *row.check_error <= row.check_tolerance ? "ok" : "MISMATCH";
         } else {
           row.check = fmt::format("not checked ({:.3g} MACs > --check-max-macs)", row.flops / 2);
@@ -202,7 +202,8 @@ KernelBenchResult run_gemm_bench(Backend& backend, KernelBench& bench, const std
       std::unique_ptr<KernelCase> c = bench.gemm(p, o.precision, in);
       std::optional<Reference> ref;
       if (o.check && p.flops() / 2 <= o.check_max_macs) ref = gemm_reference(p, in);
-      run_case(backend, *c, base, ref ? &*ref : nullptr, p.k, o, r.peak_tflops, &r.energy_method, r.rows);
+      run_case(backend, *c, base, ref ? &*ref : nullptr, check_tolerance(o.precision, p.k), o, r.peak_tflops,
+               &r.energy_method, r.rows);
     });
   }
   mark_best(r.rows);
@@ -226,7 +227,8 @@ KernelBenchResult run_spmm_bench(Backend& backend, KernelBench& bench, const std
       std::optional<Reference> ref;
       if (o.check && base.flops / 2 <= o.check_max_macs) ref = sparse_reference(p, in);
       // Terms per output element: a row's non-zeros, about (1 - sparsity) k; the bound takes k.
-      run_case(backend, *c, base, ref ? &*ref : nullptr, p.k, o, r.peak_tflops, &r.energy_method, r.rows);
+      run_case(backend, *c, base, ref ? &*ref : nullptr, check_tolerance(o.precision, p.k), o, r.peak_tflops,
+               &r.energy_method, r.rows);
     });
     // The dense baseline is the problem's last variant (KernelBench::spmm).
     const KernelBenchRow& dense = r.rows.back();
@@ -234,6 +236,31 @@ KernelBenchResult run_spmm_bench(Backend& backend, KernelBench& bench, const std
       for (size_t k = first; k + 1 < r.rows.size(); ++k)
         if (r.rows[k].supported && r.rows[k].timing.repeats > 0)
           r.rows[k].speedup_vs_dense = dense.timing.median_ms / r.rows[k].timing.median_ms;
+  }
+  mark_best(r.rows);
+  return r;
+}
+
+KernelBenchResult run_rnn_bench(Backend& backend, KernelBench& bench, const std::vector<RnnProblem>& problems,
+                                const KernelBenchOptions& o) {
+  KernelBenchResult r = start(backend, bench, "rnn", o);
+  for (size_t i = 0; i < problems.size(); ++i) {
+    if (stop_here(o, i, r)) break;
+    const RnnProblem& p = problems[i];
+    const RnnInputs in = rnn_inputs(p, o.precision, o.seed);
+    std::optional<Reference> ref;
+    if (o.check && p.flops(false) / 2 <= o.check_max_macs) ref = rnn_reference(p, in);
+    for (RnnPass pass : o.rnn_passes) {
+      KernelBenchRow base = problem_row("rnn", i, problems.size(), rnn_label(p), rnn_pass_name(pass), o);
+      base.rnn = p;
+      base.flops = p.flops(pass == RnnPass::Training);
+      // Both passes' output is y (the training pass' forward): the backward is timed, not checked.
+      survive_case(base, r.rows, [&] {
+        std::unique_ptr<KernelCase> c = bench.rnn(p, pass, o.precision, in);
+        run_case(backend, *c, base, ref ? &*ref : nullptr, rnn_check_tolerance(o.precision, p), o, r.peak_tflops,
+                 &r.energy_method, r.rows);
+      });
+    }
   }
   mark_best(r.rows);
   return r;
@@ -259,7 +286,8 @@ KernelBenchResult run_conv_bench(Backend& backend, KernelBench& bench, const std
         const int64_t terms = pass == ConvPass::Forward        ? p.c * p.r * p.s
                               : pass == ConvPass::BackwardData ? p.k * p.r * p.s
                                                                : p.n * p.out_h() * p.out_w();
-        run_case(backend, *c, base, ref ? &*ref : nullptr, terms, o, r.peak_tflops, &r.energy_method, r.rows);
+        run_case(backend, *c, base, ref ? &*ref : nullptr, check_tolerance(o.precision, terms), o, r.peak_tflops,
+                 &r.energy_method, r.rows);
       });
     }
   }

@@ -17,6 +17,7 @@ struct KernelBenchOptions {
   KernelPrecision precision = KernelPrecision::FP32;
   Layout layout = Layout::NCHW;  // convolutions
   std::vector<ConvPass> passes{ConvPass::Forward, ConvPass::BackwardData, ConvPass::BackwardFilter};
+  std::vector<RnnPass> rnn_passes{RnnPass::Inference, RnnPass::Training};
   uint64_t seed = 1;
   TimingOptions timing;
   double energy_window_seconds = 0;                       // 0: no power windows
@@ -40,7 +41,7 @@ struct KernelBenchOptions {
 struct KernelBenchRow {
   int64_t problem = 0;      // index in the list
   std::string label;        // the problem as tables show it
-  std::string pass;         // conv: fwd, bwd_data, bwd_filter; gemm: ""
+  std::string pass;         // conv: fwd, bwd_data, bwd_filter; rnn: inference, training; gemm: ""
   int64_t sweep_value = 0;  // the swept axis' value (a sweep's rows only)
   GemmProblem gemm;         // as computed (int8: padded)
   std::string padded_from;  // int8 GEMM: the listed shape when padding changed it
@@ -48,6 +49,7 @@ struct KernelBenchRow {
   int64_t nnz = 0;          // spmm: A's non-zeros as drawn
   std::optional<double> speedup_vs_dense;  // spmm: the dense GEMM's median time over this variant's
   ConvProblem conv;
+  RnnProblem rnn;
   std::string library, algorithm;
   bool supported = true;
   std::string status;
@@ -90,6 +92,10 @@ KernelBenchResult run_gemm_bench(Backend& backend, KernelBench& bench, const std
 // Every variant counts the useful work, 2 nnz n FLOPs, so the dense baseline's TFLOP/s are effective.
 KernelBenchResult run_spmm_bench(Backend& backend, KernelBench& bench, const std::vector<SparseProblem>& problems,
                                  const KernelBenchOptions& o);
+// One recurrent layer per problem, per pass (inference; training: forward, backward-data and
+// backward-weights in one call), every cuDNN RNN algorithm a variant.
+KernelBenchResult run_rnn_bench(Backend& backend, KernelBench& bench, const std::vector<RnnProblem>& problems,
+                                const KernelBenchOptions& o);
 KernelBenchResult run_conv_bench(Backend& backend, KernelBench& bench, const std::vector<ConvProblem>& problems,
                                  const KernelBenchOptions& o);
 

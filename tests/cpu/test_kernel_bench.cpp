@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/half.hpp"
 #include "cpu/cli_runner.hpp"
 #include "experiment/kernel_bench_output.hpp"
 #include "measure/bench_shapes.hpp"
@@ -55,7 +56,16 @@ TEST(KernelBenchShapes, DeepBenchSetsAreCompleteAndParse) {
     const auto c = measure::read_conv_shapes(measure::bench_shape_file("conv", set));
     EXPECT_EQ(static_cast<int>(g.size()), data_rows(src(fmt::format("data/bench/gemm-{}.csv", set))));
     EXPECT_EQ(static_cast<int>(c.size()), data_rows(src(fmt::format("data/bench/conv-{}.csv", set))));
+    const auto r = measure::read_rnn_shapes(measure::bench_shape_file("rnn", set));
+    EXPECT_EQ(static_cast<int>(r.size()), data_rows(src(fmt::format("data/bench/rnn-{}.csv", set))));
   }
+  const auto rnn = measure::read_rnn_shapes(measure::bench_shape_file("rnn", "training"));
+  EXPECT_EQ(rnn[0], (RnnProblem{RnnCell::Vanilla, 1760, 16, 50}));
+  int cells[3] = {0, 0, 0};
+  for (const RnnProblem& p : rnn) ++cells[static_cast<int>(p.cell)];
+  EXPECT_GT(cells[0], 0);
+  EXPECT_GT(cells[1], 0);
+  EXPECT_GT(cells[2], 0);
   // Rows as DeepBench lists them: the first GEMM, a transposed one, the first convolution (a
   // 20x5 filter over a 700x161 spectrogram, stride 2) and a ResNet-style 7x7/2.
   const auto g = measure::read_gemm_shapes(measure::bench_shape_file("gemm", "training"));
@@ -711,6 +721,100 @@ TEST(KernelBenchCli, FromAndLimitTakeASliceThatKeepsTheListsIndices) {
   EXPECT_EQ(nlohmann::json::parse(tail.out)["rows"].size(), 1u);
   expect_usage_error({"bench", "gemm", "--device", "cpu", "--shapes", "tests/data/bench/gemm-small.csv", "--from", "5"},
                      {"--from 5", "the list has 4 problem(s)"});
+}
+
+}  // namespace
+}  // namespace cnnscale::testing
+
+namespace cnnscale::testing {
+namespace {
+
+// One unit, one sequence, two steps, by hand. Each gate gets its own bias, so a cell that read the
+// gates in another order than cuDNN's (lstm: input, forget, cell, output; gru: reset, update, new)
+// would give other numbers.
+TEST(KernelBenchRnn, ReferenceFollowsCudnnsCellsByHand) {
+  auto inputs = [](int gates) {
+    RnnInputs in;
+    in.x = {1.0f, -1.0f};
+    in.w.assign(static_cast<size_t>(gates), {0.0f});
+    in.r.assign(static_cast<size_t>(gates), {0.0f});
+    in.bw.assign(static_cast<size_t>(gates), {0.0f});
+    in.br.assign(static_cast<size_t>(gates), {0.0f});
+    return in;
+  };
+  auto sig = [](double a) { return 1.0 / (1.0 + std::exp(-a)); };
+  {  // vanilla (ReLU): h1 = relu(0.5 + 0.1 + 0.1) = 0.7; h2 = relu(-0.5 + 0.25 * 0.7 + 0.2) = 0
+    RnnInputs in = inputs(1);
+    in.w[0] = {0.5f};
+    in.r[0] = {0.25f};
+    in.bw[0] = {0.1f};
+    in.br[0] = {0.1f};
+    const measure::Reference r = measure::rnn_reference({RnnCell::Vanilla, 1, 1, 2}, in);
+    EXPECT_NEAR(r.value[0], 0.7, 1e-6);
+    EXPECT_EQ(r.value[1], 0.0);
+    EXPECT_EQ(r.magnitude[0], 1.0);
+  }
+  {  // lstm: input gate sigma(1), forget sigma(0.5), cell candidate tanh(-0.5), output sigma(-1)
+    RnnInputs in = inputs(4);
+    in.bw = {{1.0f}, {0.5f}, {-0.5f}, {-1.0f}};
+    const measure::Reference r = measure::rnn_reference({RnnCell::Lstm, 1, 1, 2}, in);
+    const double c1 = sig(1) * std::tanh(-0.5), c2 = sig(0.5) * c1 + sig(1) * std::tanh(-0.5);
+    EXPECT_NEAR(r.value[0], sig(-1) * std::tanh(c1), 1e-12);
+    EXPECT_NEAR(r.value[1], sig(-1) * std::tanh(c2), 1e-12);
+  }
+  {  // gru: reset sigma(2) scales only the recurrent part of the new gate; update sigma(0.5)
+    RnnInputs in = inputs(3);
+    in.x = {1.0f, 1.0f};
+    in.bw = {{2.0f}, {0.5f}, {0.0f}};
+    in.w[2] = {1.0f};
+    in.r[2] = {1.0f};
+    in.br[2] = {0.25f};
+    const measure::Reference r = measure::rnn_reference({RnnCell::Gru, 1, 1, 2}, in);
+    const double z = sig(0.5), reset = sig(2);
+    const double h1 = (1 - z) * std::tanh(1 + reset * 0.25);
+    const double h2 = (1 - z) * std::tanh(1 + reset * (h1 + 0.25)) + z * h1;
+    EXPECT_NEAR(r.value[0], h1, 1e-12);
+    EXPECT_NEAR(r.value[1], h2, 1e-12);
+  }
+}
+
+TEST(KernelBenchRnn, InputsFlopsToleranceAndRefusals) {
+  const RnnProblem p{RnnCell::Lstm, 32, 4, 5};
+  const RnnInputs in = measure::rnn_inputs(p, KernelPrecision::BF16, 3);
+  ASSERT_EQ(in.w.size(), 4u);
+  EXPECT_EQ(in.x.size(), 5u * 4 * 32);
+  for (const auto& w : in.w)
+    for (float v : w) {
+      EXPECT_LE(std::fabs(v), 0.5f / 32);
+      EXPECT_EQ(v, round_to(DType::BF16, v));  // exact in the format the device reads
+    }
+  // DeepBench's count: 2 x gates x hidden x (input + hidden) x batch x steps, training 3x.
+  EXPECT_DOUBLE_EQ(p.flops(false), 2.0 * 4 * 32 * 64 * 4 * 5);
+  EXPECT_DOUBLE_EQ(p.flops(true), 3 * p.flops(false));
+  // The fp32 bound is far below what a wrong gate or a transposed matrix makes (order 0.1).
+  EXPECT_LT(measure::rnn_check_tolerance(KernelPrecision::FP32, p), 1e-3);
+  EXPECT_GT(measure::rnn_check_tolerance(KernelPrecision::BF16, p),
+            measure::rnn_check_tolerance(KernelPrecision::FP32, p));
+  EXPECT_EQ(measure::rnn_label(p), "lstm h=32 n=4 t=5");
+  EXPECT_EQ(measure::parse_rnn_shape("512,16,25,gru"), (RnnProblem{RnnCell::Gru, 512, 16, 25}));
+  expect_usage_error({"bench", "rnn", "--device", "cpu", "--shape", "64,4,5,lstm"}, {"runs on a GPU"});
+  expect_usage_error({"bench", "rnn", "--device", "gpu", "--shape", "64,4,5,cnn"}, {"--shape", "cell 'cnn'"});
+  expect_usage_error({"bench", "rnn", "--device", "gpu", "--shape", "64,4,5,lstm", "--pass", "sideways"},
+                     {"--pass", "sideways"});
+  expect_usage_error({"bench", "rnn", "--device", "gpu", "--shape", "64,4,5,lstm", "--precision", "int8"}, {"int8"});
+  const fs::path bad = fs::temp_directory_path() / fmt::format("rnn_bad_{}.csv", ::getpid());
+  std::ofstream(bad) << "hidden,batch,time_steps,cell\n64,4,5,lstm\n64,0,5,gru\n";
+  EXPECT_THROW(
+      {
+        try {
+          measure::read_rnn_shapes(bad.string());
+        } catch (const ConfigError& e) {
+          EXPECT_NE(std::string(e.what()).find(":3: batch: 0 is below 1"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      ConfigError);
+  fs::remove(bad);
 }
 
 }  // namespace

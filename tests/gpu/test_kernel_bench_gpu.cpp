@@ -121,6 +121,27 @@ TEST(KernelBenchGpu, SparseVariantsAgreeWithTheReferenceAndFaceTheDenseGemm) {
   }
 }
 
+TEST(KernelBenchGpu, RnnAlgorithmsAgreeWithTheReferenceInEveryFormat) {
+  if (cuda_backend_device_count() < 1) GTEST_SKIP() << "no usable GPU";
+  // Every cell, odd sizes; both passes' output is y (the training pass' forward, before its backward).
+  for (const char* precision : {"fp32", "tf32", "bf16", "fp16"}) {
+    SCOPED_TRACE(precision);
+    const nlohmann::json j =
+        bench_json({"rnn", "--shape", "40,3,7,vanilla", "--shape", "40,3,7,lstm", "--shape", "40,3,7,gru",
+                    "--precision", precision, "--check", "--energy-window", "0", "--no-peak"});
+    ASSERT_TRUE(j.contains("rows"));
+    std::map<std::pair<int, std::string>, int> ok;
+    for (const auto& row : j["rows"]) {
+      if (!row["supported"].get<bool>()) continue;
+      EXPECT_EQ(row["check"], "ok") << row.dump();
+      EXPECT_GT(row["median_ms"].get<double>(), 0.0);
+      ++ok[{row["problem"].get<int>(), row["pass"].get<std::string>()}];
+    }
+    for (int p : {0, 1, 2})
+      for (const char* pass : {"inference", "training"}) EXPECT_GE((ok[{p, pass}]), 1) << p << " " << pass;
+  }
+}
+
 TEST(TimeGpu, HostToDeviceTransferOfTheBatchAndLayerMemory) {
   if (cuda_backend_device_count() < 1) GTEST_SKIP() << "no usable GPU";
   CliResult r = run_cnnscale({"time", "lenet", "--device", "gpu", "--batch", "64", "--iterations", "5", "--json"});
