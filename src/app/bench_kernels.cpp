@@ -222,8 +222,9 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
   o.peak_n = a.no_peak ? 0 : on_gpu ? 8192 : 512;
   if (!a.quiet) o.progress = [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
 
-  // A stop signal (timeout's SIGTERM, a scheduler's, Ctrl-C) ends the run after the problem in hand:
-  // what ran is printed and saved, marked interrupted, with the --from that resumes it.
+  // A stop signal (timeout's SIGTERM, a scheduler's, Ctrl-C) ends the run at the next variant: the
+  // problem in hand is dropped, the whole problems before are printed and saved, marked interrupted,
+  // with the --from that resumes at the dropped one.
   install_stop_signals();
   o.stop_requested = [] { return stop_signal() != 0; };
   const auto [utc_time, utc_stamp] = utc_times(std::chrono::system_clock::now());

@@ -31,6 +31,10 @@ PowerWindow power_of(Backend& backend, KernelCase& c, size_t v, double seconds_p
   return measure_power_window(h, seconds_per_call, o.energy_window_seconds, o.energy_settle_seconds);
 }
 
+// Thrown between two variants when a stop is asked for: the problem in hand is dropped whole (its
+// rows would be a partial comparison) and the run resumes at it. Not an Error: survive_case lets it by.
+struct StopBeforeVariant {};
+
 // Times (and checks) every variant of one prepared case, appending its rows; then reads the power of
 // those within --energy-within of the case's fastest (all, without it).
 void run_case(Backend& backend, KernelCase& c, KernelBenchRow base, const Reference* ref, double tolerance,
@@ -39,6 +43,7 @@ void run_case(Backend& backend, KernelCase& c, KernelBenchRow base, const Refere
   const size_t first = rows.size();
   double fastest_ms = 0;
   for (size_t v = 0; v < variants.size(); ++v) {
+    if (o.stop_requested && o.stop_requested()) throw StopBeforeVariant{};
     KernelBenchRow row = base;
     row.library = variants[v].library;
     row.algorithm = variants[v].algorithm;
@@ -68,6 +73,7 @@ void run_case(Backend& backend, KernelCase& c, KernelBenchRow base, const Refere
   for (size_t v = 0; v < variants.size(); ++v) {
     KernelBenchRow& row = rows[first + v];
     if (!row.supported || row.timing.repeats == 0) continue;
+    if (o.stop_requested && o.stop_requested()) throw StopBeforeVariant{};
     if (o.energy_within > 0 && row.timing.median_ms > o.energy_within * fastest_ms) {
       row.energy_note = fmt::format("not read: {:.2f}x the fastest's time (--energy-within {:g})",
                                     row.timing.median_ms / fastest_ms, o.energy_within);
@@ -86,6 +92,20 @@ bool stop_here(const KernelBenchOptions& o, size_t i, KernelBenchResult& r) {
   if (!o.stop_requested || !o.stop_requested()) return false;
   r.stopped_before = o.first_problem + static_cast<int64_t>(i);
   return true;
+}
+
+// Runs problem i's work; a stop asked for between its variants drops its rows (from `first_row` on)
+// and records it as the first problem not run. False: stop the loop.
+bool run_problem(const KernelBenchOptions& o, size_t i, KernelBenchResult& r, const std::function<void()>& work) {
+  const size_t first_row = r.rows.size();
+  try {
+    work();
+    return true;
+  } catch (const StopBeforeVariant&) {
+    r.rows.resize(first_row);
+    r.stopped_before = o.first_problem + static_cast<int64_t>(i);
+    return false;
+  }
 }
 
 // Runs one problem's work; a runtime failure (an allocation the device cannot make, a library error)
@@ -197,14 +217,17 @@ KernelBenchResult run_gemm_bench(Backend& backend, KernelBench& bench, const std
     base.gemm = p;
     if (p != problems[i]) base.padded_from = gemm_label(problems[i]);
     base.flops = p.flops();
-    survive_case(base, r.rows, [&] {
-      const KernelInputs in = gemm_inputs(p, o.precision, o.seed);
-      std::unique_ptr<KernelCase> c = bench.gemm(p, o.precision, in);
-      std::optional<Reference> ref;
-      if (o.check && p.flops() / 2 <= o.check_max_macs) ref = gemm_reference(p, in);
-      run_case(backend, *c, base, ref ? &*ref : nullptr, check_tolerance(o.precision, p.k), o, r.peak_tflops,
-               &r.energy_method, r.rows);
+    const bool go_on = run_problem(o, i, r, [&] {
+      survive_case(base, r.rows, [&] {
+        const KernelInputs in = gemm_inputs(p, o.precision, o.seed);
+        std::unique_ptr<KernelCase> c = bench.gemm(p, o.precision, in);
+        std::optional<Reference> ref;
+        if (o.check && p.flops() / 2 <= o.check_max_macs) ref = gemm_reference(p, in);
+        run_case(backend, *c, base, ref ? &*ref : nullptr, check_tolerance(o.precision, p.k), o, r.peak_tflops,
+                 &r.energy_method, r.rows);
+      });
     });
+    if (!go_on) break;
   }
   mark_best(r.rows);
   return r;
@@ -219,17 +242,20 @@ KernelBenchResult run_spmm_bench(Backend& backend, KernelBench& bench, const std
     KernelBenchRow base = problem_row("spmm", i, problems.size(), sparse_label(p), "", o);
     base.sparse = p;
     const size_t first = r.rows.size();
-    survive_case(base, r.rows, [&] {
-      const SparseInputs in = sparse_inputs(p, o.seed);
-      base.nnz = in.nnz();
-      base.flops = 2.0 * static_cast<double>(in.nnz()) * static_cast<double>(p.n);
-      std::unique_ptr<KernelCase> c = bench.spmm(p, in);
-      std::optional<Reference> ref;
-      if (o.check && base.flops / 2 <= o.check_max_macs) ref = sparse_reference(p, in);
-      // Terms per output element: a row's non-zeros, about (1 - sparsity) k; the bound takes k.
-      run_case(backend, *c, base, ref ? &*ref : nullptr, check_tolerance(o.precision, p.k), o, r.peak_tflops,
-               &r.energy_method, r.rows);
+    const bool go_on = run_problem(o, i, r, [&] {
+      survive_case(base, r.rows, [&] {
+        const SparseInputs in = sparse_inputs(p, o.seed);
+        base.nnz = in.nnz();
+        base.flops = 2.0 * static_cast<double>(in.nnz()) * static_cast<double>(p.n);
+        std::unique_ptr<KernelCase> c = bench.spmm(p, in);
+        std::optional<Reference> ref;
+        if (o.check && base.flops / 2 <= o.check_max_macs) ref = sparse_reference(p, in);
+        // Terms per output element: a row's non-zeros, about (1 - sparsity) k; the bound takes k.
+        run_case(backend, *c, base, ref ? &*ref : nullptr, check_tolerance(o.precision, p.k), o, r.peak_tflops,
+                 &r.energy_method, r.rows);
+      });
     });
+    if (!go_on) break;
     // The dense baseline is the problem's last variant (KernelBench::spmm).
     const KernelBenchRow& dense = r.rows.back();
     if (r.rows.size() > first + 1 && dense.supported && dense.timing.repeats > 0)
@@ -250,17 +276,20 @@ KernelBenchResult run_rnn_bench(Backend& backend, KernelBench& bench, const std:
     const RnnInputs in = rnn_inputs(p, o.precision, o.seed);
     std::optional<Reference> ref;
     if (o.check && p.flops(false) / 2 <= o.check_max_macs) ref = rnn_reference(p, in);
-    for (RnnPass pass : o.rnn_passes) {
-      KernelBenchRow base = problem_row("rnn", i, problems.size(), rnn_label(p), rnn_pass_name(pass), o);
-      base.rnn = p;
-      base.flops = p.flops(pass == RnnPass::Training);
-      // Both passes' output is y (the training pass' forward): the backward is timed, not checked.
-      survive_case(base, r.rows, [&] {
-        std::unique_ptr<KernelCase> c = bench.rnn(p, pass, o.precision, in);
-        run_case(backend, *c, base, ref ? &*ref : nullptr, rnn_check_tolerance(o.precision, p), o, r.peak_tflops,
-                 &r.energy_method, r.rows);
-      });
-    }
+    const bool go_on = run_problem(o, i, r, [&] {
+      for (RnnPass pass : o.rnn_passes) {
+        KernelBenchRow base = problem_row("rnn", i, problems.size(), rnn_label(p), rnn_pass_name(pass), o);
+        base.rnn = p;
+        base.flops = p.flops(pass == RnnPass::Training);
+        // Both passes' output is y (the training pass' forward): the backward is timed, not checked.
+        survive_case(base, r.rows, [&] {
+          std::unique_ptr<KernelCase> c = bench.rnn(p, pass, o.precision, in);
+          run_case(backend, *c, base, ref ? &*ref : nullptr, rnn_check_tolerance(o.precision, p), o, r.peak_tflops,
+                   &r.energy_method, r.rows);
+        });
+      }
+    });
+    if (!go_on) break;
   }
   mark_best(r.rows);
   return r;
@@ -272,24 +301,27 @@ KernelBenchResult run_conv_bench(Backend& backend, KernelBench& bench, const std
   for (size_t i = 0; i < problems.size(); ++i) {
     if (stop_here(o, i, r)) break;
     const ConvProblem& p = problems[i];
-    for (ConvPass pass : o.passes) {
-      KernelBenchRow base = problem_row("conv", i, problems.size(), conv_label(p), conv_pass_name(pass), o);
-      base.conv = p;
-      if (!o.sweep_axis.empty()) base.sweep_value = sweep_value(o.sweep_axis, p);
-      base.flops = p.flops();
-      survive_case(base, r.rows, [&] {
-        const KernelInputs in = conv_inputs(p, pass, o.precision, o.seed);
-        std::unique_ptr<KernelCase> c = bench.conv(p, pass, o.precision, o.layout, in);
-        std::optional<Reference> ref;
-        if (o.check && p.flops() / 2 <= o.check_max_macs) ref = conv_reference(p, pass, in);
-        // Terms per output element: fwd c*r*s; bwd_data at most k*r*s; bwd_filter n*p*q.
-        const int64_t terms = pass == ConvPass::Forward        ? p.c * p.r * p.s
-                              : pass == ConvPass::BackwardData ? p.k * p.r * p.s
-                                                               : p.n * p.out_h() * p.out_w();
-        run_case(backend, *c, base, ref ? &*ref : nullptr, check_tolerance(o.precision, terms), o, r.peak_tflops,
-                 &r.energy_method, r.rows);
-      });
-    }
+    const bool go_on = run_problem(o, i, r, [&] {
+      for (ConvPass pass : o.passes) {
+        KernelBenchRow base = problem_row("conv", i, problems.size(), conv_label(p), conv_pass_name(pass), o);
+        base.conv = p;
+        if (!o.sweep_axis.empty()) base.sweep_value = sweep_value(o.sweep_axis, p);
+        base.flops = p.flops();
+        survive_case(base, r.rows, [&] {
+          const KernelInputs in = conv_inputs(p, pass, o.precision, o.seed);
+          std::unique_ptr<KernelCase> c = bench.conv(p, pass, o.precision, o.layout, in);
+          std::optional<Reference> ref;
+          if (o.check && p.flops() / 2 <= o.check_max_macs) ref = conv_reference(p, pass, in);
+          // Terms per output element: fwd c*r*s; bwd_data at most k*r*s; bwd_filter n*p*q.
+          const int64_t terms = pass == ConvPass::Forward        ? p.c * p.r * p.s
+                                : pass == ConvPass::BackwardData ? p.k * p.r * p.s
+                                                                 : p.n * p.out_h() * p.out_w();
+          run_case(backend, *c, base, ref ? &*ref : nullptr, check_tolerance(o.precision, terms), o, r.peak_tflops,
+                   &r.energy_method, r.rows);
+        });
+      }
+    });
+    if (!go_on) break;
   }
   mark_best(r.rows);
   return r;

@@ -681,23 +681,28 @@ TEST(KernelBenchEnergy, EnergyWithinReadsOnlyVariantsNearTheFastest) {
   EXPECT_NE(near.rows[1].energy_note.find("--energy-within 2"), std::string::npos) << near.rows[1].energy_note;
 }
 
-TEST(KernelBenchEnergy, AStopBetweenProblemsKeepsTheRowsAndSaysWhereToResume) {
+TEST(KernelBenchEnergy, AStopKeepsWholeProblemsAndSaysWhereToResume) {
   std::unique_ptr<Backend> cpu = make_backend("cpu", 0, Precision::FP32);
   SpinBench bench;
   measure::KernelBenchOptions o;
   o.timing.repeats = 2;
   o.first_problem = 10;
-  int polls = 0;
-  o.stop_requested = [&polls] { return ++polls > 2; };  // the signal arrives during the second problem
+  // The flag is polled before each problem and before each variant: 3 polls a problem here.
+  int polls = 0, stop_at = 0;
+  o.stop_requested = [&] { return ++polls > stop_at; };
   const GemmProblem p{8, 8, 8, false, false};
-  measure::KernelBenchResult r = measure::run_gemm_bench(*cpu, bench, {p, p, p, p}, o);
-  ASSERT_TRUE(r.stopped_before);
-  EXPECT_EQ(*r.stopped_before, 12);  // problems 10 and 11 ran
-  ASSERT_EQ(r.rows.size(), 4u);
-  EXPECT_EQ(r.rows.back().problem, 11);
-  const nlohmann::json j = report::kernel_bench_json(r, "t", "h");
-  EXPECT_EQ(j["status"], "interrupted");
-  EXPECT_EQ(j["resume_from"], 13);  // --from is 1-based
+  for (int at : {3, 5}) {  // before problem 11; between problem 11's two variants
+    polls = 0;
+    stop_at = at;
+    measure::KernelBenchResult r = measure::run_gemm_bench(*cpu, bench, {p, p, p, p}, o);
+    ASSERT_TRUE(r.stopped_before) << at;
+    EXPECT_EQ(*r.stopped_before, 11) << at;  // problem 10 ran; 11 is dropped whole and runs on resume
+    ASSERT_EQ(r.rows.size(), 2u) << at;
+    EXPECT_EQ(r.rows.back().problem, 10);
+    const nlohmann::json j = report::kernel_bench_json(r, "t", "h");
+    EXPECT_EQ(j["status"], "interrupted");
+    EXPECT_EQ(j["resume_from"], 12);  // --from is 1-based
+  }
   o.stop_requested = [] { return false; };
   const nlohmann::json done = report::kernel_bench_json(measure::run_gemm_bench(*cpu, bench, {p}, o), "t", "h");
   EXPECT_EQ(done["status"], "complete");

@@ -78,7 +78,11 @@ TEST(KernelBenchGpu, ConvAlgorithmsAgreeWithTheReference) {
 TEST(KernelBenchGpu, PowerWindowReadsTheBusyGpu) {
   if (cuda_backend_device_count() < 1) GTEST_SKIP() << "no usable GPU";
   if (cuda_device_facts(0).cc_major < 8) GTEST_SKIP() << "no bf16 tensor cores before compute capability 8.0";
-  const nlohmann::json j = bench_json({"gemm", "--shape", "4096,4096,4096", "--precision", "bf16"});
+  // Two-second windows after a second of settling: the power controller holds the limit over about a
+  // second (nvidia-smi's 1 s average stayed within 0.7 % of it on an H200 under the heaviest bf16
+  // GEMM), while a half-second window can still hold part of a burst (up to 5 % over on an H100).
+  const nlohmann::json j = bench_json(
+      {"gemm", "--shape", "4096,4096,4096", "--precision", "bf16", "--energy-settle", "1", "--energy-window", "2"});
   ASSERT_TRUE(j.contains("rows"));
   ASSERT_FALSE(j["power_limit_watts"].is_null());
   const double limit = j["power_limit_watts"].get<double>();
@@ -88,11 +92,11 @@ TEST(KernelBenchGpu, PowerWindowReadsTheBusyGpu) {
     if (!row["supported"].get<bool>()) continue;
     ASSERT_FALSE(row["watts"].is_null()) << row.dump();
     // Above idle, and at most the enforced limit once the power controller has settled: the counter
-    // reads energy to the millijoule over half a second, so 2 % covers its refresh jitter; a window
-    // over the burst after idle (or a wrong unit) lands outside.
+    // reads energy to the millijoule over two seconds, so 2 % covers its refresh jitter and the
+    // controller's residual overshoot; a window over the burst after idle (or a wrong unit) lands outside.
     EXPECT_GT(row["watts"].get<double>(), 50.0) << row.dump();
     EXPECT_LE(row["watts"].get<double>(), 1.02 * limit) << row.dump();
-    EXPECT_GE(row["energy_seconds"].get<double>(), 0.5) << row.dump();
+    EXPECT_GE(row["energy_seconds"].get<double>(), 2.0) << row.dump();
     EXPECT_NEAR(row["joules_per_call"].get<double>(),
                 row["watts"].get<double>() * row["median_ms"].get<double>() * 1e-3, 1e-9);
   }
