@@ -154,13 +154,16 @@ Table infer_table(const std::vector<InferFile>& files) {
       "percentiles), energy per image over the throughput window and peak memory, per network, device, "
       "precision, batch size and ranks; mean ± std over the files that repeat a setting. A job of several "
       "ranks (mpirun, each streaming its own batches of that size) shows the job's images/s and energy "
-      "(summed over its ranks) and rank 0's latency, device and peak memory.";
+      "(summed over its ranks) and rank 0's latency, device and peak memory, and its images/s against ranks x those of "
+      "the 1-rank job of the same network, precision and batch size on one of its devices (1: each rank as fast as "
+      "one alone).";
   t.columns = {Column("network", "net", false),
                Column("device", "device", false),
                Column("precision", "precision", false),
                Column("batch", "batch", false),
                Column("ranks", "ranks", false),
                Column("images/s", "images_per_s"),
+               Column("vs ranks x 1 rank", "vs_ranks_x_one_rank", false),
                Column("p50 latency ({unit})", "latency_p50_s", true, false, Quantity::Seconds),
                Column("p99 latency ({unit})", "latency_p99_s", true, false, Quantity::Seconds),
                Column("energy per image ({unit})", "joules_per_image", true, false, Quantity::Joules),
@@ -174,18 +177,39 @@ Table infer_table(const std::vector<InferFile>& files) {
     if (f.scenario != "offline") ++others;
     for (const InferRow& r : f.rows) groups[{r.net, r.device, r.precision, r.batch, r.ranks}].push_back(&r);
   }
+  auto mean_ips = [](const std::vector<const InferRow*>& rows) {
+    double sum = 0;
+    for (const InferRow* r : rows) sum += r->images_per_s;
+    return sum / static_cast<double>(rows.size());
+  };
+  // The 1-rank group a job of several ranks is set against: same network, precision and batch, on a
+  // device the job used ("gpu:0" for "gpu:0+gpu:1"; "cpu" for CPU ranks).
+  auto one_rank = [&](const Key& k) -> const std::vector<const InferRow*>* {
+    std::vector<std::string> used;
+    std::stringstream ss(std::get<1>(k));
+    for (std::string d; std::getline(ss, d, '+');) used.push_back(d);
+    for (const auto& [other, rows] : groups)
+      if (std::get<4>(other) == 1 && std::get<0>(other) == std::get<0>(k) && std::get<2>(other) == std::get<2>(k) &&
+          std::get<3>(other) == std::get<3>(k) && std::find(used.begin(), used.end(), std::get<1>(other)) != used.end())
+        return &rows;
+    return nullptr;
+  };
   for (const auto& [key, rows] : groups) {
+    std::string vs;
+    if (std::get<4>(key) > 1)
+      if (const auto* single = one_rank(key); single && mean_ips(*single) > 0)
+        vs = fmt::format("{:.3f}", mean_ips(rows) / (static_cast<double>(std::get<4>(key)) * mean_ips(*single)));
     auto stat = [&](double InferRow::*m, double scale) {
       std::vector<double> v;
       for (const InferRow* r : rows) v.push_back(r->*m * scale);
       return Cell::of(stat_of(v));
     };
-    t.rows.push_back({Cell::of(std::get<0>(key)), Cell::of(std::get<1>(key)), Cell::of(std::get<2>(key)),
-                      Cell::of(std::to_string(std::get<3>(key))), Cell::of(std::to_string(std::get<4>(key))),
-                      stat(&InferRow::images_per_s, 1), stat(&InferRow::p50_s, 1), stat(&InferRow::p99_s, 1),
-                      stat(&InferRow::joules_per_image, 1), stat(&InferRow::images_per_joule, 1),
-                      stat(&InferRow::peak_memory_bytes, 1.0 / double(int64_t{1} << 30)),
-                      Cell::of(std::to_string(rows.size()))});
+    t.rows.push_back(
+        {Cell::of(std::get<0>(key)), Cell::of(std::get<1>(key)), Cell::of(std::get<2>(key)),
+         Cell::of(std::to_string(std::get<3>(key))), Cell::of(std::to_string(std::get<4>(key))),
+         stat(&InferRow::images_per_s, 1), Cell::of(vs), stat(&InferRow::p50_s, 1), stat(&InferRow::p99_s, 1),
+         stat(&InferRow::joules_per_image, 1), stat(&InferRow::images_per_joule, 1),
+         stat(&InferRow::peak_memory_bytes, 1.0 / double(int64_t{1} << 30)), Cell::of(std::to_string(rows.size()))});
   }
   if (std::any_of(groups.begin(), groups.end(),
                   [](const auto& g) { return std::get<2>(g.first) == kInt8SyntheticLabel; }))

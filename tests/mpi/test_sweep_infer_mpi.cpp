@@ -67,13 +67,22 @@ TEST(SweepInferMpi, RunsEachInferOnceAndReportsThem) {
                           "| lenet | cpu | fp32 | 1 | 2 |", "| lenet | cpu | fp32 | 2 | 2 |"})
     EXPECT_NE(table.find(row), std::string::npos) << row << "\n" << table;
   const RunSpec& job = runs[0].ranks == 2 ? runs[0] : runs[1];
-  std::ifstream in(infer_run_file(exp.string(), job));
-  const nlohmann::json j = nlohmann::json::parse(in);
+  const RunSpec& alone = runs[0].ranks == 2 ? runs[1] : runs[0];
+  std::ifstream in(infer_run_file(exp.string(), job)), in1(infer_run_file(exp.string(), alone));
+  const nlohmann::json j = nlohmann::json::parse(in), j1 = nlohmann::json::parse(in1);
   bool found = false;
   for (const auto& row : testing::read_csv((exp / "report" / "inference.csv").string())) {
-    if (row.at("ranks") != "2" || row.at("batch") != "1") continue;
+    if (row.at("batch") != "1") continue;
+    if (row.at("ranks") == "1") {
+      EXPECT_EQ(row.at("vs_ranks_x_one_rank"), "");  // nothing to set a single rank against
+      continue;
+    }
     found = true;
-    EXPECT_DOUBLE_EQ(std::stod(row.at("images_per_s_mean")), j["batches"][0]["job_images_per_s"].get<double>());
+    const double job_ips = j["batches"][0]["job_images_per_s"].get<double>();
+    EXPECT_DOUBLE_EQ(std::stod(row.at("images_per_s_mean")), job_ips);
+    // The job's rate against twice the 1-rank job's (printed to 3 decimals).
+    EXPECT_NEAR(std::stod(row.at("vs_ranks_x_one_rank")),
+                job_ips / (2 * j1["batches"][0]["images_per_s"].get<double>()), 5e-4);
   }
   EXPECT_TRUE(found) << "no 2-rank batch-1 row in inference.csv";
 }
