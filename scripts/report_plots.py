@@ -523,8 +523,8 @@ def main():
     global DEVICES
     DEVICES = a.devices
     wanted = set(a.figures.split(","))
-    if not wanted or not wanted <= {"training", "hetero", "allreduce", "inference", "weak", "sweep"}:
-        print(f"report_plots: --figures: expected training, hetero, allreduce, inference, weak and/or sweep, got "
+    if not wanted or not wanted <= {"training", "hetero", "allreduce", "inference", "weak", "sweep", "kernels"}:
+        print(f"report_plots: --figures: expected training, hetero, allreduce, inference, weak, sweep and/or kernels, got "
               f"'{a.figures}'", file=sys.stderr)
         return 2
     os.makedirs(a.out, exist_ok=True)
@@ -546,6 +546,13 @@ def main():
         rows = read_table(a.tables, "conv_sweep")
         kernels.time_figure(rows, a.out, helpers)
         kernels.memory_figure(rows, a.out, helpers)
+    if "kernels" in wanted:
+        import report_plots_kernels as kernels  # beside this script, as report_plots_hetero
+
+        helpers = types.SimpleNamespace(number=number, save=save, leave_out=leave_out)
+        rows = read_table(a.tables, "kernel_cases")
+        kernels.peak_figure(rows, a.out, helpers)
+        kernels.energy_figure(rows, a.out, helpers)
     if "training" in wanted:
         time_rows = read_table(a.tables, "time")
         bars_per_network(time_rows, "seconds_per_batch", "s", "per batch",

@@ -4,6 +4,10 @@ and the device memory of its call (operands and workspace) against the swept par
 panels per swept axis (and benchmark) and one panel per pass, one line per algorithm. An algorithm
 cuDNN refuses at a value has no point there, so its line breaks where its shape limits are.
 
+From the kernel_cases table, two figures of the DeepBench-style benchmarks: each benchmark's problems
+sorted by the share of the peak their fastest variant reaches (how much of a set runs near the peak),
+and, where energy was read, what the least-energy variant saves against the time it costs.
+
 The helpers (number, save, leave_out) come from report_plots.py as arguments.
 """
 import math
@@ -66,3 +70,65 @@ def time_figure(rows, out, h):
 def memory_figure(rows, out, h):
     _figure(rows, out, h, "memory_mib", "MiB (operands + workspace)",
             "Device memory of the call per cuDNN algorithm against the swept parameter", "conv_sweep_memory.png")
+
+
+# Two 0.5 s power windows of one variant agree to about this many percent (README, bench): smaller
+# savings are drawn but shaded as within the repeatability.
+REPEATABILITY_PERCENT = 5.0
+
+
+def peak_figure(rows, out, h):
+    by_bench = {}
+    for r in rows:
+        p = h.number(r["peak_percent"])
+        if not math.isnan(p) and p > 0:
+            by_bench.setdefault(r["benchmark"], []).append(p)
+    if not by_bench:
+        h.leave_out(out, "kernels_peak.png", "no benchmark measured a peak (--no-peak) or ran a variant")
+        return
+    fig, ax = plt.subplots(figsize=(7.5, 4.6), layout="constrained")
+    for bench, values in sorted(by_bench.items()):
+        values.sort(reverse=True)
+        n = len(values)
+        ax.plot([(i + 0.5) / n for i in range(n)], values, marker="o", markersize=2, label=f"{bench} ({n})")
+    ax.set_yscale("log")
+    ax.set_xlabel("share of the benchmark's problems (sorted by % of peak, fastest variant each)")
+    ax.set_ylabel("% of the measured peak")
+    ax.axhline(100, color="black", linewidth=0.8, linestyle="--")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title("Kernel benchmarks: fastest variant per problem against the peak", fontsize=10)
+    h.save(fig, out, "kernels_peak.png")
+
+
+def energy_figure(rows, out, h):
+    points, counts = {}, {}
+    for r in rows:
+        if math.isnan(h.number(r["millijoules_per_call"])):
+            continue
+        bench = r["benchmark"]
+        counts.setdefault(bench, [0, 0])
+        counts[bench][1] += 1
+        saved, cost = h.number(r["energy_saved_percent"]), h.number(r["time_cost_percent"])
+        if math.isnan(saved) or math.isnan(cost):
+            continue
+        counts[bench][0] += 1
+        points.setdefault(bench, []).append((cost, saved))
+    if not counts:
+        h.leave_out(out, "kernels_energy.png", "no benchmark read the energy of its variants (--energy-window 0, "
+                    "or no energy counter)")
+        return
+    fig, ax = plt.subplots(figsize=(7.5, 4.6), layout="constrained")
+    ax.axhspan(0, REPEATABILITY_PERCENT, color="grey", alpha=0.2,
+               label=f"within the windows' repeatability ({REPEATABILITY_PERCENT:g} %)")
+    for bench in sorted(counts):
+        pts = points.get(bench, [])
+        differ, total = counts[bench]
+        ax.scatter([c for c, _ in pts], [s for _, s in pts], s=14,
+                   label=f"{bench}: {differ} of {total} problems")
+    ax.set_xlabel("time the least-energy variant costs over the fastest (%)")
+    ax.set_ylabel("energy it saves (%)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title("Kernel benchmarks: where the least-energy variant is not the fastest", fontsize=10)
+    h.save(fig, out, "kernels_energy.png")

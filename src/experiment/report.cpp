@@ -128,7 +128,13 @@ std::string report_markdown(const ReportOptions& options, const ReportOutcome& o
          "(conv_sweep table; Li et al., Fig. 3)"},
         {kConvSweepFigures[1],
          "Device memory of a convolution call (operands and workspace) per cuDNN algorithm "
-         "against the swept parameter (conv_sweep table; Li et al., Fig. 5)"}};
+         "against the swept parameter (conv_sweep table; Li et al., Fig. 5)"},
+        {kKernelFigures[0],
+         "Kernel benchmarks: each problem's fastest variant as a share of the measured peak, problems sorted "
+         "(kernel_cases table)"},
+        {kKernelFigures[1],
+         "Kernel benchmarks: energy the least-energy variant saves against the time it costs, per problem where it "
+         "is not the fastest (kernel_cases table)"}};
     for (const std::string& path : outcome.figures) {
       const std::string name = fs::path(path).filename().string();
       const std::string& caption = captions.at(name);
@@ -180,10 +186,13 @@ ReportOutcome write_report(const ReportOptions& options) {
   }
   if (!inferences.empty()) tables.push_back(infer_table(inferences));
   if (!calibrations.empty()) tables.push_back(int8_accuracy_table(calibrations));
-  bool conv_sweeps = false;
+  bool conv_sweeps = false, kernel_cases = false;
   if (!kernels.empty()) {
     if (Table t = kernel_summary_table(kernels); !t.rows.empty()) tables.push_back(std::move(t));
-    if (Table t = kernel_cases_table(kernels); !t.rows.empty()) tables.push_back(std::move(t));
+    if (Table t = kernel_cases_table(kernels); !t.rows.empty()) {
+      tables.push_back(std::move(t));
+      kernel_cases = true;
+    }
     if (Table t = conv_sweep_table(kernels); !t.rows.empty()) {
       tables.push_back(std::move(t));
       conv_sweeps = true;
@@ -225,7 +234,7 @@ ReportOutcome write_report(const ReportOptions& options) {
   std::string figures_note = "Not produced: --no-plots.";
   const std::string power_desc = power ? describe(*power) : "";
   // Calibration files and kernel benchmarks other than sweeps have tables and no figure.
-  const bool drawable = !runs.empty() || !benches.empty() || !inferences.empty() || conv_sweeps;
+  const bool drawable = !runs.empty() || !benches.empty() || !inferences.empty() || conv_sweeps || kernel_cases;
   if (options.plots && !drawable)
     figures_note = "None: the int8 accuracy and kernel benchmark tables have no figure (a conv sweep has).";
   if (options.plots && drawable) {
@@ -248,7 +257,8 @@ ReportOutcome write_report(const ReportOptions& options) {
                   noun.many,
                   !inferences.empty(),
                   std::any_of(tables.begin(), tables.end(), [](const Table& t) { return t.name == "weak_scaling"; }),
-                  conv_sweeps};
+                  conv_sweeps,
+                  kernel_cases};
       PlotOutcome plotted = run_plot_script(job);
       outcome.figures = std::move(plotted.figures);
       outcome.figures_left_out = std::move(plotted.left_out);

@@ -50,6 +50,9 @@ inline const std::string kAllreduceEnergyFigure = "allreduce_energy.png";
 // Drawn when a `bench conv --sweep` folder is among the results: time and memory per cuDNN algorithm
 // against the swept parameter (Li et al.'s Figures 3 and 5).
 inline const std::vector<std::string> kConvSweepFigures = {"conv_sweep_time.png", "conv_sweep_memory.png"};
+// From kernel_cases.csv: each benchmark's problems by share of the peak; least-energy variants'
+// savings against their time cost.
+inline const std::vector<std::string> kKernelFigures = {"kernels_peak.png", "kernels_energy.png"};
 inline const std::vector<std::string> kInferFigures = {"inference_throughput.png", "inference_efficiency.png",
                                                        "inference_latency.png"};
 

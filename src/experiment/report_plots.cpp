@@ -63,6 +63,7 @@ PlotOutcome run_plot_script(const PlotJob& job) {
   if (job.inference) figures.append(figures.empty() ? "" : ",").append("inference");
   if (job.weak_scaling) figures.append(figures.empty() ? "" : ",").append("weak");
   if (job.conv_sweep) figures.append(figures.empty() ? "" : ",").append("sweep");
+  if (job.kernel_cases) figures.append(figures.empty() ? "" : ",").append("kernels");
   args.push_back(figures);
   if (!job.power_h5.empty()) {
     args.insert(args.end(), {"--power-h5", job.power_h5, "--power-label", job.power_label});
@@ -121,6 +122,7 @@ PlotOutcome run_plot_script(const PlotJob& job) {
   if (job.inference) names.insert(names.end(), kInferFigures.begin(), kInferFigures.end());
   if (job.weak_scaling) names.push_back(kWeakScalingFigure);
   if (job.conv_sweep) names.insert(names.end(), kConvSweepFigures.begin(), kConvSweepFigures.end());
+  if (job.kernel_cases) names.insert(names.end(), kKernelFigures.begin(), kKernelFigures.end());
   for (const std::string& name : names) {
     const fs::path p = fs::path(job.out_dir) / name;
     const bool skipped =

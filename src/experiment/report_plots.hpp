@@ -22,6 +22,7 @@ struct PlotJob {
   bool inference = false;        // kInferFigures from inference.csv
   bool weak_scaling = false;     // kWeakScalingFigure from weak_scaling.csv
   bool conv_sweep = false;       // kConvSweepFigures from conv_sweep.csv
+  bool kernel_cases = false;     // kKernelFigures from kernel_cases.csv
 };
 
 struct PlotOutcome {

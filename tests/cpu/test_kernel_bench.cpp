@@ -495,6 +495,13 @@ TEST(KernelBenchReport, TablesAndSweepFiguresFromResultFolders) {
     EXPECT_TRUE(fs::exists(out / "conv_sweep_time.png"));
     EXPECT_TRUE(fs::exists(out / "conv_sweep_memory.png"));
     EXPECT_NE(slurp(out / "report.md").find("Li et al., Fig. 3"), std::string::npos);
+    // Problems by share of the peak: the GEMM benchmark measured one. Energy: drawn where the CPU's
+    // RAPL counters were readable, else named as not drawn with the reason.
+    EXPECT_TRUE(fs::exists(out / "kernels_peak.png"));
+    EXPECT_TRUE(fs::exists(out / "kernels_energy.png") ||
+                slurp(out / "report.md").find("`kernels_energy.png` not drawn: no benchmark read the energy") !=
+                    std::string::npos)
+        << slurp(out / "report.md");
   }
   fs::remove_all(root);
 }
