@@ -255,8 +255,10 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
     std::fprintf(stderr, "results: %s\n",
                  report::write_kernel_bench_folder(a.results_root, a.experiment, r, j, utc_stamp).c_str());
   if (r.stopped_before) {
-    log::warn("bench {}: stopped by {} before problem {} of the list; --from {} runs the rest", a.kind,
-              stop_signal_name(stop_signal()), *r.stopped_before + 1, *r.stopped_before + 1);
+    const int64_t resume = *r.stopped_before + 1, last = a.from - 1 + static_cast<int64_t>(kept);
+    log::warn("bench {}: stopped by {} before problem {} of the list; --from {}{} runs the rest", a.kind,
+              stop_signal_name(stop_signal()), resume, resume,
+              a.limit > 0 ? fmt::format(" --limit {}", last - resume + 1) : std::string());
     requested_exit_code() = kExitRequeue;
   }
   int mismatches = 0;

@@ -145,7 +145,7 @@ std::string kernel_bench_table(const measure::KernelBenchResult& r) {
   out +=
       "# per problem (and pass): the fastest variant, its median time per call, TFLOP/s, share of the peak, power and "
       "energy per call; the lowest-energy variant where it is another; variants that ran / listed\n";
-  const bool conv = r.kind == "conv";
+  const bool conv = r.kind == "conv" || r.kind == "rnn";  // kinds with passes
   out += fmt::format("{:>4} {:<40} {:<10} {:<44} {:>10} {:>8} {:>6} {:>6} {:>10} {:>6} {}\n", "#", "problem",
                      conv ? "pass" : "", "fastest variant", "ms", "TFLOP/s", "%peak", "W", "mJ/call", "ok", "check");
   // Rows of one (problem, pass) are adjacent: gather each group's summary.

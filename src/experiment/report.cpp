@@ -233,10 +233,9 @@ ReportOutcome write_report(const ReportOptions& options) {
   std::string plot_error;
   std::string figures_note = "Not produced: --no-plots.";
   const std::string power_desc = power ? describe(*power) : "";
-  // Calibration files and kernel benchmarks other than sweeps have tables and no figure.
+  // Calibration files have tables and no figure.
   const bool drawable = !runs.empty() || !benches.empty() || !inferences.empty() || conv_sweeps || kernel_cases;
-  if (options.plots && !drawable)
-    figures_note = "None: the int8 accuracy and kernel benchmark tables have no figure (a conv sweep has).";
+  if (options.plots && !drawable) figures_note = "None: the int8 accuracy table has no figure.";
   if (options.plots && drawable) {
     const fs::path scratch = csv ? out : out / ".report_csv";
     try {

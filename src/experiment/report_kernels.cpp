@@ -100,7 +100,7 @@ std::vector<KernelBenchFile> find_kernel_benches(const std::string& results_dir)
       const std::string kind = j.value("kind", "");
       if ((kind != "gemm" && kind != "conv" && kind != "spmm" && kind != "rnn") || !j.contains("rows") ||
           !j["rows"].is_array())
-        throw_config("not a bench gemm/conv/spmm summary");
+        throw_config("not a bench gemm/conv/rnn/spmm summary");
       out.push_back({p.string(), std::move(j)});
     } catch (const std::exception& e) {
       log::warn("report: skipping {}: {}", p.string(), e.what());
@@ -222,7 +222,8 @@ Table kernel_cases_table(const std::vector<KernelBenchFile>& files) {
           {Cell::of(bench_name(f)), Cell::of(text(*fast, "label")), Cell::of(text(*fast, "pass")),
            Cell::of(variant(*fast)), Cell::of(fixed(num(*fast, "median_ms"), 4)),
            Cell::of(fixed(num(*fast, "tflops"), 1)),
-           Cell::of(missing(num(*fast, "peak_fraction")) ? "" : fixed(100 * num(*fast, "peak_fraction"), 1)),
+           Cell::of(missing(num(*fast, "peak_fraction")) ? ""
+                                                         : fmt::format("{:.3g}", 100 * num(*fast, "peak_fraction"))),
            Cell::of(fixed(num(*fast, "watts"), 0)), Cell::of(missing(j_fast) ? "" : fixed(1e3 * j_fast, 4)),
            Cell::of(other    ? variant(*frugal)
                     : frugal ? "the fastest"

@@ -34,7 +34,8 @@ struct KernelBenchOptions {
   std::string sweep_axis;  // conv problems from a sweep: rows record the axis and its value
   std::vector<std::string> problem_names;  // one per problem, prefixed to its label (e.g. the layer)
   int64_t first_problem = 0;               // the list's index of the first problem given (--from)
-  // Polled between problems: true stops the run there (a stop signal); the result says where.
+  // Polled before each problem and each variant: true stops the run there (a stop signal), dropping
+  // the problem in hand; the result says where to resume.
   std::function<bool()> stop_requested;
 };
 

@@ -127,7 +127,8 @@ TEST(KernelBenchGpu, SparseVariantsAgreeWithTheReferenceAndFaceTheDenseGemm) {
 
 TEST(KernelBenchGpu, RnnAlgorithmsAgreeWithTheReferenceInEveryFormat) {
   if (cuda_backend_device_count() < 1) GTEST_SKIP() << "no usable GPU";
-  // Every cell, odd sizes; both passes' output is y (the training pass' forward, before its backward).
+  // Every cell, an odd batch and sequence length; both passes' output is y (the training pass' forward, before its
+  // backward).
   for (const char* precision : {"fp32", "tf32", "bf16", "fp16"}) {
     SCOPED_TRACE(precision);
     const nlohmann::json j =

@@ -641,10 +641,11 @@ class CudaRnnCase final : public KernelCase {
     dy_ = device_bytes(b, encode(in.x, dtype_, {}));  // any gradient of y's shape: x's values serve
     y_ = b.alloc(Shape({static_cast<int64_t>(in.x.size() * dtype_size(dtype_))}), DType::I8);
     dx_ = b.alloc(Shape({static_cast<int64_t>(in.x.size() * dtype_size(dtype_))}), DType::I8);
-    // fp32: FMA math only (no TF32 behind the name); tf32: tensor cores on float data; 16-bit:
+    // fp32: FMA math only (no TF32 behind the name); tf32: cuDNN's default math, which lets float
+    // RNNs use TF32 tensor cores (ALLOW_CONVERSION would let them down-convert to fp16); 16-bit:
     // tensor cores, fp32 arithmetic inside the cell.
     const cudnnMathType_t math = precision == KernelPrecision::FP32   ? CUDNN_FMA_MATH
-                                 : precision == KernelPrecision::TF32 ? CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION
+                                 : precision == KernelPrecision::TF32 ? CUDNN_DEFAULT_MATH
                                                                       : CUDNN_TENSOR_OP_MATH;
     for (int a = 0; a < static_cast<int>(CUDNN_RNN_ALGO_COUNT); ++a) add_algorithm(a, type, math, in);
     CUDA_CHECK(cudaStreamSynchronize(b_.stream()));
