@@ -37,7 +37,7 @@ namespace {
 struct AllreduceArgs {
   std::string min_bytes = "8", max_bytes = "1G";
   int64_t step_factor = 2;
-  int warmup = 5, iters = 20;
+  int warmup = 5, iters = 20, repeats = 5;
   std::string device = "gpu";
   std::string algo = "ring";
   int max_ctas = 0;
@@ -76,9 +76,12 @@ std::string table(const AllreduceBenchResult& r, bool checked) {
   std::string out =
       fmt::format("# cnnscale bench allreduce: {} rank(s), device {}, {}\n", r.ranks, r.device, r.library);
   out += fmt::format(
-      "# in-place sum of {}; {} warm-up + {} timed allreduces per size{}; time = mean per allreduce, max over ranks\n",
-      nccl_tests_type(r.dtype), r.warmup_iters, r.iters,
-      r.issue == "graph" ? ", replayed from a CUDA graph" : r.device == "gpu" ? ", each issued from the host" : "");
+      "# in-place sum of {}; {} warm-up, then {} repeats of {} timed allreduces per size{}; time = median per "
+      "allreduce over the repeats, each repeat's slowest rank (min and max: the fastest and slowest repeat)\n",
+      nccl_tests_type(r.dtype), r.warmup_iters, r.repeats, r.iters,
+      r.issue == "graph"  ? ", replayed from a CUDA graph"
+      : r.device == "gpu" ? ", each issued from the host"
+                          : "");
   out += "# algbw = size / time; busbw = algbw * 2(n-1)/n (nccl-tests); GB = 1e9 bytes\n";
   const bool energy = !r.energy_method.empty();
   if (energy) {
@@ -89,15 +92,15 @@ std::string table(const AllreduceBenchResult& r, bool checked) {
   }
   for (size_t i = 0; i < r.rank_devices.size(); ++i) out += fmt::format("#   rank {}: {}\n", i, r.rank_devices[i]);
   out += "#\n";
-  out += fmt::format("# {:>12} {:>12} {:>8} {:>12} {:>13} {:>13} {:>8}", "size (B)", "count", "type", "time (us)",
-                     "algbw (GB/s)", "busbw (GB/s)", "#wrong");
+  out += fmt::format("# {:>12} {:>12} {:>8} {:>12} {:>10} {:>10} {:>13} {:>13} {:>8}", "size (B)", "count", "type",
+                     "time (us)", "min (us)", "max (us)", "algbw (GB/s)", "busbw (GB/s)", "#wrong");
   if (energy) out += fmt::format(" {:>9} {:>10} {:>12}", "W/device", "nJ/B", "above idle");
   out += "\n";
   double busbw_sum = 0;
   for (const auto& row : r.rows) {
-    out += fmt::format("  {:>12} {:>12} {:>8} {:>12.2f} {:>13.3f} {:>13.3f} {:>8}\n", row.bytes, row.count,
-                       nccl_tests_type(r.dtype),
-                       row.time_us, row.algbw_gbs, row.busbw_gbs, row.wrong < 0 ? "N/A" : std::to_string(row.wrong));
+    out += fmt::format("  {:>12} {:>12} {:>8} {:>12.2f} {:>10.2f} {:>10.2f} {:>13.3f} {:>13.3f} {:>8}\n", row.bytes,
+                       row.count, nccl_tests_type(r.dtype), row.time_us, row.min_us, row.max_us, row.algbw_gbs,
+                       row.busbw_gbs, row.wrong < 0 ? "N/A" : std::to_string(row.wrong));
     if (energy) {
       out.pop_back();  // the newline, to append the energy columns
       const auto num = [](double v, int width, int digits) {
@@ -127,6 +130,8 @@ nlohmann::json to_json(const AllreduceBenchResult& r, bool checked, const std::s
     nlohmann::json j = {{"bytes", row.bytes},     {"count", row.count},         {"type", nccl_tests_type(r.dtype)},
                         {"time_us", row.time_us}, {"algbw_gbs", row.algbw_gbs}, {"busbw_gbs", row.busbw_gbs},
                         {"wrong", nullptr}};
+    j["time_min_us"] = row.min_us;
+    j["time_max_us"] = row.max_us;
     if (row.wrong >= 0) j["wrong"] = row.wrong;
     if (!r.energy_method.empty()) {
       const auto value = [](double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); };
@@ -140,25 +145,26 @@ nlohmann::json to_json(const AllreduceBenchResult& r, bool checked, const std::s
     rows.push_back(std::move(j));
   }
   nlohmann::json out = {{"benchmark", "allreduce"},
-          {"format", report::kAllreduceBenchFormat},
-          {"time", utc_time},
-          {"host", host},
-          {"op", "sum"},
-          {"dtype", r.dtype},
-          {"in_place", true},
-          {"ranks", r.ranks},
-          {"device", r.device},
-          {"algo", r.algo},
-          {"issue", r.issue},
-          {"max_ctas", r.max_ctas > 0 ? nlohmann::json(r.max_ctas) : nlohmann::json()},
-          {"library", r.library},
-          {"rank_devices", r.rank_devices},
-          {"warmup_iters", r.warmup_iters},
-          {"iters", r.iters},
-          {"time_definition", "mean per allreduce, max over ranks"},
-          {"busbw_definition", "algbw * 2(n-1)/n"},
-          {"checked", checked},
-          {"rows", rows}};
+                        {"format", report::kAllreduceBenchFormat},
+                        {"time", utc_time},
+                        {"host", host},
+                        {"op", "sum"},
+                        {"dtype", r.dtype},
+                        {"in_place", true},
+                        {"ranks", r.ranks},
+                        {"device", r.device},
+                        {"algo", r.algo},
+                        {"issue", r.issue},
+                        {"max_ctas", r.max_ctas > 0 ? nlohmann::json(r.max_ctas) : nlohmann::json()},
+                        {"library", r.library},
+                        {"rank_devices", r.rank_devices},
+                        {"warmup_iters", r.warmup_iters},
+                        {"iters", r.iters},
+                        {"repeats", r.repeats},
+                        {"time_definition", "median per allreduce over repeats, each repeat's slowest rank"},
+                        {"busbw_definition", "algbw * 2(n-1)/n"},
+                        {"checked", checked},
+                        {"rows", rows}};
   // What NCCL read from the environment besides the algorithm (on these hosts NCCL_NVLS_ENABLE=0).
   if (r.device == "gpu") out["nccl_env"] = environment_line("NCCL_");
   if (!r.energy_method.empty()) {
@@ -180,7 +186,10 @@ void register_allreduce(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("-w,--warmup_iters", args->warmup, "untimed allreduces per size before timing")
       ->capture_default_str();
-  cmd->add_option("-n,--iters", args->iters, "timed back-to-back allreduces per size")->capture_default_str();
+  cmd->add_option("-n,--iters", args->iters, "back-to-back allreduces per timed repeat")->capture_default_str();
+  cmd->add_option("-r,--repeats", args->repeats,
+                  "timed repeats per size, each after a barrier: the median, min and max per allreduce over them")
+      ->capture_default_str();
   cmd->add_option("--device", args->device, "gpu: NCCL on the GPU of each rank's node-local rank; cpu: MPI_Allreduce")
       ->check(CLI::IsMember({"gpu", "cpu"}))
       ->capture_default_str();
@@ -229,6 +238,7 @@ void register_allreduce(CLI::App& bench) {
     cfg.step_factor = args->step_factor;
     cfg.warmup_iters = args->warmup;
     cfg.iters = args->iters;
+    cfg.repeats = args->repeats;
     cfg.gpu = args->device == "gpu";
     if (!cfg.gpu && cmd->count("--algo") > 0)
       throw_config("bench allreduce: --algo chooses NCCL's algorithm and needs --device gpu");

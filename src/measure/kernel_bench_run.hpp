@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/kernel_bench.hpp"
+#include "core/bench_timing.hpp"
 
 namespace cnnscale::measure {
 
@@ -53,46 +54,18 @@ struct TimingOptions {
   int64_t max_calls_per_repeat = 1000;
 };
 
-struct TimingStats {
-  double median_ms = 0, min_ms = 0, max_ms = 0;  // per call
-  int repeats = 0;
-  int64_t calls_per_repeat = 0;
-};
-
-// Per-call statistics of repeats that each timed `calls` calls.
-TimingStats timing_stats(std::vector<double> repeat_ms, int64_t calls);
 // Calls per repeat so that one lasts `min_repeat_ms` at `first_call_ms` per call (1..max).
 int64_t calls_per_repeat(double first_call_ms, const TimingOptions& o);
 
 // Times `call` (which enqueues one call on the backend's stream) with the backend's timing events.
 TimingStats time_calls(Backend& backend, const std::function<void()>& call, const TimingOptions& o);
 
-// Mean power of a device kept busy by a kernel, over a window between two updates of its cumulative
-// energy counter (NVML refreshes it about every 100 ms: a window cut at arbitrary instants carries up
-// to one refresh period of error at each end; cut at the updates, only the polling interval).
-struct PowerWindow {
-  std::optional<double> watts;
-  double seconds = 0;  // between the two counter updates
-  double joules = 0;   // counter difference over them
-  int64_t calls = 0;   // calls enqueued while the window was measured
-  std::string method;  // how the figure was obtained (or why there is none)
-};
-
-struct PowerWindowHooks {
-  std::function<std::optional<double>()> counter_joules;  // cumulative; nullopt: unreadable
-  std::function<void(int64_t)> enqueue;                   // enqueue n calls, returns at once
-  std::function<double()> now_seconds;                    // a steady clock
-  std::function<void(double)> sleep_seconds;
-  std::function<void()> drain;  // wait for the enqueued calls
-};
-
-// Keeps about `lead_seconds` of calls (at `seconds_per_call`) enqueued ahead of the clock; after
-// `settle_seconds` of that (a GPU's power controller lets a burst after idle draw more than its limit
-// for a few hundred milliseconds: a window there reads the transient, not the kernel's steady power),
-// waits for one counter update, then for the first update at least `window_seconds` later. No update
-// within `update_timeout_seconds`: no figure (the counter is frozen or absent).
-PowerWindow measure_power_window(const PowerWindowHooks& hooks, double seconds_per_call, double window_seconds,
-                                 double settle_seconds = 0.0, double lead_seconds = 0.05,
-                                 double update_timeout_seconds = 0.5, double poll_seconds = 0.0005);
+// The harness pieces every benchmark shares (timing statistics, the counter-aligned power window)
+// live in core/bench_timing.hpp, below parallel/ where bench allreduce uses them too.
+using cnnscale::measure_power_window;
+using cnnscale::PowerWindow;
+using cnnscale::PowerWindowHooks;
+using cnnscale::timing_stats;
+using cnnscale::TimingStats;
 
 }  // namespace cnnscale::measure

@@ -1,10 +1,11 @@
 // `bench allreduce`: sizes, nccl-tests' bandwidth definitions and the timed sweep. GPU: n
 // back-to-back NCCL allreduces captured into a CUDA graph and replayed between its two timing
 // points (--issue graph), or issued from the host between two events on the communication stream
-// (--issue host); CPU: MPI_Allreduce between two steady-clock readings. Both: warm-up first, ranks start together after a
-// barrier, the reported time is the maximum over ranks of the mean per allreduce. Energy, where the
-// caller gives counters: a further window of back-to-back allreduces per size, long enough for the
-// counters' update period, summed over every rank's device, and an idle window before the sweep.
+// (--issue host); CPU: MPI_Allreduce between two steady-clock readings. Both: warm-up first, ranks start together after
+// a barrier; each of --repeats timings takes its slowest rank, and the reported time is the median per allreduce over
+// the repeats (with min and max), the statistics every cnnscale benchmark reports. Energy, where the caller gives
+// counters: a further window of back-to-back allreduces per size, long enough for the counters' update period, summed
+// over every rank's device, and an idle window before the sweep.
 #include "parallel/allreduce_bench.hpp"
 
 #include <algorithm>
@@ -12,9 +13,9 @@
 #include <cctype>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <cstddef>
 #include <cstdlib>
-#include <cmath>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -22,10 +23,11 @@
 
 #include "backend/backend.hpp"
 #include "backend/devices.hpp"
+#include "core/bench_timing.hpp"
 #include "core/error.hpp"
 #include "core/half.hpp"
-#include "core/precision.hpp"
 #include "core/log.hpp"
+#include "core/precision.hpp"
 #include "parallel/device_binding.hpp"
 #include "parallel/mpi_check.hpp"
 #include "parallel/mpi_env.hpp"
@@ -48,6 +50,14 @@ void barrier() {
 double max_over_ranks(double value) {
   if (mpi_env().initialized()) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
   return value;
+}
+
+// Element-wise: each repeat's slowest rank (a collective ends when its last rank does).
+std::vector<double> max_over_ranks(std::vector<double> values) {
+  if (mpi_env().initialized())
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_MAX,
+                            MPI_COMM_WORLD));
+  return values;
 }
 
 long long sum_over_ranks(long long value) {
@@ -74,8 +84,9 @@ class BenchTarget {
   virtual std::string device_line() const = 0;
   // Writes allreduce_check_value(rank, i) into the first `count` elements.
   virtual void fill_pattern(int64_t count) = 0;
-  // Seconds for `iters` back-to-back allreduces of `count` floats, after `warmup` untimed ones.
-  virtual double timed_seconds(int64_t count, int warmup, int iters) = 0;
+  // After `warmup` untimed allreduces of `count` elements, `repeats` timings of `iters` back-to-back
+  // ones, each begun after a barrier: seconds per repeat.
+  virtual std::vector<double> timed_seconds(int64_t count, int warmup, int iters, int repeats) = 0;
   // `iters` back-to-back allreduces of `count` elements, returning when all of them completed.
   virtual void run(int64_t count, int64_t iters) = 0;
   // One allreduce of the freshly filled pattern; the reduced values, read back to the host.
@@ -100,12 +111,16 @@ class CpuTarget final : public BenchTarget {
   void fill_pattern(int64_t count) override {
     for (int64_t i = 0; i < count; ++i) store_float(dtype_, allreduce_check_value(rank_, i), buf_.data(), i);
   }
-  double timed_seconds(int64_t count, int warmup, int iters) override {
+  std::vector<double> timed_seconds(int64_t count, int warmup, int iters, int repeats) override {
     run(count, warmup);
-    barrier();
-    const auto t0 = std::chrono::steady_clock::now();
-    run(count, iters);
-    return seconds_since(t0);
+    std::vector<double> seconds;
+    for (int r = 0; r < repeats; ++r) {
+      barrier();
+      const auto t0 = std::chrono::steady_clock::now();
+      run(count, iters);
+      seconds.push_back(seconds_since(t0));
+    }
+    return seconds;
   }
   void run(int64_t count, int64_t iters) override {
     for (int64_t i = 0; i < iters; ++i) reduce(count);
@@ -183,22 +198,26 @@ class GpuTarget final : public BenchTarget {
   // Through the Communicator exactly as training uses it, so each allreduce also pays for its
   // ordering after the compute stream (an event record and a stream wait); issued from the host,
   // each also pays for its enqueue, which a graph replay does not.
-  double timed_seconds(int64_t count, int warmup, int iters) override {
+  std::vector<double> timed_seconds(int64_t count, int warmup, int iters, int repeats) override {
     const Tensor t = view(count);
     // A graph takes at least one allreduce of its size uncaptured first (also with -w 0): NCCL
     // connects the algorithm and protocol a size uses on its first call, which must not happen
     // inside a capture.
     for (int i = 0; i < (graph_ ? std::max(warmup, 1) : warmup); ++i) comm_->allreduce_sum_async(t);
     comm_->synchronize_host();
-    if (graph_) return graph_seconds(t, iters);
-    barrier();
-    comm_->clear_timestamps();
-    const int start = comm_->record_timestamp();
-    for (int i = 0; i < iters; ++i) comm_->allreduce_sum_async(t);
-    const int stop = comm_->record_timestamp();
-    const double ms = comm_->elapsed_ms(start, stop);
-    comm_->wait();
-    return ms * 1e-3;
+    if (graph_) return graph_seconds(t, iters, repeats);
+    std::vector<double> seconds;
+    for (int r = 0; r < repeats; ++r) {
+      barrier();
+      comm_->clear_timestamps();
+      const int start = comm_->record_timestamp();
+      for (int i = 0; i < iters; ++i) comm_->allreduce_sum_async(t);
+      const int stop = comm_->record_timestamp();
+      const double ms = comm_->elapsed_ms(start, stop);
+      comm_->wait();
+      seconds.push_back(ms * 1e-3);
+    }
+    return seconds;
   }
   void run(int64_t count, int64_t iters) override {
     const Tensor t = view(count);
@@ -236,8 +255,9 @@ class GpuTarget final : public BenchTarget {
 
   // `iters` allreduces of `t` captured into one graph (the compute stream's timing point, the
   // allreduces on the communication stream, the join back, a second point), one untimed replay (a
-  // graph's first launch also uploads it), then one replay timed between its two points.
-  double graph_seconds(const Tensor& t, int iters) {
+  // graph's first launch also uploads it), then `repeats` replays, each after a barrier and timed
+  // between its two points.
+  std::vector<double> graph_seconds(const Tensor& t, int iters, int repeats) {
     comm_->wait();  // the capture begins on a compute stream already past the uncaptured collectives
     work_.reset();
     work_ = backend_->capture([&] {
@@ -249,10 +269,14 @@ class GpuTarget final : public BenchTarget {
     work_count_ = t.numel();
     work_iters_ = iters;
     await(replay().back());
-    barrier();
-    const std::vector<std::shared_ptr<TimingEvent>> points = replay();
-    await(points.back());
-    return backend_->elapsed_ms(*points.front(), *points.back()) * 1e-3;
+    std::vector<double> seconds;
+    for (int r = 0; r < repeats; ++r) {
+      barrier();
+      const std::vector<std::shared_ptr<TimingEvent>> points = replay();
+      await(points.back());
+      seconds.push_back(backend_->elapsed_ms(*points.front(), *points.back()) * 1e-3);
+    }
+    return seconds;
   }
   std::vector<std::shared_ptr<TimingEvent>> replay() {
     std::vector<std::shared_ptr<TimingEvent>> points = work_->launch();
@@ -303,6 +327,7 @@ void validate(const AllreduceBenchConfig& cfg, int ranks) {
   if (cfg.step_factor < 2) throw_config("bench allreduce: -f {} must be at least 2", cfg.step_factor);
   if (cfg.warmup_iters < 0) throw_config("bench allreduce: -w {} must not be negative", cfg.warmup_iters);
   if (cfg.iters < 1) throw_config("bench allreduce: -n {} must be at least 1", cfg.iters);
+  if (cfg.repeats < 1) throw_config("bench allreduce: --repeats {} must be at least 1", cfg.repeats);
   if (!(cfg.energy_window_seconds >= 0) || cfg.energy_window_seconds > 600)
     throw_config("bench allreduce: --energy-window {} must be between 0 (no energy) and 600 seconds",
                  cfg.energy_window_seconds);
@@ -411,6 +436,7 @@ AllreduceBenchResult run_allreduce_bench(const AllreduceBenchConfig& cfg) {
   result.rank_devices = mpi_env().allgather(target->device_line());
   result.warmup_iters = cfg.warmup_iters;
   result.iters = cfg.iters;
+  result.repeats = cfg.repeats;
 
   // Every rank runs the energy windows (they hold collectives) whether or not its own counter opened.
   const bool energy = cfg.energy_window_seconds > 0 && cfg.open_energy_counter != nullptr;
@@ -420,10 +446,9 @@ AllreduceBenchResult run_allreduce_bench(const AllreduceBenchConfig& cfg) {
     result.energy_window_seconds = cfg.energy_window_seconds;
     result.energy_method = fmt::format(
         "{}; per size, {:g} s or more of back-to-back allreduces after the timed ones (their count from the timed "
-        "mean, the same on every rank) between two readings of each rank's counter, summed over ranks; idle: a "
+        "median, the same on every rank) between two readings of each rank's counter, summed over ranks; idle: a "
         "window of the same length before the sweep with nothing running",
-        cfg.energy_counter_name.empty() ? "device energy counter" : cfg.energy_counter_name,
-        cfg.energy_window_seconds);
+        cfg.energy_counter_name.empty() ? "device energy counter" : cfg.energy_counter_name, cfg.energy_window_seconds);
     const Window idle = energy_window(counter, [&] {
       std::this_thread::sleep_for(std::chrono::duration<double>(cfg.energy_window_seconds));
     });
@@ -442,8 +467,15 @@ AllreduceBenchResult run_allreduce_bench(const AllreduceBenchConfig& cfg) {
     // Non-zero data; in-place sums grow it by a factor of `ranks` per allreduce, which does not
     // change the cost of the additions (it may reach inf on long runs, never denormals).
     target->fill_pattern(row.count);
-    const double seconds = max_over_ranks(target->timed_seconds(row.count, cfg.warmup_iters, cfg.iters) / cfg.iters);
+    // Each repeat's slowest rank, then the per-allreduce median, min and max over the repeats.
+    std::vector<double> repeat_ms =
+        max_over_ranks(target->timed_seconds(row.count, cfg.warmup_iters, cfg.iters, cfg.repeats));
+    for (double& v : repeat_ms) v *= 1e3;
+    const TimingStats stats = timing_stats(std::move(repeat_ms), cfg.iters);
+    const double seconds = stats.median_ms * 1e-3;
     row.time_us = seconds * 1e6;
+    row.min_us = stats.min_ms * 1e3;
+    row.max_us = stats.max_ms * 1e3;
     row.algbw_gbs = static_cast<double>(bytes) / 1e9 / seconds;
     row.busbw_gbs = allreduce_busbw(row.algbw_gbs, result.ranks);
     if (energy) {

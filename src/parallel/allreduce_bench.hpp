@@ -26,7 +26,8 @@ struct AllreduceBenchConfig {
   int64_t max_bytes = int64_t{1} << 30;
   int64_t step_factor = 2;
   int warmup_iters = 5;
-  int iters = 20;
+  int iters = 20;   // allreduces per timed repeat
+  int repeats = 5;  // timed repeats per size: median, min and max per allreduce over them
   bool gpu = true;  // false: MPI_Allreduce on host memory
   AllreduceAlgo algo = AllreduceAlgo::Ring;
   int max_ctas = 0;                // NCCL_MAX_CTAS (0: NCCL's choice), as train's --allreduce-max-ctas
@@ -51,7 +52,8 @@ inline constexpr double kNoEnergy = std::numeric_limits<double>::quiet_NaN();
 struct AllreduceBenchRow {
   int64_t bytes = 0;   // count * the element's size
   int64_t count = 0;   // elements per rank
-  double time_us = 0;  // mean time of one allreduce, max over ranks
+  double time_us = 0;  // one allreduce: the median over repeats of each repeat's slowest rank
+  double min_us = 0, max_us = 0;  // the fastest and slowest repeat, per allreduce
   double algbw_gbs = 0;
   double busbw_gbs = 0;
   int64_t wrong = -1;  // elements whose sum was wrong, summed over ranks; -1: not checked
@@ -73,7 +75,7 @@ struct AllreduceBenchResult {
   std::string issue = "host";             // how the timed allreduces were issued: "graph" or "host"
   int max_ctas = 0;                       // NCCL_MAX_CTAS asked for (--max-ctas; 0: NCCL's choice)
   std::vector<std::string> rank_devices;  // per rank: host and device (GPU name and UUID, or "cpu")
-  int warmup_iters = 0, iters = 0;
+  int warmup_iters = 0, iters = 0, repeats = 0;
   // Energy: the counter and how it was read ("" when not measured), and the mean power per device
   // over an idle window before the sweep (NaN when not measured).
   std::string energy_method;
@@ -89,7 +91,7 @@ int64_t parse_byte_size(const std::string& text, const std::string& what);
 // (nccl-tests' -b/-e/-f).
 std::vector<int64_t> allreduce_bench_sizes(int64_t min_bytes, int64_t max_bytes, int64_t step_factor,
                                            int64_t element_bytes = 4);
-// Allreduces in a size's energy window: enough at the timed mean to fill `window_seconds`, at least 1.
+// Allreduces in a size's energy window: enough at the timed median to fill `window_seconds`, at least 1.
 int64_t allreduce_energy_iters(double window_seconds, double seconds_per_allreduce);
 // nccl-tests' allreduce bus bandwidth: algbw * 2 (n - 1) / n.
 double allreduce_busbw(double algbw, int ranks);

@@ -36,18 +36,21 @@ TEST(BenchAllreduceMpi, TwoRanksTableColumnsAndCheck) {
   ASSERT_EQ(rows.size(), 6u) << r.out;  // 1K 4K 16K 64K 256K 1M
   int64_t size = 1024;
   for (const auto& row : rows) {
-    ASSERT_EQ(row.size(), 7u) << r.out;
+    ASSERT_EQ(row.size(), 9u) << r.out;
     EXPECT_EQ(std::stoll(row[0]), size);
     EXPECT_EQ(std::stoll(row[1]), size / 4);
     EXPECT_EQ(row[2], "float");
-    const double time_us = std::stod(row[3]), algbw = std::stod(row[4]), busbw = std::stod(row[5]);
+    const double time_us = std::stod(row[3]), algbw = std::stod(row[6]), busbw = std::stod(row[7]);
     EXPECT_GT(time_us, 0.0);
+    // The median of the repeats lies between the fastest and the slowest (all printed to 0.01 us).
+    EXPECT_LE(std::stod(row[4]), time_us) << "size " << size;
+    EXPECT_GE(std::stod(row[5]), time_us) << "size " << size;
     // Printed values are rounded (time to 0.01 us, bandwidths to 0.001 GB/s); the tolerance is
     // that rounding carried through algbw = bytes / time.
     const double from_time = static_cast<double>(size) / (time_us * 1e-6) / 1e9;
     EXPECT_NEAR(algbw, from_time, 0.0011 + from_time * 0.0051 / time_us) << "size " << size;
     EXPECT_NEAR(busbw, algbw * 2.0 * (2 - 1) / 2, 0.0011) << "size " << size;  // n = 2: busbw = algbw
-    EXPECT_EQ(row[6], "0") << "wrong elements at size " << size;
+    EXPECT_EQ(row[8], "0") << "wrong elements at size " << size;
     size *= 4;
   }
 }
@@ -55,13 +58,14 @@ TEST(BenchAllreduceMpi, TwoRanksTableColumnsAndCheck) {
 // Three ranks make busbw differ from algbw (x 4/3); JSON carries the unrounded numbers.
 TEST(BenchAllreduceMpi, ThreeRanksJsonBusBandwidthDefinition) {
   MpiResult r = run_mpi(3, {"bench", "allreduce", "--device", "cpu", "-b", "8", "-e", "256K", "-f", "8", "-w", "2",
-                            "-n", "10", "--check", "--json"});
+                            "-n", "10", "-r", "3", "--check", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["ranks"], 3);
   EXPECT_EQ(j["device"], "cpu");
   EXPECT_EQ(j["iters"], 10);
   EXPECT_EQ(j["warmup_iters"], 2);
+  EXPECT_EQ(j["repeats"], 3);
   EXPECT_EQ(j["rank_devices"].size(), 3u);
   const auto& rows = j["rows"];
   ASSERT_EQ(rows.size(), 6u) << r.out;  // 8 64 512 4K 32K 256K
@@ -71,6 +75,8 @@ TEST(BenchAllreduceMpi, ThreeRanksJsonBusBandwidthDefinition) {
     EXPECT_EQ(row["count"].get<int64_t>(), size / 4);
     const double t = row["time_us"], algbw = row["algbw_gbs"], busbw = row["busbw_gbs"];
     EXPECT_GT(t, 0.0);
+    EXPECT_LE(row["time_min_us"].get<double>(), t);
+    EXPECT_GE(row["time_max_us"].get<double>(), t);
     EXPECT_DOUBLE_EQ(algbw, static_cast<double>(size) / (t * 1e-6) / 1e9);
     EXPECT_DOUBLE_EQ(busbw, algbw * 2.0 * (3 - 1) / 3);
     EXPECT_EQ(row["wrong"], 0) << "size " << size;

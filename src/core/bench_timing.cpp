@@ -1,0 +1,98 @@
+// Timing statistics and the counter-aligned power window (see bench_timing.hpp).
+#include "core/bench_timing.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.hpp"
+
+namespace cnnscale {
+
+TimingStats timing_stats(std::vector<double> repeat_ms, int64_t calls) {
+  if (repeat_ms.empty() || calls < 1) throw_runtime("timing_stats: no repeats");
+  for (double& v : repeat_ms) v /= static_cast<double>(calls);
+  std::sort(repeat_ms.begin(), repeat_ms.end());
+  const size_t n = repeat_ms.size();
+  TimingStats s;
+  s.median_ms = n % 2 ? repeat_ms[n / 2] : 0.5 * (repeat_ms[n / 2 - 1] + repeat_ms[n / 2]);
+  s.min_ms = repeat_ms.front();
+  s.max_ms = repeat_ms.back();
+  s.repeats = static_cast<int>(n);
+  s.calls_per_repeat = calls;
+  return s;
+}
+
+PowerWindow measure_power_window(const PowerWindowHooks& h, double seconds_per_call, double window_seconds,
+                                 double settle_seconds, double lead_seconds, double update_timeout_seconds,
+                                 double poll_seconds) {
+  PowerWindow w;
+  if (!h.counter_joules || !h.counter_joules()) {
+    w.method = "no energy counter readable";
+    return w;
+  }
+  const double per_call = std::max(seconds_per_call, 1e-7);
+  double queued_until = h.now_seconds();  // when the enqueued calls will have run, as estimated
+  // At most 256 calls (and about 5 ms of work) per enqueue, and at most 512 calls queued ahead: a
+  // long batch of tiny kernels would fill the launch queue and block the host, and a counter update
+  // seen after the block would be timed late by as much.
+  const int64_t chunk = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(0.005 / per_call)), 1, 256);
+  const double ahead = std::min(lead_seconds, 512.0 * per_call);
+  auto keep_busy = [&] {
+    const double now = h.now_seconds();
+    if (queued_until < now) queued_until = now;
+    while (queued_until - now < ahead) {
+      h.enqueue(chunk);
+      w.calls += chunk;
+      queued_until += static_cast<double>(chunk) * per_call;
+    }
+  };
+  // Waits, feeding the device, for the first update of the counter at or after `not_before` (from
+  // `last`, the value last seen); the time and value of that update.
+  auto next_update = [&](double last, double not_before) -> std::optional<std::pair<double, double>> {
+    const double give_up = std::max(h.now_seconds(), not_before) + update_timeout_seconds;
+    for (;;) {
+      keep_busy();
+      const double t = h.now_seconds();
+      const std::optional<double> e = h.counter_joules();
+      if (!e) return std::nullopt;
+      if (*e != last) {
+        if (t >= not_before) return std::make_pair(t, *e);
+        last = *e;
+      }
+      if (t > give_up) return std::nullopt;
+      h.sleep_seconds(poll_seconds);
+    }
+  };
+  const double settled = h.now_seconds() + settle_seconds;
+  do {
+    keep_busy();
+    h.sleep_seconds(poll_seconds);
+  } while (h.now_seconds() < settled);
+  const std::optional<double> start = h.counter_joules();
+  if (!start) {
+    h.drain();
+    w.method = "the energy counter became unreadable";
+    return w;
+  }
+  std::optional<std::pair<double, double>> begin = next_update(*start, 0);
+  // The first update only starts the window; the device is already busy with the calls queued.
+  std::optional<std::pair<double, double>> end;
+  if (begin) end = next_update(begin->second, begin->first + window_seconds);
+  h.drain();
+  if (!begin || !end) {
+    w.method = "the energy counter did not update within the window";
+    return w;
+  }
+  w.seconds = end->first - begin->first;
+  w.joules = end->second - begin->second;
+  if (w.seconds > 0 && w.joules >= 0) w.watts = w.joules / w.seconds;
+  w.method = fmt::format(
+      "mean power between two updates of the energy counter at least {:.2f} s apart, after {:.2f} s of back-to-back "
+      "calls to settle the power controller, the device busy throughout",
+      window_seconds, settle_seconds);
+  return w;
+}
+
+}  // namespace cnnscale
