@@ -120,7 +120,7 @@ TEST(BenchAllreduceGpu, TwoRanksCheckedWithNccl) {
     EXPECT_GT(row["watts_per_device"].get<double>(), 0.0) << row.dump();
     EXPECT_LT(row["watts_per_device"].get<double>(), 1000.0) << row.dump();
     EXPECT_GT(row["nj_per_byte"].get<double>(), 0.0) << row.dump();
-    // The window's count comes from the timed mean, so under other load it may end short of 0.5 s.
+    // The window's count comes from the timed median, so under other load it may end short of 0.5 s.
     EXPECT_GT(row["energy_seconds"].get<double>(), 0.0) << row.dump();
     // time_us * 1e-6 may differ from the bench's seconds in the last bit, moving a ceil by one.
     EXPECT_NEAR(static_cast<double>(row["energy_iters"].get<int64_t>()),
