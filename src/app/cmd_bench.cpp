@@ -301,7 +301,7 @@ void register_allreduce(CLI::App& bench) {
       // A failed check saves nothing: the report would average wrong sums with good ones.
       if (save && wrong == 0) {
         const std::string path =
-            report::write_allreduce_bench_file(dir, report::allreduce_bench_stem(result, utc_stamp), j);
+            report::write_allreduce_bench_folder(dir, report::allreduce_bench_stem(result, utc_stamp), j);
         std::fprintf(stderr, "results: %s\n", path.c_str());
       }
     }

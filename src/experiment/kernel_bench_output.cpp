@@ -213,16 +213,13 @@ nlohmann::json kernel_bench_json(const measure::KernelBenchResult& r, const std:
           {"rows", rows}};
 }
 
-std::string write_kernel_bench_folder(const std::string& results_root, const std::string& experiment,
-                                      const measure::KernelBenchResult& r, const nlohmann::json& j,
-                                      const std::string& utc_stamp) {
+std::string write_bench_folder(const std::string& parent_dir, const std::string& stem, const nlohmann::json& j,
+                               const std::vector<std::string>& columns, const std::vector<std::string>& attributes) {
   namespace fs = std::filesystem;
-  const fs::path parent = fs::path(results_root) / experiment / "bench";
+  const fs::path parent(parent_dir);
   std::error_code ec;
   fs::create_directories(parent, ec);
   if (ec) throw_runtime("{}: cannot create the results folder ({})", parent.string(), ec.message());
-  std::string stem = fmt::format("{}{}-{}{}-{}", r.kind, r.sweep_axis.empty() ? "" : "-sweep-" + r.sweep_axis,
-                                 r.precision, r.kind == "conv" && r.layout == "NHWC" ? "-nhwc" : "", utc_stamp);
   fs::path final_dir = parent / stem;
   for (int i = 1; fs::exists(final_dir, ec); ++i) final_dir = parent / fmt::format("{}-{}", stem, i);
   // The process id keeps two runs that pick the same name in one second off each other's folder.
@@ -240,26 +237,13 @@ std::string write_kernel_bench_folder(const std::string& results_root, const std
     }
   } cleanup{tmp};
   write_synced_file((tmp / "summary.json").string(), j.dump(2) + "\n");
-  // cases.csv: one row per variant, the JSON rows' scalar fields in a fixed order.
-  std::vector<std::string> cols =
-      r.kind == "gemm"   ? std::vector<std::string>{"problem", "m", "n", "k", "trans_a", "trans_b", "padded_from"}
-      : r.kind == "spmm" ? std::vector<std::string>{"problem", "m", "n", "k", "sparsity", "nnz"}
-      : r.kind == "rnn"
-          ? std::vector<std::string>{"problem", "pass", "cell", "hidden", "batch", "time_steps"}
-          : std::vector<std::string>{"problem", "pass", "sweep_value", "n",     "c",     "h",        "w",
-                                     "k",       "r",    "s",           "pad_h", "pad_w", "stride_h", "stride_w"};
-  for (const char* c :
-       {"library",     "algorithm",       "supported",      "status",      "workspace_bytes",  "memory_bytes",
-        "flops",       "median_ms",       "min_ms",         "max_ms",      "tflops",           "peak_fraction",
-        "watts",       "joules_per_call", "energy_seconds", "energy_note", "speedup_vs_dense", "check",
-        "check_error", "fastest",         "lowest_energy"})
-    if (r.kind == "spmm" || std::string(c) != "speedup_vs_dense") cols.push_back(c);
+  // cases.csv: one row per case, the JSON rows' scalar fields in the order given.
   std::string csv;
-  for (size_t c = 0; c < cols.size(); ++c) csv += (c ? "," : "") + cols[c];
+  for (size_t c = 0; c < columns.size(); ++c) csv += (c ? "," : "") + columns[c];
   csv += "\n";
   for (const nlohmann::json& row : j["rows"]) {
-    for (size_t c = 0; c < cols.size(); ++c) {
-      const auto it = row.find(cols[c]);
+    for (size_t c = 0; c < columns.size(); ++c) {
+      const auto it = row.find(columns[c]);
       std::string v;
       if (it != row.end() && !it->is_null()) v = it->is_string() ? it->get<std::string>() : it->dump();
       csv += (c ? "," : "") + csv_field(v);
@@ -267,15 +251,20 @@ std::string write_kernel_bench_folder(const std::string& results_root, const std
     csv += "\n";
   }
   write_synced_file((tmp / "cases.csv").string(), csv);
-  // cases.h5: the same columns, one dataset each (numbers as f64, text and flags as strings).
+  // cases.h5: the same columns, one dataset each (numbers as f64, text and flags as strings), and
+  // the summary's scalar fields named in `attributes` on the root.
   {
     h5::Writer w((tmp / "cases.h5").string(), "results file");
-    for (const char* key : {"kind", "device", "precision", "peak_method", "energy_method"})
-      w.attr_str(w.root(), key,
-                 j[key].is_string() ? std::optional<std::string>(j[key].get<std::string>()) : std::nullopt);
-    w.attr_value(w.root(), "peak_tflops",
-                 j["peak_tflops"].is_null() ? h5::Value{} : h5::Value{j["peak_tflops"].get<double>()});
-    for (const std::string& col : cols) {
+    for (const std::string& key : attributes) {
+      const auto it = j.find(key);
+      if (it != j.end() && it->is_number())
+        w.attr_value(w.root(), key, h5::Value{it->get<double>()});
+      else if (it != j.end() && it->is_string())
+        w.attr_str(w.root(), key, std::optional<std::string>(it->get<std::string>()));
+      else
+        w.attr_str(w.root(), key, std::nullopt);
+    }
+    for (const std::string& col : columns) {
       bool numeric = true;
       for (const nlohmann::json& row : j["rows"]) {
         const auto it = row.find(col);
@@ -305,6 +294,28 @@ std::string write_kernel_bench_folder(const std::string& results_root, const std
   cleanup.done = true;
   fsync_dir(parent.string());
   return final_dir.string();
+}
+
+std::string write_kernel_bench_folder(const std::string& results_root, const std::string& experiment,
+                                      const measure::KernelBenchResult& r, const nlohmann::json& j,
+                                      const std::string& utc_stamp) {
+  const std::string stem = fmt::format("{}{}-{}{}-{}", r.kind, r.sweep_axis.empty() ? "" : "-sweep-" + r.sweep_axis,
+                                       r.precision, r.kind == "conv" && r.layout == "NHWC" ? "-nhwc" : "", utc_stamp);
+  std::vector<std::string> cols =
+      r.kind == "gemm"   ? std::vector<std::string>{"problem", "m", "n", "k", "trans_a", "trans_b", "padded_from"}
+      : r.kind == "spmm" ? std::vector<std::string>{"problem", "m", "n", "k", "sparsity", "nnz"}
+      : r.kind == "rnn"
+          ? std::vector<std::string>{"problem", "pass", "cell", "hidden", "batch", "time_steps"}
+          : std::vector<std::string>{"problem", "pass", "sweep_value", "n",     "c",     "h",        "w",
+                                     "k",       "r",    "s",           "pad_h", "pad_w", "stride_h", "stride_w"};
+  for (const char* c :
+       {"library",     "algorithm",       "supported",      "status",      "workspace_bytes",  "memory_bytes",
+        "flops",       "median_ms",       "min_ms",         "max_ms",      "tflops",           "peak_fraction",
+        "watts",       "joules_per_call", "energy_seconds", "energy_note", "speedup_vs_dense", "check",
+        "check_error", "fastest",         "lowest_energy"})
+    if (r.kind == "spmm" || std::string(c) != "speedup_vs_dense") cols.push_back(c);
+  return write_bench_folder((std::filesystem::path(results_root) / experiment / "bench").string(), stem, j, cols,
+                            {"kind", "device", "precision", "peak_method", "energy_method", "peak_tflops"});
 }
 
 }  // namespace cnnscale::report

@@ -24,6 +24,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/precision.hpp"
+#include "experiment/kernel_bench_output.hpp"
 #include "experiment/report_data.hpp"
 #include "io/atomic_file.hpp"
 
@@ -188,8 +189,13 @@ std::string allreduce_bench_stem(const AllreduceBenchResult& bench, const std::s
 
 void prepare_allreduce_bench_dir(const std::string& dir) { prepare_writable_dir(dir); }
 
-std::string write_allreduce_bench_file(const std::string& dir, const std::string& stem, const json& j) {
-  return write_new_file(dir, stem, ".json", j.dump(2) + "\n");
+std::string write_allreduce_bench_folder(const std::string& dir, const std::string& stem, const json& j) {
+  return write_bench_folder(
+      dir, stem, j,
+      {"bytes", "count", "type", "time_us", "time_min_us", "time_max_us", "algbw_gbs", "busbw_gbs", "wrong",
+       "energy_iters", "energy_seconds", "joules", "nj_per_byte", "dynamic_nj_per_byte", "watts_per_device"},
+      {"benchmark", "format", "time", "host", "ranks", "device", "algo", "dtype", "issue", "library", "energy_method",
+       "idle_watts_per_device"});
 }
 
 AllreduceBenchFile parse_allreduce_bench(const json& j, const std::string& path) {
@@ -252,7 +258,13 @@ AllreduceBenchFile parse_allreduce_bench(const json& j, const std::string& path)
 }
 
 std::vector<AllreduceBenchFile> find_allreduce_benches(const std::string& results_dir, int* skipped) {
-  const std::vector<fs::path> paths = find_json_files(results_dir, "allreduce");
+  // Files of earlier versions (allreduce/<stem>.json) and result folders (allreduce/<stem>/summary.json).
+  std::vector<fs::path> paths = find_json_files(results_dir, "allreduce");
+  for (const fs::path& p : find_json_files_named(results_dir, "summary.json"))
+    if (p.parent_path().parent_path().filename() == "allreduce" &&
+        !p.parent_path().filename().string().starts_with("."))
+      paths.push_back(p);
+  std::sort(paths.begin(), paths.end());
 
   std::vector<AllreduceBenchFile> files;
   int bad = 0;

@@ -30,9 +30,9 @@ std::string allreduce_bench_stem(const AllreduceBenchResult& bench, const std::s
 // Creates `dir` and checks that a file can be created in it (a probe, removed again): ConfigError
 // "cannot create/write ..." otherwise, so a bad root fails before the benchmark runs.
 void prepare_allreduce_bench_dir(const std::string& dir);
-// Writes `j` to dir/<stem>.json through a temporary file renamed when complete; an existing file
-// is never replaced (dir/<stem>-1.json, -2, ... instead). Returns the path; RuntimeError on I/O errors.
-std::string write_allreduce_bench_file(const std::string& dir, const std::string& stem, const nlohmann::json& j);
+// The result folder DIR/<stem>/ (summary.json: the --json object; cases.csv and cases.h5: a row per
+// size), as the kernel benches write theirs; what `bench allreduce --results` writes.
+std::string write_allreduce_bench_folder(const std::string& dir, const std::string& stem, const nlohmann::json& j);
 
 // Reads one file's object (ConfigError naming the missing or mistyped field).
 AllreduceBenchFile parse_allreduce_bench(const nlohmann::json& j, const std::string& path);

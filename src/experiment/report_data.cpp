@@ -213,6 +213,17 @@ std::vector<fs::path> find_json_files(const std::string& results_dir, const std:
   return paths;
 }
 
+std::vector<fs::path> find_json_files_named(const std::string& results_dir, const std::string& name) {
+  std::vector<fs::path> paths;
+  walk_results(results_dir, [&](const fs::directory_entry& e) {
+    std::error_code ec;
+    if (e.path().filename() == name && e.is_regular_file(ec)) paths.push_back(e.path());
+    return true;
+  });
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
 std::vector<RunRecord> scan_runs(const std::string& results_dir, int* unreadable,
                                  std::vector<std::string>* interrupted) {
   std::error_code ec;

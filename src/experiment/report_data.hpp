@@ -77,6 +77,8 @@ struct ConfigGroup {
 // results, e.g. allreduce/ or infer/ beside train's run folders), sorted. A writer's temporary
 // files are hidden (.name.tmp) and never taken; *.partial run folders are not entered.
 std::vector<std::filesystem::path> find_json_files(const std::string& results_dir, const std::string& folder);
+// Every file called `name` under `results_dir` (hidden and *.partial folders skipped), sorted.
+std::vector<std::filesystem::path> find_json_files_named(const std::string& results_dir, const std::string& name);
 // Creates `dir` if needed and checks that a file can be made in it: ConfigError naming it otherwise.
 void prepare_writable_dir(const std::string& dir);
 

@@ -295,18 +295,22 @@ TEST(ReportAllreduce, WriterNeverReplacesAFileAndLeavesNoTemporaries) {
   r.algo = "^nvls,ring";
   const std::string stem = report::allreduce_bench_stem(r, "20261122T044300Z");
   EXPECT_EQ(stem, "gpu-n8-_nvls_ring-20261122T044300Z");
-  const std::string a = report::write_allreduce_bench_file(d, stem, json{{"k", 1}});
-  const std::string b = report::write_allreduce_bench_file(d, stem, json{{"k", 2}});
-  const std::string c = report::write_allreduce_bench_file(d, stem, json{{"k", 3}});
-  EXPECT_EQ(a, (fs::path(d) / (stem + ".json")).string());
-  EXPECT_EQ(b, (fs::path(d) / (stem + "-1.json")).string());
-  EXPECT_EQ(c, (fs::path(d) / (stem + "-2.json")).string());
-  EXPECT_EQ(json::parse(testing::slurp(a))["k"], 1);
-  EXPECT_EQ(json::parse(testing::slurp(b))["k"], 2);
+  auto summary = [](int k) { return json{{"k", k}, {"rows", json::array({json{{"bytes", 8}, {"time_us", k}}})}}; };
+  const std::string a = report::write_allreduce_bench_folder(d, stem, summary(1));
+  const std::string b = report::write_allreduce_bench_folder(d, stem, summary(2));
+  const std::string c = report::write_allreduce_bench_folder(d, stem, summary(3));
+  EXPECT_EQ(a, (fs::path(d) / stem).string());
+  EXPECT_EQ(b, (fs::path(d) / (stem + "-1")).string());
+  EXPECT_EQ(c, (fs::path(d) / (stem + "-2")).string());
+  EXPECT_EQ(json::parse(testing::slurp(a + "/summary.json"))["k"], 1);
+  EXPECT_EQ(json::parse(testing::slurp(b + "/summary.json"))["k"], 2);
+  const auto rows = testing::read_csv(c + "/cases.csv");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].at("time_us"), "3");
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(d)) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
-  EXPECT_EQ(names, (std::vector<std::string>{stem + "-1.json", stem + "-2.json", stem + ".json"}));
+  EXPECT_EQ(names, (std::vector<std::string>{stem, stem + "-1", stem + "-2"}));  // no temporary left
   // A root that is a file cannot hold the folder.
   std::ofstream(dir.file("plain")) << "x";
   EXPECT_THROW(report::prepare_allreduce_bench_dir(report::allreduce_bench_dir(dir.file("plain"), "bench")),
@@ -324,11 +328,13 @@ TEST(AllreduceBenchResults, OneProcessRunWritesWhatJsonPrints) {
   const std::string prefix = "results: " + report::allreduce_bench_dir(dir.str(), "mine") + "/";
   ASSERT_TRUE(r.err_lines()[0].starts_with(prefix)) << r.err;
   const std::string path = r.err_lines()[0].substr(9);
-  EXPECT_TRUE(
-      std::regex_match(fs::path(path).filename().string(), std::regex(R"(cpu-n1-mpi-\d{8}T\d{6}Z(-\d+)?\.json)")))
+  EXPECT_TRUE(std::regex_match(fs::path(path).filename().string(), std::regex(R"(cpu-n1-mpi-\d{8}T\d{6}Z(-\d+)?)")))
       << path;
+  // The result folder: the summary is what --json printed; cases.csv and cases.h5 a row per size.
   const json printed = json::parse(r.out);
-  EXPECT_EQ(json::parse(testing::slurp(path)), printed);
+  EXPECT_EQ(json::parse(testing::slurp(path + "/summary.json")), printed);
+  EXPECT_TRUE(fs::is_regular_file(path + "/cases.csv"));
+  EXPECT_TRUE(fs::is_regular_file(path + "/cases.h5"));
   EXPECT_EQ(printed["benchmark"], "allreduce");
   EXPECT_EQ(printed["format"], report::kAllreduceBenchFormat);
   EXPECT_EQ(printed["algo"], "mpi");
@@ -337,7 +343,7 @@ TEST(AllreduceBenchResults, OneProcessRunWritesWhatJsonPrints) {
   EXPECT_TRUE(std::regex_match(printed["time"].get<std::string>(), std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)")));
   const auto files = report::find_allreduce_benches(dir.str());
   ASSERT_EQ(files.size(), 1u);
-  EXPECT_EQ(files[0].path, path);
+  EXPECT_EQ(files[0].path, path + "/summary.json");
   EXPECT_EQ(files[0].bench.ranks, 1);
   ASSERT_EQ(files[0].bench.rows.size(), 3u);
   EXPECT_EQ(files[0].bench.rows[2].bytes, 16384);
@@ -375,8 +381,8 @@ TEST(AllreduceBenchResults, DefaultRootFromEnvironmentAndNoResults) {
       report::allreduce_bench_dir((fs::temp_directory_path() / "cnnscale_test_results").string(), "bench");
   ASSERT_TRUE(r.err_lines()[0].starts_with("results: " + dir + "/")) << r.err;
   const std::string path = r.err_lines()[0].substr(9);
-  EXPECT_TRUE(fs::is_regular_file(path));
-  fs::remove(path);
+  EXPECT_TRUE(fs::is_regular_file(path + "/summary.json"));
+  fs::remove_all(path);
   testing::CliResult none =
       testing::run_cnnscale({"bench", "allreduce", "--device", "cpu", "-b", "1K", "-e", "1K", "--no-results"});
   ASSERT_EQ(none.exit_code, 0) << none.err;

@@ -103,9 +103,15 @@ TEST(BenchAllreduceMpi, ResultsFilesOfOneTwoAndEightRanksMakeTheReportTable) {
     EXPECT_EQ(std::filesystem::path(path).parent_path(),
               std::filesystem::path(report::allreduce_bench_dir(dir.str(), "bench")));
     EXPECT_TRUE(std::regex_match(std::filesystem::path(path).filename().string(),
-                                 std::regex(fmt::format(R"(cpu-n{}-mpi-\d{{8}}T\d{{6}}Z(-\d+)?\.json)", n))))
+                                 std::regex(fmt::format(R"(cpu-n{}-mpi-\d{{8}}T\d{{6}}Z(-\d+)?)", n))))
         << path;
-    const nlohmann::json j = nlohmann::json::parse(slurp(path));
+    // A result folder as the kernel benches write: the summary, and a row per size in CSV and HDF5.
+    const nlohmann::json j = nlohmann::json::parse(slurp(path + "/summary.json"));
+    EXPECT_TRUE(std::filesystem::is_regular_file(path + "/cases.h5")) << path;
+    const auto csv = read_csv(path + "/cases.csv");
+    ASSERT_EQ(csv.size(), 4u);
+    EXPECT_EQ(csv[3].at("bytes"), "65536");
+    EXPECT_EQ(std::stod(csv[3].at("time_us")), j["rows"][3]["time_us"].get<double>());
     EXPECT_EQ(j["benchmark"], "allreduce");
     EXPECT_EQ(j["ranks"], n);
     EXPECT_EQ(j["rank_devices"].size(), static_cast<size_t>(n));
