@@ -46,6 +46,7 @@ struct AllreduceArgs {
   bool check = false, json = false;
   double timeout = 300.0;
   double energy_window = 2.0;
+  double energy_settle = 0.5;
   std::string results_root;  // "": no results file (unless $CNNSCALE_RESULTS gives one)
   std::string experiment = "bench";
   bool no_results = false;
@@ -170,6 +171,7 @@ nlohmann::json to_json(const AllreduceBenchResult& r, bool checked, const std::s
   if (!r.energy_method.empty()) {
     out["energy_method"] = r.energy_method;
     out["energy_window_seconds"] = r.energy_window_seconds;
+    out["energy_settle_seconds"] = r.energy_settle_seconds;
     out["idle_watts_per_device"] = std::isnan(r.idle_watts) ? nlohmann::json(nullptr) : nlohmann::json(r.idle_watts);
   }
   return out;
@@ -216,9 +218,13 @@ void register_allreduce(CLI::App& bench) {
   cmd->add_flag("--check", args->check, "fill a known per-rank pattern and verify every sum (exit 1 if wrong)");
   cmd->add_flag("--json", args->json, "print one JSON object instead of the table");
   cmd->add_option("--energy-window", args->energy_window,
-                  "GPU: seconds of further allreduces per size between two readings of each GPU's NVML energy "
-                  "counter (W, nJ per byte, and the same above an idle window's power); 0: no energy")
+                  "GPU: seconds between two updates of each GPU's NVML energy counter over further allreduces per "
+                  "size (W, nJ per byte, and the same above an idle window's power); 0: no energy")
       ->check(CLI::Range(0.0, 600.0))
+      ->capture_default_str();
+  cmd->add_option("--energy-settle", args->energy_settle,
+                  "GPU: seconds of those allreduces before the window opens, for the power controller to settle")
+      ->check(CLI::Range(0.0, 60.0))
       ->capture_default_str();
   cmd->add_option("--timeout", args->timeout, "seconds a rank waits for a collective before it gives up (exit 3)")
       ->check(CLI::PositiveNumber)
@@ -257,6 +263,7 @@ void register_allreduce(CLI::App& bench) {
       throw_config("bench allreduce: --energy-window reads each GPU's energy counter and needs --device gpu");
     if (cfg.gpu && args->energy_window > 0) {
       cfg.energy_window_seconds = args->energy_window;
+      cfg.energy_settle_seconds = args->energy_settle;
       cfg.energy_counter_name = "NVML total energy counter (nvmlDeviceGetTotalEnergyConsumption, mJ)";
       // Null without a readable counter (open_gpu_power_reader warned once).
       cfg.open_energy_counter = [](const std::string& uuid) -> EnergyCounter {

@@ -4,7 +4,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <thread>
 
 #include "core/error.hpp"
 
@@ -92,6 +95,76 @@ PowerWindow measure_power_window(const PowerWindowHooks& h, double seconds_per_c
       "mean power between two updates of the energy counter at least {:.2f} s apart, after {:.2f} s of back-to-back "
       "calls to settle the power controller, the device busy throughout",
       window_seconds, settle_seconds);
+  return w;
+}
+
+PowerWindow power_while(const std::function<std::optional<double>()>& counter, const std::function<void()>& work,
+                        double settle_seconds, double poll_seconds) {
+  PowerWindow w;
+  const std::optional<double> first = counter ? counter() : std::nullopt;
+  if (!first) {
+    work();
+    w.method = "no energy counter readable";
+    return w;
+  }
+  auto now = [] { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); };
+  struct Update {
+    double seconds, joules;
+  };
+  std::vector<Update> updates;  // written by the poller only, read after it joined
+  std::atomic<bool> done{false}, unreadable{false};
+  const double start = now();
+  std::thread poller([&] {
+    double last = *first;
+    while (!done.load(std::memory_order_acquire)) {
+      const double t = now();
+      const std::optional<double> e = counter();
+      if (!e) {
+        unreadable.store(true);
+        return;
+      }
+      if (*e != last) {
+        updates.push_back({t, *e});
+        last = *e;
+      }
+      std::this_thread::sleep_for(std::chrono::duration<double>(poll_seconds));
+    }
+  });
+  double finished = 0;
+  try {
+    work();
+    finished = now();
+  } catch (...) {
+    done.store(true, std::memory_order_release);
+    poller.join();
+    throw;
+  }
+  done.store(true, std::memory_order_release);
+  poller.join();
+  if (unreadable.load()) {
+    w.method = "the energy counter became unreadable";
+    return w;
+  }
+  const Update* begin = nullptr;
+  const Update* end = nullptr;
+  for (const Update& u : updates) {
+    if (u.seconds > finished) break;
+    if (!begin && u.seconds >= start + settle_seconds)
+      begin = &u;
+    else if (begin)
+      end = &u;
+  }
+  if (!begin || !end) {
+    w.method = "the energy counter did not update twice while the work ran";
+    return w;
+  }
+  w.seconds = end->seconds - begin->seconds;
+  w.joules = end->joules - begin->joules;
+  if (w.seconds > 0 && w.joules >= 0) w.watts = w.joules / w.seconds;
+  w.method = fmt::format(
+      "mean power between the first update of the energy counter {:.2f} s or more into the work and its last update "
+      "before the work ended, the counter sampled every {:.1f} ms by a second thread",
+      settle_seconds, poll_seconds * 1e3);
   return w;
 }
 

@@ -48,4 +48,13 @@ PowerWindow measure_power_window(const PowerWindowHooks& hooks, double seconds_p
                                  double settle_seconds = 0.0, double lead_seconds = 0.05,
                                  double update_timeout_seconds = 0.5, double poll_seconds = 0.0005);
 
+// The same quantity for work that must run as a whole, in a count fixed beforehand (collectives:
+// every rank runs the same number of allreduces, whatever its own counter does): `work` runs on the
+// calling thread while a second thread samples `counter` every `poll_seconds`; the window runs from
+// the first update at least `settle_seconds` after the work began to the last update seen before it
+// ended, so both ends fall on updates while the device was busy. Fewer than two such updates: no
+// figure. `counter` must be callable from another thread (NVML's is).
+PowerWindow power_while(const std::function<std::optional<double>()>& counter, const std::function<void()>& work,
+                        double settle_seconds, double poll_seconds = 0.0005);
+
 }  // namespace cnnscale

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -328,6 +329,8 @@ void validate(const AllreduceBenchConfig& cfg, int ranks) {
   if (cfg.warmup_iters < 0) throw_config("bench allreduce: -w {} must not be negative", cfg.warmup_iters);
   if (cfg.iters < 1) throw_config("bench allreduce: -n {} must be at least 1", cfg.iters);
   if (cfg.repeats < 1) throw_config("bench allreduce: --repeats {} must be at least 1", cfg.repeats);
+  if (!(cfg.energy_settle_seconds >= 0) || cfg.energy_settle_seconds > 60)
+    throw_config("bench allreduce: --energy-settle {} must be between 0 and 60 seconds", cfg.energy_settle_seconds);
   if (!(cfg.energy_window_seconds >= 0) || cfg.energy_window_seconds > 600)
     throw_config("bench allreduce: --energy-window {} must be between 0 (no energy) and 600 seconds",
                  cfg.energy_window_seconds);
@@ -343,26 +346,24 @@ void validate(const AllreduceBenchConfig& cfg, int ranks) {
                  name, ranks, 31 * ranks, exact, name);
 }
 
-// One energy window, the same on every rank: a barrier, this rank's counter around `work`, then the
-// joules summed over ranks (NaN unless every rank read its counter both times, and it did not go
-// backwards) and the longest rank's seconds.
+// One energy window, the same work on every rank: after a barrier, `work` runs while each rank's
+// counter is read at its own updates (power_while, the harness the kernel benches share: the first
+// update `settle` seconds into the work to the last before it ends); the ranks' mean powers summed
+// (NaN unless every rank had a window), the longest window, and the longest time the work took.
 struct Window {
-  double joules = kNoEnergy;
-  double seconds = 0;
+  double watts = kNoEnergy;  // all ranks' devices together
+  double seconds = 0;        // the counter-aligned window, longest rank
+  double work_seconds = 0;   // the whole work, longest rank
 };
-template <typename Work>
-Window energy_window(const EnergyCounter& counter, Work&& work) {
+Window energy_window(const EnergyCounter& counter, double settle, const std::function<void()>& work) {
   barrier();
-  const std::optional<double> begin = counter ? counter() : std::nullopt;
   const auto t0 = std::chrono::steady_clock::now();
-  work();
-  const double seconds = seconds_since(t0);
-  const std::optional<double> end = counter ? counter() : std::nullopt;
-  const bool valid = begin && end && *end >= *begin;
+  const PowerWindow p = power_while(counter, work, settle);
   Window w;
-  w.seconds = max_over_ranks(seconds);
-  const double joules = sum_over_ranks(valid ? *end - *begin : 0.0);
-  if (sum_over_ranks(valid ? 1.0 : 0.0) == static_cast<double>(mpi_env().size())) w.joules = joules;
+  w.work_seconds = max_over_ranks(seconds_since(t0));
+  w.seconds = max_over_ranks(p.seconds);
+  const double watts = sum_over_ranks(p.watts ? *p.watts : 0.0);
+  if (sum_over_ranks(p.watts ? 1.0 : 0.0) == static_cast<double>(mpi_env().size())) w.watts = watts;
   return w;
 }
 
@@ -444,15 +445,20 @@ AllreduceBenchResult run_allreduce_bench(const AllreduceBenchConfig& cfg) {
   if (energy) {
     counter = cfg.open_energy_counter(target->gpu_uuid());
     result.energy_window_seconds = cfg.energy_window_seconds;
+    result.energy_settle_seconds = cfg.energy_settle_seconds;
     result.energy_method = fmt::format(
-        "{}; per size, {:g} s or more of back-to-back allreduces after the timed ones (their count from the timed "
-        "median, the same on every rank) between two readings of each rank's counter, summed over ranks; idle: a "
-        "window of the same length before the sweep with nothing running",
-        cfg.energy_counter_name.empty() ? "device energy counter" : cfg.energy_counter_name, cfg.energy_window_seconds);
-    const Window idle = energy_window(counter, [&] {
-      std::this_thread::sleep_for(std::chrono::duration<double>(cfg.energy_window_seconds));
+        "{}; per size, back-to-back allreduces after the timed ones, as many as fill {:g} s of settling, a {:g} s "
+        "window and {:g} s for the counter's updates at the timed median (the same count on every rank); each "
+        "rank's mean power between the first update of its counter {:g} s into them and the last before they end, "
+        "summed over ranks; joules per allreduce = that power x the window's time per allreduce; idle: the same "
+        "window before the sweep with nothing running",
+        cfg.energy_counter_name.empty() ? "device energy counter" : cfg.energy_counter_name, cfg.energy_settle_seconds,
+        cfg.energy_window_seconds, kAllreduceEnergyMarginSeconds, cfg.energy_settle_seconds);
+    const Window idle = energy_window(counter, 0.0, [&] {
+      std::this_thread::sleep_for(
+          std::chrono::duration<double>(cfg.energy_window_seconds + kAllreduceEnergyMarginSeconds));
     });
-    if (!std::isnan(idle.joules) && idle.seconds > 0) result.idle_watts = idle.joules / result.ranks / idle.seconds;
+    if (!std::isnan(idle.watts)) result.idle_watts = idle.watts / result.ranks;
   }
 
   // The sum of every rank's pattern at element i depends on i % 31 only (see allreduce_check_value).
@@ -479,17 +485,19 @@ AllreduceBenchResult run_allreduce_bench(const AllreduceBenchConfig& cfg) {
     row.algbw_gbs = static_cast<double>(bytes) / 1e9 / seconds;
     row.busbw_gbs = allreduce_busbw(row.algbw_gbs, result.ranks);
     if (energy) {
-      row.energy_iters = allreduce_energy_iters(cfg.energy_window_seconds, seconds);
-      const Window w = energy_window(counter, [&] { target->run(row.count, row.energy_iters); });
+      row.energy_iters = allreduce_energy_iters(
+          cfg.energy_settle_seconds + cfg.energy_window_seconds + kAllreduceEnergyMarginSeconds, seconds);
+      const Window w =
+          energy_window(counter, cfg.energy_settle_seconds, [&] { target->run(row.count, row.energy_iters); });
       row.energy_seconds = w.seconds;
-      if (!std::isnan(w.joules) && w.seconds > 0) {
-        const auto n = static_cast<double>(row.energy_iters);
-        row.joules = w.joules / n;
+      if (!std::isnan(w.watts)) {
+        const double per_allreduce = w.work_seconds / static_cast<double>(row.energy_iters);
+        row.joules = w.watts * per_allreduce;
         row.nj_per_byte = row.joules / static_cast<double>(bytes) * 1e9;
-        row.watts = w.joules / result.ranks / w.seconds;
+        row.watts = w.watts / result.ranks;
         if (!std::isnan(result.idle_watts))
           row.dynamic_nj_per_byte =
-              (w.joules - result.idle_watts * result.ranks * w.seconds) / n / static_cast<double>(bytes) * 1e9;
+              (w.watts - result.idle_watts * result.ranks) * per_allreduce / static_cast<double>(bytes) * 1e9;
       }
     }
     if (cfg.check) {

@@ -38,13 +38,19 @@ struct AllreduceBenchConfig {
   DType dtype = DType::F32;        // of the summed elements: F32, BF16 or F16 (the gradient exchange's)
   bool check = false;              // verify each size's sum against the known per-rank pattern
   double timeout_seconds = 300.0;  // NCCL host waits (a hung peer ends in PeerError)
-  // Energy per size: after the timed allreduces, back-to-back allreduces for about this many
-  // seconds between two readings of every rank's counter (the same count on every rank, from the
-  // measured time), and before the sweep an idle window of the same length. 0 or no opener: none.
+  // Energy per size: after the timed allreduces, enough back-to-back allreduces (the same count on
+  // every rank, from the timed median) for `energy_settle_seconds`, then a window of at least this
+  // many seconds between two updates of each rank's counter (core/bench_timing's power_while), and
+  // before the sweep an idle window of the same length. 0 or no opener: none.
   double energy_window_seconds = 2.0;
+  double energy_settle_seconds = 0.5;
   EnergyCounterOpener open_energy_counter;
   std::string energy_counter_name;  // for the results, e.g. "NVML total energy counter (mJ)"
 };
+
+// Seconds of allreduces an energy window adds beyond settle + window: room for the counter's update
+// period (about 0.1 s) at each end, so the window between updates holds at least the length asked.
+inline constexpr double kAllreduceEnergyMarginSeconds = 0.25;
 
 // An energy figure that was not measured.
 inline constexpr double kNoEnergy = std::numeric_limits<double>::quiet_NaN();
@@ -79,7 +85,7 @@ struct AllreduceBenchResult {
   // Energy: the counter and how it was read ("" when not measured), and the mean power per device
   // over an idle window before the sweep (NaN when not measured).
   std::string energy_method;
-  double energy_window_seconds = 0;
+  double energy_window_seconds = 0, energy_settle_seconds = 0;
   double idle_watts = kNoEnergy;
   std::vector<AllreduceBenchRow> rows;
 };

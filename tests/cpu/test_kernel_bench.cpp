@@ -12,6 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "core/half.hpp"
 #include "cpu/cli_runner.hpp"
@@ -835,6 +836,43 @@ TEST(KernelBenchRnn, InputsFlopsToleranceAndRefusals) {
       },
       ConfigError);
   fs::remove(bad);
+}
+
+}  // namespace
+}  // namespace cnnscale::testing
+
+namespace cnnscale::testing {
+namespace {
+
+// power_while against a counter of 100 W of wall time refreshed every 10 ms: work that runs for a
+// fixed time (as a collective's fixed count of calls) gets a window cut at two refreshes inside it.
+TEST(KernelBenchEnergy, PowerWhileCutsTheWindowAtUpdatesInsideTheWork) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto counter = [t0]() -> std::optional<double> {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return std::floor(s / 0.01) * 0.01 * 100.0;
+  };
+  auto work = [] { std::this_thread::sleep_for(std::chrono::milliseconds(300)); };
+  const PowerWindow w = power_while(counter, work, 0.05);
+  ASSERT_TRUE(w.watts) << w.method;
+  // Each end is seen late by at most a poll (0.5 ms) or a scheduling delay: a few ms of 200 or more.
+  EXPECT_NEAR(*w.watts, 100.0, 100.0 * 0.1);
+  EXPECT_GT(w.seconds, 0.15);  // from 0.05 s in to the last refresh before 0.3 s
+  EXPECT_LE(w.seconds, 0.3);
+  EXPECT_NE(w.method.find("second thread"), std::string::npos);
+  // A counter that never moves, or none: no figure, and the work still runs (its collectives must).
+  int ran = 0;
+  const PowerWindow frozen = power_while([]() -> std::optional<double> { return 7.0; }, [&] { ++ran; }, 0.0);
+  EXPECT_FALSE(frozen.watts);
+  EXPECT_NE(frozen.method.find("did not update twice"), std::string::npos);
+  const PowerWindow none = power_while(
+      nullptr, [&] { ++ran; }, 0.0);
+  EXPECT_FALSE(none.watts);
+  EXPECT_EQ(ran, 2);
+  // A failing work's error comes through, the sampling thread joined.
+  EXPECT_THROW(power_while(
+                   counter, [] { throw RuntimeError("peer gone"); }, 0.0),
+               RuntimeError);
 }
 
 }  // namespace
