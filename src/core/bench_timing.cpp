@@ -13,6 +13,16 @@
 
 namespace cnnscale {
 
+namespace {
+// The window from counter reading (t0, e0) to (t1, e1): its length, energy and, where both make
+// sense (a counter that went backwards was reset), its mean power.
+void between(PowerWindow& w, double t0, double e0, double t1, double e1) {
+  w.seconds = t1 - t0;
+  w.joules = e1 - e0;
+  if (w.seconds > 0 && w.joules >= 0) w.watts = w.joules / w.seconds;
+}
+}  // namespace
+
 TimingStats timing_stats(std::vector<double> repeat_ms, int64_t calls) {
   if (repeat_ms.empty() || calls < 1) throw_runtime("timing_stats: no repeats");
   for (double& v : repeat_ms) v /= static_cast<double>(calls);
@@ -88,9 +98,7 @@ PowerWindow measure_power_window(const PowerWindowHooks& h, double seconds_per_c
     w.method = "the energy counter did not update within the window";
     return w;
   }
-  w.seconds = end->first - begin->first;
-  w.joules = end->second - begin->second;
-  if (w.seconds > 0 && w.joules >= 0) w.watts = w.joules / w.seconds;
+  between(w, begin->first, begin->second, end->first, end->second);
   w.method = fmt::format(
       "mean power between two updates of the energy counter at least {:.2f} s apart, after {:.2f} s of back-to-back "
       "calls to settle the power controller, the device busy throughout",
@@ -158,9 +166,7 @@ PowerWindow power_while(const std::function<std::optional<double>()>& counter, c
     w.method = "the energy counter did not update twice while the work ran";
     return w;
   }
-  w.seconds = end->seconds - begin->seconds;
-  w.joules = end->joules - begin->joules;
-  if (w.seconds > 0 && w.joules >= 0) w.watts = w.joules / w.seconds;
+  between(w, begin->seconds, begin->joules, end->seconds, end->joules);
   w.method = fmt::format(
       "mean power between the first update of the energy counter {:.2f} s or more into the work and its last update "
       "before the work ended, the counter sampled every {:.1f} ms by a second thread",
