@@ -485,10 +485,19 @@ AllreduceBenchResult run_allreduce_bench(const AllreduceBenchConfig& cfg) {
     row.algbw_gbs = static_cast<double>(bytes) / 1e9 / seconds;
     row.busbw_gbs = allreduce_busbw(row.algbw_gbs, result.ranks);
     if (energy) {
-      row.energy_iters = allreduce_energy_iters(
-          cfg.energy_settle_seconds + cfg.energy_window_seconds + kAllreduceEnergyMarginSeconds, seconds);
-      const Window w =
-          energy_window(counter, cfg.energy_settle_seconds, [&] { target->run(row.count, row.energy_iters); });
+      // The count from the timed median, the same on every rank; should the batch end early (a median
+      // below the clock's resolution, a machine faster than when timed), every rank runs another, as
+      // long as the slowest rank has not been at it for the whole time asked (a collective decision).
+      const double needed = cfg.energy_settle_seconds + cfg.energy_window_seconds + kAllreduceEnergyMarginSeconds;
+      const int64_t batch = allreduce_energy_iters(needed, seconds);
+      const Window w = energy_window(counter, cfg.energy_settle_seconds, [&] {
+        const auto t0 = std::chrono::steady_clock::now();
+        row.energy_iters = 0;
+        do {
+          target->run(row.count, batch);
+          row.energy_iters += batch;
+        } while (max_over_ranks(seconds_since(t0)) < needed);
+      });
       row.energy_seconds = w.seconds;
       if (!std::isnan(w.watts)) {
         const double per_allreduce = w.work_seconds / static_cast<double>(row.energy_iters);

@@ -123,12 +123,12 @@ TEST(BenchAllreduceGpu, TwoRanksCheckedWithNccl) {
     // The window between counter updates: its allreduces' count comes from the timed median, so under
     // other load it may end short of the 0.5 s asked.
     EXPECT_GT(row["energy_seconds"].get<double>(), 0.0) << row.dump();
-    // Settle (0.5 s by default), window and margin at the timed median; time_us * 1e-6 may differ
-    // from the bench's seconds in the last bit, moving a ceil by one.
-    EXPECT_NEAR(static_cast<double>(row["energy_iters"].get<int64_t>()),
-                static_cast<double>(allreduce_energy_iters(0.5 + 0.5 + kAllreduceEnergyMarginSeconds,
-                                                           row["time_us"].get<double>() * 1e-6)),
-                1.0)
+    // At least one batch of the count that fills settle (0.5 s by default), window and margin at the
+    // timed median; time_us * 1e-6 may differ from the bench's seconds in the last bit, moving a ceil by one.
+    EXPECT_GE(static_cast<double>(row["energy_iters"].get<int64_t>()),
+              static_cast<double>(allreduce_energy_iters(0.5 + 0.5 + kAllreduceEnergyMarginSeconds,
+                                                         row["time_us"].get<double>() * 1e-6)) -
+                  1.0)
         << row.dump();
   }
   std::printf("[bench] 2 GPUs, 16 MiB: busbw %.1f GB/s, %.3f nJ/B, %.0f W per GPU (idle %.0f W) (%s)\n",
