@@ -1,6 +1,7 @@
 // `cnnscale bench allreduce`: nccl-tests-style allreduce sweep (-b/-e/-f sizes, -w warm-up, -n
 // timed iterations) on GPUs (NCCL) or host memory (MPI), printed as a table or JSON by rank 0, and
-// saved by rank 0 as ROOT/<experiment>/allreduce/<device>-n<ranks>-<algo>-<time>.json for `report`.
+// saved by rank 0 as the result folder ROOT/<experiment>/allreduce/<device>-n<ranks>-<algo>-<time>/
+// (summary.json, cases.csv, cases.h5) for `report`.
 // Runs as one process or under mpirun/srun with one rank per GPU.
 #include <fmt/format.h>
 

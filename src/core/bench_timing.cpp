@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <system_error>
 #include <thread>
 
 #include "core/error.hpp"
@@ -122,22 +123,34 @@ PowerWindow power_while(const std::function<std::optional<double>()>& counter, c
   std::vector<Update> updates;  // written by the poller only, read after it joined
   std::atomic<bool> done{false}, unreadable{false};
   const double start = now();
-  std::thread poller([&] {
-    double last = *first;
-    while (!done.load(std::memory_order_acquire)) {
-      const double t = now();
-      const std::optional<double> e = counter();
-      if (!e) {
-        unreadable.store(true);
-        return;
-      }
-      if (*e != last) {
-        updates.push_back({t, *e});
-        last = *e;
-      }
-      std::this_thread::sleep_for(std::chrono::duration<double>(poll_seconds));
+  auto sample = [&]() -> std::optional<double> {
+    try {
+      return counter();
+    } catch (...) {  // a counter that throws is one that cannot be read
+      return std::nullopt;
     }
-  });
+  };
+  std::thread poller;
+  try {
+    poller = std::thread([&] {
+      // Its own first reading is the baseline: an update between `first` and the thread's start
+      // would otherwise be stamped with the thread's first time, late by its start-up.
+      std::optional<double> last = sample();
+      while (last && !done.load(std::memory_order_acquire)) {
+        const double t = now();
+        const std::optional<double> e = sample();
+        if (e && *e != *last) updates.push_back({t, *e});
+        last = e;
+        std::this_thread::sleep_for(std::chrono::duration<double>(poll_seconds));
+      }
+      if (!last) unreadable.store(true);
+    });
+  } catch (const std::system_error&) {
+    // No thread, no figure; the work still runs (a collective's peers wait for it).
+    work();
+    w.method = "the counter's sampling thread could not be started";
+    return w;
+  }
   double finished = 0;
   try {
     work();

@@ -214,7 +214,8 @@ nlohmann::json kernel_bench_json(const measure::KernelBenchResult& r, const std:
 }
 
 std::string write_bench_folder(const std::string& parent_dir, const std::string& stem, const nlohmann::json& j,
-                               const std::vector<std::string>& columns, const std::vector<std::string>& attributes) {
+                               const std::vector<std::string>& columns, const std::vector<std::string>& text_attributes,
+                               const std::vector<std::string>& number_attributes) {
   namespace fs = std::filesystem;
   const fs::path parent(parent_dir);
   std::error_code ec;
@@ -255,14 +256,15 @@ std::string write_bench_folder(const std::string& parent_dir, const std::string&
   // the summary's scalar fields named in `attributes` on the root.
   {
     h5::Writer w((tmp / "cases.h5").string(), "results file");
-    for (const std::string& key : attributes) {
+    // A missing or null value keeps its attribute's type (a text or a number that is absent).
+    for (const std::string& key : text_attributes) {
       const auto it = j.find(key);
-      if (it != j.end() && it->is_number())
-        w.attr_value(w.root(), key, h5::Value{it->get<double>()});
-      else if (it != j.end() && it->is_string())
-        w.attr_str(w.root(), key, std::optional<std::string>(it->get<std::string>()));
-      else
-        w.attr_str(w.root(), key, std::nullopt);
+      w.attr_str(w.root(), key,
+                 it != j.end() && it->is_string() ? std::optional<std::string>(it->get<std::string>()) : std::nullopt);
+    }
+    for (const std::string& key : number_attributes) {
+      const auto it = j.find(key);
+      w.attr_value(w.root(), key, it != j.end() && it->is_number() ? h5::Value{it->get<double>()} : h5::Value{});
     }
     for (const std::string& col : columns) {
       bool numeric = true;
@@ -315,7 +317,7 @@ std::string write_kernel_bench_folder(const std::string& results_root, const std
         "check_error", "fastest",         "lowest_energy"})
     if (r.kind == "spmm" || std::string(c) != "speedup_vs_dense") cols.push_back(c);
   return write_bench_folder((std::filesystem::path(results_root) / experiment / "bench").string(), stem, j, cols,
-                            {"kind", "device", "precision", "peak_method", "energy_method", "peak_tflops"});
+                            {"kind", "device", "precision", "peak_method", "energy_method"}, {"peak_tflops"});
 }
 
 }  // namespace cnnscale::report

@@ -171,7 +171,8 @@ ReportOutcome write_report(const ReportOptions& options) {
   if (runs.empty() && benches.empty() && inferences.empty() && calibrations.empty() && kernels.empty())
     throw_config(
         "no complete runs under '{}' (a run folder holds run.h5; *.partial folders are ignored), no "
-        "`bench allreduce` results (*/allreduce/*.json), no `infer` results (*/infer/*.json) and no `calibrate` "
+        "`bench allreduce` results (*/allreduce/*/summary.json or *.json), no `infer` results (*/infer/*.json) and no "
+        "`calibrate` "
         "results (*/calibration/*.json) and no `bench gemm|conv` results (*/bench/*/summary.json){}{}",
         options.results_dir, outcome.unreadable ? fmt::format("; {} unreadable run folder(s)", outcome.unreadable) : "",
         outcome.interrupted.empty() ? "" : fmt::format("; {} interrupted run(s) left out", outcome.interrupted.size()));

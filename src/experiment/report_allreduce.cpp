@@ -194,7 +194,8 @@ std::string write_allreduce_bench_folder(const std::string& dir, const std::stri
       dir, stem, j,
       {"bytes", "count", "type", "time_us", "time_min_us", "time_max_us", "algbw_gbs", "busbw_gbs", "wrong",
        "energy_iters", "energy_seconds", "joules", "nj_per_byte", "dynamic_nj_per_byte", "watts_per_device"},
-      {"benchmark", "format", "time", "host", "ranks", "device", "algo", "dtype", "issue", "library", "energy_method",
+      {"benchmark", "format", "time", "host", "device", "algo", "dtype", "issue", "library", "energy_method"},
+      {"ranks", "iters", "repeats", "warmup_iters", "energy_window_seconds", "energy_settle_seconds",
        "idle_watts_per_device"});
 }
 
@@ -262,7 +263,7 @@ std::vector<AllreduceBenchFile> find_allreduce_benches(const std::string& result
   std::vector<fs::path> paths = find_json_files(results_dir, "allreduce");
   for (const fs::path& p : find_json_files_named(results_dir, "summary.json"))
     if (p.parent_path().parent_path().filename() == "allreduce" &&
-        !p.parent_path().filename().string().starts_with("."))
+        !p.parent_path().filename().string().starts_with(".") && !fs::exists(p.parent_path() / "run.h5"))
       paths.push_back(p);
   std::sort(paths.begin(), paths.end());
 
@@ -275,6 +276,12 @@ std::vector<AllreduceBenchFile> find_allreduce_benches(const std::string& result
       std::stringstream ss;
       ss << in.rdbuf();
       const json j = json::parse(ss.str());
+      // A folder's summary.json without "benchmark" (another command's, under an experiment named
+      // allreduce) is not a broken one of ours.
+      if (p.filename() == "summary.json" && j.is_object() && !j.contains("benchmark")) {
+        log::debug("report: {} is not a bench allreduce summary", p.string());
+        continue;
+      }
       // Another benchmark's file in an allreduce folder is not a broken one of ours.
       if (j.is_object() && j.contains("benchmark") && j["benchmark"].is_string() && j["benchmark"] != "allreduce") {
         log::debug("report: {} is a '{}' benchmark, not allreduce", p.string(), j["benchmark"].get<std::string>());

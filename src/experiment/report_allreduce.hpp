@@ -1,7 +1,8 @@
-// `bench allreduce` results files and their report table. The bench (rank 0) writes the JSON
-// object of --json to ROOT/<experiment>/allreduce/<device>-n<ranks>-<algo>-<UTC time>[-k].json;
-// `cnnscale report` finds those files under a results directory and lays out busbw and time per
-// message size with one column per rank count (as nccl-tests users compare them).
+// `bench allreduce` results and their report table. The bench (rank 0) writes the JSON object of
+// --json as summary.json of ROOT/<experiment>/allreduce/<device>-n<ranks>-<algo>-<UTC time>[-k]/
+// (earlier versions: that object alone as <...>.json); `cnnscale report` finds both under a results
+// directory and lays out busbw and time per message size with one column per rank count (as
+// nccl-tests users compare them).
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -37,9 +38,10 @@ std::string write_allreduce_bench_folder(const std::string& dir, const std::stri
 // Reads one file's object (ConfigError naming the missing or mistyped field).
 AllreduceBenchFile parse_allreduce_bench(const nlohmann::json& j, const std::string& path);
 
-// Every */allreduce/*.json under `results_dir` (recursively, sorted by path) whose "benchmark" is
-// "allreduce". A file that cannot be read or parsed is skipped with a warning naming it (counted in
-// `skipped`). ConfigError when `results_dir` is not a readable directory.
+// Every */allreduce/*.json and */allreduce/*/summary.json under `results_dir` (recursively, sorted by
+// path) whose "benchmark" is "allreduce" (a run folder, one holding run.h5, is not a bench's). A file that cannot be
+// read or parsed is skipped with a warning naming it (counted in `skipped`). ConfigError when `results_dir` is not a
+// readable directory.
 std::vector<AllreduceBenchFile> find_allreduce_benches(const std::string& results_dir, int* skipped = nullptr);
 
 // One row per message size (label and bytes); per (device, algo) setting and rank count N,

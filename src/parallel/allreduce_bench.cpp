@@ -447,11 +447,12 @@ AllreduceBenchResult run_allreduce_bench(const AllreduceBenchConfig& cfg) {
     result.energy_window_seconds = cfg.energy_window_seconds;
     result.energy_settle_seconds = cfg.energy_settle_seconds;
     result.energy_method = fmt::format(
-        "{}; per size, back-to-back allreduces after the timed ones, as many as fill {:g} s of settling, a {:g} s "
-        "window and {:g} s for the counter's updates at the timed median (the same count on every rank); each "
-        "rank's mean power between the first update of its counter {:g} s into them and the last before they end, "
-        "summed over ranks; joules per allreduce = that power x the window's time per allreduce; idle: the same "
-        "window before the sweep with nothing running",
+        "{}; per size, back-to-back allreduces after the timed ones in whole batches of the count that fills {:g} "
+        "s of settling, a {:g} s window and {:g} s for the counter's updates at the timed median (the same on every "
+        "rank; another batch while the slowest rank has run for less); each rank's mean power between the first "
+        "update of its counter {:g} s into them and the last before they end, summed over ranks; joules per "
+        "allreduce = that power x the time per allreduce of the whole energy run; idle: the same window before the "
+        "sweep with nothing running",
         cfg.energy_counter_name.empty() ? "device energy counter" : cfg.energy_counter_name, cfg.energy_settle_seconds,
         cfg.energy_window_seconds, kAllreduceEnergyMarginSeconds, cfg.energy_settle_seconds);
     const Window idle = energy_window(counter, 0.0, [&] {
@@ -490,6 +491,7 @@ AllreduceBenchResult run_allreduce_bench(const AllreduceBenchConfig& cfg) {
       // long as the slowest rank has not been at it for the whole time asked (a collective decision).
       const double needed = cfg.energy_settle_seconds + cfg.energy_window_seconds + kAllreduceEnergyMarginSeconds;
       const int64_t batch = allreduce_energy_iters(needed, seconds);
+      row.energy_batch = batch;
       const Window w = energy_window(counter, cfg.energy_settle_seconds, [&] {
         const auto t0 = std::chrono::steady_clock::now();
         row.energy_iters = 0;

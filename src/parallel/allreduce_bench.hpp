@@ -64,7 +64,8 @@ struct AllreduceBenchRow {
   double busbw_gbs = 0;
   int64_t wrong = -1;  // elements whose sum was wrong, summed over ranks; -1: not checked
   // The energy window (NaN / 0 when not measured, or a rank's counter was unreadable):
-  int64_t energy_iters = 0;       // allreduces in the window
+  int64_t energy_iters = 0;       // allreduces of the energy run (settle, window, margin), whole batches
+  int64_t energy_batch = 0;       // the batch: the count that fills them at the timed median
   double energy_seconds = 0;      // its length, max over ranks
   double joules = kNoEnergy;      // per allreduce, summed over every rank's device
   double nj_per_byte = kNoEnergy;  // joules / bytes (the message size) * 1e9: all devices' energy per byte reduced
