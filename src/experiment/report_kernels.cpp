@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
+#include <tuple>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -121,7 +123,8 @@ Table kernel_summary_table(const std::vector<KernelBenchFile>& files) {
       "highest and lowest share of it, and, where energy was measured, how often the fastest variant was not the "
       "one of least energy per call, how often the latter saves more than 5 % (the repeatability of two 0.5 s power "
       "windows of one variant, measured against 2 s windows: smaller differences are not findings), and the median "
-      "energy that choosing it saves. An interrupted benchmark (a stop signal) says where its list stopped.";
+      "energy that choosing it saves. A list split over runs (--from, or resumed after a stop) is one row, with how "
+      "much of it the runs cover; an interrupted run says where its list stopped.";
   t.columns = {Column("benchmark", "benchmark", false),
                Column("problems from", "source", false),
                Column("device", "device", false),
@@ -134,13 +137,34 @@ Table kernel_summary_table(const std::vector<KernelBenchFile>& files) {
                Column("fastest ≠ least energy", "fastest_not_least_energy", false),
                Column("… saving > 5 %", "least_energy_saves_over_5_percent", false),
                Column("median energy saved (%)", "median_energy_saved_percent", false)};
+  // A list split over runs (--from/--limit, or resumed after a stop) is one benchmark: the files of
+  // one kind, format, device and list merge, each (problem, pass) once (a later run's replaces an
+  // earlier one's). Files are sorted by path, whose stamps order them in time.
+  struct Group {
+    std::vector<const KernelBenchFile*> files;
+    std::map<std::pair<double, std::string>, std::vector<const nlohmann::json*>> cases;
+  };
+  std::map<std::tuple<std::string, std::string, std::string>, Group> groups;
+  std::vector<std::tuple<std::string, std::string, std::string>> order;
   for (const KernelBenchFile& f : files) {
     if (is_sweep(f)) continue;
-    const auto cases = cases_of(f);
+    const std::string source = f.j.value("source", "");
+    const std::tuple<std::string, std::string, std::string> key{bench_name(f), f.j.value("device", ""),
+                                                                source.substr(0, source.find(" (problems "))};
+    if (!groups.count(key)) order.push_back(key);
+    Group& g = groups[key];
+    g.files.push_back(&f);
+    for (const auto& rows : cases_of(f)) g.cases[{num(*rows[0], "problem"), text(*rows[0], "pass")}] = rows;
+  }
+  for (const auto& key : order) {
+    const Group& g = groups.at(key);
+    const KernelBenchFile& f = *g.files.back();
     int ran = 0, listed = 0, with_energy = 0, differ = 0, beyond_noise = 0;
     std::vector<double> fractions, saved;
     const nlohmann::json *best = nullptr, *worst = nullptr;
-    for (const auto& rows : cases) {
+    std::set<double> problems;
+    for (const auto& [case_key, rows] : g.cases) {
+      problems.insert(case_key.first);
       for (const nlohmann::json* r : rows) {
         ++listed;
         ran += r->value("supported", false) ? 1 : 0;
@@ -168,14 +192,32 @@ Table kernel_summary_table(const std::vector<KernelBenchFile>& files) {
                              text(*r, "pass").empty() ? "" : ", " + text(*r, "pass"), 100 * num(*r, "peak_fraction"))
                : std::string();
     };
-    std::string source = f.j.value("source", "");
+    // The list, and how much of it the runs cover: "(problems 20 to 160 of 160)" gives the length.
+    std::string source = std::get<2>(key);
+    const std::string last_source = f.j.value("source", "");
+    const size_t of = last_source.rfind(" of ");
+    const bool sliced = g.files.size() > 1 || last_source.find(" (problems ") != std::string::npos;
+    if (sliced && of != std::string::npos)
+      source += fmt::format(" ({} of {} problems, {} run{})", problems.size(),
+                            last_source.substr(of + 4, last_source.find(')', of) - of - 4), g.files.size(),
+                            g.files.size() > 1 ? "s" : "");
     if (f.j.value("status", "complete") == "interrupted" && f.j.contains("resume_from") &&
         f.j["resume_from"].is_number_integer())
       source += fmt::format(", interrupted before problem {}", f.j["resume_from"].get<int64_t>());
-    t.rows.push_back({Cell::of(bench_name(f)), Cell::of(source),
-                      Cell::of(device_name(f.j.value("device", ""))), Cell::of(std::to_string(cases.size())),
-                      Cell::of(fmt::format("{} / {}", ran, listed)), Cell::of(fixed(num(f.j, "peak_tflops"), 1)),
-                      Cell::of(describe(best)), Cell::of(describe(worst)),
+    // Each run measured its own peak; a merged benchmark shows their range.
+    double peak_lo = kMissing, peak_hi = kMissing;
+    for (const KernelBenchFile* x : g.files) {
+      const double p = num(x->j, "peak_tflops");
+      if (missing(p)) continue;
+      peak_lo = missing(peak_lo) ? p : std::min(peak_lo, p);
+      peak_hi = missing(peak_hi) ? p : std::max(peak_hi, p);
+    }
+    const std::string peak = missing(peak_lo) || fixed(peak_lo, 1) == fixed(peak_hi, 1)
+                                 ? fixed(peak_lo, 1)
+                                 : fixed(peak_lo, 1) + "–" + fixed(peak_hi, 1);
+    t.rows.push_back({Cell::of(std::get<0>(key)), Cell::of(source), Cell::of(device_name(std::get<1>(key))),
+                      Cell::of(std::to_string(g.cases.size())), Cell::of(fmt::format("{} / {}", ran, listed)),
+                      Cell::of(peak), Cell::of(describe(best)), Cell::of(describe(worst)),
                       Cell::of(fractions.empty() ? "" : fixed(100 * median_of(fractions), 1)),
                       Cell::of(with_energy ? fmt::format("{} of {}", differ, with_energy) : "no energy"),
                       Cell::of(with_energy ? fmt::format("{} of {}", beyond_noise, with_energy) : ""),

@@ -16,6 +16,7 @@
 
 #include "core/half.hpp"
 #include "cpu/cli_runner.hpp"
+#include "cpu/test_report_util.hpp"
 #include "experiment/kernel_bench_output.hpp"
 #include "measure/bench_shapes.hpp"
 #include "measure/kernel_bench_run.hpp"
@@ -877,6 +878,38 @@ TEST(KernelBenchEnergy, PowerWhileCutsTheWindowAtUpdatesInsideTheWork) {
   EXPECT_THROW(power_while(
                    counter, [] { throw RuntimeError("peer gone"); }, 0.0),
                RuntimeError);
+}
+
+}  // namespace
+}  // namespace cnnscale::testing
+
+namespace cnnscale::testing {
+namespace {
+
+// A list run in two parts (--limit, then --from) is one benchmark in the report's summary, with how
+// much of the list the parts cover; a part run again replaces its cases rather than adding to them.
+TEST(KernelBenchReport, AListSplitOverRunsIsOneBenchmark) {
+  const fs::path root = fs::temp_directory_path() / fmt::format("kb_split_{}", ::getpid());
+  fs::remove_all(root);
+  auto run = [&](std::vector<std::string> args) {
+    for (const char* a : {"--device", "cpu", "--repeats", "2", "--quiet", "--no-peak", "--experiment", "k"})
+      args.push_back(a);
+    args.push_back("--results");
+    args.push_back(root.string());
+    CliResult r = run_cnnscale(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  };
+  run({"bench", "gemm", "--shapes", "tests/data/bench/gemm-small.csv", "--limit", "2"});
+  run({"bench", "gemm", "--shapes", "tests/data/bench/gemm-small.csv", "--from", "2"});  // overlaps problem 2
+  CliResult r = run_cnnscale({"report", root.string(), "--no-plots"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto rows = read_csv((root / "report" / "kernels.csv").string());
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].at("benchmark"), "gemm fp32");
+  EXPECT_EQ(rows[0].at("source"), "tests/data/bench/gemm-small.csv (4 of 4 problems, 2 runs)");
+  EXPECT_EQ(rows[0].at("problems"), "4");
+  EXPECT_EQ(rows[0].at("variants"), "4 / 4");
+  fs::remove_all(root);
 }
 
 }  // namespace
