@@ -37,8 +37,10 @@ struct StopBeforeVariant {};
 
 // Times (and checks) every variant of one prepared case, appending its rows; then reads the power of
 // those within --energy-within of the case's fastest (all, without it).
-void run_case(Backend& backend, KernelCase& c, KernelBenchRow base, const Reference* ref, double tolerance,
-              const KernelBenchOptions& o, double peak, std::string* energy_method, std::vector<KernelBenchRow>& rows) {
+void run_case(Backend& backend, KernelCase& c, const KernelBenchRow& base, const Reference* ref, double tolerance,
+              const KernelBenchOptions& o, KernelBenchResult& r) {
+  std::vector<KernelBenchRow>& rows = r.rows;
+  const double peak = r.peak_tflops;
   const auto& variants = c.variants();
   const size_t first = rows.size();
   double fastest_ms = 0;
@@ -83,22 +85,16 @@ void run_case(Backend& backend, KernelCase& c, KernelBenchRow base, const Refere
     row.watts = w.watts;
     row.energy_seconds = w.seconds;
     if (w.watts) row.joules_per_call = *w.watts * row.timing.median_ms * 1e-3;
-    if (energy_method->empty() || w.watts) *energy_method = w.method;
+    if (r.energy_method.empty() || w.watts) r.energy_method = w.method;
   }
 }
 
-// A stop asked for before problem i: recorded, and the loop ends (the rows so far are kept).
-bool stop_here(const KernelBenchOptions& o, size_t i, KernelBenchResult& r) {
-  if (!o.stop_requested || !o.stop_requested()) return false;
-  r.stopped_before = o.first_problem + static_cast<int64_t>(i);
-  return true;
-}
-
-// Runs problem i's work; a stop asked for between its variants drops its rows (from `first_row` on)
-// and records it as the first problem not run. False: stop the loop.
+// Runs problem i's work unless a stop was asked for before it; a stop asked for between its variants
+// drops its rows (all its passes') and records it as the first problem not run. False: stop the loop.
 bool run_problem(const KernelBenchOptions& o, size_t i, KernelBenchResult& r, const std::function<void()>& work) {
   const size_t first_row = r.rows.size();
   try {
+    if (o.stop_requested && o.stop_requested()) throw StopBeforeVariant{};
     work();
     return true;
   } catch (const StopBeforeVariant&) {
@@ -211,20 +207,18 @@ KernelBenchResult run_gemm_bench(Backend& backend, KernelBench& bench, const std
                                  const KernelBenchOptions& o) {
   KernelBenchResult r = start(backend, bench, "gemm", o);
   for (size_t i = 0; i < problems.size(); ++i) {
-    if (stop_here(o, i, r)) break;
-    const GemmProblem p = o.precision == KernelPrecision::INT8 ? pad_for_int8(problems[i]) : problems[i];
-    KernelBenchRow base = problem_row("gemm", i, problems.size(), gemm_label(p), "", o);
-    base.gemm = p;
-    if (p != problems[i]) base.padded_from = gemm_label(problems[i]);
-    base.flops = p.flops();
     const bool go_on = run_problem(o, i, r, [&] {
+      const GemmProblem p = o.precision == KernelPrecision::INT8 ? pad_for_int8(problems[i]) : problems[i];
+      KernelBenchRow base = problem_row("gemm", i, problems.size(), gemm_label(p), "", o);
+      base.gemm = p;
+      if (p != problems[i]) base.padded_from = gemm_label(problems[i]);
+      base.flops = p.flops();
       survive_case(base, r.rows, [&] {
         const KernelInputs in = gemm_inputs(p, o.precision, o.seed);
         std::unique_ptr<KernelCase> c = bench.gemm(p, o.precision, in);
         std::optional<Reference> ref;
         if (o.check && p.flops() / 2 <= o.check_max_macs) ref = gemm_reference(p, in);
-        run_case(backend, *c, base, ref ? &*ref : nullptr, check_tolerance(o.precision, p.k), o, r.peak_tflops,
-                 &r.energy_method, r.rows);
+        run_case(backend, *c, base, ref ? &*ref : nullptr, check_tolerance(o.precision, p.k), o, r);
       });
     });
     if (!go_on) break;
@@ -237,12 +231,11 @@ KernelBenchResult run_spmm_bench(Backend& backend, KernelBench& bench, const std
                                  const KernelBenchOptions& o) {
   KernelBenchResult r = start(backend, bench, "spmm", o);
   for (size_t i = 0; i < problems.size(); ++i) {
-    if (stop_here(o, i, r)) break;
-    const SparseProblem& p = problems[i];
-    KernelBenchRow base = problem_row("spmm", i, problems.size(), sparse_label(p), "", o);
-    base.sparse = p;
-    const size_t first = r.rows.size();
     const bool go_on = run_problem(o, i, r, [&] {
+      const SparseProblem& p = problems[i];
+      KernelBenchRow base = problem_row("spmm", i, problems.size(), sparse_label(p), "", o);
+      base.sparse = p;
+      const size_t first = r.rows.size();
       survive_case(base, r.rows, [&] {
         const SparseInputs in = sparse_inputs(p, o.seed);
         base.nnz = in.nnz();
@@ -251,17 +244,16 @@ KernelBenchResult run_spmm_bench(Backend& backend, KernelBench& bench, const std
         std::optional<Reference> ref;
         if (o.check && base.flops / 2 <= o.check_max_macs) ref = sparse_reference(p, in);
         // Terms per output element: a row's non-zeros, about (1 - sparsity) k; the bound takes k.
-        run_case(backend, *c, base, ref ? &*ref : nullptr, check_tolerance(o.precision, p.k), o, r.peak_tflops,
-                 &r.energy_method, r.rows);
+        run_case(backend, *c, base, ref ? &*ref : nullptr, check_tolerance(o.precision, p.k), o, r);
       });
+      // The dense baseline is the problem's last variant (KernelBench::spmm).
+      const KernelBenchRow& dense = r.rows.back();
+      if (r.rows.size() > first + 1 && dense.supported && dense.timing.repeats > 0)
+        for (size_t k = first; k + 1 < r.rows.size(); ++k)
+          if (r.rows[k].supported && r.rows[k].timing.repeats > 0)
+            r.rows[k].speedup_vs_dense = dense.timing.median_ms / r.rows[k].timing.median_ms;
     });
     if (!go_on) break;
-    // The dense baseline is the problem's last variant (KernelBench::spmm).
-    const KernelBenchRow& dense = r.rows.back();
-    if (r.rows.size() > first + 1 && dense.supported && dense.timing.repeats > 0)
-      for (size_t k = first; k + 1 < r.rows.size(); ++k)
-        if (r.rows[k].supported && r.rows[k].timing.repeats > 0)
-          r.rows[k].speedup_vs_dense = dense.timing.median_ms / r.rows[k].timing.median_ms;
   }
   mark_best(r.rows);
   return r;
@@ -271,12 +263,11 @@ KernelBenchResult run_rnn_bench(Backend& backend, KernelBench& bench, const std:
                                 const KernelBenchOptions& o) {
   KernelBenchResult r = start(backend, bench, "rnn", o);
   for (size_t i = 0; i < problems.size(); ++i) {
-    if (stop_here(o, i, r)) break;
-    const RnnProblem& p = problems[i];
-    const RnnInputs in = rnn_inputs(p, o.precision, o.seed);
-    std::optional<Reference> ref;
-    if (o.check && p.flops(false) / 2 <= o.check_max_macs) ref = rnn_reference(p, in);
     const bool go_on = run_problem(o, i, r, [&] {
+      const RnnProblem& p = problems[i];
+      const RnnInputs in = rnn_inputs(p, o.precision, o.seed);
+      std::optional<Reference> ref;
+      if (o.check && p.flops(false) / 2 <= o.check_max_macs) ref = rnn_reference(p, in);
       for (RnnPass pass : o.rnn_passes) {
         KernelBenchRow base = problem_row("rnn", i, problems.size(), rnn_label(p), rnn_pass_name(pass), o);
         base.rnn = p;
@@ -284,8 +275,7 @@ KernelBenchResult run_rnn_bench(Backend& backend, KernelBench& bench, const std:
         // Both passes' output is y (the training pass' forward): the backward is timed, not checked.
         survive_case(base, r.rows, [&] {
           std::unique_ptr<KernelCase> c = bench.rnn(p, pass, o.precision, in);
-          run_case(backend, *c, base, ref ? &*ref : nullptr, rnn_check_tolerance(o.precision, p), o, r.peak_tflops,
-                   &r.energy_method, r.rows);
+          run_case(backend, *c, base, ref ? &*ref : nullptr, rnn_check_tolerance(o.precision, p), o, r);
         });
       }
     });
@@ -299,9 +289,8 @@ KernelBenchResult run_conv_bench(Backend& backend, KernelBench& bench, const std
                                  const KernelBenchOptions& o) {
   KernelBenchResult r = start(backend, bench, "conv", o);
   for (size_t i = 0; i < problems.size(); ++i) {
-    if (stop_here(o, i, r)) break;
-    const ConvProblem& p = problems[i];
     const bool go_on = run_problem(o, i, r, [&] {
+      const ConvProblem& p = problems[i];
       for (ConvPass pass : o.passes) {
         KernelBenchRow base = problem_row("conv", i, problems.size(), conv_label(p), conv_pass_name(pass), o);
         base.conv = p;
@@ -316,8 +305,7 @@ KernelBenchResult run_conv_bench(Backend& backend, KernelBench& bench, const std
           const int64_t terms = pass == ConvPass::Forward        ? p.c * p.r * p.s
                                 : pass == ConvPass::BackwardData ? p.k * p.r * p.s
                                                                  : p.n * p.out_h() * p.out_w();
-          run_case(backend, *c, base, ref ? &*ref : nullptr, check_tolerance(o.precision, terms), o, r.peak_tflops,
-                   &r.energy_method, r.rows);
+          run_case(backend, *c, base, ref ? &*ref : nullptr, check_tolerance(o.precision, terms), o, r);
         });
       }
     });

@@ -637,8 +637,9 @@ class CudaRnnCase final : public KernelCase {
                                             nullptr));
     const int dims[3] = {1, n, h}, strides[3] = {n * h, h, 1};
     CUDNN_CHECK(cudnnSetTensorNdDescriptor(hd_, type, 3, dims, strides));
-    x_ = device_bytes(b, encode(in.x, dtype_, {}));
-    dy_ = device_bytes(b, encode(in.x, dtype_, {}));  // any gradient of y's shape: x's values serve
+    const std::vector<char> x_bytes = encode(in.x, dtype_, {});
+    x_ = device_bytes(b, x_bytes);
+    dy_ = device_bytes(b, x_bytes);  // any gradient of y's shape: x's values serve
     y_ = b.alloc(Shape({static_cast<int64_t>(in.x.size() * dtype_size(dtype_))}), DType::I8);
     dx_ = b.alloc(Shape({static_cast<int64_t>(in.x.size() * dtype_size(dtype_))}), DType::I8);
     // fp32: FMA math only (no TF32 behind the name); tf32: cuDNN's default math, which lets float
@@ -647,7 +648,16 @@ class CudaRnnCase final : public KernelCase {
     const cudnnMathType_t math = precision == KernelPrecision::FP32   ? CUDNN_FMA_MATH
                                  : precision == KernelPrecision::TF32 ? CUDNN_DEFAULT_MATH
                                                                       : CUDNN_TENSOR_OP_MATH;
-    for (int a = 0; a < static_cast<int>(CUDNN_RNN_ALGO_COUNT); ++a) add_algorithm(a, type, math, in);
+    // Linear layer g is gate g's input matrix, gates + g its recurrent one (cuDNN's order: lstm input,
+    // forget, cell, output; gru reset, update, new): encoded once, copied into every algorithm's
+    // weight space; the copies are stream-ordered and the bytes live until the synchronise below.
+    const size_t gates = static_cast<size_t>(p.gates());
+    std::vector<std::vector<char>> matrices, biases;
+    for (size_t id = 0; id < 2 * gates; ++id) {
+      matrices.push_back(encode(id < gates ? in.w[id] : in.r[id - gates], dtype_, {}));
+      biases.push_back(encode(id < gates ? in.bw[id] : in.br[id - gates], dtype_, {}));
+    }
+    for (int a = 0; a < static_cast<int>(CUDNN_RNN_ALGO_COUNT); ++a) add_algorithm(a, type, math, matrices, biases);
     CUDA_CHECK(cudaStreamSynchronize(b_.stream()));
   }
   const std::vector<KernelVariant>& variants() const override { return variants_; }
@@ -696,7 +706,8 @@ class CudaRnnCase final : public KernelCase {
   // One algorithm: its descriptor, weight space filled with the inputs' matrices, work and reserve
   // space, and a trial call. Whatever cuDNN refuses on the way makes the variant unsupported with
   // cuDNN's status (the persistent algorithms take only some sizes, formats and batches).
-  void add_algorithm(int algo, cudnnDataType_t type, cudnnMathType_t math, const RnnInputs& in) {
+  void add_algorithm(int algo, cudnnDataType_t type, cudnnMathType_t math,
+                     const std::vector<std::vector<char>>& matrices, const std::vector<std::vector<char>>& biases) {
     KernelVariant v{"cuDNN", rnn_algo_name(algo), true, "", 0};
     auto a = std::make_unique<Algorithm>();
     const int h = static_cast<int>(p_.hidden);
@@ -731,21 +742,15 @@ class CudaRnnCase final : public KernelCase {
       a->dweights = b_.alloc(bytes(a->weight_bytes), DType::I8);
       CUDA_CHECK(cudaMemsetAsync(a->dweights.raw(), 0, a->dweights.bytes(), b_.stream()));
     }
-    // Matrices and biases where cuDNN keeps them: linear layer g is gate g's input matrix, gates + g
-    // its recurrent one (cuDNN's order: lstm input, forget, cell, output; gru reset, update, new).
-    const int gates = static_cast<int>(p_.gates());
+    // The matrices and biases where cuDNN keeps them in this algorithm's weight space.
     cuda::TensorDesc md, bd;
-    for (int id = 0; id < 2 * gates; ++id) {
+    for (size_t id = 0; id < matrices.size(); ++id) {
       void *m = nullptr, *bias = nullptr;
-      st = cudnnGetRNNWeightParams(dnn_, a->desc, 0, a->weight_bytes, a->weights.raw(), id, md, &m, bd, &bias);
+      st = cudnnGetRNNWeightParams(dnn_, a->desc, 0, a->weight_bytes, a->weights.raw(), static_cast<int32_t>(id), md,
+                                   &m, bd, &bias);
       if (st != CUDNN_STATUS_SUCCESS) return refuse(st, "weight layout");
-      const size_t g = static_cast<size_t>(id % gates);
-      const std::vector<float>& mat = id < gates ? in.w[g] : in.r[g];
-      const std::vector<float>& vec = id < gates ? in.bw[g] : in.br[g];
-      const std::vector<char> mb = encode(mat, dtype_, {}), bb = encode(vec, dtype_, {});
-      CUDA_CHECK(cudaMemcpyAsync(m, mb.data(), mb.size(), cudaMemcpyHostToDevice, b_.stream()));
-      CUDA_CHECK(cudaMemcpyAsync(bias, bb.data(), bb.size(), cudaMemcpyHostToDevice, b_.stream()));
-      CUDA_CHECK(cudaStreamSynchronize(b_.stream()));  // the host bytes go out of scope
+      CUDA_CHECK(cudaMemcpyAsync(m, matrices[id].data(), matrices[id].size(), cudaMemcpyHostToDevice, b_.stream()));
+      CUDA_CHECK(cudaMemcpyAsync(bias, biases[id].data(), biases[id].size(), cudaMemcpyHostToDevice, b_.stream()));
     }
     weight_bytes_ = std::max(weight_bytes_, a->weight_bytes);
     v.workspace_bytes = static_cast<int64_t>(a->work_bytes + a->reserve_bytes);
