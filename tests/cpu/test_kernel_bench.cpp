@@ -817,6 +817,24 @@ TEST(KernelBenchRnn, InputsFlopsToleranceAndRefusals) {
             2 * 6 * measure::check_tolerance(KernelPrecision::FP32, 66) * 1.0001);
   EXPECT_GT(measure::rnn_check_tolerance(KernelPrecision::FP32, RnnProblem{RnnCell::Gru, 32, 1, 40}),
             measure::rnn_check_tolerance(KernelPrecision::FP32, RnnProblem{RnnCell::Gru, 32, 1, 20}));
+  // Negative control: the same inputs with two gates' matrices swapped (the mistake a wrong gate
+  // order makes) fail the fp32 check for every cell. The inputs are seeded and the reference is
+  // double, so the margins are the same on any machine: about 2500x the bound for the ReLU cell,
+  // 37x for GRU and 4.4x for LSTM, whose bound carries the widest worst-case gain.
+  for (RnnCell cell : {RnnCell::Vanilla, RnnCell::Lstm, RnnCell::Gru}) {
+    const RnnProblem q{cell, 32, 4, 5};
+    const RnnInputs good = measure::rnn_inputs(q, KernelPrecision::FP32, 3);
+    RnnInputs bad = good;
+    if (cell == RnnCell::Vanilla)
+      std::swap(bad.w[0], bad.r[0]);  // one gate: input and recurrent matrices swapped
+    else
+      std::swap(bad.w[0], bad.w[1]);
+    const measure::Reference ref = measure::rnn_reference(q, good);
+    const measure::Reference wrong = measure::rnn_reference(q, bad);
+    std::vector<float> out(wrong.value.begin(), wrong.value.end());
+    EXPECT_GT(measure::normalized_error(out, ref), measure::rnn_check_tolerance(KernelPrecision::FP32, q))
+        << rnn_cell_name(cell);
+  }
   EXPECT_EQ(measure::rnn_label(p), "lstm h=32 n=4 t=5");
   EXPECT_EQ(measure::parse_rnn_shape("512,16,25,gru"), (RnnProblem{RnnCell::Gru, 512, 16, 25}));
   expect_usage_error({"bench", "rnn", "--device", "cpu", "--shape", "64,4,5,lstm"}, {"runs on a GPU"});
