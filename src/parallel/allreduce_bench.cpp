@@ -4,8 +4,8 @@
 // (--issue host); CPU: MPI_Allreduce between two steady-clock readings. Both: warm-up first, ranks start together after
 // a barrier; each of --repeats timings takes its slowest rank, and the reported time is the median per allreduce over
 // the repeats (with min and max), the statistics every cnnscale benchmark reports. Energy, where the caller gives
-// counters: a further window of back-to-back allreduces per size, long enough for the counters' update period, summed
-// over every rank's device, and an idle window before the sweep.
+// counters: further back-to-back allreduces per size, the same count on every rank, while each rank's counter is read
+// at its own updates (core/bench_timing's power_while), summed over ranks, and an idle window before the sweep.
 #include "parallel/allreduce_bench.hpp"
 
 #include <algorithm>
