@@ -52,6 +52,7 @@ struct KernelBenchArgs {
   std::vector<int64_t> sweep_values;
   int warmup = 3, repeats = 10;
   double min_repeat_ms = 2.0;
+  double max_seconds = 2.0;
   double energy_window = -1;  // -1: the device's default
   double energy_settle = 0.5;
   bool check = false;
@@ -200,6 +201,7 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
   o.timing.warmup_calls = a.warmup;
   o.timing.repeats = a.repeats;
   o.timing.min_repeat_ms = a.min_repeat_ms;
+  o.timing.max_seconds = a.max_seconds;
   o.check = a.check;
   o.check_max_macs = a.check_max_macs;
   const bool save = !a.no_results && !a.results_root.empty();
@@ -345,6 +347,11 @@ void register_one(CLI::App& bench, const std::string& kind) {
       ->capture_default_str();
   cmd->add_option("--min-repeat-ms", a->min_repeat_ms, "back-to-back calls per repeat: enough to last this long")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-seconds", a->max_seconds,
+                  "seconds the timed repeats of one variant may last: slower variants get fewer repeats (at least 3, "
+                  "the count is in the results) and warm-up calls only while they fit half of it; 0: always --repeats")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--energy-window", a->energy_window,
                   "seconds between two updates of the energy counter over which each variant's power is read "

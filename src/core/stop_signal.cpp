@@ -6,16 +6,29 @@
 
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 
 namespace cnnscale {
 
 namespace {
 
 volatile sig_atomic_t g_stop_signal = 0;
+// CLOCK_MONOTONIC seconds of the first signal (clock_gettime is async-signal-safe).
+volatile sig_atomic_t g_first_second = 0;
 const int kStopSignals[] = {SIGTERM, SIGUSR1, SIGINT};
+
+sig_atomic_t monotonic_second() {
+  struct timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<sig_atomic_t>(ts.tv_sec);
+}
 
 void on_stop_signal(int signo) {
   if (g_stop_signal != 0) {
+    // The same signal again within about a second is one request delivered twice: timeout(1) signals
+    // its child and then the child's process group, and a terminal's Ctrl-C or a launcher may reach a
+    // process twice. Whole seconds: a repeat 1 to 2 s later may count as either.
+    if (signo == g_stop_signal && monotonic_second() - g_first_second <= 1) return;
     // Second signal: no more waiting. Restore the default action and deliver it again, so the
     // exit status says which signal ended the process.
     static const char msg[] = "cnnscale: second stop signal: aborting now\n";
@@ -25,6 +38,7 @@ void on_stop_signal(int signo) {
     ::raise(signo);
     return;
   }
+  g_first_second = monotonic_second();
   g_stop_signal = signo;
 }
 

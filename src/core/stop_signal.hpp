@@ -1,7 +1,9 @@
 // Graceful stop on SIGTERM, SIGUSR1 and SIGINT (Slurm's --signal, PBS pre-emption, Ctrl-C): the
 // first signal only records itself, and the training loop stops at the next step boundary,
 // writes a checkpoint and results marked interrupted, and exits with kExitRequeue. A second
-// signal ends the process at once (default action), for a user who does not want to wait.
+// signal ends the process at once (default action), for a user who does not want to wait; the same
+// signal repeated within a second is the first one delivered twice (timeout(1) sends it to its child
+// and to the child's process group) and is ignored.
 #pragma once
 
 namespace cnnscale {

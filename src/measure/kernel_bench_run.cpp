@@ -296,17 +296,36 @@ int64_t calls_per_repeat(double first_call_ms, const TimingOptions& o) {
 }
 
 TimingStats time_calls(Backend& backend, const std::function<void()>& call, const TimingOptions& o) {
-  for (int i = 0; i < o.warmup_calls; ++i) call();
+  auto one = [&] {
+    if (o.stop && o.stop()) throw BenchStopped{};
+    call();
+  };
   auto timed = [&](int64_t calls) {
     auto a = backend.record_timing_event();
-    for (int64_t i = 0; i < calls; ++i) call();
+    for (int64_t i = 0; i < calls; ++i) one();
     auto b = backend.record_timing_event();
     backend.synchronize();
     return backend.elapsed_ms(*a, *b);
   };
-  const int64_t calls = calls_per_repeat(timed(1), o);
+  const double budget_ms = o.max_seconds * 1e3;
+  if (o.warmup_calls > 0) {
+    // The first call is cold (module loading, plan building) and timed alone: further warm-up calls
+    // only while they fit half the budget, so a call of seconds is not warmed up three times.
+    const double cold_ms = timed(1);
+    int more = o.warmup_calls - 1;
+    if (budget_ms > 0 && cold_ms > 0)
+      more = static_cast<int>(std::min<double>(more, std::floor(0.5 * budget_ms / cold_ms)));
+    for (int i = 0; i < more; ++i) one();
+  }
+  const double first_ms = timed(1);
+  const int64_t calls = calls_per_repeat(first_ms, o);
+  int repeats = o.repeats;
+  if (budget_ms > 0 && first_ms > 0) {
+    const double fit = std::floor(budget_ms / (static_cast<double>(calls) * first_ms));
+    repeats = static_cast<int>(std::clamp<double>(fit, std::min(o.min_repeats, o.repeats), o.repeats));
+  }
   std::vector<double> ms;
-  for (int r = 0; r < o.repeats; ++r) ms.push_back(timed(calls));
+  for (int r = 0; r < repeats; ++r) ms.push_back(timed(calls));
   return timing_stats(std::move(ms), calls);
 }
 

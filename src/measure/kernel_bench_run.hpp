@@ -52,7 +52,19 @@ struct TimingOptions {
   int repeats = 10;
   double min_repeat_ms = 2.0;  // calls per repeat: enough for one repeat to last this long
   int64_t max_calls_per_repeat = 1000;
+  // Seconds the timed repeats of one variant may last: a variant whose calls take seconds (an fp32
+  // GRU of 1500 steps) gets fewer repeats, never under min_repeats, and warm-up calls only while they
+  // fit half of it; its row records the repeats it ran. 0: always `repeats`.
+  double max_seconds = 2.0;
+  int min_repeats = 3;
+  // Polled before every call; true ends the variant with BenchStopped (a stop signal is answered
+  // within one call, not one variant).
+  std::function<bool()> stop;
 };
+
+// Thrown when a stop is asked for in the middle of a problem: the problem in hand is dropped whole
+// (its rows would be a partial comparison) and the run resumes at it. Not an Error.
+struct BenchStopped {};
 
 // Calls per repeat so that one lasts `min_repeat_ms` at `first_call_ms` per call (1..max).
 int64_t calls_per_repeat(double first_call_ms, const TimingOptions& o);

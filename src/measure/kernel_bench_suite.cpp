@@ -31,10 +31,6 @@ PowerWindow power_of(Backend& backend, KernelCase& c, size_t v, double seconds_p
   return measure_power_window(h, seconds_per_call, o.energy_window_seconds, o.energy_settle_seconds);
 }
 
-// Thrown between two variants when a stop is asked for: the problem in hand is dropped whole (its
-// rows would be a partial comparison) and the run resumes at it. Not an Error: survive_case lets it by.
-struct StopBeforeVariant {};
-
 // Times (and checks) every variant of one prepared case, appending its rows; then reads the power of
 // those within --energy-within of the case's fastest (all, without it).
 void run_case(Backend& backend, KernelCase& c, const KernelBenchRow& base, const Reference* ref, double tolerance,
@@ -45,7 +41,7 @@ void run_case(Backend& backend, KernelCase& c, const KernelBenchRow& base, const
   const size_t first = rows.size();
   double fastest_ms = 0;
   for (size_t v = 0; v < variants.size(); ++v) {
-    if (o.stop_requested && o.stop_requested()) throw StopBeforeVariant{};
+    if (o.stop_requested && o.stop_requested()) throw BenchStopped{};
     KernelBenchRow row = base;
     row.library = variants[v].library;
     row.algorithm = variants[v].algorithm;
@@ -54,8 +50,10 @@ void run_case(Backend& backend, KernelCase& c, const KernelBenchRow& base, const
     row.workspace_bytes = variants[v].workspace_bytes;
     row.memory_bytes = c.operand_bytes() + variants[v].workspace_bytes;
     if (row.supported) {
+      TimingOptions timing = o.timing;
+      if (!timing.stop) timing.stop = o.stop_requested;
       row.timing = time_calls(
-          backend, [&] { c.run(v); }, o.timing);
+          backend, [&] { c.run(v); }, timing);
       row.tflops = row.flops / (row.timing.median_ms * 1e-3) / 1e12;
       if (peak > 0) row.peak_fraction = row.tflops / peak;
       if (fastest_ms == 0 || row.timing.median_ms < fastest_ms) fastest_ms = row.timing.median_ms;
@@ -75,7 +73,7 @@ void run_case(Backend& backend, KernelCase& c, const KernelBenchRow& base, const
   for (size_t v = 0; v < variants.size(); ++v) {
     KernelBenchRow& row = rows[first + v];
     if (!row.supported || row.timing.repeats == 0) continue;
-    if (o.stop_requested && o.stop_requested()) throw StopBeforeVariant{};
+    if (o.stop_requested && o.stop_requested()) throw BenchStopped{};
     if (o.energy_within > 0 && row.timing.median_ms > o.energy_within * fastest_ms) {
       row.energy_note = fmt::format("not read: {:.2f}x the fastest's time (--energy-within {:g})",
                                     row.timing.median_ms / fastest_ms, o.energy_within);
@@ -94,10 +92,10 @@ void run_case(Backend& backend, KernelCase& c, const KernelBenchRow& base, const
 bool run_problem(const KernelBenchOptions& o, size_t i, KernelBenchResult& r, const std::function<void()>& work) {
   const size_t first_row = r.rows.size();
   try {
-    if (o.stop_requested && o.stop_requested()) throw StopBeforeVariant{};
+    if (o.stop_requested && o.stop_requested()) throw BenchStopped{};
     work();
     return true;
-  } catch (const StopBeforeVariant&) {
+  } catch (const BenchStopped&) {
     r.rows.resize(first_row);
     r.stopped_before = o.first_problem + static_cast<int64_t>(i);
     return false;
@@ -143,6 +141,7 @@ double measure_peak(Backend& backend, KernelBench& bench, const KernelBenchOptio
   GemmProblem p{o.peak_n, o.peak_n, o.peak_n, false, false};
   std::unique_ptr<KernelCase> c = bench.gemm(p, o.precision, gemm_inputs(p, o.precision, o.seed));
   double best = 0;
+  int repeats = 0;
   std::string how;
   for (size_t v = 0; v < c->variants().size(); ++v) {
     if (!c->variants()[v].supported) continue;
@@ -151,6 +150,7 @@ double measure_peak(Backend& backend, KernelBench& bench, const KernelBenchOptio
     const double tflops = p.flops() / (t.median_ms * 1e-3) / 1e12;
     if (tflops > best) {
       best = tflops;
+      repeats = t.repeats;
       how = c->variants()[v].library + " " + c->variants()[v].algorithm;
     }
   }
@@ -158,7 +158,7 @@ double measure_peak(Backend& backend, KernelBench& bench, const KernelBenchOptio
       "fastest variant ({}) of a {}^3 {} GEMM on this device, median of {} repeats; every TFLOP/s counts a "
       "problem's direct FLOPs (2 m n k; 2 n k p q c r s), so FFT and Winograd algorithms, which compute fewer, can "
       "pass it",
-      how, o.peak_n, kernel_precision_name(o.precision), o.timing.repeats);
+      how, o.peak_n, kernel_precision_name(o.precision), repeats);
   return best;
 }
 

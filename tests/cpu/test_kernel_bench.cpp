@@ -5,9 +5,11 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -631,8 +633,10 @@ namespace {
 // the 2x the test reads within, whatever a loaded machine adds to either.
 class SpinCase : public KernelCase {
  public:
+  explicit SpinCase(std::array<int, 2>* calls = nullptr) : calls_(calls) {}
   const std::vector<KernelVariant>& variants() const override { return variants_; }
   void run(size_t v) override {
+    if (calls_) ++(*calls_)[v];
     const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(v == 0 ? 100 : 2000);
     while (std::chrono::steady_clock::now() < until) {
     }
@@ -641,13 +645,17 @@ class SpinCase : public KernelCase {
   int64_t operand_bytes() const override { return 0; }
 
  private:
+  std::array<int, 2>* calls_;
   std::vector<KernelVariant> variants_{{"spin", "fast"}, {"spin", "slow"}};
 };
 
 class SpinBench : public KernelBench {
  public:
+  // Calls per variant of each case made so far, in order (a deque: the addresses stay put).
+  std::deque<std::array<int, 2>> calls;
   std::unique_ptr<KernelCase> gemm(const GemmProblem&, KernelPrecision, const KernelInputs&) override {
-    return std::make_unique<SpinCase>();
+    calls.push_back({0, 0});
+    return std::make_unique<SpinCase>(&calls.back());
   }
   std::unique_ptr<KernelCase> conv(const ConvProblem&, ConvPass, KernelPrecision, Layout,
                                    const KernelInputs&) override {
@@ -693,30 +701,69 @@ TEST(KernelBenchEnergy, EnergyWithinReadsOnlyVariantsNearTheFastest) {
 
 TEST(KernelBenchEnergy, AStopKeepsWholeProblemsAndSaysWhereToResume) {
   std::unique_ptr<Backend> cpu = make_backend("cpu", 0, Precision::FP32);
-  SpinBench bench;
   measure::KernelBenchOptions o;
   o.timing.repeats = 2;
   o.first_problem = 10;
-  // The flag is polled before each problem and before each variant: 3 polls a problem here.
-  int polls = 0, stop_at = 0;
-  o.stop_requested = [&] { return ++polls > stop_at; };
   const GemmProblem p{8, 8, 8, false, false};
-  for (int at : {3, 5}) {  // before problem 11; between problem 11's two variants
-    polls = 0;
-    stop_at = at;
+  // The slow variant (2 ms a call, one call a repeat) makes 3 warm-up calls, 1 sizing call and 2
+  // repeats: 6 calls. The flag is polled before every problem, variant and call.
+  struct Stop {
+    const char* where;
+    size_t the_case;
+    size_t variant;
+    int after_calls;
+  };
+  for (const Stop& at : {Stop{"before problem 11", 0, 1, 6}, Stop{"inside problem 11's first variant", 1, 0, 2},
+                         Stop{"inside problem 11's second variant", 1, 1, 4}}) {
+    SCOPED_TRACE(at.where);
+    SpinBench bench;
+    o.stop_requested = [&] {
+      return bench.calls.size() > at.the_case && bench.calls[at.the_case][at.variant] >= at.after_calls;
+    };
     measure::KernelBenchResult r = measure::run_gemm_bench(*cpu, bench, {p, p, p, p}, o);
-    ASSERT_TRUE(r.stopped_before) << at;
-    EXPECT_EQ(*r.stopped_before, 11) << at;  // problem 10 ran; 11 is dropped whole and runs on resume
-    ASSERT_EQ(r.rows.size(), 2u) << at;
+    ASSERT_TRUE(r.stopped_before);
+    EXPECT_EQ(*r.stopped_before, 11);  // problem 10 ran; 11 is dropped whole and runs on resume
+    ASSERT_EQ(r.rows.size(), 2u);
     EXPECT_EQ(r.rows.back().problem, 10);
+    // A stop inside a variant is answered before the variant's next call.
+    EXPECT_EQ(bench.calls[at.the_case][at.variant], at.after_calls);
     const nlohmann::json j = report::kernel_bench_json(r, "t", "h");
     EXPECT_EQ(j["status"], "interrupted");
     EXPECT_EQ(j["resume_from"], 12);  // --from is 1-based
   }
+  SpinBench bench;
   o.stop_requested = [] { return false; };
   const nlohmann::json done = report::kernel_bench_json(measure::run_gemm_bench(*cpu, bench, {p}, o), "t", "h");
   EXPECT_EQ(done["status"], "complete");
   EXPECT_TRUE(done["resume_from"].is_null());
+}
+
+// Calls of 50 ms or more against a budget of 0.2 s: the cold call leaves room for at most
+// floor(0.1 / 0.05) = 2 more warm-up calls and the repeats for at most floor(0.2 / 0.05) = 4, never
+// under 3; sleep_for never returns early, so every bound holds however loaded the machine.
+TEST(KernelBenchTiming, SlowCallsGetFewerRepeatsWithinTheBudget) {
+  std::unique_ptr<Backend> cpu = make_backend("cpu", 0, Precision::FP32);
+  int calls = 0;
+  auto call = [&] {
+    ++calls;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  };
+  measure::TimingOptions o;
+  o.max_seconds = 0.2;
+  const measure::TimingStats t = measure::time_calls(*cpu, call, o);
+  EXPECT_EQ(t.calls_per_repeat, 1);
+  EXPECT_GE(t.repeats, 3);
+  EXPECT_LE(t.repeats, 4);
+  EXPECT_GE(t.median_ms, 50.0);
+  EXPECT_LE(calls, 1 + 2 + 1 + 4);  // cold, warm-up, sizing, repeats
+  // Without the budget: every asked-for repeat.
+  o.max_seconds = 0;
+  o.repeats = 5;
+  EXPECT_EQ(measure::time_calls(*cpu, call, o).repeats, 5);
+  // A budget never cuts below the repeats asked for when they are fewer than 3.
+  o.max_seconds = 0.01;
+  o.repeats = 2;
+  EXPECT_EQ(measure::time_calls(*cpu, call, o).repeats, 2);
 }
 
 TEST(KernelBenchCli, FromAndLimitTakeASliceThatKeepsTheListsIndices) {

@@ -167,6 +167,23 @@ TEST(Interrupt, SignalToOneRankStopsTheJobTogetherAndResumeFinishesIt) {
       stopped, w, "run", "a signal on another rank", [&] { return testing::run_mpi(2, again, {}, 300); }, reference);
 }
 
+// timeout(1) delivers its SIGTERM twice, to the child and then to the child's process group: the
+// same signal repeated at once is one request, answered by the graceful stop.
+TEST(Interrupt, TheSameSignalTwiceAtOnceIsOneRequest) {
+  testing::TempDir w;
+  testing::MpiJob job(0, train_args(w, "d"));
+  ASSERT_TRUE(wait_for_checkpoint(job, w.file("d_ckpt")));
+  ASSERT_EQ(::kill(job.pid(), SIGTERM), 0);
+  // 5 ms apart: the first is handled before the second arrives (two signals at once may merge).
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(::kill(job.pid(), SIGTERM), 0);
+  testing::MpiResult r = job.wait(std::chrono::seconds(120));
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, kRequeue) << r.err;
+  EXPECT_EQ(r.err.find("second stop signal"), std::string::npos) << r.err;
+  EXPECT_EQ(summary_of(only_run(w.file("d_results")))["status"], "interrupted");
+}
+
 TEST(Interrupt, SecondSignalAbortsAtOnce) {
   testing::TempDir w;
   testing::MpiJob job(0, train_args(w, "x"));
