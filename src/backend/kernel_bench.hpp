@@ -4,7 +4,9 @@
 // energy and checking harness above (measure/kernel_bench_run) knows no library.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -100,7 +102,15 @@ struct KernelVariant {
   bool supported = true;
   std::string status;  // why not, when unsupported
   int64_t workspace_bytes = 0;
+  // Host time spent preparing it where that can be long (cuDNN RNNs: descriptor, PERSIST_DYNAMIC's
+  // runtime-compiled kernel, weight layout, one trial call); none elsewhere.
+  std::optional<double> setup_ms;
 };
+
+// Thrown when a stop is asked for in the middle of a problem (while its variants are prepared or
+// timed): the problem in hand is dropped whole, its rows would be a partial comparison, and the run
+// resumes at it. Not an Error.
+struct BenchStopped {};
 
 // One problem prepared on a device: its operands allocated, filled from the host values given, and
 // its variants listed. run() enqueues one call; output() runs one call and returns the result.
@@ -127,6 +137,9 @@ struct KernelInputs {
 class KernelBench {
  public:
   virtual ~KernelBench() = default;
+  // Polled while a case with a long preparation is built (between RNN algorithms); true throws
+  // BenchStopped.
+  std::function<bool()> stop_requested;
   // The variants offered, how this backend names them, and what it cannot do, as ConfigError
   // naming the problem (e.g. an int8 convolution, a precision the CPU backend lacks).
   virtual std::unique_ptr<KernelCase> gemm(const GemmProblem& p, KernelPrecision precision,

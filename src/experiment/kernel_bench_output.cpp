@@ -39,6 +39,7 @@ nlohmann::json row_json(const measure::KernelBenchRow& r, const std::string& kin
                    {"supported", r.supported},
                    {"status", r.status},
                    {"workspace_bytes", r.workspace_bytes},
+                   {"setup_ms", nullable(r.setup_ms)},
                    {"memory_bytes", r.memory_bytes},
                    {"flops", r.flops}};
   if (kind == "spmm") {
@@ -311,10 +312,10 @@ std::string write_kernel_bench_folder(const std::string& results_root, const std
           : std::vector<std::string>{"problem", "pass", "sweep_value", "n",     "c",     "h",        "w",
                                      "k",       "r",    "s",           "pad_h", "pad_w", "stride_h", "stride_w"};
   for (const char* c :
-       {"library",     "algorithm",       "supported",      "status",      "workspace_bytes",  "memory_bytes",
-        "flops",       "median_ms",       "min_ms",         "max_ms",      "tflops",           "peak_fraction",
-        "watts",       "joules_per_call", "energy_seconds", "energy_note", "speedup_vs_dense", "check",
-        "check_error", "fastest",         "lowest_energy"})
+       {"library",          "algorithm",     "supported",   "status",          "workspace_bytes", "setup_ms",
+        "memory_bytes",     "flops",         "median_ms",   "min_ms",          "max_ms",          "repeats",
+        "tflops",           "peak_fraction", "watts",       "joules_per_call", "energy_seconds",  "energy_note",
+        "speedup_vs_dense", "check",         "check_error", "fastest",         "lowest_energy"})
     if (r.kind == "spmm" || std::string(c) != "speedup_vs_dense") cols.push_back(c);
   return write_bench_folder((std::filesystem::path(results_root) / experiment / "bench").string(), stem, j, cols,
                             {"kind", "device", "precision", "peak_method", "energy_method"}, {"peak_tflops"});

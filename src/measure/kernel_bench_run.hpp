@@ -62,10 +62,6 @@ struct TimingOptions {
   std::function<bool()> stop;
 };
 
-// Thrown when a stop is asked for in the middle of a problem: the problem in hand is dropped whole
-// (its rows would be a partial comparison) and the run resumes at it. Not an Error.
-struct BenchStopped {};
-
 // Calls per repeat so that one lasts `min_repeat_ms` at `first_call_ms` per call (1..max).
 int64_t calls_per_repeat(double first_call_ms, const TimingOptions& o);
 

@@ -40,6 +40,10 @@ void run_case(Backend& backend, KernelCase& c, const KernelBenchRow& base, const
   const auto& variants = c.variants();
   const size_t first = rows.size();
   double fastest_ms = 0;
+  if (o.progress)
+    for (const KernelVariant& v : variants)
+      if (v.setup_ms && *v.setup_ms > 1000)
+        o.progress(fmt::format("  {} {} prepared in {:.1f} s", v.library, v.algorithm, *v.setup_ms / 1e3));
   for (size_t v = 0; v < variants.size(); ++v) {
     if (o.stop_requested && o.stop_requested()) throw BenchStopped{};
     KernelBenchRow row = base;
@@ -48,6 +52,7 @@ void run_case(Backend& backend, KernelCase& c, const KernelBenchRow& base, const
     row.supported = variants[v].supported;
     row.status = variants[v].status;
     row.workspace_bytes = variants[v].workspace_bytes;
+    row.setup_ms = variants[v].setup_ms;
     row.memory_bytes = c.operand_bytes() + variants[v].workspace_bytes;
     if (row.supported) {
       TimingOptions timing = o.timing;

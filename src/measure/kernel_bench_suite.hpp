@@ -55,6 +55,7 @@ struct KernelBenchRow {
   bool supported = true;
   std::string status;
   int64_t workspace_bytes = 0;
+  std::optional<double> setup_ms;  // host time preparing the variant, where the backend measures it
   int64_t memory_bytes = 0;  // operands + workspace: the call's device memory
   double flops = 0;
   TimingStats timing;

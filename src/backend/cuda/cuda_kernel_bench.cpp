@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "backend/cuda/cuda_backend.hpp"
@@ -616,7 +617,8 @@ const char* rnn_algo_name(int a) {
 
 class CudaRnnCase final : public KernelCase {
  public:
-  CudaRnnCase(CudaBackend& b, const RnnProblem& p, RnnPass pass, KernelPrecision precision, const RnnInputs& in)
+  CudaRnnCase(CudaBackend& b, const RnnProblem& p, RnnPass pass, KernelPrecision precision, const RnnInputs& in,
+              const std::function<bool()>& stop_requested)
       : b_(b), dnn_(b.cudnn_handle()), p_(p), pass_(pass), dtype_(kernel_input_dtype(precision)) {
     b.context()->make_current();
     const char* op = "bench rnn";
@@ -657,8 +659,18 @@ class CudaRnnCase final : public KernelCase {
       matrices.push_back(encode(id < gates ? in.w[id] : in.r[id - gates], dtype_, {}));
       biases.push_back(encode(id < gates ? in.bw[id] : in.br[id - gates], dtype_, {}));
     }
-    for (int a = 0; a < static_cast<int>(CUDNN_RNN_ALGO_COUNT); ++a) add_algorithm(a, type, math, matrices, biases);
-    CUDA_CHECK(cudaStreamSynchronize(b_.stream()));
+    for (int a = 0; a < static_cast<int>(CUDNN_RNN_ALGO_COUNT); ++a) {
+      if (stop_requested && stop_requested()) {
+        CUDA_CHECK(cudaStreamSynchronize(b_.stream()));  // the weight copies read host bytes
+        throw BenchStopped{};
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      add_algorithm(a, type, math, matrices, biases);
+      // The trial call included: a first call may load or tune kernels.
+      CUDA_CHECK(cudaStreamSynchronize(b_.stream()));
+      variants_.back().setup_ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    }
   }
   const std::vector<KernelVariant>& variants() const override { return variants_; }
   void run(size_t v) override { CUDNN_CHECK(call(*algos_[v])); }
@@ -795,7 +807,7 @@ class CudaKernelBench final : public KernelBench {
   std::unique_ptr<KernelCase> rnn(const RnnProblem& p, RnnPass pass, KernelPrecision precision,
                                   const RnnInputs& inputs) override {
     if (precision == KernelPrecision::INT8) throw_config("bench rnn: cuDNN's RNNs have no int8 format");
-    return std::make_unique<CudaRnnCase>(b_, p, pass, precision, inputs);
+    return std::make_unique<CudaRnnCase>(b_, p, pass, precision, inputs, stop_requested);
   }
 
  private:
