@@ -170,7 +170,7 @@ void register_calibrate(CLI::App& app) {
   cmd->add_option("--checkpoint", a.checkpoint, "Weights (and network) of a `train` checkpoint")->required();
   cmd->add_option("--net", a.net, "Network name or YAML path (default: the checkpoint's own)");
   cmd->add_option("--data", a.data, "Real dataset: calibration samples from its training set, accuracy on its test set")
-      ->check(CLI::IsMember(dataset_names()))
+      ->check(dataset_name_error)
       ->capture_default_str();
   cmd->add_option("--data-dir", a.data_dir, "Dataset folder (default: the dataset's usual location)");
   cmd->add_option("--samples", a.samples, "Calibration samples: the first N of the training set")

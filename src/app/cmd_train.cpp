@@ -3,6 +3,8 @@
 // on stderr and, with --json, prints one JSON line of results on stdout. Under mpirun/srun the
 // ranks train data-parallel (train_parallel.cpp binds devices and builds the communicator); only
 // rank 0 shows progress and prints the JSON line, which then describes the whole job.
+#include <fmt/ranges.h>
+
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -110,7 +112,11 @@ void register_train(CLI::App& app) {
   TrainArgs& a = *args;
   CLI::App* cmd = app.add_subcommand("train", "Train a network on one device and report loss, accuracy and throughput");
   cmd->add_option("--net", a.net, "Network: a name in networks/ (lenet) or a YAML file")->required();
-  cmd->add_option("--data", a.data, "Training data")->required()->check(CLI::IsMember(dataset_names()));
+  cmd->add_option("--data", a.data,
+                  "Training data: " + fmt::format("{}", fmt::join(dataset_names(), ", ")) +
+                      ", or hdf5:DIR (a shard folder of cnnscale data)")
+      ->required()
+      ->check(dataset_name_error);
   cmd->add_option("--synthetic-fill", a.synthetic_fill, "Synthetic values: gaussian noise or a non-zero constant")
       ->check(CLI::IsMember({"gaussian", "constant"}))
       ->capture_default_str();

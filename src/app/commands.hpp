@@ -20,6 +20,7 @@ void register_sweep(CLI::App& app);
 void register_report(CLI::App& app);
 void register_infer(CLI::App& app);
 void register_calibrate(CLI::App& app);
+void register_data(CLI::App& app);
 
 // The network infer and calibrate run: --net's (a name or YAML path) when given, else the one a
 // `train` checkpoint holds (ConfigError when it holds none).

@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
   cnnscale::app::register_report(app);
   cnnscale::app::register_infer(app);
   cnnscale::app::register_calibrate(app);
+  cnnscale::app::register_data(app);
 
   try {
     app.parse(argc, argv);

@@ -40,7 +40,7 @@ void validate_train_args(TrainArgs& a) {
   a.options.epochs = a.epochs > 0 ? a.epochs : 0;
   a.options.iterations = a.iterations > 0 ? a.iterations : 0;
   if (a.options.epochs == 0 && a.options.iterations == 0) a.options.epochs = 1;
-  const DatasetInfo& dataset = dataset_info(a.data);
+  const DatasetInfo dataset = dataset_info(a.data);
   if (!dataset.synthetic && (!a.input_shape.empty() || a.classes > 0))
     throw_config("--input-shape/--classes apply to synthetic data only ({} samples are {}, {} classes)", a.data,
                  fmt::join(dataset.sample_shape, "x"), dataset.classes);
@@ -65,7 +65,7 @@ void validate_train_args(TrainArgs& a) {
 }
 
 TrainInputs load_train_inputs(TrainArgs& a) {
-  const DatasetInfo& dataset = dataset_info(a.data);
+  const DatasetInfo dataset = dataset_info(a.data);
   NetOptions net_options;
   if (dataset.synthetic) {
     if (!a.input_shape.empty()) net_options.input_shape = a.input_shape;

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "data/fashion_mnist.hpp"
+#include "data/shards.hpp"
 #include "data/synthetic_dataset.hpp"
 
 namespace cnnscale {
@@ -25,10 +26,35 @@ std::vector<std::string> dataset_names() {
   return names;
 }
 
-const DatasetInfo& dataset_info(const std::string& name, const std::string& what) {
+DatasetInfo dataset_info(const std::string& name, const std::string& what) {
   for (const DatasetInfo& d : dataset_infos())
     if (d.name == name) return d;
-  throw_config("{}: unknown dataset '{}' (known: {})", what, name, fmt::join(dataset_names(), ", "));
+  if (name.rfind(kShardDatasetPrefix, 0) == 0) {
+    DatasetInfo d;
+    d.name = name;
+    d.shard_dir = name.substr(std::string(kShardDatasetPrefix).size());
+    if (d.shard_dir.empty()) throw_config("{}: '{}' names no folder (hdf5:DIR)", what, name);
+    const ShardManifest m = read_shard_manifest(d.shard_dir);
+    const auto train = m.splits.find("train");
+    if (train == m.splits.end())
+      throw_config("{}/manifest.json: no 'train' split to train on (key 'splits')", d.shard_dir);
+    d.sample_shape = m.sample_shape;
+    d.classes = m.classes;
+    d.train_samples = train->second.samples;
+    d.has_test = m.splits.count("test") > 0;
+    return d;
+  }
+  throw_config("{}: unknown dataset '{}' (known: {}, or hdf5:DIR for a shard folder)", what, name,
+               fmt::join(dataset_names(), ", "));
+}
+
+std::string dataset_name_error(const std::string& name) {
+  try {
+    dataset_info(name);
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  }
 }
 
 int64_t epoch_samples(const DatasetInfo& info, int64_t train_samples, int64_t batch) {
@@ -39,13 +65,24 @@ int64_t epoch_samples(const DatasetInfo& info, int64_t train_samples, int64_t ba
 
 OpenedDatasets open_datasets(const DatasetRequest& request, const std::vector<int64_t>& sample_shape, int64_t classes,
                              int64_t batch) {
-  const DatasetInfo& info = dataset_info(request.name);
+  const DatasetInfo info = dataset_info(request.name);
   OpenedDatasets out;
   if (info.synthetic) {
     if (request.test_samples > 0) throw_config("--test-samples: synthetic data has no test set");
     out.train = std::make_shared<SyntheticDataset>(Shape(sample_shape), classes,
                                                    epoch_samples(info, request.train_samples, batch),
                                                    parse_synthetic_fill(request.synthetic_fill), request.seed);
+    return out;
+  }
+  if (!info.shard_dir.empty()) {
+    std::shared_ptr<const Dataset> train = std::make_shared<ShardDataset>(info.shard_dir, "train");
+    if (request.train_samples > 0) train = std::make_shared<SubsetDataset>(train, request.train_samples);
+    out.train = train;
+    if (request.test_samples != 0 && info.has_test) {
+      std::shared_ptr<const Dataset> test = std::make_shared<ShardDataset>(info.shard_dir, "test");
+      if (request.test_samples > 0) test = std::make_shared<SubsetDataset>(test, request.test_samples);
+      out.test = test;
+    }
     return out;
   }
   using Split = FashionMnistDataset::Split;

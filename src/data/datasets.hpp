@@ -19,13 +19,20 @@ struct DatasetInfo {
   int64_t classes = 0;                       // 0 when synthetic
   int64_t train_samples = 0;                 // the full training set; 0 when synthetic
   bool has_test = false;
+  std::string shard_dir;  // HDF5 shards ("hdf5:DIR"): the folder
 };
 
-// Every dataset, in the order help texts list them.
+// "hdf5:DIR", a folder of HDF5 shards (cnnscale data); its manifest gives shape, classes and sizes.
+inline constexpr const char* kShardDatasetPrefix = "hdf5:";
+
+// The named datasets, in the order help texts list them (shard folders come as "hdf5:DIR").
 const std::vector<DatasetInfo>& dataset_infos();
 std::vector<std::string> dataset_names();
-// ConfigError naming `what` (a flag or key path) for an unknown name.
-const DatasetInfo& dataset_info(const std::string& name, const std::string& what = "--data");
+// A named dataset, or a shard folder "hdf5:DIR" (its manifest read and checked); ConfigError naming
+// `what` (a flag or key path) for an unknown name, or the manifest for a bad folder.
+DatasetInfo dataset_info(const std::string& name, const std::string& what = "--data");
+// The same check for a CLI validator: empty when `name` is a dataset, else the message.
+std::string dataset_name_error(const std::string& name);
 
 // Samples per epoch before any data is read: `train_samples` when given (> 0), else the full
 // training set, else (synthetic) max(1024, batch), so that even a large batch has whole batches.

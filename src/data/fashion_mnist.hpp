@@ -31,6 +31,10 @@ class FashionMnistDataset : public Dataset {
   int64_t classes() const override { return kClasses; }
   void fill(std::span<const int64_t> indices, float* data, int32_t* labels) const override;
 
+  // A sample's bytes (rows x cols) and label, as stored.
+  const uint8_t* pixels(int64_t i) const { return pixels_.data() + i * rows_ * cols_; }
+  int32_t label(int64_t i) const { return labels_[static_cast<size_t>(i)]; }
+
   // The file a split reads, as used in messages (the .gz name unless only the plain one exists).
   static std::string file_path(const std::string& dir, Split split, bool images);
 

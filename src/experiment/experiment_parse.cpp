@@ -125,12 +125,21 @@ std::string network_file(const ExperimentReader& r, const ConfigNode& n) {
 
 DatasetSpec read_dataset(const ExperimentReader& r, const ConfigNode& n) {
   DatasetSpec d;
+  // A shard folder, "hdf5:DIR", DIR relative to the experiment file; its manifest is read now.
+  auto shards = [&](const ConfigNode& node) -> std::string {
+    const std::string s = node.as<std::string>();
+    if (s.rfind(kShardDatasetPrefix, 0) != 0) return one_of(node, dataset_name_set());
+    const std::string dir = s.substr(std::string(kShardDatasetPrefix).size());
+    const std::string name = kShardDatasetPrefix + experiment_path(r, node, dir).string();
+    if (std::string why = dataset_name_error(name); !why.empty()) node.fail(why);
+    return name;
+  };
   if (n.is_scalar()) {
-    d.name = one_of(n, dataset_name_set());
+    d.name = shards(n);
     return d;
   }
   r.check_keys(n, kDatasetKeys);
-  d.name = one_of(r.get(n, "name"), dataset_name_set());
+  d.name = shards(r.get(n, "name"));
   const bool synthetic = dataset_info(d.name).synthetic;
   if (auto c = r.child(n, "data_dir")) {
     d.data_dir = c->as<std::string>();

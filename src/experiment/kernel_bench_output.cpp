@@ -12,8 +12,8 @@
 #include <tuple>
 
 #include "core/error.hpp"
+#include "core/hdf5_file.hpp"
 #include "io/atomic_file.hpp"
-#include "io/hdf5_file.hpp"
 
 namespace cnnscale::report {
 

@@ -8,7 +8,7 @@
 #include <filesystem>
 
 #include "core/error.hpp"
-#include "io/hdf5_file.hpp"
+#include "core/hdf5_file.hpp"
 #include "io/results_writer.hpp"
 #include "io/summary_schema.hpp"
 

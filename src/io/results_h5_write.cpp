@@ -1,9 +1,9 @@
 // run.h5 of a run folder: /config, /system, /timeline, /power, /epochs, /summary and /split (schema
-// in results/README.md), written through io/hdf5_file with strings as variable-length UTF-8.
+// in results/README.md), written through core/hdf5_file with strings as variable-length UTF-8.
 #include <fmt/format.h>
 
 #include "core/error.hpp"
-#include "io/hdf5_file.hpp"
+#include "core/hdf5_file.hpp"
 #include "io/results_files.hpp"
 #include "io/results_writer.hpp"
 #include "io/summary_schema.hpp"

@@ -1,4 +1,4 @@
-// Checkpoint files through io/hdf5_file (every HDF5 call checked, a failure one Error naming the
+// Checkpoint files through core/hdf5_file (every HDF5 call checked, a failure one Error naming the
 // file and the operation), published through io/atomic_file; the newest few kept per folder.
 #include "solver/checkpoint.hpp"
 
@@ -7,8 +7,8 @@
 #include <map>
 #include <regex>
 
+#include "core/hdf5_file.hpp"
 #include "io/atomic_file.hpp"
-#include "io/hdf5_file.hpp"
 
 namespace cnnscale {
 

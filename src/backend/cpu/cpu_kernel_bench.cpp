@@ -30,7 +30,7 @@ class CpuGemmCase final : public KernelCase {
     a_ = upload_floats(b, Shape({p.m * p.k}), in.first);
     b_mat_ = upload_floats(b, Shape({p.k * p.n}), in.second);
     c_ = b.alloc(Shape({p.m * p.n}), DType::F32);
-    variants_.push_back({kOpenBlas, "cblas_sgemm", true, "", 0});
+    variants_.push_back({kOpenBlas, "cblas_sgemm", true, "", 0, {}});
   }
   const std::vector<KernelVariant>& variants() const override { return variants_; }
   void run(size_t) override {
@@ -79,7 +79,7 @@ class CpuConvCase final : public KernelCase {
         w_ = b.alloc(p.w_shape(), DType::F32);
         break;
     }
-    variants_.push_back({kOpenBlas, "im2col + cblas_sgemm", true, "", 0});
+    variants_.push_back({kOpenBlas, "im2col + cblas_sgemm", true, "", 0, {}});
   }
   const std::vector<KernelVariant>& variants() const override { return variants_; }
   void run(size_t) override {

@@ -131,7 +131,7 @@ class CudaGemmCase final : public KernelCase {
       bm_ = device_bytes(b, encode(in.second, in_type_, {}));
       c_ = b.alloc(Shape({p.m * p.n * static_cast<int64_t>(dtype_size(out_type_))}), DType::I8);
       ws_ = b.alloc(Shape({static_cast<int64_t>(kLtWorkspaceBytes)}), DType::I8);
-      variants_.push_back({"cuBLAS", "cublasGemmEx default", true, "", 0});
+      variants_.push_back({"cuBLAS", "cublasGemmEx default", true, "", 0, {}});
       // A trial call decides whether cuBLAS takes the shape in this format (int8 wants multiples of 4).
       const cublasStatus_t st = blas_call();
       if (st != CUBLAS_STATUS_SUCCESS) {
@@ -234,8 +234,12 @@ class CudaGemmCase final : public KernelCase {
     const cublasStatus_t st =
         cublasLtMatmulAlgoGetHeuristic(lt_, op_, la_, lb_, lc_, lc_, pref_, kLtAlgorithms, res, &got);
     if (st != CUBLAS_STATUS_SUCCESS || got == 0) {
-      variants_.push_back({"cuBLASLt", "heuristic", false,
-                           st != CUBLAS_STATUS_SUCCESS ? cublasGetStatusString(st) : "no algorithm for this shape", 0});
+      variants_.push_back({"cuBLASLt",
+                           "heuristic",
+                           false,
+                           st != CUBLAS_STATUS_SUCCESS ? cublasGetStatusString(st) : "no algorithm for this shape",
+                           0,
+                           {}});
       algos_.push_back({});
       return;
     }
@@ -249,7 +253,10 @@ class CudaGemmCase final : public KernelCase {
       KernelVariant v{"cuBLASLt",
                       fmt::format("{} (algo {}, tile {}, stages {})",
                                   i == 0 ? "heuristic" : fmt::format("returned #{}", i), id, tile, stages),
-                      true, "", static_cast<int64_t>(res[i].workspaceSize)};
+                      true,
+                      "",
+                      static_cast<int64_t>(res[i].workspaceSize),
+                      {}};
       algos_.push_back(res[i].algo);
       const cublasStatus_t rs = lt_call(res[i].algo);
       if (rs != CUBLAS_STATUS_SUCCESS) {
@@ -411,7 +418,7 @@ class CudaConvCase final : public KernelCase {
       const char* name = pass_ == ConvPass::Forward        ? fwd_algo_name(a)
                          : pass_ == ConvPass::BackwardData ? bwd_data_algo_name(a)
                                                            : bwd_filter_algo_name(a);
-      KernelVariant v{"cuDNN", name, true, "", 0};
+      KernelVariant v{"cuDNN", name, true, "", 0, {}};
       const cudnnStatus_t st = workspace_size(a, &sizes[a]);
       if (st != CUDNN_STATUS_SUCCESS) {
         v.supported = false;
@@ -500,7 +507,7 @@ class CudaSpmmCase final : public KernelCase {
                                  {CUSPARSE_SPMM_CSR_ALG3, "SpMM CSR_ALG3"}})
           add_variant(name, static_cast<int>(alg));
       }
-      variants_.push_back({"cuBLAS", "dense cublasGemmEx fp32 (A densified)", true, "", 0});
+      variants_.push_back({"cuBLAS", "dense cublasGemmEx fp32 (A densified)", true, "", 0, {}});
       algos_.push_back(-1);
       ws_.emplace_back();
       CUDA_CHECK(cudaStreamSynchronize(b.stream()));
@@ -548,7 +555,7 @@ class CudaSpmmCase final : public KernelCase {
   }
   // Asks the variant's workspace, allocates it and makes a trial call: a refusal is the row's status.
   void add_variant(const char* name, int alg) {
-    KernelVariant v{"cuSPARSE", name, true, "", 0};
+    KernelVariant v{"cuSPARSE", name, true, "", 0, {}};
     size_t bytes = 0;
     cusparseStatus_t st =
         p_.n == 1
@@ -720,7 +727,7 @@ class CudaRnnCase final : public KernelCase {
   // cuDNN's status (the persistent algorithms take only some sizes, formats and batches).
   void add_algorithm(int algo, cudnnDataType_t type, cudnnMathType_t math,
                      const std::vector<std::vector<char>>& matrices, const std::vector<std::vector<char>>& biases) {
-    KernelVariant v{"cuDNN", rnn_algo_name(algo), true, "", 0};
+    KernelVariant v{"cuDNN", rnn_algo_name(algo), true, "", 0, {}};
     auto a = std::make_unique<Algorithm>();
     const int h = static_cast<int>(p_.hidden);
     const cudnnRNNMode_t mode = p_.cell == RnnCell::Vanilla ? CUDNN_RNN_RELU

@@ -25,6 +25,15 @@ class Handle {
   Handle(const Handle&) = delete;
   Handle& operator=(const Handle&) = delete;
   Handle(Handle&& o) noexcept : id_(o.id_), closer_(o.closer_) { o.id_ = -1; }
+  Handle& operator=(Handle&& o) noexcept {
+    if (this != &o) {
+      if (id_ >= 0) closer_(id_);
+      id_ = o.id_;
+      closer_ = o.closer_;
+      o.id_ = -1;
+    }
+    return *this;
+  }
   hid_t get() const { return id_; }
   // Closes now and reports failure (closing a file flushes it).
   herr_t close() {
@@ -64,8 +73,8 @@ class Writer {
   void attr_value(hid_t obj, const std::string& name, const Value& v);
 
   // Datasets; dims may contain zeros (no iterations, no samples), empty dims is a scalar.
-  Handle dataset(hid_t loc, const std::string& name, const std::vector<hsize_t>& dims, hid_t file_type,
-                 hid_t mem_type, const void* data);
+  Handle dataset(hid_t loc, const std::string& name, const std::vector<hsize_t>& dims, hid_t file_type, hid_t mem_type,
+                 const void* data);
   void f64(hid_t loc, const std::string& name, const std::vector<double>& v);
   void i64(hid_t loc, const std::string& name, const std::vector<int64_t>& v);
   void f32(hid_t loc, const std::string& name, const std::vector<int64_t>& shape, const std::vector<float>& values);

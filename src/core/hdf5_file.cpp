@@ -1,5 +1,5 @@
 // See hdf5_file.hpp.
-#include "io/hdf5_file.hpp"
+#include "core/hdf5_file.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -78,7 +78,9 @@ void Writer::attr_f64(hid_t obj, const std::string& name, double v) {
 void Writer::attr_i64(hid_t obj, const std::string& name, int64_t v) {
   attr(obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &v);
 }
-void Writer::attr_null(hid_t obj, const std::string& name, hid_t type) { attr(obj, name, type, type, nullptr); }
+void Writer::attr_null(hid_t obj, const std::string& name, hid_t type) {
+  attr(obj, name, type, type, nullptr);
+}
 
 void Writer::attr_str(hid_t obj, const std::string& name, const std::optional<std::string>& v) {
   Handle t = vlen_string_type();
@@ -132,10 +134,8 @@ void Writer::f32(hid_t loc, const std::string& name, const std::vector<int64_t>&
                  const std::vector<float>& values) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
-  CNNSCALE_CHECK(n == static_cast<int64_t>(values.size()), "{}: shape holds {} values, got {}", name, n,
-                 values.size());
-  dataset(loc, name, std::vector<hsize_t>(shape.begin(), shape.end()), H5T_IEEE_F32LE, H5T_NATIVE_FLOAT,
-          values.data());
+  CNNSCALE_CHECK(n == static_cast<int64_t>(values.size()), "{}: shape holds {} values, got {}", name, n, values.size());
+  dataset(loc, name, std::vector<hsize_t>(shape.begin(), shape.end()), H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, values.data());
 }
 
 void Writer::strings(hid_t loc, const std::string& name, const std::vector<std::string>& v) {
@@ -190,7 +190,9 @@ hid_t open_read_only(const std::string& path, const std::string& kind) {
 Reader::Reader(const std::string& path, std::string kind)
     : path_(path), kind_(std::move(kind)), file_(open_read_only(path, kind_), H5Fclose) {}
 
-void Reader::fail_read(const std::string& name) const { throw_config("{}: cannot read '{}'", path_, name); }
+void Reader::fail_read(const std::string& name) const {
+  throw_config("{}: cannot read '{}'", path_, name);
+}
 
 bool Reader::exists(hid_t loc, const std::string& name) const {
   // H5Lexists needs every parent to exist: check each prefix.
@@ -235,7 +237,9 @@ std::vector<std::string> Reader::datasets(hid_t loc, const std::string& group_na
   return names;
 }
 
-bool Reader::has_attr(hid_t obj, const std::string& name) const { return H5Aexists(obj, name.c_str()) > 0; }
+bool Reader::has_attr(hid_t obj, const std::string& name) const {
+  return H5Aexists(obj, name.c_str()) > 0;
+}
 
 std::vector<std::string> Reader::attr_names(hid_t obj) const {
   std::vector<std::string> names;

@@ -1,0 +1,69 @@
+// cnnscale data: conversions into HDF5 shard folders (data/shards.hpp) and their check.
+//   data fashion-mnist --out DIR       Fashion-MNIST's IDX files (no OpenCV needed)
+//   data verify DIR                    every chunk of every shard against its checksum
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <map>
+#include <memory>
+
+#include "app/commands.hpp"
+#include "data/fashion_mnist.hpp"
+#include "data/shard_convert.hpp"
+#include "data/shards.hpp"
+
+namespace cnnscale::app {
+
+namespace {
+
+struct DataArgs {
+  std::string out, data_dir = FashionMnistDataset::kDefaultDir, verify_dir;
+  ShardConvertOptions convert;
+};
+
+void add_shard_options(CLI::App* cmd, DataArgs& a) {
+  cmd->add_option("--out", a.out, "the shard folder to create (must not exist)")->required();
+  cmd->add_option("--shard-samples", a.convert.shard_samples, "samples per shard file")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--chunk-samples", a.convert.chunk_samples,
+                  "samples per HDF5 chunk, the unit read and checksummed (default: about 1 MiB a chunk)")
+      ->check(CLI::PositiveNumber);
+}
+
+void print_manifest(const std::string& dir, const ShardManifest& m) {
+  std::printf("%s: %s, samples %lldx%lldx%lld, %lld classes, %lld samples a chunk\n", dir.c_str(), m.name.c_str(),
+              static_cast<long long>(m.sample_shape[0]), static_cast<long long>(m.sample_shape[1]),
+              static_cast<long long>(m.sample_shape[2]), static_cast<long long>(m.classes),
+              static_cast<long long>(m.chunk_samples));
+  for (const auto& [name, split] : m.splits)
+    std::printf("  %s: %lld samples in %zu shard(s)\n", name.c_str(), static_cast<long long>(split.samples),
+                split.shards.size());
+}
+
+}  // namespace
+
+void register_data(CLI::App& app) {
+  auto a = std::make_shared<DataArgs>();
+  CLI::App* data =
+      app.add_subcommand("data", "Convert datasets into HDF5 shard folders (train --data hdf5:DIR) and check them");
+  data->require_subcommand(1);
+
+  CLI::App* fm = data->add_subcommand("fashion-mnist", "Fashion-MNIST's IDX files into shards (train and test splits)");
+  fm->add_option("--data-dir", a->data_dir, "the IDX files' folder")->capture_default_str();
+  add_shard_options(fm, *a);
+  fm->callback([a] { print_manifest(a->out, convert_fashion_mnist(a->data_dir, a->out, a->convert)); });
+
+  CLI::App* verify = data->add_subcommand("verify", "Read every chunk of a shard folder and check its CRC-32");
+  verify->add_option("dir", a->verify_dir, "the shard folder")->required();
+  verify->callback([a] {
+    const ShardManifest m = read_shard_manifest(a->verify_dir);
+    std::map<std::string, int64_t> chunks;  // every split checked before anything is printed
+    for (const auto& [name, split] : m.splits) chunks[name] = ShardDataset(a->verify_dir, name, 0).verify_all();
+    print_manifest(a->verify_dir, m);
+    for (const auto& [name, n] : chunks)
+      std::printf("  %s: %lld chunks checked, all intact\n", name.c_str(), static_cast<long long>(n));
+  });
+}
+
+}  // namespace cnnscale::app

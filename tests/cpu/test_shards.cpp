@@ -1,0 +1,282 @@
+// HDF5 shards: the round trip of bytes, labels and checksums; Fashion-MNIST through shards against
+// the IDX reader (identical batches, identical training loss); damaged and truncated shards named
+// with their file and chunk; the prefetching loader over shards keeping every sample once per
+// epoch across ranks; manifest defects named by key path.
+#include <gtest/gtest.h>
+#include <hdf5.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "common/temp_dir.hpp"
+#include "core/hdf5_file.hpp"
+#include "cpu/cli_runner.hpp"
+#include "data/datasets.hpp"
+#include "data/fashion_mnist.hpp"
+#include "data/loader.hpp"
+#include "data/shard_convert.hpp"
+#include "data/shards.hpp"
+
+namespace cnnscale {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TempDir;
+
+// Sample i of a (3, 5, 4) set: byte j is (7 i + j) mod 256, label i mod 6; its first two bytes
+// also give i (i < 256 * 256) so an order can be read back from the images.
+constexpr int64_t kC = 3, kH = 5, kW = 4, kBytes = kC * kH * kW, kClasses = 6;
+std::vector<uint8_t> sample_bytes(int64_t i) {
+  std::vector<uint8_t> b(kBytes);
+  for (int64_t j = 0; j < kBytes; ++j) b[static_cast<size_t>(j)] = static_cast<uint8_t>((7 * i + j) % 256);
+  b[0] = static_cast<uint8_t>(i / 256);
+  b[1] = static_cast<uint8_t>(i % 256);
+  return b;
+}
+
+// `n` samples in shards of 10 and chunks of 4: shards of 10, 10 and n - 20 samples.
+std::string write_set(const std::string& root, int64_t n) {
+  const std::string out = (fs::path(root) / "set").string();
+  publish_shard_folder(out, [&](const std::string& tmp) {
+    ShardManifest m;
+    m.name = "pattern";
+    m.sample_shape = {kC, kH, kW};
+    m.classes = kClasses;
+    m.mean = {0.25f, 0.5f, 0.75f};
+    m.stddev = {0.5f, 0.25f, 0.125f};
+    m.chunk_samples = 4;
+    ShardWriter w(tmp, "train", m.sample_shape, 10, 4);
+    for (int64_t i = 0; i < n; ++i) w.add(sample_bytes(i).data(), static_cast<int32_t>(i % kClasses));
+    m.splits["train"] = w.finish();
+    write_shard_manifest(tmp, m);
+  });
+  return out;
+}
+
+// The file offset of chunk `c` of a shard's images (HDF5 1.10.5's chunk query).
+haddr_t chunk_offset(const std::string& file, hsize_t c) {
+  hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  hid_t d = H5Dopen2(f, "images", H5P_DEFAULT);
+  hid_t s = H5Dget_space(d);
+  hsize_t offset[4] = {};
+  unsigned mask = 0;
+  haddr_t addr = 0;
+  hsize_t size = 0;
+  EXPECT_GE(H5Dget_chunk_info(d, s, c, offset, &mask, &addr, &size), 0);
+  H5Sclose(s);
+  H5Dclose(d);
+  H5Fclose(f);
+  return addr;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Shards, RoundTripBytesLabelsAndNormalisation) {
+  TempDir t;
+  const std::string dir = write_set(t.str(), 23);
+  const ShardManifest m = read_shard_manifest(dir);
+  ASSERT_EQ(m.splits.at("train").shards.size(), 3u);
+  EXPECT_EQ(m.splits.at("train").samples, 23);
+  EXPECT_EQ(m.splits.at("train").shards[2].samples, 3);
+  const ShardDataset ds(dir, "train");
+  EXPECT_EQ(ds.size(), 23);
+  EXPECT_EQ(ds.classes(), kClasses);
+  EXPECT_EQ(ds.sample_shape(), Shape({kC, kH, kW}));
+  std::vector<uint8_t> raw(kBytes);
+  for (int64_t i = 0; i < 23; ++i) {
+    int32_t label = -1;
+    ds.read_raw(i, raw.data(), &label);
+    EXPECT_EQ(raw, sample_bytes(i)) << i;
+    EXPECT_EQ(label, i % kClasses) << i;
+  }
+  // fill: (x / 255 - mean[c]) / std[c], computed as x * (1 / (255 std)) - mean / std in float.
+  const std::vector<int64_t> idx = {22, 0, 13};
+  std::vector<float> data(idx.size() * kBytes);
+  std::vector<int32_t> labels(idx.size());
+  ds.fill(idx, data.data(), labels.data());
+  for (size_t s = 0; s < idx.size(); ++s) {
+    const std::vector<uint8_t> b = sample_bytes(idx[s]);
+    for (int64_t j = 0; j < kBytes; ++j) {
+      const size_t c = static_cast<size_t>(j / (kH * kW));
+      const float expect =
+          static_cast<float>(b[static_cast<size_t>(j)]) * (1.0f / (255.0f * m.stddev[c])) + (-m.mean[c] / m.stddev[c]);
+      ASSERT_EQ(data[s * kBytes + static_cast<size_t>(j)], expect) << s << " " << j;
+    }
+    EXPECT_EQ(labels[s], idx[s] % kClasses);
+  }
+  EXPECT_EQ(ds.verify_all(), 3 + 3 + 1);  // chunks of 4: 10 -> 3, 10 -> 3, 3 -> 1
+  // A cache smaller than one chunk still serves every sample (it keeps the chunk in use).
+  const ShardDataset tiny(dir, "train", 1);
+  int32_t label = -1;
+  for (int64_t i : {5, 21, 4, 5}) {
+    tiny.read_raw(i, raw.data(), &label);
+    EXPECT_EQ(raw, sample_bytes(i));
+  }
+}
+
+TEST(Shards, APublishedFolderIsNeverHalfWritten) {
+  TempDir t;
+  const std::string dir = write_set(t.str(), 12);
+  EXPECT_NE(error_of([&] { write_set(t.str(), 12); }).find("exists already"), std::string::npos);
+  // A conversion that fails leaves neither the folder nor its temporary.
+  const std::string out = t.file("failed");
+  EXPECT_THROW(publish_shard_folder(out, [](const std::string&) { throw_config("broken input"); }), ConfigError);
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_EQ(t.entries(), std::vector<std::string>{"set"});
+}
+
+TEST(Shards, ADamagedChunkIsNamedByFileAndChunk) {
+  TempDir t;
+  const std::string dir = write_set(t.str(), 23);
+  const std::string file = (fs::path(dir) / "train-00001.h5").string();
+  const haddr_t at = chunk_offset(file, 2);  // samples 8 and 9 of the shard: 18 and 19 of the set
+  ASSERT_GT(at, 0u);
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(at + 5));
+    char byte = 0;
+    f.read(&byte, 1);
+    f.seekp(static_cast<std::streamoff>(at + 5));
+    byte = static_cast<char>(byte ^ 0x10);
+    f.write(&byte, 1);
+  }
+  const ShardDataset ds(dir, "train");  // the file's size and structure are intact: it opens
+  std::vector<uint8_t> raw(kBytes);
+  int32_t label = 0;
+  ds.read_raw(17, raw.data(), &label);  // another chunk reads fine
+  const std::string why = error_of([&] { ds.read_raw(18, raw.data(), &label); });
+  EXPECT_NE(why.find("train-00001.h5: chunk 2 (samples 8 to 9)"), std::string::npos) << why;
+  EXPECT_NE(why.find("CRC-32"), std::string::npos) << why;
+  EXPECT_NE(error_of([&] { ds.verify_all(); }).find("train-00001.h5: chunk 2"), std::string::npos);
+  // The same through the command, one line and exit 2.
+  testing::expect_usage_error({"data", "verify", dir}, {"train-00001.h5: chunk 2 (samples 8 to 9)", "damaged"});
+}
+
+TEST(Shards, TruncatedOrMissingShardsAndBadManifestsFailAtOpen) {
+  TempDir t;
+  const std::string dir = write_set(t.str(), 23);
+  const fs::path shard = fs::path(dir) / "train-00002.h5";
+  fs::resize_file(shard, fs::file_size(shard) - 100);
+  std::string why = error_of([&] { ShardDataset(dir, "train"); });
+  EXPECT_NE(why.find("train-00002.h5"), std::string::npos) << why;
+  EXPECT_NE(why.find("truncated"), std::string::npos) << why;
+  fs::remove(shard);
+  why = error_of([&] { ShardDataset(dir, "train"); });
+  EXPECT_NE(why.find("train-00002.h5: missing"), std::string::npos) << why;
+  EXPECT_NE(error_of([&] { ShardDataset(dir, "test"); }).find("no split 'test'"), std::string::npos);
+
+  // Manifest defects name manifest.json and the key path.
+  const fs::path manifest = fs::path(dir) / "manifest.json";
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(manifest));
+  auto broken = [&](const std::function<void(nlohmann::json&)>& change) {
+    nlohmann::json k = j;
+    change(k);
+    std::ofstream(manifest) << k.dump();
+    return error_of([&] { read_shard_manifest(dir); });
+  };
+  why = broken([](nlohmann::json& k) { k["splits"]["train"]["shards"][1].erase("crc32"); });
+  EXPECT_NE(why.find("manifest.json: missing key 'splits.train.shards[1].crc32'"), std::string::npos) << why;
+  why = broken([](nlohmann::json& k) { k["splits"]["train"]["samples"] = 24; });
+  EXPECT_NE(why.find("'splits.train.samples' is 24, but its shards hold 23"), std::string::npos) << why;
+  why = broken([](nlohmann::json& k) { k["mean"] = {0.5}; });
+  EXPECT_NE(why.find("one value per channel (3)"), std::string::npos) << why;
+  why = broken([](nlohmann::json& k) { k["version"] = 2; });
+  EXPECT_NE(why.find("format version 2"), std::string::npos) << why;
+  std::ofstream(manifest) << "{ not json";
+  EXPECT_NE(error_of([&] { read_shard_manifest(dir); }).find("manifest.json: not JSON"), std::string::npos);
+}
+
+// Two ranks' loaders over shards, prefetching, three epochs: each epoch's batches hold every
+// sample at most once (drop_last leaves the remainder out), the ranks' halves make up the one-rank
+// batch, in the same order, and the shard reader agrees with the sample index.
+TEST(Shards, PrefetchKeepsEverySampleOnceAcrossEpochsAndRanks) {
+  TempDir t;
+  const std::string dir = write_set(t.str(), 23);
+  auto ds = std::make_shared<ShardDataset>(dir, "train", 64);  // a cache of one chunk: reads keep coming
+  auto order = [&](int64_t begin, int64_t count) {
+    LoaderOptions o;
+    o.batch = 6;
+    o.seed = 11;
+    o.shard_begin = begin;
+    o.shard_count = count;
+    Loader loader(ds, o);
+    std::vector<std::vector<int64_t>> epochs(3);
+    for (int64_t e = 0; e < 3; ++e)
+      for (int64_t b = 0; b < loader.batches_per_epoch(); ++b) {
+        const HostBatch& batch = loader.next();
+        for (int64_t s = 0; s < batch.count; ++s) {
+          // Undo the normalisation of bytes 0 and 1 (channel 0: mean 0.25, std 0.5) to read i back.
+          const float* x = batch.data + s * kBytes;
+          const auto byte = [&](int j) { return std::lround((x[j] * 0.5f + 0.25f) * 255.0f); };
+          const int64_t i = byte(0) * 256 + byte(1);
+          EXPECT_EQ(batch.labels[s], i % kClasses);
+          epochs[static_cast<size_t>(e)].push_back(i);
+        }
+        loader.release(batch.slot);
+      }
+    return epochs;
+  };
+  const auto whole = order(0, 0);
+  const auto rank0 = order(0, 3), rank1 = order(3, 3);
+  for (size_t e = 0; e < 3; ++e) {
+    ASSERT_EQ(whole[e].size(), 18u);  // 3 batches of 6 out of 23
+    EXPECT_EQ(std::set<int64_t>(whole[e].begin(), whole[e].end()).size(), 18u) << "a sample twice in epoch " << e;
+    std::vector<int64_t> merged;
+    for (size_t b = 0; b < 3; ++b) {
+      merged.insert(merged.end(), rank0[e].begin() + 3 * b, rank0[e].begin() + 3 * b + 3);
+      merged.insert(merged.end(), rank1[e].begin() + 3 * b, rank1[e].begin() + 3 * b + 3);
+    }
+    EXPECT_EQ(merged, whole[e]) << "epoch " << e;
+  }
+  EXPECT_NE(whole[0], whole[1]);  // reshuffled every epoch
+}
+
+// Fashion-MNIST converted by the command: the same bytes, labels and normalised batches as the IDX
+// reader, and training from either gives the identical loss.
+TEST(Shards, FashionMnistShardsMatchTheIdxPathBatchForBatch) {
+  TempDir t;
+  const std::string out = t.file("fm");
+  testing::CliResult r = testing::run_cnnscale({"data", "fashion-mnist", "--out", out, "--shard-samples", "25000"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("train: 60000 samples in 3 shard(s)"), std::string::npos) << r.out;
+  using Split = FashionMnistDataset::Split;
+  const FashionMnistDataset idx(FashionMnistDataset::kDefaultDir, Split::Test);
+  const ShardDataset shards(out, "test");
+  ASSERT_EQ(shards.size(), idx.size());
+  const std::vector<int64_t> some = {0, 1, 9999, 4242, 1337, 1336};
+  std::vector<float> a(some.size() * 784), b(some.size() * 784);
+  std::vector<int32_t> la(some.size()), lb(some.size());
+  idx.fill(some, a.data(), la.data());
+  shards.fill(some, b.data(), lb.data());
+  EXPECT_EQ(a, b);  // bit for bit
+  EXPECT_EQ(la, lb);
+
+  const DatasetInfo info = dataset_info("hdf5:" + out);
+  EXPECT_EQ(info.train_samples, 60000);
+  EXPECT_TRUE(info.has_test);
+  EXPECT_EQ(info.sample_shape, (std::vector<int64_t>{1, 28, 28}));
+  auto loss = [&](const std::string& data) {
+    testing::CliResult run =
+        testing::run_cnnscale({"train", "--net", "lenet", "--data", data, "--iterations", "6", "--batch", "32",
+                               "--test-samples", "256", "--no-results", "--json"});
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    return nlohmann::json::parse(run.out);
+  };
+  const nlohmann::json from_idx = loss("fashion-mnist"), from_shards = loss("hdf5:" + out);
+  EXPECT_EQ(from_idx["final_loss"], from_shards["final_loss"]);
+  EXPECT_EQ(from_idx["test_loss"], from_shards["test_loss"]);
+  testing::expect_usage_error({"train", "--net", "lenet", "--data", "hdf5:" + t.file("none"), "--iterations", "1"},
+                              {"--data", "shard folder", "does not exist"});
+}
+
+}  // namespace
+}  // namespace cnnscale
