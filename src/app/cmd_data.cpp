@@ -1,5 +1,6 @@
 // cnnscale data: conversions into HDF5 shard folders (data/shards.hpp) and their check.
 //   data fashion-mnist --out DIR       Fashion-MNIST's IDX files (no OpenCV needed)
+//   data images --list FILE --out DIR  an image list or folder, decoded and fitted with OpenCV
 //   data verify DIR                    every chunk of every shard against its checksum
 #include <fmt/format.h>
 
@@ -19,6 +20,8 @@ namespace {
 struct DataArgs {
   std::string out, data_dir = FashionMnistDataset::kDefaultDir, verify_dir;
   ShardConvertOptions convert;
+  ImageListOptions images;
+  std::string size;
 };
 
 void add_shard_options(CLI::App* cmd, DataArgs& a) {
@@ -53,6 +56,41 @@ void register_data(CLI::App& app) {
   fm->add_option("--data-dir", a->data_dir, "the IDX files' folder")->capture_default_str();
   add_shard_options(fm, *a);
   fm->callback([a] { print_manifest(a->out, convert_fashion_mnist(a->data_dir, a->out, a->convert)); });
+
+  CLI::App* im = data->add_subcommand(
+      "images", std::string("An image list (Caffe's 'path label' lines) or a folder of class subfolders into shards, "
+                            "decoded, fitted and converted with OpenCV") +
+                    (shard_conversion_has_opencv() ? "" : " (this build has no OpenCV)"));
+  im->add_option("--list", a->images.list, "the training list: one 'path label' line per image");
+  im->add_option("--folder", a->images.folder, "or a folder of class subfolders (labels in sorted order)");
+  im->add_option("--test-list", a->images.test_list, "a test split's list");
+  im->add_option("--root", a->images.root, "folder the list's paths are relative to (default: the list's)");
+  im->add_option("--size", a->size, "HxW of every sample, e.g. 224x224")->required();
+  im->add_option("--fit", a->images.fit,
+                 "crop: scale the shorter side to cover HxW, then take the centre; warp: resize to exactly HxW "
+                 "(Caffe's convert_imageset)")
+      ->check(CLI::IsMember({"crop", "warp"}))
+      ->capture_default_str();
+  im->add_option("--channels", a->images.channels, "3 (RGB) or 1 (grey)")
+      ->check(CLI::IsMember({1, 3}))
+      ->capture_default_str();
+  im->add_option("--classes", a->images.classes, "classes (default: the largest label + 1)")
+      ->check(CLI::PositiveNumber);
+  add_shard_options(im, *a);
+  im->callback([a] {
+    const size_t x = a->size.find('x');
+    try {
+      if (x == std::string::npos) throw std::invalid_argument("no x");
+      size_t used = 0;
+      a->images.height = std::stoll(a->size.substr(0, x), &used);
+      if (used != x) throw std::invalid_argument("height");
+      a->images.width = std::stoll(a->size.substr(x + 1), &used);
+      if (used != a->size.size() - x - 1) throw std::invalid_argument("width");
+    } catch (const std::exception&) {
+      throw_config("--size {}: expected HxW, e.g. 224x224", a->size);
+    }
+    print_manifest(a->out, convert_image_list(a->images, a->out, a->convert));
+  });
 
   CLI::App* verify = data->add_subcommand("verify", "Read every chunk of a shard folder and check its CRC-32");
   verify->add_option("dir", a->verify_dir, "the shard folder")->required();

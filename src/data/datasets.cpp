@@ -13,9 +13,14 @@ namespace cnnscale {
 
 const std::vector<DatasetInfo>& dataset_infos() {
   static const std::vector<DatasetInfo> infos = {
-      {"fashion-mnist", false, {1, FashionMnistDataset::kSide, FashionMnistDataset::kSide},
-       FashionMnistDataset::kClasses, FashionMnistDataset::kTrainSize, true},
-      {"synthetic", true, {}, 0, 0, false},
+      {"fashion-mnist",
+       false,
+       {1, FashionMnistDataset::kSide, FashionMnistDataset::kSide},
+       FashionMnistDataset::kClasses,
+       FashionMnistDataset::kTrainSize,
+       true,
+       ""},
+      {"synthetic", true, {}, 0, 0, false, ""},
   };
   return infos;
 }

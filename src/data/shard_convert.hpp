@@ -38,4 +38,22 @@ class ChannelStats {
   int64_t count_ = 0;
 };
 
+// An image list (Caffe's ImageData / convert_imageset format: one "path label" line each, paths
+// relative to `root`) or a folder of class subfolders (labels in sorted subfolder order), decoded,
+// resized and converted to C x H x W bytes with OpenCV.
+struct ImageListOptions {
+  std::string list;       // the training list ...
+  std::string folder;     // ... or a folder of class subfolders
+  std::string test_list;  // optional: a test split from a second list
+  std::string root;       // list paths relative to this (default: the list's folder)
+  int64_t height = 0, width = 0;
+  std::string fit = "crop";  // crop: scale the shorter side, centre-crop; warp: resize to exactly H x W
+  int channels = 3;          // 3: RGB, 1: grey
+  int64_t classes = 0;       // 0: the largest label + 1
+};
+
+// Whether this build has OpenCV; without it the conversions below throw one ConfigError saying so.
+bool shard_conversion_has_opencv();
+ShardManifest convert_image_list(const ImageListOptions& images, const std::string& out, const ShardConvertOptions& o);
+
 }  // namespace cnnscale

@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 #include <hdf5.h>
 
+#include <array>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -276,6 +278,77 @@ TEST(Shards, FashionMnistShardsMatchTheIdxPathBatchForBatch) {
   EXPECT_EQ(from_idx["test_loss"], from_shards["test_loss"]);
   testing::expect_usage_error({"train", "--net", "lenet", "--data", "hdf5:" + t.file("none"), "--iterations", "1"},
                               {"--data", "shard folder", "does not exist"});
+}
+
+// Two hand-written PPM images (an 8x6 red one, a 4x4 gradient) through `cnnscale data images`: a
+// list and a folder, the centre-cropped bytes in RGB channel order, the train split's mean; list
+// defects named by file and line before any image is decoded. Without OpenCV: the one message.
+TEST(Shards, ImageListsThroughOpenCv) {
+  TempDir t;
+  auto ppm = [&](const std::string& name, int w, int h, const std::function<std::array<uint8_t, 3>(int, int)>& px) {
+    fs::create_directories(fs::path(t.file(name)).parent_path());
+    std::ofstream f(t.file(name), std::ios::binary);
+    f << "P6\n" << w << " " << h << "\n255\n";
+    for (int y = 0; y < h; ++y)
+      for (int x = 0; x < w; ++x) {
+        const auto p = px(x, y);
+        f.write(reinterpret_cast<const char*>(p.data()), 3);
+      }
+  };
+  ppm("img/red/r.ppm", 8, 6, [](int, int) { return std::array<uint8_t, 3>{200, 10, 20}; });
+  ppm("img/ramp/g.ppm", 4, 4, [](int x, int y) {
+    const int i = 4 * y + x;
+    return std::array<uint8_t, 3>{static_cast<uint8_t>(10 * i), static_cast<uint8_t>(5 * i),
+                                  static_cast<uint8_t>(255 - i)};
+  });
+  std::ofstream(t.file("img/list.txt")) << "# class 0 red, 1 ramp\nred/r.ppm 0\n\nramp/g.ppm 1\n";
+  const std::vector<std::string> list_args = {"data",   "images", "--list", t.file("img/list.txt"),
+                                              "--size", "4x4",    "--out",  t.file("s1")};
+  if (!shard_conversion_has_opencv()) {
+    testing::expect_usage_error(list_args, {"no OpenCV", "libopencv-dev"});
+    return;
+  }
+  testing::CliResult r = testing::run_cnnscale(list_args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const ShardDataset ds(t.file("s1"), "train");
+  ASSERT_EQ(ds.size(), 2);
+  EXPECT_EQ(ds.sample_shape(), Shape({3, 4, 4}));
+  std::vector<uint8_t> raw(48);
+  int32_t label = -1;
+  ds.read_raw(0, raw.data(), &label);  // 8x6 scaled to 5x4 (covering 4x4) and centre-cropped: still red
+  EXPECT_EQ(label, 0);
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_EQ(raw[static_cast<size_t>(i)], 200);
+    EXPECT_EQ(raw[static_cast<size_t>(16 + i)], 10);
+    EXPECT_EQ(raw[static_cast<size_t>(32 + i)], 20);
+  }
+  ds.read_raw(1, raw.data(), &label);  // already 4x4: untouched, planes R, G, B
+  EXPECT_EQ(label, 1);
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_EQ(raw[static_cast<size_t>(i)], 10 * i);
+    EXPECT_EQ(raw[static_cast<size_t>(16 + i)], 5 * i);
+    EXPECT_EQ(raw[static_cast<size_t>(32 + i)], 255 - i);
+  }
+  // Mean of x / 255 over both images, per channel: red (200 + 75) / 2 / 255.
+  EXPECT_NEAR(ds.manifest().mean[0], (200.0 + 75.0) / 2 / 255, 1e-6);
+  // The folder form: classes in sorted subfolder order (ramp 0, red 1).
+  r = testing::run_cnnscale({"data", "images", "--folder", t.file("img"), "--size", "4x4", "--out", t.file("s2")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const ShardDataset folder(t.file("s2"), "train");
+  folder.read_raw(0, raw.data(), &label);
+  EXPECT_EQ(label, 0);
+  EXPECT_EQ(raw[1], 10);
+  EXPECT_EQ(folder.manifest().source["class_names"], (nlohmann::json{"ramp", "red"}));
+  // Defects: named by list and line, nothing written.
+  std::ofstream(t.file("img/bad.txt")) << "red/r.ppm 0\nmissing.ppm 1\n";
+  testing::expect_usage_error(
+      {"data", "images", "--list", t.file("img/bad.txt"), "--size", "4x4", "--out", t.file("s3")},
+      {"bad.txt:2: ", "missing.ppm: no such file"});
+  std::ofstream(t.file("img/bad2.txt")) << "red/r.ppm zero\n";
+  testing::expect_usage_error(
+      {"data", "images", "--list", t.file("img/bad2.txt"), "--size", "4x4", "--out", t.file("s3")},
+      {"bad2.txt:1: label 'zero'"});
+  EXPECT_FALSE(fs::exists(t.file("s3")));
 }
 
 }  // namespace
