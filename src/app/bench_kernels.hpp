@@ -6,5 +6,7 @@
 namespace cnnscale::app {
 
 void register_kernel_benches(CLI::App& bench);
+// bench data (bench_data.cpp): the input pipeline alone.
+void register_data_bench(CLI::App& bench);
 
 }  // namespace cnnscale::app

@@ -321,10 +321,12 @@ void register_allreduce(CLI::App& bench) {
 }  // namespace
 
 void register_bench(CLI::App& app) {
-  CLI::App* bench = app.add_subcommand("bench", "Benchmarks of the building blocks (GEMM, convolution, allreduce)");
+  CLI::App* bench = app.add_subcommand(
+      "bench", "Benchmarks of the building blocks (GEMM, convolution, RNN, sparse, allreduce, the input pipeline)");
   bench->require_subcommand(1);
   register_kernel_benches(*bench);
   register_allreduce(*bench);
+  register_data_bench(*bench);
 }
 
 }  // namespace cnnscale::app

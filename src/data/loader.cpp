@@ -138,7 +138,29 @@ void Loader::fill_slot(int slot, int64_t epoch, int64_t index) {
   HostBatch& b = batches_[static_cast<size_t>(slot)];
   const int64_t begin = index * options_.batch + options_.shard_begin;
   const int64_t count = std::max<int64_t>(0, std::min(options_.shard_count, dataset_->size() - begin));
-  dataset_->fill(std::span<const int64_t>(order_.data() + begin, static_cast<size_t>(count)), b.data, b.labels);
+  const int64_t* ids = order_.data() + begin;
+  const int64_t parts = std::clamp<int64_t>(options_.threads, 1, std::max<int64_t>(count, 1));
+  if (parts == 1) {
+    dataset_->fill(std::span<const int64_t>(ids, static_cast<size_t>(count)), b.data, b.labels);
+  } else {
+    // Part p is samples [p count / parts, (p + 1) count / parts): the calling thread fills part 0.
+    std::vector<std::exception_ptr> errors(static_cast<size_t>(parts));
+    auto part = [&](int64_t p) {
+      const int64_t lo = p * count / parts, hi = (p + 1) * count / parts;
+      try {
+        dataset_->fill(std::span<const int64_t>(ids + lo, static_cast<size_t>(hi - lo)), b.data + lo * sample_numel_,
+                       b.labels + lo);
+      } catch (...) {
+        errors[static_cast<size_t>(p)] = std::current_exception();
+      }
+    };
+    std::vector<std::thread> workers;
+    for (int64_t p = 1; p < parts; ++p) workers.emplace_back(part, p);
+    part(0);
+    for (std::thread& w : workers) w.join();
+    for (const std::exception_ptr& e : errors)
+      if (e) std::rethrow_exception(e);  // the first part's failure, as one thread would have met it
+  }
   b.count = count;
   b.epoch = epoch;
   b.index = index;

@@ -36,6 +36,9 @@ struct LoaderOptions {
   uint64_t seed = 0;
   int slots = 3;         // host buffers in the ring (>= 2)
   bool prefetch = true;  // prepare batches on a background thread
+  // Threads filling one batch, each a contiguous part of its samples (reading, checking and
+  // normalising in parallel); the batch's contents do not depend on it.
+  int threads = 1;
 };
 
 struct HostBatch {

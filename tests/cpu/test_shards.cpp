@@ -242,6 +242,45 @@ TEST(Shards, PrefetchKeepsEverySampleOnceAcrossEpochsAndRanks) {
   EXPECT_NE(whole[0], whole[1]);  // reshuffled every epoch
 }
 
+// A batch filled by three threads (contiguous parts each) equals the one-thread batch, bit for bit;
+// bench data reports both passes per thread count.
+TEST(Shards, ThreadsFillTheSameBatchesAndBenchDataReportsThem) {
+  TempDir t;
+  const std::string dir = write_set(t.str(), 23);
+  auto batches = [&](int threads) {
+    LoaderOptions o;
+    o.batch = 7;
+    o.seed = 5;
+    o.threads = threads;
+    Loader loader(std::make_shared<ShardDataset>(dir, "train"), o);
+    std::vector<float> all;
+    std::vector<int32_t> labels;
+    for (int b = 0; b < 6; ++b) {  // two epochs of three batches
+      const HostBatch& batch = loader.next();
+      all.insert(all.end(), batch.data, batch.data + batch.count * kBytes);
+      labels.insert(labels.end(), batch.labels, batch.labels + batch.count);
+      loader.release(batch.slot);
+    }
+    return std::make_pair(all, labels);
+  };
+  EXPECT_EQ(batches(3), batches(1));
+  EXPECT_EQ(batches(64), batches(1));  // more threads than samples: one sample each
+  testing::CliResult r = testing::run_cnnscale(
+      {"bench", "data", "--data", "hdf5:" + dir, "--batch", "5", "--batches", "3", "--threads", "1,2", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["rows"].size(), 4u);
+  for (const auto& row : j["rows"]) {
+    EXPECT_EQ(row["batches"], 3);
+    EXPECT_GT(row["samples_per_second"].get<double>(), 0.0);
+    // Stored bytes are uint8, batches float: four times as many bytes plus a label per sample.
+    EXPECT_NEAR(row["batch_mb_per_second"].get<double>(),
+                row["read_mb_per_second"].get<double>() * (4.0 * kBytes + 4.0) / kBytes,
+                1e-9 * row["batch_mb_per_second"].get<double>());
+  }
+  testing::expect_usage_error({"bench", "data", "--data", "synthetic"}, {"reads nothing"});
+}
+
 // Fashion-MNIST converted by the command: the same bytes, labels and normalised batches as the IDX
 // reader, and training from either gives the identical loss.
 TEST(Shards, FashionMnistShardsMatchTheIdxPathBatchForBatch) {
