@@ -281,6 +281,28 @@ TEST(Shards, ThreadsFillTheSameBatchesAndBenchDataReportsThem) {
   testing::expect_usage_error({"bench", "data", "--data", "synthetic"}, {"reads nothing"});
 }
 
+// An experiment names a shard folder relative to its file; a missing one is named by file, line,
+// column and key path before anything runs.
+TEST(Shards, ExperimentsReadShardFoldersBesideTheirFile) {
+  TempDir t;
+  write_set(t.str(), 23);
+  auto experiment = [&](const std::string& folder) {
+    std::ofstream(t.file("e.yaml")) << "name: s\ndevice: cpu\nseed: 1\ndataset: {name: \"hdf5:" << folder
+                                    << "\"}\niterations: 2\nmatrix:\n  network: [lenet]\n  batch: [8]\n  gpus: [1]\n";
+    return testing::run_cnnscale({"sweep", t.file("e.yaml"), "--dry-run", "--results", t.file("res")});
+  };
+  // The pattern set (3x5x4 samples) would not fit LeNet when run; the plan only reads the manifest.
+  testing::CliResult r = experiment("set");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("3 to run"), std::string::npos) << r.out;  // the default 3 repeats
+  EXPECT_NE(r.out.find("whole_iters"), std::string::npos) << r.out;
+  r = experiment("nothing");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("e.yaml:4:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("dataset.name: shard folder '" + t.file("nothing") + "' does not exist"), std::string::npos)
+      << r.err;
+}
+
 // Fashion-MNIST converted by the command: the same bytes, labels and normalised batches as the IDX
 // reader, and training from either gives the identical loss.
 TEST(Shards, FashionMnistShardsMatchTheIdxPathBatchForBatch) {
