@@ -1,6 +1,7 @@
 // cnnscale data: conversions into HDF5 shard folders (data/shards.hpp) and their check.
 //   data fashion-mnist --out DIR       Fashion-MNIST's IDX files (no OpenCV needed)
 //   data images --list FILE --out DIR  an image list or folder, decoded and fitted with OpenCV
+//   data flow --list FILE --out DIR    gait sequences into optical-flow volumes (OpenCV)
 //   data verify DIR                    every chunk of every shard against its checksum
 #include <fmt/format.h>
 
@@ -21,6 +22,7 @@ struct DataArgs {
   std::string out, data_dir = FashionMnistDataset::kDefaultDir, verify_dir;
   ShardConvertOptions convert;
   ImageListOptions images;
+  FlowOptions flow;
   std::string size;
 };
 
@@ -91,6 +93,29 @@ void register_data(CLI::App& app) {
     }
     print_manifest(a->out, convert_image_list(a->images, a->out, a->convert));
   });
+
+  CLI::App* fl = data->add_subcommand(
+      "flow", std::string("Gait sequences (videos or frame folders) into optical-flow volumes as the study's 2D-CNN "
+                          "reads them: Farneback flow, the person located by background subtraction, 25 flows x "
+                          "(dx, dy) at 60x60") +
+                  (shard_conversion_has_opencv() ? "" : " (this build has no OpenCV)"));
+  fl->add_option("--list", a->flow.list, "one 'path label' line per sequence: a video file or a folder of frames")
+      ->required();
+  fl->add_option("--test-list", a->flow.test_list, "a test split's list");
+  fl->add_option("--root", a->flow.root, "folder the list's paths are relative to (default: the list's)");
+  fl->add_option("--height", a->flow.height, "frames resized to this height (aspect kept)")->capture_default_str();
+  fl->add_option("--width", a->flow.width, "volumes cropped this wide around the person")->capture_default_str();
+  fl->add_option("--frames", a->flow.frames, "flows stacked per volume (2 channels each)")->capture_default_str();
+  fl->add_option("--stride", a->flow.stride, "new flows per volume (5 of 25: the study's 80 % overlap)")
+      ->capture_default_str();
+  fl->add_option("--bound", a->flow.bound, "flow (pixels per frame) mapped to the byte range, +-")
+      ->capture_default_str();
+  fl->add_option("--locate", a->flow.locate, "motion: background subtraction finds the person; centre: no search")
+      ->check(CLI::IsMember({"motion", "centre"}))
+      ->capture_default_str();
+  fl->add_option("--classes", a->flow.classes, "classes (default: the largest label + 1)")->check(CLI::PositiveNumber);
+  add_shard_options(fl, *a);
+  fl->callback([a] { print_manifest(a->out, convert_flow_volumes(a->flow, a->out, a->convert)); });
 
   CLI::App* verify = data->add_subcommand("verify", "Read every chunk of a shard folder and check its CRC-32");
   verify->add_option("dir", a->verify_dir, "the shard folder")->required();

@@ -52,6 +52,23 @@ struct ImageListOptions {
   int64_t classes = 0;       // 0: the largest label + 1
 };
 
+// Gait sequences into optical-flow volumes, as the study built its 2D-CNN inputs: frames resized to
+// `height` (aspect kept), Farneback flow between consecutive frames, the person located by
+// background subtraction (OpenCV's MOG2) and each volume cropped `width` wide around the person's x
+// in its central frame, `frames` flows stacked as (dx, dy) channel pairs (2 x frames channels), a
+// new volume every `stride` flows (25 and 5: the study's 80 % overlap). Flow components are stored
+// as bytes: round(128 + v * 127.5 / bound), clamped, v in pixels per frame.
+struct FlowOptions {
+  std::string list;       // "path label" lines: a video file or a folder of frame images
+  std::string test_list;  // optional
+  std::string root;       // list paths relative to this (default: the list's folder)
+  int64_t height = 60, width = 60, frames = 25, stride = 5;
+  double bound = 20.0;            // |v| mapped to the byte range, pixels per frame
+  std::string locate = "motion";  // motion: MOG2's foreground; centre: the frame's middle
+  int64_t classes = 0;
+};
+ShardManifest convert_flow_volumes(const FlowOptions& flow, const std::string& out, const ShardConvertOptions& o);
+
 // Whether this build has OpenCV; without it the conversions below throw one ConfigError saying so.
 bool shard_conversion_has_opencv();
 ShardManifest convert_image_list(const ImageListOptions& images, const std::string& out, const ShardConvertOptions& o);

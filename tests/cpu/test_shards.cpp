@@ -6,6 +6,7 @@
 #include <hdf5.h>
 
 #include <array>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -20,6 +21,7 @@
 #include "data/loader.hpp"
 #include "data/shard_convert.hpp"
 #include "data/shards.hpp"
+#include "net/net.hpp"
 
 namespace cnnscale {
 namespace {
@@ -410,6 +412,65 @@ TEST(Shards, ImageListsThroughOpenCv) {
       {"data", "images", "--list", t.file("img/bad2.txt"), "--size", "4x4", "--out", t.file("s3")},
       {"bad2.txt:1: label 'zero'"});
   EXPECT_FALSE(fs::exists(t.file("s3")));
+}
+
+// A smooth texture moving (2, 1) pixels a frame, 31 frames of 80x60 in a folder, through `cnnscale
+// data flow` with the study's defaults: volumes of 25 flows x (dx, dy) at 60x60, the 2D-CNN's input
+// (networks/cnn2d_gait.yaml), a new one every 5 flows (2 volumes from 30 flows); the flow read back
+// recovers the shift. Without OpenCV: the one message.
+TEST(Shards, OpticalFlowVolumesRecoverAKnownShift) {
+  TempDir t;
+  fs::create_directories(t.file("gait/seq"));
+  const int w = 80, h = 60;
+  const double shift_x = 2, shift_y = 1;
+  auto texture = [](double x, double y) {
+    const double pi = 3.14159265358979;
+    return 128 + 50 * std::sin(2 * pi * x / 17) + 40 * std::sin(2 * pi * y / 13) + 30 * std::sin(2 * pi * (x + y) / 23);
+  };
+  for (int f = 0; f < 31; ++f) {
+    std::ofstream out(t.file(fmt::format("gait/seq/{:03d}.pgm", f)), std::ios::binary);
+    out << "P5\n" << w << " " << h << "\n255\n";
+    for (int y = 0; y < h; ++y)
+      for (int x = 0; x < w; ++x) out.put(static_cast<char>(std::lround(texture(x - shift_x * f, y - shift_y * f))));
+  }
+  std::ofstream(t.file("gait/list.txt")) << "seq 4\n";
+  const std::vector<std::string> args = {"data", "flow", "--list", t.file("gait/list.txt"), "--out", t.file("flow")};
+  if (!shard_conversion_has_opencv()) {
+    testing::expect_usage_error(args, {"no OpenCV", "libopencv-dev"});
+    return;
+  }
+  testing::CliResult r = testing::run_cnnscale(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const ShardDataset ds(t.file("flow"), "train");
+  EXPECT_EQ(ds.sample_shape(), Shape({50, 60, 60}));
+  EXPECT_EQ(ds.sample_shape().dims(),
+            NetSpec::load(std::string(CNNSCALE_SOURCE_DIR) + "/networks/cnn2d_gait.yaml").input_shape());
+  ASSERT_EQ(ds.size(), 2);
+  const double bound = ds.manifest().source["bound"].get<double>();
+  std::vector<uint8_t> raw(50 * 60 * 60);
+  int32_t label = -1;
+  for (int64_t v = 0; v < 2; ++v) {
+    ds.read_raw(v, raw.data(), &label);
+    EXPECT_EQ(label, 4);
+    for (int f = 0; f < 25; ++f) {
+      // The mean flow over the volume's interior (10 pixels in from each side, where Farneback's
+      // 15-pixel window sees no image border). Bytes are round(128 + v 127.5 / bound): a step of
+      // bound / 127.5 = 0.16 px. The polynomial expansion fits this texture (periods 13 to 23 px,
+      // smooth against the 5-pixel neighbourhood) closely and the shift is well inside one pyramid
+      // level's reach, so the interior mean is within a quarter pixel of the truth: an error of
+      // 10 % of the 2-pixel shift, far below what a wrong sign, axis or channel order would give
+      // (a whole pixel or more).
+      double sum[2] = {0, 0};
+      int n = 0;
+      for (int y = 10; y < 50; ++y)
+        for (int x = 10; x < 50; ++x, ++n)
+          for (int c = 0; c < 2; ++c)
+            sum[c] += (raw[static_cast<size_t>((2 * f + c) * 3600 + y * 60 + x)] - 128.0) * bound / 127.5;
+      EXPECT_NEAR(sum[0] / n, shift_x, 0.25) << "volume " << v << " flow " << f;
+      EXPECT_NEAR(sum[1] / n, shift_y, 0.25) << "volume " << v << " flow " << f;
+    }
+  }
+  EXPECT_EQ(ds.manifest().source["farneback"]["winsize"], 15);  // the parameters travel with the data
 }
 
 }  // namespace
