@@ -206,8 +206,10 @@ Table phases_table(const std::vector<ConfigGroup>& groups) {
                                                                     {"comm busy", "comm_busy"}};
   for (const auto& [label, csv] : columns)
     t.columns.push_back({label + " ({unit})", csv + "_ms", true, false, Quantity::Seconds, 1e-3, "phases"});
-  int scaled = 0;
+  t.columns.push_back({"input wait (%)", "input_wait_percent"});
+  int rescaled = 0;
   double worst = 0;
+  std::vector<std::string> input_bound;
   for (const ConfigGroup& g : groups) {
     auto cells = l.row(g);
     for (const auto& column : columns)
@@ -218,21 +220,32 @@ Table phases_table(const std::vector<ConfigGroup>& groups) {
         auto it = p.seconds.find(part);
         return it == p.seconds.end() ? kMissing : it->second * 1e3;
       })));
+    cells.push_back(Cell::of(stat_by(g, scaled(&RunSummary::input_wait_share, 100))));
     for (const RunRecord* r : g.runs)
-      if (r->step.excess > 0) ++scaled, worst = std::max(worst, r->step.excess / (r->step.total + r->step.excess));
+      if (r->step.excess > 0) ++rescaled, worst = std::max(worst, r->step.excess / (r->step.total + r->step.excess));
+    if (std::any_of(g.runs.begin(), g.runs.end(),
+                    [](const RunRecord* r) { return r->number(&RunSummary::input_bound) == 1.0; }))
+      input_bound.push_back(
+          fmt::format("{} at global batch {:g} on {:g} rank(s)", g.net(), g.global_batch(), g.world_size()));
     t.rows.push_back(std::move(cells));
   }
+  if (!input_bound.empty())
+    t.notes.push_back(fmt::format(
+        "Input-bound ({} of {} configurations: the step waits for its batch more than {:.0f} % of the time, so "
+        "these figures measure the input pipeline as much as the network; more loader threads or shards would "
+        "speed them up): {}.",
+        input_bound.size(), groups.size(), 100 * kInputBoundShare, fmt::join(input_bound, "; ")));
   t.notes.push_back(
       "exposed allreduce: the time from the end of backward until the gradients are exchanged (what the step "
       "waits for communication); other: total minus the measured parts (what no phase timer covers, e.g. the "
       "step's bookkeeping). comm busy is the time communication ran, overlapping the other parts: not part of the "
       "sum.");
-  if (scaled)
+  if (rescaled)
     t.notes.push_back(fmt::format(
         "In {} run(s) the measured parts summed past the total (by up to {:.1f}%: the host-clock data wait overlaps "
         "device work on GPUs, or, without a timeline, the parts are maxima of different ranks); they were scaled to "
         "the total, other = 0.",
-        scaled, 100 * worst));
+        rescaled, 100 * worst));
   note_if_all_null(t, groups, "time_total_s", "no phase timings were recorded");
   return t;
 }

@@ -10,6 +10,9 @@
 
 namespace cnnscale {
 
+// A step that waits for its batch more than this share of its time is input-bound.
+inline constexpr double kInputBoundShare = 0.05;
+
 // One figure: absent (not written at all, e.g. threads_per_rank on GPU runs), null (written as
 // null: unknown, e.g. energy without NVML) or a value. A NaN number is a value: summary.json writes
 // it as null like any non-finite number, but the CSV says nan and run.h5 keeps the NaN.
@@ -94,6 +97,9 @@ struct RunSummary : WindowFigures {
   // Slowest rank's mean seconds per phase (run_results.hpp's TimelinePhase order).
   NumberFigure time_data_s, time_h2d_s, time_forward_s, time_backward_s, time_allreduce_s, time_comm_busy_s,
       time_update_s, time_total_s;
+  // The share of the step spent waiting for the batch (time_data_s / time_total_s), and 1 when it
+  // passes kInputBoundShare: the run measures its input pipeline as much as its network.
+  NumberFigure input_wait_share, input_bound;
   // --measure phases only: the phase-isolated loops, mean and sample std over repeats.
   NumberFigure loop_forward_s, loop_forward_s_std, loop_backward_s, loop_backward_s_std, loop_update_allreduce_s,
       loop_update_allreduce_s_std, loop_pooled_repeats;

@@ -65,6 +65,8 @@ constexpr std::array kRunFields = std::to_array<Run>({
     {{"time_comm_busy_s", K::Number, "s"}, &RunSummary::time_comm_busy_s},
     {{"time_update_s", K::Number, "s"}, &RunSummary::time_update_s},
     {{"time_total_s", K::Number, "s"}, &RunSummary::time_total_s},
+    {{"input_wait_share", K::Number, ""}, &RunSummary::input_wait_share},
+    {{"input_bound", K::Count, ""}, &RunSummary::input_bound},
     {{"loop_forward_s", K::Number, "s"}, &RunSummary::loop_forward_s},
     {{"loop_forward_s_std", K::Number, "s"}, &RunSummary::loop_forward_s_std},
     {{"loop_backward_s", K::Number, "s"}, &RunSummary::loop_backward_s},

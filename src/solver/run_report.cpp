@@ -262,6 +262,19 @@ RunResults assemble_run_results(const RunDescription& run, const TrainResult& r0
     }
     S.*kPhaseTimeFigures[static_cast<size_t>(p)] = value(worst);
   }
+  // ---- summary: does the step wait for its input? ----
+  const double data_s = S.time_data_s.value_or(kMissing), total_s = S.time_total_s.value_or(kMissing);
+  if (std::isfinite(data_s) && std::isfinite(total_s) && total_s > 0) {
+    S.input_wait_share = data_s / total_s;
+    S.input_bound = data_s / total_s > kInputBoundShare ? 1.0 : 0.0;
+  } else {
+    S.input_wait_share = NumberFigure::null();
+    S.input_bound = NumberFigure::null();
+  }
+  M["input_bound"] = fmt::format(
+      "1 when the step waits for its batch (time_data_s, the host's wait for the prefetching loader) more than "
+      "{:.0f} % of time_total_s: a faster input (more loader threads, shards) would speed the run up",
+      100 * kInputBoundShare);
   M["time_forward_s"] = gpu_run ? "CUDA events on the compute stream (comm_busy: on the communication stream), "
                                   "slowest rank's mean over the steady iterations"
                                 : "host clock, slowest rank's mean over the steady iterations";

@@ -284,6 +284,16 @@ TEST(RunAssembly, JobSumsGpuEnergyAndTakesTheSlowestRank) {
   EXPECT_DOUBLE_EQ(res.summary.gflops.value(), 2 * 1e6 * 3 * 256 / 1e9);
   EXPECT_DOUBLE_EQ(res.summary.cpu_package_joules_per_batch.value(), 4.0) << "only rank 0 reads its host";
   EXPECT_DOUBLE_EQ(res.summary.time_forward_s.value(), 0.2) << "slowest rank's mean";
+  // No wait for data: not input-bound. Then rank 1 waits 0.02 s of its 0.32 s step (6.25 % > 5 %).
+  EXPECT_DOUBLE_EQ(res.summary.input_wait_share.value(), 0.0);
+  EXPECT_DOUBLE_EQ(res.summary.input_bound.value(), 0.0);
+  {
+    std::vector<RankReport> waiting = ranks;
+    waiting[1].phase_means[0] = 0.02;
+    const RunSummary s = assemble_run_results(description(), r0, waiting, 90, 1'281'167).summary;
+    EXPECT_DOUBLE_EQ(s.input_wait_share.value(), 0.02 / 0.32);
+    EXPECT_DOUBLE_EQ(s.input_bound.value(), 1.0);
+  }
   EXPECT_DOUBLE_EQ(res.summary.world_size.value(), 2);
   EXPECT_EQ(res.summary.gpu_names.value(), "Test GPU,Test GPU");
   EXPECT_EQ(res.summary.tags.at("repeat"), "2");

@@ -101,6 +101,29 @@ TEST(ReportPhases, PartsOfTheSlowestRankAddUpToItsTotal) {
   EXPECT_EQ(md.find("scaled to the total"), std::string::npos) << md;
 }
 
+// A configuration whose step waits for its batch more than 5 % of the time is flagged input-bound.
+TEST(ReportPhases, InputBoundRunsAreFlagged) {
+  TempDir dir;
+  for (const auto& [net, wait] : {std::pair<const char*, double>{"net_a", 0.002}, {"net_b", 0.0001}})
+    write_run(dir.str(), synthetic_run(net, 64, 1, 0,
+                                       {{"time_data_s", wait},
+                                        {"time_forward_s", 0.004},
+                                        {"time_backward_s", 0.005},
+                                        {"time_update_s", 0.001},
+                                        {"time_total_s", 0.0121},
+                                        {"input_wait_share", wait / 0.0121},
+                                        {"input_bound", wait / 0.0121 > 0.05 ? 1.0 : 0.0}}));
+  report_without_plots(dir.str());
+  const std::string md = slurp(dir.file("report/phases.md"));
+  EXPECT_NE(md.find("input wait (%)"), std::string::npos) << md;
+  EXPECT_NE(md.find("Input-bound (1 of 2 configurations"), std::string::npos) << md;
+  EXPECT_NE(md.find("net_a at global batch 64 on 1 rank(s)"), std::string::npos) << md;
+  EXPECT_EQ(md.find("net_b at global batch"), std::string::npos) << md;
+  const auto rows = read_csv(dir.file("report/phases.csv"));
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_NEAR(std::stod(rows[0].at("input_wait_percent_mean")), 100 * 0.002 / 0.0121, 1e-9);
+}
+
 // Without a timeline the summary's per-phase maxima (of different ranks) may overshoot: scaled down.
 TEST(ReportPhases, MaximaOfDifferentRanksAreScaledToTheTotalWithANote) {
   RunSummary summary;
