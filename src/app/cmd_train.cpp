@@ -177,6 +177,11 @@ void register_train(CLI::App& app) {
   cmd->add_option("--input-shape", a.input_shape, "Synthetic: per-sample input C,H,W (default: the network's)")
       ->delimiter(',');
   cmd->add_option("--classes", a.classes, "Synthetic: number of classes (default: the network's)");
+  cmd->add_option("--data-threads", a.options.data_threads,
+                  "Threads filling each training batch (reading, checking, normalising a contiguous part each); the "
+                  "batches do not depend on it, so it is not part of the run's identity")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--pool-batches", a.pool_batches, "Synthetic: distinct batches kept on the device")
       ->capture_default_str();
   cmd->add_option("--checkpoint-dir", a.options.checkpoint_dir, "Write checkpoints here (the newest two are kept)");
