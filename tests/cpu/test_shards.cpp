@@ -329,16 +329,17 @@ TEST(Shards, FashionMnistShardsMatchTheIdxPathBatchForBatch) {
   EXPECT_EQ(info.train_samples, 60000);
   EXPECT_TRUE(info.has_test);
   EXPECT_EQ(info.sample_shape, (std::vector<int64_t>{1, 28, 28}));
-  auto loss = [&](const std::string& data) {
+  auto loss = [&](const std::string& data, const std::string& threads = "1") {
     testing::CliResult run =
         testing::run_cnnscale({"train", "--net", "lenet", "--data", data, "--iterations", "6", "--batch", "32",
-                               "--test-samples", "256", "--no-results", "--json"});
+                               "--test-samples", "256", "--no-results", "--data-threads", threads, "--json"});
     EXPECT_EQ(run.exit_code, 0) << run.err;
     return nlohmann::json::parse(run.out);
   };
   const nlohmann::json from_idx = loss("fashion-mnist"), from_shards = loss("hdf5:" + out);
   EXPECT_EQ(from_idx["final_loss"], from_shards["final_loss"]);
   EXPECT_EQ(from_idx["test_loss"], from_shards["test_loss"]);
+  EXPECT_EQ(loss("hdf5:" + out, "3")["final_loss"], from_shards["final_loss"]);  // threads change nothing
   testing::expect_usage_error({"train", "--net", "lenet", "--data", "hdf5:" + t.file("none"), "--iterations", "1"},
                               {"--data", "shard folder", "does not exist"});
 }
