@@ -158,6 +158,15 @@ void register_train(CLI::App& app) {
   cmd->add_option("--seed", a.options.seed, "Seed of weight init, shuffling, dropout and synthetic data")
       ->capture_default_str();
   cmd->add_option("--lr", a.solver.lr, "Base learning rate")->capture_default_str();
+  cmd->add_option("--lr-scaling", a.solver.lr_scaling,
+                  "linear: train the global batch B with lr x B / --lr-base-batch (the linear scaling rule; pair it "
+                  "with --warmup); none: lr as given")
+      ->check(CLI::IsMember({"none", "linear"}))
+      ->capture_default_str();
+  cmd->add_option("--lr-base-batch", a.solver.lr_base_batch,
+                  "the global batch --lr is meant for under --lr-scaling linear")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--momentum", a.solver.momentum, "SGD momentum")->capture_default_str();
   cmd->add_option("--weight-decay", a.solver.weight_decay, "L2 weight decay")->capture_default_str();
   cmd->add_option("--lr-policy", a.lr_policy, "fixed, step, exp, multistep or poly")

@@ -42,8 +42,8 @@ const std::set<std::string> kMatrixKeys = {"network",   "batch",     "batch_per_
 const std::set<std::string> kDatasetKeys = {"name",           "data_dir", "train_samples", "test_samples",
                                             "synthetic_fill", "classes",  "input_shape"};
 const std::set<std::string> kSolverKeys = {
-    "lr",    "momentum", "weight_decay",      "lr_policy",          "gamma", "step", "milestones",
-    "power", "warmup",   "warmup_iterations", "warmup_start_factor"};
+    "lr",    "momentum", "weight_decay",      "lr_policy",           "gamma",      "step",         "milestones",
+    "power", "warmup",   "warmup_iterations", "warmup_start_factor", "lr_scaling", "lr_base_batch"};
 // train owns these; an experiment setting them would break the sweep's bookkeeping.
 const std::set<std::string> kReservedArgs = {"--results", "--run-id", "--experiment", "--no-results", "--json"};
 
@@ -178,6 +178,8 @@ void read_solver(const ExperimentReader& r, const ConfigNode& n, Experiment& e) 
   if (auto c = r.child(n, "warmup")) s["warmup"] = number_in(*c, 0, 1e6, false);
   if (auto c = r.child(n, "warmup_iterations")) s["warmup_iterations"] = int_in(*c, 0, int64_t(1) << 40);
   if (auto c = r.child(n, "warmup_start_factor")) s["warmup_start_factor"] = number_in(*c, 0, 1, false);
+  if (auto c = r.child(n, "lr_scaling")) s["lr_scaling"] = one_of(*c, {"none", "linear"});
+  if (auto c = r.child(n, "lr_base_batch")) s["lr_base_batch"] = int_in(*c, 1, int64_t(1) << 30);
   if (auto c = r.child(n, "milestones")) {
     nlohmann::json list = nlohmann::json::array();
     for (const auto& m : list_items(*c)) list.push_back(number_in(m, 0, 1e6, true));

@@ -36,8 +36,8 @@ std::string lr_policy_name(LrPolicy policy) {
 
 const std::vector<std::string>& SolverConfig::keys() {
   static const std::vector<std::string> k = {
-      "lr",    "momentum",      "weight_decay",      "lr_policy",          "gamma", "step", "milestones",
-      "power", "warmup_epochs", "warmup_iterations", "warmup_start_factor"};
+      "lr",    "momentum",      "weight_decay",      "lr_policy",           "gamma",      "step",         "milestones",
+      "power", "warmup_epochs", "warmup_iterations", "warmup_start_factor", "lr_scaling", "lr_base_batch"};
   return k;
 }
 
@@ -63,6 +63,8 @@ SolverConfig SolverConfig::parse(const ConfigNode& node) {
   c.warmup_epochs = node.get_or<double>("warmup_epochs", c.warmup_epochs);
   c.warmup_iterations = node.get_or<int64_t>("warmup_iterations", c.warmup_iterations);
   c.warmup_start_factor = node.get_or<double>("warmup_start_factor", c.warmup_start_factor);
+  c.lr_scaling = node.get_or<std::string>("lr_scaling", c.lr_scaling);
+  c.lr_base_batch = node.get_or<int64_t>("lr_base_batch", c.lr_base_batch);
   c.validate([&](const std::string& key, const std::string& message) {
     if (auto child = node.child(key)) child->fail(message);
     node.fail(key + ": " + message);
@@ -98,6 +100,14 @@ void SolverConfig::validate(const std::function<void(const std::string&, const s
     fail("warmup_iterations", "give warm-up either in epochs or in iterations, not both");
   if (!finite(warmup_start_factor) || warmup_start_factor < 0 || warmup_start_factor > 1)
     fail("warmup_start_factor", fmt::format("must be in [0, 1], got {}", warmup_start_factor));
+  if (lr_scaling != "none" && lr_scaling != "linear")
+    fail("lr_scaling", fmt::format("must be none or linear, got '{}'", lr_scaling));
+  if (lr_base_batch < 1) fail("lr_base_batch", fmt::format("must be >= 1, got {}", lr_base_batch));
+}
+
+double SolverConfig::scaled_lr(int64_t global_batch) const {
+  if (lr_scaling != "linear") return lr;
+  return lr * static_cast<double>(global_batch) / static_cast<double>(lr_base_batch);
 }
 
 std::string SolverConfig::describe() const {
@@ -122,7 +132,10 @@ std::string SolverConfig::describe() const {
   if (warmup_epochs > 0) warm = fmt::format(", warm-up {} epochs from x{}", warmup_epochs, warmup_start_factor);
   if (warmup_iterations > 0)
     warm = fmt::format(", warm-up {} iterations from x{}", warmup_iterations, warmup_start_factor);
-  return fmt::format("lr {} momentum {} weight decay {} policy {}{}", lr, momentum, weight_decay, policy_text, warm);
+  const std::string scaling =
+      lr_scaling == "linear" ? fmt::format(" scaled linearly from batch {}", lr_base_batch) : std::string();
+  return fmt::format("lr {}{} momentum {} weight decay {} policy {}{}", lr, scaling, momentum, weight_decay,
+                     policy_text, warm);
 }
 
 }  // namespace cnnscale

@@ -29,6 +29,13 @@ struct SolverConfig {
   double warmup_epochs = 0.0;
   int64_t warmup_iterations = 0;
   double warmup_start_factor = 0.1;
+  // The linear scaling rule (Goyal et al.): "linear" trains a global batch B with lr * B /
+  // lr_base_batch (pair it with a warm-up); "none" takes lr as given.
+  std::string lr_scaling = "none";
+  int64_t lr_base_batch = 64;
+
+  // lr for a global batch under lr_scaling.
+  double scaled_lr(int64_t global_batch) const;
 
   // Keys of the YAML form; CLI flags are the same names with '-' for '_' (lr_policy: --lr-policy).
   static const std::vector<std::string>& keys();

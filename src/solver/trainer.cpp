@@ -65,7 +65,10 @@ Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Da
     net_->set_rank_exchange(dp.exchange);
     buckets_ = std::make_unique<GradientBuckets>(*net_, *dp.comm, dp.bucket_bytes, dp.overlap, dp.exchange_dtype);
   }
-  solver_ = std::make_unique<SgdSolver>(*net_, solver, iterations_per_epoch_, total_iterations_);
+  // The linear scaling rule, applied to the global batch: the schedule starts from the scaled rate.
+  SolverConfig scaled = solver;
+  scaled.lr = solver.scaled_lr(options_.batch);
+  solver_ = std::make_unique<SgdSolver>(*net_, scaled, iterations_per_epoch_, total_iterations_);
   // A gradient exchange reads the f32 gradients after backward, loss scaling checks them before the
   // update: otherwise the update is the first and only reader, and its one pass can check them and
   // read the mirrored ones where backward wrote them (a bf16 CaffeNet step saves a read and write of

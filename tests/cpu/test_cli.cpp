@@ -132,5 +132,14 @@ TEST(Cli, SyntheticRunPrintsOneJsonLine) {
   EXPECT_EQ(j["timed_iterations"], 10);
 }
 
+// --lr-scaling linear reaches the trainer: a fixed policy ends at lr x 24 / 8.
+TEST(Cli, LinearScalingRuleScalesTheTrainersRate) {
+  CliResult r =
+      run_cnnscale({"train", "--net", "lenet", "--data", "synthetic", "--iterations", "2", "--batch", "24", "--lr",
+                    "0.01", "--lr-scaling", "linear", "--lr-base-batch", "8", "--no-results", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(r.out)["final_lr"].get<double>(), 0.01 * 24 / 8);
+}
+
 }  // namespace
 }  // namespace cnnscale

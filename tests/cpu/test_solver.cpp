@@ -135,6 +135,20 @@ TEST(SolverConfig, RejectsBadInputWithLocation) {
   expect_parse_error("solver: {warmup_epochs: 1, warmup_iterations: 10}\n", "either in epochs or in iterations");
 }
 
+// The linear scaling rule: lr x global batch / base batch, the base named in the description.
+TEST(SolverConfig, LinearScalingRule) {
+  auto node = ConfigNode::load_string("solver: {lr: 0.01, lr_scaling: linear, lr_base_batch: 32}\n", "exp.yaml");
+  SolverConfig c = SolverConfig::parse(node["solver"]);
+  EXPECT_DOUBLE_EQ(c.scaled_lr(32), 0.01);
+  EXPECT_DOUBLE_EQ(c.scaled_lr(256), 0.08);
+  EXPECT_NE(c.describe().find("lr 0.01 scaled linearly from batch 32"), std::string::npos) << c.describe();
+  c.lr_scaling = "none";
+  EXPECT_DOUBLE_EQ(c.scaled_lr(256), 0.01);
+  EXPECT_EQ(c.describe().find("scaled"), std::string::npos);
+  expect_parse_error("solver: {lr_scaling: sqrt}\n", "solver.lr_scaling: must be none or linear");
+  expect_parse_error("solver: {lr_base_batch: 0}\n", "solver.lr_base_batch: must be >= 1");
+}
+
 // A net with one fully-connected layer: weight (2, 3) with lr_mult 1 and decay_mult 1, bias (2)
 // with lr_mult 2 and decay_mult 0 (Caffe's usual setting).
 const char* kTinyNet = R"(
