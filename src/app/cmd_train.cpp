@@ -58,7 +58,7 @@ void run_train(TrainArgs& a) {
     cb.on_epoch = [&](const EpochInfo& e) {
       progress.epoch(e);
       epochs.push_back({e.epoch, e.iteration, e.train_loss, e.test ? e.test->top1 : kMissing,
-                        e.test ? e.test->top5 : kMissing, e.lr});
+                        e.test ? e.test->top5 : kMissing, e.lr, e.seconds});
     };
     cb.on_message = [&](const std::string& m) { progress.message(m); };
     cb.on_checkpoint = [&](const std::string& path, int64_t) { last_checkpoint = path; };

@@ -25,6 +25,7 @@ struct RunRecord {
   std::vector<RankSummary> ranks;  // each rank's own figures (the heterogeneous tables' per-rank view)
   SplitRecord split;               // the batch split's history (the split figure)
   std::string nccl_env;            // /system nccl_env ("" when null: no NCCL, or not recorded)
+  std::vector<EpochRecord> epochs;  // /epochs: test accuracy and training seconds per epoch
 
   double number(NumberFigure RunSummary::*figure) const { return (summary.*figure).value_or(kMissing); }
   // A figure by its summary name (the grouping keys, kGroupKeys): "" when missing or null; numbers printed.

@@ -250,12 +250,82 @@ Table phases_table(const std::vector<ConfigGroup>& groups) {
   return t;
 }
 
+// The first epoch of a run whose test top-1 reaches `target` (null when none does).
+const EpochRecord* first_reaching(const RunRecord& r, double target) {
+  for (const EpochRecord& e : r.epochs)
+    if (std::isfinite(e.top1) && e.top1 >= target) return &e;
+  return nullptr;
+}
+
+double best_top1(const RunRecord& r) {
+  double best = kMissing;
+  for (const EpochRecord& e : r.epochs)
+    if (std::isfinite(e.top1)) best = std::isfinite(best) ? std::max(best, e.top1) : e.top1;
+  return best;
+}
+
+// Time and energy to a test top-1 that every configuration of the network reaches: the lowest of
+// the configurations' mean best top-1 (so each gets there on average), rounded down to 0.1 %.
+Table time_to_accuracy_table(const std::vector<ConfigGroup>& groups) {
+  Layout l{groups};
+  Table t = l.start(
+      "time_to_accuracy", "Time and energy to accuracy",
+      "Per network, the target is the highest test top-1 every configuration reaches on average (the lowest of "
+      "their mean best top-1, rounded down to 0.1 %); per run, the first epoch whose end-of-epoch test top-1 "
+      "reaches it: the epochs, the training seconds to that epoch's end (wall time, evaluations and checkpoints "
+      "left out) and the energy (that epoch's iterations × the steady window's joules per batch); mean ± std over "
+      "the runs that reach it.");
+  t.columns.insert(t.columns.end(), {{"target top-1 (%)", "target_top1_percent", false},
+                                     {"reached", "reached", false},
+                                     {"epochs", "epochs"},
+                                     seconds("time ({unit})", "seconds"),
+                                     joules("energy ({unit})", "joules")});
+  std::map<std::string, double> target;  // net -> lowest mean best top-1
+  for (const ConfigGroup& g : groups) {
+    const Stat best = stat_by(g, [](const RunRecord& r) { return best_top1(r); });
+    if (best.null()) continue;
+    auto [it, fresh] = target.emplace(g.net(), best.mean);
+    if (!fresh) it->second = std::min(it->second, best.mean);
+  }
+  for (auto& [net, v] : target) v = std::floor(v * 1000.0) / 1000.0;
+  for (const ConfigGroup& g : groups) {
+    auto it = target.find(g.net());
+    if (it == target.end()) continue;
+    const double goal = it->second;
+    auto cells = l.row(g);
+    int reached = 0, with_epochs = 0;
+    for (const RunRecord* r : g.runs) {
+      with_epochs += r->epochs.empty() ? 0 : 1;
+      reached += first_reaching(*r, goal) ? 1 : 0;
+    }
+    auto at_target = [goal](const std::function<double(const RunRecord&, const EpochRecord&)>& f) {
+      return [goal, f](const RunRecord& r) {
+        const EpochRecord* e = first_reaching(r, goal);
+        return e ? f(r, *e) : kMissing;
+      };
+    };
+    cells.push_back(Cell::of(fmt::format("{:.1f}", 100 * goal)));
+    cells.push_back(Cell::of(fmt::format("{} of {}", reached, with_epochs)));
+    cells.push_back(Cell::of(
+        stat_by(g, at_target([](const RunRecord&, const EpochRecord& e) { return static_cast<double>(e.epoch); }))));
+    cells.push_back(Cell::of(stat_by(g, at_target([](const RunRecord&, const EpochRecord& e) { return e.seconds; }))));
+    cells.push_back(Cell::of(stat_by(g, at_target([](const RunRecord& r, const EpochRecord& e) {
+                                       return static_cast<double>(e.iteration) *
+                                              r.number(&RunSummary::joules_per_batch);
+                                     }))));
+    t.rows.push_back(std::move(cells));
+  }
+  return t;
+}
+
 std::vector<Table> build_tables(const std::vector<ConfigGroup>& groups) {
   std::vector<Table> tables = {time_table(groups),     energy_table(groups),  whole_table(groups),
                                efficiency_table(groups), accuracy_table(groups), scaling_table(groups),
                                by_gpus_table(groups),  phases_table(groups)};
   // Only where some configuration has the 1-rank run of its per-rank batch.
   if (Table weak = weak_scaling_table(groups); !weak.rows.empty()) tables.push_back(std::move(weak));
+  // Only where runs were tested after their epochs.
+  if (Table tta = time_to_accuracy_table(groups); !tta.rows.empty()) tables.push_back(std::move(tta));
   // Only where unequal ranks were run: a plain sweep's report has no empty heterogeneous table.
   if (!hetero_groups(groups).empty()) {
     tables.push_back(hetero_table(groups));

@@ -170,10 +170,13 @@ RunResults read_run_results(const std::string& path) {
     auto top1 = in.f64(g.get(), "top1");
     auto top5 = in.f64(g.get(), "top5");
     auto lr = in.f64(g.get(), "lr");
-    for (size_t n : {iteration.size(), loss.size(), top1.size(), top5.size(), lr.size()})
+    // Files written before the epochs' seconds were recorded have none: NaN.
+    auto seconds =
+        in.exists(g.get(), "seconds") ? in.f64(g.get(), "seconds") : std::vector<double>(epoch.size(), kMissing);
+    for (size_t n : {iteration.size(), loss.size(), top1.size(), top5.size(), lr.size(), seconds.size()})
       if (n != epoch.size()) throw_config("{}: /epochs columns differ in length", file_path);
     for (size_t i = 0; i < epoch.size(); ++i)
-      r.epochs.push_back(EpochRecord{epoch[i], iteration[i], loss[i], top1[i], top5[i], lr[i]});
+      r.epochs.push_back(EpochRecord{epoch[i], iteration[i], loss[i], top1[i], top5[i], lr[i], seconds[i]});
   }
   {
     h5::Handle g = in.group(root, "summary");

@@ -163,8 +163,9 @@ void write_results_h5(const std::string& path, const RunResults& r, const Result
   {
     h5::Handle g = w.group("/epochs");
     std::vector<int64_t> epoch, iteration;
-    std::vector<double> loss, top1, top5, lr;
+    std::vector<double> loss, top1, top5, lr, seconds;
     for (const auto& e : r.epochs) {
+      seconds.push_back(e.seconds);
       epoch.push_back(e.epoch);
       iteration.push_back(e.iteration);
       loss.push_back(e.loss);
@@ -178,6 +179,7 @@ void write_results_h5(const std::string& path, const RunResults& r, const Result
     w.f64(g.get(), "top1", top1);
     w.f64(g.get(), "top5", top5);
     w.f64(g.get(), "lr", lr);
+    w.f64(g.get(), "seconds", seconds);
   }
   step("h5:epochs");
 

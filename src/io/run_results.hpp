@@ -105,6 +105,10 @@ struct EpochRecord {
   double top1 = kMissing;  // fractions in [0, 1]
   double top5 = kMissing;
   double lr = kMissing;
+  // Seconds of training to the end of this epoch: wall time since this process began training, less
+  // evaluations and checkpoints (NaN in files written before it was recorded). A resumed run counts
+  // from its resume.
+  double seconds = kMissing;
 };
 
 // "complete": the run reached its end. "interrupted": stopped early by a signal (SIGTERM, SIGUSR1,

@@ -115,6 +115,7 @@ struct EpochInfo {
   double train_loss = 0;  // mean training loss over the epoch's iterations (the job's; fp16: as DisplayInfo::loss)
   double lr = 0;          // learning rate of the epoch's last iteration
   std::optional<EvalResult> test;
+  double seconds = 0;  // training time to the epoch's end: since run() began, less evaluations and checkpoints
 };
 
 // One phase-isolated loop of `measure: phases` on this rank.
@@ -250,6 +251,8 @@ class Trainer {
     int64_t display_steps = 0;  // steps run in the display interval
     Clock::time_point display_since;
     double display_paused = 0;  // evaluation and checkpoint time inside the display window
+    Clock::time_point run_since;
+    double paused = 0;          // evaluation and checkpoint time since run_since
     int64_t epoch_steps = 0;    // steps run in the epoch
     // fp16: the loss scale's skipped-step count when the display interval and the epoch began; the
     // steps skipped since are not in the loss sums.

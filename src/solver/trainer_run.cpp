@@ -35,6 +35,7 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
   // Too short a run to leave anything out: time it all.
   s.warmup = total - start > 2 * options_.timing_warmup ? options_.timing_warmup : 0;
   s.display_since = Clock::now();
+  s.run_since = s.display_since;
   if (s.warmup == 0) s.window.start();
   backend_.fill(display_loss_sum_, 0.0f);
   backend_.fill(epoch_loss_sum_, 0.0f);
@@ -147,7 +148,12 @@ void Trainer::pause_for_reports(RunState& s, int64_t t, const TrainCallbacks& cb
     s.evaluated_at_end = done == total_iterations_;
   }
   if (epoch_end) {
-    EpochInfo info{done / iterations_per_epoch_, done, 0.0, solver_->lr(t), want_test ? s.last_test : std::nullopt};
+    EpochInfo info{done / iterations_per_epoch_,
+                   done,
+                   0.0,
+                   solver_->lr(t),
+                   want_test ? s.last_test : std::nullopt,
+                   std::chrono::duration<double>(pause_start - s.run_since).count() - s.paused};
     info.train_loss = mean_loss(read_scalar(epoch_loss_sum_, "loss download"), s.epoch_steps, s.epoch_skipped)
                           .value_or(std::numeric_limits<double>::quiet_NaN());
     backend_.fill(epoch_loss_sum_, 0.0f);
@@ -157,6 +163,7 @@ void Trainer::pause_for_reports(RunState& s, int64_t t, const TrainCallbacks& cb
   if (want_checkpoint) write_checkpoint(s, done, cb);
   if (was_timing && !s.window.timing()) s.window.start();
   s.display_paused += seconds_since(pause_start);
+  s.paused += seconds_since(pause_start);
 }
 
 // After the last step. An interrupted run (every rank alike) gets no extension window, final test or
