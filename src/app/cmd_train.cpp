@@ -191,6 +191,12 @@ void register_train(CLI::App& app) {
                   "batches do not depend on it, so it is not part of the run's identity")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_option("--crop-pad", a.options.augment.crop_pad,
+                  "Augmentation: shift each training sample by up to N pixels on each axis (a random crop of the "
+                  "zero-padded sample; the study's +-5-pixel displacements), drawn per sample from the seed and epoch")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--mirror", a.options.augment.mirror,
+                "Augmentation: flip each training sample left-right with probability 1/2 (drawn as --crop-pad)");
   cmd->add_option("--pool-batches", a.pool_batches, "Synthetic: distinct batches kept on the device")
       ->capture_default_str();
   cmd->add_option("--checkpoint-dir", a.options.checkpoint_dir, "Write checkpoints here (the newest two are kept)");

@@ -44,6 +44,11 @@ void validate_train_args(TrainArgs& a) {
   if (!dataset.synthetic && (!a.input_shape.empty() || a.classes > 0))
     throw_config("--input-shape/--classes apply to synthetic data only ({} samples are {}, {} classes)", a.data,
                  fmt::join(dataset.sample_shape, "x"), dataset.classes);
+  if (a.options.augment.crop_pad < 0) throw_config("--crop-pad must be >= 0");
+  if (a.options.augment.crop_pad > 0 && !dataset.synthetic &&
+      a.options.augment.crop_pad >= std::min(dataset.sample_shape[1], dataset.sample_shape[2]))
+    throw_config("--crop-pad {}: must be below the samples' height and width ({}x{})", a.options.augment.crop_pad,
+                 dataset.sample_shape[1], dataset.sample_shape[2]);
   if (!a.input_shape.empty() &&
       (a.input_shape.size() != 3 || a.input_shape[0] < 1 || a.input_shape[1] < 1 || a.input_shape[2] < 1))
     throw_config("--input-shape: expected three positive extents C,H,W");
@@ -113,6 +118,7 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
   if (!a.options.fuse_epilogues) run_config["fused_epilogues"] = false;  // --no-fuse
   if (a.conv_search != "all") run_config["conv_search"] = a.conv_search;  // --conv-search legacy or no-width
   if (a.deterministic) run_config["deterministic"] = true;                 // --deterministic
+  if (a.options.augment.any()) run_config["augment"] = a.options.augment.describe();  // --crop-pad, --mirror
   if (a.layout != "auto") run_config["layout"] = a.layout;                // --layout nchw|nhwc
   if (a.batchnorm != "auto") run_config["batchnorm"] = a.batchnorm;       // --batchnorm cudnn|cnnscale
   if (dataset_info(a.data).synthetic) {

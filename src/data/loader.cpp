@@ -52,6 +52,14 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options, Ho
   if (batches_per_epoch_ < 1)
     throw_config("batch size {} is larger than {} ({} samples)", options_.batch, dataset_->name(), size);
   sample_numel_ = dataset_->sample_shape().numel();
+  if (options_.augment.any()) {
+    const Shape s = dataset_->sample_shape();
+    if (s.rank() != 3)
+      throw_config("augmentation needs (C, H, W) samples; {} has ({})", dataset_->name(), s.to_string());
+    if (options_.augment.crop_pad < 0 || options_.augment.crop_pad >= std::min(s[1], s[2]))
+      throw_config("--crop-pad {}: must be below the samples' height and width ({}x{})", options_.augment.crop_pad,
+                   s[1], s[2]);
+  }
   if (options_.shard_count == 0) options_.shard_count = options_.batch;
   if (options_.shard_begin < 0 || options_.shard_count < 1 ||
       options_.shard_begin + options_.shard_count > options_.batch)
@@ -140,16 +148,27 @@ void Loader::fill_slot(int slot, int64_t epoch, int64_t index) {
   const int64_t count = std::max<int64_t>(0, std::min(options_.shard_count, dataset_->size() - begin));
   const int64_t* ids = order_.data() + begin;
   const int64_t parts = std::clamp<int64_t>(options_.threads, 1, std::max<int64_t>(count, 1));
+  const Shape shape = dataset_->sample_shape();
+  // Samples [lo, hi) of the batch: read, normalised, augmented.
+  auto fill_part = [&](int64_t lo, int64_t hi) {
+    dataset_->fill(std::span<const int64_t>(ids + lo, static_cast<size_t>(hi - lo)), b.data + lo * sample_numel_,
+                   b.labels + lo);
+    if (!options_.augment.any()) return;
+    std::vector<float> scratch;
+    for (int64_t s = lo; s < hi; ++s)
+      augment_sample(b.data + s * sample_numel_, shape[0], shape[1], shape[2],
+                     augment_draw(options_.seed, epoch, ids[s], options_.augment.crop_pad, options_.augment.mirror),
+                     scratch);
+  };
   if (parts == 1) {
-    dataset_->fill(std::span<const int64_t>(ids, static_cast<size_t>(count)), b.data, b.labels);
+    fill_part(0, count);
   } else {
     // Part p is samples [p count / parts, (p + 1) count / parts): the calling thread fills part 0.
     std::vector<std::exception_ptr> errors(static_cast<size_t>(parts));
     auto part = [&](int64_t p) {
       const int64_t lo = p * count / parts, hi = (p + 1) * count / parts;
       try {
-        dataset_->fill(std::span<const int64_t>(ids + lo, static_cast<size_t>(hi - lo)), b.data + lo * sample_numel_,
-                       b.labels + lo);
+        fill_part(lo, hi);
       } catch (...) {
         errors[static_cast<size_t>(p)] = std::current_exception();
       }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/tensor.hpp"
+#include "data/augment.hpp"
 #include "data/dataset.hpp"
 
 namespace cnnscale {
@@ -39,6 +40,8 @@ struct LoaderOptions {
   // Threads filling one batch, each a contiguous part of its samples (reading, checking and
   // normalising in parallel); the batch's contents do not depend on it.
   int threads = 1;
+  // Training-time augmentation of every sample (augment.hpp), after normalisation.
+  AugmentOptions augment;
 };
 
 struct HostBatch {

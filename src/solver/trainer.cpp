@@ -167,6 +167,7 @@ void Trainer::make_loader() {
   lo.shard_count = split_.local;
   lo.seed = options_.seed;
   lo.threads = options_.data_threads;
+  lo.augment = options_.augment;
   // The loader's host batches hold what Dataset::fill writes: float samples.
   const auto batch_bytes = static_cast<size_t>(split_.local * train_->sample_shape().numel()) * sizeof(float);
   lo.slots = backend_.device().is_cpu() ? 3 : gpu_slots(options_.display, batch_bytes);

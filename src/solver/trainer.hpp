@@ -34,6 +34,7 @@ struct TrainOptions {
   int64_t iterations = 0;
   uint64_t seed = 1;
   int data_threads = 1;          // threads filling each training batch (LoaderOptions::threads)
+  AugmentOptions augment;        // of the training batches (never the test set's)
   int64_t display = 50;          // iterations between loss reads (host syncs)
   int64_t timing_warmup = 10;    // first iterations of this process left out of samples/s
   std::string checkpoint_dir;    // empty: no checkpoints

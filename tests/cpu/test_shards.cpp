@@ -16,6 +16,7 @@
 #include "common/temp_dir.hpp"
 #include "core/hdf5_file.hpp"
 #include "cpu/cli_runner.hpp"
+#include "data/augment.hpp"
 #include "data/datasets.hpp"
 #include "data/fashion_mnist.hpp"
 #include "data/loader.hpp"
@@ -472,6 +473,104 @@ TEST(Shards, OpticalFlowVolumesRecoverAKnownShift) {
     }
   }
   EXPECT_EQ(ds.manifest().source["farneback"]["winsize"], 15);  // the parameters travel with the data
+}
+
+// Augmentation by hand on a 1x3x4 sample: a shift reads (y + dy, x + dx), zero outside; a mirror
+// reverses each row first. Draws stay in range, cover it, mirror about half the samples, and depend
+// only on (seed, epoch, sample).
+TEST(Augment, ShiftMirrorAndDraws) {
+  std::vector<float> x(12);
+  for (int i = 0; i < 12; ++i) x[static_cast<size_t>(i)] = static_cast<float>(i + 1);  // rows 1-4, 5-8, 9-12
+  std::vector<float> scratch, y = x;
+  augment_sample(y.data(), 1, 3, 4, AugmentDraw{1, -1, false}, scratch);
+  EXPECT_EQ(y, (std::vector<float>{0, 5, 6, 7, 0, 9, 10, 11, 0, 0, 0, 0}));
+  y = x;
+  augment_sample(y.data(), 1, 3, 4, AugmentDraw{0, 0, true}, scratch);
+  EXPECT_EQ(y, (std::vector<float>{4, 3, 2, 1, 8, 7, 6, 5, 12, 11, 10, 9}));
+  y = x;
+  // Mirrored, then shifted: output(y, x) = input(y - 1, (3 - x) + 1).
+  augment_sample(y.data(), 1, 3, 4, AugmentDraw{-1, 1, true}, scratch);
+  EXPECT_EQ(y, (std::vector<float>{0, 0, 0, 0, 0, 4, 3, 2, 0, 8, 7, 6}));
+
+  std::set<int64_t> shifts;
+  int mirrored = 0;
+  const int n = 4000;
+  for (int i = 0; i < n; ++i) {
+    const AugmentDraw d = augment_draw(7, 3, i, 2, true);
+    ASSERT_GE(d.dy, -2);
+    ASSERT_LE(d.dy, 2);
+    ASSERT_GE(d.dx, -2);
+    ASSERT_LE(d.dx, 2);
+    shifts.insert(d.dy * 10 + d.dx);
+    mirrored += d.mirror ? 1 : 0;
+    const AugmentDraw again = augment_draw(7, 3, i, 2, true);
+    EXPECT_TRUE(again.dy == d.dy && again.dx == d.dx && again.mirror == d.mirror);
+  }
+  EXPECT_EQ(shifts.size(), 25u);  // every (dy, dx) of the 5 x 5 appears in 4000 draws
+  // Binomial(4000, 1/2): standard deviation 31.6; 1800..2200 is over six of them either side.
+  EXPECT_GT(mirrored, 1800);
+  EXPECT_LT(mirrored, 2200);
+  const AugmentDraw e0 = augment_draw(7, 0, 5, 2, true), e1 = augment_draw(7, 1, 5, 2, true);
+  const AugmentDraw e2 = augment_draw(7, 2, 5, 2, true);
+  EXPECT_FALSE(e0.dy == e1.dy && e0.dx == e1.dx && e1.dy == e2.dy && e1.dx == e2.dx) << "epochs draw alike";
+}
+
+// Training with augmentation from shards: the batches are the same for any thread count and rank
+// split (the draw follows the sample), and a run resumed from its checkpoint ends bit-identical to
+// the straight run; without augmentation the loss differs (it was applied).
+TEST(Augment, DeterministicAcrossThreadsRanksAndResume) {
+  TempDir t;
+  const std::string dir = write_set(t.str(), 23);
+  auto batches = [&](int threads, int64_t begin, int64_t count) {
+    LoaderOptions o;
+    o.batch = 6;
+    o.seed = 3;
+    o.threads = threads;
+    o.shard_begin = begin;
+    o.shard_count = count;
+    o.augment = AugmentOptions{1, true};
+    Loader loader(std::make_shared<ShardDataset>(dir, "train"), o);
+    std::vector<float> all;
+    for (int b = 0; b < 6; ++b) {
+      const HostBatch& batch = loader.next();
+      all.insert(all.end(), batch.data, batch.data + batch.count * kBytes);
+      loader.release(batch.slot);
+    }
+    return all;
+  };
+  const std::vector<float> whole = batches(1, 0, 0);
+  EXPECT_EQ(batches(4, 0, 0), whole);
+  const std::vector<float> r0 = batches(1, 0, 2), r1 = batches(2, 2, 4);
+  std::vector<float> merged;
+  for (size_t b = 0; b < 6; ++b) {
+    merged.insert(merged.end(), r0.begin() + b * 2 * kBytes, r0.begin() + (b + 1) * 2 * kBytes);
+    merged.insert(merged.end(), r1.begin() + b * 4 * kBytes, r1.begin() + (b + 1) * 4 * kBytes);
+  }
+  EXPECT_EQ(merged, whole);
+
+  const std::string fm = t.file("fm");
+  ASSERT_EQ(testing::run_cnnscale({"data", "fashion-mnist", "--out", fm}).exit_code, 0);
+  auto train = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"train", "--net",   "lenet", "--data",         "hdf5:" + fm, "--train-samples",
+                                     "256",   "--batch", "32",    "--test-samples", "0",          "--no-results",
+                                     "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    testing::CliResult r = testing::run_cnnscale(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out)["final_loss"];
+  };
+  const std::vector<std::string> augment = {"--crop-pad", "3", "--mirror"};
+  auto with = [&](std::vector<std::string> a) {
+    a.insert(a.end(), augment.begin(), augment.end());
+    return a;
+  };
+  const auto straight = train(with({"--iterations", "12"}));
+  train(with({"--iterations", "6", "--checkpoint-dir", t.file("ck"), "--checkpoint-every", "6"}));
+  EXPECT_EQ(train(with({"--iterations", "12", "--checkpoint-dir", t.file("ck"), "--resume", "auto"})), straight);
+  EXPECT_NE(train({"--iterations", "12"}), straight);
+  testing::expect_usage_error(
+      {"train", "--net", "lenet", "--data", "hdf5:" + fm, "--crop-pad", "28", "--iterations", "1"},
+      {"--crop-pad 28", "below"});
 }
 
 }  // namespace

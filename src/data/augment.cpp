@@ -1,0 +1,33 @@
+// See augment.hpp.
+#include "data/augment.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace cnnscale {
+
+std::string AugmentOptions::describe() const {
+  if (!any()) return "none";
+  std::string s = crop_pad > 0 ? fmt::format("random crop, pad {}", crop_pad) : "";
+  if (mirror) s += s.empty() ? "mirror" : ", mirror";
+  return s;
+}
+
+void augment_sample(float* x, int64_t channels, int64_t height, int64_t width, const AugmentDraw& d,
+                    std::vector<float>& scratch) {
+  if (d.dy == 0 && d.dx == 0 && !d.mirror) return;
+  const int64_t plane = height * width;
+  scratch.assign(x, x + channels * plane);
+  for (int64_t c = 0; c < channels; ++c)
+    for (int64_t y = 0; y < height; ++y)
+      for (int64_t ox = 0; ox < width; ++ox) {
+        const int64_t sy = y + d.dy;
+        const int64_t sx = (d.mirror ? width - 1 - ox : ox) + d.dx;
+        x[c * plane + y * width + ox] = sy >= 0 && sy < height && sx >= 0 && sx < width
+                                            ? scratch[static_cast<size_t>(c * plane + sy * width + sx)]
+                                            : 0.0f;
+      }
+}
+
+}  // namespace cnnscale
