@@ -14,6 +14,7 @@ namespace {
 struct ReportArgs {
   report::ReportOptions options;
   bool no_plots = false;
+  std::optional<double> target_percent;
 };
 
 }  // namespace
@@ -31,10 +32,15 @@ void register_report(CLI::App& app) {
   cmd->add_flag("--no-plots", args->no_plots, "write tables and report.md only (no python/matplotlib needed)");
   cmd->add_option("--power-run", args->options.power_run,
                   "run id or folder whose power trace is plotted (default: the run with the most GPUs)");
+  cmd->add_option("--target-top1", args->target_percent,
+                  "time_to_accuracy's target test top-1 in percent for every network (default: per network, the "
+                  "highest every configuration reaches on average)")
+      ->check(CLI::Range(0.0, 100.0));
   cmd->add_option("--python", args->options.python,
                   "Python interpreter with matplotlib and h5py (default: $CNNSCALE_PYTHON, else /usr/bin/python3)");
   cmd->callback([args] {
     args->options.plots = !args->no_plots;
+    if (args->target_percent) args->options.target_top1 = *args->target_percent / 100.0;
     const report::ReportOutcome out = report::write_report(args->options);
     std::cout << "report: " << out.runs << " run(s), " << out.configurations << " configuration(s)";
     if (out.allreduce_files) std::cout << ", " << out.allreduce_files << " allreduce bench file(s)";

@@ -179,7 +179,7 @@ ReportOutcome write_report(const ReportOptions& options) {
   const std::vector<ConfigGroup> groups = group_runs(runs);
   const DeviceNoun noun = device_noun(groups);
   std::vector<Table> tables;
-  if (!runs.empty()) tables = build_tables(groups);
+  if (!runs.empty()) tables = build_tables(groups, options.target_top1);
   const bool hetero = !hetero_groups(groups).empty();
   if (!benches.empty()) {
     tables.push_back(allreduce_table(benches));

@@ -3,6 +3,7 @@
 // tables (Markdown and/or CSV), the PNG figures (scripts/report_plots.py under Debian's python3
 // with matplotlib) and report.md linking them all, into RESULTS_DIR/report/ unless told otherwise.
 #pragma once
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +16,9 @@ struct ReportOptions {
   std::vector<std::string> formats{"md", "csv"};  // table files to write: md, csv
   bool plots = true;                              // false (--no-plots): tables and report.md only
   std::string power_run;                          // run id or folder for the power trace; "" = the run with most GPUs
+  // time_to_accuracy's test top-1 target (a fraction); unset: per network, the highest every
+  // configuration reaches on average.
+  std::optional<double> target_top1;
   std::string python;                             // "" = $CNNSCALE_PYTHON, else /usr/bin/python3, else python3 on PATH
   std::string script;  // "" = $CNNSCALE_REPORT_SCRIPT, else the source tree's or installed copy
 };

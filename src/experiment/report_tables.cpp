@@ -264,17 +264,19 @@ double best_top1(const RunRecord& r) {
   return best;
 }
 
-// Time and energy to a test top-1 that every configuration of the network reaches: the lowest of
-// the configurations' mean best top-1 (so each gets there on average), rounded down to 0.1 %.
-Table time_to_accuracy_table(const std::vector<ConfigGroup>& groups) {
+// Time and energy to a test top-1: `given` for every network, else each network's highest that every
+// configuration reaches on average (the lowest of their mean best top-1, rounded down to 0.1 %).
+Table time_to_accuracy_table(const std::vector<ConfigGroup>& groups, std::optional<double> given) {
   Layout l{groups};
   Table t = l.start(
       "time_to_accuracy", "Time and energy to accuracy",
-      "Per network, the target is the highest test top-1 every configuration reaches on average (the lowest of "
-      "their mean best top-1, rounded down to 0.1 %); per run, the first epoch whose end-of-epoch test top-1 "
-      "reaches it: the epochs, the training seconds to that epoch's end (wall time, evaluations and checkpoints "
-      "left out) and the energy (that epoch's iterations × the steady window's joules per batch); mean ± std over "
-      "the runs that reach it.");
+      std::string(given ? "The target is the test top-1 given to report (--target-top1)"
+                        : "Per network, the target is the highest test top-1 every configuration reaches on average "
+                          "(the lowest of their mean best top-1, rounded down to 0.1 %)") +
+          "; per run, the first epoch whose end-of-epoch test top-1 "
+          "reaches it: the epochs, the training seconds to that epoch's end (wall time, evaluations and checkpoints "
+          "left out) and the energy (that epoch's iterations × the steady window's joules per batch); mean ± std over "
+          "the runs that reach it.");
   t.columns.insert(t.columns.end(), {{"target top-1 (%)", "target_top1_percent", false},
                                      {"reached", "reached", false},
                                      {"epochs", "epochs"},
@@ -287,7 +289,7 @@ Table time_to_accuracy_table(const std::vector<ConfigGroup>& groups) {
     auto [it, fresh] = target.emplace(g.net(), best.mean);
     if (!fresh) it->second = std::min(it->second, best.mean);
   }
-  for (auto& [net, v] : target) v = std::floor(v * 1000.0) / 1000.0;
+  for (auto& [net, v] : target) v = given ? *given : std::floor(v * 1000.0) / 1000.0;
   for (const ConfigGroup& g : groups) {
     auto it = target.find(g.net());
     if (it == target.end()) continue;
@@ -318,14 +320,14 @@ Table time_to_accuracy_table(const std::vector<ConfigGroup>& groups) {
   return t;
 }
 
-std::vector<Table> build_tables(const std::vector<ConfigGroup>& groups) {
+std::vector<Table> build_tables(const std::vector<ConfigGroup>& groups, std::optional<double> target_top1) {
   std::vector<Table> tables = {time_table(groups),     energy_table(groups),  whole_table(groups),
                                efficiency_table(groups), accuracy_table(groups), scaling_table(groups),
                                by_gpus_table(groups),  phases_table(groups)};
   // Only where some configuration has the 1-rank run of its per-rank batch.
   if (Table weak = weak_scaling_table(groups); !weak.rows.empty()) tables.push_back(std::move(weak));
   // Only where runs were tested after their epochs.
-  if (Table tta = time_to_accuracy_table(groups); !tta.rows.empty()) tables.push_back(std::move(tta));
+  if (Table tta = time_to_accuracy_table(groups, target_top1); !tta.rows.empty()) tables.push_back(std::move(tta));
   // Only where unequal ranks were run: a plain sweep's report has no empty heterogeneous table.
   if (!hetero_groups(groups).empty()) {
     tables.push_back(hetero_table(groups));

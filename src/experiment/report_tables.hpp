@@ -3,6 +3,7 @@
 // Tables 4–9 and 11: time, energy, whole training (EDP), efficiency, accuracy, strong scaling (long,
 // and wide by GPU count) and the phase breakdown.
 #pragma once
+#include <optional>
 #include <vector>
 
 #include "experiment/report_data.hpp"
@@ -27,6 +28,7 @@ Table phases_table(const std::vector<ConfigGroup>& groups);  // per-phase ms per
 
 // All of the above, in that order, then the heterogeneous tables (report_hetero.hpp) when any
 // configuration qualifies for them.
-std::vector<Table> build_tables(const std::vector<ConfigGroup>& groups);
+// target_top1: time_to_accuracy's target for every network (unset: each network's own, see the .cpp).
+std::vector<Table> build_tables(const std::vector<ConfigGroup>& groups, std::optional<double> target_top1 = {});
 
 }  // namespace cnnscale::report

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/temp_dir.hpp"
+#include "cpu/cli_runner.hpp"
 #include "cpu/test_report_util.hpp"
 #include "experiment/report.hpp"
 #include "experiment/report_phases.hpp"
@@ -157,6 +158,17 @@ TEST(ReportAccuracy, TimeAndEnergyToTheTargetEveryConfigurationReaches) {
   EXPECT_EQ(b128.at("reached"), "1 of 2");
   EXPECT_DOUBLE_EQ(std::stod(b128.at("seconds_mean")), 12.0);
   EXPECT_NE(slurp(dir.file("report/report.md")).find("Time and energy to accuracy"), std::string::npos);
+  // A target given to report: 89 % for every network; one batch-64 run gets there at epoch 2 (20 s),
+  // the other at epoch 2 (22 s); of batch 128 only the run that reaches 0.89.
+  testing::CliResult r = testing::run_cnnscale({"report", dir.str(), "--no-plots", "--target-top1", "89"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto given = read_csv(dir.file("report/time_to_accuracy.csv"));
+  ASSERT_EQ(given.size(), 2u);
+  for (const auto& row : given) {
+    EXPECT_EQ(row.at("target_top1_percent"), "89.0");
+    EXPECT_EQ(row.at("reached"), row.at("batch") == "64" ? "2 of 2" : "1 of 2");
+  }
+  EXPECT_NE(slurp(dir.file("report/time_to_accuracy.md")).find("--target-top1"), std::string::npos);
 }
 
 // Without a timeline the summary's per-phase maxima (of different ranks) may overshoot: scaled down.
