@@ -229,7 +229,6 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
   // with the --from that resumes at the dropped one.
   install_stop_signals();
   o.stop_requested = [] { return stop_signal() != 0; };
-  bench->stop_requested = o.stop_requested;
   const auto [utc_time, utc_stamp] = utc_times(std::chrono::system_clock::now());
   o.sweep_axis = a.sweep;
   o.problem_names = names;

@@ -296,13 +296,9 @@ int64_t calls_per_repeat(double first_call_ms, const TimingOptions& o) {
 }
 
 TimingStats time_calls(Backend& backend, const std::function<void()>& call, const TimingOptions& o) {
-  auto one = [&] {
-    if (o.stop && o.stop()) throw BenchStopped{};
-    call();
-  };
   auto timed = [&](int64_t calls) {
     auto a = backend.record_timing_event();
-    for (int64_t i = 0; i < calls; ++i) one();
+    for (int64_t i = 0; i < calls; ++i) call();
     auto b = backend.record_timing_event();
     backend.synchronize();
     return backend.elapsed_ms(*a, *b);
@@ -315,7 +311,7 @@ TimingStats time_calls(Backend& backend, const std::function<void()>& call, cons
     int more = o.warmup_calls - 1;
     if (budget_ms > 0 && cold_ms > 0)
       more = static_cast<int>(std::min<double>(more, std::floor(0.5 * budget_ms / cold_ms)));
-    for (int i = 0; i < more; ++i) one();
+    for (int i = 0; i < more; ++i) call();
   }
   const double first_ms = timed(1);
   const int64_t calls = calls_per_repeat(first_ms, o);

@@ -57,9 +57,6 @@ struct TimingOptions {
   // fit half of it; its row records the repeats it ran. 0: always `repeats`.
   double max_seconds = 2.0;
   int min_repeats = 3;
-  // Polled before every call; true ends the variant with BenchStopped (a stop signal is answered
-  // within one call, not one variant).
-  std::function<bool()> stop;
 };
 
 // Calls per repeat so that one lasts `min_repeat_ms` at `first_call_ms` per call (1..max).

@@ -55,10 +55,14 @@ void run_case(Backend& backend, KernelCase& c, const KernelBenchRow& base, const
     row.setup_ms = variants[v].setup_ms;
     row.memory_bytes = c.operand_bytes() + variants[v].workspace_bytes;
     if (row.supported) {
-      TimingOptions timing = o.timing;
-      if (!timing.stop) timing.stop = o.stop_requested;
+      // The stop flag is polled before every call: a stop is answered within one call, not one variant.
       row.timing = time_calls(
-          backend, [&] { c.run(v); }, timing);
+          backend,
+          [&] {
+            if (o.stop_requested && o.stop_requested()) throw BenchStopped{};
+            c.run(v);
+          },
+          o.timing);
       row.tflops = row.flops / (row.timing.median_ms * 1e-3) / 1e12;
       if (peak > 0) row.peak_fraction = row.tflops / peak;
       if (fastest_ms == 0 || row.timing.median_ms < fastest_ms) fastest_ms = row.timing.median_ms;
@@ -267,6 +271,7 @@ KernelBenchResult run_spmm_bench(Backend& backend, KernelBench& bench, const std
 KernelBenchResult run_rnn_bench(Backend& backend, KernelBench& bench, const std::vector<RnnProblem>& problems,
                                 const KernelBenchOptions& o) {
   KernelBenchResult r = start(backend, bench, "rnn", o);
+  bench.stop_requested = o.stop_requested;  // polled while a problem's algorithms are prepared
   for (size_t i = 0; i < problems.size(); ++i) {
     const bool go_on = run_problem(o, i, r, [&] {
       const RnnProblem& p = problems[i];
