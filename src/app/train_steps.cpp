@@ -9,6 +9,7 @@
 #include "app/train_run.hpp"
 #include "backend/devices.hpp"
 #include "core/environment.hpp"
+#include "data/augment.hpp"
 #include "data/datasets.hpp"
 #include "io/results_writer.hpp"
 #include "parallel/mpi_env.hpp"
@@ -44,11 +45,8 @@ void validate_train_args(TrainArgs& a) {
   if (!dataset.synthetic && (!a.input_shape.empty() || a.classes > 0))
     throw_config("--input-shape/--classes apply to synthetic data only ({} samples are {}, {} classes)", a.data,
                  fmt::join(dataset.sample_shape, "x"), dataset.classes);
-  if (a.options.augment.crop_pad < 0) throw_config("--crop-pad must be >= 0");
-  if (a.options.augment.crop_pad > 0 && !dataset.synthetic &&
-      a.options.augment.crop_pad >= std::min(dataset.sample_shape[1], dataset.sample_shape[2]))
-    throw_config("--crop-pad {}: must be below the samples' height and width ({}x{})", a.options.augment.crop_pad,
-                 dataset.sample_shape[1], dataset.sample_shape[2]);
+  // Before any work; the loader checks again against the data it opens (synthetic: the network's shape).
+  if (!dataset.synthetic) check_augment(a.options.augment, dataset.sample_shape);
   if (!a.input_shape.empty() &&
       (a.input_shape.size() != 3 || a.input_shape[0] < 1 || a.input_shape[1] < 1 || a.input_shape[2] < 1))
     throw_config("--input-shape: expected three positive extents C,H,W");

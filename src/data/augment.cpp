@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "core/error.hpp"
+
 namespace cnnscale {
 
 std::string AugmentOptions::describe() const {
@@ -12,6 +14,14 @@ std::string AugmentOptions::describe() const {
   std::string s = crop_pad > 0 ? fmt::format("random crop, pad {}", crop_pad) : "";
   if (mirror) s += s.empty() ? "mirror" : ", mirror";
   return s;
+}
+
+void check_augment(const AugmentOptions& a, const std::vector<int64_t>& s) {
+  if (a.crop_pad < 0) throw_config("--crop-pad must be >= 0, got {}", a.crop_pad);
+  if (!a.any()) return;
+  if (s.size() != 3) throw_config("augmentation needs (C, H, W) samples, not {}-d ones", s.size());
+  if (a.crop_pad >= std::min(s[1], s[2]))
+    throw_config("--crop-pad {}: must be below the samples' height and width ({}x{})", a.crop_pad, s[1], s[2]);
 }
 
 void augment_sample(float* x, int64_t channels, int64_t height, int64_t width, const AugmentDraw& d,

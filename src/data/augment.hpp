@@ -18,6 +18,9 @@ struct AugmentOptions {
   std::string describe() const;  // "crop pad 4, mirror"; "none"
 };
 
+// ConfigError unless the options fit (channels, height, width) samples (a crop pad below both sides).
+void check_augment(const AugmentOptions& a, const std::vector<int64_t>& sample_shape);
+
 struct AugmentDraw {
   int64_t dy = 0, dx = 0;  // output(y, x) = input(y + dy, x + dx)
   bool mirror = false;

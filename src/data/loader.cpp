@@ -52,14 +52,7 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options, Ho
   if (batches_per_epoch_ < 1)
     throw_config("batch size {} is larger than {} ({} samples)", options_.batch, dataset_->name(), size);
   sample_numel_ = dataset_->sample_shape().numel();
-  if (options_.augment.any()) {
-    const Shape s = dataset_->sample_shape();
-    if (s.rank() != 3)
-      throw_config("augmentation needs (C, H, W) samples; {} has ({})", dataset_->name(), s.to_string());
-    if (options_.augment.crop_pad < 0 || options_.augment.crop_pad >= std::min(s[1], s[2]))
-      throw_config("--crop-pad {}: must be below the samples' height and width ({}x{})", options_.augment.crop_pad,
-                   s[1], s[2]);
-  }
+  check_augment(options_.augment, dataset_->sample_shape().dims());
   if (options_.shard_count == 0) options_.shard_count = options_.batch;
   if (options_.shard_begin < 0 || options_.shard_count < 1 ||
       options_.shard_begin + options_.shard_count > options_.batch)

@@ -252,7 +252,8 @@ struct ShardDataset::Shard {
   std::string path;
   int64_t samples = 0, chunk_samples = 0;
   std::vector<uint32_t> crcs;
-  h5::Handle file{-1, H5Fclose}, images{-1, H5Dclose}, labels{-1, H5Dclose};
+  std::unique_ptr<h5::Reader> file;  // open for the dataset's life
+  h5::Handle images{-1, H5Dclose}, labels{-1, H5Dclose};
 };
 
 ShardDataset::ShardDataset(const std::string& dir, const std::string& split, int64_t cache_bytes)
@@ -280,16 +281,17 @@ ShardDataset::ShardDataset(const std::string& dir, const std::string& split, int
       throw_config("{}: {} bytes, the manifest says {}: truncated or replaced; convert it again", sh->path, bytes,
                    info.bytes);
     std::lock_guard<std::mutex> hdf5(hdf5_mutex());
-    h5::Reader r(sh->path, "data shard");
+    sh->file = std::make_unique<h5::Reader>(sh->path, "data shard");
+    const h5::Reader& r = *sh->file;
     std::vector<hsize_t> dims;
-    r.dataset(r.root(), "images", dims);
+    sh->images = r.dataset(r.root(), "images", dims);
     const std::vector<hsize_t> want = {
         static_cast<hsize_t>(info.samples), static_cast<hsize_t>(manifest_.sample_shape[0]),
         static_cast<hsize_t>(manifest_.sample_shape[1]), static_cast<hsize_t>(manifest_.sample_shape[2])};
     if (dims != want)
       throw_config("{}: images are not ({}, {}, {}, {}) as the manifest says", sh->path, want[0], want[1], want[2],
                    want[3]);
-    r.dataset(r.root(), "labels", dims);
+    sh->labels = r.dataset(r.root(), "labels", dims);
     if (dims != std::vector<hsize_t>{want[0]}) throw_config("{}: labels are not ({})", sh->path, want[0]);
     sh->chunk_samples = r.attr_i64(r.root(), "chunk_samples");
     if (sh->chunk_samples < 1) throw_config("{}: attribute chunk_samples must be at least 1", sh->path);
@@ -299,12 +301,6 @@ ShardDataset::ShardDataset(const std::string& dir, const std::string& split, int
       throw_config("{}: {} chunk checksums for {} chunks", sh->path, sh->crcs.size(), chunks);
     if (crc_of_crcs(sh->crcs) != info.crc32)
       throw_config("{}: its chunk checksums do not match the manifest's: a shard of another conversion?", sh->path);
-    // The reader keeps the file open: its handles outlive r (HDF5 counts references per file).
-    sh->file = h5::Handle(H5Fopen(sh->path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-    sh->images = h5::Handle(H5Dopen2(sh->file.get(), "images", H5P_DEFAULT), H5Dclose);
-    sh->labels = h5::Handle(H5Dopen2(sh->file.get(), "labels", H5P_DEFAULT), H5Dclose);
-    if (sh->file.get() < 0 || sh->images.get() < 0 || sh->labels.get() < 0)
-      throw_config("{}: HDF5 cannot open it", sh->path);
     sh->samples = info.samples;
     first_sample_.push_back(first);
     first += info.samples;
@@ -380,7 +376,7 @@ std::shared_ptr<const ShardDataset::Chunk> ShardDataset::chunk(size_t shard, int
   return loaded;
 }
 
-void ShardDataset::read_raw(int64_t index, uint8_t* image, int32_t* label) const {
+std::pair<std::shared_ptr<const ShardDataset::Chunk>, int64_t> ShardDataset::locate(int64_t index) const {
   CNNSCALE_CHECK(index >= 0 && index < split_.samples, "{}: sample index {} out of range [0, {})", name_, index,
                  split_.samples);
   const size_t shard =
@@ -388,20 +384,25 @@ void ShardDataset::read_raw(int64_t index, uint8_t* image, int32_t* label) const
       1;
   const int64_t local = index - first_sample_[shard];
   const int64_t per = shards_[shard]->chunk_samples;
-  std::shared_ptr<const Chunk> ch = chunk(shard, local / per);
-  const int64_t in_chunk = local % per;
-  std::memcpy(image, ch->images.data() + in_chunk * sample_bytes_, static_cast<size_t>(sample_bytes_));
-  *label = ch->labels[static_cast<size_t>(in_chunk)];
+  return {chunk(shard, local / per), local % per};
+}
+
+void ShardDataset::read_raw(int64_t index, uint8_t* image, int32_t* label) const {
+  const auto [ch, at] = locate(index);
+  std::memcpy(image, ch->images.data() + at * sample_bytes_, static_cast<size_t>(sample_bytes_));
+  *label = ch->labels[static_cast<size_t>(at)];
 }
 
 void ShardDataset::fill(std::span<const int64_t> indices, float* data, int32_t* labels) const {
   const int64_t plane = manifest_.sample_shape[1] * manifest_.sample_shape[2];
-  std::vector<uint8_t> raw(static_cast<size_t>(sample_bytes_));
   for (size_t s = 0; s < indices.size(); ++s) {
-    read_raw(indices[s], raw.data(), &labels[s]);
+    // Normalised straight from the cached chunk's bytes.
+    const auto [ch, at] = locate(indices[s]);
+    labels[s] = ch->labels[static_cast<size_t>(at)];
+    const uint8_t* raw = ch->images.data() + at * sample_bytes_;
     float* dst = data + static_cast<int64_t>(s) * sample_bytes_;
     for (size_t c = 0; c < scale_.size(); ++c) {
-      const uint8_t* src = raw.data() + static_cast<int64_t>(c) * plane;
+      const uint8_t* src = raw + static_cast<int64_t>(c) * plane;
       float* out = dst + static_cast<int64_t>(c) * plane;
       for (int64_t i = 0; i < plane; ++i) out[i] = static_cast<float>(src[i]) * scale_[c] + offset_[c];
     }

@@ -104,6 +104,8 @@ class ShardDataset : public Dataset {
   struct Shard;
   std::shared_ptr<const Chunk> chunk(size_t shard, int64_t c) const;
   std::shared_ptr<const Chunk> load_chunk(size_t shard, int64_t c) const;
+  // The chunk holding sample `index` of the split, and the sample's place in it.
+  std::pair<std::shared_ptr<const Chunk>, int64_t> locate(int64_t index) const;
 
   std::string dir_, split_name_, name_;
   ShardManifest manifest_;
