@@ -30,6 +30,8 @@ void run_train(TrainArgs& a) {
                    .layout = layout_choice_from_name(a.layout),
                    .batchnorm = batchnorm_kernels_from_name(a.batchnorm)});
   a.options.batch = par.global_batch();
+  if (a.options.host_decode && par.device() == "cpu")
+    throw_config("--host-decode applies to GPU runs: a CPU run normalises and augments on the host anyway");
   const TrainInputs in = load_train_inputs(a);
   const nlohmann::json run_config = describe_run(a, in, par);
 
@@ -197,6 +199,9 @@ void register_train(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--mirror", a.options.augment.mirror,
                 "Augmentation: flip each training sample left-right with probability 1/2 (drawn as --crop-pad)");
+  cmd->add_flag("--host-decode", a.options.host_decode,
+                "GPU runs over byte-stored data (Fashion-MNIST, hdf5:DIR): normalise and augment on the host and "
+                "upload floats, instead of uploading the bytes (a quarter as many) and decoding them on the GPU");
   cmd->add_option("--pool-batches", a.pool_batches, "Synthetic: distinct batches kept on the device")
       ->capture_default_str();
   cmd->add_option("--checkpoint-dir", a.options.checkpoint_dir, "Write checkpoints here (the newest two are kept)");

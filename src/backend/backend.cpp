@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/loss_scale_rule.hpp"
+#include "core/byte_input.hpp"
 #include "core/rng.hpp"
 
 
@@ -38,6 +39,20 @@ void Backend::conv_forward_int8(const ConvParams&, const Tensor&, const Tensor&,
 
 void Backend::linear_forward_int8(const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool, const Tensor&) {
   throw_runtime("the {} backend has no int8 kernels (linear_forward_int8)", name());
+}
+
+void check_decode_bytes(const Tensor& bytes, const Tensor& draws, const Tensor& affine, const Tensor& out,
+                        const std::string& where) {
+  CNNSCALE_CHECK(bytes.defined() && bytes.dtype() == DType::U8 && bytes.shape().rank() == 4,
+                 "{}: the samples must be a 4-d u8 tensor", where);
+  CNNSCALE_CHECK(
+      out.defined() && out.dtype() == DType::F32 && out.layout() == Layout::NCHW && out.shape() == bytes.shape(),
+      "{}: the output must be f32 NCHW of the samples' shape {}", where, bytes.shape().to_string());
+  const Shape& s = bytes.shape();
+  CNNSCALE_CHECK(affine.defined() && affine.dtype() == DType::F32 && affine.numel() == 2 * s.c(),
+                 "{}: the affine map must be 2 x {} f32 values (scales, then offsets)", where, s.c());
+  CNNSCALE_CHECK(!draws.defined() || (draws.dtype() == DType::I32 && draws.numel() == s.n() * kDrawInts),
+                 "{}: the draws must be {} x {} i32 values", where, s.n(), kDrawInts);
 }
 
 void check_sgd_mirrors(const SgdMirrors& mirrors, const Tensor& ranges, const std::string& where) {

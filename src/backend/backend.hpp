@@ -175,6 +175,9 @@ struct GradCheck {
 };
 // Throws unless `mirrors` is undefined or fits a segment table `ranges` (2S) as described above.
 void check_sgd_mirrors(const SgdMirrors& mirrors, const Tensor& ranges, const std::string& where);
+// Throws unless decode_bytes' arguments fit each other (dtypes, shapes; not their device): "<where>: ...".
+void check_decode_bytes(const Tensor& bytes, const Tensor& draws, const Tensor& affine, const Tensor& out,
+                        const std::string& where);
 
 class Backend {
  public:
@@ -392,6 +395,12 @@ class Backend {
   // scores may be 16-bit on CUDA (the loss layer's input in mixed precision); out is f32.
   virtual void accuracy_topk(const Tensor& scores, const Tensor& labels, const std::vector<int>& ks,
                              const Tensor& out) = 0;
+
+  // ---- input: a batch of byte samples (u8, N, C, H, W as stored) to the network's f32 NCHW input
+  // of the same shape: out = byte_to_input(byte, affine[c], affine[C + c]) (core/byte_input.hpp),
+  // each sample moved and mirrored by its draw when `draws` (i32, N x kDrawInts) is defined, 0 where
+  // the draw reads outside the image. What Dataset::fill and augment_sample give on the host.
+  virtual void decode_bytes(const Tensor& bytes, const Tensor& draws, const Tensor& affine, const Tensor& out) = 0;
 
   // ---- concat support: copy `channels` channels of src (N, Cs, H, W) from src_c into dst
   // (N, Cd, H, W) at dst_c. Used in both directions by Concat.

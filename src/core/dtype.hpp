@@ -1,5 +1,6 @@
 // Element types and memory layouts a tensor can carry: f32, the 16-bit types of mixed precision
-// (bf16/f16 storage, fp32 accumulation), i32 labels and i8 (int8 inference's quantised operands); NCHW or channels-last
+// (bf16/f16 storage, fp32 accumulation), i32 labels, i8 (int8 inference's quantised operands) and u8
+// (image bytes as stored, moved to the device before they are normalised there); NCHW or channels-last
 // NHWC. A tensor's shape is always (N, C, H, W); the layout only says in which order its elements lie in memory.
 #pragma once
 #include <cstddef>
@@ -8,7 +9,7 @@
 
 namespace cnnscale {
 
-enum class DType { F32, F16, BF16, I32, I8 };
+enum class DType { F32, F16, BF16, I32, I8, U8 };
 enum class Layout { NCHW, NHWC };
 
 inline size_t dtype_size(DType t) {
@@ -18,6 +19,7 @@ inline size_t dtype_size(DType t) {
     case DType::BF16: return 2;
     case DType::I32: return 4;
     case DType::I8:
+    case DType::U8:
       return 1;
   }
   return 0;
@@ -31,6 +33,8 @@ inline std::string dtype_name(DType t) {
     case DType::I32: return "i32";
     case DType::I8:
       return "i8";
+    case DType::U8:
+      return "u8";
   }
   return "?";
 }

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -12,6 +13,12 @@
 #include "core/shape.hpp"
 
 namespace cnnscale {
+
+// Byte-stored datasets: fill()'s floats are byte_to_input(byte, scale[c], offset[c]) of the stored
+// bytes (core/byte_input.hpp), per channel c.
+struct ByteAffine {
+  std::vector<float> scale, offset;
+};
 
 class Dataset {
  public:
@@ -22,6 +29,15 @@ class Dataset {
   virtual int64_t classes() const = 0;
   // Writes indices.size() samples: data (count, C, H, W) normalised f32, labels (count) in [0, classes).
   virtual void fill(std::span<const int64_t> indices, float* data, int32_t* labels) const = 0;
+
+  // A dataset stored as bytes also hands out the bytes themselves and the map fill() applies to
+  // them, so a GPU run moves a quarter of the floats' bytes over the bus and normalises (and
+  // augments) on the device. Others return nullopt; fill_bytes() is then not called.
+  virtual std::optional<ByteAffine> byte_affine() const { return std::nullopt; }
+  // Writes indices.size() samples (count, C, H, W) as stored, and their labels; thread-safe.
+  virtual void fill_bytes(std::span<const int64_t> /*indices*/, uint8_t* /*data*/, int32_t* /*labels*/) const {
+    throw_runtime("{}: samples are not stored as bytes", name());
+  }
 };
 
 // Samples [begin, begin + count) of another dataset: the first `count` (quick experiments and
@@ -46,6 +62,13 @@ class SubsetDataset : public Dataset {
     std::vector<int64_t> shifted(indices.begin(), indices.end());
     for (int64_t& i : shifted) i += begin_;
     base_->fill(shifted, data, labels);
+  }
+  std::optional<ByteAffine> byte_affine() const override { return base_->byte_affine(); }
+  void fill_bytes(std::span<const int64_t> indices, uint8_t* data, int32_t* labels) const override {
+    if (begin_ == 0) return base_->fill_bytes(indices, data, labels);
+    std::vector<int64_t> shifted(indices.begin(), indices.end());
+    for (int64_t& i : shifted) i += begin_;
+    base_->fill_bytes(shifted, data, labels);
   }
 
  private:

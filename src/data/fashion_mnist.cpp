@@ -2,8 +2,10 @@
 // and batch filling with (x / 255 - mean) / std.
 #include "data/fashion_mnist.hpp"
 
+#include <cstring>
 #include <filesystem>
 
+#include "core/byte_input.hpp"
 #include "data/idx_file.hpp"
 
 namespace cnnscale {
@@ -46,17 +48,31 @@ std::string FashionMnistDataset::name() const {
   return split_ == Split::Train ? "fashion-mnist/train" : "fashion-mnist/test";
 }
 
+std::optional<ByteAffine> FashionMnistDataset::byte_affine() const {
+  // (x / 255 - mean) / std = x * scale + offset
+  return ByteAffine{{1.0f / (255.0f * kStd)}, {-kMean / kStd}};
+}
+
 void FashionMnistDataset::fill(std::span<const int64_t> indices, float* data, int32_t* labels) const {
   const int64_t per_sample = rows_ * cols_;
-  // (x / 255 - mean) / std = x * scale + offset
-  const float scale = 1.0f / (255.0f * kStd);
-  const float offset = -kMean / kStd;
+  const ByteAffine a = *byte_affine();
   for (size_t s = 0; s < indices.size(); ++s) {
     const int64_t idx = indices[s];
     CNNSCALE_CHECK(idx >= 0 && idx < count_, "Fashion-MNIST sample index {} out of range [0, {})", idx, count_);
     const uint8_t* src = pixels_.data() + idx * per_sample;
     float* dst = data + static_cast<int64_t>(s) * per_sample;
-    for (int64_t i = 0; i < per_sample; ++i) dst[i] = static_cast<float>(src[i]) * scale + offset;
+    for (int64_t i = 0; i < per_sample; ++i) dst[i] = byte_to_input(src[i], a.scale[0], a.offset[0]);
+    labels[s] = labels_[static_cast<size_t>(idx)];
+  }
+}
+
+void FashionMnistDataset::fill_bytes(std::span<const int64_t> indices, uint8_t* data, int32_t* labels) const {
+  const int64_t per_sample = rows_ * cols_;
+  for (size_t s = 0; s < indices.size(); ++s) {
+    const int64_t idx = indices[s];
+    CNNSCALE_CHECK(idx >= 0 && idx < count_, "Fashion-MNIST sample index {} out of range [0, {})", idx, count_);
+    std::memcpy(data + static_cast<int64_t>(s) * per_sample, pixels_.data() + idx * per_sample,
+                static_cast<size_t>(per_sample));
     labels[s] = labels_[static_cast<size_t>(idx)];
   }
 }

@@ -30,6 +30,8 @@ class FashionMnistDataset : public Dataset {
   Shape sample_shape() const override { return Shape{1, rows_, cols_}; }
   int64_t classes() const override { return kClasses; }
   void fill(std::span<const int64_t> indices, float* data, int32_t* labels) const override;
+  std::optional<ByteAffine> byte_affine() const override;
+  void fill_bytes(std::span<const int64_t> indices, uint8_t* data, int32_t* labels) const override;
 
   // A sample's bytes (rows x cols) and label, as stored.
   const uint8_t* pixels(int64_t i) const { return pixels_.data() + i * rows_ * cols_; }

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "core/byte_input.hpp"
 #include "core/rng.hpp"
 
 namespace cnnscale {
@@ -59,13 +60,28 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options, Ho
     throw_config("data loader shard [{}, {}) is outside a batch of {}", options_.shard_begin,
                  options_.shard_begin + options_.shard_count, options_.batch);
 
-  const size_t data_bytes = (static_cast<size_t>(options_.shard_count * sample_numel_) * sizeof(float) + 63) / 64 * 64;
-  const size_t label_bytes = static_cast<size_t>(options_.shard_count) * sizeof(int32_t);
+  if (options_.bytes && !dataset_->byte_affine())
+    throw_config("{}: samples are not stored as bytes; the loader cannot hand them out undecoded", dataset_->name());
+
+  // A slot: the samples (floats, or bytes), then the labels, then (byte mode with augmentation)
+  // the draws, each part starting on a 64-byte boundary.
+  auto padded = [](size_t bytes) { return (bytes + 63) / 64 * 64; };
+  const auto count = static_cast<size_t>(options_.shard_count);
+  const size_t data_bytes =
+      padded(count * static_cast<size_t>(sample_numel_) * (options_.bytes ? sizeof(uint8_t) : sizeof(float)));
+  const size_t label_bytes = padded(count * sizeof(int32_t));
+  const size_t draw_bytes = options_.bytes && options_.augment.any() ? count * kDrawInts * sizeof(int32_t) : 0;
   for (int s = 0; s < options_.slots; ++s) {
-    auto storage = alloc ? alloc(data_bytes + label_bytes) : aligned_host(data_bytes + label_bytes);
+    const size_t total = data_bytes + label_bytes + draw_bytes;
+    auto storage = alloc ? alloc(total) : aligned_host(total);
+    char* base = static_cast<char*>(storage->ptr());
     HostBatch b;
-    b.data = static_cast<float*>(storage->ptr());
-    b.labels = reinterpret_cast<int32_t*>(static_cast<char*>(storage->ptr()) + data_bytes);
+    if (options_.bytes)
+      b.bytes = reinterpret_cast<uint8_t*>(base);
+    else
+      b.data = reinterpret_cast<float*>(base);
+    b.labels = reinterpret_cast<int32_t*>(base + data_bytes);
+    if (draw_bytes) b.draws = reinterpret_cast<int32_t*>(base + data_bytes + label_bytes);
     b.slot = s;
     storage_.push_back(std::move(storage));
     batches_.push_back(b);
@@ -144,8 +160,21 @@ void Loader::fill_slot(int slot, int64_t epoch, int64_t index) {
   const Shape shape = dataset_->sample_shape();
   // Samples [lo, hi) of the batch: read, normalised, augmented.
   auto fill_part = [&](int64_t lo, int64_t hi) {
-    dataset_->fill(std::span<const int64_t>(ids + lo, static_cast<size_t>(hi - lo)), b.data + lo * sample_numel_,
-                   b.labels + lo);
+    const std::span<const int64_t> part(ids + lo, static_cast<size_t>(hi - lo));
+    if (options_.bytes) {
+      dataset_->fill_bytes(part, b.bytes + lo * sample_numel_, b.labels + lo);
+      if (b.draws)
+        for (int64_t s = lo; s < hi; ++s) {
+          const AugmentDraw d =
+              augment_draw(options_.seed, epoch, ids[s], options_.augment.crop_pad, options_.augment.mirror);
+          int32_t* out = b.draws + s * kDrawInts;
+          out[0] = static_cast<int32_t>(d.dy);
+          out[1] = static_cast<int32_t>(d.dx);
+          out[2] = d.mirror ? 1 : 0;
+        }
+      return;
+    }
+    dataset_->fill(part, b.data + lo * sample_numel_, b.labels + lo);
     if (!options_.augment.any()) return;
     std::vector<float> scratch;
     for (int64_t s = lo; s < hi; ++s)

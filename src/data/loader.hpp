@@ -42,10 +42,17 @@ struct LoaderOptions {
   int threads = 1;
   // Training-time augmentation of every sample (augment.hpp), after normalisation.
   AugmentOptions augment;
+  // Batches as the dataset stores them (HostBatch::bytes) with each sample's augmentation draw
+  // (HostBatch::draws) instead of normalised, augmented floats: a GPU run uploads a quarter of the
+  // bytes and decodes them on the device (Backend::decode_bytes) to what the float batch would
+  // hold. Needs a byte-stored dataset (Dataset::byte_affine).
+  bool bytes = false;
 };
 
 struct HostBatch {
-  float* data = nullptr;      // (count, C, H, W): this rank's shard of the batch
+  float* data = nullptr;      // (count, C, H, W): this rank's shard of the batch (null in byte mode)
+  uint8_t* bytes = nullptr;   // byte mode: (count, C, H, W) as stored
+  int32_t* draws = nullptr;   // byte mode with augmentation: (count, 3) = dy, dx, mirror (augment_draw)
   int32_t* labels = nullptr;  // (count)
   int64_t count = 0;
   int64_t epoch = 0;

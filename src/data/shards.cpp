@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/byte_input.hpp"
 #include "core/hdf5_file.hpp"
 
 namespace cnnscale {
@@ -404,8 +405,17 @@ void ShardDataset::fill(std::span<const int64_t> indices, float* data, int32_t* 
     for (size_t c = 0; c < scale_.size(); ++c) {
       const uint8_t* src = raw + static_cast<int64_t>(c) * plane;
       float* out = dst + static_cast<int64_t>(c) * plane;
-      for (int64_t i = 0; i < plane; ++i) out[i] = static_cast<float>(src[i]) * scale_[c] + offset_[c];
+      for (int64_t i = 0; i < plane; ++i) out[i] = byte_to_input(src[i], scale_[c], offset_[c]);
     }
+  }
+}
+
+void ShardDataset::fill_bytes(std::span<const int64_t> indices, uint8_t* data, int32_t* labels) const {
+  for (size_t s = 0; s < indices.size(); ++s) {
+    const auto [ch, at] = locate(indices[s]);
+    labels[s] = ch->labels[static_cast<size_t>(at)];
+    std::memcpy(data + static_cast<int64_t>(s) * sample_bytes_, ch->images.data() + at * sample_bytes_,
+                static_cast<size_t>(sample_bytes_));
   }
 }
 

@@ -91,7 +91,9 @@ class ShardDataset : public Dataset {
   Shape sample_shape() const override { return Shape(manifest_.sample_shape); }
   int64_t classes() const override { return manifest_.classes; }
   void fill(std::span<const int64_t> indices, float* data, int32_t* labels) const override;
-  // The raw bytes and label of one sample (tests, and uint8 uploads).
+  std::optional<ByteAffine> byte_affine() const override { return ByteAffine{scale_, offset_}; }
+  void fill_bytes(std::span<const int64_t> indices, uint8_t* data, int32_t* labels) const override;
+  // The raw bytes and label of one sample (tests).
   void read_raw(int64_t index, uint8_t* image, int32_t* label) const;
   const ShardManifest& manifest() const { return manifest_; }
 

@@ -150,6 +150,8 @@ void Trainer::check_options() const {
   if (!(options_.phase_window_seconds > 0)) throw_config("--phase-window must be > 0 seconds");
   if (options_.phase_repeats < 1) throw_config("--phase-repeats must be >= 1, got {}", options_.phase_repeats);
   check_slowdown(options_.parallel.rank, options_.slowdown);
+  if (options_.host_decode && backend_.device().is_cpu())
+    throw_config("--host-decode applies to GPU runs: a CPU run normalises and augments on the host anyway");
   if (options_.slowdown > 1.0 && !backend_.device().is_cpu())
     throw_config("--slowdown emulates a slower CPU rank; GPU ranks are made unequal with --sm-counts");
   check_rebalance_every(options_.rebalance_every);
@@ -168,11 +170,16 @@ void Trainer::make_loader() {
   lo.seed = options_.seed;
   lo.threads = options_.data_threads;
   lo.augment = options_.augment;
-  // The loader's host batches hold what Dataset::fill writes: float samples.
-  const auto batch_bytes = static_cast<size_t>(split_.local * train_->sample_shape().numel()) * sizeof(float);
+  lo.bytes = decodes_on_device(*train_);
+  const auto batch_bytes =
+      static_cast<size_t>(split_.local * train_->sample_shape().numel()) * (lo.bytes ? 1 : sizeof(float));
   lo.slots = backend_.device().is_cpu() ? 3 : gpu_slots(options_.display, batch_bytes);
   loader_ = std::make_unique<Loader>(train_, lo, [this](size_t bytes) { return backend_.alloc_host(bytes); });
   train_slots_ = std::make_unique<UploadSlots>(backend_, *loader_, "host sync (input buffers)");
+}
+
+bool Trainer::decodes_on_device(const Dataset& d) const {
+  return !backend_.device().is_cpu() && !options_.host_decode && d.byte_affine().has_value();
 }
 
 void Trainer::fill_pool() {

@@ -35,6 +35,9 @@ struct TrainOptions {
   uint64_t seed = 1;
   int data_threads = 1;          // threads filling each training batch (LoaderOptions::threads)
   AugmentOptions augment;        // of the training batches (never the test set's)
+  // A GPU run over a byte-stored dataset uploads the bytes and normalises and augments them on the
+  // device (LoaderOptions::bytes); true: on the host, uploading floats, as CPU runs and other datasets do.
+  bool host_decode = false;
   int64_t display = 50;          // iterations between loss reads (host syncs)
   int64_t timing_warmup = 10;    // first iterations of this process left out of samples/s
   std::string checkpoint_dir;    // empty: no checkpoints
@@ -268,6 +271,8 @@ class Trainer {
   BatchSplit plan_batch() const;  // checks the global batch; ConfigError
   void check_options() const;
   void make_loader();
+  // Whether batches of `d` go up as bytes and are decoded on the device (TrainOptions::host_decode).
+  bool decodes_on_device(const Dataset& d) const;
   void fill_pool();  // device_pool: the batches on the device, filled once
 
   // The step and its pieces (trainer.cpp). Each piece queues work only (no host sync); the phase

@@ -29,6 +29,7 @@ EvalResult Trainer::evaluate(int64_t iteration) {
   lo.shuffle = false;
   lo.drop_last = false;  // every test sample counts; the last partial batch runs at its own size
   lo.slots = 4;
+  lo.bytes = decodes_on_device(*test_);
   std::unique_ptr<Loader> loader;
   std::unique_ptr<UploadSlots> slots;
   if (test) {

@@ -1,6 +1,8 @@
 // UploadSlots: the loader buffers whose uploads to the device may still be reading them. Training's
 // feed and evaluation both take their batches through it, so both pace their buffers the same way:
 // on GPU uploads are asynchronous, and a buffer goes back to the loader only after a synchronisation.
+// A loader in byte mode (LoaderOptions::bytes) hands out stored bytes and augmentation draws: they
+// go up into device buffers of their own and Backend::decode_bytes writes the net's input from them.
 #pragma once
 #include <vector>
 
@@ -30,6 +32,9 @@ class UploadSlots {
   const char* sync_operation_;
   bool async_;
   std::vector<int> uploaded_;
+  // Byte mode: the batch's bytes and draws on the device (sized for the loader's largest batch;
+  // a smaller last batch uses their front), and the dataset's per-channel scales and offsets.
+  Tensor bytes_, draws_, affine_;
 };
 
 }  // namespace cnnscale

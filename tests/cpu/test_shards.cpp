@@ -7,13 +7,16 @@
 
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "backend/backend.hpp"
 #include "common/temp_dir.hpp"
+#include "core/byte_input.hpp"
 #include "core/hdf5_file.hpp"
 #include "cpu/cli_runner.hpp"
 #include "data/augment.hpp"
@@ -22,6 +25,7 @@
 #include "data/loader.hpp"
 #include "data/shard_convert.hpp"
 #include "data/shards.hpp"
+#include "data/synthetic_dataset.hpp"
 #include "net/net.hpp"
 
 namespace cnnscale {
@@ -571,6 +575,69 @@ TEST(Augment, DeterministicAcrossThreadsRanksAndResume) {
   testing::expect_usage_error(
       {"train", "--net", "lenet", "--data", "hdf5:" + fm, "--crop-pad", "28", "--iterations", "1"},
       {"--crop-pad 28", "below"});
+}
+
+// Byte mode (what a GPU run uploads): the stored bytes and each sample's draw, decoded by the
+// backend, give the float batches of the host path bit for bit, with and without augmentation,
+// for several threads and over an epoch boundary; on shards with per-channel statistics and on
+// Fashion-MNIST's IDX path. A dataset not stored as bytes is refused by name.
+TEST(Augment, ByteBatchesDecodeToTheHostsFloatBatches) {
+  TempDir t;
+  std::unique_ptr<Backend> cpu = make_backend("cpu");
+  auto compare = [&](std::shared_ptr<const Dataset> ds, const AugmentOptions& augment, int threads) {
+    const Shape sample = ds->sample_shape();
+    LoaderOptions o;
+    o.batch = 6;
+    o.seed = 5;
+    o.augment = augment;
+    Loader floats(ds, o);
+    o.bytes = true;
+    o.threads = threads;
+    Loader bytes(ds, o);
+    std::vector<int64_t> dims = sample.dims();
+    dims.insert(dims.begin(), o.batch);
+    const Shape batch(dims);
+    Tensor x = cpu->alloc(batch, DType::U8), y = cpu->alloc(batch), a = cpu->alloc(Shape{2 * sample[0]});
+    Tensor d = augment.any() ? cpu->alloc(Shape{o.batch * kDrawInts}, DType::I32) : Tensor();
+    const ByteAffine map = *ds->byte_affine();
+    std::vector<float> affine = map.scale;
+    affine.insert(affine.end(), map.offset.begin(), map.offset.end());
+    cpu->upload(affine.data(), a);
+    for (int64_t b = 0; b < 2 * floats.batches_per_epoch() + 1; ++b) {
+      const HostBatch& f = floats.next();
+      const HostBatch& u = bytes.next();
+      ASSERT_EQ(u.data, nullptr);
+      ASSERT_EQ(u.count, f.count);
+      ASSERT_EQ(u.draws != nullptr, augment.any());
+      cpu->upload(u.bytes, x);
+      if (u.draws) cpu->upload(u.draws, d);
+      cpu->decode_bytes(x, d, a, y);
+      EXPECT_EQ(std::memcmp(y.f32(), f.data, static_cast<size_t>(f.count * sample.numel()) * sizeof(float)), 0)
+          << ds->name() << ", " << augment.describe() << ", batch " << b;
+      EXPECT_EQ(std::vector<int32_t>(u.labels, u.labels + u.count), std::vector<int32_t>(f.labels, f.labels + f.count));
+      floats.release(f.slot);
+      bytes.release(u.slot);
+    }
+  };
+  auto shards = std::make_shared<ShardDataset>(write_set(t.str(), 23), "train");
+  compare(shards, AugmentOptions{}, 1);
+  compare(shards, AugmentOptions{2, true}, 3);
+  compare(shards, AugmentOptions{3, false}, 2);  // shifts of up to 3 in a 5x4 sample: mostly border
+  auto fm = std::make_shared<SubsetDataset>(
+      std::make_shared<FashionMnistDataset>(FashionMnistDataset::kDefaultDir, FashionMnistDataset::Split::Train), 40);
+  compare(fm, AugmentOptions{3, true}, 2);
+
+  LoaderOptions o;
+  o.batch = 4;
+  o.bytes = true;
+  const std::string msg = error_of([&] {
+    Loader(std::make_shared<SyntheticDataset>(Shape{1, 4, 4}, 3, 16, SyntheticFill::Gaussian, 1), o);
+  });
+  EXPECT_NE(msg.find("synthetic"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("not stored as bytes"), std::string::npos) << msg;
+  testing::expect_usage_error(
+      {"train", "--net", "lenet", "--data", "fashion-mnist", "--host-decode", "--iterations", "1", "--no-results"},
+      {"--host-decode", "GPU runs"});
 }
 
 }  // namespace

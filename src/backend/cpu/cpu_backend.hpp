@@ -82,6 +82,7 @@ class CpuBackend final : public Backend {
   void accuracy_topk(const Tensor& scores, const Tensor& labels, const std::vector<int>& ks,
                      const Tensor& out) override;
   void copy_channels(const Tensor& src, int64_t src_c, const Tensor& dst, int64_t dst_c, int64_t channels) override;
+  void decode_bytes(const Tensor& bytes, const Tensor& draws, const Tensor& affine, const Tensor& out) override;
   void sgd_update(const Tensor& w, const Tensor& dw, const Tensor& history, float lr, float momentum,
                   float weight_decay) override;
   void flag_nonfinite(const Tensor& x, int32_t tag, const Tensor& flag) override;

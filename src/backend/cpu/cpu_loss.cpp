@@ -7,6 +7,7 @@
 
 #include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/cpu_checks.hpp"
+#include "core/byte_input.hpp"
 
 namespace cnnscale {
 
@@ -120,6 +121,34 @@ void CpuBackend::copy_channels(const Tensor& src, int64_t src_c, const Tensor& d
   const size_t bytes = static_cast<size_t>(channels * spatial) * sizeof(float);
   for (int64_t n = 0; n < s.n(); ++n)
     std::memcpy(dst.f32() + (n * d.c() + dst_c) * spatial, src.f32() + (n * s.c() + src_c) * spatial, bytes);
+}
+
+void CpuBackend::decode_bytes(const Tensor& bytes, const Tensor& draws, const Tensor& affine, const Tensor& out) {
+  check_decode_bytes(bytes, draws, affine, out, "cpu decode_bytes");
+  CNNSCALE_CHECK(bytes.device().is_cpu() && out.device().is_cpu() && affine.device().is_cpu() &&
+                     (!draws.defined() || draws.device().is_cpu()),
+                 "cpu decode_bytes: a tensor is not on the cpu");
+  const Shape& s = bytes.shape();
+  const int64_t channels = s.c(), height = s.h(), width = s.w(), plane = height * width;
+  const auto* in = static_cast<const uint8_t*>(bytes.raw());
+  const float* scale = affine.f32();
+  const float* offset = scale + channels;
+  for (int64_t n = 0; n < s.n(); ++n) {
+    const int32_t* d = draws.defined() ? draws.i32() + n * kDrawInts : nullptr;
+    const int64_t dy = d ? d[0] : 0, dx = d ? d[1] : 0;
+    const bool mirror = d && d[2] != 0;
+    for (int64_t c = 0; c < channels; ++c) {
+      const uint8_t* src = in + (n * channels + c) * plane;
+      float* dst = out.f32() + (n * channels + c) * plane;
+      for (int64_t y = 0; y < height; ++y)
+        for (int64_t x = 0; x < width; ++x) {
+          const int64_t sy = y + dy, sx = (mirror ? width - 1 - x : x) + dx;
+          dst[y * width + x] = sy >= 0 && sy < height && sx >= 0 && sx < width
+                                   ? byte_to_input(src[sy * width + sx], scale[c], offset[c])
+                                   : 0.0f;
+        }
+    }
+  }
 }
 
 void CpuBackend::sgd_update(const Tensor& w, const Tensor& dw, const Tensor& history, float lr, float momentum,

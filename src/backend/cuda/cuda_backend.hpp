@@ -336,6 +336,7 @@ class CudaBackend final : public Backend {
   void accuracy_topk(const Tensor& scores, const Tensor& labels, const std::vector<int>& ks,
                      const Tensor& out) override;
 
+  void decode_bytes(const Tensor& bytes, const Tensor& draws, const Tensor& affine, const Tensor& out) override;
   void copy_channels(const Tensor& src, int64_t src_c, const Tensor& dst, int64_t dst_c,
                      int64_t channels) override;
 

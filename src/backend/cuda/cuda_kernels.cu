@@ -8,10 +8,11 @@
 #include <cmath>
 
 #include "backend/cuda/cuda_check.hpp"
-#include "backend/loss_scale_rule.hpp"
 #include "backend/cuda/cuda_elem.cuh"
 #include "backend/cuda/cuda_kernels.hpp"
 #include "backend/cuda/cuda_launch.cuh"
+#include "backend/loss_scale_rule.hpp"
+#include "core/byte_input.hpp"
 #include "core/rng.hpp"
 
 namespace cnnscale::cuda {
@@ -239,6 +240,26 @@ __global__ void dropout_kernel(int64_t n, float ratio, float scale, uint64_t see
   for (int64_t i = global_index(); i < n; i += global_stride()) {
     bool keep = counter_uniform(seed, rng_stream, static_cast<uint64_t>(i)) >= ratio;
     out[i] = from_float<T>(keep ? __fmul_rn(to_float(in[i]), scale) : 0.0f);
+  }
+}
+
+// Byte samples (n, c, h, w) to f32 NCHW input, moved and mirrored by each sample's draw (null: none);
+// one thread an output element. I: the index type (with_index_type).
+template <typename I>
+__global__ void decode_bytes_kernel(I total, I c, I h, I w, const uint8_t* in, const int32_t* draws,
+                                    const float* affine, float* out) {
+  for (I i = static_cast<I>(global_index()); i < total; i += static_cast<I>(global_stride())) {
+    const I x = i % w, y = (i / w) % h, ch = (i / (w * h)) % c, n = i / (w * h * c);
+    int64_t sy = y, sx = x;
+    if (draws) {
+      const int32_t* d = draws + static_cast<int64_t>(n) * kDrawInts;
+      sy += d[0];
+      sx = (d[2] ? static_cast<int64_t>(w) - 1 - static_cast<int64_t>(x) : static_cast<int64_t>(x)) + d[1];
+    }
+    const bool inside = sy >= 0 && sy < static_cast<int64_t>(h) && sx >= 0 && sx < static_cast<int64_t>(w);
+    out[i] = inside ? byte_to_input(in[i - y * w - x + static_cast<I>(sy) * w + static_cast<I>(sx)], affine[ch],
+                                    affine[c + ch])
+                    : 0.0f;
   }
 }
 
@@ -631,6 +652,18 @@ void launch_bias_add(DType t, int64_t batch, int64_t c, int64_t inner, bool chan
     });
   });
   CUDA_CHECK_LAUNCH("bias_add_kernel");
+}
+
+void launch_decode_bytes(int64_t n, int64_t c, int64_t h, int64_t w, const uint8_t* bytes, const int32_t* draws,
+                         const float* affine, float* out, cudaStream_t stream) {
+  const int64_t total = n * c * h * w;
+  if (total <= 0) return;
+  with_index_type(total, [&](auto index) {
+    using I = decltype(index);
+    decode_bytes_kernel<I><<<blocks_for(total), kThreads, 0, stream>>>(
+        static_cast<I>(total), static_cast<I>(c), static_cast<I>(h), static_cast<I>(w), bytes, draws, affine, out);
+  });
+  CUDA_CHECK_LAUNCH("decode_bytes_kernel");
 }
 
 int64_t bias_backward_partials(int64_t rows) { return std::min(kBiasRowBlocks, std::max<int64_t>(rows, 1)); }

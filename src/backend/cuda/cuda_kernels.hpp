@@ -29,6 +29,10 @@ struct Permute {
 // when `permute` is given; scale_at != null: the scale is read there on the device.
 void launch_convert(int64_t n, DType src_t, const void* src, DType dst_t, void* dst, float scale,
                     cudaStream_t stream, const Permute* permute = nullptr, const float* scale_at = nullptr);
+// Backend::decode_bytes: u8 samples (n, c, h, w) to f32 NCHW `out`; affine = c scales then c
+// offsets; draws (n x kDrawInts, core/byte_input.hpp) or null.
+void launch_decode_bytes(int64_t n, int64_t c, int64_t h, int64_t w, const uint8_t* bytes, const int32_t* draws,
+                         const float* affine, float* out, cudaStream_t stream);
 // y (batch, c, inner) += bias[c]; dbias[c] = sum of dy over batch and inner (fp32 accumulation).
 // For 16-bit and channels-last tensors; f32 NCHW bias ops go through cuDNN.
 // channels_last: (batch, inner, c) in memory.

@@ -59,6 +59,8 @@ inline cudnnDataType_t cudnn_type(DType t) {
     case DType::I32: return CUDNN_DATA_INT32;
     case DType::I8:
       return CUDNN_DATA_INT8;
+    case DType::U8:
+      return CUDNN_DATA_UINT8;
   }
   return CUDNN_DATA_FLOAT;
 }
