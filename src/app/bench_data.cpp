@@ -27,7 +27,8 @@ struct DataBenchArgs {
 
 void run_data_bench(const DataBenchArgs& a) {
   const DatasetInfo info = dataset_info(a.data);
-  if (info.synthetic) throw_config("bench data: --data synthetic reads nothing (give a real dataset or hdf5:DIR)");
+  if (info.synthetic)
+    throw_config("bench data: --data synthetic reads nothing (give a real dataset, hdf5:DIR or list:FILE?size=HxW)");
   const int64_t stored_bytes = info.sample_shape[0] * info.sample_shape[1] * info.sample_shape[2];  // uint8
   nlohmann::json rows = nlohmann::json::array();
   if (!a.json)
@@ -81,7 +82,9 @@ void register_data_bench(CLI::App& bench) {
   auto a = std::make_shared<DataBenchArgs>();
   CLI::App* cmd = bench.add_subcommand(
       "data", "The input pipeline alone: samples/s and MB/s of the prefetching loader per thread count (CPU)");
-  cmd->add_option("--data", a->data, "a real dataset or hdf5:DIR")->check(dataset_name_error)->capture_default_str();
+  cmd->add_option("--data", a->data, "a real dataset, hdf5:DIR or list:FILE?size=HxW")
+      ->check(dataset_name_error)
+      ->capture_default_str();
   cmd->add_option("--data-dir", a->data_dir, "the dataset's folder (Fashion-MNIST)");
   cmd->add_option("--batch", a->batch, "samples a batch")->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--batches", a->batches, "batches a pass (at most an epoch)")

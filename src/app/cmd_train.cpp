@@ -116,7 +116,9 @@ void register_train(CLI::App& app) {
   cmd->add_option("--net", a.net, "Network: a name in networks/ (lenet) or a YAML file")->required();
   cmd->add_option("--data", a.data,
                   "Training data: " + fmt::format("{}", fmt::join(dataset_names(), ", ")) +
-                      ", or hdf5:DIR (a shard folder of cnnscale data)")
+                      ", hdf5:DIR (a shard folder of cnnscale data), or "
+                      "list:FILE?size=HxW[&fit=crop|warp][&channels=3|1][&test=FILE][&root=DIR] (an image list decoded "
+                      "with OpenCV as it is read)")
       ->required()
       ->check(dataset_name_error);
   cmd->add_option("--synthetic-fill", a.synthetic_fill, "Synthetic values: gaussian noise or a non-zero constant")
@@ -199,9 +201,10 @@ void register_train(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--mirror", a.options.augment.mirror,
                 "Augmentation: flip each training sample left-right with probability 1/2 (drawn as --crop-pad)");
-  cmd->add_flag("--host-decode", a.options.host_decode,
-                "GPU runs over byte-stored data (Fashion-MNIST, hdf5:DIR): normalise and augment on the host and "
-                "upload floats, instead of uploading the bytes (a quarter as many) and decoding them on the GPU");
+  cmd->add_flag(
+      "--host-decode", a.options.host_decode,
+      "GPU runs over byte-stored data (Fashion-MNIST, hdf5:DIR, list:FILE): normalise and augment on the host and "
+      "upload floats, instead of uploading the bytes (a quarter as many) and decoding them on the GPU");
   cmd->add_option("--pool-batches", a.pool_batches, "Synthetic: distinct batches kept on the device")
       ->capture_default_str();
   cmd->add_option("--checkpoint-dir", a.options.checkpoint_dir, "Write checkpoints here (the newest two are kept)");

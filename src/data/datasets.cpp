@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "data/fashion_mnist.hpp"
+#include "data/image_list.hpp"
 #include "data/shards.hpp"
 #include "data/synthetic_dataset.hpp"
 
@@ -49,8 +50,21 @@ DatasetInfo dataset_info(const std::string& name, const std::string& what) {
     d.has_test = m.splits.count("test") > 0;
     return d;
   }
-  throw_config("{}: unknown dataset '{}' (known: {}, or hdf5:DIR for a shard folder)", what, name,
-               fmt::join(dataset_names(), ", "));
+  if (name.rfind(kImageListPrefix, 0) == 0) {
+    const ImageListSpec spec = parse_image_list_spec(name, what);
+    const ImageListContents lists = read_image_lists(spec, what);
+    DatasetInfo d;
+    d.name = name;
+    d.image_list = true;
+    d.sample_shape = {spec.fit.channels, spec.fit.height, spec.fit.width};
+    d.classes = lists.classes;
+    d.train_samples = static_cast<int64_t>(lists.train.size());
+    d.has_test = !lists.test.empty();
+    return d;
+  }
+  throw_config(
+      "{}: unknown dataset '{}' (known: {}, hdf5:DIR for a shard folder, list:FILE?size=HxW for an image list)", what,
+      name, fmt::join(dataset_names(), ", "));
 }
 
 std::string dataset_name_error(const std::string& name) {
@@ -85,6 +99,24 @@ OpenedDatasets open_datasets(const DatasetRequest& request, const std::vector<in
     out.train = train;
     if (request.test_samples != 0 && info.has_test) {
       std::shared_ptr<const Dataset> test = std::make_shared<ShardDataset>(info.shard_dir, "test");
+      if (request.test_samples > 0) test = std::make_shared<SubsetDataset>(test, request.test_samples);
+      out.test = test;
+    }
+    return out;
+  }
+  if (info.image_list) {
+    const ImageListSpec spec = parse_image_list_spec(request.name, "--data");
+    ImageListContents lists = read_image_lists(spec, "--data");
+    auto full = std::make_shared<ImageListDataset>(fmt::format("images of {}", spec.list), std::move(lists.train),
+                                                   spec.fit, lists.classes);
+    std::shared_ptr<const Dataset> train = full;
+    if (request.train_samples > 0) train = std::make_shared<SubsetDataset>(train, request.train_samples);
+    out.train = train;
+    if (request.test_samples != 0 && info.has_test) {
+      // Normalised as the training images are.
+      std::shared_ptr<const Dataset> test =
+          std::make_shared<ImageListDataset>(fmt::format("images of {}", spec.test_list), std::move(lists.test),
+                                             spec.fit, lists.classes, full->byte_affine());
       if (request.test_samples > 0) test = std::make_shared<SubsetDataset>(test, request.test_samples);
       out.test = test;
     }

@@ -20,16 +20,19 @@ struct DatasetInfo {
   int64_t train_samples = 0;                 // the full training set; 0 when synthetic
   bool has_test = false;
   std::string shard_dir;  // HDF5 shards ("hdf5:DIR"): the folder
+  bool image_list = false;  // an image list read directly ("list:FILE?size=HxW...", image_list.hpp)
 };
 
 // "hdf5:DIR", a folder of HDF5 shards (cnnscale data); its manifest gives shape, classes and sizes.
 inline constexpr const char* kShardDatasetPrefix = "hdf5:";
 
-// The named datasets, in the order help texts list them (shard folders come as "hdf5:DIR").
+// The named datasets, in the order help texts list them (shard folders come as "hdf5:DIR", image
+// lists as "list:FILE?size=HxW...").
 const std::vector<DatasetInfo>& dataset_infos();
 std::vector<std::string> dataset_names();
-// A named dataset, or a shard folder "hdf5:DIR" (its manifest read and checked); ConfigError naming
-// `what` (a flag or key path) for an unknown name, or the manifest for a bad folder.
+// A named dataset, a shard folder "hdf5:DIR" (its manifest read and checked) or an image list
+// "list:FILE?..." (its lines read and checked); ConfigError naming `what` (a flag or key path) for an
+// unknown name, the manifest for a bad folder, the list and line for a bad list.
 DatasetInfo dataset_info(const std::string& name, const std::string& what = "--data");
 // The same check for a CLI validator: empty when `name` is a dataset, else the message.
 std::string dataset_name_error(const std::string& name);

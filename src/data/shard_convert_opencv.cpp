@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "data/image_list.hpp"
 #include "data/shard_convert.hpp"
 
 #ifdef CNNSCALE_HAVE_OPENCV
@@ -43,43 +44,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct ImageEntry {
-  std::string path;  // as opened
-  int32_t label = 0;
-  std::string where;  // "list.txt:12" or the file, for messages
-};
-
-// Every entry of a list, checked (syntax, label, the file exists) before any image is decoded.
-std::vector<ImageEntry> read_list(const std::string& list, const std::string& root_option, bool folders = false) {
-  std::ifstream in(list);
-  if (!in) throw_config("{}: cannot read the image list", list);
-  const fs::path root = root_option.empty() ? fs::path(list).parent_path() : fs::path(root_option);
-  std::vector<ImageEntry> out;
-  std::string line;
-  for (int64_t n = 1; std::getline(in, line); ++n) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    const size_t first = line.find_first_not_of(" \t");
-    if (first == std::string::npos || line[first] == '#') continue;
-    // "path label": the label is the last field, so a path may contain spaces.
-    const size_t space = line.find_last_of(" \t");
-    const std::string where = fmt::format("{}:{}", list, n);
-    if (space == std::string::npos || space < first) throw_config("{}: expected 'path label'", where);
-    std::string path = line.substr(first, line.find_last_not_of(" \t", space) - first + 1);
-    const std::string label_text = line.substr(space + 1);
-    int64_t label = -1;
-    std::istringstream ls(label_text);
-    if (!(ls >> label) || !ls.eof() || label < 0 || label > (int64_t{1} << 30))
-      throw_config("{}: label '{}' is not a non-negative integer", where, label_text);
-    const fs::path p = fs::path(path).is_absolute() ? fs::path(path) : root / path;
-    std::error_code ec;
-    if (!fs::is_regular_file(p, ec) && !(folders && fs::is_directory(p, ec)))
-      throw_config("{}: {}: no such {}", where, p.string(), folders ? "file or folder" : "file");
-    out.push_back({p.string(), static_cast<int32_t>(label), where});
-  }
-  if (out.empty()) throw_config("{}: no images listed", list);
-  return out;
-}
-
 // A folder of class subfolders: classes in sorted order, files in sorted order within each.
 std::vector<ImageEntry> read_folder(const std::string& folder, std::vector<std::string>& class_names) {
   std::error_code ec;
@@ -105,40 +69,6 @@ bool shard_conversion_has_opencv() {
   return true;
 }
 
-namespace {
-
-// One image as C x H x W bytes: decoded, fitted to height x width, RGB (or grey).
-void decode(const ImageEntry& e, const ImageListOptions& o, std::vector<uint8_t>& out) {
-  cv::Mat img = cv::imread(e.path, o.channels == 1 ? cv::IMREAD_GRAYSCALE : cv::IMREAD_COLOR);
-  if (img.empty()) throw_config("{}: OpenCV cannot decode {}", e.where, e.path);
-  const int h = static_cast<int>(o.height), w = static_cast<int>(o.width);
-  cv::Mat fitted;
-  if (img.rows == h && img.cols == w) {
-    fitted = img;
-  } else if (o.fit == "warp") {
-    cv::resize(img, fitted, cv::Size(w, h), 0, 0, img.rows * img.cols > h * w ? cv::INTER_AREA : cv::INTER_LINEAR);
-  } else {
-    // Scale so the image covers h x w, then take the centre (torchvision's Resize + CenterCrop).
-    const double s = std::max(static_cast<double>(h) / img.rows, static_cast<double>(w) / img.cols);
-    const int rh = std::max(h, static_cast<int>(std::lround(img.rows * s)));
-    const int rw = std::max(w, static_cast<int>(std::lround(img.cols * s)));
-    cv::Mat scaled;
-    cv::resize(img, scaled, cv::Size(rw, rh), 0, 0, s < 1 ? cv::INTER_AREA : cv::INTER_LINEAR);
-    fitted = scaled(cv::Rect((rw - w) / 2, (rh - h) / 2, w, h));
-  }
-  if (o.channels == 3) cv::cvtColor(fitted, fitted, cv::COLOR_BGR2RGB);
-  const int64_t plane = static_cast<int64_t>(h) * w;
-  out.resize(static_cast<size_t>(plane * o.channels));
-  for (int y = 0; y < h; ++y) {
-    const uint8_t* row = fitted.ptr<uint8_t>(y);
-    for (int x = 0; x < w; ++x)
-      for (int c = 0; c < o.channels; ++c)
-        out[static_cast<size_t>(c * plane + static_cast<int64_t>(y) * w + x)] = row[x * o.channels + c];
-  }
-}
-
-}  // namespace
-
 ShardManifest convert_image_list(const ImageListOptions& o, const std::string& out, const ShardConvertOptions& so) {
   if (o.list.empty() == o.folder.empty()) throw_config("cnnscale data images: give --list or --folder");
   if (o.height < 1 || o.width < 1) throw_config("--size: expected HxW, two positive sizes");
@@ -146,8 +76,8 @@ ShardManifest convert_image_list(const ImageListOptions& o, const std::string& o
   if (o.fit != "crop" && o.fit != "warp") throw_config("--fit: crop or warp");
   std::vector<std::string> class_names;
   std::map<std::string, std::vector<ImageEntry> > splits;
-  splits["train"] = o.list.empty() ? read_folder(o.folder, class_names) : read_list(o.list, o.root);
-  if (!o.test_list.empty()) splits["test"] = read_list(o.test_list, o.root);
+  splits["train"] = o.list.empty() ? read_folder(o.folder, class_names) : read_image_list(o.list, o.root);
+  if (!o.test_list.empty()) splits["test"] = read_image_list(o.test_list, o.root);
   int64_t largest = 0;
   for (const auto& [name, entries] : splits)
     for (const ImageEntry& e : entries) largest = std::max<int64_t>(largest, e.label);
@@ -169,11 +99,12 @@ ShardManifest convert_image_list(const ImageListOptions& o, const std::string& o
   if (!class_names.empty()) m.source["class_names"] = class_names;
   publish_shard_folder(out, [&](const std::string& tmp) {
     ChannelStats stats(m.sample_shape);
-    std::vector<uint8_t> bytes;
+    const ImageFit fit{o.height, o.width, o.fit, o.channels};
+    std::vector<uint8_t> bytes(static_cast<size_t>(o.channels * o.height * o.width));
     for (const auto& [name, entries] : splits) {
       ShardWriter w(tmp, name, m.sample_shape, so.shard_samples, m.chunk_samples);
       for (const ImageEntry& e : entries) {
-        decode(e, o, bytes);
+        decode_image(e, fit, bytes.data());
         if (name == "train") stats.add(bytes.data());
         w.add(bytes.data(), e.label);
       }
@@ -251,8 +182,8 @@ ShardManifest convert_flow_volumes(const FlowOptions& o, const std::string& out,
   if (!(o.bound > 0)) throw_config("--bound: positive pixels per frame");
   if (o.locate != "motion" && o.locate != "centre") throw_config("--locate: motion or centre");
   std::map<std::string, std::vector<ImageEntry> > splits;
-  splits["train"] = read_list(o.list, o.root, true);
-  if (!o.test_list.empty()) splits["test"] = read_list(o.test_list, o.root, true);
+  splits["train"] = read_image_list(o.list, o.root, true);
+  if (!o.test_list.empty()) splits["test"] = read_image_list(o.test_list, o.root, true);
   int64_t largest = 0;
   for (const auto& [name, entries] : splits)
     for (const ImageEntry& e : entries) largest = std::max<int64_t>(largest, e.label);

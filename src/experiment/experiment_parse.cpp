@@ -15,6 +15,7 @@
 #include "core/log.hpp"
 #include "core/precision.hpp"
 #include "data/datasets.hpp"
+#include "data/image_list.hpp"
 #include "experiment/experiment.hpp"
 #include "experiment/experiment_reader.hpp"
 #include "net/net.hpp"
@@ -125,9 +126,24 @@ std::string network_file(const ExperimentReader& r, const ConfigNode& n) {
 
 DatasetSpec read_dataset(const ExperimentReader& r, const ConfigNode& n) {
   DatasetSpec d;
-  // A shard folder, "hdf5:DIR", DIR relative to the experiment file; its manifest is read now.
+  // A shard folder, "hdf5:DIR", DIR relative to the experiment file; its manifest is read now. An
+  // image list, "list:FILE?...", FILE and its test list and root relative to the experiment file.
   auto shards = [&](const ConfigNode& node) -> std::string {
     const std::string s = node.as<std::string>();
+    if (s.rfind(kImageListPrefix, 0) == 0) {
+      ImageListSpec spec;
+      try {
+        spec = parse_image_list_spec(s, "dataset.name");
+      } catch (const ConfigError& e) {
+        node.fail(e.what());
+      }
+      spec.list = experiment_path(r, node, spec.list).string();
+      if (!spec.test_list.empty()) spec.test_list = experiment_path(r, node, spec.test_list).string();
+      if (!spec.root.empty()) spec.root = experiment_path(r, node, spec.root).string();
+      const std::string name = image_list_name(spec);
+      if (std::string why = dataset_name_error(name); !why.empty()) node.fail(why);
+      return name;
+    }
     if (s.rfind(kShardDatasetPrefix, 0) != 0) return one_of(node, dataset_name_set());
     const std::string dir = s.substr(std::string(kShardDatasetPrefix).size());
     const std::string name = kShardDatasetPrefix + experiment_path(r, node, dir).string();

@@ -22,6 +22,7 @@
 #include "data/augment.hpp"
 #include "data/datasets.hpp"
 #include "data/fashion_mnist.hpp"
+#include "data/image_list.hpp"
 #include "data/loader.hpp"
 #include "data/shard_convert.hpp"
 #include "data/shards.hpp"
@@ -418,6 +419,71 @@ TEST(Shards, ImageListsThroughOpenCv) {
       {"data", "images", "--list", t.file("img/bad2.txt"), "--size", "4x4", "--out", t.file("s3")},
       {"bad2.txt:1: label 'zero'"});
   EXPECT_FALSE(fs::exists(t.file("s3")));
+}
+
+// An image list read directly (list:FILE?...) gives the bytes, labels and normalisation of the
+// same list converted to shards (cnnscale data images), so the two paths train alike; its test list
+// is normalised with the training list's statistics; defects are named by list and line, or by the
+// option; without OpenCV one line says what to do instead.
+TEST(Shards, ImageListsReadDirectlyMatchTheirShards) {
+  TempDir t;
+  auto ppm = [&](const std::string& name, int w, int h, int seed) {
+    std::ofstream f(t.file(name), std::ios::binary);
+    f << "P6\n" << w << " " << h << "\n255\n";
+    for (int i = 0; i < w * h * 3; ++i) f.put(static_cast<char>((seed * 37 + i * 11) % 256));
+  };
+  std::string list;
+  for (int i = 0; i < 7; ++i) {
+    ppm("a" + std::to_string(i) + ".ppm", i == 3 ? 9 : 6, i == 3 ? 7 : 5, i);  // one to scale and crop
+    list += "a" + std::to_string(i) + ".ppm " + std::to_string(i % 3) + "\n";
+  }
+  std::ofstream(t.file("train.txt")) << list;
+  std::ofstream(t.file("test.txt")) << "a1.ppm 2\na5.ppm 0\n";
+  const std::string name = "list:" + t.file("train.txt") + "?size=5x6&test=" + t.file("test.txt");
+  if (!images_decodable()) {
+    testing::expect_usage_error({"train", "--net", "lenet", "--data", name, "--iterations", "1"},
+                                {"needs OpenCV", "libopencv-dev", "hdf5:DIR"});
+    return;
+  }
+  ASSERT_EQ(testing::run_cnnscale({"data", "images", "--list", t.file("train.txt"), "--test-list", t.file("test.txt"),
+                                   "--size", "5x6", "--out", t.file("s")})
+                .exit_code,
+            0);
+  const DatasetInfo info = dataset_info(name);
+  EXPECT_EQ(info.sample_shape, (std::vector<int64_t>{3, 5, 6}));
+  EXPECT_EQ(info.classes, 3);
+  EXPECT_EQ(info.train_samples, 7);
+  EXPECT_TRUE(info.has_test);
+  const OpenedDatasets direct = open_datasets({.name = name}, {}, 0, 2);
+  for (const std::string split : {"train", "test"}) {
+    const Dataset& d = split == "train" ? *direct.train : *direct.test;
+    const ShardDataset shards(t.file("s"), split);
+    ASSERT_EQ(d.size(), shards.size());
+    std::vector<int64_t> all(static_cast<size_t>(d.size()));
+    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+    const size_t n = all.size() * 90;
+    std::vector<uint8_t> a(n), b(n);
+    std::vector<int32_t> la(all.size()), lb(all.size());
+    d.fill_bytes(all, a.data(), la.data());
+    shards.fill_bytes(all, b.data(), lb.data());
+    EXPECT_EQ(a, b) << split;
+    EXPECT_EQ(la, lb) << split;
+    std::vector<float> fa(n), fb(n);
+    d.fill(all, fa.data(), la.data());
+    shards.fill(all, fb.data(), lb.data());
+    EXPECT_EQ(fa, fb) << split << ": the list's normalisation differs from the converted folder's";
+  }
+  // Defects, each one line naming where.
+  auto error = [](const std::string& n) { return error_of([&] { dataset_info(n); }); };
+  EXPECT_NE(error("list:" + t.file("train.txt")).find("gives no size"), std::string::npos);
+  EXPECT_NE(error("list:" + t.file("train.txt") + "?size=5x6&colour=1").find("unknown list option 'colour'"),
+            std::string::npos);
+  EXPECT_NE(error("list:" + t.file("train.txt") + "?size=5by6").find("size=5by6"), std::string::npos);
+  std::ofstream(t.file("bad.txt")) << "a0.ppm 0\nmissing.ppm 1\n";
+  EXPECT_NE(error("list:" + t.file("bad.txt") + "?size=5x6").find("bad.txt:2: "), std::string::npos);
+  testing::expect_usage_error(
+      {"train", "--net", "lenet", "--data", "list:" + t.file("bad.txt") + "?size=28x28", "--iterations", "1"},
+      {"bad.txt:2: ", "missing.ppm: no such file"});
 }
 
 // A smooth texture moving (2, 1) pixels a frame, 31 frames of 80x60 in a folder, through `cnnscale
