@@ -426,6 +426,12 @@ Experiment parse_experiment_text(const std::string& text, const std::string& fil
   e.device = e.device_requested != "auto"                                              ? e.device_requested
              : !has_cpu_mix(r, root) && host.gpus.value_or(0) >= gpus_needed(r, root) ? "gpu"
                                                                                        : "cpu";
+  // Not silent where GPUs are visible: every point, the 1-GPU ones too, then runs on the CPU.
+  if (e.device_requested == "auto" && e.device == "cpu" && host.gpus.value_or(0) > 0 && !has_cpu_mix(r, root))
+    log::warn(
+        "device: auto: this node has {} GPU(s), the matrix needs {}: every run goes to the CPU backend (device=gpu "
+        "with --only gpus=N runs the points that fit on the GPUs)",
+        *host.gpus, gpus_needed(r, root));
   if (auto c = r.child(root, "dataset")) {
     e.dataset = read_dataset(r, *c);
   } else if (!infer) {

@@ -348,8 +348,17 @@ TEST(ExperimentExpansion, DeviceAutoFollowsTheGpus) {
   EXPECT_EQ(parse(kBase + "device: auto\n", {}, gpu_host(2)).device, "gpu");
   EXPECT_EQ(parse(kBase + "device: auto\n", {}, gpu_host(0)).device, "cpu");
   EXPECT_EQ(parse(kBase + "device: auto\n", {}, cpu_host()).device, "cpu");
-  // Not enough GPUs for the 2-rank runs: the CPU backend rather than an error.
+  // Not enough GPUs for the 2-rank runs: the CPU backend rather than an error, but said, since the
+  // 1-GPU points could have run on the GPU.
+  ::testing::internal::CaptureStderr();
   EXPECT_EQ(parse(kBase + "device: auto\n", {}, gpu_host(1)).device, "cpu");
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("device: auto: this node has 1 GPU(s), the matrix needs 2: every run goes to the CPU"),
+            std::string::npos)
+      << said;
+  ::testing::internal::CaptureStderr();
+  parse(kBase + "device: auto\n", {}, gpu_host(0));
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "") << "no GPU: nothing to warn about";
 }
 
 TEST(ExperimentOnly, FiltersMatrixPoints) {
