@@ -30,8 +30,9 @@ void run_train(TrainArgs& a) {
                    .layout = layout_choice_from_name(a.layout),
                    .batchnorm = batchnorm_kernels_from_name(a.batchnorm)});
   a.options.batch = par.global_batch();
-  if (a.options.host_decode && par.device() == "cpu")
+  if (a.host_decode && par.device() == "cpu")
     throw_config("--host-decode applies to GPU runs: a CPU run normalises and augments on the host anyway");
+  if (a.host_decode) a.options.input_decode = TrainOptions::InputDecode::Host;
   const TrainInputs in = load_train_inputs(a);
   const nlohmann::json run_config = describe_run(a, in, par);
 
@@ -117,7 +118,8 @@ void register_train(CLI::App& app) {
   cmd->add_option("--data", a.data,
                   "Training data: " + fmt::format("{}", fmt::join(dataset_names(), ", ")) +
                       ", hdf5:DIR (a shard folder of cnnscale data), or "
-                      "list:FILE?size=HxW[&fit=crop|warp][&channels=3|1][&test=FILE][&root=DIR] (an image list decoded "
+                      "list:FILE?size=HxW[&fit=crop|warp][&channels=3|1][&test=FILE][&root=DIR][&classes=N] (an image "
+                      "list decoded "
                       "with OpenCV as it is read)")
       ->required()
       ->check(dataset_name_error);
@@ -202,7 +204,7 @@ void register_train(CLI::App& app) {
   cmd->add_flag("--mirror", a.options.augment.mirror,
                 "Augmentation: flip each training sample left-right with probability 1/2 (drawn as --crop-pad)");
   cmd->add_flag(
-      "--host-decode", a.options.host_decode,
+      "--host-decode", a.host_decode,
       "GPU runs over byte-stored data (Fashion-MNIST, hdf5:DIR, list:FILE): normalise and augment on the host and "
       "upload floats, instead of uploading the bytes (a quarter as many) and decoding them on the GPU");
   cmd->add_option("--pool-batches", a.pool_batches, "Synthetic: distinct batches kept on the device")

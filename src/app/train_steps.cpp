@@ -117,7 +117,7 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
   if (a.conv_search != "all") run_config["conv_search"] = a.conv_search;  // --conv-search legacy or no-width
   if (a.deterministic) run_config["deterministic"] = true;                 // --deterministic
   if (a.options.augment.any()) run_config["augment"] = a.options.augment.describe();  // --crop-pad, --mirror
-  if (a.options.host_decode) run_config["host_decode"] = true;                        // --host-decode
+  if (a.host_decode) run_config["host_decode"] = true;                                // --host-decode
   if (a.layout != "auto") run_config["layout"] = a.layout;                // --layout nchw|nhwc
   if (a.batchnorm != "auto") run_config["batchnorm"] = a.batchnorm;       // --batchnorm cudnn|cnnscale
   if (dataset_info(a.data).synthetic) {

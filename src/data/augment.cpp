@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "core/byte_input.hpp"
 #include "core/error.hpp"
 
 namespace cnnscale {
@@ -32,9 +33,8 @@ void augment_sample(float* x, int64_t channels, int64_t height, int64_t width, c
   for (int64_t c = 0; c < channels; ++c)
     for (int64_t y = 0; y < height; ++y)
       for (int64_t ox = 0; ox < width; ++ox) {
-        const int64_t sy = y + d.dy;
-        const int64_t sx = (d.mirror ? width - 1 - ox : ox) + d.dx;
-        x[c * plane + y * width + ox] = sy >= 0 && sy < height && sx >= 0 && sx < width
+        int64_t sy = 0, sx = 0;
+        x[c * plane + y * width + ox] = drawn_source(y, ox, height, width, d.dy, d.dx, d.mirror, sy, sx)
                                             ? scratch[static_cast<size_t>(c * plane + sy * width + sx)]
                                             : 0.0f;
       }

@@ -18,6 +18,23 @@ namespace cnnscale {
 // bytes (core/byte_input.hpp), per channel c.
 struct ByteAffine {
   std::vector<float> scale, offset;
+  // From the per-channel mean and standard deviation of byte / 255, so that
+  // byte_to_input(byte, scale, offset) = (byte / 255 - mean) / std; one formula for every reader, so
+  // the same statistics give the same floats whichever reader holds them.
+  static ByteAffine from_stats(const std::vector<float>& mean, const std::vector<float>& stddev) {
+    ByteAffine a;
+    for (size_t c = 0; c < mean.size(); ++c) {
+      a.scale.push_back(1.0f / (255.0f * stddev[c]));
+      a.offset.push_back(-mean[c] / stddev[c]);
+    }
+    return a;
+  }
+  // The scales, then the offsets: Backend::decode_bytes' affine tensor.
+  std::vector<float> packed() const {
+    std::vector<float> p = scale;
+    p.insert(p.end(), offset.begin(), offset.end());
+    return p;
+  }
 };
 
 class Dataset {

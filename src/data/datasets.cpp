@@ -4,6 +4,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 
 #include "data/fashion_mnist.hpp"
 #include "data/image_list.hpp"
@@ -11,6 +13,22 @@
 #include "data/synthetic_dataset.hpp"
 
 namespace cnnscale {
+
+namespace {
+// An image list read and checked (every line, every file's existence) once per process:
+// dataset_info is asked several times while a run starts, and an experiment asks it per run.
+std::shared_ptr<const ImageListContents> image_lists(const std::string& name, const std::string& what) {
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<const ImageListContents>> cache;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = cache.find(name); it != cache.end()) return it->second;
+  }
+  auto lists = std::make_shared<const ImageListContents>(read_image_lists(parse_image_list_spec(name, what), what));
+  std::lock_guard<std::mutex> lock(mutex);
+  return cache.emplace(name, std::move(lists)).first->second;
+}
+}  // namespace
 
 const std::vector<DatasetInfo>& dataset_infos() {
   static const std::vector<DatasetInfo> infos = {
@@ -52,14 +70,14 @@ DatasetInfo dataset_info(const std::string& name, const std::string& what) {
   }
   if (name.rfind(kImageListPrefix, 0) == 0) {
     const ImageListSpec spec = parse_image_list_spec(name, what);
-    const ImageListContents lists = read_image_lists(spec, what);
+    const std::shared_ptr<const ImageListContents> lists = image_lists(name, what);
     DatasetInfo d;
     d.name = name;
     d.image_list = true;
     d.sample_shape = {spec.fit.channels, spec.fit.height, spec.fit.width};
-    d.classes = lists.classes;
-    d.train_samples = static_cast<int64_t>(lists.train.size());
-    d.has_test = !lists.test.empty();
+    d.classes = lists->classes;
+    d.train_samples = static_cast<int64_t>(lists->train.size());
+    d.has_test = !lists->test.empty();
     return d;
   }
   throw_config(
@@ -106,17 +124,16 @@ OpenedDatasets open_datasets(const DatasetRequest& request, const std::vector<in
   }
   if (info.image_list) {
     const ImageListSpec spec = parse_image_list_spec(request.name, "--data");
-    ImageListContents lists = read_image_lists(spec, "--data");
-    auto full = std::make_shared<ImageListDataset>(fmt::format("images of {}", spec.list), std::move(lists.train),
-                                                   spec.fit, lists.classes);
+    const std::shared_ptr<const ImageListContents> lists = image_lists(request.name, "--data");
+    auto full = std::make_shared<ImageListDataset>(fmt::format("images of {}", spec.list), lists->train, spec.fit,
+                                                   lists->classes);
     std::shared_ptr<const Dataset> train = full;
     if (request.train_samples > 0) train = std::make_shared<SubsetDataset>(train, request.train_samples);
     out.train = train;
     if (request.test_samples != 0 && info.has_test) {
       // Normalised as the training images are.
-      std::shared_ptr<const Dataset> test =
-          std::make_shared<ImageListDataset>(fmt::format("images of {}", spec.test_list), std::move(lists.test),
-                                             spec.fit, lists.classes, full->byte_affine());
+      std::shared_ptr<const Dataset> test = std::make_shared<ImageListDataset>(
+          fmt::format("images of {}", spec.test_list), lists->test, spec.fit, lists->classes, full->byte_affine());
       if (request.test_samples > 0) test = std::make_shared<SubsetDataset>(test, request.test_samples);
       out.test = test;
     }

@@ -49,8 +49,7 @@ std::string FashionMnistDataset::name() const {
 }
 
 std::optional<ByteAffine> FashionMnistDataset::byte_affine() const {
-  // (x / 255 - mean) / std = x * scale + offset
-  return ByteAffine{{1.0f / (255.0f * kStd)}, {-kMean / kStd}};
+  return ByteAffine::from_stats({kMean}, {kStd});
 }
 
 void FashionMnistDataset::fill(std::span<const int64_t> indices, float* data, int32_t* labels) const {

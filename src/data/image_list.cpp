@@ -3,6 +3,7 @@
 #include "data/image_list.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <sstream>
 
 #include "core/byte_input.hpp"
+#include "core/log.hpp"
 #include "data/shard_convert.hpp"
 
 #ifdef CNNSCALE_HAVE_OPENCV
@@ -166,11 +168,13 @@ ImageListContents read_image_lists(const ImageListSpec& spec, const std::string&
   ImageListContents c;
   c.train = read_image_list(spec.list, spec.root);
   if (!spec.test_list.empty()) c.test = read_image_list(spec.test_list, spec.root);
-  int64_t largest = 0;
+  const ImageEntry* largest = &c.train.front();
   for (const auto* split : {&c.train, &c.test})
-    for (const ImageEntry& e : *split) largest = std::max<int64_t>(largest, e.label);
-  c.classes = spec.classes > 0 ? spec.classes : largest + 1;
-  if (largest >= c.classes) throw_config("{}: classes={}, but the lists have label {}", what, spec.classes, largest);
+    for (const ImageEntry& e : *split)
+      if (e.label > largest->label) largest = &e;
+  c.classes = spec.classes > 0 ? spec.classes : largest->label + 1;
+  if (largest->label >= c.classes)
+    throw_config("{}: label {} is not below classes={} ({})", largest->where, largest->label, spec.classes, what);
   return c;
 }
 
@@ -178,6 +182,11 @@ ImageListDataset::ImageListDataset(std::string name, std::vector<ImageEntry> ent
                                    int64_t classes, std::optional<ByteAffine> normalisation)
     : name_(std::move(name)), entries_(std::move(entries)), fit_(fit), classes_(classes) {
   CNNSCALE_CHECK(!entries_.empty(), "{}: no images", name_);
+#ifdef CNNSCALE_HAVE_OPENCV
+  // The loader's --data-threads decode images side by side (and every rank does): OpenCV's own
+  // threads inside each resize would only oversubscribe the cores.
+  cv::setNumThreads(1);
+#endif
   if (normalisation) {
     affine_ = *normalisation;
     return;
@@ -193,10 +202,11 @@ ImageListDataset::ImageListDataset(std::string name, std::vector<ImageEntry> ent
     stats.add(bytes.data());
   }
   const std::vector<float> mean = stats.mean(), stddev = stats.stddev();
-  for (size_t c = 0; c < mean.size(); ++c) {
-    affine_.scale.push_back(1.0f / (255.0f * stddev[c]));
-    affine_.offset.push_back(-mean[c] / stddev[c]);
-  }
+  affine_ = ByteAffine::from_stats(mean, stddev);
+  log::info(
+      "{}: normalised with the mean {:.4f} and standard deviation {:.4f} of x / 255 per channel over {} of its "
+      "{} images",
+      name_, fmt::join(mean, ", "), fmt::join(stddev, ", "), k, n);
 }
 
 void ImageListDataset::fill_bytes(std::span<const int64_t> indices, uint8_t* data, int32_t* labels) const {

@@ -6,7 +6,8 @@
 // The dataset is named by one string, so train, calibrate and experiments take it as they take
 // "hdf5:DIR":  list:FILE?size=HxW[&fit=crop|warp][&channels=3|1][&test=FILE][&root=DIR][&classes=N]
 // Normalisation: the mean and standard deviation of x / 255 per channel over up to 1,024 training
-// images evenly spaced through the list (measured when the dataset opens, and shown with it).
+// images evenly spaced through the list (measured when the dataset opens, and logged). Paths holding
+// '?' or '&' cannot be given in this form (convert such a list to shards, or link it elsewhere).
 #pragma once
 #include <cstdint>
 #include <optional>

@@ -265,11 +265,10 @@ ShardDataset::ShardDataset(const std::string& dir, const std::string& split, int
   split_ = it->second;
   name_ = fmt::format("{}/{} (shards in {})", manifest_.name, split, dir);
   sample_bytes_ = product(manifest_.sample_shape);
-  for (size_t c = 0; c < manifest_.mean.size(); ++c) {
-    // The same float arithmetic as the IDX reader's, so both paths give identical batches.
-    scale_.push_back(1.0f / (255.0f * manifest_.stddev[c]));
-    offset_.push_back(-manifest_.mean[c] / manifest_.stddev[c]);
-  }
+  // The IDX reader's formula too, so Fashion-MNIST gives identical batches either way.
+  const ByteAffine affine = ByteAffine::from_stats(manifest_.mean, manifest_.stddev);
+  scale_ = affine.scale;
+  offset_ = affine.offset;
   h5::silence_errors();
   int64_t first = 0;
   for (const ShardInfo& info : split_.shards) {

@@ -133,7 +133,7 @@ DatasetSpec read_dataset(const ExperimentReader& r, const ConfigNode& n) {
     if (s.rfind(kImageListPrefix, 0) == 0) {
       ImageListSpec spec;
       try {
-        spec = parse_image_list_spec(s, "dataset.name");
+        spec = parse_image_list_spec(s, "image list");
       } catch (const ConfigError& e) {
         node.fail(e.what());
       }

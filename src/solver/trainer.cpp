@@ -150,7 +150,7 @@ void Trainer::check_options() const {
   if (!(options_.phase_window_seconds > 0)) throw_config("--phase-window must be > 0 seconds");
   if (options_.phase_repeats < 1) throw_config("--phase-repeats must be >= 1, got {}", options_.phase_repeats);
   check_slowdown(options_.parallel.rank, options_.slowdown);
-  if (options_.host_decode && backend_.device().is_cpu())
+  if (options_.input_decode == TrainOptions::InputDecode::Host && backend_.device().is_cpu())
     throw_config("--host-decode applies to GPU runs: a CPU run normalises and augments on the host anyway");
   if (options_.slowdown > 1.0 && !backend_.device().is_cpu())
     throw_config("--slowdown emulates a slower CPU rank; GPU ranks are made unequal with --sm-counts");
@@ -179,7 +179,10 @@ void Trainer::make_loader() {
 }
 
 bool Trainer::decodes_on_device(const Dataset& d) const {
-  return !backend_.device().is_cpu() && !options_.host_decode && d.byte_affine().has_value();
+  using Decode = TrainOptions::InputDecode;
+  const bool wanted = options_.input_decode == Decode::Backend ||
+                      (options_.input_decode == Decode::Auto && !backend_.device().is_cpu());
+  return wanted && d.byte_affine().has_value();
 }
 
 void Trainer::fill_pool() {

@@ -35,9 +35,13 @@ struct TrainOptions {
   uint64_t seed = 1;
   int data_threads = 1;          // threads filling each training batch (LoaderOptions::threads)
   AugmentOptions augment;        // of the training batches (never the test set's)
-  // A GPU run over a byte-stored dataset uploads the bytes and normalises and augments them on the
-  // device (LoaderOptions::bytes); true: on the host, uploading floats, as CPU runs and other datasets do.
-  bool host_decode = false;
+  // Where batches of a byte-stored dataset (Dataset::byte_affine) are normalised and augmented.
+  // Auto: GPU runs upload the bytes and decode them on the device (LoaderOptions::bytes), CPU runs
+  // fill floats on the host. Host: the host, GPU runs too (--host-decode). Backend: through
+  // Backend::decode_bytes, CPU runs too: the CPU backend's decode is the reference the GPU kernel is
+  // tested against, and this runs the byte path end to end without a GPU (tests).
+  enum class InputDecode { Auto, Host, Backend };
+  InputDecode input_decode = InputDecode::Auto;
   int64_t display = 50;          // iterations between loss reads (host syncs)
   int64_t timing_warmup = 10;    // first iterations of this process left out of samples/s
   std::string checkpoint_dir;    // empty: no checkpoints

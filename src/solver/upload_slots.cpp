@@ -23,8 +23,7 @@ UploadSlots::UploadSlots(Backend& backend, Loader& loader, const char* sync_oper
   dims.insert(dims.begin(), samples);
   bytes_ = backend_.alloc(Shape(dims), DType::U8);
   if (lo.augment.any()) draws_ = backend_.alloc(Shape{samples * kDrawInts}, DType::I32);
-  std::vector<float> affine = map->scale;
-  affine.insert(affine.end(), map->offset.begin(), map->offset.end());
+  const std::vector<float> affine = map->packed();
   affine_ = backend_.alloc(Shape{static_cast<int64_t>(affine.size())});
   backend_.upload(affine.data(), affine_);
   backend_.synchronize();  // `affine` goes out of scope

@@ -28,6 +28,7 @@
 #include "data/shards.hpp"
 #include "data/synthetic_dataset.hpp"
 #include "net/net.hpp"
+#include "solver/trainer.hpp"
 
 namespace cnnscale {
 namespace {
@@ -486,6 +487,40 @@ TEST(Shards, ImageListsReadDirectlyMatchTheirShards) {
       {"bad.txt:2: ", "missing.ppm: no such file"});
 }
 
+// The byte path end to end through the trainer, as a GPU run takes it (bytes and draws uploaded
+// into buffers sized for the largest batch, decoded by the backend, for training and for the
+// evaluation's last, partial batch), on the CPU backend, whose decode the GPU kernel is tested
+// against bit for bit: the same losses and accuracies as the host's float batches, augmented.
+TEST(Augment, ByteBatchesTrainAsTheHostsFloatBatches) {
+  std::unique_ptr<Backend> cpu = make_backend("cpu");
+  const NetSpec spec = NetSpec::load(resolve_network_path("lenet"));
+  using Split = FashionMnistDataset::Split;
+  const std::string dir = FashionMnistDataset::kDefaultDir;
+  auto train = std::make_shared<SubsetDataset>(std::make_shared<FashionMnistDataset>(dir, Split::Train), 256);
+  auto test = std::make_shared<SubsetDataset>(std::make_shared<FashionMnistDataset>(dir, Split::Test), 70);
+  using Decode = TrainOptions::InputDecode;
+  auto run = [&](Decode decode, const AugmentOptions& augment) {
+    TrainOptions o;
+    o.batch = 32;
+    o.test_batch = 32;  // 70 test samples: 32, 32 and a last batch of 6
+    o.iterations = 12;
+    o.seed = 4;
+    o.augment = augment;
+    o.input_decode = decode;
+    Trainer trainer(spec, *cpu, train, test, SolverConfig{}, o);
+    return trainer.run();
+  };
+  const AugmentOptions augment{2, true};
+  const TrainResult host = run(Decode::Auto, augment), bytes = run(Decode::Backend, augment);
+  ASSERT_TRUE(host.test.has_value() && bytes.test.has_value());
+  EXPECT_EQ(host.test->samples, 70);
+  EXPECT_EQ(bytes.final_loss, host.final_loss);
+  EXPECT_EQ(bytes.test->top1, host.test->top1);
+  EXPECT_EQ(bytes.test->loss, host.test->loss);
+  // The draws reached the decode: unaugmented bytes train to another loss.
+  EXPECT_NE(run(Decode::Backend, AugmentOptions{}).final_loss, host.final_loss);
+}
+
 // A smooth texture moving (2, 1) pixels a frame, 31 frames of 80x60 in a folder, through `cnnscale
 // data flow` with the study's defaults: volumes of 25 flows x (dx, dy) at 60x60, the 2D-CNN's input
 // (networks/cnn2d_gait.yaml), a new one every 5 flows (2 volumes from 30 flows); the flow read back
@@ -665,9 +700,7 @@ TEST(Augment, ByteBatchesDecodeToTheHostsFloatBatches) {
     const Shape batch(dims);
     Tensor x = cpu->alloc(batch, DType::U8), y = cpu->alloc(batch), a = cpu->alloc(Shape{2 * sample[0]});
     Tensor d = augment.any() ? cpu->alloc(Shape{o.batch * kDrawInts}, DType::I32) : Tensor();
-    const ByteAffine map = *ds->byte_affine();
-    std::vector<float> affine = map.scale;
-    affine.insert(affine.end(), map.offset.begin(), map.offset.end());
+    const std::vector<float> affine = ds->byte_affine()->packed();
     cpu->upload(affine.data(), a);
     for (int64_t b = 0; b < 2 * floats.batches_per_epoch() + 1; ++b) {
       const HostBatch& f = floats.next();

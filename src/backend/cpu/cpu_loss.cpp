@@ -142,8 +142,8 @@ void CpuBackend::decode_bytes(const Tensor& bytes, const Tensor& draws, const Te
       float* dst = out.f32() + (n * channels + c) * plane;
       for (int64_t y = 0; y < height; ++y)
         for (int64_t x = 0; x < width; ++x) {
-          const int64_t sy = y + dy, sx = (mirror ? width - 1 - x : x) + dx;
-          dst[y * width + x] = sy >= 0 && sy < height && sx >= 0 && sx < width
+          int64_t sy = 0, sx = 0;
+          dst[y * width + x] = drawn_source(y, x, height, width, dy, dx, mirror, sy, sx)
                                    ? byte_to_input(src[sy * width + sx], scale[c], offset[c])
                                    : 0.0f;
         }

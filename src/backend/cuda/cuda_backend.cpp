@@ -267,8 +267,6 @@ void CudaBackend::convert_with(const Tensor& src, const Tensor& dst, float scale
                        scale_at);
 }
 
-// A strided copy: N rows of channels*H*W elements, with the source and destination row pitches of
-// their own channel counts. cudaMemcpy2DAsync does exactly that, no kernel needed.
 void CudaBackend::decode_bytes(const Tensor& bytes, const Tensor& draws, const Tensor& affine, const Tensor& out) {
   check_decode_bytes(bytes, draws, affine, out, "decode_bytes on cuda");
   cuda::expect_on_device("decode_bytes", "bytes", bytes, device_);
@@ -281,6 +279,8 @@ void CudaBackend::decode_bytes(const Tensor& bytes, const Tensor& draws, const T
                             draws.defined() ? draws.i32() : nullptr, affine.f32(), out.f32(), ds_->stream);
 }
 
+// A strided copy: N rows of channels*H*W elements, with the source and destination row pitches of
+// their own channel counts. cudaMemcpy2DAsync does exactly that, no kernel needed.
 void CudaBackend::copy_channels(const Tensor& src, int64_t src_c, const Tensor& dst, int64_t dst_c,
                                 int64_t channels) {
   cuda::expect_float("copy_channels", "src", src, device_);

@@ -250,13 +250,10 @@ __global__ void decode_bytes_kernel(I total, I c, I h, I w, const uint8_t* in, c
                                     const float* affine, float* out) {
   for (I i = static_cast<I>(global_index()); i < total; i += static_cast<I>(global_stride())) {
     const I x = i % w, y = (i / w) % h, ch = (i / (w * h)) % c, n = i / (w * h * c);
-    int64_t sy = y, sx = x;
-    if (draws) {
-      const int32_t* d = draws + static_cast<int64_t>(n) * kDrawInts;
-      sy += d[0];
-      sx = (d[2] ? static_cast<int64_t>(w) - 1 - static_cast<int64_t>(x) : static_cast<int64_t>(x)) + d[1];
-    }
-    const bool inside = sy >= 0 && sy < static_cast<int64_t>(h) && sx >= 0 && sx < static_cast<int64_t>(w);
+    const int32_t* d = draws ? draws + static_cast<int64_t>(n) * kDrawInts : nullptr;
+    int64_t sy = 0, sx = 0;
+    const bool inside = drawn_source(y, x, h, w, d ? d[0] : 0, d ? d[1] : 0, d && d[2] != 0, sy, sx);
+    // i - (y w + x) is the start of the sample's channel plane.
     out[i] = inside ? byte_to_input(in[i - y * w - x + static_cast<I>(sy) * w + static_cast<I>(sx)], affine[ch],
                                     affine[c + ch])
                     : 0.0f;
