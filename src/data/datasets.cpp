@@ -90,7 +90,11 @@ std::string dataset_name_error(const std::string& name) {
     dataset_info(name);
     return "";
   } catch (const Error& e) {
-    return e.what();
+    // CLI11 names the option itself: "--data: " once, not twice.
+    std::string why = e.what();
+    const std::string own = "--data: ";
+    if (why.rfind(own, 0) == 0) why.erase(0, own.size());
+    return why;
   }
 }
 

@@ -485,6 +485,10 @@ TEST(Shards, ImageListsReadDirectlyMatchTheirShards) {
   testing::expect_usage_error(
       {"train", "--net", "lenet", "--data", "list:" + t.file("bad.txt") + "?size=28x28", "--iterations", "1"},
       {"bad.txt:2: ", "missing.ppm: no such file"});
+  const testing::CliResult unknown =
+      testing::run_cnnscale({"train", "--net", "lenet", "--data", "nosuch", "--iterations", "1"});
+  EXPECT_NE(unknown.err.find("--data: unknown dataset 'nosuch'"), std::string::npos) << unknown.err;
+  EXPECT_EQ(unknown.err.find("--data: --data"), std::string::npos) << "the option named twice: " << unknown.err;
 }
 
 // The byte path end to end through the trainer, as a GPU run takes it (bytes and draws uploaded
