@@ -229,12 +229,26 @@ std::vector<RunRecord> scan_runs(const std::string& results_dir, int* unreadable
   std::error_code ec;
   if (!fs::exists(results_dir, ec)) throw_config("results directory '{}' does not exist", results_dir);
   std::vector<fs::path> folders;
+  std::vector<std::string> without_h5;  // a training run's summary files, its run.h5 missing
   walk_results(results_dir, [&](const fs::directory_entry& e) {
     std::error_code ec2;
-    if (!e.is_directory(ec2) || !fs::is_regular_file(e.path() / "run.h5", ec2)) return true;
+    if (!e.is_directory(ec2)) return true;
+    if (!fs::is_regular_file(e.path() / "run.h5", ec2)) {
+      if (fs::is_regular_file(e.path() / "summary.csv", ec2) && fs::is_regular_file(e.path() / "summary.json", ec2) &&
+          !is_partial(e.path().string()))
+        without_h5.push_back(e.path().string());
+      return true;
+    }
     folders.push_back(e.path());
     return false;  // a run folder holds no further runs
   });
+  // Not silently: such a folder lost its run.h5 (copied without it, or deleted), and every table
+  // is read from run.h5.
+  if (!without_h5.empty()) {
+    std::sort(without_h5.begin(), without_h5.end());
+    log::warn("report: {} run folder(s) without run.h5 left out (copied without it?), e.g. {}", without_h5.size(),
+              without_h5.front());
+  }
   // The results root itself may be a single run folder.
   if (fs::is_regular_file(fs::path(results_dir) / "run.h5", ec) && !is_partial(results_dir))
     folders.push_back(results_dir);

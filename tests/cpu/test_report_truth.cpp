@@ -251,6 +251,20 @@ TEST(ReportUnits, AValueFarBelowItsColumnsUnitCarriesItsOwn) {
   EXPECT_EQ(md.find("e-0"), std::string::npos) << md;
 }
 
+// A run folder that lost its run.h5 (its summary files still there) is left out, and said so.
+TEST(ReportRuns, AFolderWithoutRunH5IsLeftOutAndNamed) {
+  TempDir dir;
+  write_run(dir.str(), synthetic_run("lenet", 32, 1, 0, {{"test_top1", 0.7}}));
+  const std::string lost = write_run(dir.str(), synthetic_run("lenet", 64, 1, 0, {{"test_top1", 0.8}}));
+  ASSERT_TRUE(std::filesystem::remove(std::filesystem::path(lost) / "run.h5"));
+  ::testing::internal::CaptureStderr();
+  const report::ReportOutcome out = report_without_plots(dir.str());
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(out.runs, 1);
+  EXPECT_NE(said.find("report: 1 run folder(s) without run.h5 left out"), std::string::npos) << said;
+  EXPECT_NE(said.find(lost), std::string::npos) << said;
+}
+
 TEST(ReportAccuracy, SaysAfterHowManyEpochs) {
   TempDir dir;
   RunResults r = synthetic_run("lenet", 32, 1, 0, {{"test_top1", 0.7}, {"iterations_per_epoch", 1875.0}});
