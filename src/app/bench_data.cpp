@@ -11,6 +11,7 @@
 
 #include "app/bench_kernels.hpp"
 #include "app/commands.hpp"
+#include "core/byte_input.hpp"
 #include "data/datasets.hpp"
 #include "data/loader.hpp"
 
@@ -22,6 +23,8 @@ struct DataBenchArgs {
   std::string data = "fashion-mnist", data_dir = "";
   int64_t batch = 256, batches = 40;
   std::vector<int> threads{1, 2, 4};
+  AugmentOptions augment;
+  bool bytes = false;  // the loader as a GPU run drives it: stored bytes and draws, no normalisation
   bool json = false;
 };
 
@@ -42,6 +45,8 @@ void run_data_bench(const DataBenchArgs& a) {
     o.batch = a.batch;
     o.seed = 1;
     o.threads = t;
+    o.augment = a.augment;
+    o.bytes = a.bytes;
     const int64_t per_pass = std::min(a.batches, ds.train->size() / a.batch);
     if (per_pass < 1) throw_config("--batch {}: larger than the dataset ({} samples)", a.batch, ds.train->size());
     Loader loader(ds.train, o);
@@ -51,7 +56,9 @@ void run_data_bench(const DataBenchArgs& a) {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const double samples = static_cast<double>(per_pass * a.batch) / s;
       const double read_mb = samples * static_cast<double>(stored_bytes) / 1e6;
-      const double batch_mb = samples * static_cast<double>(stored_bytes * 4 + 4) / 1e6;
+      // Per sample: the floats (or the stored bytes and, augmented, the draw) and the label.
+      const int64_t produced = a.bytes ? stored_bytes + (a.augment.any() ? 4 * kDrawInts : 0) : 4 * stored_bytes;
+      const double batch_mb = samples * static_cast<double>(produced + 4) / 1e6;
       rows.push_back({{"threads", t},
                       {"pass", pass},
                       {"batches", per_pass},
@@ -65,14 +72,21 @@ void run_data_bench(const DataBenchArgs& a) {
     }
   }
   if (a.json) {
-    nlohmann::json j{{"data", a.data}, {"batch", a.batch}, {"sample_shape", info.sample_shape}, {"rows", rows}};
+    nlohmann::json j{{"data", a.data},
+                     {"batch", a.batch},
+                     {"sample_shape", info.sample_shape},
+                     {"batches_as", a.bytes ? "bytes" : "floats"},
+                     {"augment", a.augment.describe()},
+                     {"rows", rows}};
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf(
         "# %s, batch %lld, %lld batches a pass after a fresh open: the first pass reads (shards: from disk, each "
-        "chunk checked), the second is served from the reader's memory; read = stored bytes, batch = float samples "
-        "and labels produced\n",
-        a.data.c_str(), static_cast<long long>(a.batch), static_cast<long long>(a.batches));
+        "chunk checked), the second is served from the reader's memory; read = stored bytes, batch = %s, with the "
+        "labels; augmentation: %s\n",
+        a.data.c_str(), static_cast<long long>(a.batch), static_cast<long long>(a.batches),
+        a.bytes ? "the stored bytes and draws a GPU run uploads" : "the float samples produced",
+        a.augment.describe().c_str());
   }
 }
 
@@ -91,6 +105,12 @@ void register_data_bench(CLI::App& bench) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--threads", a->threads, "thread counts filling a batch")->delimiter(',')->capture_default_str();
+  cmd->add_option("--crop-pad", a->augment.crop_pad, "augment as train --crop-pad does")->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--mirror", a->augment.mirror, "augment as train --mirror does");
+  cmd->add_flag("--bytes", a->bytes,
+                "batches as a GPU run takes them from the host: the stored bytes and each sample's draw, "
+                "normalised and augmented later on the device (default: float batches, as CPU runs and "
+                "--host-decode fill them)");
   cmd->add_flag("--json", a->json, "one JSON object instead of the table");
   cmd->callback([a] { run_data_bench(*a); });
 }

@@ -287,6 +287,17 @@ TEST(Shards, ThreadsFillTheSameBatchesAndBenchDataReportsThem) {
                 row["read_mb_per_second"].get<double>() * (4.0 * kBytes + 4.0) / kBytes,
                 1e-9 * row["batch_mb_per_second"].get<double>());
   }
+  // As a GPU run takes them: the stored bytes, each sample's draw (three int32) and its label.
+  r = testing::run_cnnscale({"bench", "data", "--data", "hdf5:" + dir, "--batch", "5", "--batches", "3", "--threads",
+                             "2", "--bytes", "--crop-pad", "1", "--mirror", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json b = nlohmann::json::parse(r.out);
+  EXPECT_EQ(b["batches_as"], "bytes");
+  ASSERT_EQ(b["rows"].size(), 2u);
+  for (const auto& row : b["rows"])
+    EXPECT_NEAR(row["batch_mb_per_second"].get<double>(),
+                row["read_mb_per_second"].get<double>() * (kBytes + 12.0 + 4.0) / kBytes,
+                1e-9 * row["batch_mb_per_second"].get<double>());
   testing::expect_usage_error({"bench", "data", "--data", "synthetic"}, {"reads nothing"});
 }
 
