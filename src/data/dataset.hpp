@@ -76,19 +76,22 @@ class SubsetDataset : public Dataset {
   int64_t classes() const override { return base_->classes(); }
   void fill(std::span<const int64_t> indices, float* data, int32_t* labels) const override {
     if (begin_ == 0) return base_->fill(indices, data, labels);
-    std::vector<int64_t> shifted(indices.begin(), indices.end());
-    for (int64_t& i : shifted) i += begin_;
-    base_->fill(shifted, data, labels);
+    base_->fill(in_base(indices), data, labels);
   }
   std::optional<ByteAffine> byte_affine() const override { return base_->byte_affine(); }
   void fill_bytes(std::span<const int64_t> indices, uint8_t* data, int32_t* labels) const override {
     if (begin_ == 0) return base_->fill_bytes(indices, data, labels);
-    std::vector<int64_t> shifted(indices.begin(), indices.end());
-    for (int64_t& i : shifted) i += begin_;
-    base_->fill_bytes(shifted, data, labels);
+    base_->fill_bytes(in_base(indices), data, labels);
   }
 
  private:
+  // The base's indices of ours.
+  std::vector<int64_t> in_base(std::span<const int64_t> indices) const {
+    std::vector<int64_t> shifted(indices.begin(), indices.end());
+    for (int64_t& i : shifted) i += begin_;
+    return shifted;
+  }
+
   std::shared_ptr<const Dataset> base_;
   int64_t count_, begin_;
 };

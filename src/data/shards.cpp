@@ -266,9 +266,7 @@ ShardDataset::ShardDataset(const std::string& dir, const std::string& split, int
   name_ = fmt::format("{}/{} (shards in {})", manifest_.name, split, dir);
   sample_bytes_ = product(manifest_.sample_shape);
   // The IDX reader's formula too, so Fashion-MNIST gives identical batches either way.
-  const ByteAffine affine = ByteAffine::from_stats(manifest_.mean, manifest_.stddev);
-  scale_ = affine.scale;
-  offset_ = affine.offset;
+  affine_ = ByteAffine::from_stats(manifest_.mean, manifest_.stddev);
   h5::silence_errors();
   int64_t first = 0;
   for (const ShardInfo& info : split_.shards) {
@@ -401,10 +399,10 @@ void ShardDataset::fill(std::span<const int64_t> indices, float* data, int32_t* 
     labels[s] = ch->labels[static_cast<size_t>(at)];
     const uint8_t* raw = ch->images.data() + at * sample_bytes_;
     float* dst = data + static_cast<int64_t>(s) * sample_bytes_;
-    for (size_t c = 0; c < scale_.size(); ++c) {
+    for (size_t c = 0; c < affine_.scale.size(); ++c) {
       const uint8_t* src = raw + static_cast<int64_t>(c) * plane;
       float* out = dst + static_cast<int64_t>(c) * plane;
-      for (int64_t i = 0; i < plane; ++i) out[i] = byte_to_input(src[i], scale_[c], offset_[c]);
+      for (int64_t i = 0; i < plane; ++i) out[i] = byte_to_input(src[i], affine_.scale[c], affine_.offset[c]);
     }
   }
 }

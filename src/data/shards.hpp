@@ -91,7 +91,7 @@ class ShardDataset : public Dataset {
   Shape sample_shape() const override { return Shape(manifest_.sample_shape); }
   int64_t classes() const override { return manifest_.classes; }
   void fill(std::span<const int64_t> indices, float* data, int32_t* labels) const override;
-  std::optional<ByteAffine> byte_affine() const override { return ByteAffine{scale_, offset_}; }
+  std::optional<ByteAffine> byte_affine() const override { return affine_; }
   void fill_bytes(std::span<const int64_t> indices, uint8_t* data, int32_t* labels) const override;
   // The raw bytes and label of one sample (tests).
   void read_raw(int64_t index, uint8_t* image, int32_t* label) const;
@@ -115,7 +115,7 @@ class ShardDataset : public Dataset {
   std::vector<int64_t> first_sample_;  // per shard
   int64_t sample_bytes_ = 0, cache_bytes_ = 0;
   std::vector<std::unique_ptr<Shard>> shards_;
-  std::vector<float> scale_, offset_;  // per channel: x * scale + offset = (x / 255 - mean) / std
+  ByteAffine affine_;  // per channel: x * scale + offset = (x / 255 - mean) / std
 
   mutable std::mutex mutex_;
   using Key = std::pair<size_t, int64_t>;  // shard, chunk
