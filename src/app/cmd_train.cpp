@@ -30,9 +30,8 @@ void run_train(TrainArgs& a) {
                    .layout = layout_choice_from_name(a.layout),
                    .batchnorm = batchnorm_kernels_from_name(a.batchnorm)});
   a.options.batch = par.global_batch();
-  if (a.host_decode && par.device() == "cpu")
-    throw_config("--host-decode applies to GPU runs: a CPU run normalises and augments on the host anyway");
   if (a.host_decode) a.options.input_decode = TrainOptions::InputDecode::Host;
+  check_input_decode(a.options.input_decode, par.device() == "cpu");  // before any work
   const TrainInputs in = load_train_inputs(a);
   const nlohmann::json run_config = describe_run(a, in, par);
 

@@ -150,8 +150,7 @@ void Trainer::check_options() const {
   if (!(options_.phase_window_seconds > 0)) throw_config("--phase-window must be > 0 seconds");
   if (options_.phase_repeats < 1) throw_config("--phase-repeats must be >= 1, got {}", options_.phase_repeats);
   check_slowdown(options_.parallel.rank, options_.slowdown);
-  if (options_.input_decode == TrainOptions::InputDecode::Host && backend_.device().is_cpu())
-    throw_config("--host-decode applies to GPU runs: a CPU run normalises and augments on the host anyway");
+  check_input_decode(options_.input_decode, backend_.device().is_cpu());
   if (options_.slowdown > 1.0 && !backend_.device().is_cpu())
     throw_config("--slowdown emulates a slower CPU rank; GPU ranks are made unequal with --sm-counts");
   check_rebalance_every(options_.rebalance_every);
@@ -176,6 +175,11 @@ void Trainer::make_loader() {
   lo.slots = backend_.device().is_cpu() ? 3 : gpu_slots(options_.display, batch_bytes);
   loader_ = std::make_unique<Loader>(train_, lo, [this](size_t bytes) { return backend_.alloc_host(bytes); });
   train_slots_ = std::make_unique<UploadSlots>(backend_, *loader_, "host sync (input buffers)");
+}
+
+void check_input_decode(TrainOptions::InputDecode decode, bool cpu) {
+  if (decode == TrainOptions::InputDecode::Host && cpu)
+    throw_config("--host-decode applies to GPU runs: a CPU run normalises and augments on the host anyway");
 }
 
 bool Trainer::decodes_on_device(const Dataset& d) const {

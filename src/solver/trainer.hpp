@@ -188,6 +188,10 @@ struct TrainResult {
 };
 
 class DeviceCommunicator;
+// ConfigError for a choice the device cannot take (Host on the CPU, where decoding is on the host
+// anyway); `train` asks before any work, the trainer again.
+void check_input_decode(TrainOptions::InputDecode decode, bool cpu);
+
 class UploadSlots;
 
 // Feeds batches, steps the net and the solver, reads the loss only at display intervals, evaluates
