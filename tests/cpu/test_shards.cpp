@@ -82,6 +82,18 @@ haddr_t chunk_offset(const std::string& file, hsize_t c) {
   return addr;
 }
 
+// Runs a conversion that needs OpenCV. True when it ran and succeeded; false when it failed (a test
+// failure) or when this build has no OpenCV, after checking the one-line refusal that gives.
+bool converts_with_opencv(const std::vector<std::string>& args) {
+  if (!shard_conversion_has_opencv()) {
+    testing::expect_usage_error(args, {"no OpenCV", "libopencv-dev"});
+    return false;
+  }
+  const testing::CliResult r = testing::run_cnnscale(args);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.exit_code == 0;
+}
+
 std::string error_of(const std::function<void()>& f) {
   try {
     f();
@@ -386,12 +398,7 @@ TEST(Shards, ImageListsThroughOpenCv) {
   std::ofstream(t.file("img/list.txt")) << "# class 0 red, 1 ramp\nred/r.ppm 0\n\nramp/g.ppm 1\n";
   const std::vector<std::string> list_args = {"data",   "images", "--list", t.file("img/list.txt"),
                                               "--size", "4x4",    "--out",  t.file("s1")};
-  if (!shard_conversion_has_opencv()) {
-    testing::expect_usage_error(list_args, {"no OpenCV", "libopencv-dev"});
-    return;
-  }
-  testing::CliResult r = testing::run_cnnscale(list_args);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  if (!converts_with_opencv(list_args)) return;
   const ShardDataset ds(t.file("s1"), "train");
   ASSERT_EQ(ds.size(), 2);
   EXPECT_EQ(ds.sample_shape(), Shape({3, 4, 4}));
@@ -414,7 +421,8 @@ TEST(Shards, ImageListsThroughOpenCv) {
   // Mean of x / 255 over both images, per channel: red (200 + 75) / 2 / 255.
   EXPECT_NEAR(ds.manifest().mean[0], (200.0 + 75.0) / 2 / 255, 1e-6);
   // The folder form: classes in sorted subfolder order (ramp 0, red 1).
-  r = testing::run_cnnscale({"data", "images", "--folder", t.file("img"), "--size", "4x4", "--out", t.file("s2")});
+  const testing::CliResult r =
+      testing::run_cnnscale({"data", "images", "--folder", t.file("img"), "--size", "4x4", "--out", t.file("s2")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const ShardDataset folder(t.file("s2"), "train");
   folder.read_raw(0, raw.data(), &label);
@@ -557,12 +565,7 @@ TEST(Shards, OpticalFlowVolumesRecoverAKnownShift) {
   }
   std::ofstream(t.file("gait/list.txt")) << "seq 4\n";
   const std::vector<std::string> args = {"data", "flow", "--list", t.file("gait/list.txt"), "--out", t.file("flow")};
-  if (!shard_conversion_has_opencv()) {
-    testing::expect_usage_error(args, {"no OpenCV", "libopencv-dev"});
-    return;
-  }
-  testing::CliResult r = testing::run_cnnscale(args);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  if (!converts_with_opencv(args)) return;
   const ShardDataset ds(t.file("flow"), "train");
   EXPECT_EQ(ds.sample_shape(), Shape({50, 60, 60}));
   EXPECT_EQ(ds.sample_shape().dims(),
