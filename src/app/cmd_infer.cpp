@@ -19,6 +19,7 @@
 #include "app/train_results.hpp"
 #include "backend/backend.hpp"
 #include "backend/devices.hpp"
+#include "backend/engine_cache.hpp"
 #include "core/error.hpp"
 #include "data/synthetic_dataset.hpp"
 #include "experiment/report_infer.hpp"
@@ -35,6 +36,13 @@
 namespace cnnscale::app {
 
 namespace {
+
+// The engine cache (CNNSCALE_ENGINE_CACHE) whose measured choices the run took, or null: its
+// kernels were chosen by an earlier process's search on the same GPU model and libraries.
+nlohmann::json engine_cache_used() {
+  const EngineCache* cache = EngineCache::from_environment();
+  return cache ? nlohmann::json(cache->path()) : nlohmann::json();
+}
 
 // --calibration's value for a table measured on the run's own input (synthetic_input_scales).
 const char* const kSyntheticCalibration = "synthetic";
@@ -220,6 +228,7 @@ nlohmann::json run_json(const InferArgs& a, const NetSpec& spec, infer::Inferenc
           {"fc_gemv", engine.backend().device().is_cpu() ? nlohmann::json() : nlohmann::json(a.fc_gemv)},
           {"cuda_graph", engine.cuda_graph()},
           {"graph_replays", engine.graph_replays()},
+          {"engine_cache", engine_cache_used()},
           {"world_size", world_size},
           {"devices",
            a.rank_devices.empty() ? std::vector<std::string>{engine.backend().device().to_string()} : a.rank_devices}};

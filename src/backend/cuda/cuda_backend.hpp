@@ -585,9 +585,14 @@ class CudaBackend final : public Backend {
                                const Tensor& bias, const Tensor* addend, const Tensor& y);
   bool run_fused_plan(const char* op, const std::shared_ptr<cuda::ConvGraphPlan>& fused, const Tensor& x,
                       const Tensor& w, const Tensor& bias, const Tensor* addend, const Tensor& y);
-  std::shared_ptr<cuda::ConvGraphPlan> search_int8_conv(const ConvParams& p, const Tensor& xq, const Tensor& wq,
-                                                        const Tensor& scale, const Tensor& bias, const Tensor& addend,
-                                                        const Tensor& addend_scale, bool relu, const Tensor& y);
+  // The EngineCache key of a search on this backend: `what` after the GPU model, compute capability
+  // and cuDNN version, which decide what was measured.
+  std::string engine_cache_key(const std::string& what) const;
+  // `key`: the plan map's key (shapes, parameters, y and epilogue), also the engine cache's.
+  std::shared_ptr<cuda::ConvGraphPlan> search_int8_conv(const std::string& key, const ConvParams& p, const Tensor& xq,
+                                                        const Tensor& wq, const Tensor& scale, const Tensor& bias,
+                                                        const Tensor& addend, const Tensor& addend_scale, bool relu,
+                                                        const Tensor& y);
   std::map<std::string, std::shared_ptr<cuda::ConvGraphPlan>> int8_conv_plans_;  // by shapes, params, y, epilogue
   Tensor int8_linear_acc_;  // the int32 sums of linear_forward_int8 (cuda_linear.cpp)
   void search_bias(ConvPlan& plan, const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& bias,

@@ -20,6 +20,7 @@
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/cuda_conv_timing.hpp"
+#include "backend/engine_cache.hpp"
 #include "core/log.hpp"
 
 namespace cnnscale {
@@ -319,10 +320,34 @@ std::shared_ptr<cuda::ConvGraphPlan> CudaBackend::faster_fused_plan(
     const std::function<cudnnStatus_t(const cuda::ConvGraphPlan&, void*)>& execute) {
   if (options_.deterministic || options_.conv_graph_plans <= 0 || (plan.dtype == DType::F32 && !options_.allow_tf32))
     return nullptr;
+  // An earlier process's verdict on this GPU model: the ops apart, or the one engine to compile.
+  EngineCache* cache = EngineCache::from_environment();
+  const ConvParams& q = plan.params;
+  const std::string cache_key =
+      cache
+          ? engine_cache_key(fmt::format("{} {} {} x {} w {} y {} stride {}x{} pad {}x{} dilation {}x{} groups {}", op,
+                                         dtype_name(plan.dtype), layout_name(plan.layout), plan.x_shape.to_string(),
+                                         plan.w_shape.to_string(), plan.y_shape.to_string(), q.stride_h, q.stride_w,
+                                         q.pad_h, q.pad_w, q.dilation_h, q.dilation_w, q.groups))
+          : std::string();
+  if (cache)
+    if (const auto hit = cache->find(cache_key)) {
+      if (*hit == kEngineCacheApart) return nullptr;
+      auto one = cuda::conv_graph_plans(cudnn_, spec, search_workspace_limit(), 1, &*hit);
+      if (!one.empty()) {
+        SearchBuffer buf(std::max<size_t>(one.front()->workspace_bytes(), size_t{1} << 20), stream());
+        if (buf.bytes() >= one.front()->workspace_bytes() && ran(execute(*one.front(), buf.ptr()))) {
+          log::debug("{} x {} w {}: fused plan {} from the engine cache", op, plan.x_shape.to_string(),
+                     plan.w_shape.to_string(), *hit);
+          return std::move(one.front());
+        }
+      }
+    }
   auto plans = cuda::conv_graph_plans(cudnn_, spec, search_workspace_limit(), options_.conv_graph_plans);
   if (plans.empty()) {
     log::debug("{} x {} w {}: the graph API offers no fused plan", op, plan.x_shape.to_string(),
                plan.w_shape.to_string());
+    if (cache) cache->put(cache_key, kEngineCacheApart);
     return nullptr;
   }
   EventPair ev;
@@ -349,7 +374,14 @@ std::shared_ptr<cuda::ConvGraphPlan> CudaBackend::faster_fused_plan(
   log::debug("{} x {} w {}: apart {:.3f} ms, fused plans:{}; {}", op, plan.x_shape.to_string(),
              plan.w_shape.to_string(), apart_ms, log_line.empty() ? " none ran" : log_line,
              best ? "fused plan " + best->name() + " runs" : std::string("ops apart run"));
+  if (cache) cache->put(cache_key, best ? best->name() : std::string(kEngineCacheApart));
   return best;
+}
+
+std::string CudaBackend::engine_cache_key(const std::string& what) const {
+  const size_t v = cudnnGetVersion();  // cuDNN 9: major * 10000 + minor * 100 + patch
+  return fmt::format("{} sm_{}{} cudnn {}.{}.{} | {}", device_name_, cc_major_, cc_minor_, v / 10000, (v % 10000) / 100,
+                     v % 100, what);
 }
 
 void CudaBackend::run_conv_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& y) {

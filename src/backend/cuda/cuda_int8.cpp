@@ -15,6 +15,7 @@
 #include "backend/cuda/cuda_conv_timing.hpp"
 #include "backend/cuda/cuda_kernels.hpp"
 #include "backend/cuda/cuda_op_checks.hpp"
+#include "backend/engine_cache.hpp"
 #include "core/log.hpp"
 
 namespace cnnscale {
@@ -82,7 +83,8 @@ void CudaBackend::conv_forward_int8(const ConvParams& p, const Tensor& xq, const
                   addend.defined() ? dtype_name(addend.dtype()) : "-", addend_scale.defined(), relu);
   auto it = int8_conv_plans_.find(key);
   if (it == int8_conv_plans_.end())
-    it = int8_conv_plans_.emplace(key, search_int8_conv(p, xq, wq, scale, bias, addend, addend_scale, relu, y)).first;
+    it = int8_conv_plans_.emplace(key, search_int8_conv(key, p, xq, wq, scale, bias, addend, addend_scale, relu, y))
+             .first;
   const cuda::ConvGraphPlan& plan = *it->second;
   void* ws = workspace(plan.workspace_bytes());
   const cudnnStatus_t st =
@@ -91,14 +93,34 @@ void CudaBackend::conv_forward_int8(const ConvParams& p, const Tensor& xq, const
   if (st != CUDNN_STATUS_SUCCESS) cuda::fail(st, "cudnnBackendExecute (int8 convolution)", __FILE__, __LINE__);
 }
 
-std::shared_ptr<cuda::ConvGraphPlan> CudaBackend::search_int8_conv(const ConvParams& p, const Tensor& xq,
-                                                                   const Tensor& wq, const Tensor& scale,
-                                                                   const Tensor& bias, const Tensor& addend,
-                                                                   const Tensor& addend_scale, bool relu,
-                                                                   const Tensor& y) {
+std::shared_ptr<cuda::ConvGraphPlan> CudaBackend::search_int8_conv(const std::string& key, const ConvParams& p,
+                                                                   const Tensor& xq, const Tensor& wq,
+                                                                   const Tensor& scale, const Tensor& bias,
+                                                                   const Tensor& addend, const Tensor& addend_scale,
+                                                                   bool relu, const Tensor& y) {
   const cuda::ConvGraphSpec spec = cuda::conv_int8_graph_spec(
       xq.shape(), wq.shape(), y.shape(), p, y.dtype(),
       addend.defined() ? std::optional<DType>(addend.dtype()) : std::nullopt, addend_scale.defined(), relu);
+  void* z = addend.defined() ? addend.raw() : nullptr;
+  void* z_scale = addend_scale.defined() ? addend_scale.raw() : nullptr;
+  auto runs = [&](cuda::ConvGraphPlan& plan, void* ws) {
+    return cuda::ran(plan.execute(cudnn_, xq.raw(), wq.raw(), y.raw(), ws, bias.raw(), z, scale.raw(), z_scale));
+  };
+  // A choice an earlier process measured on this GPU model: only its engine is compiled.
+  EngineCache* cache = options_.deterministic ? nullptr : EngineCache::from_environment();
+  const std::string cache_key = cache ? engine_cache_key("int8 conv " + key) : std::string();
+  if (cache)
+    if (const auto hit = cache->find(cache_key)) {
+      auto one = cuda::conv_graph_plans(cudnn_, spec, search_workspace_limit(), 1, &*hit);
+      if (!one.empty()) {
+        cuda::SearchBuffer buf(std::max<size_t>(one.front()->workspace_bytes(), size_t{1} << 20), stream());
+        if (buf.bytes() >= one.front()->workspace_bytes() && runs(*one.front(), buf.ptr())) {
+          log::debug("int8 convolution {}: {} from the engine cache", key, *hit);
+          return std::move(one.front());
+        }
+      }
+      log::debug("int8 convolution {}: cached engine {} is not offered or did not run here; searching", key, *hit);
+    }
   auto plans = cuda::conv_graph_plans(cudnn_, spec, search_workspace_limit(), std::max(options_.conv_graph_plans, 8));
   const std::string what =
       fmt::format("int8 convolution x {} w {} -> {} {}{}", xq.shape().to_string(), wq.shape().to_string(),
@@ -109,8 +131,6 @@ std::shared_ptr<cuda::ConvGraphPlan> CudaBackend::search_int8_conv(const ConvPar
         "{}: cuDNN offers no engine for it on this GPU (int8 convolutions need channels-last operands "
         "whose channel counts are multiples of 4 or 16)",
         what);
-  void* z = addend.defined() ? addend.raw() : nullptr;
-  void* z_scale = addend_scale.defined() ? addend_scale.raw() : nullptr;
   // Deterministic runs take the heuristics' first choice: no timing decides.
   if (options_.deterministic) return std::move(plans.front());
   cuda::EventPair ev;
@@ -120,10 +140,7 @@ std::shared_ptr<cuda::ConvGraphPlan> CudaBackend::search_int8_conv(const ConvPar
   for (auto& candidate : plans) {
     cuda::SearchBuffer buf(std::max<size_t>(candidate->workspace_bytes(), size_t{1} << 20), stream());
     if (buf.bytes() < candidate->workspace_bytes()) continue;
-    auto run = [&] {
-      return cuda::ran(
-          candidate->execute(cudnn_, xq.raw(), wq.raw(), y.raw(), buf.ptr(), bias.raw(), z, scale.raw(), z_scale));
-    };
+    auto run = [&] { return runs(*candidate, buf.ptr()); };
     if (!run()) continue;
     const float ms = cuda::median_run_ms(ev, stream(), run);
     log_line += fmt::format(" [{} {:.3f} ms]", candidate->name(), ms);
@@ -134,6 +151,7 @@ std::shared_ptr<cuda::ConvGraphPlan> CudaBackend::search_int8_conv(const ConvPar
   }
   if (!best) throw_runtime("{}: none of cuDNN's {} engines for it ran", what, plans.size());
   log::debug("{}:{}; {} runs", what, log_line, best->name());
+  if (cache) cache->put(cache_key, best->name());
   return best;
 }
 

@@ -322,7 +322,8 @@ cudnnStatus_t ConvGraphPlan::execute(cudnnHandle_t handle, void* x, void* w, voi
 }
 
 std::vector<std::unique_ptr<ConvGraphPlan>> conv_graph_plans(cudnnHandle_t handle, const ConvGraphSpec& spec,
-                                                             size_t max_workspace, int max_plans) {
+                                                             size_t max_workspace, int max_plans,
+                                                             const std::string* only_engine) {
   std::vector<std::unique_ptr<ConvGraphPlan>> plans;
   if (max_plans <= 0) return plans;
   // y (and a residual addend) of their own type in an int8 graph, of the operands' otherwise.
@@ -394,6 +395,7 @@ std::vector<std::unique_ptr<ConvGraphPlan>> conv_graph_plans(cudnnHandle_t handl
       if (static_cast<int>(plans.size()) >= max_plans) break;
       ConfigFacts facts;
       if (!config_facts(config, facts) || !seen.insert(facts.name).second) continue;
+      if (only_engine && facts.name != *only_engine) continue;
       if (const char* why = refusal(spec, facts)) {
         refused += fmt::format(" {} ({})", facts.name, why);
         continue;

@@ -96,8 +96,8 @@ class ConvGraphPlan {
                         void* addend = nullptr, void* scale = nullptr, void* addend_scale = nullptr) const;
 
  private:
-  friend std::vector<std::unique_ptr<ConvGraphPlan>> conv_graph_plans(cudnnHandle_t, const ConvGraphSpec&, size_t,
-                                                                      int);
+  friend std::vector<std::unique_ptr<ConvGraphPlan>> conv_graph_plans(cudnnHandle_t, const ConvGraphSpec&, size_t, int,
+                                                                      const std::string*);
   ConvGraphPlan() = default;
   // What the plan was built from (tensors, convolution, operation, graph, engine configuration),
   // kept alive as long as the plan; each descriptor is destroyed by its last owner.
@@ -115,7 +115,10 @@ class ConvGraphPlan {
 // for `spec` that finalise on this device, pass the numerical-note filter, and need at most
 // `max_workspace` bytes; at most `max_plans`, in the heuristics' order, without duplicates. Empty
 // when the graph API supports nothing for the spec (the legacy algorithms then stand alone).
+// `only_engine`: finalise just the engine of that name (an EngineCache hit), none if it is not
+// offered: the other candidates are never compiled.
 std::vector<std::unique_ptr<ConvGraphPlan>> conv_graph_plans(cudnnHandle_t handle, const ConvGraphSpec& spec,
-                                                             size_t max_workspace, int max_plans);
+                                                             size_t max_workspace, int max_plans,
+                                                             const std::string* only_engine = nullptr);
 
 }  // namespace cnnscale::cuda

@@ -1,0 +1,107 @@
+#include "backend/engine_cache.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+
+namespace cnnscale {
+namespace {
+
+void check_field(const std::string& text, const char* what) {
+  if (text.empty() || text.find_first_of("\t\n\r") != std::string::npos)
+    throw_runtime("engine cache: a {} must be non-empty without tabs or newlines, got '{}'", what, text);
+}
+
+}  // namespace
+
+EngineCache* EngineCache::from_environment() {
+  // Built once; a malformed file throws from the first search that asks (before any timing).
+  static std::once_flag once;
+  static std::unique_ptr<EngineCache> cache;
+  std::call_once(once, [] {
+    const char* path = std::getenv("CNNSCALE_ENGINE_CACHE");
+    if (!path || !*path) return;
+    cache = std::make_unique<EngineCache>(path);
+    log::info("engine cache {}: {} measured choice(s) read; new searches are added", cache->path(), cache->loaded());
+  });
+  return cache.get();
+}
+
+EngineCache::EngineCache(std::string path) : path_(std::move(path)) {
+  entries_ = read(path_);
+  loaded_ = entries_.size();
+}
+
+std::map<std::string, std::string> EngineCache::read(const std::string& path) {
+  std::map<std::string, std::string> out;
+  std::ifstream in(path);
+  if (!in) {
+    if (access(path.c_str(), F_OK) == 0)
+      throw_config("{}: engine cache (CNNSCALE_ENGINE_CACHE) exists but cannot be read", path);
+    return out;  // not made yet
+  }
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    if (number == 1) {
+      if (line != kHeader)
+        throw_config("{}:1: not a cnnscale engine cache (CNNSCALE_ENGINE_CACHE): expected the line '{}'", path,
+                     kHeader);
+      continue;
+    }
+    if (line.empty()) continue;
+    const size_t tab = line.find('\t');
+    if (tab == std::string::npos || tab == 0 || tab + 1 == line.size() || line.find('\t', tab + 1) != std::string::npos)
+      throw_config("{}:{}: expected KEY<TAB>CHOICE in the engine cache (CNNSCALE_ENGINE_CACHE)", path, number);
+    out[line.substr(0, tab)] = line.substr(tab + 1);
+  }
+  return out;
+}
+
+std::optional<std::string> EngineCache::find(const std::string& key) const {
+  std::lock_guard lock(mutex_);
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return std::nullopt;
+  return it->second;
+}
+
+size_t EngineCache::size() const {
+  std::lock_guard lock(mutex_);
+  return entries_.size();
+}
+
+void EngineCache::put(const std::string& key, const std::string& choice) {
+  check_field(key, "key");
+  check_field(choice, "choice");
+  std::lock_guard lock(mutex_);
+  entries_[key] = choice;
+  // What other processes added since (a rank of the same job, an earlier run) stays.
+  for (auto& [k, v] : read(path_)) entries_.try_emplace(k, v);
+  std::ostringstream text;
+  text << kHeader << '\n';
+  for (const auto& [k, v] : entries_) text << k << '\t' << v << '\n';
+  // A name of this process's own, renamed over the file once complete: readers see the old file or
+  // the new one, never a part.
+  const std::string tmp = path_ + ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text.str();
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw_runtime("{}: cannot write the engine cache (CNNSCALE_ENGINE_CACHE)", tmp);
+    }
+  }
+  if (std::rename(tmp.c_str(), path_.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw_runtime("{}: cannot replace the engine cache (CNNSCALE_ENGINE_CACHE)", path_);
+  }
+}
+
+}  // namespace cnnscale

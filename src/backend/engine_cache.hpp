@@ -1,0 +1,56 @@
+// EngineCache: a file of the kernel choices a GPU backend measured (which cuDNN graph engine runs a
+// convolution of a given shape, or that the ops apart beat every fused engine), so that later
+// processes on the same GPU model and libraries take the measured winner instead of compiling and
+// timing every candidate again. As TensorRT's timing cache: the search of a ResNet-50 int8
+// inference process (dozens of runtime-compiled engine candidates per shape and batch size) takes
+// minutes where one finalised plan per shape takes seconds.
+//
+// Opt in with CNNSCALE_ENGINE_CACHE=FILE (every rank of a job may share the file). Keys carry the
+// device model, compute capability and cuDNN version (the backend prefixes them), so a file copied
+// to other GPUs or libraries is only ever a miss. A choice is the measured winner of one earlier
+// search on that model; its timings are not stored, and a run that wants its own search leaves the
+// variable unset. infer's JSON records the file a run used (`engine_cache`); every process logs it.
+// Cached: the int8 convolutions' engines and the fused forward plans (convolution with bias, ReLU,
+// residual) against the same ops apart; the plain convolutions' algorithm searches still run.
+//
+// Format: a first line "# cnnscale engine cache 1", then one "KEY<TAB>CHOICE" per line; keys and
+// choices hold no tab or newline. A malformed file is a ConfigError naming FILE:LINE. Every put()
+// rewrites the file atomically (a temporary name, then rename), merged with what other processes
+// wrote meanwhile (theirs kept where keys differ, ours where both have one), so concurrent ranks
+// lose no choice and a reader never sees half a file.
+#pragma once
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+
+namespace cnnscale {
+
+// The choice that says no fused engine beat the same ops run apart.
+inline constexpr const char* kEngineCacheApart = "(ops apart)";
+
+class EngineCache {
+ public:
+  // The process's cache from CNNSCALE_ENGINE_CACHE, read at the first call; null when unset.
+  static EngineCache* from_environment();
+
+  // Reads `path` if it exists (an empty cache otherwise; the file is made by the first put).
+  explicit EngineCache(std::string path);
+
+  const std::string& path() const { return path_; }
+  std::optional<std::string> find(const std::string& key) const;
+  void put(const std::string& key, const std::string& choice);
+  size_t size() const;
+  size_t loaded() const { return loaded_; }  // entries the file held when this process read it
+
+  static constexpr const char* kHeader = "# cnnscale engine cache 1";
+
+ private:
+  static std::map<std::string, std::string> read(const std::string& path);
+  std::string path_;
+  mutable std::mutex mutex_;
+  std::map<std::string, std::string> entries_;
+  size_t loaded_ = 0;
+};
+
+}  // namespace cnnscale
