@@ -21,17 +21,31 @@ void check_field(const std::string& text, const char* what) {
 
 }  // namespace
 
-EngineCache* EngineCache::from_environment() {
-  // Built once; a malformed file throws from the first search that asks (before any timing).
-  static std::once_flag once;
+namespace {
+
+std::once_flag environment_read;
+std::unique_ptr<EngineCache>& process_cache() {
   static std::unique_ptr<EngineCache> cache;
-  std::call_once(once, [] {
+  return cache;
+}
+
+}  // namespace
+
+EngineCache* EngineCache::from_environment() {
+  // Read once; a malformed file throws from the first search that asks (before any timing).
+  std::call_once(environment_read, [] {
     const char* path = std::getenv("CNNSCALE_ENGINE_CACHE");
     if (!path || !*path) return;
-    cache = std::make_unique<EngineCache>(path);
-    log::info("engine cache {}: {} measured choice(s) read; new searches are added", cache->path(), cache->loaded());
+    process_cache() = std::make_unique<EngineCache>(path);
+    log::info("engine cache {}: {} measured choice(s) read; new searches are added", process_cache()->path(),
+              process_cache()->loaded());
   });
-  return cache.get();
+  return process_cache().get();
+}
+
+void EngineCache::set_for_process(std::unique_ptr<EngineCache> cache) {
+  std::call_once(environment_read, [] {});
+  process_cache() = std::move(cache);
 }
 
 EngineCache::EngineCache(std::string path) : path_(std::move(path)) {
@@ -74,6 +88,11 @@ std::optional<std::string> EngineCache::find(const std::string& key) const {
 size_t EngineCache::size() const {
   std::lock_guard lock(mutex_);
   return entries_.size();
+}
+
+std::map<std::string, std::string> EngineCache::entries() const {
+  std::lock_guard lock(mutex_);
+  return entries_;
 }
 
 void EngineCache::put(const std::string& key, const std::string& choice) {

@@ -20,6 +20,7 @@
 // lose no choice and a reader never sees half a file.
 #pragma once
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -33,6 +34,9 @@ class EngineCache {
  public:
   // The process's cache from CNNSCALE_ENGINE_CACHE, read at the first call; null when unset.
   static EngineCache* from_environment();
+  // Replaces the process's cache (null: none) and stops the variable from being read afterwards:
+  // for tests, which need a cache of their own whatever the environment says.
+  static void set_for_process(std::unique_ptr<EngineCache> cache);
 
   // Reads `path` if it exists (an empty cache otherwise; the file is made by the first put).
   explicit EngineCache(std::string path);
@@ -41,6 +45,7 @@ class EngineCache {
   std::optional<std::string> find(const std::string& key) const;
   void put(const std::string& key, const std::string& choice);
   size_t size() const;
+  std::map<std::string, std::string> entries() const;  // a copy, by key
   size_t loaded() const { return loaded_; }  // entries the file held when this process read it
 
   static constexpr const char* kHeader = "# cnnscale engine cache 1";
