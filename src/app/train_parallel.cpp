@@ -209,8 +209,9 @@ Backend& ParallelRun::connect() {
     if (rank_ == 0) id = device_communicator_id();
     mpi_->broadcast(id, 0);
     BlockingOp mark("NCCL communicator initialisation");
-    comm_ = make_device_communicator(*backend_, rank_, mpi_->size(), id, algo, args_.watchdog_timeout,
-                                     args_.allreduce_max_ctas);
+    NcclTuning tuning;
+    tuning.max_ctas = args_.allreduce_max_ctas;
+    comm_ = make_device_communicator(*backend_, rank_, mpi_->size(), id, algo, args_.watchdog_timeout, tuning);
   }
   exchange_ = std::make_unique<CommunicatorExchange>(*comm_);
   abort_target_.store(comm_.get());

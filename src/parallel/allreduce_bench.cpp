@@ -169,7 +169,9 @@ class GpuTarget final : public BenchTarget {
     std::vector<char> id;
     if (rank == 0) id = device_communicator_id();
     env.broadcast(id, 0);
-    comm_ = make_device_communicator(*backend_, rank, ranks, id, algo, timeout_seconds, max_ctas);
+    NcclTuning tuning;
+    tuning.max_ctas = max_ctas;
+    comm_ = make_device_communicator(*backend_, rank, ranks, id, algo, timeout_seconds, tuning);
     buf_ = backend_->alloc(Shape{max_count}, dtype);
     host_.resize(static_cast<size_t>(max_count));
     staging_.resize(static_cast<size_t>(max_count) * dtype_size(dtype));
