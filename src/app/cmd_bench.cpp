@@ -42,6 +42,8 @@ struct AllreduceArgs {
   std::string device = "gpu";
   std::string algo = "ring";
   int max_ctas = 0;
+  std::string cta_policy = "default";
+  std::string priority = "high";
   std::string issue = "graph";
   std::string dtype = "fp32";
   bool check = false, json = false;
@@ -146,6 +148,10 @@ nlohmann::json to_json(const AllreduceBenchResult& r, bool checked, const std::s
     }
     rows.push_back(std::move(j));
   }
+  // NCCL's CTA policy and stream priority as asked for: null for the defaults, as max_ctas.
+  const nlohmann::json cta_policy =
+      r.nccl.cta_policy != CtaPolicy::Default ? nlohmann::json(to_string(r.nccl.cta_policy)) : nlohmann::json();
+  const nlohmann::json priority = r.nccl.low_priority ? nlohmann::json("low") : nlohmann::json();
   nlohmann::json out = {{"benchmark", "allreduce"},
                         {"format", report::kAllreduceBenchFormat},
                         {"time", utc_time},
@@ -157,7 +163,9 @@ nlohmann::json to_json(const AllreduceBenchResult& r, bool checked, const std::s
                         {"device", r.device},
                         {"algo", r.algo},
                         {"issue", r.issue},
-                        {"max_ctas", r.max_ctas > 0 ? nlohmann::json(r.max_ctas) : nlohmann::json()},
+                        {"max_ctas", r.nccl.max_ctas > 0 ? nlohmann::json(r.nccl.max_ctas) : nlohmann::json()},
+                        {"cta_policy", cta_policy},
+                        {"priority", priority},
                         {"library", r.library},
                         {"rank_devices", r.rank_devices},
                         {"warmup_iters", r.warmup_iters},
@@ -204,6 +212,15 @@ void register_allreduce(CLI::App& bench) {
                   "most CTAs (SMs) each allreduce may run on (sets NCCL_MAX_CTAS; one already in the environment "
                   "wins; 0: NCCL's choice); gpu only")
       ->check(CLI::Range(0, 64))
+      ->capture_default_str();
+  cmd->add_option("--cta-policy", args->cta_policy,
+                  "NCCL's CTA policy (the communicator's config, NCCL >= 2.27): efficiency (the fewest CTAs that "
+                  "reach decent bandwidth), zero (no CTAs where NCCL has such collectives) or default; gpu only")
+      ->check(CLI::IsMember({"default", "efficiency", "zero"}))
+      ->capture_default_str();
+  cmd->add_option("--priority", args->priority,
+                  "priority of NCCL's stream: high (the greatest, as train's default) or low (the least); gpu only")
+      ->check(CLI::IsMember({"high", "low"}))
       ->capture_default_str();
   cmd->add_option("--issue", args->issue,
                   "gpu: graph (the timed allreduces of a size captured once into a CUDA graph and replayed, as a "
@@ -252,7 +269,13 @@ void register_allreduce(CLI::App& bench) {
     cfg.algo = parse_allreduce_algo(args->algo);
     if (!cfg.gpu && args->max_ctas > 0)
       throw_config("bench allreduce: --max-ctas limits NCCL's CTAs and needs --device gpu");
-    cfg.max_ctas = args->max_ctas;
+    cfg.nccl.max_ctas = args->max_ctas;
+    cfg.nccl.cta_policy = parse_cta_policy(args->cta_policy, "--cta-policy");
+    if (!cfg.gpu && cfg.nccl.cta_policy != CtaPolicy::Default)
+      throw_config("bench allreduce: --cta-policy sets NCCL's CTA policy and needs --device gpu");
+    cfg.nccl.low_priority = args->priority == "low";
+    if (!cfg.gpu && cfg.nccl.low_priority)
+      throw_config("bench allreduce: --priority sets the priority of NCCL's stream and needs --device gpu");
     if (!cfg.gpu && cmd->count("--issue") > 0 && args->issue == "graph")
       throw_config("bench allreduce: --issue graph replays NCCL allreduces from a CUDA graph and needs --device gpu");
     cfg.graph = args->issue == "graph";

@@ -83,6 +83,19 @@ void add_parallel_options(CLI::App& cmd, ParallelArgs& a) {
       ->check(CLI::Range(0, 64))
       ->capture_default_str()
       ->group(group);
+  cmd.add_option("--allreduce-cta-policy", a.allreduce_cta_policy,
+                 "NCCL's CTA policy for the exchange: efficiency asks for the fewest CTAs that reach decent "
+                 "bandwidth (an overlapped backward keeps more SMs), zero for collectives on no CTAs where NCCL has "
+                 "them, default NCCL's own (NCCL >= 2.27); GPU ranks")
+      ->check(CLI::IsMember({"default", "efficiency", "zero"}))
+      ->capture_default_str()
+      ->group(group);
+  cmd.add_option("--allreduce-priority", a.allreduce_priority,
+                 "Priority of the exchange's stream: high starts the collective's blocks before backward's pending "
+                 "ones, low the other way round (the exchange's latency traded for compute); GPU ranks")
+      ->check(CLI::IsMember({"high", "low"}))
+      ->capture_default_str()
+      ->group(group);
   cmd.add_option("--allreduce-dtype", a.allreduce_dtype,
                  "Dtype of the gradient exchange: fp32 (the master gradients, as DDP), bf16 or fp16 (each bucket "
                  "rounded to 16 bits for the exchange: half the bytes), or compute (the --precision's storage: "
@@ -151,6 +164,11 @@ ParallelRun::ParallelRun(const ParallelArgs& args, const std::string& device, in
   check_rebalance_every(args_.rebalance_every);
   if (args_.allreduce_max_ctas > 0 && device_ == "cpu")
     throw_config("--allreduce-max-ctas sets NCCL's CTAs for GPU ranks; CPU ranks exchange through MPI");
+  if (args_.allreduce_cta_policy != "default" && device_ == "cpu")
+    throw_config("--allreduce-cta-policy sets NCCL's CTA policy for GPU ranks; CPU ranks exchange through MPI");
+  if (args_.allreduce_priority != "high" && device_ == "cpu")
+    throw_config(
+        "--allreduce-priority sets the priority of NCCL's stream on GPU ranks; CPU ranks exchange through MPI");
   if (split != SplitPolicy::Auto && args_.auto_start != "probe")
     throw_config("--auto-start applies to --split auto only");
   check_probe_seconds(args_.probe_seconds);
@@ -209,8 +227,11 @@ Backend& ParallelRun::connect() {
     if (rank_ == 0) id = device_communicator_id();
     mpi_->broadcast(id, 0);
     BlockingOp mark("NCCL communicator initialisation");
-    comm_ = make_device_communicator(*backend_, rank_, mpi_->size(), id, algo, args_.watchdog_timeout,
-                                     args_.allreduce_max_ctas);
+    NcclTuning tuning;
+    tuning.max_ctas = args_.allreduce_max_ctas;
+    tuning.cta_policy = parse_cta_policy(args_.allreduce_cta_policy, "--allreduce-cta-policy");
+    tuning.low_priority = args_.allreduce_priority == "low";
+    comm_ = make_device_communicator(*backend_, rank_, mpi_->size(), id, algo, args_.watchdog_timeout, tuning);
   }
   exchange_ = std::make_unique<CommunicatorExchange>(*comm_);
   abort_target_.store(comm_.get());
@@ -241,6 +262,8 @@ std::string ParallelRun::describe(const Trainer& trainer) const {
   if (comm_ && comm_->name() != "mpi") {
     out += fmt::format(", algorithm {}", args_.algo);
     if (const char* ctas = std::getenv("NCCL_MAX_CTAS")) out += fmt::format(", at most {} CTAs", ctas);
+    if (args_.allreduce_cta_policy != "default") out += fmt::format(", CTA policy {}", args_.allreduce_cta_policy);
+    if (args_.allreduce_priority != "high") out += fmt::format(", {} stream priority", args_.allreduce_priority);
   }
   for (size_t r = 0; r < devices_.size(); ++r)
     out += fmt::format("\n  rank {}: host {}, {}{}", r, devices_[r].host, devices_[r].device,
@@ -265,6 +288,12 @@ JobTiming ParallelRun::job_timing(const TrainResult& r) const {
 
 nlohmann::json ParallelRun::job_json(const Trainer& trainer, const JobTiming& job) const {
   const DataParallel dp = data_parallel();
+  // Where NCCL exchanges gradients and they differ from the defaults, as allreduce_max_ctas; else null.
+  const bool nccl = comm_ && comm_->name() != "mpi";
+  const nlohmann::json cta_policy =
+      args_.allreduce_cta_policy != "default" && nccl ? nlohmann::json(args_.allreduce_cta_policy) : nlohmann::json();
+  const nlohmann::json priority =
+      args_.allreduce_priority != "high" && nccl ? nlohmann::json(args_.allreduce_priority) : nlohmann::json();
   nlohmann::json ranks = nlohmann::json::array();
   for (size_t r = 0; r < devices_.size(); ++r)
     ranks.push_back({{"rank", r},
@@ -281,9 +310,11 @@ nlohmann::json ParallelRun::job_json(const Trainer& trainer, const JobTiming& jo
           {"communicator", comm_ ? comm_->name() : ""},
           {"allreduce_overlap", dp.overlap},
           {"allreduce_algo", comm_ && comm_->name() == "mpi" ? nlohmann::json() : nlohmann::json(args_.algo)},
-          {"allreduce_max_ctas",
-           args_.allreduce_max_ctas > 0 && comm_ && comm_->name() != "mpi" ? nlohmann::json(args_.allreduce_max_ctas)
-                                                                            : nlohmann::json()},
+          {"allreduce_max_ctas", args_.allreduce_max_ctas > 0 && comm_ && comm_->name() != "mpi"
+                                     ? nlohmann::json(args_.allreduce_max_ctas)
+                                     : nlohmann::json()},
+          {"allreduce_cta_policy", cta_policy},
+          {"allreduce_priority", priority},
           {"bucket_mb", args_.bucket_mb},
           {"gradient_buckets", trainer.buckets() ? trainer.buckets()->buckets().size() : 0},
           {"ranks", ranks}};

@@ -35,6 +35,8 @@ struct ParallelArgs {
   std::string overlap = "true";
   std::string algo = "ring";
   int allreduce_max_ctas = 0;  // --allreduce-max-ctas: NCCL_MAX_CTAS for the exchange (0: NCCL's choice)
+  std::string allreduce_cta_policy = "default";  // --allreduce-cta-policy: default | efficiency | zero (NCCL's)
+  std::string allreduce_priority = "high";       // --allreduce-priority: high | low (the NCCL stream's)
   std::string allreduce_dtype = "fp32";  // --allreduce-dtype: fp32 | bf16 | fp16 | compute (the precision's storage)
   DType exchange_dtype = DType::F32;      // the same resolved against --precision (validate_train_args)
   double watchdog_timeout = 300.0;

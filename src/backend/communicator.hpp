@@ -22,6 +22,21 @@ namespace cnnscale {
 
 enum class AllreduceAlgo { Ring, Tree, Auto };
 
+// NCCL's CTA policy (ncclConfig_t.CTAPolicy, NCCL >= 2.27): Default leaves it to NCCL; Efficiency
+// asks for the fewest CTAs that still reach decent bandwidth; Zero for collectives that occupy no
+// CTAs where NCCL has such a path for them.
+enum class CtaPolicy { Default, Efficiency, Zero };
+
+// How a device communicator's exchange shares the GPU with the compute it overlaps (GPU ranks; MPI
+// has none of these). Each default is what NCCL, and cnnscale before these existed, would do.
+struct NcclTuning {
+  int max_ctas = 0;  // > 0: the most CTAs a collective runs on (NCCL_MAX_CTAS); 0: NCCL's choice
+  CtaPolicy cta_policy = CtaPolicy::Default;
+  // The communication stream at the least priority instead of the greatest: the block scheduler then
+  // starts backward's pending blocks before the collective's.
+  bool low_priority = false;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;

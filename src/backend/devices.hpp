@@ -42,11 +42,12 @@ GpuLibraryVersions gpu_library_versions();
 // broadcasts the bytes with the caller's MPI; every rank passes them to make_device_communicator().
 // `backend` must be a GPU backend (its compute stream orders the collectives); `algo` sets
 // NCCL_ALGO unless the user exported it; `timeout_seconds` bounds every host wait (PeerError past
-// it); `max_ctas` > 0 sets NCCL_MAX_CTAS the same way (0: NCCL's choice). RuntimeError in a build
-// without CUDA or for a CPU backend.
+// it); `tuning.max_ctas` > 0 sets NCCL_MAX_CTAS the same way (0: NCCL's choice), `tuning`'s CTA
+// policy and stream priority go to the communicator itself. RuntimeError in a build without CUDA or
+// for a CPU backend.
 std::vector<char> device_communicator_id();
 std::unique_ptr<DeviceCommunicator> make_device_communicator(Backend& backend, int rank, int size,
                                                              const std::vector<char>& id, AllreduceAlgo algo,
-                                                             double timeout_seconds, int max_ctas = 0);
+                                                             double timeout_seconds, const NcclTuning& tuning = {});
 
 }  // namespace cnnscale

@@ -34,8 +34,8 @@ GpuLibraryVersions gpu_library_versions() {
 std::vector<char> device_communicator_id() { return nccl_unique_id(); }
 std::unique_ptr<DeviceCommunicator> make_device_communicator(Backend& backend, int rank, int size,
                                                              const std::vector<char>& id, AllreduceAlgo algo,
-                                                             double timeout_seconds, int max_ctas) {
-  return make_nccl_communicator(backend, rank, size, id, algo, timeout_seconds, max_ctas);
+                                                             double timeout_seconds, const NcclTuning& tuning) {
+  return make_nccl_communicator(backend, rank, size, id, algo, timeout_seconds, tuning);
 }
 #else
 bool cuda_backend_built() { return false; }
@@ -45,7 +45,7 @@ GpuFacts gpu_facts(int device_index) { no_cuda(fmt::format("properties of gpu:{}
 GpuLibraryVersions gpu_library_versions() { return {}; }
 std::vector<char> device_communicator_id() { no_cuda("NCCL communicator"); }
 std::unique_ptr<DeviceCommunicator> make_device_communicator(Backend& backend, int, int, const std::vector<char>&,
-                                                             AllreduceAlgo, double, int) {
+                                                             AllreduceAlgo, double, const NcclTuning&) {
   no_cuda(fmt::format("NCCL communicator on {}", backend.name()));
 }
 #endif

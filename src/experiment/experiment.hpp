@@ -29,7 +29,10 @@ struct AllreduceMode {
   std::string algo;           // "" : train's default; else ring|tree|auto
   std::string dtype;          // "" : train's default (fp32); else fp32|bf16|fp16|compute (--allreduce-dtype)
   int max_ctas = 0;           // 0: NCCL's choice; else NCCL_MAX_CTAS (--allreduce-max-ctas), GPU ranks
-  std::string label() const;  // "ov", "noov", "ov-tree", "ov-bf16", "noov-ring-compute", "ov-bf16-c8"
+  std::string cta_policy;     // "" : NCCL's default; else efficiency|zero (--allreduce-cta-policy), GPU ranks
+  std::string priority;       // "" : train's default (high); else low (--allreduce-priority), GPU ranks
+  // "ov", "noov", "ov-tree", "ov-bf16", "noov-ring-compute", "ov-bf16-c8", "ov-c8-eff-lowp"
+  std::string label() const;
   std::string long_label() const;  // the same spelt out for --only: "overlap-tree", "no-overlap"
   bool operator==(const AllreduceMode&) const = default;
 };

@@ -209,7 +209,7 @@ AllreduceMode read_allreduce(const ExperimentReader& r, const ConfigNode& n, con
     m.overlap = one_of(n, {"overlap", "no-overlap"}) == "overlap";
     return m;
   }
-  r.check_keys(n, {"overlap", "algo", "dtype", "max_ctas"});
+  r.check_keys(n, {"overlap", "algo", "dtype", "max_ctas", "cta_policy", "priority"});
   if (auto c = r.child(n, "overlap")) m.overlap = c->as<bool>();
   if (auto c = r.child(n, "algo")) m.algo = one_of(*c, {"ring", "tree", "auto"});
   if (auto c = r.child(n, "dtype")) m.dtype = one_of(*c, {"fp32", "bf16", "fp16", "compute"});
@@ -217,6 +217,17 @@ AllreduceMode read_allreduce(const ExperimentReader& r, const ConfigNode& n, con
     m.max_ctas = static_cast<int>(int_in(*c, 1, 64));
     // Here, not when the sweep reaches the run: train refuses it on CPU ranks (MPI, no CTAs).
     if (e.device == "cpu") c->fail("NCCL's CTAs apply to GPU ranks, and this experiment runs on the CPU");
+  }
+  // The defaults spelt out are the runs without them (the same ids); only the others need GPU ranks.
+  if (auto c = r.child(n, "cta_policy")) {
+    if (const std::string p = one_of(*c, {"default", "efficiency", "zero"}); p != "default") m.cta_policy = p;
+    if (!m.cta_policy.empty() && e.device == "cpu")
+      c->fail("NCCL's CTA policy applies to GPU ranks, and this experiment runs on the CPU");
+  }
+  if (auto c = r.child(n, "priority")) {
+    if (one_of(*c, {"high", "low"}) == "low") m.priority = "low";
+    if (!m.priority.empty() && e.device == "cpu")
+      c->fail("the priority of NCCL's stream applies to GPU ranks, and this experiment runs on the CPU");
   }
   return m;
 }
@@ -451,6 +462,8 @@ Experiment parse_experiment_text(const std::string& text, const std::string& fil
       if (infer) check_infer_extra_arg(a, flag, e.infer);
       if (flag == "--allreduce-dtype") a.fail("'--allreduce-dtype' is set by matrix.allreduce's dtype");
       if (flag == "--allreduce-max-ctas") a.fail("'--allreduce-max-ctas' is set by matrix.allreduce's max_ctas");
+      if (flag == "--allreduce-cta-policy") a.fail("'--allreduce-cta-policy' is set by matrix.allreduce's cta_policy");
+      if (flag == "--allreduce-priority") a.fail("'--allreduce-priority' is set by matrix.allreduce's priority");
       e.extra_args.push_back(arg);
     }
   }

@@ -27,6 +27,7 @@
 #include "experiment/kernel_bench_output.hpp"
 #include "experiment/report_data.hpp"
 #include "io/atomic_file.hpp"
+#include "parallel/data_parallel.hpp"
 
 namespace cnnscale::report {
 
@@ -107,18 +108,22 @@ std::string devices_text(const std::vector<std::string>& rank_devices) {
 struct Setting {
   std::string device, algo, dtype;
   std::string issue = "host";  // GPU allreduces replayed from a CUDA graph ("graph") or host-issued
-  int max_ctas = 0;            // NCCL_MAX_CTAS asked for (0: NCCL's choice)
+  NcclTuning nccl;             // asked for: NCCL_MAX_CTAS (0: NCCL's choice), CTA policy, stream priority
   // the study's GPUs first; per algorithm, fp32 before the 16-bit exchanges, graph before host,
-  // NCCL's own CTA count before capped ones
+  // NCCL's own CTA count before capped ones, NCCL's CTA policy before the others, high priority before low
   auto order() const {
-    return std::make_tuple(device != "gpu", device, algo, dtype != "fp32", dtype, issue, max_ctas);
+    return std::make_tuple(device != "gpu", device, algo, dtype != "fp32", dtype, issue, nccl.max_ctas, nccl.cta_policy,
+                           nccl.low_priority);
   }
   // "tree", with a 16-bit element type "tree bf16", for host-issued GPU allreduces "tree host-issued"
-  // (graph replay, the default since it was recorded, names nothing), with a CTA cap "tree <=8 CTAs"
+  // (graph replay, the default since it was recorded, names nothing), with a CTA cap "tree <=8 CTAs",
+  // with a CTA policy "tree efficiency", on a low-priority stream "tree low priority"
   std::string name() const {
     std::string base = dtype == "fp32" ? algo : fmt::format("{} {}", algo, dtype);
     if (device == "gpu" && issue == "host") base += " host-issued";
-    if (max_ctas > 0) base += fmt::format(" <={} CTAs", max_ctas);
+    if (nccl.max_ctas > 0) base += fmt::format(" <={} CTAs", nccl.max_ctas);
+    if (nccl.cta_policy != CtaPolicy::Default) base += fmt::format(" {}", to_string(nccl.cta_policy));
+    if (nccl.low_priority) base += " low priority";
     return base;
   }
   bool operator<(const Setting& o) const { return order() < o.order(); }
@@ -219,7 +224,17 @@ AllreduceBenchFile parse_allreduce_bench(const json& j, const std::string& path)
   if (j.contains("issue")) b.issue = text_field(j, "issue", path);  // else the struct's "host"
   if (b.issue != "graph" && b.issue != "host")
     throw_config("{}: \"issue\" is \"{}\", not \"graph\" or \"host\"", path, b.issue);
-  if (j.contains("max_ctas") && !j["max_ctas"].is_null()) b.max_ctas = static_cast<int>(int_field(j, "max_ctas", path));
+  if (j.contains("max_ctas") && !j["max_ctas"].is_null())
+    b.nccl.max_ctas = static_cast<int>(int_field(j, "max_ctas", path));
+  // Files written before these were recorded ran NCCL's CTA policy on a stream of the greatest priority.
+  if (j.contains("cta_policy") && !j["cta_policy"].is_null())
+    b.nccl.cta_policy = parse_cta_policy(text_field(j, "cta_policy", path), path + ": \"cta_policy\"");
+  if (j.contains("priority") && !j["priority"].is_null()) {
+    const std::string priority = text_field(j, "priority", path);
+    if (priority != "high" && priority != "low")
+      throw_config("{}: \"priority\" is \"{}\", not \"high\" or \"low\"", path, priority);
+    b.nccl.low_priority = priority == "low";
+  }
   const auto element = static_cast<int64_t>(dtype_size(parse_float_type(b.dtype, path + ": \"dtype\"")));
   b.library = text_field(j, "library", path);
   b.warmup_iters = static_cast<int>(int_field(j, "warmup_iters", path));
@@ -314,7 +329,7 @@ Table lay_out(const std::vector<AllreduceBenchFile>& files, const std::vector<Fi
   std::map<std::pair<Setting, int>, Group> by_key;  // ordered: setting, then ranks ascending
   std::set<int64_t> sizes;
   for (const AllreduceBenchFile& f : files) {
-    const Setting setting{f.bench.device, f.bench.algo, f.bench.dtype, f.bench.issue, f.bench.max_ctas};
+    const Setting setting{f.bench.device, f.bench.algo, f.bench.dtype, f.bench.issue, f.bench.nccl};
     Group& g = by_key[{setting, f.bench.ranks}];
     g.setting = setting;
     g.ranks = f.bench.ranks;

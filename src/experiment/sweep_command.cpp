@@ -88,6 +88,8 @@ std::vector<std::string> train_arguments(const Experiment& e, const RunSpec& run
     if (!run.allreduce.algo.empty()) add("--allreduce-algo", run.allreduce.algo);
     if (!run.allreduce.dtype.empty()) add("--allreduce-dtype", run.allreduce.dtype);
     if (run.allreduce.max_ctas > 0) add("--allreduce-max-ctas", std::to_string(run.allreduce.max_ctas));
+    if (!run.allreduce.cta_policy.empty()) add("--allreduce-cta-policy", run.allreduce.cta_policy);
+    if (!run.allreduce.priority.empty()) add("--allreduce-priority", run.allreduce.priority);
     if (run.pass_split) add("--split", run.split);
   }
   add("--results", results_root);

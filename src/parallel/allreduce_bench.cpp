@@ -149,7 +149,7 @@ class CpuTarget final : public BenchTarget {
 class GpuTarget final : public BenchTarget {
  public:
   GpuTarget(int64_t max_count, int rank, int ranks, AllreduceAlgo algo, double timeout_seconds, DType dtype,
-            int max_ctas, bool graph)
+            const NcclTuning& nccl, bool graph)
       : rank_(rank), dtype_(dtype), graph_(graph), timeout_seconds_(timeout_seconds) {
     if (!cuda_backend_built())
       throw_runtime("bench allreduce --device gpu: this build of cnnscale has no CUDA backend (NCCL)");
@@ -169,7 +169,7 @@ class GpuTarget final : public BenchTarget {
     std::vector<char> id;
     if (rank == 0) id = device_communicator_id();
     env.broadcast(id, 0);
-    comm_ = make_device_communicator(*backend_, rank, ranks, id, algo, timeout_seconds, max_ctas);
+    comm_ = make_device_communicator(*backend_, rank, ranks, id, algo, timeout_seconds, nccl);
     buf_ = backend_->alloc(Shape{max_count}, dtype);
     host_.resize(static_cast<size_t>(max_count));
     staging_.resize(static_cast<size_t>(max_count) * dtype_size(dtype));
@@ -425,13 +425,13 @@ AllreduceBenchResult run_allreduce_bench(const AllreduceBenchConfig& cfg) {
   std::unique_ptr<BenchTarget> target;
   if (cfg.gpu) {
     target = std::make_unique<GpuTarget>(max_count, rank, result.ranks, cfg.algo, cfg.timeout_seconds, cfg.dtype,
-                                         cfg.max_ctas, graph);
+                                         cfg.nccl, graph);
   } else {
     target = std::make_unique<CpuTarget>(max_count, rank, cfg.dtype);
   }
   result.device = cfg.gpu ? "gpu" : "cpu";
   result.issue = graph ? "graph" : "host";
-  result.max_ctas = cfg.gpu ? cfg.max_ctas : 0;
+  result.nccl = cfg.gpu ? cfg.nccl : NcclTuning{};
   result.library = target->library();
   result.algo = target->algo();
   result.rank_devices = mpi_env().allgather(target->device_line());

@@ -30,7 +30,9 @@ struct AllreduceBenchConfig {
   int repeats = 5;  // timed repeats per size: median, min and max per allreduce over them
   bool gpu = true;  // false: MPI_Allreduce on host memory
   AllreduceAlgo algo = AllreduceAlgo::Ring;
-  int max_ctas = 0;                // NCCL_MAX_CTAS (0: NCCL's choice), as train's --allreduce-max-ctas
+  // NCCL_MAX_CTAS (0: NCCL's choice), CTA policy and stream priority, as train's --allreduce-max-ctas,
+  // --allreduce-cta-policy and --allreduce-priority
+  NcclTuning nccl;
   // GPU: the timed allreduces of a size captured once into a CUDA graph and replayed, as a graphed
   // training step issues its bucket allreduces; false: each issued from the host in turn, which adds
   // the host's enqueue of every collective (NCCL's non-blocking mode) to the time of small ones.
@@ -80,7 +82,7 @@ struct AllreduceBenchResult {
   std::string algo;                       // NCCL_ALGO in effect, lower case ("auto": unset), or "mpi" on CPU
   std::string dtype = "fp32";             // the elements summed: fp32, bf16 or fp16
   std::string issue = "host";             // how the timed allreduces were issued: "graph" or "host"
-  int max_ctas = 0;                       // NCCL_MAX_CTAS asked for (--max-ctas; 0: NCCL's choice)
+  NcclTuning nccl;  // asked for (--max-ctas, --cta-policy, --priority; the defaults on cpu and in older files)
   std::vector<std::string> rank_devices;  // per rank: host and device (GPU name and UUID, or "cpu")
   int warmup_iters = 0, iters = 0, repeats = 0;
   // Energy: the counter and how it was read ("" when not measured), and the mean power per device

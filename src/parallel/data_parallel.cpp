@@ -1,4 +1,5 @@
-// Batch splitting, allreduce-algorithm names and host-side collectives over a Communicator.
+// Batch splitting, allreduce-algorithm and CTA-policy names, and host-side collectives over a
+// Communicator.
 #include "parallel/data_parallel.hpp"
 
 #include "core/error.hpp"
@@ -50,6 +51,25 @@ std::string to_string(AllreduceAlgo algo) {
       return "tree";
     case AllreduceAlgo::Auto:
       return "auto";
+  }
+  return "?";
+}
+
+CtaPolicy parse_cta_policy(const std::string& text, const std::string& what) {
+  if (text == "default") return CtaPolicy::Default;
+  if (text == "efficiency") return CtaPolicy::Efficiency;
+  if (text == "zero") return CtaPolicy::Zero;
+  throw_config("{}: expected default, efficiency or zero, got '{}'", what, text);
+}
+
+std::string to_string(CtaPolicy policy) {
+  switch (policy) {
+    case CtaPolicy::Default:
+      return "default";
+    case CtaPolicy::Efficiency:
+      return "efficiency";
+    case CtaPolicy::Zero:
+      return "zero";
   }
   return "?";
 }

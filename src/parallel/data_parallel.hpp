@@ -48,6 +48,9 @@ std::vector<int64_t> manual_split(int64_t global_batch, const std::vector<int64_
 
 AllreduceAlgo parse_allreduce_algo(const std::string& text);  // ring, tree, auto
 std::string to_string(AllreduceAlgo algo);
+// default, efficiency, zero; ConfigError naming `what` (the flag or key) for anything else.
+CtaPolicy parse_cta_policy(const std::string& text, const std::string& what);
+std::string to_string(CtaPolicy policy);
 
 // Sum of `values` over all ranks, through a device tensor of `backend` (host round trip).
 std::vector<float> allreduce_sum_host(Communicator& comm, Backend& backend, const std::vector<float>& values);

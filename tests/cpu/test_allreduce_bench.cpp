@@ -67,6 +67,10 @@ TEST(AllreduceBenchCli, OneProcessCpuRunChecksAndPrintsJson) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["ranks"], 1);
+  // NCCL's tunables do not apply to MPI: null, as for NCCL's own choices.
+  EXPECT_TRUE(j.at("max_ctas").is_null());
+  EXPECT_TRUE(j.at("cta_policy").is_null());
+  EXPECT_TRUE(j.at("priority").is_null());
   ASSERT_EQ(j["rows"].size(), 3u);  // 4 128 4096
   for (const auto& row : j["rows"]) {
     EXPECT_EQ(row["wrong"], 0);
@@ -88,6 +92,12 @@ TEST(AllreduceBenchCli, BadOptionsAreUsageErrors) {
   expect_usage({"bench", "allreduce", "--device", "cpu", "--algo", "tree"}, "--algo");
   expect_usage({"bench", "allreduce", "--device", "cpu", "--max-ctas", "4"}, "--max-ctas limits NCCL's CTAs");
   expect_usage({"bench", "allreduce", "--max-ctas", "65"}, "--max-ctas");
+  expect_usage({"bench", "allreduce", "--device", "cpu", "--cta-policy", "efficiency"},
+               "bench allreduce: --cta-policy sets NCCL's CTA policy and needs --device gpu");
+  expect_usage({"bench", "allreduce", "--cta-policy", "fewest"}, "--cta-policy");
+  expect_usage({"bench", "allreduce", "--device", "cpu", "--priority", "low"},
+               "bench allreduce: --priority sets the priority of NCCL's stream and needs --device gpu");
+  expect_usage({"bench", "allreduce", "--priority", "medium"}, "--priority");
   expect_usage({"bench", "allreduce", "--device", "cpu", "--issue", "graph"}, "--issue graph replays NCCL allreduces");
   expect_usage({"bench", "allreduce", "--issue", "stream"}, "--issue");
   expect_usage({"bench", "allreduce", "--device", "tpu"}, "--device");

@@ -135,6 +135,65 @@ TEST(ExperimentSchema, AllreduceMaxCtasIsAVariantPassedToTrain) {
                gpu_host(2));
 }
 
+// matrix.allreduce's cta_policy and priority are train's --allreduce-cta-policy and
+// --allreduce-priority: variants of their own after the CTA cap in the run id, the configuration and
+// the arguments; their defaults spelt out are the runs without them; GPU experiments only, owned by
+// the matrix.
+TEST(ExperimentSchema, AllreduceCtaPolicyAndPriorityAreVariantsPassedToTrain) {
+  const std::string gpu_tail = "device: gpu\n";
+  const Experiment e = parse(kBase +
+                                 "  allreduce: [{cta_policy: default, priority: high}, {cta_policy: efficiency}, "
+                                 "{max_ctas: 8, cta_policy: zero, priority: low}, {priority: low}]\n" +
+                                 gpu_tail,
+                             {}, gpu_host(2));
+  const auto runs = expand_runs(e);
+  std::vector<std::string> labels;
+  for (const auto& r : runs)
+    if (r.ranks == 2 && r.batch == 8 && r.repeat == 1) labels.push_back(r.id.substr(0, r.id.find("-r1-")));
+  EXPECT_EQ(labels, (std::vector<std::string>{"lenet-b8-g2-fp32-ov", "lenet-b8-g2-fp32-ov-eff",
+                                              "lenet-b8-g2-fp32-ov-c8-zero-lowp", "lenet-b8-g2-fp32-ov-lowp"}));
+  for (const auto& r : runs) {
+    if (r.ranks != 2) continue;
+    const auto args = train_arguments(e, r, "/r");
+    const nlohmann::json& ar = r.config["allreduce"];
+    if (r.allreduce.cta_policy.empty()) {
+      EXPECT_EQ(std::find(args.begin(), args.end(), "--allreduce-cta-policy"), args.end()) << r.id;
+      EXPECT_FALSE(ar.contains("cta_policy")) << r.id;
+    } else {
+      EXPECT_EQ(testing::flag_value(args, "--allreduce-cta-policy"), r.allreduce.cta_policy) << r.id;
+      EXPECT_EQ(ar["cta_policy"], r.allreduce.cta_policy) << r.id;
+    }
+    if (r.allreduce.priority.empty()) {
+      EXPECT_EQ(std::find(args.begin(), args.end(), "--allreduce-priority"), args.end()) << r.id;
+      EXPECT_FALSE(ar.contains("priority")) << r.id;
+    } else {
+      EXPECT_EQ(testing::flag_value(args, "--allreduce-priority"), "low") << r.id;
+      EXPECT_EQ(ar["priority"], "low") << r.id;
+    }
+  }
+  const OnlyFilter only = parse_only({"allreduce=overlap-eff"});
+  EXPECT_EQ(std::count_if(runs.begin(), runs.end(), [&](const RunSpec& r) { return r.ranks == 2 && only.matches(r); }),
+            6);  // 2 batches x 3 repeats
+  expect_error(kBase + "  allreduce: [{cta_policy: fast}]\n" + gpu_tail,
+               {"t.yaml:8:28: matrix.allreduce[0].cta_policy: expected one of default, efficiency, zero, got 'fast'"},
+               {}, gpu_host(2));
+  expect_error(kBase + "  allreduce: [{priority: urgent}]\n" + gpu_tail,
+               {"t.yaml:8:26: matrix.allreduce[0].priority: expected one of high, low, got 'urgent'"}, {}, gpu_host(2));
+  expect_error(kBase + "  allreduce: [{cta_policy: efficiency}]\n",
+               {"t.yaml:8:28: matrix.allreduce[0].cta_policy: NCCL's CTA policy applies to GPU ranks, and this "
+                "experiment runs on the CPU"});
+  expect_error(kBase + "  allreduce: [{priority: low}]\n",
+               {"t.yaml:8:26: matrix.allreduce[0].priority: the priority of NCCL's stream applies to GPU ranks, and "
+                "this experiment runs on the CPU"});
+  parse(kBase + "  allreduce: [{cta_policy: default, priority: high}]\n");  // the defaults run on CPU ranks too
+  expect_error(kBase + "extra_args: [--allreduce-cta-policy, zero]\n" + gpu_tail,
+               {"t.yaml:8:14: extra_args[0]: '--allreduce-cta-policy' is set by matrix.allreduce's cta_policy"}, {},
+               gpu_host(2));
+  expect_error(kBase + "extra_args: [--allreduce-priority=low]\n" + gpu_tail,
+               {"t.yaml:8:14: extra_args[0]: '--allreduce-priority' is set by matrix.allreduce's priority"}, {},
+               gpu_host(2));
+}
+
 TEST(ExperimentSchema, PrecisionAxisRunsEachPrecisionOnGpus) {
   const std::string text = kBase + "  precision: [fp32, tf32, bf16, fp16]\n" + "device: gpu\n";
   const Experiment e = parse(text, {}, gpu_host(2));

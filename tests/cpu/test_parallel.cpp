@@ -27,6 +27,14 @@ TEST(BatchSplit, SharesDifferByAtMostOne) {
   EXPECT_THROW(split_global_batch(2, 3), ConfigError);
   EXPECT_EQ(parse_allreduce_algo("tree"), AllreduceAlgo::Tree);
   EXPECT_THROW(parse_allreduce_algo("butterfly"), ConfigError);
+  for (CtaPolicy p : {CtaPolicy::Default, CtaPolicy::Efficiency, CtaPolicy::Zero})
+    EXPECT_EQ(parse_cta_policy(to_string(p), "--cta-policy"), p);
+  try {
+    parse_cta_policy("fewest", "--allreduce-cta-policy");
+    ADD_FAILURE() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "--allreduce-cta-policy: expected default, efficiency or zero, got 'fewest'");
+  }
 }
 
 TEST(BatchSplit, ManualSharesAreCheckedAgainstRanksAndTheGlobalBatch) {

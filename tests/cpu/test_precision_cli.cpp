@@ -32,6 +32,14 @@ TEST(PrecisionCli, UnknownValuesAreUsageErrors) {
   expect_usage_error(train_with({"--allreduce-max-ctas", "65"}), {"--allreduce-max-ctas", "65"});
   expect_usage_error(train_with({"--device", "cpu", "--allreduce-max-ctas", "8"}),
                      {"--allreduce-max-ctas sets NCCL's CTAs for GPU ranks; CPU ranks exchange through MPI"});
+  expect_usage_error(train_with({"--allreduce-cta-policy", "fewest"}), {"--allreduce-cta-policy", "fewest"});
+  expect_usage_error(train_with({"--device", "cpu", "--allreduce-cta-policy", "efficiency"}),
+                     {"--allreduce-cta-policy sets NCCL's CTA policy for GPU ranks; CPU ranks exchange through MPI"});
+  expect_usage_error(train_with({"--allreduce-priority", "medium"}), {"--allreduce-priority", "medium"});
+  expect_usage_error(
+      train_with({"--device", "cpu", "--allreduce-priority", "low"}),
+      {"--allreduce-priority sets the priority of NCCL's stream on GPU ranks; CPU ranks exchange through "
+       "MPI"});
   expect_usage_error({"time", "lenet", "--precision", "int8"}, {"--precision", "int8"});
 }
 

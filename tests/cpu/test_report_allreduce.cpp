@@ -234,11 +234,39 @@ TEST(ReportAllreduce, HostIssuedGpuFilesKeepApartFromGraphReplayedOnes) {
   EXPECT_NE(std::find(headers.begin(), headers.end(), "time 4 GPUs, ring <=8 CTAs (µs)"), headers.end());
   EXPECT_EQ(c.columns.size(), 8u);
 
+  // So are a CTA policy (--cta-policy) and a low-priority stream (--priority); null is the default.
+  json efficient = bench_json(4, {{1 << 20, 30.0}});
+  efficient["cta_policy"] = "efficiency";
+  write_text(d / "efficient.json", efficient.dump());
+  json low = bench_json(4, {{1 << 20, 35.0}});
+  low["cta_policy"] = nullptr;
+  low["priority"] = "low";
+  write_text(d / "low.json", low.dump());
+  const report::Table p = report::allreduce_table(report::find_allreduce_benches(dir.str()));
+  std::vector<std::string> csv_p, headers_p;
+  for (const auto& col : p.columns) {
+    csv_p.push_back(col.csv);
+    headers_p.push_back(col.header);
+  }
+  EXPECT_EQ(p.columns.size(), 12u);
+  EXPECT_NE(std::find(headers_p.begin(), headers_p.end(), "time 4 GPUs, ring efficiency (µs)"), headers_p.end());
+  EXPECT_NE(std::find(headers_p.begin(), headers_p.end(), "busbw 4 GPUs, ring low priority (GB/s)"), headers_p.end());
+  EXPECT_NE(std::find(csv_p.begin(), csv_p.end(), "time_us_gpu_ring_efficiency_n4"), csv_p.end());
+  EXPECT_NE(std::find(csv_p.begin(), csv_p.end(), "busbw_gbs_gpu_ring_low_priority_n4"), csv_p.end());
+  fs::remove(d / "efficient.json");
+  fs::remove(d / "low.json");
+
   // A file with an unknown mode is malformed: the report skips it (with a warning naming it), as
   // it does every malformed bench file.
   json bad = bench_json(4, {{8, 20.0}});
   bad["issue"] = "stream";
   write_text(d / "bad.json", bad.dump());
+  json bad_policy = bench_json(4, {{8, 20.0}});
+  bad_policy["cta_policy"] = "fewest";
+  write_text(d / "bad_policy.json", bad_policy.dump());
+  json bad_priority = bench_json(4, {{8, 20.0}});
+  bad_priority["priority"] = "medium";
+  write_text(d / "bad_priority.json", bad_priority.dump());
   EXPECT_EQ(report::find_allreduce_benches(dir.str()).size(), 3u);  // graph, old and capped
 }
 

@@ -92,6 +92,26 @@ TEST(NcclEntry, SingleRankCommunicatorLeavesTheTensorUnchanged) {
   comm->synchronize_host();
 }
 
+// NCCL's efficiency CTA policy and a communication stream of the least priority change where and
+// when the collective runs, never its result.
+TEST(NcclEntry, TunedCommunicatorStillSums) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  auto gpu = make_backend("gpu:0");
+  NcclTuning tuning;
+  tuning.cta_policy = CtaPolicy::Efficiency;
+  tuning.low_priority = true;
+  auto comm = make_nccl_communicator(*gpu, 0, 1, nccl_unique_id(), AllreduceAlgo::Auto, 30.0, tuning);
+  std::vector<float> host(1000);
+  for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>(i) * 0.25f;
+  Tensor t = gpu->alloc(Shape{1000});
+  gpu->upload(host.data(), t);
+  comm->allreduce_sum(t);
+  std::vector<float> got(host.size());
+  gpu->download(t, got.data());
+  EXPECT_EQ(got, host);
+  comm->synchronize_host();
+}
+
 TEST(BenchAllreduceGpu, TwoRanksCheckedWithNccl) {
   if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 GPUs";
   MpiResult r =

@@ -100,7 +100,7 @@ std::vector<char> nccl_unique_id() {
 
 std::unique_ptr<DeviceCommunicator> make_nccl_communicator(Backend& cuda_backend, int rank, int size,
                                                            const std::vector<char>& unique_id, AllreduceAlgo algo,
-                                                           double timeout_seconds, int max_ctas) {
+                                                           double timeout_seconds, const NcclTuning& tuning) {
   auto* backend = dynamic_cast<CudaBackend*>(&cuda_backend);
   if (!backend) throw_runtime("the NCCL communicator needs the cuda backend, not the {} backend", cuda_backend.name());
   if (unique_id.size() != NCCL_UNIQUE_ID_BYTES)
@@ -108,7 +108,7 @@ std::unique_ptr<DeviceCommunicator> make_nccl_communicator(Backend& cuda_backend
                   NCCL_UNIQUE_ID_BYTES);
   ncclUniqueId id;
   std::memcpy(id.internal, unique_id.data(), NCCL_UNIQUE_ID_BYTES);
-  return std::make_unique<NcclCommunicator>(*backend, rank, size, id, algo, timeout_seconds, max_ctas);
+  return std::make_unique<NcclCommunicator>(*backend, rank, size, id, algo, timeout_seconds, tuning);
 }
 
 }  // namespace cnnscale

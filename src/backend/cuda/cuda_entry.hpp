@@ -51,10 +51,13 @@ std::vector<char> nccl_unique_id();
 // leaves it to NCCL's tuner) unless the user exported NCCL_ALGO: the environment wins, and a
 // differing request is logged. `timeout_seconds` bounds every host wait (initialisation,
 // synchronize_host, elapsed_ms): past it the communicator is aborted and PeerError thrown.
-// `max_ctas` > 0 sets NCCL_MAX_CTAS, the most blocks (channels) a collective runs on, as `algo` sets
-// NCCL_ALGO (an exported NCCL_MAX_CTAS wins); 0 leaves it to NCCL.
+// `tuning.max_ctas` > 0 sets NCCL_MAX_CTAS, the most blocks (channels) a collective runs on, as `algo`
+// sets NCCL_ALGO (an exported NCCL_MAX_CTAS wins); 0 leaves it to NCCL. `tuning.cta_policy` goes to
+// the communicator's config (RuntimeError for a non-default policy where NCCL is older than 2.27);
+// `tuning.low_priority` puts the communication stream at the least priority instead of the greatest.
 std::unique_ptr<DeviceCommunicator> make_nccl_communicator(Backend& cuda_backend, int rank, int size,
                                                            const std::vector<char>& unique_id, AllreduceAlgo algo,
-                                                           double timeout_seconds = 300.0, int max_ctas = 0);
+                                                           double timeout_seconds = 300.0,
+                                                           const NcclTuning& tuning = {});
 
 }  // namespace cnnscale

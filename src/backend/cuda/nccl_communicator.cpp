@@ -1,6 +1,7 @@
-// NcclCommunicator: non-blocking NCCL communicator on a high-priority communication stream. Every
-// host wait polls (cudaEventQuery + ncclCommGetAsyncError) against a deadline and, past it or on an
-// asynchronous error, aborts the communicator so that no kernel of this rank is left spinning.
+// NcclCommunicator: non-blocking NCCL communicator on a communication stream of the greatest priority
+// (or, asked, the least). Every host wait polls (cudaEventQuery + ncclCommGetAsyncError) against a
+// deadline and, past it or on an asynchronous error, aborts the communicator so that no kernel of
+// this rank is left spinning.
 #include "backend/cuda/nccl_communicator.hpp"
 
 #include <unistd.h>
@@ -75,6 +76,30 @@ int apply_max_ctas(int max_ctas) {
   return set_nccl_variable("NCCL_MAX_CTAS", wanted) && max_ctas > 0 ? max_ctas : 0;
 }
 
+const char* cta_policy_name(CtaPolicy policy) {
+  switch (policy) {
+    case CtaPolicy::Default:
+      return "default";
+    case CtaPolicy::Efficiency:
+      return "efficiency";
+    case CtaPolicy::Zero:
+      return "zero";
+  }
+  return "?";
+}
+
+// A non-default CTA policy goes into the communicator's config, which has the field from NCCL 2.27 on;
+// an older NCCL cannot be asked, and running with its default instead would measure something else.
+void check_cta_policy_supported(CtaPolicy policy) {
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 27, 0)
+  if (policy != CtaPolicy::Default)
+    throw_runtime("nccl communicator: CTA policy {} needs NCCL 2.27 or later; cnnscale was built with NCCL {}.{}.{}",
+                  cta_policy_name(policy), NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
+#else
+  (void)policy;
+#endif
+}
+
 std::string nccl_error_text(ncclResult_t status, ncclComm_t comm) {
   const char* last = ncclGetLastError(comm);
   return fmt::format("{} ({}){}{}", ncclGetErrorString(status), static_cast<int>(status), last && *last ? ": " : "",
@@ -96,7 +121,7 @@ void backoff(int attempt) {
 }  // namespace
 
 NcclCommunicator::NcclCommunicator(CudaBackend& backend, int rank, int size, const ncclUniqueId& id, AllreduceAlgo algo,
-                                   double timeout_seconds, int max_ctas)
+                                   double timeout_seconds, const NcclTuning& tuning)
     : backend_(backend),
       rank_(rank),
       size_(size),
@@ -105,23 +130,35 @@ NcclCommunicator::NcclCommunicator(CudaBackend& backend, int rank, int size, con
       timeout_(timeout_seconds) {
   if (size < 1 || rank < 0 || rank >= size) throw_runtime("nccl communicator: rank {} of {} is not valid", rank, size);
   if (!(timeout_seconds > 0)) throw_runtime("nccl communicator: timeout must be positive, got {} s", timeout_seconds);
-  if (max_ctas < 0) throw_runtime("nccl communicator: max CTAs must be >= 0 (0: NCCL's choice), got {}", max_ctas);
+  if (tuning.max_ctas < 0)
+    throw_runtime("nccl communicator: max CTAs must be >= 0 (0: NCCL's choice), got {}", tuning.max_ctas);
+  check_cta_policy_supported(tuning.cta_policy);
   activate();
   try {
-    // Highest priority: gradient buckets are reduced while backward kernels fill the GPU, and the
-    // scheduler should start the collective's blocks as soon as SMs free up rather than after
-    // every queued backward kernel.
+    // Greatest priority by default: gradient buckets are reduced while backward kernels fill the GPU,
+    // and the scheduler should start the collective's blocks as soon as SMs free up rather than after
+    // every queued backward kernel. The least (tuning.low_priority) turns that round: backward's
+    // pending blocks start first, trading the exchange's latency for compute.
     int least = 0, greatest = 0;
     CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    comm_stream_ = ctx_->create_stream(greatest);  // in the backend's partition, if it has one
+    // In the backend's partition, if it has one.
+    comm_stream_ = ctx_->create_stream(tuning.low_priority ? least : greatest);
     CUDA_CHECK(cudaEventCreateWithFlags(&compute_ready_, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&comm_done_, cudaEventDisableTiming));
     apply_algo(algo);
-    const int ctas = apply_max_ctas(max_ctas);
+    const int ctas = apply_max_ctas(tuning.max_ctas);
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;  // NCCL never blocks the host; settle() polls against the deadline
     // Per communicator as well: NCCL reads NCCL_MAX_CTAS once per process, the config each time.
     if (ctas > 0) config.maxCTAs = ctas;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+    // Why a run would set it: EFFICIENCY asks NCCL for the fewest CTAs that still reach decent
+    // bandwidth (rather than as many as help the collective alone), which leaves an overlapped
+    // backward more SMs; ZERO asks for collectives that occupy none where NCCL has such a path.
+    // Otherwise the field stays NCCL_CONFIG_UNDEF_INT, NCCL's own default.
+    if (tuning.cta_policy == CtaPolicy::Efficiency) config.CTAPolicy = NCCL_CTA_POLICY_EFFICIENCY;
+    if (tuning.cta_policy == CtaPolicy::Zero) config.CTAPolicy = NCCL_CTA_POLICY_ZERO;
+#endif
     last_op_ = "initialisation (ncclCommInitRankConfig)";
     // With the backend's context current: NCCL takes the device (and its context) from the caller.
     ncclResult_t status = ncclCommInitRankConfig(&comm_, size, id, rank, &config);
@@ -135,8 +172,10 @@ NcclCommunicator::NcclCommunicator(CudaBackend& backend, int rank, int size, con
     throw;
   }
   const char* env_algo = std::getenv("NCCL_ALGO");
-  log::debug("nccl communicator: rank {} of {} on gpu:{}, NCCL {}, NCCL_ALGO={}, timeout {} s", rank_, size_, device_,
-             nccl_version_string(), env_algo ? env_algo : "(NCCL's choice)", timeout_seconds);
+  log::debug(
+      "nccl communicator: rank {} of {} on gpu:{}, NCCL {}, NCCL_ALGO={}, CTA policy {}, {} priority, timeout {} s",
+      rank_, size_, device_, nccl_version_string(), env_algo ? env_algo : "(NCCL's choice)",
+      cta_policy_name(tuning.cta_policy), tuning.low_priority ? "low" : "high", timeout_seconds);
 }
 
 NcclCommunicator::~NcclCommunicator() {

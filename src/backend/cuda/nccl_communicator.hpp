@@ -26,8 +26,9 @@ class NcclCommunicator final : public DeviceCommunicator {
  public:
   // Collective: every rank of the job must call it with the same id and size. Initialisation is
   // non-blocking and polled, so a peer that never arrives ends in PeerError after the timeout.
+  // `tuning`: as make_nccl_communicator (cuda_entry.hpp) describes it.
   NcclCommunicator(CudaBackend& backend, int rank, int size, const ncclUniqueId& id, AllreduceAlgo algo,
-                   double timeout_seconds, int max_ctas = 0);
+                   double timeout_seconds, const NcclTuning& tuning = {});
   ~NcclCommunicator() override;
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
