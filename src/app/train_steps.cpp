@@ -178,6 +178,12 @@ RunDescription describe_results(const TrainArgs& a, const TrainInputs& in, const
   if (par.active() && !backend.device().is_cpu()) run.allreduce_algo = a.parallel.algo;
   run.precision = precision_name(a.options.precision);
   run.allreduce_dtype = float_type_name(a.parallel.exchange_dtype);
+  {
+    std::vector<std::string> tuning;
+    if (a.parallel.allreduce_cta_policy != "default") tuning.push_back(a.parallel.allreduce_cta_policy);
+    if (a.parallel.allreduce_priority != "high") tuning.push_back(a.parallel.allreduce_priority + " priority");
+    if (!tuning.empty()) run.allreduce_tuning = fmt::format("{}", fmt::join(tuning, ", "));
+  }
   run.forward_macs = static_cast<double>(in.spec.forward_macs());
   run.measure = a.options.measure;
   run.phase_window = a.options.phase_window_seconds;

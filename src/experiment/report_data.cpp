@@ -36,6 +36,7 @@ const std::vector<std::string> kGroupKeys = {"net",
                                              "allreduce_overlap",
                                              "allreduce_algo",
                                              "allreduce_dtype",
+                                             "allreduce_tuning",
                                              "nccl_env",
                                              "gpu_names",
                                              "tag.gpu_mix",
@@ -65,7 +66,8 @@ double to_number(const std::string& s) {
 // A single rank exchanges no gradients: its allreduce settings (NCCL's environment among them) are
 // not part of what it measured.
 bool irrelevant(const std::string& key, const ConfigGroup& g) {
-  return (key == "allreduce_overlap" || key == "allreduce_algo" || key == "allreduce_dtype" || key == "nccl_env") &&
+  return (key == "allreduce_overlap" || key == "allreduce_algo" || key == "allreduce_dtype" ||
+          key == "allreduce_tuning" || key == "nccl_env") &&
          g.world_size() == 1;
 }
 
@@ -120,6 +122,8 @@ std::string RunRecord::text(const std::string& key) const {
   // the exchange): the same keys as a recorded fp32 run, so they stay its repeats and baselines.
   const SummaryValue v = summary_value(summary, key);
   if ((key == "precision" || key == "allreduce_dtype") && std::holds_alternative<std::monostate>(v)) return "fp32";
+  // Files from before the CTA policy and stream priority were recorded used NCCL's defaults.
+  if (key == "allreduce_tuning" && std::holds_alternative<std::monostate>(v)) return "default";
   if (const std::string* s = std::get_if<std::string>(&v)) return *s;
   if (const double* d = std::get_if<double>(&v)) return number_text(*d);
   return "";

@@ -79,6 +79,7 @@ struct WindowFigures {
 struct RunSummary : WindowFigures {
   TextFigure net, data, device, precision, measure, allreduce_algo, gpu_names;
   TextFigure allreduce_dtype;  // the gradient exchange's dtype: fp32, bf16 or fp16 (--allreduce-dtype)
+  TextFigure allreduce_tuning;  // NCCL's CTA policy and stream priority: "default" or what differs
   NumberFigure world_size, global_batch, seed, iterations, iterations_per_epoch, allreduce_overlap;
   // Mixed precision: fp16's steps skipped for an overflowed gradient and its loss scale at the end
   // (0 and 1 without loss scaling); device memory, the most any rank's backend held at once (bytes).

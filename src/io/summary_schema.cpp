@@ -24,6 +24,7 @@ constexpr std::array kRunFields = std::to_array<Run>({
     {{"measure", K::Text, ""}, &RunSummary::measure},
     {{"allreduce_algo", K::Text, ""}, &RunSummary::allreduce_algo},
     {{"allreduce_dtype", K::Text, ""}, &RunSummary::allreduce_dtype},
+    {{"allreduce_tuning", K::Text, ""}, &RunSummary::allreduce_tuning},
     {{"gpu_names", K::Text, ""}, &RunSummary::gpu_names},
     {{"world_size", K::Count, ""}, &RunSummary::world_size},
     {{"global_batch", K::Count, "samples"}, &RunSummary::global_batch},

@@ -118,6 +118,7 @@ RunResults assemble_run_results(const RunDescription& run, const TrainResult& r0
   S.device = run.device_kind;
   S.precision = run.precision;
   S.allreduce_dtype = run.allreduce_dtype;
+  S.allreduce_tuning = run.allreduce_tuning;
   S.measure = std::string(measure_mode_name(run.measure));
   S.world_size = static_cast<double>(n);
   S.global_batch = static_cast<double>(run.global_batch);

@@ -30,6 +30,9 @@ struct RunDescription {
   std::string allreduce_algo;  // empty: not applicable (one rank, MPI)
   std::string precision = "fp32";        // core/precision.hpp's names
   std::string allreduce_dtype = "fp32";  // the gradient exchange's dtype: fp32, bf16 or fp16
+  // NCCL's CTA policy and the stream priority of the exchange: "default", or what differs from it
+  // ("efficiency", "low priority", "efficiency, low priority").
+  std::string allreduce_tuning = "default";
   double forward_macs = 0;     // per sample
   MeasureMode measure = MeasureMode::Steady;
   double phase_window = 1.0;

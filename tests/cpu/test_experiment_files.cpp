@@ -104,21 +104,24 @@ TEST(ExperimentFiles, SeedStudyHeteroIsSmPartitionsTimesPolicies) {
   EXPECT_EQ(a, b);
 }
 
-TEST(ExperimentFiles, OverlapCtasCrossesCtasAndDtypeOnFourGpus) {
+TEST(ExperimentFiles, OverlapCtasCrossesTheExchangeTunablesOnFourGpus) {
   Experiment e;
   const auto runs = load_runs("overlap_ctas.yaml", &e);
-  // 2 networks x 2 per-GPU batches x (1 GPU + 6 exchanges on 4) x 2 repeats.
-  ASSERT_EQ(runs.size(), 56u);
+  // 2 networks x 2 per-GPU batches x (1 GPU + 7 exchanges on 4) x 2 repeats.
+  ASSERT_EQ(runs.size(), 64u);
   std::multiset<std::string> variants;
   for (const auto& r : runs) {
     const auto args = train_arguments(e, r, "/r");
     EXPECT_EQ(flag_value(args, "--precision"), "bf16");
     if (r.ranks == 1) continue;
     EXPECT_EQ(r.ranks, 4);
-    variants.insert(flag_value(args, "--allreduce-max-ctas") + "/" + flag_value(args, "--allreduce-dtype"));
+    variants.insert(flag_value(args, "--allreduce-max-ctas") + "/" + flag_value(args, "--allreduce-cta-policy") + "/" +
+                    flag_value(args, "--allreduce-priority") + "/" + flag_value(args, "--allreduce-dtype"));
   }
-  for (const char* v : {"<absent>/<absent>", "4/<absent>", "8/<absent>", "16/<absent>", "<absent>/compute",
-                        "8/compute"})
+  for (const char* v :
+       {"<absent>/<absent>/<absent>/<absent>", "8/<absent>/<absent>/<absent>", "<absent>/efficiency/<absent>/<absent>",
+        "<absent>/<absent>/low/<absent>", "<absent>/<absent>/<absent>/compute", "<absent>/efficiency/<absent>/compute",
+        "<absent>/<absent>/low/compute"})
     EXPECT_EQ(variants.count(v), 8u) << v;
 }
 

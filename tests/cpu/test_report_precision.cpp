@@ -115,6 +115,29 @@ TEST(ReportPrecision, AllreduceDtypeIsAVariantOfMultiRankRunsOnly) {
   EXPECT_EQ(scaling.at("2 allreduce_dtype=bf16").at("baseline_samples_per_s_mean"), "250");
 }
 
+// NCCL's CTA policy and the exchange stream's priority (train --allreduce-cta-policy/--allreduce-priority)
+// change what a multi-rank run measures: such runs are variants of their own, not repeats of the
+// default's, and files from before the field existed count as the default.
+TEST(ReportPrecision, AllreduceTuningIsAVariantOfMultiRankRuns) {
+  TempDir dir;
+  write_run(dir.str(), precision_run("bf16", 1, 0, 250.0, 5.0));
+  RunResults older = precision_run("bf16", 2, 0, 400.0, 5.0);  // written before the field existed
+  older.summary.allreduce_tuning = TextFigure();
+  write_run(dir.str(), older);
+  RunResults plain = precision_run("bf16", 2, 1, 410.0, 5.0);
+  plain.summary.allreduce_tuning = std::string("default");
+  write_run(dir.str(), plain);
+  RunResults tuned = precision_run("bf16", 2, 2, 470.0, 5.0);
+  tuned.summary.allreduce_tuning = std::string("efficiency, low priority");
+  write_run(dir.str(), tuned);
+  EXPECT_EQ(report_without_plots(dir.str()).configurations, 3);
+  const auto time = rows_by_variant(dir.file("report/time.csv"));
+  ASSERT_EQ(time.size(), 3u);
+  EXPECT_EQ(time.at("2 allreduce_tuning=efficiency, low priority").at("samples_per_s_mean"), "470");
+  EXPECT_EQ(time.at("2 allreduce_tuning=default").at("samples_per_s_mean"), "405");
+  EXPECT_EQ(time.at("2 allreduce_tuning=default").at("runs"), "2");
+}
+
 TEST(ReportPrecision, NoPeakMemoryColumnWithoutAnyRecordedPeak) {
   TempDir dir;
   write_run(dir.str(), synthetic_run("lenet", 64, 1, 0, {{"samples_per_s", 100.0}}));
