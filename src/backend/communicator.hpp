@@ -26,6 +26,18 @@ enum class AllreduceAlgo { Ring, Tree, Auto };
 // asks for the fewest CTAs that still reach decent bandwidth; Zero for collectives that occupy no
 // CTAs where NCCL has such a path for them.
 enum class CtaPolicy { Default, Efficiency, Zero };
+// "default", "efficiency", "zero": the names of --allreduce-cta-policy, logs and results.
+inline std::string to_string(CtaPolicy policy) {
+  switch (policy) {
+    case CtaPolicy::Default:
+      return "default";
+    case CtaPolicy::Efficiency:
+      return "efficiency";
+    case CtaPolicy::Zero:
+      return "zero";
+  }
+  return "?";
+}
 
 // How a device communicator's exchange shares the GPU with the compute it overlaps (GPU ranks; MPI
 // has none of these). Each default is what NCCL, and cnnscale before these existed, would do.

@@ -62,18 +62,6 @@ CtaPolicy parse_cta_policy(const std::string& text, const std::string& what) {
   throw_config("{}: expected default, efficiency or zero, got '{}'", what, text);
 }
 
-std::string to_string(CtaPolicy policy) {
-  switch (policy) {
-    case CtaPolicy::Default:
-      return "default";
-    case CtaPolicy::Efficiency:
-      return "efficiency";
-    case CtaPolicy::Zero:
-      return "zero";
-  }
-  return "?";
-}
-
 std::vector<float> allreduce_sum_host(Communicator& comm, Backend& backend, const std::vector<float>& values) {
   std::vector<float> out(values.size());
   if (values.empty()) return out;

@@ -50,7 +50,6 @@ AllreduceAlgo parse_allreduce_algo(const std::string& text);  // ring, tree, aut
 std::string to_string(AllreduceAlgo algo);
 // default, efficiency, zero; ConfigError naming `what` (the flag or key) for anything else.
 CtaPolicy parse_cta_policy(const std::string& text, const std::string& what);
-std::string to_string(CtaPolicy policy);
 
 // Sum of `values` over all ranks, through a device tensor of `backend` (host round trip).
 std::vector<float> allreduce_sum_host(Communicator& comm, Backend& backend, const std::vector<float>& values);

@@ -76,25 +76,13 @@ int apply_max_ctas(int max_ctas) {
   return set_nccl_variable("NCCL_MAX_CTAS", wanted) && max_ctas > 0 ? max_ctas : 0;
 }
 
-const char* cta_policy_name(CtaPolicy policy) {
-  switch (policy) {
-    case CtaPolicy::Default:
-      return "default";
-    case CtaPolicy::Efficiency:
-      return "efficiency";
-    case CtaPolicy::Zero:
-      return "zero";
-  }
-  return "?";
-}
-
 // A non-default CTA policy goes into the communicator's config, which has the field from NCCL 2.27 on;
 // an older NCCL cannot be asked, and running with its default instead would measure something else.
 void check_cta_policy_supported(CtaPolicy policy) {
 #if NCCL_VERSION_CODE < NCCL_VERSION(2, 27, 0)
   if (policy != CtaPolicy::Default)
     throw_runtime("nccl communicator: CTA policy {} needs NCCL 2.27 or later; cnnscale was built with NCCL {}.{}.{}",
-                  cta_policy_name(policy), NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
+                  to_string(policy), NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
 #else
   (void)policy;
 #endif
@@ -175,7 +163,7 @@ NcclCommunicator::NcclCommunicator(CudaBackend& backend, int rank, int size, con
   log::debug(
       "nccl communicator: rank {} of {} on gpu:{}, NCCL {}, NCCL_ALGO={}, CTA policy {}, {} priority, timeout {} s",
       rank_, size_, device_, nccl_version_string(), env_algo ? env_algo : "(NCCL's choice)",
-      cta_policy_name(tuning.cta_policy), tuning.low_priority ? "low" : "high", timeout_seconds);
+      to_string(tuning.cta_policy), tuning.low_priority ? "low" : "high", timeout_seconds);
 }
 
 NcclCommunicator::~NcclCommunicator() {
