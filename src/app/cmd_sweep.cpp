@@ -216,7 +216,10 @@ void register_sweep(CLI::App& app) {
       app.add_subcommand("sweep", "Run an experiment file's matrix of runs (skipping finished ones), or plan/emit it");
   cmd->add_option("file", a.file, "Experiment YAML (experiments/*.yaml)")->required();
   cmd->add_option("overrides", a.overrides, "key=value overrides of the file (e.g. solver.lr=0.01 matrix.batch=[64])");
-  cmd->add_option("--only", a.only, "Run only matching matrix points, e.g. network=caffenet,batch=64|128 (repeatable)")
+  cmd->add_option(
+         "--only", a.only,
+         "Run only matching matrix points, e.g. network=caffenet,batch=64|128 (repeatable); batch is the global "
+         "batch, batch_per_gpu the global batch / GPUs")
       ->allow_extra_args(false);
   // As train: the environment's results root unless --results names one.
   if (const char* env = std::getenv("CNNSCALE_RESULTS"); env && *env) a.results = env;

@@ -411,8 +411,8 @@ std::vector<RunSpec> expand_runs(const Experiment& e) {
 }
 
 OnlyFilter parse_only(const std::vector<std::string>& exprs) {
-  static const std::set<std::string> keys = {"network",   "batch",     "gpus",  "gpu_mix", "cpu_mix",
-                                             "precision", "allreduce", "split", "repeat"};
+  static const std::set<std::string> keys = {"network", "batch",     "batch_per_gpu", "gpus",  "gpu_mix",
+                                             "cpu_mix", "precision", "allreduce",     "split", "repeat"};
   OnlyFilter f;
   for (const auto& expr : exprs) {
     std::stringstream ss(expr);
@@ -423,8 +423,8 @@ OnlyFilter parse_only(const std::vector<std::string>& exprs) {
         throw_config("--only '{}': expected key=value[,key=value...], got '{}'", expr, term);
       if (!keys.count(key))
         throw_config(
-            "--only '{}': unknown key '{}' (network, batch, gpus, gpu_mix, cpu_mix, precision, allreduce, split, "
-            "repeat)",
+            "--only '{}': unknown key '{}' (network, batch, batch_per_gpu, gpus, gpu_mix, cpu_mix, precision, "
+            "allreduce, split, repeat)",
             expr, key);
       std::stringstream alts(term.substr(eq + 1));
       auto& values = f.terms[key];
@@ -452,6 +452,10 @@ bool OnlyFilter::matches(const RunSpec& r) const {
     std::vector<std::string> mine;
     if (key == "network") mine = {r.network, id_part(r.network)};
     if (key == "batch") mine = {std::to_string(r.batch)};
+    // The per-rank batch a weak-scaling matrix (batch_per_gpu) names: `batch` is always the global
+    // one, so batch=64 leaves out the 4-rank runs of per-GPU 64 (global 256). A global batch that
+    // does not divide evenly has no per-rank batch to match.
+    if (key == "batch_per_gpu" && r.batch % r.ranks == 0) mine = {std::to_string(r.batch / r.ranks)};
     if (key == "gpus") mine = {std::to_string(r.ranks)};
     if (key == "gpu_mix") mine = {mix.empty() ? "none" : mix};
     if (key == "cpu_mix") mine = {r.slowdown.empty() ? "none" : cpu_mix_label(r.slowdown)};

@@ -356,6 +356,17 @@ TEST(ExperimentExpansion, PerGpuBatchesAddWeakScalingPoints) {
   for (const RunSpec& r : expand_runs(e)) EXPECT_TRUE(points.insert({r.batch, r.ranks}).second) << r.id;
   const std::set<std::pair<int64_t, int64_t>> want = {{8, 1}, {8, 2}, {16, 1}, {16, 2}, {32, 1}, {64, 2}};
   EXPECT_EQ(points, want);
+  // --only batch is the global batch; batch_per_gpu the global batch per rank, whichever axis made it.
+  const auto count = [&](const std::string& only) {
+    const OnlyFilter f = parse_only({only});
+    std::set<std::pair<int64_t, int64_t>> got;
+    for (const RunSpec& r : expand_runs(e))
+      if (f.matches(r)) got.insert({r.batch, r.ranks});
+    return got;
+  };
+  EXPECT_EQ(count("batch=16"), (std::set<std::pair<int64_t, int64_t>>{{16, 1}, {16, 2}}));
+  EXPECT_EQ(count("batch_per_gpu=8"), (std::set<std::pair<int64_t, int64_t>>{{8, 1}, {16, 2}}));
+  EXPECT_EQ(count("batch_per_gpu=32,gpus=2"), (std::set<std::pair<int64_t, int64_t>>{{64, 2}}));
   // Per-GPU batches alone are a matrix too; neither is an error naming both keys.
   Experiment weak = parse("name: t\ndataset: synthetic\niterations: 4\nmatrix:\n  network: [lenet]\n"
                           "  batch_per_gpu: [4]\n  gpus: [1, 2]\n  repeats: 1\n");
