@@ -405,6 +405,7 @@ void run_infer(InferArgs& a) {
     throw_config("--gpus binds the ranks of an mpirun job; for one process use --device gpu:N");
   }
   check_backend_precision(device, precision);
+  if (device != "cpu") EngineCache::from_environment();  // a bad CNNSCALE_ENGINE_CACHE: exit 2 before loading
   const std::string dir = results_dir(a, rank);
 
   const NetSpec spec = network_to_run(a.net, a.checkpoint);

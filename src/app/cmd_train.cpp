@@ -11,6 +11,7 @@
 #include "app/commands.hpp"
 #include "app/train_progress.hpp"
 #include "app/train_run.hpp"
+#include "backend/engine_cache.hpp"
 #include "core/stop_signal.hpp"
 #include "data/datasets.hpp"
 #include "io/results_writer.hpp"
@@ -32,6 +33,7 @@ void run_train(TrainArgs& a) {
   a.options.batch = par.global_batch();
   if (a.host_decode) a.options.input_decode = TrainOptions::InputDecode::Host;
   check_input_decode(a.options.input_decode, par.device() == "cpu");  // before any work
+  if (par.device() != "cpu") EngineCache::from_environment();         // a bad CNNSCALE_ENGINE_CACHE: exit 2 now
   const TrainInputs in = load_train_inputs(a);
   const nlohmann::json run_config = describe_run(a, in, par);
 

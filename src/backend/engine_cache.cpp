@@ -51,6 +51,14 @@ void EngineCache::set_for_process(std::unique_ptr<EngineCache> cache) {
 EngineCache::EngineCache(std::string path) : path_(std::move(path)) {
   entries_ = read(path_);
   loaded_ = entries_.size();
+  // Searches add to the file mid-run: a folder that cannot take it is an error before any work.
+  std::string dir = path_.substr(0, path_.find_last_of('/') + 1);
+  if (dir.empty()) dir = ".";
+  if (access(dir.c_str(), W_OK) != 0)
+    throw_config(
+        "{}: the engine cache (CNNSCALE_ENGINE_CACHE) cannot be written there: folder {} is missing or "
+        "not writable",
+        path_, dir);
 }
 
 std::map<std::string, std::string> EngineCache::read(const std::string& path) {

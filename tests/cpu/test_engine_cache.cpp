@@ -76,6 +76,11 @@ TEST(EngineCache, BadFilesAndBadEntriesAreOneClearError) {
   std::ofstream(broken) << EngineCache::kHeader << "\nkey\tchoice\textra\n";
   expect_config(broken, broken + ":2: expected KEY<TAB>CHOICE in the engine cache (CNNSCALE_ENGINE_CACHE)");
 
+  // Searches add to the file mid-run: a folder that cannot take it is refused when the cache opens.
+  const std::string nowhere = dir.file("missing") + "/engines.txt";
+  expect_config(nowhere, nowhere + ": the engine cache (CNNSCALE_ENGINE_CACHE) cannot be written there: folder " +
+                             dir.file("missing") + "/ is missing or not writable");
+
   EngineCache cache(dir.file("ok.txt"));
   EXPECT_THROW(cache.put("a\tb", "c"), RuntimeError);
   EXPECT_THROW(cache.put("a", "line\nbreak"), RuntimeError);
