@@ -19,10 +19,6 @@ void check_field(const std::string& text, const char* what) {
     throw_runtime("engine cache: a {} must be non-empty without tabs or newlines, got '{}'", what, text);
 }
 
-}  // namespace
-
-namespace {
-
 std::once_flag environment_read;
 std::unique_ptr<EngineCache>& process_cache() {
   static std::unique_ptr<EngineCache> cache;
@@ -32,7 +28,8 @@ std::unique_ptr<EngineCache>& process_cache() {
 }  // namespace
 
 EngineCache* EngineCache::from_environment() {
-  // Read once; a malformed file throws from the first search that asks (before any timing).
+  // Read once. train and infer ask before any work, so a malformed file or an unwritable folder
+  // ends the run there; a failed read leaves the flag unset and the next call throws again.
   std::call_once(environment_read, [] {
     const char* path = std::getenv("CNNSCALE_ENGINE_CACHE");
     if (!path || !*path) return;
@@ -114,7 +111,7 @@ void EngineCache::put(const std::string& key, const std::string& choice) {
   text << kHeader << '\n';
   for (const auto& [k, v] : entries_) text << k << '\t' << v << '\n';
   // A name of this process's own, renamed over the file once complete: readers see the old file or
-  // the new one, never a part.
+  // the new one, never a part (io/atomic_file does the same for results, but lives above the backend).
   const std::string tmp = path_ + ".tmp." + std::to_string(getpid());
   {
     std::ofstream out(tmp, std::ios::trunc);

@@ -588,6 +588,11 @@ class CudaBackend final : public Backend {
   // The EngineCache key of a search on this backend: `what` after the GPU model, compute capability
   // and cuDNN version, which decide what was measured.
   std::string engine_cache_key(const std::string& what) const;
+  // An EngineCache hit: only `engine` is compiled for `spec`, and kept where it runs once (`runs`,
+  // on a workspace of its size); null where this GPU does not offer it or it fails here.
+  std::unique_ptr<cuda::ConvGraphPlan> cached_graph_plan(
+      const std::string& engine, const cuda::ConvGraphSpec& spec,
+      const std::function<bool(const cuda::ConvGraphPlan&, void*)>& runs);
   // `key`: the plan map's key (shapes, parameters, y and epilogue), also the engine cache's.
   std::shared_ptr<cuda::ConvGraphPlan> search_int8_conv(const std::string& key, const ConvParams& p, const Tensor& xq,
                                                         const Tensor& wq, const Tensor& scale, const Tensor& bias,

@@ -333,14 +333,11 @@ std::shared_ptr<cuda::ConvGraphPlan> CudaBackend::faster_fused_plan(
   if (cache)
     if (const auto hit = cache->find(cache_key)) {
       if (*hit == kEngineCacheApart) return nullptr;
-      auto one = cuda::conv_graph_plans(cudnn_, spec, search_workspace_limit(), 1, &*hit);
-      if (!one.empty()) {
-        SearchBuffer buf(std::max<size_t>(one.front()->workspace_bytes(), size_t{1} << 20), stream());
-        if (buf.bytes() >= one.front()->workspace_bytes() && ran(execute(*one.front(), buf.ptr()))) {
-          log::debug("{} x {} w {}: fused plan {} from the engine cache", op, plan.x_shape.to_string(),
-                     plan.w_shape.to_string(), *hit);
-          return std::move(one.front());
-        }
+      if (auto cached = cached_graph_plan(
+              *hit, spec, [&](const cuda::ConvGraphPlan& p, void* ws) { return ran(execute(p, ws)); })) {
+        log::debug("{} x {} w {}: fused plan {} from the engine cache", op, plan.x_shape.to_string(),
+                   plan.w_shape.to_string(), *hit);
+        return cached;
       }
     }
   auto plans = cuda::conv_graph_plans(cudnn_, spec, search_workspace_limit(), options_.conv_graph_plans);
@@ -376,6 +373,16 @@ std::shared_ptr<cuda::ConvGraphPlan> CudaBackend::faster_fused_plan(
              best ? "fused plan " + best->name() + " runs" : std::string("ops apart run"));
   if (cache) cache->put(cache_key, best ? best->name() : std::string(kEngineCacheApart));
   return best;
+}
+
+std::unique_ptr<cuda::ConvGraphPlan> CudaBackend::cached_graph_plan(
+    const std::string& engine, const cuda::ConvGraphSpec& spec,
+    const std::function<bool(const cuda::ConvGraphPlan&, void*)>& runs) {
+  auto one = cuda::conv_graph_plans(cudnn_, spec, search_workspace_limit(), 1, &engine);
+  if (one.empty()) return nullptr;
+  SearchBuffer buf(std::max<size_t>(one.front()->workspace_bytes(), size_t{1} << 20), stream());
+  if (buf.bytes() < one.front()->workspace_bytes() || !runs(*one.front(), buf.ptr())) return nullptr;
+  return std::move(one.front());
 }
 
 std::string CudaBackend::engine_cache_key(const std::string& what) const {

@@ -103,7 +103,7 @@ std::shared_ptr<cuda::ConvGraphPlan> CudaBackend::search_int8_conv(const std::st
       addend.defined() ? std::optional<DType>(addend.dtype()) : std::nullopt, addend_scale.defined(), relu);
   void* z = addend.defined() ? addend.raw() : nullptr;
   void* z_scale = addend_scale.defined() ? addend_scale.raw() : nullptr;
-  auto runs = [&](cuda::ConvGraphPlan& plan, void* ws) {
+  auto runs = [&](const cuda::ConvGraphPlan& plan, void* ws) {
     return cuda::ran(plan.execute(cudnn_, xq.raw(), wq.raw(), y.raw(), ws, bias.raw(), z, scale.raw(), z_scale));
   };
   // A choice an earlier process measured on this GPU model: only its engine is compiled.
@@ -111,13 +111,9 @@ std::shared_ptr<cuda::ConvGraphPlan> CudaBackend::search_int8_conv(const std::st
   const std::string cache_key = cache ? engine_cache_key("int8 conv " + key) : std::string();
   if (cache)
     if (const auto hit = cache->find(cache_key)) {
-      auto one = cuda::conv_graph_plans(cudnn_, spec, search_workspace_limit(), 1, &*hit);
-      if (!one.empty()) {
-        cuda::SearchBuffer buf(std::max<size_t>(one.front()->workspace_bytes(), size_t{1} << 20), stream());
-        if (buf.bytes() >= one.front()->workspace_bytes() && runs(*one.front(), buf.ptr())) {
-          log::debug("int8 convolution {}: {} from the engine cache", key, *hit);
-          return std::move(one.front());
-        }
+      if (auto cached = cached_graph_plan(*hit, spec, runs)) {
+        log::debug("int8 convolution {}: {} from the engine cache", key, *hit);
+        return cached;
       }
       log::debug("int8 convolution {}: cached engine {} is not offered or did not run here; searching", key, *hit);
     }
