@@ -245,19 +245,15 @@ __global__ void dropout_kernel(int64_t n, float ratio, float scale, uint64_t see
 
 // Byte samples (n, c, h, w) to f32 NCHW input, moved and mirrored by each sample's draw (null: none);
 // one thread an output element. I: the index type (with_index_type). The source pixel is
-// drawn_source's (core/byte_input.hpp), written out in the kernel's index types.
+// drawn_source's (core/byte_input.hpp), the rule the host's augmentation and the CPU decode follow.
 template <typename I>
 __global__ void decode_bytes_kernel(I total, I c, I h, I w, const uint8_t* in, const int32_t* draws,
                                     const float* affine, float* out) {
   for (I i = static_cast<I>(global_index()); i < total; i += static_cast<I>(global_stride())) {
     const I x = i % w, y = (i / w) % h, ch = (i / (w * h)) % c, n = i / (w * h * c);
-    int64_t sy = y, sx = x;
-    if (draws) {
-      const int32_t* d = draws + static_cast<int64_t>(n) * kDrawInts;
-      sy += d[0];
-      sx = (d[2] ? static_cast<int64_t>(w) - 1 - static_cast<int64_t>(x) : static_cast<int64_t>(x)) + d[1];
-    }
-    const bool inside = sy >= 0 && sy < static_cast<int64_t>(h) && sx >= 0 && sx < static_cast<int64_t>(w);
+    const int32_t* d = draws ? draws + static_cast<int64_t>(n) * kDrawInts : nullptr;
+    int64_t sy = 0, sx = 0;
+    const bool inside = drawn_source(y, x, h, w, d ? d[0] : 0, d ? d[1] : 0, d && d[2] != 0, sy, sx);
     out[i] = inside ? byte_to_input(in[i - y * w - x + static_cast<I>(sy) * w + static_cast<I>(sx)], affine[ch],
                                     affine[c + ch])
                     : 0.0f;
