@@ -75,6 +75,18 @@ TEST(NcclEntry, CommunicatorNeedsTheCudaBackendAndAWholeId) {
   EXPECT_THROW(make_nccl_communicator(*gpu, 1, 1, nccl_unique_id(), AllreduceAlgo::Ring), RuntimeError);
 }
 
+// The allreduce of a single rank's `host` values is those values, bit for bit, and the
+// communicator then settles.
+void expect_sum_of_one_rank_is_itself(Backend& gpu, DeviceCommunicator& comm, const std::vector<float>& host) {
+  Tensor t = gpu.alloc(Shape{static_cast<int64_t>(host.size())});
+  gpu.upload(host.data(), t);
+  comm.allreduce_sum(t);
+  std::vector<float> got(host.size());
+  gpu.download(t, got.data());
+  EXPECT_EQ(got, host);
+  comm.synchronize_host();
+}
+
 // One rank: the sum is the tensor itself, and the whole Communicator surface works.
 TEST(NcclEntry, SingleRankCommunicatorLeavesTheTensorUnchanged) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
@@ -83,13 +95,7 @@ TEST(NcclEntry, SingleRankCommunicatorLeavesTheTensorUnchanged) {
   EXPECT_EQ(comm->size(), 1);
   std::vector<float> host(1000);
   for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>(i) - 300.5f;
-  Tensor t = gpu->alloc(Shape{1000});
-  gpu->upload(host.data(), t);
-  comm->allreduce_sum(t);
-  std::vector<float> got(host.size());
-  gpu->download(t, got.data());
-  EXPECT_EQ(got, host);
-  comm->synchronize_host();
+  expect_sum_of_one_rank_is_itself(*gpu, *comm, host);
 }
 
 // NCCL's efficiency CTA policy and a communication stream of the least priority change where and
@@ -103,13 +109,7 @@ TEST(NcclEntry, TunedCommunicatorStillSums) {
   auto comm = make_nccl_communicator(*gpu, 0, 1, nccl_unique_id(), AllreduceAlgo::Auto, 30.0, tuning);
   std::vector<float> host(1000);
   for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>(i) * 0.25f;
-  Tensor t = gpu->alloc(Shape{1000});
-  gpu->upload(host.data(), t);
-  comm->allreduce_sum(t);
-  std::vector<float> got(host.size());
-  gpu->download(t, got.data());
-  EXPECT_EQ(got, host);
-  comm->synchronize_host();
+  expect_sum_of_one_rank_is_itself(*gpu, *comm, host);
 }
 
 TEST(BenchAllreduceGpu, TwoRanksCheckedWithNccl) {
