@@ -65,8 +65,10 @@ TEST(EngineCacheGpu, AHitCompilesTheMeasuredEngineAndComputesTheSame) {
   EXPECT_EQ(cached, searched);
 
   // A name this GPU does not offer: searched again, and the file then holds a real engine. The
-  // search may time another engine fastest, whose fp32 epilogue may round differently (an FMA or
-  // not, 1e-6) before y's own bf16 rounding: the two agree within tol_16bit.
+  // search may time another engine fastest. Every engine sums the int8 products exactly in int32
+  // (fan-in 576, |sum| < 2^24), so only the fp32 epilogue may round differently (an FMA or not:
+  // 1e-6 relative) before y's own bf16 rounding, which can then land one bf16 ulp apart: at most
+  // 2^-8 of max |y|, inside tol_16bit (4 x 2^-8 + 1e-4, normalised by max |y|).
   std::ofstream(path) << EngineCache::kHeader << '\n' << key << "\tno_such_engine\n";
   EngineCache::set_for_process(std::make_unique<EngineCache>(path));
   const std::vector<float> researched = int8_conv_on_fresh_backend();
