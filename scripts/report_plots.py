@@ -79,13 +79,45 @@ def runs_of(row):
     return 0 if math.isnan(n) else int(n)
 
 
-def label(row, show_n=False):
+def shared_parts(rows):
+    """The space-separated parts every variant of a figure's rows has (the NCCL environment every
+    multi-GPU run records, say): said once in the title rather than in each of its labels, which
+    otherwise crowd the panels out. None where fewer than two distinct variants are drawn."""
+    variants = sorted({r.get("variant", "") for r in rows if r.get("variant")})
+    if len(variants) < 2:
+        return []
+    first, *others = [v.split(" ") for v in variants]
+    return [p for p in first if all(p in o for o in others)]
+
+
+def variant_of(row, shared):
+    """The row's variant less the parts every variant of its figure shares."""
+    return " ".join(p for p in row.get("variant", "").split(" ") if p and p not in shared)
+
+
+def shared_line(shared):
+    """The title line naming what every variant shares ("" when nothing is left out)."""
+    return f"\nevery variant: {' '.join(shared)}" if shared else ""
+
+
+def legend_below(ax):
+    """A line chart's legend under its panel: with many variants a legend inside covered the lines
+    (the figure leaves LEGEND_LINE inches a variant for it)."""
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
+
+
+LEGEND_LINE = 0.17  # inches a legend line takes at fontsize 7
+
+
+def label(row, show_n=False, shared=()):
     """The study's bar names: batch_size-number_of_ranks, plus the variant when configurations
-    differ, and the number of runs when the bars do not all have the same."""
+    differ (less what every variant shares), and the number of runs when the bars do not all have
+    the same."""
     text = f"{row['batch']}-{row['gpus']}"
     if show_n:
         text += f" (n={runs_of(row)})"
-    return f"{text}\n{row['variant']}" if row.get("variant") else text
+    variant = variant_of(row, shared)
+    return f"{text}\n{variant}" if variant else text
 
 
 def error_bars(means, stds, ns):
@@ -171,6 +203,7 @@ def bars_per_network(rows, column, quantity, per, title, out, name, empty_text):
     colors = device_colors(rows)
     ns = [runs_of(r) for r in rows]
     show_n = len(set(ns)) > 1
+    shared = shared_parts(rows)
     # Each network's subplot as wide as its bars need (batches × rank counts × variants).
     widths = [max(4.5, (0.55 if show_n else 0.4) * len(rs) + 1.5) for rs in nets.values()]
     fig, axes = plt.subplots(1, len(nets), figsize=(max(sum(widths), 6), 4.2), squeeze=False,
@@ -181,13 +214,13 @@ def bars_per_network(rows, column, quantity, per, title, out, name, empty_text):
         x = np.arange(len(rs))
         ax.bar(x, np.nan_to_num(means), yerr=error_bars(means, stds, [runs_of(r) for r in rs]), capsize=3,
                color=[colors.get(number(r["gpus"]), "grey") for r in rs])
-        ax.set_xticks(x, [label(r, show_n) for r in rs], rotation=45, ha="right", fontsize=8)
+        ax.set_xticks(x, [label(r, show_n, shared) for r in rs], rotation=45, ha="right", fontsize=8)
         ax.set_title(net)
         ax.set_xlabel(f"batch-{DEVICES}")
         ax.set_ylabel(f"{unit} {per}")
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colors.values()]
-    fig.suptitle(f"{title}\n({runs_text(ns)})", fontsize=11)
-    fig.tight_layout()
+    fig.suptitle(f"{title}\n({runs_text(ns)}){shared_line(shared)}", fontsize=11)
+    tight_below_suptitle(fig, 3 if shared else 2)
     right = axes[0][-1].get_position().x1  # just right of the last subplot
     fig.legend(handles, [devices_text(g) for g in colors], loc="center left", bbox_to_anchor=(right + 0.005, 0.5),
                fontsize=8)
@@ -217,7 +250,10 @@ def scaling_figure(rows, out):
     for r in rows:
         nets.setdefault(r["net"], []).append(r)
     all_ns = []
-    fig, axes = plt.subplots(1, len(nets), figsize=(max(5.5 * len(nets), 6), 4.6), squeeze=False)
+    shared = shared_parts(rows)
+    legend_lines = max(len(rs) for rs in nets.values())
+    fig, axes = plt.subplots(1, len(nets), figsize=(max(5.5 * len(nets), 6), 4.6 + LEGEND_LINE * legend_lines),
+                             squeeze=False)
     for ax, (net, rs) in zip(axes[0], nets.items()):
         rs.sort(key=lambda r: (number(r["batch"]), r.get("variant", "")))
         cmap = plt.get_cmap("tab10" if len(rs) <= 10 else "tab20")
@@ -231,7 +267,8 @@ def scaling_figure(rows, out):
             if not pts:
                 continue
             all_ns += [p[3] for p in pts]
-            name = f"batch {r['batch']}" + (f" {r['variant']}" if r.get("variant") else "")
+            variant = variant_of(r, shared)
+            name = f"batch {r['batch']}" + (f" {variant}" if variant else "")
             if r.get("threads_per_rank"):  # CPU: 1 rank × 2 threads against 2 ranks × 1 thread is no 2x
                 name += f", threads/rank {r['threads_per_rank']}"
             yerr = error_bars([p[1] for p in pts], [p[2] for p in pts], [p[3] for p in pts])
@@ -247,9 +284,9 @@ def scaling_figure(rows, out):
         ax.set_ylabel("samples/s")
         ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7, loc="upper left")
-    fig.suptitle(f"{title}\n({runs_text(all_ns or [1])})", fontsize=11)
-    fig.tight_layout()
+        legend_below(ax)
+    fig.suptitle(f"{title}\n({runs_text(all_ns or [1])}){shared_line(shared)}", fontsize=11)
+    tight_below_suptitle(fig, 3 if shared else 2)
     save(fig, out, "scaling.png")
 
 
@@ -266,7 +303,10 @@ def weak_scaling_figure(rows, out):
     for r in rows:
         nets.setdefault(r["net"], {}).setdefault((number(r["batch_per_rank"]), r.get("variant", "")), []).append(r)
     all_ns, counts = [], set([1.0])
-    fig, axes = plt.subplots(1, len(nets), figsize=(max(5.5 * len(nets), 6), 4.6), squeeze=False)
+    shared = shared_parts(rows)
+    legend_lines = max(len(lines) for lines in nets.values())
+    fig, axes = plt.subplots(1, len(nets), figsize=(max(5.5 * len(nets), 6), 4.6 + LEGEND_LINE * legend_lines),
+                             squeeze=False)
     for ax, (net, lines) in zip(axes[0], nets.items()):
         cmap = plt.get_cmap("tab10" if len(lines) <= 10 else "tab20")
         for i, ((per_rank, variant), rs) in enumerate(sorted(lines.items())):
@@ -277,7 +317,8 @@ def weak_scaling_figure(rows, out):
             yerr = error_bars(eff, [0.0] + [number(r["efficiency_std"]) for r in rs], runs)
             counts.update(ns)
             all_ns += runs[1:]
-            label = f"{per_rank:g} per {one}" + (f" {variant}" if variant else "")
+            short = variant_of({"variant": variant}, shared)
+            label = f"{per_rank:g} per {one}" + (f" {short}" if short else "")
             ax.errorbar(ns, eff, yerr=yerr, marker="o", color=cmap(i % cmap.N), label=label, capsize=3)
         ax.axhline(1.0, linestyle="--", color="grey", alpha=0.6)
         ax.set_title(net)
@@ -285,12 +326,12 @@ def weak_scaling_figure(rows, out):
         ax.set_ylabel("weak-scaling efficiency")
         ax.set_ylim(0, max(1.1, ax.get_ylim()[1]))
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7, loc="lower left")
+        legend_below(ax)
     for ax in axes[0]:
         ax.set_xticks(sorted(counts), [f"{g:g}" for g in sorted(counts)])
     fig.suptitle(f"Weak scaling: samples/s on N {DEVICES} / (N × the 1-{one} rate at the same batch per {one})\n"
-                 f"({runs_text(all_ns or [1])}; dashed: ideal)", fontsize=11)
-    fig.tight_layout()
+                 f"({runs_text(all_ns or [1])}; dashed: ideal){shared_line(shared)}", fontsize=11)
+    tight_below_suptitle(fig, 3 if shared else 2)
     save(fig, out, "weak_scaling.png")
 
 
@@ -334,6 +375,7 @@ def phases_figure(rows, out):
         nets.setdefault(r["net"], []).append(r)
     ns = [runs_of(r) for r in rows]
     show_n = len(set(ns)) > 1
+    shared = shared_parts(rows)
     fig, axes = panel_grid(len(nets), max(max(3.5, 0.55 * len(rs) + 1.5) for rs in nets.values()), 4.6)
     for ax, (net, rs) in zip(axes, nets.items()):
         unit, si = pick_unit("s", [number(r["total_ms_mean"]) * 1e-3 for r in rs])
@@ -346,7 +388,7 @@ def phases_figure(rows, out):
             bottom += v
         ax.plot(x, [number(r["total_ms_mean"]) * scale for r in rs], "k_", markersize=16, markeredgewidth=2,
                 label="total (measured)")
-        ax.set_xticks(x, [label(r, show_n) for r in rs], rotation=45, ha="right", fontsize=8)
+        ax.set_xticks(x, [label(r, show_n, shared) for r in rs], rotation=45, ha="right", fontsize=8)
         ax.set_title(net)
         ax.set_xlabel(f"batch-{DEVICES}")
         ax.set_ylabel(f"{unit} per batch")
@@ -354,8 +396,8 @@ def phases_figure(rows, out):
     handles, names = axes[0].get_legend_handles_labels()
     fig.suptitle("Parts of the full training step (slowest rank; they add up to the measured total)\n"
                  + (f"(means of n = {ns[0]} run{'s' if ns[0] != 1 else ''} each)" if len(set(ns)) == 1
-                    else "(means of n runs per bar as labelled)"), fontsize=11)
-    tight_below_suptitle(fig)
+                    else "(means of n runs per bar as labelled)") + shared_line(shared), fontsize=11)
+    tight_below_suptitle(fig, 3 if shared else 2)
     # Top of the stack first, as the eye reads the bars; outside the axes so no bar is covered.
     order = [names.index("total (measured)")] + [i for i in reversed(range(len(names))) if names[i] != "total (measured)"]
     legend_right(fig, axes, [handles[i] for i in order], [names[i] for i in order], fontsize=8)
