@@ -73,6 +73,13 @@ void add_parallel_options(CLI::App& cmd, ParallelArgs& a) {
                  ->capture_default_str()
                  ->group(group);
   no->excludes(ov);
+  cmd.add_option("--update-per-bucket", a.update_per_bucket,
+                 "Update each gradient bucket's parameters as soon as its allreduce ends (GPU ranks: on a side "
+                 "stream, beside the rest of backward) instead of once after the whole exchange; the same "
+                 "arithmetic. fp16 runs (whose loss scaling needs every gradient first) update once: true|false")
+      ->check(CLI::IsMember({"true", "false"}))
+      ->capture_default_str()
+      ->group(group);
   a.algo_flag = cmd.add_option("--allreduce-algo", a.algo, "NCCL algorithm: ring, tree or auto (MPI ignores it)")
                     ->check(CLI::IsMember({"ring", "tree", "auto"}))
                     ->capture_default_str()
@@ -248,6 +255,7 @@ DataParallel ParallelRun::data_parallel() const {
   dp.overlap = !args_.no_overlap && args_.overlap == "true";
   dp.bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(args_.bucket_mb * 1024.0 * 1024.0));
   dp.exchange_dtype = args_.exchange_dtype;
+  dp.update_per_bucket = args_.update_per_bucket == "true";
   return dp;
 }
 
@@ -255,10 +263,11 @@ std::string ParallelRun::describe(const Trainer& trainer) const {
   const GradientBuckets* b = trainer.buckets();
   std::string out = fmt::format(
       "data parallel: {} ranks ({}), global batch {} = {} per rank{}, gradients in {} bucket(s) of <= {:g} MiB, "
-      "overlap {}, exchanged in {}",
+      "overlap {}, exchanged in {}, {}",
       world_size(), comm_ ? comm_->name() : "none", global_batch_, fmt::join(rank_batches_, "+"),
       args_.batch_per_rank ? " (--batch-per-rank)" : "", b ? b->buckets().size() : 0, args_.bucket_mb,
-      b && b->overlap() ? "on" : "off", float_type_name(args_.exchange_dtype));
+      b && b->overlap() ? "on" : "off", float_type_name(args_.exchange_dtype),
+      trainer.updates_per_bucket() ? "updated per bucket" : "updated after the exchange");
   if (comm_ && comm_->name() != "mpi") {
     out += fmt::format(", algorithm {}", args_.algo);
     if (const char* ctas = std::getenv("NCCL_MAX_CTAS")) out += fmt::format(", at most {} CTAs", ctas);
@@ -309,6 +318,7 @@ nlohmann::json ParallelRun::job_json(const Trainer& trainer, const JobTiming& jo
           {"batch_per_rank", args_.batch_per_rank},
           {"communicator", comm_ ? comm_->name() : ""},
           {"allreduce_overlap", dp.overlap},
+          {"update_per_bucket", trainer.updates_per_bucket()},
           {"allreduce_algo", comm_ && comm_->name() == "mpi" ? nlohmann::json() : nlohmann::json(args_.algo)},
           {"allreduce_max_ctas", args_.allreduce_max_ctas > 0 && comm_ && comm_->name() != "mpi"
                                      ? nlohmann::json(args_.allreduce_max_ctas)

@@ -116,6 +116,7 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
     run_config["allreduce_cta_policy"] = a.parallel.allreduce_cta_policy;
   if (a.parallel.allreduce_priority != "high" && par.active())
     run_config["allreduce_priority"] = a.parallel.allreduce_priority;
+  if (a.parallel.update_per_bucket != "true" && par.active()) run_config["update_per_bucket"] = false;
   if (!a.options.cuda_graph) run_config["cuda_graph"] = false;     // --no-graph
   if (!a.options.phase_marks) run_config["phase_marks"] = false;  // --no-phase-marks
   if (!a.options.fuse_epilogues) run_config["fused_epilogues"] = false;  // --no-fuse
@@ -182,6 +183,7 @@ RunDescription describe_results(const TrainArgs& a, const TrainInputs& in, const
     std::vector<std::string> tuning;
     if (a.parallel.allreduce_cta_policy != "default") tuning.push_back(a.parallel.allreduce_cta_policy);
     if (a.parallel.allreduce_priority != "high") tuning.push_back(a.parallel.allreduce_priority + " priority");
+    if (trainer.updates_per_bucket()) tuning.push_back("update per bucket");
     if (!tuning.empty()) run.allreduce_tuning = fmt::format("{}", fmt::join(tuning, ", "));
   }
   run.forward_macs = static_cast<double>(in.spec.forward_macs());

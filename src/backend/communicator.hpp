@@ -9,6 +9,7 @@
 // after it sees reduced gradients. The host blocks only in synchronize_host().
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -59,8 +60,19 @@ class Communicator {
   // In-place sum across ranks of `t` (f32, bf16 or f16), in stream order after the queued compute
   // work. A 16-bit sum rounds to its format after each addition, as NCCL's does.
   virtual void allreduce_sum_async(const Tensor& t) = 0;
-  // Compute stream waits for every outstanding async operation (no host block on GPU).
+  // Compute stream waits for every outstanding async operation (no host block on GPU), and for
+  // the work handed to after_collectives().
   virtual void wait() = 0;
+  // Queues `work` (backend calls on tensors the collectives issued so far have summed: a bucket's
+  // widening and its solver update) in order after those collectives, without holding up what
+  // the compute stream runs meanwhile: a device communicator queues it on a side stream of its own,
+  // which wait() joins. `work` may only queue what such a side stream may run (see the
+  // implementations); it must not issue collectives. This default waits for the collectives and
+  // runs `work` at once, in compute-stream order, as any communicator may.
+  virtual void after_collectives(const std::function<void()>& work) {
+    wait();
+    work();
+  }
   // Host blocks until every outstanding operation is complete; throws PeerError-kind errors when
   // a collective failed (NCCL async error) and honours the watchdog.
   virtual void synchronize_host() = 0;

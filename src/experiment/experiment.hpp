@@ -31,7 +31,8 @@ struct AllreduceMode {
   int max_ctas = 0;           // 0: NCCL's choice; else NCCL_MAX_CTAS (--allreduce-max-ctas), GPU ranks
   std::string cta_policy;     // "" : NCCL's default; else efficiency|zero (--allreduce-cta-policy), GPU ranks
   std::string priority;       // "" : train's default (high); else low (--allreduce-priority), GPU ranks
-  // "ov", "noov", "ov-tree", "ov-bf16", "noov-ring-compute", "ov-bf16-c8", "ov-c8-eff-lowp"
+  bool update_per_bucket = true;  // false: one update after the exchange (--update-per-bucket false)
+  // "ov", "noov", "ov-tree", "ov-bf16", "noov-ring-compute", "ov-bf16-c8", "ov-c8-eff-lowp", "ov-upafter"
   std::string label() const;
   std::string long_label() const;  // the same spelt out for --only: "overlap-tree", "no-overlap"
   bool operator==(const AllreduceMode&) const = default;

@@ -28,11 +28,13 @@ std::string stable_hash(const std::string& text) {
 
 namespace {
 // What both labels put after the overlap: "", "-tree", "-tree-bf16", "-bf16-c8" (at most 8 CTAs), then
-// "-eff" or "-zero" for NCCL's CTA policy and "-lowp" for a low-priority stream.
+// "-eff" or "-zero" for NCCL's CTA policy, "-lowp" for a low-priority stream and "-upafter" for one
+// update after the exchange.
 std::string allreduce_suffix(const AllreduceMode& m) {
   const std::string policy = m.cta_policy == "efficiency" ? "-eff" : m.cta_policy.empty() ? "" : "-" + m.cta_policy;
-  return fmt::format("{}{}{}{}{}{}{}", m.algo.empty() ? "" : "-", m.algo, m.dtype.empty() ? "" : "-", m.dtype,
-                     m.max_ctas > 0 ? fmt::format("-c{}", m.max_ctas) : "", policy, m.priority == "low" ? "-lowp" : "");
+  return fmt::format("{}{}{}{}{}{}{}{}", m.algo.empty() ? "" : "-", m.algo, m.dtype.empty() ? "" : "-", m.dtype,
+                     m.max_ctas > 0 ? fmt::format("-c{}", m.max_ctas) : "", policy, m.priority == "low" ? "-lowp" : "",
+                     m.update_per_bucket ? "" : "-upafter");
 }
 }  // namespace
 
@@ -213,6 +215,7 @@ nlohmann::json Experiment::resolved_json() const {
     if (a.max_ctas > 0) one["max_ctas"] = a.max_ctas;
     if (!a.cta_policy.empty()) one["cta_policy"] = a.cta_policy;
     if (!a.priority.empty()) one["priority"] = a.priority;
+    if (!a.update_per_bucket) one["update"] = "after_exchange";
     ar.push_back(std::move(one));
   }
   j["description"] = description;
@@ -316,6 +319,7 @@ RunSpec make_run(const Experiment& e, const std::string& net, int64_t batch, con
   if (r.allreduce.max_ctas > 0) c["allreduce"]["max_ctas"] = r.allreduce.max_ctas;
   if (!r.allreduce.cta_policy.empty()) c["allreduce"]["cta_policy"] = r.allreduce.cta_policy;
   if (!r.allreduce.priority.empty()) c["allreduce"]["priority"] = r.allreduce.priority;
+  if (!r.allreduce.update_per_bucket) c["allreduce"]["update"] = "after_exchange";
   if (rs.ranks == 1) c["allreduce"] = nullptr;
   c["epochs"] = r.epochs;
   c["iterations"] = r.epochs > 0 ? 0 : r.iterations;

@@ -30,6 +30,11 @@ struct DataParallel {
   // BF16/F16, each bucket rounded to 16 bits for the exchange and widened back after it (half the
   // bytes, as DDP's bf16/fp16 compression hooks). Buckets are cut by their f32 bytes either way.
   DType exchange_dtype = DType::F32;
+  // Each bucket's parameters updated as soon as the bucket is summed (Communicator::
+  // after_collectives: on GPU ranks a side stream beside the rest of backward), instead of one
+  // update after the whole exchange. The same arithmetic either way. The Trainer falls back to the
+  // one update where a step's update needs every gradient first (fp16 loss scaling).
+  bool update_per_bucket = true;
 
   bool active() const { return comm != nullptr; }
   int size() const { return rank_batches.empty() ? 1 : static_cast<int>(rank_batches.size()); }

@@ -86,10 +86,21 @@ void GradientBuckets::issue(int64_t begin, int64_t end) {
   comm_.allreduce_sum_async(exchange_.view(begin, n));
 }
 
+void GradientBuckets::after_reduced(int64_t begin, int64_t end, size_t first, size_t last) {
+  if (!on_reduced_) return;
+  comm_.after_collectives([this, begin, end, first, last] {
+    if (exchange_.defined())
+      net_.apply_grad_scale(exchange_.view(begin, Shape{end - begin}), flat_grads_.view(begin, Shape{end - begin}),
+                            /*inverse=*/true);
+    for (size_t k = first; k <= last; ++k) on_reduced_(k);
+  });
+}
+
 void GradientBuckets::issue_until(int64_t ready_end) {
   while (next_ < buckets_.size() && buckets_[next_].end <= ready_end) {
     const GradientBucket& b = buckets_[next_++];
     issue(b.begin, b.end);
+    after_reduced(b.begin, b.end, next_ - 1, next_ - 1);
   }
 }
 
@@ -104,6 +115,7 @@ void GradientBuckets::end_backward() {
   } else if (next_ == 0 && !buckets_.empty()) {
     issue(0, flat_grads_.numel());
     next_ = buckets_.size();
+    after_reduced(0, flat_grads_.numel(), 0, buckets_.size() - 1);
   }
 }
 
@@ -111,7 +123,7 @@ void GradientBuckets::wait() {
   comm_.wait();
   // Every bucket is issued by end_backward(), and together they cover the buffer (alignment gaps
   // included, zero on every rank): one conversion brings all the sums back.
-  if (!exchange_.defined() || buckets_.empty()) return;
+  if (!exchange_.defined() || buckets_.empty() || on_reduced_) return;
   // The widening below reads every bucket's sum: one not yet issued would come back un-summed.
   CNNSCALE_CHECK(next_ == buckets_.size(), "gradient exchange: wait() after {} of {} buckets were issued", next_,
                  buckets_.size());

@@ -7,6 +7,7 @@
 // allreduce, and wait() widens the whole buffer back into the f32 gradients once every sum is in.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -37,6 +38,12 @@ class GradientBuckets {
   const std::vector<GradientBucket>& buckets() const { return buckets_; }
   bool overlap() const { return overlap_; }
 
+  // `on_reduced(k)` queues work on bucket k's sums (the solver's part of the update for it) through
+  // comm.after_collectives(), behind the bucket's allreduce and, for a 16-bit exchange, the bucket's
+  // widening into the f32 gradients, which wait() then no longer does. Null: nothing per bucket.
+  void set_on_reduced(std::function<void(size_t bucket)> on_reduced) { on_reduced_ = std::move(on_reduced); }
+  bool per_bucket_work() const { return static_cast<bool>(on_reduced_); }
+
   void begin_backward() { next_ = 0; }
   // Net::backward's hook: layer `layer_index` (network order) has produced its gradients.
   void layer_done(size_t layer_index);
@@ -51,6 +58,8 @@ class GradientBuckets {
  private:
   void issue_until(int64_t ready_end);
   void issue(int64_t begin, int64_t end);
+  // What follows the allreduce of [begin, end) = buckets [first, last]: widening and on_reduced_.
+  void after_reduced(int64_t begin, int64_t end, size_t first, size_t last);
 
   const Net& net_;
   Communicator& comm_;
@@ -61,6 +70,7 @@ class GradientBuckets {
   // ready_end_[l]: after layers l..L-1 ran backward, flat_grads_[0, ready_end_[l]) is final.
   std::vector<int64_t> ready_end_;
   size_t next_ = 0;  // first bucket not issued in this step
+  std::function<void(size_t)> on_reduced_;
 };
 
 }  // namespace cnnscale

@@ -7,13 +7,15 @@
 #include <chrono>
 #include <climits>
 #include <cstddef>
+#include <functional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/error.hpp"
 #include "core/half.hpp"
-#include "parallel/mpi_check.hpp"
 #include "core/watchdog.hpp"
+#include "parallel/mpi_check.hpp"
 
 namespace cnnscale {
 
@@ -56,6 +58,7 @@ struct MpiCommunicator::Impl {
   MPI_Comm comm = MPI_COMM_NULL;
   int rank = 0, size = 1;
   std::vector<MPI_Request> requests;
+  std::vector<std::function<void()>> after;  // after_collectives() work, run by the next wait()
   std::atomic<bool> aborted{false};  // set by the watchdog thread
 
   void progress() {
@@ -110,7 +113,21 @@ void MpiCommunicator::allreduce_sum_async(const Tensor& t) {
   impl_->progress();
 }
 
+void MpiCommunicator::after_collectives(const std::function<void()>& work) {
+  if (impl_->aborted) throw PeerError("MPI communicator was aborted: no further work after its collectives");
+  if (impl_->requests.empty() && impl_->after.empty()) return work();
+  impl_->after.push_back(work);
+}
+
 void MpiCommunicator::wait() {
+  complete_requests();
+  // Taken first: work that itself waits (it must not, but a blocking sum inside it would) finds
+  // the queue empty instead of running itself again.
+  std::vector<std::function<void()>> after = std::exchange(impl_->after, {});
+  for (const auto& work : after) work();
+}
+
+void MpiCommunicator::complete_requests() {
   if (impl_->requests.empty()) return;
   BlockingOp op("allreduce wait");
   // Poll instead of MPI_Waitall: a spinning MPI_Waitall on oversubscribed cores (CI, several CPU

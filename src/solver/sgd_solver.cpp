@@ -31,18 +31,13 @@ SgdSolver::SgdSolver(Net& net, const SolverConfig& config, int64_t iterations_pe
   }
   // One history buffer with the masters' offsets, and the segment table of the one-launch update.
   flat_history_ = backend.alloc(flat.shape());
-  struct Segment {
-    int32_t begin, end;
-    float lr_mult, decay_mult;
-    std::array<int32_t, 4> mirror;  // SgdMirrors' map entry
-  };
   // The update also writes the compute copies where every mirrored parameter lies in the one mirror
   // buffer (a frozen one is converted by the first forward and never changes after).
   const Tensor& mirror = net_.flat_mirrors();
   bool write_mirrors = mirror.defined() && mirror.numel() <= INT32_MAX;
   for (const auto& np : params_)
     if (np.param->spec.mirrored()) write_mirrors &= np.param->data.storage() == mirror.storage();
-  std::vector<Segment> segments;
+  std::vector<Segment>& segments = segments_;
   for (const auto& np : params_) {
     const Param& p = *np.param;
     const auto begin = static_cast<int64_t>((p.master.offset_bytes() - flat.offset_bytes()) / sizeof(float));
@@ -81,6 +76,60 @@ SgdSolver::SgdSolver(Net& net, const SolverConfig& config, int64_t iterations_pe
     backend.upload(map.data(), mirrors_.map);
   }
   backend.synchronize();  // the host vectors go out of scope
+}
+
+void SgdSolver::plan_parts(const std::vector<int64_t>& ends) {
+  CNNSCALE_CHECK(capturable(), "the update in parts needs the one-launch update over the flat buffers");
+  CNNSCALE_CHECK(std::is_sorted(ends.begin(), ends.end()) && !ends.empty() && ends.back() == net_.flat_params().numel(),
+                 "update parts: {} ends, not ascending to the flat buffer's {} elements", ends.size(),
+                 net_.flat_params().numel());
+  Backend& backend = net_.backend();
+  parts_.clear();
+  size_t next = 0;  // first segment not in a part yet
+  for (int64_t end : ends) {
+    Part part;
+    std::vector<int32_t> ranges, map;
+    std::vector<float> mults;
+    for (; next < segments_.size() && segments_[next].end <= end; ++next) {
+      const Segment& g = segments_[next];
+      if (ranges.empty()) part.begin = g.begin;
+      ranges.insert(ranges.end(),
+                    {static_cast<int32_t>(g.begin - part.begin), static_cast<int32_t>(g.end - part.begin)});
+      mults.insert(mults.end(), {g.lr_mult, g.decay_mult});
+      map.insert(map.end(), g.mirror.begin(), g.mirror.end());
+      part.end = g.end;
+    }
+    if (!ranges.empty()) {
+      part.ranges = backend.alloc(Shape{static_cast<int64_t>(ranges.size())}, DType::I32);
+      part.mults = backend.alloc(Shape{static_cast<int64_t>(mults.size())});
+      backend.upload(ranges.data(), part.ranges);
+      backend.upload(mults.data(), part.mults);
+      if (mirrors_.defined()) {
+        part.map = backend.alloc(Shape{static_cast<int64_t>(map.size())}, DType::I32);
+        backend.upload(map.data(), part.map);
+      }
+      backend.synchronize();  // the host vectors go out of scope
+    }
+    parts_.push_back(std::move(part));  // empty where no parameter ends in this bucket
+  }
+}
+
+void SgdSolver::apply_part(size_t k, const GradCheck& check) {
+  CNNSCALE_CHECK(k < parts_.size(), "update part {} of {}", k, parts_.size());
+  CNNSCALE_CHECK(rate_.defined(), "SgdSolver::apply_part before set_rate");
+  const Part& part = parts_[k];
+  if (!part.ranges.defined()) return;
+  const Shape n{part.end - part.begin};
+  SgdMirrors mirrors;
+  if (mirrors_.defined()) mirrors = {mirrors_.mirror, part.map, Tensor()};
+  net_.backend().sgd_update_segments_at(net_.flat_params().view(part.begin, n), net_.flat_grads().view(part.begin, n),
+                                        flat_history_.view(part.begin, n), part.ranges, part.mults, rate_,
+                                        static_cast<float>(config_.momentum), static_cast<float>(config_.weight_decay),
+                                        Tensor(), mirrors, check);
+}
+
+void SgdSolver::parts_applied() {
+  if (mirrors_.defined()) net_.mirrors_written_by_update();
 }
 
 void SgdSolver::set_rate(int64_t iteration) {

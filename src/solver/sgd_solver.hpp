@@ -2,6 +2,7 @@
 // with lr x lr_mult and weight_decay x decay_mult per parameter, all in one multi-tensor update over
 // the net's flat buffers. Owns the momentum history (checkpointed with the weights).
 #pragma once
+#include <array>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,18 @@ class SgdSolver {
   void read_mirror_grads(bool on);
   double lr(int64_t iteration) const { return schedule_.lr(iteration); }
 
+  // apply() in parts, for an exchange that hands over the gradients one bucket at a time
+  // (GradientBuckets::set_on_reduced): `ends` are the buckets' ends in the flat buffer, ascending,
+  // the last its size. Part k updates every parameter whose last element lies in bucket k, so each
+  // is updated once, after its last piece is summed; together the parts do what apply() does, bit
+  // for bit. Only where the update is one launch (capturable()), never with a skip (fp16's loss
+  // scaling decides a skip from every gradient).
+  void plan_parts(const std::vector<int64_t>& ends);
+  size_t parts() const { return parts_.size(); }
+  // Queues part k at the rate set_rate wrote, checking what it reads if `check` is defined.
+  void apply_part(size_t k, const GradCheck& check = GradCheck());
+  // After every part of a step is queued: tells the net the compute copies were written.
+  void parts_applied();
   const SolverConfig& config() const { return config_; }
   const LrSchedule& schedule() const { return schedule_; }
   const std::vector<NamedParam>& params() const { return params_; }
@@ -62,6 +75,18 @@ class SgdSolver {
   std::vector<Tensor> history_;  // views into flat_history_ when the update is one launch
   Tensor flat_history_;          // (P) same offsets as net.flat_params()
   Tensor segment_ranges_, segment_mults_;  // Backend::sgd_update_segments' table
+  struct Segment {
+    int32_t begin, end;
+    float lr_mult, decay_mult;
+    std::array<int32_t, 4> mirror;  // SgdMirrors' map entry
+  };
+  std::vector<Segment> segments_;  // the table on the host, ascending
+  // plan_parts(): each part's table, its offsets relative to `begin` (the first element it updates).
+  struct Part {
+    int64_t begin = 0, end = 0;
+    Tensor ranges, mults, map;
+  };
+  std::vector<Part> parts_;
   SgdMirrors mirrors_;                     // where the update also writes the compute copies
   Tensor rate_;                            // (1) f32: the learning rate of the step being applied
   double host_rate_ = 0;                   // the same, for the per-parameter updates

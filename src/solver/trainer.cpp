@@ -6,9 +6,10 @@
 #include <algorithm>
 #include <limits>
 #include <optional>
+#include <utility>
 
-#include "core/log.hpp"
 #include "backend/communicator.hpp"
+#include "core/log.hpp"
 #include "core/watchdog.hpp"
 #include "net/fuse.hpp"
 #include "solver/upload_slots.hpp"
@@ -75,6 +76,17 @@ Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Da
   // 61 M gradients in f32 and a read of them for the check).
   update_checks_gradients_ = !dp.comm && !overflow_.defined();
   if (update_checks_gradients_ && solver_->can_read_mirror_grads()) solver_->read_mirror_grads(true);
+  // The update bucket by bucket, each part checking the gradients it reads, as a single process's
+  // update does. Not with fp16 (its skip is decided from every gradient), an update of one launch
+  // per parameter, or fault injection (which poisons the gradients after the exchange).
+  if (buckets_ && dp.update_per_bucket && !overflow_.defined() && solver_->capturable() &&
+      !buckets_->buckets().empty() && options_.inject_nonfinite_at <= 0) {
+    std::vector<int64_t> ends;
+    for (const GradientBucket& b : buckets_->buckets()) ends.push_back(b.end);
+    solver_->plan_parts(ends);
+    buckets_->set_on_reduced([this](size_t bucket) { solver_->apply_part(bucket, GradCheck{nonfinite_, step_tag_}); });
+    updates_per_bucket_ = true;
+  }
 
   const Shape in = net_->input().shape();
   if (in.sample_numel() != train_->sample_shape().numel())
@@ -351,6 +363,7 @@ void Trainer::forward(const StepScalars& s) {
 // emulated slower rank hands its buckets to the exchange as late as a slower device would.
 void Trainer::backward(const StepScalars& s, bool exchange) {
   const bool buckets = buckets_ && exchange;
+  update_queued_ = buckets && updates_per_bucket_;
   if (!buckets && options_.slowdown <= 1.0) return net_->backward(s.dropout_seed);
   auto since = Clock::now();
   auto layer_done = [&](size_t layer) {
@@ -383,7 +396,7 @@ void Trainer::wait_gradients() {
 // rank skips the same steps. A step that is not skipped has finite gradients, or overflowed with
 // no scale left to halve, which the rule flags as divergence: no other check is needed then.
 void Trainer::flag_divergence() {
-  if (update_checks_gradients_) return;  // update() checks them as it reads them
+  if (update_checks_gradients_ || update_queued_) return;  // the update checks them as it reads them
   if (!overflow_.defined()) return backend_.flag_nonfinite_at(net_->flat_grads(), step_tag_, nonfinite_);
   constexpr int64_t kGrowthInterval = 2000;
   constexpr float kMaxScale = 16777216.0f;  // 2^24
@@ -419,6 +432,7 @@ void Trainer::write_loss_scale(const LossScaleFigures& f) {
 }
 
 void Trainer::update(const StepScalars&) {
+  if (std::exchange(update_queued_, false)) return solver_->parts_applied();
   // At the rate write_step_values set; fp16: not at all in a step the loss scale skips.
   solver_->apply(overflow_.defined() ? scale_state_.view(2, Shape{1}) : Tensor(),
                  update_checks_gradients_ ? GradCheck{nonfinite_, step_tag_} : GradCheck());

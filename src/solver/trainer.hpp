@@ -224,6 +224,9 @@ class Trainer {
   // empty in a single process.
   const std::vector<int64_t>& rank_batches() const { return options_.parallel.rank_batches; }
   const GradientBuckets* buckets() const { return buckets_.get(); }  // null in a single process
+  // Whether the steps update each bucket's parameters as its exchange ends (DataParallel::
+  // update_per_bucket, where the step allows it).
+  bool updates_per_bucket() const { return updates_per_bucket_; }
   // The run configuration (TrainOptions::run_config) stored in the checkpoint run() resumed from;
   // empty when it did not resume.
   const std::string& resumed_run_config() const { return resumed_run_config_; }
@@ -385,6 +388,10 @@ class Trainer {
   // reads them (GradCheck) instead of a pass of its own, and, where the net mirrors its
   // parameters, reads their gradients where backward left them (SgdSolver::read_mirror_grads).
   bool update_checks_gradients_ = false;
+  bool updates_per_bucket_ = false;
+  // This step's exchange has queued the update, bucket by bucket (checking the gradients it read);
+  // update() then only closes it.
+  bool update_queued_ = false;
   struct LossScaleFigures {
     double scale = 1.0;
     int64_t clean_steps = 0, skipped_steps = 0;

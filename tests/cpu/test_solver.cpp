@@ -218,6 +218,49 @@ TEST(SgdSolver, MomentumAndWeightDecayMatchHandComputation) {
   }
 }
 
+// The update in parts (SgdSolver::plan_parts, as a bucketed exchange hands the gradients over):
+// applying every part of a step is apply() bit for bit, over momentum steps with weight decay and
+// lr_mult 2 on the bias. The flat buffer: weight [0, 6), bias [64, 66) (parameters start at
+// multiples of 64 elements). Ends {3, 7, 66}: no parameter ends in the first bucket (the weight's
+// first three elements), the weight ends in the second, the bias in the third. Each parameter is
+// updated by exactly one part: part 1 alone moves the weight and not the bias. Ends that do not
+// reach the buffer's end are refused.
+TEST(SgdSolver, UpdateInPartsIsTheWholeUpdateBitForBit) {
+  NetSpec spec = NetSpec::load_string(kTinyNet, "sgd_tiny.yaml");
+  auto backend = make_backend("cpu");
+  Net whole_net(spec, *backend, 4, 5), parts_net(spec, *backend, 4, 5);
+  SolverConfig c = config(LrPolicy::Fixed);
+  c.momentum = 0.9;
+  c.weight_decay = 0.01;
+  SgdSolver whole(whole_net, c, 2, 10), parts(parts_net, c, 2, 10);
+  ASSERT_TRUE(parts.capturable());
+  ASSERT_EQ(parts_net.flat_params().numel(), 66);
+  parts.plan_parts({3, 7, 66});
+  ASSERT_EQ(parts.parts(), 3u);
+  auto values = [](const Tensor& t) { return std::vector<float>(t.f32(), t.f32() + t.numel()); };
+  for (int64_t it = 0; it < 3; ++it) {
+    for (Net* net : {&whole_net, &parts_net})
+      for (int64_t i = 0; i < net->flat_grads().numel(); ++i)
+        net->flat_grads().f32()[i] = static_cast<float>(std::sin(0.7 * i + 3.0 * it));  // reproducible gradients
+    whole.step(it);
+    parts.set_rate(it);
+    const std::vector<float> before = values(parts_net.flat_params());
+    parts.apply_part(1);
+    const std::vector<float> after_weight = values(parts_net.flat_params());
+    EXPECT_NE(after_weight[0], before[0]) << "part 1 holds the weight";
+    EXPECT_EQ(after_weight[64], before[64]) << "part 1 does not hold the bias";
+    parts.apply_part(0);
+    EXPECT_EQ(values(parts_net.flat_params()), after_weight) << "no parameter ends in the first bucket";
+    parts.apply_part(2);
+    parts.parts_applied();
+    EXPECT_EQ(values(parts_net.flat_params()), values(whole_net.flat_params())) << "step " << it;
+    for (size_t p = 0; p < whole.history().size(); ++p)
+      EXPECT_EQ(values(parts.history()[p]), values(whole.history()[p])) << "history " << p << " step " << it;
+  }
+  EXPECT_THROW(parts.plan_parts({3, 7}), Error);
+  EXPECT_THROW(parts.plan_parts({7, 3, 66}), Error);
+}
+
 // A divergence check fused into the update (GradCheck) on the CPU's default path: finite gradients
 // leave the flag at 0 and the update goes ahead; a NaN gradient sets the step's tag, the update still
 // runs (the caller stops the run), and a later step leaves the first tag. The default path reads dw

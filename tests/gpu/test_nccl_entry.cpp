@@ -112,6 +112,42 @@ TEST(NcclEntry, TunedCommunicatorStillSums) {
   expect_sum_of_one_rank_is_itself(*gpu, *comm, host);
 }
 
+// after_collectives(): the work runs on the communicator's side stream behind the sum, and wait()
+// puts the compute stream behind it (the widened copy is read there). Only conversions and the SGD
+// update may queue there: any other op inside is an error, after which the backend works as before.
+TEST(NcclEntry, WorkAfterCollectivesRunsBehindThemOnASideStream) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  auto gpu = make_backend("gpu:0");
+  auto comm = make_nccl_communicator(*gpu, 0, 1, nccl_unique_id(), AllreduceAlgo::Auto, 30.0);
+  const int64_t n = 1 << 20;
+  std::vector<float> host(static_cast<size_t>(n));
+  // k / 2 for |k| <= 128: at most 8 significant bits, exact in bf16, so the round trip keeps them.
+  for (int64_t i = 0; i < n; ++i) host[static_cast<size_t>(i)] = static_cast<float>(i % 256) * 0.5f - 64.0f;
+  Tensor t = gpu->alloc(Shape{n}), narrow = gpu->alloc(Shape{n}, DType::BF16), wide = gpu->alloc(Shape{n});
+  gpu->upload(host.data(), t);
+  comm->allreduce_sum_async(t);
+  comm->after_collectives([&] {
+    gpu->convert(t, narrow);
+    gpu->convert(narrow, wide);
+  });
+  comm->wait();
+  std::vector<float> got(static_cast<size_t>(n));
+  gpu->download(wide, got.data());
+  EXPECT_EQ(got, host);
+  try {
+    comm->after_collectives([&] { gpu->fill(t, 1.0f); });
+    ADD_FAILURE() << "a fill on the side stream was let through";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("inside a LaneScope"), std::string::npos) << e.what();
+  }
+  comm->wait();
+  gpu->fill(t, 2.0f);
+  float first = 0;
+  gpu->download(t.view(0, Shape{1}), &first);
+  EXPECT_EQ(first, 2.0f);
+  comm->synchronize_host();
+}
+
 TEST(BenchAllreduceGpu, TwoRanksCheckedWithNccl) {
   if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 GPUs";
   MpiResult r =

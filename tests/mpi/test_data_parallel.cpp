@@ -219,6 +219,43 @@ TEST(DataParallel, Bf16GradientExchangeIsWithinItsRoundingOfOneProcess) {
   EXPECT_GT(d, kRelTolerance) << "a bf16 exchange as close as an fp32 one: was it exchanged in bf16?";
 }
 
+// --update-per-bucket (the default): each bucket's parameters are updated as soon as its sum is in,
+// in parts (SgdSolver::plan_parts); CPU ranks run the parts when the exchange completes, GPU ranks
+// on a side stream during backward. The arithmetic is the update after the exchange's, element for
+// element: weights and momentum equal bit for bit, with an fp32 and a bf16 exchange (whose widening
+// moves into the parts), on buckets of which one cuts ip1's weight.
+TEST(DataParallel, UpdatePerBucketIsTheUpdateAfterTheExchangeBitForBit) {
+  Workdir w("perbucket");
+  for (const std::string dtype : {"fp32", "bf16"}) {
+    const std::vector<std::string> extra = {"--allreduce-dtype", dtype, "--bucket-mb", "0.05"};
+    const nlohmann::json per = mpi_job(2, with(train_args(kNet, w.dir("per-" + dtype)), extra));
+    EXPECT_EQ(per["update_per_bucket"], true);
+    EXPECT_EQ(per["summary"]["allreduce_tuning"], "update per bucket");
+    EXPECT_GE(per["gradient_buckets"].get<int>(), 3);
+    const nlohmann::json after =
+        mpi_job(2, with(with(train_args(kNet, w.dir("after-" + dtype)), extra), {"--update-per-bucket", "false"}));
+    EXPECT_EQ(after["update_per_bucket"], false);
+    EXPECT_EQ(after["summary"]["allreduce_tuning"], "default");
+    std::string where;
+    EXPECT_EQ(max_rel_diff(final_checkpoint(w.dir("after-" + dtype)), final_checkpoint(w.dir("per-" + dtype)), &where),
+              0.0)
+        << dtype << " exchange: " << where;
+    EXPECT_EQ(per["final_loss"], after["final_loss"]) << dtype;
+  }
+}
+
+// The update per bucket checks the gradients it reads, in place of the check over the whole
+// buffer after the exchange: a rate that blows the weights up ends the job as diverged.
+TEST(DataParallel, UpdatePerBucketCatchesDivergence) {
+  Workdir w("diverge");
+  std::vector<std::string> args = with(train_args(kNet, w.dir("np2")), {"--bucket-mb", "0.05"});
+  *(std::find(args.begin(), args.end(), "--lr") + 1) = "1e30";
+  const auto r = testing::run_mpi(2, args);
+  EXPECT_FALSE(r.timed_out) << r.err;
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("training diverged: non-finite loss or gradient at iteration"), std::string::npos) << r.err;
+}
+
 // More ranks than any machine lent for the study's GPU runs has GPUs (8, the study's largest
 // point), with an uneven split and a test set that does not divide either: nothing in the engine
 // may assume at most 4 ranks.

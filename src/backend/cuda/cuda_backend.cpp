@@ -112,7 +112,27 @@ CudaBackend::~CudaBackend() {
 
 cudaStream_t CudaBackend::stream() const { return ds_->stream; }
 
-void CudaBackend::activate() const { ctx_->make_current(); }
+void CudaBackend::activate() const {
+  CNNSCALE_CHECK(!lane_, "cuda backend: an op other than a conversion or the SGD update inside a LaneScope");
+  ctx_->make_current();
+}
+
+void CudaBackend::activate_lane_op() const {
+  ctx_->make_current();
+}
+
+cudaStream_t CudaBackend::op_stream() const {
+  return lane_ ? lane_ : ds_->stream;
+}
+
+CudaBackend::LaneScope::LaneScope(CudaBackend& backend, cudaStream_t lane) : backend_(backend) {
+  CNNSCALE_CHECK(lane && !backend.lane_, "cuda backend: a LaneScope inside another, or without a stream");
+  backend_.lane_ = lane;
+}
+
+CudaBackend::LaneScope::~LaneScope() {
+  backend_.lane_ = nullptr;
+}
 
 std::string CudaBackend::description() const {
   int runtime = 0, driver = 0;
@@ -248,22 +268,22 @@ void CudaBackend::convert_with(const Tensor& src, const Tensor& dst, float scale
   cuda::expect_float("convert", "dst", dst, device_);
   cuda::expect_numel("convert", "dst", dst, src.numel());
   if (src.numel() == 0) return;
-  activate();
+  activate_lane_op();
   if (src.layout() != dst.layout()) {
     const Shape& sh = src.shape();
     if (sh.rank() != 4 || dst.shape() != sh || src.raw() == dst.raw())
       throw_runtime("convert on cuda: {} {} -> {} {} reorders only 4-d tensors of one shape, out of place",
                     sh.to_string(), layout_name(src.layout()), dst.shape().to_string(), layout_name(dst.layout()));
     const cuda::Permute p{sh.c(), sh.h() * sh.w(), dst.layout() == Layout::NHWC};
-    cuda::launch_convert(src.numel(), src.dtype(), src.raw(), dst.dtype(), dst.raw(), scale, ds_->stream, &p, scale_at);
+    cuda::launch_convert(src.numel(), src.dtype(), src.raw(), dst.dtype(), dst.raw(), scale, op_stream(), &p, scale_at);
     return;
   }
   if (src.dtype() == dst.dtype() && scale == 1.0f && !scale_at) {
     if (src.raw() != dst.raw())
-      CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), src.bytes(), cudaMemcpyDeviceToDevice, ds_->stream));
+      CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), src.bytes(), cudaMemcpyDeviceToDevice, op_stream()));
     return;
   }
-  cuda::launch_convert(src.numel(), src.dtype(), src.raw(), dst.dtype(), dst.raw(), scale, ds_->stream, nullptr,
+  cuda::launch_convert(src.numel(), src.dtype(), src.raw(), dst.dtype(), dst.raw(), scale, op_stream(), nullptr,
                        scale_at);
 }
 

@@ -358,6 +358,21 @@ class CudaBackend final : public Backend {
 
   // ---- for multi-GPU code, benchmarks and tests (not part of the Backend interface) -----------
   cudaStream_t stream() const;
+  // While a LaneScope lives, convert() (and its scaled forms) and the segmented SGD updates queue
+  // on `lane`, a stream of this backend's context, instead of the compute stream: the NCCL
+  // communicator runs a reduced bucket's widening and update there (after_collectives). Every
+  // other op is an error meanwhile: they share library handles, workspaces, staging buffers and
+  // the allocator's stream order with the compute stream, which the lane must not touch.
+  class LaneScope {
+   public:
+    LaneScope(CudaBackend& backend, cudaStream_t lane);
+    ~LaneScope();
+    LaneScope(const LaneScope&) = delete;
+    LaneScope& operator=(const LaneScope&) = delete;
+
+   private:
+    CudaBackend& backend_;
+  };
   int device_index() const { return device_; }
   cudnnHandle_t cudnn_handle() const { return cudnn_; }
   cublasHandle_t cublas_handle() const { return cublas_; }
@@ -407,8 +422,13 @@ class CudaBackend final : public Backend {
   struct DeviceStream;  // context + stream, shared with every allocation's deleter
 
   // Make this backend's context current: its device's primary context, or its green context (ops
-  // may interleave with other backends).
+  // may interleave with other backends). An error inside a LaneScope: the op calling it may not
+  // run on a lane.
   void activate() const;
+  // The same for the ops that may run on a lane, and the stream they queue on.
+  void activate_lane_op() const;
+  cudaStream_t op_stream() const;
+  cudaStream_t lane_ = nullptr;  // set by a LaneScope
   // A device workspace of at least `bytes`, valid in stream order until the next call.
   void* workspace(size_t bytes);
   // Staging tensor `slot` (0..9; 4 holds lowered convolution inputs, 5..7 channels-first convolution

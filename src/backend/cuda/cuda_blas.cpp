@@ -220,10 +220,10 @@ void CudaBackend::launch_segments(const char* op, const Tensor& w, const Tensor&
       cuda::expect_numel(op, name, *t, 1);
     }
   }
-  activate();
+  activate_lane_op();
   cuda::launch_sgd_segments(w.numel(), w.f32(), dw.f32(), history.f32(), ranges.i32(), mults.f32(),
-                            static_cast<int>(ranges.numel() / 2), lr, lr_at, momentum, weight_decay, stream(), skip_at,
-                            mirror, check.defined() ? check.flag.i32() : nullptr,
+                            static_cast<int>(ranges.numel() / 2), lr, lr_at, momentum, weight_decay, op_stream(),
+                            skip_at, mirror, check.defined() ? check.flag.i32() : nullptr,
                             check.defined() ? check.tag.i32() : nullptr);
 }
 

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_check.hpp"
@@ -133,6 +134,9 @@ NcclCommunicator::NcclCommunicator(CudaBackend& backend, int rank, int size, con
     comm_stream_ = ctx_->create_stream(tuning.low_priority ? least : greatest);
     CUDA_CHECK(cudaEventCreateWithFlags(&compute_ready_, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&comm_done_, cudaEventDisableTiming));
+    lane_stream_ = ctx_->create_stream(least);
+    CUDA_CHECK(cudaEventCreateWithFlags(&lane_ready_, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&lane_done_, cudaEventDisableTiming));
     apply_algo(algo);
     const int ctas = apply_max_ctas(tuning.max_ctas);
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
@@ -212,8 +216,11 @@ void NcclCommunicator::release_cuda_objects() noexcept {
   // Does not wait: an aborted collective's kernels exit on their own and the stream's resources
   // are freed when its work is done.
   if (comm_stream_) cudaStreamDestroy(comm_stream_);
-  compute_ready_ = comm_done_ = nullptr;
-  comm_stream_ = nullptr;
+  if (lane_ready_) cudaEventDestroy(lane_ready_);
+  if (lane_done_) cudaEventDestroy(lane_done_);
+  if (lane_stream_) cudaStreamDestroy(lane_stream_);
+  compute_ready_ = comm_done_ = lane_ready_ = lane_done_ = nullptr;
+  comm_stream_ = lane_stream_ = nullptr;
 }
 
 void NcclCommunicator::EventPool::release() noexcept {
@@ -387,6 +394,22 @@ void NcclCommunicator::wait() {
   // cudaStreamWaitEvent captures the event's state now, so re-recording comm_done_ later is safe.
   CUDA_CHECK(cudaEventRecord(comm_done_, comm_stream_));
   CUDA_CHECK(cudaStreamWaitEvent(backend_.stream(), comm_done_, 0));
+  // Inside a capture this also joins the lane back into the captured stream, as it must be.
+  if (std::exchange(lane_pending_, false)) {
+    CUDA_CHECK(cudaEventRecord(lane_done_, lane_stream_));
+    CUDA_CHECK(cudaStreamWaitEvent(backend_.stream(), lane_done_, 0));
+  }
+}
+
+void NcclCommunicator::after_collectives(const std::function<void()>& work) {
+  require_live("after_collectives");
+  activate();
+  // Inside a capture the wait makes the lane part of it (forked from the communication stream).
+  CUDA_CHECK(cudaEventRecord(lane_ready_, comm_stream_));
+  CUDA_CHECK(cudaStreamWaitEvent(lane_stream_, lane_ready_, 0));
+  lane_pending_ = true;
+  CudaBackend::LaneScope lane(backend_, lane_stream_);
+  work();
 }
 
 void NcclCommunicator::synchronize_host() {
@@ -394,6 +417,8 @@ void NcclCommunicator::synchronize_host() {
   activate();
   CUDA_CHECK(cudaEventRecord(comm_done_, comm_stream_));
   poll_event(comm_done_, last_op_);
+  CUDA_CHECK(cudaEventRecord(lane_done_, lane_stream_));
+  poll_event(lane_done_, last_op_);
 }
 
 int NcclCommunicator::record_timestamp() {

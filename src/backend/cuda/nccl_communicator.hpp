@@ -38,7 +38,12 @@ class NcclCommunicator final : public DeviceCommunicator {
   int size() const override { return size_; }
 
   void allreduce_sum_async(const Tensor& t) override;
+  // wait() also joins the side stream of after_collectives().
   void wait() override;
+  // `work` queues on a side stream (CudaBackend::LaneScope: conversions and segmented SGD updates
+  // only) that waits for the collectives issued so far: a bucket's update runs beside the rest of
+  // backward and the exchange of the next buckets, which neither waits for it.
+  void after_collectives(const std::function<void()>& work) override;
   void synchronize_host() override;
   void abort() override;
 
@@ -96,6 +101,11 @@ class NcclCommunicator final : public DeviceCommunicator {
   cudaStream_t comm_stream_ = nullptr;
   cudaEvent_t compute_ready_ = nullptr;  // recorded on the compute stream, waited on by comm_stream_
   cudaEvent_t comm_done_ = nullptr;      // recorded on comm_stream_, waited on by compute / host
+  // after_collectives()' side stream, of the least priority (backward's kernels go first); its
+  // events: lane_ready_ on comm_stream_ (the lane waits for it), lane_done_ on the lane.
+  cudaStream_t lane_stream_ = nullptr;
+  cudaEvent_t lane_ready_ = nullptr, lane_done_ = nullptr;
+  bool lane_pending_ = false;  // work queued on the lane since the last wait()
   uint64_t ops_issued_ = 0;
   uint64_t enqueues_in_progress_ = 0;  // calls that returned ncclInProgress (settle() polled them)
   std::string last_op_ = "none";
