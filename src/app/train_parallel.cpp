@@ -256,6 +256,7 @@ DataParallel ParallelRun::data_parallel() const {
   dp.bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(args_.bucket_mb * 1024.0 * 1024.0));
   dp.exchange_dtype = args_.exchange_dtype;
   dp.update_per_bucket = args_.update_per_bucket == "true";
+  dp.exchange_compute_grads = args_.allreduce_dtype == "compute";
   return dp;
 }
 
@@ -319,6 +320,7 @@ nlohmann::json ParallelRun::job_json(const Trainer& trainer, const JobTiming& jo
           {"communicator", comm_ ? comm_->name() : ""},
           {"allreduce_overlap", dp.overlap},
           {"update_per_bucket", trainer.updates_per_bucket()},
+          {"exchange_in_place", trainer.exchanges_compute_grads()},
           {"allreduce_algo", comm_ && comm_->name() == "mpi" ? nlohmann::json() : nlohmann::json(args_.algo)},
           {"allreduce_max_ctas", args_.allreduce_max_ctas > 0 && comm_ && comm_->name() != "mpi"
                                      ? nlohmann::json(args_.allreduce_max_ctas)

@@ -184,6 +184,7 @@ RunDescription describe_results(const TrainArgs& a, const TrainInputs& in, const
     if (a.parallel.allreduce_cta_policy != "default") tuning.push_back(a.parallel.allreduce_cta_policy);
     if (a.parallel.allreduce_priority != "high") tuning.push_back(a.parallel.allreduce_priority + " priority");
     if (trainer.updates_per_bucket()) tuning.push_back("update per bucket");
+    if (trainer.exchanges_compute_grads()) tuning.push_back("bf16 gradients summed in place");
     if (!tuning.empty()) run.allreduce_tuning = fmt::format("{}", fmt::join(tuning, ", "));
   }
   run.forward_macs = static_cast<double>(in.spec.forward_macs());

@@ -69,6 +69,7 @@ struct Net::Impl {
   std::vector<NetLayer> layers;
   Tensor flat_params, flat_grads;        // (P) f32 masters
   Tensor compute_params, compute_grads;  // packed compute copies (16-bit, or channels-last f32 filters)
+  bool copies_at_master_offsets = false;  // see Net::Net: compute_params/grads are (P), master offsets
   Tensor input_compute;                  // the input in the compute dtype and layout, where either differs
   double grad_scale = 1.0;               // fp16 loss scale, divided out when gradients are widened
   Tensor grad_scale_on_device;           // or in device memory: (2) f32, the scale and its inverse
@@ -99,6 +100,10 @@ struct Net::Impl {
   void allocate_params();
   void allocate_state();
   void sum_extra_diffs(const Blob& blob);
+  // Where `p`'s master lies in flat_params (elements).
+  int64_t master_offset(const Param& p) const {
+    return static_cast<int64_t>((p.master.offset_bytes() - flat_params.offset_bytes()) / sizeof(float));
+  }
   // A zeroed activation tensor in the net's layout where that applies (4-d tensors of the compute
   // dtype, and int8 activations, which stand for the compute dtype's between int8 convolutions).
   Tensor activation(const Shape& shape, DType dtype) {
@@ -245,10 +250,12 @@ void Net::Impl::allocate_params() {
       mirror_offsets[l].push_back(-1);  // not mirrored
       if (!s.mirrored()) continue;
       mirror_total = align_up(mirror_total, kParamAlignment);
-      mirror_offsets[l].back() = mirror_total;
+      mirror_offsets[l].back() = copies_at_master_offsets ? offsets[l].back() : mirror_total;
       mirror_total += s.shape.numel();
     }
   }
+  // At the masters' offsets: one slot per parameter, so the buffers span the masters'.
+  if (copies_at_master_offsets && mirror_total > 0) mirror_total = total;
   if (total == 0) return;
   flat_params = backend.alloc(Shape({total}), DType::F32);
   flat_grads = backend.alloc(Shape({total}), DType::F32);
@@ -301,9 +308,11 @@ void Net::Impl::sum_extra_diffs(const Blob& blob) {
   for (const auto& d : blob.extra_diffs) backend.axpby(1.0f, d, 1.0f, blob.diff);
 }
 
-Net::Net(const NetSpec& spec, Backend& backend, int64_t batch, uint64_t seed, DType compute, NetUse use)
+Net::Net(const NetSpec& spec, Backend& backend, int64_t batch, uint64_t seed, DType compute, NetUse use,
+         bool copies_at_master_offsets)
     : impl_(std::make_unique<Impl>(backend)) {
   impl_->use = use;
+  impl_->copies_at_master_offsets = copies_at_master_offsets;
   if (compute != DType::F32 && compute != DType::BF16 && compute != DType::F16)
     throw_config("compute dtype {} is not f32, bf16 or f16", dtype_name(compute));
   impl_->compute = compute;
@@ -377,9 +386,13 @@ void Net::backward(uint64_t iteration, const std::function<void(size_t layer_ind
     if (nl.runs_backward) {
       for (int t : nl.tops) m.sum_extra_diffs(m.blobs[t]);
       nl.layer->backward(ctx, nl.bottom_data, nl.top_data, nl.top_diff, nl.propagate, nl.bottom_diff);
-      for (const Param& p : nl.layer->params())
+      for (const Param& p : nl.layer->params()) {
         if ((p.spec.mirrored() && !m.update_reads_mirror_grads) || scaled)
           apply_grad_scale(p.diff, p.master_diff, /*inverse=*/true);
+        // The update reads this one from its slot too (the exchange sums it there).
+        if (!p.spec.mirrored() && m.update_reads_mirror_grads && m.copies_at_master_offsets)
+          m.backend.convert(p.master_diff, m.compute_grads.view(m.master_offset(p), p.master_diff.shape()));
+      }
     }
     if (after_layer) after_layer(l);
   }
@@ -464,6 +477,9 @@ std::vector<Param*> Net::params() const { return impl_->params; }
 const Tensor& Net::flat_params() const { return impl_->flat_params; }
 const Tensor& Net::flat_grads() const { return impl_->flat_grads; }
 const Tensor& Net::flat_mirrors() const { return impl_->compute_params; }
+bool Net::copies_at_master_offsets() const {
+  return impl_->copies_at_master_offsets && impl_->compute_params.defined();
+}
 void Net::mirrors_written_by_update() { impl_->mirrors_from_update = true; }
 const Tensor& Net::flat_mirror_grads() const { return impl_->compute_grads; }
 void Net::set_update_reads_mirror_grads(bool on) {

@@ -72,8 +72,12 @@ class Net {
   // Allocates everything for `batch` samples and initialises parameters from `seed`
   // (host mt19937_64, so CPU and GPU start from identical weights). `compute`: the storage of
   // activations and the weights' compute copies (bf16/f16: mixed precision over f32 masters).
+  // `copies_at_master_offsets`: the compute copies and their gradients are laid out at the masters'
+  // offsets (flat_mirrors() and flat_mirror_grads() are (P), with a slot for every parameter, an
+  // unmirrored one's never read as a copy), so a 16-bit gradient exchange can sum the compute
+  // gradients in place, in the buckets it cuts from the f32 offsets (GradientBuckets).
   Net(const NetSpec& spec, Backend& backend, int64_t batch, uint64_t seed, DType compute = DType::F32,
-      NetUse use = NetUse::Training);
+      NetUse use = NetUse::Training, bool copies_at_master_offsets = false);
   ~Net();
 
   Backend& backend() const;
@@ -143,7 +147,9 @@ class Net {
   const Tensor& flat_grads() const;        // (P) every f32 gradient, same offsets
   // (M) the compute copies of the mirrored parameters (ParamSpec::mirrored), in the compute dtype;
   // undefined when no parameter is mirrored. Each Param::data of a mirrored parameter views it.
+  // (P) at the masters' offsets where the net was built with copies_at_master_offsets.
   const Tensor& flat_mirrors() const;
+  bool copies_at_master_offsets() const;
   // The update just queued also wrote every mirrored parameter's compute copy from the updated
   // masters (Backend::sgd_update_segments with SgdMirrors): the next forward, and only the next,
   // skips converting them. Whoever writes the masters in any other way must not call this.
@@ -152,8 +158,10 @@ class Net {
   const Tensor& flat_mirror_grads() const;
   // On: the update reads the mirrored parameters' gradients from flat_mirror_grads() itself
   // (SgdMirrors::grads), so backward no longer widens them into flat_grads(), whose mirrored parts
-  // then hold nothing of this step: only for a step that exchanges no gradients and scales none
-  // (backward throws if a gradient scale is set while this is on).
+  // then hold nothing of this step: only for a step that exchanges no gradients but the compute
+  // ones, and scales none (backward throws if a gradient scale is set while this is on). With
+  // copies_at_master_offsets the update reads every gradient there, and backward rounds each
+  // unmirrored one into its slot (what a 16-bit exchange would have rounded it to anyway).
   void set_update_reads_mirror_grads(bool on);
   bool update_reads_mirror_grads() const;
   // Non-learned state (batch norm running statistics) as (layer/name, tensor), for checkpoints.

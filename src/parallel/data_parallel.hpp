@@ -35,6 +35,11 @@ struct DataParallel {
   // update after the whole exchange. The same arithmetic either way. The Trainer falls back to the
   // one update where a step's update needs every gradient first (fp16 loss scaling).
   bool update_per_bucket = true;
+  // --allreduce-dtype compute: where the compute dtype is bf16, the compute gradients themselves are
+  // summed, in place, and the update reads them there: no f32 gradient is written in backward,
+  // rounded for the exchange or widened after it (the sums are those of the bf16 exchange of the
+  // f32 gradients, bit for bit: those are backward's bf16 values widened). Elsewhere the f32 path.
+  bool exchange_compute_grads = false;
 
   bool active() const { return comm != nullptr; }
   int size() const { return rank_batches.empty() ? 1 : static_cast<int>(rank_batches.size()); }

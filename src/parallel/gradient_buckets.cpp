@@ -37,13 +37,21 @@ std::vector<GradientBucket> GradientBuckets::plan(const std::vector<std::pair<in
   return out;
 }
 
-GradientBuckets::GradientBuckets(const Net& net, Communicator& comm, int64_t bucket_bytes, bool overlap,
-                                 DType exchange)
-    : net_(net), comm_(comm), flat_grads_(net.flat_grads()), overlap_(overlap) {
+GradientBuckets::GradientBuckets(const Net& net, Communicator& comm, int64_t bucket_bytes, bool overlap, DType exchange,
+                                 bool compute_grads)
+    : net_(net), comm_(comm), flat_grads_(net.flat_grads()), overlap_(overlap), in_place_(compute_grads) {
   if (bucket_bytes < 1) throw_config("--bucket-mb must be > 0");
   CNNSCALE_CHECK(exchange == DType::F32 || exchange == DType::BF16 || exchange == DType::F16,
                  "gradient exchange in {}: only f32, bf16 and f16", dtype_name(exchange));
-  if (exchange != DType::F32 && flat_grads_.defined()) exchange_ = net.backend().alloc(flat_grads_.shape(), exchange);
+  if (in_place_) {
+    CNNSCALE_CHECK(net.copies_at_master_offsets() && exchange == net.compute_dtype() && exchange != DType::F32 &&
+                       net.flat_mirror_grads().numel() == flat_grads_.numel(),
+                   "gradient exchange of the compute gradients: the net must keep {} copies at its masters' offsets",
+                   dtype_name(exchange));
+    exchange_ = net.flat_mirror_grads();
+  } else if (exchange != DType::F32 && flat_grads_.defined()) {
+    exchange_ = net.backend().alloc(flat_grads_.shape(), exchange);
+  }
   const std::vector<Layer*> layers = net.layers();
   const auto element = static_cast<int64_t>(dtype_size(flat_grads_.defined() ? flat_grads_.dtype() : DType::F32));
   const int64_t base = flat_grads_.defined() ? static_cast<int64_t>(flat_grads_.offset_bytes()) / element : 0;
@@ -80,6 +88,7 @@ GradientBuckets::GradientBuckets(const Net& net, Communicator& comm, int64_t buc
 void GradientBuckets::issue(int64_t begin, int64_t end) {
   const Shape n{end - begin};
   if (!exchange_.defined()) return comm_.allreduce_sum_async(flat_grads_.view(begin, n));
+  if (in_place_) return comm_.allreduce_sum_async(exchange_.view(begin, n));  // backward wrote them there
   // Rounded on the compute stream behind the backward that produced the bucket; the allreduce is
   // ordered after it by the communicator's contract.
   net_.apply_grad_scale(flat_grads_.view(begin, n), exchange_.view(begin, n), /*inverse=*/false);
@@ -89,7 +98,7 @@ void GradientBuckets::issue(int64_t begin, int64_t end) {
 void GradientBuckets::after_reduced(int64_t begin, int64_t end, size_t first, size_t last) {
   if (!on_reduced_) return;
   comm_.after_collectives([this, begin, end, first, last] {
-    if (exchange_.defined())
+    if (exchange_.defined() && !in_place_)
       net_.apply_grad_scale(exchange_.view(begin, Shape{end - begin}), flat_grads_.view(begin, Shape{end - begin}),
                             /*inverse=*/true);
     for (size_t k = first; k <= last; ++k) on_reduced_(k);
@@ -123,7 +132,7 @@ void GradientBuckets::wait() {
   comm_.wait();
   // Every bucket is issued by end_backward(), and together they cover the buffer (alignment gaps
   // included, zero on every rank): one conversion brings all the sums back.
-  if (!exchange_.defined() || buckets_.empty() || on_reduced_) return;
+  if (!exchange_.defined() || in_place_ || buckets_.empty() || on_reduced_) return;
   // The widening below reads every bucket's sum: one not yet issued would come back un-summed.
   CNNSCALE_CHECK(next_ == buckets_.size(), "gradient exchange: wait() after {} of {} buckets were issued", next_,
                  buckets_.size());

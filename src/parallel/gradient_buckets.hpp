@@ -4,7 +4,9 @@
 // of a bucket is final, the bucket's allreduce is issued, overlapping the rest of backward. Without
 // overlap one allreduce of the whole buffer is issued after backward (the study's comparison).
 // With a 16-bit exchange dtype each bucket is rounded into a buffer of that dtype just before its
-// allreduce, and wait() widens the whole buffer back into the f32 gradients once every sum is in.
+// allreduce, and wait() widens the whole buffer back into the f32 gradients once every sum is in;
+// or, where the net's compute gradients are in that dtype at the masters' offsets, they are summed
+// in place and neither happens.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -26,8 +28,11 @@ class GradientBuckets {
   // with loss scaling (fp16) carries the gradients times the net's gradient scale (on the host or
   // on the device), the values backward formed, so that small ones keep fp16's normal range on
   // the wire as they did in backward.
-  GradientBuckets(const Net& net, Communicator& comm, int64_t bucket_bytes, bool overlap,
-                  DType exchange = DType::F32);
+  // `compute_grads`: sum the net's compute gradients in place instead (the net built with
+  // copies_at_master_offsets, `exchange` its compute dtype, the update reading them there:
+  // Net::set_update_reads_mirror_grads): nothing is rounded before the exchange or widened after it.
+  GradientBuckets(const Net& net, Communicator& comm, int64_t bucket_bytes, bool overlap, DType exchange = DType::F32,
+                  bool compute_grads = false);
 
   // Cuts [0, total) at parameter starts so no bucket exceeds `bucket_elements` (rounded down to
   // the 64-element parameter alignment); a parameter larger than that is split into pieces.
@@ -65,6 +70,7 @@ class GradientBuckets {
   Communicator& comm_;
   Tensor flat_grads_;  // (P)
   Tensor exchange_;    // (P) in the 16-bit exchange dtype; undefined for an f32 exchange
+  bool in_place_ = false;  // exchange_ is the net's compute gradients (see the constructor)
   bool overlap_;
   std::vector<GradientBucket> buckets_;
   // ready_end_[l]: after layers l..L-1 ran backward, flat_grads_[0, ready_end_[l]) is final.

@@ -44,6 +44,10 @@ SgdSolver::SgdSolver(Net& net, const SolverConfig& config, int64_t iterations_pe
     history_.push_back(flat_history_.view(begin, p.master.shape()));
     if (p.spec.lr_mult == 0.0f) continue;  // frozen: its history stays zero, so no update is exact
     std::array<int32_t, 4> entry{-1, 1, 1, 0};
+    // Copies at the masters' offsets: an unmirrored parameter's slot, whence the update reads its
+    // gradient where it reads the mirrored ones' (the copy it then writes there is never read).
+    if (write_mirrors && !p.spec.mirrored() && net_.copies_at_master_offsets())
+      entry = {static_cast<int32_t>(begin), 1, 1, 0};
     if (write_mirrors && p.spec.mirrored()) {
       const Shape& s = p.master.shape();
       // Filters kept channels-last are the one reordering convert() makes between master and copy.
@@ -121,7 +125,7 @@ void SgdSolver::apply_part(size_t k, const GradCheck& check) {
   if (!part.ranges.defined()) return;
   const Shape n{part.end - part.begin};
   SgdMirrors mirrors;
-  if (mirrors_.defined()) mirrors = {mirrors_.mirror, part.map, Tensor()};
+  if (mirrors_.defined()) mirrors = {mirrors_.mirror, part.map, mirrors_.grads};
   net_.backend().sgd_update_segments_at(net_.flat_params().view(part.begin, n), net_.flat_grads().view(part.begin, n),
                                         flat_history_.view(part.begin, n), part.ranges, part.mults, rate_,
                                         static_cast<float>(config_.momentum), static_cast<float>(config_.weight_decay),

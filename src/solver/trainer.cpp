@@ -41,8 +41,14 @@ Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Da
   const DataParallel& dp = options_.parallel;
   std::optional<FusedSpec> fused;
   if (options_.fuse_epilogues) fused.emplace(fuse_epilogues(spec));
-  net_ = std::make_unique<Net>(fused ? fused->spec : spec, backend_, split_.local, options_.seed,
-                               compute_dtype(options_.precision));
+  // The compute gradients summed in place: bf16 (fp16's loss scaling checks and unscales f32
+  // gradients), on a backend whose update reads them (Backend::sgd_reads_mirror_grads).
+  const DType compute = compute_dtype(options_.precision);
+  exchanges_compute_grads_ = dp.comm && dp.exchange_compute_grads && compute == DType::BF16 &&
+                             dp.exchange_dtype == compute && !needs_loss_scaling(options_.precision) &&
+                             backend_.sgd_reads_mirror_grads();
+  net_ = std::make_unique<Net>(fused ? fused->spec : spec, backend_, split_.local, options_.seed, compute,
+                               NetUse::Training, exchanges_compute_grads_);
   nonfinite_ = backend_.alloc(Shape{1}, DType::I32);
   if (needs_loss_scaling(options_.precision)) {
     overflow_ = backend_.alloc(Shape{1}, DType::I32);
@@ -64,18 +70,26 @@ Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Da
   if (dp.comm) {
     net_->set_loss_scale(split_.share);
     net_->set_rank_exchange(dp.exchange);
-    buckets_ = std::make_unique<GradientBuckets>(*net_, *dp.comm, dp.bucket_bytes, dp.overlap, dp.exchange_dtype);
+    buckets_ = std::make_unique<GradientBuckets>(*net_, *dp.comm, dp.bucket_bytes, dp.overlap, dp.exchange_dtype,
+                                                 exchanges_compute_grads_);
   }
   // The linear scaling rule, applied to the global batch: the schedule starts from the scaled rate.
   SolverConfig scaled = solver;
   scaled.lr = solver.scaled_lr(options_.batch);
   solver_ = std::make_unique<SgdSolver>(*net_, scaled, iterations_per_epoch_, total_iterations_);
-  // A gradient exchange reads the f32 gradients after backward, loss scaling checks them before the
-  // update: otherwise the update is the first and only reader, and its one pass can check them and
-  // read the mirrored ones where backward wrote them (a bf16 CaffeNet step saves a read and write of
-  // 61 M gradients in f32 and a read of them for the check).
-  update_checks_gradients_ = !dp.comm && !overflow_.defined();
-  if (update_checks_gradients_ && solver_->can_read_mirror_grads()) solver_->read_mirror_grads(true);
+  // A gradient exchange of the f32 gradients reads them after backward, loss scaling checks them
+  // before the update: otherwise (a single process, or an exchange of the compute gradients in
+  // place) the update is the first reader after backward and the exchange, and its one pass can
+  // check them and read the mirrored ones where backward wrote them (a bf16 CaffeNet step saves a
+  // read and write of 61 M gradients in f32 and a read of them for the check; with the exchange, a
+  // rounding and a widening of them as well).
+  update_checks_gradients_ = (!dp.comm || exchanges_compute_grads_) && !overflow_.defined();
+  if (exchanges_compute_grads_) {
+    CNNSCALE_CHECK(solver_->can_read_mirror_grads(), "the exchange sums compute gradients the update cannot read");
+    solver_->read_mirror_grads(true);
+  } else if (update_checks_gradients_ && solver_->can_read_mirror_grads()) {
+    solver_->read_mirror_grads(true);
+  }
   // The update bucket by bucket, each part checking the gradients it reads, as a single process's
   // update does. Not with fp16 (its skip is decided from every gradient), an update of one launch
   // per parameter, or fault injection (which poisons the gradients after the exchange).

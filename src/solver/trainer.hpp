@@ -227,6 +227,9 @@ class Trainer {
   // Whether the steps update each bucket's parameters as its exchange ends (DataParallel::
   // update_per_bucket, where the step allows it).
   bool updates_per_bucket() const { return updates_per_bucket_; }
+  // Whether the exchange sums the net's compute gradients in place (DataParallel::
+  // exchange_compute_grads, where the precision allows it).
+  bool exchanges_compute_grads() const { return exchanges_compute_grads_; }
   // The run configuration (TrainOptions::run_config) stored in the checkpoint run() resumed from;
   // empty when it did not resume.
   const std::string& resumed_run_config() const { return resumed_run_config_; }
@@ -384,11 +387,13 @@ class Trainer {
   // the overflow flag (i32 (1)), the scale and its inverse (f32 (2), the net's device gradient
   // scale) and the rule's state (i32 (3): clean steps in a row, skipped steps, this step skipped).
   Tensor overflow_, loss_scale_, scale_state_;
-  // No gradient exchange and no loss scaling: the update checks the gradients for divergence as it
-  // reads them (GradCheck) instead of a pass of its own, and, where the net mirrors its
-  // parameters, reads their gradients where backward left them (SgdSolver::read_mirror_grads).
+  // No loss scaling, and no gradient exchange or one of the compute gradients in place: the update
+  // checks the gradients for divergence as it reads them (GradCheck) instead of a pass of its own,
+  // and, where the net mirrors its parameters, reads their gradients where backward (and the
+  // exchange) left them (SgdSolver::read_mirror_grads).
   bool update_checks_gradients_ = false;
   bool updates_per_bucket_ = false;
+  bool exchanges_compute_grads_ = false;
   // This step's exchange has queued the update, bucket by bucket (checking the gradients it read);
   // update() then only closes it.
   bool update_queued_ = false;

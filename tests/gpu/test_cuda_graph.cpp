@@ -338,6 +338,7 @@ TEST(NetGpu, FrozenWeightsRefreshTheirCopiesOnce) {
 struct RunOutcome {
   std::vector<float> weights;
   TrainResult result;
+  bool per_bucket = false, in_place = false;  // Trainer::updates_per_bucket, exchanges_compute_grads
 };
 
 // Runs compared bit for bit share one deterministic backend: cuDNN's algorithms are chosen by
@@ -352,7 +353,8 @@ std::unique_ptr<CudaBackend> deterministic_backend() {
 // With `comm`: data parallel over it, the one rank taking the whole batch, in gradient buckets small
 // enough that several allreduces are issued during backward.
 RunOutcome train_once(CudaBackend& backend, const std::string& net, Precision precision, bool graph,
-                      Communicator* comm = nullptr, DType exchange = DType::F32, bool update_per_bucket = true) {
+                      Communicator* comm = nullptr, DType exchange = DType::F32, bool update_per_bucket = true,
+                      bool in_place = false) {
   const NetSpec spec = NetSpec::load(std::string(CNNSCALE_TEST_DATA) + "/" + net);
   auto train = std::make_shared<SyntheticDataset>(Shape{1, 28, 28}, 10, 256, SyntheticFill::Gaussian, 3);
   auto test = std::make_shared<SyntheticDataset>(Shape{1, 28, 28}, 10, 64, SyntheticFill::Gaussian, 4);
@@ -368,6 +370,7 @@ RunOutcome train_once(CudaBackend& backend, const std::string& net, Precision pr
     o.parallel.bucket_bytes = int64_t{64} << 10;
     o.parallel.exchange_dtype = exchange;
     o.parallel.update_per_bucket = update_per_bucket;
+    o.parallel.exchange_compute_grads = in_place;
   }
   SolverConfig solver;
   solver.policy = LrPolicy::Step;
@@ -377,6 +380,8 @@ RunOutcome train_once(CudaBackend& backend, const std::string& net, Precision pr
   RunOutcome out;
   out.result = trainer.run();
   out.weights = to_host(backend, trainer.net().flat_params());
+  out.per_bucket = trainer.updates_per_bucket();
+  out.in_place = trainer.exchanges_compute_grads();
   return out;
 }
 
@@ -511,10 +516,38 @@ TEST(TrainerGraph, UpdatePerBucketTrainsAsTheUpdateAfterTheExchange) {
     const RunOutcome after = train_once(*backend, "dist_convnet_bn.yaml", p, false, comm.get(), exchange, false);
     const RunOutcome per = train_once(*backend, "dist_convnet_bn.yaml", p, false, comm.get(), exchange, true);
     const RunOutcome per_graphed = train_once(*backend, "dist_convnet_bn.yaml", p, true, comm.get(), exchange, true);
+    EXPECT_FALSE(after.per_bucket);
+    EXPECT_TRUE(per.per_bucket && per_graphed.per_bucket);
     EXPECT_TRUE(same_bits(after.weights, per.weights));
     EXPECT_EQ(after.result.final_loss, per.result.final_loss);
     expect_replayed_as_queued(per, per_graphed);
   }
+}
+
+// --allreduce-dtype compute in bf16: the net keeps its compute copies at the masters' offsets and
+// the exchange sums backward's bf16 gradients where they lie (batch norm's f32 ones rounded into
+// their slots), the update reading them there. The sums are those of the bf16 exchange of the f32
+// gradients (backward's bf16 values widened, then rounded back), so it trains to the same bits,
+// with one update after the exchange or one per bucket, queued op by op or replayed.
+TEST(TrainerGraph, ComputeGradientsSummedInPlaceTrainAsTheBf16Exchange) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  auto backend = deterministic_backend();
+  std::unique_ptr<DeviceCommunicator> comm =
+      make_nccl_communicator(*backend, 0, 1, nccl_unique_id(), AllreduceAlgo::Auto, 60.0);
+  const char* net = "dist_convnet_bn.yaml";
+  const RunOutcome f32_path = train_once(*backend, net, Precision::BF16, false, comm.get(), DType::BF16, false, false);
+  const RunOutcome after = train_once(*backend, net, Precision::BF16, false, comm.get(), DType::BF16, false, true);
+  const RunOutcome per = train_once(*backend, net, Precision::BF16, false, comm.get(), DType::BF16, true, true);
+  const RunOutcome graphed = train_once(*backend, net, Precision::BF16, true, comm.get(), DType::BF16, true, true);
+  EXPECT_FALSE(f32_path.in_place);
+  EXPECT_TRUE(after.in_place && !after.per_bucket);
+  EXPECT_TRUE(per.in_place && per.per_bucket && graphed.in_place);
+  EXPECT_TRUE(same_bits(f32_path.weights, after.weights));
+  EXPECT_TRUE(same_bits(f32_path.weights, per.weights));
+  EXPECT_EQ(f32_path.result.final_loss, per.result.final_loss);
+  expect_replayed_as_queued(per, graphed);
+  ASSERT_TRUE(per.result.test.has_value() && f32_path.result.test.has_value());
+  EXPECT_EQ(per.result.test->top1, f32_path.result.test->top1);
 }
 
 #endif  // CNNSCALE_HAVE_CUDA
