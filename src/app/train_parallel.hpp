@@ -34,6 +34,7 @@ struct ParallelArgs {
   bool no_overlap = false;
   std::string overlap = "true";
   std::string update_per_bucket = "true";  // --update-per-bucket: true | false
+  std::string gather_gradients = "false";  // --gather-gradients: true | false
   std::string algo = "ring";
   int allreduce_max_ctas = 0;  // --allreduce-max-ctas: NCCL_MAX_CTAS for the exchange (0: NCCL's choice)
   std::string allreduce_cta_policy = "default";  // --allreduce-cta-policy: default | efficiency | zero (NCCL's)

@@ -117,6 +117,7 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
   if (a.parallel.allreduce_priority != "high" && par.active())
     run_config["allreduce_priority"] = a.parallel.allreduce_priority;
   if (a.parallel.update_per_bucket != "true" && par.active()) run_config["update_per_bucket"] = false;
+  if (a.parallel.gather_gradients == "true" && par.active()) run_config["gather_gradients"] = true;
   if (!a.options.cuda_graph) run_config["cuda_graph"] = false;     // --no-graph
   if (!a.options.phase_marks) run_config["phase_marks"] = false;  // --no-phase-marks
   if (!a.options.fuse_epilogues) run_config["fused_epilogues"] = false;  // --no-fuse
@@ -185,6 +186,7 @@ RunDescription describe_results(const TrainArgs& a, const TrainInputs& in, const
     if (a.parallel.allreduce_priority != "high") tuning.push_back(a.parallel.allreduce_priority + " priority");
     if (trainer.updates_per_bucket()) tuning.push_back("update per bucket");
     if (trainer.exchanges_compute_grads()) tuning.push_back("bf16 gradients summed in place");
+    if (trainer.gathering_layers() > 0) tuning.push_back("fc gradients gathered");
     if (!tuning.empty()) run.allreduce_tuning = fmt::format("{}", fmt::join(tuning, ", "));
   }
   run.forward_macs = static_cast<double>(in.spec.forward_macs());

@@ -60,15 +60,22 @@ class Communicator {
   // In-place sum across ranks of `t` (f32, bf16 or f16), in stream order after the queued compute
   // work. A 16-bit sum rounds to its format after each addition, as NCCL's does.
   virtual void allreduce_sum_async(const Tensor& t) = 0;
+  // `all` (ranks x mine.numel(), mine's dtype) receives every rank's `mine`, rank r's at r x
+  // mine.numel(): a copy, bit for bit, in stream order after the queued compute work, like
+  // allreduce_sum_async (wait() before reading `all` on the compute stream).
+  virtual void allgather_async(const Tensor& mine, const Tensor& all) = 0;
   // Compute stream waits for every outstanding async operation (no host block on GPU), and for
   // the work handed to after_collectives().
   virtual void wait() = 0;
+  // The compute stream waits for the collectives issued so far only, not for after_collectives()
+  // work: a layer reading what it gathered in the middle of backward (by default wait()).
+  virtual void wait_collectives() { wait(); }
   // Queues `work` (backend calls on tensors the collectives issued so far have summed: a bucket's
-  // widening and its solver update) in order after those collectives, without holding up what
-  // the compute stream runs meanwhile: a device communicator queues it on a side stream of its own,
-  // which wait() joins. `work` may only queue what such a side stream may run (see the
-  // implementations); it must not issue collectives. This default waits for the collectives and
-  // runs `work` at once, in compute-stream order, as any communicator may.
+  // widening and its solver update) in order after those collectives and the compute work queued
+  // so far, without holding up what the compute stream runs meanwhile: a device communicator queues it on a side stream
+  // of its own, which wait() joins. `work` may only queue what such a side stream may run (see the implementations); it
+  // must not issue collectives. This default waits for the collectives and runs `work` at once, in compute-stream
+  // order, as any communicator may.
   virtual void after_collectives(const std::function<void()>& work) {
     wait();
     work();

@@ -32,6 +32,7 @@ struct AllreduceMode {
   std::string cta_policy;     // "" : NCCL's default; else efficiency|zero (--allreduce-cta-policy), GPU ranks
   std::string priority;       // "" : train's default (high); else low (--allreduce-priority), GPU ranks
   bool update_per_bucket = true;  // false: one update after the exchange (--update-per-bucket false)
+  bool gather = false;            // --gather-gradients true
   // "ov", "noov", "ov-tree", "ov-bf16", "noov-ring-compute", "ov-bf16-c8", "ov-c8-eff-lowp", "ov-upafter"
   std::string label() const;
   std::string long_label() const;  // the same spelt out for --only: "overlap-tree", "no-overlap"

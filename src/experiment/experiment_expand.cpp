@@ -32,9 +32,9 @@ namespace {
 // update after the exchange.
 std::string allreduce_suffix(const AllreduceMode& m) {
   const std::string policy = m.cta_policy == "efficiency" ? "-eff" : m.cta_policy.empty() ? "" : "-" + m.cta_policy;
-  return fmt::format("{}{}{}{}{}{}{}{}", m.algo.empty() ? "" : "-", m.algo, m.dtype.empty() ? "" : "-", m.dtype,
+  return fmt::format("{}{}{}{}{}{}{}{}{}", m.algo.empty() ? "" : "-", m.algo, m.dtype.empty() ? "" : "-", m.dtype,
                      m.max_ctas > 0 ? fmt::format("-c{}", m.max_ctas) : "", policy, m.priority == "low" ? "-lowp" : "",
-                     m.update_per_bucket ? "" : "-upafter");
+                     m.update_per_bucket ? "" : "-upafter", m.gather ? "-gather" : "");
 }
 }  // namespace
 
@@ -216,6 +216,7 @@ nlohmann::json Experiment::resolved_json() const {
     if (!a.cta_policy.empty()) one["cta_policy"] = a.cta_policy;
     if (!a.priority.empty()) one["priority"] = a.priority;
     if (!a.update_per_bucket) one["update"] = "after_exchange";
+    if (a.gather) one["gather"] = true;
     ar.push_back(std::move(one));
   }
   j["description"] = description;
@@ -320,6 +321,7 @@ RunSpec make_run(const Experiment& e, const std::string& net, int64_t batch, con
   if (!r.allreduce.cta_policy.empty()) c["allreduce"]["cta_policy"] = r.allreduce.cta_policy;
   if (!r.allreduce.priority.empty()) c["allreduce"]["priority"] = r.allreduce.priority;
   if (!r.allreduce.update_per_bucket) c["allreduce"]["update"] = "after_exchange";
+  if (r.allreduce.gather) c["allreduce"]["gather"] = true;
   if (rs.ranks == 1) c["allreduce"] = nullptr;
   c["epochs"] = r.epochs;
   c["iterations"] = r.epochs > 0 ? 0 : r.iterations;

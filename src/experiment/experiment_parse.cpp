@@ -209,7 +209,7 @@ AllreduceMode read_allreduce(const ExperimentReader& r, const ConfigNode& n, con
     m.overlap = one_of(n, {"overlap", "no-overlap"}) == "overlap";
     return m;
   }
-  r.check_keys(n, {"overlap", "algo", "dtype", "max_ctas", "cta_policy", "priority", "update"});
+  r.check_keys(n, {"overlap", "algo", "dtype", "max_ctas", "cta_policy", "priority", "update", "gather"});
   if (auto c = r.child(n, "overlap")) m.overlap = c->as<bool>();
   if (auto c = r.child(n, "algo")) m.algo = one_of(*c, {"ring", "tree", "auto"});
   if (auto c = r.child(n, "dtype")) m.dtype = one_of(*c, {"fp32", "bf16", "fp16", "compute"});
@@ -231,6 +231,7 @@ AllreduceMode read_allreduce(const ExperimentReader& r, const ConfigNode& n, con
   }
   // Also on CPU ranks: there the parts run after the whole exchange either way, the same arithmetic.
   if (auto c = r.child(n, "update")) m.update_per_bucket = one_of(*c, {"per_bucket", "after_exchange"}) == "per_bucket";
+  if (auto c = r.child(n, "gather")) m.gather = c->as<bool>();
   return m;
 }
 
@@ -467,6 +468,7 @@ Experiment parse_experiment_text(const std::string& text, const std::string& fil
       if (flag == "--allreduce-cta-policy") a.fail("'--allreduce-cta-policy' is set by matrix.allreduce's cta_policy");
       if (flag == "--allreduce-priority") a.fail("'--allreduce-priority' is set by matrix.allreduce's priority");
       if (flag == "--update-per-bucket") a.fail("'--update-per-bucket' is set by matrix.allreduce's update");
+      if (flag == "--gather-gradients") a.fail("'--gather-gradients' is set by matrix.allreduce's gather");
       e.extra_args.push_back(arg);
     }
   }

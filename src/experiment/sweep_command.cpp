@@ -91,6 +91,7 @@ std::vector<std::string> train_arguments(const Experiment& e, const RunSpec& run
     if (!run.allreduce.cta_policy.empty()) add("--allreduce-cta-policy", run.allreduce.cta_policy);
     if (!run.allreduce.priority.empty()) add("--allreduce-priority", run.allreduce.priority);
     if (!run.allreduce.update_per_bucket) add("--update-per-bucket", "false");
+    if (run.allreduce.gather) add("--gather-gradients", "true");
     if (run.pass_split) add("--split", run.split);
   }
   add("--results", results_root);

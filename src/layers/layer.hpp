@@ -79,6 +79,11 @@ class RankExchange {
   // Every rank's `values` (the same length on every rank), indexed by rank, with identical bits on
   // every rank. Blocks the host.
   virtual std::vector<std::vector<float>> allgather(Backend& backend, const std::vector<float>& values) = 0;
+  // On the device: `all` (ranks x mine.numel(), mine's dtype) receives every rank's `mine`, rank
+  // r's at r x mine.numel(), queued after the compute work so far; wait_gathers() then makes the
+  // compute stream (on the CPU, the host) wait for every gather issued.
+  virtual void gather_async(const Tensor& mine, const Tensor& all) = 0;
+  virtual void wait_gathers() = 0;
 };
 
 struct LayerContext {
@@ -98,6 +103,12 @@ struct LayerContext {
   const Tensor* grad_scale_on_device = nullptr;
   // The ranks of a data-parallel job (null in a single process); sync batch norm reduces with it.
   RankExchange* ranks = nullptr;
+  // > 0 in a backward whose gradients the ranks exchange with gathering on (Net::
+  // set_gradient_gathering): the rows every rank contributes (the largest share). A layer whose
+  // gathers_gradients(gather_rows, ranks) holds then forms its parameter gradients from every
+  // rank's rows, gathered through `ranks`: the job's gradient, the same on every rank, which the
+  // allreduce then leaves out.
+  int64_t gather_rows = 0;
 };
 
 // What the net passes to a layer at construction.
@@ -158,6 +169,10 @@ class Layer {
   // Whether a training pass reads the other ranks' values through the host (sync batch norm's
   // statistics), which no captured step can do.
   virtual bool exchanges_on_host() const { return false; }
+  // Whether, on `ranks` ranks of `rows` samples each, this layer forms its parameter gradients from
+  // the gathered rows (LayerContext::gather_rows) rather than leaving them to the allreduce: where
+  // that moves fewer bytes. The net, the gradient buckets and the layer's backward ask alike.
+  virtual bool gathers_gradients(int64_t /*rows*/, int /*ranks*/) const { return false; }
   // Storage of top `i` and its gradient: the net's activation dtype, except where a layer's output
   // stays fp32 in every precision (losses, accuracies).
   virtual DType top_dtype(size_t /*top*/) const { return cfg_.activation_dtype; }

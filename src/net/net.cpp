@@ -114,6 +114,9 @@ struct Net::Impl {
   bool weights_frozen = false, mirrors_current = false;  // see Net::freeze_weights
   bool mirrors_from_update = false;                       // see Net::mirrors_written_by_update
   bool update_reads_mirror_grads = false;                 // see Net::set_update_reads_mirror_grads
+  std::vector<bool> gathers;      // by layer: forms its gradients from gathered rows (plan_gradient_gathering)
+  int64_t gather_rows = 0;        // rows every rank sends
+  bool gathering_active = false;  // in this backward
 };
 
 void Net::Impl::build(const NetSpec::Impl& spec, int64_t batch_size) {
@@ -385,6 +388,7 @@ void Net::backward(uint64_t iteration, const std::function<void(size_t layer_ind
     NetLayer& nl = m.layers[l];
     if (nl.runs_backward) {
       for (int t : nl.tops) m.sum_extra_diffs(m.blobs[t]);
+      ctx.gather_rows = m.gathering_active && m.gathers.at(l) ? m.gather_rows : 0;
       nl.layer->backward(ctx, nl.bottom_data, nl.top_data, nl.top_diff, nl.propagate, nl.bottom_diff);
       for (const Param& p : nl.layer->params()) {
         if ((p.spec.mirrored() && !m.update_reads_mirror_grads) || scaled)
@@ -437,6 +441,35 @@ void Net::apply_grad_scale(const Tensor& src, const Tensor& dst, bool inverse) c
 DType Net::compute_dtype() const { return impl_->compute; }
 void Net::set_rank_exchange(RankExchange* ranks) {
   impl_->ranks = ranks;
+}
+
+size_t Net::plan_gradient_gathering(int64_t rows) {
+  Impl& m = *impl_;
+  m.gathers.assign(m.layers.size(), false);
+  m.gather_rows = rows;
+  if (!m.ranks || rows < 1) return 0;
+  size_t count = 0;
+  for (size_t l = 0; l < m.layers.size(); ++l) {
+    const NetLayer& nl = m.layers[l];
+    m.gathers[l] =
+        nl.runs_backward && !nl.layer->params().empty() && nl.layer->gathers_gradients(rows, m.ranks->ranks());
+    count += m.gathers[l] ? 1 : 0;
+  }
+  return count;
+}
+
+void Net::set_gather_rows(int64_t rows) {
+  CNNSCALE_CHECK(rows >= 1, "gathered rows must be >= 1, got {}", rows);
+  impl_->gather_rows = rows;
+}
+
+bool Net::layer_gathers(size_t layer_index) const {
+  const Impl& m = *impl_;
+  return layer_index < m.gathers.size() && m.gathers[layer_index];
+}
+
+void Net::set_gathering_active(bool on) {
+  impl_->gathering_active = on;
 }
 
 const Tensor& Net::loss() const {

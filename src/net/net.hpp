@@ -122,6 +122,15 @@ class Net {
   DType compute_dtype() const;
   // The job's other ranks, handed to layers (sync batch norm); null in a single process.
   void set_rank_exchange(RankExchange* ranks);
+  // Data parallel, after set_rank_exchange: which layers form their parameter gradients from every
+  // rank's rows, gathered (Layer::gathers_gradients at `rows` per rank on the exchange's ranks),
+  // decided here once for the run; returns how many. They gather in the backward passes between
+  // set_gathering_active(true) and (false), with the rows set_gather_rows last gave (a new largest
+  // share keeps the plan).
+  size_t plan_gradient_gathering(int64_t rows);
+  void set_gather_rows(int64_t rows);
+  bool layer_gathers(size_t layer_index) const;
+  void set_gathering_active(bool on);
   // Inference: the masters will not change, so forward refreshes the 16-bit weight copies once (the
   // next forward) instead of every time. Training must leave it off (the update writes the masters).
   void freeze_weights(bool frozen);

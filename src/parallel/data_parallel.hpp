@@ -40,6 +40,12 @@ struct DataParallel {
   // rounded for the exchange or widened after it (the sums are those of the bf16 exchange of the
   // f32 gradients, bit for bit: those are backward's bf16 values widened). Elsewhere the f32 path.
   bool exchange_compute_grads = false;
+  // Layers whose gathered inputs and output gradients are fewer bytes than their parameter
+  // gradients (fully-connected ones: Layer::gathers_gradients) form those gradients from every
+  // rank's rows, gathered during backward, instead of allreducing them. The sum is the same up to
+  // its order; every rank then computes the same gradient, bit for bit only where every rank runs
+  // the same kernels on the same device model (whole, identical GPUs).
+  bool gather_gradients = false;
 
   bool active() const { return comm != nullptr; }
   int size() const { return rank_batches.empty() ? 1 : static_cast<int>(rank_batches.size()); }
@@ -75,6 +81,8 @@ class CommunicatorExchange final : public RankExchange {
   std::vector<std::vector<float>> allgather(Backend& backend, const std::vector<float>& values) override {
     return allgather_host(comm_, backend, values);
   }
+  void gather_async(const Tensor& mine, const Tensor& all) override { comm_.allgather_async(mine, all); }
+  void wait_gathers() override { comm_.wait_collectives(); }
 
  private:
   Communicator& comm_;

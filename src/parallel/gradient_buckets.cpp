@@ -37,6 +37,33 @@ std::vector<GradientBucket> GradientBuckets::plan(const std::vector<std::pair<in
   return out;
 }
 
+std::vector<GradientBucket> GradientBuckets::plan(const std::vector<std::pair<int64_t, int64_t>>& param_ranges,
+                                                  const std::vector<bool>& local, int64_t total,
+                                                  int64_t bucket_elements) {
+  CNNSCALE_CHECK(local.size() == param_ranges.size(), "{} local flags for {} parameters", local.size(),
+                 param_ranges.size());
+  std::vector<GradientBucket> out;
+  size_t i = 0;
+  while (i < param_ranges.size()) {
+    size_t j = i;
+    while (j < param_ranges.size() && local[j] == local[i]) ++j;
+    // This run spans from its first parameter's start (0 for the first run, so the buckets cover
+    // the buffer) to the next run's first start (the buffer's end for the last).
+    const int64_t begin = out.empty() ? 0 : param_ranges[i].first;
+    const int64_t end = j < param_ranges.size() ? param_ranges[j].first : total;
+    if (local[i]) {
+      out.push_back({begin, end, true});
+    } else {
+      std::vector<std::pair<int64_t, int64_t>> run;
+      for (size_t k = i; k < j; ++k) run.emplace_back(param_ranges[k].first - begin, param_ranges[k].second - begin);
+      for (GradientBucket b : plan(run, end - begin, bucket_elements)) out.push_back({b.begin + begin, b.end + begin});
+    }
+    i = j;
+  }
+  if (out.empty() && total > 0) out.push_back({0, total});
+  return out;
+}
+
 GradientBuckets::GradientBuckets(const Net& net, Communicator& comm, int64_t bucket_bytes, bool overlap, DType exchange,
                                  bool compute_grads)
     : net_(net), comm_(comm), flat_grads_(net.flat_grads()), overlap_(overlap), in_place_(compute_grads) {
@@ -57,6 +84,7 @@ GradientBuckets::GradientBuckets(const Net& net, Communicator& comm, int64_t buc
   const int64_t base = flat_grads_.defined() ? static_cast<int64_t>(flat_grads_.offset_bytes()) / element : 0;
   const int64_t total = flat_grads_.defined() ? flat_grads_.numel() : 0;
   std::vector<std::pair<int64_t, int64_t>> ranges;  // every parameter's [begin, end), flat order
+  std::vector<bool> local;                          // whether its layer gathers (Net::layer_gathers)
   std::vector<int64_t> first_begin(layers.size(), -1);
   int64_t prefix = 0;
   for (size_t l = layers.size(); l-- > 0;) {
@@ -70,6 +98,7 @@ GradientBuckets::GradientBuckets(const Net& net, Communicator& comm, int64_t buc
       CNNSCALE_CHECK(begin >= prefix && end <= total, "gradient of {}/{} at [{}, {}) breaks the backward-order layout",
                      layers[l]->name(), p.spec.name, begin, end);
       ranges.emplace_back(begin, end);
+      local.push_back(net.layer_gathers(l));
       if (first_begin[l] < 0) first_begin[l] = begin;
       prefix = end;
     }
@@ -82,7 +111,7 @@ GradientBuckets::GradientBuckets(const Net& net, Communicator& comm, int64_t buc
     ready_end_[l] = next_start;
     if (first_begin[l] >= 0) next_start = first_begin[l];
   }
-  buckets_ = plan(ranges, total, bucket_bytes / element);
+  buckets_ = plan(ranges, local, total, bucket_bytes / element);
 }
 
 void GradientBuckets::issue(int64_t begin, int64_t end) {
@@ -95,21 +124,28 @@ void GradientBuckets::issue(int64_t begin, int64_t end) {
   comm_.allreduce_sum_async(exchange_.view(begin, n));
 }
 
-void GradientBuckets::after_reduced(int64_t begin, int64_t end, size_t first, size_t last) {
+void GradientBuckets::after_reduced(size_t first, size_t last) {
   if (!on_reduced_) return;
-  comm_.after_collectives([this, begin, end, first, last] {
-    if (exchange_.defined() && !in_place_)
-      net_.apply_grad_scale(exchange_.view(begin, Shape{end - begin}), flat_grads_.view(begin, Shape{end - begin}),
-                            /*inverse=*/true);
-    for (size_t k = first; k <= last; ++k) on_reduced_(k);
+  comm_.after_collectives([this, first, last] {
+    for (size_t k = first; k <= last; ++k) {
+      widen(buckets_[k]);
+      on_reduced_(k);
+    }
   });
+}
+
+void GradientBuckets::widen(const GradientBucket& b) const {
+  // A local bucket's gradients were never rounded into exchange_; in place, nothing was rounded.
+  if (!exchange_.defined() || in_place_ || b.local) return;
+  const Shape n{b.end - b.begin};
+  net_.apply_grad_scale(exchange_.view(b.begin, n), flat_grads_.view(b.begin, n), /*inverse=*/true);
 }
 
 void GradientBuckets::issue_until(int64_t ready_end) {
   while (next_ < buckets_.size() && buckets_[next_].end <= ready_end) {
     const GradientBucket& b = buckets_[next_++];
-    issue(b.begin, b.end);
-    after_reduced(b.begin, b.end, next_ - 1, next_ - 1);
+    if (!b.local) issue(b.begin, b.end);
+    after_reduced(next_ - 1, next_ - 1);
   }
 }
 
@@ -122,9 +158,16 @@ void GradientBuckets::end_backward() {
   if (overlap_) {
     issue_until(flat_grads_.numel());
   } else if (next_ == 0 && !buckets_.empty()) {
-    issue(0, flat_grads_.numel());
+    // One allreduce of the whole buffer, or, where some gradients were gathered, of each run of
+    // the others (the gathered ones are the job's already: summing them would multiply them).
+    if (std::none_of(buckets_.begin(), buckets_.end(), [](const GradientBucket& b) { return b.local; })) {
+      issue(0, flat_grads_.numel());
+    } else {
+      for (const GradientBucket& b : buckets_)
+        if (!b.local) issue(b.begin, b.end);
+    }
     next_ = buckets_.size();
-    after_reduced(0, flat_grads_.numel(), 0, buckets_.size() - 1);
+    after_reduced(0, buckets_.size() - 1);
   }
 }
 
@@ -136,7 +179,9 @@ void GradientBuckets::wait() {
   // The widening below reads every bucket's sum: one not yet issued would come back un-summed.
   CNNSCALE_CHECK(next_ == buckets_.size(), "gradient exchange: wait() after {} of {} buckets were issued", next_,
                  buckets_.size());
-  net_.apply_grad_scale(exchange_, flat_grads_, /*inverse=*/true);
+  if (std::none_of(buckets_.begin(), buckets_.end(), [](const GradientBucket& b) { return b.local; }))
+    return net_.apply_grad_scale(exchange_, flat_grads_, /*inverse=*/true);  // one pass over it all
+  for (const GradientBucket& b : buckets_) widen(b);
 }
 
 }  // namespace cnnscale

@@ -20,6 +20,9 @@ namespace cnnscale {
 
 struct GradientBucket {
   int64_t begin = 0, end = 0;  // elements of the flat gradient buffer, [begin, end)
+  // The gradients of layers that gathered every rank's rows (Net::layer_gathers): already the
+  // job's, so nothing is sent; the bucket only marks when they are final (for the update per bucket).
+  bool local = false;
 };
 
 class GradientBuckets {
@@ -39,6 +42,11 @@ class GradientBuckets {
   // `param_ranges` are [begin, end) in flat order. The buckets cover [0, total) without gaps.
   static std::vector<GradientBucket> plan(const std::vector<std::pair<int64_t, int64_t>>& param_ranges, int64_t total,
                                           int64_t bucket_elements);
+  // The same where `local[i]` marks parameters whose gradients are gathered: each run of them is one
+  // local bucket of its own (cut at its first parameter's start and the next one's), the others are
+  // planned as above between them.
+  static std::vector<GradientBucket> plan(const std::vector<std::pair<int64_t, int64_t>>& param_ranges,
+                                          const std::vector<bool>& local, int64_t total, int64_t bucket_elements);
 
   const std::vector<GradientBucket>& buckets() const { return buckets_; }
   bool overlap() const { return overlap_; }
@@ -63,8 +71,10 @@ class GradientBuckets {
  private:
   void issue_until(int64_t ready_end);
   void issue(int64_t begin, int64_t end);
-  // What follows the allreduce of [begin, end) = buckets [first, last]: widening and on_reduced_.
-  void after_reduced(int64_t begin, int64_t end, size_t first, size_t last);
+  // What follows the allreduce of buckets [first, last]: their widening and on_reduced_.
+  void after_reduced(size_t first, size_t last);
+  // A 16-bit exchange's sums of `b` widened into the f32 gradients (nothing for a local bucket).
+  void widen(const GradientBucket& b) const;
 
   const Net& net_;
   Communicator& comm_;

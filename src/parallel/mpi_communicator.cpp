@@ -113,6 +113,24 @@ void MpiCommunicator::allreduce_sum_async(const Tensor& t) {
   impl_->progress();
 }
 
+void MpiCommunicator::allgather_async(const Tensor& mine, const Tensor& all) {
+  if (impl_->aborted) throw PeerError("MPI communicator was aborted: no further allgather");
+  if (!mine.device().is_cpu() || !all.device().is_cpu())
+    throw_runtime("mpi allgather_async: needs CPU tensors, got them on {} and {}", mine.device().to_string(),
+                  all.device().to_string());
+  if (all.dtype() != mine.dtype() || all.numel() != mine.numel() * impl_->size)
+    throw_runtime("mpi allgather_async: {} {} values gathered into {} {}, not {} ranks' worth", mine.numel(),
+                  dtype_name(mine.dtype()), all.numel(), dtype_name(all.dtype()), impl_->size);
+  if (mine.bytes() == 0) return;
+  if (mine.bytes() > static_cast<size_t>(INT_MAX))
+    throw_runtime("mpi allgather_async: {} bytes per rank is more than one MPI count holds", mine.bytes());
+  MPI_Request request;
+  MPI_CHECK(MPI_Iallgather(mine.raw(), static_cast<int>(mine.bytes()), MPI_BYTE, all.raw(),
+                           static_cast<int>(mine.bytes()), MPI_BYTE, impl_->comm, &request));
+  impl_->requests.push_back(request);
+  impl_->progress();
+}
+
 void MpiCommunicator::after_collectives(const std::function<void()>& work) {
   if (impl_->aborted) throw PeerError("MPI communicator was aborted: no further work after its collectives");
   if (impl_->requests.empty() && impl_->after.empty()) return work();

@@ -70,6 +70,9 @@ Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Da
   if (dp.comm) {
     net_->set_loss_scale(split_.share);
     net_->set_rank_exchange(dp.exchange);
+    if (dp.gather_gradients && dp.size() > 1)
+      gathering_layers_ =
+          net_->plan_gradient_gathering(*std::max_element(dp.rank_batches.begin(), dp.rank_batches.end()));
     buckets_ = std::make_unique<GradientBuckets>(*net_, *dp.comm, dp.bucket_bytes, dp.overlap, dp.exchange_dtype,
                                                  exchanges_compute_grads_);
   }
@@ -378,6 +381,7 @@ void Trainer::forward(const StepScalars& s) {
 void Trainer::backward(const StepScalars& s, bool exchange) {
   const bool buckets = buckets_ && exchange;
   update_queued_ = buckets && updates_per_bucket_;
+  net_->set_gathering_active(buckets && gathering_layers_ > 0);
   if (!buckets && options_.slowdown <= 1.0) return net_->backward(s.dropout_seed);
   auto since = Clock::now();
   auto layer_done = [&](size_t layer) {

@@ -230,6 +230,8 @@ class Trainer {
   // Whether the exchange sums the net's compute gradients in place (DataParallel::
   // exchange_compute_grads, where the precision allows it).
   bool exchanges_compute_grads() const { return exchanges_compute_grads_; }
+  // How many layers form their gradients from gathered rows (DataParallel::gather_gradients).
+  size_t gathering_layers() const { return gathering_layers_; }
   // The run configuration (TrainOptions::run_config) stored in the checkpoint run() resumed from;
   // empty when it did not resume.
   const std::string& resumed_run_config() const { return resumed_run_config_; }
@@ -394,6 +396,7 @@ class Trainer {
   bool update_checks_gradients_ = false;
   bool updates_per_bucket_ = false;
   bool exchanges_compute_grads_ = false;
+  size_t gathering_layers_ = 0;
   // This step's exchange has queued the update, bucket by bucket (checking the gradients it read);
   // update() then only closes it.
   bool update_queued_ = false;

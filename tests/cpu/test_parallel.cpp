@@ -77,6 +77,34 @@ TEST(GradientBuckets, PlanCutsAtParametersAndSplitsLargeOnes) {
   EXPECT_EQ(c[0].end, 128);
 }
 
+// Gathered parameters (local) make buckets of their own, cut at their first start and the next
+// parameter's start; the others are planned between them as without any; the buckets still cover
+// the buffer without gaps, a local run first or in the middle.
+TEST(GradientBuckets, GatheredParametersAreLocalBucketsOfTheirOwn) {
+  auto b = GradientBuckets::plan({{0, 100}, {128, 300}, {320, 400}}, {false, true, false}, 400, 192);
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(b[0].begin, 0);
+  EXPECT_EQ(b[0].end, 128);
+  EXPECT_FALSE(b[0].local);
+  EXPECT_EQ(b[1].begin, 128);
+  EXPECT_EQ(b[1].end, 320);
+  EXPECT_TRUE(b[1].local);
+  EXPECT_EQ(b[2].begin, 320);
+  EXPECT_EQ(b[2].end, 400);
+  EXPECT_FALSE(b[2].local);
+  auto first = GradientBuckets::plan({{0, 100}, {128, 300}, {320, 700}}, {true, true, false}, 700, 192);
+  ASSERT_EQ(first.size(), 3u);
+  EXPECT_TRUE(first[0].local);
+  EXPECT_EQ(first[0].end, 320);
+  EXPECT_EQ(first[1].begin, 320);  // the 380-element parameter split at the cap, as without locals
+  EXPECT_EQ(first[1].end, 512);
+  EXPECT_EQ(first[2].end, 700);
+  auto none = GradientBuckets::plan({{0, 100}, {128, 300}}, {false, false}, 300, 192);
+  auto plain = GradientBuckets::plan({{0, 100}, {128, 300}}, 300, 192);
+  ASSERT_EQ(none.size(), plain.size());
+  for (size_t i = 0; i < none.size(); ++i) EXPECT_TRUE(none[i].begin == plain[i].begin && none[i].end == plain[i].end);
+}
+
 // Records every allreduce together with the bucket's contents at the moment it was issued.
 class RecordingCommunicator final : public Communicator {
  public:
@@ -91,6 +119,7 @@ class RecordingCommunicator final : public Communicator {
   void allreduce_sum_async(const Tensor& t) override {
     calls.push_back({t, std::vector<float>(t.f32(), t.f32() + t.numel()), layers_done});
   }
+  void allgather_async(const Tensor&, const Tensor&) override { ADD_FAILURE() << "no gather expected"; }
   void wait() override {}
   void synchronize_host() override {}
   void abort() override {}
@@ -177,6 +206,7 @@ class DoublingCommunicator final : public Communicator {
     dtypes.push_back(t.dtype());
     for (int64_t i = 0; i < t.numel(); ++i) store_float(t.dtype(), 2 * load_float(t.dtype(), t.raw(), i), t.raw(), i);
   }
+  void allgather_async(const Tensor&, const Tensor&) override { ADD_FAILURE() << "no gather expected"; }
   void wait() override { ++waits; }
   void synchronize_host() override {}
   void abort() override {}

@@ -431,7 +431,9 @@ class CountingCommunicator final : public DeviceCommunicator {
   int rank() const override { return c_.rank(); }
   int size() const override { return c_.size(); }
   void allreduce_sum_async(const Tensor& t) override { c_.allreduce_sum_async(t); }
+  void allgather_async(const Tensor& mine, const Tensor& all) override { c_.allgather_async(mine, all); }
   void wait() override { c_.wait(); }
+  void wait_collectives() override { c_.wait_collectives(); }
   void after_collectives(const std::function<void()>& work) override { c_.after_collectives(work); }
   void synchronize_host() override { c_.synchronize_host(); }
   void abort() override { c_.abort(); }

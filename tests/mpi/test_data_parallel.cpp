@@ -256,6 +256,41 @@ TEST(DataParallel, UpdatePerBucketCatchesDivergence) {
   EXPECT_NE(r.err.find("training diverged: non-finite loss or gradient at iteration"), std::string::npos) << r.err;
 }
 
+// --gather-gradients: ip1 (1152 -> 256) forms its gradients from every rank's rows, gathered during
+// backward, and leaves the allreduce; conv1 and ip2 stay in it. The gathered rows are the global
+// batch in order (zero rows pad the smaller shares of 22 + 21 + 21), so the sums are one process's
+// up to their order, as the allreduce's are: the same tolerance (kRelTolerance) holds, with the
+// update per bucket and after the exchange, overlapped or not.
+TEST(DataParallel, GatheredFullyConnectedGradientsMatchOneProcess) {
+  Workdir w("gather");
+  const char* net = "dist_convnet_smooth_wide.yaml";
+  single_process(train_args(net, w.dir("ref")));
+  const CheckpointContents ref = final_checkpoint(w.dir("ref"));
+  struct Case {
+    int ranks;
+    std::vector<std::string> extra;
+    const char* tuning;
+  };
+  const Case cases[] = {
+      {2, {"--bucket-mb", "0.05"}, "update per bucket, fc gradients gathered"},
+      {3, {"--bucket-mb", "0.05"}, "update per bucket, fc gradients gathered"},
+      {2, {"--update-per-bucket", "false"}, "fc gradients gathered"},
+      {2, {"--no-overlap"}, "update per bucket, fc gradients gathered"},
+  };
+  for (size_t i = 0; i < std::size(cases); ++i) {
+    const Case& c = cases[i];
+    const std::string dir = w.dir("case" + std::to_string(i));
+    const nlohmann::json j =
+        mpi_job(c.ranks, with(with(train_args(net, dir), {"--gather-gradients", "true"}), c.extra));
+    EXPECT_EQ(j["gathering_layers"], 1) << i;
+    EXPECT_EQ(j["summary"]["allreduce_tuning"], c.tuning) << i;
+    expect_matches_reference(ref, dir, ("gathered ip1, case " + std::to_string(i)).c_str());
+  }
+  // One rank has nothing to gather.
+  const nlohmann::json one = mpi_job(1, with(train_args(net, w.dir("np1")), {"--gather-gradients", "true"}));
+  EXPECT_EQ(one["gathering_layers"], 0);
+}
+
 // More ranks than any machine lent for the study's GPU runs has GPUs (8, the study's largest
 // point), with an uneven split and a test set that does not divide either: nothing in the engine
 // may assume at most 4 ranks.

@@ -137,6 +137,7 @@ NcclCommunicator::NcclCommunicator(CudaBackend& backend, int rank, int size, con
     lane_stream_ = ctx_->create_stream(least);
     CUDA_CHECK(cudaEventCreateWithFlags(&lane_ready_, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&lane_done_, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&lane_compute_, cudaEventDisableTiming));
     apply_algo(algo);
     const int ctas = apply_max_ctas(tuning.max_ctas);
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
@@ -218,8 +219,9 @@ void NcclCommunicator::release_cuda_objects() noexcept {
   if (comm_stream_) cudaStreamDestroy(comm_stream_);
   if (lane_ready_) cudaEventDestroy(lane_ready_);
   if (lane_done_) cudaEventDestroy(lane_done_);
+  if (lane_compute_) cudaEventDestroy(lane_compute_);
   if (lane_stream_) cudaStreamDestroy(lane_stream_);
-  compute_ready_ = comm_done_ = lane_ready_ = lane_done_ = nullptr;
+  compute_ready_ = comm_done_ = lane_ready_ = lane_done_ = lane_compute_ = nullptr;
   comm_stream_ = lane_stream_ = nullptr;
 }
 
@@ -341,10 +343,31 @@ void NcclCommunicator::allreduce_sum_async(const Tensor& t) {
   if (t.device() != Device{Device::Kind::CUDA, device_})
     throw_runtime("nccl allreduce on {}: tensor lives on {}, not on gpu:{}", where(), t.device().to_string(), device_);
   if (t.numel() == 0) return;  // every rank holds the same shapes, so every rank skips it
+  enqueue(fmt::format("allreduce #{} ({} {} values)", ops_issued_ + 1, t.numel(), dtype_name(t.dtype())), [&] {
+    return ncclAllReduce(t.raw(), t.raw(), static_cast<size_t>(t.numel()), type, ncclSum, comm_, comm_stream_);
+  });
+}
+
+void NcclCommunicator::allgather_async(const Tensor& mine, const Tensor& all) {
+  require_live("allgather");
+  for (const Tensor* t : {&mine, &all})
+    if (t->device() != Device{Device::Kind::CUDA, device_})
+      throw_runtime("nccl allgather on {}: tensor lives on {}, not on gpu:{}", where(), t->device().to_string(),
+                    device_);
+  if (all.dtype() != mine.dtype() || all.numel() != mine.numel() * size_)
+    throw_runtime("nccl allgather on {}: {} {} values gathered into {} {}, not {} ranks' worth", where(), mine.numel(),
+                  dtype_name(mine.dtype()), all.numel(), dtype_name(all.dtype()), size_);
+  if (mine.numel() == 0) return;
+  // A copy, no arithmetic: bytes whatever the dtype.
+  enqueue(fmt::format("allgather #{} ({} {} values)", ops_issued_ + 1, mine.numel(), dtype_name(mine.dtype())),
+          [&] { return ncclAllGather(mine.raw(), all.raw(), mine.bytes(), ncclUint8, comm_, comm_stream_); });
+}
+
+void NcclCommunicator::enqueue(std::string op, const std::function<ncclResult_t()>& call) {
   activate();
   ++ops_issued_;
-  last_op_ = fmt::format("allreduce #{} ({} {} values)", ops_issued_, t.numel(), dtype_name(t.dtype()));
-  // The collective reads the tensor as the compute stream leaves it (the ordering contract).
+  last_op_ = std::move(op);
+  // The collective reads its input as the compute stream leaves it (the ordering contract).
   CUDA_CHECK(cudaEventRecord(compute_ready_, backend_.stream()));
   CUDA_CHECK(cudaStreamWaitEvent(comm_stream_, compute_ready_, 0));
   // Inside a capture (a graphed step) the bracket is two timing points of the capture, which each
@@ -364,7 +387,7 @@ void NcclCommunicator::allreduce_sum_async(const Tensor& t) {
   {
     std::lock_guard lock(mutex_);
     require_live(last_op_);
-    status = ncclAllReduce(t.raw(), t.raw(), static_cast<size_t>(t.numel()), type, ncclSum, comm_, comm_stream_);
+    status = call();
     if (status != ncclSuccess && status != ncclInProgress) call_error = nccl_error_text(status, comm_);
   }
   settle(status, call_error, last_op_);
@@ -401,12 +424,22 @@ void NcclCommunicator::wait() {
   }
 }
 
+void NcclCommunicator::wait_collectives() {
+  require_live("wait");
+  activate();
+  CUDA_CHECK(cudaEventRecord(comm_done_, comm_stream_));
+  CUDA_CHECK(cudaStreamWaitEvent(backend_.stream(), comm_done_, 0));
+}
+
 void NcclCommunicator::after_collectives(const std::function<void()>& work) {
   require_live("after_collectives");
   activate();
-  // Inside a capture the wait makes the lane part of it (forked from the communication stream).
+  // Inside a capture the waits make the lane part of it (forked from the communication stream).
+  // Behind the compute stream too: gradients no collective carried (gathered ones) were formed there.
   CUDA_CHECK(cudaEventRecord(lane_ready_, comm_stream_));
   CUDA_CHECK(cudaStreamWaitEvent(lane_stream_, lane_ready_, 0));
+  CUDA_CHECK(cudaEventRecord(lane_compute_, backend_.stream()));
+  CUDA_CHECK(cudaStreamWaitEvent(lane_stream_, lane_compute_, 0));
   lane_pending_ = true;
   CudaBackend::LaneScope lane(backend_, lane_stream_);
   work();

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -38,12 +39,14 @@ class NcclCommunicator final : public DeviceCommunicator {
   int size() const override { return size_; }
 
   void allreduce_sum_async(const Tensor& t) override;
+  void allgather_async(const Tensor& mine, const Tensor& all) override;
   // wait() also joins the side stream of after_collectives().
   void wait() override;
   // `work` queues on a side stream (CudaBackend::LaneScope: conversions and segmented SGD updates
   // only) that waits for the collectives issued so far: a bucket's update runs beside the rest of
   // backward and the exchange of the next buckets, which neither waits for it.
   void after_collectives(const std::function<void()>& work) override;
+  void wait_collectives() override;
   void synchronize_host() override;
   void abort() override;
 
@@ -87,6 +90,9 @@ class NcclCommunicator final : public DeviceCommunicator {
   std::string timeout_cause() const;
   std::string where() const;
   void release_cuda_objects() noexcept;
+  // Issues `call` (an NCCL collective on comm_stream_) in order after the queued compute, named
+  // `op` in errors, bracketed for the busy time while a tag is set.
+  void enqueue(std::string op, const std::function<ncclResult_t()>& call);
 
   CudaBackend& backend_;
   int rank_ = 0, size_ = 1, device_ = 0;
@@ -105,6 +111,7 @@ class NcclCommunicator final : public DeviceCommunicator {
   // events: lane_ready_ on comm_stream_ (the lane waits for it), lane_done_ on the lane.
   cudaStream_t lane_stream_ = nullptr;
   cudaEvent_t lane_ready_ = nullptr, lane_done_ = nullptr;
+  cudaEvent_t lane_compute_ = nullptr;  // on the compute stream, waited on by the lane
   bool lane_pending_ = false;  // work queued on the lane since the last wait()
   uint64_t ops_issued_ = 0;
   uint64_t enqueues_in_progress_ = 0;  // calls that returned ncclInProgress (settle() polled them)
