@@ -79,25 +79,57 @@ def runs_of(row):
     return 0 if math.isnan(n) else int(n)
 
 
+def variant_tokens(variant):
+    """A variant ("allreduce_dtype=bf16 allreduce_tuning=update per bucket, bf16 gradients summed in
+    place nccl_env=NCCL_ALGO=Ring NCCL_NVLS_ENABLE=0", or a bare "bf16") as (key, item) tokens in
+    order: a part starts at each lower-case `key=`; its value is a list of items, split at ", "
+    (allreduce_tuning's phrases), nccl_env's at spaces (its variables)."""
+    parts = re.split(r" (?=[a-z_.]+=)", variant) if variant else []
+    tokens = []
+    for part in parts:
+        key, eq, value = part.partition("=")
+        if not eq or not re.fullmatch(r"[a-z_.]+", key):
+            key, value = "", part
+        items = value.split(" ") if key == "nccl_env" else value.split(", ")
+        tokens += [(key, item) for item in items if item]
+    return tokens
+
+
+def render_tokens(tokens):
+    """(key, item) tokens back as "key=item, item key=item": each key once, its items in order."""
+    keys, items = [], {}
+    for key, item in tokens:
+        if key not in items:
+            keys.append(key)
+            items[key] = []
+        items[key].append(item)
+    out = []
+    for key in keys:
+        sep = " " if key == "nccl_env" else ", "
+        out.append((f"{key}=" if key else "") + sep.join(items[key]))
+    return " ".join(out)
+
+
 def shared_parts(rows):
-    """The space-separated parts every variant of a figure's rows has (the NCCL environment every
-    multi-GPU run records, say): said once in the title rather than in each of its labels, which
-    otherwise crowd the panels out. None where fewer than two distinct variants are drawn."""
+    """The parts every variant of a figure's rows has (the NCCL environment every multi-GPU run
+    records, the exchange's settings every run shares): said once in the title rather than in each
+    of its labels, which otherwise crowd the panels out. None where fewer than two distinct variants
+    are drawn."""
     variants = sorted({r.get("variant", "") for r in rows if r.get("variant")})
     if len(variants) < 2:
         return []
-    first, *others = [v.split(" ") for v in variants]
-    return [p for p in first if all(p in o for o in others)]
+    first, *others = [variant_tokens(v) for v in variants]
+    return [t for t in first if all(t in o for o in others)]
 
 
 def variant_of(row, shared):
     """The row's variant less the parts every variant of its figure shares."""
-    return " ".join(p for p in row.get("variant", "").split(" ") if p and p not in shared)
+    return render_tokens([t for t in variant_tokens(row.get("variant", "")) if t not in shared])
 
 
 def shared_line(shared):
     """The title line naming what every variant shares ("" when nothing is left out)."""
-    return f"\nevery variant: {' '.join(shared)}" if shared else ""
+    return f"\nevery variant: {render_tokens(shared)}" if shared else ""
 
 
 def legend_below(ax):
@@ -376,7 +408,11 @@ def phases_figure(rows, out):
     ns = [runs_of(r) for r in rows]
     show_n = len(set(ns)) > 1
     shared = shared_parts(rows)
-    fig, axes = panel_grid(len(nets), max(max(3.5, 0.55 * len(rs) + 1.5) for rs in nets.values()), 4.6)
+    # The bars' labels hang at 45 degrees below the panels: the figure grows by their height (about
+    # 0.055 inches a character at fontsize 8), so that tight_layout need not squash the bars for them.
+    longest = max(len(line) for r in rows for line in label(r, show_n, shared).split("\n"))
+    fig, axes = panel_grid(len(nets), max(max(3.5, 0.55 * len(rs) + 1.5) for rs in nets.values()),
+                           3.4 + 0.055 * longest)
     for ax, (net, rs) in zip(axes, nets.items()):
         unit, si = pick_unit("s", [number(r["total_ms_mean"]) * 1e-3 for r in rs])
         scale = 1e-3 / si  # the table's ms -> this subplot's unit
