@@ -260,7 +260,8 @@ TEST(DataParallel, UpdatePerBucketCatchesDivergence) {
 // backward, and leaves the allreduce; conv1 and ip2 stay in it. The gathered rows are the global
 // batch in order (zero rows pad the smaller shares of 22 + 21 + 21), so the sums are one process's
 // up to their order, as the allreduce's are: the same tolerance (kRelTolerance) holds, with the
-// update per bucket and after the exchange, overlapped or not.
+// update per bucket and after the exchange, overlapped or not, and with shares that auto moves
+// mid-run (the gathered rows follow the largest share).
 TEST(DataParallel, GatheredFullyConnectedGradientsMatchOneProcess) {
   Workdir w("gather");
   const char* net = "dist_convnet_smooth_wide.yaml";
@@ -276,6 +277,9 @@ TEST(DataParallel, GatheredFullyConnectedGradientsMatchOneProcess) {
       {3, {"--bucket-mb", "0.05"}, "update per bucket, fc gradients gathered"},
       {2, {"--update-per-bucket", "false"}, "fc gradients gathered"},
       {2, {"--no-overlap"}, "update per bucket, fc gradients gathered"},
+      {2,
+       {"--split", "auto", "--auto-start", "even", "--rebalance-every", "3", "--slowdown", "1,3"},
+       "update per bucket, fc gradients gathered"},
   };
   for (size_t i = 0; i < std::size(cases); ++i) {
     const Case& c = cases[i];
@@ -284,6 +288,7 @@ TEST(DataParallel, GatheredFullyConnectedGradientsMatchOneProcess) {
         mpi_job(c.ranks, with(with(train_args(net, dir), {"--gather-gradients", "true"}), c.extra));
     EXPECT_EQ(j["gathering_layers"], 1) << i;
     EXPECT_EQ(j["summary"]["allreduce_tuning"], c.tuning) << i;
+    if (i == 4) EXPECT_NE(j["rank_batches"], j["first_rank_batches"]) << "auto moved the shares";
     expect_matches_reference(ref, dir, ("gathered ip1, case " + std::to_string(i)).c_str());
   }
   // One rank has nothing to gather.
