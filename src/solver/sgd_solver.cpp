@@ -37,7 +37,6 @@ SgdSolver::SgdSolver(Net& net, const SolverConfig& config, int64_t iterations_pe
   bool write_mirrors = mirror.defined() && mirror.numel() <= INT32_MAX;
   for (const auto& np : params_)
     if (np.param->spec.mirrored()) write_mirrors &= np.param->data.storage() == mirror.storage();
-  std::vector<Segment>& segments = segments_;
   for (const auto& np : params_) {
     const Param& p = *np.param;
     const auto begin = static_cast<int64_t>((p.master.offset_bytes() - flat.offset_bytes()) / sizeof(float));
@@ -58,28 +57,36 @@ SgdSolver::SgdSolver(Net& net, const SolverConfig& config, int64_t iterations_pe
                reordered ? static_cast<int32_t>(s.c()) : 1, reordered ? static_cast<int32_t>(s.h() * s.w()) : 1,
                reordered ? 1 : 0};
     }
-    segments.push_back({static_cast<int32_t>(begin), static_cast<int32_t>(begin + p.master.numel()), p.spec.lr_mult,
-                        p.spec.decay_mult, entry});
+    segments_.push_back({static_cast<int32_t>(begin), static_cast<int32_t>(begin + p.master.numel()),
+                         p.spec.lr_mult, p.spec.decay_mult, entry});
   }
-  if (segments.empty()) return;
+  if (segments_.empty()) return;
   // The backend wants ascending segments; the net lays parameters out last layer first.
-  std::sort(segments.begin(), segments.end(), [](const Segment& a, const Segment& b) { return a.begin < b.begin; });
+  std::sort(segments_.begin(), segments_.end(), [](const Segment& a, const Segment& b) { return a.begin < b.begin; });
+  table_ = upload_table(0, segments_.size(), 0, write_mirrors);
+  if (write_mirrors) mirrors_ = {mirror, table_.map, Tensor()};
+}
+
+SgdSolver::Table SgdSolver::upload_table(size_t first, size_t last, int64_t base, bool with_map) const {
   std::vector<int32_t> ranges, map;
   std::vector<float> mults;
-  for (const Segment& g : segments) {
-    ranges.insert(ranges.end(), {g.begin, g.end});
+  for (size_t k = first; k < last; ++k) {
+    const Segment& g = segments_[k];
+    ranges.insert(ranges.end(), {static_cast<int32_t>(g.begin - base), static_cast<int32_t>(g.end - base)});
     mults.insert(mults.end(), {g.lr_mult, g.decay_mult});
     map.insert(map.end(), g.mirror.begin(), g.mirror.end());
   }
-  segment_ranges_ = backend.alloc(Shape{static_cast<int64_t>(ranges.size())}, DType::I32);
-  segment_mults_ = backend.alloc(Shape{static_cast<int64_t>(mults.size())});
-  backend.upload(ranges.data(), segment_ranges_);
-  backend.upload(mults.data(), segment_mults_);
-  if (write_mirrors) {
-    mirrors_ = {mirror, backend.alloc(Shape{static_cast<int64_t>(map.size())}, DType::I32), Tensor()};
-    backend.upload(map.data(), mirrors_.map);
+  Backend& backend = net_.backend();
+  Table t{backend.alloc(Shape{static_cast<int64_t>(ranges.size())}, DType::I32),
+          backend.alloc(Shape{static_cast<int64_t>(mults.size())}), Tensor()};
+  backend.upload(ranges.data(), t.ranges);
+  backend.upload(mults.data(), t.mults);
+  if (with_map) {
+    t.map = backend.alloc(Shape{static_cast<int64_t>(map.size())}, DType::I32);
+    backend.upload(map.data(), t.map);
   }
   backend.synchronize();  // the host vectors go out of scope
+  return t;
 }
 
 void SgdSolver::plan_parts(const std::vector<int64_t>& ends) {
@@ -87,32 +94,16 @@ void SgdSolver::plan_parts(const std::vector<int64_t>& ends) {
   CNNSCALE_CHECK(std::is_sorted(ends.begin(), ends.end()) && !ends.empty() && ends.back() == net_.flat_params().numel(),
                  "update parts: {} ends, not ascending to the flat buffer's {} elements", ends.size(),
                  net_.flat_params().numel());
-  Backend& backend = net_.backend();
   parts_.clear();
   size_t next = 0;  // first segment not in a part yet
   for (int64_t end : ends) {
     Part part;
-    std::vector<int32_t> ranges, map;
-    std::vector<float> mults;
-    for (; next < segments_.size() && segments_[next].end <= end; ++next) {
-      const Segment& g = segments_[next];
-      if (ranges.empty()) part.begin = g.begin;
-      ranges.insert(ranges.end(),
-                    {static_cast<int32_t>(g.begin - part.begin), static_cast<int32_t>(g.end - part.begin)});
-      mults.insert(mults.end(), {g.lr_mult, g.decay_mult});
-      map.insert(map.end(), g.mirror.begin(), g.mirror.end());
-      part.end = g.end;
-    }
-    if (!ranges.empty()) {
-      part.ranges = backend.alloc(Shape{static_cast<int64_t>(ranges.size())}, DType::I32);
-      part.mults = backend.alloc(Shape{static_cast<int64_t>(mults.size())});
-      backend.upload(ranges.data(), part.ranges);
-      backend.upload(mults.data(), part.mults);
-      if (mirrors_.defined()) {
-        part.map = backend.alloc(Shape{static_cast<int64_t>(map.size())}, DType::I32);
-        backend.upload(map.data(), part.map);
-      }
-      backend.synchronize();  // the host vectors go out of scope
+    const size_t first = next;
+    while (next < segments_.size() && segments_[next].end <= end) ++next;
+    if (next > first) {
+      part.begin = segments_[first].begin;
+      part.end = segments_[next - 1].end;
+      part.table = upload_table(first, next, part.begin, mirrors_.defined());
     }
     parts_.push_back(std::move(part));  // empty where no parameter ends in this bucket
   }
@@ -122,12 +113,12 @@ void SgdSolver::apply_part(size_t k, const GradCheck& check) {
   CNNSCALE_CHECK(k < parts_.size(), "update part {} of {}", k, parts_.size());
   CNNSCALE_CHECK(rate_.defined(), "SgdSolver::apply_part before set_rate");
   const Part& part = parts_[k];
-  if (!part.ranges.defined()) return;
+  if (!part.table.ranges.defined()) return;
   const Shape n{part.end - part.begin};
   SgdMirrors mirrors;
-  if (mirrors_.defined()) mirrors = {mirrors_.mirror, part.map, mirrors_.grads};
+  if (mirrors_.defined()) mirrors = {mirrors_.mirror, part.table.map, mirrors_.grads};
   net_.backend().sgd_update_segments_at(net_.flat_params().view(part.begin, n), net_.flat_grads().view(part.begin, n),
-                                        flat_history_.view(part.begin, n), part.ranges, part.mults, rate_,
+                                        flat_history_.view(part.begin, n), part.table.ranges, part.table.mults, rate_,
                                         static_cast<float>(config_.momentum), static_cast<float>(config_.weight_decay),
                                         Tensor(), mirrors, check);
 }
@@ -159,9 +150,9 @@ void SgdSolver::apply(const Tensor& skip, const GradCheck& check) {
   CNNSCALE_CHECK(!(skip.defined() && check.defined()), "SgdSolver::apply: a gradient check with a skip");
   if (flat_history_.defined()) {
     CNNSCALE_CHECK(rate_.defined(), "SgdSolver::apply before set_rate");
-    if (segment_ranges_.defined()) {
-      backend.sgd_update_segments_at(net_.flat_params(), net_.flat_grads(), flat_history_, segment_ranges_,
-                                     segment_mults_, rate_, static_cast<float>(config_.momentum),
+    if (table_.ranges.defined()) {
+      backend.sgd_update_segments_at(net_.flat_params(), net_.flat_grads(), flat_history_, table_.ranges,
+                                     table_.mults, rate_, static_cast<float>(config_.momentum),
                                      static_cast<float>(config_.weight_decay), skip, mirrors_, check);
       if (mirrors_.defined()) net_.mirrors_written_by_update();
     } else if (check.defined()) {  // every parameter frozen: nothing to update, still a step to check

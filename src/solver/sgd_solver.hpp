@@ -74,17 +74,23 @@ class SgdSolver {
   std::vector<NamedParam> params_;
   std::vector<Tensor> history_;  // views into flat_history_ when the update is one launch
   Tensor flat_history_;          // (P) same offsets as net.flat_params()
-  Tensor segment_ranges_, segment_mults_;  // Backend::sgd_update_segments' table
   struct Segment {
     int32_t begin, end;
     float lr_mult, decay_mult;
     std::array<int32_t, 4> mirror;  // SgdMirrors' map entry
   };
   std::vector<Segment> segments_;  // the table on the host, ascending
+  // Backend::sgd_update_segments' table on the device: ranges, mults and (with `with_map`)
+  // SgdMirrors' map of segments_[first, last), offsets relative to `base`.
+  struct Table {
+    Tensor ranges, mults, map;
+  };
+  Table upload_table(size_t first, size_t last, int64_t base, bool with_map) const;
+  Table table_;  // every segment's, for apply()
   // plan_parts(): each part's table, its offsets relative to `begin` (the first element it updates).
   struct Part {
     int64_t begin = 0, end = 0;
-    Tensor ranges, mults, map;
+    Table table;  // undefined where no parameter ends in the part's bucket
   };
   std::vector<Part> parts_;
   SgdMirrors mirrors_;                     // where the update also writes the compute copies
