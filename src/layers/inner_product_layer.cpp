@@ -117,8 +117,10 @@ class InnerProductLayer final : public Layer {
     }
     auto send = [&](const Tensor& t, const Tensor& buffer) {
       if (n == rows) return t;  // sent as it is
-      b.fill(buffer, 0.0f);     // the padding rows stay zero whatever this rank's share was before
+      const int64_t width = t.shape()[1];
       b.copy(t, buffer.view(0, t.shape()));
+      // Zero padding rows, however many this rank's share left before.
+      b.fill(buffer.view(n * width, Shape{(rows - n) * width}), 0.0f);
       return buffer;
     };
     ctx.ranks->gather_async(send(x, gather_.x_mine), gather_.x_all);
