@@ -72,10 +72,11 @@ class Communicator {
   virtual void wait_collectives() { wait(); }
   // Queues `work` (backend calls on tensors the collectives issued so far have summed: a bucket's
   // widening and its solver update) in order after those collectives and the compute work queued
-  // so far, without holding up what the compute stream runs meanwhile: a device communicator queues it on a side stream
-  // of its own, which wait() joins. `work` may only queue what such a side stream may run (see the implementations); it
-  // must not issue collectives. This default waits for the collectives and runs `work` at once, in compute-stream
-  // order, as any communicator may.
+  // so far, without holding up what the compute stream runs meanwhile: a device communicator
+  // queues it on a side stream of its own, which wait() joins. `work` may only queue what such a
+  // side stream may run (see the implementations); it must not issue collectives. This default
+  // waits for the collectives and runs `work` at once, in compute-stream order, as any
+  // communicator may.
   virtual void after_collectives(const std::function<void()>& work) {
     wait();
     work();

@@ -112,6 +112,7 @@ GradientBuckets::GradientBuckets(const Net& net, Communicator& comm, int64_t buc
     if (first_begin[l] >= 0) next_start = first_begin[l];
   }
   buckets_ = plan(ranges, local, total, bucket_bytes / element);
+  any_local_ = std::any_of(buckets_.begin(), buckets_.end(), [](const GradientBucket& b) { return b.local; });
 }
 
 void GradientBuckets::issue(int64_t begin, int64_t end) {
@@ -160,7 +161,7 @@ void GradientBuckets::end_backward() {
   } else if (next_ == 0 && !buckets_.empty()) {
     // One allreduce of the whole buffer, or, where some gradients were gathered, of each run of
     // the others (the gathered ones are the job's already: summing them would multiply them).
-    if (std::none_of(buckets_.begin(), buckets_.end(), [](const GradientBucket& b) { return b.local; })) {
+    if (!any_local_) {
       issue(0, flat_grads_.numel());
     } else {
       for (const GradientBucket& b : buckets_)
@@ -179,8 +180,7 @@ void GradientBuckets::wait() {
   // The widening below reads every bucket's sum: one not yet issued would come back un-summed.
   CNNSCALE_CHECK(next_ == buckets_.size(), "gradient exchange: wait() after {} of {} buckets were issued", next_,
                  buckets_.size());
-  if (std::none_of(buckets_.begin(), buckets_.end(), [](const GradientBucket& b) { return b.local; }))
-    return net_.apply_grad_scale(exchange_, flat_grads_, /*inverse=*/true);  // one pass over it all
+  if (!any_local_) return net_.apply_grad_scale(exchange_, flat_grads_, /*inverse=*/true);  // one pass over it all
   for (const GradientBucket& b : buckets_) widen(b);
 }
 

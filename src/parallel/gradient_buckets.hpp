@@ -82,6 +82,7 @@ class GradientBuckets {
   Tensor flat_grads_;  // (P)
   Tensor exchange_;    // (P) in the 16-bit exchange dtype; undefined for an f32 exchange
   bool in_place_ = false;  // exchange_ is the net's compute gradients (see the constructor)
+  bool any_local_ = false;  // some bucket is local: no exchange or widening of the whole buffer at once
   bool overlap_;
   std::vector<GradientBucket> buckets_;
   // ready_end_[l]: after layers l..L-1 ran backward, flat_grads_[0, ready_end_[l]) is final.

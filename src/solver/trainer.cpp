@@ -102,7 +102,6 @@ Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Da
     for (const GradientBucket& b : buckets_->buckets()) ends.push_back(b.end);
     solver_->plan_parts(ends);
     buckets_->set_on_reduced([this](size_t bucket) { solver_->apply_part(bucket, GradCheck{nonfinite_, step_tag_}); });
-    updates_per_bucket_ = true;
   }
 
   const Shape in = net_->input().shape();
@@ -380,7 +379,7 @@ void Trainer::forward(const StepScalars& s) {
 // emulated slower rank hands its buckets to the exchange as late as a slower device would.
 void Trainer::backward(const StepScalars& s, bool exchange) {
   const bool buckets = buckets_ && exchange;
-  update_queued_ = buckets && updates_per_bucket_;
+  update_queued_ = buckets && buckets_->per_bucket_work();
   net_->set_gathering_active(buckets && gathering_layers_ > 0);
   if (!buckets && options_.slowdown <= 1.0) return net_->backward(s.dropout_seed);
   auto since = Clock::now();

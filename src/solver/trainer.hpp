@@ -226,7 +226,7 @@ class Trainer {
   const GradientBuckets* buckets() const { return buckets_.get(); }  // null in a single process
   // Whether the steps update each bucket's parameters as its exchange ends (DataParallel::
   // update_per_bucket, where the step allows it).
-  bool updates_per_bucket() const { return updates_per_bucket_; }
+  bool updates_per_bucket() const { return buckets_ && buckets_->per_bucket_work(); }
   // Whether the exchange sums the net's compute gradients in place (DataParallel::
   // exchange_compute_grads, where the precision allows it).
   bool exchanges_compute_grads() const { return exchanges_compute_grads_; }
@@ -394,7 +394,6 @@ class Trainer {
   // and, where the net mirrors its parameters, reads their gradients where backward (and the
   // exchange) left them (SgdSolver::read_mirror_grads).
   bool update_checks_gradients_ = false;
-  bool updates_per_bucket_ = false;
   bool exchanges_compute_grads_ = false;
   size_t gathering_layers_ = 0;
   // This step's exchange has queued the update, bucket by bucket (checking the gradients it read);

@@ -412,11 +412,7 @@ void NcclCommunicator::add_busy_bracket(std::int64_t tag, std::shared_ptr<Timing
 }
 
 void NcclCommunicator::wait() {
-  require_live("wait");
-  activate();
-  // cudaStreamWaitEvent captures the event's state now, so re-recording comm_done_ later is safe.
-  CUDA_CHECK(cudaEventRecord(comm_done_, comm_stream_));
-  CUDA_CHECK(cudaStreamWaitEvent(backend_.stream(), comm_done_, 0));
+  wait_collectives();
   // Inside a capture this also joins the lane back into the captured stream, as it must be.
   if (std::exchange(lane_pending_, false)) {
     CUDA_CHECK(cudaEventRecord(lane_done_, lane_stream_));
@@ -427,6 +423,7 @@ void NcclCommunicator::wait() {
 void NcclCommunicator::wait_collectives() {
   require_live("wait");
   activate();
+  // cudaStreamWaitEvent captures the event's state now, so re-recording comm_done_ later is safe.
   CUDA_CHECK(cudaEventRecord(comm_done_, comm_stream_));
   CUDA_CHECK(cudaStreamWaitEvent(backend_.stream(), comm_done_, 0));
 }

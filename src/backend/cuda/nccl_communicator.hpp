@@ -43,8 +43,8 @@ class NcclCommunicator final : public DeviceCommunicator {
   // wait() also joins the side stream of after_collectives().
   void wait() override;
   // `work` queues on a side stream (CudaBackend::LaneScope: conversions and segmented SGD updates
-  // only) that waits for the collectives issued so far: a bucket's update runs beside the rest of
-  // backward and the exchange of the next buckets, which neither waits for it.
+  // only) that waits for the collectives and the compute work issued so far: a bucket's update runs
+  // beside the rest of backward and the exchange of the next buckets, which neither waits for it.
   void after_collectives(const std::function<void()>& work) override;
   void wait_collectives() override;
   void synchronize_host() override;
@@ -108,10 +108,11 @@ class NcclCommunicator final : public DeviceCommunicator {
   cudaEvent_t compute_ready_ = nullptr;  // recorded on the compute stream, waited on by comm_stream_
   cudaEvent_t comm_done_ = nullptr;      // recorded on comm_stream_, waited on by compute / host
   // after_collectives()' side stream, of the least priority (backward's kernels go first); its
-  // events: lane_ready_ on comm_stream_ (the lane waits for it), lane_done_ on the lane.
+  // events: lane_ready_ on comm_stream_ and lane_compute_ on the compute stream (the lane waits for
+  // both), lane_done_ on the lane.
   cudaStream_t lane_stream_ = nullptr;
   cudaEvent_t lane_ready_ = nullptr, lane_done_ = nullptr;
-  cudaEvent_t lane_compute_ = nullptr;  // on the compute stream, waited on by the lane
+  cudaEvent_t lane_compute_ = nullptr;
   bool lane_pending_ = false;  // work queued on the lane since the last wait()
   uint64_t ops_issued_ = 0;
   uint64_t enqueues_in_progress_ = 0;  // calls that returned ncclInProgress (settle() polled them)
