@@ -47,16 +47,26 @@ SplitRecord read_split(const h5::Reader& in, hid_t root, const std::string& file
           iteration[i], std::vector<int64_t>(shares.begin() + static_cast<std::ptrdiff_t>(i * ranks),
                                              shares.begin() + static_cast<std::ptrdiff_t>((i + 1) * ranks))});
   }
-  {
-    h5::Handle p = in.group(g.get(), "probe");
+  // /split/steps and /split/exchange: absent from files written before the exchange was probed.
+  for (const auto& [name, points] : {std::pair{"probe", &split.probe}, std::pair{"steps", &split.steps}}) {
+    if (!in.exists(g.get(), name)) continue;
+    h5::Handle p = in.group(g.get(), name);
     auto rank = in.i64(p.get(), "rank");
     auto batch = in.i64(p.get(), "batch");
     auto seconds = in.f64(p.get(), "seconds");
     auto joules = in.f64(p.get(), "joules");
     for (size_t n : {batch.size(), seconds.size(), joules.size()})
-      if (n != rank.size()) throw_config("{}: /split/probe columns differ in length", file_path);
-    for (size_t i = 0; i < rank.size(); ++i)
-      split.probe.push_back(ProbePoint{rank[i], batch[i], seconds[i], joules[i]});
+      if (n != rank.size()) throw_config("{}: /split/{} columns differ in length", file_path, name);
+    for (size_t i = 0; i < rank.size(); ++i) points->push_back(ProbePoint{rank[i], batch[i], seconds[i], joules[i]});
+  }
+  if (in.exists(g.get(), "exchange")) {
+    h5::Handle x = in.group(g.get(), "exchange");
+    auto number = [&](const char* key) {
+      const h5::Value v = in.has_attr(x.get(), key) ? in.attr(x.get(), key) : h5::Value{};
+      return std::holds_alternative<double>(v) ? std::get<double>(v) : kMissing;
+    };
+    split.exchange_seconds = number("seconds");
+    split.exchange_joules = number("joules");
   }
   {
     h5::Handle m = in.group(g.get(), "models");

@@ -32,19 +32,25 @@ void write_split(h5::Writer& w, const SplitRecord& split) {
   w.i64(changes.get(), "iteration", iteration);
   w.dataset(changes.get(), "shares", {iteration.size(), ranks}, H5T_STD_I64LE, H5T_NATIVE_INT64, shares.data());
 
-  h5::Handle probe = w.group("/split/probe");
-  std::vector<int64_t> rank, batch;
-  std::vector<double> seconds, joules;
-  for (const ProbePoint& p : split.probe) {
-    rank.push_back(p.rank);
-    batch.push_back(p.batch);
-    seconds.push_back(p.seconds);
-    joules.push_back(p.joules);
+  for (const auto& [name, points] :
+       {std::pair{"/split/probe", &split.probe}, std::pair{"/split/steps", &split.steps}}) {
+    h5::Handle group = w.group(name);
+    std::vector<int64_t> rank, batch;
+    std::vector<double> seconds, joules;
+    for (const ProbePoint& p : *points) {
+      rank.push_back(p.rank);
+      batch.push_back(p.batch);
+      seconds.push_back(p.seconds);
+      joules.push_back(p.joules);
+    }
+    w.i64(group.get(), "rank", rank);
+    w.i64(group.get(), "batch", batch);
+    w.f64(group.get(), "seconds", seconds);
+    w.f64(group.get(), "joules", joules);
   }
-  w.i64(probe.get(), "rank", rank);
-  w.i64(probe.get(), "batch", batch);
-  w.f64(probe.get(), "seconds", seconds);
-  w.f64(probe.get(), "joules", joules);
+  h5::Handle exchange = w.group("/split/exchange");
+  w.attr_f64(exchange.get(), "seconds", split.exchange_seconds);
+  w.attr_f64(exchange.get(), "joules", split.exchange_joules);
 
   h5::Handle models = w.group("/split/models");
   std::vector<int64_t> model_rank;

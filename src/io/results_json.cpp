@@ -74,10 +74,12 @@ nlohmann::json summary_json(const RunResults& r) {
                  {"nccl_version", opt(r.system.nccl_version)},
                  {"mpi_version", opt(r.system.mpi_version)},
                  {"nccl_env", opt(r.system.nccl_env)}};
-  json changes = json::array(), probe = json::array(), models = json::array();
+  json changes = json::array(), probe = json::array(), steps = json::array(), models = json::array();
   for (const SplitChange& c : r.split.changes) changes.push_back({{"iteration", c.iteration}, {"shares", c.shares}});
   for (const ProbePoint& p : r.split.probe)
     probe.push_back({{"rank", p.rank}, {"batch", p.batch}, {"seconds", num(p.seconds)}, {"joules", num(p.joules)}});
+  for (const ProbePoint& p : r.split.steps)
+    steps.push_back({{"rank", p.rank}, {"batch", p.batch}, {"seconds", num(p.seconds)}, {"joules", num(p.joules)}});
   for (const RankModel& m : r.split.models)
     models.push_back({{"rank", m.rank},
                       {"seconds_fixed", num(m.seconds_fixed)},
@@ -85,7 +87,12 @@ nlohmann::json summary_json(const RunResults& r) {
                       {"joules_fixed", num(m.joules_fixed)},
                       {"joules_per_sample", num(m.joules_per_sample)},
                       {"wait_watts", num(m.wait_watts)}});
-  j["split"] = {{"policy", r.split.policy}, {"changes", changes}, {"probe", probe}, {"models", models}};
+  j["split"] = {{"policy", r.split.policy},
+                {"changes", changes},
+                {"probe", probe},
+                {"models", models},
+                {"steps", steps},
+                {"exchange", {{"seconds", num(r.split.exchange_seconds)}, {"joules", num(r.split.exchange_joules)}}}};
   int64_t warmup = 0;
   for (uint8_t w : r.timeline.warmup()) warmup += w;
   j["timeline"] = {

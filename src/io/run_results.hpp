@@ -3,6 +3,7 @@
 // returns. Missing numbers are NaN, unknown strings are std::nullopt; summary figures in run_summary.hpp.
 #pragma once
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -144,7 +145,19 @@ struct SplitRecord {
   std::vector<SplitChange> changes;
   std::vector<ProbePoint> probe;
   std::vector<RankModel> models;
-  bool operator==(const SplitRecord&) const = default;
+  // Whole steps (forward, backward with the exchange, update) the probe timed on every rank
+  // together at the even split, one point per rank, and the exchange's cost per step fitted from
+  // them (parallel/split_policy.hpp ExchangeCost; NaN where not measured: one rank, or files
+  // written before the exchange was probed).
+  std::vector<ProbePoint> steps;
+  double exchange_seconds = kMissing, exchange_joules = kMissing;
+  // Equal when every member is; the exchange's NaN (not measured) equals NaN, so a record read
+  // back equals the one written.
+  bool operator==(const SplitRecord& o) const {
+    const auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
+    return policy == o.policy && changes == o.changes && probe == o.probe && models == o.models && steps == o.steps &&
+           same(exchange_seconds, o.exchange_seconds) && same(exchange_joules, o.exchange_joules);
+  }
 };
 
 struct RunResults {

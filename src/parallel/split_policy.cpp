@@ -122,13 +122,33 @@ std::vector<int64_t> probe_batches(int64_t global_batch, int ranks) {
   return out;
 }
 
-SplitCost predict_split(const std::vector<int64_t>& shares, const std::vector<RankCost>& models) {
+SplitCost predict_split(const std::vector<int64_t>& shares, const std::vector<RankCost>& models,
+                        const ExchangeCost& exchange) {
   CNNSCALE_CHECK(shares.size() == models.size(), "{} shares for {} models", shares.size(), models.size());
   SplitCost c;
   for (size_t r = 0; r < shares.size(); ++r) c.seconds = std::max(c.seconds, models[r].seconds(shares[r]));
   for (size_t r = 0; r < shares.size(); ++r)
     c.joules += models[r].joules(shares[r]) + models[r].wait_watts * (c.seconds - models[r].seconds(shares[r]));
+  c.seconds += exchange.seconds;
+  c.joules += exchange.joules;
   return c;
+}
+
+ExchangeCost fit_exchange_cost(const std::vector<int64_t>& shares, const std::vector<RankCost>& models,
+                               const std::vector<ProbeSample>& steps) {
+  CNNSCALE_CHECK(steps.size() == shares.size(), "{} timed steps for {} shares", steps.size(), shares.size());
+  const SplitCost compute = predict_split(shares, models);
+  double longest = 0, joules = 0;
+  for (const ProbeSample& s : steps) {
+    CNNSCALE_CHECK(s.seconds > 0, "a timed step of {} s", s.seconds);
+    longest = std::max(longest, s.seconds);
+    joules += s.joules;
+  }
+  ExchangeCost x;
+  x.seconds = std::max(0.0, longest - compute.seconds);
+  x.joules =
+      std::isfinite(joules) && std::isfinite(compute.joules) ? std::max(0.0, joules - compute.joules) : std::nan("");
+  return x;
 }
 
 namespace {
@@ -167,12 +187,15 @@ int64_t samples_within(const RankCost& m, double limit, int64_t most) {
 // beyond a term fixed by T), so filling the cheapest ranks first up to their caps is optimal for
 // that T. The optimum's own step length is one of the ranks' step times at some share, so trying
 // every such T and keeping the best real cost finds it.
-std::vector<int64_t> minimise_energy(SplitPolicy policy, int64_t global_batch, const std::vector<RankCost>& models) {
+std::vector<int64_t> minimise_energy(SplitPolicy policy, int64_t global_batch, const std::vector<RankCost>& models,
+                                     const ExchangeCost& exchange) {
   const size_t ranks = models.size();
   const int64_t most = global_batch - static_cast<int64_t>(ranks) + 1;
   for (const RankCost& m : models)
     if (!std::isfinite(m.joules_fixed) || !std::isfinite(m.joules_per_sample) || !std::isfinite(m.wait_watts))
       throw_config("--split {} needs every rank's energy, and a rank has no energy reading", to_string(policy));
+  if (!std::isfinite(exchange.joules))
+    throw_config("--split {} needs the exchange's energy, and a rank has no energy reading", to_string(policy));
   std::vector<double> limits;
   for (const RankCost& m : models)
     for (int64_t n = 1; n <= most; ++n) limits.push_back(m.seconds(n));
@@ -211,7 +234,7 @@ std::vector<int64_t> minimise_energy(SplitPolicy policy, int64_t global_batch, c
       shares[r] += take;
       left -= take;
     }
-    const double value = objective(predict_split(shares, models));
+    const double value = objective(predict_split(shares, models, exchange));
     if (best.empty() || value < best_value) {
       best = shares;
       best_value = value;
@@ -223,7 +246,8 @@ std::vector<int64_t> minimise_energy(SplitPolicy policy, int64_t global_batch, c
 
 }  // namespace
 
-std::vector<int64_t> choose_split(SplitPolicy policy, int64_t global_batch, const std::vector<RankCost>& models) {
+std::vector<int64_t> choose_split(SplitPolicy policy, int64_t global_batch, const std::vector<RankCost>& models,
+                                  const ExchangeCost& exchange) {
   const auto ranks = static_cast<int64_t>(models.size());
   CNNSCALE_CHECK(ranks >= 1, "no ranks");
   if (global_batch < ranks)
@@ -235,7 +259,7 @@ std::vector<int64_t> choose_split(SplitPolicy policy, int64_t global_batch, cons
       return balance_time(global_batch, models);
     case SplitPolicy::Energy:
     case SplitPolicy::Edp:
-      return minimise_energy(policy, global_batch, models);
+      return minimise_energy(policy, global_batch, models, exchange);
     case SplitPolicy::Even:
     case SplitPolicy::Manual:
       break;

@@ -62,18 +62,39 @@ RankCost fit_rank_cost(const std::vector<ProbeSample>& samples, double wait_watt
 // over `ranks` (e/2, e, 2e), within [1, global_batch - ranks + 1], ascending, without repeats.
 std::vector<int64_t> probe_batches(int64_t global_batch, int ranks);
 
-// What a split costs per global batch under the models: the step is as long as its slowest rank's
-// compute, every rank draws its compute joules plus wait_watts for the time it waits.
-struct SplitCost {
-  double seconds = 0;  // max over ranks of seconds(n_r)
-  double joules = 0;   // sum over ranks of joules(n_r) + wait_watts (seconds - seconds(n_r))
+// The job's gradient exchange, per step, beyond what the rank models hold: the seconds a step takes
+// past its slowest rank's compute (the exchange's exposed tail, and what its kernels take from the
+// backward they run beside) and the joules every rank draws past its compute and idle waiting. The
+// gradients exchanged are the same at every split, so this is one cost, measured once, that moves
+// every split's prediction alike (and edp's choice, whose product it changes).
+struct ExchangeCost {
+  double seconds = 0;
+  double joules = 0;  // NaN: not measured
 };
-SplitCost predict_split(const std::vector<int64_t>& shares, const std::vector<RankCost>& models);
+
+// What a split costs per global batch under the models: the step is as long as its slowest rank's
+// compute plus the exchange, every rank draws its compute joules plus wait_watts for the time it
+// waits, and the exchange adds its joules.
+struct SplitCost {
+  double seconds = 0;  // max over ranks of seconds(n_r), + exchange seconds
+  double joules = 0;   // sum over ranks of joules(n_r) + wait_watts (compute max - seconds(n_r)), + exchange joules
+};
+SplitCost predict_split(const std::vector<int64_t>& shares, const std::vector<RankCost>& models,
+                        const ExchangeCost& exchange = {});
+
+// The exchange's cost from whole steps (forward, backward with the exchange, update) timed on every
+// rank together at `shares`, one sample per rank (seconds and joules per step; all ranks take the
+// same steps): the longest rank's step less the models' compute for those shares, and the ranks'
+// summed joules less the models' joules for them, each at least 0 (a model that overestimates its
+// compute leaves no negative exchange). Joules NaN when a step or a model has none.
+ExchangeCost fit_exchange_cost(const std::vector<int64_t>& shares, const std::vector<RankCost>& models,
+                               const std::vector<ProbeSample>& steps);
 
 // The shares (whole samples, >= 1 each, summing to global_batch) that minimise the predicted step
 // time (proportional), joules (energy) or joules x seconds (edp). Exact for the linear models above.
 // ConfigError when the global batch is smaller than the number of ranks.
-std::vector<int64_t> choose_split(SplitPolicy policy, int64_t global_batch, const std::vector<RankCost>& models);
+std::vector<int64_t> choose_split(SplitPolicy policy, int64_t global_batch, const std::vector<RankCost>& models,
+                                  const ExchangeCost& exchange = {});
 
 // Imbalance of per-rank compute seconds: (max - mean) / max (0 when all are equal or none is > 0).
 double imbalance(const std::vector<double>& compute_seconds);

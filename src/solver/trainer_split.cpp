@@ -23,14 +23,15 @@ std::vector<int64_t> shares_of(const DataParallel& dp, int64_t global_batch) {
   return dp.rank_batches.empty() ? std::vector<int64_t>{global_batch} : dp.rank_batches;
 }
 
-// Values per rank in the probe's exchange: the model's five numbers, then seconds and joules of
-// each probe batch.
+// Values per rank in the probe's exchange: the model's five numbers, the whole step's seconds and
+// joules, then seconds and joules of each probe batch.
 constexpr size_t kModelValues = 5;
 
 // The probe's outcome in one log line: the batches timed, each rank's fitted model, the shares
 // chosen and what the models predict for them.
 std::string describe_probe(const std::string& policy, const std::vector<int64_t>& batches,
-                           const std::vector<RankCost>& models, const std::vector<int64_t>& shares) {
+                           const std::vector<RankCost>& models, const ExchangeCost& exchange,
+                           const std::vector<int64_t>& shares) {
   std::string text = fmt::format("split {}: probe of {} samples per rank;", policy, fmt::join(batches, "/"));
   for (size_t r = 0; r < models.size(); ++r) {
     const RankCost& m = models[r];
@@ -40,7 +41,10 @@ std::string describe_probe(const std::string& policy, const std::vector<int64_t>
           fmt::format(", {:.3g} + {:.3g} n J, idle {:.0f} W", m.joules_fixed, m.joules_per_sample, m.wait_watts));
     text.append(";");
   }
-  const SplitCost p = predict_split(shares, models);
+  if (exchange.seconds > 0 || exchange.joules > 0)
+    text.append(fmt::format(" exchange {:.3g} ms{};", 1e3 * exchange.seconds,
+                            std::isfinite(exchange.joules) ? fmt::format(", {:.3g} J", exchange.joules) : ""));
+  const SplitCost p = predict_split(shares, models, exchange);
   text.append(fmt::format(" shares {} (predicted {:.3g} ms", fmt::join(shares, "+"), 1e3 * p.seconds));
   text.append(std::isfinite(p.joules) ? fmt::format(", {:.3g} J per batch)", p.joules) : std::string(")"));
   return text;
@@ -123,14 +127,7 @@ std::vector<ProbeSample> Trainer::probe_rank(const std::vector<int64_t>& batches
   for (auto& [name, t] : net_->state()) saved.keep(t);
   std::vector<ProbeSample> out;
   for (int64_t n : batches) {
-    net_->reshape(n);
-    std::vector<int64_t> indices(static_cast<size_t>(n));
-    std::iota(indices.begin(), indices.end(), int64_t{0});
-    std::vector<float> data(static_cast<size_t>(net_->input().numel()));
-    std::vector<int32_t> labels(static_cast<size_t>(n));
-    train_->fill(indices, data.data(), labels.data());
-    backend_.upload(data.data(), net_->input());
-    backend_.upload(labels.data(), net_->labels());
+    upload_probe_batch(n);
     const StepScalars s = step_scalars(0, 0, true);
     write_step_values(s);
     out.push_back(time_probe(n, [&] {
@@ -141,6 +138,69 @@ std::vector<ProbeSample> Trainer::probe_rank(const std::vector<int64_t>& batches
   net_->reshape(split_.local);
   saved.restore();
   return out;
+}
+
+void Trainer::upload_probe_batch(int64_t n) {
+  net_->reshape(n);
+  std::vector<int64_t> indices(static_cast<size_t>(n));
+  std::iota(indices.begin(), indices.end(), int64_t{0});
+  std::vector<float> data(static_cast<size_t>(net_->input().numel()));
+  std::vector<int32_t> labels(static_cast<size_t>(n));
+  train_->fill(indices, data.data(), labels.data());
+  backend_.upload(data.data(), net_->input());
+  backend_.upload(labels.data(), net_->labels());
+}
+
+// Whole training steps (forward, backward with the gradient exchange, the divergence check, the
+// update) on every rank together at the shares in force: what the per-rank models leave out, the
+// exchange's exposed tail and what its kernels take from backward beside them, is in these and
+// nowhere else. The steps have collectives, so every rank runs the same number: two untimed, three
+// to size the loop, then the largest count any rank needs to fill probe_seconds, between a barrier
+// and a host sync. Everything a step writes is saved before and put back after, as for the update.
+ProbeSample Trainer::probe_step() {
+  measure::EnergyMonitor* energy = options_.energy;
+  const bool joules = energy && energy->gpu_available() && !energy->open();
+  ProbeSaved saved{backend_, {}};
+  for (auto& [name, t] : net_->state()) saved.keep(t);
+  saved.keep(net_->flat_params());
+  saved.keep(net_->flat_mirrors());
+  for (const Tensor& h : solver_->history()) saved.keep(h);
+  saved.keep(nonfinite_);
+  if (overflow_.defined()) {
+    saved.keep(loss_scale_);
+    saved.keep(scale_state_);
+  }
+  upload_probe_batch(split_.local);
+  const StepScalars s = step_scalars(0, 0, true);
+  write_step_values(s);
+  auto one = [&] {
+    forward(s);
+    backward(s, /*exchange=*/true);
+    if (buckets_) wait_gradients();
+    flag_divergence();
+    update(s);
+  };
+  one();
+  one();
+  host_sync("host sync (split probe)");
+  auto t0 = Clock::now();
+  for (int i = 0; i < 3; ++i) one();
+  host_sync("host sync (split probe)");
+  const double per = std::max(seconds_since(t0) / 3, 1e-6);
+  const int64_t steps =
+      agree_max(std::min<int64_t>(int64_t{1} << 20, std::max<int64_t>(3, std::ceil(options_.probe_seconds / per))));
+  agree_max(0);  // a barrier: the ranks' timed steps start together
+  if (joules) energy->begin("split probe (steps)");
+  t0 = Clock::now();
+  for (int64_t i = 0; i < steps; ++i) one();
+  host_sync("host sync (split probe)");
+  ProbeSample p{split_.local, seconds_since(t0) / static_cast<double>(steps), std::nan("")};
+  if (joules) {
+    const measure::EnergyReading r = energy->end(steps);
+    if (r.gpu_joules) p.joules = *r.gpu_joules / static_cast<double>(steps);
+  }
+  saved.restore();
+  return p;
 }
 
 // The update alone, timed as the passes are, on the gradients the probe's last pass left. It costs
@@ -187,29 +247,46 @@ void Trainer::plan_split(TrainResult& result, int64_t start, const TrainCallback
     const ProbeSample update_cost = probe_update();
     own.seconds_fixed += update_cost.seconds;
     own.joules_fixed += update_cost.joules;  // NaN where unmeasured, as the line's energy terms then are
+    // With other ranks, whole steps at the split in force (even, or the manual shares): the
+    // exchange's cost, which no rank's own passes hold.
+    const bool exchanges = dp.comm && ranks > 1;
+    const ProbeSample step = exchanges ? probe_step() : ProbeSample{};
     std::vector<float> payload = {static_cast<float>(own.seconds_fixed), static_cast<float>(own.seconds_per_sample),
-                                  static_cast<float>(own.joules_fixed), static_cast<float>(own.joules_per_sample),
-                                  static_cast<float>(own.wait_watts)};
+                                  static_cast<float>(own.joules_fixed),  static_cast<float>(own.joules_per_sample),
+                                  static_cast<float>(own.wait_watts),    static_cast<float>(step.seconds),
+                                  static_cast<float>(step.joules)};
     for (const ProbeSample& p : samples) {
       payload.push_back(static_cast<float>(p.seconds));
       payload.push_back(static_cast<float>(p.joules));
     }
     const std::vector<std::vector<float>> all =
-        dp.comm && ranks > 1 ? allgather_host(*dp.comm, backend_, payload) : std::vector<std::vector<float>>{payload};
+        exchanges ? allgather_host(*dp.comm, backend_, payload) : std::vector<std::vector<float>>{payload};
+    const std::vector<int64_t> in_force = shares_of(dp, options_.batch);
     std::vector<RankCost> models;
+    std::vector<ProbeSample> steps;
     for (size_t r = 0; r < all.size(); ++r) {
       const std::vector<float>& v = all[r];
       RankCost m{v[0], v[1], v[2], v[3], v[4]};
       models.push_back(m);
       split_record_.models.push_back({static_cast<int64_t>(r), m.seconds_fixed, m.seconds_per_sample, m.joules_fixed,
                                       m.joules_per_sample, m.wait_watts});
+      if (exchanges) {
+        steps.push_back({in_force[r], v[kModelValues], v[kModelValues + 1]});
+        split_record_.steps.push_back({static_cast<int64_t>(r), in_force[r], v[kModelValues], v[kModelValues + 1]});
+      }
       for (size_t i = 0; i < batches.size(); ++i)
         split_record_.probe.push_back(
-            {static_cast<int64_t>(r), batches[i], v[kModelValues + 2 * i], v[kModelValues + 2 * i + 1]});
+            {static_cast<int64_t>(r), batches[i], v[kModelValues + 2 + 2 * i], v[kModelValues + 3 + 2 * i]});
     }
-    const std::vector<int64_t> shares = choose_split(options_.split, options_.batch, models);
+    ExchangeCost exchange;
+    if (exchanges) {
+      exchange = fit_exchange_cost(in_force, models, steps);
+      split_record_.exchange_seconds = exchange.seconds;
+      split_record_.exchange_joules = exchange.joules;
+    }
+    const std::vector<int64_t> shares = choose_split(options_.split, options_.batch, models, exchange);
     if (options_.split == SplitPolicy::Auto) rebalancer_.start_from(models);
-    if (cb.on_message) cb.on_message(describe_probe(split_record_.policy, batches, models, shares));
+    if (cb.on_message) cb.on_message(describe_probe(split_record_.policy, batches, models, exchange, shares));
     if (shares != shares_of(dp, options_.batch)) apply_split(shares);
   }
   split_record_.changes.push_back({start, shares_of(dp, options_.batch)});

@@ -100,7 +100,10 @@ RunResults sample() {
       SplitRecord{"auto",
                   {SplitChange{100, {32, 32}}, SplitChange{150, {40, 24}}},
                   {ProbePoint{0, 8, 0.01, 2.5}, ProbePoint{1, 8, 0.02, kMissing}},
-                  {RankModel{0, 0.002, 0.001, 0.5, 0.25, 60.0}, RankModel{1, 0.004, 0.002, kMissing, kMissing, 55.0}}};
+                  {RankModel{0, 0.002, 0.001, 0.5, 0.25, 60.0}, RankModel{1, 0.004, 0.002, kMissing, kMissing, 55.0}},
+                  {ProbePoint{0, 32, 0.05, 9.5}, ProbePoint{1, 32, 0.051, kMissing}},
+                  0.0035,
+                  kMissing};
   return r;
 }
 
@@ -185,6 +188,15 @@ void expect_same(const RunResults& a, const RunResults& b) {
     expect_same(a.split.probe[i].seconds, b.split.probe[i].seconds, "probe seconds");
     expect_same(a.split.probe[i].joules, b.split.probe[i].joules, "probe joules");
   }
+  ASSERT_EQ(a.split.steps.size(), b.split.steps.size());
+  for (size_t i = 0; i < a.split.steps.size(); ++i) {
+    EXPECT_EQ(a.split.steps[i].rank, b.split.steps[i].rank);
+    EXPECT_EQ(a.split.steps[i].batch, b.split.steps[i].batch);
+    expect_same(a.split.steps[i].seconds, b.split.steps[i].seconds, "step seconds");
+    expect_same(a.split.steps[i].joules, b.split.steps[i].joules, "step joules");
+  }
+  expect_same(a.split.exchange_seconds, b.split.exchange_seconds, "exchange seconds");
+  expect_same(a.split.exchange_joules, b.split.exchange_joules, "exchange joules");
   ASSERT_EQ(a.split.models.size(), b.split.models.size());
   for (size_t i = 0; i < a.split.models.size(); ++i) {
     const RankModel &x = a.split.models[i], &y = b.split.models[i];
@@ -248,6 +260,26 @@ TEST(Results, FileWithoutSplitReadsAsEven) {
   EXPECT_TRUE(back.split.changes.empty());
 }
 
+// Files written before the exchange was probed have neither /split/steps nor /split/exchange: no
+// whole steps, and an exchange not measured (NaN), while the rest of the split reads as written.
+TEST(Results, SplitWithoutExchangeProbeReadsAsNotMeasured) {
+  ResultsDir dir;
+  const RunResults written = sample();
+  const std::string run_dir = write_run_results(written, {dir.str(), {}});
+  const std::string h5 = run_dir + "/run.h5";
+  const hid_t f = H5Fopen(h5.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  ASSERT_GE(H5Ldelete(f, "/split/steps", H5P_DEFAULT), 0);
+  ASSERT_GE(H5Ldelete(f, "/split/exchange", H5P_DEFAULT), 0);
+  H5Fclose(f);
+  const SplitRecord back = read_run_results(run_dir).split;
+  EXPECT_TRUE(back.steps.empty());
+  EXPECT_TRUE(std::isnan(back.exchange_seconds));
+  EXPECT_TRUE(std::isnan(back.exchange_joules));
+  EXPECT_EQ(back.changes, written.split.changes);
+  EXPECT_EQ(back.models.size(), written.split.models.size());
+}
+
 // Files written before the NCCL environment was recorded have no /system nccl_env: it reads as
 // unknown (null), not as an error.
 TEST(Results, FileWithoutNcclEnvironmentReadsAsUnknown) {
@@ -284,6 +316,8 @@ TEST(Results, SummaryJsonAndCsv) {
   EXPECT_EQ(j["split"]["probe"][1], json::parse(R"({"rank":1,"batch":8,"seconds":0.02,"joules":null})"));
   EXPECT_EQ(j["split"]["models"][0]["wait_watts"], 60.0);
   EXPECT_TRUE(j["split"]["models"][1]["joules_fixed"].is_null());
+  EXPECT_EQ(j["split"]["steps"][0], json::parse(R"({"rank":0,"batch":32,"seconds":0.05,"joules":9.5})"));
+  EXPECT_EQ(j["split"]["exchange"], json::parse(R"({"seconds":0.0035,"joules":null})"));
   EXPECT_EQ(read_text(run_dir + "/summary.csv"),
             "experiment,run_id,gflops_per_watt,joules_per_batch,measure,samples_per_s,seconds_per_batch,tag.note\n"
             "resnet_scaling,20261122T044300Z-0badc0de,nan,,steady,1040.5,0.123456789012345,"
@@ -409,7 +443,9 @@ with h5py.File(sys.argv[1], "r") as f:
                     "shares": f["split/changes/shares"][:].tolist(),
                     "shares_dtype": str(f["split/changes/shares"].dtype),
                     "probe_joules": [num(x) for x in f["split/probe/joules"][:]],
-                    "model_rank": f["split/models/rank"][:].tolist()}
+                    "model_rank": f["split/models/rank"][:].tolist(),
+                    "step_seconds": [num(x) for x in f["split/steps/seconds"][:]],
+                    "exchange": [num(f["split/exchange"].attrs[k]) for k in ("seconds", "joules")]}
 print(json.dumps(out))
 )PY";
 
@@ -482,6 +518,8 @@ TEST(Results, H5pyReadsTheSameValues) {
   EXPECT_EQ(j["split"]["shares_dtype"], "int64");
   EXPECT_EQ(j["split"]["probe_joules"], json({2.5, "NaN"}));
   EXPECT_EQ(j["split"]["model_rank"], json({0, 1}));
+  EXPECT_EQ(j["split"]["step_seconds"], json({0.05, 0.051}));
+  EXPECT_EQ(j["split"]["exchange"], json({0.0035, "NaN"}));
 }
 
 }  // namespace

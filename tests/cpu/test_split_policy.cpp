@@ -70,11 +70,12 @@ TEST(SplitPolicy, ProportionalEqualisesComputeTime) {
 }
 
 // The objectives of every split of `batch` over the models (the independent reference).
-std::vector<int64_t> brute_force(SplitPolicy policy, int64_t batch, const std::vector<RankCost>& models) {
+std::vector<int64_t> brute_force(SplitPolicy policy, int64_t batch, const std::vector<RankCost>& models,
+                                 const ExchangeCost& exchange = {}) {
   std::vector<int64_t> best, shares(models.size(), 1);
   double best_value = 0;
   const auto value = [&](const std::vector<int64_t>& s) {
-    const SplitCost c = predict_split(s, models);
+    const SplitCost c = predict_split(s, models, exchange);
     return policy == SplitPolicy::Edp ? c.joules * c.seconds : policy == SplitPolicy::Energy ? c.joules : c.seconds;
   };
   std::function<void(size_t, int64_t)> walk = [&](size_t r, int64_t left) {
@@ -138,6 +139,58 @@ TEST(SplitPolicy, ChoicesMatchBruteForceOnRandomModels) {
       // Ties may pick another split of the same value: compare values (relative 1e-12: a few ulps
       // of sums of a handful of doubles).
       EXPECT_NEAR(objective(chosen), objective(best), 1e-12 * std::abs(objective(best)))
+          << to_string(p) << " trial " << trial;
+    }
+  }
+}
+
+// The exchange's cost is what whole steps took beyond the models' compute at the shares they ran:
+// 2 ranks at 10 + 10 with compute 0.01 and 0.03 s (rank 0 waits 0.02 s at 50 W: 4 + 1 J), steps
+// of 0.034 s drawing 6.5 J in all leave 0.004 s and 1.5 J; every split's prediction then carries
+// them.
+TEST(SplitPolicy, ExchangeCostIsWhatWholeStepsTookBeyondTheModels) {
+  const std::vector<RankCost> models = {rank(0, 0.001, 1, 0.1, 50), rank(0, 0.003, 1, 0.1, 50)};
+  const ExchangeCost x = fit_exchange_cost({10, 10}, models, {{10, 0.0339, 3.0}, {10, 0.034, 3.5}});
+  EXPECT_NEAR(x.seconds, 0.004, 1e-12);
+  EXPECT_NEAR(x.joules, 1.5, 1e-12);
+  const SplitCost with = predict_split({14, 6}, models, x), without = predict_split({14, 6}, models);
+  EXPECT_NEAR(with.seconds - without.seconds, 0.004, 1e-12);
+  EXPECT_NEAR(with.joules - without.joules, 1.5, 1e-12);
+  // Steps faster than the models' compute leave no negative exchange; a step without joules leaves
+  // the exchange's joules unknown, which energy and edp then refuse.
+  const ExchangeCost none = fit_exchange_cost({10, 10}, models, {{10, 0.02, 1.0}, {10, 0.02, 1.0}});
+  EXPECT_EQ(none.seconds, 0.0);
+  EXPECT_EQ(none.joules, 0.0);
+  const ExchangeCost unknown = fit_exchange_cost({10, 10}, models, {{10, 0.04, std::nan("")}, {10, 0.04, 3.0}});
+  EXPECT_NEAR(unknown.seconds, 0.01, 1e-12);
+  EXPECT_TRUE(std::isnan(unknown.joules));
+  EXPECT_THROW(choose_split(SplitPolicy::Energy, 20, models, unknown), ConfigError);
+  EXPECT_THROW(fit_exchange_cost({10, 10}, models, {{10, 0.04, 1.0}}), Error);
+}
+
+// A constant exchange moves neither proportional's nor energy's optimum (it adds the same seconds or
+// joules to every split), but edp's objective (J + Jx)(T + Tx) weighs time against joules
+// differently: the exact search must still equal the brute force over the same costs.
+TEST(SplitPolicy, ChoicesWithAnExchangeMatchBruteForce) {
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  for (int trial = 0; trial < 40; ++trial) {
+    const size_t ranks = trial % 2 == 0 ? 2 : 3;
+    std::vector<RankCost> models;
+    for (size_t r = 0; r < ranks; ++r)
+      models.push_back(rank(0.01 * u(rng), 0.001 + 0.01 * u(rng), 10 * u(rng), 0.5 + 3 * u(rng), 300 * u(rng)));
+    const ExchangeCost x{0.05 * u(rng), 200 * u(rng)};
+    const int64_t batch = 8 + trial % 30;
+    EXPECT_EQ(choose_split(SplitPolicy::Proportional, batch, models, x),
+              choose_split(SplitPolicy::Proportional, batch, models));
+    for (SplitPolicy p : {SplitPolicy::Energy, SplitPolicy::Edp}) {
+      const auto objective = [&](const std::vector<int64_t>& s) {
+        const SplitCost c = predict_split(s, models, x);
+        return p == SplitPolicy::Edp ? c.joules * c.seconds : c.joules;
+      };
+      const double best = objective(brute_force(p, batch, models, x));
+      // Relative 1e-12: a few ulps of sums of a handful of doubles.
+      EXPECT_NEAR(objective(choose_split(p, batch, models, x)), best, 1e-12 * std::abs(best))
           << to_string(p) << " trial " << trial;
     }
   }

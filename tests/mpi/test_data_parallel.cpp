@@ -416,6 +416,24 @@ TEST(DataParallel, ProbedAndRebalancedSplitsMatchOneProcess) {
                       m["wait_watts"].is_number() ? m["wait_watts"].get<double>() : std::nan("")});
   ASSERT_EQ(models.size(), 2u);
   EXPECT_EQ(nlohmann::json(choose_split(SplitPolicy::Proportional, 64, models)), prop["rank_batches"]);
+  // Whole steps with the exchange, timed on both ranks at the even split before the shares were
+  // chosen, and the exchange's seconds fitted from them: the prediction is the models' compute at
+  // the final shares plus that (CPU ranks have no joules).
+  const nlohmann::json& steps = summary["split"]["steps"];
+  ASSERT_EQ(steps.size(), 2u);
+  for (const nlohmann::json& p : steps) {
+    EXPECT_EQ(p["batch"], 32);
+    EXPECT_GT(p["seconds"].get<double>(), 0.0);
+  }
+  const nlohmann::json& exchange = summary["split"]["exchange"];
+  ASSERT_TRUE(exchange["seconds"].is_number()) << exchange;
+  const ExchangeCost x{exchange["seconds"].get<double>(), 0.0};
+  EXPECT_GE(x.seconds, 0.0);
+  const std::vector<ProbeSample> timed = {{32, steps[0]["seconds"].get<double>(), std::nan("")},
+                                          {32, steps[1]["seconds"].get<double>(), std::nan("")}};
+  EXPECT_DOUBLE_EQ(fit_exchange_cost({32, 32}, models, timed).seconds, x.seconds);
+  EXPECT_DOUBLE_EQ(summary["summary"]["predicted_seconds_per_batch"].get<double>(),
+                   predict_split(prop["rank_batches"].get<std::vector<int64_t>>(), models, x).seconds);
   expect_matches_reference(ref_ckpt, w.dir("prop"), "2 ranks, proportional, rank 1 3x slower");
   expect_whole_test_set(ref, prop);
 
