@@ -10,8 +10,10 @@
 // to other GPUs or libraries is only ever a miss. A choice is the measured winner of one earlier
 // search on that model; its timings are not stored, and a run that wants its own search leaves the
 // variable unset. infer's JSON records the file a run used (`engine_cache`); every process logs it.
-// Cached: the int8 convolutions' engines and the fused forward plans (convolution with bias, ReLU,
-// residual) against the same ops apart; the plain convolutions' algorithm searches still run.
+// Cached: the int8 convolutions' engines, the fused forward plans (convolution with bias, ReLU,
+// residual) against the same ops apart, and each plain convolution direction's search (the legacy
+// algorithm with its math type, workspace and time, and the graph engine that beat it, if one did).
+// In a green context of fewer SMs the key carries the granted SM count: what wins there can differ.
 //
 // Format: a first line "# cnnscale engine cache 1", then one "KEY<TAB>CHOICE" per line; keys and
 // choices hold no tab or newline. A malformed file is a ConfigError naming FILE:LINE. Every put()

@@ -605,9 +605,22 @@ class CudaBackend final : public Backend {
                                const Tensor& bias, const Tensor* addend, const Tensor& y);
   bool run_fused_plan(const char* op, const std::shared_ptr<cuda::ConvGraphPlan>& fused, const Tensor& x,
                       const Tensor& w, const Tensor& bias, const Tensor* addend, const Tensor& y);
-  // The EngineCache key of a search on this backend: `what` after the GPU model, compute capability
-  // and cuDNN version, which decide what was measured.
+  // The EngineCache key of a search on this backend: `what` after the GPU model, compute capability,
+  // cuDNN version and, in a green context of fewer SMs than the GPU, the granted SM count, which
+  // decide what was measured.
   std::string engine_cache_key(const std::string& what) const;
+  // `op` and a convolution plan's dtype, layout, shapes and parameters: the part of its searches'
+  // keys that names the problem.
+  static std::string conv_cache_text(const char* op, const ConvPlan& plan);
+  // A direction's search result read back from the engine cache: the legacy algorithm (with its
+  // math type, workspace and measured time) and the graph engine that beat it, if one did, compiled
+  // and run once here. nullopt (a miss: search anew) for a choice this backend cannot take: text
+  // that does not parse, an algorithm out of range, a tensor-core math type where strict fp32
+  // forbids it, more workspace than the search may use now, or a graph engine this GPU does not
+  // offer or that fails here.
+  std::optional<ConvAlgoChoice> cached_conv_choice(const std::string& text, const ConvPlan& plan,
+                                                   cuda::ConvDirection direction, int count,
+                                                   const std::array<void*, 3>& operands, size_t limit);
   // An EngineCache hit: only `engine` is compiled for `spec`, and kept where it runs once (`runs`,
   // on a workspace of its size); null where this GPU does not offer it or it fails here.
   std::unique_ptr<cuda::ConvGraphPlan> cached_graph_plan(

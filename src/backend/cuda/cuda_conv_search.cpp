@@ -13,6 +13,8 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -208,6 +210,20 @@ ConvAlgoChoice CudaBackend::search_direction(const char* op, ConvPlan& plan, cud
                                              const std::array<void*, 3>& operands, const Shape& x, const Shape& w,
                                              Heuristic&& heuristic, Find&& find) {
   const size_t limit = search_workspace_limit();
+  // An earlier process's outcome of this very search (same GPU model, SMs, cuDNN, problem and search
+  // options): taken without timing anything. Deterministic runs do not time, so they need none.
+  EngineCache* cache = options_.deterministic ? nullptr : EngineCache::from_environment();
+  const std::string cache_key =
+      cache ? engine_cache_key(fmt::format("{} tf32 {} plans {}", conv_cache_text(op, plan),
+                                           options_.allow_tf32 ? 1 : 0, options_.conv_graph_plans))
+            : std::string();
+  if (cache)
+    if (const auto hit = cache->find(cache_key))
+      if (auto cached = cached_conv_choice(*hit, plan, direction, count, operands, limit)) {
+        log::debug("{} x {} w {}: algo {}{} from the engine cache", op, x.to_string(), w.to_string(), cached->algo,
+                   cached->graph ? ", graph plan " + cached->graph->name() : std::string());
+        return std::move(*cached);
+      }
   SearchBuffer buf(options_.deterministic ? 0 : limit, stream());
   CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, conv_math(plan.dtype)));
   const std::vector<Perf> perf =
@@ -221,7 +237,50 @@ ConvAlgoChoice CudaBackend::search_direction(const char* op, ConvPlan& plan, cud
   ConvAlgoChoice choice = pick_algorithm(perf.data(), static_cast<int>(perf.size()),
                                          options_.deterministic ? limit : buf.bytes(), options_, plan.dtype, op, x, w);
   search_graph_plans(op, plan, direction, choice, operands[0], operands[1], operands[2], buf.ptr(), buf.bytes());
+  if (cache)
+    cache->put(cache_key, fmt::format("algo {} math {} workspace {} ms {}{}", choice.algo,
+                                      static_cast<int>(choice.math), choice.workspace_bytes, choice.measured_ms,
+                                      choice.graph ? " graph " + choice.graph->name() : std::string()));
   return choice;
+}
+
+std::optional<ConvAlgoChoice> CudaBackend::cached_conv_choice(const std::string& text, const ConvPlan& plan,
+                                                              cuda::ConvDirection direction, int count,
+                                                              const std::array<void*, 3>& operands, size_t limit) {
+  std::istringstream in(text);
+  std::string k_algo, k_math, k_workspace, k_ms, k_graph, engine;
+  ConvAlgoChoice c;
+  int math = -1;
+  if (!(in >> k_algo >> c.algo >> k_math >> math >> k_workspace >> c.workspace_bytes >> k_ms >> c.measured_ms) ||
+      k_algo != "algo" || k_math != "math" || k_workspace != "workspace" || k_ms != "ms")
+    return std::nullopt;
+  if (in >> k_graph && (k_graph != "graph" || !(in >> engine))) return std::nullopt;
+  if (c.algo < 0 || c.algo >= count || c.workspace_bytes > limit) return std::nullopt;
+  if (math != CUDNN_DEFAULT_MATH && math != CUDNN_TENSOR_OP_MATH && math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION &&
+      math != CUDNN_FMA_MATH)
+    return std::nullopt;
+  c.math = static_cast<cudnnMathType_t>(math);
+  const bool tensor_ops = options_.allow_tf32 || plan.dtype != DType::F32;
+  if (!tensor_ops && c.math != CUDNN_FMA_MATH) return std::nullopt;
+  if (!engine.empty()) {
+    if (options_.conv_graph_plans <= 0 || !tensor_ops) return std::nullopt;
+    const cuda::ConvGraphSpec spec = cuda::conv_graph_spec(
+        direction, plan.dtype, plan.layout, plan.x_shape, plan.w_shape, plan.y_shape, plan.params, options_.allow_tf32);
+    auto graph = cached_graph_plan(engine, spec, [&](const cuda::ConvGraphPlan& p, void* ws) {
+      return ran(p.execute(cudnn_, operands[0], operands[1], operands[2], ws));
+    });
+    if (!graph) return std::nullopt;
+    c.graph = std::move(graph);
+  }
+  return c;
+}
+
+std::string CudaBackend::conv_cache_text(const char* op, const ConvPlan& plan) {
+  const ConvParams& q = plan.params;
+  return fmt::format("{} {} {} x {} w {} y {} stride {}x{} pad {}x{} dilation {}x{} groups {}", op,
+                     dtype_name(plan.dtype), layout_name(plan.layout), plan.x_shape.to_string(),
+                     plan.w_shape.to_string(), plan.y_shape.to_string(), q.stride_h, q.stride_w, q.pad_h, q.pad_w,
+                     q.dilation_h, q.dilation_w, q.groups);
 }
 
 void CudaBackend::find_conv_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& y) {
@@ -322,14 +381,7 @@ std::shared_ptr<cuda::ConvGraphPlan> CudaBackend::faster_fused_plan(
     return nullptr;
   // An earlier process's verdict on this GPU model: the ops apart, or the one engine to compile.
   EngineCache* cache = EngineCache::from_environment();
-  const ConvParams& q = plan.params;
-  const std::string cache_key =
-      cache
-          ? engine_cache_key(fmt::format("{} {} {} x {} w {} y {} stride {}x{} pad {}x{} dilation {}x{} groups {}", op,
-                                         dtype_name(plan.dtype), layout_name(plan.layout), plan.x_shape.to_string(),
-                                         plan.w_shape.to_string(), plan.y_shape.to_string(), q.stride_h, q.stride_w,
-                                         q.pad_h, q.pad_w, q.dilation_h, q.dilation_w, q.groups))
-          : std::string();
+  const std::string cache_key = cache ? engine_cache_key(conv_cache_text(op, plan)) : std::string();
   if (cache)
     if (const auto hit = cache->find(cache_key)) {
       if (*hit == kEngineCacheApart) return nullptr;
@@ -387,8 +439,10 @@ std::unique_ptr<cuda::ConvGraphPlan> CudaBackend::cached_graph_plan(
 
 std::string CudaBackend::engine_cache_key(const std::string& what) const {
   const size_t v = cudnnGetVersion();  // cuDNN 9: major * 10000 + minor * 100 + patch
-  return fmt::format("{} sm_{}{} cudnn {}.{}.{} | {}", device_name_, cc_major_, cc_minor_, v / 10000, (v % 10000) / 100,
-                     v % 100, what);
+  const int sms = ctx_->granted_sms();
+  const std::string partition = sms > 0 && sms < sm_count_ ? fmt::format(" sms {}", sms) : std::string();
+  return fmt::format("{} sm_{}{}{} cudnn {}.{}.{} | {}", device_name_, cc_major_, cc_minor_, partition, v / 10000,
+                     (v % 10000) / 100, v % 100, what);
 }
 
 void CudaBackend::run_conv_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& y) {
