@@ -239,8 +239,9 @@ Table split_models_table(const std::vector<ConfigGroup>& groups) {
           "For each configuration whose split came from the start-up probe's per-rank models (proportional, auto "
           "from the probe, energy, edp): the step time and joules per sample those models predicted at the shares "
           "the run ended with, beside what the run measured over its steady window, and measured / predicted. The "
-          "models time forward, backward and the update of each rank alone, so the exchange (its exposed wait "
-          "and the power its kernels draw beside backward) is what a ratio above 1 holds. Mean ± sample std over "
+          "models time forward, backward and the update of each rank alone; the probe adds the exchange's cost, "
+          "from whole steps on every rank at the even split (runs written before it did leave the exchange, its "
+          "exposed wait and the power its kernels draw beside backward, to a ratio above 1). Mean ± sample std over "
           "repeats (each ratio is taken per run). CSV: seconds, joules.",
           l.columns(),
           {},
