@@ -117,7 +117,10 @@ TEST(SplitPolicy, EnergyAndEdpChooseTheAnalyticOptimum) {
                ConfigError);
 }
 
-// Random linear models on 2 and 3 ranks: the exact search equals the brute force for every objective.
+// Random linear models on 2 and 3 ranks, without an exchange and with a random one: the exact
+// search equals the brute force over the same costs for every objective. A constant exchange moves
+// neither proportional's nor energy's optimum (it adds the same seconds or joules to every split),
+// but edp's objective (J + Jx)(T + Tx) weighs time against joules differently.
 TEST(SplitPolicy, ChoicesMatchBruteForceOnRandomModels) {
   std::mt19937_64 rng(7);
   std::uniform_real_distribution<double> u(0.0, 1.0);
@@ -127,19 +130,24 @@ TEST(SplitPolicy, ChoicesMatchBruteForceOnRandomModels) {
     for (size_t r = 0; r < ranks; ++r)
       models.push_back(rank(0.01 * u(rng), 0.001 + 0.01 * u(rng), 10 * u(rng), 0.5 + 3 * u(rng), 300 * u(rng)));
     const int64_t batch = 8 + trial % 40;
-    for (SplitPolicy p : {SplitPolicy::Proportional, SplitPolicy::Energy, SplitPolicy::Edp}) {
-      const std::vector<int64_t> chosen = choose_split(p, batch, models);
-      ASSERT_EQ(std::accumulate(chosen.begin(), chosen.end(), int64_t{0}), batch);
-      for (int64_t n : chosen) ASSERT_GE(n, 1);
-      const std::vector<int64_t> best = brute_force(p, batch, models);
-      const auto objective = [&](const std::vector<int64_t>& s) {
-        const SplitCost c = predict_split(s, models);
-        return p == SplitPolicy::Edp ? c.joules * c.seconds : p == SplitPolicy::Energy ? c.joules : c.seconds;
-      };
-      // Ties may pick another split of the same value: compare values (relative 1e-12: a few ulps
-      // of sums of a handful of doubles).
-      EXPECT_NEAR(objective(chosen), objective(best), 1e-12 * std::abs(objective(best)))
-          << to_string(p) << " trial " << trial;
+    const ExchangeCost random_exchange{0.05 * u(rng), 200 * u(rng)};
+    for (const ExchangeCost& x : {ExchangeCost{}, random_exchange}) {
+      EXPECT_EQ(choose_split(SplitPolicy::Proportional, batch, models, x),
+                choose_split(SplitPolicy::Proportional, batch, models));
+      for (SplitPolicy p : {SplitPolicy::Proportional, SplitPolicy::Energy, SplitPolicy::Edp}) {
+        const std::vector<int64_t> chosen = choose_split(p, batch, models, x);
+        ASSERT_EQ(std::accumulate(chosen.begin(), chosen.end(), int64_t{0}), batch);
+        for (int64_t n : chosen) ASSERT_GE(n, 1);
+        const std::vector<int64_t> best = brute_force(p, batch, models, x);
+        const auto objective = [&](const std::vector<int64_t>& s) {
+          const SplitCost c = predict_split(s, models, x);
+          return p == SplitPolicy::Edp ? c.joules * c.seconds : p == SplitPolicy::Energy ? c.joules : c.seconds;
+        };
+        // Ties may pick another split of the same value: compare values (relative 1e-12: a few ulps
+        // of sums of a handful of doubles).
+        EXPECT_NEAR(objective(chosen), objective(best), 1e-12 * std::abs(objective(best)))
+            << to_string(p) << " trial " << trial << " exchange " << x.seconds;
+      }
     }
   }
 }
@@ -166,34 +174,6 @@ TEST(SplitPolicy, ExchangeCostIsWhatWholeStepsTookBeyondTheModels) {
   EXPECT_TRUE(std::isnan(unknown.joules));
   EXPECT_THROW(choose_split(SplitPolicy::Energy, 20, models, unknown), ConfigError);
   EXPECT_THROW(fit_exchange_cost({10, 10}, models, {{10, 0.04, 1.0}}), Error);
-}
-
-// A constant exchange moves neither proportional's nor energy's optimum (it adds the same seconds or
-// joules to every split), but edp's objective (J + Jx)(T + Tx) weighs time against joules
-// differently: the exact search must still equal the brute force over the same costs.
-TEST(SplitPolicy, ChoicesWithAnExchangeMatchBruteForce) {
-  std::mt19937_64 rng(11);
-  std::uniform_real_distribution<double> u(0.0, 1.0);
-  for (int trial = 0; trial < 40; ++trial) {
-    const size_t ranks = trial % 2 == 0 ? 2 : 3;
-    std::vector<RankCost> models;
-    for (size_t r = 0; r < ranks; ++r)
-      models.push_back(rank(0.01 * u(rng), 0.001 + 0.01 * u(rng), 10 * u(rng), 0.5 + 3 * u(rng), 300 * u(rng)));
-    const ExchangeCost x{0.05 * u(rng), 200 * u(rng)};
-    const int64_t batch = 8 + trial % 30;
-    EXPECT_EQ(choose_split(SplitPolicy::Proportional, batch, models, x),
-              choose_split(SplitPolicy::Proportional, batch, models));
-    for (SplitPolicy p : {SplitPolicy::Energy, SplitPolicy::Edp}) {
-      const auto objective = [&](const std::vector<int64_t>& s) {
-        const SplitCost c = predict_split(s, models, x);
-        return p == SplitPolicy::Edp ? c.joules * c.seconds : c.joules;
-      };
-      const double best = objective(brute_force(p, batch, models, x));
-      // Relative 1e-12: a few ulps of sums of a handful of doubles.
-      EXPECT_NEAR(objective(choose_split(p, batch, models, x)), best, 1e-12 * std::abs(best))
-          << to_string(p) << " trial " << trial;
-    }
-  }
 }
 
 TEST(SplitPolicy, PredictedCostCountsWaiting) {
