@@ -8,6 +8,7 @@
 
 #include "app/train_run.hpp"
 #include "backend/devices.hpp"
+#include "backend/engine_cache.hpp"
 #include "core/environment.hpp"
 #include "data/augment.hpp"
 #include "data/datasets.hpp"
@@ -202,6 +203,7 @@ RunDescription describe_results(const TrainArgs& a, const TrainInputs& in, const
     run.nccl_version = v.nccl;
     // After the communicator's set-up: what NCCL read, cnnscale's own NCCL_ALGO included.
     if (par.active()) run.nccl_env = environment_line("NCCL_");
+    if (const EngineCache* cache = EngineCache::from_environment()) run.engine_cache = cache->path();
   }
   return run;
 }

@@ -8,8 +8,10 @@
 // Opt in with CNNSCALE_ENGINE_CACHE=FILE (every rank of a job may share the file). Keys carry the
 // device model, compute capability and cuDNN version (the backend prefixes them), so a file copied
 // to other GPUs or libraries is only ever a miss. A choice is the measured winner of one earlier
-// search on that model; its timings are not stored, and a run that wants its own search leaves the
-// variable unset. infer's JSON records the file a run used (`engine_cache`); every process logs it.
+// search on that model (a convolution direction's entry keeps the winner's time, which the choice
+// between a padded and an unpadded plan compares; no other timing is stored), and a run that wants
+// its own search leaves the variable unset. infer's JSON and train's results (/system) record the
+// file a run used (`engine_cache`); every process logs it.
 // Cached: the int8 convolutions' engines, the fused forward plans (convolution with bias, ReLU,
 // residual) against the same ops apart, and each plain convolution direction's search (the legacy
 // algorithm with its math type, workspace and time, and the graph engine that beat it, if one did).

@@ -110,6 +110,7 @@ RunResults read_run_results(const std::string& path) {
     r.system.mpi_version = in.attr_str(g.get(), "mpi_version");
     // Absent in files written before it was recorded.
     if (in.has_attr(g.get(), "nccl_env")) r.system.nccl_env = in.attr_str(g.get(), "nccl_env");
+    if (in.has_attr(g.get(), "engine_cache")) r.system.engine_cache = in.attr_str(g.get(), "engine_cache");
     r.system.hosts = in.strings(g.get(), "hosts");
     h5::Handle gpus = in.group(g.get(), "gpus");
     auto rank = in.i64(gpus.get(), "rank");

@@ -94,6 +94,7 @@ void write_results_h5(const std::string& path, const RunResults& r, const Result
     w.attr_str(g.get(), "nccl_version", r.system.nccl_version);
     w.attr_str(g.get(), "mpi_version", r.system.mpi_version);
     w.attr_str(g.get(), "nccl_env", r.system.nccl_env);
+    w.attr_str(g.get(), "engine_cache", r.system.engine_cache);
     w.strings(g.get(), "hosts", r.system.hosts);
     h5::Handle gpus = w.group("/system/gpus");
     std::vector<int64_t> rank;

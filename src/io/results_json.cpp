@@ -73,7 +73,8 @@ nlohmann::json summary_json(const RunResults& r) {
                  {"cudnn_version", opt(r.system.cudnn_version)},
                  {"nccl_version", opt(r.system.nccl_version)},
                  {"mpi_version", opt(r.system.mpi_version)},
-                 {"nccl_env", opt(r.system.nccl_env)}};
+                 {"nccl_env", opt(r.system.nccl_env)},
+                 {"engine_cache", opt(r.system.engine_cache)}};
   json changes = json::array(), probe = json::array(), steps = json::array(), models = json::array();
   for (const SplitChange& c : r.split.changes) changes.push_back({{"iteration", c.iteration}, {"shares", c.shares}});
   for (const ProbePoint& p : r.split.probe)

@@ -45,6 +45,10 @@ struct SystemInfo {
   // (cnnscale's own NCCL_ALGO included), "NAME=value" separated by spaces, sorted; "" when none
   // is set. Null where NCCL was not used (one rank, CPU ranks) and in files from before it.
   std::optional<std::string> nccl_env;
+  // The engine cache file (CNNSCALE_ENGINE_CACHE) the GPU backend took measured kernel choices from
+  // instead of searching (convolution algorithms, fused and int8 engines); null when none was set,
+  // on CPU runs and in files from before it was recorded.
+  std::optional<std::string> engine_cache;
 };
 
 // Seconds per (iteration, rank, phase), row-major; iterations are recorded in order, warm-up included.
@@ -151,8 +155,9 @@ struct SplitRecord {
   // written before the exchange was probed).
   std::vector<ProbePoint> steps;
   double exchange_seconds = kMissing, exchange_joules = kMissing;
-  // Equal when every member is; the exchange's NaN (not measured) equals NaN, so a record read
-  // back equals the one written.
+  // Equal when every member is, the exchange's NaN (not measured) counting as equal to NaN, so that
+  // records without an exchange compare equal (the NaN inside a probe point or a model does not:
+  // compare those one by one).
   bool operator==(const SplitRecord& o) const {
     const auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
     return policy == o.policy && changes == o.changes && probe == o.probe && models == o.models && steps == o.steps &&

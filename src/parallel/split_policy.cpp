@@ -194,8 +194,14 @@ std::vector<int64_t> minimise_energy(SplitPolicy policy, int64_t global_batch, c
   for (const RankCost& m : models)
     if (!std::isfinite(m.joules_fixed) || !std::isfinite(m.joules_per_sample) || !std::isfinite(m.wait_watts))
       throw_config("--split {} needs every rank's energy, and a rank has no energy reading", to_string(policy));
-  if (!std::isfinite(exchange.joules))
-    throw_config("--split {} needs the exchange's energy, and a rank has no energy reading", to_string(policy));
+  // The exchange's joules are the same at every split: the fewest joules are where they are without
+  // them, so only edp, whose product they change, needs them.
+  ExchangeCost x = exchange;
+  if (!std::isfinite(x.joules)) {
+    if (policy == SplitPolicy::Edp)
+      throw_config("--split edp needs the exchange's energy, and a rank had no energy reading during it");
+    x.joules = 0;
+  }
   std::vector<double> limits;
   for (const RankCost& m : models)
     for (int64_t n = 1; n <= most; ++n) limits.push_back(m.seconds(n));
@@ -234,7 +240,7 @@ std::vector<int64_t> minimise_energy(SplitPolicy policy, int64_t global_batch, c
       shares[r] += take;
       left -= take;
     }
-    const double value = objective(predict_split(shares, models, exchange));
+    const double value = objective(predict_split(shares, models, x));
     if (best.empty() || value < best_value) {
       best = shares;
       best_value = value;

@@ -89,6 +89,7 @@ RunResults assemble_run_results(const RunDescription& run, const TrainResult& r0
   res.system.nccl_version = run.nccl_version;
   res.system.mpi_version = run.mpi_version;
   res.system.nccl_env = run.nccl_env;
+  res.system.engine_cache = run.engine_cache;
 
   // ---- /timeline: rank 0's iterations; every rank ran the same ones ----
   res.timeline = Timeline(n);

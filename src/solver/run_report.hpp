@@ -39,7 +39,8 @@ struct RunDescription {
   std::vector<EpochRecord> epochs;
   std::vector<std::string> tags;
   std::optional<std::string> cuda_version, cudnn_version, nccl_version, mpi_version;
-  std::optional<std::string> nccl_env;  // SystemInfo::nccl_env
+  std::optional<std::string> nccl_env;      // SystemInfo::nccl_env
+  std::optional<std::string> engine_cache;  // SystemInfo::engine_cache
 };
 
 // `ranks`: every rank's report, in rank order.

@@ -128,31 +128,31 @@ void put_split_figures(RunResults& res, const TrainResult& r0, const std::vector
     for (const RankModel& m : r0.split.models)
       models.push_back({m.seconds_fixed, m.seconds_per_sample, m.joules_fixed, m.joules_per_sample, m.wait_watts});
     const std::vector<int64_t>& shares = r0.split.changes.back().shares;
-    // Runs on one rank, and files written before the exchange was probed, have none: the
-    // prediction is then the compute alone, and its method says so.
+    // Runs on one rank, and files written before the exchange was probed, have none (nor joules
+    // where a rank had no energy reading during it): the prediction then leaves it out, and its
+    // method says so.
     const bool exchange_known = std::isfinite(r0.split.exchange_seconds);
+    const bool exchange_joules_known = exchange_known && std::isfinite(r0.split.exchange_joules);
     const ExchangeCost exchange{exchange_known ? r0.split.exchange_seconds : 0.0,
-                                exchange_known ? r0.split.exchange_joules : 0.0};
+                                exchange_joules_known ? r0.split.exchange_joules : 0.0};
     const SplitCost predicted = predict_split(shares, models, exchange);
     S.predicted_seconds_per_batch = predicted.seconds;
     const double batch = S.global_batch.value_or(0);
     S.predicted_joules_per_sample =
         std::isfinite(predicted.joules) && batch > 0 ? NumberFigure(predicted.joules / batch) : NumberFigure::null();
-    if (exchange_known) {
-      M["predicted_seconds_per_batch"] =
-          "the probe's per-rank models at the final shares: the slowest rank's forward+backward+update, + the "
-          "exchange's seconds per step (whole steps timed on every rank at the even split, less the models' compute "
-          "there)";
-      M["predicted_joules_per_sample"] =
-          "the same models: compute joules (forward+backward+update) of every rank + idle power x waiting + the "
-          "exchange's joules per step (measured as its seconds), per sample";
-    } else {
-      M["predicted_seconds_per_batch"] =
-          "the probe's per-rank models at the final shares: the slowest rank's forward+backward+update (no exchange)";
-      M["predicted_joules_per_sample"] =
-          "the same models: compute joules (forward+backward+update) of every rank + idle power x waiting, per sample "
-          "(no exchange)";
-    }
+    M["predicted_seconds_per_batch"] =
+        exchange_known
+            ? "the probe's per-rank models at the final shares: the slowest rank's forward+backward+update, + the "
+              "exchange's seconds per step (whole steps timed on every rank at the even split, less the models' "
+              "compute there)"
+            : "the probe's per-rank models at the final shares: the slowest rank's forward+backward+update (no "
+              "exchange)";
+    M["predicted_joules_per_sample"] =
+        exchange_joules_known
+            ? "the same models: compute joules (forward+backward+update) of every rank + idle power x waiting + the "
+              "exchange's joules per step (measured as its seconds), per sample"
+            : "the same models: compute joules (forward+backward+update) of every rank + idle power x waiting, per "
+              "sample (no exchange)";
   }
 }
 

@@ -352,7 +352,7 @@ class Trainer {
   ProbeSample time_probe(int64_t batch, const std::function<void()>& step);
   std::vector<ProbeSample> probe_rank(const std::vector<int64_t>& batches);
   ProbeSample probe_update();  // the update's seconds and joules per step (batch 0: any share)
-  ProbeSample probe_step();    // a whole step with the exchange, every rank together, at the shares in force
+  ProbeSample probe_step();    // whole steps with the exchange, every rank together, at the even split
   void upload_probe_batch(int64_t n);  // the net reshaped to n samples, its input the first n of the set
   double measure_wait_watts();
   // auto: after step t, every rebalance_every steps, new shares when they pay (collective).

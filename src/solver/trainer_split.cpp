@@ -247,8 +247,8 @@ void Trainer::plan_split(TrainResult& result, int64_t start, const TrainCallback
     const ProbeSample update_cost = probe_update();
     own.seconds_fixed += update_cost.seconds;
     own.joules_fixed += update_cost.joules;  // NaN where unmeasured, as the line's energy terms then are
-    // With other ranks, whole steps at the split in force (even, or the manual shares): the
-    // exchange's cost, which no rank's own passes hold.
+    // With other ranks, whole steps at the split in force (the even split: only the model-based
+    // policies probe, and they start from it): the exchange's cost, which no rank's own passes hold.
     const bool exchanges = dp.comm && ranks > 1;
     const ProbeSample step = exchanges ? probe_step() : ProbeSample{};
     std::vector<float> payload = {static_cast<float>(own.seconds_fixed), static_cast<float>(own.seconds_per_sample),

@@ -67,6 +67,7 @@ RunResults sample() {
   r.system.nccl_version = "2.21.5";
   r.system.mpi_version = "Open MPI v4.1.6";  // cuDNN unknown: null
   r.system.nccl_env = "NCCL_ALGO=Ring NCCL_NVLS_ENABLE=0";
+  r.system.engine_cache = "/data/engines.txt";
   r.timeline = Timeline(2);
   for (int it = 0; it < 3; ++it) {
     int64_t row = r.timeline.add_iteration(100 + it, it == 0);
@@ -143,6 +144,7 @@ void expect_same(const RunResults& a, const RunResults& b) {
   EXPECT_EQ(a.system.nccl_version, b.system.nccl_version);
   EXPECT_EQ(a.system.mpi_version, b.system.mpi_version);
   EXPECT_EQ(a.system.nccl_env, b.system.nccl_env);
+  EXPECT_EQ(a.system.engine_cache, b.system.engine_cache);
   EXPECT_EQ(a.timeline.ranks(), b.timeline.ranks());
   EXPECT_EQ(a.timeline.iteration(), b.timeline.iteration());
   EXPECT_EQ(a.timeline.warmup(), b.timeline.warmup());

@@ -132,8 +132,6 @@ TEST(SplitPolicy, ChoicesMatchBruteForceOnRandomModels) {
     const int64_t batch = 8 + trial % 40;
     const ExchangeCost random_exchange{0.05 * u(rng), 200 * u(rng)};
     for (const ExchangeCost& x : {ExchangeCost{}, random_exchange}) {
-      EXPECT_EQ(choose_split(SplitPolicy::Proportional, batch, models, x),
-                choose_split(SplitPolicy::Proportional, batch, models));
       for (SplitPolicy p : {SplitPolicy::Proportional, SplitPolicy::Energy, SplitPolicy::Edp}) {
         const std::vector<int64_t> chosen = choose_split(p, batch, models, x);
         ASSERT_EQ(std::accumulate(chosen.begin(), chosen.end(), int64_t{0}), batch);
@@ -143,8 +141,9 @@ TEST(SplitPolicy, ChoicesMatchBruteForceOnRandomModels) {
           const SplitCost c = predict_split(s, models, x);
           return p == SplitPolicy::Edp ? c.joules * c.seconds : p == SplitPolicy::Energy ? c.joules : c.seconds;
         };
-        // Ties may pick another split of the same value: compare values (relative 1e-12: a few ulps
-        // of sums of a handful of doubles).
+        // Ties may pick another split of the same value: compare values, within relative 1e-12,
+        // the margin brute_force itself takes a value as better by (sums of a handful of doubles
+        // differ by a few ulps, 1e-16 relative each, when the same value is summed in another order).
         EXPECT_NEAR(objective(chosen), objective(best), 1e-12 * std::abs(objective(best)))
             << to_string(p) << " trial " << trial << " exchange " << x.seconds;
       }
@@ -165,14 +164,16 @@ TEST(SplitPolicy, ExchangeCostIsWhatWholeStepsTookBeyondTheModels) {
   EXPECT_NEAR(with.seconds - without.seconds, 0.004, 1e-12);
   EXPECT_NEAR(with.joules - without.joules, 1.5, 1e-12);
   // Steps faster than the models' compute leave no negative exchange; a step without joules leaves
-  // the exchange's joules unknown, which energy and edp then refuse.
+  // the exchange's joules unknown, which edp then refuses, and energy, whose choice a constant
+  // cannot move, does without.
   const ExchangeCost none = fit_exchange_cost({10, 10}, models, {{10, 0.02, 1.0}, {10, 0.02, 1.0}});
   EXPECT_EQ(none.seconds, 0.0);
   EXPECT_EQ(none.joules, 0.0);
   const ExchangeCost unknown = fit_exchange_cost({10, 10}, models, {{10, 0.04, std::nan("")}, {10, 0.04, 3.0}});
   EXPECT_NEAR(unknown.seconds, 0.01, 1e-12);
   EXPECT_TRUE(std::isnan(unknown.joules));
-  EXPECT_THROW(choose_split(SplitPolicy::Energy, 20, models, unknown), ConfigError);
+  EXPECT_THROW(choose_split(SplitPolicy::Edp, 20, models, unknown), ConfigError);
+  EXPECT_EQ(choose_split(SplitPolicy::Energy, 20, models, unknown), choose_split(SplitPolicy::Energy, 20, models));
   EXPECT_THROW(fit_exchange_cost({10, 10}, models, {{10, 0.04, 1.0}}), Error);
 }
 

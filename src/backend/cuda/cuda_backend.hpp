@@ -615,8 +615,9 @@ class CudaBackend final : public Backend {
   // A direction's search result read back from the engine cache: the legacy algorithm (with its
   // math type, workspace and measured time) and the graph engine that beat it, if one did, compiled
   // and run once here. nullopt (a miss: search anew) for a choice this backend cannot take: text
-  // that does not parse, an algorithm out of range, a tensor-core math type where strict fp32
-  // forbids it, more workspace than the search may use now, or a graph engine this GPU does not
+  // that does not parse, an algorithm out of range or that cuDNN does not run for this problem (its
+  // workspace query fails), a tensor-core math type or a non-fused Winograd where strict fp32
+  // forbids them, more workspace than the search may use now, or a graph engine this GPU does not
   // offer or that fails here.
   std::optional<ConvAlgoChoice> cached_conv_choice(const std::string& text, const ConvPlan& plan,
                                                    cuda::ConvDirection direction, int count,

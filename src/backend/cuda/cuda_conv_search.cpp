@@ -210,8 +210,10 @@ ConvAlgoChoice CudaBackend::search_direction(const char* op, ConvPlan& plan, cud
                                              const std::array<void*, 3>& operands, const Shape& x, const Shape& w,
                                              Heuristic&& heuristic, Find&& find) {
   const size_t limit = search_workspace_limit();
-  // An earlier process's outcome of this very search (same GPU model, SMs, cuDNN, problem and search
-  // options): taken without timing anything. Deterministic runs do not time, so they need none.
+  // An earlier process's outcome of this very search (same GPU model, SMs, cuDNN, problem, TF32
+  // and graph-plan count): taken without timing anything where its workspace fits this process's
+  // limit (the limit it was searched under is not in the key: a choice made with less workspace
+  // is taken as it was). Deterministic runs do not time, so they need none.
   EngineCache* cache = options_.deterministic ? nullptr : EngineCache::from_environment();
   const std::string cache_key =
       cache ? engine_cache_key(fmt::format("{} tf32 {} plans {}", conv_cache_text(op, plan),
@@ -262,6 +264,34 @@ std::optional<ConvAlgoChoice> CudaBackend::cached_conv_choice(const std::string&
   c.math = static_cast<cudnnMathType_t>(math);
   const bool tensor_ops = options_.allow_tf32 || plan.dtype != DType::F32;
   if (!tensor_ops && c.math != CUDNN_FMA_MATH) return std::nullopt;
+  // What pick_algorithm would refuse is refused here too (strict fp32: no Winograd non-fused), and
+  // the algorithm must be one cuDNN runs for this problem: its workspace query fails otherwise.
+  CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, c.math));
+  size_t bytes = 0;
+  cudnnStatus_t supported = CUDNN_STATUS_NOT_SUPPORTED;
+  switch (direction) {
+    case cuda::ConvDirection::Forward: {
+      const auto algo = static_cast<cudnnConvolutionFwdAlgo_t>(c.algo);
+      if (!tensor_ops && amplifies_rounding(algo)) return std::nullopt;
+      supported = cudnnGetConvolutionForwardWorkspaceSize(cudnn_, plan.x, plan.w, plan.conv, plan.y, algo, &bytes);
+      break;
+    }
+    case cuda::ConvDirection::BackwardData: {
+      const auto algo = static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo);
+      if (!tensor_ops && amplifies_rounding(algo)) return std::nullopt;
+      supported = cudnnGetConvolutionBackwardDataWorkspaceSize(cudnn_, plan.w, plan.y, plan.conv, plan.x, algo, &bytes);
+      break;
+    }
+    case cuda::ConvDirection::BackwardFilter: {
+      const auto algo = static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo);
+      if (!tensor_ops && amplifies_rounding(algo)) return std::nullopt;
+      supported =
+          cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnn_, plan.x, plan.y, plan.conv, plan.w, algo, &bytes);
+      break;
+    }
+  }
+  if (supported != CUDNN_STATUS_SUCCESS || bytes > limit) return std::nullopt;
+  c.workspace_bytes = std::max(c.workspace_bytes, bytes);
   if (!engine.empty()) {
     if (options_.conv_graph_plans <= 0 || !tensor_ops) return std::nullopt;
     const cuda::ConvGraphSpec spec = cuda::conv_graph_spec(
