@@ -55,7 +55,7 @@ void add_parallel_options(CLI::App& cmd, ParallelArgs& a) {
       ->group(group);
   cmd.add_option("--probe-seconds", a.probe_seconds,
                  "--split proportional/energy/edp (and auto from a probe): seconds of forward+backward timed at "
-                 "each probe batch")
+                 "each probe batch (energy and edp, which read the GPU's energy counter: at least --min-window)")
       ->capture_default_str()
       ->group(group);
   cmd.add_option("--slowdown", a.slowdown,

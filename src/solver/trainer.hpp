@@ -350,6 +350,7 @@ class Trainer {
   void plan_split(TrainResult& result, int64_t start, const TrainCallbacks& cb);  // the probe and the policy's first shares
   bool probes_split() const;  // whether plan_split runs the start-up probe (model policies, auto from it)
   ProbeSample time_probe(int64_t batch, const std::function<void()>& step);
+  double probe_window_seconds(bool joules) const;  // a probe window's length (joules: read the energy counter)
   std::vector<ProbeSample> probe_rank(const std::vector<int64_t>& batches);
   ProbeSample probe_update();  // the update's seconds and joules per step (batch 0: any share)
   ProbeSample probe_step();    // whole steps with the exchange, every rank together, at the even split

@@ -93,13 +93,26 @@ struct ProbeSaved {
   }
 };
 
+// How long a probe window lasts: probe_seconds, or for the policies that choose by joules (energy,
+// edp), where the window reads the GPU's energy counter, at least min_window_seconds. The counter
+// moves about every 100 ms, so a 0.5 s window's joules may be off by a fifth (H200, ResNet-34: 11.9
+// to 14.9 J for the same 255-sample pass), and their models' differences are a few percent; a
+// window of a few seconds reads them within a few percent. The policies that choose by time keep
+// probe_seconds (their joules are recorded as they come).
+double Trainer::probe_window_seconds(bool joules) const {
+  return joules && split_needs_energy(options_.split) ? std::max(options_.probe_seconds, options_.min_window_seconds)
+                                                      : options_.probe_seconds;
+}
+
 // `step` on this rank alone: two untimed runs (allocation, algorithm choice), one timed to size
-// the loop, then enough to fill probe_seconds (at least 3), bracketed by one host sync each side so
-// the time and the GPU's energy counter cover exactly those runs. Seconds and joules per run
-// (joules NaN without a GPU counter); `batch` is recorded as given.
+// the loop, then enough to fill the window (at least 3), bracketed by one host sync each side so
+// the time and the GPU's energy counter cover exactly those runs; a window that fell short of a
+// joules window's floor (a first run slower than the rest) is lengthened by more runs. Seconds and
+// joules per run (joules NaN without a GPU counter); `batch` is recorded as given.
 ProbeSample Trainer::time_probe(int64_t batch, const std::function<void()>& step) {
   measure::EnergyMonitor* energy = options_.energy;
   const bool joules = energy && energy->gpu_available() && !energy->open();
+  const double window = probe_window_seconds(joules);
   step();
   step();
   host_sync("host sync (split probe)");
@@ -107,11 +120,20 @@ ProbeSample Trainer::time_probe(int64_t batch, const std::function<void()>& step
   step();
   host_sync("host sync (split probe)");
   const double first = std::max(seconds_since(t0), 1e-6);
-  const auto steps = std::max<int64_t>(3, static_cast<int64_t>(std::ceil(options_.probe_seconds / first)));
+  auto steps = std::max<int64_t>(3, static_cast<int64_t>(std::ceil(window / first)));
   if (joules) energy->begin("split probe");
   t0 = Clock::now();
   for (int64_t i = 0; i < steps; ++i) step();
   host_sync("host sync (split probe)");
+  for (int round = 0; joules && window > options_.probe_seconds && round < 20; ++round) {
+    const double elapsed = seconds_since(t0);
+    if (elapsed >= window) break;
+    const double per = std::max(elapsed / static_cast<double>(steps), 1e-6);
+    const auto extra = static_cast<int64_t>(std::ceil((window - elapsed) / per)) + 1;
+    for (int64_t i = 0; i < extra; ++i) step();
+    steps += extra;
+    host_sync("host sync (split probe)");
+  }
   ProbeSample p{batch, seconds_since(t0) / static_cast<double>(steps), std::nan("")};
   if (joules) {
     const measure::EnergyReading r = energy->end(steps);
@@ -187,13 +209,31 @@ ProbeSample Trainer::probe_step() {
   for (int i = 0; i < 3; ++i) one();
   host_sync("host sync (split probe)");
   const double per = std::max(seconds_since(t0) / 3, 1e-6);
-  const int64_t steps =
-      agree_max(std::min<int64_t>(int64_t{1} << 20, std::max<int64_t>(3, std::ceil(options_.probe_seconds / per))));
+  const double window = probe_window_seconds(joules);
+  int64_t steps = agree_max(std::min<int64_t>(int64_t{1} << 20, std::max<int64_t>(3, std::ceil(window / per))));
   agree_max(0);  // a barrier: the ranks' timed steps start together
   if (joules) energy->begin("split probe (steps)");
   t0 = Clock::now();
   for (int64_t i = 0; i < steps; ++i) one();
   host_sync("host sync (split probe)");
+  // A window short of its floor is lengthened, by the most steps any rank needs (they have
+  // collectives); every rank takes part in every round's agreement, needed or not, so whether the
+  // rounds run at all is decided from the options alone, the same on every rank.
+  const bool floored = probe_window_seconds(true) > options_.probe_seconds;
+  for (int round = 0; floored && round < 20; ++round) {
+    const double elapsed = seconds_since(t0);
+    const int64_t extra = agree_max(
+        joules && elapsed < window
+            ? std::min<int64_t>(int64_t{1} << 20,
+                                static_cast<int64_t>(std::ceil((window - elapsed) /
+                                                               std::max(elapsed / static_cast<double>(steps), 1e-6))) +
+                                    1)
+            : 0);
+    if (extra == 0) break;
+    for (int64_t i = 0; i < extra; ++i) one();
+    steps += extra;
+    host_sync("host sync (split probe)");
+  }
   ProbeSample p{split_.local, seconds_since(t0) / static_cast<double>(steps), std::nan("")};
   if (joules) {
     const measure::EnergyReading r = energy->end(steps);

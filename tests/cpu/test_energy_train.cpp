@@ -145,6 +145,67 @@ TEST(EnergyTraining, ShortSteadyWindowIsExtendedToTheMinimum) {
   EXPECT_NEAR(*r.window->gpu_joules, 50.0 * r.window->seconds, 0.02 * 50.0 * r.window->seconds);
 }
 
+// A GPU drawing a constant power that notes when its counter is read: each window of the energy
+// monitor reads it once when it opens and once when it closes.
+class ClockedGpu final : public GpuPowerReader {
+ public:
+  explicit ClockedGpu(double watts) : watts_(watts) {}
+  bool available() const override { return true; }
+  std::string description() const override { return "clocked"; }
+  std::optional<std::uint64_t> energy_mj() override {
+    std::lock_guard lock(mutex_);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    reads_.push_back(s);
+    return static_cast<std::uint64_t>(5e6 + watts_ * s * 1e3);
+  }
+  std::optional<double> power_w() override { return watts_; }
+  std::optional<double> average_power_w() override { return watts_; }
+  std::optional<double> sm_clock_mhz() override { return std::nullopt; }
+  std::optional<double> temperature_c() override { return std::nullopt; }
+  std::optional<double> power_limit_w() override { return 700.0; }
+  std::vector<double> reads() {
+    std::lock_guard lock(mutex_);
+    return reads_;
+  }
+
+ private:
+  double watts_;
+  std::mutex mutex_;
+  std::vector<double> reads_;
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+};
+
+// --split energy chooses by joules: the probe's windows (the idle power, each probe batch, the
+// update) last at least min_window_seconds however short --probe-seconds is, so that the counter's
+// coarse steps are a small part of what they read. On one rank there is no exchange to time; the
+// steady window that follows is extended to the same floor.
+TEST(EnergyTraining, ProbeWindowsOfTheEnergyPoliciesLastTheEnergyWindow) {
+  TinyRun run;
+  auto gpu = std::make_unique<ClockedGpu>(50.0);
+  ClockedGpu& clocked = *gpu;
+  EnergyMonitor energy(std::move(gpu), nullptr, 0.0);
+  TrainOptions o = run.options();
+  o.energy = &energy;
+  o.split = SplitPolicy::Energy;
+  o.probe_seconds = 0.005;
+  o.min_window_seconds = 0.3;
+  Trainer trainer(run.spec, *run.backend, run.data, nullptr, SolverConfig{}, o);
+  const TrainResult r = trainer.run();
+  // The windows before training, in order: the idle power, the probe batches 4 and 8 (around the
+  // one rank's 8), the update. Each read pair brackets the trainer's own clock of the window, so
+  // its span is at least that window's length, which must reach the floor.
+  const std::vector<double> reads = clocked.reads();
+  ASSERT_GE(reads.size(), 8u);
+  for (size_t w = 0; w < 4; ++w) EXPECT_GE(reads[2 * w + 1] - reads[2 * w], 0.3) << "window " << w;
+  ASSERT_EQ(r.split.probe.size(), 2u);
+  for (const ProbePoint& p : r.split.probe) {
+    // Joules per pass = 50 W x seconds per pass; the counter and the clock are read microseconds
+    // apart in a window of 0.3 s or more.
+    ASSERT_TRUE(std::isfinite(p.joules)) << p.batch;
+    EXPECT_NEAR(p.joules, 50.0 * p.seconds, 0.02 * 50.0 * p.seconds) << p.batch;
+  }
+}
+
 TEST(EnergyTraining, NoExtensionWithoutAnEnergyCounter) {
   TinyRun run;
   EnergyMonitor energy(std::make_unique<measure::UnavailableGpuReader>("CPU run"), nullptr, 0.0);
