@@ -1,12 +1,16 @@
 #include "backend/engine_cache.hpp"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <vector>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -26,6 +30,34 @@ std::unique_ptr<EngineCache>& process_cache() {
 }
 
 }  // namespace
+
+std::string format_conv_search(const ConvSearchEntry& e) {
+  // fmt's shortest form of a float reads back as the same float.
+  return fmt::format("algo {} math {} workspace {} ms {}{}", e.algo, e.math, e.workspace_bytes, e.ms,
+                     e.engine.empty() ? std::string() : " graph " + e.engine);
+}
+
+std::optional<ConvSearchEntry> parse_conv_search(const std::string& text) {
+  std::vector<std::string> tokens;
+  std::istringstream in(text);
+  for (std::string t; in >> t;) tokens.push_back(t);
+  if (tokens.size() != 8 && tokens.size() != 10) return std::nullopt;
+  if (tokens[0] != "algo" || tokens[2] != "math" || tokens[4] != "workspace" || tokens[6] != "ms") return std::nullopt;
+  if (tokens.size() == 10 && tokens[8] != "graph") return std::nullopt;
+  // The whole token must be the number: from_chars accepts no sign on unsigned, no spaces, and
+  // stops at the first character that is not part of it.
+  auto whole = [](const std::string& t, auto& value) {
+    const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), value);
+    return ec == std::errc() && end == t.data() + t.size();
+  };
+  ConvSearchEntry e;
+  if (!whole(tokens[1], e.algo) || !whole(tokens[3], e.math) || !whole(tokens[5], e.workspace_bytes) ||
+      !whole(tokens[7], e.ms))
+    return std::nullopt;
+  if (e.algo < 0 || e.math < 0 || !std::isfinite(e.ms) || e.ms < 0.0f) return std::nullopt;
+  if (tokens.size() == 10) e.engine = tokens[9];
+  return e;
+}
 
 EngineCache* EngineCache::from_environment() {
   // Read once. train and infer ask before any work, so a malformed file or an unwritable folder

@@ -23,6 +23,7 @@
 // wrote meanwhile (theirs kept where keys differ, ours where both have one), so concurrent ranks
 // lose no choice and a reader never sees half a file.
 #pragma once
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -33,6 +34,22 @@ namespace cnnscale {
 
 // The choice that says no fused engine beat the same ops run apart.
 inline constexpr const char* kEngineCacheApart = "(ops apart)";
+
+// A convolution direction's search outcome as the cache keeps it: the legacy algorithm cuDNN's
+// timed find chose (its number, math type, workspace and median time) and the graph engine that beat
+// it ("" when none did). Text: "algo A math M workspace W ms T", then " graph ENGINE" if any.
+struct ConvSearchEntry {
+  int algo = -1;
+  int math = -1;
+  std::uint64_t workspace_bytes = 0;
+  float ms = 0.0f;
+  std::string engine;
+  bool operator==(const ConvSearchEntry&) const = default;
+};
+std::string format_conv_search(const ConvSearchEntry& entry);
+// nullopt unless `text` is exactly that form, with A and M >= 0, T finite and >= 0 and ENGINE one
+// token: the backend then searches anew and replaces the line. T reads back as the float written.
+std::optional<ConvSearchEntry> parse_conv_search(const std::string& text);
 
 class EngineCache {
  public:

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "backend/engine_cache.hpp"
@@ -86,6 +87,31 @@ TEST(EngineCache, BadFilesAndBadEntriesAreOneClearError) {
   EXPECT_THROW(cache.put("a", "line\nbreak"), RuntimeError);
   EXPECT_THROW(cache.put("", "c"), RuntimeError);
   EXPECT_EQ(cache.size(), 0u);
+}
+
+// A convolution direction's entry: what is written reads back as it was, the measured time to the
+// same float (fmt's shortest form), and any other text is no entry at all, so that the backend
+// searches anew rather than run something the line did not say.
+TEST(EngineCache, ConvolutionSearchEntriesReadBackAsWrittenAndNothingElse) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> ms(0.0f, 50.0f);
+  for (int i = 0; i < 200; ++i) {
+    ConvSearchEntry e{i % 8, i % 3, (uint64_t{1} << (i % 40)) + static_cast<uint64_t>(i), ms(rng),
+                      i % 2 ? "eng" + std::to_string(i) + "_k2=1_k13=0" : std::string()};
+    const std::string text = format_conv_search(e);
+    EXPECT_EQ(parse_conv_search(text), std::optional<ConvSearchEntry>(e)) << text;
+  }
+  EXPECT_EQ(format_conv_search({1, 0, 4096, 0.5f, ""}), "algo 1 math 0 workspace 4096 ms 0.5");
+  EXPECT_EQ(format_conv_search({6, 1, 0, 0.25f, "eng41_k2=0"}), "algo 6 math 1 workspace 0 ms 0.25 graph eng41_k2=0");
+  for (const char* bad :
+       {"", "algo 1", "algo 1 math 0 workspace 4096", "algo 1 math 0 workspace 4096 ms",
+        "algo x math 0 workspace 4096 ms 0.5", "algo 1 math 0 workspace -1 ms 0.5", "algo -1 math 0 workspace 0 ms 0.5",
+        "algo 1 math -2 workspace 0 ms 0.5", "algo 1 math 0 workspace 0 ms nan", "algo 1 math 0 workspace 0 ms -0.5",
+        "algo 1 math 0 workspace 0 ms inf", "algo 1.5 math 0 workspace 0 ms 0.5",
+        "algo 1 math 0 workspace 0 ms 0.5 graph", "algo 1 math 0 workspace 0 ms 0.5 engine e1",
+        "algo 1 math 0 workspace 0 ms 0.5 graph e1 extra", "math 0 algo 1 workspace 0 ms 0.5",
+        "algo 1 math 0 workspace 12x ms 0.5", kEngineCacheApart, "eng41_k2=0"})
+    EXPECT_EQ(parse_conv_search(bad), std::nullopt) << "'" << bad << "'";
 }
 
 }  // namespace

@@ -240,24 +240,24 @@ ConvAlgoChoice CudaBackend::search_direction(const char* op, ConvPlan& plan, cud
                                          options_.deterministic ? limit : buf.bytes(), options_, plan.dtype, op, x, w);
   search_graph_plans(op, plan, direction, choice, operands[0], operands[1], operands[2], buf.ptr(), buf.bytes());
   if (cache)
-    cache->put(cache_key, fmt::format("algo {} math {} workspace {} ms {}{}", choice.algo,
-                                      static_cast<int>(choice.math), choice.workspace_bytes, choice.measured_ms,
-                                      choice.graph ? " graph " + choice.graph->name() : std::string()));
+    cache->put(cache_key,
+               format_conv_search({choice.algo, static_cast<int>(choice.math), choice.workspace_bytes,
+                                   choice.measured_ms, choice.graph ? choice.graph->name() : std::string()}));
   return choice;
 }
 
 std::optional<ConvAlgoChoice> CudaBackend::cached_conv_choice(const std::string& text, const ConvPlan& plan,
                                                               cuda::ConvDirection direction, int count,
                                                               const std::array<void*, 3>& operands, size_t limit) {
-  std::istringstream in(text);
-  std::string k_algo, k_math, k_workspace, k_ms, k_graph, engine;
+  const std::optional<ConvSearchEntry> entry = parse_conv_search(text);
+  if (!entry) return std::nullopt;
   ConvAlgoChoice c;
-  int math = -1;
-  if (!(in >> k_algo >> c.algo >> k_math >> math >> k_workspace >> c.workspace_bytes >> k_ms >> c.measured_ms) ||
-      k_algo != "algo" || k_math != "math" || k_workspace != "workspace" || k_ms != "ms")
-    return std::nullopt;
-  if (in >> k_graph && (k_graph != "graph" || !(in >> engine))) return std::nullopt;
-  if (c.algo < 0 || c.algo >= count || c.workspace_bytes > limit) return std::nullopt;
+  c.algo = entry->algo;
+  c.workspace_bytes = entry->workspace_bytes;
+  c.measured_ms = entry->ms;
+  const int math = entry->math;
+  const std::string& engine = entry->engine;
+  if (c.algo >= count || c.workspace_bytes > limit) return std::nullopt;
   if (math != CUDNN_DEFAULT_MATH && math != CUDNN_TENSOR_OP_MATH && math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION &&
       math != CUDNN_FMA_MATH)
     return std::nullopt;
