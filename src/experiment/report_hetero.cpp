@@ -137,7 +137,9 @@ Table hetero_table(const std::vector<ConfigGroup>& groups) {
           fmt::format("Runs on {} of unequal speed (mix: the SMs of each GPU partition, or each CPU rank's emulated "
                       "slowdown) or with the global batch split other than evenly, one row per split policy; "
                       "shares: samples per rank the split ended with. Efficiency = samples/s / the ideal combined "
-                      "samples/s (the sum over ranks of local batch / compute seconds); imbalance = (slowest − mean) "
+                      "samples/s (the sum over ranks of local batch / compute seconds); × even = samples/s / the "
+                      "even split's samples/s on the same ranks, network and batch (means over repeats; empty "
+                      "where no even split ran); imbalance = (slowest − mean) "
                       "/ slowest rank's compute seconds per batch; waiting J/batch: the energy ranks spend waiting "
                       "for the slowest one. EDP = J/batch × seconds per batch. ★ marks, among the rows of one "
                       "network, batch and mix, the fastest, the fewest J/batch and the lowest EDP (means over "
@@ -148,6 +150,7 @@ Table hetero_table(const std::vector<ConfigGroup>& groups) {
           {}};
   t.columns.insert(t.columns.end(), {{"shares", "shares", false},
                                      {"samples/s", "samples_per_s"},
+                                     {"× even", "speedup_vs_even"},
                                      {"efficiency (%)", "efficiency_percent"},
                                      joules("{unit}/batch", "joules_per_batch"),
                                      {"EDP ({unit})", "edp_batch_js", true, false, Quantity::JouleSeconds},
@@ -156,6 +159,10 @@ Table hetero_table(const std::vector<ConfigGroup>& groups) {
                                      {"fastest", "best_samples_per_s", false, true},
                                      {"fewest J/batch", "best_joules_per_batch", false, true},
                                      {"lowest EDP", "best_edp", false, true}});
+  // Per set, the even split's mean samples/s: what the other policies gain over it.
+  std::map<std::map<std::string, std::string>, double> even_speed;
+  for (const ConfigGroup* g : l.rows)
+    if (g->key.at("split") == "even") even_speed[set_key(*g)] = g->stat(&RunSummary::samples_per_s).mean;
   // Per set and objective: (best mean, row); samples/s is best highest, so it is compared negated.
   std::map<std::pair<std::map<std::string, std::string>, int>, std::pair<double, size_t>> best;
   for (const ConfigGroup* g : l.rows) {
@@ -163,8 +170,10 @@ Table hetero_table(const std::vector<ConfigGroup>& groups) {
     cells.push_back(Cell::of(shares_label(*g)));
     const Stat speed = g->stat(&RunSummary::samples_per_s), joules = g->stat(&RunSummary::joules_per_batch),
                edp = g->stat(&RunSummary::edp_batch_js);
+    const auto even = even_speed.find(set_key(*g));
+    const Stat gain = stat_of({even != even_speed.end() && even->second > 0 ? speed.mean / even->second : kMissing});
     for (const Stat& s :
-         {speed, stat_by(*g, scaled(&RunSummary::efficiency, 100)), joules, edp,
+         {speed, gain, stat_by(*g, scaled(&RunSummary::efficiency, 100)), joules, edp,
           stat_by(*g, scaled(&RunSummary::imbalance, 100)), g->stat(&RunSummary::waiting_joules_per_batch)})
       cells.push_back(Cell::of(s));
     const double objectives[] = {-speed.mean, joules.mean, edp.mean};

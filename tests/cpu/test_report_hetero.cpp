@@ -135,6 +135,16 @@ TEST(ReportHetero, OneRowPerMixAndSplitWithTheBestMarkedPerMix) {
   // Even: 98 ms per batch against an ideal of 1000 + 333 samples/s.
   EXPECT_NEAR(std::stod(even->at("efficiency_percent_mean")), 100 * (64 / 0.098) / (1000 + 1000.0 / 3), 1e-9);
 
+  // × even: proportional's 64 samples in 48 + 2 ms against even's in 96 + 2 ms; even itself 1;
+  // equal ranks compare with their own even split; a set without an even row has none.
+  const auto* proportional = find_row(rows, "slowdown 1+3", "proportional");
+  ASSERT_NE(proportional, nullptr);
+  EXPECT_NEAR(std::stod(proportional->at("speedup_vs_even_mean")), 0.098 / 0.050, 1e-9);
+  EXPECT_DOUBLE_EQ(std::stod(even->at("speedup_vs_even_mean")), 1.0);
+  const auto* manual = find_row(rows, "2 equal ranks", "manual 40+24");
+  ASSERT_NE(manual, nullptr);
+  EXPECT_NEAR(std::stod(manual->at("speedup_vs_even_mean")), (0.032 + 0.002) / (0.040 + 0.002), 1e-9);
+
   // Proportional is fastest and has the lowest EDP; energy the fewest joules; auto none.
   auto marks = [&](const std::string& mix, const std::string& split) {
     const auto* r = find_row(rows, mix, split);
@@ -151,6 +161,7 @@ TEST(ReportHetero, OneRowPerMixAndSplitWithTheBestMarkedPerMix) {
   const std::string md = slurp(dir.file("report/hetero.md"));
   EXPECT_NE(md.find("★"), std::string::npos);
   EXPECT_NE(md.find("efficiency (%)"), std::string::npos);
+  EXPECT_NE(md.find("× even"), std::string::npos);
   EXPECT_NE(md.find("| slowdown 1+3 |"), std::string::npos);
   EXPECT_NE(slurp(dir.file("report/report.md")).find("### Unequal ranks and batch splits"), std::string::npos);
 }
