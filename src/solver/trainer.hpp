@@ -205,6 +205,8 @@ class UploadSlots;
 // and the update waits for them. The loss is weighted by each rank's share so the reduced update is
 // the one-process update on the global batch. Displayed losses and test results are the job's
 // (reduced over ranks); only rank 0 writes checkpoints; every rank reads one to resume.
+struct ProbeSaved;  // trainer_split.cpp: tensors the start-up probe writes, kept to be put back
+
 class Trainer {
  public:
   // `test` may be null (synthetic data). Throws ConfigError for inconsistent options.
@@ -349,12 +351,13 @@ class Trainer {
   // Unequal ranks (trainer_split.cpp).
   void plan_split(TrainResult& result, int64_t start, const TrainCallbacks& cb);  // the probe and the policy's first shares
   bool probes_split() const;  // whether plan_split runs the start-up probe (model policies, auto from it)
-  ProbeSample time_probe(int64_t batch, const std::function<void()>& step);
+  ProbeSample time_probe(int64_t batch, const std::function<void()>& step, bool collective = false);
   double probe_window_seconds(bool joules) const;  // a probe window's length (joules: read the energy counter)
   std::vector<ProbeSample> probe_rank(const std::vector<int64_t>& batches);
   ProbeSample probe_update();  // the update's seconds and joules per step (batch 0: any share)
   ProbeSample probe_step();    // whole steps with the exchange, every rank together, at the even split
   void upload_probe_batch(int64_t n);  // the net reshaped to n samples, its input the first n of the set
+  void keep_update_writes(ProbeSaved& saved) const;  // what an update writes, kept to be put back
   double measure_wait_watts();
   // auto: after step t, every rebalance_every steps, new shares when they pay (collective).
   void maybe_rebalance(RunState& s, int64_t t, const TrainCallbacks& cb);

@@ -104,32 +104,42 @@ double Trainer::probe_window_seconds(bool joules) const {
                                                       : options_.probe_seconds;
 }
 
-// `step` on this rank alone: two untimed runs (allocation, algorithm choice), one timed to size
-// the loop, then enough to fill the window (at least 3), bracketed by one host sync each side so
-// the time and the GPU's energy counter cover exactly those runs; a window that fell short of a
-// joules window's floor (a first run slower than the rest) is lengthened by more runs. Seconds and
-// joules per run (joules NaN without a GPU counter); `batch` is recorded as given.
-ProbeSample Trainer::time_probe(int64_t batch, const std::function<void()>& step) {
+// `step` timed: two untimed runs (allocation, algorithm choice), `sizing` timed to size the loop,
+// then enough to fill the window (at least 3), bracketed by one host sync each side so the time and
+// the GPU's energy counter cover exactly those runs; a window that fell short of a joules window's
+// floor (a first run slower than the rest) is lengthened by more runs. `collective`: the steps have
+// collectives, so every rank runs the same number (the largest any rank needs, for the loop and for
+// each lengthening, whose rounds are decided from the options alone, the same on every rank), from
+// a barrier. Seconds and joules per run (joules NaN without a GPU counter); `batch` is recorded as
+// given.
+ProbeSample Trainer::time_probe(int64_t batch, const std::function<void()>& step, bool collective) {
   measure::EnergyMonitor* energy = options_.energy;
   const bool joules = energy && energy->gpu_available() && !energy->open();
   const double window = probe_window_seconds(joules);
+  auto agree = [&](int64_t steps) { return collective ? agree_max(steps) : steps; };
+  const int sizing = collective ? 3 : 1;
   step();
   step();
   host_sync("host sync (split probe)");
   auto t0 = Clock::now();
-  step();
+  for (int i = 0; i < sizing; ++i) step();
   host_sync("host sync (split probe)");
-  const double first = std::max(seconds_since(t0), 1e-6);
-  auto steps = std::max<int64_t>(3, static_cast<int64_t>(std::ceil(window / first)));
+  const double per = std::max(seconds_since(t0) / sizing, 1e-6);
+  int64_t steps = agree(std::min<int64_t>(int64_t{1} << 20, std::max<int64_t>(3, std::ceil(window / per))));
+  if (collective) agree_max(0);  // a barrier: the ranks' timed steps start together
   if (joules) energy->begin("split probe");
   t0 = Clock::now();
   for (int64_t i = 0; i < steps; ++i) step();
   host_sync("host sync (split probe)");
-  for (int round = 0; joules && window > options_.probe_seconds && round < 20; ++round) {
+  const bool floored = probe_window_seconds(collective || joules) > options_.probe_seconds;
+  for (int round = 0; floored && round < 20; ++round) {
     const double elapsed = seconds_since(t0);
-    if (elapsed >= window) break;
-    const double per = std::max(elapsed / static_cast<double>(steps), 1e-6);
-    const auto extra = static_cast<int64_t>(std::ceil((window - elapsed) / per)) + 1;
+    const double mean = std::max(elapsed / static_cast<double>(steps), 1e-6);
+    const int64_t extra =
+        agree(joules && elapsed < window
+                  ? std::min<int64_t>(int64_t{1} << 20, static_cast<int64_t>(std::ceil((window - elapsed) / mean)) + 1)
+                  : 0);
+    if (extra == 0) break;
     for (int64_t i = 0; i < extra; ++i) step();
     steps += extra;
     host_sync("host sync (split probe)");
@@ -176,18 +186,12 @@ void Trainer::upload_probe_batch(int64_t n) {
 // Whole training steps (forward, backward with the gradient exchange, the divergence check, the
 // update) on every rank together at the shares in force: what the per-rank models leave out, the
 // exchange's exposed tail and what its kernels take from backward beside them, is in these and
-// nowhere else. The steps have collectives, so every rank runs the same number: two untimed, three
-// to size the loop, then the largest count any rank needs to fill probe_seconds, between a barrier
-// and a host sync. Everything a step writes is saved before and put back after, as for the update.
+// nowhere else. Timed collectively (time_probe). Everything a step writes is saved before and put
+// back after, as for the update.
 ProbeSample Trainer::probe_step() {
-  measure::EnergyMonitor* energy = options_.energy;
-  const bool joules = energy && energy->gpu_available() && !energy->open();
   ProbeSaved saved{backend_, {}};
   for (auto& [name, t] : net_->state()) saved.keep(t);
-  saved.keep(net_->flat_params());
-  saved.keep(net_->flat_mirrors());
-  for (const Tensor& h : solver_->history()) saved.keep(h);
-  saved.keep(nonfinite_);
+  keep_update_writes(saved);
   if (overflow_.defined()) {
     saved.keep(loss_scale_);
     saved.keep(scale_state_);
@@ -195,52 +199,25 @@ ProbeSample Trainer::probe_step() {
   upload_probe_batch(split_.local);
   const StepScalars s = step_scalars(0, 0, true);
   write_step_values(s);
-  auto one = [&] {
-    forward(s);
-    backward(s, /*exchange=*/true);
-    if (buckets_) wait_gradients();
-    flag_divergence();
-    update(s);
-  };
-  one();
-  one();
-  host_sync("host sync (split probe)");
-  auto t0 = Clock::now();
-  for (int i = 0; i < 3; ++i) one();
-  host_sync("host sync (split probe)");
-  const double per = std::max(seconds_since(t0) / 3, 1e-6);
-  const double window = probe_window_seconds(joules);
-  int64_t steps = agree_max(std::min<int64_t>(int64_t{1} << 20, std::max<int64_t>(3, std::ceil(window / per))));
-  agree_max(0);  // a barrier: the ranks' timed steps start together
-  if (joules) energy->begin("split probe (steps)");
-  t0 = Clock::now();
-  for (int64_t i = 0; i < steps; ++i) one();
-  host_sync("host sync (split probe)");
-  // A window short of its floor is lengthened, by the most steps any rank needs (they have
-  // collectives); every rank takes part in every round's agreement, needed or not, so whether the
-  // rounds run at all is decided from the options alone, the same on every rank.
-  const bool floored = probe_window_seconds(true) > options_.probe_seconds;
-  for (int round = 0; floored && round < 20; ++round) {
-    const double elapsed = seconds_since(t0);
-    const int64_t extra = agree_max(
-        joules && elapsed < window
-            ? std::min<int64_t>(int64_t{1} << 20,
-                                static_cast<int64_t>(std::ceil((window - elapsed) /
-                                                               std::max(elapsed / static_cast<double>(steps), 1e-6))) +
-                                    1)
-            : 0);
-    if (extra == 0) break;
-    for (int64_t i = 0; i < extra; ++i) one();
-    steps += extra;
-    host_sync("host sync (split probe)");
-  }
-  ProbeSample p{split_.local, seconds_since(t0) / static_cast<double>(steps), std::nan("")};
-  if (joules) {
-    const measure::EnergyReading r = energy->end(steps);
-    if (r.gpu_joules) p.joules = *r.gpu_joules / static_cast<double>(steps);
-  }
+  const ProbeSample p = time_probe(
+      split_.local,
+      [&] {
+        forward(s);
+        backward(s, /*exchange=*/true);
+        if (buckets_) wait_gradients();
+        flag_divergence();
+        update(s);
+      },
+      /*collective=*/true);
   saved.restore();
   return p;
+}
+
+void Trainer::keep_update_writes(ProbeSaved& saved) const {
+  saved.keep(net_->flat_params());
+  saved.keep(net_->flat_mirrors());
+  for (const Tensor& h : solver_->history()) saved.keep(h);
+  saved.keep(nonfinite_);
 }
 
 // The update alone, timed as the passes are, on the gradients the probe's last pass left. It costs
@@ -254,10 +231,7 @@ ProbeSample Trainer::probe_step() {
 // converting them as the update's flag (Net::mirrors_written_by_update) tells it to.
 ProbeSample Trainer::probe_update() {
   ProbeSaved saved{backend_, {}};
-  saved.keep(net_->flat_params());
-  saved.keep(net_->flat_mirrors());
-  for (const Tensor& h : solver_->history()) saved.keep(h);
-  saved.keep(nonfinite_);
+  keep_update_writes(saved);
   const StepScalars s = step_scalars(0, 0, true);
   write_step_values(s);
   const ProbeSample u = time_probe(0, [&] { update(s); });
@@ -310,10 +284,7 @@ void Trainer::plan_split(TrainResult& result, int64_t start, const TrainCallback
       models.push_back(m);
       split_record_.models.push_back({static_cast<int64_t>(r), m.seconds_fixed, m.seconds_per_sample, m.joules_fixed,
                                       m.joules_per_sample, m.wait_watts});
-      if (exchanges) {
-        steps.push_back({in_force[r], v[kModelValues], v[kModelValues + 1]});
-        split_record_.steps.push_back({static_cast<int64_t>(r), in_force[r], v[kModelValues], v[kModelValues + 1]});
-      }
+      if (exchanges) steps.push_back({in_force[r], v[kModelValues], v[kModelValues + 1]});
       for (size_t i = 0; i < batches.size(); ++i)
         split_record_.probe.push_back(
             {static_cast<int64_t>(r), batches[i], v[kModelValues + 2 + 2 * i], v[kModelValues + 3 + 2 * i]});
@@ -321,13 +292,15 @@ void Trainer::plan_split(TrainResult& result, int64_t start, const TrainCallback
     ExchangeCost exchange;
     if (exchanges) {
       exchange = fit_exchange_cost(in_force, models, steps);
+      for (size_t r = 0; r < steps.size(); ++r)
+        split_record_.steps.push_back({static_cast<int64_t>(r), steps[r].batch, steps[r].seconds, steps[r].joules});
       split_record_.exchange_seconds = exchange.seconds;
       split_record_.exchange_joules = exchange.joules;
     }
     const std::vector<int64_t> shares = choose_split(options_.split, options_.batch, models, exchange);
     if (options_.split == SplitPolicy::Auto) rebalancer_.start_from(models);
     if (cb.on_message) cb.on_message(describe_probe(split_record_.policy, batches, models, exchange, shares));
-    if (shares != shares_of(dp, options_.batch)) apply_split(shares);
+    if (shares != in_force) apply_split(shares);
   }
   split_record_.changes.push_back({start, shares_of(dp, options_.batch)});
 }
