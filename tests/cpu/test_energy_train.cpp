@@ -46,14 +46,18 @@ class ManualGpu final : public GpuPowerReader {
   std::uint64_t mj_ = 0;
 };
 
-// A GPU drawing a constant power in real time: its counter is watts x elapsed time.
+// A GPU drawing a constant power in real time: its counter is watts x elapsed time. It notes when
+// its counter is read: each window of the energy monitor reads it once when it opens and once when
+// it closes.
 class ConstantGpu final : public GpuPowerReader {
  public:
   explicit ConstantGpu(double watts) : watts_(watts) {}
   bool available() const override { return true; }
   std::string description() const override { return "constant"; }
   std::optional<std::uint64_t> energy_mj() override {
+    std::lock_guard lock(mutex_);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    reads_.push_back(s);
     return static_cast<std::uint64_t>(5e6 + watts_ * s * 1e3);
   }
   std::optional<double> power_w() override { return watts_; }
@@ -61,9 +65,15 @@ class ConstantGpu final : public GpuPowerReader {
   std::optional<double> sm_clock_mhz() override { return 1500.0; }
   std::optional<double> temperature_c() override { return 50.0; }
   std::optional<double> power_limit_w() override { return 700.0; }
+  std::vector<double> reads() {  // seconds since construction
+    std::lock_guard lock(mutex_);
+    return reads_;
+  }
 
  private:
   double watts_;
+  std::mutex mutex_;
+  std::vector<double> reads_;
   std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
 };
 
@@ -145,44 +155,14 @@ TEST(EnergyTraining, ShortSteadyWindowIsExtendedToTheMinimum) {
   EXPECT_NEAR(*r.window->gpu_joules, 50.0 * r.window->seconds, 0.02 * 50.0 * r.window->seconds);
 }
 
-// A GPU drawing a constant power that notes when its counter is read: each window of the energy
-// monitor reads it once when it opens and once when it closes.
-class ClockedGpu final : public GpuPowerReader {
- public:
-  explicit ClockedGpu(double watts) : watts_(watts) {}
-  bool available() const override { return true; }
-  std::string description() const override { return "clocked"; }
-  std::optional<std::uint64_t> energy_mj() override {
-    std::lock_guard lock(mutex_);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-    reads_.push_back(s);
-    return static_cast<std::uint64_t>(5e6 + watts_ * s * 1e3);
-  }
-  std::optional<double> power_w() override { return watts_; }
-  std::optional<double> average_power_w() override { return watts_; }
-  std::optional<double> sm_clock_mhz() override { return std::nullopt; }
-  std::optional<double> temperature_c() override { return std::nullopt; }
-  std::optional<double> power_limit_w() override { return 700.0; }
-  std::vector<double> reads() {
-    std::lock_guard lock(mutex_);
-    return reads_;
-  }
-
- private:
-  double watts_;
-  std::mutex mutex_;
-  std::vector<double> reads_;
-  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
-};
-
 // --split energy chooses by joules: the probe's windows (the idle power, each probe batch, the
 // update) last at least min_window_seconds however short --probe-seconds is, so that the counter's
 // coarse steps are a small part of what they read. On one rank there is no exchange to time; the
 // steady window that follows is extended to the same floor.
 TEST(EnergyTraining, ProbeWindowsOfTheEnergyPoliciesLastTheEnergyWindow) {
   TinyRun run;
-  auto gpu = std::make_unique<ClockedGpu>(50.0);
-  ClockedGpu& clocked = *gpu;
+  auto gpu = std::make_unique<ConstantGpu>(50.0);
+  ConstantGpu& clocked = *gpu;
   EnergyMonitor energy(std::move(gpu), nullptr, 0.0);
   TrainOptions o = run.options();
   o.energy = &energy;
