@@ -619,9 +619,13 @@ class CudaBackend final : public Backend {
   // workspace query fails), a tensor-core math type or a non-fused Winograd where strict fp32
   // forbids them, more workspace than the search may use now, or a graph engine this GPU does not
   // offer or that fails here.
+  // `workspace_size(algo, &bytes)` is the direction's cudnnGet*WorkspaceSize, `amplifies(algo)`
+  // whether strict fp32 refuses the algorithm.
   std::optional<ConvAlgoChoice> cached_conv_choice(const std::string& text, const ConvPlan& plan,
                                                    cuda::ConvDirection direction, int count,
-                                                   const std::array<void*, 3>& operands, size_t limit);
+                                                   const std::array<void*, 3>& operands, size_t limit,
+                                                   const std::function<cudnnStatus_t(int, size_t*)>& workspace_size,
+                                                   bool (*amplifies)(int));
   // An EngineCache hit: only `engine` is compiled for `spec`, and kept where it runs once (`runs`,
   // on a workspace of its size); null where this GPU does not offer it or it fails here.
   std::unique_ptr<cuda::ConvGraphPlan> cached_graph_plan(
@@ -647,10 +651,10 @@ class CudaBackend final : public Backend {
   void find_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx);
   void find_conv_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw);
   // The search of one direction that the three find_conv_* share (cuda_conv.cpp says how).
-  template <typename Perf, typename Heuristic, typename Find>
+  template <typename Perf, typename Heuristic, typename Find, typename WorkspaceSize>
   ConvAlgoChoice search_direction(const char* op, ConvPlan& plan, cuda::ConvDirection direction, int count,
                                   const std::array<void*, 3>& operands, const Shape& x, const Shape& w,
-                                  Heuristic&& heuristic, Find&& find);
+                                  Heuristic&& heuristic, Find&& find, WorkspaceSize&& workspace_size);
   // Times the graph-API plans for one direction of `plan` on the search's buffers (x, w, y in the
   // direction's roles, as ConvGraphPlan::execute takes them) and makes the fastest `choice.graph`
   // if it beats the legacy algorithm already in `choice`.

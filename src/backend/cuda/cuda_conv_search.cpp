@@ -205,10 +205,10 @@ size_t CudaBackend::search_workspace_limit() const {
 // `operands` are x, w and y in the direction's roles, as ConvGraphPlan::execute takes them;
 // heuristic(n, returned, perf) and find(n, returned, perf, workspace, bytes) are the direction's
 // cudnnGet*Algorithm_v7 and cudnnFind*AlgorithmEx.
-template <typename Perf, typename Heuristic, typename Find>
+template <typename Perf, typename Heuristic, typename Find, typename WorkspaceSize>
 ConvAlgoChoice CudaBackend::search_direction(const char* op, ConvPlan& plan, cuda::ConvDirection direction, int count,
                                              const std::array<void*, 3>& operands, const Shape& x, const Shape& w,
-                                             Heuristic&& heuristic, Find&& find) {
+                                             Heuristic&& heuristic, Find&& find, WorkspaceSize&& workspace_size) {
   const size_t limit = search_workspace_limit();
   // An earlier process's outcome of this very search (same GPU model, SMs, cuDNN, problem, TF32
   // and graph-plan count): taken without timing anything where its workspace fits this process's
@@ -221,7 +221,8 @@ ConvAlgoChoice CudaBackend::search_direction(const char* op, ConvPlan& plan, cud
             : std::string();
   if (cache)
     if (const auto hit = cache->find(cache_key))
-      if (auto cached = cached_conv_choice(*hit, plan, direction, count, operands, limit)) {
+      if (auto cached = cached_conv_choice(*hit, plan, direction, count, operands, limit, workspace_size,
+                                           [](int algo) { return amplifies_rounding(decltype(Perf::algo)(algo)); })) {
         log::debug("{} x {} w {}: algo {}{} from the engine cache", op, x.to_string(), w.to_string(), cached->algo,
                    cached->graph ? ", graph plan " + cached->graph->name() : std::string());
         return std::move(*cached);
@@ -246,9 +247,10 @@ ConvAlgoChoice CudaBackend::search_direction(const char* op, ConvPlan& plan, cud
   return choice;
 }
 
-std::optional<ConvAlgoChoice> CudaBackend::cached_conv_choice(const std::string& text, const ConvPlan& plan,
-                                                              cuda::ConvDirection direction, int count,
-                                                              const std::array<void*, 3>& operands, size_t limit) {
+std::optional<ConvAlgoChoice> CudaBackend::cached_conv_choice(
+    const std::string& text, const ConvPlan& plan, cuda::ConvDirection direction, int count,
+    const std::array<void*, 3>& operands, size_t limit,
+    const std::function<cudnnStatus_t(int, size_t*)>& workspace_size, bool (*amplifies)(int)) {
   const std::optional<ConvSearchEntry> entry = parse_conv_search(text);
   if (!entry) return std::nullopt;
   ConvAlgoChoice c;
@@ -263,33 +265,13 @@ std::optional<ConvAlgoChoice> CudaBackend::cached_conv_choice(const std::string&
     return std::nullopt;
   c.math = static_cast<cudnnMathType_t>(math);
   const bool tensor_ops = options_.allow_tf32 || plan.dtype != DType::F32;
-  if (!tensor_ops && c.math != CUDNN_FMA_MATH) return std::nullopt;
-  // What pick_algorithm would refuse is refused here too (strict fp32: no Winograd non-fused), and
-  // the algorithm must be one cuDNN runs for this problem: its workspace query fails otherwise.
+  // What pick_algorithm would refuse is refused here too (strict fp32: no tensor-core math, no
+  // Winograd non-fused), and the algorithm must be one cuDNN runs for this problem: its workspace
+  // query fails otherwise.
+  if (!tensor_ops && (c.math != CUDNN_FMA_MATH || amplifies(c.algo))) return std::nullopt;
   CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, c.math));
   size_t bytes = 0;
-  cudnnStatus_t supported = CUDNN_STATUS_NOT_SUPPORTED;
-  switch (direction) {
-    case cuda::ConvDirection::Forward: {
-      const auto algo = static_cast<cudnnConvolutionFwdAlgo_t>(c.algo);
-      if (!tensor_ops && amplifies_rounding(algo)) return std::nullopt;
-      supported = cudnnGetConvolutionForwardWorkspaceSize(cudnn_, plan.x, plan.w, plan.conv, plan.y, algo, &bytes);
-      break;
-    }
-    case cuda::ConvDirection::BackwardData: {
-      const auto algo = static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo);
-      if (!tensor_ops && amplifies_rounding(algo)) return std::nullopt;
-      supported = cudnnGetConvolutionBackwardDataWorkspaceSize(cudnn_, plan.w, plan.y, plan.conv, plan.x, algo, &bytes);
-      break;
-    }
-    case cuda::ConvDirection::BackwardFilter: {
-      const auto algo = static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo);
-      if (!tensor_ops && amplifies_rounding(algo)) return std::nullopt;
-      supported =
-          cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnn_, plan.x, plan.y, plan.conv, plan.w, algo, &bytes);
-      break;
-    }
-  }
+  const cudnnStatus_t supported = workspace_size(c.algo, &bytes);
   if (supported != CUDNN_STATUS_SUCCESS || bytes > limit) return std::nullopt;
   c.workspace_bytes = std::max(c.workspace_bytes, bytes);
   if (!engine.empty()) {
@@ -323,6 +305,10 @@ void CudaBackend::find_conv_forward(ConvPlan& plan, const Tensor& x, const Tenso
       [&](int n, int* got, cudnnConvolutionFwdAlgoPerf_t* r, void* ws, size_t bytes) {
         return cudnnFindConvolutionForwardAlgorithmEx(cudnn_, plan.x, x.raw(), plan.w, w.raw(), plan.conv, plan.y,
                                                       y.raw(), n, got, r, ws, bytes);
+      },
+      [&](int algo, size_t* bytes) {
+        return cudnnGetConvolutionForwardWorkspaceSize(cudnn_, plan.x, plan.w, plan.conv, plan.y,
+                                                       static_cast<cudnnConvolutionFwdAlgo_t>(algo), bytes);
       });
 }
 
@@ -336,6 +322,10 @@ void CudaBackend::find_conv_backward_data(ConvPlan& plan, const Tensor& w, const
       [&](int n, int* got, cudnnConvolutionBwdDataAlgoPerf_t* r, void* ws, size_t bytes) {
         return cudnnFindConvolutionBackwardDataAlgorithmEx(cudnn_, plan.w, w.raw(), plan.y, dy.raw(), plan.conv, plan.x,
                                                            dx.raw(), n, got, r, ws, bytes);
+      },
+      [&](int algo, size_t* bytes) {
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(cudnn_, plan.w, plan.y, plan.conv, plan.x,
+                                                            static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), bytes);
       });
 }
 
@@ -349,6 +339,10 @@ void CudaBackend::find_conv_backward_filter(ConvPlan& plan, const Tensor& x, con
       [&](int n, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* r, void* ws, size_t bytes) {
         return cudnnFindConvolutionBackwardFilterAlgorithmEx(cudnn_, plan.x, x.raw(), plan.y, dy.raw(), plan.conv,
                                                              plan.w, dw.raw(), n, got, r, ws, bytes);
+      },
+      [&](int algo, size_t* bytes) {
+        return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+            cudnn_, plan.x, plan.y, plan.conv, plan.w, static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), bytes);
       });
 }
 
