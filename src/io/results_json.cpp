@@ -75,12 +75,14 @@ nlohmann::json summary_json(const RunResults& r) {
                  {"mpi_version", opt(r.system.mpi_version)},
                  {"nccl_env", opt(r.system.nccl_env)},
                  {"engine_cache", opt(r.system.engine_cache)}};
-  json changes = json::array(), probe = json::array(), steps = json::array(), models = json::array();
+  json changes = json::array(), models = json::array();
   for (const SplitChange& c : r.split.changes) changes.push_back({{"iteration", c.iteration}, {"shares", c.shares}});
-  for (const ProbePoint& p : r.split.probe)
-    probe.push_back({{"rank", p.rank}, {"batch", p.batch}, {"seconds", num(p.seconds)}, {"joules", num(p.joules)}});
-  for (const ProbePoint& p : r.split.steps)
-    steps.push_back({{"rank", p.rank}, {"batch", p.batch}, {"seconds", num(p.seconds)}, {"joules", num(p.joules)}});
+  auto points_json = [&num](const std::vector<ProbePoint>& points) {
+    json out = json::array();
+    for (const ProbePoint& p : points)
+      out.push_back({{"rank", p.rank}, {"batch", p.batch}, {"seconds", num(p.seconds)}, {"joules", num(p.joules)}});
+    return out;
+  };
   for (const RankModel& m : r.split.models)
     models.push_back({{"rank", m.rank},
                       {"seconds_fixed", num(m.seconds_fixed)},
@@ -90,9 +92,9 @@ nlohmann::json summary_json(const RunResults& r) {
                       {"wait_watts", num(m.wait_watts)}});
   j["split"] = {{"policy", r.split.policy},
                 {"changes", changes},
-                {"probe", probe},
+                {"probe", points_json(r.split.probe)},
                 {"models", models},
-                {"steps", steps},
+                {"steps", points_json(r.split.steps)},
                 {"exchange", {{"seconds", num(r.split.exchange_seconds)}, {"joules", num(r.split.exchange_joules)}}}};
   int64_t warmup = 0;
   for (uint8_t w : r.timeline.warmup()) warmup += w;
