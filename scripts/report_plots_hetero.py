@@ -1,6 +1,7 @@
 """Figures of unequal ranks for `cnnscale report` (imported by report_plots.py): each rank's busy
 and waiting time per batch for every mix and split policy (hetero_ranks table), and the shares of the
-global batch per rank over the iterations of `auto` splits (split_history.csv).
+global batch per rank over the iterations of the splits refined online (auto, energy, edp;
+split_history.csv).
 
 The helpers (number, pick_unit, save, leave_out, devices) come from report_plots.py as arguments, so
 that both figures follow its units, file naming and left-out list.
@@ -83,10 +84,10 @@ def rank_balance_figure(rows, out, h):
 
 def split_history_figure(rows, out, h):
     """Step plot of each rank's share (samples of the global batch) against the iteration, one
-    subplot per `auto` configuration (its first run that recorded changes)."""
+    subplot per configuration refined online (its first run that recorded changes)."""
     name = "split_history.png"
     if not rows:
-        h.leave_out(out, name, "no run used the auto split policy with a recorded split history")
+        h.leave_out(out, name, "no run refined its split online (auto, energy, edp) with a recorded split history")
         return
     sets = {}
     for r in rows:

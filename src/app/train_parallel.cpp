@@ -38,14 +38,17 @@ void add_parallel_options(CLI::App& cmd, ParallelArgs& a) {
                  "Division of the global batch among ranks: even; manual (--shares); proportional (equal compute "
                  "time from a start-up probe); auto (from the same probe, then rebalanced online from measured compute "
                  "time); energy or edp "
-                 "(fewest predicted joules or joules x seconds per batch, GPU ranks)")
+                 "(fewest predicted joules or joules x seconds per batch from the same probe, GPU ranks, their "
+                 "time models then refined online from measured compute time)")
       ->check(CLI::IsMember({"even", "manual", "proportional", "auto", "energy", "edp"}))
       ->capture_default_str()
       ->group(group);
   cmd.add_option("--shares", a.shares, "--split manual: each rank's samples, in rank order, summing to --batch")
       ->delimiter(',')
       ->group(group);
-  cmd.add_option("--rebalance-every", a.rebalance_every, "--split auto: steps between rebalancing decisions")
+  cmd.add_option("--rebalance-every", a.rebalance_every,
+                 "--split auto, energy, edp: steps between online refinements of the shares (0: keep the start-up "
+                 "shares)")
       ->capture_default_str()
       ->group(group);
   cmd.add_option("--auto-start", a.auto_start,

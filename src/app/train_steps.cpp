@@ -101,10 +101,11 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
     run_config["rank_batches"] = par.rank_batches();
   }
   if (a.parallel.split != "even") run_config["split"] = a.parallel.split;  // even runs keep their ids
-  if (a.parallel.split == "auto") {
+  // energy and edp refine their shares online as auto does: recorded for them too, so runs from
+  // before they did have other ids.
+  if (a.parallel.split == "auto" || a.parallel.split == "energy" || a.parallel.split == "edp")
     run_config["rebalance_every"] = a.parallel.rebalance_every;
-    run_config["auto_start"] = a.parallel.auto_start;
-  }
+  if (a.parallel.split == "auto") run_config["auto_start"] = a.parallel.auto_start;
   if (!a.parallel.slowdown.empty()) run_config["slowdown"] = a.parallel.slowdown;  // emulation, by rank
   if (!a.parallel.sm_counts.empty()) run_config["sm_counts"] = a.parallel.sm_counts;  // GPU partitions, asked
   // Only where they differ from the defaults, so that default runs keep the ids they had before.

@@ -110,8 +110,9 @@ std::string report_markdown(const ReportOptions& options, const ReportOutcome& o
              " and split policy: compute time with the wait for the slowest rank stacked on it (hetero_ranks "
              "table); a balanced split makes the bars end level with little waiting"},
         {kHeteroFigures[1],
-         "Samples of the global batch assigned to each rank over the iterations under the auto split policy: "
-         "each step is a rebalancing towards the faster ranks (one run per configuration)"},
+         "Samples of the global batch assigned to each rank over the iterations under the split policies that "
+         "refine their shares online (auto, energy, edp): each step is a refinement from the ranks' measured "
+         "compute times (one run per configuration)"},
         {kAllreduceFigure, "Allreduce bus bandwidth against message size per rank count (allreduce table)"},
         {kAllreduceEnergyFigure,
          "Allreduce energy per byte of message above the GPUs' idle power against message size per rank count "

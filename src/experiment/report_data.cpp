@@ -111,7 +111,18 @@ std::string RunRecord::text(const std::string& key) const {
   // `auto` from the probe's shares (train's default) and from even shares (--auto-start even, and
   // every auto run written before the probe start) are different configurations: only the former
   // fitted models.
-  if (key == "split" && summary.split.value_or("") == "auto" && split.models.empty()) return "auto from even";
+  //
+  // The policies that refine their shares online (auto, energy, edp) against the same policy with
+  // its start-up shares kept (--rebalance-every 0, and energy and edp in files from before they
+  // refined: no refine_every recorded) are different configurations too.
+  if (key == "split") {
+    const std::string policy = summary.split.value_or("");
+    const bool online = policy == "auto" || policy == "energy" || policy == "edp";
+    const bool kept = split.refine_every == 0 || (split.refine_every < 0 && policy != "auto");
+    std::string label = policy == "auto" && split.models.empty() ? "auto from even" : policy;
+    if (online && kept) return label + " (probe only)";
+    if (online) return label;
+  }
   // A run without a split figure (one rank on a whole device, files from before splits were
   // recorded) divided its batch evenly: the same key as a recorded even split, so scaling finds its
   // one-rank baseline.

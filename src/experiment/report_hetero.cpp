@@ -291,7 +291,9 @@ std::string split_history_csv(const std::vector<ConfigGroup>& groups) {
   std::string out = "net,batch,mix,split,variant,run_id,rank,speed,iteration,share,end_iteration\n";
   for (const ConfigGroup* g : l.rows) {
     const std::string& split = g->key.at("split");
-    if (split.substr(0, split.find(' ')) != "auto") continue;  // "auto" or "auto from even"
+    // "auto", "auto from even", "energy", "edp": the policies that refined their shares online.
+    const std::string policy = split.substr(0, split.find(' '));
+    if ((policy != "auto" && policy != "energy" && policy != "edp") || split.ends_with("(probe only)")) continue;
     const auto run =
         std::find_if(g->runs.begin(), g->runs.end(), [](const RunRecord* r) { return !r->split.changes.empty(); });
     if (run == g->runs.end()) continue;

@@ -34,6 +34,7 @@ SplitRecord read_split(const h5::Reader& in, hid_t root, const std::string& file
   if (!in.exists(root, "split")) return split;
   h5::Handle g = in.group(root, "split");
   if (in.has_attr(g.get(), "policy")) split.policy = in.attr_str(g.get(), "policy").value_or(split.policy);
+  if (in.has_attr(g.get(), "refine_every")) split.refine_every = in.attr_i64(g.get(), "refine_every");
   {
     h5::Handle c = in.group(g.get(), "changes");
     auto iteration = in.i64(c.get(), "iteration");

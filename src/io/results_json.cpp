@@ -91,6 +91,7 @@ nlohmann::json summary_json(const RunResults& r) {
                       {"joules_per_sample", num(m.joules_per_sample)},
                       {"wait_watts", num(m.wait_watts)}});
   j["split"] = {{"policy", r.split.policy},
+                {"refine_every", r.split.refine_every >= 0 ? json(r.split.refine_every) : json(nullptr)},
                 {"changes", changes},
                 {"probe", points_json(r.split.probe)},
                 {"models", models},

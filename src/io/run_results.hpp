@@ -146,6 +146,10 @@ struct RankModel {  // step seconds = a + b n, step joules = c + d n, at n sampl
 };
 struct SplitRecord {
   std::string policy = "even";
+  // Steps between the online refinements of the shares (auto, energy, edp); 0: the start-up shares
+  // were kept (every other policy, or --rebalance-every 0); -1: not recorded (files written before
+  // energy and edp refined: their auto refined, their energy and edp did not).
+  int64_t refine_every = -1;
   std::vector<SplitChange> changes;
   std::vector<ProbePoint> probe;
   std::vector<RankModel> models;
@@ -160,8 +164,9 @@ struct SplitRecord {
   // compare those one by one).
   bool operator==(const SplitRecord& o) const {
     const auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
-    return policy == o.policy && changes == o.changes && probe == o.probe && models == o.models && steps == o.steps &&
-           same(exchange_seconds, o.exchange_seconds) && same(exchange_joules, o.exchange_joules);
+    return policy == o.policy && refine_every == o.refine_every && changes == o.changes && probe == o.probe &&
+           models == o.models && steps == o.steps && same(exchange_seconds, o.exchange_seconds) &&
+           same(exchange_joules, o.exchange_joules);
   }
 };
 

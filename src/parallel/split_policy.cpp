@@ -1,5 +1,5 @@
 // Split policies: the probe's model fit, the exact choice of whole-sample shares under each
-// objective, and `auto`'s rebalancing rule.
+// objective, and the online refinement of `auto`, `energy` and `edp`.
 #include "parallel/split_policy.hpp"
 
 #include <algorithm>
@@ -42,7 +42,7 @@ bool split_needs_probe(SplitPolicy p) {
 bool split_needs_energy(SplitPolicy p) { return p == SplitPolicy::Energy || p == SplitPolicy::Edp; }
 
 void check_rebalance_every(int64_t steps) {
-  if (steps < 1) throw_config("--rebalance-every must be >= 1, got {}", steps);
+  if (steps < 0) throw_config("--rebalance-every must be >= 0 (0: keep the start-up shares), got {}", steps);
 }
 
 void check_probe_seconds(double seconds) {
@@ -283,8 +283,16 @@ double imbalance(const std::vector<double>& compute_seconds) {
 }
 
 void Rebalancer::start_from(const std::vector<RankCost>& models) {
-  fixed_.clear();
-  for (const RankCost& m : models) fixed_.push_back(std::isfinite(m.seconds_fixed) ? std::max(0.0, m.seconds_fixed) : 0.0);
+  start_from(SplitPolicy::Auto, models);
+}
+
+void Rebalancer::start_from(SplitPolicy policy, const std::vector<RankCost>& models, const ExchangeCost& exchange) {
+  CNNSCALE_CHECK(policy == SplitPolicy::Auto || policy == SplitPolicy::Proportional || split_needs_energy(policy),
+                 "--split {} is not refined online", to_string(policy));
+  policy_ = policy;
+  models_ = models;
+  for (RankCost& m : models_) m.seconds_fixed = std::isfinite(m.seconds_fixed) ? std::max(0.0, m.seconds_fixed) : 0.0;
+  exchange_ = exchange;
   per_sample_.clear();
 }
 
@@ -294,25 +302,51 @@ std::optional<std::vector<int64_t>> Rebalancer::propose(const std::vector<int64_
   for (double c : compute_seconds)
     if (!(c > 0) || !std::isfinite(c)) return std::nullopt;  // nothing measured on a rank: keep the split
   if (per_sample_.size() != shares.size()) per_sample_.assign(shares.size(), 0.0);
-  const bool fixed = fixed_.size() == shares.size();
+  const bool modelled = models_.size() == shares.size();
+  const bool by_energy = split_needs_energy(policy_);
+  CNNSCALE_CHECK(modelled || !by_energy, "--split {} refines the probe's models, and there are none for {} ranks",
+                 to_string(policy_), shares.size());
   std::vector<RankCost> speed(shares.size());
   int64_t total = 0;
   for (size_t r = 0; r < shares.size(); ++r) {
     // The part that scales with the share: what the probe's fixed part leaves of the measurement,
     // at least a tenth of it (a measurement below the fixed part is noise or a changed rank, and a
     // rank is never free per sample).
-    const double a = fixed ? fixed_[r] : 0.0;
+    const double a = modelled ? models_[r].seconds_fixed : 0.0;
     const double variable = std::max(compute_seconds[r] - a, 0.1 * compute_seconds[r]);
     const double measured = variable / static_cast<double>(shares[r]);
     per_sample_[r] = per_sample_[r] > 0 ? smoothing_ * per_sample_[r] + (1 - smoothing_) * measured : measured;
+    if (by_energy) {
+      // The probe's power per sample held over the refined time per sample (a probe slope of 0,
+      // which the fit does not give, keeps the probe's joules per sample).
+      speed[r] = models_[r];
+      if (models_[r].seconds_per_sample > 0)
+        speed[r].joules_per_sample *= per_sample_[r] / models_[r].seconds_per_sample;
+    }
     speed[r].seconds_fixed = a;
     speed[r].seconds_per_sample = per_sample_[r];
     total += shares[r];
   }
-  std::vector<int64_t> next = balance_time(total, speed);
+  std::vector<int64_t> next;
+  double value_next = 0, value_now = 0;
+  if (by_energy) {
+    next = choose_split(policy_, total, speed, exchange_);
+    const auto objective = [&](const std::vector<int64_t>& s) {
+      const SplitCost c = predict_split(s, speed, exchange_);
+      // The exchange's joules, the same at every split, only matter where they multiply (edp); a
+      // NaN (not measured, which energy tolerates) must not make every comparison false.
+      const double joules = std::isfinite(c.joules) ? c.joules : predict_split(s, speed, {exchange_.seconds, 0}).joules;
+      return policy_ == SplitPolicy::Edp ? joules * c.seconds : joules;
+    };
+    value_next = objective(next);
+    value_now = objective(shares);
+  } else {
+    next = balance_time(total, speed);
+    value_next = predict_split(next, speed).seconds;
+    value_now = predict_split(shares, speed).seconds;
+  }
   if (next == shares) return std::nullopt;
-  if (predict_split(next, speed).seconds >= (1.0 - hysteresis_) * predict_split(shares, speed).seconds)
-    return std::nullopt;
+  if (value_next >= (1.0 - hysteresis_) * value_now) return std::nullopt;
   return next;
 }
 

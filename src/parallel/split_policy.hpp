@@ -1,6 +1,6 @@
 // How a global batch is divided among unequal ranks: the split policies (--split), the per-rank cost
 // models a start-up probe fits, the shares each model-based policy chooses, and the online
-// rebalancer of `auto`. Pure arithmetic on host numbers: the Trainer measures, this decides.
+// refinement of `auto`, `energy` and `edp`. Pure arithmetic on host numbers: the Trainer measures, this decides.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -12,7 +12,8 @@ namespace cnnscale {
 
 // even: shares differ by at most one. manual: given by hand. proportional: equal predicted compute
 // time. auto: rebalanced online from measured compute time. energy / edp: the fewest predicted
-// joules (or joules x seconds) per global batch, counting the power ranks draw while they wait.
+// joules (or joules x seconds) per global batch, counting the power ranks draw while they wait,
+// their time models refined online from measured compute time as auto's are.
 enum class SplitPolicy { Even, Manual, Proportional, Auto, Energy, Edp };
 SplitPolicy parse_split_policy(const std::string& text);
 std::string to_string(SplitPolicy policy);
@@ -23,7 +24,7 @@ bool split_needs_energy(SplitPolicy policy);
 
 // The one check of each unequal-rank setting: `train` runs them before touching a device, the
 // Trainer again for callers that build one directly. ConfigError naming the flag otherwise.
-void check_rebalance_every(int64_t steps);  // >= 1
+void check_rebalance_every(int64_t steps);  // >= 0 (0: no online refinement)
 void check_probe_seconds(double seconds);   // > 0
 void check_slowdown(int rank, double factor);  // finite and >= 1
 
@@ -99,21 +100,37 @@ std::vector<int64_t> choose_split(SplitPolicy policy, int64_t global_batch, cons
 // Imbalance of per-rank compute seconds: (max - mean) / max (0 when all are equal or none is > 0).
 double imbalance(const std::vector<double>& compute_seconds);
 
-// `auto`: after each interval of measured steps, each rank's speed (compute seconds per sample at
-// its current share) is folded into a running estimate (an exponential average, so one noisy
-// interval moves it only part of the way), and new shares that equalise the estimated compute
-// times are proposed when they shorten the slowest rank's estimated compute by more than
-// `hysteresis` (a fraction): noise does not make the split oscillate, and a split within a few
-// percent of balance stays. Started from the probe's models (start_from), each rank's step is
-// a + b n with the probe's fixed part a kept and only b estimated online from (compute - a) / n:
-// a split with a large fixed part (the update, per-layer overhead) is then balanced as the probe
-// balanced it, not as if every second scaled with the share.
+// The online refinement of `auto`, `energy` and `edp`: after each interval of measured steps,
+// each rank's speed (compute seconds per sample at its current share) is folded into a running
+// estimate (an exponential average, so one noisy interval moves it only part of the way), and the
+// shares the policy's objective prefers under the refined models are proposed when they improve
+// that objective by more than `hysteresis` (a fraction): noise does not make the split oscillate,
+// and a split within a few percent of the optimum stays.
+// - auto (and the default): equal estimated compute times, proposed when they shorten the slowest
+//   rank's estimated compute by more than the hysteresis (the exchange, the same at every split, is
+//   left out of that comparison).
+// - energy / edp (start_from with the policy): the probe's models with each rank's time per sample
+//   replaced by the estimate and its joules per sample scaled with it (the power the probe measured
+//   on that rank is held: a rank the run finds slower than its probe draws that power for longer),
+//   the fixed parts, the idle power and the exchange's cost kept; the fewest predicted joules (or
+//   joules x seconds), proposed when the prediction at the shares in force is higher by more than
+//   the hysteresis. The probe's time models miss what only the running job shows (the exchange's
+//   kernels beside a small partition's backward); its power readings, taken over whole windows, are
+//   what the run cannot measure per interval.
+// Started from the probe's models (start_from), each rank's step is a + b n with the probe's fixed
+// part a kept and only b estimated online from (compute - a) / n: a split with a large fixed part
+// (the update, per-layer overhead) is then balanced as the probe balanced it, not as if every
+// second scaled with the share.
 class Rebalancer {
  public:
   explicit Rebalancer(double hysteresis = 0.03, double smoothing = 0.5)
       : hysteresis_(hysteresis), smoothing_(smoothing) {}
-  // The fixed part of each rank's step (RankCost::seconds_fixed) from here on; none: 0 for all.
+  // The fixed part of each rank's step (RankCost::seconds_fixed) from here on, balancing time (auto);
+  // none: 0 for all.
   void start_from(const std::vector<RankCost>& models);
+  // The same, and from here on the objective of `policy` (proportional and auto: time; energy, edp:
+  // joules, joules x seconds, which need every model's energy terms) with the exchange's cost.
+  void start_from(SplitPolicy policy, const std::vector<RankCost>& models, const ExchangeCost& exchange = {});
   // `shares` in force and each rank's compute seconds per step with them (a robust average over
   // the interval); nullopt: keep them.
   std::optional<std::vector<int64_t>> propose(const std::vector<int64_t>& shares,
@@ -121,7 +138,9 @@ class Rebalancer {
 
  private:
   double hysteresis_, smoothing_;
-  std::vector<double> fixed_;       // each rank's fixed seconds per step (empty: none)
+  SplitPolicy policy_ = SplitPolicy::Auto;
+  std::vector<RankCost> models_;    // the probe's models (empty: none; then no fixed parts)
+  ExchangeCost exchange_;           // energy / edp: the exchange's cost per step
   std::vector<double> per_sample_;  // estimated seconds per sample, by rank
 };
 

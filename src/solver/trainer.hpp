@@ -57,8 +57,8 @@ struct TrainOptions {
   // Unequal ranks (parallel/split_policy.hpp, trainer_split.cpp). proportional, energy and edp
   // replace parallel.rank_batches by the shares their start-up probe's models choose (each probe
   // point times at least probe_seconds of forward+backward); auto starts from proportional's probed
-  // shares (auto_probe) or from parallel.rank_batches, and rebalances after every rebalance_every
-  // steps. Every split gives the one-process update.
+  // shares (auto_probe) or from parallel.rank_batches; auto, energy and edp refine their shares
+  // online after every rebalance_every steps (0: never). Every split gives the one-process update.
   SplitPolicy split = SplitPolicy::Even;
   int64_t rebalance_every = 20;
   // Why auto probes first by default: its online measure, the step less its exposed exchange, also
@@ -351,6 +351,7 @@ class Trainer {
   // Unequal ranks (trainer_split.cpp).
   void plan_split(TrainResult& result, int64_t start, const TrainCallbacks& cb);  // the probe and the policy's first shares
   bool probes_split() const;  // whether plan_split runs the start-up probe (model policies, auto from it)
+  bool refines_split() const;  // whether maybe_rebalance refines the shares online (auto, energy, edp)
   ProbeSample time_probe(int64_t batch, const std::function<void()>& step, bool collective = false);
   double probe_window_seconds(bool joules) const;  // a probe window's length (joules: read the energy counter)
   std::vector<ProbeSample> probe_rank(const std::vector<int64_t>& batches);
@@ -359,7 +360,7 @@ class Trainer {
   void upload_probe_batch(int64_t n);  // the net reshaped to n samples, its input the first n of the set
   void keep_update_writes(ProbeSaved& saved) const;  // what an update writes, kept to be put back
   double measure_wait_watts();
-  // auto: after step t, every rebalance_every steps, new shares when they pay (collective).
+  // auto, energy, edp: after step t, every rebalance_every steps, new shares when they pay (collective).
   void maybe_rebalance(RunState& s, int64_t t, const TrainCallbacks& cb);
   void apply_split(const std::vector<int64_t>& shares);  // after a host sync with no upload in flight
   void slow_down(Clock::time_point since, bool flush = false);  // --slowdown on CPU ranks
@@ -379,7 +380,7 @@ class Trainer {
   TrainOptions options_;
   BatchSplit split_;
   SplitRecord split_record_;
-  Rebalancer rebalancer_;     // auto: its speed estimates carry over from one decision to the next
+  Rebalancer rebalancer_;     // auto, energy, edp: its speed estimates carry over from one decision to the next
   double slowdown_debt_ = 0;  // --slowdown: idle seconds owed (negative: a sleep overshot)
   std::unique_ptr<Net> net_;
   std::unique_ptr<SgdSolver> solver_;

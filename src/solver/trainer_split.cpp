@@ -239,6 +239,11 @@ ProbeSample Trainer::probe_update() {
   return u;
 }
 
+bool Trainer::refines_split() const {
+  const bool online = options_.split == SplitPolicy::Auto || split_needs_energy(options_.split);
+  return online && options_.rebalance_every > 0 && options_.parallel.comm && options_.parallel.size() > 1;
+}
+
 bool Trainer::probes_split() const {
   return split_needs_probe(options_.split) ||
          (options_.split == SplitPolicy::Auto && options_.auto_probe && options_.parallel.size() > 1);
@@ -252,6 +257,7 @@ void Trainer::plan_split(TrainResult& result, int64_t start, const TrainCallback
   const int ranks = dp.size();
   split_record_ = SplitRecord{};
   split_record_.policy = to_string(options_.split);
+  split_record_.refine_every = refines_split() ? options_.rebalance_every : 0;
   rebalancer_ = Rebalancer(options_.rebalance_hysteresis);
   if ((dp.comm && ranks > 1) || split_needs_energy(options_.split)) result.wait_watts = measure_wait_watts();
   if (probes_split()) {
@@ -298,20 +304,23 @@ void Trainer::plan_split(TrainResult& result, int64_t start, const TrainCallback
       split_record_.exchange_joules = exchange.joules;
     }
     const std::vector<int64_t> shares = choose_split(options_.split, options_.batch, models, exchange);
+    // auto balances time from the probe's fixed parts; energy and edp refine these models' time per
+    // sample under their own objective.
     if (options_.split == SplitPolicy::Auto) rebalancer_.start_from(models);
+    if (split_needs_energy(options_.split)) rebalancer_.start_from(options_.split, models, exchange);
     if (cb.on_message) cb.on_message(describe_probe(split_record_.policy, batches, models, exchange, shares));
     if (shares != in_force) apply_split(shares);
   }
   split_record_.changes.push_back({start, shares_of(dp, options_.batch)});
 }
 
-// `auto`: each rank's median compute seconds over the second half of the interval just run,
-// gathered; every rank applies the same Rebalancer decision. The steady window pauses for the
-// switch and restarts two steps later, and those steps count as warm-up.
+// `auto`, `energy`, `edp`: each rank's median compute seconds over the second half of the interval
+// just run, gathered; every rank applies the same Rebalancer decision. The steady window pauses for
+// the switch and restarts two steps later, and those steps count as warm-up.
 void Trainer::maybe_rebalance(RunState& s, int64_t t, const TrainCallbacks& cb) {
   const DataParallel& dp = options_.parallel;
   const int64_t done = t + 1, every = options_.rebalance_every;
-  if (options_.split != SplitPolicy::Auto || !dp.comm || dp.size() < 2) return;
+  if (!refines_split()) return;
   if ((done - s.start) % every != 0 || done >= s.end) return;
   const auto pause_start = Clock::now();
   host_sync("host sync (rebalance)");
@@ -339,9 +348,9 @@ void Trainer::maybe_rebalance(RunState& s, int64_t t, const TrainCallbacks& cb) 
     apply_split(*next);
     split_record_.changes.push_back({done, *next});
     if (cb.on_message)
-      cb.on_message(fmt::format("split auto: after iteration {}: compute {:.2f} ms per rank -> shares {}", done,
-                                fmt::join(compute | std::views::transform([](double v) { return 1e3 * v; }), "/"),
-                                fmt::join(*next, "+")));
+      cb.on_message(fmt::format(
+          "split {}: after iteration {}: compute {:.2f} ms per rank -> shares {}", split_record_.policy, done,
+          fmt::join(compute | std::views::transform([](double v) { return 1e3 * v; }), "/"), fmt::join(*next, "+")));
     if (was_timing) s.settle_until = done + 2;
   }
   s.display_paused += seconds_since(pause_start);

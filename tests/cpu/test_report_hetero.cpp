@@ -9,6 +9,7 @@
 #include "common/temp_dir.hpp"
 #include "cpu/test_report_util.hpp"
 #include "experiment/report.hpp"
+#include "experiment/report_data.hpp"
 
 namespace cnnscale {
 namespace {
@@ -64,6 +65,9 @@ RunResults hetero_run(const std::string& mix, const std::string& policy, std::ve
   }
   r.split.policy = policy.substr(0, policy.find(' '));
   r.split.changes = {SplitChange{0, shares}};
+  // As train writes it: auto, energy and edp refine online every 20 steps, the others keep their shares.
+  const bool online = r.split.policy == "auto" || r.split.policy == "energy" || r.split.policy == "edp";
+  r.split.refine_every = online ? 20 : 0;
   return r;
 }
 
@@ -248,12 +252,41 @@ TEST(ReportHetero, EachRankBusyAndWaitingAndTheAutoSplitHistory) {
     EXPECT_EQ(r.at("local_batch_mean"), "32");
   }
   const auto history = read_csv(dir.file("report/split_history.csv"));
-  ASSERT_EQ(history.size(), 6u);  // the auto run's 3 splits × 2 ranks
+  // The auto run's 3 splits x 2 ranks, then the energy run's one split, which its online
+  // refinement kept: the policies that refine online are drawn, those that cannot are not.
+  ASSERT_EQ(history.size(), 8u);
   EXPECT_EQ(history[0].at("run_id"), "lenet-b64-slow-auto-r0");
   EXPECT_EQ(history[2].at("iteration"), "20");
   EXPECT_EQ(history[2].at("share"), "44");
   EXPECT_EQ(history[3].at("speed"), "slowdown 3");
   EXPECT_EQ(history[5].at("end_iteration"), "60");
+  EXPECT_EQ(history[6].at("split"), "energy");
+  EXPECT_EQ(history[6].at("share"), "40");
+  EXPECT_EQ(history[7].at("share"), "24");
+}
+
+// A policy that refines online (auto, energy, edp) with its start-up shares kept is another
+// configuration, labelled "(probe only)": --rebalance-every 0, and energy / edp in files from
+// before they refined (no refine_every recorded), whose auto still refined.
+TEST(ReportHetero, SharesKeptFromTheProbeAreLabelledApart) {
+  const auto label = [](const std::string& policy, int64_t refine_every, bool models) {
+    report::RunRecord r;
+    r.summary.split = policy;
+    r.split.policy = policy;
+    r.split.refine_every = refine_every;
+    if (models) r.split.models.push_back(RankModel{});
+    return r.text("split");
+  };
+  EXPECT_EQ(label("energy", 20, true), "energy");
+  EXPECT_EQ(label("energy", 0, true), "energy (probe only)");
+  EXPECT_EQ(label("energy", -1, true), "energy (probe only)");
+  EXPECT_EQ(label("edp", -1, true), "edp (probe only)");
+  EXPECT_EQ(label("edp", 5, true), "edp");
+  EXPECT_EQ(label("auto", -1, true), "auto");
+  EXPECT_EQ(label("auto", 0, true), "auto (probe only)");
+  EXPECT_EQ(label("auto", -1, false), "auto from even");
+  EXPECT_EQ(label("proportional", 0, true), "proportional");
+  EXPECT_EQ(label("proportional", -1, true), "proportional");
 }
 
 TEST(ReportHetero, FiguresOfRankBalanceAndSplitHistory) {
@@ -295,7 +328,7 @@ TEST(ReportHetero, FiguresOfRankBalanceAndSplitHistory) {
   const report::ReportOutcome no_auto = report::write_report(o);
   EXPECT_TRUE(fs::exists(fixed.file("report/rank_balance.png")));
   EXPECT_FALSE(fs::exists(fixed.file("report/split_history.png")));
-  EXPECT_NE(slurp(no_auto.report_md).find("- `split_history.png` not drawn: no run used the auto split"),
+  EXPECT_NE(slurp(no_auto.report_md).find("- `split_history.png` not drawn: no run refined its split online"),
             std::string::npos);
 }
 

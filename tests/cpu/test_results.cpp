@@ -99,6 +99,7 @@ RunResults sample() {
                {"joules_per_batch", "unavailable: NVML not loaded"}};
   r.split =
       SplitRecord{"auto",
+                  20,
                   {SplitChange{100, {32, 32}}, SplitChange{150, {40, 24}}},
                   {ProbePoint{0, 8, 0.01, 2.5}, ProbePoint{1, 8, 0.02, kMissing}},
                   {RankModel{0, 0.002, 0.001, 0.5, 0.25, 60.0}, RankModel{1, 0.004, 0.002, kMissing, kMissing, 55.0}},
@@ -247,6 +248,28 @@ TEST(Results, EmptyRunRoundTrips) {
   expect_same(r, read_run_results(write_run_results(r, {dir.str(), {}})));
 }
 
+// Files written before energy and edp refined their shares online have no /split refine_every: it
+// reads as not recorded (-1), which the report takes as auto refining and the others not; the rest
+// of the split is unchanged.
+TEST(Results, FileWithoutRefineEveryReadsAsNotRecorded) {
+  ResultsDir dir;
+  const RunResults r = sample();
+  const std::string run_dir = write_run_results(r, {dir.str(), {}});
+  EXPECT_EQ(read_run_results(run_dir).split.refine_every, 20);
+  const std::string h5 = run_dir + "/run.h5";
+  const hid_t f = H5Fopen(h5.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  ASSERT_GE(H5Adelete_by_name(f, "/split", "refine_every", H5P_DEFAULT), 0);
+  H5Fclose(f);
+  const RunResults back = read_run_results(run_dir);
+  EXPECT_EQ(back.split.refine_every, -1);
+  // The rest as written (SplitRecord's == is false for NaN inside probe points: compare the parts).
+  EXPECT_EQ(back.split.policy, r.split.policy);
+  EXPECT_EQ(back.split.changes, r.split.changes);
+  EXPECT_EQ(back.split.models.size(), r.split.models.size());
+  EXPECT_EQ(back.split.exchange_seconds, r.split.exchange_seconds);
+}
+
 // Files written before the split was recorded have no /split: an even split without changes.
 TEST(Results, FileWithoutSplitReadsAsEven) {
   ResultsDir dir;
@@ -313,6 +336,7 @@ TEST(Results, SummaryJsonAndCsv) {
   EXPECT_TRUE(j["system"]["gpus"][1]["name"].is_null());
   EXPECT_EQ(j["timeline"]["warmup_iterations"], 1);
   EXPECT_EQ(j["split"]["policy"], "auto");
+  EXPECT_EQ(j["split"]["refine_every"], 20);
   EXPECT_EQ(j["split"]["changes"],
             json::parse(R"([{"iteration":100,"shares":[32,32]},{"iteration":150,"shares":[40,24]}])"));
   EXPECT_EQ(j["split"]["probe"][1], json::parse(R"({"rank":1,"batch":8,"seconds":0.02,"joules":null})"));
@@ -441,7 +465,8 @@ with h5py.File(sys.argv[1], "r") as f:
     out["epochs"] = {k: [num(x) for x in f["epochs"][k][:]] for k in f["epochs"]}
     out["summary"] = {k: attr(v) for k, v in f["summary"].attrs.items()}
     out["methods"] = {k: attr(v) for k, v in f["summary/methods"].attrs.items()}
-    out["split"] = {"policy": f["split"].attrs["policy"], "iteration": f["split/changes/iteration"][:].tolist(),
+    out["split"] = {"policy": f["split"].attrs["policy"], "refine_every": int(f["split"].attrs["refine_every"]),
+                    "iteration": f["split/changes/iteration"][:].tolist(),
                     "shares": f["split/changes/shares"][:].tolist(),
                     "shares_dtype": str(f["split/changes/shares"].dtype),
                     "probe_joules": [num(x) for x in f["split/probe/joules"][:]],
@@ -515,6 +540,7 @@ TEST(Results, H5pyReadsTheSameValues) {
   EXPECT_EQ(j["summary"]["tag.note"], "a, \"quoted\" value");
   EXPECT_EQ(j["methods"], json(r.methods));
   EXPECT_EQ(j["split"]["policy"], "auto");
+  EXPECT_EQ(j["split"]["refine_every"], 20);
   EXPECT_EQ(j["split"]["iteration"], json({100, 150}));
   EXPECT_EQ(j["split"]["shares"], json::parse("[[32, 32], [40, 24]]"));
   EXPECT_EQ(j["split"]["shares_dtype"], "int64");

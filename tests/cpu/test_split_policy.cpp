@@ -1,6 +1,7 @@
 // Split policies as arithmetic (parallel/split_policy.hpp): policy names, probe batches, the model
 // fit, the shares each objective chooses against analytic optima and brute force over every split,
-// and `auto`'s rebalancer converging on ranks of unequal speed without oscillating.
+// and the online refinement of auto, energy and edp converging on ranks of unequal speed without
+// oscillating.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -245,6 +246,68 @@ TEST(SplitPolicy, RebalancerStartedFromModelsKeepsTheirFixedParts) {
   const auto blind = Rebalancer(0.03).propose(even, {truth[0].seconds(128), truth[1].seconds(128)});
   ASSERT_TRUE(blind.has_value());
   EXPECT_NE(*blind, balanced);
+}
+
+// A rank at `watts` while computing: its joules line is that power over its time line.
+RankCost at_power(double a, double b, double watts, double wait_watts) {
+  return {a, b, watts * a, watts * b, wait_watts};
+}
+
+// energy and edp refine the probe's models online: the run finds rank 1 (a small partition, whose
+// backward the exchange's kernels slow) 1.6x slower per sample than its probe did. After one
+// interval of exact measurements the refinement chooses what the policy chooses from the true
+// models (each rank's power held, its time per sample the measured one), which costs measurably
+// less than the probe's choice under the truth; from there, measurements with +-2 % noise change
+// nothing (the hysteresis).
+TEST(SplitPolicy, EnergyRefinementReplacesTheProbesTimesAndHoldsItsPower) {
+  const ExchangeCost exchange{0.0004, 0.2};
+  const std::vector<RankCost> probe = {at_power(0.001, 0.00002, 300, 90), at_power(0.0015, 0.00004, 200, 80)};
+  std::vector<RankCost> truth = probe;
+  truth[1] = at_power(0.0015, 0.000064, 200, 80);
+  for (SplitPolicy policy : {SplitPolicy::Energy, SplitPolicy::Edp}) {
+    SCOPED_TRACE(to_string(policy));
+    const auto objective = [&](const std::vector<int64_t>& shares) {
+      const SplitCost c = predict_split(shares, truth, exchange);
+      return policy == SplitPolicy::Edp ? c.joules * c.seconds : c.joules;
+    };
+    const std::vector<int64_t> from_probe = choose_split(policy, 256, probe, exchange);
+    const std::vector<int64_t> best = choose_split(policy, 256, truth, exchange);
+    // The premise: the probe's choice is worth leaving (by more than the 3 % hysteresis).
+    ASSERT_LT(objective(best), 0.97 * objective(from_probe));
+
+    Rebalancer refine(0.03);
+    refine.start_from(policy, probe, exchange);
+    std::vector<int64_t> shares = from_probe;
+    std::vector<double> measured;
+    for (size_t r = 0; r < truth.size(); ++r) measured.push_back(truth[r].seconds(shares[r]));
+    const auto next = refine.propose(shares, measured);
+    ASSERT_TRUE(next.has_value());
+    EXPECT_EQ(*next, best);
+    shares = *next;
+
+    std::mt19937_64 rng(7);
+    std::uniform_real_distribution<double> noise(-0.02, 0.02);
+    for (int interval = 0; interval < 10; ++interval) {
+      measured.clear();
+      for (size_t r = 0; r < truth.size(); ++r) measured.push_back(truth[r].seconds(shares[r]) * (1 + noise(rng)));
+      EXPECT_FALSE(refine.propose(shares, measured).has_value()) << "interval " << interval;
+    }
+
+    // Measured as the probe predicted: the probe's choice stands.
+    Rebalancer agree(0.03);
+    agree.start_from(policy, probe, exchange);
+    std::vector<double> as_probed;
+    for (size_t r = 0; r < probe.size(); ++r) as_probed.push_back(probe[r].seconds(from_probe[r]));
+    EXPECT_FALSE(agree.propose(from_probe, as_probed).has_value());
+  }
+  // energy without the exchange's joules (NaN: not measured) still refines; the joules the exchange
+  // adds alike to every split do not move its choice.
+  Rebalancer unknown(0.03);
+  unknown.start_from(SplitPolicy::Energy, probe, ExchangeCost{0.0004, std::nan("")});
+  const std::vector<int64_t> start = choose_split(SplitPolicy::Energy, 256, probe);
+  const auto moved = unknown.propose(start, {truth[0].seconds(start[0]), truth[1].seconds(start[1])});
+  ASSERT_TRUE(moved.has_value());
+  EXPECT_EQ(*moved, choose_split(SplitPolicy::Energy, 256, truth));
 }
 
 }  // namespace

@@ -480,6 +480,22 @@ TEST(DataParallel, ProbedAndRebalancedSplitsMatchOneProcess) {
             autp_summary["split"]["changes"][0]["shares"]);
   expect_slow_rank_gets_less(autp, "auto from the probe");
   expect_matches_reference(ref_ckpt, w.dir("autop"), "2 ranks, auto from the probe, rank 1 3x slower");
+  EXPECT_EQ(autp_summary["split"]["refine_every"], 3);
+  EXPECT_EQ(summary["split"]["refine_every"], 0);  // proportional keeps the probe's shares
+
+  // --rebalance-every 0: the probe's shares are kept for the whole run, and recorded as such.
+  nlohmann::json kept =
+      mpi_job(2, with(train_args(kNet, w.dir("kept")),
+                      {"--split", "auto", "--rebalance-every", "0", "--slowdown", "1,3", "--probe-seconds", "0.1",
+                       "--results", w.dir("results"), "--experiment", "dp", "--run-id", "kept"}));
+  std::ifstream kept_file(fs::path(w.dir("results")) / "dp" / "kept" / "summary.json");
+  ASSERT_TRUE(kept_file) << "no summary.json for the auto run without refinement";
+  const nlohmann::json kept_summary = nlohmann::json::parse(kept_file);
+  EXPECT_EQ(kept_summary["split"]["refine_every"], 0);
+  ASSERT_EQ(kept_summary["split"]["changes"].size(), 1u);
+  EXPECT_EQ(kept["rank_batches"], kept_summary["split"]["changes"][0]["shares"]);
+  expect_slow_rank_gets_less(kept, "auto without refinement");
+  expect_matches_reference(ref_ckpt, w.dir("kept"), "2 ranks, auto without refinement, rank 1 3x slower");
 
   nlohmann::json aut4 = mpi_job(4, with(train_args(kNet, w.dir("auto4")),
                                         {"--split", "auto", "--auto-start", "even", "--rebalance-every", "3",
