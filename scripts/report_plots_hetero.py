@@ -116,7 +116,7 @@ def split_history_figure(rows, out, h):
         ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7, loc="best")
-    fig.suptitle("Split of the global batch over the iterations under the auto policy (one run each)", fontsize=11)
+    fig.suptitle("Split of the global batch over the iterations, refined online (one run each)", fontsize=11)
     fig.tight_layout()
     h.save(fig, out, name)
 

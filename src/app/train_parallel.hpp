@@ -26,7 +26,7 @@ struct ParallelArgs {
   bool batch_per_rank = false;
   std::string split = "even";   // --split: even | manual | proportional | auto | energy | edp
   std::vector<int64_t> shares;  // --shares: each rank's samples under --split manual
-  int64_t rebalance_every = 20;      // --split auto
+  int64_t rebalance_every = kDefaultRebalanceEvery;  // --split auto, energy, edp
   std::string auto_start = "probe";  // --auto-start: probe | even (--split auto's first shares)
   double probe_seconds = 0.5;        // proportional, energy, edp: each probe point
   std::vector<double> slowdown;      // --slowdown: each rank's emulated straggler factor (CPU ranks)

@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "data/datasets.hpp"
 #include "experiment/experiment.hpp"
+#include "parallel/split_policy.hpp"
 
 namespace cnnscale {
 
@@ -314,6 +315,9 @@ RunSpec make_run(const Experiment& e, const std::string& net, int64_t batch, con
   if (!rs.mix.sms.empty()) c["gpu_sms"] = rs.mix.sms;
   if (!rs.slowdown.empty()) c["slowdown"] = rs.slowdown;
   if (r.split != "even") c["split"] = r.split;
+  // energy and edp refine their shares online (train's default interval): runs made before they did
+  // kept the probe's shares, and must not count as done. auto always refined and keeps its ids.
+  if (r.split == "energy" || r.split == "edp") c["refine_every"] = kDefaultRebalanceEvery;
   c["precision"] = precision;
   c["allreduce"] = {{"overlap", r.allreduce.overlap}, {"algo", r.allreduce.algo}};
   if (!r.allreduce.dtype.empty()) c["allreduce"]["dtype"] = r.allreduce.dtype;

@@ -120,7 +120,8 @@ std::string RunRecord::text(const std::string& key) const {
     const bool online = policy == "auto" || policy == "energy" || policy == "edp";
     const bool kept = split.refine_every == 0 || (split.refine_every < 0 && policy != "auto");
     std::string label = policy == "auto" && split.models.empty() ? "auto from even" : policy;
-    if (online && kept) return label + " (probe only)";
+    // Kept shares came from the probe, or, for auto from even, were the even ones.
+    if (online && kept) return label + (split.models.empty() ? " (kept)" : " (probe only)");
     if (online) return label;
   }
   // A run without a split figure (one rank on a whole device, files from before splits were

@@ -236,7 +236,8 @@ Table hetero_ranks_table(const std::vector<ConfigGroup>& groups) {
   }
   t.notes.push_back(
       "compute + exchange wait is the rank's step; imbalance wait is the share of the exchange wait that an even "
-      "finish would have saved. A rank's local batch under a policy that rebalances (auto) is its mean over "
+      "finish would have saved. A rank's local batch under a policy that refines its shares online (auto, energy, edp) "
+      "is its mean over "
       "repeats of the share it ended with.");
   return t;
 }

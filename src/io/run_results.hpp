@@ -124,8 +124,8 @@ inline constexpr std::string_view kRunInterrupted = "interrupted";
 
 // How the global batch was divided among ranks over the run (parallel/split_policy.hpp): the policy,
 // every split in force with the iteration it took effect at (the first at the run's first iteration;
-// `auto` adds one per rebalancing), and for model-based policies the start-up probe's measurements
-// and the per-rank models fitted to them.
+// `auto`, `energy` and `edp` add one per online refinement), and for model-based policies the start-up probe's
+// measurements and the per-rank models fitted to them.
 struct SplitChange {
   int64_t iteration = 0;        // first iteration run with these shares
   std::vector<int64_t> shares;  // samples per rank, in rank order

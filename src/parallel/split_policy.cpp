@@ -313,9 +313,18 @@ std::optional<std::vector<int64_t>> Rebalancer::propose(const std::vector<int64_
     // at least a tenth of it (a measurement below the fixed part is noise or a changed rank, and a
     // rank is never free per sample).
     const double a = modelled ? models_[r].seconds_fixed : 0.0;
-    const double variable = std::max(compute_seconds[r] - a, 0.1 * compute_seconds[r]);
-    const double measured = variable / static_cast<double>(shares[r]);
-    per_sample_[r] = per_sample_[r] > 0 ? smoothing_ * per_sample_[r] + (1 - smoothing_) * measured : measured;
+    // A share whose probed per-sample part is under a tenth of the fixed part measures the fixed
+    // part and noise: its estimate stays where it was (the probe's, before any). Otherwise a rank
+    // that energy or edp cut to a few samples would read as several times slower per sample, and
+    // be cut further.
+    const double probed = modelled ? models_[r].seconds_per_sample : 0.0;
+    if (probed > 0 && probed * static_cast<double>(shares[r]) < 0.1 * a) {
+      if (!(per_sample_[r] > 0)) per_sample_[r] = probed;
+    } else {
+      const double variable = std::max(compute_seconds[r] - a, 0.1 * compute_seconds[r]);
+      const double measured = variable / static_cast<double>(shares[r]);
+      per_sample_[r] = per_sample_[r] > 0 ? smoothing_ * per_sample_[r] + (1 - smoothing_) * measured : measured;
+    }
     if (by_energy) {
       // The probe's power per sample held over the refined time per sample (a probe slope of 0,
       // which the fit does not give, keeps the probe's joules per sample).
@@ -330,6 +339,9 @@ std::optional<std::vector<int64_t>> Rebalancer::propose(const std::vector<int64_
   std::vector<int64_t> next;
   double value_next = 0, value_now = 0;
   if (by_energy) {
+    // The refined times hold what the exchange's kernels take from backward, which the probe's
+    // exchange cost holds too: both sides of the comparison carry the same constant, so energy's
+    // choice is unmoved and the hysteresis is a little stricter; edp's product counts it twice.
     next = choose_split(policy_, total, speed, exchange_);
     const auto objective = [&](const std::vector<int64_t>& s) {
       const SplitCost c = predict_split(s, speed, exchange_);

@@ -25,6 +25,9 @@ bool split_needs_energy(SplitPolicy policy);
 // The one check of each unequal-rank setting: `train` runs them before touching a device, the
 // Trainer again for callers that build one directly. ConfigError naming the flag otherwise.
 void check_rebalance_every(int64_t steps);  // >= 0 (0: no online refinement)
+// Steps between online refinements unless --rebalance-every says otherwise (train's default, and
+// what a sweep's runs use: part of their configuration where the policy refines).
+inline constexpr int64_t kDefaultRebalanceEvery = 20;
 void check_probe_seconds(double seconds);   // > 0
 void check_slowdown(int rank, double factor);  // finite and >= 1
 
@@ -120,7 +123,8 @@ double imbalance(const std::vector<double>& compute_seconds);
 // Started from the probe's models (start_from), each rank's step is a + b n with the probe's fixed
 // part a kept and only b estimated online from (compute - a) / n: a split with a large fixed part
 // (the update, per-layer overhead) is then balanced as the probe balanced it, not as if every
-// second scaled with the share.
+// second scaled with the share. A share too small for its b n to stand out of a (under a tenth of
+// it, by the probe's b) keeps the estimate it had.
 class Rebalancer {
  public:
   explicit Rebalancer(double hysteresis = 0.03, double smoothing = 0.5)

@@ -60,7 +60,7 @@ struct TrainOptions {
   // shares (auto_probe) or from parallel.rank_batches; auto, energy and edp refine their shares
   // online after every rebalance_every steps (0: never). Every split gives the one-process update.
   SplitPolicy split = SplitPolicy::Even;
-  int64_t rebalance_every = 20;
+  int64_t rebalance_every = kDefaultRebalanceEvery;
   // Why auto probes first by default: its online measure, the step less its exposed exchange, also
   // holds the time a fast rank's backward loses to the overlapped exchange while that waits for the
   // slow ranks, so from an even start it underrates the fast ranks and settles short of balance (on

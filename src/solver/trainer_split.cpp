@@ -257,7 +257,9 @@ void Trainer::plan_split(TrainResult& result, int64_t start, const TrainCallback
   const int ranks = dp.size();
   split_record_ = SplitRecord{};
   split_record_.policy = to_string(options_.split);
-  split_record_.refine_every = refines_split() ? options_.rebalance_every : 0;
+  // What was asked (one rank has nothing to refine, whatever the interval).
+  const bool online = options_.split == SplitPolicy::Auto || split_needs_energy(options_.split);
+  split_record_.refine_every = online ? options_.rebalance_every : 0;
   rebalancer_ = Rebalancer(options_.rebalance_hysteresis);
   if ((dp.comm && ranks > 1) || split_needs_energy(options_.split)) result.wait_watts = measure_wait_watts();
   if (probes_split()) {

@@ -11,6 +11,7 @@
 #include "cpu/experiment_test_util.hpp"
 #include "experiment/experiment.hpp"
 #include "experiment/sweep.hpp"
+#include "parallel/split_policy.hpp"
 
 namespace cnnscale {
 namespace {
@@ -109,6 +110,23 @@ TEST(ExperimentSplit, ExpansionIdsHashesAndTrainArguments) {
   const auto old_args = train_arguments(old, plain[1], "/r");
   EXPECT_EQ(flag_value(old_args, "--split"), "<absent>");
   EXPECT_TRUE(has_tag(old_args, "split=even"));
+}
+
+// energy and edp refine their shares online at train's default interval: that is part of their
+// configuration, so runs from before they did (which kept the probe's shares) have other hashes and
+// ids and are not taken as done. auto always refined: its hash is unchanged.
+TEST(ExperimentSplit, EnergyAndEdpRunsCarryTheirRefinementInTheirHash) {
+  const auto runs = expand_runs(parse(kBase + "  split: [auto, energy, edp]\n"));
+  int seen = 0;
+  for (const RunSpec& r : runs) {
+    if (r.ranks < 2) continue;
+    ++seen;
+    if (r.split == "auto")
+      EXPECT_FALSE(r.config.contains("refine_every")) << r.id;
+    else
+      EXPECT_EQ(r.config.at("refine_every"), kDefaultRebalanceEvery) << r.id;
+  }
+  EXPECT_GT(seen, 0);
 }
 
 TEST(ExperimentGpuMix, PerRankMappingsWithSmPartitions) {

@@ -285,6 +285,8 @@ TEST(ReportHetero, SharesKeptFromTheProbeAreLabelledApart) {
   EXPECT_EQ(label("auto", -1, true), "auto");
   EXPECT_EQ(label("auto", 0, true), "auto (probe only)");
   EXPECT_EQ(label("auto", -1, false), "auto from even");
+  EXPECT_EQ(label("auto", 20, false), "auto from even");
+  EXPECT_EQ(label("auto", 0, false), "auto from even (kept)");
   EXPECT_EQ(label("proportional", 0, true), "proportional");
   EXPECT_EQ(label("proportional", -1, true), "proportional");
 }

@@ -14,6 +14,18 @@
 namespace cnnscale {
 namespace {
 
+// --rebalance-every: 0 keeps the start-up shares; below that is an error naming the flag.
+TEST(SplitPolicy, RebalanceEveryZeroKeepsTheSharesAndBelowIsAnError) {
+  EXPECT_NO_THROW(check_rebalance_every(0));
+  EXPECT_NO_THROW(check_rebalance_every(kDefaultRebalanceEvery));
+  try {
+    check_rebalance_every(-1);
+    ADD_FAILURE() << "-1 accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("--rebalance-every must be >= 0"), std::string::npos) << e.what();
+  }
+}
+
 TEST(SplitPolicy, NamesRoundTrip) {
   for (const char* name : {"even", "manual", "proportional", "auto", "energy", "edp"})
     EXPECT_EQ(to_string(parse_split_policy(name)), name);
@@ -299,6 +311,26 @@ TEST(SplitPolicy, EnergyRefinementReplacesTheProbesTimesAndHoldsItsPower) {
     std::vector<double> as_probed;
     for (size_t r = 0; r < probe.size(); ++r) as_probed.push_back(probe[r].seconds(from_probe[r]));
     EXPECT_FALSE(agree.propose(from_probe, as_probed).has_value());
+  }
+  // A share too small to measure a time per sample (its probed b n under a tenth of its fixed part
+  // a) keeps the probe's b: rank 1 at 2 samples (b n = 0.08 ms against a = 1.5 ms) measured 1 ms
+  // above its fixed part would otherwise read as 12.5x slower per sample than probed.
+  {
+    const std::vector<int64_t> tiny = {254, 2};
+    const std::vector<double> noisy = {probe[0].seconds(254), probe[1].seconds_fixed + 0.001};
+    const std::vector<int64_t> expected = choose_split(SplitPolicy::Energy, 256, probe, exchange);
+    std::vector<RankCost> naive = probe;
+    naive[1].seconds_per_sample = 0.001 / 2;
+    naive[1].joules_per_sample = 200 * naive[1].seconds_per_sample;
+    // The premises: the probe's choice is not where the rank sits, and the naive reading would
+    // choose something else.
+    ASSERT_NE(expected, tiny);
+    ASSERT_NE(choose_split(SplitPolicy::Energy, 256, naive, exchange), expected);
+    Rebalancer small(0.03);
+    small.start_from(SplitPolicy::Energy, probe, exchange);
+    const auto next = small.propose(tiny, noisy);
+    ASSERT_TRUE(next.has_value());
+    EXPECT_EQ(*next, expected);
   }
   // energy without the exchange's joules (NaN: not measured) still refines; the joules the exchange
   // adds alike to every split do not move its choice.
