@@ -59,8 +59,10 @@ Table scaling_table(const std::vector<ConfigGroup>& groups) {
   t.columns.insert(t.columns.end(), {{"samples/s", "samples_per_s"},
                                      {"1-" + one + " samples/s", "baseline_samples_per_s"},
                                      {"speedup", "speedup"},
-                                     {"efficiency", "efficiency"}});
-  int missing = 0;
+                                     {"efficiency", "efficiency"},
+                                     {"1-" + one + " rate at batch/N", "small_batch_ratio"},
+                                     {"weak efficiency", "weak_efficiency"}});
+  int missing = 0, undivided = 0;
   std::set<std::string> thread_notes;
   for (const ConfigGroup& g : groups) {
     auto cells = l.row(g);
@@ -76,10 +78,37 @@ Table scaling_table(const std::vector<ConfigGroup>& groups) {
     } else {
       ++missing;
     }
-    for (const Stat& x : {s, b, speedup, efficiency}) cells.push_back(Cell::of(x));
+    // The efficiency in two factors, where one rank ran the per-rank batch: what one device keeps
+    // of its rate at that smaller batch, and what N together keep of N times that rate.
+    int64_t per_rank = 0;
+    const ConfigGroup* small = g.world_size() > 1 ? weak_baseline(g, groups, per_rank) : nullptr;
+    Stat ratio, weak;
+    if (base == &g) {
+      ratio = weak = speedup;  // one rank: 1 of itself, as its speedup
+    } else if (small && base) {
+      const Stat b_small = small->stat(&RunSummary::samples_per_s);
+      ratio = speedup_of(b_small, b, false);
+      weak = speedup_of(s, b_small, false);
+      if (!weak.null()) {
+        weak.mean /= g.world_size();
+        weak.std /= g.world_size();
+      }
+    } else if (g.world_size() > 1) {
+      ++undivided;
+    }
+    for (const Stat& x : {s, b, speedup, efficiency, ratio, weak}) cells.push_back(Cell::of(x));
     t.rows.push_back(std::move(cells));
   }
   t.notes.push_back("Std of speedup and efficiency: first-order propagation of both relative stds.");
+  t.notes.push_back(fmt::format(
+      "1-{0} rate at batch/N = samples/s of 1 {0} at the per-{0} batch (global batch / N) / samples/s of 1 {0} at "
+      "the global batch: what one {0} keeps of its rate at the share each of N takes. Weak efficiency = samples/s "
+      "on N {1} / (N x samples/s of 1 {0} at the per-{0} batch). Their product is the efficiency: the first "
+      "factor is one {0}'s own loss at the smaller batch, which no exchange can win back, the second what "
+      "running N together costs (the exchange, waiting, contention).{2}",
+      one, l.noun.many,
+      undivided ? fmt::format(" Both are — in {} row(s) without a 1-{} run at the per-{} batch.", undivided, one, one)
+                : ""));
   add_thread_note(t, thread_notes);
   if (missing) t.notes.push_back(fmt::format("{} row(s) have no 1-{} run of the same configuration: —.", missing, one));
   return t;

@@ -129,6 +129,37 @@ TEST(Report, SpeedupAndEfficiencyAgainstTheOneGpuRun) {
   EXPECT_NE(md.find("| net_a | 4 | 128 | 1 | 400.0 | — | — | — |"), std::string::npos) << md;
 }
 
+// Strong-scaling efficiency in two factors where one GPU also ran the per-GPU batch: 4 GPUs at
+// global 256 against 1 GPU at 256 (400 samples/s) and at 64 (250): one GPU keeps 250 / 400 of its
+// rate at 64 samples, 4 GPUs at 64 each keep 900 / (4 x 250) of 4 times that, and the product is the
+// efficiency 900 / (4 x 400). 4 GPUs at global 128 (32 each) have no 1-GPU run at 32: —.
+TEST(Report, StrongScalingEfficiencyIsTheSmallBatchRatioTimesTheWeakEfficiency) {
+  TempDir dir;
+  for (int rep = 0; rep < 2; ++rep) {
+    write_run(dir.str(), synthetic_run("net_a", 256, 1, rep, {{"samples_per_s", 390.0 + rep * 20}}));
+    write_run(dir.str(), synthetic_run("net_a", 64, 1, rep, {{"samples_per_s", 245.0 + rep * 10}}));
+    write_run(dir.str(), synthetic_run("net_a", 256, 4, rep, {{"samples_per_s", 890.0 + rep * 20}}));
+  }
+  write_run(dir.str(), synthetic_run("net_a", 128, 1, 0, {{"samples_per_s", 330.0}}));
+  write_run(dir.str(), synthetic_run("net_a", 128, 4, 0, {{"samples_per_s", 600.0}}));
+  report_without_plots(dir.str());
+  const auto rows = read_csv(dir.file("report/scaling.csv"));
+  const CsvRow& four = row_of(rows, "net_a", 4, 256);
+  EXPECT_DOUBLE_EQ(std::stod(four.at("small_batch_ratio_mean")), 250.0 / 400.0);
+  EXPECT_DOUBLE_EQ(std::stod(four.at("weak_efficiency_mean")), 900.0 / (4 * 250.0));
+  EXPECT_NEAR(std::stod(four.at("small_batch_ratio_mean")) * std::stod(four.at("weak_efficiency_mean")),
+              std::stod(four.at("efficiency_mean")), 1e-15);
+  const double rel = std::hypot(sample_std({245, 255}) / 250.0, sample_std({390, 410}) / 400.0);
+  EXPECT_NEAR(std::stod(four.at("small_batch_ratio_std")), 250.0 / 400.0 * rel, 1e-12);
+  EXPECT_DOUBLE_EQ(std::stod(row_of(rows, "net_a", 1, 256).at("weak_efficiency_mean")), 1.0);
+  const CsvRow& orphan = row_of(rows, "net_a", 4, 128);
+  EXPECT_FALSE(orphan.at("efficiency_mean").empty());
+  EXPECT_EQ(orphan.at("small_batch_ratio_mean"), "");
+  EXPECT_EQ(orphan.at("weak_efficiency_mean"), "");
+  const std::string md = slurp(dir.file("report/scaling.md"));
+  EXPECT_NE(md.find("Both are — in 1 row(s) without a 1-rank run at the per-rank batch."), std::string::npos) << md;
+}
+
 // Weak scaling: 2 GPUs at global 128 against the 1-GPU run at 64 (its per-GPU batch), 4 GPUs at
 // 256 likewise; 2 GPUs at 64 (per-GPU 32) have no 1-GPU run at 32 and get no row. Without any such
 // pair the report has no weak-scaling table at all.
