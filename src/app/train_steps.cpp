@@ -103,8 +103,7 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
   if (a.parallel.split != "even") run_config["split"] = a.parallel.split;  // even runs keep their ids
   // energy and edp refine their shares online as auto does: recorded for them too, so runs from
   // before they did have other ids.
-  if (a.parallel.split == "auto" || a.parallel.split == "energy" || a.parallel.split == "edp")
-    run_config["rebalance_every"] = a.parallel.rebalance_every;
+  if (split_refines_online(par.split())) run_config["rebalance_every"] = a.parallel.rebalance_every;
   if (a.parallel.split == "auto") run_config["auto_start"] = a.parallel.auto_start;
   if (!a.parallel.slowdown.empty()) run_config["slowdown"] = a.parallel.slowdown;  // emulation, by rank
   if (!a.parallel.sm_counts.empty()) run_config["sm_counts"] = a.parallel.sm_counts;  // GPU partitions, asked

@@ -317,7 +317,7 @@ RunSpec make_run(const Experiment& e, const std::string& net, int64_t batch, con
   if (r.split != "even") c["split"] = r.split;
   // energy and edp refine their shares online (train's default interval): runs made before they did
   // kept the probe's shares, and must not count as done. auto always refined and keeps its ids.
-  if (r.split == "energy" || r.split == "edp") c["refine_every"] = kDefaultRebalanceEvery;
+  if (split_needs_energy(parse_split_policy(r.split))) c["refine_every"] = kDefaultRebalanceEvery;
   c["precision"] = precision;
   c["allreduce"] = {{"overlap", r.allreduce.overlap}, {"algo", r.allreduce.algo}};
   if (!r.allreduce.dtype.empty()) c["allreduce"]["dtype"] = r.allreduce.dtype;

@@ -40,6 +40,9 @@ bool split_needs_probe(SplitPolicy p) {
   return p == SplitPolicy::Proportional || p == SplitPolicy::Energy || p == SplitPolicy::Edp;
 }
 bool split_needs_energy(SplitPolicy p) { return p == SplitPolicy::Energy || p == SplitPolicy::Edp; }
+bool split_refines_online(SplitPolicy p) {
+  return p == SplitPolicy::Auto || split_needs_energy(p);
+}
 
 void check_rebalance_every(int64_t steps) {
   if (steps < 0) throw_config("--rebalance-every must be >= 0 (0: keep the start-up shares), got {}", steps);
@@ -153,6 +156,13 @@ ExchangeCost fit_exchange_cost(const std::vector<int64_t>& shares, const std::ve
 
 namespace {
 
+// What a policy minimises of a split's predicted cost: joules (energy), joules x seconds (edp),
+// seconds (the time policies).
+double objective_of(SplitPolicy policy, const SplitCost& c) {
+  if (policy == SplitPolicy::Edp) return c.joules * c.seconds;
+  return policy == SplitPolicy::Energy ? c.joules : c.seconds;
+}
+
 // Min-max compute time: one sample at a time to the rank whose step would then be shortest. For
 // non-decreasing per-rank times this greedy is optimal; ties go to the lower rank, so identical
 // models give the even split.
@@ -216,9 +226,6 @@ std::vector<int64_t> minimise_energy(SplitPolicy policy, int64_t global_batch, c
     };
     return cost(a) < cost(b);
   });
-  const auto objective = [&](const SplitCost& c) {
-    return policy == SplitPolicy::Edp ? c.joules * c.seconds : c.joules;
-  };
 
   std::vector<int64_t> best;
   double best_value = 0;
@@ -240,7 +247,7 @@ std::vector<int64_t> minimise_energy(SplitPolicy policy, int64_t global_batch, c
       shares[r] += take;
       left -= take;
     }
-    const double value = objective(predict_split(shares, models, x));
+    const double value = objective_of(policy, predict_split(shares, models, x));
     if (best.empty() || value < best_value) {
       best = shares;
       best_value = value;
@@ -282,17 +289,16 @@ double imbalance(const std::vector<double>& compute_seconds) {
   return (most - mean) / most;
 }
 
-void Rebalancer::start_from(const std::vector<RankCost>& models) {
-  start_from(SplitPolicy::Auto, models);
-}
-
 void Rebalancer::start_from(SplitPolicy policy, const std::vector<RankCost>& models, const ExchangeCost& exchange) {
-  CNNSCALE_CHECK(policy == SplitPolicy::Auto || policy == SplitPolicy::Proportional || split_needs_energy(policy),
-                 "--split {} is not refined online", to_string(policy));
+  CNNSCALE_CHECK(split_refines_online(policy), "--split {} is not refined online", to_string(policy));
   policy_ = policy;
   models_ = models;
   for (RankCost& m : models_) m.seconds_fixed = std::isfinite(m.seconds_fixed) ? std::max(0.0, m.seconds_fixed) : 0.0;
-  exchange_ = exchange;
+  // auto compares the slowest rank's compute alone: the exchange, the same at every split, stays
+  // out. energy without the exchange's joules (not measured) counts them as 0, as its choice does:
+  // the same at every split, they move nothing there (edp refuses to start without them).
+  exchange_ = split_needs_energy(policy) ? exchange : ExchangeCost{};
+  if (!std::isfinite(exchange_.joules)) exchange_.joules = 0;
   per_sample_.clear();
 }
 
@@ -336,29 +342,14 @@ std::optional<std::vector<int64_t>> Rebalancer::propose(const std::vector<int64_
     speed[r].seconds_per_sample = per_sample_[r];
     total += shares[r];
   }
-  std::vector<int64_t> next;
-  double value_next = 0, value_now = 0;
-  if (by_energy) {
-    // The refined times hold what the exchange's kernels take from backward, which the probe's
-    // exchange cost holds too: both sides of the comparison carry the same constant, so energy's
-    // choice is unmoved and the hysteresis is a little stricter; edp's product counts it twice.
-    next = choose_split(policy_, total, speed, exchange_);
-    const auto objective = [&](const std::vector<int64_t>& s) {
-      const SplitCost c = predict_split(s, speed, exchange_);
-      // The exchange's joules, the same at every split, only matter where they multiply (edp); a
-      // NaN (not measured, which energy tolerates) must not make every comparison false.
-      const double joules = std::isfinite(c.joules) ? c.joules : predict_split(s, speed, {exchange_.seconds, 0}).joules;
-      return policy_ == SplitPolicy::Edp ? joules * c.seconds : joules;
-    };
-    value_next = objective(next);
-    value_now = objective(shares);
-  } else {
-    next = balance_time(total, speed);
-    value_next = predict_split(next, speed).seconds;
-    value_now = predict_split(shares, speed).seconds;
-  }
+  // For energy and edp the refined times hold what the exchange's kernels take from backward, which
+  // the probe's exchange cost holds too: both sides of the comparison carry the same constant, so
+  // energy's choice is unmoved and the hysteresis a little stricter; edp's product counts it twice.
+  const std::vector<int64_t> next = choose_split(policy_, total, speed, exchange_);
   if (next == shares) return std::nullopt;
-  if (value_next >= (1.0 - hysteresis_) * value_now) return std::nullopt;
+  if (objective_of(policy_, predict_split(next, speed, exchange_)) >=
+      (1.0 - hysteresis_) * objective_of(policy_, predict_split(shares, speed, exchange_)))
+    return std::nullopt;
   return next;
 }
 

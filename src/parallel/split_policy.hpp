@@ -21,6 +21,8 @@ std::string to_string(SplitPolicy policy);
 bool split_needs_probe(SplitPolicy policy);
 // Whether it needs each rank's energy besides its time (energy, edp).
 bool split_needs_energy(SplitPolicy policy);
+// Whether it refines its shares online from measured compute time (auto, energy, edp).
+bool split_refines_online(SplitPolicy policy);
 
 // The one check of each unequal-rank setting: `train` runs them before touching a device, the
 // Trainer again for callers that build one directly. ConfigError naming the flag otherwise.
@@ -129,11 +131,9 @@ class Rebalancer {
  public:
   explicit Rebalancer(double hysteresis = 0.03, double smoothing = 0.5)
       : hysteresis_(hysteresis), smoothing_(smoothing) {}
-  // The fixed part of each rank's step (RankCost::seconds_fixed) from here on, balancing time (auto);
-  // none: 0 for all.
-  void start_from(const std::vector<RankCost>& models);
-  // The same, and from here on the objective of `policy` (proportional and auto: time; energy, edp:
-  // joules, joules x seconds, which need every model's energy terms) with the exchange's cost.
+  // From here on the objective of `policy` (auto: time; energy, edp: joules, joules x seconds, which
+  // need every model's energy terms, with the exchange's cost) and the fixed part of each rank's
+  // step (RankCost::seconds_fixed). Without a call: auto with no fixed parts (0 for all).
   void start_from(SplitPolicy policy, const std::vector<RankCost>& models, const ExchangeCost& exchange = {});
   // `shares` in force and each rank's compute seconds per step with them (a robust average over
   // the interval); nullopt: keep them.
@@ -144,7 +144,7 @@ class Rebalancer {
   double hysteresis_, smoothing_;
   SplitPolicy policy_ = SplitPolicy::Auto;
   std::vector<RankCost> models_;    // the probe's models (empty: none; then no fixed parts)
-  ExchangeCost exchange_;           // energy / edp: the exchange's cost per step
+  ExchangeCost exchange_;           // energy / edp: the exchange's cost per step (auto: none)
   std::vector<double> per_sample_;  // estimated seconds per sample, by rank
 };
 

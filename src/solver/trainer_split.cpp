@@ -240,8 +240,8 @@ ProbeSample Trainer::probe_update() {
 }
 
 bool Trainer::refines_split() const {
-  const bool online = options_.split == SplitPolicy::Auto || split_needs_energy(options_.split);
-  return online && options_.rebalance_every > 0 && options_.parallel.comm && options_.parallel.size() > 1;
+  return split_refines_online(options_.split) && options_.rebalance_every > 0 && options_.parallel.comm &&
+         options_.parallel.size() > 1;
 }
 
 bool Trainer::probes_split() const {
@@ -258,8 +258,7 @@ void Trainer::plan_split(TrainResult& result, int64_t start, const TrainCallback
   split_record_ = SplitRecord{};
   split_record_.policy = to_string(options_.split);
   // What was asked (one rank has nothing to refine, whatever the interval).
-  const bool online = options_.split == SplitPolicy::Auto || split_needs_energy(options_.split);
-  split_record_.refine_every = online ? options_.rebalance_every : 0;
+  split_record_.refine_every = split_refines_online(options_.split) ? options_.rebalance_every : 0;
   rebalancer_ = Rebalancer(options_.rebalance_hysteresis);
   if ((dp.comm && ranks > 1) || split_needs_energy(options_.split)) result.wait_watts = measure_wait_watts();
   if (probes_split()) {
@@ -308,8 +307,7 @@ void Trainer::plan_split(TrainResult& result, int64_t start, const TrainCallback
     const std::vector<int64_t> shares = choose_split(options_.split, options_.batch, models, exchange);
     // auto balances time from the probe's fixed parts; energy and edp refine these models' time per
     // sample under their own objective.
-    if (options_.split == SplitPolicy::Auto) rebalancer_.start_from(models);
-    if (split_needs_energy(options_.split)) rebalancer_.start_from(options_.split, models, exchange);
+    if (split_refines_online(options_.split)) rebalancer_.start_from(options_.split, models, exchange);
     if (cb.on_message) cb.on_message(describe_probe(split_record_.policy, batches, models, exchange, shares));
     if (shares != in_force) apply_split(shares);
   }

@@ -237,7 +237,7 @@ TEST(SplitPolicy, RebalancerStartedFromModelsKeepsTheirFixedParts) {
   for (size_t r = 0; r < truth.size(); ++r) at_balance.push_back(truth[r].seconds(balanced[r]));
 
   Rebalancer from_models(0.03);
-  from_models.start_from(truth);
+  from_models.start_from(SplitPolicy::Auto, truth);
   std::mt19937_64 rng(5);
   std::uniform_real_distribution<double> noise(-0.02, 0.02);
   for (int interval = 0; interval < 10; ++interval) {
@@ -248,7 +248,7 @@ TEST(SplitPolicy, RebalancerStartedFromModelsKeepsTheirFixedParts) {
 
   // From even shares, exact measurements: one decision reaches the balance.
   Rebalancer fresh(0.03);
-  fresh.start_from(truth);
+  fresh.start_from(SplitPolicy::Auto, truth);
   const std::vector<int64_t> even = {128, 128};
   const auto next = fresh.propose(even, {truth[0].seconds(128), truth[1].seconds(128)});
   ASSERT_TRUE(next.has_value());
