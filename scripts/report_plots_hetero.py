@@ -91,7 +91,8 @@ def split_history_figure(rows, out, h):
         return
     sets = {}
     for r in rows:
-        sets.setdefault((r["net"], r["batch"], r["mix"], r.get("variant", ""), r["run_id"]), []).append(r)
+        key = (r["net"], r["batch"], r["mix"], r.get("variant", ""), r["split"], r["run_id"])
+        sets.setdefault(key, []).append(r)
     cols = min(3, len(sets))
     nrows = math.ceil(len(sets) / cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(5.2 * cols, 3.6 * nrows + 0.4), squeeze=False)
@@ -110,7 +111,9 @@ def split_history_figure(rows, out, h):
             ax.step(its, shares, where="post", linewidth=1.6, linestyle="-" if int(rank) % 2 == 0 else "--",
                     label=f"rank {rank}" + (f" ({speed})" if speed else ""))
         changes = len({r["iteration"] for r in rs}) - 1
-        ax.set_title(_set_title(key[:4]) + f" ({changes} rebalancing{'s' if changes != 1 else ''})", fontsize=9)
+        # auto, energy and edp of one mix are drawn side by side: the title names the policy.
+        ax.set_title(_set_title(key[:4]) + f"\n{key[4]}: {changes} change{'s' if changes != 1 else ''} of the split",
+                     fontsize=9)
         ax.set_xlabel("iteration")
         ax.set_ylabel("share (samples of the global batch)")
         ax.set_ylim(bottom=0)
