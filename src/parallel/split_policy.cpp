@@ -293,13 +293,17 @@ void Rebalancer::start_from(SplitPolicy policy, const std::vector<RankCost>& mod
   CNNSCALE_CHECK(split_refines_online(policy), "--split {} is not refined online", to_string(policy));
   policy_ = policy;
   models_ = models;
-  for (RankCost& m : models_) m.seconds_fixed = std::isfinite(m.seconds_fixed) ? std::max(0.0, m.seconds_fixed) : 0.0;
+  for (RankCost& m : models_) {
+    m.seconds_fixed = std::isfinite(m.seconds_fixed) ? std::max(0.0, m.seconds_fixed) : 0.0;
+    // A measurement is read against the model's step, which must take time (fit_rank_cost's slope is > 0).
+    CNNSCALE_CHECK(m.seconds(1) > 0, "a rank model of {} + {} n seconds", m.seconds_fixed, m.seconds_per_sample);
+  }
   // auto compares the slowest rank's compute alone: the exchange, the same at every split, stays
   // out. energy without the exchange's joules (not measured) counts them as 0, as its choice does:
   // the same at every split, they move nothing there (edp refuses to start without them).
   exchange_ = split_needs_energy(policy) ? exchange : ExchangeCost{};
   if (!std::isfinite(exchange_.joules)) exchange_.joules = 0;
-  per_sample_.clear();
+  ratio_.clear();
 }
 
 std::optional<std::vector<int64_t>> Rebalancer::propose(const std::vector<int64_t>& shares,
@@ -307,7 +311,7 @@ std::optional<std::vector<int64_t>> Rebalancer::propose(const std::vector<int64_
   CNNSCALE_CHECK(shares.size() == compute_seconds.size(), "{} shares, {} times", shares.size(), compute_seconds.size());
   for (double c : compute_seconds)
     if (!(c > 0) || !std::isfinite(c)) return std::nullopt;  // nothing measured on a rank: keep the split
-  if (per_sample_.size() != shares.size()) per_sample_.assign(shares.size(), 0.0);
+  if (ratio_.size() != shares.size()) ratio_.assign(shares.size(), 0.0);
   const bool modelled = models_.size() == shares.size();
   const bool by_energy = split_needs_energy(policy_);
   CNNSCALE_CHECK(modelled || !by_energy, "--split {} refines the probe's models, and there are none for {} ranks",
@@ -315,31 +319,24 @@ std::optional<std::vector<int64_t>> Rebalancer::propose(const std::vector<int64_
   std::vector<RankCost> speed(shares.size());
   int64_t total = 0;
   for (size_t r = 0; r < shares.size(); ++r) {
-    // The part that scales with the share: what the probe's fixed part leaves of the measurement,
-    // at least a tenth of it (a measurement below the fixed part is noise or a changed rank, and a
-    // rank is never free per sample).
-    const double a = modelled ? models_[r].seconds_fixed : 0.0;
-    // A share whose probed per-sample part is under a tenth of the fixed part measures the fixed
-    // part and noise: its estimate stays where it was (the probe's, before any). Otherwise a rank
-    // that energy or edp cut to a few samples would read as several times slower per sample, and
-    // be cut further.
-    const double probed = modelled ? models_[r].seconds_per_sample : 0.0;
-    if (probed > 0 && probed * static_cast<double>(shares[r]) < 0.1 * a) {
-      if (!(per_sample_[r] > 0)) per_sample_[r] = probed;
-    } else {
-      const double variable = std::max(compute_seconds[r] - a, 0.1 * compute_seconds[r]);
-      const double measured = variable / static_cast<double>(shares[r]);
-      per_sample_[r] = per_sample_[r] > 0 ? smoothing_ * per_sample_[r] + (1 - smoothing_) * measured : measured;
-    }
+    // The step this rank was expected to take at its share: the probe's a + b n, or without a probe
+    // (auto from even) a step that is all per sample, which one share's measurement fixes alone.
+    const RankCost base = modelled ? models_[r] : RankCost{0.0, 1.0, 0.0, 0.0, 0.0};
+    const double expected = base.seconds(shares[r]);
+    // How much longer (or shorter) the running job makes it. The whole line is scaled, fixed part
+    // and slope alike: one measurement cannot tell them apart, and charging a fixed extra (the
+    // exchange's kernels beside a small partition's backward) to the slope alone would read a rank
+    // cut to n samples as extra/n slower per sample, and cut it further.
+    const double ratio = compute_seconds[r] / expected;
+    ratio_[r] = ratio_[r] > 0 ? smoothing_ * ratio_[r] + (1 - smoothing_) * ratio : ratio;
+    speed[r] = base;
+    speed[r].seconds_fixed *= ratio_[r];
+    speed[r].seconds_per_sample *= ratio_[r];
     if (by_energy) {
-      // The probe's power per sample held over the refined time per sample (a probe slope of 0,
-      // which the fit does not give, keeps the probe's joules per sample).
-      speed[r] = models_[r];
-      if (models_[r].seconds_per_sample > 0)
-        speed[r].joules_per_sample *= per_sample_[r] / models_[r].seconds_per_sample;
+      // The power the probe measured is held over the longer (or shorter) step.
+      speed[r].joules_fixed *= ratio_[r];
+      speed[r].joules_per_sample *= ratio_[r];
     }
-    speed[r].seconds_fixed = a;
-    speed[r].seconds_per_sample = per_sample_[r];
     total += shares[r];
   }
   // For energy and edp the refined times hold what the exchange's kernels take from backward, which

@@ -106,27 +106,28 @@ std::vector<int64_t> choose_split(SplitPolicy policy, int64_t global_batch, cons
 double imbalance(const std::vector<double>& compute_seconds);
 
 // The online refinement of `auto`, `energy` and `edp`: after each interval of measured steps,
-// each rank's speed (compute seconds per sample at its current share) is folded into a running
-// estimate (an exponential average, so one noisy interval moves it only part of the way), and the
-// shares the policy's objective prefers under the refined models are proposed when they improve
-// that objective by more than `hysteresis` (a fraction): noise does not make the split oscillate,
-// and a split within a few percent of the optimum stays.
+// each rank's measured compute seconds over what its model expected at its current share (the
+// ratio: how much longer the running job makes its step) is folded into a running estimate (an
+// exponential average, so one noisy interval moves it only part of the way), and the shares the
+// policy's objective prefers under the refined models are proposed when they improve that
+// objective by more than `hysteresis` (a fraction): noise does not make the split oscillate, and a
+// split within a few percent of the optimum stays.
 // - auto (and the default): equal estimated compute times, proposed when they shorten the slowest
 //   rank's estimated compute by more than the hysteresis (the exchange, the same at every split, is
 //   left out of that comparison).
-// - energy / edp (start_from with the policy): the probe's models with each rank's time per sample
-//   replaced by the estimate and its joules per sample scaled with it (the power the probe measured
-//   on that rank is held: a rank the run finds slower than its probe draws that power for longer),
-//   the fixed parts, the idle power and the exchange's cost kept; the fewest predicted joules (or
-//   joules x seconds), proposed when the prediction at the shares in force is higher by more than
-//   the hysteresis. The probe's time models miss what only the running job shows (the exchange's
-//   kernels beside a small partition's backward); its power readings, taken over whole windows, are
-//   what the run cannot measure per interval.
-// Started from the probe's models (start_from), each rank's step is a + b n with the probe's fixed
-// part a kept and only b estimated online from (compute - a) / n: a split with a large fixed part
-// (the update, per-layer overhead) is then balanced as the probe balanced it, not as if every
-// second scaled with the share. A share too small for its b n to stand out of a (under a tenth of
-// it, by the probe's b) keeps the estimate it had.
+// - energy / edp (start_from with the policy): the fewest predicted joules (or joules x seconds),
+//   proposed when the prediction at the shares in force is higher by more than the hysteresis.
+//   The probe's power readings, taken over whole windows, are what the run cannot measure per
+//   interval: each rank keeps its probed power, over a step as much longer as the ratio says (its
+//   joules scale with its time); the idle power and the exchange's cost are kept.
+// The refined model of a rank is its probe's line a + b n with both terms scaled by the ratio; with
+// no probe (auto from even) it is all per sample, b = compute / n. One measurement cannot tell a
+// fixed extra (the exchange's kernels beside a small partition's backward) from a slower sample.
+// Scaling the line errs on such an extra by X b (n' - n) / (a + b n) at another share n', less
+// than the X (n' - n) / n of charging it to the slope alone, which reads a rank cut to a few
+// samples as many times slower per sample and cuts it further; and the next interval measures
+// again at the new share. A split with a large fixed part (the update, per-layer overhead) is
+// balanced as the probe balanced it, not as if every second scaled with the share.
 class Rebalancer {
  public:
   explicit Rebalancer(double hysteresis = 0.03, double smoothing = 0.5)
@@ -145,7 +146,7 @@ class Rebalancer {
   SplitPolicy policy_ = SplitPolicy::Auto;
   std::vector<RankCost> models_;    // the probe's models (empty: none; then no fixed parts)
   ExchangeCost exchange_;           // energy / edp: the exchange's cost per step (auto: none)
-  std::vector<double> per_sample_;  // estimated seconds per sample, by rank
+  std::vector<double> ratio_;       // estimated measured / expected compute, by rank (0: none yet)
 };
 
 }  // namespace cnnscale

@@ -305,8 +305,7 @@ void Trainer::plan_split(TrainResult& result, int64_t start, const TrainCallback
       split_record_.exchange_joules = exchange.joules;
     }
     const std::vector<int64_t> shares = choose_split(options_.split, options_.batch, models, exchange);
-    // auto balances time from the probe's fixed parts; energy and edp refine these models' time per
-    // sample under their own objective.
+    // auto, energy and edp refine these models online, each under its own objective.
     if (split_refines_online(options_.split)) rebalancer_.start_from(options_.split, models, exchange);
     if (cb.on_message) cb.on_message(describe_probe(split_record_.policy, batches, models, exchange, shares));
     if (shares != in_force) apply_split(shares);
