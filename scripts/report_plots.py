@@ -20,6 +20,7 @@ import csv
 import math
 import os
 import re
+import textwrap
 import sys
 import types
 
@@ -158,13 +159,19 @@ def error_bars(means, stds, ns):
         n >= 2 for n in ns) else None
 
 
-def runs_text(ns):
-    """What the error bars are and how many runs they rest on, for a title."""
+def runs_text(ns, unit="bar"):
+    """What the error bars are and how many runs they rest on, for a title (`unit`: what carries
+    one mean, a bar or a line's point)."""
     ns = sorted(set(ns))
     if ns == [1]:
         return "1 run each, no error bars"
-    each = f"n = {ns[0]} runs each" if len(ns) == 1 else "n runs per bar as labelled"
-    return f"mean ± sample std, {each}" + ("; bars of 1 run have no error bar" if 1 in ns else "")
+    if len(ns) == 1:
+        each = f"n = {ns[0]} runs each"
+    elif unit == "bar":
+        each = "n runs per bar as labelled"
+    else:
+        each = f"{ns[0]}–{ns[-1]} runs per {unit}"
+    return f"mean ± sample std, {each}" + (f"; {unit}s of 1 run have no error bar" if 1 in ns else "")
 
 
 def by_network(rows):
@@ -325,7 +332,9 @@ def scaling_figure(rows, out):
 def weak_scaling_figure(rows, out):
     """Weak-scaling efficiency (samples/s on N over N x the 1-rank rate at the same per-rank batch)
     against the rank count, one subplot per network, one line per per-rank batch and variant, from
-    the weak_scaling table; each line starts at 1 on one rank (its own baseline)."""
+    the weak_scaling table; each line starts at 1 on one rank (its own baseline). The efficiency
+    axis spans the data and the ideal, not 0 to 1: the differences that matter are a few percent,
+    which a full axis flattens into one line."""
     one = DEVICES[:-1] if DEVICES.endswith("s") else DEVICES
     rows = [r for r in rows if not math.isnan(number(r["efficiency_mean"]))]
     if not rows:
@@ -336,9 +345,18 @@ def weak_scaling_figure(rows, out):
         nets.setdefault(r["net"], {}).setdefault((number(r["batch_per_rank"]), r.get("variant", "")), []).append(r)
     all_ns, counts = [], set([1.0])
     shared = shared_parts(rows)
-    legend_lines = max(len(lines) for lines in nets.values())
-    fig, axes = plt.subplots(1, len(nets), figsize=(max(5.5 * len(nets), 6), 4.6 + LEGEND_LINE * legend_lines),
+    labels = {}
+    for net, lines in nets.items():
+        for per_rank, variant in lines:
+            short = variant_of({"variant": variant}, shared)
+            # Wrapped to the panel's width: a legend wider than its panel ran into the next one's.
+            labels[(net, per_rank, variant)] = textwrap.fill(
+                f"{per_rank:g} per {one}" + (f" {short}" if short else ""), width=70, subsequent_indent="  ")
+    legend_lines = max(sum(labels[(net, *k)].count("\n") + 1 for k in lines) for net, lines in nets.items())
+    fig, axes = plt.subplots(1, len(nets), figsize=(max(6.5 * len(nets), 6.5), 5.0 + LEGEND_LINE * legend_lines),
                              squeeze=False)
+    lowest = min(number(r["efficiency_mean"]) - max(0.0, number(r["efficiency_std"]) if r["runs"] != "1" else 0.0)
+                 for r in rows)
     for ax, (net, lines) in zip(axes[0], nets.items()):
         cmap = plt.get_cmap("tab10" if len(lines) <= 10 else "tab20")
         for i, ((per_rank, variant), rs) in enumerate(sorted(lines.items())):
@@ -349,20 +367,19 @@ def weak_scaling_figure(rows, out):
             yerr = error_bars(eff, [0.0] + [number(r["efficiency_std"]) for r in rs], runs)
             counts.update(ns)
             all_ns += runs[1:]
-            short = variant_of({"variant": variant}, shared)
-            label = f"{per_rank:g} per {one}" + (f" {short}" if short else "")
-            ax.errorbar(ns, eff, yerr=yerr, marker="o", color=cmap(i % cmap.N), label=label, capsize=3)
+            ax.errorbar(ns, eff, yerr=yerr, marker="o", color=cmap(i % cmap.N), label=labels[(net, per_rank, variant)],
+                        capsize=3)
         ax.axhline(1.0, linestyle="--", color="grey", alpha=0.6)
         ax.set_title(net)
         ax.set_xlabel(DEVICES)
         ax.set_ylabel("weak-scaling efficiency")
-        ax.set_ylim(0, max(1.1, ax.get_ylim()[1]))
+        ax.set_ylim(max(0.0, math.floor((min(lowest, 1.0) - 0.03) * 20) / 20), max(1.05, ax.get_ylim()[1]))
         ax.grid(True, alpha=0.3)
         legend_below(ax)
     for ax in axes[0]:
         ax.set_xticks(sorted(counts), [f"{g:g}" for g in sorted(counts)])
     fig.suptitle(f"Weak scaling: samples/s on N {DEVICES} / (N × the 1-{one} rate at the same batch per {one})\n"
-                 f"({runs_text(all_ns or [1])}; dashed: ideal){shared_line(shared)}", fontsize=11)
+                 f"({runs_text(all_ns or [1], 'point')}; dashed: ideal){shared_line(shared)}", fontsize=11)
     tight_below_suptitle(fig, 3 if shared else 2)
     save(fig, out, "weak_scaling.png")
 
