@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "app/commands.hpp"
+#include "backend/devices.hpp"
 #include "core/error.hpp"
 #include "experiment/experiment.hpp"
 #include "experiment/sweep.hpp"
@@ -27,6 +28,7 @@ struct SweepArgs {
   std::string emit, emit_file, time_limit = "02:00:00";
   int64_t gpus_per_node = 0;  // --emit: 0 = every run on one node
   int64_t run_index = -1;
+  bool allow_other_gpus = false;
 };
 
 // A run's rank set as the plan shows it: its GPU mix ("0@132.1@66") or CPU slowdowns ("1+3").
@@ -104,6 +106,21 @@ void check_run_fits(const Experiment& e, const RunSpec& r, int64_t index, const 
     throw_config("--run-index {}: run {}: {}", index, r.id, why);
 }
 
+// Why this sweep should not resume here ("" when it may): its finished training runs were measured
+// on a GPU model this node does not have (see other_gpu_models_problem). Only for GPU experiments
+// run on this node: an emitted script runs on compute nodes, which check it themselves.
+std::string other_gpus_here(const Experiment& e, const std::string& exp_dir) {
+  if (e.device != "gpu" || !cuda_backend_built()) return "";
+  std::vector<std::string> here;
+  for (int i = 0; i < cuda_device_count(); ++i) here.push_back(gpu_facts(i).name);
+  std::sort(here.begin(), here.end());
+  here.erase(std::unique(here.begin(), here.end()), here.end());
+  std::vector<std::string> done;
+  for (const RunSpec& r : expand_runs(e))
+    if (!r.infer && run_status(exp_dir, r).state == RunState::Done) done.push_back(r.id);
+  return other_gpu_models_problem(exp_dir, finished_run_gpu_models(exp_dir, done), here);
+}
+
 void run_sweep_command(const SweepArgs& a) {
   HostInfo host = HostInfo::detect();
   HostInfo load_host = host;
@@ -141,10 +158,13 @@ void run_sweep_command(const SweepArgs& a) {
     runs = {runs[static_cast<size_t>(a.run_index)]};
     if (a.emit.empty()) check_run_fits(e, runs[0], a.run_index, host);
   }
+  const std::string other_gpus = a.emit.empty() ? other_gpus_here(e, exp_dir) : "";
   if (a.dry_run) {
     print_plan(e, runs, exp_dir);
+    if (!other_gpus.empty()) std::printf("# warning: %s\n", other_gpus.c_str());
     return;
   }
+  if (!other_gpus.empty() && !a.allow_other_gpus) throw_config("{}", other_gpus);
   if (!a.emit.empty()) {
     namespace fs = std::filesystem;
     EmitRequest req;
@@ -228,6 +248,9 @@ void register_sweep(CLI::App& app) {
                   "ROOT/<experiment>/infer/<run-id>.json (default: $CNNSCALE_RESULTS or results)")
       ->capture_default_str();
   cmd->add_flag("--dry-run", a.dry_run, "Print the plan (runs, ranks, iterations, status) and run nothing");
+  cmd->add_flag("--allow-other-gpus", a.allow_other_gpus,
+                "Resume even where the experiment's finished runs were measured on a GPU model this node lacks "
+                "(they stay as they are, and are skipped; report keeps each model's rows apart)");
   cmd->add_option("--emit", a.emit,
                   "Write a job script instead of running: `bash FILE` submits one array per resource group, "
                   "`sbatch/qsub FILE` one array over every run with the largest group's resources")

@@ -3,6 +3,7 @@
 // its launcher: direct, mpirun or srun), batch-script emission (Slurm/PBS arrays) and the run loop.
 #pragma once
 #include <compare>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -77,6 +78,18 @@ std::string run_lock_path(const std::string& exp_dir, const std::string& run_id)
 // throws ConfigError naming the changed keys; with `write`, the record is (re)written atomically.
 void check_sweep_record(const std::string& exp_dir, const Experiment& e, const std::vector<std::string>& overrides,
                         bool write);
+
+// The GPU models (system.gpus[].name of summary.json) the finished training runs `done_ids` of an
+// experiment were measured on, each with the first of those runs that names it. A resumed sweep
+// skips finished runs: on other GPUs it would leave the folder with some configurations measured
+// on one model and the rest on another, and the skipped ones never measured on this one.
+std::map<std::string, std::string> finished_run_gpu_models(const std::string& exp_dir,
+                                                           const std::vector<std::string>& done_ids);
+// "" when every model in `recorded` is among `here` (this node's GPUs) or `here` is empty (not
+// known: no CUDA build or no GPU visible, where a GPU run fails on its own); else why the sweep
+// should not resume in `exp_dir` (one line naming a model, a run and what to do).
+std::string other_gpu_models_problem(const std::string& exp_dir, const std::map<std::string, std::string>& recorded,
+                                     const std::vector<std::string>& here);
 
 // ---- command lines (sweep_command.cpp) -----------------------------------------------------------
 

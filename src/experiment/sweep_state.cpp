@@ -2,6 +2,9 @@
 // status in summary.json, as train writes them, and files matching their done marker), leftovers of
 // killed or interrupted runs, and the sweep.json record that keeps one experiment name bound to one
 // configuration.
+#include <fmt/ranges.h>
+
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -155,6 +158,33 @@ void check_sweep_record(const std::string& exp_dir, const Experiment& e, const s
                       {"resolved", e.resolved_json()}};
   // Written under a per-process name and renamed: concurrent array tasks write identical records.
   write_file_atomically(record.string(), j.dump(2) + "\n");
+}
+
+std::map<std::string, std::string> finished_run_gpu_models(const std::string& exp_dir,
+                                                           const std::vector<std::string>& done_ids) {
+  std::map<std::string, std::string> models;
+  for (const std::string& id : done_ids) {
+    const auto summary = read_json(fs::path(exp_dir) / id / "summary.json");
+    if (!summary || !summary->contains("system")) continue;
+    const nlohmann::json& system = (*summary)["system"];
+    if (!system.contains("gpus") || !system["gpus"].is_array()) continue;  // a CPU run
+    for (const nlohmann::json& g : system["gpus"])
+      if (g.contains("name") && g["name"].is_string()) models.emplace(g["name"].get<std::string>(), id);
+  }
+  return models;
+}
+
+std::string other_gpu_models_problem(const std::string& exp_dir, const std::map<std::string, std::string>& recorded,
+                                     const std::vector<std::string>& here) {
+  if (here.empty()) return "";
+  for (const auto& [model, run] : recorded)
+    if (std::find(here.begin(), here.end(), model) == here.end())
+      return fmt::format(
+          "{} holds finished runs measured on {} (run {}), and this node's GPUs are {}: resumed here, the sweep would "
+          "skip them and mix two GPU models in one experiment; use another --results directory, or "
+          "--allow-other-gpus to keep them as they are",
+          exp_dir, model, run, fmt::format("{}", fmt::join(here, ", ")));
+  return "";
 }
 
 }  // namespace cnnscale

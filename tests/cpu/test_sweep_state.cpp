@@ -45,6 +45,39 @@ TEST(SweepState, RunStatesFromFolders) {
   EXPECT_EQ(run_status(exp, runs[1]).state, RunState::Partial);
 }
 
+// A finished run records the models of its GPUs (summary.json system.gpus[].name); a sweep resumed
+// on a node without one of them is refused with one line naming the model, a run that has it and
+// this node's models. CPU runs (no system.gpus) and unreadable summaries name none.
+TEST(SweepState, FinishedRunsOnAnotherGpuModelAreNamed) {
+  TempDir dir;
+  const fs::path exp = dir.str();
+  const auto summary = [&](const std::string& id, const std::string& system) {
+    fs::create_directories(exp / id);
+    write((exp / id / "summary.json").string(), R"({"status": "complete", "system": )" + system + "}\n");
+  };
+  summary("a-r1", R"({"gpus": [{"name": "NVIDIA H100 80GB HBM3", "rank": 0}, {"name": "NVIDIA H100 80GB HBM3"}]})");
+  summary("a-r2", R"({"gpus": [{"name": "NVIDIA H100 80GB HBM3"}]})");
+  summary("b-r1", R"({"gpus": [{"name": "NVIDIA H200"}]})");
+  summary("cpu-r1", R"({"cpu": "x86-64"})");
+  fs::create_directories(exp / "broken-r1");
+  write((exp / "broken-r1" / "summary.json").string(), "{ not json");
+  const auto models = finished_run_gpu_models(exp.string(), {"a-r1", "a-r2", "b-r1", "cpu-r1", "broken-r1", "none"});
+  const std::map<std::string, std::string> expected = {{"NVIDIA H100 80GB HBM3", "a-r1"}, {"NVIDIA H200", "b-r1"}};
+  EXPECT_EQ(models, expected);
+  // Only the runs asked about count (the sweep passes its finished ones).
+  EXPECT_EQ(finished_run_gpu_models(exp.string(), {"b-r1"}).size(), 1u);
+
+  EXPECT_EQ(other_gpu_models_problem(exp.string(), models, {"NVIDIA H100 80GB HBM3", "NVIDIA H200"}), "");
+  EXPECT_EQ(other_gpu_models_problem(exp.string(), models, {}), "");           // this node's GPUs unknown
+  EXPECT_EQ(other_gpu_models_problem(exp.string(), {}, {"NVIDIA H200"}), "");  // nothing finished
+  const std::string why = other_gpu_models_problem(exp.string(), models, {"NVIDIA H200"});
+  for (const std::string& part :
+       {exp.string(), std::string("measured on NVIDIA H100 80GB HBM3 (run a-r1)"),
+        std::string("this node's GPUs are NVIDIA H200"), std::string("--results"), std::string("--allow-other-gpus")})
+    EXPECT_NE(why.find(part), std::string::npos) << why << "\nlacks: " << part;
+  EXPECT_EQ(why.find('\n'), std::string::npos) << why;
+}
+
 TEST(SweepState, Sha256MatchesTheStandardVectors) {
   EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
