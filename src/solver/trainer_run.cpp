@@ -135,9 +135,12 @@ void Trainer::pause_for_reports(RunState& s, int64_t t, const TrainCallbacks& cb
   const bool want_checkpoint = checkpoint_due(done);
   if (!want_test && !want_checkpoint && !epoch_end) return;
   const bool was_timing = s.window.timing();
+  // The pause starts once the steps queued before it have run: on a GPU the host is steps ahead,
+  // and the wait for them is training time (the epoch-end loss read below waits for them too; timed
+  // from before it, the display rate and the epoch's training time left those steps out).
+  host_sync("host sync");
   Clock::time_point pause_start = Clock::now();
   if (want_test || want_checkpoint) {
-    host_sync("host sync");
     check_finite();  // never a checkpoint (or a test result) from a diverged state
     s.window.stop();
     if (train_slots_) train_slots_->release_all();

@@ -321,8 +321,8 @@ void Trainer::maybe_rebalance(RunState& s, int64_t t, const TrainCallbacks& cb) 
   const int64_t done = t + 1, every = options_.rebalance_every;
   if (!refines_split()) return;
   if ((done - s.start) % every != 0 || done >= s.end) return;
+  host_sync("host sync (rebalance)");  // the steps queued before the pause are the interval's time
   const auto pause_start = Clock::now();
-  host_sync("host sync (rebalance)");
   if (train_slots_) train_slots_->release_all();
   resolve_phases();
   // The median: a step slowed by something else on the host does not move it. Warm-up steps (the
