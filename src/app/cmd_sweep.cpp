@@ -107,18 +107,24 @@ void check_run_fits(const Experiment& e, const RunSpec& r, int64_t index, const 
 }
 
 // Why this sweep should not resume here ("" when it may): its finished training runs were measured
-// on a GPU model this node does not have (see other_gpu_models_problem). Only for GPU experiments
-// run on this node: an emitted script runs on compute nodes, which check it themselves.
+// on GPU models none of which this process sees (see other_gpu_models_problem). Only for GPU
+// experiments run here: an emitted script runs on compute nodes, whose tasks check it themselves.
+// Inference runs record no GPU model in a summary.json and are not looked at. GPUs whose model
+// cannot be read count as unknown: the runs fail on them on their own if they cannot run.
 std::string other_gpus_here(const Experiment& e, const std::string& exp_dir) {
   if (e.device != "gpu" || !cuda_backend_built()) return "";
   std::vector<std::string> here;
-  for (int i = 0; i < cuda_device_count(); ++i) here.push_back(gpu_facts(i).name);
+  try {
+    for (int i = 0; i < cuda_device_count(); ++i) here.push_back(gpu_facts(i).name);
+  } catch (const RuntimeError&) {
+    return "";
+  }
   std::sort(here.begin(), here.end());
   here.erase(std::unique(here.begin(), here.end()), here.end());
-  std::vector<std::string> done;
+  std::vector<std::string> ids;
   for (const RunSpec& r : expand_runs(e))
-    if (!r.infer && run_status(exp_dir, r).state == RunState::Done) done.push_back(r.id);
-  return other_gpu_models_problem(exp_dir, finished_run_gpu_models(exp_dir, done), here);
+    if (!r.infer) ids.push_back(r.id);
+  return other_gpu_models_problem(exp_dir, finished_run_gpu_models(exp_dir, ids), here);
 }
 
 void run_sweep_command(const SweepArgs& a) {
@@ -158,13 +164,13 @@ void run_sweep_command(const SweepArgs& a) {
     runs = {runs[static_cast<size_t>(a.run_index)]};
     if (a.emit.empty()) check_run_fits(e, runs[0], a.run_index, host);
   }
-  const std::string other_gpus = a.emit.empty() ? other_gpus_here(e, exp_dir) : "";
+  const std::string other_gpus = a.emit.empty() && !a.allow_other_gpus ? other_gpus_here(e, exp_dir) : "";
   if (a.dry_run) {
     print_plan(e, runs, exp_dir);
     if (!other_gpus.empty()) std::printf("# warning: %s\n", other_gpus.c_str());
     return;
   }
-  if (!other_gpus.empty() && !a.allow_other_gpus) throw_config("{}", other_gpus);
+  if (!other_gpus.empty()) throw_config("{}", other_gpus);
   if (!a.emit.empty()) {
     namespace fs = std::filesystem;
     EmitRequest req;
@@ -177,6 +183,7 @@ void run_sweep_command(const SweepArgs& a) {
     req.only = a.only;
     req.time_limit = a.time_limit;
     req.gpus_per_node = a.gpus_per_node;
+    req.allow_other_gpus = a.allow_other_gpus;
     const std::string script = emit_script(req, e, runs);
     // The scheduler opens the job's output file there before the script starts.
     std::error_code ec;
@@ -249,8 +256,8 @@ void register_sweep(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--dry-run", a.dry_run, "Print the plan (runs, ranks, iterations, status) and run nothing");
   cmd->add_flag("--allow-other-gpus", a.allow_other_gpus,
-                "Resume even where the experiment's finished runs were measured on a GPU model this node lacks "
-                "(they stay as they are, and are skipped; report keeps each model's rows apart)");
+                "Resume even where the experiment's finished training runs were all measured on GPU models not "
+                "visible here (they stay as they are, and are skipped; report keeps each model's rows apart)");
   cmd->add_option("--emit", a.emit,
                   "Write a job script instead of running: `bash FILE` submits one array per resource group, "
                   "`sbatch/qsub FILE` one array over every run with the largest group's resources")

@@ -79,15 +79,19 @@ std::string run_lock_path(const std::string& exp_dir, const std::string& run_id)
 void check_sweep_record(const std::string& exp_dir, const Experiment& e, const std::vector<std::string>& overrides,
                         bool write);
 
-// The GPU models (system.gpus[].name of summary.json) the finished training runs `done_ids` of an
-// experiment were measured on, each with the first of those runs that names it. A resumed sweep
-// skips finished runs: on other GPUs it would leave the folder with some configurations measured
-// on one model and the rest on another, and the skipped ones never measured on this one.
+// The GPU models (system.gpus[].name of summary.json) the complete training runs `run_ids` of an
+// experiment were measured on (their summary.json says "status": "complete"; only that file is
+// read, not the checksums: an array task does this for the whole matrix), each with the first run
+// that names it. A resumed sweep skips finished runs: on other GPUs it would leave the folder with
+// some configurations measured on one model and the rest on another, and the skipped ones never
+// measured on this one.
 std::map<std::string, std::string> finished_run_gpu_models(const std::string& exp_dir,
-                                                           const std::vector<std::string>& done_ids);
-// "" when every model in `recorded` is among `here` (this node's GPUs) or `here` is empty (not
-// known: no CUDA build or no GPU visible, where a GPU run fails on its own); else why the sweep
-// should not resume in `exp_dir` (one line naming a model, a run and what to do).
+                                                           const std::vector<std::string>& run_ids);
+// "" when some model in `recorded` is among `here` (the GPUs this process sees: a task of a
+// mixed-model node may see one model of a folder that holds two), or either is empty (`here` not
+// known: no CUDA build or no GPU visible, where a GPU run fails on its own); else, when none of the
+// folder's models is here, why the sweep should not resume in `exp_dir` (one line naming a model,
+// a run and what to do).
 std::string other_gpu_models_problem(const std::string& exp_dir, const std::map<std::string, std::string>& recorded,
                                      const std::vector<std::string>& here);
 
@@ -139,6 +143,7 @@ struct EmitRequest {
   std::vector<std::string> overrides, only;
   std::string time_limit = "02:00:00";
   int64_t gpus_per_node = 0;  // --gpus-per-node; 0: every run on one node
+  bool allow_other_gpus = false;  // passed on to every task (sweep --allow-other-gpus)
 };
 // One job script, two ways to submit it. `sbatch/qsub FILE`: one array over every run, each task
 // with the largest need of any group. `bash FILE` (outside a job): one sbatch/qsub per resource

@@ -262,6 +262,7 @@ std::string emit_script(const EmitRequest& req, const Experiment& e, const std::
   // that needs more. The resolved device is what run ids and hashes cover, so they do not change.
   if (e.device_requested == "auto") cmd += fmt::format(" device={}", e.device);
   for (const auto& o : req.only) cmd += fmt::format(" --only {}", shell_quote(o));
+  if (req.allow_other_gpus) cmd += " --allow-other-gpus";
   cmd += " --run-index \"$run\"";
 
   std::string s = "#!/usr/bin/env bash\n";

@@ -161,11 +161,11 @@ void check_sweep_record(const std::string& exp_dir, const Experiment& e, const s
 }
 
 std::map<std::string, std::string> finished_run_gpu_models(const std::string& exp_dir,
-                                                           const std::vector<std::string>& done_ids) {
+                                                           const std::vector<std::string>& run_ids) {
   std::map<std::string, std::string> models;
-  for (const std::string& id : done_ids) {
+  for (const std::string& id : run_ids) {
     const auto summary = read_json(fs::path(exp_dir) / id / "summary.json");
-    if (!summary || !summary->contains("system")) continue;
+    if (!summary || !summary->contains("system") || summary->value("status", "") != "complete") continue;
     const nlohmann::json& system = (*summary)["system"];
     if (!system.contains("gpus") || !system["gpus"].is_array()) continue;  // a CPU run
     for (const nlohmann::json& g : system["gpus"])
@@ -176,15 +176,15 @@ std::map<std::string, std::string> finished_run_gpu_models(const std::string& ex
 
 std::string other_gpu_models_problem(const std::string& exp_dir, const std::map<std::string, std::string>& recorded,
                                      const std::vector<std::string>& here) {
-  if (here.empty()) return "";
+  if (here.empty() || recorded.empty()) return "";
   for (const auto& [model, run] : recorded)
-    if (std::find(here.begin(), here.end(), model) == here.end())
-      return fmt::format(
-          "{} holds finished runs measured on {} (run {}), and this node's GPUs are {}: resumed here, the sweep would "
-          "skip them and mix two GPU models in one experiment; use another --results directory, or "
-          "--allow-other-gpus to keep them as they are",
-          exp_dir, model, run, fmt::format("{}", fmt::join(here, ", ")));
-  return "";
+    if (std::find(here.begin(), here.end(), model) != here.end()) return "";
+  const auto& [model, run] = *recorded.begin();
+  return fmt::format(
+      "{} holds finished runs measured on {} (run {}), and the GPUs visible here are {}: resumed here, the sweep would "
+      "skip them and mix two GPU models in one experiment; use another --results directory, or "
+      "--allow-other-gpus to keep them as they are",
+      exp_dir, model, run, fmt::format("{}", fmt::join(here, ", ")));
 }
 
 }  // namespace cnnscale

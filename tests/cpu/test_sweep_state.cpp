@@ -46,8 +46,10 @@ TEST(SweepState, RunStatesFromFolders) {
 }
 
 // A finished run records the models of its GPUs (summary.json system.gpus[].name); a sweep resumed
-// on a node without one of them is refused with one line naming the model, a run that has it and
-// this node's models. CPU runs (no system.gpus) and unreadable summaries name none.
+// where none of the folder's models is visible is refused with one line naming a model, a run that
+// has it and the models visible here. One of them visible is enough (a task on a node of two
+// models may see one). CPU runs (no system.gpus), interrupted runs and unreadable summaries name
+// none.
 TEST(SweepState, FinishedRunsOnAnotherGpuModelAreNamed) {
   TempDir dir;
   const fs::path exp = dir.str();
@@ -59,21 +61,27 @@ TEST(SweepState, FinishedRunsOnAnotherGpuModelAreNamed) {
   summary("a-r2", R"({"gpus": [{"name": "NVIDIA H100 80GB HBM3"}]})");
   summary("b-r1", R"({"gpus": [{"name": "NVIDIA H200"}]})");
   summary("cpu-r1", R"({"cpu": "x86-64"})");
+  fs::create_directories(exp / "stopped-r1");
+  write((exp / "stopped-r1" / "summary.json").string(),
+        R"({"status": "interrupted", "system": {"gpus": [{"name": "NVIDIA A100"}]}})");
   fs::create_directories(exp / "broken-r1");
   write((exp / "broken-r1" / "summary.json").string(), "{ not json");
-  const auto models = finished_run_gpu_models(exp.string(), {"a-r1", "a-r2", "b-r1", "cpu-r1", "broken-r1", "none"});
+  const auto models =
+      finished_run_gpu_models(exp.string(), {"a-r1", "a-r2", "b-r1", "cpu-r1", "stopped-r1", "broken-r1", "none"});
   const std::map<std::string, std::string> expected = {{"NVIDIA H100 80GB HBM3", "a-r1"}, {"NVIDIA H200", "b-r1"}};
   EXPECT_EQ(models, expected);
   // Only the runs asked about count (the sweep passes its finished ones).
   EXPECT_EQ(finished_run_gpu_models(exp.string(), {"b-r1"}).size(), 1u);
 
   EXPECT_EQ(other_gpu_models_problem(exp.string(), models, {"NVIDIA H100 80GB HBM3", "NVIDIA H200"}), "");
+  EXPECT_EQ(other_gpu_models_problem(exp.string(), models, {"NVIDIA H200"}), "");  // one of the two
   EXPECT_EQ(other_gpu_models_problem(exp.string(), models, {}), "");           // this node's GPUs unknown
   EXPECT_EQ(other_gpu_models_problem(exp.string(), {}, {"NVIDIA H200"}), "");  // nothing finished
-  const std::string why = other_gpu_models_problem(exp.string(), models, {"NVIDIA H200"});
-  for (const std::string& part :
-       {exp.string(), std::string("measured on NVIDIA H100 80GB HBM3 (run a-r1)"),
-        std::string("this node's GPUs are NVIDIA H200"), std::string("--results"), std::string("--allow-other-gpus")})
+  const auto h100_only = finished_run_gpu_models(exp.string(), {"a-r1", "a-r2"});
+  const std::string why = other_gpu_models_problem(exp.string(), h100_only, {"NVIDIA H200"});
+  for (const std::string& part : {exp.string(), std::string("measured on NVIDIA H100 80GB HBM3 (run a-r1)"),
+                                  std::string("the GPUs visible here are NVIDIA H200"), std::string("--results"),
+                                  std::string("--allow-other-gpus")})
     EXPECT_NE(why.find(part), std::string::npos) << why << "\nlacks: " << part;
   EXPECT_EQ(why.find('\n'), std::string::npos) << why;
 }
@@ -249,6 +257,12 @@ TEST(SweepCommand, EmittedScriptsAreValidBash) {
         "--run-index \"$run\"\n"})
     EXPECT_NE(slurm.find(f), std::string::npos) << slurm << "\nlacks: " << f;
   EXPECT_EQ(slurm.find("--gpus-per-node"), std::string::npos);  // a CPU experiment asks for no GPU
+  EXPECT_EQ(slurm.find("--allow-other-gpus"), std::string::npos);
+  // sweep --emit --allow-other-gpus: every task resumes as the user allowed.
+  EmitRequest allow = req;
+  allow.allow_other_gpus = true;
+  EXPECT_NE(emit_script(allow, e, runs).find("--only batch=4 --allow-other-gpus --run-index"), std::string::npos)
+      << emit_script(allow, e, runs);
   req.kind = "pbs";
   const std::string pbs = emit_script(req, e, runs);
   for (const char* f : {"#PBS -J 0-11\n", "#PBS -l select=1:ncpus=2:mpiprocs=2\n", "${PBS_ARRAY_INDEX:-0}"})
