@@ -290,8 +290,17 @@ def scaling_figure(rows, out):
         nets.setdefault(r["net"], []).append(r)
     all_ns = []
     shared = shared_parts(rows)
-    legend_lines = max(len(rs) for rs in nets.values())
-    fig, axes = plt.subplots(1, len(nets), figsize=(max(5.5 * len(nets), 6), 4.6 + LEGEND_LINE * legend_lines),
+
+    def name_of(r):
+        variant = variant_of(r, shared)
+        name = f"batch {r['batch']}" + (f" {variant}" if variant else "")
+        if r.get("threads_per_rank"):  # CPU: 1 rank × 2 threads against 2 ranks × 1 thread is no 2x
+            name += f", threads/rank {r['threads_per_rank']}"
+        # Wrapped to the panel's width: a legend wider than its panel ran into the next one's.
+        return textwrap.fill(name, width=70, subsequent_indent="  ")
+
+    legend_lines = max(sum(name_of(r).count("\n") + 1 for r in rs) for rs in nets.values())
+    fig, axes = plt.subplots(1, len(nets), figsize=(max(6.5 * len(nets), 6.5), 4.6 + LEGEND_LINE * legend_lines),
                              squeeze=False)
     for ax, (net, rs) in zip(axes[0], nets.items()):
         rs.sort(key=lambda r: (number(r["batch"]), r.get("variant", "")))
@@ -306,10 +315,7 @@ def scaling_figure(rows, out):
             if not pts:
                 continue
             all_ns += [p[3] for p in pts]
-            variant = variant_of(r, shared)
-            name = f"batch {r['batch']}" + (f" {variant}" if variant else "")
-            if r.get("threads_per_rank"):  # CPU: 1 rank × 2 threads against 2 ranks × 1 thread is no 2x
-                name += f", threads/rank {r['threads_per_rank']}"
+            name = name_of(r)
             yerr = error_bars([p[1] for p in pts], [p[2] for p in pts], [p[3] for p in pts])
             ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=yerr, marker="o", color=color, label=name,
                         capsize=3)
@@ -324,7 +330,7 @@ def scaling_figure(rows, out):
         ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
         legend_below(ax)
-    fig.suptitle(f"{title}\n({runs_text(all_ns or [1])}){shared_line(shared)}", fontsize=11)
+    fig.suptitle(f"{title}\n({runs_text(all_ns or [1], 'point')}){shared_line(shared)}", fontsize=11)
     tight_below_suptitle(fig, 3 if shared else 2)
     save(fig, out, "scaling.png")
 

@@ -122,6 +122,9 @@ std::string RunRecord::text(const std::string& key) const {
     std::string label = policy == "auto" && split.models.empty() ? "auto from even" : policy;
     // Kept shares came from the probe, or, for auto from even, were the even ones.
     if (online && kept) return label + (split.models.empty() ? " (kept)" : " (probe only)");
+    // Refined from the probe's models before the refinement was recorded: the time per sample
+    // re-estimated alone (auto from even, with no probe, refined the same way either way).
+    if (online && split.refine_model.empty() && !split.models.empty()) return label + " (slope-refined)";
     if (online) return label;
   }
   // A run without a split figure (one rank on a whole device, files from before splits were

@@ -35,6 +35,7 @@ SplitRecord read_split(const h5::Reader& in, hid_t root, const std::string& file
   h5::Handle g = in.group(root, "split");
   if (in.has_attr(g.get(), "policy")) split.policy = in.attr_str(g.get(), "policy").value_or(split.policy);
   if (in.has_attr(g.get(), "refine_every")) split.refine_every = in.attr_i64(g.get(), "refine_every");
+  if (in.has_attr(g.get(), "refine_model")) split.refine_model = in.attr_str(g.get(), "refine_model").value_or("");
   {
     h5::Handle c = in.group(g.get(), "changes");
     auto iteration = in.i64(c.get(), "iteration");

@@ -22,6 +22,7 @@ void write_split(h5::Writer& w, const SplitRecord& split) {
   h5::Handle g = w.group("/split");
   w.attr_str(g.get(), "policy", split.policy);
   if (split.refine_every >= 0) w.attr_i64(g.get(), "refine_every", split.refine_every);
+  if (!split.refine_model.empty()) w.attr_str(g.get(), "refine_model", split.refine_model);
   const size_t ranks = split.changes.empty() ? 0 : split.changes.front().shares.size();
   std::vector<int64_t> iteration, shares;
   for (const SplitChange& c : split.changes) {

@@ -92,6 +92,7 @@ nlohmann::json summary_json(const RunResults& r) {
                       {"wait_watts", num(m.wait_watts)}});
   j["split"] = {{"policy", r.split.policy},
                 {"refine_every", r.split.refine_every >= 0 ? json(r.split.refine_every) : json(nullptr)},
+                {"refine_model", r.split.refine_model.empty() ? json(nullptr) : json(r.split.refine_model)},
                 {"changes", changes},
                 {"probe", points_json(r.split.probe)},
                 {"models", models},

@@ -159,14 +159,19 @@ struct SplitRecord {
   // written before the exchange was probed).
   std::vector<ProbePoint> steps;
   double exchange_seconds = kMissing, exchange_joules = kMissing;
+  // How the online refinement read each interval's measured compute (parallel/split_policy.hpp
+  // kRefineModel: "step_ratio", the rank's whole probed step scaled by measured / expected); empty
+  // where nothing refined (refine_every 0) or in files written before it was recorded, whose
+  // refinement (refine_every > 0, or -1 for auto) re-estimated the time per sample alone.
+  std::string refine_model;
   // Equal when every member is, the exchange's NaN (not measured) counting as equal to NaN, so that
   // records without an exchange compare equal (the NaN inside a probe point or a model does not:
   // compare those one by one).
   bool operator==(const SplitRecord& o) const {
     const auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
-    return policy == o.policy && refine_every == o.refine_every && changes == o.changes && probe == o.probe &&
-           models == o.models && steps == o.steps && same(exchange_seconds, o.exchange_seconds) &&
-           same(exchange_joules, o.exchange_joules);
+    return policy == o.policy && refine_every == o.refine_every && refine_model == o.refine_model &&
+           changes == o.changes && probe == o.probe && models == o.models && steps == o.steps &&
+           same(exchange_seconds, o.exchange_seconds) && same(exchange_joules, o.exchange_joules);
   }
 };
 

@@ -30,6 +30,10 @@ void check_rebalance_every(int64_t steps);  // >= 0 (0: no online refinement)
 // Steps between online refinements unless --rebalance-every says otherwise (train's default, and
 // what a sweep's runs use: part of their configuration where the policy refines).
 inline constexpr int64_t kDefaultRebalanceEvery = 20;
+// What the results record of how Rebalancer reads a measurement (below): the rank's whole probed
+// step scaled by measured / expected. A sweep's refining runs carry it in their configuration, so
+// runs refined another way (the time per sample alone, before it) are not taken as done.
+inline constexpr const char* kRefineModel = "step_ratio";
 void check_probe_seconds(double seconds);   // > 0
 void check_slowdown(int rank, double factor);  // finite and >= 1
 
@@ -133,8 +137,8 @@ class Rebalancer {
   explicit Rebalancer(double hysteresis = 0.03, double smoothing = 0.5)
       : hysteresis_(hysteresis), smoothing_(smoothing) {}
   // From here on the objective of `policy` (auto: time; energy, edp: joules, joules x seconds, which
-  // need every model's energy terms, with the exchange's cost) and the fixed part of each rank's
-  // step (RankCost::seconds_fixed). Without a call: auto with no fixed parts (0 for all).
+  // need every model's energy terms, with the exchange's cost) and each rank's probed line, which
+  // the measured / expected ratio scales. Without a call: auto, each rank's line all per sample.
   void start_from(SplitPolicy policy, const std::vector<RankCost>& models, const ExchangeCost& exchange = {});
   // `shares` in force and each rank's compute seconds per step with them (a robust average over
   // the interval); nullopt: keep them.

@@ -259,6 +259,7 @@ void Trainer::plan_split(TrainResult& result, int64_t start, const TrainCallback
   split_record_.policy = to_string(options_.split);
   // What was asked (one rank has nothing to refine, whatever the interval).
   split_record_.refine_every = split_refines_online(options_.split) ? options_.rebalance_every : 0;
+  if (split_record_.refine_every > 0) split_record_.refine_model = kRefineModel;
   rebalancer_ = Rebalancer(options_.rebalance_hysteresis);
   if ((dp.comm && ranks > 1) || split_needs_energy(options_.split)) result.wait_watts = measure_wait_watts();
   if (probes_split()) {

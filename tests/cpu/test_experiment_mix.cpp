@@ -114,19 +114,26 @@ TEST(ExperimentSplit, ExpansionIdsHashesAndTrainArguments) {
 
 // energy and edp refine their shares online at train's default interval: that is part of their
 // configuration, so runs from before they did (which kept the probe's shares) have other hashes and
-// ids and are not taken as done. auto always refined: its hash is unchanged.
+// ids and are not taken as done. auto always refined: it has no refine_every. All three carry how
+// the refinement reads a measurement (refine_model), which changed for each; even and proportional
+// neither, so their runs keep their ids.
 TEST(ExperimentSplit, EnergyAndEdpRunsCarryTheirRefinementInTheirHash) {
-  const auto runs = expand_runs(parse(kBase + "  split: [auto, energy, edp]\n"));
-  int seen = 0;
+  const auto runs = expand_runs(parse(kBase + "  split: [even, proportional, auto, energy, edp]\n"));
+  std::set<std::string> seen;
   for (const RunSpec& r : runs) {
     if (r.ranks < 2) continue;
-    ++seen;
-    if (r.split == "auto")
-      EXPECT_FALSE(r.config.contains("refine_every")) << r.id;
-    else
+    seen.insert(r.split);
+    const bool refines = r.split == "auto" || r.split == "energy" || r.split == "edp";
+    if (r.split == "energy" || r.split == "edp")
       EXPECT_EQ(r.config.at("refine_every"), kDefaultRebalanceEvery) << r.id;
+    else
+      EXPECT_FALSE(r.config.contains("refine_every")) << r.id;
+    if (refines)
+      EXPECT_EQ(r.config.at("refine_model"), kRefineModel) << r.id;
+    else
+      EXPECT_FALSE(r.config.contains("refine_model")) << r.id;
   }
-  EXPECT_GT(seen, 0);
+  EXPECT_EQ(seen.size(), 5u);  // every policy on more than one rank
 }
 
 TEST(ExperimentGpuMix, PerRankMappingsWithSmPartitions) {

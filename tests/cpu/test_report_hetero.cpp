@@ -10,6 +10,7 @@
 #include "cpu/test_report_util.hpp"
 #include "experiment/report.hpp"
 #include "experiment/report_data.hpp"
+#include "parallel/split_policy.hpp"
 
 namespace cnnscale {
 namespace {
@@ -68,6 +69,7 @@ RunResults hetero_run(const std::string& mix, const std::string& policy, std::ve
   // As train writes it: auto, energy and edp refine online every 20 steps, the others keep their shares.
   const bool online = r.split.policy == "auto" || r.split.policy == "energy" || r.split.policy == "edp";
   r.split.refine_every = online ? 20 : 0;
+  if (online) r.split.refine_model = kRefineModel;
   return r;
 }
 
@@ -267,22 +269,30 @@ TEST(ReportHetero, EachRankBusyAndWaitingAndTheAutoSplitHistory) {
 
 // A policy that refines online (auto, energy, edp) with its start-up shares kept is another
 // configuration, labelled "(probe only)": --rebalance-every 0, and energy / edp in files from
-// before they refined (no refine_every recorded), whose auto still refined.
+// before they refined (no refine_every recorded), whose auto still refined. So is one refined from
+// the probe's models before the refinement was recorded (no refine_model: the time per sample was
+// re-estimated alone), labelled "(slope-refined)"; auto from even refined the same way either way.
 TEST(ReportHetero, SharesKeptFromTheProbeAreLabelledApart) {
-  const auto label = [](const std::string& policy, int64_t refine_every, bool models) {
+  const auto label = [](const std::string& policy, int64_t refine_every, bool models,
+                        const std::string& refine_model = kRefineModel) {
     report::RunRecord r;
     r.summary.split = policy;
     r.split.policy = policy;
     r.split.refine_every = refine_every;
+    r.split.refine_model = refine_every > 0 ? refine_model : "";
     if (models) r.split.models.push_back(RankModel{});
     return r.text("split");
   };
   EXPECT_EQ(label("energy", 20, true), "energy");
+  EXPECT_EQ(label("energy", 20, true, ""), "energy (slope-refined)");
+  EXPECT_EQ(label("edp", 20, true, ""), "edp (slope-refined)");
+  EXPECT_EQ(label("auto", 20, true, ""), "auto (slope-refined)");
+  EXPECT_EQ(label("auto", 20, false, ""), "auto from even");
   EXPECT_EQ(label("energy", 0, true), "energy (probe only)");
   EXPECT_EQ(label("energy", -1, true), "energy (probe only)");
   EXPECT_EQ(label("edp", -1, true), "edp (probe only)");
   EXPECT_EQ(label("edp", 5, true), "edp");
-  EXPECT_EQ(label("auto", -1, true), "auto");
+  EXPECT_EQ(label("auto", -1, true), "auto (slope-refined)");
   EXPECT_EQ(label("auto", 0, true), "auto (probe only)");
   EXPECT_EQ(label("auto", -1, false), "auto from even");
   EXPECT_EQ(label("auto", 20, false), "auto from even");

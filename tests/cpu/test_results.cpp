@@ -105,7 +105,8 @@ RunResults sample() {
                   {RankModel{0, 0.002, 0.001, 0.5, 0.25, 60.0}, RankModel{1, 0.004, 0.002, kMissing, kMissing, 55.0}},
                   {ProbePoint{0, 32, 0.05, 9.5}, ProbePoint{1, 32, 0.051, kMissing}},
                   0.0035,
-                  kMissing};
+                  kMissing,
+                  "step_ratio"};
   return r;
 }
 
@@ -183,6 +184,8 @@ void expect_same(const RunResults& a, const RunResults& b) {
   }
   EXPECT_EQ(a.methods, b.methods);
   EXPECT_EQ(a.split.policy, b.split.policy);
+  EXPECT_EQ(a.split.refine_every, b.split.refine_every);
+  EXPECT_EQ(a.split.refine_model, b.split.refine_model);
   EXPECT_EQ(a.split.changes, b.split.changes);
   ASSERT_EQ(a.split.probe.size(), b.split.probe.size());  // NaN joules: compared one by one
   for (size_t i = 0; i < a.split.probe.size(); ++i) {
@@ -260,9 +263,11 @@ TEST(Results, FileWithoutRefineEveryReadsAsNotRecorded) {
   const hid_t f = H5Fopen(h5.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
   ASSERT_GE(f, 0);
   ASSERT_GE(H5Adelete_by_name(f, "/split", "refine_every", H5P_DEFAULT), 0);
+  ASSERT_GE(H5Adelete_by_name(f, "/split", "refine_model", H5P_DEFAULT), 0);
   H5Fclose(f);
   const RunResults back = read_run_results(run_dir);
   EXPECT_EQ(back.split.refine_every, -1);
+  EXPECT_EQ(back.split.refine_model, "");  // refined the time per sample alone, if at all
   // The rest as written (SplitRecord's == is false for NaN inside probe points: compare the parts).
   EXPECT_EQ(back.split.policy, r.split.policy);
   EXPECT_EQ(back.split.changes, r.split.changes);
@@ -337,6 +342,7 @@ TEST(Results, SummaryJsonAndCsv) {
   EXPECT_EQ(j["timeline"]["warmup_iterations"], 1);
   EXPECT_EQ(j["split"]["policy"], "auto");
   EXPECT_EQ(j["split"]["refine_every"], 20);
+  EXPECT_EQ(j["split"]["refine_model"], "step_ratio");
   EXPECT_EQ(j["split"]["changes"],
             json::parse(R"([{"iteration":100,"shares":[32,32]},{"iteration":150,"shares":[40,24]}])"));
   EXPECT_EQ(j["split"]["probe"][1], json::parse(R"({"rank":1,"batch":8,"seconds":0.02,"joules":null})"));
@@ -466,6 +472,7 @@ with h5py.File(sys.argv[1], "r") as f:
     out["summary"] = {k: attr(v) for k, v in f["summary"].attrs.items()}
     out["methods"] = {k: attr(v) for k, v in f["summary/methods"].attrs.items()}
     out["split"] = {"policy": f["split"].attrs["policy"], "refine_every": int(f["split"].attrs["refine_every"]),
+                    "refine_model": attr(f["split"].attrs["refine_model"]),
                     "iteration": f["split/changes/iteration"][:].tolist(),
                     "shares": f["split/changes/shares"][:].tolist(),
                     "shares_dtype": str(f["split/changes/shares"].dtype),
@@ -541,6 +548,7 @@ TEST(Results, H5pyReadsTheSameValues) {
   EXPECT_EQ(j["methods"], json(r.methods));
   EXPECT_EQ(j["split"]["policy"], "auto");
   EXPECT_EQ(j["split"]["refine_every"], 20);
+  EXPECT_EQ(j["split"]["refine_model"], "step_ratio");
   EXPECT_EQ(j["split"]["iteration"], json({100, 150}));
   EXPECT_EQ(j["split"]["shares"], json::parse("[[32, 32], [40, 24]]"));
   EXPECT_EQ(j["split"]["shares_dtype"], "int64");

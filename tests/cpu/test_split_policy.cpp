@@ -225,11 +225,12 @@ TEST(SplitPolicy, RebalancerConvergesAndHolds) {
   EXPECT_FALSE(Rebalancer().propose({32, 32}, {0.01, 0.0}).has_value());
 }
 
-// Started from the probe's models, the rebalancer keeps their fixed parts: at the shares the probe
-// chose it holds, noise or not, and from a split the fixed parts make uneven it moves straight to
-// the balance proportional computes. Without them it reads every second as per sample and, for a
-// rank with a large fixed part (the update on few SMs), settles elsewhere.
-TEST(SplitPolicy, RebalancerStartedFromModelsKeepsTheirFixedParts) {
+// Started from the probe's models, the rebalancer reads measurements against their lines (fixed
+// part and all): at the shares the probe chose it holds, noise or not, and from a split the fixed
+// parts make uneven it moves straight to the balance proportional computes. Without them it reads
+// every second as per sample and, for a rank with a large fixed part (the update on few SMs),
+// settles elsewhere.
+TEST(SplitPolicy, RebalancerStartedFromModelsReadsMeasurementsAgainstTheirLines) {
   // Rank 1: a third of the speed per sample and 3 ms fixed (an update on a small partition).
   const std::vector<RankCost> truth = {rank(0.001, 0.00002), rank(0.003, 0.00006)};
   const std::vector<int64_t> balanced = choose_split(SplitPolicy::Proportional, 256, truth);
@@ -330,13 +331,15 @@ double policy_objective(SplitPolicy policy, const SplitCost& c) {
 // What the running job adds to a small partition's step is mostly fixed (the exchange's kernels
 // beside its backward), which one measurement cannot tell from a slower sample. The probe below is
 // one recorded on 4 x H200 (two whole GPUs, two 40-SM partitions; CaffeNet, global batch 256,
-// bf16): ms and J per step, idle W, the exchange's cost. The truth adds 0.64 and 0.50 ms to the
+// bf16): ms and J per step, idle W, the exchange's cost. The truth adds 0.64 and 0.57 ms to the
 // partitions' steps (what that run's first interval measured past its probe, at 20 and 19
 // samples), drawn at the power each draws there. Read as per-sample cost, that extra made energy
 // cut both partitions towards one sample, and the run drew 4 % more joules than auto's balance;
 // scaled with the whole step it leaves them about the share the truth's optimum gives them. From
 // the probe's choice, exact measurements every interval until nothing more is proposed: every
-// policy ends at least as well as it started under the truth, and keeps each partition at no less
+// policy ends at least as well as it started under the truth, within 1 % of the truth's optimum
+// (charging the extra to the slope alone ended 1.4-2.7 % above it; no noise here, and the shares
+// are whole numbers, so the margin is no matter of rounding), and keeps each partition at no less
 // than half of its share at the truth's optimum (a one-sample cut is far below that).
 TEST(SplitPolicy, RefinementReadsAFixedExtraOnASmallShareAsNoSteepSlope) {
   const double ms = 1e-3;
@@ -344,7 +347,7 @@ TEST(SplitPolicy, RefinementReadsAFixedExtraOnASmallShareAsNoSteepSlope) {
       rank(1.41 * ms, 0.022 * ms, 0.508, 0.0152, 122), rank(1.40 * ms, 0.0222 * ms, 0.527, 0.0150, 123),
       rank(2.47 * ms, 0.0664 * ms, 0.636, 0.0214, 123), rank(2.48 * ms, 0.0665 * ms, 0.654, 0.0204, 121)};
   const ExchangeCost exchange{0.000783 * ms, 1.17};
-  const std::vector<double> extra = {0, 0, 0.64 * ms, 0.50 * ms};
+  const std::vector<double> extra = {0, 0, 0.64 * ms, 0.57 * ms};
   std::vector<RankCost> truth = probe;
   for (size_t r = 0; r < truth.size(); ++r) {
     const double watts = probe[r].joules(64) / probe[r].seconds(64);
@@ -372,6 +375,7 @@ TEST(SplitPolicy, RefinementReadsAFixedExtraOnASmallShareAsNoSteepSlope) {
     }
     EXPECT_LT(decisions, 20) << "still moving";
     EXPECT_LE(objective(shares), start);
+    EXPECT_LE(objective(shares), 1.01 * objective(optimum));
     for (size_t r : {size_t{2}, size_t{3}})
       EXPECT_GE(2 * shares[r], optimum[r]) << "rank " << r << ": " << shares[r] << " of the optimum's " << optimum[r];
   }

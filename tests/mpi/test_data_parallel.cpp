@@ -481,7 +481,9 @@ TEST(DataParallel, ProbedAndRebalancedSplitsMatchOneProcess) {
   expect_slow_rank_gets_less(autp, "auto from the probe");
   expect_matches_reference(ref_ckpt, w.dir("autop"), "2 ranks, auto from the probe, rank 1 3x slower");
   EXPECT_EQ(autp_summary["split"]["refine_every"], 3);
+  EXPECT_EQ(autp_summary["split"]["refine_model"], kRefineModel);
   EXPECT_EQ(summary["split"]["refine_every"], 0);  // proportional keeps the probe's shares
+  EXPECT_TRUE(summary["split"]["refine_model"].is_null());
 
   // --rebalance-every 0: the probe's shares are kept for the whole run, and recorded as such.
   nlohmann::json kept =
@@ -492,6 +494,7 @@ TEST(DataParallel, ProbedAndRebalancedSplitsMatchOneProcess) {
   ASSERT_TRUE(kept_file) << "no summary.json for the auto run without refinement";
   const nlohmann::json kept_summary = nlohmann::json::parse(kept_file);
   EXPECT_EQ(kept_summary["split"]["refine_every"], 0);
+  EXPECT_TRUE(kept_summary["split"]["refine_model"].is_null());  // nothing refined
   ASSERT_EQ(kept_summary["split"]["changes"].size(), 1u);
   EXPECT_EQ(kept["rank_batches"], kept_summary["split"]["changes"][0]["shares"]);
   expect_slow_rank_gets_less(kept, "auto without refinement");
