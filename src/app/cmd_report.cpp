@@ -36,6 +36,10 @@ void register_report(CLI::App& app) {
                   "time_to_accuracy's target test top-1 in percent for every network (default: per network, the "
                   "highest every configuration reaches on average)")
       ->check(CLI::Range(0.0, 100.0));
+  cmd->add_option("--baseline", args->options.baselines,
+                  "JSON lines of another framework's training throughput (net, batch, mode, world, samples_per_s; "
+                  "the PyTorch reference script's output) to put beside the runs: the baseline table (repeatable)")
+      ->allow_extra_args(false);
   cmd->add_option("--python", args->options.python,
                   "Python interpreter with matplotlib and h5py (default: $CNNSCALE_PYTHON, else /usr/bin/python3)");
   cmd->callback([args] {

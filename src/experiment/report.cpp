@@ -161,6 +161,9 @@ ReportOutcome write_report(const ReportOptions& options) {
   }
   if (!md && !csv) throw_config("--format: no table format given (expected md, csv or md,csv)");
 
+  // Read before the runs are scanned: a bad line fails at once.
+  std::vector<BaselineFile> baselines;
+  for (const std::string& path : options.baselines) baselines.push_back(read_baseline(path));
   ReportOutcome outcome;
   std::vector<RunRecord> runs = scan_runs(options.results_dir, &outcome.unreadable, &outcome.interrupted);
   // `bench allreduce --results` files next to the runs (ROOT/<name>/allreduce/): a folder may hold
@@ -180,7 +183,10 @@ ReportOutcome write_report(const ReportOptions& options) {
   const std::vector<ConfigGroup> groups = group_runs(runs);
   const DeviceNoun noun = device_noun(groups);
   std::vector<Table> tables;
-  if (!runs.empty()) tables = build_tables(groups, options.target_top1);
+  if (!baselines.empty() && runs.empty())
+    throw_config("--baseline {}: no training runs under '{}' to put it beside", options.baselines.front(),
+                 options.results_dir);
+  if (!runs.empty()) tables = build_tables(groups, options.target_top1, baselines);
   const bool hetero = !hetero_groups(groups).empty();
   if (!benches.empty()) {
     tables.push_back(allreduce_table(benches));

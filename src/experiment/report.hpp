@@ -21,6 +21,8 @@ struct ReportOptions {
   std::optional<double> target_top1;
   std::string python;                             // "" = $CNNSCALE_PYTHON, else /usr/bin/python3, else python3 on PATH
   std::string script;  // "" = $CNNSCALE_REPORT_SCRIPT, else the source tree's or installed copy
+  // Another framework's measurements to put beside the runs' (report_baseline.hpp): the baseline table.
+  std::vector<std::string> baselines;
 };
 
 struct ReportOutcome {

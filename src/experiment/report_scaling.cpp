@@ -10,6 +10,7 @@
 #include <set>
 #include <tuple>
 
+#include "experiment/report_baseline.hpp"
 #include "experiment/report_layout.hpp"
 #include "experiment/report_tables.hpp"
 
@@ -151,6 +152,84 @@ Table weak_scaling_table(const std::vector<ConfigGroup>& groups) {
       "propagation of both relative stds.",
       one));
   add_thread_note(t, thread_notes);
+  return t;
+}
+
+Table baseline_table(const std::vector<ConfigGroup>& groups, const std::vector<BaselineFile>& files) {
+  Layout l{groups};
+  const std::string& one = l.noun.one;
+  Table t = l.start("baseline", "Against a baseline",
+                    fmt::format("Each configuration of equal {1} beside another framework's measurement (report "
+                                "--baseline: its file, and compiler mode where one was named) of the same network, "
+                                "precision, global batch and {1}: samples/s of both, ours / theirs, and each side's "
+                                "strong-scaling efficiency (samples/s / (N x its own 1-{0} samples/s at the same "
+                                "global batch)) and weak-scaling efficiency (against N x its own 1-{0} samples/s at "
+                                "the per-{0} batch).",
+                                one, l.noun.many));
+  t.columns.insert(t.columns.end(), {{"baseline", "baseline", false},
+                                     {"samples/s", "samples_per_s"},
+                                     {"baseline samples/s", "baseline_samples_per_s"},
+                                     {"ours / baseline", "ratio"},
+                                     {"efficiency", "efficiency"},
+                                     {"baseline efficiency", "baseline_efficiency"},
+                                     {"weak efficiency", "weak_efficiency"},
+                                     {"baseline weak efficiency", "baseline_weak_efficiency"}});
+  // The baseline's own 1-GPU measurement of a point's network, precision, source and `batch`.
+  const auto their_single = [&](const BaselineFile& f, const BaselinePoint& p, int64_t batch) -> double {
+    for (const BaselinePoint& q : f.points)
+      if (q.world == 1 && q.batch == batch && q.net == p.net && q.precision == p.precision && q.source == p.source)
+        return q.samples_per_s;
+    return kMissing;
+  };
+  const auto per = [](const Stat& s, double n) {
+    Stat x = s;
+    if (!x.null()) {
+      x.mean /= n;
+      x.std /= n;
+    }
+    return x;
+  };
+  int failed = 0;
+  for (const BaselineFile& f : files) failed += f.failed;
+  for (const ConfigGroup& g : groups) {
+    if (is_unequal(g) || is_gpu_mix(g)) continue;
+    const double n = g.world_size(), batch = g.global_batch();
+    for (const BaselineFile& f : files)
+      for (const BaselinePoint& p : f.points) {
+        if (p.net != g.net() || p.precision != g.key.at("precision") || p.batch != batch || p.world != n) continue;
+        auto cells = l.row(g);
+        cells.push_back(Cell::of(p.source));
+        const Stat s = g.stat(&RunSummary::samples_per_s);
+        const Stat theirs = stat_of({p.samples_per_s});
+        const ConfigGroup* base = baseline_of(g, groups);
+        const Stat efficiency =
+            per(speedup_of(s, base ? base->stat(&RunSummary::samples_per_s) : Stat{}, base == &g), n);
+        int64_t per_rank = 0;
+        const ConfigGroup* small = n > 1 ? weak_baseline(g, groups, per_rank) : nullptr;
+        const Stat weak = n == 1
+                              ? efficiency
+                              : per(speedup_of(s, small ? small->stat(&RunSummary::samples_per_s) : Stat{}, false), n);
+        const double one_there = their_single(f, p, p.batch);
+        const double small_there = p.batch % p.world == 0 ? their_single(f, p, p.batch / p.world) : kMissing;
+        cells.push_back(Cell::of(s));
+        cells.push_back(Cell::of(theirs));
+        cells.push_back(Cell::of(speedup_of(s, theirs, false)));
+        cells.push_back(Cell::of(efficiency));
+        cells.push_back(Cell::of(stat_of({p.samples_per_s / (n * one_there)})));
+        cells.push_back(Cell::of(weak));
+        cells.push_back(Cell::of(stat_of({p.samples_per_s / (n * small_there)})));
+        t.rows.push_back(std::move(cells));
+      }
+  }
+  t.notes.push_back(
+      "The baseline's figures are single measurements (no std); ours are means over repeats, their std propagated "
+      "into the ratio and efficiencies as in the scaling tables. An efficiency is — where that side has no 1-" +
+      one + " measurement at the batch it needs.");
+  if (failed)
+    t.notes.push_back(
+        fmt::format("{} baseline measurement(s) failed there (an \"error\" line, e.g. out of memory) "
+                    "and are left out.",
+                    failed));
   return t;
 }
 

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <map>
 
+#include "core/error.hpp"
 #include "experiment/report_hetero.hpp"
 #include "experiment/report_layout.hpp"
 
@@ -320,12 +321,25 @@ Table time_to_accuracy_table(const std::vector<ConfigGroup>& groups, std::option
   return t;
 }
 
-std::vector<Table> build_tables(const std::vector<ConfigGroup>& groups, std::optional<double> target_top1) {
+std::vector<Table> build_tables(const std::vector<ConfigGroup>& groups, std::optional<double> target_top1,
+                                const std::vector<BaselineFile>& baselines) {
   std::vector<Table> tables = {time_table(groups),     energy_table(groups),  whole_table(groups),
                                efficiency_table(groups), accuracy_table(groups), scaling_table(groups),
                                by_gpus_table(groups),  phases_table(groups)};
   // Only where some configuration has the 1-rank run of its per-rank batch.
   if (Table weak = weak_scaling_table(groups); !weak.rows.empty()) tables.push_back(std::move(weak));
+  if (!baselines.empty()) {
+    Table versus = baseline_table(groups, baselines);
+    if (versus.rows.empty()) {
+      size_t points = 0;
+      for (const BaselineFile& f : baselines) points += f.points.size();
+      throw_config(
+          "--baseline {}: none of its {} measurement(s) has a configuration of the runs with the same "
+          "network, precision, global batch and GPU count",
+          baselines.front().path, points);
+    }
+    tables.push_back(std::move(versus));
+  }
   // Only where runs were tested after their epochs.
   if (Table tta = time_to_accuracy_table(groups, target_top1); !tta.rows.empty()) tables.push_back(std::move(tta));
   // Only where unequal ranks were run: a plain sweep's report has no empty heterogeneous table.

@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "experiment/report_baseline.hpp"
 #include "experiment/report_data.hpp"
 #include "experiment/report_table.hpp"
 
@@ -25,10 +26,18 @@ Table weak_scaling_table(const std::vector<ConfigGroup>& groups);
 // ranks (is_unequal) left out.
 Table by_gpus_table(const std::vector<ConfigGroup>& groups);
 Table phases_table(const std::vector<ConfigGroup>& groups);  // per-phase ms per batch
+// Another framework's throughput beside the runs' (report_baseline.hpp): one row per configuration
+// of equal ranks and baseline point of its network, precision, global batch and GPU count, with
+// samples/s on both sides, their ratio, and each side's strong and weak efficiency from its own
+// 1-GPU measurements; no rows where nothing matches.
+Table baseline_table(const std::vector<ConfigGroup>& groups, const std::vector<BaselineFile>& files);
 
 // All of the above, in that order, then the heterogeneous tables (report_hetero.hpp) when any
 // configuration qualifies for them.
 // target_top1: time_to_accuracy's target for every network (unset: each network's own, see the .cpp).
-std::vector<Table> build_tables(const std::vector<ConfigGroup>& groups, std::optional<double> target_top1 = {});
+// baselines: `report --baseline` files; their table follows the scaling tables (ConfigError when
+// none of their points matches a configuration: the file names another study).
+std::vector<Table> build_tables(const std::vector<ConfigGroup>& groups, std::optional<double> target_top1 = {},
+                                const std::vector<BaselineFile>& baselines = {});
 
 }  // namespace cnnscale::report
