@@ -317,10 +317,11 @@ RunSpec make_run(const Experiment& e, const std::string& net, int64_t batch, con
   if (r.split != "even") c["split"] = r.split;
   // energy and edp refine their shares online (train's default interval): runs made before they did
   // kept the probe's shares, and must not count as done. auto always refined and keeps its ids.
-  if (split_needs_energy(parse_split_policy(r.split))) c["refine_every"] = kDefaultRebalanceEvery;
+  const SplitPolicy policy = parse_split_policy(r.split);
+  if (split_needs_energy(policy)) c["refine_every"] = kDefaultRebalanceEvery;
   // How the refinement reads a measurement changed (the whole step scaled, not the time per sample
   // re-estimated): refining runs made before have other hashes, and are run again.
-  if (split_refines_online(parse_split_policy(r.split))) c["refine_model"] = kRefineModel;
+  if (split_refines_online(policy)) c["refine_model"] = kRefineModel;
   c["precision"] = precision;
   c["allreduce"] = {{"overlap", r.allreduce.overlap}, {"algo", r.allreduce.algo}};
   if (!r.allreduce.dtype.empty()) c["allreduce"]["dtype"] = r.allreduce.dtype;

@@ -9,8 +9,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <set>
@@ -21,6 +21,7 @@
 #include "core/log.hpp"
 #include "io/results_writer.hpp"
 #include "io/summary_schema.hpp"
+#include "parallel/split_policy.hpp"
 
 namespace cnnscale::report {
 
@@ -117,7 +118,8 @@ std::string RunRecord::text(const std::string& key) const {
   // refined: no refine_every recorded) are different configurations too.
   if (key == "split") {
     const std::string policy = summary.split.value_or("");
-    const bool online = policy == "auto" || policy == "energy" || policy == "edp";
+    const std::optional<SplitPolicy> named = split_policy_named(policy);
+    const bool online = named && split_refines_online(*named);
     const bool kept = split.refine_every == 0 || (split.refine_every < 0 && policy != "auto");
     std::string label = policy == "auto" && split.models.empty() ? "auto from even" : policy;
     // Kept shares came from the probe, or, for auto from even, were the even ones.

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "experiment/report_layout.hpp"
+#include "parallel/split_policy.hpp"
 
 namespace cnnscale::report {
 
@@ -293,8 +294,8 @@ std::string split_history_csv(const std::vector<ConfigGroup>& groups) {
   for (const ConfigGroup* g : l.rows) {
     const std::string& split = g->key.at("split");
     // "auto", "auto from even", "energy", "edp": the policies that refined their shares online.
-    const std::string policy = split.substr(0, split.find(' '));
-    if ((policy != "auto" && policy != "energy" && policy != "edp") || split.ends_with("(probe only)")) continue;
+    const std::optional<SplitPolicy> policy = split_policy_named(split.substr(0, split.find(' ')));
+    if (!policy || !split_refines_online(*policy) || split.ends_with("(probe only)")) continue;
     const auto run =
         std::find_if(g->runs.begin(), g->runs.end(), [](const RunRecord* r) { return !r->split.changes.empty(); });
     if (run == g->runs.end()) continue;

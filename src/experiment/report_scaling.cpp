@@ -40,6 +40,15 @@ void add_thread_note(Table& t, const std::set<std::string>& notes) {
                     ". Their speedup compares ranks with threads on the same cores, not N cores with one.");
 }
 
+// A speedup over N devices: the efficiency, mean and std alike (null stays null).
+Stat per_device(Stat speedup, double n) {
+  if (!speedup.null()) {
+    speedup.mean /= n;
+    speedup.std /= n;
+  }
+  return speedup;
+}
+
 // The 1-rank run of g's per-rank batch (global batch / ranks, where whole), null where there is none.
 const ConfigGroup* weak_baseline(const ConfigGroup& g, const std::vector<ConfigGroup>& groups, int64_t& per_rank) {
   const double n = g.world_size(), b = g.global_batch();
@@ -72,13 +81,8 @@ Table scaling_table(const std::vector<ConfigGroup>& groups) {
     note_threads(g, base, thread_notes);
     const Stat b = base ? base->stat(&RunSummary::samples_per_s) : Stat{};
     const Stat speedup = speedup_of(s, b, base == &g);
-    Stat efficiency = speedup;
-    if (!speedup.null()) {
-      efficiency.mean /= g.world_size();
-      efficiency.std /= g.world_size();
-    } else {
-      ++missing;
-    }
+    const Stat efficiency = per_device(speedup, g.world_size());
+    if (speedup.null()) ++missing;
     // The efficiency in two factors, where one rank ran the per-rank batch: what one device keeps
     // of its rate at that smaller batch, and what N together keep of N times that rate.
     int64_t per_rank = 0;
@@ -89,11 +93,7 @@ Table scaling_table(const std::vector<ConfigGroup>& groups) {
     } else if (small && base) {
       const Stat b_small = small->stat(&RunSummary::samples_per_s);
       ratio = speedup_of(b_small, b, false);
-      weak = speedup_of(s, b_small, false);
-      if (!weak.null()) {
-        weak.mean /= g.world_size();
-        weak.std /= g.world_size();
-      }
+      weak = per_device(speedup_of(s, b_small, false), g.world_size());
     } else if (g.world_size() > 1) {
       ++undivided;
     }
@@ -138,12 +138,7 @@ Table weak_scaling_table(const std::vector<ConfigGroup>& groups) {
     cells.push_back(Cell::of(std::to_string(per_rank)));
     const Stat s = g.stat(&RunSummary::samples_per_s), b = base->stat(&RunSummary::samples_per_s);
     const Stat speedup = speedup_of(s, b, false);
-    Stat efficiency = speedup;
-    if (!speedup.null()) {
-      efficiency.mean /= g.world_size();
-      efficiency.std /= g.world_size();
-    }
-    for (const Stat& x : {s, b, speedup, efficiency}) cells.push_back(Cell::of(x));
+    for (const Stat& x : {s, b, speedup, per_device(speedup, g.world_size())}) cells.push_back(Cell::of(x));
     t.rows.push_back(std::move(cells));
   }
   t.notes.push_back(fmt::format(
@@ -181,14 +176,6 @@ Table baseline_table(const std::vector<ConfigGroup>& groups, const std::vector<B
         return q.samples_per_s;
     return kMissing;
   };
-  const auto per = [](const Stat& s, double n) {
-    Stat x = s;
-    if (!x.null()) {
-      x.mean /= n;
-      x.std /= n;
-    }
-    return x;
-  };
   int failed = 0;
   for (const BaselineFile& f : files) failed += f.failed;
   for (const ConfigGroup& g : groups) {
@@ -203,12 +190,12 @@ Table baseline_table(const std::vector<ConfigGroup>& groups, const std::vector<B
         const Stat theirs = stat_of({p.samples_per_s});
         const ConfigGroup* base = baseline_of(g, groups);
         const Stat efficiency =
-            per(speedup_of(s, base ? base->stat(&RunSummary::samples_per_s) : Stat{}, base == &g), n);
+            per_device(speedup_of(s, base ? base->stat(&RunSummary::samples_per_s) : Stat{}, base == &g), n);
         int64_t per_rank = 0;
         const ConfigGroup* small = n > 1 ? weak_baseline(g, groups, per_rank) : nullptr;
-        const Stat weak = n == 1
-                              ? efficiency
-                              : per(speedup_of(s, small ? small->stat(&RunSummary::samples_per_s) : Stat{}, false), n);
+        const Stat weak =
+            n == 1 ? efficiency
+                   : per_device(speedup_of(s, small ? small->stat(&RunSummary::samples_per_s) : Stat{}, false), n);
         const double one_there = their_single(f, p, p.batch);
         const double small_there = p.batch % p.world == 0 ? their_single(f, p, p.batch / p.world) : kMissing;
         cells.push_back(Cell::of(s));

@@ -11,10 +11,15 @@
 
 namespace cnnscale {
 
-SplitPolicy parse_split_policy(const std::string& text) {
+std::optional<SplitPolicy> split_policy_named(const std::string& text) {
   for (SplitPolicy p : {SplitPolicy::Even, SplitPolicy::Manual, SplitPolicy::Proportional, SplitPolicy::Auto,
                         SplitPolicy::Energy, SplitPolicy::Edp})
     if (text == to_string(p)) return p;
+  return std::nullopt;
+}
+
+SplitPolicy parse_split_policy(const std::string& text) {
+  if (const std::optional<SplitPolicy> p = split_policy_named(text)) return *p;
   throw_config("--split: expected even, manual, proportional, auto, energy or edp, got '{}'", text);
 }
 

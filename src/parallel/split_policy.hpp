@@ -15,7 +15,9 @@ namespace cnnscale {
 // joules (or joules x seconds) per global batch, counting the power ranks draw while they wait,
 // their time models refined online from measured compute time as auto's are.
 enum class SplitPolicy { Even, Manual, Proportional, Auto, Energy, Edp };
-SplitPolicy parse_split_policy(const std::string& text);
+SplitPolicy parse_split_policy(const std::string& text);  // ConfigError for an unknown name
+// The policy of that name; nullopt for another (a results file's "", or a name this build lacks).
+std::optional<SplitPolicy> split_policy_named(const std::string& text);
 std::string to_string(SplitPolicy policy);
 // Whether the policy needs the start-up probe's models (proportional, energy, edp).
 bool split_needs_probe(SplitPolicy policy);
