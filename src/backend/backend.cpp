@@ -137,6 +137,25 @@ void Backend::convert_scaled_at(const Tensor& src, const Tensor& dst, const Tens
   convert(src, dst, s);
 }
 
+void Backend::convert_segments(const Tensor& src, const Tensor& dst, const Tensor& ranges) {
+  CNNSCALE_CHECK(src.shape().rank() == 1 && dst.shape() == src.shape(),
+                 "convert_segments on {}: {} -> {}, not 1-d of one numel", name(), src.shape().to_string(),
+                 dst.shape().to_string());
+  CNNSCALE_CHECK(ranges.dtype() == DType::I32 && ranges.numel() % 2 == 0,
+                 "convert_segments on {}: ranges must be i32 (2S)", name());
+  std::vector<int32_t> host(static_cast<size_t>(ranges.numel()));
+  if (!host.empty()) download(ranges, host.data());
+  int64_t last = 0;
+  for (size_t k = 0; k < host.size(); k += 2) {
+    const int64_t begin = host[k], end = host[k + 1];
+    CNNSCALE_CHECK(begin >= last && begin <= end && end <= src.numel(),
+                   "convert_segments on {}: range [{}, {}) after {} of {} elements", name(), begin, end, last,
+                   src.numel());
+    if (end > begin) convert(src.view(begin, Shape{end - begin}), dst.view(begin, Shape{end - begin}));
+    last = end;
+  }
+}
+
 void Backend::axpby_unless(float alpha, const Tensor& x, float beta, const Tensor& y, const Tensor& skip) {
   CNNSCALE_CHECK(x.dtype() == DType::F32 && x.numel() == 1 && y.dtype() == DType::F32 && y.numel() == 1,
                  "axpby_unless on {}: x and y must be f32 (1)", name());

@@ -217,6 +217,13 @@ class Backend {
   // scale moves between replays (fp16 loss scaling). In place allowed in one memory order. The
   // default reads the scale back and calls convert().
   virtual void convert_scaled_at(const Tensor& src, const Tensor& dst, const Tensor& scale);
+  // convert() of the elements in [ranges[2k], ranges[2k+1]) only, for every k, in one op: `src` and
+  // `dst` are 1-d of one numel, `ranges` i32 (2S) ascending, disjoint and within it; the elements
+  // between the ranges are left as they are. For many small tensors at fixed places of one buffer
+  // (the unmirrored parameters' gradients of a bucket, rounded into their slots before its
+  // exchange), where a convert each would cost a launch each. The default reads the ranges back and
+  // converts each view.
+  virtual void convert_segments(const Tensor& src, const Tensor& dst, const Tensor& ranges);
   virtual void synchronize() = 0;
 
   // ---- timing: never synchronises when recording ------------------------------------------------

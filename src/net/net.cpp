@@ -117,6 +117,7 @@ struct Net::Impl {
   std::vector<bool> gathers;      // by layer: forms its gradients from gathered rows (plan_gradient_gathering)
   int64_t gather_rows = 0;        // rows every rank sends
   bool gathering_active = false;  // in this backward
+  bool unmirrored_rounding_deferred = false;  // see Net::set_unmirrored_rounding_deferred
 };
 
 void Net::Impl::build(const NetSpec::Impl& spec, int64_t batch_size) {
@@ -394,7 +395,8 @@ void Net::backward(uint64_t iteration, const std::function<void(size_t layer_ind
         if ((p.spec.mirrored() && !m.update_reads_mirror_grads) || scaled)
           apply_grad_scale(p.diff, p.master_diff, /*inverse=*/true);
         // The update reads this one from its slot too (the exchange sums it there).
-        if (!p.spec.mirrored() && m.update_reads_mirror_grads && m.copies_at_master_offsets)
+        if (!p.spec.mirrored() && m.update_reads_mirror_grads && m.copies_at_master_offsets &&
+            !m.unmirrored_rounding_deferred)
           m.backend.convert(p.master_diff, m.compute_grads.view(m.master_offset(p), p.master_diff.shape()));
       }
     }
@@ -470,6 +472,10 @@ bool Net::layer_gathers(size_t layer_index) const {
 
 void Net::set_gathering_active(bool on) {
   impl_->gathering_active = on;
+}
+
+void Net::set_unmirrored_rounding_deferred(bool on) {
+  impl_->unmirrored_rounding_deferred = on;
 }
 
 const Tensor& Net::loss() const {

@@ -3,6 +3,7 @@
 #include "parallel/gradient_buckets.hpp"
 
 #include <algorithm>
+#include <climits>
 
 #include "core/error.hpp"
 
@@ -85,6 +86,7 @@ GradientBuckets::GradientBuckets(const Net& net, Communicator& comm, int64_t buc
   const int64_t total = flat_grads_.defined() ? flat_grads_.numel() : 0;
   std::vector<std::pair<int64_t, int64_t>> ranges;  // every parameter's [begin, end), flat order
   std::vector<bool> local;                          // whether its layer gathers (Net::layer_gathers)
+  std::vector<std::pair<int64_t, int64_t>> unmirrored;  // the unmirrored ones', flat order
   std::vector<int64_t> first_begin(layers.size(), -1);
   int64_t prefix = 0;
   for (size_t l = layers.size(); l-- > 0;) {
@@ -99,6 +101,7 @@ GradientBuckets::GradientBuckets(const Net& net, Communicator& comm, int64_t buc
                      layers[l]->name(), p.spec.name, begin, end);
       ranges.emplace_back(begin, end);
       local.push_back(net.layer_gathers(l));
+      if (!p.spec.mirrored()) unmirrored.emplace_back(begin, end);
       if (first_begin[l] < 0) first_begin[l] = begin;
       prefix = end;
     }
@@ -113,6 +116,37 @@ GradientBuckets::GradientBuckets(const Net& net, Communicator& comm, int64_t buc
   }
   buckets_ = plan(ranges, local, total, bucket_bytes / element);
   any_local_ = std::any_of(buckets_.begin(), buckets_.end(), [](const GradientBucket& b) { return b.local; });
+  if (in_place_ && !unmirrored.empty()) plan_unmirrored(unmirrored);
+}
+
+void GradientBuckets::plan_unmirrored(const std::vector<std::pair<int64_t, int64_t>>& unmirrored) {
+  Backend& backend = net_.backend();
+  unmirrored_.resize(buckets_.size());
+  std::vector<int32_t> table;
+  size_t next = 0;  // first unmirrored range not wholly in an earlier bucket
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    const GradientBucket& b = buckets_[k];
+    table.clear();
+    // A parameter larger than a bucket is cut into pieces: each bucket rounds its own piece.
+    for (size_t i = next; i < unmirrored.size() && unmirrored[i].first < b.end; ++i) {
+      const int64_t begin = std::max(unmirrored[i].first, b.begin), end = std::min(unmirrored[i].second, b.end);
+      if (end > begin)
+        table.insert(table.end(), {static_cast<int32_t>(begin - b.begin), static_cast<int32_t>(end - b.begin)});
+      if (unmirrored[i].second <= b.end) next = i + 1;
+    }
+    if (table.empty()) continue;
+    CNNSCALE_CHECK(b.end - b.begin <= INT32_MAX, "gradient bucket of {} elements: over i32", b.end - b.begin);
+    unmirrored_[k] = backend.alloc(Shape{static_cast<int64_t>(table.size())}, DType::I32);
+    backend.upload(table.data(), unmirrored_[k]);
+    backend.synchronize();  // `table` is refilled for the next bucket
+  }
+}
+
+void GradientBuckets::round_unmirrored(size_t k) const {
+  if (unmirrored_.empty() || !unmirrored_[k].defined()) return;
+  const GradientBucket& b = buckets_[k];
+  const Shape n{b.end - b.begin};
+  net_.backend().convert_segments(flat_grads_.view(b.begin, n), exchange_.view(b.begin, n), unmirrored_[k]);
 }
 
 void GradientBuckets::issue(int64_t begin, int64_t end) {
@@ -144,6 +178,7 @@ void GradientBuckets::widen(const GradientBucket& b) const {
 
 void GradientBuckets::issue_until(int64_t ready_end) {
   while (next_ < buckets_.size() && buckets_[next_].end <= ready_end) {
+    round_unmirrored(next_);
     const GradientBucket& b = buckets_[next_++];
     if (!b.local) issue(b.begin, b.end);
     after_reduced(next_ - 1, next_ - 1);
@@ -159,6 +194,7 @@ void GradientBuckets::end_backward() {
   if (overlap_) {
     issue_until(flat_grads_.numel());
   } else if (next_ == 0 && !buckets_.empty()) {
+    for (size_t k = 0; k < buckets_.size(); ++k) round_unmirrored(k);
     // One allreduce of the whole buffer, or, where some gradients were gathered, of each run of
     // the others (the gathered ones are the job's already: summing them would multiply them).
     if (!any_local_) {

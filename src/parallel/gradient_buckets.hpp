@@ -58,6 +58,12 @@ class GradientBuckets {
   void set_on_reduced(std::function<void(size_t bucket)> on_reduced) { on_reduced_ = std::move(on_reduced); }
   bool per_bucket_work() const { return static_cast<bool>(on_reduced_); }
 
+  // Summing the compute gradients in place, the unmirrored ones (f32 in backward: batch norm's)
+  // are rounded into their slots here, one op per bucket just before it is summed, instead of one
+  // per parameter in backward: the caller turns Net::set_unmirrored_rounding_deferred on for the
+  // backward passes that exchange through this object when this is true.
+  bool rounds_unmirrored() const { return !unmirrored_.empty(); }
+
   void begin_backward() { next_ = 0; }
   // Net::backward's hook: layer `layer_index` (network order) has produced its gradients.
   void layer_done(size_t layer_index);
@@ -76,6 +82,9 @@ class GradientBuckets {
   void after_reduced(size_t first, size_t last);
   // A 16-bit exchange's sums of `b` widened into the f32 gradients (nothing for a local bucket).
   void widen(const GradientBucket& b) const;
+  // rounds_unmirrored(): bucket k's unmirrored gradients rounded into their slots of exchange_.
+  void round_unmirrored(size_t k) const;
+  void plan_unmirrored(const std::vector<std::pair<int64_t, int64_t>>& unmirrored);
 
   const Net& net_;
   Communicator& comm_;
@@ -89,6 +98,10 @@ class GradientBuckets {
   std::vector<int64_t> ready_end_;
   size_t next_ = 0;  // first bucket not issued in this step
   std::function<void(size_t)> on_reduced_;
+  // Per bucket, in place only: the unmirrored parameters' [begin, end) relative to the bucket's
+  // start, i32 (2S) on the device (Backend::convert_segments); undefined where the bucket has none.
+  // Empty where no bucket has any.
+  std::vector<Tensor> unmirrored_;
 };
 
 }  // namespace cnnscale

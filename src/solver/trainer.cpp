@@ -381,6 +381,7 @@ void Trainer::backward(const StepScalars& s, bool exchange) {
   const bool buckets = buckets_ && exchange;
   update_queued_ = buckets && buckets_->per_bucket_work();
   net_->set_gathering_active(buckets && gathering_layers_ > 0);
+  net_->set_unmirrored_rounding_deferred(buckets && buckets_->rounds_unmirrored());
   if (!buckets && options_.slowdown <= 1.0) return net_->backward(s.dropout_seed);
   auto since = Clock::now();
   auto layer_done = [&](size_t layer) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "backend/backend.hpp"
 #include "core/half.hpp"
@@ -84,6 +85,40 @@ TEST(Half, CpuBackendConvertsAndScales) {
   // The CPU reference stores 16-bit tensors but does not compute on them.
   EXPECT_THROW(cpu->relu_forward(h, h), Error);
   EXPECT_THROW(make_backend("cpu", 0, Precision::BF16), ConfigError);
+}
+
+// convert_segments rounds the elements of its ranges and no other: the gaps between them keep what
+// the destination held (in the exchange, the mirrored gradients backward wrote there). The expected
+// values are convert()'s own, element by element, so the test holds on any x86-64.
+TEST(Half, ConvertSegmentsRoundsTheRangesOnly) {
+  auto cpu = make_backend("cpu");
+  const int64_t n = 20;
+  Tensor src = cpu->alloc(Shape{n}), dst = cpu->alloc(Shape{n}, DType::BF16), one = cpu->alloc(Shape{1}, DType::BF16);
+  for (int64_t i = 0; i < n; ++i) src.f32()[i] = 1.0f + static_cast<float>(i) * std::ldexp(1.0f, -9);  // ties too
+  Tensor sentinel = cpu->alloc(Shape{n});
+  cpu->fill(sentinel, -7.0f);
+  cpu->convert(sentinel, dst);  // what the gaps must still hold afterwards
+  const uint16_t kept = float_to_bf16(-7.0f);
+  const std::vector<int32_t> bounds = {0, 2, 5, 9, 12, 12, 19, 20};  // an empty range among them
+  Tensor ranges = cpu->alloc(Shape{static_cast<int64_t>(bounds.size())}, DType::I32);
+  cpu->upload(bounds.data(), ranges);
+  cpu->convert_segments(src, dst, ranges);
+  const auto* got = static_cast<const uint16_t*>(dst.raw());
+  for (int64_t i = 0; i < n; ++i) {
+    const bool inside = i < 2 || (i >= 5 && i < 9) || i >= 19;
+    cpu->convert(src.view(i, Shape{1}), one);
+    const uint16_t want = inside ? *static_cast<const uint16_t*>(one.raw()) : kept;
+    EXPECT_EQ(got[i], want) << "element " << i << (inside ? " (in a range)" : " (between ranges)");
+  }
+  // Ranges out of order or past the end are refused, naming the range.
+  const std::vector<int32_t> bad = {4, 8, 2, 3};
+  Tensor unordered = cpu->alloc(Shape{4}, DType::I32);
+  cpu->upload(bad.data(), unordered);
+  EXPECT_THROW(cpu->convert_segments(src, dst, unordered), Error);
+  const std::vector<int32_t> past = {18, 21};
+  Tensor beyond = cpu->alloc(Shape{2}, DType::I32);
+  cpu->upload(past.data(), beyond);
+  EXPECT_THROW(cpu->convert_segments(src, dst, beyond), Error);
 }
 
 }  // namespace

@@ -272,6 +272,50 @@ TEST(CudaBackend, FlagNonfiniteMatchesTheCpuBackend) {
   }
 }
 
+// convert_segments in one launch equals the CPU backend's convert of each range, bit for bit, and
+// leaves the elements between the ranges as they were: ranges shorter and longer than a block's
+// threads, an empty one, and one ending at the buffer's end; bf16 and f16.
+TEST(CudaBackend, ConvertSegmentsMatchesTheCpuBackendBitForBit) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  const int64_t n = 5000;
+  std::vector<float> host(static_cast<size_t>(n)), before(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    host[static_cast<size_t>(i)] = std::sin(0.37f * static_cast<float>(i)) * 3.0f;
+    before[static_cast<size_t>(i)] = -7.0f - static_cast<float>(i % 5);
+  }
+  const std::vector<int32_t> bounds = {0, 3, 64, 64, 100, 1700, 1701, 1702, 2048, 2112, 4000, 5000};
+  for (DType d : {DType::BF16, DType::F16}) {
+    std::vector<uint16_t> got[2];
+    Backend* backends[2] = {&cpu_backend(), &gpu_backend()};
+    for (int b = 0; b < 2; ++b) {
+      Backend& be = *backends[b];
+      Tensor src = be.alloc(Shape{n}), old = be.alloc(Shape{n}), dst = be.alloc(Shape{n}, d);
+      Tensor ranges = be.alloc(Shape{static_cast<int64_t>(bounds.size())}, DType::I32);
+      be.upload(host.data(), src);
+      be.upload(before.data(), old);
+      be.upload(bounds.data(), ranges);
+      be.convert(old, dst);
+      be.convert_segments(src, dst, ranges);
+      got[b].resize(static_cast<size_t>(n));
+      be.download(dst, got[b].data());
+    }
+    Tensor one = cpu_backend().alloc(Shape{1}, d);
+    int mismatches = 0, inside = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      bool in = false;
+      for (size_t k = 0; k < bounds.size(); k += 2) in |= i >= bounds[k] && i < bounds[k + 1];
+      inside += in;
+      Tensor from = cpu_backend().alloc(Shape{1});
+      from.f32()[0] = in ? host[static_cast<size_t>(i)] : before[static_cast<size_t>(i)];
+      cpu_backend().convert(from, one);
+      const uint16_t want = *static_cast<const uint16_t*>(one.raw());
+      mismatches += got[0][static_cast<size_t>(i)] != want || got[1][static_cast<size_t>(i)] != want;
+    }
+    EXPECT_EQ(mismatches, 0) << dtype_name(d);
+    EXPECT_EQ(inside, 3 + 1600 + 1 + 64 + 1000);
+  }
+}
+
 // The device decode of byte batches (uint8 over the bus, normalised and augmented on the GPU) must
 // give the host's floats bit for bit: both round the product and the sum separately
 // (core/byte_input.hpp), and the moves only pick pixels. Every draw kind: none, shifts in each

@@ -263,6 +263,22 @@ void CudaBackend::convert_scaled_at(const Tensor& src, const Tensor& dst, const 
   convert_with(src, dst, 1.0f, scale.f32());
 }
 
+// One launch; the table stays on the device (capturable). Its ranges are the caller's contract
+// (Backend::convert_segments): they are not read back to be checked.
+void CudaBackend::convert_segments(const Tensor& src, const Tensor& dst, const Tensor& ranges) {
+  cuda::expect_float("convert_segments", "src", src, device_);
+  cuda::expect_float("convert_segments", "dst", dst, device_);
+  cuda::expect_numel("convert_segments", "dst", dst, src.numel());
+  cuda::expect_i32("convert_segments", "ranges", ranges, device_);
+  CNNSCALE_CHECK(src.shape().rank() == 1 && dst.shape() == src.shape() && ranges.numel() % 2 == 0,
+                 "convert_segments on cuda: {} -> {} with {} range bounds", src.shape().to_string(),
+                 dst.shape().to_string(), ranges.numel());
+  if (ranges.numel() == 0) return;
+  activate_lane_op();
+  cuda::launch_convert_segments(src.dtype(), src.raw(), dst.dtype(), dst.raw(), ranges.i32(),
+                                static_cast<int>(ranges.numel() / 2), op_stream());
+}
+
 void CudaBackend::convert_with(const Tensor& src, const Tensor& dst, float scale, const float* scale_at) {
   cuda::expect_float("convert", "src", src, device_);
   cuda::expect_float("convert", "dst", dst, device_);

@@ -245,6 +245,7 @@ class CudaBackend final : public Backend {
   void fill_i32(const Tensor& t, int32_t value) override;
   void convert(const Tensor& src, const Tensor& dst, float scale = 1.0f) override;
   void convert_scaled_at(const Tensor& src, const Tensor& dst, const Tensor& scale) override;
+  void convert_segments(const Tensor& src, const Tensor& dst, const Tensor& ranges) override;
   void synchronize() override;
   // Timing events: timing-enabled CUDA events recorded on the compute stream (no host sync).
   std::shared_ptr<TimingEvent> record_timing_event() override;

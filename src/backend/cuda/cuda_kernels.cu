@@ -367,6 +367,17 @@ __global__ void convert_kernel(int64_t n, const S* src, D* dst, float scale, con
     dst[i] = from_float<D>(scale == 1.0f ? to_float(src[i]) : __fmul_rn(scale, to_float(src[i])));
 }
 
+// convert_kernel over the segments of a table only: a block per segment (grid-striding over the
+// segments where there are more than blocks), its threads across the segment. The segments this
+// serves are small (a batch norm's scale and shift), so the one launch costs no more than the
+// smallest of the launches it replaces.
+template <typename S, typename D>
+__global__ void convert_segments_kernel(const S* src, D* dst, const int32_t* ranges, int segments) {
+  for (int k = blockIdx.x; k < segments; k += gridDim.x)
+    for (int64_t i = ranges[2 * k] + threadIdx.x; i < ranges[2 * k + 1]; i += blockDim.x)
+      dst[i] = from_float<D>(to_float(src[i]));
+}
+
 // The same, reordering between NCHW and NHWC: per sample, a transpose of a (rows, cols) matrix into
 // (cols, rows), rows = C and cols = H*W towards NHWC, the reverse towards NCHW. A block moves a tile
 // of tile_rows x tile_cols through shared memory, reading along src rows and writing along dst
@@ -633,6 +644,21 @@ void launch_convert(int64_t n, DType src_t, const void* src, DType dst_t, void* 
     });
   });
   CUDA_CHECK_LAUNCH("convert_kernel");
+}
+
+void launch_convert_segments(DType src_t, const void* src, DType dst_t, void* dst, const int32_t* ranges, int segments,
+                             cudaStream_t stream) {
+  if (segments <= 0) return;
+  constexpr int kMaxBlocks = 1 << 16;
+  dispatch_float(src_t, "convert_segments", [&](auto s) {
+    using S = decltype(s);
+    dispatch_float(dst_t, "convert_segments", [&](auto d) {
+      using D = decltype(d);
+      convert_segments_kernel<S, D> < <<segments<kMaxBlocks ? segments : kMaxBlocks, kThreads, 0, stream>>>(
+                                          static_cast<const S*>(src), static_cast<D*>(dst), ranges, segments);
+    });
+  });
+  CUDA_CHECK_LAUNCH("convert_segments_kernel");
 }
 
 void launch_bias_add(DType t, int64_t batch, int64_t c, int64_t inner, bool channels_last, const void* bias, void* y,

@@ -29,6 +29,10 @@ struct Permute {
 // when `permute` is given; scale_at != null: the scale is read there on the device.
 void launch_convert(int64_t n, DType src_t, const void* src, DType dst_t, void* dst, float scale,
                     cudaStream_t stream, const Permute* permute = nullptr, const float* scale_at = nullptr);
+// Backend::convert_segments: dst[i] = src[i] converted for i in each [ranges[2k], ranges[2k+1]),
+// k < segments (f32 to `dst_t`, or any float pair); the elements between them untouched.
+void launch_convert_segments(DType src_t, const void* src, DType dst_t, void* dst, const int32_t* ranges, int segments,
+                             cudaStream_t stream);
 // Backend::decode_bytes: u8 samples (n, c, h, w) to f32 NCHW `out`; affine = c scales then c
 // offsets; draws (n x kDrawInts, core/byte_input.hpp) or null.
 void launch_decode_bytes(int64_t n, int64_t c, int64_t h, int64_t w, const uint8_t* bytes, const int32_t* draws,
