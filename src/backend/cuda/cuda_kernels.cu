@@ -650,12 +650,13 @@ void launch_convert_segments(DType src_t, const void* src, DType dst_t, void* ds
                              cudaStream_t stream) {
   if (segments <= 0) return;
   constexpr int kMaxBlocks = 1 << 16;
+  const unsigned blocks = static_cast<unsigned>(segments < kMaxBlocks ? segments : kMaxBlocks);
   dispatch_float(src_t, "convert_segments", [&](auto s) {
     using S = decltype(s);
     dispatch_float(dst_t, "convert_segments", [&](auto d) {
       using D = decltype(d);
-      convert_segments_kernel<S, D> < <<segments<kMaxBlocks ? segments : kMaxBlocks, kThreads, 0, stream>>>(
-                                          static_cast<const S*>(src), static_cast<D*>(dst), ranges, segments);
+      convert_segments_kernel<S, D><<<blocks, kThreads, 0, stream>>>(static_cast<const S*>(src), static_cast<D*>(dst),
+                                                                    ranges, segments);
     });
   });
   CUDA_CHECK_LAUNCH("convert_segments_kernel");
