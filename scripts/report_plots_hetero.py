@@ -120,6 +120,6 @@ def split_history_figure(rows, out, h):
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7, loc="best")
     fig.suptitle("Split of the global batch over the iterations, refined online (one run each)", fontsize=11)
-    fig.tight_layout()
+    h.tight_below_suptitle(fig, 1)  # plain tight_layout ignores the suptitle: it overlapped the top titles
     h.save(fig, out, name)
 

@@ -176,7 +176,8 @@ class Net {
   // then hold nothing of this step: only for a step that exchanges no gradients but the compute
   // ones, and scales none (backward throws if a gradient scale is set while this is on). With
   // copies_at_master_offsets the update reads every gradient there, and backward rounds each
-  // unmirrored one into its slot (what a 16-bit exchange would have rounded it to anyway).
+  // unmirrored one into its slot (what a 16-bit exchange would have rounded it to anyway), unless
+  // an exchange does it per bucket (set_unmirrored_rounding_deferred).
   void set_update_reads_mirror_grads(bool on);
   bool update_reads_mirror_grads() const;
   // Non-learned state (batch norm running statistics) as (layer/name, tensor), for checkpoints.

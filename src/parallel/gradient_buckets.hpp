@@ -6,7 +6,8 @@
 // With a 16-bit exchange dtype each bucket is rounded into a buffer of that dtype just before its
 // allreduce, and wait() widens the whole buffer back into the f32 gradients once every sum is in;
 // or, where the net's compute gradients are in that dtype at the masters' offsets, they are summed
-// in place and neither happens. The parameters of layers that gathered every rank's rows
+// in place and neither happens (only the unmirrored f32 gradients of a bucket are rounded into their
+// slots, in one op, just before it is summed). The parameters of layers that gathered every rank's rows
 // (Net::layer_gathers) hold the job's gradients already: they form local buckets, never sent.
 #pragma once
 #include <cstdint>
