@@ -132,7 +132,14 @@ void add_parallel_options(CLI::App& cmd, ParallelArgs& a) {
 ParallelRun::ParallelRun(const ParallelArgs& args, const std::string& device, int64_t batch, Precision precision,
                          AlgorithmChoice algorithms)
     : args_(args), mpi_(MpiEnv::current()), device_(device), precision_(precision), algorithms_(algorithms) {
-  active_ = mpi_ && mpi_->initialized();
+  // A job of one rank trains as one process: no communicator, buckets or exchange with nobody,
+  // which would cost its step what no rank needs (on an H200, ResNet-34 bf16 at 64 samples took
+  // 6.34 ms a step as a one-rank job against 5.95 ms alone). A scheduler launches every run through
+  // MPI (srun), a 1-GPU baseline included: it must measure what the GPU does alone, as mpirun-less
+  // runs do, or every scaling efficiency over it would read high.
+  const bool launched = mpi_ && mpi_->initialized();
+  active_ = launched && mpi_->size() > 1;
+  if (launched && !active_) log::info("one rank: trained as one process (no communicator, no gradient exchange)");
   rank_ = active_ ? mpi_->rank() : 0;
   if (!(args_.bucket_mb > 0)) throw_config("--bucket-mb must be > 0, got {}", args_.bucket_mb);
   if (!(args_.watchdog_timeout > 0))

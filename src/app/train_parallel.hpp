@@ -68,7 +68,7 @@ class ParallelRun {
               AlgorithmChoice algorithms = {});
   ~ParallelRun();
 
-  bool active() const { return active_; }  // launched by an MPI launcher
+  bool active() const { return active_; }  // launched by an MPI launcher with more than one rank
   int rank() const { return rank_; }
   int world_size() const { return static_cast<int>(rank_batches_.size()); }
   const std::string& device() const { return device_; }
