@@ -119,27 +119,35 @@ GradientBuckets::GradientBuckets(const Net& net, Communicator& comm, int64_t buc
   if (in_place_ && !unmirrored.empty()) plan_unmirrored(unmirrored);
 }
 
-void GradientBuckets::plan_unmirrored(const std::vector<std::pair<int64_t, int64_t>>& unmirrored) {
-  Backend& backend = net_.backend();
-  unmirrored_.resize(buckets_.size());
-  std::vector<int32_t> table;
-  size_t next = 0;  // first unmirrored range not wholly in an earlier bucket
-  for (size_t k = 0; k < buckets_.size(); ++k) {
-    const GradientBucket& b = buckets_[k];
-    table.clear();
+std::vector<std::vector<int32_t>> GradientBuckets::plan_rounding(
+    const std::vector<GradientBucket>& buckets, const std::vector<std::pair<int64_t, int64_t>>& unmirrored) {
+  std::vector<std::vector<int32_t>> tables(buckets.size());
+  size_t next = 0;  // first range not wholly in an earlier bucket
+  for (size_t k = 0; k < buckets.size(); ++k) {
+    const GradientBucket& b = buckets[k];
     // A parameter larger than a bucket is cut into pieces: each bucket rounds its own piece.
     for (size_t i = next; i < unmirrored.size() && unmirrored[i].first < b.end; ++i) {
       const int64_t begin = std::max(unmirrored[i].first, b.begin), end = std::min(unmirrored[i].second, b.end);
-      if (end > begin)
-        table.insert(table.end(), {static_cast<int32_t>(begin - b.begin), static_cast<int32_t>(end - b.begin)});
+      if (end > begin) {
+        CNNSCALE_CHECK(end - b.begin <= INT32_MAX, "gradient bucket of {} elements: over i32", b.end - b.begin);
+        tables[k].insert(tables[k].end(), {static_cast<int32_t>(begin - b.begin), static_cast<int32_t>(end - b.begin)});
+      }
       if (unmirrored[i].second <= b.end) next = i + 1;
     }
-    if (table.empty()) continue;
-    CNNSCALE_CHECK(b.end - b.begin <= INT32_MAX, "gradient bucket of {} elements: over i32", b.end - b.begin);
-    unmirrored_[k] = backend.alloc(Shape{static_cast<int64_t>(table.size())}, DType::I32);
-    backend.upload(table.data(), unmirrored_[k]);
-    backend.synchronize();  // `table` is refilled for the next bucket
   }
+  return tables;
+}
+
+void GradientBuckets::plan_unmirrored(const std::vector<std::pair<int64_t, int64_t>>& unmirrored) {
+  Backend& backend = net_.backend();
+  const std::vector<std::vector<int32_t>> tables = plan_rounding(buckets_, unmirrored);
+  unmirrored_.resize(buckets_.size());
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    if (tables[k].empty()) continue;
+    unmirrored_[k] = backend.alloc(Shape{static_cast<int64_t>(tables[k].size())}, DType::I32);
+    backend.upload(tables[k].data(), unmirrored_[k]);
+  }
+  backend.synchronize();  // the uploads may read `tables` until the stream passes them
 }
 
 void GradientBuckets::round_unmirrored(size_t k) const {

@@ -50,6 +50,12 @@ class GradientBuckets {
   static std::vector<GradientBucket> plan(const std::vector<std::pair<int64_t, int64_t>>& param_ranges,
                                           const std::vector<bool>& local, int64_t total, int64_t bucket_elements);
 
+  // Per bucket, the [begin, end) of `unmirrored` (parameters' ranges in flat order, disjoint) that lie
+  // in it, relative to its start, as i32 pairs: what it rounds into its slots before it is summed
+  // (rounds_unmirrored). A range over several buckets is cut at their bounds.
+  static std::vector<std::vector<int32_t>> plan_rounding(const std::vector<GradientBucket>& buckets,
+                                                         const std::vector<std::pair<int64_t, int64_t>>& unmirrored);
+
   const std::vector<GradientBucket>& buckets() const { return buckets_; }
   bool overlap() const { return overlap_; }
 

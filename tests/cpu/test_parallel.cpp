@@ -105,6 +105,30 @@ TEST(GradientBuckets, GatheredParametersAreLocalBucketsOfTheirOwn) {
   for (size_t i = 0; i < none.size(); ++i) EXPECT_TRUE(none[i].begin == plain[i].begin && none[i].end == plain[i].end);
 }
 
+// Each bucket rounds the unmirrored gradients (batch norm's f32 ones) that lie in it, relative to
+// its start; one longer than a bucket is cut at the bucket bounds, every element in exactly one
+// table; a bucket with none has an empty table; local buckets round theirs too.
+TEST(GradientBuckets, RoundingTablesCoverEachUnmirroredElementOnce) {
+  const std::vector<GradientBucket> buckets = {{0, 128}, {128, 320, true}, {320, 512}, {512, 700}, {700, 768}};
+  const std::vector<std::pair<int64_t, int64_t>> unmirrored = {{64, 70}, {128, 140}, {192, 200}, {448, 600}};
+  const auto tables = GradientBuckets::plan_rounding(buckets, unmirrored);
+  ASSERT_EQ(tables.size(), buckets.size());
+  EXPECT_EQ(tables[0], (std::vector<int32_t>{64, 70}));
+  EXPECT_EQ(tables[1], (std::vector<int32_t>{0, 12, 64, 72}));  // the local bucket's, relative to 128
+  EXPECT_EQ(tables[2], (std::vector<int32_t>{128, 192}));       // [448, 512) of the cut one
+  EXPECT_EQ(tables[3], (std::vector<int32_t>{0, 88}));          // its rest, [512, 600)
+  EXPECT_TRUE(tables[4].empty());
+  std::vector<int> covered(768, 0);
+  for (size_t k = 0; k < buckets.size(); ++k)
+    for (size_t i = 0; i < tables[k].size(); i += 2)
+      for (int64_t e = buckets[k].begin + tables[k][i]; e < buckets[k].begin + tables[k][i + 1]; ++e) ++covered[e];
+  for (int64_t e = 0; e < 768; ++e) {
+    const bool in =
+        std::any_of(unmirrored.begin(), unmirrored.end(), [e](const auto& r) { return e >= r.first && e < r.second; });
+    EXPECT_EQ(covered[static_cast<size_t>(e)], in ? 1 : 0) << "element " << e;
+  }
+}
+
 // Records every allreduce together with the bucket's contents at the moment it was issued.
 class RecordingCommunicator final : public Communicator {
  public:
