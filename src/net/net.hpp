@@ -134,7 +134,7 @@ class Net {
   // With copies_at_master_offsets and the update reading the gradients there: on, backward leaves
   // the unmirrored gradients (batch norm's f32 ones) in the f32 buffer instead of rounding each into
   // its slot, for a gradient exchange that rounds a whole bucket's of them in one op before summing
-  // it (GradientBuckets): ResNet-34 has 73 of them, each a launch of its own in backward. For the
+  // it (GradientBuckets): ResNet-34 has 72 of them, each a launch of its own in backward. For the
   // backward passes until it is turned off; whoever turns it on must round them before the update.
   void set_unmirrored_rounding_deferred(bool on);
   // Inference: the masters will not change, so forward refreshes the 16-bit weight copies once (the

@@ -160,7 +160,8 @@ void GradientBuckets::round_unmirrored(size_t k) const {
 void GradientBuckets::issue(int64_t begin, int64_t end) {
   const Shape n{end - begin};
   if (!exchange_.defined()) return comm_.allreduce_sum_async(flat_grads_.view(begin, n));
-  if (in_place_) return comm_.allreduce_sum_async(exchange_.view(begin, n));  // backward wrote them there
+  // In place: backward wrote the mirrored gradients there, round_unmirrored the others just before.
+  if (in_place_) return comm_.allreduce_sum_async(exchange_.view(begin, n));
   // Rounded on the compute stream behind the backward that produced the bucket; the allreduce is
   // ordered after it by the communicator's contract.
   net_.apply_grad_scale(flat_grads_.view(begin, n), exchange_.view(begin, n), /*inverse=*/false);
@@ -178,7 +179,8 @@ void GradientBuckets::after_reduced(size_t first, size_t last) {
 }
 
 void GradientBuckets::widen(const GradientBucket& b) const {
-  // A local bucket's gradients were never rounded into exchange_; in place, nothing was rounded.
+  // A local bucket's gradients were never rounded into exchange_; in place, the sums are where the
+  // update reads them (the unmirrored ones rounded there before the exchange), nothing to widen.
   if (!exchange_.defined() || in_place_ || b.local) return;
   const Shape n{b.end - b.begin};
   net_.apply_grad_scale(exchange_.view(b.begin, n), flat_grads_.view(b.begin, n), /*inverse=*/true);

@@ -7,8 +7,9 @@
 // allreduce, and wait() widens the whole buffer back into the f32 gradients once every sum is in;
 // or, where the net's compute gradients are in that dtype at the masters' offsets, they are summed
 // in place and neither happens (only the unmirrored f32 gradients of a bucket are rounded into their
-// slots, in one op, just before it is summed). The parameters of layers that gathered every rank's rows
-// (Net::layer_gathers) hold the job's gradients already: they form local buckets, never sent.
+// slots, in one op, just before it is summed, or, for a local bucket, handed to the update). The parameters of layers
+// that gathered every rank's rows (Net::layer_gathers) hold the job's gradients already: they form local buckets, never
+// sent.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -66,7 +67,8 @@ class GradientBuckets {
   bool per_bucket_work() const { return static_cast<bool>(on_reduced_); }
 
   // Summing the compute gradients in place, the unmirrored ones (f32 in backward: batch norm's)
-  // are rounded into their slots here, one op per bucket just before it is summed, instead of one
+  // are rounded into their slots here, one op per bucket just before it is summed (or handed to the
+  // update, for a local one), instead of one
   // per parameter in backward: the caller turns Net::set_unmirrored_rounding_deferred on for the
   // backward passes that exchange through this object when this is true.
   bool rounds_unmirrored() const { return !unmirrored_.empty(); }
