@@ -104,5 +104,66 @@ TEST(GatherGpu, GatheredFullyConnectedGradientsLandWhereTheAllreduceLands) {
   fs::remove_all(root);
 }
 
+// bf16 on 2 GPUs with batch norm: summing backward's bf16 gradients in place (batch norm's f32
+// ones rounded into their slots per bucket, just before the bucket's allreduce) trains to the same
+// bits as the bf16 exchange of the f32 gradients (every gradient rounded into a buffer of its own
+// per bucket), with the exchange overlapped, after backward, or with gathered layers. Two ranks
+// sum each element once (a + b either way round) and deterministic algorithms compute the same
+// gradients, so any difference is the rounding's place: queued after a bucket's allreduce, a
+// batch-norm gradient would be summed un-rounded or not at all. Small buckets put the batch-norm
+// parameters in several of them.
+TEST(InPlaceGpu, BatchNormGradientsSummedInPlaceTrainAsTheBf16ExchangeOnTwoGpus) {
+  if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  const fs::path root = fs::temp_directory_path() / ("cnnscale_in_place_gpu_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  auto args = [](const std::string& dtype, const std::vector<std::string>& extra, const std::string& dir) {
+    std::vector<std::string> a = {"train",
+                                  "--net",
+                                  std::string(CNNSCALE_TEST_DATA) + "/dist_convnet_bn.yaml",
+                                  "--data",
+                                  "synthetic",
+                                  "--batch",
+                                  "64",
+                                  "--iterations",
+                                  "12",
+                                  "--seed",
+                                  "5",
+                                  "--lr",
+                                  "0.05",
+                                  "--device",
+                                  "gpu",
+                                  "--precision",
+                                  "bf16",
+                                  "--deterministic",
+                                  "--allreduce-dtype",
+                                  dtype,
+                                  "--bucket-mb",
+                                  "0.05",
+                                  "--checkpoint-dir",
+                                  dir,
+                                  "--no-results",
+                                  "--json"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  const std::vector<std::pair<const char*, std::vector<std::string>>> cases = {
+      {"overlapped", {}}, {"after backward", {"--no-overlap"}}, {"gathered", {"--gather-gradients", "true"}}};
+  for (const auto& [name, extra] : cases) {
+    SCOPED_TRACE(name);
+    const std::string ref = (root / (std::string(name) + "-bf16")).string();
+    const std::string in_place = (root / (std::string(name) + "-compute")).string();
+    testing::MpiResult a = testing::run_mpi(2, args("bf16", extra, ref));
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    testing::MpiResult b = testing::run_mpi(2, args("compute", extra, in_place));
+    ASSERT_EQ(b.exit_code, 0) << b.err;
+    EXPECT_EQ(nlohmann::json::parse(b.out)["exchange_in_place"], true) << b.out;
+    EXPECT_GE(nlohmann::json::parse(b.out)["gradient_buckets"].get<int>(), 2) << b.out;
+    const double d = max_rel_diff(read_checkpoint(CheckpointDir(ref).path_for(12)),
+                                  read_checkpoint(CheckpointDir(in_place).path_for(12)));
+    EXPECT_EQ(d, 0.0) << "in place against the bf16 exchange, max relative difference " << d;
+  }
+  fs::remove_all(root);
+}
+
 }  // namespace
 }  // namespace cnnscale
