@@ -181,21 +181,22 @@ Table baseline_table(const std::vector<ConfigGroup>& groups, const std::vector<B
   for (const ConfigGroup& g : groups) {
     if (is_unequal(g) || is_gpu_mix(g)) continue;
     const double n = g.world_size(), batch = g.global_batch();
+    // Our side of every row of g, whichever baseline points it meets.
+    const Stat s = g.stat(&RunSummary::samples_per_s);
+    const ConfigGroup* base = baseline_of(g, groups);
+    const Stat efficiency =
+        per_device(speedup_of(s, base ? base->stat(&RunSummary::samples_per_s) : Stat{}, base == &g), n);
+    int64_t per_rank = 0;
+    const ConfigGroup* small = n > 1 ? weak_baseline(g, groups, per_rank) : nullptr;
+    const Stat weak =
+        n == 1 ? efficiency
+               : per_device(speedup_of(s, small ? small->stat(&RunSummary::samples_per_s) : Stat{}, false), n);
     for (const BaselineFile& f : files)
       for (const BaselinePoint& p : f.points) {
         if (p.net != g.net() || p.precision != g.key.at("precision") || p.batch != batch || p.world != n) continue;
         auto cells = l.row(g);
         cells.push_back(Cell::of(p.source));
-        const Stat s = g.stat(&RunSummary::samples_per_s);
         const Stat theirs = stat_of({p.samples_per_s});
-        const ConfigGroup* base = baseline_of(g, groups);
-        const Stat efficiency =
-            per_device(speedup_of(s, base ? base->stat(&RunSummary::samples_per_s) : Stat{}, base == &g), n);
-        int64_t per_rank = 0;
-        const ConfigGroup* small = n > 1 ? weak_baseline(g, groups, per_rank) : nullptr;
-        const Stat weak =
-            n == 1 ? efficiency
-                   : per_device(speedup_of(s, small ? small->stat(&RunSummary::samples_per_s) : Stat{}, false), n);
         const double one_there = their_single(f, p, p.batch);
         const double small_there = p.batch % p.world == 0 ? their_single(f, p, p.batch / p.world) : kMissing;
         cells.push_back(Cell::of(s));
