@@ -52,6 +52,13 @@ std::optional<nlohmann::json> read_json(const fs::path& p) {
   }
 }
 
+// A training run's status as its summary.json states it: train writes "complete" or
+// "interrupted"; files from before it wrote one are complete; a value that is no string reads "?".
+std::string summary_status(const nlohmann::json& summary) {
+  if (!summary.contains("status")) return std::string(kRunComplete);
+  return summary["status"].is_string() ? summary["status"].get<std::string>() : std::string("?");
+}
+
 }  // namespace
 
 std::string infer_run_file(const std::string& exp_dir, const RunSpec& run) {
@@ -108,9 +115,7 @@ RunStatus run_status(const std::string& exp_dir, const RunSpec& run) {
               fmt::format("{} holds a run of another configuration (tag.config_hash {}, expected {})", dir.string(),
                           tag ? tag->dump() : "missing", run.config_hash)};
     // train writes "interrupted" when a signal stopped it early; a rerun of the id replaces it.
-    const std::string status = !summary->contains("status")       ? std::string(kRunComplete)
-                               : (*summary)["status"].is_string() ? (*summary)["status"].get<std::string>()
-                                                                  : std::string("?");
+    const std::string status = summary_status(*summary);
     if (status == kRunInterrupted) return {RunState::Partial, "an interrupted run (status interrupted)"};
     if (status != kRunComplete) return corrupt(fmt::format("summary.json has status '{}'", status));
     if (sealed) return {RunState::Done, ""};
@@ -165,7 +170,8 @@ std::map<std::string, std::string> finished_run_gpu_models(const std::string& ex
   std::map<std::string, std::string> models;
   for (const std::string& id : run_ids) {
     const auto summary = read_json(fs::path(exp_dir) / id / "summary.json");
-    if (!summary || !summary->contains("system") || summary->value("status", "") != "complete") continue;
+    if (!summary || !summary->is_object() || !summary->contains("system") || summary_status(*summary) != kRunComplete)
+      continue;
     const nlohmann::json& system = (*summary)["system"];
     if (!system.contains("gpus") || !system["gpus"].is_array()) continue;  // a CPU run
     for (const nlohmann::json& g : system["gpus"])
@@ -184,7 +190,7 @@ std::string other_gpu_models_problem(const std::string& exp_dir, const std::map<
       "{} holds finished runs measured on {} (run {}), and the GPUs visible here are {}: resumed here, the sweep would "
       "skip them and mix two GPU models in one experiment; use another --results directory, or "
       "--allow-other-gpus to keep them as they are",
-      exp_dir, model, run, fmt::format("{}", fmt::join(here, ", ")));
+      exp_dir, model, run, fmt::join(here, ", "));
 }
 
 }  // namespace cnnscale
