@@ -20,8 +20,8 @@ import csv
 import math
 import os
 import re
-import textwrap
 import sys
+import textwrap
 import types
 
 try:
@@ -140,6 +140,16 @@ def legend_below(ax):
 
 
 LEGEND_LINE = 0.17  # inches a legend line takes at fontsize 7
+
+
+def legend_label(text):
+    """A legend_below entry wrapped to a panel's width: one wider than its panel ran into the next."""
+    return textwrap.fill(text, width=70, subsequent_indent="  ")
+
+
+def legend_lines(labels):
+    """The lines legend_below needs for these (wrapped) labels, for the figure's height."""
+    return sum(label.count("\n") + 1 for label in labels)
 
 
 def label(row, show_n=False, shared=()):
@@ -296,11 +306,10 @@ def scaling_figure(rows, out):
         name = f"batch {r['batch']}" + (f" {variant}" if variant else "")
         if r.get("threads_per_rank"):  # CPU: 1 rank × 2 threads against 2 ranks × 1 thread is no 2x
             name += f", threads/rank {r['threads_per_rank']}"
-        # Wrapped to the panel's width: a legend wider than its panel ran into the next one's.
-        return textwrap.fill(name, width=70, subsequent_indent="  ")
+        return legend_label(name)
 
-    legend_lines = max(sum(name_of(r).count("\n") + 1 for r in rs) for rs in nets.values())
-    fig, axes = plt.subplots(1, len(nets), figsize=(max(6.5 * len(nets), 6.5), 4.6 + LEGEND_LINE * legend_lines),
+    height = max(legend_lines(name_of(r) for r in rs) for rs in nets.values())
+    fig, axes = plt.subplots(1, len(nets), figsize=(max(6.5 * len(nets), 6.5), 4.6 + LEGEND_LINE * height),
                              squeeze=False)
     for ax, (net, rs) in zip(axes[0], nets.items()):
         rs.sort(key=lambda r: (number(r["batch"]), r.get("variant", "")))
@@ -355,11 +364,9 @@ def weak_scaling_figure(rows, out):
     for net, lines in nets.items():
         for per_rank, variant in lines:
             short = variant_of({"variant": variant}, shared)
-            # Wrapped to the panel's width: a legend wider than its panel ran into the next one's.
-            labels[(net, per_rank, variant)] = textwrap.fill(
-                f"{per_rank:g} per {one}" + (f" {short}" if short else ""), width=70, subsequent_indent="  ")
-    legend_lines = max(sum(labels[(net, *k)].count("\n") + 1 for k in lines) for net, lines in nets.items())
-    fig, axes = plt.subplots(1, len(nets), figsize=(max(6.5 * len(nets), 6.5), 5.0 + LEGEND_LINE * legend_lines),
+            labels[(net, per_rank, variant)] = legend_label(f"{per_rank:g} per {one}" + (f" {short}" if short else ""))
+    height = max(legend_lines(labels[(net, *k)] for k in lines) for net, lines in nets.items())
+    fig, axes = plt.subplots(1, len(nets), figsize=(max(6.5 * len(nets), 6.5), 5.0 + LEGEND_LINE * height),
                              squeeze=False)
     lowest = min(number(r["efficiency_mean"]) - max(0.0, number(r["efficiency_std"]) if r["runs"] != "1" else 0.0)
                  for r in rows)
