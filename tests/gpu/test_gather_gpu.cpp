@@ -21,34 +21,36 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<std::string> train(const std::string& precision, const std::string& dtype, bool gather,
-                               const std::string& dir) {
-  return {"train",
-          "--net",
-          std::string(CNNSCALE_TEST_DATA) + "/dist_convnet_smooth_wide.yaml",
-          "--data",
-          "synthetic",
-          "--batch",
-          "64",
-          "--iterations",
-          "12",
-          "--seed",
-          "5",
-          "--lr",
-          "0.05",
-          "--device",
-          "gpu",
-          "--precision",
-          precision,
-          "--allreduce-dtype",
-          dtype,
-          "--deterministic",
-          "--gather-gradients",
-          gather ? "true" : "false",
-          "--checkpoint-dir",
-          dir,
-          "--no-results",
-          "--json"};
+// 12 deterministic steps of `net` (tests/data) at global batch 64 on the GPUs of the job, the
+// final checkpoint in `dir`; `extra` flags last.
+std::vector<std::string> train(const std::string& net, const std::string& precision, const std::string& dtype,
+                               const std::string& dir, const std::vector<std::string>& extra) {
+  std::vector<std::string> a = {"train",
+                                "--net",
+                                std::string(CNNSCALE_TEST_DATA) + "/" + net,
+                                "--data",
+                                "synthetic",
+                                "--batch",
+                                "64",
+                                "--iterations",
+                                "12",
+                                "--seed",
+                                "5",
+                                "--lr",
+                                "0.05",
+                                "--device",
+                                "gpu",
+                                "--precision",
+                                precision,
+                                "--allreduce-dtype",
+                                dtype,
+                                "--deterministic",
+                                "--checkpoint-dir",
+                                dir,
+                                "--no-results",
+                                "--json"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
 }
 
 // Largest |a - b| / max|a| over every array of weights and momentum history.
@@ -90,9 +92,12 @@ TEST(GatherGpu, GatheredFullyConnectedGradientsLandWhereTheAllreduceLands) {
     SCOPED_TRACE(c.precision);
     const std::string plain = (root / (std::string(c.precision) + "-allreduce")).string();
     const std::string gathered = (root / (std::string(c.precision) + "-gather")).string();
-    testing::MpiResult a = testing::run_mpi(2, train(c.precision, c.dtype, false, plain));
+    const char* net = "dist_convnet_smooth_wide.yaml";
+    testing::MpiResult a =
+        testing::run_mpi(2, train(net, c.precision, c.dtype, plain, {"--gather-gradients", "false"}));
     ASSERT_EQ(a.exit_code, 0) << a.err;
-    testing::MpiResult g = testing::run_mpi(2, train(c.precision, c.dtype, true, gathered));
+    testing::MpiResult g =
+        testing::run_mpi(2, train(net, c.precision, c.dtype, gathered, {"--gather-gradients", "true"}));
     ASSERT_EQ(g.exit_code, 0) << g.err;
     EXPECT_EQ(nlohmann::json::parse(a.out)["gathering_layers"], 0);
     EXPECT_EQ(nlohmann::json::parse(g.out)["gathering_layers"], 1);
@@ -116,45 +121,18 @@ TEST(InPlaceGpu, BatchNormGradientsSummedInPlaceTrainAsTheBf16ExchangeOnTwoGpus)
   if (cuda_device_count() < 2) GTEST_SKIP() << "needs 2 GPUs";
   const fs::path root = fs::temp_directory_path() / ("cnnscale_in_place_gpu_" + std::to_string(::getpid()));
   fs::remove_all(root);
-  auto args = [](const std::string& dtype, const std::vector<std::string>& extra, const std::string& dir) {
-    std::vector<std::string> a = {"train",
-                                  "--net",
-                                  std::string(CNNSCALE_TEST_DATA) + "/dist_convnet_bn.yaml",
-                                  "--data",
-                                  "synthetic",
-                                  "--batch",
-                                  "64",
-                                  "--iterations",
-                                  "12",
-                                  "--seed",
-                                  "5",
-                                  "--lr",
-                                  "0.05",
-                                  "--device",
-                                  "gpu",
-                                  "--precision",
-                                  "bf16",
-                                  "--deterministic",
-                                  "--allreduce-dtype",
-                                  dtype,
-                                  "--bucket-mb",
-                                  "0.05",
-                                  "--checkpoint-dir",
-                                  dir,
-                                  "--no-results",
-                                  "--json"};
-    a.insert(a.end(), extra.begin(), extra.end());
-    return a;
-  };
+  const char* net = "dist_convnet_bn.yaml";
   const std::vector<std::pair<const char*, std::vector<std::string>>> cases = {
-      {"overlapped", {}}, {"after backward", {"--no-overlap"}}, {"gathered", {"--gather-gradients", "true"}}};
+      {"overlapped", {"--bucket-mb", "0.05"}},
+      {"after backward", {"--bucket-mb", "0.05", "--no-overlap"}},
+      {"gathered", {"--bucket-mb", "0.05", "--gather-gradients", "true"}}};
   for (const auto& [name, extra] : cases) {
     SCOPED_TRACE(name);
     const std::string ref = (root / (std::string(name) + "-bf16")).string();
     const std::string in_place = (root / (std::string(name) + "-compute")).string();
-    testing::MpiResult a = testing::run_mpi(2, args("bf16", extra, ref));
+    testing::MpiResult a = testing::run_mpi(2, train(net, "bf16", "bf16", ref, extra));
     ASSERT_EQ(a.exit_code, 0) << a.err;
-    testing::MpiResult b = testing::run_mpi(2, args("compute", extra, in_place));
+    testing::MpiResult b = testing::run_mpi(2, train(net, "bf16", "compute", in_place, extra));
     ASSERT_EQ(b.exit_code, 0) << b.err;
     EXPECT_EQ(nlohmann::json::parse(b.out)["exchange_in_place"], true) << b.out;
     EXPECT_GE(nlohmann::json::parse(b.out)["gradient_buckets"].get<int>(), 2) << b.out;
