@@ -82,14 +82,20 @@ TEST(SplitPolicy, ProportionalEqualisesComputeTime) {
   EXPECT_THROW(choose_split(SplitPolicy::Proportional, 2, {rank(0, 1), rank(0, 1), rank(0, 1)}), ConfigError);
 }
 
+// What a policy minimises of a predicted split: joules (energy), joules x seconds (edp), seconds
+// (the time policies). Written here again, not taken from split_policy.cpp: the reference.
+double policy_objective(SplitPolicy policy, const SplitCost& c) {
+  if (policy == SplitPolicy::Edp) return c.joules * c.seconds;
+  return policy == SplitPolicy::Energy ? c.joules : c.seconds;
+}
+
 // The objectives of every split of `batch` over the models (the independent reference).
 std::vector<int64_t> brute_force(SplitPolicy policy, int64_t batch, const std::vector<RankCost>& models,
                                  const ExchangeCost& exchange = {}) {
   std::vector<int64_t> best, shares(models.size(), 1);
   double best_value = 0;
   const auto value = [&](const std::vector<int64_t>& s) {
-    const SplitCost c = predict_split(s, models, exchange);
-    return policy == SplitPolicy::Edp ? c.joules * c.seconds : policy == SplitPolicy::Energy ? c.joules : c.seconds;
+    return policy_objective(policy, predict_split(s, models, exchange));
   };
   std::function<void(size_t, int64_t)> walk = [&](size_t r, int64_t left) {
     if (r + 1 == models.size()) {
@@ -151,8 +157,7 @@ TEST(SplitPolicy, ChoicesMatchBruteForceOnRandomModels) {
         for (int64_t n : chosen) ASSERT_GE(n, 1);
         const std::vector<int64_t> best = brute_force(p, batch, models, x);
         const auto objective = [&](const std::vector<int64_t>& s) {
-          const SplitCost c = predict_split(s, models, x);
-          return p == SplitPolicy::Edp ? c.joules * c.seconds : p == SplitPolicy::Energy ? c.joules : c.seconds;
+          return policy_objective(p, predict_split(s, models, x));
         };
         // Ties may pick another split of the same value: compare values, within relative 1e-12,
         // the margin brute_force itself takes a value as better by (sums of a handful of doubles
@@ -279,8 +284,7 @@ TEST(SplitPolicy, EnergyRefinementScalesTheProbesStepAndHoldsItsPower) {
   for (SplitPolicy policy : {SplitPolicy::Energy, SplitPolicy::Edp}) {
     SCOPED_TRACE(to_string(policy));
     const auto objective = [&](const std::vector<int64_t>& shares) {
-      const SplitCost c = predict_split(shares, truth, exchange);
-      return policy == SplitPolicy::Edp ? c.joules * c.seconds : c.joules;
+      return policy_objective(policy, predict_split(shares, truth, exchange));
     };
     const std::vector<int64_t> from_probe = choose_split(policy, 256, probe, exchange);
     const std::vector<int64_t> best = choose_split(policy, 256, truth, exchange);
@@ -320,12 +324,6 @@ TEST(SplitPolicy, EnergyRefinementScalesTheProbesStepAndHoldsItsPower) {
   const auto moved = unknown.propose(start, {truth[0].seconds(start[0]), truth[1].seconds(start[1])});
   ASSERT_TRUE(moved.has_value());
   EXPECT_EQ(*moved, choose_split(SplitPolicy::Energy, 256, truth));
-}
-
-// What a policy minimises of a predicted split: joules (energy), joules x seconds (edp), seconds.
-double policy_objective(SplitPolicy policy, const SplitCost& c) {
-  if (policy == SplitPolicy::Edp) return c.joules * c.seconds;
-  return policy == SplitPolicy::Energy ? c.joules : c.seconds;
 }
 
 // What the running job adds to a small partition's step is mostly fixed (the exchange's kernels
