@@ -151,6 +151,11 @@ SweepResult run_sweep(const Experiment& e, const std::vector<RunSpec>& runs, con
       if (after.unsealed) write_done_marker(run_dir.string(), run);
       ++result.ran;
       std::fprintf(stderr, "%s: done in %.1f s\n", head.c_str(), seconds);
+    } else if (g_stop_signal) {
+      // Ended by the sweep's own stop, which it passed on: not a failure of the run, and the same
+      // command runs it again.
+      std::fprintf(stderr, "%s: interrupted (signal %d, log %s)\n", head.c_str(), static_cast<int>(g_stop_signal),
+                   log.c_str());
     } else {
       ++result.failed;
       result.failed_ids.push_back(run.id);

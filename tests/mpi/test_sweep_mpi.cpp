@@ -147,12 +147,13 @@ TEST(SweepMpi, FinishedRunsAreSealedAndADamagedOneIsRedone) {
   EXPECT_EQ(rep.err.find("corrupt"), std::string::npos) << rep.err;
 }
 
-// SIGTERM to the sweep while a run trains: the run is ended, the sweep stops (exit 1, "interrupted"),
-// and the same command later finishes the rest without touching what was complete.
+// SIGTERM to the sweep while a run trains: the run is ended (reported as interrupted, not failed),
+// the sweep stops (exit 1, "interrupted"), and the same command later finishes the rest without
+// touching what was complete.
 TEST(SweepMpi, KilledSweepContinuesWhereItStopped) {
   testing::TempDir dir;
   const fs::path exp = fs::path(dir.str()) / "tiny_cpu";
-  const std::vector<std::string> longer = {"iterations=1500"};  // long enough to be caught running
+  const std::vector<std::string> longer = {"iterations=4000"};  // long enough to be caught running
   auto runs = expand_runs(load_experiment(kExperiment, longer, HostInfo{std::nullopt, "", true}));
   ASSERT_EQ(runs.size(), 4u);
   const std::string err_file = dir.file("sweep.err");
@@ -160,7 +161,7 @@ TEST(SweepMpi, KilledSweepContinuesWhereItStopped) {
                           " && exec env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
                           "OPENBLAS_NUM_THREADS=1 " +
                           testing::shell_quote(CNNSCALE_BIN) + " sweep " + testing::shell_quote(kExperiment) +
-                          " --results " + testing::shell_quote(dir.str()) + " iterations=1500 2>" +
+                          " --results " + testing::shell_quote(dir.str()) + " iterations=4000 2>" +
                           testing::shell_quote(err_file) + " >/dev/null </dev/null";
   const pid_t pid = ::fork();
   if (pid == 0) {
@@ -168,27 +169,36 @@ TEST(SweepMpi, KilledSweepContinuesWhereItStopped) {
     ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
-  // Wait for the first run to finish, then stop the sweep (only the sweep: it passes the signal on).
+  // Wait for the first run to finish and the second to start, then stop the sweep (only the sweep:
+  // it passes the signal on) while the second trains.
+  auto err_text = [&] {
+    std::ifstream in(err_file);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  };
+  const std::string second = runs[1].id + ": running";
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
-  while (!fs::exists(exp / runs[0].id / "run.h5") && std::chrono::steady_clock::now() < deadline)
+  while (err_text().find(second) == std::string::npos && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  ASSERT_TRUE(fs::exists(exp / runs[0].id / "run.h5"));
+  ASSERT_TRUE(fs::exists(exp / runs[0].id / "run.h5")) << err_text();
+  ASSERT_NE(err_text().find(second), std::string::npos) << err_text();
   const auto first_time = fs::last_write_time(exp / runs[0].id / "run.h5");
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // into its training loop
   ::kill(pid, SIGTERM);
   int status = 0;
   ::waitpid(pid, &status, 0);
   ::kill(-pid, SIGKILL);  // nothing of it may outlive the test
-  std::ifstream in(err_file);
-  const std::string err((std::istreambuf_iterator<char>(in)), {});
+  const std::string err = err_text();
   ASSERT_TRUE(WIFEXITED(status)) << err;
   EXPECT_EQ(WEXITSTATUS(status), 1) << err;
   EXPECT_NE(err.find("sweep interrupted by signal 15"), std::string::npos) << err;
+  EXPECT_EQ(err.find("FAILED"), std::string::npos) << "the run the stop ended is not a failed run\n" << err;
+  EXPECT_NE(err.find(runs[1].id + ": interrupted (signal 15"), std::string::npos) << err;
   size_t done = 0;
   for (const auto& r : runs) done += run_status(exp.string(), r).state == RunState::Done;
   EXPECT_GE(done, 1u);
   EXPECT_LT(done, 4u) << err;
 
-  auto resumed = sweep({"--results", dir.str(), "iterations=1500"});
+  auto resumed = sweep({"--results", dir.str(), "iterations=4000"});
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   EXPECT_NE(resumed.err.find(fmt::format("{} ran, {} already complete, 0 failed", 4 - done, done)), std::string::npos)
       << resumed.err;
