@@ -153,9 +153,12 @@ SweepResult run_sweep(const Experiment& e, const std::vector<RunSpec>& runs, con
       std::fprintf(stderr, "%s: done in %.1f s\n", head.c_str(), seconds);
     } else if (g_stop_signal) {
       // Ended by the sweep's own stop, which it passed on: not a failure of the run, and the same
-      // command runs it again.
-      std::fprintf(stderr, "%s: interrupted (signal %d, log %s)\n", head.c_str(), static_cast<int>(g_stop_signal),
-                   log.c_str());
+      // command runs it again, unless it had written its whole result before the signal reached it
+      // (mpirun's forwarding can come after its ranks' end): then the next sweep keeps that.
+      const bool complete = run_status(exp_dir, run).state == RunState::Done;
+      std::fprintf(stderr, "%s: interrupted (signal %d, exit %d, log %s)%s\n", head.c_str(),
+                   static_cast<int>(g_stop_signal), code, log.c_str(),
+                   complete ? "; its result was complete and is kept" : "");
     } else {
       ++result.failed;
       result.failed_ids.push_back(run.id);

@@ -292,8 +292,8 @@ void Trainer::step(const StepScalars& s, double& wait_seconds) {
   }
   if (graph_) {
     // A copy whose events an unread earlier replay still holds: read the oldest steps until it is
-    // free. That waits for the collectives of the step before (kGraphCopies): the watchdog watches
-    // the wait.
+    // free. That waits for the step kGraphCopies before (with one copy, the previous step) to end on
+    // the device, its collectives included: the watchdog watches the wait.
     if (!graph_->ready()) {
       BlockingOp mark("host sync (a captured step's copy)");
       while (!graph_->ready()) {
