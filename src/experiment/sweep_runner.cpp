@@ -32,19 +32,38 @@ void on_stop_signal(int sig) {
   if (g_child > 0) ::kill(g_child, sig);
 }
 
-// Starts argv with stdout/stderr to `log`; returns the exit code (128 + signal when killed).
+// Starts argv with stdout/stderr to `log`; returns the exit code (128 + signal when killed, or
+// when a stop came before it started: then it is not started).
+// The stop signals are blocked from before the fork until g_child names the child, so a stop that
+// comes in between is passed on once it does instead of reaching nobody (the handler would see no
+// child yet) while the run went on to its end; the child takes the default action for them again
+// before it unblocks them and execs.
 int run_child(const std::vector<std::string>& argv, const std::string& log, const std::string& blas_threads) {
   const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw_runtime("cannot write {}: {}", log, std::strerror(errno));
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  sigset_t stops, before;
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGINT);
+  sigaddset(&stops, SIGTERM);
+  ::sigprocmask(SIG_BLOCK, &stops, &before);
+  if (g_stop_signal) {
+    ::sigprocmask(SIG_SETMASK, &before, nullptr);
+    ::close(fd);
+    return 128 + static_cast<int>(g_stop_signal);
+  }
   const pid_t pid = ::fork();
   if (pid < 0) {
+    ::sigprocmask(SIG_SETMASK, &before, nullptr);
     ::close(fd);
     throw_runtime("fork failed: {}", std::strerror(errno));
   }
   if (pid == 0) {
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+    ::sigprocmask(SIG_SETMASK, &before, nullptr);
     ::dup2(fd, STDOUT_FILENO);
     ::dup2(fd, STDERR_FILENO);
     if (!blas_threads.empty()) ::setenv("OPENBLAS_NUM_THREADS", blas_threads.c_str(), 0);
@@ -54,6 +73,7 @@ int run_child(const std::vector<std::string>& argv, const std::string& log, cons
   }
   ::close(fd);
   g_child = pid;
+  ::sigprocmask(SIG_SETMASK, &before, nullptr);  // a stop held back until now is passed on here
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
