@@ -177,6 +177,8 @@ void Trainer::check_options() const {
   if (!(options_.min_window_seconds >= 0)) throw_config("--min-window must be >= 0 seconds");
   if (!(options_.phase_window_seconds > 0)) throw_config("--phase-window must be > 0 seconds");
   if (options_.phase_repeats < 1) throw_config("--phase-repeats must be >= 1, got {}", options_.phase_repeats);
+  if (options_.graph_copies < 1 || options_.graph_copies > TrainOptions::kMaxGraphCopies)
+    throw_config("--graph-copies must be in [1, {}], got {}", TrainOptions::kMaxGraphCopies, options_.graph_copies);
   check_slowdown(options_.parallel.rank, options_.slowdown);
   check_input_decode(options_.input_decode, backend_.device().is_cpu());
   if (options_.slowdown > 1.0 && !backend_.device().is_cpu())
@@ -267,7 +269,7 @@ void Trainer::step(const StepScalars& s, double& wait_seconds) {
   }
   if (graph_note_.empty() && !graph_ && steps_since_change_ >= 1) {
     CaptureOptions how;
-    if (buckets_) how = CaptureOptions{CaptureOptions::Points::Nodes, kGraphCopies};
+    if (buckets_) how = CaptureOptions{CaptureOptions::Points::Nodes, options_.graph_copies};
     try {
       graph_ = backend_.capture(
           [&] {
@@ -292,7 +294,7 @@ void Trainer::step(const StepScalars& s, double& wait_seconds) {
   }
   if (graph_) {
     // A copy whose events an unread earlier replay still holds: read the oldest steps until it is
-    // free. That waits for the step kGraphCopies before (with one copy, the previous step) to end on
+    // free. That waits for the step graph_copies before (with one copy, the previous step) to end on
     // the device, its collectives included: the watchdog watches the wait.
     if (!graph_->ready()) {
       BlockingOp mark("host sync (a captured step's copy)");

@@ -88,6 +88,16 @@ struct TrainOptions {
   // step, a split between two graphs). false: forward, backward and update are timed as one phase,
   // reported under update, to measure what the marks cost.
   bool phase_marks = true;
+  // Copies of a data-parallel step's CUDA graph (timing points as event nodes, whose events are
+  // fixed at capture): how many steps the host may queue ahead of the device, since a copy is
+  // launched again only once its last replay has been read. 1: a step is launched once the step
+  // before has ended. Replays of a graph that forks streams, queued behind the running one, slowed
+  // each of its kernel launches: on one H200 (ResNet-34, bf16, 64 a GPU, a data-parallel job of one
+  // rank) the forward kernels ran as long but 0.14 ms further apart in all with 3 copies, a step
+  // took 6.27 ms; 2 copies 6.22; 1 copy 6.07, against 5.97 for the one-process run. The host's wait
+  // between steps costs less than that.
+  int graph_copies = 1;
+  static constexpr int kMaxGraphCopies = 16;  // each copy is a whole instantiated step graph
   // Energy (null: no energy windows, as in tests and `cnnscale time`). When it measures anything,
   // a steady window shorter than min_window_seconds is extended after training by extra steps
   // (same work, learning rate of the last step; recorded in the timeline as iterations >= total).
@@ -424,15 +434,9 @@ class Trainer {
   // CUDA graph of step_work: captured after an uncaptured step with the same buffers, replayed
   // after. graph_note_: why steps are not captured ("" when they are).
   // Data parallel with NCCL, the exchange runs on the communication stream across backward's end,
-  // so the timing points are event nodes of kGraphCopies copies of the step (CaptureOptions): a
-  // replay waits, if it must, for the phases of the step kGraphCopies before it to be read.
-  // One copy: a step's graph is launched once the step before it has ended. Replays of a graph that
-  // forks streams, queued behind the running one, slow the launch of each of its kernels. Measured
-  // on one H200 (ResNet-34, bf16, 64 a GPU, a data-parallel job of one rank): with 3 copies the
-  // forward kernels ran as long but 0.14 ms further apart in all, and a step took 6.27 ms; 2
-  // copies 6.22; 1 copy 6.07, against 5.97 for the one-process run. The host's wait between steps
-  // costs less than that.
-  static constexpr int kGraphCopies = 1;
+  // so the timing points are event nodes of TrainOptions::graph_copies copies of the step
+  // (CaptureOptions): a replay waits, if it must, for the phases of the step that many before it
+  // to be read.
   std::unique_ptr<CapturedWork> graph_;
   // The timing points of the capture that close a phase (index, phase), and the communication
   // stream's busy brackets (indices of their two points), in capture order.

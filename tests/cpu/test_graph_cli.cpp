@@ -2,7 +2,8 @@
 // called, so a run says why no step was captured (cuda_graph, graph_replays 0) in --json, summary.json,
 // run.h5 and for its rank, without the GPU-only "CUDA graph:" line; --no-graph is accepted there,
 // gets the same answer, and is recorded in the run's configuration only when given. --no-phase-marks
-// times forward, backward and update as one phase, reported under update.
+// times forward, backward and update as one phase, reported under update. --graph-copies is
+// recorded when not 1 and refused outside [1, 16] before anything is written.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -95,6 +96,27 @@ TEST(GraphCli, WithoutPhaseMarksTheStepIsTimedAsOnePhase) {
             std::string::npos);
 }
 
+// --graph-copies sets how many steps of a data-parallel GPU run's captured step the host may queue
+// ahead; a CPU run captures nothing, but accepts it and records it where it is not the default
+// (it gives the run its own id, as it would a GPU run).
+TEST(GraphCli, GraphCopiesAreRecordedWhenNotOneAndRefusedOutOfRange) {
+  TempDir dir;
+  CliResult two = train(dir.str(), "two", {"--graph-copies", "2"});
+  CliResult one = train(dir.str(), "one", {"--graph-copies", "1"});
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const std::string config = read_run_results((fs::path(dir.str()) / "g" / "two").string()).config_text;
+  EXPECT_NE(config.find("\"graph_copies\":2"), std::string::npos) << config;
+  EXPECT_EQ(read_run_results((fs::path(dir.str()) / "g" / "one").string()).config_text.find("graph_copies"),
+            std::string::npos);
+  for (const char* bad : {"0", "17", "-1"}) {
+    CliResult r = train(dir.str(), std::string("bad") + bad, {"--graph-copies", bad});
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.err;
+    EXPECT_NE(r.err.find("--graph-copies"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(fs::path(dir.str()) / "g" / (std::string("bad") + bad))) << "a refused run writes nothing";
+  }
+}
+
 // --conv-search picks among GPU convolution implementations and --deterministic how GPU algorithms
 // are chosen; the CPU has one of each, so a CPU run accepts them, and records what is not the
 // default in its configuration, where it gives the run its own id.
@@ -170,6 +192,7 @@ TEST(GraphCli, HelpListsTheSwitches) {
   EXPECT_NE(r.out.find("--no-graph"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("from a CUDA graph captured"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--no-phase-marks"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--graph-copies"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--conv-search"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--deterministic"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--layout"), std::string::npos) << r.out;
