@@ -121,7 +121,9 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
   if (a.parallel.gather_gradients == "true" && par.active()) run_config["gather_gradients"] = true;
   if (!a.options.cuda_graph) run_config["cuda_graph"] = false;     // --no-graph
   if (!a.options.phase_marks) run_config["phase_marks"] = false;  // --no-phase-marks
-  if (a.options.graph_copies != 1) run_config["graph_copies"] = a.options.graph_copies;  // --graph-copies
+  // --graph-copies: only where a captured step has copies, an NCCL job of 2 or more GPU ranks.
+  if (a.options.graph_copies != 1 && par.active() && par.device() != "cpu" && a.options.cuda_graph)
+    run_config["graph_copies"] = a.options.graph_copies;
   if (!a.options.fuse_epilogues) run_config["fused_epilogues"] = false;  // --no-fuse
   if (a.conv_search != "all") run_config["conv_search"] = a.conv_search;  // --conv-search legacy or no-width
   if (a.deterministic) run_config["deterministic"] = true;                 // --deterministic

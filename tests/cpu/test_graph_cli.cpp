@@ -96,19 +96,15 @@ TEST(GraphCli, WithoutPhaseMarksTheStepIsTimedAsOnePhase) {
             std::string::npos);
 }
 
-// --graph-copies sets how many steps of a data-parallel GPU run's captured step the host may queue
-// ahead; a CPU run captures nothing, but accepts it and records it where it is not the default
-// (it gives the run its own id, as it would a GPU run).
-TEST(GraphCli, GraphCopiesAreRecordedWhenNotOneAndRefusedOutOfRange) {
+// --graph-copies sets how many copies of an NCCL job's captured step the host may queue ahead. A
+// CPU run captures nothing: it accepts the flag and, since it changes nothing there, records nothing
+// (its configuration, and so an id derived from it, stays the default's).
+TEST(GraphCli, GraphCopiesAreAcceptedOnTheCpuUnrecordedAndRefusedOutOfRange) {
   TempDir dir;
   CliResult two = train(dir.str(), "two", {"--graph-copies", "2"});
-  CliResult one = train(dir.str(), "one", {"--graph-copies", "1"});
   ASSERT_EQ(two.exit_code, 0) << two.err;
-  ASSERT_EQ(one.exit_code, 0) << one.err;
   const std::string config = read_run_results((fs::path(dir.str()) / "g" / "two").string()).config_text;
-  EXPECT_NE(config.find("\"graph_copies\":2"), std::string::npos) << config;
-  EXPECT_EQ(read_run_results((fs::path(dir.str()) / "g" / "one").string()).config_text.find("graph_copies"),
-            std::string::npos);
+  EXPECT_EQ(config.find("graph_copies"), std::string::npos) << config;
   for (const char* bad : {"0", "17", "-1"}) {
     CliResult r = train(dir.str(), std::string("bad") + bad, {"--graph-copies", bad});
     EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.err;

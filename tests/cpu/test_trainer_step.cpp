@@ -51,5 +51,21 @@ TEST(TrainerBatch, LargerThanTheDataIsOneErrorForBothInputPaths) {
   EXPECT_EQ(config_error(d, o), "") << "one batch fits";
 }
 
+// A caller that builds a Trainer directly gets the range `train --graph-copies` checks.
+TEST(TrainerOptions, GraphCopiesOutsideOneToSixteenAreRefused) {
+  SmallData d;
+  TrainOptions o;
+  o.batch = 16;
+  o.iterations = 1;
+  for (int copies : {0, -1, 17}) {
+    o.graph_copies = copies;
+    EXPECT_NE(config_error(d, o).find("--graph-copies must be in [1, 16]"), std::string::npos) << copies;
+  }
+  for (int copies : {1, 16}) {
+    o.graph_copies = copies;
+    EXPECT_EQ(config_error(d, o), "") << copies;
+  }
+}
+
 }  // namespace
 }  // namespace cnnscale
