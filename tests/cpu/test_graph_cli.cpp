@@ -26,6 +26,21 @@ CliResult train(const std::string& root, const std::string& run_id, std::vector<
   return short_lenet_train(root, "g", run_id, extra);
 }
 
+// The configuration text train() recorded for `run_id`.
+std::string config_of(const TempDir& dir, const std::string& run_id) {
+  return read_run_results((fs::path(dir.str()) / "g" / run_id).string()).config_text;
+}
+
+// train() with `extra` refused before anything is written: exit 2, `named` in its error line, no
+// results folder.
+void expect_refused(const TempDir& dir, const std::string& run_id, const std::vector<std::string>& extra,
+                    const std::string& named) {
+  CliResult r = train(dir.str(), run_id, extra);
+  EXPECT_EQ(r.exit_code, 2) << run_id << ": " << r.err;
+  EXPECT_NE(r.err.find(named), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(fs::path(dir.str()) / "g" / run_id)) << "a refused run writes nothing";
+}
+
 // The run's figures in every place they are written: --json, its summary, summary.json (job and its
 // one rank, graph_replays as a JSON integer) and run.h5 read back.
 void expect_graph_figures(const CliResult& r, const fs::path& run, const std::string& text) {
@@ -90,10 +105,9 @@ TEST(GraphCli, WithoutPhaseMarksTheStepIsTimedAsOnePhase) {
   // Update then holds the whole step from forward on (no timing comparison between the two runs:
   // host clocks on a shared CI machine make that a coin toss).
   EXPECT_GT(p1["update"].get<double>(), 0.0);
-  const std::string config = read_run_results((fs::path(dir.str()) / "g" / "one").string()).config_text;
+  const std::string config = config_of(dir, "one");
   EXPECT_NE(config.find("\"phase_marks\":false"), std::string::npos) << config;
-  EXPECT_EQ(read_run_results((fs::path(dir.str()) / "g" / "marked").string()).config_text.find("phase_marks"),
-            std::string::npos);
+  EXPECT_EQ(config_of(dir, "marked").find("phase_marks"), std::string::npos);
 }
 
 // --graph-copies sets how many copies of an NCCL job's captured step the host may queue ahead. A
@@ -103,14 +117,10 @@ TEST(GraphCli, GraphCopiesAreAcceptedOnTheCpuUnrecordedAndRefusedOutOfRange) {
   TempDir dir;
   CliResult two = train(dir.str(), "two", {"--graph-copies", "2"});
   ASSERT_EQ(two.exit_code, 0) << two.err;
-  const std::string config = read_run_results((fs::path(dir.str()) / "g" / "two").string()).config_text;
+  const std::string config = config_of(dir, "two");
   EXPECT_EQ(config.find("graph_copies"), std::string::npos) << config;
-  for (const char* bad : {"0", "17", "-1"}) {
-    CliResult r = train(dir.str(), std::string("bad") + bad, {"--graph-copies", bad});
-    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.err;
-    EXPECT_NE(r.err.find("--graph-copies"), std::string::npos) << r.err;
-    EXPECT_FALSE(fs::exists(fs::path(dir.str()) / "g" / (std::string("bad") + bad))) << "a refused run writes nothing";
-  }
+  for (const char* bad : {"0", "17", "-1"})
+    expect_refused(dir, std::string("bad") + bad, {"--graph-copies", bad}, "--graph-copies");
 }
 
 // --conv-search picks among GPU convolution implementations and --deterministic how GPU algorithms
@@ -122,24 +132,20 @@ TEST(GraphCli, ConvSearchAndDeterministicAreRecordedOnlyWhenNotTheDefault) {
   CliResult all = train(dir.str(), "all", {"--conv-search", "all"});
   ASSERT_EQ(legacy.exit_code, 0) << legacy.err;
   ASSERT_EQ(all.exit_code, 0) << all.err;
-  const std::string config = read_run_results((fs::path(dir.str()) / "g" / "legacy").string()).config_text;
+  const std::string config = config_of(dir, "legacy");
   EXPECT_NE(config.find("\"conv_search\":\"legacy\""), std::string::npos) << config;
-  EXPECT_EQ(read_run_results((fs::path(dir.str()) / "g" / "all").string()).config_text.find("conv_search"),
-            std::string::npos);
+  EXPECT_EQ(config_of(dir, "all").find("conv_search"), std::string::npos);
   CliResult width = train(dir.str(), "nowidth", {"--conv-search", "no-width"});
   ASSERT_EQ(width.exit_code, 0) << width.err;
-  const std::string width_config = read_run_results((fs::path(dir.str()) / "g" / "nowidth").string()).config_text;
+  const std::string width_config = config_of(dir, "nowidth");
   EXPECT_NE(width_config.find("\"conv_search\":\"no-width\""), std::string::npos) << width_config;
   // --deterministic likewise: accepted on the CPU (whose ops are deterministic anyway) and recorded.
   CliResult det = train(dir.str(), "det", {"--deterministic"});
   ASSERT_EQ(det.exit_code, 0) << det.err;
-  const std::string det_config = read_run_results((fs::path(dir.str()) / "g" / "det").string()).config_text;
+  const std::string det_config = config_of(dir, "det");
   EXPECT_NE(det_config.find("\"deterministic\":true"), std::string::npos) << det_config;
   EXPECT_EQ(config.find("deterministic"), std::string::npos) << config;
-  CliResult bad = train(dir.str(), "bad", {"--conv-search", "fastest"});
-  EXPECT_EQ(bad.exit_code, 2) << bad.err;
-  EXPECT_NE(bad.err.find("--conv-search"), std::string::npos) << bad.err;
-  EXPECT_FALSE(fs::exists(fs::path(dir.str()) / "g" / "bad")) << "a refused run writes nothing";
+  expect_refused(dir, "bad", {"--conv-search", "fastest"}, "--conv-search");
 }
 
 // --layout: nchw is the CPU's only order (accepted, recorded); nhwc is refused on the CPU before
@@ -148,16 +154,12 @@ TEST(GraphCli, LayoutIsRecordedAndNhwcRefusedOnTheCpu) {
   TempDir dir;
   CliResult nchw = train(dir.str(), "nchw", {"--layout", "nchw"});
   ASSERT_EQ(nchw.exit_code, 0) << nchw.err;
-  const std::string config = read_run_results((fs::path(dir.str()) / "g" / "nchw").string()).config_text;
+  const std::string config = config_of(dir, "nchw");
   EXPECT_NE(config.find("\"layout\":\"nchw\""), std::string::npos) << config;
   CliResult automatic = train(dir.str(), "auto", {"--layout", "auto"});
   ASSERT_EQ(automatic.exit_code, 0) << automatic.err;
-  EXPECT_EQ(read_run_results((fs::path(dir.str()) / "g" / "auto").string()).config_text.find("layout"),
-            std::string::npos);
-  CliResult nhwc = train(dir.str(), "nhwc", {"--layout", "nhwc"});
-  EXPECT_EQ(nhwc.exit_code, 2) << nhwc.err;
-  EXPECT_NE(nhwc.err.find("--layout nhwc"), std::string::npos) << nhwc.err;
-  EXPECT_FALSE(fs::exists(fs::path(dir.str()) / "g" / "nhwc")) << "a refused run writes nothing";
+  EXPECT_EQ(config_of(dir, "auto").find("layout"), std::string::npos);
+  expect_refused(dir, "nhwc", {"--layout", "nhwc"}, "--layout nhwc");
   CliResult bad = train(dir.str(), "bad", {"--layout", "nchwc"});
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
   EXPECT_NE(bad.err.find("--layout"), std::string::npos) << bad.err;
@@ -169,14 +171,9 @@ TEST(GraphCli, BatchNormKernelsAreRefusedOnTheCpu) {
   TempDir dir;
   CliResult automatic = train(dir.str(), "auto", {"--batchnorm", "auto"});
   ASSERT_EQ(automatic.exit_code, 0) << automatic.err;
-  EXPECT_EQ(read_run_results((fs::path(dir.str()) / "g" / "auto").string()).config_text.find("batchnorm"),
-            std::string::npos);
-  for (const char* kernels : {"cudnn", "cnnscale"}) {
-    CliResult r = train(dir.str(), kernels, {"--batchnorm", kernels});
-    EXPECT_EQ(r.exit_code, 2) << r.err;
-    EXPECT_NE(r.err.find("--batchnorm"), std::string::npos) << r.err;
-    EXPECT_FALSE(fs::exists(fs::path(dir.str()) / "g" / kernels)) << "a refused run writes nothing";
-  }
+  EXPECT_EQ(config_of(dir, "auto").find("batchnorm"), std::string::npos);
+  for (const char* kernels : {"cudnn", "cnnscale"})
+    expect_refused(dir, kernels, {"--batchnorm", kernels}, "--batchnorm");
   CliResult bad = train(dir.str(), "bad", {"--batchnorm", "fastest"});
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
   EXPECT_NE(bad.err.find("--batchnorm"), std::string::npos) << bad.err;
