@@ -84,6 +84,11 @@ void add_parallel_options(CLI::App& cmd, ParallelArgs& a) {
       ->check(CLI::IsMember({"true", "false"}))
       ->capture_default_str()
       ->group(group);
+  cmd.add_flag("--one-rank-exchange", a.one_rank_exchange,
+               "A job of one rank (mpirun -np 1) keeps the data-parallel path: communicator, gradient buckets, "
+               "the exchange with itself, the update per bucket and the step's graph copies, to measure what "
+               "that path costs a GPU against the same GPU alone. By default such a job trains as one process")
+      ->group(group);
   cmd.add_option("--update-per-bucket", a.update_per_bucket,
                  "Update each gradient bucket's parameters as soon as its allreduce ends (GPU ranks: on a side "
                  "stream, beside the rest of backward) instead of once after the whole exchange; the same "
@@ -137,9 +142,14 @@ ParallelRun::ParallelRun(const ParallelArgs& args, const std::string& device, in
   // 6.34 ms a step as a one-rank job against 5.95 ms alone). A scheduler launches every run through
   // MPI (srun), a 1-GPU baseline included: it must measure what the GPU does alone, as mpirun-less
   // runs do, or every scaling efficiency over it would read high.
+  // --one-rank-exchange undoes that, to measure the data-parallel path's own cost on one GPU.
   const bool launched = mpi_ && mpi_->initialized();
-  active_ = launched && mpi_->size() > 1;
+  if (args_.one_rank_exchange && !launched)
+    throw_config("--one-rank-exchange keeps a one-rank MPI job on the data-parallel path: launch it with mpirun -np 1");
+  active_ = launched && (mpi_->size() > 1 || args_.one_rank_exchange);
   if (launched && !active_) log::info("one rank: trained as one process (no communicator, no gradient exchange)");
+  if (active_ && mpi_->size() == 1)
+    log::info("one rank, --one-rank-exchange: the data-parallel path (communicator, buckets, an exchange with itself)");
   rank_ = active_ ? mpi_->rank() : 0;
   if (!(args_.bucket_mb > 0)) throw_config("--bucket-mb must be > 0, got {}", args_.bucket_mb);
   if (!(args_.watchdog_timeout > 0))

@@ -42,6 +42,9 @@ struct ParallelArgs {
   std::string allreduce_dtype = "fp32";  // --allreduce-dtype: fp32 | bf16 | fp16 | compute (the precision's storage)
   DType exchange_dtype = DType::F32;      // the same resolved against --precision (validate_train_args)
   double watchdog_timeout = 300.0;
+  // --one-rank-exchange: a job of one rank keeps the data-parallel path (measuring what it costs)
+  // instead of training as one process.
+  bool one_rank_exchange = false;
   CLI::Option* device_flag = nullptr;  // to tell an explicit --device from the default
   CLI::Option* algo_flag = nullptr;
 };
@@ -68,7 +71,8 @@ class ParallelRun {
               AlgorithmChoice algorithms = {});
   ~ParallelRun();
 
-  bool active() const { return active_; }  // launched by an MPI launcher with more than one rank
+  // Launched by an MPI launcher with more than one rank, or with one and --one-rank-exchange.
+  bool active() const { return active_; }
   int rank() const { return rank_; }
   int world_size() const { return static_cast<int>(rank_batches_.size()); }
   const std::string& device() const { return device_; }

@@ -57,6 +57,9 @@ void validate_train_args(TrainArgs& a) {
     throw_config("--resume {}: no such checkpoint file", a.options.resume);
   validate_measure_args(a.measure);
   apply_measure_args(a.measure, a.options);
+  // A launch question, answered before the folders below are made (ParallelRun asks again).
+  if (const MpiEnv* env = MpiEnv::current(); a.parallel.one_rank_exchange && !(env && env->initialized()))
+    throw_config("--one-rank-exchange keeps a one-rank MPI job on the data-parallel path: launch it with mpirun -np 1");
   // Where the run will write, checked now rather than after hours of training. Only rank 0
   // writes results and checkpoints.
   if (const MpiEnv* env = MpiEnv::current(); !env || env->rank() == 0) {
@@ -121,7 +124,10 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
   if (a.parallel.gather_gradients == "true" && par.active()) run_config["gather_gradients"] = true;
   if (!a.options.cuda_graph) run_config["cuda_graph"] = false;     // --no-graph
   if (!a.options.phase_marks) run_config["phase_marks"] = false;  // --no-phase-marks
-  // --graph-copies: only where a captured step has copies, an NCCL job of 2 or more GPU ranks.
+  // The data-parallel path on one rank measures that path, not the GPU alone: its own id.
+  if (a.parallel.one_rank_exchange && par.active() && par.world_size() == 1) run_config["one_rank_exchange"] = true;
+  // --graph-copies: only where a captured step has copies, an NCCL job (of 2 or more GPU ranks, or
+  // of one with --one-rank-exchange).
   if (a.options.graph_copies != 1 && par.active() && par.device() != "cpu" && a.options.cuda_graph)
     run_config["graph_copies"] = a.options.graph_copies;
   if (!a.options.fuse_epilogues) run_config["fused_epilogues"] = false;  // --no-fuse

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "io/results_writer.hpp"
 #include "mpi/mpi_runner.hpp"
 #include "parallel/split_policy.hpp"
 #include "solver/checkpoint.hpp"
@@ -152,11 +153,36 @@ TEST(DataParallel, OneTwoAndFourRanksMatchOneProcess) {
 
   // One rank under mpirun trains as one process (no communicator, no buckets: a scheduler's
   // 1-GPU baseline measures the GPU alone): bit for bit the one-process run, with no job fields.
-  nlohmann::json j1 = mpi_job(1, train_args(kNet, w.dir("np1")));
+  auto results = [&](const char* id) {
+    return std::vector<std::string>{"--results", w.dir("results"), "--experiment", "e", "--run-id", id};
+  };
+  auto config = [&](const char* id) { return read_run_results(w.dir("results") + "/e/" + id).config_text; };
+  nlohmann::json j1 = mpi_job(1, with(train_args(kNet, w.dir("np1")), results("np1")));
   EXPECT_FALSE(j1.contains("world_size")) << j1.dump();
   EXPECT_FALSE(j1.contains("gradient_buckets")) << j1.dump();
   EXPECT_EQ(j1["final_loss"], ref["final_loss"]);
   EXPECT_EQ(max_rel_diff(ref_ckpt, final_checkpoint(w.dir("np1"))), 0.0);
+  EXPECT_EQ(config("np1").find("one_rank_exchange"), std::string::npos) << config("np1");
+
+  // --one-rank-exchange keeps the data-parallel path on one rank, to measure what it costs: the
+  // communicator, the buckets (several, at 0.05 MiB) and the update per bucket, with a sum of one
+  // term each. Still the one-process run bit for bit, now with the job's fields, and recorded in its
+  // configuration (an id of its own).
+  nlohmann::json j1x = mpi_job(
+      1, with(train_args(kNet, w.dir("np1x")), with({"--one-rank-exchange", "--bucket-mb", "0.05"}, results("np1x"))));
+  EXPECT_EQ(j1x["world_size"], 1) << j1x.dump();
+  EXPECT_GE(j1x["gradient_buckets"].get<int>(), 3) << j1x.dump();
+  EXPECT_EQ(j1x["final_loss"], ref["final_loss"]);
+  EXPECT_EQ(max_rel_diff(ref_ckpt, final_checkpoint(w.dir("np1x"))), 0.0);
+  EXPECT_NE(config("np1x").find("\"one_rank_exchange\":true"), std::string::npos) << config("np1x");
+  // Without an MPI launch there is no job to keep: refused before anything is written.
+  const auto alone =
+      testing::run_cnnscale(with(train_args(kNet, w.dir("alone")), with({"--one-rank-exchange"}, results("alone"))));
+  EXPECT_EQ(alone.exit_code, 2) << alone.err;
+  EXPECT_NE(alone.err.find("--one-rank-exchange keeps a one-rank MPI job on the data-parallel path"), std::string::npos)
+      << alone.err;
+  EXPECT_FALSE(fs::exists(w.dir("results") + "/e/alone"));
+  EXPECT_FALSE(fs::exists(w.dir("alone")));
 
   // One allreduce after backward.
   nlohmann::json j2 = mpi_job(2, with(train_args(kNet, w.dir("np2")), {"--no-overlap"}));
@@ -289,7 +315,9 @@ TEST(DataParallel, GatheredFullyConnectedGradientsMatchOneProcess) {
         mpi_job(c.ranks, with(with(train_args(net, dir), {"--gather-gradients", "true"}), c.extra));
     EXPECT_EQ(j["gathering_layers"], 1) << i;
     EXPECT_EQ(j["summary"]["allreduce_tuning"], c.tuning) << i;
-    if (i == 4) EXPECT_NE(j["rank_batches"], j["first_rank_batches"]) << "auto moved the shares";
+    if (i == 4) {
+      EXPECT_NE(j["rank_batches"], j["first_rank_batches"]) << "auto moved the shares";
+    }
     expect_matches_reference(ref, dir, ("gathered ip1, case " + std::to_string(i)).c_str());
   }
   // One rank has nothing to gather: it trains as one process.
