@@ -148,10 +148,9 @@ void register_train(CLI::App& app) {
                 "Queue every training step op by op instead of replaying it from a CUDA graph captured after "
                 "the first step (the default where the GPU step allows it; the results record which)");
   cmd->add_option("--graph-copies", a.options.graph_copies,
-                  "NCCL jobs of 2 or more GPU ranks, or of one with --one-rank-exchange (ignored otherwise): copies of "
-                  "the captured step, i.e. how "
-                  "many steps the host may queue ahead of the device (1: a step is launched once the one before "
-                  "has ended; more were slower on H200, README)")
+                  "NCCL jobs of 2 or more GPU ranks, or of one with --one-rank-exchange (ignored otherwise): "
+                  "copies of the captured step, i.e. how many steps the host may queue ahead of the device (1: a "
+                  "step is launched once the one before has ended; more were slower on H200, README)")
       ->check(CLI::Range(1, TrainOptions::kMaxGraphCopies))
       ->capture_default_str();
   cmd->add_flag("--no-phase-marks", a.no_phase_marks,

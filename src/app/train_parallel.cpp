@@ -134,19 +134,25 @@ void add_parallel_options(CLI::App& cmd, ParallelArgs& a) {
     if (o->check_lname("device")) a.device_flag = o;
 }
 
+void check_one_rank_exchange(bool flag, const MpiEnv* env) {
+  if (flag && !(env && env->initialized()))
+    throw_config("--one-rank-exchange keeps a one-rank MPI job on the data-parallel path: launch it with mpirun -np 1");
+}
+
 ParallelRun::ParallelRun(const ParallelArgs& args, const std::string& device, int64_t batch, Precision precision,
                          AlgorithmChoice algorithms)
     : args_(args), mpi_(MpiEnv::current()), device_(device), precision_(precision), algorithms_(algorithms) {
   // A job of one rank trains as one process: no communicator, buckets or exchange with nobody,
   // which would cost its step what no rank needs (on an H200, ResNet-34 bf16 at 64 samples took
-  // 6.34 ms a step as a one-rank job against 5.95 ms alone). A scheduler launches every run through
+  // 6.34 ms a step as a one-rank job against 5.95 ms alone, when the step was captured in 3 copies;
+  // about 1 % with one). A scheduler launches every run through
   // MPI (srun), a 1-GPU baseline included: it must measure what the GPU does alone, as mpirun-less
   // runs do, or every scaling efficiency over it would read high.
   // --one-rank-exchange undoes that, to measure the data-parallel path's own cost on one GPU.
   const bool launched = mpi_ && mpi_->initialized();
-  if (args_.one_rank_exchange && !launched)
-    throw_config("--one-rank-exchange keeps a one-rank MPI job on the data-parallel path: launch it with mpirun -np 1");
+  check_one_rank_exchange(args_.one_rank_exchange, mpi_);
   active_ = launched && (mpi_->size() > 1 || args_.one_rank_exchange);
+  one_rank_exchange_ = active_ && mpi_->size() == 1;
   if (launched && !active_) log::info("one rank: trained as one process (no communicator, no gradient exchange)");
   if (active_ && mpi_->size() == 1)
     log::info("one rank, --one-rank-exchange: the data-parallel path (communicator, buckets, an exchange with itself)");
@@ -303,7 +309,7 @@ DataParallel ParallelRun::data_parallel() const {
 std::string ParallelRun::describe(const Trainer& trainer) const {
   const GradientBuckets* b = trainer.buckets();
   std::string out = fmt::format(
-      "data parallel: {} ranks ({}), global batch {} = {} per rank{}, gradients in {} bucket(s) of <= {:g} MiB, "
+      "data parallel: {} rank(s) ({}), global batch {} = {} per rank{}, gradients in {} bucket(s) of <= {:g} MiB, "
       "overlap {}, exchanged in {}, {}",
       world_size(), comm_ ? comm_->name() : "none", global_batch_, fmt::join(rank_batches_, "+"),
       args_.batch_per_rank ? " (--batch-per-rank)" : "", b ? b->buckets().size() : 0, args_.bucket_mb,

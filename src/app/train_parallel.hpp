@@ -63,6 +63,10 @@ inline DType allreduce_dtype_for(const std::string& flag, Precision precision) {
   return flag == "compute" ? compute_dtype(precision) : parse_float_type(flag, "--allreduce-dtype");
 }
 
+// --one-rank-exchange without an MPI launch: ConfigError. `train` asks before it makes any folder,
+// ParallelRun again for callers that build one directly.
+void check_one_rank_exchange(bool flag, const MpiEnv* env);
+
 class ParallelRun {
  public:
   // Validates the flags and works out the device and the per-rank batches (ConfigError on bad
@@ -73,6 +77,8 @@ class ParallelRun {
 
   // Launched by an MPI launcher with more than one rank, or with one and --one-rank-exchange.
   bool active() const { return active_; }
+  // A job of one rank kept on the data-parallel path by --one-rank-exchange: it measured that path.
+  bool one_rank_exchange() const { return one_rank_exchange_; }
   int rank() const { return rank_; }
   int world_size() const { return static_cast<int>(rank_batches_.size()); }
   const std::string& device() const { return device_; }
@@ -98,6 +104,7 @@ class ParallelRun {
   ParallelArgs args_;
   const MpiEnv* mpi_ = nullptr;
   bool active_ = false;
+  bool one_rank_exchange_ = false;
   int rank_ = 0;
   std::string device_;
   int sm_count_ = 0;  // this rank's --sm-counts entry; 0: the whole GPU

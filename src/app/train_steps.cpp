@@ -58,8 +58,7 @@ void validate_train_args(TrainArgs& a) {
   validate_measure_args(a.measure);
   apply_measure_args(a.measure, a.options);
   // A launch question, answered before the folders below are made (ParallelRun asks again).
-  if (const MpiEnv* env = MpiEnv::current(); a.parallel.one_rank_exchange && !(env && env->initialized()))
-    throw_config("--one-rank-exchange keeps a one-rank MPI job on the data-parallel path: launch it with mpirun -np 1");
+  check_one_rank_exchange(a.parallel.one_rank_exchange, MpiEnv::current());
   // Where the run will write, checked now rather than after hours of training. Only rank 0
   // writes results and checkpoints.
   if (const MpiEnv* env = MpiEnv::current(); !env || env->rank() == 0) {
@@ -121,11 +120,12 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
   if (a.parallel.allreduce_priority != "high" && par.active())
     run_config["allreduce_priority"] = a.parallel.allreduce_priority;
   if (a.parallel.update_per_bucket != "true" && par.active()) run_config["update_per_bucket"] = false;
-  if (a.parallel.gather_gradients == "true" && par.active()) run_config["gather_gradients"] = true;
+  // One rank has no other rank's rows to gather (--one-rank-exchange): nothing changes.
+  if (a.parallel.gather_gradients == "true" && par.world_size() > 1) run_config["gather_gradients"] = true;
   if (!a.options.cuda_graph) run_config["cuda_graph"] = false;     // --no-graph
   if (!a.options.phase_marks) run_config["phase_marks"] = false;  // --no-phase-marks
   // The data-parallel path on one rank measures that path, not the GPU alone: its own id.
-  if (a.parallel.one_rank_exchange && par.active() && par.world_size() == 1) run_config["one_rank_exchange"] = true;
+  if (par.one_rank_exchange()) run_config["one_rank_exchange"] = true;
   // --graph-copies: only where a captured step has copies, an NCCL job (of 2 or more GPU ranks, or
   // of one with --one-rank-exchange).
   if (a.options.graph_copies != 1 && par.active() && par.device() != "cpu" && a.options.cuda_graph)
@@ -187,6 +187,7 @@ RunDescription describe_results(const TrainArgs& a, const TrainInputs& in, const
   run.train_samples = in.train->size();
   run.run_epochs = r.epochs;
   run.overlap = a.options.parallel.overlap;
+  run.one_rank_exchange = par.one_rank_exchange();
   if (par.active() && !backend.device().is_cpu()) run.allreduce_algo = a.parallel.algo;
   run.precision = precision_name(a.options.precision);
   run.allreduce_dtype = float_type_name(a.parallel.exchange_dtype);

@@ -469,6 +469,11 @@ Experiment parse_experiment_text(const std::string& text, const std::string& fil
       if (flag == "--allreduce-priority") a.fail("'--allreduce-priority' is set by matrix.allreduce's priority");
       if (flag == "--update-per-bucket") a.fail("'--update-per-bucket' is set by matrix.allreduce's update");
       if (flag == "--gather-gradients") a.fail("'--gather-gradients' is set by matrix.allreduce's gather");
+      // A sweep's 1-GPU runs are its baselines: they measure the GPU alone, whatever launches them.
+      if (flag == "--one-rank-exchange")
+        a.fail(
+            "'--one-rank-exchange' would make the 1-GPU baselines measure the data-parallel path: use cnnscale "
+            "train under mpirun -np 1 for that measurement");
       e.extra_args.push_back(arg);
     }
   }

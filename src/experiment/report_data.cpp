@@ -35,6 +35,7 @@ const std::vector<std::string> kGroupKeys = {"net",
                                              "global_batch",
                                              "world_size",
                                              "allreduce_overlap",
+                                             "one_rank_exchange",
                                              "allreduce_algo",
                                              "allreduce_dtype",
                                              "allreduce_tuning",
@@ -417,12 +418,15 @@ const ConfigGroup* baseline_at_batch(const ConfigGroup& group, const std::vector
   const ConfigGroup* best = nullptr;
   int best_score = -1;
   for (const ConfigGroup& g : groups) {
-    if (g.world_size() != 1) continue;
+    // A one-rank job on the data-parallel path measured that path, not the GPU alone.
+    if (g.world_size() != 1 || !g.key.at("one_rank_exchange").empty()) continue;
     bool same = true;
     for (const std::string& k : kGroupKeys)
       // A sweep gives a single CPU rank all the cores' BLAS threads: its thread count differs on
       // purpose (the scaling table notes it).
-      if (k != "world_size" && k != "gpu_names" && k != "tag.gpu_mix" && k != "threads_per_rank" && !irrelevant(k, g) &&
+      // A one-rank exchange run's own baseline is the GPU alone: the cost of the path it measured.
+      if (k != "world_size" && k != "gpu_names" && k != "tag.gpu_mix" && k != "threads_per_rank" &&
+          k != "one_rank_exchange" && !irrelevant(k, g) &&
           g.key.at(k) != (k == "global_batch" ? batch : group.key.at(k)))
         same = false;
     if (!same) continue;

@@ -81,6 +81,9 @@ struct RunSummary : WindowFigures {
   TextFigure allreduce_dtype;  // the gradient exchange's dtype: fp32, bf16 or fp16 (--allreduce-dtype)
   TextFigure allreduce_tuning;  // NCCL's CTA policy and stream priority: "default" or what differs
   NumberFigure world_size, global_batch, seed, iterations, iterations_per_epoch, allreduce_overlap;
+  // 1 in a one-rank job kept on the data-parallel path (--one-rank-exchange); absent otherwise. It
+  // measured that path, not the GPU alone: never a 1-GPU baseline (report).
+  NumberFigure one_rank_exchange;
   // Mixed precision: fp16's steps skipped for an overflowed gradient and its loss scale at the end
   // (0 and 1 without loss scaling); device memory, the most any rank's backend held at once (bytes).
   NumberFigure skipped_steps, final_grad_scale, peak_memory_bytes;

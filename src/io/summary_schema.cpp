@@ -32,6 +32,7 @@ constexpr std::array kRunFields = std::to_array<Run>({
     {{"iterations", K::Count, ""}, &RunSummary::iterations},
     {{"iterations_per_epoch", K::Count, ""}, &RunSummary::iterations_per_epoch},
     {{"allreduce_overlap", K::Count, ""}, &RunSummary::allreduce_overlap},
+    {{"one_rank_exchange", K::Count, ""}, &RunSummary::one_rank_exchange},
     {{"skipped_steps", K::Count, ""}, &RunSummary::skipped_steps},
     {{"final_grad_scale", K::Number, ""}, &RunSummary::final_grad_scale},
     {{"peak_memory_bytes", K::Count, "bytes"}, &RunSummary::peak_memory_bytes},

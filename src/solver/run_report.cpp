@@ -127,6 +127,7 @@ RunResults assemble_run_results(const RunDescription& run, const TrainResult& r0
   S.iterations = static_cast<double>(run.iterations);
   S.iterations_per_epoch = static_cast<double>(run.iterations_per_epoch);
   S.allreduce_overlap = run.overlap ? 1.0 : 0.0;
+  if (run.one_rank_exchange) S.one_rank_exchange = 1.0;
   if (std::all_of(ranks.begin(), ranks.end(), [](const RankReport& r) { return r.blas_threads.has_value(); })) {
     int64_t most = 0, fewest = 0;
     for (const RankReport& r : ranks) {

@@ -27,6 +27,7 @@ struct RunDescription {
   int64_t train_samples = 0;
   double run_epochs = 0;
   bool overlap = true;
+  bool one_rank_exchange = false;  // --one-rank-exchange took effect
   std::string allreduce_algo;  // empty: not applicable (one rank, MPI)
   std::string precision = "fp32";        // core/precision.hpp's names
   std::string allreduce_dtype = "fp32";  // the gradient exchange's dtype: fp32, bf16 or fp16

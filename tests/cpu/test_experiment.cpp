@@ -192,6 +192,11 @@ TEST(ExperimentSchema, AllreduceCtaPolicyAndPriorityAreVariantsPassedToTrain) {
   expect_error(kBase + "extra_args: [--allreduce-priority=low]\n" + gpu_tail,
                {"t.yaml:8:14: extra_args[0]: '--allreduce-priority' is set by matrix.allreduce's priority"}, {},
                gpu_host(2));
+  // A sweep's 1-GPU runs are the baselines of its scaling tables: they never take the data-parallel path.
+  expect_error(kBase + "extra_args: [--one-rank-exchange]\n" + gpu_tail,
+               {"t.yaml:8:14: extra_args[0]: '--one-rank-exchange' would make the 1-GPU baselines measure the "
+                "data-parallel path"},
+               {}, gpu_host(2));
 }
 
 TEST(ExperimentSchema, PrecisionAxisRunsEachPrecisionOnGpus) {

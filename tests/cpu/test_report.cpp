@@ -268,6 +268,38 @@ TEST(Report, OneGpuBaselineIgnoresAllreduceSettings) {
   }
 }
 
+// A one-rank job kept on the data-parallel path (--one-rank-exchange) measured that path: a
+// configuration of its own, set against the GPU alone, and never the baseline of the multi-rank
+// runs, even where it is the only 1-GPU run, nor where it would be chosen first.
+TEST(Report, OneRankExchangeRunsAreSetAgainstTheGpuAloneAndAreNoBaseline) {
+  for (const bool with_alone : {true, false}) {
+    SCOPED_TRACE(with_alone ? "with a one-process run" : "without one");
+    TempDir dir;
+    if (with_alone) {
+      RunResults one = synthetic_run("net_b", 64, 1, 0, {{"samples_per_s", 100.0}});
+      one.summary.allreduce_algo = std::string("");
+      write_run(dir.str(), one);
+    }
+    RunResults exchange = synthetic_run("net_b", 64, 1, 1, {{"samples_per_s", 95.0}});
+    exchange.run_id = "exchange";
+    exchange.summary.one_rank_exchange = 1.0;
+    write_run(dir.str(), exchange);
+    write_run(dir.str(), synthetic_run("net_b", 64, 2, 0, {{"samples_per_s", 190.0}}));
+    const auto out = report_without_plots(dir.str());
+    EXPECT_EQ(out.configurations, with_alone ? 3 : 2);
+    const auto rows = read_csv(dir.file("report/scaling.csv"));
+    ASSERT_EQ(rows.size(), with_alone ? 3u : 2u);
+    for (const CsvRow& r : rows) {
+      if (r.at("variant") == "one_rank_exchange=1") {
+        EXPECT_EQ(r.at("samples_per_s_mean"), "95");
+        EXPECT_EQ(r.at("speedup_mean"), with_alone ? "0.95" : "") << "the path's cost against the GPU alone";
+      } else if (r.at("gpus") == "2") {
+        EXPECT_EQ(r.at("baseline_samples_per_s_mean"), with_alone ? "100" : "");
+      }
+    }
+  }
+}
+
 // Runs whose NCCL read another environment (NCCL_MAX_CTAS, say) measured another thing: separate
 // configurations with the environment as their variant, each scaling against the one 1-GPU run,
 // which exchanged nothing and carries no NCCL environment.

@@ -167,7 +167,7 @@ TEST(DataParallel, OneTwoAndFourRanksMatchOneProcess) {
   // --one-rank-exchange keeps the data-parallel path on one rank, to measure what it costs: the
   // communicator, the buckets (several, at 0.05 MiB) and the update per bucket, with a sum of one
   // term each. Still the one-process run bit for bit, now with the job's fields, and recorded in its
-  // configuration (an id of its own).
+  // configuration and summary.
   nlohmann::json j1x = mpi_job(
       1, with(train_args(kNet, w.dir("np1x")), with({"--one-rank-exchange", "--bucket-mb", "0.05"}, results("np1x"))));
   EXPECT_EQ(j1x["world_size"], 1) << j1x.dump();
@@ -175,13 +175,17 @@ TEST(DataParallel, OneTwoAndFourRanksMatchOneProcess) {
   EXPECT_EQ(j1x["final_loss"], ref["final_loss"]);
   EXPECT_EQ(max_rel_diff(ref_ckpt, final_checkpoint(w.dir("np1x"))), 0.0);
   EXPECT_NE(config("np1x").find("\"one_rank_exchange\":true"), std::string::npos) << config("np1x");
-  // Without an MPI launch there is no job to keep: refused before anything is written.
-  const auto alone =
-      testing::run_cnnscale(with(train_args(kNet, w.dir("alone")), with({"--one-rank-exchange"}, results("alone"))));
+  EXPECT_EQ(j1x["summary"]["one_rank_exchange"], 1) << "what report reads to keep it out of the baselines";
+  EXPECT_TRUE(j1["summary"].value("one_rank_exchange", nlohmann::json()).is_null()) << j1["summary"].dump();
+  // Without an MPI launch there is no job to keep: refused before any folder is made, the results
+  // root and the checkpoint directory included.
+  const auto alone = testing::run_cnnscale(
+      with(train_args(kNet, w.dir("alone")),
+           {"--one-rank-exchange", "--results", w.dir("alone_results"), "--experiment", "e", "--run-id", "alone"}));
   EXPECT_EQ(alone.exit_code, 2) << alone.err;
   EXPECT_NE(alone.err.find("--one-rank-exchange keeps a one-rank MPI job on the data-parallel path"), std::string::npos)
       << alone.err;
-  EXPECT_FALSE(fs::exists(w.dir("results") + "/e/alone"));
+  EXPECT_FALSE(fs::exists(w.dir("alone_results")));
   EXPECT_FALSE(fs::exists(w.dir("alone")));
 
   // One allreduce after backward.
