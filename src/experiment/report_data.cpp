@@ -66,11 +66,12 @@ double to_number(const std::string& s) {
 }
 
 // A single rank exchanges no gradients: its allreduce settings (NCCL's environment among them) are
-// not part of what it measured.
+// not part of what it measured. One kept on the data-parallel path (--one-rank-exchange) measured
+// them: its runs of other settings stay apart.
 bool irrelevant(const std::string& key, const ConfigGroup& g) {
   return (key == "allreduce_overlap" || key == "allreduce_algo" || key == "allreduce_dtype" ||
           key == "allreduce_tuning" || key == "nccl_env") &&
-         g.world_size() == 1;
+         g.world_size() == 1 && g.key.at("one_rank_exchange").empty();
 }
 
 // Identity keys every table shows in a column of its own: never part of the variant.
@@ -392,6 +393,8 @@ std::string variant_label(const std::string& net, const Identity& identity, cons
   for (const std::string& k : keys->second) {
     auto it = identity.find(k);
     if (it == identity.end()) continue;
+    // Only the one-rank exchange runs say so: the others are what every table shows anyway.
+    if (k == "one_rank_exchange" && it->second.empty()) continue;
     if (!out.empty()) out += " ";
     // A precision's name says what it is ("resnet34 bf16" in a legend); the others need their key.
     if (k == "precision") {

@@ -110,7 +110,8 @@ bool is_unequal(const ConfigGroup& group);
 
 // What the variant column compares: the group keys besides net, global_batch and world_size (the
 // tables show those in their own columns), gpu_names as "gpu" (its gpu_model, so that 1 × H100 and
-// 4 × H100 are one GPU), without the allreduce settings of a single rank (it exchanges nothing).
+// 4 × H100 are one GPU), without the allreduce settings of a single rank (it exchanges nothing,
+// unless --one-rank-exchange kept it on the data-parallel path).
 using Identity = std::map<std::string, std::string>;
 Identity variant_identity(const ConfigGroup& group);
 
@@ -128,7 +129,8 @@ std::string variant_label(const ConfigGroup& group, const VaryingKeys& varying);
 
 // The 1-GPU (world_size 1) group with the same configuration apart from world size, GPU names and
 // GPU mix, preferring one whose GPU is the first of `group`'s, then a plain (not gpu_mix) one;
-// nullptr when there is none.
+// nullptr when there is none. Never a one-rank job on the data-parallel path (--one-rank-exchange):
+// that measured the path, and its own baseline is the GPU alone.
 const ConfigGroup* baseline_of(const ConfigGroup& group, const std::vector<ConfigGroup>& groups);
 // The same with the 1-rank run's global batch `batch` instead of the group's own (weak scaling: the
 // group's per-rank batch).
