@@ -154,7 +154,7 @@ ParallelRun::ParallelRun(const ParallelArgs& args, const std::string& device, in
   active_ = launched && (mpi_->size() > 1 || args_.one_rank_exchange);
   one_rank_exchange_ = active_ && mpi_->size() == 1;
   if (launched && !active_) log::info("one rank: trained as one process (no communicator, no gradient exchange)");
-  if (active_ && mpi_->size() == 1)
+  if (one_rank_exchange_)
     log::info("one rank, --one-rank-exchange: the data-parallel path (communicator, buckets, an exchange with itself)");
   rank_ = active_ ? mpi_->rank() : 0;
   if (!(args_.bucket_mb > 0)) throw_config("--bucket-mb must be > 0, got {}", args_.bucket_mb);

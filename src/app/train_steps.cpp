@@ -124,7 +124,7 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
   if (a.parallel.gather_gradients == "true" && par.world_size() > 1) run_config["gather_gradients"] = true;
   if (!a.options.cuda_graph) run_config["cuda_graph"] = false;     // --no-graph
   if (!a.options.phase_marks) run_config["phase_marks"] = false;  // --no-phase-marks
-  // The data-parallel path on one rank measures that path, not the GPU alone: its own id.
+  // The data-parallel path on one rank measures that path, not the GPU alone: a configuration of its own.
   if (par.one_rank_exchange()) run_config["one_rank_exchange"] = true;
   // --graph-copies: only where a captured step has copies, an NCCL job (of 2 or more GPU ranks, or
   // of one with --one-rank-exchange).

@@ -71,7 +71,7 @@ double to_number(const std::string& s) {
 bool irrelevant(const std::string& key, const ConfigGroup& g) {
   return (key == "allreduce_overlap" || key == "allreduce_algo" || key == "allreduce_dtype" ||
           key == "allreduce_tuning" || key == "nccl_env") &&
-         g.world_size() == 1 && g.key.at("one_rank_exchange").empty();
+         g.world_size() == 1 && !is_one_rank_exchange(g);
 }
 
 // Identity keys every table shows in a column of its own: never part of the variant.
@@ -345,6 +345,10 @@ bool is_unequal(const ConfigGroup& group) {
   return !group.key.at("mix").empty() || split != "even";
 }
 
+bool is_one_rank_exchange(const ConfigGroup& group) {
+  return !group.key.at("one_rank_exchange").empty();
+}
+
 Identity variant_identity(const ConfigGroup& group) {
   Identity id;
   for (const std::string& k : kGroupKeys) {
@@ -421,8 +425,7 @@ const ConfigGroup* baseline_at_batch(const ConfigGroup& group, const std::vector
   const ConfigGroup* best = nullptr;
   int best_score = -1;
   for (const ConfigGroup& g : groups) {
-    // A one-rank job on the data-parallel path measured that path, not the GPU alone.
-    if (g.world_size() != 1 || !g.key.at("one_rank_exchange").empty()) continue;
+    if (g.world_size() != 1 || is_one_rank_exchange(g)) continue;
     bool same = true;
     for (const std::string& k : kGroupKeys)
       // A sweep gives a single CPU rank all the cores' BLAS threads: its thread count differs on

@@ -107,6 +107,9 @@ bool is_gpu_mix(const ConfigGroup& group);
 // Ranks of unequal speed (a mix figure: SM partitions, emulated stragglers) or a split other than
 // even: not a plain point of an N-GPU scaling series either; the heterogeneous table shows them.
 bool is_unequal(const ConfigGroup& group);
+// A one-rank job kept on the data-parallel path (--one-rank-exchange): it measured that path's cost,
+// not the GPU alone.
+bool is_one_rank_exchange(const ConfigGroup& group);
 
 // What the variant column compares: the group keys besides net, global_batch and world_size (the
 // tables show those in their own columns), gpu_names as "gpu" (its gpu_model, so that 1 × H100 and

@@ -180,7 +180,7 @@ Table baseline_table(const std::vector<ConfigGroup>& groups, const std::vector<B
   for (const BaselineFile& f : files) failed += f.failed;
   for (const ConfigGroup& g : groups) {
     // A one-rank exchange run measured our data-parallel path's cost, nothing another framework ran.
-    if (is_unequal(g) || is_gpu_mix(g) || !g.key.at("one_rank_exchange").empty()) continue;
+    if (is_unequal(g) || is_gpu_mix(g) || is_one_rank_exchange(g)) continue;
     const double n = g.world_size(), batch = g.global_batch();
     // Our side of every row of g, whichever baseline points it meets.
     const Stat s = g.stat(&RunSummary::samples_per_s);
