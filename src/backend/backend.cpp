@@ -256,12 +256,13 @@ double Backend::elapsed_ms(const TimingEvent& a, const TimingEvent& b) {
 }
 
 int64_t conv_output_dim(int64_t in, int kernel, int stride, int pad, int dilation) {
+  // In 64 bits: `2 * pad` in int wraps for a pad near 2^31 (a 2147483645 pad gave 28 -> 18).
   int64_t extent = static_cast<int64_t>(dilation) * (kernel - 1) + 1;
-  return floor_div(in + 2 * pad - extent, stride) + 1;
+  return floor_div(in + 2 * static_cast<int64_t>(pad) - extent, stride) + 1;
 }
 
 int64_t pool_output_dim(int64_t in, int kernel, int stride, int pad, bool ceil_mode) {
-  int64_t span = in + 2 * pad - kernel;
+  int64_t span = in + 2 * static_cast<int64_t>(pad) - kernel;  // 64 bits, as conv_output_dim
   if (span < 0) return 0;  // window larger than the padded input: no valid output
   int64_t out = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
   // Caffe: the last pooling window must start strictly inside the image (or its left padding).

@@ -2,6 +2,7 @@
 // (GoogLeNet inception outputs). Key: axis (1 only).
 #include <climits>
 
+#include "core/checked_math.hpp"
 #include "layers/layer_params.hpp"
 
 namespace cnnscale {
@@ -31,7 +32,10 @@ class ConcatLayer final : public Layer {
       if (!compatible)
         node.fail(fmt::format("bottoms must agree in every dimension but channels: '{}' is {} but '{}' is {}",
                               cfg_.bottoms.at(0), first.to_string(), cfg_.bottoms.at(i), bottoms[i].to_string()));
-      out[1] += bottoms[i][1];
+      const auto channels = checked_add(out[1], bottoms[i][1]);
+      if (!channels || *channels > kMaxExtent)
+        node.fail(fmt::format("the bottoms' channels add up to more than {} (a 32-bit extent)", kMaxExtent));
+      out[1] = *channels;
     }
     return {out};
   }

@@ -18,8 +18,10 @@
 // Where the backend has no int8 engine for its shape, the first pass says so (a warning, and
 // implementation()) and the layer runs in the net's precision from then on -- unless an operand is
 // int8, which nothing else reads: then it is an error.
+#include <array>
 #include <optional>
 
+#include "core/checked_math.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "layers/filler.hpp"
@@ -74,6 +76,10 @@ class ConvolutionLayer final : public Layer {
       node["kernel"].fail(fmt::format("kernel {}x{} (dilation {}x{}, pad {}x{}) does not fit input {}: output {}x{}",
                                       conv_.kernel_h, conv_.kernel_w, conv_.dilation_h, conv_.dilation_w, conv_.pad_h,
                                       conv_.pad_w, x.to_string(), out_h, out_w));
+    require_output_extents(node, "pad", out_h, out_w,
+                           fmt::format("pad {}x{} (kernel {}x{}, stride {}x{}, dilation {}x{}) on input {}", conv_.pad_h,
+                                       conv_.pad_w, conv_.kernel_h, conv_.kernel_w, conv_.stride_h, conv_.stride_w,
+                                       conv_.dilation_h, conv_.dilation_w, x.to_string()));
     const Shape y{x.n(), num_output_, out_h, out_w};
     if (addend_ && bottoms[1] != y)
       node.fail(fmt::format("the addend '{}' is {} but the output is {}", cfg_.bottoms.at(1), bottoms[1].to_string(),
@@ -106,7 +112,11 @@ class ConvolutionLayer final : public Layer {
   LayerCost cost(const std::vector<Shape>& bottoms, const std::vector<Shape>& tops) const override {
     LayerCost c = Layer::cost(bottoms, tops);
     const Shape& y = tops.at(0);
-    c.forward_macs = y.c() * y.h() * y.w() * (in_channels_ / conv_.groups) * conv_.kernel_h * conv_.kernel_w;
+    // Output values times the products each sums: two bounded counts whose product may still wrap.
+    const auto macs = bounded_product(std::array<int64_t, 6>{y.c(), y.h(), y.w(), in_channels_ / conv_.groups,
+                                                             conv_.kernel_h, conv_.kernel_w});
+    if (!macs) cfg_.node.fail(fmt::format("{} multiply-accumulates per sample overflow 64 bits", y.to_string()));
+    c.forward_macs = *macs;
     return c;
   }
 

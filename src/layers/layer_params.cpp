@@ -1,6 +1,8 @@
 // Parsing helpers shared by the layer files (see layer_params.hpp).
 #include "layers/layer_params.hpp"
 
+#include "core/checked_math.hpp"
+
 namespace cnnscale {
 
 Extent2 parse_extent2(const ConfigNode& layer, const std::string& key, std::optional<Extent2> fallback, int min_value) {
@@ -59,6 +61,13 @@ std::vector<ParamMults> parse_param_mults(const ConfigNode& layer, size_t max_co
     if (out[i].decay_mult < 0.0f) items[i]["decay_mult"].fail("must be >= 0");
   }
   return out;
+}
+
+void require_output_extents(const ConfigNode& layer, const std::string& key, int64_t out_h, int64_t out_w,
+                            const std::string& window) {
+  if (out_h <= kMaxExtent && out_w <= kMaxExtent) return;
+  (layer.has(key) ? layer[key] : layer)
+      .fail(fmt::format("{} gives an output of {}x{}, more than {} a side", window, out_h, out_w, kMaxExtent));
 }
 
 void require_rank(const ConfigNode& layer, const Shape& shape, int rank, const std::string& what) {

@@ -35,6 +35,12 @@ struct ParamMults {
 // default to 1. Always returns `max_count` entries.
 std::vector<ParamMults> parse_param_mults(const ConfigNode& layer, size_t max_count);
 
+// An output plane of out_h x out_w (from a window's pad, kernel, stride and dilation) must have
+// 32-bit extents (core/checked_math.hpp); otherwise fail at `key` (pad, the one value that makes an
+// output larger than its input), describing the window as `window`.
+void require_output_extents(const ConfigNode& layer, const std::string& key, int64_t out_h, int64_t out_w,
+                            const std::string& window);
+
 // "expected (N, C, H, W) input, got (4, 10)"-style check of a bottom's rank, failing at the layer node.
 void require_rank(const ConfigNode& layer, const Shape& shape, int rank, const std::string& what);
 

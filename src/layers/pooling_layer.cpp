@@ -24,6 +24,9 @@ class PoolingLayer final : public Layer {
     if (out_h <= 0 || out_w <= 0)
       node["kernel"].fail(fmt::format("kernel {}x{} (pad {}x{}) does not fit input {}", pool_.kernel_h, pool_.kernel_w,
                                       pool_.pad_h, pool_.pad_w, x.to_string()));
+    require_output_extents(node, "pad", out_h, out_w,
+                           fmt::format("pad {}x{} (kernel {}x{}, stride {}x{}) on input {}", pool_.pad_h, pool_.pad_w,
+                                       pool_.kernel_h, pool_.kernel_w, pool_.stride_h, pool_.stride_w, x.to_string()));
     return {Shape{x.n(), x.c(), out_h, out_w}};
   }
 

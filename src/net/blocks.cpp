@@ -3,6 +3,7 @@
 // blobs they produce; the last instance's `output` blob is named after the repeat itself.
 #include "net/blocks.hpp"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -80,6 +81,8 @@ class Expander {
         item.check_keys({"repeat"});
         expand_repeat(item["repeat"], scope);
       } else {
+        if (out_.size() >= kMaxNetworkLayers)
+          item.fail(fmt::format("the network has more than {} layers", kMaxNetworkLayers));
         substitute_in_place(item, scope);
         out_.push_back({item, ""});
         std::string top = first_top(item);
@@ -142,6 +145,14 @@ class Expander {
     auto args = repeat.child("args");
     auto first = repeat.child("first");
     if (first) first->check_keys({"block", "args"});
+    // Counted before any instance is made: each one re-parses the file.
+    size_t per_instance = main_def.node["layers"].size();
+    if (auto b = first ? first->child("block") : std::nullopt)
+      per_instance = std::max(per_instance, find_block(*b).node["layers"].size());
+    if (static_cast<size_t>(times) > (kMaxNetworkLayers - out_.size()) / per_instance)
+      repeat["times"].fail(fmt::format("{} instances of block '{}' ({} layer(s) each) make the network more than {} "
+                                       "layers",
+                                       times, main_def.name, per_instance, kMaxNetworkLayers));
     std::string where_repeat = repeat.path();
 
     std::string in = input;

@@ -10,6 +10,11 @@
 
 namespace cnnscale::net {
 
+// The most layers a network may expand to. The deepest networks studied (ResNet-1001, about 3,000
+// layers with its batch norms and ReLUs) stay well below; a repeat count beyond it is a typo, and
+// would otherwise re-parse the file once per instance for hours before any layer is checked.
+inline constexpr size_t kMaxNetworkLayers = 10000;
+
 struct ExpandedLayer {
   ConfigNode node;     // the layer mapping, substituted and renamed in place
   std::string origin;  // empty for top-level layers, else "block instance res2_3 (layers[5].repeat)"

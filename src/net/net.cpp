@@ -122,6 +122,7 @@ struct Net::Impl {
 
 void Net::Impl::build(const NetSpec::Impl& spec, int64_t batch_size) {
   if (batch_size <= 0) throw_config("batch size must be positive, got {}", batch_size);
+  check_batch_fits(spec, batch_size);
   input_shape = spec.input_shape;
   blobs.push_back(Blob{});
   blobs.back().name = "data";

@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/checked_math.hpp"
 #include "net/blocks.hpp"
 #include "net/net_spec_impl.hpp"
 #include "net/variables.hpp"
@@ -80,6 +81,8 @@ class SpecBuilder {
     if (impl_.input_shape.size() != 3) shape.fail("expected [channels, height, width]");
     for (int64_t d : impl_.input_shape)
       if (d <= 0) shape.fail("every input dimension must be positive");
+    if (const std::string why = tensor_size_problem(Shape(impl_.input_shape)); !why.empty())
+      shape.fail("a sample " + why);
     impl_.classes = input.get<int64_t>("classes");
     if (impl_.classes <= 0) input["classes"].fail("expected a positive number of classes");
     if (options.input_shape) {
@@ -87,12 +90,16 @@ class SpecBuilder {
         throw_config("--input-shape: expected C,H,W (3 values), got {}", options.input_shape->size());
       for (int64_t d : *options.input_shape)
         if (d <= 0) throw_config("--input-shape: every dimension must be positive");
+      if (const std::string why = tensor_size_problem(Shape(*options.input_shape)); !why.empty())
+        throw_config("--input-shape: a sample {}", why);
       impl_.input_shape = *options.input_shape;
     }
     if (options.classes) {
       if (*options.classes <= 0) throw_config("--classes: expected a positive number, got {}", *options.classes);
       impl_.classes = *options.classes;
     }
+    // Per sample: the input and its label.
+    impl_.values_per_sample = impl_.input_shape[0] * impl_.input_shape[1] * impl_.input_shape[2] + 1;
   }
 
   net::VarScope global_scope(const ConfigNode& root) const {
@@ -158,19 +165,39 @@ class SpecBuilder {
     std::vector<Shape> top_shapes = layer->infer_shapes(bottom_shapes);
     CNNSCALE_CHECK(top_shapes.size() == top_nodes.size(), "layer '{}' ({}) inferred {} top shapes for {} tops", name,
                    type, top_shapes.size(), top_nodes.size());
-    for (size_t i = 0; i < top_nodes.size(); ++i)
+    for (size_t i = 0; i < top_nodes.size(); ++i) {
+      // Every size later code multiplies (a batch of this blob, a kernel over it) starts bounded here.
+      if (const std::string why = tensor_size_problem(top_shapes[i]); !why.empty())
+        top_nodes[i].fail(fmt::format("blob '{}' {}", top_nodes[i].as<std::string>(), why));
       blobs_[top_nodes[i].as<std::string>()] = {top_shapes[i], name, spec.phase};
+      add_bounded(impl_.values_per_sample, top_shapes[i].numel(), node, "activation values per sample");
+    }
 
     LayerInfo info;
     info.name = name;
     info.type = type;
     info.bottom_shapes = bottom_shapes;
     info.top_shapes = top_shapes;
-    for (const auto& p : layer->param_specs()) info.params += p.shape.numel();
-    info.cost = layer->cost(bottom_shapes, top_shapes);
+    for (const auto& p : layer->param_specs()) {
+      if (const std::string why = tensor_size_problem(p.shape); !why.empty())
+        node.fail(fmt::format("parameter '{}' {}", p.name, why));
+      info.params += p.shape.numel();
+    }
+    // All parameters live in one flat buffer (and its gradient): they share the one-tensor bound.
+    add_bounded(params_, info.params, node, "parameters");
+    info.cost = layer->cost(bottom_shapes, top_shapes);  // after the bounds: its products stay in range
+    macs_ = checked_add(macs_, info.cost.forward_macs).value_or(-1);
+    if (macs_ < 0) node.fail("the network's forward multiply-accumulates per sample overflow 64 bits");
     if (layer->is_loss()) spec.loss_weight = layer->loss_weight();  // valid after infer_shapes
     impl_.layers.push_back(std::move(spec));
     impl_.infos.push_back(std::move(info));
+  }
+
+  // total += n, failing at `node` when the sum passes kMaxElements.
+  static void add_bounded(int64_t& total, int64_t n, const ConfigNode& node, const std::string& what) {
+    const auto sum = checked_add(total, n);
+    if (!sum || *sum > kMaxElements) node.fail(fmt::format("the network's {} add up to more than 2^40", what));
+    total = *sum;
   }
 
   // The shape of an existing blob that a layer running in `phase` may read.
@@ -206,6 +233,7 @@ class SpecBuilder {
   NetSpec::Impl& impl_;
   std::map<std::string, BlobRecord> blobs_;
   std::map<std::string, ConfigNode> layer_nodes_;
+  int64_t params_ = 0, macs_ = 0;  // running totals, checked as each layer adds to them
 };
 
 }  // namespace
@@ -221,6 +249,15 @@ NetSpec NetSpec::load(const std::string& file, const NetOptions& options) {
   std::stringstream ss;
   ss << in.rdbuf();
   return load_string(ss.str(), file, options);
+}
+
+void check_batch_fits(const NetSpec::Impl& spec, int64_t batch) {
+  // Activations only: their gradients and the parameters come on top, so this is a lower bound of
+  // what the net would ask for, enough to refuse a batch that cannot be allocated at all.
+  const auto values = checked_mul(spec.values_per_sample, batch);
+  if (!values || *values > kMaxElements)
+    throw_config("batch {}: {} ({}) holds {} activation values per sample: {} samples are more than 2^40 values",
+                 batch, spec.name, spec.file, spec.values_per_sample, batch);
 }
 
 NetSpec NetSpec::load_string(const std::string& yaml, const std::string& name, const NetOptions& options) {

@@ -27,7 +27,12 @@ struct NetSpec::Impl {
   std::vector<SpecLayer> layers;
   std::vector<LayerInfo> infos;  // one per layer, same order
   std::string resolved_yaml;
+  int64_t values_per_sample = 0;  // the input, the label and every top, at batch 1 (at most 2^40)
 };
+
+// ConfigError naming the batch where `batch` samples of the net's activations pass the one-tensor
+// bound (core/checked_math.hpp): such a net cannot be allocated, so it is refused before trying.
+void check_batch_fits(const NetSpec::Impl& spec, int64_t batch);
 
 // Whether a layer configured for `layer_phase` runs in `phase`.
 inline bool runs_in(const std::optional<Phase>& layer_phase, Phase phase) {

@@ -94,7 +94,7 @@ std::string netinfo_table(const NetSpec& spec, int64_t batch) {
   out += fmt::format(
       "\nparameters        {} ({} as fp32)\n"
       "forward MACs      {} per sample ({} per batch of {})\n",
-      t.params, mib(t.gradient_bytes), t.forward_macs, human(static_cast<double>(t.forward_macs * batch)), batch);
+      t.params, mib(t.gradient_bytes), t.forward_macs, human(static_cast<double>(t.forward_macs) * static_cast<double>(batch)), batch);
   out += "\nSeed 003, Table 1 style (per sample, forward; MB = 2^20 bytes):\n";
   out += fmt::format("  {:<12}  {:>22}  {:>16}  {:>19}  {:>9}\n", "network", "# arithmetic operations",
                      "data volume read", "data volume written", "CTC ratio");

@@ -202,6 +202,79 @@ TEST(NetErrors, OptionsOverrides) {
   expect_contains(load_error(text, two), {"--input-shape"});
 }
 
+// Sizes from a network file are computed in 64 bits without overflow and bounded (one extent at most
+// 2^31 - 1, one tensor and all parameters at most 2^40 elements: core/checked_math.hpp) while the
+// shapes are inferred, before anything is allocated. NetSpec allocates nothing, so each of these
+// loaded silently before (LeNet with pad 2147483645 trained on an 18x18 output).
+TEST(NetErrors, PadNearIntMaxIsRefusedAtThePad) {
+  const std::string conv = kHead +
+                           "layers:\n  - {name: c, type: Convolution, bottom: data, top: c, num_output: 4, kernel: 5, "
+                           "pad: 2147483645}\n";
+  // 8 + 2 x 2147483645 - 5 + 1 = 4294967294 a side; `2 * pad` in int wrapped to -6 (LeNet: 28 -> 18).
+  expect_contains(load_error(conv), {"net.yaml:" + position(conv, "2147483645"), "layers[0].pad",
+                                     "output of 4294967294x4294967294", "more than 2147483647 a side"});
+  const std::string pool = kHead +
+                           "layers:\n  - {name: p, type: Pooling, bottom: data, top: p, kernel: 2147483647, "
+                           "pad: 2147483646, stride: 1}\n";
+  // 8 + 2 x 2147483646 - 2147483647 + 1 = 2147483654 a side (the wrapped pad made it "does not fit").
+  expect_contains(load_error(pool), {"net.yaml:" + position(pool, "2147483646"), "layers[0].pad",
+                                     "output of 2147483654x2147483654"});
+}
+
+TEST(NetErrors, TensorsBeyondTheBoundAreRefusedAtTheirLayer) {
+  const std::string big_in = "name: t\ninput: {shape: [1, 1024, 1024], classes: 3}\n";
+  // (2147483647, 1048576) weights: 2^51 elements.
+  const std::string fc =
+      big_in + "layers:\n  - {name: f, type: InnerProduct, bottom: data, top: f, num_output: 2147483647}\n";
+  expect_contains(load_error(fc), {"net.yaml:" + position(fc, "{name: f"), "layers[0]", "parameter 'weight'",
+                                   "(2147483647, 1048576): more than 2^40 elements"});
+  const std::string blob = big_in +
+                           "layers:\n  - {name: c, type: Convolution, bottom: data, top: c, num_output: 2147483647, "
+                           "kernel: 1}\n";
+  expect_contains(load_error(blob), {"net.yaml:" + position(blob, "c, num_output"), "layers[0].top", "blob 'c'",
+                                     "(1, 2147483647, 1024, 1024): more than 2^40 elements"});
+  // Two 0.73 x 2^40 weight matrices: each fits, together they pass the bound of one flat buffer.
+  const std::string total = big_in +
+                            "layers:\n"
+                            "  - {name: f, type: InnerProduct, bottom: data, top: f, num_output: 700000}\n"
+                            "  - {name: g, type: InnerProduct, bottom: data, top: g, num_output: 700000}\n";
+  expect_contains(load_error(total), {"net.yaml:" + position(total, "{name: g"), "layers[1]",
+                                      "parameters add up to more than 2^40"});
+  const std::string input = "name: t\ninput: {shape: [1048576, 1048576, 2], classes: 3}\nlayers: []\n";
+  expect_contains(load_error(input), {"net.yaml:" + position(input, "[1048576"), "input.shape",
+                                      "(1048576, 1048576, 2): more than 2^40 elements"});
+  NetOptions wide;
+  wide.input_shape = std::vector<int64_t>{1, 1, int64_t{1} << 32};
+  expect_contains(load_error(kHead + "layers: []\n", wide), {"--input-shape", "an extent of 4294967296"});
+  // 3 x 2^30 channels: a 32-bit extent no more.
+  const std::string concat = "name: t\ninput: {shape: [1073741824, 1, 1], classes: 3}\n"
+                             "layers:\n  - {name: k, type: Concat, bottom: [data, data, data], top: k}\n";
+  expect_contains(load_error(concat), {"net.yaml:" + position(concat, "{name: k"), "layers[0]",
+                                       "channels add up to more than 2147483647"});
+}
+
+TEST(NetErrors, HugeRepeatCountIsRefusedBeforeExpanding) {
+  // Each instance re-parses the file: two billion of them ran for hours before the first check.
+  const std::string text = kHead +
+                           "blocks:\n  b: {output: r, layers: [{name: r, type: ReLU, bottom: \"${in}\", top: r}]}\n"
+                           "layers:\n  - repeat: {block: b, prefix: p, times: 2000000000}\n";
+  expect_contains(load_error(text), {"net.yaml:" + position(text, "2000000000"), "layers[0].repeat.times",
+                                     "2000000000 instances of block 'b'", "more than 10000 layers"});
+}
+
+TEST(NetErrors, BatchBeyondTheBoundIsRefusedBeforeAllocating) {
+  const NetSpec spec = NetSpec::load_string(
+      kHead + "layers:\n  - {name: f, type: InnerProduct, bottom: data, top: f, num_output: 3}\n", "net.yaml");
+  auto backend = make_backend("cpu");
+  // 132 values a sample (128 of input, a label, 3 outputs) times 2^34 samples: past 2^40.
+  try {
+    Net net(spec, *backend, int64_t{1} << 34, 1);
+    ADD_FAILURE() << "no error for a batch of 2^34";
+  } catch (const ConfigError& e) {
+    expect_contains(e.what(), {"batch 17179869184", "net.yaml", "activation values per sample"});
+  }
+}
+
 TEST(NetErrors, MissingFile) {
   try {
     NetSpec::load("/nonexistent/net.yaml");
