@@ -2,6 +2,8 @@
 // header field and the exact payload length checked, so a bad download fails loudly and early.
 #include "data/idx_file.hpp"
 
+#include <fmt/ranges.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -9,6 +11,7 @@
 #include <cstring>
 #include <memory>
 
+#include "core/checked_math.hpp"
 #include "core/error.hpp"
 
 namespace cnnscale {
@@ -47,9 +50,30 @@ uint32_t big_endian_u32(const unsigned char* p) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
 }
 
+// The payload's size from the header's extents, checked against what the file can hold before any of
+// it is allocated: a plain file holds exactly the header and the payload; a gzip one at most 1032
+// bytes per compressed byte (deflate's largest ratio, zlib's FAQ).
+int64_t checked_payload(const std::string& file, const std::vector<int64_t>& dims, const std::string& what,
+                        int64_t file_bytes, int64_t header_bytes, bool plain) {
+  const std::string shape = fmt::format("{}", fmt::join(dims, " x "));
+  const auto total = bounded_product(dims, kMaxElements);
+  if (!total) throw_config("{}: the header's {} {} bytes are more than 2^40", file, shape, what);
+  if (plain && *total != file_bytes - header_bytes)
+    throw_config("{}: the header announces {} = {} {} bytes, but the file holds {} after its {}-byte header", file,
+                 shape, *total, what, file_bytes - header_bytes, header_bytes);
+  if (!plain && *total / 1032 > file_bytes)
+    throw_config("{}: the header announces {} = {} {} bytes, more than a {}-byte gzip file can hold", file, shape,
+                 *total, what, file_bytes);
+  return *total;
+}
+
 }  // namespace
 
 IdxArray read_idx_ubyte(const std::string& file, int expected_rank, const std::string& what) {
+  // Before opening: a FIFO would block the open, and the payload is checked against the size.
+  struct stat st {};
+  if (::stat(file.c_str(), &st) != 0) throw_config("{}: cannot open: {}", file, std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) throw_config("{}: not a regular file", file);
   errno = 0;
   GzHandle f(gzopen(file.c_str(), "rb"));
   if (!f) throw_config("{}: cannot open: {}", file, errno ? std::strerror(errno) : "zlib could not open it");
@@ -68,17 +92,25 @@ IdxArray read_idx_ubyte(const std::string& file, int expected_rank, const std::s
   if (got < header.size()) throw_config("{}: truncated: expected {} dimension bytes, got {}", file, header.size(), got);
 
   IdxArray out;
-  int64_t total = 1;
   for (int d = 0; d < expected_rank; ++d) {
     int64_t extent = big_endian_u32(header.data() + 4 * d);
     if (extent <= 0 || extent > (int64_t{1} << 31)) throw_config("{}: invalid dimension {}: {}", file, d, extent);
     out.dims.push_back(extent);
-    total *= extent;
   }
+  const int64_t total = checked_payload(file, out.dims, what, static_cast<int64_t>(st.st_size),
+                                        4 + static_cast<int64_t>(header.size()), gzdirect(f.get()) == 1);
 
-  out.data.resize(static_cast<size_t>(total));
-  got = read_some(f.get(), file, out.data.data(), out.data.size());
-  if (got < out.data.size()) throw_config("{}: truncated: expected {} {} bytes, got {}", file, total, what, got);
+  // In steps, so that a gzip stream that ends early has not had its whole claimed size allocated.
+  size_t done = 0;
+  while (done < static_cast<size_t>(total)) {
+    const size_t step = std::min<size_t>(static_cast<size_t>(total) - done, size_t{64} << 20);
+    out.data.resize(done + step);
+    const size_t n = read_some(f.get(), file, out.data.data() + done, step);
+    done += n;
+    if (n < step) break;
+  }
+  if (done < static_cast<size_t>(total))
+    throw_config("{}: truncated: expected {} {} bytes, got {}", file, total, what, done);
   unsigned char extra;
   if (read_some(f.get(), file, &extra, 1) != 0)
     throw_config("{}: unexpected data after the {} {} bytes the header announces", file, total, what);

@@ -2,6 +2,7 @@
 // ConfigError naming the file), synthetic data determinism, and the loader's order and resumable
 // state depending only on the seed.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <filesystem>
@@ -42,6 +43,10 @@ void write_gz(const std::string& path, const std::vector<uint8_t>& bytes) {
   ASSERT_NE(f, nullptr);
   ASSERT_EQ(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())), static_cast<int>(bytes.size()));
   gzclose(f);
+}
+
+void write_plain(const std::string& path, const std::vector<uint8_t>& b) {
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
 }
 
 std::vector<uint8_t> image_payload(int n) {
@@ -94,10 +99,6 @@ TEST(FashionMnist, ReadsValuesAndNormalises) {
 
 TEST(FashionMnist, ReadsUncompressedFiles) {
   TempDir dir;
-  auto write_plain = [](const std::string& path, const std::vector<uint8_t>& b) {
-    std::ofstream(path, std::ios::binary)
-        .write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
-  };
   write_plain(dir.file("train-images-idx3-ubyte"), idx_bytes(0x803, {2, 28, 28}, image_payload(2)));
   write_plain(dir.file("train-labels-idx1-ubyte"), idx_bytes(0x801, {2}, {4, 5}));
   FashionMnistDataset ds(dir.str(), FashionMnistDataset::Split::Train);
@@ -155,6 +156,32 @@ TEST(FashionMnist, MissingFileOrDirectory) {
                       {dir.file("train-labels-idx1-ubyte.gz"), "cannot open"});
   expect_config_error([&] { FashionMnistDataset(dir.file("nonexistent"), FashionMnistDataset::Split::Train); },
                       {dir.file("nonexistent"), "does not exist"});
+}
+
+// The header's extents are checked against what the file can hold before the payload is allocated:
+// one claimed 65536 x 65536 image was a 4 GiB allocation (zeroed) before "truncated".
+TEST(FashionMnist, HeaderLargerThanTheFileIsRefusedBeforeAllocating) {
+  TempDir dir;
+  const std::string images = dir.file("train-images-idx3-ubyte");
+  write_plain(images, idx_bytes(0x803, {1, 65536, 65536}, image_payload(1)));
+  write_plain(dir.file("train-labels-idx1-ubyte"), idx_bytes(0x801, {1}, {4}));
+  expect_config_error([&] { FashionMnistDataset(dir.str(), FashionMnistDataset::Split::Train); },
+                      {images, "announces 1 x 65536 x 65536 = 4294967296 image bytes", "the file holds 784"});
+  // A gzip file holds at most 1032 bytes per compressed byte (deflate's largest ratio).
+  fs::remove(images);
+  const std::string gz = dir.file("train-images-idx3-ubyte.gz");
+  write_gz(gz, idx_bytes(0x803, {1, 65536, 65536}, image_payload(1)));
+  expect_config_error([&] { FashionMnistDataset(dir.str(), FashionMnistDataset::Split::Train); },
+                      {gz, "announces 1 x 65536 x 65536 = 4294967296 image bytes", "gzip file can hold"});
+  // 60000 of them: 2^48 bytes, past the bound of one array whatever the file.
+  write_gz(gz, idx_bytes(0x803, {60000, 65536, 65536}, {}));
+  expect_config_error([&] { FashionMnistDataset(dir.str(), FashionMnistDataset::Split::Train); },
+                      {gz, "60000 x 65536 x 65536 image bytes are more than 2^40"});
+  // Not a regular file: a FIFO would block the open.
+  fs::remove(gz);
+  ASSERT_EQ(::mkfifo(gz.c_str(), 0600), 0);
+  expect_config_error([&] { FashionMnistDataset(dir.str(), FashionMnistDataset::Split::Train); },
+                      {gz, "not a regular file"});
 }
 
 TEST(Synthetic, DeterministicPerSampleIndex) {
