@@ -4,6 +4,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/text_file.hpp"
+
 namespace cnnscale {
 
 namespace {
@@ -13,11 +15,7 @@ std::string join_path(const std::string& base, const std::string& key) {
 }  // namespace
 
 ConfigNode ConfigNode::load_file(const std::string& file) {
-  std::ifstream in(file);
-  if (!in) throw_config("{}: cannot open file", file);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return load_string(ss.str(), file);
+  return load_string(read_config_text(file, "configuration file"), file);
 }
 
 ConfigNode ConfigNode::load_string(const std::string& text, const std::string& name) {

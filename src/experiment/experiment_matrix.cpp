@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 
+#include "core/checked_math.hpp"
 #include "core/config.hpp"
 #include "experiment/experiment.hpp"
 #include "experiment/experiment_reader.hpp"
@@ -130,6 +131,37 @@ void read_rank_sets(const ExperimentReader& r, const ConfigNode& m, Experiment& 
     for (const auto& [ranks, node] : sets)
       if (ranks > b) node.fail(fmt::format("{} ranks cannot split a global batch of {}", ranks, b));
   read_splits(r, m, e);
+}
+
+void check_matrix_size(const ExperimentReader& r, const ConfigNode& m, bool infer) {
+  // Each axis' value count as written, checked before any value is: a list of a million batches
+  // then costs no per-value check (some compare every value with every other) and no run. An
+  // inference matrix's train-only axes count 1 here; they are refused right after.
+  auto count = [&](const ConfigNode& parent, const char* key) -> int64_t {
+    const auto c = r.child(parent, key);
+    return !c ? 0 : c->is_sequence() ? static_cast<int64_t>(c->size()) : 1;
+  };
+  const int64_t repeats = r.child(m, "repeats") ? int_in(*r.child(m, "repeats"), 1, 1000) : Experiment{}.repeats;
+  const std::vector<std::pair<std::string, int64_t>> axes = {
+      {"repeats", repeats},
+      {"network", std::max<int64_t>(1, count(m, "network"))},
+      {"batch and batch_per_gpu", infer ? 1 : std::max<int64_t>(1, count(m, "batch") + count(m, "batch_per_gpu"))},
+      {"gpus, gpu_mix and cpu_mix", std::max<int64_t>(1, count(m, "gpus") + count(m, "gpu_mix") + count(m, "cpu_mix"))},
+      {"precision", std::max<int64_t>(1, count(m, "precision"))},
+      {"allreduce", infer ? 1 : std::max<int64_t>(1, count(m, "allreduce"))},
+      {"split", infer ? 1 : std::max<int64_t>(1, count(m, "split"))}};
+  std::vector<int64_t> sizes;
+  std::vector<std::string> named;
+  for (const auto& [axis, n] : axes) {
+    sizes.push_back(n);
+    if (n > 1) named.push_back(fmt::format("{} {}", axis, n));
+  }
+  if (bounded_product(sizes, kMaxMatrixRuns)) return;
+  const auto product = bounded_product(sizes);
+  m.fail(fmt::format("{} = {} combinations, more than the {} runs one experiment may expand to (split it into "
+                     "several)",
+                     fmt::join(named, " x "), product ? fmt::format("{}", *product) : "more than 2^63",
+                     kMaxMatrixRuns));
 }
 
 bool has_cpu_mix(const ExperimentReader& r, const ConfigNode& root) {

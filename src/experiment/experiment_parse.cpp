@@ -14,6 +14,7 @@
 #include "core/config.hpp"
 #include "core/log.hpp"
 #include "core/precision.hpp"
+#include "core/text_file.hpp"
 #include "data/datasets.hpp"
 #include "data/image_list.hpp"
 #include "experiment/experiment.hpp"
@@ -310,6 +311,7 @@ void read_matrix(const ExperimentReader& r, const ConfigNode& root, const Config
                  const HostInfo& host) {
   r.check_keys(m, kMatrixKeys);
   const bool infer = e.mode == "infer";
+  check_matrix_size(r, m, infer);
   if (infer)
     for (const auto& key : kTrainOnlyMatrixKeys)
       if (auto c = r.child(m, key))
@@ -511,11 +513,7 @@ Experiment parse_experiment_text(const std::string& text, const std::string& fil
 }
 
 Experiment load_experiment(const std::string& file, const std::vector<std::string>& overrides, const HostInfo& host) {
-  std::ifstream in(file);
-  if (!in) throw_config("{}: cannot open experiment file", file);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_experiment_text(ss.str(), file, overrides, host);
+  return parse_experiment_text(read_config_text(file, "experiment file"), file, overrides, host);
 }
 
 }  // namespace cnnscale

@@ -44,6 +44,12 @@ std::vector<ConfigNode> list_items(const ConfigNode& n);
 // The matrix's rank sets and split policies (experiment_matrix.cpp): gpus, gpu_mix, cpu_mix, split;
 // ranks are checked against `host` and each batch.
 void read_rank_sets(const ExperimentReader& r, const ConfigNode& matrix, Experiment& e, const HostInfo& host);
+// The most runs one experiment's matrix may expand to: 10,000, some 30 times the largest shipped
+// experiment (seed_study_hetero.yaml, 360); at a minute a run, a week of one node.
+inline constexpr int64_t kMaxMatrixRuns = 10000;
+// Refuses, at `matrix`, a matrix whose axes' value counts multiply to more than kMaxMatrixRuns,
+// naming each axis and the product; before any value is read.
+void check_matrix_size(const ExperimentReader& r, const ConfigNode& matrix, bool infer);
 // Whether the matrix names CPU rank sets (cpu_mix): device auto then means the CPU.
 bool has_cpu_mix(const ExperimentReader& r, const ConfigNode& root);
 // The most GPUs one matrix point asks for (ranks, or the highest selector + 1); 1 when unreadable,

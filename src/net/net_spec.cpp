@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/checked_math.hpp"
+#include "core/text_file.hpp"
 #include "net/blocks.hpp"
 #include "net/net_spec_impl.hpp"
 #include "net/variables.hpp"
@@ -244,11 +245,7 @@ NetSpec& NetSpec::operator=(NetSpec&&) noexcept = default;
 NetSpec::~NetSpec() = default;
 
 NetSpec NetSpec::load(const std::string& file, const NetOptions& options) {
-  std::ifstream in(file);
-  if (!in) throw_config("{}: cannot open network file", file);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return load_string(ss.str(), file, options);
+  return load_string(read_config_text(file, "network file"), file, options);
 }
 
 void check_batch_fits(const NetSpec::Impl& spec, int64_t batch) {

@@ -13,7 +13,11 @@ std::string resolve_network_path(const std::string& name_or_path) {
   std::vector<fs::path> tried{name_or_path};
   // Only a bare name (no directory, no extension) is looked up under networks/.
   fs::path p(name_or_path);
-  if (!name_or_path.empty() && !p.has_parent_path() && !p.has_extension()) {
+  const bool bare = !name_or_path.empty() && !p.has_parent_path() && !p.has_extension();
+  // Any other path that exists (a FIFO, a device, a directory) is what was meant: NetSpec::load
+  // says what it is, rather than that nothing was found.
+  if (!bare && fs::exists(name_or_path, ec)) return name_or_path;
+  if (bare) {
     std::vector<fs::path> roots{fs::path(".")};
 #ifdef CNNSCALE_SOURCE_DIR
     roots.emplace_back(CNNSCALE_SOURCE_DIR);
