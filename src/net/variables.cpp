@@ -85,6 +85,8 @@ class Evaluator {
         bool divide = s_[pos_ - 1] == '/';
         int64_t d = factor();
         if (d == 0) error("division by zero");
+        // The one quotient of two int64 that does not fit (and traps on x86, % as well).
+        if (v == INT64_MIN && d == -1) error("integer overflow");
         v = divide ? v / d : v % d;
       } else {
         return v;
@@ -98,7 +100,7 @@ class Evaluator {
       if (!accept(')')) error("missing ')'");
       return v;
     }
-    if (accept('-')) return -factor();
+    if (accept('-')) return apply('-', 0, factor());  // -INT64_MIN does not fit
     if (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) {
       size_t begin = pos_;
       while (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) ++pos_;

@@ -156,6 +156,12 @@ TEST(NetErrors, Variables) {
   expect_contains(load_error(reserved), {"vars.classes", "built-in"});
   std::string division = kHead + "vars: {w: \"${classes/0}\"}\nlayers: []\n";
   expect_contains(load_error(division), {"net.yaml:" + position(division, "\"${classes/0}"), "division by zero"});
+  // INT64_MIN / -1 trapped (SIGFPE) and -INT64_MIN wrapped; both are overflows like a * b's.
+  for (const char* expr : {"(0-9223372036854775807-1)/(0-1)", "(0-9223372036854775807-1)%(0-1)",
+                           "-(0-9223372036854775807-1)"}) {
+    std::string wrap = kHead + "vars: {w: \"${" + expr + "}\"}\nlayers: []\n";
+    expect_contains(load_error(wrap), {"net.yaml:" + position(wrap, "\"${"), "vars.w", "integer overflow"});
+  }
 }
 
 // Blocks: the error points at the key inside `blocks:` and says which instance was being built.
