@@ -210,8 +210,9 @@ TEST(NetErrors, OptionsOverrides) {
 
 // Sizes from a network file are computed in 64 bits without overflow and bounded (one extent at most
 // 2^31 - 1, one tensor and all parameters at most 2^40 elements: core/checked_math.hpp) while the
-// shapes are inferred, before anything is allocated. NetSpec allocates nothing, so each of these
-// loaded silently before (LeNet with pad 2147483645 trained on an 18x18 output).
+// shapes are inferred, before anything is allocated (NetSpec allocates nothing). Before, most of
+// these loaded silently (LeNet with pad 2147483645 trained on an 18x18 output), the pooling one
+// failed as "does not fit" and the repeat ran for hours.
 TEST(NetErrors, PadNearIntMaxIsRefusedAtThePad) {
   const std::string conv = kHead +
                            "layers:\n  - {name: c, type: Convolution, bottom: data, top: c, num_output: 4, kernel: 5, "
