@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/text_file.hpp"
+#include "core/yaml_unique_keys.hpp"
 
 namespace cnnscale {
 
@@ -19,11 +20,14 @@ ConfigNode ConfigNode::load_file(const std::string& file) {
 }
 
 ConfigNode ConfigNode::load_string(const std::string& text, const std::string& name) {
+  YAML::Node root;
   try {
-    return ConfigNode(YAML::Load(text), name, "");
+    root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     throw_config("{}:{}:{}: YAML syntax error: {}", name, e.mark.line + 1, e.mark.column + 1, e.msg);
   }
+  check_unique_keys(root, name);  // yaml-cpp keeps both pairs and a lookup would see only the first
+  return ConfigNode(std::move(root), name, "");
 }
 
 std::string ConfigNode::where() const {

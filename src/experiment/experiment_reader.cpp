@@ -7,6 +7,8 @@
 #include <cmath>
 #include <regex>
 
+#include "core/yaml_unique_keys.hpp"
+
 namespace cnnscale {
 
 Override parse_override(const std::string& text) {
@@ -29,6 +31,7 @@ ExperimentReader::ExperimentReader(ConfigNode root, const std::vector<std::strin
     } catch (const YAML::Exception& e) {
       throw_config("command line '{}':{}:{}: YAML syntax error: {}", text, e.mark.line + 1, e.mark.column + 1, e.msg);
     }
+    check_unique_keys(value, fmt::format("command line '{}'", text), o.path);  // solver={lr: 1, lr: 2}
     // Walk with reset(): assigning a YAML::Node to another would overwrite the referenced node.
     YAML::Node at;
     at.reset(tree);
