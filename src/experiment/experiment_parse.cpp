@@ -46,8 +46,6 @@ const std::set<std::string> kDatasetKeys = {"name",           "data_dir", "train
 const std::set<std::string> kSolverKeys = {
     "lr",    "momentum", "weight_decay",      "lr_policy",           "gamma",      "step",         "milestones",
     "power", "warmup",   "warmup_iterations", "warmup_start_factor", "lr_scaling", "lr_base_batch"};
-// train owns these; an experiment setting them would break the sweep's bookkeeping.
-const std::set<std::string> kReservedArgs = {"--results", "--run-id", "--experiment", "--no-results", "--json"};
 
 std::set<std::string> dataset_name_set() {
   const std::vector<std::string> names = dataset_names();
@@ -234,25 +232,6 @@ AllreduceMode read_allreduce(const ExperimentReader& r, const ConfigNode& n, con
   if (auto c = r.child(n, "update")) m.update_per_bucket = one_of(*c, {"per_bucket", "after_exchange"}) == "per_bucket";
   if (auto c = r.child(n, "gather")) m.gather = c->as<bool>();
   return m;
-}
-
-// An inference experiment's extra_args: none of the flags the sweep sets from the file (infer's own
-// refusal of a repeated flag would fail every run only when it starts), nor a scenario's: the sweep
-// counts a run done by its offline result, a table of batch sizes.
-void check_infer_extra_arg(const ConfigNode& a, const std::string& flag, const InferSpec& s) {
-  static const std::map<std::string, std::string> kSet = {
-      {"--net", "matrix.network"},    {"--device", "device (and matrix.gpu_mix)"},
-      {"--gpus", "matrix.gpu_mix"},   {"--seed", "seed"},
-      {"--batch", "infer.batch"},     {"--fill", "infer.fill"},
-      {"--seconds", "infer.seconds"}, {"--latency-seconds", "infer.latency_seconds"},
-      {"--no-fold", "infer.fold"},    {"--no-graph", "infer.graph"},
-      {"--no-fuse", "infer.fuse"},    {"--calibration", "infer.calibration"}};
-  static const std::set<std::string> kScenario = {"--scenario", "--rate",    "--max-batch",  "--latency-bound",
-                                                  "--rate-lo",  "--rate-hi", "--rate-steps", "--min-queries"};
-  if (auto it = kSet.find(flag); it != kSet.end()) a.fail(fmt::format("'{}' is set by {}", flag, it->second));
-  if (kScenario.count(flag)) a.fail(fmt::format("'{}': an inference sweep runs the offline scenario", flag));
-  if (flag == "--memory-limit" && (s.batches.empty() || s.batches.back() != "max"))
-    a.fail("'--memory-limit' is the budget of a batch list ending with max (infer.batch)");
 }
 
 // infer: the batch list (positive sizes, or max alone, as infer's --batch), the input fill, the
@@ -457,28 +436,7 @@ Experiment parse_experiment_text(const std::string& text, const std::string& fil
   read_length(r, root, e.length);
   if (auto c = r.child(root, "measure")) e.measure = one_of(*c, {"steady", "phases"});
   if (auto c = r.child(root, "seed")) e.seed = int_in(*c, 0, int64_t(1) << 62);
-  if (auto c = r.child(root, "extra_args")) {
-    for (const auto& a : list_items(*c)) {
-      std::string arg = a.as<std::string>();
-      std::string flag = arg.substr(0, arg.find('='));
-      if (kReservedArgs.count(flag)) a.fail(fmt::format("'{}' is set by the sweep itself", flag));
-      // A second --precision would contradict the run's id and results: the matrix owns it.
-      if (flag == "--precision") a.fail("'--precision' is set by matrix.precision");
-      if (infer) check_infer_extra_arg(a, flag, e.infer);
-      if (flag == "--allreduce-dtype") a.fail("'--allreduce-dtype' is set by matrix.allreduce's dtype");
-      if (flag == "--allreduce-max-ctas") a.fail("'--allreduce-max-ctas' is set by matrix.allreduce's max_ctas");
-      if (flag == "--allreduce-cta-policy") a.fail("'--allreduce-cta-policy' is set by matrix.allreduce's cta_policy");
-      if (flag == "--allreduce-priority") a.fail("'--allreduce-priority' is set by matrix.allreduce's priority");
-      if (flag == "--update-per-bucket") a.fail("'--update-per-bucket' is set by matrix.allreduce's update");
-      if (flag == "--gather-gradients") a.fail("'--gather-gradients' is set by matrix.allreduce's gather");
-      // A sweep's 1-GPU runs are its baselines: they measure the GPU alone, whatever launches them.
-      if (flag == "--one-rank-exchange")
-        a.fail(
-            "'--one-rank-exchange' would make the 1-GPU baselines measure the data-parallel path: use cnnscale "
-            "train under mpirun -np 1 for that measurement");
-      e.extra_args.push_back(arg);
-    }
-  }
+  if (auto c = r.child(root, "extra_args")) read_extra_args(*c, infer, e);
   read_matrix(r, root, r.get(root, "matrix"), e, host);
 
   std::optional<ConfigNode> per_net = r.child(root, "networks");

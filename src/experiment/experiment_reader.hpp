@@ -44,6 +44,12 @@ std::vector<ConfigNode> list_items(const ConfigNode& n);
 // The matrix's rank sets and split policies (experiment_matrix.cpp): gpus, gpu_mix, cpu_mix, split;
 // ranks are checked against `host` and each batch.
 void read_rank_sets(const ExperimentReader& r, const ConfigNode& matrix, Experiment& e, const HostInfo& host);
+// extra_args (experiment_extra_args.cpp): each item appended to e.extra_args, or refused at its
+// file:line:col when the sweep already writes that flag on a run's command line (`infer` picks
+// infer's flags rather than train's), or when it is a tag the sweep writes itself.
+void read_extra_args(const ConfigNode& list, bool infer, Experiment& e);
+// The train flags a sweep writes on a run's command line, each with the experiment key that sets it.
+const std::map<std::string, std::string>& sweep_train_flags();
 // The most runs one experiment's matrix may expand to: 10,000, some 30 times the largest shipped
 // experiment (seed_study_hetero.yaml, 360); at a minute a run, a week of one node.
 inline constexpr int64_t kMaxMatrixRuns = 10000;

@@ -1,0 +1,125 @@
+// An experiment's extra_args, checked when the file is read: a flag the sweep already writes on the
+// run's command line (sweep_command.cpp) would repeat it, and train or infer refuses a repeated
+// flag only when each run starts, so every run of the sweep would fail one after another. Each such
+// flag is refused at its own file:line:col, naming the key that sets it.
+#include <fmt/format.h>
+
+#include <map>
+#include <set>
+
+#include "experiment/experiment_reader.hpp"
+
+namespace cnnscale {
+
+const std::map<std::string, std::string>& sweep_train_flags() {
+  static const std::map<std::string, std::string> flags = {
+      {"--net", "matrix.network"},
+      {"--data", "dataset.name"},
+      {"--data-dir", "dataset.data_dir"},
+      {"--train-samples", "dataset.train_samples"},
+      {"--test-samples", "dataset.test_samples"},
+      {"--synthetic-fill", "dataset.synthetic_fill"},
+      {"--classes", "dataset.classes"},
+      {"--input-shape", "dataset.input_shape"},
+      {"--batch", "matrix.batch"},
+      {"--epochs", "epochs (or iterations)"},
+      {"--iterations", "iterations (or epochs, iteration_scale)"},
+      {"--device", "device"},
+      {"--precision", "matrix.precision"},
+      {"--seed", "seed"},
+      {"--lr", "solver.lr"},
+      {"--momentum", "solver.momentum"},
+      {"--weight-decay", "solver.weight_decay"},
+      {"--lr-policy", "solver.lr_policy"},
+      {"--gamma", "solver.gamma"},
+      {"--step", "solver.step"},
+      {"--milestones", "solver.milestones"},
+      {"--power", "solver.power"},
+      {"--warmup", "solver.warmup"},
+      {"--warmup-iterations", "solver.warmup_iterations"},
+      {"--warmup-start-factor", "solver.warmup_start_factor"},
+      {"--lr-scaling", "solver.lr_scaling"},
+      {"--lr-base-batch", "solver.lr_base_batch"},
+      {"--measure", "measure"},
+      {"--whole-epochs", "whole_epochs"},
+      {"--whole-samples", "whole_samples"},
+      {"--gpus", "matrix.gpu_mix"},
+      {"--sm-counts", "matrix.gpu_mix"},
+      {"--slowdown", "matrix.cpu_mix"},
+      {"--split", "matrix.split"},
+      {"--no-overlap", "matrix.allreduce's overlap"},
+      {"--allreduce-overlap", "matrix.allreduce's overlap"},
+      {"--allreduce-algo", "matrix.allreduce's algo"},
+      {"--allreduce-dtype", "matrix.allreduce's dtype"},
+      {"--allreduce-max-ctas", "matrix.allreduce's max_ctas"},
+      {"--allreduce-cta-policy", "matrix.allreduce's cta_policy"},
+      {"--allreduce-priority", "matrix.allreduce's priority"},
+      {"--update-per-bucket", "matrix.allreduce's update"},
+      {"--gather-gradients", "matrix.allreduce's gather"},
+  };
+  return flags;
+}
+
+namespace {
+
+// Where the results go and which run they are: the sweep's own bookkeeping, in either mode.
+const std::set<std::string> kSweepOwnArgs = {"--results", "--run-id", "--experiment", "--no-results", "--json"};
+// Tags the sweep writes itself (train_arguments): report and sweep state read them back.
+const std::set<std::string> kSweepTags = {"repeat",    "config_hash", "sweep_hash", "network",
+                                          "allreduce", "split",       "gpu_mix",    "cpu_mix"};
+
+// An inference experiment's flags: those the sweep sets from the file (infer's own refusal of a
+// repeated flag would fail every run only when it starts), nor a scenario's: the sweep counts a run
+// done by its offline result, a table of batch sizes.
+void check_infer_extra_arg(const ConfigNode& a, const std::string& flag, const InferSpec& s) {
+  static const std::map<std::string, std::string> kSet = {
+      {"--net", "matrix.network"},    {"--device", "device (and matrix.gpu_mix)"},
+      {"--gpus", "matrix.gpu_mix"},   {"--seed", "seed"},
+      {"--batch", "infer.batch"},     {"--fill", "infer.fill"},
+      {"--seconds", "infer.seconds"}, {"--latency-seconds", "infer.latency_seconds"},
+      {"--no-fold", "infer.fold"},    {"--no-graph", "infer.graph"},
+      {"--no-fuse", "infer.fuse"},    {"--calibration", "infer.calibration"}};
+  static const std::set<std::string> kScenario = {"--scenario", "--rate",    "--max-batch",  "--latency-bound",
+                                                  "--rate-lo",  "--rate-hi", "--rate-steps", "--min-queries"};
+  if (auto it = kSet.find(flag); it != kSet.end()) a.fail(fmt::format("'{}' is set by {}", flag, it->second));
+  if (kScenario.count(flag)) a.fail(fmt::format("'{}': an inference sweep runs the offline scenario", flag));
+  if (flag == "--memory-limit" && (s.batches.empty() || s.batches.back() != "max"))
+    a.fail("'--memory-limit' is the budget of a batch list ending with max (infer.batch)");
+}
+
+}  // namespace
+
+void read_extra_args(const ConfigNode& list, bool infer, Experiment& e) {
+  const std::vector<ConfigNode> items = list_items(list);
+  for (size_t i = 0; i < items.size(); ++i) {
+    const ConfigNode& a = items[i];
+    const std::string arg = a.as<std::string>();
+    const size_t eq = arg.find('=');
+    const std::string flag = arg.substr(0, eq);
+    if (kSweepOwnArgs.count(flag)) a.fail(fmt::format("'{}' is set by the sweep itself", flag));
+    if (infer) {
+      // A second --precision would contradict the run's id and results: the matrix owns it.
+      if (flag == "--precision") a.fail("'--precision' is set by matrix.precision");
+      check_infer_extra_arg(a, flag, e.infer);
+    } else if (auto it = sweep_train_flags().find(flag); it != sweep_train_flags().end()) {
+      a.fail(fmt::format("'{}' is set by {}", flag, it->second));
+    }
+    if (flag == "--tag") {  // --tag=KEY=VALUE or --tag KEY=VALUE: more tags are welcome, not the sweep's
+      const bool joined = eq != std::string::npos;
+      if (!joined && i + 1 == items.size()) a.fail("'--tag' needs KEY=VALUE after it");
+      const ConfigNode& value_node = joined ? a : items[i + 1];
+      const std::string value = joined ? arg.substr(eq + 1) : value_node.as<std::string>();
+      const std::string key = value.substr(0, value.find('='));
+      if (kSweepTags.count(key))
+        value_node.fail(fmt::format("tag '{}' is written by the sweep itself (report and resume read it back)", key));
+    }
+    // A sweep's 1-GPU runs are its baselines: they measure the GPU alone, whatever launches them.
+    if (flag == "--one-rank-exchange")
+      a.fail(
+          "'--one-rank-exchange' would make the 1-GPU baselines measure the data-parallel path: use cnnscale "
+          "train under mpirun -np 1 for that measurement");
+    e.extra_args.push_back(arg);
+  }
+}
+
+}  // namespace cnnscale

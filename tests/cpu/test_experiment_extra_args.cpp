@@ -1,0 +1,96 @@
+// extra_args that repeat a flag the sweep writes on a run's command line are refused when the file
+// is read, at the offending entry's file:line:col and naming the key that sets the flag, rather
+// than by train when each run starts (every run of the sweep would fail in turn). The table of such
+// flags is checked against the command lines the sweep really writes, so it cannot fall behind.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "cpu/experiment_test_util.hpp"
+#include "experiment/experiment_reader.hpp"
+#include "experiment/sweep.hpp"
+
+namespace cnnscale {
+namespace {
+
+using testing::expect_error;
+using testing::gpu_host;
+using testing::parse;
+
+const std::string kBase =
+    "name: t\n"             // 1
+    "dataset: synthetic\n"  // 2
+    "iterations: 4\n"       // 3
+    "matrix:\n"             // 4
+    "  network: [lenet]\n"  // 5
+    "  batch: [8, 16]\n"    // 6
+    "  gpus: [1, 2]\n";     // 7
+
+TEST(ExperimentExtraArgs, MatrixFlagsAreRefusedAtTheirEntry) {
+  expect_error(kBase + "extra_args: [--display, '5', --batch, '64']\n",  // line 8
+               {"t.yaml:8:30: extra_args[2]: '--batch' is set by matrix.batch"});
+  expect_error(kBase + "extra_args: [--data=fashion-mnist]\n",
+               {"t.yaml:8:14: extra_args[0]: '--data' is set by dataset.name"});
+  expect_error(kBase + "extra_args:\n  - --net\n  - alexnet\n", {"t.yaml:9:5: extra_args[0]: '--net' is set by matrix.network"});
+  expect_error(kBase + "extra_args: [--lr, '0.5']\n", {"t.yaml:8:14: extra_args[0]: '--lr' is set by solver.lr"});
+  expect_error(kBase + "extra_args: [--epochs=2]\n", {"'--epochs' is set by epochs"});
+  expect_error(kBase + "extra_args: [--measure, phases]\n", {"'--measure' is set by measure"});
+  expect_error(kBase + "extra_args: [--no-overlap]\n", {"'--no-overlap' is set by matrix.allreduce's overlap"});
+  // The existing refusals keep their words.
+  expect_error(kBase + "extra_args: [--precision=bf16]\n",
+               {"t.yaml:8:14: extra_args[0]: '--precision' is set by matrix.precision"});
+  expect_error(kBase + "extra_args: [--results, x]\n", {"t.yaml:8:14: extra_args[0]: '--results' is set by the sweep"});
+  // An override is located in its command-line text.
+  expect_error(kBase, {"command line 'extra_args=[--seed, \"3\"]':1:2: extra_args[0]: '--seed' is set by seed"},
+               {"extra_args=[--seed, \"3\"]"});
+}
+
+TEST(ExperimentExtraArgs, TagsOfTheSweepAreRefusedOthersKept) {
+  expect_error(kBase + "extra_args: [--tag, repeat=9]\n",
+               {"t.yaml:8:21: extra_args[1]: tag 'repeat' is written by the sweep itself"});
+  expect_error(kBase + "extra_args: [--tag=config_hash=0]\n", {"extra_args[0]: tag 'config_hash' is written"});
+  expect_error(kBase + "extra_args: [--tag]\n", {"extra_args[0]: '--tag' needs KEY=VALUE"});
+  const Experiment e = parse(kBase + "extra_args: [--tag, site=a, --display, '2', --tag=queue=b]\n");
+  EXPECT_EQ(e.extra_args, (std::vector<std::string>{"--tag", "site=a", "--display", "2", "--tag=queue=b"}));
+  const auto args = train_arguments(e, expand_runs(e).front(), "/r");
+  EXPECT_EQ(testing::flag_value(args, "--display"), "2");
+}
+
+// Every flag in the command lines of a sweep that uses every setting the sweep passes on is in the
+// table (or is the sweep's own bookkeeping): a flag added to train_arguments without an entry here
+// fails this test.
+TEST(ExperimentExtraArgs, TheTableCoversEveryFlagTheSweepWrites) {
+  const std::string solver =
+      "solver: {lr: 0.1, momentum: 0.9, weight_decay: 0.0001, lr_policy: multistep, gamma: 0.1, step: 1, "
+      "milestones: [1, 2], power: 1, warmup: 1, warmup_start_factor: 0.5, lr_scaling: linear, lr_base_batch: 8}\n";
+  const std::string gpu_file =
+      "name: t\ndevice: gpu\nmeasure: phases\nepochs: 2\nwhole_epochs: 3\nwhole_samples: 100\n" + solver +
+      "dataset: {name: synthetic, synthetic_fill: constant, classes: 5, input_shape: [1, 28, 28], "
+      "train_samples: 64}\n"
+      "networks:\n  alexnet:\n    iterations: 3\n    dataset: {name: fashion-mnist, data_dir: /d, test_samples: 10}\n"
+      "matrix:\n  network: [lenet, alexnet]\n  batch: [8]\n  precision: [bf16]\n  repeats: 1\n"
+      "  gpus: [1, 2]\n  gpu_mix: [[{gpu: 0, sms: 66}, {gpu: 1, sms: 66}]]\n  split: [even, auto]\n"
+      "  allreduce: [{overlap: false, algo: ring, dtype: bf16, max_ctas: 8, cta_policy: zero, priority: low, "
+      "update: after_exchange, gather: true}]\n";
+  const std::string cpu_file =
+      "name: c\ndataset: synthetic\niterations: 2\nsolver: {warmup_iterations: 2}\n"
+      "matrix:\n  network: [lenet]\n  batch: [8]\n  repeats: 1\n  cpu_mix: [[1, 2]]\n  split: [proportional]\n";
+  const std::set<std::string> own = {"--results", "--experiment", "--run-id", "--tag"};
+  std::set<std::string> written;
+  for (const auto& [text, host] : {std::pair{gpu_file, gpu_host(4)}, std::pair{cpu_file, testing::cpu_host()}}) {
+    const Experiment e = parse(text, {}, host);
+    for (const RunSpec& run : expand_runs(e))
+      for (const std::string& a : train_arguments(e, run, "/r"))
+        if (a.rfind("--", 0) == 0) written.insert(a);
+  }
+  for (const std::string& flag : written)
+    EXPECT_TRUE(sweep_train_flags().count(flag) || own.count(flag)) << flag << " is written by the sweep but not in the table";
+  // The file above reaches every kind of flag (a table entry never written would be a test gap).
+  for (const auto& [flag, key] : sweep_train_flags())
+    if (flag != "--allreduce-overlap" && flag != "--iterations" && flag != "--epochs")
+      EXPECT_TRUE(written.count(flag)) << flag << " (" << key << ") is never written by the test's sweeps";
+  EXPECT_TRUE(written.count("--iterations") && written.count("--epochs"));
+}
+
+}  // namespace
+}  // namespace cnnscale
