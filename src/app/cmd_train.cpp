@@ -128,16 +128,20 @@ void register_train(CLI::App& app) {
       ->check(CLI::IsMember({"gaussian", "constant"}))
       ->capture_default_str();
   cmd->add_option("--data-dir", a.data_dir, "Fashion-MNIST directory (IDX .gz files)")->capture_default_str();
+  // Counts are checked as they are parsed (CLI11 runs a check only on a value given), naming the flag.
   cmd->add_option("--train-samples", a.train_samples,
-                  "Use only the first N training samples (synthetic: samples per epoch, default max(1024, batch))");
-  cmd->add_option("--test-samples", a.test_samples, "Use only the first N test samples (0: no test)");
+                  "Use only the first N training samples (synthetic: samples per epoch, default max(1024, batch))")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--test-samples", a.test_samples, "Use only the first N test samples (0: no test)")
+      ->check(CLI::NonNegativeNumber);
   auto* epochs = cmd->add_option("--epochs", a.epochs, "Epochs to train (default 1)");
   auto* iterations = cmd->add_option("--iterations", a.iterations, "Iterations to train");
   epochs->excludes(iterations);
   cmd->add_option("--batch", a.options.batch,
                   "Batch size: the global batch, split across MPI ranks (see --batch-per-rank)")
       ->capture_default_str();
-  cmd->add_option("--test-batch", a.options.test_batch, "Test batch size per rank (default: the rank's batch)");
+  cmd->add_option("--test-batch", a.options.test_batch, "Test batch size per rank (default: the rank's batch)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--device", a.device, "cpu, gpu (under mpirun: the rank's GPU) or gpu:N")->capture_default_str();
   cmd->add_option("--precision", a.precision,
                   "fp32; tf32 (fp32 storage, TF32 tensor-core math); bf16 or fp16 (16-bit activations over fp32 "
@@ -198,7 +202,8 @@ void register_train(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--input-shape", a.input_shape, "Synthetic: per-sample input C,H,W (default: the network's)")
       ->delimiter(',');
-  cmd->add_option("--classes", a.classes, "Synthetic: number of classes (default: the network's)");
+  cmd->add_option("--classes", a.classes, "Synthetic: number of classes (default: the network's)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--data-threads", a.options.data_threads,
                   "Threads filling each training batch (reading, checking, normalising a contiguous part each); the "
                   "batches do not depend on it, so it is not part of the run's identity")
@@ -215,13 +220,16 @@ void register_train(CLI::App& app) {
       "GPU runs over byte-stored data (Fashion-MNIST, hdf5:DIR, list:FILE): normalise and augment on the host and "
       "upload floats, instead of uploading the bytes (a quarter as many) and decoding them on the GPU");
   cmd->add_option("--pool-batches", a.pool_batches, "Synthetic: distinct batches kept on the device")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--checkpoint-dir", a.options.checkpoint_dir, "Write checkpoints here (the newest two are kept)");
   cmd->add_option("--checkpoint-every", a.options.checkpoint_every,
                   "Also checkpoint every N iterations (always at epoch ends)");
   cmd->add_option("--resume", a.options.resume,
                   "Continue from a checkpoint file, or 'auto': the newest in --checkpoint-dir");
-  cmd->add_option("--display", a.options.display, "Iterations between loss reports")->capture_default_str();
+  cmd->add_option("--display", a.options.display, "Iterations between loss reports")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--timing-warmup", a.options.timing_warmup, "Iterations left out of samples/s")
       ->capture_default_str();
   cmd->add_flag("--json", a.json, "Print one JSON line of results on stdout");

@@ -57,7 +57,8 @@ struct TrainInputs {
   NetSpec spec;
   std::shared_ptr<const Dataset> train, test;  // test may be null
 };
-// The network (its input shape and classes from the dataset, or the synthetic flags) and datasets.
+// The network (its classes from the dataset, or the synthetic flags) and datasets; ConfigError when a
+// real dataset's sample shape is not the network's input shape.
 TrainInputs load_train_inputs(TrainArgs& a);
 
 // The run's identity, stored in checkpoints and results: options, sizes, rank split and run id.
