@@ -99,7 +99,7 @@ void run_train(TrainArgs& a) {
       assemble_run_results(describe_results(a, in, run_config, trainer, r, par, std::move(epochs)), r,
                            gathered.reports, a.measure.whole_epochs, a.measure.whole_samples);
   put_graph_figures(results, gathered.graphs);
-  if (a.mfu) put_mfu(results, backend, a.options.precision, par.world_size());
+  if (a.mfu && !r.interrupted) put_mfu(results, backend, a.options.precision, par.world_size());  // no time to spare
   if (r.interrupted) results.status = std::string(kRunInterrupted);
   ResultsWriteOptions where;
   where.root = a.measure.results_root;

@@ -76,8 +76,9 @@ void print_train_outcome(const Trainer& trainer, const TrainOutcome& o) {
   if (!o.results_path.empty())
     std::fprintf(stderr, "results: %s%s\n", o.results_path.c_str(), r.interrupted ? " (status: interrupted)" : "");
   if (r.interrupted)
-    std::fprintf(stderr, "interrupted at iteration %lld of %lld: %s; exit code %d (requeue)\n",
+    std::fprintf(stderr, "interrupted at iteration %lld of %lld%s: %s; exit code %d (requeue)\n",
                  static_cast<long long>(r.iterations), static_cast<long long>(trainer.total_iterations()),
+                 r.interrupted_in.empty() ? "" : (" (in " + r.interrupted_in + " after training)").c_str(),
                  o.last_checkpoint.empty() ? "no checkpoint (no --checkpoint-dir)"
                                            : ("continue with --resume auto from " + o.last_checkpoint).c_str(),
                  kExitRequeue);

@@ -283,7 +283,17 @@ RunResults assemble_run_results(const RunDescription& run, const TrainResult& r0
                                 : "host clock, slowest rank's mean over the steady iterations";
 
   // ---- summary: measure phases ----
-  if (run.measure == MeasureMode::Phases) {
+  // A stop during the loops (an interrupted run) keeps only whole repeats: maybe none.
+  if (run.measure == MeasureMode::Phases && ranks[0].loops.size() < 3) {
+    for (NumberFigure* f :
+         {&S.loop_forward_s, &S.loop_forward_s_std, &S.loop_backward_s, &S.loop_backward_s_std,
+          &S.loop_update_allreduce_s, &S.loop_update_allreduce_s_std, &S.loop_pooled_repeats, &S.energy_forward_j,
+          &S.energy_forward_j_std, &S.energy_backward_j, &S.energy_backward_j_std, &S.energy_update_allreduce_j,
+          &S.energy_update_allreduce_j_std, &S.energy_full_step_j, &S.energy_full_step_j_std})
+      *f = NumberFigure::null();
+    M["loop_forward_s"] = "null: the run was stopped before one whole repeat of the phase loops";
+    M["energy_forward_j"] = M["loop_forward_s"];
+  } else if (run.measure == MeasureMode::Phases) {
     const std::vector<PhaseLoopRecord>& loops0 = ranks[0].loops;
     std::vector<measure::PhaseRepeat> energy_repeats, time_repeats;
     bool all_energy = true;

@@ -47,6 +47,9 @@ struct TrainOptions {
   std::string checkpoint_dir;    // empty: no checkpoints
   int64_t checkpoint_every = 0;  // iterations (0: only at epoch ends and the end)
   std::string resume;            // checkpoint path, "auto" (newest in checkpoint_dir) or empty
+  // Resume even where the checkpoint's network, solver settings or data differ from this run's
+  // (fine-tuning); each difference is logged. Without it such a resume is refused, naming one.
+  bool resume_allow_changes = false;
   // Synthetic data: generate `pool_batches` distinct batches once, keep them on the device and
   // cycle through them (iteration i uses batch i mod pool), so input costs no host work or h2d.
   bool device_pool = false;
@@ -177,8 +180,10 @@ struct TrainResult {
   std::vector<PhaseLoopRecord> phase_loops;
   // Stopped early by a stop signal (core/stop_signal.hpp) at a step boundary agreed by every rank:
   // `iterations` is where it stopped, a checkpoint of that point was written (with a checkpoint
-  // directory), and no extension window, phase loops or final test were run.
+  // directory), and no extension window, phase loops or final test were run. A stop during those
+  // loops after training (`interrupted_in` names which) ends them too: the training itself is whole.
   bool interrupted = false;
+  std::string interrupted_in;  // "" (training), else the loop after training the stop ended
   int stop_signal = 0;  // the signal this rank received (0: another rank's signal stopped the job)
   // The split over the run: the policy, every change of shares (the first at the start), and the
   // probe's points and every rank's fitted model (the same on every rank). wait_watts: this rank's
@@ -225,7 +230,9 @@ class Trainer {
   ~Trainer();
 
   TrainResult run(const TrainCallbacks& callbacks = {});
-  EvalResult evaluate(int64_t iteration);
+  // With `stopped`: a stop signal on any rank ends the pass early and sets *stopped on every rank
+  // (the result is then partial); without, the pass always runs to the end.
+  EvalResult evaluate(int64_t iteration, bool* stopped = nullptr);
 
   Net& net() { return *net_; }
   const SgdSolver& solver() const { return *solver_; }
@@ -355,8 +362,10 @@ class Trainer {
   // Measurement windows (trainer_measure.cpp).
   int64_t agree_max(int64_t value);  // the largest of every rank's value
   // Extra steps after the last iteration (`total`) until the energy window is long enough.
-  int64_t extend_window(int64_t total, int64_t window_iterations);
+  // A stop signal ends either at a step agreed by every rank, marking `result` interrupted.
+  int64_t extend_window(int64_t total, int64_t window_iterations, TrainResult& result);
   void run_phase_loops(TrainResult& result);  // measure: phases
+  void stopped_after_training(TrainResult& result, const char* loop);  // marks `result`, says so once
 
   // Unequal ranks (trainer_split.cpp).
   void plan_split(TrainResult& result, int64_t start, const TrainCallbacks& cb);  // the probe and the policy's first shares
@@ -378,7 +387,8 @@ class Trainer {
   // Checkpoints (trainer_checkpoint.cpp).
   int64_t resume_from_checkpoint(const TrainCallbacks& callbacks, std::string& path);
   void check_resume_consistent(int64_t start);
-  void check_compatible(const std::string& file, const std::string& saved_config) const;
+  void check_compatible(const std::string& file, const std::string& saved_config, const std::string& saved_solver,
+                        const std::string& saved_network) const;
   bool checkpoint_due(int64_t done) const;
   void write_checkpoint(RunState& s, int64_t done, const TrainCallbacks& cb);
   std::string save_checkpoint(int64_t done);

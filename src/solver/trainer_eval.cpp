@@ -3,13 +3,14 @@
 #include <algorithm>
 
 #include "core/log.hpp"
+#include "core/stop_signal.hpp"
 #include "core/watchdog.hpp"
 #include "solver/trainer.hpp"
 #include "solver/upload_slots.hpp"
 
 namespace cnnscale {
 
-EvalResult Trainer::evaluate(int64_t iteration) {
+EvalResult Trainer::evaluate(int64_t iteration, bool* stopped) {
   CNNSCALE_CHECK(test_ != nullptr, "no test set");
   const auto t0 = Clock::now();
   EvalResult r;
@@ -42,7 +43,14 @@ EvalResult Trainer::evaluate(int64_t iteration) {
   Tensor loss_sum = backend_.alloc(Shape{1});
   const int64_t train_batch = net_->batch();
   const int64_t batches = loader ? loader->batches_per_epoch() : 0;
+  // A stop is checked per batch on each rank alone: the ranks' shards may differ by a batch, so a
+  // vote per batch could not pair up. The one reduction below tells every rank whether any stopped.
+  bool stopped_here = false;
   for (int64_t i = 0; i < batches; ++i) {
+    if (stopped && stop_signal() != 0) {
+      stopped_here = true;
+      break;
+    }
     double waited = 0;
     const HostBatch& b = slots->next(waited);
     const int64_t count = b.count;  // `b` may be refilled as soon as it is released
@@ -66,13 +74,16 @@ EvalResult Trainer::evaluate(int64_t iteration) {
   if (dp.comm && dp.size() > 1) {
     // Sample counts travel as floats: exact below 2^24 samples per test set.
     CNNSCALE_CHECK(test_->size() < (int64_t{1} << 24), "test set of {} samples", test_->size());
-    std::vector<float> job =
-        allreduce_sum_host(*dp.comm, backend_, {host_sums[0], host_sums[1], host_loss, static_cast<float>(r.samples)});
+    std::vector<float> job = allreduce_sum_host(
+        *dp.comm, backend_,
+        {host_sums[0], host_sums[1], host_loss, static_cast<float>(r.samples), stopped_here ? 1.0f : 0.0f});
     host_sums[0] = job[0];
     host_sums[1] = job[1];
     host_loss = job[2];
     r.samples = static_cast<int64_t>(job[3]);
+    stopped_here = job[4] > 0;
   }
+  if (stopped) *stopped = stopped_here;
   r.top1 = host_sums[0] / static_cast<double>(r.samples);
   r.top5 = host_sums[1] / static_cast<double>(r.samples);
   r.loss = host_loss / static_cast<double>(r.samples);

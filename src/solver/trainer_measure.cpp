@@ -1,10 +1,14 @@
 // Trainer, measurement windows after training: the extension of a short steady energy window by
 // more steps, and the phase-isolated loops of `measure: phases`, both made of the step's own pieces.
+// A stop signal ends them as it ends training: every rank votes at each pass (StopVote, as the
+// training loop does), so all stop at the same pass, and the run is recorded interrupted.
 #include <algorithm>
 #include <cmath>
 
 #include "core/log.hpp"
+#include "core/stop_signal.hpp"
 #include "measure/energy_window.hpp"
+#include "parallel/stop_vote.hpp"
 #include "solver/trainer.hpp"
 
 namespace cnnscale {
@@ -25,12 +29,14 @@ int64_t Trainer::agree_max(int64_t value) {
 // the same window. Every rank runs the same number (the largest any rank needs), since the steps
 // contain collectives; rounds repeat until every rank's window is long enough. Returns the number
 // of steps run.
-int64_t Trainer::extend_window(int64_t total, int64_t window_iterations) {
+int64_t Trainer::extend_window(int64_t total, int64_t window_iterations, TrainResult& result) {
   measure::EnergyMonitor* energy = options_.energy;
   const int64_t solver_iteration = std::max<int64_t>(total - 1, 0);
   double unused = 0;
   int64_t done = 0;
-  for (int round = 0; round < 20; ++round) {
+  StopVote vote;  // collective: every rank extends (finish() decided it together)
+  bool stop = false;
+  for (int round = 0; round < 20 && !stop; ++round) {
     host_sync("host sync");
     const double elapsed = energy->elapsed_seconds();
     int64_t extra = 0;
@@ -41,9 +47,24 @@ int64_t Trainer::extend_window(int64_t total, int64_t window_iterations) {
     }
     extra = agree_max(std::min<int64_t>(extra, (int64_t{1} << 23)));
     if (extra == 0) break;
-    for (int64_t k = 0; k < extra; ++k, ++done) step(step_scalars(total + done, solver_iteration, false), unused);
+    for (int64_t k = 0; k < extra && !stop; ++k, ++done) {
+      step(step_scalars(total + done, solver_iteration, false), unused);
+      stop = vote.exchange(stop_signal() != 0);
+    }
   }
+  vote.finish();
+  // The steps run so far stay in the window: it is shorter than asked, and the run is interrupted.
+  if (stop) stopped_after_training(result, "the steady window's extension");
   return done;
+}
+
+void Trainer::stopped_after_training(TrainResult& result, const char* loop) {
+  result.interrupted = true;
+  result.stop_signal = stop_signal();
+  result.interrupted_in = loop;
+  if (options_.parallel.rank == 0)
+    log::warn("stopped by {} during {} after training: the run is recorded as interrupted",
+              result.stop_signal != 0 ? stop_signal_name(result.stop_signal) : "a signal on another rank", loop);
 }
 
 // measure: phases. After training, with the last batch in place: a forward-only loop, a
@@ -68,28 +89,44 @@ void Trainer::run_phase_loops(TrainResult& result) {
     flag_divergence();
     update(s);
   };
+  // Every pass votes (without waiting for the device: the vote of a pass completes at the next),
+  // so a stop ends the loops within a pass or two on every rank alike.
+  StopVote vote;  // collective: every rank runs the loops (finish() decided it together)
+  bool stop = false;
+  auto one_or_stop = [&](int kind) {
+    one(kind);
+    stop = vote.exchange(stop_signal() != 0);
+    return !stop;
+  };
+  if (options_.parallel.rank == 0)
+    log::info("measure phases: phase-isolated loops after training ({} repeat(s) of forward, forward+backward and "
+              "full step, each >= {} s)",
+              options_.phase_repeats, options_.phase_window_seconds);
   // Calibration: a few synchronised iterations give each loop's length; every rank then runs the
   // largest count any rank needs (the full step has collectives).
   int64_t count[3];
   for (int k = 0; k < 3; ++k) {
-    one(k);
+    if (!one_or_stop(k)) break;
     host_sync("host sync (phase loop calibration)");
     const auto t0 = Clock::now();
-    for (int i = 0; i < 3; ++i) one(k);
+    for (int i = 0; i < 3 && !stop; ++i) one_or_stop(k);
+    if (stop) break;
     host_sync("host sync (phase loop calibration)");
     const double per = std::max(seconds_since(t0) / 3, 1e-6);
     count[k] =
         agree_max(std::max<int64_t>(3, static_cast<int64_t>(std::ceil(1.2 * options_.phase_window_seconds / per))));
   }
-  for (int r = 0; r < options_.phase_repeats; ++r) {
-    for (int k = 0; k < 3; ++k) {
+  for (int r = 0; r < options_.phase_repeats && !stop; ++r) {
+    for (int k = 0; k < 3 && !stop; ++k) {
       for (int attempt = 0;; ++attempt) {
         host_sync("host sync (phase loop)");
         agree_max(0);  // a barrier: the ranks' windows start together
         energy->begin(std::string(kinds[k]).append(" loop"));
-        for (int64_t i = 0; i < count[k]; ++i) one(k);
+        int64_t passes = 0;
+        while (passes < count[k] && one_or_stop(k)) ++passes;
         host_sync("host sync (phase loop)");
-        measure::EnergyReading reading = energy->end(count[k]);
+        measure::EnergyReading reading = energy->end(stop ? passes + 1 : count[k]);
+        if (stop) break;  // a cut window measures nothing: dropped below with its repeat
         // Too short on any rank (a clock boost, a slow calibration): lengthen and redo on all.
         const bool short_here = reading.seconds < options_.phase_window_seconds;
         if (agree_max(short_here ? 1 : 0) == 0 || attempt == 4) {
@@ -103,6 +140,11 @@ void Trainer::run_phase_loops(TrainResult& result) {
       }
     }
   }
+  vote.finish();
+  if (!stop) return;
+  // Whole repeats only: the per-phase figures are differences within a repeat.
+  result.phase_loops.resize(result.phase_loops.size() / 3 * 3);
+  stopped_after_training(result, "the phase-isolated loops of measure phases");
 }
 
 }  // namespace cnnscale

@@ -170,7 +170,8 @@ void Trainer::pause_for_reports(RunState& s, int64_t t, const TrainCallbacks& cb
 }
 
 // After the last step. An interrupted run (every rank alike) gets no extension window, final test or
-// phase loops: a pre-empted job has little time left.
+// phase loops: a pre-empted job has little time left. A stop during one of them ends it and skips
+// the rest (stopped_after_training).
 void Trainer::finish(RunState& s, TrainResult& result) {
   measure::EnergyMonitor* energy = options_.energy;
   const int64_t total = total_iterations_;
@@ -178,7 +179,7 @@ void Trainer::finish(RunState& s, TrainResult& result) {
   // Collective decision: on CPU ranks only one per host reads RAPL, yet the extension steps
   // contain collectives that every rank must join.
   if (finished && energy && total > s.start && agree_max(s.window.timing() && energy->measures_energy() ? 1 : 0) > 0) {
-    result.extension_iterations = extend_window(total, result.timed_iterations);
+    result.extension_iterations = extend_window(total, result.timed_iterations, result);
     result.timed_iterations += result.extension_iterations;
   }
   host_sync("host sync");
@@ -199,8 +200,15 @@ void Trainer::finish(RunState& s, TrainResult& result) {
   result.graph_note = graph_note_;
 
   // A run resumed at its end still reports its accuracy.
-  if (finished && test_ && !s.evaluated_at_end) s.last_test = evaluate(total);
-  if (finished && energy && options_.measure == MeasureMode::Phases) run_phase_loops(result);
+  if (finished && !result.interrupted && test_ && !s.evaluated_at_end) {
+    bool stopped = false;
+    EvalResult test = evaluate(total, &stopped);
+    if (stopped)  // a part of the test set is no accuracy: the run keeps its last whole test, if any
+      stopped_after_training(result, "the final test");
+    else
+      s.last_test = test;
+  }
+  if (finished && !result.interrupted && energy && options_.measure == MeasureMode::Phases) run_phase_loops(result);
   result.test = s.last_test;
   result.iterations = s.end;
   result.epochs = static_cast<double>(s.end) / iterations_per_epoch_;

@@ -68,6 +68,23 @@ class MpiJob {
 
   pid_t pid() const { return pid_; }
 
+  // What the job has written to stderr so far (a test waits for a log line before it strikes).
+  std::string err_so_far() const {
+    std::ifstream in(base_ + ".err");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  // Polls until stderr holds `text` (true), the job ends or `timeout` passes (false).
+  bool wait_for_err(const std::string& text, std::chrono::duration<double> timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline && !poll()) {
+      if (err_so_far().find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+
   // True once mpirun has exited (reaps it).
   bool poll() {
     if (done_) return true;
