@@ -12,6 +12,7 @@
 #include "core/log.hpp"
 #include "parallel/mpi_env.hpp"
 #include "io/atomic_file.hpp"
+#include "io/safe_open.hpp"
 #include "io/results_writer.hpp"
 #include "measure/matmul_peak.hpp"
 #include "measure/nvml.hpp"
@@ -82,7 +83,7 @@ void check_writable_dir(const std::string& flag, const std::string& dir) {
   // alone do not tell (root, ACLs, read-only mounts, full disks with reserved blocks).
   const std::string probe = (fs::path(dir) / fmt::format(".cnnscale-write-test.{}", ::getpid())).string();
   try {
-    write_synced_file(probe, "probe\n");
+    write_synced_fd(create_exclusive(probe), probe, "probe\n");
   } catch (const RuntimeError&) {
     throw_config("{} {}: not writable", flag, dir);
   }

@@ -18,6 +18,7 @@
 #include "core/error.hpp"
 #include "experiment/log_tail.hpp"
 #include "experiment/report.hpp"
+#include "io/safe_open.hpp"
 
 extern char** environ;
 
@@ -74,14 +75,18 @@ PlotOutcome run_plot_script(const PlotJob& job) {
 
   // The script's messages go to a log whose last line becomes the error: one line for the user.
   const std::string log = (fs::path(job.out_dir) / ".report_plots.log").string();
+  // Opened here, not by the spawn's file actions, so that a link planted at its name is refused
+  // with a line naming it instead of having the script's output truncate the link's target.
+  const int log_fd = open_no_follow(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, log_fd, STDERR_FILENO);
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
   pid_t pid = -1;
   const int spawn_error = posix_spawnp(&pid, python.c_str(), &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
+  ::close(log_fd);
   if (spawn_error != 0) {
     std::error_code ec;
     fs::remove(log, ec);

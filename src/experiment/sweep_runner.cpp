@@ -17,6 +17,7 @@
 #include "core/error.hpp"
 #include "experiment/log_tail.hpp"
 #include "experiment/sweep.hpp"
+#include "io/safe_open.hpp"
 
 namespace cnnscale {
 
@@ -39,8 +40,7 @@ void on_stop_signal(int sig) {
 // child yet) while the run went on to its end; the child takes the default action for them again
 // before it unblocks them and execs.
 int run_child(const std::vector<std::string>& argv, const std::string& log, const std::string& blas_threads) {
-  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw_runtime("cannot write {}: {}", log, std::strerror(errno));
+  const int fd = open_no_follow(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);  // a planted link is refused
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -93,6 +93,7 @@ SweepResult run_sweep(const Experiment& e, const std::vector<RunSpec>& runs, con
   const std::string exp_dir = experiment_dir(results_root, e);
   const fs::path logs = fs::path(exp_dir) / "logs";
   std::error_code ec;
+  refuse_link(logs.string());  // a link here would put every run's log where it points
   fs::create_directories(logs, ec);
   if (ec) throw_runtime("cannot create {}: {}", logs.string(), ec.message());
 

@@ -13,13 +13,22 @@ namespace cnnscale {
 // Writes all of `data` to `fd` (retrying short writes and EINTR); RuntimeError naming `path`.
 void write_all(int fd, const std::string& data, const std::string& path);
 
-// "<dir>/.<name>.<pid>.tmp" for `path` = "<dir>/<name>": hidden, and not matching *.json/*.csv.
+// "<dir>/.<name>.<host>.<pid>.tmp" for `path` = "<dir>/<name>": hidden, not matching
+// *.json/*.csv, and telling which process of which host writes it (see remove_dead_temp_files).
 std::string temp_path_for(const std::string& path);
 
+// Removes the temporary files (temp_path_for's names) in `dir` that a process of this host which
+// no longer exists left behind (killed midway, or stopped a second time while writing); those of
+// other hosts (a shared filesystem) and of live processes stay. Returns how many were removed. The
+// writes below call it once per folder and process.
+int remove_dead_temp_files(const std::string& dir);
+
 // Creates or truncates `path` with `content` and permission bits `mode` (less the umask), fsyncs
-// and closes it;
-// on failure the file is removed and RuntimeError names it.
+// and closes it; a symbolic link at `path` is refused, not followed (io/safe_open.hpp). On
+// failure the file is removed and RuntimeError names it.
 void write_synced_file(const std::string& path, const std::string& content, mode_t mode = 0644);
+// The same for a descriptor already open on `path`, which it closes.
+void write_synced_fd(int fd, const std::string& path, const std::string& content);
 
 // `content` at `path` (replacing what is there) through temp_path_for(path) and a rename.
 void write_file_atomically(const std::string& path, const std::string& content, mode_t mode = 0644);

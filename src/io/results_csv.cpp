@@ -15,6 +15,7 @@
 #include "io/atomic_file.hpp"
 #include "io/results_files.hpp"
 #include "io/results_writer.hpp"
+#include "io/safe_open.hpp"
 #include "io/summary_schema.hpp"
 
 namespace cnnscale {
@@ -101,8 +102,7 @@ std::vector<std::string> summary_csv_header(const RunResults& results) {
 }
 
 void append_summary_csv(const std::string& csv_path, const RunResults& results) {
-  int fd = ::open(csv_path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) throw_runtime("{}: cannot open: {}", csv_path, std::strerror(errno));
+  int fd = open_no_follow(csv_path, O_RDWR | O_CREAT | O_APPEND, 0644);  // never appends through a link
   // The lock goes with the descriptor: closing it (also on a throw) releases it.
   struct Closer {
     int fd;
@@ -142,8 +142,16 @@ void append_summary_csv(const std::string& csv_path, const RunResults& results) 
     if (::pread(fd, &last, 1, st.st_size - 1) == 1 && last != '\n') out.push_back('\n');
   }
   out += csv_row(results, columns);
-  write_all(fd, out, csv_path);
-  if (::fsync(fd) != 0) throw_runtime("{}: fsync failed", csv_path);
+  try {
+    write_all(fd, out, csv_path);
+    if (::fsync(fd) != 0) throw_runtime("{}: fsync failed: {}", csv_path, std::strerror(errno));
+  } catch (...) {
+    // A full disk may take part of the row: cut it off again (we still hold the lock), so that no
+    // row of a run whose write failed is left half there.
+    const bool cut = ::ftruncate(fd, st.st_size) == 0;
+    (void)cut;  // best effort: the error in flight already names the file
+    throw;
+  }
 }
 
 }  // namespace cnnscale

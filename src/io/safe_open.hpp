@@ -1,0 +1,27 @@
+// Opening the files cnnscale creates or writes in a results tree, which other users of a shared
+// cluster may be able to write in too: a symbolic link planted where we create a file would make
+// us truncate or append to whatever it points at. So the last path component is never followed
+// (O_NOFOLLOW) and temporary files are created exclusively. Lock files, logs, CSV appends and
+// every atomic write (io/atomic_file.hpp) go through here.
+#pragma once
+#include <sys/types.h>
+
+#include <string>
+
+namespace cnnscale {
+
+// open(path, flags | O_NOFOLLOW | O_CLOEXEC, mode). RuntimeError "<path>: is a symbolic link; not
+// followed where cnnscale writes a file" when it is one, "<path>: cannot open: <errno text>" for
+// any other failure. Returns the descriptor.
+int open_no_follow(const std::string& path, int flags, mode_t mode = 0644);
+
+// Creates `path` for writing, exclusively: a leftover at that name (our own earlier attempt, or a
+// planted link) is unlinked first (unlink never follows a link), then O_CREAT | O_EXCL, which
+// fails rather than follow a link created in between. For temporary names only.
+int create_exclusive(const std::string& path, mode_t mode = 0644);
+
+// RuntimeError naming `path` when it is a symbolic link (lstat); for folders cnnscale creates
+// inside a results tree (logs/), where a link would move what we write elsewhere.
+void refuse_link(const std::string& path);
+
+}  // namespace cnnscale
