@@ -1,6 +1,8 @@
 // See hdf5_file.hpp.
 #include "core/hdf5_file.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <filesystem>
 
@@ -8,7 +10,37 @@
 
 namespace cnnscale::h5 {
 
+namespace {
+
+// HDF5 1.10 keeps a file whose H5Fclose failed (a full disk, a file-size limit) half-destroyed in
+// its table of open files, and its exit handler then crashes on it (SIGSEGV in H5F__close_cb, after
+// the one-line error was printed). Every file we open is closed by its owner before exit, so the
+// handler has nothing to do: it is never registered (this must come before HDF5's first call,
+// hence a static initialiser).
+const bool kNoExitHandler = (H5dont_atexit(), true);
+
+// The system's reason for the HDF5 failure just reported, from HDF5's error stack ("No space left
+// on device" for its sec2 driver's "errno = 28, error message = '...'"), or "".
+std::string failure_cause() {
+  std::string cause;
+  auto visit = [](unsigned, const H5E_error2_t* err, void* data) -> herr_t {
+    auto* out = static_cast<std::string*>(data);
+    const std::string desc = err && err->desc ? err->desc : "";
+    const std::string key = "error message = '";
+    if (const size_t at = desc.find(key); out->empty() && at != std::string::npos) {
+      const size_t from = at + key.size(), to = desc.find('\'', from);
+      *out = desc.substr(from, to == std::string::npos ? std::string::npos : to - from);
+    }
+    return 0;
+  };
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, visit, &cause);
+  return cause.empty() ? "" : ": " + cause;
+}
+
+}  // namespace
+
 void silence_errors() {
+  (void)kNoExitHandler;
   static bool done = [] {
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
     return true;
@@ -45,17 +77,31 @@ std::vector<std::string> take_strings(std::vector<char*>& ptrs) {
 
 // ---- Writer ----
 
+namespace {
+
+// HDF5 opens with O_CREAT | O_TRUNC, which follows a symbolic link: a new file is created
+// exclusively instead (O_EXCL never follows one), and only an existing regular file is truncated.
+hid_t create_file(const std::string& path, const std::string& kind) {
+  silence_errors();
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0)
+    return H5Fcreate(path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
+  if (S_ISLNK(st.st_mode))
+    throw_runtime("{}: is a symbolic link; not followed where cnnscale writes a {} (remove it)", path, kind);
+  return H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+}
+
+}  // namespace
+
 Writer::Writer(const std::string& path, const std::string& kind)
-    : path_(path),
-      file_((silence_errors(), H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)), H5Fclose),
-      lcpl_(H5Pcreate(H5P_LINK_CREATE), H5Pclose) {
-  if (file_.get() < 0) throw_runtime("{}: cannot create {}", path_, kind);
+    : path_(path), file_(create_file(path, kind), H5Fclose), lcpl_(H5Pcreate(H5P_LINK_CREATE), H5Pclose) {
+  if (file_.get() < 0) throw_runtime("{}: cannot create {}{}", path_, kind, failure_cause());
   check(lcpl_.get(), "property list");
   check(H5Pset_create_intermediate_group(lcpl_.get(), 1), "property list");
 }
 
 void Writer::check(int64_t r, const std::string& what) const {
-  if (r < 0) throw_runtime("{}: HDF5 failed to {}", path_, what);
+  if (r < 0) throw_runtime("{}: HDF5 failed to {}{}", path_, what, failure_cause());
 }
 
 Handle Writer::group(const std::string& name) {
@@ -168,7 +214,7 @@ void Writer::fixed_text(hid_t loc, const std::string& name, const std::string& s
 
 void Writer::close() {
   lcpl_.close();
-  if (file_.close() < 0) throw_runtime("{}: HDF5 failed to close (flush) the file", path_);
+  if (file_.close() < 0) throw_runtime("{}: HDF5 failed to close (flush) the file{}", path_, failure_cause());
 }
 
 // ---- Reader ----
