@@ -24,6 +24,10 @@ namespace {
 // One `cnnscale train` on this rank, top to bottom; each step is one function of train_run.hpp.
 void run_train(TrainArgs& a) {
   validate_train_args(a);                                  // exit 2 before anything is loaded
+  // The run folder is this process's from here on (rank 0 writes it): a second train of the same
+  // --run-id refuses now, naming this one.
+  const MpiEnv* launch = MpiEnv::current();
+  const auto claim = !launch || launch->rank() == 0 ? claim_run_folder(a.measure) : nullptr;
   // The global batch and this rank's share; a precision the device cannot run fails here.
   ParallelRun par(a.parallel, a.device, a.options.batch, a.options.precision,
                   {.conv_search = conv_search_from_name(a.conv_search),

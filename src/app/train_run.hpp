@@ -52,6 +52,12 @@ struct TrainArgs {
 // Completes `a.options` from the flags.
 void validate_train_args(TrainArgs& a);
 
+// The run folder ROOT/<experiment>/<run-id>, claimed for this process before any work (rank 0):
+// held while the returned handle lives (null: nothing to claim, with --no-results or a generated
+// run id). RuntimeError (exit 1) naming the holder's host and pid when another process has it;
+// ConfigError when the experiment folder is a file or the run's folder was finished meanwhile.
+std::shared_ptr<void> claim_run_folder(const MeasureArgs& m);
+
 struct TrainInputs {
   std::string net_file;
   NetSpec spec;

@@ -58,15 +58,20 @@ std::string move_aside(const std::string& run_dir);
 class FileLock {
  public:
   // Takes the lock without waiting and writes "host H pid P" into the file. nullptr when another
-  // process holds it; `holder` then says who ("host H pid P", or "another process").
-  static std::unique_ptr<FileLock> try_lock(const std::string& path, std::string* holder);
+  // process holds it; `holder` then says who ("host H pid P", or "another process"). A symbolic
+  // link at `path` is refused (RuntimeError naming it), never followed. `remove_when_released`:
+  // the holder removes the file as it lets go (every user of that file must pass true: a taker
+  // checks that the file it locked is still the one at `path`).
+  static std::unique_ptr<FileLock> try_lock(const std::string& path, std::string* holder,
+                                            bool remove_when_released = false);
   ~FileLock();
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;
 
  private:
-  explicit FileLock(int fd) : fd_(fd) {}
+  FileLock(int fd, std::string remove_path) : fd_(fd), remove_path_(std::move(remove_path)) {}
   int fd_;
+  std::string remove_path_;  // "" keeps the file
 };
 // ROOT/<exp>/.sweep.lock: one whole sweep of an experiment at a time. ROOT/<exp>/.<id>.lock: one
 // process per run, so the tasks of an emitted array (--run-index) run side by side, and a sweep

@@ -3,6 +3,7 @@
 // and the flock files that keep two sweeps (or two array tasks) off the same runs.
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
@@ -14,6 +15,7 @@
 #include "core/error.hpp"
 #include "experiment/sweep.hpp"
 #include "io/atomic_file.hpp"
+#include "io/safe_open.hpp"
 
 namespace cnnscale {
 
@@ -196,9 +198,10 @@ std::string run_lock_path(const std::string& exp_dir, const std::string& run_id)
   return (fs::path(exp_dir) / ("." + run_id + ".lock")).string();
 }
 
-std::unique_ptr<FileLock> FileLock::try_lock(const std::string& path, std::string* holder) {
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) throw_runtime("cannot open lock file {}: {}", path, std::strerror(errno));
+std::unique_ptr<FileLock> FileLock::try_lock(const std::string& path, std::string* holder,
+                                             bool remove_when_released) {
+  // Never through a link: a planted one would have us truncate its target below.
+  const int fd = open_no_follow(path, O_RDWR | O_CREAT, 0644);
   int rc;
   while ((rc = ::flock(fd, LOCK_EX | LOCK_NB)) < 0 && errno == EINTR) {
   }
@@ -217,6 +220,16 @@ std::unique_ptr<FileLock> FileLock::try_lock(const std::string& path, std::strin
     if (holder) *holder = text.empty() ? "another process" : text;
     return nullptr;
   }
+  if (remove_when_released) {
+    // The holder before us may have removed the file between our open and our lock: then this lock
+    // guards nothing (a third process may create and lock a new file), so take the new one.
+    struct stat mine {}, now {};
+    if (::fstat(fd, &mine) != 0 || ::lstat(path.c_str(), &now) != 0 || mine.st_ino != now.st_ino ||
+        mine.st_dev != now.st_dev) {
+      ::close(fd);
+      return try_lock(path, holder, remove_when_released);
+    }
+  }
   char host[256] = "?";
   ::gethostname(host, sizeof host - 1);
   const std::string me = fmt::format("host {} pid {}\n", host, ::getpid());
@@ -228,11 +241,12 @@ std::unique_ptr<FileLock> FileLock::try_lock(const std::string& path, std::strin
       // The lock itself holds; only the holder's name for a refused process is missing.
     }
   }
-  return std::unique_ptr<FileLock>(new FileLock(fd));
+  return std::unique_ptr<FileLock>(new FileLock(fd, remove_when_released ? path : ""));
 }
 
 FileLock::~FileLock() {
-  ::close(fd_);  // releases the flock
+  if (!remove_path_.empty()) ::unlink(remove_path_.c_str());  // while still held: see try_lock
+  ::close(fd_);                                                // releases the flock
 }
 
 }  // namespace cnnscale
