@@ -37,7 +37,14 @@ const char* run_state_name(RunState s) {
 }
 
 std::string experiment_dir(const std::string& results_root, const Experiment& e) {
-  return (fs::path(results_root) / e.name).string();
+  // Checked before any run: the name's length (its characters were checked where it was read) and
+  // a file where the folder should be, which every run would otherwise fail on at its end.
+  check_results_name(e.file + ": name", e.name);
+  const fs::path dir = fs::path(results_root) / e.name;
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw_config("{}: exists and is not a folder (the results folder of experiment '{}')", dir.string(), e.name);
+  return dir.string();
 }
 
 namespace {

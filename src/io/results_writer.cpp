@@ -33,6 +33,9 @@ void check_results_name(const std::string& flag, const std::string& name) {
   static const std::regex name_re("[A-Za-z0-9][A-Za-z0-9._+=-]*");
   if (!std::regex_match(name, name_re))
     throw_config("{} '{}': use letters, digits and . _ + = - (not starting with . or -)", flag, name);
+  if (name.size() > kMaxResultsName)
+    throw_config("{} '{}...': {} characters, at most {} (it becomes part of file names)", flag, name.substr(0, 40),
+                 name.size(), kMaxResultsName);
 }
 
 std::pair<std::string, std::string> utc_times(std::chrono::system_clock::time_point now) {

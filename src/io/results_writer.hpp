@@ -25,8 +25,12 @@ struct ResultsWriteOptions {
 };
 
 // Experiment names and run ids become path components: letters, digits and . _ + = -, not starting
-// with . or -. ConfigError "<flag> '<name>': ..." otherwise.
+// with . or -, at most kMaxResultsName characters. ConfigError "<flag> '<name>': ..." otherwise.
 void check_results_name(const std::string& flag, const std::string& name);
+// The longest name that still fits NAME_MAX (255) in every file name made from it, the longest
+// being a temporary file's ".<run-id>.json.<host>.<pid>.tmp" (a host name has at most 64
+// characters, a pid at most 10 digits: 86 more).
+inline constexpr size_t kMaxResultsName = 160;
 
 // "20261122T044300Z-1a2b3c4d": UTC time of `now` and 8 hex digits of a hash of the config text,
 // the host name, the process id and the time, so runs started in the same second differ.

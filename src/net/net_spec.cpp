@@ -122,12 +122,36 @@ class SpecBuilder {
     return scope;
   }
 
+  // Layer names become HDF5 paths in checkpoints and run.h5 ("<layer>/<param>"): a layer named
+  // after another plus '/' ("x" and "x/weight") would make one's array the other's group, and an
+  // empty, "." or ".." part is no group of its own. Refused here, not when the first file is written.
+  void check_layer_path(const std::string& name, const ConfigNode& name_node) const {
+    auto nested = [&](const std::string& outer, const std::string& other_name, const ConfigNode& other) {
+      name_node.fail(fmt::format("layer '{}' and layer '{}' (defined at {}) would share the HDF5 group '{}' in "
+                                 "checkpoints and results; rename one",
+                                 name, other_name, other.where(), outer));
+    };
+    for (size_t start = 0;;) {
+      const size_t end = name.find('/', start);
+      const std::string part = name.substr(start, end == std::string::npos ? std::string::npos : end - start);
+      if (part.empty() || part == "." || part == "..")
+        name_node.fail(fmt::format("layer name '{}': '/' separates non-empty parts other than . and ..", name));
+      if (end == std::string::npos) break;
+      if (auto it = layer_nodes_.find(name.substr(0, end)); it != layer_nodes_.end())
+        nested(it->first, it->first, it->second);
+      start = end + 1;
+    }
+    if (auto it = layer_nodes_.lower_bound(name + "/"); it != layer_nodes_.end() && it->first.starts_with(name + "/"))
+      nested(name, it->first, it->second);
+  }
+
   void add_layer(const ConfigNode& node, size_t index, const std::string& origin) {
     ConfigNode name_node = node["name"];
     std::string name = name_node.as<std::string>();
     std::string type = node.get<std::string>("type");
     if (auto it = layer_nodes_.find(name); it != layer_nodes_.end())
       name_node.fail(fmt::format("duplicate layer name '{}' (first defined at {})", name, it->second.where()));
+    check_layer_path(name, name_node);
     layer_nodes_.emplace(name, name_node);
 
     SpecLayer spec;

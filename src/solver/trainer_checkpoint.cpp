@@ -6,6 +6,7 @@
 
 #include "core/log.hpp"
 #include "core/stop_signal.hpp"
+#include "io/results_writer.hpp"
 #include "solver/checkpoint.hpp"
 #include "solver/trainer.hpp"
 
@@ -65,6 +66,10 @@ int64_t Trainer::resume_from_checkpoint(const TrainCallbacks& callbacks, std::st
     c = read_checkpoint(path);
   }
   check_compatible(path, c.meta.run_config);
+  // The stored run id names the results folder the resumed run writes: checked now, not after training.
+  if (const auto saved = nlohmann::json::parse(c.meta.run_config, nullptr, false);
+      saved.is_object() && saved.contains("run_id"))
+    check_results_name(path + ": stored run_id", saved["run_id"].is_string() ? saved["run_id"].get<std::string>() : "");
   resumed_run_config_ = c.meta.run_config;
   if (c.meta.iteration < 0 || c.meta.iteration > total_iterations_)
     throw_config("{}: checkpoint is at iteration {}, beyond this run's {} iterations", path, c.meta.iteration,
