@@ -16,6 +16,8 @@
 #include "data/datasets.hpp"
 #include "io/results_writer.hpp"
 #include "parallel/mpi_env.hpp"
+#include "solver/checkpoint_claim.hpp"
+#include "solver/checkpoint_compare.hpp"
 
 namespace cnnscale::app {
 
@@ -40,6 +42,17 @@ void run_train(TrainArgs& a) {
   if (par.device() != "cpu") EngineCache::from_environment();         // a bad CNNSCALE_ENGINE_CACHE: exit 2 now
   const TrainInputs in = load_train_inputs(a);
   const nlohmann::json run_config = describe_run(a, in, par);
+  // The checkpoint directory is this run's from here on (rank 0 writes it): a live run holding it,
+  // or the checkpoints of another run in it, refuse now (solver/checkpoint_claim.hpp).
+  std::unique_ptr<CheckpointDirClaim> checkpoint_claim;
+  if (!a.options.checkpoint_dir.empty() && par.rank() == 0)
+    checkpoint_claim = CheckpointDirClaim::claim(
+        {.dir = a.options.checkpoint_dir,
+         .run_id = run_config["run_id"].get<std::string>(),
+         .identity = checkpoint_identity(a.options.run_config, solver_settings(a.solver).dump(),
+                                         a.options.network_yaml, "this run"),
+         .resuming = !a.options.resume.empty(),
+         .allow_changes = a.options.resume_allow_changes});
 
   // The backend and communicator live in `par`, declared before (so destroyed after) the trainer.
   Backend& backend = par.connect();  // data parallel: watchdog, device check, communicator
@@ -226,11 +239,19 @@ void register_train(CLI::App& app) {
   cmd->add_option("--pool-batches", a.pool_batches, "Synthetic: distinct batches kept on the device")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd->add_option("--checkpoint-dir", a.options.checkpoint_dir, "Write checkpoints here (the newest two are kept)");
+  cmd->add_option("--checkpoint-dir", a.options.checkpoint_dir,
+                  "Write checkpoints here (the newest two intact ones are kept); the directory belongs to this run: "
+                  "another live run, or a run of other settings while these checkpoints are there, is refused");
   cmd->add_option("--checkpoint-every", a.options.checkpoint_every,
                   "Also checkpoint every N iterations (always at epoch ends)");
-  cmd->add_option("--resume", a.options.resume,
-                  "Continue from a checkpoint file, or 'auto': the newest in --checkpoint-dir");
+  auto* resume = cmd->add_option("--resume", a.options.resume,
+                                 "Continue from a checkpoint file, or 'auto': the newest intact one in --checkpoint-dir "
+                                 "(its network, solver settings and data must be this run's)");
+  cmd->add_flag("--resume-allow-changes", a.options.resume_allow_changes,
+                "With --resume: continue even where the checkpoint's network, solver settings or data differ from "
+                "this run's (fine-tuning; each difference is logged), and take over a --checkpoint-dir that holds "
+                "another run's checkpoints")
+      ->needs(resume);
   cmd->add_option("--display", a.options.display, "Iterations between loss reports")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -2,12 +2,19 @@
 // file and the operation), published through io/atomic_file; the newest few kept per folder.
 #include "solver/checkpoint.hpp"
 
+#include <zlib.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <regex>
 
 #include "core/hdf5_file.hpp"
+#include "core/log.hpp"
 #include "io/atomic_file.hpp"
 
 namespace cnnscale {
@@ -16,51 +23,160 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kCheckpointFormat = "cnnscale-checkpoint-1";
+constexpr const char* kCheckpointFormat = "cnnscale-checkpoint-2";
+constexpr const char* kUncheckedFormat = "cnnscale-checkpoint-1";  // before checksums
 
-CheckpointArray read_array(const h5::Reader& r, const std::string& group, const std::string& name) {
+// zlib's CRC-32 of the values' bytes (little-endian float32 on every machine cnnscale runs on,
+// the same bytes HDF5 stores); zlib takes lengths as uInt, so large arrays go in pieces.
+int64_t checksum(const std::vector<float>& values) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const auto* bytes = reinterpret_cast<const Bytef*>(values.data());
+  size_t left = values.size() * sizeof(float);
+  while (left > 0) {
+    const uInt n = static_cast<uInt>(std::min<size_t>(left, 1u << 30));
+    crc = crc32(crc, bytes, n);
+    bytes += n;
+    left -= n;
+  }
+  return static_cast<int64_t>(crc);
+}
+
+void write_array(h5::Writer& w, const std::string& group, const CheckpointArray& a) {
+  int64_t n = 1;
+  for (int64_t d : a.shape) n *= d;
+  CNNSCALE_CHECK(n == static_cast<int64_t>(a.values.size()), "{}: shape holds {} values, got {}", a.name, n,
+                 a.values.size());
+  const std::string name = group + "/" + a.name;
+  h5::Handle ds = w.dataset(w.root(), name, std::vector<hsize_t>(a.shape.begin(), a.shape.end()), H5T_IEEE_F32LE,
+                            H5T_NATIVE_FLOAT, a.values.data());
+  w.attr_i64(ds.get(), "crc32", checksum(a.values));
+}
+
+// CRC-32 of every field of the metadata, in a fixed order with lengths (so that no two different
+// sets of fields give the same bytes): a flipped bit in the iteration, the loader's position or the
+// configuration would otherwise resume silently somewhere else.
+int64_t meta_checksum(const CheckpointMeta& m) {
+  std::string bytes;
+  const auto put = [&](const auto& v) { bytes.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  const auto put_text = [&](const std::string& t) {
+    put(static_cast<uint64_t>(t.size()));
+    bytes += t;
+  };
+  put(m.iteration), put(m.epoch), put(m.lr), put(m.grad_scale), put(m.clean_steps), put(m.skipped_steps);
+  put(m.loader_epoch), put(m.loader_position);
+  put_text(m.loader_rng_state), put_text(m.run_config), put_text(m.network), put_text(m.solver);
+  return static_cast<int64_t>(crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(bytes.data()),
+                                    static_cast<uInt>(bytes.size())));
+}
+
+void write_contents(h5::Writer& w, const CheckpointContents& contents) {
+  const hid_t root = w.root();
+  for (const auto& a : contents.weights) write_array(w, "weights", a);
+  for (const auto& a : contents.history) write_array(w, "history", a);
+  for (const auto& a : contents.state) write_array(w, "state", a);
+  const CheckpointMeta& m = contents.meta;
+  w.scalar_i64(root, "solver/iteration", m.iteration);
+  w.scalar_i64(root, "solver/epoch", m.epoch);
+  w.scalar_f64(root, "solver/lr", m.lr);
+  w.scalar_f64(root, "solver/grad_scale", m.grad_scale);
+  w.scalar_i64(root, "solver/clean_steps", m.clean_steps);
+  w.scalar_i64(root, "solver/skipped_steps", m.skipped_steps);
+  w.fixed_text(root, "rng/loader_state", m.loader_rng_state);
+  w.scalar_i64(root, "rng/loader_epoch", m.loader_epoch);
+  w.scalar_i64(root, "rng/loader_position", m.loader_position);
+  w.fixed_text(root, "config/run", m.run_config);
+  w.fixed_text(root, "config/network", m.network);
+  w.fixed_text(root, "config/solver", m.solver);
+  w.fixed_text(root, "format", kCheckpointFormat);
+  w.attr_i64(root, "meta_crc32", meta_checksum(m));
+}
+
+CheckpointArray read_array(const h5::Reader& r, const std::string& group, const std::string& name, bool checked) {
   CheckpointArray a;
   a.name = name;
-  a.values = r.f32(r.root(), group + "/" + name, a.shape);
+  const std::string full = group + "/" + name;
+  a.values = r.f32(r.root(), full, a.shape);
+  if (checked) {
+    std::vector<hsize_t> dims;
+    h5::Handle ds = r.dataset(r.root(), full, dims);
+    if (!r.has_attr(ds.get(), "crc32")) throw_config("{}: checkpoint array {} has no checksum (crc32)", r.path(), full);
+    const int64_t stored = r.attr_i64(ds.get(), "crc32"), actual = checksum(a.values);
+    if (stored != actual)
+      throw_config("{}: checkpoint array {} is damaged: its CRC-32 is {:08x}, {:08x} was written", r.path(), full,
+                   actual, stored);
+  }
+  for (size_t i = 0; i < a.values.size(); ++i)
+    if (!std::isfinite(a.values[i]))
+      throw_config("{}: checkpoint array {} holds {} at index {}: refused (the run that wrote it had diverged, or the "
+                   "file was altered)",
+                   r.path(), full, a.values[i], i);
   return a;
+}
+
+// Files known to read back whole: path -> (size, modification time) when it was checked.
+struct Verified {
+  std::mutex mutex;
+  std::map<std::string, std::pair<uintmax_t, fs::file_time_type>> files;
+};
+Verified& verified() {
+  static Verified v;
+  return v;
+}
+std::optional<std::pair<uintmax_t, fs::file_time_type>> stamp(const std::string& path) {
+  std::error_code ec;
+  const uintmax_t size = fs::file_size(path, ec);
+  if (ec) return std::nullopt;
+  const auto time = fs::last_write_time(path, ec);
+  if (ec) return std::nullopt;
+  return std::make_pair(size, time);
+}
+void remember_intact(const std::string& path) {
+  const auto s = stamp(path);
+  std::lock_guard<std::mutex> lock(verified().mutex);
+  if (s) verified().files[path] = *s;
 }
 
 }  // namespace
 
 void write_checkpoint(const std::string& path, const CheckpointContents& contents) {
-  write_atomically_with(path, [&](const std::string& tmp) {
-    h5::Writer w(tmp, "checkpoint file");
-    const hid_t root = w.root();
-    for (const auto& a : contents.weights) w.f32(root, "weights/" + a.name, a.shape, a.values);
-    for (const auto& a : contents.history) w.f32(root, "history/" + a.name, a.shape, a.values);
-    for (const auto& a : contents.state) w.f32(root, "state/" + a.name, a.shape, a.values);
-    const CheckpointMeta& m = contents.meta;
-    w.scalar_i64(root, "solver/iteration", m.iteration);
-    w.scalar_i64(root, "solver/epoch", m.epoch);
-    w.scalar_f64(root, "solver/lr", m.lr);
-    w.scalar_f64(root, "solver/grad_scale", m.grad_scale);
-    w.scalar_i64(root, "solver/clean_steps", m.clean_steps);
-    w.scalar_i64(root, "solver/skipped_steps", m.skipped_steps);
-    w.fixed_text(root, "rng/loader_state", m.loader_rng_state);
-    w.scalar_i64(root, "rng/loader_epoch", m.loader_epoch);
-    w.scalar_i64(root, "rng/loader_position", m.loader_position);
-    w.fixed_text(root, "config/run", m.run_config);
-    w.fixed_text(root, "config/network", m.network);
-    w.fixed_text(root, "format", kCheckpointFormat);
-    w.close();
-  });
+  int storage_errno = 0;
+  try {
+    write_atomically_with(path, [&](const std::string& tmp) {
+      h5::Writer w(tmp, "checkpoint file");
+      try {
+        write_contents(w, contents);
+        w.close();
+      } catch (const Error&) {
+        // HDF5 says which call failed, not why; the system's reason is still in errno here, before
+        // the writer's handles are closed. Only reasons of the storage count (a stale errno of
+        // some earlier harmless call must not be blamed).
+        if (errno == ENOSPC || errno == EFBIG || errno == EDQUOT || errno == EIO || errno == EROFS)
+          storage_errno = errno;
+        throw;
+      }
+    });
+  } catch (const RuntimeError& e) {
+    // One line naming the checkpoint (not its temporary name, which is gone) and the reason.
+    const std::string reason = storage_errno ? std::strerror(storage_errno) : "";
+    const std::string what = e.what();
+    if (reason.empty() || what.find(reason) != std::string::npos)
+      throw_runtime("{}: cannot write checkpoint: {}", path, what);
+    throw_runtime("{}: cannot write checkpoint: {} ({})", path, reason, what);
+  }
 }
 
 CheckpointContents read_checkpoint(const std::string& path) {
   h5::Reader r(path, "checkpoint");
   const hid_t root = r.root();
-  if (r.fixed_text(root, "format") != kCheckpointFormat)
-    throw_config("{}: unknown checkpoint format '{}'", path, r.fixed_text(root, "format"));
+  const std::string format = r.fixed_text(root, "format");
+  if (format != kCheckpointFormat && format != kUncheckedFormat)
+    throw_config("{}: unknown checkpoint format '{}'", path, format);
+  const bool checked = format == kCheckpointFormat;
   CheckpointContents c;
-  for (const auto& n : r.datasets(root, "weights")) c.weights.push_back(read_array(r, "weights", n));
-  for (const auto& n : r.datasets(root, "history")) c.history.push_back(read_array(r, "history", n));
+  for (const auto& n : r.datasets(root, "weights")) c.weights.push_back(read_array(r, "weights", n, checked));
+  for (const auto& n : r.datasets(root, "history")) c.history.push_back(read_array(r, "history", n, checked));
   if (r.exists(root, "state"))
-    for (const auto& n : r.datasets(root, "state")) c.state.push_back(read_array(r, "state", n));
+    for (const auto& n : r.datasets(root, "state")) c.state.push_back(read_array(r, "state", n, checked));
   CheckpointMeta& m = c.meta;
   m.iteration = r.scalar_i64(root, "solver/iteration");
   m.epoch = r.scalar_i64(root, "solver/epoch");
@@ -75,7 +191,29 @@ CheckpointContents read_checkpoint(const std::string& path) {
   m.loader_position = r.scalar_i64(root, "rng/loader_position");
   m.run_config = r.fixed_text(root, "config/run");
   m.network = r.fixed_text(root, "config/network");
+  if (r.exists(root, "config/solver")) m.solver = r.fixed_text(root, "config/solver");
+  if (checked && r.attr_i64(root, "meta_crc32") != meta_checksum(m))
+    throw_config("{}: checkpoint metadata (solver/, rng/, config/) is damaged: its CRC-32 does not match the one "
+                 "written",
+                 path);
+  if (!checked) log::warn("{}: checkpoint of format 1 has no checksums: its arrays are loaded unverified", path);
+  remember_intact(path);
   return c;
+}
+
+std::string checkpoint_problem(const std::string& path) {
+  {
+    const auto s = stamp(path);
+    std::lock_guard<std::mutex> lock(verified().mutex);
+    auto it = verified().files.find(path);
+    if (s && it != verified().files.end() && it->second == *s) return "";
+  }
+  try {
+    read_checkpoint(path);
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  }
 }
 
 namespace {
@@ -178,14 +316,53 @@ std::optional<std::string> CheckpointDir::latest() const {
   return all.back();
 }
 
+namespace {
+
+// Deletes the oldest of `intact` (oldest first) until `left` remain.
+void remove_oldest(std::vector<std::string>& intact, size_t left) {
+  while (intact.size() > left) {
+    std::error_code ec;
+    fs::remove(intact.front(), ec);
+    if (ec) log::warn("{}: cannot remove an old checkpoint: {}", intact.front(), ec.message());
+    intact.erase(intact.begin());
+  }
+}
+
+}  // namespace
+
 std::string CheckpointDir::save(const CheckpointContents& contents) {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec) throw_runtime("{}: cannot create checkpoint directory: {}", dir_, ec.message());
-  std::string path = path_for(contents.meta.iteration);
+  const std::string path = path_for(contents.meta.iteration);
+  // What is there already, oldest first; a file of this iteration is replaced by the rename and
+  // stays until then. A damaged file is never kept in place of an intact one: it goes first.
+  std::vector<std::string> intact;
+  for (const std::string& f : list()) {
+    if (f == path) continue;
+    const std::string why = checkpoint_problem(f);
+    if (why.empty()) {
+      intact.push_back(f);
+      continue;
+    }
+    log::warn("removing damaged checkpoint {} ({})", f, why);
+    fs::remove(f, ec);
+  }
+  // Room for the new file: keep - 1 intact ones stay while it is written, and at least one, so a
+  // failed write leaves the newest intact checkpoint and the rotation never needs room for more
+  // than `keep` files (keep 1 must write before deleting: its one file is all there is).
+  remove_oldest(intact, static_cast<size_t>(std::max(keep_ - 1, 1)));
   write_checkpoint(path, contents);
-  auto all = list();
-  for (size_t i = 0; i + static_cast<size_t>(keep_) < all.size(); ++i) fs::remove(all[i], ec);
+  remember_intact(path);
+  // In iteration order, as list() gives the others: the new one may be older than some (a run
+  // resumed from an older checkpoint by path).
+  const auto iteration = [](const std::string& f) {
+    return std::stoll(fs::path(f).stem().string().substr(std::string("checkpoint-").size()));
+  };
+  intact.insert(std::upper_bound(intact.begin(), intact.end(), path,
+                                 [&](const std::string& a, const std::string& b) { return iteration(a) < iteration(b); }),
+                path);
+  remove_oldest(intact, static_cast<size_t>(keep_));
   return path;
 }
 

@@ -4,7 +4,13 @@
 //   /state/<layer>/<name>      f32, non-learned state (batch norm running statistics)
 //   /solver/{iteration, epoch} int64; /solver/lr f64 (the rate of the last step, informational)
 //   /rng/{loader_state (text of std::mt19937_64 operator<<), loader_epoch, loader_position}
-//   /config/{run (JSON), network (resolved YAML)} strings
+//   /config/{run (JSON), network (resolved YAML), solver (JSON of the effective settings)} strings
+//   /format "cnnscale-checkpoint-2"
+// Every array carries an attribute crc32 (zlib's CRC-32 of its float32 values as stored), and the
+// root an attribute meta_crc32 over the other fields; both are checked on load with the values'
+// finiteness, so that a flipped bit or a diverged weight is refused naming the file and the array
+// instead of being trained on. Format 1 files (before checksums) still load, with a warning:
+// refusing them would strand every run interrupted across the upgrade.
 // Files are written under a temporary name, flushed to disk and renamed, so a crash never leaves a
 // half-written checkpoint under the real name. CheckpointDir keeps only the newest few.
 #pragma once
@@ -36,6 +42,7 @@ struct CheckpointMeta {
   int64_t clean_steps = 0, skipped_steps = 0;
   std::string run_config;  // JSON text of the run's options (checked on resume)
   std::string network;     // resolved network YAML
+  std::string solver;      // JSON of the effective solver settings (compared on resume; "" in older files)
 };
 
 struct CheckpointContents {
@@ -46,8 +53,13 @@ struct CheckpointContents {
 // Atomic write (tmp + fsync + rename). RuntimeError naming the file on any HDF5 or I/O failure;
 // the temporary file is removed and an existing file of the same name is left untouched.
 void write_checkpoint(const std::string& path, const CheckpointContents& contents);
-// ConfigError naming the file if it is missing, not HDF5 or lacks an entry.
+// ConfigError naming the file if it is missing, not HDF5 or lacks an entry, and naming the file
+// and the array ("weights/conv1/weight") when an array's checksum does not match its values or it
+// holds a NaN or an infinity. Files of format 1 (no checksums) load with a warning.
 CheckpointContents read_checkpoint(const std::string& path);
+// "" when `path` reads back whole (the checks of read_checkpoint); else why not. Files this process
+// wrote or read whole are remembered (by size and modification time) and not read again.
+std::string checkpoint_problem(const std::string& path);
 
 // Copies the net's weights and state and the solver's history to host (synchronises the backend).
 CheckpointContents capture_checkpoint(const Net& net, const SgdSolver& solver, CheckpointMeta meta);
@@ -57,13 +69,18 @@ void restore_checkpoint(const CheckpointContents& contents, const std::string& f
 // The weights and state alone, for a net that is not trained further (inference).
 void restore_weights(const CheckpointContents& contents, const std::string& file, Net& net);
 
-// A directory of checkpoints named checkpoint-<iteration, 9 digits>.h5, keeping the newest `keep`.
+// A directory of checkpoints named checkpoint-<iteration, 9 digits>.h5, keeping the newest `keep`
+// intact ones. Rotation needs room for no more than `keep` files (keep >= 2): before a write the
+// oldest are deleted down to keep - 1 intact ones, never fewer than one, so a write that fails (a
+// full disk) still leaves the newest intact checkpoint. Damaged files (truncated, a checksum
+// mismatch) are removed first, with a warning, and never count as the newest.
 class CheckpointDir {
  public:
   explicit CheckpointDir(std::string dir, int keep = 2);
   const std::string& dir() const { return dir_; }
   std::string path_for(int64_t iteration) const;
-  // Writes the checkpoint of contents.meta.iteration, then deletes all but the newest `keep`.
+  // Writes the checkpoint of contents.meta.iteration, deleting damaged files and old ones as above.
+  // A failed write is a RuntimeError naming the file; its temporary file is removed.
   std::string save(const CheckpointContents& contents);
   std::vector<std::string> list() const;  // oldest first
   std::optional<std::string> latest() const;

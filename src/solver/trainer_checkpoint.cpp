@@ -8,31 +8,33 @@
 #include "core/stop_signal.hpp"
 #include "io/results_writer.hpp"
 #include "solver/checkpoint.hpp"
+#include "solver/checkpoint_compare.hpp"
 #include "solver/trainer.hpp"
 
 namespace cnnscale {
 
-namespace {
-
-// Run options whose change makes a checkpoint meaningless for this run.
-const char* const kMustMatch[] = {"net",           "data",           "batch",       "seed",
-                                  "train_samples", "synthetic_fill", "input_shape", "classes"};
-
-}  // namespace
-
-void Trainer::check_compatible(const std::string& file, const std::string& saved_config) const {
-  nlohmann::json saved, now;
-  try {
-    saved = nlohmann::json::parse(saved_config);
-    now = nlohmann::json::parse(options_.run_config.empty() ? "{}" : options_.run_config);
-  } catch (const nlohmann::json::exception& e) {
-    throw_config("{}: unreadable run configuration in checkpoint: {}", file, e.what());
-  }
-  for (const char* key : kMustMatch) {
-    nlohmann::json a = saved.value(key, nlohmann::json()), b = now.value(key, nlohmann::json());
-    if (a != b)
-      throw_config("{}: checkpoint was written with {}={}, this run has {}={}", file, key, a.dump(), key, b.dump());
-  }
+// The checkpoint's identity (its must-match options, solver settings and network) against this
+// run's: a difference is refused naming its key path and both values, unless the command says the
+// change is intended (--resume-allow-changes, fine-tuning), when each difference is logged.
+void Trainer::check_compatible(const std::string& file, const std::string& saved_config,
+                               const std::string& saved_solver, const std::string& saved_network) const {
+  const nlohmann::json saved = checkpoint_identity(saved_config, saved_solver, saved_network, file);
+  // Like with like: a checkpoint from before solver settings were stored is compared by the run
+  // configuration's one-line solver summary.
+  const nlohmann::json now =
+      checkpoint_identity(options_.run_config, saved_solver.empty() ? "" : solver_settings(solver_->config()).dump(),
+                          saved_network.empty() ? "" : options_.network_yaml, "this run");
+  const auto diffs = identity_differences(saved, now);
+  if (diffs.empty()) return;
+  if (!options_.resume_allow_changes)
+    throw_config("{}: checkpoint was written with {}{}; to continue with the change anyway (fine-tuning), add "
+                 "--resume-allow-changes",
+                 file, describe_difference(diffs.front(), "", "this run has").substr(1),
+                 diffs.size() > 1 ? fmt::format(" (and {} more differences)", diffs.size() - 1) : "");
+  if (options_.parallel.rank == 0)
+    for (const auto& d : diffs)
+      log::warn("{}: resuming with a change (--resume-allow-changes): {}", file,
+                describe_difference(d, "checkpoint", "this run"));
 }
 
 int64_t Trainer::resume_from_checkpoint(const TrainCallbacks& callbacks, std::string& path) {
@@ -65,7 +67,7 @@ int64_t Trainer::resume_from_checkpoint(const TrainCallbacks& callbacks, std::st
     path = options_.resume;
     c = read_checkpoint(path);
   }
-  check_compatible(path, c.meta.run_config);
+  check_compatible(path, c.meta.run_config, c.meta.solver, c.meta.network);
   // The stored run id names the results folder the resumed run writes: checked now, not after training.
   if (const auto saved = nlohmann::json::parse(c.meta.run_config, nullptr, false);
       saved.is_object() && saved.contains("run_id"))
@@ -139,6 +141,7 @@ std::string Trainer::save_checkpoint(int64_t done) {
   }
   meta.run_config = options_.run_config;
   meta.network = options_.network_yaml;
+  meta.solver = solver_settings(solver_->config()).dump();
   CheckpointContents contents = capture_checkpoint(*net_, *solver_, std::move(meta));
   // The device flag was read just before; this host-side look at what is about to be written is
   // the last line of defence: the rotation must never drop a good checkpoint for a bad one.

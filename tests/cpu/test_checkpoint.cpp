@@ -1,6 +1,7 @@
 // Checkpoints: HDF5 round trip of every field, the tmp + rename protocol (a failed write leaves no
 // partial file and the previous checkpoint intact), keeping the newest two, and restoring a net
-// and solver with name and shape checks.
+// and solver with name and shape checks. Checksums and finiteness on load, and the rotation on a
+// full disk and beside a damaged file: test_checkpoint_faults.cpp.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -42,6 +43,7 @@ CheckpointContents sample_contents(int64_t iteration) {
   c.meta.loader_position = 7;
   c.meta.run_config = R"({"net":"lenet","batch":64})";
   c.meta.network = "";
+  c.meta.solver = R"({"lr":0.02})";
   return c;
 }
 
@@ -74,6 +76,7 @@ TEST(Checkpoint, RoundTripIsExact) {
   EXPECT_EQ(r.meta.loader_position, 7);
   EXPECT_EQ(r.meta.run_config, c.meta.run_config);
   EXPECT_EQ(r.meta.network, "");
+  EXPECT_EQ(r.meta.solver, c.meta.solver);
   EXPECT_EQ(dir.entries(), std::vector<std::string>({"a.h5"}));
 }
 

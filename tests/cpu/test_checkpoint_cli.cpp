@@ -1,0 +1,168 @@
+// `cnnscale train` and its checkpoint directory, single process (label cpu): a resume into another
+// network (max pooling changed to average) or other solver settings is refused naming the key and
+// both values unless --resume-allow-changes says so; a directory held by a live run is refused
+// naming the holder; a write that fails (file-size limit, as a full disk) ends with exit 1 and one
+// line naming the checkpoint and the reason, leaving the newest intact checkpoint and no temporary
+// file; after --resume auto skipped a truncated newest checkpoint, the rotation removes that one.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "common/temp_dir.hpp"
+#include "cpu/cli_runner.hpp"
+#include "solver/checkpoint.hpp"
+#include "solver/checkpoint_claim.hpp"
+
+namespace cnnscale::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+// dist_convnet on 256 Fashion-MNIST samples at batch 32 (8 iterations per epoch), no test set.
+std::vector<std::string> args(const std::string& net, const std::string& ckpt, const std::string& iterations,
+                              const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> a = {"train",       net,     "--data",      "fashion-mnist", "--train-samples",
+                                "256",         "--test-samples", "0",  "--batch",       "32",
+                                "--iterations", iterations,      "--checkpoint-dir",    ckpt,
+                                "--no-results", "--json"};
+  a.insert(a.begin() + 1, "--net");
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+const std::string kNet = std::string(CNNSCALE_TEST_DATA) + "/dist_convnet.yaml";
+
+std::vector<std::string> error_lines(const CliResult& r) {
+  std::vector<std::string> out;
+  for (const auto& l : r.err_lines())
+    if (l.rfind("cnnscale: error: ", 0) == 0) out.push_back(l);
+  return out;
+}
+
+std::vector<std::string> entries(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(CheckpointCli, ResumeIntoAnotherNetworkOrSolverIsRefusedUnlessAllowed) {
+  TempDir dir;
+  ASSERT_EQ(run_cnnscale(args(kNet, dir.file("a"), "8")).exit_code, 0);
+  const std::string ckpt = CheckpointDir(dir.file("a")).path_for(8);
+  // The same network with its max pooling made average pooling.
+  std::string text;
+  {
+    std::ifstream in(kNet);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const size_t at = text.find("pool: max");
+  ASSERT_NE(at, std::string::npos) << "dist_convnet.yaml has no max pooling any more";
+  text.replace(at, std::strlen("pool: max"), "pool: ave");
+  std::ofstream(dir.file("avg.yaml")) << text;
+
+  CliResult r = run_cnnscale(args(dir.file("avg.yaml"), dir.file("b"), "12", {"--resume", ckpt}));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  ASSERT_EQ(error_lines(r).size(), 1u) << r.err;
+  EXPECT_NE(error_lines(r)[0].find(ckpt + ": checkpoint was written with network.layers["), std::string::npos)
+      << r.err;
+  EXPECT_NE(error_lines(r)[0].find("].pool=\"max\", this run has network.layers["), std::string::npos) << r.err;
+  EXPECT_NE(error_lines(r)[0].find("].pool=\"ave\""), std::string::npos) << r.err;
+  EXPECT_TRUE(CheckpointDir(dir.file("b")).list().empty());
+
+  // Another learning rate, --resume auto in the owner's directory: refused when claiming it.
+  r = run_cnnscale(args(kNet, dir.file("a"), "12", {"--resume", "auto", "--lr", "0.02"}));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  ASSERT_EQ(error_lines(r).size(), 1u) << r.err;
+  EXPECT_NE(error_lines(r)[0].find("that run has solver.lr=0.01, this one solver.lr=0.02"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(CheckpointDir(dir.file("a")).list(), std::vector<std::string>({ckpt}));
+
+  // Fine-tuning says so: each difference is logged and the run goes on from the checkpoint.
+  r = run_cnnscale(args(dir.file("avg.yaml"), dir.file("b"), "12", {"--resume", ckpt, "--resume-allow-changes"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("resuming with a change (--resume-allow-changes): checkpoint network.layers["),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["start_iteration"], 8);
+  // Without --resume the flag means nothing: a usage error.
+  EXPECT_EQ(run_cnnscale(args(kNet, dir.file("c"), "8", {"--resume-allow-changes"})).exit_code, 2);
+}
+
+TEST(CheckpointCli, ADirectoryHeldByALiveRunIsRefusedNamingTheHolder) {
+  TempDir dir;
+  const std::string ckpt = dir.file("ckpt");
+  // This process holds the directory, as a run training in it would.
+  auto holder = CheckpointDirClaim::claim({.dir = ckpt, .run_id = "the-holder", .identity = nlohmann::json::object()});
+  CliResult r = run_cnnscale(args(kNet, ckpt, "8"));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  ASSERT_EQ(error_lines(r).size(), 1u) << r.err;
+  EXPECT_NE(error_lines(r)[0].find("--checkpoint-dir " + ckpt + " is in use by run the-holder (host "),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(error_lines(r)[0].find(fmt::format("pid {}", ::getpid())), std::string::npos) << r.err;
+  EXPECT_TRUE(CheckpointDir(ckpt).list().empty());
+  holder.reset();
+  EXPECT_EQ(run_cnnscale(args(kNet, ckpt, "8")).exit_code, 0);
+}
+
+// The file-size limit stands in for a full disk in CI (a write past it fails with EFBIG, as one
+// on a full disk with ENOSPC; test_checkpoint_faults.cpp has a real tmpfs where mounting works).
+TEST(CheckpointCli, AFailedCheckpointWriteEndsTheRunWithOneLineAndKeepsTheNewest) {
+  TempDir dir;
+  const std::string ckpt = dir.file("ckpt");
+  ASSERT_EQ(run_cnnscale(args(kNet, ckpt, "8", {"--checkpoint-every", "4"})).exit_code, 0);
+  CheckpointDir cd(ckpt);
+  ASSERT_EQ(cd.list(), std::vector<std::string>({cd.path_for(4), cd.path_for(8)}));
+  const auto size = static_cast<rlim_t>(fs::file_size(cd.path_for(8)));
+
+  rlimit before{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &before), 0);
+  ASSERT_GT(before.rlim_max, size / 2);
+  // The child inherits both: the limit, and SIGXFSZ ignored so that the write fails instead.
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  const rlimit limit{size / 2, before.rlim_max};
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &limit), 0);
+  CliResult r = run_cnnscale(args(kNet, ckpt, "16", {"--checkpoint-every", "4", "--resume", "auto"}));
+  ::setrlimit(RLIMIT_FSIZE, &before);
+  std::signal(SIGXFSZ, old_handler);
+
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  ASSERT_EQ(error_lines(r).size(), 1u) << r.err;
+  EXPECT_EQ(error_lines(r)[0].rfind("cnnscale: error: " + cd.path_for(12) + ": cannot write checkpoint: ", 0), 0u)
+      << r.err;
+  EXPECT_NE(error_lines(r)[0].find(std::strerror(EFBIG)), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  // The newest intact checkpoint stays (the oldest went first to make room); no temporary file.
+  std::vector<std::string> want = {".cnnscale-owner.json", ".cnnscale-owner.lock", "checkpoint-000000008.h5"};
+  EXPECT_EQ(entries(ckpt), want);
+  EXPECT_EQ(read_checkpoint(cd.path_for(8)).meta.iteration, 8);
+  // And the run goes on from it once there is room.
+  r = run_cnnscale(args(kNet, ckpt, "16", {"--checkpoint-every", "4", "--resume", "auto"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["start_iteration"], 8);
+}
+
+TEST(CheckpointCli, AfterSkippingATruncatedNewestCheckpointTheRotationRemovesIt) {
+  TempDir dir;
+  const std::string ckpt = dir.file("ckpt");
+  ASSERT_EQ(run_cnnscale(args(kNet, ckpt, "12", {"--checkpoint-every", "4"})).exit_code, 0);
+  CheckpointDir cd(ckpt);
+  ASSERT_EQ(cd.list(), std::vector<std::string>({cd.path_for(8), cd.path_for(12)}));
+  fs::resize_file(cd.path_for(12), fs::file_size(cd.path_for(12)) / 2);
+  // Resumed from 8, it writes 10 (its end): 12 is the one to go, 8 and 10 stay.
+  CliResult r = run_cnnscale(args(kNet, ckpt, "10", {"--resume", "auto"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("removing damaged checkpoint " + cd.path_for(12)), std::string::npos) << r.err;
+  EXPECT_EQ(cd.list(), std::vector<std::string>({cd.path_for(8), cd.path_for(10)}));
+  for (const auto& path : cd.list()) EXPECT_EQ(checkpoint_problem(path), "") << path;
+}
+
+}  // namespace
+}  // namespace cnnscale::testing
