@@ -65,8 +65,8 @@ int64_t meta_checksum(const CheckpointMeta& m) {
   put(m.iteration), put(m.epoch), put(m.lr), put(m.grad_scale), put(m.clean_steps), put(m.skipped_steps);
   put(m.loader_epoch), put(m.loader_position);
   put_text(m.loader_rng_state), put_text(m.run_config), put_text(m.network), put_text(m.solver);
-  return static_cast<int64_t>(crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(bytes.data()),
-                                    static_cast<uInt>(bytes.size())));
+  return static_cast<int64_t>(
+      crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(bytes.size())));
 }
 
 void write_contents(h5::Writer& w, const CheckpointContents& contents) {
@@ -107,9 +107,10 @@ CheckpointArray read_array(const h5::Reader& r, const std::string& group, const 
   }
   for (size_t i = 0; i < a.values.size(); ++i)
     if (!std::isfinite(a.values[i]))
-      throw_config("{}: checkpoint array {} holds {} at index {}: refused (the run that wrote it had diverged, or the "
-                   "file was altered)",
-                   r.path(), full, a.values[i], i);
+      throw_config(
+          "{}: checkpoint array {} holds {} at index {}: refused (the run that wrote it had diverged, or the "
+          "file was altered)",
+          r.path(), full, a.values[i], i);
   return a;
 }
 
@@ -193,9 +194,10 @@ CheckpointContents read_checkpoint(const std::string& path) {
   m.network = r.fixed_text(root, "config/network");
   if (r.exists(root, "config/solver")) m.solver = r.fixed_text(root, "config/solver");
   if (checked && r.attr_i64(root, "meta_crc32") != meta_checksum(m))
-    throw_config("{}: checkpoint metadata (solver/, rng/, config/) is damaged: its CRC-32 does not match the one "
-                 "written",
-                 path);
+    throw_config(
+        "{}: checkpoint metadata (solver/, rng/, config/) is damaged: its CRC-32 does not match the one "
+        "written",
+        path);
   if (!checked) log::warn("{}: checkpoint of format 1 has no checksums: its arrays are loaded unverified", path);
   remember_intact(path);
   return c;
@@ -359,9 +361,10 @@ std::string CheckpointDir::save(const CheckpointContents& contents) {
   const auto iteration = [](const std::string& f) {
     return std::stoll(fs::path(f).stem().string().substr(std::string("checkpoint-").size()));
   };
-  intact.insert(std::upper_bound(intact.begin(), intact.end(), path,
-                                 [&](const std::string& a, const std::string& b) { return iteration(a) < iteration(b); }),
-                path);
+  intact.insert(
+      std::upper_bound(intact.begin(), intact.end(), path,
+                       [&](const std::string& a, const std::string& b) { return iteration(a) < iteration(b); }),
+      path);
   remove_oldest(intact, static_cast<size_t>(keep_));
   return path;
 }

@@ -103,9 +103,10 @@ std::unique_ptr<CheckpointDirClaim> CheckpointDirClaim::claim(const Request& req
       owner = read_record(record);
     } catch (const Error&) {
     }
-    throw_runtime("--checkpoint-dir {} is in use by {}: a checkpoint directory belongs to one run; give this run "
-                  "its own",
-                  req.dir, holder_text(owner));
+    throw_runtime(
+        "--checkpoint-dir {} is in use by {}: a checkpoint directory belongs to one run; give this run "
+        "its own",
+        req.dir, holder_text(owner));
   }
   const nlohmann::json owner = read_record(record);
   if (owner.is_object() && owner.contains("identity") && !CheckpointDir(req.dir).list().empty()) {
@@ -114,9 +115,10 @@ std::unique_ptr<CheckpointDirClaim> CheckpointDirClaim::claim(const Request& req
       const std::string what = describe_difference(diffs.front(), "that run has", "this one");
       const std::string more = diffs.size() > 1 ? fmt::format(" (and {} more differences)", diffs.size() - 1) : "";
       if (!(req.resuming && req.allow_changes))
-        throw_config("--checkpoint-dir {} holds the checkpoints of {}, another run: {}{}; give this run its own "
-                     "--checkpoint-dir (or continue that run with the change: --resume auto --resume-allow-changes)",
-                     req.dir, holder_text(owner), what, more);
+        throw_config(
+            "--checkpoint-dir {} holds the checkpoints of {}, another run: {}{}; give this run its own "
+            "--checkpoint-dir (or continue that run with the change: --resume auto --resume-allow-changes)",
+            req.dir, holder_text(owner), what, more);
       log::warn("--checkpoint-dir {}: taking over the checkpoints of {} with changes (--resume-allow-changes): {}{}",
                 req.dir, holder_text(owner), what, more);
     }

@@ -49,7 +49,8 @@ TEST(CheckpointIdentity, DifferencesAreNamedByKeyPathWithBothValues) {
     const auto d = identity_differences(identity(0.02), identity(0.01));
     ASSERT_EQ(d.size(), 1u);
     EXPECT_EQ(d[0].key, "solver.lr");
-    EXPECT_EQ(describe_difference(d[0], "checkpoint", "this run"), "checkpoint solver.lr=0.02, this run solver.lr=0.01");
+    EXPECT_EQ(describe_difference(d[0], "checkpoint", "this run"),
+              "checkpoint solver.lr=0.02, this run solver.lr=0.01");
   }
   {
     const auto d = identity_differences(identity(0.01), identity(0.01, with(kNet, "pool: max", "pool: ave")));
@@ -64,7 +65,8 @@ TEST(CheckpointIdentity, DifferencesAreNamedByKeyPathWithBothValues) {
     EXPECT_EQ(describe_difference(d[0], "", "now"), " batch=32, now batch=64");
   }
   {  // a layer added: the new layer is named
-    const std::string more = with(kNet, "  - {name: fc,", "  - {name: relu, type: ReLU, bottom: pool1, top: pool1}\n  - {name: fc,");
+    const std::string more =
+        with(kNet, "  - {name: fc,", "  - {name: relu, type: ReLU, bottom: pool1, top: pool1}\n  - {name: fc,");
     const auto d = identity_differences(identity(0.01), identity(0.01, more));
     ASSERT_EQ(d.size(), 1u);
     EXPECT_EQ(d[0].key, "network.layers[relu]");
@@ -86,7 +88,10 @@ TEST(CheckpointIdentity, OlderCheckpointsCompareTheSolverSummary) {
 }
 
 CheckpointDirClaim::Request request(const std::string& dir, double lr, bool resuming = false, bool allow = false) {
-  return {.dir = dir, .run_id = "run-" + std::to_string(lr), .identity = identity(lr), .resuming = resuming,
+  return {.dir = dir,
+          .run_id = "run-" + std::to_string(lr),
+          .identity = identity(lr),
+          .resuming = resuming,
           .allow_changes = allow};
 }
 

@@ -27,10 +27,9 @@ namespace fs = std::filesystem;
 // dist_convnet on 256 Fashion-MNIST samples at batch 32 (8 iterations per epoch), no test set.
 std::vector<std::string> args(const std::string& net, const std::string& ckpt, const std::string& iterations,
                               const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> a = {"train",       net,     "--data",      "fashion-mnist", "--train-samples",
-                                "256",         "--test-samples", "0",  "--batch",       "32",
-                                "--iterations", iterations,      "--checkpoint-dir",    ckpt,
-                                "--no-results", "--json"};
+  std::vector<std::string> a = {
+      "train",   net,  "--data",       "fashion-mnist", "--train-samples",  "256", "--test-samples", "0",
+      "--batch", "32", "--iterations", iterations,      "--checkpoint-dir", ckpt,  "--no-results",   "--json"};
   a.insert(a.begin() + 1, "--net");
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
@@ -70,8 +69,7 @@ TEST(CheckpointCli, ResumeIntoAnotherNetworkOrSolverIsRefusedUnlessAllowed) {
   CliResult r = run_cnnscale(args(dir.file("avg.yaml"), dir.file("b"), "12", {"--resume", ckpt}));
   EXPECT_EQ(r.exit_code, 2) << r.err;
   ASSERT_EQ(error_lines(r).size(), 1u) << r.err;
-  EXPECT_NE(error_lines(r)[0].find(ckpt + ": checkpoint was written with network.layers["), std::string::npos)
-      << r.err;
+  EXPECT_NE(error_lines(r)[0].find(ckpt + ": checkpoint was written with network.layers["), std::string::npos) << r.err;
   EXPECT_NE(error_lines(r)[0].find("].pool=\"max\", this run has network.layers["), std::string::npos) << r.err;
   EXPECT_NE(error_lines(r)[0].find("].pool=\"ave\""), std::string::npos) << r.err;
   EXPECT_TRUE(CheckpointDir(dir.file("b")).list().empty());
@@ -80,8 +78,7 @@ TEST(CheckpointCli, ResumeIntoAnotherNetworkOrSolverIsRefusedUnlessAllowed) {
   r = run_cnnscale(args(kNet, dir.file("a"), "12", {"--resume", "auto", "--lr", "0.02"}));
   EXPECT_EQ(r.exit_code, 2) << r.err;
   ASSERT_EQ(error_lines(r).size(), 1u) << r.err;
-  EXPECT_NE(error_lines(r)[0].find("that run has solver.lr=0.01, this one solver.lr=0.02"), std::string::npos)
-      << r.err;
+  EXPECT_NE(error_lines(r)[0].find("that run has solver.lr=0.01, this one solver.lr=0.02"), std::string::npos) << r.err;
   EXPECT_EQ(CheckpointDir(dir.file("a")).list(), std::vector<std::string>({ckpt}));
 
   // Fine-tuning says so: each difference is logged and the run goes on from the checkpoint.
