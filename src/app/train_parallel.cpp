@@ -250,6 +250,10 @@ Backend& ParallelRun::connect() {
     if (mpi_->thread_multiple()) mpi_->abort_job(3);
     std::_Exit(3);
   });
+  // Each rank's collectives started, where the others can read them: a waiting rank's watchdog line
+  // then names the ranks that did not arrive.
+  progress_ = std::make_unique<ProgressBoard>();
+  watchdog_->set_peer_report([board = progress_.get()](int64_t mine) { return board->behind(mine); });
 
   RankDevice mine{mpi_->host(), backend_->device().to_string(), ""};
   if (!backend_->device().is_cpu()) mine.uuid = gpu_uuid(backend_->device().index);

@@ -15,6 +15,7 @@
 #include "parallel/data_parallel.hpp"
 #include "parallel/device_binding.hpp"
 #include "parallel/mpi_env.hpp"
+#include "parallel/progress_board.hpp"
 #include "core/watchdog.hpp"
 #include "solver/trainer.hpp"
 
@@ -121,6 +122,7 @@ class ParallelRun {
   std::unique_ptr<CommunicatorExchange> exchange_;  // over comm_, for sync batch norm
   std::atomic<Communicator*> abort_target_{nullptr};
   std::unique_ptr<Watchdog> watchdog_;
+  std::unique_ptr<ProgressBoard> progress_;  // after watchdog_: released while it still watches
 };
 
 }  // namespace cnnscale::app

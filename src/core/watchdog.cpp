@@ -14,10 +14,38 @@ namespace cnnscale {
 namespace {
 std::atomic<Watchdog*> g_active{nullptr};
 std::atomic<int64_t> g_iteration{-1};
+std::atomic<int64_t> g_arrivals{0};
+std::atomic<void (*)(int64_t)> g_publisher{nullptr};
+// Test hook (tests/mpi/test_faults.cpp), not a user option: CNNSCALE_INJECT_HANG_AT=R:I makes rank
+// R stop for good as it begins iteration I, outside any collective, as a stuck rank would.
+int g_hang_rank = -1;
+int64_t g_hang_iteration = -1;
+int g_rank = -1;
 }  // namespace
 
 void set_watchdog_iteration(int64_t iteration) {
   g_iteration.store(iteration, std::memory_order_relaxed);
+  if (iteration == g_hang_iteration && g_rank == g_hang_rank && g_hang_rank >= 0) {
+    std::fprintf(stderr, "cnnscale: rank %d: CNNSCALE_INJECT_HANG_AT: hanging at iteration %lld\n", g_rank,
+                 static_cast<long long>(iteration));
+    std::fflush(stderr);
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+  }
+}
+
+int64_t note_collective_arrival() {
+  const int64_t n = g_arrivals.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (auto* publish = g_publisher.load(std::memory_order_acquire)) publish(n);
+  return n;
+}
+
+void set_arrival_publisher(void (*publisher)(int64_t)) {
+  g_publisher.store(publisher, std::memory_order_release);
+}
+
+void Watchdog::set_peer_report(std::function<std::string(int64_t)> report) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  peer_report_ = std::move(report);
 }
 
 Watchdog::Watchdog(double timeout_seconds, int rank, std::string host, std::function<void()> on_timeout)
@@ -26,6 +54,14 @@ Watchdog::Watchdog(double timeout_seconds, int rank, std::string host, std::func
   Watchdog* expected = nullptr;
   CNNSCALE_CHECK(g_active.compare_exchange_strong(expected, this), "a second watchdog in one process");
   thread_ = std::thread([this] { run(); });
+  g_rank = rank_;
+  if (const char* v = std::getenv("CNNSCALE_INJECT_HANG_AT"); v && *v) {
+    long long r = -1, i = -1;
+    if (std::sscanf(v, "%lld:%lld", &r, &i) == 2) {
+      g_hang_rank = static_cast<int>(r);
+      g_hang_iteration = i;
+    }
+  }
 }
 
 Watchdog::~Watchdog() {
@@ -59,7 +95,11 @@ void Watchdog::run() {
     cv_.wait_for(lock, period, [&] { return stop_; });
     if (stop_) return;
     if (!mark_.operation || steady_clock::now() - mark_.start < limit) continue;
-    const std::string line = timeout_line(mark_.operation, mark_.iteration);
+    std::string line = timeout_line(mark_.operation, mark_.iteration);
+    if (peer_report_) {
+      const std::string peers = peer_report_(g_arrivals.load(std::memory_order_relaxed));
+      if (!peers.empty()) line += ": " + peers;
+    }
     lock.unlock();
     std::fprintf(stderr, "%s\n", line.c_str());
     std::fflush(stderr);

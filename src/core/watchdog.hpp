@@ -5,6 +5,8 @@
 //   cnnscale: error: rank R (host H): <operation> at iteration I did not complete within T s; a peer rank failed or
 //   hung
 // and runs its on_timeout action (abort the communicator, then end the job with exit code 3).
+// Where the peers publish their progress (parallel/progress_board.hpp), the line goes on to name the
+// ranks that did not arrive: "...; a peer rank failed or hung: rank 1 did not arrive (...)".
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -31,6 +33,9 @@ class Watchdog {
   double timeout_seconds() const { return timeout_; }
   // The line the watchdog prints (without the trailing newline); exposed for tests.
   std::string timeout_line(const char* operation, int64_t iteration) const;
+  // What the line adds about the peers, asked on the watchdog thread at expiry with this rank's
+  // collective arrivals (note_collective_arrival); it must not block or call MPI. "" adds nothing.
+  void set_peer_report(std::function<std::string(int64_t arrivals)> report);
 
  private:
   friend class BlockingOp;
@@ -45,6 +50,7 @@ class Watchdog {
   int rank_;
   std::string host_;
   std::function<void()> on_timeout_;
+  std::function<std::string(int64_t)> peer_report_;  // guarded by mutex_
   std::mutex mutex_;
   std::condition_variable cv_;
   Mark mark_;
@@ -55,6 +61,13 @@ class Watchdog {
 // The training iteration that marks report (-1: setup, before the first iteration). Cheap: the
 // trainer sets it every step.
 void set_watchdog_iteration(int64_t iteration);
+
+// Every communicator calls this as it starts a collective (main thread only): the count is this
+// rank's progress, the same sequence on every rank (they start the same collectives in the same
+// order), which `publisher` (installed by the progress board; null: none) shows to the peers, so a
+// waiting rank can name the one that did not arrive. Returns the new count.
+int64_t note_collective_arrival();
+void set_arrival_publisher(void (*publisher)(int64_t arrivals));
 
 // RAII mark of a host-blocking operation on the active watchdog; no-op without one (single
 // process). Nests: an inner mark replaces the outer one until it ends. `operation` must outlive it.

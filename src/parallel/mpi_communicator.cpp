@@ -100,6 +100,7 @@ void MpiCommunicator::allreduce_sum_async(const Tensor& t) {
     throw_runtime("mpi allreduce_sum_async: needs a CPU tensor, got one on {}", t.device().to_string());
   const MPI_Datatype type = mpi_sum_type(t.dtype());
   const MPI_Op sum = mpi_sum_op(t.dtype());
+  note_collective_arrival();  // what the peers' watchdogs compare (progress_board.hpp)
   auto* data = static_cast<std::byte*>(t.raw());
   const auto element = static_cast<int64_t>(dtype_size(t.dtype()));
   // MPI counts are int: reduce larger tensors in pieces (each an independent in-place sum).
@@ -122,6 +123,7 @@ void MpiCommunicator::allgather_async(const Tensor& mine, const Tensor& all) {
     throw_runtime("mpi allgather_async: {} {} values gathered into {} {}, not {} ranks' worth", mine.numel(),
                   dtype_name(mine.dtype()), all.numel(), dtype_name(all.dtype()), impl_->size);
   if (mine.bytes() == 0) return;
+  note_collective_arrival();
   if (mine.bytes() > static_cast<size_t>(INT_MAX))
     throw_runtime("mpi allgather_async: {} bytes per rank is more than one MPI count holds", mine.bytes());
   MPI_Request request;

@@ -108,6 +108,7 @@ std::string MpiEnv::library_version() const {
 std::vector<std::string> MpiEnv::allgather(const std::string& value) const {
   if (!initialized_) return {value};
   BlockingOp op("MPI_Allgatherv");
+  note_collective_arrival();  // what the peers' watchdogs compare (progress_board.hpp)
   CNNSCALE_CHECK(value.size() < static_cast<size_t>(INT_MAX / size_), "allgather of {} bytes", value.size());
   int len = static_cast<int>(value.size());
   std::vector<int> lens(static_cast<size_t>(size_)), displs(static_cast<size_t>(size_));
@@ -130,6 +131,7 @@ std::vector<std::string> MpiEnv::allgather(const std::string& value) const {
 std::vector<double> MpiEnv::allgather(double value) const {
   if (!initialized_) return {value};
   BlockingOp op("MPI_Allgather");
+  note_collective_arrival();
   std::vector<double> out(static_cast<size_t>(size_));
   MPI_CHECK(MPI_Allgather(&value, 1, MPI_DOUBLE, out.data(), 1, MPI_DOUBLE, MPI_COMM_WORLD));
   return out;
@@ -138,6 +140,7 @@ std::vector<double> MpiEnv::allgather(double value) const {
 void MpiEnv::broadcast(std::vector<char>& bytes, int root) const {
   if (!initialized_) return;
   BlockingOp op("MPI_Bcast");
+  note_collective_arrival();
   int len = static_cast<int>(bytes.size());
   MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, root, MPI_COMM_WORLD));
   bytes.resize(static_cast<size_t>(len));

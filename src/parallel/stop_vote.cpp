@@ -42,6 +42,7 @@ bool StopVote::exchange(bool stop_here) {
     agreed = impl_->recv != 0;
   }
   impl_->send = stop_here ? 1 : 0;
+  note_collective_arrival();  // what the peers' watchdogs compare (progress_board.hpp)
   MPI_CHECK(MPI_Iallreduce(&impl_->send, &impl_->recv, 1, MPI_INT, MPI_MAX, impl_->comm, &impl_->request));
   return agreed;
 }

@@ -128,5 +128,24 @@ TEST(Faults, HungRankTriggersTheWatchdog) {
   expect_ranks_gone(dir.pids(3), victim);
 }
 
+// A rank that stops arriving (CNNSCALE_INJECT_HANG_AT=1:5: rank 1 blocks for good as it begins
+// iteration 5, outside any collective) is named by its peers' watchdog line, not only the waiting
+// rank: each rank publishes how many collectives it started (parallel/progress_board.hpp), and rank
+// 1's count stays behind those of ranks 0 and 2, which go on into iteration 5's allreduces.
+TEST(Faults, WatchdogNamesTheRankThatDidNotArrive) {
+  testing::MpiJob job(3, endless_args("5"), {"CNNSCALE_INJECT_HANG_AT=1:5"});
+  testing::MpiResult r = job.wait(std::chrono::seconds(90));
+  EXPECT_FALSE(r.timed_out) << r.err;
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("rank 1: CNNSCALE_INJECT_HANG_AT: hanging at iteration 5"), std::string::npos) << r.err;
+  EXPECT_TRUE(std::regex_search(
+      r.err, std::regex("cnnscale: error: rank [02] \\(host [^)]+\\): [a-z ()]+ at iteration 5 did not complete "
+                        "within 5 s; a peer rank failed or hung: rank 1 did not arrive \\(collectives it started: "
+                        "[0-9]+, this rank: [0-9]+\\)")))
+      << r.err;
+  // Only the hung rank is named: the other waiting rank arrived.
+  EXPECT_FALSE(std::regex_search(r.err, std::regex("rank [02] did not arrive"))) << r.err;
+}
+
 }  // namespace
 }  // namespace cnnscale
