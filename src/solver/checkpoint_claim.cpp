@@ -113,7 +113,7 @@ std::unique_ptr<CheckpointDirClaim> CheckpointDirClaim::claim(const Request& req
     const auto diffs = identity_differences(owner["identity"], req.identity);
     if (!diffs.empty()) {
       const std::string what = describe_difference(diffs.front(), "that run has", "this one");
-      const std::string more = diffs.size() > 1 ? fmt::format(" (and {} more differences)", diffs.size() - 1) : "";
+      const std::string more = more_differences(diffs);
       if (!(req.resuming && req.allow_changes))
         throw_config(
             "--checkpoint-dir {} holds the checkpoints of {}, another run: {}{}; give this run its own "

@@ -152,6 +152,11 @@ std::vector<IdentityDifference> identity_differences(const nlohmann::json& saved
   return out;
 }
 
+std::string more_differences(const std::vector<IdentityDifference>& diffs) {
+  if (diffs.size() < 2) return "";
+  return fmt::format(" (and {} more difference{})", diffs.size() - 1, diffs.size() == 2 ? "" : "s");
+}
+
 std::string describe_difference(const IdentityDifference& d, const std::string& was_label,
                                 const std::string& now_label) {
   return fmt::format("{} {}={}, {} {}={}", was_label, d.key, d.was, now_label, d.key, d.is_now);

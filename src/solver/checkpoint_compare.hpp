@@ -30,6 +30,9 @@ struct IdentityDifference {
 // only where both sides have one.
 std::vector<IdentityDifference> identity_differences(const nlohmann::json& saved, const nlohmann::json& now);
 
+// "" for one difference, " (and 1 more difference)", " (and 3 more differences)" for more.
+std::string more_differences(const std::vector<IdentityDifference>& diffs);
+
 // "solver.lr=0.02 there, solver.lr=0.01 here" style text for messages: "<key>=<was>, ... <key>=<now>".
 std::string describe_difference(const IdentityDifference& d, const std::string& was_label,
                                 const std::string& now_label);

@@ -30,7 +30,7 @@ void Trainer::check_compatible(const std::string& file, const std::string& saved
     throw_config("{}: checkpoint was written with {}{}; to continue with the change anyway (fine-tuning), add "
                  "--resume-allow-changes",
                  file, describe_difference(diffs.front(), "", "this run has").substr(1),
-                 diffs.size() > 1 ? fmt::format(" (and {} more differences)", diffs.size() - 1) : "");
+                 more_differences(diffs));
   if (options_.parallel.rank == 0)
     for (const auto& d : diffs)
       log::warn("{}: resuming with a change (--resume-allow-changes): {}", file,

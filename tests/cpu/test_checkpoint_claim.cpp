@@ -72,6 +72,12 @@ TEST(CheckpointIdentity, DifferencesAreNamedByKeyPathWithBothValues) {
     EXPECT_EQ(d[0].key, "network.layers[relu]");
     EXPECT_EQ(d[0].was, "(absent)");
   }
+  {  // two at once: the first is named, the rest counted
+    const auto d = identity_differences(identity(0.02), identity(0.01, with(kNet, "pool: max", "pool: ave")));
+    ASSERT_EQ(d.size(), 2u);
+    EXPECT_EQ(more_differences(d), " (and 1 more difference)");
+    EXPECT_EQ(more_differences({d[0]}), "");
+  }
   // The run id, device and rank count are not the run's identity.
   EXPECT_FALSE(identity(0.01).contains("run_id"));
 }
