@@ -2,7 +2,9 @@
 // refused (naming the path) and their targets left untouched; names that become paths are checked
 // before any work; temporary files of dead writers are cleared by the next write in their folder.
 #include <fcntl.h>
+#include <signal.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -237,6 +239,33 @@ TEST(ResultsTreeFullDisk, CheckpointWriteFailsWithOneLineAndLeavesNoTemporaryFil
   for (const auto& name : tree(dir.file("ckpt")))
     EXPECT_FALSE(name.ends_with(".h5") || name.ends_with(".tmp")) << name;
   EXPECT_EQ(tree(dir.file("res")), std::vector<std::string>{"e"});
+}
+
+// A summary CSV append that fails midway (past a file-size limit here, as on a full disk) is cut
+// back: no half row of the failed run stays. In a child process, which the limit goes with.
+TEST(ResultsTreeFullDisk, FailedCsvAppendLeavesNoHalfRow) {
+  TempDir dir;
+  const std::string csv = dir.file("all.csv");
+  append_summary_csv(csv, testing::synthetic_run("lenet", 4, 1, 1, {}));
+  const std::string before = slurp(csv);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    rlimit limit{};
+    ::getrlimit(RLIMIT_FSIZE, &limit);
+    limit.rlim_cur = before.size() + 16;  // room for a piece of the next row only
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    try {
+      append_summary_csv(csv, testing::synthetic_run("lenet", 8, 1, 1, {}));
+    } catch (const RuntimeError& e) {
+      ::_exit(std::string(e.what()).find(csv + ": write failed: File too large") != std::string::npos ? 0 : 4);
+    }
+    ::_exit(3);  // the append went through
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_EQ(testing::exit_code_of(status), 0);
+  EXPECT_EQ(slurp(csv), before);
 }
 
 // ---- names that become paths, checked before any work ----
