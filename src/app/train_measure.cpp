@@ -28,7 +28,10 @@ void add_measure_options(CLI::App& cmd, MeasureArgs& a) {
                  "results)")
       ->capture_default_str();
   cmd.add_option("--experiment", a.experiment, "Experiment name (the results subfolder)")->capture_default_str();
-  cmd.add_option("--run-id", a.run_id, "Run folder name (default: UTC time and a hash)");
+  cmd.add_option("--run-id", a.run_id,
+                 fmt::format("Run folder name (default: UTC time and a hash): letters, digits and . _ + = -, at "
+                             "most {} characters; claimed before any work, so a second train of the same id refuses",
+                             kMaxResultsName));
   cmd.add_flag("--no-results", a.no_results, "Write no results folder");
   // Parsed here, once, into the enum the trainer and the results carry.
   std::vector<std::string> modes;

@@ -23,6 +23,13 @@ struct CliResult {
     for (std::string l; std::getline(is, l);) lines.push_back(l);
     return lines;
   }
+  // The "cnnscale: error: " lines of stderr (warnings and progress lines left out).
+  std::vector<std::string> error_lines() const {
+    std::vector<std::string> errors;
+    for (const auto& line : err_lines())
+      if (line.rfind("cnnscale: error: ", 0) == 0) errors.push_back(line);
+    return errors;
+  }
 };
 
 inline std::string shell_quote(const std::string& s) {

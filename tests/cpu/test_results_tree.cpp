@@ -196,13 +196,6 @@ CliResult train_with_file_limit(int kib, const std::string& root, const std::vec
   return sweep_test::shell(cmd);
 }
 
-std::vector<std::string> error_lines(const CliResult& r) {
-  std::vector<std::string> errors;
-  for (const auto& line : r.err_lines())
-    if (line.rfind("cnnscale: error: ", 0) == 0) errors.push_back(line);
-  return errors;
-}
-
 std::vector<std::string> tree(const std::string& root) {
   std::vector<std::string> paths;
   std::error_code ec;
@@ -218,7 +211,7 @@ TEST(ResultsTreeFullDisk, ResultsWriteFailsWithOneLineAndLeavesNothing) {
   TempDir dir;
   const CliResult r = train_with_file_limit(24, dir.file("res"));
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  const auto errors = error_lines(r);
+  const auto errors = r.error_lines();
   ASSERT_EQ(errors.size(), 1u) << r.err;
   EXPECT_NE(errors[0].find(dir.file("res/e/r1.partial/")), std::string::npos) << errors[0];
   EXPECT_NE(errors[0].find("File too large"), std::string::npos) << errors[0];  // strerror(EFBIG)
@@ -232,7 +225,7 @@ TEST(ResultsTreeFullDisk, CheckpointWriteFailsWithOneLineAndLeavesNoTemporaryFil
   const CliResult r =
       train_with_file_limit(1024, dir.file("res"), {"--checkpoint-dir", dir.file("ckpt"), "--checkpoint-every", "2"});
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  const auto errors = error_lines(r);
+  const auto errors = r.error_lines();
   ASSERT_EQ(errors.size(), 1u) << r.err;
   EXPECT_NE(errors[0].find(dir.file("ckpt/")), std::string::npos) << errors[0];
   EXPECT_NE(errors[0].find("File too large"), std::string::npos) << errors[0];
