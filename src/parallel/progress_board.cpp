@@ -75,9 +75,9 @@ ProgressBoard::~ProgressBoard() {
   set_arrival_publisher(nullptr);
   g_board.store(nullptr, std::memory_order_release);
   // Freeing the window is collective: a rank unwinding an error alone would wait for peers that are
-  // about to be aborted, so it leaves the window to the end of the job.
+  // about to be aborted, so it leaves the window to the end of the job. Unmarked on the watchdog:
+  // ranks other than 0 wait here while rank 0 writes the results, as they would in MPI_Finalize.
   if (std::uncaught_exceptions() > 0) return;
-  BlockingOp mark("progress board release");
   MPI_Win_unlock_all(impl_->win);
   MPI_Win_free(&impl_->win);
   MPI_Comm_free(&impl_->comm);
