@@ -101,6 +101,14 @@ fs::path experiment_path(const ExperimentReader& r, const ConfigNode& n, const s
   return from_cwd;
 }
 
+// Where the experiment names network `name`: its matrix.network entry, or the top-level network.
+ConfigNode network_node(const ExperimentReader& r, const ConfigNode& root, const std::string& name) {
+  if (auto c = r.child(r.get(root, "matrix"), "network"))
+    for (const auto& n : list_items(*c))
+      if (n.as<std::string>() == name) return n;
+  return r.get(root, "network");
+}
+
 // The file train gets for a matrix network: a bare name (no folder, no extension) is a network of
 // networks/ as for train's --net; anything else is a path (experiment_path).
 std::string network_file(const ExperimentReader& r, const ConfigNode& n) {
@@ -466,6 +474,15 @@ Experiment parse_experiment_text(const std::string& text, const std::string& fil
     if (len.scale > 0 && len.whole_samples == 0 && dataset_info(data.name).synthetic &&
         data.train_samples == 0)
       where.fail(fmt::format("network {}: iteration_scale needs whole_samples (the training set's size)", net));
+    // A real dataset's samples must be what the network was written for: train refuses the run
+    // otherwise, and every run of the network would fail in turn.
+    if (const DatasetInfo info = dataset_info(data.name); !info.synthetic) {
+      const std::vector<int64_t> shape = NetSpec::load(e.network_paths.at(net)).input_shape();
+      if (shape != info.sample_shape)
+        network_node(r, root, net).fail(fmt::format("{}: the network's input shape is {} (input.shape), but {} "
+                                                    "samples are {}", e.network_paths.at(net), fmt::join(shape, "x"),
+                                                    data.name, fmt::join(info.sample_shape, "x")));
+    }
   }
   return e;
 }

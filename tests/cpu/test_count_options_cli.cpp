@@ -9,6 +9,7 @@
 
 #include "common/temp_dir.hpp"
 #include "cpu/cli_runner.hpp"
+#include "cpu/experiment_test_util.hpp"
 
 namespace cnnscale {
 namespace {
@@ -65,6 +66,24 @@ TEST(CountOptions, NetworkShapeNotTheDatasetsIsAnError) {
   // No run folder was left behind.
   const fs::path exp = fs::path(results) / "e";
   EXPECT_TRUE(!fs::exists(exp) || fs::is_empty(exp)) << "a run folder was left in " << exp;
+}
+
+// An experiment pairing such a network with such data is refused when it is read, at the network's
+// entry, rather than by every run of the sweep in turn; a network that fits parses.
+TEST(CountOptions, ExperimentRefusesANetworkThatDoesNotFitItsData) {
+  const std::string head =
+      "name: t\n"                                                                 // 1
+      "dataset: {name: fashion-mnist, data_dir: /usr/share/datasets/fashion-mnist}\n"  // 2
+      "iterations: 4\n"                                                           // 3
+      "matrix:\n"                                                                 // 4
+      "  batch: [8]\n";                                                           // 5
+  testing::expect_error(head + "  network: [lenet, alexnet]\n",  // line 6
+                        {"t.yaml:6:20: matrix.network[1]: ", "networks/alexnet.yaml: the network's input shape is "
+                         "3x227x227 (input.shape), but fashion-mnist samples are 1x28x28"});
+  EXPECT_EQ(testing::parse(head + "  network: [lenet]\n").networks, std::vector<std::string>{"lenet"});
+  // Synthetic data takes the network's shape: no such check.
+  EXPECT_NO_THROW(testing::parse("name: t\ndataset: synthetic\niterations: 4\nmatrix:\n  batch: [8]\n"
+                                 "  network: [alexnet]\n"));
 }
 
 // Synthetic data has no shape of its own: the network's (or --input-shape) is used, as before.

@@ -67,8 +67,8 @@ TEST(ExperimentExtraArgs, TheTableCoversEveryFlagTheSweepWrites) {
       "name: t\ndevice: gpu\nmeasure: phases\nepochs: 2\nwhole_epochs: 3\nwhole_samples: 100\n" + solver +
       "dataset: {name: synthetic, synthetic_fill: constant, classes: 5, input_shape: [1, 28, 28], "
       "train_samples: 64}\n"
-      "networks:\n  alexnet:\n    iterations: 3\n    dataset: {name: fashion-mnist, data_dir: /d, test_samples: 10}\n"
-      "matrix:\n  network: [lenet, alexnet]\n  batch: [8]\n  precision: [bf16]\n  repeats: 1\n"
+      "networks:\n  resnet_fmnist:\n    iterations: 3\n    dataset: {name: fashion-mnist, data_dir: /d, test_samples: 10}\n"
+      "matrix:\n  network: [lenet, resnet_fmnist]\n  batch: [8]\n  precision: [bf16]\n  repeats: 1\n"
       "  gpus: [1, 2]\n  gpu_mix: [[{gpu: 0, sms: 66}, {gpu: 1, sms: 66}]]\n  split: [even, auto]\n"
       "  allreduce: [{overlap: false, algo: ring, dtype: bf16, max_ctas: 8, cta_policy: zero, priority: low, "
       "update: after_exchange, gather: true}]\n";
