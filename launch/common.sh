@@ -1,6 +1,7 @@
-# Shared by the launch scripts (sourced, not run): finds the cnnscale binary and builds the list of
-# environment variables forwarded to every rank. Expects $root (the repository) and $launcher (the
-# script's name, for messages) to be set.
+# Shared by the launch scripts (sourced, not run): finds the cnnscale binary, builds the list of
+# environment variables forwarded to every rank, and runs the launcher so that a job stopped for
+# requeue ends with 75. Expects $root (the repository) and $launcher (the script's name, for
+# messages) to be set.
 # shellcheck shell=bash disable=SC2154
 
 # The binary: $CNNSCALE_BIN, else build-gpu/ (the GPU machines' build), else build/.
@@ -30,4 +31,52 @@ mpirun_env_args() {
   for var in $(compgen -e | grep -E '^(NCCL_|CNNSCALE_|CUDA_|OMP_|OPENBLAS_|UCX_)' || true); do
     printf -- '-x\n%s\n' "$var"
   done
+}
+
+# Paths removed when the script exits, however it ends.
+cleanup_paths=()
+remove_on_exit() {
+  cleanup_paths+=("$1")
+  trap 'rm -rf -- "${cleanup_paths[@]}"' EXIT
+}
+
+# A fresh requeue record for this launch: the job's rank 0 writes $CNNSCALE_REQUEUE_RECORD when
+# every rank stopped for requeue (exit 75). Its folder is made here, private (mktemp -d, mode
+# 0700), so nothing else and no earlier launch can have put a file there. Call it before
+# mpirun_env_args, which forwards the variable to remote ranks.
+new_requeue_record() {
+  local dir
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/cnnscale-launch.XXXXXX") ||
+    { echo "$launcher: cannot make a folder in ${TMPDIR:-/tmp} for the requeue record" >&2; exit 1; }
+  remove_on_exit "$dir"
+  export CNNSCALE_REQUEUE_RECORD="$dir/requeue"
+}
+
+# Runs the launcher command "$@" (mpirun or srun with its ranks) and returns its exit status, but 75
+# for a job stopped for requeue: mpirun told to stop (SIGTERM, SIGINT) ends with 1 whatever its
+# ranks return, so a failed launch counts as stopped for requeue when, and only when, its rank 0
+# left this launch's record (new_requeue_record). The command runs in the background so that this
+# shell takes the stop signals (Slurm's --signal=B:USR1, scancel's SIGTERM, Ctrl-C) and passes them
+# on; mpirun and srun pass them to every rank.
+run_launch() {
+  local child rc
+  "$@" &
+  child=$!
+  trap 'kill -USR1 "$child" 2>/dev/null || true' USR1
+  trap 'kill -TERM "$child" 2>/dev/null || true' TERM
+  trap 'kill -INT "$child" 2>/dev/null || true' INT
+  # A trapped signal interrupts `wait` while the launcher still runs: wait again until it has ended;
+  # then `wait` gives its saved exit status (also when bash reaped it in between).
+  while kill -0 "$child" 2>/dev/null; do
+    wait "$child" || true
+  done
+  rc=0
+  wait "$child" || rc=$?
+  trap - USR1 TERM INT
+  local record=${CNNSCALE_REQUEUE_RECORD:-}
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 75 ] && [ -n "$record" ] && [ -f "$record" ] && [ ! -L "$record" ]; then
+    echo "$launcher: $1 exited with $rc after every rank stopped for requeue ($(head -n 1 "$record")): exit 75" >&2
+    rc=75
+  fi
+  return "$rc"
 }

@@ -5,6 +5,8 @@
 # Each rank uses the GPU of its node-local rank (or train's --gpus). Env: CNNSCALE_BIN (binary;
 # default build-gpu/bin or build/bin), MPIRUN (default mpirun), MPIRUN_ARGS (extra mpirun
 # arguments, e.g. --oversubscribe), CNNSCALE_BIND=none|numa (default none), NCCL_* (forwarded).
+# Exit: mpirun's, but 75 when every rank stopped for requeue after a stop signal (SIGTERM, SIGINT,
+# SIGUSR1 to this script or to mpirun), also where mpirun itself reports 1 for it.
 set -euo pipefail
 launcher="launch/mpirun.sh"
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -33,6 +35,10 @@ case "${CNNSCALE_BIND:-none}" in
   *) echo "$launcher: CNNSCALE_BIND must be none or numa, got '$CNNSCALE_BIND'" >&2; exit 2 ;;
 esac
 
+new_requeue_record
 mapfile -t env_args < <(mpirun_env_args)
+# Not exec: run_launch turns mpirun's 1 for a job stopped for requeue into 75 (launch/common.sh).
+rc=0
 # shellcheck disable=SC2086  # MPIRUN_ARGS is a list of arguments
-exec "${MPIRUN:-mpirun}" -np "$ranks" "${bind[@]}" "${env_args[@]}" ${MPIRUN_ARGS:-} "$bin" "$@"
+run_launch "${MPIRUN:-mpirun}" -np "$ranks" "${bind[@]}" "${env_args[@]}" ${MPIRUN_ARGS:-} "$bin" "$@" || rc=$?
+exit "$rc"

@@ -9,7 +9,9 @@
 # (qsub passes no arguments to a script; run directly, `launch/pbs.sh <cnnscale arguments...>` works
 # too.) Ranks: one per line of $PBS_NODEFILE (mpiprocs per node), or GPUS_PER_NODE per node when
 # set; mapped GPUS_PER_NODE per node, each on the GPU of its node-local rank. Env: CNNSCALE_BIN,
-# MPIRUN, MPIRUN_ARGS, NCCL_*.
+# MPIRUN, MPIRUN_ARGS, NCCL_*. Exit: mpirun's, but 75 when every rank stopped for requeue (SIGTERM
+# at the walltime or on pre-emption; mpirun itself then reports 1): submit again, with train
+# --checkpoint-dir DIR --resume auto, to continue.
 set -euo pipefail
 launcher="launch/pbs.sh"
 root=${CNNSCALE_ROOT:-${PBS_O_WORKDIR:-$PWD}}
@@ -41,13 +43,19 @@ if ! [[ "$per_node" =~ ^[1-9][0-9]*$ ]]; then
 fi
 ranks=$(( nodes * per_node ))
 # One line per node with as many slots as ranks there, whatever mpiprocs put in the node file.
+# In the node file's order: its first node runs this script, and so rank 0, which writes the
+# requeue record in this node's temporary folder.
 hostfile=$(mktemp "${TMPDIR:-/tmp}/cnnscale-hosts.XXXXXX")
-trap 'rm -f "$hostfile"' EXIT
-sort -u "$nodefile" | sed "s/\$/ slots=$per_node/" > "$hostfile"
+remove_on_exit "$hostfile"
+awk '!seen[$0]++' "$nodefile" | sed "s/\$/ slots=$per_node/" > "$hostfile"
 echo "$launcher: $ranks rank(s) on $nodes node(s), $per_node per node: $bin $*" >&2
 
+new_requeue_record
 mapfile -t env_args < <(mpirun_env_args)
-# Not exec: the trap removes the host file afterwards.
+# Not exec: the host file is removed afterwards, and run_launch passes stop signals on and ends
+# with 75 when every rank stopped for requeue, also where mpirun reports 1 for it (launch/common.sh).
+rc=0
 # shellcheck disable=SC2086  # MPIRUN_ARGS is a list of arguments
-"${MPIRUN:-mpirun}" -np "$ranks" --hostfile "$hostfile" --map-by "ppr:${per_node}:node" --bind-to none \
-  "${env_args[@]}" ${MPIRUN_ARGS:-} "$bin" "$@"
+run_launch "${MPIRUN:-mpirun}" -np "$ranks" --hostfile "$hostfile" --map-by "ppr:${per_node}:node" --bind-to none \
+  "${env_args[@]}" ${MPIRUN_ARGS:-} "$bin" "$@" || rc=$?
+exit "$rc"

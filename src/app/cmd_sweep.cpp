@@ -12,6 +12,7 @@
 #include "app/commands.hpp"
 #include "backend/devices.hpp"
 #include "core/error.hpp"
+#include "core/stop_signal.hpp"
 #include "experiment/experiment.hpp"
 #include "experiment/sweep.hpp"
 #include "io/atomic_file.hpp"
@@ -231,6 +232,12 @@ void run_sweep_command(const SweepArgs& a) {
   if (result.busy > 0)
     throw_runtime("{} run(s) were being run by another process and are not complete yet (first: {})", result.busy,
                   result.busy_lines[0]);
+  if (result.stopped_for_requeue) {
+    // As train: a job stopped with its state saved ends with 75, which launch/slurm.sbatch and the
+    // emitted scripts requeue.
+    requested_exit_code() = kExitRequeue;
+    return;
+  }
   std::fprintf(stderr, "sweep: report: cnnscale report %s\n", exp_dir.c_str());
 }
 

@@ -13,6 +13,8 @@
 #include "app/commands.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/stop_signal.hpp"
+#include "io/requeue_record.hpp"
 #include "parallel/mpi_env.hpp"
 
 namespace {
@@ -85,5 +87,11 @@ int main(int argc, char** argv) {
     print_error(e.what());
     return fail(1);
   }
-  return cnnscale::app::requested_exit_code();
+  const int code = cnnscale::app::requested_exit_code();
+  // Stopped for requeue (every rank alike): rank 0 tells the launcher, before MPI_Finalize lets any
+  // rank exit, because mpirun told to stop reports 1 whatever the ranks return.
+  if (code == cnnscale::kExitRequeue && mpi->rank() == 0)
+    if (const std::string warning = cnnscale::write_requeue_record(mpi->size(), mpi->host()); !warning.empty())
+      std::fprintf(stderr, "cnnscale: warning: %s\n", warning.c_str());
+  return code;
 }

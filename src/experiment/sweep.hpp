@@ -164,9 +164,16 @@ struct SweepResult {
   int ran = 0, skipped = 0, failed = 0, busy = 0;
   std::vector<std::string> failed_ids;
   std::vector<std::string> busy_lines;  // "run X is being run by host H pid P (lock F)"
+  // Stopped by a signal (or a run's ranks' own) with the run in progress saved for requeue, or none
+  // in progress: the sweep ends with kExitRequeue, and the same command goes on.
+  bool stopped_for_requeue = false;
 };
 // Runs every run not done yet, in order; a failed run is reported and the loop goes on. Each run
 // is run under its lock (run_lock_path); one another process holds is skipped and counted busy.
+// SIGINT, SIGTERM and SIGUSR1 are passed on to the run in progress and end the loop after it: a
+// RuntimeError when that run ended without saving its state, else stopped_for_requeue. A run that
+// stopped for requeue without the sweep's own signal (exit 75, or its io/requeue_record.hpp record
+// where its launcher reports another code) ends the loop the same way.
 SweepResult run_sweep(const Experiment& e, const std::vector<RunSpec>& runs, const std::string& results_root,
                       const LaunchEnv& env);
 

@@ -15,6 +15,7 @@
 
 #include "core/error.hpp"
 #include "experiment/sweep.hpp"
+#include "io/requeue_record.hpp"
 
 namespace cnnscale {
 
@@ -176,6 +177,8 @@ std::vector<std::string> launch_command(const Experiment& e, const RunSpec& run,
     cmd = {env.mpirun, "-np", std::to_string(run.ranks), "--bind-to", "none"};
     // CPU ranks beyond the cores would be refused by Open MPI; they are slow but valid.
     if (e.device == "cpu" && run.ranks > static_cast<int64_t>(env.cores)) cmd.push_back("--oversubscribe");
+    // Where rank 0 records a stop for requeue (the sweep sets it per run; remote ranks need -x).
+    cmd.insert(cmd.end(), {"-x", kRequeueRecordEnv});
     cmd.insert(cmd.end(), env.mpirun_args.begin(), env.mpirun_args.end());
   }
   cmd.push_back(env.self);

@@ -1,7 +1,9 @@
 // The sweep loop: each run not done yet is launched as a child process (its output goes to
 // ROOT/<exp>/logs/<run-id>.log so the progress lines stay readable), a failed run is reported with
-// its log's error line and the loop goes on; a finished run gets its done marker. SIGINT/SIGTERM
-// are passed to the running child and stop the loop after it, so a re-run continues from there.
+// its log's error line and the loop goes on; a finished run gets its done marker. SIGINT, SIGTERM
+// and SIGUSR1 are passed to the running child and stop the loop after it, so a re-run continues
+// from there; a run that stopped for requeue (exit 75, or its requeue record where mpirun says 1)
+// stops the sweep for requeue too.
 #include <fcntl.h>
 #include <fmt/ranges.h>
 #include <signal.h>
@@ -15,8 +17,10 @@
 #include <fstream>
 
 #include "core/error.hpp"
+#include "core/stop_signal.hpp"
 #include "experiment/log_tail.hpp"
 #include "experiment/sweep.hpp"
+#include "io/requeue_record.hpp"
 #include "io/safe_open.hpp"
 
 namespace cnnscale {
@@ -33,13 +37,16 @@ void on_stop_signal(int sig) {
   if (g_child > 0) ::kill(g_child, sig);
 }
 
-// Starts argv with stdout/stderr to `log`; returns the exit code (128 + signal when killed, or
-// when a stop came before it started: then it is not started).
+constexpr int kNotStarted = -1;
+
+// Starts argv with stdout/stderr to `log` and $CNNSCALE_REQUEUE_RECORD naming `record`; returns
+// the exit code (128 + signal when killed), or kNotStarted when a stop came before it started.
 // The stop signals are blocked from before the fork until g_child names the child, so a stop that
 // comes in between is passed on once it does instead of reaching nobody (the handler would see no
 // child yet) while the run went on to its end; the child takes the default action for them again
 // before it unblocks them and execs.
-int run_child(const std::vector<std::string>& argv, const std::string& log, const std::string& blas_threads) {
+int run_child(const std::vector<std::string>& argv, const std::string& log, const std::string& blas_threads,
+              const std::string& record) {
   const int fd = open_no_follow(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);  // a planted link is refused
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -48,11 +55,12 @@ int run_child(const std::vector<std::string>& argv, const std::string& log, cons
   sigemptyset(&stops);
   sigaddset(&stops, SIGINT);
   sigaddset(&stops, SIGTERM);
+  sigaddset(&stops, SIGUSR1);
   ::sigprocmask(SIG_BLOCK, &stops, &before);
   if (g_stop_signal) {
     ::sigprocmask(SIG_SETMASK, &before, nullptr);
     ::close(fd);
-    return 128 + static_cast<int>(g_stop_signal);
+    return kNotStarted;
   }
   const pid_t pid = ::fork();
   if (pid < 0) {
@@ -63,10 +71,12 @@ int run_child(const std::vector<std::string>& argv, const std::string& log, cons
   if (pid == 0) {
     ::signal(SIGINT, SIG_DFL);
     ::signal(SIGTERM, SIG_DFL);
+    ::signal(SIGUSR1, SIG_DFL);
     ::sigprocmask(SIG_SETMASK, &before, nullptr);
     ::dup2(fd, STDOUT_FILENO);
     ::dup2(fd, STDERR_FILENO);
     if (!blas_threads.empty()) ::setenv("OPENBLAS_NUM_THREADS", blas_threads.c_str(), 0);
+    ::setenv(kRequeueRecordEnv, record.c_str(), 1);
     ::execvp(args[0], args.data());
     std::fprintf(stderr, "cnnscale sweep: cannot start %s: %s\n", args[0], std::strerror(errno));
     ::_exit(127);
@@ -101,14 +111,18 @@ SweepResult run_sweep(const Experiment& e, const std::vector<RunSpec>& runs, con
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   struct sigaction old_int {
-  }, old_term{};
+  }, old_term{}, old_usr1{};
   ::sigaction(SIGINT, &sa, &old_int);
   ::sigaction(SIGTERM, &sa, &old_term);
+  ::sigaction(SIGUSR1, &sa, &old_usr1);  // Slurm's --signal, as train takes it
   g_stop_signal = 0;
+  // A run that stopped for requeue stops the sweep too (its job is being stopped); `clean` stays
+  // true while every run a stop ended saved its state or had completed.
+  bool requeued = false, clean = true;
 
   SweepResult result;
   const size_t total = runs.size();
-  for (size_t i = 0; i < total && !g_stop_signal; ++i) {
+  for (size_t i = 0; i < total && !g_stop_signal && !requeued; ++i) {
     const RunSpec& run = runs[i];
     const std::string head = fmt::format("sweep: {} {}/{} {}", bar(i, total), i + 1, total, run.id);
     const fs::path run_dir = fs::path(exp_dir) / run.id;
@@ -164,19 +178,32 @@ SweepResult run_sweep(const Experiment& e, const std::vector<RunSpec>& runs, con
     std::string blas;
     if (e.device == "cpu") blas = std::to_string(std::max<int64_t>(1, int64_t(env.cores) / run.ranks));
     const auto start = std::chrono::steady_clock::now();
-    const int code = run_child(launch_command(e, run, results_root, env), log, blas);
+    const RequeueRecord record;  // mpirun told to stop says 1: the run's rank 0 records a stop here
+    const int code = run_child(launch_command(e, run, results_root, env), log, blas, record.path());
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const RunStatus after = code == 0 ? run_status(exp_dir, run) : RunStatus{};
-    if (after.state == RunState::Done) {
+    // Every rank saved its state and exited 75, whatever the launcher made of it; a launcher's
+    // failure without the record stays a failure.
+    const bool for_requeue = code == kExitRequeue || (code > 0 && record.written());
+    if (code == kNotStarted) {
+      std::fprintf(stderr, "%s: not started (signal %d)\n", head.c_str(), static_cast<int>(g_stop_signal));
+    } else if (after.state == RunState::Done) {
       // Sealed now, while its files are known to be what train just wrote.
       if (after.unsealed) write_done_marker(run_dir.string(), run);
       ++result.ran;
       std::fprintf(stderr, "%s: done in %.1f s\n", head.c_str(), seconds);
+    } else if (for_requeue) {
+      requeued = true;
+      const std::string by = g_stop_signal ? fmt::format("signal {}", static_cast<int>(g_stop_signal))
+                                           : std::string("a signal to its ranks");
+      std::fprintf(stderr, "%s: stopped for requeue (%s, exit %d%s, log %s)\n", head.c_str(), by.c_str(), code,
+                   code == kExitRequeue ? "" : fmt::format(": {}", record.text()).c_str(), log.c_str());
     } else if (g_stop_signal) {
       // Ended by the sweep's own stop, which it passed on: not a failure of the run, and the same
       // command runs it again, unless it had written its whole result before the signal reached it
       // (mpirun's forwarding can come after its ranks' end): then the next sweep keeps that.
       const bool complete = run_status(exp_dir, run).state == RunState::Done;
+      clean = clean && complete;
       std::fprintf(stderr, "%s: interrupted (signal %d, exit %d, log %s)%s\n", head.c_str(),
                    static_cast<int>(g_stop_signal), code, log.c_str(),
                    complete ? "; its result was complete and is kept" : "");
@@ -194,9 +221,18 @@ SweepResult run_sweep(const Experiment& e, const std::vector<RunSpec>& runs, con
   }
   ::sigaction(SIGINT, &old_int, nullptr);
   ::sigaction(SIGTERM, &old_term, nullptr);
-  if (g_stop_signal)
+  ::sigaction(SIGUSR1, &old_usr1, nullptr);
+  if ((g_stop_signal || requeued) && !clean)  // a run the stop ended without saving its state
     throw_runtime("sweep interrupted by signal {} after {} run(s); run the same command again to continue",
                   static_cast<int>(g_stop_signal), result.ran);
+  if (g_stop_signal || requeued) {
+    // Stopped for requeue (exit 75): the run in progress, if any, saved its state, and the same
+    // command goes on from there.
+    result.stopped_for_requeue = true;
+    std::fprintf(stderr, "sweep: stopped for requeue after %d run(s)%s; run the same command again to continue\n",
+                 result.ran, g_stop_signal ? fmt::format(" (signal {})", static_cast<int>(g_stop_signal)).c_str() : "");
+    return result;
+  }
   const std::string busy = result.busy ? fmt::format(", {} being run by another process", result.busy) : "";
   std::fprintf(stderr, "sweep: %s %zu run(s): %d ran, %d already complete, %d failed%s; results in %s\n",
                bar(total, total).c_str(), total, result.ran, result.skipped, result.failed, busy.c_str(),

@@ -31,15 +31,7 @@ class MpiJob {
   // mpirun -np `ranks` cnnscale `args`; `env` entries (NAME=value) go to every rank. ranks 0: one
   // plain cnnscale process without a launcher, in the same environment (pid() is that process).
   MpiJob(int ranks, const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
-    base_ = output_base("mpi");
-    // CI runs as root on two cores: allow both, and never bind ranks to cores.
-    std::string cmd =
-        "exec env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
-        "OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1";
-    // Runs that do not choose a results root write theirs under the temp directory, not the tree.
-    cmd.append(" CNNSCALE_RESULTS=")
-        .append(shell_quote((std::filesystem::temp_directory_path() / "cnnscale_test_results").string()));
-    for (const auto& e : env) cmd.append(" ").append(shell_quote(e));
+    std::string cmd = environment(env);
     if (ranks > 0) {
       cmd.append(" mpirun --oversubscribe --bind-to none -np ").append(std::to_string(ranks));
       cmd.append(" -x OPENBLAS_NUM_THREADS -x CNNSCALE_RESULTS");
@@ -47,6 +39,39 @@ class MpiJob {
     }
     cmd.append(" ").append(shell_quote(CNNSCALE_BIN));
     for (const auto& a : args) cmd.append(" ").append(shell_quote(a));
+    start(cmd);
+  }
+  // Any command (a launch script, a sweep) in the same environment, with the same capture and
+  // deadline; pid() is its process.
+  struct Command {
+    std::vector<std::string> argv;
+  };
+  explicit MpiJob(const Command& command, const std::vector<std::string>& env = {}) {
+    std::string cmd = environment(env);
+    for (const auto& a : command.argv) cmd.append(" ").append(shell_quote(a));
+    start(cmd);
+  }
+  ~MpiJob() {
+    if (pid_ > 0 && !done_) {
+      ::kill(-pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+
+ private:
+  // `exec env NAME=value...`: CI runs as root on two cores, so allow both and never bind ranks.
+  static std::string environment(const std::vector<std::string>& env) {
+    std::string cmd =
+        "exec env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+        "OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1";
+    // Runs that do not choose a results root write theirs under the temp directory, not the tree.
+    cmd.append(" CNNSCALE_RESULTS=")
+        .append(shell_quote((std::filesystem::temp_directory_path() / "cnnscale_test_results").string()));
+    for (const auto& e : env) cmd.append(" ").append(shell_quote(e));
+    return cmd;
+  }
+  void start(std::string cmd) {
+    base_ = output_base("mpi");
     cmd.append(" >").append(shell_quote(base_ + ".out")).append(" 2>").append(shell_quote(base_ + ".err"));
     cmd.append(" </dev/null");
     start_ = std::chrono::steady_clock::now();
@@ -59,13 +84,8 @@ class MpiJob {
     }
     ::setpgid(pid_, pid_);
   }
-  ~MpiJob() {
-    if (pid_ > 0 && !done_) {
-      ::kill(-pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
 
+ public:
   pid_t pid() const { return pid_; }
 
   // What the job has written to stderr so far (a test waits for a log line before it strikes).
