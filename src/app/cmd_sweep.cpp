@@ -28,6 +28,7 @@ struct SweepArgs {
   bool dry_run = false;
   std::string emit, emit_file, time_limit = "02:00:00";
   int64_t gpus_per_node = 0;  // --emit: 0 = every run on one node
+  EmitSite site;              // --emit: --partition, --account, --qos, --constraint, --sched-option, --setup
   int64_t run_index = -1;
   bool allow_other_gpus = false;
 };
@@ -185,6 +186,7 @@ void run_sweep_command(const SweepArgs& a) {
     req.time_limit = a.time_limit;
     req.gpus_per_node = a.gpus_per_node;
     req.allow_other_gpus = a.allow_other_gpus;
+    req.site = a.site;
     const std::string script = emit_script(req, e, runs);
     // The scheduler opens the job's output file there before the script starts.
     std::error_code ec;
@@ -275,11 +277,27 @@ void register_sweep(CLI::App& app) {
                   "ranks each (default: every run on one node; gpu_mix runs always are)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--time", a.time_limit, "With --emit: wall-time limit per array task")->capture_default_str();
+  // Site settings: scheduler directives and setup lines, so that an emitted script runs unedited.
+  std::vector<CLI::Option*> site = {
+      cmd->add_option("--partition", a.site.partition,
+                      "With --emit: Slurm partition (#SBATCH --partition) or PBS queue (#PBS -q)"),
+      cmd->add_option("--account", a.site.account, "With --emit: account charged (#SBATCH --account, #PBS -A)"),
+      cmd->add_option("--qos", a.site.qos, "With --emit slurm: quality of service (#SBATCH --qos)"),
+      cmd->add_option("--constraint", a.site.constraint, "With --emit slurm: node features (#SBATCH --constraint)"),
+      cmd->add_option("--sched-option", a.site.options,
+                      "With --emit: any further scheduler option, one directive line each (repeatable), e.g. "
+                      "--sched-option=--mem=0 or --sched-option='-l place=scatter'"),
+      cmd->add_option("--setup", a.site.setup,
+                      "With --emit: a shell line every array task runs before its run, e.g. 'module load cuda' "
+                      "(repeatable, in order)")};
+  for (CLI::Option* o : site) o->allow_extra_args(false);
   cmd->add_option("--run-index", a.run_index, "Run only the run with this index of the plan (array tasks)")
       ->check(CLI::NonNegativeNumber);
-  cmd->callback([args] {
+  cmd->callback([args, site] {
     if (!args->emit_file.empty() && args->emit.empty()) throw_config("--emit-file needs --emit slurm|pbs");
     if (args->gpus_per_node != 0 && args->emit.empty()) throw_config("--gpus-per-node needs --emit slurm|pbs");
+    for (CLI::Option* o : site)
+      if (o->count() > 0 && args->emit.empty()) throw_config("{} needs --emit slurm|pbs", o->get_name());
     if (args->dry_run && !args->emit.empty()) throw_config("--dry-run and --emit are exclusive");
     run_sweep_command(*args);
   });

@@ -142,18 +142,34 @@ struct ResourceGroup {
 std::vector<ResourceGroup> resource_groups(const Experiment& e, const std::vector<RunSpec>& runs,
                                            int64_t gpus_per_node);
 
+// A cluster's own settings for an emitted script (sweep --partition, --account, ...), so that it
+// runs there without being edited. Empty: not written.
+struct EmitSite {
+  std::string partition;             // Slurm --partition; PBS -q (its queue)
+  std::string account;               // Slurm --account; PBS -A
+  std::string qos, constraint;       // Slurm only (PBS puts such things in -l: `options`)
+  std::vector<std::string> options;  // further scheduler options, one #SBATCH/#PBS line each
+  std::vector<std::string> setup;    // shell lines every task runs before its run (module load ...)
+};
+
 struct EmitRequest {
   std::string kind;  // slurm | pbs
   std::string self, file, results_root, workdir;
   std::vector<std::string> overrides, only;
   std::string time_limit = "02:00:00";
-  int64_t gpus_per_node = 0;  // --gpus-per-node; 0: every run on one node
+  int64_t gpus_per_node = 0;      // --gpus-per-node; 0: every run on one node
   bool allow_other_gpus = false;  // passed on to every task (sweep --allow-other-gpus)
+  EmitSite site = {};             // site settings (sweep --partition, ...)
 };
 // One job script, two ways to submit it. `sbatch/qsub FILE`: one array over every run, each task
 // with the largest need of any group. `bash FILE` (outside a job): one sbatch/qsub per resource
 // group, sized for it, an array over its runs whose indices go in CNNSCALE_RUN_LIST (':'-separated).
-// Task T runs `cnnscale sweep FILE ... --run-index I`, I = CNNSCALE_RUN_LIST[T], else T.
+// Task T runs `cnnscale sweep FILE ... --run-index I`, I = CNNSCALE_RUN_LIST[T], else T, and passes
+// the scheduler's stop signals on to it; Slurm signals a task before its time limit and requeues
+// it when its run stopped for requeue (exit 75), as launch/slurm.sbatch does. Every value of the
+// request is quoted as a shell word, or, where it goes into a #SBATCH/#PBS line (results root,
+// name, time, site settings), refused (ConfigError naming its source) when that line cannot carry
+// it: control characters, blanks, quotes, '\', '#'. (sweep_emit.cpp)
 std::string emit_script(const EmitRequest& req, const Experiment& e, const std::vector<RunSpec>& runs);
 
 std::string shell_quote(const std::string& s);

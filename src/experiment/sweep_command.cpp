@@ -1,13 +1,12 @@
 // Command lines of a sweep: `cnnscale train` arguments of one run (the contract in
 // notes/contract.md), its launcher (direct for one rank, mpirun on a workstation, srun inside a
-// Slurm allocation, as launch/ does), and Slurm/PBS job-array scripts with one task per run, which
-// submit themselves as one array per resource group when run with bash.
+// Slurm allocation, as launch/ does), and what each run asks a scheduler for (the resource groups
+// of the Slurm/PBS scripts that sweep_emit.cpp writes).
 #include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
-#include <ctime>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -215,163 +214,6 @@ std::vector<ResourceGroup> resource_groups(const Experiment& e, const std::vecto
   std::vector<ResourceGroup> groups;
   for (auto& [need, indices] : by_need) groups.push_back({need, std::move(indices)});
   return groups;
-}
-
-namespace {
-
-std::string describe(const RunResources& n, size_t runs) {
-  if (n.gpus_per_node == 0) return fmt::format("{} run(s) of {} CPU rank(s) on 1 node", runs, n.ntasks);
-  return fmt::format("{} run(s) of {} rank(s) on {} node(s) x {} GPU(s)", runs, n.ntasks, n.nodes, n.gpus_per_node);
-}
-
-std::vector<std::string> slurm_options(const RunResources& n) {
-  std::vector<std::string> o = {fmt::format("--nodes={}", n.nodes), fmt::format("--ntasks={}", n.ntasks),
-                                fmt::format("--ntasks-per-node={}", n.tasks_per_node)};
-  if (n.gpus_per_node > 0) o.push_back(fmt::format("--gpus-per-node={}", n.gpus_per_node));
-  return o;
-}
-
-std::string pbs_select(const RunResources& n) {
-  return fmt::format("select={}:ncpus={}:mpiprocs={}{}", n.nodes, n.tasks_per_node, n.tasks_per_node,
-                     n.gpus_per_node > 0 ? fmt::format(":ngpus={}", n.gpus_per_node) : "");
-}
-
-}  // namespace
-
-std::string emit_script(const EmitRequest& req, const Experiment& e, const std::vector<RunSpec>& runs) {
-  if (req.kind != "slurm" && req.kind != "pbs") throw_config("--emit: expected slurm or pbs, got '{}'", req.kind);
-  if (runs.empty()) throw_config("--emit {}: no runs to emit (check --only)", req.kind);
-  if (req.gpus_per_node < 0) throw_config("--gpus-per-node {}: expected at least 1", req.gpus_per_node);
-  const std::vector<ResourceGroup> groups = resource_groups(e, runs, req.gpus_per_node);
-  // `sbatch FILE` runs every run in one array: each task gets the most any group needs.
-  RunResources most;
-  for (const auto& g : groups) {
-    most.nodes = std::max(most.nodes, g.need.nodes);
-    most.ntasks = std::max(most.ntasks, g.need.ntasks);
-    most.tasks_per_node = std::max(most.tasks_per_node, g.need.tasks_per_node);
-    most.gpus_per_node = std::max(most.gpus_per_node, g.need.gpus_per_node);
-  }
-  const size_t last = runs.size() - 1;
-  const bool slurm = req.kind == "slurm";
-  const std::string scheduler = slurm ? "sbatch" : "qsub";
-  const std::string index_var = slurm ? "SLURM_ARRAY_TASK_ID" : "PBS_ARRAY_INDEX";
-  const std::string job_var = slurm ? "SLURM_JOB_ID" : "PBS_JOBID";
-  const std::string exp_dir = (std::filesystem::path(req.results_root) / e.name).string();
-
-  std::string cmd = fmt::format("{} sweep {} --results {}", shell_quote(req.self), shell_quote(req.file),
-                                shell_quote(req.results_root));
-  for (const auto& o : req.overrides) cmd += fmt::format(" {}", shell_quote(o));
-  // device: auto is decided once, here: a task sized for a 1-GPU run would decide cpu for a matrix
-  // that needs more. The resolved device is what run ids and hashes cover, so they do not change.
-  if (e.device_requested == "auto") cmd += fmt::format(" device={}", e.device);
-  for (const auto& o : req.only) cmd += fmt::format(" --only {}", shell_quote(o));
-  if (req.allow_other_gpus) cmd += " --allow-other-gpus";
-  cmd += " --run-index \"$run\"";
-
-  std::string s = "#!/usr/bin/env bash\n";
-  if (slurm) {
-    s += fmt::format("#SBATCH --job-name=cnnscale-{}\n", e.name);
-    s += fmt::format("#SBATCH --array=0-{}\n", last);
-    for (const auto& o : slurm_options(most)) s += fmt::format("#SBATCH {}\n", o);
-    s += fmt::format("#SBATCH --time={}\n", req.time_limit);
-    s += fmt::format("#SBATCH --output={}/slurm-%A_%a.out\n", exp_dir);
-  } else {
-    s += fmt::format("#PBS -N cnnscale-{}\n", e.name.substr(0, 15));
-    // PBS refuses an array of one subjob: a single run is a plain job (index 0 by default).
-    if (last > 0) s += fmt::format("#PBS -J 0-{}\n", last);
-    s += fmt::format("#PBS -l {}\n", pbs_select(most));
-    s += fmt::format("#PBS -l walltime={}\n", req.time_limit);
-    s += "#PBS -j oe\n";
-    s += fmt::format("#PBS -o {}/\n", exp_dir);
-  }
-  const std::time_t now = std::time(nullptr);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  s += fmt::format("# Experiment '{}' ({}): {} run(s) in {} resource group(s):\n", e.name, req.file, runs.size(),
-                   groups.size());
-  for (const auto& g : groups)
-    s += fmt::format("#   {}: runs {}\n", describe(g.need, g.runs.size()), fmt::join(g.runs, ","));
-  s += fmt::format("# Written by `cnnscale sweep --emit {}` at {}. Submit it one of two ways:\n", req.kind, stamp);
-  s += fmt::format(
-      "#   {:<13} one job array per group above, each asking for its group's resources (the\n"
-      "#   {:<13} {} options override the #{} lines; its runs go in CNNSCALE_RUN_LIST)\n",
-      "bash FILE", "", scheduler, slurm ? "SBATCH" : "PBS");
-  s += fmt::format(
-      "#   {:<13} one job array over every run, every task asking for the largest group's\n"
-      "#   {:<13} resources (the header above): smaller runs leave part idle\n",
-      scheduler + " FILE", "");
-  s += "# Array task T runs run CNNSCALE_RUN_LIST[T] of the sweep (':'-separated run indices) when set,\n";
-  s += "# else run T. A run already complete is skipped, so resubmitting finishes an interrupted sweep.\n";
-  s += fmt::format("# The sweep launches each run with {} on the job's nodes.\n", slurm ? "srun" : "mpirun");
-  s += "set -euo pipefail\n";
-  s += "export NCCL_NVLS_ENABLE=\"${NCCL_NVLS_ENABLE:-0}\"  # shared hosts: no NVLink multicast (launch/common.sh)\n";
-
-  // Submission mode: outside a job, one submission per group.
-  s += fmt::format("if [ -z \"${{{}:-}}\" ]; then\n", job_var);
-  s += fmt::format(
-      "  command -v {0} >/dev/null || {{ echo \"cnnscale: {0} not found: bash FILE submits the sweep "
-      "from a login node\" >&2; exit 2; }}\n",
-      scheduler);
-  s += "  script=${BASH_SOURCE[0]}\n";
-  s += fmt::format("  mkdir -p {}  # the scheduler opens the job's output file there\n", shell_quote(exp_dir));
-  s += "  submit() {  # what, then the scheduler's options\n";
-  s += "    local what=$1 out\n";
-  s += "    shift\n";
-  if (slurm) {
-    s += "    out=$(sbatch \"$@\" \"$script\") || { echo \"cnnscale: sbatch failed for $what\" >&2; exit 1; }\n";
-  } else {
-    // Options override the directives, but nothing undoes '#PBS -J': qsub reads the script without it.
-    s += "    out=$(sed '/^#PBS -J /d' \"$script\" | qsub \"$@\") || { echo \"cnnscale: qsub failed for $what\" >&2; "
-         "exit 1; }\n";
-  }
-  s += "    echo \"$what: $out\"\n";
-  s += "  }\n";
-  for (const auto& g : groups) {
-    const std::string list = fmt::format("{}", fmt::join(g.runs, ":"));
-    std::vector<std::string> opts;
-    if (slurm) {
-      opts.push_back(fmt::format("--array=0-{}", g.runs.size() - 1));
-      for (const auto& o : slurm_options(g.need)) opts.push_back(o);
-      opts.push_back(fmt::format("--export=ALL,CNNSCALE_RUN_LIST={}", list));
-    } else {
-      if (g.runs.size() > 1) opts.insert(opts.end(), {"-J", fmt::format("0-{}", g.runs.size() - 1)});
-      opts.insert(opts.end(), {"-l", pbs_select(g.need), "-v", fmt::format("CNNSCALE_RUN_LIST={}", list)});
-    }
-    s +=
-        fmt::format("  submit {} {}\n", shell_quote(fmt::format("{} [runs {}]", describe(g.need, g.runs.size()), list)),
-                    fmt::join(opts, " "));
-  }
-  s += "  exit 0\n";
-  s += "fi\n";
-
-  // Job mode: this task's run.
-  s += fmt::format("cd {}\n", shell_quote(req.workdir));
-  s += fmt::format("mkdir -p {}\n", shell_quote(exp_dir));
-  if (!slurm && most.nodes > 1) {
-    s += "# A multi-node run spans the job's nodes: mpirun places its ranks from the node file.\n";
-    s += "if [ -n \"${PBS_NODEFILE:-}\" ] && [ \"$(sort -u \"$PBS_NODEFILE\" | wc -l)\" -gt 1 ]; then\n";
-    s += "  export MPIRUN_ARGS=\"--hostfile $PBS_NODEFILE ${MPIRUN_ARGS:-}\"\n";
-    s += "fi\n";
-  }
-  s += fmt::format("task=${{{}:-0}}\n", index_var);
-  s += "run=$task\n";
-  s += "if [ -n \"${CNNSCALE_RUN_LIST:-}\" ]; then\n";
-  s += "  IFS=':,' read -r -a list <<< \"$CNNSCALE_RUN_LIST\"\n";
-  s += "  if ! [[ $task =~ ^[0-9]+$ ]] || (( 10#$task >= ${#list[@]} )); then\n";
-  s += "    echo \"cnnscale: array task $task has no run: CNNSCALE_RUN_LIST=$CNNSCALE_RUN_LIST lists ${#list[@]}\" "
-       ">&2\n";
-  s += "    exit 2\n";
-  s += "  fi\n";
-  s += "  run=${list[10#$task]}\n";
-  s += "fi\n";
-  s += fmt::format("if ! [[ $run =~ ^[0-9]+$ ]] || (( 10#$run > {} )); then\n", last);
-  s += fmt::format("  echo \"cnnscale: run index '$run' is out of range: the sweep has {} run(s) (0 to {})\" >&2\n",
-                   runs.size(), last);
-  s += "  exit 2\n";
-  s += "fi\n";
-  s += "run=$((10#$run))\n";
-  s += fmt::format("exec {}\n", cmd);
-  return s;
 }
 
 }  // namespace cnnscale

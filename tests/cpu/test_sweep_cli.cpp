@@ -125,7 +125,8 @@ TEST(SweepCli, EmitFileIsWholeAndExecutable) {
   EXPECT_NE(fs::status(script).permissions() & fs::perms::owner_exec, fs::perms::none);
   const std::string text = slurp(script);
   EXPECT_EQ(text.rfind("#!/usr/bin/env bash\n", 0), 0u) << text;
-  EXPECT_NE(text.find("\nexec "), std::string::npos) << text;
+  EXPECT_NE(text.find(" --run-index \"$run\" &\n"), std::string::npos) << text;  // down to its last line
+  EXPECT_EQ(text.substr(text.rfind('\n', text.size() - 2) + 1), "exit \"$rc\"\n") << text;
   EXPECT_NE(r.err.find("bash " + script), std::string::npos) << r.err;
   EXPECT_EQ(shell("bash -n " + script).exit_code, 0) << text;
   expect_one_line_error(testing::run_cnnscale({"sweep", fixture("tiny_cpu.yaml"), "--gpus-per-node", "4"}),

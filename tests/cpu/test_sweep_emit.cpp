@@ -146,11 +146,11 @@ TEST(SweepEmit, HeaderAsksForTheLargestGroup) {
       "name: q\ndevice: auto\ndataset: synthetic\niterations: 3\nmatrix: {network: lenet, batch: [64], gpus: [1, 2]}\n",
       "q.yaml", {}, HostInfo{2, "x", false});
   ASSERT_EQ(quick.device, "gpu");
-  EXPECT_NE(emit_script(req, quick, expand_runs(quick)).find(" device=gpu --run-index \"$run\"\n"), std::string::npos);
+  EXPECT_NE(emit_script(req, quick, expand_runs(quick)).find(" device=gpu --run-index \"$run\" &\n"), std::string::npos);
 }
 
 // Fake schedulers: each call appends its arguments to LOG (qsub also how many '#PBS -J' lines and
-// exec lines the script on its stdin has) and answers like the real one.
+// lines running the sweep the script on its stdin has) and answers like the real one.
 const char* kFakeSbatch = R"(#!/bin/sh
 echo "$*" >> "$FAKE_LOG"
 echo "Submitted batch job $$"
@@ -158,7 +158,7 @@ echo "Submitted batch job $$"
 const char* kFakeQsub = R"sh(#!/bin/sh
 script=$(cat)
 jobs=$(printf '%s\n' "$script" | grep -c '^#PBS -J')
-execs=$(printf '%s\n' "$script" | grep -c '^exec ')
+execs=$(printf '%s\n' "$script" | grep -c '^/opt/cnnscale sweep ')
 echo "$* J=$jobs E=$execs" >> "$FAKE_LOG"
 echo "$$.pbs"
 )sh";

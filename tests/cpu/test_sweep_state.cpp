@@ -253,8 +253,8 @@ TEST(SweepCommand, EmittedScriptsAreValidBash) {
   for (const char* f :
        {"#SBATCH --array=0-11\n", "#SBATCH --ntasks=2\n", "#SBATCH --job-name=cnnscale-s\n",
         "#SBATCH --output=/res/s/slurm-%A_%a.out", "cd '/work dir'\n", "task=${SLURM_ARRAY_TASK_ID:-0}\n",
-        "exec /opt/cnnscale sweep /exp/s.yaml --results /res solver.lr=0.1 --only batch=4 "
-        "--run-index \"$run\"\n"})
+        "\n/opt/cnnscale sweep /exp/s.yaml --results /res solver.lr=0.1 --only batch=4 "
+        "--run-index \"$run\" &\n"})
     EXPECT_NE(slurm.find(f), std::string::npos) << slurm << "\nlacks: " << f;
   EXPECT_EQ(slurm.find("--gpus-per-node"), std::string::npos);  // a CPU experiment asks for no GPU
   EXPECT_EQ(slurm.find("--allow-other-gpus"), std::string::npos);
