@@ -243,7 +243,8 @@ void register_train(CLI::App& app) {
                   "Write checkpoints here (the newest two intact ones are kept); the directory belongs to this run: "
                   "another live run, or a run of other settings while these checkpoints are there, is refused");
   cmd->add_option("--checkpoint-every", a.options.checkpoint_every,
-                  "Also checkpoint every N iterations (always at epoch ends)");
+                  "Also checkpoint every N iterations (always at epoch ends)")
+      ->check(CLI::NonNegativeNumber);
   auto* resume = cmd->add_option("--resume", a.options.resume,
                                  "Continue from a checkpoint file, or 'auto': the newest intact one in --checkpoint-dir "
                                  "(its network, solver settings and data must be this run's)");
@@ -256,6 +257,7 @@ void register_train(CLI::App& app) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--timing-warmup", a.options.timing_warmup, "Iterations left out of samples/s")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_flag("--json", a.json, "Print one JSON line of results on stdout");
   add_parallel_options(*cmd, a.parallel);

@@ -32,6 +32,8 @@ TEST(CountOptions, TrainRefusesNonsenseCountsNamingTheFlag) {
   expect_usage_error(lenet_train({"--test-batch", "0"}), {"--test-batch"});
   expect_usage_error(lenet_train({"--pool-batches", "0"}), {"--pool-batches"});
   expect_usage_error(lenet_train({"--display", "0"}), {"--display"});
+  expect_usage_error(lenet_train({"--checkpoint-every", "-1"}), {"--checkpoint-every"});
+  expect_usage_error(lenet_train({"--timing-warmup", "-1"}), {"--timing-warmup"});
 }
 
 TEST(CountOptions, TimeRefusesNonsenseCountsNamingTheFlag) {
