@@ -5,6 +5,7 @@
 // A real failure through the same paths is not turned into 75.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -63,10 +64,11 @@ std::vector<std::string> train_args(const testing::TempDir& w, const std::vector
   return a;
 }
 
-// launch/mpirun.sh 2 <args>, from the source tree, with this build's binary and private temporary
-// files (TMPDIR: the launcher's requeue record folder must not outlive it).
-MpiJob launch(const testing::TempDir& w, const std::vector<std::string>& args, std::vector<std::string> env = {}) {
-  std::vector<std::string> argv = {"launch/mpirun.sh", "2"};
+// `launcher` <args> (default launch/mpirun.sh 2), from the source tree, with this build's binary
+// and private temporary files (TMPDIR: the launcher's requeue record folder must not outlive it).
+MpiJob launch(const testing::TempDir& w, const std::vector<std::string>& args, std::vector<std::string> env = {},
+              std::vector<std::string> launcher = {"launch/mpirun.sh", "2"}) {
+  std::vector<std::string> argv = std::move(launcher);
   argv.insert(argv.end(), args.begin(), args.end());
   env.insert(env.end(), {std::string("CNNSCALE_BIN=") + CNNSCALE_BIN, "TMPDIR=" + w.file("tmp")});
   fs::create_directories(w.file("tmp"));
@@ -139,6 +141,35 @@ TEST(Requeue, MpirunStoppedBySigtermEndsWith75) {
             std::string::npos)
       << stopped.err;
   expect_stopped_then_resumed(stopped, w);
+}
+
+// The batch scripts run their launcher the same way: launch/slurm.sbatch with mpirun inside an
+// allocation (as CNNSCALE_LAUNCHER=mpirun; the allocation's variables made up, without a job id,
+// which would send mpirun to Slurm), launch/pbs.sh over a node file of this host.
+TEST(Requeue, BatchScriptsStoppedBySigtermEndWith75) {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const std::vector<std::pair<std::string, std::vector<std::string>>> scripts = {
+      {"launch/slurm.sbatch", {"SLURM_NTASKS=2", "SLURM_JOB_NUM_NODES=1", "CNNSCALE_LAUNCHER=mpirun"}},
+      {"launch/pbs.sh", {"PBS_NODEFILE=node-file"}}};
+  for (const auto& [script, env] : scripts) {
+    SCOPED_TRACE(script);
+    testing::TempDir w;
+    std::vector<std::string> vars = {kGrace};
+    for (const auto& v : env) vars.push_back(v == "PBS_NODEFILE=node-file" ? "PBS_NODEFILE=" + w.file("nodes") : v);
+    std::ofstream(w.file("nodes")) << host << "\n" << host << "\n";
+    MpiJob job = launch(w, train_args(w), vars, {"bash", script});
+    ASSERT_TRUE(wait_for_checkpoint(job, w.file("ckpt"))) << job.err_so_far();
+    ASSERT_EQ(::kill(job.pid(), SIGTERM), 0);
+    const testing::MpiResult stopped = job.wait(std::chrono::seconds(120));
+    EXPECT_EQ(stopped.exit_code, kRequeue) << stopped.err;
+    EXPECT_NE(stopped.err.find(script + ": mpirun exited with 1 after every rank stopped for requeue"),
+              std::string::npos)
+        << stopped.err;
+    EXPECT_EQ(summary_of(w.file("results/e/r"))["status"], "interrupted");
+    EXPECT_TRUE(CheckpointDir(w.file("ckpt")).latest().has_value());
+    EXPECT_TRUE(fs::is_empty(w.file("tmp"))) << "the record folder and host file are removed";
+  }
 }
 
 // A rank that dies (kill -9) while training, alone or after a stop was asked for, is a failure:
