@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/error_of.hpp"
 #include "common/temp_dir.hpp"
 #include "solver/checkpoint.hpp"
 #include "solver/checkpoint_claim.hpp"
@@ -20,6 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
+using testing::error_of;
 using testing::TempDir;
 
 const char* kNet = R"(name: tiny
@@ -99,15 +101,6 @@ CheckpointDirClaim::Request request(const std::string& dir, double lr, bool resu
           .identity = identity(lr),
           .resuming = resuming,
           .allow_changes = allow};
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 void put_checkpoint(const std::string& dir, int64_t iteration) {

@@ -18,6 +18,7 @@
 #include <limits>
 #include <sstream>
 
+#include "common/error_of.hpp"
 #include "common/temp_dir.hpp"
 #include "solver/checkpoint.hpp"
 
@@ -26,6 +27,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
+using testing::error_of;
 using testing::TempDir;
 
 // Weights of `floats` values in all (split over two arrays), momentum and one state array.
@@ -42,15 +44,6 @@ CheckpointContents contents(int64_t iteration, int64_t floats = 64) {
   c.meta.iteration = iteration;
   c.meta.run_config = R"({"net":"n"})";
   return c;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // Byte offset in the file of a contiguous dataset's values.
