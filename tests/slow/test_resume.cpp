@@ -115,13 +115,23 @@ TEST(Resume, ContinuesBitIdentically) {
   EXPECT_EQ(a.meta.loader_epoch, 2);
   EXPECT_EQ(a.meta.loader_position, 10);
 
-  // A checkpoint from another configuration is refused with a clear message.
-  auto other = train_args(by_path_dir, 50);
+  // A checkpoint from another configuration is refused with a clear message: read into a directory
+  // of its own (the resume's check), and in the directory of the run that wrote it (its claim).
+  auto other = train_args((root / "other").string(), 50);
   *(std::find(other.begin(), other.end(), "--batch") + 1) = "64";
   other.insert(other.end(), {"--resume", dir.path_for(50)});
   auto r = testing::run_cnnscale(other);
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_NE(r.err.find("batch=32"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(dir.path_for(50) + ": checkpoint was written with batch=32, this run has batch=64"),
+            std::string::npos)
+      << r.err;
+  auto same_dir = train_args(part_dir, 60);
+  *(std::find(same_dir.begin(), same_dir.end(), "--batch") + 1) = "64";
+  same_dir.insert(same_dir.end(), {"--resume", "auto"});
+  r = testing::run_cnnscale(same_dir);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("that run has batch=32, this one batch=64"), std::string::npos) << r.err;
+  EXPECT_EQ(CheckpointDir(part_dir).latest(), dir.path_for(50));
   fs::remove_all(root);
 }
 
