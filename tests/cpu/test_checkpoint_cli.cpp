@@ -37,13 +37,6 @@ std::vector<std::string> args(const std::string& net, const std::string& ckpt, c
 
 const std::string kNet = std::string(CNNSCALE_TEST_DATA) + "/dist_convnet.yaml";
 
-std::vector<std::string> error_lines(const CliResult& r) {
-  std::vector<std::string> out;
-  for (const auto& l : r.err_lines())
-    if (l.rfind("cnnscale: error: ", 0) == 0) out.push_back(l);
-  return out;
-}
-
 std::vector<std::string> entries(const std::string& dir) {
   std::vector<std::string> out;
   for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
@@ -68,17 +61,17 @@ TEST(CheckpointCli, ResumeIntoAnotherNetworkOrSolverIsRefusedUnlessAllowed) {
 
   CliResult r = run_cnnscale(args(dir.file("avg.yaml"), dir.file("b"), "12", {"--resume", ckpt}));
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  ASSERT_EQ(error_lines(r).size(), 1u) << r.err;
-  EXPECT_NE(error_lines(r)[0].find(ckpt + ": checkpoint was written with network.layers["), std::string::npos) << r.err;
-  EXPECT_NE(error_lines(r)[0].find("].pool=\"max\", this run has network.layers["), std::string::npos) << r.err;
-  EXPECT_NE(error_lines(r)[0].find("].pool=\"ave\""), std::string::npos) << r.err;
+  ASSERT_EQ(r.error_lines().size(), 1u) << r.err;
+  EXPECT_NE(r.error_lines()[0].find(ckpt + ": checkpoint was written with network.layers["), std::string::npos) << r.err;
+  EXPECT_NE(r.error_lines()[0].find("].pool=\"max\", this run has network.layers["), std::string::npos) << r.err;
+  EXPECT_NE(r.error_lines()[0].find("].pool=\"ave\""), std::string::npos) << r.err;
   EXPECT_TRUE(CheckpointDir(dir.file("b")).list().empty());
 
   // Another learning rate, --resume auto in the owner's directory: refused when claiming it.
   r = run_cnnscale(args(kNet, dir.file("a"), "12", {"--resume", "auto", "--lr", "0.02"}));
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  ASSERT_EQ(error_lines(r).size(), 1u) << r.err;
-  EXPECT_NE(error_lines(r)[0].find("that run has solver.lr=0.01, this one solver.lr=0.02"), std::string::npos) << r.err;
+  ASSERT_EQ(r.error_lines().size(), 1u) << r.err;
+  EXPECT_NE(r.error_lines()[0].find("that run has solver.lr=0.01, this one solver.lr=0.02"), std::string::npos) << r.err;
   EXPECT_EQ(CheckpointDir(dir.file("a")).list(), std::vector<std::string>({ckpt}));
 
   // Fine-tuning says so: each difference is logged and the run goes on from the checkpoint.
@@ -99,11 +92,11 @@ TEST(CheckpointCli, ADirectoryHeldByALiveRunIsRefusedNamingTheHolder) {
   auto holder = CheckpointDirClaim::claim({.dir = ckpt, .run_id = "the-holder", .identity = nlohmann::json::object()});
   CliResult r = run_cnnscale(args(kNet, ckpt, "8"));
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  ASSERT_EQ(error_lines(r).size(), 1u) << r.err;
-  EXPECT_NE(error_lines(r)[0].find("--checkpoint-dir " + ckpt + " is in use by run the-holder (host "),
+  ASSERT_EQ(r.error_lines().size(), 1u) << r.err;
+  EXPECT_NE(r.error_lines()[0].find("--checkpoint-dir " + ckpt + " is in use by run the-holder (host "),
             std::string::npos)
       << r.err;
-  EXPECT_NE(error_lines(r)[0].find(fmt::format("pid {}", ::getpid())), std::string::npos) << r.err;
+  EXPECT_NE(r.error_lines()[0].find(fmt::format("pid {}", ::getpid())), std::string::npos) << r.err;
   EXPECT_TRUE(CheckpointDir(ckpt).list().empty());
   holder.reset();
   EXPECT_EQ(run_cnnscale(args(kNet, ckpt, "8")).exit_code, 0);
@@ -131,10 +124,10 @@ TEST(CheckpointCli, AFailedCheckpointWriteEndsTheRunWithOneLineAndKeepsTheNewest
   std::signal(SIGXFSZ, old_handler);
 
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  ASSERT_EQ(error_lines(r).size(), 1u) << r.err;
-  EXPECT_EQ(error_lines(r)[0].rfind("cnnscale: error: " + cd.path_for(12) + ": cannot write checkpoint: ", 0), 0u)
+  ASSERT_EQ(r.error_lines().size(), 1u) << r.err;
+  EXPECT_EQ(r.error_lines()[0].rfind("cnnscale: error: " + cd.path_for(12) + ": cannot write checkpoint: ", 0), 0u)
       << r.err;
-  EXPECT_NE(error_lines(r)[0].find(std::strerror(EFBIG)), std::string::npos) << r.err;
+  EXPECT_NE(r.error_lines()[0].find(std::strerror(EFBIG)), std::string::npos) << r.err;
   EXPECT_TRUE(r.out.empty()) << r.out;
   // The newest intact checkpoint stays (the oldest went first to make room); no temporary file.
   std::vector<std::string> want = {".cnnscale-owner.json", ".cnnscale-owner.lock", "checkpoint-000000008.h5"};
