@@ -299,6 +299,7 @@ class Trainer {
     int64_t last_checkpoint = -1;
     std::optional<EvalResult> last_test;
     bool evaluated_at_end = false;
+    bool final_test_stopped = false;  // a stop signal ended the test after the last step (finish())
     int64_t settle_until = -1;  // auto: the window restarts after this iteration (a new split settling)
   };
 

@@ -146,16 +146,22 @@ void Trainer::pause_for_reports(RunState& s, int64_t t, const TrainCallbacks& cb
     if (train_slots_) train_slots_->release_all();
     pause_start = Clock::now();
   }
+  bool test_stopped = false;
   if (want_test) {
-    s.last_test = evaluate(t);
-    s.evaluated_at_end = done == total_iterations_;
+    // The test after the last step is a loop after training: a stop signal ends it (finish() then
+    // records the run as interrupted); the checkpoint below is still written, the training is whole.
+    const bool last = done == total_iterations_;
+    EvalResult test = evaluate(t, last ? &test_stopped : nullptr);
+    if (!test_stopped) s.last_test = test;  // a part of the test set is no accuracy
+    s.evaluated_at_end = last && !test_stopped;
+    s.final_test_stopped = test_stopped;
   }
   if (epoch_end) {
     EpochInfo info{done / iterations_per_epoch_,
                    done,
                    0.0,
                    solver_->lr(t),
-                   want_test ? s.last_test : std::nullopt,
+                   want_test && !test_stopped ? s.last_test : std::nullopt,
                    std::chrono::duration<double>(pause_start - s.run_since).count() - s.paused};
     info.train_loss = mean_loss(read_scalar(epoch_loss_sum_, "loss download"), s.epoch_steps, s.epoch_skipped)
                           .value_or(std::numeric_limits<double>::quiet_NaN());
@@ -175,6 +181,7 @@ void Trainer::pause_for_reports(RunState& s, int64_t t, const TrainCallbacks& cb
 void Trainer::finish(RunState& s, TrainResult& result) {
   measure::EnergyMonitor* energy = options_.energy;
   const int64_t total = total_iterations_;
+  if (s.final_test_stopped) stopped_after_training(result, "the final test");
   const bool finished = !result.interrupted;
   // Collective decision: on CPU ranks only one per host reads RAPL, yet the extension steps
   // contain collectives that every rank must join.

@@ -1,7 +1,7 @@
 // A stop signal during the loops that run after training (label mpi): the phase-isolated loops of
-// `--measure phases` end within a few passes, the run is recorded as interrupted (not complete) and
-// exits 75 for requeue, one process alone and a 2-rank job signalled on one rank alike. The test
-// waits for the loops' own log line before it signals, so the signal lands inside them.
+// `--measure phases` and the final test end within a pass or a batch, the run is recorded as
+// interrupted (not complete) and exits 75 for requeue, one process alone and a 2-rank job signalled
+// on one rank alike. Each test waits for a log line before it signals, so the signal lands inside.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -77,6 +77,23 @@ TEST(InterruptPhases, SigtermToOneRankStopsTheJobTogether) {
   std::ifstream(pids / "rank-1.pid") >> rank1;
   ASSERT_GT(rank1, 0);
   expect_stopped_in_loops(job, rank1, SIGTERM, w, "a signal on another rank");
+}
+
+// The final test after training: a small ResNet's forward passes over Fashion-MNIST's 10,000 test
+// images take seconds on the CPU, begun right after the last iteration's loss line; a SIGTERM then
+// ends the test within a batch, and the run is interrupted (its accuracy would cover part of the set).
+TEST(InterruptPhases, SigtermDuringTheFinalTestStopsIt) {
+  testing::TempDir w;
+  testing::MpiJob job(0, {"train", "--net", "resnet_fmnist", "--data", "fashion-mnist", "--train-samples", "64",
+                          "--iterations", "4", "--batch", "8", "--display", "4", "--min-window", "0", "--results",
+                          w.file("results"), "--experiment", "e", "--run-id", "stopped"});
+  ASSERT_TRUE(job.wait_for_err("iter 4/4", std::chrono::seconds(120))) << job.err_so_far();
+  ASSERT_EQ(::kill(job.pid(), SIGTERM), 0);
+  testing::MpiResult r = job.wait(std::chrono::seconds(60));
+  EXPECT_FALSE(r.timed_out) << r.err;
+  ASSERT_EQ(r.exit_code, kRequeue) << r.err;
+  EXPECT_NE(r.err.find("stopped by SIGTERM during the final test after training"), std::string::npos) << r.err;
+  EXPECT_EQ(summary_of(w).value("status", ""), "interrupted");
 }
 
 }  // namespace
