@@ -2,9 +2,9 @@
 // returns the first, so a repeated key in a network or experiment file would be silently ignored.
 // Every YAML text the tool reads is checked with this right after it is parsed.
 #pragma once
-#include <string>
-
 #include <yaml-cpp/yaml.h>
+
+#include <string>
 
 namespace cnnscale {
 

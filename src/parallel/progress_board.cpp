@@ -43,8 +43,8 @@ std::string describe_ranks_behind(const int64_t* counts, int ranks, int self, in
   std::string out;
   for (int r = 0; r < ranks; ++r) {
     if (r == self || counts[r] >= mine) continue;
-    out += fmt::format("{}rank {} did not arrive (collectives it started: {}, this rank: {})", out.empty() ? "" : "; ", r,
-                       counts[r], mine);
+    out += fmt::format("{}rank {} did not arrive (collectives it started: {}, this rank: {})", out.empty() ? "" : "; ",
+                       r, counts[r], mine);
   }
   return out;
 }
@@ -86,7 +86,8 @@ ProgressBoard::~ProgressBoard() {
 std::string ProgressBoard::behind(int64_t mine) const {
   if (impl_->win == MPI_WIN_NULL) return "";
   std::vector<int64_t> counts(static_cast<size_t>(impl_->size));
-  for (int r = 0; r < impl_->size; ++r) counts[static_cast<size_t>(r)] = __atomic_load_n(&impl_->slots[r], __ATOMIC_RELAXED);
+  for (int r = 0; r < impl_->size; ++r)
+    counts[static_cast<size_t>(r)] = __atomic_load_n(&impl_->slots[r], __ATOMIC_RELAXED);
   return describe_ranks_behind(counts.data(), impl_->size, impl_->rank, mine);
 }
 

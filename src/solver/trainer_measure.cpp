@@ -99,9 +99,10 @@ void Trainer::run_phase_loops(TrainResult& result) {
     return !stop;
   };
   if (options_.parallel.rank == 0)
-    log::info("measure phases: phase-isolated loops after training ({} repeat(s) of forward, forward+backward and "
-              "full step, each >= {} s)",
-              options_.phase_repeats, options_.phase_window_seconds);
+    log::info(
+        "measure phases: phase-isolated loops after training ({} repeat(s) of forward, forward+backward and "
+        "full step, each >= {} s)",
+        options_.phase_repeats, options_.phase_window_seconds);
   // Calibration: a few synchronised iterations give each loop's length; every rank then runs the
   // largest count any rank needs (the full step has collectives).
   int64_t count[3];

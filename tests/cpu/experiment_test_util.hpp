@@ -21,6 +21,16 @@ inline HostInfo gpu_host(int n) {
   return HostInfo{n, fmt::format("CUDA_VISIBLE_DEVICES={}", n), true};
 }
 
+// A small valid training experiment (lines 1 to 7), for tests that append to it.
+inline const std::string kBaseExperiment =
+    "name: t\n"             // 1
+    "dataset: synthetic\n"  // 2
+    "iterations: 4\n"       // 3
+    "matrix:\n"             // 4
+    "  network: [lenet]\n"  // 5
+    "  batch: [8, 16]\n"    // 6
+    "  gpus: [1, 2]\n";     // 7
+
 inline Experiment parse(const std::string& text, const std::vector<std::string>& overrides = {},
                         const HostInfo& host = cpu_host()) {
   return parse_experiment_text(text, "t.yaml", overrides, host);

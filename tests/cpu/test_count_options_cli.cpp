@@ -43,10 +43,11 @@ TEST(CountOptions, TimeRefusesNonsenseCountsNamingTheFlag) {
 
 // 0 test samples still means "no test" (a count, not a nonsense value).
 TEST(CountOptions, ZeroTestSamplesStillMeansNoTest) {
-  const testing::CliResult r = testing::run_cnnscale(
-      {"train", "--net", "lenet", "--data", "fashion-mnist", "--train-samples", "16", "--test-samples", "0",
-       "--batch", "8", "--iterations", "1", "--no-results", "--min-window", "0"});
-  if (r.exit_code != 0 && r.err.find("fashion-mnist") != std::string::npos && r.err.find("No such file") != std::string::npos)
+  const testing::CliResult r = testing::run_cnnscale({"train", "--net", "lenet", "--data", "fashion-mnist",
+                                                      "--train-samples", "16", "--test-samples", "0", "--batch", "8",
+                                                      "--iterations", "1", "--no-results", "--min-window", "0"});
+  if (r.exit_code != 0 && r.err.find("fashion-mnist") != std::string::npos &&
+      r.err.find("No such file") != std::string::npos)
     GTEST_SKIP() << "Fashion-MNIST is not installed here: " << r.err;
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
@@ -74,25 +75,27 @@ TEST(CountOptions, NetworkShapeNotTheDatasetsIsAnError) {
 // entry, rather than by every run of the sweep in turn; a network that fits parses.
 TEST(CountOptions, ExperimentRefusesANetworkThatDoesNotFitItsData) {
   const std::string head =
-      "name: t\n"                                                                 // 1
+      "name: t\n"                                                                      // 1
       "dataset: {name: fashion-mnist, data_dir: /usr/share/datasets/fashion-mnist}\n"  // 2
-      "iterations: 4\n"                                                           // 3
-      "matrix:\n"                                                                 // 4
-      "  batch: [8]\n";                                                           // 5
-  testing::expect_error(head + "  network: [lenet, alexnet]\n",  // line 6
-                        {"t.yaml:6:20: matrix.network[1]: ", "networks/alexnet.yaml: the network's input shape is "
+      "iterations: 4\n"                                                                // 3
+      "matrix:\n"                                                                      // 4
+      "  batch: [8]\n";                                                                // 5
+  testing::expect_error(head + "  network: [lenet, alexnet]\n",                        // line 6
+                        {"t.yaml:6:20: matrix.network[1]: ",
+                         "networks/alexnet.yaml: the network's input shape is "
                          "3x227x227 (input.shape), but fashion-mnist samples are 1x28x28"});
   EXPECT_EQ(testing::parse(head + "  network: [lenet]\n").networks, std::vector<std::string>{"lenet"});
   // Synthetic data takes the network's shape: no such check.
-  EXPECT_NO_THROW(testing::parse("name: t\ndataset: synthetic\niterations: 4\nmatrix:\n  batch: [8]\n"
-                                 "  network: [alexnet]\n"));
+  EXPECT_NO_THROW(
+      testing::parse("name: t\ndataset: synthetic\niterations: 4\nmatrix:\n  batch: [8]\n"
+                     "  network: [alexnet]\n"));
 }
 
 // Synthetic data has no shape of its own: the network's (or --input-shape) is used, as before.
 TEST(CountOptions, SyntheticDataTakesTheNetworksShape) {
-  const testing::CliResult r = testing::run_cnnscale(
-      {"train", "--net", "lenet", "--data", "synthetic", "--input-shape", "3,32,32", "--classes", "7", "--batch",
-       "2", "--iterations", "1", "--no-results", "--min-window", "0", "--json"});
+  const testing::CliResult r =
+      testing::run_cnnscale({"train", "--net", "lenet", "--data", "synthetic", "--input-shape", "3,32,32", "--classes",
+                             "7", "--batch", "2", "--iterations", "1", "--no-results", "--min-window", "0", "--json"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("\"net\""), std::string::npos) << r.out;
 }

@@ -17,21 +17,15 @@ using testing::expect_error;
 using testing::gpu_host;
 using testing::parse;
 
-const std::string kBase =
-    "name: t\n"             // 1
-    "dataset: synthetic\n"  // 2
-    "iterations: 4\n"       // 3
-    "matrix:\n"             // 4
-    "  network: [lenet]\n"  // 5
-    "  batch: [8, 16]\n"    // 6
-    "  gpus: [1, 2]\n";     // 7
+const std::string& kBase = testing::kBaseExperiment;  // lines 1 to 7
 
 TEST(ExperimentExtraArgs, MatrixFlagsAreRefusedAtTheirEntry) {
   expect_error(kBase + "extra_args: [--display, '5', --batch, '64']\n",  // line 8
                {"t.yaml:8:30: extra_args[2]: '--batch' is set by matrix.batch"});
   expect_error(kBase + "extra_args: [--data=fashion-mnist]\n",
                {"t.yaml:8:14: extra_args[0]: '--data' is set by dataset.name"});
-  expect_error(kBase + "extra_args:\n  - --net\n  - alexnet\n", {"t.yaml:9:5: extra_args[0]: '--net' is set by matrix.network"});
+  expect_error(kBase + "extra_args:\n  - --net\n  - alexnet\n",
+               {"t.yaml:9:5: extra_args[0]: '--net' is set by matrix.network"});
   expect_error(kBase + "extra_args: [--lr, '0.5']\n", {"t.yaml:8:14: extra_args[0]: '--lr' is set by solver.lr"});
   expect_error(kBase + "extra_args: [--epochs=2]\n", {"'--epochs' is set by epochs"});
   expect_error(kBase + "extra_args: [--measure, phases]\n", {"'--measure' is set by measure"});
@@ -67,7 +61,8 @@ TEST(ExperimentExtraArgs, TheTableCoversEveryFlagTheSweepWrites) {
       "name: t\ndevice: gpu\nmeasure: phases\nepochs: 2\nwhole_epochs: 3\nwhole_samples: 100\n" + solver +
       "dataset: {name: synthetic, synthetic_fill: constant, classes: 5, input_shape: [1, 28, 28], "
       "train_samples: 64}\n"
-      "networks:\n  resnet_fmnist:\n    iterations: 3\n    dataset: {name: fashion-mnist, data_dir: /d, test_samples: 10}\n"
+      "networks:\n  resnet_fmnist:\n    iterations: 3\n    dataset: {name: fashion-mnist, data_dir: /d, test_samples: "
+      "10}\n"
       "matrix:\n  network: [lenet, resnet_fmnist]\n  batch: [8]\n  precision: [bf16]\n  repeats: 1\n"
       "  gpus: [1, 2]\n  gpu_mix: [[{gpu: 0, sms: 66}, {gpu: 1, sms: 66}]]\n  split: [even, auto]\n"
       "  allreduce: [{overlap: false, algo: ring, dtype: bf16, max_ctas: 8, cta_policy: zero, priority: low, "
@@ -84,7 +79,8 @@ TEST(ExperimentExtraArgs, TheTableCoversEveryFlagTheSweepWrites) {
         if (a.rfind("--", 0) == 0) written.insert(a);
   }
   for (const std::string& flag : written)
-    EXPECT_TRUE(sweep_train_flags().count(flag) || own.count(flag)) << flag << " is written by the sweep but not in the table";
+    EXPECT_TRUE(sweep_train_flags().count(flag) || own.count(flag))
+        << flag << " is written by the sweep but not in the table";
   // The file above reaches every kind of flag (a table entry never written would be a test gap).
   for (const auto& [flag, key] : sweep_train_flags())
     if (flag != "--allreduce-overlap" && flag != "--iterations" && flag != "--epochs")

@@ -4,12 +4,12 @@
 
 #include <fstream>
 
+#include "common/temp_dir.hpp"
 #include "core/config.hpp"
 #include "core/yaml_unique_keys.hpp"
 #include "cpu/cli_runner.hpp"
 #include "cpu/experiment_test_util.hpp"
 #include "net/net.hpp"
-#include "common/temp_dir.hpp"
 
 namespace cnnscale {
 namespace {
@@ -28,15 +28,15 @@ std::string config_error(F load) {
 
 TEST(YamlDuplicateKeys, NetworkFileNamesBothPlaces) {
   const std::string text =
-      "name: t\n"                                            // 1
-      "input: {shape: [1, 8, 8], classes: 3}\n"              // 2
-      "layers:\n"                                            // 3
-      "  - name: fc\n"                                       // 4
-      "    type: InnerProduct\n"                             // 5
-      "    bottom: data\n"                                   // 6
-      "    top: fc\n"                                        // 7
-      "    num_output: 3\n"                                  // 8
-      "    num_output: 30\n";                                // 9
+      "name: t\n"                                // 1
+      "input: {shape: [1, 8, 8], classes: 3}\n"  // 2
+      "layers:\n"                                // 3
+      "  - name: fc\n"                           // 4
+      "    type: InnerProduct\n"                 // 5
+      "    bottom: data\n"                       // 6
+      "    top: fc\n"                            // 7
+      "    num_output: 3\n"                      // 8
+      "    num_output: 30\n";                    // 9
   const std::string msg = config_error([&] { NetSpec::load_string(text, "net.yaml"); });
   EXPECT_EQ(msg, "net.yaml:9:5: layers[0].num_output: duplicate key 'num_output' (first at net.yaml:8:5)");
 }
@@ -51,18 +51,12 @@ TEST(YamlDuplicateKeys, FlowMappingsAndTopLevelKeys) {
 }
 
 TEST(YamlDuplicateKeys, ExperimentFileAndOverride) {
-  const std::string text =
-      "name: t\n"               // 1
-      "dataset: synthetic\n"    // 2
-      "iterations: 4\n"         // 3
-      "matrix:\n"               // 4
-      "  network: [lenet]\n"    // 5
-      "  batch: [8, 16]\n"      // 6
-      "  batch: [32]\n";        // 7
-  testing::expect_error(text, {"t.yaml:7:3: matrix.batch: duplicate key 'batch' (first at t.yaml:6:3)"});
-  const std::string ok = "name: t\ndataset: synthetic\niterations: 4\nmatrix:\n  network: [lenet]\n  batch: [8]\n";
-  testing::expect_error(ok, {"command line 'solver={lr: 0.1, lr: 0.2}':1:11: solver.lr: duplicate key 'lr' "
-                             "(first at command line 'solver={lr: 0.1, lr: 0.2}':1:2)"},
+  // Line 6 is kBaseExperiment's `batch: [8, 16]`, line 8 the second batch.
+  testing::expect_error(testing::kBaseExperiment + "  batch: [32]\n",
+                        {"t.yaml:8:3: matrix.batch: duplicate key 'batch' (first at t.yaml:6:3)"});
+  testing::expect_error(testing::kBaseExperiment,
+                        {"command line 'solver={lr: 0.1, lr: 0.2}':1:11: solver.lr: duplicate key 'lr' "
+                         "(first at command line 'solver={lr: 0.1, lr: 0.2}':1:2)"},
                         {"solver={lr: 0.1, lr: 0.2}"});
 }
 
@@ -102,7 +96,8 @@ TEST(YamlDuplicateKeys, CliRefusesTheNetworkFile) {
   std::ofstream(net) << "name: dup\ninput: {shape: [1, 8, 8], classes: 3}\nlayers:\n"
                         "  - {name: fc, type: InnerProduct, bottom: data, top: fc, num_output: 3}\n"
                         "layers: []\n";
-  testing::expect_usage_error({"netinfo", net}, {net + ":5:1: layers: duplicate key 'layers' (first at " + net + ":3:1)"});
+  testing::expect_usage_error({"netinfo", net},
+                              {net + ":5:1: layers: duplicate key 'layers' (first at " + net + ":3:1)"});
 }
 
 }  // namespace

@@ -25,10 +25,29 @@ const char* const kLoopsLine = "measure phases: phase-isolated loops after train
 // last --phase-window 40 s. Uninterrupted it outlasts the test's wait, so only a stop that works
 // passes.
 std::vector<std::string> phases_args(const testing::TempDir& w) {
-  return {"train",          "--net",     "lenet",          "--data",     "synthetic", "--iterations",
-          "4",              "--batch",   "8",              "--measure",  "phases",    "--phase-window",
-          "40",             "--phase-repeats", "1",        "--min-window", "0",       "--results",
-          w.file("results"), "--experiment", "e",          "--run-id",   "stopped"};
+  return {"train",
+          "--net",
+          "lenet",
+          "--data",
+          "synthetic",
+          "--iterations",
+          "4",
+          "--batch",
+          "8",
+          "--measure",
+          "phases",
+          "--phase-window",
+          "40",
+          "--phase-repeats",
+          "1",
+          "--min-window",
+          "0",
+          "--results",
+          w.file("results"),
+          "--experiment",
+          "e",
+          "--run-id",
+          "stopped"};
 }
 
 nlohmann::json summary_of(const testing::TempDir& w) {
@@ -41,7 +60,7 @@ nlohmann::json summary_of(const testing::TempDir& w) {
 void expect_stopped_in_loops(testing::MpiJob& job, pid_t target, int signo, const testing::TempDir& w,
                              const std::string& who) {
   ASSERT_TRUE(job.wait_for_err(kLoopsLine, std::chrono::seconds(120))) << "the phase loops never began:\n"
-                                                                        << job.err_so_far();
+                                                                       << job.err_so_far();
   ASSERT_EQ(::kill(target, signo), 0);
   const auto signalled = Clock::now();
   testing::MpiResult r = job.wait(std::chrono::seconds(60));
@@ -84,9 +103,27 @@ TEST(InterruptPhases, SigtermToOneRankStopsTheJobTogether) {
 // ends the test within a batch, and the run is interrupted (its accuracy would cover part of the set).
 TEST(InterruptPhases, SigtermDuringTheFinalTestStopsIt) {
   testing::TempDir w;
-  testing::MpiJob job(0, {"train", "--net", "resnet_fmnist", "--data", "fashion-mnist", "--train-samples", "64",
-                          "--iterations", "4", "--batch", "8", "--display", "4", "--min-window", "0", "--results",
-                          w.file("results"), "--experiment", "e", "--run-id", "stopped"});
+  testing::MpiJob job(0, {"train",
+                          "--net",
+                          "resnet_fmnist",
+                          "--data",
+                          "fashion-mnist",
+                          "--train-samples",
+                          "64",
+                          "--iterations",
+                          "4",
+                          "--batch",
+                          "8",
+                          "--display",
+                          "4",
+                          "--min-window",
+                          "0",
+                          "--results",
+                          w.file("results"),
+                          "--experiment",
+                          "e",
+                          "--run-id",
+                          "stopped"});
   ASSERT_TRUE(job.wait_for_err("iter 4/4", std::chrono::seconds(120))) << job.err_so_far();
   ASSERT_EQ(::kill(job.pid(), SIGTERM), 0);
   testing::MpiResult r = job.wait(std::chrono::seconds(60));
