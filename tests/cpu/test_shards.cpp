@@ -318,12 +318,18 @@ TEST(Shards, ThreadsFillTheSameBatchesAndBenchDataReportsThem) {
 TEST(Shards, ExperimentsReadShardFoldersBesideTheirFile) {
   TempDir t;
   write_set(t.str(), 23);
-  auto experiment = [&](const std::string& folder) {
+  // A network whose input is the pattern set's 3x5x4 samples: the file is read with the network
+  // paired with it, and a network of another input shape is refused there.
+  std::ofstream(t.file("tiny.yaml")) << "name: tiny\ninput: {shape: [3, 5, 4], classes: " << kClasses
+                                     << "}\nlayers:\n"
+                                        "  - {name: ip, type: InnerProduct, bottom: data, top: ip, num_output: ${classes}}\n"
+                                        "  - {name: loss, type: SoftmaxWithLoss, bottom: [ip, label], top: loss}\n";
+  auto experiment = [&](const std::string& folder, const std::string& network = "tiny.yaml") {
     std::ofstream(t.file("e.yaml")) << "name: s\ndevice: cpu\nseed: 1\ndataset: {name: \"hdf5:" << folder
-                                    << "\"}\niterations: 2\nmatrix:\n  network: [lenet]\n  batch: [8]\n  gpus: [1]\n";
+                                    << "\"}\niterations: 2\nmatrix:\n  network: [" << network
+                                    << "]\n  batch: [8]\n  gpus: [1]\n";
     return testing::run_cnnscale({"sweep", t.file("e.yaml"), "--dry-run", "--results", t.file("res")});
   };
-  // The pattern set (3x5x4 samples) would not fit LeNet when run; the plan only reads the manifest.
   testing::CliResult r = experiment("set");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("3 to run"), std::string::npos) << r.out;  // the default 3 repeats
@@ -333,6 +339,11 @@ TEST(Shards, ExperimentsReadShardFoldersBesideTheirFile) {
   EXPECT_NE(r.err.find("e.yaml:4:"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("dataset.name: shard folder '" + t.file("nothing") + "' does not exist"), std::string::npos)
       << r.err;
+  r = experiment("set", "lenet");  // 1x28x28 inputs: refused when the file is read, not when run
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("e.yaml:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("3x5x4"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(t.file("res"))) << "nothing made before the refusal";
 }
 
 // Fashion-MNIST converted by the command: the same bytes, labels and normalised batches as the IDX
