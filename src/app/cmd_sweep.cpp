@@ -27,6 +27,7 @@ struct SweepArgs {
   std::string results = "results";
   bool dry_run = false;
   std::string emit, emit_file, time_limit = "02:00:00";
+  int64_t max_requeues = 3;  // --emit slurm: see EmitRequest
   int64_t gpus_per_node = 0;  // --emit: 0 = every run on one node
   EmitSite site;              // --emit: --partition, --account, --qos, --constraint, --sched-option, --setup
   int64_t run_index = -1;
@@ -184,6 +185,7 @@ void run_sweep_command(const SweepArgs& a) {
     req.overrides = a.overrides;
     req.only = a.only;
     req.time_limit = a.time_limit;
+    req.max_requeues = a.max_requeues;
     req.gpus_per_node = a.gpus_per_node;
     req.allow_other_gpus = a.allow_other_gpus;
     req.site = a.site;
@@ -277,6 +279,11 @@ void register_sweep(CLI::App& app) {
                   "ranks each (default: every run on one node; gpu_mix runs always are)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--time", a.time_limit, "With --emit: wall-time limit per array task")->capture_default_str();
+  CLI::Option* max_requeues = cmd->add_option("--max-requeues", a.max_requeues,
+                  "With --emit slurm: how often a task whose run stopped for requeue (its time limit near) requeues "
+                  "itself; a requeued run starts over, so a run longer than --time would requeue for ever (0: never)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   // Site settings: scheduler directives and setup lines, so that an emitted script runs unedited.
   std::vector<CLI::Option*> site = {
       cmd->add_option("--partition", a.site.partition,
@@ -293,9 +300,10 @@ void register_sweep(CLI::App& app) {
   for (CLI::Option* o : site) o->allow_extra_args(false);
   cmd->add_option("--run-index", a.run_index, "Run only the run with this index of the plan (array tasks)")
       ->check(CLI::NonNegativeNumber);
-  cmd->callback([args, site] {
+  cmd->callback([args, site, max_requeues] {
     if (!args->emit_file.empty() && args->emit.empty()) throw_config("--emit-file needs --emit slurm|pbs");
     if (args->gpus_per_node != 0 && args->emit.empty()) throw_config("--gpus-per-node needs --emit slurm|pbs");
+    if (max_requeues->count() > 0 && args->emit != "slurm") throw_config("--max-requeues needs --emit slurm");
     for (CLI::Option* o : site)
       if (o->count() > 0 && args->emit.empty()) throw_config("{} needs --emit slurm|pbs", o->get_name());
     if (args->dry_run && !args->emit.empty()) throw_config("--dry-run and --emit are exclusive");

@@ -160,6 +160,10 @@ struct EmitRequest {
   int64_t gpus_per_node = 0;      // --gpus-per-node; 0: every run on one node
   bool allow_other_gpus = false;  // passed on to every task (sweep --allow-other-gpus)
   EmitSite site = {};             // site settings (sweep --partition, ...)
+  // How often a Slurm task requeues itself (SLURM_RESTART_COUNT below this): a requeued run starts
+  // over unless it has a checkpoint folder, so a run longer than the time limit would otherwise
+  // requeue for ever. 0: never.
+  int64_t max_requeues = 3;
 };
 // One job script, two ways to submit it. `sbatch/qsub FILE`: one array over every run, each task
 // with the largest need of any group. `bash FILE` (outside a job): one sbatch/qsub per resource

@@ -310,10 +310,23 @@ std::string emit_script(const EmitRequest& req, const Experiment& e, const std::
   s += "rc=0\n";
   s += "wait \"$sweep\" || rc=$?\n";
   if (slurm) {
+    // SLURM_RESTART_COUNT: how often this job was requeued (unset on its first start); read as
+    // digits only, as bash arithmetic would evaluate anything else as an expression.
     s += "if [ \"$rc\" -eq 75 ]; then\n";
-    s += "  echo \"cnnscale: run $run stopped for requeue (exit 75): requeueing job $SLURM_JOB_ID\" >&2\n";
-    s += "  scontrol requeue \"$SLURM_JOB_ID\" || echo \"cnnscale: scontrol requeue failed: submit again to "
+    s += "  restarts=${SLURM_RESTART_COUNT:-0}\n";
+    s += "  [[ $restarts =~ ^[0-9]+$ ]] || restarts=0\n";
+    s += fmt::format("  if (( 10#$restarts < {} )); then\n", req.max_requeues);
+    s += fmt::format("    echo \"cnnscale: run $run stopped for requeue (exit 75): requeueing job $SLURM_JOB_ID (requeue "
+                     "$((10#$restarts + 1)) of at most {})\" >&2\n",
+                     req.max_requeues);
+    s += "    scontrol requeue \"$SLURM_JOB_ID\" || echo \"cnnscale: scontrol requeue failed: submit again to "
          "continue\" >&2\n";
+    s += "  else\n";
+    s += fmt::format("    echo \"cnnscale: run $run stopped for requeue (exit 75), but job $SLURM_JOB_ID was requeued "
+                     "$((10#$restarts)) time(s) already (sweep --max-requeues {}): not again; a requeued run starts "
+                     "over: raise --time, then submit again\" >&2\n",
+                     req.max_requeues);
+    s += "  fi\n";
     s += "fi\n";
   } else {
     s += "if [ \"$rc\" -eq 75 ]; then\n";

@@ -82,9 +82,11 @@ TEST(ExperimentExtraArgs, TheTableCoversEveryFlagTheSweepWrites) {
     EXPECT_TRUE(sweep_train_flags().count(flag) || own.count(flag))
         << flag << " is written by the sweep but not in the table";
   // The file above reaches every kind of flag (a table entry never written would be a test gap).
-  for (const auto& [flag, key] : sweep_train_flags())
-    if (flag != "--allreduce-overlap" && flag != "--iterations" && flag != "--epochs")
+  for (const auto& [flag, key] : sweep_train_flags()) {
+    if (flag != "--allreduce-overlap" && flag != "--iterations" && flag != "--epochs") {
       EXPECT_TRUE(written.count(flag)) << flag << " (" << key << ") is never written by the test's sweeps";
+    }
+  }
   EXPECT_TRUE(written.count("--iterations") && written.count("--epochs"));
 }
 

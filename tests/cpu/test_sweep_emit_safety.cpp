@@ -295,5 +295,45 @@ TEST(SweepEmitSafety, TaskPassesStopsOnAndRequeues) {
   EXPECT_FALSE(fs::exists(dir.file("scontrol.log")));
 }
 
+// A requeued run starts over, so a run longer than the time limit would requeue for ever: a task
+// requeues itself while SLURM_RESTART_COUNT is below --max-requeues, and after that ends with 75
+// saying why. The count is read as digits only: bash arithmetic would run a $(...) inside it.
+TEST(SweepEmitSafety, RequeuesAreCounted) {
+  TempDir dir;
+  write_script(dir.file("bin/scontrol"), kStub);
+  const std::string self = dir.file("cnnscale");
+  write_script(self, "#!/bin/sh\nexit 75\n");  // a stand-in for a sweep whose run stopped for requeue
+  Experiment e = load();
+  const auto runs = expand_runs(e);
+  struct Case {
+    int64_t max;
+    std::string restarts;
+    bool requeued;
+  };
+  for (const Case& c : {Case{3, "", true}, Case{3, "2", true}, Case{3, "3", false}, Case{0, "", false},
+                        Case{3, "a[$(touch PWNED)]", true}}) {
+    SCOPED_TRACE(c.restarts + " of " + std::to_string(c.max));
+    const std::string log = dir.file("scontrol.log");
+    fs::remove(log);
+    EmitRequest req{"slurm", self, "/exp/s.yaml", dir.file("res"), dir.str(), {}, {}};
+    req.max_requeues = c.max;
+    write(dir.file("s.job"), emit_script(req, e, runs));
+    auto r = shell("cd " + testing::shell_quote(dir.str()) + " && env STUB_LOG=" + log + " PATH=" + dir.file("bin") +
+                   ":\"$PATH\" SLURM_JOB_ID=77 SLURM_ARRAY_TASK_ID=1 " +
+                   (c.restarts.empty() ? std::string() : "SLURM_RESTART_COUNT=" + testing::shell_quote(c.restarts)) +
+                   " bash s.job");
+    EXPECT_EQ(r.exit_code, 75) << r.err;
+    if (c.requeued) {
+      EXPECT_EQ(calls_of(log), (std::vector<std::vector<std::string>>{{"requeue", "77"}}));
+      EXPECT_NE(r.err.find("of at most " + std::to_string(c.max) + ")"), std::string::npos) << r.err;
+    } else {
+      EXPECT_FALSE(fs::exists(log)) << "not requeued again";
+      EXPECT_NE(r.err.find("(sweep --max-requeues " + std::to_string(c.max) + "): not again"), std::string::npos)
+          << r.err;
+    }
+    EXPECT_FALSE(fs::exists(dir.file("PWNED")));
+  }
+}
+
 }  // namespace
 }  // namespace cnnscale
