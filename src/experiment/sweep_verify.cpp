@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "core/error.hpp"
+#include "core/host_name.hpp"
 #include "experiment/sweep.hpp"
 #include "io/atomic_file.hpp"
 #include "io/safe_open.hpp"
@@ -230,9 +231,7 @@ std::unique_ptr<FileLock> FileLock::try_lock(const std::string& path, std::strin
       return try_lock(path, holder, remove_when_released);
     }
   }
-  char host[256] = "?";
-  ::gethostname(host, sizeof host - 1);
-  const std::string me = fmt::format("host {} pid {}\n", host, ::getpid());
+  const std::string me = fmt::format("host {} pid {}\n", host_name(), ::getpid());
   // A stale name of an earlier holder must not outlive it: the file is rewritten whole.
   if (::ftruncate(fd, 0) == 0) {
     try {
