@@ -15,6 +15,7 @@
 #include "core/stop_signal.hpp"
 #include "data/datasets.hpp"
 #include "io/results_writer.hpp"
+#include "net/net_spec_impl.hpp"  // check_batch_fits
 #include "parallel/mpi_env.hpp"
 #include "solver/checkpoint_claim.hpp"
 #include "solver/checkpoint_compare.hpp"
@@ -22,6 +23,17 @@
 namespace cnnscale::app {
 
 namespace {
+
+// The test runs at --test-batch, but never past the test set (the loader's one batch is then the whole
+// set): a batch of that size the network cannot hold is refused now, not after training.
+void check_test_batch(const TrainArgs& a, const TrainInputs& in) {
+  if (!in.test || a.options.test_batch <= 0) return;  // no test, or the rank's training batch (checked)
+  try {
+    check_batch_fits(in.spec.impl(), std::min(a.options.test_batch, in.test->size()));
+  } catch (const ConfigError& e) {
+    throw_config("--test-batch {}: {}", a.options.test_batch, e.what());
+  }
+}
 
 // One `cnnscale train` on this rank, top to bottom; each step is one function of train_run.hpp.
 void run_train(TrainArgs& a) {
@@ -41,6 +53,7 @@ void run_train(TrainArgs& a) {
   check_input_decode(a.options.input_decode, par.device() == "cpu");  // before any work
   if (par.device() != "cpu") EngineCache::from_environment();         // a bad CNNSCALE_ENGINE_CACHE: exit 2 now
   const TrainInputs in = load_train_inputs(a);
+  check_test_batch(a, in);
   const nlohmann::json run_config = describe_run(a, in, par);
   // The checkpoint directory is this run's from here on (rank 0 writes it): a live run holding it,
   // or the checkpoints of another run in it, refuse now (solver/checkpoint_claim.hpp).

@@ -48,6 +48,9 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options, Ho
     : dataset_(std::move(dataset)), options_(options), rng_(mix64(options.seed ^ kShuffleSalt)) {
   const int64_t size = dataset_->size();
   if (options_.batch < 1) throw_config("batch size must be >= 1, got {}", options_.batch);
+  // Without drop_last a batch past the dataset is one batch of the whole dataset: the buffers are
+  // sized for that, not for the batch asked (a test batch of 10^11 would allocate terabytes).
+  if (!options_.drop_last && options_.shard_count == 0 && size > 0) options_.batch = std::min(options_.batch, size);
   if (options_.slots < 2) throw_config("the data loader needs at least 2 buffers, got {}", options_.slots);
   batches_per_epoch_ = options_.drop_last ? size / options_.batch : (size + options_.batch - 1) / options_.batch;
   if (batches_per_epoch_ < 1)

@@ -95,6 +95,7 @@ struct Net::Impl {
   explicit Impl(Backend& b) : backend(b) {}
 
   void build(const NetSpec::Impl& spec, int64_t batch_size);
+  NetSpec::Impl bounds;  // the spec's name, file and values_per_sample: what check_batch_fits reads
   void allocate_activations(int64_t batch_size);
   void plan_backward();
   void allocate_params();
@@ -123,6 +124,9 @@ struct Net::Impl {
 void Net::Impl::build(const NetSpec::Impl& spec, int64_t batch_size) {
   if (batch_size <= 0) throw_config("batch size must be positive, got {}", batch_size);
   check_batch_fits(spec, batch_size);
+  bounds.name = spec.name;
+  bounds.file = spec.file;
+  bounds.values_per_sample = spec.values_per_sample;
   input_shape = spec.input_shape;
   blobs.push_back(Blob{});
   blobs.back().name = "data";
@@ -335,6 +339,7 @@ NetUse Net::use() const { return impl_->use; }
 void Net::reshape(int64_t batch) {
   if (batch <= 0) throw_config("batch size must be positive, got {}", batch);
   if (batch == impl_->batch) return;
+  check_batch_fits(impl_->bounds, batch);  // as at build: refused by name, not a bad_alloc midway
   impl_->allocate_activations(batch);
   ++impl_->generation;
 }
