@@ -4,16 +4,20 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <mutex>
 #include <set>
 #include <system_error>
 
 #include "core/error.hpp"
+#include "core/host_name.hpp"
 #include "io/safe_open.hpp"
 
 namespace cnnscale {
@@ -34,9 +38,7 @@ namespace {
 
 const std::string& this_host() {
   static const std::string host = [] {
-    char name[256] = {};
-    if (::gethostname(name, sizeof name - 1) != 0 || !name[0]) return std::string("localhost");
-    std::string h(name);
+    std::string h = host_name();
     // A host name never holds '/', but the temporary name must stay one path component.
     for (char& c : h)
       if (c == '/') c = '_';
@@ -44,6 +46,10 @@ const std::string& this_host() {
   }();
   return host;
 }
+
+// Ten minutes: far past a stall of a live writer (a slow NFS server, a swapped process: its file's
+// mtime moves with every write), while a killed run's leftover is still cleared by a later run.
+constexpr std::chrono::seconds kStaleTempAge{600};
 
 // The pid in `name` when it is "." <anything> "." <this host> "." <digits> ".tmp"; 0 otherwise.
 pid_t temp_file_pid(const std::string& name) {
@@ -91,9 +97,14 @@ int remove_dead_temp_files(const std::string& dir) {
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
     const pid_t pid = temp_file_pid(name);
-    // kill(pid, 0) fails with ESRCH only when no process has that pid on this host; EPERM means a
-    // live process of another user: its file stays.
+    // kill(pid, 0) fails with ESRCH only when no process has that pid in this PID namespace; EPERM
+    // means a live process of another user: its file stays.
     if (pid <= 0 || pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    // Containers of one host name may share the folder, each with its own pids: ESRCH then says
+    // nothing about a writer in the other one. A live writer writes its temporary file from
+    // creation to rename without pause, so one untouched for kStaleTempAge is a dead writer's.
+    struct stat st {};
+    if (::lstat(it->path().c_str(), &st) != 0 || ::time(nullptr) - st.st_mtime < kStaleTempAge.count()) continue;
     if (::unlink(it->path().c_str()) == 0) ++removed;
   }
   return removed;

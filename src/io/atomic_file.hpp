@@ -18,8 +18,9 @@ void write_all(int fd, const std::string& data, const std::string& path);
 std::string temp_path_for(const std::string& path);
 
 // Removes the temporary files (temp_path_for's names) in `dir` that a process of this host which
-// no longer exists left behind (killed midway, or stopped a second time while writing); those of
-// other hosts (a shared filesystem) and of live processes stay. Returns how many were removed. The
+// no longer exists left behind (killed midway, or stopped a second time while writing) and that
+// nothing wrote for ten minutes; those of other hosts (a shared filesystem) and of live processes
+// stay, and so do recent ones (a writer of another PID namespace on a host of the same name). Returns how many were removed. The
 // writes below call it once per folder and process.
 int remove_dead_temp_files(const std::string& dir);
 
