@@ -2,8 +2,11 @@
 #include "core/hdf5_file.hpp"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 #include "core/error.hpp"
@@ -79,16 +82,23 @@ std::vector<std::string> take_strings(std::vector<char*>& ptrs) {
 
 namespace {
 
-// HDF5 opens with O_CREAT | O_TRUNC, which follows a symbolic link: a new file is created
-// exclusively instead (O_EXCL never follows one), and only an existing regular file is truncated.
+// HDF5's truncate opens with O_CREAT | O_TRUNC, which follows a symbolic link (one planted after
+// any look at the path, too) and rewrites a hard-linked file in place. So an existing file is
+// unlinked (unlink never follows a link) and the new one created exclusively: O_EXCL fails rather
+// than follow a link planted in between.
 hid_t create_file(const std::string& path, const std::string& kind) {
   silence_errors();
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0)
-    return H5Fcreate(path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
-  if (S_ISLNK(st.st_mode))
-    throw_runtime("{}: is a symbolic link; not followed where cnnscale writes a {} (remove it)", path, kind);
-  return H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  auto refuse_link = [&] {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+      throw_runtime("{}: is a symbolic link; not followed where cnnscale writes a {} (remove it)", path, kind);
+  };
+  refuse_link();  // not ours to remove
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+    throw_runtime("{}: cannot replace the {} there: {}", path, kind, std::strerror(errno));
+  const hid_t file = H5Fcreate(path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
+  if (file < 0) refuse_link();
+  return file;
 }
 
 }  // namespace
