@@ -1,8 +1,8 @@
 // The run folder's claim: `train --run-id ID` takes ROOT/<experiment>/.<ID>.claim (an flock and
 // "host H pid P" in the file) before any work and holds it until the process ends (then the file
 // is removed; a killed process leaves it, unlocked, for the next one to take), so that two
-// trains of one id never write one folder (which ended with run.h5 of one and summary.json of the
-// other). It is a file of its own, not the sweep's ".<ID>.lock": the sweep holds that one in its
+// trains of one id never write one folder (each would replace files of the other's results). It is
+// a file of its own, not the sweep's ".<ID>.lock": the sweep holds that one in its
 // own process while its child trains, and the child then takes this one without waiting on it.
 #include <filesystem>
 
@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "experiment/sweep.hpp"
 #include "io/results_writer.hpp"
+#include "io/safe_open.hpp"
 
 namespace cnnscale::app {
 
@@ -19,6 +20,9 @@ std::shared_ptr<void> claim_run_folder(const MeasureArgs& m) {
   if (m.no_results) return nullptr;
   const fs::path exp_dir = fs::path(m.results_root) / m.experiment;
   std::error_code ec;
+  // A link here would take the claim and the results where it points: refused now, before any work,
+  // also for a generated run id (whose results are written there at the end).
+  refuse_link(exp_dir.string());
   if (fs::exists(exp_dir, ec) && !fs::is_directory(exp_dir, ec))
     throw_config("--experiment {}: {} exists and is not a folder", m.experiment, exp_dir.string());
   if (m.run_id.empty()) return nullptr;  // a generated id is this process's own (host, pid, time)

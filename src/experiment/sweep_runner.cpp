@@ -39,15 +39,15 @@ void on_stop_signal(int sig) {
 
 constexpr int kNotStarted = -1;
 
-// Starts argv with stdout/stderr to `log` and $CNNSCALE_REQUEUE_RECORD naming `record`; returns
-// the exit code (128 + signal when killed), or kNotStarted when a stop came before it started.
+// Starts argv with stdout/stderr to the log `fd` (closed here) and $CNNSCALE_REQUEUE_RECORD naming
+// `record`; returns the exit code (128 + signal when killed), or kNotStarted when a stop came before
+// it started.
 // The stop signals are blocked from before the fork until g_child names the child, so a stop that
 // comes in between is passed on once it does instead of reaching nobody (the handler would see no
 // child yet) while the run went on to its end; the child takes the default action for them again
 // before it unblocks them and execs.
-int run_child(const std::vector<std::string>& argv, const std::string& log, const std::string& blas_threads,
+int run_child(const std::vector<std::string>& argv, int fd, const std::string& blas_threads,
               const std::string& record) {
-  const int fd = open_no_follow(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);  // a planted link is refused
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -91,6 +91,12 @@ int run_child(const std::vector<std::string>& argv, const std::string& log, cons
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
+// A descriptor closed when the sweep ends, however it ends.
+struct FdCloser {
+  int fd;
+  ~FdCloser() { ::close(fd); }
+};
+
 std::string bar(size_t done, size_t total) {
   const size_t width = 20, filled = total ? done * width / total : width;
   return fmt::format("[{}{}]", std::string(filled, '#'), std::string(width - filled, '.'));
@@ -106,6 +112,10 @@ SweepResult run_sweep(const Experiment& e, const std::vector<RunSpec>& runs, con
   refuse_link(logs.string());  // a link here would put every run's log where it points
   fs::create_directories(logs, ec);
   if (ec) throw_runtime("cannot create {}: {}", logs.string(), ec.message());
+  // Held open while the sweep runs (hours): each run's log is created in this very folder (openat),
+  // so a link put in place of ROOT/<experiment> or logs/ meanwhile moves no log elsewhere.
+  const FdCloser exp_fd{open_folder_no_follow(exp_dir)};
+  const FdCloser logs_fd{open_at_no_follow(exp_fd.fd, "logs", logs.string(), O_RDONLY | O_DIRECTORY)};
 
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
@@ -128,6 +138,7 @@ SweepResult run_sweep(const Experiment& e, const std::vector<RunSpec>& runs, con
     const fs::path run_dir = fs::path(exp_dir) / run.id;
     // Held while the run is looked at and run: an array task or another sweep on the same run waits
     // its turn in a later invocation instead of training it twice.
+    refuse_link(exp_dir);  // made since the start: the run's lock and results would go where it points
     const std::string lock_path = run_lock_path(exp_dir, run.id);
     std::string holder;
     auto lock = FileLock::try_lock(lock_path, &holder);
@@ -179,7 +190,9 @@ SweepResult run_sweep(const Experiment& e, const std::vector<RunSpec>& runs, con
     if (e.device == "cpu") blas = std::to_string(std::max<int64_t>(1, int64_t(env.cores) / run.ranks));
     const auto start = std::chrono::steady_clock::now();
     const RequeueRecord record;  // mpirun told to stop says 1: the run's rank 0 records a stop here
-    const int code = run_child(launch_command(e, run, results_root, env), log, blas, record.path());
+    const std::vector<std::string> argv = launch_command(e, run, results_root, env);
+    const int log_fd = open_at_no_follow(logs_fd.fd, run.id + ".log", log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int code = run_child(argv, log_fd, blas, record.path());
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const RunStatus after = code == 0 ? run_status(exp_dir, run) : RunStatus{};
     // Every rank saved its state and exited 75, whatever the launcher made of it; a launcher's

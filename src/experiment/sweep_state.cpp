@@ -15,6 +15,7 @@
 #include "experiment/sweep.hpp"
 #include "io/atomic_file.hpp"
 #include "io/results_writer.hpp"
+#include "io/safe_open.hpp"
 
 namespace cnnscale {
 
@@ -42,6 +43,7 @@ std::string experiment_dir(const std::string& results_root, const Experiment& e)
   check_results_name(e.file + ": name", e.name);
   const fs::path dir = fs::path(results_root) / e.name;
   std::error_code ec;
+  refuse_link(dir.string());  // every lock, record, log and run of the sweep would go where it points
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
     throw_config("{}: exists and is not a folder (the results folder of experiment '{}')", dir.string(), e.name);
   return dir.string();

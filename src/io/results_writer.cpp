@@ -13,8 +13,10 @@
 #include <regex>
 
 #include "core/error.hpp"
+#include "core/host_name.hpp"
 #include "io/atomic_file.hpp"
 #include "io/results_files.hpp"
+#include "io/safe_open.hpp"
 
 namespace cnnscale {
 
@@ -54,15 +56,13 @@ std::string make_run_id(const std::string& config_text, std::chrono::system_cloc
   gmtime_r(&t, &tm);
   char stamp[32];
   std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
   // FNV-1a: stable, no dependency; uniqueness only has to hold among runs of one second.
   uint64_t h = 1469598103934665603ull;
   auto mix = [&h](std::string_view s) {
     for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
   };
   mix(config_text);
-  mix(host);
+  mix(host_name());
   mix(std::to_string(::getpid()));
   mix(std::to_string(now.time_since_epoch().count()));
   return fmt::format("{}-{:08x}", stamp, static_cast<uint32_t>(h ^ (h >> 32)));
@@ -96,6 +96,7 @@ std::string write_run_results(const RunResults& results, const ResultsWriteOptio
   const fs::path final_dir = exp_dir / results.run_id;
   const fs::path partial = exp_dir / (results.run_id + ".partial");
   std::error_code ec;
+  refuse_link(exp_dir.string());  // the run folder would go where it points
   fs::create_directories(exp_dir, ec);
   if (ec) throw_runtime("{}: cannot create: {}", exp_dir.string(), ec.message());
   if (!run_folder_writable(final_dir.string()))

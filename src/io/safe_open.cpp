@@ -26,14 +26,24 @@ bool is_link(const std::string& path) {
 }  // namespace
 
 int open_no_follow(const std::string& path, int flags, mode_t mode) {
+  return open_at_no_follow(AT_FDCWD, path, path, flags, mode);
+}
+
+int open_at_no_follow(int dir_fd, const std::string& name, const std::string& shown_path, int flags, mode_t mode) {
   int fd;
-  while ((fd = ::open(path.c_str(), flags | O_NOFOLLOW | O_CLOEXEC, mode)) < 0 && errno == EINTR) {
+  while ((fd = ::openat(dir_fd, name.c_str(), flags | O_NOFOLLOW | O_CLOEXEC, mode)) < 0 && errno == EINTR) {
   }
   if (fd >= 0) return fd;
   const int err = errno;
   // ELOOP is what O_NOFOLLOW gives for a link; with O_EXCL a link gives EEXIST instead.
-  if (err == ELOOP || ((flags & O_EXCL) && err == EEXIST && is_link(path))) throw_link(path);
-  throw_runtime("{}: cannot open: {}", path, std::strerror(err));
+  struct stat st {};
+  const bool link = ::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode);
+  if (err == ELOOP || ((flags & O_EXCL) && err == EEXIST && link)) throw_link(shown_path);
+  throw_runtime("{}: cannot open: {}", shown_path, std::strerror(err));
+}
+
+int open_folder_no_follow(const std::string& path) {
+  return open_no_follow(path, O_RDONLY | O_DIRECTORY);
 }
 
 int create_exclusive(const std::string& path, mode_t mode) {

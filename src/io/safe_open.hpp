@@ -15,6 +15,15 @@ namespace cnnscale {
 // any other failure. Returns the descriptor.
 int open_no_follow(const std::string& path, int flags, mode_t mode = 0644);
 
+// open_no_follow of `name` relative to the folder `dir_fd` (openat); errors name `shown_path`.
+int open_at_no_follow(int dir_fd, const std::string& name, const std::string& shown_path, int flags,
+                      mode_t mode = 0644);
+
+// The folder `path` opened for open_at_no_follow (O_DIRECTORY, last component never followed):
+// files created relative to it stay in that folder even where a link replaces its path later, as
+// may happen while a sweep runs for hours. RuntimeError naming `path` when it is a link.
+int open_folder_no_follow(const std::string& path);
+
 // Creates `path` for writing, exclusively: a leftover at that name (our own earlier attempt, or a
 // planted link) is unlinked first (unlink never follows a link), then O_CREAT | O_EXCL, which
 // fails rather than follow a link created in between. For temporary names only.

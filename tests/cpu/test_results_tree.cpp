@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -17,12 +18,14 @@
 #include "common/temp_dir.hpp"
 #include "core/error.hpp"
 #include "core/hdf5_file.hpp"
+#include "core/host_name.hpp"
 #include "cpu/cli_runner.hpp"
 #include "cpu/sweep_test_util.hpp"
 #include "experiment/report_plots.hpp"
 #include "experiment/sweep.hpp"
 #include "io/atomic_file.hpp"
 #include "io/results_writer.hpp"
+#include "io/safe_open.hpp"
 #include "net/net.hpp"
 #include "solver/checkpoint.hpp"
 
@@ -109,6 +112,78 @@ TEST(ResultsTreeLinks, ALinkAtATemporaryNameIsReplacedNotFollowed) {
   EXPECT_EQ(slurp(victim), kVictimText);
 }
 
+// Written directly, an existing file is replaced, never opened with O_TRUNC: that open would also
+// follow a link planted after any look at the name, and it rewrites a hard-linked file in place.
+TEST(ResultsTreeLinks, ADirectHdf5WriteReplacesAnExistingFileInsteadOfTruncatingIt) {
+  TempDir dir;
+  const std::string victim = dir.file("victim.txt");
+  std::ofstream(victim) << kVictimText;
+  const std::string direct = dir.file("direct.h5");
+  fs::create_hard_link(victim, direct);
+  {
+    h5::Writer w(direct, "data shard");
+    w.scalar_i64(w.root(), "x", 7);
+    w.close();
+  }
+  EXPECT_EQ(slurp(victim), kVictimText);
+  EXPECT_EQ(h5::Reader(direct, "data shard").scalar_i64(h5::Reader(direct, "data shard").root(), "x"), 7);
+}
+
+// A link in place of the experiment folder is refused before any run: every lock, log and result of
+// the sweep would go where it points (also one planted while the sweep runs: checked per run).
+TEST(ResultsTreeLinks, AnExperimentFolderThatIsALinkIsRefused) {
+  TempDir dir;
+  const Experiment e = sweep_test::load();
+  const std::vector<RunSpec> runs = expand_runs(e);
+  fs::create_directories(dir.file("elsewhere"));
+  fs::create_directories(dir.file("res"));
+  const std::string exp = (fs::path(dir.file("res")) / e.name).string();
+  fs::create_directory_symlink(dir.file("elsewhere"), exp);
+  LaunchEnv env;
+  env.self = "/bin/false";
+  expect_link_refused([&] { run_sweep(e, runs, dir.file("res"), env); }, exp);
+  EXPECT_TRUE(fs::is_empty(dir.file("elsewhere")));
+
+  // train: before any work, with or without --run-id; exit 1 as every refused link.
+  fs::create_directory_symlink(dir.file("elsewhere"), dir.file("res/e"));
+  for (const std::string id : {"r1", ""}) {
+    std::vector<std::string> args = {"train", "--net",     "lenet",         "--data",       "synthetic", "--iterations",
+                                     "2",     "--results", dir.file("res"), "--experiment", "e"};
+    if (!id.empty()) args.insert(args.end(), {"--run-id", id});
+    const CliResult r = testing::run_cnnscale(args);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    ASSERT_EQ(r.error_lines().size(), 1u) << r.err;
+    EXPECT_NE(r.error_lines()[0].find(dir.file("res/e") + ": is a symbolic link"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("iteration"), std::string::npos) << "trained before refusing:\n" << r.err;
+  }
+  EXPECT_TRUE(fs::is_empty(dir.file("elsewhere")));
+}
+
+// The sweep opens logs/ once and creates each run's log in that folder: a link put in place of
+// logs/ while the sweep runs (here by its first run) moves no later log to where the link points.
+TEST(ResultsTreeLinks, SweepLogsGoToTheFolderOpenedAtTheStart) {
+  TempDir dir;
+  const Experiment e = sweep_test::load();  // two runs
+  const std::vector<RunSpec> runs = expand_runs(e);
+  ASSERT_EQ(runs.size(), 2u);
+  const std::string victim = dir.file("victim");
+  fs::create_directories(victim);
+  const fs::path exp = fs::path(dir.file("res")) / e.name;
+  LaunchEnv env;
+  env.self = dir.file("swap-logs.sh");
+  sweep_test::write_script(env.self, "#!/bin/sh\ncd " + testing::shell_quote(exp.string()) +
+                                         " || exit 9\n"
+                                         "if [ ! -e logs.moved ]; then mv logs logs.moved && ln -s " +
+                                         testing::shell_quote(victim) +
+                                         " logs; fi\n"
+                                         "echo 'cnnscale: error: failed on purpose'\nexit 1\n");
+  const SweepResult result = run_sweep(e, runs, dir.file("res"), env);
+  EXPECT_EQ(result.failed, 2);
+  EXPECT_TRUE(fs::is_empty(victim)) << "a log went through the link";
+  for (const RunSpec& r : runs)
+    EXPECT_EQ(slurp(exp / "logs.moved" / (r.id + ".log")), "cnnscale: error: failed on purpose\n") << r.id;
+}
+
 TEST(ResultsTreeLinks, SweepRunLogThroughALinkIsRefused) {
   TempDir dir;
   const Experiment e = sweep_test::load();
@@ -142,10 +217,10 @@ pid_t dead_pid() {
   return pid;
 }
 
-std::string host_name() {
-  char name[256] = {};
-  ::gethostname(name, sizeof name - 1);
-  return name;
+// A file last written `minutes` ago: a dead writer's leftover is removed only once it is that old
+// (ten minutes), since a fresh one may be a live writer's of another PID namespace.
+void age(const std::string& path, int minutes) {
+  fs::last_write_time(path, fs::file_time_type::clock::now() - std::chrono::minutes(minutes));
 }
 
 TEST(ResultsTreeLeftovers, DeadWritersTemporaryFilesAreRemovedOthersStay) {
@@ -157,10 +232,17 @@ TEST(ResultsTreeLeftovers, DeadWritersTemporaryFilesAreRemovedOthersStay) {
   const std::string live = fmt::format(".run.h5.{}.{}.tmp", host, ::getppid());  // a live process's
   const std::string other_host = fmt::format(".run.h5.{}x.{}.tmp", host, dead);  // may live elsewhere
   const std::string unrelated = fmt::format(".notes.{}.tmp", dead);
-  for (const auto& n : {mine_dead, dotted_dead, live, other_host, unrelated}) std::ofstream(dir.file(n)) << "x";
+  // A dead pid's file written a minute ago: in a container of the same host name with pids of its
+  // own, that pid may be a live writer's (ESRCH here says nothing about it).
+  const std::string recent_dead = fmt::format(".summary.csv.{}.{}.tmp", host, dead);
+  for (const auto& n : {mine_dead, dotted_dead, live, other_host, unrelated, recent_dead}) {
+    std::ofstream(dir.file(n)) << "x";
+    age(dir.file(n), n == recent_dead ? 1 : 11);
+  }
   write_file_atomically(dir.file("summary.json"), "{}\n");
   EXPECT_FALSE(fs::exists(dir.file(mine_dead)));
   EXPECT_FALSE(fs::exists(dir.file(dotted_dead)));
+  EXPECT_TRUE(fs::exists(dir.file(recent_dead)));
   EXPECT_TRUE(fs::exists(dir.file(live)));
   EXPECT_TRUE(fs::exists(dir.file(other_host)));
   EXPECT_TRUE(fs::exists(dir.file(unrelated)));
@@ -175,6 +257,7 @@ TEST(ResultsTreeLeftovers, ACheckpointWriteClearsAKilledWritersCheckpointTemp) {
   const std::string left = dir.file(fmt::format("ckpt/.iter_000002.h5.{}.{}.tmp", host_name(), dead_pid()));
   fs::create_directories(dir.file("ckpt"));
   std::ofstream(left) << std::string(4096, 'x');  // what a second signal mid-write leaves
+  age(left, 11);
   CliResult r = testing::short_lenet_train(dir.file("res"), "e", "r1",
                                           {"--checkpoint-dir", dir.file("ckpt"), "--checkpoint-every", "2"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -188,7 +271,7 @@ TEST(ResultsTreeLeftovers, ACheckpointWriteClearsAKilledWritersCheckpointTemp) {
 CliResult train_with_file_limit(int kib, const std::string& root, const std::vector<std::string>& extra = {}) {
   std::string cmd = "cd " + testing::shell_quote(CNNSCALE_SOURCE_DIR) + " && ulimit -f " + std::to_string(kib) +
                     " && trap '' XFSZ && exec " + testing::shell_quote(CNNSCALE_BIN);
-  for (const std::string& a : {"train", "--net", "lenet", "--data", "synthetic", "--iterations", "4", "--batch", "4",
+  for (const char* a : {"train", "--net", "lenet", "--data", "synthetic", "--iterations", "4", "--batch", "4",
                                "--results", root.c_str(), "--experiment", "e", "--run-id", "r1", "--min-window", "0",
                                "--timing-warmup", "1"})
     cmd += " " + testing::shell_quote(a);
