@@ -256,7 +256,8 @@ double Backend::elapsed_ms(const TimingEvent& a, const TimingEvent& b) {
 }
 
 int64_t conv_output_dim(int64_t in, int kernel, int stride, int pad, int dilation) {
-  // In 64 bits: `2 * pad` in int wraps for a pad near 2^31 (a 2147483645 pad gave 28 -> 18).
+  // In 64 bits: `2 * pad` in int wraps for a pad near 2^31 to a plausible small size, which the
+  // bound checks after this could not tell from a real one.
   int64_t extent = static_cast<int64_t>(dilation) * (kernel - 1) + 1;
   return floor_div(in + 2 * static_cast<int64_t>(pad) - extent, stride) + 1;
 }
