@@ -11,12 +11,13 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "core/error.hpp"
+#include "core/host_name.hpp"
 #include "core/log.hpp"
 #include "io/atomic_file.hpp"
+#include "io/results_writer.hpp"
+#include "io/safe_open.hpp"
 #include "solver/checkpoint.hpp"
 #include "solver/checkpoint_compare.hpp"
 
@@ -26,35 +27,30 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string host_name() {
-  char host[256] = "?";
-  ::gethostname(host, sizeof host - 1);
-  host[sizeof host - 1] = '\0';
-  return host;
-}
-
-std::string utc_now() {
-  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 // The owner's record, or null when there is none (a directory from before records, or a first
 // run). A record that does not parse is treated as none: the lock, not the record, keeps runs apart.
 nlohmann::json read_record(const std::string& path) {
   std::error_code ec;
   const auto status = fs::symlink_status(path, ec);
   if (ec || status.type() == fs::file_type::not_found) return nullptr;
+  refuse_link(path);
   if (status.type() != fs::file_type::regular)
-    throw_config("{}: not a regular file (a link or other object where cnnscale keeps its owner record): refused",
-                 path);
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
+    throw_config("{}: not a regular file (another object where cnnscale keeps its owner record): refused", path);
+  // Opened without following a link planted since the look above.
+  const int fd = open_no_follow(path, O_RDONLY);
+  std::string text;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      throw_runtime("{}: cannot read the owner record: {}", path, std::strerror(err));
+    }
+    text.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (!j.is_object()) {
     log::warn("{}: unreadable owner record, replaced", path);
     return nullptr;
@@ -86,11 +82,7 @@ std::unique_ptr<CheckpointDirClaim> CheckpointDirClaim::claim(const Request& req
   fs::create_directories(req.dir, ec);
   if (ec) throw_config("--checkpoint-dir {}: cannot create the directory: {}", req.dir, ec.message());
   const std::string lock = lock_path(req.dir), record = record_path(req.dir);
-  const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    if (errno == ELOOP) throw_config("{}: is a symbolic link; cnnscale never follows one it did not make", lock);
-    throw_runtime("{}: cannot open the checkpoint directory's lock: {}", lock, std::strerror(errno));
-  }
+  const int fd = open_no_follow(lock, O_RDWR | O_CREAT);
   std::unique_ptr<CheckpointDirClaim> self(new CheckpointDirClaim(fd));
   int rc;
   while ((rc = ::flock(fd, LOCK_EX | LOCK_NB)) < 0 && errno == EINTR) {
@@ -126,7 +118,7 @@ std::unique_ptr<CheckpointDirClaim> CheckpointDirClaim::claim(const Request& req
   const nlohmann::json mine = {{"run_id", req.run_id},
                                {"host", host_name()},
                                {"pid", static_cast<int64_t>(::getpid())},
-                               {"started", utc_now()},
+                               {"started", utc_times(std::chrono::system_clock::now()).first},
                                {"identity", req.identity}};
   write_file_atomically(record, mine.dump(1) + "\n");
   return self;

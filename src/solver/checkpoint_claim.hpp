@@ -24,8 +24,9 @@ class CheckpointDirClaim {
     bool allow_changes = false;  // --resume-allow-changes
   };
   // Creates the directory if needed and claims it. RuntimeError naming the holder when another
-  // live process holds it; ConfigError naming the difference when the owner's checkpoints are of
-  // another run (see above), or when the lock or record is a symbolic link (never followed).
+  // live process holds it, or when the lock or record is a symbolic link (never followed, exit 1 as
+  // every refused link); ConfigError naming the difference when the owner's checkpoints are of
+  // another run (see above).
   static std::unique_ptr<CheckpointDirClaim> claim(const Request& request);
   ~CheckpointDirClaim();
   CheckpointDirClaim(const CheckpointDirClaim&) = delete;

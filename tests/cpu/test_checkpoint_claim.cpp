@@ -160,12 +160,15 @@ TEST(CheckpointClaim, PlantedLinksAreNotFollowed) {
   std::ofstream(target) << "precious\n";
   fs::create_directories(dir);
   fs::create_symlink(target, CheckpointDirClaim::lock_path(dir));
+  // A refused link is a runtime failure (exit 1), as everywhere cnnscale refuses one.
   std::string e = error_of([&] { CheckpointDirClaim::claim(request(dir, 0.01)); });
   EXPECT_NE(e.find(CheckpointDirClaim::lock_path(dir) + ": is a symbolic link"), std::string::npos) << e;
+  EXPECT_THROW(CheckpointDirClaim::claim(request(dir, 0.01)), RuntimeError);
   fs::remove(CheckpointDirClaim::lock_path(dir));
   fs::create_symlink(target, CheckpointDirClaim::record_path(dir));
   e = error_of([&] { CheckpointDirClaim::claim(request(dir, 0.01)); });
-  EXPECT_NE(e.find(CheckpointDirClaim::record_path(dir) + ": not a regular file"), std::string::npos) << e;
+  EXPECT_NE(e.find(CheckpointDirClaim::record_path(dir) + ": is a symbolic link"), std::string::npos) << e;
+  EXPECT_THROW(CheckpointDirClaim::claim(request(dir, 0.01)), RuntimeError);
   std::ifstream in(target);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(text, "precious\n");
