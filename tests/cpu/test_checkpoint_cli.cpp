@@ -6,6 +6,7 @@
 // file; after --resume auto skipped a truncated newest checkpoint, the rotation removes that one.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -36,6 +37,35 @@ std::vector<std::string> args(const std::string& net, const std::string& ckpt, c
 }
 
 const std::string kNet = std::string(CNNSCALE_TEST_DATA) + "/dist_convnet.yaml";
+
+// run_cnnscale in a forked child whose file-size limit is `limit` bytes, with SIGXFSZ ignored so
+// that a write past it fails (EFBIG) instead of killing; cnnscale inherits both, the test process
+// keeps its own (its other files, gtest's output, must not hit the limit). The child's result
+// comes back through <base>.out and <base>.err (a few lines, far below the limit) and its status.
+CliResult run_with_file_size_limit(const std::vector<std::string>& a, rlim_t limit, const std::string& base) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    std::signal(SIGXFSZ, SIG_IGN);
+    rlimit l{};
+    ::getrlimit(RLIMIT_FSIZE, &l);
+    l.rlim_cur = limit;
+    if (::setrlimit(RLIMIT_FSIZE, &l) != 0) ::_exit(100);
+    const CliResult r = run_cnnscale(a);
+    std::ofstream(base + ".out") << r.out;
+    std::ofstream(base + ".err") << r.err;
+    ::_exit(r.exit_code);
+  }
+  CliResult r;
+  if (child < 0) {
+    ADD_FAILURE() << "fork failed";
+    return r;
+  }
+  int status = 0;
+  EXPECT_EQ(::waitpid(child, &status, 0), child);
+  r.exit_code = exit_code_of(status);
+  take_output(base, r.out, r.err);
+  return r;
+}
 
 std::vector<std::string> entries(const std::string& dir) {
   std::vector<std::string> out;
@@ -111,17 +141,11 @@ TEST(CheckpointCli, AFailedCheckpointWriteEndsTheRunWithOneLineAndKeepsTheNewest
   CheckpointDir cd(ckpt);
   ASSERT_EQ(cd.list(), std::vector<std::string>({cd.path_for(4), cd.path_for(8)}));
   const auto size = static_cast<rlim_t>(fs::file_size(cd.path_for(8)));
-
   rlimit before{};
   ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &before), 0);
   ASSERT_GT(before.rlim_max, size / 2);
-  // The child inherits both: the limit, and SIGXFSZ ignored so that the write fails instead.
-  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
-  const rlimit limit{size / 2, before.rlim_max};
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &limit), 0);
-  CliResult r = run_cnnscale(args(kNet, ckpt, "16", {"--checkpoint-every", "4", "--resume", "auto"}));
-  ::setrlimit(RLIMIT_FSIZE, &before);
-  std::signal(SIGXFSZ, old_handler);
+  CliResult r = run_with_file_size_limit(args(kNet, ckpt, "16", {"--checkpoint-every", "4", "--resume", "auto"}),
+                                         size / 2, dir.file("limited"));
 
   EXPECT_EQ(r.exit_code, 1) << r.err;
   ASSERT_EQ(r.error_lines().size(), 1u) << r.err;
