@@ -2,6 +2,9 @@
 // file and the operation), published through io/atomic_file; the newest few kept per folder.
 #include "solver/checkpoint.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -39,6 +42,11 @@ int64_t checksum(const std::vector<float>& values) {
     left -= n;
   }
   return static_cast<int64_t>(crc);
+}
+
+template <typename... Args>
+[[noreturn]] void throw_damaged(fmt::format_string<Args...> f, Args&&... args) {
+  throw DamagedCheckpoint(fmt::format(f, std::forward<Args>(args)...));
 }
 
 void write_array(h5::Writer& w, const std::string& group, const CheckpointArray& a) {
@@ -99,15 +107,16 @@ CheckpointArray read_array(const h5::Reader& r, const std::string& group, const 
   if (checked) {
     std::vector<hsize_t> dims;
     h5::Handle ds = r.dataset(r.root(), full, dims);
-    if (!r.has_attr(ds.get(), "crc32")) throw_config("{}: checkpoint array {} has no checksum (crc32)", r.path(), full);
+    if (!r.has_attr(ds.get(), "crc32"))
+      throw_damaged("{}: checkpoint array {} has no checksum (crc32)", r.path(), full);
     const int64_t stored = r.attr_i64(ds.get(), "crc32"), actual = checksum(a.values);
     if (stored != actual)
-      throw_config("{}: checkpoint array {} is damaged: its CRC-32 is {:08x}, {:08x} was written", r.path(), full,
-                   actual, stored);
+      throw_damaged("{}: checkpoint array {} is damaged: its CRC-32 is {:08x}, {:08x} was written", r.path(), full,
+                    actual, stored);
   }
   for (size_t i = 0; i < a.values.size(); ++i)
     if (!std::isfinite(a.values[i]))
-      throw_config(
+      throw_damaged(
           "{}: checkpoint array {} holds {} at index {}: refused (the run that wrote it had diverged, or the "
           "file was altered)",
           r.path(), full, a.values[i], i);
@@ -166,12 +175,59 @@ void write_checkpoint(const std::string& path, const CheckpointContents& content
   }
 }
 
-CheckpointContents read_checkpoint(const std::string& path) {
+namespace {
+
+// Positive evidence, from plain reads, that `path` is not a whole HDF5 file: it does not begin with
+// HDF5's signature, or it is shorter than the end of file its superblock records (cut short by a
+// full disk or a copy that died; HDF5 refuses such a file for the same reason). "" when there is
+// none or the file cannot be read: a file HDF5 failed on for another reason (an I/O error, no file
+// descriptor left, a lock) may be intact, and must not be deleted as damaged.
+std::string damage_evidence(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return "";
+  unsigned char b[64] = {};
+  size_t n = 0;
+  struct stat st {};
+  bool ok = ::fstat(fd, &st) == 0;
+  while (ok && n < sizeof b) {
+    const ssize_t got = ::pread(fd, b + n, sizeof b - n, static_cast<off_t>(n));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) ok = false;
+    if (got <= 0) break;
+    n += static_cast<size_t>(got);
+  }
+  ::close(fd);
+  if (!ok) return "";
+  const auto size = static_cast<uint64_t>(st.st_size);
+  static const unsigned char signature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+  if (n < sizeof signature || std::memcmp(b, signature, sizeof signature) != 0)
+    return "it does not begin with HDF5's signature";
+  // Superblock versions 0 and 1: offset size at byte 13, base address at 24 (28 in version 1);
+  // versions 2 and 3: offset size at byte 9, base address at 12. The end-of-file address follows
+  // two addresses after the base address.
+  const unsigned version = b[8];
+  if (version > 3 || n < 14) return "";
+  const size_t width = version <= 1 ? b[13] : b[9];
+  const size_t at_base = version == 0 ? 24 : (version == 1 ? 28 : 12);
+  if (width != 4 && width != 8) return "";
+  const size_t at_eof = at_base + 2 * width;
+  if (at_eof + width > n) return n == size ? "it ends inside its HDF5 superblock" : "";
+  const auto address = [&](size_t at) {
+    uint64_t v = 0;
+    for (size_t i = width; i-- > 0;) v = v << 8 | b[at + i];
+    return v;
+  };
+  const uint64_t base = address(at_base), eof = address(at_eof);
+  if (base > UINT64_MAX - eof || base + eof <= size) return "";
+  return fmt::format("it is cut short: {} bytes of the {} its HDF5 superblock records", size, base + eof);
+}
+
+CheckpointContents read_contents(const std::string& path) {
   h5::Reader r(path, "checkpoint");
   const hid_t root = r.root();
   const std::string format = r.fixed_text(root, "format");
   if (format != kCheckpointFormat && format != kUncheckedFormat)
-    throw_config("{}: unknown checkpoint format '{}'", path, format);
+    throw_damaged("{}: unknown checkpoint format '{}'", path, format);
   const bool checked = format == kCheckpointFormat;
   CheckpointContents c;
   for (const auto& n : r.datasets(root, "weights")) c.weights.push_back(read_array(r, "weights", n, checked));
@@ -194,7 +250,7 @@ CheckpointContents read_checkpoint(const std::string& path) {
   m.network = r.fixed_text(root, "config/network");
   if (r.exists(root, "config/solver")) m.solver = r.fixed_text(root, "config/solver");
   if (checked && r.attr_i64(root, "meta_crc32") != meta_checksum(m))
-    throw_config(
+    throw_damaged(
         "{}: checkpoint metadata (solver/, rng/, config/) is damaged: its CRC-32 does not match the one "
         "written",
         path);
@@ -203,19 +259,40 @@ CheckpointContents read_checkpoint(const std::string& path) {
   return c;
 }
 
-std::string checkpoint_problem(const std::string& path) {
+}  // namespace
+
+CheckpointContents read_checkpoint(const std::string& path) {
+  try {
+    return read_contents(path);
+  } catch (const DamagedCheckpoint&) {
+    throw;
+  } catch (const ConfigError& e) {
+    // HDF5's failure does not say whether the file or the reading of it is at fault.
+    const std::string evidence = damage_evidence(path);
+    if (evidence.empty()) throw;
+    throw DamagedCheckpoint(fmt::format("{} ({})", e.what(), evidence));
+  }
+}
+
+CheckpointCheck check_checkpoint(const std::string& path) {
   {
     const auto s = stamp(path);
     std::lock_guard<std::mutex> lock(verified().mutex);
     auto it = verified().files.find(path);
-    if (s && it != verified().files.end() && it->second == *s) return "";
+    if (s && it != verified().files.end() && it->second == *s) return {};
   }
   try {
     read_checkpoint(path);
-    return "";
+    return {};
+  } catch (const DamagedCheckpoint& e) {
+    return {CheckpointCheck::State::damaged, e.what()};
   } catch (const Error& e) {
-    return e.what();
+    return {CheckpointCheck::State::unreadable, e.what()};
   }
+}
+
+std::string checkpoint_problem(const std::string& path) {
+  return check_checkpoint(path).why;
 }
 
 namespace {
@@ -320,6 +397,10 @@ std::optional<std::string> CheckpointDir::latest() const {
 
 namespace {
 
+int64_t iteration_of(const std::string& file) {
+  return std::stoll(fs::path(file).stem().string().substr(std::string("checkpoint-").size()));
+}
+
 // Deletes the oldest of `intact` (oldest first) until `left` remain.
 void remove_oldest(std::vector<std::string>& intact, size_t left) {
   while (intact.size() > left) {
@@ -338,17 +419,23 @@ std::string CheckpointDir::save(const CheckpointContents& contents) {
   if (ec) throw_runtime("{}: cannot create checkpoint directory: {}", dir_, ec.message());
   const std::string path = path_for(contents.meta.iteration);
   // What is there already, oldest first; a file of this iteration is replaced by the rename and
-  // stays until then. A damaged file is never kept in place of an intact one: it goes first.
-  std::vector<std::string> intact;
+  // stays until then. A damaged file is never kept in place of an intact one: it goes first. One
+  // that cannot be read now (an I/O error) may be intact: it stays, but is not counted as intact.
+  std::vector<std::string> intact, abandoned;
   for (const std::string& f : list()) {
     if (f == path) continue;
-    const std::string why = checkpoint_problem(f);
-    if (why.empty()) {
+    const CheckpointCheck check = check_checkpoint(f);
+    if (check.state == CheckpointCheck::State::damaged) {
+      log::warn("removing damaged checkpoint {} ({})", f, check.why);
+      fs::remove(f, ec);
+    } else if (iteration_of(f) > contents.meta.iteration) {
+      abandoned.push_back(f);
+    } else if (check.state == CheckpointCheck::State::intact) {
       intact.push_back(f);
-      continue;
+    } else {
+      log::warn("cannot read checkpoint {} now ({}): kept, as it may be intact, but not counted among the {} kept", f,
+                check.why, keep_);
     }
-    log::warn("removing damaged checkpoint {} ({})", f, why);
-    fs::remove(f, ec);
   }
   // Room for the new file: keep - 1 intact ones stay while it is written, and at least one, so a
   // failed write leaves the newest intact checkpoint and the rotation never needs room for more
@@ -356,15 +443,17 @@ std::string CheckpointDir::save(const CheckpointContents& contents) {
   remove_oldest(intact, static_cast<size_t>(std::max(keep_ - 1, 1)));
   write_checkpoint(path, contents);
   remember_intact(path);
-  // In iteration order, as list() gives the others: the new one may be older than some (a run
-  // resumed from an older checkpoint by path).
-  const auto iteration = [](const std::string& f) {
-    return std::stoll(fs::path(f).stem().string().substr(std::string("checkpoint-").size()));
-  };
-  intact.insert(
-      std::upper_bound(intact.begin(), intact.end(), path,
-                       [&](const std::string& a, const std::string& b) { return iteration(a) < iteration(b); }),
-      path);
+  // Newer ones are the future of a branch this run left: --resume auto would take them after a
+  // stop and continue that instead. Only now, so that a failed write leaves the folder as it was.
+  for (const std::string& f : abandoned) {
+    log::warn(
+        "removing checkpoint {}: newer than {}, just written, it belongs to a branch this run abandoned (it "
+        "resumed from an older checkpoint or started over)",
+        f, path);
+    fs::remove(f, ec);
+    if (ec) log::warn("{}: cannot remove an abandoned checkpoint: {}", f, ec.message());
+  }
+  intact.push_back(path);
   remove_oldest(intact, static_cast<size_t>(keep_));
   return path;
 }

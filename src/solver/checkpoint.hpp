@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.hpp"
 #include "net/net.hpp"
 #include "solver/sgd_solver.hpp"
 
@@ -53,12 +54,32 @@ struct CheckpointContents {
 // Atomic write (tmp + fsync + rename). RuntimeError naming the file on any HDF5 or I/O failure;
 // the temporary file is removed and an existing file of the same name is left untouched.
 void write_checkpoint(const std::string& path, const CheckpointContents& contents);
+// What read_checkpoint throws when the file itself is bad, so that removing it loses nothing: not
+// an HDF5 file, cut short of the end its HDF5 superblock records, an unknown format, an array
+// whose checksum does not match its values or that holds a NaN or an infinity, damaged metadata.
+class DamagedCheckpoint : public ConfigError {
+ public:
+  using ConfigError::ConfigError;
+};
+
 // ConfigError naming the file if it is missing, not HDF5 or lacks an entry, and naming the file
 // and the array ("weights/conv1/weight") when an array's checksum does not match its values or it
-// holds a NaN or an infinity. Files of format 1 (no checksums) load with a warning.
+// holds a NaN or an infinity; a DamagedCheckpoint for the defects above. Any other failure (an
+// I/O error, no file descriptor left, a lock another program holds) is a plain ConfigError: the
+// file may well be intact. Files of format 1 (no checksums) load with a warning.
 CheckpointContents read_checkpoint(const std::string& path);
-// "" when `path` reads back whole (the checks of read_checkpoint); else why not. Files this process
-// wrote or read whole are remembered (by size and modification time) and not read again.
+
+// What a look at a checkpoint file found: it reads back whole (the checks of read_checkpoint), it
+// is damaged (a DamagedCheckpoint), or it cannot be read now for another reason and may be intact.
+struct CheckpointCheck {
+  enum class State { intact, damaged, unreadable };
+  State state = State::intact;
+  std::string why;  // read_checkpoint's error; "" when intact
+};
+// Files this process wrote or read whole are remembered (by size and modification time) and not
+// read again.
+CheckpointCheck check_checkpoint(const std::string& path);
+// check_checkpoint(path).why: "" when it reads back whole.
 std::string checkpoint_problem(const std::string& path);
 
 // Copies the net's weights and state and the solver's history to host (synchronises the backend).
@@ -72,14 +93,19 @@ void restore_weights(const CheckpointContents& contents, const std::string& file
 // A directory of checkpoints named checkpoint-<iteration, 9 digits>.h5, keeping the newest `keep`
 // intact ones. Rotation needs room for no more than `keep` files (keep >= 2): before a write the
 // oldest are deleted down to keep - 1 intact ones, never fewer than one, so a write that fails (a
-// full disk) still leaves the newest intact checkpoint. Damaged files (truncated, a checksum
-// mismatch) are removed first, with a warning, and never count as the newest.
+// full disk) still leaves the newest intact checkpoint. Damaged files (DamagedCheckpoint: truncated,
+// a checksum mismatch) are removed first, with a warning, and never count as the newest; a file
+// that cannot be read for another reason (an I/O error) is kept, with a warning, but not counted.
+// Checkpoints of a higher iteration than the one written belong to a branch the run abandoned (it
+// resumed from an older checkpoint by path, or started over): they are removed, with a warning,
+// once the new one is written (so until then, that one write needs room for them too).
 class CheckpointDir {
  public:
   explicit CheckpointDir(std::string dir, int keep = 2);
   const std::string& dir() const { return dir_; }
   std::string path_for(int64_t iteration) const;
-  // Writes the checkpoint of contents.meta.iteration, deleting damaged files and old ones as above.
+  // Writes the checkpoint of contents.meta.iteration, deleting damaged, abandoned and old files as
+  // above.
   // A failed write is a RuntimeError naming the file; its temporary file is removed.
   std::string save(const CheckpointContents& contents);
   std::vector<std::string> list() const;  // oldest first

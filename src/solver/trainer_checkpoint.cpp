@@ -41,8 +41,10 @@ int64_t Trainer::resume_from_checkpoint(const TrainCallbacks& callbacks, std::st
   if (options_.resume.empty()) return 0;
   CheckpointContents c;
   if (options_.resume == "auto") {
-    // Newest first; one that cannot be read (a truncated file, a disk error) is skipped with a
-    // warning for the next older one. Every rank sees the same files, so all choose the same.
+    // Newest first; a damaged one (truncated, a checksum mismatch) is skipped with a warning for the
+    // next older one. Every rank sees the same files, so all choose the same. One that cannot be
+    // read for another reason (an I/O error) may be intact: continuing from an older one would
+    // train that stretch again and its first checkpoint would remove the newer as abandoned.
     const std::vector<std::string> all = CheckpointDir(options_.checkpoint_dir).list();
     if (all.empty()) {
       if (callbacks.on_message)
@@ -54,9 +56,14 @@ int64_t Trainer::resume_from_checkpoint(const TrainCallbacks& callbacks, std::st
       try {
         c = read_checkpoint(*it);
         path = *it;
-      } catch (const Error& e) {
+      } catch (const DamagedCheckpoint& e) {
         if (options_.parallel.rank == 0) log::warn("--resume auto: skipping unreadable checkpoint: {}", e.what());
         reasons += fmt::format("{}{}", reasons.empty() ? "" : "; ", e.what());
+      } catch (const ConfigError& e) {
+        throw_runtime(
+            "--resume auto: cannot read {} now, and it does not look damaged ({}); not skipped for an older "
+            "checkpoint: resume again once it reads",
+            *it, e.what());
       }
     }
     // Starting over silently would throw away the run's progress: stop and say why.

@@ -100,12 +100,16 @@ TEST(Checkpoint, DirectoryKeepsTheNewestTwo) {
   TempDir dir;
   CheckpointDir cd(dir.file("ckpts"));
   EXPECT_FALSE(cd.latest().has_value());
-  for (int64_t it : {10, 20, 100, 30}) cd.save(sample_contents(it));
+  for (int64_t it : {10, 20, 100}) cd.save(sample_contents(it));
+  EXPECT_EQ(cd.list(), std::vector<std::string>({cd.path_for(20), cd.path_for(100)}));
+  // 30 after 100: the run went back (resumed from an older checkpoint); 100 is of the branch it
+  // left and goes, the newest two of its own branch stay.
+  cd.save(sample_contents(30));
   auto all = cd.list();
   ASSERT_EQ(all.size(), 2u);
-  EXPECT_EQ(all[0], cd.path_for(30));
-  EXPECT_EQ(all[1], cd.path_for(100));
-  EXPECT_EQ(*cd.latest(), cd.path_for(100));
+  EXPECT_EQ(all[0], cd.path_for(20));
+  EXPECT_EQ(all[1], cd.path_for(30));
+  EXPECT_EQ(*cd.latest(), cd.path_for(30));
   EXPECT_EQ(fs::path(cd.path_for(30)).filename().string(), "checkpoint-000000030.h5");
 }
 

@@ -3,13 +3,17 @@
 // both values unless --resume-allow-changes says so; a directory held by a live run is refused
 // naming the holder; a write that fails (file-size limit, as a full disk) ends with exit 1 and one
 // line naming the checkpoint and the reason, leaving the newest intact checkpoint and no temporary
-// file; after --resume auto skipped a truncated newest checkpoint, the rotation removes that one.
+// file; after --resume auto skipped a truncated newest checkpoint, the rotation removes that one;
+// a newest checkpoint that cannot be read now (not damaged) stops --resume auto instead.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -92,7 +96,8 @@ TEST(CheckpointCli, ResumeIntoAnotherNetworkOrSolverIsRefusedUnlessAllowed) {
   CliResult r = run_cnnscale(args(dir.file("avg.yaml"), dir.file("b"), "12", {"--resume", ckpt}));
   EXPECT_EQ(r.exit_code, 2) << r.err;
   ASSERT_EQ(r.error_lines().size(), 1u) << r.err;
-  EXPECT_NE(r.error_lines()[0].find(ckpt + ": checkpoint was written with network.layers["), std::string::npos) << r.err;
+  EXPECT_NE(r.error_lines()[0].find(ckpt + ": checkpoint was written with network.layers["), std::string::npos)
+      << r.err;
   EXPECT_NE(r.error_lines()[0].find("].pool=\"max\", this run has network.layers["), std::string::npos) << r.err;
   EXPECT_NE(r.error_lines()[0].find("].pool=\"ave\""), std::string::npos) << r.err;
   EXPECT_TRUE(CheckpointDir(dir.file("b")).list().empty());
@@ -101,7 +106,8 @@ TEST(CheckpointCli, ResumeIntoAnotherNetworkOrSolverIsRefusedUnlessAllowed) {
   r = run_cnnscale(args(kNet, dir.file("a"), "12", {"--resume", "auto", "--lr", "0.02"}));
   EXPECT_EQ(r.exit_code, 2) << r.err;
   ASSERT_EQ(r.error_lines().size(), 1u) << r.err;
-  EXPECT_NE(r.error_lines()[0].find("that run has solver.lr=0.01, this one solver.lr=0.02"), std::string::npos) << r.err;
+  EXPECT_NE(r.error_lines()[0].find("that run has solver.lr=0.01, this one solver.lr=0.02"), std::string::npos)
+      << r.err;
   EXPECT_EQ(CheckpointDir(dir.file("a")).list(), std::vector<std::string>({ckpt}));
 
   // Fine-tuning says so: each difference is logged and the run goes on from the checkpoint.
@@ -176,6 +182,56 @@ TEST(CheckpointCli, AfterSkippingATruncatedNewestCheckpointTheRotationRemovesIt)
   EXPECT_NE(r.err.find("removing damaged checkpoint " + cd.path_for(12)), std::string::npos) << r.err;
   EXPECT_EQ(cd.list(), std::vector<std::string>({cd.path_for(8), cd.path_for(10)}));
   for (const auto& path : cd.list()) EXPECT_EQ(checkpoint_problem(path), "") << path;
+}
+
+// --resume auto skips a damaged checkpoint, never one that only cannot be read now (here: a lock
+// another program holds, as an NFS or disk error would do): continuing from the older one would
+// train that stretch again, and its first checkpoint would remove the newer one as abandoned.
+TEST(CheckpointCli, ResumeAutoStopsAtANewestCheckpointThatCannotBeReadNow) {
+  if (const char* locking = std::getenv("HDF5_USE_FILE_LOCKING"); locking && std::string(locking) == "FALSE")
+    GTEST_SKIP() << "HDF5 file locking is switched off here: a lock cannot make a good file unreadable";
+  TempDir dir;
+  const std::string ckpt = dir.file("ckpt");
+  ASSERT_EQ(run_cnnscale(args(kNet, ckpt, "12", {"--checkpoint-every", "4"})).exit_code, 0);
+  CheckpointDir cd(ckpt);
+  ASSERT_EQ(cd.list(), std::vector<std::string>({cd.path_for(8), cd.path_for(12)}));
+  CliResult r;
+  {
+    const int fd = ::open(cd.path_for(12).c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+    r = run_cnnscale(args(kNet, ckpt, "16", {"--checkpoint-every", "4", "--resume", "auto"}));
+    ::close(fd);
+  }
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  ASSERT_EQ(r.error_lines().size(), 1u) << r.err;
+  EXPECT_EQ(r.error_lines()[0].rfind("cnnscale: error: --resume auto: cannot read " + cd.path_for(12) + " now", 0), 0u)
+      << r.err;
+  EXPECT_NE(r.error_lines()[0].find("not skipped for an older checkpoint"), std::string::npos) << r.err;
+  EXPECT_EQ(cd.list(), std::vector<std::string>({cd.path_for(8), cd.path_for(12)}));
+  // Readable again, it is the one the run continues from.
+  r = run_cnnscale(args(kNet, ckpt, "16", {"--checkpoint-every", "4", "--resume", "auto"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["start_iteration"], 12);
+}
+
+// Resumed by path from the older of two checkpoints, the run's first checkpoint removes the newer
+// one (the future of the branch it left): --resume auto then continues this run, not that one.
+TEST(CheckpointCli, ResumingFromAnOlderCheckpointByPathAbandonsTheNewerOnes) {
+  TempDir dir;
+  const std::string ckpt = dir.file("ckpt");
+  ASSERT_EQ(run_cnnscale(args(kNet, ckpt, "12", {"--checkpoint-every", "4"})).exit_code, 0);
+  CheckpointDir cd(ckpt);
+  ASSERT_EQ(cd.list(), std::vector<std::string>({cd.path_for(8), cd.path_for(12)}));
+  CliResult r = run_cnnscale(args(kNet, ckpt, "10", {"--resume", cd.path_for(8)}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("warning: removing checkpoint " + cd.path_for(12) + ": newer than " + cd.path_for(10)),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(cd.list(), std::vector<std::string>({cd.path_for(8), cd.path_for(10)}));
+  r = run_cnnscale(args(kNet, ckpt, "12", {"--resume", "auto"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["start_iteration"], 10);
 }
 
 }  // namespace

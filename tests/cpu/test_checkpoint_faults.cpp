@@ -2,16 +2,22 @@
 // file and the array (CRC-32 per array), a NaN or infinity likewise, a file of format 1 (before
 // checksums) loads; the rotation removes a damaged file before an intact one, needs room for only
 // the two it keeps, and a write that fails (a file-size limit in CI, a tiny tmpfs where mounting
-// is allowed) leaves no temporary file and the newest intact checkpoint.
+// is allowed) leaves no temporary file and the newest intact checkpoint. A file that cannot be read
+// for another reason (here a lock another program holds) may be intact: it is never removed as
+// damaged. A new checkpoint removes the newer ones of a branch the run abandoned.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <hdf5.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -135,6 +141,93 @@ TEST(CheckpointFaults, RotationRemovesTheDamagedFileNotTheNewestIntactOne) {
   std::ofstream(cd.path_for(90)) << "not a checkpoint";
   cd.save(contents(50));
   EXPECT_EQ(cd.list(), std::vector<std::string>({cd.path_for(40), cd.path_for(50)}));
+}
+
+// Holds an exclusive flock on a file, as a program writing it through HDF5 does: HDF5 (1.10 and
+// later) then refuses to open it, while the file itself is intact. A stand-in for the failures of
+// reading a good file (NFS ESTALE, EIO, no file descriptor left) that cannot be made on demand.
+struct ForeignLock {
+  int fd;
+  explicit ForeignLock(const std::string& path) : fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
+    EXPECT_GE(fd, 0) << path;
+    EXPECT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0) << path;
+  }
+  ~ForeignLock() { ::close(fd); }
+};
+
+// Files this process wrote are remembered as intact by size and modification time: a new time
+// makes the rotation read them again.
+void forget_intact(const std::string& path) {
+  fs::last_write_time(path, fs::last_write_time(path) + std::chrono::seconds(1));
+}
+
+TEST(CheckpointFaults, DamageIsToldApartFromAFileThatCannotBeReadNow) {
+  TempDir dir;
+  const std::string path = dir.file("c.h5");
+  write_checkpoint(path, contents(5));
+  forget_intact(path);
+  if (const char* locking = std::getenv("HDF5_USE_FILE_LOCKING"); locking && std::string(locking) == "FALSE")
+    GTEST_SKIP() << "HDF5 file locking is switched off here: a lock cannot make a good file unreadable";
+  {
+    ForeignLock lock(path);
+    const CheckpointCheck check = check_checkpoint(path);
+    EXPECT_EQ(check.state, CheckpointCheck::State::unreadable) << check.why;
+    EXPECT_NE(check.why.find(path), std::string::npos) << check.why;
+    try {
+      read_checkpoint(path);
+      ADD_FAILURE() << "a locked file was read";
+    } catch (const DamagedCheckpoint& e) {
+      ADD_FAILURE() << "a locked, intact file was called damaged: " << e.what();
+    } catch (const ConfigError&) {
+    }
+  }
+  EXPECT_EQ(check_checkpoint(path).state, CheckpointCheck::State::intact);
+  // Cut short (a full disk, a copy that died) and not HDF5 at all: damaged, and said why.
+  fs::resize_file(path, fs::file_size(path) / 2);
+  EXPECT_THROW(read_checkpoint(path), DamagedCheckpoint);
+  const std::string cut = error_of([&] { read_checkpoint(path); });
+  EXPECT_NE(cut.find("(it is cut short: "), std::string::npos) << cut;
+  EXPECT_EQ(check_checkpoint(path).state, CheckpointCheck::State::damaged);
+  std::ofstream(path, std::ios::trunc) << "not a checkpoint";
+  const std::string foreign = error_of([&] { read_checkpoint(path); });
+  EXPECT_NE(foreign.find("(it does not begin with HDF5's signature)"), std::string::npos) << foreign;
+  EXPECT_EQ(check_checkpoint(path).state, CheckpointCheck::State::damaged);
+}
+
+// The rotation removes damaged files only: two intact checkpoints that cannot be read at the time
+// of the next save stay (they are not counted as intact either, so none of them is rotated away);
+// once readable again they are rotated as usual.
+TEST(CheckpointFaults, RotationKeepsCheckpointsThatCannotBeReadNow) {
+  if (const char* locking = std::getenv("HDF5_USE_FILE_LOCKING"); locking && std::string(locking) == "FALSE")
+    GTEST_SKIP() << "HDF5 file locking is switched off here: a lock cannot make a good file unreadable";
+  TempDir dir;
+  CheckpointDir cd(dir.file("ckpt"));
+  cd.save(contents(10));
+  cd.save(contents(20));
+  forget_intact(cd.path_for(10));
+  forget_intact(cd.path_for(20));
+  {
+    ForeignLock lock10(cd.path_for(10)), lock20(cd.path_for(20));
+    cd.save(contents(30));
+  }
+  EXPECT_EQ(cd.list(), std::vector<std::string>({cd.path_for(10), cd.path_for(20), cd.path_for(30)}));
+  for (const auto& f : cd.list()) EXPECT_EQ(checkpoint_problem(f), "") << f;
+  cd.save(contents(40));
+  EXPECT_EQ(cd.list(), std::vector<std::string>({cd.path_for(30), cd.path_for(40)}));
+}
+
+// A run resumed from checkpoint 100 by path while 200 is there: its first checkpoint (110) makes
+// 200 the future of a branch it left, which --resume auto would otherwise take after a stop.
+TEST(CheckpointFaults, ANewCheckpointRemovesTheNewerOnesOfAnAbandonedBranch) {
+  TempDir dir;
+  CheckpointDir cd(dir.file("ckpt"));
+  cd.save(contents(100));
+  cd.save(contents(200));
+  cd.save(contents(110));
+  EXPECT_EQ(cd.list(), std::vector<std::string>({cd.path_for(100), cd.path_for(110)}));
+  EXPECT_EQ(cd.latest(), cd.path_for(110));
+  cd.save(contents(120));
+  EXPECT_EQ(cd.list(), std::vector<std::string>({cd.path_for(110), cd.path_for(120)}));
 }
 
 // The write of checkpoint 30 fails in a child process whose file-size limit is below a
