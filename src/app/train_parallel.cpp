@@ -17,6 +17,7 @@
 #include "core/log.hpp"
 #include "io/atomic_file.hpp"
 #include "measure/metrics.hpp"
+#include "parallel/counted_communicator.hpp"
 #include "parallel/mpi_communicator.hpp"
 
 namespace cnnscale::app {
@@ -287,7 +288,9 @@ Backend& ParallelRun::connect() {
     tuning.max_ctas = args_.allreduce_max_ctas;
     tuning.cta_policy = parse_cta_policy(args_.allreduce_cta_policy, "--allreduce-cta-policy");
     tuning.low_priority = args_.allreduce_priority == "low";
-    comm_ = make_device_communicator(*backend_, rank_, mpi_->size(), id, algo, args_.watchdog_timeout, tuning);
+    // Counted above the NCCL code, as MpiCommunicator counts its own: the peers' watchdogs compare.
+    comm_ = std::make_unique<CountedDeviceCommunicator>(
+        make_device_communicator(*backend_, rank_, mpi_->size(), id, algo, args_.watchdog_timeout, tuning));
   }
   exchange_ = std::make_unique<CommunicatorExchange>(*comm_);
   abort_target_.store(comm_.get());

@@ -34,9 +34,22 @@ void set_watchdog_iteration(int64_t iteration) {
 }
 
 int64_t note_collective_arrival() {
-  const int64_t n = g_arrivals.fetch_add(1, std::memory_order_relaxed) + 1;
+  return note_collective_arrivals(1);
+}
+
+int64_t note_collective_arrivals(int64_t count) {
+  if (count <= 0) return collective_arrivals();
+  const int64_t n = g_arrivals.fetch_add(count, std::memory_order_relaxed) + count;
   if (auto* publish = g_publisher.load(std::memory_order_acquire)) publish(n);
   return n;
+}
+
+int64_t collective_arrivals() {
+  return g_arrivals.load(std::memory_order_relaxed);
+}
+
+int64_t watchdog_iteration() {
+  return g_iteration.load(std::memory_order_relaxed);
 }
 
 void set_arrival_publisher(void (*publisher)(int64_t)) {

@@ -67,7 +67,12 @@ void set_watchdog_iteration(int64_t iteration);
 // order), which `publisher` (installed by the progress board; null: none) shows to the peers, so a
 // waiting rank can name the one that did not arrive. Returns the new count.
 int64_t note_collective_arrival();
+// `n` collectives started at once (a replayed CUDA graph's), shown to the peers in one publication;
+// n <= 0 does nothing. Returns the new count.
+int64_t note_collective_arrivals(int64_t n);
+int64_t collective_arrivals();  // this rank's count so far
 void set_arrival_publisher(void (*publisher)(int64_t arrivals));
+int64_t watchdog_iteration();  // the last set_watchdog_iteration (-1: setup)
 
 // RAII mark of a host-blocking operation on the active watchdog; no-op without one (single
 // process). Nests: an inner mark replaces the outer one until it ends. `operation` must outlive it.

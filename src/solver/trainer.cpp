@@ -270,6 +270,9 @@ void Trainer::step(const StepScalars& s, double& wait_seconds) {
   if (graph_note_.empty() && !graph_ && steps_since_change_ >= 1) {
     CaptureOptions how;
     if (buckets_) how = CaptureOptions{CaptureOptions::Points::Nodes, options_.graph_copies};
+    // Capturing enqueues nothing, but the communicator counts the collectives it is handed
+    // (note_collective_arrival): they stand for this step's replay; later replays count as many.
+    const int64_t arrivals = collective_arrivals();
     try {
       graph_ = backend_.capture(
           [&] {
@@ -284,6 +287,8 @@ void Trainer::step(const StepScalars& s, double& wait_seconds) {
                      "captured step: {} timing points, {} phases and {} brackets", graph_->timing_points(),
                      graph_phases_.size(), graph_brackets_.size());
       ++graph_captures_;
+      graph_collectives_ = collective_arrivals() - arrivals;
+      graph_counted_ = true;
     } catch (const Error& e) {
       // Nothing of a failed capture ran and the stream is usable: the run goes on op by op, and
       // says so (results' cuda_graph) rather than ending.
@@ -304,6 +309,7 @@ void Trainer::step(const StepScalars& s, double& wait_seconds) {
       }
     }
     const std::vector<std::shared_ptr<TimingEvent>> points = graph_->launch();
+    if (!std::exchange(graph_counted_, false)) note_collective_arrivals(graph_collectives_);
     for (const auto& [index, phase] : graph_phases_) timer.mark_at(phase, points.at(index));
     for (const auto& [start, end] : graph_brackets_)
       device_comm_->add_busy_bracket(s.iteration, points.at(start), points.at(end));

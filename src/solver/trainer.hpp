@@ -457,6 +457,10 @@ class Trainer {
   int64_t steps_since_change_ = 0;  // uncaptured steps since the buffers last moved
   uint64_t graph_generation_ = 0;   // the net's generation() those steps ran with
   int64_t graph_captures_ = 0, graph_replays_ = 0;
+  // Collectives a replay of graph_ starts (counted for the progress board at each launch), and
+  // whether the capture already counted the next launch's.
+  int64_t graph_collectives_ = 0;
+  bool graph_counted_ = false;
   std::unique_ptr<PhaseTimer> phase_timer_;  // the current run()'s
   double host_comm_seconds_ = 0;             // the step's host time in communication calls (CPU)
   // The job's communicator when it times its own stream (NCCL): comm_busy comes from it; null on CPU

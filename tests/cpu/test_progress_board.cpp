@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "core/watchdog.hpp"
+#include "parallel/counted_communicator.hpp"
 #include "parallel/progress_board.hpp"
 
 namespace cnnscale {
@@ -29,6 +30,59 @@ TEST(ProgressBoard, SingleProcessHasNoBoard) {
   EXPECT_EQ(board.behind(5), "");
   const int64_t before = note_collective_arrival();
   EXPECT_EQ(note_collective_arrival(), before + 1);
+}
+
+// A device communicator that only records what reaches it (the NCCL one needs a GPU).
+class RecordingCommunicator final : public DeviceCommunicator {
+ public:
+  std::string* log;
+  explicit RecordingCommunicator(std::string* l) : log(l) {}
+  std::string name() const override { return "nccl"; }
+  int rank() const override { return 1; }
+  int size() const override { return 2; }
+  void allreduce_sum_async(const Tensor&) override { *log += "allreduce "; }
+  void allgather_async(const Tensor&, const Tensor&) override { *log += "allgather "; }
+  void wait() override { *log += "wait "; }
+  void synchronize_host() override { *log += "sync "; }
+  void abort() override { *log += "abort "; }
+  int record_timestamp() override { return 7; }
+  double elapsed_ms(int, int) override { return 0; }
+  void clear_timestamps() override {}
+  void set_busy_tag(std::int64_t) override {}
+  std::vector<std::pair<std::int64_t, double>> take_busy_ms(std::int64_t) override { return {}; }
+  void begin_captured_brackets() override {}
+  std::vector<std::pair<size_t, size_t>> captured_brackets() const override { return {}; }
+  void add_busy_bracket(std::int64_t, std::shared_ptr<TimingEvent>, std::shared_ptr<TimingEvent>) override {}
+};
+
+// GPU ranks count their collectives as MPI ones do, so a hung GPU rank is named too: each
+// allreduce and allgather handed to the device communicator raises this rank's count by one, a
+// blocking allreduce_sum included; waits and the rest only pass through.
+TEST(ProgressBoard, DeviceCommunicatorCountsEachCollective) {
+  std::string log;
+  CountedDeviceCommunicator comm(std::make_unique<RecordingCommunicator>(&log));
+  EXPECT_EQ(comm.name(), "nccl");
+  EXPECT_EQ(comm.rank(), 1);
+  EXPECT_EQ(comm.record_timestamp(), 7);
+  const int64_t before = collective_arrivals();
+  comm.allreduce_sum_async(Tensor{});
+  comm.allgather_async(Tensor{}, Tensor{});
+  EXPECT_EQ(collective_arrivals(), before + 2);
+  comm.allreduce_sum(Tensor{});
+  EXPECT_EQ(collective_arrivals(), before + 3);
+  comm.wait();
+  comm.synchronize_host();
+  comm.abort();
+  EXPECT_EQ(collective_arrivals(), before + 3);
+  EXPECT_EQ(log, "allreduce allgather allreduce wait wait sync abort ");
+}
+
+// A replayed CUDA graph's collectives are counted at once (one publication per replay).
+TEST(ProgressBoard, ManyArrivalsAtOnce) {
+  const int64_t before = collective_arrivals();
+  EXPECT_EQ(note_collective_arrivals(5), before + 5);
+  EXPECT_EQ(note_collective_arrivals(0), before + 5);
+  EXPECT_EQ(collective_arrivals(), before + 5);
 }
 
 }  // namespace
