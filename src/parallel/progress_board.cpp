@@ -2,13 +2,18 @@
 // epoch opened once (lock_all) and are flushed at each arrival, so a count is in every peer's
 // memory before this rank can block in the collective it announces. On shared memory (one node)
 // the put is a store into the peer's window; across nodes an RDMA write, or applied by the peer's
-// MPI progress, which a rank waiting in an MPI collective makes.
+// MPI progress, which a rank waiting in an MPI collective makes (one stuck outside MPI never does:
+// the flush is marked on the watchdog).
 #include "parallel/progress_board.hpp"
 
 #include <fmt/format.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <thread>
 #include <vector>
 
 #include "core/watchdog.hpp"
@@ -23,6 +28,11 @@ struct ProgressBoard::Impl {
   int64_t* slots = nullptr;  // the window: slots[r] is rank r's latest count
   int rank = 0, size = 1;
   int64_t posted = 0;  // the origin buffer of the puts, valid until their flush
+  // Test hook (tests/mpi/test_faults.cpp), not a user option: CNNSCALE_INJECT_BOARD_STALL_AT=R:I
+  // makes rank R's first publication at iteration I never return, as the flush does where puts
+  // need the target's MPI progress and a peer is stuck outside MPI (CNNSCALE_INJECT_HANG_AT).
+  int stall_rank = -1;
+  int64_t stall_iteration = -1;
 };
 
 namespace {
@@ -31,6 +41,17 @@ std::atomic<ProgressBoard::Impl*> g_board{nullptr};
 void publish(int64_t arrivals) {
   ProgressBoard::Impl* b = g_board.load(std::memory_order_acquire);
   if (!b) return;
+  // Marked: where the window is not true RMA (Open MPI's pt2pt over TCP) the flush waits until each
+  // peer's MPI applies the put, which a peer stuck outside MPI never does; the mark lets this
+  // rank's watchdog end the job and, since this rank's count is already raised, name that peer.
+  // A mark costs a lock and a clock read, little beside the puts.
+  BlockingOp mark("progress board");
+  if (b->rank == b->stall_rank && watchdog_iteration() == b->stall_iteration) {
+    std::fprintf(stderr, "cnnscale: rank %d: CNNSCALE_INJECT_BOARD_STALL_AT: publishing stalls at iteration %lld\n",
+                 b->rank, static_cast<long long>(b->stall_iteration));
+    std::fflush(stderr);
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+  }
   b->posted = arrivals;
   __atomic_store_n(&b->slots[b->rank], arrivals, __ATOMIC_RELAXED);
   for (int r = 0; r < b->size; ++r)
@@ -66,6 +87,13 @@ ProgressBoard::ProgressBoard() : impl_(std::make_unique<Impl>()) {
   // Every rank's slots are zero before any put can reach them.
   MPI_CHECK(MPI_Barrier(impl_->comm));
   MPI_CHECK(MPI_Win_lock_all(MPI_MODE_NOCHECK, impl_->win));
+  if (const char* v = std::getenv("CNNSCALE_INJECT_BOARD_STALL_AT"); v && *v) {
+    long long r = -1, i = -1;
+    if (std::sscanf(v, "%lld:%lld", &r, &i) == 2) {
+      impl_->stall_rank = static_cast<int>(r);
+      impl_->stall_iteration = i;
+    }
+  }
   g_board.store(impl_.get(), std::memory_order_release);
   set_arrival_publisher(&publish);
 }

@@ -147,5 +147,24 @@ TEST(Faults, WatchdogNamesTheRankThatDidNotArrive) {
   EXPECT_FALSE(std::regex_search(r.err, std::regex("rank [02] did not arrive"))) << r.err;
 }
 
+// Where a put needs the target's MPI progress (Open MPI over TCP without true RMA), a rank that
+// publishes its count while a peer is stuck outside MPI waits in the board's flush. That wait is
+// marked on the watchdog like any collective's: the job ends with 3 and the stuck rank is named.
+// Shared memory applies puts without the peer, so the test hook CNNSCALE_INJECT_BOARD_STALL_AT=0:5
+// makes rank 0's publication at iteration 5 wait for good, as such a flush would for rank 1.
+TEST(Faults, WatchdogCoversThePublishingOfProgress) {
+  testing::MpiJob job(2, endless_args("5"), {"CNNSCALE_INJECT_HANG_AT=1:5", "CNNSCALE_INJECT_BOARD_STALL_AT=0:5"});
+  testing::MpiResult r = job.wait(std::chrono::seconds(90));
+  EXPECT_FALSE(r.timed_out) << r.err;
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("rank 0: CNNSCALE_INJECT_BOARD_STALL_AT: publishing stalls at iteration 5"), std::string::npos)
+      << r.err;
+  EXPECT_TRUE(std::regex_search(
+      r.err, std::regex("cnnscale: error: rank 0 \\(host [^)]+\\): progress board at iteration 5 did not complete "
+                        "within 5 s; a peer rank failed or hung: rank 1 did not arrive \\(collectives it started: "
+                        "[0-9]+, this rank: [0-9]+\\)")))
+      << r.err;
+}
+
 }  // namespace
 }  // namespace cnnscale
