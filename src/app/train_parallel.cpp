@@ -233,7 +233,12 @@ ParallelRun::ParallelRun(const ParallelArgs& args, const std::string& device, in
   global_batch_ = std::accumulate(rank_batches_.begin(), rank_batches_.end(), int64_t{0});
 }
 
-ParallelRun::~ParallelRun() = default;
+ParallelRun::~ParallelRun() {
+  // The watchdog's peer report reads the board: withdrawn first (set_peer_report waits for a report
+  // in progress), so a mark that expires while the rest is torn down never reads a freed board.
+  if (watchdog_) watchdog_->set_peer_report({});
+  progress_.reset();
+}
 
 double ParallelRun::slowdown() const {
   return args_.slowdown.empty() ? 1.0 : args_.slowdown[static_cast<size_t>(rank_)];

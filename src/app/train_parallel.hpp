@@ -122,7 +122,8 @@ class ParallelRun {
   std::unique_ptr<CommunicatorExchange> exchange_;  // over comm_, for sync batch norm
   std::atomic<Communicator*> abort_target_{nullptr};
   std::unique_ptr<Watchdog> watchdog_;
-  std::unique_ptr<ProgressBoard> progress_;  // after watchdog_: released while it still watches
+  // Released by ~ParallelRun after the watchdog's report of it is withdrawn, while it still watches.
+  std::unique_ptr<ProgressBoard> progress_;
 };
 
 }  // namespace cnnscale::app
