@@ -6,7 +6,11 @@
 # default build-gpu/bin or build/bin), MPIRUN (default mpirun), MPIRUN_ARGS (extra mpirun
 # arguments, e.g. --oversubscribe), CNNSCALE_BIND=none|numa (default none), NCCL_* (forwarded).
 # Exit: mpirun's, but 75 when every rank stopped for requeue after a stop signal (SIGTERM, SIGINT,
-# SIGUSR1 to this script or to mpirun), also where mpirun itself reports 1 for it.
+# SIGUSR1 to this script or to mpirun), also where mpirun itself reports 1 for it. That needs rank 0
+# on this script's node: rank 0 writes the record of the stop to a private folder of this node's
+# $TMPDIR (launch/common.sh). Ranks on other nodes (a --hostfile or --host in MPIRUN_ARGS) are fine
+# as long as this node comes first; where rank 0 runs elsewhere, a job stopped by a signal to
+# mpirun ends with mpirun's 1, not 75, and is not requeued.
 set -euo pipefail
 launcher="launch/mpirun.sh"
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
