@@ -14,26 +14,24 @@
 #include <fstream>
 
 #include "core/error.hpp"
+#include "io/atomic_file.hpp"
+#include "io/safe_open.hpp"
 
 namespace cnnscale {
 
 std::string write_requeue_record(int ranks, const std::string& host) {
   const char* path = std::getenv(kRequeueRecordEnv);
   if (!path || !*path) return "";
-  // O_EXCL: a file already there was not written by this job (the launcher made the path fresh),
-  // and with O_CREAT it also refuses a link planted at the name.
-  const int fd = ::open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0)
-    return fmt::format("cannot write the requeue record {} ({}={}): {}; the launcher reports its own exit code", path,
-                       kRequeueRecordEnv, path, std::strerror(errno));
+  // O_EXCL: a file already there was not written by this job (the launcher made the path fresh);
+  // a link planted at the name is refused by name. A failed write removes the file: a partial
+  // record must not count.
   const std::string line =
       fmt::format("stopped for requeue: {} rank(s), rank 0 on host {} pid {}\n", ranks, host, ::getpid());
-  const bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
-  const int err = errno;
-  ::close(fd);
-  if (!ok) {
-    ::unlink(path);  // a partial record must not count
-    return fmt::format("cannot write the requeue record {}: {}", path, std::strerror(err));
+  try {
+    write_synced_fd(open_no_follow(path, O_WRONLY | O_CREAT | O_EXCL, 0600), path, line);
+  } catch (const RuntimeError& e) {
+    return fmt::format("cannot write the requeue record ({}): {}; the launcher reports its own exit code",
+                       kRequeueRecordEnv, e.what());
   }
   return "";
 }
