@@ -111,7 +111,7 @@ void run_train(TrainArgs& a) {
     if (show) show(done, total);
   };
   energy->start_sampling();
-  const TrainResult r = trainer.run(cb);
+  TrainResult r = trainer.run(cb);  // put_mfu may yet mark it interrupted
   energy->stop_sampling();
   if (rank0) progress.finish();
 
@@ -129,7 +129,9 @@ void run_train(TrainArgs& a) {
       assemble_run_results(describe_results(a, in, run_config, trainer, r, par, std::move(epochs)), r,
                            gathered.reports, a.measure.whole_epochs, a.measure.whole_samples);
   put_graph_figures(results, gathered.graphs);
-  if (a.mfu && !r.interrupted) put_mfu(results, backend, a.options.precision, par.world_size());  // no time to spare
+  if (a.mfu && !r.interrupted)  // an interrupted run has no time to spare
+    put_mfu(results, r, backend, a.options.precision, par.world_size(), a.measure.mfu_window);
+  if (r.interrupted) requested_exit_code() = kExitRequeue;  // also when put_mfu was stopped
   if (r.interrupted) results.status = std::string(kRunInterrupted);
   ResultsWriteOptions where;
   where.root = a.measure.results_root;

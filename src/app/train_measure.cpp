@@ -10,6 +10,7 @@
 #include "backend/devices.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/stop_signal.hpp"
 #include "parallel/mpi_env.hpp"
 #include "io/atomic_file.hpp"
 #include "io/safe_open.hpp"
@@ -48,6 +49,8 @@ void add_measure_options(CLI::App& cmd, MeasureArgs& a) {
   cmd.add_option("--phase-window", a.phase_window, "measure phases: shortest loop in seconds")->capture_default_str();
   cmd.add_option("--phase-repeats", a.phase_repeats, "measure phases: repeats of the three loops")
       ->capture_default_str();
+  cmd.add_option("--mfu-window", a.mfu_window, "--mfu: shortest window of the matmul peak in seconds (3 windows)")
+      ->capture_default_str();
   cmd.add_option("--whole-epochs", a.whole_epochs, "Epochs for the whole-training figures (default: the run's)");
   cmd.add_option("--whole-samples", a.whole_samples,
                  "Training-set size for the whole-training figures (default: the data's)");
@@ -58,6 +61,8 @@ void validate_measure_args(const MeasureArgs& a) {
   if (!(a.power_hz >= 0 && a.power_hz <= 1000)) throw_config("--power-hz must be in [0, 1000], got {}", a.power_hz);
   if (!(a.min_window >= 0)) throw_config("--min-window must be >= 0 seconds, got {}", a.min_window);
   if (!(a.phase_window > 0)) throw_config("--phase-window must be > 0 seconds, got {}", a.phase_window);
+  if (!(a.mfu_window > 0 && a.mfu_window <= 3600))
+    throw_config("--mfu-window must be in (0, 3600] seconds, got {}", a.mfu_window);
   if (a.phase_repeats < 1) throw_config("--phase-repeats must be >= 1, got {}", a.phase_repeats);
   if (a.whole_epochs < 0) throw_config("--whole-epochs must be >= 0, got {}", a.whole_epochs);
   if (a.whole_samples < 0) throw_config("--whole-samples must be >= 0, got {}", a.whole_samples);
@@ -162,9 +167,23 @@ void put_graph_figures(RunResults& results, const std::vector<GraphFigures>& gra
   }
 }
 
-void put_mfu(RunResults& results, Backend& backend, Precision precision, int world_size) {
-  const MatmulPeak peak =
-      measure_matmul_peak(backend, compute_dtype(precision), matmul_peak_size(backend.device()));
+void put_mfu(RunResults& results, TrainResult& run, Backend& backend, Precision precision, int world_size,
+             double window) {
+  log::info("--mfu: measuring the device's matmul peak after training");
+  const MatmulPeak peak = measure_matmul_peak(backend, compute_dtype(precision), matmul_peak_size(backend.device()),
+                                              window, 3, [] { return stop_signal() != 0; });
+  if (peak.stopped) {
+    results.summary.matmul_peak_tflops = NumberFigure::null();
+    results.summary.mfu = NumberFigure::null();
+    results.methods["matmul_peak_tflops"] = "null: a stop signal ended the measurement";
+    results.methods["mfu"] = "null: no matmul peak (a stop signal ended its measurement)";
+    run.interrupted = true;
+    run.stop_signal = stop_signal();
+    run.interrupted_in = "the matmul peak measurement of --mfu";
+    log::warn("stopped by {} during {} after training: the run is recorded as interrupted",
+              stop_signal_name(run.stop_signal), run.interrupted_in);
+    return;
+  }
   results.summary.matmul_peak_tflops = peak.tflops;
   results.methods["matmul_peak_tflops"] = fmt::format(
       "rank 0's device after training: {0}x{0}x{0} {1} matmuls ({2}), {3} windows of {4} calls back to back on "

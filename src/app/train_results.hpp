@@ -27,6 +27,7 @@ struct MeasureArgs {
   double min_window = 3.0;
   double phase_window = 1.0;
   int phase_repeats = 3;
+  double mfu_window = 0.2;    // --mfu: shortest window of the matmul peak in seconds
   int64_t whole_epochs = 0;   // 0: the run's epochs (at least 1)
   int64_t whole_samples = 0;  // 0: the training set's size
   std::vector<std::string> tags;  // KEY=VALUE
@@ -66,8 +67,12 @@ GatheredRanks gather_rank_reports(const RankReport& mine, const GraphFigures& my
 // are rank 0's (every rank gives the same reason), each rank's figures its own.
 void put_graph_figures(RunResults& results, const std::vector<GraphFigures>& graphs);
 
-// --mfu: measures the square-matmul peak of `backend` in `precision`'s compute dtype and writes it
-// and the model FLOPs utilisation (the job's gflops over world_size peaks) into the summary.
-void put_mfu(RunResults& results, Backend& backend, Precision precision, int world_size);
+// --mfu: measures the square-matmul peak of `backend` in `precision`'s compute dtype (windows of
+// `window` seconds) and writes it and the model FLOPs utilisation (the job's gflops over world_size
+// peaks) into the summary. Rank 0 alone measures, after the other ranks are done: a stop signal to it
+// ends the measurement, leaves both figures null and marks `run` interrupted, as a stop in the other
+// loops after training does (the caller then exits for requeue).
+void put_mfu(RunResults& results, TrainResult& run, Backend& backend, Precision precision, int world_size,
+             double window);
 
 }  // namespace cnnscale::app

@@ -29,31 +29,36 @@ Tensor random_matrix(Backend& backend, int64_t n, DType dtype, uint64_t seed) {
 }
 }  // namespace
 
-MatmulPeak measure_matmul_peak(Backend& backend, DType dtype, int64_t n, double min_seconds, int windows) {
+MatmulPeak measure_matmul_peak(Backend& backend, DType dtype, int64_t n, double min_seconds, int windows,
+                               const std::function<bool()>& stop) {
   CNNSCALE_CHECK(n >= 1 && windows >= 1 && min_seconds > 0, "matmul peak: n {}, windows {}, {} s", n, windows,
                  min_seconds);
   const Tensor a = random_matrix(backend, n, dtype, 1), b = random_matrix(backend, n, dtype, 2);
   const Tensor c = backend.alloc(Shape{n, n}, dtype);
+  MatmulPeak p;
+  p.n = n;
+  p.dtype = dtype;
+  p.windows = windows;
   auto call = [&] { backend.matmul(false, false, n, n, n, 1.0f, a, b, 0.0f, c); };
   auto timed = [&](int64_t calls) {
     backend.synchronize();
     auto begin = backend.record_timing_event();
-    for (int64_t i = 0; i < calls; ++i) call();
+    for (int64_t i = 0; i < calls && !p.stopped; ++i) {
+      p.stopped = stop && stop();
+      if (!p.stopped) call();
+    }
     auto end = backend.record_timing_event();
     backend.synchronize();
     return backend.elapsed_ms(*begin, *end) / 1e3;
   };
   timed(2);  // warm-up: library handles, algorithm heuristics, clocks
   const double per_call = std::max(timed(2) / 2, 1e-9);
-  MatmulPeak p;
-  p.n = n;
-  p.dtype = dtype;
-  p.windows = windows;
   p.calls_per_window = std::max<int64_t>(2, static_cast<int64_t>(std::ceil(min_seconds / per_call)));
   std::vector<double> tflops;
   const double flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
-  for (int w = 0; w < windows; ++w)
+  for (int w = 0; w < windows && !p.stopped; ++w)
     tflops.push_back(flops * static_cast<double>(p.calls_per_window) / timed(p.calls_per_window) / 1e12);
+  if (p.stopped) return p;
   std::sort(tflops.begin(), tflops.end());
   p.tflops = tflops[tflops.size() / 2];
   return p;

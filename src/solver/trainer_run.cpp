@@ -148,13 +148,16 @@ void Trainer::pause_for_reports(RunState& s, int64_t t, const TrainCallbacks& cb
   }
   bool test_stopped = false;
   if (want_test) {
-    // The test after the last step is a loop after training: a stop signal ends it (finish() then
-    // records the run as interrupted); the checkpoint below is still written, the training is whole.
+    // A stop signal ends a test within a batch, on every rank alike (evaluate's one reduction tells
+    // them all); a part of the test set is no accuracy, so the epoch record gets none. Between
+    // epochs the stop vote below then ends training at the next boundary with a checkpoint. The
+    // test after the last step is a loop after training: finish() records the run as interrupted;
+    // the checkpoint below is still written, the training is whole.
     const bool last = done == total_iterations_;
-    EvalResult test = evaluate(t, last ? &test_stopped : nullptr);
-    if (!test_stopped) s.last_test = test;  // a part of the test set is no accuracy
+    EvalResult test = evaluate(t, &test_stopped);
+    if (!test_stopped) s.last_test = test;
     s.evaluated_at_end = last && !test_stopped;
-    s.final_test_stopped = test_stopped;
+    s.final_test_stopped = last && test_stopped;
   }
   if (epoch_end) {
     EpochInfo info{done / iterations_per_epoch_,

@@ -1,7 +1,8 @@
 // A stop signal during the loops that run after training (label mpi): the phase-isolated loops of
-// `--measure phases` and the final test end within a pass or a batch, the run is recorded as
-// interrupted (not complete) and exits 75 for requeue, one process alone and a 2-rank job signalled
-// on one rank alike. Each test waits for a log line before it signals, so the signal lands inside.
+// `--measure phases`, the final test and --mfu's matmul peak end within a pass, a batch or a call,
+// the run is recorded as interrupted (not complete) and exits 75 for requeue, one process alone and
+// a 2-rank job signalled on one rank alike; and during the test between epochs, which then gets no
+// accuracy. Each test waits for a log line before it signals, so the signal lands inside.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -130,6 +131,87 @@ TEST(InterruptPhases, SigtermDuringTheFinalTestStopsIt) {
   EXPECT_FALSE(r.timed_out) << r.err;
   ASSERT_EQ(r.exit_code, kRequeue) << r.err;
   EXPECT_NE(r.err.find("stopped by SIGTERM during the final test after training"), std::string::npos) << r.err;
+  EXPECT_EQ(summary_of(w).value("status", ""), "interrupted");
+}
+
+// --mfu after training: rank 0 alone times square matmuls (1024^3 on the CPU, a tenth of a second
+// or so a call), here in windows of 60 s that only a stop that works cuts short; the run is then
+// interrupted and exits 75, with no peak and no MFU in the summary.
+TEST(InterruptPhases, SigintDuringTheMatmulPeakStopsIt) {
+  testing::TempDir w;
+  testing::MpiJob job(0, {"train",
+                          "--net",
+                          "lenet",
+                          "--data",
+                          "synthetic",
+                          "--iterations",
+                          "4",
+                          "--batch",
+                          "8",
+                          "--min-window",
+                          "0",
+                          "--mfu",
+                          "--mfu-window",
+                          "60",
+                          "--results",
+                          w.file("results"),
+                          "--experiment",
+                          "e",
+                          "--run-id",
+                          "stopped"});
+  ASSERT_TRUE(job.wait_for_err("--mfu: measuring the device's matmul peak", std::chrono::seconds(120)))
+      << job.err_so_far();
+  ASSERT_EQ(::kill(job.pid(), SIGINT), 0);
+  testing::MpiResult r = job.wait(std::chrono::seconds(60));  // uninterrupted: 3 windows of 60 s
+  EXPECT_FALSE(r.timed_out) << r.err;
+  ASSERT_EQ(r.exit_code, kRequeue) << r.err;
+  EXPECT_NE(r.err.find("stopped by SIGINT during the matmul peak measurement of --mfu after training"),
+            std::string::npos)
+      << r.err;
+  const nlohmann::json s = summary_of(w);
+  EXPECT_EQ(s.value("status", ""), "interrupted");
+  ASSERT_TRUE(s.contains("summary") && s.contains("methods")) << s.dump();
+  for (const char* key : {"matmul_peak_tflops", "mfu"}) {
+    EXPECT_TRUE(s["summary"].contains(key) && s["summary"][key].is_null()) << key << ": " << s.dump();
+    EXPECT_NE(s["methods"].value(key, "").find("a stop signal ended"), std::string::npos) << key << ": " << s.dump();
+  }
+}
+
+// The test between epochs: 16 training samples at batch 8 make an epoch of 2 iterations, and the
+// small ResNet's test over Fashion-MNIST's 10,000 images begins right after iteration 2's loss line.
+// A SIGTERM then ends that test within a batch: the epoch gets no accuracy (a part of the test set is
+// none) and training stops at that boundary with exit 75. Before, the whole test ran first and the
+// epoch's accuracy line was printed.
+TEST(InterruptPhases, SigtermDuringAnEpochsTestStopsIt) {
+  testing::TempDir w;
+  testing::MpiJob job(0, {"train",
+                          "--net",
+                          "resnet_fmnist",
+                          "--data",
+                          "fashion-mnist",
+                          "--train-samples",
+                          "16",
+                          "--epochs",
+                          "3",
+                          "--batch",
+                          "8",
+                          "--display",
+                          "2",
+                          "--min-window",
+                          "0",
+                          "--results",
+                          w.file("results"),
+                          "--experiment",
+                          "e",
+                          "--run-id",
+                          "stopped"});
+  ASSERT_TRUE(job.wait_for_err("iter 2/6", std::chrono::seconds(120))) << job.err_so_far();
+  ASSERT_EQ(::kill(job.pid(), SIGTERM), 0);
+  testing::MpiResult r = job.wait(std::chrono::seconds(60));
+  EXPECT_FALSE(r.timed_out) << r.err;
+  ASSERT_EQ(r.exit_code, kRequeue) << r.err;
+  EXPECT_EQ(r.err.find("epoch 1 (iter 2): test"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("stopped by SIGTERM at iteration 2 of 6"), std::string::npos) << r.err;
   EXPECT_EQ(summary_of(w).value("status", ""), "interrupted");
 }
 
