@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "app/commands.hpp"
+#include "app/count_option.hpp"
 #include "backend/backend.hpp"
 #include "core/error.hpp"
 #include "core/precision.hpp"
@@ -174,9 +175,9 @@ void register_time(CLI::App& app) {
       ->capture_default_str();
   // CLI11 checks a value only when it is given: 0, the "not given" default, is refused as a value.
   cmd->add_option("--sm-count", a.sm_count, "Run on a partition of N SMs of the GPU (a green context; rounded up)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->add_option("--input-shape", a.input_shape, "Per-sample input C,H,W (default: the network's)")->delimiter(',');
-  cmd->add_option("--classes", a.classes, "Number of classes (default: the network's)")->check(CLI::PositiveNumber);
+  cmd->add_option("--classes", a.classes, "Number of classes (default: the network's)")->check(at_least(1));
   cmd->add_option("--seed", a.options.seed, "Seed of weight init and the random input")->capture_default_str();
   cmd->add_flag("--json", a.json, "Print one JSON line on stdout instead of the table");
   cmd->add_flag("--no-fuse", a.no_fuse,

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands.hpp"
+#include "app/count_option.hpp"
 #include "app/train_progress.hpp"
 #include "app/train_run.hpp"
 #include "backend/engine_cache.hpp"
@@ -163,9 +164,9 @@ void register_train(CLI::App& app) {
   // Counts are checked as they are parsed (CLI11 runs a check only on a value given), naming the flag.
   cmd->add_option("--train-samples", a.train_samples,
                   "Use only the first N training samples (synthetic: samples per epoch, default max(1024, batch))")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->add_option("--test-samples", a.test_samples, "Use only the first N test samples (0: no test)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   auto* epochs = cmd->add_option("--epochs", a.epochs, "Epochs to train (default 1)");
   auto* iterations = cmd->add_option("--iterations", a.iterations, "Iterations to train");
   epochs->excludes(iterations);
@@ -173,7 +174,7 @@ void register_train(CLI::App& app) {
                   "Batch size: the global batch, split across MPI ranks (see --batch-per-rank)")
       ->capture_default_str();
   cmd->add_option("--test-batch", a.options.test_batch, "Test batch size per rank (default: the rank's batch)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->add_option("--device", a.device, "cpu, gpu (under mpirun: the rank's GPU) or gpu:N")->capture_default_str();
   cmd->add_option("--precision", a.precision,
                   "fp32; tf32 (fp32 storage, TF32 tensor-core math); bf16 or fp16 (16-bit activations over fp32 "
@@ -214,7 +215,7 @@ void register_train(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--lr-base-batch", a.solver.lr_base_batch,
                   "the global batch --lr is meant for under --lr-scaling linear")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   cmd->add_option("--momentum", a.solver.momentum, "SGD momentum")->capture_default_str();
   cmd->add_option("--weight-decay", a.solver.weight_decay, "L2 weight decay")->capture_default_str();
@@ -235,16 +236,16 @@ void register_train(CLI::App& app) {
   cmd->add_option("--input-shape", a.input_shape, "Synthetic: per-sample input C,H,W (default: the network's)")
       ->delimiter(',');
   cmd->add_option("--classes", a.classes, "Synthetic: number of classes (default: the network's)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   cmd->add_option("--data-threads", a.options.data_threads,
                   "Threads filling each training batch (reading, checking, normalising a contiguous part each); the "
                   "batches do not depend on it, so it is not part of the run's identity")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   cmd->add_option("--crop-pad", a.options.augment.crop_pad,
                   "Augmentation: shift each training sample by up to N pixels on each axis (a random crop of the "
                   "zero-padded sample; the study's +-5-pixel displacements), drawn per sample from the seed and epoch")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   cmd->add_flag("--mirror", a.options.augment.mirror,
                 "Augmentation: flip each training sample left-right with probability 1/2 (drawn as --crop-pad)");
   cmd->add_flag(
@@ -252,14 +253,14 @@ void register_train(CLI::App& app) {
       "GPU runs over byte-stored data (Fashion-MNIST, hdf5:DIR, list:FILE): normalise and augment on the host and "
       "upload floats, instead of uploading the bytes (a quarter as many) and decoding them on the GPU");
   cmd->add_option("--pool-batches", a.pool_batches, "Synthetic: distinct batches kept on the device")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   cmd->add_option("--checkpoint-dir", a.options.checkpoint_dir,
                   "Write checkpoints here (the newest two intact ones are kept); the directory belongs to this run: "
                   "another live run, or a run of other settings while these checkpoints are there, is refused");
   cmd->add_option("--checkpoint-every", a.options.checkpoint_every,
                   "Also checkpoint every N iterations (always at epoch ends)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   auto* resume = cmd->add_option("--resume", a.options.resume,
                                  "Continue from a checkpoint file, or 'auto': the newest intact one in --checkpoint-dir "
                                  "(its network, solver settings and data must be this run's)");
@@ -269,10 +270,10 @@ void register_train(CLI::App& app) {
                 "another run's checkpoints")
       ->needs(resume);
   cmd->add_option("--display", a.options.display, "Iterations between loss reports")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   cmd->add_option("--timing-warmup", a.options.timing_warmup, "Iterations left out of samples/s")
-      ->check(CLI::NonNegativeNumber)
+      ->check(at_least(0))
       ->capture_default_str();
   cmd->add_flag("--json", a.json, "Print one JSON line of results on stdout");
   add_parallel_options(*cmd, a.parallel);

@@ -76,16 +76,18 @@ TrainInputs load_train_inputs(TrainArgs& a) {
   if (dataset.synthetic) {
     if (!a.input_shape.empty()) net_options.input_shape = a.input_shape;
     if (a.classes > 0) net_options.classes = a.classes;
-  } else {
-    net_options.classes = dataset.classes;
   }
   const std::string net_file = resolve_network_path(a.net);
   NetSpec spec = NetSpec::load(net_file, net_options);
-  // A real dataset's samples must be what the network was written for: putting the dataset's shape
-  // in its place would train another network (other layer sizes) under the file's name.
+  // A real dataset's samples and labels must be what the network was written for: putting the
+  // dataset's shape or class count in its place would train another network (other layer sizes)
+  // under the file's name, or fail at the first label past an explicit num_output.
   if (!dataset.synthetic && spec.input_shape() != dataset.sample_shape)
     throw_config("{}: the network's input shape is {} (input.shape), but {} samples are {}", net_file,
                  fmt::join(spec.input_shape(), "x"), a.data, fmt::join(dataset.sample_shape, "x"));
+  if (!dataset.synthetic && spec.classes() != dataset.classes)
+    throw_config("{}: the network has {} classes (input.classes), but {} has {}", net_file, spec.classes(), a.data,
+                 dataset.classes);
   const DatasetRequest request{a.data, a.data_dir, a.train_samples, a.test_samples, a.synthetic_fill, a.options.seed};
   OpenedDatasets data = open_datasets(request, spec.input_shape(), spec.classes(), a.options.batch);
   if (dataset.synthetic) {  // generated batches stay on the device: the run measures the network, not a loader

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -131,6 +132,39 @@ void read_rank_sets(const ExperimentReader& r, const ConfigNode& m, Experiment& 
     for (const auto& [ranks, node] : sets)
       if (ranks > b) node.fail(fmt::format("{} ranks cannot split a global batch of {}", ranks, b));
   read_splits(r, m, e);
+}
+
+namespace {
+// Compares the values of axis `key` as the run id spells them (`id` of each): two that spell alike
+// would be one run twice, the second finding the first's folder or racing it as another array task.
+// A set of spellings, not a pairwise comparison: an axis may hold thousands of values.
+template <typename T, typename Id>
+void check_distinct(const ExperimentReader& r, const ConfigNode& m, const char* key, const std::vector<T>& values,
+                    Id id) {
+  const auto c = r.child(m, key);
+  if (!c) return;
+  const std::vector<ConfigNode> nodes = list_items(*c);
+  if (nodes.size() != values.size()) return;  // not read one value per item: nothing to locate
+  std::map<std::string, size_t> first;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const std::string spelt = id(values[i]);
+    if (const auto [at, fresh] = first.emplace(spelt, i); !fresh)
+      nodes[i].fail(fmt::format("{} is listed twice (also matrix.{}[{}]): both would be one run, of one run id", spelt,
+                                key, at->second));
+  }
+}
+}  // namespace
+
+void check_distinct_axis_values(const ExperimentReader& r, const ConfigNode& m, const Experiment& e) {
+  auto text = [](const auto& v) { return fmt::format("{}", v); };
+  check_distinct(r, m, "network", e.networks, text);
+  check_distinct(r, m, "batch", e.batches, text);
+  check_distinct(r, m, "batch_per_gpu", e.batches_per_gpu, text);
+  check_distinct(r, m, "gpus", e.gpu_counts, text);
+  check_distinct(r, m, "gpu_mix", e.gpu_mixes, [](const GpuMix& g) { return "[" + g.label() + "]"; });
+  check_distinct(r, m, "cpu_mix", e.cpu_mixes,
+                 [](const std::vector<double>& f) { return fmt::format("[{}]", fmt::join(f, ", ")); });
+  check_distinct(r, m, "allreduce", e.allreduce, [](const AllreduceMode& a) { return a.label(); });
 }
 
 void check_matrix_size(const ExperimentReader& r, const ConfigNode& m, bool infer) {

@@ -387,6 +387,7 @@ void read_matrix(const ExperimentReader& r, const ConfigNode& root, const Config
     e.allreduce = {AllreduceMode{}};
   }
   if (auto c = r.child(m, "repeats")) e.repeats = int_in(*c, 1, 1000);
+  check_distinct_axis_values(r, m, e);
 }
 
 }  // namespace
@@ -474,14 +475,19 @@ Experiment parse_experiment_text(const std::string& text, const std::string& fil
     if (len.scale > 0 && len.whole_samples == 0 && dataset_info(data.name).synthetic &&
         data.train_samples == 0)
       where.fail(fmt::format("network {}: iteration_scale needs whole_samples (the training set's size)", net));
-    // A real dataset's samples must be what the network was written for: train refuses the run
-    // otherwise, and every run of the network would fail in turn.
+    // A real dataset's samples and labels must be what the network was written for: train refuses
+    // the run otherwise, and every run of the network would fail in turn.
     if (const DatasetInfo info = dataset_info(data.name); !info.synthetic) {
-      const std::vector<int64_t> shape = NetSpec::load(e.network_paths.at(net)).input_shape();
+      const NetSpec spec = NetSpec::load(e.network_paths.at(net));
+      const std::vector<int64_t> shape = spec.input_shape();
       if (shape != info.sample_shape)
         network_node(r, root, net).fail(fmt::format("{}: the network's input shape is {} (input.shape), but {} "
                                                     "samples are {}", e.network_paths.at(net), fmt::join(shape, "x"),
                                                     data.name, fmt::join(info.sample_shape, "x")));
+      if (spec.classes() != info.classes)
+        network_node(r, root, net).fail(fmt::format("{}: the network has {} classes (input.classes), but {} has {}",
+                                                    e.network_paths.at(net), spec.classes(), data.name,
+                                                    info.classes));
     }
   }
   return e;

@@ -44,6 +44,9 @@ std::vector<ConfigNode> list_items(const ConfigNode& n);
 // The matrix's rank sets and split policies (experiment_matrix.cpp): gpus, gpu_mix, cpu_mix, split;
 // ranks are checked against `host` and each batch.
 void read_rank_sets(const ExperimentReader& r, const ConfigNode& matrix, Experiment& e, const HostInfo& host);
+// Refuses, at the second of them, an axis (network, batch, batch_per_gpu, gpus, gpu_mix, cpu_mix,
+// allreduce) that lists one value twice: both would expand to one run id (experiment_matrix.cpp).
+void check_distinct_axis_values(const ExperimentReader& r, const ConfigNode& matrix, const Experiment& e);
 // extra_args (experiment_extra_args.cpp): each item appended to e.extra_args, or refused at its
 // file:line:col when the sweep already writes that flag on a run's command line (`infer` picks
 // infer's flags rather than train's), or when it is a tag the sweep writes itself.

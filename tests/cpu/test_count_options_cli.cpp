@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <string>
 
 #include "common/temp_dir.hpp"
 #include "cpu/cli_runner.hpp"
@@ -39,6 +41,59 @@ TEST(CountOptions, TrainRefusesNonsenseCountsNamingTheFlag) {
 TEST(CountOptions, TimeRefusesNonsenseCountsNamingTheFlag) {
   expect_usage_error({"time", "lenet", "--classes", "0"}, {"--classes"});
   expect_usage_error({"time", "lenet", "--sm-count", "0"}, {"--sm-count"});
+}
+
+// The refusal reads as a sentence: the bound and the value given, not CLI11's range of doubles with
+// DBL_MAX written out in 309 digits; a value that is no number is quoted, control characters shown.
+TEST(CountOptions, RefusalsAreReadable) {
+  expect_usage_error(lenet_train({"--classes", "0"}), {"--classes: must be at least 1, got 0"});
+  expect_usage_error(lenet_train({"--test-samples", "-1"}), {"--test-samples: must be at least 0, got -1"});
+  expect_usage_error(lenet_train({"--display", "x\nz"}), {"--display: must be a whole number of at least 1, got 'x"});
+  expect_usage_error(lenet_train({"--display", "1\n2"}), {"got '1?2'"});
+  expect_usage_error(lenet_train({"--train-samples", "99999999999999999999"}),
+                     {"--train-samples: 99999999999999999999 is out of range"});
+  expect_usage_error({"time", "lenet", "--sm-count", "0"}, {"--sm-count: must be at least 1, got 0"});
+  for (const char* flag : {"--classes", "--train-samples", "--test-batch", "--pool-batches", "--display",
+                           "--data-threads", "--lr-base-batch"}) {
+    const testing::CliResult r = testing::run_cnnscale(lenet_train({flag, "-2"}));
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find(std::string(flag) + ": must be at least 1, got -2"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("not in range"), std::string::npos) << r.err;
+    EXPECT_LT(r.err.size(), 200u) << r.err;
+  }
+}
+
+// A real dataset's labels must be the network's classes: a LeNet of 7 classes on Fashion-MNIST's 10
+// was rebuilt with 10 (exit 0), and with an explicit num_output: 7 it failed at the first label 7 or
+// more, after the set-up. Refused before any work, naming the file and both counts; the dataset's
+// files are never opened (the count is the dataset's table entry).
+TEST(CountOptions, NetworkClassesNotTheDatasetsIsAnError) {
+  testing::TempDir dir;
+  std::ifstream lenet(std::string(CNNSCALE_SOURCE_DIR) + "/networks/lenet.yaml");
+  std::string text((std::istreambuf_iterator<char>(lenet)), std::istreambuf_iterator<char>());
+  const std::string from = "classes: 10}";
+  ASSERT_NE(text.find(from), std::string::npos);
+  text.replace(text.find(from), from.size(), "classes: 7}");
+  std::ofstream(dir.file("lenet7.yaml")) << text;
+  const std::string results = dir.file("results");
+  testing::expect_usage_error({"train", "--net", dir.file("lenet7.yaml"), "--data", "fashion-mnist", "--data-dir",
+                               dir.file("none"), "--iterations", "1", "--results", results, "--experiment", "e"},
+                              {dir.file("lenet7.yaml") + ": the network has 7 classes (input.classes), but "
+                                                         "fashion-mnist has 10"});
+  const fs::path exp = fs::path(results) / "e";
+  EXPECT_TRUE(!fs::exists(exp) || fs::is_empty(exp)) << "a run folder was left in " << exp;
+  // Synthetic data takes the network's classes.
+  const testing::CliResult r =
+      testing::run_cnnscale({"train", "--net", dir.file("lenet7.yaml"), "--data", "synthetic", "--batch", "2",
+                             "--iterations", "1", "--no-results", "--min-window", "0", "--json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // An experiment pairing it with the dataset is refused when read, at its matrix.network entry.
+  testing::expect_error(
+      "name: t\ndataset: {name: fashion-mnist}\niterations: 4\nmatrix:\n  batch: [8]\n"
+      "  network: [lenet, " +
+          dir.file("lenet7.yaml") + "]\n",
+      {"t.yaml:6:20: matrix.network[1]: ",
+       "lenet7.yaml: the network has 7 classes (input.classes), but fashion-mnist has 10"});
 }
 
 // 0 test samples still means "no test" (a count, not a nonsense value).
