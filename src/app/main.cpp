@@ -7,13 +7,16 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <set>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "app/commands.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/stop_signal.hpp"
+#include "experiment/experiment_reader.hpp"
 #include "io/requeue_record.hpp"
 #include "parallel/mpi_env.hpp"
 
@@ -73,6 +76,16 @@ int main(int argc, char** argv) {
   cnnscale::app::register_infer(app);
   cnnscale::app::register_calibrate(app);
   cnnscale::app::register_data(app);
+  // An experiment's extra_args are checked against the options of the command each run starts,
+  // taken from its CLI definition here (experiment/ cannot see app/).
+  for (const char* command : {"train", "infer"}) {
+    std::set<std::string> flags;
+    for (const CLI::Option* option : app.get_subcommand(command)->get_options()) {
+      for (const std::string& name : option->get_lnames()) flags.insert("--" + name);
+      for (const std::string& name : option->get_snames()) flags.insert("-" + name);
+    }
+    cnnscale::set_command_flags(command, std::move(flags));
+  }
 
   try {
     app.parse(argc, argv);

@@ -4,8 +4,10 @@
 // flag is refused at its own file:line:col, naming the key that sets it.
 #include <fmt/format.h>
 
+#include <cctype>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "experiment/experiment_reader.hpp"
 
@@ -62,6 +64,28 @@ const std::map<std::string, std::string>& sweep_train_flags() {
 
 namespace {
 
+std::map<std::string, std::set<std::string>>& command_flags() {
+  static std::map<std::string, std::set<std::string>> flags;
+  return flags;
+}
+
+// An item that is a flag rather than a flag's value: "--x" or "-x"; "-1" and "-0.5" are values.
+bool looks_like_flag(const std::string& arg) {
+  return arg.size() >= 2 && arg[0] == '-' && (arg[1] == '-' || std::isalpha(static_cast<unsigned char>(arg[1])));
+}
+
+// A flag the run's command does not know, or one that makes it print and exit, would end every run
+// of the sweep as it starts (or leave it with no result): refused when the file is read.
+void check_known_flag(const ConfigNode& a, const std::string& flag, const std::string& command) {
+  if (flag == "--help" || flag == "-h")
+    a.fail(fmt::format("'{}' would print {}'s help instead of running", flag, command));
+  if (flag == "--version") a.fail(fmt::format("'--version' would print the version instead of running {}", command));
+  const auto known = command_flags().find(command);
+  if (known == command_flags().end() || known->second.empty()) return;
+  if (!known->second.count(flag))
+    a.fail(fmt::format("'{}' is no option of cnnscale {} (see cnnscale {} --help)", flag, command, command));
+}
+
 // Where the results go and which run they are: the sweep's own bookkeeping, in either mode.
 const std::set<std::string> kSweepOwnArgs = {"--results", "--run-id", "--experiment", "--no-results", "--json"};
 // Tags the sweep writes itself (train_arguments): report and sweep state read them back.
@@ -89,6 +113,10 @@ void check_infer_extra_arg(const ConfigNode& a, const std::string& flag, const I
 
 }  // namespace
 
+void set_command_flags(const std::string& command, std::set<std::string> flags) {
+  command_flags()[command] = std::move(flags);
+}
+
 void read_extra_args(const ConfigNode& list, bool infer, Experiment& e) {
   const std::vector<ConfigNode> items = list_items(list);
   for (size_t i = 0; i < items.size(); ++i) {
@@ -96,6 +124,7 @@ void read_extra_args(const ConfigNode& list, bool infer, Experiment& e) {
     const std::string arg = a.as<std::string>();
     const size_t eq = arg.find('=');
     const std::string flag = arg.substr(0, eq);
+    if (looks_like_flag(arg)) check_known_flag(a, flag, infer ? "infer" : "train");
     if (kSweepOwnArgs.count(flag)) a.fail(fmt::format("'{}' is set by the sweep itself", flag));
     if (infer) {
       // A second --precision would contradict the run's id and results: the matrix owns it.

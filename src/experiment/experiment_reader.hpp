@@ -51,6 +51,11 @@ void check_distinct_axis_values(const ExperimentReader& r, const ConfigNode& mat
 // file:line:col when the sweep already writes that flag on a run's command line (`infer` picks
 // infer's flags rather than train's), or when it is a tag the sweep writes itself.
 void read_extra_args(const ConfigNode& list, bool infer, Experiment& e);
+// The options `cnnscale train` and `cnnscale infer` accept ("--batch", "-h", ...), handed down by
+// app/ from the commands' CLI definitions when the program starts (this layer cannot see app/):
+// read_extra_args refuses a flag outside them (a typo would fail every run when it starts). Never
+// set (a unit test, a program without those commands): flags are not checked against a list.
+void set_command_flags(const std::string& command, std::set<std::string> flags);
 // The train flags a sweep writes on a run's command line, each with the experiment key that sets it.
 const std::map<std::string, std::string>& sweep_train_flags();
 // The most runs one experiment's matrix may expand to: 10,000, some 30 times the largest shipped

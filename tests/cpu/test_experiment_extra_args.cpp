@@ -4,8 +4,12 @@
 // flags is checked against the command lines the sweep really writes, so it cannot fall behind.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <set>
 
+#include "common/temp_dir.hpp"
+#include "cpu/cli_runner.hpp"
 #include "cpu/experiment_test_util.hpp"
 #include "experiment/experiment_reader.hpp"
 #include "experiment/sweep.hpp"
@@ -13,6 +17,7 @@
 namespace cnnscale {
 namespace {
 
+namespace fs = std::filesystem;
 using testing::expect_error;
 using testing::gpu_host;
 using testing::parse;
@@ -88,6 +93,42 @@ TEST(ExperimentExtraArgs, TheTableCoversEveryFlagTheSweepWrites) {
     }
   }
   EXPECT_TRUE(written.count("--iterations") && written.count("--epochs"));
+}
+
+// A flag the run's command does not know (a typo), --help or --version would end every run as it
+// starts: `cnnscale sweep` refuses them when the file is read, at the entry, checking against the
+// options of train's (or infer's) own CLI definition, handed down at start-up. Nothing is run or
+// written (--dry-run or not).
+TEST(ExperimentExtraArgs, FlagsTheCommandDoesNotKnowAreRefusedByTheSweep) {
+  testing::TempDir dir;
+  const std::string file = dir.file("x.yaml");
+  const std::string results = dir.file("results");
+  auto refused = [&](const std::string& extra, const std::string& expected) {
+    std::ofstream(file) << kBase << "extra_args: " << extra << "\n";  // line 8
+    testing::expect_usage_error({"sweep", file, "--results", results, "--dry-run"}, {file + ":8:" + expected});
+    EXPECT_FALSE(fs::exists(fs::path(results) / "t")) << extra;
+  };
+  refused("[--display, '2', --ba, '5']",
+          "30: extra_args[2]: '--ba' is no option of cnnscale train (see cnnscale "
+          "train --help)");
+  refused("[--displya=2]", "14: extra_args[0]: '--displya' is no option of cnnscale train");
+  refused("[--help]", "14: extra_args[0]: '--help' would print train's help instead of running");
+  refused("[-h]", "14: extra_args[0]: '-h' would print train's help");
+  refused("[--version]", "14: extra_args[0]: '--version' would print the version instead of running train");
+  // train's own options pass, a negative value is no flag, and so does any option train gains.
+  std::ofstream(file) << kBase << "extra_args: [--timing-warmup, '5', --tag, site=a, --mfu, --crop-pad=0]\n";
+  const testing::CliResult ok = testing::run_cnnscale({"sweep", file, "--results", results, "--dry-run"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+}
+
+// The same check where the list is handed down by hand (no app/ in this test binary).
+TEST(ExperimentExtraArgs, TheHandedDownListDecides) {
+  set_command_flags("train", {"--display", "--tag"});
+  expect_error(kBase + "extra_args: [--display, '2', --crop-pad, '1']\n",
+               {"t.yaml:8:30: extra_args[2]: '--crop-pad' is no option of cnnscale train"});
+  EXPECT_EQ(parse(kBase + "extra_args: [--display, '-2']\n").extra_args.size(), 2u);  // '-2' is a value
+  set_command_flags("train", {});                                                     // unchecked again
+  EXPECT_EQ(parse(kBase + "extra_args: [--crop-pad, '1']\n").extra_args.size(), 2u);
 }
 
 }  // namespace
