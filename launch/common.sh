@@ -57,14 +57,31 @@ new_requeue_record() {
 # ranks return, so a failed launch counts as stopped for requeue when, and only when, its rank 0
 # left this launch's record (new_requeue_record). The command runs in the background so that this
 # shell takes the stop signals (Slurm's --signal=B:USR1, scancel's SIGTERM, Ctrl-C) and passes them
-# on; mpirun and srun pass them to every rank.
+# on; mpirun and srun pass them to every rank. The first stop goes on as SIGUSR1, whatever it was:
+# the ranks take it as the same graceful stop, and mpirun forwards SIGUSR1 at once, where SIGTERM
+# or SIGINT make it kill the ranks odls_base_sigkill_timeout seconds later, finished or not. A
+# second SIGTERM or SIGINT goes on as it is: whoever sends it wants the job ended now.
+#
+# Where a scheduler signals every process of the job at once, mpirun gets the SIGTERM itself: its
+# grace period is then what the ranks have to write their checkpoint and results, so it is 20 s
+# unless set (OMPI_MCA_odls_base_sigkill_timeout; Slurm's KillWait, 30 s by default, ends the job
+# after that anyway). It also delays a SIGTERM sent to mpirun alone by as long.
+export OMPI_MCA_odls_base_sigkill_timeout="${OMPI_MCA_odls_base_sigkill_timeout:-20}"
 run_launch() {
-  local child rc
+  local child rc stops=0
   "$@" &
   child=$!
-  trap 'kill -USR1 "$child" 2>/dev/null || true' USR1
-  trap 'kill -TERM "$child" 2>/dev/null || true' TERM
-  trap 'kill -INT "$child" 2>/dev/null || true' INT
+  pass_stop() {
+    stops=$((stops + 1))
+    if [ "$stops" -eq 1 ] || [ "$1" = USR1 ]; then
+      kill -USR1 "$child" 2>/dev/null || true
+    else
+      kill "-$1" "$child" 2>/dev/null || true
+    fi
+  }
+  trap 'pass_stop USR1' USR1
+  trap 'pass_stop TERM' TERM
+  trap 'pass_stop INT' INT
   # A trapped signal interrupts `wait` while the launcher still runs: wait again until it has ended;
   # then `wait` gives its saved exit status (also when bash reaped it in between).
   while kill -0 "$child" 2>/dev/null; do

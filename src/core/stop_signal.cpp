@@ -27,8 +27,10 @@ void on_stop_signal(int signo) {
   if (g_stop_signal != 0) {
     // The same signal again within about a second is one request delivered twice: timeout(1) signals
     // its child and then the child's process group, and a terminal's Ctrl-C or a launcher may reach a
-    // process twice. Whole seconds: a repeat 1 to 2 s later may count as either.
-    if (signo == g_stop_signal && monotonic_second() - g_first_second <= 1) return;
+    // process twice. Whole seconds: a repeat 1 to 2 s later may count as either. SIGUSR1 is a
+    // launcher's or scheduler's stop request, never an abort (stop_signal.hpp).
+    const bool at_once = monotonic_second() - g_first_second <= 1;
+    if (signo == SIGUSR1 || (at_once && (signo == g_stop_signal || g_stop_signal == SIGUSR1))) return;
     // Second signal: no more waiting. Restore the default action and deliver it again, so the
     // exit status says which signal ended the process.
     static const char msg[] = "cnnscale: second stop signal: aborting now\n";

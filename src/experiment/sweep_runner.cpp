@@ -30,11 +30,29 @@ namespace fs = std::filesystem;
 namespace {
 
 volatile sig_atomic_t g_stop_signal = 0;
+volatile sig_atomic_t g_first_second = 0;  // CLOCK_MONOTONIC seconds of the first stop
 volatile pid_t g_child = 0;
 
+sig_atomic_t monotonic_second() {
+  struct timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);  // async-signal-safe
+  return static_cast<sig_atomic_t>(ts.tv_sec);
+}
+
+// The first stop reaches the run as SIGUSR1, whatever it was: train takes it as the same graceful
+// stop, and mpirun forwards it at once where SIGTERM or SIGINT make it kill the ranks a grace
+// period later, finished or not (launch/common.sh run_launch does the same). A later SIGTERM or
+// SIGINT is passed on as it is (an abort), except the first one's repeat within a second, which is
+// one request delivered twice (to this process and its group); a SIGUSR1 is never an abort.
 void on_stop_signal(int sig) {
-  g_stop_signal = sig;
-  if (g_child > 0) ::kill(g_child, sig);
+  const bool first = g_stop_signal == 0;
+  if (first) {
+    g_stop_signal = sig;
+    g_first_second = monotonic_second();
+  } else if (sig == SIGUSR1 || (sig == g_stop_signal && monotonic_second() - g_first_second <= 1)) {
+    return;
+  }
+  if (g_child > 0) ::kill(g_child, first ? SIGUSR1 : sig);
 }
 
 constexpr int kNotStarted = -1;
@@ -76,6 +94,9 @@ int run_child(const std::vector<std::string>& argv, int fd, const std::string& b
     ::dup2(fd, STDOUT_FILENO);
     ::dup2(fd, STDERR_FILENO);
     if (!blas_threads.empty()) ::setenv("OPENBLAS_NUM_THREADS", blas_threads.c_str(), 0);
+    // mpirun's grace period where it gets a SIGTERM itself (a scheduler signalling the whole job):
+    // the ranks' time to write their checkpoint and results (launch/common.sh says more).
+    ::setenv("OMPI_MCA_odls_base_sigkill_timeout", "20", 0);
     ::setenv(kRequeueRecordEnv, record.c_str(), 1);
     ::execvp(args[0], args.data());
     std::fprintf(stderr, "cnnscale sweep: cannot start %s: %s\n", args[0], std::strerror(errno));
