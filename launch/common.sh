@@ -57,30 +57,30 @@ new_requeue_record() {
 # ranks return, so a failed launch counts as stopped for requeue when, and only when, its rank 0
 # left this launch's record (new_requeue_record). The command runs in the background so that this
 # shell takes the stop signals (Slurm's --signal=B:USR1, scancel's SIGTERM, Ctrl-C) and passes them
-# on; mpirun and srun pass them to every rank. The first stop goes on as SIGUSR1, whatever it was:
-# the ranks take it as the same graceful stop, and mpirun forwards SIGUSR1 at once, where SIGTERM
-# or SIGINT make it kill the ranks odls_base_sigkill_timeout seconds later, finished or not. A
-# second SIGTERM or SIGINT goes on as it is: whoever sends it wants the job ended now.
+# on; mpirun and srun pass them to every rank. A SIGUSR1 (Slurm's --signal=B:USR1) goes on as
+# SIGTERM: Open MPI's mpirun does not pass SIGUSR1 on everywhere (4.1.6 on Ubuntu 24.04 keeps it to
+# itself, and the ranks train on), while every launcher passes SIGTERM on. A SIGTERM is not passed
+# on inside a Slurm or PBS job (or with CNNSCALE_PASS_TERM=0): there the batch system's stop
+# (scancel, qdel, the time limit) reaches every process of the job, mpirun and the ranks included,
+# and a second SIGTERM from here would make mpirun kill the ranks before they saved their state.
 #
-# Where a scheduler signals every process of the job at once, mpirun gets the SIGTERM itself: its
-# grace period is then what the ranks have to write their checkpoint and results, so it is 20 s
-# unless set (OMPI_MCA_odls_base_sigkill_timeout; Slurm's KillWait, 30 s by default, ends the job
-# after that anyway). It also delays a SIGTERM sent to mpirun alone by as long.
-export OMPI_MCA_odls_base_sigkill_timeout="${OMPI_MCA_odls_base_sigkill_timeout:-20}"
+# mpirun told to stop passes the signal on to its ranks after odls_base_sigkill_timeout seconds and
+# kills them as long again later, finished or not: that is the ranks' time to write their checkpoint
+# and results. Open MPI's 1 s is too short for a large network's checkpoint, so it is 10 s here
+# unless set (Slurm's KillWait, 30 s by default, ends a job whose every process was signalled
+# after that anyway; there the ranks got the signal themselves at once).
+export OMPI_MCA_odls_base_sigkill_timeout="${OMPI_MCA_odls_base_sigkill_timeout:-10}"
 run_launch() {
-  local child rc stops=0
+  local child rc
   "$@" &
   child=$!
   pass_stop() {
-    stops=$((stops + 1))
-    if [ "$stops" -eq 1 ] || [ "$1" = USR1 ]; then
-      kill -USR1 "$child" 2>/dev/null || true
-    else
-      kill "-$1" "$child" 2>/dev/null || true
-    fi
+    kill "-$1" "$child" 2>/dev/null || true
   }
-  trap 'pass_stop USR1' USR1
-  trap 'pass_stop TERM' TERM
+  local pass_term=${CNNSCALE_PASS_TERM:-1}
+  if [ -n "${SLURM_JOB_ID:-}${PBS_JOBID:-}" ]; then pass_term=${CNNSCALE_PASS_TERM:-0}; fi
+  trap 'pass_stop TERM' USR1
+  if [ "$pass_term" = 0 ]; then trap ':' TERM; else trap 'pass_stop TERM' TERM; fi
   trap 'pass_stop INT' INT
   # A trapped signal interrupts `wait` while the launcher still runs: wait again until it has ended;
   # then `wait` gives its saved exit status (also when bash reaped it in between).

@@ -3,11 +3,10 @@
 // writes a checkpoint and results marked interrupted, and exits with kExitRequeue. A second
 // signal ends the process at once (default action), for a user who does not want to wait; the same
 // signal repeated within a second is the first one delivered twice (timeout(1) sends it to its child
-// and to the child's process group) and is ignored. SIGUSR1 asks for the graceful stop only, never
-// for the abort: the launchers (launch/, sweep) pass a stop on as SIGUSR1, because Open MPI's mpirun
-// forwards that one at once where it kills ranks told SIGTERM a second later; so where a scheduler
-// signals the whole job, a rank may see the scheduler's SIGTERM and the launcher's SIGUSR1 together.
-// A SIGUSR1 after a stop is ignored, and so is any signal within a second after a SIGUSR1.
+// and to the child's process group) and is ignored. SIGUSR1 (Slurm's --signal, a batch system's
+// early warning) asks for the graceful stop only, never for the abort: it may come beside the
+// scheduler's SIGTERM, which reaches every process of a job. A SIGUSR1 after a stop is ignored, and
+// so is any signal within a second after a SIGUSR1.
 #pragma once
 
 namespace cnnscale {

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -32,6 +33,17 @@ namespace {
 volatile sig_atomic_t g_stop_signal = 0;
 volatile sig_atomic_t g_first_second = 0;  // CLOCK_MONOTONIC seconds of the first stop
 volatile pid_t g_child = 0;
+// Whether a SIGTERM is passed on to the run: not inside a Slurm or PBS job (nor with
+// CNNSCALE_PASS_TERM=0), whose stop reaches every process of the job, mpirun and the ranks
+// included, where a second SIGTERM from here would make mpirun kill the ranks before they saved
+// their state (launch/common.sh run_launch likewise).
+volatile sig_atomic_t g_pass_term = 1;
+
+bool pass_term_on() {
+  const char* set = std::getenv("CNNSCALE_PASS_TERM");
+  if (set && *set) return std::string(set) != "0";
+  return !std::getenv("SLURM_JOB_ID") && !std::getenv("PBS_JOBID");
+}
 
 sig_atomic_t monotonic_second() {
   struct timespec ts;
@@ -39,20 +51,19 @@ sig_atomic_t monotonic_second() {
   return static_cast<sig_atomic_t>(ts.tv_sec);
 }
 
-// The first stop reaches the run as SIGUSR1, whatever it was: train takes it as the same graceful
-// stop, and mpirun forwards it at once where SIGTERM or SIGINT make it kill the ranks a grace
-// period later, finished or not (launch/common.sh run_launch does the same). A later SIGTERM or
-// SIGINT is passed on as it is (an abort), except the first one's repeat within a second, which is
-// one request delivered twice (to this process and its group); a SIGUSR1 is never an abort.
+// A stop is passed on to the run, a SIGUSR1 (Slurm's --signal) as SIGTERM: Open MPI's mpirun does
+// not pass SIGUSR1 on everywhere (launch/common.sh run_launch does the same). The first stop's
+// repeat within a second is one request delivered twice (to this process and its group) and is not
+// passed on again, where a second one would abort the run; a later SIGUSR1 is never an abort.
 void on_stop_signal(int sig) {
-  const bool first = g_stop_signal == 0;
-  if (first) {
+  if (g_stop_signal == 0) {
     g_stop_signal = sig;
     g_first_second = monotonic_second();
   } else if (sig == SIGUSR1 || (sig == g_stop_signal && monotonic_second() - g_first_second <= 1)) {
     return;
   }
-  if (g_child > 0) ::kill(g_child, first ? SIGUSR1 : sig);
+  if (sig == SIGTERM && !g_pass_term) return;
+  if (g_child > 0) ::kill(g_child, sig == SIGUSR1 ? SIGTERM : sig);
 }
 
 constexpr int kNotStarted = -1;
@@ -94,9 +105,9 @@ int run_child(const std::vector<std::string>& argv, int fd, const std::string& b
     ::dup2(fd, STDOUT_FILENO);
     ::dup2(fd, STDERR_FILENO);
     if (!blas_threads.empty()) ::setenv("OPENBLAS_NUM_THREADS", blas_threads.c_str(), 0);
-    // mpirun's grace period where it gets a SIGTERM itself (a scheduler signalling the whole job):
-    // the ranks' time to write their checkpoint and results (launch/common.sh says more).
-    ::setenv("OMPI_MCA_odls_base_sigkill_timeout", "20", 0);
+    // mpirun's grace period for a stop: the ranks' time to write their checkpoint and results
+    // (launch/common.sh says more).
+    ::setenv("OMPI_MCA_odls_base_sigkill_timeout", "10", 0);
     ::setenv(kRequeueRecordEnv, record.c_str(), 1);
     ::execvp(args[0], args.data());
     std::fprintf(stderr, "cnnscale sweep: cannot start %s: %s\n", args[0], std::strerror(errno));
@@ -147,6 +158,7 @@ SweepResult run_sweep(const Experiment& e, const std::vector<RunSpec>& runs, con
   ::sigaction(SIGTERM, &sa, &old_term);
   ::sigaction(SIGUSR1, &sa, &old_usr1);  // Slurm's --signal, as train takes it
   g_stop_signal = 0;
+  g_pass_term = pass_term_on() ? 1 : 0;
   // A run that stopped for requeue stops the sweep too (its job is being stopped); `clean` stays
   // true while every run a stop ended saved its state or had completed.
   bool requeued = false, clean = true;

@@ -184,6 +184,22 @@ TEST(Interrupt, TheSameSignalTwiceAtOnceIsOneRequest) {
   EXPECT_EQ(summary_of(only_run(w.file("d_results")))["status"], "interrupted");
 }
 
+// Slurm's --signal=USR1 is an early warning and may come beside the scheduler's SIGTERM: a
+// SIGUSR1 after a stop is no second signal, and the job stops as after one.
+TEST(Interrupt, Usr1AfterAStopIsNoSecondSignal) {
+  testing::TempDir w;
+  testing::MpiJob job(0, train_args(w, "u"));
+  ASSERT_TRUE(wait_for_checkpoint(job, w.file("u_ckpt")));
+  ASSERT_EQ(::kill(job.pid(), SIGTERM), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // as above: two signals at once may merge
+  ASSERT_EQ(::kill(job.pid(), SIGUSR1), 0);
+  testing::MpiResult r = job.wait(std::chrono::seconds(120));
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, kRequeue) << r.err;
+  EXPECT_EQ(r.err.find("second stop signal"), std::string::npos) << r.err;
+  EXPECT_EQ(summary_of(only_run(w.file("u_results")))["status"], "interrupted");
+}
+
 TEST(Interrupt, SecondSignalAbortsAtOnce) {
   testing::TempDir w;
   testing::MpiJob job(0, train_args(w, "x"));
