@@ -89,11 +89,12 @@ void check_writable_dir(const std::string& flag, const std::string& dir) {
   if (ec) throw_config("{} {}: cannot create: {}", flag, dir, ec.message());
   // A probe file written the way results and checkpoints are (create, write, fsync): permissions
   // alone do not tell (root, ACLs, read-only mounts, full disks with reserved blocks).
-  const std::string probe = (fs::path(dir) / fmt::format(".cnnscale-write-test.{}", ::getpid())).string();
+  // A temporary file's name, so that a probe left by a killed process is cleared as its leftovers are.
+  const std::string probe = temp_path_for((fs::path(dir) / ".cnnscale-write-test").string());
   try {
     write_synced_fd(create_exclusive(probe), probe, "probe\n");
-  } catch (const RuntimeError&) {
-    throw_config("{} {}: not writable", flag, dir);
+  } catch (const RuntimeError& e) {
+    throw_config("{} {}: not writable ({})", flag, dir, e.what());
   }
   fs::remove(probe, ec);
 }

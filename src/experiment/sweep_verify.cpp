@@ -212,9 +212,12 @@ std::unique_ptr<FileLock> FileLock::try_lock(const std::string& path, std::strin
       ::close(fd);
       throw_runtime("cannot lock {}: {}", path, std::strerror(err));
     }
-    // The holder writes its name right after locking: an empty file is a holder just starting.
+    // The holder writes its name right after locking: an empty file is a holder just starting, so
+    // its name is looked for again, for up to a second, before the refusal goes without it.
     char buf[256];
-    const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+    ssize_t n = 0;
+    for (int tries = 0; tries < 100 && (n = ::pread(fd, buf, sizeof buf - 1, 0)) <= 0; ++tries)
+      ::usleep(10000);
     ::close(fd);
     std::string text = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
     while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
