@@ -17,14 +17,7 @@
 namespace cnnscale {
 namespace {
 
-const std::string kBase =
-    "name: t\n"             // 1
-    "dataset: synthetic\n"  // 2
-    "iterations: 4\n"       // 3
-    "matrix:\n"             // 4
-    "  network: [lenet]\n"  // 5
-    "  batch: [8, 16]\n"    // 6
-    "  gpus: [1, 2]\n";     // 7
+const std::string& kBase = testing::kBaseExperiment;  // lines 1 to 7
 
 using testing::cpu_host;
 using testing::expect_error;
