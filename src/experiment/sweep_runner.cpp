@@ -227,7 +227,9 @@ SweepResult run_sweep(const Experiment& e, const std::vector<RunSpec>& runs, con
     const int log_fd = open_at_no_follow(logs_fd.fd, run.id + ".log", log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     const int code = run_child(argv, log_fd, blas, record.path());
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const RunStatus after = code == 0 ? run_status(exp_dir, run) : RunStatus{};
+    // Looked at whatever the launcher said: mpirun told to stop as its ranks end says 1 after
+    // a complete run too, and a result that is whole and verified is the run's.
+    const RunStatus after = code == kNotStarted ? RunStatus{} : run_status(exp_dir, run);
     // Every rank saved its state and exited 75, whatever the launcher made of it; a launcher's
     // failure without the record stays a failure.
     const bool for_requeue = code == kExitRequeue || (code > 0 && record.written());
@@ -237,7 +239,8 @@ SweepResult run_sweep(const Experiment& e, const std::vector<RunSpec>& runs, con
       // Sealed now, while its files are known to be what train just wrote.
       if (after.unsealed) write_done_marker(run_dir.string(), run);
       ++result.ran;
-      std::fprintf(stderr, "%s: done in %.1f s\n", head.c_str(), seconds);
+      std::fprintf(stderr, "%s: done in %.1f s%s\n", head.c_str(), seconds,
+                   code == 0 ? "" : fmt::format(" (its launcher exited {} after the result was complete)", code).c_str());
     } else if (for_requeue) {
       requeued = true;
       const std::string by = g_stop_signal ? fmt::format("signal {}", static_cast<int>(g_stop_signal))
@@ -245,14 +248,13 @@ SweepResult run_sweep(const Experiment& e, const std::vector<RunSpec>& runs, con
       std::fprintf(stderr, "%s: stopped for requeue (%s, exit %d%s, log %s)\n", head.c_str(), by.c_str(), code,
                    code == kExitRequeue ? "" : fmt::format(": {}", record.text()).c_str(), log.c_str());
     } else if (g_stop_signal) {
-      // Ended by the sweep's own stop, which it passed on: not a failure of the run, and the same
-      // command runs it again, unless it had written its whole result before the signal reached it
-      // (mpirun's forwarding can come after its ranks' end): then the next sweep keeps that.
-      const bool complete = run_status(exp_dir, run).state == RunState::Done;
-      clean = clean && complete;
-      std::fprintf(stderr, "%s: interrupted (signal %d, exit %d, log %s)%s\n", head.c_str(),
-                   static_cast<int>(g_stop_signal), code, log.c_str(),
-                   complete ? "; its result was complete and is kept" : "");
+      // Ended by the sweep's own stop, which it passed on, without saving its state: not a
+      // failure of the run, and the same command runs it again. (A run that had written its
+      // whole result before the signal reached it, as mpirun's forwarding can come after its
+      // ranks' end, is done above.)
+      clean = false;
+      std::fprintf(stderr, "%s: interrupted (signal %d, exit %d, log %s)\n", head.c_str(),
+                   static_cast<int>(g_stop_signal), code, log.c_str());
     } else {
       ++result.failed;
       result.failed_ids.push_back(run.id);

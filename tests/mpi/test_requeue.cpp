@@ -294,7 +294,16 @@ TEST(Requeue, SweepOfMpirunRunsEndsWith75AndResumes) {
   ASSERT_GT(mpirun, 0);
   ASSERT_EQ(::kill(mpirun, SIGTERM), 0);
   const testing::MpiResult b = second.wait(std::chrono::seconds(120));
-  ASSERT_EQ(b.exit_code, kRequeue) << b.err;
+  if (run_status(s.results + "/rq", s.run).state == RunState::Done) {
+    // mpirun can act on a signal only after its ranks have ended (seen on a loaded 2-core
+    // machine): the ranks then trained to the end, mpirun said 1, and the whole, verified result
+    // is the run's, said so, not a failure.
+    EXPECT_EQ(b.exit_code, 0) << b.err;
+    EXPECT_NE(b.err.find(s.run.id + ": done in "), std::string::npos) << b.err;
+    EXPECT_NE(b.err.find("(its launcher exited 1 after the result was complete)"), std::string::npos) << b.err;
+    return;
+  }
+  ASSERT_EQ(b.exit_code, kRequeue) << b.err << "\nthe run's log:\n" << testing::slurp(s.log);
   // mpirun said 1; the record says the ranks stopped for requeue.
   EXPECT_NE(b.err.find(s.run.id + ": stopped for requeue (a signal to its ranks, exit 1: stopped for requeue: 2 "
                                   "rank(s)"),

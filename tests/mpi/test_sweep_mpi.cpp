@@ -203,7 +203,7 @@ TEST(SweepMpi, KilledSweepContinuesWhereItStopped) {
   // finished, complete and said to be kept.
   const RunStatus second = run_status(exp.string(), runs[1]);
   if (second.state == RunState::Done) {
-    EXPECT_NE(err.find("its result was complete and is kept"), std::string::npos) << err;
+    EXPECT_NE(err.find(runs[1].id + ": done in "), std::string::npos) << err;
   } else {
     EXPECT_NE(err.find(runs[1].id + ": stopped for requeue (signal 15"), std::string::npos) << err;
     EXPECT_EQ(second.state, RunState::Partial) << second.detail;
@@ -287,6 +287,38 @@ TEST(SweepMpi, EightRankRunsArePlannedLaunchedAndReported) {
   ASSERT_FALSE(scaling["8"].at("speedup_mean").empty());
   EXPECT_NEAR(std::stod(scaling["8"].at("speedup_mean")), eight / one, 1e-9 * eight / one);
   EXPECT_NEAR(std::stod(scaling["8"].at("efficiency_mean")), eight / one / 8, 1e-9 * eight / one);
+}
+
+// mpirun can say 1 after its ranks have written a whole result (it acts on a stop only after they
+// have ended): the sweep looks at the run folder whatever the launcher said, and a complete,
+// verified result is the run's, done and sealed, with the launcher's exit said; the next sweep
+// keeps it. A launcher that says 1 without a result stays a failure.
+TEST(SweepMpi, ACompleteResultCountsWhateverTheLauncherSaid) {
+  testing::TempDir dir;
+  const std::string launcher = dir.file("mpirun-then-1");
+  std::ofstream(launcher) << "#!/bin/sh\nmpirun \"$@\"\nexit 1\n";
+  fs::permissions(launcher, fs::perms::owner_all);
+  const auto runs = expand_runs(load_experiment(kExperiment, {}, HostInfo{std::nullopt, "", true}));
+  const auto two = std::find_if(runs.begin(), runs.end(), [](const RunSpec& r) { return r.ranks == 2; });
+  ASSERT_NE(two, runs.end());
+  const std::string only = fmt::format("batch={},gpus=2", two->batch);
+  const std::vector<std::string> argv = {CNNSCALE_BIN, "sweep", kExperiment, "--results", dir.str(), "--only", only};
+  const testing::JobResult r = testing::run_job(argv, "OPENBLAS_NUM_THREADS=1 MPIRUN=" + launcher, 600);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find(two->id + ": done in "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(its launcher exited 1 after the result was complete)"), std::string::npos) << r.err;
+  EXPECT_EQ(run_status(dir.str() + "/tiny_cpu", *two).state, RunState::Done);
+  EXPECT_FALSE(run_status(dir.str() + "/tiny_cpu", *two).unsealed);
+
+  // A launcher that says 1 and runs nothing: no result, a failure.
+  const std::string refusing = dir.file("just-1");
+  std::ofstream(refusing) << "#!/bin/sh\nexit 1\n";
+  fs::permissions(refusing, fs::perms::owner_all);
+  const testing::JobResult bad = testing::run_job(
+      {CNNSCALE_BIN, "sweep", kExperiment, "--results", dir.file("bad"), "--only", only},
+      "OPENBLAS_NUM_THREADS=1 MPIRUN=" + refusing, 600);
+  EXPECT_NE(bad.exit_code, 0) << bad.err;
+  EXPECT_NE(bad.err.find("FAILED"), std::string::npos) << bad.err;
 }
 
 }  // namespace
