@@ -13,10 +13,12 @@
 #include <utility>
 
 #include "app/commands.hpp"
+#include "core/build_info.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/stop_signal.hpp"
 #include "experiment/experiment_reader.hpp"
+#include "io/provenance.hpp"
 #include "io/requeue_record.hpp"
 #include "parallel/mpi_env.hpp"
 
@@ -51,6 +53,8 @@ int fail(int code) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // As given, before MPI_Init may take its own arguments out: results record it (io/provenance.hpp).
+  cnnscale::record_command_line(argc, argv);
   std::unique_ptr<cnnscale::MpiEnv> mpi;
   try {
     mpi = std::make_unique<cnnscale::MpiEnv>(&argc, &argv);
@@ -61,7 +65,7 @@ int main(int argc, char** argv) {
   if (mpi->distributed()) cnnscale::log::set_rank(mpi->rank());
 
   CLI::App app{"cnnscale: multi-GPU CNN training studies (time, energy and accuracy per rank and phase)", "cnnscale"};
-  app.set_version_flag("--version", std::string("cnnscale ") + CNNSCALE_VERSION);
+  app.set_version_flag("--version", "cnnscale " + cnnscale::cnnscale_version_line());
   app.require_subcommand(1);
   // CLI11's default adds a second "Run with --help" line; keep errors to one line.
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
