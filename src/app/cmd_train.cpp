@@ -63,14 +63,16 @@ void run_train(TrainArgs& a) {
     checkpoint_claim = CheckpointDirClaim::claim(
         {.dir = a.options.checkpoint_dir,
          .run_id = run_config["run_id"].get<std::string>(),
-         .identity = checkpoint_identity(a.options.run_config, solver_settings(a.solver).dump(),
-                                         a.options.network_yaml, "this run"),
+         .identity = checkpoint_identity(run_config.dump(), solver_settings(a.solver).dump(),
+                                         in.spec.resolved_yaml(), "this run"),
          .resuming = !a.options.resume.empty(),
          .allow_changes = a.options.resume_allow_changes});
 
   // The backend and communicator live in `par`, declared before (so destroyed after) the trainer.
   Backend& backend = par.connect();  // data parallel: watchdog, device check, communicator
-  a.options.parallel = par.data_parallel();
+  const TrainJob train_job{.parallel = par.data_parallel(),
+                           .run_config = run_config.dump(),
+                           .network_yaml = in.spec.resolved_yaml()};
   a.options.split = par.split();
   a.options.rebalance_every = a.parallel.rebalance_every;
   a.options.auto_probe = a.parallel.auto_start == "probe";
@@ -78,8 +80,8 @@ void run_train(TrainArgs& a) {
   a.options.slowdown = par.slowdown();
   const MpiEnv* mpi = MpiEnv::current();
   auto energy = open_energy_monitor(backend.device(), mpi ? mpi->local_rank() : 0, a.measure.power_hz);
-  a.options.energy = energy.get();
-  Trainer trainer(in.spec, backend, in.train, in.test, a.solver, a.options);
+  Trainer trainer(in.spec, backend, in.train, in.test, a.solver, a.options, train_job,
+                  train_measurement(a.measure, energy.get()), train_faults_from_environment());
   const bool rank0 = par.rank() == 0;
   if (rank0) print_train_banner(a, in, trainer, par);
 

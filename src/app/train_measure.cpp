@@ -99,11 +99,12 @@ void check_writable_dir(const std::string& flag, const std::string& dir) {
   fs::remove(probe, ec);
 }
 
-void apply_measure_args(const MeasureArgs& a, TrainOptions& o) {
-  o.measure = a.measure;
-  o.min_window_seconds = a.min_window;
-  o.phase_window_seconds = a.phase_window;
-  o.phase_repeats = a.phase_repeats;
+TrainMeasurement train_measurement(const MeasureArgs& a, measure::EnergyMonitor* energy) {
+  return {.energy = energy,
+          .measure = a.measure,
+          .min_window_seconds = a.min_window,
+          .phase_window_seconds = a.phase_window,
+          .phase_repeats = a.phase_repeats};
 }
 
 std::unique_ptr<measure::EnergyMonitor> open_energy_monitor(const Device& device, int local_rank, double power_hz) {

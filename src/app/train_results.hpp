@@ -38,7 +38,8 @@ void validate_measure_args(const MeasureArgs& args);
 // ConfigError naming `flag` and `dir` unless `dir` is (or can be created as) a directory in which a
 // file can be written: checked before training so that no run is lost at its end.
 void check_writable_dir(const std::string& flag, const std::string& dir);
-void apply_measure_args(const MeasureArgs& args, TrainOptions& options);
+// The trainer's measurement from the flags, with this rank's energy monitor (null: none).
+TrainMeasurement train_measurement(const MeasureArgs& args, measure::EnergyMonitor* energy);
 
 // This rank's energy monitor: NVML for its GPU (by UUID; one warning and null energy when NVML or
 // the GPU is missing), RAPL when it is the first rank of its host (one warning when unreadable).

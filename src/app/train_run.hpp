@@ -51,6 +51,8 @@ struct TrainArgs {
 // Every check that needs no file, device or peer: ConfigError (exit 2) before anything is loaded.
 // Completes `a.options` from the flags.
 void validate_train_args(TrainArgs& a);
+// CNNSCALE_INJECT_NONFINITE_AT (the divergence tests' fault injection), or none.
+TrainFaults train_faults_from_environment();
 
 // The run folder ROOT/<experiment>/<run-id>, claimed for this process before any work (rank 0):
 // held while the returned handle lives (null: nothing to claim, with --no-results or a generated
@@ -67,8 +69,8 @@ struct TrainInputs {
 // real dataset's sample shape is not the network's input shape.
 TrainInputs load_train_inputs(TrainArgs& a);
 
-// The run's identity, stored in checkpoints and results: options, sizes, rank split and run id.
-// Also sets a.options.run_config and network_yaml.
+// The run's identity, stored in checkpoints (TrainJob::run_config) and results: options, sizes,
+// rank split and run id.
 nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelRun& par);
 
 // What rank 0 knows of the finished run, for assemble_run_results.

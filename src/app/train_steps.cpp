@@ -56,7 +56,6 @@ void validate_train_args(TrainArgs& a) {
   if (!a.options.resume.empty() && a.options.resume != "auto" && !std::filesystem::is_regular_file(a.options.resume))
     throw_config("--resume {}: no such checkpoint file", a.options.resume);
   validate_measure_args(a.measure);
-  apply_measure_args(a.measure, a.options);
   // A launch question, answered before the folders below are made (ParallelRun asks again).
   check_one_rank_exchange(a.parallel.one_rank_exchange, MpiEnv::current());
   // Where the run will write, checked now rather than after hours of training. Only rank 0
@@ -65,9 +64,14 @@ void validate_train_args(TrainArgs& a) {
     if (!a.measure.no_results) check_writable_dir("--results", a.measure.results_root);
     if (!a.options.checkpoint_dir.empty()) check_writable_dir("--checkpoint-dir", a.options.checkpoint_dir);
   }
+}
+
+TrainFaults train_faults_from_environment() {
+  TrainFaults faults;
   // Fault injection for the divergence tests (documented in tests/, not a user option).
   if (const char* v = std::getenv("CNNSCALE_INJECT_NONFINITE_AT"); v && *v)
-    a.options.inject_nonfinite_at = std::strtoll(v, nullptr, 10);
+    faults.inject_nonfinite_at = std::strtoll(v, nullptr, 10);
+  return faults;
 }
 
 TrainInputs load_train_inputs(TrainArgs& a) {
@@ -152,8 +156,6 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
   // results under the same id (not compared on resume).
   run_config["run_id"] = a.measure.run_id.empty() ? make_run_id(run_config.dump() + in.spec.resolved_yaml())
                                                   : a.measure.run_id;
-  a.options.run_config = run_config.dump();
-  a.options.network_yaml = in.spec.resolved_yaml();
   return run_config;
 }
 
@@ -165,10 +167,11 @@ RunDescription describe_results(const TrainArgs& a, const TrainInputs& in, const
   run.experiment = a.measure.experiment;
   run.config_text =
       "# cnnscale train: the run's resolved options and network\nrun: " + run_config.dump() + "\nnetwork: |\n";
-  for (size_t pos = 0, next; pos < a.options.network_yaml.size(); pos = next + 1) {
-    next = a.options.network_yaml.find('\n', pos);
-    if (next == std::string::npos) next = a.options.network_yaml.size();
-    run.config_text += "  " + a.options.network_yaml.substr(pos, next - pos) + "\n";
+  const std::string network_yaml = in.spec.resolved_yaml();
+  for (size_t pos = 0, next; pos < network_yaml.size(); pos = next + 1) {
+    next = network_yaml.find('\n', pos);
+    if (next == std::string::npos) next = network_yaml.size();
+    run.config_text += "  " + network_yaml.substr(pos, next - pos) + "\n";
   }
   run.run_id = run_config["run_id"].get<std::string>();
   // A run resumed after an interruption keeps the run id of the run it continues, and its results
@@ -192,7 +195,7 @@ RunDescription describe_results(const TrainArgs& a, const TrainInputs& in, const
   run.iterations_per_epoch = r.iterations_per_epoch;
   run.train_samples = in.train->size();
   run.run_epochs = r.epochs;
-  run.overlap = a.options.parallel.overlap;
+  run.overlap = par.data_parallel().overlap;
   run.one_rank_exchange = par.one_rank_exchange();
   if (par.active() && !backend.device().is_cpu()) run.allreduce_algo = a.parallel.algo;
   run.precision = precision_name(a.options.precision);
@@ -207,8 +210,8 @@ RunDescription describe_results(const TrainArgs& a, const TrainInputs& in, const
     if (!tuning.empty()) run.allreduce_tuning = fmt::format("{}", fmt::join(tuning, ", "));
   }
   run.forward_macs = static_cast<double>(in.spec.forward_macs());
-  run.measure = a.options.measure;
-  run.phase_window = a.options.phase_window_seconds;
+  run.measure = a.measure.measure;
+  run.phase_window = a.measure.phase_window;
   run.epochs = std::move(epochs);
   run.tags = a.measure.tags;
   if (const MpiEnv* mpi = MpiEnv::current(); mpi && mpi->initialized()) run.mpi_version = mpi->library_version();

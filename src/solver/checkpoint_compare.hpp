@@ -15,7 +15,7 @@ namespace cnnscale {
 // The settings of a solver as a JSON object, one key per field (stored in checkpoints).
 nlohmann::json solver_settings(const SolverConfig& config);
 
-// From the run configuration (JSON text, TrainOptions::run_config), the solver settings (JSON text
+// From the run configuration (JSON text, TrainJob::run_config), the solver settings (JSON text
 // of solver_settings; "" for checkpoints from before they were stored: the run configuration's
 // one-line "solver" summary is used instead) and the resolved network YAML ("": not compared).
 // ConfigError naming `where` when a text does not parse.

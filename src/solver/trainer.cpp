@@ -29,8 +29,15 @@ int gpu_slots(int64_t display, size_t batch_bytes) {
 }  // namespace
 
 Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Dataset> train,
-                 std::shared_ptr<const Dataset> test, const SolverConfig& solver, TrainOptions options)
-    : backend_(backend), train_(std::move(train)), test_(std::move(test)), options_(std::move(options)) {
+                 std::shared_ptr<const Dataset> test, const SolverConfig& solver, TrainOptions options, TrainJob job,
+                 TrainMeasurement measurement, TrainFaults faults)
+    : backend_(backend),
+      train_(std::move(train)),
+      test_(std::move(test)),
+      options_(std::move(options)),
+      job_(std::move(job)),
+      measurement_(std::move(measurement)),
+      faults_(faults) {
   split_ = plan_batch();
   check_options();
   if (options_.test_batch == 0) options_.test_batch = split_.local;
@@ -38,7 +45,7 @@ Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Da
   iterations_per_epoch_ = loader_ ? loader_->batches_per_epoch() : train_->size() / options_.batch;
   total_iterations_ = options_.iterations > 0 ? options_.iterations : options_.epochs * iterations_per_epoch_;
 
-  const DataParallel& dp = options_.parallel;
+  const DataParallel& dp = job_.parallel;
   std::optional<FusedSpec> fused;
   if (options_.fuse_epilogues) fused.emplace(fuse_epilogues(spec));
   // The compute gradients summed in place: bf16 (fp16's loss scaling checks and unscales f32
@@ -97,7 +104,7 @@ Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Da
   // update does. Not with fp16 (its skip is decided from every gradient), an update of one launch
   // per parameter, or fault injection (which poisons the gradients after the exchange).
   if (buckets_ && dp.update_per_bucket && !overflow_.defined() && solver_->capturable() &&
-      !buckets_->buckets().empty() && options_.inject_nonfinite_at <= 0) {
+      !buckets_->buckets().empty() && faults_.inject_nonfinite_at <= 0) {
     std::vector<int64_t> ends;
     for (const GradientBucket& b : buckets_->buckets()) ends.push_back(b.end);
     solver_->plan_parts(ends);
@@ -123,13 +130,13 @@ Trainer::~Trainer() = default;
 std::string Trainer::graph_blocker() const {
   if (!backend_.can_capture()) return fmt::format("{} backend: ops run as they are called", backend_.name());
   if (!options_.cuda_graph) return "turned off (--no-graph)";
-  if (options_.parallel.comm && !device_comm_) return "the MPI exchange runs on the host";
-  if (options_.parallel.size() > 1)
+  if (job_.parallel.comm && !device_comm_) return "the MPI exchange runs on the host";
+  if (job_.parallel.size() > 1)
     for (const Layer* layer : net_->layers())
       if (layer->exchanges_on_host())
         return fmt::format("layer '{}' gathers the ranks' batch statistics through the host", layer->name());
   if (!solver_->capturable()) return "the update is one launch per parameter";
-  if (options_.inject_nonfinite_at > 0) return "fault injection";
+  if (faults_.inject_nonfinite_at > 0) return "fault injection";
   return "";
 }
 
@@ -141,7 +148,7 @@ void Trainer::drop_graph() {
 // The global batch is checked here, once: it is >= 1, the ranks' slices add up to it, and the
 // training set holds at least one of it (device pool or loader alike).
 Trainer::BatchSplit Trainer::plan_batch() const {
-  const DataParallel& dp = options_.parallel;
+  const DataParallel& dp = job_.parallel;
   check_global_batch(options_.batch);
   BatchSplit split;
   split.local = options_.batch;
@@ -174,12 +181,10 @@ void Trainer::check_options() const {
     throw_config("give exactly one of --epochs and --iterations (> 0)");
   if (options_.display < 1) throw_config("--display must be >= 1, got {}", options_.display);
   if (options_.checkpoint_every < 0) throw_config("--checkpoint-every must be >= 0");
-  if (!(options_.min_window_seconds >= 0)) throw_config("--min-window must be >= 0 seconds");
-  if (!(options_.phase_window_seconds > 0)) throw_config("--phase-window must be > 0 seconds");
-  if (options_.phase_repeats < 1) throw_config("--phase-repeats must be >= 1, got {}", options_.phase_repeats);
+  measurement_.check();
   if (options_.graph_copies < 1 || options_.graph_copies > TrainOptions::kMaxGraphCopies)
     throw_config("--graph-copies must be in [1, {}], got {}", TrainOptions::kMaxGraphCopies, options_.graph_copies);
-  check_slowdown(options_.parallel.rank, options_.slowdown);
+  check_slowdown(job_.parallel.rank, options_.slowdown);
   check_input_decode(options_.input_decode, backend_.device().is_cpu());
   if (options_.slowdown > 1.0 && !backend_.device().is_cpu())
     throw_config("--slowdown emulates a slower CPU rank; GPU ranks are made unequal with --sm-counts");
@@ -205,6 +210,12 @@ void Trainer::make_loader() {
   lo.slots = backend_.device().is_cpu() ? 3 : gpu_slots(options_.display, batch_bytes);
   loader_ = std::make_unique<Loader>(train_, lo, [this](size_t bytes) { return backend_.alloc_host(bytes); });
   train_slots_ = std::make_unique<UploadSlots>(backend_, *loader_, "host sync (input buffers)");
+}
+
+void TrainMeasurement::check() const {
+  if (!(min_window_seconds >= 0)) throw_config("--min-window must be >= 0 seconds");
+  if (!(phase_window_seconds > 0)) throw_config("--phase-window must be > 0 seconds");
+  if (phase_repeats < 1) throw_config("--phase-repeats must be >= 1, got {}", phase_repeats);
 }
 
 void check_input_decode(TrainOptions::InputDecode decode, bool cpu) {
@@ -434,7 +445,7 @@ void Trainer::flag_divergence() {
 
 // --inject-nonfinite: the step's loss and every gradient NaN, as a diverging step leaves them.
 void Trainer::inject_fault(const StepScalars& s) {
-  if (options_.inject_nonfinite_at != s.iteration + 1) return;
+  if (faults_.inject_nonfinite_at != s.iteration + 1) return;
   backend_.fill(net_->loss(), std::numeric_limits<float>::quiet_NaN());
   backend_.fill(net_->flat_grads(), std::numeric_limits<float>::quiet_NaN());
   if (net_->update_reads_mirror_grads())
@@ -512,7 +523,7 @@ void Trainer::host_sync(const char* operation) {
 }
 
 float Trainer::read_scalar(const Tensor& t, const char* operation) {
-  if (options_.parallel.comm) options_.parallel.comm->allreduce_sum(t);
+  if (job_.parallel.comm) job_.parallel.comm->allreduce_sum(t);
   BlockingOp mark(operation);
   float value = 0;
   backend_.download(t, &value);
@@ -521,7 +532,7 @@ float Trainer::read_scalar(const Tensor& t, const char* operation) {
 
 double Trainer::read_last_loss() {
   // A single process reads its loss as it is (its share is exactly 1).
-  if (!options_.parallel.comm) return read_scalar(step_loss_, "loss download");
+  if (!job_.parallel.comm) return read_scalar(step_loss_, "loss download");
   backend_.fill(last_loss_, 0.0f);
   backend_.axpby(split_.loss_weight, step_loss_, 1.0f, last_loss_);
   return read_scalar(last_loss_, "loss download");

@@ -54,9 +54,6 @@ struct TrainOptions {
   // cycle through them (iteration i uses batch i mod pool), so input costs no host work or h2d.
   bool device_pool = false;
   int pool_batches = 8;
-  std::string run_config;    // JSON of the run's options, stored in checkpoints
-  std::string network_yaml;  // resolved network, stored in checkpoints
-  DataParallel parallel;     // default: a single process
   // Unequal ranks (parallel/split_policy.hpp, trainer_split.cpp). proportional, energy and edp
   // replace parallel.rank_batches by the shares their start-up probe's models choose (each probe
   // point times at least probe_seconds of forward+backward); auto starts from proportional's probed
@@ -101,6 +98,22 @@ struct TrainOptions {
   // between steps costs less than that.
   int graph_copies = 1;
   static constexpr int kMaxGraphCopies = 16;  // each copy is a whole instantiated step graph
+};
+
+// The rest of what a Trainer is handed sits beside TrainOptions (the user's settings), each in a
+// struct of its own: the job's ranks and the run's identity (TrainJob), how run() is measured
+// (TrainMeasurement) and the tests' fault injection (TrainFaults).
+
+// What the job hands the trainer: its ranks and how they exchange gradients (a null communicator:
+// a single process), and the run's identity, stored in checkpoints and compared on resume.
+struct TrainJob {
+  DataParallel parallel;     // default: a single process
+  std::string run_config;    // JSON of the run's options, stored in checkpoints
+  std::string network_yaml;  // resolved network, stored in checkpoints
+};
+
+// How run() measures around the training; nothing here changes what is trained.
+struct TrainMeasurement {
   // Energy (null: no energy windows, as in tests and `cnnscale time`). When it measures anything,
   // a steady window shorter than min_window_seconds is extended after training by extra steps
   // (same work, learning rate of the last step; recorded in the timeline as iterations >= total).
@@ -109,9 +122,12 @@ struct TrainOptions {
   double min_window_seconds = 3.0;    // NVML's counter moves every ~100 ms: a few seconds
   double phase_window_seconds = 1.0;  // each phase-isolated loop
   int phase_repeats = 3;
-  // Fault injection for the tests of the divergence check (CNNSCALE_INJECT_NONFINITE_AT in train):
-  // iteration N (1-based) gets a NaN loss and NaN gradients. 0: never.
-  int64_t inject_nonfinite_at = 0;
+  void check() const;  // ConfigError naming the flag of a value out of range
+};
+
+// Fault injection for the tests of the divergence check (CNNSCALE_INJECT_NONFINITE_AT in train).
+struct TrainFaults {
+  int64_t inject_nonfinite_at = 0;  // iteration N (1-based) gets a NaN loss and NaN gradients; 0: never
 };
 
 struct EvalResult {
@@ -173,7 +189,7 @@ struct TrainResult {
   // flagged as warm-up) and their means over the non-warm-up iterations. See measure/phase_timer.hpp.
   std::vector<IterationPhases> phases;
   PhaseSummary phase_summary;
-  // With TrainOptions::energy: the steady window (the timed iterations plus the extension), and for
+  // With TrainMeasurement::energy: the steady window (the timed iterations plus the extension), and for
   // `measure: phases` every loop of every repeat.
   std::optional<measure::EnergyReading> window;
   int64_t extension_iterations = 0;
@@ -215,7 +231,7 @@ class UploadSlots;
 // checkpoints, the edges of the timing window and, on GPU, when every pinned input buffer is waiting
 // for its upload.
 //
-// Data parallel (TrainOptions::parallel): every rank runs this loop on its slice of each global
+// Data parallel (TrainJob::parallel): every rank runs this loop on its slice of each global
 // batch; gradients are summed across ranks in buckets during backward (parallel/gradient_buckets.hpp)
 // and the update waits for them. The loss is weighted by each rank's share so the reduced update is
 // the one-process update on the global batch. Displayed losses and test results are the job's
@@ -226,7 +242,8 @@ class Trainer {
  public:
   // `test` may be null (synthetic data). Throws ConfigError for inconsistent options.
   Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Dataset> train,
-          std::shared_ptr<const Dataset> test, const SolverConfig& solver, TrainOptions options);
+          std::shared_ptr<const Dataset> test, const SolverConfig& solver, TrainOptions options, TrainJob job = {},
+          TrainMeasurement measurement = {}, TrainFaults faults = {});
   ~Trainer();
 
   TrainResult run(const TrainCallbacks& callbacks = {});
@@ -241,7 +258,7 @@ class Trainer {
   int64_t local_batch() const { return split_.local; }               // this rank's samples per iteration
   // Every rank's samples per iteration now (a probe or `auto` may have changed the first split);
   // empty in a single process.
-  const std::vector<int64_t>& rank_batches() const { return options_.parallel.rank_batches; }
+  const std::vector<int64_t>& rank_batches() const { return job_.parallel.rank_batches; }
   const GradientBuckets* buckets() const { return buckets_.get(); }  // null in a single process
   // Whether the steps update each bucket's parameters as its exchange ends (DataParallel::
   // update_per_bucket, where the step allows it).
@@ -251,7 +268,7 @@ class Trainer {
   bool exchanges_compute_grads() const { return exchanges_compute_grads_; }
   // How many layers form their gradients from gathered rows (DataParallel::gather_gradients).
   size_t gathering_layers() const { return gathering_layers_; }
-  // The run configuration (TrainOptions::run_config) stored in the checkpoint run() resumed from;
+  // The run configuration (TrainJob::run_config) stored in the checkpoint run() resumed from;
   // empty when it did not resume.
   const std::string& resumed_run_config() const { return resumed_run_config_; }
 
@@ -399,6 +416,9 @@ class Trainer {
   Backend& backend_;
   std::shared_ptr<const Dataset> train_, test_;
   TrainOptions options_;
+  TrainJob job_;
+  TrainMeasurement measurement_;
+  TrainFaults faults_;
   BatchSplit split_;
   SplitRecord split_record_;
   Rebalancer rebalancer_;     // auto, energy, edp: its speed estimates carry over from one decision to the next

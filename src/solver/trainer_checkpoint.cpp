@@ -22,8 +22,8 @@ void Trainer::check_compatible(const std::string& file, const std::string& saved
   // Like with like: a checkpoint from before solver settings were stored is compared by the run
   // configuration's one-line solver summary.
   const nlohmann::json now =
-      checkpoint_identity(options_.run_config, saved_solver.empty() ? "" : solver_settings(solver_->config()).dump(),
-                          saved_network.empty() ? "" : options_.network_yaml, "this run");
+      checkpoint_identity(job_.run_config, saved_solver.empty() ? "" : solver_settings(solver_->config()).dump(),
+                          saved_network.empty() ? "" : job_.network_yaml, "this run");
   const auto diffs = identity_differences(saved, now);
   if (diffs.empty()) return;
   if (!options_.resume_allow_changes)
@@ -31,7 +31,7 @@ void Trainer::check_compatible(const std::string& file, const std::string& saved
                  "--resume-allow-changes",
                  file, describe_difference(diffs.front(), "", "this run has").substr(1),
                  more_differences(diffs));
-  if (options_.parallel.rank == 0)
+  if (job_.parallel.rank == 0)
     for (const auto& d : diffs)
       log::warn("{}: resuming with a change (--resume-allow-changes): {}", file,
                 describe_difference(d, "checkpoint", "this run"));
@@ -57,7 +57,7 @@ int64_t Trainer::resume_from_checkpoint(const TrainCallbacks& callbacks, std::st
         c = read_checkpoint(*it);
         path = *it;
       } catch (const DamagedCheckpoint& e) {
-        if (options_.parallel.rank == 0) log::warn("--resume auto: skipping unreadable checkpoint: {}", e.what());
+        if (job_.parallel.rank == 0) log::warn("--resume auto: skipping unreadable checkpoint: {}", e.what());
         reasons += fmt::format("{}{}", reasons.empty() ? "" : "; ", e.what());
       } catch (const ConfigError& e) {
         throw_runtime(
@@ -98,7 +98,7 @@ int64_t Trainer::resume_from_checkpoint(const TrainCallbacks& callbacks, std::st
 // At epoch ends, at the end and every checkpoint_every iterations; weights are identical on every
 // rank, so rank 0 alone writes.
 bool Trainer::checkpoint_due(int64_t done) const {
-  if (options_.checkpoint_dir.empty() || options_.parallel.rank != 0) return false;
+  if (options_.checkpoint_dir.empty() || job_.parallel.rank != 0) return false;
   return done % iterations_per_epoch_ == 0 || done == total_iterations_ ||
          (options_.checkpoint_every > 0 && done % options_.checkpoint_every == 0);
 }
@@ -117,7 +117,7 @@ void Trainer::stop_early(RunState& s, int64_t done, const TrainCallbacks& cb, Tr
   check_finite();
   s.window.stop();
   result.final_loss = read_last_loss();
-  if (!options_.checkpoint_dir.empty() && options_.parallel.rank == 0 && s.last_checkpoint != done)
+  if (!options_.checkpoint_dir.empty() && job_.parallel.rank == 0 && s.last_checkpoint != done)
     write_checkpoint(s, done, cb);
   if (cb.on_message)
     cb.on_message(fmt::format(
@@ -146,8 +146,8 @@ std::string Trainer::save_checkpoint(int64_t done) {
     meta.clean_steps = f.clean_steps;
     meta.skipped_steps = f.skipped_steps;
   }
-  meta.run_config = options_.run_config;
-  meta.network = options_.network_yaml;
+  meta.run_config = job_.run_config;
+  meta.network = job_.network_yaml;
   meta.solver = solver_settings(solver_->config()).dump();
   CheckpointContents contents = capture_checkpoint(*net_, *solver_, std::move(meta));
   // The device flag was read just before; this host-side look at what is about to be written is
@@ -164,7 +164,7 @@ std::string Trainer::save_checkpoint(int64_t done) {
 // Every rank reads the checkpoint itself (the directory must be shared); a rank that found
 // another one, or none, would train on different weights: refuse.
 void Trainer::check_resume_consistent(int64_t start) {
-  Communicator* comm = options_.parallel.comm;
+  Communicator* comm = job_.parallel.comm;
   if (!comm || options_.resume.empty()) return;
   // Two exact floats: iteration counts up to 2^48.
   auto all = allgather_host(*comm, backend_, {static_cast<float>(start >> 24), static_cast<float>(start & 0xFFFFFF)});
@@ -174,7 +174,7 @@ void Trainer::check_resume_consistent(int64_t start) {
       throw_config(
           "rank {} resumes at iteration {} but rank {} at {}: every rank must see the same checkpoint (put "
           "--checkpoint-dir on a filesystem shared by all nodes)",
-          options_.parallel.rank, start, r, other);
+          job_.parallel.rank, start, r, other);
   }
 }
 

@@ -15,7 +15,7 @@ EvalResult Trainer::evaluate(int64_t iteration, bool* stopped) {
   const auto t0 = Clock::now();
   EvalResult r;
   r.top5_k = static_cast<int>(std::min<int64_t>(5, test_->classes()));
-  const DataParallel& dp = options_.parallel;
+  const DataParallel& dp = job_.parallel;
 
   // Data parallel: each rank evaluates a contiguous shard; the sums are reduced below.
   std::shared_ptr<const Dataset> test = test_;

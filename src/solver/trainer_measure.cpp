@@ -14,7 +14,7 @@
 namespace cnnscale {
 
 int64_t Trainer::agree_max(int64_t value) {
-  const DataParallel& dp = options_.parallel;
+  const DataParallel& dp = job_.parallel;
   if (!dp.comm || dp.size() == 1) return value;
   // Every rank contributes its value at its own index: the sum is an allgather (exact below 2^24).
   CNNSCALE_CHECK(value >= 0 && value < (int64_t{1} << 24), "agree_max: {} out of range", value);
@@ -30,7 +30,7 @@ int64_t Trainer::agree_max(int64_t value) {
 // contain collectives; rounds repeat until every rank's window is long enough. Returns the number
 // of steps run.
 int64_t Trainer::extend_window(int64_t total, int64_t window_iterations, TrainResult& result) {
-  measure::EnergyMonitor* energy = options_.energy;
+  measure::EnergyMonitor* energy = measurement_.energy;
   const int64_t solver_iteration = std::max<int64_t>(total - 1, 0);
   double unused = 0;
   int64_t done = 0;
@@ -40,10 +40,10 @@ int64_t Trainer::extend_window(int64_t total, int64_t window_iterations, TrainRe
     host_sync("host sync");
     const double elapsed = energy->elapsed_seconds();
     int64_t extra = 0;
-    if (elapsed < options_.min_window_seconds) {
+    if (elapsed < measurement_.min_window_seconds) {
       // The window's own pace so far, plus one step of margin.
       const double per_step = elapsed / static_cast<double>(std::max<int64_t>(window_iterations + done, 1));
-      extra = measure::extra_iterations_needed(0, std::max(per_step, 1e-6), options_.min_window_seconds - elapsed) + 1;
+      extra = measure::extra_iterations_needed(0, std::max(per_step, 1e-6), measurement_.min_window_seconds - elapsed) + 1;
     }
     extra = agree_max(std::min<int64_t>(extra, (int64_t{1} << 23)));
     if (extra == 0) break;
@@ -62,7 +62,7 @@ void Trainer::stopped_after_training(TrainResult& result, const char* loop) {
   result.interrupted = true;
   result.stop_signal = stop_signal();
   result.interrupted_in = loop;
-  if (options_.parallel.rank == 0)
+  if (job_.parallel.rank == 0)
     log::warn("stopped by {} during {} after training: the run is recorded as interrupted",
               result.stop_signal != 0 ? stop_signal_name(result.stop_signal) : "a signal on another rank", loop);
 }
@@ -72,7 +72,7 @@ void Trainer::stopped_after_training(TrainResult& result, const char* loop) {
 // the energy counter (>= phase_window_seconds), repeated; joules and seconds per phase follow by
 // difference (measure/energy_window.hpp). No data loading inside the loops.
 void Trainer::run_phase_loops(TrainResult& result) {
-  measure::EnergyMonitor* energy = options_.energy;
+  measure::EnergyMonitor* energy = measurement_.energy;
   const int64_t last = std::max<int64_t>(total_iterations_ - 1, 0);
   const StepScalars s = step_scalars(last, last, false);
   write_step_values(s);  // the same values for every pass of the loops
@@ -98,11 +98,11 @@ void Trainer::run_phase_loops(TrainResult& result) {
     stop = vote.exchange(stop_signal() != 0);
     return !stop;
   };
-  if (options_.parallel.rank == 0)
+  if (job_.parallel.rank == 0)
     log::info(
         "measure phases: phase-isolated loops after training ({} repeat(s) of forward, forward+backward and "
         "full step, each >= {} s)",
-        options_.phase_repeats, options_.phase_window_seconds);
+        measurement_.phase_repeats, measurement_.phase_window_seconds);
   // Calibration: a few synchronised iterations give each loop's length; every rank then runs the
   // largest count any rank needs (the full step has collectives).
   int64_t count[3];
@@ -115,9 +115,9 @@ void Trainer::run_phase_loops(TrainResult& result) {
     host_sync("host sync (phase loop calibration)");
     const double per = std::max(seconds_since(t0) / 3, 1e-6);
     count[k] =
-        agree_max(std::max<int64_t>(3, static_cast<int64_t>(std::ceil(1.2 * options_.phase_window_seconds / per))));
+        agree_max(std::max<int64_t>(3, static_cast<int64_t>(std::ceil(1.2 * measurement_.phase_window_seconds / per))));
   }
-  for (int r = 0; r < options_.phase_repeats && !stop; ++r) {
+  for (int r = 0; r < measurement_.phase_repeats && !stop; ++r) {
     for (int k = 0; k < 3 && !stop; ++k) {
       for (int attempt = 0;; ++attempt) {
         host_sync("host sync (phase loop)");
@@ -129,14 +129,14 @@ void Trainer::run_phase_loops(TrainResult& result) {
         measure::EnergyReading reading = energy->end(stop ? passes + 1 : count[k]);
         if (stop) break;  // a cut window measures nothing: dropped below with its repeat
         // Too short on any rank (a clock boost, a slow calibration): lengthen and redo on all.
-        const bool short_here = reading.seconds < options_.phase_window_seconds;
+        const bool short_here = reading.seconds < measurement_.phase_window_seconds;
         if (agree_max(short_here ? 1 : 0) == 0 || attempt == 4) {
           result.phase_loops.push_back({r, kinds[k], std::move(reading)});
           break;
         }
         // Sized from what this window measured (not a blind doubling, which a calibration slowed by
         // a loaded machine can leave short after every attempt); every rank takes the largest.
-        const double scale = 1.2 * options_.phase_window_seconds / std::max(reading.seconds, 1e-6);
+        const double scale = 1.2 * measurement_.phase_window_seconds / std::max(reading.seconds, 1e-6);
         count[k] = agree_max(std::max<int64_t>(2 * count[k], static_cast<int64_t>(std::ceil(count[k] * scale))));
       }
     }

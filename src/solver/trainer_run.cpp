@@ -29,7 +29,7 @@ TrainResult Trainer::run(const TrainCallbacks& cb) {
   if (probes_split()) backend_.reset_peak_memory();
   const int64_t total = total_iterations_;
 
-  RunState s(options_.energy);
+  RunState s(measurement_.energy);
   s.start = start;
   s.end = total;
   // Too short a run to leave anything out: time it all.
@@ -182,7 +182,7 @@ void Trainer::pause_for_reports(RunState& s, int64_t t, const TrainCallbacks& cb
 // phase loops: a pre-empted job has little time left. A stop during one of them ends it and skips
 // the rest (stopped_after_training).
 void Trainer::finish(RunState& s, TrainResult& result) {
-  measure::EnergyMonitor* energy = options_.energy;
+  measure::EnergyMonitor* energy = measurement_.energy;
   const int64_t total = total_iterations_;
   if (s.final_test_stopped) stopped_after_training(result, "the final test");
   const bool finished = !result.interrupted;
@@ -218,7 +218,7 @@ void Trainer::finish(RunState& s, TrainResult& result) {
     else
       s.last_test = test;
   }
-  if (finished && !result.interrupted && energy && options_.measure == MeasureMode::Phases) run_phase_loops(result);
+  if (finished && !result.interrupted && energy && measurement_.measure == MeasureMode::Phases) run_phase_loops(result);
   result.test = s.last_test;
   result.iterations = s.end;
   result.epochs = static_cast<double>(s.end) / iterations_per_epoch_;

@@ -68,7 +68,7 @@ void Trainer::slow_down(Clock::time_point since, bool flush) {
 // GPU power with nothing running, over half a second: what a rank draws while it waits for the
 // others at the gradient exchange (its kernels there only poll). NaN without a GPU energy counter.
 double Trainer::measure_wait_watts() {
-  measure::EnergyMonitor* energy = options_.energy;
+  measure::EnergyMonitor* energy = measurement_.energy;
   if (!energy || !energy->gpu_available() || energy->open()) return std::nan("");
   host_sync("host sync (idle power)");
   energy->begin("idle power");
@@ -100,7 +100,7 @@ struct ProbeSaved {
 // window of a few seconds reads them within a few percent. The policies that choose by time keep
 // probe_seconds (their joules are recorded as they come).
 double Trainer::probe_window_seconds(bool joules) const {
-  return joules && split_needs_energy(options_.split) ? std::max(options_.probe_seconds, options_.min_window_seconds)
+  return joules && split_needs_energy(options_.split) ? std::max(options_.probe_seconds, measurement_.min_window_seconds)
                                                       : options_.probe_seconds;
 }
 
@@ -113,7 +113,7 @@ double Trainer::probe_window_seconds(bool joules) const {
 // a barrier. Seconds and joules per run (joules NaN without a GPU counter); `batch` is recorded as
 // given.
 ProbeSample Trainer::time_probe(int64_t batch, const std::function<void()>& step, bool collective) {
-  measure::EnergyMonitor* energy = options_.energy;
+  measure::EnergyMonitor* energy = measurement_.energy;
   const bool joules = energy && energy->gpu_available() && !energy->open();
   const double window = probe_window_seconds(joules);
   auto agree = [&](int64_t steps) { return collective ? agree_max(steps) : steps; };
@@ -240,20 +240,20 @@ ProbeSample Trainer::probe_update() {
 }
 
 bool Trainer::refines_split() const {
-  return split_refines_online(options_.split) && options_.rebalance_every > 0 && options_.parallel.comm &&
-         options_.parallel.size() > 1;
+  return split_refines_online(options_.split) && options_.rebalance_every > 0 && job_.parallel.comm &&
+         job_.parallel.size() > 1;
 }
 
 bool Trainer::probes_split() const {
   return split_needs_probe(options_.split) ||
-         (options_.split == SplitPolicy::Auto && options_.auto_probe && options_.parallel.size() > 1);
+         (options_.split == SplitPolicy::Auto && options_.auto_probe && job_.parallel.size() > 1);
 }
 
 // Before the first step of run(): the wait power, and for proportional / energy / edp the probe on
 // every rank, the models every rank then shares, and the shares they choose (the same on every
 // rank: each decides from the same gathered numbers).
 void Trainer::plan_split(TrainResult& result, int64_t start, const TrainCallbacks& cb) {
-  const DataParallel& dp = options_.parallel;
+  const DataParallel& dp = job_.parallel;
   const int ranks = dp.size();
   split_record_ = SplitRecord{};
   split_record_.policy = to_string(options_.split);
@@ -318,7 +318,7 @@ void Trainer::plan_split(TrainResult& result, int64_t start, const TrainCallback
 // just run, gathered; every rank applies the same Rebalancer decision. The steady window pauses for
 // the switch and restarts two steps later, and those steps count as warm-up.
 void Trainer::maybe_rebalance(RunState& s, int64_t t, const TrainCallbacks& cb) {
-  const DataParallel& dp = options_.parallel;
+  const DataParallel& dp = job_.parallel;
   const int64_t done = t + 1, every = options_.rebalance_every;
   if (!refines_split()) return;
   if ((done - s.start) % every != 0 || done >= s.end) return;
@@ -359,10 +359,10 @@ void Trainer::maybe_rebalance(RunState& s, int64_t t, const TrainCallbacks& cb) 
 // New shares from the next step on: this rank's slice, the net's batch, the loss weight, and the
 // input (a loader at the same position of the global order, or the device pool refilled).
 void Trainer::apply_split(const std::vector<int64_t>& shares) {
-  options_.parallel.rank_batches = shares;
+  job_.parallel.rank_batches = shares;
   split_ = plan_batch();
   net_->reshape(split_.local);
-  if (options_.parallel.comm) net_->set_loss_scale(split_.share);
+  if (job_.parallel.comm) net_->set_loss_scale(split_.share);
   if (gathering_layers_ > 0) net_->set_gather_rows(*std::max_element(shares.begin(), shares.end()));
   if (loader_) {
     const LoaderState position = loader_->state();

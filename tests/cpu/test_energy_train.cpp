@@ -138,9 +138,10 @@ TEST(EnergyTraining, ShortSteadyWindowIsExtendedToTheMinimum) {
   TinyRun run;
   EnergyMonitor energy(std::make_unique<ConstantGpu>(50.0), nullptr, 0.0);
   TrainOptions o = run.options();
-  o.energy = &energy;
-  o.min_window_seconds = 0.4;
-  Trainer trainer(run.spec, *run.backend, run.data, nullptr, SolverConfig{}, o);
+  TrainMeasurement m;
+  m.energy = &energy;
+  m.min_window_seconds = 0.4;
+  Trainer trainer(run.spec, *run.backend, run.data, nullptr, SolverConfig{}, o, {}, m);
   TrainResult r = trainer.run();
   ASSERT_TRUE(r.window);
   EXPECT_GE(r.window->seconds, 0.4);
@@ -165,11 +166,12 @@ TEST(EnergyTraining, ProbeWindowsOfTheEnergyPoliciesLastTheEnergyWindow) {
   ConstantGpu& clocked = *gpu;
   EnergyMonitor energy(std::move(gpu), nullptr, 0.0);
   TrainOptions o = run.options();
-  o.energy = &energy;
+  TrainMeasurement m;
+  m.energy = &energy;
   o.split = SplitPolicy::Energy;
   o.probe_seconds = 0.005;
-  o.min_window_seconds = 0.3;
-  Trainer trainer(run.spec, *run.backend, run.data, nullptr, SolverConfig{}, o);
+  m.min_window_seconds = 0.3;
+  Trainer trainer(run.spec, *run.backend, run.data, nullptr, SolverConfig{}, o, {}, m);
   const TrainResult r = trainer.run();
   // The windows before training, in order: the idle power, the probe batches 4 and 8 (around the
   // one rank's 8), the update. Each read pair brackets the trainer's own clock of the window, so
@@ -190,9 +192,10 @@ TEST(EnergyTraining, NoExtensionWithoutAnEnergyCounter) {
   TinyRun run;
   EnergyMonitor energy(std::make_unique<measure::UnavailableGpuReader>("CPU run"), nullptr, 0.0);
   TrainOptions o = run.options();
-  o.energy = &energy;
-  o.min_window_seconds = 30.0;  // would take far longer than the test if it extended
-  Trainer trainer(run.spec, *run.backend, run.data, nullptr, SolverConfig{}, o);
+  TrainMeasurement m;
+  m.energy = &energy;
+  m.min_window_seconds = 30.0;  // would take far longer than the test if it extended
+  Trainer trainer(run.spec, *run.backend, run.data, nullptr, SolverConfig{}, o, {}, m);
   TrainResult r = trainer.run();
   ASSERT_TRUE(r.window);
   EXPECT_EQ(r.extension_iterations, 0);
@@ -204,12 +207,13 @@ TEST(EnergyTraining, PhaseLoopsAreLongEnoughAndInOrder) {
   TinyRun run;
   EnergyMonitor energy(std::make_unique<ConstantGpu>(80.0), nullptr, 0.0);
   TrainOptions o = run.options();
-  o.energy = &energy;
-  o.min_window_seconds = 0.0;
-  o.measure = MeasureMode::Phases;
-  o.phase_window_seconds = 0.05;
-  o.phase_repeats = 2;
-  Trainer trainer(run.spec, *run.backend, run.data, nullptr, SolverConfig{}, o);
+  TrainMeasurement m;
+  m.energy = &energy;
+  m.min_window_seconds = 0.0;
+  m.measure = MeasureMode::Phases;
+  m.phase_window_seconds = 0.05;
+  m.phase_repeats = 2;
+  Trainer trainer(run.spec, *run.backend, run.data, nullptr, SolverConfig{}, o, {}, m);
   TrainResult r = trainer.run();
   ASSERT_EQ(r.phase_loops.size(), 6u);
   const char* kinds[] = {"forward", "forward_backward", "full_step"};

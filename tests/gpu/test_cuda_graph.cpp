@@ -364,19 +364,20 @@ RunOutcome train_once(CudaBackend& backend, const std::string& net, Precision pr
   o.display = 4;
   o.precision = precision;
   o.cuda_graph = graph;
+  TrainJob job;
   if (comm) {
-    o.parallel.comm = comm;
-    o.parallel.rank_batches = {o.batch};
-    o.parallel.bucket_bytes = int64_t{64} << 10;
-    o.parallel.exchange_dtype = exchange;
-    o.parallel.update_per_bucket = update_per_bucket;
-    o.parallel.exchange_compute_grads = in_place;
+    job.parallel.comm = comm;
+    job.parallel.rank_batches = {o.batch};
+    job.parallel.bucket_bytes = int64_t{64} << 10;
+    job.parallel.exchange_dtype = exchange;
+    job.parallel.update_per_bucket = update_per_bucket;
+    job.parallel.exchange_compute_grads = in_place;
   }
   SolverConfig solver;
   solver.policy = LrPolicy::Step;
   solver.step_epochs = 0.5;  // 8 iterations per epoch: the rate halves every 4, between replays
   solver.gamma = 0.5;
-  Trainer trainer(spec, backend, train, test, solver, o);
+  Trainer trainer(spec, backend, train, test, solver, o, job);
   RunOutcome out;
   out.result = trainer.run();
   out.weights = to_host(backend, trainer.net().flat_params());

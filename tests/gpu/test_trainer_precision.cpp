@@ -79,9 +79,7 @@ TEST(TrainerPrecision, InjectedNonFiniteGradientsAreCaughtInEveryPrecision) {
   for (Precision p : {Precision::FP32, Precision::TF32, Precision::BF16, Precision::FP16}) {
     SCOPED_TRACE(precision_name(p));
     auto backend = make_backend("gpu:0", 0, p);
-    TrainOptions o = short_run(p);
-    o.inject_nonfinite_at = 4;
-    Trainer trainer(spec, *backend, train, nullptr, SolverConfig{}, o);
+    Trainer trainer(spec, *backend, train, nullptr, SolverConfig{}, short_run(p), {}, {}, TrainFaults{4});
     if (p == Precision::FP16) {
       const TrainResult r = trainer.run();
       EXPECT_GE(r.skipped_steps, 1);
@@ -114,8 +112,7 @@ TEST(TrainerPrecision, Fp16LeavesSkippedStepsOutOfTheLossItShows) {
     TrainOptions o = short_run(Precision::FP16);
     o.iterations = kSteps;
     o.display = 1;
-    o.inject_nonfinite_at = inject;
-    Trainer trainer(small_net(), *backend, small_train_set(), nullptr, SolverConfig{}, o);
+    Trainer trainer(small_net(), *backend, small_train_set(), nullptr, SolverConfig{}, o, {}, {}, TrainFaults{inject});
     std::vector<double> shown, epochs;
     TrainCallbacks cb;
     cb.on_display = [&](const DisplayInfo& d) { shown.push_back(d.loss); };
