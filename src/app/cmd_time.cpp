@@ -84,9 +84,12 @@ void run_time(TimeArgs& a) {
   a.options.make_update = [&](Net& net) -> std::function<void()> {
     SolverConfig config;
     config.lr = 0.0;
-    solver = std::make_unique<SgdSolver>(net, config, /*iterations_per_epoch=*/1, /*total_iterations=*/1);
     // fp16 trains with loss scaling, which keeps the widening pass (Trainer): so does its timing.
-    if (!needs_loss_scaling(a.options.precision) && solver->can_read_mirror_grads()) solver->read_mirror_grads(true);
+    GradientPlan plan;
+    plan.update_reads_mirror_grads =
+        !needs_loss_scaling(a.options.precision) && SgdSolver::abilities(net).reads_mirror_grads;
+    net.set_gradient_plan(plan);
+    solver = std::make_unique<SgdSolver>(net, config, /*iterations_per_epoch=*/1, /*total_iterations=*/1);
     solver->set_rate(0);
     return [&] { solver->apply(); };
   };

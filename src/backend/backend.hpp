@@ -158,7 +158,7 @@ struct MemoryStats {
 // `grads`, where defined (only on a backend whose sgd_reads_mirror_grads() is true), is the net's
 // buffer of the copies' gradients (mirror's dtype, offsets and layouts): the update then reads a
 // mirrored segment's gradient there, widened exactly to f32, instead of from dw, so the net need
-// not widen (and reorder) those gradients into dw after backward (Net::set_update_reads_mirror_grads).
+// not widen (and reorder) those gradients into dw after backward (GradientPlan::update_reads_mirror_grads).
 struct SgdMirrors {
   Tensor mirror, map;
   Tensor grads;

@@ -114,11 +114,11 @@ struct Net::Impl {
   std::vector<Param*> mirrored_params;  // compute copies, refreshed from their masters
   bool weights_frozen = false, mirrors_current = false;  // see Net::freeze_weights
   bool mirrors_from_update = false;                       // see Net::mirrors_written_by_update
-  bool update_reads_mirror_grads = false;                 // see Net::set_update_reads_mirror_grads
-  std::vector<bool> gathers;      // by layer: forms its gradients from gathered rows (plan_gradient_gathering)
+  GradientPlan plan;              // see Net::set_gradient_plan
+  bool planned = false;           // set_gradient_plan was called
+  std::vector<bool> gathers;      // by layer: forms its gradients from gathered rows (plan.gather_gradients)
+  size_t gathering_layers = 0;    // how many of gathers are set
   int64_t gather_rows = 0;        // rows every rank sends
-  bool gathering_active = false;  // in this backward
-  bool unmirrored_rounding_deferred = false;  // see Net::set_unmirrored_rounding_deferred
 };
 
 void Net::Impl::build(const NetSpec::Impl& spec, int64_t batch_size) {
@@ -383,26 +383,30 @@ void Net::forward(Phase phase, uint64_t iteration, const std::function<void(size
   }
 }
 
-void Net::backward(uint64_t iteration, const std::function<void(size_t layer_index)>& after_layer) {
+void Net::backward(uint64_t iteration, const std::function<void(size_t layer_index)>& after_layer,
+                   BackwardPass pass) {
   Impl& m = *impl_;
   if (m.use == NetUse::Inference) throw_runtime("this net was built for inference: it has no backward");
   LayerContext ctx = m.context(Phase::Train, iteration);
   // Unmirrored parameters (batch norm) computed their gradients from the scaled loss too.
   const bool scaled = m.grad_scale_on_device.defined() || m.grad_scale != 1.0;
-  CNNSCALE_CHECK(!(scaled && m.update_reads_mirror_grads),
-                 "a gradient scale with the update reading the unscaled mirror gradients");
+  const bool reads_mirror_grads = m.plan.update_reads_mirror_grads;
+  CNNSCALE_CHECK(!(scaled && reads_mirror_grads), "a gradient scale with the update reading the unscaled mirror gradients");
+  const bool exchanged = pass == BackwardPass::Exchanged;
+  const bool gathering = exchanged && m.gathering_layers > 0;
+  // An exchange that sums the compute gradients in place rounds the unmirrored ones a bucket at a time.
+  const bool round_unmirrored = reads_mirror_grads && m.copies_at_master_offsets && !(exchanged && m.plan.sum_compute_grads);
   for (size_t l = m.layers.size(); l-- > 0;) {
     NetLayer& nl = m.layers[l];
     if (nl.runs_backward) {
       for (int t : nl.tops) m.sum_extra_diffs(m.blobs[t]);
-      ctx.gather_rows = m.gathering_active && m.gathers.at(l) ? m.gather_rows : 0;
+      ctx.gather_rows = gathering && m.gathers.at(l) ? m.gather_rows : 0;
       nl.layer->backward(ctx, nl.bottom_data, nl.top_data, nl.top_diff, nl.propagate, nl.bottom_diff);
       for (const Param& p : nl.layer->params()) {
-        if ((p.spec.mirrored() && !m.update_reads_mirror_grads) || scaled)
+        if ((p.spec.mirrored() && !reads_mirror_grads) || scaled)
           apply_grad_scale(p.diff, p.master_diff, /*inverse=*/true);
         // The update reads this one from its slot too (the exchange sums it there).
-        if (!p.spec.mirrored() && m.update_reads_mirror_grads && m.copies_at_master_offsets &&
-            !m.unmirrored_rounding_deferred)
+        if (!p.spec.mirrored() && round_unmirrored)
           m.backend.convert(p.master_diff, m.compute_grads.view(m.master_offset(p), p.master_diff.shape()));
       }
     }
@@ -451,20 +455,30 @@ void Net::set_rank_exchange(RankExchange* ranks) {
   impl_->ranks = ranks;
 }
 
-size_t Net::plan_gradient_gathering(int64_t rows) {
+void Net::set_gradient_plan(const GradientPlan& plan) {
   Impl& m = *impl_;
+  CNNSCALE_CHECK(!m.planned, "the net's gradient plan is set once");
+  plan.check();
+  CNNSCALE_CHECK(!plan.sum_compute_grads || copies_at_master_offsets(),
+                 "a plan summing the compute gradients in place for a net without copies at its masters' offsets");
+  CNNSCALE_CHECK(!plan.update_reads_mirror_grads || m.compute_grads.defined(),
+                 "the update cannot read mirror gradients: none are mirrored");
+  m.plan = plan;
+  m.planned = true;
+  if (!plan.gather_gradients) return;
   m.gathers.assign(m.layers.size(), false);
-  m.gather_rows = rows;
-  if (!m.ranks || rows < 1) return 0;
-  size_t count = 0;
+  m.gather_rows = plan.gather_rows;
+  if (!m.ranks) return;
   for (size_t l = 0; l < m.layers.size(); ++l) {
     const NetLayer& nl = m.layers[l];
-    m.gathers[l] =
-        nl.runs_backward && !nl.layer->params().empty() && nl.layer->gathers_gradients(rows, m.ranks->ranks());
-    count += m.gathers[l] ? 1 : 0;
+    m.gathers[l] = nl.runs_backward && !nl.layer->params().empty() &&
+                   nl.layer->gathers_gradients(plan.gather_rows, m.ranks->ranks());
+    m.gathering_layers += m.gathers[l] ? 1 : 0;
   }
-  return count;
 }
+
+const GradientPlan& Net::gradient_plan() const { return impl_->plan; }
+size_t Net::gathering_layers() const { return impl_->gathering_layers; }
 
 void Net::set_gather_rows(int64_t rows) {
   CNNSCALE_CHECK(rows >= 1, "gathered rows must be >= 1, got {}", rows);
@@ -474,14 +488,6 @@ void Net::set_gather_rows(int64_t rows) {
 bool Net::layer_gathers(size_t layer_index) const {
   const Impl& m = *impl_;
   return layer_index < m.gathers.size() && m.gathers[layer_index];
-}
-
-void Net::set_gathering_active(bool on) {
-  impl_->gathering_active = on;
-}
-
-void Net::set_unmirrored_rounding_deferred(bool on) {
-  impl_->unmirrored_rounding_deferred = on;
 }
 
 const Tensor& Net::loss() const {
@@ -527,11 +533,6 @@ bool Net::copies_at_master_offsets() const {
 }
 void Net::mirrors_written_by_update() { impl_->mirrors_from_update = true; }
 const Tensor& Net::flat_mirror_grads() const { return impl_->compute_grads; }
-void Net::set_update_reads_mirror_grads(bool on) {
-  CNNSCALE_CHECK(!on || impl_->compute_grads.defined(), "the update cannot read mirror gradients: none are mirrored");
-  impl_->update_reads_mirror_grads = on;
-}
-bool Net::update_reads_mirror_grads() const { return impl_->update_reads_mirror_grads; }
 std::vector<std::pair<std::string, Tensor>> Net::state() const { return impl_->state; }
 
 }  // namespace cnnscale

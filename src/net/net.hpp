@@ -14,6 +14,7 @@
 
 #include "backend/backend.hpp"
 #include "layers/layer.hpp"
+#include "net/gradient_plan.hpp"
 
 namespace cnnscale {
 
@@ -67,6 +68,12 @@ class NetSpec {
 // refuses backward and training-phase forwards.
 enum class NetUse { Training, Inference };
 
+// Whether a backward pass hands its gradients to the gradient plan's exchange (Exchanged: the
+// training step's) or keeps them on this rank (Local: phase loops, probes, a single process). An
+// exchanged pass gathers the planned layers' gradients and, summing the compute gradients in place,
+// leaves the unmirrored ones for the exchange to round (GradientPlan).
+enum class BackwardPass { Local, Exchanged };
+
 class Net {
  public:
   // Allocates everything for `batch` samples and initialises parameters from `seed`
@@ -100,7 +107,8 @@ class Net {
   // to first, once layer l (index in layers()) has queued its backward: from then on all gradients
   // of layers l..L-1, a prefix of flat_grads(), are final in stream order (data-parallel buckets
   // start their allreduce there).
-  void backward(uint64_t iteration, const std::function<void(size_t layer_index)>& after_layer = {});
+  void backward(uint64_t iteration, const std::function<void(size_t layer_index)>& after_layer = {},
+                BackwardPass pass = BackwardPass::Local);
 
   // Multiplies every loss layer's gradient (LayerContext::loss_scale; data parallel: n / B).
   void set_loss_scale(double scale);
@@ -122,21 +130,27 @@ class Net {
   DType compute_dtype() const;
   // The job's other ranks, handed to layers (sync batch norm); null in a single process.
   void set_rank_exchange(RankExchange* ranks);
-  // Data parallel, after set_rank_exchange: which layers form their parameter gradients from every
-  // rank's rows, gathered (Layer::gathers_gradients at `rows` per rank on the exchange's ranks),
-  // decided here once for the run; returns how many. They gather in the backward passes between
-  // set_gathering_active(true) and (false), with the rows set_gather_rows last gave (a new largest
-  // share keeps the plan).
-  size_t plan_gradient_gathering(int64_t rows);
+  // How this net's gradients are written and read (net/gradient_plan.hpp), set once, before the
+  // first backward and before the solver or the exchange is made (they read it here); checked
+  // (GradientPlan::check) and refused where this net cannot follow it. The default plan: a single
+  // process whose update reads the f32 gradients.
+  //  - gather_gradients (after set_rank_exchange): which layers form their parameter gradients from
+  //    every rank's rows (Layer::gathers_gradients at gather_rows rows per rank on the exchange's
+  //    ranks) is decided here, for the run; they gather in BackwardPass::Exchanged passes, with the
+  //    rows set_gather_rows last gave (a new largest share keeps the plan).
+  //  - update_reads_mirror_grads: backward no longer widens the mirrored parameters' gradients into
+  //    flat_grads(), whose mirrored parts then hold nothing of the step: only for a step that
+  //    exchanges no gradients but the compute ones, and scales none (backward throws if a gradient
+  //    scale is set). With copies_at_master_offsets the update reads every gradient there, and
+  //    backward rounds each unmirrored one into its slot (what a 16-bit exchange would have rounded
+  //    it to anyway), except in an exchanged pass that sums them in place (sum_compute_grads): the
+  //    exchange then rounds a whole bucket's of them in one op before summing it (GradientBuckets),
+  //    where ResNet-34 would have 72 launches of its own in backward.
+  void set_gradient_plan(const GradientPlan& plan);
+  const GradientPlan& gradient_plan() const;
+  size_t gathering_layers() const;  // how many layers gather their gradients' rows
   void set_gather_rows(int64_t rows);
   bool layer_gathers(size_t layer_index) const;
-  void set_gathering_active(bool on);
-  // With copies_at_master_offsets and the update reading the gradients there: on, backward leaves
-  // the unmirrored gradients (batch norm's f32 ones) in the f32 buffer instead of rounding each into
-  // its slot, for a gradient exchange that rounds a whole bucket's of them in one op before summing
-  // it (GradientBuckets): ResNet-34 has 72 of them, each a launch of its own in backward. For the
-  // backward passes until it is turned off; whoever turns it on must round them before the update.
-  void set_unmirrored_rounding_deferred(bool on);
   // Inference: the masters will not change, so forward refreshes the 16-bit weight copies once (the
   // next forward) instead of every time. Training must leave it off (the update writes the masters).
   void freeze_weights(bool frozen);
@@ -171,15 +185,7 @@ class Net {
   void mirrors_written_by_update();
   // (M) the gradients of the compute copies, same offsets and layouts as flat_mirrors().
   const Tensor& flat_mirror_grads() const;
-  // On: the update reads the mirrored parameters' gradients from flat_mirror_grads() itself
-  // (SgdMirrors::grads), so backward no longer widens them into flat_grads(), whose mirrored parts
-  // then hold nothing of this step: only for a step that exchanges no gradients but the compute
-  // ones, and scales none (backward throws if a gradient scale is set while this is on). With
-  // copies_at_master_offsets the update reads every gradient there, and backward rounds each
-  // unmirrored one into its slot (what a 16-bit exchange would have rounded it to anyway), unless
-  // an exchange does it per bucket (set_unmirrored_rounding_deferred).
-  void set_update_reads_mirror_grads(bool on);
-  bool update_reads_mirror_grads() const;
+  bool update_reads_mirror_grads() const { return gradient_plan().update_reads_mirror_grads; }
   // Non-learned state (batch norm running statistics) as (layer/name, tensor), for checkpoints.
   std::vector<std::pair<std::string, Tensor>> state() const;
 

@@ -10,12 +10,10 @@
 #include "backend/backend.hpp"
 #include "backend/communicator.hpp"
 #include "layers/layer.hpp"
+#include "net/gradient_plan.hpp"  // kDefaultBucketBytes
 #include "parallel/split_policy.hpp"
 
 namespace cnnscale {
-
-// The one default gradient bucket size (--bucket-mb, DataParallel): 25 MiB, as PyTorch DDP's bucket_cap_mb.
-inline constexpr int64_t kDefaultBucketBytes = int64_t{25} << 20;
 
 struct DataParallel {
   Communicator* comm = nullptr;  // null: a single process (no exchange at all)
@@ -32,8 +30,8 @@ struct DataParallel {
   DType exchange_dtype = DType::F32;
   // Each bucket's parameters updated as soon as the bucket is summed (Communicator::
   // after_collectives: on GPU ranks a side stream beside the rest of backward), instead of one
-  // update after the whole exchange. The same arithmetic either way. The Trainer falls back to the
-  // one update where a step's update needs every gradient first (fp16 loss scaling).
+  // update after the whole exchange. The same arithmetic either way. The gradient plan falls back
+  // to the one update where a step's update needs every gradient first (fp16 loss scaling).
   bool update_per_bucket = true;
   // --allreduce-dtype compute: where the compute dtype is bf16, the compute gradients themselves are
   // summed, in place, and the update reads them there: no f32 gradient is written in backward,

@@ -65,9 +65,12 @@ std::vector<GradientBucket> GradientBuckets::plan(const std::vector<std::pair<in
   return out;
 }
 
-GradientBuckets::GradientBuckets(const Net& net, Communicator& comm, int64_t bucket_bytes, bool overlap, DType exchange,
-                                 bool compute_grads)
-    : net_(net), comm_(comm), flat_grads_(net.flat_grads()), overlap_(overlap), in_place_(compute_grads) {
+GradientBuckets::GradientBuckets(const Net& net, Communicator& comm, const GradientPlan& plan)
+    : net_(net), comm_(comm), flat_grads_(net.flat_grads()), in_place_(plan.sum_compute_grads), overlap_(plan.overlap) {
+  plan.check();
+  CNNSCALE_CHECK(plan.exchange, "gradient buckets for a plan without an exchange");
+  const int64_t bucket_bytes = plan.bucket_bytes;
+  const DType exchange = plan.exchange_dtype;
   if (bucket_bytes < 1) throw_config("--bucket-mb must be > 0");
   CNNSCALE_CHECK(exchange == DType::F32 || exchange == DType::BF16 || exchange == DType::F16,
                  "gradient exchange in {}: only f32, bf16 and f16", dtype_name(exchange));
@@ -114,7 +117,7 @@ GradientBuckets::GradientBuckets(const Net& net, Communicator& comm, int64_t buc
     ready_end_[l] = next_start;
     if (first_begin[l] >= 0) next_start = first_begin[l];
   }
-  buckets_ = plan(ranges, local, total, bucket_bytes / element);
+  buckets_ = GradientBuckets::plan(ranges, local, total, bucket_bytes / element);
   any_local_ = std::any_of(buckets_.begin(), buckets_.end(), [](const GradientBucket& b) { return b.local; });
   if (in_place_ && !unmirrored.empty()) plan_unmirrored(unmirrored);
 }

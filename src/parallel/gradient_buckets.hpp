@@ -30,15 +30,16 @@ struct GradientBucket {
 
 class GradientBuckets {
  public:
-  // `exchange`: F32, or BF16/F16 (the sums are formed in that format). A 16-bit exchange of a net
-  // with loss scaling (fp16) carries the gradients times the net's gradient scale (on the host or
-  // on the device), the values backward formed, so that small ones keep fp16's normal range on
-  // the wire as they did in backward.
-  // `compute_grads`: sum the net's compute gradients in place instead (the net built with
-  // copies_at_master_offsets, `exchange` its compute dtype, the update reading them there:
-  // Net::set_update_reads_mirror_grads): nothing is rounded before the exchange or widened after it.
-  GradientBuckets(const Net& net, Communicator& comm, int64_t bucket_bytes, bool overlap, DType exchange = DType::F32,
-                  bool compute_grads = false);
+  // As `plan` says (the net's own, Net::gradient_plan, in a training step; its exchange fields,
+  // which must be on): buckets of at most
+  // bucket_bytes, overlapped with backward or not, summed in exchange_dtype: F32, or BF16/F16 (the
+  // sums are formed in that format). A 16-bit exchange of a net with loss scaling (fp16) carries
+  // the gradients times the net's gradient scale (on the host or on the device), the values
+  // backward formed, so that small ones keep fp16's normal range on the wire as they did in
+  // backward. sum_compute_grads: the net's compute gradients are summed in place instead (the net
+  // built with copies_at_master_offsets, the update reading them there): nothing is rounded before
+  // the exchange or widened after it.
+  GradientBuckets(const Net& net, Communicator& comm, const GradientPlan& plan);
 
   // Cuts [0, total) at parameter starts so no bucket exceeds `bucket_elements` (rounded down to
   // the 64-element parameter alignment); a parameter larger than that is split into pieces.
@@ -68,9 +69,8 @@ class GradientBuckets {
 
   // Summing the compute gradients in place, the unmirrored ones (f32 in backward: batch norm's)
   // are rounded into their slots here, one op per bucket just before it is summed (or handed to the
-  // update, for a local one), instead of one
-  // per parameter in backward: the caller turns Net::set_unmirrored_rounding_deferred on for the
-  // backward passes that exchange through this object when this is true.
+  // update, for a local one), instead of one per parameter in backward (which the net leaves to
+  // the exchange in its BackwardPass::Exchanged passes).
   bool rounds_unmirrored() const { return !unmirrored_.empty(); }
 
   void begin_backward() { next_ = 0; }

@@ -16,27 +16,58 @@ std::vector<NamedParam> named_params(const Net& net) {
   return out;
 }
 
+namespace {
+
+// Whether every parameter's master lies in the net's one flat buffer, which the one launch indexes with i32.
+bool in_flat_buffer(const Net& net, const std::vector<NamedParam>& params) {
+  const Tensor& flat = net.flat_params();
+  bool in_flat = flat.defined() && flat.numel() <= INT32_MAX;
+  for (const auto& np : params) in_flat &= np.param->master.storage() == flat.storage();
+  return in_flat;
+}
+
+// Whether the one launch also writes the compute copies: every mirrored parameter lies in the one
+// mirror buffer (a frozen one is converted by the first forward and never changes after).
+bool writes_mirrors(const Net& net, const std::vector<NamedParam>& params) {
+  const Tensor& mirror = net.flat_mirrors();
+  bool write_mirrors = mirror.defined() && mirror.numel() <= INT32_MAX;
+  for (const auto& np : params)
+    if (np.param->spec.mirrored()) write_mirrors &= np.param->data.storage() == mirror.storage();
+  return write_mirrors;
+}
+
+}  // namespace
+
+SgdSolver::Abilities SgdSolver::abilities(const Net& net) {
+  const std::vector<NamedParam> params = named_params(net);
+  Abilities a;
+  a.one_launch = in_flat_buffer(net, params);
+  // The constructor's mirrors_: the one launch writes the copies and updates some parameter.
+  bool learned = false;
+  for (const auto& np : params) learned |= np.param->spec.lr_mult != 0.0f;
+  a.reads_mirror_grads = a.one_launch && learned && writes_mirrors(net, params) &&
+                         net.backend().sgd_reads_mirror_grads() && net.flat_mirror_grads().defined();
+  return a;
+}
+
 SgdSolver::SgdSolver(Net& net, const SolverConfig& config, int64_t iterations_per_epoch, int64_t total_iterations)
     : net_(net),
       config_(config),
       schedule_(config, iterations_per_epoch, total_iterations),
       params_(named_params(net)) {
   Backend& backend = net_.backend();
+  const bool reads_mirror_grads = net_.gradient_plan().update_reads_mirror_grads;
+  CNNSCALE_CHECK(!reads_mirror_grads || abilities(net_).reads_mirror_grads,
+                 "this update cannot read the mirrored gradients");
   const Tensor& flat = net_.flat_params();
-  bool in_flat = flat.defined() && flat.numel() <= INT32_MAX;
-  for (const auto& np : params_) in_flat &= np.param->master.storage() == flat.storage();
-  if (!in_flat) {
+  if (!in_flat_buffer(net_, params_)) {
     for (const auto& np : params_) history_.push_back(backend.alloc(np.param->master.shape()));
     return;
   }
   // One history buffer with the masters' offsets, and the segment table of the one-launch update.
   flat_history_ = backend.alloc(flat.shape());
-  // The update also writes the compute copies where every mirrored parameter lies in the one mirror
-  // buffer (a frozen one is converted by the first forward and never changes after).
   const Tensor& mirror = net_.flat_mirrors();
-  bool write_mirrors = mirror.defined() && mirror.numel() <= INT32_MAX;
-  for (const auto& np : params_)
-    if (np.param->spec.mirrored()) write_mirrors &= np.param->data.storage() == mirror.storage();
+  const bool write_mirrors = writes_mirrors(net_, params_);
   for (const auto& np : params_) {
     const Param& p = *np.param;
     const auto begin = static_cast<int64_t>((p.master.offset_bytes() - flat.offset_bytes()) / sizeof(float));
@@ -64,7 +95,7 @@ SgdSolver::SgdSolver(Net& net, const SolverConfig& config, int64_t iterations_pe
   // The backend wants ascending segments; the net lays parameters out last layer first.
   std::sort(segments_.begin(), segments_.end(), [](const Segment& a, const Segment& b) { return a.begin < b.begin; });
   table_ = upload_table(0, segments_.size(), 0, write_mirrors);
-  if (write_mirrors) mirrors_ = {mirror, table_.map, Tensor()};
+  if (write_mirrors) mirrors_ = {mirror, table_.map, reads_mirror_grads ? net_.flat_mirror_grads() : Tensor()};
 }
 
 SgdSolver::Table SgdSolver::upload_table(size_t first, size_t last, int64_t base, bool with_map) const {
@@ -133,16 +164,6 @@ void SgdSolver::set_rate(int64_t iteration) {
     if (!rate_.defined()) rate_ = net_.backend().alloc(Shape{1});
     net_.backend().fill(rate_, static_cast<float>(host_rate_));
   }
-}
-
-bool SgdSolver::can_read_mirror_grads() const {
-  return mirrors_.defined() && net_.backend().sgd_reads_mirror_grads() && net_.flat_mirror_grads().defined();
-}
-
-void SgdSolver::read_mirror_grads(bool on) {
-  CNNSCALE_CHECK(!on || can_read_mirror_grads(), "this update cannot read the mirrored gradients");
-  if (mirrors_.defined()) mirrors_.grads = on ? net_.flat_mirror_grads() : Tensor();
-  net_.set_update_reads_mirror_grads(on);
 }
 
 void SgdSolver::apply(const Tensor& skip, const GradCheck& check) {

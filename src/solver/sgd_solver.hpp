@@ -23,7 +23,19 @@ std::vector<NamedParam> named_params(const Net& net);
 
 class SgdSolver {
  public:
+  // Reads the gradients as the net's gradient plan says (Net::gradient_plan: set before this):
+  // with update_reads_mirror_grads, the mirrored parameters' where backward left them (the net's
+  // compute-copy gradients), which needs abilities(net).reads_mirror_grads.
   SgdSolver(Net& net, const SolverConfig& config, int64_t iterations_per_epoch, int64_t total_iterations);
+
+  // What the update of `net` can do, known before it is made (for the gradient plan).
+  struct Abilities {
+    bool one_launch = false;  // one launch over the flat buffers (capturable(), plan_parts)
+    // The one launch can read the mirrored parameters' gradients where backward left them: it also
+    // writes the copies, on a backend that reads them (Backend::sgd_reads_mirror_grads).
+    bool reads_mirror_grads = false;
+  };
+  static Abilities abilities(const Net& net);
 
   // Applies the gradients of `iteration` (0-based count of completed steps) to the weights.
   void step(int64_t iteration) {
@@ -40,13 +52,6 @@ class SgdSolver {
   void set_rate(int64_t iteration);
   void apply(const Tensor& skip = Tensor(), const GradCheck& check = GradCheck());
   bool capturable() const { return flat_history_.defined(); }
-  // Whether the update can read the mirrored parameters' gradients where backward left them (the
-  // net's compute-copy gradients): one launch that also writes the copies, on a backend that reads
-  // them (Backend::sgd_reads_mirror_grads).
-  bool can_read_mirror_grads() const;
-  // Turns that on or off, for the net as well (Net::set_update_reads_mirror_grads): on, backward
-  // skips widening those gradients into the f32 buffer, which nothing but the update may then read.
-  void read_mirror_grads(bool on);
   double lr(int64_t iteration) const { return schedule_.lr(iteration); }
 
   // apply() in parts, for an exchange that hands over the gradients one bucket at a time

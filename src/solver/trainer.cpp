@@ -12,6 +12,7 @@
 #include "core/log.hpp"
 #include "core/watchdog.hpp"
 #include "net/fuse.hpp"
+#include "solver/gradient_planning.hpp"
 #include "solver/upload_slots.hpp"
 
 namespace cnnscale {
@@ -48,16 +49,14 @@ Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Da
   const DataParallel& dp = job_.parallel;
   std::optional<FusedSpec> fused;
   if (options_.fuse_epilogues) fused.emplace(fuse_epilogues(spec));
-  // The compute gradients summed in place: bf16 (fp16's loss scaling checks and unscales f32
-  // gradients), on a backend whose update reads them (Backend::sgd_reads_mirror_grads).
-  const DType compute = compute_dtype(options_.precision);
-  exchanges_compute_grads_ = dp.comm && dp.exchange_compute_grads && compute == DType::BF16 &&
-                             dp.exchange_dtype == compute && !needs_loss_scaling(options_.precision) &&
-                             backend_.sgd_reads_mirror_grads();
-  net_ = std::make_unique<Net>(fused ? fused->spec : spec, backend_, split_.local, options_.seed, compute,
-                               NetUse::Training, exchanges_compute_grads_);
+  // How the gradient buffers are used, decided once (solver/gradient_planning.hpp): the net's
+  // layout first, the update's part once the net is built.
+  const GradientRequest request{dp, options_.precision, faults_.inject_nonfinite_at > 0};
+  plan_ = plan_gradients(request, backend_);
+  net_ = std::make_unique<Net>(fused ? fused->spec : spec, backend_, split_.local, options_.seed,
+                               compute_dtype(options_.precision), NetUse::Training, plan_.sum_compute_grads);
   nonfinite_ = backend_.alloc(Shape{1}, DType::I32);
-  if (needs_loss_scaling(options_.precision)) {
+  if (plan_.loss_scaling) {
     overflow_ = backend_.alloc(Shape{1}, DType::I32);
     loss_scale_ = backend_.alloc(Shape{2});
     scale_state_ = backend_.alloc(Shape{3}, DType::I32);
@@ -77,34 +76,15 @@ Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Da
   if (dp.comm) {
     net_->set_loss_scale(split_.share);
     net_->set_rank_exchange(dp.exchange);
-    if (dp.gather_gradients && dp.size() > 1)
-      gathering_layers_ =
-          net_->plan_gradient_gathering(*std::max_element(dp.rank_batches.begin(), dp.rank_batches.end()));
-    buckets_ = std::make_unique<GradientBuckets>(*net_, *dp.comm, dp.bucket_bytes, dp.overlap, dp.exchange_dtype,
-                                                 exchanges_compute_grads_);
   }
+  plan_update(plan_, request, *net_);
+  net_->set_gradient_plan(plan_);  // after set_rank_exchange: plans the gathering layers
+  if (dp.comm) buckets_ = std::make_unique<GradientBuckets>(*net_, *dp.comm, plan_);
   // The linear scaling rule, applied to the global batch: the schedule starts from the scaled rate.
   SolverConfig scaled = solver;
   scaled.lr = solver.scaled_lr(options_.batch);
   solver_ = std::make_unique<SgdSolver>(*net_, scaled, iterations_per_epoch_, total_iterations_);
-  // A gradient exchange of the f32 gradients reads them after backward, loss scaling checks them
-  // before the update: otherwise (a single process, or an exchange of the compute gradients in
-  // place) the update is the first reader after backward and the exchange, and its one pass can
-  // check them and read the mirrored ones where backward wrote them (a bf16 CaffeNet step saves a
-  // read and write of 61 M gradients in f32 and a read of them for the check; with the exchange, a
-  // rounding and a widening of them as well).
-  update_checks_gradients_ = (!dp.comm || exchanges_compute_grads_) && !overflow_.defined();
-  if (exchanges_compute_grads_) {
-    CNNSCALE_CHECK(solver_->can_read_mirror_grads(), "the exchange sums compute gradients the update cannot read");
-    solver_->read_mirror_grads(true);
-  } else if (update_checks_gradients_ && solver_->can_read_mirror_grads()) {
-    solver_->read_mirror_grads(true);
-  }
-  // The update bucket by bucket, each part checking the gradients it reads, as a single process's
-  // update does. Not with fp16 (its skip is decided from every gradient), an update of one launch
-  // per parameter, or fault injection (which poisons the gradients after the exchange).
-  if (buckets_ && dp.update_per_bucket && !overflow_.defined() && solver_->capturable() &&
-      !buckets_->buckets().empty() && faults_.inject_nonfinite_at <= 0) {
+  if (plan_.update_per_bucket) {
     std::vector<int64_t> ends;
     for (const GradientBucket& b : buckets_->buckets()) ends.push_back(b.end);
     solver_->plan_parts(ends);
@@ -400,8 +380,6 @@ void Trainer::forward(const StepScalars& s) {
 void Trainer::backward(const StepScalars& s, bool exchange) {
   const bool buckets = buckets_ && exchange;
   update_queued_ = buckets && buckets_->per_bucket_work();
-  net_->set_gathering_active(buckets && gathering_layers_ > 0);
-  net_->set_unmirrored_rounding_deferred(buckets && buckets_->rounds_unmirrored());
   if (!buckets && options_.slowdown <= 1.0) return net_->backward(s.dropout_seed);
   auto since = Clock::now();
   auto layer_done = [&](size_t layer) {
@@ -410,7 +388,7 @@ void Trainer::backward(const StepScalars& s, bool exchange) {
     since = Clock::now();
   };
   if (buckets) comm_timed([&] { buckets_->begin_backward(); });
-  net_->backward(s.dropout_seed, layer_done);
+  net_->backward(s.dropout_seed, layer_done, buckets ? BackwardPass::Exchanged : BackwardPass::Local);
   slow_down(Clock::now(), /*flush=*/true);
   if (buckets) comm_timed([&] { buckets_->end_backward(); });
 }
@@ -421,7 +399,7 @@ void Trainer::wait_gradients() {
 }
 
 // Divergence check on the device, before the update: every (reduced) gradient, one kernel over
-// the flat gradient buffer; or, where update_checks_gradients_, inside the update, over every
+// the flat gradient buffer; or, where the plan's update_checks_gradients, inside the update, over every
 // gradient it applies (a frozen parameter's is not read). The loss needs no check of its own: it
 // is finite by construction (log of max(p, FLT_MIN)) unless a probability is NaN, and then that
 // row's dx = p - onehot and with it the gradients are NaN too. Nothing waits for the flag;
@@ -434,7 +412,7 @@ void Trainer::wait_gradients() {
 // rank skips the same steps. A step that is not skipped has finite gradients, or overflowed with
 // no scale left to halve, which the rule flags as divergence: no other check is needed then.
 void Trainer::flag_divergence() {
-  if (update_checks_gradients_ || update_queued_) return;  // the update checks them as it reads them
+  if (plan_.update_checks_gradients || update_queued_) return;  // the update checks them as it reads them
   if (!overflow_.defined()) return backend_.flag_nonfinite_at(net_->flat_grads(), step_tag_, nonfinite_);
   constexpr int64_t kGrowthInterval = 2000;
   constexpr float kMaxScale = 16777216.0f;  // 2^24
@@ -473,7 +451,7 @@ void Trainer::update(const StepScalars&) {
   if (std::exchange(update_queued_, false)) return solver_->parts_applied();
   // At the rate write_step_values set; fp16: not at all in a step the loss scale skips.
   solver_->apply(overflow_.defined() ? scale_state_.view(2, Shape{1}) : Tensor(),
-                 update_checks_gradients_ ? GradCheck{nonfinite_, step_tag_} : GradCheck());
+                 plan_.update_checks_gradients ? GradCheck{nonfinite_, step_tag_} : GradCheck());
 }
 
 template <class Call>

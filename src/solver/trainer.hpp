@@ -265,9 +265,10 @@ class Trainer {
   bool updates_per_bucket() const { return buckets_ && buckets_->per_bucket_work(); }
   // Whether the exchange sums the net's compute gradients in place (DataParallel::
   // exchange_compute_grads, where the precision allows it).
-  bool exchanges_compute_grads() const { return exchanges_compute_grads_; }
+  bool exchanges_compute_grads() const { return plan_.sum_compute_grads; }
   // How many layers form their gradients from gathered rows (DataParallel::gather_gradients).
-  size_t gathering_layers() const { return gathering_layers_; }
+  size_t gathering_layers() const { return net_->gathering_layers(); }
+  const GradientPlan& gradient_plan() const { return plan_; }  // decided once, in the constructor
   // The run configuration (TrainJob::run_config) stored in the checkpoint run() resumed from;
   // empty when it did not resume.
   const std::string& resumed_run_config() const { return resumed_run_config_; }
@@ -367,7 +368,7 @@ class Trainer {
   float read_scalar(const Tensor& t, const char* operation);  // job-wide sum when data parallel
   double read_last_loss();  // the last step's loss over the global batch (a collective when parallel)
   // Reads the device-side divergence flag (set in every step by flag_divergence, or by the update
-  // where update_checks_gradients_); throws
+  // where the plan's update_checks_gradients); throws
   // RuntimeError naming the first non-finite iteration. Call where the host synchronises anyway.
   void check_finite();
 
@@ -437,13 +438,9 @@ class Trainer {
   // the overflow flag (i32 (1)), the scale and its inverse (f32 (2), the net's device gradient
   // scale) and the rule's state (i32 (3): clean steps in a row, skipped steps, this step skipped).
   Tensor overflow_, loss_scale_, scale_state_;
-  // No loss scaling, and no gradient exchange or one of the compute gradients in place: the update
-  // checks the gradients for divergence as it reads them (GradCheck) instead of a pass of its own,
-  // and, where the net mirrors its parameters, reads their gradients where backward (and the
-  // exchange) left them (SgdSolver::read_mirror_grads).
-  bool update_checks_gradients_ = false;
-  bool exchanges_compute_grads_ = false;
-  size_t gathering_layers_ = 0;
+  // How the gradient buffers are written, exchanged and read (net/gradient_plan.hpp): decided once
+  // in the constructor, the net's own (Net::gradient_plan), read by the exchange and the update.
+  GradientPlan plan_;
   // This step's exchange has queued the update, bucket by bucket (checking the gradients it read);
   // update() then only closes it.
   bool update_queued_ = false;

@@ -363,7 +363,7 @@ void Trainer::apply_split(const std::vector<int64_t>& shares) {
   split_ = plan_batch();
   net_->reshape(split_.local);
   if (job_.parallel.comm) net_->set_loss_scale(split_.share);
-  if (gathering_layers_ > 0) net_->set_gather_rows(*std::max_element(shares.begin(), shares.end()));
+  if (net_->gathering_layers() > 0) net_->set_gather_rows(*std::max_element(shares.begin(), shares.end()));
   if (loader_) {
     const LoaderState position = loader_->state();
     train_slots_.reset();

@@ -175,6 +175,16 @@ void random_batch(Backend& backend, Net& net, uint64_t seed) {
   backend.upload(labels.data(), net.labels());
 }
 
+// An exchange of the f32 (or `dtype`) gradients in buckets of `bucket_bytes`.
+GradientPlan exchange_plan(int64_t bucket_bytes, bool overlap, DType dtype = DType::F32) {
+  GradientPlan plan;
+  plan.exchange = true;
+  plan.bucket_bytes = bucket_bytes;
+  plan.overlap = overlap;
+  plan.exchange_dtype = dtype;
+  return plan;
+}
+
 TEST(GradientBuckets, IssuedDuringBackwardOnlyOnceFinal) {
   auto backend = make_backend("cpu");
   NetSpec spec = NetSpec::load_string(kNet, "buckets.yaml");
@@ -182,7 +192,7 @@ TEST(GradientBuckets, IssuedDuringBackwardOnlyOnceFinal) {
   random_batch(*backend, net, 9);
   RecordingCommunicator comm;
   // ~1/5 of the parameters per bucket: several buckets, fc1's weight split in pieces.
-  GradientBuckets buckets(net, comm, net.flat_grads().numel() * 4 / 5, true);
+  GradientBuckets buckets(net, comm, exchange_plan(net.flat_grads().numel() * 4 / 5, true));
   ASSERT_GE(buckets.buckets().size(), 4u);
   // Poison the gradients: a bucket sent before backward wrote it would carry the poison.
   backend->fill(net.flat_grads(), 12345.0f);
@@ -210,7 +220,7 @@ TEST(GradientBuckets, IssuedDuringBackwardOnlyOnceFinal) {
 
   // Without overlap: one allreduce of the whole buffer after backward.
   RecordingCommunicator one;
-  GradientBuckets whole(net, one, 1 << 20, false);
+  GradientBuckets whole(net, one, exchange_plan(1 << 20, false));
   whole.begin_backward();
   net.backward(1, [&](size_t l) { whole.layer_done(l); });
   EXPECT_TRUE(one.calls.empty());
@@ -269,7 +279,7 @@ TEST(GradientBuckets, SixteenBitExchangeRoundsEachGradientOnce) {
     const std::vector<float> g(net.flat_grads().f32(), net.flat_grads().f32() + net.flat_grads().numel());
 
     DoublingCommunicator comm;
-    GradientBuckets buckets(net, comm, net.flat_grads().numel() * 4 / 5, c.overlap, c.dtype);
+    GradientBuckets buckets(net, comm, exchange_plan(net.flat_grads().numel() * 4 / 5, c.overlap, c.dtype));
     EXPECT_EQ(buckets.exchange_dtype(), c.dtype);
     buckets.begin_backward();
     net.backward(0, [&](size_t l) { buckets.layer_done(l); });

@@ -211,9 +211,11 @@ TEST(NetGpu, UpdateReadingTheMirrorGradientsMatchesTheWidenedOnes) {
     same_inputs(cpu, direct, spec.classes());
     SolverConfig config;
     config.lr = 0.05;
+    ASSERT_TRUE(SgdSolver::abilities(direct).reads_mirror_grads);
+    GradientPlan reads_mirror_grads;
+    reads_mirror_grads.update_reads_mirror_grads = true;
+    direct.set_gradient_plan(reads_mirror_grads);
     SgdSolver a(widened, config, 1, 10), b(direct, config, 1, 10);
-    ASSERT_TRUE(b.can_read_mirror_grads());
-    b.read_mirror_grads(true);
     Tensor flag = g.alloc(Shape{1}, DType::I32), tag = g.alloc(Shape{1}, DType::I32);
     g.fill_i32(flag, 0);
     for (int64_t it = 0; it < 3; ++it) {
