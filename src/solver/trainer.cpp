@@ -79,26 +79,24 @@ Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Da
   }
   plan_update(plan_, request, *net_);
   net_->set_gradient_plan(plan_);  // after set_rank_exchange: plans the gathering layers
-  if (dp.comm) buckets_ = std::make_unique<GradientBuckets>(*net_, *dp.comm, plan_);
+  // The exchange attaches to the step as its callback. Without a communicator timing its own
+  // stream, the host time in its calls is the communication's busy time.
+  if (dp.comm) exchange_ = std::make_unique<GradientExchange>(*net_, *dp.comm, plan_, /*host_timed=*/!device_comm_);
   // The linear scaling rule, applied to the global batch: the schedule starts from the scaled rate.
   SolverConfig scaled = solver;
   scaled.lr = solver.scaled_lr(options_.batch);
   solver_ = std::make_unique<SgdSolver>(*net_, scaled, iterations_per_epoch_, total_iterations_);
-  if (plan_.update_per_bucket) {
-    std::vector<int64_t> ends;
-    for (const GradientBucket& b : buckets_->buckets()) ends.push_back(b.end);
-    solver_->plan_parts(ends);
-    buckets_->set_on_reduced([this](size_t bucket) { solver_->apply_part(bucket, GradCheck{nonfinite_, step_tag_}); });
-  }
+  if (plan_.update_per_bucket) exchange_->update_per_bucket(*solver_, GradCheck{nonfinite_, step_tag_});
+  step_callback_ = exchange_.get();
 
   const Shape in = net_->input().shape();
   if (in.sample_numel() != train_->sample_shape().numel())
     throw_config("network input {} per sample does not match the data {} ({})", in.with_batch(1).to_string(),
                  train_->sample_shape().to_string(), train_->name());
-  for (Layer* layer : net_->layers())
-    if (layer->type() == "SoftmaxWithLoss" && !layer->bottoms().empty()) scores_blob_ = layer->bottoms()[0];
-  if (test_ && scores_blob_.empty())
-    throw_config("network '{}' has no SoftmaxWithLoss layer: cannot evaluate top-1/top-5", spec.name());
+  if (test_)
+    evaluator_ = std::make_unique<Evaluator>(backend_, *net_, spec.name(), test_, job_.parallel, options_.test_batch,
+                                             decodes_on_device(*test_));
+  checkpoints_ = std::make_unique<TrainCheckpoints>(options_, job_, iterations_per_epoch_, total_iterations_);
   if (options_.device_pool) fill_pool();
   graph_note_ = graph_blocker();
 }
@@ -192,17 +190,6 @@ void Trainer::make_loader() {
   train_slots_ = std::make_unique<UploadSlots>(backend_, *loader_, "host sync (input buffers)");
 }
 
-void TrainMeasurement::check() const {
-  if (!(min_window_seconds >= 0)) throw_config("--min-window must be >= 0 seconds");
-  if (!(phase_window_seconds > 0)) throw_config("--phase-window must be > 0 seconds");
-  if (phase_repeats < 1) throw_config("--phase-repeats must be >= 1, got {}", phase_repeats);
-}
-
-void check_input_decode(TrainOptions::InputDecode decode, bool cpu) {
-  if (decode == TrainOptions::InputDecode::Host && cpu)
-    throw_config("--host-decode applies to GPU runs: a CPU run normalises and augments on the host anyway");
-}
-
 bool Trainer::decodes_on_device(const Dataset& d) const {
   using Decode = TrainOptions::InputDecode;
   const bool wanted = options_.input_decode == Decode::Backend ||
@@ -260,7 +247,7 @@ void Trainer::step(const StepScalars& s, double& wait_seconds) {
   }
   if (graph_note_.empty() && !graph_ && steps_since_change_ >= 1) {
     CaptureOptions how;
-    if (buckets_) how = CaptureOptions{CaptureOptions::Points::Nodes, options_.graph_copies};
+    if (step_callback_) how = CaptureOptions{CaptureOptions::Points::Nodes, options_.graph_copies};
     // Capturing enqueues nothing, but the communicator counts the collectives it is handed
     // (note_collective_arrival): they stand for this step's replay; later replays count as many.
     const int64_t arrivals = collective_arrivals();
@@ -318,25 +305,30 @@ void Trainer::step(const StepScalars& s, double& wait_seconds) {
   if (graph_) take_resolved_comm_busy();  // lets the replays' copies go as soon as they are read
 }
 
+// The step as it reads: forward -> backward (the attached exchange, if any, sending the gradients
+// as they are final) -> the job's gradients ready -> update. The marks between the phases are the
+// measurement's, handed in (mark_phase), not the step's own.
 void Trainer::step_work(const StepScalars& s, PhaseTimer* timer) {
-  auto mark = [&](TimelinePhase phase) {
-    if (!options_.phase_marks && phase != TimelinePhase::Update) return;
-    if (timer) return timer->mark(phase);
-    if (phase == TimelinePhase::Update) return;  // closed after each replay, on the stream (step())
-    graph_phases_.emplace_back(backend_.capture_timing_point(), phase);
-  };
   forward(s);
-  mark(TimelinePhase::Forward);
+  mark_phase(TimelinePhase::Forward, timer);
   backward(s, /*exchange=*/true);
-  mark(TimelinePhase::Backward);
-  if (buckets_) {
-    wait_gradients();
-    mark(TimelinePhase::Allreduce);  // the exposed part of the exchange
+  mark_phase(TimelinePhase::Backward, timer);
+  if (step_callback_) {
+    gradients_ready();
+    mark_phase(TimelinePhase::Allreduce, timer);  // the exposed part of the exchange
   }
   inject_fault(s);
   flag_divergence();
   update(s);
-  mark(TimelinePhase::Update);
+  mark_phase(TimelinePhase::Update, timer);
+}
+
+// Into `timer`, or (null, while capturing) as the captured work's own timing points.
+void Trainer::mark_phase(TimelinePhase phase, PhaseTimer* timer) {
+  if (!options_.phase_marks && phase != TimelinePhase::Update) return;
+  if (timer) return timer->mark(phase);
+  if (phase == TimelinePhase::Update) return;  // closed after each replay, on the stream (step())
+  graph_phases_.emplace_back(backend_.capture_timing_point(), phase);
 }
 
 // As kernel arguments (fills), never copies from host memory, which may wait for the stream.
@@ -378,24 +370,32 @@ void Trainer::forward(const StepScalars& s) {
 // --slowdown: each layer's backward is followed by (slowdown - 1) times its own time idle, so an
 // emulated slower rank hands its buckets to the exchange as late as a slower device would.
 void Trainer::backward(const StepScalars& s, bool exchange) {
-  const bool buckets = buckets_ && exchange;
-  update_queued_ = buckets && buckets_->per_bucket_work();
-  if (!buckets && options_.slowdown <= 1.0) return net_->backward(s.dropout_seed);
+  StepCallback* callback = exchange ? step_callback_ : nullptr;
+  update_queued_ = callback && callback->queues_update();
+  const bool slowed = options_.slowdown > 1.0;
+  if (!callback && !slowed) return net_->backward(s.dropout_seed);
+  const BackwardPass pass = callback ? BackwardPass::Exchanged : BackwardPass::Local;
   auto since = Clock::now();
-  auto layer_done = [&](size_t layer) {
-    slow_down(since);
-    if (buckets) comm_timed([&] { buckets_->layer_done(layer); });
-    since = Clock::now();
-  };
-  if (buckets) comm_timed([&] { buckets_->begin_backward(); });
-  net_->backward(s.dropout_seed, layer_done, buckets ? BackwardPass::Exchanged : BackwardPass::Local);
-  slow_down(Clock::now(), /*flush=*/true);
-  if (buckets) comm_timed([&] { buckets_->end_backward(); });
+  if (callback) callback->on_backward_begin();
+  if (!slowed) {
+    net_->backward(s.dropout_seed, callback->after_layer(), pass);
+  } else {
+    net_->backward(
+        s.dropout_seed,
+        [&](size_t layer) {
+          slow_down(since);
+          if (callback) callback->after_layer()(layer);
+          since = Clock::now();
+        },
+        pass);
+    slow_down(Clock::now(), /*flush=*/true);
+  }
+  if (callback) callback->on_backward_end();
 }
 
-// After wait() the compute stream may go on with the update: it sees the job's gradients.
-void Trainer::wait_gradients() {
-  comm_timed([&] { buckets_->wait(); });
+// The compute stream may go on with the update after this: it sees the job's gradients.
+void Trainer::gradients_ready() {
+  if (step_callback_) step_callback_->on_gradients_ready();
 }
 
 // Divergence check on the device, before the update: every (reduced) gradient, one kernel over
@@ -430,7 +430,7 @@ void Trainer::inject_fault(const StepScalars& s) {
     backend_.fill(net_->flat_mirror_grads(), std::numeric_limits<float>::quiet_NaN());
 }
 
-Trainer::LossScaleFigures Trainer::read_loss_scale() {
+LossScaleFigures Trainer::read_loss_scale() {
   if (!overflow_.defined()) return {};
   float scale[2];
   int32_t state[3];
@@ -452,47 +452,6 @@ void Trainer::update(const StepScalars&) {
   // At the rate write_step_values set; fp16: not at all in a step the loss scale skips.
   solver_->apply(overflow_.defined() ? scale_state_.view(2, Shape{1}) : Tensor(),
                  plan_.update_checks_gradients ? GradCheck{nonfinite_, step_tag_} : GradCheck());
-}
-
-template <class Call>
-void Trainer::comm_timed(Call&& call) {
-  if (device_comm_) return call();
-  const auto t0 = Clock::now();
-  call();
-  host_comm_seconds_ += seconds_since(t0);
-}
-
-// The calls to the communicator's own timing are all here and in take_comm_busy.
-void Trainer::begin_comm_busy(int64_t iteration) {
-  host_comm_seconds_ = 0;
-  // Bracket only the step's collectives, not the loss reads and evaluation between steps.
-  if (device_comm_) device_comm_->set_busy_tag(iteration);
-}
-
-void Trainer::end_comm_busy() {
-  if (device_comm_)
-    device_comm_->set_busy_tag(-1);
-  else if (buckets_)
-    phase_timer_->add_seconds(TimelinePhase::CommBusy, host_comm_seconds_);
-}
-
-void Trainer::take_comm_busy(bool keep, int64_t up_to) {
-  if (!device_comm_) return;
-  for (auto [iteration, ms] : device_comm_->take_busy_ms(up_to))
-    if (keep) phase_timer_->add_comm_busy(iteration, ms / 1e3);
-}
-
-void Trainer::take_resolved_comm_busy() {
-  // A step's collectives end before its update, so before the iteration's last mark: every
-  // bracket of a resolved iteration is complete.
-  const std::vector<IterationPhases>& resolved = phase_timer_->timeline();
-  if (!resolved.empty()) take_comm_busy(true, resolved.back().iteration);
-}
-
-void Trainer::resolve_phases() {
-  // Only after a synchronisation: the communication stream has passed every bracket then.
-  phase_timer_->resolve_all();
-  take_comm_busy(true);
 }
 
 void Trainer::host_sync(const char* operation) {

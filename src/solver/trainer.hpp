@@ -1,6 +1,9 @@
-// Trainer: the training loop of `cnnscale train` (and later of every sweep run): its options, its
-// results and the class. Where the parts live: trainer.cpp (setup and the step), trainer_run.cpp (the
-// loop), trainer_eval.cpp, trainer_measure.cpp (energy windows, phase loops), trainer_checkpoint.cpp.
+// Trainer: the training loop of `cnnscale train` (and later of every sweep run): its results and
+// the class (its settings: solver/train_options.hpp). Where the parts live: trainer.cpp (setup and
+// the step), trainer_run.cpp (the loop and its measurement: energy windows, phase loops),
+// trainer_split.cpp (unequal ranks). Parts of their own: the gradient exchange attached to the step
+// (solver/gradient_exchange.hpp), evaluation (solver/evaluator.hpp) and checkpoints
+// (solver/train_checkpoints.hpp).
 #pragma once
 #include <chrono>
 #include <cmath>
@@ -21,121 +24,16 @@
 #include "measure/energy_monitor.hpp"
 #include "measure/phase_timer.hpp"
 #include "net/net.hpp"
+#include "solver/evaluator.hpp"
+#include "solver/gradient_exchange.hpp"
 #include "solver/sgd_solver.hpp"
 #include "solver/solver_config.hpp"
 #include "solver/steady_window.hpp"
+#include "solver/step_callback.hpp"
+#include "solver/train_checkpoints.hpp"
+#include "solver/train_options.hpp"
 
 namespace cnnscale {
-
-struct TrainOptions {
-  int64_t batch = 64;      // the global batch (data parallel: the sum of parallel.rank_batches)
-  int64_t test_batch = 0;  // per rank; 0: this rank's training batch
-  int64_t epochs = 0;      // exactly one of epochs and iterations is > 0
-  int64_t iterations = 0;
-  uint64_t seed = 1;
-  int data_threads = 1;          // threads filling each training batch (LoaderOptions::threads)
-  AugmentOptions augment;        // of the training batches (never the test set's)
-  // Where batches of a byte-stored dataset (Dataset::byte_affine) are normalised and augmented.
-  // Auto: GPU runs upload the bytes and decode them on the device (LoaderOptions::bytes), CPU runs
-  // fill floats on the host. Host: the host, GPU runs too (--host-decode). Backend: through
-  // Backend::decode_bytes, CPU runs too: the CPU backend's decode is the reference the GPU kernel is
-  // tested against, and this runs the byte path end to end without a GPU (tests).
-  enum class InputDecode { Auto, Host, Backend };
-  InputDecode input_decode = InputDecode::Auto;
-  int64_t display = 50;          // iterations between loss reads (host syncs)
-  int64_t timing_warmup = 10;    // first iterations of this process left out of samples/s
-  std::string checkpoint_dir;    // empty: no checkpoints
-  int64_t checkpoint_every = 0;  // iterations (0: only at epoch ends and the end)
-  std::string resume;            // checkpoint path, "auto" (newest in checkpoint_dir) or empty
-  // Resume even where the checkpoint's network, solver settings or data differ from this run's
-  // (fine-tuning); each difference is logged. Without it such a resume is refused, naming one.
-  bool resume_allow_changes = false;
-  // Synthetic data: generate `pool_batches` distinct batches once, keep them on the device and
-  // cycle through them (iteration i uses batch i mod pool), so input costs no host work or h2d.
-  bool device_pool = false;
-  int pool_batches = 8;
-  // Unequal ranks (parallel/split_policy.hpp, trainer_split.cpp). proportional, energy and edp
-  // replace parallel.rank_batches by the shares their start-up probe's models choose (each probe
-  // point times at least probe_seconds of forward+backward); auto starts from proportional's probed
-  // shares (auto_probe) or from parallel.rank_batches; auto, energy and edp refine their shares
-  // online after every rebalance_every steps (0: never). Every split gives the one-process update.
-  SplitPolicy split = SplitPolicy::Even;
-  int64_t rebalance_every = kDefaultRebalanceEvery;
-  // Why auto probes first by default: its online measure, the step less its exposed exchange, also
-  // holds the time a fast rank's backward loses to the overlapped exchange while that waits for the
-  // slow ranks, so from an even start it underrates the fast ranks and settles short of balance (on
-  // one 132-SM + three 40-SM H200 partitions, CaffeNet bf16: 95+54+54+53 after 40 steps, where the
-  // probe chooses 140+39+39+38 and runs 15% faster). The probe times forward+backward alone.
-  bool auto_probe = true;
-  double rebalance_hysteresis = 0.03;
-  double probe_seconds = 0.5;
-  // CPU emulation of a slower device: after its forward and after its backward the rank idles
-  // (slowdown - 1) times as long as the pass took, so it computes `slowdown` times slower. 1: off.
-  double slowdown = 1.0;
-  // Numeric precision (core/precision.hpp): bf16/fp16 keep activations and the weights' compute
-  // copies in 16 bits over fp32 master weights; the backend must have been made with the same one.
-  Precision precision = Precision::FP32;
-  // Replay the training step (forward, backward, divergence flag, update) from a CUDA graph
-  // captured after one uncaptured step, where the backend can capture and the step allows it
-  // (TrainResult::graph_note says why not otherwise). false: every step is queued op by op.
-  bool cuda_graph = true;
-  // Train the network with each batch norm's following ReLU (and residual sum), and each
-  // convolution's and fully connected layer's following ReLU, fused into it (net/fuse.hpp): the
-  // same function and parameters, fewer passes over memory. Checkpoints keep the network as
-  // written. false: every layer as written.
-  bool fuse_epilogues = true;
-  // Mark the end of forward and backward inside the step (each mark a stream event; in a captured
-  // step, a split between two graphs). false: forward, backward and update are timed as one phase,
-  // reported under update, to measure what the marks cost.
-  bool phase_marks = true;
-  // Copies of a data-parallel step's CUDA graph (timing points as event nodes, whose events are
-  // fixed at capture): how many steps the host may queue ahead of the device, since a copy is
-  // launched again only once its last replay has been read. 1: a step is launched once the step
-  // before has ended. Replays of a graph that forks streams, queued behind the running one, slowed
-  // each of its kernel launches: on one H200 (ResNet-34, bf16, 64 a GPU, a data-parallel job of one
-  // rank) the forward kernels ran as long but 0.14 ms further apart in all with 3 copies, a step
-  // took 6.27 ms; 2 copies 6.22; 1 copy 6.07, against 5.97 for the one-process run. The host's wait
-  // between steps costs less than that.
-  int graph_copies = 1;
-  static constexpr int kMaxGraphCopies = 16;  // each copy is a whole instantiated step graph
-};
-
-// The rest of what a Trainer is handed sits beside TrainOptions (the user's settings), each in a
-// struct of its own: the job's ranks and the run's identity (TrainJob), how run() is measured
-// (TrainMeasurement) and the tests' fault injection (TrainFaults).
-
-// What the job hands the trainer: its ranks and how they exchange gradients (a null communicator:
-// a single process), and the run's identity, stored in checkpoints and compared on resume.
-struct TrainJob {
-  DataParallel parallel;     // default: a single process
-  std::string run_config;    // JSON of the run's options, stored in checkpoints
-  std::string network_yaml;  // resolved network, stored in checkpoints
-};
-
-// How run() measures around the training; nothing here changes what is trained.
-struct TrainMeasurement {
-  // Energy (null: no energy windows, as in tests and `cnnscale time`). When it measures anything,
-  // a steady window shorter than min_window_seconds is extended after training by extra steps
-  // (same work, learning rate of the last step; recorded in the timeline as iterations >= total).
-  measure::EnergyMonitor* energy = nullptr;
-  MeasureMode measure = MeasureMode::Steady;
-  double min_window_seconds = 3.0;    // NVML's counter moves every ~100 ms: a few seconds
-  double phase_window_seconds = 1.0;  // each phase-isolated loop
-  int phase_repeats = 3;
-  void check() const;  // ConfigError naming the flag of a value out of range
-};
-
-// Fault injection for the tests of the divergence check (CNNSCALE_INJECT_NONFINITE_AT in train).
-struct TrainFaults {
-  int64_t inject_nonfinite_at = 0;  // iteration N (1-based) gets a NaN loss and NaN gradients; 0: never
-};
-
-struct EvalResult {
-  int64_t samples = 0;
-  double top1 = 0, top5 = 0, loss = 0;  // fractions in [0, 1]; loss averaged per sample
-  int top5_k = 5;                       // min(5, classes)
-  double seconds = 0;
-};
 
 struct DisplayInfo {
   int64_t iteration = 0;  // completed iterations
@@ -219,9 +117,6 @@ struct TrainResult {
 };
 
 class DeviceCommunicator;
-// ConfigError for a choice the device cannot take (Host on the CPU, where decoding is on the host
-// anyway); `train` asks before any work, the trainer again.
-void check_input_decode(TrainOptions::InputDecode decode, bool cpu);
 
 class UploadSlots;
 
@@ -232,8 +127,8 @@ class UploadSlots;
 // for its upload.
 //
 // Data parallel (TrainJob::parallel): every rank runs this loop on its slice of each global
-// batch; gradients are summed across ranks in buckets during backward (parallel/gradient_buckets.hpp)
-// and the update waits for them. The loss is weighted by each rank's share so the reduced update is
+// batch; gradients are summed across ranks in buckets during backward by the exchange attached to
+// the step (GradientExchange, a StepCallback) and the update waits for them. The loss is weighted by each rank's share so the reduced update is
 // the one-process update on the global batch. Displayed losses and test results are the job's
 // (reduced over ranks); only rank 0 writes checkpoints; every rank reads one to resume.
 struct ProbeSaved;  // trainer_split.cpp: tensors the start-up probe writes, kept to be put back
@@ -259,10 +154,11 @@ class Trainer {
   // Every rank's samples per iteration now (a probe or `auto` may have changed the first split);
   // empty in a single process.
   const std::vector<int64_t>& rank_batches() const { return job_.parallel.rank_batches; }
-  const GradientBuckets* buckets() const { return buckets_.get(); }  // null in a single process
+  // null in a single process
+  const GradientBuckets* buckets() const { return exchange_ ? &exchange_->buckets() : nullptr; }
   // Whether the steps update each bucket's parameters as its exchange ends (DataParallel::
   // update_per_bucket, where the step allows it).
-  bool updates_per_bucket() const { return buckets_ && buckets_->per_bucket_work(); }
+  bool updates_per_bucket() const { return exchange_ && exchange_->queues_update(); }
   // Whether the exchange sums the net's compute gradients in place (DataParallel::
   // exchange_compute_grads, where the precision allows it).
   bool exchanges_compute_grads() const { return plan_.sum_compute_grads; }
@@ -330,15 +226,15 @@ class Trainer {
   void fill_pool();  // device_pool: the batches on the device, filled once
 
   // The step and its pieces (trainer.cpp). Each piece queues work only (no host sync); the phase
-  // loops (trainer_measure.cpp) run the same pieces without the step's phase marks.
+  // loops (trainer_run.cpp) run the same pieces without the step's phase marks.
   StepScalars step_scalars(int64_t t, int64_t solver_iteration, bool warmup) const;
   void step(const StepScalars& s, double& wait_seconds);
   void feed(const StepScalars& s, double& wait_seconds);  // marks data and h2d
   void forward(const StepScalars& s);
-  // Backward; with `exchange` (and data parallel), each gradient bucket's allreduce starts as soon
-  // as backward has produced it.
+  // Backward; with `exchange`, the attached step callback (the data-parallel exchange) is handed
+  // each layer's gradients as backward produces them.
   void backward(const StepScalars& s, bool exchange);
-  void wait_gradients();  // the exchanged gradients are the job's after this (data parallel)
+  void gradients_ready();  // the exchanged gradients are the job's after this (data parallel)
   void inject_fault(const StepScalars& s);  // the fault injection of the step that options name
   void flag_divergence();
   void update(const StepScalars& s);
@@ -348,14 +244,13 @@ class Trainer {
   // Forward to update, with a timing mark after each phase: into `timer`, or (null, while capturing)
   // as the captured work's own timing points.
   void step_work(const StepScalars& s, PhaseTimer* timer);
+  void mark_phase(TimelinePhase phase, PhaseTimer* timer);
   // Why the step cannot be captured (empty: it can); decided once, in the constructor.
   std::string graph_blocker() const;
   void drop_graph();  // the net's buffers are about to move (reshape): capture again later
 
-  // comm_busy, the communication's own busy time per step (trainer.cpp): the communicator's stream
-  // time when it times itself (NCCL), else the host time inside the communication calls (MPI).
-  template <class Call>
-  void comm_timed(Call&& call);
+  // comm_busy, the communication's own busy time per step (trainer_run.cpp): the communicator's stream
+  // time when it times itself (NCCL), else the host time inside the exchange's calls (MPI).
   void begin_comm_busy(int64_t iteration);
   void end_comm_busy();
   // The communicator's per-iteration times (of iterations <= up_to) into the timeline, or dropped.
@@ -378,7 +273,7 @@ class Trainer {
   void pause_for_reports(RunState& s, int64_t t, const TrainCallbacks& cb);  // test, epoch end, checkpoint
   void finish(RunState& s, TrainResult& result);
 
-  // Measurement windows (trainer_measure.cpp).
+  // Measurement windows (trainer_run.cpp).
   int64_t agree_max(int64_t value);  // the largest of every rank's value
   // Extra steps after the last iteration (`total`) until the energy window is long enough.
   // A stop signal ends either at a step agreed by every rank, marking `result` interrupted.
@@ -403,14 +298,8 @@ class Trainer {
   void apply_split(const std::vector<int64_t>& shares);  // after a host sync with no upload in flight
   void slow_down(Clock::time_point since, bool flush = false);  // --slowdown on CPU ranks
 
-  // Checkpoints (trainer_checkpoint.cpp).
-  int64_t resume_from_checkpoint(const TrainCallbacks& callbacks, std::string& path);
-  void check_resume_consistent(int64_t start);
-  void check_compatible(const std::string& file, const std::string& saved_config, const std::string& saved_solver,
-                        const std::string& saved_network) const;
-  bool checkpoint_due(int64_t done) const;
+  // Checkpoints between steps (trainer_run.cpp; the checkpoints themselves: checkpoints_).
   void write_checkpoint(RunState& s, int64_t done, const TrainCallbacks& cb);
-  std::string save_checkpoint(int64_t done);
   // A stop signal agreed by every rank after iteration `done`: a checkpoint, and the run ends there.
   void stop_early(RunState& s, int64_t done, const TrainCallbacks& cb, TrainResult& result);
 
@@ -430,8 +319,12 @@ class Trainer {
   std::unique_ptr<UploadSlots> train_slots_;  // loader_'s buffers on their way to the device
   std::vector<Tensor> pool_data_, pool_labels_;
   int64_t iterations_per_epoch_ = 0, total_iterations_ = 0;
-  std::unique_ptr<GradientBuckets> buckets_;
-  std::string scores_blob_;  // input of the loss layer: class scores for top-k accuracy
+  // The data-parallel gradient exchange (null in a single process), attached to the step as its
+  // callback: the step itself calls step_callback_ only.
+  std::unique_ptr<GradientExchange> exchange_;
+  StepCallback* step_callback_ = nullptr;
+  std::unique_ptr<Evaluator> evaluator_;  // null without a test set
+  std::unique_ptr<TrainCheckpoints> checkpoints_;
   std::string resumed_run_config_;
   Tensor nonfinite_;  // (1) i32: 0, or the first iteration (1-based) with a non-finite loss/gradient
   // fp16 loss scaling (needs_loss_scaling), all in device memory so that the step can be captured:
@@ -444,10 +337,6 @@ class Trainer {
   // This step's exchange has queued the update, bucket by bucket (checking the gradients it read);
   // update() then only closes it.
   bool update_queued_ = false;
-  struct LossScaleFigures {
-    double scale = 1.0;
-    int64_t clean_steps = 0, skipped_steps = 0;
-  };
   LossScaleFigures read_loss_scale();  // a host read (fp16 runs; else the neutral figures)
   // The mean loss of `steps` steps whose weighted losses sum to `sum`, `skipped_before` of the loss
   // scale's skipped steps counted when they began (updated to now); none where every one was skipped.
@@ -479,7 +368,6 @@ class Trainer {
   int64_t graph_collectives_ = 0;
   bool graph_counted_ = false;
   std::unique_ptr<PhaseTimer> phase_timer_;  // the current run()'s
-  double host_comm_seconds_ = 0;             // the step's host time in communication calls (CPU)
   // The job's communicator when it times its own stream (NCCL): comm_busy comes from it; null on CPU
   // (comm_busy is then the host time spent in MPI calls and waits).
   DeviceCommunicator* device_comm_ = nullptr;

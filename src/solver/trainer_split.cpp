@@ -204,7 +204,7 @@ ProbeSample Trainer::probe_step() {
       [&] {
         forward(s);
         backward(s, /*exchange=*/true);
-        if (buckets_) wait_gradients();
+        gradients_ready();
         flag_divergence();
         update(s);
       },
