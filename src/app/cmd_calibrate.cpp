@@ -54,7 +54,7 @@ void run_calibrate(const CalibrateArgs& a) {
   if (!results.empty()) {  // checked now, not after the passes
     check_results_name("--experiment", a.experiment);
     results_dir = report::calibration_results_dir(results, a.experiment);
-    report::prepare_writable_dir(results_dir);
+    prepare_writable_dir(results_dir);
   }
 
   const NetSpec spec = network_to_run(a.net, a.checkpoint);

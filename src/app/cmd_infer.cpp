@@ -3,14 +3,10 @@
 // one precision, on one device per process. Under mpirun every rank streams its own batches on its
 // own device; rank 0 prints each rank's figures and the job's (images/s and watts summed).
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
-#include <filesystem>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,12 +18,12 @@
 #include "backend/engine_cache.hpp"
 #include "core/error.hpp"
 #include "data/synthetic_dataset.hpp"
-#include "experiment/report_infer.hpp"
 #include "infer/batch_measure.hpp"
 #include "infer/calibrate_run.hpp"
 #include "infer/inference_engine.hpp"
+#include "infer/result_figures.hpp"
 #include "infer/scenario_runs.hpp"
-#include "io/results_writer.hpp"
+#include "io/infer_results.hpp"
 #include "net/net.hpp"
 #include "parallel/device_binding.hpp"
 #include "parallel/mpi_env.hpp"
@@ -39,9 +35,9 @@ namespace {
 
 // The engine cache (CNNSCALE_ENGINE_CACHE) whose measured choices the run took, or null: its
 // kernels were chosen by an earlier process's search on the same GPU model and libraries.
-nlohmann::json engine_cache_used() {
+TextFigure engine_cache_used() {
   const EngineCache* cache = EngineCache::from_environment();
-  return cache ? nlohmann::json(cache->path()) : nlohmann::json();
+  return cache ? TextFigure(cache->path()) : TextFigure::null();
 }
 
 // --calibration's value for a table measured on the run's own input (synthetic_input_scales).
@@ -83,46 +79,11 @@ struct InferArgs {
   bool no_results = false;
 };
 
-// Where rank 0 saves the run's JSON object ("" for nowhere), checked before any work.
-std::string results_dir(const InferArgs& a, int rank) {
-  if (a.no_results || a.results_root.empty()) {
-    if (!a.run_id.empty()) throw_config("--run-id names a result file: give --results (or $CNNSCALE_RESULTS)");
-    return "";
-  }
-  check_results_name("--experiment", a.experiment);
-  const std::string dir = report::infer_results_dir(a.results_root, a.experiment);
-  if (!a.run_id.empty()) {
-    check_results_name("--run-id", a.run_id);
-    // A named result is written once: a sweep counts it done and never runs it again.
-    std::error_code ec;
-    const std::string file = (std::filesystem::path(dir) / (a.run_id + ".json")).string();
-    if (std::filesystem::exists(file, ec))
-      throw_config("--run-id {}: {} exists already; results are never replaced", a.run_id, file);
-  }
-  if (rank == 0) report::prepare_infer_results_dir(dir);
-  return dir;
-}
-
-// Prints the run (a JSON line or the caller's table) and saves it next to train's runs.
-void publish(const InferArgs& a, nlohmann::json run, const std::string& dir) {
-  const auto [iso, stamp] = utc_times(std::chrono::system_clock::now());
-  run["time"] = iso;
-  if (!dir.empty()) {
-    std::string stem = a.run_id;  // a sweep's run id, recorded in the file too
-    if (stem.empty()) {
-      std::string device = run["device"].get<std::string>();
-      std::replace(device.begin(), device.end(), ':', '_');
-      stem = fmt::format("{}-{}-{}-{}-{}", run["net"].get<std::string>(), run["precision"].get<std::string>(),
-                         run.value("scenario", "offline"), device, stamp);
-    } else {
-      run["run_id"] = a.run_id;
-    }
-    // A run id names one file: if it appeared meanwhile, fail rather than write <id>-1.json, which
-    // a sweep would never find.
-    run["results"] = report::write_infer_file(dir, stem, run, a.run_id.empty());
-  }
+// Saves the run next to train's runs (unless `dir` is "") and prints it as a JSON line (--json).
+void publish(const InferArgs& a, InferResult run, const std::string& dir) {
+  save_infer_result(run, dir, a.run_id);
   if (a.json) {
-    std::printf("%s\n", run.dump().c_str());
+    std::printf("%s\n", infer_result_json(run).dump().c_str());
     std::fflush(stdout);
   }
 }
@@ -168,26 +129,6 @@ int64_t host_available_bytes() {
   return kib * 1024;
 }
 
-nlohmann::json opt(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); }
-
-nlohmann::json figures_json(const infer::BatchFigures& f) {
-  return {{"batch", f.batch},
-          {"images_per_s", f.images_per_s},
-          {"window_batches", f.window_batches},
-          {"window_seconds", f.window_seconds},
-          {"latency_batches", f.latency.count},
-          {"latency_mean_s", f.latency.mean},
-          {"latency_p50_s", f.latency.p50},
-          {"latency_p90_s", f.latency.p90},
-          {"latency_p99_s", f.latency.p99},
-          {"joules_per_image", opt(f.joules_per_image)},
-          {"images_per_joule", opt(f.images_per_joule)},
-          {"watts", opt(f.watts)},
-          {"energy_source", f.energy_source.empty() ? nlohmann::json() : nlohmann::json(f.energy_source)},
-          {"sm_clock_mhz", opt(f.sm_clock_mhz)},
-          {"peak_memory_bytes", f.peak_memory_bytes}};
-}
-
 std::string fmt_opt(const std::optional<double>& v, const char* format) {
   if (!v) return "-";
   char buf[64];
@@ -195,49 +136,28 @@ std::string fmt_opt(const std::optional<double>& v, const char* format) {
   return buf;
 }
 
-nlohmann::json latency_json(const infer::LatencyStats& s) {
-  return {{"count", s.count}, {"mean_s", s.mean}, {"p50_s", s.p50}, {"p90_s", s.p90}, {"p99_s", s.p99},
-          {"max_s", s.max}};
-}
-
 // What every result file begins with: what ran, on what, and how its passes were queued.
-nlohmann::json run_json(const InferArgs& a, const NetSpec& spec, infer::InferenceEngine& engine,
-                        const std::string& scenario, int world_size) {
-  nlohmann::json int8;  // null unless --precision int8
-  if (const Int8Spec* q = engine.int8()) {
-    const std::vector<std::string> ran = engine.int8_layers_run();
-    std::vector<std::string> kept = q->kept;
-    for (const std::string& name : q->int8)
-      if (std::find(ran.begin(), ran.end(), name) == ran.end()) kept.push_back(name);
-    int8 = {{"calibration", a.calibration},
-            {"int8_layers", ran},
-            {"int8_outputs", q->outputs},
-            {"kept", kept},
-            {"between_layers", precision_name(engine.options().precision)}};
-  }
-  return {{"command", "infer"},
-          {"scenario", scenario},
-          {"net", spec.name()},
-          {"device", engine.backend().device().to_string()},
-          {"precision", engine.int8() ? std::string("int8") : precision_name(engine.options().precision)},
-          {"int8", int8},
-          {"checkpoint", a.checkpoint.empty() ? nlohmann::json() : nlohmann::json(a.checkpoint)},
-          {"fill", infer::input_fill_name(engine.options().fill)},
-          {"folded_batch_norms", engine.folded_batch_norms()},
-          {"fused_epilogues", engine.fused_epilogues()},
-          {"fc_gemv", engine.backend().device().is_cpu() ? nlohmann::json() : nlohmann::json(a.fc_gemv)},
-          {"cuda_graph", engine.cuda_graph()},
-          {"graph_replays", engine.graph_replays()},
-          {"engine_cache", engine_cache_used()},
-          {"world_size", world_size},
-          {"devices",
-           a.rank_devices.empty() ? std::vector<std::string>{engine.backend().device().to_string()} : a.rank_devices}};
-}
-
-nlohmann::json server_json(const infer::ServerResult& r) {
-  return {{"offered_rate", r.offered_rate},   {"achieved_rate", r.achieved_rate}, {"queries", r.queries},
-          {"batches", r.batches},             {"mean_batch", r.mean_batch},       {"latency_bound_s", r.latency_bound},
-          {"latency", latency_json(r.latency)}, {"within_bound", r.within_bound}, {"meets_bound", r.meets_bound}};
+InferResult run_result(const InferArgs& a, const NetSpec& spec, infer::InferenceEngine& engine,
+                       const std::string& scenario, int world_size) {
+  InferResult r;
+  const Device device = engine.backend().device();
+  r.int8 = engine.int8() ? Figure<InferInt8>(infer::int8_result(engine, a.calibration)) : Figure<InferInt8>::null();
+  r.command = std::string("infer");
+  r.scenario = scenario;
+  r.net = spec.name();
+  r.device = device.to_string();
+  r.precision = engine.int8() ? std::string("int8") : precision_name(engine.options().precision);
+  r.checkpoint = text_or_null(a.checkpoint);
+  r.fill = infer::input_fill_name(engine.options().fill);
+  r.folded_batch_norms = static_cast<int64_t>(engine.folded_batch_norms());
+  r.fused_epilogues = static_cast<int64_t>(engine.fused_epilogues());
+  r.fc_gemv = device.is_cpu() ? TextFigure::null() : TextFigure(a.fc_gemv);
+  r.cuda_graph = engine.cuda_graph();
+  r.graph_replays = static_cast<int64_t>(engine.graph_replays());
+  r.engine_cache = engine_cache_used();
+  r.world_size = world_size;
+  r.devices = a.rank_devices.empty() ? std::vector<std::string>{device.to_string()} : a.rank_devices;
+  return r;
 }
 
 // single-stream, server and server-search: one run of the scenario; under mpirun every rank runs
@@ -258,29 +178,8 @@ void run_scenario(const InferArgs& a, const NetSpec& spec, infer::InferenceEngin
                                       : f.server->achieved_rate;
   std::vector<double> rates = distributed ? mpi->allgather(rate) : std::vector<double>{rate};
   if (distributed && mpi->rank() != 0) return;
-  double job_rate = 0;
-  for (double r : rates) job_rate += r;
-
-  nlohmann::json j = run_json(a, spec, engine, f.scenario, distributed ? mpi->size() : 1);
-  j.update({{"prepared_batch_sizes", f.prepared_sizes},
-            {"padded_fraction", f.padded_fraction},
-            {"queries_per_s", rate},
-            {"job_queries_per_s", job_rate},
-            {"rank_queries_per_s", rates},
-            {"joules_per_query", opt(f.energy.joules_per_sample)},
-            {"watts", opt(f.energy.watts)},
-            {"energy_source", f.energy.source.empty() ? nlohmann::json() : nlohmann::json(f.energy.source)}});
-  if (f.single_stream) {
-    j["queries"] = f.single_stream->queries;
-    j["latency"] = latency_json(f.single_stream->latency);
-  }
-  if (f.server) j["server"] = server_json(*f.server);
-  if (f.search) {
-    j["best_rate"] = f.search->best_rate;
-    j["resolution"] = f.search->resolution;
-    j["trials"] = nlohmann::json::array();
-    for (const infer::ServerResult& t : f.search->trials) j["trials"].push_back(server_json(t));
-  }
+  InferResult j = run_result(a, spec, engine, f.scenario, distributed ? mpi->size() : 1);
+  infer::add_scenario_figures(j, f, rate, rates);
   publish(a, j, dir);
   if (a.json) return;
   std::printf("%s on %s, %s, %s scenario%s\n", spec.name().c_str(), engine.backend().description().c_str(),
@@ -312,7 +211,7 @@ void run_scenario(const InferArgs& a, const NetSpec& spec, infer::InferenceEngin
   }
   std::printf("batch sizes prepared: %s; padding %.1f%% of the samples computed%s\n",
               fmt::format("{}", fmt::join(f.prepared_sizes, ",")).c_str(), 100 * f.padded_fraction,
-              distributed ? fmt::format("; job {:.1f} queries/s", job_rate).c_str() : "");
+              distributed ? fmt::format("; job {:.1f} queries/s", j.job_queries_per_s.value()).c_str() : "");
 }
 
 // --calibration synthetic: a table measured here, on the device the run uses, as `calibrate --method
@@ -406,7 +305,7 @@ void run_infer(InferArgs& a) {
   }
   check_backend_precision(device, precision);
   if (device != "cpu") EngineCache::from_environment();  // a bad CNNSCALE_ENGINE_CACHE: exit 2 before loading
-  const std::string dir = results_dir(a, rank);
+  const std::string dir = prepare_infer_results(a.results_root, a.experiment, a.run_id, a.no_results, rank == 0);
 
   const NetSpec spec = network_to_run(a.net, a.checkpoint);
   if (synthetic_table) eo.int8_input_scales = synthetic_input_scales(a, spec, device);
@@ -453,46 +352,21 @@ void run_infer(InferArgs& a) {
   }
 
   std::vector<infer::BatchFigures> rows;
-  nlohmann::json batches_json = nlohmann::json::array();
+  std::vector<InferBatch> batches;
   for (int64_t batch : sizes) {
     infer::BatchFigures f = infer::measure_batch(engine, batch, energy.get(), a.measure);
-    nlohmann::json j = figures_json(f);
-    if (distributed) {
-      // The job: images/s and watts add up over ranks (each streams its own batches); the latency
-      // and clock stay per rank.
-      // Watts: every GPU rank reads its own GPU; on CPU ranks the first rank of each host reads the
-      // host's RAPL counters and the others none, so the sum over the ranks that read is the job's.
-      const std::vector<double> ips = mpi->allgather(f.images_per_s);
-      const std::vector<double> w = mpi->allgather(f.watts.value_or(std::nan("")));
-      double sum_ips = 0, sum_w = 0;
-      bool any_w = false;
-      for (size_t r = 0; r < ips.size(); ++r) {
-        sum_ips += ips[r];
-        any_w |= std::isfinite(w[r]);
-        sum_w += std::isfinite(w[r]) ? w[r] : 0;
-      }
-      j["ranks"] = nlohmann::json::array();
-      for (size_t r = 0; r < ips.size(); ++r)
-        j["ranks"].push_back({{"rank", r}, {"images_per_s", ips[r]}, {"watts", std::isfinite(w[r]) ? nlohmann::json(w[r])
-                                                                                                  : nlohmann::json()}});
-      j["job_images_per_s"] = sum_ips;
-      j["job_watts"] = any_w ? nlohmann::json(sum_w) : nlohmann::json();
-      j["job_images_per_joule"] = any_w && sum_w > 0 ? nlohmann::json(sum_ips / sum_w) : nlohmann::json();
-    }
+    InferBatch b = infer::batch_result(f);
+    if (distributed)
+      infer::add_job_figures(b, mpi->allgather(f.images_per_s), mpi->allgather(f.watts.value_or(std::nan(""))));
     rows.push_back(f);
-    batches_json.push_back(j);
+    batches.push_back(b);
   }
   if (rank != 0) return;
 
   {
-    nlohmann::json out = run_json(a, spec, engine, "offline", distributed ? mpi->size() : 1);
-    out["batches"] = batches_json;
-    if (max)
-      out["max_batch"] = {{"batch", sizes.back()},
-                          {"limit_bytes", max->limit_bytes},
-                          {"fixed_bytes", max->fixed_bytes},
-                          {"bytes_per_sample", max->bytes_per_sample},
-                          {"listed_beyond", beyond}};
+    InferResult out = run_result(a, spec, engine, "offline", distributed ? mpi->size() : 1);
+    out.batches = batches;
+    if (max) out.max_batch = infer::max_batch_result(*max, sizes.back(), beyond);
     publish(a, out, dir);
     if (a.json) return;
   }
@@ -521,10 +395,8 @@ void run_infer(InferArgs& a) {
                 static_cast<double>(f.peak_memory_bytes) / double(int64_t{1} << 30));
     if (distributed)
       std::printf("%7s job of %d ranks: %.1f images/s%s\n", "", mpi->size(),
-                  batches_json[i]["job_images_per_s"].get<double>(),
-                  batches_json[i]["job_watts"].is_null()
-                      ? ""
-                      : fmt::format(", {:.1f} W", batches_json[i]["job_watts"].get<double>()).c_str());
+                  batches[i].job_images_per_s.value(),
+                  batches[i].job_watts.has_value() ? fmt::format(", {:.1f} W", batches[i].job_watts.value()).c_str() : "");
   }
 }
 

@@ -80,8 +80,6 @@ struct ConfigGroup {
 std::vector<std::filesystem::path> find_json_files(const std::string& results_dir, const std::string& folder);
 // Every file called `name` under `results_dir` (hidden and *.partial folders skipped), sorted.
 std::vector<std::filesystem::path> find_json_files_named(const std::string& results_dir, const std::string& name);
-// Creates `dir` if needed and checks that a file can be made in it: ConfigError naming it otherwise.
-void prepare_writable_dir(const std::string& dir);
 
 std::vector<RunRecord> scan_runs(const std::string& results_dir, int* unreadable = nullptr,
                                  std::vector<std::string>* interrupted = nullptr);

@@ -14,23 +14,12 @@
 
 #include "core/error.hpp"
 #include "experiment/report_data.hpp"
-#include "io/atomic_file.hpp"
+#include "io/infer_results.hpp"
 
 namespace cnnscale::report {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-std::string infer_results_dir(const std::string& root, const std::string& experiment) {
-  return (fs::path(root) / experiment / "infer").string();
-}
-
-void prepare_infer_results_dir(const std::string& dir) { prepare_writable_dir(dir); }
-
-std::string write_infer_file(const std::string& dir, const std::string& stem, json run, bool numbered) {
-  run["format"] = kInferFormat;
-  return write_new_file(dir, stem, ".json", run.dump(2) + "\n", numbered);
-}
 
 namespace {
 // The precision an int8 run with a synthetic table is reported under.
@@ -58,53 +47,55 @@ std::string text(const json& j, const char* key, const std::string& where) {
 }
 
 InferFile parse_infer_file(const json& j, const std::string& path) {
+  const InferResult r = infer_result_from_json(j, path);
   InferFile f;
   f.path = path;
-  f.scenario = j.contains("scenario") ? text(j, "scenario", path) : "offline";
+  f.scenario = r.scenario.has_value() ? r.scenario.value() : "offline";
   if (f.scenario != "offline") return f;
-  if (!j.contains("batches") || !j["batches"].is_array()) throw_config("{}: \"batches\" is missing", path);
-  int64_t ranks = 1;
-  if (j.contains("world_size")) {
-    if (!j["world_size"].is_number_integer() || j["world_size"].get<int64_t>() < 1)
-      throw_config("{}: \"world_size\" is not a rank count", path);
-    ranks = j["world_size"].get<int64_t>();
-  }
+  if (!r.batches.has_value()) throw_config("{}: \"batches\" is missing", path);
+  const int64_t ranks = r.world_size.value_or(1);
+  if (ranks < 1) throw_config("{}: \"world_size\" is not a rank count", path);
+  auto text = [&](const TextFigure& t, const char* key) {
+    if (!t.has_value()) throw_config("{}: \"{}\" is missing or not text", path, key);
+    return t.value();
+  };
   // A job's devices: "gpu:0+gpu:2" when its ranks ran on different ones (so that two GPU sets of a
   // rank count stay apart), the one device when they all ran on the same kind ("cpu").
-  std::string device = text(j, "device", path);
-  if (j.contains("devices") && j["devices"].is_array() && !j["devices"].empty()) {
-    std::vector<std::string> all;
-    for (const json& d : j["devices"])
-      if (d.is_string()) all.push_back(d.get<std::string>());
-    if (std::adjacent_find(all.begin(), all.end(), std::not_equal_to<>()) != all.end())
-      device = fmt::format("{}", fmt::join(all, "+"));
-  }
-  for (const json& b : j["batches"]) {
-    InferRow r;
-    r.net = text(j, "net", path);
-    r.device = device;
-    r.precision = text(j, "precision", path);
+  std::string device = text(r.device, "device");
+  const std::vector<std::string> all = r.devices.value_or({});
+  if (std::adjacent_find(all.begin(), all.end(), std::not_equal_to<>()) != all.end())
+    device = fmt::format("{}", fmt::join(all, "+"));
+  const auto number = [](const NumberFigure& n) { return n.value_or(std::nan("")); };
+  for (const InferBatch& b : r.batches.value()) {
+    InferRow row;
+    row.net = text(r.net, "net");
+    row.device = device;
+    row.precision = text(r.precision, "precision");
     // int8 with a table infer measured on its own input is another setup than int8 with a table
     // from real data: its speed is int8's, its accuracy nobody measured.
-    if (r.precision == "int8" && j.contains("int8") && j["int8"].is_object() && j["int8"].contains("calibration") &&
-        j["int8"]["calibration"] == "synthetic")
-      r.precision = kInt8SyntheticLabel;
-    if (!b.contains("batch") || !b["batch"].is_number_integer()) throw_config("{}: a batch has no \"batch\"", path);
-    r.batch = b["batch"].get<int64_t>();
-    r.images_per_s = number_or_nan(b, "images_per_s", path);
-    r.p50_s = number_or_nan(b, "latency_p50_s", path);
-    r.p99_s = number_or_nan(b, "latency_p99_s", path);
-    r.joules_per_image = number_or_nan(b, "joules_per_image", path);
-    r.images_per_joule = number_or_nan(b, "images_per_joule", path);
-    r.peak_memory_bytes = number_or_nan(b, "peak_memory_bytes", path);
-    r.ranks = ranks;
+    if (row.precision == "int8" && r.int8.has_value() && r.int8.value().calibration.value_or("") == "synthetic")
+      row.precision = kInt8SyntheticLabel;
+    if (!b.batch.has_value()) throw_config("{}: a batch has no \"batch\"", path);
+    row.batch = b.batch.value();
+    row.images_per_s = number(b.images_per_s);
+    row.p50_s = number(b.latency_p50_s);
+    row.p99_s = number(b.latency_p99_s);
+    row.joules_per_image = number(b.joules_per_image);
+    row.images_per_joule = number(b.images_per_joule);
+    row.peak_memory_bytes = b.peak_memory_bytes.has_value() ? static_cast<double>(b.peak_memory_bytes.value())
+                                                            : std::nan("");
+    row.ranks = ranks;
     if (ranks > 1) {  // the job's throughput and energy: its ranks' sums
-      r.images_per_s = number_or_nan(b, "job_images_per_s", path);
-      const double watts = number_or_nan(b, "job_watts", path);
-      r.joules_per_image = watts > 0 && r.images_per_s > 0 ? watts / r.images_per_s : std::nan("");
-      r.images_per_joule = number_or_nan(b, "job_images_per_joule", path);
+      for (const auto& [figure, key] : {std::pair{&b.job_images_per_s, "job_images_per_s"},
+                                        std::pair{&b.job_watts, "job_watts"},
+                                        std::pair{&b.job_images_per_joule, "job_images_per_joule"}})
+        if (!figure->written()) throw_config("{}: missing \"{}\"", path, key);
+      row.images_per_s = number(b.job_images_per_s);
+      const double watts = number(b.job_watts);
+      row.joules_per_image = watts > 0 && row.images_per_s > 0 ? watts / row.images_per_s : std::nan("");
+      row.images_per_joule = number(b.job_images_per_joule);
     }
-    f.rows.push_back(r);
+    f.rows.push_back(row);
   }
   return f;
 }

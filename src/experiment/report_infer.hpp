@@ -1,7 +1,6 @@
-// `cnnscale infer --results` files: one JSON object per run under ROOT/<experiment>/infer/, written
-// without ever exposing or replacing a half-written file; and the report's inference table, the
-// offline figures per (network, device, precision, batch, ranks), mean ± std over the files that
-// repeat one.
+// The report's inference table: the offline figures of `cnnscale infer --results` files (read through
+// io/infer_results.hpp) per (network, device, precision, batch, ranks), mean ± std over the files that
+// repeat one; and the int8 accuracy table of `cnnscale calibrate --results` files.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -10,15 +9,6 @@
 #include "experiment/report_table.hpp"
 
 namespace cnnscale::report {
-
-inline constexpr const char* kInferFormat = "cnnscale-infer-1";
-
-std::string infer_results_dir(const std::string& root, const std::string& experiment);  // ROOT/<experiment>/infer
-// ConfigError naming the folder unless it exists (or can be made) and a file can be created in it.
-void prepare_infer_results_dir(const std::string& dir);
-// `run` (infer's --json object) with "format" added, at the first free name <dir>/<stem>[-k].json.
-// numbered false: <dir>/<stem>.json only (a sweep's run id), a RuntimeError when it exists.
-std::string write_infer_file(const std::string& dir, const std::string& stem, nlohmann::json run, bool numbered = true);
 
 // One offline batch size of one file. A job of several ranks (mpirun) is the job's: images/s,
 // watts and so energy summed over its ranks; latency and peak memory rank 0's.

@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
-#include "experiment/report_infer.hpp"
+#include "io/infer_results.hpp"
 #include "experiment/sweep.hpp"
 #include "io/atomic_file.hpp"
 #include "io/results_writer.hpp"
@@ -88,7 +88,7 @@ RunStatus infer_run_status(const std::string& exp_dir, const RunSpec& run) {
   // What the report reads: an offline result of ours with a table of batch sizes.
   const auto format = j->find("format");
   const auto batches = j->find("batches");
-  if (format == j->end() || *format != report::kInferFormat || batches == j->end() || !batches->is_array() ||
+  if (format == j->end() || *format != kInferFormat || batches == j->end() || !batches->is_array() ||
       batches->empty())
     return corrupt(fmt::format("{} is no offline infer result", file.string()));
   const auto id = j->find("run_id");

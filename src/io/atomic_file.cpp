@@ -206,4 +206,16 @@ std::string write_new_file(const std::string& dir, const std::string& stem, cons
   throw_runtime("{}: no free name for {}{}", dir, stem, ext);
 }
 
+void prepare_writable_dir(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir, ec))
+    throw_config("cannot create {}: {}", dir, ec ? ec.message() : "not a directory");
+  const std::string probe = (fs::path(dir) / fmt::format(".probe-{}.tmp", ::getpid())).string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) throw_config("cannot write in {}: {}", dir, std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
 }  // namespace cnnscale

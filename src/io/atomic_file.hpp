@@ -50,4 +50,7 @@ void fsync_dir(const std::string& path);
 std::string write_new_file(const std::string& dir, const std::string& stem, const std::string& ext,
                            const std::string& content, bool numbered = true);
 
+// Creates `dir` if needed and checks that a file can be made in it: ConfigError naming it otherwise.
+void prepare_writable_dir(const std::string& dir);
+
 }  // namespace cnnscale

@@ -1,0 +1,228 @@
+// The result schemas of io/result_schema.hpp: each product's struct written by its table and read
+// back equal (every field of every table set, so none is left out of the writer or the reader),
+// null kept apart from absent, and a file of the wrong shape refused with its key path.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "common/temp_dir.hpp"
+#include "core/error.hpp"
+#include "io/infer_results.hpp"
+#include "io/result_schema.hpp"
+
+namespace cnnscale {
+namespace {
+
+using nlohmann::json;
+using testing::TempDir;
+
+InferLatency latency(double base) {
+  InferLatency l;
+  l.count = 40;
+  l.mean_s = base;
+  l.p50_s = base * 0.9;
+  l.p90_s = base * 1.5;
+  l.p99_s = base * 2;
+  l.max_s = base * 3;
+  return l;
+}
+
+InferServer server(double rate) {
+  InferServer s;
+  s.offered_rate = rate;
+  s.achieved_rate = rate * 0.98;
+  s.queries = 120;
+  s.batches = 30;
+  s.mean_batch = 4.0;
+  s.latency_bound_s = 0.015;
+  s.latency = latency(0.004);
+  s.within_bound = 0.99;
+  s.meets_bound = true;
+  return s;
+}
+
+// Every field of every inference table set (scenario figures and offline ones together, which no
+// real run has, so that the round trip covers all of them).
+InferResult every_infer_field() {
+  InferResult r;
+  r.format = std::string(kInferFormat);
+  r.time = std::string("2026-12-06T09:00:00Z");
+  r.results = std::string("results/e/infer/x.json");
+  r.command = std::string("infer");
+  r.scenario = std::string("offline");
+  r.run_id = std::string("x");
+  r.net = std::string("resnet50");
+  r.device = std::string("gpu:0");
+  r.precision = std::string("int8");
+  InferInt8 i;
+  i.calibration = std::string("synthetic");
+  i.int8_layers = std::vector<std::string>{"conv1", "conv2"};
+  i.int8_outputs = std::vector<std::string>{"conv1"};
+  i.kept = std::vector<std::string>{"fc"};
+  i.between_layers = std::string("bf16");
+  r.int8 = i;
+  r.checkpoint = TextFigure::null();
+  r.fill = std::string("gaussian");
+  r.folded_batch_norms = 53;
+  r.fused_epilogues = 33;
+  r.fc_gemv = std::string("auto");
+  r.cuda_graph = std::string("on");
+  r.graph_replays = 812;
+  r.engine_cache = std::string("/tmp/cache.json");
+  r.world_size = 2;
+  r.devices = std::vector<std::string>{"gpu:0", "gpu:1"};
+  InferBatch b;
+  b.batch = 64;
+  b.window_batches = 100;
+  b.latency_batches = 20;
+  b.images_per_s = 2500.5;
+  b.window_seconds = 2.56;
+  b.latency_mean_s = 0.025;
+  b.latency_p50_s = 0.024;
+  b.latency_p90_s = 0.026;
+  b.latency_p99_s = 0.03;
+  b.joules_per_image = 0.12;
+  b.images_per_joule = 8.3;
+  b.watts = 300.5;
+  b.energy_source = std::string("gpu");
+  b.sm_clock_mhz = 1980.0;
+  b.peak_memory_bytes = int64_t{3} << 30;
+  InferRankFigures k0, k1;
+  k0.rank = 0;
+  k0.images_per_s = 2500.5;
+  k0.watts = 300.5;
+  k1.rank = 1;
+  k1.images_per_s = 2400.25;
+  k1.watts = NumberFigure::null();
+  b.ranks = std::vector<InferRankFigures>{k0, k1};
+  b.job_images_per_s = 4900.75;
+  b.job_watts = 300.5;
+  b.job_images_per_joule = 16.3;
+  InferBatch b2 = b;
+  b2.batch = 128;
+  b2.joules_per_image = NumberFigure::null();
+  r.batches = std::vector<InferBatch>{b, b2};
+  InferMaxBatch m;
+  m.batch = 128;
+  m.limit_bytes = int64_t{80} << 30;
+  m.fixed_bytes = 1 << 20;
+  m.bytes_per_sample = 1 << 16;
+  m.listed_beyond = std::vector<int64_t>{4096};
+  r.max_batch = m;
+  r.prepared_batch_sizes = std::vector<int64_t>{1, 2, 4};
+  r.padded_fraction = 0.125;
+  r.queries_per_s = 310.5;
+  r.job_queries_per_s = 620.25;
+  r.rank_queries_per_s = std::vector<double>{310.5, 309.75};
+  r.joules_per_query = 0.5;
+  r.watts = 155.25;
+  r.energy_source = std::string("gpu");
+  r.queries = 500;
+  r.latency = latency(0.003);
+  r.server = server(300);
+  r.best_rate = 300.0;
+  r.resolution = 4.6875;
+  r.trials = std::vector<InferServer>{server(150), server(300)};
+  return r;
+}
+
+// The names a JSON object (and the objects in it) holds, as "name", "batches[].batch", ...
+void collect_names(const json& j, const std::string& prefix, std::set<std::string>& out) {
+  for (const auto& [key, value] : j.items()) {
+    out.insert(prefix + key);
+    if (value.is_object()) collect_names(value, prefix + key + ".", out);
+    if (value.is_array())
+      for (const json& e : value)
+        if (e.is_object()) collect_names(e, prefix + key + "[].", out);
+  }
+}
+
+TEST(ResultSchemas, FieldNamesAreUniqueInEveryTable) {
+  for (const SchemaTable& t : result_schema_tables()) {
+    std::set<std::string_view> names;
+    for (const FieldInfo& f : t.fields) EXPECT_TRUE(names.insert(f.name).second) << t.name << ": " << f.name << " twice";
+    EXPECT_FALSE(t.fields.empty()) << t.name;
+  }
+}
+
+TEST(ResultSchemas, InferenceRoundTripsThroughJsonText) {
+  const InferResult r = every_infer_field();
+  const json written = infer_result_json(r);
+  // Every field of every inference table is in the sample, so the round trip below covers each.
+  std::set<std::string> names;
+  collect_names(written, "", names);
+  for (const SchemaTable& t : result_schema_tables()) {
+    if (t.product != "inference") continue;
+    const std::string prefix = t.name == "infer" ? "" : t.name.substr(std::string("infer.").size()) + ".";
+    for (const FieldInfo& f : t.fields) EXPECT_TRUE(names.count(prefix + std::string(f.name))) << prefix << f.name;
+  }
+  EXPECT_TRUE(written["checkpoint"].is_null());
+  EXPECT_TRUE(written["batches"][0]["ranks"][1]["watts"].is_null());
+  EXPECT_TRUE(written["folded_batch_norms"].is_number_integer());
+  EXPECT_TRUE(written["batches"][0]["images_per_s"].is_number_float());
+  const InferResult back = infer_result_from_json(json::parse(written.dump(2)), "x.json");
+  EXPECT_EQ(back, r);
+  EXPECT_TRUE(back.checkpoint.is_null());
+}
+
+TEST(ResultSchemas, InferenceAbsentFieldsStayAbsent) {
+  InferResult r;
+  r.net = std::string("lenet");
+  r.device = std::string("cpu");
+  r.precision = std::string("fp32");
+  r.int8 = Figure<InferInt8>::null();
+  const json written = infer_result_json(r);
+  EXPECT_EQ(written, json::parse(R"({"net":"lenet","device":"cpu","precision":"fp32","int8":null})"));
+  EXPECT_EQ(infer_result_from_json(written, "x.json"), r);
+}
+
+TEST(ResultSchemas, InferenceFileIsWrittenWithItsFormatAndReadBack) {
+  TempDir dir;
+  InferResult r = every_infer_field();
+  r.run_id = TextFigure();
+  save_infer_result(r, dir.str(), "run-7");
+  EXPECT_EQ(r.results.value(), dir.file("run-7.json"));
+  std::ifstream in(dir.file("run-7.json"));
+  const json file = json::parse(in);
+  EXPECT_EQ(file["format"], kInferFormat);
+  EXPECT_EQ(file["run_id"], "run-7");
+  EXPECT_FALSE(file.contains("results"));  // the file's own path is --json's copy's only
+  InferResult expected = r;
+  expected.results = TextFigure();
+  EXPECT_EQ(infer_result_from_json(file, dir.file("run-7.json")), expected);
+}
+
+TEST(ResultSchemas, InferenceReaderNamesTheFileAndKeyPath) {
+  json j = infer_result_json(every_infer_field());
+  j["batches"][1]["images_per_s"] = "fast";
+  try {
+    infer_result_from_json(j, "r.json");
+    FAIL() << "a text images_per_s was read";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("r.json: \"batches[1].images_per_s\" is not a number"), std::string::npos)
+        << e.what();
+  }
+  j = infer_result_json(every_infer_field());
+  j["batches"][0].erase("latency_p99_s");
+  EXPECT_THROW(
+      {
+        try {
+          infer_result_from_json(j, "r.json");
+        } catch (const ConfigError& e) {
+          EXPECT_NE(std::string(e.what()).find("missing \"batches[0].latency_p99_s\""), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      ConfigError);
+  j = infer_result_json(every_infer_field());
+  j["world_size"] = 2.5;
+  EXPECT_THROW(infer_result_from_json(j, "r.json"), ConfigError);
+  j = infer_result_json(every_infer_field());
+  j["unknown_later_field"] = 1;  // a later version's field is skipped
+  EXPECT_EQ(infer_result_from_json(j, "r.json"), every_infer_field());
+}
+
+}  // namespace
+}  // namespace cnnscale
