@@ -18,6 +18,7 @@
 #include "experiment/report_infer.hpp"
 #include "experiment/report_kernels.hpp"
 #include "experiment/report_plots.hpp"
+#include "experiment/report_runs.hpp"
 #include "experiment/report_tables.hpp"
 #include "io/atomic_file.hpp"
 
@@ -79,6 +80,8 @@ std::string report_markdown(const ReportOptions& options, const ReportOutcome& o
       out += " `" + fs::path(f).lexically_relative(options.results_dir).string() + "`";
     out += ".\n\n";
   }
+  out += fmt::format("Every run, one row each with its recorded settings and figures: [{}]({}).\n\n", kRunsCsvFile,
+                     kRunsCsvFile);
   out += "## Tables\n\n";
   for (const Table& t : tables) {
     out += fmt::format("- [{}](#{})", t.title, t.name);
@@ -232,6 +235,9 @@ ReportOutcome write_report(const ReportOptions& options) {
     }
   }
   // The auto split's history is per run and iteration, no table: data for its figure and for readers.
+  // Every run in one file, whatever --format: the table a notebook starts from.
+  write_file_atomically((out / kRunsCsvFile).string(), runs_csv(options.results_dir, runs, inferences));
+  outcome.files.push_back((out / kRunsCsvFile).string());
   if (hetero && csv) {
     write_file_atomically((out / kSplitHistoryFile).string(), split_history_csv(groups));
     outcome.files.push_back((out / kSplitHistoryFile).string());

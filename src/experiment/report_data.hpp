@@ -26,6 +26,7 @@ struct RunRecord {
   SplitRecord split;               // the batch split's history (the split figure)
   std::string nccl_env;            // /system nccl_env ("" when null: no NCCL, or not recorded)
   std::vector<EpochRecord> epochs;  // /epochs: test accuracy and training seconds per epoch
+  std::string config_text;          // /config/text: the recorded settings (runs.csv)
 
   double number(NumberFigure RunSummary::*figure) const { return (summary.*figure).value_or(kMissing); }
   // A figure by its summary name (the grouping keys, kGroupKeys): "" when missing or null; numbers printed.

@@ -50,6 +50,7 @@ InferFile parse_infer_file(const json& j, const std::string& path) {
   const InferResult r = infer_result_from_json(j, path);
   InferFile f;
   f.path = path;
+  f.result = r;
   f.scenario = r.scenario.has_value() ? r.scenario.value() : "offline";
   if (f.scenario != "offline") return f;
   if (!r.batches.has_value()) throw_config("{}: \"batches\" is missing", path);

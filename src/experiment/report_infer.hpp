@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "experiment/report_table.hpp"
+#include "io/infer_results.hpp"
 
 namespace cnnscale::report {
 
@@ -23,6 +24,7 @@ struct InferFile {
   std::string path;
   std::string scenario;        // "offline" rows are tabled; other scenarios are counted
   std::vector<InferRow> rows;  // offline only
+  InferResult result;         // the whole file, as read
 };
 // Every */infer/*.json under `results_dir` (files of other formats are skipped, counted in
 // `skipped`; a broken file of ours is a ConfigError naming it).
