@@ -25,6 +25,7 @@
 #include "core/error.hpp"
 #include "core/precision.hpp"
 #include "experiment/report_allreduce.hpp"
+#include "io/allreduce_results.hpp"
 #include "io/results_writer.hpp"
 #include "measure/nvml.hpp"
 #include "parallel/allreduce_bench.hpp"
@@ -126,62 +127,65 @@ std::string table(const AllreduceBenchResult& r, bool checked) {
   return out;
 }
 
-// The --json object, also the results file (format kAllreduceBenchFormat; results/README.md).
-nlohmann::json to_json(const AllreduceBenchResult& r, bool checked, const std::string& utc_time,
-                       const std::string& host) {
-  nlohmann::json rows = nlohmann::json::array();
+// The --json object, also the results file's summary (io/allreduce_results.hpp, results/README.md).
+AllreduceResult allreduce_result(const AllreduceBenchResult& r, bool checked, const std::string& utc_time,
+                                 const std::string& host) {
+  const bool energy = !r.energy_method.empty();
+  const auto measured = [](double v) { return std::isnan(v) ? NumberFigure::null() : NumberFigure(v); };
+  std::vector<AllreduceSizeResult> rows;
   for (const auto& row : r.rows) {
-    nlohmann::json j = {{"bytes", row.bytes},     {"count", row.count},         {"type", nccl_tests_type(r.dtype)},
-                        {"time_us", row.time_us}, {"algbw_gbs", row.algbw_gbs}, {"busbw_gbs", row.busbw_gbs},
-                        {"wrong", nullptr}};
-    j["time_min_us"] = row.min_us;
-    j["time_max_us"] = row.max_us;
-    if (row.wrong >= 0) j["wrong"] = row.wrong;
-    if (!r.energy_method.empty()) {
-      const auto value = [](double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); };
-      j["energy_iters"] = row.energy_iters;
-      j["energy_seconds"] = row.energy_seconds;
-      j["joules"] = value(row.joules);
-      j["nj_per_byte"] = value(row.nj_per_byte);
-      j["dynamic_nj_per_byte"] = value(row.dynamic_nj_per_byte);
-      j["watts_per_device"] = value(row.watts);
+    AllreduceSizeResult s;
+    s.bytes = row.bytes;
+    s.count = row.count;
+    s.type = std::string(nccl_tests_type(r.dtype));
+    s.time_us = row.time_us;
+    s.time_min_us = row.min_us;
+    s.time_max_us = row.max_us;
+    s.algbw_gbs = row.algbw_gbs;
+    s.busbw_gbs = row.busbw_gbs;
+    s.wrong = row.wrong >= 0 ? CountFigure(row.wrong) : CountFigure::null();
+    if (energy) {
+      s.energy_iters = row.energy_iters;
+      s.energy_seconds = row.energy_seconds;
+      s.joules = measured(row.joules);
+      s.nj_per_byte = measured(row.nj_per_byte);
+      s.dynamic_nj_per_byte = measured(row.dynamic_nj_per_byte);
+      s.watts_per_device = measured(row.watts);
     }
-    rows.push_back(std::move(j));
+    rows.push_back(s);
   }
+  AllreduceResult out;
+  out.benchmark = std::string("allreduce");
+  out.format = std::string(kAllreduceBenchFormat);
+  out.time = utc_time;
+  out.host = host;
+  out.op = std::string("sum");
+  out.dtype = r.dtype;
+  out.in_place = true;
+  out.ranks = r.ranks;
+  out.device = r.device;
+  out.algo = r.algo;
+  out.issue = r.issue;
+  out.max_ctas = r.nccl.max_ctas > 0 ? CountFigure(r.nccl.max_ctas) : CountFigure::null();
   // NCCL's CTA policy and stream priority as asked for: null for the defaults, as max_ctas.
-  const nlohmann::json cta_policy =
-      r.nccl.cta_policy != CtaPolicy::Default ? nlohmann::json(to_string(r.nccl.cta_policy)) : nlohmann::json();
-  const nlohmann::json priority = r.nccl.low_priority ? nlohmann::json("low") : nlohmann::json();
-  nlohmann::json out = {{"benchmark", "allreduce"},
-                        {"format", report::kAllreduceBenchFormat},
-                        {"time", utc_time},
-                        {"host", host},
-                        {"op", "sum"},
-                        {"dtype", r.dtype},
-                        {"in_place", true},
-                        {"ranks", r.ranks},
-                        {"device", r.device},
-                        {"algo", r.algo},
-                        {"issue", r.issue},
-                        {"max_ctas", r.nccl.max_ctas > 0 ? nlohmann::json(r.nccl.max_ctas) : nlohmann::json()},
-                        {"cta_policy", cta_policy},
-                        {"priority", priority},
-                        {"library", r.library},
-                        {"rank_devices", r.rank_devices},
-                        {"warmup_iters", r.warmup_iters},
-                        {"iters", r.iters},
-                        {"repeats", r.repeats},
-                        {"time_definition", "median per allreduce over repeats, each repeat's slowest rank"},
-                        {"busbw_definition", "algbw * 2(n-1)/n"},
-                        {"checked", checked},
-                        {"rows", rows}};
+  out.cta_policy = r.nccl.cta_policy != CtaPolicy::Default ? TextFigure(std::string(to_string(r.nccl.cta_policy))) : TextFigure::null();
+  out.priority = r.nccl.low_priority ? TextFigure(std::string("low")) : TextFigure::null();
+  out.library = r.library;
+  out.rank_devices = r.rank_devices;
+  out.warmup_iters = r.warmup_iters;
+  out.iters = r.iters;
+  out.repeats = r.repeats;
+  out.time_definition = std::string("median per allreduce over repeats, each repeat's slowest rank");
+  out.busbw_definition = std::string("algbw * 2(n-1)/n");
+  out.checked = checked;
+  out.rows = rows;
   // What NCCL read from the environment besides the algorithm (on these hosts NCCL_NVLS_ENABLE=0).
-  if (r.device == "gpu") out["nccl_env"] = environment_line("NCCL_");
-  if (!r.energy_method.empty()) {
-    out["energy_method"] = r.energy_method;
-    out["energy_window_seconds"] = r.energy_window_seconds;
-    out["energy_settle_seconds"] = r.energy_settle_seconds;
-    out["idle_watts_per_device"] = std::isnan(r.idle_watts) ? nlohmann::json(nullptr) : nlohmann::json(r.idle_watts);
+  if (r.device == "gpu") out.nccl_env = environment_line("NCCL_");
+  if (energy) {
+    out.energy_method = r.energy_method;
+    out.energy_window_seconds = r.energy_window_seconds;
+    out.energy_settle_seconds = r.energy_settle_seconds;
+    out.idle_watts_per_device = measured(r.idle_watts);
   }
   return out;
 }
@@ -323,7 +327,7 @@ void register_allreduce(CLI::App& bench) {
     long long wrong = 0;
     for (const auto& row : result.rows) wrong += row.wrong > 0 ? row.wrong : 0;
     if (mpi->rank() == 0) {
-      const nlohmann::json j = to_json(result, cfg.check, utc_time, mpi->host());
+      const nlohmann::json j = allreduce_result_json(allreduce_result(result, cfg.check, utc_time, mpi->host()));
       if (args->json)
         std::cout << j.dump(2) << "\n";
       else

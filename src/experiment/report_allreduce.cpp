@@ -26,6 +26,7 @@
 #include "core/precision.hpp"
 #include "experiment/kernel_bench_output.hpp"
 #include "experiment/report_data.hpp"
+#include "io/allreduce_results.hpp"
 #include "io/atomic_file.hpp"
 #include "parallel/data_parallel.hpp"
 
@@ -44,29 +45,6 @@ std::string name_part(const std::string& s) {
     out += std::isalnum(u) ? static_cast<char>(std::tolower(u)) : '_';
   }
   return out.empty() ? "_" : out;
-}
-
-// Field accessors that name what is wrong (nlohmann's own messages do not name the key).
-const json& field(const json& j, const char* key, const std::string& where) {
-  if (!j.is_object() || !j.contains(key)) throw_config("{}: missing \"{}\"", where, key);
-  return j[key];
-}
-std::string text_field(const json& j, const char* key, const std::string& where) {
-  const json& v = field(j, key, where);
-  if (!v.is_string()) throw_config("{}: \"{}\" is not a string", where, key);
-  return v.get<std::string>();
-}
-int64_t int_field(const json& j, const char* key, const std::string& where) {
-  const json& v = field(j, key, where);
-  if (!v.is_number_integer()) throw_config("{}: \"{}\" is not an integer", where, key);
-  return v.get<int64_t>();
-}
-// JSON has no NaN or infinity: the writer stores them as null, read back as NaN (a null value).
-double number_field(const json& j, const char* key, const std::string& where) {
-  const json& v = field(j, key, where);
-  if (v.is_null()) return kMissing;
-  if (!v.is_number()) throw_config("{}: \"{}\" is not a number", where, key);
-  return v.get<double>();
 }
 
 std::string size_label(int64_t bytes) {
@@ -206,67 +184,82 @@ std::string write_allreduce_bench_folder(const std::string& dir, const std::stri
 
 AllreduceBenchFile parse_allreduce_bench(const json& j, const std::string& path) {
   if (!j.is_object()) throw_config("{}: not a JSON object", path);
-  if (text_field(j, "benchmark", path) != "allreduce") throw_config("{}: \"benchmark\" is not \"allreduce\"", path);
-  if (const std::string format = text_field(j, "format", path); format != kAllreduceBenchFormat)
+  const AllreduceResult a = allreduce_result_from_json(j, path);
+  const auto text = [&](const TextFigure& t, const char* key) {
+    if (!t.has_value()) throw_config("{}: \"{}\" is not a string", path, key);
+    return t.value();
+  };
+  const auto count = [&](const CountFigure& c, const char* key) {
+    if (!c.has_value()) throw_config("{}: \"{}\" is not an integer", path, key);
+    return c.value();
+  };
+  if (text(a.benchmark, "benchmark") != "allreduce") throw_config("{}: \"benchmark\" is not \"allreduce\"", path);
+  if (const std::string format = text(a.format, "format"); format != kAllreduceBenchFormat)
     throw_config("{}: format \"{}\" is not \"{}\"", path, format, kAllreduceBenchFormat);
   AllreduceBenchFile f;
   f.path = path;
-  f.time = text_field(j, "time", path);
-  f.host = text_field(j, "host", path);
+  f.time = text(a.time, "time");
+  f.host = text(a.host, "host");
   AllreduceBenchResult& b = f.bench;
-  b.ranks = static_cast<int>(int_field(j, "ranks", path));
+  b.ranks = static_cast<int>(count(a.ranks, "ranks"));
   if (b.ranks < 1) throw_config("{}: \"ranks\" is {}", path, b.ranks);
-  b.device = text_field(j, "device", path);
-  b.algo = text_field(j, "algo", path);
+  b.device = text(a.device, "device");
+  b.algo = text(a.algo, "algo");
   // Files written before 16-bit sums existed summed floats and have no "dtype".
-  if (j.contains("dtype")) b.dtype = text_field(j, "dtype", path);  // else the struct's fp32
+  if (a.dtype.written()) b.dtype = text(a.dtype, "dtype");  // else the struct's fp32
   // Files written before graph replay existed issued every allreduce from the host and have no "issue".
-  if (j.contains("issue")) b.issue = text_field(j, "issue", path);  // else the struct's "host"
+  if (a.issue.written()) b.issue = text(a.issue, "issue");  // else the struct's "host"
   if (b.issue != "graph" && b.issue != "host")
     throw_config("{}: \"issue\" is \"{}\", not \"graph\" or \"host\"", path, b.issue);
-  if (j.contains("max_ctas") && !j["max_ctas"].is_null())
-    b.nccl.max_ctas = static_cast<int>(int_field(j, "max_ctas", path));
+  if (a.max_ctas.has_value()) b.nccl.max_ctas = static_cast<int>(a.max_ctas.value());
   // Files written before these were recorded ran NCCL's CTA policy on a stream of the greatest priority.
-  if (j.contains("cta_policy") && !j["cta_policy"].is_null())
-    b.nccl.cta_policy = parse_cta_policy(text_field(j, "cta_policy", path), path + ": \"cta_policy\"");
-  if (j.contains("priority") && !j["priority"].is_null()) {
-    const std::string priority = text_field(j, "priority", path);
+  if (a.cta_policy.has_value()) b.nccl.cta_policy = parse_cta_policy(a.cta_policy.value(), path + ": \"cta_policy\"");
+  if (a.priority.has_value()) {
+    const std::string& priority = a.priority.value();
     if (priority != "high" && priority != "low")
       throw_config("{}: \"priority\" is \"{}\", not \"high\" or \"low\"", path, priority);
     b.nccl.low_priority = priority == "low";
   }
   const auto element = static_cast<int64_t>(dtype_size(parse_float_type(b.dtype, path + ": \"dtype\"")));
-  b.library = text_field(j, "library", path);
-  b.warmup_iters = static_cast<int>(int_field(j, "warmup_iters", path));
-  b.iters = static_cast<int>(int_field(j, "iters", path));
-  if (j.contains("energy_method")) {
-    b.energy_method = text_field(j, "energy_method", path);
-    b.energy_window_seconds = number_field(j, "energy_window_seconds", path);
-    b.idle_watts = number_field(j, "idle_watts_per_device", path);
+  b.library = text(a.library, "library");
+  b.warmup_iters = static_cast<int>(count(a.warmup_iters, "warmup_iters"));
+  b.iters = static_cast<int>(count(a.iters, "iters"));
+  if (a.energy_method.written()) {
+    b.energy_method = text(a.energy_method, "energy_method");
+    if (!a.energy_window_seconds.written()) throw_config("{}: missing \"energy_window_seconds\"", path);
+    if (!a.idle_watts_per_device.written()) throw_config("{}: missing \"idle_watts_per_device\"", path);
+    b.energy_window_seconds = a.energy_window_seconds.value_or(kMissing);
+    b.idle_watts = a.idle_watts_per_device.value_or(kMissing);
   }
-  const json& devices = field(j, "rank_devices", path);
-  if (!devices.is_array()) throw_config("{}: \"rank_devices\" is not an array", path);
-  for (const json& d : devices) b.rank_devices.push_back(d.is_string() ? d.get<std::string>() : d.dump());
-  const json& rows = field(j, "rows", path);
-  if (!rows.is_array()) throw_config("{}: \"rows\" is not an array", path);
+  b.rank_devices = a.rank_devices.value_or({});
+  if (!a.rows.has_value()) throw_config("{}: \"rows\" is not an array", path);
+  const std::vector<AllreduceSizeResult>& rows = a.rows.value();
   for (size_t i = 0; i < rows.size(); ++i) {
     const std::string where = fmt::format("{}: rows[{}]", path, i);
+    const AllreduceSizeResult& s = rows[i];
     AllreduceBenchRow r;
-    r.bytes = int_field(rows[i], "bytes", where);
+    if (!s.bytes.has_value()) throw_config("{}: \"bytes\" is not an integer", where);
+    r.bytes = s.bytes.value();
     if (r.bytes <= 0) throw_config("{}: \"bytes\" is {}", where, r.bytes);
     r.count = r.bytes / element;
-    r.time_us = number_field(rows[i], "time_us", where);
-    r.algbw_gbs = number_field(rows[i], "algbw_gbs", where);
-    r.busbw_gbs = number_field(rows[i], "busbw_gbs", where);
-    if (rows[i].contains("wrong") && rows[i]["wrong"].is_number_integer()) r.wrong = rows[i]["wrong"].get<int64_t>();
+    r.time_us = s.time_us.value_or(kMissing);
+    r.algbw_gbs = s.algbw_gbs.value_or(kMissing);
+    r.busbw_gbs = s.busbw_gbs.value_or(kMissing);
+    if (s.wrong.has_value()) r.wrong = s.wrong.value();
     // Energy fields exist only in files of a bench that measured energy (GPU, --energy-window > 0).
-    if (rows[i].contains("nj_per_byte")) {
-      r.energy_iters = int_field(rows[i], "energy_iters", where);
-      r.energy_seconds = number_field(rows[i], "energy_seconds", where);
-      r.joules = number_field(rows[i], "joules", where);
-      r.nj_per_byte = number_field(rows[i], "nj_per_byte", where);
-      r.dynamic_nj_per_byte = number_field(rows[i], "dynamic_nj_per_byte", where);
-      r.watts = number_field(rows[i], "watts_per_device", where);
+    if (s.nj_per_byte.written()) {
+      for (const auto& [figure, key] : {std::pair{s.energy_seconds.written(), "energy_seconds"},
+                                        std::pair{s.joules.written(), "joules"},
+                                        std::pair{s.dynamic_nj_per_byte.written(), "dynamic_nj_per_byte"},
+                                        std::pair{s.watts_per_device.written(), "watts_per_device"}})
+        if (!figure) throw_config("{}: missing \"{}\"", where, key);
+      if (!s.energy_iters.has_value()) throw_config("{}: \"energy_iters\" is not an integer", where);
+      r.energy_iters = s.energy_iters.value();
+      r.energy_seconds = s.energy_seconds.value_or(kMissing);
+      r.joules = s.joules.value_or(kMissing);
+      r.nj_per_byte = s.nj_per_byte.value_or(kMissing);
+      r.dynamic_nj_per_byte = s.dynamic_nj_per_byte.value_or(kMissing);
+      r.watts = s.watts_per_device.value_or(kMissing);
     }
     b.rows.push_back(r);
   }

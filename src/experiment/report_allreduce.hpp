@@ -11,10 +11,11 @@
 
 #include "parallel/allreduce_bench.hpp"
 #include "experiment/report_table.hpp"
+#include "io/allreduce_results.hpp"
 
 namespace cnnscale::report {
 
-inline constexpr std::string_view kAllreduceBenchFormat = "cnnscale-allreduce-bench-1";
+using cnnscale::kAllreduceBenchFormat;  // the format is io's (allreduce_results.hpp)
 
 // One results file of `bench allreduce`.
 struct AllreduceBenchFile {
@@ -35,7 +36,8 @@ void prepare_allreduce_bench_dir(const std::string& dir);
 // size), as the kernel benches write theirs; what `bench allreduce --results` writes.
 std::string write_allreduce_bench_folder(const std::string& dir, const std::string& stem, const nlohmann::json& j);
 
-// Reads one file's object (ConfigError naming the missing or mistyped field).
+// Reads one file's object through its schema (io/allreduce_results.hpp): ConfigError naming the
+// missing or mistyped field.
 AllreduceBenchFile parse_allreduce_bench(const nlohmann::json& j, const std::string& path);
 
 // Every */allreduce/*.json and */allreduce/*/summary.json under `results_dir` (recursively, sorted by

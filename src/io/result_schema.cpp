@@ -1,6 +1,7 @@
 // Names of the field types and the list of every result product's tables (see result_schema.hpp).
 #include "io/result_schema.hpp"
 
+#include "io/allreduce_results.hpp"
 #include "io/infer_results.hpp"
 #include "io/summary_schema.hpp"
 
@@ -53,6 +54,7 @@ std::vector<SchemaTable> result_schema_tables() {
   add_with_nested(out, "training", "summary", summary_infos(run_summary_fields()));
   add_with_nested(out, "training", "ranks[]", summary_infos(rank_summary_fields()));
   add_with_nested(out, "inference", "infer", field_infos<InferResult>());
+  add_with_nested(out, "allreduce", "allreduce", field_infos<AllreduceResult>());
   return out;
 }
 

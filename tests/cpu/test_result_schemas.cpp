@@ -9,6 +9,7 @@
 
 #include "common/temp_dir.hpp"
 #include "core/error.hpp"
+#include "io/allreduce_results.hpp"
 #include "io/infer_results.hpp"
 #include "io/result_schema.hpp"
 
@@ -222,6 +223,87 @@ TEST(ResultSchemas, InferenceReaderNamesTheFileAndKeyPath) {
   j = infer_result_json(every_infer_field());
   j["unknown_later_field"] = 1;  // a later version's field is skipped
   EXPECT_EQ(infer_result_from_json(j, "r.json"), every_infer_field());
+}
+
+// Every field of every table of `product` (named `top` at the top) is in `written`.
+void expect_every_field(const json& written, const std::string& product, const std::string& top) {
+  std::set<std::string> names;
+  collect_names(written, "", names);
+  for (const SchemaTable& t : result_schema_tables()) {
+    if (t.product != product) continue;
+    const std::string prefix = t.name == top ? "" : t.name.substr(top.size() + 1) + ".";
+    for (const FieldInfo& f : t.fields) EXPECT_TRUE(names.count(prefix + std::string(f.name))) << prefix << f.name;
+  }
+}
+
+AllreduceSizeResult allreduce_size(int64_t bytes) {
+  AllreduceSizeResult s;
+  s.bytes = bytes;
+  s.count = bytes / 2;
+  s.type = std::string("bfloat16");
+  s.time_us = 12.5;
+  s.time_min_us = 12.0;
+  s.time_max_us = 14.25;
+  s.algbw_gbs = static_cast<double>(bytes) / 12.5e3;
+  s.busbw_gbs = static_cast<double>(bytes) / 12.5e3 * 1.75;
+  s.wrong = 0;
+  s.energy_iters = 4096;
+  s.energy_seconds = 1.5;
+  s.joules = 0.002;
+  s.nj_per_byte = NumberFigure::null();
+  s.dynamic_nj_per_byte = 0.5;
+  s.watts_per_device = 410.5;
+  return s;
+}
+
+AllreduceResult every_allreduce_field() {
+  AllreduceResult a;
+  a.benchmark = std::string("allreduce");
+  a.format = std::string(kAllreduceBenchFormat);
+  a.time = std::string("2026-12-06T09:00:00Z");
+  a.host = std::string("node-a");
+  a.op = std::string("sum");
+  a.dtype = std::string("bf16");
+  a.in_place = true;
+  a.ranks = 8;
+  a.device = std::string("gpu");
+  a.algo = std::string("ring");
+  a.issue = std::string("graph");
+  a.max_ctas = 8;
+  a.cta_policy = std::string("efficiency");
+  a.priority = TextFigure::null();
+  a.library = std::string("NCCL 2.28.9, NCCL_ALGO=Ring");
+  a.rank_devices = std::vector<std::string>{"node-a gpu:0 NVIDIA H100 GPU-1", "node-a gpu:1 NVIDIA H100 GPU-2"};
+  a.warmup_iters = 5;
+  a.iters = 20;
+  a.repeats = 5;
+  a.time_definition = std::string("median per allreduce over repeats, each repeat's slowest rank");
+  a.busbw_definition = std::string("algbw * 2(n-1)/n");
+  a.checked = true;
+  a.rows = std::vector<AllreduceSizeResult>{allreduce_size(1024), allreduce_size(1 << 20)};
+  a.nccl_env = std::string("NCCL_NVLS_ENABLE=0");
+  a.energy_method = std::string("NVML counter");
+  a.energy_window_seconds = 1.0;
+  a.energy_settle_seconds = 0.5;
+  a.idle_watts_per_device = 70.25;
+  return a;
+}
+
+TEST(ResultSchemas, AllreduceRoundTripsThroughJsonText) {
+  const AllreduceResult a = every_allreduce_field();
+  const json written = allreduce_result_json(a);
+  expect_every_field(written, "allreduce", "allreduce");
+  EXPECT_TRUE(written["rows"][0]["bytes"].is_number_integer());
+  EXPECT_TRUE(written["rows"][1]["nj_per_byte"].is_null());
+  EXPECT_EQ(allreduce_result_from_json(json::parse(written.dump(2)), "s.json"), a);
+  json bad = written;
+  bad["rows"][1]["bytes"] = 1.5;
+  try {
+    allreduce_result_from_json(bad, "s.json");
+    FAIL() << "a fractional byte count was read";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("s.json: \"rows[1].bytes\" is not a count"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -107,6 +107,7 @@ struct ProductSection {
 const std::vector<ProductSection> kSections = {
     {"training", "## run.h5 schema", "## h5py"},
     {"inference", "## Inference files", "## Calibration files"},
+    {"allreduce", "## Allreduce benchmark files", "## Kernel benchmark folders"},
 };
 
 TEST(ResultsReadme, EveryFieldOfEveryTableIsDocumented) {
