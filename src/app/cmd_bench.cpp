@@ -26,6 +26,7 @@
 #include "core/precision.hpp"
 #include "experiment/report_allreduce.hpp"
 #include "io/allreduce_results.hpp"
+#include "io/provenance.hpp"
 #include "io/results_writer.hpp"
 #include "measure/nvml.hpp"
 #include "parallel/allreduce_bench.hpp"
@@ -323,11 +324,16 @@ void register_allreduce(CLI::App& bench) {
       }
     }
     const auto [utc_time, utc_stamp] = utc_times(std::chrono::system_clock::now());
+    Provenance provenance = start_provenance();
+    provenance.hosts = distinct_hosts(mpi->allgather(mpi->host()));
     const AllreduceBenchResult result = run_allreduce_bench(cfg);
+    set_end(provenance);
     long long wrong = 0;
     for (const auto& row : result.rows) wrong += row.wrong > 0 ? row.wrong : 0;
     if (mpi->rank() == 0) {
-      const nlohmann::json j = allreduce_result_json(allreduce_result(result, cfg.check, utc_time, mpi->host()));
+      AllreduceResult summary = allreduce_result(result, cfg.check, utc_time, mpi->host());
+      summary.provenance = provenance;
+      const nlohmann::json j = allreduce_result_json(summary);
       if (args->json)
         std::cout << j.dump(2) << "\n";
       else

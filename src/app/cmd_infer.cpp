@@ -17,6 +17,7 @@
 #include "backend/devices.hpp"
 #include "backend/engine_cache.hpp"
 #include "core/error.hpp"
+#include "core/host_name.hpp"
 #include "data/synthetic_dataset.hpp"
 #include "infer/batch_measure.hpp"
 #include "infer/calibrate_run.hpp"
@@ -24,6 +25,7 @@
 #include "infer/result_figures.hpp"
 #include "infer/scenario_runs.hpp"
 #include "io/infer_results.hpp"
+#include "io/provenance.hpp"
 #include "net/net.hpp"
 #include "parallel/device_binding.hpp"
 #include "parallel/mpi_env.hpp"
@@ -77,10 +79,14 @@ struct InferArgs {
   std::string run_id;  // names the result file (a sweep's run id); "": net, precision, scenario, device, time
   std::vector<std::string> rank_devices;  // under mpirun: each rank's device, in rank order (results' "devices")
   bool no_results = false;
+  Provenance provenance;  // started when the run starts, its hosts once every rank's is known
 };
 
 // Saves the run next to train's runs (unless `dir` is "") and prints it as a JSON line (--json).
 void publish(const InferArgs& a, InferResult run, const std::string& dir) {
+  Provenance provenance = a.provenance;
+  set_end(provenance);
+  run.provenance = provenance;
   save_infer_result(run, dir, a.run_id);
   if (a.json) {
     std::printf("%s\n", infer_result_json(run).dump().c_str());
@@ -243,6 +249,8 @@ std::map<std::string, double> synthetic_input_scales(const InferArgs& a, const N
 
 void run_infer(InferArgs& a) {
   // Everything that can be checked is, before anything is loaded.
+  a.provenance = start_provenance();
+  a.provenance.hosts = {host_name()};
   const bool int8 = a.precision == "int8";
   if (int8 && a.calibration.empty())
     throw_config(
@@ -317,6 +325,9 @@ void run_infer(InferArgs& a) {
               backend->device().is_cpu() ? std::string() : gpu_uuid(backend->device().index)})))
       ranks.push_back(decode_rank_device(t));
     check_distinct_devices(ranks);
+    std::vector<std::string> hosts;
+    for (const RankDevice& r : ranks) hosts.push_back(r.host);
+    a.provenance.hosts = distinct_hosts(hosts);
     for (const RankDevice& r : ranks) a.rank_devices.push_back(r.device);
   }
   infer::InferenceEngine engine(spec, *backend, eo);

@@ -10,6 +10,7 @@
 
 #include "experiment/report_table.hpp"
 #include "io/infer_results.hpp"
+#include "io/provenance.hpp"
 #include "io/summary_schema.hpp"
 
 namespace cnnscale::report {
@@ -91,11 +92,14 @@ std::vector<Row> inference_rows(const std::string& results_dir, const InferFile&
   const json batches = j.contains("batches") ? j["batches"] : json::array();
   j.erase("batches");
   j.erase("format");
+  j.erase("provenance");  // in provenance's own CSV form (io/provenance.hpp) below
   Row row = {{"product", "inference"},
              {"experiment", fs::path(f.path).parent_path().parent_path().filename().string()},
              {"run_id", f.result.run_id.value_or(fs::path(f.path).stem().string())},
              {"path", relative(f.path, results_dir)}};
   put_fields(j, "", row);
+  if (f.result.provenance.has_value())
+    for (const auto& [name, value] : provenance_columns(f.result.provenance.value())) row["provenance." + name] = value;
   if (batches.empty()) return {row};
   std::vector<Row> rows;
   for (const json& b : batches) {

@@ -61,6 +61,7 @@ std::span<const SchemaField<AllreduceResult>> AllreduceResult::fields() {
       field<&A::energy_window_seconds>("energy_window_seconds", "s", O, "energy only: --energy-window"),
       field<&A::energy_settle_seconds>("energy_settle_seconds", "s", O, "energy only: --energy-settle"),
       field<&A::idle_watts_per_device>("idle_watts_per_device", "W", O, "energy only: mean idle power per GPU"),
+      field<&A::provenance>("provenance", "", O, "the build, command line, start and end time and hosts"),
   };
   return f;
 }

@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "io/provenance_field.hpp"
 #include "io/result_schema.hpp"
 
 namespace cnnscale {
@@ -38,6 +39,7 @@ struct AllreduceResult {
   Figure<std::vector<AllreduceSizeResult>> rows;
   TextFigure nccl_env, energy_method;
   NumberFigure energy_window_seconds, energy_settle_seconds, idle_watts_per_device;
+  Figure<Provenance> provenance;  // absent in files written before it was recorded
   static std::span<const SchemaField<AllreduceResult>> fields();
   bool operator==(const AllreduceResult&) const = default;
 };

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "io/provenance_field.hpp"
 #include "io/result_schema.hpp"
 
 namespace cnnscale {
@@ -99,6 +100,7 @@ struct InferResult {
   Figure<InferServer> server;
   NumberFigure best_rate, resolution;
   Figure<std::vector<InferServer>> trials;
+  Figure<Provenance> provenance;  // absent in files written before it was recorded
   static std::span<const SchemaField<InferResult>> fields();
   bool operator==(const InferResult&) const = default;
 };

@@ -3,6 +3,7 @@
 
 #include "io/allreduce_results.hpp"
 #include "io/infer_results.hpp"
+#include "io/provenance_field.hpp"
 #include "io/summary_schema.hpp"
 
 namespace cnnscale {
@@ -20,6 +21,17 @@ std::string_view field_type_name(FieldType type) {
     case FieldType::ObjectList: return "object list";
   }
   return "?";
+}
+
+std::vector<FieldInfo> provenance_field_infos() {
+  using F = FieldType;
+  const Presence R = Presence::Required;
+  return {{"version", F::Text, "", R, "cnnscale's version"},
+          {"git_describe", F::Text, "", R, "the source's git describe (null: not built from git)"},
+          {"command_line", F::TextList, "", R, "the command line as given, the program first"},
+          {"start_time", F::Text, "", R, "UTC start"},
+          {"end_time", F::Text, "", R, "UTC end"},
+          {"hosts", F::TextList, "", R, "every rank's host, each once, rank 0's first"}};
 }
 
 namespace {

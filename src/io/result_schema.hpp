@@ -180,6 +180,8 @@ std::vector<FieldInfo> (*nested_infos())() {
   using E = typename ElementOf<T>::type;
   if constexpr (HasSchema<E>)
     return &field_infos<E>;
+  else if constexpr (requires { Codec<E>::infos(); })
+    return &Codec<E>::infos;
   else
     return nullptr;
 }

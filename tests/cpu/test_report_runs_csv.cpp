@@ -8,6 +8,7 @@
 
 #include "common/temp_dir.hpp"
 #include "io/infer_results.hpp"
+#include "io/provenance.hpp"
 #include "test_report_util.hpp"
 
 namespace cnnscale {
@@ -71,6 +72,13 @@ TEST(ReportRunsCsv, OneRowPerRunWithItsSettingsAndFigures) {
   RunResults b = testing::scaling_run("lenet", 64, 2, 1);  // config text without a run line: no config cells
   testing::write_run(dir.str(), b);
   InferResult inf = infer_file_result("resnet", 2);
+  Provenance provenance;
+  provenance.version = "0.1.0";
+  provenance.command_line = {"cnnscale", "infer", "--net", "resnet"};
+  provenance.start_time = "2026-12-06T09:00:00Z";
+  provenance.end_time = "2026-12-06T09:01:00Z";
+  provenance.hosts = {"node-a", "node-b"};
+  inf.provenance = provenance;
   save_infer_result(inf, prepare_infer_results(dir.str(), "serve", "inf-1", false, true), "inf-1");
 
   const report::ReportOutcome outcome = testing::report_without_plots(dir.str());
@@ -125,6 +133,9 @@ TEST(ReportRunsCsv, OneRowPerRunWithItsSettingsAndFigures) {
   EXPECT_EQ(inference[1]["batches.images_per_s"], "800");
   EXPECT_EQ(inference[1]["batches.joules_per_image"], "");  // null
   EXPECT_EQ(inference[0]["devices"], "cpu");
+  EXPECT_EQ(inference[0]["provenance.command_line"], "cnnscale infer --net resnet");
+  EXPECT_EQ(inference[1]["provenance.hosts"], "node-a,node-b");
+  EXPECT_EQ(inference[0]["provenance.end_time"], "2026-12-06T09:01:00Z");
   EXPECT_EQ(inference[0]["samples_per_s"], "");  // a training column
   EXPECT_EQ(inference[0]["config.batch"], "");
 }
