@@ -12,9 +12,11 @@
 #include "app/count_option.hpp"
 #include "app/train_progress.hpp"
 #include "app/train_run.hpp"
+#include "app/train_watch.hpp"
 #include "backend/engine_cache.hpp"
 #include "core/stop_signal.hpp"
 #include "data/datasets.hpp"
+#include "io/provenance.hpp"
 #include "io/results_writer.hpp"
 #include "net/net_spec_impl.hpp"  // check_batch_fits
 #include "parallel/mpi_env.hpp"
@@ -38,6 +40,7 @@ void check_test_batch(const TrainArgs& a, const TrainInputs& in) {
 
 // One `cnnscale train` on this rank, top to bottom; each step is one function of train_run.hpp.
 void run_train(TrainArgs& a) {
+  const Provenance started = start_provenance();  // the run's start time, version and command line
   validate_train_args(a);                                  // exit 2 before anything is loaded
   // The run folder is this process's from here on (rank 0 writes it): a second train of the same
   // --run-id refuses now, naming this one.
@@ -86,12 +89,25 @@ void run_train(TrainArgs& a) {
   if (rank0) print_train_banner(a, in, trainer, par);
 
   TrainProgress progress(trainer.iterations_per_epoch());
+  // The curve and progress.json, in the folder the results will be written to (rank 0's).
+  std::unique_ptr<TrainWatch> watch;
+  if (rank0)
+    watch = std::make_unique<TrainWatch>(a.measure.results_root, a.measure.experiment,
+                                         a.measure.no_results ? std::string() : results_run_id(a, run_config, trainer),
+                                         started, energy.get());
+  if (watch && !watch->progress_path().empty()) progress.message("progress: " + watch->progress_path());
   std::vector<EpochRecord> epochs;
   std::string last_checkpoint;
   TrainCallbacks cb;
   if (rank0) {
-    cb.on_iteration = [&](int64_t done, int64_t total) { progress.iteration(done, total); };
-    cb.on_display = [&](const DisplayInfo& d) { progress.display(d); };
+    cb.on_iteration = [&](int64_t done, int64_t total) {
+      progress.iteration(done, total);
+      watch->iteration(done, total);
+    };
+    cb.on_display = [&](const DisplayInfo& d) {
+      progress.display(d);
+      watch->display(d);
+    };
     cb.on_epoch = [&](const EpochInfo& e) {
       progress.epoch(e);
       epochs.push_back({e.epoch, e.iteration, e.train_loss, e.test ? e.test->top1 : kMissing,
@@ -136,9 +152,16 @@ void run_train(TrainArgs& a) {
     put_mfu(results, r, backend, a.options.precision, par.world_size(), a.measure.mfu_window);
   if (r.interrupted) requested_exit_code() = kExitRequeue;  // also when put_mfu was stopped
   if (r.interrupted) results.status = std::string(kRunInterrupted);
+  results.curve = carry_curve(a.measure.results_root, a.measure.experiment, results.run_id,
+                              watch->curve(r.start_iteration));
+  results.provenance = started;
+  results.provenance->hosts = distinct_hosts(results.system.hosts);
+  set_end(*results.provenance);
   ResultsWriteOptions where;
   where.root = a.measure.results_root;
-  const std::string results_path = a.measure.no_results ? std::string() : write_run_results(results, where);
+  const std::string last_progress = watch->final_progress(results.status, r.iterations);
+  watch->close();
+  const std::string results_path = a.measure.no_results ? std::string() : write_run_results(results, where, last_progress);
   const TrainOutcome outcome{r, job, results, results_path, last_checkpoint, !backend.device().is_cpu()};
   print_train_outcome(trainer, outcome);
   if (a.json) print_train_json(a, in, trainer, par, outcome);

@@ -73,6 +73,10 @@ TrainInputs load_train_inputs(TrainArgs& a);
 // rank split and run id.
 nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelRun& par);
 
+// The run id the results are written under: the generated or given one, or a resumed
+// interrupted run's (whose folder they replace). Known once the Trainer has read its checkpoint.
+std::string results_run_id(const TrainArgs& a, const nlohmann::json& run_config, const Trainer& trainer);
+
 // What rank 0 knows of the finished run, for assemble_run_results.
 RunDescription describe_results(const TrainArgs& a, const TrainInputs& in, const nlohmann::json& run_config,
                                 const Trainer& trainer, const TrainResult& r, const ParallelRun& par,

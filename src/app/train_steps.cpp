@@ -159,6 +159,21 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
   return run_config;
 }
 
+std::string results_run_id(const TrainArgs& a, const nlohmann::json& run_config, const Trainer& trainer) {
+  // A run resumed after an interruption keeps the run id of the run it continues, and its results
+  // replace the interrupted folder. A finished run's folder is never replaced: a run that goes on
+  // past a finished one (more iterations) gets an id of its own.
+  if (a.measure.run_id.empty() && !trainer.resumed_run_config().empty()) {
+    const auto saved = nlohmann::json::parse(trainer.resumed_run_config(), nullptr, false);
+    if (saved.is_object() && saved.contains("run_id") && saved["run_id"].is_string()) {
+      const std::string id = saved["run_id"].get<std::string>();
+      const auto folder = std::filesystem::path(a.measure.results_root) / a.measure.experiment / id;
+      if (run_folder_writable(folder.string())) return id;
+    }
+  }
+  return run_config["run_id"].get<std::string>();
+}
+
 RunDescription describe_results(const TrainArgs& a, const TrainInputs& in, const nlohmann::json& run_config,
                                 const Trainer& trainer, const TrainResult& r, const ParallelRun& par,
                                 std::vector<EpochRecord> epochs) {
@@ -173,18 +188,7 @@ RunDescription describe_results(const TrainArgs& a, const TrainInputs& in, const
     if (next == std::string::npos) next = network_yaml.size();
     run.config_text += "  " + network_yaml.substr(pos, next - pos) + "\n";
   }
-  run.run_id = run_config["run_id"].get<std::string>();
-  // A run resumed after an interruption keeps the run id of the run it continues, and its results
-  // replace the interrupted folder. A finished run's folder is never replaced: a run that goes on
-  // past a finished one (more iterations) gets an id of its own.
-  if (a.measure.run_id.empty() && !trainer.resumed_run_config().empty()) {
-    const auto saved = nlohmann::json::parse(trainer.resumed_run_config(), nullptr, false);
-    if (saved.is_object() && saved.contains("run_id") && saved["run_id"].is_string()) {
-      const std::string id = saved["run_id"].get<std::string>();
-      const auto folder = std::filesystem::path(a.measure.results_root) / run.experiment / id;
-      if (run_folder_writable(folder.string())) run.run_id = id;
-    }
-  }
+  run.run_id = results_run_id(a, run_config, trainer);
   run.net = in.spec.name();
   run.data = in.train->name();
   run.device_kind = backend.device().is_cpu() ? "cpu" : "gpu";
@@ -214,6 +218,7 @@ RunDescription describe_results(const TrainArgs& a, const TrainInputs& in, const
   run.phase_window = a.measure.phase_window;
   run.epochs = std::move(epochs);
   run.tags = a.measure.tags;
+  run.solver = a.solver;
   if (const MpiEnv* mpi = MpiEnv::current(); mpi && mpi->initialized()) run.mpi_version = mpi->library_version();
   if (!backend.device().is_cpu()) {
     const GpuLibraryVersions v = gpu_library_versions();

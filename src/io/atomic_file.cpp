@@ -141,6 +141,26 @@ void write_file_atomically(const std::string& path, const std::string& content, 
   }
 }
 
+void replace_file_unsynced(const std::string& path, const std::string& content, mode_t mode) {
+  clear_dead_temps_once(fs::path(path).parent_path());
+  const std::string tmp = temp_path_for(path);
+  const int fd = create_exclusive(tmp, mode);
+  try {
+    write_all(fd, content, tmp);
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  std::error_code ec;
+  if (::close(fd) != 0) ec = std::error_code(errno, std::generic_category());
+  if (!ec) fs::rename(tmp, path, ec);
+  if (ec) {
+    ::unlink(tmp.c_str());
+    throw_runtime("{}: cannot write {}: {}", tmp, path, ec.message());
+  }
+}
+
 void fsync_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw_runtime("{}: cannot reopen to flush to disk", path);

@@ -34,6 +34,11 @@ void write_synced_fd(int fd, const std::string& path, const std::string& content
 // `content` at `path` (replacing what is there) through temp_path_for(path) and a rename.
 void write_file_atomically(const std::string& path, const std::string& content, mode_t mode = 0644);
 
+// The same without flushing to disk: never seen half-written, but after a crash possibly empty. For
+// a file rewritten often whose loss costs nothing (a running run's progress.json), where an fsync
+// each time would cost milliseconds.
+void replace_file_unsynced(const std::string& path, const std::string& content, mode_t mode = 0644);
+
 // For files written by a library (HDF5): `write(tmp)` creates the file at temp_path_for(path); it
 // is then flushed to disk and renamed to `path`, and the folder entry flushed. On any failure the
 // temporary file is removed and the error rethrown; what was at `path` stays untouched.

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <set>
@@ -62,18 +63,27 @@ std::vector<std::string> split_csv_line(const std::string& line) {
   return out;
 }
 
+// The provenance's columns (io/provenance.hpp), after the summary's; none in results without one.
+std::vector<std::pair<std::string, std::string>> provenance_of(const RunResults& r) {
+  return r.provenance ? provenance_columns(*r.provenance) : std::vector<std::pair<std::string, std::string>>{};
+}
+
 std::string csv_row(const RunResults& r, const std::vector<std::string>& columns) {
   const SummaryValues values = summary_values(r.summary);
+  const auto provenance = provenance_of(r);
   std::string row;
   for (size_t i = 0; i < columns.size(); ++i) {
     if (i) row += ',';
     const std::string& c = columns[i];
+    const auto p = std::find_if(provenance.begin(), provenance.end(), [&](const auto& kv) { return kv.first == c; });
     if (c == "experiment") {
       row += csv_field(r.experiment);
     } else if (c == "run_id") {
       row += csv_field(r.run_id);
     } else if (auto it = values.find(c); it != values.end()) {
       row += csv_value(it->second);
+    } else if (p != provenance.end()) {
+      row += csv_field(p->second);
     }
   }
   return row + "\n";
@@ -98,6 +108,7 @@ std::string summary_csv_text(const RunResults& results) {
 std::vector<std::string> summary_csv_header(const RunResults& results) {
   std::vector<std::string> h = {"experiment", "run_id"};
   for (const auto& [name, v] : summary_values(results.summary)) h.push_back(name);
+  for (const auto& [name, v] : provenance_of(results)) h.push_back(name);
   return h;
 }
 
@@ -134,7 +145,7 @@ void append_summary_csv(const std::string& csv_path, const RunResults& results) 
     if (columns.size() < 2 || columns[0] != "experiment" || columns[1] != "run_id")
       throw_config("{}: not a cnnscale summary CSV (header starts '{}')", csv_path, head.substr(0, 40));
     std::set<std::string> known(columns.begin(), columns.end());
-    for (const auto& [name, v] : summary_values(results.summary))
+    for (const std::string& name : summary_csv_header(results))
       if (!known.count(name)) log::warn("{}: no column '{}'; run {} leaves it out", csv_path, name, results.run_id);
     // A file cut short by a killed writer would glue our row onto its last line.
     char last = '\n';

@@ -209,6 +209,19 @@ RunResults read_run_results(const std::string& path) {
     }
   }
   r.split = read_split(in, root, file_path);
+  // Files written before the curve and the provenance were recorded have neither.
+  if (in.exists(root, "curve")) {
+    h5::Handle g = in.group(root, "curve");
+    TrainingCurve& c = r.curve;
+    c.start_iteration = in.attr_i64(g.get(), "start_iteration");
+    c.iteration = in.i64(g.get(), "iteration");
+    c.loss = in.f64(g.get(), "loss");
+    c.lr = in.f64(g.get(), "lr");
+    c.samples_per_s = in.f64(g.get(), "samples_per_s");
+    for (size_t n : {c.loss.size(), c.lr.size(), c.samples_per_s.size()})
+      if (n != c.iteration.size()) throw_config("{}: /curve columns differ in length", file_path);
+  }
+  r.provenance = read_provenance_h5(in, "provenance");
   return r;
 }
 

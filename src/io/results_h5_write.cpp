@@ -1,5 +1,6 @@
-// run.h5 of a run folder: /config, /system, /timeline, /power, /epochs, /summary and /split (schema
-// in results/README.md), written through core/hdf5_file with strings as variable-length UTF-8.
+// run.h5 of a run folder: /config, /system, /timeline, /power, /epochs, /summary, /split, /curve
+// and /provenance (schema in results/README.md), written through core/hdf5_file with strings as
+// variable-length UTF-8.
 #include <fmt/format.h>
 
 #include "core/error.hpp"
@@ -212,6 +213,24 @@ void write_results_h5(const std::string& path, const RunResults& r, const Result
 
   write_split(w, r.split);
   step("h5:split");
+
+  {
+    const TrainingCurve& c = r.curve;
+    const size_t n = c.iteration.size();
+    require_same_length(n, c.loss.size(), "curve loss");
+    require_same_length(n, c.lr.size(), "curve lr");
+    require_same_length(n, c.samples_per_s.size(), "curve samples_per_s");
+    h5::Handle g = w.group("/curve");
+    w.attr_i64(g.get(), "start_iteration", c.start_iteration);
+    w.i64(g.get(), "iteration", c.iteration);
+    w.f64(g.get(), "loss", c.loss);
+    w.f64(g.get(), "lr", c.lr);
+    w.f64(g.get(), "samples_per_s", c.samples_per_s);
+  }
+  step("h5:curve");
+
+  if (r.provenance) write_provenance_h5(w, "/provenance", *r.provenance);
+  step("h5:provenance");
 
   w.close();
 }

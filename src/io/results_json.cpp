@@ -1,5 +1,6 @@
 // summary.json of a run folder: the summary figures (counts as JSON integers, null and NaN as
-// null), their methods, each rank's figures, the system info, the timeline's size and the split.
+// null), their methods, each rank's figures, the system info, the timeline's size, the split and
+// the provenance.
 #include <cmath>
 
 #include "io/results_files.hpp"
@@ -102,6 +103,7 @@ nlohmann::json summary_json(const RunResults& r) {
   for (uint8_t w : r.timeline.warmup()) warmup += w;
   j["timeline"] = {
       {"iterations", r.timeline.iterations()}, {"ranks", r.timeline.ranks()}, {"warmup_iterations", warmup}};
+  if (r.provenance) j["provenance"] = provenance_json(*r.provenance);
   return j;
 }
 

@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "core/host_name.hpp"
 #include "io/atomic_file.hpp"
+#include "io/progress_file.hpp"
 #include "io/results_files.hpp"
 #include "io/safe_open.hpp"
 
@@ -85,7 +86,8 @@ bool run_folder_writable(const std::string& run_dir) {
   return !fs::exists(run_dir, ec) || results_status(run_dir) == kRunInterrupted;
 }
 
-std::string write_run_results(const RunResults& results, const ResultsWriteOptions& options) {
+std::string write_run_results(const RunResults& results, const ResultsWriteOptions& options,
+                              const std::string& progress_json) {
   check_name("experiment", results.experiment);
   check_name("run id", results.run_id);
   const ResultsStep step = [&](std::string_view s) {
@@ -115,6 +117,7 @@ std::string write_run_results(const RunResults& results, const ResultsWriteOptio
     step("summary.json");
     write_file_atomically((partial / "summary.csv").string(), summary_csv_text(results));
     step("summary.csv");
+    if (!progress_json.empty()) write_file_atomically((partial / kProgressFile).string(), progress_json);
     fsync_dir(partial.string());
     if (replace_interrupted) {
       // Moved aside first so that a crash in between leaves either folder whole, never a mix.

@@ -50,8 +50,11 @@ bool run_folder_writable(const std::string& run_dir);
 // Writes the run folder <root>/<experiment>/<run_id>/ and returns its path. `results.run_id` must
 // be set (see make_run_id) and the folder must be run_folder_writable (an interrupted run's folder
 // is replaced). On any failure the partial folder is removed and the error rethrown. Call on one process only (rank 0)
-// with the gathered results.
-std::string write_run_results(const RunResults& results, const ResultsWriteOptions& options = {});
+// with the gathered results. `progress_json`: the run's last progress record (io/progress_file.hpp),
+// written as progress.json beside the results when not empty (the partial folder's own
+// progress.json goes with the rest of that folder).
+std::string write_run_results(const RunResults& results, const ResultsWriteOptions& options = {},
+                              const std::string& progress_json = "");
 
 // Summary figures as JSON (null and NaN both null), as summary.json writes them.
 nlohmann::json summary_values_json(const RunSummary& s);
@@ -60,7 +63,8 @@ nlohmann::json summary_values_json(const RankSummary& s);
 // Reads run.h5, given the run folder or the file itself.
 RunResults read_run_results(const std::string& path);
 
-// The CSV columns of a run: experiment, run_id, then the summary names in sorted order.
+// The CSV columns of a run: experiment, run_id, the summary names in sorted order, then the
+// provenance's (provenance_columns) where the results have one.
 std::vector<std::string> summary_csv_header(const RunResults& results);
 
 // Appends the run's row to a sweep-level CSV. A new (or empty) file gets the header first; an

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/step_phase.hpp"
+#include "io/provenance.hpp"
 #include "io/run_summary.hpp"
 
 namespace cnnscale {
@@ -175,6 +176,19 @@ struct SplitRecord {
   }
 };
 
+// The training loss and learning rate at every display step (--display), columnar: what the
+// progress lines print, for a training curve. A resumed run's curve continues the one its
+// interrupted run recorded up to the resume point (start_iteration: the first point's run began
+// there, 0 for a run from scratch; -1 in files written before the curve was recorded).
+struct TrainingCurve {
+  int64_t start_iteration = -1;
+  std::vector<int64_t> iteration;    // iterations completed at the display step
+  std::vector<double> loss;          // mean training loss since the previous display step (the job's)
+  std::vector<double> lr;            // learning rate of the display step's iteration
+  std::vector<double> samples_per_s;  // rank 0's host clock over the same iterations
+  bool operator==(const TrainingCurve&) const = default;
+};
+
 struct RunResults {
   std::string experiment;
   std::string run_id;
@@ -189,6 +203,9 @@ struct RunResults {
   // The same kind of figures for each rank alone (index = rank): its GPU's energy, its own time.
   std::vector<RankSummary> rank_summary;
   SplitRecord split;  // empty `changes` in files written before splits were recorded
+  // Where the run came from; nullopt in files written before it was recorded.
+  std::optional<Provenance> provenance;
+  TrainingCurve curve;
 };
 
 }  // namespace cnnscale

@@ -81,6 +81,14 @@ struct RunSummary : WindowFigures {
   TextFigure allreduce_dtype;  // the gradient exchange's dtype: fp32, bf16 or fp16 (--allreduce-dtype)
   TextFigure allreduce_tuning;  // NCCL's CTA policy and stream priority: "default" or what differs
   NumberFigure world_size, global_batch, seed, iterations, iterations_per_epoch, allreduce_overlap;
+  // The solver's settings as given (--lr, --momentum, ...: solver/solver_config.hpp), one typed
+  // figure each, so that runs group and compare by them; every one is recorded whatever the policy
+  // (lr_policy says which of gamma, step, milestones and power its schedule reads). lr_milestones:
+  // the multistep epochs, comma-joined ("" when none); lr_scaled: the base lr the schedule started
+  // from, lr x global batch / lr_base_batch under lr_scaling linear, lr otherwise.
+  NumberFigure lr, lr_scaled, momentum, weight_decay, lr_gamma, lr_step_epochs, lr_power;
+  NumberFigure warmup_epochs, warmup_iterations, warmup_start_factor, lr_base_batch;
+  TextFigure lr_policy, lr_milestones, lr_scaling;
   // 1 in a one-rank job kept on the data-parallel path (--one-rank-exchange); absent otherwise. It
   // measured that path, not the GPU alone: never a 1-GPU baseline (report).
   NumberFigure one_rank_exchange;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "solver/run_report.hpp"
 
@@ -66,6 +67,23 @@ std::optional<double> device_joules(const measure::EnergyReading& reading, bool 
   return *reading.cpu_package_joules + reading.cpu_dram_joules.value_or(0.0);
 }
 
+void put_solver_figures(RunSummary& S, const SolverConfig& solver, int64_t global_batch) {
+  S.lr = solver.lr;
+  S.lr_scaled = solver.scaled_lr(global_batch);
+  S.lr_scaling = solver.lr_scaling;
+  S.lr_base_batch = static_cast<double>(solver.lr_base_batch);
+  S.lr_policy = lr_policy_name(solver.policy);
+  S.lr_gamma = solver.gamma;
+  S.lr_step_epochs = solver.step_epochs;
+  S.lr_milestones = fmt::format("{}", fmt::join(solver.milestones, ","));
+  S.lr_power = solver.power;
+  S.warmup_epochs = solver.warmup_epochs;
+  S.warmup_iterations = static_cast<double>(solver.warmup_iterations);
+  S.warmup_start_factor = solver.warmup_start_factor;
+  S.momentum = solver.momentum;
+  S.weight_decay = solver.weight_decay;
+}
+
 RunResults assemble_run_results(const RunDescription& run, const TrainResult& r0, const std::vector<RankReport>& ranks,
                                 int64_t whole_epochs, int64_t whole_samples) {
   RunResults res;
@@ -127,6 +145,7 @@ RunResults assemble_run_results(const RunDescription& run, const TrainResult& r0
   S.iterations = static_cast<double>(run.iterations);
   S.iterations_per_epoch = static_cast<double>(run.iterations_per_epoch);
   S.allreduce_overlap = run.overlap ? 1.0 : 0.0;
+  put_solver_figures(S, run.solver, run.global_batch);
   if (run.one_rank_exchange) S.one_rank_exchange = 1.0;
   if (std::all_of(ranks.begin(), ranks.end(), [](const RankReport& r) { return r.blas_threads.has_value(); })) {
     int64_t most = 0, fewest = 0;

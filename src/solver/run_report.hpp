@@ -11,6 +11,7 @@
 #include "io/measure_mode.hpp"
 #include "io/run_results.hpp"
 #include "solver/rank_report.hpp"
+#include "solver/solver_config.hpp"
 #include "solver/trainer.hpp"
 
 namespace cnnscale {
@@ -42,7 +43,11 @@ struct RunDescription {
   std::optional<std::string> cuda_version, cudnn_version, nccl_version, mpi_version;
   std::optional<std::string> nccl_env;      // SystemInfo::nccl_env
   std::optional<std::string> engine_cache;  // SystemInfo::engine_cache
+  SolverConfig solver;                      // the solver's settings, recorded as typed figures
 };
+
+// The solver's settings as the summary's typed figures (lr, lr_scaled, momentum, ..., RunSummary).
+void put_solver_figures(RunSummary& summary, const SolverConfig& solver, int64_t global_batch);
 
 // `ranks`: every rank's report, in rank order.
 RunResults assemble_run_results(const RunDescription& run, const TrainResult& rank0_result,

@@ -389,8 +389,9 @@ TEST(Results, SweepCsvKeepsItsColumns) {
 }
 
 TEST(Results, FailureAtAnyStepLeavesNothingThatLooksComplete) {
-  const std::vector<std::string> steps = {"h5:config",  "h5:system", "h5:timeline", "h5:power",     "h5:epochs",
-                                          "h5:summary", "h5:split",  "run.h5",      "summary.json", "summary.csv"};
+  const std::vector<std::string> steps = {"h5:config", "h5:system",     "h5:timeline", "h5:power",
+                                          "h5:epochs", "h5:summary",    "h5:split",    "h5:curve",
+                                          "h5:provenance", "run.h5",    "summary.json", "summary.csv"};
   for (const auto& fail_at : steps) {
     ResultsDir dir;
     std::vector<std::string> seen;
