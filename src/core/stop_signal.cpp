@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -16,6 +17,10 @@ volatile sig_atomic_t g_stop_signal = 0;
 // CLOCK_MONOTONIC seconds of the first signal (clock_gettime is async-signal-safe).
 volatile sig_atomic_t g_first_second = 0;
 const int kStopSignals[] = {SIGTERM, SIGUSR1, SIGINT};
+
+// set_abort_cleanup's paths, read by the handler only while armed.
+volatile sig_atomic_t g_cleanup_armed = 0;
+char g_cleanup[3][4096];
 
 sig_atomic_t monotonic_second() {
   struct timespec ts;
@@ -36,6 +41,11 @@ void on_stop_signal(int signo) {
     static const char msg[] = "cnnscale: second stop signal: aborting now\n";
     ssize_t ignored = ::write(STDERR_FILENO, msg, sizeof(msg) - 1);
     (void)ignored;
+    if (g_cleanup_armed) {  // unlink and rmdir are async-signal-safe
+      ::unlink(g_cleanup[0]);
+      ::unlink(g_cleanup[1]);
+      ::rmdir(g_cleanup[2]);
+    }
     ::signal(signo, SIG_DFL);
     ::raise(signo);
     return;
@@ -54,6 +64,18 @@ void install_stop_signals() {
   sa.sa_flags = SA_RESTART;  // blocking reads and waits go on; the loop polls the flag
   for (int s : kStopSignals) ::sigaction(s, &sa, nullptr);
 }
+
+void set_abort_cleanup(const char* file, const char* temp_file, const char* folder) {
+  g_cleanup_armed = 0;
+  const char* paths[3] = {file, temp_file, folder};
+  for (const char* p : paths)
+    if (std::strlen(p) >= sizeof g_cleanup[0]) return;
+  for (int i = 0; i < 3; ++i) std::strcpy(g_cleanup[i], paths[i]);
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // the paths are whole before the handler may read them
+  g_cleanup_armed = 1;
+}
+
+void clear_abort_cleanup() { g_cleanup_armed = 0; }
 
 int stop_signal() {
   return g_stop_signal;

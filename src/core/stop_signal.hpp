@@ -22,4 +22,12 @@ int stop_signal();
 // "SIGTERM", "SIGUSR1", "SIGINT" or "signal N".
 const char* stop_signal_name(int signo);
 
+// What the abort of a second stop signal removes before the process ends: two files (unlink) and
+// then their folder (rmdir, which leaves a folder that holds anything else). A running train's
+// progress file, its temporary name and its partial folder: a user's abort leaves no folder behind,
+// as before the progress file existed (a SIGKILL still may). Paths longer than 4095 bytes are not
+// taken. clear_abort_cleanup() forgets them. Not for concurrent use by several threads.
+void set_abort_cleanup(const char* file, const char* temp_file, const char* folder);
+void clear_abort_cleanup();
+
 }  // namespace cnnscale

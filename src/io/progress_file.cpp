@@ -1,11 +1,15 @@
 // ProgressFile (progress_file.hpp): the record's JSON, and its atomic rewrites in the partial folder.
 #include "io/progress_file.hpp"
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <cmath>
 #include <filesystem>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/stop_signal.hpp"
 #include "io/atomic_file.hpp"
 #include "io/safe_open.hpp"
 
@@ -32,6 +36,7 @@ ProgressFile::ProgressFile(const std::string& results_root, const std::string& e
 
 ProgressFile::~ProgressFile() {
   close();
+  if (prepared_) clear_abort_cleanup();
   std::error_code ec;
   if (prepared_) fs::remove_all(partial_, ec);  // best effort: a leftover is cleared by the next run of the id
 }
@@ -56,6 +61,11 @@ void ProgressFile::close() {
 }
 
 void ProgressFile::loop() {
+  // Stop signals go to the training's threads, as before this one existed (core/stop_signal.hpp).
+  sigset_t stops;
+  sigemptyset(&stops);
+  for (int signo : {SIGTERM, SIGUSR1, SIGINT}) sigaddset(&stops, signo);
+  ::pthread_sigmask(SIG_BLOCK, &stops, nullptr);
   for (;;) {
     std::string text;
     {
@@ -80,6 +90,8 @@ void ProgressFile::write_now(const std::string& text) {
       fs::remove_all(partial_, ec);  // a killed run's leftover of this id: nothing in it was published
       if (!fs::create_directory(partial_, ec) || ec) throw_runtime("{}: cannot create: {}", partial_, ec.message());
       prepared_ = true;
+      // A user's second stop signal aborts at once: it takes the file and the folder with it.
+      set_abort_cleanup(path_.c_str(), temp_path_for(path_).c_str(), partial_.c_str());
     }
     // Rewritten many times and of no use after a crash (the partial folder is then a killed run's):
     // renamed into place, so never seen half-written, but not flushed to disk each time.
