@@ -230,34 +230,7 @@ void register_train(CLI::App& app) {
   cmd->add_flag("--mfu", a.mfu,
                 "After training, measure the device's square-matmul peak in the run's precision (8192^3 on a GPU, "
                 "1024^3 on the CPU) and report model FLOPs utilisation: gflops over that peak");
-  cmd->add_option("--seed", a.options.seed, "Seed of weight init, shuffling, dropout and synthetic data")
-      ->capture_default_str();
-  cmd->add_option("--lr", a.solver.lr, "Base learning rate")->capture_default_str();
-  cmd->add_option("--lr-scaling", a.solver.lr_scaling,
-                  "linear: train the global batch B with lr x B / --lr-base-batch (the linear scaling rule; pair it "
-                  "with --warmup); none: lr as given")
-      ->check(CLI::IsMember({"none", "linear"}))
-      ->capture_default_str();
-  cmd->add_option("--lr-base-batch", a.solver.lr_base_batch,
-                  "the global batch --lr is meant for under --lr-scaling linear")
-      ->check(at_least(1))
-      ->capture_default_str();
-  cmd->add_option("--momentum", a.solver.momentum, "SGD momentum")->capture_default_str();
-  cmd->add_option("--weight-decay", a.solver.weight_decay, "L2 weight decay")->capture_default_str();
-  cmd->add_option("--lr-policy", a.lr_policy, "fixed, step, exp, multistep or poly")
-      ->check(CLI::IsMember({"fixed", "step", "exp", "multistep", "poly"}))
-      ->capture_default_str();
-  cmd->add_option("--gamma", a.solver.gamma, "step/exp/multistep factor")->capture_default_str();
-  cmd->add_option("--step", a.solver.step_epochs, "step: epochs between lr drops")->capture_default_str();
-  cmd->add_option("--milestones", a.solver.milestones, "multistep: epochs of lr drops (comma-separated)")
-      ->delimiter(',');
-  cmd->add_option("--power", a.solver.power, "poly: exponent")->capture_default_str();
-  auto* warm_e = cmd->add_option("--warmup", a.solver.warmup_epochs, "Linear warm-up length in epochs");
-  auto* warm_i =
-      cmd->add_option("--warmup-iterations", a.solver.warmup_iterations, "Linear warm-up length in iterations");
-  warm_e->excludes(warm_i);
-  cmd->add_option("--warmup-start-factor", a.solver.warmup_start_factor, "Warm-up starts at lr x this")
-      ->capture_default_str();
+  add_setting_options(*cmd, a);  // the seed and the solver's settings (experiment/train_settings.hpp)
   cmd->add_option("--input-shape", a.input_shape, "Synthetic: per-sample input C,H,W (default: the network's)")
       ->delimiter(',');
   cmd->add_option("--classes", a.classes, "Synthetic: number of classes (default: the network's)")

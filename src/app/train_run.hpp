@@ -12,9 +12,14 @@
 #include "app/train_results.hpp"
 #include "data/dataset.hpp"
 #include "data/fashion_mnist.hpp"
+#include "experiment/train_settings.hpp"
 #include "net/net.hpp"
 #include "solver/run_report.hpp"
 #include "solver/trainer.hpp"
+
+namespace CLI {
+class App;
+}
 
 namespace cnnscale::app {
 
@@ -47,6 +52,11 @@ struct TrainArgs {
   ParallelArgs parallel;
   MeasureArgs measure;
 };
+
+// train's settings of the table (experiment/train_settings.hpp), each bound to its field of `a`:
+// their options (train_setting_options.cpp), and a setting's value as the run has it.
+void add_setting_options(CLI::App& cmd, TrainArgs& a);
+nlohmann::json setting_value(const TrainArgs& a, const TrainSetting& s);
 
 // Every check that needs no file, device or peer: ConfigError (exit 2) before anything is loaded.
 // Completes `a.options` from the flags.

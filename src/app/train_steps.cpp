@@ -104,8 +104,17 @@ TrainInputs load_train_inputs(TrainArgs& a) {
 nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelRun& par) {
   nlohmann::json run_config = {{"net", in.spec.name()},  {"net_file", in.net_file},
                                {"data", a.data},         {"batch", a.options.batch},
-                               {"seed", a.options.seed}, {"train_samples", in.train->size()},
+                               {"train_samples", in.train->size()},
                                {"device", par.device()}, {"solver", a.solver.describe()}};
+  // The settings of the table, each by its recording rule where it applies; the solver's are in
+  // its description above (Record::SolverText).
+  const RunContext context{.gpu = par.device() != "cpu", .world_size = par.world_size(), .exchanges = par.active()};
+  for (const TrainSetting& s : train_settings()) {
+    if (!s.applies_to(context)) continue;
+    const nlohmann::json value = setting_value(a, s);
+    if (s.record == Record::Always || (s.record == Record::NotDefault && value != s.default_value))
+      run_config[s.name] = value;
+  }
   // Informational: a run may resume with another rank count at the same global batch (the data
   // order depends only on the seed), so these are not compared on resume.
   if (par.active()) {

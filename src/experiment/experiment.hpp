@@ -103,6 +103,10 @@ struct Experiment {
   std::map<std::string, RunLength> per_network;  // network -> its own run length
   std::string measure = "steady";
   int64_t seed = 1;
+  // vary: repeat r of a point trains with repeat_seed(seed, r) (train_settings.hpp), so repeats show
+  // the spread of accuracy too; fixed: every repeat with the point's seed (timing repeats, as the
+  // study's). Not in fixed_json: the runs' own configurations carry their seeds.
+  std::string seeds = "vary";
   std::string device = "cpu";    // resolved: cpu | gpu (auto already decided)
   std::string device_requested;  // as written: cpu | gpu | auto
   std::vector<std::string> extra_args;
@@ -118,6 +122,12 @@ struct Experiment {
   bool split_given = false;                      // matrix.split written: --split passed even for even
   std::vector<std::string> precisions;
   std::vector<AllreduceMode> allreduce;
+  // matrix.<setting>: a train setting (train_settings.hpp) as an axis, in the table's order.
+  struct SettingAxis {
+    std::string name;
+    std::vector<nlohmann::json> values;
+  };
+  std::vector<SettingAxis> setting_axes;
   int64_t repeats = 3;
 
   const DatasetSpec& dataset_for(const std::string& network) const {
@@ -134,15 +144,18 @@ struct Experiment {
 
 // One matrix point x repeat.
 struct RunSpec {
-  // "<net>-b<batch>-g<ranks>[-m0.2|-m0s132.1s66|-c1+3]-<precision>-<allreduce>[-split-<policy>]-r<k>-<hash8>";
+  // "<net>-b<batch>-g<ranks>[-m0.2|-m0s132.1s66|-c1+3]-<precision>-<allreduce>[-split-<policy>][-lr0.1...]-r<k>-<hash8>";
   // an inference run: "<net>-infer-g<ranks>[-m0.2]-<precision>-r<k>-<hash8>"
   std::string id;
   bool infer = false;        // a `cnnscale infer` run (Experiment::mode infer): batch and iterations are 0
-  std::string config_hash;   // 16 hex digits of the resolved run config (repeat excluded)
-  nlohmann::json config;     // the resolved run config the hash covers
+  std::string config_hash;   // 16 hex digits of the point's resolved config (the same for its repeats)
+  nlohmann::json config;     // the run's resolved config: the point's, with this repeat's seed
   std::string network;       // as written in the experiment
   std::string network_path;  // what train's --net gets
   int64_t batch = 0, ranks = 1, repeat = 1;
+  nlohmann::json settings = nlohmann::json::object();  // this point's values of Experiment::setting_axes
+  int64_t seed_base = 1;  // the point's seed (matrix.seed, else the experiment's)
+  int64_t seed = 1;       // this repeat's: seed_base, or repeat_seed(seed_base, repeat) with seeds: vary
   std::vector<int64_t> gpu_mix;
   std::vector<int64_t> gpu_sms;   // SMs per rank of a partitioned gpu_mix; empty: whole GPUs
   std::vector<double> slowdown;   // per-rank slowdown of a cpu_mix run; empty: none
@@ -191,7 +204,8 @@ Experiment parse_experiment_text(const std::string& text, const std::string& fil
 std::vector<RunSpec> expand_runs(const Experiment& e);
 
 // --only "network=caffenet,batch=64" (keys: network, batch, gpus, gpu_mix, cpu_mix, precision, allreduce,
-// split, repeat; '|' separates alternatives: batch=64|128). Several --only options all must hold.
+// split, repeat, and any train setting's name: lr=0.1; '|' separates alternatives: batch=64|128).
+// Several --only options all must hold.
 struct OnlyFilter {
   std::map<std::string, std::vector<std::string>> terms;
   bool matches(const RunSpec& run) const;

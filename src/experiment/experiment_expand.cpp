@@ -10,10 +10,10 @@
 #include <set>
 #include <sstream>
 
-#include "backend/devices.hpp"
 #include "core/error.hpp"
 #include "data/datasets.hpp"
 #include "experiment/experiment.hpp"
+#include "experiment/train_settings.hpp"
 #include "parallel/split_policy.hpp"
 
 namespace cnnscale {
@@ -57,90 +57,6 @@ std::string GpuMix::id_label() const {
 
 std::string cpu_mix_label(const std::vector<double>& slowdown) {
   return fmt::format("{}", fmt::join(slowdown, "+"));
-}
-
-namespace {
-
-// "4" or Slurm's "h200:4" -> 4; nullopt when it is neither.
-std::optional<int> count_value(const char* v) {
-  if (!v) return std::nullopt;
-  std::string s(v);
-  s = s.substr(s.rfind(':') + 1);
-  if (s.empty() || s.size() > 6 || s.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
-  return std::stoi(s);
-}
-
-}  // namespace
-
-HostInfo HostInfo::detect() {
-  return detect([](const char* name) -> const char* { return std::getenv(name); });
-}
-
-HostInfo HostInfo::detect(const Getenv& getenv) {
-  HostInfo h;
-  // This node's GPUs: CUDA_VISIBLE_DEVICES first (what the runs will see; no driver needed to read
-  // it), else the CUDA device count.
-  auto this_node = [&](std::optional<int>& count, std::string& source) {
-    if (const char* v = getenv("CUDA_VISIBLE_DEVICES")) {
-      std::string s(v);
-      int n = 0;
-      std::stringstream ss(s);
-      for (std::string item; std::getline(ss, item, ',');)
-        if (!item.empty()) ++n;
-      if (s == "-1" || s == "NoDevFiles") n = 0;
-      count = n;
-      source = fmt::format("CUDA_VISIBLE_DEVICES={}", s);
-      return;
-    }
-    if (cuda_backend_built()) {
-      count = cuda_device_count();
-      source = "CUDA device count";
-    }
-  };
-  h.in_slurm = getenv("SLURM_JOB_ID") != nullptr;
-  if (h.in_slurm) {
-    // The runs are srun steps of this allocation: its nodes, each with as many GPUs as this one.
-    const auto nodes = count_value(getenv("SLURM_JOB_NUM_NODES")).value_or(0);
-    h.nodes = nodes > 0 ? nodes : std::max(1, count_value(getenv("SLURM_NNODES")).value_or(1));
-    for (const char* name : {"SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE"}) {
-      const char* v = getenv(name);
-      if (auto n = count_value(v)) {
-        h.gpus_per_node = n;
-        h.gpus_source = fmt::format("{}={}", name, v);
-        break;
-      }
-    }
-    if (!h.gpus_per_node) this_node(h.gpus_per_node, h.gpus_source);
-    if (h.gpus_per_node) h.gpus = h.nodes * *h.gpus_per_node;
-    return h;
-  }
-  this_node(h.gpus, h.gpus_source);
-  h.gpus_per_node = h.gpus;
-  if (const char* args = getenv("MPIRUN_ARGS")) {
-    std::stringstream ss(args);
-    for (std::string w; ss >> w;)
-      for (const std::string f : {"--hostfile", "-hostfile", "--machinefile", "-machinefile", "-H", "--host", "-host"})
-        if (w == f || w.rfind(f + "=", 0) == 0) h.hosts_from_launcher = true;
-  }
-  return h;
-}
-
-std::string HostInfo::lacks_gpus_for(int64_t ranks) const {
-  if (!check_gpus || hosts_from_launcher || !gpus || ranks <= *gpus) return "";
-  if (in_slurm)
-    return fmt::format("{} rank(s) need {} GPU(s), but the Slurm allocation has {} ({} node(s) x {} GPU(s): {})", ranks,
-                       ranks, *gpus, nodes, gpus_per_node.value_or(0), gpus_source);
-  return fmt::format("{} rank(s) need {} GPU(s) on one node, but only {} visible ({})", ranks, ranks, *gpus,
-                     gpus_source);
-}
-
-std::string HostInfo::lacks_gpu_index(int64_t index) const {
-  const std::optional<int> per_node = gpus_per_node ? gpus_per_node : gpus;
-  if (!check_gpus || hosts_from_launcher || !per_node || index < *per_node) return "";
-  if (in_slurm)
-    return fmt::format("GPU {} does not exist: the Slurm allocation has {} per node ({})", index, *per_node,
-                       gpus_source);
-  return fmt::format("GPU {} does not exist: {} visible ({})", index, *per_node, gpus_source);
 }
 
 namespace {
@@ -249,6 +165,8 @@ nlohmann::json Experiment::resolved_json() const {
                  {"cpu_mix", cpu_mixes},    {"split", splits},   {"precision", precisions},
                  {"allreduce", ar},         {"repeats", repeats}};
   if (!batches_per_gpu.empty()) j["matrix"]["batch_per_gpu"] = batches_per_gpu;  // absent: as before it existed
+  for (const SettingAxis& axis : setting_axes) j["matrix"][axis.name] = axis.values;
+  j["seeds"] = seeds;
   return j;
 }
 
@@ -264,9 +182,21 @@ struct RankSet {
   std::vector<double> slowdown;
 };
 
+// The id's part for a point's setting values: "-lr0.1-seed7" (characters a run id cannot hold as '_').
+std::string settings_id_part(const Experiment& e, const nlohmann::json& point) {
+  std::string out;
+  for (const Experiment::SettingAxis& axis : e.setting_axes) {
+    std::string v = find_train_setting(axis.name)->text(point.at(axis.name));
+    for (char& ch : v)
+      if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '+' && ch != '-') ch = '_';
+    out += "-" + axis.name + v;
+  }
+  return out;
+}
+
 RunSpec make_run(const Experiment& e, const std::string& net, int64_t batch, const RankSet& rs,
                  const std::string& precision, const AllreduceMode& allreduce, const std::string& split_policy,
-                 int64_t repeat) {
+                 const nlohmann::json& point, int64_t repeat) {
   auto it = e.per_network.find(net);
   const RunLength& len = it != e.per_network.end() ? it->second : e.length;
   RunSpec r;
@@ -335,16 +265,31 @@ RunSpec make_run(const Experiment& e, const std::string& net, int64_t batch, con
   c["iterations"] = r.epochs > 0 ? 0 : r.iterations;
   c["whole_epochs"] = r.whole_epochs;
   c["whole_samples"] = r.whole_samples;
-  r.config = c;
+  // The point's setting values, where the fixed ones stand (a run without axes: none, the same hash).
+  for (const auto& [name, value] : point.items()) {
+    const TrainSetting& s = *find_train_setting(name);
+    (s.section.empty() ? c : c[s.section])[name] = value;
+  }
+  r.settings = point;
+  r.seed_base = point.contains("seed") ? point["seed"].get<int64_t>() : e.seed;
+  r.seed = e.seeds == "vary" ? repeat_seed(r.seed_base, repeat) : r.seed_base;
+  c["seed"] = r.seed_base;
+  // The configuration hash is the point's, shared by its repeats; the run's own configuration and the
+  // hash in its id carry its seed. Repeat 1 keeps the point's seed, so its id is what it was before
+  // seeds varied (as every repeat's is with seeds: fixed).
   r.config_hash = stable_hash(c.dump());
+  c["seed"] = r.seed;
+  r.config = c;
+  const std::string id_hash = r.seed == r.seed_base ? r.config_hash : stable_hash(c.dump());
 
   std::string mix;
   if (!rs.mix.gpus.empty()) mix.append("-m").append(rs.mix.id_label());
   if (!rs.slowdown.empty()) mix.append("-c").append(cpu_mix_label(rs.slowdown));
   // "split-" keeps a policy apart from an allreduce algorithm ("ov-auto" is one).
   const std::string split = r.split == "even" ? "" : fmt::format("-split-{}", r.split);
-  r.id = fmt::format("{}-b{}-g{}{}-{}-{}{}-r{}-{}", id_part(net), batch, rs.ranks, mix, precision,
-                     rs.ranks == 1 ? "single" : r.allreduce.label(), split, repeat, r.config_hash.substr(0, 8));
+  r.id = fmt::format("{}-b{}-g{}{}-{}-{}{}{}-r{}-{}", id_part(net), batch, rs.ranks, mix, precision,
+                     rs.ranks == 1 ? "single" : r.allreduce.label(), split, settings_id_part(e, point), repeat,
+                     id_hash.substr(0, 8));
   return r;
 }
 
@@ -407,6 +352,19 @@ std::vector<RunSpec> expand_runs(const Experiment& e) {
       if (std::find(points.begin(), points.end(), point) == points.end()) points.push_back(point);
     }
 
+  // The setting axes' points, the last axis fastest; one empty point without axes.
+  std::vector<nlohmann::json> setting_points = {nlohmann::json::object()};
+  for (const Experiment::SettingAxis& axis : e.setting_axes) {
+    std::vector<nlohmann::json> more;
+    for (const nlohmann::json& p : setting_points)
+      for (const nlohmann::json& v : axis.values) {
+        nlohmann::json q = p;
+        q[axis.name] = v;
+        more.push_back(std::move(q));
+      }
+    setting_points = std::move(more);
+  }
+
   std::vector<RunSpec> runs;
   for (int64_t repeat = 1; repeat <= e.repeats; ++repeat)
     for (const auto& net : e.networks)
@@ -418,7 +376,8 @@ std::vector<RunSpec> expand_runs(const Experiment& e) {
               // One rank has nothing to reduce and nothing to split: its allreduce and split variants
               // would be identical runs.
               if (rs.ranks == 1 && (a > 0 || s > 0)) break;
-              runs.push_back(make_run(e, net, batch, rs, precision, e.allreduce[a], e.splits[s], repeat));
+              for (const nlohmann::json& point : setting_points)
+                runs.push_back(make_run(e, net, batch, rs, precision, e.allreduce[a], e.splits[s], point, repeat));
             }
       }
   return runs;
@@ -435,10 +394,10 @@ OnlyFilter parse_only(const std::vector<std::string>& exprs) {
       std::string key = term.substr(0, eq);
       if (eq == std::string::npos || eq + 1 == term.size())
         throw_config("--only '{}': expected key=value[,key=value...], got '{}'", expr, term);
-      if (!keys.count(key))
+      if (!keys.count(key) && !find_train_setting(key))
         throw_config(
             "--only '{}': unknown key '{}' (network, batch, batch_per_gpu, gpus, gpu_mix, cpu_mix, precision, "
-            "allreduce, split, repeat)",
+            "allreduce, split, repeat, or a train setting such as lr)",
             expr, key);
       std::stringstream alts(term.substr(eq + 1));
       auto& values = f.terms[key];
@@ -478,6 +437,15 @@ bool OnlyFilter::matches(const RunSpec& r) const {
     if (key == "allreduce")
       mine = {r.allreduce.label(), r.allreduce.long_label()};
     if (key == "repeat") mine = {std::to_string(r.repeat)};
+    // A train setting: the point's value (matrix.seed: the point's seed, whichever the repeat's is).
+    if (const TrainSetting* s = find_train_setting(key)) {
+      if (key == "seed") {
+        mine = {std::to_string(r.seed_base)};
+      } else {
+        const nlohmann::json& where = s->section.empty() ? r.config : r.config.value(s->section, nlohmann::json());
+        mine = {s->text(where.is_object() && where.contains(key) ? where[key] : s->default_value)};
+      }
+    }
     bool any = false;
     for (const auto& v : values)
       if (std::find(mine.begin(), mine.end(), v) != mine.end()) any = true;

@@ -14,7 +14,8 @@
 namespace cnnscale {
 
 const std::map<std::string, std::string>& sweep_train_flags() {
-  static const std::map<std::string, std::string> flags = {
+  static const std::map<std::string, std::string> flags = [] {
+    std::map<std::string, std::string> f = {
       {"--net", "matrix.network"},
       {"--data", "dataset.name"},
       {"--data-dir", "dataset.data_dir"},
@@ -28,20 +29,6 @@ const std::map<std::string, std::string>& sweep_train_flags() {
       {"--iterations", "iterations (or epochs, iteration_scale)"},
       {"--device", "device"},
       {"--precision", "matrix.precision"},
-      {"--seed", "seed"},
-      {"--lr", "solver.lr"},
-      {"--momentum", "solver.momentum"},
-      {"--weight-decay", "solver.weight_decay"},
-      {"--lr-policy", "solver.lr_policy"},
-      {"--gamma", "solver.gamma"},
-      {"--step", "solver.step"},
-      {"--milestones", "solver.milestones"},
-      {"--power", "solver.power"},
-      {"--warmup", "solver.warmup"},
-      {"--warmup-iterations", "solver.warmup_iterations"},
-      {"--warmup-start-factor", "solver.warmup_start_factor"},
-      {"--lr-scaling", "solver.lr_scaling"},
-      {"--lr-base-batch", "solver.lr_base_batch"},
       {"--measure", "measure"},
       {"--whole-epochs", "whole_epochs"},
       {"--whole-samples", "whole_samples"},
@@ -58,7 +45,11 @@ const std::map<std::string, std::string>& sweep_train_flags() {
       {"--allreduce-priority", "matrix.allreduce's priority"},
       {"--update-per-bucket", "matrix.allreduce's update"},
       {"--gather-gradients", "matrix.allreduce's gather"},
-  };
+    };
+    // Every train setting of the table (train_settings.hpp): its key, or its matrix axis.
+    for (const TrainSetting& s : train_settings()) f[s.flag] = s.experiment_key() + " (or matrix." + s.name + ")";
+    return f;
+  }();
   return flags;
 }
 
@@ -89,8 +80,8 @@ void check_known_flag(const ConfigNode& a, const std::string& flag, const std::s
 // Where the results go and which run they are: the sweep's own bookkeeping, in either mode.
 const std::set<std::string> kSweepOwnArgs = {"--results", "--run-id", "--experiment", "--no-results", "--json"};
 // Tags the sweep writes itself (train_arguments): report and sweep state read them back.
-const std::set<std::string> kSweepTags = {"repeat",    "config_hash", "sweep_hash", "network",
-                                          "allreduce", "split",       "gpu_mix",    "cpu_mix"};
+const std::set<std::string> kSweepTags = {"repeat",  "config_hash", "sweep_hash", "network", "allreduce",
+                                          "split",   "gpu_mix",     "cpu_mix",    "seed_base", "seeds"};
 
 // An inference experiment's flags: those the sweep sets from the file (infer's own refusal of a
 // repeated flag would fail every run only when it starts), nor a scenario's: the sweep counts a run

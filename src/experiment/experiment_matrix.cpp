@@ -176,7 +176,7 @@ void check_matrix_size(const ExperimentReader& r, const ConfigNode& m, bool infe
     return !c ? 0 : c->is_sequence() ? static_cast<int64_t>(c->size()) : 1;
   };
   const int64_t repeats = r.child(m, "repeats") ? int_in(*r.child(m, "repeats"), 1, 1000) : Experiment{}.repeats;
-  const std::vector<std::pair<std::string, int64_t>> axes = {
+  std::vector<std::pair<std::string, int64_t>> axes = {
       {"repeats", repeats},
       {"network", std::max<int64_t>(1, count(m, "network"))},
       {"batch and batch_per_gpu", infer ? 1 : std::max<int64_t>(1, count(m, "batch") + count(m, "batch_per_gpu"))},
@@ -184,6 +184,8 @@ void check_matrix_size(const ExperimentReader& r, const ConfigNode& m, bool infe
       {"precision", std::max<int64_t>(1, count(m, "precision"))},
       {"allreduce", infer ? 1 : std::max<int64_t>(1, count(m, "allreduce"))},
       {"split", infer ? 1 : std::max<int64_t>(1, count(m, "split"))}};
+  for (const std::string& key : setting_axis_keys())  // a list-valued setting's one list counts as a list
+    if (!infer && count(m, key.c_str()) > 1) axes.emplace_back(key, count(m, key.c_str()));
   std::vector<int64_t> sizes;
   std::vector<std::string> named;
   for (const auto& [axis, n] : axes) {

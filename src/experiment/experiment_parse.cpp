@@ -29,11 +29,11 @@ const std::set<std::string> kTopKeys = {"name",           "description",  "netwo
                                         "solver",         "iterations",   "epochs",        "iteration_scale",
                                         "min_iterations", "whole_epochs", "whole_samples", "measure",
                                         "seed",           "device",       "extra_args",    "matrix",
-                                        "networks",       "mode",         "infer"};
+                                        "networks",       "mode",         "infer",         "seeds"};
 // What only a training experiment has: refused in an inference experiment, naming the mode.
 const std::set<std::string> kTrainOnlyKeys = {"dataset",         "solver",         "iterations",   "epochs",
                                               "iteration_scale", "min_iterations", "whole_epochs", "whole_samples",
-                                              "measure",         "networks"};
+                                              "measure",         "networks",       "seeds"};
 const std::set<std::string> kTrainOnlyMatrixKeys = {"batch", "batch_per_gpu", "cpu_mix", "split", "allreduce"};
 const std::set<std::string> kInferKeys = {"batch", "fill", "seconds", "latency_seconds",
                                           "fold",  "fuse", "graph",   "calibration"};
@@ -41,11 +41,14 @@ const std::set<std::string> kLengthKeys = {"iterations",     "epochs",       "it
                                            "min_iterations", "whole_epochs", "whole_samples"};
 const std::set<std::string> kMatrixKeys = {"network",   "batch",     "batch_per_gpu", "gpus",   "gpu_mix",
                                            "cpu_mix",   "split",     "precision",     "allreduce", "repeats"};
+// The matrix's keys: its own axes and every train setting (train_settings.hpp).
+std::set<std::string> matrix_keys() {
+  std::set<std::string> keys = kMatrixKeys;
+  for (const std::string& k : setting_axis_keys()) keys.insert(k);
+  return keys;
+}
 const std::set<std::string> kDatasetKeys = {"name",           "data_dir", "train_samples", "test_samples",
                                             "synthetic_fill", "classes",  "input_shape"};
-const std::set<std::string> kSolverKeys = {
-    "lr",    "momentum", "weight_decay",      "lr_policy",           "gamma",      "step",         "milestones",
-    "power", "warmup",   "warmup_iterations", "warmup_start_factor", "lr_scaling", "lr_base_batch"};
 
 std::set<std::string> dataset_name_set() {
   const std::vector<std::string> names = dataset_names();
@@ -188,28 +191,6 @@ DatasetSpec read_dataset(const ExperimentReader& r, const ConfigNode& n) {
   return d;
 }
 
-void read_solver(const ExperimentReader& r, const ConfigNode& n, Experiment& e) {
-  r.check_keys(n, kSolverKeys);
-  auto& s = e.solver;
-  if (auto c = r.child(n, "lr")) s["lr"] = number_in(*c, 0, 1e6, true);
-  if (auto c = r.child(n, "momentum")) s["momentum"] = number_in(*c, 0, 1, false);
-  if (auto c = r.child(n, "weight_decay")) s["weight_decay"] = number_in(*c, 0, 1e6, false);
-  if (auto c = r.child(n, "lr_policy")) s["lr_policy"] = one_of(*c, {"fixed", "step", "exp", "multistep", "poly"});
-  if (auto c = r.child(n, "gamma")) s["gamma"] = number_in(*c, 0, 1e6, true);
-  if (auto c = r.child(n, "step")) s["step"] = number_in(*c, 0, 1e6, true);
-  if (auto c = r.child(n, "power")) s["power"] = number_in(*c, 0, 1e6, false);
-  if (auto c = r.child(n, "warmup")) s["warmup"] = number_in(*c, 0, 1e6, false);
-  if (auto c = r.child(n, "warmup_iterations")) s["warmup_iterations"] = int_in(*c, 0, int64_t(1) << 40);
-  if (auto c = r.child(n, "warmup_start_factor")) s["warmup_start_factor"] = number_in(*c, 0, 1, false);
-  if (auto c = r.child(n, "lr_scaling")) s["lr_scaling"] = one_of(*c, {"none", "linear"});
-  if (auto c = r.child(n, "lr_base_batch")) s["lr_base_batch"] = int_in(*c, 1, int64_t(1) << 30);
-  if (auto c = r.child(n, "milestones")) {
-    nlohmann::json list = nlohmann::json::array();
-    for (const auto& m : list_items(*c)) list.push_back(number_in(m, 0, 1e6, true));
-    s["milestones"] = list;
-  }
-}
-
 AllreduceMode read_allreduce(const ExperimentReader& r, const ConfigNode& n, const Experiment& e) {
   AllreduceMode m;
   if (n.is_scalar()) {
@@ -296,13 +277,16 @@ void read_infer(const ExperimentReader& r, const ConfigNode& n, Experiment& e) {
 
 void read_matrix(const ExperimentReader& r, const ConfigNode& root, const ConfigNode& m, Experiment& e,
                  const HostInfo& host) {
-  r.check_keys(m, kMatrixKeys);
+  r.check_keys(m, matrix_keys());
   const bool infer = e.mode == "infer";
   check_matrix_size(r, m, infer);
   if (infer)
     for (const auto& key : kTrainOnlyMatrixKeys)
       if (auto c = r.child(m, key))
         c->fail("applies to training experiments; an inference run measures infer.batch's sizes on each rank set");
+  if (infer)
+    for (const auto& key : setting_axis_keys())
+      if (auto c = r.child(m, key)) c->fail("a train setting: its axis applies to training experiments");
   auto top_net = r.child(root, "network");
   if (auto c = r.child(m, "network")) {
     if (top_net) c->fail("the network is given twice (also as top-level 'network'): keep one");
@@ -387,6 +371,7 @@ void read_matrix(const ExperimentReader& r, const ConfigNode& root, const Config
     e.allreduce = {AllreduceMode{}};
   }
   if (auto c = r.child(m, "repeats")) e.repeats = int_in(*c, 1, 1000);
+  if (!infer) read_setting_axes(r, root, m, e);
   check_distinct_axis_values(r, m, e);
 }
 
@@ -444,7 +429,8 @@ Experiment parse_experiment_text(const std::string& text, const std::string& fil
   if (auto c = r.child(root, "solver")) read_solver(r, *c, e);
   read_length(r, root, e.length);
   if (auto c = r.child(root, "measure")) e.measure = one_of(*c, {"steady", "phases"});
-  if (auto c = r.child(root, "seed")) e.seed = int_in(*c, 0, int64_t(1) << 62);
+  if (auto c = r.child(root, "seed")) e.seed = read_setting(*find_train_setting("seed"), *c).get<int64_t>();
+  if (auto c = r.child(root, "seeds")) e.seeds = one_of(*c, {"vary", "fixed"});
   if (auto c = r.child(root, "extra_args")) read_extra_args(*c, infer, e);
   read_matrix(r, root, r.get(root, "matrix"), e, host);
 

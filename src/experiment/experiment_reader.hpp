@@ -10,6 +10,7 @@
 
 #include "core/config.hpp"
 #include "experiment/experiment.hpp"
+#include "experiment/train_settings.hpp"
 
 namespace cnnscale {
 
@@ -40,6 +41,17 @@ int64_t int_in(const ConfigNode& n, int64_t lo, int64_t hi);
 double number_in(const ConfigNode& n, double lo, double hi, bool lo_open);
 // Scalar or sequence, each item checked: the list elements keep their own locations.
 std::vector<ConfigNode> list_items(const ConfigNode& n);
+
+// Train's settings in the schema (experiment_settings.cpp), from their table: a value checked as its
+// entry declares; the keys of a section ("solver"; "" the top level); every setting's axis name.
+nlohmann::json read_setting(const TrainSetting& s, const ConfigNode& n);
+std::set<std::string> setting_keys(const std::string& section);
+std::set<std::string> setting_axis_keys();
+// solver: each key a setting of section solver, into e.solver.
+void read_solver(const ExperimentReader& r, const ConfigNode& n, Experiment& e);
+// matrix.<setting>: each setting named in the matrix, in the table's order, into e.setting_axes;
+// refused where the fixed key is given too or a value is listed twice.
+void read_setting_axes(const ExperimentReader& r, const ConfigNode& root, const ConfigNode& m, Experiment& e);
 
 // The matrix's rank sets and split policies (experiment_matrix.cpp): gpus, gpu_mix, cpu_mix, split;
 // ranks are checked against `host` and each batch.

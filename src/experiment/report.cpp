@@ -70,6 +70,16 @@ std::string report_markdown(const ReportOptions& options, const ReportOutcome& o
   out += ". Values are mean ± sample standard deviation over repeats (runs equal in every identity key: ";
   for (size_t i = 0; i < kGroupKeys.size(); ++i) out += (i ? ", " : "") + kGroupKeys[i];
   out += "); — is unknown (null).\n\n";
+  // Whether a ± over repeats includes the spread over seeds or is timing noise alone.
+  if (outcome.seeds == "seeds: vary")
+    out += "Repeats: each repeat of a sweep point trained with a seed of its own (seeds: vary), so ± includes the "
+           "spread over seeds.\n\n";
+  if (outcome.seeds == "seeds: fixed")
+    out += "Repeats: every repeat of a sweep point trained with the point's one seed (seeds: fixed), so ± is "
+           "timing noise and the accuracy repeats.\n\n";
+  if (outcome.seeds == "seeds: mixed")
+    out += "Repeats: some sweep points varied their repeats' seeds (seeds: vary), others kept one (seeds: "
+           "fixed).\n\n";
   if (!outcome.interrupted.empty()) {
     // Their figures cover only the steps before the signal: averaging them in would mislead.
     out += fmt::format(
@@ -169,6 +179,7 @@ ReportOutcome write_report(const ReportOptions& options) {
   for (const std::string& path : options.baselines) baselines.push_back(read_baseline(path));
   ReportOutcome outcome;
   std::vector<RunRecord> runs = scan_runs(options.results_dir, &outcome.unreadable, &outcome.interrupted);
+  outcome.seeds = seeds_mode(runs);
   // `bench allreduce --results` files next to the runs (ROOT/<name>/allreduce/): a folder may hold
   // only those.
   const std::vector<AllreduceBenchFile> benches = find_allreduce_benches(options.results_dir);

@@ -33,6 +33,7 @@ struct ReportOutcome {
   std::vector<std::pair<std::string, std::string>> figures_left_out;  // figure name -> why (no data)
   std::vector<std::string> interrupted;  // folders of interrupted runs, left out of tables and figures
   int runs = 0, configurations = 0, unreadable = 0;
+  std::string seeds;  // how the sweep runs' repeats were seeded (seeds_mode); "" when none says
   int allreduce_files = 0;  // `bench allreduce` results files in the allreduce table
   int infer_files = 0;      // `infer --results` files (the offline ones make the inference table)
   int calibration_files = 0;  // `calibrate --results` files (the int8 accuracy table)

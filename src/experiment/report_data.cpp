@@ -19,6 +19,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "experiment/train_settings.hpp"
 #include "io/results_writer.hpp"
 #include "io/summary_schema.hpp"
 #include "parallel/split_policy.hpp"
@@ -27,7 +28,8 @@ namespace cnnscale::report {
 
 namespace fs = std::filesystem;
 
-const std::vector<std::string> kGroupKeys = {"net",
+namespace {
+const std::vector<std::string> kFixedGroupKeys = {"net",
                                              "data",
                                              "device",
                                              "precision",
@@ -45,6 +47,40 @@ const std::vector<std::string> kGroupKeys = {"net",
                                              "threads_per_rank",
                                              "split",
                                              "mix"};
+
+// The train setting a group key is the report label of, or nullptr.
+const TrainSetting* setting_of_label(const std::string& key) {
+  for (const TrainSetting& s : train_settings())
+    if (!s.report_label.empty() && s.report_label == key) return &s;
+  return nullptr;
+}
+}  // namespace
+
+const std::vector<std::string> kGroupKeys = [] {
+  std::vector<std::string> keys = kFixedGroupKeys;
+  for (const TrainSetting& s : train_settings())
+    if (!s.report_label.empty()) keys.push_back(s.report_label);
+  return keys;
+}();
+
+nlohmann::json run_config_of(const std::string& config_text) {
+  const std::string marker = "\nrun: ";
+  const size_t at = config_text.find(marker);
+  if (at == std::string::npos) return nullptr;
+  const size_t start = at + marker.size();
+  const size_t end = config_text.find('\n', start);
+  return nlohmann::json::parse(config_text.substr(start, end == std::string::npos ? end : end - start), nullptr,
+                               false);
+}
+
+std::string seeds_mode(const std::vector<RunRecord>& runs) {
+  std::set<std::string> modes;
+  for (const RunRecord& r : runs)
+    if (const SummaryValue v = summary_value(r.summary, "tag.seeds"); const std::string* s = std::get_if<std::string>(&v))
+      modes.insert(*s);
+  if (modes.empty()) return "";
+  return modes.size() == 1 ? "seeds: " + *modes.begin() : "seeds: mixed";
+}
 
 namespace {
 
@@ -137,6 +173,14 @@ std::string RunRecord::text(const std::string& key) const {
   if (key == "split" && !summary.split.has_value()) return "even";
   // Not a summary figure: what NCCL read from the environment, recorded beside the library versions.
   if (key == "nccl_env") return nccl_env;
+  // A train setting, from the recorded configuration; the seed of a sweep's run as its point's.
+  if (const TrainSetting* s = setting_of_label(key)) {
+    if (key == "seed")
+      if (const SummaryValue v = summary_value(summary, "tag.seed_base"); std::holds_alternative<std::string>(v))
+        return std::get<std::string>(v);
+    const nlohmann::json value = recorded_setting(*s, run_config);
+    return value.is_null() ? "" : s->text(value);
+  }
   // Runs from before mixed precision computed and exchanged gradients in fp32 (and said nothing of
   // the exchange): the same keys as a recorded fp32 run, so they stay its repeats and baselines.
   const SummaryValue v = summary_value(summary, key);
@@ -279,7 +323,8 @@ std::vector<RunRecord> scan_runs(const std::string& results_dir, int* unreadable
       StepPartition step = partition_step(r.timeline, r.summary);
       runs.push_back(RunRecord{folder.string(), r.run_id, std::move(r.summary), std::move(r.methods), samples,
                                std::move(step), std::move(r.rank_summary), std::move(r.split),
-                               r.system.nccl_env.value_or(""), std::move(r.epochs), std::move(r.config_text)});
+                               r.system.nccl_env.value_or(""), std::move(r.epochs), r.config_text,
+                               run_config_of(r.config_text)});
     } catch (const std::exception& e) {
       ++bad;
       log::warn("report: skipping unreadable run folder {}: {}", folder.string(), e.what());

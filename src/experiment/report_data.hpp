@@ -4,6 +4,7 @@
 #pragma once
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +28,9 @@ struct RunRecord {
   std::string nccl_env;            // /system nccl_env ("" when null: no NCCL, or not recorded)
   std::vector<EpochRecord> epochs;  // /epochs: test accuracy and training seconds per epoch
   std::string config_text;          // /config/text: the recorded settings (runs.csv)
+  // The configuration train recorded (the "run:" line of /config; null for files without one): the
+  // train settings' values (train_settings.hpp) are read from it.
+  nlohmann::json run_config;
 
   double number(NumberFigure RunSummary::*figure) const { return (summary.*figure).value_or(kMissing); }
   // A figure by its summary name (the grouping keys, kGroupKeys): "" when missing or null; numbers printed.
@@ -41,8 +45,15 @@ struct RunRecord {
 // (unequal ranks) identify too: an `auto` run is no repeat of an `even` one; a `manual` split's key
 // carries its shares ("manual 40+24"), which the user chose, while the shares other policies end
 // with are their outcome and vary between repeats. precision and allreduce_dtype (mixed precision)
-// identify too; runs that predate them read as fp32.
+// identify too; runs that predate them read as fp32. After them, the report label of every train
+// setting that has one (train_settings.hpp): lr, momentum, ..., seed (a sweep's runs by the base seed
+// of their point, so that repeats of varied seeds stay one configuration).
 extern const std::vector<std::string> kGroupKeys;
+// The run's recorded configuration in a run.h5 /config text ("run: {...}"), or null.
+nlohmann::json run_config_of(const std::string& config_text);
+// "seeds: vary" or "seeds: fixed" where every sweep run says (tag seeds) the same; "seeds: mixed" where
+// they differ; "" where no run says.
+std::string seeds_mode(const std::vector<RunRecord>& runs);
 
 // mean, sample standard deviation (n - 1; NaN for n < 2), min and max over the non-null values.
 struct Stat {

@@ -14,6 +14,7 @@
 
 #include "core/error.hpp"
 #include "experiment/sweep.hpp"
+#include "experiment/train_settings.hpp"
 #include "io/requeue_record.hpp"
 
 namespace cnnscale {
@@ -28,11 +29,6 @@ std::string shell_quote(const std::string& s) {
 }
 
 namespace {
-
-std::string number_text(const nlohmann::json& v) {
-  if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
-  return fmt::format("{}", v.get<double>());
-}
 
 std::vector<std::string> split_words(const char* text) {
   std::vector<std::string> out;
@@ -60,19 +56,15 @@ std::vector<std::string> train_arguments(const Experiment& e, const RunSpec& run
     add("--iterations", std::to_string(run.iterations));
   add("--device", e.device);
   add("--precision", run.precision);
-  add("--seed", std::to_string(e.seed));
-  for (const auto& [key, value] : e.solver.items()) {
-    std::string flag = fmt::format("--{}", key);
-    std::replace(flag.begin(), flag.end(), '_', '-');
-    if (value.is_array()) {
-      std::string list;
-      for (const auto& v : value) list.append(list.empty() ? "" : ",").append(number_text(v));
-      add(flag, list);
-    } else if (value.is_string()) {
-      add(flag, value.get<std::string>());
-    } else {
-      add(flag, number_text(value));
-    }
+  // The run's settings, each by its flag in the table (train_settings.hpp): its seed, then the solver's
+  // fixed values and the point's axis values, in key order.
+  add("--seed", std::to_string(run.seed));
+  nlohmann::json solver = e.solver;
+  for (const auto& [name, value] : run.settings.items())
+    if (find_train_setting(name)->section == "solver") solver[name] = value;
+  for (const auto& [key, value] : solver.items()) {
+    const TrainSetting& setting = *find_train_setting(key);
+    add(setting.flag, setting.text(value));
   }
   add("--measure", e.measure);
   if (run.whole_epochs > 0) add("--whole-epochs", std::to_string(run.whole_epochs));
@@ -105,6 +97,9 @@ std::vector<std::string> train_arguments(const Experiment& e, const RunSpec& run
   add("--tag", fmt::format("split={}", run.ranks == 1 ? std::string("single") : run.split));
   if (!run.gpu_mix.empty()) add("--tag", fmt::format("gpu_mix={}", GpuMix{run.gpu_mix, run.gpu_sms}.label()));
   if (!run.slowdown.empty()) add("--tag", fmt::format("cpu_mix={}", cpu_mix_label(run.slowdown)));
+  // The report groups a point's repeats by their base seed and says whether their seeds varied.
+  add("--tag", fmt::format("seed_base={}", run.seed_base));
+  add("--tag", fmt::format("seeds={}", e.seeds));
   a.insert(a.end(), e.extra_args.begin(), e.extra_args.end());
   return a;
 }

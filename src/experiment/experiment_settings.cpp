@@ -1,0 +1,80 @@
+// The experiment schema of train's settings, made from their table (train_settings.hpp): each setting
+// is a fixed key (solver.lr, seed) and a matrix axis (matrix.lr: [0.1, 0.01]), its values checked
+// as the table declares, every error at its own "file:line:col: key.path".
+#include <fmt/format.h>
+
+#include <map>
+#include <set>
+
+#include "experiment/experiment_reader.hpp"
+#include "experiment/train_settings.hpp"
+
+namespace cnnscale {
+
+nlohmann::json read_setting(const TrainSetting& s, const ConfigNode& n) {
+  switch (s.type) {
+    case SettingType::Integer:
+      return int_in(n, static_cast<int64_t>(s.min), static_cast<int64_t>(s.max));
+    case SettingType::Number:
+      return number_in(n, s.min, s.max, s.min_open);
+    case SettingType::Choice:
+      return one_of(n, std::set<std::string>(s.choices.begin(), s.choices.end()));
+    case SettingType::NumberList: {
+      nlohmann::json list = nlohmann::json::array();
+      for (const auto& m : list_items(n)) list.push_back(number_in(m, s.min, s.max, s.min_open));
+      return list;
+    }
+  }
+  return nullptr;
+}
+
+std::set<std::string> setting_keys(const std::string& section) {
+  std::set<std::string> keys;
+  for (const TrainSetting& s : train_settings())
+    if (s.section == section) keys.insert(s.name);
+  return keys;
+}
+
+std::set<std::string> setting_axis_keys() {
+  std::set<std::string> keys;
+  for (const TrainSetting& s : train_settings()) keys.insert(s.name);
+  return keys;
+}
+
+void read_solver(const ExperimentReader& r, const ConfigNode& n, Experiment& e) {
+  r.check_keys(n, setting_keys("solver"));
+  for (const TrainSetting& s : train_settings())
+    if (s.section == "solver")
+      if (auto c = r.child(n, s.name)) e.solver[s.name] = read_setting(s, *c);
+}
+
+void read_setting_axes(const ExperimentReader& r, const ConfigNode& root, const ConfigNode& m, Experiment& e) {
+  for (const TrainSetting& s : train_settings()) {
+    auto c = r.child(m, s.name);
+    if (!c) continue;
+    // One value per run: a fixed key beside the axis would be overruled by it without a word.
+    std::optional<ConfigNode> fixed = s.section.empty() ? r.child(root, s.name) : std::nullopt;
+    if (!s.section.empty())
+      if (auto section = r.child(root, s.section)) fixed = r.child(*section, s.name);
+    if (fixed)
+      c->fail(fmt::format("{} is given twice (also as '{}'): keep the axis or the fixed value", s.name,
+                          fixed->path()));
+    // A list of lists for a list-valued setting ([[30, 60], [20, 40]]); a single list is one value.
+    const bool one_list = s.type == SettingType::NumberList && c->is_sequence() &&
+                          (c->size() == 0 || !c->items().front().is_sequence());
+    const std::vector<ConfigNode> items = one_list ? std::vector<ConfigNode>{*c} : list_items(*c);
+    Experiment::SettingAxis axis{s.name, {}};
+    std::map<std::string, size_t> first;
+    for (size_t i = 0; i < items.size(); ++i) {
+      axis.values.push_back(read_setting(s, items[i]));
+      // Two values that spell alike would be one run twice (one id).
+      const std::string spelt = s.text(axis.values.back());
+      if (const auto [at, fresh] = first.emplace(spelt, i); !fresh)
+        items[i].fail(fmt::format("{} is listed twice (also matrix.{}[{}]): both would be one run, of one run id",
+                                  spelt, s.name, at->second));
+    }
+    e.setting_axes.push_back(std::move(axis));
+  }
+}
+
+}  // namespace cnnscale

@@ -1,0 +1,207 @@
+// The table of train's settings (train_settings.hpp) and what reads a setting back from a recorded
+// run configuration. To add a setting: one entry below, its field in app/train_setting_options.cpp,
+// and the code that uses it; docs/architecture.md ("Settings") says what each part makes of it.
+#include "experiment/train_settings.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <map>
+
+namespace cnnscale {
+
+namespace {
+
+constexpr double kBig = 1e6;
+constexpr int64_t kSeedLimit = int64_t(1) << 62;
+
+TrainSetting number(std::string name, double def, std::string help, double min, double max, bool min_open,
+                    std::string section = "solver") {
+  TrainSetting s;
+  s.name = std::move(name);
+  s.type = SettingType::Number;
+  s.default_value = def;
+  s.help = std::move(help);
+  s.min = min;
+  s.max = max;
+  s.min_open = min_open;
+  s.section = std::move(section);
+  s.record = Record::SolverText;
+  return s;
+}
+
+TrainSetting integer(std::string name, int64_t def, std::string help, double min, double max,
+                     std::string section = "solver") {
+  TrainSetting s = number(std::move(name), 0, std::move(help), min, max, false, std::move(section));
+  s.type = SettingType::Integer;
+  s.default_value = def;
+  return s;
+}
+
+TrainSetting choice(std::string name, std::string def, std::string help, std::vector<std::string> choices,
+                    std::string section = "solver") {
+  TrainSetting s = number(std::move(name), 0, std::move(help), 0, 0, false, std::move(section));
+  s.type = SettingType::Choice;
+  s.default_value = std::move(def);
+  s.choices = std::move(choices);
+  return s;
+}
+
+// The flag: "--" and the name with '-' for '_', unless given.
+TrainSetting& with_flag(TrainSetting& s, const std::string& flag = "") {
+  if (!flag.empty()) {
+    s.flag = flag;
+    return s;
+  }
+  s.flag = "--" + s.name;
+  std::replace(s.flag.begin(), s.flag.end(), '_', '-');
+  return s;
+}
+
+std::vector<TrainSetting> make_settings() {
+  std::vector<TrainSetting> all;
+  auto add = [&](TrainSetting s, const std::string& flag = "", std::string report = "", std::string unit = "") {
+    with_flag(s, flag);
+    s.report_label = std::move(report);
+    s.unit = std::move(unit);
+    all.push_back(std::move(s));
+  };
+  // The seed is recorded always (run_config.seed); the report groups a sweep's runs by the base seed
+  // of their point (tag seed_base), so that repeats of varied seeds stay one configuration.
+  {
+    TrainSetting seed = integer("seed", 1, "Seed of weight init, shuffling, dropout and synthetic data", 0,
+                                static_cast<double>(kSeedLimit), "");
+    seed.record = Record::Always;
+    add(std::move(seed), "", "seed");
+  }
+  // The solver's settings are recorded in its one-line description (run_config.solver), as every run
+  // id so far was made from: a value that changes the training changes that text.
+  add(number("lr", 0.01, "Base learning rate", 0, kBig, true), "", "lr");
+  {
+    TrainSetting s = choice("lr_scaling", "none",
+                            "linear: train the global batch B with lr x B / --lr-base-batch (the linear scaling "
+                            "rule; pair it with --warmup); none: lr as given",
+                            {"none", "linear"});
+    add(std::move(s), "", "lr_scaling");
+  }
+  {
+    TrainSetting s = integer("lr_base_batch", 64, "the global batch --lr is meant for under --lr-scaling linear", 1,
+                             double(int64_t(1) << 30));
+    s.cli_checks_range = true;
+    add(std::move(s), "", "lr_base_batch", "samples");
+  }
+  add(number("momentum", 0.9, "SGD momentum", 0, 1, false), "", "momentum");
+  add(number("weight_decay", 5e-4, "L2 weight decay", 0, kBig, false), "", "weight_decay");
+  add(choice("lr_policy", "fixed", "fixed, step, exp, multistep or poly", {"fixed", "step", "exp", "multistep", "poly"}),
+      "", "lr_policy");
+  add(number("gamma", 0.1, "step/exp/multistep factor", 0, kBig, true), "", "gamma");
+  add(number("step", 1.0, "step: epochs between lr drops", 0, kBig, true), "", "step", "epochs");
+  {
+    TrainSetting s = number("milestones", 0, "multistep: epochs of lr drops (comma-separated)", 0, kBig, true);
+    s.type = SettingType::NumberList;
+    s.default_value = nlohmann::json::array();
+    add(std::move(s), "", "milestones", "epochs");
+  }
+  add(number("power", 1.0, "poly: exponent", 0, kBig, false), "", "power");
+  add(number("warmup", 0.0, "Linear warm-up length in epochs", 0, kBig, false), "", "warmup", "epochs");
+  add(integer("warmup_iterations", 0, "Linear warm-up length in iterations", 0, double(int64_t(1) << 40)), "",
+      "warmup_iterations", "iterations");
+  add(number("warmup_start_factor", 0.1, "Warm-up starts at lr x this", 0, 1, false), "", "warmup_start_factor");
+  return all;
+}
+
+// Where a solver setting stands in SolverConfig::describe()'s text: the words before its value and,
+// where two settings share them, the words after it.
+struct InText {
+  std::string before, after;
+};
+const std::map<std::string, InText>& solver_text_places() {
+  static const std::map<std::string, InText> places = {
+      {"lr", {"lr ", ""}},
+      {"momentum", {" momentum ", ""}},
+      {"weight_decay", {" weight decay ", ""}},
+      {"lr_policy", {" policy ", ""}},
+      {"gamma", {"(gamma ", ""}},
+      {"step", {" every ", " epochs"}},
+      {"milestones", {" at epochs ", ")"}},
+      {"power", {"(power ", ")"}},
+      {"warmup", {", warm-up ", " epochs"}},
+      {"warmup_iterations", {", warm-up ", " iterations"}},
+      {"warmup_start_factor", {" from x", ""}},
+      {"lr_base_batch", {" scaled linearly from batch ", ""}},
+  };
+  return places;
+}
+
+// The value after `place.before` in `text`, up to a space, comma or parenthesis, or nullopt; with
+// `place.after`, only where those words follow it.
+std::optional<std::string> value_in_text(const std::string& text, const InText& place) {
+  for (size_t at = text.find(place.before); at != std::string::npos; at = text.find(place.before, at + 1)) {
+    const size_t start = at + place.before.size();
+    size_t end = start;
+    while (end < text.size() && text[end] != ' ' && text[end] != '(' && text[end] != ')' &&
+           (text[end] != ',' || place.after == ")"))
+      ++end;
+    if (end == start) continue;
+    if (!place.after.empty() && text.compare(end, place.after.size(), place.after) != 0) continue;
+    return text.substr(start, end - start);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string TrainSetting::text(const nlohmann::json& value) const {
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_array()) {
+    std::vector<std::string> parts;
+    for (const auto& v : value) parts.push_back(text(v));
+    return fmt::format("{}", fmt::join(parts, ","));
+  }
+  if (value.is_number_integer()) return std::to_string(value.get<int64_t>());
+  if (value.is_number()) return fmt::format("{}", value.get<double>());
+  return value.dump();
+}
+
+const std::vector<TrainSetting>& train_settings() {
+  static const std::vector<TrainSetting> settings = make_settings();
+  return settings;
+}
+
+const TrainSetting* find_train_setting(const std::string& name) {
+  for (const TrainSetting& s : train_settings())
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+int64_t repeat_seed(int64_t base, int64_t repeat) {
+  if (repeat <= 1) return base;
+  // splitmix64 of the pair: neighbouring bases and repeats give unrelated seeds.
+  uint64_t z = static_cast<uint64_t>(base) * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(repeat);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<int64_t>(z >> 2);  // < 2^62
+}
+
+nlohmann::json recorded_setting(const TrainSetting& s, const nlohmann::json& run_config) {
+  if (!run_config.is_object()) return nullptr;
+  if (s.record == Record::SolverText) {
+    const auto solver = run_config.find("solver");
+    if (solver == run_config.end() || !solver->is_string()) return nullptr;
+    const std::string text = solver->get<std::string>();
+    if (s.name == "lr_scaling") return text.find(" scaled linearly ") != std::string::npos ? "linear" : "none";
+    const auto place = solver_text_places().find(s.name);
+    if (place == solver_text_places().end()) return nullptr;
+    const std::optional<std::string> value = value_in_text(text, place->second);
+    // Not in the text: the setting did not apply (gamma of a fixed policy), so its value changed nothing.
+    if (!value) return s.default_value;
+    return *value;
+  }
+  const auto it = run_config.find(s.name);
+  if (it != run_config.end()) return *it;
+  return s.record == Record::NotDefault ? s.default_value : nlohmann::json(nullptr);
+}
+
+}  // namespace cnnscale

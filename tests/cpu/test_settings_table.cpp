@@ -1,0 +1,152 @@
+// Every setting of train's table (experiment/train_settings.hpp) is found where the table says it
+// goes: train's --help, the experiment schema (fixed key and matrix axis, on the sweep's command
+// lines), the configuration train records, and the report's grouping; and a sweep over
+// matrix.seed/lr/momentum/weight_decay shows each value in the report.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "common/temp_dir.hpp"
+#include "cpu/cli_runner.hpp"
+#include "cpu/experiment_test_util.hpp"
+#include "experiment/experiment_reader.hpp"
+#include "experiment/report_data.hpp"
+#include "experiment/sweep.hpp"
+#include "experiment/train_settings.hpp"
+#include "io/results_writer.hpp"
+
+namespace cnnscale::testing {
+namespace {
+
+// A valid value other than the default, made from the entry alone (so a new entry is covered as it is
+// declared): half the default where the range allows, else one above it; another choice; a list.
+nlohmann::json other_value(const TrainSetting& s) {
+  switch (s.type) {
+    case SettingType::Choice:
+      for (const std::string& c : s.choices)
+        if (c != s.default_value.get<std::string>()) return c;
+      break;
+    case SettingType::NumberList:
+      return nlohmann::json::array({1, 2});
+    case SettingType::Integer: {
+      const int64_t d = s.default_value.get<int64_t>();
+      return d / 2 >= s.min && d / 2 != d ? d / 2 : d + 1;
+    }
+    case SettingType::Number: {
+      const double d = s.default_value.get<double>();
+      return d / 2 > s.min ? d / 2 : d + 1 <= s.max ? d + 1 : (d + s.min) / 2;
+    }
+  }
+  ADD_FAILURE() << s.name << ": no other value";
+  return nullptr;
+}
+
+TEST(SettingsTable, EveryEntryIsInTrainsHelpAndTheSweepsFlagsWithItsExperimentKey) {
+  const CliResult help = run_cnnscale({"train", "--help"});
+  ASSERT_EQ(help.exit_code, 0) << help.err;
+  for (const TrainSetting& s : train_settings()) {
+    EXPECT_NE(help.out.find(s.flag), std::string::npos) << s.flag;
+    EXPECT_NE(help.out.find(s.help.substr(0, 20)), std::string::npos) << s.help;
+    EXPECT_NE(sweep_train_flags().at(s.flag).find(s.experiment_key()), std::string::npos) << s.flag;
+  }
+}
+
+TEST(SettingsTable, EveryEntryIsAFixedKeyAndAMatrixAxisOnTheRunsCommandLines) {
+  for (const TrainSetting& s : train_settings()) {
+    const nlohmann::json v = other_value(s);
+    // Fixed: the value on every run's command line.
+    const std::string fixed = fmt::format("{}={}", s.experiment_key(), v.dump());
+    const Experiment e = parse(kBaseExperiment, {fixed, "seeds=fixed"});
+    for (const RunSpec& r : expand_runs(e)) EXPECT_EQ(flag_value(train_arguments(e, r, "/r"), s.flag), s.text(v));
+    // An axis of two values: twice the runs, each with its value on its command line and in its id.
+    // (A list setting's default, no list, is no value to pass: another list stands for it.)
+    const nlohmann::json first = s.type == SettingType::NumberList ? nlohmann::json::array({3}) : s.default_value;
+    const std::string axis = fmt::format("matrix.{}=[{}, {}]", s.name, first.dump(), v.dump());
+    const Experiment m = parse(kBaseExperiment + "  repeats: 1\nseeds: fixed\n", {axis});
+    const std::vector<RunSpec> runs = expand_runs(m);
+    ASSERT_EQ(runs.size(), expand_runs(parse(kBaseExperiment + "  repeats: 1\n")).size() * 2) << s.name;
+    std::set<std::string> seen, ids;
+    for (const RunSpec& r : runs) {
+      seen.insert(flag_value(train_arguments(m, r, "/r"), s.flag));
+      ids.insert(r.id);
+      EXPECT_NE(r.id.find("-" + s.name), std::string::npos) << r.id;
+    }
+    EXPECT_EQ(seen, (std::set<std::string>{s.text(first), s.text(v)})) << s.name;
+    EXPECT_EQ(ids.size(), runs.size()) << s.name;
+    // Given twice, as a fixed key and an axis: refused at the axis.
+    expect_error(kBaseExperiment, {fmt::format("matrix.{}", s.name), "given twice"}, {fixed, axis});
+  }
+}
+
+TEST(SettingsTable, EveryEntryIsRecordedAndGroupedByTheReport) {
+  TempDir dir;
+  std::map<std::string, int> found;  // setting -> runs whose recorded configuration showed its value
+  // One run per learning-rate policy, every other setting off its default (a policy's own settings are
+  // recorded only under it); the warm-up in epochs and in iterations take turns.
+  const TrainSetting& policy = *find_train_setting("lr_policy");
+  for (size_t p = 0; p < policy.choices.size(); ++p) {
+    std::vector<std::string> args = {"train", "--net", "lenet", "--data", "synthetic", "--iterations", "1",
+                                     "--batch", "4", "--results", dir.str(), "--experiment", "e", "--run-id",
+                                     "r" + std::to_string(p), "--min-window", "0", "--timing-warmup", "0"};
+    std::map<std::string, nlohmann::json> given;
+    for (const TrainSetting& s : train_settings()) {
+      if (s.name == (p % 2 ? "warmup" : "warmup_iterations")) continue;
+      if (s.name == "milestones" && policy.choices[p] != "multistep") continue;  // train refuses them elsewhere
+      given[s.name] = s.name == "lr_policy" ? nlohmann::json(policy.choices[p]) : other_value(s);
+      args.insert(args.end(), {s.flag, s.text(given[s.name])});
+    }
+    const CliResult r = run_cnnscale(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    report::RunRecord record;
+    record.run_config = report::run_config_of(read_run_results(dir.str() + "/e/r" + std::to_string(p)).config_text);
+    ASSERT_TRUE(record.run_config.is_object());
+    for (const auto& [name, value] : given) {
+      const TrainSetting& s = *find_train_setting(name);
+      const nlohmann::json recorded = recorded_setting(s, record.run_config);
+      if (recorded == s.default_value) continue;  // not recorded under this policy: it did not apply
+      EXPECT_EQ(s.text(recorded), s.text(value)) << name;
+      ++found[name];
+      // The report groups by it, under its label, with the value as the run has it.
+      ASSERT_FALSE(s.report_label.empty()) << name;
+      EXPECT_NE(std::find(report::kGroupKeys.begin(), report::kGroupKeys.end(), s.report_label),
+                report::kGroupKeys.end())
+          << name;
+      EXPECT_EQ(record.text(s.report_label), s.text(value)) << name;
+    }
+  }
+  for (const TrainSetting& s : train_settings()) EXPECT_GT(found[s.name], 0) << s.name << " was never recorded";
+}
+
+TEST(SettingsTable, MatrixSeedLrMomentumAndWeightDecaySweepAndShowInTheReport) {
+  TempDir dir;
+  const std::string file = dir.file("axes.yaml");
+  std::ofstream(file) << "name: axes\ndataset: synthetic\niterations: 2\nseeds: vary\n"
+                         "matrix:\n  network: [lenet]\n  batch: [4]\n  repeats: 2\n  seed: [1, 2]\n"
+                         "  lr: [0.1, 0.01]\n  momentum: [0.5]\n  weight_decay: [0.001]\n";
+  const CliResult sweep = run_cnnscale({"sweep", file, "--results", dir.str() + "/res"});
+  ASSERT_EQ(sweep.exit_code, 0) << sweep.err;
+  const std::vector<report::RunRecord> runs = report::scan_runs(dir.str() + "/res");
+  ASSERT_EQ(runs.size(), 8u);
+  const std::vector<report::ConfigGroup> groups = report::group_runs(runs);
+  ASSERT_EQ(groups.size(), 4u);  // seed x lr; each with its two repeats (seeds of their own)
+  std::set<std::string> labels;
+  const report::VaryingKeys varying = report::varying_keys(groups);
+  for (const report::ConfigGroup& g : groups) {
+    EXPECT_EQ(g.runs.size(), 2u);
+    EXPECT_EQ(g.key.at("momentum"), "0.5");
+    EXPECT_EQ(g.key.at("weight_decay"), "0.001");
+    labels.insert(report::variant_label(g, varying));
+  }
+  EXPECT_EQ(labels, (std::set<std::string>{"seed=1 lr=0.01", "seed=2 lr=0.01", "seed=1 lr=0.1", "seed=2 lr=0.1"}));
+  const CliResult rep = run_cnnscale({"report", dir.str() + "/res", "--no-plots"});
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  std::ifstream in(dir.str() + "/res/report/report.md");
+  const std::string md((std::istreambuf_iterator<char>(in)), {});
+  for (const char* text : {"seed=2 lr=0.1", "seed=1 lr=0.01", "seeds: vary"})
+    EXPECT_NE(md.find(text), std::string::npos) << text << "\n" << md;
+}
+
+}  // namespace
+}  // namespace cnnscale::testing
