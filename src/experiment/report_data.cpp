@@ -324,7 +324,7 @@ std::vector<RunRecord> scan_runs(const std::string& results_dir, int* unreadable
       runs.push_back(RunRecord{folder.string(), r.run_id, std::move(r.summary), std::move(r.methods), samples,
                                std::move(step), std::move(r.rank_summary), std::move(r.split),
                                r.system.nccl_env.value_or(""), std::move(r.epochs), r.config_text,
-                               run_config_of(r.config_text)});
+                               run_config_of(r.config_text), std::move(r.provenance)});
     } catch (const std::exception& e) {
       ++bad;
       log::warn("report: skipping unreadable run folder {}: {}", folder.string(), e.what());

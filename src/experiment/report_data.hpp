@@ -11,6 +11,7 @@
 
 #include "experiment/report_phases.hpp"
 #include "io/measure_mode.hpp"
+#include "io/provenance.hpp"
 #include "io/run_results.hpp"
 
 namespace cnnscale::report {
@@ -31,6 +32,7 @@ struct RunRecord {
   // The configuration train recorded (the "run:" line of /config; null for files without one): the
   // train settings' values (train_settings.hpp) are read from it.
   nlohmann::json run_config;
+  std::optional<Provenance> provenance;  // /provenance (nullopt for files written before it was recorded)
 
   double number(NumberFigure RunSummary::*figure) const { return (summary.*figure).value_or(kMissing); }
   // A figure by its summary name (the grouping keys, kGroupKeys): "" when missing or null; numbers printed.

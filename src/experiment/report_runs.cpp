@@ -56,18 +56,6 @@ void put_fields(const json& j, const std::string& prefix, Row& row) {
   }
 }
 
-// The training run's recorded settings: the `run:` line of /config/text (the options describe_run
-// records, as JSON). Runs whose text lacks it have no config.* cells.
-void put_config(const std::string& config_text, Row& row) {
-  std::istringstream lines(config_text);
-  for (std::string line; std::getline(lines, line);) {
-    if (!line.starts_with("run: ")) continue;
-    const json run = json::parse(line.substr(5), nullptr, false);
-    if (run.is_object()) put_fields(run, "config.", row);
-    return;
-  }
-}
-
 std::string relative(const fs::path& p, const std::string& root) { return p.lexically_relative(root).string(); }
 
 Row training_row(const std::string& results_dir, const RunRecord& r) {
@@ -75,7 +63,11 @@ Row training_row(const std::string& results_dir, const RunRecord& r) {
              {"experiment", fs::path(r.folder).parent_path().filename().string()},
              {"run_id", r.run_id},
              {"path", relative(r.folder, results_dir)}};
-  put_config(r.config_text, row);
+  // The recorded settings (the `run:` line of /config/text, as the report's grouping reads them);
+  // runs whose text lacks it have no config.* cells.
+  if (r.run_config.is_object()) put_fields(r.run_config, "config.", row);
+  if (r.provenance.has_value())
+    for (const auto& [name, value] : provenance_columns(r.provenance.value())) row["provenance." + name] = value;
   for (const auto& [name, v] : summary_values(r.summary)) {
     if (const double* x = std::get_if<double>(&v))
       row[name] = number_text(*x);

@@ -68,6 +68,13 @@ TEST(ReportRunsCsv, OneRowPerRunWithItsSettingsAndFigures) {
                   "\nnetwork: |\n  name: lenet\n";
   // A value that needs CSV quoting: a comma, a quote and a line break.
   a.summary.tags["note"] = "fast, \"warm\"\nsecond line";
+  Provenance trained;
+  trained.version = "0.1.0";
+  trained.command_line = {"cnnscale", "train", "--net", "lenet", "--lr", "0.1"};
+  trained.start_time = "2026-12-06T08:00:00Z";
+  trained.end_time = "2026-12-06T08:30:00Z";
+  trained.hosts = {"node-a"};
+  a.provenance = trained;  // b: a file written before provenance was recorded
   testing::write_run(dir.str(), a);
   RunResults b = testing::scaling_run("lenet", 64, 2, 1);  // config text without a run line: no config cells
   testing::write_run(dir.str(), b);
@@ -120,9 +127,13 @@ TEST(ReportRunsCsv, OneRowPerRunWithItsSettingsAndFigures) {
   EXPECT_EQ(ra["config.rank_batches"], "32+32");
   EXPECT_EQ(ra["tag.note"], "fast, \"warm\"\nsecond line");
   EXPECT_EQ(ra["tag.repeat"], "0");
+  EXPECT_EQ(ra["provenance.command_line"], "cnnscale train --net lenet --lr 0.1");
+  EXPECT_EQ(ra["provenance.start_time"], "2026-12-06T08:00:00Z");
+  EXPECT_EQ(ra["provenance.hosts"], "node-a");
   const json& rb = training.at(b.run_id);
   EXPECT_EQ(rb["world_size"], "2");
   EXPECT_EQ(rb["config.batch"], "");  // no recorded settings line
+  EXPECT_EQ(rb["provenance.version"], "");  // none recorded
   EXPECT_EQ(rb["batches.batch"], "");  // an inference column
   ASSERT_EQ(inference.size(), 2u);
   EXPECT_EQ(inference[0]["run_id"], "inf-1");
