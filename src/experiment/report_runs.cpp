@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "experiment/report_table.hpp"
 #include "io/infer_results.hpp"
