@@ -24,6 +24,16 @@ nlohmann::json read_setting(const TrainSetting& s, const ConfigNode& n) {
       for (const auto& m : list_items(n)) list.push_back(number_in(m, s.min, s.max, s.min_open));
       return list;
     }
+    case SettingType::IntegerList: {
+      nlohmann::json list = nlohmann::json::array();
+      for (const auto& m : list_items(n))
+        list.push_back(int_in(m, static_cast<int64_t>(s.min), static_cast<int64_t>(s.max)));
+      return list;
+    }
+    case SettingType::Switch:
+      return n.as<bool>();
+    case SettingType::Text:
+      return n.as<std::string>();
   }
   return nullptr;
 }
@@ -60,7 +70,8 @@ void read_setting_axes(const ExperimentReader& r, const ConfigNode& root, const 
       c->fail(fmt::format("{} is given twice (also as '{}'): keep the axis or the fixed value", s.name,
                           fixed->path()));
     // A list of lists for a list-valued setting ([[30, 60], [20, 40]]); a single list is one value.
-    const bool one_list = s.type == SettingType::NumberList && c->is_sequence() &&
+    const bool one_list = (s.type == SettingType::NumberList || s.type == SettingType::IntegerList) &&
+                          c->is_sequence() &&
                           (c->size() == 0 || !c->items().front().is_sequence());
     const std::vector<ConfigNode> items = one_list ? std::vector<ConfigNode>{*c} : list_items(*c);
     Experiment::SettingAxis axis{s.name, {}};

@@ -3,11 +3,8 @@
 // and the code that uses it; docs/architecture.md ("Settings") says what each part makes of it.
 #include "experiment/train_settings.hpp"
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
-#include <algorithm>
 #include <map>
+#include <optional>
 
 namespace cnnscale {
 
@@ -16,53 +13,26 @@ namespace {
 constexpr double kBig = 1e6;
 constexpr int64_t kSeedLimit = int64_t(1) << 62;
 
-TrainSetting number(std::string name, double def, std::string help, double min, double max, bool min_open,
-                    std::string section = "solver") {
-  TrainSetting s;
-  s.name = std::move(name);
-  s.type = SettingType::Number;
-  s.default_value = def;
-  s.help = std::move(help);
-  s.min = min;
-  s.max = max;
-  s.min_open = min_open;
-  s.section = std::move(section);
+// A solver setting: in section solver, recorded in the solver's description.
+Setting solver(Setting s) {
+  s.section = "solver";
   s.record = Record::SolverText;
   return s;
 }
-
-TrainSetting integer(std::string name, int64_t def, std::string help, double min, double max,
-                     std::string section = "solver") {
-  TrainSetting s = number(std::move(name), 0, std::move(help), min, max, false, std::move(section));
-  s.type = SettingType::Integer;
-  s.default_value = def;
-  return s;
+Setting number(std::string name, double def, std::string help, double min, double max, bool min_open) {
+  return solver(number_setting(std::move(name), def, std::move(help), min, max, min_open));
+}
+Setting integer(std::string name, int64_t def, std::string help, double min, double max) {
+  return solver(integer_setting(std::move(name), def, std::move(help), min, max));
+}
+Setting choice(std::string name, std::string def, std::string help, std::vector<std::string> choices) {
+  return solver(choice_setting(std::move(name), std::move(def), std::move(help), std::move(choices)));
 }
 
-TrainSetting choice(std::string name, std::string def, std::string help, std::vector<std::string> choices,
-                    std::string section = "solver") {
-  TrainSetting s = number(std::move(name), 0, std::move(help), 0, 0, false, std::move(section));
-  s.type = SettingType::Choice;
-  s.default_value = std::move(def);
-  s.choices = std::move(choices);
-  return s;
-}
-
-// The flag: "--" and the name with '-' for '_', unless given.
-TrainSetting& with_flag(TrainSetting& s, const std::string& flag = "") {
-  if (!flag.empty()) {
-    s.flag = flag;
-    return s;
-  }
-  s.flag = "--" + s.name;
-  std::replace(s.flag.begin(), s.flag.end(), '_', '-');
-  return s;
-}
-
-std::vector<TrainSetting> make_settings() {
-  std::vector<TrainSetting> all;
+SettingTable make_settings() {
+  SettingTable all;
   auto add = [&](TrainSetting s, const std::string& flag = "", std::string report = "", std::string unit = "") {
-    with_flag(s, flag);
+    if (!flag.empty()) s.flag = flag;
     s.report_label = std::move(report);
     s.unit = std::move(unit);
     all.push_back(std::move(s));
@@ -70,8 +40,8 @@ std::vector<TrainSetting> make_settings() {
   // The seed is recorded always (run_config.seed); the report groups a sweep's runs by the base seed
   // of their point (tag seed_base), so that repeats of varied seeds stay one configuration.
   {
-    TrainSetting seed = integer("seed", 1, "Seed of weight init, shuffling, dropout and synthetic data", 0,
-                                static_cast<double>(kSeedLimit), "");
+    TrainSetting seed = integer_setting("seed", 1, "Seed of weight init, shuffling, dropout and synthetic data", 0,
+                                        static_cast<double>(kSeedLimit));
     seed.record = Record::Always;
     add(std::move(seed), "", "seed");
   }
@@ -88,7 +58,7 @@ std::vector<TrainSetting> make_settings() {
   {
     TrainSetting s = integer("lr_base_batch", 64, "the global batch --lr is meant for under --lr-scaling linear", 1,
                              double(int64_t(1) << 30));
-    s.cli_checks_range = true;
+    s.cli_check = CliCheck::AtLeast;
     add(std::move(s), "", "lr_base_batch", "samples");
   }
   add(number("momentum", 0.9, "SGD momentum", 0, 1, false), "", "momentum");
@@ -152,28 +122,12 @@ std::optional<std::string> value_in_text(const std::string& text, const InText& 
 
 }  // namespace
 
-std::string TrainSetting::text(const nlohmann::json& value) const {
-  if (value.is_string()) return value.get<std::string>();
-  if (value.is_array()) {
-    std::vector<std::string> parts;
-    for (const auto& v : value) parts.push_back(text(v));
-    return fmt::format("{}", fmt::join(parts, ","));
-  }
-  if (value.is_number_integer()) return std::to_string(value.get<int64_t>());
-  if (value.is_number()) return fmt::format("{}", value.get<double>());
-  return value.dump();
-}
-
-const std::vector<TrainSetting>& train_settings() {
-  static const std::vector<TrainSetting> settings = make_settings();
+const SettingTable& train_settings() {
+  static const SettingTable settings = make_settings();
   return settings;
 }
 
-const TrainSetting* find_train_setting(const std::string& name) {
-  for (const TrainSetting& s : train_settings())
-    if (s.name == name) return &s;
-  return nullptr;
-}
+const TrainSetting* find_train_setting(const std::string& name) { return find_setting(train_settings(), name); }
 
 int64_t repeat_seed(int64_t base, int64_t repeat) {
   if (repeat <= 1) return base;

@@ -29,7 +29,12 @@ nlohmann::json other_value(const TrainSetting& s) {
         if (c != s.default_value.get<std::string>()) return c;
       break;
     case SettingType::NumberList:
+    case SettingType::IntegerList:
       return nlohmann::json::array({1, 2});
+    case SettingType::Switch:
+      return !s.default_value.get<bool>();
+    case SettingType::Text:
+      return s.default_value.get<std::string>() + "x";
     case SettingType::Integer: {
       const int64_t d = s.default_value.get<int64_t>();
       return d / 2 >= s.min && d / 2 != d ? d / 2 : d + 1;
@@ -62,7 +67,8 @@ TEST(SettingsTable, EveryEntryIsAFixedKeyAndAMatrixAxisOnTheRunsCommandLines) {
     for (const RunSpec& r : expand_runs(e)) EXPECT_EQ(flag_value(train_arguments(e, r, "/r"), s.flag), s.text(v));
     // An axis of two values: twice the runs, each with its value on its command line and in its id.
     // (A list setting's default, no list, is no value to pass: another list stands for it.)
-    const nlohmann::json first = s.type == SettingType::NumberList ? nlohmann::json::array({3}) : s.default_value;
+    const bool list = s.type == SettingType::NumberList || s.type == SettingType::IntegerList;
+    const nlohmann::json first = list ? nlohmann::json::array({3}) : s.default_value;
     const std::string axis = fmt::format("matrix.{}=[{}, {}]", s.name, first.dump(), v.dump());
     const Experiment m = parse(kBaseExperiment + "  repeats: 1\nseeds: fixed\n", {axis});
     const std::vector<RunSpec> runs = expand_runs(m);

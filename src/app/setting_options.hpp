@@ -1,0 +1,32 @@
+// A settings table (experiment/settings_table.hpp) on a command's command line: each entry's option
+// (flag, help, default, checks) bound to the field that holds its value, and the value read back
+// from that field (for the recorded configuration). A command binds its table by naming, for each
+// entry, its field (train: train_setting_options.cpp).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "experiment/settings_table.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace cnnscale::app {
+
+// Where an entry's value lives: a field of the command's own arguments.
+using SettingField = std::variant<bool*, int*, int64_t*, uint64_t*, double*, std::string*, std::vector<double>*,
+                                  std::vector<int64_t>*, std::vector<int>*>;
+using FieldOf = std::function<SettingField(const Setting&)>;
+
+// Each entry of `table` as an option of `cmd` bound to field_of(entry), in table order; the table's
+// default is written into the field first, so that the table is where a default is written.
+void add_table_options(CLI::App& cmd, const SettingTable& table, const FieldOf& field_of);
+// The value a field holds, as the table and the recorded configuration write it.
+nlohmann::json field_value(const SettingField& field);
+
+}  // namespace cnnscale::app

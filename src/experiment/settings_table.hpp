@@ -1,0 +1,106 @@
+// A measuring command's settings, declared once: each entry of a command's table says a setting's
+// name, type, default, unit, help, CLI flag, experiment key, when it applies, whether and how it is
+// part of the run's identity, and how the report labels and groups it. A command declares its table
+// (train's: train_settings.cpp) and binds each entry to the field that holds its value
+// (app/setting_options.hpp); its CLI, its experiment schema, its sweep command lines, its recorded
+// configuration and its report grouping are made from the table.
+//
+// It lives in experiment/ because that is the lowest layer its users share: app/ (the CLI and the
+// recorded configuration) sits above it and the schema, sweep and report are in it; nothing below
+// (solver, io) needs to know a flag or an experiment key. The values themselves stay in the structs
+// that use them (TrainOptions, SolverConfig, ...).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace cnnscale {
+
+enum class SettingType {
+  Integer,      // a whole number in [min, max]
+  Number,       // a real number in [min, max] ((min, max] with min_open)
+  Choice,       // one of `choices`
+  NumberList,   // a comma-separated list of numbers in (min, max]
+  Switch,       // true or false; its flag takes no value and sets the value that is not the default
+                // (--no-graph sets false, --deterministic true)
+  Text,         // free text, checked by the code that uses it
+  IntegerList,  // a comma-separated list of whole numbers in [min, max]
+};
+
+// What decides whether a setting applies to a run: the run's device and ranks.
+struct RunContext {
+  bool gpu = false;        // GPU ranks (not the CPU backend)
+  int64_t world_size = 1;  // ranks of the job
+  bool exchanges = false;  // gradients are exchanged (a job of 2+ ranks, or one with --one-rank-exchange)
+  bool graph = false;      // the run may replay its steps from a CUDA graph (a GPU run that does not turn it off)
+};
+
+// How a setting enters the run's recorded configuration (run_config, hashed into the run id).
+enum class Record {
+  Never,       // not part of the run's identity (how fast, not what is computed)
+  Always,      // always, under key()
+  NotDefault,  // only where it differs from the default: runs from before it existed keep their ids
+  SolverText,  // inside the solver's one-line description (run_config.solver), as runs always had it
+};
+
+// When the CLI checks a value's range as it parses it (CLI11 runs a check only on a value given).
+enum class CliCheck {
+  Later,    // not at parsing: the code that uses it checks it (a ConfigError naming the flag)
+  AtLeast,  // whole numbers of at least `min` ("--x: must be at least 1, got 0")
+  Range,    // numbers in [min, max]
+};
+
+struct Setting {
+  std::string name;  // the experiment key's last part and the matrix axis: "lr" (solver.lr, matrix.lr)
+  SettingType type = SettingType::Number;
+  nlohmann::json default_value;  // as the experiment and run_config write it
+  std::string unit;              // "" for a plain number
+  std::string help;
+  std::string flag;     // the command's option: "--lr"
+  std::string section;  // the experiment mapping holding its fixed key ("solver"), or "" for top level
+  double min = 0, max = 0;
+  bool min_open = false;             // min itself is refused (a learning rate of 0)
+  std::vector<std::string> choices;  // Choice
+  CliCheck cli_check = CliCheck::Later;
+  Record record = Record::Never;
+  std::string record_key;  // its key in the recorded configuration where not `name` ("fused_epilogues")
+  // Whether the setting applies to a run: one where it does not is recorded without it and its value
+  // has no effect. Null: always.
+  std::function<bool(const RunContext&)> applies;
+  std::string report_label;  // the report's name for it ("lr"); "" : not a report grouping key
+
+  std::string experiment_key() const { return section.empty() ? name : section + "." + name; }
+  const std::string& key() const { return record_key.empty() ? name : record_key; }
+  bool applies_to(const RunContext& c) const { return !applies || applies(c); }
+  bool identity() const { return record != Record::Never; }
+  // The value's text as a command line and a run id write it ("0.1", "step", "30,60", "true").
+  std::string text(const nlohmann::json& value) const;
+  // The command-line words that give `value`: {flag, text}; a Switch's flag alone where the value is
+  // not the default, nothing where it is.
+  std::vector<std::string> arguments(const nlohmann::json& value) const;
+  // Whether the run's configuration records `value` (where the setting applies).
+  bool records(const nlohmann::json& value) const {
+    return record == Record::Always || (record == Record::NotDefault && value != default_value);
+  }
+};
+
+using SettingTable = std::vector<Setting>;
+
+// The entry named `name` in `table`, or nullptr.
+const Setting* find_setting(const SettingTable& table, const std::string& name);
+// The entry whose flag is `flag`, or nullptr.
+const Setting* find_setting_by_flag(const SettingTable& table, const std::string& flag);
+
+// Entries made the common way: the flag is "--" and the name with '-' for '_', the section "", the
+// rule Record::Never; the caller sets the rest.
+Setting number_setting(std::string name, double def, std::string help, double min, double max, bool min_open = false);
+Setting integer_setting(std::string name, int64_t def, std::string help, double min, double max);
+Setting choice_setting(std::string name, std::string def, std::string help, std::vector<std::string> choices);
+Setting switch_setting(std::string name, bool def, std::string help, std::string flag);
+Setting text_setting(std::string name, std::string def, std::string help);
+// "--" + name with '-' for '_'.
+std::string default_flag(const std::string& name);
+
+}  // namespace cnnscale
