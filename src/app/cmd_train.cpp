@@ -206,31 +206,11 @@ void register_train(CLI::App& app) {
                   "master weights; fp16 with dynamic loss scaling). GPU only, except fp32")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}))
       ->capture_default_str();
-  cmd->add_flag("--no-graph", a.no_graph,
-                "Queue every training step op by op instead of replaying it from a CUDA graph captured after "
-                "the first step (the default where the GPU step allows it; the results record which)");
-  cmd->add_option("--graph-copies", a.options.graph_copies,
-                  "NCCL jobs of 2 or more GPU ranks, or of one with --one-rank-exchange (ignored otherwise): "
-                  "copies of the captured step, i.e. how many steps the host may queue ahead of the device (1: a "
-                  "step is launched once the one before has ended; more were slower on H200, README)")
-      ->check(CLI::Range(1, TrainOptions::kMaxGraphCopies))
-      ->capture_default_str();
-  cmd->add_flag("--no-phase-marks", a.no_phase_marks,
-                "Time forward, backward and update as one phase (reported under update) instead of marking "
-                "each: measures what the per-phase marks themselves cost");
-  cmd->add_flag("--no-fuse", a.no_fuse,
-                "Run every layer as written instead of fusing each batch norm's following ReLU and residual sum, "
-                "and each convolution's following ReLU, into it (the default: the same function, fewer passes over "
-                "memory)");
-  add_gpu_algorithm_options(cmd, a.conv_search, a.layout, a.batchnorm);
-  cmd->add_flag("--deterministic", a.deterministic,
-                "GPU: deterministic algorithms only, chosen by cuDNN's heuristics rather than by timing, so that "
-                "every process chooses alike and a run resumed from a checkpoint continues bit for bit (convolutions "
-                "then choose among cuDNN's legacy algorithms); usually slower. Recorded in the run configuration");
   cmd->add_flag("--mfu", a.mfu,
                 "After training, measure the device's square-matmul peak in the run's precision (8192^3 on a GPU, "
                 "1024^3 on the CPU) and report model FLOPs utilisation: gflops over that peak");
-  add_setting_options(*cmd, a);  // the seed and the solver's settings (experiment/train_settings.hpp)
+  // The seed, the solver's settings and how the steps run (experiment/train_settings.hpp).
+  add_setting_options(*cmd, a);
   cmd->add_option("--input-shape", a.input_shape, "Synthetic: per-sample input C,H,W (default: the network's)")
       ->delimiter(',');
   cmd->add_option("--classes", a.classes, "Synthetic: number of classes (default: the network's)")
@@ -246,10 +226,6 @@ void register_train(CLI::App& app) {
       ->check(at_least(0));
   cmd->add_flag("--mirror", a.options.augment.mirror,
                 "Augmentation: flip each training sample left-right with probability 1/2 (drawn as --crop-pad)");
-  cmd->add_flag(
-      "--host-decode", a.host_decode,
-      "GPU runs over byte-stored data (Fashion-MNIST, hdf5:DIR, list:FILE): normalise and augment on the host and "
-      "upload floats, instead of uploading the bytes (a quarter as many) and decoding them on the GPU");
   cmd->add_option("--pool-batches", a.pool_batches, "Synthetic: distinct batches kept on the device")
       ->check(at_least(1))
       ->capture_default_str();

@@ -31,10 +31,7 @@ struct TrainArgs {
   int64_t train_samples = 0, test_samples = -1;
   std::string device = "cpu";
   std::string precision = "fp32";  // --precision; validate_train_args sets options.precision from it
-  bool no_graph = false;           // --no-graph; validate_train_args sets options.cuda_graph from it
-  bool no_phase_marks = false;     // --no-phase-marks; likewise options.phase_marks
   bool host_decode = false;        // --host-decode; run_train sets options.input_decode from it
-  bool no_fuse = false;            // --no-fuse; likewise options.fuse_epilogues
   std::string conv_search = "all";  // --conv-search: all | legacy | no-width (ConvSearch)
   bool deterministic = false;       // --deterministic (AlgorithmChoice)
   std::string layout = "auto";      // --layout: auto | nchw | nhwc (LayoutChoice)

@@ -27,6 +27,15 @@ SettingField field_of(TrainArgs& a, const std::string& name) {
       {"warmup", [](TrainArgs& a) -> SettingField { return &a.solver.warmup_epochs; }},
       {"warmup_iterations", [](TrainArgs& a) -> SettingField { return &a.solver.warmup_iterations; }},
       {"warmup_start_factor", [](TrainArgs& a) -> SettingField { return &a.solver.warmup_start_factor; }},
+      {"cuda_graph", [](TrainArgs& a) -> SettingField { return &a.options.cuda_graph; }},
+      {"graph_copies", [](TrainArgs& a) -> SettingField { return &a.options.graph_copies; }},
+      {"phase_marks", [](TrainArgs& a) -> SettingField { return &a.options.phase_marks; }},
+      {"fuse", [](TrainArgs& a) -> SettingField { return &a.options.fuse_epilogues; }},
+      {"conv_search", [](TrainArgs& a) -> SettingField { return &a.conv_search; }},
+      {"layout", [](TrainArgs& a) -> SettingField { return &a.layout; }},
+      {"batchnorm", [](TrainArgs& a) -> SettingField { return &a.batchnorm; }},
+      {"deterministic", [](TrainArgs& a) -> SettingField { return &a.deterministic; }},
+      {"host_decode", [](TrainArgs& a) -> SettingField { return &a.host_decode; }},
   };
   const auto it = fields.find(name);
   if (it == fields.end()) throw_runtime("train setting '{}' has no field in TrainArgs (train_setting_options.cpp)", name);

@@ -30,9 +30,6 @@ std::string flag_for(const std::string& key) {
 
 void validate_train_args(TrainArgs& a) {
   a.options.precision = parse_precision(a.precision, "--precision");
-  a.options.cuda_graph = !a.no_graph;
-  a.options.phase_marks = !a.no_phase_marks;
-  a.options.fuse_epilogues = !a.no_fuse;
   a.parallel.exchange_dtype = allreduce_dtype_for(a.parallel.allreduce_dtype, a.options.precision);
   a.solver.policy = parse_lr_policy(a.lr_policy);
   a.solver.validate(
@@ -108,12 +105,14 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
                                {"device", par.device()}, {"solver", a.solver.describe()}};
   // The settings of the table, each by its recording rule where it applies; the solver's are in
   // its description above (Record::SolverText).
-  const RunContext context{.gpu = par.device() != "cpu", .world_size = par.world_size(), .exchanges = par.active()};
+  const bool gpu = par.device() != "cpu";
+  const RunContext context{.gpu = gpu,
+                           .world_size = par.world_size(),
+                           .exchanges = par.active(),
+                           .graph = gpu && a.options.cuda_graph};
   for (const TrainSetting& s : train_settings()) {
     if (!s.applies_to(context)) continue;
-    const nlohmann::json value = setting_value(a, s);
-    if (s.record == Record::Always || (s.record == Record::NotDefault && value != s.default_value))
-      run_config[s.name] = value;
+    if (const nlohmann::json value = setting_value(a, s); s.records(value)) run_config[s.key()] = value;
   }
   // Informational: a run may resume with another rank count at the same global batch (the data
   // order depends only on the seed), so these are not compared on resume.
@@ -141,21 +140,9 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
   if (a.parallel.update_per_bucket != "true" && par.active()) run_config["update_per_bucket"] = false;
   // One rank has no other rank's rows to gather (--one-rank-exchange): nothing changes.
   if (a.parallel.gather_gradients == "true" && par.world_size() > 1) run_config["gather_gradients"] = true;
-  if (!a.options.cuda_graph) run_config["cuda_graph"] = false;     // --no-graph
-  if (!a.options.phase_marks) run_config["phase_marks"] = false;  // --no-phase-marks
   // The data-parallel path on one rank measures that path, not the GPU alone: a configuration of its own.
   if (par.one_rank_exchange()) run_config["one_rank_exchange"] = true;
-  // --graph-copies: only where a captured step has copies, an NCCL job (of 2 or more GPU ranks, or
-  // of one with --one-rank-exchange).
-  if (a.options.graph_copies != 1 && par.active() && par.device() != "cpu" && a.options.cuda_graph)
-    run_config["graph_copies"] = a.options.graph_copies;
-  if (!a.options.fuse_epilogues) run_config["fused_epilogues"] = false;  // --no-fuse
-  if (a.conv_search != "all") run_config["conv_search"] = a.conv_search;  // --conv-search legacy or no-width
-  if (a.deterministic) run_config["deterministic"] = true;                 // --deterministic
   if (a.options.augment.any()) run_config["augment"] = a.options.augment.describe();  // --crop-pad, --mirror
-  if (a.host_decode) run_config["host_decode"] = true;                                // --host-decode
-  if (a.layout != "auto") run_config["layout"] = a.layout;                // --layout nchw|nhwc
-  if (a.batchnorm != "auto") run_config["batchnorm"] = a.batchnorm;       // --batchnorm cudnn|cnnscale
   if (dataset_info(a.data).synthetic) {
     run_config["synthetic_fill"] = a.synthetic_fill;
     run_config["input_shape"] = in.spec.input_shape();

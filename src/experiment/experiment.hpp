@@ -99,6 +99,7 @@ struct Experiment {
   DatasetSpec dataset;
   std::map<std::string, DatasetSpec> per_network_dataset;  // network -> its own data
   nlohmann::json solver = nlohmann::json::object();        // key -> value, validated
+  nlohmann::json train = nlohmann::json::object();         // train: how the steps run (key -> value), validated
   RunLength length;
   std::map<std::string, RunLength> per_network;  // network -> its own run length
   std::string measure = "steady";

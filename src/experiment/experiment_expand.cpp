@@ -112,15 +112,17 @@ nlohmann::json Experiment::fixed_json() const {
   nlohmann::json per_net = nlohmann::json::object();
   for (const auto& [net, len] : per_network) per_net[net] = {{"length", length_json(len)}};
   for (const auto& [net, d] : per_network_dataset) per_net[net]["data"] = d.to_json();
-  return {{"name", name},
-          {"data", dataset.to_json()},
-          {"solver", solver},
-          {"length", length_json(length)},
-          {"networks", per_net},
-          {"measure", measure},
-          {"seed", seed},
-          {"device", device},
-          {"extra_args", extra_args}};
+  nlohmann::json j = {{"name", name},
+                      {"data", dataset.to_json()},
+                      {"solver", solver},
+                      {"length", length_json(length)},
+                      {"networks", per_net},
+                      {"measure", measure},
+                      {"seed", seed},
+                      {"device", device},
+                      {"extra_args", extra_args}};
+  if (!train.empty()) j["train"] = train;  // absent: the hash of the experiments from before it existed
+  return j;
 }
 
 nlohmann::json Experiment::resolved_json() const {

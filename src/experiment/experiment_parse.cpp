@@ -25,7 +25,7 @@ namespace cnnscale {
 
 namespace {
 
-const std::set<std::string> kTopKeys = {"name",           "description",  "network",       "dataset",
+const std::set<std::string> kTopKeys = {"name",           "description",  "network",       "dataset",   "train",
                                         "solver",         "iterations",   "epochs",        "iteration_scale",
                                         "min_iterations", "whole_epochs", "whole_samples", "measure",
                                         "seed",           "device",       "extra_args",    "matrix",
@@ -33,7 +33,7 @@ const std::set<std::string> kTopKeys = {"name",           "description",  "netwo
 // What only a training experiment has: refused in an inference experiment, naming the mode.
 const std::set<std::string> kTrainOnlyKeys = {"dataset",         "solver",         "iterations",   "epochs",
                                               "iteration_scale", "min_iterations", "whole_epochs", "whole_samples",
-                                              "measure",         "networks",       "seeds"};
+                                              "measure",         "networks",       "seeds",        "train"};
 const std::set<std::string> kTrainOnlyMatrixKeys = {"batch", "batch_per_gpu", "cpu_mix", "split", "allreduce"};
 const std::set<std::string> kInferKeys = {"batch", "fill", "seconds", "latency_seconds",
                                           "fold",  "fuse", "graph",   "calibration"};
@@ -426,7 +426,8 @@ Experiment parse_experiment_text(const std::string& text, const std::string& fil
   } else if (!infer) {
     root.fail(fmt::format("missing required key 'dataset' ({})", fmt::join(dataset_names(), " or ")));
   }
-  if (auto c = r.child(root, "solver")) read_solver(r, *c, e);
+  if (auto c = r.child(root, "solver")) read_settings_section(r, *c, "solver", e.solver);
+  if (auto c = r.child(root, "train")) read_settings_section(r, *c, "train", e.train);
   read_length(r, root, e.length);
   if (auto c = r.child(root, "measure")) e.measure = one_of(*c, {"steady", "phases"});
   if (auto c = r.child(root, "seed")) e.seed = read_setting(*find_train_setting("seed"), *c).get<int64_t>();

@@ -47,8 +47,9 @@ std::vector<ConfigNode> list_items(const ConfigNode& n);
 nlohmann::json read_setting(const TrainSetting& s, const ConfigNode& n);
 std::set<std::string> setting_keys(const std::string& section);
 std::set<std::string> setting_axis_keys();
-// solver: each key a setting of section solver, into e.solver.
-void read_solver(const ExperimentReader& r, const ConfigNode& n, Experiment& e);
+// A section of settings (solver, train): each key a setting of that section, into `values`.
+void read_settings_section(const ExperimentReader& r, const ConfigNode& n, const std::string& section,
+                           nlohmann::json& values);
 // matrix.<setting>: each setting named in the matrix, in the table's order, into e.setting_axes;
 // refused where the fixed key is given too or a value is listed twice.
 void read_setting_axes(const ExperimentReader& r, const ConfigNode& root, const ConfigNode& m, Experiment& e);

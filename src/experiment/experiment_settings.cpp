@@ -51,11 +51,12 @@ std::set<std::string> setting_axis_keys() {
   return keys;
 }
 
-void read_solver(const ExperimentReader& r, const ConfigNode& n, Experiment& e) {
-  r.check_keys(n, setting_keys("solver"));
+void read_settings_section(const ExperimentReader& r, const ConfigNode& n, const std::string& section,
+                           nlohmann::json& values) {
+  r.check_keys(n, setting_keys(section));
   for (const TrainSetting& s : train_settings())
-    if (s.section == "solver")
-      if (auto c = r.child(n, s.name)) e.solver[s.name] = read_setting(s, *c);
+    if (s.section == section)
+      if (auto c = r.child(n, s.name)) values[s.name] = read_setting(s, *c);
 }
 
 void read_setting_axes(const ExperimentReader& r, const ConfigNode& root, const ConfigNode& m, Experiment& e) {

@@ -56,15 +56,16 @@ std::vector<std::string> train_arguments(const Experiment& e, const RunSpec& run
     add("--iterations", std::to_string(run.iterations));
   add("--device", e.device);
   add("--precision", run.precision);
-  // The run's settings, each by its flag in the table (train_settings.hpp): its seed, then the solver's
-  // fixed values and the point's axis values, in key order.
+  // The run's settings, each by its flag in the table (train_settings.hpp): its seed, then the fixed
+  // values of the solver and train sections and the point's axis values, in key order.
   add("--seed", std::to_string(run.seed));
-  nlohmann::json solver = e.solver;
+  nlohmann::json values = e.solver;
+  values.update(e.train);
   for (const auto& [name, value] : run.settings.items())
-    if (find_train_setting(name)->section == "solver") solver[name] = value;
-  for (const auto& [key, value] : solver.items()) {
-    const TrainSetting& setting = *find_train_setting(key);
-    add(setting.flag, setting.text(value));
+    if (!find_train_setting(name)->section.empty()) values[name] = value;
+  for (const auto& [key, value] : values.items()) {
+    const std::vector<std::string> words = find_train_setting(key)->arguments(value);
+    a.insert(a.end(), words.begin(), words.end());
   }
   add("--measure", e.measure);
   if (run.whole_epochs > 0) add("--whole-epochs", std::to_string(run.whole_epochs));

@@ -78,6 +78,7 @@ SettingTable make_settings() {
   add(integer("warmup_iterations", 0, "Linear warm-up length in iterations", 0, double(int64_t(1) << 40)), "",
       "warmup_iterations", "iterations");
   add(number("warmup_start_factor", 0.1, "Warm-up starts at lr x this", 0, 1, false), "", "warmup_start_factor");
+  add_run_settings(all);
   return all;
 }
 
@@ -153,7 +154,7 @@ nlohmann::json recorded_setting(const TrainSetting& s, const nlohmann::json& run
     if (!value) return s.default_value;
     return *value;
   }
-  const auto it = run_config.find(s.name);
+  const auto it = run_config.find(s.key());
   if (it != run_config.end()) return *it;
   return s.record == Record::NotDefault ? s.default_value : nlohmann::json(nullptr);
 }

@@ -16,6 +16,9 @@ using TrainSetting = Setting;
 
 // Every train setting, in --help order.
 const SettingTable& train_settings();
+// The part of the table in the experiment's section `train`: how the steps run on a device
+// (train_settings_run.cpp), appended to `all`.
+void add_run_settings(SettingTable& all);
 // The entry named `name`, or nullptr.
 const TrainSetting* find_train_setting(const std::string& name);
 

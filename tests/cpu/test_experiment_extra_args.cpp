@@ -64,6 +64,8 @@ TEST(ExperimentExtraArgs, TheTableCoversEveryFlagTheSweepWrites) {
       "milestones: [1, 2], power: 1, warmup: 1, warmup_start_factor: 0.5, lr_scaling: linear, lr_base_batch: 8}\n";
   const std::string gpu_file =
       "name: t\ndevice: gpu\nmeasure: phases\nepochs: 2\nwhole_epochs: 3\nwhole_samples: 100\n" + solver +
+      "train: {cuda_graph: false, graph_copies: 2, phase_marks: false, fuse: false, conv_search: legacy, layout: "
+      "nhwc, batchnorm: cudnn, deterministic: true, host_decode: true}\n" +
       "dataset: {name: synthetic, synthetic_fill: constant, classes: 5, input_shape: [1, 28, 28], "
       "train_samples: 64}\n"
       "networks:\n  resnet_fmnist:\n    iterations: 3\n    dataset: {name: fashion-mnist, data_dir: /d, test_samples: "

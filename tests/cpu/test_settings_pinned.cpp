@@ -70,6 +70,26 @@ TEST(SettingsPinned, RecordedConfigurationsAreThoseOfBeforeTheTable) {
             R"j("train_samples":1024})j");
 }
 
+// The run options recorded by their own rules before the table held them (layout, augmentation,
+// synthetic fill) and those never recorded (data threads, and graph copies outside an NCCL job), as
+// the code before the table recorded them. (--batchnorm and --host-decode are refused on the CPU.)
+TEST(SettingsPinned, RecordedRunOptionsAreThoseOfBeforeTheTable) {
+  TempDir dir;
+  EXPECT_EQ(recorded_run_line(dir, "o1",
+                              {"--layout", "nchw", "--graph-copies", "2", "--data-threads", "2", "--crop-pad", "2",
+                               "--mirror", "--synthetic-fill", "constant"}),
+            R"j(run: {"augment":"random crop, pad 2, mirror","batch":4,"classes":10,"data":"synthetic","device":"cpu",)j"
+            R"j("input_shape":[1,28,28],"layout":"nchw","net":"lenet","net_file":"networks/lenet.yaml","run_id":"o1",)j"
+            R"j("seed":1,"solver":"lr 0.01 momentum 0.9 weight decay 0.0005 policy fixed","synthetic_fill":"constant",)j"
+            R"j("train_samples":1024})j");
+  EXPECT_EQ(recorded_run_line(dir, "o2", {"--conv-search", "no-width", "--layout", "auto",
+                                          "--display", "3", "--pool-batches", "2", "--test-batch", "2"}),
+            R"j(run: {"batch":4,"classes":10,"conv_search":"no-width","data":"synthetic","device":"cpu",)j"
+            R"j("input_shape":[1,28,28],"net":"lenet","net_file":"networks/lenet.yaml","run_id":"o2","seed":1,)j"
+            R"j("solver":"lr 0.01 momentum 0.9 weight decay 0.0005 policy fixed","synthetic_fill":"gaussian",)j"
+            R"j("train_samples":1024})j");
+}
+
 const std::string kPinned = kBaseExperiment +
                             "  repeats: 2\n"
                             "seed: 5\n"

@@ -48,6 +48,14 @@ nlohmann::json other_value(const TrainSetting& s) {
   return nullptr;
 }
 
+// The value a run's command line gives `s`: the word after its flag; a Switch's flag alone gives the
+// value that is not its default.
+std::string command_line_value(const std::vector<std::string>& args, const TrainSetting& s) {
+  if (s.type != SettingType::Switch) return flag_value(args, s.flag);
+  const bool given = std::find(args.begin(), args.end(), s.flag) != args.end();
+  return s.text(given ? !s.default_value.get<bool>() : s.default_value.get<bool>());
+}
+
 TEST(SettingsTable, EveryEntryIsInTrainsHelpAndTheSweepsFlagsWithItsExperimentKey) {
   const CliResult help = run_cnnscale({"train", "--help"});
   ASSERT_EQ(help.exit_code, 0) << help.err;
@@ -64,7 +72,7 @@ TEST(SettingsTable, EveryEntryIsAFixedKeyAndAMatrixAxisOnTheRunsCommandLines) {
     // Fixed: the value on every run's command line.
     const std::string fixed = fmt::format("{}={}", s.experiment_key(), v.dump());
     const Experiment e = parse(kBaseExperiment, {fixed, "seeds=fixed"});
-    for (const RunSpec& r : expand_runs(e)) EXPECT_EQ(flag_value(train_arguments(e, r, "/r"), s.flag), s.text(v));
+    for (const RunSpec& r : expand_runs(e)) EXPECT_EQ(command_line_value(train_arguments(e, r, "/r"), s), s.text(v));
     // An axis of two values: twice the runs, each with its value on its command line and in its id.
     // (A list setting's default, no list, is no value to pass: another list stands for it.)
     const bool list = s.type == SettingType::NumberList || s.type == SettingType::IntegerList;
@@ -75,7 +83,7 @@ TEST(SettingsTable, EveryEntryIsAFixedKeyAndAMatrixAxisOnTheRunsCommandLines) {
     ASSERT_EQ(runs.size(), expand_runs(parse(kBaseExperiment + "  repeats: 1\n")).size() * 2) << s.name;
     std::set<std::string> seen, ids;
     for (const RunSpec& r : runs) {
-      seen.insert(flag_value(train_arguments(m, r, "/r"), s.flag));
+      seen.insert(command_line_value(train_arguments(m, r, "/r"), s));
       ids.insert(r.id);
       EXPECT_NE(r.id.find("-" + s.name), std::string::npos) << r.id;
     }
@@ -90,7 +98,9 @@ TEST(SettingsTable, EveryEntryIsRecordedAndGroupedByTheReport) {
   TempDir dir;
   std::map<std::string, int> found;  // setting -> runs whose recorded configuration showed its value
   // One run per learning-rate policy, every other setting off its default (a policy's own settings are
-  // recorded only under it); the warm-up in epochs and in iterations take turns.
+  // recorded only under it); the warm-up in epochs and in iterations take turns. These are one-rank CPU
+  // runs: a setting that applies elsewhere only (an NCCL job's, a GPU's) is left out here.
+  const RunContext cpu_run{};
   const TrainSetting& policy = *find_train_setting("lr_policy");
   for (size_t p = 0; p < policy.choices.size(); ++p) {
     std::vector<std::string> args = {"train", "--net", "lenet", "--data", "synthetic", "--iterations", "1",
@@ -100,8 +110,10 @@ TEST(SettingsTable, EveryEntryIsRecordedAndGroupedByTheReport) {
     for (const TrainSetting& s : train_settings()) {
       if (s.name == (p % 2 ? "warmup" : "warmup_iterations")) continue;
       if (s.name == "milestones" && policy.choices[p] != "multistep") continue;  // train refuses them elsewhere
+      if (!s.applies_to(cpu_run)) continue;
       given[s.name] = s.name == "lr_policy" ? nlohmann::json(policy.choices[p]) : other_value(s);
-      args.insert(args.end(), {s.flag, s.text(given[s.name])});
+      const std::vector<std::string> words = s.arguments(given[s.name]);
+      args.insert(args.end(), words.begin(), words.end());
     }
     const CliResult r = run_cnnscale(args);
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -122,7 +134,29 @@ TEST(SettingsTable, EveryEntryIsRecordedAndGroupedByTheReport) {
       EXPECT_EQ(record.text(s.report_label), s.text(value)) << name;
     }
   }
-  for (const TrainSetting& s : train_settings()) EXPECT_GT(found[s.name], 0) << s.name << " was never recorded";
+  for (const TrainSetting& s : train_settings())
+    if (s.applies_to(cpu_run)) EXPECT_GT(found[s.name], 0) << s.name << " was never recorded";
+}
+
+// The settings that apply only to a GPU run or an NCCL job, which the CPU runs above cannot record:
+// their rule says where they apply and that a default is left out (the runs from before keep their ids).
+TEST(SettingsTable, GpuAndNcclSettingsApplyOnlyWhereTheyChangeSomething) {
+  const RunContext cpu{}, gpu{.gpu = true, .graph = true}, nccl{.gpu = true, .world_size = 2, .exchanges = true,
+                                                               .graph = true};
+  const TrainSetting& copies = *find_train_setting("graph_copies");
+  EXPECT_FALSE(copies.applies_to(cpu));
+  EXPECT_FALSE(copies.applies_to(gpu));
+  EXPECT_TRUE(copies.applies_to(nccl));
+  EXPECT_FALSE(copies.applies_to({.gpu = true, .world_size = 2, .exchanges = true, .graph = false}));  // --no-graph
+  EXPECT_TRUE(copies.records(2));
+  EXPECT_FALSE(copies.records(1));
+  for (const char* name : {"host_decode", "batchnorm"}) {
+    EXPECT_FALSE(find_train_setting(name)->applies_to(cpu)) << name;
+    EXPECT_TRUE(find_train_setting(name)->applies_to(gpu)) << name;
+  }
+  EXPECT_EQ(find_train_setting("fuse")->key(), "fused_epilogues");  // the key runs always recorded it under
+  EXPECT_EQ(find_train_setting("cuda_graph")->arguments(false), std::vector<std::string>{"--no-graph"});
+  EXPECT_TRUE(find_train_setting("cuda_graph")->arguments(true).empty());
 }
 
 TEST(SettingsTable, MatrixSeedLrMomentumAndWeightDecaySweepAndShowInTheReport) {

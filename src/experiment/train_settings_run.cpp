@@ -1,0 +1,93 @@
+// How `cnnscale train` runs its steps on a device: the entries of train's settings table
+// (train_settings.hpp) in the experiment's section `train`. Each is recorded only where it differs
+// from its default, so that the runs made before it was recorded keep their ids, and under the key
+// those runs had (fused_epilogues for train.fuse).
+#include "experiment/train_settings.hpp"
+#include "solver/train_options.hpp"
+
+namespace cnnscale {
+
+namespace {
+
+Setting run_option(Setting s, std::string report_label = "") {
+  s.section = "train";
+  s.record = Record::NotDefault;
+  s.report_label = report_label.empty() ? s.name : std::move(report_label);
+  return s;
+}
+
+}  // namespace
+
+void add_run_settings(SettingTable& all) {
+  all.push_back(run_option(switch_setting(
+      "cuda_graph", true,
+      "Queue every training step op by op instead of replaying it from a CUDA graph captured after the first step "
+      "(the default where the GPU step allows it; the results record which)",
+      "--no-graph")));
+  {
+    // Copies of the captured step exist only where an NCCL job replays it (the Trainer's capture with
+    // a step callback): elsewhere the value changes nothing and is not recorded.
+    Setting s = run_option(integer_setting(
+        "graph_copies", 1,
+        "NCCL jobs of 2 or more GPU ranks, or of one with --one-rank-exchange (ignored otherwise): copies of the "
+        "captured step, i.e. how many steps the host may queue ahead of the device (1: a step is launched once the "
+        "one before has ended; more were slower on H200, README)",
+        1, TrainOptions::kMaxGraphCopies));
+    s.cli_check = CliCheck::Range;
+    s.applies = [](const RunContext& c) { return c.exchanges && c.graph; };
+    all.push_back(std::move(s));
+  }
+  all.push_back(run_option(switch_setting(
+      "phase_marks", true,
+      "Time forward, backward and update as one phase (reported under update) instead of marking each: measures "
+      "what the per-phase marks themselves cost",
+      "--no-phase-marks")));
+  {
+    Setting s = run_option(switch_setting(
+        "fuse", true,
+        "Run every layer as written instead of fusing each batch norm's following ReLU and residual sum, and each "
+        "convolution's following ReLU, into it (the default: the same function, fewer passes over memory)",
+        "--no-fuse"));
+    s.record_key = "fused_epilogues";  // as runs before the table recorded it
+    all.push_back(std::move(s));
+  }
+  all.push_back(run_option(choice_setting(
+      "conv_search", "all",
+      "GPU convolution algorithms each shape's search times: all (cuDNN's legacy algorithms, its graph-API engines, "
+      "the lowered im2col + GEMM form and, for a first convolution, the form lowered by width, an (R x 1) "
+      "convolution over S*C channels; the fastest runs), legacy (the legacy algorithms only, to compare) or "
+      "no-width (all but the width-lowered form, to compare)",
+      {"all", "legacy", "no-width"})));
+  all.push_back(run_option(choice_setting(
+      "layout", "auto",
+      "Memory order of 4-d activations and filters: auto (channels-last on a GPU in bf16, fp16 and tf32, NCHW "
+      "otherwise), or nchw / nhwc forced (nhwc on a GPU only), to measure what it costs",
+      {"auto", "nchw", "nhwc"})));
+  {
+    Setting s = run_option(choice_setting(
+        "batchnorm", "auto",
+        "Kernels of channels-last training batch norm on a GPU: auto (cuDNN's persistent ones on a whole GPU, "
+        "cnnscale's own on an SM partition, where cuDNN's fail or crawl), cudnn or cnnscale everywhere, to compare "
+        "them",
+        {"auto", "cudnn", "cnnscale"}));
+    s.applies = [](const RunContext& c) { return c.gpu; };  // train refuses another choice for a CPU run
+    all.push_back(std::move(s));
+  }
+  all.push_back(run_option(switch_setting(
+      "deterministic", false,
+      "GPU: deterministic algorithms only, chosen by cuDNN's heuristics rather than by timing, so that every process "
+      "chooses alike and a run resumed from a checkpoint continues bit for bit (convolutions then choose among "
+      "cuDNN's legacy algorithms); usually slower. Recorded in the run configuration",
+      "--deterministic")));
+  {
+    Setting s = run_option(switch_setting(
+        "host_decode", false,
+        "GPU runs over byte-stored data (Fashion-MNIST, hdf5:DIR, list:FILE): normalise and augment on the host and "
+        "upload floats, instead of uploading the bytes (a quarter as many) and decoding them on the GPU",
+        "--host-decode"));
+    s.applies = [](const RunContext& c) { return c.gpu; };  // train refuses it for a CPU run
+    all.push_back(std::move(s));
+  }
+}
+
+}  // namespace cnnscale
