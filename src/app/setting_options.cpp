@@ -30,7 +30,8 @@ void add_table_options(CLI::App& cmd, const SettingTable& table, const FieldOf& 
       // The flag sets the value that is not the default (--no-graph: false).
       bool* p = std::get<bool*>(field);
       const bool given = !s.default_value.get<bool>();
-      cmd.add_flag_callback(s.flag, [p, given] { *p = given; }, s.help);
+      CLI::Option* flag = cmd.add_flag_callback(s.flag, [p, given] { *p = given; }, s.help);
+      if (!s.group.empty()) flag->group(s.group);
       continue;
     }
     CLI::Option* option = std::visit(
@@ -42,6 +43,7 @@ void add_table_options(CLI::App& cmd, const SettingTable& table, const FieldOf& 
             return cmd.add_option(s.flag, *p, s.help);
         },
         field);
+    if (!s.group.empty()) option->group(s.group);
     if (s.type == SettingType::NumberList || s.type == SettingType::IntegerList) {
       option->delimiter(',');
       if (s.default_value.empty()) continue;  // no default to show: none

@@ -101,25 +101,7 @@ void add_parallel_options(CLI::App& cmd, ParallelArgs& a) {
                     ->check(CLI::IsMember({"ring", "tree", "auto"}))
                     ->capture_default_str()
                     ->group(group);
-  cmd.add_option("--allreduce-max-ctas", a.allreduce_max_ctas,
-                 "Most CTAs (SMs) NCCL's allreduce may occupy, as NCCL_MAX_CTAS (an exported one wins): fewer leave "
-                 "an overlapped backward more SMs, at some of the exchange's bandwidth. 0: NCCL's choice; GPU ranks")
-      ->check(CLI::Range(0, 64))
-      ->capture_default_str()
-      ->group(group);
-  cmd.add_option("--allreduce-cta-policy", a.allreduce_cta_policy,
-                 "NCCL's CTA policy for the exchange: efficiency asks for the fewest CTAs that reach decent "
-                 "bandwidth (an overlapped backward keeps more SMs), zero for collectives on no CTAs where NCCL has "
-                 "them, default NCCL's own (NCCL >= 2.27); GPU ranks")
-      ->check(CLI::IsMember({"default", "efficiency", "zero"}))
-      ->capture_default_str()
-      ->group(group);
-  cmd.add_option("--allreduce-priority", a.allreduce_priority,
-                 "Priority of the exchange's stream: high starts the collective's blocks before backward's pending "
-                 "ones, low the other way round (the exchange's latency traded for compute); GPU ranks")
-      ->check(CLI::IsMember({"high", "low"}))
-      ->capture_default_str()
-      ->group(group);
+  // --allreduce-max-ctas, --allreduce-cta-policy, --allreduce-priority: train's settings table.
   cmd.add_option("--allreduce-dtype", a.allreduce_dtype,
                  "Dtype of the gradient exchange: fp32 (the master gradients, as DDP), bf16 or fp16 (each bucket "
                  "rounded to 16 bits for the exchange: half the bytes), or compute (the --precision's storage: "

@@ -36,6 +36,9 @@ SettingField field_of(TrainArgs& a, const std::string& name) {
       {"batchnorm", [](TrainArgs& a) -> SettingField { return &a.batchnorm; }},
       {"deterministic", [](TrainArgs& a) -> SettingField { return &a.deterministic; }},
       {"host_decode", [](TrainArgs& a) -> SettingField { return &a.host_decode; }},
+      {"max_ctas", [](TrainArgs& a) -> SettingField { return &a.parallel.allreduce_max_ctas; }},
+      {"cta_policy", [](TrainArgs& a) -> SettingField { return &a.parallel.allreduce_cta_policy; }},
+      {"priority", [](TrainArgs& a) -> SettingField { return &a.parallel.allreduce_priority; }},
   };
   const auto it = fields.find(name);
   if (it == fields.end()) throw_runtime("train setting '{}' has no field in TrainArgs (train_setting_options.cpp)", name);

@@ -130,13 +130,6 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
   // Only where they differ from the defaults, so that default runs keep the ids they had before.
   if (a.options.precision != Precision::FP32) run_config["precision"] = precision_name(a.options.precision);
   if (a.parallel.exchange_dtype != DType::F32) run_config["allreduce_dtype"] = float_type_name(a.parallel.exchange_dtype);
-  // Only where NCCL exchanges gradients: one process has no allreduce for the cap, the CTA policy or the
-  // stream's priority to change.
-  if (a.parallel.allreduce_max_ctas > 0 && par.active()) run_config["allreduce_max_ctas"] = a.parallel.allreduce_max_ctas;
-  if (a.parallel.allreduce_cta_policy != "default" && par.active())
-    run_config["allreduce_cta_policy"] = a.parallel.allreduce_cta_policy;
-  if (a.parallel.allreduce_priority != "high" && par.active())
-    run_config["allreduce_priority"] = a.parallel.allreduce_priority;
   if (a.parallel.update_per_bucket != "true" && par.active()) run_config["update_per_bucket"] = false;
   // One rank has no other rank's rows to gather (--one-rank-exchange): nothing changes.
   if (a.parallel.gather_gradients == "true" && par.world_size() > 1) run_config["gather_gradients"] = true;

@@ -396,7 +396,7 @@ OnlyFilter parse_only(const std::vector<std::string>& exprs) {
       std::string key = term.substr(0, eq);
       if (eq == std::string::npos || eq + 1 == term.size())
         throw_config("--only '{}': expected key=value[,key=value...], got '{}'", expr, term);
-      if (!keys.count(key) && !find_train_setting(key))
+      if (const TrainSetting* s = find_train_setting(key); !keys.count(key) && (!s || !s->part_of.empty()))
         throw_config(
             "--only '{}': unknown key '{}' (network, batch, batch_per_gpu, gpus, gpu_mix, cpu_mix, precision, "
             "allreduce, split, repeat, or a train setting such as lr)",

@@ -40,14 +40,13 @@ const std::map<std::string, std::string>& sweep_train_flags() {
       {"--allreduce-overlap", "matrix.allreduce's overlap"},
       {"--allreduce-algo", "matrix.allreduce's algo"},
       {"--allreduce-dtype", "matrix.allreduce's dtype"},
-      {"--allreduce-max-ctas", "matrix.allreduce's max_ctas"},
-      {"--allreduce-cta-policy", "matrix.allreduce's cta_policy"},
-      {"--allreduce-priority", "matrix.allreduce's priority"},
       {"--update-per-bucket", "matrix.allreduce's update"},
       {"--gather-gradients", "matrix.allreduce's gather"},
     };
     // Every train setting of the table (train_settings.hpp): its key, or its matrix axis.
-    for (const TrainSetting& s : train_settings()) f[s.flag] = s.experiment_key() + " (or matrix." + s.name + ")";
+    for (const TrainSetting& s : train_settings())
+      f[s.flag] = s.part_of.empty() ? s.experiment_key() + " (or matrix." + s.name + ")"
+                                    : "matrix." + s.part_of + "'s " + s.name;
     return f;
   }();
   return flags;

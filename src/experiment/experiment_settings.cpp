@@ -41,13 +41,14 @@ nlohmann::json read_setting(const TrainSetting& s, const ConfigNode& n) {
 std::set<std::string> setting_keys(const std::string& section) {
   std::set<std::string> keys;
   for (const TrainSetting& s : train_settings())
-    if (s.section == section) keys.insert(s.name);
+    if (s.section == section && s.part_of.empty()) keys.insert(s.name);
   return keys;
 }
 
 std::set<std::string> setting_axis_keys() {
   std::set<std::string> keys;
-  for (const TrainSetting& s : train_settings()) keys.insert(s.name);
+  for (const TrainSetting& s : train_settings())
+    if (s.part_of.empty()) keys.insert(s.name);
   return keys;
 }
 
@@ -61,7 +62,7 @@ void read_settings_section(const ExperimentReader& r, const ConfigNode& n, const
 
 void read_setting_axes(const ExperimentReader& r, const ConfigNode& root, const ConfigNode& m, Experiment& e) {
   for (const TrainSetting& s : train_settings()) {
-    auto c = r.child(m, s.name);
+    auto c = s.part_of.empty() ? r.child(m, s.name) : std::nullopt;
     if (!c) continue;
     // One value per run: a fixed key beside the axis would be overruled by it without a word.
     std::optional<ConfigNode> fixed = s.section.empty() ? r.child(root, s.name) : std::nullopt;

@@ -70,6 +70,11 @@ struct Setting {
   // has no effect. Null: always.
   std::function<bool(const RunContext&)> applies;
   std::string report_label;  // the report's name for it ("lr"); "" : not a report grouping key
+  // A field of each entry of a compound matrix axis ("allreduce": matrix.allreduce's `name`) rather
+  // than a fixed key and an axis of its own: such a mode is one axis value, named in the run id as a
+  // whole (ov-c8-eff-lowp). "" : a key and an axis of its own.
+  std::string part_of;
+  std::string group;  // the --help group it is listed under; "" : the command's own options
 
   std::string experiment_key() const { return section.empty() ? name : section + "." + name; }
   const std::string& key() const { return record_key.empty() ? name : record_key; }

@@ -80,9 +80,14 @@ std::vector<std::string> train_arguments(const Experiment& e, const RunSpec& run
     if (!run.allreduce.overlap) a.push_back("--no-overlap");
     if (!run.allreduce.algo.empty()) add("--allreduce-algo", run.allreduce.algo);
     if (!run.allreduce.dtype.empty()) add("--allreduce-dtype", run.allreduce.dtype);
-    if (run.allreduce.max_ctas > 0) add("--allreduce-max-ctas", std::to_string(run.allreduce.max_ctas));
-    if (!run.allreduce.cta_policy.empty()) add("--allreduce-cta-policy", run.allreduce.cta_policy);
-    if (!run.allreduce.priority.empty()) add("--allreduce-priority", run.allreduce.priority);
+    // The allreduce mode's fields that are train settings (train_settings.hpp), by their flags.
+    auto put = [&a](const std::string& name, const nlohmann::json& value) {
+      const std::vector<std::string> words = find_train_setting(name)->arguments(value);
+      a.insert(a.end(), words.begin(), words.end());
+    };
+    if (run.allreduce.max_ctas > 0) put("max_ctas", run.allreduce.max_ctas);
+    if (!run.allreduce.cta_policy.empty()) put("cta_policy", run.allreduce.cta_policy);
+    if (!run.allreduce.priority.empty()) put("priority", run.allreduce.priority);
     if (!run.allreduce.update_per_bucket) add("--update-per-bucket", "false");
     if (run.allreduce.gather) add("--gather-gradients", "true");
     if (run.pass_split) add("--split", run.split);

@@ -68,6 +68,7 @@ TEST(SettingsTable, EveryEntryIsInTrainsHelpAndTheSweepsFlagsWithItsExperimentKe
 
 TEST(SettingsTable, EveryEntryIsAFixedKeyAndAMatrixAxisOnTheRunsCommandLines) {
   for (const TrainSetting& s : train_settings()) {
+    if (!s.part_of.empty()) continue;  // a field of a compound axis's modes: PartsOfACompoundAxis below
     const nlohmann::json v = other_value(s);
     // Fixed: the value on every run's command line.
     const std::string fixed = fmt::format("{}={}", s.experiment_key(), v.dump());
@@ -136,6 +137,30 @@ TEST(SettingsTable, EveryEntryIsRecordedAndGroupedByTheReport) {
   }
   for (const TrainSetting& s : train_settings())
     if (s.applies_to(cpu_run)) EXPECT_GT(found[s.name], 0) << s.name << " was never recorded";
+}
+
+// A setting that is a field of matrix.allreduce's modes: that field puts its flag on the command line
+// of the runs of 2+ ranks; it is no key or axis of its own (the run id names the mode as a whole).
+TEST(SettingsTable, PartsOfACompoundAxisAreThatAxisesFields) {
+  const HostInfo host = gpu_host(2);
+  bool any = false;
+  for (const TrainSetting& s : train_settings()) {
+    if (s.part_of.empty()) continue;
+    any = true;
+    ASSERT_EQ(s.part_of, "allreduce") << s.name;
+    const nlohmann::json v = other_value(s);
+    const Experiment e = parse_experiment_text(
+        kBaseExperiment + "  repeats: 1\ndevice: gpu\n",  "t.yaml",
+        {fmt::format("matrix.allreduce=[{{overlap: true, {}: {}}}]", s.name, v.dump())}, host);
+    for (const RunSpec& r : expand_runs(e))
+      EXPECT_EQ(command_line_value(train_arguments(e, r, "/r"), s), r.ranks > 1 ? s.text(v) : "<absent>") << r.id;
+    EXPECT_NE(sweep_train_flags().at(s.flag).find("matrix.allreduce's " + s.name), std::string::npos) << s.flag;
+    expect_error(kBaseExperiment, {s.name, "unknown key"},
+                 {fmt::format("matrix.{}=[{}]", s.name, v.dump())});
+    EXPECT_FALSE(s.applies_to({.gpu = true}));
+    EXPECT_TRUE(s.applies_to({.gpu = true, .world_size = 2, .exchanges = true}));
+  }
+  EXPECT_TRUE(any);
 }
 
 // The settings that apply only to a GPU run or an NCCL job, which the CPU runs above cannot record:
