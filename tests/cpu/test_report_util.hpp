@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,23 @@ inline std::vector<CsvRow> read_csv(const std::string& path) {
     rows.push_back(row);
   }
   return rows;
+}
+
+// The row of `rows` (a report CSV) for net, GPU count and batch; throws where there is none.
+inline const CsvRow& row_of(const std::vector<CsvRow>& rows, const std::string& net, int gpus, int batch) {
+  for (const CsvRow& r : rows)
+    if (r.at("net") == net && r.at("gpus") == std::to_string(gpus) && r.at("batch") == std::to_string(batch)) return r;
+  throw std::runtime_error(fmt::format("no row {} {} {}", net, gpus, batch));
+}
+
+// The sample standard deviation (n - 1) of v, as the report computes it.
+inline double sample_std(const std::vector<double>& v) {
+  double mean = 0;
+  for (double x : v) mean += x;
+  mean /= v.size();
+  double s = 0;
+  for (double x : v) s += (x - mean) * (x - mean);
+  return std::sqrt(s / (v.size() - 1));
 }
 
 // A run with every identity key set (CPU, synthetic, steady) plus `figures`.
