@@ -174,7 +174,9 @@ TEST(Shards, ImageListsReadDirectlyMatchTheirShards) {
   EXPECT_EQ(info.classes, 3);
   EXPECT_EQ(info.train_samples, 7);
   EXPECT_TRUE(info.has_test);
-  const OpenedDatasets direct = open_datasets({.name = name}, {}, 0, 2);
+  DatasetRequest request;
+  request.name = name;
+  const OpenedDatasets direct = open_datasets(request, {}, 0, 2);
   for (const std::string split : {"train", "test"}) {
     const Dataset& d = split == "train" ? *direct.train : *direct.test;
     const ShardDataset shards(t.file("s"), split);
