@@ -154,7 +154,10 @@ void run_train(TrainArgs& a) {
   if (r.interrupted) results.status = std::string(kRunInterrupted);
   results.curve = carry_curve(a.measure.results_root, a.measure.experiment, results.run_id,
                               watch->curve(r.start_iteration));
-  results.provenance = started;
+  // A resumed run keeps the start of the run it continues, and records its resume.
+  results.provenance = r.start_iteration > 0 ? carry_provenance(a.measure.results_root, a.measure.experiment,
+                                                                results.run_id, started)
+                                             : started;
   results.provenance->hosts = distinct_hosts(results.system.hosts);
   set_end(*results.provenance);
   ResultsWriteOptions where;

@@ -1,8 +1,10 @@
-// TrainWatch and carry_curve (train_watch.hpp).
+// TrainWatch, carry_curve and carry_provenance (train_watch.hpp).
 #include "app/train_watch.hpp"
 
 #include <cmath>
 #include <filesystem>
+#include <optional>
+#include <utility>
 
 #include "core/log.hpp"
 #include "io/results_writer.hpp"
@@ -117,6 +119,20 @@ TrainingCurve carry_curve(const std::string& results_root, const std::string& ex
     out.samples_per_s.push_back(mine.samples_per_s[i]);
   }
   return out;
+}
+
+Provenance carry_provenance(const std::string& results_root, const std::string& experiment, const std::string& run_id,
+                            Provenance mine) {
+  const std::string folder = (std::filesystem::path(results_root) / experiment / run_id).string();
+  std::optional<Provenance> before;
+  if (results_status(folder) == kRunInterrupted) {
+    try {
+      before = read_run_results(folder).provenance;
+    } catch (const Error& e) {
+      log::warn("the start time of the interrupted run in {} is not carried on: {}", folder, e.what());
+    }
+  }
+  return resumed_provenance(std::move(mine), before);
 }
 
 }  // namespace cnnscale::app

@@ -54,5 +54,9 @@ class TrainWatch {
 // there is no such folder or it has no curve (a warning when it cannot be read).
 TrainingCurve carry_curve(const std::string& results_root, const std::string& experiment, const std::string& run_id,
                           TrainingCurve mine);
+// A resumed run's provenance (resumed_provenance): `mine` with the start and the earlier resumes of
+// the interrupted run in the same folder, where it has one (a warning when it cannot be read).
+Provenance carry_provenance(const std::string& results_root, const std::string& experiment, const std::string& run_id,
+                            Provenance mine);
 
 }  // namespace cnnscale::app

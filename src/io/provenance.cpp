@@ -68,6 +68,16 @@ Provenance start_provenance() {
 
 void set_end(Provenance& p) { p.end_time = utc_iso(std::chrono::system_clock::now()); }
 
+Provenance resumed_provenance(Provenance mine, const std::optional<Provenance>& before) {
+  const std::string resumed = mine.start_time;
+  if (before) {
+    mine.start_time = before->start_time;
+    mine.resumed_at = before->resumed_at;
+  }
+  mine.resumed_at.push_back(resumed);
+  return mine;
+}
+
 std::vector<std::string> distinct_hosts(const std::vector<std::string>& rank_hosts) {
   std::vector<std::string> out;
   for (const std::string& h : rank_hosts)
@@ -100,7 +110,8 @@ nlohmann::json provenance_json(const Provenance& p) {
           {"command_line", p.command_line},
           {"start_time", p.start_time},
           {"end_time", p.end_time},
-          {"hosts", p.hosts}};
+          {"hosts", p.hosts},
+          {"resumed_at", p.resumed_at}};
 }
 
 Provenance provenance_from_json(const nlohmann::json& j, const std::string& where) {
@@ -113,6 +124,8 @@ Provenance provenance_from_json(const nlohmann::json& j, const std::string& wher
   p.start_time = json_string(j, "start_time", where);
   p.end_time = json_string(j, "end_time", where);
   p.hosts = json_strings(j, "hosts", where);
+  // Absent from files written before it was recorded: never resumed, as far as they say.
+  if (j.contains("resumed_at")) p.resumed_at = json_strings(j, "resumed_at", where);
   return p;
 }
 
@@ -125,6 +138,7 @@ void write_provenance_h5(h5::Writer& w, const std::string& group, const Provenan
   w.attr_str(g.get(), "end_time", p.end_time);
   w.strings(g.get(), "command_line", p.command_line);
   w.strings(g.get(), "hosts", p.hosts);
+  w.strings(g.get(), "resumed_at", p.resumed_at);
 }
 
 std::optional<Provenance> read_provenance_h5(const h5::Reader& in, const std::string& group) {
@@ -142,6 +156,8 @@ std::optional<Provenance> read_provenance_h5(const h5::Reader& in, const std::st
   p.end_time = required("end_time");
   p.command_line = in.strings(g.get(), "command_line");
   p.hosts = in.strings(g.get(), "hosts");
+  // Absent from files written before it was recorded: never resumed, as far as they say.
+  if (in.exists(g.get(), "resumed_at")) p.resumed_at = in.strings(g.get(), "resumed_at");
   return p;
 }
 
@@ -151,7 +167,8 @@ std::vector<std::pair<std::string, std::string>> provenance_columns(const Proven
           {"command_line", shell_line(p.command_line)},
           {"start_time", p.start_time},
           {"end_time", p.end_time},
-          {"hosts", fmt::format("{}", fmt::join(p.hosts, ","))}};
+          {"hosts", fmt::format("{}", fmt::join(p.hosts, ","))},
+          {"resumed_at", fmt::format("{}", fmt::join(p.resumed_at, ","))}};
 }
 
 }  // namespace cnnscale

@@ -31,7 +31,8 @@ std::vector<FieldInfo> provenance_field_infos() {
           {"command_line", F::TextList, "", R, "the command line as given, the program first"},
           {"start_time", F::Text, "", R, "UTC start"},
           {"end_time", F::Text, "", R, "UTC end"},
-          {"hosts", F::TextList, "", R, "every rank's host, each once, rank 0's first"}};
+          {"hosts", F::TextList, "", R, "every rank's host, each once, rank 0's first"},
+          {"resumed_at", F::TextList, "", Presence::Optional, "UTC start of each resume from a checkpoint, in order"}};
 }
 
 namespace {

@@ -1,7 +1,7 @@
 // A running train (one process, label mpi for its background job): progress.json in the run's
 // partial folder is valid JSON at every read and advances as the run trains; a run stopped by a
 // signal and resumed keeps one training curve, the interrupted run's display steps up to the resume
-// point followed by the resumed run's.
+// point followed by the resumed run's, and the interrupted run's start time, its resume recorded apart.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -107,6 +107,20 @@ TEST(Progress, AResumedRunKeepsOneCurve) {
   ASSERT_EQ(done.exit_code, 0) << done.err;
   const RunResults resumed = read_run_results(run.string());
   EXPECT_EQ(resumed.status, "complete");
+  // The run's start is the interrupted run's; the resume is recorded on its own (run.h5, summary.json
+  // and summary.csv alike).
+  ASSERT_TRUE(interrupted.provenance.has_value() && resumed.provenance.has_value());
+  EXPECT_TRUE(interrupted.provenance->resumed_at.empty());
+  EXPECT_EQ(resumed.provenance->start_time, interrupted.provenance->start_time);
+  ASSERT_EQ(resumed.provenance->resumed_at.size(), 1u);
+  EXPECT_GE(resumed.provenance->resumed_at[0], interrupted.provenance->end_time);  // ISO 8601 sorts as time
+  const nlohmann::json summary = nlohmann::json::parse(*read_text(run / "summary.json"));
+  EXPECT_EQ(summary["provenance"]["start_time"], interrupted.provenance->start_time);
+  EXPECT_EQ(summary["provenance"]["resumed_at"], nlohmann::json(resumed.provenance->resumed_at));
+  const std::string csv = *read_text(run / "summary.csv");
+  EXPECT_NE(csv.find(interrupted.provenance->start_time + "," + resumed.provenance->end_time), std::string::npos)
+      << csv;
+  EXPECT_NE(csv.find(resumed.provenance->resumed_at[0]), std::string::npos) << csv;
   // Every display step of the whole run once, in order: 5, 10, ..., 400.
   const TrainingCurve& c = resumed.curve;
   EXPECT_EQ(c.start_iteration, 0);
