@@ -16,6 +16,7 @@
 
 #include "app/commands.hpp"
 #include "backend/backend.hpp"
+#include "job/job.hpp"
 #include "backend/devices.hpp"
 #include "backend/kernel_bench.hpp"
 #include "core/error.hpp"
@@ -209,8 +210,9 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
     throw_config("bench {} --experiment names the results subfolder: give --results DIR too", a.kind);
   if (save) check_results_name("--experiment", a.experiment);
 
-  std::unique_ptr<Backend> backend =
-      make_backend(a.device, 0, precision == KernelPrecision::TF32 ? Precision::TF32 : Precision::FP32);
+  // Every process benchmarks its own device, alone (under mpirun too: the ranks are independent runs).
+  Job job(false);
+  Backend* backend = &job.open_backend(a.device, 0, precision == KernelPrecision::TF32 ? Precision::TF32 : Precision::FP32);
   std::unique_ptr<KernelBench> bench = make_kernel_bench(*backend);
   const bool on_gpu = !backend->device().is_cpu();
   // GPU: half a second between counter updates holds about five of NVML's ~100 ms refreshes, after
@@ -247,7 +249,7 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
   if (!o.counter_name.empty() && r.energy_method.rfind("mean power", 0) == 0)
     r.energy_method = fmt::format("{} of the {}; J per call = that power x the median time per call", r.energy_method,
                                   o.counter_name);
-  const nlohmann::json j = report::kernel_bench_json(r, utc_time, MpiEnv::current() ? MpiEnv::current()->host() : "");
+  const nlohmann::json j = report::kernel_bench_json(r, utc_time, job.host());
   if (a.json)
     std::cout << j.dump(2) << "\n";
   else

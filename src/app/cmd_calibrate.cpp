@@ -14,6 +14,7 @@
 
 #include "app/commands.hpp"
 #include "backend/backend.hpp"
+#include "job/job.hpp"
 #include "core/error.hpp"
 #include "data/datasets.hpp"
 #include "experiment/report_data.hpp"
@@ -82,7 +83,8 @@ void run_calibrate(const CalibrateArgs& a) {
     if (!std::filesystem::is_directory(parent, ec)) throw_config("--out {}: no folder {}", a.out, parent.string());
   }
 
-  std::unique_ptr<Backend> backend = make_backend(a.device);
+  Job job(false);  // one process: calibrate runs on one device
+  Backend* backend = &job.open_backend(a.device);
   infer::EngineOptions eo;
   eo.checkpoint = a.checkpoint;
   // Every quantised layer's input as the unfused network computes it, in its own pass.
@@ -118,7 +120,7 @@ void run_calibrate(const CalibrateArgs& a) {
     // The same table executed: its layers as the backend's int8 kernels (int32 sums), the rest
     // of the network in bf16 on a GPU and fp32 on the CPU, epilogues fused as infer runs them.
     const Precision around = backend->device().is_cpu() ? Precision::FP32 : Precision::BF16;
-    std::unique_ptr<Backend> int8_backend = make_backend(a.device, 0, around);
+    std::unique_ptr<Backend> int8_backend = job.another_backend(around);
     infer::EngineOptions ie;
     ie.checkpoint = a.checkpoint;
     ie.precision = around;

@@ -27,7 +27,7 @@
 #include "io/infer_results.hpp"
 #include "io/provenance.hpp"
 #include "net/net.hpp"
-#include "parallel/device_binding.hpp"
+#include "job/job.hpp"
 #include "parallel/mpi_env.hpp"
 #include "solver/checkpoint.hpp"
 
@@ -169,10 +169,10 @@ InferResult run_result(const InferArgs& a, const NetSpec& spec, infer::Inference
 // single-stream, server and server-search: one run of the scenario; under mpirun every rank runs
 // its own and rank 0 prints each rank's rate (server: achieved queries/s) and their sum.
 void run_scenario(const InferArgs& a, const NetSpec& spec, infer::InferenceEngine& engine,
-                  measure::EnergyMonitor* energy, const infer::ServerOptions& server, const MpiEnv* mpi,
+                  measure::EnergyMonitor* energy, const infer::ServerOptions& server, const Job& job,
                   const std::string& dir) {
-  const bool distributed = mpi && mpi->distributed();
-  if (distributed) mpi->allgather(0.0);  // the ranks' runs start together (their rates are added up)
+  const bool distributed = job.together();
+  job.start_together();  // the ranks' runs start together (their rates are added up)
   infer::ScenarioFigures f;
   if (a.scenario == "single-stream")
     f = infer::run_single_stream_scenario(engine, energy, a.measure.min_seconds, a.min_queries);
@@ -182,15 +182,15 @@ void run_scenario(const InferArgs& a, const NetSpec& spec, infer::InferenceEngin
     f = infer::run_server_search(engine, server, a.rate_lo, a.rate_hi, a.rate_steps);
   const double rate = f.single_stream ? f.single_stream->queries / f.single_stream->seconds
                                       : f.server->achieved_rate;
-  std::vector<double> rates = distributed ? mpi->allgather(rate) : std::vector<double>{rate};
-  if (distributed && mpi->rank() != 0) return;
-  InferResult j = run_result(a, spec, engine, f.scenario, distributed ? mpi->size() : 1);
+  std::vector<double> rates = job.gather(rate);
+  if (job.rank() != 0) return;
+  InferResult j = run_result(a, spec, engine, f.scenario, job.size());
   infer::add_scenario_figures(j, f, rate, rates);
   publish(a, j, dir);
   if (a.json) return;
   std::printf("%s on %s, %s, %s scenario%s\n", spec.name().c_str(), engine.backend().description().c_str(),
               a.precision.c_str(), f.scenario.c_str(),
-              distributed ? (", rank 0 of " + std::to_string(mpi->size())).c_str() : "");
+              distributed ? (", rank 0 of " + std::to_string(job.size())).c_str() : "");
   auto ms = [](double s) { return 1e3 * s; };
   if (f.single_stream) {
     const infer::LatencyStats& l = f.single_stream->latency;
@@ -300,42 +300,29 @@ void run_infer(InferArgs& a) {
     if (a.rate_steps < 1) throw_config("--rate-steps must be >= 1, got {}", a.rate_steps);
   }
   if (a.min_queries < 1) throw_config("--min-queries must be >= 1, got {}", a.min_queries);
-  const MpiEnv* mpi = MpiEnv::current();
-  const bool distributed = mpi && mpi->distributed();
-  const int rank = distributed ? mpi->rank() : 0;
-  std::string device = a.device;
-  if (device != "cpu" && distributed) {
-    const int gpu = gpu_for_local_rank(mpi->local_rank(), mpi->local_size(), a.gpus);
-    check_gpu_visible(mpi->rank(), mpi->local_rank(), mpi->host(), gpu, cuda_device_count());
-    device = "gpu:" + std::to_string(gpu);
-  } else if (!a.gpus.empty()) {
-    throw_config("--gpus binds the ranks of an mpirun job; for one process use --device gpu:N");
-  }
+  // Every rank streams its own batches on its own device; rank 0 gathers their figures.
+  Job job = Job::of_launch();
+  const bool distributed = job.together();
+  const int rank = job.rank();
+  const std::string device = job.device_for_ranks(a.device, a.gpus);
   check_backend_precision(device, precision);
   if (device != "cpu") EngineCache::from_environment();  // a bad CNNSCALE_ENGINE_CACHE: exit 2 before loading
   const std::string dir = prepare_infer_results(a.results_root, a.experiment, a.run_id, a.no_results, rank == 0);
 
   const NetSpec spec = network_to_run(a.net, a.checkpoint);
   if (synthetic_table) eo.int8_input_scales = synthetic_input_scales(a, spec, device);
-  std::unique_ptr<Backend> backend = make_backend(device, 0, precision, {.fc_gemv = fc_gemv_from_name(a.fc_gemv)});
+  Backend* backend = &job.open_backend(device, 0, precision, {.fc_gemv = fc_gemv_from_name(a.fc_gemv)});
   if (distributed) {
-    std::vector<RankDevice> ranks;
-    for (const std::string& t : mpi->allgather(encode_rank_device(
-             {mpi->host(), backend->device().to_string(),
-              backend->device().is_cpu() ? std::string() : gpu_uuid(backend->device().index)})))
-      ranks.push_back(decode_rank_device(t));
-    check_distinct_devices(ranks);
-    std::vector<std::string> hosts;
-    for (const RankDevice& r : ranks) hosts.push_back(r.host);
-    a.provenance.hosts = distinct_hosts(hosts);
-    for (const RankDevice& r : ranks) a.rank_devices.push_back(r.device);
+    job.bind_devices();  // no two ranks on one GPU
+    a.provenance.hosts = distinct_hosts(job.hosts());
+    for (const RankDevice& r : job.devices()) a.rank_devices.push_back(r.device);
   }
   infer::InferenceEngine engine(spec, *backend, eo);
-  auto energy = open_energy_monitor(backend->device(), distributed ? mpi->local_rank() : 0, a.power_hz);
+  measure::EnergyMonitor* energy = &job.open_energy_monitor(a.power_hz);
 
-  if (!offline) return run_scenario(a, spec, engine, energy.get(), server, mpi, dir);
+  if (!offline) return run_scenario(a, spec, engine, energy, server, job, dir);
 
-  if (distributed) a.measure.before_window = [mpi] { mpi->allgather(0.0); };
+  if (distributed) a.measure.before_window = [&job] { job.start_together(); };
   std::vector<int64_t> sizes = plan.sizes, beyond;
   std::optional<infer::MaxBatch> max;
   if (plan.max) {
@@ -346,7 +333,7 @@ void run_infer(InferArgs& a) {
     max = infer::find_max_batch(engine, limit);
     int64_t batch = max->batch;
     if (distributed) {  // every rank runs the same batch size: the smallest any rank fits
-      const std::vector<double> all = mpi->allgather(static_cast<double>(batch));
+      const std::vector<double> all = job.gather(static_cast<double>(batch));
       batch = static_cast<int64_t>(*std::min_element(all.begin(), all.end()));
     }
     // Listed sizes beyond the largest that fits would fail to allocate: left out, and said so.
@@ -365,17 +352,16 @@ void run_infer(InferArgs& a) {
   std::vector<infer::BatchFigures> rows;
   std::vector<InferBatch> batches;
   for (int64_t batch : sizes) {
-    infer::BatchFigures f = infer::measure_batch(engine, batch, energy.get(), a.measure);
+    infer::BatchFigures f = infer::measure_batch(engine, batch, energy, a.measure);
     InferBatch b = infer::batch_result(f);
-    if (distributed)
-      infer::add_job_figures(b, mpi->allgather(f.images_per_s), mpi->allgather(f.watts.value_or(std::nan(""))));
+    if (distributed) infer::add_job_figures(b, job.gather(f.images_per_s), job.gather(f.watts.value_or(std::nan(""))));
     rows.push_back(f);
     batches.push_back(b);
   }
   if (rank != 0) return;
 
   {
-    InferResult out = run_result(a, spec, engine, "offline", distributed ? mpi->size() : 1);
+    InferResult out = run_result(a, spec, engine, "offline", job.size());
     out.batches = batches;
     if (max) out.max_batch = infer::max_batch_result(*max, sizes.back(), beyond);
     publish(a, out, dir);
@@ -386,7 +372,7 @@ void run_infer(InferArgs& a) {
               infer::input_fill_name(eo.fill).c_str(),
               a.checkpoint.empty() ? ", initialised weights" : (", weights of " + a.checkpoint).c_str(),
               engine.folded_batch_norms(), engine.fused_epilogues(),
-              distributed ? (", rank 0 of " + std::to_string(mpi->size())).c_str() : "");
+              distributed ? (", rank 0 of " + std::to_string(job.size())).c_str() : "");
   if (!backend->device().is_cpu())
     std::printf("CUDA graph: %s (%lld forward passes replayed)\n", engine.cuda_graph().c_str(),
                 static_cast<long long>(engine.graph_replays()));
@@ -405,7 +391,7 @@ void run_infer(InferArgs& a) {
                 fmt_opt(f.images_per_joule, "%.1f").c_str(), fmt_opt(f.sm_clock_mhz, "%.0f").c_str(),
                 static_cast<double>(f.peak_memory_bytes) / double(int64_t{1} << 30));
     if (distributed)
-      std::printf("%7s job of %d ranks: %.1f images/s%s\n", "", mpi->size(),
+      std::printf("%7s job of %d ranks: %.1f images/s%s\n", "", job.size(),
                   batches[i].job_images_per_s.value(),
                   batches[i].job_watts.has_value() ? fmt::format(", {:.1f} W", batches[i].job_watts.value()).c_str() : "");
   }

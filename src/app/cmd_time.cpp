@@ -15,6 +15,7 @@
 #include "app/commands.hpp"
 #include "app/count_option.hpp"
 #include "backend/backend.hpp"
+#include "job/job.hpp"
 #include "core/error.hpp"
 #include "core/precision.hpp"
 #include "infer/calibrate_run.hpp"
@@ -60,10 +61,11 @@ void run_time(TimeArgs& a) {
   if (!a.input_shape.empty()) net_options.input_shape = a.input_shape;
   if (a.classes > 0) net_options.classes = a.classes;
   NetSpec spec = NetSpec::load(resolve_network_path(a.net), net_options);
-  std::unique_ptr<Backend> backend = make_backend(a.device, a.sm_count, a.options.precision,
-                                                  {.conv_search = conv_search_from_name(a.conv_search),
-                                                   .layout = layout_choice_from_name(a.layout),
-                                                   .batchnorm = batchnorm_kernels_from_name(a.batchnorm)});
+  Job job(false);  // one process on one device
+  Backend* backend = &job.open_backend(a.device, a.sm_count, a.options.precision,
+                                       {.conv_search = conv_search_from_name(a.conv_search),
+                                        .layout = layout_choice_from_name(a.layout),
+                                        .batchnorm = batchnorm_kernels_from_name(a.batchnorm)});
 
   // The network timed: as written, or as infer runs it (folded, then fused, then int8), each
   // rewrite read from the one before.

@@ -1,7 +1,8 @@
 // `cnnscale train`: one network, one dataset, one device per rank. Validates every option before
 // any heavy work (so bad input costs one clear line and exit 2), runs the Trainer, shows progress
 // on stderr and, with --json, prints one JSON line of results on stdout. Under mpirun/srun the
-// ranks train data-parallel (train_parallel.cpp binds devices and builds the communicator); only
+// ranks train data-parallel (the job, job/job.hpp, binds devices and builds the communicator as
+// train_parallel.cpp asks); only
 // rank 0 shows progress and prints the JSON line, which then describes the whole job.
 #include <fmt/ranges.h>
 
@@ -52,11 +53,10 @@ void run_train(TrainArgs& a) {
                    .deterministic = a.deterministic,
                    .layout = layout_choice_from_name(a.layout),
                    .batchnorm = batchnorm_kernels_from_name(a.batchnorm)});
-  a.options.batch = par.global_batch();
   if (a.host_decode) a.options.input_decode = TrainOptions::InputDecode::Host;
   check_input_decode(a.options.input_decode, par.device() == "cpu");  // before any work
   if (par.device() != "cpu") EngineCache::from_environment();         // a bad CNNSCALE_ENGINE_CACHE: exit 2 now
-  const TrainInputs in = load_train_inputs(a);
+  const TrainInputs in = load_train_inputs(a, par.global_batch());
   check_test_batch(a, in);
   const nlohmann::json run_config = describe_run(a, in, par);
   // The checkpoint directory is this run's from here on (rank 0 writes it): a live run holding it,
@@ -75,16 +75,16 @@ void run_train(TrainArgs& a) {
   Backend& backend = par.connect();  // data parallel: watchdog, device check, communicator
   const TrainJob train_job{.parallel = par.data_parallel(),
                            .run_config = run_config.dump(),
-                           .network_yaml = in.spec.resolved_yaml()};
+                           .network_yaml = in.spec.resolved_yaml(),
+                           .backend_precision = par.job().precision()};
   a.options.split = par.split();
   a.options.rebalance_every = a.parallel.rebalance_every;
   a.options.auto_probe = a.parallel.auto_start == "probe";
   a.options.probe_seconds = a.parallel.probe_seconds;
   a.options.slowdown = par.slowdown();
-  const MpiEnv* mpi = MpiEnv::current();
-  auto energy = open_energy_monitor(backend.device(), mpi ? mpi->local_rank() : 0, a.measure.power_hz);
+  measure::EnergyMonitor* energy = &par.job().open_energy_monitor(a.measure.power_hz);
   Trainer trainer(in.spec, backend, in.train, in.test, a.solver, a.options, train_job,
-                  train_measurement(a.measure, energy.get()), train_faults_from_environment());
+                  train_measurement(a.measure, energy), train_faults_from_environment());
   const bool rank0 = par.rank() == 0;
   if (rank0) print_train_banner(a, in, trainer, par);
 
@@ -94,7 +94,7 @@ void run_train(TrainArgs& a) {
   if (rank0)
     watch = std::make_unique<TrainWatch>(a.measure.results_root, a.measure.experiment,
                                          a.measure.no_results ? std::string() : results_run_id(a, run_config, trainer),
-                                         started, energy.get());
+                                         started, energy);
   if (watch && !watch->progress_path().empty()) progress.message("progress: " + watch->progress_path());
   std::vector<EpochRecord> epochs;
   std::string last_checkpoint;
@@ -136,11 +136,10 @@ void run_train(TrainArgs& a) {
 
   // The job's throughput: every rank's steady-state time is gathered, the slowest one counts.
   const JobTiming job = par.job_timing(r);
-  RankReport mine =
-      make_rank_report(par.rank(), mpi ? mpi->host() : "", backend.device(), *energy, r, trainer.local_batch());
+  RankReport mine = make_rank_report(par.rank(), par.job().host(), backend.device(), *energy, r, trainer.local_batch());
   mine.slowdown = par.slowdown();
   mine.sms = backend.granted_sms();
-  const GatheredRanks gathered = gather_rank_reports(std::move(mine), graph_figures(r));
+  const GatheredRanks gathered = gather_rank_reports(par.job(), std::move(mine), graph_figures(r));
   if (r.interrupted) requested_exit_code() = kExitRequeue;
   if (!rank0) return;
 

@@ -1,4 +1,4 @@
-// `cnnscale train`'s measurement flags, each rank's energy monitor, the gathering of every rank's
+// `cnnscale train`'s measurement flags, the gathering of every rank's
 // report (solver/run_report.hpp) and CUDA graph figures to rank 0, and those figures' summary entries.
 #include <unistd.h>
 
@@ -7,17 +7,13 @@
 #include <regex>
 
 #include "app/train_results.hpp"
-#include "backend/devices.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/stop_signal.hpp"
-#include "parallel/mpi_env.hpp"
 #include "io/atomic_file.hpp"
 #include "io/safe_open.hpp"
 #include "io/results_writer.hpp"
 #include "measure/matmul_peak.hpp"
-#include "measure/nvml.hpp"
-#include "measure/rapl.hpp"
 
 namespace cnnscale::app {
 
@@ -107,25 +103,6 @@ TrainMeasurement train_measurement(const MeasureArgs& a, measure::EnergyMonitor*
           .phase_repeats = a.phase_repeats};
 }
 
-std::unique_ptr<measure::EnergyMonitor> open_energy_monitor(const Device& device, int local_rank, double power_hz) {
-  std::unique_ptr<measure::GpuPowerReader> gpu;
-  if (device.is_cpu()) {
-    gpu = std::make_unique<measure::UnavailableGpuReader>("CPU run");
-  } else {
-    gpu = measure::open_gpu_power_reader(gpu_uuid(device.index), static_cast<unsigned>(device.index));
-  }
-  // RAPL counts the whole host: one rank per host reads it, so the job's sum counts each once.
-  std::unique_ptr<measure::RaplReader> rapl;
-  if (local_rank == 0) {
-    // CNNSCALE_RAPL_ROOT: another powercap tree (tests use a fake one).
-    const char* root = std::getenv("CNNSCALE_RAPL_ROOT");
-    rapl = std::make_unique<measure::RaplReader>(root && *root ? root : "/sys/class/powercap");
-    if (!rapl->available())
-      log::warn("energy: no readable RAPL counter under /sys/class/powercap: CPU energy fields are null");
-  }
-  return std::make_unique<measure::EnergyMonitor>(std::move(gpu), std::move(rapl), power_hz);
-}
-
 GraphFigures graph_figures(const TrainResult& result) { return {result.graph_replays, result.graph_note}; }
 
 std::string cuda_graph_text(const GraphFigures& g) {
@@ -135,16 +112,15 @@ std::string cuda_graph_text(const GraphFigures& g) {
   return "off: " + g.note;
 }
 
-GatheredRanks gather_rank_reports(const RankReport& mine, const GraphFigures& my_graph) {
+GatheredRanks gather_rank_reports(const Job& job, const RankReport& mine, const GraphFigures& my_graph) {
   GatheredRanks all;
-  const MpiEnv* mpi = MpiEnv::current();
-  if (!mpi || !mpi->distributed()) {
+  if (job.size() == 1) {  // nothing to gather: not even the JSON round trip
     all.reports.push_back(mine);
     all.graphs.push_back(my_graph);
     return all;
   }
   const nlohmann::json text = {{"report", mine}, {"graph_replays", my_graph.replays}, {"graph_note", my_graph.note}};
-  for (const std::string& t : mpi->allgather(text.dump())) {
+  for (const std::string& t : job.gather(text.dump())) {
     const auto j = nlohmann::json::parse(t);
     all.reports.push_back(j.at("report").get<RankReport>());
     all.graphs.push_back({j.at("graph_replays").get<int64_t>(), j.at("graph_note").get<std::string>()});

@@ -22,7 +22,7 @@ void print_train_banner(const TrainArgs& a, const TrainInputs& in, const Trainer
                in.spec.name().c_str(), static_cast<long long>(in.spec.total_params()), in.train->name().c_str(),
                static_cast<long long>(in.train->size()),
                in.test ? fmt::format(", test {}", in.test->size()).c_str() : "",
-               static_cast<long long>(a.options.batch), static_cast<long long>(trainer.total_iterations()),
+               static_cast<long long>(par.global_batch()), static_cast<long long>(trainer.total_iterations()),
                static_cast<long long>(trainer.iterations_per_epoch()), a.solver.describe().c_str(),
                precision_name(a.options.precision).c_str(), par.backend().description().c_str());
   if (par.active()) std::fprintf(stderr, "%s\n", par.describe(trainer).c_str());
@@ -93,7 +93,7 @@ void print_train_json(const TrainArgs& a, const TrainInputs& in, const Trainer& 
             {"device", par.backend().device().to_string()},
             {"precision", precision_name(a.options.precision)},
             {"allreduce_dtype", float_type_name(a.parallel.exchange_dtype)},
-            {"batch", a.options.batch},
+            {"batch", par.global_batch()},
             {"seed", a.options.seed},
             {"iterations", r.iterations},
             {"start_iteration", r.start_iteration},

@@ -1,24 +1,17 @@
-// ParallelRun: device choice, batch split, device check, communicator and watchdog of a
-// data-parallel `cnnscale train`, and the job-level results rank 0 reports.
+// ParallelRun: train's flags checked against its job (job/job.hpp), the batch split, and the
+// job-level results rank 0 reports.
 #include "app/train_parallel.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <numeric>
 
 #include "backend/backend.hpp"
-#include "backend/devices.hpp"
 #include "core/log.hpp"
-#include "io/atomic_file.hpp"
 #include "measure/metrics.hpp"
-#include "parallel/counted_communicator.hpp"
-#include "parallel/mpi_communicator.hpp"
 
 namespace cnnscale::app {
 
@@ -122,9 +115,7 @@ void check_one_rank_exchange(bool flag, const MpiEnv* env) {
     throw_config("--one-rank-exchange keeps a one-rank MPI job on the data-parallel path: launch it with mpirun -np 1");
 }
 
-ParallelRun::ParallelRun(const ParallelArgs& args, const std::string& device, int64_t batch, Precision precision,
-                         AlgorithmChoice algorithms)
-    : args_(args), mpi_(MpiEnv::current()), device_(device), precision_(precision), algorithms_(algorithms) {
+bool ParallelRun::trains_together(const ParallelArgs& args) {
   // A job of one rank trains as one process: no communicator, buckets or exchange with nobody,
   // which would cost its step what no rank needs (on an H200, ResNet-34 bf16 at 64 samples took
   // 6.34 ms a step as a one-rank job against 5.95 ms alone, when the step was captured in 3 copies;
@@ -132,39 +123,32 @@ ParallelRun::ParallelRun(const ParallelArgs& args, const std::string& device, in
   // MPI (srun), a 1-GPU baseline included: it must measure what the GPU does alone, as mpirun-less
   // runs do, or every scaling efficiency over it would read high.
   // --one-rank-exchange undoes that, to measure the data-parallel path's own cost on one GPU.
-  const bool launched = mpi_ && mpi_->initialized();
-  check_one_rank_exchange(args_.one_rank_exchange, mpi_);
-  active_ = launched && (mpi_->size() > 1 || args_.one_rank_exchange);
-  one_rank_exchange_ = active_ && mpi_->size() == 1;
-  if (launched && !active_) log::info("one rank: trained as one process (no communicator, no gradient exchange)");
+  const MpiEnv* mpi = MpiEnv::current();
+  check_one_rank_exchange(args.one_rank_exchange, mpi);
+  return mpi && mpi->initialized() && (mpi->size() > 1 || args.one_rank_exchange);
+}
+
+ParallelRun::ParallelRun(const ParallelArgs& args, const std::string& device, int64_t batch, Precision precision,
+                         AlgorithmChoice algorithms)
+    : args_(args), precision_(precision), algorithms_(algorithms), job_(trains_together(args)) {
+  const MpiEnv* mpi = job_.mpi();
+  const bool launched = mpi && mpi->initialized();
+  const bool active = job_.together();
+  one_rank_exchange_ = active && job_.size() == 1;
+  if (launched && !active) log::info("one rank: trained as one process (no communicator, no gradient exchange)");
   if (one_rank_exchange_)
     log::info("one rank, --one-rank-exchange: the data-parallel path (communicator, buckets, an exchange with itself)");
-  rank_ = active_ ? mpi_->rank() : 0;
   if (!(args_.bucket_mb > 0)) throw_config("--bucket-mb must be > 0, got {}", args_.bucket_mb);
   if (!(args_.watchdog_timeout > 0))
     throw_config("--watchdog-timeout must be > 0 seconds, got {}", args_.watchdog_timeout);
   check_global_batch(batch);
 
-  if (!args_.gpus.empty()) {
-    const bool explicit_device = args_.device_flag && args_.device_flag->count() > 0;
-    if (explicit_device && device_ != "gpu")
-      throw_config("--gpus picks each rank's GPU: use it with --device gpu (or alone), not --device {}", device_);
-    device_ = "gpu";
-  }
-  if (device_ == "gpu" || device_ == "cuda") {
-    const int local_rank = active_ ? mpi_->local_rank() : 0;
-    const int gpu = active_ ? gpu_for_local_rank(local_rank, mpi_->local_size(), args_.gpus)
-                            : args_.gpus.empty() ? -1 : gpu_for_local_rank(0, 1, args_.gpus);
-    if (gpu >= 0) {
-      // Before any rank opens a device: too many ranks for this node is a launch mistake, said as such.
-      if (active_) check_gpu_visible(rank_, local_rank, mpi_->host(), gpu, cuda_device_count());
-      device_ = fmt::format("gpu:{}", gpu);
-    }
-  }
+  device_ = job_.device_for_train(device, args_.device_flag && args_.device_flag->count() > 0, args_.gpus);
   check_backend_precision(device_, precision_);  // here, before the network and data are loaded
+  const int local_rank = active ? job_.local_rank() : 0;
   if (!args_.sm_counts.empty()) {
     if (device_ == "cpu") throw_config("--sm-counts applies to GPU ranks");
-    const int local_ranks = active_ ? mpi_->local_size() : 1;
+    const int local_ranks = active ? job_.local_size() : 1;
     const size_t expected = args_.gpus.empty() ? static_cast<size_t>(local_ranks) : args_.gpus.size();
     if (args_.sm_counts.size() != expected)
       throw_config("--sm-counts {} lists {} count(s) but {} {}", fmt::join(args_.sm_counts, ","),
@@ -175,10 +159,10 @@ ParallelRun::ParallelRun(const ParallelArgs& args, const std::string& device, in
     // Every rank computes a gathered layer's gradient for the job; a partition may run other
     // kernels than a whole GPU (another rounding), and the ranks' weights would drift apart.
     if (args_.gather_gradients == "true") throw_config("--gather-gradients needs whole GPUs, not --sm-counts");
-    sm_count_ = args_.sm_counts[static_cast<size_t>(active_ ? mpi_->local_rank() : 0)];
+    sm_count_ = args_.sm_counts[static_cast<size_t>(local_rank)];
   }
 
-  const int ranks = active_ ? mpi_->size() : 1;
+  const int ranks = job_.size();
   const SplitPolicy split = split_ = parse_split_policy(args_.split);
   if (split != SplitPolicy::Manual && !args_.shares.empty()) throw_config("--shares applies to --split manual only");
   if (split != SplitPolicy::Even && args_.batch_per_rank)
@@ -201,7 +185,7 @@ ParallelRun::ParallelRun(const ParallelArgs& args, const std::string& device, in
   check_probe_seconds(args_.probe_seconds);
   if (!args_.slowdown.empty()) {
     if (device_ != "cpu") throw_config("--slowdown emulates slower CPU ranks; GPU ranks are made unequal with --sm-counts");
-    const size_t want = active_ ? static_cast<size_t>(mpi_->size()) : 1;
+    const size_t want = static_cast<size_t>(ranks);
     if (args_.slowdown.size() != want)
       throw_config("--slowdown: {} factor(s) for {} rank(s): give one per rank, in rank order", args_.slowdown.size(),
                    want);
@@ -215,82 +199,49 @@ ParallelRun::ParallelRun(const ParallelArgs& args, const std::string& device, in
   global_batch_ = std::accumulate(rank_batches_.begin(), rank_batches_.end(), int64_t{0});
 }
 
-ParallelRun::~ParallelRun() {
-  // The watchdog's peer report reads the board: withdrawn first (set_peer_report waits for a report
-  // in progress), so a mark that expires while the rest is torn down never reads a freed board.
-  if (watchdog_) watchdog_->set_peer_report({});
-  progress_.reset();
-}
+ParallelRun::~ParallelRun() = default;
 
 double ParallelRun::slowdown() const {
-  return args_.slowdown.empty() ? 1.0 : args_.slowdown[static_cast<size_t>(rank_)];
+  return args_.slowdown.empty() ? 1.0 : args_.slowdown[static_cast<size_t>(rank())];
 }
 
 Backend& ParallelRun::connect() {
-  backend_ = make_backend(device_, sm_count_, precision_, algorithms_);
-  if (!active_) return *backend_;
+  Backend& backend = job_.open_backend(device_, sm_count_, precision_, algorithms_);
+  if (!active()) return backend;
 
-  // From here on a dead or stuck peer must not leave this rank waiting forever.
-  watchdog_ = std::make_unique<Watchdog>(args_.watchdog_timeout, rank_, mpi_->host(), [this] {
-    if (Communicator* c = abort_target_.load()) c->abort();
-    // MPI_Abort from this (non-main) thread needs MPI_THREAD_MULTIPLE; otherwise exiting without
-    // MPI_Finalize makes mpirun end the job.
-    if (mpi_->thread_multiple()) mpi_->abort_job(3);
-    std::_Exit(3);
-  });
-  // Each rank's collectives started, where the others can read them: a waiting rank's watchdog line
-  // then names the ranks that did not arrive.
-  progress_ = std::make_unique<ProgressBoard>();
-  watchdog_->set_peer_report([board = progress_.get()](int64_t mine) { return board->behind(mine); });
-
-  RankDevice mine{mpi_->host(), backend_->device().to_string(), ""};
-  if (!backend_->device().is_cpu()) mine.uuid = gpu_uuid(backend_->device().index);
-  for (const std::string& text : mpi_->allgather(encode_rank_device(mine)))
-    devices_.push_back(decode_rank_device(text));
-  check_distinct_devices(devices_);
-  if (args_.gather_gradients == "true" && !backend_->device().is_cpu()) {
+  job_.start_watchdog(args_.watchdog_timeout);
+  job_.bind_devices();  // no two ranks on one GPU, no mix of CPU and GPU ranks
+  if (args_.gather_gradients == "true" && !backend.device().is_cpu()) {
     // The same reason on GPUs of different models: the model is what the description starts with.
-    const std::string description = backend_->description();
+    const std::string description = backend.description();
     const std::string model = description.substr(0, description.find(" ("));
-    for (const std::string& other : mpi_->allgather(model))
+    for (const std::string& other : job_.gather(model))
       if (other != model)
         throw_config("--gather-gradients needs one GPU model on every rank, got {} and {}", model, other);
   }
-  for (const RankDevice& d : devices_)
-    if ((d.device.rfind("cpu", 0) == 0) != backend_->device().is_cpu())
-      throw_config("ranks mix CPU and GPU devices ({} and {}): use one kind for the whole job", mine.device, d.device);
 
-  const AllreduceAlgo algo = parse_allreduce_algo(args_.algo);
-  if (backend_->device().is_cpu()) {
-    if (rank_ == 0 && args_.algo_flag && args_.algo_flag->count() > 0)
-      log::info("--allreduce-algo {} applies to NCCL only: MPI (CPU ranks) chooses its own allreduce algorithm",
-                args_.algo);
-    comm_ = std::make_unique<MpiCommunicator>();
-  } else {
-    std::vector<char> id;
-    if (rank_ == 0) id = device_communicator_id();
-    mpi_->broadcast(id, 0);
-    BlockingOp mark("NCCL communicator initialisation");
-    NcclTuning tuning;
-    tuning.max_ctas = args_.allreduce_max_ctas;
-    tuning.cta_policy = parse_cta_policy(args_.allreduce_cta_policy, "--allreduce-cta-policy");
-    tuning.low_priority = args_.allreduce_priority == "low";
-    // Counted above the NCCL code, as MpiCommunicator counts its own: the peers' watchdogs compare.
-    comm_ = std::make_unique<CountedDeviceCommunicator>(
-        make_device_communicator(*backend_, rank_, mpi_->size(), id, algo, args_.watchdog_timeout, tuning));
-  }
-  exchange_ = std::make_unique<CommunicatorExchange>(*comm_);
-  abort_target_.store(comm_.get());
-  return *backend_;
+  CommunicatorChoice choice;
+  choice.algo = parse_allreduce_algo(args_.algo);
+  if (backend.device().is_cpu() && rank() == 0 && args_.algo_flag && args_.algo_flag->count() > 0)
+    log::info("--allreduce-algo {} applies to NCCL only: MPI (CPU ranks) chooses its own allreduce algorithm",
+              args_.algo);
+  choice.tuning.max_ctas = args_.allreduce_max_ctas;
+  choice.tuning.cta_policy = parse_cta_policy(args_.allreduce_cta_policy, "--allreduce-cta-policy");
+  choice.tuning.low_priority = args_.allreduce_priority == "low";
+  choice.timeout_seconds = args_.watchdog_timeout;
+  job_.connect(choice);
+  return backend;
 }
 
 DataParallel ParallelRun::data_parallel() const {
   DataParallel dp;
-  if (!active_) return dp;
-  dp.comm = comm_.get();
-  dp.exchange = exchange_.get();
-  dp.rank = rank_;
+  // A single process too: the one split of --batch (ParallelRun's), from which the Trainer derives
+  // the global batch instead of checking a second copy of it.
   dp.rank_batches = rank_batches_;
+  if (!active()) return dp;
+  dp.comm = job_.communicator();
+  dp.exchange = job_.exchange();
+  dp.rank = rank();
   dp.overlap = !args_.no_overlap && args_.overlap == "true";
   dp.bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(args_.bucket_mb * 1024.0 * 1024.0));
   dp.exchange_dtype = args_.exchange_dtype;
@@ -302,37 +253,32 @@ DataParallel ParallelRun::data_parallel() const {
 
 std::string ParallelRun::describe(const Trainer& trainer) const {
   const GradientBuckets* b = trainer.buckets();
+  const Communicator* comm = job_.communicator();
+  const std::vector<RankDevice>& devices = job_.devices();
   std::string out = fmt::format(
       "data parallel: {} rank(s) ({}), global batch {} = {} per rank{}, gradients in {} bucket(s) of <= {:g} MiB, "
       "overlap {}, exchanged in {}, {}",
-      world_size(), comm_ ? comm_->name() : "none", global_batch_, fmt::join(rank_batches_, "+"),
+      world_size(), comm ? comm->name() : "none", global_batch_, fmt::join(rank_batches_, "+"),
       args_.batch_per_rank ? " (--batch-per-rank)" : "", b ? b->buckets().size() : 0, args_.bucket_mb,
       b && b->overlap() ? "on" : "off", float_type_name(args_.exchange_dtype),
       trainer.updates_per_bucket() ? "updated per bucket" : "updated after the exchange");
   if (trainer.gathering_layers() > 0)
     out += fmt::format(", {} layer(s) forming their gradients from gathered rows", trainer.gathering_layers());
-  if (comm_ && comm_->name() != "mpi") {
+  if (comm && comm->name() != "mpi") {
     out += fmt::format(", algorithm {}", args_.algo);
     if (const char* ctas = std::getenv("NCCL_MAX_CTAS")) out += fmt::format(", at most {} CTAs", ctas);
     if (args_.allreduce_cta_policy != "default") out += fmt::format(", CTA policy {}", args_.allreduce_cta_policy);
     if (args_.allreduce_priority != "high") out += fmt::format(", {} stream priority", args_.allreduce_priority);
   }
-  for (size_t r = 0; r < devices_.size(); ++r)
-    out += fmt::format("\n  rank {}: host {}, {}{}", r, devices_[r].host, devices_[r].device,
-                       devices_[r].uuid.empty() ? "" : " (" + devices_[r].uuid + ")");
+  for (size_t r = 0; r < devices.size(); ++r)
+    out += fmt::format("\n  rank {}: host {}, {}{}", r, devices[r].host, devices[r].device,
+                       devices[r].uuid.empty() ? "" : " (" + devices[r].uuid + ")");
   return out;
-}
-
-void ParallelRun::write_pid_file() const {
-  const char* dir = std::getenv("CNNSCALE_PID_DIR");
-  if (!dir || !*dir) return;
-  const std::filesystem::path path = std::filesystem::path(dir) / fmt::format("rank-{}.pid", rank_);
-  write_file_atomically(path.string(), fmt::format("{}\n", ::getpid()));  // readers never see a half-written pid
 }
 
 JobTiming ParallelRun::job_timing(const TrainResult& r) const {
   JobTiming job;
-  job.rank_timed_seconds = active_ ? mpi_->allgather(r.timed_seconds) : std::vector<double>{r.timed_seconds};
+  job.rank_timed_seconds = job_.gather(r.timed_seconds);
   job.timed_seconds = *std::max_element(job.rank_timed_seconds.begin(), job.rank_timed_seconds.end());
   job.samples_per_s = measure::samples_per_second(global_batch_, r.timed_iterations, job.timed_seconds);
   return job;
@@ -340,18 +286,20 @@ JobTiming ParallelRun::job_timing(const TrainResult& r) const {
 
 nlohmann::json ParallelRun::job_json(const Trainer& trainer, const JobTiming& job) const {
   const DataParallel dp = data_parallel();
+  const Communicator* comm = job_.communicator();
+  const std::vector<RankDevice>& devices = job_.devices();
   // Where NCCL exchanges gradients and they differ from the defaults, as allreduce_max_ctas; else null.
-  const bool nccl = comm_ && comm_->name() != "mpi";
+  const bool nccl = comm && comm->name() != "mpi";
   const nlohmann::json cta_policy =
       args_.allreduce_cta_policy != "default" && nccl ? nlohmann::json(args_.allreduce_cta_policy) : nlohmann::json();
   const nlohmann::json priority =
       args_.allreduce_priority != "high" && nccl ? nlohmann::json(args_.allreduce_priority) : nlohmann::json();
   nlohmann::json ranks = nlohmann::json::array();
-  for (size_t r = 0; r < devices_.size(); ++r)
+  for (size_t r = 0; r < devices.size(); ++r)
     ranks.push_back({{"rank", r},
-                     {"host", devices_[r].host},
-                     {"device", devices_[r].device},
-                     {"uuid", devices_[r].uuid.empty() ? nlohmann::json() : nlohmann::json(devices_[r].uuid)},
+                     {"host", devices[r].host},
+                     {"device", devices[r].device},
+                     {"uuid", devices[r].uuid.empty() ? nlohmann::json() : nlohmann::json(devices[r].uuid)},
                      {"batch", trainer.rank_batches().at(r)},
                      {"timed_seconds", job.rank_timed_seconds[r]}});
   return {{"world_size", world_size()},
@@ -359,13 +307,13 @@ nlohmann::json ParallelRun::job_json(const Trainer& trainer, const JobTiming& jo
           {"first_rank_batches", rank_batches_},
           {"split", args_.split},
           {"batch_per_rank", args_.batch_per_rank},
-          {"communicator", comm_ ? comm_->name() : ""},
+          {"communicator", comm ? comm->name() : ""},
           {"allreduce_overlap", dp.overlap},
           {"update_per_bucket", trainer.updates_per_bucket()},
           {"exchange_in_place", trainer.exchanges_compute_grads()},
           {"gathering_layers", trainer.gathering_layers()},
-          {"allreduce_algo", comm_ && comm_->name() == "mpi" ? nlohmann::json() : nlohmann::json(args_.algo)},
-          {"allreduce_max_ctas", args_.allreduce_max_ctas > 0 && comm_ && comm_->name() != "mpi"
+          {"allreduce_algo", comm && comm->name() == "mpi" ? nlohmann::json() : nlohmann::json(args_.algo)},
+          {"allreduce_max_ctas", args_.allreduce_max_ctas > 0 && comm && comm->name() != "mpi"
                                      ? nlohmann::json(args_.allreduce_max_ctas)
                                      : nlohmann::json()},
           {"allreduce_cta_policy", cta_policy},

@@ -1,10 +1,9 @@
-// The data-parallel side of `cnnscale train`: its flags, and ParallelRun, which turns the MPI job
-// (MpiEnv) into what the Trainer needs: the rank's device (node-local rank or --gpus), the split of
-// the global batch, a checked device binding (no two ranks on one GPU), the communicator (MPI on
-// CPU, NCCL on GPU), the watchdog, and at the end the job's timing (slowest rank).
+// The data-parallel side of `cnnscale train`: its flags, and ParallelRun, train's use of the job
+// (job/job.hpp): whether the launch's ranks train together, the rank's device and SM partition, the
+// split of the global batch, the checks of the flags against the job, and at the end the job's
+// timing (slowest rank) and its description for the results.
 #pragma once
 #include <CLI/CLI.hpp>
-#include <atomic>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -14,9 +13,8 @@
 #include "core/precision.hpp"
 #include "parallel/data_parallel.hpp"
 #include "parallel/device_binding.hpp"
+#include "job/job.hpp"
 #include "parallel/mpi_env.hpp"
-#include "parallel/progress_board.hpp"
-#include "core/watchdog.hpp"
 #include "solver/trainer.hpp"
 
 namespace cnnscale::app {
@@ -71,42 +69,46 @@ void check_one_rank_exchange(bool flag, const MpiEnv* env);
 class ParallelRun {
  public:
   // Validates the flags and works out the device and the per-rank batches (ConfigError on bad
-  // input); `batch` is --batch, `precision` --precision. Touches no device yet.
+  // input): the one check of --batch and its split. `batch` is --batch, `precision` --precision.
+  // Touches no device yet.
   ParallelRun(const ParallelArgs& args, const std::string& device, int64_t batch, Precision precision,
               AlgorithmChoice algorithms = {});
   ~ParallelRun();
 
   // Launched by an MPI launcher with more than one rank, or with one and --one-rank-exchange.
-  bool active() const { return active_; }
+  bool active() const { return job_.together(); }
   // A job of one rank kept on the data-parallel path by --one-rank-exchange: it measured that path.
   bool one_rank_exchange() const { return one_rank_exchange_; }
-  int rank() const { return rank_; }
+  int rank() const { return job_.rank(); }
   int world_size() const { return static_cast<int>(rank_batches_.size()); }
   const std::string& device() const { return device_; }
   int64_t global_batch() const { return global_batch_; }
   const std::vector<int64_t>& rank_batches() const { return rank_batches_; }
   SplitPolicy split() const { return split_; }
   double slowdown() const;  // this rank's --slowdown factor (1: none)
+  Job& job() { return job_; }
+  const Job& job() const { return job_; }
 
-  // Creates the backend; data parallel: starts the watchdog, checks that no two ranks share a
-  // GPU, and creates the communicator (collective over all ranks). The backend lives as long as
-  // this object.
+  // Opens the job's backend (in --precision); data parallel: starts the watchdog, checks that no two
+  // ranks share a GPU, and creates the communicator (collective over all ranks). The backend lives
+  // as long as this object.
   Backend& connect();
-  Backend& backend() const { return *backend_; }  // after connect()
+  Backend& backend() const { return job_.backend(); }  // after connect()
+  // What the Trainer is given of the job: the communicator, this rank and every rank's batch (a
+  // single process's too: the Trainer derives the global batch from them), and the exchange's flags.
   DataParallel data_parallel() const;
   std::string describe(const Trainer& trainer) const;  // a few lines for rank 0's log
   // With CNNSCALE_PID_DIR set, writes <dir>/rank-<R>.pid (fault tests and operators pick a rank);
   // train calls it after the rank's first step.
-  void write_pid_file() const;
+  void write_pid_file() const { job_.write_pid_file(); }
   JobTiming job_timing(const TrainResult& result) const;  // collective when data parallel
   nlohmann::json job_json(const Trainer& trainer, const JobTiming& job) const;
 
  private:
+  static bool trains_together(const ParallelArgs& args);
+
   ParallelArgs args_;
-  const MpiEnv* mpi_ = nullptr;
-  bool active_ = false;
   bool one_rank_exchange_ = false;
-  int rank_ = 0;
   std::string device_;
   int sm_count_ = 0;  // this rank's --sm-counts entry; 0: the whole GPU
   Precision precision_ = Precision::FP32;
@@ -114,16 +116,7 @@ class ParallelRun {
   int64_t global_batch_ = 0;
   std::vector<int64_t> rank_batches_;  // the first split (a probe or `auto` may change it)
   SplitPolicy split_ = SplitPolicy::Even;
-  std::vector<RankDevice> devices_;
-  // Destroyed in reverse: the watchdog stops before the communicator goes, which goes before the
-  // backend whose stream it uses.
-  std::unique_ptr<Backend> backend_;
-  std::unique_ptr<Communicator> comm_;
-  std::unique_ptr<CommunicatorExchange> exchange_;  // over comm_, for sync batch norm
-  std::atomic<Communicator*> abort_target_{nullptr};
-  std::unique_ptr<Watchdog> watchdog_;
-  // Released by ~ParallelRun after the watchdog's report of it is withdrawn, while it still watches.
-  std::unique_ptr<ProgressBoard> progress_;
+  Job job_;
 };
 
 }  // namespace cnnscale::app

@@ -1,6 +1,6 @@
 // The measurement side of `cnnscale train`: its flags (--results, --measure, --power-hz, ...),
-// each rank's energy monitor, each rank's report (identity, timeline, power samples, windows, CUDA
-// graph) as JSON gathered to rank 0, and the assembly of the job's RunResults with its summary figures
+// each rank's report (identity, timeline, power samples, windows, CUDA graph) as JSON gathered to
+// rank 0 over the job (job/job.hpp, which also owns each rank's energy monitor), and the assembly of the job's RunResults with its summary figures
 // (job = slowest rank's time, energy summed over every GPU) for the results folder and --json.
 #pragma once
 #include <CLI/CLI.hpp>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/backend.hpp"
+#include "job/job.hpp"
 #include "solver/run_report.hpp"
 #include "measure/energy_monitor.hpp"
 #include "solver/trainer.hpp"
@@ -41,10 +42,6 @@ void check_writable_dir(const std::string& flag, const std::string& dir);
 // The trainer's measurement from the flags, with this rank's energy monitor (null: none).
 TrainMeasurement train_measurement(const MeasureArgs& args, measure::EnergyMonitor* energy);
 
-// This rank's energy monitor: NVML for its GPU (by UUID; one warning and null energy when NVML or
-// the GPU is missing), RAPL when it is the first rank of its host (one warning when unreadable).
-std::unique_ptr<measure::EnergyMonitor> open_energy_monitor(const Device& device, int local_rank, double power_hz);
-
 // A rank's CUDA graph figures (TrainResult::graph_replays and graph_note), gathered beside its
 // RankReport so that rank 0 can write each rank's.
 struct GraphFigures {
@@ -55,14 +52,14 @@ GraphFigures graph_figures(const TrainResult& result);
 // The summary's cuda_graph text: "on" when steps were replayed, otherwise "off: <note>".
 std::string cuda_graph_text(const GraphFigures& graph);
 
-// Every rank's report and graph figures, in rank order (collective under MPI; a single process
-// returns its own). Each rank's pair travels as one JSON text (the report's keys are
+// Every rank's report and graph figures, in rank order (collective over the job's ranks; a job of
+// one rank returns its own). Each rank's pair travels as one JSON text (the report's keys are
 // solver/rank_report.hpp's) and arrives as a RankReport and its GraphFigures.
 struct GatheredRanks {
   std::vector<RankReport> reports;
   std::vector<GraphFigures> graphs;
 };
-GatheredRanks gather_rank_reports(const RankReport& mine, const GraphFigures& my_graph);
+GatheredRanks gather_rank_reports(const Job& job, const RankReport& mine, const GraphFigures& my_graph);
 
 // Writes the gathered graph figures into assembled results: the job's cuda_graph and graph_replays
 // are rank 0's (every rank gives the same reason), each rank's figures its own.

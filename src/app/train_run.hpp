@@ -40,7 +40,7 @@ struct TrainArgs {
   std::vector<int64_t> input_shape;
   int64_t classes = 0;
   int pool_batches = 8;
-  TrainOptions options;
+  TrainOptions options;  // options.batch is --batch as given: the global batch is the job's (ParallelRun)
   // -1: not given (then one epoch); given values must be >= 1.
   int64_t epochs = -1, iterations = -1;
   SolverConfig solver;
@@ -72,9 +72,10 @@ struct TrainInputs {
   NetSpec spec;
   std::shared_ptr<const Dataset> train, test;  // test may be null
 };
-// The network (its classes from the dataset, or the synthetic flags) and datasets; ConfigError when a
-// real dataset's sample shape is not the network's input shape.
-TrainInputs load_train_inputs(TrainArgs& a);
+// The network (its classes from the dataset, or the synthetic flags) and datasets (a synthetic one
+// sized for `global_batch`, the job's: ParallelRun::global_batch); ConfigError when a real dataset's
+// sample shape is not the network's input shape.
+TrainInputs load_train_inputs(TrainArgs& a, int64_t global_batch);
 
 // The run's identity, stored in checkpoints (TrainJob::run_config) and results: options, sizes,
 // rank split and run id.

@@ -71,7 +71,7 @@ TrainFaults train_faults_from_environment() {
   return faults;
 }
 
-TrainInputs load_train_inputs(TrainArgs& a) {
+TrainInputs load_train_inputs(TrainArgs& a, int64_t global_batch) {
   const DatasetInfo dataset = dataset_info(a.data);
   NetOptions net_options;
   if (dataset.synthetic) {
@@ -90,7 +90,7 @@ TrainInputs load_train_inputs(TrainArgs& a) {
     throw_config("{}: the network has {} classes (input.classes), but {} has {}", net_file, spec.classes(), a.data,
                  dataset.classes);
   const DatasetRequest request{a.data, a.data_dir, a.train_samples, a.test_samples, a.synthetic_fill, a.options.seed};
-  OpenedDatasets data = open_datasets(request, spec.input_shape(), spec.classes(), a.options.batch);
+  OpenedDatasets data = open_datasets(request, spec.input_shape(), spec.classes(), global_batch);
   if (dataset.synthetic) {  // generated batches stay on the device: the run measures the network, not a loader
     a.options.device_pool = true;
     a.options.pool_batches = a.pool_batches;
@@ -100,7 +100,7 @@ TrainInputs load_train_inputs(TrainArgs& a) {
 
 nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelRun& par) {
   nlohmann::json run_config = {{"net", in.spec.name()},  {"net_file", in.net_file},
-                               {"data", a.data},         {"batch", a.options.batch},
+                               {"data", a.data},         {"batch", par.global_batch()},
                                {"train_samples", in.train->size()},
                                {"device", par.device()}, {"solver", a.solver.describe()}};
   // The settings of the table, each by its recording rule where it applies; the solver's are in
@@ -182,7 +182,7 @@ RunDescription describe_results(const TrainArgs& a, const TrainInputs& in, const
   run.data = in.train->name();
   run.device_kind = backend.device().is_cpu() ? "cpu" : "gpu";
   run.world_size = par.world_size();
-  run.global_batch = a.options.batch;
+  run.global_batch = par.global_batch();
   run.seed = static_cast<int64_t>(a.options.seed);
   run.iterations = r.iterations;
   run.iterations_per_epoch = r.iterations_per_epoch;

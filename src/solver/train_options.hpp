@@ -3,6 +3,7 @@
 // measured) and TrainFaults (the tests' fault injection).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "core/precision.hpp"
@@ -15,7 +16,7 @@
 namespace cnnscale {
 
 struct TrainOptions {
-  int64_t batch = 64;      // the global batch (data parallel: the sum of parallel.rank_batches)
+  int64_t batch = 64;      // the global batch, unless TrainJob::parallel.rank_batches split it (then their sum)
   int64_t test_batch = 0;  // per rank; 0: this rank's training batch
   int64_t epochs = 0;      // exactly one of epochs and iterations is > 0
   int64_t iterations = 0;
@@ -93,6 +94,9 @@ struct TrainJob {
   DataParallel parallel;     // default: a single process
   std::string run_config;    // JSON of the run's options, stored in checkpoints
   std::string network_yaml;  // resolved network, stored in checkpoints
+  // The precision the job's backend was made for (Job::precision), where the caller knows it: the
+  // Trainer refuses a TrainOptions::precision other than it (one precision for backend and run).
+  std::optional<Precision> backend_precision;
 };
 
 // How run() measures around the training; nothing here changes what is trained.

@@ -40,6 +40,7 @@ Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Da
       measurement_(std::move(measurement)),
       faults_(faults) {
   split_ = plan_batch();
+  options_.batch = split_.global;  // derived from the job's split where it gives one
   check_options();
   if (options_.test_batch == 0) options_.test_batch = split_.local;
   if (!options_.device_pool) make_loader();
@@ -123,37 +124,44 @@ void Trainer::drop_graph() {
   steps_since_change_ = 0;
 }
 
-// The global batch is checked here, once: it is >= 1, the ranks' slices add up to it, and the
-// training set holds at least one of it (device pool or loader alike).
+// The job's split of the global batch (DataParallel::rank_batches), checked where it was made
+// (train's ParallelRun): the global batch is derived from it, never compared with a second copy.
+// Without one (a caller that builds a Trainer alone) the global batch is TrainOptions::batch,
+// checked here. Either way the training set must hold at least one global batch (device pool or
+// loader alike).
 Trainer::BatchSplit Trainer::plan_batch() const {
   const DataParallel& dp = job_.parallel;
-  check_global_batch(options_.batch);
   BatchSplit split;
-  split.local = options_.batch;
-  if (!dp.rank_batches.empty()) {
+  if (dp.rank_batches.empty()) {
+    check_global_batch(options_.batch);
+    split.global = split.local = options_.batch;
+  } else {
     CNNSCALE_CHECK(dp.rank >= 0 && dp.rank < dp.size(), "rank {} of {}", dp.rank, dp.size());
     CNNSCALE_CHECK(dp.size() == 1 || dp.comm, "{} ranks without a communicator", dp.size());
     CNNSCALE_CHECK(!dp.comm || dp.comm->size() == dp.size(), "{} rank batches for {} ranks", dp.size(),
                    dp.comm->size());
-    int64_t sum = 0;
     for (size_t r = 0; r < dp.rank_batches.size(); ++r) {
       if (dp.rank_batches[r] < 1)
         throw_config("rank {} was given {} samples per batch: needs >= 1", r, dp.rank_batches[r]);
       if (static_cast<int>(r) < dp.rank) split.shard_begin += dp.rank_batches[r];
-      sum += dp.rank_batches[r];
+      split.global += dp.rank_batches[r];
     }
-    if (sum != options_.batch)
-      throw_config("the per-rank batches add up to {}, not to the global batch {}", sum, options_.batch);
     split.local = dp.rank_batches[static_cast<size_t>(dp.rank)];
   }
-  if (train_->size() < options_.batch)
-    throw_config("batch size {} is larger than {} ({} samples)", options_.batch, train_->name(), train_->size());
-  split.share = static_cast<double>(split.local) / static_cast<double>(options_.batch);
+  if (train_->size() < split.global)
+    throw_config("batch size {} is larger than {} ({} samples)", split.global, train_->name(), train_->size());
+  split.share = static_cast<double>(split.local) / static_cast<double>(split.global);
   split.loss_weight = static_cast<float>(split.share);
   return split;
 }
 
 void Trainer::check_options() const {
+  // The backend computes in the precision it was made for: a run in another would pair, say, TF32
+  // math with fp32's layout and tolerances.
+  if (job_.backend_precision)
+    CNNSCALE_CHECK(*job_.backend_precision == options_.precision,
+                   "the backend was made for {} but the run trains in {}", precision_name(*job_.backend_precision),
+                   precision_name(options_.precision));
   if (options_.test_batch < 0) throw_config("--test-batch must be >= 1, got {}", options_.test_batch);
   if ((options_.epochs > 0) == (options_.iterations > 0))
     throw_config("give exactly one of --epochs and --iterations (> 0)");

@@ -175,6 +175,7 @@ class Trainer {
 
   // This rank's part of the global batch, worked out (and the global batch checked) once.
   struct BatchSplit {
+    int64_t global = 0;        // the global batch: the sum of the ranks' batches
     int64_t local = 0;         // samples per iteration on this rank
     int64_t shard_begin = 0;   // where this rank's slice starts in each global batch
     double share = 1.0;        // local / global batch: the loss scale (exactly 1 in a single process)
@@ -218,7 +219,7 @@ class Trainer {
   };
 
   // Setup (trainer.cpp).
-  BatchSplit plan_batch() const;  // checks the global batch; ConfigError
+  BatchSplit plan_batch() const;  // the global batch and this rank's slice of it; ConfigError
   void check_options() const;
   void make_loader();
   // Whether batches of `d` go up as bytes and are decoded on the device (TrainOptions::host_decode).

@@ -361,6 +361,8 @@ void Trainer::maybe_rebalance(RunState& s, int64_t t, const TrainCallbacks& cb) 
 void Trainer::apply_split(const std::vector<int64_t>& shares) {
   job_.parallel.rank_batches = shares;
   split_ = plan_batch();
+  CNNSCALE_CHECK(split_.global == options_.batch, "new shares sum to {}, not to the global batch {}", split_.global,
+                 options_.batch);
   net_->reshape(split_.local);
   if (job_.parallel.comm) net_->set_loss_scale(split_.share);
   if (net_->gathering_layers() > 0) net_->set_gather_rows(*std::max_element(shares.begin(), shares.end()));
