@@ -103,8 +103,7 @@ CudaBackend::~CudaBackend() {
   ctx_->make_current_noexcept();
   if (ds_ && ds_->stream) cudaStreamSynchronize(ds_->stream);
   conv_plans_.clear();
-  linear_plans_.clear();
-  if (cublaslt_) cublasLtDestroy(cublaslt_);
+  linear_plans_.clear();  // its plans, then its handle
   if (workspace_) ds_->free(workspace_);
   if (cublas_) cublasDestroy(cublas_);
   if (cudnn_) cudnnDestroy(cudnn_);
@@ -384,7 +383,7 @@ double CudaBackend::elapsed_ms(const TimingEvent& a, const TimingEvent& b) {
 Tensor CudaBackend::staging(size_t slot, const Shape& shape, DType dtype) {
   CNNSCALE_CHECK(slot < staging_.size(), "staging slot {} of {}", slot, staging_.size());
   const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
-  if (const Tensor& trial = trial_staging_[slot]; trial.defined()) {
+  if (const Tensor& trial = forms_.trial_staging[slot]; trial.defined()) {
     CNNSCALE_CHECK(trial.bytes() >= bytes, "trial staging slot {}: {} bytes for {}", slot, trial.bytes(), bytes);
     return Tensor(trial.storage(), 0, shape, dtype);
   }
@@ -399,20 +398,22 @@ Tensor CudaBackend::staging(size_t slot, const Shape& shape, DType dtype) {
 
 void* CudaBackend::workspace(size_t bytes) {
   if (bytes <= workspace_bytes_) return workspace_;
-  // In a timed trial of a convolution form (trial_depth_ > 0), an algorithm wanting more than the
+  // In a timed trial of a convolution form (forms_.trial_depth > 0), an algorithm wanting more than the
   // kept workspace gets a transient one, uncounted as search workspace is: a form that loses must
   // leave neither a grown workspace nor its peak behind.
-  if (trial_depth_ > 0) {
-    if (trial_workspace_.defined() && trial_workspace_.bytes() >= bytes) return trial_workspace_.raw();
-    trial_workspace_ = Tensor();
+  if (forms_.trial_depth > 0) {
+    if (forms_.trial_workspace.defined() && forms_.trial_workspace.bytes() >= bytes)
+      return forms_.trial_workspace.raw();
+    forms_.trial_workspace = Tensor();
     const size_t rounded = (bytes + 3) / 4 * 4;
     void* p = nullptr;
     if (cudaMallocAsync(&p, rounded, ds_->stream) != cudaSuccess) {
       cudaGetLastError();
       throw_runtime("cuda (gpu:{}): trial workspace of {} bytes could not be allocated", device_, bytes);
     }
-    trial_workspace_ = Tensor(std::make_shared<Storage>(p, rounded, device(), [ds = ds_](void* q) { ds->free(q); }),
-                              0, Shape{static_cast<int64_t>(rounded / 4)}, DType::F32);
+    forms_.trial_workspace =
+        Tensor(std::make_shared<Storage>(p, rounded, device(), [ds = ds_](void* q) { ds->free(q); }), 0,
+               Shape{static_cast<int64_t>(rounded / 4)}, DType::F32);
     return p;
   }
   if (workspace_) {

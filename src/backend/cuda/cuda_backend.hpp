@@ -18,7 +18,9 @@
 
 #include "backend/backend.hpp"
 #include "backend/cuda/cuda_backend_options.hpp"
+#include "backend/cuda/cuda_conv_forms.hpp"
 #include "backend/cuda/cuda_conv_plan.hpp"
+#include "backend/cuda/cuda_linear_plans.hpp"
 #include "backend/cuda/cudnn_descriptors.hpp"
 #include "backend/cuda/cudnn_graph.hpp"
 #include "backend/cuda/device_context.hpp"
@@ -218,13 +220,14 @@ class CudaBackend final : public Backend {
                                  Layout layout = Layout::NCHW) const;
   // How many inputs the lowered and width-lowered forms have lowered (im2col passes) so far: a
   // filter gradient after its forward adds none where it reads the forward's lowering.
-  int64_t input_lowerings() const { return input_lowerings_; }
+  int64_t input_lowerings() const { return forms_.input_lowerings; }
   // Whether pool_forward/backward hand this shape to cuDNN (true) or to cnnscale's Caffe-rule
   // kernels (false: ceil-mode output larger than cuDNN's floor output).
   static bool cudnn_can_pool(const PoolParams& p, const Shape& x);
 
  private:
   using ConvKey = std::array<int64_t, 16>;
+  using KeptForm = ConvFormState::KeptForm;  // cuda_conv_forms.hpp
   void run_dropout(const char* op, const char* in_name, const char* out_name, float ratio, uint64_t seed,
                    uint64_t rng_stream, const Tensor* iteration, uint64_t layer, const Tensor& in, const Tensor& out);
   void launch_segments(const char* op, const Tensor& w, const Tensor& dw, const Tensor& history, const Tensor& ranges,
@@ -233,16 +236,8 @@ class CudaBackend final : public Backend {
   // Called wherever a buffer the backend keeps for itself (workspace, staging, batch-norm reserve)
   // is replaced: captured work that used the old one is no longer valid.
   void buffers_moved() { ++*buffer_generation_; }
-  // A cuBLASLt matmul of one shape, dtype and epilogue with its algorithm (cuda_linear.cpp).
-  struct LinearPlan;
-  using LinearKey = std::array<int64_t, 8>;  // linear_plan's arguments but the bias pointer
-  // Column-major C (m, n) = op(A) op(B) with the epilogue, A and B stored as op's transposes say,
-  // every operand and the epilogue's vector in `dtype` and aligned to `alignment` bytes. Made once
-  // per set of arguments (heuristic query, no timing); plan->usable is false where cuBLASLt has none.
-  LinearPlan& linear_plan(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, DType dtype,
-                          cublasLtEpilogue_t epilogue, void* bias, int alignment);
-  // Runs `plan` on the operands (pointers of the matrices as stored), `bias` the epilogue's vector.
-  void run_linear(LinearPlan& plan, const void* a, const void* b, void* c, void* bias);
+  // linear_plans_.run() on this backend's workspace and stream.
+  void run_linear(cuda::LinearPlan& plan, const void* a, const void* b, void* c, void* bias);
   // convert() and convert_scaled_at(): the scale is `scale`, or read at scale_at on the device.
   void convert_with(const Tensor& src, const Tensor& dst, float scale, const float* scale_at);
   static ConvKey conv_key(const ConvParams& p, const Shape& x, const Shape& w, DType dtype, Layout layout);
@@ -287,13 +282,7 @@ class CudaBackend final : public Backend {
   void find_conv_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& y);
   // One direction on `plan` with its chosen algorithm (searched before).
   void run_conv_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& y);
-  // The plan conv_forward runs for these operands (the zero-padded one where padding pays, its
-  // directions searched on first use) and the operands it takes (x and w padded copies there).
-  struct ForwardOperands {
-    ConvPlan* plan;
-    Tensor x, w;
-    ConvPlan* given;  // the plan of the operands as given (== plan unless padded)
-  };
+  // The plan conv_forward runs for these operands and the operands it takes (ForwardOperands).
   // `lowered`, `first`, `width`: the caller's lowered, channels-first and width-lowered decisions;
   // where any is Yes the operands are returned as given. Both forwards begin here (forward_begins).
   ForwardOperands forward_operands(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y,
@@ -302,15 +291,7 @@ class CudaBackend final : public Backend {
   // A convolution direction's search or run on `plan`, its operands in the direction's order:
   // (x, w, y) forward, (w, dy, dx) backward data, (x, dy, dw) backward filter.
   using ConvCall = void (CudaBackend::*)(ConvPlan&, const Tensor&, const Tensor&, const Tensor&);
-  // A channels-last operand of the channels-first form and the staging slot of its NCHW copy:
-  // 5 for x and dx, 6 for w and dw, 7 for y and dy.
-  struct ChannelsFirstOperand {
-    const Tensor& t;
-    size_t slot;
-  };
-  // One direction of `plan` in its channels-first form (CudaBackendOptions::channels_first): inputs
-  // a and b reordered to NCHW, the direction run on plan.channels_first (searched by `find` at its
-  // first use, recorded in `algo`) into the NCHW copy of `out`, which is reordered back.
+  // One direction of `plan` in its channels-first form (CudaBackendOptions::channels_first).
   void run_channels_first(ConvPlan& plan, ConvAlgoChoice ConvPlan::*algo, ConvCall find, ConvCall run,
                           const ChannelsFirstOperand& a, const ChannelsFirstOperand& b,
                           const ChannelsFirstOperand& out);
@@ -320,12 +301,10 @@ class CudaBackend final : public Backend {
   void run_chosen(ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision, Decide&& b_wins, RunA&& run_a, RunB&& run_b);
   // Runs run_first() (the channels-first form) or run_given() (the op on its channels-last operands)
   // as `decision` says; decided at the first call, by timing both where measured
-  // (form_measures_faster, its copies in transient staging: trial_staging_).
+  // (form_measures_faster, its copies in transient staging: forms_.trial_staging).
   template <typename RunGiven, typename RunFirst>
   void run_faster_order(const char* op, ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision, RunGiven&& run_given,
                         RunFirst&& run_first);
-  // Staging slots and their sizes (elements of the plan's dtype) that a trial holds transient.
-  using StagingSlots = std::vector<std::pair<size_t, int64_t>>;
   // Whether a form (run_form) measures faster than the op as it runs otherwise (run_other), timed
   // with `slots` transient (TrialStaging). No memory for them, or a form that fails in its trial
   // (e.g. no usable algorithm for its shape, logged at `failure`), loses.
@@ -333,44 +312,12 @@ class CudaBackend final : public Backend {
   bool form_measures_faster(const char* op, const ConvPlan& plan, const StagingSlots& slots, const char* other_name,
                             RunOther&& run_other, const char* form_name, RunForm&& run_form, log::Level failure);
   // Whether run_b() measures faster than run_a() (each run once untimed, then the median of timed
-  // runs), logged under the two names; it takes the notes of the trial (trial_notes_) first.
+  // runs), logged under the two names; it takes the notes of the trial (forms_.trial_notes) first.
   template <typename RunA, typename RunB>
   bool second_measures_faster(const char* op, const ConvPlan& plan, const char* a_name, RunA&& run_a,
                               const char* b_name, RunB&& run_b);
-  // What the trial of a lowered or width-lowered form notes beside its answer. A forward's records its
-  // times in `record`. A filter gradient's, where its forward's trial (`forward`) kept the other form,
-  // also times `lower` (the input's lowering copy) alone and weighs the two directions together: the
-  // forward as it runs with the faster filter gradient, against the forward switched to the form and
-  // a filter gradient that reads its lowering instead of copying it (kept_); `flip`
-  // says the switch wins. Each direction decided alone would miss that: the gait ResNet's conv1
-  // forward alone is faster padded to 56 channels than width-lowered, its filter gradient much
-  // slower unless the forward's lowering is there to read.
-  // `form_alone` says what the filter gradient's decision would be without the switch.
-  struct TrialNotes {
-    ConvPlan::FormTrial* record = nullptr;
-    const ConvPlan::FormTrial* forward = nullptr;
-    std::function<void()> lower;
-    bool recorded = false, flip = false, form_alone = false;
-  };
-  TrialNotes* trial_notes_ = nullptr;  // taken by the next second_measures_faster
-  // A forward that a filter gradient's trial switched to its form: run once (prime_switched_forward)
-  // at the end of that filter gradient's call, outside every trial, on scratch buffers outside the
-  // memory count, so that what the form keeps (staging, workspace) is made there and not in the
-  // next step, which the trainer may capture as a CUDA graph.
-  // Where that run fails or finds no scratch memory, the switch is undone: the forward keeps its
-  // form and the filter gradient's decision is what its own times said (`filter_alone`).
-  struct SwitchedForward {
-    ConvPlan* plan = nullptr;
-    ConvPlan::Choice ConvPlan::*decision = nullptr;
-    ConvPlan::Choice ConvPlan::*filter_decision = nullptr;
-    bool filter_alone = false;
-  } switched_forward_;
   void prime_switched_forward(const Tensor& x);
-  // Runs trial() (a form's measured trial for `decision` of `plan`) with its notes: for a forward,
-  // the times go to plan.*forward_trial; for the filter gradient (`lower` given) the forward's
-  // decision there may switch to the form. Returns whether the form runs.
-  // `lower` is nullptr for a forward; a callable is copied into the notes only where a trial runs,
-  // so the steady step builds no std::function.
+  // Runs trial(), a form's measured trial for `decision` of `plan`, with its notes; whether the form runs.
   template <typename Lower, typename Trial>
   bool noted_trial(ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision, ConvPlan::FormTrial ConvPlan::*forward_trial,
                    Lower&& lower, Trial&& trial);
@@ -378,12 +325,10 @@ class CudaBackend final : public Backend {
   // a given tensor.
   Tensor reordered(size_t slot, const Tensor& t, Layout to);
   void reorder(const Tensor& src, const Tensor& dst);
-  // The lowered convolution (conv_lowering): whether `plan` may run lowered at all; its input
-  // lowered into staging slot 4, lowered_shape(plan) for GEMMs; its filter as (k, lowered columns)
-  // rows (a view of w, or a zero-padded copy in staging `slot`); the two directions.
+  // The lowered convolution (conv_lowering, cuda_conv_lowered.cpp).
   bool lowerable(const ConvPlan& plan) const;
   static Shape lowered_shape(const ConvPlan& plan);  // (n*oh*ow, the field padded to whole 16-byte rows)
-  // Likewise for the lowered form, slot 4 (kept_).
+  // Likewise for the lowered form, slot 4 (forms_.kept).
   Tensor lowered_input(const ConvPlan& plan, const Tensor& x, bool forward);
   Tensor lowered_filter(const ConvPlan& plan, const Tensor& w, size_t slot);
   void run_lowered_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& bias, bool relu,
@@ -400,11 +345,7 @@ class CudaBackend final : public Backend {
                        RunLowered&& run_lowered, Lower&& lower = nullptr);
   // Whether a width-lowered input of `lowered_x` for x (in `dtype`) is within the form's bounds.
   static bool width_lowering_fits(const Shape& lowered_x, const Shape& x, DType dtype);
-  // The width-lowered form (width_lowering): x lowered into staging slot 8, the filter's rows padded
-  // into slot 9; the forward (with the bias and ReLU where `bias` is given) and the filter gradient
-  // (through slot 9) run as plan.width_lowered's own convolutions, searched and formed as any.
-  // A forward's lowered input stays in slot 8 for the filter gradient of the same plan and x that
-  // follows it (kept_): `forward` says which of the two asks.
+  // The width-lowered form (width_lowering, cuda_conv_lowered.cpp); `forward`: which direction asks.
   Tensor width_lowered_input(const ConvPlan& plan, const Tensor& x, bool forward);
   void run_width_lowered_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor* bias,
                                  const Tensor& y);
@@ -415,7 +356,6 @@ class CudaBackend final : public Backend {
   template <typename RunOther, typename RunWidth, typename Lower = std::nullptr_t>
   void run_faster_width(const char* op, ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision, RunOther&& run_other,
                         RunWidth&& run_width, Lower&& lower = nullptr);
-  // Times the fused bias+ReLU graph plans for `plan` against its forward, bias and ReLU apart.
   // linear_forward at batch 1 as GEMV (CudaBackendOptions::fc_gemv), once gemv_applies said it can.
   static bool gemv_applies(const Tensor& x, const Tensor& w, const Tensor& y);
   void linear_forward_gemv(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu, const Tensor& y);
@@ -424,6 +364,7 @@ class CudaBackend final : public Backend {
   // FcGemv::Auto: whether GEMV measured faster than the matmul for this call's shape (timed once).
   bool gemv_measures_faster(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu, const Tensor& y);
   std::map<std::tuple<int64_t, int64_t, int, bool, bool>, bool> gemv_faster_;  // (K, D, dtype, bias, relu)
+  // Times the fused bias+ReLU graph plans for `plan` against its forward, bias and ReLU apart.
   void search_bias_relu(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
   // The same for the residual graph plans, against conv_forward (whatever form it runs) and the ops.
   void search_residual(ConvPlan& plan, const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& bias,
@@ -432,22 +373,12 @@ class CudaBackend final : public Backend {
                                const Tensor& bias, const Tensor* addend, const Tensor& y);
   bool run_fused_plan(const char* op, const std::shared_ptr<cuda::ConvGraphPlan>& fused, const Tensor& x,
                       const Tensor& w, const Tensor& bias, const Tensor* addend, const Tensor& y);
-  // The EngineCache key of a search on this backend: `what` after the GPU model, compute capability,
-  // cuDNN version and, in a green context of fewer SMs than the GPU, the granted SM count, which
-  // decide what was measured.
+  // The EngineCache key of a search on this backend: `what` after what decides what was measured.
   std::string engine_cache_key(const std::string& what) const;
   // `op` and a convolution plan's dtype, layout, shapes and parameters: the part of its searches'
   // keys that names the problem.
   static std::string conv_cache_text(const char* op, const ConvPlan& plan);
-  // A direction's search result read back from the engine cache: the legacy algorithm (with its
-  // math type, workspace and measured time) and the graph engine that beat it, if one did, compiled
-  // and run once here. nullopt (a miss: search anew) for a choice this backend cannot take: text
-  // that does not parse, an algorithm out of range or that cuDNN does not run for this problem (its
-  // workspace query fails), a tensor-core math type or a non-fused Winograd where strict fp32
-  // forbids them, more workspace than the search may use now, or a graph engine this GPU does not
-  // offer or that fails here.
-  // `workspace_size(algo, &bytes)` is the direction's cudnnGet*WorkspaceSize, `amplifies(algo)`
-  // whether strict fp32 refuses the algorithm.
+  // A direction's search result read back from the engine cache; nullopt: search anew (the definition says when).
   std::optional<ConvAlgoChoice> cached_conv_choice(const std::string& text, const ConvPlan& plan,
                                                    cuda::ConvDirection direction, int count,
                                                    const std::array<void*, 3>& operands, size_t limit,
@@ -467,9 +398,7 @@ class CudaBackend final : public Backend {
   Tensor int8_linear_acc_;  // the int32 sums of linear_forward_int8 (cuda_linear.cpp)
   void search_bias(ConvPlan& plan, const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& bias,
                    const Tensor& y);
-  // The fastest of the graph plans the API offers for `spec` (run by `execute` with a workspace),
-  // where it measures faster than `apart`, the same function as separate ops; null otherwise, and
-  // always in deterministic or strict-fp32 runs (no timing, no tensor-core engines).
+  // The fastest graph plan for `spec` where it measures faster than `apart` (the ops apart); else null.
   std::shared_ptr<cuda::ConvGraphPlan> faster_fused_plan(
       const char* op, const ConvPlan& plan, const cuda::ConvGraphSpec& spec, const std::function<void()>& apart,
       const std::function<cudnnStatus_t(const cuda::ConvGraphPlan&, void*)>& execute);
@@ -482,9 +411,7 @@ class CudaBackend final : public Backend {
   ConvAlgoChoice search_direction(const char* op, ConvPlan& plan, cuda::ConvDirection direction, int count,
                                   const std::array<void*, 3>& operands, const Shape& x, const Shape& w,
                                   Heuristic&& heuristic, Find&& find, WorkspaceSize&& workspace_size);
-  // Times the graph-API plans for one direction of `plan` on the search's buffers (x, w, y in the
-  // direction's roles, as ConvGraphPlan::execute takes them) and makes the fastest `choice.graph`
-  // if it beats the legacy algorithm already in `choice`.
+  // Makes the fastest graph-API plan of one direction `choice.graph` where it beats the legacy algorithm.
   void search_graph_plans(const char* op, const ConvPlan& plan, cuda::ConvDirection direction, ConvAlgoChoice& choice,
                           void* x, void* w, void* y, void* workspace, size_t workspace_bytes);
   // Runs the chosen graph plan; false when there is none or it cannot take these operands.
@@ -514,8 +441,7 @@ class CudaBackend final : public Backend {
   // Shared with every allocation's deleter, like ds_: a tensor may be freed after the backend.
   std::shared_ptr<MemoryCounter> memory_ = std::make_shared<MemoryCounter>();
   std::map<ConvKey, std::unique_ptr<ConvPlan>> conv_plans_;
-  std::map<LinearKey, std::shared_ptr<LinearPlan>> linear_plans_;  // shared_ptr: LinearPlan is cuda_linear.cpp's
-  cublasLtHandle_t cublaslt_ = nullptr;  // made on first use (linear_plan)
+  cuda::LinearPlans linear_plans_;  // the fully connected layers' cuBLASLt plans (cuda_linear_plans.hpp)
   // Whether cuDNN's persistent batch-norm kernels may run: not in a green context of fewer SMs than
   // the device. They size their grid for every SM of the device and fail there
   // (CUDNN_STATUS_EXECUTION_FAILED: ResNet-34 bf16 on 66- and 33-SM partitions of an H200), so a
@@ -539,23 +465,6 @@ class CudaBackend final : public Backend {
   // Reserve space of channels-last batch norm, from each training forward to its backward, by x.
   std::map<const void*, Tensor> bn_reserve_;
   std::array<Tensor, 10> staging_;  // see staging()
-  // What the kept lowered-input staging slots hold, one record per form (KeptForm: slot 4 for the
-  // lowered form, 8 for the width-lowered one): the lowered input that the last forward of `plan`
-  // made there from the buffer at `x`, and the slot's writes so far (ConvPlan's stamps). The filter
-  // gradient of that plan and x reads it instead of lowering x again (CaffeNet's conv1 at batch 256
-  // lowers to 0.57 GB, the gait nets' conv1 width-lowered to 0.58 GB), as backprop keeps x unchanged
-  // between a forward and its filter gradient (Backend::conv_backward_filter); so does the filter
-  // gradient's timed trial, which then measures the form as training runs it. Any other write to
-  // the slot, and any forward of the plan that does not lower, forgets it.
-  enum KeptForm : size_t { kLoweredForm = 0, kWidthForm = 1 };
-  struct KeptLowering {
-    size_t slot;
-    const ConvPlan* plan = nullptr;
-    const void* x = nullptr;
-    uint64_t writes = 0;
-  };
-  std::array<KeptLowering, 2> kept_{KeptLowering{4}, KeptLowering{8}};
-  int64_t input_lowerings_ = 0;  // im2col passes of either form: input_lowerings()
   // The input of `form` for plan: for a filter gradient the kept lowering of x where there is one,
   // else x lowered by `g` into `into`, which is the form's kept slot outside a trial (recorded there
   // for a forward) and a transient buffer in one.
@@ -564,18 +473,9 @@ class CudaBackend final : public Backend {
   // A forward of `plan` is about to run: what it left in either slot may not be refreshed; the
   // plan's stamps and forward count are taken.
   void forward_begins(ConvPlan& plan);
-  // Set during a timed trial of a convolution form (channels-first, width-lowered, and the lowered
-  // form's trial of a plan that has either): transient buffers that staging() hands out for these
-  // slots instead, uncounted, as cuDNN's search workspace is.
-  std::array<Tensor, 10> trial_staging_;
-  // The workspace() of such a trial where it needs more than the kept workspace (transient likewise).
-  Tensor trial_workspace_;
-  int trial_depth_ = 0;  // trials in progress, nested ones counted
-  struct TrialStaging;  // installs and clears the three above (cuda_conv.cpp)
-  // While run_faster_form times the lowered form of lowered_search_plan_: the transient buffer its
-  // input is lowered into.
-  Tensor lowered_search_input_;
-  const ConvPlan* lowered_search_plan_ = nullptr;
+  struct TrialStaging;  // installs and clears forms_'s trial buffers (cuda_conv_trials.hpp)
+  // The convolution forms' kept lowerings and the state of their timed trials (cuda_conv_forms.hpp).
+  ConvFormState forms_;
   // buffers_moved() count, shared with captured work (which may outlive the backend's last use).
   std::shared_ptr<uint64_t> buffer_generation_ = std::make_shared<uint64_t>(0);
   // Stream capture in progress (cuda_graph.cpp). Segments: the graphs of the segments ended so far,

@@ -38,7 +38,9 @@ static Layout conv_layout(const char* op, const Tensor& a, const Tensor& b, cons
   return l;
 }
 
-
+// One direction of `plan` in its channels-first form (CudaBackendOptions::channels_first): inputs
+// a and b reordered to NCHW, the direction run on plan.channels_first (searched by `find` at its
+// first use, recorded in `algo`) into the NCHW copy of `out`, which is reordered back.
 void CudaBackend::run_channels_first(ConvPlan& plan, ConvAlgoChoice ConvPlan::*algo, ConvCall find, ConvCall run,
                                      const ChannelsFirstOperand& a, const ChannelsFirstOperand& b,
                                      const ChannelsFirstOperand& out) {
@@ -74,7 +76,7 @@ void CudaBackend::conv_forward(const ConvParams& p, const Tensor& x, const Tenso
 
 
 void CudaBackend::prime_switched_forward(const Tensor& x) {
-  const SwitchedForward f = std::exchange(switched_forward_, {});
+  const ConvFormState::SwitchedForward f = std::exchange(forms_.switched_forward, {});
   ConvPlan& plan = *f.plan;
   const bool bias_relu =
       f.decision == &ConvPlan::fwd_bias_relu_lowered || f.decision == &ConvPlan::fwd_bias_relu_width_lowered;
@@ -109,11 +111,9 @@ void CudaBackend::prime_switched_forward(const Tensor& x) {
   }
 }
 
-
-CudaBackend::ForwardOperands CudaBackend::forward_operands(const ConvParams& p, const Tensor& x, const Tensor& w,
-                                                           const Tensor& y, ConvPlan::Choice ConvPlan::*lowered,
-                                                           ConvPlan::Choice ConvPlan::*first,
-                                                           ConvPlan::Choice ConvPlan::*width) {
+ForwardOperands CudaBackend::forward_operands(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y,
+                                              ConvPlan::Choice ConvPlan::*lowered, ConvPlan::Choice ConvPlan::*first,
+                                              ConvPlan::Choice ConvPlan::*width) {
   cuda::expect_float("conv_forward", "x", x, device_);
   cuda::expect_float("conv_forward", "w", w, device_);
   cuda::expect_float("conv_forward", "y", y, device_);
@@ -329,7 +329,7 @@ void CudaBackend::conv_backward_filter(const ConvParams& p, const Tensor& x, con
       "conv_backward_filter", plan, &ConvPlan::bwd_filter_lowered, width_or_cudnn,
       [&] { run_lowered_backward_filter(plan, x, dy, dw); }, [&] { lowered_input(plan, x, /*forward=*/true); });
   // Not in the nested call of a width-lowered plan: this call's own staging is done with here.
-  if (switched_forward_.plan == &plan) prime_switched_forward(x);
+  if (forms_.switched_forward.plan == &plan) prime_switched_forward(x);
 }
 
 }  // namespace cnnscale

@@ -43,6 +43,10 @@ constexpr int64_t kMaxWidthLoweredGrowth = 16;
 
 // ---- lowered convolutions ------------------------------------------------------------------------
 
+// The lowered convolution (conv_lowering): whether `plan` may run lowered at all; its input
+// lowered into staging slot 4, lowered_shape(plan) for GEMMs; its filter as (k, lowered columns)
+// rows (a view of w, or a zero-padded copy in staging `slot`); the two directions.
+
 Shape CudaBackend::lowered_shape(const ConvPlan& plan) {
   const int64_t q = kLoweredColumnQuantum, cols = (lowered_field(plan) + q - 1) / q * q;
   return Shape{plan.y_shape.n() * plan.y_shape.h() * plan.y_shape.w(), cols};
@@ -62,7 +66,7 @@ bool CudaBackend::lowerable(const ConvPlan& plan) const {
 
 Tensor CudaBackend::lowered_or_kept(KeptForm form, const ConvPlan& plan, const Tensor& x, bool forward,
                                     const cuda::Im2colShape& g, const Tensor& into) {
-  KeptLowering& kept = kept_[form];
+  ConvFormState::KeptLowering& kept = forms_.kept[form];
   const Tensor& held = staging_[kept.slot];
   const bool kept_slot = held.defined() && into.storage() == held.storage();
   // A trial counts on the kept lowering only where later steps will find it too (sole_user).
@@ -72,7 +76,7 @@ Tensor CudaBackend::lowered_or_kept(KeptForm form, const ConvPlan& plan, const T
     return Tensor(held.storage(), 0, into.shape(), into.dtype()).as_layout(into.layout());
   }
   cuda::launch_im2col_nhwc(plan.dtype, g, x.raw(), into.raw(), stream());
-  ++input_lowerings_;
+  ++forms_.input_lowerings;
   if (kept_slot) {
     kept.plan = forward ? &plan : nullptr;
     kept.x = forward ? x.raw() : nullptr;
@@ -82,15 +86,15 @@ Tensor CudaBackend::lowered_or_kept(KeptForm form, const ConvPlan& plan, const T
 }
 
 void CudaBackend::forward_begins(ConvPlan& plan) {
-  for (KeptLowering& kept : kept_) {
+  for (ConvFormState::KeptLowering& kept : forms_.kept) {
     if (kept.plan == &plan) kept.plan = nullptr;
-    plan.slot_writes_at_forward[&kept - kept_.data()] = kept.writes;
+    plan.slot_writes_at_forward[&kept - forms_.kept.data()] = kept.writes;
   }
   ++plan.forwards_since_filter_gradient;
 }
 
 // The forward's lowering goes to staging slot 4, or in its timed trial to the trial's transient
-// buffer (lowered_search_input_); a filter gradient reads the forward's kept lowering of x where
+// buffer (forms_.lowered_search_input); a filter gradient reads the forward's kept lowering of x where
 // there is one, in its trial too (lowered_or_kept).
 Tensor CudaBackend::lowered_input(const ConvPlan& plan, const Tensor& x, bool forward) {
   const Shape shape = lowered_shape(plan);
@@ -111,11 +115,12 @@ Tensor CudaBackend::lowered_input(const ConvPlan& plan, const Tensor& x, bool fo
   g.oh = plan.y_shape.h();
   g.ow = plan.y_shape.w();
   g.cols = shape[1];
-  const bool in_trial = lowered_search_plan_ == &plan && lowered_search_input_.defined();
-  const Tensor col = in_trial ? lowered_search_input_ : staging(kept_[kLoweredForm].slot, shape, plan.dtype);
+  const bool in_trial = forms_.lowered_search_plan == &plan && forms_.lowered_search_input.defined();
+  const Tensor col = in_trial ? forms_.lowered_search_input
+                              : staging(forms_.kept[ConvFormState::kLoweredForm].slot, shape, plan.dtype);
   CNNSCALE_CHECK(col.shape() == shape && col.dtype() == plan.dtype, "lowered input {} for {}", col.shape().to_string(),
                  shape.to_string());
-  return lowered_or_kept(kLoweredForm, plan, x, forward, g, col);
+  return lowered_or_kept(ConvFormState::kLoweredForm, plan, x, forward, g, col);
 }
 
 Tensor CudaBackend::lowered_filter(const ConvPlan& plan, const Tensor& w, size_t slot) {
@@ -151,6 +156,12 @@ void CudaBackend::run_lowered_backward_filter(const ConvPlan& plan, const Tensor
 
 // ---- width-lowered convolutions ------------------------------------------------------------------
 
+// The width-lowered form (width_lowering): x lowered into staging slot 8, the filter's rows padded
+// into slot 9; the forward (with the bias and ReLU where `bias` is given) and the filter gradient
+// (through slot 9) run as plan.width_lowered's own convolutions, searched and formed as any.
+// A forward's lowered input stays in slot 8 for the filter gradient of the same plan and x that
+// follows it (forms_.kept): `forward` says which of the two asks.
+
 bool CudaBackend::width_lowering_fits(const Shape& lowered_x, const Shape& x, DType dtype) {
   const int64_t elements = lowered_x.numel();
   return lowered_x.c() <= kMaxLoweredCols &&
@@ -180,8 +191,9 @@ Tensor CudaBackend::width_lowered_input(const ConvPlan& plan, const Tensor& x, b
   g.oh = 1;
   g.ow = l.x_shape.w();
   g.cols = l.channels;
-  return lowered_or_kept(kWidthForm, plan, x, forward, g,
-                         staging(kept_[kWidthForm].slot, l.x_shape, plan.dtype).as_layout(Layout::NHWC));
+  return lowered_or_kept(
+      ConvFormState::kWidthForm, plan, x, forward, g,
+      staging(forms_.kept[ConvFormState::kWidthForm].slot, l.x_shape, plan.dtype).as_layout(Layout::NHWC));
 }
 
 // The width-lowered filter's KRSC rows (k, r) are w's KRSC rows, S*C long, zero-padded to Cl.

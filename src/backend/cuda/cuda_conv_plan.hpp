@@ -88,7 +88,7 @@ struct ConvPlan {
   };
   FormTrial fwd_lowered_trial, fwd_width_trial;
   // What a filter gradient may count on finding its forward's lowering by: the kept slots' write
-  // counts when this plan's forward last began (CudaBackend::kept_, by KeptForm), and how many
+  // counts when this plan's forward last began (ConvFormState::kept, by KeptForm), and how many
   // forwards of the plan ran since its last filter gradient (more than one: layers of one shape
   // share the plan, and only the last forward's lowering can still be there). The filter gradient
   // sets sole_user from the count as it begins.

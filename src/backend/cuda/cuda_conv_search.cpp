@@ -124,6 +124,9 @@ std::vector<Perf> heuristic_ranked(int count, Get&& get) {
 
 }  // namespace
 
+// Times the graph-API plans for one direction of `plan` on the search's buffers (x, w, y in the
+// direction's roles, as ConvGraphPlan::execute takes them) and makes the fastest `choice.graph`
+// if it beats the legacy algorithm already in `choice`.
 void CudaBackend::search_graph_plans(const char* op, const ConvPlan& plan, cuda::ConvDirection direction,
                                      ConvAlgoChoice& choice, void* x, void* w, void* y, void* workspace,
                                      size_t workspace_bytes) {
@@ -246,6 +249,15 @@ ConvAlgoChoice CudaBackend::search_direction(const char* op, ConvPlan& plan, cud
   return choice;
 }
 
+// A direction's search result read back from the engine cache: the legacy algorithm (with its
+// math type, workspace and measured time) and the graph engine that beat it, if one did, compiled
+// and run once here. nullopt (a miss: search anew) for a choice this backend cannot take: text
+// that does not parse, an algorithm out of range or that cuDNN does not run for this problem (its
+// workspace query fails), a tensor-core math type or a non-fused Winograd where strict fp32
+// forbids them, more workspace than the search may use now, or a graph engine this GPU does not
+// offer or that fails here.
+// `workspace_size(algo, &bytes)` is the direction's cudnnGet*WorkspaceSize, `amplifies(algo)`
+// whether strict fp32 refuses the algorithm.
 std::optional<ConvAlgoChoice> CudaBackend::cached_conv_choice(
     const std::string& text, const ConvPlan& plan, cuda::ConvDirection direction, int count,
     const std::array<void*, 3>& operands, size_t limit,
@@ -355,6 +367,9 @@ std::unique_ptr<cuda::ConvGraphPlan> CudaBackend::cached_graph_plan(
   return std::move(one.front());
 }
 
+// The EngineCache key of a search on this backend: `what` after the GPU model, compute capability,
+// cuDNN version and, in a green context of fewer SMs than the GPU, the granted SM count, which
+// decide what was measured.
 std::string CudaBackend::engine_cache_key(const std::string& what) const {
   const size_t v = cudnnGetVersion();  // cuDNN 9: major * 10000 + minor * 100 + patch
   const int sms = ctx_->granted_sms();

@@ -34,7 +34,7 @@ using cuda::SearchBuffer;
 // of the same plan) uses the enclosing one's buffers, of the same sizes, for the slots it installed.
 struct CudaBackend::TrialStaging {
   TrialStaging(CudaBackend& backend, DType dtype, const StagingSlots& slots) : b(backend) {
-    ++b.trial_depth_;
+    ++b.forms_.trial_depth;
     try {
       install(dtype, slots);
     } catch (...) {  // the destructor will not run: undo here
@@ -67,7 +67,7 @@ struct CudaBackend::TrialStaging {
   void install(DType dtype, const StagingSlots& slots) {
     const size_t size = dtype_size(dtype);
     for (const auto& [slot, numel] : slots) {
-      if (b.trial_staging_[slot].defined()) continue;  // an enclosing trial's
+      if (b.forms_.trial_staging[slot].defined()) continue;  // an enclosing trial's
       const size_t bytes = static_cast<size_t>(numel) * size;
       buffers.push_back(std::make_unique<SearchBuffer>(std::max(bytes, size_t{1} << 20), b.stream()));
       if (buffers.back()->bytes() < bytes) {  // SearchBuffer got less (or nothing): no trial
@@ -75,7 +75,7 @@ struct CudaBackend::TrialStaging {
         has_room = false;
         return;
       }
-      b.trial_staging_[slot] =
+      b.forms_.trial_staging[slot] =
           Tensor(std::make_shared<Storage>(buffers.back()->ptr(), buffers.back()->bytes(), b.device(), nullptr), 0,
                  Shape{numel}, dtype);
       owned.push_back(slot);
@@ -83,9 +83,9 @@ struct CudaBackend::TrialStaging {
   }
   // The views go before the buffers they point into (the buffers are members, destroyed after).
   void release() {
-    for (size_t slot : owned) b.trial_staging_[slot] = Tensor();
+    for (size_t slot : owned) b.forms_.trial_staging[slot] = Tensor();
     owned.clear();
-    if (--b.trial_depth_ == 0) b.trial_workspace_ = Tensor();
+    if (--b.forms_.trial_depth == 0) b.forms_.trial_workspace = Tensor();
   }
 };
 
@@ -94,7 +94,7 @@ template <typename RunA, typename RunB>
 bool CudaBackend::second_measures_faster(const char* op, const ConvPlan& plan, const char* a_name, RunA&& run_a,
                                          const char* b_name, RunB&& run_b) {
   // This trial's notes, taken before the untimed calls below run any nested trial.
-  TrialNotes* notes = std::exchange(trial_notes_, nullptr);
+  ConvFormState::TrialNotes* notes = std::exchange(forms_.trial_notes, nullptr);
   EventPair ev;
   // One untimed call of each first (kernels loaded, staging grown, nested choices made), then the
   // medians.
@@ -223,19 +223,24 @@ bool CudaBackend::lowered_measures_faster(const char* op, const ConvPlan& plan, 
   // has its own buffer; this one's is back when it ends.
   struct Restore {
     CudaBackend& b;
-    Tensor input = b.lowered_search_input_;
-    const ConvPlan* plan = b.lowered_search_plan_;
+    Tensor input = b.forms_.lowered_search_input;
+    const ConvPlan* plan = b.forms_.lowered_search_plan;
     ~Restore() {
-      b.lowered_search_input_ = input;
-      b.lowered_search_plan_ = plan;
+      b.forms_.lowered_search_input = input;
+      b.forms_.lowered_search_plan = plan;
     }
   } restore{*this};
-  lowered_search_input_ =
+  forms_.lowered_search_input =
       Tensor(std::make_shared<Storage>(col.ptr(), col.bytes(), device(), nullptr), 0, col_shape, plan.dtype);
-  lowered_search_plan_ = &plan;
+  forms_.lowered_search_plan = &plan;
   return second_measures_faster(op, plan, "cuDNN", run_cudnn, "lowered (im2col + GEMM)", run_lowered);
 }
 
+// Runs trial() (a form's measured trial for `decision` of `plan`) with its notes: for a forward,
+// the times go to plan.*forward_trial; for the filter gradient (`lower` given) the forward's
+// decision there may switch to the form. Returns whether the form runs.
+// `lower` is nullptr for a forward; a callable is copied into the notes only where a trial runs,
+// so the steady step builds no std::function.
 template <typename Lower, typename Trial>
 bool CudaBackend::noted_trial(ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision,
                               ConvPlan::FormTrial ConvPlan::*forward_trial, Lower&& lower, Trial&& trial) {
@@ -250,12 +255,13 @@ bool CudaBackend::noted_trial(ConvPlan& plan, ConvPlan::Choice ConvPlan::*decisi
   // The switch counts on the forward's lowering being there at the filter gradient: one layer on
   // the plan, and no other write to the slot between its forward and this call (in backward order,
   // a later layer's switched forward has run ahead by then: prime_switched_forward).
-  const KeptForm kept = forward_trial == &ConvPlan::fwd_width_trial ? kWidthForm : kLoweredForm;
-  const bool lowering_survives = plan.sole_user && kept_[kept].writes == plan.slot_writes_at_forward[kept];
+  const KeptForm kept =
+      forward_trial == &ConvPlan::fwd_width_trial ? ConvFormState::kWidthForm : ConvFormState::kLoweredForm;
+  const bool lowering_survives = plan.sole_user && forms_.kept[kept].writes == plan.slot_writes_at_forward[kept];
   // A width-lowered trial nested in this plan's lowered one (in its untimed first call) does not
   // switch the forward: the lowered trial may yet choose its own form, whose forward comes first.
-  const bool nested_in_lowered = kept == kWidthForm && lowered_search_plan_ == &plan;
-  TrialNotes notes;
+  const bool nested_in_lowered = kept == ConvFormState::kWidthForm && forms_.lowered_search_plan == &plan;
+  ConvFormState::TrialNotes notes;
   if constexpr (!filter_gradient) {
     notes.record = &forward;
   } else if (forward.decision && plan.*forward.decision == ConvPlan::Choice::No && !outranked &&
@@ -263,16 +269,16 @@ bool CudaBackend::noted_trial(ConvPlan& plan, ConvPlan::Choice ConvPlan::*decisi
     notes.forward = &forward;
     notes.lower = lower;
   }
-  trial_notes_ = &notes;
+  forms_.trial_notes = &notes;
   struct Clear {
     CudaBackend& b;
-    ~Clear() { b.trial_notes_ = nullptr; }  // a trial that ended before timing took none
+    ~Clear() { b.forms_.trial_notes = nullptr; }  // a trial that ended before timing took none
   } clear{*this};
   const bool form = trial();
   if (notes.recorded) forward.decision = decision;
   if (notes.flip) {
     plan.*forward.decision = ConvPlan::Choice::Yes;
-    switched_forward_ = {&plan, forward.decision, decision, notes.form_alone};
+    forms_.switched_forward = {&plan, forward.decision, decision, notes.form_alone};
   }
   return form;
 }

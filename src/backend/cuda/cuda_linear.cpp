@@ -29,32 +29,7 @@
 
 namespace cnnscale {
 
-struct CudaBackend::LinearPlan {
-  cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  size_t workspace = 0;
-  bool usable = false;
-  bool int32_scale = false;  // an int8 matmul: alpha and beta are int32
-  LinearPlan() = default;
-  LinearPlan(const LinearPlan&) = delete;
-  LinearPlan& operator=(const LinearPlan&) = delete;
-  ~LinearPlan() {
-    if (c) cublasLtMatrixLayoutDestroy(c);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (op) cublasLtMatmulDescDestroy(op);
-  }
-};
-
 namespace {
-// What cuBLASLt may use as workspace: NVIDIA's advice for Hopper is 32 MiB.
-constexpr size_t kLinearWorkspace = size_t{32} << 20;
-
-cudaDataType_t lt_type(DType t) {
-  return t == DType::BF16 ? CUDA_R_16BF : t == DType::F16 ? CUDA_R_16F : t == DType::I8 ? CUDA_R_8I : CUDA_R_32F;
-}
-
 // The largest power of two up to 256 dividing every pointer: the alignment the algorithm may assume
 // (cuBLASLt's preferences default to 256 bytes, which views into our flat buffers need not have).
 int common_alignment(std::initializer_list<const void*> pointers) {
@@ -63,95 +38,10 @@ int common_alignment(std::initializer_list<const void*> pointers) {
     while (alignment > 1 && reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(alignment) != 0) alignment /= 2;
   return alignment;
 }
-
-const char* epilogue_name(cublasLtEpilogue_t e) {
-  switch (e) {
-    case CUBLASLT_EPILOGUE_RELU_BIAS: return "bias+relu";
-    case CUBLASLT_EPILOGUE_BIAS: return "bias";
-    case CUBLASLT_EPILOGUE_RELU: return "relu";
-    case CUBLASLT_EPILOGUE_BGRADB: return "bias gradient";
-    default: return "none";
-  }
-}
 }  // namespace
 
-CudaBackend::LinearPlan& CudaBackend::linear_plan(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-                                                  DType dtype, cublasLtEpilogue_t epilogue, void* bias,
-                                                  int alignment) {
-  const LinearKey key{trans_a, trans_b, m, n, k, static_cast<int64_t>(dtype), epilogue, alignment};
-  if (auto it = linear_plans_.find(key); it != linear_plans_.end()) return *it->second;
-  if (!cublaslt_) CUBLAS_CHECK(cublasLtCreate(&cublaslt_));
-  auto plan = std::make_shared<LinearPlan>();
-  const cudaDataType_t type = lt_type(dtype);
-  // 16-bit operands accumulate in fp32; f32 ones reach this only with TF32 allowed (the callers);
-  // int8 ones sum exactly in int32, into an int32 C (IMMA kernels, which want the "TN" layout).
-  const bool int8 = dtype == DType::I8;
-  const cublasComputeType_t compute = dtype == DType::F32 ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                      : int8              ? CUBLAS_COMPUTE_32I
-                                                          : CUBLAS_COMPUTE_32F;
-  const cudaDataType_t c_type = int8 ? CUDA_R_32I : type;
-  plan->int32_scale = int8;
-  CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->op, compute, int8 ? CUDA_R_32I : CUDA_R_32F));
-  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
-  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
-  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-  if (epilogue != CUBLASLT_EPILOGUE_DEFAULT && epilogue != CUBLASLT_EPILOGUE_RELU) {
-    // The bias (or its gradient) is a compute copy in the operands' dtype.
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type, sizeof(type)));
-    // The heuristic reads the bias pointer's alignment from the pointer itself: this one is as
-    // aligned as every pointer the plan will run on (the alignment is part of the plan's key).
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-  }
-  // Stored shapes (rows x cols, column-major, leading dimension = rows): op(A) is m x k, op(B) k x n.
-  auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, type, trans_a ? u(k) : u(m), trans_a ? u(m) : u(k),
-                                          trans_a ? k : m));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, type, trans_b ? u(n) : u(k), trans_b ? u(k) : u(n),
-                                          trans_b ? n : k));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, c_type, u(m), u(n), m));
-
-  cublasLtMatmulPreference_t pref = nullptr;
-  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  const size_t limit = kLinearWorkspace;
-  const auto align = static_cast<uint32_t>(alignment);
-  cublasStatus_t status =
-      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &limit, sizeof(limit));
-  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-    if (status == CUBLAS_STATUS_SUCCESS) status = cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align));
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  if (status == CUBLAS_STATUS_SUCCESS)
-    status = cublasLtMatmulAlgoGetHeuristic(cublaslt_, plan->op, plan->a, plan->b, plan->c, plan->c, pref, 1,
-                                            &result, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
-  // NOT_SUPPORTED (or no result): this epilogue, dtype or alignment has no kernel; anything else
-  // is an error of ours or of the device.
-  if (status != CUBLAS_STATUS_SUCCESS && status != CUBLAS_STATUS_NOT_SUPPORTED) CUBLAS_CHECK(status);
-  plan->usable = status == CUBLAS_STATUS_SUCCESS && found > 0;
-  if (plan->usable) {
-    plan->algo = result.algo;
-    plan->workspace = result.workspaceSize;
-  }
-  log::debug("cuBLASLt {} matmul m={} n={} k={} {}{} epilogue {}, {}-byte aligned: {}", dtype_name(dtype), m, n, k,
-             trans_a ? "T" : "N", trans_b ? "T" : "N", epilogue_name(epilogue), alignment,
-             plan->usable ? "fused" : "no algorithm, the ops run apart");
-  return *linear_plans_.emplace(key, std::move(plan)).first->second;
-}
-
-void CudaBackend::run_linear(LinearPlan& plan, const void* a, const void* b, void* c, void* bias) {
-  if (bias) {
-    const cublasLtMatmulDescAttributes_t attr = CUBLASLT_MATMUL_DESC_BIAS_POINTER;
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, attr, &bias, sizeof(bias)));
-  }
-  const float one = 1.0f, zero = 0.0f;
-  const int32_t one_i = 1, zero_i = 0;
-  const void* alpha = plan.int32_scale ? static_cast<const void*>(&one_i) : &one;
-  const void* beta = plan.int32_scale ? static_cast<const void*>(&zero_i) : &zero;
-  void* ws = plan.workspace > 0 ? workspace(plan.workspace) : nullptr;
-  CUBLAS_CHECK(cublasLtMatmul(cublaslt_, plan.op, alpha, a, plan.a, b, plan.b, beta, c, plan.c, c, plan.c, &plan.algo,
-                              ws, plan.workspace, stream()));
+void CudaBackend::run_linear(cuda::LinearPlan& plan, const void* a, const void* b, void* c, void* bias) {
+  linear_plans_.run(plan, a, b, c, bias, plan.workspace > 0 ? workspace(plan.workspace) : nullptr, stream());
 }
 
 // An int8 fully connected layer: cuBLASLt's int8 matmul into int32 sums, column-major acc (K' x N) =
@@ -183,8 +73,8 @@ void CudaBackend::linear_forward_int8(const Tensor& xq, const Tensor& wq, const 
     buffers_moved();
   }
   void* acc = int8_linear_acc_.raw();
-  LinearPlan& plan = linear_plan(true, false, kp, n, c, DType::I8, CUBLASLT_EPILOGUE_DEFAULT, nullptr,
-                                 common_alignment({xq.raw(), wq.raw(), acc}));
+  cuda::LinearPlan& plan = linear_plans_.plan(true, false, kp, n, c, DType::I8, CUBLASLT_EPILOGUE_DEFAULT, nullptr,
+                                              common_alignment({xq.raw(), wq.raw(), acc}));
   if (!plan.usable)
     throw_runtime("{}: cuBLASLt has no int8 matmul for x ({}, {}) and w ({}, {}) on this GPU", op, n, c, kp, c);
   run_linear(plan, wq.raw(), xq.raw(), acc, nullptr);
@@ -288,7 +178,7 @@ void CudaBackend::linear_forward_matmul(const Tensor& x, const Tensor& w, const 
   void* b = bias.defined() ? bias.raw() : nullptr;
   const int alignment = common_alignment({x.raw(), w.raw(), y.raw(), b ? b : y.raw()});
   // y^T (K, N) = op(w as stored: D x K, transposed) * x as stored (D x N).
-  LinearPlan& plan = linear_plan(true, false, k, n, d, w.dtype(), epilogue, b, alignment);
+  cuda::LinearPlan& plan = linear_plans_.plan(true, false, k, n, d, w.dtype(), epilogue, b, alignment);
   if (!plan.usable) return Backend::linear_forward(x, w, bias, relu, y);
   run_linear(plan, w.raw(), x.raw(), y.raw(), b);
 }
@@ -307,7 +197,8 @@ void CudaBackend::linear_backward_params(const Tensor& x, const Tensor& dy, cons
   activate();
   const int alignment = common_alignment({x.raw(), dy.raw(), dw.raw(), dbias.raw()});
   // dw^T (D, K) = x as stored (D x N) * op(dy as stored: K x N, transposed); BGRADB sums dy over N.
-  LinearPlan& plan = linear_plan(false, true, d, k, n, dw.dtype(), CUBLASLT_EPILOGUE_BGRADB, dbias.raw(), alignment);
+  cuda::LinearPlan& plan =
+      linear_plans_.plan(false, true, d, k, n, dw.dtype(), CUBLASLT_EPILOGUE_BGRADB, dbias.raw(), alignment);
   if (!plan.usable) return Backend::linear_backward_params(x, dy, dw, dbias);
   run_linear(plan, x.raw(), dy.raw(), dw.raw(), dbias.raw());
 }
