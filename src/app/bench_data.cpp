@@ -11,8 +11,10 @@
 
 #include "app/bench_kernels.hpp"
 #include "app/commands.hpp"
+#include "app/setting_options.hpp"
 #include "core/byte_input.hpp"
 #include "data/datasets.hpp"
+#include "experiment/command_settings.hpp"
 #include "data/loader.hpp"
 
 namespace cnnscale::app {
@@ -90,27 +92,21 @@ void run_data_bench(const DataBenchArgs& a) {
   }
 }
 
+// Where each setting of the data bench's table (experiment/command_settings.hpp) is held.
+SettingFields data_bench_fields(DataBenchArgs& a) {
+  return {{"data", &a.data},         {"data_dir", &a.data_dir},         {"batch", &a.batch},
+          {"batches", &a.batches},   {"threads", &a.threads},           {"crop_pad", &a.augment.crop_pad},
+          {"mirror", &a.augment.mirror}, {"bytes", &a.bytes}};
+}
+
 }  // namespace
 
 void register_data_bench(CLI::App& bench) {
   auto a = std::make_shared<DataBenchArgs>();
   CLI::App* cmd = bench.add_subcommand(
       "data", "The input pipeline alone: samples/s and MB/s of the prefetching loader per thread count (CPU)");
-  cmd->add_option("--data", a->data, "a real dataset, hdf5:DIR or list:FILE?size=HxW")
-      ->check(dataset_name_error)
-      ->capture_default_str();
-  cmd->add_option("--data-dir", a->data_dir, "the dataset's folder (Fashion-MNIST)");
-  cmd->add_option("--batch", a->batch, "samples a batch")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--batches", a->batches, "batches a pass (at most an epoch)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  cmd->add_option("--threads", a->threads, "thread counts filling a batch")->delimiter(',')->capture_default_str();
-  cmd->add_option("--crop-pad", a->augment.crop_pad, "augment as train --crop-pad does")->check(CLI::NonNegativeNumber);
-  cmd->add_flag("--mirror", a->augment.mirror, "augment as train --mirror does");
-  cmd->add_flag("--bytes", a->bytes,
-                "batches as a GPU run takes them from the host: the stored bytes and each sample's draw, "
-                "normalised and augmented later on the device (default: float batches, as CPU runs and "
-                "--host-decode fill them)");
+  add_table_options(*cmd, data_bench_settings(), fields_by_name(data_bench_fields(*a)));
+  cmd->get_option("--data")->check(dataset_name_error);
   cmd->add_flag("--json", a->json, "one JSON object instead of the table");
   cmd->callback([a] { run_data_bench(*a); });
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "app/commands.hpp"
+#include "app/setting_options.hpp"
 #include "backend/backend.hpp"
 #include "job/job.hpp"
 #include "backend/devices.hpp"
@@ -22,6 +23,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/stop_signal.hpp"
+#include "experiment/command_settings.hpp"
 #include "experiment/kernel_bench_output.hpp"
 #include "io/results_writer.hpp"
 #include "measure/bench_shapes.hpp"
@@ -58,7 +60,7 @@ struct KernelBenchArgs {
   double energy_settle = 0.5;
   bool check = false;
   double check_max_macs = 2e8;
-  bool no_peak = false;
+  bool peak = true;  // false: --no-peak
   uint64_t seed = 1;
   bool json = false, quiet = false;
   std::string results_root, experiment = "bench";
@@ -223,7 +225,7 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
   o.first_problem = a.from - 1;
   std::optional<double> power_limit;
   if (o.energy_window_seconds > 0) o.counter_joules = energy_counter(*backend, &o.counter_name, &power_limit);
-  o.peak_n = a.no_peak ? 0 : on_gpu ? 8192 : 512;
+  o.peak_n = !a.peak ? 0 : on_gpu ? 8192 : 512;
   if (!a.quiet) o.progress = [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
 
   // A stop signal (timeout's SIGTERM, a scheduler's, Ctrl-C) ends the run at the next variant: the
@@ -272,6 +274,36 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
               mismatches);
 }
 
+// Where each setting of a kernel bench's table (experiment/command_settings.hpp) is held; a kind's
+// table names those of its own.
+SettingFields kernel_bench_fields(KernelBenchArgs& a) {
+  return {{"device", &a.device},
+          {"precision", &a.precision},
+          {"set", &a.set},
+          {"shapes", &a.shapes_file},
+          {"shape", &a.shapes},
+          {"net", &a.net},
+          {"batch", &a.batch},
+          {"limit", &a.limit},
+          {"from", &a.from},
+          {"pass", &a.passes},
+          {"layout", &a.layout},
+          {"sweep", &a.sweep},
+          {"sweep_base", &a.sweep_base},
+          {"sweep_values", &a.sweep_values},
+          {"warmup", &a.warmup},
+          {"repeats", &a.repeats},
+          {"min_repeat_ms", &a.min_repeat_ms},
+          {"max_seconds", &a.max_seconds},
+          {"energy_window", &a.energy_window},
+          {"energy_settle", &a.energy_settle},
+          {"energy_within", &a.energy_within},
+          {"check", &a.check},
+          {"check_max_macs", &a.check_max_macs},
+          {"peak", &a.peak},
+          {"seed", &a.seed}};
+}
+
 void register_one(CLI::App& bench, const std::string& kind) {
   const bool gemm = kind == "gemm", spmm = kind == "spmm", rnn = kind == "rnn";
   CLI::App* cmd = bench.add_subcommand(
@@ -287,95 +319,9 @@ void register_one(CLI::App& bench, const std::string& kind) {
                   "TFLOP/s, energy per call (DeepBench's conv sets)");
   auto a = std::make_shared<KernelBenchArgs>();
   a->kind = kind;
-  if (spmm) a->set = "inference-server";  // DeepBench has no sparse training set
-  if (rnn) a->passes = {"inference", "training"};
-  cmd->add_option("--device", a->device, "cpu, gpu or gpu:N")->capture_default_str();
-  cmd->add_option("--precision", a->precision,
-                  rnn    ? "fp32 (FMA math, no TF32), tf32, bf16 or fp16 (tensor cores, fp32 inside the cell)"
-                  : gemm ? "fp32 (no TF32), tf32, bf16, fp16 or int8 (int32 sums; dimensions padded to multiples of 4 "
-                           "as DeepBench does); the CPU runs fp32"
-                         : "fp32 (FMA math, no TF32), tf32, bf16 or fp16; the CPU runs fp32")
-      ->capture_default_str();
-  if (spmm)
-    cmd->add_option("--set", a->set, "DeepBench's sparse set: inference-server or inference-device (data/bench/)")
-        ->check(CLI::IsMember({"inference-server", "inference-device"}))
-        ->capture_default_str();
-  else
-    cmd->add_option("--set", a->set, "DeepBench's set: training, inference-server or inference-device (data/bench/)")
-        ->check(CLI::IsMember(measure::bench_set_names()))
-        ->capture_default_str();
-  cmd->add_option("--shapes", a->shapes_file, "a CSV shape list in data/bench/'s format instead of a set");
-  cmd->add_option("--shape", a->shapes,
-                  rnn    ? "one problem hidden,batch,time_steps,cell (cell: vanilla, lstm or gru; repeatable)"
-                  : spmm ? "one problem m,n,k,sparsity (repeatable; sparsity: the fraction of A that is zero)"
-                  : gemm ? "one problem m,n,k[,trans_a,trans_b] (repeatable)"
-                         : "one problem w,h,c,n,k,s,r,pad_w,pad_h,stride_w,stride_h (repeatable)");
-  if (!spmm && !rnn) {
-    cmd->add_option("--net", a->net,
-                    gemm ? "the fully connected layers of a network (networks/NAME.yaml) as GEMMs"
-                         : "the ungrouped convolutions of a network (networks/NAME.yaml), each distinct shape once");
-    cmd->add_option("--batch", a->batch, "samples per call with --net")
-        ->check(CLI::PositiveNumber)
-        ->capture_default_str();
-  }
-  cmd->add_option("--limit", a->limit, "only N problems of the list (the first N, or N from --from)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--from", a->from, "start at the list's problem N (1-based): a long set split over several runs")
-      ->check(CLI::PositiveNumber);
-  if (rnn)
-    cmd->add_option("--pass", a->passes,
-                    "passes to time: inference (forward) and training (forward, backward-data, backward-weights)")
-        ->delimiter(',')
-        ->capture_default_str();
-  if (kind == "conv") {
-    cmd->add_option("--pass", a->passes, "passes to time: fwd, bwd_data, bwd_filter")
-        ->delimiter(',')
-        ->capture_default_str();
-    cmd->add_option("--layout", a->layout, "memory order of activations and filters (nhwc on a GPU only)")
-        ->check(CLI::IsMember({"nchw", "nhwc"}))
-        ->capture_default_str();
-    cmd->add_option("--sweep", a->sweep,
-                    "Li et al.'s sweep of one axis of (batch b, input i, filters f, kernel k, stride s) around "
-                    "--sweep-base, every algorithm per point (their Figures 3 and 5)")
-        ->check(CLI::IsMember({"b", "i", "f", "k", "s"}));
-    cmd->add_option("--sweep-base", a->sweep_base, "the base tuple b,i,f,k,s[,c] (c: input channels)")
-        ->capture_default_str();
-    cmd->add_option("--sweep-values", a->sweep_values, "the swept axis' values (default: the axis' range)")
-        ->delimiter(',');
-  }
-  cmd->add_option("--warmup", a->warmup, "untimed calls first")->check(CLI::NonNegativeNumber)->capture_default_str();
-  cmd->add_option("--repeats", a->repeats, "timed repeats (median, min, max per call over them)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  cmd->add_option("--min-repeat-ms", a->min_repeat_ms, "back-to-back calls per repeat: enough to last this long")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  cmd->add_option("--max-seconds", a->max_seconds,
-                  "seconds the timed repeats of one variant may last: slower variants get fewer repeats (at least 3, "
-                  "the count is in the results) and warm-up calls only while they fit half of it; 0: always --repeats")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option("--energy-window", a->energy_window,
-                  "seconds between two updates of the energy counter over which each variant's power is read "
-                  "(default 0.5 on a GPU, 0 on the CPU; 0: no energy)")
-      ->check(CLI::Range(0.0, 60.0));
-  cmd->add_option("--energy-settle", a->energy_settle,
-                  "seconds of back-to-back calls before each energy window, for the power controller to settle")
-      ->check(CLI::Range(0.0, 60.0))
-      ->capture_default_str();
-  cmd->add_option("--energy-within", a->energy_within,
-                  "read the power only of variants at most this many times slower than their problem's fastest "
-                  "(a variant x times slower costs fewer joules only below 1/x of the fastest's power); default: "
-                  "every variant")
-      ->check(CLI::Range(1.0, 1e6));
-  cmd->add_flag("--check", a->check,
-                "compare every variant's output with a double-precision host reference (problems up to "
-                "--check-max-macs); a disagreeing variant is reported in the check column, not hidden");
-  cmd->add_option("--check-max-macs", a->check_max_macs, "largest problem --check computes a reference for")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  cmd->add_flag("--no-peak", a->no_peak, "skip the square-GEMM peak the TFLOP/s are set against");
-  cmd->add_option("--seed", a->seed, "seed of the inputs")->capture_default_str();
+  add_table_options(*cmd, kernel_bench_settings(kind), fields_by_name(kernel_bench_fields(*a)));
+  // Each --shape is one problem, its extents comma-separated: repeated, never split.
+  cmd->get_option("--shape")->delimiter('\0');
   cmd->add_flag("--json", a->json, "print one JSON object (every variant) instead of the table");
   cmd->add_flag("-q,--quiet", a->quiet, "no progress lines on stderr");
   if (const char* env = std::getenv("CNNSCALE_RESULTS"); env && *env) a->results_root = env;

@@ -21,9 +21,11 @@
 
 #include "app/bench_kernels.hpp"
 #include "app/commands.hpp"
+#include "app/setting_options.hpp"
 #include "core/environment.hpp"
 #include "core/error.hpp"
 #include "core/precision.hpp"
+#include "experiment/command_settings.hpp"
 #include "experiment/report_allreduce.hpp"
 #include "io/allreduce_results.hpp"
 #include "io/provenance.hpp"
@@ -191,67 +193,22 @@ AllreduceResult allreduce_result(const AllreduceBenchResult& r, bool checked, co
   return out;
 }
 
+// Where each setting of the allreduce bench's table (experiment/command_settings.hpp) is held.
+SettingFields allreduce_fields(AllreduceArgs& a) {
+  return {{"min_bytes", &a.min_bytes},   {"max_bytes", &a.max_bytes},       {"step_factor", &a.step_factor},
+          {"warmup", &a.warmup},         {"iters", &a.iters},               {"repeats", &a.repeats},
+          {"device", &a.device},         {"algo", &a.algo},                 {"max_ctas", &a.max_ctas},
+          {"cta_policy", &a.cta_policy}, {"priority", &a.priority},         {"issue", &a.issue},
+          {"dtype", &a.dtype},           {"check", &a.check},               {"energy_window", &a.energy_window},
+          {"energy_settle", &a.energy_settle}, {"timeout", &a.timeout}};
+}
+
 void register_allreduce(CLI::App& bench) {
   auto args = std::make_shared<AllreduceArgs>();
   CLI::App* cmd = bench.add_subcommand(
       "allreduce", "In-place float sum allreduce over all ranks: time, algbw and busbw per size (as nccl-tests)");
-  cmd->add_option("-b,--minbytes", args->min_bytes, "smallest size in bytes (K, M, G suffixes: powers of 1024)")
-      ->capture_default_str();
-  cmd->add_option("-e,--maxbytes", args->max_bytes, "largest size in bytes")->capture_default_str();
-  cmd->add_option("-f,--stepfactor", args->step_factor, "multiply the size by this factor between steps")
-      ->capture_default_str();
-  cmd->add_option("-w,--warmup_iters", args->warmup, "untimed allreduces per size before timing")
-      ->capture_default_str();
-  cmd->add_option("-n,--iters", args->iters, "back-to-back allreduces per timed repeat")->capture_default_str();
-  cmd->add_option("-r,--repeats", args->repeats,
-                  "timed repeats per size, each after a barrier: the median, min and max per allreduce over them")
-      ->capture_default_str();
-  cmd->add_option("--device", args->device, "gpu: NCCL on the GPU of each rank's node-local rank; cpu: MPI_Allreduce")
-      ->check(CLI::IsMember({"gpu", "cpu"}))
-      ->capture_default_str();
-  cmd->add_option("--algo", args->algo,
-                  "NCCL algorithm (sets NCCL_ALGO; an NCCL_ALGO already in the environment wins); gpu only")
-      ->check(CLI::IsMember({"ring", "tree", "auto"}))
-      ->capture_default_str();
-  cmd->add_option("--max-ctas", args->max_ctas,
-                  "most CTAs (SMs) each allreduce may run on (sets NCCL_MAX_CTAS; one already in the environment "
-                  "wins; 0: NCCL's choice); gpu only")
-      ->check(CLI::Range(0, 64))
-      ->capture_default_str();
-  cmd->add_option("--cta-policy", args->cta_policy,
-                  "NCCL's CTA policy (the communicator's config, NCCL >= 2.27): efficiency (the fewest CTAs that "
-                  "reach decent bandwidth), zero (no CTAs where NCCL has such collectives) or default; gpu only")
-      ->check(CLI::IsMember({"default", "efficiency", "zero"}))
-      ->capture_default_str();
-  cmd->add_option("--priority", args->priority,
-                  "priority of NCCL's stream: high (the greatest, as train's default) or low (the least); gpu only")
-      ->check(CLI::IsMember({"high", "low"}))
-      ->capture_default_str();
-  cmd->add_option("--issue", args->issue,
-                  "gpu: graph (the timed allreduces of a size captured once into a CUDA graph and replayed, as a "
-                  "graphed training step issues them) or host (each issued from the host in turn: adds NCCL's "
-                  "enqueue of every collective, which small sizes notice)")
-      ->check(CLI::IsMember({"graph", "host"}))
-      ->capture_default_str();
-  cmd->add_option("-d,--dtype", args->dtype,
-                  "element type: fp32, or bf16/fp16 as the 16-bit gradient exchange (train --allreduce-dtype) sends "
-                  "it; sizes count bytes either way")
-      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
-      ->capture_default_str();
-  cmd->add_flag("--check", args->check, "fill a known per-rank pattern and verify every sum (exit 1 if wrong)");
+  add_table_options(*cmd, allreduce_bench_settings(), fields_by_name(allreduce_fields(*args)));
   cmd->add_flag("--json", args->json, "print one JSON object instead of the table");
-  cmd->add_option("--energy-window", args->energy_window,
-                  "GPU: seconds between two updates of each GPU's NVML energy counter over further allreduces per "
-                  "size (W, nJ per byte, and the same above an idle window's power); 0: no energy")
-      ->check(CLI::Range(0.0, 600.0))
-      ->capture_default_str();
-  cmd->add_option("--energy-settle", args->energy_settle,
-                  "GPU: seconds of those allreduces before the window opens, for the power controller to settle")
-      ->check(CLI::Range(0.0, 60.0))
-      ->capture_default_str();
-  cmd->add_option("--timeout", args->timeout, "seconds a rank waits for a collective before it gives up (exit 3)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
   // As train: a batch script or a test harness can move (here: turn on) every run's results.
   if (const char* env = std::getenv("CNNSCALE_RESULTS"); env && *env) args->results_root = env;
   CLI::Option* results =

@@ -13,10 +13,12 @@
 #include <string>
 
 #include "app/commands.hpp"
+#include "app/setting_options.hpp"
 #include "backend/backend.hpp"
 #include "job/job.hpp"
 #include "core/error.hpp"
 #include "data/datasets.hpp"
+#include "experiment/command_settings.hpp"
 #include "experiment/report_data.hpp"
 #include "experiment/report_infer.hpp"
 #include "infer/calibrate_run.hpp"
@@ -162,6 +164,15 @@ void run_calibrate(const CalibrateArgs& a) {
                 executed_layers.size(), 100 * *executed_top1, 100 * (cost->fp32_top1 - *executed_top1));
 }
 
+// Where each setting of calibrate's table (experiment/command_settings.hpp) is held.
+SettingFields calibrate_fields(CalibrateArgs& a) {
+  return {{"checkpoint", &a.checkpoint}, {"net", &a.net},
+          {"data", &a.data},             {"data_dir", &a.data_dir},
+          {"samples", &a.samples},       {"batch", &a.batch},
+          {"method", &a.method},         {"percentile", &a.percentile},
+          {"test_samples", &a.test_samples}, {"device", &a.device}};
+}
+
 }  // namespace
 
 void register_calibrate(CLI::App& app) {
@@ -169,25 +180,9 @@ void register_calibrate(CLI::App& app) {
   CalibrateArgs& a = *args;
   CLI::App* cmd = app.add_subcommand(
       "calibrate", "int8 post-training calibration of a trained network on real data, and its accuracy cost");
-  cmd->add_option("--checkpoint", a.checkpoint, "Weights (and network) of a `train` checkpoint")->required();
-  cmd->add_option("--net", a.net, "Network name or YAML path (default: the checkpoint's own)");
-  cmd->add_option("--data", a.data, "Real dataset: calibration samples from its training set, accuracy on its test set")
-      ->check(dataset_name_error)
-      ->capture_default_str();
-  cmd->add_option("--data-dir", a.data_dir, "Dataset folder (default: the dataset's usual location)");
-  cmd->add_option("--samples", a.samples, "Calibration samples: the first N of the training set")
-      ->capture_default_str();
-  cmd->add_option("--batch", a.batch, "Batch size of the calibration and evaluation passes")->capture_default_str();
-  cmd->add_option("--method", a.method,
-                  "Input thresholds: percentile (--percentile of the non-zero |x|), entropy (least KL divergence, "
-                  "as TensorRT) or max (the largest |x|)")
-      ->capture_default_str();
-  cmd->add_option("--percentile", a.percentile, "--method percentile: the percentile of |x| kept")
-      ->capture_default_str();
-  cmd->add_option("--test-samples", a.test_samples,
-                  "Test samples of the accuracy cost: -1 the whole test set, 0 none, N the first N")
-      ->capture_default_str();
-  cmd->add_option("--device", a.device, "cpu or gpu:N (the passes run in fp32)")->capture_default_str();
+  add_table_options(*cmd, calibrate_settings(), fields_by_name(calibrate_fields(a)));
+  cmd->get_option("--checkpoint")->required();
+  cmd->get_option("--data")->check(dataset_name_error);
   cmd->add_option("--out", a.out, "The calibration table (JSON), written whole or not at all");
   if (const char* env = std::getenv("CNNSCALE_RESULTS"); env && *env) a.results_root = env;
   CLI::Option* results =

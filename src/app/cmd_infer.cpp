@@ -12,12 +12,14 @@
 #include <vector>
 
 #include "app/commands.hpp"
+#include "app/setting_options.hpp"
 #include "app/train_results.hpp"
 #include "backend/backend.hpp"
 #include "backend/devices.hpp"
 #include "backend/engine_cache.hpp"
 #include "core/error.hpp"
 #include "core/host_name.hpp"
+#include "experiment/command_settings.hpp"
 #include "data/synthetic_dataset.hpp"
 #include "infer/batch_measure.hpp"
 #include "infer/calibrate_run.hpp"
@@ -58,10 +60,10 @@ struct InferArgs {
   double memory_limit_gib = 0;  // --batch max: 0 = the device's memory (GPU) or half the host's free memory
   uint64_t seed = 1;
   double power_hz = 10;
-  bool no_fold = false;
-  bool no_fuse = false;
+  bool fold = true;  // false: --no-fold
+  bool fuse = true;  // false: --no-fuse
   std::string fc_gemv = "auto";  // batch-1 fully connected layers as GEMV (GPU): auto, on or off
-  bool no_graph = false;
+  bool graph = true;  // false: --no-graph
   infer::BatchMeasureOptions measure;
   // Scenarios after MLPerf Inference: offline (each --batch size's throughput), single-stream,
   // server (Poisson arrivals at --rate, dynamic batching) and server-search (the highest rate whose
@@ -232,7 +234,7 @@ std::map<std::string, double> synthetic_input_scales(const InferArgs& a, const N
   infer::EngineOptions eo;
   eo.checkpoint = a.checkpoint;
   eo.seed = a.seed;  // without a checkpoint, the weights the run initialises
-  eo.fold_batch_norm = !a.no_fold;
+  eo.fold_batch_norm = a.fold;
   eo.fuse_epilogues = false;  // every quantised layer's input as the unfused network computes it
   eo.cuda_graph = false;
   infer::InferenceEngine engine(spec, *backend, eo);
@@ -269,9 +271,9 @@ void run_infer(InferArgs& a) {
   eo.fill = infer::parse_input_fill(a.fill);
   eo.seed = a.seed;
   eo.checkpoint = a.checkpoint;
-  eo.fold_batch_norm = !a.no_fold;
-  eo.fuse_epilogues = !a.no_fuse;
-  eo.cuda_graph = !a.no_graph;
+  eo.fold_batch_norm = a.fold;
+  eo.fuse_epilogues = a.fuse;
+  eo.cuda_graph = a.graph;
   infer::check_options(a.measure);
   if (a.memory_limit_gib < 0) throw_config("--memory-limit must be >= 0 GiB, got {}", a.memory_limit_gib);
   if (a.net.empty() && a.checkpoint.empty()) throw_config("give --net, --checkpoint or both");
@@ -397,6 +399,36 @@ void run_infer(InferArgs& a) {
   }
 }
 
+// Where each setting of infer's table (experiment/command_settings.hpp) is held.
+SettingFields infer_fields(InferArgs& a) {
+  return {{"network", &a.net},
+          {"checkpoint", &a.checkpoint},
+          {"batch", &a.batches},
+          {"calibration", &a.calibration},
+          {"precision", &a.precision},
+          {"device", &a.device},
+          {"gpu_mix", &a.gpus},
+          {"fill", &a.fill},
+          {"seconds", &a.measure.min_seconds},
+          {"latency_seconds", &a.measure.latency_seconds},
+          {"warmup", &a.measure.warmup},
+          {"memory_limit", &a.memory_limit_gib},
+          {"power_hz", &a.power_hz},
+          {"seed", &a.seed},
+          {"fold", &a.fold},
+          {"fc_gemv", &a.fc_gemv},
+          {"fuse", &a.fuse},
+          {"graph", &a.graph},
+          {"scenario", &a.scenario},
+          {"rate", &a.rate},
+          {"max_batch", &a.max_batch},
+          {"latency_bound", &a.latency_bound},
+          {"rate_lo", &a.rate_lo},
+          {"rate_hi", &a.rate_hi},
+          {"rate_steps", &a.rate_steps},
+          {"min_queries", &a.min_queries}};
+}
+
 }  // namespace
 
 NetSpec network_to_run(const std::string& net, const std::string& checkpoint) {
@@ -411,62 +443,7 @@ void register_infer(CLI::App& app) {
   InferArgs& a = *args;
   CLI::App* cmd = app.add_subcommand(
       "infer", "Inference throughput, latency percentiles and joules per image over batch sizes (forward only)");
-  cmd->add_option("--net", a.net, "Network name (networks/NAME.yaml) or YAML path (default: the checkpoint's)");
-  cmd->add_option("--checkpoint", a.checkpoint, "Weights (and network) of a `train` checkpoint (default: initialised)");
-  cmd->add_option("--batch", a.batches,
-                  "Batch sizes, comma-separated, or max (the largest that fits in memory), alone or last (1,8,max: "
-                  "those sizes that fit, then the largest)")
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("--calibration", a.calibration,
-                  "--precision int8: the calibration table of the network (cnnscale calibrate --out), or synthetic "
-                  "(max |x| / 127 of each layer's input over 8 samples of --fill: speed only, no accuracy)");
-  cmd->add_option("--precision", a.precision,
-                  "fp32, tf32, bf16 or fp16 (GPU only, except fp32), or int8 (with --calibration)")
-      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16", "int8"}))
-      ->capture_default_str();
-  cmd->add_option("--device", a.device, "cpu, gpu or gpu:N (under mpirun: gpu binds each rank to its own)")
-      ->capture_default_str();
-  cmd->add_option("--gpus", a.gpus, "Under mpirun: the GPU of each node-local rank")->delimiter(',');
-  cmd->add_option("--fill", a.fill, "Input values: gaussian (seeded N(0,1)) or constant (0.5); never all-zero")
-      ->check(CLI::IsMember({"gaussian", "constant"}))
-      ->capture_default_str();
-  cmd->add_option("--seconds", a.measure.min_seconds, "Length of each batch size's throughput/energy window")
-      ->capture_default_str();
-  cmd->add_option("--latency-seconds", a.measure.latency_seconds, "Time spent on single-batch latencies per size")
-      ->capture_default_str();
-  cmd->add_option("--warmup", a.measure.warmup, "Untimed batches before each batch size's windows")
-      ->capture_default_str();
-  cmd->add_option("--memory-limit", a.memory_limit_gib,
-                  "--batch max: memory budget in GiB (default: the GPU's memory, or half the host's free memory)");
-  cmd->add_option("--power-hz", a.power_hz, "GPU power sampling rate (a cross-check of the energy counter; 0: off)")
-      ->capture_default_str();
-  cmd->add_option("--seed", a.seed, "Seed of initialised weights and the gaussian input")->capture_default_str();
-  cmd->add_flag("--no-fold", a.no_fold, "Keep batch norms as layers instead of folding them into their convolutions");
-  cmd->add_option("--fc-gemv", a.fc_gemv,
-                  "GPU: fully connected layers at batch 1 as cuBLAS GEMV (on), as the cuBLASLt matmul of every "
-                  "other batch size (off), or whichever measures faster per layer shape (auto)")
-      ->check(CLI::IsMember({"auto", "on", "off"}))
-      ->capture_default_str();
-  cmd->add_flag("--no-fuse", a.no_fuse,
-                "Keep ReLUs and residual sums as layers instead of fusing them into the convolution before them");
-  cmd->add_flag("--no-graph", a.no_graph,
-                "Queue every forward pass op by op instead of replaying each batch size's pass from a CUDA graph "
-                "captured after its first (GPU)");
-  cmd->add_option("--scenario", a.scenario,
-                  "offline (throughput per --batch size), single-stream (one query at a time), server (Poisson "
-                  "arrivals at --rate, dynamic batching) or server-search (highest rate meeting --latency-bound)")
-      ->check(CLI::IsMember({"offline", "single-stream", "server", "server-search"}))
-      ->capture_default_str();
-  cmd->add_option("--rate", a.rate, "server: offered queries per second");
-  cmd->add_option("--max-batch", a.max_batch, "server: largest dynamic batch (nets of powers of two up to it)")
-      ->capture_default_str();
-  cmd->add_option("--latency-bound", a.latency_bound, "server: bound on the p99 latency in seconds")
-      ->capture_default_str();
-  cmd->add_option("--rate-lo", a.rate_lo, "server-search: a rate that meets the bound (default: --rate-hi / 64)");
-  cmd->add_option("--rate-hi", a.rate_hi, "server-search: upper end (default: offline throughput at --max-batch)");
-  cmd->add_option("--rate-steps", a.rate_steps, "server-search: bisection steps")->capture_default_str();
-  cmd->add_option("--min-queries", a.min_queries, "single-stream: at least this many queries")->capture_default_str();
+  add_table_options(*cmd, infer_settings(), fields_by_name(infer_fields(a)));
   cmd->add_flag("--json", a.json, "Print one JSON line on stdout instead of the table");
   // As train and bench: a batch script or a test harness can turn on every run's results.
   if (const char* env = std::getenv("CNNSCALE_RESULTS"); env && *env) a.results_root = env;

@@ -14,10 +14,12 @@
 
 #include "app/commands.hpp"
 #include "app/count_option.hpp"
+#include "app/setting_options.hpp"
 #include "backend/backend.hpp"
 #include "job/job.hpp"
 #include "core/error.hpp"
 #include "core/precision.hpp"
+#include "experiment/command_settings.hpp"
 #include "infer/calibrate_run.hpp"
 #include "measure/layer_timing.hpp"
 #include "net/fold.hpp"
@@ -39,8 +41,8 @@ struct TimeArgs {
   int64_t classes = 0;
   LayerTimingOptions options;
   bool json = false;
-  bool no_fuse = false;
-  bool no_fold = false;
+  bool fuse = true;  // false: --no-fuse
+  bool fold = true;  // false: --no-fold
   std::string calibration;  // with --inference: the convolutions of this table run in int8
   std::string conv_search = "all";
   std::string layout = "auto";
@@ -55,7 +57,7 @@ void run_time(TimeArgs& a) {
   if (a.classes < 0) throw_config("--classes must be >= 1, got {}", a.classes);
   if (a.sm_count < 0) throw_config("--sm-count must be >= 1, got {}", a.sm_count);
   if (a.sm_count > 0 && a.device == "cpu") throw_config("--sm-count applies to GPU devices, not --device cpu");
-  if (a.no_fold && !a.options.inference) throw_config("--no-fold applies to --inference timing");
+  if (!a.fold && !a.options.inference) throw_config("--no-fold applies to --inference timing");
   if (!a.calibration.empty() && !a.options.inference) throw_config("--calibration applies to --inference timing");
   NetOptions net_options;
   if (!a.input_shape.empty()) net_options.input_shape = a.input_shape;
@@ -71,9 +73,9 @@ void run_time(TimeArgs& a) {
   // rewrite read from the one before.
   const NetSpec* timed = &spec;
   std::optional<FoldedSpec> folded;
-  if (a.options.inference && !a.no_fold) timed = &folded.emplace(fold_batch_norm(*timed)).spec;
+  if (a.options.inference && a.fold) timed = &folded.emplace(fold_batch_norm(*timed)).spec;
   std::optional<FusedSpec> fused;
-  if (!a.no_fuse) timed = &fused.emplace(fuse_epilogues(*timed)).spec;
+  if (a.fuse) timed = &fused.emplace(fuse_epilogues(*timed)).spec;
   std::optional<Int8Spec> int8;
   if (!a.calibration.empty())
     timed = &int8.emplace(with_int8_scales(*timed, infer::read_int8_input_scales(a.calibration),
@@ -164,38 +166,36 @@ void run_time(TimeArgs& a) {
         static_cast<double>(r.h2d_bytes) / 1048576.0, r.h2d_ms, r.step_ms > 0 ? 100.0 * r.h2d_ms / r.step_ms : 0.0);
 }
 
+// Where each setting of time's table (experiment/command_settings.hpp) is held.
+SettingFields time_fields(TimeArgs& a) {
+  return {{"net", &a.net},
+          {"batch", &a.options.batch},
+          {"iterations", &a.options.iterations},
+          {"warmup", &a.options.warmup},
+          {"device", &a.device},
+          {"precision", &a.precision},
+          {"sm_count", &a.sm_count},
+          {"input_shape", &a.input_shape},
+          {"classes", &a.classes},
+          {"seed", &a.options.seed},
+          {"fuse", &a.fuse},
+          {"inference", &a.options.inference},
+          {"fold", &a.fold},
+          {"calibration", &a.calibration},
+          {"conv_search", &a.conv_search},
+          {"layout", &a.layout},
+          {"batchnorm", &a.batchnorm}};
+}
+
 }  // namespace
 
 void register_time(CLI::App& app) {
   auto args = std::make_shared<TimeArgs>();
   TimeArgs& a = *args;
   CLI::App* cmd = app.add_subcommand("time", "Time each layer's forward and backward pass (hotspots first)");
-  cmd->add_option("net", a.net, "Network name (networks/NAME.yaml) or YAML path")->required();
-  cmd->add_option("--batch", a.options.batch, "Batch size")->capture_default_str();
-  cmd->add_option("--iterations", a.options.iterations, "Timed iterations (after the warm-up)")->capture_default_str();
-  cmd->add_option("--warmup", a.options.warmup, "Untimed iterations first")->capture_default_str();
-  cmd->add_option("--device", a.device, "cpu, gpu or gpu:N")->capture_default_str();
-  cmd->add_option("--precision", a.precision, "fp32, tf32, bf16 or fp16 (GPU only, except fp32)")
-      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}))
-      ->capture_default_str();
-  // CLI11 checks a value only when it is given: 0, the "not given" default, is refused as a value.
-  cmd->add_option("--sm-count", a.sm_count, "Run on a partition of N SMs of the GPU (a green context; rounded up)")
-      ->check(at_least(1));
-  cmd->add_option("--input-shape", a.input_shape, "Per-sample input C,H,W (default: the network's)")->delimiter(',');
-  cmd->add_option("--classes", a.classes, "Number of classes (default: the network's)")->check(at_least(1));
-  cmd->add_option("--seed", a.options.seed, "Seed of weight init and the random input")->capture_default_str();
+  add_table_options(*cmd, time_settings(), fields_by_name(time_fields(a)));
+  cmd->get_option("net")->required();
   cmd->add_flag("--json", a.json, "Print one JSON line on stdout instead of the table");
-  cmd->add_flag("--no-fuse", a.no_fuse,
-                "Time every layer as written instead of with batch norm and convolution epilogues fused, as training "
-                "runs them");
-  cmd->add_flag("--inference", a.options.inference,
-                "Time the network as `cnnscale infer` runs it: batch norms folded, epilogues fused, forward passes "
-                "alone in the test phase");
-  cmd->add_flag("--no-fold", a.no_fold, "With --inference: keep batch norms as layers");
-  cmd->add_option("--calibration", a.calibration,
-                  "With --inference: run the convolutions of this calibration table (cnnscale calibrate --out) in "
-                  "int8, as infer --precision int8 does");
-  add_gpu_algorithm_options(cmd, a.conv_search, a.layout, a.batchnorm);
   cmd->callback([args] { run_time(*args); });
 }
 

@@ -6,6 +6,9 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "app/setting_options.hpp"
+#include "experiment/command_settings.hpp"
+
 namespace cnnscale {
 class NetSpec;
 }
@@ -28,27 +31,12 @@ NetSpec network_to_run(const std::string& net, const std::string& checkpoint);
 
 // --conv-search, --layout and --batchnorm, which train and time share: which convolution implementations a
 // GPU backend's search times, and the memory order of the activations (backend.hpp's
-// AlgorithmChoice, built by conv_search_from_name and layout_choice_from_name).
+// AlgorithmChoice, built by conv_search_from_name and layout_choice_from_name). Declared in
+// experiment/command_settings.cpp's gpu_algorithm_settings.
 inline void add_gpu_algorithm_options(CLI::App* cmd, std::string& conv_search, std::string& layout,
                                       std::string& batchnorm) {
-  cmd->add_option("--conv-search", conv_search,
-                  "GPU convolution algorithms each shape's search times: all (cuDNN's legacy algorithms, its "
-                  "graph-API engines, the lowered im2col + GEMM form and, for a first convolution, the form "
-                  "lowered by width, an (R x 1) convolution over S*C channels; the fastest runs), legacy (the "
-                  "legacy algorithms only, to compare) or no-width (all but the width-lowered form, to compare)")
-      ->check(CLI::IsMember({"all", "legacy", "no-width"}))
-      ->capture_default_str();
-  cmd->add_option("--layout", layout,
-                  "Memory order of 4-d activations and filters: auto (channels-last on a GPU in bf16, fp16 and "
-                  "tf32, NCHW otherwise), or nchw / nhwc forced (nhwc on a GPU only), to measure what it costs")
-      ->check(CLI::IsMember({"auto", "nchw", "nhwc"}))
-      ->capture_default_str();
-  cmd->add_option("--batchnorm", batchnorm,
-                  "Kernels of channels-last training batch norm on a GPU: auto (cuDNN's persistent ones on a whole "
-                  "GPU, cnnscale's own on an SM partition, where cuDNN's fail or crawl), cudnn or cnnscale "
-                  "everywhere, to compare them")
-      ->check(CLI::IsMember({"auto", "cudnn", "cnnscale"}))
-      ->capture_default_str();
+  add_table_options(*cmd, gpu_algorithm_settings(),
+                    fields_by_name({{"conv_search", &conv_search}, {"layout", &layout}, {"batchnorm", &batchnorm}}));
 }
 
 // A non-error exit code a command asks main() to return after a clean shutdown (MPI finalised on

@@ -44,7 +44,7 @@ void add_table_options(CLI::App& cmd, const SettingTable& table, const FieldOf& 
         },
         field);
     if (!s.group.empty()) option->group(s.group);
-    if (s.type == SettingType::NumberList || s.type == SettingType::IntegerList) {
+    if (s.type == SettingType::NumberList || s.type == SettingType::IntegerList || s.type == SettingType::TextList) {
       option->delimiter(',');
       if (s.default_value.empty()) continue;  // no default to show: none
     }
@@ -52,14 +52,34 @@ void add_table_options(CLI::App& cmd, const SettingTable& table, const FieldOf& 
     if (s.cli_check == CliCheck::AtLeast) option->check(at_least(static_cast<long long>(s.min)));
     if (s.cli_check == CliCheck::Range && s.type == SettingType::Integer)
       option->check(CLI::Range(static_cast<int64_t>(s.min), static_cast<int64_t>(s.max)));
+    else if (s.cli_check == CliCheck::Range && s.min_open && s.min == 0)
+      option->check(CLI::PositiveNumber)->check(CLI::Range(s.min, s.max));
     else if (s.cli_check == CliCheck::Range)
       option->check(CLI::Range(s.min, s.max));
+    // A default outside the range a value may take stands for "not given" (the device's own): not shown.
+    if (s.cli_check == CliCheck::Range && s.default_value.is_number() &&
+        (s.default_value.get<double>() < s.min || s.default_value.get<double>() > s.max))
+      continue;
     option->capture_default_str();
   }
 }
 
 nlohmann::json field_value(const SettingField& field) {
   return std::visit([](auto* p) { return nlohmann::json(*p); }, field);
+}
+
+FieldOf fields_by_name(SettingFields fields) {
+  return [fields = std::move(fields)](const Setting& s) {
+    const auto it = fields.find(s.name);
+    if (it == fields.end()) throw_runtime("setting '{}' ({}) has no field in the command's arguments", s.name, s.flag);
+    return it->second;
+  };
+}
+
+nlohmann::json table_values(const SettingTable& table, const FieldOf& field_of) {
+  nlohmann::json values = nlohmann::json::object();
+  for (const Setting& s : table) values[s.name] = field_value(field_of(s));
+  return values;
 }
 
 }  // namespace cnnscale::app

@@ -34,6 +34,11 @@ nlohmann::json read_setting(const TrainSetting& s, const ConfigNode& n) {
       return n.as<bool>();
     case SettingType::Text:
       return n.as<std::string>();
+    case SettingType::TextList: {
+      nlohmann::json list = nlohmann::json::array();
+      for (const auto& m : list_items(n)) list.push_back(m.as<std::string>());
+      return list;
+    }
   }
   return nullptr;
 }

@@ -27,6 +27,7 @@ enum class SettingType {
                 // (--no-graph sets false, --deterministic true)
   Text,         // free text, checked by the code that uses it
   IntegerList,  // a comma-separated list of whole numbers in [min, max]
+  TextList,     // a comma-separated list of texts (a repeatable option where a text holds commas)
 };
 
 // What decides whether a setting applies to a run: the run's device and ranks.
