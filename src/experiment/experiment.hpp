@@ -7,6 +7,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -69,23 +70,30 @@ struct DatasetSpec {
   nlohmann::json to_json() const;
 };
 
+// The infer: keys' defaults in an experiment (infer_experiment.cpp).
+nlohmann::json infer_experiment_defaults();
+
 // An inference experiment's `infer:` section: what each run's `cnnscale infer` measures. Every run
 // sweeps the whole batch list in one process (its nets built once per size, as infer does).
 struct InferSpec {
   std::vector<std::string> batches = {"1", "8", "64"};  // batch sizes, or {"max"}: infer's --batch
-  std::string fill = "constant";  // infer's --fill; constant by default, for honest power readings
-  double seconds = 3.0;           // --seconds: each size's throughput and energy window
-  double latency_seconds = 1.0;   // --latency-seconds
-  bool fold = true;               // false: --no-fold
-  bool fuse = true;               // false: --no-fuse
-  bool graph = true;              // false: --no-graph
+  // The other keys of infer's table (experiment/command_settings.hpp) in the infer: section, by name:
+  // each the file's value or its default (fill's: constant, for honest power readings).
+  nlohmann::json settings = infer_experiment_defaults();
+  std::set<std::string> given;  // the keys of `settings` the file gives
   // int8 runs' --calibration, per network: a table (cnnscale calibrate --out) as written, or
   // "synthetic" (infer measures scales on its own input: speed only). Keyed "*" for every network.
   std::map<std::string, std::string> calibration;
   std::map<std::string, std::string> calibration_paths;  // the same, tables resolved against the file's folder
   // `net`'s entry of `table` (calibration or calibration_paths): its own, else "*"'s; null if none.
   static const std::string* calibration_of(const std::map<std::string, std::string>& table, const std::string& net);
+  // The keys as the run's configuration records them: the batch list and those the table records
+  // always or, where it says so, away from their defaults (infer_experiment.cpp).
   nlohmann::json to_json() const;
+  // The keys on each run's command line ("--fill", "constant", "--no-fold", ...).
+  std::vector<std::string> arguments() const;
+  // Each flag the sweep writes from the infer: section, with its key (extra_args may not repeat one).
+  std::map<std::string, std::string> flags_set() const;
 };
 
 struct Experiment {

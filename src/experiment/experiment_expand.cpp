@@ -97,12 +97,6 @@ const std::string* InferSpec::calibration_of(const std::map<std::string, std::st
   return it == table.end() ? nullptr : &it->second;
 }
 
-nlohmann::json InferSpec::to_json() const {
-  nlohmann::json j = {{"batch", batches}, {"fill", fill}, {"seconds", seconds}, {"latency_seconds", latency_seconds},
-                      {"fold", fold},     {"fuse", fuse}, {"graph", graph}};
-  return j;  // calibration: in the int8 runs' own configurations (make_infer_run)
-}
-
 nlohmann::json Experiment::fixed_json() const {
   // An inference experiment has no data, solver or length; a training one keeps the keys it always
   // had (its hash, and so its runs' ids, must not move).

@@ -9,6 +9,7 @@
 #include <set>
 #include <utility>
 
+#include "experiment/command_settings.hpp"
 #include "experiment/experiment_reader.hpp"
 
 namespace cnnscale {
@@ -86,17 +87,16 @@ const std::set<std::string> kSweepTags = {"repeat",  "config_hash", "sweep_hash"
 // repeated flag would fail every run only when it starts), nor a scenario's: the sweep counts a run
 // done by its offline result, a table of batch sizes.
 void check_infer_extra_arg(const ConfigNode& a, const std::string& flag, const InferSpec& s) {
-  static const std::map<std::string, std::string> kSet = {
-      {"--net", "matrix.network"},    {"--device", "device (and matrix.gpu_mix)"},
-      {"--gpus", "matrix.gpu_mix"},   {"--seed", "seed"},
-      {"--batch", "infer.batch"},     {"--fill", "infer.fill"},
-      {"--seconds", "infer.seconds"}, {"--latency-seconds", "infer.latency_seconds"},
-      {"--no-fold", "infer.fold"},    {"--no-graph", "infer.graph"},
-      {"--no-fuse", "infer.fuse"},    {"--calibration", "infer.calibration"}};
-  static const std::set<std::string> kScenario = {"--scenario", "--rate",    "--max-batch",  "--latency-bound",
-                                                  "--rate-lo",  "--rate-hi", "--rate-steps", "--min-queries"};
-  if (auto it = kSet.find(flag); it != kSet.end()) a.fail(fmt::format("'{}' is set by {}", flag, it->second));
-  if (kScenario.count(flag)) a.fail(fmt::format("'{}': an inference sweep runs the offline scenario", flag));
+  // The flags the sweep writes from the matrix and the top level, and those of the infer: section.
+  std::map<std::string, std::string> set = {{"--device", "device (and matrix.gpu_mix)"}};
+  for (const Setting& t : infer_settings())
+    if (t.section == "matrix" || (t.section.empty() && t.identity())) set.emplace(t.flag, t.experiment_key());
+  set.merge(s.flags_set());
+  if (auto it = set.find(flag); it != set.end()) a.fail(fmt::format("'{}' is set by {}", flag, it->second));
+  // infer's own settings, outside any experiment key: the scenarios' (and the checkpoint's).
+  const Setting* own = find_setting_by_flag(infer_settings(), flag);
+  if (own && own->section.empty() && !own->identity() && own->name != "checkpoint")
+    a.fail(fmt::format("'{}': an inference sweep runs the offline scenario", flag));
   if (flag == "--memory-limit" && (s.batches.empty() || s.batches.back() != "max"))
     a.fail("'--memory-limit' is the budget of a batch list ending with max (infer.batch)");
 }

@@ -35,8 +35,6 @@ const std::set<std::string> kTrainOnlyKeys = {"dataset",         "solver",      
                                               "iteration_scale", "min_iterations", "whole_epochs", "whole_samples",
                                               "measure",         "networks",       "seeds",        "train"};
 const std::set<std::string> kTrainOnlyMatrixKeys = {"batch", "batch_per_gpu", "cpu_mix", "split", "allreduce"};
-const std::set<std::string> kInferKeys = {"batch", "fill", "seconds", "latency_seconds",
-                                          "fold",  "fuse", "graph",   "calibration"};
 const std::set<std::string> kLengthKeys = {"iterations",     "epochs",       "iteration_scale",
                                            "min_iterations", "whole_epochs", "whole_samples"};
 const std::set<std::string> kMatrixKeys = {"network",   "batch",     "batch_per_gpu", "gpus",   "gpu_mix",
@@ -83,6 +81,8 @@ void read_length(const ExperimentReader& r, const ConfigNode& n, RunLength& len)
 
 namespace fs = std::filesystem;
 
+}  // namespace
+
 // A relative path in an experiment file means the file's folder, so one experiment means the same
 // files from any working directory (and in batch jobs); one typed in an override means the current
 // directory, as any command-line path does. Absolute paths are kept. A file-relative path that does
@@ -105,6 +105,8 @@ fs::path experiment_path(const ExperimentReader& r, const ConfigNode& n, const s
 }
 
 // Where the experiment names network `name`: its matrix.network entry, or the top-level network.
+namespace {
+
 ConfigNode network_node(const ExperimentReader& r, const ConfigNode& root, const std::string& name) {
   if (auto c = r.child(r.get(root, "matrix"), "network"))
     for (const auto& n : list_items(*c))
@@ -221,58 +223,6 @@ AllreduceMode read_allreduce(const ExperimentReader& r, const ConfigNode& n, con
   if (auto c = r.child(n, "update")) m.update_per_bucket = one_of(*c, {"per_bucket", "after_exchange"}) == "per_bucket";
   if (auto c = r.child(n, "gather")) m.gather = c->as<bool>();
   return m;
-}
-
-// infer: the batch list (positive sizes, or max alone, as infer's --batch), the input fill, the
-// windows' lengths and the fold, fuse and graph switches.
-void read_infer(const ExperimentReader& r, const ConfigNode& n, Experiment& e) {
-  r.check_keys(n, kInferKeys);
-  InferSpec& s = e.infer;
-  if (auto c = r.child(n, "batch")) {
-    s.batches.clear();
-    for (const auto& b : list_items(*c)) {
-      if (!s.batches.empty() && s.batches.back() == "max")
-        b.fail("max is the largest batch that fits, so it comes last");
-      if (b.is_scalar() && b.as<std::string>() == "max") {
-        s.batches.push_back("max");
-        continue;
-      }
-      const std::string size = std::to_string(int_in(b, 1, 1 << 24));
-      if (std::find(s.batches.begin(), s.batches.end(), size) != s.batches.end())
-        b.fail(fmt::format("batch {} is listed twice", size));
-      s.batches.push_back(size);
-    }
-  }
-  if (auto c = r.child(n, "fill")) s.fill = one_of(*c, {"gaussian", "constant"});
-  if (auto c = r.child(n, "seconds")) s.seconds = number_in(*c, 0, 3600, true);
-  if (auto c = r.child(n, "latency_seconds")) s.latency_seconds = number_in(*c, 0, 3600, false);
-  if (auto c = r.child(n, "fold")) s.fold = c->as<bool>();
-  if (auto c = r.child(n, "fuse")) s.fuse = c->as<bool>();
-  if (auto c = r.child(n, "graph")) s.graph = c->as<bool>();
-  // int8's tables: one for every network (a scalar), or one per network (a map); each a table file,
-  // checked to exist here, or "synthetic".
-  if (auto c = r.child(n, "calibration")) {
-    auto one = [&](const ConfigNode& v, const std::string& net) {
-      const std::string written = v.as<std::string>();
-      s.calibration[net] = written;
-      if (written == "synthetic") {
-        s.calibration_paths[net] = written;
-        return;
-      }
-      const fs::path file = experiment_path(r, v, written);
-      std::error_code ec;
-      if (!fs::is_regular_file(file, ec))
-        v.fail(fmt::format("no calibration table {} (write one with cnnscale calibrate --out, or give synthetic)",
-                           file.string()));
-      s.calibration_paths[net] = fs::absolute(file).lexically_normal().string();
-    };
-    if (c->is_scalar()) {
-      one(*c, "*");
-    } else {
-      c->require_map();
-      for (const auto& net : c->keys()) one(r.get(*c, net), net);
-    }
-  }
 }
 
 void read_matrix(const ExperimentReader& r, const ConfigNode& root, const ConfigNode& m, Experiment& e,

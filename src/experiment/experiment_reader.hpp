@@ -2,6 +2,7 @@
 // ConfigNode access that locates an overridden value in its command-line text instead of the file
 // ("command line 'solver.lr=-1':1:1: solver.lr: ..."), so every error still says where it came from.
 #pragma once
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <set>
@@ -53,6 +54,13 @@ void read_settings_section(const ExperimentReader& r, const ConfigNode& n, const
 // matrix.<setting>: each setting named in the matrix, in the table's order, into e.setting_axes;
 // refused where the fixed key is given too or a value is listed twice.
 void read_setting_axes(const ExperimentReader& r, const ConfigNode& root, const ConfigNode& m, Experiment& e);
+
+// A path written in the experiment (`written`, at `n`): relative to the file's folder, or to the
+// current directory where an override gave it (experiment_parse.cpp).
+std::filesystem::path experiment_path(const ExperimentReader& r, const ConfigNode& n, const std::string& written);
+// infer: each key an entry of section "infer" of infer's settings table, into e.infer
+// (infer_experiment.cpp).
+void read_infer(const ExperimentReader& r, const ConfigNode& n, Experiment& e);
 
 // The matrix's rank sets and split policies (experiment_matrix.cpp): gpus, gpu_mix, cpu_mix, split;
 // ranks are checked against `host` and each batch.

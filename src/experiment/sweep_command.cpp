@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "experiment/command_settings.hpp"
 #include "experiment/sweep.hpp"
 #include "experiment/train_settings.hpp"
 #include "io/requeue_record.hpp"
@@ -112,26 +113,23 @@ std::vector<std::string> train_arguments(const Experiment& e, const RunSpec& run
 
 std::vector<std::string> infer_arguments(const Experiment& e, const RunSpec& run, const std::string& results_root) {
   const InferSpec& s = e.infer;
-  std::vector<std::string> a = {"infer", "--net", run.network_path};
+  // Each flag as infer's table (command_settings.hpp) declares it.
+  auto flag = [](const std::string& name) { return find_setting(infer_settings(), name)->flag; };
+  std::vector<std::string> a = {"infer", flag("network"), run.network_path};
   auto add = [&a](const std::string& flag, const std::string& value) { a.insert(a.end(), {flag, value}); };
-  add("--batch", fmt::format("{}", fmt::join(s.batches, ",")));
+  add(flag("batch"), fmt::format("{}", fmt::join(s.batches, ",")));
   // One process names its GPU; under mpirun --gpus gives each node-local rank its own.
-  add("--device", run.gpu_mix.size() == 1 ? fmt::format("gpu:{}", run.gpu_mix[0]) : e.device);
-  add("--precision", run.precision);
+  add(flag("device"), run.gpu_mix.size() == 1 ? fmt::format("gpu:{}", run.gpu_mix[0]) : e.device);
+  add(flag("precision"), run.precision);
   if (run.precision == "int8") {
     const std::string* table = InferSpec::calibration_of(s.calibration_paths, run.network);
     if (!table)  // read_matrix refuses such an experiment
       throw_config("int8 run {}: infer.calibration names no table for {}", run.id, run.network);
-    add("--calibration", *table);
+    add(flag("calibration"), *table);
   }
-  add("--seed", std::to_string(e.seed));
-  add("--fill", s.fill);
-  add("--seconds", fmt::format("{}", s.seconds));
-  add("--latency-seconds", fmt::format("{}", s.latency_seconds));
-  if (!s.fold) a.push_back("--no-fold");
-  if (!s.fuse) a.push_back("--no-fuse");
-  if (!s.graph) a.push_back("--no-graph");
-  if (run.gpu_mix.size() > 1) add("--gpus", fmt::format("{}", fmt::join(run.gpu_mix, ",")));
+  add(flag("seed"), std::to_string(e.seed));
+  for (const std::string& w : s.arguments()) a.push_back(w);
+  if (run.gpu_mix.size() > 1) add(flag("gpu_mix"), fmt::format("{}", fmt::join(run.gpu_mix, ",")));
   add("--results", results_root);
   add("--experiment", e.name);
   add("--run-id", run.id);
