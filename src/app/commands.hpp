@@ -6,9 +6,6 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
-#include "app/setting_options.hpp"
-#include "experiment/command_settings.hpp"
-
 namespace cnnscale {
 class NetSpec;
 }
@@ -28,16 +25,6 @@ void register_data(CLI::App& app);
 // The network infer and calibrate run: --net's (a name or YAML path) when given, else the one a
 // `train` checkpoint holds (ConfigError when it holds none).
 NetSpec network_to_run(const std::string& net, const std::string& checkpoint);
-
-// --conv-search, --layout and --batchnorm, which train and time share: which convolution implementations a
-// GPU backend's search times, and the memory order of the activations (backend.hpp's
-// AlgorithmChoice, built by conv_search_from_name and layout_choice_from_name). Declared in
-// experiment/command_settings.cpp's gpu_algorithm_settings.
-inline void add_gpu_algorithm_options(CLI::App* cmd, std::string& conv_search, std::string& layout,
-                                      std::string& batchnorm) {
-  add_table_options(*cmd, gpu_algorithm_settings(),
-                    fields_by_name({{"conv_search", &conv_search}, {"layout", &layout}, {"batchnorm", &batchnorm}}));
-}
 
 // A non-error exit code a command asks main() to return after a clean shutdown (MPI finalised on
 // every rank): train's kExitRequeue after a stop signal. 0 unless set.

@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "experiment/setting_decl.hpp"
+#include "experiment/train_settings.hpp"
 #include "measure/bench_shapes.hpp"
 
 namespace cnnscale {
@@ -22,21 +23,18 @@ Setting gpu_only(Setting s) {
   return s;
 }
 
-SettingTable make_gpu_algorithm_settings() {
-  return {
-      gpu_only(choice("conv_search", "all", {"all", "legacy", "no-width"},
-                      "GPU convolution algorithms each shape's search times: all (cuDNN's legacy algorithms, its "
-                      "graph-API engines, the lowered im2col + GEMM form and, for a first convolution, the form "
-                      "lowered by width, an (R x 1) convolution over S*C channels; the fastest runs), legacy (the "
-                      "legacy algorithms only, to compare) or no-width (all but the width-lowered form, to compare)")),
-      choice("layout", "auto", {"auto", "nchw", "nhwc"},
-             "Memory order of 4-d activations and filters: auto (channels-last on a GPU in bf16, fp16 and "
-             "tf32, NCHW otherwise), or nchw / nhwc forced (nhwc on a GPU only), to measure what it costs"),
-      gpu_only(choice("batchnorm", "auto", {"auto", "cudnn", "cnnscale"},
-                      "Kernels of channels-last training batch norm on a GPU: auto (cuDNN's persistent ones on a "
-                      "whole GPU, cnnscale's own on an SM partition, where cuDNN's fail or crawl), cudnn or cnnscale "
-                      "everywhere, to compare them")),
-  };
+// The GPU backend's algorithm choices, as train declares them (train_settings_run.cpp): time takes
+// the same options; it records no configuration and has no experiment.
+SettingTable gpu_algorithm_settings() {
+  SettingTable all;
+  for (const char* name : {"conv_search", "layout", "batchnorm"}) {
+    Setting s = *find_train_setting(name);
+    s.section.clear();
+    s.record = Record::Never;
+    s.report_label.clear();
+    all.push_back(std::move(s));
+  }
+  return all;
 }
 
 SettingTable make_time_settings() {
@@ -65,7 +63,7 @@ SettingTable make_time_settings() {
   all.push_back(text("calibration", "",
                      "With --inference: run the convolutions of this calibration table (cnnscale calibrate --out) in "
                      "int8, as infer --precision int8 does"));
-  for (Setting& s : make_gpu_algorithm_settings()) all.push_back(std::move(s));
+  for (Setting& s : gpu_algorithm_settings()) all.push_back(std::move(s));
   return all;
 }
 
@@ -245,11 +243,6 @@ SettingTable make_data_settings() {
 }
 
 }  // namespace
-
-const SettingTable& gpu_algorithm_settings() {
-  static const SettingTable table = make_gpu_algorithm_settings();
-  return table;
-}
 
 const SettingTable& time_settings() {
   static const SettingTable table = make_time_settings();

@@ -26,7 +26,5 @@ const SettingTable& allreduce_bench_settings();
 const SettingTable& kernel_bench_settings(const std::string& kind);
 // `cnnscale bench data`.
 const SettingTable& data_bench_settings();
-// The convolution search, layout and batch-norm kernels of a GPU backend, as train and time take them.
-const SettingTable& gpu_algorithm_settings();
 
 }  // namespace cnnscale
