@@ -1,4 +1,4 @@
-// Results files: run.h5 round trip through read_run_results and through h5py (NaN, null and empty
+// Results files: run.h5 round trip through read_run_results (NaN, null and empty
 // arrays included), summary.json/CSV contents, the sweep CSV append, and the partial-folder
 // protocol: a write failing at any step leaves neither a final run folder nor a partial one.
 #include <fmt/format.h>
@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "cpu/results_test_util.hpp"
 #include "io/results_writer.hpp"
 #include "io/summary_schema.hpp"
 
@@ -24,28 +25,8 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-class ResultsDir {
- public:
-  ResultsDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ =
-        fs::temp_directory_path() / fmt::format("cnnscale_{}_{}_{}", info->test_suite_name(), info->name(), ::getpid());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~ResultsDir() { fs::remove_all(path_); }
-  std::string str() const { return path_.string(); }
-  std::vector<std::string> entries(const std::string& sub) const {
-    std::vector<std::string> out;
-    if (!fs::exists(path_ / sub)) return out;
-    for (const auto& e : fs::directory_iterator(path_ / sub)) out.push_back(e.path().filename().string());
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-
- private:
-  fs::path path_;
-};
+using testing::ResultsDir;
+using testing::sample;
 
 std::string read_text(const std::string& path) {
   std::ifstream f(path);
@@ -54,61 +35,6 @@ std::string read_text(const std::string& path) {
   return ss.str();
 }
 
-RunResults sample() {
-  RunResults r;
-  r.experiment = "resnet_scaling";
-  r.run_id = "20261122T044300Z-0badc0de";
-  r.config_text = "net: resnet34\nbatch: 64  # per rank\nname: \"naïve, test\"\n";
-  r.system.hosts = {"node-a", "node-b"};
-  r.system.gpus = {
-      GpuInfo{0, "node-a", "NVIDIA H100", "GPU-1111", "550.54", 700.0, 132, 85'520'809'984, 1980.0, "9.0"},
-      GpuInfo{1, "node-b", std::nullopt, "GPU-2222", std::nullopt, kMissing, 0, 0, kMissing, std::nullopt}};
-  r.system.cuda_version = "12.4";
-  r.system.nccl_version = "2.21.5";
-  r.system.mpi_version = "Open MPI v4.1.6";  // cuDNN unknown: null
-  r.system.nccl_env = "NCCL_ALGO=Ring NCCL_NVLS_ENABLE=0";
-  r.system.engine_cache = "/data/engines.txt";
-  r.timeline = Timeline(2);
-  for (int it = 0; it < 3; ++it) {
-    int64_t row = r.timeline.add_iteration(100 + it, it == 0);
-    for (int rank = 0; rank < 2; ++rank)
-      for (int p = 0; p < kTimelinePhaseCount; ++p)
-        r.timeline.at(row, rank, static_cast<TimelinePhase>(p)) = 0.001 * (1 + p) + 0.1 * rank + 1.0 * it + 1e-12;
-  }
-  r.timeline.at(1, 1, TimelinePhase::CommBusy) = kMissing;  // e.g. no communication stream on CPU
-  PowerSeries g0;
-  g0.rank = 0;
-  g0.uuid = "GPU-1111";
-  g0.t_s = {0.0, 0.1, 0.2};
-  g0.power_w = {250.5, 260.25, 270.125};
-  g0.avg_power_w = {240.0, kMissing, 250.0};
-  g0.energy_mj = {1e12, 1e12 + 25050, 1e12 + 51075};
-  g0.sm_clock_mhz = {1980, 1980, 1755};
-  g0.temperature_c = {kMissing, kMissing, kMissing};
-  PowerSeries g1;  // a GPU whose sampler recorded nothing
-  g1.rank = 1;
-  r.power = {g0, g1};
-  r.epochs = {EpochRecord{1, 500, 2.3, 0.11, 0.5, 0.1}, EpochRecord{2, 1000, 1.7, 0.42, kMissing, 0.01}};
-  r.summary.seconds_per_batch = 0.123456789012345;
-  r.summary.joules_per_batch = NumberFigure::null();
-  r.summary.samples_per_s = 1040.5;
-  r.summary.gflops_per_watt = kMissing;
-  r.summary.measure = std::string("steady");
-  r.summary.tags["note"] = "a, \"quoted\" value";
-  r.methods = {{"seconds_per_batch", "slowest rank, mean over steady iterations"},
-               {"joules_per_batch", "unavailable: NVML not loaded"}};
-  r.split =
-      SplitRecord{"auto",
-                  20,
-                  {SplitChange{100, {32, 32}}, SplitChange{150, {40, 24}}},
-                  {ProbePoint{0, 8, 0.01, 2.5}, ProbePoint{1, 8, 0.02, kMissing}},
-                  {RankModel{0, 0.002, 0.001, 0.5, 0.25, 60.0}, RankModel{1, 0.004, 0.002, kMissing, kMissing, 55.0}},
-                  {ProbePoint{0, 32, 0.05, 9.5}, ProbePoint{1, 32, 0.051, kMissing}},
-                  0.0035,
-                  kMissing,
-                  "step_ratio"};
-  return r;
-}
 
 // NaN-aware equality of doubles: the files must keep NaN as NaN, not 0 or null.
 void expect_same(double a, double b, const std::string& what) {
@@ -433,130 +359,6 @@ TEST(Results, ReaderRefusesOtherFiles) {
   std::ofstream(text) << "hello";
   EXPECT_THROW(read_run_results(text), ConfigError);
   EXPECT_THROW(read_run_results(dir.str() + "/missing"), ConfigError);
-}
-
-// Reads the file with h5py, as a user without cnnscale would, and prints what it saw as JSON.
-// NaN becomes the string "NaN" and h5py.Empty (our null) becomes None.
-const char* kH5pyScript = R"PY(
-import json, math, sys
-import h5py, numpy as np
-def num(x):
-    x = float(x)
-    return "NaN" if math.isnan(x) else x
-def attr(v):
-    if isinstance(v, h5py.Empty): return None
-    if isinstance(v, (str, bytes)): return v if isinstance(v, str) else v.decode()
-    return num(v)
-with h5py.File(sys.argv[1], "r") as f:
-    out = {"format": f.attrs["format"], "run_id": f.attrs["run_id"],
-           "config": f["config/text"].asstr()[()],
-           "system": {k: attr(v) for k, v in f["system"].attrs.items()},
-           "hosts": list(f["system/hosts"].asstr()[:]),
-           "gpu_uuid": list(f["system/gpus/uuid"].asstr()[:]),
-           "gpu_name": list(f["system/gpus/name"].asstr()[:]),
-           "gpu_limit": [num(x) for x in f["system/gpus/power_limit_w"][:]]}
-    s = f["timeline/seconds"]
-    out["timeline_shape"] = list(s.shape)
-    out["timeline_dtype"] = str(s.dtype)
-    out["phases"] = [str(p) for p in s.attrs["phases"]]
-    out["seconds"] = [num(x) for x in s[:].ravel()]
-    out["warmup"] = [int(x) for x in f["timeline/warmup"][:]]
-    out["iteration"] = [int(x) for x in f["timeline/iteration"][:]]
-    steady = s[:][f["timeline/warmup"][:] == 0]
-    out["steady_mean_total"] = float(np.nanmean(steady[:, :, out["phases"].index("total")]))
-    out["power"] = [{"rank": int(g.attrs["rank"]), "uuid": attr(g.attrs["uuid"]),
-                     "power_w": [num(x) for x in g["power_w"][:]],
-                     "avg_power_w": [num(x) for x in g["avg_power_w"][:]],
-                     "energy_mj": [num(x) for x in g["energy_mj"][:]]}
-                    for g in (f["power/gpu%d" % k] for k in range(int(f["power"].attrs["count"])))]
-    out["epochs"] = {k: [num(x) for x in f["epochs"][k][:]] for k in f["epochs"]}
-    out["summary"] = {k: attr(v) for k, v in f["summary"].attrs.items()}
-    out["methods"] = {k: attr(v) for k, v in f["summary/methods"].attrs.items()}
-    out["split"] = {"policy": f["split"].attrs["policy"], "refine_every": int(f["split"].attrs["refine_every"]),
-                    "refine_model": attr(f["split"].attrs["refine_model"]),
-                    "iteration": f["split/changes/iteration"][:].tolist(),
-                    "shares": f["split/changes/shares"][:].tolist(),
-                    "shares_dtype": str(f["split/changes/shares"].dtype),
-                    "probe_joules": [num(x) for x in f["split/probe/joules"][:]],
-                    "model_rank": f["split/models/rank"][:].tolist(),
-                    "step_seconds": [num(x) for x in f["split/steps/seconds"][:]],
-                    "exchange": [num(f["split/exchange"].attrs[k]) for k in ("seconds", "joules")]}
-print(json.dumps(out))
-)PY";
-
-json num(double v) {
-  return std::isnan(v) ? json("NaN") : json(v);
-}
-json nums(const std::vector<double>& v) {
-  json a = json::array();
-  for (double x : v) a.push_back(num(x));
-  return a;
-}
-
-TEST(Results, H5pyReadsTheSameValues) {
-  const char* python = "/usr/bin/python3";
-  if (std::system(fmt::format("{} -c 'import h5py' >/dev/null 2>&1", python).c_str()) != 0)
-    GTEST_SKIP() << python << " cannot import h5py (Debian package python3-h5py, installed by scripts/setup.sh)";
-  ResultsDir dir;
-  const RunResults r = sample();
-  const std::string run_dir = write_run_results(r, {dir.str(), {}});
-  const std::string script = dir.str() + "/read.py";
-  std::ofstream(script) << kH5pyScript;
-  FILE* p = ::popen(fmt::format("{} {} {}/run.h5", python, script, run_dir).c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  ASSERT_EQ(::pclose(p), 0) << out;
-  json j = json::parse(out);
-
-  EXPECT_EQ(j["format"], "cnnscale-results-1");
-  EXPECT_EQ(j["run_id"], r.run_id);
-  EXPECT_EQ(j["config"], r.config_text);
-  EXPECT_EQ(j["system"]["cuda_version"], "12.4");
-  EXPECT_TRUE(j["system"]["cudnn_version"].is_null());
-  EXPECT_EQ(j["system"]["mpi_version"], "Open MPI v4.1.6");
-  EXPECT_EQ(j["hosts"], json(r.system.hosts));
-  EXPECT_EQ(j["gpu_uuid"], json({"GPU-1111", "GPU-2222"}));
-  EXPECT_EQ(j["gpu_name"], json({"NVIDIA H100", ""}));
-  EXPECT_EQ(j["gpu_limit"], json({700.0, "NaN"}));
-  EXPECT_EQ(j["timeline_shape"], json({3, 2, 8}));
-  EXPECT_EQ(j["timeline_dtype"], "float64");
-  EXPECT_EQ(j["phases"], json(std::vector<std::string>(kTimelinePhaseNames.begin(), kTimelinePhaseNames.end())));
-  EXPECT_EQ(j["seconds"], nums(r.timeline.seconds()));
-  EXPECT_EQ(j["warmup"], json({1, 0, 0}));
-  EXPECT_EQ(j["iteration"], json({100, 101, 102}));
-  // Mean total over the two steady iterations and both ranks, as the README's example computes it.
-  double mean = 0;
-  for (int64_t row = 1; row < 3; ++row)
-    for (int64_t rank = 0; rank < 2; ++rank) mean += r.timeline.at(row, rank, TimelinePhase::Total) / 4;
-  EXPECT_NEAR(j["steady_mean_total"].get<double>(), mean, 1e-12);
-  ASSERT_EQ(j["power"].size(), 2u);
-  EXPECT_EQ(j["power"][0]["uuid"], "GPU-1111");
-  EXPECT_EQ(j["power"][0]["power_w"], nums(r.power[0].power_w));
-  EXPECT_EQ(j["power"][0]["avg_power_w"], nums(r.power[0].avg_power_w));
-  EXPECT_EQ(j["power"][0]["energy_mj"], nums(r.power[0].energy_mj));
-  EXPECT_EQ(j["power"][1]["rank"], 1);
-  EXPECT_TRUE(j["power"][1]["uuid"].is_null());
-  EXPECT_EQ(j["power"][1]["power_w"], json::array());
-  EXPECT_EQ(j["epochs"]["loss"], json({2.3, 1.7}));
-  EXPECT_EQ(j["epochs"]["top5"], json({0.5, "NaN"}));
-  EXPECT_EQ(j["epochs"]["iteration"], json({500, 1000}));
-  EXPECT_EQ(j["summary"]["seconds_per_batch"], 0.123456789012345);
-  EXPECT_TRUE(j["summary"]["joules_per_batch"].is_null());
-  EXPECT_EQ(j["summary"]["gflops_per_watt"], "NaN");
-  EXPECT_EQ(j["summary"]["tag.note"], "a, \"quoted\" value");
-  EXPECT_EQ(j["methods"], json(r.methods));
-  EXPECT_EQ(j["split"]["policy"], "auto");
-  EXPECT_EQ(j["split"]["refine_every"], 20);
-  EXPECT_EQ(j["split"]["refine_model"], "step_ratio");
-  EXPECT_EQ(j["split"]["iteration"], json({100, 150}));
-  EXPECT_EQ(j["split"]["shares"], json::parse("[[32, 32], [40, 24]]"));
-  EXPECT_EQ(j["split"]["shares_dtype"], "int64");
-  EXPECT_EQ(j["split"]["probe_joules"], json({2.5, "NaN"}));
-  EXPECT_EQ(j["split"]["model_rank"], json({0, 1}));
-  EXPECT_EQ(j["split"]["step_seconds"], json({0.05, 0.051}));
-  EXPECT_EQ(j["split"]["exchange"], json({0.0035, "NaN"}));
 }
 
 }  // namespace
