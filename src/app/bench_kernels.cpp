@@ -251,7 +251,8 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
   if (!o.counter_name.empty() && r.energy_method.rfind("mean power", 0) == 0)
     r.energy_method = fmt::format("{} of the {}; J per call = that power x the median time per call", r.energy_method,
                                   o.counter_name);
-  const nlohmann::json j = report::kernel_bench_json(r, utc_time, job.host());
+  const KernelBenchSummary summary = report::kernel_bench_summary(r, utc_time, job.host());
+  const nlohmann::json j = kernel_bench_result_json(summary);
   if (a.json)
     std::cout << j.dump(2) << "\n";
   else
@@ -259,7 +260,7 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
   std::cout.flush();
   if (save)
     std::fprintf(stderr, "results: %s\n",
-                 report::write_kernel_bench_folder(a.results_root, a.experiment, r, j, utc_stamp).c_str());
+                 write_kernel_bench_folder(a.results_root, a.experiment, summary, utc_stamp).c_str());
   if (r.stopped_before) {
     const int64_t resume = *r.stopped_before + 1, last = a.from - 1 + static_cast<int64_t>(kept);
     log::warn("bench {}: stopped by {} before problem {} of the list; --from {}{} runs the rest", a.kind,

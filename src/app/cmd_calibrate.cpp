@@ -98,27 +98,28 @@ void run_calibrate(const CalibrateArgs& a) {
   co.batch = a.batch;
   const infer::CalibrationTable table = infer::calibrate(*engine, *data.train, a.samples, co);
 
-  nlohmann::json out = {
-      {"format", "cnnscale-calibration-1"},
-      {"net", spec.name()},
-      {"checkpoint", a.checkpoint},
-      {"data", data.train->name()},
-      {"method", infer::calibration_method_name(method)},
-      {"percentile", method == infer::CalibrationMethod::Percentile ? nlohmann::json(a.percentile) : nlohmann::json()},
-      {"folded_batch_norms", engine->folded_batch_norms()},
-      {"device", backend->device().to_string()}};
-  out.update(table.to_json());
+  CalibrationResult out;
+  out.format = std::string(kCalibrationFormat);
+  out.net = spec.name();
+  out.checkpoint = a.checkpoint;
+  out.data = data.train->name();
+  out.method = infer::calibration_method_name(method);
+  out.percentile = method == infer::CalibrationMethod::Percentile ? NumberFigure(a.percentile) : NumberFigure::null();
+  out.folded_batch_norms = static_cast<int64_t>(engine->folded_batch_norms());
+  out.device = backend->device().to_string();
+  table.record(out);
   std::optional<infer::AccuracyPair> cost;
   std::optional<double> executed_top1;
   std::vector<std::string> executed_layers;
   if (data.test) {
     cost = infer::int8_accuracy_cost(*engine, *data.test, table, a.batch);
-    out["accuracy"] = {{"test_set", data.test->name()},
-                       {"samples", cost->samples},
-                       {"fp32_top1", cost->fp32_top1},
-                       {"int8_top1", cost->int8_top1},
-                       {"int8_cost_points", 100.0 * (cost->fp32_top1 - cost->int8_top1)},
-                       {"int8_arithmetic", "simulated: quantised inputs and weights, products summed in fp32"}};
+    CalibrationAccuracy accuracy;
+    accuracy.test_set = data.test->name();
+    accuracy.samples = cost->samples;
+    accuracy.fp32_top1 = cost->fp32_top1;
+    accuracy.int8_top1 = cost->int8_top1;
+    accuracy.int8_cost_points = 100.0 * (cost->fp32_top1 - cost->int8_top1);
+    accuracy.int8_arithmetic = std::string("simulated: quantised inputs and weights, products summed in fp32");
     // The same table executed: its layers as the backend's int8 kernels (int32 sums), the rest
     // of the network in bf16 on a GPU and fp32 on the CPU, epilogues fused as infer runs them.
     const Precision around = backend->device().is_cpu() ? Precision::FP32 : Precision::BF16;
@@ -132,19 +133,22 @@ void run_calibrate(const CalibrateArgs& a) {
     executed_layers = int8_engine.int8_layers_run();
     const std::vector<std::string> outputs =
         int8_engine.int8() ? int8_engine.int8()->outputs : std::vector<std::string>();
-    out["accuracy"]["int8_executed_top1"] = *executed_top1;
-    out["accuracy"]["int8_executed"] = {{"device", int8_backend->device().to_string()},
-                                        {"between_layers", precision_name(around)},
-                                        {"int8_layers", executed_layers},
-                                        {"int8_outputs", outputs}};
+    accuracy.int8_executed_top1 = *executed_top1;
+    CalibrationExecuted executed;
+    executed.device = int8_backend->device().to_string();
+    executed.between_layers = precision_name(around);
+    executed.int8_layers = executed_layers;
+    executed.int8_outputs = outputs;
+    accuracy.int8_executed = executed;
+    out.accuracy = accuracy;
   }
-  if (!a.out.empty()) write_file_atomically(a.out, out.dump(2) + "\n");
+  if (!a.out.empty()) write_file_atomically(a.out, calibration_result_json(out).dump(2) + "\n");
   std::string saved;
   if (!results_dir.empty()) {
     const auto [iso, stamp] = utc_times(std::chrono::system_clock::now());
-    out["time"] = iso;
-    saved =
-        write_new_file(results_dir, fmt::format("{}-{}-{}", spec.name(), a.method, stamp), ".json", out.dump(2) + "\n");
+    out.time = iso;
+    saved = write_new_file(results_dir, fmt::format("{}-{}-{}", spec.name(), a.method, stamp), ".json",
+                           calibration_result_json(out).dump(2) + "\n");
   }
 
   std::printf("%s: int8 calibration on %lld samples of %s (%s), %zu batch norm(s) folded -> %s\n", spec.name().c_str(),

@@ -1,19 +1,12 @@
-// Tables, JSON and result folders of the kernel benchmarks.
+// The kernel benchmarks' tables, and their results as the schema's struct (io/kernel_bench_results.hpp).
 #include "experiment/kernel_bench_output.hpp"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <tuple>
-
-#include "core/error.hpp"
-#include "core/hdf5_file.hpp"
-#include "io/atomic_file.hpp"
 
 namespace cnnscale::report {
 
@@ -27,85 +20,79 @@ std::string variant_name(const measure::KernelBenchRow& r) {
   return r.library + " " + r.algorithm;
 }
 
-nlohmann::json nullable(const std::optional<double>& v) {
-  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+NumberFigure nullable(const std::optional<double>& v) {
+  return v ? NumberFigure(*v) : NumberFigure::null();
 }
 
-nlohmann::json row_json(const measure::KernelBenchRow& r, const std::string& kind, const std::string& sweep_axis) {
-  nlohmann::json j{{"problem", r.problem},
-                   {"label", r.label},
-                   {"library", r.library},
-                   {"algorithm", r.algorithm},
-                   {"supported", r.supported},
-                   {"status", r.status},
-                   {"workspace_bytes", r.workspace_bytes},
-                   {"setup_ms", nullable(r.setup_ms)},
-                   {"memory_bytes", r.memory_bytes},
-                   {"flops", r.flops}};
+// The case as the schema has it: the problem's fields of the kind only.
+KernelBenchCase case_of(const measure::KernelBenchRow& r, const std::string& kind, const std::string& sweep_axis) {
+  KernelBenchCase c;
+  c.problem = r.problem;
+  c.label = r.label;
+  c.library = r.library;
+  c.algorithm = r.algorithm;
+  c.supported = r.supported;
+  c.status = r.status;
+  c.workspace_bytes = r.workspace_bytes;
+  c.setup_ms = nullable(r.setup_ms);
+  c.memory_bytes = r.memory_bytes;
+  c.flops = r.flops;
   if (kind == "spmm") {
-    j["m"] = r.sparse.m;
-    j["n"] = r.sparse.n;
-    j["k"] = r.sparse.k;
-    j["sparsity"] = r.sparse.sparsity;
-    j["nnz"] = r.nnz;
-    j["speedup_vs_dense"] = nullable(r.speedup_vs_dense);
+    c.m = r.sparse.m;
+    c.n = r.sparse.n;
+    c.k = r.sparse.k;
+    c.sparsity = r.sparse.sparsity;
+    c.nnz = r.nnz;
+    c.speedup_vs_dense = nullable(r.speedup_vs_dense);
   } else if (kind == "rnn") {
-    j["pass"] = r.pass;
-    j["cell"] = rnn_cell_name(r.rnn.cell);
-    j["hidden"] = r.rnn.hidden;
-    j["batch"] = r.rnn.batch;
-    j["time_steps"] = r.rnn.time_steps;
+    c.pass = r.pass;
+    c.cell = rnn_cell_name(r.rnn.cell);
+    c.hidden = r.rnn.hidden;
+    c.batch = r.rnn.batch;
+    c.time_steps = r.rnn.time_steps;
   } else if (kind == "gemm") {
-    j["m"] = r.gemm.m;
-    j["n"] = r.gemm.n;
-    j["k"] = r.gemm.k;
-    j["trans_a"] = r.gemm.trans_a;
-    j["trans_b"] = r.gemm.trans_b;
-    if (!r.padded_from.empty()) j["padded_from"] = r.padded_from;
+    c.m = r.gemm.m;
+    c.n = r.gemm.n;
+    c.k = r.gemm.k;
+    c.trans_a = r.gemm.trans_a;
+    c.trans_b = r.gemm.trans_b;
+    if (!r.padded_from.empty()) c.padded_from = r.padded_from;
   } else {
-    j["pass"] = r.pass;
-    if (!sweep_axis.empty()) j["sweep_value"] = r.sweep_value;
-    for (auto [name, v] : {std::pair{"n", r.conv.n},
-                           {"c", r.conv.c},
-                           {"h", r.conv.h},
-                           {"w", r.conv.w},
-                           {"k", r.conv.k},
-                           {"r", r.conv.r},
-                           {"s", r.conv.s},
-                           {"pad_h", r.conv.pad_h},
-                           {"pad_w", r.conv.pad_w},
-                           {"stride_h", r.conv.stride_h},
-                           {"stride_w", r.conv.stride_w}})
-      j[name] = v;
+    c.pass = r.pass;
+    if (!sweep_axis.empty()) c.sweep_value = r.sweep_value;
+    c.n = r.conv.n;
+    c.c = r.conv.c;
+    c.h = r.conv.h;
+    c.w = r.conv.w;
+    c.k = r.conv.k;
+    c.r = r.conv.r;
+    c.s = r.conv.s;
+    c.pad_h = r.conv.pad_h;
+    c.pad_w = r.conv.pad_w;
+    c.stride_h = r.conv.stride_h;
+    c.stride_w = r.conv.stride_w;
   }
   if (r.supported && r.timing.repeats > 0) {
-    j["median_ms"] = r.timing.median_ms;
-    j["min_ms"] = r.timing.min_ms;
-    j["max_ms"] = r.timing.max_ms;
-    j["repeats"] = r.timing.repeats;
-    j["calls_per_repeat"] = r.timing.calls_per_repeat;
-    j["tflops"] = r.tflops;
-    j["peak_fraction"] = r.peak_fraction > 0 ? nlohmann::json(r.peak_fraction) : nlohmann::json(nullptr);
-    j["watts"] = nullable(r.watts);
-    j["joules_per_call"] = nullable(r.joules_per_call);
-    j["energy_seconds"] = r.watts ? nlohmann::json(r.energy_seconds) : nlohmann::json(nullptr);
-    if (!r.energy_note.empty()) j["energy_note"] = r.energy_note;
+    c.median_ms = r.timing.median_ms;
+    c.min_ms = r.timing.min_ms;
+    c.max_ms = r.timing.max_ms;
+    c.repeats = int64_t{r.timing.repeats};
+    c.calls_per_repeat = r.timing.calls_per_repeat;
+    c.tflops = r.tflops;
+    c.peak_fraction = r.peak_fraction > 0 ? NumberFigure(r.peak_fraction) : NumberFigure::null();
+    c.watts = nullable(r.watts);
+    c.joules_per_call = nullable(r.joules_per_call);
+    c.energy_seconds = r.watts ? NumberFigure(r.energy_seconds) : NumberFigure::null();
+    if (!r.energy_note.empty()) c.energy_note = r.energy_note;
   }
   if (!r.check.empty()) {
-    j["check"] = r.check;
-    j["check_error"] = nullable(r.check_error);
-    j["check_tolerance"] = r.check_tolerance;
+    c.check = r.check;
+    c.check_error = nullable(r.check_error);
+    c.check_tolerance = r.check_tolerance;
   }
-  j["fastest"] = r.fastest;
-  j["lowest_energy"] = r.lowest_energy;
-  return j;
-}
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return q + "\"";
+  c.fastest = r.fastest;
+  c.lowest_energy = r.lowest_energy;
+  return c;
 }
 
 // Where sparse wins: per shape (m, n, k), the best sparse variant's speedup over the dense GEMM at
@@ -189,136 +176,36 @@ std::string kernel_bench_table(const measure::KernelBenchResult& r) {
   return out;
 }
 
+KernelBenchSummary kernel_bench_summary(const measure::KernelBenchResult& r, const std::string& utc_time,
+                                        const std::string& host) {
+  KernelBenchSummary s;
+  s.kind = r.kind;
+  s.device = r.device;
+  s.host = host;
+  s.time = utc_time;
+  s.precision = r.precision;
+  s.layout = r.kind == "conv" ? TextFigure(r.layout) : TextFigure::null();
+  s.peak_tflops = r.peak_tflops > 0 ? NumberFigure(r.peak_tflops) : NumberFigure::null();
+  s.peak_method = r.peak_method;
+  s.energy_method = r.energy_method;
+  s.energy_window_seconds = r.energy_window_seconds;
+  s.energy_settle_seconds = r.energy_settle_seconds;
+  s.energy_within = r.energy_within > 0 ? NumberFigure(r.energy_within) : NumberFigure::null();
+  s.power_limit_watts = nullable(r.power_limit_watts);
+  s.checked = r.checked;
+  s.source = r.source;
+  s.status = std::string(r.stopped_before ? "interrupted" : "complete");
+  s.resume_from = r.stopped_before ? CountFigure(*r.stopped_before + 1) : CountFigure::null();
+  s.sweep_axis = r.sweep_axis.empty() ? TextFigure::null() : TextFigure(r.sweep_axis);
+  std::vector<KernelBenchCase> rows;
+  for (const measure::KernelBenchRow& x : r.rows) rows.push_back(case_of(x, r.kind, r.sweep_axis));
+  s.rows = std::move(rows);
+  return s;
+}
+
 nlohmann::json kernel_bench_json(const measure::KernelBenchResult& r, const std::string& utc_time,
                                  const std::string& host) {
-  nlohmann::json rows = nlohmann::json::array();
-  for (const measure::KernelBenchRow& x : r.rows) rows.push_back(row_json(x, r.kind, r.sweep_axis));
-  return {{"kind", r.kind},
-          {"device", r.device},
-          {"host", host},
-          {"time", utc_time},
-          {"precision", r.precision},
-          {"layout", r.kind == "conv" ? nlohmann::json(r.layout) : nlohmann::json(nullptr)},
-          {"peak_tflops", r.peak_tflops > 0 ? nlohmann::json(r.peak_tflops) : nlohmann::json(nullptr)},
-          {"peak_method", r.peak_method},
-          {"energy_method", r.energy_method},
-          {"energy_window_seconds", r.energy_window_seconds},
-          {"energy_settle_seconds", r.energy_settle_seconds},
-          {"energy_within", r.energy_within > 0 ? nlohmann::json(r.energy_within) : nlohmann::json(nullptr)},
-          {"power_limit_watts", nullable(r.power_limit_watts)},
-          {"checked", r.checked},
-          {"source", r.source},
-          {"status", r.stopped_before ? "interrupted" : "complete"},
-          {"resume_from", r.stopped_before ? nlohmann::json(*r.stopped_before + 1) : nlohmann::json(nullptr)},
-          {"sweep_axis", r.sweep_axis.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.sweep_axis)},
-          {"rows", rows}};
-}
-
-std::string write_bench_folder(const std::string& parent_dir, const std::string& stem, const nlohmann::json& j,
-                               const std::vector<std::string>& columns, const std::vector<std::string>& text_attributes,
-                               const std::vector<std::string>& number_attributes) {
-  namespace fs = std::filesystem;
-  const fs::path parent(parent_dir);
-  std::error_code ec;
-  fs::create_directories(parent, ec);
-  if (ec) throw_runtime("{}: cannot create the results folder ({})", parent.string(), ec.message());
-  fs::path final_dir = parent / stem;
-  for (int i = 1; fs::exists(final_dir, ec); ++i) final_dir = parent / fmt::format("{}-{}", stem, i);
-  // The process id keeps two runs that pick the same name in one second off each other's folder.
-  const fs::path tmp = parent / fmt::format(".tmp-{}-{}", final_dir.filename().string(), ::getpid());
-  fs::remove_all(tmp, ec);
-  fs::create_directories(tmp, ec);
-  if (ec) throw_runtime("{}: cannot create ({})", tmp.string(), ec.message());
-  // Nothing half-written stays behind: the temporary folder goes with any error below.
-  struct RemoveOnError {
-    const fs::path& dir;
-    bool done = false;
-    ~RemoveOnError() {
-      std::error_code ignored;
-      if (!done) fs::remove_all(dir, ignored);
-    }
-  } cleanup{tmp};
-  write_synced_file((tmp / "summary.json").string(), j.dump(2) + "\n");
-  // cases.csv: one row per case, the JSON rows' scalar fields in the order given.
-  std::string csv;
-  for (size_t c = 0; c < columns.size(); ++c) csv += (c ? "," : "") + columns[c];
-  csv += "\n";
-  for (const nlohmann::json& row : j["rows"]) {
-    for (size_t c = 0; c < columns.size(); ++c) {
-      const auto it = row.find(columns[c]);
-      std::string v;
-      if (it != row.end() && !it->is_null()) v = it->is_string() ? it->get<std::string>() : it->dump();
-      csv += (c ? "," : "") + csv_field(v);
-    }
-    csv += "\n";
-  }
-  write_synced_file((tmp / "cases.csv").string(), csv);
-  // cases.h5: the same columns, one dataset each (numbers as f64, text and flags as strings), and
-  // the summary's scalar fields named in `attributes` on the root.
-  {
-    h5::Writer w((tmp / "cases.h5").string(), "results file");
-    // A missing or null value keeps its attribute's type (a text or a number that is absent).
-    for (const std::string& key : text_attributes) {
-      const auto it = j.find(key);
-      w.attr_str(w.root(), key,
-                 it != j.end() && it->is_string() ? std::optional<std::string>(it->get<std::string>()) : std::nullopt);
-    }
-    for (const std::string& key : number_attributes) {
-      const auto it = j.find(key);
-      w.attr_value(w.root(), key, it != j.end() && it->is_number() ? h5::Value{it->get<double>()} : h5::Value{});
-    }
-    for (const std::string& col : columns) {
-      bool numeric = true;
-      for (const nlohmann::json& row : j["rows"]) {
-        const auto it = row.find(col);
-        if (it != row.end() && !it->is_null() && !it->is_number()) numeric = false;
-      }
-      if (numeric) {
-        std::vector<double> v;
-        for (const nlohmann::json& row : j["rows"]) {
-          const auto it = row.find(col);
-          v.push_back(it != row.end() && it->is_number() ? it->get<double>() : std::nan(""));
-        }
-        w.f64(w.root(), col, v);
-      } else {
-        std::vector<std::string> v;
-        for (const nlohmann::json& row : j["rows"]) {
-          const auto it = row.find(col);
-          v.push_back(it == row.end() || it->is_null() ? "" : it->is_string() ? it->get<std::string>() : it->dump());
-        }
-        w.strings(w.root(), col, v);
-      }
-    }
-    w.close();
-  }
-  fsync_dir(tmp.string());
-  fs::rename(tmp, final_dir, ec);
-  if (ec) throw_runtime("{}: cannot publish the results folder ({})", final_dir.string(), ec.message());
-  cleanup.done = true;
-  fsync_dir(parent.string());
-  return final_dir.string();
-}
-
-std::string write_kernel_bench_folder(const std::string& results_root, const std::string& experiment,
-                                      const measure::KernelBenchResult& r, const nlohmann::json& j,
-                                      const std::string& utc_stamp) {
-  const std::string stem = fmt::format("{}{}-{}{}-{}", r.kind, r.sweep_axis.empty() ? "" : "-sweep-" + r.sweep_axis,
-                                       r.precision, r.kind == "conv" && r.layout == "NHWC" ? "-nhwc" : "", utc_stamp);
-  std::vector<std::string> cols =
-      r.kind == "gemm"   ? std::vector<std::string>{"problem", "m", "n", "k", "trans_a", "trans_b", "padded_from"}
-      : r.kind == "spmm" ? std::vector<std::string>{"problem", "m", "n", "k", "sparsity", "nnz"}
-      : r.kind == "rnn"
-          ? std::vector<std::string>{"problem", "pass", "cell", "hidden", "batch", "time_steps"}
-          : std::vector<std::string>{"problem", "pass", "sweep_value", "n",     "c",     "h",        "w",
-                                     "k",       "r",    "s",           "pad_h", "pad_w", "stride_h", "stride_w"};
-  for (const char* c :
-       {"library",          "algorithm",     "supported",   "status",          "workspace_bytes", "setup_ms",
-        "memory_bytes",     "flops",         "median_ms",   "min_ms",          "max_ms",          "repeats",
-        "tflops",           "peak_fraction", "watts",       "joules_per_call", "energy_seconds",  "energy_note",
-        "speedup_vs_dense", "check",         "check_error", "fastest",         "lowest_energy"})
-    if (r.kind == "spmm" || std::string(c) != "speedup_vs_dense") cols.push_back(c);
-  return write_bench_folder((std::filesystem::path(results_root) / experiment / "bench").string(), stem, j, cols,
-                            {"kind", "device", "precision", "peak_method", "energy_method"}, {"peak_tflops"});
+  return kernel_bench_result_json(kernel_bench_summary(r, utc_time, host));
 }
 
 }  // namespace cnnscale::report

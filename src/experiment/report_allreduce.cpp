@@ -24,10 +24,10 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/precision.hpp"
-#include "experiment/kernel_bench_output.hpp"
 #include "experiment/report_data.hpp"
 #include "io/allreduce_results.hpp"
 #include "io/atomic_file.hpp"
+#include "io/bench_folder.hpp"
 #include "parallel/data_parallel.hpp"
 
 namespace cnnscale::report {

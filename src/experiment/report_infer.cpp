@@ -225,22 +225,23 @@ std::vector<CalibrationFile> find_calibrations(const std::string& results_dir) {
   for (const auto& [where, j] : our_json_files(results_dir, "calibration", kCalibrationFormat, nullptr)) {
     CalibrationFile f;
     f.path = where;
-    f.net = text(j, "net", where);
-    f.method = text(j, "method", where);
-    f.percentile = number_or_nan(j, "percentile", where);
-    f.samples = count(j, "samples", where);
-    f.checkpoint = j.contains("checkpoint") && j["checkpoint"].is_string() ? j["checkpoint"].get<std::string>() : "";
+    f.result = calibration_result_from_json(j, where);
+    const CalibrationResult& r = f.result;
+    f.net = r.net.value_or("");
+    f.method = r.method.value_or("");
+    f.percentile = r.percentile.value_or(std::nan(""));
+    f.samples = r.samples.value_or(0);
+    f.checkpoint = r.checkpoint.value_or("");
     f.fp32_top1 = f.int8_top1 = f.int8_executed_top1 = std::nan("");
-    if (j.contains("accuracy")) {
-      const json& a = j["accuracy"];
-      f.test_set = text(a, "test_set", where);
-      f.test_samples = count(a, "samples", where + ": accuracy");
-      f.fp32_top1 = number_or_nan(a, "fp32_top1", where);
-      f.int8_top1 = number_or_nan(a, "int8_top1", where);
+    if (r.accuracy.has_value()) {
+      const CalibrationAccuracy& a = r.accuracy.value();
+      f.test_set = a.test_set.value_or("");
+      f.test_samples = a.samples.value_or(0);
+      f.fp32_top1 = a.fp32_top1.value_or(std::nan(""));
+      f.int8_top1 = a.int8_top1.value_or(std::nan(""));
       // Files written before int8 execution have neither.
-      if (a.contains("int8_executed_top1")) f.int8_executed_top1 = number_or_nan(a, "int8_executed_top1", where);
-      if (a.contains("int8_executed") && a["int8_executed"].is_object())
-        f.executed_on = text(a["int8_executed"], "device", where + ": accuracy.int8_executed");
+      f.int8_executed_top1 = a.int8_executed_top1.value_or(std::nan(""));
+      if (a.int8_executed.has_value()) f.executed_on = a.int8_executed.value().device.value_or("");
     }
     files.push_back(std::move(f));
   }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "experiment/report_table.hpp"
+#include "io/calibration_results.hpp"
 #include "io/infer_results.hpp"
 
 namespace cnnscale::report {
@@ -32,8 +33,7 @@ std::vector<InferFile> find_infer_results(const std::string& results_dir, int* s
 Table infer_table(const std::vector<InferFile>& files);
 
 // `cnnscale calibrate --results` files: the calibration table and its accuracy cost, one JSON object
-// per run under ROOT/<experiment>/calibration/ (written as infer's files are).
-inline constexpr const char* kCalibrationFormat = "cnnscale-calibration-1";
+// per run under ROOT/<experiment>/calibration/ (written as infer's files are; io/calibration_results.hpp).
 std::string calibration_results_dir(const std::string& root, const std::string& experiment);
 struct CalibrationFile {
   std::string path, net, checkpoint, method, test_set;
@@ -42,6 +42,7 @@ struct CalibrationFile {
   double fp32_top1 = 0, int8_top1 = 0;  // NaN without an accuracy (no test set)
   double int8_executed_top1 = 0;        // the table run as int8 kernels; NaN where not recorded
   std::string executed_on;              // its device ("" where not recorded)
+  CalibrationResult result;             // the whole file, as read
 };
 // Every */calibration/*.json under `results_dir` of our format (others skipped; a broken one of ours
 // is a ConfigError naming it).

@@ -21,14 +21,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-double num(const nlohmann::json& row, const char* key) {
-  const auto it = row.find(key);
-  return it != row.end() && it->is_number() ? it->get<double>() : kMissing;
+double num(const NumberFigure& f) {
+  return f.value_or(kMissing);
 }
 
-std::string text(const nlohmann::json& row, const char* key) {
-  const auto it = row.find(key);
-  return it != row.end() && it->is_string() ? it->get<std::string>() : "";
+std::string text(const TextFigure& f) {
+  return f.value_or("");
 }
 
 // "NVIDIA H100 80GB HBM3" of the backend's description (the versions are in the result folder).
@@ -51,26 +49,36 @@ double median_of(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-std::string variant(const nlohmann::json& r) {
-  return text(r, "library") + " " + text(r, "algorithm");
+std::string variant(const KernelBenchCase& r) {
+  return text(r.library) + " " + text(r.algorithm);
 }
 
 bool is_sweep(const KernelBenchFile& f) {
-  return f.j.contains("sweep_axis") && f.j["sweep_axis"].is_string();
+  return f.s.sweep_axis.has_value();
 }
 
 std::string bench_name(const KernelBenchFile& f) {
-  std::string s = f.j.value("kind", "?") + " " + f.j.value("precision", "?");
-  if (f.j.value("kind", "") == "conv" && f.j["layout"].is_string()) s += " " + f.j["layout"].get<std::string>();
+  std::string s = f.s.kind.value_or("?") + " " + f.s.precision.value_or("?");
+  if (f.s.kind.value_or("") == "conv" && f.s.layout.has_value()) s += " " + f.s.layout.value();
   return s;
 }
 
+const std::vector<KernelBenchCase>& rows_of(const KernelBenchFile& f) {
+  static const std::vector<KernelBenchCase> none;
+  return f.s.rows.has_value() ? f.s.rows.value() : none;
+}
+
+using CaseKey = std::pair<int64_t, std::string>;  // problem, pass
+CaseKey key_of(const KernelBenchCase& r) {
+  return {r.problem.value_or(-1), text(r.pass)};
+}
+
 // The rows of each (problem, pass), in file order.
-std::vector<std::vector<const nlohmann::json*>> cases_of(const KernelBenchFile& f) {
-  std::vector<std::vector<const nlohmann::json*>> out;
-  std::pair<double, std::string> key{-1, ""};
-  for (const nlohmann::json& r : f.j["rows"]) {
-    const std::pair<double, std::string> k{num(r, "problem"), text(r, "pass")};
+std::vector<std::vector<const KernelBenchCase*>> cases_of(const KernelBenchFile& f) {
+  std::vector<std::vector<const KernelBenchCase*>> out;
+  CaseKey key{-1, ""};
+  for (const KernelBenchCase& r : rows_of(f)) {
+    const CaseKey k = key_of(r);
     if (out.empty() || k != key) out.emplace_back();
     key = k;
     out.back().push_back(&r);
@@ -78,9 +86,9 @@ std::vector<std::vector<const nlohmann::json*>> cases_of(const KernelBenchFile& 
   return out;
 }
 
-const nlohmann::json* marked(const std::vector<const nlohmann::json*>& rows, const char* flag) {
-  for (const nlohmann::json* r : rows)
-    if (r->value(flag, false)) return r;
+const KernelBenchCase* marked(const std::vector<const KernelBenchCase*>& rows, FlagFigure KernelBenchCase::*flag) {
+  for (const KernelBenchCase* r : rows)
+    if ((r->*flag).value_or(false)) return r;
   return nullptr;
 }
 
@@ -98,12 +106,8 @@ std::vector<KernelBenchFile> find_kernel_benches(const std::string& results_dir)
     if (p.parent_path().filename().string().rfind(".tmp-", 0) == 0) continue;  // not (yet) published
     try {
       std::ifstream in(p);
-      nlohmann::json j = nlohmann::json::parse(in);
-      const std::string kind = j.value("kind", "");
-      if ((kind != "gemm" && kind != "conv" && kind != "spmm" && kind != "rnn") || !j.contains("rows") ||
-          !j["rows"].is_array())
-        throw_config("not a bench gemm/conv/rnn/spmm summary");
-      out.push_back({p.string(), std::move(j)});
+      const nlohmann::json j = nlohmann::json::parse(in);
+      out.push_back({p.string(), kernel_bench_result_from_json(j, p.string())});
     } catch (const std::exception& e) {
       log::warn("report: skipping {}: {}", p.string(), e.what());
     }
@@ -142,72 +146,71 @@ Table kernel_summary_table(const std::vector<KernelBenchFile>& files) {
   // earlier one's). Files are sorted by path, whose stamps order them in time.
   struct Group {
     std::vector<const KernelBenchFile*> files;
-    std::map<std::pair<double, std::string>, std::vector<const nlohmann::json*>> cases;
+    std::map<CaseKey, std::vector<const KernelBenchCase*>> cases;
   };
   std::map<std::tuple<std::string, std::string, std::string>, Group> groups;
   std::vector<std::tuple<std::string, std::string, std::string>> order;
   for (const KernelBenchFile& f : files) {
     if (is_sweep(f)) continue;
-    const std::string source = f.j.value("source", "");
-    const std::tuple<std::string, std::string, std::string> key{bench_name(f), f.j.value("device", ""),
+    const std::string source = text(f.s.source);
+    const std::tuple<std::string, std::string, std::string> key{bench_name(f), text(f.s.device),
                                                                 source.substr(0, source.find(" (problems "))};
     if (!groups.count(key)) order.push_back(key);
     Group& g = groups[key];
     g.files.push_back(&f);
-    for (const auto& rows : cases_of(f)) g.cases[{num(*rows[0], "problem"), text(*rows[0], "pass")}] = rows;
+    for (const auto& rows : cases_of(f)) g.cases[key_of(*rows[0])] = rows;
   }
   for (const auto& key : order) {
     const Group& g = groups.at(key);
     const KernelBenchFile& f = *g.files.back();
     int ran = 0, listed = 0, with_energy = 0, differ = 0, beyond_noise = 0;
     std::vector<double> fractions, saved;
-    const nlohmann::json *best = nullptr, *worst = nullptr;
-    std::set<double> problems;
+    const KernelBenchCase *best = nullptr, *worst = nullptr;
+    std::set<int64_t> problems;
     for (const auto& [case_key, rows] : g.cases) {
       problems.insert(case_key.first);
-      for (const nlohmann::json* r : rows) {
+      for (const KernelBenchCase* r : rows) {
         ++listed;
-        ran += r->value("supported", false) ? 1 : 0;
+        ran += r->supported.value_or(false) ? 1 : 0;
       }
-      const nlohmann::json* fast = marked(rows, "fastest");
-      const nlohmann::json* frugal = marked(rows, "lowest_energy");
-      if (fast && !missing(num(*fast, "peak_fraction"))) {
-        const double p = num(*fast, "peak_fraction");
+      const KernelBenchCase* fast = marked(rows, &KernelBenchCase::fastest);
+      const KernelBenchCase* frugal = marked(rows, &KernelBenchCase::lowest_energy);
+      if (fast && !missing(num(fast->peak_fraction))) {
+        const double p = num(fast->peak_fraction);
         fractions.push_back(p);
-        if (!best || p > num(*best, "peak_fraction")) best = fast;
-        if (!worst || p < num(*worst, "peak_fraction")) worst = fast;
+        if (!best || p > num(best->peak_fraction)) best = fast;
+        if (!worst || p < num(worst->peak_fraction)) worst = fast;
       }
       // Both with an energy figure: a variant whose window failed is no comparison.
-      if (fast && frugal && !missing(num(*fast, "joules_per_call")) && !missing(num(*frugal, "joules_per_call"))) {
+      if (fast && frugal && !missing(num(fast->joules_per_call)) && !missing(num(frugal->joules_per_call))) {
         ++with_energy;
         if (fast != frugal) {
           ++differ;
-          saved.push_back(100 * (1 - num(*frugal, "joules_per_call") / num(*fast, "joules_per_call")));
+          saved.push_back(100 * (1 - num(frugal->joules_per_call) / num(fast->joules_per_call)));
           beyond_noise += saved.back() > 5.0 ? 1 : 0;
         }
       }
     }
-    auto describe = [&](const nlohmann::json* r) {
-      return r ? fmt::format("{}{} ({:.1f})", text(*r, "label"),
-                             text(*r, "pass").empty() ? "" : ", " + text(*r, "pass"), 100 * num(*r, "peak_fraction"))
+    auto describe = [&](const KernelBenchCase* r) {
+      return r ? fmt::format("{}{} ({:.1f})", text(r->label), text(r->pass).empty() ? "" : ", " + text(r->pass),
+                             100 * num(r->peak_fraction))
                : std::string();
     };
     // The list, and how much of it the runs cover: "(problems 20 to 160 of 160)" gives the length.
     std::string source = std::get<2>(key);
-    const std::string last_source = f.j.value("source", "");
+    const std::string last_source = text(f.s.source);
     const size_t of = last_source.rfind(" of ");
     const bool sliced = g.files.size() > 1 || last_source.find(" (problems ") != std::string::npos;
     if (sliced && of != std::string::npos)
       source += fmt::format(" ({} of {} problems, {} run{})", problems.size(),
                             last_source.substr(of + 4, last_source.find(')', of) - of - 4), g.files.size(),
                             g.files.size() > 1 ? "s" : "");
-    if (f.j.value("status", "complete") == "interrupted" && f.j.contains("resume_from") &&
-        f.j["resume_from"].is_number_integer())
-      source += fmt::format(", interrupted before problem {}", f.j["resume_from"].get<int64_t>());
+    if (f.s.status.value_or("complete") == "interrupted" && f.s.resume_from.has_value())
+      source += fmt::format(", interrupted before problem {}", f.s.resume_from.value());
     // Each run measured its own peak; a merged benchmark shows their range.
     double peak_lo = kMissing, peak_hi = kMissing;
     for (const KernelBenchFile* x : g.files) {
-      const double p = num(x->j, "peak_tflops");
+      const double p = num(x->s.peak_tflops);
       if (missing(p)) continue;
       peak_lo = missing(peak_lo) ? p : std::min(peak_lo, p);
       peak_hi = missing(peak_hi) ? p : std::max(peak_hi, p);
@@ -250,28 +253,26 @@ Table kernel_cases_table(const std::vector<KernelBenchFile>& files) {
   for (const KernelBenchFile& f : files) {
     if (is_sweep(f)) continue;
     for (const auto& rows : cases_of(f)) {
-      const nlohmann::json* fast = marked(rows, "fastest");
+      const KernelBenchCase* fast = marked(rows, &KernelBenchCase::fastest);
       if (!fast) {
-        t.rows.push_back({Cell::of(bench_name(f)), Cell::of(text(*rows[0], "label")), Cell::of(text(*rows[0], "pass")),
+        t.rows.push_back({Cell::of(bench_name(f)), Cell::of(text(rows[0]->label)), Cell::of(text(rows[0]->pass)),
                           Cell::of("no variant ran"), Cell::of(""), Cell::of(""), Cell::of(""), Cell::of(""),
                           Cell::of(""), Cell::of(""), Cell::of(""), Cell::of("")});
         continue;
       }
-      const nlohmann::json* frugal = marked(rows, "lowest_energy");
-      const double j_fast = num(*fast, "joules_per_call");
+      const KernelBenchCase* frugal = marked(rows, &KernelBenchCase::lowest_energy);
+      const double j_fast = num(fast->joules_per_call);
       const bool other = frugal && frugal != fast && !missing(j_fast);
       t.rows.push_back(
-          {Cell::of(bench_name(f)), Cell::of(text(*fast, "label")), Cell::of(text(*fast, "pass")),
-           Cell::of(variant(*fast)), Cell::of(fixed(num(*fast, "median_ms"), 4)),
-           Cell::of(fixed(num(*fast, "tflops"), 1)),
-           Cell::of(missing(num(*fast, "peak_fraction")) ? ""
-                                                         : fmt::format("{:.3g}", 100 * num(*fast, "peak_fraction"))),
-           Cell::of(fixed(num(*fast, "watts"), 0)), Cell::of(missing(j_fast) ? "" : fixed(1e3 * j_fast, 4)),
+          {Cell::of(bench_name(f)), Cell::of(text(fast->label)), Cell::of(text(fast->pass)), Cell::of(variant(*fast)),
+           Cell::of(fixed(num(fast->median_ms), 4)), Cell::of(fixed(num(fast->tflops), 1)),
+           Cell::of(missing(num(fast->peak_fraction)) ? "" : fmt::format("{:.3g}", 100 * num(fast->peak_fraction))),
+           Cell::of(fixed(num(fast->watts), 0)), Cell::of(missing(j_fast) ? "" : fixed(1e3 * j_fast, 4)),
            Cell::of(other    ? variant(*frugal)
                     : frugal ? "the fastest"
                              : ""),
-           Cell::of(other ? fixed(100 * (1 - num(*frugal, "joules_per_call") / j_fast), 1) : ""),
-           Cell::of(other ? fixed(100 * (num(*frugal, "median_ms") / num(*fast, "median_ms") - 1), 1) : "")});
+           Cell::of(other ? fixed(100 * (1 - num(frugal->joules_per_call) / j_fast), 1) : ""),
+           Cell::of(other ? fixed(100 * (num(frugal->median_ms) / num(fast->median_ms) - 1), 1) : "")});
     }
   }
   return t;
@@ -295,13 +296,13 @@ Table conv_sweep_table(const std::vector<KernelBenchFile>& files) {
                Column("status", "status", false)};
   for (const KernelBenchFile& f : files) {
     if (!is_sweep(f)) continue;
-    for (const nlohmann::json& r : f.j["rows"]) {
-      const bool ran = r.value("supported", false);
-      t.rows.push_back(
-          {Cell::of(bench_name(f)), Cell::of(f.j["sweep_axis"].get<std::string>()),
-           Cell::of(fmt::format("{}", static_cast<int64_t>(num(r, "sweep_value")))), Cell::of(text(r, "pass")),
-           Cell::of(text(r, "algorithm")), Cell::of(ran ? fixed(num(r, "median_ms"), 4) : ""),
-           Cell::of(ran ? fixed(num(r, "memory_bytes") / 1048576.0, 1) : ""), Cell::of(ran ? "" : text(r, "status"))});
+    for (const KernelBenchCase& r : rows_of(f)) {
+      const bool ran = r.supported.value_or(false);
+      t.rows.push_back({Cell::of(bench_name(f)), Cell::of(f.s.sweep_axis.value()),
+                        Cell::of(fmt::format("{}", r.sweep_value.value_or(0))), Cell::of(text(r.pass)),
+                        Cell::of(text(r.algorithm)), Cell::of(ran ? fixed(num(r.median_ms), 4) : ""),
+                        Cell::of(ran ? fixed(static_cast<double>(r.memory_bytes.value_or(0)) / 1048576.0, 1) : ""),
+                        Cell::of(ran ? "" : text(r.status))});
     }
   }
   return t;

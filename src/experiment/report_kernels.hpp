@@ -3,21 +3,21 @@
 // lowest-energy one), the per-problem table DeepBench users read, and Li et al.'s sweeps in long
 // form (time and memory per algorithm against the swept parameter) for their figures.
 #pragma once
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "experiment/report_table.hpp"
+#include "io/kernel_bench_results.hpp"
 
 namespace cnnscale::report {
 
 struct KernelBenchFile {
-  std::string path;  // the folder's summary.json
-  nlohmann::json j;  // as `bench --json` prints it
+  std::string path;      // the folder's summary.json
+  KernelBenchSummary s;  // as read through its schema
 };
 
-// Every <results>/*/bench/*/summary.json whose kind is gemm or conv, sorted by path; unreadable
-// ones are skipped with a warning naming them.
+// Every <results>/*/bench/*/summary.json of a kernel benchmark, sorted by path; unreadable ones
+// (or ones the schema refuses) are skipped with a warning naming them.
 std::vector<KernelBenchFile> find_kernel_benches(const std::string& results_dir);
 
 Table kernel_summary_table(const std::vector<KernelBenchFile>& files);

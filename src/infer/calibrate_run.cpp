@@ -81,17 +81,21 @@ void load_batch(Net& net, const Dataset& data, int64_t begin, int64_t count, std
 
 }  // namespace
 
-nlohmann::json CalibrationTable::to_json() const {
-  nlohmann::json layers_json = nlohmann::json::array();
-  for (const QuantizedLayer& l : layers)
-    layers_json.push_back({{"layer", l.layer},
-                           {"type", l.type},
-                           {"input", l.input},
-                           {"input_max_abs", l.input_max_abs},
-                           {"input_threshold", l.input_threshold},
-                           {"input_scale", l.input_scale()},
-                           {"weight_scales", l.weight_scales}});
-  return {{"samples", samples}, {"layers", layers_json}};
+void CalibrationTable::record(CalibrationResult& r) const {
+  std::vector<CalibrationLayer> out;
+  for (const QuantizedLayer& l : layers) {
+    CalibrationLayer c;
+    c.layer = l.layer;
+    c.type = l.type;
+    c.input = l.input;
+    c.input_max_abs = l.input_max_abs;
+    c.input_threshold = l.input_threshold;
+    c.input_scale = l.input_scale();
+    c.weight_scales = std::vector<double>(l.weight_scales.begin(), l.weight_scales.end());  // each float exactly
+    out.push_back(std::move(c));
+  }
+  r.samples = samples;
+  r.layers = std::move(out);
 }
 
 CalibrationTable calibrate(InferenceEngine& engine, const Dataset& data, int64_t samples,

@@ -18,6 +18,7 @@
 
 #include "data/dataset.hpp"
 #include "infer/calibration.hpp"
+#include "io/calibration_results.hpp"
 #include "infer/inference_engine.hpp"
 #include "net/net.hpp"
 
@@ -40,7 +41,7 @@ struct QuantizedLayer {
 struct CalibrationTable {
   std::vector<QuantizedLayer> layers;  // in network order
   int64_t samples = 0;
-  nlohmann::json to_json() const;
+  void record(CalibrationResult& r) const;  // its samples and layers
 };
 
 // Calibrates every Convolution and InnerProduct layer of the engine's (folded) network on the

@@ -2,7 +2,9 @@
 #include "io/result_schema.hpp"
 
 #include "io/allreduce_results.hpp"
+#include "io/calibration_results.hpp"
 #include "io/infer_results.hpp"
+#include "io/kernel_bench_results.hpp"
 #include "io/provenance_field.hpp"
 #include "io/summary_schema.hpp"
 
@@ -68,6 +70,8 @@ std::vector<SchemaTable> result_schema_tables() {
   add_with_nested(out, "training", "ranks[]", summary_infos(rank_summary_fields()));
   add_with_nested(out, "inference", "infer", field_infos<InferResult>());
   add_with_nested(out, "allreduce", "allreduce", field_infos<AllreduceResult>());
+  add_with_nested(out, "kernels", "bench", field_infos<KernelBenchSummary>());
+  add_with_nested(out, "calibration", "calibration", field_infos<CalibrationResult>());
   return out;
 }
 

@@ -9,6 +9,7 @@
 
 #include "common/temp_dir.hpp"
 #include "core/error.hpp"
+#include "cpu/schema_test_util.hpp"
 #include "io/allreduce_results.hpp"
 #include "io/infer_results.hpp"
 #include "io/result_schema.hpp"
@@ -17,6 +18,8 @@ namespace cnnscale {
 namespace {
 
 using nlohmann::json;
+using testing::collect_names;
+using testing::expect_every_field;
 using testing::TempDir;
 
 InferLatency latency(double base) {
@@ -141,17 +144,6 @@ InferResult every_infer_field() {
   return r;
 }
 
-// The names a JSON object (and the objects in it) holds, as "name", "batches[].batch", ...
-void collect_names(const json& j, const std::string& prefix, std::set<std::string>& out) {
-  for (const auto& [key, value] : j.items()) {
-    out.insert(prefix + key);
-    if (value.is_object()) collect_names(value, prefix + key + ".", out);
-    if (value.is_array())
-      for (const json& e : value)
-        if (e.is_object()) collect_names(e, prefix + key + "[].", out);
-  }
-}
-
 TEST(ResultSchemas, FieldNamesAreUniqueInEveryTable) {
   for (const SchemaTable& t : result_schema_tables()) {
     std::set<std::string_view> names;
@@ -235,17 +227,6 @@ TEST(ResultSchemas, InferenceReaderNamesTheFileAndKeyPath) {
   j = infer_result_json(every_infer_field());
   j["unknown_later_field"] = 1;  // a later version's field is skipped
   EXPECT_EQ(infer_result_from_json(j, "r.json"), every_infer_field());
-}
-
-// Every field of every table of `product` (named `top` at the top) is in `written`.
-void expect_every_field(const json& written, const std::string& product, const std::string& top) {
-  std::set<std::string> names;
-  collect_names(written, "", names);
-  for (const SchemaTable& t : result_schema_tables()) {
-    if (t.product != product) continue;
-    const std::string prefix = t.name == top ? "" : t.name.substr(top.size() + 1) + ".";
-    for (const FieldInfo& f : t.fields) EXPECT_TRUE(names.count(prefix + std::string(f.name))) << prefix << f.name;
-  }
 }
 
 AllreduceSizeResult allreduce_size(int64_t bytes) {

@@ -107,7 +107,9 @@ struct ProductSection {
 const std::vector<ProductSection> kSections = {
     {"training", "## run.h5 schema", "## h5py"},
     {"inference", "## Inference files", "## Calibration files"},
+    {"calibration", "## Calibration files", "## Allreduce benchmark files"},
     {"allreduce", "## Allreduce benchmark files", "## Kernel benchmark folders"},
+    {"kernels", "## Kernel benchmark folders", "## Conventions"},
 };
 
 TEST(ResultsReadme, EveryFieldOfEveryTableIsDocumented) {
