@@ -198,6 +198,7 @@ AllreduceBenchFile parse_allreduce_bench(const json& j, const std::string& path)
     throw_config("{}: format \"{}\" is not \"{}\"", path, format, kAllreduceBenchFormat);
   AllreduceBenchFile f;
   f.path = path;
+  f.result = a;
   f.time = text(a.time, "time");
   f.host = text(a.host, "host");
   AllreduceBenchResult& b = f.bench;

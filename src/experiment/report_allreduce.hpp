@@ -23,6 +23,7 @@ struct AllreduceBenchFile {
   std::string time;            // UTC start, "2026-11-22T04:43:00Z"
   std::string host;            // rank 0's host
   AllreduceBenchResult bench;  // ranks, device, algo, library, rank_devices, warm-up/iters, rows
+  AllreduceResult result;      // the whole file, as read
 };
 
 // ROOT/<experiment>/allreduce.

@@ -8,7 +8,10 @@
 #include <set>
 
 #include "experiment/report_table.hpp"
+#include "io/allreduce_results.hpp"
+#include "io/calibration_results.hpp"
 #include "io/infer_results.hpp"
+#include "io/kernel_bench_results.hpp"
 #include "io/provenance.hpp"
 #include "io/summary_schema.hpp"
 
@@ -101,14 +104,71 @@ std::vector<Row> inference_rows(const std::string& results_dir, const InferFile&
   return rows;
 }
 
+// A benchmark's or calibration's row: the leading columns, the file's fields as written but for
+// those named in `left_out` (lists of objects go to the rows below or stay in their files), and its
+// provenance in provenance's CSV form.
+Row file_row(const char* product, const std::string& results_dir, const fs::path& path, const std::string& experiment,
+             const std::string& run_id, json j, const Figure<Provenance>& provenance) {
+  j.erase("format");
+  j.erase("provenance");
+  Row row = {{"product", product}, {"experiment", experiment}, {"run_id", run_id}, {"path", relative(path, results_dir)}};
+  put_fields(j, "", row);
+  if (provenance.has_value())
+    for (const auto& [name, value] : provenance_columns(provenance.value())) row["provenance." + name] = value;
+  return row;
+}
+
+// One row per message size: the file's fields and the size's as rows.<field>.
+std::vector<Row> allreduce_rows(const std::string& results_dir, const AllreduceBenchFile& f) {
+  // A result folder's summary.json is named by its folder; an older file by its own name.
+  const fs::path p(f.path);
+  const bool folder = p.filename() == "summary.json";
+  const fs::path named = folder ? p.parent_path() : p;
+  json j = allreduce_result_json(f.result);
+  const json sizes = j.contains("rows") ? j["rows"] : json::array();
+  j.erase("rows");
+  const Row row = file_row("allreduce", results_dir, folder ? named : p,
+                           named.parent_path().parent_path().filename().string(), named.stem().string(), j,
+                           f.result.provenance);
+  if (sizes.empty()) return {row};
+  std::vector<Row> rows;
+  for (const json& size : sizes) {
+    Row with_size = row;
+    put_fields(size, "rows.", with_size);
+    rows.push_back(std::move(with_size));
+  }
+  return rows;
+}
+
+// One row per benchmark run: its settings and peak; the figures of each variant stay in the
+// folder's cases.csv beside it.
+Row kernel_row(const std::string& results_dir, const KernelBenchFile& f) {
+  const fs::path folder = fs::path(f.path).parent_path();
+  return file_row("kernels", results_dir, folder, folder.parent_path().parent_path().filename().string(),
+                  folder.filename().string(), kernel_bench_result_json(f.s), Figure<Provenance>());
+}
+
+// One row per calibration: its settings and accuracy (accuracy.<field>); the layers' scales stay
+// in the file.
+Row calibration_row(const std::string& results_dir, const CalibrationFile& f) {
+  const fs::path p(f.path);
+  return file_row("calibration", results_dir, p, p.parent_path().parent_path().filename().string(), p.stem().string(),
+                  calibration_result_json(f.result), Figure<Provenance>());
+}
+
 }  // namespace
 
 std::string runs_csv(const std::string& results_dir, const std::vector<RunRecord>& runs,
-                     const std::vector<InferFile>& inferences) {
+                     const std::vector<InferFile>& inferences, const std::vector<AllreduceBenchFile>& allreduces,
+                     const std::vector<KernelBenchFile>& kernels, const std::vector<CalibrationFile>& calibrations) {
   std::vector<Row> rows;
   for (const RunRecord& r : runs) rows.push_back(training_row(results_dir, r));
   for (const InferFile& f : inferences)
     for (Row& row : inference_rows(results_dir, f)) rows.push_back(std::move(row));
+  for (const AllreduceBenchFile& f : allreduces)
+    for (Row& row : allreduce_rows(results_dir, f)) rows.push_back(std::move(row));
+  for (const KernelBenchFile& f : kernels) rows.push_back(kernel_row(results_dir, f));
+  for (const CalibrationFile& f : calibrations) rows.push_back(calibration_row(results_dir, f));
   std::set<std::string> config, others;
   for (const Row& row : rows)
     for (const auto& [name, value] : row)

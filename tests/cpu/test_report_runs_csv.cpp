@@ -1,15 +1,15 @@
 // runs.csv: `cnnscale report` writes one row per training run and per inference batch size of a
 // whole results root, every setting and figure a column, read here by Python's csv module (as
-// pandas reads it) rather than by our own parser.
+// pandas reads it) rather than by our own parser where python3 is there.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "common/temp_dir.hpp"
+#include "cpu/runs_csv_test_util.hpp"
+#include "cpu/test_report_util.hpp"
 #include "io/infer_results.hpp"
 #include "io/provenance.hpp"
-#include "test_report_util.hpp"
 
 namespace cnnscale {
 namespace {
@@ -17,22 +17,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::TempDir;
-
-// `python3` reading `csv_path` with csv.DictReader: the header and the rows, as JSON.
-json python_csv(const std::string& csv_path) {
-  const std::string cmd = "python3 -c 'import csv, json, sys; f = open(sys.argv[1], newline=\"\"); "
-                          "r = csv.DictReader(f); rows = list(r); print(json.dumps({\"header\": r.fieldnames, "
-                          "\"rows\": rows}))' " +
-                          csv_path;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  EXPECT_NE(p, nullptr);
-  std::string out;
-  char buf[4096];
-  for (size_t n; p && (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  const int status = p ? ::pclose(p) : -1;
-  EXPECT_EQ(status, 0) << "python3's csv module could not read " << csv_path;
-  return json::parse(out, nullptr, false);
-}
 
 InferResult infer_file_result(const std::string& net, int64_t first_batch) {
   InferResult r;
@@ -94,7 +78,7 @@ TEST(ReportRunsCsv, OneRowPerRunWithItsSettingsAndFigures) {
   EXPECT_NE(std::find(outcome.files.begin(), outcome.files.end(), csv_path), outcome.files.end());
   EXPECT_NE(testing::slurp(outcome.report_md).find("(runs.csv)"), std::string::npos);
 
-  const json parsed = python_csv(csv_path);
+  const json parsed = testing::runs_csv_table(csv_path);
   ASSERT_TRUE(parsed.is_object()) << testing::slurp(csv_path);
   const json& header = parsed["header"];
   ASSERT_GE(header.size(), 4u);
