@@ -137,6 +137,15 @@ struct Codec<S> {
     return from_json_object<S>(j, file, path);
   }
 };
+// A list's element that may be null (a NaN of a series): a Figure, null where it holds none.
+template <class T>
+struct Codec<Figure<T>> {
+  static constexpr FieldType type = Codec<T>::type;
+  static nlohmann::json to(const Figure<T>& v) { return v.has_value() ? Codec<T>::to(v.value()) : nlohmann::json(); }
+  static Figure<T> from(const nlohmann::json& j, const std::string& file, const std::string& path) {
+    return j.is_null() ? Figure<T>::null() : Figure<T>(Codec<T>::from(j, file, path));
+  }
+};
 template <class E>
 struct Codec<std::vector<E>> {
   static constexpr FieldType type = Codec<E>::type == FieldType::Text     ? FieldType::TextList

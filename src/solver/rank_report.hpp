@@ -1,6 +1,6 @@
 // What each rank of a train run tells rank 0 at its end: identity, timeline, power samples and
-// energy windows, as one struct. It travels between ranks as JSON text; to_json/from_json here are
-// the only code that knows its keys, so rank 0 reads it by field.
+// energy windows, as one struct. It travels between ranks as JSON text; to_json/from_json's schema
+// tables are the only code that knows its keys, so rank 0 reads it by field.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -55,8 +55,8 @@ struct RankReport {
 RankReport make_rank_report(int rank, const std::string& host, const Device& device, measure::EnergyMonitor& energy,
                             const TrainResult& result, int64_t local_batch);
 
-// The wire format (NaN and unknown values as null); from_json throws nlohmann::json::exception on a
-// report that lacks a field.
+// The wire format (NaN and unknown values as null), through schema tables (rank_report_json.cpp):
+// from_json throws ConfigError naming the key path of a field that is missing or of the wrong type.
 void to_json(nlohmann::json& j, const RankReport& r);
 void from_json(const nlohmann::json& j, RankReport& r);
 

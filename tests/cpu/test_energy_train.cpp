@@ -313,6 +313,35 @@ TEST(RankReport, RoundTripsThroughItsJsonText) {
             assemble_run_results(description(), TrainResult{}, ranks, 1, 0).summary);
 }
 
+// A report of the wrong shape (another version's rank, a bug) is refused with the key at fault.
+TEST(RankReport, MalformedReportNamesTheKey) {
+  const nlohmann::json good = report(0, 2.0, 100.0, true);
+  nlohmann::json j = good;
+  j["loops"][2]["reading"].erase("seconds");
+  try {
+    j.get<RankReport>();
+    FAIL() << "a loop without seconds was read";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("missing \"loops[2].reading.seconds\""), std::string::npos) << e.what();
+  }
+  j = good;
+  j["timeline"]["seconds"][1][2] = "slow";
+  try {
+    j.get<RankReport>();
+    FAIL() << "a text phase time was read";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("\"timeline.seconds[1][2]\" is not a number"), std::string::npos)
+        << e.what();
+  }
+  j = good;
+  j["gpu"]["sm_count"] = 1.5;
+  EXPECT_THROW(j.get<RankReport>(), ConfigError);
+  // Optional parts absent (a CPU rank: no gpu, no power) read as absent.
+  j = good;
+  j.erase("gpu");
+  EXPECT_FALSE(j.get<RankReport>().gpu.has_value());
+}
+
 TEST(RunAssembly, JobSumsGpuEnergyAndTakesTheSlowestRank) {
   std::vector<RankReport> ranks = {report(0, 2.0, 100.0, true), report(1, 2.5, 140.0, false)};
   TrainResult r0;
