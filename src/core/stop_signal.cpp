@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -13,7 +14,11 @@ namespace cnnscale {
 
 namespace {
 
-volatile sig_atomic_t g_stop_signal = 0;
+// Atomic, not only volatile: two signals sent back to back may be handled by two threads at the same
+// time, and exactly one of them must find itself first (compare_exchange below). A lock-free atomic
+// is safe in a signal handler.
+std::atomic<int> g_stop_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free);
 // CLOCK_MONOTONIC seconds of the first signal (clock_gettime is async-signal-safe).
 volatile sig_atomic_t g_first_second = 0;
 const int kStopSignals[] = {SIGTERM, SIGUSR1, SIGINT};
@@ -29,29 +34,41 @@ sig_atomic_t monotonic_second() {
 }
 
 void on_stop_signal(int signo) {
-  if (g_stop_signal != 0) {
-    // The same signal again within about a second is one request delivered twice: timeout(1) signals
-    // its child and then the child's process group, and a terminal's Ctrl-C or a launcher may reach a
-    // process twice. Whole seconds: a repeat 1 to 2 s later may count as either. SIGUSR1 is a
-    // launcher's or scheduler's stop request, never an abort (stop_signal.hpp).
-    const bool at_once = monotonic_second() - g_first_second <= 1;
-    if (signo == SIGUSR1 || (at_once && (signo == g_stop_signal || g_stop_signal == SIGUSR1))) return;
-    // Second signal: no more waiting. Restore the default action and deliver it again, so the
-    // exit status says which signal ended the process.
-    static const char msg[] = "cnnscale: second stop signal: aborting now\n";
-    ssize_t ignored = ::write(STDERR_FILENO, msg, sizeof(msg) - 1);
-    (void)ignored;
-    if (g_cleanup_armed) {  // unlink and rmdir are async-signal-safe
-      ::unlink(g_cleanup[0]);
-      ::unlink(g_cleanup[1]);
-      ::rmdir(g_cleanup[2]);
-    }
-    ::signal(signo, SIG_DFL);
-    ::raise(signo);
+  int first = 0;
+  if (g_stop_signal.compare_exchange_strong(first, signo)) {
+    g_first_second = monotonic_second();
     return;
   }
-  g_first_second = monotonic_second();
-  g_stop_signal = signo;
+  // A stop is already recorded (`first`). The same signal again within about a second is one
+  // request delivered twice: timeout(1) signals its child and then the child's process group, and a
+  // terminal's Ctrl-C or a launcher may reach a process twice. Whole seconds: a repeat 1 to 2 s
+  // later may count as either. A first handler still running on another thread has not set its
+  // second yet (0): that is "at once". SIGUSR1 is a launcher's or scheduler's stop request, never an
+  // abort (stop_signal.hpp).
+  const sig_atomic_t since = g_first_second;
+  const bool at_once = since == 0 || monotonic_second() - since <= 1;
+  if (signo == SIGUSR1 || (at_once && (signo == first || first == SIGUSR1))) return;
+  // Second signal: no more waiting. Restore the default action and deliver it again, so the
+  // exit status says which signal ended the process.
+  static const char msg[] = "cnnscale: second stop signal: aborting now\n";
+  ssize_t ignored = ::write(STDERR_FILENO, msg, sizeof(msg) - 1);
+  (void)ignored;
+  if (g_cleanup_armed) {
+    // unlink, rmdir and nanosleep are async-signal-safe. The progress file's writer thread runs on
+    // while this handler does: it may just have made its temporary file again, or renamed it into
+    // place, so the folder is not empty yet. Try again for up to about 200 ms (a write of a few
+    // hundred bytes takes far less); once the folder is gone the writer cannot recreate it (it
+    // writes into the folder, it does not make it).
+    const struct timespec a_millisecond = {0, 1000000};
+    for (int attempt = 0; attempt < 200; ++attempt) {
+      ::unlink(g_cleanup[0]);
+      ::unlink(g_cleanup[1]);
+      if (::rmdir(g_cleanup[2]) == 0 || errno == ENOENT) break;
+      ::nanosleep(&a_millisecond, nullptr);
+    }
+  }
+  ::signal(signo, SIG_DFL);
+  ::raise(signo);
 }
 
 }  // namespace
@@ -60,7 +77,10 @@ void install_stop_signals() {
   struct sigaction sa;
   std::memset(&sa, 0, sizeof(sa));
   sa.sa_handler = on_stop_signal;
+  // On the thread running it, the handler is not interrupted by another stop signal: the second of
+  // two kills sent back to back waits until the first is recorded (other threads: the atomic).
   sigemptyset(&sa.sa_mask);
+  for (int s : kStopSignals) sigaddset(&sa.sa_mask, s);
   sa.sa_flags = SA_RESTART;  // blocking reads and waits go on; the loop polls the flag
   for (int s : kStopSignals) ::sigaction(s, &sa, nullptr);
 }
@@ -78,7 +98,7 @@ void set_abort_cleanup(const char* file, const char* temp_file, const char* fold
 void clear_abort_cleanup() { g_cleanup_armed = 0; }
 
 int stop_signal() {
-  return g_stop_signal;
+  return g_stop_signal.load();
 }
 
 const char* stop_signal_name(int signo) {
