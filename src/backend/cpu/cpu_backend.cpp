@@ -1,5 +1,6 @@
-// CpuBackend: memory, BLAS-like ops, bias, ReLU and dropout. Convolution, pooling/LRN, batch norm
-// and the softmax/loss/solver ops live in the sibling cpu_*.cpp files.
+// CpuBackend: copies and conversions, BLAS-like ops, bias, ReLU and dropout. Pooling/LRN, batch norm
+// and the softmax/loss/solver ops live in the sibling cpu_*.cpp files; allocation, convolution and
+// the int8 reference in classes of their own (cpu_memory.hpp, cpu_conv.hpp).
 #include "backend/cpu/cpu_backend.hpp"
 
 #include <cblas.h>
@@ -18,43 +19,12 @@ namespace cnnscale {
 using cpu::check_f32;
 using cpu::check_same_numel;
 
-namespace {
-// 64-byte alignment keeps OpenBLAS and vectorised loops on their fast paths.
-constexpr size_t kAlignment = 64;
-
-void* aligned_zeroed(size_t bytes) {
-  size_t padded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  if (padded == 0) padded = kAlignment;
-  void* p = std::aligned_alloc(kAlignment, padded);
-  if (!p) throw_runtime("cpu: host allocation of {} bytes failed", bytes);
-  std::memset(p, 0, padded);
-  return p;
-}
-}  // namespace
-
 std::string CpuBackend::description() const {
   // openblas_get_config() names the version, the build target and threading model.
   return fmt::format("cpu (OpenBLAS {}, {} threads)", openblas_get_config(), cpu_blas_threads());
 }
 
-// ---- memory -----------------------------------------------------------------------------------
-
-Tensor CpuBackend::alloc(const Shape& shape, DType dtype) {
-  size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
-  void* p = aligned_zeroed(bytes);
-  const auto counted = static_cast<int64_t>(bytes);
-  std::shared_ptr<MemoryCounter> memory = memory_;
-  auto storage = std::make_shared<Storage>(p, bytes, Device{}, [memory, counted](void* q) {
-    std::free(q);
-    memory->release(counted);
-  });
-  memory_->add(counted);  // once the deleter that gives it back exists
-  return Tensor(storage, 0, shape, dtype);
-}
-
-std::shared_ptr<Storage> CpuBackend::alloc_host(size_t bytes) {
-  return std::make_shared<Storage>(aligned_zeroed(bytes), bytes, Device{}, [](void* q) { std::free(q); });
-}
+// ---- copies -----------------------------------------------------------------------------------
 
 void CpuBackend::upload(const void* host, const Tensor& dst) {
   CNNSCALE_CHECK(dst.defined() && dst.device().is_cpu(), "cpu upload: destination is not a cpu tensor");
@@ -123,16 +93,7 @@ void CpuBackend::convert(const Tensor& src, const Tensor& dst, float scale) {
 
 void CpuBackend::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                       const float* b, float beta, float* c) {
-  if (m == 0 || n == 0) return;
-  if (k == 0) {
-    // BLAS leaves C scaled by beta when k == 0; do it by hand (some builds reject k == 0).
-    for (int64_t i = 0; i < m * n; ++i) c[i] = beta == 0.0f ? 0.0f : beta * c[i];
-    return;
-  }
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
-              static_cast<blasint>(trans_a ? m : k), b, static_cast<blasint>(trans_b ? k : n), beta, c,
-              static_cast<blasint>(n));
+  cpu::sgemm(trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
 }
 
 void CpuBackend::axpby(float alpha, const Tensor& x, float beta, const Tensor& y) {

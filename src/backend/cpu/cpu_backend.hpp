@@ -6,7 +6,8 @@
 #include <vector>
 
 #include "backend/backend.hpp"
-#include "backend/memory_counter.hpp"
+#include "backend/cpu/cpu_conv.hpp"
+#include "backend/cpu/cpu_memory.hpp"
 
 namespace cnnscale {
 
@@ -18,9 +19,9 @@ class CpuBackend final : public Backend {
   Device device() const override { return Device{}; }
   std::string description() const override;
 
-  // ---- memory (cpu_backend.cpp) ----
-  Tensor alloc(const Shape& shape, DType dtype = DType::F32) override;
-  std::shared_ptr<Storage> alloc_host(size_t bytes) override;
+  // ---- memory (cpu_memory.cpp; the rest in cpu_backend.cpp) ----
+  Tensor alloc(const Shape& shape, DType dtype = DType::F32) override { return memory_.alloc(shape, dtype); }
+  std::shared_ptr<Storage> alloc_host(size_t bytes) override { return memory_.alloc_host(bytes); }
   void upload(const void* host, const Tensor& dst) override;
   void download(const Tensor& src, void* host) override;
   void copy(const Tensor& src, const Tensor& dst) override;
@@ -36,18 +37,30 @@ class CpuBackend final : public Backend {
   void bias_add(const Tensor& bias, const Tensor& y) override;
   void bias_backward(const Tensor& dy, const Tensor& dbias) override;
 
-  // ---- convolution (cpu_conv.cpp) ----
-  void conv_forward(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y) override;
-  // The int8 reference (cpu_int8.cpp): NCHW, y and addend f32 or i8.
-  void quantize_int8(const Tensor& x, float scale, const Tensor& q) override;
+  // ---- convolution (cpu::Im2colConvolution, cpu_conv.cpp) ----
+  void conv_forward(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y) override {
+    conv_.forward(p, x, w, y);
+  }
+  // The int8 reference (cpu::Int8Reference, cpu_int8.cpp): NCHW, y and addend f32 or i8.
+  void quantize_int8(const Tensor& x, float scale, const Tensor& q) override { int8_.quantize(x, scale, q); }
   void conv_forward_int8(const ConvParams& p, const Tensor& xq, const Tensor& wq, const Tensor& scale,
                          const Tensor& bias, const Tensor& addend, const Tensor& addend_scale, bool relu,
-                         const Tensor& y) override;
+                         const Tensor& y) override {
+    int8_.conv_forward(p, xq, wq, scale, bias, addend, addend_scale, relu, y);
+  }
   void linear_forward_int8(const Tensor& xq, const Tensor& wq, const Tensor& scale, const Tensor& bias, bool relu,
-                           const Tensor& y) override;
-  void conv_backward_data(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx) override;
-  void conv_backward_filter(const ConvParams& p, const Tensor& x, const Tensor& dy, const Tensor& dw) override;
-  std::string conv_implementation(const ConvSignature& call) const override;
+                           const Tensor& y) override {
+    int8_.linear_forward(xq, wq, scale, bias, relu, y);
+  }
+  void conv_backward_data(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx) override {
+    conv_.backward_data(p, w, dy, dx);
+  }
+  void conv_backward_filter(const ConvParams& p, const Tensor& x, const Tensor& dy, const Tensor& dw) override {
+    conv_.backward_filter(p, x, dy, dw);
+  }
+  std::string conv_implementation(const ConvSignature& call) const override {
+    return cpu::Im2colConvolution::implementation(call);
+  }
 
   // ---- pooling and LRN (cpu_pool_lrn.cpp) ----
   void pool_forward(const PoolParams& p, const Tensor& x, const Tensor& y, const Tensor& saved = Tensor()) override;
@@ -87,16 +100,15 @@ class CpuBackend final : public Backend {
                   float weight_decay) override;
   void flag_nonfinite(const Tensor& x, int32_t tag, const Tensor& flag) override;
 
-  // ---- memory accounting (alloc in cpu_backend.cpp): the tensors from alloc(). The im2col scratch
-  // (col_, one sample and group of one convolution at a time) is host scratch, not counted.
-  MemoryStats memory_stats() const override { return memory_->stats(); }
-  void reset_peak_memory() override { memory_->reset_peak(); }
+  // ---- memory accounting: the tensors from alloc(). The im2col scratch (one sample and group of
+  // one convolution at a time) is host scratch, not counted.
+  MemoryStats memory_stats() const override { return memory_.stats(); }
+  void reset_peak_memory() override { memory_.reset_peak(); }
 
  private:
-  // im2col scratch, reused across calls: (C / groups * R * S, P * Q) for one sample and group.
-  std::vector<float> col_;
-  // Shared with every tensor's deleter: a tensor may be freed after the backend.
-  std::shared_ptr<MemoryCounter> memory_ = std::make_shared<MemoryCounter>();
+  cpu::HostMemory memory_;
+  cpu::Im2colConvolution conv_;
+  cpu::Int8Reference int8_{memory_, conv_};
 };
 
 }  // namespace cnnscale

@@ -1,17 +1,16 @@
-// CpuBackend convolution: im2col/col2im per sample and per group, then one cblas_sgemm each
-// (Caffe's approach). The column buffer is reused across calls; 1x1/stride-1/unpadded convolutions
-// skip im2col because the input already is the column matrix.
+// The CPU convolution: im2col/col2im per sample and per group, then one cblas_sgemm each (Caffe's
+// approach). The column buffer is reused across calls; 1x1/stride-1/unpadded convolutions skip
+// im2col because the input already is the column matrix.
+#include "backend/cpu/cpu_conv.hpp"
+
 #include <cblas.h>
 
 #include <algorithm>
 #include <cstring>
 
-#include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/cpu_checks.hpp"
 
-namespace cnnscale {
-
-using cpu::check_f32;
+namespace cnnscale::cpu {
 
 namespace {
 
@@ -87,7 +86,21 @@ void col2im(const float* col, int64_t channels, int64_t height, int64_t width, c
 
 }  // namespace
 
-void CpuBackend::conv_forward(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y) {
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b,
+           float beta, float* c) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    // BLAS leaves C scaled by beta when k == 0; do it by hand (some builds reject k == 0).
+    for (int64_t i = 0; i < m * n; ++i) c[i] = beta == 0.0f ? 0.0f : beta * c[i];
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
+              static_cast<blasint>(trans_a ? m : k), b, static_cast<blasint>(trans_b ? k : n), beta, c,
+              static_cast<blasint>(n));
+}
+
+void Im2colConvolution::forward(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y) {
   check_f32("conv_forward", x, "x");
   check_f32("conv_forward", w, "w");
   check_f32("conv_forward", y, "y");
@@ -106,11 +119,11 @@ void CpuBackend::conv_forward(const ConvParams& p, const Tensor& x, const Tensor
       }
       const float* wg = w.f32() + grp * g.group_filters * col_rows;             // (K/groups, col_rows)
       float* yg = y.f32() + (n * g.filters + grp * g.group_filters) * spatial;  // (K/groups, P*Q)
-      gemm(false, false, g.group_filters, spatial, col_rows, 1.0f, wg, col, 0.0f, yg);
+      sgemm(false, false, g.group_filters, spatial, col_rows, 1.0f, wg, col, 0.0f, yg);
     }
 }
 
-void CpuBackend::conv_backward_data(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx) {
+void Im2colConvolution::backward_data(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx) {
   check_f32("conv_backward_data", w, "w");
   check_f32("conv_backward_data", dy, "dy");
   check_f32("conv_backward_data", dx, "dx");
@@ -126,16 +139,16 @@ void CpuBackend::conv_backward_data(const ConvParams& p, const Tensor& w, const 
       const float* dyg = dy.f32() + (n * g.filters + grp * g.group_filters) * spatial;
       // dcol (col_rows, P*Q) = W_g^T (col_rows, K/groups) * dy_g (K/groups, P*Q)
       if (pointwise) {
-        gemm(true, false, col_rows, spatial, g.group_filters, 1.0f, wg, dyg, 0.0f, dxg);
+        sgemm(true, false, col_rows, spatial, g.group_filters, 1.0f, wg, dyg, 0.0f, dxg);
         continue;
       }
-      gemm(true, false, col_rows, spatial, g.group_filters, 1.0f, wg, dyg, 0.0f, col_.data());
+      sgemm(true, false, col_rows, spatial, g.group_filters, 1.0f, wg, dyg, 0.0f, col_.data());
       std::memset(dxg, 0, static_cast<size_t>(g.group_channels * g.height * g.width) * sizeof(float));
       col2im(col_.data(), g.group_channels, g.height, g.width, p, g.out_h, g.out_w, dxg);
     }
 }
 
-void CpuBackend::conv_backward_filter(const ConvParams& p, const Tensor& x, const Tensor& dy, const Tensor& dw) {
+void Im2colConvolution::backward_filter(const ConvParams& p, const Tensor& x, const Tensor& dy, const Tensor& dw) {
   check_f32("conv_backward_filter", x, "x");
   check_f32("conv_backward_filter", dy, "dy");
   check_f32("conv_backward_filter", dw, "dw");
@@ -144,7 +157,7 @@ void CpuBackend::conv_backward_filter(const ConvParams& p, const Tensor& x, cons
   const int64_t col_rows = g.group_channels * p.kernel_h * p.kernel_w;
   const bool pointwise = is_pointwise(p);
   if (!pointwise) col_.resize(static_cast<size_t>(col_rows * spatial));
-  if (g.batch == 0) fill(dw, 0.0f);
+  if (g.batch == 0) std::fill(dw.f32(), dw.f32() + dw.numel(), 0.0f);
   for (int64_t n = 0; n < g.batch; ++n)
     for (int64_t grp = 0; grp < p.groups; ++grp) {
       const float* xg = x.f32() + (n * g.channels + grp * g.group_channels) * g.height * g.width;
@@ -157,14 +170,14 @@ void CpuBackend::conv_backward_filter(const ConvParams& p, const Tensor& x, cons
       float* dwg = dw.f32() + grp * g.group_filters * col_rows;
       // dW_g (K/groups, col_rows) (+)= dy_g (K/groups, P*Q) * col^T (P*Q, col_rows); the first
       // sample overwrites so the op needs no separate zeroing.
-      gemm(false, true, g.group_filters, col_rows, spatial, 1.0f, dyg, col, n == 0 ? 0.0f : 1.0f, dwg);
+      sgemm(false, true, g.group_filters, col_rows, spatial, 1.0f, dyg, col, n == 0 ? 0.0f : 1.0f, dwg);
     }
 }
 
-std::string CpuBackend::conv_implementation(const ConvSignature& call) const {
+std::string Im2colConvolution::implementation(const ConvSignature& call) {
   // Every direction takes the same path here: one GEMM per sample and group, with im2col (col2im
   // for the data gradient) unless the input already is the column matrix.
   return is_pointwise(call.p) ? "sgemm per sample (1x1: x is the column matrix)" : "im2col + sgemm per sample";
 }
 
-}  // namespace cnnscale
+}  // namespace cnnscale::cpu

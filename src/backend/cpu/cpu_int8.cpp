@@ -10,15 +10,12 @@
 #include <cstring>
 #include <vector>
 
-#include "backend/cpu/cpu_backend.hpp"
 #include "backend/cpu/cpu_checks.hpp"
+#include "backend/cpu/cpu_conv.hpp"
 #include "core/error.hpp"
 #include "core/int8.hpp"
 
-namespace cnnscale {
-
-using cpu::check_f32;
-using cpu::check_same_numel;
+namespace cnnscale::cpu {
 
 namespace {
 
@@ -35,17 +32,17 @@ Rows rows_of(const Tensor& t) {
   return {s[0], s.rank() > 1 ? s[1] : 1, s.rank() > 2 ? s.numel() / (s[0] * s[1]) : 1};
 }
 
-Tensor widened(CpuBackend& b, const Tensor& q) {
-  Tensor f = b.alloc(q.shape());
+}  // namespace
+
+Tensor Int8Reference::widened(const Tensor& q) {
+  Tensor f = memory_.alloc(q.shape(), DType::F32);
   const auto* src = static_cast<const int8_t*>(q.raw());
   float* dst = f.f32();
   for (int64_t i = 0; i < q.numel(); ++i) dst[i] = static_cast<float>(src[i]);
   return f;
 }
 
-}  // namespace
-
-void CpuBackend::quantize_int8(const Tensor& x, float scale, const Tensor& q) {
+void Int8Reference::quantize(const Tensor& x, float scale, const Tensor& q) {
   check_f32("quantize_int8", x, "x");
   check_i8("quantize_int8", q, "q");
   const Rows rx = rows_of(x), rq = rows_of(q);
@@ -62,9 +59,9 @@ void CpuBackend::quantize_int8(const Tensor& x, float scale, const Tensor& q) {
             c < rx.c ? quantize_int8_value(px[(n * rx.c + c) * rx.pixels + i], scale) : int8_t{0};
 }
 
-void CpuBackend::conv_forward_int8(const ConvParams& p, const Tensor& xq, const Tensor& wq, const Tensor& scale,
-                                   const Tensor& bias, const Tensor& addend, const Tensor& addend_scale, bool relu,
-                                   const Tensor& y) {
+void Int8Reference::conv_forward(const ConvParams& p, const Tensor& xq, const Tensor& wq, const Tensor& scale,
+                                 const Tensor& bias, const Tensor& addend, const Tensor& addend_scale, bool relu,
+                                 const Tensor& y) {
   const char* op = "conv_forward_int8";
   check_i8(op, xq, "x");
   check_i8(op, wq, "w");
@@ -89,8 +86,8 @@ void CpuBackend::conv_forward_int8(const ConvParams& p, const Tensor& xq, const 
     check_f32(op, addend_scale, "addend_scale");
     if (addend_scale.numel() != k) throw_runtime("{}: addend_scale needs one value per output channel ({})", op, k);
   }
-  const Tensor acc = y_i8 ? alloc(y.shape()) : y;
-  conv_forward(p, widened(*this, xq), widened(*this, wq), acc);
+  const Tensor acc = y_i8 ? memory_.alloc(y.shape(), DType::F32) : y;
+  conv_.forward(p, widened(xq), widened(wq), acc);
   const int64_t n = y.shape().n(), pixels = y.numel() / (n * k);
   const float* pa = acc.f32();
   const float* ps = scale.f32();
@@ -113,8 +110,8 @@ void CpuBackend::conv_forward_int8(const ConvParams& p, const Tensor& xq, const 
       }
 }
 
-void CpuBackend::linear_forward_int8(const Tensor& xq, const Tensor& wq, const Tensor& scale, const Tensor& bias,
-                                     bool relu, const Tensor& y) {
+void Int8Reference::linear_forward(const Tensor& xq, const Tensor& wq, const Tensor& scale, const Tensor& bias,
+                                   bool relu, const Tensor& y) {
   const char* op = "linear_forward_int8";
   check_i8(op, xq, "x");
   check_i8(op, wq, "w");
@@ -140,4 +137,4 @@ void CpuBackend::linear_forward_int8(const Tensor& xq, const Tensor& wq, const T
     }
 }
 
-}  // namespace cnnscale
+}  // namespace cnnscale::cpu
