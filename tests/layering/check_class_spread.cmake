@@ -1,0 +1,78 @@
+# No class with member functions defined in more than LIMIT files (run as
+# `cmake -DROOT=<repo> -DLIMIT=4 [-DDIRS=src] -P ...`): a class whose definitions spread further holds
+# more than one responsibility, which should become a class of its own.
+# A definition is a line that starts at column 0 (namespace scope) and names `Class::member(` (a
+# constructor, destructor or operator included), after a return type if there is one; an explicit
+# instantiation (`template void C::f(...)`) defines nothing and is not counted. Nested classes count
+# under their full name (`Outer::Inner`). Reads every *.cpp, *.hpp, *.cu, *.cuh and *.h under ROOT's
+# DIRS and names each class over the limit with its files. KNOWN lists classes still being split, as
+# Class=files: such a class may not spread beyond that count (which comes down as it is split).
+if(NOT DEFINED ROOT OR NOT DEFINED LIMIT)
+  message(FATAL_ERROR "usage: cmake -DROOT=<repo> -DLIMIT=<files> [-DDIRS=src] [-DKNOWN=Class=files;...] "
+                      "-P check_class_spread.cmake")
+endif()
+if(NOT DEFINED DIRS)
+  set(DIRS src)
+endif()
+include(${CMAKE_CURRENT_LIST_DIR}/source_files.cmake)
+list_sources(files ${ROOT} "${DIRS}")
+set(ident "[A-Za-z_][A-Za-z0-9_]*")
+# Qualifiers (a template argument list allowed on each), then the member and its opening parenthesis.
+set(qualified "(${ident}(<[^<>]*>)?::)+(~?${ident}|operator[^(]*)[ ]*\\(")
+set(classes "")
+foreach(f IN LISTS files)
+  file(RELATIVE_PATH rel ${ROOT} ${f})
+  file(STRINGS ${f} lines REGEX "^[A-Za-z_~].*::")
+  foreach(line IN LISTS lines)
+    if(line MATCHES "^(extern[ ]+)?template[ ]+[^< ]")
+      continue()
+    endif()
+    string(REGEX MATCH "${qualified}" definition "${line}")
+    if(NOT definition)
+      continue()
+    endif()
+    # What precedes the name may only be a return type: a call or an assignment is not a definition.
+    string(FIND "${line}" "${definition}" at)
+    string(SUBSTRING "${line}" 0 ${at} before)
+    if(before MATCHES "[(=;{}]")
+      continue()
+    endif()
+    string(REGEX REPLACE "::(~?${ident}|operator[^(]*)[ ]*\\($" "" class "${definition}")
+    string(REGEX REPLACE "<[^<>]*>" "" class "${class}")
+    string(MAKE_C_IDENTIFIER "${class}" key)
+    if(NOT DEFINED files_${key})
+      list(APPEND classes "${class}")
+      set(files_${key} "")
+    endif()
+    list(APPEND files_${key} "${rel}")
+  endforeach()
+endforeach()
+foreach(known IN LISTS KNOWN)
+  string(REGEX MATCH "^(.+)=([0-9]+)$" ok "${known}")
+  if(NOT ok)
+    message(FATAL_ERROR "KNOWN entry '${known}' is not Class=files")
+  endif()
+  string(MAKE_C_IDENTIFIER "${CMAKE_MATCH_1}" key)
+  set(limit_${key} ${CMAKE_MATCH_2})
+endforeach()
+set(problems "")
+foreach(class IN LISTS classes)
+  string(MAKE_C_IDENTIFIER "${class}" key)
+  list(REMOVE_DUPLICATES files_${key})
+  list(LENGTH files_${key} count)
+  set(limit ${LIMIT})
+  if(DEFINED limit_${key})
+    set(limit ${limit_${key}})
+  endif()
+  if(count GREATER limit)
+    list(JOIN files_${key} " " names)
+    string(APPEND problems "  ${class}: ${count} files (limit ${limit}): ${names}\n")
+  endif()
+endforeach()
+list(LENGTH classes nclasses)
+if(problems)
+  message(FATAL_ERROR "classes with member definitions in more than ${LIMIT} files "
+                      "(give a responsibility its own class):\n${problems}")
+endif()
+message(STATUS "class spread: ${nclasses} classes under ${DIRS}, none defined in more than ${LIMIT} files "
+               "(or its KNOWN count: ${KNOWN})")
