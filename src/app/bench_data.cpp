@@ -13,9 +13,11 @@
 #include "app/commands.hpp"
 #include "app/setting_options.hpp"
 #include "core/byte_input.hpp"
+#include "core/host_name.hpp"
 #include "data/datasets.hpp"
 #include "experiment/command_settings.hpp"
 #include "data/loader.hpp"
+#include "io/provenance.hpp"
 
 namespace cnnscale::app {
 
@@ -30,7 +32,11 @@ struct DataBenchArgs {
   bool json = false;
 };
 
-void run_data_bench(const DataBenchArgs& a) {
+SettingFields data_bench_fields(DataBenchArgs& a);
+
+void run_data_bench(DataBenchArgs& a) {
+  Provenance provenance = start_provenance();
+  provenance.hosts = {host_name()};
   const DatasetInfo info = dataset_info(a.data);
   if (info.synthetic)
     throw_config("bench data: --data synthetic reads nothing (give a real dataset, hdf5:DIR or list:FILE?size=HxW)");
@@ -80,6 +86,10 @@ void run_data_bench(const DataBenchArgs& a) {
                      {"batches_as", a.bytes ? "bytes" : "floats"},
                      {"augment", a.augment.describe()},
                      {"rows", rows}};
+    // As the kernel benches' summaries: where it came from and every entry of the command's table.
+    set_end(provenance);
+    j["provenance"] = provenance_json(provenance);
+    j["settings"] = table_values(data_bench_settings(), fields_by_name(data_bench_fields(a)));
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf(

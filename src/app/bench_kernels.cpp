@@ -25,6 +25,7 @@
 #include "core/stop_signal.hpp"
 #include "experiment/command_settings.hpp"
 #include "experiment/kernel_bench_output.hpp"
+#include "io/provenance.hpp"
 #include "io/results_writer.hpp"
 #include "measure/bench_shapes.hpp"
 #include "measure/kernel_bench_suite.hpp"
@@ -93,7 +94,10 @@ bool given(const CLI::App& cmd, const char* name) {
   return o != nullptr && o->count() > 0;
 }
 
-void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
+SettingFields kernel_bench_fields(KernelBenchArgs& a);
+
+void run_kernel_bench(KernelBenchArgs& a, const CLI::App& cmd) {
+  Provenance provenance = start_provenance();
   // Everything checkable is checked before the device is touched.
   const KernelPrecision precision = parse_kernel_precision(a.precision);
   const bool gemm = a.kind == "gemm", spmm = a.kind == "spmm", rnn = a.kind == "rnn";
@@ -251,7 +255,11 @@ void run_kernel_bench(const KernelBenchArgs& a, const CLI::App& cmd) {
   if (!o.counter_name.empty() && r.energy_method.rfind("mean power", 0) == 0)
     r.energy_method = fmt::format("{} of the {}; J per call = that power x the median time per call", r.energy_method,
                                   o.counter_name);
-  const KernelBenchSummary summary = report::kernel_bench_summary(r, utc_time, job.host());
+  KernelBenchSummary summary = report::kernel_bench_summary(r, utc_time, job.host());
+  provenance.hosts = {job.host()};
+  set_end(provenance);
+  summary.provenance = provenance;
+  summary.settings = setting_values(kernel_bench_settings(a.kind), kernel_bench_fields(a));
   const nlohmann::json j = kernel_bench_result_json(summary);
   if (a.json)
     std::cout << j.dump(2) << "\n";

@@ -290,6 +290,7 @@ void register_allreduce(CLI::App& bench) {
     if (mpi->rank() == 0) {
       AllreduceResult summary = allreduce_result(result, cfg.check, utc_time, mpi->host());
       summary.provenance = provenance;
+      summary.settings = setting_values(allreduce_bench_settings(), allreduce_fields(*args));
       const nlohmann::json j = allreduce_result_json(summary);
       if (args->json)
         std::cout << j.dump(2) << "\n";

@@ -23,6 +23,7 @@
 #include "experiment/report_infer.hpp"
 #include "infer/calibrate_run.hpp"
 #include "io/atomic_file.hpp"
+#include "io/provenance.hpp"
 #include "io/results_writer.hpp"
 #include "net/net.hpp"
 
@@ -39,7 +40,10 @@ struct CalibrateArgs {
   bool no_results = false;
 };
 
-void run_calibrate(const CalibrateArgs& a) {
+SettingFields calibrate_fields(CalibrateArgs& a);
+
+void run_calibrate(CalibrateArgs& a) {
+  Provenance provenance = start_provenance();
   // Everything that can be checked is, before anything is loaded.
   const infer::CalibrationMethod method = infer::calibration_method_from_name(a.method);
   if (!(a.percentile > 0 && a.percentile <= 100))
@@ -142,6 +146,10 @@ void run_calibrate(const CalibrateArgs& a) {
     accuracy.int8_executed = executed;
     out.accuracy = accuracy;
   }
+  provenance.hosts = {job.host()};
+  set_end(provenance);
+  out.provenance = provenance;
+  out.settings = setting_values(calibrate_settings(), calibrate_fields(a));
   if (!a.out.empty()) write_file_atomically(a.out, calibration_result_json(out).dump(2) + "\n");
   std::string saved;
   if (!results_dir.empty()) {

@@ -82,13 +82,17 @@ struct InferArgs {
   std::vector<std::string> rank_devices;  // under mpirun: each rank's device, in rank order (results' "devices")
   bool no_results = false;
   Provenance provenance;  // started when the run starts, its hosts once every rank's is known
+  SettingValues settings;  // every entry of infer's table as the run was given it
 };
+
+SettingFields infer_fields(InferArgs& a);
 
 // Saves the run next to train's runs (unless `dir` is "") and prints it as a JSON line (--json).
 void publish(const InferArgs& a, InferResult run, const std::string& dir) {
   Provenance provenance = a.provenance;
   set_end(provenance);
   run.provenance = provenance;
+  run.settings = a.settings;
   save_infer_result(run, dir, a.run_id);
   if (a.json) {
     std::printf("%s\n", infer_result_json(run).dump().c_str());
@@ -253,6 +257,7 @@ void run_infer(InferArgs& a) {
   // Everything that can be checked is, before anything is loaded.
   a.provenance = start_provenance();
   a.provenance.hosts = {host_name()};
+  a.settings = setting_values(infer_settings(), infer_fields(a));
   const bool int8 = a.precision == "int8";
   if (int8 && a.calibration.empty())
     throw_config(

@@ -49,6 +49,8 @@ struct TimeArgs {
   std::string batchnorm = "auto";
 };
 
+SettingFields time_fields(TimeArgs& a);
+
 void run_time(TimeArgs& a) {
   a.options.precision = parse_precision(a.precision, "--precision");
   if (!a.input_shape.empty() &&
@@ -131,7 +133,9 @@ void run_time(TimeArgs& a) {
                         {"conv_search", a.conv_search},
                         {"layout", a.layout},
                         {"batchnorm", a.batchnorm},
-                        {"layers", layers}};
+                        {"layers", layers},
+                        // Every entry of time's table as given, as each saved result records its command's.
+                        {"settings", table_values(time_settings(), fields_by_name(time_fields(a)))}};
     std::printf("%s\n", j.dump().c_str());
     std::fflush(stdout);
     return;

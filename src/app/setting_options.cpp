@@ -82,4 +82,8 @@ nlohmann::json table_values(const SettingTable& table, const FieldOf& field_of) 
   return values;
 }
 
+SettingValues setting_values(const SettingTable& table, SettingFields fields) {
+  return SettingValues{table_values(table, fields_by_name(std::move(fields)))};
+}
+
 }  // namespace cnnscale::app

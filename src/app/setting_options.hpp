@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "experiment/settings_table.hpp"
+#include "io/setting_values.hpp"
 
 namespace CLI {
 class App;
@@ -36,5 +37,7 @@ using SettingFields = std::map<std::string, SettingField>;
 FieldOf fields_by_name(SettingFields fields);
 // Every entry's value, {name: value}: the settings a command ran with, as its result records them.
 nlohmann::json table_values(const SettingTable& table, const FieldOf& field_of);
+// table_values of a command's fields, as its result's "settings" (io/setting_values.hpp).
+SettingValues setting_values(const SettingTable& table, SettingFields fields);
 
 }  // namespace cnnscale::app

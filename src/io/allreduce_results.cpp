@@ -62,6 +62,7 @@ std::span<const SchemaField<AllreduceResult>> AllreduceResult::fields() {
       field<&A::energy_settle_seconds>("energy_settle_seconds", "s", O, "energy only: --energy-settle"),
       field<&A::idle_watts_per_device>("idle_watts_per_device", "W", O, "energy only: mean idle power per GPU"),
       field<&A::provenance>("provenance", "", O, "the build, command line, start and end time and hosts"),
+      field<&A::settings>("settings", "", O, "every setting of the command's table as it ran, {name: value} (absent in older files)"),
   };
   return f;
 }

@@ -8,6 +8,7 @@
 
 #include "io/provenance_field.hpp"
 #include "io/result_schema.hpp"
+#include "io/setting_values.hpp"
 
 namespace cnnscale {
 
@@ -40,6 +41,7 @@ struct AllreduceResult {
   TextFigure nccl_env, energy_method;
   NumberFigure energy_window_seconds, energy_settle_seconds, idle_watts_per_device;
   Figure<Provenance> provenance;  // absent in files written before it was recorded
+  Figure<SettingValues> settings;  // bench allreduce's table (experiment/command_settings.hpp); absent likewise
   static std::span<const SchemaField<AllreduceResult>> fields();
   bool operator==(const AllreduceResult&) const = default;
 };

@@ -64,6 +64,8 @@ std::span<const SchemaField<CalibrationResult>> CalibrationResult::fields() {
       field<&C::samples>("samples", "", R, "calibration samples"),
       field<&C::layers>("layers", "", R, "one per quantised layer, in network order"),
       field<&C::accuracy>("accuracy", "", O, "with a test set: the accuracy int8 costs"),
+      field<&C::provenance>("provenance", "", O, "the build, command line, start and end time and hosts"),
+      field<&C::settings>("settings", "", O, "every setting of the command's table as it ran, {name: value} (absent in older files)"),
   };
   return f;
 }

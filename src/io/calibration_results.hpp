@@ -5,7 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "io/provenance_field.hpp"
 #include "io/result_schema.hpp"
+#include "io/setting_values.hpp"
 
 namespace cnnscale {
 
@@ -48,6 +50,8 @@ struct CalibrationResult {
   CountFigure samples;
   Figure<std::vector<CalibrationLayer>> layers;
   Figure<CalibrationAccuracy> accuracy;
+  Figure<Provenance> provenance;  // absent in files written before it was recorded
+  Figure<SettingValues> settings;  // calibrate's table (experiment/command_settings.hpp); absent likewise
   static std::span<const SchemaField<CalibrationResult>> fields();
   bool operator==(const CalibrationResult&) const = default;
 };

@@ -147,6 +147,7 @@ std::span<const SchemaField<InferResult>> InferResult::fields() {
       field<&F::prepared_batch_sizes>("prepared_batch_sizes", "images", O, "scenarios: batch sizes nets were prepared for"),
       field<&F::padded_fraction>("padded_fraction", "", O, "scenarios: share of computed samples that were padding"),
       field<&F::provenance>("provenance", "", O, "the build, command line, start and end time and hosts"),
+      field<&F::settings>("settings", "", O, "every setting of the command's table as it ran, {name: value} (absent in older files)"),
   };
   return f;
 }

@@ -7,6 +7,7 @@
 
 #include "io/provenance_field.hpp"
 #include "io/result_schema.hpp"
+#include "io/setting_values.hpp"
 
 namespace cnnscale {
 
@@ -101,6 +102,7 @@ struct InferResult {
   NumberFigure best_rate, resolution;
   Figure<std::vector<InferServer>> trials;
   Figure<Provenance> provenance;  // absent in files written before it was recorded
+  Figure<SettingValues> settings;  // infer's table (experiment/command_settings.hpp); absent likewise
   static std::span<const SchemaField<InferResult>> fields();
   bool operator==(const InferResult&) const = default;
 };

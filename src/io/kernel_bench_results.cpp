@@ -95,6 +95,8 @@ std::span<const SchemaField<KernelBenchSummary>> KernelBenchSummary::fields() {
       field<&S::resume_from>("resume_from", "", O, "interrupted: the --from that runs the rest (null otherwise)"),
       field<&S::sweep_axis>("sweep_axis", "", R, "conv sweeps: the swept axis (null otherwise)"),
       field<&S::rows>("rows", "", R, "one per problem (and pass) and variant"),
+      field<&S::provenance>("provenance", "", O, "the build, command line, start and end time and hosts"),
+      field<&S::settings>("settings", "", O, "every setting of the command's table as it ran, {name: value} (absent in older files)"),
   };
   return f;
 }

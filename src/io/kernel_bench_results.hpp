@@ -8,7 +8,9 @@
 #include <string_view>
 #include <vector>
 
+#include "io/provenance_field.hpp"
 #include "io/result_schema.hpp"
+#include "io/setting_values.hpp"
 
 namespace cnnscale {
 
@@ -54,6 +56,8 @@ struct KernelBenchSummary {
   CountFigure resume_from;
   TextFigure sweep_axis;
   Figure<std::vector<KernelBenchCase>> rows;
+  Figure<Provenance> provenance;  // absent in files written before it was recorded
+  Figure<SettingValues> settings;  // the kind's table (experiment/command_settings.hpp); absent likewise
   static std::span<const SchemaField<KernelBenchSummary>> fields();
   bool operator==(const KernelBenchSummary&) const = default;
 };

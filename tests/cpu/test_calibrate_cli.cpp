@@ -15,7 +15,9 @@
 
 #include "common/temp_dir.hpp"
 #include "cpu/cli_runner.hpp"
+#include "cpu/recorded_settings_util.hpp"
 #include "cpu/test_report_util.hpp"
+#include "experiment/command_settings.hpp"
 #include "solver/checkpoint.hpp"
 
 namespace cnnscale::testing {
@@ -224,6 +226,32 @@ TEST(CalibrateCli, SavedTablesMakeTheReportsInt8AccuracyTable) {
     EXPECT_NEAR(std::stod(row.at("int8_executed_cost_points_mean")),
                 std::stod(row.at("fp32_top1_mean")) - std::stod(row.at("int8_executed_top1_mean")), 1e-9);
   }
+}
+
+// The table (--out's file and the saved copy) records every entry of calibrate's table with the value
+// it ran with, and where it came from.
+TEST(CalibrateCli, TheTableRecordsEverySettingAndItsProvenance) {
+  ASSERT_FALSE(trained().checkpoint.empty());
+  TempDir dir;
+  const std::string out = dir.file("t.json");
+  const std::vector<std::string> args = {"calibrate", "--checkpoint",   trained().checkpoint, "--samples", "200",
+                                         "--batch",   "50",             "--test-samples",     "0",         "--method",
+                                         "max",       "--out",          out,                  "--results", dir.str()};
+  const CliResult r = run_cnnscale(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json given = {{"checkpoint", trained().checkpoint}, {"samples", 200}, {"batch", 50},
+                                {"test_samples", 0}, {"method", "max"}};
+  std::ifstream in(out);
+  const nlohmann::json table = nlohmann::json::parse(in);
+  expect_settings_recorded(calibrate_settings(), table.at("settings"), given);
+  expect_provenance_of(table.at("provenance"), args);
+  for (const auto& e : fs::recursive_directory_iterator(dir.str()))
+    if (e.is_regular_file() && e.path().parent_path().filename() == "calibration") {
+      std::ifstream saved(e.path());
+      const nlohmann::json s = nlohmann::json::parse(saved);
+      expect_settings_recorded(calibrate_settings(), s.at("settings"), given);
+      EXPECT_EQ(s.at("provenance"), table.at("provenance"));
+    }
 }
 
 TEST(CalibrateCli, BadInputIsOneLineAndExitTwoAndWritesNothing) {

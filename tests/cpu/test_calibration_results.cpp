@@ -62,6 +62,8 @@ CalibrationResult every_calibration_field() {
   a.int8_executed_top1 = 0.9905;
   a.int8_executed = e;
   r.accuracy = a;
+  r.provenance = testing::sample_provenance("calibrate");
+  r.settings = testing::sample_settings();
   return r;
 }
 
@@ -125,6 +127,8 @@ TEST(CalibrationResults, FileWrittenBeforeInt8ExecutionIsStillReported) {
   EXPECT_TRUE(std::isnan(files[0].int8_executed_top1));
   EXPECT_EQ(files[0].executed_on, "");
   EXPECT_FALSE(files[0].result.accuracy.value().int8_executed.written());
+  EXPECT_FALSE(files[0].result.provenance.written());
+  EXPECT_FALSE(files[0].result.settings.written());
   const report::Table t = report::int8_accuracy_table(files);
   ASSERT_EQ(t.rows.size(), 1u);
 }

@@ -205,6 +205,8 @@ KernelBenchSummary every_kernel_bench_field() {
   d.supported = false;
   d.median_ms = NumberFigure();  // absent: an unsupported variant has no timing
   s.rows = std::vector<KernelBenchCase>{c, d};
+  s.provenance = testing::sample_provenance("bench");
+  s.settings = testing::sample_settings();
   return s;
 }
 
@@ -259,6 +261,8 @@ TEST(KernelBenchResults, FolderOfTheFirstVersionIsStillReported) {
   ASSERT_EQ(files.size(), 1u);
   EXPECT_FALSE(files[0].s.source.written());
   EXPECT_FALSE(files[0].s.rows.value()[0].setup_ms.written());
+  EXPECT_FALSE(files[0].s.provenance.written());
+  EXPECT_FALSE(files[0].s.settings.written());
   const report::Table cases = report::kernel_cases_table(files);
   ASSERT_EQ(cases.rows.size(), 1u);
   EXPECT_EQ(cases.rows[0][3].text, "OpenBLAS cblas_sgemm");

@@ -141,6 +141,7 @@ InferResult every_infer_field() {
   r.best_rate = 300.0;
   r.resolution = 4.6875;
   r.trials = std::vector<InferServer>{server(150), server(300)};
+  r.settings = testing::sample_settings();
   return r;
 }
 
@@ -181,6 +182,33 @@ TEST(ResultSchemas, InferenceAbsentFieldsStayAbsent) {
   const json written = infer_result_json(r);
   EXPECT_EQ(written, json::parse(R"({"net":"lenet","device":"cpu","precision":"fp32","int8":null})"));
   EXPECT_EQ(infer_result_from_json(written, "x.json"), r);
+}
+
+// A command's settings keep their types through the file (a count stays a count, a list a list), a
+// file without them (written before they were recorded) reads as having none, and a value that is
+// no setting's (an object, a list of lists) is refused with its key path.
+TEST(ResultSchemas, SettingsKeepTheirTypesAndRefuseWhatNoSettingHolds) {
+  const json written = infer_result_json(every_infer_field());
+  EXPECT_TRUE(written["settings"]["batch"].is_number_integer());
+  EXPECT_TRUE(written["settings"]["seconds"].is_number_float());
+  EXPECT_TRUE(written["settings"]["check"].is_boolean());
+  EXPECT_EQ(infer_result_from_json(json::parse(written.dump()), "r.json").settings.value(), testing::sample_settings());
+  json old = written;
+  old.erase("settings");
+  EXPECT_FALSE(infer_result_from_json(old, "r.json").settings.written());
+  for (const auto& [bad, path] : {std::pair{json{{"batch", json::object({{"a", 1}})}}, "settings.batch"},
+                                  std::pair{json{{"threads", json::array({json::array({1, 2})})}}, "settings.threads[0]"},
+                                  std::pair{json::array({1}), "settings"}}) {
+    json j = written;
+    j["settings"] = bad;
+    try {
+      infer_result_from_json(j, "r.json");
+      FAIL() << "settings " << bad.dump() << " were read";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("r.json: \"" + std::string(path) + "\" is not"), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 TEST(ResultSchemas, InferenceFileIsWrittenWithItsFormatAndReadBack) {
@@ -280,6 +308,7 @@ AllreduceResult every_allreduce_field() {
   a.energy_window_seconds = 1.0;
   a.energy_settle_seconds = 0.5;
   a.idle_watts_per_device = 70.25;
+  a.settings = testing::sample_settings();
   return a;
 }
 
