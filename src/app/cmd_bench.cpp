@@ -30,6 +30,7 @@
 #include "io/allreduce_results.hpp"
 #include "io/provenance.hpp"
 #include "io/results_writer.hpp"
+#include "job/job.hpp"
 #include "measure/nvml.hpp"
 #include "parallel/allreduce_bench.hpp"
 #include "parallel/data_parallel.hpp"
@@ -256,39 +257,41 @@ void register_allreduce(CLI::App& bench) {
         return measure::energy_joules(measure::open_gpu_power_reader(uuid));
       };
     }
+    // Every rank of the launch (also mpirun -np 1, whose MPI_Allreduce is then timed): the job binds
+    // each GPU rank to its node-local rank's GPU, checks that no two share one, and connects NCCL.
     const MpiEnv* mpi = MpiEnv::current();
-    CNNSCALE_CHECK(mpi != nullptr, "bench allreduce needs the process's MpiEnv (made by main)");
+    Job job(mpi && mpi->initialized());
+    validate_allreduce_bench(cfg, job.size());
     const bool save = !args->no_results && !args->results_root.empty();
     if (!save && cmd->count("--experiment") > 0)
       throw_config("bench allreduce --experiment names the results subfolder: give --results DIR too");
     const std::string dir = save ? report::allreduce_bench_dir(args->results_root, args->experiment) : "";
     if (save) {
       // Rank 0's verdict goes to every rank, so that all of them stop before the first collective.
-      std::vector<char> verdict;
-      if (mpi->rank() == 0) {
-        const std::string error = check_results_dir(*args, dir);
-        verdict.assign(error.begin(), error.end());
-      }
-      mpi->broadcast(verdict, 0);
+      const std::string verdict = job.gather(job.rank() == 0 ? check_results_dir(*args, dir) : std::string())[0];
       if (!verdict.empty()) {
         // One line for the whole job: rank 0 reports it and main's MPI_Abort ends every rank with
-        // exit 2; the others wait for that in a broadcast rank 0 never sends.
-        if (mpi->rank() != 0) {
-          std::vector<char> never;
-          mpi->broadcast(never, 0);
-        }
-        throw ConfigError(std::string(verdict.begin(), verdict.end()));
+        // exit 2; the others wait for that in a collective rank 0 never joins.
+        if (job.rank() != 0) job.start_together();
+        throw ConfigError(verdict);
       }
+    }
+    AllreduceBenchRanks ranks{job.rank(), job.size()};
+    if (cfg.gpu) {
+      ranks.backend = &job.open_backend(job.device_for_ranks("gpu", {}));
+      ranks.device = job.bind_devices()[static_cast<size_t>(job.rank())];
+      // A GPU job's communicator is NCCL's, whose CUDA events time the host-issued allreduces.
+      ranks.comm = dynamic_cast<DeviceCommunicator*>(&job.connect({cfg.algo, cfg.nccl, cfg.timeout_seconds}));
     }
     const auto [utc_time, utc_stamp] = utc_times(std::chrono::system_clock::now());
     Provenance provenance = start_provenance();
-    provenance.hosts = distinct_hosts(mpi->allgather(mpi->host()));
-    const AllreduceBenchResult result = run_allreduce_bench(cfg);
+    provenance.hosts = distinct_hosts(job.gather(job.host()));
+    const AllreduceBenchResult result = run_allreduce_bench(cfg, ranks);
     set_end(provenance);
     long long wrong = 0;
     for (const auto& row : result.rows) wrong += row.wrong > 0 ? row.wrong : 0;
-    if (mpi->rank() == 0) {
-      AllreduceResult summary = allreduce_result(result, cfg.check, utc_time, mpi->host());
+    if (job.rank() == 0) {
+      AllreduceResult summary = allreduce_result(result, cfg.check, utc_time, job.host());
       summary.provenance = provenance;
       summary.settings = setting_values(allreduce_bench_settings(), allreduce_fields(*args));
       const nlohmann::json j = allreduce_result_json(summary);

@@ -139,14 +139,15 @@ void Job::start_watchdog(double timeout_seconds) {
 }
 
 Communicator& Job::connect(const CommunicatorChoice& choice) {
-  CNNSCALE_CHECK(together_ && !comm_, "a communicator joins the ranks of a together job, once");
+  CNNSCALE_CHECK(!comm_, "the job's communicator is connected already");
   Backend& b = backend();
   if (b.device().is_cpu()) {
+    CNNSCALE_CHECK(together_, "an MPI communicator joins the ranks of a together job");
     comm_ = std::make_unique<MpiCommunicator>();
   } else {
     std::vector<char> id;
     if (rank_ == 0) id = device_communicator_id();
-    mpi_->broadcast(id, 0);
+    if (together_) mpi_->broadcast(id, 0);
     BlockingOp mark("NCCL communicator initialisation");
     // Counted above the NCCL code, as MpiCommunicator counts its own: the peers' watchdogs compare.
     comm_ = std::make_unique<CountedDeviceCommunicator>(

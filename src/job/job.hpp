@@ -85,7 +85,8 @@ class Job {
   bool watching() const { return watchdog_ != nullptr; }
 
   // The ranks' communicator, collective: MPI for CPU ranks, NCCL (bootstrapped over MPI) for GPU
-  // ranks. Together jobs only; after bind_devices.
+  // ranks. After bind_devices. A job of one rank has one on a GPU only (NCCL of one rank, as `bench
+  // allreduce` run as one process times it); MPI's needs a together job.
   Communicator& connect(const CommunicatorChoice& choice);
   Communicator* communicator() const { return comm_.get(); }
   RankExchange* exchange() const;  // the layers' view of the communicator (sync batch norm); null before

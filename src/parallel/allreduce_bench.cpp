@@ -59,7 +59,9 @@ double sum_over_ranks(double value) {
   return value;
 }
 
-void validate(const AllreduceBenchConfig& cfg, int ranks) {
+}  // namespace
+
+void validate_allreduce_bench(const AllreduceBenchConfig& cfg, int ranks) {
   const auto element = static_cast<int64_t>(dtype_size(cfg.dtype));
   const std::string name = float_type_name(cfg.dtype);
   if (cfg.min_bytes < element)
@@ -86,6 +88,8 @@ void validate(const AllreduceBenchConfig& cfg, int ranks) {
                  "exactly; check with fewer ranks or another dtype",
                  name, ranks, 31 * ranks, exact, name);
 }
+
+namespace {
 
 // One energy window, the same work on every rank: after a barrier, `work` runs while each rank's
 // counter is read at its own updates (power_while, the harness the kernel benches share: the first
@@ -149,12 +153,15 @@ float allreduce_check_value(int rank, int64_t i) {
   return static_cast<float>((i * 7 + static_cast<int64_t>(rank) * 13) % 31 + 1);
 }
 
-AllreduceBenchResult run_allreduce_bench(const AllreduceBenchConfig& cfg) {
-  validate(cfg, mpi_env().size());
+AllreduceBenchResult run_allreduce_bench(const AllreduceBenchConfig& cfg, const AllreduceBenchRanks& ranks) {
+  validate_allreduce_bench(cfg, ranks.size);
+  // The figures' reductions over ranks below are MPI_COMM_WORLD's: the job's ranks must be all of them.
+  CNNSCALE_CHECK(ranks.size == (mpi_env().initialized() ? mpi_env().size() : 1),
+                 "bench allreduce: a job of {} rank(s) in a launch of {}", ranks.size, mpi_env().size());
   AllreduceBenchResult result;
-  result.ranks = mpi_env().size();
+  result.ranks = ranks.size;
   result.dtype = float_type_name(cfg.dtype);
-  const int rank = mpi_env().rank();
+  const int rank = ranks.rank;
   const auto element = static_cast<int64_t>(dtype_size(cfg.dtype));
   const std::vector<int64_t> sizes = allreduce_bench_sizes(cfg.min_bytes, cfg.max_bytes, cfg.step_factor, element);
   const int64_t max_count = sizes.back() / element;
@@ -165,8 +172,9 @@ AllreduceBenchResult run_allreduce_bench(const AllreduceBenchConfig& cfg) {
   const bool graph = cfg.gpu && cfg.graph && result.ranks > 1;
   std::unique_ptr<BenchTarget> target;
   if (cfg.gpu) {
-    target = allreduce_bench::make_gpu_target(max_count, rank, result.ranks, cfg.algo, cfg.timeout_seconds, cfg.dtype,
-                                              cfg.nccl, graph);
+    CNNSCALE_CHECK(ranks.backend && ranks.comm, "bench allreduce on GPUs needs the job's backend and communicator");
+    target = allreduce_bench::make_gpu_target(*ranks.backend, *ranks.comm, ranks.device, max_count, rank,
+                                              cfg.timeout_seconds, cfg.dtype, graph);
   } else {
     target = allreduce_bench::make_cpu_target(max_count, rank, cfg.dtype);
   }

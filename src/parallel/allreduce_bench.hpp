@@ -11,6 +11,7 @@
 
 #include "backend/communicator.hpp"
 #include "core/dtype.hpp"
+#include "parallel/device_binding.hpp"
 
 namespace cnnscale {
 
@@ -108,9 +109,25 @@ double allreduce_busbw(double algbw, int ranks);
 // ranks stay exact in float, and in bf16 (8 significant bits: every integer to 256) over up to 8.
 float allreduce_check_value(int rank, int64_t i);
 
-// Collective over MPI_COMM_WORLD when MpiEnv initialised MPI (else one rank). Every rank returns
-// the same rows; with cfg.gpu each rank uses the GPU of its node-local rank. ConfigError for a bad
-// cfg; PeerError when a peer fails (NCCL deadline, MPI error).
-AllreduceBenchResult run_allreduce_bench(const AllreduceBenchConfig& cfg);
+// The ranks the bench runs on, as the job (job/job.hpp) made them: their binding, device checks
+// and NCCL bootstrap are the job's, as for every measuring command.
+struct AllreduceBenchRanks {
+  int rank = 0, size = 1;  // the job's: one rank without an MPI launch
+  // GPU: this rank's backend and the job's NCCL communicator over it, and the device it bound to
+  // (host, "gpu:N", UUID). CPU: null; the bench times MPI_Allreduce itself.
+  Backend* backend = nullptr;
+  DeviceCommunicator* comm = nullptr;
+  RankDevice device;
+};
+
+// ConfigError for a bad cfg (sizes, counts, windows; --check's exact sums over `ranks`): checked
+// before any rank opens a device.
+void validate_allreduce_bench(const AllreduceBenchConfig& cfg, int ranks);
+
+// Collective over the job's ranks (MPI_COMM_WORLD when MpiEnv initialised MPI, else one rank). Every
+// rank returns the same rows. ConfigError for a bad cfg (or a GPU cfg without a backend and
+// communicator); PeerError when a peer fails (NCCL deadline, MPI error).
+// `ranks` left out: one rank, CPU only.
+AllreduceBenchResult run_allreduce_bench(const AllreduceBenchConfig& cfg, const AllreduceBenchRanks& ranks = {});
 
 }  // namespace cnnscale

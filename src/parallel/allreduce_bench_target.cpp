@@ -87,28 +87,12 @@ class CpuTarget final : public BenchTarget {
 
 class GpuTarget final : public BenchTarget {
  public:
-  GpuTarget(int64_t max_count, int rank, int ranks, AllreduceAlgo algo, double timeout_seconds, DType dtype,
-            const NcclTuning& nccl, bool graph)
-      : rank_(rank), dtype_(dtype), graph_(graph), timeout_seconds_(timeout_seconds) {
-    if (!cuda_backend_built())
-      throw_runtime("bench allreduce --device gpu: this build of cnnscale has no CUDA backend (NCCL)");
-    // Bound like `train`: the GPU of the node-local rank, and no two ranks on one physical GPU.
-    const MpiEnv& env = mpi_env();
-    const int gpu = gpu_for_local_rank(env.local_rank(), env.local_size(), {});
-    check_gpu_visible(rank, env.local_rank(), env.host(), gpu, cuda_device_count());
-    const RankDevice me{env.host(), fmt::format("gpu:{}", gpu), cnnscale::gpu_uuid(gpu)};
-    uuid_ = me.uuid;
-    std::vector<RankDevice> all;
-    for (const std::string& text : env.allgather(encode_rank_device(me))) all.push_back(decode_rank_device(text));
-    check_distinct_devices(all);
-    backend_ = make_backend(me.device);
+  GpuTarget(Backend& backend, DeviceCommunicator& comm, const RankDevice& device, int64_t max_count, int rank,
+            double timeout_seconds, DType dtype, bool graph)
+      : rank_(rank), dtype_(dtype), graph_(graph), timeout_seconds_(timeout_seconds), backend_(&backend),
+        comm_(&comm), uuid_(device.uuid) {
     const std::string desc = backend_->description();
-    device_line_ = fmt::format("{} {} {} {}", me.host, me.device, desc.substr(0, desc.find(" (")), me.uuid);
-    // NCCL's bootstrap: rank 0's id (it listens on a socket for the others) goes to every rank.
-    std::vector<char> id;
-    if (rank == 0) id = device_communicator_id();
-    env.broadcast(id, 0);
-    comm_ = make_device_communicator(*backend_, rank, ranks, id, algo, timeout_seconds, nccl);
+    device_line_ = fmt::format("{} {} {} {}", device.host, device.device, desc.substr(0, desc.find(" (")), device.uuid);
     buf_ = backend_->alloc(Shape{max_count}, dtype);
     host_.resize(static_cast<size_t>(max_count));
     staging_.resize(static_cast<size_t>(max_count) * dtype_size(dtype));
@@ -123,7 +107,7 @@ class GpuTarget final : public BenchTarget {
     // The buffer is freed in compute-stream order: make that stream wait for the last collective.
     // After a failure the communicator is aborted (wait() throws): its kernels have exited then.
     try {
-      if (comm_) comm_->wait();
+      comm_->wait();
     } catch (const PeerError&) {
     }
   }
@@ -247,14 +231,14 @@ class GpuTarget final : public BenchTarget {
   bool graph_;
   double timeout_seconds_;
   std::vector<std::byte> staging_;  // the buffer's bytes on the host
-  std::unique_ptr<Backend> backend_;
-  std::unique_ptr<DeviceCommunicator> comm_;
+  Backend* backend_;     // the job's
+  DeviceCommunicator* comm_;  // the job's
   Tensor buf_;  // (max_count); sizes use its prefix
   // The last size's graph (after the communicator and backend it uses, so destroyed before them).
   std::unique_ptr<CapturedWork> work_;
   int64_t work_count_ = 0, work_iters_ = 0;
   std::vector<float> host_;
-  std::string device_line_, library_, algo_, uuid_;
+  std::string uuid_, device_line_, library_, algo_;
 };
 
 }  // namespace
@@ -263,10 +247,10 @@ std::unique_ptr<BenchTarget> make_cpu_target(int64_t max_count, int rank, DType 
   return std::make_unique<CpuTarget>(max_count, rank, dtype);
 }
 
-std::unique_ptr<BenchTarget> make_gpu_target(int64_t max_count, int rank, int ranks, AllreduceAlgo algo,
-                                             double timeout_seconds, DType dtype, const NcclTuning& nccl,
+std::unique_ptr<BenchTarget> make_gpu_target(Backend& backend, DeviceCommunicator& comm, const RankDevice& device,
+                                             int64_t max_count, int rank, double timeout_seconds, DType dtype,
                                              bool graph) {
-  return std::make_unique<GpuTarget>(max_count, rank, ranks, algo, timeout_seconds, dtype, nccl, graph);
+  return std::make_unique<GpuTarget>(backend, comm, device, max_count, rank, timeout_seconds, dtype, graph);
 }
 
 }  // namespace cnnscale::allreduce_bench

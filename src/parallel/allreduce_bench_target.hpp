@@ -10,6 +10,7 @@
 
 #include "backend/communicator.hpp"
 #include "core/dtype.hpp"
+#include "parallel/device_binding.hpp"
 #include "parallel/mpi_env.hpp"
 
 namespace cnnscale::allreduce_bench {
@@ -42,9 +43,10 @@ class BenchTarget {
 
 // MPI_Allreduce between two steady-clock readings.
 std::unique_ptr<BenchTarget> make_cpu_target(int64_t max_count, int rank, DType dtype);
-// NCCL allreduces on the GPU of the node-local rank, issued from the host or replayed as a CUDA graph.
-std::unique_ptr<BenchTarget> make_gpu_target(int64_t max_count, int rank, int ranks, AllreduceAlgo algo,
-                                             double timeout_seconds, DType dtype, const NcclTuning& nccl,
+// NCCL allreduces through `comm` (the job's, with its algorithm and tuning) on `backend`'s GPU,
+// `device`, issued from the host or replayed as a CUDA graph. Both outlive the target.
+std::unique_ptr<BenchTarget> make_gpu_target(Backend& backend, DeviceCommunicator& comm, const RankDevice& device,
+                                             int64_t max_count, int rank, double timeout_seconds, DType dtype,
                                              bool graph);
 
 }  // namespace cnnscale::allreduce_bench
