@@ -2,7 +2,7 @@
 // activation reached about half the HBM bandwidth on bf16 activations), softmax through cuDNN,
 // dropout through cnnscale's counter-based kernel (the same mask as the CPU backend, element for
 // element). ReLU and dropout run on f32, bf16 or f16 (one dtype per call); softmax is f32 (the loss
-// layer keeps probabilities in fp32).
+// layer keeps probabilities in fp32). quantize_int8 is one kernel too (cuda_int8_kernels.cu).
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/cuda_kernels.hpp"
@@ -98,6 +98,25 @@ void CudaBackend::softmax_forward(const Tensor& x, const Tensor& prob) {
   const float one = 1.0f, zero = 0.0f;
   CUDNN_CHECK(cudnnSoftmaxForward(cudnn_, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL, &one, desc_a_, x.f32(),
                                   &zero, desc_a_, prob.f32()));
+}
+
+void CudaBackend::quantize_int8(const Tensor& x, float scale, const Tensor& q) {
+  cuda::expect_float("quantize_int8", "x", x, device_);
+  cuda::expect_i8("quantize_int8", "q", q, device_);
+  if (!(scale > 0.0f)) throw_runtime("quantize_int8: scale {} is not positive", scale);
+  const Shape& sx = x.shape();
+  const Shape& sq = q.shape();
+  const int64_t c = sx.rank() > 1 ? sx[1] : 1, cq = sq.rank() > 1 ? sq[1] : 1;
+  const bool same_rows = sx.rank() == sq.rank() && sx[0] == sq[0] && sx.numel() / c == sq.numel() / cq;
+  // Rows of channels: a channels-last tensor's pixels, an (N, C) tensor's samples; or, without
+  // padding, any memory order both share.
+  const bool rows_of_channels = sx.rank() == 2 || (x.layout() == Layout::NHWC && q.layout() == Layout::NHWC);
+  if (!same_rows || cq < c || (cq > c && !rows_of_channels) || (cq == c && x.layout() != q.layout()))
+    throw_runtime("quantize_int8: q {} ({}) does not hold x {} ({}) (more channels only, channels-last)",
+                  sq.to_string(), layout_name(q.layout()), sx.to_string(), layout_name(x.layout()));
+  activate();
+  const int64_t rows = cq == c ? sx.numel() : sx.numel() / c;
+  cuda::launch_quantize_int8(x.dtype(), rows, cq == c ? 1 : c, cq == c ? 1 : cq, x.raw(), q.raw(), scale, stream());
 }
 
 }  // namespace cnnscale

@@ -91,7 +91,7 @@ CudaBackend::CudaBackend(int device_index, CudaBackendOptions options)
     // *_FAST_TF32 compute type); it still allows the fastest exact-fp32 kernels, unlike
     // CUBLAS_PEDANTIC_MATH, which the study has no reason to pay for.
     CUBLAS_CHECK(cublasSetMathMode(cublas_, options_.allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
-    CUDNN_CHECK(cudnnSetActivationDescriptor(relu_desc_, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+    norm_ = std::make_unique<cuda::Normalization>(*this);
   } catch (...) {
     if (cublas_) cublasDestroy(cublas_);
     if (cudnn_) cudnnDestroy(cudnn_);
@@ -102,8 +102,8 @@ CudaBackend::CudaBackend(int device_index, CudaBackendOptions options)
 CudaBackend::~CudaBackend() {
   ctx_->make_current_noexcept();
   if (ds_ && ds_->stream) cudaStreamSynchronize(ds_->stream);
-  conv_plans_.clear();
-  linear_plans_.clear();  // its plans, then its handle
+  conv_.reset();    // its plans and kept buffers, before the handles and the workspace
+  linear_.reset();  // its plans, then its handle
   if (workspace_) ds_->free(workspace_);
   if (cublas_) cublasDestroy(cublas_);
   if (cudnn_) cudnnDestroy(cudnn_);
@@ -351,7 +351,7 @@ void CudaBackend::synchronize() {
 
 
 std::shared_ptr<TimingEvent> CudaBackend::record_timing_event() {
-  CNNSCALE_CHECK(capture_mode_ == CaptureMode::None, "cuda: record_timing_event inside a capture (capture_timing_point)");
+  CNNSCALE_CHECK(!capturing(), "cuda: record_timing_event inside a capture (capture_timing_point)");
   activate();
   std::shared_ptr<cuda::CudaTimingEvent> e = cuda::make_timing_event(ds_, ctx_);
   CUDA_CHECK(cudaEventRecord(e->event, ds_->stream));
@@ -383,7 +383,7 @@ double CudaBackend::elapsed_ms(const TimingEvent& a, const TimingEvent& b) {
 Tensor CudaBackend::staging(size_t slot, const Shape& shape, DType dtype) {
   CNNSCALE_CHECK(slot < staging_.size(), "staging slot {} of {}", slot, staging_.size());
   const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
-  if (const Tensor& trial = forms_.trial_staging[slot]; trial.defined()) {
+  if (const Tensor& trial = trial_.staging[slot]; trial.defined()) {
     CNNSCALE_CHECK(trial.bytes() >= bytes, "trial staging slot {}: {} bytes for {}", slot, trial.bytes(), bytes);
     return Tensor(trial.storage(), 0, shape, dtype);
   }
@@ -398,22 +398,20 @@ Tensor CudaBackend::staging(size_t slot, const Shape& shape, DType dtype) {
 
 void* CudaBackend::workspace(size_t bytes) {
   if (bytes <= workspace_bytes_) return workspace_;
-  // In a timed trial of a convolution form (forms_.trial_depth > 0), an algorithm wanting more than the
+  // In a timed trial of a convolution form (trial_.depth > 0), an algorithm wanting more than the
   // kept workspace gets a transient one, uncounted as search workspace is: a form that loses must
   // leave neither a grown workspace nor its peak behind.
-  if (forms_.trial_depth > 0) {
-    if (forms_.trial_workspace.defined() && forms_.trial_workspace.bytes() >= bytes)
-      return forms_.trial_workspace.raw();
-    forms_.trial_workspace = Tensor();
+  if (trial_.depth > 0) {
+    if (trial_.workspace.defined() && trial_.workspace.bytes() >= bytes) return trial_.workspace.raw();
+    trial_.workspace = Tensor();
     const size_t rounded = (bytes + 3) / 4 * 4;
     void* p = nullptr;
     if (cudaMallocAsync(&p, rounded, ds_->stream) != cudaSuccess) {
       cudaGetLastError();
       throw_runtime("cuda (gpu:{}): trial workspace of {} bytes could not be allocated", device_, bytes);
     }
-    forms_.trial_workspace =
-        Tensor(std::make_shared<Storage>(p, rounded, device(), [ds = ds_](void* q) { ds->free(q); }), 0,
-               Shape{static_cast<int64_t>(rounded / 4)}, DType::F32);
+    trial_.workspace = Tensor(std::make_shared<Storage>(p, rounded, device(), [ds = ds_](void* q) { ds->free(q); }), 0,
+                              Shape{static_cast<int64_t>(rounded / 4)}, DType::F32);
     return p;
   }
   if (workspace_) {

@@ -1,7 +1,7 @@
 // CudaBackend: the Backend on one GPU, or on a partition of its SMs (a green context). One
 // non-blocking compute stream owned by the backend, cuDNN and cuBLAS handles bound to it, a growable
-// device workspace, and per-shape convolution plans (descriptors + measured algorithms). Accessors
-// at the bottom are for the multi-GPU code.
+// device workspace and staging buffers; the convolutions (per-shape plans, measured algorithms and
+// forms) are a cuda::ConvEngine of its own. Accessors at the bottom are for the multi-GPU code.
 #pragma once
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -18,6 +18,8 @@
 
 #include "backend/backend.hpp"
 #include "backend/cuda/cuda_backend_options.hpp"
+#include "backend/cuda/cuda_backend_parts.hpp"
+#include "backend/cuda/cuda_conv_engine.hpp"
 #include "backend/cuda/cuda_conv_forms.hpp"
 #include "backend/cuda/cuda_conv_plan.hpp"
 #include "backend/cuda/cuda_linear_plans.hpp"
@@ -31,7 +33,6 @@ namespace cnnscale {
 
 namespace cuda {
 struct CudaTimingEvent;  // cuda_timing_event.hpp
-struct Im2colShape;      // cuda_kernels.hpp
 }  // namespace cuda
 
 class CudaBackend final : public Backend {
@@ -84,12 +85,15 @@ class CudaBackend final : public Backend {
   // the capture through events (the communication stream does): with Points::Nodes they need only
   // have joined it again by its end.
   bool can_capture() const override { return true; }
-  std::unique_ptr<CapturedWork> capture(const std::function<void()>& work, const CaptureOptions& options = {}) override;
+  std::unique_ptr<CapturedWork> capture(const std::function<void()>& work,
+                                        const CaptureOptions& options = {}) override {
+    return capture_->capture(work, options);
+  }
   size_t capture_timing_point() override { return capture_timing_point(stream()); }
   // A timing point on `stream`, which must be part of the capture in progress (the compute stream,
   // or one forked from it); another stream than the compute stream needs Points::Nodes.
-  size_t capture_timing_point(cudaStream_t stream);
-  bool capturing() const { return capture_mode_ != CaptureMode::None; }
+  size_t capture_timing_point(cudaStream_t stream) { return capture_->capture_timing_point(stream); }
+  bool capturing() const { return capture_->capturing(); }
 
   void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b,
             float beta, float* c) override;
@@ -101,36 +105,64 @@ class CudaBackend final : public Backend {
   void bias_backward(const Tensor& dy, const Tensor& dbias) override;
   // One cuBLASLt matmul with the bias, ReLU or bias gradient in its epilogue (cuda_linear.cpp) in
   // the tensor-core precisions; strict fp32 keeps cuBLAS's SGEMM and the ops apart, as convolutions.
-  void linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu, const Tensor& y) override;
-  void linear_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw, const Tensor& dbias) override;
+  void linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu, const Tensor& y) override {
+    linear_->linear_forward(x, w, bias, relu, y);
+  }
+  void linear_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw, const Tensor& dbias) override {
+    linear_->linear_backward_params(x, dy, dw, dbias);
+  }
 
-  void conv_forward(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y) override;
+  // The convolutions run in cuda::ConvEngine (cuda_conv_engine.hpp).
+  void conv_forward(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y) override {
+    conv_->conv_forward(p, x, w, y);
+  }
   void conv_forward_bias_relu(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& bias,
-                              const Tensor& y) override;
+                              const Tensor& y) override {
+    conv_->conv_forward_bias_relu(p, x, w, bias, y);
+  }
   // One cuDNN graph plan (convolution, bias, addend, ReLU) where one measured faster than
   // conv_forward followed by the three element-wise ops; otherwise those. Strict fp32 and
   // deterministic runs keep the ops apart, as conv_forward_bias_relu does.
   void conv_forward_residual(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& bias,
-                             const Tensor& addend, const Tensor& y) override;
+                             const Tensor& addend, const Tensor& y) override {
+    conv_->conv_forward_residual(p, x, w, bias, addend, y);
+  }
   // The same with the bias alone (convolution and bias in one graph plan, or the two ops).
   void conv_forward_bias(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& bias,
-                         const Tensor& y) override;
-  // int8 (cuda_int8.cpp): one kernel; one cuDNN graph plan per convolution shape, the fastest offered.
+                         const Tensor& y) override {
+    conv_->conv_forward_bias(p, x, w, bias, y);
+  }
+  // int8: quantize_int8 one kernel (cuda_activation.cpp); the convolution one cuDNN graph plan per
+  // shape, the fastest offered (cuda_int8.cpp); the fully connected layer cuBLASLt (cuda_linear.cpp).
   void quantize_int8(const Tensor& x, float scale, const Tensor& q) override;
   void conv_forward_int8(const ConvParams& p, const Tensor& xq, const Tensor& wq, const Tensor& scale,
                          const Tensor& bias, const Tensor& addend, const Tensor& addend_scale, bool relu,
-                         const Tensor& y) override;
+                         const Tensor& y) override {
+    conv_->conv_forward_int8(p, xq, wq, scale, bias, addend, addend_scale, relu, y);
+  }
   void linear_forward_int8(const Tensor& xq, const Tensor& wq, const Tensor& scale, const Tensor& bias, bool relu,
-                           const Tensor& y) override;
-  void conv_backward_data(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx) override;
-  void conv_backward_filter(const ConvParams& p, const Tensor& x, const Tensor& dy, const Tensor& dw) override;
+                           const Tensor& y) override {
+    linear_->linear_forward_int8(xq, wq, scale, bias, relu, y);
+  }
+  void conv_backward_data(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx) override {
+    conv_->conv_backward_data(p, w, dy, dx);
+  }
+  void conv_backward_filter(const ConvParams& p, const Tensor& x, const Tensor& dy, const Tensor& dw) override {
+    conv_->conv_backward_filter(p, x, dy, dw);
+  }
 
   // Saves each window's argmax (a byte per element of y) where the backward's gather runs on it:
   // channels-last max pooling with overlapping windows (ResNet's 3x3 stride-2 pool).
-  int64_t pool_saved_bytes(const PoolParams& p, const Shape& shape, DType dtype, Layout layout) const override;
-  void pool_forward(const PoolParams& p, const Tensor& x, const Tensor& y, const Tensor& saved = Tensor()) override;
+  int64_t pool_saved_bytes(const PoolParams& p, const Shape& shape, DType dtype, Layout layout) const override {
+    return pool_->pool_saved_bytes(p, shape, dtype, layout);
+  }
+  void pool_forward(const PoolParams& p, const Tensor& x, const Tensor& y, const Tensor& saved = Tensor()) override {
+    pool_->pool_forward(p, x, y, saved);
+  }
   void pool_backward(const PoolParams& p, const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx,
-                     const Tensor& saved = Tensor()) override;
+                     const Tensor& saved = Tensor()) override {
+    pool_->pool_backward(p, x, y, dy, dx, saved);
+  }
 
   void relu_forward(const Tensor& x, const Tensor& y) override;
   void relu_backward(const Tensor& y, const Tensor& dy, const Tensor& dx) override;
@@ -142,21 +174,27 @@ class CudaBackend final : public Backend {
   void dropout_backward_at(float ratio, uint64_t seed, const Tensor& iteration, uint64_t layer, const Tensor& dy,
                            const Tensor& dx) override;
 
-  void lrn_forward(const LrnParams& p, const Tensor& x, const Tensor& y) override;
-  void lrn_backward(const LrnParams& p, const Tensor& x, const Tensor& y, const Tensor& dy,
-                    const Tensor& dx) override;
+  void lrn_forward(const LrnParams& p, const Tensor& x, const Tensor& y) override { norm_->lrn_forward(p, x, y); }
+  void lrn_backward(const LrnParams& p, const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx) override {
+    norm_->lrn_backward(p, x, y, dy, dx);
+  }
 
   void batchnorm_forward_train(const BatchNormParams& p, const Tensor& x, const Tensor& scale, const Tensor& shift,
                                const Tensor& running_mean, const Tensor& running_var, const Tensor& y,
                                const Tensor& save_mean, const Tensor& save_inv_std,
-                               const BatchNormFused& fused = {}) override;
-  void batchnorm_forward_inference(const BatchNormParams& p, const Tensor& x, const Tensor& scale,
-                                   const Tensor& shift, const Tensor& running_mean, const Tensor& running_var,
-                                   const Tensor& y, const BatchNormFused& fused = {}) override;
+                               const BatchNormFused& fused = {}) override {
+    norm_->batchnorm_forward_train(p, x, scale, shift, running_mean, running_var, y, save_mean, save_inv_std, fused);
+  }
+  void batchnorm_forward_inference(const BatchNormParams& p, const Tensor& x, const Tensor& scale, const Tensor& shift,
+                                   const Tensor& running_mean, const Tensor& running_var, const Tensor& y,
+                                   const BatchNormFused& fused = {}) override {
+    norm_->batchnorm_forward_inference(p, x, scale, shift, running_mean, running_var, y, fused);
+  }
   void batchnorm_backward(const BatchNormParams& p, const Tensor& x, const Tensor& dy, const Tensor& scale,
-                          const Tensor& save_mean, const Tensor& save_inv_std, const Tensor& dx,
-                          const Tensor& dscale, const Tensor& dshift,
-                          const BatchNormFused& fused = {}) override;
+                          const Tensor& save_mean, const Tensor& save_inv_std, const Tensor& dx, const Tensor& dscale,
+                          const Tensor& dshift, const BatchNormFused& fused = {}) override {
+    norm_->batchnorm_backward(p, x, dy, scale, save_mean, save_inv_std, dx, dscale, dshift, fused);
+  }
 
   void softmax_forward(const Tensor& x, const Tensor& prob) override;
   void cross_entropy_loss(const Tensor& prob, const Tensor& labels, const Tensor& loss) override;
@@ -214,20 +252,27 @@ class CudaBackend final : public Backend {
   size_t workspace_bytes() const { return workspace_bytes_; }
   // Per direction run: its form (lowered, width-lowered, channels-first, channel-padded) and the
   // cuDNN algorithm or graph-API plan chosen for it.
-  std::string conv_implementation(const ConvSignature& call) const override;
+  std::string conv_implementation(const ConvSignature& call) const override { return conv_->conv_implementation(call); }
   // The plan (with measured algorithms) for a convolution shape and dtype, or nullptr if not yet used.
   const ConvPlan* find_conv_plan(const ConvParams& p, const Shape& x, const Shape& w, DType dtype = DType::F32,
-                                 Layout layout = Layout::NCHW) const;
+                                 Layout layout = Layout::NCHW) const {
+    return conv_->find_conv_plan(p, x, w, dtype, layout);
+  }
   // How many inputs the lowered and width-lowered forms have lowered (im2col passes) so far: a
   // filter gradient after its forward adds none where it reads the forward's lowering.
-  int64_t input_lowerings() const { return forms_.input_lowerings; }
+  int64_t input_lowerings() const { return conv_->input_lowerings(); }
   // Whether pool_forward/backward hand this shape to cuDNN (true) or to cnnscale's Caffe-rule
   // kernels (false: ceil-mode output larger than cuDNN's floor output).
-  static bool cudnn_can_pool(const PoolParams& p, const Shape& x);
+  static bool cudnn_can_pool(const PoolParams& p, const Shape& x) { return cuda::Pooling::cudnn_can_pool(p, x); }
 
  private:
-  using ConvKey = std::array<int64_t, 16>;
-  using KeptForm = ConvFormState::KeptForm;  // cuda_conv_forms.hpp
+  // The parts work on this backend's stream, handles, workspace, staging and scratch descriptors.
+  friend class cuda::ConvEngine;
+  friend class cuda::ConvAlgorithms;
+  friend class cuda::GraphCapture;
+  friend class cuda::LinearOps;
+  friend class cuda::Normalization;
+  friend class cuda::Pooling;
   void run_dropout(const char* op, const char* in_name, const char* out_name, float ratio, uint64_t seed,
                    uint64_t rng_stream, const Tensor* iteration, uint64_t layer, const Tensor& in, const Tensor& out);
   void launch_segments(const char* op, const Tensor& w, const Tensor& dw, const Tensor& history, const Tensor& ranges,
@@ -236,11 +281,8 @@ class CudaBackend final : public Backend {
   // Called wherever a buffer the backend keeps for itself (workspace, staging, batch-norm reserve)
   // is replaced: captured work that used the old one is no longer valid.
   void buffers_moved() { ++*buffer_generation_; }
-  // linear_plans_.run() on this backend's workspace and stream.
-  void run_linear(cuda::LinearPlan& plan, const void* a, const void* b, void* c, void* bias);
   // convert() and convert_scaled_at(): the scale is `scale`, or read at scale_at on the device.
   void convert_with(const Tensor& src, const Tensor& dst, float scale, const float* scale_at);
-  static ConvKey conv_key(const ConvParams& p, const Shape& x, const Shape& w, DType dtype, Layout layout);
   struct DeviceStream;  // context + stream, shared with every allocation's deleter
 
   // Make this backend's context current: its device's primary context, or its green context (ops
@@ -265,165 +307,6 @@ class CudaBackend final : public Backend {
     convert(src, t);
     return t;
   }
-  ConvPlan& conv_plan(const char* op, const ConvParams& p, const Shape& x, const Shape& w, DType dtype, Layout layout);
-  // Staging `slot` shaped as channels-last `t` with `channels` channels (contents undefined).
-  Tensor channels_staging(size_t slot, const Tensor& t, int64_t channels);
-  // `t` (channels-last, C innermost) copied into staging `slot` with `channels` channels: zero-padded
-  // when channels > C, cut back when channels < C.
-  Tensor with_channels(size_t slot, const Tensor& t, int64_t channels);
-  // Copies the first dst.c() channels of every pixel of `padded` into dst (channels-last).
-  void unpad_channels(const Tensor& padded, const Tensor& dst);
-  // Whether the direction `algo` of `plan` (&ConvPlan::fwd, ...) runs on plan.padded, as recorded in
-  // plan.*on_padded. Its first call runs the searches that decide it: find_plain() on the plan as
-  // given (unless padding is always on), find_padded() on the padded plan where there is one.
-  template <typename FindPlain, typename FindPadded>
-  bool runs_padded(const char* op, ConvPlan& plan, ConvAlgoChoice ConvPlan::*algo, bool ConvPlan::*on_padded,
-                   FindPlain&& find_plain, FindPadded&& find_padded);
-  void find_conv_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& y);
-  // One direction on `plan` with its chosen algorithm (searched before).
-  void run_conv_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& y);
-  // The plan conv_forward runs for these operands and the operands it takes (ForwardOperands).
-  // `lowered`, `first`, `width`: the caller's lowered, channels-first and width-lowered decisions;
-  // where any is Yes the operands are returned as given. Both forwards begin here (forward_begins).
-  ForwardOperands forward_operands(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y,
-                                   ConvPlan::Choice ConvPlan::*lowered, ConvPlan::Choice ConvPlan::*first,
-                                   ConvPlan::Choice ConvPlan::*width);
-  // A convolution direction's search or run on `plan`, its operands in the direction's order:
-  // (x, w, y) forward, (w, dy, dx) backward data, (x, dy, dw) backward filter.
-  using ConvCall = void (CudaBackend::*)(ConvPlan&, const Tensor&, const Tensor&, const Tensor&);
-  // One direction of `plan` in its channels-first form (CudaBackendOptions::channels_first).
-  void run_channels_first(ConvPlan& plan, ConvAlgoChoice ConvPlan::*algo, ConvCall find, ConvCall run,
-                          const ChannelsFirstOperand& a, const ChannelsFirstOperand& b,
-                          const ChannelsFirstOperand& out);
-  // Runs run_b() where `decision` of `plan` is Yes, run_a() where No; at the first call (Unsearched)
-  // b_wins() decides it. run_faster_order and run_faster_form are its two uses.
-  template <typename Decide, typename RunA, typename RunB>
-  void run_chosen(ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision, Decide&& b_wins, RunA&& run_a, RunB&& run_b);
-  // Runs run_first() (the channels-first form) or run_given() (the op on its channels-last operands)
-  // as `decision` says; decided at the first call, by timing both where measured
-  // (form_measures_faster, its copies in transient staging: forms_.trial_staging).
-  template <typename RunGiven, typename RunFirst>
-  void run_faster_order(const char* op, ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision, RunGiven&& run_given,
-                        RunFirst&& run_first);
-  // Whether a form (run_form) measures faster than the op as it runs otherwise (run_other), timed
-  // with `slots` transient (TrialStaging). No memory for them, or a form that fails in its trial
-  // (e.g. no usable algorithm for its shape, logged at `failure`), loses.
-  template <typename RunOther, typename RunForm>
-  bool form_measures_faster(const char* op, const ConvPlan& plan, const StagingSlots& slots, const char* other_name,
-                            RunOther&& run_other, const char* form_name, RunForm&& run_form, log::Level failure);
-  // Whether run_b() measures faster than run_a() (each run once untimed, then the median of timed
-  // runs), logged under the two names; it takes the notes of the trial (forms_.trial_notes) first.
-  template <typename RunA, typename RunB>
-  bool second_measures_faster(const char* op, const ConvPlan& plan, const char* a_name, RunA&& run_a,
-                              const char* b_name, RunB&& run_b);
-  void prime_switched_forward(const Tensor& x);
-  // Runs trial(), a form's measured trial for `decision` of `plan`, with its notes; whether the form runs.
-  template <typename Lower, typename Trial>
-  bool noted_trial(ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision, ConvPlan::FormTrial ConvPlan::*forward_trial,
-                   Lower&& lower, Trial&& trial);
-  // `t` reordered into staging `slot` in memory order `to` (cudnnTransformTensor); reorder() into
-  // a given tensor.
-  Tensor reordered(size_t slot, const Tensor& t, Layout to);
-  void reorder(const Tensor& src, const Tensor& dst);
-  // The lowered convolution (conv_lowering, cuda_conv_lowered.cpp).
-  bool lowerable(const ConvPlan& plan) const;
-  static Shape lowered_shape(const ConvPlan& plan);  // (n*oh*ow, the field padded to whole 16-byte rows)
-  // Likewise for the lowered form, slot 4 (forms_.kept).
-  Tensor lowered_input(const ConvPlan& plan, const Tensor& x, bool forward);
-  Tensor lowered_filter(const ConvPlan& plan, const Tensor& w, size_t slot);
-  void run_lowered_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& bias, bool relu,
-                           const Tensor& y);
-  void run_lowered_backward_filter(const ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw);
-  // Runs run_lowered() or run_cudnn() (the op as it runs otherwise), as `decision` of `plan` says;
-  // decided at the first call, where measured, by timing both on the op's buffers
-  // (lowered_measures_faster).
-  template <typename RunCudnn, typename RunLowered>
-  bool lowered_measures_faster(const char* op, const ConvPlan& plan, RunCudnn&& run_cudnn, RunLowered&& run_lowered);
-  // `lower`, for the filter gradient only: x's lowering alone (noted_trial).
-  template <typename RunCudnn, typename RunLowered, typename Lower = std::nullptr_t>
-  void run_faster_form(const char* op, ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision, RunCudnn&& run_cudnn,
-                       RunLowered&& run_lowered, Lower&& lower = nullptr);
-  // Whether a width-lowered input of `lowered_x` for x (in `dtype`) is within the form's bounds.
-  static bool width_lowering_fits(const Shape& lowered_x, const Shape& x, DType dtype);
-  // The width-lowered form (width_lowering, cuda_conv_lowered.cpp); `forward`: which direction asks.
-  Tensor width_lowered_input(const ConvPlan& plan, const Tensor& x, bool forward);
-  void run_width_lowered_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor* bias,
-                                 const Tensor& y);
-  void run_width_lowered_backward_filter(const ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw);
-  // Runs run_width() or run_other() (the op as it runs otherwise) as `decision` of `plan` says;
-  // decided at the first call, where measured, by timing both (form_measures_faster, the copies of
-  // both forms in transient staging).
-  template <typename RunOther, typename RunWidth, typename Lower = std::nullptr_t>
-  void run_faster_width(const char* op, ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision, RunOther&& run_other,
-                        RunWidth&& run_width, Lower&& lower = nullptr);
-  // linear_forward at batch 1 as GEMV (CudaBackendOptions::fc_gemv), once gemv_applies said it can.
-  static bool gemv_applies(const Tensor& x, const Tensor& w, const Tensor& y);
-  void linear_forward_gemv(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu, const Tensor& y);
-  // linear_forward as one cuBLASLt matmul with its epilogue (or the ops apart where it has none).
-  void linear_forward_matmul(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu, const Tensor& y);
-  // FcGemv::Auto: whether GEMV measured faster than the matmul for this call's shape (timed once).
-  bool gemv_measures_faster(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu, const Tensor& y);
-  std::map<std::tuple<int64_t, int64_t, int, bool, bool>, bool> gemv_faster_;  // (K, D, dtype, bias, relu)
-  // Times the fused bias+ReLU graph plans for `plan` against its forward, bias and ReLU apart.
-  void search_bias_relu(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
-  // The same for the residual graph plans, against conv_forward (whatever form it runs) and the ops.
-  void search_residual(ConvPlan& plan, const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& bias,
-                       const Tensor& addend, const Tensor& y);
-  ConvPlan& fused_forward_plan(const char* op, const ConvParams& p, const Tensor& x, const Tensor& w,
-                               const Tensor& bias, const Tensor* addend, const Tensor& y);
-  bool run_fused_plan(const char* op, const std::shared_ptr<cuda::ConvGraphPlan>& fused, const Tensor& x,
-                      const Tensor& w, const Tensor& bias, const Tensor* addend, const Tensor& y);
-  // The EngineCache key of a search on this backend: `what` after what decides what was measured.
-  std::string engine_cache_key(const std::string& what) const;
-  // `op` and a convolution plan's dtype, layout, shapes and parameters: the part of its searches'
-  // keys that names the problem.
-  static std::string conv_cache_text(const char* op, const ConvPlan& plan);
-  // A direction's search result read back from the engine cache; nullopt: search anew (the definition says when).
-  std::optional<ConvAlgoChoice> cached_conv_choice(const std::string& text, const ConvPlan& plan,
-                                                   cuda::ConvDirection direction, int count,
-                                                   const std::array<void*, 3>& operands, size_t limit,
-                                                   const std::function<cudnnStatus_t(int, size_t*)>& workspace_size,
-                                                   bool (*amplifies)(int));
-  // An EngineCache hit: only `engine` is compiled for `spec`, and kept where it runs once (`runs`,
-  // on a workspace of its size); null where this GPU does not offer it or it fails here.
-  std::unique_ptr<cuda::ConvGraphPlan> cached_graph_plan(
-      const std::string& engine, const cuda::ConvGraphSpec& spec,
-      const std::function<bool(const cuda::ConvGraphPlan&, void*)>& runs);
-  // `key`: the plan map's key (shapes, parameters, y and epilogue), also the engine cache's.
-  std::shared_ptr<cuda::ConvGraphPlan> search_int8_conv(const std::string& key, const ConvParams& p, const Tensor& xq,
-                                                        const Tensor& wq, const Tensor& scale, const Tensor& bias,
-                                                        const Tensor& addend, const Tensor& addend_scale, bool relu,
-                                                        const Tensor& y);
-  std::map<std::string, std::shared_ptr<cuda::ConvGraphPlan>> int8_conv_plans_;  // by shapes, params, y, epilogue
-  Tensor int8_linear_acc_;  // the int32 sums of linear_forward_int8 (cuda_linear.cpp)
-  void search_bias(ConvPlan& plan, const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& bias,
-                   const Tensor& y);
-  // The fastest graph plan for `spec` where it measures faster than `apart` (the ops apart); else null.
-  std::shared_ptr<cuda::ConvGraphPlan> faster_fused_plan(
-      const char* op, const ConvPlan& plan, const cuda::ConvGraphSpec& spec, const std::function<void()>& apart,
-      const std::function<cudnnStatus_t(const cuda::ConvGraphPlan&, void*)>& execute);
-  void run_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx);
-  void run_conv_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw);
-  void find_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx);
-  void find_conv_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw);
-  // The search of one direction that the three find_conv_* share (cuda_conv.cpp says how).
-  template <typename Perf, typename Heuristic, typename Find, typename WorkspaceSize>
-  ConvAlgoChoice search_direction(const char* op, ConvPlan& plan, cuda::ConvDirection direction, int count,
-                                  const std::array<void*, 3>& operands, const Shape& x, const Shape& w,
-                                  Heuristic&& heuristic, Find&& find, WorkspaceSize&& workspace_size);
-  // Makes the fastest graph-API plan of one direction `choice.graph` where it beats the legacy algorithm.
-  void search_graph_plans(const char* op, const ConvPlan& plan, cuda::ConvDirection direction, ConvAlgoChoice& choice,
-                          void* x, void* w, void* y, void* workspace, size_t workspace_bytes);
-  // Runs the chosen graph plan; false when there is none or it cannot take these operands.
-  bool run_graph_plan(const ConvAlgoChoice& choice, void* x, void* w, void* y);
-  size_t search_workspace_limit() const;
-  // 16-bit convolutions use tensor cores, which cuDNN's legacy API only offers them under
-  // CUDNN_TENSOR_OP_MATH (under DEFAULT_MATH cudnnFind returned only FMA kernels, 30x slower for
-  // bf16 backward data on an H100); f32 ones use TF32 tensor cores only with TF32 allowed.
-  cudnnMathType_t conv_math(DType dtype) const {
-    if (dtype != DType::F32) return CUDNN_TENSOR_OP_MATH;
-    return options_.allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
-  }
 
   int device_ = 0;
   CudaBackendOptions options_;
@@ -440,60 +323,23 @@ class CudaBackend final : public Backend {
   size_t workspace_bytes_ = 0;
   // Shared with every allocation's deleter, like ds_: a tensor may be freed after the backend.
   std::shared_ptr<MemoryCounter> memory_ = std::make_shared<MemoryCounter>();
-  std::map<ConvKey, std::unique_ptr<ConvPlan>> conv_plans_;
-  cuda::LinearPlans linear_plans_;  // the fully connected layers' cuBLASLt plans (cuda_linear_plans.hpp)
-  // Whether cuDNN's persistent batch-norm kernels may run: not in a green context of fewer SMs than
-  // the device. They size their grid for every SM of the device and fail there
-  // (CUDNN_STATUS_EXECUTION_FAILED: ResNet-34 bf16 on 66- and 33-SM partitions of an H200), so a
-  // partition runs channels-last batch norm through the non-persistent spatial kernels instead.
-  bool bn_persistent() const { return ctx_->granted_sms() == 0 || ctx_->granted_sms() >= sm_count_; }
-  // Whether a training batch norm of x runs cnnscale's channels-last kernels (cuda_bn_kernels.cu)
-  // rather than cuDNN's: channels-last 4-d x, as options_.batchnorm says (Auto: on a partition).
-  bool own_batchnorm(const Tensor& x) const {
-    if (x.layout() != Layout::NHWC || x.shape().rank() != 4) return false;
-    return options_.batchnorm == BatchNormKernels::Cnnscale ||
-           (options_.batchnorm == BatchNormKernels::Auto && !bn_persistent());
-  }
-  // What those kernels' launches over x need: its rows (pixels), the SMs the grid is sized to and
-  // a workspace that large (cuda_norm.cpp).
-  struct OwnBatchNormLaunch {
-    int64_t rows = 0;
-    int sms = 0;
-    void* workspace = nullptr;
-  };
-  OwnBatchNormLaunch own_batchnorm_launch(const Tensor& x);
-  // Reserve space of channels-last batch norm, from each training forward to its backward, by x.
-  std::map<const void*, Tensor> bn_reserve_;
   std::array<Tensor, 10> staging_;  // see staging()
-  // The input of `form` for plan: for a filter gradient the kept lowering of x where there is one,
-  // else x lowered by `g` into `into`, which is the form's kept slot outside a trial (recorded there
-  // for a forward) and a transient buffer in one.
-  Tensor lowered_or_kept(KeptForm form, const ConvPlan& plan, const Tensor& x, bool forward,
-                         const cuda::Im2colShape& g, const Tensor& into);
-  // A forward of `plan` is about to run: what it left in either slot may not be refreshed; the
-  // plan's stamps and forward count are taken.
-  void forward_begins(ConvPlan& plan);
-  struct TrialStaging;  // installs and clears forms_'s trial buffers (cuda_conv_trials.hpp)
-  // The convolution forms' kept lowerings and the state of their timed trials (cuda_conv_forms.hpp).
-  ConvFormState forms_;
+  // What staging() and workspace() hand out instead during a convolution form's timed trial
+  // (cuda_conv_forms.hpp, installed by cuda::ConvEngine's TrialStaging).
+  TrialBuffers trial_;
   // buffers_moved() count, shared with captured work (which may outlive the backend's last use).
   std::shared_ptr<uint64_t> buffer_generation_ = std::make_shared<uint64_t>(0);
-  // Stream capture in progress (cuda_graph.cpp). Segments: the graphs of the segments ended so far,
-  // each timing point ending one. Nodes: the events of the points recorded so far.
-  enum class CaptureMode { None, Segments, Nodes };
-  void begin_capture_segment(CaptureMode mode);
-  void end_capture_segment();
-  CaptureMode capture_mode_ = CaptureMode::None;
-  std::vector<cudaGraph_t> capture_segments_;
-  std::vector<std::shared_ptr<cuda::CudaTimingEvent>> capture_points_;
 
   // Scratch descriptors for the non-convolution ops, re-set on each call.
-  cuda::TensorDesc desc_a_, desc_b_, desc_c_;
-  cuda::PoolDesc pool_desc_;
-  cuda::LrnDesc lrn_desc_;
-  cuda::ActDesc relu_desc_;  // ReLU for batch norm's fused epilogue (set in the constructor)
-  // Batch norm's epilogue where cuDNN has no fused op: y += z, then y = max(0, y).
-  void batchnorm_epilogue(const BatchNormParams& p, const BatchNormFused& fused, const Tensor& y);
+  cuda::TensorDesc desc_a_, desc_b_;
+
+  // The parts, on the resources above (destroyed before them; ~CudaBackend destroys the convolutions'
+  // and the fully connected layers' plans before the handles).
+  std::unique_ptr<cuda::ConvEngine> conv_ = std::make_unique<cuda::ConvEngine>(*this);
+  std::unique_ptr<cuda::GraphCapture> capture_ = std::make_unique<cuda::GraphCapture>(*this);
+  std::unique_ptr<cuda::LinearOps> linear_ = std::make_unique<cuda::LinearOps>(*this);
+  std::unique_ptr<cuda::Normalization> norm_;  // made in the constructor, once the handles are
+  std::unique_ptr<cuda::Pooling> pool_ = std::make_unique<cuda::Pooling>(*this);
 };
 
 }  // namespace cnnscale

@@ -1,4 +1,4 @@
-// The convolution ops of CudaBackend and the forms a channels-last convolution may run in besides
+// The convolution ops of cuda::ConvEngine and the forms a channels-last convolution may run in besides
 // cuDNN on its operands as given: channel-padded, channels-first, lowered (im2col + GEMM) and
 // width-lowered ((R x 1) over S*C channels). Each direction's form is decided at its first call by
 // timed trials (cuda_conv_trials.hpp, their copies in transient buffers); the plans and what ran are
@@ -41,29 +41,28 @@ static Layout conv_layout(const char* op, const Tensor& a, const Tensor& b, cons
 // One direction of `plan` in its channels-first form (CudaBackendOptions::channels_first): inputs
 // a and b reordered to NCHW, the direction run on plan.channels_first (searched by `find` at its
 // first use, recorded in `algo`) into the NCHW copy of `out`, which is reordered back.
-void CudaBackend::run_channels_first(ConvPlan& plan, ConvAlgoChoice ConvPlan::*algo, ConvCall find, ConvCall run,
-                                     const ChannelsFirstOperand& a, const ChannelsFirstOperand& b,
-                                     const ChannelsFirstOperand& out) {
+void cuda::ConvEngine::run_channels_first(ConvPlan& plan, ConvAlgoChoice ConvPlan::*algo, ConvCall find, ConvCall run,
+                                          const ChannelsFirstOperand& a, const ChannelsFirstOperand& b,
+                                          const ChannelsFirstOperand& out) {
   ConvPlan& first = *plan.channels_first;
   const Tensor at = reordered(a.slot, a.t, Layout::NCHW), bt = reordered(b.slot, b.t, Layout::NCHW);
-  const Tensor outt = staging(out.slot, out.t.shape(), out.t.dtype()).as_layout(Layout::NCHW);
-  if ((first.*algo).algo < 0) (this->*find)(first, at, bt, outt);
-  (this->*run)(first, at, bt, outt);
+  const Tensor outt = b_.staging(out.slot, out.t.shape(), out.t.dtype()).as_layout(Layout::NCHW);
+  if ((first.*algo).algo < 0) (algos_.*find)(first, at, bt, outt);
+  (algos_.*run)(first, at, bt, outt);
   reorder(outt, out.t);
 }
 
-
 // The forms nest, each decided at its first call: lowered, or else width-lowered, or else
 // channels-first, or else cuDNN on the operands as given (channel-padded where that pays).
-void CudaBackend::conv_forward(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y) {
+void cuda::ConvEngine::conv_forward(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y) {
   const ForwardOperands f =
       forward_operands(p, x, w, y, &ConvPlan::fwd_lowered, &ConvPlan::fwd_channels_first, &ConvPlan::fwd_width_lowered);
   auto cudnn = [&] {
     run_faster_order(
-        "conv_forward", *f.given, &ConvPlan::fwd_channels_first, [&] { run_conv_forward(*f.plan, f.x, f.w, y); },
+        "conv_forward", *f.given, &ConvPlan::fwd_channels_first, [&] { algos_.run_conv_forward(*f.plan, f.x, f.w, y); },
         [&] {
-          run_channels_first(*f.given, &ConvPlan::fwd, &CudaBackend::find_conv_forward, &CudaBackend::run_conv_forward,
-                             {x, 5}, {w, 6}, {y, 7});
+          run_channels_first(*f.given, &ConvPlan::fwd, &cuda::ConvAlgorithms::find_conv_forward,
+                             &cuda::ConvAlgorithms::run_conv_forward, {x, 5}, {w, 6}, {y, 7});
         });
   };
   auto width_or_cudnn = [&] {
@@ -74,8 +73,7 @@ void CudaBackend::conv_forward(const ConvParams& p, const Tensor& x, const Tenso
                   [&] { run_lowered_forward(*f.given, x, w, Tensor(), false, y); });
 }
 
-
-void CudaBackend::prime_switched_forward(const Tensor& x) {
+void cuda::ConvEngine::prime_switched_forward(const Tensor& x) {
   const ConvFormState::SwitchedForward f = std::exchange(forms_.switched_forward, {});
   ConvPlan& plan = *f.plan;
   const bool bias_relu =
@@ -85,8 +83,8 @@ void CudaBackend::prime_switched_forward(const Tensor& x) {
   // SearchBuffer asks for at least 1 MiB and may get less than asked: then the next forward makes
   // what the form keeps, as any first call does.
   auto bytes = [&](int64_t n) { return std::max(static_cast<size_t>(n) * size, size_t{1} << 20); };
-  SearchBuffer wb(bytes(plan.w_shape.numel()), stream()), yb(bytes(plan.y_shape.numel()), stream()),
-      bb(bytes(k), stream());
+  SearchBuffer wb(bytes(plan.w_shape.numel()), b_.stream()), yb(bytes(plan.y_shape.numel()), b_.stream()),
+      bb(bytes(k), b_.stream());
   auto undo = [&](const std::string& why) {
     log::debug("x {} w {}: the forward keeps its form ({})", plan.x_shape.to_string(), plan.w_shape.to_string(), why);
     plan.*f.decision = ConvPlan::Choice::No;
@@ -95,8 +93,8 @@ void CudaBackend::prime_switched_forward(const Tensor& x) {
   if (wb.bytes() < bytes(plan.w_shape.numel()) || yb.bytes() < bytes(plan.y_shape.numel()) || bb.bytes() < bytes(k))
     return undo("no scratch memory to run it ahead");
   auto scratch = [&](const SearchBuffer& b, const Shape& shape) {
-    CUDA_CHECK(cudaMemsetAsync(b.ptr(), 0, b.bytes(), stream()));
-    return Tensor(std::make_shared<Storage>(b.ptr(), b.bytes(), device(), nullptr), 0, shape, plan.dtype);
+    CUDA_CHECK(cudaMemsetAsync(b.ptr(), 0, b.bytes(), b_.stream()));
+    return Tensor(std::make_shared<Storage>(b.ptr(), b.bytes(), b_.device(), nullptr), 0, shape, plan.dtype);
   };
   try {
     const Tensor w = scratch(wb, plan.w_shape).as_layout(plan.layout);
@@ -111,15 +109,16 @@ void CudaBackend::prime_switched_forward(const Tensor& x) {
   }
 }
 
-ForwardOperands CudaBackend::forward_operands(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y,
-                                              ConvPlan::Choice ConvPlan::*lowered, ConvPlan::Choice ConvPlan::*first,
-                                              ConvPlan::Choice ConvPlan::*width) {
-  cuda::expect_float("conv_forward", "x", x, device_);
-  cuda::expect_float("conv_forward", "w", w, device_);
-  cuda::expect_float("conv_forward", "y", y, device_);
+ForwardOperands cuda::ConvEngine::forward_operands(const ConvParams& p, const Tensor& x, const Tensor& w,
+                                                   const Tensor& y, ConvPlan::Choice ConvPlan::*lowered,
+                                                   ConvPlan::Choice ConvPlan::*first,
+                                                   ConvPlan::Choice ConvPlan::*width) {
+  cuda::expect_float("conv_forward", "x", x, b_.device_);
+  cuda::expect_float("conv_forward", "w", w, b_.device_);
+  cuda::expect_float("conv_forward", "y", y, b_.device_);
   cuda::expect_dtype("conv_forward", "w", w, x.dtype());
   cuda::expect_dtype("conv_forward", "y", y, x.dtype());
-  activate();
+  b_.activate();
   ConvPlan& plan = conv_plan("conv_forward", p, x.shape(), w.shape(), x.dtype(), conv_layout("conv_forward", x, w, y));
   cuda::expect_shape("conv_forward", "y", y, plan.y_shape);
   forward_begins(plan);  // this forward may not lower x again
@@ -136,10 +135,10 @@ ForwardOperands CudaBackend::forward_operands(const ConvParams& p, const Tensor&
     wp = with_channels(1, w, c);
   };
   if (!runs_padded(
-          "conv_forward", plan, &ConvPlan::fwd, &ConvPlan::fwd_padded, [&] { find_conv_forward(plan, x, w, y); },
+          "conv_forward", plan, &ConvPlan::fwd, &ConvPlan::fwd_padded, [&] { algos_.find_conv_forward(plan, x, w, y); },
           [&] {
             pad();
-            find_conv_forward(*plan.padded, xp, wp, y);
+            algos_.find_conv_forward(*plan.padded, xp, wp, y);
           }))
     return {&plan, x, w, &plan};
   pad();
@@ -150,9 +149,9 @@ ForwardOperands CudaBackend::forward_operands(const ConvParams& p, const Tensor&
 // the convolution's own choice followed by the bias and ReLU kernels; otherwise those three run, as
 // on every backend. Strict fp32 (no tensor-core engines) and deterministic runs (no timing) keep
 // the three ops.
-void CudaBackend::conv_forward_bias_relu(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& bias,
-                                         const Tensor& y) {
-  cuda::expect_float("conv_forward_bias_relu", "bias", bias, device_);
+void cuda::ConvEngine::conv_forward_bias_relu(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& bias,
+                                              const Tensor& y) {
+  cuda::expect_float("conv_forward_bias_relu", "bias", bias, b_.device_);
   cuda::expect_dtype("conv_forward_bias_relu", "bias", bias, x.dtype());
   cuda::expect_numel("conv_forward_bias_relu", "bias", bias, y.shape().c());
   const ForwardOperands f =
@@ -162,27 +161,26 @@ void CudaBackend::conv_forward_bias_relu(const ConvParams& p, const Tensor& x, c
   if (!plan.fwd_bias_relu_searched && f.given->fwd_bias_relu_lowered != ConvPlan::Choice::Yes &&
       f.given->fwd_bias_relu_channels_first != ConvPlan::Choice::Yes &&
       f.given->fwd_bias_relu_width_lowered != ConvPlan::Choice::Yes)
-    search_bias_relu(plan, f.x, f.w, bias, y);
+    algos_.search_bias_relu(plan, f.x, f.w, bias, y);
   auto cudnn = [&] {
     if (plan.fwd_bias_relu) {
-      void* ws = workspace(plan.fwd_bias_relu->workspace_bytes());
-      const cudnnStatus_t st = plan.fwd_bias_relu->execute(cudnn_, f.x.raw(), f.w.raw(), y.raw(), ws, bias.raw());
+      void* ws = b_.workspace(plan.fwd_bias_relu->workspace_bytes());
+      const cudnnStatus_t st = plan.fwd_bias_relu->execute(b_.cudnn_, f.x.raw(), f.w.raw(), y.raw(), ws, bias.raw());
       if (st == CUDNN_STATUS_SUCCESS) return;
       // Misaligned views: the three ops below. Anything else is an error.
       if (st != CUDNN_STATUS_BAD_PARAM) cuda::fail(st, "cudnnBackendExecute (fused convolution)", __FILE__, __LINE__);
     }
-    run_conv_forward(plan, f.x, f.w, y);
-    bias_add(bias, y);
-    relu_forward(y, y);
+    algos_.run_conv_forward(plan, f.x, f.w, y);
+    b_.bias_add(bias, y);
+    b_.relu_forward(y, y);
   };
   auto cudnn_in_faster_order = [&] {
-    run_faster_order("conv_forward_bias_relu", *f.given, &ConvPlan::fwd_bias_relu_channels_first, cudnn,
-                     [&] {
-                       run_channels_first(*f.given, &ConvPlan::fwd, &CudaBackend::find_conv_forward,
-                                          &CudaBackend::run_conv_forward, {x, 5}, {w, 6}, {y, 7});
-                       bias_add(bias, y);
-                       relu_forward(y, y);
-                     });
+    run_faster_order("conv_forward_bias_relu", *f.given, &ConvPlan::fwd_bias_relu_channels_first, cudnn, [&] {
+      run_channels_first(*f.given, &ConvPlan::fwd, &cuda::ConvAlgorithms::find_conv_forward,
+                         &cuda::ConvAlgorithms::run_conv_forward, {x, 5}, {w, 6}, {y, 7});
+      b_.bias_add(bias, y);
+      b_.relu_forward(y, y);
+    });
   };
   auto width_or_cudnn = [&] {
     run_faster_width("conv_forward_bias_relu", *f.given, &ConvPlan::fwd_bias_relu_width_lowered, cudnn_in_faster_order,
@@ -193,64 +191,65 @@ void CudaBackend::conv_forward_bias_relu(const ConvParams& p, const Tensor& x, c
 }
 
 // The operands of a fused forward (conv_forward_bias, conv_forward_residual) checked, and its plan.
-ConvPlan& CudaBackend::fused_forward_plan(const char* op, const ConvParams& p, const Tensor& x, const Tensor& w,
-                                          const Tensor& bias, const Tensor* addend, const Tensor& y) {
-  cuda::expect_float(op, "x", x, device_);
-  cuda::expect_float(op, "bias", bias, device_);
+ConvPlan& cuda::ConvEngine::fused_forward_plan(const char* op, const ConvParams& p, const Tensor& x, const Tensor& w,
+                                               const Tensor& bias, const Tensor* addend, const Tensor& y) {
+  cuda::expect_float(op, "x", x, b_.device_);
+  cuda::expect_float(op, "bias", bias, b_.device_);
   cuda::expect_dtype(op, "bias", bias, x.dtype());
   cuda::expect_numel(op, "bias", bias, y.shape().c());
   if (addend) {
-    cuda::expect_float(op, "addend", *addend, device_);
+    cuda::expect_float(op, "addend", *addend, b_.device_);
     cuda::expect_dtype(op, "addend", *addend, y.dtype());
     cuda::expect_shape(op, "addend", *addend, y.shape());
     if (addend->layout() != y.layout())
       throw_runtime("{}: the addend is {} but y is {}", op, layout_name(addend->layout()), layout_name(y.layout()));
   }
-  activate();
+  b_.activate();
   return conv_plan(op, p, x.shape(), w.shape(), x.dtype(), conv_layout("conv_forward", x, w, y));
 }
 
 // Runs `fused` where a search found one faster; false where the ops apart must run (none found, or
 // misaligned views). Anything but BAD_PARAM from cuDNN is an error.
-bool CudaBackend::run_fused_plan(const char* op, const std::shared_ptr<cuda::ConvGraphPlan>& fused, const Tensor& x,
-                                 const Tensor& w, const Tensor& bias, const Tensor* addend, const Tensor& y) {
+bool cuda::ConvEngine::run_fused_plan(const char* op, const std::shared_ptr<cuda::ConvGraphPlan>& fused,
+                                      const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor* addend,
+                                      const Tensor& y) {
   if (!fused) return false;
-  void* ws = workspace(fused->workspace_bytes());
+  void* ws = b_.workspace(fused->workspace_bytes());
   const cudnnStatus_t st =
-      fused->execute(cudnn_, x.raw(), w.raw(), y.raw(), ws, bias.raw(), addend ? addend->raw() : nullptr);
+      fused->execute(b_.cudnn_, x.raw(), w.raw(), y.raw(), ws, bias.raw(), addend ? addend->raw() : nullptr);
   if (st == CUDNN_STATUS_SUCCESS) return true;
   if (st != CUDNN_STATUS_BAD_PARAM)
     cuda::fail(st, fmt::format("cudnnBackendExecute ({})", op).c_str(), __FILE__, __LINE__);
   return false;
 }
 
-void CudaBackend::conv_forward_residual(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& bias,
-                                        const Tensor& addend, const Tensor& y) {
+void cuda::ConvEngine::conv_forward_residual(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& bias,
+                                             const Tensor& addend, const Tensor& y) {
   ConvPlan& plan = fused_forward_plan("conv_forward_residual", p, x, w, bias, &addend, y);
-  if (!plan.fwd_residual_searched) search_residual(plan, p, x, w, bias, addend, y);
+  if (!plan.fwd_residual_searched) algos_.search_residual(plan, p, x, w, bias, addend, y);
   if (run_fused_plan("conv_forward_residual", plan.fwd_residual, x, w, bias, &addend, y)) return;
   conv_forward(p, x, w, y);
-  bias_add(bias, y);
-  axpby(1.0f, addend, 1.0f, y);
-  relu_forward(y, y);
+  b_.bias_add(bias, y);
+  b_.axpby(1.0f, addend, 1.0f, y);
+  b_.relu_forward(y, y);
 }
 
-void CudaBackend::conv_forward_bias(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& bias,
-                                    const Tensor& y) {
+void cuda::ConvEngine::conv_forward_bias(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& bias,
+                                         const Tensor& y) {
   ConvPlan& plan = fused_forward_plan("conv_forward_bias", p, x, w, bias, nullptr, y);
-  if (!plan.fwd_bias_searched) search_bias(plan, p, x, w, bias, y);
+  if (!plan.fwd_bias_searched) algos_.search_bias(plan, p, x, w, bias, y);
   if (run_fused_plan("conv_forward_bias", plan.fwd_bias, x, w, bias, nullptr, y)) return;
   conv_forward(p, x, w, y);
-  bias_add(bias, y);
+  b_.bias_add(bias, y);
 }
 
-void CudaBackend::conv_backward_data(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx) {
-  cuda::expect_float("conv_backward_data", "w", w, device_);
-  cuda::expect_float("conv_backward_data", "dy", dy, device_);
-  cuda::expect_float("conv_backward_data", "dx", dx, device_);
+void cuda::ConvEngine::conv_backward_data(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx) {
+  cuda::expect_float("conv_backward_data", "w", w, b_.device_);
+  cuda::expect_float("conv_backward_data", "dy", dy, b_.device_);
+  cuda::expect_float("conv_backward_data", "dx", dx, b_.device_);
   cuda::expect_dtype("conv_backward_data", "dy", dy, w.dtype());
   cuda::expect_dtype("conv_backward_data", "dx", dx, w.dtype());
-  activate();
+  b_.activate();
   ConvPlan& plan = conv_plan("conv_backward_data", p, dx.shape(), w.shape(), w.dtype(),
                              conv_layout("conv_backward_data", dx, w, dy));
   cuda::expect_shape("conv_backward_data", "dy", dy, plan.y_shape);
@@ -263,31 +262,30 @@ void CudaBackend::conv_backward_data(const ConvParams& p, const Tensor& w, const
   };
   const bool padded = runs_padded(
       "conv_backward_data", plan, &ConvPlan::bwd_data, &ConvPlan::bwd_data_padded,
-      [&] { find_conv_backward_data(plan, w, dy, dx); },
+      [&] { algos_.find_conv_backward_data(plan, w, dy, dx); },
       [&] {
         pad();
-        find_conv_backward_data(*plan.padded, wp, dy, dxp);
+        algos_.find_conv_backward_data(*plan.padded, wp, dy, dxp);
       });
   auto cudnn = [&] {
-    if (!padded) return run_conv_backward_data(plan, w, dy, dx);
+    if (!padded) return algos_.run_conv_backward_data(plan, w, dy, dx);
     pad();
-    run_conv_backward_data(*plan.padded, wp, dy, dxp);
+    algos_.run_conv_backward_data(*plan.padded, wp, dy, dxp);
     unpad_channels(dxp, dx);
   };
-  run_faster_order("conv_backward_data", plan, &ConvPlan::bwd_data_channels_first, cudnn,
-                   [&] {
-                     run_channels_first(plan, &ConvPlan::bwd_data, &CudaBackend::find_conv_backward_data,
-                                        &CudaBackend::run_conv_backward_data, {w, 6}, {dy, 7}, {dx, 5});
-                   });
+  run_faster_order("conv_backward_data", plan, &ConvPlan::bwd_data_channels_first, cudnn, [&] {
+    run_channels_first(plan, &ConvPlan::bwd_data, &cuda::ConvAlgorithms::find_conv_backward_data,
+                       &cuda::ConvAlgorithms::run_conv_backward_data, {w, 6}, {dy, 7}, {dx, 5});
+  });
 }
 
-void CudaBackend::conv_backward_filter(const ConvParams& p, const Tensor& x, const Tensor& dy, const Tensor& dw) {
-  cuda::expect_float("conv_backward_filter", "x", x, device_);
-  cuda::expect_float("conv_backward_filter", "dy", dy, device_);
-  cuda::expect_float("conv_backward_filter", "dw", dw, device_);
+void cuda::ConvEngine::conv_backward_filter(const ConvParams& p, const Tensor& x, const Tensor& dy, const Tensor& dw) {
+  cuda::expect_float("conv_backward_filter", "x", x, b_.device_);
+  cuda::expect_float("conv_backward_filter", "dy", dy, b_.device_);
+  cuda::expect_float("conv_backward_filter", "dw", dw, b_.device_);
   cuda::expect_dtype("conv_backward_filter", "dy", dy, x.dtype());
   cuda::expect_dtype("conv_backward_filter", "dw", dw, x.dtype());
-  activate();
+  b_.activate();
   ConvPlan& plan = conv_plan("conv_backward_filter", p, x.shape(), dw.shape(), x.dtype(),
                              conv_layout("conv_backward_filter", x, dw, dy));
   plan.sole_user = std::exchange(plan.forwards_since_filter_gradient, 0) <= 1;
@@ -301,23 +299,22 @@ void CudaBackend::conv_backward_filter(const ConvParams& p, const Tensor& x, con
   };
   const bool padded = runs_padded(
       "conv_backward_filter", plan, &ConvPlan::bwd_filter, &ConvPlan::bwd_filter_padded,
-      [&] { find_conv_backward_filter(plan, x, dy, dw); },
+      [&] { algos_.find_conv_backward_filter(plan, x, dy, dw); },
       [&] {
         pad();
-        find_conv_backward_filter(*plan.padded, xp, dy, dwp);
+        algos_.find_conv_backward_filter(*plan.padded, xp, dy, dwp);
       });
   auto cudnn = [&] {
-    if (!padded) return run_conv_backward_filter(plan, x, dy, dw);
+    if (!padded) return algos_.run_conv_backward_filter(plan, x, dy, dw);
     pad();
-    run_conv_backward_filter(*plan.padded, xp, dy, dwp);
+    algos_.run_conv_backward_filter(*plan.padded, xp, dy, dwp);
     unpad_channels(dwp, dw);
   };
   auto cudnn_in_faster_order = [&] {
-    run_faster_order("conv_backward_filter", plan, &ConvPlan::bwd_filter_channels_first, cudnn,
-                     [&] {
-                       run_channels_first(plan, &ConvPlan::bwd_filter, &CudaBackend::find_conv_backward_filter,
-                                          &CudaBackend::run_conv_backward_filter, {x, 5}, {dy, 7}, {dw, 6});
-                     });
+    run_faster_order("conv_backward_filter", plan, &ConvPlan::bwd_filter_channels_first, cudnn, [&] {
+      run_channels_first(plan, &ConvPlan::bwd_filter, &cuda::ConvAlgorithms::find_conv_backward_filter,
+                         &cuda::ConvAlgorithms::run_conv_backward_filter, {x, 5}, {dy, 7}, {dw, 6});
+    });
   };
   auto width_or_cudnn = [&] {
     run_faster_width(

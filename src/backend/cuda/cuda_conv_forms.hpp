@@ -1,9 +1,9 @@
-// What CudaBackend keeps for its convolution forms (the lowered, width-lowered and channels-first
+// What cuda::ConvEngine keeps for its convolution forms (the lowered, width-lowered and channels-first
 // forms it times against cuDNN on the operands as given: cuda_conv.cpp, cuda_conv_lowered.cpp,
 // cuda_conv_trials.hpp) between calls and during their timed trials: the lowered inputs a forward
 // leaves for its filter gradient, the transient buffers of a trial in progress, and the notes and
-// switch a trial leaves for the decisions after it. Data only: the backend's convolution code reads
-// and writes it; the backend owns one. Also the types the forms' calls take.
+// switch a trial leaves for the decisions after it. Data only: cuda::ConvEngine reads and writes
+// it and owns one. Also the types the forms' calls take.
 #pragma once
 #include <array>
 #include <cstddef>
@@ -35,13 +35,6 @@ struct ConvFormState {
   };
   std::array<KeptLowering, 2> kept{KeptLowering{4}, KeptLowering{8}};
   int64_t input_lowerings = 0;  // im2col passes of either form: CudaBackend::input_lowerings()
-  // Set during a timed trial of a convolution form (channels-first, width-lowered, and the lowered
-  // form's trial of a plan that has either): transient buffers that CudaBackend::staging() hands
-  // out for these slots instead, uncounted, as cuDNN's search workspace is.
-  std::array<Tensor, 10> trial_staging;
-  // CudaBackend::workspace() of such a trial where it needs more than the kept workspace (transient likewise).
-  Tensor trial_workspace;
-  int trial_depth = 0;  // trials in progress, nested ones counted
   // While run_faster_form times the lowered form of lowered_search_plan: the transient buffer its
   // input is lowered into.
   Tensor lowered_search_input;
@@ -61,8 +54,8 @@ struct ConvFormState {
     std::function<void()> lower;
     bool recorded = false, flip = false, form_alone = false;
   };
-  TrialNotes* trial_notes = nullptr;  // taken by the next CudaBackend::second_measures_faster
-  // A forward that a filter gradient's trial switched to its form: run once (CudaBackend::prime_switched_forward)
+  TrialNotes* trial_notes = nullptr;  // taken by the next ConvEngine::second_measures_faster
+  // A forward that a filter gradient's trial switched to its form: run once (ConvEngine::prime_switched_forward)
   // at the end of that filter gradient's call, outside every trial, on scratch buffers outside the
   // memory count, so that what the form keeps (staging, workspace) is made there and not in the
   // next step, which the trainer may capture as a CUDA graph.
@@ -76,9 +69,20 @@ struct ConvFormState {
   } switched_forward;
 };
 
+// Set during a timed trial of a convolution form (channels-first, width-lowered, and the lowered
+// form's trial of a plan that has either): transient buffers that CudaBackend::staging() hands out
+// for these slots instead, uncounted, as cuDNN's search workspace is. The backend holds them (its
+// staging and workspace answer with them); the engine's trials install and clear them.
+struct TrialBuffers {
+  std::array<Tensor, 10> staging;
+  // CudaBackend::workspace() of such a trial where it needs more than the kept workspace (transient likewise).
+  Tensor workspace;
+  int depth = 0;  // trials in progress, nested ones counted
+};
+
 // The plan conv_forward runs for these operands (the zero-padded one where padding pays, its
 // directions searched on first use) and the operands it takes (x and w padded copies there):
-// CudaBackend::forward_operands.
+// ConvEngine::forward_operands.
 struct ForwardOperands {
   ConvPlan* plan;
   Tensor x, w;

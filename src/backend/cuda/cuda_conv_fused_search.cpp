@@ -26,66 +26,65 @@ using cuda::ran;
 using cuda::SearchBuffer;
 using cuda::timed_run;
 
-
-void CudaBackend::search_bias_relu(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& bias,
-                                   const Tensor& y) {
+void cuda::ConvAlgorithms::search_bias_relu(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& bias,
+                                            const Tensor& y) {
   plan.fwd_bias_relu_searched = true;
   plan.fwd_bias_relu = faster_fused_plan(
       "conv_forward_bias_relu", plan,
       cuda::conv_bias_relu_graph_spec(plan.dtype, plan.layout, plan.x_shape, plan.w_shape, plan.y_shape, plan.params,
-                                      options_.allow_tf32),
+                                      b_.options_.allow_tf32),
       [&] {
         run_conv_forward(plan, x, w, y);
-        bias_add(bias, y);
-        relu_forward(y, y);
+        b_.bias_add(bias, y);
+        b_.relu_forward(y, y);
       },
-      [&](const cuda::ConvGraphPlan& candidate, void* ws) {
-        return candidate.execute(cudnn_, x.raw(), w.raw(), y.raw(), ws, bias.raw());
-      });
+      {x, w, bias, nullptr, y});
 }
 
-void CudaBackend::search_residual(ConvPlan& plan, const ConvParams& p, const Tensor& x, const Tensor& w,
-                                  const Tensor& bias, const Tensor& addend, const Tensor& y) {
+void cuda::ConvAlgorithms::search_residual(ConvPlan& plan, const ConvParams& p, const Tensor& x, const Tensor& w,
+                                           const Tensor& bias, const Tensor& addend, const Tensor& y) {
   plan.fwd_residual_searched = true;
   plan.fwd_residual = faster_fused_plan(
       "conv_forward_residual", plan,
       cuda::conv_residual_graph_spec(plan.dtype, plan.layout, plan.x_shape, plan.w_shape, plan.y_shape, plan.params,
-                                     options_.allow_tf32),
+                                     b_.options_.allow_tf32),
       // The ops apart as they would run: conv_forward makes its own choices in the first, untimed run.
       [&] {
-        conv_forward(p, x, w, y);
-        bias_add(bias, y);
-        axpby(1.0f, addend, 1.0f, y);
-        relu_forward(y, y);
+        engine_.conv_forward(p, x, w, y);
+        b_.bias_add(bias, y);
+        b_.axpby(1.0f, addend, 1.0f, y);
+        b_.relu_forward(y, y);
       },
-      [&](const cuda::ConvGraphPlan& candidate, void* ws) {
-        return candidate.execute(cudnn_, x.raw(), w.raw(), y.raw(), ws, bias.raw(), addend.raw());
-      });
+      {x, w, bias, &addend, y});
 }
 
-void CudaBackend::search_bias(ConvPlan& plan, const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& bias,
-                              const Tensor& y) {
+void cuda::ConvAlgorithms::search_bias(ConvPlan& plan, const ConvParams& p, const Tensor& x, const Tensor& w,
+                                       const Tensor& bias, const Tensor& y) {
   plan.fwd_bias_searched = true;
   plan.fwd_bias = faster_fused_plan(
       "conv_forward_bias", plan,
       cuda::conv_bias_graph_spec(plan.dtype, plan.layout, plan.x_shape, plan.w_shape, plan.y_shape, plan.params,
-                                 options_.allow_tf32),
+                                 b_.options_.allow_tf32),
       [&] {
-        conv_forward(p, x, w, y);
-        bias_add(bias, y);
+        engine_.conv_forward(p, x, w, y);
+        b_.bias_add(bias, y);
       },
-      [&](const cuda::ConvGraphPlan& candidate, void* ws) {
-        return candidate.execute(cudnn_, x.raw(), w.raw(), y.raw(), ws, bias.raw());
-      });
+      {x, w, bias, nullptr, y});
 }
 
-// The fastest of the graph plans the API offers for `spec` (run by `execute` with a workspace),
+// The fastest of the graph plans the API offers for `spec` (run on `operands` with a workspace),
 // where it measures faster than `apart`, the same function as separate ops; null otherwise, and
 // always in deterministic or strict-fp32 runs (no timing, no tensor-core engines).
-std::shared_ptr<cuda::ConvGraphPlan> CudaBackend::faster_fused_plan(
-    const char* op, const ConvPlan& plan, const cuda::ConvGraphSpec& spec, const std::function<void()>& apart,
-    const std::function<cudnnStatus_t(const cuda::ConvGraphPlan&, void*)>& execute) {
-  if (options_.deterministic || options_.conv_graph_plans <= 0 || (plan.dtype == DType::F32 && !options_.allow_tf32))
+std::shared_ptr<cuda::ConvGraphPlan> cuda::ConvAlgorithms::faster_fused_plan(const char* op, const ConvPlan& plan,
+                                                                             const cuda::ConvGraphSpec& spec,
+                                                                             const std::function<void()>& apart,
+                                                                             const FusedOperands& operands) {
+  auto execute = [&](const cuda::ConvGraphPlan& candidate, void* ws) {
+    return candidate.execute(b_.cudnn_, operands.x.raw(), operands.w.raw(), operands.y.raw(), ws,
+                             operands.bias.raw(), operands.addend ? operands.addend->raw() : nullptr);
+  };
+  if (b_.options_.deterministic || b_.options_.conv_graph_plans <= 0 ||
+      (plan.dtype == DType::F32 && !b_.options_.allow_tf32))
     return nullptr;
   // An earlier process's verdict on this GPU model: the ops apart, or the one engine to compile.
   EngineCache* cache = EngineCache::from_environment();
@@ -100,7 +99,7 @@ std::shared_ptr<cuda::ConvGraphPlan> CudaBackend::faster_fused_plan(
         return cached;
       }
     }
-  auto plans = cuda::conv_graph_plans(cudnn_, spec, search_workspace_limit(), options_.conv_graph_plans);
+  auto plans = cuda::conv_graph_plans(b_.cudnn_, spec, search_workspace_limit(), b_.options_.conv_graph_plans);
   if (plans.empty()) {
     log::debug("{} x {} w {}: the graph API offers no fused plan", op, plan.x_shape.to_string(),
                plan.w_shape.to_string());
@@ -109,7 +108,7 @@ std::shared_ptr<cuda::ConvGraphPlan> CudaBackend::faster_fused_plan(
   }
   EventPair ev;
   // The median of timed runs after one untimed run that loads the kernels; negative if one failed.
-  auto median_ms = [&](auto&& run) { return run() ? median_run_ms(ev, stream(), run) : -1.0f; };
+  auto median_ms = [&](auto&& run) { return run() ? median_run_ms(ev, b_.stream(), run) : -1.0f; };
   const float apart_ms = median_ms([&] {
     apart();
     return true;
@@ -118,7 +117,7 @@ std::shared_ptr<cuda::ConvGraphPlan> CudaBackend::faster_fused_plan(
   float best_ms = apart_ms;
   std::shared_ptr<cuda::ConvGraphPlan> best;
   for (auto& candidate : plans) {
-    SearchBuffer buf(std::max<size_t>(candidate->workspace_bytes(), size_t{1} << 20), stream());
+    SearchBuffer buf(std::max<size_t>(candidate->workspace_bytes(), size_t{1} << 20), b_.stream());
     if (buf.bytes() < candidate->workspace_bytes()) continue;
     const float ms = median_ms([&] { return ran(execute(*candidate, buf.ptr())); });
     if (ms < 0.0f) continue;

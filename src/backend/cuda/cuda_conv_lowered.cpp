@@ -47,16 +47,16 @@ constexpr int64_t kMaxWidthLoweredGrowth = 16;
 // lowered into staging slot 4, lowered_shape(plan) for GEMMs; its filter as (k, lowered columns)
 // rows (a view of w, or a zero-padded copy in staging `slot`); the two directions.
 
-Shape CudaBackend::lowered_shape(const ConvPlan& plan) {
+Shape cuda::ConvEngine::lowered_shape(const ConvPlan& plan) {
   const int64_t q = kLoweredColumnQuantum, cols = (lowered_field(plan) + q - 1) / q * q;
   return Shape{plan.y_shape.n() * plan.y_shape.h() * plan.y_shape.w(), cols};
 }
 
-bool CudaBackend::lowerable(const ConvPlan& plan) const {
-  if (options_.conv_lowering == ConvLowering::Never) return false;
-  if (options_.conv_lowering == ConvLowering::Measured && options_.deterministic) return false;  // no timing
+bool cuda::ConvEngine::lowerable(const ConvPlan& plan) const {
+  if (b_.options_.conv_lowering == ConvLowering::Never) return false;
+  if (b_.options_.conv_lowering == ConvLowering::Measured && b_.options_.deterministic) return false;  // no timing
   if (plan.layout != Layout::NHWC || plan.params.groups != 1 || plan.serves_width_lowering) return false;
-  if (plan.dtype == DType::F32 && !options_.allow_tf32) return false;  // strict fp32 stays on cuDNN
+  if (plan.dtype == DType::F32 && !b_.options_.allow_tf32) return false;  // strict fp32 stays on cuDNN
   const Shape lowered = lowered_shape(plan);
   if (lowered[1] > kMaxLoweredCols) return false;
   const int64_t elements = lowered.numel();
@@ -64,10 +64,10 @@ bool CudaBackend::lowerable(const ConvPlan& plan) const {
          elements <= kMaxLoweredGrowth * plan.x_shape.numel();
 }
 
-Tensor CudaBackend::lowered_or_kept(KeptForm form, const ConvPlan& plan, const Tensor& x, bool forward,
-                                    const cuda::Im2colShape& g, const Tensor& into) {
+Tensor cuda::ConvEngine::lowered_or_kept(KeptForm form, const ConvPlan& plan, const Tensor& x, bool forward,
+                                         const cuda::Im2colShape& g, const Tensor& into) {
   ConvFormState::KeptLowering& kept = forms_.kept[form];
-  const Tensor& held = staging_[kept.slot];
+  const Tensor& held = b_.staging_[kept.slot];
   const bool kept_slot = held.defined() && into.storage() == held.storage();
   // A trial counts on the kept lowering only where later steps will find it too (sole_user).
   if (!forward && (plan.sole_user || kept_slot) && kept.plan == &plan && kept.x == x.raw()) {
@@ -75,7 +75,7 @@ Tensor CudaBackend::lowered_or_kept(KeptForm form, const ConvPlan& plan, const T
                    into.shape().to_string());
     return Tensor(held.storage(), 0, into.shape(), into.dtype()).as_layout(into.layout());
   }
-  cuda::launch_im2col_nhwc(plan.dtype, g, x.raw(), into.raw(), stream());
+  cuda::launch_im2col_nhwc(plan.dtype, g, x.raw(), into.raw(), b_.stream());
   ++forms_.input_lowerings;
   if (kept_slot) {
     kept.plan = forward ? &plan : nullptr;
@@ -85,7 +85,7 @@ Tensor CudaBackend::lowered_or_kept(KeptForm form, const ConvPlan& plan, const T
   return into;
 }
 
-void CudaBackend::forward_begins(ConvPlan& plan) {
+void cuda::ConvEngine::forward_begins(ConvPlan& plan) {
   for (ConvFormState::KeptLowering& kept : forms_.kept) {
     if (kept.plan == &plan) kept.plan = nullptr;
     plan.slot_writes_at_forward[&kept - forms_.kept.data()] = kept.writes;
@@ -96,7 +96,7 @@ void CudaBackend::forward_begins(ConvPlan& plan) {
 // The forward's lowering goes to staging slot 4, or in its timed trial to the trial's transient
 // buffer (forms_.lowered_search_input); a filter gradient reads the forward's kept lowering of x where
 // there is one, in its trial too (lowered_or_kept).
-Tensor CudaBackend::lowered_input(const ConvPlan& plan, const Tensor& x, bool forward) {
+Tensor cuda::ConvEngine::lowered_input(const ConvPlan& plan, const Tensor& x, bool forward) {
   const Shape shape = lowered_shape(plan);
   const ConvParams& p = plan.params;
   cuda::Im2colShape g;
@@ -117,41 +117,41 @@ Tensor CudaBackend::lowered_input(const ConvPlan& plan, const Tensor& x, bool fo
   g.cols = shape[1];
   const bool in_trial = forms_.lowered_search_plan == &plan && forms_.lowered_search_input.defined();
   const Tensor col = in_trial ? forms_.lowered_search_input
-                              : staging(forms_.kept[ConvFormState::kLoweredForm].slot, shape, plan.dtype);
+                              : b_.staging(forms_.kept[ConvFormState::kLoweredForm].slot, shape, plan.dtype);
   CNNSCALE_CHECK(col.shape() == shape && col.dtype() == plan.dtype, "lowered input {} for {}", col.shape().to_string(),
                  shape.to_string());
   return lowered_or_kept(ConvFormState::kLoweredForm, plan, x, forward, g, col);
 }
 
-Tensor CudaBackend::lowered_filter(const ConvPlan& plan, const Tensor& w, size_t slot) {
+Tensor cuda::ConvEngine::lowered_filter(const ConvPlan& plan, const Tensor& w, size_t slot) {
   const int64_t k = plan.w_shape.n(), field = lowered_field(plan), cols = lowered_shape(plan)[1];
   if (cols == field) return as_rows(w, k, cols);  // KRSC rows are the lowered rows already
-  Tensor padded = staging(slot, Shape{k, cols}, plan.dtype);
-  cuda::launch_copy_rows(plan.dtype, k, w.raw(), field, padded.raw(), cols, stream());
+  Tensor padded = b_.staging(slot, Shape{k, cols}, plan.dtype);
+  cuda::launch_copy_rows(plan.dtype, k, w.raw(), field, padded.raw(), cols, b_.stream());
   return padded;
 }
 
 // y (n*oh*ow, k), which is y in NHWC, = lowered x (n*oh*ow, cols) times the filter rows (k, cols)
 // transposed, with the bias and ReLU in the GEMM's epilogue.
-void CudaBackend::run_lowered_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& bias,
-                                      bool relu, const Tensor& y) {
+void cuda::ConvEngine::run_lowered_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& bias,
+                                           bool relu, const Tensor& y) {
   const Tensor col = lowered_input(plan, x, /*forward=*/true);
   // Slot 3: slots 0 and 1 may hold the padded operands of the cuDNN form, timed beside this one.
   const Tensor rows = lowered_filter(plan, w, 3);
-  linear_forward(col, rows, bias, relu, as_rows(y, col.shape()[0], plan.w_shape.n()));
+  b_.linear_forward(col, rows, bias, relu, as_rows(y, col.shape()[0], plan.w_shape.n()));
 }
 
 // dw rows (k, cols) = dy (n*oh*ow, k) transposed times lowered x (n*oh*ow, cols), the zero columns
 // past r*s*c cut off on the way into dw (KRSC).
-void CudaBackend::run_lowered_backward_filter(const ConvPlan& plan, const Tensor& x, const Tensor& dy,
-                                              const Tensor& dw) {
+void cuda::ConvEngine::run_lowered_backward_filter(const ConvPlan& plan, const Tensor& x, const Tensor& dy,
+                                                   const Tensor& dw) {
   const Tensor col = lowered_input(plan, x, /*forward=*/false);
   const int64_t k = plan.w_shape.n(), field = lowered_field(plan), cols = col.shape()[1];
   const Tensor dy_rows = as_rows(dy, col.shape()[0], k);
-  if (cols == field) return linear_backward_params(col, dy_rows, as_rows(dw, k, cols), Tensor());
-  const Tensor dw_rows = staging(2, Shape{k, cols}, plan.dtype);
-  linear_backward_params(col, dy_rows, dw_rows, Tensor());
-  cuda::launch_copy_rows(plan.dtype, k, dw_rows.raw(), cols, dw.raw(), field, stream());
+  if (cols == field) return b_.linear_backward_params(col, dy_rows, as_rows(dw, k, cols), Tensor());
+  const Tensor dw_rows = b_.staging(2, Shape{k, cols}, plan.dtype);
+  b_.linear_backward_params(col, dy_rows, dw_rows, Tensor());
+  cuda::launch_copy_rows(plan.dtype, k, dw_rows.raw(), cols, dw.raw(), field, b_.stream());
 }
 
 // ---- width-lowered convolutions ------------------------------------------------------------------
@@ -162,7 +162,7 @@ void CudaBackend::run_lowered_backward_filter(const ConvPlan& plan, const Tensor
 // A forward's lowered input stays in slot 8 for the filter gradient of the same plan and x that
 // follows it (forms_.kept): `forward` says which of the two asks.
 
-bool CudaBackend::width_lowering_fits(const Shape& lowered_x, const Shape& x, DType dtype) {
+bool cuda::ConvEngine::width_lowering_fits(const Shape& lowered_x, const Shape& x, DType dtype) {
   const int64_t elements = lowered_x.numel();
   return lowered_x.c() <= kMaxLoweredCols &&
          static_cast<size_t>(elements) * dtype_size(dtype) <= kMaxWidthLoweredBytes &&
@@ -175,7 +175,7 @@ bool CudaBackend::width_lowering_fits(const Shape& lowered_x, const Shape& x, DT
 // The filter gradient reuses what the forward of the same plan and x left in the kept slot, in its
 // trial too; a forward in a trial lowers into the trial's transient slot, which keeps nothing
 // (lowered_or_kept).
-Tensor CudaBackend::width_lowered_input(const ConvPlan& plan, const Tensor& x, bool forward) {
+Tensor cuda::ConvEngine::width_lowered_input(const ConvPlan& plan, const Tensor& x, bool forward) {
   const ConvPlan& l = *plan.width_lowered;
   const ConvParams& p = plan.params;
   cuda::Im2colShape g;
@@ -193,17 +193,17 @@ Tensor CudaBackend::width_lowered_input(const ConvPlan& plan, const Tensor& x, b
   g.cols = l.channels;
   return lowered_or_kept(
       ConvFormState::kWidthForm, plan, x, forward, g,
-      staging(forms_.kept[ConvFormState::kWidthForm].slot, l.x_shape, plan.dtype).as_layout(Layout::NHWC));
+      b_.staging(forms_.kept[ConvFormState::kWidthForm].slot, l.x_shape, plan.dtype).as_layout(Layout::NHWC));
 }
 
 // The width-lowered filter's KRSC rows (k, r) are w's KRSC rows, S*C long, zero-padded to Cl.
-void CudaBackend::run_width_lowered_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor* bias,
-                                            const Tensor& y) {
+void cuda::ConvEngine::run_width_lowered_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w,
+                                                 const Tensor* bias, const Tensor& y) {
   const ConvPlan& l = *plan.width_lowered;
   const Tensor xl = width_lowered_input(plan, x, /*forward=*/true);
-  const Tensor wl = staging(9, l.w_shape, plan.dtype).as_layout(Layout::NHWC);
+  const Tensor wl = b_.staging(9, l.w_shape, plan.dtype).as_layout(Layout::NHWC);
   cuda::launch_copy_rows(plan.dtype, plan.w_shape.n() * plan.params.kernel_h, w.raw(), plan.width_field, wl.raw(),
-                         l.channels, stream());
+                         l.channels, b_.stream());
   if (bias)
     conv_forward_bias_relu(l.params, xl, wl, *bias, y);
   else
@@ -211,14 +211,14 @@ void CudaBackend::run_width_lowered_forward(const ConvPlan& plan, const Tensor& 
 }
 
 // The filter gradient of the (R x 1) convolution, its rows cut back from Cl to S*C into dw (KRSC).
-void CudaBackend::run_width_lowered_backward_filter(const ConvPlan& plan, const Tensor& x, const Tensor& dy,
-                                                    const Tensor& dw) {
+void cuda::ConvEngine::run_width_lowered_backward_filter(const ConvPlan& plan, const Tensor& x, const Tensor& dy,
+                                                         const Tensor& dw) {
   const ConvPlan& l = *plan.width_lowered;
   const Tensor xl = width_lowered_input(plan, x, /*forward=*/false);
-  const Tensor dwl = staging(9, l.w_shape, plan.dtype).as_layout(Layout::NHWC);
+  const Tensor dwl = b_.staging(9, l.w_shape, plan.dtype).as_layout(Layout::NHWC);
   conv_backward_filter(l.params, xl, dy, dwl);
   cuda::launch_copy_rows(plan.dtype, plan.w_shape.n() * plan.params.kernel_h, dwl.raw(), l.channels, dw.raw(),
-                         plan.width_field, stream());
+                         plan.width_field, b_.stream());
 }
 
 }  // namespace cnnscale

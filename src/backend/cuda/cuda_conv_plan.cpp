@@ -32,16 +32,15 @@ int64_t channel_quantum(DType dtype) { return kPixelQuantumBytes / static_cast<i
 }  // namespace
 
 // Plans are per shape, parameters, dtype and memory order.
-CudaBackend::ConvKey CudaBackend::conv_key(const ConvParams& p, const Shape& x, const Shape& w, DType dtype,
-                                           Layout layout) {
+cuda::ConvEngine::ConvKey cuda::ConvEngine::conv_key(const ConvParams& p, const Shape& x, const Shape& w, DType dtype,
+                                                     Layout layout) {
   return {x[0],       x[1],       x[2],    x[3],    w[0],         w[1],         w[2],         w[3],
           p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w, p.groups,
           static_cast<int64_t>(dtype) * 2 + (layout == Layout::NHWC ? 1 : 0)};
 }
 
-
-ConvPlan& CudaBackend::conv_plan(const char* op, const ConvParams& p, const Shape& x, const Shape& w, DType dtype,
-                                 Layout layout) {
+ConvPlan& cuda::ConvEngine::conv_plan(const char* op, const ConvParams& p, const Shape& x, const Shape& w, DType dtype,
+                                      Layout layout) {
   if (x.rank() != 4 || w.rank() != 4)
     throw_runtime("{} on cuda: x {} and w {} must be 4-d (N, C, H, W) / (K, C/groups, R, S)", op, x.to_string(),
                   w.to_string());
@@ -70,7 +69,7 @@ ConvPlan& CudaBackend::conv_plan(const char* op, const ConvParams& p, const Shap
   CUDNN_CHECK(cudnnSetConvolution2dDescriptor(plan->conv, p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dilation_h,
                                               p.dilation_w, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   CUDNN_CHECK(cudnnSetConvolutionGroupCount(plan->conv, p.groups));
-  CUDNN_CHECK(cudnnSetConvolutionMathType(plan->conv, conv_math(dtype)));
+  CUDNN_CHECK(cudnnSetConvolutionMathType(plan->conv, algos_.conv_math(dtype)));
   int n = 0, k = 0, oh = 0, ow = 0;
   CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(plan->conv, plan->x, plan->w, &n, &k, &oh, &ow));
   // The shape rule every backend and the layers share; cuDNN must agree with it.
@@ -84,22 +83,22 @@ ConvPlan& CudaBackend::conv_plan(const char* op, const ConvParams& p, const Shap
   ConvPlan& made = *conv_plans_.emplace(key, std::move(plan)).first->second;
   const int64_t quantum = channel_quantum(dtype);
   if (layout == Layout::NHWC && p.groups == 1 && x.c() % quantum != 0 &&
-      options_.channel_padding != ConvChannelPadding::Never) {
+      b_.options_.channel_padding != ConvChannelPadding::Never) {
     Shape xp = x, wp = w;
     xp[1] = wp[1] = (x.c() + quantum - 1) / quantum * quantum;
     made.padded = &conv_plan(op, p, xp, wp, dtype, layout);  // map nodes stay put: `made` is still valid
   }
   // Measured needs timing: deterministic runs choose without it, so they stay channels-last.
-  const bool first_form = options_.channels_first == ConvChannelsFirst::Always ||
-                          (options_.channels_first == ConvChannelsFirst::Measured && !options_.deterministic);
+  const bool first_form = b_.options_.channels_first == ConvChannelsFirst::Always ||
+                          (b_.options_.channels_first == ConvChannelsFirst::Measured && !b_.options_.deterministic);
   if (layout == Layout::NHWC && p.groups == 1 && x.c() % quantum != 0 && first_form)
     made.channels_first = &conv_plan(op, p, x, w, dtype, Layout::NCHW);
   // Width lowering: for the same first convolutions, where tensor cores compute (strict fp32 stays
   // on cuDNN's own forms, as with lowering) and where the copy is not out of proportion.
-  const bool width_form = (options_.width_lowering == ConvWidthLowering::Always ||
-                           (options_.width_lowering == ConvWidthLowering::Measured && !options_.deterministic)) &&
+  const bool width_form = (b_.options_.width_lowering == ConvWidthLowering::Always ||
+                           (b_.options_.width_lowering == ConvWidthLowering::Measured && !b_.options_.deterministic)) &&
                           layout == Layout::NHWC && x.c() % quantum != 0 &&
-                          (dtype != DType::F32 || options_.allow_tf32);
+                          (dtype != DType::F32 || b_.options_.allow_tf32);
   const std::optional<WidthLowering> l = width_form ? width_lowering(p, x, w, quantum) : std::nullopt;
   if (l && width_lowering_fits(l->x, x, dtype)) {
     made.width_lowered = &conv_plan(op, l->params, l->x, l->w, dtype, layout);
@@ -109,47 +108,45 @@ ConvPlan& CudaBackend::conv_plan(const char* op, const ConvParams& p, const Shap
   return made;
 }
 
-Tensor CudaBackend::reordered(size_t slot, const Tensor& t, Layout to) {
-  Tensor out = staging(slot, t.shape(), t.dtype()).as_layout(to);
+Tensor cuda::ConvEngine::reordered(size_t slot, const Tensor& t, Layout to) {
+  Tensor out = b_.staging(slot, t.shape(), t.dtype()).as_layout(to);
   reorder(t, out);
   return out;
 }
 
-void CudaBackend::reorder(const Tensor& src, const Tensor& dst) {
-  cuda::set_desc(desc_a_, src, "reorder");
-  cuda::set_desc(desc_b_, dst, "reorder");
+void cuda::ConvEngine::reorder(const Tensor& src, const Tensor& dst) {
+  cuda::set_desc(b_.desc_a_, src, "reorder");
+  cuda::set_desc(b_.desc_b_, dst, "reorder");
   const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnTransformTensor(cudnn_, &one, desc_a_, src.raw(), &zero, desc_b_, dst.raw()));
+  CUDNN_CHECK(cudnnTransformTensor(b_.cudnn_, &one, b_.desc_a_, src.raw(), &zero, b_.desc_b_, dst.raw()));
 }
 
-
-Tensor CudaBackend::channels_staging(size_t slot, const Tensor& t, int64_t channels) {
+Tensor cuda::ConvEngine::channels_staging(size_t slot, const Tensor& t, int64_t channels) {
   Shape s = t.shape();
   s[1] = channels;
-  return staging(slot, s, t.dtype()).as_layout(Layout::NHWC);
+  return b_.staging(slot, s, t.dtype()).as_layout(Layout::NHWC);
 }
 
-Tensor CudaBackend::with_channels(size_t slot, const Tensor& t, int64_t channels) {
+Tensor cuda::ConvEngine::with_channels(size_t slot, const Tensor& t, int64_t channels) {
   Tensor out = channels_staging(slot, t, channels);
   const int64_t pixels = t.numel() / t.shape().c();
-  cuda::launch_copy_rows(t.dtype(), pixels, t.raw(), t.shape().c(), out.raw(), channels, stream());
+  cuda::launch_copy_rows(t.dtype(), pixels, t.raw(), t.shape().c(), out.raw(), channels, b_.stream());
   return out;
 }
 
-void CudaBackend::unpad_channels(const Tensor& padded, const Tensor& dst) {
+void cuda::ConvEngine::unpad_channels(const Tensor& padded, const Tensor& dst) {
   const int64_t pixels = dst.numel() / dst.shape().c();
-  cuda::launch_copy_rows(dst.dtype(), pixels, padded.raw(), padded.shape().c(), dst.raw(), dst.shape().c(), stream());
+  cuda::launch_copy_rows(dst.dtype(), pixels, padded.raw(), padded.shape().c(), dst.raw(), dst.shape().c(),
+                         b_.stream());
 }
 
-
-const ConvPlan* CudaBackend::find_conv_plan(const ConvParams& p, const Shape& x, const Shape& w, DType dtype,
-                                            Layout layout) const {
+const ConvPlan* cuda::ConvEngine::find_conv_plan(const ConvParams& p, const Shape& x, const Shape& w, DType dtype,
+                                                 Layout layout) const {
   if (x.rank() != 4 || w.rank() != 4) return nullptr;
   const ConvKey key = conv_key(p, x, w, dtype, layout);
   auto it = conv_plans_.find(key);
   return it == conv_plans_.end() ? nullptr : it->second.get();
 }
-
 
 // ---- what ran ------------------------------------------------------------------------------------
 
@@ -223,7 +220,7 @@ std::string direction_implementation(const ConvPlan& plan, cuda::ConvDirection d
 
 }  // namespace
 
-std::string CudaBackend::conv_implementation(const ConvSignature& call) const {
+std::string cuda::ConvEngine::conv_implementation(const ConvSignature& call) const {
   const ConvPlan* plan = find_conv_plan(call.p, call.x, call.w, call.dtype, call.layout);
   if (!plan) return {};
   std::string out;
@@ -236,6 +233,5 @@ std::string CudaBackend::conv_implementation(const ConvSignature& call) const {
   add("wgrad", cuda::ConvDirection::BackwardFilter);
   return out;
 }
-
 
 }  // namespace cnnscale

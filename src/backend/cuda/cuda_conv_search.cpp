@@ -127,36 +127,37 @@ std::vector<Perf> heuristic_ranked(int count, Get&& get) {
 // Times the graph-API plans for one direction of `plan` on the search's buffers (x, w, y in the
 // direction's roles, as ConvGraphPlan::execute takes them) and makes the fastest `choice.graph`
 // if it beats the legacy algorithm already in `choice`.
-void CudaBackend::search_graph_plans(const char* op, const ConvPlan& plan, cuda::ConvDirection direction,
-                                     ConvAlgoChoice& choice, void* x, void* w, void* y, void* workspace,
-                                     size_t workspace_bytes) {
+void cuda::ConvAlgorithms::search_graph_plans(const char* op, const ConvPlan& plan, cuda::ConvDirection direction,
+                                              ConvAlgoChoice& choice, void* x, void* w, void* y, void* workspace,
+                                              size_t workspace_bytes) {
   // Deterministic runs keep cuDNN's heuristic legacy choice: timing plans would make it vary.
-  if (options_.deterministic || options_.conv_graph_plans <= 0 || (plan.dtype == DType::F32 && !options_.allow_tf32))
+  if (b_.options_.deterministic || b_.options_.conv_graph_plans <= 0 ||
+      (plan.dtype == DType::F32 && !b_.options_.allow_tf32))
     return;
   const cuda::ConvGraphSpec spec = cuda::conv_graph_spec(direction, plan.dtype, plan.layout, plan.x_shape, plan.w_shape,
-                                                         plan.y_shape, plan.params, options_.allow_tf32);
+                                                         plan.y_shape, plan.params, b_.options_.allow_tf32);
   const auto t0 = std::chrono::steady_clock::now();
-  auto plans = cuda::conv_graph_plans(cudnn_, spec, workspace_bytes, options_.conv_graph_plans);
+  auto plans = cuda::conv_graph_plans(b_.cudnn_, spec, workspace_bytes, b_.options_.conv_graph_plans);
   const auto t1 = std::chrono::steady_clock::now();
   EventPair ev;
   std::string log_line;
   std::unique_ptr<cuda::ConvGraphPlan> best;
   float best_ms = 0.0f;
   for (auto& candidate : plans) {
-    auto run = [&] { return ran(candidate->execute(cudnn_, x, w, y, workspace)); };
+    auto run = [&] { return ran(candidate->execute(b_.cudnn_, x, w, y, workspace)); };
     // A first run loads the kernels (lazy module loading: up to tens of ms on an H100). A plan
     // whose second run is still far slower than the best so far cannot win and is not timed
     // further, which keeps the search short where the heuristics also rank slow engines.
-    float first = timed_run(ev, stream(), run);
+    float first = timed_run(ev, b_.stream(), run);
     if (first < 0.0f) continue;
     const float bound = std::min(best ? best_ms : choice.measured_ms, choice.measured_ms);
-    if (first > 2.0f * bound) first = timed_run(ev, stream(), run);
+    if (first > 2.0f * bound) first = timed_run(ev, b_.stream(), run);
     if (first < 0.0f) continue;
     if (first > 2.0f * bound) {
       log_line += fmt::format(" [{} {:.3f} ms: not timed further]", candidate->name(), first);
       continue;
     }
-    const float ms = median_run_ms(ev, stream(), run);
+    const float ms = median_run_ms(ev, b_.stream(), run);
     if (ms < 0.0f) continue;
     log_line += fmt::format(" [{} {:.3f} ms {} MiB]", candidate->name(), ms, candidate->workspace_bytes() >> 20);
     if (!best || ms < best_ms) {
@@ -177,28 +178,28 @@ void CudaBackend::search_graph_plans(const char* op, const ConvPlan& plan, cuda:
   choice.measured_ms = best_ms;
 }
 
-bool CudaBackend::run_graph_plan(const ConvAlgoChoice& choice, void* x, void* w, void* y) {
+bool cuda::ConvAlgorithms::run_graph_plan(const ConvAlgoChoice& choice, void* x, void* w, void* y) {
   if (!choice.graph) return false;
-  void* ws = workspace(choice.graph->workspace_bytes());
-  const cudnnStatus_t st = choice.graph->execute(cudnn_, x, w, y, ws);
+  void* ws = b_.workspace(choice.graph->workspace_bytes());
+  const cudnnStatus_t st = choice.graph->execute(b_.cudnn_, x, w, y, ws);
   if (st == CUDNN_STATUS_BAD_PARAM) return false;  // operands the plan cannot take: the legacy algorithm runs
   if (st != CUDNN_STATUS_SUCCESS) cuda::fail(st, "cudnnBackendExecute (convolution graph plan)", __FILE__, __LINE__);
   return true;
 }
 
-size_t CudaBackend::search_workspace_limit() const {
+size_t cuda::ConvAlgorithms::search_workspace_limit() const {
   // A choice that must not depend on the moment: the device's size, not its free memory, bounds it.
-  if (options_.deterministic) return std::min(options_.max_workspace_bytes, total_memory_ / 8);
+  if (b_.options_.deterministic) return std::min(b_.options_.max_workspace_bytes, b_.total_memory_ / 8);
   size_t free_b = 0, total_b = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   // Blocks our pool keeps after frees are free for us, though the driver counts them as used.
   cudaMemPool_t pool = nullptr;
-  CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device_));
+  CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, b_.device_));
   uint64_t reserved = 0, used = 0;
   CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved));
   CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used));
   size_t available = free_b + static_cast<size_t>(reserved > used ? reserved - used : 0);
-  return std::min(options_.max_workspace_bytes, available / 2);
+  return std::min(b_.options_.max_workspace_bytes, available / 2);
 }
 
 // The searches run every algorithm on the real buffers (overwriting the op's output, which the
@@ -208,18 +209,19 @@ size_t CudaBackend::search_workspace_limit() const {
 // heuristic(n, returned, perf) and find(n, returned, perf, workspace, bytes) are the direction's
 // cudnnGet*Algorithm_v7 and cudnnFind*AlgorithmEx.
 template <typename Perf, typename Heuristic, typename Find, typename WorkspaceSize>
-ConvAlgoChoice CudaBackend::search_direction(const char* op, ConvPlan& plan, cuda::ConvDirection direction, int count,
-                                             const std::array<void*, 3>& operands, const Shape& x, const Shape& w,
-                                             Heuristic&& heuristic, Find&& find, WorkspaceSize&& workspace_size) {
+ConvAlgoChoice cuda::ConvAlgorithms::search_direction(const char* op, ConvPlan& plan, cuda::ConvDirection direction,
+                                                      int count, const std::array<void*, 3>& operands, const Shape& x,
+                                                      const Shape& w, Heuristic&& heuristic, Find&& find,
+                                                      WorkspaceSize&& workspace_size) {
   const size_t limit = search_workspace_limit();
   // An earlier process's outcome of this very search (same GPU model, SMs, cuDNN, problem, TF32
   // and graph-plan count): taken without timing anything where its workspace fits this process's
   // limit (the limit it was searched under is not in the key: a choice made with less workspace
   // is taken as it was). Deterministic runs do not time, so they need none.
-  EngineCache* cache = options_.deterministic ? nullptr : EngineCache::from_environment();
+  EngineCache* cache = b_.options_.deterministic ? nullptr : EngineCache::from_environment();
   const std::string cache_key =
       cache ? engine_cache_key(fmt::format("{} tf32 {} plans {}", conv_cache_text(op, plan),
-                                           options_.allow_tf32 ? 1 : 0, options_.conv_graph_plans))
+                                           b_.options_.allow_tf32 ? 1 : 0, b_.options_.conv_graph_plans))
             : std::string();
   if (cache)
     if (const auto hit = cache->find(cache_key))
@@ -229,18 +231,19 @@ ConvAlgoChoice CudaBackend::search_direction(const char* op, ConvPlan& plan, cud
                    cached->graph ? ", graph plan " + cached->graph->name() : std::string());
         return std::move(*cached);
       }
-  SearchBuffer buf(options_.deterministic ? 0 : limit, stream());
+  SearchBuffer buf(b_.options_.deterministic ? 0 : limit, b_.stream());
   CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, conv_math(plan.dtype)));
   const std::vector<Perf> perf =
-      options_.deterministic ? heuristic_ranked<Perf>(count, heuristic) : find_ranked<Perf>([&] {
+      b_.options_.deterministic ? heuristic_ranked<Perf>(count, heuristic) : find_ranked<Perf>([&] {
         std::vector<Perf> r(static_cast<size_t>(count));
         int returned = 0;
         CUDNN_CHECK(find(count, &returned, r.data(), buf.ptr(), buf.bytes()));
         r.resize(static_cast<size_t>(returned));
         return r;
       });
-  ConvAlgoChoice choice = pick_algorithm(perf.data(), static_cast<int>(perf.size()),
-                                         options_.deterministic ? limit : buf.bytes(), options_, plan.dtype, op, x, w);
+  ConvAlgoChoice choice =
+      pick_algorithm(perf.data(), static_cast<int>(perf.size()), b_.options_.deterministic ? limit : buf.bytes(),
+                     b_.options_, plan.dtype, op, x, w);
   search_graph_plans(op, plan, direction, choice, operands[0], operands[1], operands[2], buf.ptr(), buf.bytes());
   if (cache)
     cache->put(cache_key,
@@ -258,7 +261,7 @@ ConvAlgoChoice CudaBackend::search_direction(const char* op, ConvPlan& plan, cud
 // offer or that fails here.
 // `workspace_size(algo, &bytes)` is the direction's cudnnGet*WorkspaceSize, `amplifies(algo)`
 // whether strict fp32 refuses the algorithm.
-std::optional<ConvAlgoChoice> CudaBackend::cached_conv_choice(
+std::optional<ConvAlgoChoice> cuda::ConvAlgorithms::cached_conv_choice(
     const std::string& text, const ConvPlan& plan, cuda::ConvDirection direction, int count,
     const std::array<void*, 3>& operands, size_t limit,
     const std::function<cudnnStatus_t(int, size_t*)>& workspace_size, bool (*amplifies)(int)) {
@@ -275,7 +278,7 @@ std::optional<ConvAlgoChoice> CudaBackend::cached_conv_choice(
       math != CUDNN_FMA_MATH)
     return std::nullopt;
   c.math = static_cast<cudnnMathType_t>(math);
-  const bool tensor_ops = options_.allow_tf32 || plan.dtype != DType::F32;
+  const bool tensor_ops = b_.options_.allow_tf32 || plan.dtype != DType::F32;
   // What pick_algorithm would refuse is refused here too (strict fp32: no tensor-core math, no
   // Winograd non-fused), and the algorithm must be one cuDNN runs for this problem: its workspace
   // query fails otherwise.
@@ -286,11 +289,12 @@ std::optional<ConvAlgoChoice> CudaBackend::cached_conv_choice(
   if (supported != CUDNN_STATUS_SUCCESS || bytes > limit) return std::nullopt;
   c.workspace_bytes = std::max(c.workspace_bytes, bytes);
   if (!engine.empty()) {
-    if (options_.conv_graph_plans <= 0 || !tensor_ops) return std::nullopt;
-    const cuda::ConvGraphSpec spec = cuda::conv_graph_spec(
-        direction, plan.dtype, plan.layout, plan.x_shape, plan.w_shape, plan.y_shape, plan.params, options_.allow_tf32);
+    if (b_.options_.conv_graph_plans <= 0 || !tensor_ops) return std::nullopt;
+    const cuda::ConvGraphSpec spec =
+        cuda::conv_graph_spec(direction, plan.dtype, plan.layout, plan.x_shape, plan.w_shape, plan.y_shape, plan.params,
+                              b_.options_.allow_tf32);
     auto graph = cached_graph_plan(engine, spec, [&](const cuda::ConvGraphPlan& p, void* ws) {
-      return ran(p.execute(cudnn_, operands[0], operands[1], operands[2], ws));
+      return ran(p.execute(b_.cudnn_, operands[0], operands[1], operands[2], ws));
     });
     if (!graph) return std::nullopt;
     c.graph = std::move(graph);
@@ -298,7 +302,7 @@ std::optional<ConvAlgoChoice> CudaBackend::cached_conv_choice(
   return c;
 }
 
-std::string CudaBackend::conv_cache_text(const char* op, const ConvPlan& plan) {
+std::string cuda::ConvAlgorithms::conv_cache_text(const char* op, const ConvPlan& plan) {
   const ConvParams& q = plan.params;
   return fmt::format("{} {} {} x {} w {} y {} stride {}x{} pad {}x{} dilation {}x{} groups {}", op,
                      dtype_name(plan.dtype), layout_name(plan.layout), plan.x_shape.to_string(),
@@ -306,63 +310,65 @@ std::string CudaBackend::conv_cache_text(const char* op, const ConvPlan& plan) {
                      q.dilation_h, q.dilation_w, q.groups);
 }
 
-void CudaBackend::find_conv_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& y) {
+void cuda::ConvAlgorithms::find_conv_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& y) {
   plan.fwd = search_direction<cudnnConvolutionFwdAlgoPerf_t>(
       "conv_forward", plan, cuda::ConvDirection::Forward, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, {x.raw(), w.raw(), y.raw()},
       x.shape(), w.shape(),
       [&](int n, int* got, cudnnConvolutionFwdAlgoPerf_t* r) {
-        return cudnnGetConvolutionForwardAlgorithm_v7(cudnn_, plan.x, plan.w, plan.conv, plan.y, n, got, r);
+        return cudnnGetConvolutionForwardAlgorithm_v7(b_.cudnn_, plan.x, plan.w, plan.conv, plan.y, n, got, r);
       },
       [&](int n, int* got, cudnnConvolutionFwdAlgoPerf_t* r, void* ws, size_t bytes) {
-        return cudnnFindConvolutionForwardAlgorithmEx(cudnn_, plan.x, x.raw(), plan.w, w.raw(), plan.conv, plan.y,
+        return cudnnFindConvolutionForwardAlgorithmEx(b_.cudnn_, plan.x, x.raw(), plan.w, w.raw(), plan.conv, plan.y,
                                                       y.raw(), n, got, r, ws, bytes);
       },
       [&](int algo, size_t* bytes) {
-        return cudnnGetConvolutionForwardWorkspaceSize(cudnn_, plan.x, plan.w, plan.conv, plan.y,
+        return cudnnGetConvolutionForwardWorkspaceSize(b_.cudnn_, plan.x, plan.w, plan.conv, plan.y,
                                                        static_cast<cudnnConvolutionFwdAlgo_t>(algo), bytes);
       });
 }
 
-void CudaBackend::find_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx) {
+void cuda::ConvAlgorithms::find_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy,
+                                                   const Tensor& dx) {
   plan.bwd_data = search_direction<cudnnConvolutionBwdDataAlgoPerf_t>(
       "conv_backward_data", plan, cuda::ConvDirection::BackwardData, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
       {dx.raw(), w.raw(), dy.raw()}, dx.shape(), w.shape(),
       [&](int n, int* got, cudnnConvolutionBwdDataAlgoPerf_t* r) {
-        return cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnn_, plan.w, plan.y, plan.conv, plan.x, n, got, r);
+        return cudnnGetConvolutionBackwardDataAlgorithm_v7(b_.cudnn_, plan.w, plan.y, plan.conv, plan.x, n, got, r);
       },
       [&](int n, int* got, cudnnConvolutionBwdDataAlgoPerf_t* r, void* ws, size_t bytes) {
-        return cudnnFindConvolutionBackwardDataAlgorithmEx(cudnn_, plan.w, w.raw(), plan.y, dy.raw(), plan.conv, plan.x,
-                                                           dx.raw(), n, got, r, ws, bytes);
+        return cudnnFindConvolutionBackwardDataAlgorithmEx(b_.cudnn_, plan.w, w.raw(), plan.y, dy.raw(), plan.conv,
+                                                           plan.x, dx.raw(), n, got, r, ws, bytes);
       },
       [&](int algo, size_t* bytes) {
-        return cudnnGetConvolutionBackwardDataWorkspaceSize(cudnn_, plan.w, plan.y, plan.conv, plan.x,
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(b_.cudnn_, plan.w, plan.y, plan.conv, plan.x,
                                                             static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), bytes);
       });
 }
 
-void CudaBackend::find_conv_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw) {
+void cuda::ConvAlgorithms::find_conv_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy,
+                                                     const Tensor& dw) {
   plan.bwd_filter = search_direction<cudnnConvolutionBwdFilterAlgoPerf_t>(
       "conv_backward_filter", plan, cuda::ConvDirection::BackwardFilter, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
       {x.raw(), dw.raw(), dy.raw()}, x.shape(), dw.shape(),
       [&](int n, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* r) {
-        return cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnn_, plan.x, plan.y, plan.conv, plan.w, n, got, r);
+        return cudnnGetConvolutionBackwardFilterAlgorithm_v7(b_.cudnn_, plan.x, plan.y, plan.conv, plan.w, n, got, r);
       },
       [&](int n, int* got, cudnnConvolutionBwdFilterAlgoPerf_t* r, void* ws, size_t bytes) {
-        return cudnnFindConvolutionBackwardFilterAlgorithmEx(cudnn_, plan.x, x.raw(), plan.y, dy.raw(), plan.conv,
+        return cudnnFindConvolutionBackwardFilterAlgorithmEx(b_.cudnn_, plan.x, x.raw(), plan.y, dy.raw(), plan.conv,
                                                              plan.w, dw.raw(), n, got, r, ws, bytes);
       },
       [&](int algo, size_t* bytes) {
         return cudnnGetConvolutionBackwardFilterWorkspaceSize(
-            cudnn_, plan.x, plan.y, plan.conv, plan.w, static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), bytes);
+            b_.cudnn_, plan.x, plan.y, plan.conv, plan.w, static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), bytes);
       });
 }
 
-std::unique_ptr<cuda::ConvGraphPlan> CudaBackend::cached_graph_plan(
+std::unique_ptr<cuda::ConvGraphPlan> cuda::ConvAlgorithms::cached_graph_plan(
     const std::string& engine, const cuda::ConvGraphSpec& spec,
     const std::function<bool(const cuda::ConvGraphPlan&, void*)>& runs) {
-  auto one = cuda::conv_graph_plans(cudnn_, spec, search_workspace_limit(), 1, &engine);
+  auto one = cuda::conv_graph_plans(b_.cudnn_, spec, search_workspace_limit(), 1, &engine);
   if (one.empty()) return nullptr;
-  SearchBuffer buf(std::max<size_t>(one.front()->workspace_bytes(), size_t{1} << 20), stream());
+  SearchBuffer buf(std::max<size_t>(one.front()->workspace_bytes(), size_t{1} << 20), b_.stream());
   if (buf.bytes() < one.front()->workspace_bytes() || !runs(*one.front(), buf.ptr())) return nullptr;
   return std::move(one.front());
 }
@@ -370,42 +376,48 @@ std::unique_ptr<cuda::ConvGraphPlan> CudaBackend::cached_graph_plan(
 // The EngineCache key of a search on this backend: `what` after the GPU model, compute capability,
 // cuDNN version and, in a green context of fewer SMs than the GPU, the granted SM count, which
 // decide what was measured.
-std::string CudaBackend::engine_cache_key(const std::string& what) const {
+std::string cuda::ConvAlgorithms::engine_cache_key(const std::string& what) const {
   const size_t v = cudnnGetVersion();  // cuDNN 9: major * 10000 + minor * 100 + patch
-  const int sms = ctx_->granted_sms();
-  const std::string partition = sms > 0 && sms < sm_count_ ? fmt::format(" sms {}", sms) : std::string();
-  return fmt::format("{} sm_{}{}{} cudnn {}.{}.{} | {}", device_name_, cc_major_, cc_minor_, partition, v / 10000,
-                     (v % 10000) / 100, v % 100, what);
+  const int sms = b_.ctx_->granted_sms();
+  const std::string partition = sms > 0 && sms < b_.sm_count_ ? fmt::format(" sms {}", sms) : std::string();
+  return fmt::format("{} sm_{}{}{} cudnn {}.{}.{} | {}", b_.device_name_, b_.cc_major_, b_.cc_minor_, partition,
+                     v / 10000, (v % 10000) / 100, v % 100, what);
 }
 
-void CudaBackend::run_conv_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& y) {
+void cuda::ConvAlgorithms::run_conv_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& y) {
   if (run_graph_plan(plan.fwd, x.raw(), w.raw(), y.raw())) return;
   CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, plan.fwd.math));
-  void* ws = workspace(plan.fwd.workspace_bytes);
+  void* ws = b_.workspace(plan.fwd.workspace_bytes);
   const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnConvolutionForward(cudnn_, &one, plan.x, x.raw(), plan.w, w.raw(), plan.conv,
+  CUDNN_CHECK(cudnnConvolutionForward(b_.cudnn_, &one, plan.x, x.raw(), plan.w, w.raw(), plan.conv,
                                       static_cast<cudnnConvolutionFwdAlgo_t>(plan.fwd.algo), ws,
                                       plan.fwd.workspace_bytes, &zero, plan.y, y.raw()));
 }
 
-void CudaBackend::run_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx) {
+void cuda::ConvAlgorithms::run_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx) {
   if (run_graph_plan(plan.bwd_data, dx.raw(), w.raw(), dy.raw())) return;
   CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, plan.bwd_data.math));
-  void* ws = workspace(plan.bwd_data.workspace_bytes);
+  void* ws = b_.workspace(plan.bwd_data.workspace_bytes);
   const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnConvolutionBackwardData(cudnn_, &one, plan.w, w.raw(), plan.y, dy.raw(), plan.conv,
+  CUDNN_CHECK(cudnnConvolutionBackwardData(b_.cudnn_, &one, plan.w, w.raw(), plan.y, dy.raw(), plan.conv,
                                            static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.bwd_data.algo), ws,
                                            plan.bwd_data.workspace_bytes, &zero, plan.x, dx.raw()));
 }
 
-void CudaBackend::run_conv_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw) {
+void cuda::ConvAlgorithms::run_conv_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy,
+                                                    const Tensor& dw) {
   if (run_graph_plan(plan.bwd_filter, x.raw(), dw.raw(), dy.raw())) return;
   CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, plan.bwd_filter.math));
-  void* ws = workspace(plan.bwd_filter.workspace_bytes);
+  void* ws = b_.workspace(plan.bwd_filter.workspace_bytes);
   const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnConvolutionBackwardFilter(cudnn_, &one, plan.x, x.raw(), plan.y, dy.raw(), plan.conv,
+  CUDNN_CHECK(cudnnConvolutionBackwardFilter(b_.cudnn_, &one, plan.x, x.raw(), plan.y, dy.raw(), plan.conv,
                                              static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.bwd_filter.algo), ws,
                                              plan.bwd_filter.workspace_bytes, &zero, plan.w, dw.raw()));
+}
+
+cudnnMathType_t cuda::ConvAlgorithms::conv_math(DType dtype) const {
+  if (dtype != DType::F32) return CUDNN_TENSOR_OP_MATH;
+  return b_.options_.allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
 }
 
 }  // namespace cnnscale

@@ -32,9 +32,9 @@ using cuda::SearchBuffer;
 // cuDNN's search workspace is: what a losing form used is freed and counts in no peak. A trial
 // inside another (the channels-first choice made within the width-lowered or lowered form's trial
 // of the same plan) uses the enclosing one's buffers, of the same sizes, for the slots it installed.
-struct CudaBackend::TrialStaging {
+struct cuda::ConvEngine::TrialStaging {
   TrialStaging(CudaBackend& backend, DType dtype, const StagingSlots& slots) : b(backend) {
-    ++b.forms_.trial_depth;
+    ++b.trial_.depth;
     try {
       install(dtype, slots);
     } catch (...) {  // the destructor will not run: undo here
@@ -67,7 +67,7 @@ struct CudaBackend::TrialStaging {
   void install(DType dtype, const StagingSlots& slots) {
     const size_t size = dtype_size(dtype);
     for (const auto& [slot, numel] : slots) {
-      if (b.forms_.trial_staging[slot].defined()) continue;  // an enclosing trial's
+      if (b.trial_.staging[slot].defined()) continue;  // an enclosing trial's
       const size_t bytes = static_cast<size_t>(numel) * size;
       buffers.push_back(std::make_unique<SearchBuffer>(std::max(bytes, size_t{1} << 20), b.stream()));
       if (buffers.back()->bytes() < bytes) {  // SearchBuffer got less (or nothing): no trial
@@ -75,7 +75,7 @@ struct CudaBackend::TrialStaging {
         has_room = false;
         return;
       }
-      b.forms_.trial_staging[slot] =
+      b.trial_.staging[slot] =
           Tensor(std::make_shared<Storage>(buffers.back()->ptr(), buffers.back()->bytes(), b.device(), nullptr), 0,
                  Shape{numel}, dtype);
       owned.push_back(slot);
@@ -83,16 +83,15 @@ struct CudaBackend::TrialStaging {
   }
   // The views go before the buffers they point into (the buffers are members, destroyed after).
   void release() {
-    for (size_t slot : owned) b.forms_.trial_staging[slot] = Tensor();
+    for (size_t slot : owned) b.trial_.staging[slot] = Tensor();
     owned.clear();
-    if (--b.forms_.trial_depth == 0) b.forms_.trial_workspace = Tensor();
+    if (--b.trial_.depth == 0) b.trial_.workspace = Tensor();
   }
 };
 
-
 template <typename RunA, typename RunB>
-bool CudaBackend::second_measures_faster(const char* op, const ConvPlan& plan, const char* a_name, RunA&& run_a,
-                                         const char* b_name, RunB&& run_b) {
+bool cuda::ConvEngine::second_measures_faster(const char* op, const ConvPlan& plan, const char* a_name, RunA&& run_a,
+                                              const char* b_name, RunB&& run_b) {
   // This trial's notes, taken before the untimed calls below run any nested trial.
   ConvFormState::TrialNotes* notes = std::exchange(forms_.trial_notes, nullptr);
   EventPair ev;
@@ -100,7 +99,7 @@ bool CudaBackend::second_measures_faster(const char* op, const ConvPlan& plan, c
   // medians.
   auto timed = [&](auto&& run) {
     run();
-    return median_run_ms(ev, stream(), [&] {
+    return median_run_ms(ev, b_.stream(), [&] {
       run();
       return true;
     });
@@ -128,8 +127,8 @@ bool CudaBackend::second_measures_faster(const char* op, const ConvPlan& plan, c
 }
 
 template <typename Decide, typename RunA, typename RunB>
-void CudaBackend::run_chosen(ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision, Decide&& b_wins, RunA&& run_a,
-                             RunB&& run_b) {
+void cuda::ConvEngine::run_chosen(ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision, Decide&& b_wins, RunA&& run_a,
+                                  RunB&& run_b) {
   if (plan.*decision == ConvPlan::Choice::Unsearched)
     plan.*decision = b_wins() ? ConvPlan::Choice::Yes : ConvPlan::Choice::No;
   if (plan.*decision == ConvPlan::Choice::Yes)
@@ -139,10 +138,10 @@ void CudaBackend::run_chosen(ConvPlan& plan, ConvPlan::Choice ConvPlan::*decisio
 }
 
 template <typename RunOther, typename RunForm>
-bool CudaBackend::form_measures_faster(const char* op, const ConvPlan& plan, const StagingSlots& slots,
-                                       const char* other_name, RunOther&& run_other, const char* form_name,
-                                       RunForm&& run_form, log::Level failure) {
-  const TrialStaging trial(*this, plan.dtype, slots);
+bool cuda::ConvEngine::form_measures_faster(const char* op, const ConvPlan& plan, const StagingSlots& slots,
+                                            const char* other_name, RunOther&& run_other, const char* form_name,
+                                            RunForm&& run_form, log::Level failure) {
+  const TrialStaging trial(b_, plan.dtype, slots);
   if (!trial.room()) {
     log::debug("{} x {} w {}: the {} form is not tried: no memory for its copies", op, plan.x_shape.to_string(),
                plan.w_shape.to_string(), form_name);
@@ -158,31 +157,30 @@ bool CudaBackend::form_measures_faster(const char* op, const ConvPlan& plan, con
 }
 
 template <typename RunGiven, typename RunFirst>
-void CudaBackend::run_faster_order(const char* op, ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision,
-                                   RunGiven&& run_given, RunFirst&& run_first) {
+void cuda::ConvEngine::run_faster_order(const char* op, ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision,
+                                        RunGiven&& run_given, RunFirst&& run_first) {
   run_chosen(
       plan, decision,
       [&] {
         // A failure here is expected of some shapes (no usable NCHW algorithm): said at debug level.
         return plan.channels_first &&
-               (options_.channels_first == ConvChannelsFirst::Always ||
+               (b_.options_.channels_first == ConvChannelsFirst::Always ||
                 form_measures_faster(op, plan, TrialStaging::inner_form_slots(plan, true, false), "channels-last",
                                      run_given, "channels-first (reordered copies)", run_first, log::Level::Debug));
       },
       run_given, run_first);
 }
 
-
 // The search times kernels only: the padding copies (a few percent of the time of the convolutions
 // that need them) are left out, so a near tie goes to whichever cuDNN timed faster.
 template <typename FindPlain, typename FindPadded>
-bool CudaBackend::runs_padded(const char* op, ConvPlan& plan, ConvAlgoChoice ConvPlan::*algo,
-                              bool ConvPlan::*on_padded, FindPlain&& find_plain, FindPadded&& find_padded) {
+bool cuda::ConvEngine::runs_padded(const char* op, ConvPlan& plan, ConvAlgoChoice ConvPlan::*algo,
+                                   bool ConvPlan::*on_padded, FindPlain&& find_plain, FindPadded&& find_padded) {
   const ConvAlgoChoice& plain = plan.*algo;
   if (plain.algo >= 0 || plan.*on_padded) return plan.*on_padded;  // decided by an earlier call
   // Deterministic runs do not time: a measured choice could differ in a resumed process.
-  const bool always = options_.channel_padding == ConvChannelPadding::Always ||
-                      (options_.deterministic && options_.channel_padding == ConvChannelPadding::Measured);
+  const bool always = b_.options_.channel_padding == ConvChannelPadding::Always ||
+                      (b_.options_.deterministic && b_.options_.channel_padding == ConvChannelPadding::Measured);
   if (!plan.padded || !always) find_plain();
   if (!plan.padded) return false;
   const ConvAlgoChoice& padded = (*plan.padded).*algo;
@@ -194,18 +192,17 @@ bool CudaBackend::runs_padded(const char* op, ConvPlan& plan, ConvAlgoChoice Con
   return choice;
 }
 
-
 // ---- lowered convolutions: the trial ----------------------------------------------------------
 
 template <typename RunCudnn, typename RunLowered>
-bool CudaBackend::lowered_measures_faster(const char* op, const ConvPlan& plan, RunCudnn&& run_cudnn,
-                                          RunLowered&& run_lowered) {
+bool cuda::ConvEngine::lowered_measures_faster(const char* op, const ConvPlan& plan, RunCudnn&& run_cudnn,
+                                               RunLowered&& run_lowered) {
   // The search's lowered input lives in a transient buffer, as cuDNN's search workspace does: a
   // form that loses leaves no memory held behind it, nor in the run's peak.
   const Shape col_shape = lowered_shape(plan);
   const size_t col_bytes = static_cast<size_t>(col_shape.numel()) * dtype_size(plan.dtype);
   // SearchBuffer halves its request on failure down to 1 MiB: ask for at least that.
-  SearchBuffer col(std::max(col_bytes, size_t{1} << 20), stream());
+  SearchBuffer col(std::max(col_bytes, size_t{1} << 20), b_.stream());
   if (col.bytes() < col_bytes) {
     log::debug("{} x {} w {}: no memory for the lowered input ({} bytes): cuDNN runs", op, plan.x_shape.to_string(),
                plan.w_shape.to_string(), col_bytes);
@@ -215,14 +212,14 @@ bool CudaBackend::lowered_measures_faster(const char* op, const ConvPlan& plan, 
   // their copies stay transient too, whichever form wins here.
   std::optional<TrialStaging> inner_copies;
   if (plan.channels_first || plan.width_lowered)
-    inner_copies.emplace(*this, plan.dtype, TrialStaging::inner_form_slots(plan, true, true));
+    inner_copies.emplace(b_, plan.dtype, TrialStaging::inner_form_slots(plan, true, true));
   // Short of memory for them, none is held here: each inner trial then asks for its own, or skips
   // its form.
   if (inner_copies && !inner_copies->room()) inner_copies.reset();
   // A lowered trial of another plan nested in this one (the width-lowered form's own convolution)
   // has its own buffer; this one's is back when it ends.
   struct Restore {
-    CudaBackend& b;
+    ConvEngine& b;
     Tensor input = b.forms_.lowered_search_input;
     const ConvPlan* plan = b.forms_.lowered_search_plan;
     ~Restore() {
@@ -231,7 +228,7 @@ bool CudaBackend::lowered_measures_faster(const char* op, const ConvPlan& plan, 
     }
   } restore{*this};
   forms_.lowered_search_input =
-      Tensor(std::make_shared<Storage>(col.ptr(), col.bytes(), device(), nullptr), 0, col_shape, plan.dtype);
+      Tensor(std::make_shared<Storage>(col.ptr(), col.bytes(), b_.device(), nullptr), 0, col_shape, plan.dtype);
   forms_.lowered_search_plan = &plan;
   return second_measures_faster(op, plan, "cuDNN", run_cudnn, "lowered (im2col + GEMM)", run_lowered);
 }
@@ -242,8 +239,8 @@ bool CudaBackend::lowered_measures_faster(const char* op, const ConvPlan& plan, 
 // `lower` is nullptr for a forward; a callable is copied into the notes only where a trial runs,
 // so the steady step builds no std::function.
 template <typename Lower, typename Trial>
-bool CudaBackend::noted_trial(ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision,
-                              ConvPlan::FormTrial ConvPlan::*forward_trial, Lower&& lower, Trial&& trial) {
+bool cuda::ConvEngine::noted_trial(ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision,
+                                   ConvPlan::FormTrial ConvPlan::*forward_trial, Lower&& lower, Trial&& trial) {
   constexpr bool filter_gradient = !std::is_null_pointer_v<std::decay_t<Lower>>;
   ConvPlan::FormTrial& forward = plan.*forward_trial;
   // The lowered form, decided first, runs the forward where it won: the width-lowered one then
@@ -271,7 +268,7 @@ bool CudaBackend::noted_trial(ConvPlan& plan, ConvPlan::Choice ConvPlan::*decisi
   }
   forms_.trial_notes = &notes;
   struct Clear {
-    CudaBackend& b;
+    ConvEngine& b;
     ~Clear() { b.forms_.trial_notes = nullptr; }  // a trial that ended before timing took none
   } clear{*this};
   const bool form = trial();
@@ -283,17 +280,16 @@ bool CudaBackend::noted_trial(ConvPlan& plan, ConvPlan::Choice ConvPlan::*decisi
   return form;
 }
 
-
 template <typename RunCudnn, typename RunLowered, typename Lower>
-void CudaBackend::run_faster_form(const char* op, ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision,
-                                  RunCudnn&& run_cudnn, RunLowered&& run_lowered, Lower&& lower) {
+void cuda::ConvEngine::run_faster_form(const char* op, ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision,
+                                       RunCudnn&& run_cudnn, RunLowered&& run_lowered, Lower&& lower) {
   run_chosen(
       plan, decision,
       [&] {
-        return lowerable(plan) &&
-               (options_.conv_lowering == ConvLowering::Always ||
-                noted_trial(plan, decision, &ConvPlan::fwd_lowered_trial, lower,
-                            [&] { return lowered_measures_faster(op, plan, run_cudnn, run_lowered); }));
+        return lowerable(plan) && (b_.options_.conv_lowering == ConvLowering::Always ||
+                                   noted_trial(plan, decision, &ConvPlan::fwd_lowered_trial, lower, [&] {
+                                     return lowered_measures_faster(op, plan, run_cudnn, run_lowered);
+                                   }));
       },
       run_cudnn, run_lowered);
 }
@@ -301,8 +297,8 @@ void CudaBackend::run_faster_form(const char* op, ConvPlan& plan, ConvPlan::Choi
 // ---- width-lowered convolutions: the trial ----------------------------------------------------
 
 template <typename RunOther, typename RunWidth, typename Lower>
-void CudaBackend::run_faster_width(const char* op, ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision,
-                                   RunOther&& run_other, RunWidth&& run_width, Lower&& lower) {
+void cuda::ConvEngine::run_faster_width(const char* op, ConvPlan& plan, ConvPlan::Choice ConvPlan::*decision,
+                                        RunOther&& run_other, RunWidth&& run_width, Lower&& lower) {
   run_chosen(
       plan, decision,
       [&] {
@@ -310,7 +306,7 @@ void CudaBackend::run_faster_width(const char* op, ConvPlan& plan, ConvPlan::Cho
         // channels-first copies the other side may choose within this trial. A failure is a
         // warning: one of another kind than a shape cuDNN does not serve would otherwise hide.
         return plan.width_lowered &&
-               (options_.width_lowering == ConvWidthLowering::Always ||
+               (b_.options_.width_lowering == ConvWidthLowering::Always ||
                 noted_trial(plan, decision, &ConvPlan::fwd_width_trial, lower, [&] {
                   return form_measures_faster(op, plan, TrialStaging::inner_form_slots(plan, true, true),
                                               "as otherwise", run_other, "width-lowered (R x 1 over S*C channels)",
@@ -319,6 +315,5 @@ void CudaBackend::run_faster_width(const char* op, ConvPlan& plan, ConvPlan::Cho
       },
       run_other, run_width);
 }
-
 
 }  // namespace cnnscale

@@ -112,15 +112,15 @@ size_t node_count(cudaGraph_t graph) {
 
 }  // namespace
 
-void CudaBackend::begin_capture_segment(CaptureMode mode) {
-  CUDA_CHECK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal));
+void cuda::GraphCapture::begin_capture_segment(CaptureMode mode) {
+  CUDA_CHECK(cudaStreamBeginCapture(b_.stream(), cudaStreamCaptureModeThreadLocal));
   capture_mode_ = mode;
 }
 
-void CudaBackend::end_capture_segment() {
+void cuda::GraphCapture::end_capture_segment() {
   capture_mode_ = CaptureMode::None;
   cudaGraph_t graph = nullptr;
-  const cudaError_t ended = cudaStreamEndCapture(stream(), &graph);
+  const cudaError_t ended = cudaStreamEndCapture(b_.stream(), &graph);
   if (ended != cudaSuccess || !graph) {
     cudaGetLastError();  // the capture's failure is reported below, not by the next launch check
     if (graph) cudaGraphDestroy(graph);
@@ -128,38 +128,39 @@ void CudaBackend::end_capture_segment() {
         "cuda (gpu:{}): the work could not be captured as a CUDA graph ({}: {}); an op in it synchronised "
         "with the host, used a stream outside the capture or left a forked stream apart (--no-graph skips the "
         "attempt)",
-        device_, cudaGetErrorName(ended), cudaGetErrorString(ended));
+        b_.device_, cudaGetErrorName(ended), cudaGetErrorString(ended));
   }
   capture_segments_.push_back(graph);
 }
 
-size_t CudaBackend::capture_timing_point(cudaStream_t on) {
+size_t cuda::GraphCapture::capture_timing_point(cudaStream_t on) {
   CNNSCALE_CHECK(capturing(), "cuda: capture_timing_point outside a capture");
   if (capture_mode_ == CaptureMode::Segments) {
-    if (on != stream())
-      throw_runtime("cuda (gpu:{}): a timing point on a second stream needs event-node capture", device_);
+    if (on != b_.stream())
+      throw_runtime("cuda (gpu:{}): a timing point on a second stream needs event-node capture", b_.device_);
     end_capture_segment();
     begin_capture_segment(CaptureMode::Segments);
     return capture_segments_.size() - 1;
   }
-  std::shared_ptr<cuda::CudaTimingEvent> e = cuda::make_timing_event(ds_, ctx_);
+  std::shared_ptr<cuda::CudaTimingEvent> e = cuda::make_timing_event(b_.ds_, b_.ctx_);
   CUDA_CHECK(cudaEventRecordWithFlags(e->event, on, cudaEventRecordExternal));
   capture_points_.push_back(std::move(e));
   return capture_points_.size() - 1;
 }
 
-std::unique_ptr<CapturedWork> CudaBackend::capture(const std::function<void()>& work, const CaptureOptions& options) {
+std::unique_ptr<CapturedWork> cuda::GraphCapture::capture(const std::function<void()>& work,
+                                                          const CaptureOptions& options) {
   CNNSCALE_CHECK(!capturing() && capture_segments_.empty(), "cuda: capture inside a capture");
   const bool nodes = options.points == CaptureOptions::Points::Nodes;
   CNNSCALE_CHECK(options.copies >= 1 && (nodes || options.copies == 1), "cuda: {} copies of a segmented capture",
                  options.copies);
-  activate();
+  b_.activate();
   std::vector<Copy> copies;
   auto abandon = [&] {
     if (capturing()) {
       capture_mode_ = CaptureMode::None;
       cudaGraph_t graph = nullptr;
-      cudaStreamEndCapture(stream(), &graph);  // ends the (possibly invalidated) capture
+      cudaStreamEndCapture(b_.stream(), &graph);  // ends the (possibly invalidated) capture
       if (graph) cudaGraphDestroy(graph);
     }
     for (cudaGraph_t g : capture_segments_) cudaGraphDestroy(g);
@@ -193,9 +194,10 @@ std::unique_ptr<CapturedWork> CudaBackend::capture(const std::function<void()>& 
     abandon();
     throw;
   }
-  log::debug("cuda (gpu:{}): captured a graph, {} timing points as {}, {} cop{}", device_, points,
+  log::debug("cuda (gpu:{}): captured a graph, {} timing points as {}, {} cop{}", b_.device_, points,
              nodes ? "event nodes" : "segments", copies.size(), copies.size() == 1 ? "y" : "ies");
-  return std::make_unique<CudaCapturedWork>(std::move(copies), points, stream(), ds_, buffer_generation_, ctx_);
+  return std::make_unique<CudaCapturedWork>(std::move(copies), points, b_.stream(), b_.ds_, b_.buffer_generation_,
+                                            b_.ctx_);
 }
 
 }  // namespace cnnscale

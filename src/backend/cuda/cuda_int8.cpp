@@ -1,7 +1,8 @@
-// int8 inference ops on the GPU. quantize_int8 is one kernel (cuda_int8_kernels.cu). An int8
-// convolution is one cuDNN graph: the int8 convolution summing in int32, then per output channel a
-// multiply by the dequantising scale (input scale times the channel's weight scale) and the bias, the
-// residual addend and the ReLU, all in fp32, and y stored once in its own dtype. The engine is the
+// The int8 convolution on the GPU (cuda::ConvAlgorithms; quantize_int8, one kernel of
+// cuda_int8_kernels.cu, is with the element-wise ops in cuda_activation.cpp). It is one cuDNN graph:
+// the int8 convolution summing in int32, then per output channel a multiply by the dequantising
+// scale (input scale times the channel's weight scale) and the bias, the residual addend and the
+// ReLU, all in fp32, and y stored once in its own dtype. The engine is the
 // fastest of those cuDNN's heuristics offer for the shape, timed once on the call's own buffers;
 // there is no other int8 path, so a shape without one is an error, not a quiet fall back to
 // floating point.
@@ -20,36 +21,17 @@
 
 namespace cnnscale {
 
-void CudaBackend::quantize_int8(const Tensor& x, float scale, const Tensor& q) {
-  cuda::expect_float("quantize_int8", "x", x, device_);
-  cuda::expect_i8("quantize_int8", "q", q, device_);
-  if (!(scale > 0.0f)) throw_runtime("quantize_int8: scale {} is not positive", scale);
-  const Shape& sx = x.shape();
-  const Shape& sq = q.shape();
-  const int64_t c = sx.rank() > 1 ? sx[1] : 1, cq = sq.rank() > 1 ? sq[1] : 1;
-  const bool same_rows = sx.rank() == sq.rank() && sx[0] == sq[0] && sx.numel() / c == sq.numel() / cq;
-  // Rows of channels: a channels-last tensor's pixels, an (N, C) tensor's samples; or, without
-  // padding, any memory order both share.
-  const bool rows_of_channels = sx.rank() == 2 || (x.layout() == Layout::NHWC && q.layout() == Layout::NHWC);
-  if (!same_rows || cq < c || (cq > c && !rows_of_channels) || (cq == c && x.layout() != q.layout()))
-    throw_runtime("quantize_int8: q {} ({}) does not hold x {} ({}) (more channels only, channels-last)",
-                  sq.to_string(), layout_name(q.layout()), sx.to_string(), layout_name(x.layout()));
-  activate();
-  const int64_t rows = cq == c ? sx.numel() : sx.numel() / c;
-  cuda::launch_quantize_int8(x.dtype(), rows, cq == c ? 1 : c, cq == c ? 1 : cq, x.raw(), q.raw(), scale, stream());
-}
-
-void CudaBackend::conv_forward_int8(const ConvParams& p, const Tensor& xq, const Tensor& wq, const Tensor& scale,
-                                    const Tensor& bias, const Tensor& addend, const Tensor& addend_scale, bool relu,
-                                    const Tensor& y) {
+void cuda::ConvAlgorithms::conv_forward_int8(const ConvParams& p, const Tensor& xq, const Tensor& wq,
+                                             const Tensor& scale, const Tensor& bias, const Tensor& addend,
+                                             const Tensor& addend_scale, bool relu, const Tensor& y) {
   const char* op = "conv_forward_int8";
-  cuda::expect_i8(op, "x", xq, device_);
-  cuda::expect_i8(op, "w", wq, device_);
+  cuda::expect_i8(op, "x", xq, b_.device_);
+  cuda::expect_i8(op, "w", wq, b_.device_);
   if (y.dtype() == DType::I8) {
-    cuda::expect_i8(op, "y", y, device_);
+    cuda::expect_i8(op, "y", y, b_.device_);
     if (!relu) throw_runtime("{}: an int8 y follows a ReLU", op);
   } else {
-    cuda::expect_float(op, "y", y, device_);
+    cuda::expect_float(op, "y", y, b_.device_);
   }
   cuda::expect_dtype(op, "scale", scale, DType::F32);
   cuda::expect_dtype(op, "bias", bias, DType::F32);
@@ -59,7 +41,7 @@ void CudaBackend::conv_forward_int8(const ConvParams& p, const Tensor& xq, const
   if (addend.defined()) {
     // A floating-point addend is y's dtype, or the net's (any float) beside an int8 y.
     if (y.dtype() == DType::I8 && addend.dtype() != DType::I8)
-      cuda::expect_float(op, "addend", addend, device_);
+      cuda::expect_float(op, "addend", addend, b_.device_);
     else if (addend.dtype() != DType::I8)
       cuda::expect_dtype(op, "addend", addend, y.dtype());
     cuda::expect_shape(op, "addend", addend, y.shape());
@@ -76,7 +58,7 @@ void CudaBackend::conv_forward_int8(const ConvParams& p, const Tensor& xq, const
       throw_runtime("{}: {} is {}; int8 convolutions run channels-last", op, what, layout_name(t->layout()));
   if (addend.defined() && addend.layout() != y.layout())
     throw_runtime("{}: the addend is {} but y is {}", op, layout_name(addend.layout()), layout_name(y.layout()));
-  activate();
+  b_.activate();
   const std::string key =
       fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {}", xq.shape().to_string(), wq.shape().to_string(), p.stride_h,
                   p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w, p.groups, dtype_name(y.dtype()),
@@ -86,28 +68,26 @@ void CudaBackend::conv_forward_int8(const ConvParams& p, const Tensor& xq, const
     it = int8_conv_plans_.emplace(key, search_int8_conv(key, p, xq, wq, scale, bias, addend, addend_scale, relu, y))
              .first;
   const cuda::ConvGraphPlan& plan = *it->second;
-  void* ws = workspace(plan.workspace_bytes());
+  void* ws = b_.workspace(plan.workspace_bytes());
   const cudnnStatus_t st =
-      plan.execute(cudnn_, xq.raw(), wq.raw(), y.raw(), ws, bias.raw(), addend.defined() ? addend.raw() : nullptr,
+      plan.execute(b_.cudnn_, xq.raw(), wq.raw(), y.raw(), ws, bias.raw(), addend.defined() ? addend.raw() : nullptr,
                    scale.raw(), addend_scale.defined() ? addend_scale.raw() : nullptr);
   if (st != CUDNN_STATUS_SUCCESS) cuda::fail(st, "cudnnBackendExecute (int8 convolution)", __FILE__, __LINE__);
 }
 
-std::shared_ptr<cuda::ConvGraphPlan> CudaBackend::search_int8_conv(const std::string& key, const ConvParams& p,
-                                                                   const Tensor& xq, const Tensor& wq,
-                                                                   const Tensor& scale, const Tensor& bias,
-                                                                   const Tensor& addend, const Tensor& addend_scale,
-                                                                   bool relu, const Tensor& y) {
+std::shared_ptr<cuda::ConvGraphPlan> cuda::ConvAlgorithms::search_int8_conv(
+    const std::string& key, const ConvParams& p, const Tensor& xq, const Tensor& wq, const Tensor& scale,
+    const Tensor& bias, const Tensor& addend, const Tensor& addend_scale, bool relu, const Tensor& y) {
   const cuda::ConvGraphSpec spec = cuda::conv_int8_graph_spec(
       xq.shape(), wq.shape(), y.shape(), p, y.dtype(),
       addend.defined() ? std::optional<DType>(addend.dtype()) : std::nullopt, addend_scale.defined(), relu);
   void* z = addend.defined() ? addend.raw() : nullptr;
   void* z_scale = addend_scale.defined() ? addend_scale.raw() : nullptr;
   auto runs = [&](const cuda::ConvGraphPlan& plan, void* ws) {
-    return cuda::ran(plan.execute(cudnn_, xq.raw(), wq.raw(), y.raw(), ws, bias.raw(), z, scale.raw(), z_scale));
+    return cuda::ran(plan.execute(b_.cudnn_, xq.raw(), wq.raw(), y.raw(), ws, bias.raw(), z, scale.raw(), z_scale));
   };
   // A choice an earlier process measured on this GPU model: only its engine is compiled.
-  EngineCache* cache = options_.deterministic ? nullptr : EngineCache::from_environment();
+  EngineCache* cache = b_.options_.deterministic ? nullptr : EngineCache::from_environment();
   const std::string cache_key = cache ? engine_cache_key("int8 conv " + key) : std::string();
   if (cache)
     if (const auto hit = cache->find(cache_key)) {
@@ -117,7 +97,8 @@ std::shared_ptr<cuda::ConvGraphPlan> CudaBackend::search_int8_conv(const std::st
       }
       log::debug("int8 convolution {}: cached engine {} is not offered or did not run here; searching", key, *hit);
     }
-  auto plans = cuda::conv_graph_plans(cudnn_, spec, search_workspace_limit(), std::max(options_.conv_graph_plans, 8));
+  auto plans =
+      cuda::conv_graph_plans(b_.cudnn_, spec, search_workspace_limit(), std::max(b_.options_.conv_graph_plans, 8));
   const std::string what =
       fmt::format("int8 convolution x {} w {} -> {} {}{}", xq.shape().to_string(), wq.shape().to_string(),
                   dtype_name(y.dtype()), y.shape().to_string(),
@@ -128,17 +109,17 @@ std::shared_ptr<cuda::ConvGraphPlan> CudaBackend::search_int8_conv(const std::st
         "whose channel counts are multiples of 4 or 16)",
         what);
   // Deterministic runs take the heuristics' first choice: no timing decides.
-  if (options_.deterministic) return std::move(plans.front());
+  if (b_.options_.deterministic) return std::move(plans.front());
   cuda::EventPair ev;
   std::shared_ptr<cuda::ConvGraphPlan> best;
   float best_ms = 0;
   std::string log_line;
   for (auto& candidate : plans) {
-    cuda::SearchBuffer buf(std::max<size_t>(candidate->workspace_bytes(), size_t{1} << 20), stream());
+    cuda::SearchBuffer buf(std::max<size_t>(candidate->workspace_bytes(), size_t{1} << 20), b_.stream());
     if (buf.bytes() < candidate->workspace_bytes()) continue;
     auto run = [&] { return runs(*candidate, buf.ptr()); };
     if (!run()) continue;
-    const float ms = cuda::median_run_ms(ev, stream(), run);
+    const float ms = cuda::median_run_ms(ev, b_.stream(), run);
     log_line += fmt::format(" [{} {:.3f} ms]", candidate->name(), ms);
     if (!best || ms < best_ms) {
       best_ms = ms;

@@ -40,19 +40,19 @@ int common_alignment(std::initializer_list<const void*> pointers) {
 }
 }  // namespace
 
-void CudaBackend::run_linear(cuda::LinearPlan& plan, const void* a, const void* b, void* c, void* bias) {
-  linear_plans_.run(plan, a, b, c, bias, plan.workspace > 0 ? workspace(plan.workspace) : nullptr, stream());
+void cuda::LinearOps::run_linear(cuda::LinearPlan& plan, const void* a, const void* b, void* c, void* bias) {
+  linear_plans_.run(plan, a, b, c, bias, plan.workspace > 0 ? b_.workspace(plan.workspace) : nullptr, b_.stream());
 }
 
 // An int8 fully connected layer: cuBLASLt's int8 matmul into int32 sums, column-major acc (K' x N) =
 // wq^T (K' x C) xq (C x N) -- wq and xq both stored with C contiguous, as the layer's row-major
 // (K', C) weights and (N, C) inputs are -- then one kernel applies scale, bias and ReLU into y.
-void CudaBackend::linear_forward_int8(const Tensor& xq, const Tensor& wq, const Tensor& scale, const Tensor& bias,
-                                      bool relu, const Tensor& y) {
+void cuda::LinearOps::linear_forward_int8(const Tensor& xq, const Tensor& wq, const Tensor& scale, const Tensor& bias,
+                                          bool relu, const Tensor& y) {
   const char* op = "linear_forward_int8";
-  cuda::expect_i8(op, "x", xq, device_);
-  cuda::expect_i8(op, "w", wq, device_);
-  cuda::expect_float(op, "y", y, device_);
+  cuda::expect_i8(op, "x", xq, b_.device_);
+  cuda::expect_i8(op, "w", wq, b_.device_);
+  cuda::expect_float(op, "y", y, b_.device_);
   cuda::expect_dtype(op, "scale", scale, DType::F32);
   cuda::expect_dtype(op, "bias", bias, DType::F32);
   if (xq.shape().rank() != 2 || wq.shape().rank() != 2 || y.shape().rank() != 2)
@@ -66,11 +66,11 @@ void CudaBackend::linear_forward_int8(const Tensor& xq, const Tensor& wq, const 
   cuda::expect_numel(op, "bias", bias, k);
   if (c % 4 != 0 || kp % 4 != 0)
     throw_runtime("{}: cuBLASLt's int8 matmuls want inputs ({}) and outputs ({}) in multiples of 4", op, c, kp);
-  activate();
+  b_.activate();
   // The int32 sums live in a buffer of the backend's own, grown as needed.
   if (!int8_linear_acc_.defined() || int8_linear_acc_.numel() < n * kp) {
-    int8_linear_acc_ = alloc(Shape{n * kp}, DType::I32);
-    buffers_moved();
+    int8_linear_acc_ = b_.alloc(Shape{n * kp}, DType::I32);
+    b_.buffers_moved();
   }
   void* acc = int8_linear_acc_.raw();
   cuda::LinearPlan& plan = linear_plans_.plan(true, false, kp, n, c, DType::I8, CUBLASLT_EPILOGUE_DEFAULT, nullptr,
@@ -79,7 +79,7 @@ void CudaBackend::linear_forward_int8(const Tensor& xq, const Tensor& wq, const 
     throw_runtime("{}: cuBLASLt has no int8 matmul for x ({}, {}) and w ({}, {}) on this GPU", op, n, c, kp, c);
   run_linear(plan, wq.raw(), xq.raw(), acc, nullptr);
   cuda::launch_int8_linear_epilogue(y.dtype(), n, k, kp, static_cast<const int32_t*>(acc), scale.f32(), bias.f32(),
-                                    relu, y.raw(), stream());
+                                    relu, y.raw(), b_.stream());
 }
 
 namespace {
@@ -100,46 +100,46 @@ bool lt_eligible(const Tensor& x, const Tensor& w, const Tensor& y, bool allow_t
 // for a wide N and leaves most of its tile idle. In column-major terms w as stored is (D x K), and
 // y = op(it) x with op = transpose. fp32 sums in fp32 (no TF32: GEMV has no tensor-core form), the
 // 16-bit types through cuBLAS's mixed GEMVs (16-bit operands, fp32 compute). Bias and ReLU follow.
-bool CudaBackend::gemv_applies(const Tensor& x, const Tensor& w, const Tensor& y) {
+bool cuda::LinearOps::gemv_applies(const Tensor& x, const Tensor& w, const Tensor& y) {
   if (w.shape().rank() != 2 || y.shape().n() != 1 || x.dtype() != w.dtype() || y.dtype() != w.dtype()) return false;
   const int64_t k = w.shape()[0], d = w.shape()[1];
   return x.numel() == d && y.numel() == k && k <= INT32_MAX && d <= INT32_MAX &&
          (w.dtype() == DType::F32 || w.dtype() == DType::BF16 || w.dtype() == DType::F16);
 }
 
-void CudaBackend::linear_forward_gemv(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu,
-                                      const Tensor& y) {
-  activate();
+void cuda::LinearOps::linear_forward_gemv(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu,
+                                          const Tensor& y) {
+  b_.activate();
   const float one = 1.0f, zero = 0.0f;
   const int m = static_cast<int>(w.shape()[1]), n = static_cast<int>(w.shape()[0]);
   if (w.dtype() == DType::F32) {
-    CUBLAS_CHECK(cublasSgemv(cublas_, CUBLAS_OP_T, m, n, &one, w.f32(), m, x.f32(), 1, &zero, y.f32(), 1));
+    CUBLAS_CHECK(cublasSgemv(b_.cublas_, CUBLAS_OP_T, m, n, &one, w.f32(), m, x.f32(), 1, &zero, y.f32(), 1));
   } else if (w.dtype() == DType::BF16) {
     CUBLAS_CHECK(cublasTSTgemvStridedBatched(
-        cublas_, CUBLAS_OP_T, m, n, &one, static_cast<const __nv_bfloat16*>(w.raw()), m, 0,
+        b_.cublas_, CUBLAS_OP_T, m, n, &one, static_cast<const __nv_bfloat16*>(w.raw()), m, 0,
         static_cast<const __nv_bfloat16*>(x.raw()), 1, 0, &zero, static_cast<__nv_bfloat16*>(y.raw()), 1, 0, 1));
   } else {
-    CUBLAS_CHECK(cublasHSHgemvStridedBatched(cublas_, CUBLAS_OP_T, m, n, &one, static_cast<const __half*>(w.raw()), m,
-                                             0, static_cast<const __half*>(x.raw()), 1, 0, &zero,
+    CUBLAS_CHECK(cublasHSHgemvStridedBatched(b_.cublas_, CUBLAS_OP_T, m, n, &one, static_cast<const __half*>(w.raw()),
+                                             m, 0, static_cast<const __half*>(x.raw()), 1, 0, &zero,
                                              static_cast<__half*>(y.raw()), 1, 0, 1));
   }
-  if (bias.defined()) bias_add(bias, y);
-  if (relu) relu_forward(y, y);
+  if (bias.defined()) b_.bias_add(bias, y);
+  if (relu) b_.relu_forward(y, y);
 }
 
 // Timed like a convolution's forms (the median of runs after an untimed one), on the call's own
 // buffers: both write y, nothing else.
-bool CudaBackend::gemv_measures_faster(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu,
-                                       const Tensor& y) {
+bool cuda::LinearOps::gemv_measures_faster(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu,
+                                           const Tensor& y) {
   const auto key = std::make_tuple(w.shape()[0], w.shape()[1], static_cast<int>(w.dtype()), bias.defined(), relu);
   if (auto it = gemv_faster_.find(key); it != gemv_faster_.end()) return it->second;
   // Deterministic runs choose without timing: the matmul, as at every other batch size.
   bool faster = false;
-  if (!options_.deterministic) {
+  if (!b_.options_.deterministic) {
     cuda::EventPair ev;
     auto time = [&](auto&& forward) {
       forward();
-      return cuda::median_run_ms(ev, stream(), [&] {
+      return cuda::median_run_ms(ev, b_.stream(), [&] {
         forward();
         return true;
       });
@@ -154,52 +154,54 @@ bool CudaBackend::gemv_measures_faster(const Tensor& x, const Tensor& w, const T
   return faster;
 }
 
-void CudaBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu, const Tensor& y) {
-  for (const auto& [name, t] : {std::pair{"x", &x}, {"w", &w}, {"y", &y}}) cuda::expect_float("linear_forward", name, *t, device_);
+void cuda::LinearOps::linear_forward(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu, const Tensor& y) {
+  for (const auto& [name, t] : {std::pair{"x", &x}, {"w", &w}, {"y", &y}})
+    cuda::expect_float("linear_forward", name, *t, b_.device_);
   if (bias.defined()) {
     cuda::expect_dtype("linear_forward", "bias", bias, w.dtype());
     if (w.shape().rank() == 2) cuda::expect_numel("linear_forward", "bias", bias, w.shape()[0]);
   }
-  if (options_.fc_gemv != FcGemv::Off && gemv_applies(x, w, y) &&
-      (options_.fc_gemv == FcGemv::On || gemv_measures_faster(x, w, bias, relu, y)))
+  if (b_.options_.fc_gemv != FcGemv::Off && gemv_applies(x, w, y) &&
+      (b_.options_.fc_gemv == FcGemv::On || gemv_measures_faster(x, w, bias, relu, y)))
     return linear_forward_gemv(x, w, bias, relu, y);
   linear_forward_matmul(x, w, bias, relu, y);
 }
 
-void CudaBackend::linear_forward_matmul(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu,
-                                        const Tensor& y) {
-  const bool fusable = lt_eligible(x, w, y, options_.allow_tf32) && w.shape().rank() == 2;
-  if (!fusable || y.numel() == 0) return Backend::linear_forward(x, w, bias, relu, y);
+void cuda::LinearOps::linear_forward_matmul(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu,
+                                            const Tensor& y) {
+  const bool fusable = lt_eligible(x, w, y, b_.options_.allow_tf32) && w.shape().rank() == 2;
+  if (!fusable || y.numel() == 0) return b_.Backend::linear_forward(x, w, bias, relu, y);
   const int64_t n = y.shape().n(), k = w.shape()[0], d = w.shape()[1];
-  if (x.numel() != n * d || y.numel() != n * k) return Backend::linear_forward(x, w, bias, relu, y);  // names the error
-  activate();
+  if (x.numel() != n * d || y.numel() != n * k)
+    return b_.Backend::linear_forward(x, w, bias, relu, y);  // names the error
+  b_.activate();
   const cublasLtEpilogue_t epilogue = bias.defined() ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
                                                      : (relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
   void* b = bias.defined() ? bias.raw() : nullptr;
   const int alignment = common_alignment({x.raw(), w.raw(), y.raw(), b ? b : y.raw()});
   // y^T (K, N) = op(w as stored: D x K, transposed) * x as stored (D x N).
   cuda::LinearPlan& plan = linear_plans_.plan(true, false, k, n, d, w.dtype(), epilogue, b, alignment);
-  if (!plan.usable) return Backend::linear_forward(x, w, bias, relu, y);
+  if (!plan.usable) return b_.Backend::linear_forward(x, w, bias, relu, y);
   run_linear(plan, w.raw(), x.raw(), y.raw(), b);
 }
 
-void CudaBackend::linear_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw, const Tensor& dbias) {
+void cuda::LinearOps::linear_backward_params(const Tensor& x, const Tensor& dy, const Tensor& dw, const Tensor& dbias) {
   for (const auto& [name, t] : {std::pair{"x", &x}, {"dy", &dy}, {"dw", &dw}})
-    cuda::expect_float("linear_backward_params", name, *t, device_);
+    cuda::expect_float("linear_backward_params", name, *t, b_.device_);
   if (dbias.defined()) {
     cuda::expect_dtype("linear_backward_params", "dbias", dbias, dw.dtype());
     if (dw.shape().rank() == 2) cuda::expect_numel("linear_backward_params", "dbias", dbias, dw.shape()[0]);
   }
-  const bool fusable = dbias.defined() && lt_eligible(x, dw, dy, options_.allow_tf32) && dw.shape().rank() == 2;
-  if (!fusable || dy.numel() == 0) return Backend::linear_backward_params(x, dy, dw, dbias);
+  const bool fusable = dbias.defined() && lt_eligible(x, dw, dy, b_.options_.allow_tf32) && dw.shape().rank() == 2;
+  if (!fusable || dy.numel() == 0) return b_.Backend::linear_backward_params(x, dy, dw, dbias);
   const int64_t n = dy.shape().n(), k = dw.shape()[0], d = dw.shape()[1];
-  if (x.numel() != n * d || dy.numel() != n * k) return Backend::linear_backward_params(x, dy, dw, dbias);
-  activate();
+  if (x.numel() != n * d || dy.numel() != n * k) return b_.Backend::linear_backward_params(x, dy, dw, dbias);
+  b_.activate();
   const int alignment = common_alignment({x.raw(), dy.raw(), dw.raw(), dbias.raw()});
   // dw^T (D, K) = x as stored (D x N) * op(dy as stored: K x N, transposed); BGRADB sums dy over N.
   cuda::LinearPlan& plan =
       linear_plans_.plan(false, true, d, k, n, dw.dtype(), CUBLASLT_EPILOGUE_BGRADB, dbias.raw(), alignment);
-  if (!plan.usable) return Backend::linear_backward_params(x, dy, dw, dbias);
+  if (!plan.usable) return b_.Backend::linear_backward_params(x, dy, dw, dbias);
   run_linear(plan, x.raw(), dy.raw(), dw.raw(), dbias.raw());
 }
 

@@ -31,67 +31,68 @@ void check_lrn_params(const char* op, const LrnParams& p) {
 // cuDNN has LRN in f32 and f16 but not in bf16 (CUDNN_STATUS_NOT_SUPPORTED), and only over NCHW:
 // channels-last tensors (every 16-bit net's) run cnnscale's row kernels (cuda_lrn_kernels.cu), and
 // NCHW bf16 ones are widened to f32 around cuDNN's f32 op; both compute in fp32.
-void CudaBackend::lrn_forward(const LrnParams& p, const Tensor& x, const Tensor& y) {
-  cuda::expect_float("lrn_forward", "x", x, device_);
-  cuda::expect_float("lrn_forward", "y", y, device_);
+void cuda::Normalization::lrn_forward(const LrnParams& p, const Tensor& x, const Tensor& y) {
+  cuda::expect_float("lrn_forward", "x", x, b_.device_);
+  cuda::expect_float("lrn_forward", "y", y, b_.device_);
   cuda::expect_dtype("lrn_forward", "y", y, x.dtype());
   cuda::expect_shape("lrn_forward", "y", y, x.shape());
   check_lrn_params("lrn_forward", p);
   if (x.numel() == 0) return;
-  activate();
+  b_.activate();
   if (x.layout() == Layout::NHWC) {
     cuda::expect_layout("lrn_forward", "y", y, Layout::NHWC);
     cuda::launch_lrn_rows_forward(x.dtype(), x.numel() / x.shape().c(), x.shape().c(), p.local_size, p.alpha, p.beta,
-                                  p.k, x.raw(), y.raw(), stream());
+                                  p.k, x.raw(), y.raw(), b_.stream());
     return;
   }
   if (x.dtype() == DType::BF16) {
-    Tensor xw = staged(0, x, DType::F32), yw = staging(1, x.shape());
+    Tensor xw = b_.staged(0, x, DType::F32), yw = b_.staging(1, x.shape());
     lrn_forward(p, xw, yw);
-    convert(yw, y);
+    b_.convert(yw, y);
     return;
   }
   CUDNN_CHECK(cudnnSetLRNDescriptor(lrn_desc_, static_cast<unsigned>(p.local_size), p.alpha, p.beta, p.k));
-  cuda::set_nchw(desc_a_, x.shape(), "lrn_forward", x.dtype());
+  cuda::set_nchw(b_.desc_a_, x.shape(), "lrn_forward", x.dtype());
   const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnLRNCrossChannelForward(cudnn_, lrn_desc_, CUDNN_LRN_CROSS_CHANNEL_DIM1, &one, desc_a_, x.raw(),
-                                          &zero, desc_a_, y.raw()));
+  CUDNN_CHECK(cudnnLRNCrossChannelForward(b_.cudnn_, lrn_desc_, CUDNN_LRN_CROSS_CHANNEL_DIM1, &one, b_.desc_a_, x.raw(),
+                                          &zero, b_.desc_a_, y.raw()));
 }
 
-void CudaBackend::lrn_backward(const LrnParams& p, const Tensor& x, const Tensor& y, const Tensor& dy,
-                               const Tensor& dx) {
-  cuda::expect_float("lrn_backward", "x", x, device_);
-  cuda::expect_float("lrn_backward", "y", y, device_);
+void cuda::Normalization::lrn_backward(const LrnParams& p, const Tensor& x, const Tensor& y, const Tensor& dy,
+                                       const Tensor& dx) {
+  cuda::expect_float("lrn_backward", "x", x, b_.device_);
+  cuda::expect_float("lrn_backward", "y", y, b_.device_);
   cuda::expect_dtype("lrn_backward", "y", y, x.dtype());
-  cuda::expect_float("lrn_backward", "dy", dy, device_);
+  cuda::expect_float("lrn_backward", "dy", dy, b_.device_);
   cuda::expect_dtype("lrn_backward", "dy", dy, x.dtype());
-  cuda::expect_float("lrn_backward", "dx", dx, device_);
+  cuda::expect_float("lrn_backward", "dx", dx, b_.device_);
   cuda::expect_dtype("lrn_backward", "dx", dx, x.dtype());
   cuda::expect_shape("lrn_backward", "y", y, x.shape());
   cuda::expect_shape("lrn_backward", "dy", dy, x.shape());
   cuda::expect_shape("lrn_backward", "dx", dx, x.shape());
   check_lrn_params("lrn_backward", p);
   if (x.numel() == 0) return;
-  activate();
+  b_.activate();
   if (x.layout() == Layout::NHWC) {
     for (const auto& [name, t] : {std::pair<const char*, const Tensor*>{"y", &y}, {"dy", &dy}, {"dx", &dx}})
       cuda::expect_layout("lrn_backward", name, *t, Layout::NHWC);
-    cuda::launch_lrn_rows_backward(x.dtype(), x.numel() / x.shape().c(), x.shape().c(), p.local_size, p.alpha,
-                                   p.beta, p.k, x.raw(), y.raw(), dy.raw(), dx.raw(), stream());
+    cuda::launch_lrn_rows_backward(x.dtype(), x.numel() / x.shape().c(), x.shape().c(), p.local_size, p.alpha, p.beta,
+                                   p.k, x.raw(), y.raw(), dy.raw(), dx.raw(), b_.stream());
     return;
   }
   if (x.dtype() == DType::BF16) {  // widened to f32, as in lrn_forward
-    Tensor xw = staged(0, x, DType::F32), yw = staged(1, y, DType::F32), dyw = staged(2, dy, DType::F32),
-           dxw = staging(3, x.shape());
+    Tensor xw = b_.staged(0, x, DType::F32), yw = b_.staged(1, y, DType::F32), dyw = b_.staged(2, dy, DType::F32),
+           dxw = b_.staging(3, x.shape());
     lrn_backward(p, xw, yw, dyw, dxw);
-    convert(dxw, dx);
+    b_.convert(dxw, dx);
     return;
   }
   CUDNN_CHECK(cudnnSetLRNDescriptor(lrn_desc_, static_cast<unsigned>(p.local_size), p.alpha, p.beta, p.k));
-  cuda::set_nchw(desc_a_, x.shape(), "lrn_backward", x.dtype());
+  cuda::set_nchw(b_.desc_a_, x.shape(), "lrn_backward", x.dtype());
   const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnLRNCrossChannelBackward(cudnn_, lrn_desc_, CUDNN_LRN_CROSS_CHANNEL_DIM1, &one, desc_a_, y.raw(),
-                                           desc_a_, dy.raw(), desc_a_, x.raw(), &zero, desc_a_, dx.raw()));
+  CUDNN_CHECK(cudnnLRNCrossChannelBackward(b_.cudnn_, lrn_desc_, CUDNN_LRN_CROSS_CHANNEL_DIM1, &one, b_.desc_a_,
+                                           y.raw(), b_.desc_a_, dy.raw(), b_.desc_a_, x.raw(), &zero, b_.desc_a_,
+                                           dx.raw()));
 }
 
 // ---- batch norm ------------------------------------------------------------------------------
@@ -122,7 +123,7 @@ void check_fused(const char* op, const char* what, const Tensor& x, const Tensor
   cuda::expect_shape(op, what, t, x.shape());
 }
 
-// Whether cuDNN's persistent channels-last kernels (`persistent`: CudaBackend::bn_persistent) apply
+// Whether cuDNN's persistent channels-last kernels (`persistent`: Normalization::bn_persistent) apply
 // the epilogue (BN + ReLU, BN + add + ReLU; an addend without a ReLU has no fused op). Only for C a
 // multiple of 4, the vector width of those kernels: other channel counts run the epilogue op by op.
 bool cudnn_fuses(const BatchNormParams& p, const Tensor& x, bool persistent) {
@@ -136,53 +137,67 @@ cudnnBatchNormOps_t fused_ops(bool in_op, bool addend) {
 
 }  // namespace
 
-CudaBackend::OwnBatchNormLaunch CudaBackend::own_batchnorm_launch(const Tensor& x) {
+cuda::Normalization::Normalization(CudaBackend& backend) : b_(backend) {
+  CUDNN_CHECK(cudnnSetActivationDescriptor(relu_desc_, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+}
+
+bool cuda::Normalization::bn_persistent() const {
+  return b_.ctx_->granted_sms() == 0 || b_.ctx_->granted_sms() >= b_.sm_count_;
+}
+
+bool cuda::Normalization::own_batchnorm(const Tensor& x) const {
+  if (x.layout() != Layout::NHWC || x.shape().rank() != 4) return false;
+  return b_.options_.batchnorm == BatchNormKernels::Cnnscale ||
+         (b_.options_.batchnorm == BatchNormKernels::Auto && !bn_persistent());
+}
+
+cuda::Normalization::OwnBatchNormLaunch cuda::Normalization::own_batchnorm_launch(const Tensor& x) {
   OwnBatchNormLaunch l;
   l.rows = x.numel() / x.shape().c();
-  l.sms = granted_sms() > 0 ? granted_sms() : sm_count_;  // the grid fills the SMs this backend has
-  l.workspace = workspace(static_cast<size_t>(cuda::bn_rows_workspace_bytes(l.rows, x.shape().c(), l.sms)));
+  l.sms = b_.granted_sms() > 0 ? b_.granted_sms() : b_.sm_count_;  // the grid fills the SMs this backend has
+  l.workspace = b_.workspace(static_cast<size_t>(cuda::bn_rows_workspace_bytes(l.rows, x.shape().c(), l.sms)));
   return l;
 }
 
-void CudaBackend::batchnorm_epilogue(const BatchNormParams& p, const BatchNormFused& fused, const Tensor& y) {
-  if (fused.z.defined()) axpby(1.0f, fused.z, 1.0f, y);
-  if (p.relu) relu_forward(y, y);
+void cuda::Normalization::batchnorm_epilogue(const BatchNormParams& p, const BatchNormFused& fused, const Tensor& y) {
+  if (fused.z.defined()) b_.axpby(1.0f, fused.z, 1.0f, y);
+  if (p.relu) b_.relu_forward(y, y);
 }
 
-void CudaBackend::batchnorm_forward_train(const BatchNormParams& p, const Tensor& x, const Tensor& scale,
-                                          const Tensor& shift, const Tensor& running_mean,
-                                          const Tensor& running_var, const Tensor& y, const Tensor& save_mean,
-                                          const Tensor& save_inv_std, const BatchNormFused& fused) {
+void cuda::Normalization::batchnorm_forward_train(const BatchNormParams& p, const Tensor& x, const Tensor& scale,
+                                                  const Tensor& shift, const Tensor& running_mean,
+                                                  const Tensor& running_var, const Tensor& y, const Tensor& save_mean,
+                                                  const Tensor& save_inv_std, const BatchNormFused& fused) {
   const char* op = "batchnorm_forward_train";
-  check_fused(op, "z", x, fused.z, device_);
+  check_fused(op, "z", x, fused.z, b_.device_);
   check_bn_input(op, x);
   const int64_t c = x.shape().c();
-  cuda::expect_float(op, "x", x, device_);
-  cuda::expect_float(op, "y", y, device_);
+  cuda::expect_float(op, "x", x, b_.device_);
+  cuda::expect_float(op, "y", y, b_.device_);
   cuda::expect_dtype(op, "y", y, x.dtype());
   cuda::expect_layout(op, "y", y, x.layout());
   cuda::expect_shape(op, "y", y, x.shape());
-  check_bn_param(op, "scale", scale, c, device_);
-  check_bn_param(op, "shift", shift, c, device_);
-  check_bn_param(op, "running_mean", running_mean, c, device_);
-  check_bn_param(op, "running_var", running_var, c, device_);
-  check_bn_param(op, "save_mean", save_mean, c, device_);
-  check_bn_param(op, "save_inv_std", save_inv_std, c, device_);
+  check_bn_param(op, "scale", scale, c, b_.device_);
+  check_bn_param(op, "shift", shift, c, b_.device_);
+  check_bn_param(op, "running_mean", running_mean, c, b_.device_);
+  check_bn_param(op, "running_var", running_var, c, b_.device_);
+  check_bn_param(op, "save_mean", save_mean, c, b_.device_);
+  check_bn_param(op, "save_inv_std", save_inv_std, c, b_.device_);
   if (x.numel() == 0) return;
   if (x.numel() / c < 2)
     throw_runtime("{} on cuda: x {} has one value per channel; batch statistics need at least two", op,
                   x.shape().to_string());
-  activate();
+  b_.activate();
   if (own_batchnorm(x)) {
     const OwnBatchNormLaunch l = own_batchnorm_launch(x);
     cuda::launch_bn_rows_forward_train(x.dtype(), l.rows, c, l.sms, x.raw(),
                                        fused.z.defined() ? fused.z.raw() : nullptr, scale.f32(), shift.f32(),
                                        p.momentum, p.eps, running_mean.f32(), running_var.f32(), save_mean.f32(),
-                                       save_inv_std.f32(), p.relu, y.raw(), l.workspace, stream());
+                                       save_inv_std.f32(), p.relu, y.raw(), l.workspace, b_.stream());
     return;
   }
-  cuda::set_desc(desc_a_, x, op);
-  CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(desc_c_, desc_a_, CUDNN_BATCHNORM_SPATIAL));
+  cuda::set_desc(b_.desc_a_, x, op);
+  CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(desc_c_, b_.desc_a_, CUDNN_BATCHNORM_SPATIAL));
   const float one = 1.0f, zero = 0.0f;
   if (x.layout() == Layout::NHWC && bn_persistent()) {
     // Channels-last: the Ex entry point's persistent kernels (the legacy call ran NHWC bf16 some
@@ -196,91 +211,93 @@ void CudaBackend::batchnorm_forward_train(const BatchNormParams& p, const Tensor
     cudnnActivationDescriptor_t act = in_op ? relu_desc_.get() : nullptr;
     size_t ws = 0, rs = 0;
     CUDNN_CHECK(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
-        cudnn_, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, ops, desc_a_, add ? desc_a_.get() : nullptr, desc_a_, desc_c_,
-        act, &ws));
-    CUDNN_CHECK(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(cudnn_, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, ops,
-                                                                     act, desc_a_, &rs));
+        b_.cudnn_, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, ops, b_.desc_a_, add ? b_.desc_a_.get() : nullptr, b_.desc_a_,
+        desc_c_, act, &ws));
+    CUDNN_CHECK(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(b_.cudnn_, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, ops,
+                                                                     act, b_.desc_a_, &rs));
     Tensor& reserve = bn_reserve_[x.raw()];
     if (rs > 0 && (!reserve.defined() || reserve.bytes() < rs)) {
-      if (reserve.defined()) buffers_moved();
-      reserve = alloc(Shape{static_cast<int64_t>((rs + 3) / 4)}, DType::I32);
+      if (reserve.defined()) b_.buffers_moved();
+      reserve = b_.alloc(Shape{static_cast<int64_t>((rs + 3) / 4)}, DType::I32);
     }
     CUDNN_CHECK(cudnnBatchNormalizationForwardTrainingEx(
-        cudnn_, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, ops, &one, &zero, desc_a_, x.raw(), add ? desc_a_.get() : nullptr,
-        add ? fused.z.raw() : nullptr, desc_a_, y.raw(), desc_c_, scale.f32(), shift.f32(), p.momentum,
-        running_mean.f32(), running_var.f32(), p.eps, save_mean.f32(), save_inv_std.f32(), act, workspace(ws), ws,
-        rs > 0 ? reserve.raw() : nullptr, rs));
+        b_.cudnn_, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, ops, &one, &zero, b_.desc_a_, x.raw(),
+        add ? b_.desc_a_.get() : nullptr, add ? fused.z.raw() : nullptr, b_.desc_a_, y.raw(), desc_c_, scale.f32(),
+        shift.f32(), p.momentum, running_mean.f32(), running_var.f32(), p.eps, save_mean.f32(), save_inv_std.f32(), act,
+        b_.workspace(ws), ws, rs > 0 ? reserve.raw() : nullptr, rs));
     if (!in_op) batchnorm_epilogue(p, fused, y);
     return;
   }
   // Channels-first, or channels-last on a partition (bn_persistent): the spatial kernels, whose
   // descriptors carry the memory order, and the epilogue op by op.
   CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
-      cudnn_, CUDNN_BATCHNORM_SPATIAL, &one, &zero, desc_a_, x.raw(), desc_a_, y.raw(), desc_c_, scale.f32(),
+      b_.cudnn_, CUDNN_BATCHNORM_SPATIAL, &one, &zero, b_.desc_a_, x.raw(), b_.desc_a_, y.raw(), desc_c_, scale.f32(),
       shift.f32(), p.momentum, running_mean.f32(), running_var.f32(), p.eps, save_mean.f32(), save_inv_std.f32()));
   batchnorm_epilogue(p, fused, y);
 }
 
-void CudaBackend::batchnorm_forward_inference(const BatchNormParams& p, const Tensor& x, const Tensor& scale,
-                                              const Tensor& shift, const Tensor& running_mean,
-                                              const Tensor& running_var, const Tensor& y,
-                                              const BatchNormFused& fused) {
+void cuda::Normalization::batchnorm_forward_inference(const BatchNormParams& p, const Tensor& x, const Tensor& scale,
+                                                      const Tensor& shift, const Tensor& running_mean,
+                                                      const Tensor& running_var, const Tensor& y,
+                                                      const BatchNormFused& fused) {
   const char* op = "batchnorm_forward_inference";
-  check_fused(op, "z", x, fused.z, device_);
+  check_fused(op, "z", x, fused.z, b_.device_);
   check_bn_input(op, x);
   const int64_t c = x.shape().c();
-  cuda::expect_float(op, "x", x, device_);
-  cuda::expect_float(op, "y", y, device_);
+  cuda::expect_float(op, "x", x, b_.device_);
+  cuda::expect_float(op, "y", y, b_.device_);
   cuda::expect_dtype(op, "y", y, x.dtype());
   cuda::expect_layout(op, "y", y, x.layout());
   cuda::expect_shape(op, "y", y, x.shape());
-  check_bn_param(op, "scale", scale, c, device_);
-  check_bn_param(op, "shift", shift, c, device_);
-  check_bn_param(op, "running_mean", running_mean, c, device_);
-  check_bn_param(op, "running_var", running_var, c, device_);
+  check_bn_param(op, "scale", scale, c, b_.device_);
+  check_bn_param(op, "shift", shift, c, b_.device_);
+  check_bn_param(op, "running_mean", running_mean, c, b_.device_);
+  check_bn_param(op, "running_var", running_var, c, b_.device_);
   if (x.numel() == 0) return;
-  activate();
-  cuda::set_desc(desc_a_, x, op);
-  CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(desc_c_, desc_a_, CUDNN_BATCHNORM_SPATIAL));
+  b_.activate();
+  cuda::set_desc(b_.desc_a_, x, op);
+  CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(desc_c_, b_.desc_a_, CUDNN_BATCHNORM_SPATIAL));
   const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnBatchNormalizationForwardInference(cudnn_, CUDNN_BATCHNORM_SPATIAL, &one, &zero, desc_a_, x.raw(),
-                                                      desc_a_, y.raw(), desc_c_, scale.f32(), shift.f32(),
+  CUDNN_CHECK(cudnnBatchNormalizationForwardInference(b_.cudnn_, CUDNN_BATCHNORM_SPATIAL, &one, &zero, b_.desc_a_,
+                                                      x.raw(), b_.desc_a_, y.raw(), desc_c_, scale.f32(), shift.f32(),
                                                       running_mean.f32(), running_var.f32(), p.eps));
   batchnorm_epilogue(p, fused, y);
 }
 
-void CudaBackend::batchnorm_backward(const BatchNormParams& p, const Tensor& x, const Tensor& dy, const Tensor& scale,
-                                     const Tensor& save_mean, const Tensor& save_inv_std, const Tensor& dx,
-                                     const Tensor& dscale, const Tensor& dshift, const BatchNormFused& fused) {
+void cuda::Normalization::batchnorm_backward(const BatchNormParams& p, const Tensor& x, const Tensor& dy,
+                                             const Tensor& scale, const Tensor& save_mean, const Tensor& save_inv_std,
+                                             const Tensor& dx, const Tensor& dscale, const Tensor& dshift,
+                                             const BatchNormFused& fused) {
   const char* op = "batchnorm_backward";
-  check_fused(op, "y", x, fused.y, device_);
-  check_fused(op, "dz", x, fused.dz, device_);
+  check_fused(op, "y", x, fused.y, b_.device_);
+  check_fused(op, "dz", x, fused.dz, b_.device_);
   if (p.relu && (!fused.y.defined() || !fused.shift.defined()))
     throw_runtime("{} on cuda: a fused ReLU needs the forward's output y and shift", op);
-  if (fused.shift.defined()) check_bn_param(op, "shift", fused.shift, x.shape().c(), device_);
+  if (fused.shift.defined()) check_bn_param(op, "shift", fused.shift, x.shape().c(), b_.device_);
   check_bn_input(op, x);
   const int64_t c = x.shape().c();
-  cuda::expect_float(op, "x", x, device_);
-  cuda::expect_float(op, "dy", dy, device_);
+  cuda::expect_float(op, "x", x, b_.device_);
+  cuda::expect_float(op, "dy", dy, b_.device_);
   cuda::expect_dtype(op, "dy", dy, x.dtype());
   cuda::expect_layout(op, "dy", dy, x.layout());
-  cuda::expect_float(op, "dx", dx, device_);
+  cuda::expect_float(op, "dx", dx, b_.device_);
   cuda::expect_dtype(op, "dx", dx, x.dtype());
   cuda::expect_layout(op, "dx", dx, x.layout());
   cuda::expect_shape(op, "dy", dy, x.shape());
   cuda::expect_shape(op, "dx", dx, x.shape());
-  check_bn_param(op, "scale", scale, c, device_);
-  check_bn_param(op, "save_mean", save_mean, c, device_);
-  check_bn_param(op, "save_inv_std", save_inv_std, c, device_);
-  check_bn_param(op, "dscale", dscale, c, device_);
-  check_bn_param(op, "dshift", dshift, c, device_);
+  check_bn_param(op, "scale", scale, c, b_.device_);
+  check_bn_param(op, "save_mean", save_mean, c, b_.device_);
+  check_bn_param(op, "save_inv_std", save_inv_std, c, b_.device_);
+  check_bn_param(op, "dscale", dscale, c, b_.device_);
+  check_bn_param(op, "dshift", dshift, c, b_.device_);
   if (x.numel() == 0) return;
-  activate();
+  b_.activate();
   if (own_batchnorm(x)) {  // the gate and the addend's gradient inside its kernels
     const OwnBatchNormLaunch l = own_batchnorm_launch(x);
     cuda::launch_bn_rows_backward(x.dtype(), l.rows, c, l.sms, x.raw(), dy.raw(), p.relu ? fused.y.raw() : nullptr,
                                   scale.f32(), save_mean.f32(), save_inv_std.f32(), dx.raw(), dscale.f32(),
-                                  dshift.f32(), fused.dz.defined() ? fused.dz.raw() : nullptr, l.workspace, stream());
+                                  dshift.f32(), fused.dz.defined() ? fused.dz.raw() : nullptr, l.workspace,
+                                  b_.stream());
     return;
   }
   // Without cuDNN's fused backward, the gradient reaching bn(x) is dy gated by the ReLU's output,
@@ -289,13 +306,13 @@ void CudaBackend::batchnorm_backward(const BatchNormParams& p, const Tensor& x, 
   Tensor grad = dy;
   if (!fused_in_cudnn) {
     if (p.relu) {
-      grad = staging(0, dy.shape(), dy.dtype()).as_layout(dy.layout());
-      relu_backward(fused.y, dy, grad);
+      grad = b_.staging(0, dy.shape(), dy.dtype()).as_layout(dy.layout());
+      b_.relu_backward(fused.y, dy, grad);
     }
-    if (fused.dz.defined()) copy(grad, fused.dz);
+    if (fused.dz.defined()) b_.copy(grad, fused.dz);
   }
-  cuda::set_desc(desc_a_, x, op);
-  CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(desc_c_, desc_a_, CUDNN_BATCHNORM_SPATIAL));
+  cuda::set_desc(b_.desc_a_, x, op);
+  CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(desc_c_, b_.desc_a_, CUDNN_BATCHNORM_SPATIAL));
   const float one = 1.0f, zero = 0.0f;
   if (x.layout() == Layout::NHWC && bn_persistent()) {  // the forward's persistent kernels, with its reserve space
     auto it = bn_reserve_.find(x.raw());
@@ -303,25 +320,25 @@ void CudaBackend::batchnorm_backward(const BatchNormParams& p, const Tensor& x, 
     const bool act = fused_in_cudnn, add = ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
     size_t ws = 0, rs = 0;
     CUDNN_CHECK(cudnnGetBatchNormalizationBackwardExWorkspaceSize(
-        cudnn_, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, ops, desc_a_, act ? desc_a_.get() : nullptr, desc_a_,
-        add ? desc_a_.get() : nullptr, desc_a_, desc_c_, act ? relu_desc_.get() : nullptr, &ws));
+        b_.cudnn_, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, ops, b_.desc_a_, act ? b_.desc_a_.get() : nullptr, b_.desc_a_,
+        add ? b_.desc_a_.get() : nullptr, b_.desc_a_, desc_c_, act ? relu_desc_.get() : nullptr, &ws));
     CUDNN_CHECK(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
-        cudnn_, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, ops, act ? relu_desc_.get() : nullptr, desc_a_, &rs));
+        b_.cudnn_, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, ops, act ? relu_desc_.get() : nullptr, b_.desc_a_, &rs));
     if (rs > 0 && (it == bn_reserve_.end() || !it->second.defined()))
       throw_runtime("{} on cuda: channels-last x {} has no training forward to go back through", op,
                     x.shape().to_string());
     CUDNN_CHECK(cudnnBatchNormalizationBackwardEx(
-        cudnn_, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, ops, &one, &zero, &one, &zero, desc_a_, x.raw(),
-        act ? desc_a_.get() : nullptr, act ? fused.y.raw() : nullptr, desc_a_, grad.raw(),
-        add ? desc_a_.get() : nullptr, add ? fused.dz.raw() : nullptr, desc_a_, dx.raw(), desc_c_, scale.f32(),
+        b_.cudnn_, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, ops, &one, &zero, &one, &zero, b_.desc_a_, x.raw(),
+        act ? b_.desc_a_.get() : nullptr, act ? fused.y.raw() : nullptr, b_.desc_a_, grad.raw(),
+        add ? b_.desc_a_.get() : nullptr, add ? fused.dz.raw() : nullptr, b_.desc_a_, dx.raw(), desc_c_, scale.f32(),
         act ? fused.shift.f32() : nullptr, dscale.f32(), dshift.f32(), p.eps, save_mean.f32(), save_inv_std.f32(),
-        act ? relu_desc_.get() : nullptr, workspace(ws), ws, rs > 0 ? it->second.raw() : nullptr, rs));
+        act ? relu_desc_.get() : nullptr, b_.workspace(ws), ws, rs > 0 ? it->second.raw() : nullptr, rs));
     return;
   }
   // dx, dscale and dshift are overwritten (beta = 0), as the Backend contract says.
-  CUDNN_CHECK(cudnnBatchNormalizationBackward(cudnn_, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, desc_a_,
-                                              x.raw(), desc_a_, grad.raw(), desc_a_, dx.raw(), desc_c_, scale.f32(),
-                                              dscale.f32(), dshift.f32(), p.eps, save_mean.f32(),
+  CUDNN_CHECK(cudnnBatchNormalizationBackward(b_.cudnn_, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, b_.desc_a_,
+                                              x.raw(), b_.desc_a_, grad.raw(), b_.desc_a_, dx.raw(), desc_c_,
+                                              scale.f32(), dscale.f32(), dshift.f32(), p.eps, save_mean.f32(),
                                               save_inv_std.f32()));
 }
 

@@ -51,7 +51,7 @@ cuda::PoolGeometry geometry(const PoolParams& p, const Shape& x, const Shape& y,
 
 }  // namespace
 
-bool CudaBackend::cudnn_can_pool(const PoolParams& p, const Shape& x) {
+bool cuda::Pooling::cudnn_can_pool(const PoolParams& p, const Shape& x) {
   return pool_output_dim(x.h(), p.kernel_h, p.stride_h, p.pad_h, p.ceil_mode) ==
              floor_pool_dim(x.h(), p.kernel_h, p.stride_h, p.pad_h) &&
          pool_output_dim(x.w(), p.kernel_w, p.stride_w, p.pad_w, p.ceil_mode) ==
@@ -67,7 +67,7 @@ static cudnnPoolingMode_t cudnn_pool_mode(const PoolParams& p, bool deterministi
 
 // ResNet's pool1 backward at batch 256 in bf16 (x 256 x 64 x 112 x 112) spent most of its 0.95 ms
 // on an H100 finding every window's argmax again from x; the forward has it at hand.
-int64_t CudaBackend::pool_saved_bytes(const PoolParams& p, const Shape& shape, DType dtype, Layout layout) const {
+int64_t cuda::Pooling::pool_saved_bytes(const PoolParams& p, const Shape& shape, DType dtype, Layout layout) const {
   if (p.mode != PoolMode::Max || layout != Layout::NHWC || shape.rank() != 4 || dtype_size(dtype) > 4) return 0;
   const Shape ys{shape.n(), shape.c(), pool_output_dim(shape.h(), p.kernel_h, p.stride_h, p.pad_h, p.ceil_mode),
                  pool_output_dim(shape.w(), p.kernel_w, p.stride_w, p.pad_w, p.ceil_mode)};
@@ -79,7 +79,7 @@ int64_t CudaBackend::pool_saved_bytes(const PoolParams& p, const Shape& shape, D
 // saved for this shape, or `saved` too small or misaligned for them): a forward writes them and its
 // backward reads them under the same test, so a backward never reads bytes its forward did not
 // write (the backward's own packed-kernel test includes the forward's).
-static uint8_t* saved_argmax(const CudaBackend& b, const PoolParams& p, const Tensor& x, const Tensor& y,
+static uint8_t* saved_argmax(const cuda::Pooling& b, const PoolParams& p, const Tensor& x, const Tensor& y,
                              const Tensor& saved) {
   if (!saved.defined()) return nullptr;
   const int64_t bytes = b.pool_saved_bytes(p, x.shape(), x.dtype(), x.layout());
@@ -90,49 +90,49 @@ static uint8_t* saved_argmax(const CudaBackend& b, const PoolParams& p, const Te
   return static_cast<uint8_t*>(saved.raw());
 }
 
-void CudaBackend::pool_forward(const PoolParams& p, const Tensor& x, const Tensor& y, const Tensor& saved) {
-  cuda::expect_float("pool_forward", "x", x, device_);
-  cuda::expect_float("pool_forward", "y", y, device_);
+void cuda::Pooling::pool_forward(const PoolParams& p, const Tensor& x, const Tensor& y, const Tensor& saved) {
+  cuda::expect_float("pool_forward", "x", x, b_.device_);
+  cuda::expect_float("pool_forward", "y", y, b_.device_);
   cuda::expect_dtype("pool_forward", "y", y, x.dtype());
   Shape ys = checked_pool_shape("pool_forward", p, x);
   cuda::expect_shape("pool_forward", "y", y, ys);
   if (y.numel() == 0) return;
-  activate();
+  b_.activate();
   // Channels-last max pooling runs cnnscale's packed kernel where the channels allow 16-byte packs:
   // cuDNN's read the gait 2D-CNN's pool1 input at about a third of the H100's bandwidth.
   if (x.layout() == Layout::NHWC && p.mode == PoolMode::Max && y.layout() == Layout::NHWC &&
       cuda::launch_max_pool_forward_nhwc(geometry(p, x.shape(), ys, x.layout()), x.dtype(), x.raw(), y.raw(),
-                                         stream(), saved_argmax(*this, p, x, y, saved)))
+                                         b_.stream(), saved_argmax(*this, p, x, y, saved)))
     return;
   if (!cudnn_can_pool(p, x.shape())) {
     cuda::expect_layout("pool_forward", "y", y, x.layout());
     cuda::PoolGeometry g = geometry(p, x.shape(), ys, x.layout());
     if (p.mode == PoolMode::Max)
-      cuda::launch_caffe_max_pool_forward(g, x.dtype(), x.raw(), y.raw(), stream());
+      cuda::launch_caffe_max_pool_forward(g, x.dtype(), x.raw(), y.raw(), b_.stream());
     else
-      cuda::launch_caffe_avg_pool_forward(g, x.dtype(), x.raw(), y.raw(), stream());
+      cuda::launch_caffe_avg_pool_forward(g, x.dtype(), x.raw(), y.raw(), b_.stream());
     return;
   }
-  CUDNN_CHECK(cudnnSetPooling2dDescriptor(pool_desc_, cudnn_pool_mode(p, options_.deterministic),
-                                          CUDNN_NOT_PROPAGATE_NAN, p.kernel_h, p.kernel_w, p.pad_h, p.pad_w,
-                                          p.stride_h, p.stride_w));
-  cuda::set_desc(desc_a_, x, "pool_forward");
+  CUDNN_CHECK(cudnnSetPooling2dDescriptor(pool_desc_, cudnn_pool_mode(p, b_.options_.deterministic),
+                                          CUDNN_NOT_PROPAGATE_NAN, p.kernel_h, p.kernel_w, p.pad_h, p.pad_w, p.stride_h,
+                                          p.stride_w));
+  cuda::set_desc(b_.desc_a_, x, "pool_forward");
   int n = 0, c = 0, h = 0, w = 0;
-  CUDNN_CHECK(cudnnGetPooling2dForwardOutputDim(pool_desc_, desc_a_, &n, &c, &h, &w));
+  CUDNN_CHECK(cudnnGetPooling2dForwardOutputDim(pool_desc_, b_.desc_a_, &n, &c, &h, &w));
   if (Shape{n, c, h, w} != ys)
     throw_runtime("pool_forward on cuda: cuDNN output ({}, {}, {}, {}) differs from Caffe's {} for x {}", n, c, h, w,
                   ys.to_string(), x.shape().to_string());
-  cuda::set_desc(desc_b_, y, "pool_forward");
+  cuda::set_desc(b_.desc_b_, y, "pool_forward");
   const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnPoolingForward(cudnn_, pool_desc_, &one, desc_a_, x.raw(), &zero, desc_b_, y.raw()));
+  CUDNN_CHECK(cudnnPoolingForward(b_.cudnn_, pool_desc_, &one, b_.desc_a_, x.raw(), &zero, b_.desc_b_, y.raw()));
 }
 
-void CudaBackend::pool_backward(const PoolParams& p, const Tensor& x, const Tensor& y, const Tensor& dy,
-                                const Tensor& dx, const Tensor& saved) {
-  cuda::expect_float("pool_backward", "x", x, device_);
-  cuda::expect_float("pool_backward", "y", y, device_);
-  cuda::expect_float("pool_backward", "dy", dy, device_);
-  cuda::expect_float("pool_backward", "dx", dx, device_);
+void cuda::Pooling::pool_backward(const PoolParams& p, const Tensor& x, const Tensor& y, const Tensor& dy,
+                                  const Tensor& dx, const Tensor& saved) {
+  cuda::expect_float("pool_backward", "x", x, b_.device_);
+  cuda::expect_float("pool_backward", "y", y, b_.device_);
+  cuda::expect_float("pool_backward", "dy", dy, b_.device_);
+  cuda::expect_float("pool_backward", "dx", dx, b_.device_);
   for (const auto& [what, t] : {std::pair{"y", &y}, {"dy", &dy}, {"dx", &dx}})
     cuda::expect_dtype("pool_backward", what, *t, x.dtype());
   Shape ys = checked_pool_shape("pool_backward", p, x);
@@ -140,7 +140,7 @@ void CudaBackend::pool_backward(const PoolParams& p, const Tensor& x, const Tens
   cuda::expect_shape("pool_backward", "dy", dy, ys);
   cuda::expect_shape("pool_backward", "dx", dx, x.shape());
   if (dx.numel() == 0) return;
-  activate();
+  b_.activate();
   // Channels-last max pooling backward always runs cnnscale's gather kernel: cuDNN's took 1.31 ms
   // on the gait 2D-CNN's pool1 (256 x 96 x 54 x 54 bf16, 2x2 stride 2) on an H100, about ten times
   // the time its 0.36 GB of traffic needs; the gather also routes ties exactly as the CPU does.
@@ -153,26 +153,26 @@ void CudaBackend::pool_backward(const PoolParams& p, const Tensor& x, const Tens
     uint8_t* const kept = p.mode == PoolMode::Max ? saved_argmax(*this, p, x, y, saved) : nullptr;
     if (p.mode == PoolMode::Max)
       cuda::launch_caffe_max_pool_backward(
-          g, x.dtype(), x.raw(), y.raw(), dy.raw(), dx.raw(), stream(),
+          g, x.dtype(), x.raw(), y.raw(), dy.raw(), dx.raw(), b_.stream(),
           kept ? kept
-               : cuda::max_pool_gathers_argmax(g, x.dtype())
-                     ? static_cast<uint8_t*>(staging(3, Shape{(ys.numel() + 3) / 4}, DType::I32).raw())
-                     : nullptr,
+          : cuda::max_pool_gathers_argmax(g, x.dtype())
+              ? static_cast<uint8_t*>(b_.staging(3, Shape{(ys.numel() + 3) / 4}, DType::I32).raw())
+              : nullptr,
           kept != nullptr);
     else
-      cuda::launch_caffe_avg_pool_backward(g, x.dtype(), dy.raw(), dx.raw(), stream());
+      cuda::launch_caffe_avg_pool_backward(g, x.dtype(), dy.raw(), dx.raw(), b_.stream());
     return;
   }
-  CUDNN_CHECK(cudnnSetPooling2dDescriptor(pool_desc_, cudnn_pool_mode(p, options_.deterministic),
-                                          CUDNN_NOT_PROPAGATE_NAN, p.kernel_h, p.kernel_w, p.pad_h, p.pad_w,
-                                          p.stride_h, p.stride_w));
+  CUDNN_CHECK(cudnnSetPooling2dDescriptor(pool_desc_, cudnn_pool_mode(p, b_.options_.deterministic),
+                                          CUDNN_NOT_PROPAGATE_NAN, p.kernel_h, p.kernel_w, p.pad_h, p.pad_w, p.stride_h,
+                                          p.stride_w));
   cuda::expect_layout("pool_backward", "dx", dx, x.layout());
   cuda::expect_layout("pool_backward", "dy", dy, y.layout());
-  cuda::set_desc(desc_a_, x, "pool_backward");
-  cuda::set_desc(desc_b_, y, "pool_backward");
+  cuda::set_desc(b_.desc_a_, x, "pool_backward");
+  cuda::set_desc(b_.desc_b_, y, "pool_backward");
   const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnPoolingBackward(cudnn_, pool_desc_, &one, desc_b_, y.raw(), desc_b_, dy.raw(), desc_a_, x.raw(),
-                                   &zero, desc_a_, dx.raw()));
+  CUDNN_CHECK(cudnnPoolingBackward(b_.cudnn_, pool_desc_, &one, b_.desc_b_, y.raw(), b_.desc_b_, dy.raw(), b_.desc_a_,
+                                   x.raw(), &zero, b_.desc_a_, dx.raw()));
 }
 
 }  // namespace cnnscale
