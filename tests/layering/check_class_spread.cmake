@@ -5,11 +5,9 @@
 # constructor, destructor or operator included), after a return type if there is one; an explicit
 # instantiation (`template void C::f(...)`) defines nothing and is not counted. Nested classes count
 # under their full name (`Outer::Inner`). Reads every *.cpp, *.hpp, *.cu, *.cuh and *.h under ROOT's
-# DIRS and names each class over the limit with its files. KNOWN lists classes still being split, as
-# Class=files: such a class may not spread beyond that count (which comes down as it is split).
+# DIRS and names each class over the limit with its files.
 if(NOT DEFINED ROOT OR NOT DEFINED LIMIT)
-  message(FATAL_ERROR "usage: cmake -DROOT=<repo> -DLIMIT=<files> [-DDIRS=src] [-DKNOWN=Class=files;...] "
-                      "-P check_class_spread.cmake")
+  message(FATAL_ERROR "usage: cmake -DROOT=<repo> -DLIMIT=<files> [-DDIRS=src] -P check_class_spread.cmake")
 endif()
 if(NOT DEFINED DIRS)
   set(DIRS src)
@@ -47,26 +45,14 @@ foreach(f IN LISTS files)
     list(APPEND files_${key} "${rel}")
   endforeach()
 endforeach()
-foreach(known IN LISTS KNOWN)
-  string(REGEX MATCH "^(.+)=([0-9]+)$" ok "${known}")
-  if(NOT ok)
-    message(FATAL_ERROR "KNOWN entry '${known}' is not Class=files")
-  endif()
-  string(MAKE_C_IDENTIFIER "${CMAKE_MATCH_1}" key)
-  set(limit_${key} ${CMAKE_MATCH_2})
-endforeach()
 set(problems "")
 foreach(class IN LISTS classes)
   string(MAKE_C_IDENTIFIER "${class}" key)
   list(REMOVE_DUPLICATES files_${key})
   list(LENGTH files_${key} count)
-  set(limit ${LIMIT})
-  if(DEFINED limit_${key})
-    set(limit ${limit_${key}})
-  endif()
-  if(count GREATER limit)
+  if(count GREATER LIMIT)
     list(JOIN files_${key} " " names)
-    string(APPEND problems "  ${class}: ${count} files (limit ${limit}): ${names}\n")
+    string(APPEND problems "  ${class}: ${count} files: ${names}\n")
   endif()
 endforeach()
 list(LENGTH classes nclasses)
@@ -74,5 +60,4 @@ if(problems)
   message(FATAL_ERROR "classes with member definitions in more than ${LIMIT} files "
                       "(give a responsibility its own class):\n${problems}")
 endif()
-message(STATUS "class spread: ${nclasses} classes under ${DIRS}, none defined in more than ${LIMIT} files "
-               "(or its KNOWN count: ${KNOWN})")
+message(STATUS "class spread: ${nclasses} classes under ${DIRS}, none defined in more than ${LIMIT} files")
