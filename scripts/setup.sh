@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(cmake ninja-build g++ libopenmpi-dev openmpi-bin libhdf5-dev libyaml-cpp-dev libopenblas-dev
   libgtest-dev libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev dataset-fashion-mnist python3-h5py
-  pkg-config python3-matplotlib python3-numpy libopencv-dev)
+  pkg-config python3-matplotlib python3-numpy python3-pandas libopencv-dev)
 
 if [ "${CNNSCALE_SKIP_APT:-0}" != 1 ]; then
   SUDO=()

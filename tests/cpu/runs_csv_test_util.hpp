@@ -50,9 +50,14 @@ inline nlohmann::json runs_csv_table(const std::string& path) {
 }
 
 // results/README.md's pandas lines from `runs = pd.read_csv(` to the block's end, reading `path`:
-// their output, or "" with `skipped` set where pandas is not importable.
+// their output, or "" with `skipped` set where no python3 imports pandas: the one on PATH, else
+// the system's (a user-installed python3 ahead of it on PATH may lack what setup.sh installs).
 inline std::string run_readme_pandas_example(const std::string& path, bool* skipped) {
-  *skipped = !have_python3() || std::system("python3 -c 'import pandas' >/dev/null 2>&1") != 0;
+  std::string python;
+  for (const char* candidate : {"python3", "/usr/bin/python3"})
+    if (python.empty() && std::system((std::string(candidate) + " -c 'import pandas' >/dev/null 2>&1").c_str()) == 0)
+      python = candidate;
+  *skipped = !have_python3() || python.empty();
   if (*skipped) return "";
   const std::string readme = slurp(std::string(CNNSCALE_SOURCE_DIR) + "/results/README.md");
   const size_t begin = readme.find("runs = pd.read_csv(");
@@ -67,7 +72,7 @@ inline std::string run_readme_pandas_example(const std::string& path, bool* skip
   const std::string script = path + ".example.py";
   std::ofstream(script) << code;
   int status = 0;
-  const std::string out = command_output("python3 " + script + " 2>&1", &status);
+  const std::string out = command_output(python + " " + script + " 2>&1", &status);
   EXPECT_EQ(status, 0) << code << "\n" << out;
   return out;
 }
