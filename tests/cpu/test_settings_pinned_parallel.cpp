@@ -1,0 +1,112 @@
+// Identities that must not move as the data-parallel settings (the allreduce mode's fields, the
+// split and its options, the bucket size, the watchdog) and the measurement and dataset options come
+// from train's table: the configuration a one-rank train records (its run id's hash), and a sweep's
+// run ids and the allreduce and split words of its runs' command lines, each pinned as the code
+// before the table computed them. The configurations of jobs of 2 ranks are pinned in
+// tests/mpi/test_settings_pinned_mpi.cpp.
+#include <gtest/gtest.h>
+
+#include "common/temp_dir.hpp"
+#include "cpu/cli_runner.hpp"
+#include "cpu/experiment_test_util.hpp"
+#include "experiment/sweep.hpp"
+#include "io/results_writer.hpp"
+
+namespace cnnscale::testing {
+namespace {
+
+// A 1-iteration LeNet run with `args`, its recorded configuration line ("run: {...}").
+std::string recorded_line(const TempDir& dir, const std::string& id, const std::vector<std::string>& args) {
+  std::vector<std::string> all = {"train",    "--net",   "lenet",      "--data", "synthetic",    "--iterations",
+                                  "1",        "--batch", "4",          "--results", dir.str(), "--experiment",
+                                  "e",        "--run-id", id,          "--min-window", "0"};
+  all.insert(all.end(), args.begin(), args.end());
+  const CliResult r = run_cnnscale(all);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::string text = read_run_results(dir.str() + "/e/" + id).config_text;
+  const size_t at = text.find("\nrun: ");
+  return at == std::string::npos ? text : text.substr(at + 1, text.find('\n', at + 1) - at - 1);
+}
+
+const std::string kPlain =
+    R"j("solver":"lr 0.01 momentum 0.9 weight decay 0.0005 policy fixed",)j";
+
+TEST(SettingsPinned, OneRankDataParallelMeasurementAndDatasetOptionsRecordAsBeforeTheTable) {
+  TempDir dir;
+  // The exchange's dtype and the split are recorded on one rank too; the exchange's other fields,
+  // the bucket size, the watchdog and the probe's length never.
+  EXPECT_EQ(recorded_line(dir, "p1", {"--allreduce-dtype", "fp16", "--split", "proportional", "--timing-warmup", "0"}),
+            R"j(run: {"allreduce_dtype":"fp16","batch":4,"classes":10,"data":"synthetic","device":"cpu",)j"
+            R"j("input_shape":[1,28,28],"net":"lenet","net_file":"networks/lenet.yaml","run_id":"p1","seed":1,)j" +
+                kPlain + R"j("split":"proportional","synthetic_fill":"gaussian","train_samples":1024})j");
+  EXPECT_EQ(recorded_line(dir, "s1",
+                          {"--split", "auto", "--rebalance-every", "7", "--timing-warmup", "2", "--bucket-mb", "0.5",
+                           "--watchdog-timeout", "100", "--allreduce-algo", "tree", "--no-overlap",
+                           "--update-per-bucket", "false", "--gather-gradients", "true", "--probe-seconds", "0.2"}),
+            R"j(run: {"auto_start":"probe","batch":4,"classes":10,"data":"synthetic","device":"cpu",)j"
+            R"j("input_shape":[1,28,28],"net":"lenet","net_file":"networks/lenet.yaml","rebalance_every":7,)j"
+            R"j("run_id":"s1","seed":1,)j" +
+                kPlain + R"j("split":"auto","synthetic_fill":"gaussian","train_samples":1024})j");
+  EXPECT_EQ(recorded_line(dir, "s2",
+                          {"--timing-warmup", "0", "--train-samples", "64", "--classes", "5", "--input-shape",
+                           "1,28,28", "--synthetic-fill", "constant"}),
+            R"j(run: {"batch":4,"classes":5,"data":"synthetic","device":"cpu","input_shape":[1,28,28],"net":"lenet",)j"
+            R"j("net_file":"networks/lenet.yaml","run_id":"s2","seed":1,)j" +
+                kPlain + R"j("synthetic_fill":"constant","train_samples":64})j");
+  EXPECT_EQ(recorded_line(dir, "s4", {"--timing-warmup", "0", "--split", "auto", "--auto-start", "even"}),
+            R"j(run: {"auto_start":"even","batch":4,"classes":10,"data":"synthetic","device":"cpu",)j"
+            R"j("input_shape":[1,28,28],"net":"lenet","net_file":"networks/lenet.yaml","rebalance_every":20,)j"
+            R"j("run_id":"s4","seed":1,)j" +
+                kPlain + R"j("split":"auto","synthetic_fill":"gaussian","train_samples":1024})j");
+}
+
+// Every spelling of the allreduce modes and the split axis: the run ids and the words between
+// --measure and --results on each 2-rank run's command line, as the sweep wrote them before the table.
+TEST(SettingsPinned, AllreduceModesAndSplitsKeepTheirIdsAndCommandLines) {
+  const std::string text = kBaseExperiment.substr(0, kBaseExperiment.find("  batch:")) +
+                           "  batch: [8]\n  gpus: [1, 2]\n  repeats: 1\n  split: [even, proportional, auto]\n"
+                           "  allreduce:\n    - overlap\n    - no-overlap\n"
+                           "    - {overlap: false, algo: tree, dtype: bf16}\n"
+                           "    - {overlap: true, algo: ring, dtype: fp32, update: after_exchange, gather: true}\n"
+                           "    - {overlap: true, update: per_bucket, gather: false, dtype: compute}\n";
+  const std::vector<std::pair<std::string, std::string>> pinned = {
+      {"lenet-b8-g1-fp32-single-r1-ce6f58f1", ""},
+      {"lenet-b8-g2-fp32-ov-r1-8d1b6f67", "--split even"},
+      {"lenet-b8-g2-fp32-ov-split-proportional-r1-250cdbe6", "--split proportional"},
+      {"lenet-b8-g2-fp32-ov-split-auto-r1-d9be611e", "--split auto"},
+      {"lenet-b8-g2-fp32-noov-r1-74842d9c", "--no-overlap --split even"},
+      {"lenet-b8-g2-fp32-noov-split-proportional-r1-fe23ae44", "--no-overlap --split proportional"},
+      {"lenet-b8-g2-fp32-noov-split-auto-r1-fe178edd", "--no-overlap --split auto"},
+      {"lenet-b8-g2-fp32-noov-tree-bf16-r1-2b1b8738",
+       "--no-overlap --allreduce-algo tree --allreduce-dtype bf16 --split even"},
+      {"lenet-b8-g2-fp32-noov-tree-bf16-split-proportional-r1-12a02765",
+       "--no-overlap --allreduce-algo tree --allreduce-dtype bf16 --split proportional"},
+      {"lenet-b8-g2-fp32-noov-tree-bf16-split-auto-r1-68728fca",
+       "--no-overlap --allreduce-algo tree --allreduce-dtype bf16 --split auto"},
+      {"lenet-b8-g2-fp32-ov-ring-fp32-upafter-gather-r1-cdd7c9e3",
+       "--allreduce-algo ring --allreduce-dtype fp32 --update-per-bucket false --gather-gradients true --split even"},
+      {"lenet-b8-g2-fp32-ov-ring-fp32-upafter-gather-split-proportional-r1-9afde35b",
+       "--allreduce-algo ring --allreduce-dtype fp32 --update-per-bucket false --gather-gradients true --split "
+       "proportional"},
+      {"lenet-b8-g2-fp32-ov-ring-fp32-upafter-gather-split-auto-r1-6e423894",
+       "--allreduce-algo ring --allreduce-dtype fp32 --update-per-bucket false --gather-gradients true --split auto"},
+      {"lenet-b8-g2-fp32-ov-compute-r1-39d6aabb", "--allreduce-dtype compute --split even"},
+      {"lenet-b8-g2-fp32-ov-compute-split-proportional-r1-58740602", "--allreduce-dtype compute --split proportional"},
+      {"lenet-b8-g2-fp32-ov-compute-split-auto-r1-9c9f62cb", "--allreduce-dtype compute --split auto"},
+  };
+  const Experiment e = parse(text);
+  const std::vector<RunSpec> runs = expand_runs(e);
+  ASSERT_EQ(runs.size(), pinned.size());
+  for (size_t i = 0; i < runs.size(); ++i) {
+    EXPECT_EQ(runs[i].id, pinned[i].first);
+    const std::vector<std::string> args = train_arguments(e, runs[i], "/r");
+    const auto from = std::find(args.begin(), args.end(), "--measure") + 2;
+    const auto to = std::find(args.begin(), args.end(), "--results");
+    std::string words;
+    for (auto it = from; it < to; ++it) words += (words.empty() ? "" : " ") + *it;
+    EXPECT_EQ(words, pinned[i].second) << runs[i].id;
+  }
+}
+
+}  // namespace
+}  // namespace cnnscale::testing
