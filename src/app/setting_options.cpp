@@ -34,11 +34,25 @@ void add_table_options(CLI::App& cmd, const SettingTable& table, const FieldOf& 
       if (!s.group.empty()) flag->group(s.group);
       continue;
     }
+    if (s.type == SettingType::Boolean) {
+      bool* p = std::get<bool*>(field);
+      CLI::Option* option =
+          cmd.add_option_function<std::string>(s.flag, [p](const std::string& v) { *p = v == "true"; }, s.help)
+              ->check(CLI::IsMember({"true", "false"}))
+              ->default_str(s.text(s.default_value));
+      if (!s.group.empty()) option->group(s.group);
+      if (!s.false_flag.empty()) {
+        CLI::Option* off = cmd.add_flag_callback(s.false_flag, [p] { *p = false; }, "Short for " + s.flag + " false");
+        off->excludes(option);
+        if (!s.group.empty()) off->group(s.group);
+      }
+      continue;
+    }
     CLI::Option* option = std::visit(
         [&](auto* p) -> CLI::Option* {
           using T = std::remove_pointer_t<decltype(p)>;
           if constexpr (std::is_same_v<T, bool>)
-            throw_runtime("setting '{}': a bool field for a setting that is no Switch", s.name);
+            throw_runtime("setting '{}': a bool field for a setting that is no Switch or Boolean", s.name);
           else
             return cmd.add_option(s.flag, *p, s.help);
         },

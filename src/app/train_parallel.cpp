@@ -28,15 +28,9 @@ void add_parallel_options(CLI::App& cmd, ParallelArgs& a) {
   cmd.add_flag("--batch-per-rank", a.batch_per_rank,
                "--batch is per rank (Caffe's semantics; global batch = ranks x batch) instead of global")
       ->group(group);
-  cmd.add_option("--split", a.split,
-                 "Division of the global batch among ranks: even; manual (--shares); proportional (equal compute "
-                 "time from a start-up probe); auto (from the same probe, then rebalanced online from measured compute "
-                 "time); energy or edp "
-                 "(fewest predicted joules or joules x seconds per batch from the same probe, GPU ranks, their "
-                 "time models then refined online from measured compute time)")
-      ->check(CLI::IsMember({"even", "manual", "proportional", "auto", "energy", "edp"}))
-      ->capture_default_str()
-      ->group(group);
+  // --split, --allreduce-overlap (--no-overlap), --allreduce-algo, --allreduce-dtype, --update-per-bucket,
+  // --gather-gradients, --allreduce-max-ctas, --allreduce-cta-policy, --allreduce-priority: train's
+  // settings table (experiment/train_settings_parallel.cpp).
   cmd.add_option("--shares", a.shares, "--split manual: each rank's samples, in rank order, summing to --batch")
       ->delimiter(',')
       ->group(group);
@@ -63,51 +57,19 @@ void add_parallel_options(CLI::App& cmd, ParallelArgs& a) {
   cmd.add_option("--bucket-mb", a.bucket_mb, "Gradient bucket size in MiB (allreduce granularity)")
       ->capture_default_str()
       ->group(group);
-  auto* no = cmd.add_flag("--no-overlap", a.no_overlap, "One allreduce after backward instead of buckets during it")
-                 ->group(group);
-  auto* ov = cmd.add_option("--allreduce-overlap", a.overlap, "Overlap bucket allreduces with backward: true|false")
-                 ->check(CLI::IsMember({"true", "false"}))
-                 ->capture_default_str()
-                 ->group(group);
-  no->excludes(ov);
-  cmd.add_option("--gather-gradients", a.gather_gradients,
-                 "Fully-connected layers whose inputs and output gradients are fewer bytes than their weight "
-                 "gradients form those from every rank's rows, gathered during backward, instead of allreducing "
-                 "them (CaffeNet's fc6 on 4 ranks of 64: 2.6 M values moved instead of 57 M); the same sum in "
-                 "another order. Identical, whole GPUs only (each rank computes the job's gradient): true|false")
-      ->check(CLI::IsMember({"true", "false"}))
-      ->capture_default_str()
-      ->group(group);
   cmd.add_flag("--one-rank-exchange", a.one_rank_exchange,
                "A job of one rank (mpirun -np 1) keeps the data-parallel path: communicator, gradient buckets, "
                "the exchange with itself, the update per bucket and the step's graph copies, to measure what "
                "that path costs a GPU against the same GPU alone. By default such a job trains as one process")
       ->group(group);
-  cmd.add_option("--update-per-bucket", a.update_per_bucket,
-                 "Update each gradient bucket's parameters as soon as its allreduce ends (GPU ranks: on a side "
-                 "stream, beside the rest of backward) instead of once after the whole exchange; the same "
-                 "arithmetic. fp16 runs (whose loss scaling needs every gradient first) update once: true|false")
-      ->check(CLI::IsMember({"true", "false"}))
-      ->capture_default_str()
-      ->group(group);
-  a.algo_flag = cmd.add_option("--allreduce-algo", a.algo, "NCCL algorithm: ring, tree or auto (MPI ignores it)")
-                    ->check(CLI::IsMember({"ring", "tree", "auto"}))
-                    ->capture_default_str()
-                    ->group(group);
-  // --allreduce-max-ctas, --allreduce-cta-policy, --allreduce-priority: train's settings table.
-  cmd.add_option("--allreduce-dtype", a.allreduce_dtype,
-                 "Dtype of the gradient exchange: fp32 (the master gradients, as DDP), bf16 or fp16 (each bucket "
-                 "rounded to 16 bits for the exchange: half the bytes), or compute (the --precision's storage: "
-                 "bf16/fp16, fp32 for fp32 and tf32). fp16 exchanges the loss-scaled gradients under --precision fp16")
-      ->check(CLI::IsMember({"fp32", "bf16", "fp16", "compute"}))
-      ->capture_default_str()
-      ->group(group);
   cmd.add_option("--watchdog-timeout", a.watchdog_timeout,
                  "Seconds a rank may block in one operation (allreduce, sync) before the job is ended with exit 3")
       ->capture_default_str()
       ->group(group);
-  for (CLI::Option* o : cmd.get_options())
+  for (CLI::Option* o : cmd.get_options()) {
     if (o->check_lname("device")) a.device_flag = o;
+    if (o->check_lname("allreduce-algo")) a.algo_flag = o;
+  }
 }
 
 void check_one_rank_exchange(bool flag, const MpiEnv* env) {
@@ -158,7 +120,7 @@ ParallelRun::ParallelRun(const ParallelArgs& args, const std::string& device, in
       if (n < 1) throw_config("--sm-counts: each count must be >= 1 SM, got {}", n);
     // Every rank computes a gathered layer's gradient for the job; a partition may run other
     // kernels than a whole GPU (another rounding), and the ranks' weights would drift apart.
-    if (args_.gather_gradients == "true") throw_config("--gather-gradients needs whole GPUs, not --sm-counts");
+    if (args_.gather_gradients) throw_config("--gather-gradients needs whole GPUs, not --sm-counts");
     sm_count_ = args_.sm_counts[static_cast<size_t>(local_rank)];
   }
 
@@ -211,7 +173,7 @@ Backend& ParallelRun::connect() {
 
   job_.start_watchdog(args_.watchdog_timeout);
   job_.bind_devices();  // no two ranks on one GPU, no mix of CPU and GPU ranks
-  if (args_.gather_gradients == "true" && !backend.device().is_cpu()) {
+  if (args_.gather_gradients && !backend.device().is_cpu()) {
     // The same reason on GPUs of different models: the model is what the description starts with.
     const std::string description = backend.description();
     const std::string model = description.substr(0, description.find(" ("));
@@ -242,12 +204,12 @@ DataParallel ParallelRun::data_parallel() const {
   dp.comm = job_.communicator();
   dp.exchange = job_.exchange();
   dp.rank = rank();
-  dp.overlap = !args_.no_overlap && args_.overlap == "true";
+  dp.overlap = args_.overlap;
   dp.bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(args_.bucket_mb * 1024.0 * 1024.0));
   dp.exchange_dtype = args_.exchange_dtype;
-  dp.update_per_bucket = args_.update_per_bucket == "true";
+  dp.update_per_bucket = args_.update_per_bucket;
   dp.exchange_compute_grads = args_.allreduce_dtype == "compute";
-  dp.gather_gradients = args_.gather_gradients == "true";
+  dp.gather_gradients = args_.gather_gradients;
   return dp;
 }
 

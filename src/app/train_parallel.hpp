@@ -30,11 +30,12 @@ struct ParallelArgs {
   double probe_seconds = 0.5;        // proportional, energy, edp: each probe point
   std::vector<double> slowdown;      // --slowdown: each rank's emulated straggler factor (CPU ranks)
   double bucket_mb = static_cast<double>(kDefaultBucketBytes) / (1 << 20);  // MiB
-  bool no_overlap = false;
-  std::string overlap = "true";
-  std::string update_per_bucket = "true";  // --update-per-bucket: true | false
-  std::string gather_gradients = "false";  // --gather-gradients: true | false
-  std::string algo = "ring";
+  // The exchange's settings of train's table (experiment/train_settings_parallel.cpp): their defaults
+  // are written there.
+  bool overlap = true;             // --allreduce-overlap true|false, --no-overlap
+  bool update_per_bucket = true;   // --update-per-bucket true|false
+  bool gather_gradients = false;   // --gather-gradients true|false
+  std::string algo = "ring";       // --allreduce-algo
   int allreduce_max_ctas = 0;  // --allreduce-max-ctas: NCCL_MAX_CTAS for the exchange (0: NCCL's choice)
   std::string allreduce_cta_policy = "default";  // --allreduce-cta-policy: default | efficiency | zero (NCCL's)
   std::string allreduce_priority = "high";       // --allreduce-priority: high | low (the NCCL stream's)
@@ -45,8 +46,9 @@ struct ParallelArgs {
   // instead of training as one process.
   bool one_rank_exchange = false;
   CLI::Option* device_flag = nullptr;  // to tell an explicit --device from the default
-  CLI::Option* algo_flag = nullptr;
+  CLI::Option* algo_flag = nullptr;  // to tell an explicit --allreduce-algo from the default
 };
+// The data-parallel options outside train's settings table; after the table's (add_setting_options).
 void add_parallel_options(CLI::App& cmd, ParallelArgs& args);
 
 struct JobTiming {

@@ -36,9 +36,15 @@ SettingField field_of(TrainArgs& a, const std::string& name) {
       {"batchnorm", [](TrainArgs& a) -> SettingField { return &a.batchnorm; }},
       {"deterministic", [](TrainArgs& a) -> SettingField { return &a.deterministic; }},
       {"host_decode", [](TrainArgs& a) -> SettingField { return &a.host_decode; }},
+      {"overlap", [](TrainArgs& a) -> SettingField { return &a.parallel.overlap; }},
+      {"algo", [](TrainArgs& a) -> SettingField { return &a.parallel.algo; }},
+      {"dtype", [](TrainArgs& a) -> SettingField { return &a.parallel.allreduce_dtype; }},
       {"max_ctas", [](TrainArgs& a) -> SettingField { return &a.parallel.allreduce_max_ctas; }},
       {"cta_policy", [](TrainArgs& a) -> SettingField { return &a.parallel.allreduce_cta_policy; }},
       {"priority", [](TrainArgs& a) -> SettingField { return &a.parallel.allreduce_priority; }},
+      {"update", [](TrainArgs& a) -> SettingField { return &a.parallel.update_per_bucket; }},
+      {"gather", [](TrainArgs& a) -> SettingField { return &a.parallel.gather_gradients; }},
+      {"split", [](TrainArgs& a) -> SettingField { return &a.parallel.split; }},
   };
   const auto it = fields.find(name);
   if (it == fields.end()) throw_runtime("train setting '{}' has no field in TrainArgs (train_setting_options.cpp)", name);

@@ -109,10 +109,13 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
   const RunContext context{.gpu = gpu,
                            .world_size = par.world_size(),
                            .exchanges = par.active(),
-                           .graph = gpu && a.options.cuda_graph};
+                           .graph = gpu && a.options.cuda_graph,
+                           .precision = precision_name(a.options.precision),
+                           .split = a.parallel.split};
   for (const TrainSetting& s : train_settings()) {
     if (!s.applies_to(context)) continue;
-    if (const nlohmann::json value = setting_value(a, s); s.records(value)) run_config[s.key()] = value;
+    const nlohmann::json value = s.resolved(setting_value(a, s), context);
+    if (s.records(value)) run_config[s.key()] = value;
   }
   // Informational: a run may resume with another rank count at the same global batch (the data
   // order depends only on the seed), so these are not compared on resume.
@@ -120,7 +123,6 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
     run_config["world_size"] = par.world_size();
     run_config["rank_batches"] = par.rank_batches();
   }
-  if (a.parallel.split != "even") run_config["split"] = a.parallel.split;  // even runs keep their ids
   // energy and edp refine their shares online as auto does: recorded for them too, so runs from
   // before they did have other ids.
   if (split_refines_online(par.split())) run_config["rebalance_every"] = a.parallel.rebalance_every;
@@ -129,10 +131,6 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
   if (!a.parallel.sm_counts.empty()) run_config["sm_counts"] = a.parallel.sm_counts;  // GPU partitions, asked
   // Only where they differ from the defaults, so that default runs keep the ids they had before.
   if (a.options.precision != Precision::FP32) run_config["precision"] = precision_name(a.options.precision);
-  if (a.parallel.exchange_dtype != DType::F32) run_config["allreduce_dtype"] = float_type_name(a.parallel.exchange_dtype);
-  if (a.parallel.update_per_bucket != "true" && par.active()) run_config["update_per_bucket"] = false;
-  // One rank has no other rank's rows to gather (--one-rank-exchange): nothing changes.
-  if (a.parallel.gather_gradients == "true" && par.world_size() > 1) run_config["gather_gradients"] = true;
   // The data-parallel path on one rank measures that path, not the GPU alone: a configuration of its own.
   if (par.one_rank_exchange()) run_config["one_rank_exchange"] = true;
   if (a.options.augment.any()) run_config["augment"] = a.options.augment.describe();  // --crop-pad, --mirror

@@ -37,6 +37,10 @@ struct AllreduceMode {
   // "ov", "noov", "ov-tree", "ov-bf16", "noov-ring-compute", "ov-bf16-c8", "ov-c8-eff-lowp", "ov-upafter"
   std::string label() const;
   std::string long_label() const;  // the same spelt out for --only: "overlap-tree", "no-overlap"
+  // The value the mode gives train's setting `name` (a field of the mode in train's table: overlap,
+  // algo, dtype, max_ctas, cta_policy, priority, update, gather), or null where it leaves train's
+  // default (the runs' command lines pass only what a mode gives).
+  nlohmann::json given(const std::string& name) const;
   bool operator==(const AllreduceMode&) const = default;
 };
 

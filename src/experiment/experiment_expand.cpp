@@ -42,6 +42,18 @@ std::string allreduce_suffix(const AllreduceMode& m) {
 std::string AllreduceMode::label() const { return (overlap ? "ov" : "noov") + allreduce_suffix(*this); }
 std::string AllreduceMode::long_label() const { return (overlap ? "overlap" : "no-overlap") + allreduce_suffix(*this); }
 
+nlohmann::json AllreduceMode::given(const std::string& name) const {
+  if (name == "overlap") return overlap ? nlohmann::json() : nlohmann::json(false);
+  if (name == "algo") return algo.empty() ? nlohmann::json() : nlohmann::json(algo);
+  if (name == "dtype") return dtype.empty() ? nlohmann::json() : nlohmann::json(dtype);
+  if (name == "max_ctas") return max_ctas > 0 ? nlohmann::json(max_ctas) : nlohmann::json();
+  if (name == "cta_policy") return cta_policy.empty() ? nlohmann::json() : nlohmann::json(cta_policy);
+  if (name == "priority") return priority.empty() ? nlohmann::json() : nlohmann::json(priority);
+  if (name == "update") return update_per_bucket ? nlohmann::json() : nlohmann::json(false);
+  if (name == "gather") return gather ? nlohmann::json(true) : nlohmann::json();
+  throw_runtime("matrix.allreduce has no field '{}' (train_settings_parallel.cpp declares it)", name);
+}
+
 std::string GpuMix::label() const {
   if (sms.empty()) return fmt::format("{}", fmt::join(gpus, "."));
   std::vector<std::string> ranks;
@@ -434,7 +446,7 @@ bool OnlyFilter::matches(const RunSpec& r) const {
       mine = {r.allreduce.label(), r.allreduce.long_label()};
     if (key == "repeat") mine = {std::to_string(r.repeat)};
     // A train setting: the point's value (matrix.seed: the point's seed, whichever the repeat's is).
-    if (const TrainSetting* s = find_train_setting(key)) {
+    if (const TrainSetting* s = find_train_setting(key); s && s->part_of.empty()) {
       if (key == "seed") {
         mine = {std::to_string(r.seed_base)};
       } else {

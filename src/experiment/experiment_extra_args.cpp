@@ -36,18 +36,12 @@ const std::map<std::string, std::string>& sweep_train_flags() {
       {"--gpus", "matrix.gpu_mix"},
       {"--sm-counts", "matrix.gpu_mix"},
       {"--slowdown", "matrix.cpu_mix"},
-      {"--split", "matrix.split"},
-      {"--no-overlap", "matrix.allreduce's overlap"},
-      {"--allreduce-overlap", "matrix.allreduce's overlap"},
-      {"--allreduce-algo", "matrix.allreduce's algo"},
-      {"--allreduce-dtype", "matrix.allreduce's dtype"},
-      {"--update-per-bucket", "matrix.allreduce's update"},
-      {"--gather-gradients", "matrix.allreduce's gather"},
     };
     // Every train setting of the table (train_settings.hpp): its key, or its matrix axis.
-    for (const TrainSetting& s : train_settings())
-      f[s.flag] = s.part_of.empty() ? s.experiment_key() + " (or matrix." + s.name + ")"
-                                    : "matrix." + s.part_of + "'s " + s.name;
+    for (const TrainSetting& s : train_settings()) {
+      f[s.flag] = s.experiment_place();
+      if (!s.false_flag.empty()) f[s.false_flag] = s.experiment_place();
+    }
     return f;
   }();
   return flags;

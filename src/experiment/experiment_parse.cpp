@@ -199,29 +199,40 @@ AllreduceMode read_allreduce(const ExperimentReader& r, const ConfigNode& n, con
     m.overlap = one_of(n, {"overlap", "no-overlap"}) == "overlap";
     return m;
   }
-  r.check_keys(n, {"overlap", "algo", "dtype", "max_ctas", "cta_policy", "priority", "update", "gather"});
-  if (auto c = r.child(n, "overlap")) m.overlap = c->as<bool>();
-  if (auto c = r.child(n, "algo")) m.algo = one_of(*c, {"ring", "tree", "auto"});
-  if (auto c = r.child(n, "dtype")) m.dtype = one_of(*c, {"fp32", "bf16", "fp16", "compute"});
+  // A mode's fields are train's settings that are part of it (train_settings_parallel.cpp), each read
+  // as the table declares it.
+  std::set<std::string> fields;
+  for (const TrainSetting& s : train_settings())
+    if (s.part_of == "allreduce") fields.insert(s.name);
+  r.check_keys(n, fields);
+  auto value = [&](const char* name) -> std::optional<nlohmann::json> {
+    auto c = r.child(n, name);
+    if (!c) return std::nullopt;
+    return read_setting(*find_train_setting(name), *c);
+  };
+  if (auto v = value("overlap")) m.overlap = v->get<bool>();
+  if (auto v = value("algo")) m.algo = v->get<std::string>();
+  if (auto v = value("dtype")) m.dtype = v->get<std::string>();
   if (auto c = r.child(n, "max_ctas")) {
-    m.max_ctas = static_cast<int>(int_in(*c, 1, 64));
+    m.max_ctas = static_cast<int>(int_in(*c, 1, 64));  // 0, NCCL's choice, is the mode without it
     // Here, not when the sweep reaches the run: train refuses it on CPU ranks (MPI, no CTAs).
     if (e.device == "cpu") c->fail("NCCL's CTAs apply to GPU ranks, and this experiment runs on the CPU");
   }
   // The defaults spelt out are the runs without them (the same ids); only the others need GPU ranks.
-  if (auto c = r.child(n, "cta_policy")) {
-    if (const std::string p = one_of(*c, {"default", "efficiency", "zero"}); p != "default") m.cta_policy = p;
+  if (auto v = value("cta_policy")) {
+    if (*v != "default") m.cta_policy = v->get<std::string>();
     if (!m.cta_policy.empty() && e.device == "cpu")
-      c->fail("NCCL's CTA policy applies to GPU ranks, and this experiment runs on the CPU");
+      r.get(n, "cta_policy").fail("NCCL's CTA policy applies to GPU ranks, and this experiment runs on the CPU");
   }
-  if (auto c = r.child(n, "priority")) {
-    if (one_of(*c, {"high", "low"}) == "low") m.priority = "low";
+  if (auto v = value("priority")) {
+    if (*v == "low") m.priority = "low";
     if (!m.priority.empty() && e.device == "cpu")
-      c->fail("the priority of NCCL's stream applies to GPU ranks, and this experiment runs on the CPU");
+      r.get(n, "priority")
+          .fail("the priority of NCCL's stream applies to GPU ranks, and this experiment runs on the CPU");
   }
   // Also on CPU ranks: there the parts run after the whole exchange either way, the same arithmetic.
-  if (auto c = r.child(n, "update")) m.update_per_bucket = one_of(*c, {"per_bucket", "after_exchange"}) == "per_bucket";
-  if (auto c = r.child(n, "gather")) m.gather = c->as<bool>();
+  if (auto v = value("update")) m.update_per_bucket = v->get<bool>();
+  if (auto v = value("gather")) m.gather = v->get<bool>();
   return m;
 }
 

@@ -32,6 +32,10 @@ nlohmann::json read_setting(const TrainSetting& s, const ConfigNode& n) {
     }
     case SettingType::Switch:
       return n.as<bool>();
+    case SettingType::Boolean:
+      // Words for false and true where the experiment names them (update: after_exchange | per_bucket).
+      if (s.choices.size() == 2) return one_of(n, {s.choices[0], s.choices[1]}) == s.choices[1];
+      return n.as<bool>();
     case SettingType::Text:
       return n.as<std::string>();
     case SettingType::TextList: {

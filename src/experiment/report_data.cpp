@@ -49,7 +49,11 @@ const std::vector<std::string> kFixedGroupKeys = {"net",
                                              "mix"};
 
 // The train setting a group key is the report label of, or nullptr.
+// A label that is a fixed key (split, allreduce_dtype) is read from the run's summary, which holds the
+// value as the run had it (the split's shares and refinement, the exchange's dtype of a run from before
+// the configuration recorded it): no setting's.
 const TrainSetting* setting_of_label(const std::string& key) {
+  if (std::find(kFixedGroupKeys.begin(), kFixedGroupKeys.end(), key) != kFixedGroupKeys.end()) return nullptr;
   for (const TrainSetting& s : train_settings())
     if (!s.report_label.empty() && s.report_label == key) return &s;
   return nullptr;
@@ -58,8 +62,10 @@ const TrainSetting* setting_of_label(const std::string& key) {
 
 const std::vector<std::string> kGroupKeys = [] {
   std::vector<std::string> keys = kFixedGroupKeys;
+  // A setting whose label is a fixed key (split, allreduce_dtype) keeps that key's place.
   for (const TrainSetting& s : train_settings())
-    if (!s.report_label.empty()) keys.push_back(s.report_label);
+    if (!s.report_label.empty() && std::find(keys.begin(), keys.end(), s.report_label) == keys.end())
+      keys.push_back(s.report_label);
   return keys;
 }();
 

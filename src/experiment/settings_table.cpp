@@ -24,7 +24,14 @@ std::string Setting::text(const nlohmann::json& value) const {
 
 std::vector<std::string> Setting::arguments(const nlohmann::json& value) const {
   if (type == SettingType::Switch) return value == default_value ? std::vector<std::string>{} : std::vector{flag};
+  if (type == SettingType::Boolean && !false_flag.empty() && value == false) return {false_flag};
   return {flag, text(value)};
+}
+
+std::string Setting::experiment_place() const {
+  if (part_of == name) return "matrix." + name;
+  if (!part_of.empty()) return "matrix." + part_of + "'s " + name;
+  return experiment_key() + " (or matrix." + name + ")";
 }
 
 const Setting* find_setting(const SettingTable& table, const std::string& name) {

@@ -28,6 +28,9 @@ enum class SettingType {
   Text,         // free text, checked by the code that uses it
   IntegerList,  // a comma-separated list of whole numbers in [min, max]
   TextList,     // a comma-separated list of texts (a repeatable option where a text holds commas)
+  Boolean,      // true or false; its flag takes the value (--update-per-bucket false). An experiment writes
+                // the YAML booleans, or where `choices` holds two words, those for false and true
+                // (update: after_exchange | per_bucket)
 };
 
 // What decides whether a setting applies to a run: the run's device and ranks.
@@ -36,6 +39,8 @@ struct RunContext {
   int64_t world_size = 1;  // ranks of the job
   bool exchanges = false;  // gradients are exchanged (a job of 2+ ranks, or one with --one-rank-exchange)
   bool graph = false;      // the run may replay its steps from a CUDA graph (a GPU run that does not turn it off)
+  std::string precision = "fp32";  // --precision
+  std::string split = "even";      // --split: the policy dividing the global batch among the ranks
 };
 
 // How a setting enters the run's recorded configuration (run_config, hashed into the run id).
@@ -73,9 +78,21 @@ struct Setting {
   std::string report_label;  // the report's name for it ("lr"); "" : not a report grouping key
   // A field of each entry of a compound matrix axis ("allreduce": matrix.allreduce's `name`) rather
   // than a fixed key and an axis of its own: such a mode is one axis value, named in the run id as a
-  // whole (ov-c8-eff-lowp). "" : a key and an axis of its own.
+  // whole (ov-c8-eff-lowp). Where part_of is the setting's own name (split), the setting is that
+  // matrix axis itself, whose values and run-id part the experiment's own code makes. "" : a key and
+  // an axis of its own.
   std::string part_of;
+  // Where the experiment gives it: "matrix.allreduce's algo", "matrix.split", "train.bucket_mb (or
+  // matrix.bucket_mb)".
+  std::string experiment_place() const;
   std::string group;  // the --help group it is listed under; "" : the command's own options
+  // A Boolean's second flag, alone giving false (--no-overlap beside --allreduce-overlap true|false):
+  // the two exclude each other, and a command line writes it for false. "" : none.
+  std::string false_flag;
+  // The value a run records for the value given, where that depends on the run (--allreduce-dtype
+  // compute records the dtype the precision stores); its rule compares that with the default. Null: as
+  // given.
+  std::function<nlohmann::json(const nlohmann::json& value, const RunContext&)> resolve;
 
   std::string experiment_key() const { return section.empty() ? name : section + "." + name; }
   const std::string& key() const { return record_key.empty() ? name : record_key; }
@@ -86,6 +103,10 @@ struct Setting {
   // The command-line words that give `value`: {flag, text}; a Switch's flag alone where the value is
   // not the default, nothing where it is.
   std::vector<std::string> arguments(const nlohmann::json& value) const;
+  // The value a run of context `c` records for `value` given (resolve's, else `value`).
+  nlohmann::json resolved(const nlohmann::json& value, const RunContext& c) const {
+    return resolve ? resolve(value, c) : value;
+  }
   // Whether the run's configuration records `value` (where the setting applies).
   bool records(const nlohmann::json& value) const {
     return record == Record::Always || (record == Record::NotDefault && value != default_value);

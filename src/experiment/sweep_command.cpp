@@ -78,20 +78,16 @@ std::vector<std::string> train_arguments(const Experiment& e, const RunSpec& run
   }
   if (!run.slowdown.empty()) add("--slowdown", fmt::format("{}", fmt::join(run.slowdown, ",")));
   if (run.ranks > 1) {
-    if (!run.allreduce.overlap) a.push_back("--no-overlap");
-    if (!run.allreduce.algo.empty()) add("--allreduce-algo", run.allreduce.algo);
-    if (!run.allreduce.dtype.empty()) add("--allreduce-dtype", run.allreduce.dtype);
-    // The allreduce mode's fields that are train settings (train_settings.hpp), by their flags.
-    auto put = [&a](const std::string& name, const nlohmann::json& value) {
-      const std::vector<std::string> words = find_train_setting(name)->arguments(value);
+    // The allreduce mode's fields, train settings (train_settings.hpp), by their flags in the table's
+    // order; then the split (matrix.split).
+    auto put = [&a](const TrainSetting& s, const nlohmann::json& value) {
+      const std::vector<std::string> words = s.arguments(value);
       a.insert(a.end(), words.begin(), words.end());
     };
-    if (run.allreduce.max_ctas > 0) put("max_ctas", run.allreduce.max_ctas);
-    if (!run.allreduce.cta_policy.empty()) put("cta_policy", run.allreduce.cta_policy);
-    if (!run.allreduce.priority.empty()) put("priority", run.allreduce.priority);
-    if (!run.allreduce.update_per_bucket) add("--update-per-bucket", "false");
-    if (run.allreduce.gather) add("--gather-gradients", "true");
-    if (run.pass_split) add("--split", run.split);
+    for (const TrainSetting& s : train_settings())
+      if (s.part_of == "allreduce")
+        if (const nlohmann::json value = run.allreduce.given(s.name); !value.is_null()) put(s, value);
+    if (run.pass_split) put(*find_train_setting("split"), run.split);
   }
   add("--results", results_root);
   add("--experiment", e.name);

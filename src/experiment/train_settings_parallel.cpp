@@ -1,27 +1,35 @@
-// How a data-parallel `cnnscale train` job exchanges its gradients: the entries of train's settings
-// table (train_settings.hpp) that are fields of the experiment's matrix.allreduce modes. Each applies
-// only where gradients are exchanged (a job of 2+ ranks, or one with --one-rank-exchange): one process
-// has no allreduce for them to change. Each is recorded only where it differs from its default, under
-// the key the runs before the table had, so that those runs keep their ids.
+// How a data-parallel `cnnscale train` job exchanges its gradients and divides its batch: the entries of
+// train's settings table (train_settings.hpp) that are fields of the experiment's matrix.allreduce
+// modes, and the split, matrix.split. Most apply only where gradients are exchanged (a job of 2+
+// ranks, or one with --one-rank-exchange): one process has no allreduce for them to change. Each is
+// recorded as the runs before the table recorded it, under the key they had, so that those runs keep
+// their ids: only where it differs from its default, where it applies.
 //
-// The other data-parallel options are not entries yet: their recorded forms are not the values given
-// (--update-per-bucket and --gather-gradients take true|false and record a boolean, --allreduce-dtype
-// records the dtype `compute` resolves to), or whether they are recorded depends on another option's
-// value rather than on the run (--rebalance-every and --auto-start on --split), or their experiment
-// form is a compound axis of several options (matrix.gpu_mix: --gpus and --sm-counts; matrix.cpu_mix:
-// --slowdown; matrix.allreduce: overlap, algo, dtype, update, gather), which the run id names as a whole.
+// The other data-parallel options are not entries yet: their experiment form is a compound axis of
+// several options (matrix.gpu_mix: --gpus and --sm-counts; matrix.cpu_mix: --slowdown), which the
+// run id names as a whole.
+#include "core/precision.hpp"
 #include "experiment/train_settings.hpp"
 
 namespace cnnscale {
 
 namespace {
 
+const char* const kGroup = "Data parallel (under mpirun/srun)";
+
+// A Boolean: true|false on the command line.
+Setting entry_bool(std::string name, bool def, std::string help) {
+  Setting s = switch_setting(std::move(name), def, std::move(help), "");
+  s.type = SettingType::Boolean;
+  return s;
+}
+
 Setting exchange_option(Setting s, std::string flag, std::string record_key) {
   s.part_of = "allreduce";
   s.flag = std::move(flag);
   s.record_key = std::move(record_key);
   s.record = Record::NotDefault;
-  s.group = "Data parallel (under mpirun/srun)";
+  s.group = kGroup;
   s.applies = [](const RunContext& c) { return c.exchanges; };
   return s;
 }
@@ -29,6 +37,45 @@ Setting exchange_option(Setting s, std::string flag, std::string record_key) {
 }  // namespace
 
 void add_parallel_settings(SettingTable& all) {
+  {
+    // Not recorded in the run's configuration (the sweep's allreduce tag and the results' figures name it).
+    Setting s = exchange_option(
+        entry_bool("overlap", true,
+                   "Overlap bucket allreduces with backward (false, or --no-overlap: one allreduce after backward "
+                   "instead of buckets during it): true|false"), "--allreduce-overlap", "");
+    s.record = Record::Never;
+    s.false_flag = "--no-overlap";
+    s.report_label = "allreduce_overlap";
+    all.push_back(std::move(s));
+  }
+  {
+    Setting s = exchange_option(choice_setting("algo", "ring", "NCCL algorithm: ring, tree or auto (MPI ignores it)",
+                                               {"ring", "tree", "auto"}),
+                                "--allreduce-algo", "");
+    s.record = Record::Never;  // the results name it (allreduce_algo) for the GPU ranks of an NCCL job
+    s.applies = [](const RunContext& c) { return c.exchanges && c.gpu; };
+    s.report_label = "allreduce_algo";
+    all.push_back(std::move(s));
+  }
+  {
+    Setting s = exchange_option(
+        choice_setting("dtype", "fp32",
+                       "Dtype of the gradient exchange: fp32 (the master gradients, as DDP), bf16 or fp16 (each bucket "
+                       "rounded to 16 bits for the exchange: half the bytes), or compute (the --precision's storage: "
+                       "bf16/fp16, fp32 for fp32 and tf32). fp16 exchanges the loss-scaled gradients under --precision "
+                       "fp16",
+                       {"fp32", "bf16", "fp16", "compute"}),
+        "--allreduce-dtype", "allreduce_dtype");
+    // Recorded as the dtype it resolves to, and on every run, one of one rank too, as the runs before
+    // the table had it (there it changes nothing).
+    s.applies = nullptr;
+    s.resolve = [](const nlohmann::json& value, const RunContext& c) -> nlohmann::json {
+      if (value != "compute") return value;
+      return float_type_name(compute_dtype(parse_precision(c.precision)));
+    };
+    s.report_label = "allreduce_dtype";
+    all.push_back(std::move(s));
+  }
   {
     Setting s = exchange_option(
         integer_setting("max_ctas", 0,
@@ -53,6 +100,42 @@ void add_parallel_settings(SettingTable& all) {
                      "pending ones, low the other way round (the exchange's latency traded for compute); GPU ranks",
                      {"high", "low"}),
       "--allreduce-priority", "allreduce_priority"));
+  {
+    Setting s = exchange_option(
+        entry_bool("update", true,
+                   "Update each gradient bucket's parameters as soon as its allreduce ends (GPU ranks: on a side "
+                   "stream, beside the rest of backward) instead of once after the whole exchange; the same "
+                   "arithmetic. fp16 runs (whose loss scaling needs every gradient first) update once: true|false"),
+        "--update-per-bucket", "update_per_bucket");
+    s.choices = {"after_exchange", "per_bucket"};  // the experiment's words for false and true
+    all.push_back(std::move(s));
+  }
+  {
+    Setting s = exchange_option(
+        entry_bool("gather", false,
+                   "Fully-connected layers whose inputs and output gradients are fewer bytes than their weight "
+                   "gradients form those from every rank's rows, gathered during backward, instead of allreducing "
+                   "them (CaffeNet's fc6 on 4 ranks of 64: 2.6 M values moved instead of 57 M); the same sum in "
+                   "another order. Identical, whole GPUs only (each rank computes the job's gradient): true|false"),
+        "--gather-gradients", "gather_gradients");
+    // One rank has no other rank's rows to gather (--one-rank-exchange): nothing changes.
+    s.applies = [](const RunContext& c) { return c.world_size > 1; };
+    all.push_back(std::move(s));
+  }
+  {
+    Setting s = choice_setting(
+        "split", "even",
+        "Division of the global batch among ranks: even; manual (--shares); proportional (equal compute time from a "
+        "start-up probe); auto (from the same probe, then rebalanced online from measured compute time); energy or "
+        "edp (fewest predicted joules or joules x seconds per batch from the same probe, GPU ranks, their time "
+        "models then refined online from measured compute time)",
+        {"even", "manual", "proportional", "auto", "energy", "edp"});
+    s.part_of = "split";  // matrix.split, the axis itself (experiment_matrix.cpp)
+    s.record = Record::NotDefault;  // even runs keep their ids
+    s.group = kGroup;
+    s.report_label = "split";
+    all.push_back(std::move(s));
+  }
 }
 
 }  // namespace cnnscale

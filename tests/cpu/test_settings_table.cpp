@@ -32,6 +32,7 @@ nlohmann::json other_value(const TrainSetting& s) {
     case SettingType::IntegerList:
       return nlohmann::json::array({1, 2});
     case SettingType::Switch:
+    case SettingType::Boolean:
       return !s.default_value.get<bool>();
     case SettingType::Text:
       return s.default_value.get<std::string>() + "x";
@@ -48,9 +49,16 @@ nlohmann::json other_value(const TrainSetting& s) {
   return nullptr;
 }
 
+// `value` as an experiment writes it: a Boolean of two words (update: after_exchange) by its word.
+nlohmann::json experiment_value(const TrainSetting& s, const nlohmann::json& value) {
+  if (s.type == SettingType::Boolean && s.choices.size() == 2) return s.choices[value.get<bool>() ? 1 : 0];
+  return value;
+}
+
 // The value a run's command line gives `s`: the word after its flag; a Switch's flag alone gives the
-// value that is not its default.
+// value that is not its default, a Boolean's false flag (--no-overlap) false.
 std::string command_line_value(const std::vector<std::string>& args, const TrainSetting& s) {
+  if (!s.false_flag.empty() && std::find(args.begin(), args.end(), s.false_flag) != args.end()) return "false";
   if (s.type != SettingType::Switch) return flag_value(args, s.flag);
   const bool given = std::find(args.begin(), args.end(), s.flag) != args.end();
   return s.text(given ? !s.default_value.get<bool>() : s.default_value.get<bool>());
@@ -63,6 +71,9 @@ TEST(SettingsTable, EveryEntryIsInTrainsHelpAndTheSweepsFlagsWithItsExperimentKe
     EXPECT_NE(help.out.find(s.flag), std::string::npos) << s.flag;
     EXPECT_NE(help.out.find(s.help.substr(0, 20)), std::string::npos) << s.help;
     EXPECT_NE(sweep_train_flags().at(s.flag).find(s.experiment_key()), std::string::npos) << s.flag;
+    if (s.false_flag.empty()) continue;
+    EXPECT_NE(help.out.find(s.false_flag), std::string::npos) << s.false_flag;
+    EXPECT_EQ(sweep_train_flags().at(s.false_flag), sweep_train_flags().at(s.flag)) << s.false_flag;
   }
 }
 
@@ -103,25 +114,29 @@ TEST(SettingsTable, EveryEntryIsRecordedAndGroupedByTheReport) {
   // runs: a setting that applies elsewhere only (an NCCL job's, a GPU's) is left out here.
   const RunContext cpu_run{};
   const TrainSetting& policy = *find_train_setting("lr_policy");
+  std::map<std::string, std::map<std::string, nlohmann::json>> given;  // run id -> setting -> value
   for (size_t p = 0; p < policy.choices.size(); ++p) {
+    const std::string id = "r" + std::to_string(p);
     std::vector<std::string> args = {"train", "--net", "lenet", "--data", "synthetic", "--iterations", "1",
                                      "--batch", "4", "--results", dir.str(), "--experiment", "e", "--run-id",
-                                     "r" + std::to_string(p), "--min-window", "0", "--timing-warmup", "0"};
-    std::map<std::string, nlohmann::json> given;
+                                     id, "--min-window", "0", "--timing-warmup", "0"};
     for (const TrainSetting& s : train_settings()) {
       if (s.name == (p % 2 ? "warmup" : "warmup_iterations")) continue;
       if (s.name == "milestones" && policy.choices[p] != "multistep") continue;  // train refuses them elsewhere
-      if (!s.applies_to(cpu_run)) continue;
-      given[s.name] = s.name == "lr_policy" ? nlohmann::json(policy.choices[p]) : other_value(s);
-      const std::vector<std::string> words = s.arguments(given[s.name]);
+      if (!s.applies_to(cpu_run) || !s.identity()) continue;
+      nlohmann::json& v = given[id][s.name];
+      v = s.name == "lr_policy" ? nlohmann::json(policy.choices[p]) : other_value(s);
+      if (s.name == "split") v = "proportional";  // manual needs --shares; energy and edp a GPU's joules
+      const std::vector<std::string> words = s.arguments(v);
       args.insert(args.end(), words.begin(), words.end());
     }
     const CliResult r = run_cnnscale(args);
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    report::RunRecord record;
-    record.run_config = report::run_config_of(read_run_results(dir.str() + "/e/r" + std::to_string(p)).config_text);
+  }
+  // Each run as the report reads it: its recorded configuration and its summary.
+  for (const report::RunRecord& record : report::scan_runs(dir.str())) {
     ASSERT_TRUE(record.run_config.is_object());
-    for (const auto& [name, value] : given) {
+    for (const auto& [name, value] : given.at(record.run_id)) {
       const TrainSetting& s = *find_train_setting(name);
       const nlohmann::json recorded = recorded_setting(s, record.run_config);
       if (recorded == s.default_value) continue;  // not recorded under this policy: it did not apply
@@ -136,31 +151,54 @@ TEST(SettingsTable, EveryEntryIsRecordedAndGroupedByTheReport) {
     }
   }
   for (const TrainSetting& s : train_settings())
-    if (s.applies_to(cpu_run)) EXPECT_GT(found[s.name], 0) << s.name << " was never recorded";
+    if (s.applies_to(cpu_run) && s.identity()) EXPECT_GT(found[s.name], 0) << s.name << " was never recorded";
 }
 
 // A setting that is a field of matrix.allreduce's modes: that field puts its flag on the command line
 // of the runs of 2+ ranks; it is no key or axis of its own (the run id names the mode as a whole).
 TEST(SettingsTable, PartsOfACompoundAxisAreThatAxisesFields) {
   const HostInfo host = gpu_host(2);
-  bool any = false;
+  std::set<std::string> fields;
   for (const TrainSetting& s : train_settings()) {
-    if (s.part_of.empty()) continue;
-    any = true;
+    if (s.part_of.empty() || s.part_of == s.name) continue;  // the split is matrix.split itself: below
+    fields.insert(s.name);
     ASSERT_EQ(s.part_of, "allreduce") << s.name;
     const nlohmann::json v = other_value(s);
-    const Experiment e = parse_experiment_text(
-        kBaseExperiment + "  repeats: 1\ndevice: gpu\n",  "t.yaml",
-        {fmt::format("matrix.allreduce=[{{overlap: true, {}: {}}}]", s.name, v.dump())}, host);
+    const std::string mode = s.name == "overlap" ? fmt::format("{{overlap: {}}}", v.dump())
+                                                 : fmt::format("{{overlap: true, {}: {}}}", s.name,
+                                                               experiment_value(s, v).dump());
+    const Experiment e = parse_experiment_text(kBaseExperiment + "  repeats: 1\ndevice: gpu\n", "t.yaml",
+                                               {fmt::format("matrix.allreduce=[{}]", mode)}, host);
     for (const RunSpec& r : expand_runs(e))
       EXPECT_EQ(command_line_value(train_arguments(e, r, "/r"), s), r.ranks > 1 ? s.text(v) : "<absent>") << r.id;
     EXPECT_NE(sweep_train_flags().at(s.flag).find("matrix.allreduce's " + s.name), std::string::npos) << s.flag;
     expect_error(kBaseExperiment, {s.name, "unknown key"},
-                 {fmt::format("matrix.{}=[{}]", s.name, v.dump())});
-    EXPECT_FALSE(s.applies_to({.gpu = true}));
+                 {fmt::format("matrix.{}=[{}]", s.name, experiment_value(s, v).dump())});
+    // The exchange's dtype is recorded on every run, as it always was (on one rank it changes nothing).
+    if (s.name != "dtype") EXPECT_FALSE(s.applies_to({.gpu = true})) << s.name;
     EXPECT_TRUE(s.applies_to({.gpu = true, .world_size = 2, .exchanges = true}));
   }
-  EXPECT_TRUE(any);
+  EXPECT_EQ(fields, (std::set<std::string>{"overlap", "algo", "dtype", "max_ctas", "cta_policy", "priority", "update",
+                                           "gather"}));
+  // The split is matrix.split: its flag on the 2-rank runs' command lines, by the axis's values.
+  const TrainSetting& split = *find_train_setting("split");
+  EXPECT_EQ(sweep_train_flags().at(split.flag), "matrix.split");
+  const Experiment e = parse(kBaseExperiment + "  repeats: 1\n  split: [even, auto]\n");
+  std::set<std::string> seen;
+  for (const RunSpec& r : expand_runs(e)) seen.insert(command_line_value(train_arguments(e, r, "/r"), split));
+  EXPECT_EQ(seen, (std::set<std::string>{"<absent>", "even", "auto"}));
+}
+
+// A setting recorded as the run resolves it: --allreduce-dtype compute is the precision's storage.
+TEST(SettingsTable, TheExchangeDtypeIsRecordedAsItResolves) {
+  const TrainSetting& dtype = *find_train_setting("dtype");
+  EXPECT_EQ(dtype.resolved("compute", {.precision = "bf16"}), "bf16");
+  EXPECT_EQ(dtype.resolved("compute", {.precision = "tf32"}), "fp32");
+  EXPECT_FALSE(dtype.records(dtype.resolved("compute", {.precision = "fp32"})));
+  EXPECT_TRUE(dtype.records(dtype.resolved("fp16", {.precision = "fp32"})));
+  EXPECT_EQ(find_train_setting("overlap")->arguments(false), std::vector<std::string>{"--no-overlap"});
+  EXPECT_EQ(find_train_setting("update")->arguments(false), (std::vector<std::string>{"--update-per-bucket", "false"}));
+  EXPECT_FALSE(find_train_setting("gather")->applies_to({.world_size = 1, .exchanges = true}));  // one rank's rows
 }
 
 // The settings that apply only to a GPU run or an NCCL job, which the CPU runs above cannot record:
