@@ -91,8 +91,12 @@ class ConvAlgorithms {
     const Tensor* addend;
     const Tensor& y;
   };
-  // The fastest graph plan for `spec` where it measures faster than `apart` (the ops apart); else null.
-  std::shared_ptr<ConvGraphPlan> faster_fused_plan(const char* op, const ConvPlan& plan, const ConvGraphSpec& spec,
+  // A fused forward's graph spec (conv_bias_relu_graph_spec and its siblings in cudnn_graph.hpp).
+  using FusedSpec = ConvGraphSpec (*)(DType, Layout, const Shape& x, const Shape& w, const Shape& y, const ConvParams&,
+                                      bool allow_tf32);
+  // The fastest graph plan for `plan`'s `fused_spec` where it measures faster than `apart` (the ops
+  // apart); else null.
+  std::shared_ptr<ConvGraphPlan> faster_fused_plan(const char* op, const ConvPlan& plan, FusedSpec fused_spec,
                                                    const std::function<void()>& apart,
                                                    const FusedOperands& operands);
   // The search of one direction that the three find_conv_* share (cuda_conv_search.cpp says how).

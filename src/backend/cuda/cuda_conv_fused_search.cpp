@@ -20,19 +20,15 @@
 namespace cnnscale {
 
 using cuda::EventPair;
-using cuda::kFindTrials;
 using cuda::median_run_ms;
 using cuda::ran;
 using cuda::SearchBuffer;
-using cuda::timed_run;
 
 void cuda::ConvAlgorithms::search_bias_relu(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& bias,
                                             const Tensor& y) {
   plan.fwd_bias_relu_searched = true;
   plan.fwd_bias_relu = faster_fused_plan(
-      "conv_forward_bias_relu", plan,
-      cuda::conv_bias_relu_graph_spec(plan.dtype, plan.layout, plan.x_shape, plan.w_shape, plan.y_shape, plan.params,
-                                      b_.options_.allow_tf32),
+      "conv_forward_bias_relu", plan, cuda::conv_bias_relu_graph_spec,
       [&] {
         run_conv_forward(plan, x, w, y);
         b_.bias_add(bias, y);
@@ -45,9 +41,7 @@ void cuda::ConvAlgorithms::search_residual(ConvPlan& plan, const ConvParams& p, 
                                            const Tensor& bias, const Tensor& addend, const Tensor& y) {
   plan.fwd_residual_searched = true;
   plan.fwd_residual = faster_fused_plan(
-      "conv_forward_residual", plan,
-      cuda::conv_residual_graph_spec(plan.dtype, plan.layout, plan.x_shape, plan.w_shape, plan.y_shape, plan.params,
-                                     b_.options_.allow_tf32),
+      "conv_forward_residual", plan, cuda::conv_residual_graph_spec,
       // The ops apart as they would run: conv_forward makes its own choices in the first, untimed run.
       [&] {
         engine_.conv_forward(p, x, w, y);
@@ -62,9 +56,7 @@ void cuda::ConvAlgorithms::search_bias(ConvPlan& plan, const ConvParams& p, cons
                                        const Tensor& bias, const Tensor& y) {
   plan.fwd_bias_searched = true;
   plan.fwd_bias = faster_fused_plan(
-      "conv_forward_bias", plan,
-      cuda::conv_bias_graph_spec(plan.dtype, plan.layout, plan.x_shape, plan.w_shape, plan.y_shape, plan.params,
-                                 b_.options_.allow_tf32),
+      "conv_forward_bias", plan, cuda::conv_bias_graph_spec,
       [&] {
         engine_.conv_forward(p, x, w, y);
         b_.bias_add(bias, y);
@@ -72,13 +64,16 @@ void cuda::ConvAlgorithms::search_bias(ConvPlan& plan, const ConvParams& p, cons
       {x, w, bias, nullptr, y});
 }
 
-// The fastest of the graph plans the API offers for `spec` (run on `operands` with a workspace),
-// where it measures faster than `apart`, the same function as separate ops; null otherwise, and
-// always in deterministic or strict-fp32 runs (no timing, no tensor-core engines).
+// The fastest of the graph plans the API offers for the spec that `fused_spec` makes of `plan` (run
+// on `operands` with a workspace), where it measures faster than `apart`, the same function as
+// separate ops; null otherwise, and always in deterministic or strict-fp32 runs (no timing, no
+// tensor-core engines).
 std::shared_ptr<cuda::ConvGraphPlan> cuda::ConvAlgorithms::faster_fused_plan(const char* op, const ConvPlan& plan,
-                                                                             const cuda::ConvGraphSpec& spec,
+                                                                             FusedSpec fused_spec,
                                                                              const std::function<void()>& apart,
                                                                              const FusedOperands& operands) {
+  const cuda::ConvGraphSpec spec = fused_spec(plan.dtype, plan.layout, plan.x_shape, plan.w_shape, plan.y_shape,
+                                              plan.params, b_.options_.allow_tf32);
   auto execute = [&](const cuda::ConvGraphPlan& candidate, void* ws) {
     return candidate.execute(b_.cudnn_, operands.x.raw(), operands.w.raw(), operands.y.raw(), ws,
                              operands.bias.raw(), operands.addend ? operands.addend->raw() : nullptr);
