@@ -248,9 +248,6 @@ void register_train(CLI::App& app) {
   cmd->add_option("--display", a.options.display, "Iterations between loss reports")
       ->check(at_least(1))
       ->capture_default_str();
-  cmd->add_option("--timing-warmup", a.options.timing_warmup, "Iterations left out of samples/s")
-      ->check(at_least(0))
-      ->capture_default_str();
   cmd->add_flag("--json", a.json, "Print one JSON line of results on stdout");
   add_parallel_options(*cmd, a.parallel);
   add_measure_options(*cmd, a.measure);

@@ -30,23 +30,14 @@ void add_parallel_options(CLI::App& cmd, ParallelArgs& a) {
       ->group(group);
   // --split, --allreduce-overlap (--no-overlap), --allreduce-algo, --allreduce-dtype, --update-per-bucket,
   // --gather-gradients, --allreduce-max-ctas, --allreduce-cta-policy, --allreduce-priority: train's
-  // settings table (experiment/train_settings_parallel.cpp).
+  // settings table (experiment/train_settings_parallel.cpp), as are --rebalance-every, --probe-seconds,
+  // --bucket-mb and --watchdog-timeout.
   cmd.add_option("--shares", a.shares, "--split manual: each rank's samples, in rank order, summing to --batch")
       ->delimiter(',')
-      ->group(group);
-  cmd.add_option("--rebalance-every", a.rebalance_every,
-                 "--split auto, energy, edp: steps between online refinements of the shares (0: keep the start-up "
-                 "shares)")
-      ->capture_default_str()
       ->group(group);
   cmd.add_option("--auto-start", a.auto_start,
                  "--split auto: its first shares: probe (proportional's, from the start-up probe) or even")
       ->check(CLI::IsMember({"probe", "even"}))
-      ->capture_default_str()
-      ->group(group);
-  cmd.add_option("--probe-seconds", a.probe_seconds,
-                 "--split proportional/energy/edp (and auto from a probe): seconds of forward+backward timed at "
-                 "each probe batch (energy and edp, which read the GPU's energy counter: at least --min-window)")
       ->capture_default_str()
       ->group(group);
   cmd.add_option("--slowdown", a.slowdown,
@@ -54,17 +45,10 @@ void add_parallel_options(CLI::App& cmd, ParallelArgs& a) {
                  "(factor - 1) x its forward and backward time. Recorded as emulation in the results")
       ->delimiter(',')
       ->group(group);
-  cmd.add_option("--bucket-mb", a.bucket_mb, "Gradient bucket size in MiB (allreduce granularity)")
-      ->capture_default_str()
-      ->group(group);
   cmd.add_flag("--one-rank-exchange", a.one_rank_exchange,
                "A job of one rank (mpirun -np 1) keeps the data-parallel path: communicator, gradient buckets, "
                "the exchange with itself, the update per bucket and the step's graph copies, to measure what "
                "that path costs a GPU against the same GPU alone. By default such a job trains as one process")
-      ->group(group);
-  cmd.add_option("--watchdog-timeout", a.watchdog_timeout,
-                 "Seconds a rank may block in one operation (allreduce, sync) before the job is ended with exit 3")
-      ->capture_default_str()
       ->group(group);
   for (CLI::Option* o : cmd.get_options()) {
     if (o->check_lname("device")) a.device_flag = o;

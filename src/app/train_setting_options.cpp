@@ -36,6 +36,7 @@ SettingField field_of(TrainArgs& a, const std::string& name) {
       {"batchnorm", [](TrainArgs& a) -> SettingField { return &a.batchnorm; }},
       {"deterministic", [](TrainArgs& a) -> SettingField { return &a.deterministic; }},
       {"host_decode", [](TrainArgs& a) -> SettingField { return &a.host_decode; }},
+      {"timing_warmup", [](TrainArgs& a) -> SettingField { return &a.options.timing_warmup; }},
       {"overlap", [](TrainArgs& a) -> SettingField { return &a.parallel.overlap; }},
       {"algo", [](TrainArgs& a) -> SettingField { return &a.parallel.algo; }},
       {"dtype", [](TrainArgs& a) -> SettingField { return &a.parallel.allreduce_dtype; }},
@@ -45,6 +46,10 @@ SettingField field_of(TrainArgs& a, const std::string& name) {
       {"update", [](TrainArgs& a) -> SettingField { return &a.parallel.update_per_bucket; }},
       {"gather", [](TrainArgs& a) -> SettingField { return &a.parallel.gather_gradients; }},
       {"split", [](TrainArgs& a) -> SettingField { return &a.parallel.split; }},
+      {"rebalance_every", [](TrainArgs& a) -> SettingField { return &a.parallel.rebalance_every; }},
+      {"probe_seconds", [](TrainArgs& a) -> SettingField { return &a.parallel.probe_seconds; }},
+      {"bucket_mb", [](TrainArgs& a) -> SettingField { return &a.parallel.bucket_mb; }},
+      {"watchdog_timeout", [](TrainArgs& a) -> SettingField { return &a.parallel.watchdog_timeout; }},
   };
   const auto it = fields.find(name);
   if (it == fields.end()) throw_runtime("train setting '{}' has no field in TrainArgs (train_setting_options.cpp)", name);

@@ -123,9 +123,6 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
     run_config["world_size"] = par.world_size();
     run_config["rank_batches"] = par.rank_batches();
   }
-  // energy and edp refine their shares online as auto does: recorded for them too, so runs from
-  // before they did have other ids.
-  if (split_refines_online(par.split())) run_config["rebalance_every"] = a.parallel.rebalance_every;
   if (a.parallel.split == "auto") run_config["auto_start"] = a.parallel.auto_start;
   if (!a.parallel.slowdown.empty()) run_config["slowdown"] = a.parallel.slowdown;  // emulation, by rank
   if (!a.parallel.sm_counts.empty()) run_config["sm_counts"] = a.parallel.sm_counts;  // GPU partitions, asked

@@ -101,7 +101,20 @@ void set_command_flags(const std::string& command, std::set<std::string> flags) 
   command_flags()[command] = std::move(flags);
 }
 
-void read_extra_args(const ConfigNode& list, bool infer, Experiment& e) {
+namespace {
+
+// Whether the experiment gives `s` a value: its fixed key or its matrix axis.
+bool gives(const ExperimentReader& r, const ConfigNode& root, const Setting& s) {
+  const std::optional<ConfigNode> section = s.section.empty() ? root : r.child(root, s.section);
+  if (section && section->is_map() && r.child(*section, s.name)) return true;
+  const std::optional<ConfigNode> matrix = r.child(root, "matrix");
+  return matrix && matrix->is_map() && r.child(*matrix, s.name);
+}
+
+}  // namespace
+
+void read_extra_args(const ExperimentReader& r, const ConfigNode& root, const ConfigNode& list, bool infer,
+                     Experiment& e) {
   const std::vector<ConfigNode> items = list_items(list);
   for (size_t i = 0; i < items.size(); ++i) {
     const ConfigNode& a = items[i];
@@ -115,7 +128,9 @@ void read_extra_args(const ConfigNode& list, bool infer, Experiment& e) {
       if (flag == "--precision") a.fail("'--precision' is set by matrix.precision");
       check_infer_extra_arg(a, flag, e.infer);
     } else if (auto it = sweep_train_flags().find(flag); it != sweep_train_flags().end()) {
-      a.fail(fmt::format("'{}' is set by {}", flag, it->second));
+      const Setting* s = find_setting_by_flag(train_settings(), flag);
+      if (!s || s->identity() || !s->part_of.empty() || gives(r, root, *s))
+        a.fail(fmt::format("'{}' is set by {}", flag, it->second));
     }
     if (flag == "--tag") {  // --tag=KEY=VALUE or --tag KEY=VALUE: more tags are welcome, not the sweep's
       const bool joined = eq != std::string::npos;

@@ -393,7 +393,7 @@ Experiment parse_experiment_text(const std::string& text, const std::string& fil
   if (auto c = r.child(root, "measure")) e.measure = one_of(*c, {"steady", "phases"});
   if (auto c = r.child(root, "seed")) e.seed = read_setting(*find_train_setting("seed"), *c).get<int64_t>();
   if (auto c = r.child(root, "seeds")) e.seeds = one_of(*c, {"vary", "fixed"});
-  if (auto c = r.child(root, "extra_args")) read_extra_args(*c, infer, e);
+  if (auto c = r.child(root, "extra_args")) read_extra_args(r, root, *c, infer, e);
   read_matrix(r, root, r.get(root, "matrix"), e, host);
 
   std::optional<ConfigNode> per_net = r.child(root, "networks");

@@ -70,8 +70,11 @@ void read_rank_sets(const ExperimentReader& r, const ConfigNode& matrix, Experim
 void check_distinct_axis_values(const ExperimentReader& r, const ConfigNode& matrix, const Experiment& e);
 // extra_args (experiment_extra_args.cpp): each item appended to e.extra_args, or refused at its
 // file:line:col when the sweep already writes that flag on a run's command line (`infer` picks
-// infer's flags rather than train's), or when it is a tag the sweep writes itself.
-void read_extra_args(const ConfigNode& list, bool infer, Experiment& e);
+// infer's flags rather than train's), or when it is a tag the sweep writes itself. The flag of a train
+// setting that is no part of a run's identity (--timing-warmup) is refused only where the file gives
+// its key (`root`'s section or matrix axis): files from before it was a key keep passing it.
+void read_extra_args(const ExperimentReader& r, const ConfigNode& root, const ConfigNode& list, bool infer,
+                     Experiment& e);
 // The options `cnnscale train` and `cnnscale infer` accept ("--batch", "-h", ...), handed down by
 // app/ from the commands' CLI definitions when the program starts (this layer cannot see app/):
 // read_extra_args refuses a flag outside them (a typo would fail every run when it starts). Never

@@ -10,6 +10,8 @@
 // run id names as a whole.
 #include "core/precision.hpp"
 #include "experiment/train_settings.hpp"
+#include "net/gradient_plan.hpp"  // kDefaultBucketBytes
+#include "parallel/split_policy.hpp"
 
 namespace cnnscale {
 
@@ -31,6 +33,15 @@ Setting exchange_option(Setting s, std::string flag, std::string record_key) {
   s.record = Record::NotDefault;
   s.group = kGroup;
   s.applies = [](const RunContext& c) { return c.exchanges; };
+  return s;
+}
+
+// A setting of the job in the experiment's section `train`, not part of the run's identity unless the
+// caller says so (how the job is run, not what it computes).
+Setting job_option(Setting s, std::string unit = "") {
+  s.section = "train";
+  s.unit = std::move(unit);
+  s.group = kGroup;
   return s;
 }
 
@@ -136,6 +147,35 @@ void add_parallel_settings(SettingTable& all) {
     s.report_label = "split";
     all.push_back(std::move(s));
   }
+  // The job's other settings: keys of the experiment's section `train` (and matrix axes), checked by
+  // ParallelRun where train uses them.
+  {
+    Setting s = job_option(integer_setting("rebalance_every", kDefaultRebalanceEvery,
+                                           "--split auto, energy, edp: steps between online refinements of the shares "
+                                           "(0: keep the start-up shares)",
+                                           0, 1e15),
+                           "steps");
+    // Recorded for the splits that refine online (energy and edp too, so runs from before they did have
+    // other ids), wherever the run's split is one; elsewhere it changes nothing.
+    s.record = Record::Always;
+    s.applies = [](const RunContext& c) {
+      const std::optional<SplitPolicy> policy = split_policy_named(c.split);
+      return policy && split_refines_online(*policy);
+    };
+    all.push_back(std::move(s));
+  }
+  all.push_back(job_option(number_setting(
+      "probe_seconds", 0.5,
+      "--split proportional/energy/edp (and auto from a probe): seconds of forward+backward timed at each probe "
+      "batch (energy and edp, which read the GPU's energy counter: at least --min-window)",
+      0, 1e15, true), "seconds"));
+  all.push_back(job_option(number_setting("bucket_mb", static_cast<double>(kDefaultBucketBytes) / (1 << 20),
+                                          "Gradient bucket size in MiB (allreduce granularity)", 0, 1e15, true),
+                           "MiB"));
+  all.push_back(job_option(number_setting(
+      "watchdog_timeout", 300.0,
+      "Seconds a rank may block in one operation (allreduce, sync) before the job is ended with exit 3", 0, 1e15,
+      true), "seconds"));
 }
 
 }  // namespace cnnscale

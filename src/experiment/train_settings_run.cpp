@@ -88,6 +88,16 @@ void add_run_settings(SettingTable& all) {
     s.applies = [](const RunContext& c) { return c.gpu; };  // train refuses it for a CPU run
     all.push_back(std::move(s));
   }
+  {
+    // How the run is measured, not what it computes: no part of its identity (Record::Never), so a
+    // file passing --timing-warmup through extra_args keeps doing so where it gives no train.timing_warmup.
+    Setting s = integer_setting("timing_warmup", TrainOptions{}.timing_warmup, "Iterations left out of samples/s", 0,
+                                1e15);
+    s.section = "train";
+    s.unit = "iterations";
+    s.cli_check = CliCheck::AtLeast;
+    all.push_back(std::move(s));
+  }
 }
 
 }  // namespace cnnscale

@@ -35,6 +35,8 @@ TEST(ExperimentExtraArgs, MatrixFlagsAreRefusedAtTheirEntry) {
   expect_error(kBase + "extra_args: [--epochs=2]\n", {"'--epochs' is set by epochs"});
   expect_error(kBase + "extra_args: [--measure, phases]\n", {"'--measure' is set by measure"});
   expect_error(kBase + "extra_args: [--no-overlap]\n", {"'--no-overlap' is set by matrix.allreduce's overlap"});
+  expect_error(kBase + "extra_args: [--bucket-mb, '2']\ntrain: {bucket_mb: 4}\n",
+               {"'--bucket-mb' is set by train.bucket_mb (or matrix.bucket_mb)"});
   // The existing refusals keep their words.
   expect_error(kBase + "extra_args: [--precision=bf16]\n",
                {"t.yaml:8:14: extra_args[0]: '--precision' is set by matrix.precision"});
@@ -55,6 +57,22 @@ TEST(ExperimentExtraArgs, TagsOfTheSweepAreRefusedOthersKept) {
   EXPECT_EQ(testing::flag_value(args, "--display"), "2");
 }
 
+// A setting that is no part of a run's identity (how it is measured or run: --timing-warmup,
+// --bucket-mb) may still come through extra_args, as files from before it was a key pass it, unless
+// the file gives its key or axis: then the flag would be given twice.
+TEST(ExperimentExtraArgs, SettingsOutsideTheRunsIdentityPassWhereTheFileGivesNoKey) {
+  const Experiment e = parse(kBase + "extra_args: [--timing-warmup, '5', --watchdog-timeout, '60']\n");
+  EXPECT_EQ(e.extra_args, (std::vector<std::string>{"--timing-warmup", "5", "--watchdog-timeout", "60"}));
+  expect_error(kBase + "extra_args: [--timing-warmup, '5']\ntrain: {timing_warmup: 2}\n",
+               {"t.yaml:8:14: extra_args[0]: '--timing-warmup' is set by train.timing_warmup (or "
+                "matrix.timing_warmup)"});
+  expect_error(kBase + "  timing_warmup: [1, 2]\nextra_args: [--timing-warmup, '5']\n",
+               {"extra_args[0]: '--timing-warmup' is set by train.timing_warmup"});
+  // As a key: on every run's command line, and an axis of runs of their own.
+  const Experiment k = parse(kBase + "train: {timing_warmup: 2}\n");
+  for (const RunSpec& r : expand_runs(k)) EXPECT_EQ(testing::flag_value(train_arguments(k, r, "/r"), "--timing-warmup"), "2");
+}
+
 // Every flag in the command lines of a sweep that uses every setting the sweep passes on is in the
 // table (or is the sweep's own bookkeeping): a flag added to train_arguments without an entry here
 // fails this test.
@@ -65,7 +83,8 @@ TEST(ExperimentExtraArgs, TheTableCoversEveryFlagTheSweepWrites) {
   const std::string gpu_file =
       "name: t\ndevice: gpu\nmeasure: phases\nepochs: 2\nwhole_epochs: 3\nwhole_samples: 100\n" + solver +
       "train: {cuda_graph: false, graph_copies: 2, phase_marks: false, fuse: false, conv_search: legacy, layout: "
-      "nhwc, batchnorm: cudnn, deterministic: true, host_decode: true}\n" +
+      "nhwc, batchnorm: cudnn, deterministic: true, host_decode: true, bucket_mb: 2, watchdog_timeout: 60, "
+      "probe_seconds: 0.2, rebalance_every: 5, timing_warmup: 1}\n" +
       "dataset: {name: synthetic, synthetic_fill: constant, classes: 5, input_shape: [1, 28, 28], "
       "train_samples: 64}\n"
       "networks:\n  resnet_fmnist:\n    iterations: 3\n    dataset: {name: fashion-mnist, data_dir: /d, test_samples: "
