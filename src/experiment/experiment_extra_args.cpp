@@ -138,7 +138,8 @@ void read_extra_args(const ExperimentReader& r, const ConfigNode& root, const Co
       const ConfigNode& value_node = joined ? a : items[i + 1];
       const std::string value = joined ? arg.substr(eq + 1) : value_node.as<std::string>();
       const std::string key = value.substr(0, value.find('='));
-      if (kSweepTags.count(key))
+      const TrainSetting* tagged = find_train_setting(key);  // a Never setting's tag (train_arguments)
+      if (kSweepTags.count(key) || (tagged && !tagged->identity() && !tagged->report_label.empty()))
         value_node.fail(fmt::format("tag '{}' is written by the sweep itself (report and resume read it back)", key));
     }
     // A sweep's 1-GPU runs are its baselines: they measure the GPU alone, whatever launches them.

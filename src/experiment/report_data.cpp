@@ -184,6 +184,11 @@ std::string RunRecord::text(const std::string& key) const {
     if (key == "seed")
       if (const SummaryValue v = summary_value(summary, "tag.seed_base"); std::holds_alternative<std::string>(v))
         return std::get<std::string>(v);
+    // Not in the recorded configuration: the value the sweep tagged the run with ("" outside a sweep
+    // that set it: train_arguments).
+    if (!s->identity())
+      if (const SummaryValue v = summary_value(summary, "tag." + s->name); std::holds_alternative<std::string>(v))
+        return std::get<std::string>(v);
     const nlohmann::json value = recorded_setting(*s, run_config);
     return value.is_null() ? "" : s->text(value);
   }

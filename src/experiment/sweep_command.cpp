@@ -64,10 +64,17 @@ std::vector<std::string> train_arguments(const Experiment& e, const RunSpec& run
   values.update(e.train);
   for (const auto& [name, value] : run.settings.items())
     if (!find_train_setting(name)->section.empty()) values[name] = value;
+  // A setting recorded Never (how the run is run or measured, not what it computes) is no part of the
+  // recorded configuration: the run is tagged with its value, so that the report keeps apart the
+  // points of a sweep over it rather than count them as one point's repeats.
+  std::vector<std::string> tags;
   for (const auto& [key, value] : values.items()) {
-    const std::vector<std::string> words = find_train_setting(key)->arguments(value);
+    const TrainSetting& s = *find_train_setting(key);
+    const std::vector<std::string> words = s.arguments(value);
     a.insert(a.end(), words.begin(), words.end());
+    if (!s.identity() && !s.report_label.empty()) tags.push_back(fmt::format("{}={}", s.name, s.text(value)));
   }
+  for (const std::string& tag : tags) add("--tag", tag);
   add("--measure", e.measure);
   if (run.whole_epochs > 0) add("--whole-epochs", std::to_string(run.whole_epochs));
   if (run.whole_samples > 0) add("--whole-samples", std::to_string(run.whole_samples));

@@ -38,10 +38,13 @@ Setting exchange_option(Setting s, std::string flag, std::string record_key) {
 
 // A setting of the job in the experiment's section `train`, not part of the run's identity unless the
 // caller says so (how the job is run, not what it computes).
+// A key of section `train` and a matrix axis; the report groups runs by it (a run of a sweep that set
+// one recorded Never has it as a tag: sweep_command.cpp).
 Setting job_option(Setting s, std::string unit = "") {
   s.section = "train";
   s.unit = std::move(unit);
   s.group = kGroup;
+  s.report_label = s.name;
   return s;
 }
 

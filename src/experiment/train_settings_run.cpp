@@ -96,6 +96,7 @@ void add_run_settings(SettingTable& all) {
     s.section = "train";
     s.unit = "iterations";
     s.cli_check = CliCheck::AtLeast;
+    s.report_label = s.name;  // from the sweep's tag (sweep_command.cpp)
     all.push_back(std::move(s));
   }
 }

@@ -251,5 +251,30 @@ TEST(SettingsTable, MatrixSeedLrMomentumAndWeightDecaySweepAndShowInTheReport) {
     EXPECT_NE(md.find(text), std::string::npos) << text << "\n" << md;
 }
 
+// A setting recorded Never (timing_warmup: how samples/s is measured) is no part of a run's
+// configuration, but a sweep over it has one point per value: the sweep tags each run with it and the
+// report groups by the tag, instead of counting the points as one point's repeats.
+TEST(SettingsTable, ASweepOverASettingRecordedNeverKeepsItsPointsApartInTheReport) {
+  TempDir dir;
+  const std::string file = dir.file("warmup.yaml");
+  std::ofstream(file) << "name: warmup\ndataset: synthetic\niterations: 3\n"
+                         "matrix:\n  network: [lenet]\n  batch: [4]\n  repeats: 1\n  timing_warmup: [0, 1]\n";
+  const CliResult sweep = run_cnnscale({"sweep", file, "--results", dir.str() + "/res"});
+  ASSERT_EQ(sweep.exit_code, 0) << sweep.err;
+  const std::vector<report::RunRecord> runs = report::scan_runs(dir.str() + "/res");
+  ASSERT_EQ(runs.size(), 2u);
+  const std::vector<report::ConfigGroup> groups = report::group_runs(runs);
+  ASSERT_EQ(groups.size(), 2u);
+  const report::VaryingKeys varying = report::varying_keys(groups);
+  std::set<std::string> labels;
+  for (const report::ConfigGroup& g : groups) labels.insert(report::variant_label(g, varying));
+  EXPECT_EQ(labels, (std::set<std::string>{"timing_warmup=0", "timing_warmup=1"}));
+  // The tag is the sweep's: an experiment's own --tag of that name would contradict it.
+  std::ofstream(file, std::ios::app) << "extra_args: [--tag, timing_warmup=5]\n";
+  const CliResult refused = run_cnnscale({"sweep", file, "--results", dir.str() + "/res", "--dry-run"});
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("tag 'timing_warmup' is written by the sweep itself"), std::string::npos) << refused.err;
+}
+
 }  // namespace
 }  // namespace cnnscale::testing
