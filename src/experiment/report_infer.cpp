@@ -28,24 +28,6 @@ constexpr const char* kInt8SyntheticLabel = "int8 (synthetic table)";
 
 namespace {
 
-double number_or_nan(const json& j, const char* key, const std::string& where) {
-  if (!j.contains(key)) throw_config("{}: missing \"{}\"", where, key);
-  const json& v = j[key];
-  if (v.is_null()) return std::nan("");
-  if (!v.is_number()) throw_config("{}: \"{}\" is not a number", where, key);
-  return v.get<double>();
-}
-
-int64_t count(const json& j, const char* key, const std::string& where) {
-  if (!j.contains(key) || !j[key].is_number_integer()) throw_config("{}: \"{}\" is missing or not a count", where, key);
-  return j[key].get<int64_t>();
-}
-
-std::string text(const json& j, const char* key, const std::string& where) {
-  if (!j.contains(key) || !j[key].is_string()) throw_config("{}: \"{}\" is missing or not text", where, key);
-  return j[key].get<std::string>();
-}
-
 InferFile parse_infer_file(const json& j, const std::string& path) {
   const InferResult r = infer_result_from_json(j, path);
   InferFile f;

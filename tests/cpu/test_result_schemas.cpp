@@ -49,20 +49,9 @@ InferServer server(double rate) {
 
 // Every field of every inference table set (scenario figures and offline ones together, which no
 // real run has, so that the round trip covers all of them).
-Provenance provenance() {
-  Provenance p;
-  p.version = "0.1.0";
-  p.git_describe = "v0.1-3-gabc";
-  p.command_line = {"cnnscale", "infer", "--net", "lenet"};
-  p.start_time = "2026-12-06T09:00:00Z";
-  p.end_time = "2026-12-06T09:01:00Z";
-  p.hosts = {"node-a", "node-b"};
-  return p;
-}
-
 InferResult every_infer_field() {
   InferResult r;
-  r.provenance = provenance();
+  r.provenance = testing::sample_provenance("infer");
   r.format = std::string(kInferFormat);
   r.time = std::string("2026-12-06T09:00:00Z");
   r.results = std::string("results/e/infer/x.json");
@@ -279,7 +268,7 @@ AllreduceSizeResult allreduce_size(int64_t bytes) {
 
 AllreduceResult every_allreduce_field() {
   AllreduceResult a;
-  a.provenance = provenance();
+  a.provenance = testing::sample_provenance("bench");
   a.benchmark = std::string("allreduce");
   a.format = std::string(kAllreduceBenchFormat);
   a.time = std::string("2026-12-06T09:00:00Z");
