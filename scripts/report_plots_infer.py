@@ -15,13 +15,15 @@ from matplotlib import ticker
 
 
 def _networks(rows):
-    """{network: {"device, precision[, N ranks (sum)]": [rows by ascending batch]}}, networks and series
-    sorted; a job of several ranks (mpirun) is a series of its own."""
+    """{network: {"device, precision[, N ranks (sum)][, setting=value...]": [rows by ascending batch]}},
+    networks and series sorted; a job of several ranks (mpirun) is a series of its own, and so are the
+    files of each value of a grouping setting that varies (the table's setting.<name> columns)."""
     nets = {}
     for r in rows:
         series = nets.setdefault(r["net"], {})
         ranks = r.get("ranks", "1")
         label = f'{r["device"]}, {r["precision"]}' + ("" if ranks == "1" else f", {ranks} ranks (sum)")
+        label += "".join(f", {k[len('setting.'):]}={v}" for k, v in r.items() if k.startswith("setting."))
         series.setdefault(label, []).append(r)
     for series in nets.values():
         for rs in series.values():

@@ -34,6 +34,13 @@ Setting in_infer(Setting s, Record record = Record::NotDefault) {
   return s;
 }
 Setting recorded(Setting s) { return in_infer(std::move(s), Record::Always); }
+// A key the report groups inference runs by (report_infer.cpp), beside the network, device,
+// precision, batch size and ranks that every file states in its own fields: runs that differ in it
+// compute, or run, something else and are never averaged together.
+Setting grouped(Setting s) {
+  s.report_label = s.name;
+  return s;
+}
 
 SettingTable make_infer_settings() {
   SettingTable all;
@@ -51,8 +58,8 @@ SettingTable make_infer_settings() {
   all.push_back(top_level(text("device", "cpu", "cpu, gpu or gpu:N (under mpirun: gpu binds each rank to its own)")));
   all.push_back(in_matrix(
       list(SettingType::IntegerList, "gpu_mix", nullptr, "Under mpirun: the GPU of each node-local rank", "--gpus")));
-  all.push_back(recorded(choice("fill", "gaussian", {"gaussian", "constant"},
-                                "Input values: gaussian (seeded N(0,1)) or constant (0.5); never all-zero")));
+  all.push_back(grouped(recorded(choice("fill", "gaussian", {"gaussian", "constant"},
+                                        "Input values: gaussian (seeded N(0,1)) or constant (0.5); never all-zero"))));
   all.push_back(recorded(with_unit(
       number("seconds", 3.0, "Length of each batch size's throughput/energy window", 0, 3600, true), "s")));
   all.push_back(recorded(with_unit(
@@ -66,26 +73,26 @@ SettingTable make_infer_settings() {
   all.push_back(in_infer(with_unit(
       number("power_hz", 10.0, "GPU power sampling rate (a cross-check of the energy counter; 0: off)", 0, 1e4), "Hz")));
   all.push_back(top_level(integer("seed", 1, "Seed of initialised weights and the gaussian input", 0, 4.6e18)));
-  all.push_back(recorded(flag("fold", true, "Keep batch norms as layers instead of folding them into their convolutions",
-                              "--no-fold")));
+  all.push_back(grouped(recorded(
+      flag("fold", true, "Keep batch norms as layers instead of folding them into their convolutions", "--no-fold"))));
   {
     Setting s = choice("fc_gemv", "auto", {"auto", "on", "off"},
                             "GPU: fully connected layers at batch 1 as cuBLAS GEMV (on), as the cuBLASLt matmul of "
                             "every other batch size (off), or whichever measures faster per layer shape (auto)");
     s.applies = on_gpu;
-    all.push_back(in_infer(std::move(s)));
+    all.push_back(grouped(in_infer(std::move(s))));
   }
-  all.push_back(recorded(flag("fuse", true,
-                              "Keep ReLUs and residual sums as layers instead of fusing them into the convolution "
-                              "before them",
-                              "--no-fuse")));
+  all.push_back(grouped(recorded(flag("fuse", true,
+                                      "Keep ReLUs and residual sums as layers instead of fusing them into the "
+                                      "convolution before them",
+                                      "--no-fuse"))));
   {
     Setting s = flag("graph", true,
                           "Queue every forward pass op by op instead of replaying each batch size's pass from a CUDA "
                           "graph captured after its first (GPU)",
                           "--no-graph");
     s.applies = on_gpu;
-    all.push_back(recorded(std::move(s)));
+    all.push_back(grouped(recorded(std::move(s))));
   }
   all.push_back(choice("scenario", "offline", {"offline", "single-stream", "server", "server-search"},
                        "offline (throughput per --batch size), single-stream (one query at a time), server (Poisson "

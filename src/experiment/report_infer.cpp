@@ -9,10 +9,12 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 #include <tuple>
 
 #include "core/error.hpp"
+#include "experiment/command_settings.hpp"
 #include "experiment/report_data.hpp"
 #include "io/infer_results.hpp"
 
@@ -27,6 +29,28 @@ constexpr const char* kInt8SyntheticLabel = "int8 (synthetic table)";
 }  // namespace
 
 namespace {
+
+// infer's settings that group the table beside its fixed keys: those its table gives a report label.
+std::vector<const Setting*> grouping_settings() {
+  std::vector<const Setting*> out;
+  for (const Setting& s : infer_settings())
+    if (!s.report_label.empty()) out.push_back(&s);
+  return out;
+}
+
+// InferRow::settings of a file run on `device` by `ranks` ranks.
+std::vector<std::string> grouping_values(const InferResult& r, const std::string& device, int64_t ranks) {
+  const json recorded = r.settings.has_value() ? r.settings.value().values : json::object();
+  RunContext run;
+  run.gpu = device.rfind("gpu", 0) == 0;
+  run.world_size = ranks;
+  std::vector<std::string> out;
+  for (const Setting* s : grouping_settings()) {
+    const auto it = recorded.find(s->name);
+    out.push_back(!s->applies_to(run) ? "" : s->text(it != recorded.end() ? *it : s->default_value));
+  }
+  return out;
+}
 
 InferFile parse_infer_file(const json& j, const std::string& path) {
   const InferResult r = infer_result_from_json(j, path);
@@ -49,8 +73,10 @@ InferFile parse_infer_file(const json& j, const std::string& path) {
   if (std::adjacent_find(all.begin(), all.end(), std::not_equal_to<>()) != all.end())
     device = fmt::format("{}", fmt::join(all, "+"));
   const auto number = [](const NumberFigure& n) { return n.value_or(std::nan("")); };
+  const std::vector<std::string> settings = grouping_values(r, device, ranks);
   for (const InferBatch& b : r.batches.value()) {
     InferRow row;
+    row.settings = settings;
     row.net = text(r.net, "net");
     row.device = device;
     row.precision = text(r.precision, "precision");
@@ -144,12 +170,33 @@ Table infer_table(const std::vector<InferFile>& files) {
                Column("images/J", "images_per_joule"),
                Column("peak memory (GiB)", "peak_memory_gib"),
                Column("files", "files", false)};
-  using Key = std::tuple<std::string, std::string, std::string, int64_t, int64_t>;
+  // The fixed keys, then the values of infer's grouping settings (grouping_settings): a setting's
+  // column is shown only where its value varies over the table, so files that never vary one read
+  // as they did before it grouped them.
+  using Key = std::tuple<std::string, std::string, std::string, int64_t, int64_t, std::vector<std::string>>;
   std::map<Key, std::vector<const InferRow*>> groups;
   int others = 0;
   for (const InferFile& f : files) {
     if (f.scenario != "offline") ++others;
-    for (const InferRow& r : f.rows) groups[{r.net, r.device, r.precision, r.batch, r.ranks}].push_back(&r);
+    for (const InferRow& r : f.rows)
+      groups[{r.net, r.device, r.precision, r.batch, r.ranks, r.settings}].push_back(&r);
+  }
+  const std::vector<const Setting*> grouping = grouping_settings();
+  std::vector<std::string> labels;
+  for (const Setting* s : grouping) labels.push_back(s->report_label);
+  t.caption += fmt::format(" Files run with other values of {} are kept apart, in a column of that setting where it "
+                           "varies (a file written before settings were recorded counts as the defaults).",
+                           fmt::join(labels, ", "));
+  std::vector<size_t> shown;  // the grouping settings whose value varies, by index
+  for (size_t i = 0; i < grouping.size(); ++i) {
+    std::set<std::string> values;
+    for (const auto& [key, rows] : groups) values.insert(std::get<5>(key).at(i));
+    if (values.size() > 1) shown.push_back(i);
+  }
+  for (size_t n = 0; n < shown.size(); ++n) {
+    const std::string& label = grouping[shown[n]]->report_label;
+    // CSV "setting.<label>": the figures' script tells a setting's column by it.
+    t.columns.insert(t.columns.begin() + 5 + static_cast<std::ptrdiff_t>(n), Column(label, "setting." + label, false));
   }
   auto mean_ips = [](const std::vector<const InferRow*>& rows) {
     double sum = 0;
@@ -164,7 +211,8 @@ Table infer_table(const std::vector<InferFile>& files) {
     for (std::string d; std::getline(ss, d, '+');) used.push_back(d);
     for (const auto& [other, rows] : groups)
       if (std::get<4>(other) == 1 && std::get<0>(other) == std::get<0>(k) && std::get<2>(other) == std::get<2>(k) &&
-          std::get<3>(other) == std::get<3>(k) && std::find(used.begin(), used.end(), std::get<1>(other)) != used.end())
+          std::get<3>(other) == std::get<3>(k) && std::get<5>(other) == std::get<5>(k) &&
+          std::find(used.begin(), used.end(), std::get<1>(other)) != used.end())
         return &rows;
     return nullptr;
   };
@@ -178,12 +226,16 @@ Table infer_table(const std::vector<InferFile>& files) {
       for (const InferRow* r : rows) v.push_back(r->*m * scale);
       return Cell::of(stat_of(v));
     };
-    t.rows.push_back(
-        {Cell::of(std::get<0>(key)), Cell::of(std::get<1>(key)), Cell::of(std::get<2>(key)),
-         Cell::of(std::to_string(std::get<3>(key))), Cell::of(std::to_string(std::get<4>(key))),
-         stat(&InferRow::images_per_s, 1), Cell::of(vs), stat(&InferRow::p50_s, 1), stat(&InferRow::p99_s, 1),
-         stat(&InferRow::joules_per_image, 1), stat(&InferRow::images_per_joule, 1),
-         stat(&InferRow::peak_memory_bytes, 1.0 / double(int64_t{1} << 30)), Cell::of(std::to_string(rows.size()))});
+    std::vector<Cell> row = {Cell::of(std::get<0>(key)), Cell::of(std::get<1>(key)), Cell::of(std::get<2>(key)),
+                             Cell::of(std::to_string(std::get<3>(key))), Cell::of(std::to_string(std::get<4>(key)))};
+    for (size_t i : shown) row.push_back(Cell::of(std::get<5>(key).at(i)));
+    for (Cell c : {stat(&InferRow::images_per_s, 1), Cell::of(vs), stat(&InferRow::p50_s, 1),
+                   stat(&InferRow::p99_s, 1), stat(&InferRow::joules_per_image, 1),
+                   stat(&InferRow::images_per_joule, 1),
+                   stat(&InferRow::peak_memory_bytes, 1.0 / double(int64_t{1} << 30)),
+                   Cell::of(std::to_string(rows.size()))})
+      row.push_back(std::move(c));
+    t.rows.push_back(std::move(row));
   }
   if (std::any_of(groups.begin(), groups.end(),
                   [](const auto& g) { return std::get<2>(g.first) == kInt8SyntheticLabel; }))

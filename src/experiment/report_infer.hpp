@@ -20,6 +20,10 @@ struct InferRow {
   double images_per_s = 0, p50_s = 0, p99_s = 0;
   double joules_per_image = 0, images_per_joule = 0;  // NaN when not measured
   double peak_memory_bytes = 0;
+  // The values of infer's settings that group runs (those with a report label, in table order) as
+  // texts: the file's recorded settings, the default in files written before settings were
+  // recorded, "" where the setting does not apply (a GPU's only on a CPU run).
+  std::vector<std::string> settings;
 };
 struct InferFile {
   std::string path;
