@@ -19,7 +19,9 @@
 #include "job/job.hpp"
 #include "core/error.hpp"
 #include "core/precision.hpp"
+#include "core/host_name.hpp"
 #include "experiment/command_settings.hpp"
+#include "io/provenance.hpp"
 #include "infer/calibrate_run.hpp"
 #include "measure/layer_timing.hpp"
 #include "net/fold.hpp"
@@ -65,6 +67,8 @@ void run_time(TimeArgs& a) {
   if (!a.input_shape.empty()) net_options.input_shape = a.input_shape;
   if (a.classes > 0) net_options.classes = a.classes;
   NetSpec spec = NetSpec::load(resolve_network_path(a.net), net_options);
+  Provenance provenance = start_provenance();
+  provenance.hosts = {host_name()};
   Job job(false);  // one process on one device
   Backend* backend = &job.open_backend(a.device, a.sm_count, a.options.precision,
                                        {.conv_search = conv_search_from_name(a.conv_search),
@@ -136,6 +140,8 @@ void run_time(TimeArgs& a) {
                         {"layers", layers},
                         // Every entry of time's table as given, as each saved result records its command's.
                         {"settings", table_values(time_settings(), fields_by_name(time_fields(a)))}};
+    set_end(provenance);
+    j["provenance"] = provenance_json(provenance);
     std::printf("%s\n", j.dump().c_str());
     std::fflush(stdout);
     return;

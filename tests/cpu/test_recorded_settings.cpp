@@ -111,12 +111,16 @@ TEST(RecordedSettings, DataBenchJsonHoldsEveryEntryOfItsTable) {
   expect_provenance_of(j.at("provenance"), args);
 }
 
-TEST(RecordedSettings, TimeJsonHoldsEveryEntryOfItsTable) {
-  const CliResult r =
-      run_cnnscale({"time", "lenet", "--batch", "4", "--iterations", "2", "--warmup", "0", "--seed", "3", "--json"});
+TEST(RecordedSettings, TimeJsonHoldsEveryEntryOfItsTableAndItsProvenance) {
+  const std::vector<std::string> args = {"time",      "lenet", "--batch", "4",      "--iterations",
+                                         "2",         "--warmup", "0",    "--seed", "3",
+                                         "--json"};
+  const CliResult r = run_cnnscale(args);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  expect_settings_recorded(time_settings(), json::parse(r.out).at("settings"),
+  const json j = json::parse(r.out);
+  expect_settings_recorded(time_settings(), j.at("settings"),
                            {{"net", "lenet"}, {"batch", 4}, {"iterations", 2}, {"warmup", 0}, {"seed", 3}});
+  expect_provenance_of(j.at("provenance"), args);
 }
 
 }  // namespace
