@@ -81,32 +81,9 @@ Row training_row(const std::string& results_dir, const RunRecord& r) {
   return row;
 }
 
-std::vector<Row> inference_rows(const std::string& results_dir, const InferFile& f) {
-  json j = infer_result_json(f.result);
-  const json batches = j.contains("batches") ? j["batches"] : json::array();
-  j.erase("batches");
-  j.erase("format");
-  j.erase("provenance");  // in provenance's own CSV form (io/provenance.hpp) below
-  Row row = {{"product", "inference"},
-             {"experiment", fs::path(f.path).parent_path().parent_path().filename().string()},
-             {"run_id", f.result.run_id.value_or(fs::path(f.path).stem().string())},
-             {"path", relative(f.path, results_dir)}};
-  put_fields(j, "", row);
-  if (f.result.provenance.has_value())
-    for (const auto& [name, value] : provenance_columns(f.result.provenance.value())) row["provenance." + name] = value;
-  if (batches.empty()) return {row};
-  std::vector<Row> rows;
-  for (const json& b : batches) {
-    Row with_batch = row;
-    put_fields(b, "batches.", with_batch);
-    rows.push_back(std::move(with_batch));
-  }
-  return rows;
-}
-
-// A benchmark's or calibration's row: the leading columns, the file's fields as written but for
-// those named in `left_out` (lists of objects go to the rows below or stay in their files), and its
-// provenance in provenance's CSV form.
+// A file's row: the leading columns, the file's fields as written but for those the caller took
+// out (lists of objects go to the rows below or stay in their files), and its provenance in
+// provenance's CSV form.
 Row file_row(const char* product, const std::string& results_dir, const fs::path& path, const std::string& experiment,
              const std::string& run_id, json j, const Figure<Provenance>& provenance) {
   j.erase("format");
@@ -118,6 +95,37 @@ Row file_row(const char* product, const std::string& results_dir, const fs::path
   return row;
 }
 
+// `row` once per entry of `list` (the file's list `key`), with the entry's fields as <key>.<field>;
+// `row` alone where the list is empty.
+std::vector<Row> rows_per_entry(const Row& row, const json& list, const std::string& key) {
+  if (list.empty()) return {row};
+  std::vector<Row> rows;
+  for (const json& entry : list) {
+    Row with_entry = row;
+    put_fields(entry, key + ".", with_entry);
+    rows.push_back(std::move(with_entry));
+  }
+  return rows;
+}
+
+// The list `key` of `j`, taken out of it (an empty list where it has none).
+json take_list(json& j, const std::string& key) {
+  json list = j.contains(key) ? std::move(j[key]) : json::array();
+  j.erase(key);
+  return list;
+}
+
+// One row per offline batch size: the file's fields and the batch's as batches.<field>.
+std::vector<Row> inference_rows(const std::string& results_dir, const InferFile& f) {
+  json j = infer_result_json(f.result);
+  const json batches = take_list(j, "batches");
+  const Row row = file_row("inference", results_dir, f.path,
+                           fs::path(f.path).parent_path().parent_path().filename().string(),
+                           f.result.run_id.value_or(fs::path(f.path).stem().string()), std::move(j),
+                           f.result.provenance);
+  return rows_per_entry(row, batches, "batches");
+}
+
 // One row per message size: the file's fields and the size's as rows.<field>.
 std::vector<Row> allreduce_rows(const std::string& results_dir, const AllreduceBenchFile& f) {
   // A result folder's summary.json is named by its folder; an older file by its own name.
@@ -125,19 +133,11 @@ std::vector<Row> allreduce_rows(const std::string& results_dir, const AllreduceB
   const bool folder = p.filename() == "summary.json";
   const fs::path named = folder ? p.parent_path() : p;
   json j = allreduce_result_json(f.result);
-  const json sizes = j.contains("rows") ? j["rows"] : json::array();
-  j.erase("rows");
+  const json sizes = take_list(j, "rows");
   const Row row = file_row("allreduce", results_dir, folder ? named : p,
-                           named.parent_path().parent_path().filename().string(), named.stem().string(), j,
+                           named.parent_path().parent_path().filename().string(), named.stem().string(), std::move(j),
                            f.result.provenance);
-  if (sizes.empty()) return {row};
-  std::vector<Row> rows;
-  for (const json& size : sizes) {
-    Row with_size = row;
-    put_fields(size, "rows.", with_size);
-    rows.push_back(std::move(with_size));
-  }
-  return rows;
+  return rows_per_entry(row, sizes, "rows");
 }
 
 // One row per benchmark run: its settings and peak; the figures of each variant stay in the
@@ -145,7 +145,7 @@ std::vector<Row> allreduce_rows(const std::string& results_dir, const AllreduceB
 Row kernel_row(const std::string& results_dir, const KernelBenchFile& f) {
   const fs::path folder = fs::path(f.path).parent_path();
   return file_row("kernels", results_dir, folder, folder.parent_path().parent_path().filename().string(),
-                  folder.filename().string(), kernel_bench_result_json(f.s), Figure<Provenance>());
+                  folder.filename().string(), kernel_bench_result_json(f.s), f.s.provenance);
 }
 
 // One row per calibration: its settings and accuracy (accuracy.<field>); the layers' scales stay
@@ -153,7 +153,7 @@ Row kernel_row(const std::string& results_dir, const KernelBenchFile& f) {
 Row calibration_row(const std::string& results_dir, const CalibrationFile& f) {
   const fs::path p(f.path);
   return file_row("calibration", results_dir, p, p.parent_path().parent_path().filename().string(), p.stem().string(),
-                  calibration_result_json(f.result), Figure<Provenance>());
+                  calibration_result_json(f.result), f.result.provenance);
 }
 
 }  // namespace

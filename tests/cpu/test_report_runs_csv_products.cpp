@@ -11,6 +11,7 @@
 
 #include "common/temp_dir.hpp"
 #include "cpu/runs_csv_test_util.hpp"
+#include "cpu/schema_test_util.hpp"
 #include "cpu/test_report_util.hpp"
 #include "experiment/report_allreduce.hpp"
 #include "io/calibration_results.hpp"
@@ -88,6 +89,7 @@ KernelBenchSummary kernel_file() {
   c.fastest = true;
   c.lowest_energy = false;
   s.rows = std::vector<KernelBenchCase>{c};
+  s.provenance = testing::sample_provenance("bench");
   return s;
 }
 
@@ -126,6 +128,7 @@ CalibrationResult calibration_file() {
   e.int8_outputs = std::vector<std::string>{};
   a.int8_executed = e;
   r.accuracy = a;
+  r.provenance = testing::sample_provenance("calibrate");
   return r;
 }
 
@@ -174,6 +177,7 @@ TEST(ReportRunsCsv, OneRowPerRunOfEveryProduct) {
   EXPECT_EQ(kernel[0]["peak_tflops"], "0.25");
   EXPECT_EQ(kernel[0]["layout"], "");
   EXPECT_EQ(kernel[0]["rows.bytes"], "");  // an allreduce column
+  EXPECT_EQ(kernel[0]["provenance.command_line"], "cnnscale bench --device cpu");
 
   const std::vector<json>& calibrated = by_product["calibration"];
   ASSERT_EQ(calibrated.size(), 1u);
@@ -184,6 +188,7 @@ TEST(ReportRunsCsv, OneRowPerRunOfEveryProduct) {
   EXPECT_EQ(calibrated[0]["percentile"], "");
   EXPECT_EQ(calibrated[0]["accuracy.int8_top1"], "0.98");
   EXPECT_EQ(calibrated[0]["accuracy.int8_executed.int8_layers"], "conv1+conv2");
+  EXPECT_EQ(calibrated[0]["provenance.command_line"], "cnnscale calibrate --device cpu");
   EXPECT_EQ(by_product["training"][0]["accuracy.int8_top1"], "");
   EXPECT_EQ(by_product.size(), 4u);
 }
