@@ -40,11 +40,10 @@ Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Da
       measurement_(std::move(measurement)),
       faults_(faults) {
   split_ = plan_batch();
-  options_.batch = split_.global;  // derived from the job's split where it gives one
   check_options();
   if (options_.test_batch == 0) options_.test_batch = split_.local;
   if (!options_.device_pool) make_loader();
-  iterations_per_epoch_ = loader_ ? loader_->batches_per_epoch() : train_->size() / options_.batch;
+  iterations_per_epoch_ = loader_ ? loader_->batches_per_epoch() : train_->size() / split_.global;
   total_iterations_ = options_.iterations > 0 ? options_.iterations : options_.epochs * iterations_per_epoch_;
 
   const DataParallel& dp = job_.parallel;
@@ -85,7 +84,7 @@ Trainer::Trainer(const NetSpec& spec, Backend& backend, std::shared_ptr<const Da
   if (dp.comm) exchange_ = std::make_unique<GradientExchange>(*net_, *dp.comm, plan_, /*host_timed=*/!device_comm_);
   // The linear scaling rule, applied to the global batch: the schedule starts from the scaled rate.
   SolverConfig scaled = solver;
-  scaled.lr = solver.scaled_lr(options_.batch);
+  scaled.lr = solver.scaled_lr(split_.global);
   solver_ = std::make_unique<SgdSolver>(*net_, scaled, iterations_per_epoch_, total_iterations_);
   if (plan_.update_per_bucket) exchange_->update_per_bucket(*solver_, GradCheck{nonfinite_, step_tag_});
   step_callback_ = exchange_.get();
@@ -184,7 +183,7 @@ void Trainer::check_options() const {
 
 void Trainer::make_loader() {
   LoaderOptions lo;
-  lo.batch = options_.batch;
+  lo.batch = split_.global;
   lo.shard_begin = split_.shard_begin;
   lo.shard_count = split_.local;
   lo.seed = options_.seed;
@@ -215,7 +214,7 @@ void Trainer::fill_pool() {
   std::vector<int32_t> host_labels(static_cast<size_t>(local));
   std::vector<int64_t> indices(static_cast<size_t>(local));
   for (int64_t p = 0; p < pool; ++p) {
-    for (int64_t i = 0; i < local; ++i) indices[static_cast<size_t>(i)] = p * options_.batch + split_.shard_begin + i;
+    for (int64_t i = 0; i < local; ++i) indices[static_cast<size_t>(i)] = p * split_.global + split_.shard_begin + i;
     train_->fill(indices, host_data.data(), host_labels.data());
     pool_data_.push_back(backend_.alloc(data_shape));
     pool_labels_.push_back(backend_.alloc(Shape{local}, DType::I32));

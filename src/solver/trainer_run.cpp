@@ -135,7 +135,7 @@ void Trainer::display(RunState& s, int64_t t, const TrainCallbacks& cb, TrainRes
   d.loss = mean.value_or(std::numeric_limits<double>::quiet_NaN());  // NaN: every step skipped (fp16)
   d.lr = solver_->lr(t);
   d.samples_per_s =
-      measure::samples_per_second(options_.batch, s.display_steps, seconds_since(s.display_since) - s.display_paused);
+      measure::samples_per_second(split_.global, s.display_steps, seconds_since(s.display_since) - s.display_paused);
   if (cb.on_display) cb.on_display(d);
   backend_.fill(display_loss_sum_, 0.0f);
   s.display_steps = 0;
@@ -241,7 +241,7 @@ void Trainer::finish(RunState& s, TrainResult& result) {
   result.epochs = static_cast<double>(s.end) / iterations_per_epoch_;
   result.final_lr = solver_->lr(std::max<int64_t>(s.end - 1, 0));
   if (s.start == s.end) result.final_loss = std::nan("");  // nothing trained in this process
-  result.samples_per_s = measure::samples_per_second(options_.batch, result.timed_iterations, result.timed_seconds);
+  result.samples_per_s = measure::samples_per_second(split_.global, result.timed_iterations, result.timed_seconds);
 }
 
 void Trainer::write_checkpoint(RunState& s, int64_t done, const TrainCallbacks& cb) {

@@ -263,7 +263,7 @@ void Trainer::plan_split(TrainResult& result, int64_t start, const TrainCallback
   rebalancer_ = Rebalancer(options_.rebalance_hysteresis);
   if ((dp.comm && ranks > 1) || split_needs_energy(options_.split)) result.wait_watts = measure_wait_watts();
   if (probes_split()) {
-    const std::vector<int64_t> batches = probe_batches(options_.batch, ranks);
+    const std::vector<int64_t> batches = probe_batches(split_.global, ranks);
     const std::vector<ProbeSample> samples = probe_rank(batches);
     RankCost own = fit_rank_cost(samples, result.wait_watts);
     const ProbeSample update_cost = probe_update();
@@ -283,7 +283,7 @@ void Trainer::plan_split(TrainResult& result, int64_t start, const TrainCallback
     }
     const std::vector<std::vector<float>> all =
         exchanges ? allgather_host(*dp.comm, backend_, payload) : std::vector<std::vector<float>>{payload};
-    const std::vector<int64_t> in_force = shares_of(dp, options_.batch);
+    const std::vector<int64_t> in_force = shares_of(dp, split_.global);
     std::vector<RankCost> models;
     std::vector<ProbeSample> steps;
     for (size_t r = 0; r < all.size(); ++r) {
@@ -305,13 +305,13 @@ void Trainer::plan_split(TrainResult& result, int64_t start, const TrainCallback
       split_record_.exchange_seconds = exchange.seconds;
       split_record_.exchange_joules = exchange.joules;
     }
-    const std::vector<int64_t> shares = choose_split(options_.split, options_.batch, models, exchange);
+    const std::vector<int64_t> shares = choose_split(options_.split, split_.global, models, exchange);
     // auto, energy and edp refine these models online, each under its own objective.
     if (split_refines_online(options_.split)) rebalancer_.start_from(options_.split, models, exchange);
     if (cb.on_message) cb.on_message(describe_probe(split_record_.policy, batches, models, exchange, shares));
     if (shares != in_force) apply_split(shares);
   }
-  split_record_.changes.push_back({start, shares_of(dp, options_.batch)});
+  split_record_.changes.push_back({start, shares_of(dp, split_.global)});
 }
 
 // `auto`, `energy`, `edp`: each rank's median compute seconds over the second half of the interval
@@ -359,10 +359,10 @@ void Trainer::maybe_rebalance(RunState& s, int64_t t, const TrainCallbacks& cb) 
 // New shares from the next step on: this rank's slice, the net's batch, the loss weight, and the
 // input (a loader at the same position of the global order, or the device pool refilled).
 void Trainer::apply_split(const std::vector<int64_t>& shares) {
+  const int64_t global = split_.global;
   job_.parallel.rank_batches = shares;
   split_ = plan_batch();
-  CNNSCALE_CHECK(split_.global == options_.batch, "new shares sum to {}, not to the global batch {}", split_.global,
-                 options_.batch);
+  CNNSCALE_CHECK(split_.global == global, "new shares sum to {}, not to the global batch {}", split_.global, global);
   net_->reshape(split_.local);
   if (job_.parallel.comm) net_->set_loss_scale(split_.share);
   if (net_->gathering_layers() > 0) net_->set_gather_rows(*std::max_element(shares.begin(), shares.end()));
