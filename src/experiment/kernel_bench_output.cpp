@@ -20,10 +20,6 @@ std::string variant_name(const measure::KernelBenchRow& r) {
   return r.library + " " + r.algorithm;
 }
 
-NumberFigure nullable(const std::optional<double>& v) {
-  return v ? NumberFigure(*v) : NumberFigure::null();
-}
-
 // The case as the schema has it: the problem's fields of the kind only.
 KernelBenchCase case_of(const measure::KernelBenchRow& r, const std::string& kind, const std::string& sweep_axis) {
   KernelBenchCase c;
@@ -34,7 +30,7 @@ KernelBenchCase case_of(const measure::KernelBenchRow& r, const std::string& kin
   c.supported = r.supported;
   c.status = r.status;
   c.workspace_bytes = r.workspace_bytes;
-  c.setup_ms = nullable(r.setup_ms);
+  c.setup_ms = number_or_null(r.setup_ms);
   c.memory_bytes = r.memory_bytes;
   c.flops = r.flops;
   if (kind == "spmm") {
@@ -43,7 +39,7 @@ KernelBenchCase case_of(const measure::KernelBenchRow& r, const std::string& kin
     c.k = r.sparse.k;
     c.sparsity = r.sparse.sparsity;
     c.nnz = r.nnz;
-    c.speedup_vs_dense = nullable(r.speedup_vs_dense);
+    c.speedup_vs_dense = number_or_null(r.speedup_vs_dense);
   } else if (kind == "rnn") {
     c.pass = r.pass;
     c.cell = rnn_cell_name(r.rnn.cell);
@@ -80,14 +76,14 @@ KernelBenchCase case_of(const measure::KernelBenchRow& r, const std::string& kin
     c.calls_per_repeat = r.timing.calls_per_repeat;
     c.tflops = r.tflops;
     c.peak_fraction = r.peak_fraction > 0 ? NumberFigure(r.peak_fraction) : NumberFigure::null();
-    c.watts = nullable(r.watts);
-    c.joules_per_call = nullable(r.joules_per_call);
+    c.watts = number_or_null(r.watts);
+    c.joules_per_call = number_or_null(r.joules_per_call);
     c.energy_seconds = r.watts ? NumberFigure(r.energy_seconds) : NumberFigure::null();
     if (!r.energy_note.empty()) c.energy_note = r.energy_note;
   }
   if (!r.check.empty()) {
     c.check = r.check;
-    c.check_error = nullable(r.check_error);
+    c.check_error = number_or_null(r.check_error);
     c.check_tolerance = r.check_tolerance;
   }
   c.fastest = r.fastest;
@@ -191,7 +187,7 @@ KernelBenchSummary kernel_bench_summary(const measure::KernelBenchResult& r, con
   s.energy_window_seconds = r.energy_window_seconds;
   s.energy_settle_seconds = r.energy_settle_seconds;
   s.energy_within = r.energy_within > 0 ? NumberFigure(r.energy_within) : NumberFigure::null();
-  s.power_limit_watts = nullable(r.power_limit_watts);
+  s.power_limit_watts = number_or_null(r.power_limit_watts);
   s.checked = r.checked;
   s.source = r.source;
   s.status = std::string(r.stopped_before ? "interrupted" : "complete");
