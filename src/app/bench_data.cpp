@@ -13,7 +13,6 @@
 #include "app/commands.hpp"
 #include "app/setting_options.hpp"
 #include "core/byte_input.hpp"
-#include "core/host_name.hpp"
 #include "data/datasets.hpp"
 #include "experiment/command_settings.hpp"
 #include "data/loader.hpp"
@@ -36,7 +35,6 @@ SettingFields data_bench_fields(DataBenchArgs& a);
 
 void run_data_bench(DataBenchArgs& a) {
   Provenance provenance = start_provenance();
-  provenance.hosts = {host_name()};
   const DatasetInfo info = dataset_info(a.data);
   if (info.synthetic)
     throw_config("bench data: --data synthetic reads nothing (give a real dataset, hdf5:DIR or list:FILE?size=HxW)");

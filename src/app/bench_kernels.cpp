@@ -256,7 +256,6 @@ void run_kernel_bench(KernelBenchArgs& a, const CLI::App& cmd) {
     r.energy_method = fmt::format("{} of the {}; J per call = that power x the median time per call", r.energy_method,
                                   o.counter_name);
   KernelBenchSummary summary = report::kernel_bench_summary(r, utc_time, job.host());
-  provenance.hosts = {job.host()};
   set_end(provenance);
   summary.provenance = provenance;
   summary.settings = setting_values(kernel_bench_settings(a.kind), kernel_bench_fields(a));

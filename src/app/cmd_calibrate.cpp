@@ -146,7 +146,6 @@ void run_calibrate(CalibrateArgs& a) {
     accuracy.int8_executed = executed;
     out.accuracy = accuracy;
   }
-  provenance.hosts = {job.host()};
   set_end(provenance);
   out.provenance = provenance;
   out.settings = setting_values(calibrate_settings(), calibrate_fields(a));

@@ -19,7 +19,6 @@
 #include "job/job.hpp"
 #include "core/error.hpp"
 #include "core/precision.hpp"
-#include "core/host_name.hpp"
 #include "experiment/command_settings.hpp"
 #include "io/provenance.hpp"
 #include "infer/calibrate_run.hpp"
@@ -68,7 +67,6 @@ void run_time(TimeArgs& a) {
   if (a.classes > 0) net_options.classes = a.classes;
   NetSpec spec = NetSpec::load(resolve_network_path(a.net), net_options);
   Provenance provenance = start_provenance();
-  provenance.hosts = {host_name()};
   Job job(false);  // one process on one device
   Backend* backend = &job.open_backend(a.device, a.sm_count, a.options.precision,
                                        {.conv_search = conv_search_from_name(a.conv_search),

@@ -1,6 +1,8 @@
 // Provenance (provenance.hpp): capturing it, and its JSON, run.h5 and CSV forms.
 #include "io/provenance.hpp"
 
+#include "core/host_name.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -63,6 +65,7 @@ Provenance start_provenance() {
   p.git_describe = std::string(cnnscale_git_describe());
   p.command_line = recorded_command_line();
   p.start_time = utc_iso(std::chrono::system_clock::now());
+  p.hosts = {host_name()};
   return p;
 }
 

@@ -35,8 +35,9 @@ const std::vector<std::string>& recorded_command_line();
 // ISO 8601 UTC with seconds, as start_time and end_time hold it.
 std::string utc_iso(std::chrono::system_clock::time_point t);
 
-// A provenance started now: the build's version, the recorded command line, start_time now;
-// end_time and hosts are the caller's (set_end at the end, hosts once every rank's is known).
+// A provenance started now: the build's version, the recorded command line, start_time now and
+// this host; end_time is the caller's (set_end at the end), and so are the hosts of a job of several
+// ranks, once every rank's is known.
 Provenance start_provenance();
 // end_time = now.
 void set_end(Provenance& p);
