@@ -18,7 +18,6 @@
 #include "backend/devices.hpp"
 #include "backend/engine_cache.hpp"
 #include "core/error.hpp"
-#include "core/host_name.hpp"
 #include "experiment/command_settings.hpp"
 #include "data/synthetic_dataset.hpp"
 #include "infer/batch_measure.hpp"
@@ -30,7 +29,6 @@
 #include "io/provenance.hpp"
 #include "net/net.hpp"
 #include "job/job.hpp"
-#include "parallel/mpi_env.hpp"
 #include "solver/checkpoint.hpp"
 
 namespace cnnscale::app {
@@ -256,7 +254,6 @@ std::map<std::string, double> synthetic_input_scales(const InferArgs& a, const N
 void run_infer(InferArgs& a) {
   // Everything that can be checked is, before anything is loaded.
   a.provenance = start_provenance();
-  a.provenance.hosts = {host_name()};
   a.settings = setting_values(infer_settings(), infer_fields(a));
   const bool int8 = a.precision == "int8";
   if (int8 && a.calibration.empty())
@@ -297,7 +294,11 @@ void run_infer(InferArgs& a) {
   if ((a.rate_lo != 0 || a.rate_hi != 0) && a.scenario != "server-search")
     throw_config("--rate-lo/--rate-hi bracket the server-search scenario; {} does not use them", a.scenario);
   if (a.memory_limit_gib != 0 && !plan.max) throw_config("--memory-limit is the budget of --batch max");
-  if (a.scenario == "server-search" && MpiEnv::current() && MpiEnv::current()->distributed())
+  // Every rank streams its own batches on its own device; rank 0 gathers their figures. The job
+  // opens nothing yet: the flags are checked against it first.
+  Job job = Job::of_launch();
+  const bool distributed = job.together();
+  if (a.scenario == "server-search" && distributed)
     throw_config("--scenario server-search searches one process's rate; under mpirun run --scenario server at a rate");
   if (a.scenario == "server-search") {
     server.rate = 1;  // each trial's own
@@ -307,9 +308,6 @@ void run_infer(InferArgs& a) {
     if (a.rate_steps < 1) throw_config("--rate-steps must be >= 1, got {}", a.rate_steps);
   }
   if (a.min_queries < 1) throw_config("--min-queries must be >= 1, got {}", a.min_queries);
-  // Every rank streams its own batches on its own device; rank 0 gathers their figures.
-  Job job = Job::of_launch();
-  const bool distributed = job.together();
   const int rank = job.rank();
   const std::string device = job.device_for_ranks(a.device, a.gpus);
   check_backend_precision(device, precision);
