@@ -108,5 +108,64 @@ TEST(SettingsPinned, AllreduceModesAndSplitsKeepTheirIdsAndCommandLines) {
   }
 }
 
+// Every allreduce mode of experiments/ and each field's other values: the mode's label (run ids, tags)
+// and --only's spelt-out label, the mode as the run's hashed configuration names it, and the run id,
+// as the code before the table made them.
+TEST(SettingsPinned, AllreduceModesKeepTheirLabelsAndHashedConfigurations) {
+  struct Pin {
+    std::string mode, label, long_label, hashed, id;
+  };
+  const std::vector<Pin> pinned = {
+      {"overlap", "ov", "overlap", R"j({"algo":"","overlap":true})j", "lenet-b8-g2-fp32-ov-r1-d91ad01c"},
+      {"no-overlap", "noov", "no-overlap", R"j({"algo":"","overlap":false})j", "lenet-b8-g2-fp32-noov-r1-dbfe2042"},
+      {"{overlap: true, dtype: compute}", "ov-compute", "overlap-compute",
+       R"j({"algo":"","dtype":"compute","overlap":true})j", "lenet-b8-g2-fp32-ov-compute-r1-1017a7ee"},
+      {"{overlap: true, dtype: fp32}", "ov-fp32", "overlap-fp32", R"j({"algo":"","dtype":"fp32","overlap":true})j",
+       "lenet-b8-g2-fp32-ov-fp32-r1-279d3517"},
+      {"{overlap: true, dtype: compute, gather: true}", "ov-compute-gather", "overlap-compute-gather",
+       R"j({"algo":"","dtype":"compute","gather":true,"overlap":true})j",
+       "lenet-b8-g2-fp32-ov-compute-gather-r1-6f2f0ef6"},
+      {"{overlap: true, max_ctas: 8}", "ov-c8", "overlap-c8", R"j({"algo":"","max_ctas":8,"overlap":true})j",
+       "lenet-b8-g2-fp32-ov-c8-r1-8d9b710a"},
+      {"{overlap: true, cta_policy: efficiency}", "ov-eff", "overlap-eff",
+       R"j({"algo":"","cta_policy":"efficiency","overlap":true})j", "lenet-b8-g2-fp32-ov-eff-r1-655350f0"},
+      {"{overlap: true, priority: low}", "ov-lowp", "overlap-lowp",
+       R"j({"algo":"","overlap":true,"priority":"low"})j", "lenet-b8-g2-fp32-ov-lowp-r1-fa5334c3"},
+      {"{overlap: true, dtype: compute, cta_policy: efficiency}", "ov-compute-eff", "overlap-compute-eff",
+       R"j({"algo":"","cta_policy":"efficiency","dtype":"compute","overlap":true})j",
+       "lenet-b8-g2-fp32-ov-compute-eff-r1-dfecbbaa"},
+      {"{overlap: true, dtype: compute, priority: low}", "ov-compute-lowp", "overlap-compute-lowp",
+       R"j({"algo":"","dtype":"compute","overlap":true,"priority":"low"})j",
+       "lenet-b8-g2-fp32-ov-compute-lowp-r1-c1594c0b"},
+      {"{overlap: true, update: after_exchange}", "ov-upafter", "overlap-upafter",
+       R"j({"algo":"","overlap":true,"update":"after_exchange"})j", "lenet-b8-g2-fp32-ov-upafter-r1-ec751d6e"},
+      {"{overlap: true, dtype: compute, update: after_exchange}", "ov-compute-upafter", "overlap-compute-upafter",
+       R"j({"algo":"","dtype":"compute","overlap":true,"update":"after_exchange"})j",
+       "lenet-b8-g2-fp32-ov-compute-upafter-r1-3e40acbf"},
+      {"{overlap: false, algo: tree, dtype: bf16, max_ctas: 4, cta_policy: zero, priority: low, update: "
+       "after_exchange, gather: true}",
+       "noov-tree-bf16-c4-zero-lowp-upafter-gather", "no-overlap-tree-bf16-c4-zero-lowp-upafter-gather",
+       R"j({"algo":"tree","cta_policy":"zero","dtype":"bf16","gather":true,"max_ctas":4,"overlap":false,)j"
+       R"j("priority":"low","update":"after_exchange"})j",
+       "lenet-b8-g2-fp32-noov-tree-bf16-c4-zero-lowp-upafter-gather-r1-6ff38bce"},
+      {"{overlap: true, algo: auto, cta_policy: default, priority: high, update: per_bucket, gather: false}",
+       "ov-auto", "overlap-auto", R"j({"algo":"auto","overlap":true})j", "lenet-b8-g2-fp32-ov-auto-r1-c6364f97"},
+  };
+  std::string text =
+      kBaseExperiment.substr(0, kBaseExperiment.find("  batch:")) + "  batch: [8]\n  gpus: [2]\n  repeats: 1\n";
+  text += "  allreduce:\n";
+  for (const Pin& p : pinned) text += "    - " + p.mode + "\n";
+  const Experiment e = parse(text + "device: gpu\n", {}, gpu_host(2));
+  const std::vector<RunSpec> runs = expand_runs(e);
+  ASSERT_EQ(runs.size(), pinned.size());
+  for (size_t i = 0; i < runs.size(); ++i) {
+    EXPECT_EQ(runs[i].allreduce.label(), pinned[i].label) << pinned[i].mode;
+    EXPECT_EQ(runs[i].allreduce.long_label(), pinned[i].long_label) << pinned[i].mode;
+    EXPECT_EQ(runs[i].config["allreduce"].dump(), pinned[i].hashed) << pinned[i].mode;
+    EXPECT_EQ(e.resolved_json()["matrix"]["allreduce"][i].dump(), pinned[i].hashed) << pinned[i].mode;
+    EXPECT_EQ(runs[i].id, pinned[i].id) << pinned[i].mode;
+  }
+}
+
 }  // namespace
 }  // namespace cnnscale::testing
