@@ -34,9 +34,13 @@ struct AllreduceMode {
   std::string priority;       // "" : train's default (high); else low (--allreduce-priority), GPU ranks
   bool update_per_bucket = true;  // false: one update after the exchange (--update-per-bucket false)
   bool gather = false;            // --gather-gradients true
-  // "ov", "noov", "ov-tree", "ov-bf16", "noov-ring-compute", "ov-bf16-c8", "ov-c8-eff-lowp", "ov-upafter"
+  // "ov", "noov", "ov-tree", "ov-bf16", "noov-ring-compute", "ov-bf16-c8", "ov-c8-eff-lowp", "ov-upafter":
+  // each field's piece, as its entry in train's table declares it (Setting::id_words)
   std::string label() const;
   std::string long_label() const;  // the same spelt out for --only: "overlap-tree", "no-overlap"
+  // The mode as a run's hashed configuration names it (each field's Setting::id_value):
+  // {"overlap": true, "algo": ""} and the fields it gives, as experiments write them.
+  nlohmann::json id_json() const;
   // The value the mode gives train's setting `name` (a field of the mode in train's table: overlap,
   // algo, dtype, max_ctas, cta_policy, priority, update, gather), or null where it leaves train's
   // default (the runs' command lines pass only what a mode gives).

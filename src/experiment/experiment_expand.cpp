@@ -28,19 +28,26 @@ std::string stable_hash(const std::string& text) {
 }
 
 namespace {
-// What both labels put after the overlap: "", "-tree", "-tree-bf16", "-bf16-c8" (at most 8 CTAs), then
-// "-eff" or "-zero" for NCCL's CTA policy, "-lowp" for a low-priority stream and "-upafter" for one
-// update after the exchange.
-std::string allreduce_suffix(const AllreduceMode& m) {
-  const std::string policy = m.cta_policy == "efficiency" ? "-eff" : m.cta_policy.empty() ? "" : "-" + m.cta_policy;
-  return fmt::format("{}{}{}{}{}{}{}{}{}", m.algo.empty() ? "" : "-", m.algo, m.dtype.empty() ? "" : "-", m.dtype,
-                     m.max_ctas > 0 ? fmt::format("-c{}", m.max_ctas) : "", policy, m.priority == "low" ? "-lowp" : "",
-                     m.update_per_bucket ? "" : "-upafter", m.gather ? "-gather" : "");
+// The mode's label: each of its fields' pieces (train_settings_parallel.cpp declares them), in table
+// order: "ov", "noov-tree-bf16", "ov-bf16-c8", "ov-c8-eff-lowp", "ov-upafter", "ov-compute-gather".
+std::string mode_label(const AllreduceMode& m, bool long_form) {
+  std::string label;
+  for (const TrainSetting& s : train_settings())
+    if (s.part_of == "allreduce") label += s.id_piece(m.given(s.name), long_form);
+  return label;
 }
 }  // namespace
 
-std::string AllreduceMode::label() const { return (overlap ? "ov" : "noov") + allreduce_suffix(*this); }
-std::string AllreduceMode::long_label() const { return (overlap ? "overlap" : "no-overlap") + allreduce_suffix(*this); }
+std::string AllreduceMode::label() const { return mode_label(*this, false); }
+std::string AllreduceMode::long_label() const { return mode_label(*this, true); }
+
+nlohmann::json AllreduceMode::id_json() const {
+  nlohmann::json j = nlohmann::json::object();
+  for (const TrainSetting& s : train_settings())
+    if (s.part_of == "allreduce")
+      if (nlohmann::json v = s.id_value(given(s.name)); !v.is_null()) j[s.name] = std::move(v);
+  return j;
+}
 
 nlohmann::json AllreduceMode::given(const std::string& name) const {
   if (name == "overlap") return overlap ? nlohmann::json() : nlohmann::json(false);
@@ -134,16 +141,7 @@ nlohmann::json Experiment::fixed_json() const {
 nlohmann::json Experiment::resolved_json() const {
   nlohmann::json j = fixed_json();
   nlohmann::json ar = nlohmann::json::array();
-  for (const auto& a : allreduce) {
-    nlohmann::json one = {{"overlap", a.overlap}, {"algo", a.algo}};
-    if (!a.dtype.empty()) one["dtype"] = a.dtype;
-    if (a.max_ctas > 0) one["max_ctas"] = a.max_ctas;
-    if (!a.cta_policy.empty()) one["cta_policy"] = a.cta_policy;
-    if (!a.priority.empty()) one["priority"] = a.priority;
-    if (!a.update_per_bucket) one["update"] = "after_exchange";
-    if (a.gather) one["gather"] = true;
-    ar.push_back(std::move(one));
-  }
+  for (const auto& a : allreduce) ar.push_back(a.id_json());
   j["description"] = description;
   j["device_requested"] = device_requested;
   // Where the relative paths of the file pointed at (not hashed: the same experiment may be run
@@ -261,14 +259,7 @@ RunSpec make_run(const Experiment& e, const std::string& net, int64_t batch, con
   // re-estimated): refining runs made before have other hashes, and are run again.
   if (split_refines_online(policy)) c["refine_model"] = kRefineModel;
   c["precision"] = precision;
-  c["allreduce"] = {{"overlap", r.allreduce.overlap}, {"algo", r.allreduce.algo}};
-  if (!r.allreduce.dtype.empty()) c["allreduce"]["dtype"] = r.allreduce.dtype;
-  if (r.allreduce.max_ctas > 0) c["allreduce"]["max_ctas"] = r.allreduce.max_ctas;
-  if (!r.allreduce.cta_policy.empty()) c["allreduce"]["cta_policy"] = r.allreduce.cta_policy;
-  if (!r.allreduce.priority.empty()) c["allreduce"]["priority"] = r.allreduce.priority;
-  if (!r.allreduce.update_per_bucket) c["allreduce"]["update"] = "after_exchange";
-  if (r.allreduce.gather) c["allreduce"]["gather"] = true;
-  if (rs.ranks == 1) c["allreduce"] = nullptr;
+  c["allreduce"] = rs.ranks == 1 ? nlohmann::json() : r.allreduce.id_json();
   c["epochs"] = r.epochs;
   c["iterations"] = r.epochs > 0 ? 0 : r.iterations;
   c["whole_epochs"] = r.whole_epochs;

@@ -28,6 +28,23 @@ std::vector<std::string> Setting::arguments(const nlohmann::json& value) const {
   return {flag, text(value)};
 }
 
+nlohmann::json Setting::experiment_value(const nlohmann::json& value) const {
+  if (type == SettingType::Boolean && choices.size() == 2 && value.is_boolean()) return choices[value.get<bool>() ? 1 : 0];
+  return value;
+}
+
+std::string Setting::id_piece(const nlohmann::json& given, bool long_form) const {
+  const std::string spelt = text(given.is_null() ? default_value : given);
+  if (long_form)
+    if (const auto it = id_long_words.find(spelt); it != id_long_words.end()) return it->second;
+  if (const auto it = id_words.find(spelt); it != id_words.end()) return it->second;
+  return given.is_null() ? "" : "-" + id_prefix + spelt;
+}
+
+nlohmann::json Setting::id_value(const nlohmann::json& given) const {
+  return given.is_null() ? id_absent : experiment_value(given);
+}
+
 std::string Setting::experiment_place() const {
   if (part_of == name) return "matrix." + name;
   if (!part_of.empty()) return "matrix." + part_of + "'s " + name;

@@ -12,6 +12,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -93,6 +94,17 @@ struct Setting {
   // compute records the dtype the precision stores); its rule compares that with the default. Null: as
   // given.
   std::function<nlohmann::json(const nlohmann::json& value, const RunContext&)> resolve;
+  // For a field of a compound axis (part_of another name): its piece of the label that names the
+  // axis's value in run ids, tags and --only (matrix.allreduce's "ov-tree-c8-lowp"), in table order.
+  // For a value an axis entry gives: the word `id_words` holds for the value's text, else "-",
+  // id_prefix and the text ("-tree", "-c8"); for one it leaves to the default, the word id_words holds
+  // for the default, or none (the overlap is always named: ov, noov). `id_long_words`: --only's
+  // spelt-out words where they differ (overlap, no-overlap).
+  std::string id_prefix;
+  std::map<std::string, std::string> id_words, id_long_words;
+  // For a field of a compound axis: what the run's hashed configuration names where an entry gives no
+  // value (null: nothing), as the configurations before the table named it.
+  nlohmann::json id_absent;
 
   std::string experiment_key() const { return section.empty() ? name : section + "." + name; }
   const std::string& key() const { return record_key.empty() ? name : record_key; }
@@ -103,6 +115,12 @@ struct Setting {
   // The command-line words that give `value`: {flag, text}; a Switch's flag alone where the value is
   // not the default, nothing where it is.
   std::vector<std::string> arguments(const nlohmann::json& value) const;
+  // `value` as an experiment writes it: a Boolean of two words by its word (update: after_exchange).
+  nlohmann::json experiment_value(const nlohmann::json& value) const;
+  // For a field of a compound axis, given `given` by an axis entry (null: none): its piece of the
+  // entry's label (id_words above), and its value in the run's hashed configuration (null: none).
+  std::string id_piece(const nlohmann::json& given, bool long_form = false) const;
+  nlohmann::json id_value(const nlohmann::json& given) const;
   // The value a run of context `c` records for `value` given (resolve's, else `value`).
   nlohmann::json resolved(const nlohmann::json& value, const RunContext& c) const {
     return resolve ? resolve(value, c) : value;

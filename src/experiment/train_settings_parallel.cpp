@@ -3,7 +3,9 @@
 // modes, and the split, matrix.split. Most apply only where gradients are exchanged (a job of 2+
 // ranks, or one with --one-rank-exchange): one process has no allreduce for them to change. Each is
 // recorded as the runs before the table recorded it, under the key they had, so that those runs keep
-// their ids: only where it differs from its default, where it applies.
+// their ids: only where it differs from its default, where it applies. A mode's label in the run ids
+// (ov-compute-gather) and its form in the hashed configuration are made from these entries too
+// (id_words, id_prefix, id_absent), spelt as before the table so that the sweep's run ids stay.
 //
 // The other data-parallel options are not entries yet: their experiment form is a compound axis of
 // several options (matrix.gpu_mix: --gpus and --sm-counts; matrix.cpu_mix: --slowdown), which the
@@ -60,6 +62,10 @@ void add_parallel_settings(SettingTable& all) {
     s.record = Record::Never;
     s.false_flag = "--no-overlap";
     s.report_label = "allreduce_overlap";
+    // The mode's label starts with it, given or not; the hashed mode always names it.
+    s.id_words = {{"true", "ov"}, {"false", "noov"}};
+    s.id_long_words = {{"true", "overlap"}, {"false", "no-overlap"}};
+    s.id_absent = true;
     all.push_back(std::move(s));
   }
   {
@@ -69,6 +75,7 @@ void add_parallel_settings(SettingTable& all) {
     s.record = Record::Never;  // the results name it (allreduce_algo) for the GPU ranks of an NCCL job
     s.applies = [](const RunContext& c) { return c.exchanges && c.gpu; };
     s.report_label = "allreduce_algo";
+    s.id_absent = "";  // the hashed mode always names it: "" for train's default
     all.push_back(std::move(s));
   }
   {
@@ -99,21 +106,30 @@ void add_parallel_settings(SettingTable& all) {
                         0, 64),
         "--allreduce-max-ctas", "allreduce_max_ctas");
     s.cli_check = CliCheck::Range;
+    s.id_prefix = "c";  // ov-c8
     all.push_back(std::move(s));
   }
-  all.push_back(exchange_option(
-      choice_setting("cta_policy", "default",
-                     "NCCL's CTA policy for the exchange: efficiency asks for the fewest CTAs that reach decent "
-                     "bandwidth (an overlapped backward keeps more SMs), zero for collectives on no CTAs where NCCL "
-                     "has them, default NCCL's own (NCCL >= 2.27); GPU ranks",
-                     {"default", "efficiency", "zero"}),
-      "--allreduce-cta-policy", "allreduce_cta_policy"));
-  all.push_back(exchange_option(
-      choice_setting("priority", "high",
-                     "Priority of the exchange's stream: high starts the collective's blocks before backward's "
-                     "pending ones, low the other way round (the exchange's latency traded for compute); GPU ranks",
-                     {"high", "low"}),
-      "--allreduce-priority", "allreduce_priority"));
+  {
+    Setting s = exchange_option(
+        choice_setting("cta_policy", "default",
+                       "NCCL's CTA policy for the exchange: efficiency asks for the fewest CTAs that reach decent "
+                       "bandwidth (an overlapped backward keeps more SMs), zero for collectives on no CTAs where NCCL "
+                       "has them, default NCCL's own (NCCL >= 2.27); GPU ranks",
+                       {"default", "efficiency", "zero"}),
+        "--allreduce-cta-policy", "allreduce_cta_policy");
+    s.id_words = {{"efficiency", "-eff"}};
+    all.push_back(std::move(s));
+  }
+  {
+    Setting s = exchange_option(
+        choice_setting("priority", "high",
+                       "Priority of the exchange's stream: high starts the collective's blocks before backward's "
+                       "pending ones, low the other way round (the exchange's latency traded for compute); GPU ranks",
+                       {"high", "low"}),
+        "--allreduce-priority", "allreduce_priority");
+    s.id_words = {{"low", "-lowp"}};
+    all.push_back(std::move(s));
+  }
   {
     Setting s = exchange_option(
         entry_bool("update", true,
@@ -122,6 +138,7 @@ void add_parallel_settings(SettingTable& all) {
                    "arithmetic. fp16 runs (whose loss scaling needs every gradient first) update once: true|false"),
         "--update-per-bucket", "update_per_bucket");
     s.choices = {"after_exchange", "per_bucket"};  // the experiment's words for false and true
+    s.id_words = {{"false", "-upafter"}};
     all.push_back(std::move(s));
   }
   {
@@ -134,6 +151,7 @@ void add_parallel_settings(SettingTable& all) {
         "--gather-gradients", "gather_gradients");
     // One rank has no other rank's rows to gather (--one-rank-exchange): nothing changes.
     s.applies = [](const RunContext& c) { return c.world_size > 1; };
+    s.id_words = {{"true", "-gather"}};
     all.push_back(std::move(s));
   }
   {

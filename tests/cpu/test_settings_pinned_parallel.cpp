@@ -6,6 +6,9 @@
 // tests/mpi/test_settings_pinned_mpi.cpp.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <set>
+
 #include "common/temp_dir.hpp"
 #include "cpu/cli_runner.hpp"
 #include "cpu/experiment_test_util.hpp"
@@ -165,6 +168,21 @@ TEST(SettingsPinned, AllreduceModesKeepTheirLabelsAndHashedConfigurations) {
     EXPECT_EQ(e.resolved_json()["matrix"]["allreduce"][i].dump(), pinned[i].hashed) << pinned[i].mode;
     EXPECT_EQ(runs[i].id, pinned[i].id) << pinned[i].mode;
   }
+  // The pins cover every mode the shipped experiments use (accuracy.yaml's shard folder, which the user
+  // converts first, is no part of its modes: synthetic data stands in).
+  std::set<std::string> labels;
+  for (const Pin& p : pinned) labels.insert(p.label);
+  const auto experiments = std::filesystem::path(CNNSCALE_TEST_DATA).parent_path().parent_path() / "experiments";
+  int files = 0;
+  for (const auto& f : std::filesystem::directory_iterator(experiments)) {
+    if (f.path().extension() != ".yaml") continue;
+    ++files;
+    std::vector<std::string> overrides;
+    if (f.path().filename() == "accuracy.yaml") overrides.push_back("dataset.name=synthetic");
+    const Experiment x = load_experiment(f.path().string(), overrides, cpu_host());
+    for (const AllreduceMode& m : x.allreduce) EXPECT_TRUE(labels.count(m.label())) << f.path() << ": " << m.label();
+  }
+  EXPECT_GE(files, 5);
 }
 
 }  // namespace

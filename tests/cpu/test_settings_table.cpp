@@ -49,12 +49,6 @@ nlohmann::json other_value(const TrainSetting& s) {
   return nullptr;
 }
 
-// `value` as an experiment writes it: a Boolean of two words (update: after_exchange) by its word.
-nlohmann::json experiment_value(const TrainSetting& s, const nlohmann::json& value) {
-  if (s.type == SettingType::Boolean && s.choices.size() == 2) return s.choices[value.get<bool>() ? 1 : 0];
-  return value;
-}
-
 // The value a run's command line gives `s`: the word after its flag; a Switch's flag alone gives the
 // value that is not its default, a Boolean's false flag (--no-overlap) false.
 std::string command_line_value(const std::vector<std::string>& args, const TrainSetting& s) {
@@ -166,14 +160,21 @@ TEST(SettingsTable, PartsOfACompoundAxisAreThatAxisesFields) {
     const nlohmann::json v = other_value(s);
     const std::string mode = s.name == "overlap" ? fmt::format("{{overlap: {}}}", v.dump())
                                                  : fmt::format("{{overlap: true, {}: {}}}", s.name,
-                                                               experiment_value(s, v).dump());
+                                                               s.experiment_value(v).dump());
     const Experiment e = parse_experiment_text(kBaseExperiment + "  repeats: 1\ndevice: gpu\n", "t.yaml",
                                                {fmt::format("matrix.allreduce=[{}]", mode)}, host);
     for (const RunSpec& r : expand_runs(e))
       EXPECT_EQ(command_line_value(train_arguments(e, r, "/r"), s), r.ranks > 1 ? s.text(v) : "<absent>") << r.id;
+    // The mode's label (in the run ids) and its hashed form name the field by the entry's own words.
+    const AllreduceMode& m = e.allreduce.at(0);
+    EXPECT_FALSE(s.id_piece(v).empty()) << s.name << ": a value other than the default is named in the label";
+    EXPECT_EQ(m.label(), s.name == "overlap" ? s.id_piece(v) : "ov" + s.id_piece(v)) << s.name;
+    EXPECT_EQ(m.long_label(), s.name == "overlap" ? s.id_piece(v, true) : "overlap" + s.id_piece(v, true)) << s.name;
+    EXPECT_EQ(m.id_json().at(s.name), s.experiment_value(v)) << s.name;
+    EXPECT_NE(expand_runs(e).back().id.find("-" + m.label() + "-"), std::string::npos) << s.name;
     EXPECT_NE(sweep_train_flags().at(s.flag).find("matrix.allreduce's " + s.name), std::string::npos) << s.flag;
     expect_error(kBaseExperiment, {s.name, "unknown key"},
-                 {fmt::format("matrix.{}=[{}]", s.name, experiment_value(s, v).dump())});
+                 {fmt::format("matrix.{}=[{}]", s.name, s.experiment_value(v).dump())});
     // The exchange's dtype is recorded on every run, as it always was (on one rank it changes nothing).
     if (s.name != "dtype") EXPECT_FALSE(s.applies_to({.gpu = true})) << s.name;
     EXPECT_TRUE(s.applies_to({.gpu = true, .world_size = 2, .exchanges = true}));
