@@ -13,7 +13,7 @@
 #include "app/count_option.hpp"
 #include "app/train_progress.hpp"
 #include "app/train_run.hpp"
-#include "app/train_watch.hpp"
+#include "experiment/train_watch.hpp"
 #include "backend/engine_cache.hpp"
 #include "core/stop_signal.hpp"
 #include "data/datasets.hpp"

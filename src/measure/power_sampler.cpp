@@ -77,6 +77,18 @@ std::vector<PowerSample> PowerSampler::samples(std::size_t gpu) const {
   return samples_[gpu];
 }
 
+std::optional<PowerSample> PowerSampler::latest(std::size_t gpu) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  CNNSCALE_CHECK(gpu < samples_.size(), "GPU {} of {}", gpu, samples_.size());
+  if (samples_[gpu].empty()) return std::nullopt;
+  return samples_[gpu].back();
+}
+
+std::optional<double> counter_watts(const PowerSample& from, const PowerSample& to) {
+  if (!from.energy_mj || !to.energy_mj || *to.energy_mj < *from.energy_mj || to.t_s <= from.t_s) return std::nullopt;
+  return static_cast<double>(*to.energy_mj - *from.energy_mj) * 1e-3 / (to.t_s - from.t_s);
+}
+
 std::optional<double> integrate_power_j(const std::vector<PowerSample>& samples, double t0, double t1, bool average) {
   std::vector<std::pair<double, double>> pts;  // (t, W), in time order as sampled
   for (const auto& s : samples) {

@@ -39,6 +39,9 @@ class PowerSampler {
   double now_s() const;  // the sampler's time base
   std::size_t gpus() const { return readers_.size(); }
   std::vector<PowerSample> samples(std::size_t gpu) const;  // copy, safe while running
+  // The newest sample of one GPU (none yet: nullopt), without copying the rest and without reading
+  // the GPU: what a caller on the training thread may ask for while the device idles.
+  std::optional<PowerSample> latest(std::size_t gpu) const;
 
  private:
   void loop();
@@ -57,6 +60,11 @@ class PowerSampler {
 // average-power field instead of the instant one. Null with fewer than two usable samples.
 std::optional<double> integrate_power_j(const std::vector<PowerSample>& samples, double t0, double t1,
                                         bool average = false);
+
+// The GPU's mean power (W) between two samples' energy-counter readings: null when either has no
+// reading, the counter went back (a driver reset) or no time passed. The counter moves about every
+// 100 ms, so this is rough over spans of that order.
+std::optional<double> counter_watts(const PowerSample& from, const PowerSample& to);
 
 // |a - b| / |b|: the cross-check is counter joules vs sampled integral within 0.10.
 double relative_difference(double a, double b);

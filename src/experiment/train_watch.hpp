@@ -12,14 +12,16 @@
 #include "io/provenance.hpp"
 #include "io/run_results.hpp"
 #include "measure/energy_monitor.hpp"
+#include "measure/power_sampler.hpp"
 #include "solver/trainer.hpp"
 
-namespace cnnscale::app {
+namespace cnnscale {
 
 class TrainWatch {
  public:
   // `run_id`: where the results go (empty with --no-results: no progress file, the curve only).
-  // `energy`: rank 0's monitor, whose GPU counter gives the progress's watts (null: none).
+  // `energy`: rank 0's monitor, whose sampler's readings of the GPU's energy counter give the
+  // progress's watts (null, no GPU or no sampler: none). The watch itself never reads the GPU.
   TrainWatch(const std::string& results_root, const std::string& experiment, const std::string& run_id,
              const Provenance& started, measure::EnergyMonitor* energy);
 
@@ -42,9 +44,9 @@ class TrainWatch {
   std::unique_ptr<ProgressFile> file_;
   ProgressRecord record_;
   std::chrono::steady_clock::time_point since_;
+  std::optional<measure::PowerSample> newest_sample() const;
   measure::EnergyMonitor* energy_ = nullptr;
-  std::optional<std::uint64_t> last_mj_;
-  std::chrono::steady_clock::time_point last_mj_at_;
+  std::optional<measure::PowerSample> last_sample_;  // the reading the next display's watts start from
   bool started_ = false;
   TrainingCurve curve_;
 };
@@ -59,4 +61,4 @@ TrainingCurve carry_curve(const std::string& results_root, const std::string& ex
 Provenance carry_provenance(const std::string& results_root, const std::string& experiment, const std::string& run_id,
                             Provenance mine);
 
-}  // namespace cnnscale::app
+}  // namespace cnnscale

@@ -1,5 +1,5 @@
 // TrainWatch, carry_curve and carry_provenance (train_watch.hpp).
-#include "app/train_watch.hpp"
+#include "experiment/train_watch.hpp"
 
 #include <cmath>
 #include <filesystem>
@@ -9,7 +9,7 @@
 #include "core/log.hpp"
 #include "io/results_writer.hpp"
 
-namespace cnnscale::app {
+namespace cnnscale {
 
 namespace {
 double seconds_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
@@ -25,10 +25,14 @@ TrainWatch::TrainWatch(const std::string& results_root, const std::string& exper
   record_.run_id = run_id;
   record_.start_time = started.start_time;
   record_.loss = record_.lr = record_.samples_per_s = record_.watts = record_.epoch = NAN;
-  if (energy_ && energy_->gpu_available()) {
-    last_mj_ = energy_->gpu().energy_mj();
-    last_mj_at_ = std::chrono::steady_clock::now();
-  }
+}
+
+// The sampler's newest reading of the GPU: its thread reads NVML, never this one. An NVML call
+// takes up to milliseconds, and the display step that asks has just waited for the device, which
+// would idle through a read made here.
+std::optional<measure::PowerSample> TrainWatch::newest_sample() const {
+  if (!energy_ || !energy_->gpu_available() || !energy_->sampler()) return std::nullopt;
+  return energy_->sampler()->latest(0);
 }
 
 void TrainWatch::write() {
@@ -42,6 +46,7 @@ void TrainWatch::write() {
 void TrainWatch::iteration(int64_t done, int64_t total) {
   if (started_) return;
   started_ = true;
+  last_sample_ = newest_sample();
   record_.iteration = done;
   record_.total = total;
   write();
@@ -58,17 +63,15 @@ void TrainWatch::display(const DisplayInfo& d) {
   record_.loss = d.loss;
   record_.lr = d.lr;
   record_.samples_per_s = d.samples_per_s;
-  // The GPU's mean power since the last display step, from its total-energy counter (which NVML
-  // updates about every 100 ms: a rough figure over short intervals, as a watcher needs).
-  record_.watts = NAN;
-  if (last_mj_) {
-    const auto now = std::chrono::steady_clock::now();
-    const std::optional<std::uint64_t> mj = energy_->gpu().energy_mj();
-    const double dt = seconds_between(last_mj_at_, now);
-    if (mj && *mj >= *last_mj_ && dt > 0) record_.watts = static_cast<double>(*mj - *last_mj_) * 1e-3 / dt;
-    if (mj) {
-      last_mj_ = mj;
-      last_mj_at_ = now;
+  // The GPU's mean power between the sampler's readings of its total-energy counter at the last
+  // display step and now (NVML updates it about every 100 ms: a rough figure over short intervals,
+  // as a watcher needs). No newer reading since: the last figure stands.
+  if (const std::optional<measure::PowerSample> now = newest_sample()) {
+    if (last_sample_ && now->t_s > last_sample_->t_s) {
+      record_.watts = measure::counter_watts(*last_sample_, *now).value_or(NAN);
+      last_sample_ = now;
+    } else if (!last_sample_) {
+      last_sample_ = now;
     }
   }
   started_ = true;
@@ -135,4 +138,4 @@ Provenance carry_provenance(const std::string& results_root, const std::string& 
   return resumed_provenance(std::move(mine), before);
 }
 
-}  // namespace cnnscale::app
+}  // namespace cnnscale
