@@ -98,8 +98,9 @@ struct InferSpec {
   // The keys as the run's configuration records them: the batch list and those the table records
   // always or, where it says so, away from their defaults (infer_experiment.cpp).
   nlohmann::json to_json() const;
-  // The keys on each run's command line ("--fill", "constant", "--no-fold", ...).
-  std::vector<std::string> arguments() const;
+  // The keys on each run's command line ("--fill", "constant", "--no-fold", ...), with the values of
+  // `point` (a run's values of the experiment's axes over these keys, RunSpec::settings) for its keys.
+  std::vector<std::string> arguments(const nlohmann::json& point = nlohmann::json::object()) const;
   // Each flag the sweep writes from the infer: section, with its key (extra_args may not repeat one).
   std::map<std::string, std::string> flags_set() const;
 };
@@ -139,7 +140,8 @@ struct Experiment {
   bool split_given = false;                      // matrix.split written: --split passed even for even
   std::vector<std::string> precisions;
   std::vector<AllreduceMode> allreduce;
-  // matrix.<setting>: a train setting (train_settings.hpp) as an axis, in the table's order.
+  // matrix.<setting>: a setting as an axis, in its table's order: a train setting (train_settings.hpp),
+  // or in an inference experiment a key of infer's infer: section (infer_experiment.cpp).
   struct SettingAxis {
     std::string name;
     std::vector<nlohmann::json> values;
@@ -162,7 +164,7 @@ struct Experiment {
 // One matrix point x repeat.
 struct RunSpec {
   // "<net>-b<batch>-g<ranks>[-m0.2|-m0s132.1s66|-c1+3]-<precision>-<allreduce>[-split-<policy>][-lr0.1...]-r<k>-<hash8>";
-  // an inference run: "<net>-infer-g<ranks>[-m0.2]-<precision>-r<k>-<hash8>"
+  // an inference run: "<net>-infer-g<ranks>[-m0.2]-<precision>[-seconds1...]-r<k>-<hash8>"
   std::string id;
   bool infer = false;        // a `cnnscale infer` run (Experiment::mode infer): batch and iterations are 0
   std::string config_hash;   // 16 hex digits of the point's resolved config (the same for its repeats)

@@ -12,6 +12,7 @@
 
 #include "core/error.hpp"
 #include "data/datasets.hpp"
+#include "experiment/command_settings.hpp"
 #include "experiment/experiment.hpp"
 #include "experiment/train_settings.hpp"
 #include "parallel/split_policy.hpp"
@@ -119,9 +120,12 @@ const std::string* InferSpec::calibration_of(const std::map<std::string, std::st
 nlohmann::json Experiment::fixed_json() const {
   // An inference experiment has no data, solver or length; a training one keeps the keys it always
   // had (its hash, and so its runs' ids, must not move).
-  if (mode == "infer")
-    return {{"name", name}, {"mode", mode},     {"infer", infer.to_json()},
+  if (mode == "infer") {
+    nlohmann::json fixed = infer.to_json();
+    for (const SettingAxis& axis : setting_axes) fixed.erase(axis.name);  // the matrix's: each run's own
+    return {{"name", name}, {"mode", mode},     {"infer", fixed},
             {"seed", seed}, {"device", device}, {"extra_args", extra_args}};
+  }
   nlohmann::json per_net = nlohmann::json::object();
   for (const auto& [net, len] : per_network) per_net[net] = {{"length", length_json(len)}};
   for (const auto& [net, d] : per_network_dataset) per_net[net]["data"] = d.to_json();
@@ -165,6 +169,7 @@ nlohmann::json Experiment::resolved_json() const {
                    {"gpu_mix", mixes},
                    {"precision", precisions},
                    {"repeats", repeats}};
+    for (const SettingAxis& axis : setting_axes) j["matrix"][axis.name] = axis.values;
     return j;
   }
   j["matrix"] = {{"network", networks},     {"batch", batches},  {"gpus", gpu_counts},  {"gpu_mix", mixes},
@@ -188,11 +193,32 @@ struct RankSet {
   std::vector<double> slowdown;
 };
 
+// The setting of an axis of `e`: train's, or infer's in an inference experiment.
+const Setting& axis_setting(const Experiment& e, const std::string& name) {
+  return *(e.mode == "infer" ? find_setting(infer_settings(), name) : find_train_setting(name));
+}
+
+// The setting axes' points, the last axis fastest; one empty point without axes.
+std::vector<nlohmann::json> setting_points(const Experiment& e) {
+  std::vector<nlohmann::json> points = {nlohmann::json::object()};
+  for (const Experiment::SettingAxis& axis : e.setting_axes) {
+    std::vector<nlohmann::json> more;
+    for (const nlohmann::json& p : points)
+      for (const nlohmann::json& v : axis.values) {
+        nlohmann::json q = p;
+        q[axis.name] = v;
+        more.push_back(std::move(q));
+      }
+    points = std::move(more);
+  }
+  return points;
+}
+
 // The id's part for a point's setting values: "-lr0.1-seed7" (characters a run id cannot hold as '_').
 std::string settings_id_part(const Experiment& e, const nlohmann::json& point) {
   std::string out;
   for (const Experiment::SettingAxis& axis : e.setting_axes) {
-    std::string v = find_train_setting(axis.name)->text(point.at(axis.name));
+    std::string v = axis_setting(e, axis.name).text(point.at(axis.name));
     for (char& ch : v)
       if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '+' && ch != '-') ch = '_';
     out += "-" + axis.name + v;
@@ -292,9 +318,10 @@ RunSpec make_run(const Experiment& e, const std::string& net, int64_t batch, con
   return r;
 }
 
-// One `cnnscale infer` of the experiment's batch list on a rank set in one precision.
+// One `cnnscale infer` of the experiment's batch list on a rank set in one precision, with a point's
+// values of the experiment's axes over infer's keys.
 RunSpec make_infer_run(const Experiment& e, const std::string& net, const RankSet& rs, const std::string& precision,
-                       int64_t repeat) {
+                       const nlohmann::json& point, int64_t repeat) {
   RunSpec r;
   r.infer = true;
   r.network = net;
@@ -314,11 +341,16 @@ RunSpec make_infer_run(const Experiment& e, const std::string& net, const RankSe
   if (precision == "int8")
     if (const std::string* table = InferSpec::calibration_of(e.infer.calibration, net))
       c["infer"]["calibration"] = *table;
+  // The point's values where the fixed ones stand, each by its entry's rule (a value recorded Never,
+  // or a NotDefault one at its default, is named by the id's axis part alone).
+  for (const auto& [name, value] : point.items())
+    if (axis_setting(e, name).records(value)) c["infer"][name] = value;
+  r.settings = point;
   r.config = c;
   r.config_hash = stable_hash(c.dump());
   const std::string mix = rs.mix.gpus.empty() ? "" : "-m" + rs.mix.id_label();
-  r.id = fmt::format("{}-infer-g{}{}-{}-r{}-{}", id_part(net), rs.ranks, mix, precision, repeat,
-                     r.config_hash.substr(0, 8));
+  r.id = fmt::format("{}-infer-g{}{}-{}{}-r{}-{}", id_part(net), rs.ranks, mix, precision, settings_id_part(e, point),
+                     repeat, r.config_hash.substr(0, 8));
   return r;
 }
 
@@ -330,12 +362,15 @@ std::vector<RunSpec> expand_runs(const Experiment& e) {
   for (const auto& m : e.gpu_mixes) rank_sets.push_back({static_cast<int64_t>(m.gpus.size()), m, {}});
   for (const auto& s : e.cpu_mixes) rank_sets.push_back({static_cast<int64_t>(s.size()), {}, s});
 
-  if (e.mode == "infer") {  // one run per network, rank set, precision and repeat: no batch axis
+  const std::vector<nlohmann::json> points_of_settings = setting_points(e);
+  if (e.mode == "infer") {  // one run per network, rank set, precision, setting point and repeat: no batch axis
     std::vector<RunSpec> runs;
     for (int64_t repeat = 1; repeat <= e.repeats; ++repeat)
       for (const auto& net : e.networks)
         for (const auto& rs : rank_sets)
-          for (const auto& precision : e.precisions) runs.push_back(make_infer_run(e, net, rs, precision, repeat));
+          for (const auto& precision : e.precisions)
+            for (const nlohmann::json& point : points_of_settings)
+              runs.push_back(make_infer_run(e, net, rs, precision, point, repeat));
     return runs;
   }
 
@@ -351,19 +386,6 @@ std::vector<RunSpec> expand_runs(const Experiment& e) {
       if (std::find(points.begin(), points.end(), point) == points.end()) points.push_back(point);
     }
 
-  // The setting axes' points, the last axis fastest; one empty point without axes.
-  std::vector<nlohmann::json> setting_points = {nlohmann::json::object()};
-  for (const Experiment::SettingAxis& axis : e.setting_axes) {
-    std::vector<nlohmann::json> more;
-    for (const nlohmann::json& p : setting_points)
-      for (const nlohmann::json& v : axis.values) {
-        nlohmann::json q = p;
-        q[axis.name] = v;
-        more.push_back(std::move(q));
-      }
-    setting_points = std::move(more);
-  }
-
   std::vector<RunSpec> runs;
   for (int64_t repeat = 1; repeat <= e.repeats; ++repeat)
     for (const auto& net : e.networks)
@@ -375,7 +397,7 @@ std::vector<RunSpec> expand_runs(const Experiment& e) {
               // One rank has nothing to reduce and nothing to split: its allreduce and split variants
               // would be identical runs.
               if (rs.ranks == 1 && (a > 0 || s > 0)) break;
-              for (const nlohmann::json& point : setting_points)
+              for (const nlohmann::json& point : points_of_settings)
                 runs.push_back(make_run(e, net, batch, rs, precision, e.allreduce[a], e.splits[s], point, repeat));
             }
       }

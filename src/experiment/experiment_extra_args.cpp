@@ -80,11 +80,16 @@ const std::set<std::string> kSweepTags = {"repeat",  "config_hash", "sweep_hash"
 // An inference experiment's flags: those the sweep sets from the file (infer's own refusal of a
 // repeated flag would fail every run only when it starts), nor a scenario's: the sweep counts a run
 // done by its offline result, a table of batch sizes.
-void check_infer_extra_arg(const ConfigNode& a, const std::string& flag, const InferSpec& s) {
-  // The flags the sweep writes from the matrix and the top level, and those of the infer: section.
+// `axes`: the infer: keys the file sweeps (matrix.<name>), read after extra_args.
+void check_infer_extra_arg(const ConfigNode& a, const std::string& flag, const InferSpec& s,
+                           const std::set<std::string>& axes) {
+  // The flags the sweep writes from the matrix and the top level, and those of the infer: section
+  // (its axes' first, so that the message names the axis).
   std::map<std::string, std::string> set = {{"--device", "device (and matrix.gpu_mix)"}};
   for (const Setting& t : infer_settings())
     if (t.section == "matrix" || (t.section.empty() && t.identity())) set.emplace(t.flag, t.experiment_key());
+  for (const Setting& t : infer_settings())
+    if (t.section == "infer" && axes.count(t.name)) set.emplace(t.flag, "matrix." + t.name);
   set.merge(s.flags_set());
   if (auto it = set.find(flag); it != set.end()) a.fail(fmt::format("'{}' is set by {}", flag, it->second));
   // infer's own settings, outside any experiment key: the scenarios' (and the checkpoint's).
@@ -116,6 +121,11 @@ bool gives(const ExperimentReader& r, const ConfigNode& root, const Setting& s) 
 void read_extra_args(const ExperimentReader& r, const ConfigNode& root, const ConfigNode& list, bool infer,
                      Experiment& e) {
   const std::vector<ConfigNode> items = list_items(list);
+  std::set<std::string> infer_axes;  // the infer: keys the matrix sweeps
+  if (const std::optional<ConfigNode> matrix = infer ? r.child(root, "matrix") : std::nullopt;
+      matrix && matrix->is_map())
+    for (const std::string& key : infer_axis_keys())
+      if (r.child(*matrix, key)) infer_axes.insert(key);
   for (size_t i = 0; i < items.size(); ++i) {
     const ConfigNode& a = items[i];
     const std::string arg = a.as<std::string>();
@@ -126,7 +136,7 @@ void read_extra_args(const ExperimentReader& r, const ConfigNode& root, const Co
     if (infer) {
       // A second --precision would contradict the run's id and results: the matrix owns it.
       if (flag == "--precision") a.fail("'--precision' is set by matrix.precision");
-      check_infer_extra_arg(a, flag, e.infer);
+      check_infer_extra_arg(a, flag, e.infer, infer_axes);
     } else if (auto it = sweep_train_flags().find(flag); it != sweep_train_flags().end()) {
       const Setting* s = find_setting_by_flag(train_settings(), flag);
       if (!s || s->identity() || !s->part_of.empty() || gives(r, root, *s))

@@ -184,8 +184,9 @@ void check_matrix_size(const ExperimentReader& r, const ConfigNode& m, bool infe
       {"precision", std::max<int64_t>(1, count(m, "precision"))},
       {"allreduce", infer ? 1 : std::max<int64_t>(1, count(m, "allreduce"))},
       {"split", infer ? 1 : std::max<int64_t>(1, count(m, "split"))}};
-  for (const std::string& key : setting_axis_keys())  // a list-valued setting's one list counts as a list
-    if (!infer && count(m, key.c_str()) > 1) axes.emplace_back(key, count(m, key.c_str()));
+  // A list-valued setting's one list counts as a list.
+  for (const std::string& key : infer ? infer_axis_keys() : setting_axis_keys())
+    if (count(m, key.c_str()) > 1) axes.emplace_back(key, count(m, key.c_str()));
   std::vector<int64_t> sizes;
   std::vector<std::string> named;
   for (const auto& [axis, n] : axes) {

@@ -39,10 +39,12 @@ const std::set<std::string> kLengthKeys = {"iterations",     "epochs",       "it
                                            "min_iterations", "whole_epochs", "whole_samples"};
 const std::set<std::string> kMatrixKeys = {"network",   "batch",     "batch_per_gpu", "gpus",   "gpu_mix",
                                            "cpu_mix",   "split",     "precision",     "allreduce", "repeats"};
-// The matrix's keys: its own axes and every train setting (train_settings.hpp).
-std::set<std::string> matrix_keys() {
+// The matrix's keys: its own axes and every train setting (train_settings.hpp); in an inference
+// experiment also infer's keys (infer_experiment.cpp). A train setting's axis is refused there by name.
+std::set<std::string> matrix_keys(bool infer) {
   std::set<std::string> keys = kMatrixKeys;
   for (const std::string& k : setting_axis_keys()) keys.insert(k);
+  if (infer) keys.merge(infer_axis_keys());
   return keys;
 }
 const std::set<std::string> kDatasetKeys = {"name",           "data_dir", "train_samples", "test_samples",
@@ -238,8 +240,8 @@ AllreduceMode read_allreduce(const ExperimentReader& r, const ConfigNode& n, con
 
 void read_matrix(const ExperimentReader& r, const ConfigNode& root, const ConfigNode& m, Experiment& e,
                  const HostInfo& host) {
-  r.check_keys(m, matrix_keys());
   const bool infer = e.mode == "infer";
+  r.check_keys(m, matrix_keys(infer));
   check_matrix_size(r, m, infer);
   if (infer)
     for (const auto& key : kTrainOnlyMatrixKeys)
@@ -247,7 +249,8 @@ void read_matrix(const ExperimentReader& r, const ConfigNode& root, const Config
         c->fail("applies to training experiments; an inference run measures infer.batch's sizes on each rank set");
   if (infer)
     for (const auto& key : setting_axis_keys())
-      if (auto c = r.child(m, key)) c->fail("a train setting: its axis applies to training experiments");
+      if (auto c = infer_axis_keys().count(key) ? std::nullopt : r.child(m, key))
+        c->fail("a train setting: its axis applies to training experiments");
   auto top_net = r.child(root, "network");
   if (auto c = r.child(m, "network")) {
     if (top_net) c->fail("the network is given twice (also as top-level 'network'): keep one");
@@ -332,7 +335,10 @@ void read_matrix(const ExperimentReader& r, const ConfigNode& root, const Config
     e.allreduce = {AllreduceMode{}};
   }
   if (auto c = r.child(m, "repeats")) e.repeats = int_in(*c, 1, 1000);
-  if (!infer) read_setting_axes(r, root, m, e);
+  if (infer)
+    read_infer_axes(r, root, m, e);
+  else
+    read_setting_axes(r, root, m, e);
   check_distinct_axis_values(r, m, e);
 }
 

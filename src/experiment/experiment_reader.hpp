@@ -54,6 +54,10 @@ void read_settings_section(const ExperimentReader& r, const ConfigNode& n, const
 // matrix.<setting>: each setting named in the matrix, in the table's order, into e.setting_axes;
 // refused where the fixed key is given too or a value is listed twice.
 void read_setting_axes(const ExperimentReader& r, const ConfigNode& root, const ConfigNode& m, Experiment& e);
+// One setting's axis at `c` (matrix.<name>), of any command's table; refused where `fixed`, the fixed
+// key, is given too, or a value is listed twice.
+Experiment::SettingAxis read_setting_axis(const Setting& s, const ConfigNode& c,
+                                          const std::optional<ConfigNode>& fixed);
 
 // A path written in the experiment (`written`, at `n`): relative to the file's folder, or to the
 // current directory where an override gave it (experiment_parse.cpp).
@@ -61,6 +65,13 @@ std::filesystem::path experiment_path(const ExperimentReader& r, const ConfigNod
 // infer: each key an entry of section "infer" of infer's settings table, into e.infer
 // (infer_experiment.cpp).
 void read_infer(const ExperimentReader& r, const ConfigNode& n, Experiment& e);
+// The names of infer's settings an inference experiment may sweep (matrix.<name>): the keys of its
+// infer: section read the common way (not the batch list, which every run sweeps, nor the int8 tables,
+// one per network).
+std::set<std::string> infer_axis_keys();
+// An inference experiment's matrix.<name> of those settings, in the table's order, into
+// e.setting_axes; after read_infer (the fixed keys) and the batch list.
+void read_infer_axes(const ExperimentReader& r, const ConfigNode& root, const ConfigNode& m, Experiment& e);
 
 // The matrix's rank sets and split policies (experiment_matrix.cpp): gpus, gpu_mix, cpu_mix, split;
 // ranks are checked against `host` and each batch.

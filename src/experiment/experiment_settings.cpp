@@ -1,6 +1,7 @@
 // The experiment schema of train's settings, made from their table (train_settings.hpp): each setting
 // is a fixed key (solver.lr, seed) and a matrix axis (matrix.lr: [0.1, 0.01]), its values checked
-// as the table declares, every error at its own "file:line:col: key.path".
+// as the table declares, every error at its own "file:line:col: key.path". An axis is read the same
+// way for infer's settings (infer_experiment.cpp).
 #include <fmt/format.h>
 
 #include <map>
@@ -69,33 +70,36 @@ void read_settings_section(const ExperimentReader& r, const ConfigNode& n, const
       if (auto c = r.child(n, s.name)) values[s.name] = read_setting(s, *c);
 }
 
+Experiment::SettingAxis read_setting_axis(const Setting& s, const ConfigNode& c,
+                                          const std::optional<ConfigNode>& fixed) {
+  // One value per run: a fixed key beside the axis would be overruled by it without a word.
+  if (fixed)
+    c.fail(fmt::format("{} is given twice (also as '{}'): keep the axis or the fixed value", s.name, fixed->path()));
+  // A list of lists for a list-valued setting ([[30, 60], [20, 40]]); a single list is one value.
+  const bool one_list = (s.type == SettingType::NumberList || s.type == SettingType::IntegerList) && c.is_sequence() &&
+                        (c.size() == 0 || !c.items().front().is_sequence());
+  const std::vector<ConfigNode> items = one_list ? std::vector<ConfigNode>{c} : list_items(c);
+  Experiment::SettingAxis axis{s.name, {}};
+  std::map<std::string, size_t> first;
+  for (size_t i = 0; i < items.size(); ++i) {
+    axis.values.push_back(read_setting(s, items[i]));
+    // Two values that spell alike would be one run twice (one id).
+    const std::string spelt = s.text(axis.values.back());
+    if (const auto [at, fresh] = first.emplace(spelt, i); !fresh)
+      items[i].fail(fmt::format("{} is listed twice (also matrix.{}[{}]): both would be one run, of one run id", spelt,
+                                s.name, at->second));
+  }
+  return axis;
+}
+
 void read_setting_axes(const ExperimentReader& r, const ConfigNode& root, const ConfigNode& m, Experiment& e) {
   for (const TrainSetting& s : train_settings()) {
     auto c = s.part_of.empty() ? r.child(m, s.name) : std::nullopt;
     if (!c) continue;
-    // One value per run: a fixed key beside the axis would be overruled by it without a word.
     std::optional<ConfigNode> fixed = s.section.empty() ? r.child(root, s.name) : std::nullopt;
     if (!s.section.empty())
       if (auto section = r.child(root, s.section)) fixed = r.child(*section, s.name);
-    if (fixed)
-      c->fail(fmt::format("{} is given twice (also as '{}'): keep the axis or the fixed value", s.name,
-                          fixed->path()));
-    // A list of lists for a list-valued setting ([[30, 60], [20, 40]]); a single list is one value.
-    const bool one_list = (s.type == SettingType::NumberList || s.type == SettingType::IntegerList) &&
-                          c->is_sequence() &&
-                          (c->size() == 0 || !c->items().front().is_sequence());
-    const std::vector<ConfigNode> items = one_list ? std::vector<ConfigNode>{*c} : list_items(*c);
-    Experiment::SettingAxis axis{s.name, {}};
-    std::map<std::string, size_t> first;
-    for (size_t i = 0; i < items.size(); ++i) {
-      axis.values.push_back(read_setting(s, items[i]));
-      // Two values that spell alike would be one run twice (one id).
-      const std::string spelt = s.text(axis.values.back());
-      if (const auto [at, fresh] = first.emplace(spelt, i); !fresh)
-        items[i].fail(fmt::format("{} is listed twice (also matrix.{}[{}]): both would be one run, of one run id",
-                                  spelt, s.name, at->second));
-    }
-    e.setting_axes.push_back(std::move(axis));
+    e.setting_axes.push_back(read_setting_axis(s, *c, fixed));
   }
 }
 

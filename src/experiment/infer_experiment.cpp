@@ -1,8 +1,9 @@
 // An inference experiment's infer: section, from infer's settings table (command_settings.hpp): each
-// entry of section "infer" is a key there, read and checked as its entry declares, passed on each
-// run's `cnnscale infer` command line and recorded in the run's configuration by its entry's rule.
-// The batch list and the int8 tables have readers of their own (max comes last; a table per network,
-// checked to exist).
+// entry of section "infer" is a key there or a matrix axis (matrix.seconds: [1, 3]), read and checked
+// as its entry declares, passed on each run's `cnnscale infer` command line and recorded in the run's
+// configuration by its entry's rule. The batch list and the int8 tables have readers of their own
+// (max comes last; a table per network, checked to exist) and are no axes: every run sweeps the whole
+// batch list, and an int8 run takes its network's table.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -25,6 +26,11 @@ bool common_entry(const Setting& s) { return s.section == "infer" && s.name != "
 nlohmann::json experiment_default(const Setting& s) {
   return s.name == "fill" ? nlohmann::json("constant") : s.default_value;
 }
+
+bool ends_with_max(const InferSpec& s) {
+  return !s.batches.empty() && s.batches.back() == "max";
+}
+constexpr const char* kMemoryLimitOnly = "is the budget of a batch list ending with max (infer.batch)";
 
 void read_batches(const ConfigNode& c, InferSpec& s) {
   s.batches.clear();
@@ -88,9 +94,25 @@ void read_infer(const ExperimentReader& r, const ConfigNode& n, Experiment& e) {
         s.settings[t.name] = read_setting(t, *c);
         s.given.insert(t.name);
       }
-  if (s.given.count("memory_limit") && (s.batches.empty() || s.batches.back() != "max"))
-    r.get(n, "memory_limit").fail("is the budget of a batch list ending with max (infer.batch)");
+  if (s.given.count("memory_limit") && !ends_with_max(s)) r.get(n, "memory_limit").fail(kMemoryLimitOnly);
   if (auto c = r.child(n, "calibration")) read_calibration(r, *c, s);
+}
+
+std::set<std::string> infer_axis_keys() {
+  std::set<std::string> keys;
+  for (const Setting& s : infer_settings())
+    if (common_entry(s)) keys.insert(s.name);
+  return keys;
+}
+
+void read_infer_axes(const ExperimentReader& r, const ConfigNode& root, const ConfigNode& m, Experiment& e) {
+  const std::optional<ConfigNode> section = r.child(root, "infer");
+  for (const Setting& s : infer_settings()) {
+    const std::optional<ConfigNode> c = common_entry(s) ? r.child(m, s.name) : std::nullopt;
+    if (!c) continue;
+    if (s.name == "memory_limit" && !ends_with_max(e.infer)) c->fail(kMemoryLimitOnly);
+    e.setting_axes.push_back(read_setting_axis(s, *c, section ? r.child(*section, s.name) : std::nullopt));
+  }
 }
 
 nlohmann::json InferSpec::to_json() const {
@@ -100,13 +122,15 @@ nlohmann::json InferSpec::to_json() const {
   return j;  // calibration: in the int8 runs' own configurations (make_infer_run)
 }
 
-std::vector<std::string> InferSpec::arguments() const {
+std::vector<std::string> InferSpec::arguments(const nlohmann::json& point) const {
   std::vector<std::string> a;
   for (const Setting& s : infer_settings()) {
     if (!common_entry(s)) continue;
-    const nlohmann::json& v = settings.at(s.name);
-    // A value recorded always is passed always (as runs always had it); another only where given.
-    if (s.record != Record::Always && !given.count(s.name)) continue;
+    const bool swept = point.contains(s.name);
+    const nlohmann::json& v = swept ? point.at(s.name) : settings.at(s.name);
+    // A value recorded always is passed always (as runs always had it); another only where given,
+    // as the fixed key or the run's point of its axis.
+    if (s.record != Record::Always && !given.count(s.name) && !swept) continue;
     for (const std::string& w : s.arguments(v)) a.push_back(w);
   }
   return a;

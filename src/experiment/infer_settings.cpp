@@ -1,7 +1,7 @@
 // The table of `cnnscale infer`'s settings (command_settings.hpp). To add a setting: one entry below,
 // its field in app/cmd_infer.cpp (infer_fields), and the code that uses it; an entry in_infer is then
-// also a key of an inference experiment's infer: section, on each run's command line and, where it
-// is not its default, in the run's configuration (infer_experiment.cpp). The entries left without a
+// also a key of an inference experiment's infer: section and a matrix axis, on each run's command line
+// and, where it is not its default, in the run's configuration (infer_experiment.cpp). The entries left without a
 // section or record (the checkpoint, the scenarios' settings) are infer's alone: a sweep runs the
 // offline scenario of initialised weights.
 #include "experiment/command_settings.hpp"
@@ -36,7 +36,9 @@ Setting in_infer(Setting s, Record record = Record::NotDefault) {
 Setting recorded(Setting s) { return in_infer(std::move(s), Record::Always); }
 // A key the report groups inference runs by (report_infer.cpp), beside the network, device,
 // precision, batch size and ranks that every file states in its own fields: runs that differ in it
-// compute, or run, something else and are never averaged together.
+// compute, or run or measure, something else and are never averaged together. Every key of the
+// infer: section but the batch list (a row each) and the int8 table (in the precision) is one, so
+// that a sweep over any of them (matrix.seconds) has a row per value.
 Setting grouped(Setting s) {
   s.report_label = s.name;
   return s;
@@ -60,18 +62,19 @@ SettingTable make_infer_settings() {
       list(SettingType::IntegerList, "gpu_mix", nullptr, "Under mpirun: the GPU of each node-local rank", "--gpus")));
   all.push_back(grouped(recorded(choice("fill", "gaussian", {"gaussian", "constant"},
                                         "Input values: gaussian (seeded N(0,1)) or constant (0.5); never all-zero"))));
-  all.push_back(recorded(with_unit(
-      number("seconds", 3.0, "Length of each batch size's throughput/energy window", 0, 3600, true), "s")));
-  all.push_back(recorded(with_unit(
-      number("latency_seconds", 1.0, "Time spent on single-batch latencies per size", 0, 3600), "s")));
-  all.push_back(in_infer(
-      with_unit(integer("warmup", 3, "Untimed batches before each batch size's windows", 0, 1e6), "batches")));
-  all.push_back(in_infer(with_unit(
+  all.push_back(grouped(recorded(
+      with_unit(number("seconds", 3.0, "Length of each batch size's throughput/energy window", 0, 3600, true), "s"))));
+  all.push_back(grouped(recorded(
+      with_unit(number("latency_seconds", 1.0, "Time spent on single-batch latencies per size", 0, 3600), "s"))));
+  all.push_back(grouped(in_infer(
+      with_unit(integer("warmup", 3, "Untimed batches before each batch size's windows", 0, 1e6), "batches"))));
+  all.push_back(grouped(in_infer(with_unit(
       number("memory_limit", 0.0,
              "--batch max: memory budget in GiB (default: the GPU's memory, or half the host's free memory)", 0, 1e6),
-      "GiB")));
-  all.push_back(in_infer(with_unit(
-      number("power_hz", 10.0, "GPU power sampling rate (a cross-check of the energy counter; 0: off)", 0, 1e4), "Hz")));
+      "GiB"))));
+  all.push_back(grouped(in_infer(with_unit(
+      number("power_hz", 10.0, "GPU power sampling rate (a cross-check of the energy counter; 0: off)", 0, 1e4),
+      "Hz"))));
   all.push_back(top_level(integer("seed", 1, "Seed of initialised weights and the gaussian input", 0, 4.6e18)));
   all.push_back(grouped(recorded(
       flag("fold", true, "Keep batch norms as layers instead of folding them into their convolutions", "--no-fold"))));

@@ -131,7 +131,9 @@ std::vector<std::string> infer_arguments(const Experiment& e, const RunSpec& run
     add(flag("calibration"), *table);
   }
   add(flag("seed"), std::to_string(e.seed));
-  for (const std::string& w : s.arguments()) a.push_back(w);
+  // The infer: keys, an axis's by the run's point. Unlike train's, no setting needs a tag for the
+  // report: infer's result records every entry of its table as it ran (report_infer.cpp groups by it).
+  for (const std::string& w : s.arguments(run.settings)) a.push_back(w);
   if (run.gpu_mix.size() > 1) add(flag("gpu_mix"), fmt::format("{}", fmt::join(run.gpu_mix, ",")));
   add("--results", results_root);
   add("--experiment", e.name);

@@ -47,7 +47,8 @@ TEST(ReportInferGrouping, TheKeysAreInfersLabelledSettings) {
   std::vector<std::string> labels;
   for (const Setting& s : infer_settings())
     if (!s.report_label.empty()) labels.push_back(s.report_label);
-  EXPECT_EQ(labels, (std::vector<std::string>{"fill", "fold", "fc_gemv", "fuse", "graph"}));
+  EXPECT_EQ(labels, (std::vector<std::string>{"fill", "seconds", "latency_seconds", "warmup", "memory_limit",
+                                              "power_hz", "fold", "fc_gemv", "fuse", "graph"}));
 }
 
 TEST(ReportInferGrouping, FilesOfAnotherSettingValueAreKeptApartInItsColumn) {
