@@ -90,6 +90,22 @@ TEST(SettingsPinned, RecordedRunOptionsAreThoseOfBeforeTheTable) {
             R"j("train_samples":1024})j");
 }
 
+// The measurement options and the manual split's shares, never recorded, as the code before the table
+// recorded them (the split itself is: a configuration of its own).
+TEST(SettingsPinned, MeasurementOptionsAndSharesAreNotRecorded) {
+  TempDir dir;
+  EXPECT_EQ(recorded_run_line(dir, "m1",
+                              {"--power-hz", "0", "--measure", "phases", "--phase-window", "0.05", "--phase-repeats",
+                               "2", "--mfu", "--mfu-window", "0.01", "--display", "1", "--data-threads", "2"}),
+            R"j(run: {"batch":4,"classes":10,"data":"synthetic","device":"cpu","input_shape":[1,28,28],"net":"lenet",)j"
+            R"j("net_file":"networks/lenet.yaml","run_id":"m1","seed":1,"solver":"lr 0.01 momentum 0.9 weight decay )j"
+            R"j(0.0005 policy fixed","synthetic_fill":"gaussian","train_samples":1024})j");
+  EXPECT_EQ(recorded_run_line(dir, "m2", {"--split", "manual", "--shares", "4"}),
+            R"j(run: {"batch":4,"classes":10,"data":"synthetic","device":"cpu","input_shape":[1,28,28],"net":"lenet",)j"
+            R"j("net_file":"networks/lenet.yaml","run_id":"m2","seed":1,"solver":"lr 0.01 momentum 0.9 weight decay )j"
+            R"j(0.0005 policy fixed","split":"manual","synthetic_fill":"gaussian","train_samples":1024})j");
+}
+
 const std::string kPinned = kBaseExperiment +
                             "  repeats: 2\n"
                             "seed: 5\n"
