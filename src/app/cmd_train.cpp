@@ -200,37 +200,25 @@ void register_train(CLI::App& app) {
   cmd->add_option("--batch", a.options.batch,
                   "Batch size: the global batch, split across MPI ranks (see --batch-per-rank)")
       ->capture_default_str();
-  cmd->add_option("--test-batch", a.options.test_batch, "Test batch size per rank (default: the rank's batch)")
-      ->check(at_least(1));
   cmd->add_option("--device", a.device, "cpu, gpu (under mpirun: the rank's GPU) or gpu:N")->capture_default_str();
   cmd->add_option("--precision", a.precision,
                   "fp32; tf32 (fp32 storage, TF32 tensor-core math); bf16 or fp16 (16-bit activations over fp32 "
                   "master weights; fp16 with dynamic loss scaling). GPU only, except fp32")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}))
       ->capture_default_str();
-  cmd->add_flag("--mfu", a.mfu,
-                "After training, measure the device's square-matmul peak in the run's precision (8192^3 on a GPU, "
-                "1024^3 on the CPU) and report model FLOPs utilisation: gflops over that peak");
-  // The seed, the solver's settings and how the steps run (experiment/train_settings.hpp).
+  // The seed, the solver's settings, how the steps run and are measured, and the data-parallel job's
+  // settings (experiment/train_settings.hpp).
   add_setting_options(*cmd, a);
   cmd->add_option("--input-shape", a.input_shape, "Synthetic: per-sample input C,H,W (default: the network's)")
       ->delimiter(',');
   cmd->add_option("--classes", a.classes, "Synthetic: number of classes (default: the network's)")
       ->check(at_least(1));
-  cmd->add_option("--data-threads", a.options.data_threads,
-                  "Threads filling each training batch (reading, checking, normalising a contiguous part each); the "
-                  "batches do not depend on it, so it is not part of the run's identity")
-      ->check(at_least(1))
-      ->capture_default_str();
   cmd->add_option("--crop-pad", a.options.augment.crop_pad,
                   "Augmentation: shift each training sample by up to N pixels on each axis (a random crop of the "
                   "zero-padded sample; the study's +-5-pixel displacements), drawn per sample from the seed and epoch")
       ->check(at_least(0));
   cmd->add_flag("--mirror", a.options.augment.mirror,
                 "Augmentation: flip each training sample left-right with probability 1/2 (drawn as --crop-pad)");
-  cmd->add_option("--pool-batches", a.pool_batches, "Synthetic: distinct batches kept on the device")
-      ->check(at_least(1))
-      ->capture_default_str();
   cmd->add_option("--checkpoint-dir", a.options.checkpoint_dir,
                   "Write checkpoints here (the newest two intact ones are kept); the directory belongs to this run: "
                   "another live run, or a run of other settings while these checkpoints are there, is refused");
@@ -245,9 +233,6 @@ void register_train(CLI::App& app) {
                 "this run's (fine-tuning; each difference is logged), and take over a --checkpoint-dir that holds "
                 "another run's checkpoints")
       ->needs(resume);
-  cmd->add_option("--display", a.options.display, "Iterations between loss reports")
-      ->check(at_least(1))
-      ->capture_default_str();
   cmd->add_flag("--json", a.json, "Print one JSON line of results on stdout");
   add_parallel_options(*cmd, a.parallel);
   add_measure_options(*cmd, a.measure);

@@ -70,10 +70,12 @@ void add_table_options(CLI::App& cmd, const SettingTable& table, const FieldOf& 
       option->check(CLI::PositiveNumber)->check(CLI::Range(s.min, s.max));
     else if (s.cli_check == CliCheck::Range)
       option->check(CLI::Range(s.min, s.max));
-    // A default outside the range a value may take stands for "not given" (the device's own): not shown.
-    if (s.cli_check == CliCheck::Range && s.default_value.is_number() &&
-        (s.default_value.get<double>() < s.min || s.default_value.get<double>() > s.max))
-      continue;
+    // A default outside the range a value may take stands for "not given" (the device's own, the rank's
+    // batch): not shown.
+    const bool checked = s.cli_check == CliCheck::Range || s.cli_check == CliCheck::AtLeast;
+    const bool above =
+        s.cli_check == CliCheck::Range && s.default_value.is_number() && s.default_value.get<double>() > s.max;
+    if (checked && s.default_value.is_number() && (s.default_value.get<double>() < s.min || above)) continue;
     option->capture_default_str();
   }
 }

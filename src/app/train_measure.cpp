@@ -39,14 +39,8 @@ void add_measure_options(CLI::App& cmd, MeasureArgs& a) {
          "split by phase-isolated loops")
       ->check(CLI::IsMember(modes))
       ->default_str(std::string(measure_mode_name(a.measure)));
-  cmd.add_option("--power-hz", a.power_hz, "Power sampling rate per GPU (0: no sampler)")->capture_default_str();
-  cmd.add_option("--min-window", a.min_window, "Shortest steady energy window in seconds (extended if shorter)")
-      ->capture_default_str();
-  cmd.add_option("--phase-window", a.phase_window, "measure phases: shortest loop in seconds")->capture_default_str();
-  cmd.add_option("--phase-repeats", a.phase_repeats, "measure phases: repeats of the three loops")
-      ->capture_default_str();
-  cmd.add_option("--mfu-window", a.mfu_window, "--mfu: shortest window of the matmul peak in seconds (3 windows)")
-      ->capture_default_str();
+  // --power-hz, --min-window, --phase-window, --phase-repeats and --mfu-window: train's settings table
+  // (experiment/train_settings_run.cpp); validate_measure_args checks them.
   cmd.add_option("--whole-epochs", a.whole_epochs, "Epochs for the whole-training figures (default: the run's)");
   cmd.add_option("--whole-samples", a.whole_samples,
                  "Training-set size for the whole-training figures (default: the data's)");

@@ -30,16 +30,8 @@ void add_parallel_options(CLI::App& cmd, ParallelArgs& a) {
       ->group(group);
   // --split, --allreduce-overlap (--no-overlap), --allreduce-algo, --allreduce-dtype, --update-per-bucket,
   // --gather-gradients, --allreduce-max-ctas, --allreduce-cta-policy, --allreduce-priority: train's
-  // settings table (experiment/train_settings_parallel.cpp), as are --rebalance-every, --probe-seconds,
-  // --bucket-mb and --watchdog-timeout.
-  cmd.add_option("--shares", a.shares, "--split manual: each rank's samples, in rank order, summing to --batch")
-      ->delimiter(',')
-      ->group(group);
-  cmd.add_option("--auto-start", a.auto_start,
-                 "--split auto: its first shares: probe (proportional's, from the start-up probe) or even")
-      ->check(CLI::IsMember({"probe", "even"}))
-      ->capture_default_str()
-      ->group(group);
+  // settings table (experiment/train_settings_parallel.cpp), as are --shares, --auto-start,
+  // --rebalance-every, --probe-seconds, --bucket-mb and --watchdog-timeout.
   cmd.add_option("--slowdown", a.slowdown,
                  "Emulated unequal CPU ranks: each rank's straggler factor (>= 1, one per rank): it idles "
                  "(factor - 1) x its forward and backward time. Recorded as emulation in the results")

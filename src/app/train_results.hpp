@@ -1,4 +1,5 @@
-// The measurement side of `cnnscale train`: its flags (--results, --measure, --power-hz, ...),
+// The measurement side of `cnnscale train`: its bookkeeping flags (--results, --measure, --tag, ...; the
+// measurement settings --power-hz, --min-window, ... are entries of train's settings table),
 // each rank's report (identity, timeline, power samples, windows, CUDA graph) as JSON gathered to
 // rank 0 over the job (job/job.hpp, which also owns each rank's energy monitor), and the assembly of the job's RunResults with its summary figures
 // (job = slowest rank's time, energy summed over every GPU) for the results folder and --json.

@@ -123,7 +123,6 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
     run_config["world_size"] = par.world_size();
     run_config["rank_batches"] = par.rank_batches();
   }
-  if (a.parallel.split == "auto") run_config["auto_start"] = a.parallel.auto_start;
   if (!a.parallel.slowdown.empty()) run_config["slowdown"] = a.parallel.slowdown;  // emulation, by rank
   if (!a.parallel.sm_counts.empty()) run_config["sm_counts"] = a.parallel.sm_counts;  // GPU partitions, asked
   // Only where they differ from the defaults, so that default runs keep the ids they had before.

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "experiment/settings_table.hpp"
+
 namespace cnnscale {
 
 // How many iterations a run trains: a fixed count, whole epochs, or a fraction of the whole
@@ -219,8 +221,14 @@ Experiment load_experiment(const std::string& file, const std::vector<std::strin
 Experiment parse_experiment_text(const std::string& text, const std::string& file,
                                  const std::vector<std::string>& overrides, const HostInfo& host);
 
-// All runs in matrix order (network, batch, gpus/mix, precision, allreduce, split, repeat).
+// All runs in matrix order (network, batch, gpus/mix, precision, allreduce, split, repeat). A run that a
+// refused-elsewhere setting's axis (Setting::applies_only_to) does not apply to is made once, without it.
 std::vector<RunSpec> expand_runs(const Experiment& e);
+// What decides whether a train setting applies to `run` (Setting::applies), as train will have it
+// (experiment_settings.cpp).
+RunContext run_context(const Experiment& e, const RunSpec& run);
+// `point`'s setting values without those train refuses on a run of context `c` (Setting::applies_only_to).
+nlohmann::json applying_point(const nlohmann::json& point, const RunContext& c);
 
 // --only "network=caffenet,batch=64" (keys: network, batch, gpus, gpu_mix, cpu_mix, precision, allreduce,
 // split, repeat, and any train setting's name: lr=0.1; '|' separates alternatives: batch=64|128).

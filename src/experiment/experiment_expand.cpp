@@ -218,6 +218,7 @@ std::vector<nlohmann::json> setting_points(const Experiment& e) {
 std::string settings_id_part(const Experiment& e, const nlohmann::json& point) {
   std::string out;
   for (const Experiment::SettingAxis& axis : e.setting_axes) {
+    if (!point.contains(axis.name)) continue;  // a setting the run does not take (applying_point)
     std::string v = axis_setting(e, axis.name).text(point.at(axis.name));
     for (char& ch : v)
       if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '+' && ch != '-') ch = '_';
@@ -397,8 +398,17 @@ std::vector<RunSpec> expand_runs(const Experiment& e) {
               // One rank has nothing to reduce and nothing to split: its allreduce and split variants
               // would be identical runs.
               if (rs.ranks == 1 && (a > 0 || s > 0)) break;
-              for (const nlohmann::json& point : points_of_settings)
-                runs.push_back(make_run(e, net, batch, rs, precision, e.allreduce[a], e.splits[s], point, repeat));
+              // A setting train refuses on a run it does not apply to (auto_start off split auto): such a
+              // run goes without it, once rather than once per value of its axis.
+              std::set<std::string> made;
+              for (const nlohmann::json& point : points_of_settings) {
+                RunSpec run = make_run(e, net, batch, rs, precision, e.allreduce[a], e.splits[s], point, repeat);
+                const nlohmann::json own = applying_point(point, run_context(e, run));
+                if (!made.insert(own.dump()).second) continue;
+                if (own != point)
+                  run = make_run(e, net, batch, rs, precision, e.allreduce[a], e.splits[s], own, repeat);
+                runs.push_back(std::move(run));
+              }
             }
       }
   return runs;

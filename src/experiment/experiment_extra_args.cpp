@@ -139,7 +139,8 @@ void read_extra_args(const ExperimentReader& r, const ConfigNode& root, const Co
       check_infer_extra_arg(a, flag, e.infer, infer_axes);
     } else if (auto it = sweep_train_flags().find(flag); it != sweep_train_flags().end()) {
       const Setting* s = find_setting_by_flag(train_settings(), flag);
-      if (!s || s->identity() || !s->part_of.empty() || gives(r, root, *s))
+      // A setting train takes on some runs only (--shares) would fail the others: never in extra_args.
+      if (!s || s->identity() || !s->part_of.empty() || s->refused_elsewhere() || gives(r, root, *s))
         a.fail(fmt::format("'{}' is set by {}", flag, it->second));
     }
     if (flag == "--tag") {  // --tag=KEY=VALUE or --tag KEY=VALUE: more tags are welcome, not the sweep's

@@ -444,6 +444,7 @@ Experiment parse_experiment_text(const std::string& text, const std::string& fil
                                                     info.classes));
     }
   }
+  check_settings_apply(r, root, e);
   return e;
 }
 

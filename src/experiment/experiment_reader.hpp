@@ -58,6 +58,9 @@ void read_setting_axes(const ExperimentReader& r, const ConfigNode& root, const 
 // key, is given too, or a value is listed twice.
 Experiment::SettingAxis read_setting_axis(const Setting& s, const ConfigNode& c,
                                           const std::optional<ConfigNode>& fixed);
+// A setting train refuses where it does not apply (Setting::applies_only_to), given as a key or an
+// axis in an experiment none of whose runs it applies to: refused at that key.
+void check_settings_apply(const ExperimentReader& r, const ConfigNode& root, const Experiment& e);
 
 // A path written in the experiment (`written`, at `n`): relative to the file's folder, or to the
 // current directory where an override gave it (experiment_parse.cpp).

@@ -4,6 +4,7 @@
 // way for infer's settings (infer_experiment.cpp).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -100,6 +101,44 @@ void read_setting_axes(const ExperimentReader& r, const ConfigNode& root, const 
     if (!s.section.empty())
       if (auto section = r.child(root, s.section)) fixed = r.child(*section, s.name);
     e.setting_axes.push_back(read_setting_axis(s, *c, fixed));
+  }
+}
+
+RunContext run_context(const Experiment& e, const RunSpec& run) {
+  const bool gpu = e.device == "gpu";
+  // The step may replay a CUDA graph unless the run turns it off (train.cuda_graph, or its axis).
+  const nlohmann::json graph = run.settings.contains("cuda_graph") ? run.settings["cuda_graph"]
+                                                                   : e.train.value("cuda_graph", nlohmann::json(true));
+  return {.gpu = gpu,
+          .world_size = run.ranks,
+          .exchanges = run.ranks > 1,
+          .graph = gpu && graph != false,
+          .precision = run.precision,
+          .split = run.split};
+}
+
+nlohmann::json applying_point(const nlohmann::json& point, const RunContext& c) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [name, value] : point.items())
+    if (const TrainSetting* s = find_train_setting(name); !s->refused_elsewhere() || s->applies_to(c))
+      out[name] = value;
+  return out;
+}
+
+void check_settings_apply(const ExperimentReader& r, const ConfigNode& root, const Experiment& e) {
+  if (e.mode == "infer") return;  // train's settings: no keys of an inference experiment
+  std::vector<RunSpec> runs;
+  for (const TrainSetting& s : train_settings()) {
+    if (!s.refused_elsewhere()) continue;
+    std::optional<ConfigNode> given;
+    const std::optional<ConfigNode> section = s.section.empty() ? root : r.child(root, s.section);
+    if (section && section->is_map()) given = r.child(*section, s.name);
+    if (auto matrix = r.child(root, "matrix"); !given && matrix && matrix->is_map()) given = r.child(*matrix, s.name);
+    if (!given) continue;
+    if (runs.empty()) runs = expand_runs(e);
+    if (std::any_of(runs.begin(), runs.end(), [&](const RunSpec& run) { return s.applies_to(run_context(e, run)); }))
+      continue;
+    given->fail(fmt::format("train takes {} only on {}, and this experiment has none", s.flag, s.applies_only_to));
   }
 }
 

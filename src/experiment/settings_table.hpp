@@ -76,6 +76,12 @@ struct Setting {
   // Whether the setting applies to a run: one where it does not is recorded without it and its value
   // has no effect. Null: always.
   std::function<bool(const RunContext&)> applies;
+  // Where `applies` holds, in words ("runs of split auto"), for a setting the command refuses on a run
+  // it does not apply to (--auto-start without --split auto): an experiment's sweep writes it only on
+  // the runs it applies to, a matrix axis over it multiplies only those runs, and its key or axis in an
+  // experiment none of whose runs it applies to is refused at its key path (experiment_settings.cpp).
+  // "": the sweep writes it on every run, where it applies or not (the command ignores it there).
+  std::string applies_only_to;
   std::string report_label;  // the report's name for it ("lr"); "" : not a report grouping key
   // A field of each entry of a compound matrix axis ("allreduce": matrix.allreduce's `name`) rather
   // than a fixed key and an axis of its own: such a mode is one axis value, named in the run id as a
@@ -109,6 +115,7 @@ struct Setting {
   std::string experiment_key() const { return section.empty() ? name : section + "." + name; }
   const std::string& key() const { return record_key.empty() ? name : record_key; }
   bool applies_to(const RunContext& c) const { return !applies || applies(c); }
+  bool refused_elsewhere() const { return !applies_only_to.empty(); }
   bool identity() const { return record != Record::Never; }
   // The value's text as a command line and a run id write it ("0.1", "step", "30,60", "true").
   std::string text(const nlohmann::json& value) const;

@@ -68,8 +68,10 @@ std::vector<std::string> train_arguments(const Experiment& e, const RunSpec& run
   // recorded configuration: the run is tagged with its value, so that the report keeps apart the
   // points of a sweep over it rather than count them as one point's repeats.
   std::vector<std::string> tags;
+  const RunContext context = run_context(e, run);
   for (const auto& [key, value] : values.items()) {
     const TrainSetting& s = *find_train_setting(key);
+    if (s.refused_elsewhere() && !s.applies_to(context)) continue;  // --auto-start off split auto
     const std::vector<std::string> words = s.arguments(value);
     a.insert(a.end(), words.begin(), words.end());
     if (!s.identity() && !s.report_label.empty()) tags.push_back(fmt::format("{}={}", s.name, s.text(value)));

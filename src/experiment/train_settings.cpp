@@ -79,6 +79,7 @@ SettingTable make_settings() {
       "warmup_iterations", "iterations");
   add(number("warmup_start_factor", 0.1, "Warm-up starts at lr x this", 0, 1, false), "", "warmup_start_factor");
   add_run_settings(all);
+  add_measure_settings(all);
   add_parallel_settings(all);
   return all;
 }

@@ -19,6 +19,9 @@ const SettingTable& train_settings();
 // The part of the table in the experiment's section `train`: how the steps run on a device
 // (train_settings_run.cpp), appended to `all`.
 void add_run_settings(SettingTable& all);
+// The part in section `train` that says how a run is measured, fed and reported, none of it part of
+// its identity (train_settings_run.cpp), appended to `all`.
+void add_measure_settings(SettingTable& all);
 // The part that are fields of the experiment's matrix.allreduce modes: how a data-parallel job
 // exchanges its gradients (train_settings_parallel.cpp), appended to `all`.
 void add_parallel_settings(SettingTable& all);

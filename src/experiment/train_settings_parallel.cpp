@@ -9,7 +9,7 @@
 //
 // The other data-parallel options are not entries yet: their experiment form is a compound axis of
 // several options (matrix.gpu_mix: --gpus and --sm-counts; matrix.cpu_mix: --slowdown), which the
-// run id names as a whole.
+// run id names as a whole, or (--one-rank-exchange) a job the sweep never launches.
 #include "core/precision.hpp"
 #include "experiment/train_settings.hpp"
 #include "net/gradient_plan.hpp"  // kDefaultBucketBytes
@@ -166,6 +166,31 @@ void add_parallel_settings(SettingTable& all) {
     s.record = Record::NotDefault;  // even runs keep their ids
     s.group = kGroup;
     s.report_label = "split";
+    all.push_back(std::move(s));
+  }
+  // The settings of one split: train refuses them with another, so a sweep writes them only on the
+  // runs of that split (Setting::applies_only_to), and an experiment none of whose runs has that split
+  // is refused at the key.
+  {
+    Setting s = job_option(choice_setting("auto_start", "probe",
+                                          "--split auto: its first shares: probe (proportional's, from the start-up "
+                                          "probe) or even",
+                                          {"probe", "even"}));
+    s.record = Record::Always;  // on every auto run, as train recorded it before the table
+    s.applies = [](const RunContext& c) { return c.split == "auto"; };
+    s.applies_only_to = "runs of split auto (matrix.split, 2 or more ranks)";
+    all.push_back(std::move(s));
+  }
+  {
+    Setting s = job_option(
+        integer_setting("shares", 0, "--split manual: each rank's samples, in rank order, summing to --batch", 1, 1e15),
+        "samples");
+    s.type = SettingType::IntegerList;  // one per rank; manual_split checks them against the ranks and batch
+    s.default_value = nlohmann::json::array();
+    // Not recorded (the run records its ranks' batches), nor a tag: the split's figures name each rank's share.
+    s.report_label.clear();
+    s.applies = [](const RunContext& c) { return c.split == "manual"; };
+    s.applies_only_to = "runs of split manual (no matrix.split value: it needs shares per rank)";
     all.push_back(std::move(s));
   }
   // The job's other settings: keys of the experiment's section `train` (and matrix axes), checked by

@@ -1,7 +1,8 @@
-// How `cnnscale train` runs its steps on a device: the entries of train's settings table
-// (train_settings.hpp) in the experiment's section `train`. Each is recorded only where it differs
-// from its default, so that the runs made before it was recorded keep their ids, and under the key
-// those runs had (fused_epilogues for train.fuse).
+// How `cnnscale train` runs its steps on a device, and how it measures them: the entries of train's
+// settings table (train_settings.hpp) in the experiment's section `train`. How the steps run is
+// recorded only where it differs from its default, so that the runs made before it was recorded keep
+// their ids, and under the key those runs had (fused_epilogues for train.fuse); how they are measured
+// (and fed, and reported) is no part of a run's identity.
 #include "experiment/train_settings.hpp"
 #include "solver/train_options.hpp"
 
@@ -14,6 +15,24 @@ Setting run_option(Setting s, std::string report_label = "") {
   s.record = Record::NotDefault;
   s.report_label = report_label.empty() ? s.name : std::move(report_label);
   return s;
+}
+
+// How the run is measured, fed or reported, not what it computes: no part of its identity
+// (Record::Never), so a file passing its flag through extra_args keeps doing so where it gives neither
+// its key nor its axis. A key of section `train` and a matrix axis; the report groups a sweep's runs
+// by the value the sweep tags each with (sweep_command.cpp).
+Setting measure_option(Setting s, std::string unit, CliCheck check = CliCheck::Later) {
+  s.section = "train";
+  s.unit = std::move(unit);
+  s.cli_check = check;
+  s.report_label = s.name;
+  return s;
+}
+
+// A count the command line checks as it parses it ("--display: must be at least 1, got 0").
+Setting count(std::string name, int64_t def, std::string help, int64_t min, std::string unit) {
+  return measure_option(integer_setting(std::move(name), def, std::move(help), static_cast<double>(min), 1e15),
+                        std::move(unit), CliCheck::AtLeast);
 }
 
 }  // namespace
@@ -88,17 +107,46 @@ void add_run_settings(SettingTable& all) {
     s.applies = [](const RunContext& c) { return c.gpu; };  // train refuses it for a CPU run
     all.push_back(std::move(s));
   }
-  {
-    // How the run is measured, not what it computes: no part of its identity (Record::Never), so a
-    // file passing --timing-warmup through extra_args keeps doing so where it gives no train.timing_warmup.
-    Setting s = integer_setting("timing_warmup", TrainOptions{}.timing_warmup, "Iterations left out of samples/s", 0,
-                                1e15);
-    s.section = "train";
-    s.unit = "iterations";
-    s.cli_check = CliCheck::AtLeast;
-    s.report_label = s.name;  // from the sweep's tag (sweep_command.cpp)
-    all.push_back(std::move(s));
-  }
+  const TrainOptions options;
+  all.push_back(count("timing_warmup", options.timing_warmup, "Iterations left out of samples/s", 0, "iterations"));
+}
+
+void add_measure_settings(SettingTable& all) {
+  const TrainOptions options;
+  const TrainMeasurement measurement;
+  all.push_back(count("display", options.display, "Iterations between loss reports", 1, "iterations"));
+  all.push_back(count("data_threads", options.data_threads,
+                      "Threads filling each training batch (reading, checking, normalising a contiguous part each); "
+                      "the batches do not depend on it, so it is not part of the run's identity",
+                      1, "threads"));
+  // 0, the default, is the rank's training batch: no value to give, so --help shows none.
+  all.push_back(
+      count("test_batch", options.test_batch, "Test batch size per rank (default: the rank's batch)", 1, "samples"));
+  all.push_back(
+      count("pool_batches", options.pool_batches, "Synthetic: distinct batches kept on the device", 1, "batches"));
+  // Checked by validate_measure_args, whose words runs have been refused with: "--power-hz must be in [0, 1000]".
+  all.push_back(
+      measure_option(number_setting("power_hz", 10.0, "Power sampling rate per GPU (0: no sampler)", 0, 1000), "Hz"));
+  all.push_back(
+      measure_option(number_setting("min_window", measurement.min_window_seconds,
+                                    "Shortest steady energy window in seconds (extended if shorter)", 0, 1e15),
+                     "seconds"));
+  all.push_back(measure_option(number_setting("phase_window", measurement.phase_window_seconds,
+                                              "measure phases: shortest loop in seconds", 0, 1e15, true),
+                               "seconds"));
+  all.push_back(measure_option(integer_setting("phase_repeats", measurement.phase_repeats,
+                                               "measure phases: repeats of the three loops", 1, 1e15),
+                               ""));
+  all.push_back(measure_option(
+      switch_setting("mfu", false,
+                     "After training, measure the device's square-matmul peak in the run's precision (8192^3 on a GPU, "
+                     "1024^3 on the CPU) and report model FLOPs utilisation: gflops over that peak",
+                     "--mfu"),
+      ""));
+  all.push_back(
+      measure_option(number_setting("mfu_window", 0.2,
+                                    "--mfu: shortest window of the matmul peak in seconds (3 windows)", 0, 3600, true),
+                     "seconds"));
 }
 
 }  // namespace cnnscale

@@ -84,7 +84,9 @@ TEST(ExperimentExtraArgs, TheTableCoversEveryFlagTheSweepWrites) {
       "name: t\ndevice: gpu\nmeasure: phases\nepochs: 2\nwhole_epochs: 3\nwhole_samples: 100\n" + solver +
       "train: {cuda_graph: false, graph_copies: 2, phase_marks: false, fuse: false, conv_search: legacy, layout: "
       "nhwc, batchnorm: cudnn, deterministic: true, host_decode: true, bucket_mb: 2, watchdog_timeout: 60, "
-      "probe_seconds: 0.2, rebalance_every: 5, timing_warmup: 1}\n" +
+      "probe_seconds: 0.2, rebalance_every: 5, timing_warmup: 1, display: 5, data_threads: 2, test_batch: 4, "
+      "pool_batches: 2, power_hz: 5, min_window: 1, phase_window: 0.5, phase_repeats: 2, mfu: true, mfu_window: 0.1, "
+      "auto_start: even}\n" +
       "dataset: {name: synthetic, synthetic_fill: constant, classes: 5, input_shape: [1, 28, 28], "
       "train_samples: 64}\n"
       "networks:\n  resnet_fmnist:\n    iterations: 3\n    dataset: {name: fashion-mnist, data_dir: /d, test_samples: "
@@ -108,8 +110,9 @@ TEST(ExperimentExtraArgs, TheTableCoversEveryFlagTheSweepWrites) {
     EXPECT_TRUE(sweep_train_flags().count(flag) || own.count(flag))
         << flag << " is written by the sweep but not in the table";
   // The file above reaches every kind of flag (a table entry never written would be a test gap).
+  // (--shares belongs to split manual, which no experiment has: matrix.split cannot name it.)
   for (const auto& [flag, key] : sweep_train_flags()) {
-    if (flag != "--allreduce-overlap" && flag != "--iterations" && flag != "--epochs") {
+    if (flag != "--allreduce-overlap" && flag != "--iterations" && flag != "--epochs" && flag != "--shares") {
       EXPECT_TRUE(written.count(flag)) << flag << " (" << key << ") is never written by the test's sweeps";
     }
   }
