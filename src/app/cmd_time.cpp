@@ -5,10 +5,7 @@
 // --no-fuse. With --inference it times the network as `cnnscale infer` runs it: batch norms folded
 // (unless --no-fold), epilogues fused, forward passes alone in the test phase.
 #include <cstdio>
-#include <functional>
-#include <memory>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,14 +17,10 @@
 #include "core/error.hpp"
 #include "core/precision.hpp"
 #include "experiment/command_settings.hpp"
+#include "experiment/time_network.hpp"
 #include "io/provenance.hpp"
-#include "infer/calibrate_run.hpp"
 #include "measure/layer_timing.hpp"
-#include "net/fold.hpp"
-#include "net/fuse.hpp"
-#include "net/int8_spec.hpp"
 #include "net/net.hpp"
-#include "solver/sgd_solver.hpp"
 
 namespace cnnscale::app {
 
@@ -60,12 +53,16 @@ void run_time(TimeArgs& a) {
   if (a.classes < 0) throw_config("--classes must be >= 1, got {}", a.classes);
   if (a.sm_count < 0) throw_config("--sm-count must be >= 1, got {}", a.sm_count);
   if (a.sm_count > 0 && a.device == "cpu") throw_config("--sm-count applies to GPU devices, not --device cpu");
-  if (!a.fold && !a.options.inference) throw_config("--no-fold applies to --inference timing");
-  if (!a.calibration.empty() && !a.options.inference) throw_config("--calibration applies to --inference timing");
   NetOptions net_options;
   if (!a.input_shape.empty()) net_options.input_shape = a.input_shape;
   if (a.classes > 0) net_options.classes = a.classes;
-  NetSpec spec = NetSpec::load(resolve_network_path(a.net), net_options);
+  const TimeRequest request{.spec = NetSpec::load(resolve_network_path(a.net), net_options),
+                            .options = a.options,
+                            .fuse = a.fuse,
+                            .fold = a.fold,
+                            .calibration = a.calibration};
+  check_time_request(request);  // before a device is opened
+  const NetSpec& spec = request.spec;
   Provenance provenance = start_provenance();
   Job job(false);  // one process on one device
   Backend* backend = &job.open_backend(a.device, a.sm_count, a.options.precision,
@@ -73,35 +70,8 @@ void run_time(TimeArgs& a) {
                                         .layout = layout_choice_from_name(a.layout),
                                         .batchnorm = batchnorm_kernels_from_name(a.batchnorm)});
 
-  // The network timed: as written, or as infer runs it (folded, then fused, then int8), each
-  // rewrite read from the one before.
-  const NetSpec* timed = &spec;
-  std::optional<FoldedSpec> folded;
-  if (a.options.inference && a.fold) timed = &folded.emplace(fold_batch_norm(*timed)).spec;
-  std::optional<FusedSpec> fused;
-  if (a.fuse) timed = &fused.emplace(fuse_epilogues(*timed)).spec;
-  std::optional<Int8Spec> int8;
-  if (!a.calibration.empty())
-    timed = &int8.emplace(with_int8_scales(*timed, infer::read_int8_input_scales(a.calibration),
-                                           int8_activations_run(*backend, compute_dtype(a.options.precision))))
-                 .spec;
-  // The training step's own update (one segmented launch that also writes the compute copies and,
-  // as in a one-process train step, reads the mirrored gradients where backward left them), at
-  // learning rate 0 so the weights stay as they are.
-  std::unique_ptr<SgdSolver> solver;
-  a.options.make_update = [&](Net& net) -> std::function<void()> {
-    SolverConfig config;
-    config.lr = 0.0;
-    // fp16 trains with loss scaling, which keeps the widening pass (Trainer): so does its timing.
-    GradientPlan plan;
-    plan.update_reads_mirror_grads =
-        !needs_loss_scaling(a.options.precision) && SgdSolver::abilities(net).reads_mirror_grads;
-    net.set_gradient_plan(plan);
-    solver = std::make_unique<SgdSolver>(net, config, /*iterations_per_epoch=*/1, /*total_iterations=*/1);
-    solver->set_rate(0);
-    return [&] { solver->apply(); };
-  };
-  const LayerTimingResult r = time_layers(*timed, *backend, a.options);
+  const TimedNetwork timed = time_network(request, *backend);
+  const LayerTimingResult& r = timed.result;
   if (a.json) {
     nlohmann::json layers = nlohmann::json::array();
     for (const LayerTime& t : r.layers)
@@ -127,11 +97,11 @@ void run_time(TimeArgs& a) {
                         {"peak_memory_bytes", r.peak_memory_bytes},
                         {"h2d_ms", r.h2d_ms},
                         {"h2d_bytes", r.h2d_bytes},
-                        {"fused_epilogues", fused ? fused->fused.size() : 0},
+                        {"fused_epilogues", timed.fused_epilogues},
                         {"inference", a.options.inference},
-                        {"folded_batch_norms", folded ? folded->folded.size() : 0},
-                        {"int8_layers", int8 ? int8->int8.size() : 0},
-                        {"int8_outputs", int8 ? int8->outputs.size() : 0},
+                        {"folded_batch_norms", timed.folded_batch_norms},
+                        {"int8_layers", timed.int8_layers},
+                        {"int8_outputs", timed.int8_outputs},
                         {"conv_search", a.conv_search},
                         {"layout", a.layout},
                         {"batchnorm", a.batchnorm},
@@ -149,11 +119,11 @@ void run_time(TimeArgs& a) {
               static_cast<long long>(r.batch), static_cast<long long>(r.iterations), static_cast<long long>(r.warmup));
   if (a.options.inference)
     std::printf("inference: forward passes alone in the test phase, %zu batch norm(s) folded\n",
-                folded ? folded->folded.size() : 0);
-  if (fused && !fused->fused.empty())
+                timed.folded_batch_norms);
+  if (timed.fused_epilogues > 0)
     std::printf("%zu batch norm(s) and convolution(s) include their fused ReLU (and residual sum); --no-fuse times "
                 "them apart\n",
-                fused->fused.size());
+                timed.fused_epilogues);
   std::printf("%-28s %-18s %12s %12s %8s %12s\n", "layer", "type", "forward ms", "backward ms", "share", "memory MiB");
   for (const LayerTime& t : r.layers) {
     std::printf("%-28s %-18s %12.4f %12.4f %7.1f%% %12.2f\n", t.name.c_str(), t.type.c_str(), t.forward_ms,
