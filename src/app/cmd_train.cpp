@@ -176,24 +176,6 @@ void register_train(CLI::App& app) {
   TrainArgs& a = *args;
   CLI::App* cmd = app.add_subcommand("train", "Train a network on one device and report loss, accuracy and throughput");
   cmd->add_option("--net", a.net, "Network: a name in networks/ (lenet) or a YAML file")->required();
-  cmd->add_option("--data", a.data,
-                  "Training data: " + fmt::format("{}", fmt::join(dataset_names(), ", ")) +
-                      ", hdf5:DIR (a shard folder of cnnscale data), or "
-                      "list:FILE?size=HxW[&fit=crop|warp][&channels=3|1][&test=FILE][&root=DIR][&classes=N] (an image "
-                      "list decoded "
-                      "with OpenCV as it is read)")
-      ->required()
-      ->check(dataset_name_error);
-  cmd->add_option("--synthetic-fill", a.synthetic_fill, "Synthetic values: gaussian noise or a non-zero constant")
-      ->check(CLI::IsMember({"gaussian", "constant"}))
-      ->capture_default_str();
-  cmd->add_option("--data-dir", a.data_dir, "Fashion-MNIST directory (IDX .gz files)")->capture_default_str();
-  // Counts are checked as they are parsed (CLI11 runs a check only on a value given), naming the flag.
-  cmd->add_option("--train-samples", a.train_samples,
-                  "Use only the first N training samples (synthetic: samples per epoch, default max(1024, batch))")
-      ->check(at_least(1));
-  cmd->add_option("--test-samples", a.test_samples, "Use only the first N test samples (0: no test)")
-      ->check(at_least(0));
   auto* epochs = cmd->add_option("--epochs", a.epochs, "Epochs to train (default 1)");
   auto* iterations = cmd->add_option("--iterations", a.iterations, "Iterations to train");
   epochs->excludes(iterations);
@@ -206,13 +188,11 @@ void register_train(CLI::App& app) {
                   "master weights; fp16 with dynamic loss scaling). GPU only, except fp32")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}))
       ->capture_default_str();
-  // The seed, the solver's settings, how the steps run and are measured, and the data-parallel job's
-  // settings (experiment/train_settings.hpp).
+  // The seed, the solver's settings, how the steps run and are measured, the data-parallel job's
+  // settings and the data (experiment/train_settings.hpp); the data set's name is checked against the
+  // data sets here.
   add_setting_options(*cmd, a);
-  cmd->add_option("--input-shape", a.input_shape, "Synthetic: per-sample input C,H,W (default: the network's)")
-      ->delimiter(',');
-  cmd->add_option("--classes", a.classes, "Synthetic: number of classes (default: the network's)")
-      ->check(at_least(1));
+  cmd->get_option("--data")->required()->check(dataset_name_error);
   cmd->add_option("--crop-pad", a.options.augment.crop_pad,
                   "Augmentation: shift each training sample by up to N pixels on each axis (a random crop of the "
                   "zero-padded sample; the study's +-5-pixel displacements), drawn per sample from the seed and epoch")

@@ -62,6 +62,13 @@ SettingField field_of(TrainArgs& a, const std::string& name) {
       {"probe_seconds", [](TrainArgs& a) -> SettingField { return &a.parallel.probe_seconds; }},
       {"bucket_mb", [](TrainArgs& a) -> SettingField { return &a.parallel.bucket_mb; }},
       {"watchdog_timeout", [](TrainArgs& a) -> SettingField { return &a.parallel.watchdog_timeout; }},
+      {"name", [](TrainArgs& a) -> SettingField { return &a.data; }},
+      {"data_dir", [](TrainArgs& a) -> SettingField { return &a.data_dir; }},
+      {"train_samples", [](TrainArgs& a) -> SettingField { return &a.train_samples; }},
+      {"test_samples", [](TrainArgs& a) -> SettingField { return &a.test_samples; }},
+      {"synthetic_fill", [](TrainArgs& a) -> SettingField { return &a.synthetic_fill; }},
+      {"classes", [](TrainArgs& a) -> SettingField { return &a.classes; }},
+      {"input_shape", [](TrainArgs& a) -> SettingField { return &a.input_shape; }},
   };
   const auto it = fields.find(name);
   if (it == fields.end()) throw_runtime("train setting '{}' has no field in TrainArgs (train_setting_options.cpp)", name);

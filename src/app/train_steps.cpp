@@ -99,19 +99,24 @@ TrainInputs load_train_inputs(TrainArgs& a, int64_t global_batch) {
 }
 
 nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelRun& par) {
-  nlohmann::json run_config = {{"net", in.spec.name()},  {"net_file", in.net_file},
-                               {"data", a.data},         {"batch", par.global_batch()},
-                               {"train_samples", in.train->size()},
-                               {"device", par.device()}, {"solver", a.solver.describe()}};
+  nlohmann::json run_config = {{"net", in.spec.name()},
+                               {"net_file", in.net_file},
+                               {"batch", par.global_batch()},
+                               {"device", par.device()},
+                               {"solver", a.solver.describe()}};
   // The settings of the table, each by its recording rule where it applies; the solver's are in
-  // its description above (Record::SolverText).
+  // its description above (Record::SolverText), the data set's as the run opened it.
   const bool gpu = par.device() != "cpu";
   const RunContext context{.gpu = gpu,
                            .world_size = par.world_size(),
                            .exchanges = par.active(),
                            .graph = gpu && a.options.cuda_graph,
                            .precision = precision_name(a.options.precision),
-                           .split = a.parallel.split};
+                           .split = a.parallel.split,
+                           .synthetic = dataset_info(a.data).synthetic,
+                           .train_samples = static_cast<int64_t>(in.train->size()),
+                           .input_shape = in.spec.input_shape(),
+                           .classes = in.spec.classes()};
   for (const TrainSetting& s : train_settings()) {
     if (!s.applies_to(context)) continue;
     const nlohmann::json value = s.resolved(setting_value(a, s), context);
@@ -130,11 +135,6 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
   // The data-parallel path on one rank measures that path, not the GPU alone: a configuration of its own.
   if (par.one_rank_exchange()) run_config["one_rank_exchange"] = true;
   if (a.options.augment.any()) run_config["augment"] = a.options.augment.describe();  // --crop-pad, --mirror
-  if (dataset_info(a.data).synthetic) {
-    run_config["synthetic_fill"] = a.synthetic_fill;
-    run_config["input_shape"] = in.spec.input_shape();
-    run_config["classes"] = in.spec.classes();
-  }
   // Chosen now and stored in the checkpoints, so that a resumed run (after a requeue) writes its
   // results under the same id (not compared on resume).
   run_config["run_id"] = a.measure.run_id.empty() ? make_run_id(run_config.dump() + in.spec.resolved_yaml())

@@ -70,14 +70,19 @@ std::string cpu_mix_label(const std::vector<double>& slowdown);
 // manual needs per-rank shares, which a matrix value cannot carry, so it is no axis value.
 inline const std::vector<std::string> kSplitPolicies = {"even", "proportional", "auto", "energy", "edp"};
 
-// Training data of a run; `args` are train flags it implies (--classes, --input-shape).
+// Training data of a run: the experiment's dataset section, whose keys are train's settings of
+// section `dataset` (train_settings_data.cpp), read as the table declares them (experiment_dataset.cpp).
 struct DatasetSpec {
-  std::string name = "synthetic";        // synthetic | fashion-mnist
-  std::string data_dir, synthetic_fill;  // data_dir as written: what hashes and ids cover
-  std::string data_path;                 // data_dir resolved against the experiment file's folder: what train gets
-  int64_t train_samples = 0, test_samples = -1;  // 0 / -1: train's defaults
-  std::vector<std::string> args;
+  std::string name = "synthetic";  // synthetic | fashion-mnist | hdf5:DIR | list:FILE?...
+  // The section's other keys as given, by setting name (data_dir as written: what hashes and ids
+  // cover); a point's value of a dataset axis (matrix.train_samples) is put here (make_run).
+  nlohmann::json given = nlohmann::json::object();
+  std::string data_path;  // data_dir resolved against the experiment file's folder: what train gets
+  int64_t train_samples() const { return given.value("train_samples", int64_t(0)); }  // 0: train's default
+  // The section as run configurations hash it, in the form every run id so far was made from.
   nlohmann::json to_json() const;
+  // train's words for it: --data NAME, then each key given, by its flag in the table's order.
+  std::vector<std::string> arguments() const;
 };
 
 // The infer: keys' defaults in an experiment (infer_experiment.cpp).

@@ -89,7 +89,7 @@ nlohmann::json length_json(const RunLength& l) {
 
 // Samples per epoch as train will see them, without opening the data.
 int64_t epoch_samples(const DatasetSpec& d, int64_t batch) {
-  return epoch_samples(dataset_info(d.name), d.train_samples, batch);
+  return epoch_samples(dataset_info(d.name), d.train_samples(), batch);
 }
 
 // A network's id part: the file stem for a path, characters outside [A-Za-z0-9_] as '_'.
@@ -101,15 +101,6 @@ std::string id_part(const std::string& network) {
 }
 
 }  // namespace
-
-nlohmann::json DatasetSpec::to_json() const {
-  return {{"name", name},
-          {"data_dir", data_dir},
-          {"train_samples", train_samples},
-          {"test_samples", test_samples},
-          {"synthetic_fill", synthetic_fill},
-          {"args", args}};
-}
 
 const std::string* InferSpec::calibration_of(const std::map<std::string, std::string>& table, const std::string& net) {
   auto it = table.find(net);
@@ -249,6 +240,9 @@ RunSpec make_run(const Experiment& e, const std::string& net, int64_t batch, con
   r.whole_epochs = len.whole_epochs;
   r.whole_samples = len.whole_samples;
   r.dataset = e.dataset_for(net);
+  // A dataset axis's value is the run's data (its epoch's size among them), where a fixed key stands.
+  for (const auto& [name, value] : point.items())
+    if (find_train_setting(name)->section == "dataset") r.dataset.given[name] = value;
   const int64_t samples = len.whole_samples > 0 ? len.whole_samples : epoch_samples(r.dataset, batch);
   const int64_t per_epoch_whole = (samples + batch - 1) / batch;  // as train's whole columns
   if (len.epochs > 0) {
@@ -294,7 +288,7 @@ RunSpec make_run(const Experiment& e, const std::string& net, int64_t batch, con
   // The point's setting values, where the fixed ones stand (a run without axes: none, the same hash).
   for (const auto& [name, value] : point.items()) {
     const TrainSetting& s = *find_train_setting(name);
-    (s.section.empty() ? c : c[s.section])[name] = value;
+    if (s.section != "dataset") (s.section.empty() ? c : c[s.section])[name] = value;  // the data's: above
   }
   r.settings = point;
   r.seed_base = point.contains("seed") ? point["seed"].get<int64_t>() : e.seed;
@@ -472,6 +466,9 @@ bool OnlyFilter::matches(const RunSpec& r) const {
     if (const TrainSetting* s = find_train_setting(key); s && s->part_of.empty()) {
       if (key == "seed") {
         mine = {std::to_string(r.seed_base)};
+      } else if (s->section == "dataset") {
+        const nlohmann::json& given = r.dataset.given;
+        mine = {key == "name" ? r.dataset.name : s->text(given.contains(key) ? given[key] : s->default_value)};
       } else {
         const nlohmann::json& where = s->section.empty() ? r.config : r.config.value(s->section, nlohmann::json());
         mine = {s->text(where.is_object() && where.contains(key) ? where[key] : s->default_value)};

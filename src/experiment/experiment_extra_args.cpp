@@ -18,13 +18,6 @@ const std::map<std::string, std::string>& sweep_train_flags() {
   static const std::map<std::string, std::string> flags = [] {
     std::map<std::string, std::string> f = {
       {"--net", "matrix.network"},
-      {"--data", "dataset.name"},
-      {"--data-dir", "dataset.data_dir"},
-      {"--train-samples", "dataset.train_samples"},
-      {"--test-samples", "dataset.test_samples"},
-      {"--synthetic-fill", "dataset.synthetic_fill"},
-      {"--classes", "dataset.classes"},
-      {"--input-shape", "dataset.input_shape"},
       {"--batch", "matrix.batch"},
       {"--epochs", "epochs (or iterations)"},
       {"--iterations", "iterations (or epochs, iteration_scale)"},
@@ -139,8 +132,11 @@ void read_extra_args(const ExperimentReader& r, const ConfigNode& root, const Co
       check_infer_extra_arg(a, flag, e.infer, infer_axes);
     } else if (auto it = sweep_train_flags().find(flag); it != sweep_train_flags().end()) {
       const Setting* s = find_setting_by_flag(train_settings(), flag);
-      // A setting train takes on some runs only (--shares) would fail the others: never in extra_args.
-      if (!s || s->identity() || !s->part_of.empty() || s->refused_elsewhere() || gives(r, root, *s))
+      // A setting train takes on some runs only (--shares) would fail the others: never in extra_args. The
+      // data set's flags were always the dataset section's alone (its keys not recorded, data_dir and
+      // test_samples, are in the sweep's run ids all the same).
+      if (!s || s->identity() || !s->part_of.empty() || s->refused_elsewhere() || s->section == "dataset" ||
+          gives(r, root, *s))
         a.fail(fmt::format("'{}' is set by {}", flag, it->second));
     }
     if (flag == "--tag") {  // --tag=KEY=VALUE or --tag KEY=VALUE: more tags are welcome, not the sweep's

@@ -16,7 +16,6 @@
 #include "core/precision.hpp"
 #include "core/text_file.hpp"
 #include "data/datasets.hpp"
-#include "data/image_list.hpp"
 #include "experiment/experiment.hpp"
 #include "experiment/experiment_reader.hpp"
 #include "net/net.hpp"
@@ -47,21 +46,6 @@ std::set<std::string> matrix_keys(bool infer) {
   if (infer) keys.merge(infer_axis_keys());
   return keys;
 }
-const std::set<std::string> kDatasetKeys = {"name",           "data_dir", "train_samples", "test_samples",
-                                            "synthetic_fill", "classes",  "input_shape"};
-
-std::set<std::string> dataset_name_set() {
-  const std::vector<std::string> names = dataset_names();
-  return {names.begin(), names.end()};
-}
-
-std::vector<std::string> file_dataset_names() {
-  std::vector<std::string> names;
-  for (const DatasetInfo& d : dataset_infos())
-    if (!d.synthetic) names.push_back(d.name);
-  return names;
-}
-
 // Applies one level's run-length keys onto `len` (a network's entry replaces the top level's choice).
 void read_length(const ExperimentReader& r, const ConfigNode& n, RunLength& len) {
   std::optional<ConfigNode> first_choice;
@@ -136,63 +120,6 @@ std::string network_file(const ExperimentReader& r, const ConfigNode& n) {
                                                           : " (relative paths are read from the experiment file's "
                                                             "folder)"));
   return file.string();
-}
-
-DatasetSpec read_dataset(const ExperimentReader& r, const ConfigNode& n) {
-  DatasetSpec d;
-  // A shard folder, "hdf5:DIR", DIR relative to the experiment file; its manifest is read now. An
-  // image list, "list:FILE?...", FILE and its test list and root relative to the experiment file.
-  auto shards = [&](const ConfigNode& node) -> std::string {
-    const std::string s = node.as<std::string>();
-    if (s.rfind(kImageListPrefix, 0) == 0) {
-      ImageListSpec spec;
-      try {
-        spec = parse_image_list_spec(s, "image list");
-      } catch (const ConfigError& e) {
-        node.fail(e.what());
-      }
-      spec.list = experiment_path(r, node, spec.list).string();
-      if (!spec.test_list.empty()) spec.test_list = experiment_path(r, node, spec.test_list).string();
-      if (!spec.root.empty()) spec.root = experiment_path(r, node, spec.root).string();
-      const std::string name = image_list_name(spec);
-      if (std::string why = dataset_name_error(name); !why.empty()) node.fail(why);
-      return name;
-    }
-    if (s.rfind(kShardDatasetPrefix, 0) != 0) return one_of(node, dataset_name_set());
-    const std::string dir = s.substr(std::string(kShardDatasetPrefix).size());
-    const std::string name = kShardDatasetPrefix + experiment_path(r, node, dir).string();
-    if (std::string why = dataset_name_error(name); !why.empty()) node.fail(why);
-    return name;
-  };
-  if (n.is_scalar()) {
-    d.name = shards(n);
-    return d;
-  }
-  r.check_keys(n, kDatasetKeys);
-  d.name = shards(r.get(n, "name"));
-  const bool synthetic = dataset_info(d.name).synthetic;
-  if (auto c = r.child(n, "data_dir")) {
-    d.data_dir = c->as<std::string>();
-    if (!d.data_dir.empty()) d.data_path = experiment_path(r, *c, d.data_dir).string();
-  }
-  if (auto c = r.child(n, "train_samples")) d.train_samples = int_in(*c, 1, int64_t(1) << 40);
-  if (auto c = r.child(n, "test_samples")) d.test_samples = int_in(*c, 0, int64_t(1) << 40);
-  if (auto c = r.child(n, "synthetic_fill")) d.synthetic_fill = one_of(*c, {"gaussian", "constant"});
-  for (const char* key : {"synthetic_fill", "classes", "input_shape"}) {
-    auto c = r.child(n, key);
-    if (c && !synthetic) c->fail("applies to synthetic data only");
-  }
-  if (synthetic && d.data_dir.size())
-    r.get(n, "data_dir").fail(fmt::format("applies to {} only", fmt::join(file_dataset_names(), " and ")));
-  if (auto c = r.child(n, "classes"))
-    d.args.insert(d.args.end(), {"--classes", std::to_string(int_in(*c, 1, 1 << 24))});
-  if (auto c = r.child(n, "input_shape")) {
-    std::vector<int64_t> shape;
-    if (!c->is_sequence() || c->size() != 3) c->fail("expected [C, H, W]");
-    for (const auto& d : c->items()) shape.push_back(int_in(d, 1, 1 << 20));
-    d.args.insert(d.args.end(), {"--input-shape", fmt::format("{}", fmt::join(shape, ","))});
-  }
-  return d;
 }
 
 AllreduceMode read_allreduce(const ExperimentReader& r, const ConfigNode& n, const Experiment& e) {
@@ -416,6 +343,7 @@ Experiment parse_experiment_text(const std::string& text, const std::string& fil
       if (auto d = r.child(n, "dataset")) e.per_network_dataset[key] = read_dataset(r, *d);
     }
   }
+  if (!infer) check_dataset_axes(r, root, e);
   // Each network must end up with exactly one way to count its iterations.
   for (const auto& net : infer ? std::vector<std::string>{} : e.networks) {
     auto it = e.per_network.find(net);
@@ -426,8 +354,9 @@ Experiment parse_experiment_text(const std::string& text, const std::string& fil
     if (len.scale > 0 && len.whole_epochs == 0)
       where.fail(fmt::format("network {}: iteration_scale needs whole_epochs", net));
     const DatasetSpec& data = e.dataset_for(net);
-    if (len.scale > 0 && len.whole_samples == 0 && dataset_info(data.name).synthetic &&
-        data.train_samples == 0)
+    const bool sized = data.train_samples() > 0 || std::any_of(e.setting_axes.begin(), e.setting_axes.end(),
+                                                               [](const auto& a) { return a.name == "train_samples"; });
+    if (len.scale > 0 && len.whole_samples == 0 && dataset_info(data.name).synthetic && !sized)
       where.fail(fmt::format("network {}: iteration_scale needs whole_samples (the training set's size)", net));
     // A real dataset's samples and labels must be what the network was written for: train refuses
     // the run otherwise, and every run of the network would fail in turn.

@@ -65,6 +65,13 @@ void check_settings_apply(const ExperimentReader& r, const ConfigNode& root, con
 // A path written in the experiment (`written`, at `n`): relative to the file's folder, or to the
 // current directory where an override gave it (experiment_parse.cpp).
 std::filesystem::path experiment_path(const ExperimentReader& r, const ConfigNode& n, const std::string& written);
+// dataset: a data set's name, or a mapping of train's settings of section `dataset`
+// (experiment_dataset.cpp), each checked as the table declares it and where it applies.
+DatasetSpec read_dataset(const ExperimentReader& r, const ConfigNode& n);
+// The matrix axes over dataset keys (matrix.train_samples, ...), once every network's data is read:
+// refused where a network's data takes no such key (synthetic_fill of Fashion-MNIST) or gives it
+// itself, and each input shape is three extents.
+void check_dataset_axes(const ExperimentReader& r, const ConfigNode& root, const Experiment& e);
 // infer: each key an entry of section "infer" of infer's settings table, into e.infer
 // (infer_experiment.cpp).
 void read_infer(const ExperimentReader& r, const ConfigNode& n, Experiment& e);

@@ -97,6 +97,8 @@ void read_setting_axes(const ExperimentReader& r, const ConfigNode& root, const 
   for (const TrainSetting& s : train_settings()) {
     auto c = s.part_of.empty() ? r.child(m, s.name) : std::nullopt;
     if (!c) continue;
+    if (!s.no_axis.empty())
+      c->fail(fmt::format("{} is a fixed key ({}), no axis: {}", s.name, s.experiment_key(), s.no_axis));
     std::optional<ConfigNode> fixed = s.section.empty() ? r.child(root, s.name) : std::nullopt;
     if (!s.section.empty())
       if (auto section = r.child(root, s.section)) fixed = r.child(*section, s.name);

@@ -190,7 +190,8 @@ std::string RunRecord::text(const std::string& key) const {
       if (const SummaryValue v = summary_value(summary, "tag." + s->name); std::holds_alternative<std::string>(v))
         return std::get<std::string>(v);
     const nlohmann::json value = recorded_setting(*s, run_config);
-    return value.is_null() ? "" : s->text(value);
+    if (value.is_null()) return "";
+    return s->report_text ? s->report_text(value, run_config) : s->text(value);
   }
   // Runs from before mixed precision computed and exchanged gradients in fp32 (and said nothing of
   // the exchange): the same keys as a recorded fp32 run, so they stay its repeats and baselines.

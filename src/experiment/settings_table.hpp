@@ -42,6 +42,12 @@ struct RunContext {
   bool graph = false;      // the run may replay its steps from a CUDA graph (a GPU run that does not turn it off)
   std::string precision = "fp32";  // --precision
   std::string split = "even";      // --split: the policy dividing the global batch among the ranks
+  // The data the run opened, and the network's input as it resolved (the data set's settings record
+  // these): synthetic data, its training samples, the network's input shape and classes.
+  bool synthetic = false;
+  int64_t train_samples = 0;
+  std::vector<int64_t> input_shape = {};
+  int64_t classes = 0;
 };
 
 // How a setting enters the run's recorded configuration (run_config, hashed into the run id).
@@ -89,6 +95,9 @@ struct Setting {
   // matrix axis itself, whose values and run-id part the experiment's own code makes. "" : a key and
   // an axis of its own.
   std::string part_of;
+  // Why the setting is a fixed key only, no matrix axis (matrix.<name> is refused with it), or "" where
+  // it may be one: dataset.data_dir names a folder, not what a run computes.
+  std::string no_axis;
   // Where the experiment gives it: "matrix.allreduce's algo", "matrix.split", "train.bucket_mb (or
   // matrix.bucket_mb)".
   std::string experiment_place() const;
@@ -111,6 +120,10 @@ struct Setting {
   // For a field of a compound axis: what the run's hashed configuration names where an entry gives no
   // value (null: nothing), as the configurations before the table named it.
   nlohmann::json id_absent;
+  // The report's text for a recorded value, where that is not text(value): train_samples leaves out
+  // the size a run chose itself (the data set's own, synthetic data's for its batch), so that runs of
+  // other batches stay comparable. Null: text(value).
+  std::function<std::string(const nlohmann::json& value, const nlohmann::json& run_config)> report_text;
 
   std::string experiment_key() const { return section.empty() ? name : section + "." + name; }
   const std::string& key() const { return record_key.empty() ? name : record_key; }

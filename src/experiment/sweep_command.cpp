@@ -42,14 +42,11 @@ std::vector<std::string> split_words(const char* text) {
 }  // namespace
 
 std::vector<std::string> train_arguments(const Experiment& e, const RunSpec& run, const std::string& results_root) {
-  const DatasetSpec& d = run.dataset;
-  std::vector<std::string> a = {"train", "--net", run.network_path, "--data", d.name};
+  std::vector<std::string> a = {"train", "--net", run.network_path};
   auto add = [&a](const std::string& flag, const std::string& value) { a.insert(a.end(), {flag, value}); };
-  if (!d.data_path.empty()) add("--data-dir", d.data_path);  // data_dir resolved (read_dataset)
-  if (d.train_samples > 0) add("--train-samples", std::to_string(d.train_samples));
-  if (d.test_samples >= 0) add("--test-samples", std::to_string(d.test_samples));
-  if (!d.synthetic_fill.empty()) add("--synthetic-fill", d.synthetic_fill);
-  a.insert(a.end(), d.args.begin(), d.args.end());
+  // The run's data (its fixed keys and its point's dataset axes), by the table's flags.
+  const std::vector<std::string> data = run.dataset.arguments();
+  a.insert(a.end(), data.begin(), data.end());
   add("--batch", std::to_string(run.batch));
   if (run.epochs > 0)
     add("--epochs", std::to_string(run.epochs));
@@ -58,12 +55,14 @@ std::vector<std::string> train_arguments(const Experiment& e, const RunSpec& run
   add("--device", e.device);
   add("--precision", run.precision);
   // The run's settings, each by its flag in the table (train_settings.hpp): its seed, then the fixed
-  // values of the solver and train sections and the point's axis values, in key order.
+  // values of the solver and train sections and the point's axis values (but the data's, above), in key
+  // order.
   add("--seed", std::to_string(run.seed));
   nlohmann::json values = e.solver;
   values.update(e.train);
   for (const auto& [name, value] : run.settings.items())
-    if (!find_train_setting(name)->section.empty()) values[name] = value;
+    if (const std::string& section = find_train_setting(name)->section; !section.empty() && section != "dataset")
+      values[name] = value;
   // A setting recorded Never (how the run is run or measured, not what it computes) is no part of the
   // recorded configuration: the run is tagged with its value, so that the report keeps apart the
   // points of a sweep over it rather than count them as one point's repeats.

@@ -81,6 +81,7 @@ SettingTable make_settings() {
   add_run_settings(all);
   add_measure_settings(all);
   add_parallel_settings(all);
+  add_data_settings(all);
   return all;
 }
 

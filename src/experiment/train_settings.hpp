@@ -25,6 +25,9 @@ void add_measure_settings(SettingTable& all);
 // The part that are fields of the experiment's matrix.allreduce modes: how a data-parallel job
 // exchanges its gradients (train_settings_parallel.cpp), appended to `all`.
 void add_parallel_settings(SettingTable& all);
+// The part in the experiment's section `dataset`: the data a run trains on (train_settings_data.cpp),
+// appended to `all`.
+void add_data_settings(SettingTable& all);
 // The entry named `name`, or nullptr.
 const TrainSetting* find_train_setting(const std::string& name);
 

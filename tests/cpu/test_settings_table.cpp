@@ -49,6 +49,27 @@ nlohmann::json other_value(const TrainSetting& s) {
   return nullptr;
 }
 
+// A data set's key takes values a data set must accept (a name, a folder, three extents, a size the
+// batch fits): those, where other_value's would not be.
+nlohmann::json test_value(const TrainSetting& s) {
+  if (s.name == "name") return "fashion-mnist";
+  if (s.name == "data_dir") return "/usr/share/datasets/fashion-mnist";
+  if (s.name == "train_samples") return 64;
+  if (s.name == "classes") return 5;
+  if (s.name == "input_shape") return nlohmann::json::array({1, 28, 28});
+  return other_value(s);
+}
+
+// The small experiment with its data set a mapping where `s` is one of its keys: Fashion-MNIST for
+// the folder, else synthetic data.
+std::string base_for(const TrainSetting& s) {
+  if (s.section != "dataset") return kBaseExperiment;
+  std::string text = kBaseExperiment;
+  const std::string line = "dataset: synthetic\n";
+  return text.replace(text.find(line), line.size(),
+                      s.name == "data_dir" ? "dataset: {name: fashion-mnist}\n" : "dataset: {name: synthetic}\n");
+}
+
 // The value a run's command line gives `s`: the word after its flag; a Switch's flag alone gives the
 // value that is not its default, a Boolean's false flag (--no-overlap) false.
 std::string command_line_value(const std::vector<std::string>& args, const TrainSetting& s) {
@@ -75,23 +96,32 @@ TEST(SettingsTable, EveryEntryIsAFixedKeyAndAMatrixAxisOnTheRunsCommandLines) {
   for (const TrainSetting& s : train_settings()) {
     if (!s.part_of.empty()) continue;  // a field of a compound axis's modes: PartsOfACompoundAxis below
     if (s.refused_elsewhere()) continue;  // on some runs only: test_settings_split_keys.cpp
-    const nlohmann::json v = other_value(s);
+    const nlohmann::json v = test_value(s);
+    const std::string base = base_for(s);
     // Fixed: the value on every run's command line.
     const std::string fixed = fmt::format("{}={}", s.experiment_key(), v.dump());
-    const Experiment e = parse(kBaseExperiment, {fixed, "seeds=fixed"});
+    const Experiment e = parse(base, {fixed, "seeds=fixed"});
     for (const RunSpec& r : expand_runs(e)) EXPECT_EQ(command_line_value(train_arguments(e, r, "/r"), s), s.text(v));
+    // A fixed key only: its axis is refused, saying why.
+    if (!s.no_axis.empty()) {
+      expect_error(base, {fmt::format("matrix.{}", s.name), "no axis", s.no_axis},
+                   {fmt::format("matrix.{}=[{}]", s.name, v.dump())});
+      continue;
+    }
     // An axis of two values: twice the runs, each with its value on its command line and in its id.
     // (A list setting's default, no list, is no value to pass: another list stands for it; so does a
-    // count above a default below its range, which stands for "not given": test_batch's 0.)
+    // count above a default below its range, which stands for "not given": test_batch's 0 and
+    // train_samples's.)
     const bool list = s.type == SettingType::NumberList || s.type == SettingType::IntegerList;
     const bool unsayable = s.type == SettingType::Integer && s.default_value.get<double>() < s.min;
-    const nlohmann::json first = list        ? nlohmann::json::array({3})
-                                 : unsayable ? nlohmann::json(v.get<int64_t>() + 1)
-                                             : s.default_value;
+    const nlohmann::json first = s.name == "input_shape" ? nlohmann::json::array({1, 32, 32})
+                                 : list                  ? nlohmann::json::array({3})
+                                 : unsayable             ? nlohmann::json(v.get<int64_t>() + 1)
+                                                         : s.default_value;
     const std::string axis = fmt::format("matrix.{}=[{}, {}]", s.name, first.dump(), v.dump());
-    const Experiment m = parse(kBaseExperiment + "  repeats: 1\nseeds: fixed\n", {axis});
+    const Experiment m = parse(base + "  repeats: 1\nseeds: fixed\n", {axis});
     const std::vector<RunSpec> runs = expand_runs(m);
-    ASSERT_EQ(runs.size(), expand_runs(parse(kBaseExperiment + "  repeats: 1\n")).size() * 2) << s.name;
+    ASSERT_EQ(runs.size(), expand_runs(parse(base + "  repeats: 1\n")).size() * 2) << s.name;
     std::set<std::string> seen, ids;
     for (const RunSpec& r : runs) {
       seen.insert(command_line_value(train_arguments(m, r, "/r"), s));
@@ -101,7 +131,7 @@ TEST(SettingsTable, EveryEntryIsAFixedKeyAndAMatrixAxisOnTheRunsCommandLines) {
     EXPECT_EQ(seen, (std::set<std::string>{s.text(first), s.text(v)})) << s.name;
     EXPECT_EQ(ids.size(), runs.size()) << s.name;
     // Given twice, as a fixed key and an axis: refused at the axis.
-    expect_error(kBaseExperiment, {fmt::format("matrix.{}", s.name), "given twice"}, {fixed, axis});
+    expect_error(base, {fmt::format("matrix.{}", s.name), "given twice"}, {fixed, axis});
   }
 }
 
@@ -110,13 +140,14 @@ TEST(SettingsTable, EveryEntryIsRecordedAndGroupedByTheReport) {
   std::map<std::string, int> found;  // setting -> runs whose recorded configuration showed its value
   // One run per learning-rate policy, every other setting off its default (a policy's own settings are
   // recorded only under it); the warm-up in epochs and in iterations take turns. These are one-rank CPU
-  // runs: a setting that applies elsewhere only (an NCCL job's, a GPU's) is left out here.
-  const RunContext cpu_run{};
+  // runs on synthetic data: a setting that applies elsewhere only (an NCCL job's, a GPU's) is left out
+  // here.
+  const RunContext cpu_run{.synthetic = true};
   const TrainSetting& policy = *find_train_setting("lr_policy");
   std::map<std::string, std::map<std::string, nlohmann::json>> given;  // run id -> setting -> value
   for (size_t p = 0; p < policy.choices.size(); ++p) {
     const std::string id = "r" + std::to_string(p);
-    std::vector<std::string> args = {"train", "--net", "lenet", "--data", "synthetic", "--iterations", "1",
+    std::vector<std::string> args = {"train", "--net", "lenet", "--iterations", "1",
                                      "--batch", "4", "--results", dir.str(), "--experiment", "e", "--run-id",
                                      id, "--min-window", "0", "--timing-warmup", "0"};
     for (const TrainSetting& s : train_settings()) {
@@ -124,8 +155,9 @@ TEST(SettingsTable, EveryEntryIsRecordedAndGroupedByTheReport) {
       if (s.name == "milestones" && policy.choices[p] != "multistep") continue;  // train refuses them elsewhere
       if (!s.applies_to(cpu_run) || !s.identity()) continue;
       nlohmann::json& v = given[id][s.name];
-      v = s.name == "lr_policy" ? nlohmann::json(policy.choices[p]) : other_value(s);
+      v = s.name == "lr_policy" ? nlohmann::json(policy.choices[p]) : test_value(s);
       if (s.name == "split") v = "proportional";  // manual needs --shares; energy and edp a GPU's joules
+      if (s.name == "name") v = "synthetic";
       const std::vector<std::string> words = s.arguments(v);
       args.insert(args.end(), words.begin(), words.end());
     }
@@ -146,7 +178,12 @@ TEST(SettingsTable, EveryEntryIsRecordedAndGroupedByTheReport) {
       EXPECT_NE(std::find(report::kGroupKeys.begin(), report::kGroupKeys.end(), s.report_label),
                 report::kGroupKeys.end())
           << name;
-      EXPECT_EQ(record.text(s.report_label), s.text(value)) << name;
+      // The report's data key is the data's own name, which names synthetic data's fill:
+      // synthetic(constant).
+      if (s.report_label == "data")
+        EXPECT_NE(record.text("data").find(s.text(value)), std::string::npos) << name;
+      else
+        EXPECT_EQ(record.text(s.report_label), s.text(value)) << name;
     }
   }
   for (const TrainSetting& s : train_settings())
