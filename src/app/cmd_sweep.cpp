@@ -15,6 +15,7 @@
 #include "core/stop_signal.hpp"
 #include "experiment/experiment.hpp"
 #include "experiment/sweep.hpp"
+#include "experiment/train_settings.hpp"
 #include "io/atomic_file.hpp"
 
 namespace cnnscale::app {
@@ -144,11 +145,20 @@ void run_sweep_command(const SweepArgs& a) {
   const OnlyFilter only = parse_only(a.only);
   // An inference run has no batch axis, allreduce, split or CPU mix: such a filter would select
   // nothing (or everything) without saying why.
-  if (e.mode == "infer")
-    for (const char* key : {"batch", "allreduce", "split", "cpu_mix"})
-      if (only.terms.count(key))
-        throw_config("--only {}=...: an inference experiment has no '{}' (network, gpus, gpu_mix, precision, repeat)",
-                     key, key);
+  // Nor has it train's settings but the seed, and a training run has no infer key.
+  for (const auto& [key, values] : only.terms) {
+    const TrainSetting* s = find_train_setting(key);
+    const bool train_key = (s && s->part_of.empty()) || key == "batch" || key == "allreduce" || key == "split" ||
+                           key == "cpu_mix" || key == "batch_per_gpu";
+    const bool infer_key = infer_axis_keys().count(key) > 0;
+    if (e.mode == "infer" && train_key && !infer_key && key != "seed")
+      throw_config(
+          "--only {}=...: an inference experiment has no '{}' (network, gpus, gpu_mix, precision, repeat, seed, or "
+          "an infer key such as seconds)",
+          key, key);
+    if (e.mode != "infer" && infer_key && !train_key)
+      throw_config("--only {}=...: '{}' is a key of inference experiments (infer.{})", key, key, key);
+  }
   std::vector<RunSpec> runs;
   for (auto& r : expand_runs(e))
     if (only.matches(r)) runs.push_back(std::move(r));

@@ -87,6 +87,10 @@ struct DatasetSpec {
 
 // The infer: keys' defaults in an experiment (infer_experiment.cpp).
 nlohmann::json infer_experiment_defaults();
+// The names of infer's settings an inference experiment may sweep (matrix.<name>) and --only select:
+// the keys of its infer: section read the common way (not the batch list, which every run sweeps,
+// nor the int8 tables, one per network).
+std::set<std::string> infer_axis_keys();
 
 // An inference experiment's `infer:` section: what each run's `cnnscale infer` measures. Every run
 // sweeps the whole batch list in one process (its nets built once per size, as infer does).
@@ -236,7 +240,8 @@ RunContext run_context(const Experiment& e, const RunSpec& run);
 nlohmann::json applying_point(const nlohmann::json& point, const RunContext& c);
 
 // --only "network=caffenet,batch=64" (keys: network, batch, gpus, gpu_mix, cpu_mix, precision, allreduce,
-// split, repeat, and any train setting's name: lr=0.1; '|' separates alternatives: batch=64|128).
+// split, repeat, and any train setting's name: lr=0.1, or an inference run's infer key: seconds=1;
+// '|' separates alternatives: batch=64|128).
 // Several --only options all must hold.
 struct OnlyFilter {
   std::map<std::string, std::vector<std::string>> terms;

@@ -341,6 +341,7 @@ RunSpec make_infer_run(const Experiment& e, const std::string& net, const RankSe
   for (const auto& [name, value] : point.items())
     if (axis_setting(e, name).records(value)) c["infer"][name] = value;
   r.settings = point;
+  r.seed_base = r.seed = e.seed;  // every repeat's (--only seed=N)
   r.config = c;
   r.config_hash = stable_hash(c.dump());
   const std::string mix = rs.mix.gpus.empty() ? "" : "-m" + rs.mix.id_label();
@@ -419,10 +420,11 @@ OnlyFilter parse_only(const std::vector<std::string>& exprs) {
       std::string key = term.substr(0, eq);
       if (eq == std::string::npos || eq + 1 == term.size())
         throw_config("--only '{}': expected key=value[,key=value...], got '{}'", expr, term);
-      if (const TrainSetting* s = find_train_setting(key); !keys.count(key) && (!s || !s->part_of.empty()))
+      if (const TrainSetting* s = find_train_setting(key);
+          !keys.count(key) && (!s || !s->part_of.empty()) && !infer_axis_keys().count(key))
         throw_config(
             "--only '{}': unknown key '{}' (network, batch, batch_per_gpu, gpus, gpu_mix, cpu_mix, precision, "
-            "allreduce, split, repeat, or a train setting such as lr)",
+            "allreduce, split, repeat, a train setting such as lr, or an infer key such as seconds)",
             expr, key);
       std::stringstream alts(term.substr(eq + 1));
       auto& values = f.terms[key];
@@ -462,8 +464,13 @@ bool OnlyFilter::matches(const RunSpec& r) const {
     if (key == "allreduce")
       mine = {r.allreduce.label(), r.allreduce.long_label()};
     if (key == "repeat") mine = {std::to_string(r.repeat)};
-    // A train setting: the point's value (matrix.seed: the point's seed, whichever the repeat's is).
-    if (const TrainSetting* s = find_train_setting(key); s && s->part_of.empty()) {
+    // An infer key of an inference run: its point's value, else the one the run records or its default.
+    if (r.infer && infer_axis_keys().count(key)) {
+      const Setting& s = *find_setting(infer_settings(), key);
+      const nlohmann::json recorded = r.config.value("infer", nlohmann::json::object());
+      mine = {s.text(r.settings.contains(key) ? r.settings[key] : recorded.value(key, s.default_value))};
+    } else if (const TrainSetting* s = find_train_setting(key); s && s->part_of.empty()) {
+      // A train setting: the point's value (matrix.seed: the point's seed, whichever the repeat's is).
       if (key == "seed") {
         mine = {std::to_string(r.seed_base)};
       } else if (s->section == "dataset") {

@@ -75,10 +75,6 @@ void check_dataset_axes(const ExperimentReader& r, const ConfigNode& root, const
 // infer: each key an entry of section "infer" of infer's settings table, into e.infer
 // (infer_experiment.cpp).
 void read_infer(const ExperimentReader& r, const ConfigNode& n, Experiment& e);
-// The names of infer's settings an inference experiment may sweep (matrix.<name>): the keys of its
-// infer: section read the common way (not the batch list, which every run sweeps, nor the int8 tables,
-// one per network).
-std::set<std::string> infer_axis_keys();
 // An inference experiment's matrix.<name> of those settings, in the table's order, into
 // e.setting_axes; after read_infer (the fixed keys) and the batch list.
 void read_infer_axes(const ExperimentReader& r, const ConfigNode& root, const ConfigNode& m, Experiment& e);

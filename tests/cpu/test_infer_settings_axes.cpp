@@ -137,6 +137,46 @@ TEST(InferSettingsAxes, BadAxesAreRefusedWhereTheyAreWritten) {
   expect_error(kInfer + "  calibration: [synthetic]\n", {"matrix.calibration"}, {}, gpu_host(2));
 }
 
+// --only selects an inference sweep's points by an infer key (the point's value, or the one the
+// run has without an axis) and its seed; train's settings are refused there, infer's keys in a
+// training sweep.
+TEST(InferSettingsAxes, OnlySelectsPointsByAnInferKey) {
+  const Experiment e = parse(kInfer + "  seconds: [1, 2]\n  warmup: [3, 5]\nseed: 4\n", {}, gpu_host(2));
+  const std::vector<RunSpec> runs = expand_runs(e);
+  ASSERT_EQ(runs.size(), 4u);
+  auto selected = [&](const std::string& only) {
+    std::vector<std::string> ids;
+    for (const RunSpec& r : runs)
+      if (parse_only({only}).matches(r)) ids.push_back(r.id.substr(0, r.id.rfind("-r1-")));
+    return ids;
+  };
+  EXPECT_EQ(selected("seconds=2"),
+            (std::vector<std::string>{"lenet-infer-g1-fp32-seconds2-warmup3", "lenet-infer-g1-fp32-seconds2-warmup5"}));
+  EXPECT_EQ(selected("seconds=1,warmup=5"), (std::vector<std::string>{"lenet-infer-g1-fp32-seconds1-warmup5"}));
+  EXPECT_EQ(selected("fill=constant").size(), 4u);  // not an axis: the experiment's value
+  EXPECT_EQ(selected("fuse=false").size(), 0u);
+  EXPECT_EQ(selected("seed=4").size(), 4u);
+
+  TempDir dir;
+  const std::string file = dir.file("axes.yaml");
+  // On the CPU: the plan of GPU runs would be checked against this host's GPUs.
+  std::string text = kInfer + "  seconds: [1, 2]\n";
+  text.replace(text.find("device: gpu"), 11, "device: cpu");
+  std::ofstream(file) << text;
+  const CliResult two = run_cnnscale({"sweep", file, "--dry-run", "--only", "seconds=2", "--results", dir.str()});
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  EXPECT_NE(two.out.find("1 inference run(s)"), std::string::npos) << two.out;
+  EXPECT_NE(two.out.find("lenet-infer-g1-fp32-seconds2-r1-"), std::string::npos) << two.out;
+  const CliResult lr = run_cnnscale({"sweep", file, "--dry-run", "--only", "lr=0.1", "--results", dir.str()});
+  EXPECT_EQ(lr.exit_code, 2);
+  EXPECT_NE(lr.err.find("an inference experiment has no 'lr'"), std::string::npos) << lr.err;
+  const std::string train = dir.file("train.yaml");
+  std::ofstream(train) << kBaseExperiment;
+  const CliResult seconds = run_cnnscale({"sweep", train, "--dry-run", "--only", "seconds=1", "--results", dir.str()});
+  EXPECT_EQ(seconds.exit_code, 2);
+  EXPECT_NE(seconds.err.find("'seconds' is a key of inference experiments"), std::string::npos) << seconds.err;
+}
+
 // A small inference sweep on the CPU over an axis the report already grouped by (fuse) and one it
 // did not (seconds): four runs, each file records its point's values, and the report has a row per
 // point, each of one file, with a column for each axis.
