@@ -111,6 +111,50 @@ TEST(SettingsPinned, AllreduceModesAndSplitsKeepTheirIdsAndCommandLines) {
   }
 }
 
+// A one-rank run's straggler emulation, as recorded before they came from train's table.
+TEST(SettingsPinned, OneRankSlowdownRecordsAsBeforeTheTable) {
+  TempDir dir;
+  EXPECT_EQ(recorded_line(dir, "k1", {"--timing-warmup", "0", "--slowdown", "2.5"}),
+            R"j(run: {"batch":4,"classes":10,"data":"synthetic","device":"cpu","input_shape":[1,28,28],"net":"lenet",)j"
+            R"j("net_file":"networks/lenet.yaml","run_id":"k1","seed":1,"slowdown":[2.5],)j" +
+                kPlain + R"j("synthetic_fill":"gaussian","train_samples":1024})j");
+}
+
+// The rank sets (matrix.gpus, gpu_mix with and without SM partitions, cpu_mix) and the batch axes
+// (matrix.batch, batch_per_gpu): each run's id, and its --batch word and the words between --measure
+// and --results, as the sweep wrote them before these options came from train's table.
+TEST(SettingsPinned, RankSetsAndBatchesKeepTheirIdsAndCommandLines) {
+  const std::string head = kBaseExperiment.substr(0, kBaseExperiment.find("  batch:")) + "  repeats: 1\n";
+  const std::vector<std::pair<std::string, std::vector<std::string>>> pinned_experiments = {
+      {head + "  batch: [8]\n  batch_per_gpu: [3]\n  gpus: [1, 2]\n  gpu_mix: [[1, 0], [{gpu: 0, sms: 66}, "
+              "{gpu: 1, sms: 132}]]\ndevice: gpu\n",
+       {"lenet-b8-g1-fp32-single-r1-e5e6671c: --batch 8", "lenet-b8-g2-fp32-ov-r1-d91ad01c: --batch 8",
+        "lenet-b8-g2-m1.0-fp32-ov-r1-91b73ff7: --batch 8 --gpus 1,0",
+        "lenet-b8-g2-m0s66.1s132-fp32-ov-r1-e6bd909f: --batch 8 --gpus 0,1 --sm-counts 66,132",
+        "lenet-b3-g1-fp32-single-r1-27a707eb: --batch 3", "lenet-b6-g2-fp32-ov-r1-52a798e5: --batch 6",
+        "lenet-b6-g2-m1.0-fp32-ov-r1-73af9b71: --batch 6 --gpus 1,0",
+        "lenet-b6-g2-m0s66.1s132-fp32-ov-r1-0203733c: --batch 6 --gpus 0,1 --sm-counts 66,132"}},
+      {head + "  batch: [8, 12]\n  cpu_mix: [[1, 3], [1, 1.5, 2]]\n",
+       {"lenet-b8-g2-c1+3-fp32-ov-r1-deea35ae: --batch 8 --slowdown 1,3",
+        "lenet-b8-g3-c1+1.5+2-fp32-ov-r1-7255b826: --batch 8 --slowdown 1,1.5,2",
+        "lenet-b12-g2-c1+3-fp32-ov-r1-53a4ed4c: --batch 12 --slowdown 1,3",
+        "lenet-b12-g3-c1+1.5+2-fp32-ov-r1-e65a3923: --batch 12 --slowdown 1,1.5,2"}},
+  };
+  for (const auto& [text, pinned] : pinned_experiments) {
+    const Experiment e = parse(text, {}, gpu_host(4));
+    std::vector<std::string> got;
+    for (const RunSpec& r : expand_runs(e)) {
+      const std::vector<std::string> args = train_arguments(e, r, "/r");
+      std::string line = r.id + ": --batch " + flag_value(args, "--batch");
+      for (auto it = std::find(args.begin(), args.end(), "--measure") + 2;
+           it < std::find(args.begin(), args.end(), "--results"); ++it)
+        line += " " + *it;
+      got.push_back(line);
+    }
+    EXPECT_EQ(got, pinned);
+  }
+}
+
 // Every allreduce mode of experiments/ and each field's other values: the mode's label (run ids, tags)
 // and --only's spelt-out label, the mode as the run's hashed configuration names it, and the run id,
 // as the code before the table made them.

@@ -66,5 +66,18 @@ TEST(SettingsPinnedMpi, DataParallelSettingsRecordAsBeforeTheTable) {
                 R"j("synthetic_fill":"gaussian","train_samples":1024,"update_per_bucket":false,"world_size":1})j");
 }
 
+// The rank sets' and the batch's options, pinned as the code before they came from train's table
+// recorded them: the global batch (--batch-per-rank: ranks x --batch) and each rank's slowdown.
+TEST(SettingsPinnedMpi, RankSetAndBatchOptionsRecordAsBeforeTheTable) {
+  TempDir dir;
+  EXPECT_EQ(recorded_line(dir, 2, "k1", {"--batch-per-rank", "--slowdown", "1,3"}),
+            R"j(run: {"batch":8,"classes":10,"data":"synthetic","device":"cpu","input_shape":[1,28,28],"net":"lenet",)j"
+            R"j("net_file":"networks/lenet.yaml","rank_batches":[4,4],"run_id":"k1","seed":1,"slowdown":[1.0,3.0],)j" +
+                kSolver + R"j("synthetic_fill":"gaussian","train_samples":1024,"world_size":2})j");
+  EXPECT_EQ(recorded_line(dir, 2, "k2", {"--slowdown", "1.5,1"}),
+            "run: {" + kHead + R"j("rank_batches":[2,2],"run_id":"k2","seed":1,"slowdown":[1.5,1.0],)j" + kSolver +
+                R"j("synthetic_fill":"gaussian","train_samples":1024,"world_size":2})j");
+}
+
 }  // namespace
 }  // namespace cnnscale::testing
