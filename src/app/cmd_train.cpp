@@ -179,9 +179,6 @@ void register_train(CLI::App& app) {
   auto* epochs = cmd->add_option("--epochs", a.epochs, "Epochs to train (default 1)");
   auto* iterations = cmd->add_option("--iterations", a.iterations, "Iterations to train");
   epochs->excludes(iterations);
-  cmd->add_option("--batch", a.options.batch,
-                  "Batch size: the global batch, split across MPI ranks (see --batch-per-rank)")
-      ->capture_default_str();
   cmd->add_option("--device", a.device, "cpu, gpu (under mpirun: the rank's GPU) or gpu:N")->capture_default_str();
   cmd->add_option("--precision", a.precision,
                   "fp32; tf32 (fp32 storage, TF32 tensor-core math); bf16 or fp16 (16-bit activations over fp32 "
@@ -189,8 +186,8 @@ void register_train(CLI::App& app) {
       ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}))
       ->capture_default_str();
   // The seed, the solver's settings, how the steps run and are measured, the data-parallel job's
-  // settings and the data (experiment/train_settings.hpp); the data set's name is checked against the
-  // data sets here.
+  // settings, the data, the batch and the rank sets (experiment/train_settings.hpp); the data set's
+  // name is checked against the data sets here.
   add_setting_options(*cmd, a);
   cmd->get_option("--data")->required()->check(dataset_name_error);
   cmd->add_option("--crop-pad", a.options.augment.crop_pad,

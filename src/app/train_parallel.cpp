@@ -17,26 +17,14 @@ namespace cnnscale::app {
 
 void add_parallel_options(CLI::App& cmd, ParallelArgs& a) {
   const char* group = "Data parallel (under mpirun/srun)";
-  cmd.add_option("--gpus", a.gpus, "GPU of each node-local rank, comma separated (default: GPU = node-local rank)")
-      ->delimiter(',')
-      ->group(group);
-  cmd.add_option("--sm-counts", a.sm_counts,
-                 "SMs of each node-local rank's GPU partition, comma separated like --gpus (a green context; the "
-                 "driver may round up; default: whole GPUs)")
-      ->delimiter(',')
-      ->group(group);
   cmd.add_flag("--batch-per-rank", a.batch_per_rank,
                "--batch is per rank (Caffe's semantics; global batch = ranks x batch) instead of global")
       ->group(group);
   // --split, --allreduce-overlap (--no-overlap), --allreduce-algo, --allreduce-dtype, --update-per-bucket,
   // --gather-gradients, --allreduce-max-ctas, --allreduce-cta-policy, --allreduce-priority: train's
   // settings table (experiment/train_settings_parallel.cpp), as are --shares, --auto-start,
-  // --rebalance-every, --probe-seconds, --bucket-mb and --watchdog-timeout.
-  cmd.add_option("--slowdown", a.slowdown,
-                 "Emulated unequal CPU ranks: each rank's straggler factor (>= 1, one per rank): it idles "
-                 "(factor - 1) x its forward and backward time. Recorded as emulation in the results")
-      ->delimiter(',')
-      ->group(group);
+  // --rebalance-every, --probe-seconds, --bucket-mb and --watchdog-timeout; --gpus, --sm-counts and
+  // --slowdown (the rank sets), as --batch: experiment/train_settings_ranks.cpp.
   cmd.add_flag("--one-rank-exchange", a.one_rank_exchange,
                "A job of one rank (mpirun -np 1) keeps the data-parallel path: communicator, gradient buckets, "
                "the exchange with itself, the update per bucket and the step's graph copies, to measure what "

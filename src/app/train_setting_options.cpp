@@ -69,6 +69,10 @@ SettingField field_of(TrainArgs& a, const std::string& name) {
       {"synthetic_fill", [](TrainArgs& a) -> SettingField { return &a.synthetic_fill; }},
       {"classes", [](TrainArgs& a) -> SettingField { return &a.classes; }},
       {"input_shape", [](TrainArgs& a) -> SettingField { return &a.input_shape; }},
+      {"batch", [](TrainArgs& a) -> SettingField { return &a.options.batch; }},
+      {"gpu_mix", [](TrainArgs& a) -> SettingField { return &a.parallel.gpus; }},
+      {"sms", [](TrainArgs& a) -> SettingField { return &a.parallel.sm_counts; }},
+      {"cpu_mix", [](TrainArgs& a) -> SettingField { return &a.parallel.slowdown; }},
   };
   const auto it = fields.find(name);
   if (it == fields.end()) throw_runtime("train setting '{}' has no field in TrainArgs (train_setting_options.cpp)", name);

@@ -101,7 +101,6 @@ TrainInputs load_train_inputs(TrainArgs& a, int64_t global_batch) {
 nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelRun& par) {
   nlohmann::json run_config = {{"net", in.spec.name()},
                                {"net_file", in.net_file},
-                               {"batch", par.global_batch()},
                                {"device", par.device()},
                                {"solver", a.solver.describe()}};
   // The settings of the table, each by its recording rule where it applies; the solver's are in
@@ -116,7 +115,8 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
                            .synthetic = dataset_info(a.data).synthetic,
                            .train_samples = static_cast<int64_t>(in.train->size()),
                            .input_shape = in.spec.input_shape(),
-                           .classes = in.spec.classes()};
+                           .classes = in.spec.classes(),
+                           .global_batch = par.global_batch()};
   for (const TrainSetting& s : train_settings()) {
     if (!s.applies_to(context)) continue;
     const nlohmann::json value = s.resolved(setting_value(a, s), context);
@@ -128,8 +128,6 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
     run_config["world_size"] = par.world_size();
     run_config["rank_batches"] = par.rank_batches();
   }
-  if (!a.parallel.slowdown.empty()) run_config["slowdown"] = a.parallel.slowdown;  // emulation, by rank
-  if (!a.parallel.sm_counts.empty()) run_config["sm_counts"] = a.parallel.sm_counts;  // GPU partitions, asked
   // Only where they differ from the defaults, so that default runs keep the ids they had before.
   if (a.options.precision != Precision::FP32) run_config["precision"] = precision_name(a.options.precision);
   // The data-parallel path on one rank measures that path, not the GPU alone: a configuration of its own.

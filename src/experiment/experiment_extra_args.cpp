@@ -18,7 +18,6 @@ const std::map<std::string, std::string>& sweep_train_flags() {
   static const std::map<std::string, std::string> flags = [] {
     std::map<std::string, std::string> f = {
       {"--net", "matrix.network"},
-      {"--batch", "matrix.batch"},
       {"--epochs", "epochs (or iterations)"},
       {"--iterations", "iterations (or epochs, iteration_scale)"},
       {"--device", "device"},
@@ -26,11 +25,9 @@ const std::map<std::string, std::string>& sweep_train_flags() {
       {"--measure", "measure"},
       {"--whole-epochs", "whole_epochs"},
       {"--whole-samples", "whole_samples"},
-      {"--gpus", "matrix.gpu_mix"},
-      {"--sm-counts", "matrix.gpu_mix"},
-      {"--slowdown", "matrix.cpu_mix"},
     };
-    // Every train setting of the table (train_settings.hpp): its key, or its matrix axis.
+    // Every train setting of the table (train_settings.hpp): its key, or its matrix axis (the batch,
+    // the rank sets, the split), or the field of one (matrix.allreduce's, matrix.gpu_mix's sms).
     for (const TrainSetting& s : train_settings()) {
       f[s.flag] = s.experiment_place();
       if (!s.false_flag.empty()) f[s.false_flag] = s.experiment_place();

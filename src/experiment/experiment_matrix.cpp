@@ -12,10 +12,16 @@
 #include "core/config.hpp"
 #include "experiment/experiment.hpp"
 #include "experiment/experiment_reader.hpp"
+#include "experiment/train_settings.hpp"
 
 namespace cnnscale {
 
 namespace {
+
+// One rank's value of a per-rank list of train's table (--gpus, --sm-counts), in the entry's range.
+int64_t list_value(const TrainSetting& s, const ConfigNode& n) {
+  return int_in(n, static_cast<int64_t>(s.min), static_cast<int64_t>(s.max));
+}
 
 // One gpu_mix entry: ranks as plain indices (0) or mappings ({gpu: 0, sms: 66}), mixed freely.
 GpuMix read_gpu_mix(const ExperimentReader& r, const ConfigNode& mix_node, const HostInfo& host) {
@@ -30,8 +36,8 @@ GpuMix read_gpu_mix(const ExperimentReader& r, const ConfigNode& mix_node, const
     std::optional<int64_t> rank_sms;
     // A green-context partition; whether the GPU has that many SMs (and the partition granularity)
     // only train can tell, on the GPU itself.
-    if (auto c = sel.is_map() ? r.child(sel, "sms") : std::nullopt) rank_sms = int_in(*c, 1, 1024);
-    const int64_t index = int_in(gpu_node, 0, 4095);
+    if (auto c = sel.is_map() ? r.child(sel, "sms") : std::nullopt) rank_sms = list_value(*find_train_setting("sms"), *c);
+    const int64_t index = list_value(*find_train_setting("gpu_mix"), gpu_node);
     if (std::find(mix.gpus.begin(), mix.gpus.end(), index) != mix.gpus.end())
       gpu_node.fail(fmt::format("GPU {} is listed twice: two ranks cannot share a GPU", index));
     if (const std::string why = host.lacks_gpu_index(index); !why.empty()) gpu_node.fail(why);
@@ -57,7 +63,8 @@ std::vector<double> read_cpu_mix(const ConfigNode& mix_node) {
   if (!mix_node.is_sequence())
     mix_node.fail("expected a list of per-rank slowdown factors, e.g. [1, 3] (cpu_mix is a list of them: [[1, 3]])");
   std::vector<double> factors;
-  for (const auto& f : list_items(mix_node)) factors.push_back(number_in(f, 1, 1000, false));
+  const TrainSetting& slowdown = *find_train_setting("cpu_mix");
+  for (const auto& f : list_items(mix_node)) factors.push_back(number_in(f, slowdown.min, slowdown.max, slowdown.min_open));
   return factors;
 }
 

@@ -193,12 +193,15 @@ void read_matrix(const ExperimentReader& r, const ConfigNode& root, const Config
   } else {
     m.fail("no network: set matrix.network (or a top-level 'network')");
   }
-  // Global batches (strong scaling) and per-rank ones (weak scaling), either or both.
+  // Global batches (strong scaling) and per-rank ones (weak scaling), either or both, in the range of
+  // train's --batch (train_settings_ranks.cpp).
+  const TrainSetting& batch = *find_train_setting("batch");
+  auto batch_size = [&batch](const ConfigNode& n) { return read_setting(batch, n).get<int64_t>(); };
   const auto per_gpu = r.child(m, "batch_per_gpu");
   if (auto c = per_gpu || infer ? r.child(m, "batch") : std::optional<ConfigNode>(r.get(m, "batch")))
-    for (const auto& n : list_items(*c)) e.batches.push_back(int_in(n, 1, 1 << 24));
+    for (const auto& n : list_items(*c)) e.batches.push_back(batch_size(n));
   if (per_gpu)
-    for (const auto& n : list_items(*per_gpu)) e.batches_per_gpu.push_back(int_in(n, 1, 1 << 24));
+    for (const auto& n : list_items(*per_gpu)) e.batches_per_gpu.push_back(batch_size(n));
 
   read_rank_sets(r, m, e, host);
   if (infer)

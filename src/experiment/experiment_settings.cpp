@@ -116,7 +116,8 @@ RunContext run_context(const Experiment& e, const RunSpec& run) {
           .exchanges = run.ranks > 1,
           .graph = gpu && graph != false,
           .precision = run.precision,
-          .split = run.split};
+          .split = run.split,
+          .global_batch = run.batch};
 }
 
 nlohmann::json applying_point(const nlohmann::json& point, const RunContext& c) {

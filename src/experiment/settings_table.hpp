@@ -48,6 +48,7 @@ struct RunContext {
   int64_t train_samples = 0;
   std::vector<int64_t> input_shape = {};
   int64_t classes = 0;
+  int64_t global_batch = 0;        // the job's (--batch, or ranks x --batch with --batch-per-rank)
 };
 
 // How a setting enters the run's recorded configuration (run_config, hashed into the run id).

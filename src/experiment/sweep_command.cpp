@@ -44,10 +44,15 @@ std::vector<std::string> split_words(const char* text) {
 std::vector<std::string> train_arguments(const Experiment& e, const RunSpec& run, const std::string& results_root) {
   std::vector<std::string> a = {"train", "--net", run.network_path};
   auto add = [&a](const std::string& flag, const std::string& value) { a.insert(a.end(), {flag, value}); };
+  // A train setting's words for `value`, by its entry in the table (train_settings.hpp).
+  auto put = [&a](const TrainSetting& s, const nlohmann::json& value) {
+    const std::vector<std::string> words = s.arguments(value);
+    a.insert(a.end(), words.begin(), words.end());
+  };
   // The run's data (its fixed keys and its point's dataset axes), by the table's flags.
   const std::vector<std::string> data = run.dataset.arguments();
   a.insert(a.end(), data.begin(), data.end());
-  add("--batch", std::to_string(run.batch));
+  put(*find_train_setting("batch"), run.batch);  // the global batch, matrix.batch's or batch_per_gpu's
   if (run.epochs > 0)
     add("--epochs", std::to_string(run.epochs));
   else
@@ -79,19 +84,15 @@ std::vector<std::string> train_arguments(const Experiment& e, const RunSpec& run
   add("--measure", e.measure);
   if (run.whole_epochs > 0) add("--whole-epochs", std::to_string(run.whole_epochs));
   if (run.whole_samples > 0) add("--whole-samples", std::to_string(run.whole_samples));
+  // The rank set: matrix.gpu_mix's GPUs and the SMs of each node-local rank's green-context partition,
+  // in --gpus order, or matrix.cpu_mix's slowdown factors.
   if (!run.gpu_mix.empty()) {
-    add("--gpus", fmt::format("{}", fmt::join(run.gpu_mix, ",")));
-    // The SMs of each node-local rank's green-context partition, in --gpus order.
-    if (!run.gpu_sms.empty()) add("--sm-counts", fmt::format("{}", fmt::join(run.gpu_sms, ",")));
+    put(*find_train_setting("gpu_mix"), run.gpu_mix);
+    if (!run.gpu_sms.empty()) put(*find_train_setting("sms"), run.gpu_sms);
   }
-  if (!run.slowdown.empty()) add("--slowdown", fmt::format("{}", fmt::join(run.slowdown, ",")));
+  if (!run.slowdown.empty()) put(*find_train_setting("cpu_mix"), run.slowdown);
   if (run.ranks > 1) {
-    // The allreduce mode's fields, train settings (train_settings.hpp), by their flags in the table's
-    // order; then the split (matrix.split).
-    auto put = [&a](const TrainSetting& s, const nlohmann::json& value) {
-      const std::vector<std::string> words = s.arguments(value);
-      a.insert(a.end(), words.begin(), words.end());
-    };
+    // The allreduce mode's fields by their flags in the table's order; then the split (matrix.split).
     for (const TrainSetting& s : train_settings())
       if (s.part_of == "allreduce")
         if (const nlohmann::json value = run.allreduce.given(s.name); !value.is_null()) put(s, value);

@@ -82,6 +82,7 @@ SettingTable make_settings() {
   add_measure_settings(all);
   add_parallel_settings(all);
   add_data_settings(all);
+  add_rank_settings(all);
   return all;
 }
 

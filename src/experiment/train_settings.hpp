@@ -28,6 +28,9 @@ void add_parallel_settings(SettingTable& all);
 // The part in the experiment's section `dataset`: the data a run trains on (train_settings_data.cpp),
 // appended to `all`.
 void add_data_settings(SettingTable& all);
+// The batch and the rank sets: matrix axes the experiment expands itself (train_settings_ranks.cpp),
+// appended to `all`.
+void add_rank_settings(SettingTable& all);
 // The entry named `name`, or nullptr.
 const TrainSetting* find_train_setting(const std::string& name);
 

@@ -7,9 +7,8 @@
 // (ov-compute-gather) and its form in the hashed configuration are made from these entries too
 // (id_words, id_prefix, id_absent), spelt as before the table so that the sweep's run ids stay.
 //
-// The other data-parallel options are not entries yet: their experiment form is a compound axis of
-// several options (matrix.gpu_mix: --gpus and --sm-counts; matrix.cpu_mix: --slowdown), which the
-// run id names as a whole, or (--one-rank-exchange) a job the sweep never launches.
+// The rank sets (--gpus, --sm-counts, --slowdown) and the batch: train_settings_ranks.cpp; the other
+// data-parallel option, --one-rank-exchange, is a job the sweep never launches.
 #include "core/precision.hpp"
 #include "experiment/train_settings.hpp"
 #include "net/gradient_plan.hpp"  // kDefaultBucketBytes
