@@ -314,7 +314,7 @@ void run_infer(InferArgs& a) {
   if (device != "cpu") EngineCache::from_environment();  // a bad CNNSCALE_ENGINE_CACHE: exit 2 before loading
   const std::string dir = prepare_infer_results(a.results_root, a.experiment, a.run_id, a.no_results, rank == 0);
 
-  const NetSpec spec = network_to_run(a.net, a.checkpoint);
+  const NetSpec spec = infer::network_to_run(a.net, a.checkpoint);
   if (synthetic_table) eo.int8_input_scales = synthetic_input_scales(a, spec, device);
   Backend* backend = &job.open_backend(device, 0, precision, {.fc_gemv = fc_gemv_from_name(a.fc_gemv)});
   if (distributed) {
@@ -433,13 +433,6 @@ SettingFields infer_fields(InferArgs& a) {
 }
 
 }  // namespace
-
-NetSpec network_to_run(const std::string& net, const std::string& checkpoint) {
-  if (!net.empty()) return NetSpec::load(resolve_network_path(net));
-  const CheckpointContents c = read_checkpoint(checkpoint);
-  if (c.meta.network.empty()) throw_config("{}: the checkpoint holds no network; give --net", checkpoint);
-  return NetSpec::load_string(c.meta.network, checkpoint);
-}
 
 void register_infer(CLI::App& app) {
   auto args = std::make_shared<InferArgs>();

@@ -6,10 +6,6 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
-namespace cnnscale {
-class NetSpec;
-}
-
 namespace cnnscale::app {
 
 void register_train(CLI::App& app);
@@ -21,10 +17,6 @@ void register_report(CLI::App& app);
 void register_infer(CLI::App& app);
 void register_calibrate(CLI::App& app);
 void register_data(CLI::App& app);
-
-// The network infer and calibrate run: --net's (a name or YAML path) when given, else the one a
-// `train` checkpoint holds (ConfigError when it holds none).
-NetSpec network_to_run(const std::string& net, const std::string& checkpoint);
 
 // A non-error exit code a command asks main() to return after a clean shutdown (MPI finalised on
 // every rank): train's kExitRequeue after a stop signal. 0 unless set.

@@ -155,4 +155,11 @@ void InferenceEngine::release_nets() {
   nets_.clear();
 }
 
+NetSpec network_to_run(const std::string& net, const std::string& checkpoint) {
+  if (!net.empty()) return NetSpec::load(resolve_network_path(net));
+  const CheckpointContents c = read_checkpoint(checkpoint);
+  if (c.meta.network.empty()) throw_config("{}: the checkpoint holds no network; give --net", checkpoint);
+  return NetSpec::load_string(c.meta.network, checkpoint);
+}
+
 }  // namespace cnnscale::infer

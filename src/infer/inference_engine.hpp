@@ -99,4 +99,8 @@ class InferenceEngine {
   int64_t graph_replays_ = 0;
 };
 
+// The network a run of a trained model uses: `net` (a name or a YAML path) where given, else the one
+// the checkpoint holds (ConfigError where it holds none).
+NetSpec network_to_run(const std::string& net, const std::string& checkpoint);
+
 }  // namespace cnnscale::infer

@@ -16,7 +16,7 @@ namespace {
 NetSpec test_net(const std::string& name) { return NetSpec::load(std::string(CNNSCALE_TEST_DATA) + "/" + name); }
 
 TimeRequest small_request(const std::string& net) {
-  TimeRequest r{.spec = test_net(net)};
+  TimeRequest r{.spec = test_net(net), .options = {}, .fuse = true, .fold = true, .calibration = ""};
   r.options.batch = 2;
   r.options.iterations = 1;
   r.options.warmup = 0;
