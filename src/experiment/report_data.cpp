@@ -406,16 +406,25 @@ Identity variant_identity(const ConfigGroup& group) {
   return id;
 }
 
+// A data set's size, classes and input shape are what it is: beside its name they say something
+// only where runs of the same data set differ in them (a sweep over matrix.train_samples), not
+// where two data sets differ (synthetic data's 10 classes against a file's own).
+static bool of_the_data(const std::string& key) {
+  return key == "train_samples" || key == "classes" || key == "input_shape";
+}
+
 VaryingKeys varying_keys(const std::vector<std::pair<std::string, Identity>>& identities) {
   VaryingKeys out;
   for (const auto& [net, id] : identities) out[net];
   for (const std::string& k : variant_keys()) {
-    std::map<std::string, std::string> first;  // net -> the first value seen
+    std::map<std::string, std::string> first;  // net (and data, for a key of the data) -> the first value seen
     std::set<std::string> varies;
     for (const auto& [net, id] : identities) {
       auto it = id.find(k);
       if (it == id.end()) continue;
-      auto [f, fresh] = first.emplace(net, it->second);
+      const auto data = id.find("data");
+      const std::string within = of_the_data(k) && data != id.end() ? net + "\n" + data->second : net;
+      auto [f, fresh] = first.emplace(within, it->second);
       if (!fresh && f->second != it->second) varies.insert(net);
     }
     for (const std::string& net : varies) out[net].push_back(k);

@@ -155,5 +155,20 @@ TEST(DatasetSettings, ASweepOverTheDataShowsEachPointInTheReport) {
   EXPECT_NE(md.find("data=synthetic(constant) train_samples=64"), std::string::npos) << md;
 }
 
+// Two data sets differ in their size, classes and shape as much as in their names: the variant says
+// the name alone; within one data set a swept size still shows.
+TEST(DatasetSettings, TheVariantNamesTwoDataSetsByNameAndASizeSweptWithinOne) {
+  using report::Identity;
+  const Identity synthetic = {{"data", "synthetic(gaussian)"}, {"train_samples", "default"}, {"classes", "10"},
+                              {"input_shape", "1,28,28"}};
+  const Identity fmnist = {{"data", "fashion-mnist"}, {"train_samples", "250"}, {"classes", ""}, {"input_shape", ""}};
+  report::VaryingKeys v = report::varying_keys({{"lenet", synthetic}, {"lenet", fmnist}});
+  EXPECT_EQ(v["lenet"], std::vector<std::string>{"data"});
+  Identity smaller = synthetic;
+  smaller["train_samples"] = "64";
+  v = report::varying_keys({{"lenet", synthetic}, {"lenet", fmnist}, {"lenet", smaller}});
+  EXPECT_EQ(v["lenet"], (std::vector<std::string>{"data", "train_samples"}));
+}
+
 }  // namespace
 }  // namespace cnnscale::testing
