@@ -2,84 +2,33 @@
 // timed iterations) on GPUs (NCCL) or host memory (MPI), printed as a table or JSON by rank 0, and
 // saved by rank 0 as the result folder ROOT/<experiment>/allreduce/<device>-n<ranks>-<algo>-<time>/
 // (summary.json, cases.csv, cases.h5) for `report`.
-// Runs as one process or under mpirun/srun with one rank per GPU.
+// Runs as one process or under mpirun/srun with one rank per GPU. The run is
+// experiment/allreduce_bench_run's; this file parses and prints.
 #include <fmt/format.h>
 
-#include <chrono>
 #include <cmath>
-#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <iostream>
 #include <memory>
-#include <nlohmann/json.hpp>
-#include <optional>
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "app/bench_kernels.hpp"
 #include "app/commands.hpp"
 #include "app/setting_options.hpp"
-#include "core/environment.hpp"
 #include "core/error.hpp"
-#include "core/precision.hpp"
+#include "experiment/allreduce_bench_run.hpp"
 #include "experiment/command_settings.hpp"
-#include "experiment/report_allreduce.hpp"
 #include "io/allreduce_results.hpp"
-#include "io/provenance.hpp"
-#include "io/results_writer.hpp"
-#include "job/job.hpp"
-#include "measure/nvml.hpp"
-#include "parallel/allreduce_bench.hpp"
-#include "parallel/data_parallel.hpp"
-#include "parallel/mpi_env.hpp"
 
 namespace cnnscale::app {
 
 namespace {
 
 struct AllreduceArgs {
-  std::string min_bytes = "8", max_bytes = "1G";
-  int64_t step_factor = 2;
-  int warmup = 5, iters = 20, repeats = 5;
-  std::string device = "gpu";
-  std::string algo = "ring";
-  int max_ctas = 0;
-  std::string cta_policy = "default";
-  std::string priority = "high";
-  std::string issue = "graph";
-  std::string dtype = "fp32";
-  bool check = false, json = false;
-  double timeout = 300.0;
-  double energy_window = 2.0;
-  double energy_settle = 0.5;
-  std::string results_root;  // "": no results file (unless $CNNSCALE_RESULTS gives one)
-  std::string experiment = "bench";
-  bool no_results = false;
+  AllreduceBenchRequest request;  // every entry of the bench's table, and where the result goes
+  bool json = false;
 };
-
-// Rank 0's check of the results folder: "" when it can write there, else the error. Only rank 0
-// touches the filesystem (the others may not share it).
-std::string check_results_dir(const AllreduceArgs& a, const std::string& dir) {
-  try {
-    check_results_name("--experiment", a.experiment);  // a path component, as train's
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  try {
-    report::prepare_allreduce_bench_dir(dir);
-  } catch (const ConfigError& e) {
-    return fmt::format("bench allreduce --results {}: {}", a.results_root, e.what());
-  }
-  return "";
-}
-
-// The element type's name in nccl-tests' tables (its -d values).
-std::string nccl_tests_type(const std::string& dtype) {
-  return dtype == "bf16" ? "bfloat16" : dtype == "fp16" ? "half" : "float";
-}
 
 std::string table(const AllreduceBenchResult& r, bool checked) {
   std::string out =
@@ -131,71 +80,8 @@ std::string table(const AllreduceBenchResult& r, bool checked) {
   return out;
 }
 
-// The --json object, also the results file's summary (io/allreduce_results.hpp, results/README.md).
-AllreduceResult allreduce_result(const AllreduceBenchResult& r, bool checked, const std::string& utc_time,
-                                 const std::string& host) {
-  const bool energy = !r.energy_method.empty();
-  const auto measured = [](double v) { return std::isnan(v) ? NumberFigure::null() : NumberFigure(v); };
-  std::vector<AllreduceSizeResult> rows;
-  for (const auto& row : r.rows) {
-    AllreduceSizeResult s;
-    s.bytes = row.bytes;
-    s.count = row.count;
-    s.type = std::string(nccl_tests_type(r.dtype));
-    s.time_us = row.time_us;
-    s.time_min_us = row.min_us;
-    s.time_max_us = row.max_us;
-    s.algbw_gbs = row.algbw_gbs;
-    s.busbw_gbs = row.busbw_gbs;
-    s.wrong = row.wrong >= 0 ? CountFigure(row.wrong) : CountFigure::null();
-    if (energy) {
-      s.energy_iters = row.energy_iters;
-      s.energy_seconds = row.energy_seconds;
-      s.joules = measured(row.joules);
-      s.nj_per_byte = measured(row.nj_per_byte);
-      s.dynamic_nj_per_byte = measured(row.dynamic_nj_per_byte);
-      s.watts_per_device = measured(row.watts);
-    }
-    rows.push_back(s);
-  }
-  AllreduceResult out;
-  out.benchmark = std::string("allreduce");
-  out.format = std::string(kAllreduceBenchFormat);
-  out.time = utc_time;
-  out.host = host;
-  out.op = std::string("sum");
-  out.dtype = r.dtype;
-  out.in_place = true;
-  out.ranks = r.ranks;
-  out.device = r.device;
-  out.algo = r.algo;
-  out.issue = r.issue;
-  out.max_ctas = r.nccl.max_ctas > 0 ? CountFigure(r.nccl.max_ctas) : CountFigure::null();
-  // NCCL's CTA policy and stream priority as asked for: null for the defaults, as max_ctas.
-  out.cta_policy = r.nccl.cta_policy != CtaPolicy::Default ? TextFigure(std::string(to_string(r.nccl.cta_policy))) : TextFigure::null();
-  out.priority = r.nccl.low_priority ? TextFigure(std::string("low")) : TextFigure::null();
-  out.library = r.library;
-  out.rank_devices = r.rank_devices;
-  out.warmup_iters = r.warmup_iters;
-  out.iters = r.iters;
-  out.repeats = r.repeats;
-  out.time_definition = std::string("median per allreduce over repeats, each repeat's slowest rank");
-  out.busbw_definition = std::string("algbw * 2(n-1)/n");
-  out.checked = checked;
-  out.rows = rows;
-  // What NCCL read from the environment besides the algorithm (on these hosts NCCL_NVLS_ENABLE=0).
-  if (r.device == "gpu") out.nccl_env = environment_line("NCCL_");
-  if (energy) {
-    out.energy_method = r.energy_method;
-    out.energy_window_seconds = r.energy_window_seconds;
-    out.energy_settle_seconds = r.energy_settle_seconds;
-    out.idle_watts_per_device = measured(r.idle_watts);
-  }
-  return out;
-}
-
 // Where each setting of the allreduce bench's table (experiment/command_settings.hpp) is held.
-SettingFields allreduce_fields(AllreduceArgs& a) {
+SettingFields allreduce_fields(AllreduceBenchRequest& a) {
   return {{"min_bytes", &a.min_bytes},   {"max_bytes", &a.max_bytes},       {"step_factor", &a.step_factor},
           {"warmup", &a.warmup},         {"iters", &a.iters},               {"repeats", &a.repeats},
           {"device", &a.device},         {"algo", &a.algo},                 {"max_ctas", &a.max_ctas},
@@ -206,109 +92,38 @@ SettingFields allreduce_fields(AllreduceArgs& a) {
 
 void register_allreduce(CLI::App& bench) {
   auto args = std::make_shared<AllreduceArgs>();
+  AllreduceBenchRequest& a = args->request;
   CLI::App* cmd = bench.add_subcommand(
       "allreduce", "In-place float sum allreduce over all ranks: time, algbw and busbw per size (as nccl-tests)");
-  add_table_options(*cmd, allreduce_bench_settings(), fields_by_name(allreduce_fields(*args)));
+  add_table_options(*cmd, allreduce_bench_settings(), fields_by_name(allreduce_fields(a)));
   cmd->add_flag("--json", args->json, "print one JSON object instead of the table");
   // As train: a batch script or a test harness can move (here: turn on) every run's results.
-  if (const char* env = std::getenv("CNNSCALE_RESULTS"); env && *env) args->results_root = env;
+  if (const char* env = std::getenv("CNNSCALE_RESULTS"); env && *env) a.results_root = env;
   CLI::Option* results =
-      cmd->add_option("--results", args->results_root,
+      cmd->add_option("--results", a.results_root,
                       "rank 0 saves the JSON object to DIR/<experiment>/allreduce/ (default: $CNNSCALE_RESULTS; "
                       "without either nothing is saved)");
-  cmd->add_option("--experiment", args->experiment, "experiment name (the results subfolder)")->capture_default_str();
-  cmd->add_flag("--no-results", args->no_results, "save nothing, even with $CNNSCALE_RESULTS set")->excludes(results);
+  cmd->add_option("--experiment", a.experiment, "experiment name (the results subfolder)")->capture_default_str();
+  cmd->add_flag("--no-results", a.no_results, "save nothing, even with $CNNSCALE_RESULTS set")->excludes(results);
   cmd->callback([args, cmd] {
-    AllreduceBenchConfig cfg;
-    cfg.min_bytes = parse_byte_size(args->min_bytes, "-b");
-    cfg.max_bytes = parse_byte_size(args->max_bytes, "-e");
-    cfg.step_factor = args->step_factor;
-    cfg.warmup_iters = args->warmup;
-    cfg.iters = args->iters;
-    cfg.repeats = args->repeats;
-    cfg.gpu = args->device == "gpu";
-    if (!cfg.gpu && cmd->count("--algo") > 0)
-      throw_config("bench allreduce: --algo chooses NCCL's algorithm and needs --device gpu");
-    cfg.algo = parse_allreduce_algo(args->algo);
-    if (!cfg.gpu && args->max_ctas > 0)
-      throw_config("bench allreduce: --max-ctas limits NCCL's CTAs and needs --device gpu");
-    cfg.nccl.max_ctas = args->max_ctas;
-    cfg.nccl.cta_policy = parse_cta_policy(args->cta_policy, "--cta-policy");
-    if (!cfg.gpu && cfg.nccl.cta_policy != CtaPolicy::Default)
-      throw_config("bench allreduce: --cta-policy sets NCCL's CTA policy and needs --device gpu");
-    cfg.nccl.low_priority = args->priority == "low";
-    if (!cfg.gpu && cfg.nccl.low_priority)
-      throw_config("bench allreduce: --priority sets the priority of NCCL's stream and needs --device gpu");
-    if (!cfg.gpu && cmd->count("--issue") > 0 && args->issue == "graph")
-      throw_config("bench allreduce: --issue graph replays NCCL allreduces from a CUDA graph and needs --device gpu");
-    cfg.graph = args->issue == "graph";
-    cfg.check = args->check;
-    cfg.dtype = parse_float_type(args->dtype, "--dtype");
-    cfg.timeout_seconds = args->timeout;
-    // Energy is the GPUs' NVML counter; host-memory allreduces have no per-rank device counter.
-    if (!cfg.gpu && cmd->count("--energy-window") > 0 && args->energy_window > 0)
-      throw_config("bench allreduce: --energy-window reads each GPU's energy counter and needs --device gpu");
-    if (cfg.gpu && args->energy_window > 0) {
-      cfg.energy_window_seconds = args->energy_window;
-      cfg.energy_settle_seconds = args->energy_settle;
-      cfg.energy_counter_name = "NVML total energy counter (nvmlDeviceGetTotalEnergyConsumption, mJ)";
-      // Null without a readable counter (open_gpu_power_reader warned once).
-      cfg.open_energy_counter = [](const std::string& uuid) -> EnergyCounter {
-        return measure::energy_joules(measure::open_gpu_power_reader(uuid));
-      };
-    }
-    // Every rank of the launch (also mpirun -np 1, whose MPI_Allreduce is then timed): the job binds
-    // each GPU rank to its node-local rank's GPU, checks that no two share one, and connects NCCL.
-    const MpiEnv* mpi = MpiEnv::current();
-    Job job(mpi && mpi->initialized());
-    validate_allreduce_bench(cfg, job.size());
-    const bool save = !args->no_results && !args->results_root.empty();
-    if (!save && cmd->count("--experiment") > 0)
-      throw_config("bench allreduce --experiment names the results subfolder: give --results DIR too");
-    const std::string dir = save ? report::allreduce_bench_dir(args->results_root, args->experiment) : "";
-    if (save) {
-      // Rank 0's verdict goes to every rank, so that all of them stop before the first collective.
-      const std::string verdict = job.gather(job.rank() == 0 ? check_results_dir(*args, dir) : std::string())[0];
-      if (!verdict.empty()) {
-        // One line for the whole job: rank 0 reports it and main's MPI_Abort ends every rank with
-        // exit 2; the others wait for that in a collective rank 0 never joins.
-        if (job.rank() != 0) job.start_together();
-        throw ConfigError(verdict);
-      }
-    }
-    AllreduceBenchRanks ranks{job.rank(), job.size()};
-    if (cfg.gpu) {
-      ranks.backend = &job.open_backend(job.device_for_ranks("gpu", {}));
-      ranks.device = job.bind_devices()[static_cast<size_t>(job.rank())];
-      // A GPU job's communicator is NCCL's, whose CUDA events time the host-issued allreduces.
-      ranks.comm = dynamic_cast<DeviceCommunicator*>(&job.connect({cfg.algo, cfg.nccl, cfg.timeout_seconds}));
-    }
-    const auto [utc_time, utc_stamp] = utc_times(std::chrono::system_clock::now());
-    Provenance provenance = start_provenance();
-    provenance.hosts = distinct_hosts(job.gather(job.host()));
-    const AllreduceBenchResult result = run_allreduce_bench(cfg, ranks);
-    set_end(provenance);
-    long long wrong = 0;
-    for (const auto& row : result.rows) wrong += row.wrong > 0 ? row.wrong : 0;
-    if (job.rank() == 0) {
-      AllreduceResult summary = allreduce_result(result, cfg.check, utc_time, job.host());
-      summary.provenance = provenance;
-      summary.settings = setting_values(allreduce_bench_settings(), allreduce_fields(*args));
-      const nlohmann::json j = allreduce_result_json(summary);
+    AllreduceBenchRequest& a = args->request;
+    a.algo_given = cmd->count("--algo") > 0;
+    a.issue_given = cmd->count("--issue") > 0;
+    a.energy_window_given = cmd->count("--energy-window") > 0;
+    a.experiment_given = cmd->count("--experiment") > 0;
+    a.settings = setting_values(allreduce_bench_settings(), allreduce_fields(a));
+    const AllreduceBenchRun run = run_allreduce_bench_job(a);
+    if (run.rank0) {
       if (args->json)
-        std::cout << j.dump(2) << "\n";
+        std::cout << allreduce_result_json(run.summary).dump(2) << "\n";
       else
-        std::cout << table(result, cfg.check);
+        std::cout << table(run.bench, run.checked);
       std::cout.flush();
-      // A failed check saves nothing: the report would average wrong sums with good ones.
-      if (save && wrong == 0) {
-        const std::string path =
-            report::write_allreduce_bench_folder(dir, report::allreduce_bench_stem(result, utc_stamp), j);
-        std::fprintf(stderr, "results: %s\n", path.c_str());
-      }
+      const std::string path = save_allreduce_bench(run);
+      if (!path.empty()) std::fprintf(stderr, "results: %s\n", path.c_str());
     }
-    if (wrong > 0)
-      throw_runtime("bench allreduce --check: {} element(s) summed wrongly (see the #wrong column)", wrong);
+    if (run.wrong > 0)
+      throw_runtime("bench allreduce --check: {} element(s) summed wrongly (see the #wrong column)", run.wrong);
   });
 }
 
