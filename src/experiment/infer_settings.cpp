@@ -14,7 +14,7 @@ namespace {
 using namespace decl;
 
 // Runs on a GPU only: a CPU run records none of it.
-bool on_gpu(const RunContext& c) { return c.gpu; }
+bool infer_on_gpu(const RunContext& c) { return c.gpu; }
 
 // An inference experiment's key: matrix.<name> (the matrix gives each run its value), the top-level
 // <name>, or infer.<name>, recorded in each run's configuration always (as every inference run has
@@ -82,7 +82,7 @@ SettingTable make_infer_settings() {
     Setting s = choice("fc_gemv", "auto", {"auto", "on", "off"},
                             "GPU: fully connected layers at batch 1 as cuBLAS GEMV (on), as the cuBLASLt matmul of "
                             "every other batch size (off), or whichever measures faster per layer shape (auto)");
-    s.applies = on_gpu;
+    s.applies = infer_on_gpu;
     all.push_back(grouped(in_infer(std::move(s))));
   }
   all.push_back(grouped(recorded(flag("fuse", true,
@@ -94,7 +94,7 @@ SettingTable make_infer_settings() {
                           "Queue every forward pass op by op instead of replaying each batch size's pass from a CUDA "
                           "graph captured after its first (GPU)",
                           "--no-graph");
-    s.applies = on_gpu;
+    s.applies = infer_on_gpu;
     all.push_back(grouped(recorded(std::move(s))));
   }
   all.push_back(choice("scenario", "offline", {"offline", "single-stream", "server", "server-search"},

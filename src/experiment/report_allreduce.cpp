@@ -83,7 +83,7 @@ std::string devices_text(const std::vector<std::string>& rank_devices) {
   return fmt::format("{} on {} host{}", out, hosts.size(), hosts.size() == 1 ? "" : "s");
 }
 
-struct Setting {
+struct BenchSetting {
   std::string device, algo, dtype;
   std::string issue = "host";  // GPU allreduces replayed from a CUDA graph ("graph") or host-issued
   NcclTuning nccl;             // asked for: NCCL_MAX_CTAS (0: NCCL's choice), CTA policy, stream priority
@@ -104,12 +104,12 @@ struct Setting {
     if (nccl.low_priority) base += " low priority";
     return base;
   }
-  bool operator<(const Setting& o) const { return order() < o.order(); }
+  bool operator<(const BenchSetting& o) const { return order() < o.order(); }
 };
 
 // One column group: the files of a setting at one rank count.
 struct Group {
-  Setting setting;
+  BenchSetting setting;
   int ranks = 0;
   std::vector<const AllreduceBenchFile*> files;
   // "8 GPUs" or, with several settings, "8 GPUs, tree" (headers) / "8 GPUs tree" (inside lists).
@@ -312,18 +312,19 @@ std::vector<AllreduceBenchFile> find_allreduce_benches(const std::string& result
 namespace {
 
 // One figure of a row, its header word, unit and CSV prefix.
-struct Figure {
+struct BenchFigure {
   double AllreduceBenchRow::*member;
   const char *header, *unit, *csv;
 };
 
 // Rows per message size, a column per (setting, rank count) and figure, and the notes every
 // allreduce table carries; `energy` adds the energy note instead of the one-rank busbw note.
-Table lay_out(const std::vector<AllreduceBenchFile>& files, const std::vector<Figure>& figures, Table t, bool energy) {
-  std::map<std::pair<Setting, int>, Group> by_key;  // ordered: setting, then ranks ascending
+Table lay_out(const std::vector<AllreduceBenchFile>& files, const std::vector<BenchFigure>& figures, Table t,
+              bool energy) {
+  std::map<std::pair<BenchSetting, int>, Group> by_key;  // ordered: setting, then ranks ascending
   std::set<int64_t> sizes;
   for (const AllreduceBenchFile& f : files) {
-    const Setting setting{f.bench.device, f.bench.algo, f.bench.dtype, f.bench.issue, f.bench.nccl};
+    const BenchSetting setting{f.bench.device, f.bench.algo, f.bench.dtype, f.bench.issue, f.bench.nccl};
     Group& g = by_key[{setting, f.bench.ranks}];
     g.setting = setting;
     g.ranks = f.bench.ranks;
@@ -339,14 +340,14 @@ Table lay_out(const std::vector<AllreduceBenchFile>& files, const std::vector<Fi
   }
   const bool qualify = blocks.size() > 1;
   for (const auto& block : blocks)
-    for (const Figure& f : figures)
+    for (const BenchFigure& f : figures)
       for (const Group* g : block)
         t.columns.push_back({fmt::format("{} {} ({})", f.header, g->label(qualify), f.unit), f.csv + g->csv(qualify)});
   bool any_null = false;
   for (int64_t bytes : sizes) {
     std::vector<Cell> cells = {Cell::of(size_label(bytes)), Cell::of(std::to_string(bytes))};
     for (const auto& block : blocks)
-      for (const Figure& f : figures)
+      for (const BenchFigure& f : figures)
         for (const Group* g : block) {
           cells.push_back(Cell::of(g->stat(bytes, f.member)));
           any_null = any_null || cells.back().value.null();

@@ -27,7 +27,7 @@ using Row = std::map<std::string, std::string>;
 const std::vector<std::string> kLeading = {"product", "experiment", "run_id", "path"};
 
 // Numbers in the shortest form that reads back exactly (NaN: nan), as summary.csv writes them.
-std::string number_text(double v) { return fmt::format("{}", v); }
+std::string exact_number_text(double v) { return fmt::format("{}", v); }
 
 // A JSON value as one cell: null empty, a list of plain values joined by "+" (as split_shares is).
 std::string cell_text(const json& v) {
@@ -35,7 +35,7 @@ std::string cell_text(const json& v) {
   if (v.is_string()) return v.get<std::string>();
   if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
   if (v.is_number_integer()) return v.dump();
-  if (v.is_number()) return number_text(v.get<double>());
+  if (v.is_number()) return exact_number_text(v.get<double>());
   std::string out;
   for (const json& e : v) {
     if (!out.empty()) out += '+';
@@ -72,7 +72,7 @@ Row training_row(const std::string& results_dir, const RunRecord& r) {
     for (const auto& [name, value] : provenance_columns(r.provenance.value())) row["provenance." + name] = value;
   for (const auto& [name, v] : summary_values(r.summary)) {
     if (const double* x = std::get_if<double>(&v))
-      row[name] = number_text(*x);
+      row[name] = exact_number_text(*x);
     else if (const std::string* s = std::get_if<std::string>(&v))
       row[name] = *s;
     else

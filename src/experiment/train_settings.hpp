@@ -14,6 +14,9 @@ namespace cnnscale {
 
 using TrainSetting = Setting;
 
+// The --help group of the data-parallel settings (train_settings_parallel.cpp, _ranks.cpp).
+inline constexpr const char* kDataParallelGroup = "Data parallel (under mpirun/srun)";
+
 // Every train setting, in --help order.
 const SettingTable& train_settings();
 // The part of the table in the experiment's section `train`: how the steps run on a device

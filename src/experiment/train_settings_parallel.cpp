@@ -18,8 +18,6 @@ namespace cnnscale {
 
 namespace {
 
-const char* const kGroup = "Data parallel (under mpirun/srun)";
-
 // A Boolean: true|false on the command line.
 Setting entry_bool(std::string name, bool def, std::string help) {
   Setting s = switch_setting(std::move(name), def, std::move(help), "");
@@ -32,7 +30,7 @@ Setting exchange_option(Setting s, std::string flag, std::string record_key) {
   s.flag = std::move(flag);
   s.record_key = std::move(record_key);
   s.record = Record::NotDefault;
-  s.group = kGroup;
+  s.group = kDataParallelGroup;
   s.applies = [](const RunContext& c) { return c.exchanges; };
   return s;
 }
@@ -44,7 +42,7 @@ Setting exchange_option(Setting s, std::string flag, std::string record_key) {
 Setting job_option(Setting s, std::string unit = "") {
   s.section = "train";
   s.unit = std::move(unit);
-  s.group = kGroup;
+  s.group = kDataParallelGroup;
   s.report_label = s.name;
   return s;
 }
@@ -163,7 +161,7 @@ void add_parallel_settings(SettingTable& all) {
         {"even", "manual", "proportional", "auto", "energy", "edp"});
     s.part_of = "split";  // matrix.split, the axis itself (experiment_matrix.cpp)
     s.record = Record::NotDefault;  // even runs keep their ids
-    s.group = kGroup;
+    s.group = kDataParallelGroup;
     s.report_label = "split";
     all.push_back(std::move(s));
   }

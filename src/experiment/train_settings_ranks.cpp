@@ -14,8 +14,6 @@ namespace cnnscale {
 
 namespace {
 
-const char* const kGroup = "Data parallel (under mpirun/srun)";
-
 // A list of per-rank values: empty by default, given as the axis entry's values.
 Setting rank_list(std::string name, SettingType type, std::string flag, std::string help, double min, double max) {
   Setting s;
@@ -26,7 +24,7 @@ Setting rank_list(std::string name, SettingType type, std::string flag, std::str
   s.help = std::move(help);
   s.min = min;
   s.max = max;
-  s.group = kGroup;
+  s.group = kDataParallelGroup;
   return s;
 }
 

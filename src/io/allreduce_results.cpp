@@ -3,10 +3,7 @@
 
 namespace cnnscale {
 
-namespace {
-constexpr Presence R = Presence::Required;
-constexpr Presence O = Presence::Optional;
-}  // namespace
+using namespace schema_presence;
 
 std::span<const SchemaField<AllreduceSizeResult>> AllreduceSizeResult::fields() {
   using S = AllreduceSizeResult;

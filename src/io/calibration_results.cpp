@@ -4,10 +4,7 @@
 
 namespace cnnscale {
 
-namespace {
-constexpr Presence R = Presence::Required;
-constexpr Presence O = Presence::Optional;
-}  // namespace
+using namespace schema_presence;
 
 std::span<const SchemaField<CalibrationLayer>> CalibrationLayer::fields() {
   using L = CalibrationLayer;

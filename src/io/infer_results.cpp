@@ -13,10 +13,7 @@
 
 namespace cnnscale {
 
-namespace {
-constexpr Presence R = Presence::Required;
-constexpr Presence O = Presence::Optional;
-}  // namespace
+using namespace schema_presence;
 
 std::span<const SchemaField<InferLatency>> InferLatency::fields() {
   using L = InferLatency;

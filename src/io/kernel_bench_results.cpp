@@ -11,10 +11,7 @@
 
 namespace cnnscale {
 
-namespace {
-constexpr Presence R = Presence::Required;
-constexpr Presence O = Presence::Optional;
-}  // namespace
+using namespace schema_presence;
 
 std::span<const SchemaField<KernelBenchCase>> KernelBenchCase::fields() {
   using C = KernelBenchCase;

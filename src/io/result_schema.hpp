@@ -22,6 +22,11 @@ std::string_view field_type_name(FieldType type);  // "text", "count", ..., "obj
 // Required: every file of the format has it (null allowed), and the reader refuses one without it.
 // Optional: absent in some files (another scenario, an older version, a setting not given).
 enum class Presence { Required, Optional };
+// The schema tables' shorthand for the two (`using namespace schema_presence;` in a table's file).
+namespace schema_presence {
+inline constexpr Presence R = Presence::Required;
+inline constexpr Presence O = Presence::Optional;
+}  // namespace schema_presence
 
 struct FieldInfo {
   std::string_view name;

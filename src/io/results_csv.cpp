@@ -23,7 +23,7 @@ namespace cnnscale {
 
 namespace {
 
-std::string csv_field(const std::string& s) {
+std::string csv_quoted(const std::string& s) {
   if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
   std::string q = "\"";
   for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
@@ -34,7 +34,7 @@ std::string csv_field(const std::string& s) {
 // null is an empty field.
 std::string csv_value(const SummaryValue& v) {
   if (std::holds_alternative<double>(v)) return fmt::format("{}", std::get<double>(v));
-  if (std::holds_alternative<std::string>(v)) return csv_field(std::get<std::string>(v));
+  if (std::holds_alternative<std::string>(v)) return csv_quoted(std::get<std::string>(v));
   return "";
 }
 
@@ -77,13 +77,13 @@ std::string csv_row(const RunResults& r, const std::vector<std::string>& columns
     const std::string& c = columns[i];
     const auto p = std::find_if(provenance.begin(), provenance.end(), [&](const auto& kv) { return kv.first == c; });
     if (c == "experiment") {
-      row += csv_field(r.experiment);
+      row += csv_quoted(r.experiment);
     } else if (c == "run_id") {
-      row += csv_field(r.run_id);
+      row += csv_quoted(r.run_id);
     } else if (auto it = values.find(c); it != values.end()) {
       row += csv_value(it->second);
     } else if (p != provenance.end()) {
-      row += csv_field(p->second);
+      row += csv_quoted(p->second);
     }
   }
   return row + "\n";
@@ -93,7 +93,7 @@ std::string csv_line(const std::vector<std::string>& fields) {
   std::string s;
   for (size_t i = 0; i < fields.size(); ++i) {
     if (i) s += ',';
-    s += csv_field(fields[i]);
+    s += csv_quoted(fields[i]);
   }
   return s + "\n";
 }

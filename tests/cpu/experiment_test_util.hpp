@@ -30,6 +30,8 @@ inline const std::string kBaseExperiment =
     "  network: [lenet]\n"  // 5
     "  batch: [8, 16]\n"    // 6
     "  gpus: [1, 2]\n";     // 7
+// Its short name in the tests that build most of their texts from it.
+inline const std::string& kBase = kBaseExperiment;
 
 inline Experiment parse(const std::string& text, const std::vector<std::string>& overrides = {},
                         const HostInfo& host = cpu_host()) {

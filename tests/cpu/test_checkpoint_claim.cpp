@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 using testing::error_of;
 using testing::TempDir;
 
-const char* kNet = R"(name: tiny
+const char* kClaimNet = R"(name: tiny
 input: {shape: [1, 8, 8], classes: 3}
 layers:
   - {name: conv1, type: Convolution, bottom: data, top: conv1, num_output: 2, kernel: 3}
@@ -38,7 +38,7 @@ std::string with(std::string text, const std::string& from, const std::string& t
   return text;
 }
 
-nlohmann::json identity(double lr, const std::string& net = kNet, int64_t batch = 32) {
+nlohmann::json identity(double lr, const std::string& net = kClaimNet, int64_t batch = 32) {
   SolverConfig solver;
   solver.lr = lr;
   const nlohmann::json run = {{"net", "tiny"}, {"data", "synthetic"}, {"batch", batch}, {"run_id", "ignored"}};
@@ -55,27 +55,27 @@ TEST(CheckpointIdentity, DifferencesAreNamedByKeyPathWithBothValues) {
               "checkpoint solver.lr=0.02, this run solver.lr=0.01");
   }
   {
-    const auto d = identity_differences(identity(0.01), identity(0.01, with(kNet, "pool: max", "pool: ave")));
+    const auto d = identity_differences(identity(0.01), identity(0.01, with(kClaimNet, "pool: max", "pool: ave")));
     ASSERT_EQ(d.size(), 1u);
     EXPECT_EQ(d[0].key, "network.layers[pool1].pool");
     EXPECT_EQ(d[0].was, "\"max\"");
     EXPECT_EQ(d[0].is_now, "\"ave\"");
   }
   {
-    const auto d = identity_differences(identity(0.01), identity(0.01, kNet, 64));
+    const auto d = identity_differences(identity(0.01), identity(0.01, kClaimNet, 64));
     ASSERT_EQ(d.size(), 1u);
     EXPECT_EQ(describe_difference(d[0], "", "now"), " batch=32, now batch=64");
   }
   {  // a layer added: the new layer is named
     const std::string more =
-        with(kNet, "  - {name: fc,", "  - {name: relu, type: ReLU, bottom: pool1, top: pool1}\n  - {name: fc,");
+        with(kClaimNet, "  - {name: fc,", "  - {name: relu, type: ReLU, bottom: pool1, top: pool1}\n  - {name: fc,");
     const auto d = identity_differences(identity(0.01), identity(0.01, more));
     ASSERT_EQ(d.size(), 1u);
     EXPECT_EQ(d[0].key, "network.layers[relu]");
     EXPECT_EQ(d[0].was, "(absent)");
   }
   {  // two at once: the first is named, the rest counted
-    const auto d = identity_differences(identity(0.02), identity(0.01, with(kNet, "pool: max", "pool: ave")));
+    const auto d = identity_differences(identity(0.02), identity(0.01, with(kClaimNet, "pool: max", "pool: ave")));
     ASSERT_EQ(d.size(), 2u);
     EXPECT_EQ(more_differences(d), " (and 1 more difference)");
     EXPECT_EQ(more_differences({d[0]}), "");

@@ -40,7 +40,7 @@ std::vector<std::string> args(const std::string& net, const std::string& ckpt, c
   return a;
 }
 
-const std::string kNet = std::string(CNNSCALE_TEST_DATA) + "/dist_convnet.yaml";
+const std::string kConvNet = std::string(CNNSCALE_TEST_DATA) + "/dist_convnet.yaml";
 
 // run_cnnscale in a forked child whose file-size limit is `limit` bytes, with SIGXFSZ ignored so
 // that a write past it fails (EFBIG) instead of killing; cnnscale inherits both, the test process
@@ -80,12 +80,12 @@ std::vector<std::string> entries(const std::string& dir) {
 
 TEST(CheckpointCli, ResumeIntoAnotherNetworkOrSolverIsRefusedUnlessAllowed) {
   TempDir dir;
-  ASSERT_EQ(run_cnnscale(args(kNet, dir.file("a"), "8")).exit_code, 0);
+  ASSERT_EQ(run_cnnscale(args(kConvNet, dir.file("a"), "8")).exit_code, 0);
   const std::string ckpt = CheckpointDir(dir.file("a")).path_for(8);
   // The same network with its max pooling made average pooling.
   std::string text;
   {
-    std::ifstream in(kNet);
+    std::ifstream in(kConvNet);
     text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
   const size_t at = text.find("pool: max");
@@ -103,7 +103,7 @@ TEST(CheckpointCli, ResumeIntoAnotherNetworkOrSolverIsRefusedUnlessAllowed) {
   EXPECT_TRUE(CheckpointDir(dir.file("b")).list().empty());
 
   // Another learning rate, --resume auto in the owner's directory: refused when claiming it.
-  r = run_cnnscale(args(kNet, dir.file("a"), "12", {"--resume", "auto", "--lr", "0.02"}));
+  r = run_cnnscale(args(kConvNet, dir.file("a"), "12", {"--resume", "auto", "--lr", "0.02"}));
   EXPECT_EQ(r.exit_code, 2) << r.err;
   ASSERT_EQ(r.error_lines().size(), 1u) << r.err;
   EXPECT_NE(r.error_lines()[0].find("that run has solver.lr=0.01, this one solver.lr=0.02"), std::string::npos)
@@ -118,7 +118,7 @@ TEST(CheckpointCli, ResumeIntoAnotherNetworkOrSolverIsRefusedUnlessAllowed) {
       << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["start_iteration"], 8);
   // Without --resume the flag means nothing: a usage error.
-  EXPECT_EQ(run_cnnscale(args(kNet, dir.file("c"), "8", {"--resume-allow-changes"})).exit_code, 2);
+  EXPECT_EQ(run_cnnscale(args(kConvNet, dir.file("c"), "8", {"--resume-allow-changes"})).exit_code, 2);
 }
 
 TEST(CheckpointCli, ADirectoryHeldByALiveRunIsRefusedNamingTheHolder) {
@@ -126,7 +126,7 @@ TEST(CheckpointCli, ADirectoryHeldByALiveRunIsRefusedNamingTheHolder) {
   const std::string ckpt = dir.file("ckpt");
   // This process holds the directory, as a run training in it would.
   auto holder = CheckpointDirClaim::claim({.dir = ckpt, .run_id = "the-holder", .identity = nlohmann::json::object()});
-  CliResult r = run_cnnscale(args(kNet, ckpt, "8"));
+  CliResult r = run_cnnscale(args(kConvNet, ckpt, "8"));
   EXPECT_EQ(r.exit_code, 1) << r.err;
   ASSERT_EQ(r.error_lines().size(), 1u) << r.err;
   EXPECT_NE(r.error_lines()[0].find("--checkpoint-dir " + ckpt + " is in use by run the-holder (host "),
@@ -135,7 +135,7 @@ TEST(CheckpointCli, ADirectoryHeldByALiveRunIsRefusedNamingTheHolder) {
   EXPECT_NE(r.error_lines()[0].find(fmt::format("pid {}", ::getpid())), std::string::npos) << r.err;
   EXPECT_TRUE(CheckpointDir(ckpt).list().empty());
   holder.reset();
-  EXPECT_EQ(run_cnnscale(args(kNet, ckpt, "8")).exit_code, 0);
+  EXPECT_EQ(run_cnnscale(args(kConvNet, ckpt, "8")).exit_code, 0);
 }
 
 // The file-size limit stands in for a full disk in CI (a write past it fails with EFBIG, as one
@@ -143,14 +143,14 @@ TEST(CheckpointCli, ADirectoryHeldByALiveRunIsRefusedNamingTheHolder) {
 TEST(CheckpointCli, AFailedCheckpointWriteEndsTheRunWithOneLineAndKeepsTheNewest) {
   TempDir dir;
   const std::string ckpt = dir.file("ckpt");
-  ASSERT_EQ(run_cnnscale(args(kNet, ckpt, "8", {"--checkpoint-every", "4"})).exit_code, 0);
+  ASSERT_EQ(run_cnnscale(args(kConvNet, ckpt, "8", {"--checkpoint-every", "4"})).exit_code, 0);
   CheckpointDir cd(ckpt);
   ASSERT_EQ(cd.list(), std::vector<std::string>({cd.path_for(4), cd.path_for(8)}));
   const auto size = static_cast<rlim_t>(fs::file_size(cd.path_for(8)));
   rlimit before{};
   ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &before), 0);
   ASSERT_GT(before.rlim_max, size / 2);
-  CliResult r = run_with_file_size_limit(args(kNet, ckpt, "16", {"--checkpoint-every", "4", "--resume", "auto"}),
+  CliResult r = run_with_file_size_limit(args(kConvNet, ckpt, "16", {"--checkpoint-every", "4", "--resume", "auto"}),
                                          size / 2, dir.file("limited"));
 
   EXPECT_EQ(r.exit_code, 1) << r.err;
@@ -164,7 +164,7 @@ TEST(CheckpointCli, AFailedCheckpointWriteEndsTheRunWithOneLineAndKeepsTheNewest
   EXPECT_EQ(entries(ckpt), want);
   EXPECT_EQ(read_checkpoint(cd.path_for(8)).meta.iteration, 8);
   // And the run goes on from it once there is room.
-  r = run_cnnscale(args(kNet, ckpt, "16", {"--checkpoint-every", "4", "--resume", "auto"}));
+  r = run_cnnscale(args(kConvNet, ckpt, "16", {"--checkpoint-every", "4", "--resume", "auto"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["start_iteration"], 8);
 }
@@ -172,12 +172,12 @@ TEST(CheckpointCli, AFailedCheckpointWriteEndsTheRunWithOneLineAndKeepsTheNewest
 TEST(CheckpointCli, AfterSkippingATruncatedNewestCheckpointTheRotationRemovesIt) {
   TempDir dir;
   const std::string ckpt = dir.file("ckpt");
-  ASSERT_EQ(run_cnnscale(args(kNet, ckpt, "12", {"--checkpoint-every", "4"})).exit_code, 0);
+  ASSERT_EQ(run_cnnscale(args(kConvNet, ckpt, "12", {"--checkpoint-every", "4"})).exit_code, 0);
   CheckpointDir cd(ckpt);
   ASSERT_EQ(cd.list(), std::vector<std::string>({cd.path_for(8), cd.path_for(12)}));
   fs::resize_file(cd.path_for(12), fs::file_size(cd.path_for(12)) / 2);
   // Resumed from 8, it writes 10 (its end): 12 is the one to go, 8 and 10 stay.
-  CliResult r = run_cnnscale(args(kNet, ckpt, "10", {"--resume", "auto"}));
+  CliResult r = run_cnnscale(args(kConvNet, ckpt, "10", {"--resume", "auto"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("removing damaged checkpoint " + cd.path_for(12)), std::string::npos) << r.err;
   EXPECT_EQ(cd.list(), std::vector<std::string>({cd.path_for(8), cd.path_for(10)}));
@@ -192,7 +192,7 @@ TEST(CheckpointCli, ResumeAutoStopsAtANewestCheckpointThatCannotBeReadNow) {
     GTEST_SKIP() << "HDF5 file locking is switched off here: a lock cannot make a good file unreadable";
   TempDir dir;
   const std::string ckpt = dir.file("ckpt");
-  ASSERT_EQ(run_cnnscale(args(kNet, ckpt, "12", {"--checkpoint-every", "4"})).exit_code, 0);
+  ASSERT_EQ(run_cnnscale(args(kConvNet, ckpt, "12", {"--checkpoint-every", "4"})).exit_code, 0);
   CheckpointDir cd(ckpt);
   ASSERT_EQ(cd.list(), std::vector<std::string>({cd.path_for(8), cd.path_for(12)}));
   CliResult r;
@@ -200,7 +200,7 @@ TEST(CheckpointCli, ResumeAutoStopsAtANewestCheckpointThatCannotBeReadNow) {
     const int fd = ::open(cd.path_for(12).c_str(), O_RDONLY | O_CLOEXEC);
     ASSERT_GE(fd, 0);
     ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
-    r = run_cnnscale(args(kNet, ckpt, "16", {"--checkpoint-every", "4", "--resume", "auto"}));
+    r = run_cnnscale(args(kConvNet, ckpt, "16", {"--checkpoint-every", "4", "--resume", "auto"}));
     ::close(fd);
   }
   EXPECT_EQ(r.exit_code, 1) << r.err;
@@ -210,7 +210,7 @@ TEST(CheckpointCli, ResumeAutoStopsAtANewestCheckpointThatCannotBeReadNow) {
   EXPECT_NE(r.error_lines()[0].find("not skipped for an older checkpoint"), std::string::npos) << r.err;
   EXPECT_EQ(cd.list(), std::vector<std::string>({cd.path_for(8), cd.path_for(12)}));
   // Readable again, it is the one the run continues from.
-  r = run_cnnscale(args(kNet, ckpt, "16", {"--checkpoint-every", "4", "--resume", "auto"}));
+  r = run_cnnscale(args(kConvNet, ckpt, "16", {"--checkpoint-every", "4", "--resume", "auto"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["start_iteration"], 12);
 }
@@ -220,16 +220,16 @@ TEST(CheckpointCli, ResumeAutoStopsAtANewestCheckpointThatCannotBeReadNow) {
 TEST(CheckpointCli, ResumingFromAnOlderCheckpointByPathAbandonsTheNewerOnes) {
   TempDir dir;
   const std::string ckpt = dir.file("ckpt");
-  ASSERT_EQ(run_cnnscale(args(kNet, ckpt, "12", {"--checkpoint-every", "4"})).exit_code, 0);
+  ASSERT_EQ(run_cnnscale(args(kConvNet, ckpt, "12", {"--checkpoint-every", "4"})).exit_code, 0);
   CheckpointDir cd(ckpt);
   ASSERT_EQ(cd.list(), std::vector<std::string>({cd.path_for(8), cd.path_for(12)}));
-  CliResult r = run_cnnscale(args(kNet, ckpt, "10", {"--resume", cd.path_for(8)}));
+  CliResult r = run_cnnscale(args(kConvNet, ckpt, "10", {"--resume", cd.path_for(8)}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("warning: removing checkpoint " + cd.path_for(12) + ": newer than " + cd.path_for(10)),
             std::string::npos)
       << r.err;
   EXPECT_EQ(cd.list(), std::vector<std::string>({cd.path_for(8), cd.path_for(10)}));
-  r = run_cnnscale(args(kNet, ckpt, "12", {"--resume", "auto"}));
+  r = run_cnnscale(args(kConvNet, ckpt, "12", {"--resume", "auto"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["start_iteration"], 10);
 }

@@ -112,7 +112,7 @@ int count_warnings(const std::string& err) {
 }
 
 TEST(Nvml, MissingLibraryGivesNullsAndOneWarning) {
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   auto r = open_gpu_power_reader("", 0, "libcnnscale-no-such-nvml.so.1");
   for (int i = 0; i < 3; ++i) {
     EXPECT_FALSE(r->energy_mj());
@@ -125,7 +125,7 @@ TEST(Nvml, MissingLibraryGivesNullsAndOneWarning) {
   CounterWindow w(*r);
   w.start();
   EXPECT_FALSE(w.stop(3).joules);
-  std::string err = testing::internal::GetCapturedStderr();
+  std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_FALSE(r->available());
   EXPECT_EQ(count_warnings(err), 1) << err;
   EXPECT_NE(err.find("libcnnscale-no-such-nvml.so.1"), std::string::npos) << err;
@@ -238,9 +238,9 @@ TEST(Nvml, FakeLibraryDecodesUnitsAndFields) {
     EXPECT_DOUBLE_EQ(r->power_w().value_or(0), 199);
     auto by_index = open_gpu_power_reader(lib, "", 0);
     EXPECT_TRUE(by_index->available());
-    testing::internal::CaptureStderr();
+    ::testing::internal::CaptureStderr();
     auto unknown = open_gpu_power_reader(lib, "GPU-not-here");
-    std::string err = testing::internal::GetCapturedStderr();
+    std::string err = ::testing::internal::GetCapturedStderr();
     EXPECT_FALSE(unknown->available());
     EXPECT_FALSE(unknown->energy_mj());
     EXPECT_EQ(count_warnings(err), 1) << err;

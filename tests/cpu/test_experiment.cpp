@@ -17,7 +17,7 @@
 namespace cnnscale {
 namespace {
 
-const std::string& kBase = testing::kBaseExperiment;  // lines 1 to 7
+using testing::kBase;
 
 using testing::cpu_host;
 using testing::expect_error;

@@ -14,7 +14,7 @@ namespace {
 using testing::expect_error;
 using testing::parse;
 
-const std::string kHead =
+const std::string kLead =
     "name: t\n"             // 1
     "dataset: synthetic\n"  // 2
     "iterations: 4\n"       // 3
@@ -25,21 +25,21 @@ TEST(ExperimentAxisValues, AValueListedTwiceIsRefusedAtItsSecondEntry) {
                {"command line 'matrix.batch=[16,16]':1:5: matrix.batch[1]: 16 is listed twice "
                 "(also matrix.batch[0]): both would be one run, of one run id"},
                {"matrix.batch=[16,16]"});
-  expect_error(kHead + "  network: [lenet, alexnet, lenet]\n  batch: [8]\n",  // line 5
+  expect_error(kLead + "  network: [lenet, alexnet, lenet]\n  batch: [8]\n",  // line 5
                {"t.yaml:5:29: matrix.network[2]: lenet is listed twice (also matrix.network[0])"});
   // 0x10 is 16 as train reads it: the values are compared as read, not as written.
-  expect_error(kHead + "  network: [lenet]\n  batch: [16, 8, 0x10]\n", {"matrix.batch[2]: 16 is listed twice"});
-  expect_error(kHead + "  network: [lenet]\n  batch_per_gpu: [4, 4]\n", {"matrix.batch_per_gpu[1]: 4 is listed twice"});
-  expect_error(kHead + "  network: [lenet]\n  batch: [8]\n  gpus: [2, 1, 2]\n", {"matrix.gpus[2]: 2 is listed twice"});
-  expect_error(kHead + "  network: [lenet]\n  batch: [8]\n  cpu_mix: [[1, 3], [1, 3.0]]\n",
+  expect_error(kLead + "  network: [lenet]\n  batch: [16, 8, 0x10]\n", {"matrix.batch[2]: 16 is listed twice"});
+  expect_error(kLead + "  network: [lenet]\n  batch_per_gpu: [4, 4]\n", {"matrix.batch_per_gpu[1]: 4 is listed twice"});
+  expect_error(kLead + "  network: [lenet]\n  batch: [8]\n  gpus: [2, 1, 2]\n", {"matrix.gpus[2]: 2 is listed twice"});
+  expect_error(kLead + "  network: [lenet]\n  batch: [8]\n  cpu_mix: [[1, 3], [1, 3.0]]\n",
                {"matrix.cpu_mix[1]: [1, 3] is listed twice (also matrix.cpu_mix[0])"});
-  expect_error(kHead + "  network: [lenet]\n  batch: [8]\n  gpus: [2]\n  allreduce: [overlap, no-overlap, overlap]\n",
+  expect_error(kLead + "  network: [lenet]\n  batch: [8]\n  gpus: [2]\n  allreduce: [overlap, no-overlap, overlap]\n",
                {"matrix.allreduce[2]: ", "is listed twice (also matrix.allreduce[0])"});
 }
 
 // Distinct values still expand to one run each, with distinct run ids.
 TEST(ExperimentAxisValues, DistinctValuesExpandAsBefore) {
-  const Experiment e = parse(kHead + "  network: [lenet]\n  batch: [8, 16]\n  gpus: [1, 2]\n  repeats: 2\n");
+  const Experiment e = parse(kLead + "  network: [lenet]\n  batch: [8, 16]\n  gpus: [1, 2]\n  repeats: 2\n");
   const auto runs = expand_runs(e);
   EXPECT_EQ(runs.size(), 8u);
   std::set<std::string> ids;

@@ -22,7 +22,7 @@ using testing::expect_error;
 using testing::gpu_host;
 using testing::parse;
 
-const std::string& kBase = testing::kBaseExperiment;  // lines 1 to 7
+using testing::kBase;
 
 TEST(ExperimentExtraArgs, MatrixFlagsAreRefusedAtTheirEntry) {
   expect_error(kBase + "extra_args: [--display, '5', --batch, '64']\n",  // line 8

@@ -16,7 +16,7 @@
 namespace cnnscale {
 namespace {
 
-const std::string& kBase = testing::kBaseExperiment;  // lines 1 to 7
+using testing::kBase;
 
 // The same without matrix.gpus: the rank sets come from the lines appended.
 const std::string kNoRanks =

@@ -29,7 +29,7 @@ std::string shipped_network(const std::string& name) {
   return std::string(CNNSCALE_SOURCE_DIR) + "/networks/" + name + ".yaml";
 }
 
-std::vector<float> to_host(Backend& backend, const Tensor& t) {
+std::vector<float> host_copy(Backend& backend, const Tensor& t) {
   std::vector<float> out(static_cast<size_t>(t.numel()));
   backend.download(t, out.data());
   return out;
@@ -71,7 +71,7 @@ void train(Net& net, int64_t classes, int steps) {
 std::vector<float> scores(Net& net, int64_t classes, const std::string& blob, uint64_t seed) {
   feed(net, classes, seed);
   net.forward(Phase::Test, 0);
-  return to_host(net.backend(), net.blob(blob));
+  return host_copy(net.backend(), net.blob(blob));
 }
 
 double max_abs(const std::vector<float>& v) {
@@ -125,12 +125,12 @@ std::pair<std::vector<float>, std::vector<float>> fold_by_hand(const Net& traine
                                                                FoldVariant variant) {
   Backend& be = trained.backend();
   const Layer &conv = layer_named(trained, pair.convolution), &bn = layer_named(trained, pair.batch_norm);
-  std::vector<float> w = to_host(be, conv.params().at(0).master);
+  std::vector<float> w = host_copy(be, conv.params().at(0).master);
   const size_t channels = static_cast<size_t>(bn.params().at(0).master.numel());
   std::vector<float> bias(channels, 0.0f);
-  if (conv.params().size() == 2) bias = to_host(be, conv.params()[1].master);
-  const auto scale = to_host(be, bn.params().at(0).master), shift = to_host(be, bn.params().at(1).master);
-  const auto mean = to_host(be, bn.state().at(0)), var = to_host(be, bn.state().at(1));
+  if (conv.params().size() == 2) bias = host_copy(be, conv.params()[1].master);
+  const auto scale = host_copy(be, bn.params().at(0).master), shift = host_copy(be, bn.params().at(1).master);
+  const auto mean = host_copy(be, bn.state().at(0)), var = host_copy(be, bn.state().at(1));
   const double eps = variant.add_eps ? bn.config().node.get_or<float>("eps", 1e-5f) : 0.0;
   const size_t run = w.size() / channels;
   for (size_t k = 0; k < channels; ++k) {
@@ -275,7 +275,7 @@ TEST(Fold, FoldedNetComputesTheTrainedScores) {
   // from (1, 0), in every BatchNorm.
   for (const auto& name : {"bn1", "bn2", "bn3", "bn_pool", "bn4", "bn_fc"}) {
     const Layer& bn = layer_named(trained, name);
-    const auto mean = to_host(*backend, bn.state()[0]), var = to_host(*backend, bn.state()[1]);
+    const auto mean = host_copy(*backend, bn.state()[0]), var = host_copy(*backend, bn.state()[1]);
     std::vector<float> var_minus_one(var);
     for (auto& v : var_minus_one) v -= 1.0f;
     EXPECT_GT(max_abs(mean), 0.1) << name;
@@ -294,16 +294,17 @@ TEST(Fold, FoldedNetComputesTheTrainedScores) {
     if (folded_convolutions.count(layer->name())) continue;
     const Layer& original = layer_named(trained, layer->name());
     for (size_t p = 0; p < layer->params().size(); ++p)
-      EXPECT_EQ(to_host(*backend, layer->params()[p].master), to_host(*backend, original.params()[p].master))
+      EXPECT_EQ(host_copy(*backend, layer->params()[p].master), host_copy(*backend, original.params()[p].master))
           << layer->name();
     for (size_t s = 0; s < layer->state().size(); ++s)
-      EXPECT_EQ(to_host(*backend, layer->state()[s]), to_host(*backend, original.state()[s])) << layer->name();
+      EXPECT_EQ(host_copy(*backend, layer->state()[s]), host_copy(*backend, original.state()[s])) << layer->name();
   }
   // Folded convolutions: the formula computed here independently, to within one rounding.
   for (const auto& pair : f.folded) {
     const auto [w, b] = fold_by_hand(trained, pair, {});
     const Layer& conv = layer_named(folded, pair.convolution);
-    const auto got_w = to_host(*backend, conv.params()[0].master), got_b = to_host(*backend, conv.params()[1].master);
+    const auto got_w = host_copy(*backend, conv.params()[0].master);
+    const auto got_b = host_copy(*backend, conv.params()[1].master);
     ASSERT_EQ(got_w.size(), w.size());
     for (size_t i = 0; i < w.size(); ++i) EXPECT_LE(std::abs(got_w[i] - w[i]), FLT_EPSILON * std::abs(w[i])) << i;
     for (size_t i = 0; i < b.size(); ++i) EXPECT_LE(std::abs(got_b[i] - b[i]), FLT_EPSILON * std::abs(b[i])) << i;

@@ -16,14 +16,14 @@
 namespace cnnscale {
 namespace {
 
-std::string test_network(const std::string& name) { return std::string(CNNSCALE_TEST_DATA) + "/" + name; }
-std::string shipped_network(const std::string& name) {
+std::string fuse_test_network(const std::string& name) { return std::string(CNNSCALE_TEST_DATA) + "/" + name; }
+std::string fuse_shipped_network(const std::string& name) {
   return std::string(CNNSCALE_SOURCE_DIR) + "/networks/" + name + ".yaml";
 }
 
 using testing::to_host;
 
-int count_type(const NetSpec& spec, const std::string& type) {
+int count_layers_of(const NetSpec& spec, const std::string& type) {
   return static_cast<int>(
       std::count_if(spec.layers().begin(), spec.layers().end(), [&](const LayerInfo& l) { return l.type == type; }));
 }
@@ -35,7 +35,7 @@ std::vector<std::string> names(const NetSpec& spec) {
 }
 
 TEST(FuseBatchNormEpilogues, SmallResNetFusesEveryReluAndResidualSumAfterABatchNorm) {
-  NetSpec spec = NetSpec::load(test_network("fold_small_resnet.yaml"));
+  NetSpec spec = NetSpec::load(fuse_test_network("fold_small_resnet.yaml"));
   FusedSpec f = fuse_epilogues(spec);
   // bn_pool's output is read by a convolution: it stays as it is.
   EXPECT_EQ(names(f.spec), (std::vector<std::string>{"conv1", "bn1", "conv2", "bn2", "conv3", "bn3", "pool1",
@@ -50,26 +50,26 @@ TEST(FuseBatchNormEpilogues, SmallResNetFusesEveryReluAndResidualSumAfterABatchN
   const std::string yaml = f.spec.resolved_yaml();
   EXPECT_NE(yaml.find("bottom: [conv3, relu1]"), std::string::npos) << yaml;
   EXPECT_NE(yaml.find("bottom: [conv4, conv4]"), std::string::npos) << yaml;
-  EXPECT_EQ(count_type(f.spec, "ReLU"), 0);
-  EXPECT_EQ(count_type(f.spec, "Eltwise"), 0);
+  EXPECT_EQ(count_layers_of(f.spec, "ReLU"), 0);
+  EXPECT_EQ(count_layers_of(f.spec, "Eltwise"), 0);
 }
 
 TEST(FuseBatchNormEpilogues, ShippedResNetsLoseEveryReluAndSum) {
   for (const char* net : {"resnet34", "resnet_gait", "resnet_fmnist", "resnet50"}) {
     SCOPED_TRACE(net);
-    NetSpec spec = NetSpec::load(shipped_network(net));
+    NetSpec spec = NetSpec::load(fuse_shipped_network(net));
     FusedSpec f = fuse_epilogues(spec);
-    const int relus = count_type(spec, "ReLU"), sums = count_type(spec, "Eltwise");
+    const int relus = count_layers_of(spec, "ReLU"), sums = count_layers_of(spec, "Eltwise");
     EXPECT_EQ(f.fused.size(), static_cast<size_t>(relus));  // every ReLU follows a BatchNorm or a sum of one
-    EXPECT_EQ(count_type(f.spec, "ReLU"), 0);
-    EXPECT_EQ(count_type(f.spec, "Eltwise"), 0);
+    EXPECT_EQ(count_layers_of(f.spec, "ReLU"), 0);
+    EXPECT_EQ(count_layers_of(f.spec, "Eltwise"), 0);
     EXPECT_EQ(f.spec.layers().size(), spec.layers().size() - static_cast<size_t>(relus + sums));
-    EXPECT_EQ(count_type(f.spec, "BatchNorm"), count_type(spec, "BatchNorm"));
+    EXPECT_EQ(count_layers_of(f.spec, "BatchNorm"), count_layers_of(spec, "BatchNorm"));
   }
 }
 
 TEST(FuseBatchNormEpilogues, AResidualBatchNormMovesOnlyPastALaterAddend) {
-  NetSpec spec = NetSpec::load(shipped_network("resnet34"));
+  NetSpec spec = NetSpec::load(fuse_shipped_network("resnet34"));
   const std::vector<std::string> fused = names(fuse_epilogues(spec).spec);
   auto at = [&](const std::string& name) { return std::find(fused.begin(), fused.end(), name) - fused.begin(); };
   // Identity shortcut: the addend exists already, the BatchNorm stays right after its convolution.
@@ -78,7 +78,7 @@ TEST(FuseBatchNormEpilogues, AResidualBatchNormMovesOnlyPastALaterAddend) {
   EXPECT_GT(at("res3_1_bn2"), at("res3_1_proj_bn"));
 }
 
-void feed(Net& net, int64_t classes, uint64_t seed) { testing::feed_random_batch(net, classes, seed, 0.5f); }
+void feed_half(Net& net, int64_t classes, uint64_t seed) { testing::feed_random_batch(net, classes, seed, 0.5f); }
 
 // The network as written and fused, from the same weights on the same batches, through three SGD
 // steps: loss, gradients and weights bit-identical after each.
@@ -87,7 +87,7 @@ void expect_same_training(Backend& backend, Net& plain, Net& fused, int64_t clas
   for (int step = 0; step < 3; ++step) {
     SCOPED_TRACE(step);
     for (Net* n : {&plain, &fused}) {
-      feed(*n, classes, 100 + static_cast<uint64_t>(step));
+      feed_half(*n, classes, 100 + static_cast<uint64_t>(step));
       n->forward(Phase::Train, static_cast<uint64_t>(step));
       n->backward(static_cast<uint64_t>(step));
     }
@@ -99,7 +99,7 @@ void expect_same_training(Backend& backend, Net& plain, Net& fused, int64_t clas
 }
 
 TEST(FuseConvolutionEpilogues, AConvolutionTakesTheReluThatAloneReadsIt) {
-  NetSpec spec = NetSpec::load(test_network("fuse_small_convnet.yaml"));
+  NetSpec spec = NetSpec::load(fuse_test_network("fuse_small_convnet.yaml"));
   FusedSpec f = fuse_epilogues(spec);
   // conv3's output is also read by the sum: it and relu3 stay as written.
   EXPECT_EQ(names(f.spec), (std::vector<std::string>{"conv1", "pool1", "conv2", "conv3", "relu3", "sum1", "conv4",
@@ -116,7 +116,7 @@ TEST(FuseConvolutionEpilogues, AConvolutionTakesTheReluThatAloneReadsIt) {
   EXPECT_NE(yaml.find("top: relu1"), std::string::npos) << yaml;
   EXPECT_NE(yaml.find("bottom: relu1"), std::string::npos) << yaml;
   EXPECT_NE(yaml.find("bottom: [sum1, relu2]"), std::string::npos) << yaml;
-  EXPECT_EQ(count_type(f.spec, "Eltwise"), 1);  // sum1 stays
+  EXPECT_EQ(count_layers_of(f.spec, "Eltwise"), 1);  // sum1 stays
 }
 
 // A convolution without a bias keeps a following sum as written (only its ReLU would fuse, and
@@ -133,7 +133,7 @@ layers:
 )";
   const FusedSpec f = fuse_epilogues(NetSpec::load_string(yaml, "no_bias_residual"));
   EXPECT_TRUE(f.fused.empty());
-  EXPECT_EQ(count_type(f.spec, "Eltwise"), 1);
+  EXPECT_EQ(count_layers_of(f.spec, "Eltwise"), 1);
 }
 
 TEST(FuseConvolutionEpilogues, ShippedAlexNetStyleNetworksLoseEveryRelu) {
@@ -141,13 +141,13 @@ TEST(FuseConvolutionEpilogues, ShippedAlexNetStyleNetworksLoseEveryRelu) {
   // its output: every one fuses, and no layer but the ReLUs disappears.
   for (const auto& [net, convs] : {std::pair{"caffenet", 5}, {"cnn2d_gait", 4}, {"alexnet", 5}}) {
     SCOPED_TRACE(net);
-    NetSpec spec = NetSpec::load(shipped_network(net));
+    NetSpec spec = NetSpec::load(fuse_shipped_network(net));
     FusedSpec f = fuse_epilogues(spec);
-    EXPECT_GT(count_type(spec, "ReLU"), convs);  // some follow fully connected layers
-    EXPECT_EQ(f.fused.size(), static_cast<size_t>(count_type(spec, "ReLU")));
-    EXPECT_EQ(count_type(f.spec, "ReLU"), 0);
-    EXPECT_EQ(count_type(f.spec, "Convolution"), convs);
-    EXPECT_EQ(count_type(f.spec, "InnerProduct"), count_type(spec, "InnerProduct"));
+    EXPECT_GT(count_layers_of(spec, "ReLU"), convs);  // some follow fully connected layers
+    EXPECT_EQ(f.fused.size(), static_cast<size_t>(count_layers_of(spec, "ReLU")));
+    EXPECT_EQ(count_layers_of(f.spec, "ReLU"), 0);
+    EXPECT_EQ(count_layers_of(f.spec, "Convolution"), convs);
+    EXPECT_EQ(count_layers_of(f.spec, "InnerProduct"), count_layers_of(spec, "InnerProduct"));
   }
 }
 
@@ -155,7 +155,7 @@ TEST(FuseConvolutionEpilogues, ShippedAlexNetStyleNetworksLoseEveryRelu) {
 // ReLU's backward gating the convolution's top gradient in place, the addend's gradient a copy of
 // it as the sum's backward writes it): bit-identical, with and without bias.
 TEST(FuseConvolutionEpilogues, FusedNetworkTrainsToTheSameBits) {
-  NetSpec spec = NetSpec::load(test_network("fuse_small_convnet.yaml"));
+  NetSpec spec = NetSpec::load(fuse_test_network("fuse_small_convnet.yaml"));
   FusedSpec f = fuse_epilogues(spec);
   ASSERT_EQ(f.fused.size(), 4u);
   auto backend = make_backend("cpu");
@@ -166,13 +166,13 @@ TEST(FuseConvolutionEpilogues, FusedNetworkTrainsToTheSameBits) {
 // The fused BatchNorm rounds bn(x), bn(x) + z and max(0, .) to float exactly as the BatchNorm,
 // Eltwise and ReLU layers do, and gates the gradient as ReLU's backward does: bit-identical.
 TEST(FuseBatchNormEpilogues, FusedNetworkTrainsToTheSameBits) {
-  NetSpec spec = NetSpec::load(test_network("fold_small_resnet.yaml"));
+  NetSpec spec = NetSpec::load(fuse_test_network("fold_small_resnet.yaml"));
   FusedSpec f = fuse_epilogues(spec);
   auto backend = make_backend("cpu");
   Net plain(spec, *backend, 8, 5), fused(f.spec, *backend, 8, 5);
   expect_same_training(*backend, plain, fused, spec.classes());
   for (Net* n : {&plain, &fused}) {
-    feed(*n, spec.classes(), 999);
+    feed_half(*n, spec.classes(), 999);
     n->forward(Phase::Test, 3);
   }
   EXPECT_EQ(to_host(*backend, plain.blob("fc2")), to_host(*backend, fused.blob("fc2")));

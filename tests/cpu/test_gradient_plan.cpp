@@ -13,7 +13,7 @@
 namespace cnnscale {
 namespace {
 
-const char* kNet = R"(name: plan
+const char* kPlanNet = R"(name: plan
 input: {shape: [1, 8, 8], classes: 3}
 layers:
   - {name: conv1, type: Convolution, bottom: data, top: conv1, num_output: 4, kernel: 3, weight_filler: {type: xavier}}
@@ -36,7 +36,7 @@ class IdleCommunicator final : public Communicator {
 
 struct Planned {
   std::unique_ptr<Backend> backend = make_backend("cpu");
-  NetSpec spec = NetSpec::load_string(kNet, "plan.yaml");
+  NetSpec spec = NetSpec::load_string(kPlanNet, "plan.yaml");
   std::unique_ptr<Net> net;
   GradientPlan plan;
   // Both steps, as the Trainer takes them, with the net built between.
@@ -126,7 +126,7 @@ TEST(GradientPlan, IllegalCombinationsAreRefused) {
 
 TEST(GradientPlan, TheNetTakesItOnceAndTheBucketsNeedAnExchange) {
   auto backend = make_backend("cpu");
-  const NetSpec spec = NetSpec::load_string(kNet, "plan.yaml");
+  const NetSpec spec = NetSpec::load_string(kPlanNet, "plan.yaml");
   Net net(spec, *backend, 4, 1);
   GradientPlan plan;
   net.set_gradient_plan(plan);

@@ -13,7 +13,7 @@
 namespace cnnscale::testing {
 namespace {
 
-const std::string kInfer = R"(name: inf
+const std::string kTable = R"(name: inf
 mode: infer
 device: gpu
 infer:
@@ -53,27 +53,27 @@ std::vector<std::string> words_at(const std::vector<std::string>& args, const st
 }
 
 TEST(InferSettingsTable, EveryInferSectionEntryIsAKeyOnTheCommandLineAndInTheRecordedConfiguration) {
-  const Experiment base = parse(kInfer, {}, gpu_host(2));
+  const Experiment base = parse(kTable, {}, gpu_host(2));
   const RunSpec base_run = expand_runs(base).front();
   int keys = 0;
   for (const Setting& s : infer_settings()) {
     if (s.section != "infer" || s.name == "batch" || s.name == "calibration") continue;
     ++keys;
     const nlohmann::json v = other_value(s, base.infer.settings.at(s.name));
-    const Experiment e = parse(kInfer, {fmt::format("{}={}", s.experiment_key(), v.dump())}, gpu_host(2));
+    const Experiment e = parse(kTable, {fmt::format("{}={}", s.experiment_key(), v.dump())}, gpu_host(2));
     const RunSpec r = expand_runs(e).front();
     const std::vector<std::string> expected = s.arguments(v);
     EXPECT_EQ(words_at(infer_arguments(e, r, "/r"), expected), expected) << s.name;
     EXPECT_EQ(r.config["infer"][s.name], v) << s.name;
     EXPECT_NE(r.id, base_run.id) << s.name;  // another value is another run
     // Given twice, as the key and in extra_args: refused, naming the key.
-    expect_error(kInfer + "extra_args: [" + s.flag + (s.type == SettingType::Switch ? "" : ", \"1\"") + "]",
+    expect_error(kTable + "extra_args: [" + s.flag + (s.type == SettingType::Switch ? "" : ", \"1\"") + "]",
                  {"is set by " + s.experiment_key()}, {fmt::format("{}={}", s.experiment_key(), v.dump())},
                  gpu_host(2));
   }
   EXPECT_GE(keys, 10);
   // The batch list and an int8 run's table: their own readers, on the command line and recorded.
-  const Experiment b = parse(kInfer, {"infer.batch=[2, 4]", "matrix.precision=[int8]", "infer.calibration=synthetic"},
+  const Experiment b = parse(kTable, {"infer.batch=[2, 4]", "matrix.precision=[int8]", "infer.calibration=synthetic"},
                              gpu_host(2));
   const RunSpec r = expand_runs(b).front();
   const std::vector<std::string> args = infer_arguments(b, r, "/r");
@@ -84,36 +84,36 @@ TEST(InferSettingsTable, EveryInferSectionEntryIsAKeyOnTheCommandLineAndInTheRec
 }
 
 TEST(InferSettingsTable, NewKeysAtTheirDefaultsLeaveRunIdsAndCommandLinesAlone) {
-  const Experiment base = parse(kInfer, {}, gpu_host(2));
+  const Experiment base = parse(kTable, {}, gpu_host(2));
   const RunSpec base_run = expand_runs(base).front();
   for (const Setting& s : infer_settings()) {
     if (s.section != "infer" || s.record != Record::NotDefault || s.name == "calibration") continue;
-    const Experiment e = parse(kInfer, {fmt::format("infer.{}={}", s.name, s.default_value.dump())}, gpu_host(2));
+    const Experiment e = parse(kTable, {fmt::format("infer.{}={}", s.name, s.default_value.dump())}, gpu_host(2));
     EXPECT_EQ(expand_runs(e).front().id, base_run.id) << s.name;
     EXPECT_FALSE(expand_runs(e).front().config["infer"].contains(s.name)) << s.name;
   }
   // Not given, such a flag may come from extra_args, as before the key existed.
-  const Experiment e = parse(kInfer + "extra_args: [--warmup, \"1\", --power-hz, \"0\"]\n", {}, gpu_host(2));
+  const Experiment e = parse(kTable + "extra_args: [--warmup, \"1\", --power-hz, \"0\"]\n", {}, gpu_host(2));
   EXPECT_EQ(flag_value(infer_arguments(e, expand_runs(e).front(), "/r"), "--warmup"), "1");
 }
 
 TEST(InferSettingsTable, MatrixAndTopLevelEntriesAreTheSweepsAndTheScenariosAreRefused) {
   for (const Setting& s : infer_settings()) {
-    const Experiment e = parse(kInfer, {}, gpu_host(2));
+    const Experiment e = parse(kTable, {}, gpu_host(2));
     const std::vector<std::string> args = infer_arguments(e, expand_runs(e).front(), "/r");
     if (s.section == "matrix" || (s.section.empty() && s.identity())) {
       // Written by the sweep from its key (gpu_mix: a job of 2+ ranks only), refused in extra_args.
       if (s.name != "gpu_mix") EXPECT_NE(flag_value(args, s.flag), "<absent>") << s.name;
-      expect_error(kInfer + "extra_args: [" + s.flag + ", \"1\"]", {"is set by"}, {}, gpu_host(2));
+      expect_error(kTable + "extra_args: [" + s.flag + ", \"1\"]", {"is set by"}, {}, gpu_host(2));
     } else if (s.section.empty() && s.name != "checkpoint") {
-      expect_error(kInfer + "extra_args: [" + s.flag + ", \"1\"]", {"offline scenario"}, {}, gpu_host(2));
+      expect_error(kTable + "extra_args: [" + s.flag + ", \"1\"]", {"offline scenario"}, {}, gpu_host(2));
     }
   }
-  const Experiment two = parse(kInfer, {"matrix.gpu_mix=[[0, 1]]"}, gpu_host(2));
+  const Experiment two = parse(kTable, {"matrix.gpu_mix=[[0, 1]]"}, gpu_host(2));
   const RunSpec job = expand_runs(two).back();
   ASSERT_EQ(job.gpu_mix.size(), 2u);
   EXPECT_EQ(flag_value(infer_arguments(two, job, "/r"), "--gpus"), "0,1");
-  const Experiment seeded = parse(kInfer, {"seed=7"}, gpu_host(2));
+  const Experiment seeded = parse(kTable, {"seed=7"}, gpu_host(2));
   EXPECT_EQ(flag_value(infer_arguments(seeded, expand_runs(seeded).front(), "/r"), "--seed"), "7");
 }
 

@@ -162,7 +162,7 @@ TEST(LossScaleRule, DeviceScaledConversionScalesInPlaceAndAcrossDtypes) {
   EXPECT_EQ(got[1], 8.0f * -3.5f);
 }
 
-const char* kNet = R"(name: scaled
+const char* kScaledNet = R"(name: scaled
 input: {shape: [2, 8, 8], classes: 5}
 layers:
   - {name: conv1, type: Convolution, bottom: data, top: conv1, num_output: 4, kernel: 3, weight_filler: {type: xavier}}
@@ -179,7 +179,7 @@ layers:
 TEST(LossScale, ADeviceScaleScalesAsTheHostScaleDoes) {
   auto backend = make_backend("cpu");
   Backend& b = *backend;
-  NetSpec spec = NetSpec::load_string(kNet, "scaled.yaml");
+  NetSpec spec = NetSpec::load_string(kScaledNet, "scaled.yaml");
   Net plain(spec, b, 4, 3), host(spec, b, 4, 3), device(spec, b, 4, 3);
   host.set_grad_scale(1024.0);
   Tensor scale = b.alloc(Shape{2});

@@ -18,13 +18,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-CliResult train(const std::string& root, const std::string& run_id, std::vector<std::string> extra = {}) {
+CliResult train_mfu(const std::string& root, const std::string& run_id, std::vector<std::string> extra = {}) {
   return short_lenet_train(root, "m", run_id, extra);
 }
 
 TEST(Mfu, MeasuredPeakAndUtilisationAreWrittenEverywhere) {
   TempDir dir;
-  CliResult r = train(dir.str(), "mfu", {"--mfu"});
+  CliResult r = train_mfu(dir.str(), "mfu", {"--mfu"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out)["summary"];
   const double peak = j["matmul_peak_tflops"].get<double>(), gflops = j["gflops"].get<double>();
@@ -46,7 +46,7 @@ TEST(Mfu, MeasuredPeakAndUtilisationAreWrittenEverywhere) {
 
 TEST(Mfu, NotMeasuredUnlessAsked) {
   TempDir dir;
-  CliResult r = train(dir.str(), "plain");
+  CliResult r = train_mfu(dir.str(), "plain");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out)["summary"];
   EXPECT_FALSE(j.contains("matmul_peak_tflops")) << j.dump();

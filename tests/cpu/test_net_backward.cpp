@@ -65,7 +65,7 @@ const std::string kBlockNet = kHead +
     "  - {name: fc, type: InnerProduct, bottom: stage, top: fc, num_output: \"${classes}\", " + kFill + "}\n"
     "  - {name: loss, type: SoftmaxWithLoss, bottom: [fc, label], top: loss}\n";
 
-std::vector<float> to_host(Backend& backend, const Tensor& t) {
+std::vector<float> download_all(Backend& backend, const Tensor& t) {
   std::vector<float> out(static_cast<size_t>(t.numel()));
   backend.download(t, out.data());
   return out;
@@ -88,10 +88,10 @@ void check_gradients(Net& net) {
   Backend& be = net.backend();
   const double loss0 = train_loss(net);
   net.backward(7);
-  const std::vector<float> analytic = to_host(be, net.flat_grads());
+  const std::vector<float> analytic = download_all(be, net.flat_grads());
   // Backward overwrites gradients: a second pass gives the same values, not twice them.
   net.backward(7);
-  EXPECT_EQ(to_host(be, net.flat_grads()), analytic);
+  EXPECT_EQ(download_all(be, net.flat_grads()), analytic);
 
   const Tensor& flat = net.flat_params();
   const float eps = 1e-3f;
@@ -149,13 +149,13 @@ TEST(NetBackward, GradientsAfterReshape) {
   NetSpec spec = NetSpec::load_string(kEltwiseNet, "small.yaml");
   auto backend = make_backend("cpu");
   Net net(spec, *backend, 2, 11);
-  const std::vector<float> before = to_host(*backend, net.flat_params());
+  const std::vector<float> before = download_all(*backend, net.flat_params());
   net.reshape(3);
   EXPECT_EQ(net.batch(), 3);
   EXPECT_EQ(net.input().shape(), Shape({3, 2, 5, 5}));
   EXPECT_EQ(net.labels().shape(), Shape({3}));
   EXPECT_EQ(net.blob("fc").shape(), Shape({3, 3}));
-  EXPECT_EQ(to_host(*backend, net.flat_params()), before) << "reshape must not touch parameters";
+  EXPECT_EQ(download_all(*backend, net.flat_params()), before) << "reshape must not touch parameters";
   random_inputs(net, spec.classes(), 6);
   check_gradients(net);
 }
@@ -218,13 +218,13 @@ TEST(NetLayout, InitialisedInNetworkOrderFromTheSeed) {
   std::mt19937_64 rng(42);
   std::vector<float> expected(static_cast<size_t>(first.data.numel()));
   fill_param(first.spec, rng, expected.data());
-  EXPECT_EQ(to_host(*backend, first.data), expected);
+  EXPECT_EQ(download_all(*backend, first.data), expected);
 
   Net same(spec, *backend, 4, 42), other(spec, *backend, 2, 43);
-  EXPECT_EQ(to_host(*backend, same.flat_params()), to_host(*backend, net.flat_params()));
-  EXPECT_NE(to_host(*backend, other.flat_params()), to_host(*backend, net.flat_params()));
+  EXPECT_EQ(download_all(*backend, same.flat_params()), download_all(*backend, net.flat_params()));
+  EXPECT_NE(download_all(*backend, other.flat_params()), download_all(*backend, net.flat_params()));
   // Gradients start at zero, padding included.
-  for (float g : to_host(*backend, net.flat_grads())) ASSERT_EQ(g, 0.0f);
+  for (float g : download_all(*backend, net.flat_grads())) ASSERT_EQ(g, 0.0f);
 }
 
 // A ReLU that counts its backward calls, to see which layers the net skips.
@@ -312,11 +312,11 @@ TEST(NetState, BatchNormRunningStatistics) {
   EXPECT_EQ(state[0].first, "stage_1_bn/running_mean");
   EXPECT_EQ(state[1].first, "stage_1_bn/running_var");
   EXPECT_EQ(state[3].first, "stage_2_bn/running_var");
-  EXPECT_EQ(to_host(*backend, state[0].second), std::vector<float>(2, 0.0f));
-  EXPECT_EQ(to_host(*backend, state[1].second), std::vector<float>(2, 1.0f));
+  EXPECT_EQ(download_all(*backend, state[0].second), std::vector<float>(2, 0.0f));
+  EXPECT_EQ(download_all(*backend, state[1].second), std::vector<float>(2, 1.0f));
   random_inputs(net, spec.classes(), 3);
   train_loss(net);
-  EXPECT_NE(to_host(*backend, state[0].second), std::vector<float>(2, 0.0f)) << "train forward updates them";
+  EXPECT_NE(download_all(*backend, state[0].second), std::vector<float>(2, 0.0f)) << "train forward updates them";
 }
 
 }  // namespace

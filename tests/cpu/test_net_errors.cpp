@@ -41,10 +41,10 @@ void expect_contains(const std::string& message, const std::vector<std::string>&
   for (const auto& p : parts) EXPECT_NE(message.find(p), std::string::npos) << "'" << p << "' not in: " << message;
 }
 
-const std::string kHead = "name: t\ninput: {shape: [2, 8, 8], classes: 3}\n";
+const std::string kNetTop = "name: t\ninput: {shape: [2, 8, 8], classes: 3}\n";
 
 TEST(NetErrors, MalformedYaml) {
-  std::string text = kHead + "layers:\n  - {name: conv1, type: Convolution, bottom: data\n  - oops\n";
+  std::string text = kNetTop + "layers:\n  - {name: conv1, type: Convolution, bottom: data\n  - oops\n";
   std::string msg = load_error(text);
   expect_contains(msg, {"YAML syntax error"});
   // yaml-cpp reports where it noticed the problem (the end of the text here).
@@ -52,13 +52,13 @@ TEST(NetErrors, MalformedYaml) {
 }
 
 TEST(NetErrors, UnknownLayerType) {
-  std::string text = kHead + "layers:\n  - {name: conv1, type: Convolutoin, bottom: data, top: conv1}\n";
+  std::string text = kNetTop + "layers:\n  - {name: conv1, type: Convolutoin, bottom: data, top: conv1}\n";
   expect_contains(load_error(text), {"net.yaml:" + position(text, "Convolutoin"), "layers[0].type",
                                      "unknown layer type 'Convolutoin'", "Convolution"});
 }
 
 TEST(NetErrors, UnknownKeyNamesItsPath) {
-  std::string text = kHead +
+  std::string text = kNetTop +
                      "layers:\n"
                      "  - {name: conv1, type: Convolution, bottom: data, top: conv1, num_output: 4, kernel: 3}\n"
                      "  - {name: relu1, type: ReLU, bottom: conv1, top: relu1}\n"
@@ -67,23 +67,23 @@ TEST(NetErrors, UnknownKeyNamesItsPath) {
 }
 
 TEST(NetErrors, UnknownTopLevelAndRepeatKeys) {
-  std::string text = kHead + "layer:\n  - {name: a, type: ReLU, bottom: data, top: a}\n";
+  std::string text = kNetTop + "layer:\n  - {name: a, type: ReLU, bottom: data, top: a}\n";
   expect_contains(load_error(text), {"net.yaml:" + position(text, "layer:"), "unknown key 'layer'"});
-  std::string repeat = kHead +
+  std::string repeat = kNetTop +
                        "blocks:\n  b: {output: r, layers: [{name: r, type: ReLU, bottom: \"${in}\", top: r}]}\n"
                        "layers:\n  - repeat: {block: b, prefix: p, tims: 2}\n";
   expect_contains(load_error(repeat), {"net.yaml:" + position(repeat, "tims"), "layers[0].repeat.tims"});
 }
 
 TEST(NetErrors, BlobThatDoesNotExist) {
-  std::string text = kHead +
+  std::string text = kNetTop +
                      "layers:\n"
                      "  - {name: relu1, type: ReLU, bottom: data, top: relu1}\n"
                      "  - {name: sum, type: Eltwise, bottom: [relu1, relu9], top: sum}\n";
   expect_contains(load_error(text),
                   {"net.yaml:" + position(text, "relu9"), "layers[1].bottom[1]", "blob 'relu9' does not exist"});
   // A layer may not read a blob that a later layer produces.
-  std::string later = kHead +
+  std::string later = kNetTop +
                       "layers:\n"
                       "  - {name: a, type: ReLU, bottom: b, top: a}\n"
                       "  - {name: b, type: ReLU, bottom: data, top: b}\n";
@@ -91,7 +91,7 @@ TEST(NetErrors, BlobThatDoesNotExist) {
 }
 
 TEST(NetErrors, MismatchedShapes) {
-  std::string text = kHead +
+  std::string text = kNetTop +
                      "layers:\n"
                      "  - {name: conv1, type: Convolution, bottom: data, top: conv1, num_output: 4, kernel: 3}\n"
                      "  - {name: conv2, type: Convolution, bottom: data, top: conv2, num_output: 4, kernel: 1}\n"
@@ -101,38 +101,38 @@ TEST(NetErrors, MismatchedShapes) {
 }
 
 TEST(NetErrors, DuplicateLayerNamesAndTops) {
-  std::string names = kHead +
+  std::string names = kNetTop +
                       "layers:\n"
                       "  - {name: a, type: ReLU, bottom: data, top: a}\n"
                       "  - {name: a, type: ReLU, bottom: data, top: b}\n";
   expect_contains(load_error(names), {"net.yaml:" + position(names, "a, type", 1), "layers[1].name",
                                       "duplicate layer name 'a'", "net.yaml:" + position(names, "a, type")});
-  std::string tops = kHead +
+  std::string tops = kNetTop +
                      "layers:\n"
                      "  - {name: a, type: ReLU, bottom: data, top: x}\n"
                      "  - {name: b, type: ReLU, bottom: x, top: x}\n";
   expect_contains(load_error(tops), {"net.yaml:" + position(tops, "x}", 1), "layers[1].top",
                                      "already produced by layer 'a'"});
-  std::string input = kHead + "layers:\n  - {name: a, type: ReLU, bottom: data, top: label}\n";
+  std::string input = kNetTop + "layers:\n  - {name: a, type: ReLU, bottom: data, top: label}\n";
   expect_contains(load_error(input), {"layers[0].top", "network input"});
 }
 
 TEST(NetErrors, BottomAndTopCounts) {
-  std::string text = kHead + "layers:\n  - {name: loss, type: SoftmaxWithLoss, bottom: data, top: loss}\n";
+  std::string text = kNetTop + "layers:\n  - {name: loss, type: SoftmaxWithLoss, bottom: data, top: loss}\n";
   expect_contains(load_error(text), {"net.yaml:" + position(text, "data, top"), "layers[0].bottom",
                                      "SoftmaxWithLoss takes 2 bottom(s), got 1"});
-  std::string no_top = kHead + "layers:\n  - {name: a, type: ReLU, bottom: data}\n";
+  std::string no_top = kNetTop + "layers:\n  - {name: a, type: ReLU, bottom: data}\n";
   expect_contains(load_error(no_top), {"net.yaml:" + position(no_top, "{name: a"), "layers[0]", "'top'"});
 }
 
 TEST(NetErrors, PhaseMismatch) {
-  std::string text = kHead +
+  std::string text = kNetTop +
                      "layers:\n"
                      "  - {name: a, type: ReLU, bottom: data, top: a, phase: test}\n"
                      "  - {name: b, type: ReLU, bottom: a, top: b}\n";
   expect_contains(load_error(text), {"net.yaml:" + position(text, "a, top: b"), "layers[1].bottom",
                                      "produced only in phase test"});
-  std::string bad = kHead + "layers:\n  - {name: a, type: ReLU, bottom: data, top: a, phase: training}\n";
+  std::string bad = kNetTop + "layers:\n  - {name: a, type: ReLU, bottom: data, top: a, phase: training}\n";
   expect_contains(load_error(bad), {"net.yaml:" + position(bad, "training"), "layers[0].phase"});
 }
 
@@ -144,22 +144,22 @@ TEST(NetErrors, BadInputSection) {
 }
 
 TEST(NetErrors, Variables) {
-  std::string text = kHead +
+  std::string text = kNetTop +
                      "vars: {w: 4}\n"
                      "layers:\n"
                      "  - {name: conv1, type: Convolution, bottom: data, top: conv1, num_output: \"${widht*2}\", kernel: 3}\n";
   expect_contains(load_error(text), {"net.yaml:" + position(text, "\"${widht"), "layers[0].num_output",
                                      "unknown variable 'widht'"});
-  std::string open = kHead + "layers:\n  - {name: a, type: InnerProduct, bottom: data, top: a, num_output: \"${classes\"}\n";
+  std::string open = kNetTop + "layers:\n  - {name: a, type: InnerProduct, bottom: data, top: a, num_output: \"${classes\"}\n";
   expect_contains(load_error(open), {"net.yaml:" + position(open, "\"${classes"), "layers[0].num_output", "unterminated"});
-  std::string reserved = kHead + "vars: {classes: 4}\nlayers: []\n";
+  std::string reserved = kNetTop + "vars: {classes: 4}\nlayers: []\n";
   expect_contains(load_error(reserved), {"vars.classes", "built-in"});
-  std::string division = kHead + "vars: {w: \"${classes/0}\"}\nlayers: []\n";
+  std::string division = kNetTop + "vars: {w: \"${classes/0}\"}\nlayers: []\n";
   expect_contains(load_error(division), {"net.yaml:" + position(division, "\"${classes/0}"), "division by zero"});
   // INT64_MIN / -1 trapped (SIGFPE) and -INT64_MIN wrapped; both are overflows like a * b's.
   for (const char* expr : {"(0-9223372036854775807-1)/(0-1)", "(0-9223372036854775807-1)%(0-1)",
                            "-(0-9223372036854775807-1)"}) {
-    std::string wrap = kHead + "vars: {w: \"${" + expr + "}\"}\nlayers: []\n";
+    std::string wrap = kNetTop + "vars: {w: \"${" + expr + "}\"}\nlayers: []\n";
     expect_contains(load_error(wrap), {"net.yaml:" + position(wrap, "\"${"), "vars.w", "integer overflow"});
   }
 }
@@ -177,7 +177,7 @@ TEST(NetErrors, InsideABlockFromAFile) {
 }
 
 TEST(NetErrors, BlockArguments) {
-  std::string blocks = kHead +
+  std::string blocks = kNetTop +
                        "blocks:\n"
                        "  b:\n"
                        "    params: {filters: ~}\n"
@@ -191,7 +191,7 @@ TEST(NetErrors, BlockArguments) {
                                         "no parameter 'widht'"});
   std::string no_block = blocks + "layers:\n  - repeat: {block: c, prefix: p}\n";
   expect_contains(load_error(no_block), {"net.yaml:" + position(no_block, "c, prefix"), "unknown block 'c'"});
-  std::string bad_output = kHead +
+  std::string bad_output = kNetTop +
                            "blocks:\n  b: {output: q, layers: [{name: r, type: ReLU, bottom: \"${in}\", top: r}]}\n"
                            "layers:\n  - repeat: {block: b, prefix: p}\n";
   expect_contains(load_error(bad_output), {"net.yaml:" + position(bad_output, "q, layers"), "blocks.b.output",
@@ -199,7 +199,7 @@ TEST(NetErrors, BlockArguments) {
 }
 
 TEST(NetErrors, OptionsOverrides) {
-  std::string text = kHead + "layers:\n  - {name: a, type: ReLU, bottom: data, top: a}\n";
+  std::string text = kNetTop + "layers:\n  - {name: a, type: ReLU, bottom: data, top: a}\n";
   NetOptions zero;
   zero.classes = 0;
   expect_contains(load_error(text, zero), {"--classes"});
@@ -214,13 +214,13 @@ TEST(NetErrors, OptionsOverrides) {
 // these loaded silently (LeNet with pad 2147483645 trained on an 18x18 output), the pooling one
 // failed as "does not fit" and the repeat ran for hours.
 TEST(NetErrors, PadNearIntMaxIsRefusedAtThePad) {
-  const std::string conv = kHead +
+  const std::string conv = kNetTop +
                            "layers:\n  - {name: c, type: Convolution, bottom: data, top: c, num_output: 4, kernel: 5, "
                            "pad: 2147483645}\n";
   // 8 + 2 x 2147483645 - 5 + 1 = 4294967294 a side; `2 * pad` in int wrapped to -6 (LeNet: 28 -> 18).
   expect_contains(load_error(conv), {"net.yaml:" + position(conv, "2147483645"), "layers[0].pad",
                                      "output of 4294967294x4294967294", "more than 2147483647 a side"});
-  const std::string pool = kHead +
+  const std::string pool = kNetTop +
                            "layers:\n  - {name: p, type: Pooling, bottom: data, top: p, kernel: 2147483647, "
                            "pad: 2147483646, stride: 1}\n";
   // 8 + 2 x 2147483646 - 2147483647 + 1 = 2147483654 a side (the wrapped pad made it "does not fit").
@@ -252,7 +252,7 @@ TEST(NetErrors, TensorsBeyondTheBoundAreRefusedAtTheirLayer) {
                                       "(1048576, 1048576, 2): more than 2^40 elements"});
   NetOptions wide;
   wide.input_shape = std::vector<int64_t>{1, 1, int64_t{1} << 32};
-  expect_contains(load_error(kHead + "layers: []\n", wide), {"--input-shape", "an extent of 4294967296"});
+  expect_contains(load_error(kNetTop + "layers: []\n", wide), {"--input-shape", "an extent of 4294967296"});
   // 3 x 2^30 channels: a 32-bit extent no more.
   const std::string concat = "name: t\ninput: {shape: [1073741824, 1, 1], classes: 3}\n"
                              "layers:\n  - {name: k, type: Concat, bottom: [data, data, data], top: k}\n";
@@ -262,7 +262,7 @@ TEST(NetErrors, TensorsBeyondTheBoundAreRefusedAtTheirLayer) {
 
 TEST(NetErrors, HugeRepeatCountIsRefusedBeforeExpanding) {
   // Each instance re-parses the file: two billion of them ran for hours before the first check.
-  const std::string text = kHead +
+  const std::string text = kNetTop +
                            "blocks:\n  b: {output: r, layers: [{name: r, type: ReLU, bottom: \"${in}\", top: r}]}\n"
                            "layers:\n  - repeat: {block: b, prefix: p, times: 2000000000}\n";
   expect_contains(load_error(text), {"net.yaml:" + position(text, "2000000000"), "layers[0].repeat.times",
@@ -271,7 +271,7 @@ TEST(NetErrors, HugeRepeatCountIsRefusedBeforeExpanding) {
 
 TEST(NetErrors, BatchBeyondTheBoundIsRefusedBeforeAllocating) {
   const NetSpec spec = NetSpec::load_string(
-      kHead + "layers:\n  - {name: f, type: InnerProduct, bottom: data, top: f, num_output: 3}\n", "net.yaml");
+      kNetTop + "layers:\n  - {name: f, type: InnerProduct, bottom: data, top: f, num_output: 3}\n", "net.yaml");
   auto backend = make_backend("cpu");
   // 132 values a sample (128 of input, a label, 3 outputs) times 2^34 samples: past 2^40.
   try {

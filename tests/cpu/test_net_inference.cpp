@@ -18,7 +18,7 @@ using testing::to_host;
 
 // Batch norm (running statistics in the test phase), a residual sum read by two layers, dropout,
 // pooling and an inner product: every kind of blob a training net keeps a gradient for.
-const char* kNet = R"(name: infer_net
+const char* kInferNet = R"(name: infer_net
 input: {shape: [3, 12, 12], classes: 5}
 layers:
   - {name: conv1, type: Convolution, bottom: data, top: conv1, num_output: 8, kernel: 3, pad: 1, weight_filler: {type: msra}}
@@ -42,7 +42,7 @@ Built build(NetUse use) {
   Built b;
   b.backend = make_backend("cpu");
   const int64_t before = b.backend->memory_stats().current_bytes;
-  static const NetSpec spec = NetSpec::load_string(kNet, "infer_net.yaml");
+  static const NetSpec spec = NetSpec::load_string(kInferNet, "infer_net.yaml");
   b.net = std::make_unique<Net>(spec, *b.backend, 8, 5, DType::F32, use);
   b.bytes = b.backend->memory_stats().current_bytes - before;
   fill_uniform(*b.backend, b.net->input(), 11, -1, 1);

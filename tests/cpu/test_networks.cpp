@@ -15,7 +15,7 @@ std::string network_file(const std::string& name) {
   return std::string(CNNSCALE_SOURCE_DIR) + "/networks/" + name + ".yaml";
 }
 
-const LayerInfo& layer(const NetSpec& spec, const std::string& name) {
+const LayerInfo& layer_named(const NetSpec& spec, const std::string& name) {
   for (const auto& l : spec.layers())
     if (l.name == name) return l;
   throw std::runtime_error("no layer " + name);
@@ -23,7 +23,7 @@ const LayerInfo& layer(const NetSpec& spec, const std::string& name) {
 
 // The per-sample output shape of a layer's first top, without the batch dimension.
 std::vector<int64_t> out_shape(const NetSpec& spec, const std::string& name) {
-  const Shape& s = layer(spec, name).top_shapes.at(0);
+  const Shape& s = layer_named(spec, name).top_shapes.at(0);
   EXPECT_EQ(s[0], 1) << name << " is inferred at batch 1";
   return std::vector<int64_t>(s.dims().begin() + 1, s.dims().end());
 }
@@ -39,7 +39,7 @@ TEST(Networks, EveryShippedNetworkLoads) {
     EXPECT_GT(spec.total_params(), 0);
     EXPECT_GT(spec.forward_macs(), 0);
     // The classifier feeding the loss has one output per class.
-    const LayerInfo& loss = layer(spec, "loss");
+    const LayerInfo& loss = layer_named(spec, "loss");
     EXPECT_EQ(loss.bottom_shapes.at(0), Shape({1, spec.classes()}));
     ++count;
   }
@@ -60,10 +60,10 @@ TEST(Networks, CaffeNet) {
   EXPECT_EQ(out_shape(spec, "fc8"), Dims({1000}));
   // BVLC reference CaffeNet: 60,965,224 parameters (conv2/4/5 in two groups).
   EXPECT_EQ(spec.total_params(), 60965224);
-  EXPECT_EQ(layer(spec, "conv2").params, 256 * 48 * 25 + 256);
+  EXPECT_EQ(layer_named(spec, "conv2").params, 256 * 48 * 25 + 256);
   // 105.4 M (conv1) + 223.9 M + 149.5 M + 112.1 M + 74.8 M + 37.7 M + 16.8 M + 4.1 M.
   EXPECT_EQ(spec.forward_macs(), 724406816);
-  EXPECT_EQ(layer(spec, "accuracy").top_shapes.size(), 2u);
+  EXPECT_EQ(layer_named(spec, "accuracy").top_shapes.size(), 2u);
 }
 
 TEST(Networks, AlexNetNormalisesBeforePooling) {
@@ -143,7 +143,7 @@ TEST(Networks, ResNet50Shapes) {
   EXPECT_EQ(out_shape(spec, "res3_4_relu"), Dims({512, 28, 28}));
   EXPECT_EQ(out_shape(spec, "res4_6_relu"), Dims({1024, 14, 14}));
   EXPECT_EQ(out_shape(spec, "res5_3_relu"), Dims({2048, 7, 7}));
-  EXPECT_EQ(layer(spec, "res3_1_conv2").params, 128 * 128 * 9);  // stride on the 3x3 (v1.5)
+  EXPECT_EQ(layer_named(spec, "res3_1_conv2").params, 128 * 128 * 9);  // stride on the 3x3 (v1.5)
 }
 
 TEST(Networks, LeNet) {

@@ -151,7 +151,7 @@ class RecordingCommunicator final : public Communicator {
   size_t layers_done = 0;
 };
 
-const char* kNet = R"(name: buckets
+const char* kBucketNet = R"(name: buckets
 input: {shape: [1, 12, 12], classes: 5}
 layers:
   - {name: conv1, type: Convolution, bottom: data, top: conv1, num_output: 4, kernel: 3, weight_filler: {type: xavier}}
@@ -187,7 +187,7 @@ GradientPlan exchange_plan(int64_t bucket_bytes, bool overlap, DType dtype = DTy
 
 TEST(GradientBuckets, IssuedDuringBackwardOnlyOnceFinal) {
   auto backend = make_backend("cpu");
-  NetSpec spec = NetSpec::load_string(kNet, "buckets.yaml");
+  NetSpec spec = NetSpec::load_string(kBucketNet, "buckets.yaml");
   Net net(spec, *backend, 4, 3);
   random_batch(*backend, net, 9);
   RecordingCommunicator comm;
@@ -253,7 +253,7 @@ class DoublingCommunicator final : public Communicator {
 // loss scaling (fp16) the values on the wire are g * scale, so the result is 2 * round(g * s) / s.
 TEST(GradientBuckets, SixteenBitExchangeRoundsEachGradientOnce) {
   auto backend = make_backend("cpu");
-  NetSpec spec = NetSpec::load_string(kNet, "buckets.yaml");
+  NetSpec spec = NetSpec::load_string(kBucketNet, "buckets.yaml");
   struct Case {
     DType dtype;
     double grad_scale;
@@ -307,7 +307,7 @@ TEST(GradientBuckets, SixteenBitExchangeRoundsEachGradientOnce) {
 
 TEST(LossScale, ScalesEveryGradient) {
   auto backend = make_backend("cpu");
-  NetSpec spec = NetSpec::load_string(kNet, "buckets.yaml");
+  NetSpec spec = NetSpec::load_string(kBucketNet, "buckets.yaml");
   Net a(spec, *backend, 6, 3), b(spec, *backend, 6, 3);
   random_batch(*backend, a, 4);
   random_batch(*backend, b, 4);

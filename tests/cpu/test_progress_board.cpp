@@ -33,10 +33,10 @@ TEST(ProgressBoard, SingleProcessHasNoBoard) {
 }
 
 // A device communicator that only records what reaches it (the NCCL one needs a GPU).
-class RecordingCommunicator final : public DeviceCommunicator {
+class RecordingDeviceCommunicator final : public DeviceCommunicator {
  public:
   std::string* log;
-  explicit RecordingCommunicator(std::string* l) : log(l) {}
+  explicit RecordingDeviceCommunicator(std::string* l) : log(l) {}
   std::string name() const override { return "nccl"; }
   int rank() const override { return 1; }
   int size() const override { return 2; }
@@ -60,7 +60,7 @@ class RecordingCommunicator final : public DeviceCommunicator {
 // blocking allreduce_sum included; waits and the rest only pass through.
 TEST(ProgressBoard, DeviceCommunicatorCountsEachCollective) {
   std::string log;
-  CountedDeviceCommunicator comm(std::make_unique<RecordingCommunicator>(&log));
+  CountedDeviceCommunicator comm(std::make_unique<RecordingDeviceCommunicator>(&log));
   EXPECT_EQ(comm.name(), "nccl");
   EXPECT_EQ(comm.rank(), 1);
   EXPECT_EQ(comm.record_timestamp(), 7);

@@ -16,7 +16,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string slurp(const std::string& path) {
+std::string read_record(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;
   ss << in.rdbuf();
@@ -36,12 +36,12 @@ TEST(RequeueRecord, WrittenOnceNeverThroughALink) {
   {
     RecordPath env(record);
     EXPECT_EQ(write_requeue_record(2, "node-1"), "");
-    EXPECT_EQ(slurp(record).rfind("stopped for requeue: 2 rank(s), rank 0 on host node-1 pid ", 0), 0u)
-        << slurp(record);
-    const std::string first = slurp(record);
+    EXPECT_EQ(read_record(record).rfind("stopped for requeue: 2 rank(s), rank 0 on host node-1 pid ", 0), 0u)
+        << read_record(record);
+    const std::string first = read_record(record);
     const std::string again = write_requeue_record(2, "node-1");
     EXPECT_NE(again.find(record + ": cannot open: File exists"), std::string::npos) << again;
-    EXPECT_EQ(slurp(record), first);
+    EXPECT_EQ(read_record(record), first);
   }
 
   const std::string victim = dir.file("victim.txt");
@@ -52,7 +52,7 @@ TEST(RequeueRecord, WrittenOnceNeverThroughALink) {
   const std::string warning = write_requeue_record(2, "node-1");
   EXPECT_NE(warning.find(linked + ": is a symbolic link"), std::string::npos) << warning;
   EXPECT_NE(warning.find("the launcher reports its own exit code"), std::string::npos) << warning;
-  EXPECT_EQ(slurp(victim), "another user's file\n");
+  EXPECT_EQ(read_record(victim), "another user's file\n");
   EXPECT_TRUE(fs::is_symlink(linked));
 
   ::unsetenv(kRequeueRecordEnv);

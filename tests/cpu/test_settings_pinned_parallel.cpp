@@ -18,8 +18,8 @@
 namespace cnnscale::testing {
 namespace {
 
-// A 1-iteration LeNet run with `args`, its recorded configuration line ("run: {...}").
-std::string recorded_line(const TempDir& dir, const std::string& id, const std::vector<std::string>& args) {
+// A 1-iteration LeNet run on synthetic data with `args`, its recorded configuration line ("run: {...}").
+std::string synthetic_line(const TempDir& dir, const std::string& id, const std::vector<std::string>& args) {
   std::vector<std::string> all = {"train",    "--net",   "lenet",      "--data", "synthetic",    "--iterations",
                                   "1",        "--batch", "4",          "--results", dir.str(), "--experiment",
                                   "e",        "--run-id", id,          "--min-window", "0"};
@@ -38,11 +38,11 @@ TEST(SettingsPinned, OneRankDataParallelMeasurementAndDatasetOptionsRecordAsBefo
   TempDir dir;
   // The exchange's dtype and the split are recorded on one rank too; the exchange's other fields,
   // the bucket size, the watchdog and the probe's length never.
-  EXPECT_EQ(recorded_line(dir, "p1", {"--allreduce-dtype", "fp16", "--split", "proportional", "--timing-warmup", "0"}),
+  EXPECT_EQ(synthetic_line(dir, "p1", {"--allreduce-dtype", "fp16", "--split", "proportional", "--timing-warmup", "0"}),
             R"j(run: {"allreduce_dtype":"fp16","batch":4,"classes":10,"data":"synthetic","device":"cpu",)j"
             R"j("input_shape":[1,28,28],"net":"lenet","net_file":"networks/lenet.yaml","run_id":"p1","seed":1,)j" +
                 kPlain + R"j("split":"proportional","synthetic_fill":"gaussian","train_samples":1024})j");
-  EXPECT_EQ(recorded_line(dir, "s1",
+  EXPECT_EQ(synthetic_line(dir, "s1",
                           {"--split", "auto", "--rebalance-every", "7", "--timing-warmup", "2", "--bucket-mb", "0.5",
                            "--watchdog-timeout", "100", "--allreduce-algo", "tree", "--no-overlap",
                            "--update-per-bucket", "false", "--gather-gradients", "true", "--probe-seconds", "0.2"}),
@@ -50,13 +50,13 @@ TEST(SettingsPinned, OneRankDataParallelMeasurementAndDatasetOptionsRecordAsBefo
             R"j("input_shape":[1,28,28],"net":"lenet","net_file":"networks/lenet.yaml","rebalance_every":7,)j"
             R"j("run_id":"s1","seed":1,)j" +
                 kPlain + R"j("split":"auto","synthetic_fill":"gaussian","train_samples":1024})j");
-  EXPECT_EQ(recorded_line(dir, "s2",
+  EXPECT_EQ(synthetic_line(dir, "s2",
                           {"--timing-warmup", "0", "--train-samples", "64", "--classes", "5", "--input-shape",
                            "1,28,28", "--synthetic-fill", "constant"}),
             R"j(run: {"batch":4,"classes":5,"data":"synthetic","device":"cpu","input_shape":[1,28,28],"net":"lenet",)j"
             R"j("net_file":"networks/lenet.yaml","run_id":"s2","seed":1,)j" +
                 kPlain + R"j("synthetic_fill":"constant","train_samples":64})j");
-  EXPECT_EQ(recorded_line(dir, "s4", {"--timing-warmup", "0", "--split", "auto", "--auto-start", "even"}),
+  EXPECT_EQ(synthetic_line(dir, "s4", {"--timing-warmup", "0", "--split", "auto", "--auto-start", "even"}),
             R"j(run: {"auto_start":"even","batch":4,"classes":10,"data":"synthetic","device":"cpu",)j"
             R"j("input_shape":[1,28,28],"net":"lenet","net_file":"networks/lenet.yaml","rebalance_every":20,)j"
             R"j("run_id":"s4","seed":1,)j" +
@@ -114,7 +114,7 @@ TEST(SettingsPinned, AllreduceModesAndSplitsKeepTheirIdsAndCommandLines) {
 // A one-rank run's straggler emulation, as recorded before they came from train's table.
 TEST(SettingsPinned, OneRankSlowdownRecordsAsBeforeTheTable) {
   TempDir dir;
-  EXPECT_EQ(recorded_line(dir, "k1", {"--timing-warmup", "0", "--slowdown", "2.5"}),
+  EXPECT_EQ(synthetic_line(dir, "k1", {"--timing-warmup", "0", "--slowdown", "2.5"}),
             R"j(run: {"batch":4,"classes":10,"data":"synthetic","device":"cpu","input_shape":[1,28,28],"net":"lenet",)j"
             R"j("net_file":"networks/lenet.yaml","run_id":"k1","seed":1,"slowdown":[2.5],)j" +
                 kPlain + R"j("synthetic_fill":"gaussian","train_samples":1024})j");

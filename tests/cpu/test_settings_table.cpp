@@ -22,7 +22,7 @@ namespace {
 
 // A valid value other than the default, made from the entry alone (so a new entry is covered as it is
 // declared): half the default where the range allows, else one above it; another choice; a list.
-nlohmann::json other_value(const TrainSetting& s) {
+nlohmann::json other_train_value(const TrainSetting& s) {
   switch (s.type) {
     case SettingType::Choice:
       for (const std::string& c : s.choices)
@@ -57,7 +57,7 @@ nlohmann::json test_value(const TrainSetting& s) {
   if (s.name == "train_samples") return 64;
   if (s.name == "classes") return 5;
   if (s.name == "input_shape") return nlohmann::json::array({1, 28, 28});
-  return other_value(s);
+  return other_train_value(s);
 }
 
 // The small experiment with its data set a mapping where `s` is one of its keys: Fashion-MNIST for
@@ -205,7 +205,7 @@ TEST(SettingsTable, PartsOfACompoundAxisAreThatAxisesFields) {
     if (s.part_of.empty() || s.part_of == s.name || kOwnTest.count(s.name)) continue;
     fields.insert(s.name);
     ASSERT_EQ(s.part_of, "allreduce") << s.name;
-    const nlohmann::json v = other_value(s);
+    const nlohmann::json v = other_train_value(s);
     const std::string mode = s.name == "overlap" ? fmt::format("{{overlap: {}}}", v.dump())
                                                  : fmt::format("{{overlap: true, {}: {}}}", s.name,
                                                                s.experiment_value(v).dump());

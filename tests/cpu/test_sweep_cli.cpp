@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 using namespace sweep_test;
 using testing::TempDir;
 
-std::string fixture(const std::string& name) {
+std::string exp_yaml(const std::string& name) {  // an experiment file of the test data
   return std::string(CNNSCALE_TEST_DATA) + "/experiments/" + name;
 }
 
@@ -38,10 +38,10 @@ void expect_one_line_error(const testing::CliResult& r, const std::vector<std::s
 }
 
 TEST(SweepCli, SchemaErrorsAreOneLineWithLocationAndExit2) {
-  const std::string f = fixture("bad_unknown_key.yaml");
+  const std::string f = exp_yaml("bad_unknown_key.yaml");
   expect_one_line_error(testing::run_cnnscale({"sweep", f, "--dry-run"}),
                         {f + ":7:3: solver.momentun: unknown key 'momentun'"});
-  const std::string g = fixture("bad_gpus.yaml");
+  const std::string g = exp_yaml("bad_gpus.yaml");
   // The child inherits the variable: a node with 2 GPUs, whatever this machine has.
   const char* before = std::getenv("CUDA_VISIBLE_DEVICES");
   const std::string saved = before ? before : "";
@@ -53,14 +53,14 @@ TEST(SweepCli, SchemaErrorsAreOneLineWithLocationAndExit2) {
     ::unsetenv("CUDA_VISIBLE_DEVICES");
   expect_one_line_error(r, {g + ":9:16: matrix.gpus[2]: 4 rank(s) need 4 GPU(s) on one node, but only 2 visible"});
   expect_one_line_error(
-      testing::run_cnnscale({"sweep", fixture("tiny_cpu.yaml"), "matrix.precision=bf16"}),
+      testing::run_cnnscale({"sweep", exp_yaml("tiny_cpu.yaml"), "matrix.precision=bf16"}),
       {"command line 'matrix.precision=bf16':1:1: matrix.precision: precision 'bf16' runs on GPUs only",
        "device: cpu"});
   expect_one_line_error(
-      testing::run_cnnscale({"sweep", fixture("tiny_cpu.yaml"), "matrix.precision=fp64"}),
+      testing::run_cnnscale({"sweep", exp_yaml("tiny_cpu.yaml"), "matrix.precision=fp64"}),
       {"command line 'matrix.precision=fp64':1:1: matrix.precision: precision 'fp64': expected fp32, tf32, bf16 or "
        "fp16"});
-  expect_one_line_error(testing::run_cnnscale({"sweep", fixture("tiny_cpu.yaml"), "--run-index", "4", "--dry-run"}),
+  expect_one_line_error(testing::run_cnnscale({"sweep", exp_yaml("tiny_cpu.yaml"), "--run-index", "4", "--dry-run"}),
                         {"--run-index 4: the sweep has 4 run(s)"});
 }
 
@@ -69,7 +69,7 @@ TEST(SweepCli, SchemaErrorsAreOneLineWithLocationAndExit2) {
 struct TwoGpuNode {
   TempDir dir;
   ScopedEnv gpus{"CUDA_VISIBLE_DEVICES", "0,1"}, job{"SLURM_JOB_ID", nullptr}, hosts{"MPIRUN_ARGS", nullptr};
-  const std::string g = fixture("bad_gpus.yaml");
+  const std::string g = exp_yaml("bad_gpus.yaml");
   testing::CliResult dry_run(std::vector<std::string> selection) {
     std::vector<std::string> args{"sweep", g};
     args.insert(args.end(), selection.begin(), selection.end());
@@ -114,7 +114,7 @@ TEST(SweepCli, EmitFileIsWholeAndExecutable) {
   TempDir dir;
   fs::create_directories(dir.file("out"));
   const std::string script = dir.file("out/t.sbatch");
-  auto r = testing::run_cnnscale({"sweep", fixture("tiny_cpu.yaml"), "--emit", "slurm", "--gpus-per-node", "4",
+  auto r = testing::run_cnnscale({"sweep", exp_yaml("tiny_cpu.yaml"), "--emit", "slurm", "--gpus-per-node", "4",
                                   "--emit-file", script, "--results", dir.file("res")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(std::vector<std::string>{"t.sbatch"}, [&] {  // nothing else left there (no temporary)
@@ -129,10 +129,10 @@ TEST(SweepCli, EmitFileIsWholeAndExecutable) {
   EXPECT_EQ(text.substr(text.rfind('\n', text.size() - 2) + 1), "exit \"$rc\"\n") << text;
   EXPECT_NE(r.err.find("bash " + script), std::string::npos) << r.err;
   EXPECT_EQ(shell("bash -n " + script).exit_code, 0) << text;
-  expect_one_line_error(testing::run_cnnscale({"sweep", fixture("tiny_cpu.yaml"), "--gpus-per-node", "4"}),
+  expect_one_line_error(testing::run_cnnscale({"sweep", exp_yaml("tiny_cpu.yaml"), "--gpus-per-node", "4"}),
                         {"--gpus-per-node needs --emit slurm|pbs"});
   EXPECT_EQ(
-      testing::run_cnnscale({"sweep", fixture("tiny_cpu.yaml"), "--emit", "slurm", "--gpus-per-node", "0"}).exit_code,
+      testing::run_cnnscale({"sweep", exp_yaml("tiny_cpu.yaml"), "--emit", "slurm", "--gpus-per-node", "0"}).exit_code,
       2);
 }
 
@@ -151,16 +151,16 @@ testing::CliResult sweep_in(const std::string& cwd, const std::string& results, 
 TEST(SweepCli, ResultsRootDefaultsToCnnscaleResults) {
   TempDir dir;
   fs::create_directories(dir.file("cwd"));
-  auto r = sweep_in(dir.file("cwd"), dir.file("env-root"), {fixture("tiny_cpu.yaml"), "--dry-run"});
+  auto r = sweep_in(dir.file("cwd"), dir.file("env-root"), {exp_yaml("tiny_cpu.yaml"), "--dry-run"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("results in " + dir.file("env-root") + "/tiny_cpu\n"), std::string::npos) << r.out;
-  auto emitted = sweep_in(dir.file("cwd"), dir.file("env-root"), {fixture("tiny_cpu.yaml"), "--emit", "slurm"});
+  auto emitted = sweep_in(dir.file("cwd"), dir.file("env-root"), {exp_yaml("tiny_cpu.yaml"), "--emit", "slurm"});
   ASSERT_EQ(emitted.exit_code, 0) << emitted.err;
   EXPECT_NE(emitted.out.find(" --results " + dir.file("env-root") + " "), std::string::npos) << emitted.out;
   auto given = sweep_in(dir.file("cwd"), dir.file("env-root"),
-                        {fixture("tiny_cpu.yaml"), "--dry-run", "--results", dir.file("flag-root")});
+                        {exp_yaml("tiny_cpu.yaml"), "--dry-run", "--results", dir.file("flag-root")});
   EXPECT_NE(given.out.find("results in " + dir.file("flag-root") + "/tiny_cpu\n"), std::string::npos) << given.out;
-  auto unset = sweep_in(dir.file("cwd"), "", {fixture("tiny_cpu.yaml"), "--dry-run"});
+  auto unset = sweep_in(dir.file("cwd"), "", {exp_yaml("tiny_cpu.yaml"), "--dry-run"});
   EXPECT_NE(unset.out.find("results in results/tiny_cpu\n"), std::string::npos) << unset.out;
 }
 
@@ -251,7 +251,7 @@ TEST(SweepCli, SecondSweepOfAnExperimentIsRefusedArrayTasksAreNot) {
   const std::string me = lines_of(slurp(sweep_lock_path(exp)))[0];
   EXPECT_EQ(me.rfind("host ", 0), 0u) << me;
   EXPECT_NE(me.find(fmt::format(" pid {}", ::getpid())), std::string::npos) << me;
-  auto second = sweep_in(dir.str(), "", {fixture("tiny_cpu.yaml"), "--results", dir.file("res")});
+  auto second = sweep_in(dir.str(), "", {exp_yaml("tiny_cpu.yaml"), "--results", dir.file("res")});
   EXPECT_EQ(second.exit_code, 1) << second.err;
   ASSERT_EQ(second.err_lines().size(), 1u) << second.err;
   EXPECT_EQ(second.err_lines()[0], "cnnscale: error: experiment 'tiny_cpu' is already being swept by " + me +
@@ -259,10 +259,10 @@ TEST(SweepCli, SecondSweepOfAnExperimentIsRefusedArrayTasksAreNot) {
   EXPECT_FALSE(fs::exists(fs::path(exp) / "sweep.json"));  // refused before touching anything
 
   // An array task of run 2 while run 0's task (this process) holds its run.
-  auto runs = expand_runs(load_experiment(fixture("tiny_cpu.yaml"), {}, HostInfo{std::nullopt, "", true}));
+  auto runs = expand_runs(load_experiment(exp_yaml("tiny_cpu.yaml"), {}, HostInfo{std::nullopt, "", true}));
   auto task0 = FileLock::try_lock(run_lock_path(exp, runs[0].id), &holder);
   ASSERT_TRUE(task0);
-  auto same = sweep_in(dir.str(), "", {fixture("tiny_cpu.yaml"), "--run-index", "0", "--results", dir.file("res")});
+  auto same = sweep_in(dir.str(), "", {exp_yaml("tiny_cpu.yaml"), "--run-index", "0", "--results", dir.file("res")});
   EXPECT_EQ(same.exit_code, 1) << same.err;
   ASSERT_EQ(same.err_lines().size(), 1u) << same.err;
   EXPECT_EQ(same.err_lines()[0], "cnnscale: error: run " + runs[0].id +
@@ -270,7 +270,7 @@ TEST(SweepCli, SecondSweepOfAnExperimentIsRefusedArrayTasksAreNot) {
                                      "run by " +
                                      me + " (lock " + run_lock_path(exp, runs[0].id) + ")");
   ASSERT_EQ(runs[2].ranks, 1);  // a one-rank run: no mpirun needed here
-  auto other = sweep_in(dir.str(), "", {fixture("tiny_cpu.yaml"), "--run-index", "2", "--results", dir.file("res")});
+  auto other = sweep_in(dir.str(), "", {exp_yaml("tiny_cpu.yaml"), "--run-index", "2", "--results", dir.file("res")});
   EXPECT_EQ(other.exit_code, 0) << other.err;
   EXPECT_EQ(run_status(exp, runs[2]).state, RunState::Done) << other.err;
   EXPECT_TRUE(fs::exists(fs::path(exp) / runs[2].id / "done.json"));
@@ -282,7 +282,7 @@ TEST(SweepCli, SecondSweepOfAnExperimentIsRefusedArrayTasksAreNot) {
 
 TEST(SweepCli, DryRunPrintsThePlan) {
   TempDir dir;
-  auto r = testing::run_cnnscale({"sweep", fixture("tiny_cpu.yaml"), "--dry-run", "--results", dir.str()});
+  auto r = testing::run_cnnscale({"sweep", exp_yaml("tiny_cpu.yaml"), "--dry-run", "--results", dir.str()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("# experiment tiny_cpu"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("4 run(s)"), std::string::npos) << r.out;
@@ -292,10 +292,10 @@ TEST(SweepCli, DryRunPrintsThePlan) {
   EXPECT_EQ(rows, 4) << r.out;
   EXPECT_FALSE(fs::exists(fs::path(dir.str()) / "tiny_cpu" / "sweep.json"));  // a plan writes nothing
   auto only = testing::run_cnnscale(
-      {"sweep", fixture("tiny_cpu.yaml"), "--dry-run", "--only", "gpus=2,batch=8", "--results", dir.str()});
+      {"sweep", exp_yaml("tiny_cpu.yaml"), "--dry-run", "--only", "gpus=2,batch=8", "--results", dir.str()});
   EXPECT_NE(only.out.find("1 run(s)"), std::string::npos) << only.out;
   EXPECT_NE(only.out.find("dist_convnet-b8-g2-fp32-ov-r1-"), std::string::npos) << only.out;
-  auto emitted = testing::run_cnnscale({"sweep", fixture("tiny_cpu.yaml"), "--emit", "slurm", "--results", dir.str()});
+  auto emitted = testing::run_cnnscale({"sweep", exp_yaml("tiny_cpu.yaml"), "--emit", "slurm", "--results", dir.str()});
   ASSERT_EQ(emitted.exit_code, 0) << emitted.err;
   EXPECT_NE(emitted.out.find("#SBATCH --array=0-3"), std::string::npos) << emitted.out;
 }

@@ -18,7 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kInfer = R"(name: inf
+const std::string kSweep = R"(name: inf
 mode: infer
 device: gpu
 infer:
@@ -36,7 +36,7 @@ matrix:
 )";
 
 TEST(InferExperiment, ExpandsToOneInferRunPerNetworkRankSetPrecisionAndRepeat) {
-  const Experiment e = parse(kInfer, {}, gpu_host(4));
+  const Experiment e = parse(kSweep, {}, gpu_host(4));
   EXPECT_EQ(e.mode, "infer");
   const std::vector<RunSpec> runs = expand_runs(e);
   ASSERT_EQ(runs.size(), 2u * 2u * 4u * 2u);  // repeats x networks x rank sets x precisions
@@ -53,13 +53,13 @@ TEST(InferExperiment, ExpandsToOneInferRunPerNetworkRankSetPrecisionAndRepeat) {
   EXPECT_EQ(runs[0].config_hash, runs[16].config_hash);
   EXPECT_NE(runs[0].id, runs[16].id);
   // What the runs measure is part of their configuration: another window is another run.
-  const Experiment longer = parse(kInfer, {"infer.seconds=3"}, gpu_host(4));
+  const Experiment longer = parse(kSweep, {"infer.seconds=3"}, gpu_host(4));
   EXPECT_NE(expand_runs(longer)[0].config_hash, runs[0].config_hash);
   EXPECT_NE(longer.fixed_hash(), e.fixed_hash());
 }
 
 TEST(InferExperiment, EachRunIsOneInferCommandOfTheWholeBatchList) {
-  const Experiment e = parse(kInfer, {}, gpu_host(4));
+  const Experiment e = parse(kSweep, {}, gpu_host(4));
   const std::vector<RunSpec> runs = expand_runs(e);
   const std::vector<std::string> one = infer_arguments(e, runs[1], "/r");
   EXPECT_EQ(one[0], "infer");
@@ -76,7 +76,7 @@ TEST(InferExperiment, EachRunIsOneInferCommandOfTheWholeBatchList) {
   EXPECT_NE(std::find(one.begin(), one.end(), "--no-graph"), one.end());
   EXPECT_EQ(std::find(one.begin(), one.end(), "--no-fold"), one.end());
   EXPECT_EQ(std::find(one.begin(), one.end(), "--no-fuse"), one.end());
-  const Experiment unfused = parse(kInfer, {"infer.fuse=false"}, gpu_host(4));
+  const Experiment unfused = parse(kSweep, {"infer.fuse=false"}, gpu_host(4));
   const std::vector<std::string> apart = infer_arguments(unfused, expand_runs(unfused)[1], "/r");
   EXPECT_NE(std::find(apart.begin(), apart.end(), "--no-fuse"), apart.end());
   EXPECT_NE(unfused.fixed_hash(), e.fixed_hash());
@@ -93,26 +93,26 @@ TEST(InferExperiment, EachRunIsOneInferCommandOfTheWholeBatchList) {
 }
 
 TEST(InferExperiment, WhatOnlyTrainingHasIsRefusedWithItsLocation) {
-  expect_error(std::string(kInfer) + "iterations: 10\n", {"t.yaml:16:13: iterations: applies to training experiments"});
-  expect_error(std::string(kInfer) + "dataset: synthetic\n", {"t.yaml:16:10: dataset: applies to training"});
-  expect_error(std::string(kInfer) + "solver: {lr: 0.1}\n", {"solver: applies to training"});
-  expect_error(kInfer, {"matrix.batch: applies to training experiments"}, {"matrix.batch=[8]"}, gpu_host(4));
-  expect_error(kInfer, {"matrix.split: applies to training"}, {"matrix.split=[even]"}, gpu_host(4));
-  expect_error(kInfer, {"matrix.gpu_mix: SM partitions"}, {"matrix.gpu_mix=[[{gpu: 0, sms: 66}]]"}, gpu_host(4));
-  expect_error(kInfer, {"infer.batch[1]: max is the largest batch that fits, so it comes last"},
+  expect_error(std::string(kSweep) + "iterations: 10\n", {"t.yaml:16:13: iterations: applies to training experiments"});
+  expect_error(std::string(kSweep) + "dataset: synthetic\n", {"t.yaml:16:10: dataset: applies to training"});
+  expect_error(std::string(kSweep) + "solver: {lr: 0.1}\n", {"solver: applies to training"});
+  expect_error(kSweep, {"matrix.batch: applies to training experiments"}, {"matrix.batch=[8]"}, gpu_host(4));
+  expect_error(kSweep, {"matrix.split: applies to training"}, {"matrix.split=[even]"}, gpu_host(4));
+  expect_error(kSweep, {"matrix.gpu_mix: SM partitions"}, {"matrix.gpu_mix=[[{gpu: 0, sms: 66}]]"}, gpu_host(4));
+  expect_error(kSweep, {"infer.batch[1]: max is the largest batch that fits, so it comes last"},
                {"infer.batch=[max, 8]"}, gpu_host(4));
-  expect_error(kInfer, {"infer.batch[1]: batch 1 is listed twice"}, {"infer.batch=[1, 1]"}, gpu_host(4));
-  expect_error(kInfer, {"infer.seconds"}, {"infer.seconds=0"}, gpu_host(4));
-  expect_error(kInfer, {"infer.fill"}, {"infer.fill=zero"}, gpu_host(4));
-  expect_error(kInfer, {"infer.batches: unknown key"}, {"infer.batches=[1]"}, gpu_host(4));
-  expect_error(kInfer, {"'--scenario'", "offline"}, {"extra_args=[--scenario=server]"}, gpu_host(4));
-  expect_error(kInfer, {"'--batch' is set by infer.batch"}, {"extra_args=[--batch=4]"}, gpu_host(4));
-  expect_error(kInfer, {"'--seed' is set by seed"}, {"extra_args=[--seed, \"3\"]"}, gpu_host(4));
-  expect_error(kInfer, {"'--no-fuse' is set by infer.fuse"}, {"extra_args=[--no-fuse]"}, gpu_host(4));
-  expect_error(kInfer, {"'--rate'", "offline"}, {"extra_args=[--rate=10]"}, gpu_host(4));
-  expect_error(kInfer, {"'--memory-limit'", "ending with max"}, {"infer.batch=[1, 8]", "extra_args=[--memory-limit=8]"},
+  expect_error(kSweep, {"infer.batch[1]: batch 1 is listed twice"}, {"infer.batch=[1, 1]"}, gpu_host(4));
+  expect_error(kSweep, {"infer.seconds"}, {"infer.seconds=0"}, gpu_host(4));
+  expect_error(kSweep, {"infer.fill"}, {"infer.fill=zero"}, gpu_host(4));
+  expect_error(kSweep, {"infer.batches: unknown key"}, {"infer.batches=[1]"}, gpu_host(4));
+  expect_error(kSweep, {"'--scenario'", "offline"}, {"extra_args=[--scenario=server]"}, gpu_host(4));
+  expect_error(kSweep, {"'--batch' is set by infer.batch"}, {"extra_args=[--batch=4]"}, gpu_host(4));
+  expect_error(kSweep, {"'--seed' is set by seed"}, {"extra_args=[--seed, \"3\"]"}, gpu_host(4));
+  expect_error(kSweep, {"'--no-fuse' is set by infer.fuse"}, {"extra_args=[--no-fuse]"}, gpu_host(4));
+  expect_error(kSweep, {"'--rate'", "offline"}, {"extra_args=[--rate=10]"}, gpu_host(4));
+  expect_error(kSweep, {"'--memory-limit'", "ending with max"}, {"infer.batch=[1, 8]", "extra_args=[--memory-limit=8]"},
                gpu_host(4));
-  EXPECT_EQ(parse(kInfer, {"extra_args=[--memory-limit=8]"}, gpu_host(4)).extra_args.size(), 1u);
+  EXPECT_EQ(parse(kSweep, {"extra_args=[--memory-limit=8]"}, gpu_host(4)).extra_args.size(), 1u);
   // Precisions other than fp32 need GPUs, as in a training experiment.
   expect_error("name: c\nmode: infer\nmatrix: {network: lenet, precision: [fp32, bf16]}\n",
                {"t.yaml:3:44: matrix.precision[1]: precision 'bf16' runs on GPUs only"});

@@ -19,6 +19,9 @@
 
 namespace cnnscale::testing {
 
+// train's exit code after a stop signal (app/commands.hpp kExitRequeue), which the launchers pass on.
+inline constexpr int kRequeue = 75;
+
 struct MpiResult {
   int exit_code = -1;  // 128 + signal when mpirun itself was killed
   bool timed_out = false;

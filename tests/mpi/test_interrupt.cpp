@@ -20,7 +20,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-constexpr int kRequeue = 75;
+using testing::kRequeue;
 constexpr int kIterations = 300;
 
 // 300 iterations of dist_convnet at batch 32, a checkpoint every 10: the signal comes once the

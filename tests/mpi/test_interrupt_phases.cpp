@@ -19,7 +19,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-constexpr int kRequeue = 75;
+using testing::kRequeue;
 const char* const kLoopsLine = "measure phases: phase-isolated loops after training";
 
 // A short LeNet run whose phase loops would take minutes: each of the three loops is sized to

@@ -22,7 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-constexpr int kRequeue = 75;
+using testing::kRequeue;
 
 std::vector<std::string> train_args(const std::string& root, int64_t iterations, const std::string& ckpt = "") {
   std::vector<std::string> a = {"train",      "--net",          "lenet", "--data",    "synthetic",

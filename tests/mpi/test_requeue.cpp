@@ -24,8 +24,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::MpiJob;
-constexpr int kRequeue = 75;
-constexpr int kIterations = 8000;
+using testing::kRequeue;
+constexpr int kTrainIterations = 8000;
 
 // mpirun told to stop (SIGTERM, SIGINT) passes the signal on to its ranks after
 // odls_base_sigkill_timeout seconds (default 1) and kills them as long again later: the ranks'
@@ -40,7 +40,7 @@ const std::string kGrace = "OMPI_MCA_odls_base_sigkill_timeout=5";
 // checkpoint every 10. A stop reaches the ranks 5 s after a checkpoint is seen, some 1,500
 // iterations on; the sweep test stops its run twice that way before letting it end, so 8000 leave
 // it well short of its end at the second stop, also on a machine twice as fast.
-std::vector<std::string> train_args(const testing::TempDir& w, const std::vector<std::string>& more = {}) {
+std::vector<std::string> requeue_args(const testing::TempDir& w, const std::vector<std::string>& more = {}) {
   std::vector<std::string> a = {"train",
                                 "--net",
                                 std::string(CNNSCALE_TEST_DATA) + "/dist_convnet.yaml",
@@ -49,7 +49,7 @@ std::vector<std::string> train_args(const testing::TempDir& w, const std::vector
                                 "--batch",
                                 "32",
                                 "--iterations",
-                                std::to_string(kIterations),
+                                std::to_string(kTrainIterations),
                                 "--display",
                                 "10",
                                 "--checkpoint-every",
@@ -82,7 +82,7 @@ MpiJob launch(const testing::TempDir& w, const std::vector<std::string>& args, s
 
 // Polls until `dir` holds a checkpoint other than `before` (training is under way); false when the
 // job ends first or 2 minutes pass.
-bool wait_for_checkpoint(MpiJob& job, const std::string& dir, const std::string& before = "") {
+bool wait_for_new_checkpoint(MpiJob& job, const std::string& dir, const std::string& before = "") {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (std::chrono::steady_clock::now() < deadline && !job.poll()) {
     if (CheckpointDir(dir).latest().value_or(before) != before) return true;
@@ -114,7 +114,7 @@ std::vector<pid_t> job_processes(pid_t root) {
   return all;
 }
 
-nlohmann::json summary_of(const fs::path& run_dir) {
+nlohmann::json summary_json(const fs::path& run_dir) {
   std::ifstream in(run_dir / "summary.json");
   return nlohmann::json::parse(in);
 }
@@ -129,23 +129,23 @@ void expect_stopped_then_resumed(const testing::MpiResult& stopped, const testin
   bool named = false;
   for (const auto& s : signals) named = named || stopped.err.find("stopped by " + s + " at iteration ") != std::string::npos;
   EXPECT_TRUE(named) << stopped.err;
-  EXPECT_EQ(summary_of(w.file("results/e/r"))["status"], "interrupted");
+  EXPECT_EQ(summary_json(w.file("results/e/r"))["status"], "interrupted");
   const int64_t at = nlohmann::json::parse(stopped.out)["iterations"].get<int64_t>();
-  EXPECT_LT(at, kIterations);
+  EXPECT_LT(at, kTrainIterations);
   EXPECT_EQ(CheckpointDir(w.file("ckpt")).latest(), CheckpointDir(w.file("ckpt")).path_for(at));
   EXPECT_TRUE(fs::is_empty(w.file("tmp"))) << "the launcher's record folder is removed";
 
-  MpiJob again = launch(w, train_args(w, {"--resume", "auto"}));
+  MpiJob again = launch(w, requeue_args(w, {"--resume", "auto"}));
   const testing::MpiResult done = again.wait(std::chrono::seconds(300));
   ASSERT_EQ(done.exit_code, 0) << done.err;
   EXPECT_EQ(nlohmann::json::parse(done.out)["start_iteration"], at);
-  EXPECT_EQ(summary_of(w.file("results/e/r"))["status"], "complete");
+  EXPECT_EQ(summary_json(w.file("results/e/r"))["status"], "complete");
 }
 
 TEST(Requeue, LaunchScriptStoppedBySigtermEndsWith75) {
   testing::TempDir w;
-  MpiJob job = launch(w, train_args(w), {kGrace});
-  ASSERT_TRUE(wait_for_checkpoint(job, w.file("ckpt"))) << "training never got under way\n" << job.err_so_far();
+  MpiJob job = launch(w, requeue_args(w), {kGrace});
+  ASSERT_TRUE(wait_for_new_checkpoint(job, w.file("ckpt"))) << "training never got under way\n" << job.err_so_far();
   ASSERT_EQ(::kill(job.pid(), SIGTERM), 0);  // the launch script, which passes it to mpirun
   expect_stopped_then_resumed(job.wait(std::chrono::seconds(120)), w);
 }
@@ -154,8 +154,8 @@ TEST(Requeue, LaunchScriptStoppedBySigtermEndsWith75) {
 // SIGTERM, since Open MPI's mpirun does not pass SIGUSR1 on everywhere.
 TEST(Requeue, LaunchScriptPassesUsr1OnAsSigterm) {
   testing::TempDir w;
-  MpiJob job = launch(w, train_args(w), {kGrace});
-  ASSERT_TRUE(wait_for_checkpoint(job, w.file("ckpt"))) << job.err_so_far();
+  MpiJob job = launch(w, requeue_args(w), {kGrace});
+  ASSERT_TRUE(wait_for_new_checkpoint(job, w.file("ckpt"))) << job.err_so_far();
   ASSERT_EQ(::kill(job.pid(), SIGUSR1), 0);
   expect_stopped_then_resumed(job.wait(std::chrono::seconds(120)), w);
 }
@@ -168,8 +168,8 @@ TEST(Requeue, LaunchScriptPassesUsr1OnAsSigterm) {
 TEST(Requeue, WholeJobSignalledAtOnceEndsWith75) {
   testing::TempDir w;
   // A batch job as Slurm's or PBS's (whose variables would send mpirun to the batch system here).
-  MpiJob job = launch(w, train_args(w), {"CNNSCALE_PASS_TERM=0"});
-  ASSERT_TRUE(wait_for_checkpoint(job, w.file("ckpt"))) << job.err_so_far();
+  MpiJob job = launch(w, requeue_args(w), {"CNNSCALE_PASS_TERM=0"});
+  ASSERT_TRUE(wait_for_new_checkpoint(job, w.file("ckpt"))) << job.err_so_far();
   const std::vector<pid_t> all = job_processes(job.pid());
   ASSERT_GE(all.size(), 4u) << "the script, mpirun and two ranks";
   for (pid_t p : all) ::kill(p, SIGTERM);  // one may have ended meanwhile: no check
@@ -180,8 +180,8 @@ TEST(Requeue, WholeJobSignalledAtOnceEndsWith75) {
 
 TEST(Requeue, MpirunStoppedBySigtermEndsWith75) {
   testing::TempDir w;
-  MpiJob job = launch(w, train_args(w), {kGrace});
-  ASSERT_TRUE(wait_for_checkpoint(job, w.file("ckpt"))) << job.err_so_far();
+  MpiJob job = launch(w, requeue_args(w), {kGrace});
+  ASSERT_TRUE(wait_for_new_checkpoint(job, w.file("ckpt"))) << job.err_so_far();
   const pid_t mpirun = only_child(job.pid());
   ASSERT_GT(mpirun, 0);
   ASSERT_EQ(::kill(mpirun, SIGTERM), 0);  // as scancel or a time limit signals every process
@@ -209,15 +209,15 @@ TEST(Requeue, BatchScriptsStoppedBySigtermEndWith75) {
     std::vector<std::string> vars = {kGrace};
     for (const auto& v : env) vars.push_back(v == "PBS_NODEFILE=node-file" ? "PBS_NODEFILE=" + w.file("nodes") : v);
     std::ofstream(w.file("nodes")) << host << "\n" << host << "\n";
-    MpiJob job = launch(w, train_args(w), vars, {"bash", script});
-    ASSERT_TRUE(wait_for_checkpoint(job, w.file("ckpt"))) << job.err_so_far();
+    MpiJob job = launch(w, requeue_args(w), vars, {"bash", script});
+    ASSERT_TRUE(wait_for_new_checkpoint(job, w.file("ckpt"))) << job.err_so_far();
     ASSERT_EQ(::kill(job.pid(), SIGTERM), 0);
     const testing::MpiResult stopped = job.wait(std::chrono::seconds(120));
     EXPECT_EQ(stopped.exit_code, kRequeue) << stopped.err;
     EXPECT_NE(stopped.err.find(script + ": mpirun exited with 1 after every rank stopped for requeue"),
               std::string::npos)
         << stopped.err;
-    EXPECT_EQ(summary_of(w.file("results/e/r"))["status"], "interrupted");
+    EXPECT_EQ(summary_json(w.file("results/e/r"))["status"], "interrupted");
     EXPECT_TRUE(CheckpointDir(w.file("ckpt")).latest().has_value());
     EXPECT_TRUE(fs::is_empty(w.file("tmp"))) << "the record folder and host file are removed";
   }
@@ -228,8 +228,8 @@ TEST(Requeue, BatchScriptsStoppedBySigtermEndWith75) {
 TEST(Requeue, FailuresThroughTheLauncherAreNot75) {
   testing::TempDir w;
   fs::create_directories(w.file("pids"));
-  MpiJob job = launch(w, train_args(w), {"CNNSCALE_PID_DIR=" + w.file("pids")});
-  ASSERT_TRUE(wait_for_checkpoint(job, w.file("ckpt"))) << job.err_so_far();
+  MpiJob job = launch(w, requeue_args(w), {"CNNSCALE_PID_DIR=" + w.file("pids")});
+  ASSERT_TRUE(wait_for_new_checkpoint(job, w.file("ckpt"))) << job.err_so_far();
   pid_t rank1 = 0;
   std::ifstream(w.file("pids/rank-1.pid")) >> rank1;
   ASSERT_GT(rank1, 0);
@@ -255,7 +255,7 @@ struct SweepSetup {
   explicit SweepSetup(const testing::TempDir& w) {
     yaml = w.file("rq.yaml");
     results = w.file("results");
-    std::ofstream(yaml) << "name: rq\ndevice: cpu\ndataset: synthetic\nseed: 3\niterations: " << kIterations
+    std::ofstream(yaml) << "name: rq\ndevice: cpu\ndataset: synthetic\nseed: 3\niterations: " << kTrainIterations
                         << "\nextra_args: [--display, '10', --checkpoint-every, '10', --checkpoint-dir, '"
                         << w.file("ckpt") << "', --resume, auto, --min-window, '0']\n"
                         << "matrix: {network: ['" << CNNSCALE_TEST_DATA << "/dist_convnet.yaml'], batch: [32], "
@@ -277,7 +277,7 @@ TEST(Requeue, SweepOfMpirunRunsEndsWith75AndResumes) {
   testing::TempDir w;
   const SweepSetup s(w);
   MpiJob first = s.start(w);
-  ASSERT_TRUE(wait_for_checkpoint(first, w.file("ckpt"))) << first.err_so_far();
+  ASSERT_TRUE(wait_for_new_checkpoint(first, w.file("ckpt"))) << first.err_so_far();
   ASSERT_EQ(::kill(first.pid(), SIGTERM), 0);
   const testing::MpiResult a = first.wait(std::chrono::seconds(120));
   ASSERT_EQ(a.exit_code, kRequeue) << a.err;
@@ -289,7 +289,7 @@ TEST(Requeue, SweepOfMpirunRunsEndsWith75AndResumes) {
   const std::string first_stop = CheckpointDir(w.file("ckpt")).latest().value_or("");
 
   MpiJob second = s.start(w);
-  ASSERT_TRUE(wait_for_checkpoint(second, w.file("ckpt"), first_stop)) << second.err_so_far();
+  ASSERT_TRUE(wait_for_new_checkpoint(second, w.file("ckpt"), first_stop)) << second.err_so_far();
   const pid_t mpirun = only_child(second.pid());
   ASSERT_GT(mpirun, 0);
   ASSERT_EQ(::kill(mpirun, SIGTERM), 0);

@@ -18,15 +18,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kExperiment = std::string(CNNSCALE_TEST_DATA) + "/experiments/tiny_infer.yaml";
+const std::string kInferExperiment = std::string(CNNSCALE_TEST_DATA) + "/experiments/tiny_infer.yaml";
 
 TEST(SweepInferMpi, RunsEachInferOnceAndReportsThem) {
   testing::TempDir dir;
   const fs::path exp = fs::path(dir.str()) / "tiny_infer";
-  const auto runs = expand_runs(load_experiment(kExperiment, {}, HostInfo{std::nullopt, "", true}));
+  const auto runs = expand_runs(load_experiment(kInferExperiment, {}, HostInfo{std::nullopt, "", true}));
   ASSERT_EQ(runs.size(), 2u);
   const std::string env = "OPENBLAS_NUM_THREADS=1";
-  const std::vector<std::string> sweep = {CNNSCALE_BIN, "sweep", kExperiment, "--results", dir.str()};
+  const std::vector<std::string> sweep = {CNNSCALE_BIN, "sweep", kInferExperiment, "--results", dir.str()};
   auto first = testing::run_job(sweep, env, 600);
   ASSERT_EQ(first.exit_code, 0) << first.err;
   EXPECT_NE(first.err.find("2 ran, 0 already complete, 0 failed"), std::string::npos) << first.err;
