@@ -241,8 +241,11 @@ TEST(Requeue, FailuresThroughTheLauncherAreNot75) {
   EXPECT_EQ(killed.err.find("stopped for requeue"), std::string::npos) << killed.err;
   EXPECT_TRUE(fs::is_empty(w.file("tmp")));
 
-  // A usage error of every rank: exit 2 through the launcher.
-  MpiJob bad = launch(w, {"train", "--net", "lenet", "--data", "synthetic", "--batch", "0"});
+  // A usage error of every rank: exit 2 through the launcher. The first rank's MPI_Abort has mpirun
+  // stop the other as it stops a job, waiting the grace period twice (launch/common.sh: 10 s unless
+  // set) for a rank with nothing to save: 2 s.
+  MpiJob bad = launch(w, {"train", "--net", "lenet", "--data", "synthetic", "--batch", "0"},
+                      {"OMPI_MCA_odls_base_sigkill_timeout=2"});
   const testing::MpiResult refused = bad.wait(std::chrono::seconds(120));
   EXPECT_NE(refused.exit_code, 0) << refused.err;
   EXPECT_NE(refused.exit_code, kRequeue) << refused.err;

@@ -36,10 +36,10 @@ std::vector<std::string> lines_of(const std::string& text) {
   return lines;
 }
 
-testing::JobResult sweep(const std::vector<std::string>& args) {
+testing::JobResult sweep(const std::vector<std::string>& args, const std::string& env = "OPENBLAS_NUM_THREADS=1") {
   std::vector<std::string> argv = {CNNSCALE_BIN, "sweep", kExperiment};
   argv.insert(argv.end(), args.begin(), args.end());
-  return testing::run_job(argv, "OPENBLAS_NUM_THREADS=1", 600);
+  return testing::run_job(argv, env, 600);
 }
 
 TEST(SweepMpi, InterruptedSweepResumesWithTheRemainingRunsOnly) {
@@ -95,7 +95,11 @@ TEST(SweepMpi, FailedRunsAreReportedAndTheSweepGoesOnThenExitsNonZero) {
   testing::TempDir dir;
   // train refuses --display 0 as it parses (the sweep checks extra_args' flags, not their values):
   // every run fails, each one is reported, the sweep ends with exit 1.
-  auto r = sweep({"--results", dir.str(), "extra_args=[--display=0]"});
+  // A 2-rank run that fails ends in MPI_Abort, after which mpirun stops the other rank as it stops
+  // a job: SIGTERM after odls_base_sigkill_timeout seconds, SIGKILL as long again later (the sweep's
+  // 10 unless set: 18 s of waiting per failed run). 2, as the stop test below has it.
+  auto r = sweep({"--results", dir.str(), "extra_args=[--display=0]"},
+                 "OMPI_MCA_odls_base_sigkill_timeout=2 OPENBLAS_NUM_THREADS=1");
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("0 ran, 0 already complete, 4 failed"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("cnnscale: error: 4 of 4 run(s) failed"), std::string::npos) << r.err;
