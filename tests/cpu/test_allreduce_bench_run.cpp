@@ -19,7 +19,7 @@ namespace {
 using testing::TempDir;
 
 // The bench reads the process's MpiEnv (main makes it in the binary); one rank here.
-void one_process_env() {
+void start_one_process_mpi() {
   static MpiEnv* env = MpiEnv::current() ? MpiEnv::current() : new MpiEnv(nullptr, nullptr);
   (void)env;
 }
@@ -81,7 +81,7 @@ TEST(AllreduceBenchRun, RefusesBeforeAnyRankOpensADevice) {
 
 // One CPU rank: its sums checked, its result folder written, and read back as what the run returned.
 TEST(AllreduceBenchRun, OneCpuRankWritesItsResult) {
-  one_process_env();
+  start_one_process_mpi();
   const TempDir dir;
   AllreduceBenchRequest r = cpu_request();
   r.check = true;
@@ -110,7 +110,7 @@ TEST(AllreduceBenchRun, OneCpuRankWritesItsResult) {
 
 // A wrong sum saves nothing: the report would average it with good ones.
 TEST(AllreduceBenchRun, AWrongSumSavesNothing) {
-  one_process_env();
+  start_one_process_mpi();
   const TempDir dir;
   AllreduceBenchRequest r = cpu_request();
   r.check = true;
