@@ -9,10 +9,18 @@
 # own (BUILD_DIR-cuda), so that CUDA code broken by a change of the interfaces fails here too: only that
 # library and the two it stands on, not the whole program a second time. Set CNNSCALE_CUDA_CHECK=0
 # to skip it.
+#
+# The CPU-only tree is a unity build (CMAKE_UNITY_BUILD: each target's sources compiled eight to a
+# translation unit): most of a file's compile time is code generation for the JSON, formatting and
+# GoogleTest templates it shares with its neighbours, which a unity build generates once per eight
+# files, not once per file (docs/measurements/ has the figures). The same sources then compile one
+# way here and the other way in every non-unity build (scripts/setup.sh's default), so a name defined
+# in two files' anonymous namespaces is an error here ("redefinition of ..."): give one a name of its
+# own. -DCMAKE_UNITY_BUILD=ON in CMAKE_ARGS reproduces this build elsewhere.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
-BUILD_DIR=$build CNNSCALE_CUDA=OFF bash scripts/setup.sh
+BUILD_DIR=$build CNNSCALE_CUDA=OFF CMAKE_ARGS="-DCMAKE_UNITY_BUILD=ON ${CMAKE_ARGS:-}" bash scripts/setup.sh
 if [ "${CNNSCALE_CUDA_CHECK:-1}" = 1 ]; then
   mkdir -p "$build-cuda"
   # shellcheck disable=SC2086  # CMAKE_ARGS is a list of arguments
