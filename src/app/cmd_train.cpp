@@ -10,7 +10,6 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands.hpp"
-#include "app/count_option.hpp"
 #include "app/train_progress.hpp"
 #include "app/train_run.hpp"
 #include "experiment/train_watch.hpp"
@@ -185,31 +184,11 @@ void register_train(CLI::App& app) {
                   "master weights; fp16 with dynamic loss scaling). GPU only, except fp32")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}))
       ->capture_default_str();
-  // The seed, the solver's settings, how the steps run and are measured, the data-parallel job's
-  // settings, the data, the batch and the rank sets (experiment/train_settings.hpp); the data set's
-  // name is checked against the data sets here.
+  // The seed, the solver's settings, how the steps run (the augmentation too), the checkpoints, how
+  // the steps are measured, the data-parallel job's settings, the data, the batch and the rank sets
+  // (experiment/train_settings.hpp); the data set's name is checked against the data sets here.
   add_setting_options(*cmd, a);
   cmd->get_option("--data")->required()->check(dataset_name_error);
-  cmd->add_option("--crop-pad", a.options.augment.crop_pad,
-                  "Augmentation: shift each training sample by up to N pixels on each axis (a random crop of the "
-                  "zero-padded sample; the study's +-5-pixel displacements), drawn per sample from the seed and epoch")
-      ->check(at_least(0));
-  cmd->add_flag("--mirror", a.options.augment.mirror,
-                "Augmentation: flip each training sample left-right with probability 1/2 (drawn as --crop-pad)");
-  cmd->add_option("--checkpoint-dir", a.options.checkpoint_dir,
-                  "Write checkpoints here (the newest two intact ones are kept); the directory belongs to this run: "
-                  "another live run, or a run of other settings while these checkpoints are there, is refused");
-  cmd->add_option("--checkpoint-every", a.options.checkpoint_every,
-                  "Also checkpoint every N iterations (always at epoch ends)")
-      ->check(at_least(0));
-  auto* resume = cmd->add_option("--resume", a.options.resume,
-                                 "Continue from a checkpoint file, or 'auto': the newest intact one in --checkpoint-dir "
-                                 "(its network, solver settings and data must be this run's)");
-  cmd->add_flag("--resume-allow-changes", a.options.resume_allow_changes,
-                "With --resume: continue even where the checkpoint's network, solver settings or data differ from "
-                "this run's (fine-tuning; each difference is logged), and take over a --checkpoint-dir that holds "
-                "another run's checkpoints")
-      ->needs(resume);
   cmd->add_flag("--json", a.json, "Print one JSON line of results on stdout");
   add_parallel_options(*cmd, a.parallel);
   add_measure_options(*cmd, a.measure);

@@ -16,20 +16,12 @@
 namespace cnnscale::app {
 
 void add_parallel_options(CLI::App& cmd, ParallelArgs& a) {
-  const char* group = "Data parallel (under mpirun/srun)";
-  cmd.add_flag("--batch-per-rank", a.batch_per_rank,
-               "--batch is per rank (Caffe's semantics; global batch = ranks x batch) instead of global")
-      ->group(group);
   // --split, --allreduce-overlap (--no-overlap), --allreduce-algo, --allreduce-dtype, --update-per-bucket,
   // --gather-gradients, --allreduce-max-ctas, --allreduce-cta-policy, --allreduce-priority: train's
   // settings table (experiment/train_settings_parallel.cpp), as are --shares, --auto-start,
   // --rebalance-every, --probe-seconds, --bucket-mb and --watchdog-timeout; --gpus, --sm-counts and
-  // --slowdown (the rank sets), as --batch: experiment/train_settings_ranks.cpp.
-  cmd.add_flag("--one-rank-exchange", a.one_rank_exchange,
-               "A job of one rank (mpirun -np 1) keeps the data-parallel path: communicator, gradient buckets, "
-               "the exchange with itself, the update per bucket and the step's graph copies, to measure what "
-               "that path costs a GPU against the same GPU alone. By default such a job trains as one process")
-      ->group(group);
+  // --slowdown (the rank sets), as --batch and --batch-per-rank: experiment/train_settings_ranks.cpp;
+  // --one-rank-exchange: train_settings_parallel.cpp.
   for (CLI::Option* o : cmd.get_options()) {
     if (o->check_lname("device")) a.device_flag = o;
     if (o->check_lname("allreduce-algo")) a.algo_flag = o;

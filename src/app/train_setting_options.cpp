@@ -36,7 +36,13 @@ SettingField field_of(TrainArgs& a, const std::string& name) {
       {"batchnorm", [](TrainArgs& a) -> SettingField { return &a.batchnorm; }},
       {"deterministic", [](TrainArgs& a) -> SettingField { return &a.deterministic; }},
       {"host_decode", [](TrainArgs& a) -> SettingField { return &a.host_decode; }},
+      {"crop_pad", [](TrainArgs& a) -> SettingField { return &a.options.augment.crop_pad; }},
+      {"mirror", [](TrainArgs& a) -> SettingField { return &a.options.augment.mirror; }},
       {"timing_warmup", [](TrainArgs& a) -> SettingField { return &a.options.timing_warmup; }},
+      {"checkpoint_dir", [](TrainArgs& a) -> SettingField { return &a.options.checkpoint_dir; }},
+      {"checkpoint_every", [](TrainArgs& a) -> SettingField { return &a.options.checkpoint_every; }},
+      {"resume", [](TrainArgs& a) -> SettingField { return &a.options.resume; }},
+      {"resume_allow_changes", [](TrainArgs& a) -> SettingField { return &a.options.resume_allow_changes; }},
       {"display", [](TrainArgs& a) -> SettingField { return &a.options.display; }},
       {"data_threads", [](TrainArgs& a) -> SettingField { return &a.options.data_threads; }},
       {"test_batch", [](TrainArgs& a) -> SettingField { return &a.options.test_batch; }},
@@ -61,6 +67,7 @@ SettingField field_of(TrainArgs& a, const std::string& name) {
       {"rebalance_every", [](TrainArgs& a) -> SettingField { return &a.parallel.rebalance_every; }},
       {"probe_seconds", [](TrainArgs& a) -> SettingField { return &a.parallel.probe_seconds; }},
       {"bucket_mb", [](TrainArgs& a) -> SettingField { return &a.parallel.bucket_mb; }},
+      {"one_rank_exchange", [](TrainArgs& a) -> SettingField { return &a.parallel.one_rank_exchange; }},
       {"watchdog_timeout", [](TrainArgs& a) -> SettingField { return &a.parallel.watchdog_timeout; }},
       {"name", [](TrainArgs& a) -> SettingField { return &a.data; }},
       {"data_dir", [](TrainArgs& a) -> SettingField { return &a.data_dir; }},
@@ -70,6 +77,7 @@ SettingField field_of(TrainArgs& a, const std::string& name) {
       {"classes", [](TrainArgs& a) -> SettingField { return &a.classes; }},
       {"input_shape", [](TrainArgs& a) -> SettingField { return &a.input_shape; }},
       {"batch", [](TrainArgs& a) -> SettingField { return &a.options.batch; }},
+      {"batch_per_rank", [](TrainArgs& a) -> SettingField { return &a.parallel.batch_per_rank; }},
       {"gpu_mix", [](TrainArgs& a) -> SettingField { return &a.parallel.gpus; }},
       {"sms", [](TrainArgs& a) -> SettingField { return &a.parallel.sm_counts; }},
       {"cpu_mix", [](TrainArgs& a) -> SettingField { return &a.parallel.slowdown; }},
@@ -85,6 +93,8 @@ void add_setting_options(CLI::App& cmd, TrainArgs& a) {
   add_table_options(cmd, train_settings(), [&a](const Setting& s) { return field_of(a, s.name); });
   // Warm-up has one length: in epochs or in iterations.
   cmd.get_option("--warmup")->excludes(cmd.get_option("--warmup-iterations"));
+  // Taking over another run's checkpoints is a way to resume.
+  cmd.get_option("--resume-allow-changes")->needs(cmd.get_option("--resume"));
 }
 
 nlohmann::json setting_value(const TrainArgs& a, const TrainSetting& s) {

@@ -130,9 +130,8 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
   }
   // Only where they differ from the defaults, so that default runs keep the ids they had before.
   if (a.options.precision != Precision::FP32) run_config["precision"] = precision_name(a.options.precision);
-  // The data-parallel path on one rank measures that path, not the GPU alone: a configuration of its own.
-  if (par.one_rank_exchange()) run_config["one_rank_exchange"] = true;
-  if (a.options.augment.any()) run_config["augment"] = a.options.augment.describe();  // --crop-pad, --mirror
+  // The augmentation's settings (crop_pad, mirror: Record::Described), in one description.
+  if (a.options.augment.any()) run_config["augment"] = a.options.augment.describe();
   // Chosen now and stored in the checkpoints, so that a resumed run (after a requeue) writes its
   // results under the same id (not compared on resume).
   run_config["run_id"] = a.measure.run_id.empty() ? make_run_id(run_config.dump() + in.spec.resolved_yaml())

@@ -421,7 +421,7 @@ OnlyFilter parse_only(const std::vector<std::string>& exprs) {
       if (eq == std::string::npos || eq + 1 == term.size())
         throw_config("--only '{}': expected key=value[,key=value...], got '{}'", expr, term);
       if (const TrainSetting* s = find_train_setting(key);
-          !keys.count(key) && (!s || !s->part_of.empty()) && !infer_axis_keys().count(key))
+          !keys.count(key) && (!s || !s->part_of.empty() || !s->in_experiments()) && !infer_axis_keys().count(key))
         throw_config(
             "--only '{}': unknown key '{}' (network, batch, batch_per_gpu, gpus, gpu_mix, cpu_mix, precision, "
             "allreduce, split, repeat, a train setting such as lr, or an infer key such as seconds)",

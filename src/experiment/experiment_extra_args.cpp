@@ -27,8 +27,10 @@ const std::map<std::string, std::string>& sweep_train_flags() {
       {"--whole-samples", "whole_samples"},
     };
     // Every train setting of the table (train_settings.hpp): its key, or its matrix axis (the batch,
-    // the rank sets, the split), or the field of one (matrix.allreduce's, matrix.gpu_mix's sms).
+    // the rank sets, the split), or the field of one (matrix.allreduce's, matrix.gpu_mix's sms). An
+    // option of train alone (Setting::no_key: --resume, --batch-per-rank) is the sweep's to leave be.
     for (const TrainSetting& s : train_settings()) {
+      if (!s.in_experiments()) continue;
       f[s.flag] = s.experiment_place();
       if (!s.false_flag.empty()) f[s.false_flag] = s.experiment_place();
     }
@@ -132,8 +134,9 @@ void read_extra_args(const ExperimentReader& r, const ConfigNode& root, const Co
       // A setting train takes on some runs only (--shares) would fail the others: never in extra_args. The
       // data set's flags were always the dataset section's alone (its keys not recorded, data_dir and
       // test_samples, are in the sweep's run ids all the same).
-      if (!s || s->identity() || !s->part_of.empty() || s->refused_elsewhere() || s->section == "dataset" ||
-          gives(r, root, *s))
+      // A flag files passed here before its setting was a key (--crop-pad) still may be.
+      if (!s || (s->identity() && !s->extra_arg_before) || !s->part_of.empty() || s->refused_elsewhere() ||
+          s->section == "dataset" || gives(r, root, *s))
         a.fail(fmt::format("'{}' is set by {}", flag, it->second));
     }
     if (flag == "--tag") {  // --tag=KEY=VALUE or --tag KEY=VALUE: more tags are welcome, not the sweep's

@@ -52,14 +52,14 @@ nlohmann::json read_setting(const TrainSetting& s, const ConfigNode& n) {
 std::set<std::string> setting_keys(const std::string& section) {
   std::set<std::string> keys;
   for (const TrainSetting& s : train_settings())
-    if (s.section == section && s.part_of.empty()) keys.insert(s.name);
+    if (s.section == section && s.part_of.empty() && s.in_experiments()) keys.insert(s.name);
   return keys;
 }
 
 std::set<std::string> setting_axis_keys() {
   std::set<std::string> keys;
   for (const TrainSetting& s : train_settings())
-    if (s.part_of.empty()) keys.insert(s.name);
+    if (s.part_of.empty() && s.in_experiments()) keys.insert(s.name);
   return keys;
 }
 
@@ -95,7 +95,7 @@ Experiment::SettingAxis read_setting_axis(const Setting& s, const ConfigNode& c,
 
 void read_setting_axes(const ExperimentReader& r, const ConfigNode& root, const ConfigNode& m, Experiment& e) {
   for (const TrainSetting& s : train_settings()) {
-    auto c = s.part_of.empty() ? r.child(m, s.name) : std::nullopt;
+    auto c = s.part_of.empty() && s.in_experiments() ? r.child(m, s.name) : std::nullopt;
     if (!c) continue;
     if (!s.no_axis.empty())
       c->fail(fmt::format("{} is a fixed key ({}), no axis: {}", s.name, s.experiment_key(), s.no_axis));

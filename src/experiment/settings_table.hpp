@@ -57,6 +57,10 @@ enum class Record {
   Always,      // always, under key()
   NotDefault,  // only where it differs from the default: runs from before it existed keep their ids
   SolverText,  // inside the solver's one-line description (run_config.solver), as runs always had it
+  // Inside one description of several settings, under record_key, written by the code that uses them
+  // (run_config.augment: "random crop, pad 4, mirror", AugmentOptions::describe), as runs always had it;
+  // absent where every one of them has its default.
+  Described,
 };
 
 // When the CLI checks a value's range as it parses it (CLI11 runs a check only on a value given).
@@ -99,6 +103,15 @@ struct Setting {
   // Why the setting is a fixed key only, no matrix axis (matrix.<name> is refused with it), or "" where
   // it may be one: dataset.data_dir names a folder, not what a run computes.
   std::string no_axis;
+  // Why the setting is no experiment key at all, only the command's option, or "" where it is one
+  // (a fixed key or a matrix axis, or a field of one): --resume names a run's own checkpoint, which a
+  // sweep's runs would share. The table declares it all the same, so that its option, its recording
+  // rule and the reason it stays out of experiments are in one place.
+  std::string no_key;
+  // Its flag was accepted in an experiment's extra_args before the setting was a key (--crop-pad): it
+  // still is where the file gives neither the key nor its axis, so those files read and expand as
+  // they did. (A setting recorded Never is accepted so always.)
+  bool extra_arg_before = false;
   // Where the experiment gives it: "matrix.allreduce's algo", "matrix.split", "train.bucket_mb (or
   // matrix.bucket_mb)".
   std::string experiment_place() const;
@@ -131,6 +144,8 @@ struct Setting {
   bool applies_to(const RunContext& c) const { return !applies || applies(c); }
   bool refused_elsewhere() const { return !applies_only_to.empty(); }
   bool identity() const { return record != Record::Never; }
+  // Whether an experiment can give it: a key, an axis or a field of one (no no_key).
+  bool in_experiments() const { return no_key.empty(); }
   // The value's text as a command line and a run id write it ("0.1", "step", "30,60", "true").
   std::string text(const nlohmann::json& value) const;
   // The command-line words that give `value`: {flag, text}; a Switch's flag alone where the value is

@@ -62,7 +62,7 @@ std::vector<std::string> train_arguments(const Experiment& e, const RunSpec& run
   // The run's settings, each by its flag in the table (train_settings.hpp): its seed, then the fixed
   // values of the solver and train sections and the point's axis values (but the data's, above), in key
   // order.
-  add("--seed", std::to_string(run.seed));
+  put(*find_train_setting("seed"), run.seed);
   nlohmann::json values = e.solver;
   values.update(e.train);
   for (const auto& [name, value] : run.settings.items())

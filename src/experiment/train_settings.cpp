@@ -79,6 +79,7 @@ SettingTable make_settings() {
       "warmup_iterations", "iterations");
   add(number("warmup_start_factor", 0.1, "Warm-up starts at lr x this", 0, 1, false), "", "warmup_start_factor");
   add_run_settings(all);
+  add_checkpoint_settings(all);
   add_measure_settings(all);
   add_parallel_settings(all);
   add_data_settings(all);
@@ -157,6 +158,20 @@ nlohmann::json recorded_setting(const TrainSetting& s, const nlohmann::json& run
     // Not in the text: the setting did not apply (gamma of a fixed policy), so its value changed nothing.
     if (!value) return s.default_value;
     return *value;
+  }
+  if (s.record == Record::Described) {
+    // AugmentOptions::describe's text ("random crop, pad 4, mirror"); none where neither is on.
+    const auto text = run_config.find(s.key());
+    if (text == run_config.end() || !text->is_string()) return s.default_value;
+    const std::string described = text->get<std::string>();
+    if (s.name == "mirror") return described.find("mirror") != std::string::npos;
+    if (s.name == "crop_pad") {
+      const std::optional<std::string> pad = value_in_text(described, {"pad ", ""});
+      if (!pad) return s.default_value;
+      if (pad->find_first_not_of("0123456789") != std::string::npos || pad->size() > 18) return nullptr;
+      return std::stoll(*pad);
+    }
+    return nullptr;
   }
   const auto it = run_config.find(s.key());
   if (it != run_config.end()) return *it;

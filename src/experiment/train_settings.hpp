@@ -22,6 +22,9 @@ const SettingTable& train_settings();
 // The part of the table in the experiment's section `train`: how the steps run on a device
 // (train_settings_run.cpp), appended to `all`.
 void add_run_settings(SettingTable& all);
+// The checkpoint and resume options, options of train alone (Setting::no_key): a run's own files
+// (train_settings_run.cpp), appended to `all`.
+void add_checkpoint_settings(SettingTable& all);
 // The part in section `train` that says how a run is measured, fed and reported, none of it part of
 // its identity (train_settings_run.cpp), appended to `all`.
 void add_measure_settings(SettingTable& all);
@@ -43,8 +46,9 @@ const TrainSetting* find_train_setting(const std::string& name);
 int64_t repeat_seed(int64_t base, int64_t repeat);
 
 // The value a recorded run configuration (run_config, as train records it) holds for `s`: its key,
-// or for a solver setting the number after its label in the solver's description. Null when the run
-// did not record it; its default where the rule leaves a default unrecorded.
+// or for a solver setting the number after its label in the solver's description, for an augmentation
+// setting its part of the augmentation's. Null when the run did not record it; its default where the
+// rule leaves a default unrecorded.
 nlohmann::json recorded_setting(const TrainSetting& s, const nlohmann::json& run_config);
 
 }  // namespace cnnscale

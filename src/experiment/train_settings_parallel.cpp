@@ -7,8 +7,9 @@
 // (ov-compute-gather) and its form in the hashed configuration are made from these entries too
 // (id_words, id_prefix, id_absent), spelt as before the table so that the sweep's run ids stay.
 //
-// The rank sets (--gpus, --sm-counts, --slowdown) and the batch: train_settings_ranks.cpp; the other
-// data-parallel option, --one-rank-exchange, is a job the sweep never launches.
+// The rank sets (--gpus, --sm-counts, --slowdown) and the batch: train_settings_ranks.cpp. The other
+// data-parallel option, --one-rank-exchange, is an entry of train alone (no experiment key): a job the
+// sweep never launches.
 #include "core/precision.hpp"
 #include "experiment/train_settings.hpp"
 #include "net/gradient_plan.hpp"  // kDefaultBucketBytes
@@ -215,6 +216,22 @@ void add_parallel_settings(SettingTable& all) {
   all.push_back(job_option(number_setting("bucket_mb", static_cast<double>(kDefaultBucketBytes) / (1 << 20),
                                           "Gradient bucket size in MiB (allreduce granularity)", 0, 1e15, true),
                            "MiB"));
+  {
+    Setting s = switch_setting(
+        "one_rank_exchange", false,
+        "A job of one rank (mpirun -np 1) keeps the data-parallel path: communicator, gradient buckets, the exchange "
+        "with itself, the update per bucket and the step's graph copies, to measure what that path costs a GPU "
+        "against the same GPU alone. By default such a job trains as one process",
+        "--one-rank-exchange");
+    s.group = kDataParallelGroup;
+    // A configuration of its own where it keeps a one-rank job on that path, as runs always recorded it.
+    s.record = Record::NotDefault;
+    s.applies = [](const RunContext& c) { return c.exchanges && c.world_size == 1; };
+    s.report_label = "one_rank_exchange";  // the report's own key, from the results' summary
+    s.no_key = "a sweep's 1-GPU runs are its baselines, which measure the GPU alone: use cnnscale train under "
+               "mpirun -np 1 for that measurement";
+    all.push_back(std::move(s));
+  }
   all.push_back(job_option(number_setting(
       "watchdog_timeout", 300.0,
       "Seconds a rank may block in one operation (allreduce, sync) before the job is ended with exit 3", 0, 1e15,

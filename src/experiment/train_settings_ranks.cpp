@@ -7,7 +7,8 @@
 //
 // Not entries: matrix.gpus, a rank count, is the launcher's (mpirun -np, srun --ntasks), no option of
 // train; matrix.batch_per_gpu reaches train as the global --batch it makes on each rank set, so that a
-// point of both axes is one run; --batch-per-rank, which the sweep never writes, has no experiment form.
+// point of both axes is one run. --batch-per-rank is an entry of train alone (no experiment key): an
+// experiment's batches are global, and matrix.batch_per_gpu gives a batch per GPU.
 #include "experiment/train_settings.hpp"
 
 namespace cnnscale {
@@ -39,6 +40,16 @@ void add_rank_settings(SettingTable& all) {
     s.record = Record::Always;
     s.resolve = [](const nlohmann::json&, const RunContext& c) -> nlohmann::json { return c.global_batch; };
     s.report_label = "global_batch";
+    all.push_back(std::move(s));
+  }
+  {
+    Setting s = switch_setting("batch_per_rank", false,
+                               "--batch is per rank (Caffe's semantics; global batch = ranks x batch) instead of global",
+                               "--batch-per-rank");
+    s.group = kDataParallelGroup;
+    // Not recorded: the run records the global batch it makes (batch), and its results say it.
+    s.no_key = "an experiment's batches are global (matrix.batch), and matrix.batch_per_gpu gives a batch per GPU "
+               "as the global batch it makes on each rank set";
     all.push_back(std::move(s));
   }
   {

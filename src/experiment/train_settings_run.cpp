@@ -1,5 +1,6 @@
 // How `cnnscale train` runs its steps on a device, and how it measures them: the entries of train's
-// settings table (train_settings.hpp) in the experiment's section `train`. How the steps run is
+// settings table (train_settings.hpp) in the experiment's section `train`; and its checkpoints, options
+// of train alone. How the steps run is
 // recorded only where it differs from its default, so that the runs made before it was recorded keep
 // their ids, and under the key those runs had (fused_epilogues for train.fuse); how they are measured
 // (and fed, and reported) is no part of a run's identity.
@@ -107,8 +108,73 @@ void add_run_settings(SettingTable& all) {
     s.applies = [](const RunContext& c) { return c.gpu; };  // train refuses it for a CPU run
     all.push_back(std::move(s));
   }
+  // The augmentation of the training batches: recorded together, as runs always recorded them, in one
+  // description (run_config.augment, AugmentOptions::describe), and only where either is on. Before
+  // they were keys, an experiment passed their flags in extra_args: it still may.
+  {
+    Setting s = run_option(integer_setting(
+        "crop_pad", 0,
+        "Augmentation: shift each training sample by up to N pixels on each axis (a random crop of the zero-padded "
+        "sample; the study's +-5-pixel displacements), drawn per sample from the seed and epoch",
+        0, 1 << 20));
+    s.cli_check = CliCheck::AtLeast;
+    s.unit = "pixels";
+    s.record = Record::Described;
+    s.record_key = "augment";
+    s.extra_arg_before = true;
+    all.push_back(std::move(s));
+  }
+  {
+    Setting s = run_option(switch_setting(
+        "mirror", false, "Augmentation: flip each training sample left-right with probability 1/2 (drawn as --crop-pad)",
+        "--mirror"));
+    s.record = Record::Described;
+    s.record_key = "augment";
+    s.extra_arg_before = true;
+    all.push_back(std::move(s));
+  }
   const TrainOptions options;
   all.push_back(count("timing_warmup", options.timing_warmup, "Iterations left out of samples/s", 0, "iterations"));
+}
+
+void add_checkpoint_settings(SettingTable& all) {
+  // A run's own files: options of train alone, no experiment keys (Setting::no_key), never recorded.
+  const char* const files =
+      "it names a run's own checkpoint folder or file, which the runs of a sweep, each given the same value, would "
+      "share (a second run refuses a folder another holds)";
+  all.push_back([&] {
+    Setting s = text_setting("checkpoint_dir", "",
+                             "Write checkpoints here (the newest two intact ones are kept); the directory belongs to "
+                             "this run: another live run, or a run of other settings while these checkpoints are "
+                             "there, is refused");
+    s.no_key = files;
+    return s;
+  }());
+  all.push_back([&] {
+    Setting s = integer_setting("checkpoint_every", 0, "Also checkpoint every N iterations (always at epoch ends)", 0,
+                                1e15);
+    s.cli_check = CliCheck::AtLeast;
+    s.unit = "iterations";
+    s.no_key = "it acts only with --checkpoint-dir, a run's own folder, and changes how often a run saves, not what "
+               "it trains";
+    return s;
+  }());
+  all.push_back([&] {
+    Setting s = text_setting("resume", "",
+                             "Continue from a checkpoint file, or 'auto': the newest intact one in --checkpoint-dir "
+                             "(its network, solver settings and data must be this run's)");
+    s.no_key = files;
+    return s;
+  }());
+  all.push_back([&] {
+    Setting s = switch_setting("resume_allow_changes", false,
+                               "With --resume: continue even where the checkpoint's network, solver settings or data "
+                               "differ from this run's (fine-tuning; each difference is logged), and take over a "
+                               "--checkpoint-dir that holds another run's checkpoints",
+                               "--resume-allow-changes");
+    s.no_key = "it acts only with --resume";
+    return s;
+  }());
 }
 
 void add_measure_settings(SettingTable& all) {

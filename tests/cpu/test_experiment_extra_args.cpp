@@ -86,7 +86,7 @@ TEST(ExperimentExtraArgs, TheTableCoversEveryFlagTheSweepWrites) {
       "nhwc, batchnorm: cudnn, deterministic: true, host_decode: true, bucket_mb: 2, watchdog_timeout: 60, "
       "probe_seconds: 0.2, rebalance_every: 5, timing_warmup: 1, display: 5, data_threads: 2, test_batch: 4, "
       "pool_batches: 2, power_hz: 5, min_window: 1, phase_window: 0.5, phase_repeats: 2, mfu: true, mfu_window: 0.1, "
-      "auto_start: even}\n" +
+      "auto_start: even, crop_pad: 2, mirror: true}\n" +
       "dataset: {name: synthetic, synthetic_fill: constant, classes: 5, input_shape: [1, 28, 28], "
       "train_samples: 64}\n"
       "networks:\n  resnet_fmnist:\n    iterations: 3\n    dataset: {name: fashion-mnist, data_dir: /d, test_samples: "

@@ -85,6 +85,10 @@ TEST(SettingsTable, EveryEntryIsInTrainsHelpAndTheSweepsFlagsWithItsExperimentKe
   for (const TrainSetting& s : train_settings()) {
     EXPECT_NE(help.out.find(s.flag), std::string::npos) << s.flag;
     EXPECT_NE(help.out.find(s.help.substr(0, 20)), std::string::npos) << s.help;
+    if (!s.in_experiments()) {  // an option of train alone: no key the sweep sets (test_settings_train_options.cpp)
+      EXPECT_EQ(sweep_train_flags().count(s.flag), 0u) << s.flag;
+      continue;
+    }
     EXPECT_NE(sweep_train_flags().at(s.flag).find(s.experiment_key()), std::string::npos) << s.flag;
     if (s.false_flag.empty()) continue;
     EXPECT_NE(help.out.find(s.false_flag), std::string::npos) << s.false_flag;
@@ -96,6 +100,7 @@ TEST(SettingsTable, EveryEntryIsAFixedKeyAndAMatrixAxisOnTheRunsCommandLines) {
   for (const TrainSetting& s : train_settings()) {
     if (!s.part_of.empty()) continue;  // a field of a compound axis's modes: PartsOfACompoundAxis below
     if (s.refused_elsewhere()) continue;  // on some runs only: test_settings_split_keys.cpp
+    if (!s.in_experiments()) continue;    // no key: test_settings_train_options.cpp
     const nlohmann::json v = test_value(s);
     const std::string base = base_for(s);
     // Fixed: the value on every run's command line.
