@@ -291,6 +291,15 @@ RunSpec make_run(const Experiment& e, const std::string& net, int64_t batch, con
     if (s.section != "dataset") (s.section.empty() ? c : c[s.section])[name] = value;  // the data's: above
   }
   r.settings = point;
+  // A fixed key the run does not take (train.auto_start on a run of another split, graph_copies on a
+  // CPU run) changes nothing it computes: its run keeps the id it has without the key. Absent once
+  // none is left, as experiments from before the section had it.
+  if (const auto train = c.find("train"); train != c.end()) {
+    const RunContext context = run_context(e, r);
+    for (auto it = train->begin(); it != train->end();)
+      it = find_train_setting(it.key())->applies_to(context) ? std::next(it) : train->erase(it);
+    if (train->empty()) c.erase(train);
+  }
   r.seed_base = point.contains("seed") ? point["seed"].get<int64_t>() : e.seed;
   r.seed = e.seeds == "vary" ? repeat_seed(r.seed_base, repeat) : r.seed_base;
   c["seed"] = r.seed_base;

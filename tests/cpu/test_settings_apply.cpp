@@ -1,0 +1,47 @@
+// A setting that does not apply to a run (Setting::applies: auto_start off split auto, graph_copies
+// on a CPU run) changes nothing that run computes: it is no part of the run's identity, nor does an
+// axis over it multiply the run.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "cpu/experiment_test_util.hpp"
+#include "experiment/sweep.hpp"
+
+namespace cnnscale::testing {
+namespace {
+
+// kBaseExperiment with one repeat and matrix.split: 1-rank runs (even) and 2-rank runs of each policy.
+std::string with_splits(const std::string& splits) {
+  return kBaseExperiment + "  repeats: 1\n  split: " + splits + "\nseeds: fixed\n";
+}
+
+// Each run's id, by the point it stands for (batch, ranks, split).
+std::map<std::string, std::string> ids_by_point(const Experiment& e) {
+  std::map<std::string, std::string> ids;
+  for (const RunSpec& r : expand_runs(e)) ids[fmt::format("b{}-g{}-{}", r.batch, r.ranks, r.split)] = r.id;
+  return ids;
+}
+
+TEST(SettingsApply, AFixedKeyLeavesTheIdsOfRunsItDoesNotApplyTo) {
+  const std::map<std::string, std::string> plain = ids_by_point(parse(with_splits("[even, auto]")));
+  const std::map<std::string, std::string> started =
+      ids_by_point(parse(with_splits("[even, auto]") + "train: {auto_start: even}\n"));
+  ASSERT_EQ(plain.size(), 6u);  // per batch: 1 rank, 2 ranks even, 2 ranks auto
+  ASSERT_EQ(started.size(), plain.size());
+  for (const auto& [point, id] : plain) {
+    // The auto runs take it (another configuration); the others are the runs they were without it.
+    if (point.ends_with("-auto"))
+      EXPECT_NE(started.at(point), id) << point;
+    else
+      EXPECT_EQ(started.at(point), id) << point;
+  }
+  // graph_copies applies to an NCCL job replaying a CUDA graph: none of a CPU experiment's runs.
+  EXPECT_EQ(ids_by_point(parse(with_splits("[even, auto]") + "train: {graph_copies: 2}\n")), plain);
+  // A setting that applies keeps its place in the identity.
+  EXPECT_NE(ids_by_point(parse(with_splits("[even, auto]") + "train: {fuse: false}\n")), plain);
+}
+
+}  // namespace
+}  // namespace cnnscale::testing
