@@ -267,7 +267,8 @@ void register_sweep(CLI::App& app) {
   cmd->add_option(
          "--only", a.only,
          "Run only matching matrix points, e.g. network=caffenet,batch=64|128 (repeatable); batch is the global "
-         "batch, batch_per_gpu the global batch / GPUs")
+         "batch, batch_per_gpu the global batch / GPUs; a setting matches only the runs it applies to "
+         "(auto_start=probe: the runs of split auto)")
       ->allow_extra_args(false);
   // As train: the environment's results root unless --results names one.
   if (const char* env = std::getenv("CNNSCALE_RESULTS"); env && *env) a.results = env;

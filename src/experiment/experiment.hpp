@@ -184,6 +184,7 @@ struct RunSpec {
   std::string network_path;  // what train's --net gets
   int64_t batch = 0, ranks = 1, repeat = 1;
   nlohmann::json settings = nlohmann::json::object();  // this point's values of Experiment::setting_axes
+  RunContext context;  // what decides which of train's settings apply to it (run_context)
   int64_t seed_base = 1;  // the point's seed (matrix.seed, else the experiment's)
   int64_t seed = 1;       // this repeat's: seed_base, or repeat_seed(seed_base, repeat) with seeds: vary
   std::vector<int64_t> gpu_mix;

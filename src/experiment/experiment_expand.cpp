@@ -291,13 +291,13 @@ RunSpec make_run(const Experiment& e, const std::string& net, int64_t batch, con
     if (s.section != "dataset") (s.section.empty() ? c : c[s.section])[name] = value;  // the data's: above
   }
   r.settings = point;
+  r.context = run_context(e, r);
   // A fixed key the run does not take (train.auto_start on a run of another split, graph_copies on a
   // CPU run) changes nothing it computes: its run keeps the id it has without the key. Absent once
   // none is left, as experiments from before the section had it.
   if (const auto train = c.find("train"); train != c.end()) {
-    const RunContext context = run_context(e, r);
     for (auto it = train->begin(); it != train->end();)
-      it = find_train_setting(it.key())->applies_to(context) ? std::next(it) : train->erase(it);
+      it = find_train_setting(it.key())->applies_to(r.context) ? std::next(it) : train->erase(it);
     if (train->empty()) c.erase(train);
   }
   r.seed_base = point.contains("seed") ? point["seed"].get<int64_t>() : e.seed;
@@ -480,7 +480,10 @@ bool OnlyFilter::matches(const RunSpec& r) const {
       mine = {s.text(r.settings.contains(key) ? r.settings[key] : recorded.value(key, s.default_value))};
     } else if (const TrainSetting* s = find_train_setting(key); s && s->part_of.empty()) {
       // A train setting: the point's value (matrix.seed: the point's seed, whichever the repeat's is).
-      if (key == "seed") {
+      // A run it does not apply to has no value of it (auto_start=probe: the runs of split auto only).
+      if (!r.infer && !s->applies_to(r.context)) {
+        mine.clear();
+      } else if (key == "seed") {
         mine = {std::to_string(r.seed_base)};
       } else if (s->section == "dataset") {
         const nlohmann::json& given = r.dataset.given;

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "data/datasets.hpp"
 #include "experiment/experiment_reader.hpp"
 #include "experiment/train_settings.hpp"
 
@@ -117,6 +118,7 @@ RunContext run_context(const Experiment& e, const RunSpec& run) {
           .graph = gpu && graph != false,
           .precision = run.precision,
           .split = run.split,
+          .synthetic = !run.infer && dataset_info(run.dataset.name).synthetic,
           .global_batch = run.batch};
 }
 

@@ -3,6 +3,7 @@
 // axis over it multiply the run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -41,6 +42,22 @@ TEST(SettingsApply, AFixedKeyLeavesTheIdsOfRunsItDoesNotApplyTo) {
   EXPECT_EQ(ids_by_point(parse(with_splits("[even, auto]") + "train: {graph_copies: 2}\n")), plain);
   // A setting that applies keeps its place in the identity.
   EXPECT_NE(ids_by_point(parse(with_splits("[even, auto]") + "train: {fuse: false}\n")), plain);
+}
+
+// --only on a setting selects the runs it applies to: auto_start=probe (its default) is no value of a
+// run of another split, which train would refuse it on.
+TEST(SettingsApply, OnlySelectsTheRunsASettingAppliesTo) {
+  const Experiment e = parse(with_splits("[even, auto]"));
+  const std::vector<RunSpec> runs = expand_runs(e);
+  ASSERT_EQ(runs.size(), 6u);
+  for (const char* start : {"auto_start=probe", "auto_start=probe|even"}) {
+    const OnlyFilter only = parse_only({start});
+    for (const RunSpec& r : runs) EXPECT_EQ(only.matches(r), r.ranks > 1 && r.split == "auto") << start << " " << r.id;
+  }
+  EXPECT_EQ(std::count_if(runs.begin(), runs.end(), [](const RunSpec& r) { return parse_only({"auto_start=even"}).matches(r); }), 0);
+  // graph_copies applies to no run of a CPU experiment; a setting that applies everywhere matches all.
+  EXPECT_EQ(std::count_if(runs.begin(), runs.end(), [](const RunSpec& r) { return parse_only({"graph_copies=1"}).matches(r); }), 0);
+  EXPECT_EQ(std::count_if(runs.begin(), runs.end(), [](const RunSpec& r) { return parse_only({"display=50"}).matches(r); }), 6);
 }
 
 }  // namespace
