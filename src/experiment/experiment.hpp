@@ -237,7 +237,8 @@ std::vector<RunSpec> expand_runs(const Experiment& e);
 // What decides whether a train setting applies to `run` (Setting::applies), as train will have it
 // (experiment_settings.cpp).
 RunContext run_context(const Experiment& e, const RunSpec& run);
-// `point`'s setting values without those train refuses on a run of context `c` (Setting::applies_only_to).
+// `point`'s setting values without those that do not apply to a run of context `c` (Setting::applies):
+// train refuses some there (Setting::applies_only_to), the others change nothing.
 nlohmann::json applying_point(const nlohmann::json& point, const RunContext& c);
 
 // --only "network=caffenet,batch=64" (keys: network, batch, gpus, gpu_mix, cpu_mix, precision, allreduce,

@@ -402,8 +402,8 @@ std::vector<RunSpec> expand_runs(const Experiment& e) {
               // One rank has nothing to reduce and nothing to split: its allreduce and split variants
               // would be identical runs.
               if (rs.ranks == 1 && (a > 0 || s > 0)) break;
-              // A setting train refuses on a run it does not apply to (auto_start off split auto): such a
-              // run goes without it, once rather than once per value of its axis.
+              // A setting that does not apply to a run (auto_start off split auto, bucket_mb on one rank):
+              // such a run goes without it, once rather than once per value of its axis.
               std::set<std::string> made;
               for (const nlohmann::json& point : points_of_settings) {
                 RunSpec run = make_run(e, net, batch, rs, precision, e.allreduce[a], e.splits[s], point, repeat);

@@ -110,14 +110,18 @@ void read_setting_axes(const ExperimentReader& r, const ConfigNode& root, const 
 RunContext run_context(const Experiment& e, const RunSpec& run) {
   const bool gpu = e.device == "gpu";
   // The step may replay a CUDA graph unless the run turns it off (train.cuda_graph, or its axis).
-  const nlohmann::json graph = run.settings.contains("cuda_graph") ? run.settings["cuda_graph"]
-                                                                   : e.train.value("cuda_graph", nlohmann::json(true));
+  auto value = [&](const char* name, const nlohmann::json& def) {
+    return run.settings.contains(name) ? run.settings[name] : e.train.value(name, def);
+  };
+  const nlohmann::json graph = value("cuda_graph", true);
   return {.gpu = gpu,
           .world_size = run.ranks,
           .exchanges = run.ranks > 1,
           .graph = gpu && graph != false,
           .precision = run.precision,
           .split = run.split,
+          .measure = e.measure,
+          .mfu = value("mfu", false) == true,
           .synthetic = !run.infer && dataset_info(run.dataset.name).synthetic,
           .global_batch = run.batch};
 }
@@ -125,8 +129,7 @@ RunContext run_context(const Experiment& e, const RunSpec& run) {
 nlohmann::json applying_point(const nlohmann::json& point, const RunContext& c) {
   nlohmann::json out = nlohmann::json::object();
   for (const auto& [name, value] : point.items())
-    if (const TrainSetting* s = find_train_setting(name); !s->refused_elsewhere() || s->applies_to(c))
-      out[name] = value;
+    if (find_train_setting(name)->applies_to(c)) out[name] = value;
   return out;
 }
 

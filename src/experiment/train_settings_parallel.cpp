@@ -213,9 +213,15 @@ void add_parallel_settings(SettingTable& all) {
       "--split proportional/energy/edp (and auto from a probe): seconds of forward+backward timed at each probe "
       "batch (energy and edp, which read the GPU's energy counter: at least --min-window)",
       0, 1e15, true), "seconds"));
+  // The splits that probe (auto also where --auto-start even leaves the probe out: it is not in the context).
+  all.back().applies = [](const RunContext& c) {
+    const std::optional<SplitPolicy> policy = split_policy_named(c.split);
+    return policy && (split_needs_probe(*policy) || *policy == SplitPolicy::Auto);
+  };
   all.push_back(job_option(number_setting("bucket_mb", static_cast<double>(kDefaultBucketBytes) / (1 << 20),
                                           "Gradient bucket size in MiB (allreduce granularity)", 0, 1e15, true),
                            "MiB"));
+  all.back().applies = [](const RunContext& c) { return c.exchanges; };  // one process has no buckets
   {
     Setting s = switch_setting(
         "one_rank_exchange", false,

@@ -197,12 +197,16 @@ void add_measure_settings(SettingTable& all) {
       measure_option(number_setting("min_window", measurement.min_window_seconds,
                                     "Shortest steady energy window in seconds (extended if shorter)", 0, 1e15),
                      "seconds"));
+  // The phase-isolated loops run under --measure phases only; the matmul peak's window with --mfu only.
+  auto phases = [](const RunContext& c) { return c.measure == "phases"; };
   all.push_back(measure_option(number_setting("phase_window", measurement.phase_window_seconds,
                                               "measure phases: shortest loop in seconds", 0, 1e15, true),
                                "seconds"));
+  all.back().applies = phases;
   all.push_back(measure_option(integer_setting("phase_repeats", measurement.phase_repeats,
                                                "measure phases: repeats of the three loops", 1, 1e15),
                                ""));
+  all.back().applies = phases;
   all.push_back(measure_option(
       switch_setting("mfu", false,
                      "After training, measure the device's square-matmul peak in the run's precision (8192^3 on a GPU, "
@@ -213,6 +217,7 @@ void add_measure_settings(SettingTable& all) {
       measure_option(number_setting("mfu_window", 0.2,
                                     "--mfu: shortest window of the matmul peak in seconds (3 windows)", 0, 3600, true),
                      "seconds"));
+  all.back().applies = [](const RunContext& c) { return c.mfu; };
 }
 
 }  // namespace cnnscale

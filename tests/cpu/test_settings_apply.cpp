@@ -60,5 +60,35 @@ TEST(SettingsApply, OnlySelectsTheRunsASettingAppliesTo) {
   EXPECT_EQ(std::count_if(runs.begin(), runs.end(), [](const RunSpec& r) { return parse_only({"display=50"}).matches(r); }), 6);
 }
 
+// An axis over a setting multiplies only the runs it applies to; each other run is made once, its id
+// the one it has without the axis.
+TEST(SettingsApply, AnAxisMultipliesOnlyTheRunsItAppliesTo) {
+  const std::string base = with_splits("[even]");
+  const std::map<std::string, std::string> plain = ids_by_point(parse(base));
+  // bucket_mb: the 2-rank runs (buckets of an exchange), not the 1-rank ones.
+  const std::vector<RunSpec> buckets = expand_runs(parse(base, {"matrix.bucket_mb=[1, 25]"}));
+  ASSERT_EQ(buckets.size(), 2u * (1 + 2));
+  for (const RunSpec& r : buckets) {
+    if (r.ranks > 1) {
+      EXPECT_NE(r.id.find("-bucket_mb"), std::string::npos) << r.id;
+      continue;
+    }
+    EXPECT_EQ(r.id, plain.at(fmt::format("b{}-g1-even", r.batch)));
+    EXPECT_FALSE(r.settings.contains("bucket_mb")) << r.id;
+    EXPECT_EQ(flag_value(train_arguments(parse(base, {"matrix.bucket_mb=[1, 25]"}), r, "/r"), "--bucket-mb"), "<absent>");
+  }
+  // Settings that apply to none of these runs: the runs as without the axis.
+  for (const char* axis : {"matrix.graph_copies=[1, 2]",     // an NCCL job's CUDA graph: CPU runs have none
+                           "matrix.phase_repeats=[2, 3]",    // measure phases only (this is steady)
+                           "matrix.mfu_window=[0.1, 0.2]",   // with --mfu only
+                           "matrix.probe_seconds=[0.1, 1]",  // splits that probe only
+                           "matrix.rebalance_every=[5, 0]"})   // splits that refine online only
+    EXPECT_EQ(ids_by_point(parse(base, {axis})), plain) << axis;
+  // Where they apply, they multiply.
+  EXPECT_EQ(expand_runs(parse("measure: phases\n" + base, {"matrix.phase_repeats=[2, 3]"})).size(), 8u);
+  EXPECT_EQ(expand_runs(parse("train: {mfu: true}\n" + base, {"matrix.mfu_window=[0.1, 0.2]"})).size(), 8u);
+  EXPECT_EQ(expand_runs(parse(with_splits("[auto]"), {"matrix.probe_seconds=[0.1, 1]"})).size(), 2u * (1 + 2));
+}
+
 }  // namespace
 }  // namespace cnnscale::testing

@@ -4,6 +4,7 @@
 // matrix.seed/lr/momentum/weight_decay shows each value in the report.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <set>
@@ -61,9 +62,12 @@ nlohmann::json test_value(const TrainSetting& s) {
 }
 
 // The small experiment with its data set a mapping where `s` is one of its keys: Fashion-MNIST for
-// the folder, else synthetic data.
+// the folder, else synthetic data. Another setting's: on GPUs (gpu_host), with runs of split auto,
+// measuring phases and the matmul peak, so that every setting applies to some of its runs.
 std::string base_for(const TrainSetting& s) {
-  if (s.section != "dataset") return kBaseExperiment;
+  if (s.section != "dataset")
+    return std::string("device: gpu\nmeasure: phases\n") + (s.name == "mfu" ? "" : "train: {mfu: true}\n") +
+           kBaseExperiment + "  split: [even, auto]\n";
   std::string text = kBaseExperiment;
   const std::string line = "dataset: synthetic\n";
   return text.replace(text.find(line), line.size(),
@@ -103,17 +107,19 @@ TEST(SettingsTable, EveryEntryIsAFixedKeyAndAMatrixAxisOnTheRunsCommandLines) {
     if (!s.in_experiments()) continue;    // no key: test_settings_train_options.cpp
     const nlohmann::json v = test_value(s);
     const std::string base = base_for(s);
+    const HostInfo host = gpu_host(2);
     // Fixed: the value on every run's command line.
     const std::string fixed = fmt::format("{}={}", s.experiment_key(), v.dump());
-    const Experiment e = parse(base, {fixed, "seeds=fixed"});
+    const Experiment e = parse(base, {fixed, "seeds=fixed"}, host);
     for (const RunSpec& r : expand_runs(e)) EXPECT_EQ(command_line_value(train_arguments(e, r, "/r"), s), s.text(v));
     // A fixed key only: its axis is refused, saying why.
     if (!s.no_axis.empty()) {
       expect_error(base, {fmt::format("matrix.{}", s.name), "no axis", s.no_axis},
-                   {fmt::format("matrix.{}=[{}]", s.name, v.dump())});
+                   {fmt::format("matrix.{}=[{}]", s.name, v.dump())}, host);
       continue;
     }
-    // An axis of two values: twice the runs, each with its value on its command line and in its id.
+    // An axis of two values: twice the runs it applies to, each with its value on its command line and
+    // in its id; the others once, without it (test_settings_apply.cpp).
     // (A list setting's default, no list, is no value to pass: another list stands for it; so does a
     // count above a default below its range, which stands for "not given": test_batch's 0 and
     // train_samples's.)
@@ -124,19 +130,26 @@ TEST(SettingsTable, EveryEntryIsAFixedKeyAndAMatrixAxisOnTheRunsCommandLines) {
                                  : unsayable             ? nlohmann::json(v.get<int64_t>() + 1)
                                                          : s.default_value;
     const std::string axis = fmt::format("matrix.{}=[{}, {}]", s.name, first.dump(), v.dump());
-    const Experiment m = parse(base + "  repeats: 1\nseeds: fixed\n", {axis});
+    const Experiment m = parse(base + "  repeats: 1\nseeds: fixed\n", {axis}, host);
     const std::vector<RunSpec> runs = expand_runs(m);
-    ASSERT_EQ(runs.size(), expand_runs(parse(base + "  repeats: 1\n")).size() * 2) << s.name;
+    const std::vector<RunSpec> plain = expand_runs(parse(base + "  repeats: 1\n", {}, host));
+    const auto applying = std::count_if(plain.begin(), plain.end(), [&](const RunSpec& r) { return s.applies_to(r.context); });
+    EXPECT_GT(applying, 0) << s.name;
+    ASSERT_EQ(runs.size(), plain.size() + applying) << s.name;
     std::set<std::string> seen, ids;
     for (const RunSpec& r : runs) {
-      seen.insert(command_line_value(train_arguments(m, r, "/r"), s));
       ids.insert(r.id);
+      if (!s.applies_to(r.context)) {
+        EXPECT_EQ(r.id.find("-" + s.name), std::string::npos) << r.id;
+        continue;
+      }
+      seen.insert(command_line_value(train_arguments(m, r, "/r"), s));
       EXPECT_NE(r.id.find("-" + s.name), std::string::npos) << r.id;
     }
     EXPECT_EQ(seen, (std::set<std::string>{s.text(first), s.text(v)})) << s.name;
     EXPECT_EQ(ids.size(), runs.size()) << s.name;
     // Given twice, as a fixed key and an axis: refused at the axis.
-    expect_error(base, {fmt::format("matrix.{}", s.name), "given twice"}, {fixed, axis});
+    expect_error(base, {fmt::format("matrix.{}", s.name), "given twice"}, {fixed, axis}, host);
   }
 }
 
