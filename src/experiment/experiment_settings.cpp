@@ -3,6 +3,7 @@
 // as the table declares, every error at its own "file:line:col: key.path". An axis is read the same
 // way for infer's settings (infer_experiment.cpp).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <map>
@@ -133,10 +134,30 @@ nlohmann::json applying_point(const nlohmann::json& point, const RunContext& c) 
   return out;
 }
 
+namespace {
+
+// A value train takes on GPU runs only, in an experiment on the CPU: refused at its key or axis value.
+void check_gpu_only(const ExperimentReader& r, const ConfigNode& root, const Experiment& e, const TrainSetting& s) {
+  if (e.device != "cpu" || !s.gpu_only) return;
+  std::vector<ConfigNode> given;
+  const std::optional<ConfigNode> section = s.section.empty() ? root : r.child(root, s.section);
+  if (section && section->is_map())
+    if (auto c = r.child(*section, s.name)) given.push_back(*c);
+  if (auto matrix = r.child(root, "matrix"); matrix && matrix->is_map())
+    if (auto c = r.child(*matrix, s.name)) given = list_items(*c);
+  for (const ConfigNode& n : given)
+    if (const nlohmann::json v = read_setting(s, n); s.gpu_only(v))
+      n.fail(fmt::format("train takes {} only on GPU runs, and this experiment runs on the CPU",
+                         fmt::format("{}", fmt::join(s.arguments(v), " "))));
+}
+
+}  // namespace
+
 void check_settings_apply(const ExperimentReader& r, const ConfigNode& root, const Experiment& e) {
   if (e.mode == "infer") return;  // train's settings: no keys of an inference experiment
   std::vector<RunSpec> runs;
   for (const TrainSetting& s : train_settings()) {
+    check_gpu_only(r, root, e, s);
     if (!s.refused_elsewhere()) continue;
     std::optional<ConfigNode> given;
     const std::optional<ConfigNode> section = s.section.empty() ? root : r.child(root, s.section);

@@ -95,6 +95,10 @@ struct Setting {
   // experiment none of whose runs it applies to is refused at its key path (experiment_settings.cpp).
   // "": the sweep writes it on every run, where it applies or not (the command ignores it there).
   std::string applies_only_to;
+  // The values only a GPU run takes, where train refuses them on the CPU (--layout nhwc, --batchnorm
+  // cudnn, --host-decode): an experiment on the CPU is refused at the key path giving one, before
+  // any of its runs would fail. Null: none.
+  std::function<bool(const nlohmann::json& value)> gpu_only;
   std::string report_label;  // the report's name for it ("lr"); "" : not a report grouping key
   // A field of each entry of a compound matrix axis ("allreduce": matrix.allreduce's `name`) rather
   // than a fixed key and an axis of its own: such a mode is one axis value, named in the run id as a

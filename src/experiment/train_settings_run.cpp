@@ -83,6 +83,7 @@ void add_run_settings(SettingTable& all) {
       "Memory order of 4-d activations and filters: auto (channels-last on a GPU in bf16, fp16 and tf32, NCHW "
       "otherwise), or nchw / nhwc forced (nhwc on a GPU only), to measure what it costs",
       {"auto", "nchw", "nhwc"})));
+  all.back().gpu_only = [](const nlohmann::json& v) { return v == "nhwc"; };  // the CPU backend computes in NCHW
   {
     Setting s = run_option(choice_setting(
         "batchnorm", "auto",
@@ -91,6 +92,7 @@ void add_run_settings(SettingTable& all) {
         "them",
         {"auto", "cudnn", "cnnscale"}));
     s.applies = [](const RunContext& c) { return c.gpu; };  // train refuses another choice for a CPU run
+    s.gpu_only = [](const nlohmann::json& v) { return v != "auto"; };
     all.push_back(std::move(s));
   }
   all.push_back(run_option(switch_setting(
@@ -106,6 +108,7 @@ void add_run_settings(SettingTable& all) {
         "upload floats, instead of uploading the bytes (a quarter as many) and decoding them on the GPU",
         "--host-decode"));
     s.applies = [](const RunContext& c) { return c.gpu; };  // train refuses it for a CPU run
+    s.gpu_only = [](const nlohmann::json& v) { return v == true; };
     all.push_back(std::move(s));
   }
   // The augmentation of the training batches: recorded together, as runs always recorded them, in one

@@ -90,5 +90,21 @@ TEST(SettingsApply, AnAxisMultipliesOnlyTheRunsItAppliesTo) {
   EXPECT_EQ(expand_runs(parse(with_splits("[auto]"), {"matrix.probe_seconds=[0.1, 1]"})).size(), 2u * (1 + 2));
 }
 
+// A value train takes on GPU runs only, in an experiment on the CPU, would fail every run as it
+// starts: refused when the file is read, at its key path.
+TEST(SettingsApply, GpuOnlyValuesAreRefusedInACpuExperiment) {
+  expect_error(kBaseExperiment + "train: {layout: nhwc}\n",
+               {"t.yaml:8:", "train.layout", "train takes --layout nhwc only on GPU runs", "runs on the CPU"});
+  expect_error(kBaseExperiment + "train: {host_decode: true}\n",
+               {"t.yaml:8:", "train.host_decode", "train takes --host-decode only on GPU runs"});
+  expect_error(kBaseExperiment + "  batchnorm: [auto, cudnn]\n",
+               {"t.yaml:8:", "matrix.batchnorm[1]", "train takes --batchnorm cudnn only on GPU runs"});
+  // The values a CPU run takes, and the same values on GPUs, are read as before.
+  EXPECT_NO_THROW(parse(kBaseExperiment + "train: {layout: nchw, batchnorm: auto, host_decode: false}\n"));
+  EXPECT_NO_THROW(parse("device: gpu\n" + kBaseExperiment + "  batchnorm: [auto, cudnn]\n  layout: [nhwc]\n"
+                        "train: {host_decode: true}\n",
+                        {}, gpu_host(2)));
+}
+
 }  // namespace
 }  // namespace cnnscale::testing
