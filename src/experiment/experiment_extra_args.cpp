@@ -1,7 +1,8 @@
 // An experiment's extra_args, checked when the file is read: a flag the sweep already writes on the
 // run's command line (sweep_command.cpp) would repeat it, and train or infer refuses a repeated
 // flag only when each run starts, so every run of the sweep would fail one after another. Each such
-// flag is refused at its own file:line:col, naming the key that sets it.
+// flag is refused at its own file:line:col, naming the key that sets it; so is a flag extra_args
+// itself gives twice.
 #include <fmt/format.h>
 
 #include <cctype>
@@ -118,12 +119,18 @@ void read_extra_args(const ExperimentReader& r, const ConfigNode& root, const Co
       matrix && matrix->is_map())
     for (const std::string& key : infer_axis_keys())
       if (r.child(*matrix, key)) infer_axes.insert(key);
+  std::map<std::string, size_t> first;  // each flag given, at its first entry
   for (size_t i = 0; i < items.size(); ++i) {
     const ConfigNode& a = items[i];
     const std::string arg = a.as<std::string>();
     const size_t eq = arg.find('=');
     const std::string flag = arg.substr(0, eq);
     if (looks_like_flag(arg)) check_known_flag(a, flag, infer ? "infer" : "train");
+    // A flag given twice: train and infer refuse a second value (--tag alone is repeatable), and
+    // every run would fail as it starts; a switch twice says nothing more than once.
+    if (looks_like_flag(arg) && flag != "--tag")
+      if (const auto [at, fresh] = first.emplace(flag, i); !fresh)
+        a.fail(fmt::format("'{}' is given twice (also extra_args[{}]): give it once", flag, at->second));
     if (kSweepOwnArgs.count(flag)) a.fail(fmt::format("'{}' is set by the sweep itself", flag));
     if (infer) {
       // A second --precision would contradict the run's id and results: the matrix owns it.

@@ -24,6 +24,17 @@ using testing::parse;
 
 using testing::kBase;
 
+// A flag given twice would have train (or infer) refuse every run as it starts: refused at the second.
+TEST(ExperimentExtraArgs, AFlagGivenTwiceIsRefusedAtItsSecondEntry) {
+  expect_error(kBase + "extra_args: [--display, '5', --display, '6']\n",
+               {"t.yaml:8:30: extra_args[2]: '--display' is given twice (also extra_args[0])"});
+  expect_error(kBase + "extra_args: [--display=5, --mfu, --display, '6']\n",
+               {"extra_args[2]: '--display' is given twice (also extra_args[0])"});
+  expect_error(kBase + "extra_args: [--mfu, --mfu]\n", {"extra_args[1]: '--mfu' is given twice"});
+  // --tag is repeatable; values that look like flags are values.
+  EXPECT_EQ(parse(kBase + "extra_args: [--tag, a=1, --tag=b=2, --display, '5']\n").extra_args.size(), 5u);
+}
+
 TEST(ExperimentExtraArgs, MatrixFlagsAreRefusedAtTheirEntry) {
   expect_error(kBase + "extra_args: [--display, '5', --batch, '64']\n",  // line 8
                {"t.yaml:8:30: extra_args[2]: '--batch' is set by matrix.batch"});

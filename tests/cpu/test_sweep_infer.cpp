@@ -113,6 +113,8 @@ TEST(InferExperiment, WhatOnlyTrainingHasIsRefusedWithItsLocation) {
   expect_error(kSweep, {"'--memory-limit'", "ending with max"}, {"infer.batch=[1, 8]", "extra_args=[--memory-limit=8]"},
                gpu_host(4));
   EXPECT_EQ(parse(kSweep, {"extra_args=[--memory-limit=8]"}, gpu_host(4)).extra_args.size(), 1u);
+  expect_error(kSweep, {"extra_args[1]: '--memory-limit' is given twice (also extra_args[0])"},
+               {"extra_args=[--memory-limit=8, --memory-limit=9]"}, gpu_host(4));
   // Precisions other than fp32 need GPUs, as in a training experiment.
   expect_error("name: c\nmode: infer\nmatrix: {network: lenet, precision: [fp32, bf16]}\n",
                {"t.yaml:3:44: matrix.precision[1]: precision 'bf16' runs on GPUs only"});
