@@ -73,6 +73,7 @@ DatasetSpec read_dataset(const ExperimentReader& r, const ConfigNode& n) {
     return d;
   }
   r.check_keys(n, setting_keys("dataset"));
+  refuse_null_settings(r, n, train_settings(), setting_keys("dataset"));
   d.name = dataset_name(r, r.get(n, "name"));
   const RunContext kind{.synthetic = dataset_info(d.name).synthetic};
   for (const TrainSetting* s : dataset_keys()) {

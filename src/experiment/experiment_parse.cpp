@@ -134,6 +134,7 @@ AllreduceMode read_allreduce(const ExperimentReader& r, const ConfigNode& n, con
   for (const TrainSetting& s : train_settings())
     if (s.part_of == "allreduce") fields.insert(s.name);
   r.check_keys(n, fields);
+  refuse_null_settings(r, n, train_settings(), fields);
   auto value = [&](const char* name) -> std::optional<nlohmann::json> {
     auto c = r.child(n, name);
     if (!c) return std::nullopt;
@@ -327,6 +328,7 @@ Experiment parse_experiment_text(const std::string& text, const std::string& fil
   if (auto c = r.child(root, "train")) read_settings_section(r, *c, "train", e.train);
   read_length(r, root, e.length);
   if (auto c = r.child(root, "measure")) e.measure = one_of(*c, {"steady", "phases"});
+  refuse_null_settings(r, root, train_settings(), setting_keys(""));
   if (auto c = r.child(root, "seed")) e.seed = read_setting(*find_train_setting("seed"), *c).get<int64_t>();
   if (auto c = r.child(root, "seeds")) e.seeds = one_of(*c, {"vary", "fixed"});
   if (auto c = r.child(root, "extra_args")) read_extra_args(r, root, *c, infer, e);

@@ -47,6 +47,10 @@ std::vector<ConfigNode> list_items(const ConfigNode& n);
 // entry declares; the keys of a section ("solver"; "" the top level); every setting's axis name.
 nlohmann::json read_setting(const TrainSetting& s, const ConfigNode& n);
 std::set<std::string> setting_keys(const std::string& section);
+// Refuses a key of `keys` in the mapping `n` that names an entry of `table` and is null (`display: ~`),
+// at its key path, unless the entry says what null means (Setting::null_means).
+void refuse_null_settings(const ExperimentReader& r, const ConfigNode& n, const SettingTable& table,
+                          const std::set<std::string>& keys);
 std::set<std::string> setting_axis_keys();
 // A section of settings (solver, train): each key a setting of that section, into `values`.
 void read_settings_section(const ExperimentReader& r, const ConfigNode& n, const std::string& section,

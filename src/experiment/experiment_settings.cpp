@@ -65,9 +65,25 @@ std::set<std::string> setting_axis_keys() {
   return keys;
 }
 
+void refuse_null_settings(const ExperimentReader& r, const ConfigNode& n, const SettingTable& table,
+                          const std::set<std::string>& keys) {
+  if (!n.is_map()) return;
+  for (const auto& kv : n.yaml()) {
+    const std::string key = kv.first.as<std::string>();
+    const Setting* s = keys.count(key) ? find_setting(table, key) : nullptr;
+    if (!s || !kv.second.IsNull() || !s->null_means.empty()) continue;
+    const nlohmann::json def = s->experiment_value(s->default_value);
+    r.get(n, key).fail(def == "" || def.empty()
+                           ? fmt::format("no value (null): give {} a value", key)
+                           : fmt::format("no value (null): give {} a value, or leave the key out for its default ({})",
+                                         key, s->text(def)));
+  }
+}
+
 void read_settings_section(const ExperimentReader& r, const ConfigNode& n, const std::string& section,
                            nlohmann::json& values) {
   r.check_keys(n, setting_keys(section));
+  refuse_null_settings(r, n, train_settings(), setting_keys(section));
   for (const TrainSetting& s : train_settings())
     if (s.section == section)
       if (auto c = r.child(n, s.name)) values[s.name] = read_setting(s, *c);
@@ -96,6 +112,7 @@ Experiment::SettingAxis read_setting_axis(const Setting& s, const ConfigNode& c,
 }
 
 void read_setting_axes(const ExperimentReader& r, const ConfigNode& root, const ConfigNode& m, Experiment& e) {
+  refuse_null_settings(r, m, train_settings(), setting_axis_keys());
   for (const TrainSetting& s : train_settings()) {
     auto c = s.part_of.empty() && s.in_experiments() ? r.child(m, s.name) : std::nullopt;
     if (!c) continue;

@@ -86,6 +86,7 @@ void read_infer(const ExperimentReader& r, const ConfigNode& n, Experiment& e) {
   for (const Setting& s : infer_settings())
     if (s.section == "infer") keys.insert(s.name);
   r.check_keys(n, keys);
+  refuse_null_settings(r, n, infer_settings(), keys);
   InferSpec& s = e.infer;
   if (auto c = r.child(n, "batch")) read_batches(*c, s);
   for (const Setting& t : infer_settings())
@@ -107,6 +108,7 @@ std::set<std::string> infer_axis_keys() {
 
 void read_infer_axes(const ExperimentReader& r, const ConfigNode& root, const ConfigNode& m, Experiment& e) {
   const std::optional<ConfigNode> section = r.child(root, "infer");
+  refuse_null_settings(r, m, infer_settings(), infer_axis_keys());
   for (const Setting& s : infer_settings()) {
     const std::optional<ConfigNode> c = common_entry(s) ? r.child(m, s.name) : std::nullopt;
     if (!c) continue;

@@ -95,6 +95,10 @@ struct Setting {
   // experiment none of whose runs it applies to is refused at its key path (experiment_settings.cpp).
   // "": the sweep writes it on every run, where it applies or not (the command ignores it there).
   std::string applies_only_to;
+  // What the experiment's null (`display: ~`, or a key with nothing after it) means for it, where it
+  // means anything: "" (every entry so far) refuses it at its key path, since the reader would
+  // otherwise take it for a key left out and run the default without a word.
+  std::string null_means;
   // The values only a GPU run takes, where train refuses them on the CPU (--layout nhwc, --batchnorm
   // cudnn, --host-decode): an experiment on the CPU is refused at the key path giving one, before
   // any of its runs would fail. Null: none.
