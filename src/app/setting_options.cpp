@@ -2,6 +2,7 @@
 #include "app/setting_options.hpp"
 
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <type_traits>
 
 #include "app/count_option.hpp"
@@ -10,6 +11,19 @@
 namespace cnnscale::app {
 
 namespace {
+
+// The entry's range, the one the experiment schema checks (Setting::range_error), for an entry whose
+// code checks its value again later, with words of its own, within that range.
+CLI::Validator in_range(const Setting& s) {
+  return CLI::Validator(
+      [range = s](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        if (text.empty() || end != text.c_str() + text.size()) return {};  // not a number: CLI11's conversion says so
+        return range.range_error(value);
+      },
+      "");
+}
 
 void set_default(const SettingField& field, const nlohmann::json& value) {
   std::visit(
@@ -54,7 +68,7 @@ void add_table_options(CLI::App& cmd, const SettingTable& table, const FieldOf& 
           if constexpr (std::is_same_v<T, bool>)
             throw_runtime("setting '{}': a bool field for a setting that is no Switch or Boolean", s.name);
           else
-            return cmd.add_option(s.flag, *p, s.help);
+            return cmd.add_option(s.flag, *p, s.help_text());
         },
         field);
     if (!s.group.empty()) option->group(s.group);
@@ -64,12 +78,15 @@ void add_table_options(CLI::App& cmd, const SettingTable& table, const FieldOf& 
     }
     if (s.type == SettingType::Choice) option->check(CLI::IsMember(s.choices));
     if (s.cli_check == CliCheck::AtLeast) option->check(at_least(static_cast<long long>(s.min)));
+    if (s.cli_check == CliCheck::AtLeast && s.max < kUnbounded) option->check(in_range(s));  // its upper bound
     if (s.cli_check == CliCheck::Range && s.type == SettingType::Integer)
       option->check(CLI::Range(static_cast<int64_t>(s.min), static_cast<int64_t>(s.max)));
     else if (s.cli_check == CliCheck::Range && s.min_open && s.min == 0)
       option->check(CLI::PositiveNumber)->check(CLI::Range(s.min, s.max));
     else if (s.cli_check == CliCheck::Range)
       option->check(CLI::Range(s.min, s.max));
+    else if (s.cli_check == CliCheck::Later && (s.type == SettingType::Integer || s.type == SettingType::Number))
+      option->check(in_range(s));
     // A default outside the range a value may take stands for "not given" (the device's own, the rank's
     // batch): not shown.
     const bool checked = s.cli_check == CliCheck::Range || s.cli_check == CliCheck::AtLeast;

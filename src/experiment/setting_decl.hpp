@@ -9,7 +9,7 @@
 namespace cnnscale::decl {
 
 // The upper bound of a count or length with none of its own.
-inline constexpr double kBig = 1e15;
+inline constexpr double kBig = kUnbounded;
 
 inline Setting entry(SettingType type, std::string name, nlohmann::json def, std::string help, std::string flag = "") {
   Setting s;

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace cnnscale {
 
@@ -20,6 +21,32 @@ std::string Setting::text(const nlohmann::json& value) const {
   if (value.is_number_integer()) return std::to_string(value.get<int64_t>());
   if (value.is_number()) return fmt::format("{}", value.get<double>());
   return value.dump();
+}
+
+namespace {
+std::string bound_text(const Setting& s, double v) {
+  return s.type == SettingType::Integer ? std::to_string(static_cast<int64_t>(v)) : fmt::format("{}", v);
+}
+}  // namespace
+
+std::string Setting::range_text() const {
+  if (type != SettingType::Integer && type != SettingType::Number) return "";
+  if (max >= kUnbounded) return min_open ? "> " + bound_text(*this, min) : "at least " + bound_text(*this, min);
+  return fmt::format("in {}{}, {}]", min_open ? "(" : "[", bound_text(*this, min), bound_text(*this, max));
+}
+
+std::string Setting::range_error(double value) const {
+  if (type != SettingType::Integer && type != SettingType::Number) return "";
+  if (std::isfinite(value) && value >= min && value <= max && !(min_open && value == min)) return "";
+  return fmt::format("must be {}, got {}", range_text(), bound_text(*this, value));
+}
+
+std::string Setting::help_text() const {
+  std::vector<std::string> parts;
+  if (!unit.empty()) parts.push_back(unit);
+  if (const std::string range = range_text(); !range.empty()) parts.push_back(range);
+  if (parts.empty()) return help;
+  return fmt::format("{} ({})", help, fmt::join(parts, ", "));
 }
 
 std::vector<std::string> Setting::arguments(const nlohmann::json& value) const {

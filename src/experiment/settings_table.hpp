@@ -65,9 +65,10 @@ enum class Record {
   Described,
 };
 
-// When the CLI checks a value's range as it parses it (CLI11 runs a check only on a value given).
+// How the CLI checks a value's range as it parses it (CLI11 runs a check only on a value given). Every
+// whole or real number is checked against the entry's range there, as the experiment schema checks it.
 enum class CliCheck {
-  Later,    // not at parsing: the code that uses it checks it (a ConfigError naming the flag)
+  Later,    // the entry's range (range_error); the code using it checks more, in its own words
   AtLeast,  // whole numbers of at least `min` ("--x: must be at least 1, got 0")
   Range,    // numbers in [min, max]
 };
@@ -156,6 +157,13 @@ struct Setting {
   bool identity() const { return record != Record::Never; }
   // Whether an experiment can give it: a key, an axis or a field of one (no no_key).
   bool in_experiments() const { return no_key.empty(); }
+  // A whole or real number's range, as the command line and the experiment schema both check it:
+  // "in (0, 3600]", "at least 1" (no upper bound: kUnbounded or more), "> 0"; "" for another type.
+  std::string range_text() const;
+  // Why `value` is outside that range ("must be in (0, 3600], got 4000"), or "" where it is inside.
+  std::string range_error(double value) const;
+  // The help text with the unit and range the entry declares: "... window (s, in (0, 3600])".
+  std::string help_text() const;
   // The value's text as a command line and a run id write it ("0.1", "step", "30,60", "true").
   std::string text(const nlohmann::json& value) const;
   // The command-line words that give `value`: {flag, text}; a Switch's flag alone where the value is
@@ -178,6 +186,9 @@ struct Setting {
 };
 
 using SettingTable = std::vector<Setting>;
+
+// A maximum this large stands for no upper bound (decl::kBig).
+inline constexpr double kUnbounded = 1e15;
 
 // The entry named `name` in `table`, or nullptr.
 const Setting* find_setting(const SettingTable& table, const std::string& name);

@@ -69,7 +69,7 @@ TEST(Cli, MissingNetworkAndDataset) {
 }
 
 TEST(Cli, BadOptionValues) {
-  expect_usage_error({"train", "--net", "lenet", "--data", "synthetic", "--lr", "-0.1"}, {"--lr", "must be > 0"});
+  expect_usage_error({"train", "--net", "lenet", "--data", "synthetic", "--lr", "-0.1"}, {"--lr: must be in (0, "});
   expect_usage_error({"train", "--net", "lenet", "--data", "synthetic", "--lr-policy", "multistep"}, {"--milestones"});
   expect_usage_error({"train", "--net", "lenet", "--data", "imagenet"}, {"--data"});
   expect_usage_error({"train", "--net", "lenet", "--data", "synthetic", "--epochs", "1", "--iterations", "3"},
