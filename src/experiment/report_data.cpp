@@ -48,7 +48,8 @@ const std::vector<std::string> kFixedGroupKeys = {"net",
                                              "split",
                                              "mix"};
 
-// The train setting a group key is the report label of, or nullptr.
+}  // namespace
+
 // A label that is a fixed key (split, allreduce_dtype) is read from the run's summary, which holds the
 // value as the run had it (the split's shares and refinement, the exchange's dtype of a run from before
 // the configuration recorded it): no setting's.
@@ -58,7 +59,6 @@ const TrainSetting* setting_of_label(const std::string& key) {
     if (!s.report_label.empty() && s.report_label == key) return &s;
   return nullptr;
 }
-}  // namespace
 
 const std::vector<std::string> kGroupKeys = [] {
   std::vector<std::string> keys = kFixedGroupKeys;
@@ -105,15 +105,6 @@ double to_number(const std::string& s) {
   } catch (const std::exception&) {
     return kMissing;
   }
-}
-
-// A single rank exchanges no gradients: its allreduce settings (NCCL's environment among them) are
-// not part of what it measured. One kept on the data-parallel path (--one-rank-exchange) measured
-// them: its runs of other settings stay apart.
-bool irrelevant(const std::string& key, const ConfigGroup& g) {
-  return (key == "allreduce_overlap" || key == "allreduce_algo" || key == "allreduce_dtype" ||
-          key == "allreduce_tuning" || key == "nccl_env") &&
-         g.world_size() == 1 && !is_one_rank_exchange(g);
 }
 
 // Identity keys every table shows in a column of its own: never part of the variant.
@@ -401,7 +392,7 @@ Identity variant_identity(const ConfigGroup& group) {
     if (k == "gpu_names")
       id["gpu"] = gpu_model(group);
     else
-      id[k] = group.key.at(k);
+      id[k] = variant_value(k, group);
   }
   return id;
 }
@@ -480,17 +471,21 @@ const ConfigGroup* baseline_at_batch(const ConfigGroup& group, const std::vector
   int best_score = -1;
   for (const ConfigGroup& g : groups) {
     if (g.world_size() != 1 || is_one_rank_exchange(g)) continue;
-    bool same = true;
+    bool same = true, exact = true;
     for (const std::string& k : kGroupKeys)
       // A sweep gives a single CPU rank all the cores' BLAS threads: its thread count differs on
       // purpose (the scaling table notes it).
       // A one-rank exchange run's own baseline is the GPU alone: the cost of the path it measured.
+      // A key irrelevant to the one rank (bucket_mb) need not match; where a setting's does, that run
+      // is preferred (results from before a sweep made one 1-rank run for all values of it).
       if (k != "world_size" && k != "gpu_names" && k != "tag.gpu_mix" && k != "threads_per_rank" &&
-          k != "one_rank_exchange" && !irrelevant(k, g) &&
-          g.key.at(k) != (k == "global_batch" ? batch : group.key.at(k)))
-        same = false;
+          k != "one_rank_exchange" && g.key.at(k) != (k == "global_batch" ? batch : group.key.at(k))) {
+        if (!irrelevant(k, g)) same = false;
+        if (setting_of_label(k)) exact = false;
+      }
     if (!same) continue;
-    const int score = (g.key.at("gpu_names") == first_gpu ? 2 : 0) + (g.key.at("tag.gpu_mix").empty() ? 1 : 0);
+    const int score = (exact ? 4 : 0) + (g.key.at("gpu_names") == first_gpu ? 2 : 0) +
+                      (g.key.at("tag.gpu_mix").empty() ? 1 : 0);
     if (score > best_score) best = &g, best_score = score;
   }
   return best;

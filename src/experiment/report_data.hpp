@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "experiment/report_phases.hpp"
+#include "experiment/train_settings.hpp"
 #include "io/measure_mode.hpp"
 #include "io/provenance.hpp"
 #include "io/run_results.hpp"
@@ -127,8 +128,19 @@ bool is_one_rank_exchange(const ConfigGroup& group);
 // tables show those in their own columns), gpu_names as "gpu" (its gpu_model, so that 1 × H100 and
 // 4 × H100 are one GPU), without the allreduce settings of a single rank (it exchanges nothing,
 // unless --one-rank-exchange kept it on the data-parallel path).
+// Nor a train setting's label where the setting did not apply to the group's runs (auto_start of an
+// even split); a setting's label the runs left unrecorded reads as its default (report_applies.cpp).
 using Identity = std::map<std::string, std::string>;
 Identity variant_identity(const ConfigGroup& group);
+// The train setting a group key is the report label of, or nullptr.
+const TrainSetting* setting_of_label(const std::string& key);
+// What decided which train settings applied to the group's runs, as the runs recorded it.
+RunContext run_context_of(const ConfigGroup& group);
+// Whether group key `key` says nothing of the group's runs: the allreduce settings of a single rank
+// on no exchange, a train setting that did not apply to them.
+bool irrelevant(const std::string& key, const ConfigGroup& group);
+// The group's value of `key` as its variant names it: a train setting left unrecorded, its default.
+std::string variant_value(const std::string& key, const ConfigGroup& group);
 
 // Per network, the keys of the identities whose value differs among that network's identities (one
 // lacking the key is not compared), in kGroupKeys order: the "variant" column. A key that differs
