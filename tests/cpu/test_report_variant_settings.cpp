@@ -13,7 +13,7 @@ namespace {
 
 // A run as a sweep's results hold it: one CPU rank or two, a split, the recorded configuration and
 // the tags the sweep wrote.
-report::RunRecord run(const std::string& id, int ranks, const std::string& split, nlohmann::json config,
+report::RunRecord recorded_run(const std::string& id, int ranks, const std::string& split, nlohmann::json config,
                       std::map<std::string, std::string> tags) {
   report::RunRecord r;
   r.run_id = id;
@@ -30,7 +30,7 @@ report::RunRecord run(const std::string& id, int ranks, const std::string& split
   return r;
 }
 
-std::set<std::string> labels(const std::vector<report::ConfigGroup>& groups) {
+std::set<std::string> variant_labels(const std::vector<report::ConfigGroup>& groups) {
   const report::VaryingKeys varying = report::varying_keys(groups);
   std::set<std::string> out;
   for (const report::ConfigGroup& g : groups) out.insert(report::variant_label(g, varying));
@@ -41,21 +41,21 @@ TEST(ReportVariantSettings, ASettingThatDidNotApplyIsNoVariantAndAnUntaggedOneIs
   // A sweep of split [even, auto] on 2 ranks, one of its runs tagged display=1 (train.display's axis,
   // which the other point left at its default).
   const std::vector<report::RunRecord> runs = {
-      run("even", 2, "even", nlohmann::json::object(), {{"display", "1"}}),
-      run("auto", 2, "auto", {{"auto_start", "probe"}}, {}),
+      recorded_run("even", 2, "even", nlohmann::json::object(), {{"display", "1"}}),
+      recorded_run("auto", 2, "auto", {{"auto_start", "probe"}}, {}),
   };
   const std::vector<report::ConfigGroup> groups = report::group_runs(runs);
   ASSERT_EQ(groups.size(), 2u);
   // Not "split=even display=1 auto_start=none": auto_start applied to the auto run alone.
-  EXPECT_EQ(labels(groups), (std::set<std::string>{"split=even display=1", "split=auto from even display=50"}));
+  EXPECT_EQ(variant_labels(groups), (std::set<std::string>{"split=even display=1", "split=auto from even display=50"}));
 }
 
 TEST(ReportVariantSettings, TheOneRankBaselineOfASweepOverAnExchangeSettingIsFound) {
   // matrix.bucket_mb: [1, 25] makes the 1-rank run once, untagged (bucket_mb does not apply to it).
   const std::vector<report::RunRecord> runs = {
-      run("one", 1, "", nlohmann::json::object(), {}),
-      run("two-1", 2, "even", nlohmann::json::object(), {{"bucket_mb", "1"}}),
-      run("two-25", 2, "even", nlohmann::json::object(), {{"bucket_mb", "25"}}),
+      recorded_run("one", 1, "", nlohmann::json::object(), {}),
+      recorded_run("two-1", 2, "even", nlohmann::json::object(), {{"bucket_mb", "1"}}),
+      recorded_run("two-25", 2, "even", nlohmann::json::object(), {{"bucket_mb", "25"}}),
   };
   const std::vector<report::ConfigGroup> groups = report::group_runs(runs);
   ASSERT_EQ(groups.size(), 3u);
@@ -67,8 +67,8 @@ TEST(ReportVariantSettings, TheOneRankBaselineOfASweepOverAnExchangeSettingIsFou
   }
   // Results from before, with a 1-rank run per value: each 2-rank run's own value's.
   std::vector<report::RunRecord> older = runs;
-  older[0] = run("one-1", 1, "", nlohmann::json::object(), {{"bucket_mb", "1"}});
-  older.push_back(run("one-25", 1, "", nlohmann::json::object(), {{"bucket_mb", "25"}}));
+  older[0] = recorded_run("one-1", 1, "", nlohmann::json::object(), {{"bucket_mb", "1"}});
+  older.push_back(recorded_run("one-25", 1, "", nlohmann::json::object(), {{"bucket_mb", "25"}}));
   const std::vector<report::ConfigGroup> old_groups = report::group_runs(older);
   for (const report::ConfigGroup& g : old_groups) {
     if (g.world_size() != 2) continue;

@@ -14,21 +14,21 @@ namespace cnnscale::testing {
 namespace {
 
 // kBaseExperiment with one repeat and matrix.split: 1-rank runs (even) and 2-rank runs of each policy.
-std::string with_splits(const std::string& splits) {
+std::string splits_experiment(const std::string& splits) {
   return kBaseExperiment + "  repeats: 1\n  split: " + splits + "\nseeds: fixed\n";
 }
 
 // Each run's id, by the point it stands for (batch, ranks, split).
-std::map<std::string, std::string> ids_by_point(const Experiment& e) {
+std::map<std::string, std::string> ids_by_split_point(const Experiment& e) {
   std::map<std::string, std::string> ids;
   for (const RunSpec& r : expand_runs(e)) ids[fmt::format("b{}-g{}-{}", r.batch, r.ranks, r.split)] = r.id;
   return ids;
 }
 
 TEST(SettingsApply, AFixedKeyLeavesTheIdsOfRunsItDoesNotApplyTo) {
-  const std::map<std::string, std::string> plain = ids_by_point(parse(with_splits("[even, auto]")));
+  const std::map<std::string, std::string> plain = ids_by_split_point(parse(splits_experiment("[even, auto]")));
   const std::map<std::string, std::string> started =
-      ids_by_point(parse(with_splits("[even, auto]") + "train: {auto_start: even}\n"));
+      ids_by_split_point(parse(splits_experiment("[even, auto]") + "train: {auto_start: even}\n"));
   ASSERT_EQ(plain.size(), 6u);  // per batch: 1 rank, 2 ranks even, 2 ranks auto
   ASSERT_EQ(started.size(), plain.size());
   for (const auto& [point, id] : plain) {
@@ -39,15 +39,15 @@ TEST(SettingsApply, AFixedKeyLeavesTheIdsOfRunsItDoesNotApplyTo) {
       EXPECT_EQ(started.at(point), id) << point;
   }
   // graph_copies applies to an NCCL job replaying a CUDA graph: none of a CPU experiment's runs.
-  EXPECT_EQ(ids_by_point(parse(with_splits("[even, auto]") + "train: {graph_copies: 2}\n")), plain);
+  EXPECT_EQ(ids_by_split_point(parse(splits_experiment("[even, auto]") + "train: {graph_copies: 2}\n")), plain);
   // A setting that applies keeps its place in the identity.
-  EXPECT_NE(ids_by_point(parse(with_splits("[even, auto]") + "train: {fuse: false}\n")), plain);
+  EXPECT_NE(ids_by_split_point(parse(splits_experiment("[even, auto]") + "train: {fuse: false}\n")), plain);
 }
 
 // --only on a setting selects the runs it applies to: auto_start=probe (its default) is no value of a
 // run of another split, which train would refuse it on.
 TEST(SettingsApply, OnlySelectsTheRunsASettingAppliesTo) {
-  const Experiment e = parse(with_splits("[even, auto]"));
+  const Experiment e = parse(splits_experiment("[even, auto]"));
   const std::vector<RunSpec> runs = expand_runs(e);
   ASSERT_EQ(runs.size(), 6u);
   for (const char* start : {"auto_start=probe", "auto_start=probe|even"}) {
@@ -63,8 +63,8 @@ TEST(SettingsApply, OnlySelectsTheRunsASettingAppliesTo) {
 // An axis over a setting multiplies only the runs it applies to; each other run is made once, its id
 // the one it has without the axis.
 TEST(SettingsApply, AnAxisMultipliesOnlyTheRunsItAppliesTo) {
-  const std::string base = with_splits("[even]");
-  const std::map<std::string, std::string> plain = ids_by_point(parse(base));
+  const std::string base = splits_experiment("[even]");
+  const std::map<std::string, std::string> plain = ids_by_split_point(parse(base));
   // bucket_mb: the 2-rank runs (buckets of an exchange), not the 1-rank ones.
   const std::vector<RunSpec> buckets = expand_runs(parse(base, {"matrix.bucket_mb=[1, 25]"}));
   ASSERT_EQ(buckets.size(), 2u * (1 + 2));
@@ -83,11 +83,11 @@ TEST(SettingsApply, AnAxisMultipliesOnlyTheRunsItAppliesTo) {
                            "matrix.mfu_window=[0.1, 0.2]",   // with --mfu only
                            "matrix.probe_seconds=[0.1, 1]",  // splits that probe only
                            "matrix.rebalance_every=[5, 0]"})   // splits that refine online only
-    EXPECT_EQ(ids_by_point(parse(base, {axis})), plain) << axis;
+    EXPECT_EQ(ids_by_split_point(parse(base, {axis})), plain) << axis;
   // Where they apply, they multiply.
   EXPECT_EQ(expand_runs(parse("measure: phases\n" + base, {"matrix.phase_repeats=[2, 3]"})).size(), 8u);
   EXPECT_EQ(expand_runs(parse("train: {mfu: true}\n" + base, {"matrix.mfu_window=[0.1, 0.2]"})).size(), 8u);
-  EXPECT_EQ(expand_runs(parse(with_splits("[auto]"), {"matrix.probe_seconds=[0.1, 1]"})).size(), 2u * (1 + 2));
+  EXPECT_EQ(expand_runs(parse(splits_experiment("[auto]"), {"matrix.probe_seconds=[0.1, 1]"})).size(), 2u * (1 + 2));
 }
 
 // A value train takes on GPU runs only, in an experiment on the CPU, would fail every run as it

@@ -15,7 +15,7 @@ namespace {
 
 // A value just outside the entry's range, above it or below, as a command line writes it; "" where
 // there is none (no upper bound, or none below a lower bound of a count's type).
-std::string outside(const Setting& s, bool above) {
+std::string range_outside(const Setting& s, bool above) {
   if (above && s.max >= kUnbounded) return "";
   if (s.type == SettingType::Integer) {
     const double v = above ? s.max + 1 : s.min - 1;
@@ -31,7 +31,7 @@ void expect_ranges_checked(const std::vector<std::string>& command, const Settin
   for (const Setting& s : table) {
     if ((s.type != SettingType::Integer && s.type != SettingType::Number) || s.cli_check == CliCheck::Range) continue;
     for (const bool above : {false, true}) {
-      const std::string v = outside(s, above);
+      const std::string v = range_outside(s, above);
       if (v.empty() || (!above && s.cli_check == CliCheck::AtLeast)) continue;
       std::vector<std::string> args = command;
       args.insert(args.end(), {s.flag.substr(s.flag.rfind(',') + 1), v});
