@@ -1,171 +1,99 @@
-// `cnnscale train`: one network, one dataset, one device per rank. Validates every option before
-// any heavy work (so bad input costs one clear line and exit 2), runs the Trainer, shows progress
-// on stderr and, with --json, prints one JSON line of results on stdout. Under mpirun/srun the
-// ranks train data-parallel (the job, job/job.hpp, binds devices and builds the communicator as
-// train_parallel.cpp asks); only
-// rank 0 shows progress and prints the JSON line, which then describes the whole job.
-#include <fmt/ranges.h>
+// `cnnscale train`: one network, one dataset, one device per rank. Declares the flags (most of them
+// from train's settings table), hands them to run_training (experiment/train_run.hpp), which checks
+// every option before any heavy work (so bad input costs one clear line and exit 2), sets up the job
+// and trains, and prints what the run tells it: progress on stderr and, with --json, one JSON line of
+// results on stdout. Under mpirun/srun the ranks train data-parallel; only rank 0 shows progress and
+// prints the JSON line, which then describes the whole job.
+#include <fmt/format.h>
 
+#include <cstdint>
+#include <cstdlib>
 #include <memory>
-#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "app/commands.hpp"
+#include "app/setting_options.hpp"
+#include "app/train_output.hpp"
 #include "app/train_progress.hpp"
-#include "app/train_run.hpp"
-#include "experiment/train_watch.hpp"
-#include "backend/engine_cache.hpp"
 #include "core/stop_signal.hpp"
 #include "data/datasets.hpp"
-#include "io/provenance.hpp"
+#include "experiment/train_run.hpp"
 #include "io/results_writer.hpp"
-#include "net/net_spec_impl.hpp"  // check_batch_fits
-#include "parallel/mpi_env.hpp"
-#include "solver/checkpoint_claim.hpp"
-#include "solver/checkpoint_compare.hpp"
 
 namespace cnnscale::app {
 
 namespace {
 
-// The test runs at --test-batch, but never past the test set (the loader's one batch is then the whole
-// set): a batch of that size the network cannot hold is refused now, not after training.
-void check_test_batch(const TrainArgs& a, const TrainInputs& in) {
-  if (!in.test || a.options.test_batch <= 0) return;  // no test, or the rank's training batch (checked)
-  try {
-    check_batch_fits(in.spec.impl(), std::min(a.options.test_batch, in.test->size()));
-  } catch (const ConfigError& e) {
-    throw_config("--test-batch {}: {}", a.options.test_batch, e.what());
-  }
+// train's settings of the table (experiment/train_settings.hpp), each bound to its field of `a`
+// (experiment/train_setting_fields.cpp).
+void add_setting_options(CLI::App& cmd, TrainArgs& a) {
+  add_table_options(cmd, train_settings(), [&a](const Setting& s) { return train_setting_field(a, s.name); });
+  // Warm-up has one length: in epochs or in iterations.
+  cmd.get_option("--warmup")->excludes(cmd.get_option("--warmup-iterations"));
+  // Taking over another run's checkpoints is a way to resume.
+  cmd.get_option("--resume-allow-changes")->needs(cmd.get_option("--resume"));
 }
 
-// One `cnnscale train` on this rank, top to bottom; each step is one function of train_run.hpp.
-void run_train(TrainArgs& a) {
-  const Provenance started = start_provenance();  // the run's start time, version and command line
-  validate_train_args(a);                                  // exit 2 before anything is loaded
-  // The run folder is this process's from here on (rank 0 writes it): a second train of the same
-  // --run-id refuses now, naming this one.
-  const MpiEnv* launch = MpiEnv::current();
-  const auto claim = !launch || launch->rank() == 0 ? claim_run_folder(a.measure) : nullptr;
-  // The global batch and this rank's share; a precision the device cannot run fails here.
-  ParallelRun par(a.parallel, a.device, a.options.batch, a.options.precision,
-                  {.conv_search = conv_search_from_name(a.conv_search),
-                   .deterministic = a.deterministic,
-                   .layout = layout_choice_from_name(a.layout),
-                   .batchnorm = batchnorm_kernels_from_name(a.batchnorm)});
-  if (a.host_decode) a.options.input_decode = TrainOptions::InputDecode::Host;
-  check_input_decode(a.options.input_decode, par.device() == "cpu");  // before any work
-  if (par.device() != "cpu") EngineCache::from_environment();         // a bad CNNSCALE_ENGINE_CACHE: exit 2 now
-  const TrainInputs in = load_train_inputs(a, par.global_batch());
-  check_test_batch(a, in);
-  const nlohmann::json run_config = describe_run(a, in, par);
-  // The checkpoint directory is this run's from here on (rank 0 writes it): a live run holding it,
-  // or the checkpoints of another run in it, refuse now (solver/checkpoint_claim.hpp).
-  std::unique_ptr<CheckpointDirClaim> checkpoint_claim;
-  if (!a.options.checkpoint_dir.empty() && par.rank() == 0)
-    checkpoint_claim = CheckpointDirClaim::claim(
-        {.dir = a.options.checkpoint_dir,
-         .run_id = run_config["run_id"].get<std::string>(),
-         .identity = checkpoint_identity(run_config.dump(), solver_settings(a.solver).dump(),
-                                         in.spec.resolved_yaml(), "this run"),
-         .resuming = !a.options.resume.empty(),
-         .allow_changes = a.options.resume_allow_changes});
+// train's bookkeeping flags (the results' folder, --measure, the whole-training figures, tags).
+void add_measure_options(CLI::App& cmd, MeasureArgs& a) {
+  // A batch script or a test harness can move every run's results without editing command lines.
+  if (const char* env = std::getenv("CNNSCALE_RESULTS"); env && *env) a.results_root = env;
+  cmd.add_option("--results", a.results_root,
+                 "Results root: the run is written to DIR/<experiment>/<run-id>/ (default: $CNNSCALE_RESULTS or "
+                 "results)")
+      ->capture_default_str();
+  cmd.add_option("--experiment", a.experiment, "Experiment name (the results subfolder)")->capture_default_str();
+  cmd.add_option("--run-id", a.run_id,
+                 fmt::format("Run folder name (default: UTC time and a hash): letters, digits and . _ + = -, at "
+                             "most {} characters; claimed before any work, so a second train of the same id refuses",
+                             kMaxResultsName));
+  cmd.add_flag("--no-results", a.no_results, "Write no results folder");
+  // Parsed here, once, into the enum the trainer and the results carry.
+  std::vector<std::string> modes;
+  for (const auto& [name, mode] : kMeasureModes) modes.emplace_back(name);
+  cmd.add_option_function<std::string>(
+         "--measure", [&a](const std::string& name) { a.measure = *measure_mode_from_name(name); },
+         "steady: energy per iteration over the steady window; phases: also forward/backward/update "
+         "split by phase-isolated loops")
+      ->check(CLI::IsMember(modes))
+      ->default_str(std::string(measure_mode_name(a.measure)));
+  // --power-hz, --min-window, --phase-window, --phase-repeats and --mfu-window: train's settings table
+  // (experiment/train_settings_run.cpp); validate_measure_args checks them.
+  cmd.add_option("--whole-epochs", a.whole_epochs, "Epochs for the whole-training figures (default: the run's)");
+  cmd.add_option("--whole-samples", a.whole_samples,
+                 "Training-set size for the whole-training figures (default: the data's)");
+  cmd.add_option("--tag", a.tags, "KEY=VALUE stored in the summary as tag.KEY (repeatable)");
+}
 
-  // The backend and communicator live in `par`, declared before (so destroyed after) the trainer.
-  Backend& backend = par.connect();  // data parallel: watchdog, device check, communicator
-  const TrainJob train_job{.parallel = par.data_parallel(),
-                           .run_config = run_config.dump(),
-                           .network_yaml = in.spec.resolved_yaml(),
-                           .backend_precision = par.job().precision()};
-  a.options.split = par.split();
-  a.options.rebalance_every = a.parallel.rebalance_every;
-  a.options.auto_probe = a.parallel.auto_start == "probe";
-  a.options.probe_seconds = a.parallel.probe_seconds;
-  a.options.slowdown = par.slowdown();
-  measure::EnergyMonitor* energy = &par.job().open_energy_monitor(a.measure.power_hz);
-  Trainer trainer(in.spec, backend, in.train, in.test, a.solver, a.options, train_job,
-                  train_measurement(a.measure, energy), train_faults_from_environment());
-  const bool rank0 = par.rank() == 0;
-  if (rank0) print_train_banner(a, in, trainer, par);
-
-  TrainProgress progress(trainer.iterations_per_epoch());
-  // The curve and progress.json, in the folder the results will be written to (rank 0's).
-  std::unique_ptr<TrainWatch> watch;
-  if (rank0)
-    watch = std::make_unique<TrainWatch>(a.measure.results_root, a.measure.experiment,
-                                         a.measure.no_results ? std::string() : results_run_id(a, run_config, trainer),
-                                         started, energy);
-  if (watch && !watch->progress_path().empty()) progress.message("progress: " + watch->progress_path());
-  std::vector<EpochRecord> epochs;
-  std::string last_checkpoint;
-  TrainCallbacks cb;
-  if (rank0) {
-    cb.on_iteration = [&](int64_t done, int64_t total) {
-      progress.iteration(done, total);
-      watch->iteration(done, total);
-    };
-    cb.on_display = [&](const DisplayInfo& d) {
-      progress.display(d);
-      watch->display(d);
-    };
-    cb.on_epoch = [&](const EpochInfo& e) {
-      progress.epoch(e);
-      epochs.push_back({e.epoch, e.iteration, e.train_loss, e.test ? e.test->top1 : kMissing,
-                        e.test ? e.test->top5 : kMissing, e.lr, e.seconds});
-    };
-    cb.on_message = [&](const std::string& m) { progress.message(m); };
-    cb.on_checkpoint = [&](const std::string& path, int64_t) { last_checkpoint = path; };
+// What the run tells its user, on rank 0: the banner, the progress on stderr (a bar on a terminal),
+// the closing lines and the --json line.
+class TerminalView : public TrainView {
+ public:
+  explicit TerminalView(bool json) : json_(json) {}
+  void started(const TrainArgs& a, const TrainInputs& in, const Trainer& trainer, const ParallelRun& par) override {
+    print_train_banner(a, in, trainer, par);
+    progress_ = std::make_unique<TrainProgress>(trainer.iterations_per_epoch());
   }
-  // SIGTERM/SIGUSR1/SIGINT from here on stop at a step boundary with a checkpoint (kExitRequeue).
-  install_stop_signals();
-  // The pid file says this rank is training: written once its first step is done, past the
-  // collective set-up at the start of the run, so that a rank signalled once every file exists is
-  // hit mid-training (the fault tests stop or kill one then), never during set-up.
-  bool pid_written = false;
-  cb.on_iteration = [&, show = cb.on_iteration](int64_t done, int64_t total) {
-    if (!pid_written) {
-      par.write_pid_file();
-      pid_written = true;
-    }
-    if (show) show(done, total);
-  };
-  energy->start_sampling();
-  TrainResult r = trainer.run(cb);  // put_mfu may yet mark it interrupted
-  energy->stop_sampling();
-  if (rank0) progress.finish();
+  void iteration(int64_t done, int64_t total) override { progress_->iteration(done, total); }
+  void display(const DisplayInfo& d) override { progress_->display(d); }
+  void epoch(const EpochInfo& e) override { progress_->epoch(e); }
+  void message(const std::string& m) override { progress_->message(m); }
+  void trained() override { progress_->finish(); }
+  void finished(const TrainArgs& a, const TrainInputs& in, const Trainer& trainer, const ParallelRun& par,
+                const TrainOutcome& o) override {
+    print_train_outcome(trainer, o);
+    if (json_) print_train_json(a, in, trainer, par, o);
+  }
 
-  // The job's throughput: every rank's steady-state time is gathered, the slowest one counts.
-  const JobTiming job = par.job_timing(r);
-  RankReport mine = make_rank_report(par.rank(), par.job().host(), backend.device(), *energy, r, trainer.local_batch());
-  mine.slowdown = par.slowdown();
-  mine.sms = backend.granted_sms();
-  const GatheredRanks gathered = gather_rank_reports(par.job(), std::move(mine), graph_figures(r));
-  if (r.interrupted) requested_exit_code() = kExitRequeue;
-  if (!rank0) return;
+ private:
+  bool json_;
+  std::unique_ptr<TrainProgress> progress_;
+};
 
-  RunResults results =
-      assemble_run_results(describe_results(a, in, run_config, trainer, r, par, std::move(epochs)), r,
-                           gathered.reports, a.measure.whole_epochs, a.measure.whole_samples);
-  put_graph_figures(results, gathered.graphs);
-  if (a.mfu && !r.interrupted)  // an interrupted run has no time to spare
-    put_mfu(results, r, backend, a.options.precision, par.world_size(), a.measure.mfu_window);
-  if (r.interrupted) requested_exit_code() = kExitRequeue;  // also when put_mfu was stopped
-  if (r.interrupted) results.status = std::string(kRunInterrupted);
-  results.curve = carry_curve(a.measure.results_root, a.measure.experiment, results.run_id,
-                              watch->curve(r.start_iteration));
-  // A resumed run keeps the start of the run it continues, and records its resume.
-  results.provenance = r.start_iteration > 0 ? carry_provenance(a.measure.results_root, a.measure.experiment,
-                                                                results.run_id, started)
-                                             : started;
-  results.provenance->hosts = distinct_hosts(results.system.hosts);
-  set_end(*results.provenance);
-  ResultsWriteOptions where;
-  where.root = a.measure.results_root;
-  const std::string last_progress = watch->final_progress(results.status, r.iterations);
-  watch->close();
-  const std::string results_path = a.measure.no_results ? std::string() : write_run_results(results, where, last_progress);
-  const TrainOutcome outcome{r, job, results, results_path, last_checkpoint, !backend.device().is_cpu()};
-  print_train_outcome(trainer, outcome);
-  if (a.json) print_train_json(a, in, trainer, par, outcome);
+void run_train(TrainArgs& a) {
+  TerminalView view(a.json);
+  if (run_training(a, view)) requested_exit_code() = kExitRequeue;  // stopped by a signal: requeue
 }
 
 }  // namespace
@@ -190,9 +118,16 @@ void register_train(CLI::App& app) {
   add_setting_options(*cmd, a);
   cmd->get_option("--data")->required()->check(dataset_name_error);
   cmd->add_flag("--json", a.json, "Print one JSON line of results on stdout");
-  add_parallel_options(*cmd, a.parallel);
   add_measure_options(*cmd, a.measure);
-  cmd->callback([args] { run_train(*args); });
+  // Whether --device and --allreduce-algo were given, rather than their defaults: --gpus implies a GPU
+  // device unless one is named, and an algorithm named for CPU ranks is worth a line.
+  const CLI::Option* device_flag = cmd->get_option("--device");
+  const CLI::Option* algo_flag = cmd->get_option("--allreduce-algo");
+  cmd->callback([args, device_flag, algo_flag] {
+    args->parallel.device_given = device_flag->count() > 0;
+    args->parallel.algo_given = algo_flag->count() > 0;
+    run_train(*args);
+  });
 }
 
 }  // namespace cnnscale::app

@@ -25,21 +25,12 @@ CLI::Validator in_range(const Setting& s) {
       "");
 }
 
-void set_default(const SettingField& field, const nlohmann::json& value) {
-  std::visit(
-      [&](auto* p) {
-        using T = std::remove_pointer_t<decltype(p)>;
-        *p = value.get<T>();
-      },
-      field);
-}
-
 }  // namespace
 
 void add_table_options(CLI::App& cmd, const SettingTable& table, const FieldOf& field_of) {
   for (const Setting& s : table) {
     const SettingField field = field_of(s);
-    set_default(field, s.default_value);
+    set_field(field, s.default_value);
     if (s.type == SettingType::Switch) {
       // The flag sets the value that is not the default (--no-graph: false).
       bool* p = std::get<bool*>(field);
@@ -95,28 +86,6 @@ void add_table_options(CLI::App& cmd, const SettingTable& table, const FieldOf& 
     if (checked && s.default_value.is_number() && (s.default_value.get<double>() < s.min || above)) continue;
     option->capture_default_str();
   }
-}
-
-nlohmann::json field_value(const SettingField& field) {
-  return std::visit([](auto* p) { return nlohmann::json(*p); }, field);
-}
-
-FieldOf fields_by_name(SettingFields fields) {
-  return [fields = std::move(fields)](const Setting& s) {
-    const auto it = fields.find(s.name);
-    if (it == fields.end()) throw_runtime("setting '{}' ({}) has no field in the command's arguments", s.name, s.flag);
-    return it->second;
-  };
-}
-
-nlohmann::json table_values(const SettingTable& table, const FieldOf& field_of) {
-  nlohmann::json values = nlohmann::json::object();
-  for (const Setting& s : table) values[s.name] = field_value(field_of(s));
-  return values;
-}
-
-SettingValues setting_values(const SettingTable& table, SettingFields fields) {
-  return SettingValues{table_values(table, fields_by_name(std::move(fields)))};
 }
 
 }  // namespace cnnscale::app

@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "app/commands.hpp"
-#include "app/train_run.hpp"
+#include "app/train_output.hpp"
 #include "core/stop_signal.hpp"
 #include "io/results_writer.hpp"
 

@@ -2,8 +2,8 @@
 // name, type, default, unit, help, CLI flag, experiment key, when it applies, whether and how it is
 // part of the run's identity, and how the report labels and groups it. A command declares its table
 // (train's: train_settings.cpp) and binds each entry to the field that holds its value
-// (app/setting_options.hpp); its CLI, its experiment schema, its sweep command lines, its recorded
-// configuration and its report grouping are made from the table.
+// (setting_fields.hpp; app/setting_options.hpp makes the options); its CLI, its experiment schema,
+// its sweep command lines, its recorded configuration and its report grouping are made from the table.
 //
 // It lives in experiment/ because that is the lowest layer its users share: app/ (the CLI and the
 // recorded configuration) sits above it and the schema, sweep and report are in it; nothing below

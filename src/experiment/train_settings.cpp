@@ -1,5 +1,5 @@
 // The table of train's settings (train_settings.hpp) and what reads a setting back from a recorded
-// run configuration. To add a setting: one entry below, its field in app/train_setting_options.cpp,
+// run configuration. To add a setting: one entry below, its field in train_setting_fields.cpp,
 // and the code that uses it; docs/architecture.md ("Settings") says what each part makes of it.
 #include "experiment/train_settings.hpp"
 

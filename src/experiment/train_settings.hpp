@@ -1,6 +1,6 @@
 // The settings of `cnnscale train`, declared once in one table (settings_table.hpp says what an
-// entry holds): the CLI (app/train_setting_options.cpp), the experiment schema (fixed keys and matrix
-// axes), the sweep's command lines, the recorded run configuration (app/train_steps.cpp describe_run)
+// entry holds): the CLI (train_setting_fields.cpp binds each entry to its field), the experiment
+// schema (fixed keys and matrix axes), the sweep's command lines, the recorded run configuration (train_steps.cpp describe_run)
 // and the report's grouping are all made from it.
 #pragma once
 #include <cstdint>

@@ -1,10 +1,10 @@
-// The measurement side of `cnnscale train`: its bookkeeping flags (--results, --measure, --tag, ...; the
-// measurement settings --power-hz, --min-window, ... are entries of train's settings table),
+// The measurement side of `cnnscale train`: its bookkeeping settings (--results, --measure, --tag, ...,
+// whose flags are the command's; the measurement settings --power-hz, --min-window, ... are entries of
+// train's settings table) and their checks,
 // each rank's report (identity, timeline, power samples, windows, CUDA graph) as JSON gathered to
 // rank 0 over the job (job/job.hpp, which also owns each rank's energy monitor), and the assembly of the job's RunResults with its summary figures
 // (job = slowest rank's time, energy summed over every GPU) for the results folder and --json.
 #pragma once
-#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -17,7 +17,7 @@
 #include "measure/energy_monitor.hpp"
 #include "solver/trainer.hpp"
 
-namespace cnnscale::app {
+namespace cnnscale {
 
 struct MeasureArgs {
   std::string results_root = "results";
@@ -34,7 +34,6 @@ struct MeasureArgs {
   int64_t whole_samples = 0;  // 0: the training set's size
   std::vector<std::string> tags;  // KEY=VALUE
 };
-void add_measure_options(CLI::App& cmd, MeasureArgs& args);
 // ConfigError (exit 2) for a bad mode, rate, tag, name, or a run folder that already exists.
 void validate_measure_args(const MeasureArgs& args);
 // ConfigError naming `flag` and `dir` unless `dir` is (or can be created as) a directory in which a
@@ -74,4 +73,4 @@ void put_graph_figures(RunResults& results, const std::vector<GraphFigures>& gra
 void put_mfu(RunResults& results, TrainResult& run, Backend& backend, Precision precision, int world_size,
              double window);
 
-}  // namespace cnnscale::app
+}  // namespace cnnscale

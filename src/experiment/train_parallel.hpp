@@ -1,9 +1,8 @@
-// The data-parallel side of `cnnscale train`: its flags, and ParallelRun, train's use of the job
+// The data-parallel side of `cnnscale train`: its settings, and ParallelRun, train's use of the job
 // (job/job.hpp): whether the launch's ranks train together, the rank's device and SM partition, the
-// split of the global batch, the checks of the flags against the job, and at the end the job's
-// timing (slowest rank) and its description for the results.
+// split of the global batch, the checks of the settings against the job, and at the end the job's
+// timing (slowest rank) and its description for the results. The flags are the command's (app/).
 #pragma once
-#include <CLI/CLI.hpp>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -17,7 +16,7 @@
 #include "parallel/mpi_env.hpp"
 #include "solver/trainer.hpp"
 
-namespace cnnscale::app {
+namespace cnnscale {
 
 struct ParallelArgs {
   std::vector<int> gpus;  // by node-local rank
@@ -45,11 +44,9 @@ struct ParallelArgs {
   // --one-rank-exchange: a job of one rank keeps the data-parallel path (measuring what it costs)
   // instead of training as one process.
   bool one_rank_exchange = false;
-  CLI::Option* device_flag = nullptr;  // to tell an explicit --device from the default
-  CLI::Option* algo_flag = nullptr;  // to tell an explicit --allreduce-algo from the default
+  bool device_given = false;  // --device was given: an explicit one, not the default
+  bool algo_given = false;    // --allreduce-algo was given: an explicit one, not the default
 };
-// The data-parallel options outside train's settings table; after the table's (add_setting_options).
-void add_parallel_options(CLI::App& cmd, ParallelArgs& args);
 
 struct JobTiming {
   double timed_seconds = 0;  // the slowest rank's steady-state time
@@ -121,4 +118,4 @@ class ParallelRun {
   Job job_;
 };
 
-}  // namespace cnnscale::app
+}  // namespace cnnscale

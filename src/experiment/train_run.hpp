@@ -1,6 +1,8 @@
-// The pieces `cnnscale train` is composed of (cmd_train.cpp's run_train reads them in order):
-// validate, load the network and data, describe the run, then after training describe its results
-// and print what a user reads. Shared by cmd_train.cpp, train_steps.cpp and train_output.cpp only.
+// What `cnnscale train` runs, below the command: run_training (train_run.cpp) and the pieces it is
+// composed of, in its order: validate, claim the run folder, load the network and data, describe the
+// run, then after training describe its results. The command (app/cmd_train.cpp) parses the flags
+// into TrainArgs, calls run_training and prints what the run tells its TrainView; the tests call the
+// same functions.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -8,20 +10,18 @@
 #include <string>
 #include <vector>
 
-#include "app/train_parallel.hpp"
-#include "app/train_results.hpp"
 #include "data/dataset.hpp"
 #include "data/fashion_mnist.hpp"
+#include "experiment/setting_fields.hpp"
+#include "experiment/train_measure.hpp"
+#include "experiment/train_parallel.hpp"
 #include "experiment/train_settings.hpp"
+#include "io/run_results.hpp"
 #include "net/net.hpp"
 #include "solver/run_report.hpp"
 #include "solver/trainer.hpp"
 
-namespace CLI {
-class App;
-}
-
-namespace cnnscale::app {
+namespace cnnscale {
 
 struct TrainArgs {
   std::string net;
@@ -50,10 +50,14 @@ struct TrainArgs {
   MeasureArgs measure;
 };
 
-// train's settings of the table (experiment/train_settings.hpp), each bound to its field of `a`:
-// their options (train_setting_options.cpp), and a setting's value as the run has it.
-void add_setting_options(CLI::App& cmd, TrainArgs& a);
+// train's settings of the table (experiment/train_settings.hpp), each bound to its field of `a`
+// (train_setting_fields.cpp; the command's options are made on it), and a setting's value as the run
+// has it. RuntimeError for a setting without a field (a mistake of the program).
+SettingField train_setting_field(TrainArgs& a, const std::string& name);
 nlohmann::json setting_value(const TrainArgs& a, const TrainSetting& s);
+// The arguments of a command line that gives no flag but those of `required`: every setting of the
+// table at its default (as the command's options write them), the rest as TrainArgs declares them.
+TrainArgs default_train_args();
 
 // Every check that needs no file, device or peer: ConfigError (exit 2) before anything is loaded.
 // Completes `a.options` from the flags.
@@ -90,10 +94,6 @@ RunDescription describe_results(const TrainArgs& a, const TrainInputs& in, const
                                 const Trainer& trainer, const TrainResult& r, const ParallelRun& par,
                                 std::vector<EpochRecord> epochs);
 
-// ---- what the user reads (train_output.cpp) ----
-// The first line: network, data, batch, iterations, solver, device (and the job's ranks).
-void print_train_banner(const TrainArgs& a, const TrainInputs& in, const Trainer& trainer, const ParallelRun& par);
-
 struct TrainOutcome {
   const TrainResult& result;
   const JobTiming& job;
@@ -102,11 +102,31 @@ struct TrainOutcome {
   std::string last_checkpoint;  // empty: none written
   bool on_gpu = false;          // which energy method explains a null energy
 };
-// The closing lines on stderr: throughput, phases, memory, CUDA graph (GPU runs), energy, where the
-// results are, and how to resume.
-void print_train_outcome(const Trainer& trainer, const TrainOutcome& o);
-// --json: one line of results on stdout.
-void print_train_json(const TrainArgs& a, const TrainInputs& in, const Trainer& trainer, const ParallelRun& par,
-                      const TrainOutcome& o);
 
-}  // namespace cnnscale::app
+// What a run tells its user as it goes, on rank 0 only: the command prints it (app/train_output.cpp,
+// app/train_progress.hpp); a test may record it. Each call is made where the command printed it.
+class TrainView {
+ public:
+  virtual ~TrainView() = default;
+  // Set up, before the first step: the banner.
+  virtual void started(const TrainArgs&, const TrainInputs&, const Trainer&, const ParallelRun&) {}
+  virtual void iteration(int64_t /*done*/, int64_t /*total*/) {}
+  virtual void display(const DisplayInfo&) {}
+  virtual void epoch(const EpochInfo&) {}
+  virtual void message(const std::string&) {}  // a whole line (the progress file's path, the Trainer's notes)
+  // Training is over, before anything after it is logged (the --mfu measurement, the results).
+  virtual void trained() {}
+  // The results are assembled and written (results_path "" with --no-results): the closing lines.
+  virtual void finished(const TrainArgs&, const TrainInputs&, const Trainer&, const ParallelRun&,
+                        const TrainOutcome&) {}
+};
+
+// One `cnnscale train` on this rank, top to bottom: every check before anything is loaded (exit 2),
+// the run folder's and the checkpoint directory's claims, the job (ParallelRun: the batch split,
+// devices, communicator), the Trainer's run under the stop signals, every rank's figures gathered,
+// and on rank 0 the results written (ROOT/<experiment>/<run-id>, unless --no-results). Collective
+// over the job's ranks. Returns true when the run was interrupted (a stop signal; its results, if
+// any, say so): the command then exits for requeue (kExitRequeue).
+bool run_training(TrainArgs& a, TrainView& view);
+
+}  // namespace cnnscale

@@ -1,17 +1,15 @@
-// train's settings on the command line, from their table (experiment/train_settings.hpp): each entry
-// bound to the field of TrainArgs that holds its value (app/setting_options.hpp makes the options),
+// train's settings bound to their table (experiment/train_settings.hpp): each entry's field of
+// TrainArgs, which holds its value (the command's options are made on it, app/setting_options.hpp),
 // and the value read back for the recorded configuration (describe_run). A new setting's field goes here.
-#include <CLI/CLI.hpp>
+#include <functional>
 #include <map>
 
-#include "app/setting_options.hpp"
-#include "app/train_run.hpp"
+#include "experiment/setting_fields.hpp"
+#include "experiment/train_run.hpp"
 
-namespace cnnscale::app {
+namespace cnnscale {
 
-namespace {
-
-SettingField field_of(TrainArgs& a, const std::string& name) {
+SettingField train_setting_field(TrainArgs& a, const std::string& name) {
   static const std::map<std::string, std::function<SettingField(TrainArgs&)>> fields = {
       {"seed", [](TrainArgs& a) -> SettingField { return &a.options.seed; }},
       {"lr", [](TrainArgs& a) -> SettingField { return &a.solver.lr; }},
@@ -83,22 +81,18 @@ SettingField field_of(TrainArgs& a, const std::string& name) {
       {"cpu_mix", [](TrainArgs& a) -> SettingField { return &a.parallel.slowdown; }},
   };
   const auto it = fields.find(name);
-  if (it == fields.end()) throw_runtime("train setting '{}' has no field in TrainArgs (train_setting_options.cpp)", name);
+  if (it == fields.end()) throw_runtime("train setting '{}' has no field in TrainArgs (train_setting_fields.cpp)", name);
   return it->second(a);
 }
 
-}  // namespace
-
-void add_setting_options(CLI::App& cmd, TrainArgs& a) {
-  add_table_options(cmd, train_settings(), [&a](const Setting& s) { return field_of(a, s.name); });
-  // Warm-up has one length: in epochs or in iterations.
-  cmd.get_option("--warmup")->excludes(cmd.get_option("--warmup-iterations"));
-  // Taking over another run's checkpoints is a way to resume.
-  cmd.get_option("--resume-allow-changes")->needs(cmd.get_option("--resume"));
+TrainArgs default_train_args() {
+  TrainArgs a;
+  for (const TrainSetting& s : train_settings()) set_field(train_setting_field(a, s.name), s.default_value);
+  return a;
 }
 
 nlohmann::json setting_value(const TrainArgs& a, const TrainSetting& s) {
-  return field_value(field_of(const_cast<TrainArgs&>(a), s.name));
+  return field_value(train_setting_field(const_cast<TrainArgs&>(a), s.name));
 }
 
-}  // namespace cnnscale::app
+}  // namespace cnnscale

@@ -1,6 +1,6 @@
 // ParallelRun: train's flags checked against its job (job/job.hpp), the batch split, and the
 // job-level results rank 0 reports.
-#include "app/train_parallel.hpp"
+#include "experiment/train_parallel.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -13,20 +13,7 @@
 #include "core/log.hpp"
 #include "measure/metrics.hpp"
 
-namespace cnnscale::app {
-
-void add_parallel_options(CLI::App& cmd, ParallelArgs& a) {
-  // --split, --allreduce-overlap (--no-overlap), --allreduce-algo, --allreduce-dtype, --update-per-bucket,
-  // --gather-gradients, --allreduce-max-ctas, --allreduce-cta-policy, --allreduce-priority: train's
-  // settings table (experiment/train_settings_parallel.cpp), as are --shares, --auto-start,
-  // --rebalance-every, --probe-seconds, --bucket-mb and --watchdog-timeout; --gpus, --sm-counts and
-  // --slowdown (the rank sets), as --batch and --batch-per-rank: experiment/train_settings_ranks.cpp;
-  // --one-rank-exchange: train_settings_parallel.cpp.
-  for (CLI::Option* o : cmd.get_options()) {
-    if (o->check_lname("device")) a.device_flag = o;
-    if (o->check_lname("allreduce-algo")) a.algo_flag = o;
-  }
-}
+namespace cnnscale {
 
 void check_one_rank_exchange(bool flag, const MpiEnv* env) {
   if (flag && !(env && env->initialized()))
@@ -61,7 +48,7 @@ ParallelRun::ParallelRun(const ParallelArgs& args, const std::string& device, in
     throw_config("--watchdog-timeout must be > 0 seconds, got {}", args_.watchdog_timeout);
   check_global_batch(batch);
 
-  device_ = job_.device_for_train(device, args_.device_flag && args_.device_flag->count() > 0, args_.gpus);
+  device_ = job_.device_for_train(device, args_.device_given, args_.gpus);
   check_backend_precision(device_, precision_);  // here, before the network and data are loaded
   const int local_rank = active ? job_.local_rank() : 0;
   if (!args_.sm_counts.empty()) {
@@ -140,7 +127,7 @@ Backend& ParallelRun::connect() {
 
   CommunicatorChoice choice;
   choice.algo = parse_allreduce_algo(args_.algo);
-  if (backend.device().is_cpu() && rank() == 0 && args_.algo_flag && args_.algo_flag->count() > 0)
+  if (backend.device().is_cpu() && rank() == 0 && args_.algo_given)
     log::info("--allreduce-algo {} applies to NCCL only: MPI (CPU ranks) chooses its own allreduce algorithm",
               args_.algo);
   choice.tuning.max_ctas = args_.allreduce_max_ctas;
@@ -241,4 +228,4 @@ nlohmann::json ParallelRun::job_json(const Trainer& trainer, const JobTiming& jo
           {"ranks", ranks}};
 }
 
-}  // namespace cnnscale::app
+}  // namespace cnnscale

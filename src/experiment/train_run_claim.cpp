@@ -6,13 +6,13 @@
 // own process while its child trains, and the child then takes this one without waiting on it.
 #include <filesystem>
 
-#include "app/train_run.hpp"
+#include "experiment/train_run.hpp"
 #include "core/error.hpp"
 #include "experiment/sweep.hpp"
 #include "io/results_writer.hpp"
 #include "io/safe_open.hpp"
 
-namespace cnnscale::app {
+namespace cnnscale {
 
 namespace fs = std::filesystem;
 
@@ -43,4 +43,4 @@ std::shared_ptr<void> claim_run_folder(const MeasureArgs& m) {
   return claim;
 }
 
-}  // namespace cnnscale::app
+}  // namespace cnnscale

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "app/train_run.hpp"
+#include "experiment/train_run.hpp"
 #include "backend/devices.hpp"
 #include "backend/engine_cache.hpp"
 #include "core/environment.hpp"
@@ -15,7 +15,7 @@
 #include "io/results_writer.hpp"
 #include "parallel/mpi_env.hpp"
 
-namespace cnnscale::app {
+namespace cnnscale {
 
 namespace {
 // Flags are the YAML keys with '-' for '_' (solver_config.hpp); --step/--warmup are shorter.
@@ -212,4 +212,4 @@ RunDescription describe_results(const TrainArgs& a, const TrainInputs& in, const
   return run;
 }
 
-}  // namespace cnnscale::app
+}  // namespace cnnscale

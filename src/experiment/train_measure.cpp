@@ -1,4 +1,4 @@
-// `cnnscale train`'s measurement flags, the gathering of every rank's
+// `cnnscale train`'s measurement settings checked, the gathering of every rank's
 // report (solver/run_report.hpp) and CUDA graph figures to rank 0, and those figures' summary entries.
 #include <unistd.h>
 
@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <regex>
 
-#include "app/train_results.hpp"
+#include "experiment/train_measure.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/stop_signal.hpp"
@@ -15,37 +15,7 @@
 #include "io/results_writer.hpp"
 #include "measure/matmul_peak.hpp"
 
-namespace cnnscale::app {
-
-void add_measure_options(CLI::App& cmd, MeasureArgs& a) {
-  // A batch script or a test harness can move every run's results without editing command lines.
-  if (const char* env = std::getenv("CNNSCALE_RESULTS"); env && *env) a.results_root = env;
-  cmd.add_option("--results", a.results_root,
-                 "Results root: the run is written to DIR/<experiment>/<run-id>/ (default: $CNNSCALE_RESULTS or "
-                 "results)")
-      ->capture_default_str();
-  cmd.add_option("--experiment", a.experiment, "Experiment name (the results subfolder)")->capture_default_str();
-  cmd.add_option("--run-id", a.run_id,
-                 fmt::format("Run folder name (default: UTC time and a hash): letters, digits and . _ + = -, at "
-                             "most {} characters; claimed before any work, so a second train of the same id refuses",
-                             kMaxResultsName));
-  cmd.add_flag("--no-results", a.no_results, "Write no results folder");
-  // Parsed here, once, into the enum the trainer and the results carry.
-  std::vector<std::string> modes;
-  for (const auto& [name, mode] : kMeasureModes) modes.emplace_back(name);
-  cmd.add_option_function<std::string>(
-         "--measure", [&a](const std::string& name) { a.measure = *measure_mode_from_name(name); },
-         "steady: energy per iteration over the steady window; phases: also forward/backward/update "
-         "split by phase-isolated loops")
-      ->check(CLI::IsMember(modes))
-      ->default_str(std::string(measure_mode_name(a.measure)));
-  // --power-hz, --min-window, --phase-window, --phase-repeats and --mfu-window: train's settings table
-  // (experiment/train_settings_run.cpp); validate_measure_args checks them.
-  cmd.add_option("--whole-epochs", a.whole_epochs, "Epochs for the whole-training figures (default: the run's)");
-  cmd.add_option("--whole-samples", a.whole_samples,
-                 "Training-set size for the whole-training figures (default: the data's)");
-  cmd.add_option("--tag", a.tags, "KEY=VALUE stored in the summary as tag.KEY (repeatable)");
-}
+namespace cnnscale {
 
 void validate_measure_args(const MeasureArgs& a) {
   if (!(a.power_hz >= 0 && a.power_hz <= 1000)) throw_config("--power-hz must be in [0, 1000], got {}", a.power_hz);
@@ -173,4 +143,4 @@ void put_mfu(RunResults& results, TrainResult& run, Backend& backend, Precision 
   }
 }
 
-}  // namespace cnnscale::app
+}  // namespace cnnscale
