@@ -164,6 +164,12 @@ void add_parallel_settings(SettingTable& all) {
     s.record = Record::NotDefault;  // even runs keep their ids
     s.group = kDataParallelGroup;
     s.report_label = "split";
+    // Chosen by each GPU's joules: CPU ranks have no energy reading of their own, and train refuses
+    // them there (ParallelRun).
+    s.gpu_only = [](const nlohmann::json& v) {
+      const std::optional<SplitPolicy> policy = split_policy_named(v.get<std::string>());
+      return policy && split_needs_energy(*policy);
+    };
     all.push_back(std::move(s));
   }
   // The settings of one split: train refuses them with another, so a sweep writes them only on the

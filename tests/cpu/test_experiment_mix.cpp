@@ -50,7 +50,8 @@ TEST(ExperimentSplit, ParsesWithEvenAsTheDefault) {
   Experiment plain = parse(kBase);
   EXPECT_EQ(plain.splits, std::vector<std::string>{"even"});
   EXPECT_FALSE(plain.split_given);
-  Experiment e = parse(kBase + "  split: [even, proportional, auto, energy, edp]\n");
+  // energy and edp choose by a GPU's joules: GPU ranks (test_settings_apply.cpp refuses them on the CPU).
+  Experiment e = parse("device: gpu\n" + kBase + "  split: [even, proportional, auto, energy, edp]\n", {}, gpu_host(2));
   EXPECT_EQ(e.splits, (std::vector<std::string>{"even", "proportional", "auto", "energy", "edp"}));
   EXPECT_TRUE(e.split_given);
   EXPECT_EQ(parse(kBase + "  split: auto\n").splits, std::vector<std::string>{"auto"});  // a scalar is one value
@@ -111,7 +112,8 @@ TEST(ExperimentSplit, ExpansionIdsHashesAndTrainArguments) {
 // the refinement reads a measurement (refine_model), which changed for each; even and proportional
 // neither, so their runs keep their ids.
 TEST(ExperimentSplit, EnergyAndEdpRunsCarryTheirRefinementInTheirHash) {
-  const auto runs = expand_runs(parse(kBase + "  split: [even, proportional, auto, energy, edp]\n"));
+  const auto runs = expand_runs(
+      parse("device: gpu\n" + kBase + "  split: [even, proportional, auto, energy, edp]\n", {}, gpu_host(2)));
   std::set<std::string> seen;
   for (const RunSpec& r : runs) {
     if (r.ranks < 2) continue;

@@ -99,11 +99,19 @@ TEST(SettingsApply, GpuOnlyValuesAreRefusedInACpuExperiment) {
                {"t.yaml:8:", "train.host_decode", "train takes --host-decode only on GPU runs"});
   expect_error(kBaseExperiment + "  batchnorm: [auto, cudnn]\n",
                {"t.yaml:8:", "matrix.batchnorm[1]", "train takes --batchnorm cudnn only on GPU runs"});
+  // The splits that choose by each GPU's joules: train refuses them on CPU ranks.
+  expect_error(kBaseExperiment + "  split: [even, energy]\n",
+               {"t.yaml:8:17: matrix.split[1]: train takes --split energy only on GPU runs", "runs on the CPU"});
+  expect_error(kBaseExperiment + "  split: edp\n", {"t.yaml:8:10: matrix.split: train takes --split edp only on GPU runs"});
+  expect_error(kBaseExperiment, {"matrix.split[1]: train takes --split edp only on GPU runs"},
+               {"matrix.split=[auto, edp]"});
+  EXPECT_NO_THROW(parse(kBaseExperiment + "  split: [even, proportional, auto]\n"));
   // The values a CPU run takes, and the same values on GPUs, are read as before.
   EXPECT_NO_THROW(parse(kBaseExperiment + "train: {layout: nchw, batchnorm: auto, host_decode: false}\n"));
   EXPECT_NO_THROW(parse("device: gpu\n" + kBaseExperiment + "  batchnorm: [auto, cudnn]\n  layout: [nhwc]\n"
                         "train: {host_decode: true}\n",
                         {}, gpu_host(2)));
+  EXPECT_NO_THROW(parse("device: gpu\n" + kBaseExperiment + "  split: [energy, edp]\n", {}, gpu_host(2)));
 }
 
 }  // namespace
