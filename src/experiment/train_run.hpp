@@ -81,8 +81,12 @@ struct TrainInputs {
 // sample shape is not the network's input shape.
 TrainInputs load_train_inputs(TrainArgs& a, int64_t global_batch);
 
+// What decides which of train's settings apply to this run (Setting::applies): its device, ranks,
+// split, measurement and data, as an experiment's run_context decides it for the sweep's runs.
+RunContext train_run_context(const TrainArgs& a, const TrainInputs& in, const ParallelRun& par);
+
 // The run's identity, stored in checkpoints (TrainJob::run_config) and results: options, sizes,
-// rank split and run id.
+// rank split and run id: each setting of the table where it applies (train_run_context).
 nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelRun& par);
 
 // The run id the results are written under: the generated or given one, or a resumed

@@ -12,6 +12,7 @@
 #include "core/environment.hpp"
 #include "data/augment.hpp"
 #include "data/datasets.hpp"
+#include "io/measure_mode.hpp"
 #include "io/results_writer.hpp"
 #include "parallel/mpi_env.hpp"
 
@@ -98,6 +99,23 @@ TrainInputs load_train_inputs(TrainArgs& a, int64_t global_batch) {
   return {net_file, std::move(spec), std::move(data.train), std::move(data.test)};
 }
 
+RunContext train_run_context(const TrainArgs& a, const TrainInputs& in, const ParallelRun& par) {
+  const bool gpu = par.device() != "cpu";
+  return {.gpu = gpu,
+          .world_size = par.world_size(),
+          .exchanges = par.active(),
+          .graph = gpu && a.options.cuda_graph,
+          .precision = precision_name(a.options.precision),
+          .split = a.parallel.split,
+          .measure = std::string(measure_mode_name(a.measure.measure)),
+          .mfu = a.mfu,
+          .synthetic = dataset_info(a.data).synthetic,
+          .train_samples = static_cast<int64_t>(in.train->size()),
+          .input_shape = in.spec.input_shape(),
+          .classes = in.spec.classes(),
+          .global_batch = par.global_batch()};
+}
+
 nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelRun& par) {
   nlohmann::json run_config = {{"net", in.spec.name()},
                                {"net_file", in.net_file},
@@ -105,18 +123,7 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
                                {"solver", a.solver.describe()}};
   // The settings of the table, each by its recording rule where it applies; the solver's are in
   // its description above (Record::SolverText), the data set's as the run opened it.
-  const bool gpu = par.device() != "cpu";
-  const RunContext context{.gpu = gpu,
-                           .world_size = par.world_size(),
-                           .exchanges = par.active(),
-                           .graph = gpu && a.options.cuda_graph,
-                           .precision = precision_name(a.options.precision),
-                           .split = a.parallel.split,
-                           .synthetic = dataset_info(a.data).synthetic,
-                           .train_samples = static_cast<int64_t>(in.train->size()),
-                           .input_shape = in.spec.input_shape(),
-                           .classes = in.spec.classes(),
-                           .global_batch = par.global_batch()};
+  const RunContext context = train_run_context(a, in, par);
   for (const TrainSetting& s : train_settings()) {
     if (!s.applies_to(context)) continue;
     const nlohmann::json value = s.resolved(setting_value(a, s), context);
