@@ -138,6 +138,7 @@ RunContext run_context(const Experiment& e, const RunSpec& run) {
           .graph = gpu && graph != false,
           .precision = run.precision,
           .split = run.split,
+          .auto_start = value("auto_start", "probe").get<std::string>(),
           .measure = e.measure,
           .mfu = value("mfu", false) == true,
           .synthetic = !run.infer && dataset_info(run.dataset.name).synthetic,

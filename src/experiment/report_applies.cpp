@@ -14,6 +14,9 @@ RunContext run_context_of(const ConfigGroup& g) {
   const bool gpu = g.key.at("device") == "gpu";
   const nlohmann::json graph =
       r.run_config.is_object() ? r.run_config.value("cuda_graph", nlohmann::json(true)) : nlohmann::json(true);
+  // Recorded on every auto run (Record::Always).
+  const nlohmann::json auto_start =
+      r.run_config.is_object() ? r.run_config.value("auto_start", nlohmann::json("probe")) : nlohmann::json("probe");
   const auto world = static_cast<int64_t>(g.world_size());
   return {.gpu = gpu,
           .world_size = world,
@@ -21,6 +24,7 @@ RunContext run_context_of(const ConfigGroup& g) {
           .graph = gpu && graph != false,
           .precision = g.key.at("precision"),
           .split = r.summary.split.value_or("even"),
+          .auto_start = auto_start.is_string() ? auto_start.get<std::string>() : "probe",
           .measure = g.key.at("measure"),
           .mfu = !std::isnan(r.number(&RunSummary::mfu)),
           .synthetic = g.key.at("data").rfind("synthetic", 0) == 0};

@@ -42,6 +42,7 @@ struct RunContext {
   bool graph = false;      // the run may replay its steps from a CUDA graph (a GPU run that does not turn it off)
   std::string precision = "fp32";  // --precision
   std::string split = "even";      // --split: the policy dividing the global batch among the ranks
+  std::string auto_start = "probe";  // --auto-start: split auto's first shares, from the probe or even
   std::string measure = "steady";  // --measure: steady, or phases (the phase-isolated loops)
   bool mfu = false;                // --mfu: the matmul peak is measured after training
   // The data the run opened, and the network's input as it resolved (the data set's settings record

@@ -219,10 +219,14 @@ void add_parallel_settings(SettingTable& all) {
       "--split proportional/energy/edp (and auto from a probe): seconds of forward+backward timed at each probe "
       "batch (energy and edp, which read the GPU's energy counter: at least --min-window)",
       0, 1e15, true), "seconds"));
-  // The splits that probe (auto also where --auto-start even leaves the probe out: it is not in the context).
+  // The runs that probe at start-up (Trainer::probes_split): the splits that always do, and auto of 2 or
+  // more ranks starting from the probe (--auto-start even starts from equal shares, without one). train
+  // takes it on any run (it checks only its range), so applies_only_to stays "": a fixed value goes on
+  // every run, and an axis over it multiplies only the runs that probe.
   all.back().applies = [](const RunContext& c) {
     const std::optional<SplitPolicy> policy = split_policy_named(c.split);
-    return policy && (split_needs_probe(*policy) || *policy == SplitPolicy::Auto);
+    return policy && (split_needs_probe(*policy) ||
+                      (*policy == SplitPolicy::Auto && c.auto_start == "probe" && c.world_size > 1));
   };
   all.push_back(job_option(number_setting("bucket_mb", static_cast<double>(kDefaultBucketBytes) / (1 << 20),
                                           "Gradient bucket size in MiB (allreduce granularity)", 0, 1e15, true),

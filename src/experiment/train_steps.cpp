@@ -107,6 +107,7 @@ RunContext train_run_context(const TrainArgs& a, const TrainInputs& in, const Pa
           .graph = gpu && a.options.cuda_graph,
           .precision = precision_name(a.options.precision),
           .split = a.parallel.split,
+          .auto_start = a.parallel.auto_start,
           .measure = std::string(measure_mode_name(a.measure.measure)),
           .mfu = a.mfu,
           .synthetic = dataset_info(a.data).synthetic,

@@ -50,6 +50,21 @@ TEST(ReportVariantSettings, ASettingThatDidNotApplyIsNoVariantAndAnUntaggedOneIs
   EXPECT_EQ(variant_labels(groups), (std::set<std::string>{"split=even display=1", "split=auto from even display=50"}));
 }
 
+TEST(ReportVariantSettings, ProbeSecondsIsNoVariantOfAnAutoSplitFromEvenShares) {
+  // matrix.auto_start: [probe, even] x matrix.probe_seconds: [1, 2] on 2 ranks of split auto: the run
+  // from even shares probes nothing, so it is made once, untagged.
+  const std::vector<report::RunRecord> runs = {
+      recorded_run("probe-1", 2, "auto", {{"auto_start", "probe"}}, {{"probe_seconds", "1"}}),
+      recorded_run("probe-2", 2, "auto", {{"auto_start", "probe"}}, {{"probe_seconds", "2"}}),
+      recorded_run("even", 2, "auto", {{"auto_start", "even"}}, {}),
+  };
+  const std::vector<report::ConfigGroup> groups = report::group_runs(runs);
+  ASSERT_EQ(groups.size(), 3u);
+  // Not "probe_seconds=0.5" (its default) for the run from even shares: it did not apply there.
+  EXPECT_EQ(variant_labels(groups), (std::set<std::string>{"auto_start=probe probe_seconds=1",
+                                                           "auto_start=probe probe_seconds=2", "auto_start=even"}));
+}
+
 TEST(ReportVariantSettings, TheOneRankBaselineOfASweepOverAnExchangeSettingIsFound) {
   // matrix.bucket_mb: [1, 25] makes the 1-rank run once, untagged (bucket_mb does not apply to it).
   const std::vector<report::RunRecord> runs = {

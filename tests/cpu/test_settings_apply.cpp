@@ -9,6 +9,7 @@
 
 #include "cpu/experiment_test_util.hpp"
 #include "experiment/sweep.hpp"
+#include "experiment/train_settings.hpp"
 
 namespace cnnscale::testing {
 namespace {
@@ -88,6 +89,44 @@ TEST(SettingsApply, AnAxisMultipliesOnlyTheRunsItAppliesTo) {
   EXPECT_EQ(expand_runs(parse("measure: phases\n" + base, {"matrix.phase_repeats=[2, 3]"})).size(), 8u);
   EXPECT_EQ(expand_runs(parse("train: {mfu: true}\n" + base, {"matrix.mfu_window=[0.1, 0.2]"})).size(), 8u);
   EXPECT_EQ(expand_runs(parse(splits_experiment("[auto]"), {"matrix.probe_seconds=[0.1, 1]"})).size(), 2u * (1 + 2));
+}
+
+// probe_seconds times the start-up probe: split auto has one only where it starts from it (auto_start
+// probe, the default); from even shares it probes nothing, and an axis over probe_seconds leaves its
+// runs as they are without the axis.
+TEST(SettingsApply, ProbeSecondsAppliesToTheRunsThatProbe) {
+  const TrainSetting& probe = *find_train_setting("probe_seconds");
+  const RunContext pair{.world_size = 2, .exchanges = true};
+  auto of_split = [&](const std::string& split, const std::string& start) {
+    RunContext c = pair;
+    c.split = split;
+    c.auto_start = start;
+    return probe.applies_to(c);
+  };
+  EXPECT_TRUE(of_split("auto", "probe"));
+  EXPECT_FALSE(of_split("auto", "even"));
+  for (const char* split : {"proportional", "energy", "edp"}) EXPECT_TRUE(of_split(split, "probe")) << split;
+  for (const char* split : {"even", "manual"}) EXPECT_FALSE(of_split(split, "probe")) << split;
+
+  const std::string from_even = splits_experiment("[auto]") + "train: {auto_start: even}\n";
+  const std::map<std::string, std::string> plain = ids_by_split_point(parse(from_even));
+  EXPECT_EQ(ids_by_split_point(parse(from_even, {"matrix.probe_seconds=[0.1, 1]"})), plain);
+  // Crossed with matrix.auto_start: the probe's values multiply the runs that start from it alone.
+  // Per batch: the 1-rank run, the auto run from even, and the auto run from the probe per value.
+  const std::vector<RunSpec> crossed = expand_runs(
+      parse(splits_experiment("[auto]"), {"matrix.auto_start=[probe, even]", "matrix.probe_seconds=[0.1, 1]"}));
+  ASSERT_EQ(crossed.size(), 2u * (1 + 1 + 2));
+  for (const RunSpec& r : crossed) {
+    const bool probes = r.ranks > 1 && r.settings.value("auto_start", "") == "probe";
+    EXPECT_EQ(r.settings.contains("probe_seconds"), probes) << r.id;
+    EXPECT_EQ(r.id.find("-probe_seconds") != std::string::npos, probes) << r.id;
+  }
+  // --only on it (its default here) selects the runs that probe.
+  const OnlyFilter only = parse_only({"probe_seconds=0.5"});
+  const std::vector<RunSpec> fixed = expand_runs(
+      parse(splits_experiment("[auto]"), {"matrix.auto_start=[probe, even]"}));
+  for (const RunSpec& r : fixed)
+    EXPECT_EQ(only.matches(r), r.ranks > 1 && r.settings.value("auto_start", "") == "probe") << r.id;
 }
 
 // A value train takes on GPU runs only, in an experiment on the CPU, would fail every run as it

@@ -74,6 +74,21 @@ TEST(TrainRunContext, HoldsTheRunsMeasurementAndMfu) {
             std::vector<std::string>{});
 }
 
+// --split auto probes at start-up from --auto-start probe, with 2 or more ranks (Trainer::probes_split):
+// probe_seconds applies to the run where it does, as it does to the sweep's runs (test_settings_apply).
+TEST(TrainRunContext, HoldsTheAutoSplitsStart) {
+  if (launched()) GTEST_SKIP() << "launched by MPI";
+  const TrainSetting& probe = *find_train_setting("probe_seconds");
+  TrainArgs a = one_cpu_run();
+  a.parallel.split = "proportional";
+  EXPECT_TRUE(probe.applies_to(context_of(a)));
+  a.parallel.split = "auto";
+  EXPECT_EQ(context_of(a).auto_start, "probe");
+  EXPECT_FALSE(probe.applies_to(context_of(a))) << "one rank: auto probes nothing";
+  a.parallel.auto_start = "even";
+  EXPECT_EQ(context_of(a).auto_start, "even");
+}
+
 }  // namespace
 }  // namespace train_run_context_test
 }  // namespace cnnscale
