@@ -250,6 +250,14 @@ struct OnlyFilter {
   bool matches(const RunSpec& run) const;
 };
 OnlyFilter parse_only(const std::vector<std::string>& exprs);
+// The keys --only takes besides the settings' (train's, infer's): a run's place in the matrix, in the
+// order its messages list them, each with whether only a training run has it (an inference run has no
+// batch axis, allreduce, split or CPU mix).
+struct OnlyPointKey {
+  std::string name;
+  bool training_only = false;
+};
+const std::vector<OnlyPointKey>& only_point_keys();
 
 // 16 hex digits of FNV-1a 64 over `text`: stable across hosts, compilers and runs.
 std::string stable_hash(const std::string& text);

@@ -1,5 +1,8 @@
 // --only: the sweep's selection of matrix points by key=value terms (OnlyFilter), over a run's
 // matrix keys, train's settings (only where the setting applies to the run) and infer's keys.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <set>
 #include <sstream>
@@ -12,9 +15,20 @@
 
 namespace cnnscale {
 
+const std::vector<OnlyPointKey>& only_point_keys() {
+  static const std::vector<OnlyPointKey> keys = {
+      {"network"},       {"batch", true}, {"batch_per_gpu", true}, {"gpus"},        {"gpu_mix"},
+      {"cpu_mix", true}, {"precision"},   {"allreduce", true},     {"split", true}, {"repeat"}};
+  return keys;
+}
+
 OnlyFilter parse_only(const std::vector<std::string>& exprs) {
-  static const std::set<std::string> keys = {"network", "batch",     "batch_per_gpu", "gpus",  "gpu_mix",
-                                             "cpu_mix", "precision", "allreduce",     "split", "repeat"};
+  std::set<std::string> keys;
+  std::vector<std::string> listed;
+  for (const OnlyPointKey& k : only_point_keys()) {
+    keys.insert(k.name);
+    listed.push_back(k.name);
+  }
   OnlyFilter f;
   for (const auto& expr : exprs) {
     std::stringstream ss(expr);
@@ -25,10 +39,8 @@ OnlyFilter parse_only(const std::vector<std::string>& exprs) {
         throw_config("--only '{}': expected key=value[,key=value...], got '{}'", expr, term);
       if (const TrainSetting* s = find_train_setting(key);
           !keys.count(key) && (!s || !s->part_of.empty() || !s->in_experiments()) && !infer_axis_keys().count(key))
-        throw_config(
-            "--only '{}': unknown key '{}' (network, batch, batch_per_gpu, gpus, gpu_mix, cpu_mix, precision, "
-            "allreduce, split, repeat, a train setting such as lr, or an infer key such as seconds)",
-            expr, key);
+        throw_config("--only '{}': unknown key '{}' ({}, a train setting such as lr, or an infer key such as seconds)",
+                     expr, key, fmt::join(listed, ", "));
       std::stringstream alts(term.substr(eq + 1));
       auto& values = f.terms[key];
       std::vector<std::string> mine;

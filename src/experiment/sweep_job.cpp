@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <memory>
+#include <set>
 
 #include "backend/devices.hpp"
 #include "core/error.hpp"
@@ -49,16 +50,22 @@ std::string other_gpus_here(const Experiment& e, const std::string& exp_dir) {
 // nothing (or everything) without saying why. Nor has it train's settings but the seed, and a
 // training run has no infer key.
 void check_only_keys(const Experiment& e, const OnlyFilter& only) {
+  std::set<std::string> training_only;
+  std::vector<std::string> inference_has;  // the keys of both, in --only's order, then the seed
+  for (const OnlyPointKey& k : only_point_keys()) {
+    if (k.training_only)
+      training_only.insert(k.name);
+    else
+      inference_has.push_back(k.name);
+  }
+  inference_has.push_back("seed");
   for (const auto& [key, values] : only.terms) {
     const TrainSetting* s = find_train_setting(key);
-    const bool train_key = (s && s->part_of.empty()) || key == "batch" || key == "allreduce" || key == "split" ||
-                           key == "cpu_mix" || key == "batch_per_gpu";
+    const bool train_key = (s && s->part_of.empty()) || training_only.count(key) > 0;
     const bool infer_key = infer_axis_keys().count(key) > 0;
     if (e.mode == "infer" && train_key && !infer_key && key != "seed")
-      throw_config(
-          "--only {}=...: an inference experiment has no '{}' (network, gpus, gpu_mix, precision, repeat, seed, or "
-          "an infer key such as seconds)",
-          key, key);
+      throw_config("--only {}=...: an inference experiment has no '{}' ({}, or an infer key such as seconds)", key, key,
+                   fmt::join(inference_has, ", "));
     if (e.mode != "infer" && infer_key && !train_key)
       throw_config("--only {}=...: '{}' is a key of inference experiments (infer.{})", key, key, key);
   }

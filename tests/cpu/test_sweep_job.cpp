@@ -1,6 +1,7 @@
 // The sweep's work as a library call (experiment/sweep_job.hpp), apart from cmd_sweep's flags and
 // printing: what it selects, what it refuses before making anything, the script it writes, and the
 // experiment's lock.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -73,6 +74,39 @@ TEST(SweepJob, PlanRefusesWhatCannotBeSelectedBeforeMakingAnything) {
   req.overrides = {"matrix.batch=[0]"};
   EXPECT_NE(sweep_plan_error(req), "") << "the experiment's own checks refuse through the plan too";
   EXPECT_FALSE(fs::exists(req.results));
+}
+
+// --only's keys of training runs alone (only_point_keys) are the matrix axes an inference experiment
+// has none of: refused there by --only, naming the keys it has, as by the experiment's schema. The
+// messages list the keys as they always did.
+TEST(SweepJob, OnlyRefusesOnAnInferenceSweepTheKeysOfTrainingRunsAlone) {
+  TempDir dir;
+  SweepRequest req = sweep_request_in(dir);
+  std::ofstream(dir.file("inf.yaml")) << "name: inf\nmode: infer\ndevice: cpu\ninfer: {batch: [1]}\n"
+                                         "matrix: {network: [lenet], precision: [fp32], gpus: [1], repeats: 1}\n";
+  req.only = {"bogus=1"};
+  EXPECT_EQ(sweep_plan_error(req),
+            "--only 'bogus=1': unknown key 'bogus' (network, batch, batch_per_gpu, gpus, gpu_mix, cpu_mix, precision, "
+            "allreduce, split, repeat, a train setting such as lr, or an infer key such as seconds)");
+  req.file = dir.file("inf.yaml");
+  int training_only = 0;
+  for (const OnlyPointKey& k : only_point_keys()) {
+    req.only = {k.name + "=1"};
+    const std::string why = sweep_plan_error(req);
+    if (!k.training_only) {
+      EXPECT_EQ(why.find("has no"), std::string::npos) << k.name << ": " << why;
+      continue;
+    }
+    ++training_only;
+    EXPECT_EQ(why, fmt::format("--only {}=...: an inference experiment has no '{}' (network, gpus, gpu_mix, precision, "
+                               "repeat, seed, or an infer key such as seconds)",
+                               k.name, k.name));
+    req.only = {};
+    req.overrides = {fmt::format("matrix.{}=[1]", k.name)};
+    EXPECT_NE(sweep_plan_error(req).find("applies to training experiments"), std::string::npos) << k.name;
+    req.overrides = {};
+  }
+  EXPECT_EQ(training_only, 5);  // batch, batch_per_gpu, cpu_mix, allreduce, split
 }
 
 TEST(SweepJob, EmitWritesAnExecutableScriptAndMakesTheExperimentFolder) {
