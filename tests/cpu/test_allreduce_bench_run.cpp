@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "common/error_of.hpp"
 #include "common/temp_dir.hpp"
 #include "core/error.hpp"
 #include "experiment/allreduce_bench_run.hpp"
@@ -37,12 +38,7 @@ AllreduceBenchRequest cpu_request() {
 }
 
 std::string refusal(const AllreduceBenchRequest& r) {
-  try {
-    check_allreduce_bench_request(r);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
+  return testing::config_error_of([&] { check_allreduce_bench_request(r); });
 }
 
 TEST(AllreduceBenchRun, RefusesBeforeAnyRankOpensADevice) {

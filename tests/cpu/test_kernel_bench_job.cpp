@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "common/error_of.hpp"
 #include "common/temp_dir.hpp"
 #include "core/error.hpp"
 #include "experiment/kernel_bench_job.hpp"
@@ -27,12 +28,7 @@ KernelBenchRequest gemm_request() {
 }
 
 std::string refusal(const KernelBenchRequest& r) {
-  try {
-    check_kernel_bench_request(r);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
+  return testing::config_error_of([&] { check_kernel_bench_request(r); });
 }
 
 TEST(KernelBenchJob, RefusesBeforeOpeningADevice) {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/error_of.hpp"
 #include "common/temp_dir.hpp"
 #include "core/error.hpp"
 #include "experiment/sweep_job.hpp"
@@ -33,12 +34,7 @@ SweepRequest sweep_request_in(const TempDir& dir) {
 
 // The ConfigError's line of plan_sweep(req), or "" when it plans.
 std::string sweep_plan_error(const SweepRequest& req) {
-  try {
-    plan_sweep(req, host_without_gpus());
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
+  return testing::config_error_of([&] { plan_sweep(req, host_without_gpus()); });
 }
 
 TEST(SweepJob, PlanSelectsTheOnlyTermsAndTheRunIndex) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error_of.hpp"
 #include "common/temp_dir.hpp"
 #include "core/error.hpp"
 #include "experiment/train_run.hpp"
@@ -22,16 +23,8 @@ namespace train_run_test {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::config_error_of;
 using testing::TempDir;
-
-std::string config_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 bool launched() { return MpiEnv::current() && MpiEnv::current()->initialized(); }
 
@@ -86,7 +79,7 @@ TEST(TrainRun, DefaultArgumentsHoldEverySettingsDefault) {
 
 TEST(TrainRun, ChecksTheArgumentsBeforeAnythingIsLoaded) {
   const TempDir dir;
-  const auto refusal = [](TrainArgs a) { return config_error([&] { validate_train_args(a); }); };
+  const auto refusal = [](TrainArgs a) { return config_error_of([&] { validate_train_args(a); }); };
   EXPECT_EQ(refusal(tiny_run(dir.str(), "r")), "");
   TrainArgs a = tiny_run(dir.str(), "r");
   a.iterations = 0;
@@ -172,7 +165,7 @@ TEST(TrainRun, RunsATinyCpuRunAndWritesItsResults) {
   // The same run id again: a finished run is never overwritten.
   TrainArgs again = tiny_run(dir.str(), "tiny");
   RecordingView second;
-  EXPECT_NE(config_error([&] { run_training(again, second); }).find("already exists"), std::string::npos);
+  EXPECT_NE(config_error_of([&] { run_training(again, second); }).find("already exists"), std::string::npos);
   EXPECT_TRUE(second.calls.empty());
 }
 
