@@ -1,16 +1,19 @@
-// Shared by the experiment-file tests: the host a parse assumes (no GPU, or n GPUs), parsing a YAML
-// text as "t.yaml", the check that a parse fails with one line holding every fragment, and a flag's
-// value in the train arguments a run expands to.
+// Shared by the experiment-file tests: the host a parse assumes (no GPU, or n GPUs), a small training
+// and a small inference experiment, parsing a YAML text as "t.yaml", the check that a parse fails with
+// one line holding every fragment, a flag's value in the train arguments a run expands to, and a
+// setting's value other than a given one.
 #pragma once
-#include <gtest/gtest.h>
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "core/error.hpp"
 #include "experiment/experiment.hpp"
+#include "experiment/settings_table.hpp"
 
 namespace cnnscale::testing {
 
@@ -32,6 +35,20 @@ inline const std::string kBaseExperiment =
     "  gpus: [1, 2]\n";     // 7
 // Its short name in the tests that build most of their texts from it.
 inline const std::string& kBase = kBaseExperiment;
+
+// A small valid inference experiment on GPUs (parse it with gpu_host), for tests that append matrix
+// lines to it or override its keys.
+inline const std::string kInferExperiment = R"(name: inf
+mode: infer
+device: gpu
+infer:
+  batch: [1, 8, max]
+matrix:
+  network: [lenet]
+  precision: [fp32]
+  gpus: [1]
+  repeats: 1
+)";
 
 inline Experiment parse(const std::string& text, const std::vector<std::string>& overrides = {},
                         const HostInfo& host = cpu_host()) {
@@ -56,6 +73,38 @@ inline void expect_error(const std::string& text, const std::vector<std::string>
     EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
     for (const auto& f : fragments) EXPECT_NE(msg.find(f), std::string::npos) << msg << "\nlacks: " << f;
   }
+}
+
+// A valid value of `s` other than `def` (its default, or the experiment's where that differs), made
+// from the entry alone so that a new entry is covered as it is declared: half of a number where the
+// range allows, else one above it; another choice; the other truth value; a list; a longer text.
+inline nlohmann::json other_value(const Setting& s, const nlohmann::json& def) {
+  switch (s.type) {
+    case SettingType::Choice:
+      for (const std::string& c : s.choices)
+        if (c != def.get<std::string>()) return c;
+      break;
+    case SettingType::NumberList:
+    case SettingType::IntegerList:
+      return nlohmann::json::array({1, 2});
+    case SettingType::Switch:
+    case SettingType::Boolean:
+      return !def.get<bool>();
+    case SettingType::Text:
+      return def.get<std::string>() + "x";
+    case SettingType::Integer: {
+      const int64_t d = def.get<int64_t>();
+      return d / 2 >= s.min && d / 2 != d ? d / 2 : d + 1;
+    }
+    case SettingType::Number: {
+      const double d = def.get<double>();
+      return d / 2 > s.min ? d / 2 : d + 1 <= s.max ? d + 1 : (d + s.min) / 2;
+    }
+    default:  // a text list: none of the entries these tests go through
+      break;
+  }
+  ADD_FAILURE() << s.name << ": no other value";
+  return nullptr;
 }
 
 }  // namespace cnnscale::testing

@@ -20,38 +20,6 @@
 namespace cnnscale::testing {
 namespace {
 
-const std::string kInfer = R"(name: inf
-mode: infer
-device: gpu
-infer:
-  batch: [1, 8, max]
-matrix:
-  network: [lenet]
-  precision: [fp32]
-  gpus: [1]
-  repeats: 1
-)";
-
-// A valid value other than the entry's default, made from the entry alone.
-nlohmann::json other_value(const Setting& s) {
-  switch (s.type) {
-    case SettingType::Choice:
-      for (const std::string& c : s.choices)
-        if (c != s.default_value.get<std::string>()) return c;
-      break;
-    case SettingType::Switch:
-      return !s.default_value.get<bool>();
-    case SettingType::Integer:
-      return s.default_value.get<int64_t>() + 1;
-    case SettingType::Number:
-      return s.default_value.get<double>() + 1;
-    default:
-      break;
-  }
-  ADD_FAILURE() << s.name << ": no other value";
-  return nullptr;
-}
-
 // Whether `args` holds `words` one after the other.
 bool holds(const std::vector<std::string>& args, const std::vector<std::string>& words) {
   return std::search(args.begin(), args.end(), words.begin(), words.end()) != args.end();
@@ -62,9 +30,9 @@ TEST(InferSettingsAxes, EveryInferKeyIsAnAxisOnTheCommandLinesConfigurationsAndR
   for (const Setting& s : infer_settings()) {
     if (s.section != "infer" || s.name == "batch" || s.name == "calibration") continue;
     ++axes;
-    const nlohmann::json other = other_value(s);
+    const nlohmann::json other = other_value(s, s.default_value);
     const nlohmann::json values = {s.default_value, other};
-    const Experiment e = parse(kInfer, {fmt::format("matrix.{}={}", s.name, values.dump())}, gpu_host(2));
+    const Experiment e = parse(kInferExperiment, {fmt::format("matrix.{}={}", s.name, values.dump())}, gpu_host(2));
     const std::vector<RunSpec> runs = expand_runs(e);
     ASSERT_EQ(runs.size(), 2u) << s.name;
     EXPECT_NE(runs[0].id, runs[1].id) << s.name;
@@ -88,7 +56,7 @@ TEST(InferSettingsAxes, EveryInferKeyIsAnAxisOnTheCommandLinesConfigurationsAndR
     // The other value is recorded (NotDefault or Always): another configuration.
     EXPECT_NE(runs[0].config_hash, runs[1].config_hash) << s.name;
     // The run of the other value is the run of the fixed key's value, but for the id's axis part.
-    const Experiment fixed = parse(kInfer, {fmt::format("infer.{}={}", s.name, other.dump())}, gpu_host(2));
+    const Experiment fixed = parse(kInferExperiment, {fmt::format("infer.{}={}", s.name, other.dump())}, gpu_host(2));
     EXPECT_EQ(expand_runs(fixed)[0].config, runs[1].config) << s.name;
     // The fixed part leaves the axis to the runs.
     EXPECT_FALSE(e.fixed_json()["infer"].contains(s.name)) << s.name;
@@ -98,8 +66,9 @@ TEST(InferSettingsAxes, EveryInferKeyIsAnAxisOnTheCommandLinesConfigurationsAndR
 }
 
 TEST(InferSettingsAxes, AxesMultiplyAndComeInnermost) {
-  const Experiment e = parse(
-      kInfer, {"matrix.seconds=[1, 2]", "matrix.fuse=[true, false]", "matrix.precision=[fp32, bf16]"}, gpu_host(2));
+  const Experiment e =
+      parse(kInferExperiment, {"matrix.seconds=[1, 2]", "matrix.fuse=[true, false]", "matrix.precision=[fp32, bf16]"},
+            gpu_host(2));
   const std::vector<RunSpec> runs = expand_runs(e);
   ASSERT_EQ(runs.size(), 8u);
   std::set<std::string> ids;
@@ -116,32 +85,33 @@ TEST(InferSettingsAxes, AxesMultiplyAndComeInnermost) {
 
 TEST(InferSettingsAxes, BadAxesAreRefusedWhereTheyAreWritten) {
   // The key and the axis at once: refused at the axis, naming the fixed key.
-  expect_error(kInfer + "  seconds: [1, 2]\n", {"matrix.seconds", "seconds is given twice (also as 'infer.seconds')"},
-               {"infer.seconds=2"}, gpu_host(2));
-  expect_error(kInfer + "  warmup: [1, 2]\n", {"matrix.warmup", "also as 'infer.warmup'"}, {"infer.warmup=2"},
+  expect_error(kInferExperiment + "  seconds: [1, 2]\n",
+               {"matrix.seconds", "seconds is given twice (also as 'infer.seconds')"}, {"infer.seconds=2"},
                gpu_host(2));
-  expect_error(kInfer + "  fill: [constant, constant]\n", {"matrix.fill[1]", "constant is listed twice"}, {},
+  expect_error(kInferExperiment + "  warmup: [1, 2]\n", {"matrix.warmup", "also as 'infer.warmup'"}, {"infer.warmup=2"},
                gpu_host(2));
-  expect_error(kInfer + "  seconds: [1, -1]\n", {"matrix.seconds[1]"}, {}, gpu_host(2));
-  expect_error(kInfer + "  warmup: [1, 2]\nextra_args: [--warmup, \"3\"]\n", {"'--warmup' is set by matrix.warmup"}, {},
+  expect_error(kInferExperiment + "  fill: [constant, constant]\n", {"matrix.fill[1]", "constant is listed twice"}, {},
                gpu_host(2));
+  expect_error(kInferExperiment + "  seconds: [1, -1]\n", {"matrix.seconds[1]"}, {}, gpu_host(2));
+  expect_error(kInferExperiment + "  warmup: [1, 2]\nextra_args: [--warmup, \"3\"]\n",
+               {"'--warmup' is set by matrix.warmup"}, {}, gpu_host(2));
   // memory_limit is the budget of a batch list ending with max, as its key is.
-  expect_error(kInfer + "  memory_limit: [1, 2]\n", {"matrix.memory_limit", "ending with max"}, {"infer.batch=[1, 8]"},
-               gpu_host(2));
+  expect_error(kInferExperiment + "  memory_limit: [1, 2]\n", {"matrix.memory_limit", "ending with max"},
+               {"infer.batch=[1, 8]"}, gpu_host(2));
   // A train setting's axis stays refused in an inference experiment, and infer's in a training one;
   // fuse, a name of both tables, is infer's here.
-  expect_error(kInfer + "  lr: [0.1]\n", {"matrix.lr", "a train setting"}, {}, gpu_host(2));
+  expect_error(kInferExperiment + "  lr: [0.1]\n", {"matrix.lr", "a train setting"}, {}, gpu_host(2));
   expect_error(kBaseExperiment + "  seconds: [1, 2]\n", {"matrix.seconds"});
-  EXPECT_EQ(expand_runs(parse(kInfer + "  fuse: [true, false]\n", {}, gpu_host(2))).size(), 2u);
+  EXPECT_EQ(expand_runs(parse(kInferExperiment + "  fuse: [true, false]\n", {}, gpu_host(2))).size(), 2u);
   // The batch list is what each run sweeps; the int8 tables are per network: neither is an axis.
-  expect_error(kInfer + "  calibration: [synthetic]\n", {"matrix.calibration"}, {}, gpu_host(2));
+  expect_error(kInferExperiment + "  calibration: [synthetic]\n", {"matrix.calibration"}, {}, gpu_host(2));
 }
 
 // --only selects an inference sweep's points by an infer key (the point's value, or the one the
 // run has without an axis) and its seed; train's settings are refused there, infer's keys in a
 // training sweep.
 TEST(InferSettingsAxes, OnlySelectsPointsByAnInferKey) {
-  const Experiment e = parse(kInfer + "  seconds: [1, 2]\n  warmup: [3, 5]\nseed: 4\n", {}, gpu_host(2));
+  const Experiment e = parse(kInferExperiment + "  seconds: [1, 2]\n  warmup: [3, 5]\nseed: 4\n", {}, gpu_host(2));
   const std::vector<RunSpec> runs = expand_runs(e);
   ASSERT_EQ(runs.size(), 4u);
   auto selected = [&](const std::string& only) {
@@ -160,7 +130,7 @@ TEST(InferSettingsAxes, OnlySelectsPointsByAnInferKey) {
   TempDir dir;
   const std::string file = dir.file("axes.yaml");
   // On the CPU: the plan of GPU runs would be checked against this host's GPUs.
-  std::string text = kInfer + "  seconds: [1, 2]\n";
+  std::string text = kInferExperiment + "  seconds: [1, 2]\n";
   text.replace(text.find("device: gpu"), 11, "device: cpu");
   std::ofstream(file) << text;
   const CliResult two = run_cnnscale({"sweep", file, "--dry-run", "--only", "seconds=2", "--results", dir.str()});

@@ -13,38 +13,6 @@
 namespace cnnscale::testing {
 namespace {
 
-const std::string kTable = R"(name: inf
-mode: infer
-device: gpu
-infer:
-  batch: [1, 8, max]
-matrix:
-  network: [lenet]
-  precision: [fp32]
-  gpus: [1]
-  repeats: 1
-)";
-
-// A valid value other than `def` (the experiment's default), made from the entry alone.
-nlohmann::json other_value(const Setting& s, const nlohmann::json& def) {
-  switch (s.type) {
-    case SettingType::Choice:
-      for (const std::string& c : s.choices)
-        if (c != def.get<std::string>()) return c;
-      break;
-    case SettingType::Switch:
-      return !def.get<bool>();
-    case SettingType::Integer:
-      return def.get<int64_t>() + 1;
-    case SettingType::Number:
-      return def.get<double>() / 2 > s.min ? def.get<double>() / 2 : s.min + 1;
-    default:
-      break;
-  }
-  ADD_FAILURE() << s.name << ": no other value";
-  return nullptr;
-}
-
 // The words of `args` from `flag` on, as many as `expected` holds.
 std::vector<std::string> words_at(const std::vector<std::string>& args, const std::vector<std::string>& expected) {
   const auto at = std::find(args.begin(), args.end(), expected.front());
@@ -53,28 +21,28 @@ std::vector<std::string> words_at(const std::vector<std::string>& args, const st
 }
 
 TEST(InferSettingsTable, EveryInferSectionEntryIsAKeyOnTheCommandLineAndInTheRecordedConfiguration) {
-  const Experiment base = parse(kTable, {}, gpu_host(2));
+  const Experiment base = parse(kInferExperiment, {}, gpu_host(2));
   const RunSpec base_run = expand_runs(base).front();
   int keys = 0;
   for (const Setting& s : infer_settings()) {
     if (s.section != "infer" || s.name == "batch" || s.name == "calibration") continue;
     ++keys;
     const nlohmann::json v = other_value(s, base.infer.settings.at(s.name));
-    const Experiment e = parse(kTable, {fmt::format("{}={}", s.experiment_key(), v.dump())}, gpu_host(2));
+    const Experiment e = parse(kInferExperiment, {fmt::format("{}={}", s.experiment_key(), v.dump())}, gpu_host(2));
     const RunSpec r = expand_runs(e).front();
     const std::vector<std::string> expected = s.arguments(v);
     EXPECT_EQ(words_at(infer_arguments(e, r, "/r"), expected), expected) << s.name;
     EXPECT_EQ(r.config["infer"][s.name], v) << s.name;
     EXPECT_NE(r.id, base_run.id) << s.name;  // another value is another run
     // Given twice, as the key and in extra_args: refused, naming the key.
-    expect_error(kTable + "extra_args: [" + s.flag + (s.type == SettingType::Switch ? "" : ", \"1\"") + "]",
+    expect_error(kInferExperiment + "extra_args: [" + s.flag + (s.type == SettingType::Switch ? "" : ", \"1\"") + "]",
                  {"is set by " + s.experiment_key()}, {fmt::format("{}={}", s.experiment_key(), v.dump())},
                  gpu_host(2));
   }
   EXPECT_GE(keys, 10);
   // The batch list and an int8 run's table: their own readers, on the command line and recorded.
-  const Experiment b = parse(kTable, {"infer.batch=[2, 4]", "matrix.precision=[int8]", "infer.calibration=synthetic"},
-                             gpu_host(2));
+  const Experiment b = parse(
+      kInferExperiment, {"infer.batch=[2, 4]", "matrix.precision=[int8]", "infer.calibration=synthetic"}, gpu_host(2));
   const RunSpec r = expand_runs(b).front();
   const std::vector<std::string> args = infer_arguments(b, r, "/r");
   EXPECT_EQ(flag_value(args, find_setting(infer_settings(), "batch")->flag), "2,4");
@@ -84,36 +52,37 @@ TEST(InferSettingsTable, EveryInferSectionEntryIsAKeyOnTheCommandLineAndInTheRec
 }
 
 TEST(InferSettingsTable, NewKeysAtTheirDefaultsLeaveRunIdsAndCommandLinesAlone) {
-  const Experiment base = parse(kTable, {}, gpu_host(2));
+  const Experiment base = parse(kInferExperiment, {}, gpu_host(2));
   const RunSpec base_run = expand_runs(base).front();
   for (const Setting& s : infer_settings()) {
     if (s.section != "infer" || s.record != Record::NotDefault || s.name == "calibration") continue;
-    const Experiment e = parse(kTable, {fmt::format("infer.{}={}", s.name, s.default_value.dump())}, gpu_host(2));
+    const Experiment e =
+        parse(kInferExperiment, {fmt::format("infer.{}={}", s.name, s.default_value.dump())}, gpu_host(2));
     EXPECT_EQ(expand_runs(e).front().id, base_run.id) << s.name;
     EXPECT_FALSE(expand_runs(e).front().config["infer"].contains(s.name)) << s.name;
   }
   // Not given, such a flag may come from extra_args, as before the key existed.
-  const Experiment e = parse(kTable + "extra_args: [--warmup, \"1\", --power-hz, \"0\"]\n", {}, gpu_host(2));
+  const Experiment e = parse(kInferExperiment + "extra_args: [--warmup, \"1\", --power-hz, \"0\"]\n", {}, gpu_host(2));
   EXPECT_EQ(flag_value(infer_arguments(e, expand_runs(e).front(), "/r"), "--warmup"), "1");
 }
 
 TEST(InferSettingsTable, MatrixAndTopLevelEntriesAreTheSweepsAndTheScenariosAreRefused) {
   for (const Setting& s : infer_settings()) {
-    const Experiment e = parse(kTable, {}, gpu_host(2));
+    const Experiment e = parse(kInferExperiment, {}, gpu_host(2));
     const std::vector<std::string> args = infer_arguments(e, expand_runs(e).front(), "/r");
     if (s.section == "matrix" || (s.section.empty() && s.identity())) {
       // Written by the sweep from its key (gpu_mix: a job of 2+ ranks only), refused in extra_args.
       if (s.name != "gpu_mix") EXPECT_NE(flag_value(args, s.flag), "<absent>") << s.name;
-      expect_error(kTable + "extra_args: [" + s.flag + ", \"1\"]", {"is set by"}, {}, gpu_host(2));
+      expect_error(kInferExperiment + "extra_args: [" + s.flag + ", \"1\"]", {"is set by"}, {}, gpu_host(2));
     } else if (s.section.empty() && s.name != "checkpoint") {
-      expect_error(kTable + "extra_args: [" + s.flag + ", \"1\"]", {"offline scenario"}, {}, gpu_host(2));
+      expect_error(kInferExperiment + "extra_args: [" + s.flag + ", \"1\"]", {"offline scenario"}, {}, gpu_host(2));
     }
   }
-  const Experiment two = parse(kTable, {"matrix.gpu_mix=[[0, 1]]"}, gpu_host(2));
+  const Experiment two = parse(kInferExperiment, {"matrix.gpu_mix=[[0, 1]]"}, gpu_host(2));
   const RunSpec job = expand_runs(two).back();
   ASSERT_EQ(job.gpu_mix.size(), 2u);
   EXPECT_EQ(flag_value(infer_arguments(two, job, "/r"), "--gpus"), "0,1");
-  const Experiment seeded = parse(kTable, {"seed=7"}, gpu_host(2));
+  const Experiment seeded = parse(kInferExperiment, {"seed=7"}, gpu_host(2));
   EXPECT_EQ(flag_value(infer_arguments(seeded, expand_runs(seeded).front(), "/r"), "--seed"), "7");
 }
 

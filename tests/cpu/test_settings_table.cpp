@@ -21,35 +21,6 @@
 namespace cnnscale::testing {
 namespace {
 
-// A valid value other than the default, made from the entry alone (so a new entry is covered as it is
-// declared): half the default where the range allows, else one above it; another choice; a list.
-nlohmann::json other_train_value(const TrainSetting& s) {
-  switch (s.type) {
-    case SettingType::Choice:
-      for (const std::string& c : s.choices)
-        if (c != s.default_value.get<std::string>()) return c;
-      break;
-    case SettingType::NumberList:
-    case SettingType::IntegerList:
-      return nlohmann::json::array({1, 2});
-    case SettingType::Switch:
-    case SettingType::Boolean:
-      return !s.default_value.get<bool>();
-    case SettingType::Text:
-      return s.default_value.get<std::string>() + "x";
-    case SettingType::Integer: {
-      const int64_t d = s.default_value.get<int64_t>();
-      return d / 2 >= s.min && d / 2 != d ? d / 2 : d + 1;
-    }
-    case SettingType::Number: {
-      const double d = s.default_value.get<double>();
-      return d / 2 > s.min ? d / 2 : d + 1 <= s.max ? d + 1 : (d + s.min) / 2;
-    }
-  }
-  ADD_FAILURE() << s.name << ": no other value";
-  return nullptr;
-}
-
 // A data set's key takes values a data set must accept (a name, a folder, three extents, a size the
 // batch fits): those, where other_value's would not be.
 nlohmann::json test_value(const TrainSetting& s) {
@@ -58,7 +29,7 @@ nlohmann::json test_value(const TrainSetting& s) {
   if (s.name == "train_samples") return 64;
   if (s.name == "classes") return 5;
   if (s.name == "input_shape") return nlohmann::json::array({1, 28, 28});
-  return other_train_value(s);
+  return other_value(s, s.default_value);
 }
 
 // The small experiment with its data set a mapping where `s` is one of its keys: Fashion-MNIST for
@@ -223,7 +194,7 @@ TEST(SettingsTable, PartsOfACompoundAxisAreThatAxisesFields) {
     if (s.part_of.empty() || s.part_of == s.name || kOwnTest.count(s.name)) continue;
     fields.insert(s.name);
     ASSERT_EQ(s.part_of, "allreduce") << s.name;
-    const nlohmann::json v = other_train_value(s);
+    const nlohmann::json v = other_value(s, s.default_value);
     const std::string mode = s.name == "overlap" ? fmt::format("{{overlap: {}}}", v.dump())
                                                  : fmt::format("{{overlap: true, {}: {}}}", s.name,
                                                                s.experiment_value(v).dump());
