@@ -29,13 +29,15 @@ namespace {
 // (experiment/train_setting_fields.cpp).
 void add_setting_options(CLI::App& cmd, TrainArgs& a) {
   add_table_options(cmd, train_settings(), [&a](const Setting& s) { return train_setting_field(a, s.name); });
-  // Warm-up has one length: in epochs or in iterations.
+  cmd.get_option("--net")->required();
+  // The run has one length: in epochs or in iterations; so has its warm-up.
+  cmd.get_option("--epochs")->excludes(cmd.get_option("--iterations"));
   cmd.get_option("--warmup")->excludes(cmd.get_option("--warmup-iterations"));
   // Taking over another run's checkpoints is a way to resume.
   cmd.get_option("--resume-allow-changes")->needs(cmd.get_option("--resume"));
 }
 
-// train's bookkeeping flags (the results' folder, --measure, the whole-training figures, tags).
+// train's bookkeeping flags: where the results go and what they are tagged with, no settings of the run.
 void add_measure_options(CLI::App& cmd, MeasureArgs& a) {
   // A batch script or a test harness can move every run's results without editing command lines.
   if (const char* env = std::getenv("CNNSCALE_RESULTS"); env && *env) a.results_root = env;
@@ -49,20 +51,6 @@ void add_measure_options(CLI::App& cmd, MeasureArgs& a) {
                              "most {} characters; claimed before any work, so a second train of the same id refuses",
                              kMaxResultsName));
   cmd.add_flag("--no-results", a.no_results, "Write no results folder");
-  // Parsed here, once, into the enum the trainer and the results carry.
-  std::vector<std::string> modes;
-  for (const auto& [name, mode] : kMeasureModes) modes.emplace_back(name);
-  cmd.add_option_function<std::string>(
-         "--measure", [&a](const std::string& name) { a.measure = *measure_mode_from_name(name); },
-         "steady: energy per iteration over the steady window; phases: also forward/backward/update "
-         "split by phase-isolated loops")
-      ->check(CLI::IsMember(modes))
-      ->default_str(std::string(measure_mode_name(a.measure)));
-  // --power-hz, --min-window, --phase-window, --phase-repeats and --mfu-window: train's settings table
-  // (experiment/train_settings_run.cpp); validate_measure_args checks them.
-  cmd.add_option("--whole-epochs", a.whole_epochs, "Epochs for the whole-training figures (default: the run's)");
-  cmd.add_option("--whole-samples", a.whole_samples,
-                 "Training-set size for the whole-training figures (default: the data's)");
   cmd.add_option("--tag", a.tags, "KEY=VALUE stored in the summary as tag.KEY (repeatable)");
 }
 
@@ -102,18 +90,9 @@ void register_train(CLI::App& app) {
   auto args = std::make_shared<TrainArgs>();
   TrainArgs& a = *args;
   CLI::App* cmd = app.add_subcommand("train", "Train a network on one device and report loss, accuracy and throughput");
-  cmd->add_option("--net", a.net, "Network: a name in networks/ (lenet) or a YAML file")->required();
-  auto* epochs = cmd->add_option("--epochs", a.epochs, "Epochs to train (default 1)");
-  auto* iterations = cmd->add_option("--iterations", a.iterations, "Iterations to train");
-  epochs->excludes(iterations);
-  cmd->add_option("--device", a.device, "cpu, gpu (under mpirun: the rank's GPU) or gpu:N")->capture_default_str();
-  cmd->add_option("--precision", a.precision,
-                  "fp32; tf32 (fp32 storage, TF32 tensor-core math); bf16 or fp16 (16-bit activations over fp32 "
-                  "master weights; fp16 with dynamic loss scaling). GPU only, except fp32")
-      ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16"}))
-      ->capture_default_str();
-  // The seed, the solver's settings, how the steps run (the augmentation too), the checkpoints, how
-  // the steps are measured, the data-parallel job's settings, the data, the batch and the rank sets
+  // Every setting of the run: the network, its length, the device and precision, the seed, the solver's
+  // settings, how the steps run (the augmentation too), the checkpoints, how the steps are measured,
+  // the data-parallel job's settings, the data, the batch and the rank sets
   // (experiment/train_settings.hpp); the data set's name is checked against the data sets here.
   add_setting_options(*cmd, a);
   cmd->get_option("--data")->required()->check(dataset_name_error);

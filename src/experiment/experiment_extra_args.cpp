@@ -17,19 +17,11 @@ namespace cnnscale {
 
 const std::map<std::string, std::string>& sweep_train_flags() {
   static const std::map<std::string, std::string> flags = [] {
-    std::map<std::string, std::string> f = {
-      {"--net", "matrix.network"},
-      {"--epochs", "epochs (or iterations)"},
-      {"--iterations", "iterations (or epochs, iteration_scale)"},
-      {"--device", "device"},
-      {"--precision", "matrix.precision"},
-      {"--measure", "measure"},
-      {"--whole-epochs", "whole_epochs"},
-      {"--whole-samples", "whole_samples"},
-    };
-    // Every train setting of the table (train_settings.hpp): its key, or its matrix axis (the batch,
-    // the rank sets, the split), or the field of one (matrix.allreduce's, matrix.gpu_mix's sms). An
-    // option of train alone (Setting::no_key: --resume, --batch-per-rank) is the sweep's to leave be.
+    std::map<std::string, std::string> f;
+    // Every train setting of the table (train_settings.hpp): its key, or its matrix axis (the network,
+    // the precision, the batch, the rank sets, the split), or the field of one (matrix.allreduce's,
+    // matrix.gpu_mix's sms), or the experiment's own key (epochs, device, measure). An option of train
+    // alone (Setting::no_key: --resume, --batch-per-rank) is the sweep's to leave be.
     for (const TrainSetting& s : train_settings()) {
       if (!s.in_experiments()) continue;
       f[s.flag] = s.experiment_place();

@@ -46,6 +46,12 @@ std::set<std::string> matrix_keys(bool infer) {
   if (infer) keys.merge(infer_axis_keys());
   return keys;
 }
+// A whole number in the range train's entry `name` declares (train_settings_top.cpp).
+int64_t int_as_train_takes(const ConfigNode& n, const char* name) {
+  const TrainSetting& s = *find_train_setting(name);
+  return int_in(n, static_cast<int64_t>(s.min), static_cast<int64_t>(s.max));
+}
+
 // Applies one level's run-length keys onto `len` (a network's entry replaces the top level's choice).
 void read_length(const ExperimentReader& r, const ConfigNode& n, RunLength& len) {
   std::optional<ConfigNode> first_choice;
@@ -56,13 +62,13 @@ void read_length(const ExperimentReader& r, const ConfigNode& n, RunLength& len)
     first_choice = c;
     len.iterations = len.epochs = 0;
     len.scale = 0;
-    if (std::string(key) == "iterations") len.iterations = int_in(*c, 1, int64_t(1) << 40);
-    if (std::string(key) == "epochs") len.epochs = int_in(*c, 1, 100000);
+    if (std::string(key) == "iterations") len.iterations = int_as_train_takes(*c, "iterations");
+    if (std::string(key) == "epochs") len.epochs = int_as_train_takes(*c, "epochs");
     if (std::string(key) == "iteration_scale") len.scale = number_in(*c, 0, 1, true);
   }
   if (auto c = r.child(n, "min_iterations")) len.min_iterations = int_in(*c, 1, int64_t(1) << 40);
-  if (auto c = r.child(n, "whole_epochs")) len.whole_epochs = int_in(*c, 1, 100000);
-  if (auto c = r.child(n, "whole_samples")) len.whole_samples = int_in(*c, 1, int64_t(1) << 40);
+  if (auto c = r.child(n, "whole_epochs")) len.whole_epochs = int_as_train_takes(*c, "whole_epochs");
+  if (auto c = r.child(n, "whole_samples")) len.whole_samples = int_as_train_takes(*c, "whole_samples");
 }
 
 namespace fs = std::filesystem;
@@ -327,7 +333,10 @@ Experiment parse_experiment_text(const std::string& text, const std::string& fil
   if (auto c = r.child(root, "solver")) read_settings_section(r, *c, "solver", e.solver);
   if (auto c = r.child(root, "train")) read_settings_section(r, *c, "train", e.train);
   read_length(r, root, e.length);
-  if (auto c = r.child(root, "measure")) e.measure = one_of(*c, {"steady", "phases"});
+  if (auto c = r.child(root, "measure")) {
+    const std::vector<std::string>& modes = find_train_setting("measure")->choices;
+    e.measure = one_of(*c, std::set<std::string>(modes.begin(), modes.end()));
+  }
   refuse_null_settings(r, root, train_settings(), setting_keys(""));
   if (auto c = r.child(root, "seed")) e.seed = read_setting(*find_train_setting("seed"), *c).get<int64_t>();
   if (auto c = r.child(root, "seeds")) e.seeds = one_of(*c, {"vary", "fixed"});

@@ -73,6 +73,7 @@ nlohmann::json Setting::id_value(const nlohmann::json& given) const {
 }
 
 std::string Setting::experiment_place() const {
+  if (!own_key.empty()) return own_key;
   if (part_of == name) return "matrix." + name;
   if (!part_of.empty()) return "matrix." + part_of + "'s " + name;
   if (!no_axis.empty()) return experiment_key();

@@ -37,6 +37,7 @@ enum class SettingType {
 // What decides whether a setting applies to a run: the run's device and ranks.
 struct RunContext {
   bool gpu = false;        // GPU ranks (not the CPU backend)
+  std::string device = "cpu";  // the rank's device as the job bound it: cpu, gpu:N
   int64_t world_size = 1;  // ranks of the job
   bool exchanges = false;  // gradients are exchanged (a job of 2+ ranks, or one with --one-rank-exchange)
   bool graph = false;      // the run may replay its steps from a CUDA graph (a GPU run that does not turn it off)
@@ -112,6 +113,10 @@ struct Setting {
   // matrix axis itself, whose values and run-id part the experiment's own code makes. "" : a key and
   // an axis of its own.
   std::string part_of;
+  // For an entry the experiment's own code reads (part_of its own name) as a key of the experiment's
+  // own form rather than as the matrix axis of its name: where the experiment gives it ("epochs (or
+  // iterations)", "device", "measure"). "" : that axis, matrix.<name>.
+  std::string own_key;
   // Why the setting is a fixed key only, no matrix axis (matrix.<name> is refused with it), or "" where
   // it may be one: dataset.data_dir names a folder, not what a run computes.
   std::string no_axis;

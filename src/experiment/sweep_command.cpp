@@ -42,23 +42,25 @@ std::vector<std::string> split_words(const char* text) {
 }  // namespace
 
 std::vector<std::string> train_arguments(const Experiment& e, const RunSpec& run, const std::string& results_root) {
-  std::vector<std::string> a = {"train", "--net", run.network_path};
+  std::vector<std::string> a = {"train"};
   auto add = [&a](const std::string& flag, const std::string& value) { a.insert(a.end(), {flag, value}); };
   // A train setting's words for `value`, by its entry in the table (train_settings.hpp).
   auto put = [&a](const TrainSetting& s, const nlohmann::json& value) {
     const std::vector<std::string> words = s.arguments(value);
     a.insert(a.end(), words.begin(), words.end());
   };
+  auto put_named = [&put](const char* name, const nlohmann::json& value) { put(*find_train_setting(name), value); };
+  put_named("network", run.network_path);
   // The run's data (its fixed keys and its point's dataset axes), by the table's flags.
   const std::vector<std::string> data = run.dataset.arguments();
   a.insert(a.end(), data.begin(), data.end());
   put(*find_train_setting("batch"), run.batch);  // the global batch, matrix.batch's or batch_per_gpu's
   if (run.epochs > 0)
-    add("--epochs", std::to_string(run.epochs));
+    put_named("epochs", run.epochs);
   else
-    add("--iterations", std::to_string(run.iterations));
-  add("--device", e.device);
-  add("--precision", run.precision);
+    put_named("iterations", run.iterations);
+  put_named("device", e.device);
+  put_named("precision", run.precision);
   // The run's settings, each by its flag in the table (train_settings.hpp): its seed, then the fixed
   // values of the solver and train sections and the point's axis values (but the data's, above), in key
   // order.
@@ -81,9 +83,9 @@ std::vector<std::string> train_arguments(const Experiment& e, const RunSpec& run
     if (!s.identity() && !s.report_label.empty()) tags.push_back(fmt::format("{}={}", s.name, s.text(value)));
   }
   for (const std::string& tag : tags) add("--tag", tag);
-  add("--measure", e.measure);
-  if (run.whole_epochs > 0) add("--whole-epochs", std::to_string(run.whole_epochs));
-  if (run.whole_samples > 0) add("--whole-samples", std::to_string(run.whole_samples));
+  put_named("measure", e.measure);
+  if (run.whole_epochs > 0) put_named("whole_epochs", run.whole_epochs);
+  if (run.whole_samples > 0) put_named("whole_samples", run.whole_samples);
   // The rank set: matrix.gpu_mix's GPUs and the SMs of each node-local rank's green-context partition,
   // in --gpus order, or matrix.cpu_mix's slowdown factors.
   if (!run.gpu_mix.empty()) {

@@ -31,6 +31,7 @@ struct TrainArgs {
   int64_t train_samples = 0, test_samples = -1;
   std::string device = "cpu";
   std::string precision = "fp32";  // --precision; validate_train_args sets options.precision from it
+  std::string measure_mode = "steady";  // --measure; validate_train_args sets measure.measure from it
   bool host_decode = false;        // --host-decode; run_train sets options.input_decode from it
   std::string conv_search = "all";  // --conv-search: all | legacy | no-width (ConvSearch)
   bool deterministic = false;       // --deterministic (AlgorithmChoice)

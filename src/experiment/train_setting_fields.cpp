@@ -11,6 +11,14 @@ namespace cnnscale {
 
 SettingField train_setting_field(TrainArgs& a, const std::string& name) {
   static const std::map<std::string, std::function<SettingField(TrainArgs&)>> fields = {
+      {"network", [](TrainArgs& a) -> SettingField { return &a.net; }},
+      {"epochs", [](TrainArgs& a) -> SettingField { return &a.epochs; }},
+      {"iterations", [](TrainArgs& a) -> SettingField { return &a.iterations; }},
+      {"device", [](TrainArgs& a) -> SettingField { return &a.device; }},
+      {"precision", [](TrainArgs& a) -> SettingField { return &a.precision; }},
+      {"measure", [](TrainArgs& a) -> SettingField { return &a.measure_mode; }},
+      {"whole_epochs", [](TrainArgs& a) -> SettingField { return &a.measure.whole_epochs; }},
+      {"whole_samples", [](TrainArgs& a) -> SettingField { return &a.measure.whole_samples; }},
       {"seed", [](TrainArgs& a) -> SettingField { return &a.options.seed; }},
       {"lr", [](TrainArgs& a) -> SettingField { return &a.solver.lr; }},
       {"lr_scaling", [](TrainArgs& a) -> SettingField { return &a.solver.lr_scaling; }},

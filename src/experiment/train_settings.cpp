@@ -37,6 +37,7 @@ SettingTable make_settings() {
     s.unit = std::move(unit);
     all.push_back(std::move(s));
   };
+  add_top_settings(all);
   // The seed is recorded always (run_config.seed); the report groups a sweep's runs by the base seed
   // of their point (tag seed_base), so that repeats of varied seeds stay one configuration.
   {

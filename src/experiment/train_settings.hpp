@@ -19,6 +19,10 @@ inline constexpr const char* kDataParallelGroup = "Data parallel (under mpirun/s
 
 // Every train setting, in --help order.
 const SettingTable& train_settings();
+// The part the experiment reads in forms of its own, at its top level or as its own axes: the network,
+// the run's length, the device, the precision, the measure mode and the whole-training figures' size
+// (train_settings_top.cpp), appended to `all`.
+void add_top_settings(SettingTable& all);
 // The part of the table in the experiment's section `train`: how the steps run on a device
 // (train_settings_run.cpp), appended to `all`.
 void add_run_settings(SettingTable& all);

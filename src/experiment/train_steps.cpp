@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 
 #include "experiment/train_run.hpp"
 #include "backend/devices.hpp"
@@ -31,6 +32,9 @@ std::string flag_for(const std::string& key) {
 
 void validate_train_args(TrainArgs& a) {
   a.options.precision = parse_precision(a.precision, "--precision");
+  const std::optional<MeasureMode> measure = measure_mode_from_name(a.measure_mode);
+  if (!measure) throw_config("--measure: expected steady or phases, got '{}'", a.measure_mode);
+  a.measure.measure = *measure;
   a.parallel.exchange_dtype = allreduce_dtype_for(a.parallel.allreduce_dtype, a.options.precision);
   a.solver.policy = parse_lr_policy(a.lr_policy);
   a.solver.validate(
@@ -102,6 +106,7 @@ TrainInputs load_train_inputs(TrainArgs& a, int64_t global_batch) {
 RunContext train_run_context(const TrainArgs& a, const TrainInputs& in, const ParallelRun& par) {
   const bool gpu = par.device() != "cpu";
   return {.gpu = gpu,
+          .device = par.device(),
           .world_size = par.world_size(),
           .exchanges = par.active(),
           .graph = gpu && a.options.cuda_graph,
@@ -118,10 +123,7 @@ RunContext train_run_context(const TrainArgs& a, const TrainInputs& in, const Pa
 }
 
 nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelRun& par) {
-  nlohmann::json run_config = {{"net", in.spec.name()},
-                               {"net_file", in.net_file},
-                               {"device", par.device()},
-                               {"solver", a.solver.describe()}};
+  nlohmann::json run_config = {{"net", in.spec.name()}, {"net_file", in.net_file}, {"solver", a.solver.describe()}};
   // The settings of the table, each by its recording rule where it applies; the solver's are in
   // its description above (Record::SolverText), the data set's as the run opened it.
   const RunContext context = train_run_context(a, in, par);
@@ -136,8 +138,6 @@ nlohmann::json describe_run(TrainArgs& a, const TrainInputs& in, const ParallelR
     run_config["world_size"] = par.world_size();
     run_config["rank_batches"] = par.rank_batches();
   }
-  // Only where they differ from the defaults, so that default runs keep the ids they had before.
-  if (a.options.precision != Precision::FP32) run_config["precision"] = precision_name(a.options.precision);
   // The augmentation's settings (crop_pad, mirror: Record::Described), in one description.
   if (a.options.augment.any()) run_config["augment"] = a.options.augment.describe();
   // Chosen now and stored in the checkpoints, so that a resumed run (after a requeue) writes its

@@ -125,8 +125,9 @@ TEST(SettingsTable, EveryEntryIsAFixedKeyAndAMatrixAxisOnTheRunsCommandLines) {
 }
 
 // The batch and the rank sets: a one-rank run takes one slowdown factor and no SM partition, and the
-// report names them as the rank set's mix (test_settings_ranks.cpp).
-const std::set<std::string> kOwnTest = {"batch", "gpu_mix", "sms", "cpu_mix"};
+// report names them as the rank set's mix (test_settings_ranks.cpp). The device and the precision: a
+// CPU run takes only its own (test_settings_top.cpp).
+const std::set<std::string> kOwnTest = {"batch", "gpu_mix", "sms", "cpu_mix", "device", "precision"};
 
 TEST(SettingsTable, EveryEntryIsRecordedAndGroupedByTheReport) {
   TempDir dir;

@@ -59,7 +59,7 @@ TEST(TrainRunContext, HoldsTheRunsMeasurementAndMfu) {
   EXPECT_EQ(steady.measure, "steady");
   EXPECT_FALSE(steady.mfu);
   TrainArgs a = one_cpu_run();
-  a.measure.measure = MeasureMode::Phases;
+  a.measure_mode = "phases";  // --measure phases
   a.mfu = true;
   const RunContext measured = context_of(a);
   EXPECT_EQ(measured.measure, "phases");
