@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Figures of `cnnscale report` (PNG, matplotlib): time and energy per batch per batch-ranks (or
-batch-GPUs) combination as in the study's Figs. 5-8, strong-scaling curves over every rank count in
+batch-GPUs) combination as in Castro et al.'s Figs. 5-8, strong-scaling curves over every rank count in
 the data (by_gpus table) and weak-scaling efficiency (weak_scaling table), one run's power trace per
 GPU and the per-phase breakdown, from the CSV
 tables `cnnscale report` wrote and one run.h5; for unequal ranks, each rank's busy and waiting time
@@ -153,7 +153,7 @@ def legend_lines(labels):
 
 
 def label(row, show_n=False, shared=()):
-    """The study's bar names: batch_size-number_of_ranks, plus the variant when configurations
+    """Castro et al.'s bar names: batch_size-number_of_ranks, plus the variant when configurations
     differ (less what every variant shares), and the number of runs when the bars do not all have
     the same."""
     text = f"{row['batch']}-{row['gpus']}"

@@ -95,7 +95,7 @@ void register_data(CLI::App& app) {
   });
 
   CLI::App* fl = data->add_subcommand(
-      "flow", std::string("Gait sequences (videos or frame folders) into optical-flow volumes as the study's 2D-CNN "
+      "flow", std::string("Gait sequences (videos or frame folders) into optical-flow volumes as Castro et al.'s 2D-CNN "
                           "reads them: Farneback flow, the person located by background subtraction, 25 flows x "
                           "(dx, dy) at 60x60") +
                   (shard_conversion_has_opencv() ? "" : " (this build has no OpenCV)"));
@@ -106,7 +106,7 @@ void register_data(CLI::App& app) {
   fl->add_option("--height", a->flow.height, "frames resized to this height (aspect kept)")->capture_default_str();
   fl->add_option("--width", a->flow.width, "volumes cropped this wide around the person")->capture_default_str();
   fl->add_option("--frames", a->flow.frames, "flows stacked per volume (2 channels each)")->capture_default_str();
-  fl->add_option("--stride", a->flow.stride, "new flows per volume (5 of 25: the study's 80 % overlap)")
+  fl->add_option("--stride", a->flow.stride, "new flows per volume (5 of 25: Castro et al.'s 80 % overlap)")
       ->capture_default_str();
   fl->add_option("--bound", a->flow.bound, "flow (pixels per frame) mapped to the byte range, +-")
       ->capture_default_str();

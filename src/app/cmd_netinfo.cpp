@@ -23,7 +23,7 @@ struct NetinfoArgs {
 
 void register_netinfo(CLI::App& app) {
   auto args = std::make_shared<NetinfoArgs>();
-  CLI::App* cmd = app.add_subcommand("netinfo", "Per-layer shapes, parameters, MACs and bytes (the study's Table 1)");
+  CLI::App* cmd = app.add_subcommand("netinfo", "Per-layer shapes, parameters, MACs and bytes (Castro et al., Table 1)");
   cmd->add_option("network", args->network, "network file or name (caffenet -> networks/caffenet.yaml)")->required();
   cmd->add_flag("--json", args->json, "print one JSON object instead of the table");
   cmd->add_option("--input-shape", args->input_shape, "override the input shape per sample: C,H,W")

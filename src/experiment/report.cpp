@@ -70,6 +70,10 @@ std::string report_markdown(const ReportOptions& options, const ReportOutcome& o
   out += ". Values are mean ± sample standard deviation over repeats (runs equal in every identity key: ";
   for (size_t i = 0; i < kGroupKeys.size(); ++i) out += (i ? ", " : "") + kGroupKeys[i];
   out += "); — is unknown (null).\n\n";
+  // The source documents are five: a title's citation names its document, and the map says how
+  // far each table and figure is reproduced. A path in words: no link works from a results folder.
+  out += "Titles that cite a source document name it (Castro et al., Li et al.); `docs/seeds.md` in the cnnscale "
+         "sources maps each of their tables and figures to the command that reproduces it, and what differs.\n\n";
   // Whether a ± over repeats includes the spread over seeds or is timing noise alone.
   if (outcome.seeds == "seeds: vary")
     out += "Repeats: each repeat of a sweep point trained with a seed of its own (seeds: vary), so ± includes the "
@@ -110,9 +114,9 @@ std::string report_markdown(const ReportOptions& options, const ReportOutcome& o
     const std::string& many = noun.many;
     const std::map<std::string, std::string> captions = {
         {kFigureNames[0],
-         "Time per batch of the full training step per batch-" + many + " combination (study Figs. 5–8, left)"},
+         "Time per batch of the full training step per batch-" + many + " combination (Castro et al., Figs. 5–8, left)"},
         {kFigureNames[1],
-         "Energy per batch of the full training step per batch-" + many + " combination (study Figs. 5–8, right)"},
+         "Energy per batch of the full training step per batch-" + many + " combination (Castro et al., Figs. 5–8, right)"},
         {kFigureNames[2], "Strong scaling: samples/s against " + many + " (by_gpus), with the ideal line"},
         {kFigureNames[3], "Power over time per GPU of " + power_desc},
         {kFigureNames[4],

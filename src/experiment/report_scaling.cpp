@@ -277,7 +277,7 @@ Table by_gpus_table(const std::vector<ConfigGroup>& groups) {
   const bool threads = any_threads(groups);
   Table t{"by_gpus",
           "Scaling by " + noun.one + " count",
-          fmt::format("The study's layout of Tables 4–9: samples/s, speedup, energy per batch and whole-training "
+          fmt::format("Castro et al.'s layout of Tables 4–9: samples/s, speedup, energy per batch and whole-training "
                       "EDP with one column group per {} count in the data; one row per network, global batch and "
                       "variant; mean ± sample std over repeats. CSV: joules, MJ·ks.",
                       noun.one),

@@ -18,7 +18,7 @@ namespace cnnscale::report {
 
 Table time_table(const std::vector<ConfigGroup>& groups) {
   Layout l{groups};
-  Table t = l.start("time", "Time (study Tables 4/7)",
+  Table t = l.start("time", "Time (Castro et al., Tables 4/7)",
                     "Time per batch of the full training step (slowest rank), samples per second and "
                     "whole-training time, then the forward and backward parts of the step and the peak device "
                     "memory of a rank; mean ± sample std over repeats. CSV: seconds, GiB.");
@@ -70,7 +70,7 @@ Table time_table(const std::vector<ConfigGroup>& groups) {
 
 Table energy_table(const std::vector<ConfigGroup>& groups) {
   Layout l{groups};
-  Table t = l.start("energy", "Energy (study Tables 5/8)",
+  Table t = l.start("energy", "Energy (Castro et al., Tables 5/8)",
                     std::string(l.noun.many == "GPUs" ? "Energy per batch and power (summed over all GPUs of the job)"
                                 : all_cpu(groups)     ? "Energy per batch and power (RAPL package + DRAM of each host)"
                                                       : "Energy per batch and power (GPU runs: all GPUs of the job; "
@@ -102,9 +102,9 @@ Table energy_table(const std::vector<ConfigGroup>& groups) {
 
 Table whole_table(const std::vector<ConfigGroup>& groups) {
   Layout l{groups};
-  Table t = l.start("whole", "Whole training, energy and EDP (study Tables 6/9)",
+  Table t = l.start("whole", "Whole training, energy and EDP (Castro et al., Tables 6/9)",
                     "Whole-training time, energy and energy-delay product (EDP = energy × time; MJ·ks = 1e9 J·s); "
-                    "★ marks the lowest mean EDP per network. CSV: ks, MJ, MJ·ks as in the study.");
+                    "★ marks the lowest mean EDP per network. CSV: ks, MJ, MJ·ks as in Castro et al.");
   t.columns.insert(t.columns.end(), {seconds("time ({unit})", "whole_ks", 1e3),
                                      joules("energy ({unit})", "whole_mj", 1e6),
                                      {"EDP ({unit})", "edp_mj_ks", true, false, Quantity::JouleSeconds, 1e9}});
@@ -139,7 +139,7 @@ Table whole_table(const std::vector<ConfigGroup>& groups) {
 
 Table efficiency_table(const std::vector<ConfigGroup>& groups) {
   Layout l{groups};
-  Table t = l.start("efficiency", "Efficiency (study Table 11)",
+  Table t = l.start("efficiency", "Efficiency (Castro et al., Table 11)",
                     "Training GFLOPS (2 × MACs × 3 per sample) and GFLOPS per watt, joules per sample.");
   t.columns.insert(
       t.columns.end(),
@@ -160,7 +160,7 @@ Table efficiency_table(const std::vector<ConfigGroup>& groups) {
 
 Table accuracy_table(const std::vector<ConfigGroup>& groups) {
   Layout l{groups};
-  Table t = l.start("accuracy", "Accuracy (study Tables 12/13)",
+  Table t = l.start("accuracy", "Accuracy (Castro et al., Tables 12/13)",
                     "Test top-1 and top-5 accuracy (%) at the end of the run, test loss and the last training loss; "
                     "epochs: how long the run trained (iterations / iterations per epoch; fewer than 1 is part of "
                     "an epoch).");

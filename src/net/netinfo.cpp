@@ -1,7 +1,7 @@
 // netinfo tables. Definitions (also printed under the table and in networks/README.md):
 //  - operations = forward multiply-accumulates per sample, as the layers report them (conv, fc);
 //  - bytes read/written per sample as the layers report them (fp32; parameters count as read);
-//  - CTC (seed 003, Table 1) = operations / fp32 values read. The study's MB are 2^20 bytes: with
+//  - CTC (Castro et al., Table 1) = operations / fp32 values read. The study's MB are 2^20 bytes: with
 //    that unit its CaffeNet row (727.2 M ops, 239.1 MB read) gives its 11.6;
 //  - FLOPs per gradient byte = 6 x MACs x batch / (4 x params): the compute of one data-parallel
 //    iteration per byte each rank must allreduce, i.e. how well communication can be hidden.
@@ -140,7 +140,7 @@ nlohmann::json netinfo_json(const NetSpec& spec, int64_t batch) {
           {"definitions",
            {{"shapes", "per sample (batch 1); rank-1 tops are scalars"},
             {"bytes", "fp32, per sample, forward; parameters count as read"},
-            {"ctc", "forward MACs / fp32 values read (seed 003, Table 1)"},
+            {"ctc", "forward MACs / fp32 values read (Castro et al., Table 1)"},
             {"flops_per_gradient_byte", "6 * forward_macs * batch / (4 * params)"}}}};
 }
 

@@ -246,6 +246,25 @@ TEST(Report, ReportMdLinksEveryTableAndCsvOnlyWritesNoMarkdownTables) {
   EXPECT_NE(md.find("--no-plots"), std::string::npos);
 }
 
+// A title that cites a table of a source document names the document: "study Table 4" alone leaves
+// the reader to guess which of the five; report.md names the page that maps them to commands.
+TEST(Report, TitlesCiteTheSourceStudyByNameAndReportMdNamesTheMap) {
+  TempDir dir;
+  write_run(dir.str(), synthetic_run("lenet", 64, 1, 0, {{"samples_per_s", 10.0}}));
+  report::ReportOptions o;
+  o.results_dir = dir.str();
+  o.plots = false;
+  report::write_report(o);
+  const std::string md = slurp(dir.file("report/report.md"));
+  for (const char* cite : {"Time (Castro et al., Tables 4/7)", "Energy (Castro et al., Tables 5/8)",
+                           "(Castro et al., Tables 6/9)", "Efficiency (Castro et al., Table 11)",
+                           "Accuracy (Castro et al., Tables 12/13)"})
+    EXPECT_NE(md.find(cite), std::string::npos) << cite;
+  EXPECT_EQ(md.find("study Table"), std::string::npos);
+  EXPECT_NE(md.find("`docs/seeds.md`"), std::string::npos);
+  EXPECT_NE(slurp(dir.file("report/time.md")).find("## Time (Castro et al., Tables 4/7)"), std::string::npos);
+}
+
 TEST(Report, MissingPythonFailsAfterWritingTheTables) {
   TempDir dir;
   write_run(dir.str(), synthetic_run("lenet", 64, 1, 0, {{"samples_per_s", 10.0}}));
