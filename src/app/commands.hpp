@@ -17,6 +17,9 @@ void register_report(CLI::App& app);
 void register_infer(CLI::App& app);
 void register_calibrate(CLI::App& app);
 void register_data(CLI::App& app);
+// The hidden --list-options flag (options_listing.cpp): every command's options as JSON, for checks
+// of the documentation against the program.
+void add_options_listing(CLI::App& app);
 
 // A non-error exit code a command asks main() to return after a clean shutdown (MPI finalised on
 // every rank): train's kExitRequeue after a stop signal. 0 unless set.
