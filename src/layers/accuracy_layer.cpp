@@ -9,9 +9,14 @@ class AccuracyLayer final : public Layer {
  public:
   using Layer::Layer;
 
-  std::vector<std::string> param_keys() const override { return {"top_k"}; }
-  std::pair<int, int> bottom_count() const override { return {2, 2}; }
-  std::pair<int, int> top_count() const override { return {1, 16}; }
+  static LayerTypeDoc doc() {
+    return {"Fraction of the samples whose label is among the k highest scores, one top per k; test phase "
+            "only in practice (`phase: test`). Reads the scores (N, C) and the labels (N); no backward.",
+            {{"top_k", "integer or list of integers in [1, classes]", "1",
+              "the k of each top, in top order (`top: [top1, top5]` with `top_k: [1, 5]`)"}},
+            {2, 2},
+            {1, 16}};
+  }
   bool has_backward() const override { return false; }
   DType top_dtype(size_t) const override { return DType::F32; }
 

@@ -31,11 +31,26 @@ class BatchNormLayer final : public Layer {
  public:
   using Layer::Layer;
 
-  std::vector<std::string> param_keys() const override {
-    return {"eps", "momentum", "scale_filler", "shift_filler", "param", "sync", "relu"};
+  static LayerTypeDoc doc() {
+    return {"Per-channel y = scale * (x - mean) / sqrt(var + eps) + shift of an (N, C) or (N, C, H, W) bottom: "
+            "the batch's statistics in training (updating the running ones), the running ones in the test "
+            "phase. Scale and shift are part of the layer (Caffe's BatchNorm + Scale). An optional second "
+            "bottom of x's shape is added before the ReLU (with `relu: true`).",
+            {{"eps", "number > 0", "1e-05", "added to the variance"},
+             {"momentum", "number in [0, 1]", "0.1",
+              "running = (1 - momentum) * running + momentum * batch, as PyTorch (Caffe's "
+              "moving_average_fraction is 1 - momentum)"},
+             {"scale_filler", "filler", "{type: constant, value: 1}", "the scale's initialisation"},
+             {"shift_filler", "filler", "{type: constant, value: 0}", "the shift's initialisation"},
+             {"param", "list of up to 2 {lr_mult, decay_mult}", "all 1",
+              "the scale's then the shift's learning-rate and weight-decay multipliers"},
+             {"sync", "boolean", "false",
+              "in a data-parallel job, statistics over the global batch rather than each rank's share"},
+             {"relu", "boolean", "false",
+              "y = max(0, bn(x) [+ second bottom]) in one op (written by the training rewrite)"}},
+            {1, 2}};
   }
 
-  std::pair<int, int> bottom_count() const override { return {1, 2}; }
   bool exchanges_on_host() const override { return sync_; }
 
   std::vector<Shape> infer_shapes(const std::vector<Shape>& bottoms) override {

@@ -11,8 +11,13 @@ class ConcatLayer final : public Layer {
  public:
   using Layer::Layer;
 
-  std::vector<std::string> param_keys() const override { return {"axis"}; }
-  std::pair<int, int> bottom_count() const override { return {1, INT_MAX}; }
+  static LayerTypeDoc doc() {
+    return {"Concatenates its bottoms along the channels: (N, C1 + C2 + ..., H, W) from bottoms (N, Ci, H, W) "
+            "alike in every other extent (GoogLeNet's inception outputs).",
+            {{"axis", "1", "1", "the axis to concatenate along; only the channels (1) are supported (Caffe's "
+                                 "concat_dim is axis)"}},
+            {1, INT_MAX}};
+  }
 
   std::vector<Shape> infer_shapes(const std::vector<Shape>& bottoms) override {
     const ConfigNode& node = cfg_.node;

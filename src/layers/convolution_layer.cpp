@@ -34,24 +34,35 @@ class ConvolutionLayer final : public Layer {
  public:
   using Layer::Layer;
 
-  std::vector<std::string> param_keys() const override {
-    return {"num_output",
-            "kernel",
-            "stride",
-            "pad",
-            "dilation",
-            "group",
-            "bias",
-            "weight_filler",
-            "bias_filler",
-            "param",
-            "relu",
-            "int8_input_scale",
-            "int8_output_scale",
-            "int8_addend_scale"};
+  static LayerTypeDoc doc() {
+    return {"2-d convolution of an (N, C, H, W) bottom with (num_output, C / group, kernel) filters, plus a "
+            "bias. An optional second bottom is a residual addend of the output's shape, added before the ReLU "
+            "(needs `relu: true` and a bias).",
+            {{"num_output", "integer >= 1", "required", "the output channels (filters)"},
+             {"kernel", "integer >= 1 or [height, width]", "required",
+              "the filter extent (Caffe's kernel_size, kernel_h/kernel_w)"},
+             {"stride", "integer >= 1 or [height, width]", "1", "the filter's step (Caffe's stride_h/stride_w)"},
+             {"pad", "integer >= 0 or [height, width]", "0", "zero padding on each side (Caffe's pad_h/pad_w)"},
+             {"dilation", "integer >= 1 or [height, width]", "1", "the spacing of the filter's taps"},
+             {"group", "integer >= 1 dividing C and num_output", "1",
+              "channel groups: each filter sees C / group input channels"},
+             {"bias", "boolean", "true", "whether the layer has a bias (Caffe's bias_term)"},
+             {"weight_filler", "filler", "xavier", "the filters' initialisation (Caffe's default, constant 0, cannot "
+                                                   "train)"},
+             {"bias_filler", "filler", "{type: constant, value: 0}", "the bias's initialisation"},
+             {"param", "list of up to 2 {lr_mult, decay_mult}", "all 1",
+              "the filters' then the bias's learning-rate and weight-decay multipliers"},
+             {"relu", "boolean", "false",
+              "y = max(0, y) in the same layer (written by the training rewrite for a ReLU that alone reads y)"},
+             {"int8_input_scale", "number > 0", "none",
+              "inference in int8: the input is quantised with this scale, the filters per output channel "
+              "(written from a calibration table; needs group 1)"},
+             {"int8_output_scale", "number > 0", "none",
+              "with int8_input_scale and relu: the output is stored in int8, round(y / scale)"},
+             {"int8_addend_scale", "number > 0", "none",
+              "with int8_input_scale and a second bottom: the addend is an int8 tensor of this scale"}},
+            {1, 2}};
   }
-
-  std::pair<int, int> bottom_count() const override { return {1, 2}; }
 
   std::vector<Shape> infer_shapes(const std::vector<Shape>& bottoms) override {
     parse();

@@ -10,7 +10,12 @@ class DropoutLayer final : public Layer {
  public:
   using Layer::Layer;
 
-  std::vector<std::string> param_keys() const override { return {"ratio"}; }
+  static LayerTypeDoc doc() {
+    return {"In training, zeroes each element with probability `ratio` and scales the others by 1 / (1 - ratio); "
+            "the identity in the test phase. The mask follows from the run seed, the iteration and the layer's "
+            "position, so a resumed run and every device draw the same masks.",
+            {{"ratio", "number in [0, 1)", "0.5", "the probability of zeroing an element (Caffe's dropout_ratio)"}}};
+  }
 
   std::vector<Shape> infer_shapes(const std::vector<Shape>& bottoms) override {
     ratio_ = cfg_.node.get_or<float>("ratio", 0.5f);

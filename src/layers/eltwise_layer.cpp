@@ -10,8 +10,12 @@ class EltwiseLayer final : public Layer {
  public:
   using Layer::Layer;
 
-  std::vector<std::string> param_keys() const override { return {"operation", "coeff"}; }
-  std::pair<int, int> bottom_count() const override { return {2, INT_MAX}; }
+  static LayerTypeDoc doc() {
+    return {"Element-wise weighted sum of two or more bottoms of one shape (ResNet's shortcut sums).",
+            {{"operation", "sum", "sum", "the operation; only the sum (also SUM) is supported"},
+             {"coeff", "list of numbers, one per bottom", "all 1", "each bottom's weight in the sum"}},
+            {2, INT_MAX}};
+  }
 
   std::vector<Shape> infer_shapes(const std::vector<Shape>& bottoms) override {
     const ConfigNode& node = cfg_.node;

@@ -16,6 +16,22 @@ std::string joined(const std::set<std::string>& names) {
 }
 }  // namespace
 
+const std::vector<KeyDoc>& Filler::keys() {
+  static const std::vector<KeyDoc> k = {
+      {"type", "constant | gaussian | uniform | xavier | msra", "required",
+       "the distribution; a filler written as a bare word (`weight_filler: msra`) is this type alone"},
+      {"value", "number", "0", "constant: every element's value"},
+      {"mean", "number", "0", "gaussian: the mean"},
+      {"std", "number >= 0", "0.01", "gaussian: the standard deviation"},
+      {"min", "number", "0", "uniform: the lower bound"},
+      {"max", "number >= min", "1", "uniform: the upper bound"},
+      {"variance_norm", "fan_in | fan_out | average", "fan_in",
+       "xavier and msra: n, their variance's divisor (U(-sqrt(3/n), sqrt(3/n)), N(0, sqrt(2/n))), is the "
+       "fan-in, the fan-out or their average (Caffe's)"},
+  };
+  return k;
+}
+
 Filler Filler::parse(const ConfigNode& node) {
   Filler f;
   // Shorthand `weight_filler: xavier` for a filler with only a type.
@@ -25,7 +41,7 @@ Filler Filler::parse(const ConfigNode& node) {
       node.fail(fmt::format("unknown filler type '{}' (known: {})", f.type, joined(kFillerTypes)));
     return f;
   }
-  node.check_keys({"type", "value", "mean", "std", "min", "max", "variance_norm"});
+  node.check_keys(key_names(keys()));
   f.type = node.get<std::string>("type");
   if (!kFillerTypes.count(f.type))
     node["type"].fail(fmt::format("unknown filler type '{}' (known: {})", f.type, joined(kFillerTypes)));

@@ -8,6 +8,10 @@ class FlattenLayer final : public Layer {
  public:
   using Layer::Layer;
 
+  static LayerTypeDoc doc() {
+    return {"(N, C, H, W) to (N, C * H * W) in (C, H, W) order (InnerProduct flattens its input itself).", {}};
+  }
+
   std::vector<Shape> infer_shapes(const std::vector<Shape>& bottoms) override {
     const Shape& x = bottoms.at(0);
     if (x.rank() < 1) cfg_.node.fail("expected an input with a batch dimension, got a scalar");

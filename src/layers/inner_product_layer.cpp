@@ -19,8 +19,20 @@ class InnerProductLayer final : public Layer {
  public:
   using Layer::Layer;
 
-  std::vector<std::string> param_keys() const override {
-    return {"num_output", "bias", "weight_filler", "bias_filler", "param", "relu", "int8_input_scale"};
+  static LayerTypeDoc doc() {
+    return {"Fully connected: y (N, num_output) = x W^T + bias, an (N, C, H, W) bottom read as (N, C * H * W).",
+            {{"num_output", "integer >= 1", "required", "the outputs per sample"},
+             {"bias", "boolean", "true", "whether the layer has a bias (Caffe's bias_term)"},
+             {"weight_filler", "filler", "xavier", "the weights' initialisation (Caffe's default, constant 0, cannot "
+                                                   "train)"},
+             {"bias_filler", "filler", "{type: constant, value: 0}", "the bias's initialisation"},
+             {"param", "list of up to 2 {lr_mult, decay_mult}", "all 1",
+              "the weights' then the bias's learning-rate and weight-decay multipliers"},
+             {"relu", "boolean", "false",
+              "y = max(0, y) in the same layer (written by the training rewrite for a ReLU that alone reads y)"},
+             {"int8_input_scale", "number > 0", "none",
+              "inference in int8: the input is quantised with this scale, the weights per output row (written "
+              "from a calibration table)"}}};
   }
 
   std::vector<Shape> infer_shapes(const std::vector<Shape>& bottoms) override {

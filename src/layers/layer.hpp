@@ -9,6 +9,7 @@
 
 #include "backend/backend.hpp"
 #include "core/config.hpp"
+#include "core/key_doc.hpp"
 #include "core/tensor.hpp"
 
 namespace cnnscale {
@@ -24,6 +25,7 @@ struct Filler {
   // xavier / msra: variance from fan_in (default, as Caffe), fan_out or average.
   std::string variance_norm = "fan_in";
   static Filler parse(const ConfigNode& node);  // {type: gaussian, std: 0.01}
+  static const std::vector<KeyDoc>& keys();      // the keys of the mapping form, which parse checks
 };
 
 struct ParamSpec {
@@ -137,12 +139,11 @@ class Layer {
   const std::vector<std::string>& bottoms() const { return cfg_.bottoms; }
   const std::vector<std::string>& tops() const { return cfg_.tops; }
 
-  // Keys this layer accepts besides the common ones (name, type, bottom, top, phase); the net
-  // rejects any other key with its path.
-  virtual std::vector<std::string> param_keys() const { return {}; }
-  // Allowed bottom/top counts: {min, max}; the net checks them before infer_shapes.
-  virtual std::pair<int, int> bottom_count() const { return {1, 1}; }
-  virtual std::pair<int, int> top_count() const { return {1, 1}; }
+  // The keys this layer accepts besides the common ones, and its bottom and top counts, are its
+  // type's LayerTypeDoc (each layer class's static doc(), registered with its type); the net rejects
+  // any other key and checks the counts before infer_shapes.
+  std::pair<int, int> bottom_count() const;  // {min, max}
+  std::pair<int, int> top_count() const;
 
   // Validate the inputs and return the output shapes; errors go through cfg_.node.fail(...) so
   // they name the file, line and key path. Called once, before param_specs/state_specs.
@@ -192,23 +193,37 @@ class Layer {
   std::vector<Tensor> state_;  // bound by the net, in state_specs() order
 };
 
+// What a layer type is for, the keys it takes besides the common ones (name, type, bottom, top,
+// phase) and its bottom and top counts: declared once by each layer class as `static LayerTypeDoc
+// doc()`, next to the parsing of those keys. The net checks layers against it and `cnnscale netinfo
+// --layers` lists it.
+struct LayerTypeDoc {
+  std::string summary;  // one or two sentences: what the layer computes, its bottoms and tops
+  std::vector<KeyDoc> keys;
+  std::pair<int, int> bottoms{1, 1};  // how many bottoms and tops a layer of the type takes: {min, max}
+  std::pair<int, int> tops{1, 1};
+};
+
 // Registry keyed by the YAML `type:`.
 using LayerFactory = std::unique_ptr<Layer> (*)(LayerConfig);
 // RuntimeError when `type` is already registered: two layers must not claim one YAML type.
-void register_layer(const std::string& type, LayerFactory factory);
+void register_layer(const std::string& type, LayerFactory factory, LayerTypeDoc doc);
 std::unique_ptr<Layer> create_layer(LayerConfig cfg);  // ConfigError naming the file/line if unknown
-std::vector<std::string> registered_layer_types();
+std::vector<std::string> registered_layer_types();     // sorted by name
+// The registered type's doc; RuntimeError for a type that is not registered.
+const LayerTypeDoc& layer_type_doc(const std::string& type);
 
 // Registers a layer type during static initialisation; a duplicate ends the program with one line
 // naming the type (there is no caller yet to catch an exception).
 struct LayerRegistrar {
-  LayerRegistrar(const char* type, LayerFactory factory);
+  LayerRegistrar(const char* type, LayerFactory factory, LayerTypeDoc (*doc)());
 };
 
 }  // namespace cnnscale
 
 // Registration: one line at the bottom of each layer file, and nothing else to edit, e.g.
 //   CNNSCALE_REGISTER_LAYER(Convolution, ConvolutionLayer)
+// registers the factory and ConvolutionLayer::doc() under the type `Convolution`.
 // The layers library is linked whole (CMake's WHOLE_ARCHIVE), so no layer file is dropped for
 // having no referenced symbol.
 #define CNNSCALE_REGISTER_LAYER(type_name, Class)                                                   \
@@ -216,6 +231,6 @@ struct LayerRegistrar {
   namespace {                                                                                       \
   const LayerRegistrar registrar_##type_name(#type_name, [](LayerConfig c) -> std::unique_ptr<Layer> { \
     return std::make_unique<Class>(std::move(c));                                                   \
-  });                                                                                               \
+  }, &Class::doc);                                                                                  \
   }                                                                                                 \
   }

@@ -46,6 +46,14 @@ Filler parse_filler_or(const ConfigNode& layer, const std::string& key, const Fi
   return node ? Filler::parse(*node) : fallback;
 }
 
+const std::vector<KeyDoc>& param_entry_keys() {
+  static const std::vector<KeyDoc> k = {
+      {"lr_mult", "number >= 0", "1", "this parameter's learning rate is the solver's times lr_mult (0 freezes it)"},
+      {"decay_mult", "number >= 0", "1", "this parameter's weight decay is the solver's times decay_mult"},
+  };
+  return k;
+}
+
 std::vector<ParamMults> parse_param_mults(const ConfigNode& layer, size_t max_count) {
   std::vector<ParamMults> out(max_count);
   auto node = layer.child("param");
@@ -54,7 +62,7 @@ std::vector<ParamMults> parse_param_mults(const ConfigNode& layer, size_t max_co
   if (items.size() > max_count)
     node->fail(fmt::format("this layer has {} parameter(s), got {} entries", max_count, items.size()));
   for (size_t i = 0; i < items.size(); ++i) {
-    items[i].check_keys({"lr_mult", "decay_mult"});
+    items[i].check_keys(key_names(param_entry_keys()));
     out[i].lr_mult = items[i].get_or<float>("lr_mult", 1.0f);
     out[i].decay_mult = items[i].get_or<float>("decay_mult", 1.0f);
     if (out[i].lr_mult < 0.0f) items[i]["lr_mult"].fail("must be >= 0");

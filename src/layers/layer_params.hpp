@@ -31,6 +31,8 @@ struct ParamMults {
   float lr_mult = 1.0f;
   float decay_mult = 1.0f;
 };
+// The keys of one `param:` entry, which parse_param_mults checks.
+const std::vector<KeyDoc>& param_entry_keys();
 // `param:` as a list of at most `max_count` maps with keys lr_mult and decay_mult; missing entries
 // default to 1. Always returns `max_count` entries.
 std::vector<ParamMults> parse_param_mults(const ConfigNode& layer, size_t max_count);

@@ -9,7 +9,16 @@ class LRNLayer final : public Layer {
  public:
   using Layer::Layer;
 
-  std::vector<std::string> param_keys() const override { return {"local_size", "alpha", "beta", "k", "norm_region"}; }
+  static LayerTypeDoc doc() {
+    return {"Local response normalisation across channels (AlexNet, CaffeNet): y = x / (k + alpha / n * "
+            "sum of x^2 over the n = local_size channels centred on x)^beta, on an (N, C, H, W) bottom.",
+            {{"local_size", "odd integer >= 1", "5", "n, the channels each window spans"},
+             {"alpha", "number >= 0", "0.0001", "the scale of the sum of squares"},
+             {"beta", "number", "0.75", "the exponent"},
+             {"k", "number > 0", "1", "the constant added before the exponent"},
+             {"norm_region", "across_channels", "across_channels",
+              "the window's direction; within_channel is not supported"}}};
+  }
 
   std::vector<Shape> infer_shapes(const std::vector<Shape>& bottoms) override {
     parse();

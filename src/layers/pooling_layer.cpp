@@ -9,8 +9,19 @@ class PoolingLayer final : public Layer {
  public:
   using Layer::Layer;
 
-  std::vector<std::string> param_keys() const override {
-    return {"pool", "kernel", "stride", "pad", "global_pooling", "round"};
+  static LayerTypeDoc doc() {
+    return {"Max or average over windows of an (N, C, H, W) bottom, with Caffe's output extent rounding and "
+            "average divisor (the window's positions inside the padded input).",
+            {{"pool", "max | ave", "max", "the method; avg, average, MAX and AVE are accepted too"},
+             {"kernel", "integer >= 1 or [height, width]", "required unless global_pooling",
+              "the window (Caffe's kernel_size, kernel_h/kernel_w); not with global_pooling"},
+             {"stride", "integer >= 1 or [height, width]", "1", "the window's step; not with global_pooling"},
+             {"pad", "integer >= 0 or [height, width], < kernel", "0",
+              "the padding on each side; not with global_pooling"},
+             {"global_pooling", "boolean", "false", "true: one window over the whole plane (output (N, C, 1, 1))"},
+             {"round", "ceil | floor", "ceil",
+              "how the output extent (in - kernel + 2 pad) / stride + 1 is rounded: ceil as Caffe (a last window "
+              "that would start in the padding is dropped), floor as PyTorch and cuDNN"}}};
   }
 
   std::vector<Shape> infer_shapes(const std::vector<Shape>& bottoms) override {

@@ -1,4 +1,4 @@
-// Layer registry: YAML type name -> factory, filled before main by each layer file's
+// Layer registry: YAML type name -> factory and doc (keys), filled before main by each layer file's
 // CNNSCALE_REGISTER_LAYER; and the default per-sample cost estimate every layer starts from.
 #include <cstdio>
 #include <cstdlib>
@@ -9,19 +9,25 @@
 namespace cnnscale {
 
 namespace {
-std::map<std::string, LayerFactory>& registry() {
-  static std::map<std::string, LayerFactory> r;  // constructed on first use: safe during static init
+struct RegisteredLayer {
+  LayerFactory factory;
+  LayerTypeDoc doc;
+};
+
+std::map<std::string, RegisteredLayer>& registry() {
+  static std::map<std::string, RegisteredLayer> r;  // constructed on first use: safe during static init
   return r;
 }
 }  // namespace
 
-void register_layer(const std::string& type, LayerFactory factory) {
-  if (!registry().emplace(type, factory).second) throw_runtime("layer type '{}' is registered twice", type);
+void register_layer(const std::string& type, LayerFactory factory, LayerTypeDoc doc) {
+  if (!registry().emplace(type, RegisteredLayer{factory, std::move(doc)}).second)
+    throw_runtime("layer type '{}' is registered twice", type);
 }
 
-LayerRegistrar::LayerRegistrar(const char* type, LayerFactory factory) {
+LayerRegistrar::LayerRegistrar(const char* type, LayerFactory factory, LayerTypeDoc (*doc)()) {
   try {
-    register_layer(type, factory);
+    register_layer(type, factory, doc());
   } catch (const Error& e) {
     std::fprintf(stderr, "cnnscale: error: %s\n", e.what());
     std::abort();
@@ -42,8 +48,17 @@ std::unique_ptr<Layer> create_layer(LayerConfig cfg) {
     auto type_node = cfg.node.child("type");
     (type_node ? *type_node : cfg.node).fail(fmt::format("unknown layer type '{}' (known: {})", cfg.type, known));
   }
-  return it->second(std::move(cfg));
+  return it->second.factory(std::move(cfg));
 }
+
+const LayerTypeDoc& layer_type_doc(const std::string& type) {
+  auto it = registry().find(type);
+  if (it == registry().end()) throw_runtime("layer type '{}' is not registered", type);
+  return it->second.doc;
+}
+
+std::pair<int, int> Layer::bottom_count() const { return layer_type_doc(cfg_.type).bottoms; }
+std::pair<int, int> Layer::top_count() const { return layer_type_doc(cfg_.type).tops; }
 
 LayerCost Layer::cost(const std::vector<Shape>& bottoms, const std::vector<Shape>& tops) const {
   LayerCost c;

@@ -8,6 +8,8 @@ class ReLULayer final : public Layer {
  public:
   using Layer::Layer;
 
+  static LayerTypeDoc doc() { return {"y = max(x, 0), element-wise.", {}}; }
+
   std::vector<Shape> infer_shapes(const std::vector<Shape>& bottoms) override { return {bottoms.at(0)}; }
 
   void forward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top) override {

@@ -11,8 +11,12 @@ class SoftmaxWithLossLayer final : public Layer {
  public:
   using Layer::Layer;
 
-  std::vector<std::string> param_keys() const override { return {"loss_weight"}; }
-  std::pair<int, int> bottom_count() const override { return {2, 2}; }
+  static LayerTypeDoc doc() {
+    return {"The mean over the batch of -log softmax(scores)[label], computed in fp32 in every precision. "
+            "Reads the scores (N, C) or (N, C, 1, 1) and the labels (N); its top is the loss (1), unweighted.",
+            {{"loss_weight", "number", "1", "the weight of this loss in the network's total loss and its gradient"}},
+            {2, 2}};
+  }
   bool is_loss() const override { return true; }
   DType top_dtype(size_t) const override { return DType::F32; }
   float loss_weight() const override { return loss_weight_; }

@@ -40,7 +40,7 @@ std::map<std::string, BlockDef> read_blocks(const ConfigNode& root) {
     def.name = name;
     def.node = (*section)[name];
     def.node.require_map();
-    def.node.check_keys({"params", "output", "layers"});
+    def.node.check_keys(key_names(block_keys()));
     if (auto params = def.node.child("params")) {
       params->require_map();
       for (const auto& p : params->keys()) {
@@ -78,7 +78,7 @@ class Expander {
     for (const auto& item : layers.items()) {
       require_layer_map(item);
       if (item.has("repeat")) {
-        item.check_keys({"repeat"});
+        item.check_keys({"repeat"});  // a repeat item is `{repeat: {...}}` alone
         expand_repeat(item["repeat"], scope);
       } else {
         if (out_.size() >= kMaxNetworkLayers)
@@ -134,7 +134,7 @@ class Expander {
 
   void expand_repeat(const ConfigNode& repeat, VarScope& scope) {
     repeat.require_map();
-    repeat.check_keys({"block", "times", "prefix", "input", "args", "first", "output"});
+    repeat.check_keys(key_names(repeat_keys()));
     substitute_in_place(repeat, scope);
     const BlockDef& main_def = find_block(repeat["block"]);
     int times = repeat.get_or<int>("times", 1);
@@ -144,7 +144,7 @@ class Expander {
     std::string output = repeat.get_or<std::string>("output", prefix);
     auto args = repeat.child("args");
     auto first = repeat.child("first");
-    if (first) first->check_keys({"block", "args"});
+    if (first) first->check_keys(key_names(repeat_first_keys()));
     // Counted before any instance is made: each one re-parses the file.
     size_t per_instance = main_def.node["layers"].size();
     if (auto b = first ? first->child("block") : std::nullopt)
@@ -220,6 +220,40 @@ class Expander {
 };
 
 }  // namespace
+
+const std::vector<KeyDoc>& block_keys() {
+  static const std::vector<KeyDoc> k = {
+      {"params", "mapping of parameter to default", "none",
+       "the block's parameters, `${name}` inside it; a default of ~ makes the argument required"},
+      {"output", "blob name", "required", "the block-local blob the block hands on (its instance's output)"},
+      {"layers", "non-empty list of layer mappings", "required",
+       "the block's layers; `${in}` is the instance's input; no repeat inside (blocks do not nest)"},
+  };
+  return k;
+}
+
+const std::vector<KeyDoc>& repeat_keys() {
+  static const std::vector<KeyDoc> k = {
+      {"block", "block name", "required", "the block to instantiate"},
+      {"times", "integer >= 1", "1", "instances, chained: each one's `${in}` is the previous one's output"},
+      {"prefix", "string", "required",
+       "instance i's layer and blob names start with `<prefix>_<i>_` (`<prefix>_` when times is 1)"},
+      {"input", "blob name", "${last}", "the first instance's `${in}`"},
+      {"args", "mapping of parameter to scalar", "none", "the block's arguments, for every instance"},
+      {"first", "{block, args}", "none",
+       "for the first instance only: another block and/or further arguments (a stage's projection block)"},
+      {"output", "blob name", "the prefix", "the name of the last instance's output blob"},
+  };
+  return k;
+}
+
+const std::vector<KeyDoc>& repeat_first_keys() {
+  static const std::vector<KeyDoc> k = {
+      {"block", "block name", "the repeat's block", "the block of the first instance"},
+      {"args", "mapping of parameter to scalar", "none", "arguments of the first instance, over the repeat's"},
+  };
+  return k;
+}
 
 std::vector<ConfigNode> blob_name_nodes(const ConfigNode& layer, const std::string& key) {
   std::vector<ConfigNode> out;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/config.hpp"
+#include "core/key_doc.hpp"
 #include "net/variables.hpp"
 
 namespace cnnscale::net {
@@ -14,6 +15,12 @@ namespace cnnscale::net {
 // layers with its batch norms and ReLUs) stay well below; a repeat count beyond it is a typo, and
 // would otherwise re-parse the file once per instance for hours before any layer is checked.
 inline constexpr size_t kMaxNetworkLayers = 10000;
+
+// The keys of a block under `blocks:`, of a `repeat:` and of its `first:`: what the expansion checks,
+// and what the network reference lists.
+const std::vector<KeyDoc>& block_keys();
+const std::vector<KeyDoc>& repeat_keys();
+const std::vector<KeyDoc>& repeat_first_keys();
 
 struct ExpandedLayer {
   ConfigNode node;     // the layer mapping, substituted and renamed in place

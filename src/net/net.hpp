@@ -31,6 +31,12 @@ struct LayerInfo {
   LayerCost cost;
 };
 
+// The keys of a network file (`name`, `input`, ...), of its `input:` and the keys every layer takes
+// besides its type's own (LayerTypeDoc::keys): what NetSpec checks, and what the reference lists.
+const std::vector<KeyDoc>& network_file_keys();
+const std::vector<KeyDoc>& network_input_keys();
+const std::vector<KeyDoc>& common_layer_keys();
+
 // A network given on the command line: an existing path is returned as is; a bare name such as
 // `caffenet` becomes networks/caffenet.yaml, looked up in the current directory and then in the
 // source tree (CNNSCALE_SOURCE_DIR). ConfigError listing the places tried when nothing matches.

@@ -19,7 +19,6 @@ namespace {
 
 // Variables every network file may use; `vars:` cannot redefine them.
 const std::set<std::string> kReservedVars = {"classes", "channels", "height", "width", "in", "last", "index"};
-const std::set<std::string> kCommonLayerKeys = {"name", "type", "bottom", "top", "phase"};
 
 struct BlobRecord {
   Shape shape;                 // batch 1
@@ -54,7 +53,7 @@ class SpecBuilder {
     const std::string text = net::protect_references(source);
     ConfigNode root = ConfigNode::load_string(text, file);
     root.require_map();
-    root.check_keys({"name", "input", "vars", "blocks", "layers"});
+    root.check_keys(key_names(network_file_keys()));
     impl_.file = file;
     impl_.name = root.get_or<std::string>("name", std::filesystem::path(file).stem().string());
     read_input(root, options);
@@ -76,7 +75,7 @@ class SpecBuilder {
   void read_input(const ConfigNode& root, const NetOptions& options) {
     ConfigNode input = root["input"];
     input.require_map();
-    input.check_keys({"shape", "classes"});
+    input.check_keys(key_names(network_input_keys()));
     ConfigNode shape = input["shape"];
     impl_.input_shape = shape.as_list<int64_t>();
     if (impl_.input_shape.size() != 3) shape.fail("expected [channels, height, width]");
@@ -167,8 +166,8 @@ class SpecBuilder {
     spec.config = LayerConfig{name, type, as_names(bottom_nodes), as_names(top_nodes), node, index};
 
     std::unique_ptr<Layer> layer = create_layer(spec.config);
-    std::set<std::string> allowed = kCommonLayerKeys;
-    for (const auto& k : layer->param_keys()) allowed.insert(k);
+    std::set<std::string> allowed = key_names(common_layer_keys());
+    for (const auto& k : layer_type_doc(type).keys) allowed.insert(k.name);
     node.check_keys(allowed);
     check_count(node, "bottom", type, bottom_nodes.size(), layer->bottom_count());
     check_count(node, "top", type, top_nodes.size(), layer->top_count());
@@ -262,6 +261,46 @@ class SpecBuilder {
 };
 
 }  // namespace
+
+const std::vector<KeyDoc>& network_file_keys() {
+  static const std::string built_in = [] {
+    std::string names;
+    for (const auto& v : kReservedVars) names += (names.empty() ? "" : ", ") + v;
+    return names;
+  }();
+  static const std::vector<KeyDoc> k = {
+      {"name", "string", "the file's name without .yaml", "the network's name in tables and results"},
+      {"input", "mapping", "required", "one sample and the number of classes (keys below)"},
+      {"vars", "mapping of scalars", "none",
+       "variables for `${...}` references, evaluated in order; the built-in names (" + built_in +
+           ") cannot be redefined"},
+      {"blocks", "mapping of block name to block", "none", "reusable lists of layers, instantiated by `repeat`"},
+      {"layers", "non-empty list", "required",
+       "the layers in the order they run; an item is a layer mapping or `{repeat: {...}}`"},
+  };
+  return k;
+}
+
+const std::vector<KeyDoc>& network_input_keys() {
+  static const std::vector<KeyDoc> k = {
+      {"shape", "[channels, height, width]", "required",
+       "one sample: blob `data` is (N, C, H, W) f32 (`--input-shape C,H,W` overrides it)"},
+      {"classes", "integer >= 1", "required", "the number of classes: blob `label` is (N) i32 (`--classes K`)"},
+  };
+  return k;
+}
+
+const std::vector<KeyDoc>& common_layer_keys() {
+  static const std::vector<KeyDoc> k = {
+      {"name", "string", "required", "unique in the network; part of the HDF5 paths of its parameters"},
+      {"type", "a layer type", "required", "one of the layer types below"},
+      {"bottom", "blob name or list", "none",
+       "the blobs read: data, label or a top of an earlier layer; how many depends on the type"},
+      {"top", "blob name or list", "required", "the blobs produced, each new (no in-place layers)"},
+      {"phase", "train | test", "both", "run only in this phase (Accuracy: `phase: test`)"},
+  };
+  return k;
+}
 
 NetSpec::NetSpec() : impl_(std::make_unique<Impl>()) {}
 NetSpec::NetSpec(NetSpec&&) noexcept = default;

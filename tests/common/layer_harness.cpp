@@ -8,6 +8,7 @@
 
 #include "core/config.hpp"
 #include "layers/filler.hpp"
+#include "net/net.hpp"
 
 namespace cnnscale::testing {
 
@@ -52,8 +53,8 @@ LayerHarness make_layer(Backend& backend, const std::string& yaml, const std::ve
   Layer& layer = *h.layer;
 
   // The net's checks, in the net's order: keys, then bottom/top counts, then shapes.
-  std::set<std::string> allowed{"name", "type", "bottom", "top", "phase"};
-  for (const auto& k : layer.param_keys()) allowed.insert(k);
+  std::set<std::string> allowed = key_names(common_layer_keys());
+  for (const auto& k : layer_type_doc(cfg.type).keys) allowed.insert(k.name);
   node.check_keys(allowed);
   auto [bmin, bmax] = layer.bottom_count();
   auto [tmin, tmax] = layer.top_count();

@@ -22,9 +22,9 @@ TEST(LayerConfig, EveryShippedTypeIsRegistered) {
 
 TEST(LayerConfig, RegisteringATypeTwiceIsAnError) {
   const LayerFactory factory = [](LayerConfig c) -> std::unique_ptr<Layer> { return create_layer(std::move(c)); };
-  EXPECT_THROW(register_layer("ReLU", factory), RuntimeError);
-  register_layer("TestOnce", factory);
-  EXPECT_THROW(register_layer("TestOnce", factory), RuntimeError);
+  EXPECT_THROW(register_layer("ReLU", factory, {}), RuntimeError);
+  register_layer("TestOnce", factory, {});
+  EXPECT_THROW(register_layer("TestOnce", factory, {}), RuntimeError);
 }
 
 TEST(LayerConfig, CaffeNetConv1Conv2ShapesParamsAndMacs) {

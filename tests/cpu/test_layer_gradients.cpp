@@ -408,9 +408,9 @@ class WrongBackwardLayer final : public Layer {
 };
 
 TEST_F(LayerGradients, CheckerDetectsWrongBackward) {
-  register_layer("TestWrongBackward", [](LayerConfig c) -> std::unique_ptr<Layer> {
-    return std::make_unique<WrongBackwardLayer>(std::move(c));
-  });
+  register_layer(
+      "TestWrongBackward",
+      [](LayerConfig c) -> std::unique_ptr<Layer> { return std::make_unique<WrongBackwardLayer>(std::move(c)); }, {});
   auto h = make_layer(cpu_, "type: TestWrongBackward", {Shape{2, 3}});
   GradCheckResult r = check_gradients(h);
   EXPECT_EQ(r.checked, 6);

@@ -245,9 +245,9 @@ class ProbeLayer final : public Layer {
 };
 
 TEST(NetBackward, SkipsLayersThatNeedNoGradient) {
-  register_layer("TestProbe", [](LayerConfig c) -> std::unique_ptr<Layer> {
-    return std::make_unique<ProbeLayer>(std::move(c));
-  });
+  register_layer(
+      "TestProbe", [](LayerConfig c) -> std::unique_ptr<Layer> { return std::make_unique<ProbeLayer>(std::move(c)); },
+      {});
   const std::string text = kHead + "layers:\n" +
       "  - {name: probe0, type: TestProbe, bottom: data, top: p0}\n" +
       "  - {name: conv1, type: Convolution, bottom: p0, top: conv1, num_output: 2, kernel: 3, " + kFill + "}\n" +
