@@ -72,7 +72,8 @@ def memory_figure(rows, out, h):
             "Device memory of the call per cuDNN algorithm against the swept parameter", "conv_sweep_memory.png")
 
 
-# Two 0.5 s power windows of one variant agree to about this many percent (README, bench): smaller
+# Two 0.5 s power windows of one variant agree to about this many percent
+# (docs/measurements/2026-11-27-kernel-benchmarks-h100.md): smaller
 # savings are drawn but shaded as within the repeatability.
 REPEATABILITY_PERCENT = 5.0
 

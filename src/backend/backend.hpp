@@ -385,8 +385,9 @@ inline LayoutChoice layout_choice_from_name(const std::string& s) {
 }
 // Which kernels run a GPU's channels-last training batch norm (--batchnorm): Auto, cuDNN's
 // persistent kernels on a whole GPU and cnnscale's own on an SM partition, where cuDNN's persistent
-// kernels fail and its other channels-last ones are some 20x slower; Cudnn, cuDNN's on a partition
-// too (to measure that); Cnnscale, cnnscale's own everywhere (to compare them on a whole GPU).
+// kernels fail and its other channels-last ones are some 20x slower
+// (docs/measurements/2026-11-25-cuda-kernel-choices.md); Cudnn, cuDNN's on a partition too (to
+// measure that); Cnnscale, cnnscale's own everywhere (to compare them on a whole GPU).
 // Channels-first batch norm is cuDNN's whatever this says; the CPU has one implementation.
 enum class BatchNormKernels { Auto, Cudnn, Cnnscale };
 // From --batchnorm's value, which the command line has checked to be "auto", "cudnn" or "cnnscale".

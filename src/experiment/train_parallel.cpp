@@ -22,11 +22,10 @@ void check_one_rank_exchange(bool flag, const MpiEnv* env) {
 
 bool ParallelRun::trains_together(const ParallelArgs& args) {
   // A job of one rank trains as one process: no communicator, buckets or exchange with nobody,
-  // which would cost its step what no rank needs (on an H200, ResNet-34 bf16 at 64 samples took
-  // 6.34 ms a step as a one-rank job against 5.95 ms alone, when the step was captured in 3 copies;
-  // 1.6 % and 0.1 % more in two calls with one). A scheduler launches every run through
-  // MPI (srun), a 1-GPU baseline included: it must measure what the GPU does alone, as mpirun-less
-  // runs do, or every scaling efficiency over it would read high.
+  // which would cost its step what no rank needs (up to 6 % of a ResNet-34 step on an H200:
+  // docs/measurements/2026-11-26-scaling-four-gpus.md, "Where weak scaling loses"). A scheduler
+  // launches every run through MPI (srun), a 1-GPU baseline included: it must measure what the GPU
+  // does alone, as mpirun-less runs do, or every scaling efficiency over it would read high.
   // --one-rank-exchange undoes that, to measure the data-parallel path's own cost on one GPU.
   const MpiEnv* mpi = MpiEnv::current();
   check_one_rank_exchange(args.one_rank_exchange, mpi);

@@ -51,7 +51,7 @@ void add_run_settings(SettingTable& all) {
         "graph_copies", 1,
         "NCCL jobs of 2 or more GPU ranks, or of one with --one-rank-exchange (ignored otherwise): copies of the "
         "captured step, i.e. how many steps the host may queue ahead of the device (1: a step is launched once the "
-        "one before has ended; more were slower on H200, README)",
+        "one before has ended; more were slower on an H200: docs/measurements/2026-11-26-scaling-four-gpus.md)",
         1, TrainOptions::kMaxGraphCopies));
     s.cli_check = CliCheck::Range;
     s.applies = [](const RunContext& c) { return c.exchanges && c.graph; };

@@ -26,8 +26,9 @@ struct Int8Spec {
 // An int8 convolution pads its input channels to a multiple of 16 on a GPU (cuDNN's int8 engines
 // want that): for an input of fewer channels, such as an RGB or grey image, that multiplies the
 // work up to 16-fold for a layer holding a small share of the network's MACs (ResNet-50's 7x7 stem
-// ran 7.7 ms in int8 against 0.9 ms in bf16 at batch 256 on an H100), so such a convolution keeps
-// the network's precision, on every backend alike so that accuracy figures match what runs.
+// ran some 8x longer in int8 than in bf16: docs/measurements/2026-11-25-convolution-choices.md), so
+// such a convolution keeps the network's precision, on every backend alike so that accuracy figures
+// match what runs.
 inline constexpr int64_t kInt8MinInputChannels = 16;
 
 // `input_scales`: layer name -> its input's scale (> 0). A name that is no Convolution or

@@ -51,9 +51,9 @@ struct TrainOptions {
   int64_t rebalance_every = kDefaultRebalanceEvery;
   // Why auto probes first by default: its online measure, the step less its exposed exchange, also
   // holds the time a fast rank's backward loses to the overlapped exchange while that waits for the
-  // slow ranks, so from an even start it underrates the fast ranks and settles short of balance (on
-  // one 132-SM + three 40-SM H200 partitions, CaffeNet bf16: 95+54+54+53 after 40 steps, where the
-  // probe chooses 140+39+39+38 and runs 15% faster). The probe times forward+backward alone.
+  // slow ranks, so from an even start it underrates the fast ranks and settles short of balance
+  // (the probe's start ran 15% faster on one mix of H200 partitions:
+  // docs/measurements/2026-11-26-training-step-choices.md). The probe times forward+backward alone.
   bool auto_probe = true;
   double rebalance_hysteresis = 0.03;
   double probe_seconds = 0.5;
@@ -80,10 +80,9 @@ struct TrainOptions {
   // fixed at capture): how many steps the host may queue ahead of the device, since a copy is
   // launched again only once its last replay has been read. 1: a step is launched once the step
   // before has ended. Replays of a graph that forks streams, queued behind the running one, slowed
-  // each of its kernel launches: on one H200 (ResNet-34, bf16, 64 a GPU, a data-parallel job of one
-  // rank) the forward kernels ran as long but 0.14 ms further apart in all with 3 copies, a step
-  // took 6.27 ms; 2 copies 6.22; 1 copy 6.07, against 5.97 for the one-process run. The host's wait
-  // between steps costs less than that.
+  // each of its kernel launches (3 copies made a ResNet-34 step on one H200 3% longer than 1 copy:
+  // docs/measurements/2026-11-26-scaling-four-gpus.md, "Where weak scaling loses"). The
+  // host's wait between steps costs less than that.
   int graph_copies = 1;
   static constexpr int kMaxGraphCopies = 16;  // each copy is a whole instantiated step graph
 };

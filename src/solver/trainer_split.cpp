@@ -95,10 +95,10 @@ struct ProbeSaved {
 
 // How long a probe window lasts: probe_seconds, or for the policies that choose by joules (energy,
 // edp), where the window reads the GPU's energy counter, at least min_window_seconds. The counter
-// moves about every 100 ms, so a 0.5 s window's joules may be off by a fifth (H200, ResNet-34: 11.9
-// to 14.9 J for the same 255-sample pass), and their models' differences are a few percent; a
-// window of a few seconds reads them within a few percent. The policies that choose by time keep
-// probe_seconds (their joules are recorded as they come).
+// moves about every 100 ms, so a 0.5 s window's joules may be off by a fifth
+// (docs/measurements/2026-11-26-scaling-four-gpus.md), and their models' differences are a few
+// percent; a window of a few seconds reads them within a few percent. The policies that choose by
+// time keep probe_seconds (their joules are recorded as they come).
 double Trainer::probe_window_seconds(bool joules) const {
   return joules && split_needs_energy(options_.split) ? std::max(options_.probe_seconds, measurement_.min_window_seconds)
                                                       : options_.probe_seconds;
@@ -224,11 +224,12 @@ void Trainer::keep_update_writes(ProbeSaved& saved) const {
 // the same at every share (one pass over the parameters), so it joins the models' fixed parts:
 // compute, as the run measures and `auto` balances it, is the step less its exposed exchange,
 // update included, and the update is no small part of it where few SMs stream the parameters
-// (CaffeNet bf16 on an H200: 0.45 ms on 132 SMs, 1.33 ms on 40, beside forward+backward of 1.2 and
-// 4.3 ms). Everything it writes (the f32 masters, their compute copies, the momentum, and a single
-// process's divergence flag, which its update sets itself) is saved before and put back after. The
-// restored compute copies are those of the restored masters, so the next forward may skip
-// converting them as the update's flag (Net::mirrors_written_by_update) tells it to.
+// (on a 40-SM partition of an H200, about a third of CaffeNet's forward+backward:
+// docs/measurements/2026-11-26-training-step-choices.md). Everything it writes (the f32 masters,
+// their compute copies, the momentum, and a single process's divergence flag, which its update sets
+// itself) is saved before and put back after. The restored compute copies are those of the restored
+// masters, so the next forward may skip converting them as the update's flag
+// (Net::mirrors_written_by_update) tells it to.
 ProbeSample Trainer::probe_update() {
   ProbeSaved saved{backend_, {}};
   keep_update_writes(saved);

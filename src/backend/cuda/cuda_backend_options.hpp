@@ -53,16 +53,18 @@ struct CudaBackendOptions {
   bool deterministic = false;
   // Upper bound on the workspace a convolution algorithm may use (also capped at half the
   // device memory free when the shape is first seen). 1 GiB was too small: the gait 2D-CNN's
-  // conv1 backward-filter FFT needs 1.45 GiB at batch 256 and is 5x faster than the
-  // zero-workspace algorithms; PyTorch's benchmark mode likewise offers most free memory.
+  // conv1 backward-filter FFT needs 1.45 GiB at batch 256 and is much faster than the
+  // zero-workspace algorithms (docs/measurements/2026-11-25-convolution-choices.md);
+  // PyTorch's benchmark mode likewise offers most free memory.
   size_t max_workspace_bytes = size_t{8} << 30;
   // SMs of a green-context partition the backend is confined to (rounded up by the driver; see
   // granted_sms()); 0, or the device's SM count, is the whole GPU.
   int sm_count = 0;
   // cuDNN's tensor-core kernels for channels-last 16-bit data need C % 8 == 0 (16-byte pixels);
-  // other channel counts get slower kernels: the gait nets' 50 flow channels made conv1 two
-  // thirds of the 2D-CNN's bf16 step on an H100. Zero channels change no sum, so padding x and w
-  // gives the same convolution; whether it pays (RGB's 3 channels become 8) is measured.
+  // other channel counts get slower kernels: the gait nets' 50 flow channels made conv1 two thirds
+  // of the 2D-CNN's bf16 step (docs/measurements/2026-11-25-convolution-choices.md). Zero channels
+  // change no sum, so padding x and w gives the same convolution; whether it pays (RGB's 3 channels
+  // become 8) is measured.
   ConvChannelPadding channel_padding = ConvChannelPadding::Measured;
   // How many of cuDNN's graph-API engine configurations (cudnn_graph.hpp) each convolution
   // direction's search times beside the legacy algorithms, for 16-bit and TF32 convolutions; 0:
@@ -78,9 +80,9 @@ struct CudaBackendOptions {
   // Also time such a first convolution channels-first, its reorders included (the channels-last
   // side's padding copies, made once before, are left out as the padding search leaves them out,
   // so a near tie goes to channels-last). cuDNN's NCHW kernels can beat its NHWC ones there even
-  // with the reordering copies: the gait 2D-CNN's conv1 (50 flow channels, 7x7) in TF32
-  // at batch 256 on an H100 took 1.95 ms forward and 3.55 ms for the filter gradient in NCHW, 3.08
-  // and 4.63 ms in NHWC. Measured needs timing, so deterministic runs stay channels-last.
+  // with the reordering copies (the gait 2D-CNN's conv1, 50 flow channels, 7x7, in TF32:
+  // docs/measurements/2026-11-25-convolution-choices.md). Measured needs timing, so deterministic
+  // runs stay channels-last.
   ConvChannelsFirst channels_first = ConvChannelsFirst::Measured;
   // Also time such a first convolution's forward and filter gradient lowered by width: x copied so
   // that each output pixel's S kernel columns of C channels lie side by side (one im2col pass with
@@ -89,9 +91,8 @@ struct CudaBackendOptions {
   // there (the gait nets' 7x7 conv1 over 50 flow channels becomes a 7x1 one over 352). Forward and
   // filter gradient only: a first convolution has no data gradient to compute. Strict fp32 stays
   // on cuDNN's own forms, as with lowering; Measured needs timing, so deterministic runs never
-  // lower by width. The gait 2D-CNN's conv1 at batch 256 on an H100 took 1.20 ms forward width-
-  // lowered against 1.70 ms padded to 56 channels in bf16 (its step 4.42 against 5.31 ms), and
-  // 1.80 against 2.74 ms in TF32; where it loses (ResNet-34's RGB stem) the trial keeps the other
+  // lower by width. It took the gait 2D-CNN's bf16 step at batch 256 from 5.31 to 4.42 ms
+  // (docs/measurements/2026-11-25-convolution-choices.md); where it loses the trial keeps the other
   // form. --conv-search no-width and legacy set Never.
   ConvWidthLowering width_lowering = ConvWidthLowering::Measured;
   // Auto: activation_layout_for's rule; NCHW or NHWC: that order in every precision (--layout).

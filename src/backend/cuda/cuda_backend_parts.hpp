@@ -96,7 +96,7 @@ class Normalization {
  private:
   // Whether cuDNN's persistent batch-norm kernels may run: not in a green context of fewer SMs than
   // the device. They size their grid for every SM of the device and fail there
-  // (CUDNN_STATUS_EXECUTION_FAILED: ResNet-34 bf16 on 66- and 33-SM partitions of an H200), so a
+  // (CUDNN_STATUS_EXECUTION_FAILED: docs/measurements/2026-11-25-cuda-kernel-choices.md), so a
   // partition runs channels-last batch norm through the non-persistent spatial kernels instead.
   bool bn_persistent() const;
   // Whether a training batch norm of x runs cnnscale's channels-last kernels (cuda_bn_kernels.cu)

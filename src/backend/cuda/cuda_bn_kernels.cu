@@ -4,10 +4,10 @@
 // Why not cuDNN alone: its channels-last training kernels are the persistent ones
 // (CUDNN_BATCHNORM_SPATIAL_PERSISTENT), which assume the whole GPU. On an SM partition (a green
 // context smaller than the device) they failed with CUDNN_STATUS_EXECUTION_FAILED, and the spatial
-// kernels that remain ran ResNet-34's channels-last batch norms some 20x slower than the rest of its
-// step (1.4 ms per sample on a 66-SM partition of an H100, against 0.07 ms on the whole GPU with the
-// persistent kernels). These kernels size their grids to the SMs they are given, so a partition
-// runs them as the whole GPU does; `--batchnorm` compares them with cuDNN's on the whole GPU.
+// kernels that remain ran ResNet-34's channels-last batch norms some 20x slower than the rest of
+// its step (docs/measurements/2026-11-25-cuda-kernel-choices.md). These kernels size their grids to
+// the SMs they are given, so a partition runs them as the whole GPU does; `--batchnorm` compares
+// them with cuDNN's on the whole GPU.
 //
 // Forward: (1) each block sums a strided subset of rows per channel, shifted by a pivot (the
 // channel's value in row 0), into partials; (2) one thread per channel adds its blocks' partials in

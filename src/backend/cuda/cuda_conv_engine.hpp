@@ -55,8 +55,9 @@ class ConvAlgorithms {
   void find_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx);
   void find_conv_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw);
   // 16-bit convolutions use tensor cores, which cuDNN's legacy API only offers them under
-  // CUDNN_TENSOR_OP_MATH (under DEFAULT_MATH cudnnFind returned only FMA kernels, 30x slower for
-  // bf16 backward data on an H100); f32 ones use TF32 tensor cores only with TF32 allowed.
+  // CUDNN_TENSOR_OP_MATH (under DEFAULT_MATH cudnnFind returned only FMA kernels, far slower:
+  // docs/measurements/2026-11-25-convolution-choices.md); f32 ones use TF32 tensor cores only with
+  // TF32 allowed.
   cudnnMathType_t conv_math(DType dtype) const;
   // int8 (cuda_int8.cpp): one cuDNN graph plan per convolution shape, the fastest offered.
   void conv_forward_int8(const ConvParams& p, const Tensor& xq, const Tensor& wq, const Tensor& scale,

@@ -36,8 +36,8 @@ using cuda::timed_run;
 namespace {
 
 // Winograd's non-fused kernels transform larger tiles (5x5 filters too), and the transforms amplify
-// rounding: in fp32 they erred by 1.8e-3 of the largest output on a CaffeNet conv2 shape (backward
-// data, groups 2) on an H100, ninety times the error of direct summation. Strict fp32 (TF32 off)
+// rounding: in fp32 they erred by ninety times the error of direct summation on a CaffeNet conv2
+// shape (docs/measurements/2026-11-25-convolution-choices.md). Strict fp32 (TF32 off)
 // promises fp32 sums, so it refuses them; TF32 and 16-bit runs, whose own rounding is of that size,
 // keep them.
 bool amplifies_rounding(cudnnConvolutionFwdAlgo_t a) { return a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED; }
@@ -145,7 +145,8 @@ void cuda::ConvAlgorithms::search_graph_plans(const char* op, const ConvPlan& pl
   float best_ms = 0.0f;
   for (auto& candidate : plans) {
     auto run = [&] { return ran(candidate->execute(b_.cudnn_, x, w, y, workspace)); };
-    // A first run loads the kernels (lazy module loading: up to tens of ms on an H100). A plan
+    // A first run loads the kernels (lazy module loading: up to tens of ms,
+    // docs/measurements/2026-11-25-convolution-choices.md). A plan
     // whose second run is still far slower than the best so far cannot win and is not timed
     // further, which keeps the search short where the heuristics also rank slow engines.
     float first = timed_run(ev, b_.stream(), run);

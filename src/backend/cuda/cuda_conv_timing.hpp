@@ -15,8 +15,9 @@ namespace cnnscale::cuda {
 // One cudnnFind call times each algorithm once, at the start of a run: clocks still ramping and
 // kernels loaded on first use (lazy module loading) can put one timing off by a large factor, and
 // then the choice, and the run's speed, differs from one run to the next (with one search, runs of
-// one training configuration on an H100 differed by up to 1.6x in samples/s). Three searches, each
-// algorithm (with its math type) ranked by its median time, outvote one bad timing.
+// one training configuration differed by up to 1.6x in samples/s:
+// docs/measurements/2026-11-25-convolution-choices.md). Three searches, each algorithm (with its
+// math type) ranked by its median time, outvote one bad timing.
 constexpr int kFindTrials = 3;
 
 // Temporary search workspace, freed in stream order whatever happens to the search.

@@ -28,7 +28,8 @@ __host__ __device__ __forceinline__ __half from_float<__half>(float v) { return 
 
 // 16 bytes of one storage type, moved by one vector load or store (ld/st.global.v4): element-wise
 // kernels over large activations need that many bytes in flight per thread to approach HBM
-// bandwidth; 2-byte accesses to bf16/f16 tensors reached about half of it on an H100.
+// bandwidth; 2-byte accesses to bf16/f16 tensors reached about half of it
+// (docs/measurements/2026-11-25-cuda-kernel-choices.md).
 template <typename T>
 struct alignas(16) Pack {
   static constexpr int kCount = 16 / static_cast<int>(sizeof(T));

@@ -118,8 +118,8 @@ __global__ void bias_add_kernel(I n, I c, I inner, bool channels_last, const T* 
 
 // Channels-last dbias: rows of c channels. Pass 1: block b sums rows b, b + G, b + 2G, ... of
 // every channel into partial[b * c + ch] (a warp reads consecutive channels of one row: coalesced;
-// the one-block-per-channel kernel below reads them c elements apart and took most of a
-// millisecond on the gait 2D-CNN's conv1 at batch 256). Pass 2 adds each channel's G partials in
+// the one-block-per-channel kernel below reads them c elements apart and was slow:
+// docs/measurements/2026-11-25-cuda-kernel-choices.md). Pass 2 adds each channel's G partials in
 // block order, so the result does not depend on scheduling.
 constexpr int64_t kBiasRowBlocks = 264;
 
@@ -141,8 +141,8 @@ __global__ void bias_rows_partial_kernel(int64_t rows, int c, const T* dy, float
 // rows_per_pass = kThreads / packs rows at a time. Each thread sums its pack's channels over the
 // rows it visits (its block's rows b*R + j, then every gridDim.x * R rows after), four rows in
 // flight; the block then adds its R row-sums per channel in row order, so the result does not
-// depend on scheduling. On CaffeNet's conv1 (96 channels, 774,400 rows at batch 256 in bf16) the
-// channel-per-thread kernel above kept a few hundred kilobytes in flight and moved ~0.3 TB/s.
+// depend on scheduling. The channel-per-thread kernel above kept only a few hundred kilobytes in
+// flight, far below the memory bandwidth (docs/measurements/2026-11-25-cuda-kernel-choices.md).
 template <typename T>
 __global__ void bias_rows_packed_kernel(int64_t rows, int packs, const Pack<T>* dy, float* partial) {
   constexpr int kCount = Pack<T>::kCount;

@@ -1,14 +1,14 @@
 // Cross-channel LRN over channels-last tensors: each pixel's channels are one contiguous row, so the
 // window [c - pre_pad, c + size - pre_pad - 1] (Caffe's) lies in that row. cuDNN's LRN takes NCHW
 // only (and no bf16); before these kernels a 16-bit channels-last LRN went through an f32 NCHW copy
-// of each operand, four passes over memory around the op (14% of CaffeNet's bf16 step at batch 64
-// on an H100). fp32 math throughout.
+// of each operand, four passes over memory around the op (a large share of CaffeNet's bf16 step:
+// docs/measurements/2026-11-25-cuda-kernel-choices.md). fp32 math throughout.
 // Rows of up to kTileElems channels run the tile kernels: a block stages whole consecutive rows (a
 // contiguous span of memory) in shared memory as floats, so each element's window sum, scale and
 // power are computed once. One thread per element reading its window from global memory instead
 // (the row kernels, kept for wider rows) recomputes the backward's five neighbouring scales per
-// element: compute-bound, 0.50 ms for CaffeNet's norm1 backward (256 x 96 x 27 x 27 bf16) on an
-// H100, where its 0.14 GB of traffic needs about 0.05 ms. Both sum each window in the same order,
+// element: compute-bound, some ten times its traffic's time on CaffeNet's norm1 backward. Both
+// sum each window in the same order,
 // so they give the same values.
 #include <cmath>
 
@@ -103,9 +103,9 @@ __device__ __forceinline__ Tile tile_at(const Tiling& g, int64_t t) {
 // Tile loads and stores. Packed (the row length a multiple of a 16-byte pack's lanes, and every
 // operand 16-byte aligned): a thread moves a pack per load and store, so a tile's loads are in
 // flight together, one or two per thread; element by element they were issued one after another,
-// eight per thread, and CaffeNet's norm1 at batch 64 in bf16 took 0.04 ms forward and 0.07 ms backward on
-// an H100, about five times its traffic's time. Otherwise element by element. Either way the
-// values go through shared memory as floats, so both give the same results.
+// eight per thread, at about five times the traffic's time on CaffeNet's norm1 (packing gained less
+// than that promised: docs/measurements/2026-11-25-cuda-kernel-choices.md). Otherwise element by
+// element. Either way the values go through shared memory as floats, so both give the same results.
 template <typename T>
 __device__ __forceinline__ void load_tile(const T* __restrict__ src, const Tile& tile, bool packed, float* to) {
   if (packed) {

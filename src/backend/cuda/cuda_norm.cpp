@@ -202,9 +202,8 @@ void cuda::Normalization::batchnorm_forward_train(const BatchNormParams& p, cons
   if (x.layout() == Layout::NHWC && bn_persistent()) {
     // Channels-last: the Ex entry point's persistent kernels (the legacy call ran NHWC bf16 some
     // 50x below memory bandwidth). Its reserve space is kept, keyed by x, for the backward pass.
-    // The ReLU, and an addend with it, run inside cuDNN's kernel (measured on an H100, bf16
-    // 256x64x56x56: BN+ReLU as fast as BN alone, BN+add+ReLU 1.4x BN alone, where the separate
-    // Eltwise and ReLU passes cost 2x and 1.5x it).
+    // The ReLU, and an addend with it, run inside cuDNN's kernel, for little more than batch norm
+    // alone costs, where separate passes cost more (docs/measurements/2026-11-25-cuda-kernel-choices.md).
     const bool in_op = cudnn_fuses(p, x, true);
     const cudnnBatchNormOps_t ops = fused_ops(in_op, fused.z.defined());
     const bool add = ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;

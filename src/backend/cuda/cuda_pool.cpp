@@ -65,8 +65,8 @@ static cudnnPoolingMode_t cudnn_pool_mode(const PoolParams& p, bool deterministi
   return deterministic ? CUDNN_POOLING_MAX_DETERMINISTIC : CUDNN_POOLING_MAX;
 }
 
-// ResNet's pool1 backward at batch 256 in bf16 (x 256 x 64 x 112 x 112) spent most of its 0.95 ms
-// on an H100 finding every window's argmax again from x; the forward has it at hand.
+// Without it, ResNet's pool1 backward spent most of its time finding every window's argmax again
+// from x, which the forward has at hand (docs/measurements/2026-11-25-cuda-kernel-choices.md).
 int64_t cuda::Pooling::pool_saved_bytes(const PoolParams& p, const Shape& shape, DType dtype, Layout layout) const {
   if (p.mode != PoolMode::Max || layout != Layout::NHWC || shape.rank() != 4 || dtype_size(dtype) > 4) return 0;
   const Shape ys{shape.n(), shape.c(), pool_output_dim(shape.h(), p.kernel_h, p.stride_h, p.pad_h, p.ceil_mode),
@@ -99,7 +99,8 @@ void cuda::Pooling::pool_forward(const PoolParams& p, const Tensor& x, const Ten
   if (y.numel() == 0) return;
   b_.activate();
   // Channels-last max pooling runs cnnscale's packed kernel where the channels allow 16-byte packs:
-  // cuDNN's read the gait 2D-CNN's pool1 input at about a third of the H100's bandwidth.
+  // cuDNN's read its input at about a third of the memory bandwidth
+  // (docs/measurements/2026-11-25-cuda-kernel-choices.md).
   if (x.layout() == Layout::NHWC && p.mode == PoolMode::Max && y.layout() == Layout::NHWC &&
       cuda::launch_max_pool_forward_nhwc(geometry(p, x.shape(), ys, x.layout()), x.dtype(), x.raw(), y.raw(),
                                          b_.stream(), saved_argmax(*this, p, x, y, saved)))
@@ -141,9 +142,9 @@ void cuda::Pooling::pool_backward(const PoolParams& p, const Tensor& x, const Te
   cuda::expect_shape("pool_backward", "dx", dx, x.shape());
   if (dx.numel() == 0) return;
   b_.activate();
-  // Channels-last max pooling backward always runs cnnscale's gather kernel: cuDNN's took 1.31 ms
-  // on the gait 2D-CNN's pool1 (256 x 96 x 54 x 54 bf16, 2x2 stride 2) on an H100, about ten times
-  // the time its 0.36 GB of traffic needs; the gather also routes ties exactly as the CPU does.
+  // Channels-last max pooling backward always runs cnnscale's gather kernel: cuDNN's took about ten
+  // times its traffic's time (docs/measurements/2026-11-25-cuda-kernel-choices.md);
+  // the gather also routes ties exactly as the CPU does.
   if (!cudnn_can_pool(p, x.shape()) || (x.layout() == Layout::NHWC && p.mode == PoolMode::Max)) {
     for (const auto& [what, t] : {std::pair{"y", &y}, {"dy", &dy}, {"dx", &dx}})
       cuda::expect_layout("pool_backward", what, *t, x.layout());

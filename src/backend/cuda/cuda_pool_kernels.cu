@@ -72,8 +72,8 @@ __global__ void max_pool_backward_kernel(PoolGeometry g, const T* x, const T* y,
 // Channels-last max backward, one thread per pixel and 16 bytes of its channels (8 bf16/f16 or 4
 // f32 lanes): the same gather and first-maximum rule as max_pool_backward_kernel, lane by lane,
 // with one index decomposition per pack and 16-byte loads. Per element, that kernel's 64-bit
-// index arithmetic made it compute-bound: 8.8 ms for ResNet-34's pool1 backward at batch 256 on
-// an H100, where reading x, y and dy and writing dx takes about 0.4 ms. I is the index type:
+// index arithmetic made it compute-bound, some twenty times its traffic's time on ResNet-34's
+// pool1 backward (docs/measurements/2026-11-25-cuda-kernel-choices.md). I is the index type:
 // 32-bit when the pack count allows (integer division is much cheaper in 32 bits).
 template <typename T, typename I>
 __global__ void max_pool_backward_nhwc_kernel(PoolGeometry g, I packs_per_pixel, I total, const Pack<T>* x,
@@ -111,7 +111,7 @@ __global__ void max_pool_backward_nhwc_kernel(PoolGeometry g, I packs_per_pixel,
 
 // Overlapping channels-last windows (ResNet's 3x3 stride-2 pool) in two passes. Recomputing a
 // window's argmax for every input it covers (max_pool_backward_nhwc_kernel) reads each x pack
-// about twenty times: 2.2 ms for ResNet-34's pool1 backward at batch 256 on an H100. Instead, one
+// about twenty times (docs/measurements/2026-11-25-cuda-kernel-choices.md). Instead, one
 // thread per y pack finds each lane's first maximum once and stores its offset in the unclipped
 // window (h - hstart) * kernel_w + (w - wstart), a byte; the gather then compares bytes.
 template <typename T, typename I>
@@ -132,9 +132,9 @@ __global__ void max_pool_argmax_nhwc_kernel(PoolGeometry g, I packs_per_pixel, I
 // One thread per x pack sums the dy of the windows whose argmax byte names its pixel. kCover > 0:
 // no pixel lies in more than kCover windows along either axis (ceil(kernel / stride), 2 for
 // ResNet's 3x3 stride-2 pool), and the thread issues all its windows' loads before using any, so
-// it waits for memory once instead of once per window: window by window, ResNet-34's pool1
-// gather at batch 256 took 0.70 ms on an H100, about three times its traffic's time. kCover = 0
-// walks any number of windows.
+// it waits for memory once instead of once per window: window by window, ResNet-34's pool1 gather
+// took about three times its traffic's time (docs/measurements/2026-11-25-cuda-kernel-choices.md).
+// kCover = 0 walks any number of windows.
 template <typename T, typename I, int kCover>
 __global__ void max_pool_gather_nhwc_kernel(PoolGeometry g, I packs_per_pixel, I total, const uint8_t* arg,
                                             const Pack<T>* dy, Pack<T>* dx) {
@@ -193,8 +193,8 @@ __global__ void max_pool_gather_nhwc_kernel(PoolGeometry g, I packs_per_pixel, I
 
 // Channels-last max forward, one thread per y pixel and 16 bytes of its channels: each lane keeps
 // the first maximum of its window (ties keep the earlier value, which is the same value). cuDNN's
-// channels-last max pooling read the gait 2D-CNN's pool1 input (256 x 96 x 54 x 54 bf16, 2x2
-// stride 2) at about 1 TB/s on an H100.
+// channels-last max pooling read its input at about a third of the memory bandwidth
+// (docs/measurements/2026-11-25-cuda-kernel-choices.md).
 // With `arg`, each lane's first maximum is also stored as lane_argmax stores it (the same strict
 // comparison in the same window order), so a gather over it routes dy exactly as after the
 // argmax pass.

@@ -92,7 +92,7 @@ __global__ void update_loss_scale_kernel(const int32_t* found_inf, float* scale,
   *nonfinite = s.nonfinite;
 }
 
-// A read of every element (bandwidth-bound, ~30 us for ResNet-34's 22 M gradients on an H100);
+// A read of every element (bandwidth-bound: docs/measurements/2026-11-25-cuda-kernel-choices.md);
 // one compare-and-swap per thread that saw a non-finite value, and none at all in a healthy step.
 __global__ void flag_nonfinite_kernel(int64_t n, const float* x, int32_t tag, const int32_t* tag_at, int32_t* flag) {
   if (*flag != 0) return;  // already flagged: the first tag stays

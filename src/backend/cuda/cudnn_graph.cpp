@@ -384,12 +384,13 @@ std::vector<std::unique_ptr<ConvGraphPlan>> conv_graph_plans(cudnnHandle_t handl
 
   std::set<std::string> seen;
   std::string refused;
-  // Mode A's list, then mode B's where it adds engines: for CaffeNet's conv4 forward (batch 256,
-  // bf16, channels-last) mode A proposes one engine, at 0.50 ms, where conv5's forward of the same
-  // input (fewer filters) gets another at 0.17 ms.
+  // Mode A's list, then mode B's where it adds engines: for CaffeNet's conv4 forward mode A alone
+  // proposed one engine, about twice as slow as one mode B adds
+  // (docs/measurements/2026-11-25-convolution-choices.md).
   for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_FALLBACK}) {
-    // The fallback list only where the others have nothing: its engines are general but slow (on
-    // an H100 one took 6 s for a backward filter that mode A's engines compute in 2 ms).
+    // The fallback list only where the others have nothing: its engines are general but slow (one
+    // took thousands of times as long as mode A's engines:
+    // docs/measurements/2026-11-25-convolution-choices.md).
     if (mode == CUDNN_HEUR_MODE_FALLBACK && !plans.empty()) break;
     for (const Desc& config : heuristic_configs(graph, mode)) {
       if (static_cast<int>(plans.size()) >= max_plans) break;

@@ -2,9 +2,9 @@
 // the execution plans cuDNN's heuristics propose for it, and their execution.
 // Why next to the legacy cudnnFind path (cuda_conv.cpp): the legacy API reaches only the engines
 // behind its eight algorithm enums, while the graph API also offers the engines cuDNN 9 ranks by
-// heuristics (some compiled at run time for the exact shape). On an H100 the 2D-CNN's first
-// convolution (50 channels, 7x7, bf16 channels-last) ran 25-30% slower with the best legacy
-// algorithm than with what PyTorch, which uses the graph API, picked. Both sets are timed on the
+// heuristics (some compiled at run time for the exact shape). The gait 2D-CNN's first convolution
+// ran 25-30% slower with the best legacy algorithm than with what PyTorch, which uses the graph
+// API, picked (docs/measurements/2026-11-25-convolution-choices.md). Both sets are timed on the
 // real buffers and the faster wins, so a shape the legacy API serves best keeps its algorithm.
 #pragma once
 #include <cudnn.h>

@@ -36,8 +36,9 @@ std::string nccl_error_text(ncclResult_t status, ncclComm_t comm) {
 }
 
 // Polling cadence: an enqueue or a collective usually settles within microseconds of the first
-// look, so the first 64 looks only yield the core (a sleep_for of 20 us takes 60-80 us on Linux,
-// timer slack included: as a first wait it would cap back-to-back enqueues at ~12k per second);
+// look, so the first 64 looks only yield the core (a sleep_for of 20 us took 60-80 us on Linux,
+// timer slack included: docs/measurements/2026-11-26-training-step-choices.md;
+// as a first wait it would cap back-to-back enqueues at ~12k per second);
 // the next 200 are 20 us apart (low latency at step ends); a long wait then costs a look every 2 ms.
 void backoff(int attempt) {
   if (attempt < 64) {
