@@ -67,9 +67,11 @@ std::string report_markdown(const ReportOptions& options, const ReportOutcome& o
   if (outcome.calibration_files) out += fmt::format(", {} `calibrate` file(s)", outcome.calibration_files);
   if (outcome.kernel_files) out += fmt::format(", {} `bench gemm|conv` result(s)", outcome.kernel_files);
   if (outcome.unreadable) out += fmt::format("; {} unreadable run folder(s) skipped", outcome.unreadable);
-  out += ". Values are mean ± sample standard deviation over repeats (runs equal in every identity key: ";
-  for (size_t i = 0; i < kGroupKeys.size(); ++i) out += (i ? ", " : "") + kGroupKeys[i];
-  out += "); — is unknown (null).\n\n";
+  // The identity keys are some sixty (kGroupKeys): named here by kind, not listed one by one.
+  out += ". Values are mean ± sample standard deviation over repeats (runs equal in every identity key: the "
+         "network, data, device, precision, measure mode, global batch, rank count, the gradient exchange's "
+         "settings, the GPUs and every other setting a run records; runs.csv lists each run's); — is unknown "
+         "(null).\n\n";
   // The source documents are five: a title's citation names its document, and the map says how
   // far each table and figure is reproduced. A path in words: no link works from a results folder.
   out += "Titles that cite a source document name it (Castro et al., Li et al.); `docs/seeds.md` in the cnnscale "
