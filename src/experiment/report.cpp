@@ -70,7 +70,7 @@ std::string report_markdown(const ReportOptions& options, const ReportOutcome& o
   // The identity keys are some sixty (kGroupKeys): named here by kind, not listed one by one.
   out += ". Values are mean ± sample standard deviation over repeats (runs equal in every identity key: the "
          "network, data, device, precision, measure mode, global batch, rank count, the gradient exchange's "
-         "settings, the GPUs and every other setting a run records; runs.csv lists each run's); — is unknown "
+         "settings, the device models and every other setting a run records; runs.csv lists each run's); — is unknown "
          "(null).\n\n";
   // The source documents are five: a title's citation names its document, and the map says how
   // far each table and figure is reproduced. A path in words: no link works from a results folder.
