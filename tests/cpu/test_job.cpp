@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 
+#include "common/error_of.hpp"
 #include "core/error.hpp"
 #include "core/watchdog.hpp"
 #include "data/synthetic_dataset.hpp"
@@ -20,14 +21,8 @@
 namespace cnnscale {
 namespace {
 
-std::string config_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
+// The shared reader of a refusal's line (tests/common/error_of.hpp).
+using testing::config_error_of;
 
 TEST(Job, OfOneRankIsRankZeroOfOneAndGathersItsOwnFigures) {
   Job job(false);
@@ -53,12 +48,12 @@ TEST(Job, DeviceRulesOfTrainAndInferForOneRank) {
   EXPECT_EQ(job.device_for_train("gpu", false, {}), "gpu") << "one rank without --gpus: the backend's default GPU";
   EXPECT_EQ(job.device_for_train("cpu", false, {3, 1}), "gpu:3") << "--gpus alone implies --device gpu";
   EXPECT_EQ(job.device_for_train("gpu", true, {2}), "gpu:2");
-  EXPECT_NE(config_error([&] { job.device_for_train("cpu", true, {0}); })
+  EXPECT_NE(config_error_of([&] { job.device_for_train("cpu", true, {0}); })
                 .find("--gpus picks each rank's GPU: use it with --device gpu (or alone), not --device cpu"),
             std::string::npos);
   EXPECT_EQ(job.device_for_ranks("cpu", {}), "cpu");
   EXPECT_EQ(job.device_for_ranks("gpu:2", {}), "gpu:2");
-  EXPECT_EQ(config_error([&] { job.device_for_ranks("gpu", {1}); }),
+  EXPECT_EQ(config_error_of([&] { job.device_for_ranks("gpu", {1}); }),
             "--gpus binds the ranks of an mpirun job; for one process use --device gpu:N");
 }
 
@@ -81,7 +76,7 @@ TEST(Job, OwnsItsBackendAndKnowsItsPrecisionAndDevice) {
   EXPECT_EQ(job.hosts(), std::vector<std::string>{devices[0].host});
 
   Job tf32(false);
-  EXPECT_NE(config_error([&] { tf32.open_backend("cpu", 0, Precision::TF32); }).find("runs on a GPU only"),
+  EXPECT_NE(config_error_of([&] { tf32.open_backend("cpu", 0, Precision::TF32); }).find("runs on a GPU only"),
             std::string::npos);
 }
 
@@ -151,7 +146,7 @@ TEST(TrainerOnJob, DerivesTheGlobalBatchFromTheJobsSplit) {
   EXPECT_EQ(trainer.local_batch(), 16);
   EXPECT_EQ(trainer.iterations_per_epoch(), 2) << "32 samples in global batches of 16";
   job.parallel.rank_batches = {0};
-  EXPECT_NE(config_error([&] { Trainer(t.spec, t.job.backend(), t.data, nullptr, SolverConfig{}, o, job); })
+  EXPECT_NE(config_error_of([&] { Trainer(t.spec, t.job.backend(), t.data, nullptr, SolverConfig{}, o, job); })
                 .find("rank 0 was given 0 samples per batch"),
             std::string::npos);
 }

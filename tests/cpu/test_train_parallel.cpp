@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 
+#include "common/error_of.hpp"
 #include "core/error.hpp"
 #include "experiment/train_parallel.hpp"
 #include "parallel/mpi_env.hpp"
@@ -16,18 +17,12 @@ namespace cnnscale {
 namespace train_parallel_test {
 namespace {
 
-std::string config_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
+// The shared reader of a refusal's line (tests/common/error_of.hpp).
+using testing::config_error_of;
 
 // The refusal of a run of `args` on `device` at --batch `batch`, or "" where it is accepted.
 std::string refusal(const ParallelArgs& args, int64_t batch = 8, const std::string& device = "cpu") {
-  return config_error([&] { ParallelRun(args, device, batch, Precision::FP32); });
+  return config_error_of([&] { ParallelRun(args, device, batch, Precision::FP32); });
 }
 
 bool launched() { return MpiEnv::current() && MpiEnv::current()->initialized(); }
