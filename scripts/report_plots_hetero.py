@@ -3,8 +3,9 @@ and waiting time per batch for every mix and split policy (hetero_ranks table), 
 global batch per rank over the iterations of the splits refined online (auto, energy, edp;
 split_history.csv).
 
-The helpers (number, pick_unit, save, leave_out, devices) come from report_plots.py as arguments, so
-that both figures follow its units, file naming and left-out list.
+The helpers (number, pick_unit, save, leave_out, panel_grid, legend_right, tight_below_suptitle) are
+report_plots_common.py's, passed by report_plots.py as arguments, so that both figures follow its
+units, file naming and left-out list.
 """
 import math
 

@@ -4,8 +4,8 @@ against batch size, energy efficiency (images/J) against batch size, and p99 lat
 throughput, each with one panel per network and one line per device and precision (and rank count,
 for jobs of several ranks: their images/s and energy are the job's).
 
-The helpers (number, save, leave_out) come from report_plots.py as arguments, so that these figures
-follow its file naming and left-out list.
+The helpers (number, save, leave_out) are report_plots_common.py's, passed by report_plots.py as
+arguments, so that these figures follow its file naming and left-out list.
 """
 import math
 

@@ -8,7 +8,8 @@ From the kernel_cases table, two figures of the DeepBench-style benchmarks: each
 sorted by the share of the peak their fastest variant reaches (how much of a set runs near the peak),
 and, where energy was read, what the least-energy variant saves against the time it costs.
 
-The helpers (number, save, leave_out) come from report_plots.py as arguments.
+The helpers (number, save, leave_out) are report_plots_common.py's, passed by report_plots.py as
+arguments.
 """
 import math
 
