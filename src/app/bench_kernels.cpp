@@ -19,6 +19,7 @@
 #include "experiment/command_settings.hpp"
 #include "experiment/kernel_bench_output.hpp"
 #include "experiment/kernel_bench_job.hpp"
+#include "experiment/option_groups.hpp"
 #include "io/kernel_bench_results.hpp"
 
 namespace cnnscale::app {
@@ -118,14 +119,20 @@ void register_one(CLI::App& bench, const std::string& kind) {
   add_table_options(*cmd, kernel_bench_settings(kind), fields_by_name(kernel_bench_fields(request)));
   // Each --shape is one problem, its extents comma-separated: repeated, never split.
   cmd->get_option("--shape")->delimiter('\0');
-  cmd->add_flag("--json", a->json, "print one JSON object (every variant) instead of the table");
-  cmd->add_flag("-q,--quiet", a->quiet, "no progress lines on stderr");
+  using option_group::kResults;
+  cmd->add_flag("--json", a->json, "print one JSON object (every variant) instead of the table")->group(kResults);
+  cmd->add_flag("-q,--quiet", a->quiet, "no progress lines on stderr")->group(kResults);
   if (const char* env = std::getenv("CNNSCALE_RESULTS"); env && *env) request.results_root = env;
   CLI::Option* results = cmd->add_option("--results", request.results_root,
                                          "save the result folder under DIR/<experiment>/bench/ (default: "
                                          "$CNNSCALE_RESULTS; without either nothing is saved)");
-  cmd->add_option("--experiment", request.experiment, "experiment name (the results subfolder)")->capture_default_str();
-  cmd->add_flag("--no-results", request.no_results, "save nothing, even with $CNNSCALE_RESULTS set")->excludes(results);
+  results->group(kResults);
+  cmd->add_option("--experiment", request.experiment, "experiment name (the results subfolder)")
+      ->capture_default_str()
+      ->group(kResults);
+  cmd->add_flag("--no-results", request.no_results, "save nothing, even with $CNNSCALE_RESULTS set")
+      ->excludes(results)
+      ->group(kResults);
   cmd->callback([a, cmd] { run_kernel_bench_command(*a, *cmd); });
 }
 

@@ -19,6 +19,7 @@
 #include "core/error.hpp"
 #include "experiment/allreduce_bench_run.hpp"
 #include "experiment/command_settings.hpp"
+#include "experiment/option_groups.hpp"
 #include "io/allreduce_results.hpp"
 
 namespace cnnscale::app {
@@ -96,15 +97,21 @@ void register_allreduce(CLI::App& bench) {
   CLI::App* cmd = bench.add_subcommand(
       "allreduce", "In-place float sum allreduce over all ranks: time, algbw and busbw per size (as nccl-tests)");
   add_table_options(*cmd, allreduce_bench_settings(), fields_by_name(allreduce_fields(a)));
-  cmd->add_flag("--json", args->json, "print one JSON object instead of the table");
+  using option_group::kResults;
+  cmd->add_flag("--json", args->json, "print one JSON object instead of the table")->group(kResults);
   // As train: a batch script or a test harness can move (here: turn on) every run's results.
   if (const char* env = std::getenv("CNNSCALE_RESULTS"); env && *env) a.results_root = env;
   CLI::Option* results =
       cmd->add_option("--results", a.results_root,
                       "rank 0 saves the JSON object to DIR/<experiment>/allreduce/ (default: $CNNSCALE_RESULTS; "
                       "without either nothing is saved)");
-  cmd->add_option("--experiment", a.experiment, "experiment name (the results subfolder)")->capture_default_str();
-  cmd->add_flag("--no-results", a.no_results, "save nothing, even with $CNNSCALE_RESULTS set")->excludes(results);
+  results->group(kResults);
+  cmd->add_option("--experiment", a.experiment, "experiment name (the results subfolder)")
+      ->capture_default_str()
+      ->group(kResults);
+  cmd->add_flag("--no-results", a.no_results, "save nothing, even with $CNNSCALE_RESULTS set")
+      ->excludes(results)
+      ->group(kResults);
   cmd->callback([args, cmd] {
     AllreduceBenchRequest& a = args->request;
     a.algo_given = cmd->count("--algo") > 0;

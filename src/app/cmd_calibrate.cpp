@@ -10,6 +10,7 @@
 #include "data/datasets.hpp"
 #include "experiment/calibration_run.hpp"
 #include "experiment/command_settings.hpp"
+#include "experiment/option_groups.hpp"
 #include "io/provenance.hpp"
 #include "job/job.hpp"
 
@@ -93,15 +94,20 @@ void register_calibrate(CLI::App& app) {
   add_table_options(*cmd, calibrate_settings(), fields_by_name(calibrate_fields(a)));
   cmd->get_option("--checkpoint")->required();
   cmd->get_option("--data")->check(dataset_name_error);
-  cmd->add_option("--out", a.out, "The calibration table (JSON), written whole or not at all");
+  cmd->add_option("--out", a.out, "The calibration table (JSON), written whole or not at all")
+      ->group(option_group::kResults);
   if (const char* env = std::getenv("CNNSCALE_RESULTS"); env && *env) a.results_root = env;
   CLI::Option* results =
       cmd->add_option("--results", a.results_root,
                       "Also save the table under DIR/<experiment>/calibration/ for `cnnscale report`'s int8 "
                       "accuracy table (default: $CNNSCALE_RESULTS)");
-  cmd->add_option("--experiment", a.experiment, "experiment name (the results subfolder)")->capture_default_str();
+  results->group(option_group::kResults);
+  cmd->add_option("--experiment", a.experiment, "experiment name (the results subfolder)")
+      ->capture_default_str()
+      ->group(option_group::kResults);
   cmd->add_flag("--no-results", a.no_results, "save nothing under a results root, even with $CNNSCALE_RESULTS set")
-      ->excludes(results);
+      ->excludes(results)
+      ->group(option_group::kResults);
   cmd->callback([args] { run_calibrate(*args); });
 }
 

@@ -16,6 +16,7 @@
 #include "app/commands.hpp"
 #include "app/setting_options.hpp"
 #include "experiment/command_settings.hpp"
+#include "experiment/option_groups.hpp"
 #include "infer/infer_run.hpp"
 #include "io/infer_results.hpp"
 
@@ -164,18 +165,25 @@ void register_infer(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "infer", "Inference throughput, latency percentiles and joules per image over batch sizes (forward only)");
   add_table_options(*cmd, infer_settings(), fields_by_name(infer_fields(a)));
-  cmd->add_flag("--json", args->json, "Print one JSON line on stdout instead of the table");
+  cmd->add_flag("--json", args->json, "Print one JSON line on stdout instead of the table")
+      ->group(option_group::kResults);
   // As train and bench: a batch script or a test harness can turn on every run's results.
   if (const char* env = std::getenv("CNNSCALE_RESULTS"); env && *env) a.results_root = env;
   CLI::Option* results = cmd->add_option(
       "--results", a.results_root,
       "rank 0 saves the run's JSON object to DIR/<experiment>/infer/ for `cnnscale report` (default: "
       "$CNNSCALE_RESULTS; without either nothing is saved)");
-  cmd->add_option("--experiment", a.experiment, "experiment name (the results subfolder)")->capture_default_str();
+  results->group(option_group::kResults);
+  cmd->add_option("--experiment", a.experiment, "experiment name (the results subfolder)")
+      ->capture_default_str()
+      ->group(option_group::kResults);
   cmd->add_option("--run-id", a.run_id,
                   "Name of the result file, DIR/<experiment>/infer/ID.json (as a sweep names its runs); refused when "
-                  "it exists (default: network, precision, scenario, device and time)");
-  cmd->add_flag("--no-results", a.no_results, "save nothing, even with $CNNSCALE_RESULTS set")->excludes(results);
+                  "it exists (default: network, precision, scenario, device and time)")
+      ->group(option_group::kResults);
+  cmd->add_flag("--no-results", a.no_results, "save nothing, even with $CNNSCALE_RESULTS set")
+      ->excludes(results)
+      ->group(option_group::kResults);
   cmd->callback([args] { run_infer_command(*args); });
 }
 

@@ -15,6 +15,7 @@
 #include "core/error.hpp"
 #include "core/stop_signal.hpp"
 #include "experiment/experiment.hpp"
+#include "experiment/option_groups.hpp"
 #include "experiment/sweep.hpp"
 #include "experiment/sweep_job.hpp"
 
@@ -122,37 +123,48 @@ void register_sweep(CLI::App& app) {
       app.add_subcommand("sweep", "Run an experiment file's matrix of runs (skipping finished ones), or plan/emit it");
   cmd->add_option("file", a.file, "Experiment YAML (experiments/*.yaml)")->required();
   cmd->add_option("overrides", a.overrides, "key=value overrides of the file (e.g. solver.lr=0.01 matrix.batch=[64])");
+  using namespace option_group;
   cmd->add_option(
          "--only", a.only,
          "Run only matching matrix points, e.g. network=caffenet,batch=64|128 (repeatable); batch is the global "
          "batch, batch_per_gpu the global batch / GPUs; a setting matches only the runs it applies to "
          "(auto_start=probe: the runs of split auto)")
-      ->allow_extra_args(false);
-  // As train: the environment's results root unless --results names one.
-  if (const char* env = std::getenv("CNNSCALE_RESULTS"); env && *env) a.results = env;
+      ->allow_extra_args(false)
+      ->group(kSweepPlan);
   cmd->add_option("--results", a.results,
                   "Results root; runs go to ROOT/<experiment>/<run-id>/, inference runs to "
                   "ROOT/<experiment>/infer/<run-id>.json (default: $CNNSCALE_RESULTS or results)")
-      ->capture_default_str();
-  cmd->add_flag("--dry-run", a.dry_run, "Print the plan (runs, ranks, iterations, status) and run nothing");
+      ->capture_default_str()
+      ->group(kSweepResults);
+  // As train: the environment's results root unless --results names one (after the default is captured).
+  if (const char* env = std::getenv("CNNSCALE_RESULTS"); env && *env) a.results = env;
+  cmd->add_flag("--dry-run", a.dry_run, "Print the plan (runs, ranks, iterations, status) and run nothing")
+      ->group(kSweepPlan);
   cmd->add_flag("--allow-other-gpus", a.allow_other_gpus,
                 "Resume even where the experiment's finished training runs were all measured on GPU models not "
-                "visible here (they stay as they are, and are skipped; report keeps each model's rows apart)");
+                "visible here (they stay as they are, and are skipped; report keeps each model's rows apart)")
+      ->group(kSweepResults);
   cmd->add_option("--emit", a.emit,
                   "Write a job script instead of running: `bash FILE` submits one array per resource group, "
                   "`sbatch/qsub FILE` one array over every run with the largest group's resources")
-      ->check(CLI::IsMember({"slurm", "pbs"}));
-  cmd->add_option("--emit-file", a.emit_file, "With --emit: write the script here (default: stdout)");
+      ->check(CLI::IsMember({"slurm", "pbs"}))
+      ->group(kSweepEmit);
+  cmd->add_option("--emit-file", a.emit_file, "With --emit: write the script here (default: stdout)")
+      ->group(kSweepEmit);
   cmd->add_option("--gpus-per-node", a.gpus_per_node,
                   "With --emit: GPUs per node of the cluster; a run of R ranks asks for ceil(R/G) nodes, at most G "
                   "ranks each (default: every run on one node; gpu_mix runs always are)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--time", a.time_limit, "With --emit: wall-time limit per array task")->capture_default_str();
+      ->check(CLI::PositiveNumber)
+      ->group(kSweepEmit);
+  cmd->add_option("--time", a.time_limit, "With --emit: wall-time limit per array task")
+      ->capture_default_str()
+      ->group(kSweepEmit);
   CLI::Option* max_requeues = cmd->add_option("--max-requeues", a.max_requeues,
                   "With --emit slurm: how often a task whose run stopped for requeue (its time limit near) requeues "
                   "itself; a requeued run starts over, so a run longer than --time would requeue for ever (0: never)")
       ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+      ->capture_default_str()
+      ->group(kSweepEmit);
   // Site settings: scheduler directives and setup lines, so that an emitted script runs unedited.
   std::vector<CLI::Option*> site = {
       cmd->add_option("--partition", a.site.partition,
@@ -166,9 +178,10 @@ void register_sweep(CLI::App& app) {
       cmd->add_option("--setup", a.site.setup,
                       "With --emit: a shell line every array task runs before its run, e.g. 'module load cuda' "
                       "(repeatable, in order)")};
-  for (CLI::Option* o : site) o->allow_extra_args(false);
+  for (CLI::Option* o : site) o->allow_extra_args(false)->group(kSweepEmit);
   cmd->add_option("--run-index", a.run_index, "Run only the run with this index of the plan (array tasks)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::NonNegativeNumber)
+      ->group(kSweepPlan);
   cmd->callback([args, site, max_requeues] {
     if (!args->emit_file.empty() && args->emit.empty()) throw_config("--emit-file needs --emit slurm|pbs");
     if (args->gpus_per_node != 0 && args->emit.empty()) throw_config("--gpus-per-node needs --emit slurm|pbs");

@@ -17,6 +17,7 @@
 #include "core/error.hpp"
 #include "core/precision.hpp"
 #include "experiment/command_settings.hpp"
+#include "experiment/option_groups.hpp"
 #include "experiment/time_network.hpp"
 #include "io/provenance.hpp"
 #include "measure/layer_timing.hpp"
@@ -173,7 +174,7 @@ void register_time(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("time", "Time each layer's forward and backward pass (hotspots first)");
   add_table_options(*cmd, time_settings(), fields_by_name(time_fields(a)));
   cmd->get_option("net")->required();
-  cmd->add_flag("--json", a.json, "Print one JSON line on stdout instead of the table");
+  cmd->add_flag("--json", a.json, "Print one JSON line on stdout instead of the table")->group(option_group::kResults);
   cmd->callback([args] { run_time(*args); });
 }
 

@@ -18,6 +18,7 @@
 #include "app/train_progress.hpp"
 #include "core/stop_signal.hpp"
 #include "data/datasets.hpp"
+#include "experiment/option_groups.hpp"
 #include "experiment/train_run.hpp"
 #include "io/results_writer.hpp"
 
@@ -39,19 +40,25 @@ void add_setting_options(CLI::App& cmd, TrainArgs& a) {
 
 // train's bookkeeping flags: where the results go and what they are tagged with, no settings of the run.
 void add_measure_options(CLI::App& cmd, MeasureArgs& a) {
-  // A batch script or a test harness can move every run's results without editing command lines.
-  if (const char* env = std::getenv("CNNSCALE_RESULTS"); env && *env) a.results_root = env;
+  using option_group::kResults;
   cmd.add_option("--results", a.results_root,
                  "Results root: the run is written to DIR/<experiment>/<run-id>/ (default: $CNNSCALE_RESULTS or "
                  "results)")
-      ->capture_default_str();
-  cmd.add_option("--experiment", a.experiment, "Experiment name (the results subfolder)")->capture_default_str();
+      ->capture_default_str()
+      ->group(kResults);
+  // A batch script or a test harness can move every run's results without editing command lines. Read
+  // after the default is captured, so that --help and the docs show the same default everywhere.
+  if (const char* env = std::getenv("CNNSCALE_RESULTS"); env && *env) a.results_root = env;
+  cmd.add_option("--experiment", a.experiment, "Experiment name (the results subfolder)")
+      ->capture_default_str()
+      ->group(kResults);
   cmd.add_option("--run-id", a.run_id,
                  fmt::format("Run folder name (default: UTC time and a hash): letters, digits and . _ + = -, at "
                              "most {} characters; claimed before any work, so a second train of the same id refuses",
-                             kMaxResultsName));
-  cmd.add_flag("--no-results", a.no_results, "Write no results folder");
-  cmd.add_option("--tag", a.tags, "KEY=VALUE stored in the summary as tag.KEY (repeatable)");
+                             kMaxResultsName))
+      ->group(kResults);
+  cmd.add_flag("--no-results", a.no_results, "Write no results folder")->group(kResults);
+  cmd.add_option("--tag", a.tags, "KEY=VALUE stored in the summary as tag.KEY (repeatable)")->group(kResults);
 }
 
 // What the run tells its user, on rank 0: the banner, the progress on stderr (a bar on a terminal),
@@ -96,7 +103,7 @@ void register_train(CLI::App& app) {
   // (experiment/train_settings.hpp); the data set's name is checked against the data sets here.
   add_setting_options(*cmd, a);
   cmd->get_option("--data")->required()->check(dataset_name_error);
-  cmd->add_flag("--json", a.json, "Print one JSON line of results on stdout");
+  cmd->add_flag("--json", a.json, "Print one JSON line of results on stdout")->group(option_group::kResults);
   add_measure_options(*cmd, a.measure);
   // Whether --device and --allreduce-algo were given, rather than their defaults: --gpus implies a GPU
   // device unless one is named, and an algorithm named for CPU ranks is worth a line.

@@ -68,4 +68,14 @@ inline Setting with_unit(Setting s, std::string unit) {
   return s;
 }
 
+// Appends entries to a table, each listed in --help under its group (option_groups.hpp):
+// `const GroupedAdd add{all}; add(kBenchTiming, integer(...));`.
+struct GroupedAdd {
+  SettingTable& table;
+  void operator()(const char* group, Setting s) const {
+    s.group = group;
+    table.push_back(std::move(s));
+  }
+};
+
 }  // namespace cnnscale::decl

@@ -17,6 +17,7 @@ constexpr int64_t kSeedLimit = int64_t(1) << 62;
 Setting solver(Setting s) {
   s.section = "solver";
   s.record = Record::SolverText;
+  s.group = option_group::kNetworkSolver;
   return s;
 }
 Setting number(std::string name, double def, std::string help, double min, double max, bool min_open) {
@@ -44,6 +45,7 @@ SettingTable make_settings() {
     TrainSetting seed = integer_setting("seed", 1, "Seed of weight init, shuffling, dropout and synthetic data", 0,
                                         static_cast<double>(kSeedLimit));
     seed.record = Record::Always;
+    seed.group = option_group::kNetworkSolver;
     add(std::move(seed), "", "seed");
   }
   // The solver's settings are recorded in its one-line description (run_config.solver), as every run

@@ -8,14 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "experiment/option_groups.hpp"
 #include "experiment/settings_table.hpp"
 
 namespace cnnscale {
 
 using TrainSetting = Setting;
-
-// The --help group of the data-parallel settings (train_settings_parallel.cpp, _ranks.cpp).
-inline constexpr const char* kDataParallelGroup = "Data parallel (under mpirun/srun)";
 
 // Every train setting, in --help order.
 const SettingTable& train_settings();

@@ -16,6 +16,7 @@ namespace {
 
 Setting data_setting(Setting s) {
   s.section = "dataset";
+  s.group = option_group::kEpochsData;
   return s;
 }
 

@@ -31,7 +31,7 @@ Setting exchange_option(Setting s, std::string flag, std::string record_key) {
   s.flag = std::move(flag);
   s.record_key = std::move(record_key);
   s.record = Record::NotDefault;
-  s.group = kDataParallelGroup;
+  s.group = option_group::kDataParallel;
   s.applies = [](const RunContext& c) { return c.exchanges; };
   return s;
 }
@@ -43,7 +43,7 @@ Setting exchange_option(Setting s, std::string flag, std::string record_key) {
 Setting job_option(Setting s, std::string unit = "") {
   s.section = "train";
   s.unit = std::move(unit);
-  s.group = kDataParallelGroup;
+  s.group = option_group::kDataParallel;
   s.report_label = s.name;
   return s;
 }
@@ -162,7 +162,7 @@ void add_parallel_settings(SettingTable& all) {
         {"even", "manual", "proportional", "auto", "energy", "edp"});
     s.part_of = "split";  // matrix.split, the axis itself (experiment_matrix.cpp)
     s.record = Record::NotDefault;  // even runs keep their ids
-    s.group = kDataParallelGroup;
+    s.group = option_group::kDataParallel;
     s.report_label = "split";
     // Chosen by each GPU's joules: CPU ranks have no energy reading of their own, and train refuses
     // them there (ParallelRun).
@@ -239,7 +239,7 @@ void add_parallel_settings(SettingTable& all) {
         "with itself, the update per bucket and the step's graph copies, to measure what that path costs a GPU "
         "against the same GPU alone. By default such a job trains as one process",
         "--one-rank-exchange");
-    s.group = kDataParallelGroup;
+    s.group = option_group::kDataParallel;
     // A configuration of its own where it keeps a one-rank job on that path, as runs always recorded it.
     s.record = Record::NotDefault;
     s.applies = [](const RunContext& c) { return c.exchanges && c.world_size == 1; };

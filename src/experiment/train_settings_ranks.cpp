@@ -25,7 +25,7 @@ Setting rank_list(std::string name, SettingType type, std::string flag, std::str
   s.help = std::move(help);
   s.min = min;
   s.max = max;
-  s.group = kDataParallelGroup;
+  s.group = option_group::kDataParallel;
   return s;
 }
 
@@ -40,13 +40,14 @@ void add_rank_settings(SettingTable& all) {
     s.record = Record::Always;
     s.resolve = [](const nlohmann::json&, const RunContext& c) -> nlohmann::json { return c.global_batch; };
     s.report_label = "global_batch";
+    s.group = option_group::kEpochsData;
     all.push_back(std::move(s));
   }
   {
     Setting s = switch_setting("batch_per_rank", false,
                                "--batch is per rank (Caffe's semantics; global batch = ranks x batch) instead of global",
                                "--batch-per-rank");
-    s.group = kDataParallelGroup;
+    s.group = option_group::kDataParallel;
     // Not recorded: the run records the global batch it makes (batch), and its results say it.
     s.no_key = "an experiment's batches are global (matrix.batch), and matrix.batch_per_gpu gives a batch per GPU "
                "as the global batch it makes on each rank set";

@@ -14,6 +14,7 @@ namespace {
 Setting run_option(Setting s, std::string report_label = "") {
   s.section = "train";
   s.record = Record::NotDefault;
+  s.group = option_group::kDeviceStep;
   s.report_label = report_label.empty() ? s.name : std::move(report_label);
   return s;
 }
@@ -27,6 +28,7 @@ Setting measure_option(Setting s, std::string unit, CliCheck check = CliCheck::L
   s.unit = std::move(unit);
   s.cli_check = check;
   s.report_label = s.name;
+  s.group = option_group::kMeasurement;
   return s;
 }
 
@@ -62,6 +64,7 @@ void add_run_settings(SettingTable& all) {
       "Time forward, backward and update as one phase (reported under update) instead of marking each: measures "
       "what the per-phase marks themselves cost",
       "--no-phase-marks")));
+  all.back().group = option_group::kMeasurement;
   {
     Setting s = run_option(switch_setting(
         "fuse", true,
@@ -125,6 +128,7 @@ void add_run_settings(SettingTable& all) {
     s.record = Record::Described;
     s.record_key = "augment";
     s.extra_arg_before = true;
+    s.group = option_group::kEpochsData;
     all.push_back(std::move(s));
   }
   {
@@ -134,6 +138,7 @@ void add_run_settings(SettingTable& all) {
     s.record = Record::Described;
     s.record_key = "augment";
     s.extra_arg_before = true;
+    s.group = option_group::kEpochsData;
     all.push_back(std::move(s));
   }
   const TrainOptions options;
@@ -151,6 +156,7 @@ void add_checkpoint_settings(SettingTable& all) {
                              "this run: another live run, or a run of other settings while these checkpoints are "
                              "there, is refused");
     s.no_key = files;
+    s.group = option_group::kCheckpoints;
     return s;
   }());
   all.push_back([&] {
@@ -160,6 +166,7 @@ void add_checkpoint_settings(SettingTable& all) {
     s.unit = "iterations";
     s.no_key = "it acts only with --checkpoint-dir, a run's own folder, and changes how often a run saves, not what "
                "it trains";
+    s.group = option_group::kCheckpoints;
     return s;
   }());
   all.push_back([&] {
@@ -167,6 +174,7 @@ void add_checkpoint_settings(SettingTable& all) {
                              "Continue from a checkpoint file, or 'auto': the newest intact one in --checkpoint-dir "
                              "(its network, solver settings and data must be this run's)");
     s.no_key = files;
+    s.group = option_group::kCheckpoints;
     return s;
   }());
   all.push_back([&] {
@@ -176,6 +184,7 @@ void add_checkpoint_settings(SettingTable& all) {
                                "--checkpoint-dir that holds another run's checkpoints",
                                "--resume-allow-changes");
     s.no_key = "it acts only with --resume";
+    s.group = option_group::kCheckpoints;
     return s;
   }());
 }
@@ -188,11 +197,14 @@ void add_measure_settings(SettingTable& all) {
                       "Threads filling each training batch (reading, checking, normalising a contiguous part each); "
                       "the batches do not depend on it, so it is not part of the run's identity",
                       1, "threads"));
+  all.back().group = option_group::kEpochsData;
   // 0, the default, is the rank's training batch: no value to give, so --help shows none.
   all.push_back(
       count("test_batch", options.test_batch, "Test batch size per rank (default: the rank's batch)", 1, "samples"));
+  all.back().group = option_group::kEpochsData;
   all.push_back(
       count("pool_batches", options.pool_batches, "Synthetic: distinct batches kept on the device", 1, "batches"));
+  all.back().group = option_group::kEpochsData;
   // Checked by validate_measure_args, whose words runs have been refused with: "--power-hz must be in [0, 1000]".
   all.push_back(
       measure_option(number_setting("power_hz", 10.0, "Power sampling rate per GPU (0: no sampler)", 0, 1000), "Hz"));

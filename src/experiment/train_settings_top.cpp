@@ -13,10 +13,11 @@ namespace cnnscale {
 namespace {
 
 // An entry the experiment's own code reads: part_of its own name, given at `own_key` (or, where that
-// is "", at the matrix axis of its name).
-Setting own(Setting s, std::string own_key, std::string flag = "") {
+// is "", at the matrix axis of its name), listed in --help under `group`.
+Setting own(Setting s, std::string own_key, const char* group, std::string flag = "") {
   s.part_of = s.name;
   s.own_key = std::move(own_key);
+  s.group = group;
   if (!flag.empty()) s.flag = std::move(flag);
   return s;
 }
@@ -27,7 +28,8 @@ void add_top_settings(SettingTable& all) {
   // Not recorded under its flag: the run records the network it loaded (run_config.net, net_file), and
   // its resolved YAML enters the run id.
   {
-    Setting s = own(text_setting("network", "", "Network: a name in networks/ (lenet) or a YAML file"), "", "--net");
+    Setting s = own(text_setting("network", "", "Network: a name in networks/ (lenet) or a YAML file"), "",
+                    option_group::kNetworkSolver, "--net");
     all.push_back(std::move(s));
   }
   // The run's length, given as epochs or as iterations (not both); neither: one epoch. -1 stands for
@@ -40,12 +42,13 @@ void add_top_settings(SettingTable& all) {
   };
   all.push_back(own(count(integer_setting("epochs", -1, "Epochs to train; with neither this nor --iterations, one", 1,
                                           100000)),
-                    "epochs (or iterations)"));
+                    "epochs (or iterations)", option_group::kEpochsData));
   all.push_back(own(count(integer_setting("iterations", -1, "Iterations to train", 1, double(int64_t(1) << 40))),
-                    "iterations (or epochs, iteration_scale)"));
+                    "iterations (or epochs, iteration_scale)", option_group::kEpochsData));
   {
     // Recorded always, as the device the job bound this rank to (gpu:N), not the words asking for it.
-    Setting s = own(text_setting("device", "cpu", "cpu, gpu (under mpirun: the rank's GPU) or gpu:N"), "device");
+    Setting s = own(text_setting("device", "cpu", "cpu, gpu (under mpirun: the rank's GPU) or gpu:N"), "device",
+                    option_group::kDeviceStep);
     s.record = Record::Always;
     s.resolve = [](const nlohmann::json&, const RunContext& c) -> nlohmann::json { return c.device; };
     all.push_back(std::move(s));
@@ -55,7 +58,7 @@ void add_top_settings(SettingTable& all) {
                                    "fp32; tf32 (fp32 storage, TF32 tensor-core math); bf16 or fp16 (16-bit activations "
                                    "over fp32 master weights; fp16 with dynamic loss scaling). GPU only, except fp32",
                                    {"fp32", "tf32", "bf16", "fp16"}),
-                    "");
+                    "", option_group::kDeviceStep);
     s.record = Record::NotDefault;  // fp32 runs keep the ids they had before precisions existed
     s.gpu_only = [](const nlohmann::json& v) { return v != "fp32"; };
     s.report_label = "precision";
@@ -66,17 +69,17 @@ void add_top_settings(SettingTable& all) {
                                    "steady: energy per iteration over the steady window; phases: also "
                                    "forward/backward/update split by phase-isolated loops",
                                    {"steady", "phases"}),
-                    "measure");
+                    "measure", option_group::kMeasurement);
     all.push_back(std::move(s));
   }
   // The whole-training figures' size; 0 (below the range, not shown): the run's epochs, the data's size.
   all.push_back(own(count(integer_setting("whole_epochs", 0, "Epochs for the whole-training figures; default: the run's",
                                           1, 100000)),
-                    "whole_epochs"));
+                    "whole_epochs", option_group::kMeasurement));
   all.push_back(own(count(integer_setting("whole_samples", 0,
                                           "Training-set size for the whole-training figures; default: the data's", 1,
                                           double(int64_t(1) << 40))),
-                    "whole_samples"));
+                    "whole_samples", option_group::kMeasurement));
 }
 
 }  // namespace cnnscale
