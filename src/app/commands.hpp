@@ -20,6 +20,11 @@ void register_data(CLI::App& app);
 // The hidden --list-options flag (options_listing.cpp): every command's options as JSON, for checks
 // of the documentation against the program.
 void add_options_listing(CLI::App& app);
+// The hidden --options-reference COMMAND flag (options_reference.cpp): the Markdown block of a
+// command's options, grouped as --help groups them, and of its subcommands', for its docs page.
+void add_options_reference(CLI::App& app);
+// That block for `command` ("train", "bench", "bench gemm") of `root`; a ConfigError for no such command.
+std::string options_reference(const CLI::App& root, const std::string& command);
 
 // A non-error exit code a command asks main() to return after a clean shutdown (MPI finalised on
 // every rank): train's kExitRequeue after a stop signal. 0 unless set.

@@ -81,6 +81,7 @@ int main(int argc, char** argv) {
   cnnscale::app::register_calibrate(app);
   cnnscale::app::register_data(app);
   cnnscale::app::add_options_listing(app);
+  cnnscale::app::add_options_reference(app);
   // An experiment's extra_args are checked against the options of the command each run starts,
   // taken from its CLI definition here (experiment/ cannot see app/).
   for (const char* command : {"train", "infer"}) {
