@@ -4,13 +4,13 @@
 // checker itself is shown to report a made-up flag and subcommand with file and line.
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <regex>
 #include <set>
 #include <sstream>
 
 #include "cli_runner.hpp"
 #include "common/doc_commands.hpp"
+#include "common/doc_pages.hpp"
 
 namespace cnnscale::testing {
 namespace doc_commands_test {
@@ -27,34 +27,10 @@ const dc::Cli& program_cli() {
   return cli;
 }
 
-// The pages users read: README.md, docs/ and its subfolders, and the README.md of each top-level
-// folder (networks/, experiments/, results/, data/, ...), paths relative to the source tree.
-std::vector<std::string> user_pages() {
-  const fs::path root = CNNSCALE_SOURCE_DIR;
-  std::vector<std::string> pages = {"README.md"};
-  for (const auto& e : fs::recursive_directory_iterator(root / "docs"))
-    if (e.is_regular_file() && e.path().extension() == ".md") pages.push_back(fs::relative(e.path(), root).string());
-  static const std::set<std::string> not_read = {"src", "tests", "cmake", "third_party"};
-  for (const auto& e : fs::directory_iterator(root)) {
-    const std::string name = e.path().filename().string();
-    if (!e.is_directory() || name[0] == '.' || name.rfind("build", 0) == 0 || not_read.count(name)) continue;
-    if (fs::exists(e.path() / "README.md")) pages.push_back(name + "/README.md");
-  }
-  std::sort(pages.begin() + 1, pages.end());
-  return pages;
-}
-
-std::string read_page(const std::string& page) {
-  std::ifstream in(fs::path(CNNSCALE_SOURCE_DIR) / page);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::vector<dc::Invocation> documented_commands() {
   std::vector<dc::Invocation> all;
   for (const auto& page : user_pages()) {
-    auto found = dc::extract(page, read_page(page));
+    auto found = dc::extract(page, repo_text(page));
     all.insert(all.end(), found.begin(), found.end());
   }
   return all;

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -14,6 +13,7 @@
 #include <vector>
 
 #include "cli_runner.hpp"
+#include "common/doc_pages.hpp"
 #include "net/net.hpp"
 #include "net/network_reference.hpp"
 
@@ -24,14 +24,6 @@ const std::string kReferenceDoc = "docs/network-reference.md";
 // The doc's line after which its reference part (the listing) runs to the end of the file.
 const std::string kReferenceMarker =
     "<!-- reference: the output of `cnnscale netinfo --layers` (tests/cpu/test_network_reference.cpp) -->";
-
-std::string repo_text(const std::string& relative) {
-  std::ifstream in(std::string(CNNSCALE_SOURCE_DIR) + "/" + relative);
-  EXPECT_TRUE(in) << relative << " not found";
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // The reference part of the doc: what follows the marker line and one blank line.
 std::string reference_part(const std::string& doc) {
@@ -92,26 +84,13 @@ std::string netinfo_layers_output() {
   return r.out;
 }
 
-// The first line where `doc` and `program` differ, numbered in the reference part; empty when equal.
-std::string first_differing_line(const std::string& doc, const std::string& program) {
-  std::istringstream d(doc), p(program);
-  std::string dl, pl;
-  for (int n = 1;; ++n) {
-    const bool more_d = static_cast<bool>(std::getline(d, dl)), more_p = static_cast<bool>(std::getline(p, pl));
-    if (!more_d && !more_p) return "";
-    if (!more_d || !more_p || dl != pl)
-      return "line " + std::to_string(n) + " of the reference part:\n  doc:     " + (more_d ? dl : "(end)") +
-             "\n  netinfo: " + (more_p ? pl : "(end)");
-  }
-}
-
 TEST(NetworkReference, DocListsExactlyTheTypesAndKeysTheProgramAccepts) {
   const std::string program = netinfo_layers_output();
   const std::string doc = reference_part(repo_text(kReferenceDoc));
   const std::vector<std::string> diff = reference_differences(tables_of(program), tables_of(doc));
   EXPECT_TRUE(diff.empty()) << kReferenceDoc << " and `cnnscale netinfo --layers` disagree:\n" << reference_lines(diff);
   // Types, defaults and meanings too: the reference part is the listing, character for character.
-  EXPECT_EQ(first_differing_line(doc, program), "")
+  EXPECT_EQ(first_differing_line(doc, program, "of the reference part", "netinfo"), "")
       << kReferenceDoc << ": replace everything after the marker line (and one blank line) with the output of "
       << "`cnnscale netinfo --layers`";
 }
