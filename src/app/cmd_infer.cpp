@@ -163,7 +163,8 @@ void register_infer(CLI::App& app) {
   auto args = std::make_shared<InferArgs>();
   infer::InferRequest& a = args->request;
   CLI::App* cmd = app.add_subcommand(
-      "infer", "Inference throughput, latency percentiles and joules per image over batch sizes (forward only)");
+      "infer", "Inference throughput, latency percentiles and joules per image over batch sizes or in MLPerf-style "
+               "scenarios (forward only), in one process or on every rank of mpirun/srun");
   add_table_options(*cmd, infer_settings(), fields_by_name(infer_fields(a)));
   cmd->add_flag("--json", args->json, "Print one JSON line on stdout instead of the table")
       ->group(option_group::kResults);

@@ -96,7 +96,10 @@ void run_train(TrainArgs& a) {
 void register_train(CLI::App& app) {
   auto args = std::make_shared<TrainArgs>();
   TrainArgs& a = *args;
-  CLI::App* cmd = app.add_subcommand("train", "Train a network on one device and report loss, accuracy and throughput");
+  CLI::App* cmd = app.add_subcommand(
+      "train",
+      "Train a network in one process, or data-parallel over the ranks of mpirun/srun: time, energy and "
+      "accuracy per rank and phase");
   // Every setting of the run: the network, its length, the device and precision, the seed, the solver's
   // settings, how the steps run (the augmentation too), the checkpoints, how the steps are measured,
   // the data-parallel job's settings, the data, the batch and the rank sets

@@ -113,6 +113,20 @@ TEST(Cli, HelpAndVersion) {
   EXPECT_EQ(none.exit_code, 2);
 }
 
+// train and infer run in one process or on every rank of an mpirun/srun job: their one-line
+// descriptions (in `cnnscale --help`'s list and their own --help) say so, not "on one device".
+TEST(Cli, OneLineDescriptionsSayRanksWhereCommandsRunOnThem) {
+  CliResult top = run_cnnscale({"--help"});
+  EXPECT_EQ(top.exit_code, 0) << top.err;
+  EXPECT_EQ(top.out.find("on one device"), std::string::npos) << top.out;
+  for (const char* sub : {"train", "infer"}) {
+    CliResult r = run_cnnscale({sub, "--help"});
+    EXPECT_EQ(r.exit_code, 0) << sub << ": " << r.err;
+    EXPECT_NE(r.out.find("mpirun/srun"), std::string::npos) << sub << ": " << r.out;
+  }
+  EXPECT_NE(run_cnnscale({"train", "--help"}).out.find("data-parallel"), std::string::npos);
+}
+
 TEST(Cli, SyntheticRunPrintsOneJsonLine) {
   CliResult r =
       run_cnnscale({"train", "--net", "lenet", "--data", "synthetic", "--synthetic-fill", "constant", "--iterations",
