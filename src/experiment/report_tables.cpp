@@ -43,8 +43,8 @@ Table time_table(const std::vector<ConfigGroup>& groups) {
     };
     auto cells = l.row(g);
     for (const Stat& s : {g.stat(&RunSummary::seconds_per_batch), g.stat(&RunSummary::samples_per_s),
-                          g.stat(&RunSummary::whole_training_seconds), g.stat(fwd), g.stat(bwd),
-                          stat_by(g, whole(fwd)), stat_by(g, whole(bwd))})
+                          g.stat(&RunSummary::whole_training_seconds), g.stat(fwd), g.stat(bwd), stat_by(g, whole(fwd)),
+                          stat_by(g, whole(bwd))})
       cells.push_back(Cell::of(s));
     if (memory) cells.push_back(Cell::of(stat_by(g, scaled(&RunSummary::peak_memory_bytes, 1.0 / (1 << 30)))));
     t.rows.push_back(std::move(cells));
@@ -158,13 +158,47 @@ Table efficiency_table(const std::vector<ConfigGroup>& groups) {
   return t;
 }
 
+// The test set a run's top-1/top-5 were measured on, as the data sets name their splits: the test
+// split of the data it trained on (fashion-mnist/train -> fashion-mnist/test; a shard folder's
+// NAME/train (shards in DIR) -> NAME/test (shards in DIR)), whole, or its first N samples where the
+// run's command line gave --test-samples N (train records no setting of it). A training subset's
+// "[:N]" says nothing of the test split. "" where the name has no split (synthetic data, image lists).
+namespace {
+std::string tested_on(const RunRecord& r) {
+  std::string data = r.summary.data.value_or("");
+  if (!data.empty() && data.back() == ']' && data.rfind('[') != std::string::npos) data.erase(data.rfind('['));
+  const size_t split = data.find("/train");
+  if (split == std::string::npos || (split + 6 < data.size() && data[split + 6] != ' ')) return "";
+  data.replace(split, 6, "/test");
+  const std::vector<std::string> argv = r.provenance ? r.provenance->command_line : std::vector<std::string>{};
+  std::string samples;
+  for (size_t i = 0; i < argv.size(); ++i)
+    if (argv[i] == "--test-samples" && i + 1 < argv.size())
+      samples = argv[i + 1];
+    else if (argv[i].rfind("--test-samples=", 0) == 0)
+      samples = argv[i].substr(15);
+  return samples.empty() || samples == "-1" ? data : fmt::format("{}, its first {} samples", data, samples);
+}
+}  // namespace
+
 Table accuracy_table(const std::vector<ConfigGroup>& groups) {
   Layout l{groups};
+  std::vector<std::string> test_sets;  // of the runs with a test top-1, each once, in row order
+  for (const ConfigGroup& g : groups)
+    for (const RunRecord* r : g.runs)
+      if (const std::string t = tested_on(*r); !t.empty() && std::isfinite(r->number(&RunSummary::test_top1)) &&
+                                               std::find(test_sets.begin(), test_sets.end(), t) == test_sets.end())
+        test_sets.push_back(t);
+  // "trained on", not "data": the column names the training data (part of what identifies a
+  // configuration), which a reader would otherwise take for the set the accuracy was measured on.
   Table t = l.start("accuracy", "Accuracy (Castro et al., Tables 12/13)",
-                    "Test top-1 and top-5 accuracy (%) at the end of the run, test loss and the last training loss; "
-                    "epochs: how long the run trained (iterations / iterations per epoch; fewer than 1 is part of "
-                    "an epoch).");
-  t.columns.insert(t.columns.end(), {{"data", "data", false},
+                    "Test-set figures: top-1 and top-5 accuracy (%) and test loss at the end of the run, measured "
+                    "on the test split of the data set the run trained on" +
+                        (test_sets.empty() ? std::string() : fmt::format(" ({})", fmt::join(test_sets, "; "))) +
+                        "; final loss: the last training loss. trained on: the training data, part of what "
+                        "identifies a configuration; epochs: how long the run trained (iterations / iterations per "
+                        "epoch; fewer than 1 is part of an epoch).");
+  t.columns.insert(t.columns.end(), {{"trained on", "data", false},
                                      {"epochs", "epochs"},
                                      {"top-1 (%)", "top1_percent"},
                                      {"top-5 (%)", "top5_percent"},
@@ -323,9 +357,9 @@ Table time_to_accuracy_table(const std::vector<ConfigGroup>& groups, std::option
 
 std::vector<Table> build_tables(const std::vector<ConfigGroup>& groups, std::optional<double> target_top1,
                                 const std::vector<BaselineFile>& baselines) {
-  std::vector<Table> tables = {time_table(groups),     energy_table(groups),  whole_table(groups),
+  std::vector<Table> tables = {time_table(groups),       energy_table(groups),   whole_table(groups),
                                efficiency_table(groups), accuracy_table(groups), scaling_table(groups),
-                               by_gpus_table(groups),  phases_table(groups)};
+                               by_gpus_table(groups),    phases_table(groups)};
   // Only where some configuration has the 1-rank run of its per-rank batch.
   if (Table weak = weak_scaling_table(groups); !weak.rows.empty()) tables.push_back(std::move(weak));
   if (!baselines.empty()) {

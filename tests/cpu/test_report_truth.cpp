@@ -13,6 +13,7 @@
 #include "experiment/report.hpp"
 #include "experiment/report_phases.hpp"
 #include "experiment/report_table.hpp"
+#include "io/provenance.hpp"
 
 namespace cnnscale {
 namespace {
@@ -277,6 +278,27 @@ TEST(ReportAccuracy, SaysAfterHowManyEpochs) {
   EXPECT_NE(md.find("| epochs |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 0.08000 | 70.00 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 2.000 | 80.00 |"), std::string::npos) << md;
+}
+
+// The data key is the training data a run used (part of its identity): the column says so, and the
+// caption says the accuracy is the test set's, naming it, with the --test-samples the run was given.
+TEST(ReportAccuracy, SaysTheDataColumnIsTheTrainingDataAndNamesTheTestSet) {
+  TempDir dir;
+  RunResults r = synthetic_run("lenet", 64, 1, 0, {{"test_top1", 0.837}, {"data", std::string("fashion-mnist/train")}});
+  r.provenance = Provenance{};
+  r.provenance->command_line = {"cnnscale", "train", "--data", "fashion-mnist", "--test-samples", "2000"};
+  write_run(dir.str(), r);
+  RunResults shards =
+      synthetic_run("lenet", 32, 1, 0, {{"test_top1", 0.8}, {"data", std::string("fm/train (shards in /s)[:1000]")}});
+  write_run(dir.str(), shards);
+  write_run(dir.str(), synthetic_run("net_b", 32, 1, 0, {}));  // synthetic: no test set to name
+  const std::string md = reported_table_md(dir.str(), "accuracy");
+  EXPECT_NE(md.find("| trained on | epochs | top-1 (%) |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| fashion-mnist/train |"), std::string::npos) << md;
+  EXPECT_EQ(md.find("| data |"), std::string::npos) << md;
+  EXPECT_NE(md.find("Test-set figures: top-1 and top-5 accuracy (%)"), std::string::npos) << md;
+  EXPECT_NE(md.find("(fm/test (shards in /s); fashion-mnist/test, its first 2000 samples)"), std::string::npos) << md;
+  EXPECT_EQ(read_csv(dir.file("report/accuracy.csv"))[0].count("data"), 1u) << "the CSV keeps the key's name";
 }
 
 // As a sweep on 2 cores runs them: 1 rank with 2 BLAS threads, 2 ranks with 1 each.
