@@ -35,9 +35,11 @@ class ConvolutionLayer final : public Layer {
   using Layer::Layer;
 
   static LayerTypeDoc doc() {
-    return {"2-d convolution of an (N, C, H, W) bottom with (num_output, C / group, kernel) filters, plus a "
-            "bias. An optional second bottom is a residual addend of the output's shape, added before the ReLU "
-            "(needs `relu: true` and a bias).",
+    return {
+        "2-d convolution of an (N, C, H, W) bottom with (num_output, C / group, kernel) filters, plus a "
+        "bias. An optional second bottom is a residual addend of the output's shape, added before the ReLU "
+        "(needs `relu: true` and a bias).",
+        joined_keys(
             {{"num_output", "integer >= 1", "required", "the output channels (filters)"},
              {"kernel", "integer >= 1 or [height, width]", "required",
               "the filter extent (Caffe's kernel_size, kernel_h/kernel_w)"},
@@ -45,23 +47,16 @@ class ConvolutionLayer final : public Layer {
              {"pad", "integer >= 0 or [height, width]", "0", "zero padding on each side (Caffe's pad_h/pad_w)"},
              {"dilation", "integer >= 1 or [height, width]", "1", "the spacing of the filter's taps"},
              {"group", "integer >= 1 dividing C and num_output", "1",
-              "channel groups: each filter sees C / group input channels"},
-             {"bias", "boolean", "true", "whether the layer has a bias (Caffe's bias_term)"},
-             {"weight_filler", "filler", "xavier", "the filters' initialisation (Caffe's default, constant 0, cannot "
-                                                   "train)"},
-             {"bias_filler", "filler", "{type: constant, value: 0}", "the bias's initialisation"},
-             {"param", "list of up to 2 {lr_mult, decay_mult}", "all 1",
-              "the filters' then the bias's learning-rate and weight-decay multipliers"},
-             {"relu", "boolean", "false",
-              "y = max(0, y) in the same layer (written by the training rewrite for a ReLU that alone reads y)"},
-             {"int8_input_scale", "number > 0", "none",
+              "channel groups: each filter sees C / group input channels"}},
+            weighted_key_docs("filters"),
+            {{"int8_input_scale", "number > 0", "none",
               "inference in int8: the input is quantised with this scale, the filters per output channel "
               "(written from a calibration table; needs group 1)"},
              {"int8_output_scale", "number > 0", "none",
               "with int8_input_scale and relu: the output is stored in int8, round(y / scale)"},
              {"int8_addend_scale", "number > 0", "none",
-              "with int8_input_scale and a second bottom: the addend is an int8 tensor of this scale"}},
-            {1, 2}};
+              "with int8_input_scale and a second bottom: the addend is an int8 tensor of this scale"}}),
+        {1, 2}};
   }
 
   std::vector<Shape> infer_shapes(const std::vector<Shape>& bottoms) override {
@@ -69,7 +64,7 @@ class ConvolutionLayer final : public Layer {
     const ConfigNode& node = cfg_.node;
     const Shape& x = bottoms.at(0);
     addend_ = bottoms.size() > 1;
-    if (addend_ && !(relu_ && bias_))
+    if (addend_ && !(w_.relu && w_.bias))
       node.fail(
           fmt::format("a second bottom (the residual addend '{}') needs `relu: true` and a bias", cfg_.bottoms.at(1)));
     if (int8_addend_scale_ > 0 && !addend_)
@@ -88,9 +83,9 @@ class ConvolutionLayer final : public Layer {
                                       conv_.kernel_h, conv_.kernel_w, conv_.dilation_h, conv_.dilation_w, conv_.pad_h,
                                       conv_.pad_w, x.to_string(), out_h, out_w));
     require_output_extents(node, "pad", out_h, out_w,
-                           fmt::format("pad {}x{} (kernel {}x{}, stride {}x{}, dilation {}x{}) on input {}", conv_.pad_h,
-                                       conv_.pad_w, conv_.kernel_h, conv_.kernel_w, conv_.stride_h, conv_.stride_w,
-                                       conv_.dilation_h, conv_.dilation_w, x.to_string()));
+                           fmt::format("pad {}x{} (kernel {}x{}, stride {}x{}, dilation {}x{}) on input {}",
+                                       conv_.pad_h, conv_.pad_w, conv_.kernel_h, conv_.kernel_w, conv_.stride_h,
+                                       conv_.stride_w, conv_.dilation_h, conv_.dilation_w, x.to_string()));
     const Shape y{x.n(), num_output_, out_h, out_w};
     if (addend_ && bottoms[1] != y)
       node.fail(fmt::format("the addend '{}' is {} but the output is {}", cfg_.bottoms.at(1), bottoms[1].to_string(),
@@ -105,15 +100,15 @@ class ConvolutionLayer final : public Layer {
     const int64_t window = static_cast<int64_t>(conv_.kernel_h) * conv_.kernel_w;
     ParamSpec weight{"weight",
                      Shape{num_output_, group_channels, conv_.kernel_h, conv_.kernel_w},
-                     weight_filler_,
-                     mults_[0].lr_mult,
-                     mults_[0].decay_mult,
+                     w_.weight_filler,
+                     w_.mults[0].lr_mult,
+                     w_.mults[0].decay_mult,
                      group_channels * window,
                      num_output_ / conv_.groups * window};
     std::vector<ParamSpec> specs{weight};
-    if (bias_)
+    if (w_.bias)
       specs.push_back(
-          ParamSpec{"bias", Shape{num_output_}, bias_filler_, mults_[1].lr_mult, mults_[1].decay_mult, 1, 1});
+          ParamSpec{"bias", Shape{num_output_}, w_.bias_filler, w_.mults[1].lr_mult, w_.mults[1].decay_mult, 1, 1});
     for (auto& s : specs) s.dtype = cfg_.activation_dtype;  // compute copies in the activations' dtype
     specs[0].layout = activation_layout(cfg_.activation_layout, specs[0].shape, specs[0].dtype,
                                         cfg_.activation_dtype);  // KRSC filters
@@ -124,32 +119,33 @@ class ConvolutionLayer final : public Layer {
     LayerCost c = Layer::cost(bottoms, tops);
     const Shape& y = tops.at(0);
     // Output values times the products each sums: two bounded counts whose product may still wrap.
-    const auto macs = bounded_product(std::array<int64_t, 6>{y.c(), y.h(), y.w(), in_channels_ / conv_.groups,
-                                                             conv_.kernel_h, conv_.kernel_w});
+    const auto macs = bounded_product(
+        std::array<int64_t, 6>{y.c(), y.h(), y.w(), in_channels_ / conv_.groups, conv_.kernel_h, conv_.kernel_w});
     if (!macs) cfg_.node.fail(fmt::format("{} multiply-accumulates per sample overflow 64 bits", y.to_string()));
     c.forward_macs = *macs;
     return c;
   }
 
   void forward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top) override {
-    if (int8_scale_ > 0 && forward_int8(ctx, bottom, top)) return;
+    if (w_.int8_input_scale > 0 && forward_int8(ctx, bottom, top)) return;
     const Tensor& x = bottom[0];
     const Tensor& w = params_[0].data;
     // Remembered for implementation(); made anew only when the call changes (a reshaped batch), so
     // the steady step allocates nothing for it.
     const Layout layout = conv_call_layout(x, w, top[0]);
     if (!ran_ || ran_->x != x.shape() || ran_->dtype != x.dtype() || ran_->layout != layout)
-      ran_ = ConvSignature{conv_, x.shape(), w.shape(), x.dtype(), layout, relu_ && bias_, addend_, bias_ && !relu_};
+      ran_ = ConvSignature{conv_,  x.shape(),          w.shape(), x.dtype(),
+                           layout, w_.relu && w_.bias, addend_,   w_.bias && !w_.relu};
     if (addend_) return ctx.backend.conv_forward_residual(conv_, x, w, params_[1].data, bottom[1], top[0]);
-    if (bias_ && !relu_) return ctx.backend.conv_forward_bias(conv_, x, w, params_[1].data, top[0]);
-    if (relu_ && bias_) return ctx.backend.conv_forward_bias_relu(conv_, x, w, params_[1].data, top[0]);
+    if (w_.bias && !w_.relu) return ctx.backend.conv_forward_bias(conv_, x, w, params_[1].data, top[0]);
+    if (w_.relu && w_.bias) return ctx.backend.conv_forward_bias_relu(conv_, x, w, params_[1].data, top[0]);
     ctx.backend.conv_forward(conv_, x, w, top[0]);  // no bias
-    if (relu_) ctx.backend.relu_forward(top[0], top[0]);
+    if (w_.relu) ctx.backend.relu_forward(top[0], top[0]);
   }
 
   std::string implementation(const Backend& backend) const override {
     if (int8_.ran)
-      return fmt::format("int8 (input scale {:.4g}, int32 sums{})", int8_scale_,
+      return fmt::format("int8 (input scale {:.4g}, int32 sums{})", w_.int8_input_scale,
                          int8_output_scale_ > 0 ? fmt::format(", int8 output scale {:.4g}", int8_output_scale_) : "");
     const std::string how = ran_ ? backend.conv_implementation(*ran_) : std::string();
     return int8_.unavailable ? fmt::format("not int8 ({}); {}", int8_.why, how) : how;
@@ -159,10 +155,10 @@ class ConvolutionLayer final : public Layer {
                 const std::vector<Tensor>& top_diff, const std::vector<bool>& propagate,
                 const std::vector<Tensor>& bottom_diff) override {
     // The ReLU's backward in place: the top gradient is this layer's alone (its consumers' sum).
-    if (relu_) ctx.backend.relu_backward(top[0], top_diff[0], top_diff[0]);
+    if (w_.relu) ctx.backend.relu_backward(top[0], top_diff[0], top_diff[0]);
     if (addend_ && propagate[1]) ctx.backend.copy(top_diff[0], bottom_diff[1]);
     ctx.backend.conv_backward_filter(conv_, bottom[0], top_diff[0], params_[0].diff);
-    if (bias_) ctx.backend.bias_backward(top_diff[0], params_[1].diff);
+    if (w_.bias) ctx.backend.bias_backward(top_diff[0], params_[1].diff);
     if (propagate[0]) ctx.backend.conv_backward_data(conv_, params_[0].data, top_diff[0], bottom_diff[0]);
   }
 
@@ -198,7 +194,7 @@ class ConvolutionLayer final : public Layer {
     } else {
       const Shape qs{s.n(), int8_.wq.shape()[1], s.h(), s.w()};
       if (!int8_.xq.defined() || int8_.xq.shape() != qs) int8_.xq = b.alloc(qs, DType::I8).as_layout(order);
-      b.quantize_int8(in_order(x), static_cast<float>(int8_scale_), int8_.xq);
+      b.quantize_int8(in_order(x), static_cast<float>(w_.int8_input_scale), int8_.xq);
       xq = int8_.xq;
     }
     const bool z_i8 = addend_ && z.dtype() == DType::I8;
@@ -207,7 +203,7 @@ class ConvolutionLayer final : public Layer {
                     z_i8 ? "has no int8 addend scale" : "has an int8 addend scale");
     try {
       b.conv_forward_int8(conv_, xq, int8_.wq, int8_.scale, int8_.bias, addend_ ? in_order(z) : Tensor(),
-                          int8_.addend_scale, relu_, in_order(top[0]));
+                          int8_.addend_scale, w_.relu, in_order(top[0]));
     } catch (const RuntimeError& e) {
       if (int8_.ran || int8_io) throw;
       unavailable(e.what());
@@ -236,7 +232,7 @@ class ConvolutionLayer final : public Layer {
         addend_scale(static_cast<size_t>(k),
                      static_cast<float>((int8_addend_scale_ > 0 ? int8_addend_scale_ : 1.0) / out));
     b.download(params_[0].master, w.data());
-    if (bias_) b.download(params_[1].master, bias.data());
+    if (w_.bias) b.download(params_[1].master, bias.data());
     for (float& v : bias) v = static_cast<float>(v / out);
     std::vector<int8_t> q(static_cast<size_t>(k * cp * rs), 0);
     // Element j = (ci, i) of filter o: KRSC with cp channels on a GPU, KCRS on the CPU.
@@ -245,7 +241,7 @@ class ConvolutionLayer final : public Layer {
       return gpu ? (o * rs + i) * cp + ci : (o * cp + ci) * rs + i;
     });
     for (int64_t o = 0; o < k; ++o)
-      scale[static_cast<size_t>(o)] = static_cast<float>(int8_scale_ * sw[static_cast<size_t>(o)] / out);
+      scale[static_cast<size_t>(o)] = static_cast<float>(w_.int8_input_scale * sw[static_cast<size_t>(o)] / out);
     int8_.wq =
         b.alloc(Shape{k, cp, conv_.kernel_h, conv_.kernel_w}, DType::I8).as_layout(gpu ? Layout::NHWC : Layout::NCHW);
     int8_.scale = b.alloc(Shape{k});
@@ -271,12 +267,8 @@ class ConvolutionLayer final : public Layer {
     Extent2 dilation = parse_extent2(node, "dilation", Extent2{1, 1}, 1);
     conv_ = ConvParams{kernel.h, kernel.w, stride.h, stride.w, pad.h, pad.w, dilation.h, dilation.w, 1};
     conv_.groups = parse_int_at_least(node, "group", 1, 1);
-    bias_ = node.get_or<bool>("bias", true);
-    relu_ = node.get_or<bool>("relu", false);
-    int8_scale_ = node.get_or<double>("int8_input_scale", 0.0);
-    if (node.has("int8_input_scale") && !(int8_scale_ > 0))
-      node["int8_input_scale"].fail(fmt::format("an input scale is positive, got {}", int8_scale_));
-    if (int8_scale_ > 0 && conv_.groups != 1)
+    w_ = parse_weighted_keys(node);
+    if (w_.int8_input_scale > 0 && conv_.groups != 1)
       node["int8_input_scale"].fail("int8 convolutions are ungrouped (group 1)");
     int8_output_scale_ = node.get_or<double>("int8_output_scale", 0.0);
     int8_addend_scale_ = node.get_or<double>("int8_addend_scale", 0.0);
@@ -284,27 +276,18 @@ class ConvolutionLayer final : public Layer {
          {std::pair{"int8_output_scale", int8_output_scale_}, {"int8_addend_scale", int8_addend_scale_}})
       if (node.has(key)) {
         if (!(v > 0)) node[key].fail(fmt::format("a scale is positive, got {}", v));
-        if (!(int8_scale_ > 0))
+        if (!(w_.int8_input_scale > 0))
           node[key].fail("an int8 output or addend belongs to an int8 convolution (int8_input_scale)");
       }
-    if (int8_output_scale_ > 0 && !relu_)
+    if (int8_output_scale_ > 0 && !w_.relu)
       node["int8_output_scale"].fail("an int8 output is a ReLU's (`relu: true`), in [0, 127]");
-    // Caffe's default weight filler is constant 0, which cannot train; xavier is the common choice.
-    Filler xavier;
-    xavier.type = "xavier";
-    weight_filler_ = parse_filler_or(node, "weight_filler", xavier);
-    bias_filler_ = parse_filler_or(node, "bias_filler", constant_filler(0.0f));
-    mults_ = parse_param_mults(node, bias_ ? 2 : 1);
-    mults_.resize(2);
   }
 
   ConvParams conv_;
   int64_t num_output_ = 0;
   int64_t in_channels_ = 0;
-  bool bias_ = true;
-  bool relu_ = false;
-  bool addend_ = false;  // a second bottom, added before the ReLU
-  double int8_scale_ = 0;  // > 0: an int8 convolution at inference, its input quantised with this scale
+  WeightedKeys w_;                // bias, fillers, multipliers, fused ReLU, int8 input scale
+  bool addend_ = false;           // a second bottom, added before the ReLU
   double int8_output_scale_ = 0;  // > 0: the output stored int8 with this scale
   double int8_addend_scale_ = 0;  // > 0: the addend is int8 with this scale
   struct Int8State {
@@ -314,8 +297,6 @@ class ConvolutionLayer final : public Layer {
     bool ran = false, unavailable = false;
     std::string why;
   } int8_;
-  Filler weight_filler_, bias_filler_;
-  std::vector<ParamMults> mults_;
   std::optional<ConvSignature> ran_;  // the last forward's call (implementation())
 };
 

@@ -21,18 +21,11 @@ class InnerProductLayer final : public Layer {
 
   static LayerTypeDoc doc() {
     return {"Fully connected: y (N, num_output) = x W^T + bias, an (N, C, H, W) bottom read as (N, C * H * W).",
-            {{"num_output", "integer >= 1", "required", "the outputs per sample"},
-             {"bias", "boolean", "true", "whether the layer has a bias (Caffe's bias_term)"},
-             {"weight_filler", "filler", "xavier", "the weights' initialisation (Caffe's default, constant 0, cannot "
-                                                   "train)"},
-             {"bias_filler", "filler", "{type: constant, value: 0}", "the bias's initialisation"},
-             {"param", "list of up to 2 {lr_mult, decay_mult}", "all 1",
-              "the weights' then the bias's learning-rate and weight-decay multipliers"},
-             {"relu", "boolean", "false",
-              "y = max(0, y) in the same layer (written by the training rewrite for a ReLU that alone reads y)"},
-             {"int8_input_scale", "number > 0", "none",
-              "inference in int8: the input is quantised with this scale, the weights per output row (written "
-              "from a calibration table)"}}};
+            joined_keys(
+                {{"num_output", "integer >= 1", "required", "the outputs per sample"}}, weighted_key_docs("weights"),
+                {{"int8_input_scale", "number > 0", "none",
+                  "inference in int8: the input is quantised with this scale, the weights per output row (written "
+                  "from a calibration table)"}})};
   }
 
   std::vector<Shape> infer_shapes(const std::vector<Shape>& bottoms) override {
@@ -44,11 +37,11 @@ class InnerProductLayer final : public Layer {
   }
 
   std::vector<ParamSpec> param_specs() const override {
-    std::vector<ParamSpec> specs{ParamSpec{"weight", Shape{num_output_, in_features_}, weight_filler_,
-                                           mults_[0].lr_mult, mults_[0].decay_mult, in_features_, num_output_}};
-    if (bias_)
+    std::vector<ParamSpec> specs{ParamSpec{"weight", Shape{num_output_, in_features_}, w_.weight_filler,
+                                           w_.mults[0].lr_mult, w_.mults[0].decay_mult, in_features_, num_output_}};
+    if (w_.bias)
       specs.push_back(
-          ParamSpec{"bias", Shape{num_output_}, bias_filler_, mults_[1].lr_mult, mults_[1].decay_mult, 1, 1});
+          ParamSpec{"bias", Shape{num_output_}, w_.bias_filler, w_.mults[1].lr_mult, w_.mults[1].decay_mult, 1, 1});
     for (auto& s : specs) s.dtype = cfg_.activation_dtype;  // compute copies in the activations' dtype
     return specs;
   }
@@ -60,14 +53,14 @@ class InnerProductLayer final : public Layer {
   }
 
   void forward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top) override {
-    if (int8_scale_ > 0 && forward_int8(ctx, bottom[0], top[0])) return;
+    if (w_.int8_input_scale > 0 && forward_int8(ctx, bottom[0], top[0])) return;
     // y (N, K) = x (N, D) * W^T (D, K), D in (C, H, W) order: a channels-last input is reordered.
     ctx.backend.linear_forward(nchw_input(ctx.backend, bottom[0]), params_[0].data,
-                               bias_ ? params_[1].data : Tensor(), relu_, top[0]);
+                               w_.bias ? params_[1].data : Tensor(), w_.relu, top[0]);
   }
 
   std::string implementation(const Backend& /*backend*/) const override {
-    if (int8_.ran) return fmt::format("int8 (input scale {:.4g}, int32 sums)", int8_scale_);
+    if (int8_.ran) return fmt::format("int8 (input scale {:.4g}, int32 sums)", w_.int8_input_scale);
     return int8_.unavailable ? fmt::format("not int8 ({})", int8_.why) : std::string();
   }
 
@@ -76,7 +69,7 @@ class InnerProductLayer final : public Layer {
   // leaves room for the gathered matmul (R times the rows) and the wait for the gather inside
   // backward: CaffeNet's fc6 at 64 rows on 4 ranks moves 2.6 M values instead of 57 M.
   bool gathers_gradients(int64_t rows, int ranks) const override {
-    if (ranks < 2 || rows < 1 || int8_scale_ > 0) return false;
+    if (ranks < 2 || rows < 1 || w_.int8_input_scale > 0) return false;
     const double allreduce = 2.0 * (ranks - 1) / ranks * static_cast<double>(num_output_) * (in_features_ + 1);
     const double gather = static_cast<double>(ranks - 1) * rows * static_cast<double>(in_features_ + num_output_);
     return 2 * gather <= allreduce;
@@ -87,14 +80,14 @@ class InnerProductLayer final : public Layer {
                 const std::vector<Tensor>& bottom_diff) override {
     const int64_t batch = bottom[0].shape().n();
     // The ReLU's backward in place: the top gradient is this layer's alone (its consumers' sum).
-    if (relu_) ctx.backend.relu_backward(top[0], top_diff[0], top_diff[0]);
+    if (w_.relu) ctx.backend.relu_backward(top[0], top_diff[0], top_diff[0]);
     // dW (K, D) = dy^T (K, N) * x (N, D) and db; a channels-last x is still in nchw_ from forward.
     const Tensor x = bottom[0].layout() == Layout::NCHW ? bottom[0] : nchw_;
     const bool gather = ctx.gather_rows > 0;
     if (gather) {
       start_gather(ctx, x.reshape(Shape{batch, in_features_}), top_diff[0]);
     } else {
-      ctx.backend.linear_backward_params(x, top_diff[0], params_[0].diff, bias_ ? params_[1].diff : Tensor());
+      ctx.backend.linear_backward_params(x, top_diff[0], params_[0].diff, w_.bias ? params_[1].diff : Tensor());
     }
     // dx (N, D) = dy (N, K) * W (K, D): beside the gather, when there is one.
     if (propagate[0]) input_gradient(ctx, batch, top_diff[0], bottom_diff[0]);
@@ -103,7 +96,7 @@ class InnerProductLayer final : public Layer {
       // add nothing), so dW and db are the job's gradients, the same bits on every rank.
       ctx.ranks->wait_gathers();
       ctx.backend.linear_backward_params(gather_.x_all, gather_.dy_all, params_[0].diff,
-                                         bias_ ? params_[1].diff : Tensor());
+                                         w_.bias ? params_[1].diff : Tensor());
     }
   }
 
@@ -169,9 +162,9 @@ class InnerProductLayer final : public Layer {
     const int64_t n = x_any.shape().n();
     const Tensor x = nchw_input(b, x_any).reshape(Shape{n, in_features_});
     if (!int8_.xq.defined() || int8_.xq.shape()[0] != n) int8_.xq = b.alloc(Shape{n, int8_.wq.shape()[1]}, DType::I8);
-    b.quantize_int8(x, static_cast<float>(int8_scale_), int8_.xq);
+    b.quantize_int8(x, static_cast<float>(w_.int8_input_scale), int8_.xq);
     try {
-      b.linear_forward_int8(int8_.xq, int8_.wq, int8_.scale, int8_.bias, relu_, y);
+      b.linear_forward_int8(int8_.xq, int8_.wq, int8_.scale, int8_.bias, w_.relu, y);
     } catch (const RuntimeError& e) {
       if (int8_.ran) throw;
       int8_.unavailable = true;
@@ -191,11 +184,11 @@ class InnerProductLayer final : public Layer {
     const int64_t kp = gpu ? (k + 15) / 16 * 16 : k, dp = gpu ? (d + 15) / 16 * 16 : d;
     std::vector<float> w(static_cast<size_t>(k * d)), bias(static_cast<size_t>(k), 0.0f), scale(static_cast<size_t>(k));
     b.download(params_[0].master, w.data());
-    if (bias_) b.download(params_[1].master, bias.data());
+    if (w_.bias) b.download(params_[1].master, bias.data());
     std::vector<int8_t> q(static_cast<size_t>(kp * dp), 0);
     const std::vector<float> sw = quantize_weight_rows(w, k, d, q, [&](int64_t o, int64_t i) { return o * dp + i; });
     for (int64_t o = 0; o < k; ++o)
-      scale[static_cast<size_t>(o)] = static_cast<float>(int8_scale_ * sw[static_cast<size_t>(o)]);
+      scale[static_cast<size_t>(o)] = static_cast<float>(w_.int8_input_scale * sw[static_cast<size_t>(o)]);
     int8_.wq = b.alloc(Shape{kp, dp}, DType::I8);
     int8_.scale = b.alloc(Shape{k});
     int8_.bias = b.alloc(Shape{k});
@@ -208,27 +201,13 @@ class InnerProductLayer final : public Layer {
   void parse() {
     const ConfigNode& node = cfg_.node;
     num_output_ = parse_required_int_at_least(node, "num_output", 1);
-    bias_ = node.get_or<bool>("bias", true);
-    relu_ = node.get_or<bool>("relu", false);
-    int8_scale_ = node.get_or<double>("int8_input_scale", 0.0);
-    if (node.has("int8_input_scale") && !(int8_scale_ > 0))
-      node["int8_input_scale"].fail(fmt::format("an input scale is positive, got {}", int8_scale_));
-    Filler xavier;
-    xavier.type = "xavier";  // Caffe's constant-0 default cannot train
-    weight_filler_ = parse_filler_or(node, "weight_filler", xavier);
-    bias_filler_ = parse_filler_or(node, "bias_filler", constant_filler(0.0f));
-    mults_ = parse_param_mults(node, bias_ ? 2 : 1);
-    mults_.resize(2);
+    w_ = parse_weighted_keys(node);
   }
 
   int64_t num_output_ = 0;
   int64_t in_features_ = 0;  // D = C * H * W
-  bool bias_ = true;
-  bool relu_ = false;
-  Filler weight_filler_, bias_filler_;
-  std::vector<ParamMults> mults_;
+  WeightedKeys w_;           // bias, fillers, multipliers, fused ReLU, int8 input scale
   Tensor nchw_, nchw_diff_;
-  double int8_scale_ = 0;  // > 0: an int8 layer at inference, its input quantised with this scale
   struct Int8State {
     Tensor wq, scale, bias, xq;  // quantised weights (K', D'), s_x * s_w and bias (f32), the quantised input
     bool ran = false, unavailable = false;

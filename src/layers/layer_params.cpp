@@ -71,6 +71,41 @@ std::vector<ParamMults> parse_param_mults(const ConfigNode& layer, size_t max_co
   return out;
 }
 
+WeightedKeys parse_weighted_keys(const ConfigNode& layer) {
+  WeightedKeys w;
+  w.bias = layer.get_or<bool>("bias", true);
+  w.relu = layer.get_or<bool>("relu", false);
+  w.int8_input_scale = layer.get_or<double>("int8_input_scale", 0.0);
+  if (layer.has("int8_input_scale") && !(w.int8_input_scale > 0))
+    layer["int8_input_scale"].fail(fmt::format("an input scale is positive, got {}", w.int8_input_scale));
+  // Caffe's default weight filler is constant 0, which cannot train; xavier is the common choice.
+  Filler xavier;
+  xavier.type = "xavier";
+  w.weight_filler = parse_filler_or(layer, "weight_filler", xavier);
+  w.bias_filler = parse_filler_or(layer, "bias_filler", constant_filler(0.0f));
+  w.mults = parse_param_mults(layer, w.bias ? 2 : 1);
+  w.mults.resize(2);
+  return w;
+}
+
+std::vector<KeyDoc> weighted_key_docs(const std::string& weights) {
+  return {{"bias", "boolean", "true", "whether the layer has a bias (Caffe's bias_term)"},
+          {"weight_filler", "filler", "xavier",
+           "the " + weights + "' initialisation (Caffe's default, constant 0, cannot train)"},
+          {"bias_filler", "filler", "{type: constant, value: 0}", "the bias's initialisation"},
+          {"param", "list of up to 2 {lr_mult, decay_mult}", "all 1",
+           "the " + weights + "' then the bias's learning-rate and weight-decay multipliers"},
+          {"relu", "boolean", "false",
+           "y = max(0, y) in the same layer (written by the training rewrite for a ReLU that alone reads y)"}};
+}
+
+std::vector<KeyDoc> joined_keys(std::vector<KeyDoc> first, const std::vector<KeyDoc>& shared,
+                                const std::vector<KeyDoc>& last) {
+  first.insert(first.end(), shared.begin(), shared.end());
+  first.insert(first.end(), last.begin(), last.end());
+  return first;
+}
+
 void require_output_extents(const ConfigNode& layer, const std::string& key, int64_t out_h, int64_t out_w,
                             const std::string& window) {
   if (out_h <= kMaxExtent && out_w <= kMaxExtent) return;

@@ -37,6 +37,24 @@ const std::vector<KeyDoc>& param_entry_keys();
 // default to 1. Always returns `max_count` entries.
 std::vector<ParamMults> parse_param_mults(const ConfigNode& layer, size_t max_count);
 
+// The learned weights and bias of a Convolution or InnerProduct layer, and the keys that set them
+// alike in both: bias, weight_filler, bias_filler, param, relu (a ReLU fused into the layer) and
+// int8_input_scale, parsed by parse_weighted_keys and declared by weighted_key_docs.
+struct WeightedKeys {
+  bool bias = true;
+  bool relu = false;
+  Filler weight_filler, bias_filler;
+  std::vector<ParamMults> mults;  // two: the weights', then the bias's
+  double int8_input_scale = 0;    // > 0: an int8 layer at inference, its input quantised with this scale
+};
+WeightedKeys parse_weighted_keys(const ConfigNode& layer);
+// The docs of bias, weight_filler, bias_filler, param and relu, in that order, `weights` naming the
+// weights ("filters", "weights"); int8_input_scale's doc is each layer's own (what it quantises how).
+std::vector<KeyDoc> weighted_key_docs(const std::string& weights);
+// A layer's key docs: its own first keys, shared ones (weighted_key_docs), then its own last keys.
+std::vector<KeyDoc> joined_keys(std::vector<KeyDoc> first, const std::vector<KeyDoc>& shared,
+                                const std::vector<KeyDoc>& last);
+
 // An output plane of out_h x out_w (from a window's pad, kernel, stride and dilation) must have
 // 32-bit extents (core/checked_math.hpp); otherwise fail at `key` (pad, the one value that makes an
 // output larger than its input), describing the window as `window`.
