@@ -36,6 +36,15 @@ inline const std::string kBaseExperiment =
 // Its short name in the tests that build most of their texts from it.
 inline const std::string& kBase = kBaseExperiment;
 
+// The matrix of one inference run: lenet in fp32 on one GPU (or rank), once. Last in the texts
+// below, so that a test can append matrix lines to them.
+inline const std::string kOneInferRunMatrix = R"(matrix:
+  network: [lenet]
+  precision: [fp32]
+  gpus: [1]
+  repeats: 1
+)";
+
 // A small valid inference experiment on GPUs (parse it with gpu_host), for tests that append matrix
 // lines to it or override its keys.
 inline const std::string kInferExperiment = R"(name: inf
@@ -43,12 +52,7 @@ mode: infer
 device: gpu
 infer:
   batch: [1, 8, max]
-matrix:
-  network: [lenet]
-  precision: [fp32]
-  gpus: [1]
-  repeats: 1
-)";
+)" + kOneInferRunMatrix;
 
 inline Experiment parse(const std::string& text, const std::vector<std::string>& overrides = {},
                         const HostInfo& host = cpu_host()) {

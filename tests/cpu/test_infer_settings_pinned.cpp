@@ -30,14 +30,8 @@ matrix:
   repeats: 2
 )";
 
-const std::string kPlainInfer = R"(name: plain
-mode: infer
-matrix:
-  network: [lenet]
-  precision: [fp32]
-  gpus: [1]
-  repeats: 1
-)";
+// Every infer setting at its default: the pins below are computed from this text.
+const std::string kPlainInfer = "name: plain\nmode: infer\n" + kOneInferRunMatrix;
 
 // A run's `cnnscale infer` words after --net and its file (a path of this checkout).
 std::string words_after_net(const Experiment& e, const RunSpec& r) {
