@@ -21,8 +21,9 @@ struct SweepRequest {
   bool dry_run = false;
   std::string emit;       // slurm | pbs | "" (run here)
   std::string emit_file;  // "" : the script goes to the caller
-  std::string time_limit = "02:00:00";
-  int64_t max_requeues = 3;   // --emit slurm: see EmitRequest
+  // The script's settings below are passed on to EmitRequest (emit_sweep), whose defaults they take.
+  std::string time_limit = EmitRequest{}.time_limit;
+  int64_t max_requeues = EmitRequest{}.max_requeues;  // --emit slurm: see EmitRequest
   int64_t gpus_per_node = 0;  // --emit: 0 = every run on one node
   EmitSite site;              // --emit: --partition, --account, --qos, --constraint, --sched-option, --setup
   int64_t run_index = -1;     // an array task's run (-1: every selected run)
