@@ -21,6 +21,7 @@ struct NetinfoArgs {
   std::vector<int64_t> input_shape;
   int64_t classes = 0;
   int64_t batch = 1;
+  std::string counting = "ours";
 };
 
 }  // namespace
@@ -42,6 +43,10 @@ void register_netinfo(CLI::App& app) {
   cmd->add_option("--classes", args->classes, "override the number of classes")->check(CLI::PositiveNumber);
   cmd->add_option("--batch", args->batch, "batch size per rank for the data-parallel ratio")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--counting", args->counting,
+                  "ours: forward multiply-accumulates and the bytes the layers move; study: also Castro et al.'s "
+                  "Eqs. 1-9 beside them, per layer and in total (the operations of every layer; docs/seeds.md, Table 1)")
+      ->check(CLI::IsMember({"ours", "study"}));
   cmd->callback([args] {
     if (args->layers) {
       std::cout << network_reference_markdown();
@@ -52,10 +57,11 @@ void register_netinfo(CLI::App& app) {
     if (!args->input_shape.empty()) options.input_shape = args->input_shape;
     if (args->classes > 0) options.classes = args->classes;
     NetSpec spec = NetSpec::load(resolve_network_path(args->network), options);
+    const Counting counting = args->counting == "study" ? Counting::Study : Counting::Ours;
     if (args->json) {
-      std::cout << netinfo_json(spec, args->batch).dump(2) << "\n";
+      std::cout << netinfo_json(spec, args->batch, counting).dump(2) << "\n";
     } else {
-      std::cout << netinfo_table(spec, args->batch);
+      std::cout << netinfo_table(spec, args->batch, counting);
     }
   });
 }

@@ -25,8 +25,12 @@ struct NetTotals {
   double flops_per_gradient_byte = 0;
 };
 
+// Which operation and byte counts netinfo prints: its own (forward multiply-accumulates and the
+// bytes the layers report), or, beside them, the study's (net/study_count.hpp, Eqs. 1-9).
+enum class Counting { Ours, Study };
+
 NetTotals net_totals(const NetSpec& spec, int64_t batch);
-std::string netinfo_table(const NetSpec& spec, int64_t batch);
-nlohmann::json netinfo_json(const NetSpec& spec, int64_t batch);
+std::string netinfo_table(const NetSpec& spec, int64_t batch, Counting counting = Counting::Ours);
+nlohmann::json netinfo_json(const NetSpec& spec, int64_t batch, Counting counting = Counting::Ours);
 
 }  // namespace cnnscale
