@@ -49,8 +49,9 @@ void check_decode_bytes(const Tensor& bytes, const Tensor& draws, const Tensor& 
       out.defined() && out.dtype() == DType::F32 && out.layout() == Layout::NCHW && out.shape() == bytes.shape(),
       "{}: the output must be f32 NCHW of the samples' shape {}", where, bytes.shape().to_string());
   const Shape& s = bytes.shape();
-  CNNSCALE_CHECK(affine.defined() && affine.dtype() == DType::F32 && affine.numel() == 2 * s.c(),
-                 "{}: the affine map must be 2 x {} f32 values (scales, then offsets)", where, s.c());
+  CNNSCALE_CHECK(affine.defined() && affine.dtype() == DType::F32 &&
+                     (affine.numel() == 2 * s.c() || affine.numel() == 3 * s.c()),
+                 "{}: the affine map must be 2 or 3 x {} f32 values (scales, offsets, mirror negations)", where, s.c());
   CNNSCALE_CHECK(!draws.defined() || (draws.dtype() == DType::I32 && draws.numel() == s.n() * kDrawInts),
                  "{}: the draws must be {} x {} i32 values", where, s.n(), kDrawInts);
 }

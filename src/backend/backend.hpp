@@ -306,6 +306,9 @@ class Backend {
   // of the same shape: out = byte_to_input(byte, affine[c], affine[C + c]) (core/byte_input.hpp),
   // each sample moved and mirrored by its draw when `draws` (i32, N x kDrawInts) is defined, 0 where
   // the draw reads outside the image. What Dataset::fill and augment_sample give on the host.
+  // `affine` may hold a third block of C values (ByteAffine::mirror_negates, an optical-flow
+  // volume's): in a mirrored sample a channel whose value is non-zero reads negated_flow_byte(byte),
+  // as the host's flow augmentation does (drawn_input, one rule for all three).
   virtual void decode_bytes(const Tensor& bytes, const Tensor& draws, const Tensor& affine, const Tensor& out) = 0;
 
   // ---- concat support: copy `channels` channels of src (N, Cs, H, W) from src_c into dst

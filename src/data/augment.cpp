@@ -40,4 +40,17 @@ void augment_sample(float* x, int64_t channels, int64_t height, int64_t width, c
       }
 }
 
+void decode_augmented(const uint8_t* bytes, float* x, int64_t channels, int64_t height, int64_t width,
+                      const ByteAffine& map, const AugmentDraw& d) {
+  const int64_t plane = height * width;
+  for (int64_t c = 0; c < channels; ++c) {
+    const auto k = static_cast<size_t>(c);
+    const bool negates = k < map.mirror_negates.size() && map.mirror_negates[k];
+    for (int64_t y = 0; y < height; ++y)
+      for (int64_t ox = 0; ox < width; ++ox)
+        x[c * plane + y * width + ox] = drawn_input(bytes + c * plane, y, ox, height, width, d.dy, d.dx, d.mirror,
+                                                    negates, map.scale[k], map.offset[k]);
+  }
+}
+
 }  // namespace cnnscale

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/rng.hpp"
+#include "data/dataset.hpp"
 
 namespace cnnscale {
 
@@ -45,5 +46,12 @@ CNNSCALE_HD inline AugmentDraw augment_draw(uint64_t seed, int64_t epoch, int64_
 // Applies a draw to one (channels, height, width) sample in place; `scratch` is reused.
 void augment_sample(float* x, int64_t channels, int64_t height, int64_t width, const AugmentDraw& d,
                     std::vector<float>& scratch);
+
+// One stored (channels, height, width) sample of bytes into `x`, normalised by `map` and augmented
+// by a draw, negating the channels map.mirror_negates names when it mirrors (an optical-flow
+// volume's x-flow): what Backend::decode_bytes gives, through the same drawn_input. The host path
+// of a dataset whose mirror negates channels, which augment_sample, moving floats, cannot do.
+void decode_augmented(const uint8_t* bytes, float* x, int64_t channels, int64_t height, int64_t width,
+                      const ByteAffine& map, const AugmentDraw& d);
 
 }  // namespace cnnscale

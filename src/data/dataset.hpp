@@ -18,6 +18,14 @@ namespace cnnscale {
 // bytes (core/byte_input.hpp), per channel c.
 struct ByteAffine {
   std::vector<float> scale, offset;
+  // Per channel, whether a horizontal mirror negates it (the x-flow channels of an optical-flow
+  // volume, core/byte_input.hpp's negated_flow_byte); empty: none, an ordinary image.
+  std::vector<bool> mirror_negates;
+  bool negates_any() const {
+    for (bool n : mirror_negates)
+      if (n) return true;
+    return false;
+  }
   // From the per-channel mean and standard deviation of byte / 255, so that
   // byte_to_input(byte, scale, offset) = (byte / 255 - mean) / std; one formula for every reader, so
   // the same statistics give the same floats whichever reader holds them.
@@ -29,10 +37,13 @@ struct ByteAffine {
     }
     return a;
   }
-  // The scales, then the offsets: Backend::decode_bytes' affine tensor.
+  // The scales, then the offsets, then where a channel negates under a mirror 1 or 0 per channel:
+  // Backend::decode_bytes' affine tensor.
   std::vector<float> packed() const {
     std::vector<float> p = scale;
     p.insert(p.end(), offset.begin(), offset.end());
+    if (negates_any())
+      for (bool n : mirror_negates) p.push_back(n ? 1.0f : 0.0f);
     return p;
   }
 };

@@ -65,6 +65,9 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options, Ho
 
   if (options_.bytes && !dataset_->byte_affine())
     throw_config("{}: samples are not stored as bytes; the loader cannot hand them out undecoded", dataset_->name());
+  if (!options_.bytes && options_.augment.mirror)
+    if (std::optional<ByteAffine> map = dataset_->byte_affine(); map && map->negates_any())
+      negating_map_ = std::move(map);
 
   // A slot: the samples (floats, or bytes), then the labels, then (byte mode with augmentation)
   // the draws, each part starting on a 64-byte boundary.
@@ -175,6 +178,15 @@ void Loader::fill_slot(int slot, int64_t epoch, int64_t index) {
           out[1] = static_cast<int32_t>(d.dx);
           out[2] = d.mirror ? 1 : 0;
         }
+      return;
+    }
+    if (negating_map_) {
+      std::vector<uint8_t> bytes(static_cast<size_t>((hi - lo) * sample_numel_));
+      dataset_->fill_bytes(part, bytes.data(), b.labels + lo);
+      for (int64_t s = lo; s < hi; ++s)
+        decode_augmented(bytes.data() + (s - lo) * sample_numel_, b.data + s * sample_numel_, shape[0], shape[1],
+                         shape[2], *negating_map_,
+                         augment_draw(options_.seed, epoch, ids[s], options_.augment.crop_pad, options_.augment.mirror));
       return;
     }
     dataset_->fill(part, b.data + lo * sample_numel_, b.labels + lo);

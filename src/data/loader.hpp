@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -103,6 +104,9 @@ class Loader {
 
   std::shared_ptr<const Dataset> dataset_;
   LoaderOptions options_;
+  // Float batches mirrored over a dataset whose mirror negates channels (optical-flow volumes): its
+  // map, the samples then read as bytes and decoded with their draws (decode_augmented).
+  std::optional<ByteAffine> negating_map_;
   int64_t batches_per_epoch_ = 0;
   int64_t sample_numel_ = 0;
 

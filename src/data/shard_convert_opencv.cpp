@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "core/byte_input.hpp"
 #include "data/image_list.hpp"
 #include "data/shard_convert.hpp"
 
@@ -199,29 +200,28 @@ ShardManifest convert_flow_volumes(const FlowOptions& o, const std::string& out,
   m.classes = classes;
   const int64_t sample_bytes = 2 * o.frames * o.height * o.width;
   m.chunk_samples = so.chunk_samples > 0 ? so.chunk_samples : default_chunk_samples(sample_bytes);
-  m.source = {{"converter", "cnnscale data flow"},
-              {"from", fs::absolute(o.list).string()},
-              {"flow", "Farneback (OpenCV), consecutive frames, grey"},
-              {"farneback",
-               {{"pyr_scale", pyr_scale},
-                {"levels", levels},
-                {"winsize", winsize},
-                {"iterations", iterations},
-                {"poly_n", poly_n},
-                {"poly_sigma", poly_sigma}}},
-              {"frames_resized_to_height", o.height},
-              {"crop_width", o.width},
-              {"locate",
-               o.locate == "motion" ? "MOG2 foreground's mean x in the volume's central frame" : "the frame's middle"},
-              {"flows_per_volume", o.frames},
-              {"stride", o.stride},
-              {"channels", "dx, dy of flow 0, dx, dy of flow 1, ..."},
-              {"quantisation", fmt::format("byte = round(128 + v * 127.5 / {}), clamped to 0..255; v in pixels per "
-                                           "frame",
-                                           o.bound)},
-              {"bound", o.bound},
-              {"decoder", fmt::format("OpenCV {}", CV_VERSION)},
-              {"mean_std", "of the train split, byte / 255, per channel"}};
+  m.source = {
+      {"converter", kFlowConverter},
+      {"from", fs::absolute(o.list).string()},
+      {"flow", "Farneback (OpenCV), consecutive frames, grey"},
+      {"farneback",
+       {{"pyr_scale", pyr_scale},
+        {"levels", levels},
+        {"winsize", winsize},
+        {"iterations", iterations},
+        {"poly_n", poly_n},
+        {"poly_sigma", poly_sigma}}},
+      {"frames_resized_to_height", o.height},
+      {"crop_width", o.width},
+      {"locate",
+       o.locate == "motion" ? "MOG2 foreground's mean x in the volume's central frame" : "the frame's middle"},
+      {"flows_per_volume", o.frames},
+      {"stride", o.stride},
+      {"channels", kFlowChannels},
+      {"quantisation", fmt::format("{}{}), clamped to 0..255; v in pixels per frame", kFlowQuantisationStart, o.bound)},
+      {"bound", o.bound},
+      {"decoder", fmt::format("OpenCV {}", CV_VERSION)},
+      {"mean_std", "of the train split, byte / 255, per channel"}};
   if (!o.test_list.empty()) m.source["test_list"] = fs::absolute(o.test_list).string();
   publish_shard_folder(out, [&](const std::string& tmp) {
     ChannelStats stats(m.sample_shape);
@@ -253,7 +253,7 @@ ShardManifest convert_flow_volumes(const FlowOptions& o, const std::string& out,
               for (int x = 0; x < o.width; ++x)
                 for (int c = 0; c < 2; ++c) {
                   const double v = c == 0 ? row[x].x : row[x].y;
-                  const double q = std::clamp(std::round(128.0 + v * 127.5 / o.bound), 0.0, 255.0);
+                  const double q = std::clamp(std::round(kFlowZeroByte + v * 127.5 / o.bound), 0.0, 255.0);
                   volume[static_cast<size_t>((2 * f + c) * plane + y * o.width + x)] = static_cast<uint8_t>(q);
                 }
             }

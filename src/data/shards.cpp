@@ -176,6 +176,24 @@ ShardManifest read_shard_manifest(const std::string& dir) {
   return m;
 }
 
+std::vector<bool> mirror_negated_channels(const ShardManifest& m, const std::string& file) {
+  const nlohmann::json& src = m.source;
+  if (!src.is_object() || src.value("converter", nlohmann::json()) != kFlowConverter) return {};
+  const nlohmann::json channels = src.value("channels", nlohmann::json());
+  if (channels != kFlowChannels || m.sample_shape[0] % 2 != 0)
+    throw_config("{}: key 'source.channels' is {} for {} channels: {} writes '{}' in an even count, so a mirror "
+                 "cannot tell the x-flow channels it must negate",
+                 file, channels.dump(), m.sample_shape[0], kFlowConverter, kFlowChannels);
+  const nlohmann::json q = src.value("quantisation", nlohmann::json());
+  if (!q.is_string() || q.get<std::string>().rfind(kFlowQuantisationStart, 0) != 0)
+    throw_config("{}: key 'source.quantisation' is {}: {} writes '{}...', whose zero point 128 a mirror's "
+                 "negation keeps",
+                 file, q.dump(), kFlowConverter, kFlowQuantisationStart);
+  std::vector<bool> negates(static_cast<size_t>(m.sample_shape[0]));
+  for (size_t c = 0; c < negates.size(); c += 2) negates[c] = true;
+  return negates;
+}
+
 // ---- writer ----
 
 ShardWriter::ShardWriter(std::string dir, std::string split, std::vector<int64_t> sample_shape, int64_t shard_samples,
@@ -267,6 +285,7 @@ ShardDataset::ShardDataset(const std::string& dir, const std::string& split, int
   sample_bytes_ = product(manifest_.sample_shape);
   // The IDX reader's formula too, so Fashion-MNIST gives identical batches either way.
   affine_ = ByteAffine::from_stats(manifest_.mean, manifest_.stddev);
+  affine_.mirror_negates = mirror_negated_channels(manifest_, manifest_file);
   h5::silence_errors();
   int64_t first = 0;
   for (const ShardInfo& info : split_.shards) {

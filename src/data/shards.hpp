@@ -52,6 +52,18 @@ struct ShardManifest {
 
 // The manifest of a shard folder; ConfigError naming manifest.json and the key path.
 ShardManifest read_shard_manifest(const std::string& dir);
+
+// How `cnnscale data flow` marks its volumes in the manifest's `source` (every version wrote these
+// keys): the converter, the channel layout (x-flow in the even channels) and the quantisation,
+// whose zero point is byte 128 (core/byte_input.hpp, negated_flow_byte).
+inline constexpr const char* kFlowConverter = "cnnscale data flow";
+inline constexpr const char* kFlowChannels = "dx, dy of flow 0, dx, dy of flow 1, ...";
+inline constexpr const char* kFlowQuantisationStart = "byte = round(128 + v * 127.5 / ";
+// Per channel, whether a horizontal mirror negates it: the x-flow channels of a folder the flow
+// converter made, nothing (empty) for any other. A folder that names that converter but another
+// channel layout or quantisation is refused (ConfigError naming `file` and the key): a mirror could
+// not tell its x-flow channels.
+std::vector<bool> mirror_negated_channels(const ShardManifest& m, const std::string& file);
 // Writes <dir>/manifest.json.
 void write_shard_manifest(const std::string& dir, const ShardManifest& m);
 

@@ -321,7 +321,8 @@ TEST(CudaBackend, ConvertSegmentsMatchesTheCpuBackendBitForBit) {
 // (core/byte_input.hpp), and the moves only pick pixels. Every draw kind: none, shifts in each
 // direction up to beyond half the image (most of the output is then the zero border), mirror with
 // and without a shift; channels with their own scale and offset; a second batch size of the same
-// buffers (a test set's last, partial batch).
+// buffers (a test set's last, partial batch); and an optical-flow volume's map, whose third block
+// negates channels 0 and 2 of the mirrored samples (negated_flow_byte, byte 0 included).
 TEST(CudaBackend, DecodeBytesEqualsTheCpuBackendBitForBit) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
   const Shape shape{9, 3, 13, 11};
@@ -330,27 +331,34 @@ TEST(CudaBackend, DecodeBytesEqualsTheCpuBackendBitForBit) {
   const std::vector<float> affine = {1.0f / (255.0f * 0.3530f), 0.0123f, -0.71f, -0.2860f / 0.3530f, 1.5f, 0.25f};
   const std::vector<int32_t> draws = {0, 0,   0,  2, -3, 0, -4, 4,  1, 0, 0, 1, 7, -6,
                                       0, -12, 10, 1, 1,  1, 1,  -1, 0, 0, 3, 5, 1};
-  for (const int64_t n : {int64_t{9}, int64_t{4}})
-    for (const bool with_draws : {false, true}) {
-      const Shape s = shape.with_batch(n);
-      std::vector<float> out[2];
-      Backend* backends[2] = {&cpu_backend(), &gpu_backend()};
-      for (int b = 0; b < 2; ++b) {
-        Backend& be = *backends[b];
-        Tensor x = be.alloc(s, DType::U8), a = be.alloc(Shape{6}), y = be.alloc(s);
-        Tensor d = with_draws ? be.alloc(Shape{n * kDrawInts}, DType::I32) : Tensor();
-        be.upload(bytes.data(), x);
-        be.upload(affine.data(), a);
-        if (with_draws) be.upload(draws.data(), d);
-        be.fill(y, 123.0f);  // every element must be written
-        be.decode_bytes(x, d, a, y);
-        out[b].resize(static_cast<size_t>(s.numel()));
-        be.download(y, out[b].data());
+  const std::vector<float> flow_affine = [&] {
+    std::vector<float> a = affine;
+    a.insert(a.end(), {1.0f, 0.0f, 1.0f});
+    return a;
+  }();
+  for (const std::vector<float>* map : {&affine, &flow_affine})
+    for (const int64_t n : {int64_t{9}, int64_t{4}})
+      for (const bool with_draws : {false, true}) {
+        const Shape s = shape.with_batch(n);
+        std::vector<float> out[2];
+        Backend* backends[2] = {&cpu_backend(), &gpu_backend()};
+        for (int b = 0; b < 2; ++b) {
+          Backend& be = *backends[b];
+          Tensor x = be.alloc(s, DType::U8), a = be.alloc(Shape{static_cast<int64_t>(map->size())}), y = be.alloc(s);
+          Tensor d = with_draws ? be.alloc(Shape{n * kDrawInts}, DType::I32) : Tensor();
+          be.upload(bytes.data(), x);
+          be.upload(map->data(), a);
+          if (with_draws) be.upload(draws.data(), d);
+          be.fill(y, 123.0f);  // every element must be written
+          be.decode_bytes(x, d, a, y);
+          out[b].resize(static_cast<size_t>(s.numel()));
+          be.download(y, out[b].data());
+        }
+        size_t differ = 0;
+        for (size_t i = 0; i < out[0].size(); ++i) differ += std::memcmp(&out[0][i], &out[1][i], sizeof(float)) != 0;
+        EXPECT_EQ(differ, 0u) << "batch " << n << (with_draws ? " with draws" : " without draws")
+                              << (map == &flow_affine ? ", flow" : "");
       }
-      size_t differ = 0;
-      for (size_t i = 0; i < out[0].size(); ++i) differ += std::memcmp(&out[0][i], &out[1][i], sizeof(float)) != 0;
-      EXPECT_EQ(differ, 0u) << "batch " << n << (with_draws ? " with draws" : " without draws");
-    }
 }
 
 #if CNNSCALE_HAVE_CUDA

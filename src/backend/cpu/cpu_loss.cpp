@@ -133,6 +133,7 @@ void CpuBackend::decode_bytes(const Tensor& bytes, const Tensor& draws, const Te
   const auto* in = static_cast<const uint8_t*>(bytes.raw());
   const float* scale = affine.f32();
   const float* offset = scale + channels;
+  const float* negates = affine.numel() == 3 * channels ? offset + channels : nullptr;
   for (int64_t n = 0; n < s.n(); ++n) {
     const int32_t* d = draws.defined() ? draws.i32() + n * kDrawInts : nullptr;
     const int64_t dy = d ? d[0] : 0, dx = d ? d[1] : 0;
@@ -140,13 +141,10 @@ void CpuBackend::decode_bytes(const Tensor& bytes, const Tensor& draws, const Te
     for (int64_t c = 0; c < channels; ++c) {
       const uint8_t* src = in + (n * channels + c) * plane;
       float* dst = out.f32() + (n * channels + c) * plane;
+      const bool negate = negates && negates[c] != 0.0f;
       for (int64_t y = 0; y < height; ++y)
-        for (int64_t x = 0; x < width; ++x) {
-          int64_t sy = 0, sx = 0;
-          dst[y * width + x] = drawn_source(y, x, height, width, dy, dx, mirror, sy, sx)
-                                   ? byte_to_input(src[sy * width + sx], scale[c], offset[c])
-                                   : 0.0f;
-        }
+        for (int64_t x = 0; x < width; ++x)
+          dst[y * width + x] = drawn_input(src, y, x, height, width, dy, dx, mirror, negate, scale[c], offset[c]);
     }
   }
 }

@@ -311,7 +311,8 @@ void CudaBackend::decode_bytes(const Tensor& bytes, const Tensor& draws, const T
   activate();
   const Shape& s = bytes.shape();
   cuda::launch_decode_bytes(s.n(), s.c(), s.h(), s.w(), static_cast<const uint8_t*>(bytes.raw()),
-                            draws.defined() ? draws.i32() : nullptr, affine.f32(), out.f32(), ds_->stream);
+                            draws.defined() ? draws.i32() : nullptr, affine.f32(), affine.numel() == 3 * s.c(),
+                            out.f32(), ds_->stream);
 }
 
 // A strided copy: N rows of channels*H*W elements, with the source and destination row pitches of

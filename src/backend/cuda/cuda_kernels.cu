@@ -157,19 +157,18 @@ __global__ void __launch_bounds__(kTiledThreads) im2col_nhwc_tiled_kernel(Im2col
 }
 
 // Byte samples (n, c, h, w) to f32 NCHW input, moved and mirrored by each sample's draw (null: none);
-// one thread an output element. I: the index type (with_index_type). The source pixel is
-// drawn_source's (core/byte_input.hpp), the rule the host's augmentation and the CPU decode follow.
+// one thread an output element. I: the index type (with_index_type). The value is drawn_input's
+// (core/byte_input.hpp), the rule the host's augmentation and the CPU decode follow. `negates`:
+// affine has a third block of c values, non-zero for each channel a mirror negates (x-flow).
 template <typename I>
 __global__ void decode_bytes_kernel(I total, I c, I h, I w, const uint8_t* in, const int32_t* draws,
-                                    const float* affine, float* out) {
+                                    const float* affine, bool negates, float* out) {
   for (I i = static_cast<I>(global_index()); i < total; i += static_cast<I>(global_stride())) {
     const I x = i % w, y = (i / w) % h, ch = (i / (w * h)) % c, n = i / (w * h * c);
     const int32_t* d = draws ? draws + static_cast<int64_t>(n) * kDrawInts : nullptr;
-    int64_t sy = 0, sx = 0;
-    const bool inside = drawn_source(y, x, h, w, d ? d[0] : 0, d ? d[1] : 0, d && d[2] != 0, sy, sx);
-    out[i] = inside ? byte_to_input(in[i - y * w - x + static_cast<I>(sy) * w + static_cast<I>(sx)], affine[ch],
-                                    affine[c + ch])
-                    : 0.0f;
+    const bool negate = negates && affine[2 * c + ch] != 0.0f;
+    out[i] = drawn_input(in + (i - y * w - x), y, x, h, w, d ? d[0] : 0, d ? d[1] : 0, d && d[2] != 0, negate,
+                         affine[ch], affine[c + ch]);
   }
 }
 
@@ -307,13 +306,14 @@ void launch_convert_segments(DType src_t, const void* src, DType dst_t, void* ds
 }
 
 void launch_decode_bytes(int64_t n, int64_t c, int64_t h, int64_t w, const uint8_t* bytes, const int32_t* draws,
-                         const float* affine, float* out, cudaStream_t stream) {
+                         const float* affine, bool negates, float* out, cudaStream_t stream) {
   const int64_t total = n * c * h * w;
   if (total <= 0) return;
   with_index_type(total, [&](auto index) {
     using I = decltype(index);
-    decode_bytes_kernel<I><<<blocks_for(total), kThreads, 0, stream>>>(
-        static_cast<I>(total), static_cast<I>(c), static_cast<I>(h), static_cast<I>(w), bytes, draws, affine, out);
+    decode_bytes_kernel<I><<<blocks_for(total), kThreads, 0, stream>>>(static_cast<I>(total), static_cast<I>(c),
+                                                                       static_cast<I>(h), static_cast<I>(w), bytes,
+                                                                       draws, affine, negates, out);
   });
   CUDA_CHECK_LAUNCH("decode_bytes_kernel");
 }

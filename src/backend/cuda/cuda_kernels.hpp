@@ -34,9 +34,10 @@ void launch_convert(int64_t n, DType src_t, const void* src, DType dst_t, void* 
 void launch_convert_segments(DType src_t, const void* src, DType dst_t, void* dst, const int32_t* ranges, int segments,
                              cudaStream_t stream);
 // Backend::decode_bytes: u8 samples (n, c, h, w) to f32 NCHW `out`; affine = c scales then c
-// offsets; draws (n x kDrawInts, core/byte_input.hpp) or null.
+// offsets, then (`negates`) c flags of the channels a mirror negates; draws (n x kDrawInts,
+// core/byte_input.hpp) or null.
 void launch_decode_bytes(int64_t n, int64_t c, int64_t h, int64_t w, const uint8_t* bytes, const int32_t* draws,
-                         const float* affine, float* out, cudaStream_t stream);
+                         const float* affine, bool negates, float* out, cudaStream_t stream);
 // y (batch, c, inner) += bias[c]; dbias[c] = sum of dy over batch and inner (fp32 accumulation).
 // For 16-bit and channels-last tensors; f32 NCHW bias ops go through cuDNN.
 // channels_last: (batch, inner, c) in memory.
