@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "common/temp_dir.hpp"
@@ -35,10 +36,12 @@ TEST(ExperimentFiles, EveryShippedFileParsesAndExpands) {
   for (const auto& entry : fs::directory_iterator(kExperiments))
     if (entry.path().extension() == ".yaml") files.push_back(entry.path());
   ASSERT_GE(files.size(), 5u) << kExperiments;
-  // accuracy.yaml reads a shard folder the user converts first (results/shards/fashion-mnist): here a
-  // small folder of the same shape and classes stands in for it, given as an override.
+  // accuracy.yaml and gait_flow.yaml read shard folders the user converts first
+  // (results/shards/fashion-mnist, results/shards/gait-flow): here a small folder of the same shape
+  // and classes stands in for each, given as an override (the gait one a manifest alone: parsing
+  // reads nothing more).
   testing::TempDir tmp;
-  const std::string shards = tmp.file("fm");
+  const std::string shards = tmp.file("fm"), gait = tmp.file("gait");
   publish_shard_folder(shards, [](const std::string& dir) {
     ShardManifest m;
     m.name = "fashion-mnist";
@@ -53,19 +56,31 @@ TEST(ExperimentFiles, EveryShippedFileParsesAndExpands) {
     m.splits["train"] = w.finish();
     write_shard_manifest(dir, m);
   });
+  fs::create_directories(gait);
+  ShardManifest flow;
+  flow.name = "gait";
+  flow.sample_shape = {50, 60, 60};
+  flow.classes = 150;
+  flow.mean.assign(50, 0.5f);
+  flow.stddev.assign(50, 0.1f);
+  flow.chunk_samples = 5;
+  flow.splits["train"] = ShardSplit{3000, {ShardInfo{"train-00000.h5", 3000, 0, 0}}};
+  write_shard_manifest(gait, flow);
+  const std::map<std::string, std::pair<std::string, std::string>> converted = {
+      {"accuracy.yaml", {"results/shards/fashion-mnist", shards}}, {"gait_flow.yaml", {"results/shards/gait-flow", gait}}};
   for (const auto& f : files) {
     std::vector<std::string> overrides;
-    if (f.filename() == "accuracy.yaml") {
-      if (!fs::exists(kExperiments.parent_path() / "results/shards/fashion-mnist")) {
+    if (auto c = converted.find(f.filename().string()); c != converted.end()) {
+      if (!fs::exists(kExperiments.parent_path() / c->second.first)) {
         // Not converted yet: the file says what is missing, by line and key path.
         try {
           load_experiment(f.string(), {}, testing::cpu_host());
-          ADD_FAILURE() << "accuracy.yaml parsed without its shard folder";
+          ADD_FAILURE() << f << " parsed without its shard folder";
         } catch (const ConfigError& e) {
           EXPECT_NE(std::string(e.what()).find("dataset.name: shard folder"), std::string::npos) << e.what();
         }
       }
-      overrides.push_back("dataset.name=hdf5:" + shards);
+      overrides.push_back("dataset.name=hdf5:" + c->second.second);
     }
     for (const HostInfo& host : {testing::cpu_host(), gpu_host(4)}) {
       SCOPED_TRACE(f.string());

@@ -212,8 +212,8 @@ TEST(SettingsPinned, AllreduceModesKeepTheirLabelsAndHashedConfigurations) {
     EXPECT_EQ(e.resolved_json()["matrix"]["allreduce"][i].dump(), pinned[i].hashed) << pinned[i].mode;
     EXPECT_EQ(runs[i].id, pinned[i].id) << pinned[i].mode;
   }
-  // The pins cover every mode the shipped experiments use (accuracy.yaml's shard folder, which the user
-  // converts first, is no part of its modes: synthetic data stands in).
+  // The pins cover every mode the shipped experiments use (the shard folders of accuracy.yaml and
+  // gait_flow.yaml, which the user converts first, are no part of their modes: synthetic data stands in).
   std::set<std::string> labels;
   for (const Pin& p : pinned) labels.insert(p.label);
   const auto experiments = std::filesystem::path(CNNSCALE_TEST_DATA).parent_path().parent_path() / "experiments";
@@ -222,7 +222,8 @@ TEST(SettingsPinned, AllreduceModesKeepTheirLabelsAndHashedConfigurations) {
     if (f.path().extension() != ".yaml") continue;
     ++files;
     std::vector<std::string> overrides;
-    if (f.path().filename() == "accuracy.yaml") overrides.push_back("dataset.name=synthetic");
+    if (f.path().filename() == "accuracy.yaml" || f.path().filename() == "gait_flow.yaml")
+      overrides.push_back("dataset.name=synthetic");
     const Experiment x = load_experiment(f.path().string(), overrides, cpu_host());
     for (const AllreduceMode& m : x.allreduce) EXPECT_TRUE(labels.count(m.label())) << f.path() << ": " << m.label();
   }
