@@ -1,5 +1,6 @@
-// Builders of the per-configuration report tables (see report_tables.hpp): time, energy, whole
-// training, efficiency, accuracy and the phase breakdown; the scaling tables are report_scaling.cpp.
+// Builders of the per-configuration report tables (see report_tables.hpp): whole training, accuracy
+// and the phase breakdown; time, energy and efficiency are report_step_tables.cpp, the scaling tables
+// report_scaling.cpp.
 // Figures derived per run (whole-training forward seconds, unit changes) are computed per run first
 // and then averaged, so their std is the spread over repeats.
 #include "experiment/report_tables.hpp"
@@ -15,90 +16,6 @@
 #include "experiment/report_layout.hpp"
 
 namespace cnnscale::report {
-
-Table time_table(const std::vector<ConfigGroup>& groups) {
-  Layout l{groups};
-  Table t = l.start("time", "Time (Castro et al., Tables 4/7)",
-                    "Time per batch of the full training step (slowest rank), samples per second and "
-                    "whole-training time, then the forward and backward parts of the step and the peak device "
-                    "memory of a rank; mean ± sample std over repeats. CSV: seconds, GiB.");
-  t.columns.insert(t.columns.end(), {seconds("step {unit}/batch", "seconds_per_batch"),
-                                     {"samples/s", "samples_per_s"},
-                                     seconds("whole training ({unit})", "whole_training_seconds"),
-                                     seconds("forward {unit}/batch", "forward_seconds_per_batch"),
-                                     seconds("backward {unit}/batch", "backward_seconds_per_batch"),
-                                     seconds("forward whole ({unit})", "forward_whole_seconds"),
-                                     seconds("backward whole ({unit})", "backward_whole_seconds")});
-  // Results written before the backends counted their memory have none: no column of dashes then.
-  const bool memory = any_value(groups, &RunSummary::peak_memory_bytes);
-  if (memory) t.columns.push_back({"peak memory (GiB)", "peak_memory_gib"});
-  int loops = 0, timers = 0;
-  for (const ConfigGroup& g : groups) {
-    const bool loop = uses_loops(g);
-    (loop ? loops : timers)++;
-    NumberFigure RunSummary::*const fwd = loop ? &RunSummary::loop_forward_s : &RunSummary::time_forward_s;
-    NumberFigure RunSummary::*const bwd = loop ? &RunSummary::loop_backward_s : &RunSummary::time_backward_s;
-    auto whole = [](NumberFigure RunSummary::*figure) {
-      return [figure](const RunRecord& r) { return r.number(figure) * r.number(&RunSummary::whole_iterations); };
-    };
-    auto cells = l.row(g);
-    for (const Stat& s : {g.stat(&RunSummary::seconds_per_batch), g.stat(&RunSummary::samples_per_s),
-                          g.stat(&RunSummary::whole_training_seconds), g.stat(fwd), g.stat(bwd), stat_by(g, whole(fwd)),
-                          stat_by(g, whole(bwd))})
-      cells.push_back(Cell::of(s));
-    if (memory) cells.push_back(Cell::of(stat_by(g, scaled(&RunSummary::peak_memory_bytes, 1.0 / (1 << 30)))));
-    t.rows.push_back(std::move(cells));
-  }
-  if (loops)
-    t.notes.push_back(
-        fmt::format("Forward/backward in {} row(s) with measure=phases: loop_forward_s and "
-                    "loop_backward_s (phase-isolated loops, backward by difference).",
-                    loops));
-  if (timers)
-    t.notes.push_back(
-        fmt::format("Forward/backward in {} row(s) with measure={}: time_forward_s and "
-                    "time_backward_s (phase timers inside the full step).",
-                    timers, loops ? "steady" : groups.front().key.at("measure")));
-  t.notes.push_back("Whole-training forward/backward time = time per batch × whole_iterations.");
-  if (memory)
-    t.notes.push_back(
-        "Peak memory: the most device memory (tensors and workspaces, GiB = 2^30 bytes) one rank's backend held "
-        "at once, the largest over the ranks.");
-  note_if_all_null(t, groups, "seconds_per_batch", "no timed iterations");
-  return t;
-}
-
-Table energy_table(const std::vector<ConfigGroup>& groups) {
-  Layout l{groups};
-  Table t = l.start("energy", "Energy (Castro et al., Tables 5/8)",
-                    std::string(l.noun.many == "GPUs" ? "Energy per batch and power (summed over all GPUs of the job)"
-                                : all_cpu(groups)     ? "Energy per batch and power (RAPL package + DRAM of each host)"
-                                                      : "Energy per batch and power (GPU runs: all GPUs of the job; "
-                                                        "CPU runs: RAPL package + DRAM of each host)") +
-                        ", whole-training energy; forward/backward energy per batch where phase-isolated windows "
-                        "were measured. CSV: joules, watts.");
-  std::vector<std::pair<Column, NumberFigure RunSummary::*>> figures = {
-      {joules("{unit}/batch", "joules_per_batch"), &RunSummary::joules_per_batch},
-      {{"power ({unit})", "watts", true, false, Quantity::Watts}, &RunSummary::watts},
-      {joules("whole training ({unit})", "whole_training_joules"), &RunSummary::whole_training_joules}};
-  const std::vector<std::pair<Column, NumberFigure RunSummary::*>> optional = {
-      {joules("forward {unit}/batch", "forward_joules_per_batch"), &RunSummary::energy_forward_j},
-      {joules("backward {unit}/batch", "backward_joules_per_batch"), &RunSummary::energy_backward_j},
-      {joules("CPU package {unit}/batch", "cpu_package_joules_per_batch"), &RunSummary::cpu_package_joules_per_batch},
-      {joules("CPU DRAM {unit}/batch", "cpu_dram_joules_per_batch"), &RunSummary::cpu_dram_joules_per_batch}};
-  for (const auto& f : optional)
-    if (any_value(groups, f.second)) figures.push_back(f);
-  for (const auto& f : figures) t.columns.push_back(f.first);
-  for (const ConfigGroup& g : groups) {
-    auto cells = l.row(g);
-    for (const auto& f : figures) cells.push_back(Cell::of(g.stat(f.second)));
-    t.rows.push_back(std::move(cells));
-  }
-  note_if_all_null(t, groups, "joules_per_batch",
-                   all_cpu(groups) ? "no energy counters were readable: CPU run without NVML/RAPL"
-                                   : "no energy counters were readable (NVML unavailable)");
-  return t;
-}
 
 Table whole_table(const std::vector<ConfigGroup>& groups) {
   Layout l{groups};
@@ -133,27 +50,6 @@ Table whole_table(const std::vector<ConfigGroup>& groups) {
                                    : "no energy counters were readable (NVML unavailable)");
   if (!t.all_null() && !any_value(groups, &RunSummary::edp_training_js))
     t.notes.push_back("MJ and EDP are null and no configuration is marked: no energy counters were readable" +
-                      std::string(all_cpu(groups) ? " (CPU run without NVML/RAPL)." : "."));
-  return t;
-}
-
-Table efficiency_table(const std::vector<ConfigGroup>& groups) {
-  Layout l{groups};
-  Table t = l.start("efficiency", "Efficiency (Castro et al., Table 11)",
-                    "Training GFLOPS (2 × MACs × 3 per sample) and GFLOPS per watt, joules per sample.");
-  t.columns.insert(
-      t.columns.end(),
-      {{"GFLOPS", "gflops"}, {"GFLOPS/W", "gflops_per_watt"}, joules("{unit}/sample", "joules_per_sample")});
-  for (const ConfigGroup& g : groups) {
-    auto cells = l.row(g);
-    for (NumberFigure RunSummary::*figure :
-         {&RunSummary::gflops, &RunSummary::gflops_per_watt, &RunSummary::joules_per_sample})
-      cells.push_back(Cell::of(g.stat(figure)));
-    t.rows.push_back(std::move(cells));
-  }
-  note_if_all_null(t, groups, "gflops", "no timed iterations");
-  if (!t.all_null() && !any_value(groups, &RunSummary::gflops_per_watt))
-    t.notes.push_back("GFLOPS/W and J/sample are null: no energy counters were readable" +
                       std::string(all_cpu(groups) ? " (CPU run without NVML/RAPL)." : "."));
   return t;
 }
@@ -225,10 +121,12 @@ Table accuracy_table(const std::vector<ConfigGroup>& groups) {
 
 Table phases_table(const std::vector<ConfigGroup>& groups) {
   Layout l{groups};
-  Table t = l.start("phases", "Phase breakdown",
-                    "Time per batch in each part of the full training step of the slowest rank (the rank with the "
-                    "largest mean iteration time; mean over its steady iterations). The parts partition the step: "
-                    "data, h2d, forward, backward, exposed allreduce, update and other add up to total. CSV: ms.");
+  Table t = l.start("phases", "Phase breakdown (in-step time)",
+                    "In-step time per batch in each part of the full training step of the slowest rank (the rank "
+                    "with the largest mean iteration time; mean over its steady iterations). The parts partition "
+                    "the step: data, h2d, forward, backward, exposed allreduce, update and other add up to total. "
+                    "measure=phases' isolated-loop figures (Time and Energy tables) are other measurements and no "
+                    "part of this sum. CSV: ms.");
   // (header, CSV stem): the stem is a kStepParts part, or the total or comm busy.
   const std::vector<std::pair<std::string, std::string>> columns = {{"data", "data"},
                                                                     {"h2d", "h2d"},
