@@ -7,7 +7,6 @@
 // they did.
 #include <fmt/format.h>
 
-#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,11 +32,11 @@ bool any_ranks(const std::vector<ConfigGroup>& groups) {
 
 // The study's backward: on several GPUs it includes the gradient exchange that overlaps it. In-step
 // backward already spans the overlapped part in wall time; the exposed allreduce is the rest, until
-// the gradients are exchanged. One rank has no exchange: its backward alone.
+// the gradients are exchanged. Both of one rank's step (the Phase breakdown's), so that the sum is
+// of parts of one step; one rank's exposed allreduce is 0.
 double backward_with_exchange(const RunRecord& r) {
-  const double b = r.number(&RunSummary::time_backward_s), a = r.number(&RunSummary::time_allreduce_s);
-  if (std::isfinite(a)) return b + a;
-  return r.number(&RunSummary::world_size) == 1.0 ? b : kMissing;
+  const auto b = r.step.seconds.find("backward"), a = r.step.seconds.find("allreduce");
+  return b != r.step.seconds.end() && a != r.step.seconds.end() ? b->second + a->second : kMissing;
 }
 
 // A per-run ratio of two figures (null where either is missing or the divisor is not positive).
@@ -86,7 +85,8 @@ Table time_table(const std::vector<ConfigGroup>& groups) {
   auto whole = [](NumberFigure RunSummary::*figure) -> RunFigure {
     return [figure](const RunRecord& r) { return r.number(figure) * r.number(&RunSummary::whole_iterations); };
   };
-  figures.push_back({seconds("forward in-step whole ({unit})", "forward_whole_seconds"), whole(&RunSummary::time_forward_s)});
+  figures.push_back(
+      {seconds("forward in-step whole ({unit})", "forward_whole_seconds"), whole(&RunSummary::time_forward_s)});
   figures.push_back(
       {seconds("backward in-step whole ({unit})", "backward_whole_seconds"), whole(&RunSummary::time_backward_s)});
   if (loops) {
@@ -97,7 +97,8 @@ Table time_table(const std::vector<ConfigGroup>& groups) {
   }
   // Results written before the backends counted their memory have none: no column of dashes then.
   if (any_value(groups, &RunSummary::peak_memory_bytes))
-    figures.push_back({{"peak memory (GiB)", "peak_memory_gib"}, scaled(&RunSummary::peak_memory_bytes, 1.0 / (1 << 30))});
+    figures.push_back(
+        {{"peak memory (GiB)", "peak_memory_gib"}, scaled(&RunSummary::peak_memory_bytes, 1.0 / (1 << 30))});
   for (const auto& f : figures) t.columns.push_back(f.first);
   for (const ConfigGroup& g : groups) {
     auto cells = l.row(g);
@@ -109,10 +110,13 @@ Table time_table(const std::vector<ConfigGroup>& groups) {
       "rank's mean over the steady iterations); whole-training in-step time = time per batch × whole_iterations.");
   if (ranks)
     t.notes.push_back(
-        "Backward incl. exchange = in-step backward + exposed allreduce (time_backward_s + time_allreduce_s): from "
-        "the start of backward until the gradients are exchanged, as the study's multi-GPU backward includes the "
-        "allreduce that overlaps it (the overlapped part is inside in-step backward's wall time; the exposed "
-        "allreduce is what remains). One rank exchanges nothing: its backward alone.");
+        "Backward incl. exchange = in-step backward + exposed allreduce of the Phase breakdown's rank (the slowest): "
+        "from the start of backward until the gradients are exchanged, as the study's backward on several devices "
+        "includes "
+        "the allreduce that overlaps it (the overlapped part is inside in-step backward's wall time; the exposed "
+        "allreduce is what remains). One rank exchanges nothing: its backward alone. The in-step forward/backward "
+        "columns are each phase's slowest rank (time_*_s), so on several ranks they can differ from the Phase "
+        "breakdown's, which are all of one rank.");
   if (loops) {
     int rows = 0;
     for (const ConfigGroup& g : groups) rows += uses_loops(g) ? 1 : 0;
@@ -120,8 +124,8 @@ Table time_table(const std::vector<ConfigGroup>& groups) {
         "Isolated-loop forward/backward in {} row(s) with measure=phases: loop_forward_s and loop_backward_s, from "
         "a forward-only and a forward+backward loop run alone after training (fixed batch, no data loading, no "
         "exchange), backward = (forward+backward loop) − forward loop. They are not parts of the step: their sum "
-        "need not equal the step time and may exceed it; the in-step columns (and the Phase breakdown) partition "
-        "the step. Isolated-loop backward never includes the exchange.",
+        "need not equal the step time and may exceed it; the in-step figures of the Phase breakdown partition the "
+        "step. Isolated-loop backward never includes the exchange.",
         rows));
   }
   if (any_value(groups, &RunSummary::peak_memory_bytes))
@@ -201,7 +205,8 @@ Table energy_table(const std::vector<ConfigGroup>& groups) {
     t.notes.push_back(
         "Isolated-loop joules: energy_forward_j, energy_backward_j, energy_update_allreduce_j and energy_full_step_j "
         "of summary.json; update + exchange = full-step loop − forward+backward loop: the update and, on several "
-        "ranks, the gradient exchange, which the loops cannot part. The study's multi-GPU backward includes the "
+        "ranks, the gradient exchange, which the loops cannot part. The study's backward on several devices includes "
+        "the "
         "exchange; here its joules are in update + exchange, so isolated-loop backward + update + exchange bounds "
         "the study's backward energy from above.");
   note_if_all_null(t, groups, "joules_per_batch",

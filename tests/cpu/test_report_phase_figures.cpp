@@ -32,6 +32,7 @@ RunResults phases_run(int ranks) {
                                 {"whole_iterations", 100.0},
                                 {"time_forward_s", 0.004},
                                 {"time_backward_s", 0.006},
+                                {"time_total_s", 0.012},
                                 {"loop_forward_s", 0.005},
                                 {"loop_backward_s", 0.010},
                                 {"loop_update_allreduce_s", 0.002},
@@ -70,9 +71,10 @@ TEST(ReportPhaseFigures, TimeTableNamesInStepAndIsolatedLoopApartAndNeverSumsThe
       EXPECT_NE(std::stod(value), (0.005 + 0.010) * 100) << column;
     }
   const std::string md = slurp(dir.file("report/time.md"));
-  for (const char* text : {"forward in-step", "backward in-step", "forward isolated-loop", "backward isolated-loop",
-                           "backward incl. exchange, in-step (study's definition)", "not parts of the step",
-                           "in-step backward + exposed allreduce", "Isolated-loop backward never includes the exchange"})
+  for (const char* text :
+       {"forward in-step", "backward in-step", "forward isolated-loop", "backward isolated-loop",
+        "backward incl. exchange, in-step (study's definition)", "not parts of the step",
+        "in-step backward + exposed allreduce", "Isolated-loop backward never includes the exchange"})
     EXPECT_NE(md.find(text), std::string::npos) << text << "\n" << md;
   const std::string phases = slurp(dir.file("report/phases.md"));
   EXPECT_NE(phases.find("Phase breakdown (in-step time)"), std::string::npos) << phases;
@@ -83,7 +85,7 @@ TEST(ReportPhaseFigures, EnergyTableHasTheIsolatedLoopsUpdateEnergyPowerAndSampl
   TempDir dir;
   testing::write_run(dir.str(), phases_run(2));
   report_without_plots(dir.str());
-  const auto& row = read_csv(dir.file("report/energy.csv")).at(0);
+  const testing::CsvRow row = read_csv(dir.file("report/energy.csv")).at(0);
   EXPECT_DOUBLE_EQ(number(row, "forward_joules_per_batch_mean"), 1.0);
   EXPECT_DOUBLE_EQ(number(row, "backward_joules_per_batch_mean"), 3.0);
   EXPECT_DOUBLE_EQ(number(row, "isolated_update_exchange_joules_per_batch_mean"), 0.5);
@@ -109,7 +111,7 @@ TEST(ReportPhaseFigures, SteadyRunsHaveNoIsolatedLoopColumnsAndOneRankNoExchange
                                                {"time_forward_s", 0.03},
                                                {"time_backward_s", 0.06}}));
   report_without_plots(dir.str());
-  const auto& time = read_csv(dir.file("report/time.csv")).at(0);
+  const testing::CsvRow time = read_csv(dir.file("report/time.csv")).at(0);
   EXPECT_EQ(time.count("isolated_forward_seconds_per_batch_mean"), 0u);
   EXPECT_EQ(time.count("backward_with_exchange_seconds_per_batch_mean"), 0u);
   EXPECT_EQ(read_csv(dir.file("report/energy.csv")).at(0).count("isolated_update_exchange_joules_per_batch_mean"), 0u);
