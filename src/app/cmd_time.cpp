@@ -3,7 +3,8 @@
 // a table on stdout, or one JSON line with --json. The network is timed as training runs it: with
 // epilogues fused (a fused BatchNorm or Convolution row includes its ReLU and residual sum), unless
 // --no-fuse. With --inference it times the network as `cnnscale infer` runs it: batch norms folded
-// (unless --no-fold), epilogues fused, forward passes alone in the test phase.
+// (unless --no-fold), epilogues fused, forward passes alone in the test phase. --by-type sums the
+// rows by layer type instead (Li et al.'s Fig. 2); --json always carries both.
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -36,6 +37,7 @@ struct TimeArgs {
   int64_t classes = 0;
   LayerTimingOptions options;
   bool json = false;
+  bool by_type = false;  // --by-type: one row per layer type
   bool fuse = true;  // false: --no-fuse
   bool fold = true;  // false: --no-fold
   std::string calibration;  // with --inference: the convolutions of this table run in int8
@@ -84,6 +86,13 @@ void run_time(TimeArgs& a) {
                         {"activation_bytes", t.activation_bytes},
                         {"param_bytes", t.param_bytes},
                         {"implementation", t.implementation}});
+    nlohmann::json types = nlohmann::json::array();
+    for (const TypeTime& t : time_by_type(r.layers))
+      types.push_back({{"type", t.type},
+                       {"layers", t.layers},
+                       {"forward_ms", t.forward_ms},
+                       {"backward_ms", t.backward_ms},
+                       {"share", t.share}});
     nlohmann::json j = {{"net", spec.name()},
                         {"device", backend->device().to_string()},
                         {"precision", precision_name(r.precision)},
@@ -107,6 +116,7 @@ void run_time(TimeArgs& a) {
                         {"layout", a.layout},
                         {"batchnorm", a.batchnorm},
                         {"layers", layers},
+                        {"by_type", types},
                         // Every entry of time's table as given, as each saved result records its command's.
                         {"settings", table_values(time_settings(), fields_by_name(time_fields(a)))}};
     set_end(provenance);
@@ -125,19 +135,29 @@ void run_time(TimeArgs& a) {
     std::printf("%zu batch norm(s) and convolution(s) include their fused ReLU (and residual sum); --no-fuse times "
                 "them apart\n",
                 timed.fused_epilogues);
-  std::printf("%-28s %-18s %12s %12s %8s %12s\n", "layer", "type", "forward ms", "backward ms", "share", "memory MiB");
-  for (const LayerTime& t : r.layers) {
-    std::printf("%-28s %-18s %12.4f %12.4f %7.1f%% %12.2f\n", t.name.c_str(), t.type.c_str(), t.forward_ms,
-                t.backward_ms, 100.0 * t.share, static_cast<double>(t.activation_bytes + t.param_bytes) / 1048576.0);
-    // Where the backend chose how to run it (a convolution's form and algorithm per direction).
-    if (!t.implementation.empty()) std::printf("    %s\n", t.implementation.c_str());
+  if (a.by_type) {
+    std::printf("%-18s %8s %12s %12s %8s\n", "type", "layers", "forward ms", "backward ms", "share");
+    for (const TypeTime& t : time_by_type(r.layers))
+      std::printf("%-18s %8lld %12.4f %12.4f %7.1f%%\n", t.type.c_str(), static_cast<long long>(t.layers),
+                  t.forward_ms, t.backward_ms, 100.0 * t.share);
+  } else {
+    std::printf("%-28s %-18s %12s %12s %8s %12s\n", "layer", "type", "forward ms", "backward ms", "share",
+                "memory MiB");
+    for (const LayerTime& t : r.layers) {
+      std::printf("%-28s %-18s %12.4f %12.4f %7.1f%% %12.2f\n", t.name.c_str(), t.type.c_str(), t.forward_ms,
+                  t.backward_ms, 100.0 * t.share, static_cast<double>(t.activation_bytes + t.param_bytes) / 1048576.0);
+      // Where the backend chose how to run it (a convolution's form and algorithm per direction).
+      if (!t.implementation.empty()) std::printf("    %s\n", t.implementation.c_str());
+    }
   }
   std::printf("forward %.4f ms (%.4f ms of it the input's compute copy, and the weights' where the update does not "
               "write them, in no layer), backward %.4f ms, update %.4f ms, full step %.4f ms; peak memory %.3f GiB\n",
               r.forward_ms, r.copies_ms, r.backward_ms, r.update_ms, r.step_ms,
               static_cast<double>(r.peak_memory_bytes) / double(int64_t{1} << 30));
-  std::printf("memory per layer: its outputs at batch %lld and its parameters with their gradients and fp32 masters\n",
-              static_cast<long long>(r.batch));
+  if (!a.by_type)
+    std::printf("memory per layer: its outputs at batch %lld and its parameters with their gradients and fp32 "
+                "masters\n",
+                static_cast<long long>(r.batch));
   if (r.h2d_bytes > 0)
     std::printf(
         "host -> device: the batch (input and labels, %.2f MiB from pinned memory) %.4f ms per step, %.1f%% "
@@ -175,6 +195,9 @@ void register_time(CLI::App& app) {
   add_table_options(*cmd, time_settings(), fields_by_name(time_fields(a)));
   cmd->get_option("net")->required();
   cmd->add_flag("--json", a.json, "Print one JSON line on stdout instead of the table")->group(option_group::kResults);
+  cmd->add_flag("--by-type", a.by_type,
+                "One row per layer type (convolution, pooling, ...: Li et al.'s Fig. 2) instead of one per layer")
+      ->group(option_group::kResults);
   cmd->callback([args] { run_time(*args); });
 }
 

@@ -173,4 +173,22 @@ LayerTimingResult time_layers(const NetSpec& spec, Backend& backend, const Layer
   return r;
 }
 
+std::vector<TypeTime> time_by_type(const std::vector<LayerTime>& layers) {
+  std::vector<TypeTime> types;
+  double sum = 0;
+  for (const LayerTime& t : layers) {
+    auto it = std::find_if(types.begin(), types.end(), [&](const TypeTime& x) { return x.type == t.type; });
+    if (it == types.end()) it = types.insert(types.end(), TypeTime{.type = t.type});
+    ++it->layers;
+    it->forward_ms += t.forward_ms;
+    it->backward_ms += t.backward_ms;
+    sum += t.forward_ms + t.backward_ms;
+  }
+  for (TypeTime& x : types) x.share = sum > 0 ? (x.forward_ms + x.backward_ms) / sum : 0.0;
+  std::stable_sort(types.begin(), types.end(), [](const TypeTime& a, const TypeTime& b) {
+    return a.forward_ms + a.backward_ms > b.forward_ms + b.backward_ms;
+  });
+  return types;
+}
+
 }  // namespace cnnscale

@@ -63,6 +63,17 @@ struct LayerTimingResult {
   int64_t h2d_bytes = 0;
 };
 
+// The layers' times summed by layer type (Li et al.'s Fig. 2: the share of convolution, pooling,
+// normalisation, fully connected, ReLU, ... in forward + backward), largest first, ties in order of
+// first appearance. A fused row counts as its own type (a Convolution with its ReLU is Convolution).
+struct TypeTime {
+  std::string type;
+  int64_t layers = 0;
+  double forward_ms = 0, backward_ms = 0;
+  double share = 0;  // (forward + backward) / the sum over all layers; 0 when that sum is 0
+};
+std::vector<TypeTime> time_by_type(const std::vector<LayerTime>& layers);
+
 // Builds the net on `backend` with random inputs and labels and times it. Throws ConfigError for
 // iterations < 1, warmup < 0 or batch < 1.
 LayerTimingResult time_layers(const NetSpec& spec, Backend& backend, const LayerTimingOptions& options);

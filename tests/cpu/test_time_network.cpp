@@ -6,6 +6,7 @@
 #include "backend/backend.hpp"
 #include "core/error.hpp"
 #include "experiment/time_network.hpp"
+#include "measure/layer_timing.hpp"
 #include "net/fold.hpp"
 #include "net/fuse.hpp"
 #include "net/net.hpp"
@@ -67,6 +68,35 @@ TEST(TimeNetwork, TimesTheFoldedNetAsInferRunsIt) {
   EXPECT_EQ(t.fused_epilogues, fuse_epilogues(folded.spec).fused.size());
   EXPECT_EQ(t.result.backward_ms, 0.0);
   EXPECT_GT(t.result.forward_ms, 0.0);
+}
+
+// Li et al.'s Fig. 2: the rows summed per type, largest first, shares of the sum over all layers.
+TEST(TimeByType, SumsEachTypesLayersLargestFirst) {
+  auto row = [](const char* type, double f, double b) {
+    LayerTime t;
+    t.type = type;
+    t.forward_ms = f;
+    t.backward_ms = b;
+    return t;
+  };
+  const std::vector<LayerTime> layers = {row("Convolution", 4, 8), row("ReLU", 0.5, 0.5), row("Pooling", 1, 1),
+                                         row("Convolution", 2, 2), row("ReLU", 0.5, 0.5), row("LRN", 0, 0)};
+  const std::vector<TypeTime> types = time_by_type(layers);
+  ASSERT_EQ(types.size(), 4u);
+  EXPECT_EQ(types[0].type, "Convolution");
+  EXPECT_EQ(types[0].layers, 2);
+  EXPECT_DOUBLE_EQ(types[0].forward_ms, 6.0);
+  EXPECT_DOUBLE_EQ(types[0].backward_ms, 10.0);
+  EXPECT_DOUBLE_EQ(types[0].share, 16.0 / 20.0);
+  // ReLU and Pooling tie at 2 ms: the one met first in the rows comes first.
+  EXPECT_EQ(types[1].type, "ReLU");
+  EXPECT_EQ(types[1].layers, 2);
+  EXPECT_EQ(types[2].type, "Pooling");
+  EXPECT_DOUBLE_EQ(types[2].share, 0.1);
+  EXPECT_EQ(types[3].type, "LRN");
+  EXPECT_EQ(types[3].share, 0.0);
+  EXPECT_TRUE(time_by_type({}).empty());
+  EXPECT_EQ(time_by_type({row("ReLU", 0, 0)}).at(0).share, 0.0);  // nothing timed: no division by 0
 }
 
 }  // namespace
