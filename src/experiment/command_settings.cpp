@@ -177,6 +177,10 @@ SettingTable make_kernel_settings(const std::string& kind) {
   if (spmm)  // DeepBench has no sparse training set
     add(kBenchProblems, choice("set", "inference-server", {"inference-server", "inference-device"},
                                "DeepBench's sparse set: inference-server or inference-device (data/bench/)"));
+  else if (conv)  // Li et al.'s Table I too
+    add(kBenchProblems, choice("set", "training", measure::conv_bench_set_names(),
+                               "DeepBench's set: training, inference-server or inference-device, or li-table1: Li "
+                               "et al.'s Table I (data/bench/)"));
   else
     add(kBenchProblems, choice("set", "training", measure::bench_set_names(),
                                "DeepBench's set: training, inference-server or inference-device (data/bench/)"));

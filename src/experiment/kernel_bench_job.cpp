@@ -221,7 +221,7 @@ KernelBenchRun run_kernel_bench(const KernelBenchRequest& a) {
              : !a.sweep.empty()       ? fmt::format("sweep {} around {}", a.sweep, a.sweep_base)
              : !a.shapes.empty()      ? "--shape"
              : !a.shapes_file.empty() ? a.shapes_file
-                                      : fmt::format("DeepBench {} set", a.set);
+                                      : measure::bench_set_source(a.set);
   if ((a.limit > 0 || a.from > 1) && a.sweep.empty() && a.shapes.empty())
     r.source += fmt::format(" (problems {} to {} of {})", a.from, a.from - 1 + static_cast<int64_t>(p.kept), p.listed);
   if (!o.counter_name.empty() && r.energy_method.rfind("mean power", 0) == 0)

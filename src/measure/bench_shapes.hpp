@@ -14,6 +14,18 @@ inline const std::vector<std::string>& bench_set_names() {
   return names;
 }
 
+// The conv sets: DeepBench's and Li et al.'s Table I (data/bench/conv-li-table1.csv: their five
+// profiled configurations Conv1-Conv5, convnet-benchmarks' layers L1, L3-L5 and their own Conv2).
+inline const std::vector<std::string>& conv_bench_set_names() {
+  static const std::vector<std::string> names{"training", "inference-server", "inference-device", "li-table1"};
+  return names;
+}
+
+// Where a set's problems come from, for tables: "DeepBench training set", "Li et al. Table I".
+inline std::string bench_set_source(const std::string& set) {
+  return set == "li-table1" ? "Li et al. Table I (set li-table1)" : "DeepBench " + set + " set";
+}
+
 // data/bench/<kind>-<set>.csv under the working directory, else the source tree; ConfigError
 // naming the places tried when neither has it.
 std::string bench_shape_file(const std::string& kind, const std::string& set);

@@ -70,6 +70,34 @@ TEST(KernelBenchNet, LayersOfAShippedNetwork) {
                      {"--batch applies to --net"});
 }
 
+// Li et al.'s Table I, (b, i, f, k, s) per row: batch, square input, filters, square kernel, stride;
+// unpadded. Its rows and nothing else, in its order; a conv set only.
+TEST(KernelBenchSets, LiTableOneIsTheTablesFiveConfigurations) {
+  const auto rows = measure::read_conv_shapes(measure::bench_shape_file("conv", "li-table1"));
+  const std::array<std::array<int64_t, 5>, 5> table = {{{128, 128, 96, 11, 1},
+                                                        {128, 128, 96, 3, 1},
+                                                        {128, 32, 128, 9, 1},
+                                                        {128, 16, 128, 7, 1},
+                                                        {128, 13, 384, 3, 1}}};
+  ASSERT_EQ(rows.size(), table.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    SCOPED_TRACE(measure::conv_label(rows[i]));
+    const ConvProblem& p = rows[i];
+    EXPECT_EQ((std::array<int64_t, 5>{p.n, p.w, p.k, p.s, p.stride_w}), table[i]);
+    EXPECT_EQ(p.h, p.w);
+    EXPECT_EQ(p.r, p.s);
+    EXPECT_EQ(p.stride_h, p.stride_w);
+    EXPECT_EQ(p.pad_w + p.pad_h, 0);
+  }
+  // Input channels, which the table leaves out: convnet-benchmarks' for its layers, L2's for Conv2.
+  EXPECT_EQ(rows[0].c, 3);
+  EXPECT_EQ(rows[1].c, 64);
+  EXPECT_EQ(rows[4].c, 384);
+  EXPECT_EQ(measure::bench_set_source("li-table1"), "Li et al. Table I (set li-table1)");
+  EXPECT_EQ(measure::bench_set_source("training"), "DeepBench training set");
+  expect_usage_error({"bench", "gemm", "--device", "cpu", "--set", "li-table1"}, {"--set"});
+}
+
 }  // namespace
 }  // namespace cnnscale::testing
 
