@@ -140,6 +140,31 @@ TEST(ExperimentFiles, OverlapCtasCrossesTheExchangeTunablesOnFourGpus) {
     EXPECT_EQ(variants.count(v), 8u) << v;
 }
 
+// The NVIDIA inference whitepaper's networks (AlexNet, GoogLeNet) at its batch sizes (1 and 128) and
+// formats (fp32, fp16) beside the study's three, whose runs keep the ids they had before.
+TEST(ExperimentFiles, InferenceCoversTheWhitepapersNetworks) {
+  Experiment e;
+  const auto runs = load_runs("inference.yaml", &e);
+  ASSERT_EQ(runs.size(), 5u * 5u * 3u);  // networks x precisions x repeats
+  for (const char* b : {"1", "128"})  // every run measures the whole list
+    EXPECT_NE(std::find(e.infer.batches.begin(), e.infer.batches.end(), b), e.infer.batches.end()) << b;
+  std::set<std::string> ids, whitepaper;
+  for (const auto& r : runs) {
+    ids.insert(r.id);
+    if ((r.network == "alexnet" || r.network == "googlenet") && (r.precision == "fp32" || r.precision == "fp16"))
+      whitepaper.insert(r.network + " " + r.precision);
+  }
+  EXPECT_EQ(whitepaper, (std::set<std::string>{"alexnet fp16", "alexnet fp32", "googlenet fp16", "googlenet fp32"}));
+  // The file's earlier matrix (three networks): the same runs, the same ids.
+  Experiment before = load_experiment((kExperiments / "inference.yaml").string(),
+                                      {"matrix.network=[resnet50,resnet34,caffenet]"}, gpu_host(4));
+  const auto earlier = expand_runs(before);
+  ASSERT_EQ(earlier.size(), 45u);
+  for (const auto& r : earlier) EXPECT_EQ(ids.count(r.id), 1u) << r.id;
+  EXPECT_EQ(earlier.front().id, "resnet50-infer-g1-fp32-r1-831baf4a");  // as the three-network file named it
+  EXPECT_EQ(earlier.back().id, "caffenet-infer-g1-int8-r3-f0110bcb");
+}
+
 TEST(ExperimentFiles, CpuMixRunsWithoutAGpu) {
   Experiment e;
   const auto runs = load_runs("cpu_mix.yaml", &e);
