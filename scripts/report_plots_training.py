@@ -78,13 +78,15 @@ def phases_figure(rows, out):
             v = np.nan_to_num([number(r.get(part + "_ms_mean", "")) * scale for r in rs])
             ax.bar(x, v, bottom=bottom, label=name, color=f"C{i}", width=0.7)
             bottom += v
-        ax.plot(x, [number(r["total_ms_mean"]) * scale for r in rs], "k_", markersize=16, markeredgewidth=2,
-                label="total (measured)")
+        totals = [number(r["total_ms_mean"]) * scale for r in rs]
+        ax.plot(x, totals, "k_", markersize=16, markeredgewidth=2, label="total (measured)")
         ax.set_xticks(x, [label(r, show_n, shared) for r in rs], rotation=45, ha="right", fontsize=8)
         ax.set_title(net)
         ax.set_xlabel(f"batch-{common.DEVICES}")
         ax.set_ylabel(f"{unit} per batch")
-        ax.set_ylim(bottom=0)
+        # Room above the taller of the stack and the total's marker: autoscaling ends the axis at the
+        # stack's top, where the marker and the last part's edge were cut off.
+        ax.set_ylim(0, 1.08 * max(np.nanmax(np.append(bottom, totals)), 1e-12))
     handles, names = axes[0].get_legend_handles_labels()
     fig.suptitle("Parts of the full training step (slowest rank; they add up to the measured total)\n"
                  + (f"(means of n = {ns[0]} run{'s' if ns[0] != 1 else ''} each)" if len(set(ns)) == 1
