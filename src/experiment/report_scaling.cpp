@@ -222,6 +222,24 @@ Table baseline_table(const std::vector<ConfigGroup>& groups, const std::vector<B
   return t;
 }
 
+namespace {
+
+// The GPU count whose mean `figure` is the highest (or lowest) of a row's: "—" where fewer than two
+// counts have the figure, as one count is no choice.
+std::string best_count(const std::map<double, const ConfigGroup*>& at, NumberFigure RunSummary::*figure,
+                       bool highest) {
+  double best_n = 0, best = 0;
+  int with = 0;
+  for (const auto& [n, g] : at) {
+    const Stat s = g->stat(figure);
+    if (s.null()) continue;
+    if (with++ == 0 || (highest ? s.mean > best : s.mean < best)) best = s.mean, best_n = n;
+  }
+  return with > 1 ? fmt::format("{:g}", best_n) : "—";
+}
+
+}  // namespace
+
 Table by_gpus_table(const std::vector<ConfigGroup>& groups) {
   // A row is a network, global batch and variant identity with one group per GPU count. A single
   // rank's identity lacks the allreduce settings (it exchanges nothing): its group joins every row
@@ -298,6 +316,12 @@ Table by_gpus_table(const std::vector<ConfigGroup>& groups) {
     column("{unit}/batch", "joules_per_batch", Quantity::Joules);
     column("EDP ({unit})", "edp_mj_ks", Quantity::JouleSeconds, 1e9);
   }
+  // The study's conclusion is read off these two (seed 003: "2 GPUs for low-CTC nets, 4 for high-CTC").
+  const bool pick = counts.size() > 1;
+  if (pick) {
+    t.columns.push_back({fmt::format("fastest ({})", noun.many), "fastest_count", false});
+    t.columns.push_back({fmt::format("least EDP ({})", noun.many), "least_edp_count", false});
+  }
   int no_baseline = 0, shared = 0;
   std::map<const ConfigGroup*, int> used;  // 1-GPU group -> rows that show it
   for (const Row& r : rows) {
@@ -332,9 +356,19 @@ Table by_gpus_table(const std::vector<ConfigGroup>& groups) {
       cells.push_back(Cell::of(g ? g->stat(&RunSummary::joules_per_batch) : Stat{}));
       cells.push_back(Cell::of(g ? stat_by(*g, scaled(&RunSummary::edp_training_js, 1e-9)) : Stat{}));
     }
+    if (pick) {
+      cells.push_back(Cell::of(best_count(r.at, &RunSummary::samples_per_s, true)));
+      cells.push_back(Cell::of(best_count(r.at, &RunSummary::edp_training_js, false)));
+    }
     t.rows.push_back(std::move(cells));
   }
   for (const auto& [g, n] : used) shared += n > 1 ? 1 : 0;
+  if (pick)
+    t.notes.push_back(fmt::format(
+        "fastest / least EDP: the {} count of the row with the highest mean samples/s / the lowest mean "
+        "whole-training EDP (— where fewer than two counts have the figure); the study's CTC conclusion compares "
+        "them across networks.",
+        noun.one));
 
   const std::string& many = noun.many;
   const std::string& one = noun.one;

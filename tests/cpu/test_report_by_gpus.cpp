@@ -40,6 +40,7 @@ TEST(ReportByGpus, OneColumnGroupPerGpuCountHoldingTheLongTablesValues) {
     for (const std::string figure : {"samples_per_s", "speedup", "joules_per_batch", "edp_mj_ks"})
       if (figure != "speedup" || n != 1)
         for (const char* part : {"mean", "std"}) header.push_back(fmt::format("{}_g{}_{}", figure, n, part));
+  header.insert(header.end(), {"fastest_count", "least_edp_count"});
   const auto records = testing::csv_records(slurp(dir.file("report/by_gpus.csv")));
   ASSERT_EQ(records.size(), 5u);
   EXPECT_EQ(records[0], header);
@@ -99,10 +100,11 @@ TEST(ReportByGpus, OneColumnGroupPerGpuCountHoldingTheLongTablesValues) {
                     "samples/s (4 ranks) |"),
             std::string::npos)
       << md;
-  EXPECT_NE(md.find("| EDP (MJ·s) (8 ranks) |\n"), std::string::npos) << md;
+  EXPECT_NE(md.find("| EDP (MJ·s) (8 ranks) | fastest (ranks) | least EDP (ranks) |\n"), std::string::npos) << md;
   const size_t line = md.find("| net_bb | 128 | 2/2/2/0 |");
   ASSERT_NE(line, std::string::npos) << md;
-  EXPECT_TRUE(md.substr(0, md.find('\n', line)).ends_with(" | — | — | — | — |")) << md;
+  // No 8-GPU point: its four figures are dashes, and the best of the counts run is 4 GPUs.
+  EXPECT_TRUE(md.substr(0, md.find('\n', line)).ends_with(" | — | — | — | — | 4 | 4 |")) << md;
   EXPECT_NE(md.find("1-rank run of the same network, global batch and variant"), std::string::npos) << md;
   EXPECT_EQ(md.find("no 1-rank run"), std::string::npos) << md;
   // In report.md right after the long scaling table.
@@ -124,6 +126,7 @@ TEST(ReportByGpus, WithoutAOneGpuRunSpeedupsAreNullAndANoteSaysSo) {
   for (int n : {2, 8})
     for (const std::string figure : {"samples_per_s", "speedup", "joules_per_batch", "edp_mj_ks"})
       for (const char* part : {"mean", "std"}) header.push_back(fmt::format("{}_g{}_{}", figure, n, part));
+  header.insert(header.end(), {"fastest_count", "least_edp_count"});
   EXPECT_EQ(records[0], header);
   const CsvRow row = read_csv(dir.file("report/by_gpus.csv")).at(0);
   EXPECT_EQ(row.at("runs"), "2/2");
@@ -187,6 +190,48 @@ TEST(ReportByGpus, AllreduceVariantsShareTheOneGpuRunAndGpuMixesStayOut) {
             std::string::npos)
       << md;
   EXPECT_NE(md.find("show the same 1-GPU run"), std::string::npos) << md;
+}
+
+}  // namespace
+}  // namespace cnnscale
+
+namespace cnnscale {
+namespace {
+
+// The columns the study's CTC conclusion is read from: the GPU count of the highest mean samples/s and
+// that of the lowest mean EDP, which need not be the same count; one count with the figure is no choice.
+TEST(ReportByGpus, FastestAndLeastEdpCountsAreEachFiguresBestCount) {
+  TempDir dir;
+  // net_c: 4 GPUs fastest, 2 GPUs the least EDP; net_d: only its 2-GPU runs have an EDP.
+  const std::map<int, std::pair<double, double>> c = {{1, {100, 50}}, {2, {180, 40}}, {4, {200, 60}}};
+  for (const auto& [n, figures] : c)
+    for (int rep = 0; rep < 2; ++rep) {
+      write_run(dir.str(), testing::synthetic_run("net_c", 64, n, rep,
+                                                  {{"samples_per_s", figures.first + rep},
+                                                   {"edp_training_js", 1e9 * (figures.second + rep)}}));
+      write_run(dir.str(), testing::synthetic_run("net_d", 64, n, rep,
+                                                  {{"samples_per_s", 300.0 - 50 * n},
+                                                   {"edp_training_js", n == 2 ? 1e9 : kMissing}}));
+    }
+  report_without_plots(dir.str());
+  const auto rows = read_csv(dir.file("report/by_gpus.csv"));
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].at("net"), "net_c");
+  EXPECT_EQ(rows[0].at("fastest_count"), "4");
+  EXPECT_EQ(rows[0].at("least_edp_count"), "2");
+  EXPECT_EQ(rows[1].at("net"), "net_d");
+  EXPECT_EQ(rows[1].at("fastest_count"), "1");
+  EXPECT_EQ(rows[1].at("least_edp_count"), "—");
+  const std::string md = slurp(dir.file("report/by_gpus.md"));
+  EXPECT_NE(md.find("| fastest (ranks) | least EDP (ranks) |"), std::string::npos) << md;
+  EXPECT_NE(md.find("the lowest mean whole-training EDP"), std::string::npos) << md;
+}
+
+TEST(ReportByGpus, OneGpuCountHasNoBestCountColumns) {
+  TempDir dir;
+  for (int rep = 0; rep < 2; ++rep) write_run(dir.str(), scaling_run("net_a", 64, 2, rep));
+  report_without_plots(dir.str());
+  EXPECT_EQ(slurp(dir.file("report/by_gpus.csv")).find("fastest_count"), std::string::npos);
 }
 
 }  // namespace
