@@ -16,6 +16,8 @@ report_plots_allreduce.py, report_plots_hetero.py, report_plots_infer.py and
 report_plots_kernels.py; what they share (units, labels, legends, saving) is report_plots_common.py.
 
 A figure without data is not drawn: its name and the reason go to the --left-out file instead.
+A figure with a note in figure_notes.csv (what its data can and cannot show: an emulated mix of
+ranks, BLAS threads per CPU rank) carries it as a footnote under the plot.
 Error bars are drawn only over 2 or more runs, and the number of runs is shown.
 Run by `cnnscale report` with Debian's /usr/bin/python3 (python3-matplotlib, python3-h5py).
 Exit codes: 0 ok, 2 bad arguments/inputs, 3 matplotlib or numpy not importable.
@@ -48,7 +50,8 @@ from report_plots_training import bars_per_network, phases_figure, power_figure
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tables", required=True, help="folder with time.csv, energy.csv, by_gpus.csv, phases.csv")
+    parser.add_argument("--tables", required=True,
+                        help="folder with time.csv, energy.csv, by_gpus.csv, phases.csv, figure_notes.csv")
     parser.add_argument("--out", required=True, help="folder for the PNG files")
     parser.add_argument("--power-h5", default="", help="run.h5 whose /power samples are drawn")
     parser.add_argument("--power-label", default="", help="description of that run")
@@ -62,6 +65,7 @@ def main():
                         help="file that receives 'name<TAB>reason' for each figure not drawn (no data)")
     a = parser.parse_args()
     common.DEVICES = a.devices
+    common.NOTES = {r["figure"]: r["note"] for r in read_table(a.tables, "figure_notes")}
     wanted = set(a.figures.split(","))
     if not wanted or not wanted <= {"training", "hetero", "allreduce", "inference", "weak", "sweep", "kernels"}:
         print(f"report_plots: --figures: expected training, hetero, allreduce, inference, weak, sweep and/or kernels, got "

@@ -3,8 +3,10 @@ figure modules); it draws no figure itself: reading the CSV tables, units by mag
 variants' labels, error bars and the number of runs behind them, legend placement, panel grids, and
 saving a PNG (its words in the Description) or leaving a figure out with the reason (LEFT_OUT).
 
-DEVICES and LEFT_OUT are this module's state, set and read by report_plots.py: the figure modules
-read them as report_plots_common.DEVICES at drawing time, not through a name bound at import.
+DEVICES, NOTES and LEFT_OUT are this module's state, set and read by report_plots.py: the figure
+modules read them as report_plots_common.DEVICES at drawing time, not through a name bound at import.
+save() draws a figure's note from NOTES (figure_notes.csv, written by `cnnscale report`: what the
+figure's data can and cannot show) as a footnote under everything else the figure draws.
 """
 import csv
 import math
@@ -20,6 +22,8 @@ UNITS = {"s": [("µs", 1e-6), ("ms", 1e-3), ("s", 1.0), ("ks", 1e3)],
          "J": [("mJ", 1e-3), ("J", 1.0), ("kJ", 1e3), ("MJ", 1e6), ("GJ", 1e9)]}
 
 LEFT_OUT = []  # (figure name, reason) for figures with nothing to draw
+NOTES = {}  # figure name -> its note (figure_notes.csv)
+NOTE_GID = "note"  # the footnote's Text, told apart from the figure's other texts
 
 
 def number(text):
@@ -201,11 +205,30 @@ def describe(fig):
             legends.append(ax.get_legend())
     for legend in legends:
         parts.append("legend: " + ", ".join(t.get_text() for t in legend.get_texts()))
+    parts += ["note: " + t.get_text().replace("\n", " ") for t in fig.texts if t.get_gid() == NOTE_GID]
     return " | ".join(parts)
 
 
+def footnote(fig, text, fontsize=8):
+    """`text` as a paper's figure note: under the lowest thing the figure draws (tick labels, axis
+    labels, legends below panels), left-aligned with it and wrapped to its width. Drawn last, after
+    the layout, since it goes below what the layout placed; save's tight bounding box takes it in."""
+    fig.canvas.draw()  # the layout's text extents are known only once drawn
+    box = fig.get_tightbbox(fig.canvas.get_renderer())  # inches
+    width_in, height_in = fig.get_size_inches()
+    # About 0.5 em a character: the note runs as wide as the figure's content, no wider, and its
+    # lines no longer than a page's (a sweep's wide figures would make them a screen long).
+    chars = min(170, max(60, int(box.width * 72 / (0.5 * fontsize))))
+    wrapped = textwrap.fill("Note: " + text, chars, break_on_hyphens=False, break_long_words=False)
+    fig.text(max(box.x0, 0) / width_in, (box.y0 - 0.12) / height_in, wrapped, ha="left", va="top",
+             fontsize=fontsize, color="0.2", gid=NOTE_GID)
+
+
 def save(fig, out, name):
-    """Written under a temporary name and renamed, like every other report file."""
+    """Written under a temporary name and renamed, like every other report file; with the figure's
+    note from NOTES, where it has one."""
+    if NOTES.get(name):
+        footnote(fig, NOTES[name])
     path = os.path.join(out, name)
     fig.savefig(path + ".tmp", format="png", dpi=110, bbox_inches="tight", metadata={"Description": describe(fig)})
     plt.close(fig)

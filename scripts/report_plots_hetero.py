@@ -5,7 +5,9 @@ split_history.csv).
 
 The helpers (number, pick_unit, save, leave_out, panel_grid, legend_right, tight_below_suptitle) are
 report_plots_common.py's, passed by report_plots.py as arguments, so that both figures follow its
-units, file naming and left-out list.
+units, file naming and left-out list; save also draws each figure's note (what an emulated mix of
+SM partitions or CPU slowdowns does not reproduce, or the GPU models of a real mix), which the
+report writes once for the tables and the figures (figure_notes.csv).
 """
 import math
 

@@ -1,6 +1,8 @@
 """Scaling figures for `cnnscale report` (imported by report_plots.py): strong-scaling curves over
 every rank count in the data (by_gpus table), with the ideal from each line's 1-rank rate, and
-weak-scaling efficiency against the rank count (weak_scaling table).
+weak-scaling efficiency against the rank count (weak_scaling table). On CPU ranks that ran another
+BLAS thread count each than the 1-rank run, save draws the tables' note on it under the figure
+(figure_notes.csv).
 """
 import math
 import re

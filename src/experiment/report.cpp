@@ -14,6 +14,7 @@
 #include "core/log.hpp"
 #include "experiment/report_allreduce.hpp"
 #include "experiment/report_data.hpp"
+#include "experiment/report_figure_notes.hpp"
 #include "experiment/report_hetero.hpp"
 #include "experiment/report_infer.hpp"
 #include "experiment/report_kernels.hpp"
@@ -58,7 +59,8 @@ std::string describe(const RunRecord& r) {
 
 std::string report_markdown(const ReportOptions& options, const ReportOutcome& outcome,
                             const std::vector<Table>& tables, bool md, bool csv, const std::string& figures_note,
-                            const std::string& power_desc, const DeviceNoun& noun) {
+                            const std::string& power_desc, const DeviceNoun& noun,
+                            const std::map<std::string, std::string>& notes) {
   std::string out = "# cnnscale report\n\n";
   out += fmt::format("Results: `{}` — {} complete run(s) in {} configuration(s)", options.results_dir, outcome.runs,
                      outcome.configurations);
@@ -159,6 +161,8 @@ std::string report_markdown(const ReportOptions& options, const ReportOutcome& o
       const std::string name = fs::path(path).filename().string();
       const std::string& caption = captions.at(name);
       out += fmt::format("### {}\n\n![{}]({})\n\n", caption, caption, name);
+      // The note the figure carries under its plot, in words a reader can copy.
+      if (const auto note = notes.find(name); note != notes.end()) out += "Note: " + note->second + "\n\n";
     }
     // A figure without data is no figure: one line instead of an empty image.
     for (const auto& [name, why] : outcome.figures_left_out) out += fmt::format("- `{}` not drawn: {}.\n", name, why);
@@ -266,6 +270,7 @@ ReportOutcome write_report(const ReportOptions& options) {
   const std::string power_desc = power ? describe(*power) : "";
   // Calibration files have tables and no figure.
   const bool drawable = !runs.empty() || !benches.empty() || !inferences.empty() || conv_sweeps || kernel_cases;
+  const std::map<std::string, std::string> notes = figure_notes(groups);
   if (options.plots && !drawable) figures_note = "None: the int8 accuracy table has no figure.";
   if (options.plots && drawable) {
     const fs::path scratch = csv ? out : out / ".report_csv";
@@ -275,6 +280,8 @@ ReportOutcome write_report(const ReportOptions& options) {
         for (const Table& t : tables) write_file_atomically((scratch / (t.name + ".csv")).string(), render_csv(t));
         if (hetero) write_file_atomically((scratch / kSplitHistoryFile).string(), split_history_csv(groups));
       }
+      write_file_atomically((scratch / kFigureNotesFile).string(), figure_notes_csv(notes));
+      if (csv) outcome.files.push_back((scratch / kFigureNotesFile).string());
       PlotJob job{options.python,
                   options.script,
                   scratch.string(),
@@ -302,7 +309,7 @@ ReportOutcome write_report(const ReportOptions& options) {
 
   outcome.report_md = (out / "report.md").string();
   write_file_atomically(outcome.report_md,
-                        report_markdown(options, outcome, tables, md, csv, figures_note, power_desc, noun));
+                        report_markdown(options, outcome, tables, md, csv, figures_note, power_desc, noun, notes));
   if (!plot_error.empty()) throw RuntimeError(plot_error);
   return outcome;
 }

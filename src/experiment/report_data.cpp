@@ -123,6 +123,8 @@ const std::vector<std::string>& variant_keys() {
   return keys;
 }
 
+}  // namespace
+
 std::set<std::string> gpu_name_set(const ConfigGroup& g) {
   std::set<std::string> names;
   const std::string& list = g.key.at("gpu_names");
@@ -134,6 +136,8 @@ std::set<std::string> gpu_name_set(const ConfigGroup& g) {
   }
   return names;
 }
+
+namespace {
 
 bool is_partial(const fs::path& p) {
   return p.filename().string().ends_with(".partial");

@@ -6,6 +6,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -111,6 +112,8 @@ struct DeviceNoun {
 };
 DeviceNoun device_noun(const std::vector<ConfigGroup>& groups);
 
+// The distinct GPU names of a group's ranks ({""} on CPU).
+std::set<std::string> gpu_name_set(const ConfigGroup& group);
 // The GPU model of a group: the name every rank's GPU has ("" on CPU), or the comma-joined names
 // when they differ.
 std::string gpu_model(const ConfigGroup& group);

@@ -4,6 +4,7 @@
 #include "experiment/report_hetero.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -36,9 +37,16 @@ int policy_order(const std::string& split) {
   return static_cast<int>(it - order.begin());
 }
 
+// "A + B": the GPU models of a mix of models, each once.
+std::string models_label(const std::set<std::string>& models) {
+  return fmt::format("{}", fmt::join(models, " + "));
+}
+
 std::string mix_label(const ConfigGroup& g, const DeviceNoun& noun) {
   const std::string& mix = g.key.at("mix");
-  return mix.empty() ? fmt::format("{:g} equal {}", g.world_size(), noun.many) : mix;
+  if (!mix.empty()) return mix;
+  const std::set<std::string> models = gpu_name_set(g);
+  return models.size() > 1 ? models_label(models) : fmt::format("{:g} equal {}", g.world_size(), noun.many);
 }
 
 // The shares the runs ended with: one value when the repeats agree, else each distinct one.
@@ -109,7 +117,72 @@ Stat rank_stat(const ConfigGroup& g, size_t rank, NumberFigure RankSummary::*fig
   return stat_of(values);
 }
 
+// The configurations whose split was refined online with a recorded history (auto, energy, edp):
+// the first of their runs that recorded changes is drawn.
+const RunRecord* refined_online_run(const ConfigGroup& g) {
+  const std::string& split = g.key.at("split");
+  const std::optional<SplitPolicy> policy = split_policy_named(split.substr(0, split.find(' ')));
+  if (!policy || !split_refines_online(*policy) || split.ends_with("(probe only)")) return nullptr;
+  const auto run =
+      std::find_if(g.runs.begin(), g.runs.end(), [](const RunRecord* r) { return !r->split.changes.empty(); });
+  return run == g.runs.end() ? nullptr : *run;
+}
+
 }  // namespace
+
+std::vector<std::string> emulation_notes(const std::vector<const ConfigGroup*>& rows) {
+  std::set<std::string> partitioned, mixes;  // models cut to SM partitions; mixes of models
+  bool partitions = false, slowed = false;
+  for (const ConfigGroup* g : rows) {
+    std::set<std::string> models = gpu_name_set(*g);
+    models.erase("");
+    if (models.size() > 1) mixes.insert(models_label(models));
+    bool cut = false;  // the mix figure says so too, for runs whose ranks' figures are missing
+    for (const RunRecord* r : g->runs)
+      for (const RankSummary& k : r->ranks) {
+        cut = cut || k.sms.has_value();
+        slowed = slowed || k.slowdown.has_value();
+      }
+    slowed = slowed || g->key.at("mix").starts_with("slowdown ");
+    if (cut || g->key.at("mix").ends_with(" SMs")) {
+      partitions = true;
+      partitioned.insert(models.begin(), models.end());
+    }
+  }
+  std::vector<std::string> notes;
+  if (!mixes.empty())
+    notes.push_back(fmt::format(
+        "Measured on GPUs of different models ({}), not emulated: each rank's time and joules (its own board's "
+        "NVML energy counter) are those of its GPU model.",
+        fmt::join(mixes, "; ")));
+  if (partitions)
+    notes.push_back(fmt::format(
+        "Emulated GPU mix (mix \"… SMs\"): each rank trains on a GPU of its own{}, confined by a CUDA green "
+        "context to the SMs listed (--sm-counts). A rank with fewer SMs keeps its whole board's memory bandwidth, "
+        "L2 cache, clocks, power limit and idle power: it is a GPU with fewer SMs, not a slower GPU model (its "
+        "memory-bound layers lose less speed than a slower model's would). Its joules are its whole board's NVML "
+        "energy counter, the idle SMs and the board's idle power included: not the joules of a slower GPU.",
+        partitioned.empty() ? "" : fmt::format(" ({})", fmt::join(partitioned, ", "))));
+  if (slowed)
+    notes.push_back(
+        "Emulated CPU mix (mix \"slowdown …\"): a rank with slowdown f computes at full speed, then sleeps "
+        "(f − 1) × its own forward and backward time in each step (--slowdown; loading data and the update are "
+        "not slowed), so it reaches the gradient exchange as late as an f times slower rank would. Its cores idle "
+        "while it sleeps: its time is a slower rank's, its joules are not (RAPL counts each host's package and "
+        "DRAM once, for all of its ranks).");
+  return notes;
+}
+
+void add_emulation_notes(Table& t, const std::vector<const ConfigGroup*>& rows) {
+  for (std::string& note : emulation_notes(rows)) t.notes.push_back(std::move(note));
+}
+
+std::vector<const ConfigGroup*> refined_online_groups(const std::vector<ConfigGroup>& groups) {
+  std::vector<const ConfigGroup*> out;
+  for (const ConfigGroup* g : hetero_groups(groups))
+    if (refined_online_run(*g)) out.push_back(g);
+  return out;
+}
 
 std::vector<const ConfigGroup*> hetero_groups(const std::vector<ConfigGroup>& groups) {
   std::vector<const ConfigGroup*> shown;
@@ -195,6 +268,7 @@ Table hetero_table(const std::vector<ConfigGroup>& groups) {
       "mix \"N equal {}\": no rank was slowed or partitioned; a manual split's policy names its shares.", l.noun.many));
   if (!t.rows.empty() && !any_value(groups, &RunSummary::joules_per_batch))
     t.notes.push_back("J/batch, EDP and waiting J/batch are null and not marked: " + energy_null_reason(groups) + ".");
+  add_emulation_notes(t, l.rows);
   return t;
 }
 
@@ -240,6 +314,7 @@ Table hetero_ranks_table(const std::vector<ConfigGroup>& groups) {
       "finish would have saved. A rank's local batch under a policy that refines its shares online (auto, energy, edp) "
       "is its mean over "
       "repeats of the share it ended with.");
+  add_emulation_notes(t, l.rows);
   return t;
 }
 
@@ -270,9 +345,11 @@ Table split_models_table(const std::vector<ConfigGroup>& groups) {
       return std::isfinite(m) && std::isfinite(p) && p > 0 ? m / p : kMissing;
     };
   };
+  std::vector<const ConfigGroup*> shown;
   for (const ConfigGroup* g : l.rows) {
     const Stat predicted = g->stat(&RunSummary::predicted_seconds_per_batch);
     if (predicted.null()) continue;  // no run of it recorded a prediction
+    shown.push_back(g);
     auto cells = l.cells(*g);
     cells.push_back(Cell::of(shares_label(*g)));
     for (const Stat& s : {predicted, g->stat(&RunSummary::seconds_per_batch),
@@ -285,21 +362,15 @@ Table split_models_table(const std::vector<ConfigGroup>& groups) {
   t.notes.push_back(
       "Runs written before the probe timed the update predicted forward and backward alone; J/sample is null "
       "where a rank had no energy reading (CPU ranks).");
+  add_emulation_notes(t, shown);
   return t;
 }
 
 std::string split_history_csv(const std::vector<ConfigGroup>& groups) {
   const HeteroLayout l(groups);
   std::string out = "net,batch,mix,split,variant,run_id,rank,speed,iteration,share,end_iteration\n";
-  for (const ConfigGroup* g : l.rows) {
-    const std::string& split = g->key.at("split");
-    // "auto", "auto from even", "energy", "edp": the policies that refined their shares online.
-    const std::optional<SplitPolicy> policy = split_policy_named(split.substr(0, split.find(' ')));
-    if (!policy || !split_refines_online(*policy) || split.ends_with("(probe only)")) continue;
-    const auto run =
-        std::find_if(g->runs.begin(), g->runs.end(), [](const RunRecord* r) { return !r->split.changes.empty(); });
-    if (run == g->runs.end()) continue;
-    const RunRecord& r = **run;
+  for (const ConfigGroup* g : refined_online_groups(groups)) {
+    const RunRecord& r = *refined_online_run(*g);
     const double iterations = r.number(&RunSummary::iterations);
     const int64_t end = std::max(r.split.changes.back().iteration + 1,
                                  std::isnan(iterations) ? int64_t{0} : static_cast<int64_t>(iterations));

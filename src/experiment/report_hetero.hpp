@@ -17,6 +17,18 @@ namespace cnnscale::report {
 // in the split (a manual split of equal ranks is measured against it).
 std::vector<const ConfigGroup*> hetero_groups(const std::vector<ConfigGroup>& groups);
 
+// What the runs of `rows` measured of the hardware they stand for, one sentence per kind of mix among
+// them, the one text of the tables' notes and the figures' (report_figure_notes.hpp): a mix of SM
+// partitions and a CPU mix of slowdowns are emulations, and what each leaves out of a slower device
+// (its memory system, its joules) is said; a mix of GPU models (different gpu_names) was measured
+// as it is. Empty where no row is such a mix (equal ranks under another split).
+std::vector<std::string> emulation_notes(const std::vector<const ConfigGroup*>& rows);
+// Appends emulation_notes(rows) to t's notes.
+void add_emulation_notes(Table& t, const std::vector<const ConfigGroup*>& rows);
+// The configurations of hetero_groups whose split was refined online (auto, energy, edp) with a
+// recorded history: the split_history figure's.
+std::vector<const ConfigGroup*> refined_online_groups(const std::vector<ConfigGroup>& groups);
+
 // One row per configuration of hetero_groups: samples/s, efficiency against the ideal combined
 // throughput, J/batch, EDP per batch, imbalance and waiting joules, with ★ for the fastest, the fewest
 // J/batch and the lowest EDP among the rows equal in everything but the split (network, batch, mix).

@@ -19,25 +19,17 @@ namespace cnnscale::report {
 namespace {
 
 // Where g's ranks run another BLAS thread count each than its 1-rank baseline (a sweep gives a
-// single CPU rank all the cores' threads), the pair for the table's note: 1 rank with all the
-// threads against N ranks sharing them is no N-fold resource.
+// single CPU rank all the cores' threads), the pair for the note: 1 rank with all the threads
+// against N ranks sharing them is no N-fold resource.
 void note_threads(const ConfigGroup& g, const ConfigGroup* base, std::set<std::string>& notes) {
   if (!base || base == &g || g.key.at("threads_per_rank").empty() ||
       g.key.at("threads_per_rank") == base->key.at("threads_per_rank"))
     return;
   const double tn = std::stod(g.key.at("threads_per_rank"));
   const std::string& t1 = base->key.at("threads_per_rank");
-  notes.insert(fmt::format("{:g} ranks × {:g} thread{} against 1 rank × {} thread{} ({:g} vs {} in all)", g.world_size(),
-                           tn, tn == 1 ? "" : "s", t1.empty() ? "?" : t1, t1 == "1" ? "" : "s", g.world_size() * tn,
-                           t1.empty() ? "?" : t1));
-}
-
-void add_thread_note(Table& t, const std::set<std::string>& notes) {
-  if (notes.empty()) return;
-  std::string list;
-  for (const std::string& n : notes) list += (list.empty() ? "" : "; ") + n;
-  t.notes.push_back("CPU runs use another BLAS thread count per rank than their 1-rank run: " + list +
-                    ". Their speedup compares ranks with threads on the same cores, not N cores with one.");
+  notes.insert(fmt::format("1 rank ran {} BLAS thread{}, {:g} ranks {:g} each ({:g} in all)",
+                           t1.empty() ? "an unrecorded number of" : t1, t1 == "1" ? "" : "s", g.world_size(), tn,
+                           g.world_size() * tn));
 }
 
 // A speedup over N devices: the efficiency, mean and std alike (null stays null).
@@ -59,6 +51,19 @@ const ConfigGroup* weak_baseline(const ConfigGroup& g, const std::vector<ConfigG
 
 }  // namespace
 
+std::string thread_note(const std::vector<ConfigGroup>& groups, Scaling scaling) {
+  std::set<std::string> notes;
+  for (const ConfigGroup& g : groups) {
+    int64_t per_rank = 0;
+    note_threads(g, scaling == Scaling::Strong ? baseline_of(g, groups) : weak_baseline(g, groups, per_rank), notes);
+  }
+  if (notes.empty()) return "";
+  std::string list;
+  for (const std::string& n : notes) list += (list.empty() ? "" : "; ") + n;
+  return "CPU ranks ran another BLAS thread count each than their 1-rank run: " + list +
+         ". Their speedup compares ranks sharing the same cores, not N cores against one.";
+}
+
 Table scaling_table(const std::vector<ConfigGroup>& groups) {
   Layout l{groups};
   const std::string& one = l.noun.one;
@@ -73,12 +78,10 @@ Table scaling_table(const std::vector<ConfigGroup>& groups) {
                                      {"1-" + one + " rate at batch/N", "small_batch_ratio"},
                                      {"weak efficiency", "weak_efficiency"}});
   int missing = 0, undivided = 0;
-  std::set<std::string> thread_notes;
   for (const ConfigGroup& g : groups) {
     auto cells = l.row(g);
     const Stat s = g.stat(&RunSummary::samples_per_s);
     const ConfigGroup* base = baseline_of(g, groups);
-    note_threads(g, base, thread_notes);
     const Stat b = base ? base->stat(&RunSummary::samples_per_s) : Stat{};
     const Stat speedup = speedup_of(s, b, base == &g);
     const Stat efficiency = per_device(speedup, g.world_size());
@@ -110,7 +113,7 @@ Table scaling_table(const std::vector<ConfigGroup>& groups) {
       one, l.noun.many,
       undivided ? fmt::format(" Both are — in {} row(s) without a 1-{} run at the per-{} batch.", undivided, one, one)
                 : ""));
-  add_thread_note(t, thread_notes);
+  if (std::string threads = thread_note(groups, Scaling::Strong); !threads.empty()) t.notes.push_back(threads);
   if (missing) t.notes.push_back(fmt::format("{} row(s) have no 1-{} run of the same configuration: —.", missing, one));
   return t;
 }
@@ -128,12 +131,10 @@ Table weak_scaling_table(const std::vector<ConfigGroup>& groups) {
                                      {"1-" + one + " samples/s", "baseline_samples_per_s"},
                                      {"scaled speedup", "scaled_speedup"},
                                      {"efficiency", "efficiency"}});
-  std::set<std::string> thread_notes;
   for (const ConfigGroup& g : groups) {
     int64_t per_rank = 0;
     const ConfigGroup* base = weak_baseline(g, groups, per_rank);
     if (!base) continue;
-    note_threads(g, base, thread_notes);
     auto cells = l.row(g);
     cells.push_back(Cell::of(std::to_string(per_rank)));
     const Stat s = g.stat(&RunSummary::samples_per_s), b = base->stat(&RunSummary::samples_per_s);
@@ -146,7 +147,7 @@ Table weak_scaling_table(const std::vector<ConfigGroup>& groups) {
       "matrix.batch_per_gpu runs them; a strong-scaling sweep holds some by coincidence). Std: first-order "
       "propagation of both relative stds.",
       one));
-  add_thread_note(t, thread_notes);
+  if (std::string threads = thread_note(groups, Scaling::Weak); !threads.empty()) t.notes.push_back(threads);
   return t;
 }
 

@@ -258,6 +258,14 @@ std::vector<Table> build_tables(const std::vector<ConfigGroup>& groups, std::opt
   std::vector<Table> tables = {time_table(groups),       energy_table(groups),   whole_table(groups),
                                efficiency_table(groups), accuracy_table(groups), scaling_table(groups),
                                by_gpus_table(groups),    phases_table(groups)};
+  // Unequal ranks and mixes of GPU models are rows of the per-configuration tables too: what their
+  // figures measured goes with them (by_gpus leaves them out).
+  std::vector<const ConfigGroup*> all;
+  for (const ConfigGroup& g : groups) all.push_back(&g);
+  for (Table& t : tables)
+    if (t.name == "time" || t.name == "energy" || t.name == "whole" || t.name == "efficiency" || t.name == "scaling" ||
+        t.name == "phases")
+      add_emulation_notes(t, all);
   // Only where some configuration has the 1-rank run of its per-rank batch.
   if (Table weak = weak_scaling_table(groups); !weak.rows.empty()) tables.push_back(std::move(weak));
   if (!baselines.empty()) {

@@ -4,6 +4,7 @@
 // and wide by GPU count) and the phase breakdown.
 #pragma once
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "experiment/report_baseline.hpp"
@@ -31,6 +32,13 @@ Table phases_table(const std::vector<ConfigGroup>& groups);  // per-phase ms per
 // samples/s on both sides, their ratio, and each side's strong and weak efficiency from its own
 // 1-GPU measurements; no rows where nothing matches.
 Table baseline_table(const std::vector<ConfigGroup>& groups, const std::vector<BaselineFile>& files);
+
+// The note on BLAS threads, one sentence (the one text of the scaling tables' note and of their
+// figures'): where CPU ranks ran another thread count each than the 1-rank run they are compared
+// with (Strong: at the same global batch; Weak: at the per-rank batch), each pair, e.g. "1 rank ran
+// 2 BLAS threads, 2 ranks 1 each (2 in all)". "" where no pair differs.
+enum class Scaling { Strong, Weak };
+std::string thread_note(const std::vector<ConfigGroup>& groups, Scaling scaling);
 
 // All of the above, in that order, then the heterogeneous tables (report_hetero.hpp) when any
 // configuration qualifies for them.
