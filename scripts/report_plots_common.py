@@ -257,12 +257,24 @@ def panel_grid(count, width, height, legend_room=1.5):
 
 
 def tight_below_suptitle(fig, lines=2):
-    """tight_layout leaving the top for a suptitle of `lines` lines (it ignores the suptitle, which
-    then overlapped a single row's panel title)."""
-    top = 1 - (0.12 + 0.22 * lines) / fig.get_figheight()
-    fig.tight_layout(rect=(0, 0, 1, top))
-    # tight_layout gives up (with a warning) where long tick labels leave it no room: keep the top.
-    fig.subplots_adjust(top=min(fig.subplotpars.top, top - 0.3 / fig.get_figheight()))
+    """tight_layout with the panels (their titles included) below the suptitle of `lines` lines.
+    Since matplotlib 3.3 tight_layout makes room for the suptitle itself: reserving that room again
+    left a gap of about an inch above the panels. Where the suptitle is still overlapped (an older
+    matplotlib, or tight_layout giving up with a warning where long tick labels leave it no room),
+    the top is set from the suptitle's measured bottom instead."""
+    fig.tight_layout()
+    title = fig._suptitle
+    if title is None:
+        return
+    renderer = fig.canvas.get_renderer()
+    height = fig.get_figheight() * fig.dpi
+    title_bottom = title.get_window_extent(renderer).y0 / height
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    reach = max(ax.get_tightbbox(renderer).y1 for ax in panels) / height if panels else 0
+    if reach > title_bottom:
+        # Lower the panels' tops by the overlap plus a small gap (0.05 inch).
+        overlap = reach - title_bottom + 0.05 * fig.dpi / height
+        fig.subplots_adjust(top=fig.subplotpars.top - overlap)
 
 
 def legend_right(fig, axes, handles, names, **kwargs):
