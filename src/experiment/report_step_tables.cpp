@@ -54,6 +54,12 @@ RunFigure per_second(NumberFigure RunSummary::*seconds) {
   };
 }
 
+// A per-batch figure scaled to the whole training: × whole_iterations (iterations per epoch × whole
+// epochs), as the summary's own whole-training seconds and joules are.
+RunFigure whole(NumberFigure RunSummary::*per_batch) {
+  return [per_batch](const RunRecord& r) { return r.number(per_batch) * r.number(&RunSummary::whole_iterations); };
+}
+
 }  // namespace
 
 Table time_table(const std::vector<ConfigGroup>& groups) {
@@ -82,9 +88,6 @@ Table time_table(const std::vector<ConfigGroup>& groups) {
     figures.push_back({seconds("backward incl. exchange, in-step (study's definition) {unit}/batch",
                                "backward_with_exchange_seconds_per_batch"),
                        backward_with_exchange});
-  auto whole = [](NumberFigure RunSummary::*figure) -> RunFigure {
-    return [figure](const RunRecord& r) { return r.number(figure) * r.number(&RunSummary::whole_iterations); };
-  };
   figures.push_back(
       {seconds("forward in-step whole ({unit})", "forward_whole_seconds"), whole(&RunSummary::time_forward_s)});
   figures.push_back(
@@ -152,7 +155,9 @@ Table energy_table(const std::vector<ConfigGroup>& groups) {
           (loop_energy || loop_time
                ? "; then, from the isolated loops of measure=phases (forward only, forward+backward, full step, each "
                  "run alone after training), each phase's isolated-loop joules per batch, power (its joules / its "
-                 "isolated-loop seconds) and samples/s (global batch / its isolated-loop seconds). Isolated-loop "
+                 "isolated-loop seconds) and samples/s (global batch / its isolated-loop seconds), and forward and "
+                 "backward isolated-loop whole training (the isolated-loop joules per batch × the whole training's "
+                 "iterations: a per-batch figure scaled to the whole training, not measured over it). Isolated-loop "
                  "forward, backward and update + exchange add up to the isolated full-step loop, not to the step's "
                  "joules per batch"
                : "") +
@@ -175,6 +180,10 @@ Table energy_table(const std::vector<ConfigGroup>& groups) {
          scaled(&RunSummary::energy_update_allreduce_j, 1)},
         {joules("full step isolated-loop {unit}/batch", "isolated_full_step_joules_per_batch"),
          scaled(&RunSummary::energy_full_step_j, 1)},
+        {joules("forward isolated-loop whole training ({unit})", "isolated_forward_whole_joules"),
+         whole(&RunSummary::energy_forward_j)},
+        {joules("backward isolated-loop whole training ({unit})", "isolated_backward_whole_joules"),
+         whole(&RunSummary::energy_backward_j)},
         {watts("forward isolated-loop power ({unit})", "isolated_forward_watts"),
          ratio(&RunSummary::energy_forward_j, &RunSummary::loop_forward_s)},
         {watts("backward isolated-loop power ({unit})", "isolated_backward_watts"),
@@ -208,7 +217,10 @@ Table energy_table(const std::vector<ConfigGroup>& groups) {
         "ranks, the gradient exchange, which the loops cannot part. The study's backward on several devices includes "
         "the "
         "exchange; here its joules are in update + exchange, so isolated-loop backward + update + exchange bounds "
-        "the study's backward energy from above.");
+        "the study's backward energy from above. Isolated-loop whole training = energy_forward_j or "
+        "energy_backward_j × whole_iterations (iterations per epoch × whole_epochs), as the Time table's "
+        "whole-training seconds: the loops' per-batch joules scaled to the whole training, not energy measured over "
+        "it.");
   note_if_all_null(t, groups, "joules_per_batch",
                    all_cpu(groups) ? "no energy counters were readable: CPU run without NVML/RAPL"
                                    : "no energy counters were readable (NVML unavailable)");

@@ -1,7 +1,8 @@
 // The report's two measurements of forward and backward under measure=phases: in-step time (phase
 // timers inside the training step) and the isolated loops, named apart in headers, captions and CSV
 // columns, never summed as a split of the step; the isolated loops' update + exchange energy, phase
-// power and samples/s from summary.json; the study's backward incl. exchange; the GFLOPS basis.
+// power, samples/s and whole-training joules from summary.json; the study's backward incl. exchange;
+// the GFLOPS basis.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -97,9 +98,16 @@ TEST(ReportPhaseFigures, EnergyTableHasTheIsolatedLoopsUpdateEnergyPowerAndSampl
   EXPECT_DOUBLE_EQ(number(row, "isolated_update_exchange_watts_mean"), 0.5 / 0.002);
   EXPECT_DOUBLE_EQ(number(row, "isolated_forward_samples_per_s_mean"), 64 / 0.005);
   EXPECT_DOUBLE_EQ(number(row, "isolated_backward_samples_per_s_mean"), 64 / 0.010);
+  // The study's whole-training joules per phase: the isolated-loop joules per batch × whole_iterations
+  // (100), beside the step's whole-training joules, which they do not replace.
+  EXPECT_DOUBLE_EQ(number(row, "isolated_forward_whole_joules_mean"), 1.0 * 100);
+  EXPECT_DOUBLE_EQ(number(row, "isolated_backward_whole_joules_mean"), 3.0 * 100);
   const std::string md = slurp(dir.file("report/energy.md"));
   for (const char* text : {"update + exchange isolated-loop", "add up to the isolated full-step loop, not to the step",
-                           "bounds the study's backward energy from above"})
+                           "bounds the study's backward energy from above", "forward isolated-loop whole training (J)",
+                           "backward isolated-loop whole training (J)",
+                           "a per-batch figure scaled to the whole training, not measured over it",
+                           "energy_backward_j × whole_iterations"})
     EXPECT_NE(md.find(text), std::string::npos) << text << "\n" << md;
 }
 
@@ -114,7 +122,10 @@ TEST(ReportPhaseFigures, SteadyRunsHaveNoIsolatedLoopColumnsAndOneRankNoExchange
   const testing::CsvRow time = read_csv(dir.file("report/time.csv")).at(0);
   EXPECT_EQ(time.count("isolated_forward_seconds_per_batch_mean"), 0u);
   EXPECT_EQ(time.count("backward_with_exchange_seconds_per_batch_mean"), 0u);
-  EXPECT_EQ(read_csv(dir.file("report/energy.csv")).at(0).count("isolated_update_exchange_joules_per_batch_mean"), 0u);
+  const testing::CsvRow energy = read_csv(dir.file("report/energy.csv")).at(0);
+  for (const char* column : {"isolated_update_exchange_joules_per_batch_mean", "isolated_forward_whole_joules_mean",
+                             "isolated_backward_whole_joules_mean"})
+    EXPECT_EQ(energy.count(column), 0u) << column;
   EXPECT_EQ(slurp(dir.file("report/time.md")).find("isolated"), std::string::npos);
 }
 
