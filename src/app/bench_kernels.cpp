@@ -7,12 +7,12 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
 
 #include "app/commands.hpp"
+#include "app/results_options.hpp"
 #include "app/setting_options.hpp"
 #include "core/log.hpp"
 #include "core/stop_signal.hpp"
@@ -122,17 +122,11 @@ void register_one(CLI::App& bench, const std::string& kind) {
   using option_group::kResults;
   cmd->add_flag("--json", a->json, "print one JSON object (every variant) instead of the table")->group(kResults);
   cmd->add_flag("-q,--quiet", a->quiet, "no progress lines on stderr")->group(kResults);
-  if (const char* env = std::getenv("CNNSCALE_RESULTS"); env && *env) request.results_root = env;
-  CLI::Option* results = cmd->add_option("--results", request.results_root,
-                                         "save the result folder under DIR/<experiment>/bench/ (default: "
-                                         "$CNNSCALE_RESULTS; without either nothing is saved)");
-  results->group(kResults);
-  cmd->add_option("--experiment", request.experiment, "experiment name (the results subfolder)")
-      ->capture_default_str()
-      ->group(kResults);
-  cmd->add_flag("--no-results", request.no_results, "save nothing, even with $CNNSCALE_RESULTS set")
-      ->excludes(results)
-      ->group(kResults);
+  add_results_options(*cmd, {.root = request.results_root,
+                             .experiment = request.experiment,
+                             .no_results = request.no_results,
+                             .results_help = "save the result folder under DIR/<experiment>/bench/ (default: "
+                                             "$CNNSCALE_RESULTS; without either nothing is saved)"});
   cmd->callback([a, cmd] { run_kernel_bench_command(*a, *cmd); });
 }
 

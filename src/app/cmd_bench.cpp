@@ -8,13 +8,13 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
 
 #include "app/bench_kernels.hpp"
 #include "app/commands.hpp"
+#include "app/results_options.hpp"
 #include "app/setting_options.hpp"
 #include "core/error.hpp"
 #include "experiment/allreduce_bench_run.hpp"
@@ -99,19 +99,11 @@ void register_allreduce(CLI::App& bench) {
   add_table_options(*cmd, allreduce_bench_settings(), fields_by_name(allreduce_fields(a)));
   using option_group::kResults;
   cmd->add_flag("--json", args->json, "print one JSON object instead of the table")->group(kResults);
-  // As train: a batch script or a test harness can move (here: turn on) every run's results.
-  if (const char* env = std::getenv("CNNSCALE_RESULTS"); env && *env) a.results_root = env;
-  CLI::Option* results =
-      cmd->add_option("--results", a.results_root,
-                      "rank 0 saves the JSON object to DIR/<experiment>/allreduce/ (default: $CNNSCALE_RESULTS; "
-                      "without either nothing is saved)");
-  results->group(kResults);
-  cmd->add_option("--experiment", a.experiment, "experiment name (the results subfolder)")
-      ->capture_default_str()
-      ->group(kResults);
-  cmd->add_flag("--no-results", a.no_results, "save nothing, even with $CNNSCALE_RESULTS set")
-      ->excludes(results)
-      ->group(kResults);
+  add_results_options(*cmd, {.root = a.results_root,
+                             .experiment = a.experiment,
+                             .no_results = a.no_results,
+                             .results_help = "rank 0 saves the JSON object to DIR/<experiment>/allreduce/ (default: "
+                                             "$CNNSCALE_RESULTS; without either nothing is saved)"});
   cmd->callback([args, cmd] {
     AllreduceBenchRequest& a = args->request;
     a.algo_given = cmd->count("--algo") > 0;

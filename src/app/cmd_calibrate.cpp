@@ -6,6 +6,7 @@
 #include <string>
 
 #include "app/commands.hpp"
+#include "app/results_options.hpp"
 #include "app/setting_options.hpp"
 #include "data/datasets.hpp"
 #include "experiment/calibration_run.hpp"
@@ -96,18 +97,13 @@ void register_calibrate(CLI::App& app) {
   cmd->get_option("--data")->check(dataset_name_error);
   cmd->add_option("--out", a.out, "The calibration table (JSON), written whole or not at all")
       ->group(option_group::kResults);
-  if (const char* env = std::getenv("CNNSCALE_RESULTS"); env && *env) a.results_root = env;
-  CLI::Option* results =
-      cmd->add_option("--results", a.results_root,
-                      "Also save the table under DIR/<experiment>/calibration/ for `cnnscale report`'s int8 "
-                      "accuracy table (default: $CNNSCALE_RESULTS)");
-  results->group(option_group::kResults);
-  cmd->add_option("--experiment", a.experiment, "experiment name (the results subfolder)")
-      ->capture_default_str()
-      ->group(option_group::kResults);
-  cmd->add_flag("--no-results", a.no_results, "save nothing under a results root, even with $CNNSCALE_RESULTS set")
-      ->excludes(results)
-      ->group(option_group::kResults);
+  // --out is written either way: --no-results leaves out only the copy under a results root.
+  add_results_options(*cmd, {.root = a.results_root,
+                             .experiment = a.experiment,
+                             .no_results = a.no_results,
+                             .results_help = "Also save the table under DIR/<experiment>/calibration/ for `cnnscale "
+                                             "report`'s int8 accuracy table (default: $CNNSCALE_RESULTS)",
+                             .no_results_help = "save nothing under a results root, even with $CNNSCALE_RESULTS set"});
   cmd->callback([args] { run_calibrate(*args); });
 }
 

@@ -7,13 +7,13 @@
 #include <fmt/ranges.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "app/commands.hpp"
+#include "app/results_options.hpp"
 #include "app/setting_options.hpp"
 #include "experiment/command_settings.hpp"
 #include "experiment/option_groups.hpp"
@@ -168,23 +168,16 @@ void register_infer(CLI::App& app) {
   add_table_options(*cmd, infer_settings(), fields_by_name(infer_fields(a)));
   cmd->add_flag("--json", args->json, "Print one JSON line on stdout instead of the table")
       ->group(option_group::kResults);
-  // As train and bench: a batch script or a test harness can turn on every run's results.
-  if (const char* env = std::getenv("CNNSCALE_RESULTS"); env && *env) a.results_root = env;
-  CLI::Option* results = cmd->add_option(
-      "--results", a.results_root,
-      "rank 0 saves the run's JSON object to DIR/<experiment>/infer/ for `cnnscale report` (default: "
-      "$CNNSCALE_RESULTS; without either nothing is saved)");
-  results->group(option_group::kResults);
-  cmd->add_option("--experiment", a.experiment, "experiment name (the results subfolder)")
-      ->capture_default_str()
-      ->group(option_group::kResults);
-  cmd->add_option("--run-id", a.run_id,
-                  "Name of the result file, DIR/<experiment>/infer/ID.json (as a sweep names its runs); refused when "
-                  "it exists (default: network, precision, scenario, device and time)")
-      ->group(option_group::kResults);
-  cmd->add_flag("--no-results", a.no_results, "save nothing, even with $CNNSCALE_RESULTS set")
-      ->excludes(results)
-      ->group(option_group::kResults);
+  add_results_options(*cmd, {.root = a.results_root,
+                             .experiment = a.experiment,
+                             .no_results = a.no_results,
+                             .results_help = "rank 0 saves the run's JSON object to DIR/<experiment>/infer/ for "
+                                             "`cnnscale report` (default: $CNNSCALE_RESULTS; without either nothing "
+                                             "is saved)",
+                             .run_id = &a.run_id,
+                             .run_id_help = "Name of the result file, DIR/<experiment>/infer/ID.json (as a sweep "
+                                            "names its runs); refused when it exists (default: network, precision, "
+                                            "scenario, device and time)"});
   cmd->callback([args] { run_infer_command(*args); });
 }
 

@@ -7,11 +7,11 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <memory>
 
 #include "app/commands.hpp"
+#include "app/results_options.hpp"
 #include "core/error.hpp"
 #include "core/stop_signal.hpp"
 #include "experiment/experiment.hpp"
@@ -137,7 +137,7 @@ void register_sweep(CLI::App& app) {
       ->capture_default_str()
       ->group(kSweepResults);
   // As train: the environment's results root unless --results names one (after the default is captured).
-  if (const char* env = std::getenv("CNNSCALE_RESULTS"); env && *env) a.results = env;
+  take_results_root_from_environment(a.results);
   cmd->add_flag("--dry-run", a.dry_run, "Print the plan (runs, ranks, iterations, status) and run nothing")
       ->group(kSweepPlan);
   cmd->add_flag("--allow-other-gpus", a.allow_other_gpus,

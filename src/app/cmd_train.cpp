@@ -7,12 +7,12 @@
 #include <fmt/format.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "app/commands.hpp"
+#include "app/results_options.hpp"
 #include "app/setting_options.hpp"
 #include "app/train_output.hpp"
 #include "app/train_progress.hpp"
@@ -39,6 +39,8 @@ void add_setting_options(CLI::App& cmd, TrainArgs& a) {
 }
 
 // train's bookkeeping flags: where the results go and what they are tagged with, no settings of the run.
+// train always saves (its root has a default), so --no-results overrides --results rather than
+// excluding it as in the commands that save only when given a root (add_results_options).
 void add_measure_options(CLI::App& cmd, MeasureArgs& a) {
   using option_group::kResults;
   cmd.add_option("--results", a.results_root,
@@ -46,12 +48,8 @@ void add_measure_options(CLI::App& cmd, MeasureArgs& a) {
                  "results)")
       ->capture_default_str()
       ->group(kResults);
-  // A batch script or a test harness can move every run's results without editing command lines. Read
-  // after the default is captured, so that --help and the docs show the same default everywhere.
-  if (const char* env = std::getenv("CNNSCALE_RESULTS"); env && *env) a.results_root = env;
-  cmd.add_option("--experiment", a.experiment, "Experiment name (the results subfolder)")
-      ->capture_default_str()
-      ->group(kResults);
+  take_results_root_from_environment(a.results_root);
+  add_experiment_option(cmd, a.experiment);
   cmd.add_option("--run-id", a.run_id,
                  fmt::format("Run folder name (default: UTC time and a hash): letters, digits and . _ + = -, at "
                              "most {} characters; claimed before any work, so a second train of the same id refuses",
