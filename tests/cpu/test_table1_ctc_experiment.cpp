@@ -1,7 +1,7 @@
 // experiments/table1_ctc.yaml, the study's CTC conclusion on the networks that reproduce its Table 1:
 // on GPUs, the four networks at global batch 256 on 1, 2 and 4 GPUs in fp32; with the CPU overrides
-// its header gives (what CI runs for real, tests/mpi/test_sweep_table1_ctc.cpp), the same twelve
-// points on CPU ranks, which `sweep --dry-run` plans.
+// its header gives (CI runs six of them for real: tests/mpi/test_sweep_table1_ctc.cpp), the same
+// twelve points on CPU ranks, which `sweep --dry-run` plans.
 #include <gtest/gtest.h>
 
 #include <filesystem>
