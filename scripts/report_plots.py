@@ -8,12 +8,13 @@ and the `auto` split's history (report_plots_hetero.py); for `bench allreduce` r
 bandwidth against message size per rank count (allreduce table); and, for `infer` results,
 throughput, images/J and p99 latency against batch size and throughput (report_plots_infer.py); for
 `bench conv --sweep` results, time and memory per cuDNN algorithm against the swept parameter
-(report_plots_kernels.py).
+(report_plots_kernels.py); where the runs measured more than one GPU model, time and joules per batch
+of each model per batch-GPUs combination (gpu_models table; report_plots_models.py).
 
 This script reads the arguments and calls the figure modules beside it: report_plots_training.py
 (time, energy, phases, power), report_plots_scaling.py (strong and weak scaling),
-report_plots_allreduce.py, report_plots_hetero.py, report_plots_infer.py and
-report_plots_kernels.py; what they share (units, labels, legends, saving) is report_plots_common.py.
+report_plots_allreduce.py, report_plots_hetero.py, report_plots_infer.py,
+report_plots_kernels.py and report_plots_models.py; what they share (units, labels, legends, saving) is report_plots_common.py.
 
 A figure without data is not drawn: its name and the reason go to the --left-out file instead.
 A figure with a note in figure_notes.csv (what its data can and cannot show: an emulated mix of
@@ -58,7 +59,8 @@ def main():
     parser.add_argument("--figures", default="training",
                         help="comma separated: training (the five figures of the runs), hetero (hetero_ranks.csv, "
                              "split_history.csv), allreduce (allreduce.csv), inference (inference.csv), weak "
-                             "(weak_scaling.csv), sweep (conv_sweep.csv)")
+                             "(weak_scaling.csv), sweep (conv_sweep.csv), kernels (kernel_cases.csv), models "
+                             "(gpu_models.csv)")
     parser.add_argument("--devices", default="GPUs", choices=["GPUs", "ranks"],
                         help="what the parallel units are called in legends and axes (ranks: CPU runs)")
     parser.add_argument("--left-out", default="",
@@ -67,8 +69,10 @@ def main():
     common.DEVICES = a.devices
     common.NOTES = {r["figure"]: r["note"] for r in read_table(a.tables, "figure_notes")}
     wanted = set(a.figures.split(","))
-    if not wanted or not wanted <= {"training", "hetero", "allreduce", "inference", "weak", "sweep", "kernels"}:
-        print(f"report_plots: --figures: expected training, hetero, allreduce, inference, weak, sweep and/or kernels, got "
+    if not wanted or not wanted <= {"training", "hetero", "allreduce", "inference", "weak", "sweep", "kernels",
+                                   "models"}:
+        print(f"report_plots: --figures: expected training, hetero, allreduce, inference, weak, sweep, kernels and/or "
+              f"models, got "
               f"'{a.figures}'", file=sys.stderr)
         return 2
     os.makedirs(a.out, exist_ok=True)
@@ -109,6 +113,10 @@ def main():
         scaling_figure(read_table(a.tables, "by_gpus"), a.out)
         power_figure(a.power_h5, a.power_label, a.out)
         phases_figure(read_table(a.tables, "phases"), a.out)
+    if "models" in wanted:
+        from report_plots_models import gpu_models_figure
+
+        gpu_models_figure(read_table(a.tables, "gpu_models"), a.out)
     if "weak" in wanted:
         weak_scaling_figure(read_table(a.tables, "weak_scaling"), a.out)
     if "hetero" in wanted:

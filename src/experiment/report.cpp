@@ -18,6 +18,7 @@
 #include "experiment/report_hetero.hpp"
 #include "experiment/report_infer.hpp"
 #include "experiment/report_kernels.hpp"
+#include "experiment/report_models.hpp"
 #include "experiment/report_plots.hpp"
 #include "experiment/report_runs.hpp"
 #include "experiment/report_tables.hpp"
@@ -138,6 +139,10 @@ std::string report_markdown(const ReportOptions& options, const ReportOutcome& o
         {kAllreduceEnergyFigure,
          "Allreduce energy per byte of message above the GPUs' idle power against message size per rank count "
          "(allreduce_energy table)"},
+        {kGpuModelsFigure,
+         "GPU models compared: time (left) and joules (right) per batch of the full training step of each GPU "
+         "model per batch-GPUs combination, one panel pair per network (gpu_models table; Castro et al., Figs. "
+         "5–8)"},
         {kWeakScalingFigure, "Weak scaling: efficiency against " + many + " at a fixed batch per " + noun.one +
                                  " (weak_scaling table), 1 being ideal"},
         {kInferFigures[0],
@@ -295,7 +300,8 @@ ReportOutcome write_report(const ReportOptions& options) {
                   !inferences.empty(),
                   std::any_of(tables.begin(), tables.end(), [](const Table& t) { return t.name == "weak_scaling"; }),
                   conv_sweeps,
-                  kernel_cases};
+                  kernel_cases,
+                  std::any_of(tables.begin(), tables.end(), [](const Table& t) { return t.name == kGpuModelsTable; })};
       PlotOutcome plotted = run_plot_script(job);
       outcome.figures = std::move(plotted.figures);
       outcome.figures_left_out = std::move(plotted.left_out);

@@ -60,6 +60,9 @@ inline const std::vector<std::string> kConvSweepFigures = {"conv_sweep_time.png"
 // From kernel_cases.csv: each benchmark's problems by share of the peak; least-energy variants'
 // savings against their time cost.
 inline const std::vector<std::string> kKernelFigures = {"kernels_peak.png", "kernels_energy.png"};
+// Drawn when the gpu_models table is (the runs measured more than one GPU model): per network, time and
+// joules per batch of each model per batch-GPUs combination (Castro et al.'s Figs. 5-8).
+inline const std::string kGpuModelsFigure = "gpu_models.png";
 inline const std::vector<std::string> kInferFigures = {"inference_throughput.png", "inference_efficiency.png",
                                                        "inference_latency.png"};
 

@@ -65,6 +65,7 @@ PlotOutcome run_plot_script(const PlotJob& job) {
   if (job.weak_scaling) figures.append(figures.empty() ? "" : ",").append("weak");
   if (job.conv_sweep) figures.append(figures.empty() ? "" : ",").append("sweep");
   if (job.kernel_cases) figures.append(figures.empty() ? "" : ",").append("kernels");
+  if (job.gpu_models) figures.append(figures.empty() ? "" : ",").append("models");
   args.push_back(figures);
   if (!job.power_h5.empty()) {
     args.insert(args.end(), {"--power-h5", job.power_h5, "--power-label", job.power_label});
@@ -128,6 +129,7 @@ PlotOutcome run_plot_script(const PlotJob& job) {
   if (job.weak_scaling) names.push_back(kWeakScalingFigure);
   if (job.conv_sweep) names.insert(names.end(), kConvSweepFigures.begin(), kConvSweepFigures.end());
   if (job.kernel_cases) names.insert(names.end(), kKernelFigures.begin(), kKernelFigures.end());
+  if (job.gpu_models) names.push_back(kGpuModelsFigure);
   for (const std::string& name : names) {
     const fs::path p = fs::path(job.out_dir) / name;
     const bool skipped =

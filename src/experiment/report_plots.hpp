@@ -23,6 +23,7 @@ struct PlotJob {
   bool weak_scaling = false;     // kWeakScalingFigure from weak_scaling.csv
   bool conv_sweep = false;       // kConvSweepFigures from conv_sweep.csv
   bool kernel_cases = false;     // kKernelFigures from kernel_cases.csv
+  bool gpu_models = false;       // kGpuModelsFigure from gpu_models.csv
 };
 
 struct PlotOutcome {

@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "experiment/report_hetero.hpp"
 #include "experiment/report_layout.hpp"
+#include "experiment/report_models.hpp"
 
 namespace cnnscale::report {
 
@@ -268,6 +269,8 @@ std::vector<Table> build_tables(const std::vector<ConfigGroup>& groups, std::opt
       add_emulation_notes(t, all);
   // Only where some configuration has the 1-rank run of its per-rank batch.
   if (Table weak = weak_scaling_table(groups); !weak.rows.empty()) tables.push_back(std::move(weak));
+  // Only where the runs measured more than one GPU model.
+  if (gpu_models_of(groups).size() > 1) tables.push_back(gpu_models_table(groups));
   if (!baselines.empty()) {
     Table versus = baseline_table(groups, baselines);
     if (versus.rows.empty()) {

@@ -40,7 +40,8 @@ Table baseline_table(const std::vector<ConfigGroup>& groups, const std::vector<B
 enum class Scaling { Strong, Weak };
 std::string thread_note(const std::vector<ConfigGroup>& groups, Scaling scaling);
 
-// All of the above, in that order, then the heterogeneous tables (report_hetero.hpp) when any
+// All of the above, in that order, the GPU models compared (report_models.hpp) where the runs measured
+// more than one, then the heterogeneous tables (report_hetero.hpp) when any
 // configuration qualifies for them.
 // target_top1: time_to_accuracy's target for every network (unset: each network's own, see the .cpp).
 // baselines: `report --baseline` files; their table follows the scaling tables (ConfigError when
