@@ -1,0 +1,137 @@
+// Attribution by correlation id and the per-owner, per-kernel roll-up of a profiled step.
+#include "measure/kernel_profile.hpp"
+
+#include <algorithm>
+#include <tuple>
+#include <unordered_map>
+
+#include "core/error.hpp"
+
+namespace cnnscale::measure {
+
+const char* kernel_pass_name(KernelPass pass) {
+  switch (pass) {
+    case KernelPass::Forward:
+      return "forward";
+    case KernelPass::Backward:
+      return "backward";
+    case KernelPass::Update:
+      return "update";
+    case KernelPass::Exchange:
+      return "exchange";
+    case KernelPass::InputCopy:
+      return "input copy";
+    case KernelPass::Unattributed:
+      return "unattributed";
+  }
+  return "unattributed";
+}
+
+KernelOwner unattributed_owner() {
+  return KernelOwner{"", KernelPass::Unattributed};
+}
+
+std::string owner_label(const KernelOwner& owner) {
+  const std::string pass = kernel_pass_name(owner.pass);
+  if (owner.pass == KernelPass::Unattributed || owner.layer.empty()) return pass;
+  return owner.layer + " " + pass;
+}
+
+AttributionCounts attribute_kernels(std::vector<KernelRecord>& records, const AttributionInput& input) {
+  std::unordered_map<uint64_t, uint64_t> external_of;
+  for (const ExternalCorrelation& link : input.links) {
+    if (!input.owner_of_external.contains(link.external_id))
+      throw_runtime("kernel profile: correlation id {} links to external id {}, which no layer or pass pushed",
+                    link.correlation_id, link.external_id);
+    const auto [it, inserted] = external_of.emplace(link.correlation_id, link.external_id);
+    if (!inserted && it->second != link.external_id)
+      throw_runtime("kernel profile: correlation id {} links to two external ids ({} and {})", link.correlation_id,
+                    it->second, link.external_id);
+  }
+  AttributionCounts counts;
+  for (KernelRecord& record : records) {
+    const auto it = external_of.find(record.correlation_id);
+    if (it == external_of.end()) {
+      record.owner = unattributed_owner();
+      ++counts.unattributed;
+    } else {
+      record.owner = input.owner_of_external.at(it->second);
+      ++counts.attributed;
+    }
+  }
+  return counts;
+}
+
+namespace {
+
+// A row's identity: owner, kernel and launch configuration.
+auto summary_row_key(const KernelRecord& r) {
+  return std::make_tuple(r.owner, r.name, r.grid, r.block, r.registers_per_thread, r.static_shared_memory,
+                         r.dynamic_shared_memory);
+}
+
+int64_t launch_threads(const std::array<int64_t, 3>& block) {
+  return block[0] * block[1] * block[2];
+}
+
+}  // namespace
+
+KernelProfile summarize_kernels(const std::vector<KernelRecord>& records, int64_t profiled_steps, const SmLimits& sm) {
+  if (profiled_steps < 1) throw_config("kernel profile: {} profiled steps (at least 1)", profiled_steps);
+  KernelProfile profile;
+  profile.profiled_steps = profiled_steps;
+  std::map<decltype(summary_row_key(records.front())), size_t> row_of;
+  std::map<KernelOwner, int64_t> owner_ns;
+  for (const KernelRecord& r : records) {
+    if (r.end_ns < r.start_ns)
+      throw_config("kernel profile: kernel '{}' (correlation id {}) ends at {} ns before it starts at {} ns", r.name,
+                   r.correlation_id, r.end_ns, r.start_ns);
+    const int64_t ns = r.end_ns - r.start_ns;
+    const auto [it, inserted] = row_of.emplace(summary_row_key(r), profile.kernels.size());
+    if (inserted) {
+      KernelSummary s;
+      s.owner = r.owner;
+      s.name = r.name;
+      s.grid = r.grid;
+      s.block = r.block;
+      s.registers_per_thread = r.registers_per_thread;
+      s.static_shared_memory = r.static_shared_memory;
+      s.dynamic_shared_memory = r.dynamic_shared_memory;
+      s.occupancy = theoretical_occupancy(sm, LaunchResources{launch_threads(r.block), r.registers_per_thread,
+                                                              r.static_shared_memory, r.dynamic_shared_memory});
+      profile.kernels.push_back(std::move(s));
+    }
+    KernelSummary& s = profile.kernels[it->second];
+    ++s.launches;
+    s.total_ns += ns;
+    owner_ns[r.owner] += ns;
+    profile.kernel_ns += ns;
+  }
+  for (KernelSummary& s : profile.kernels) {
+    s.launches_per_step = static_cast<double>(s.launches) / static_cast<double>(profiled_steps);
+    s.mean_ns = static_cast<double>(s.total_ns) / static_cast<double>(s.launches);
+    const int64_t of_owner = owner_ns.at(s.owner);
+    // A kernel of zero duration (timestamps of equal value) in an owner or step of zero time: no share.
+    s.share_of_owner = of_owner == 0 ? 0.0 : static_cast<double>(s.total_ns) / static_cast<double>(of_owner);
+    s.share_of_step =
+        profile.kernel_ns == 0 ? 0.0 : static_cast<double>(s.total_ns) / static_cast<double>(profile.kernel_ns);
+  }
+  std::stable_sort(profile.kernels.begin(), profile.kernels.end(), [](const KernelSummary& a, const KernelSummary& b) {
+    if (a.owner != b.owner) return a.owner < b.owner;
+    return a.total_ns > b.total_ns;
+  });
+  return profile;
+}
+
+std::vector<KernelSummary> top_kernels(const KernelProfile& profile, size_t n) {
+  std::vector<KernelSummary> rows = profile.kernels;
+  std::stable_sort(rows.begin(), rows.end(), [](const KernelSummary& a, const KernelSummary& b) {
+    if (a.total_ns != b.total_ns) return a.total_ns > b.total_ns;
+    if (a.owner != b.owner) return a.owner < b.owner;
+    return a.name < b.name;
+  });
+  rows.resize(std::min(n, rows.size()));
+  return rows;
+}
+
+}  // namespace cnnscale::measure
