@@ -2,7 +2,8 @@
 // the GPU ran, attributed to the layer and pass that launched it, rolled up per owner and kernel.
 // The records are what a CUDA profiling feed (CUPTI's kernel and external-correlation activity
 // records) gives; this file holds only what follows from them, so that the attribution and the
-// arithmetic are tested on recorded feeds without a GPU. The feed itself lives in backend/cuda.
+// arithmetic are tested on recorded feeds without a GPU. The feed belongs in backend/cuda, where
+// all CUDA code lives.
 #pragma once
 #include <array>
 #include <cstdint>

@@ -1,6 +1,8 @@
 // Theoretical occupancy on sm_90 (H100/H200), each case argued by hand from the rules of
 // cuda_occupancy.h: 64 warps, 32 blocks, 65536 registers in 4 sub-partitions allocated per warp in
 // units of 256, 228 KiB of shared memory per SM in units of 128 B with 1 KiB reserved per block.
+// Every case here was also run through cudaOccMaxActiveBlocksPerMultiprocessor of CUDA 13.0's
+// cuda_occupancy.h with sm_90's properties: the same block limits, limiting factors and refusals.
 #include <gtest/gtest.h>
 
 #include "core/error.hpp"
