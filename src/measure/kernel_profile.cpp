@@ -62,43 +62,29 @@ AttributionCounts attribute_kernels(std::vector<KernelRecord>& records, const At
   return counts;
 }
 
-namespace {
-
-// A row's identity: owner, kernel and launch configuration.
-auto summary_row_key(const KernelRecord& r) {
-  return std::make_tuple(r.owner, r.name, r.grid, r.block, r.registers_per_thread, r.static_shared_memory,
-                         r.dynamic_shared_memory);
+LaunchResources KernelLaunch::resources() const {
+  return LaunchResources{block[0] * block[1] * block[2], registers_per_thread, static_shared_memory,
+                         dynamic_shared_memory};
 }
-
-int64_t launch_threads(const std::array<int64_t, 3>& block) {
-  return block[0] * block[1] * block[2];
-}
-
-}  // namespace
 
 KernelProfile summarize_kernels(const std::vector<KernelRecord>& records, int64_t profiled_steps, const SmLimits& sm) {
   if (profiled_steps < 1) throw_config("kernel profile: {} profiled steps (at least 1)", profiled_steps);
   KernelProfile profile;
   profile.profiled_steps = profiled_steps;
-  std::map<decltype(summary_row_key(records.front())), size_t> row_of;
+  std::map<std::tuple<KernelOwner, std::string, KernelLaunch>, size_t> row_of;  // a row's identity
   std::map<KernelOwner, int64_t> owner_ns;
   for (const KernelRecord& r : records) {
     if (r.end_ns < r.start_ns)
       throw_config("kernel profile: kernel '{}' (correlation id {}) ends at {} ns before it starts at {} ns", r.name,
                    r.correlation_id, r.end_ns, r.start_ns);
     const int64_t ns = r.end_ns - r.start_ns;
-    const auto [it, inserted] = row_of.emplace(summary_row_key(r), profile.kernels.size());
+    const auto [it, inserted] = row_of.emplace(std::make_tuple(r.owner, r.name, r.launch), profile.kernels.size());
     if (inserted) {
       KernelSummary s;
       s.owner = r.owner;
       s.name = r.name;
-      s.grid = r.grid;
-      s.block = r.block;
-      s.registers_per_thread = r.registers_per_thread;
-      s.static_shared_memory = r.static_shared_memory;
-      s.dynamic_shared_memory = r.dynamic_shared_memory;
-      s.occupancy = theoretical_occupancy(sm, LaunchResources{launch_threads(r.block), r.registers_per_thread,
-                                                              r.static_shared_memory, r.dynamic_shared_memory});
+      s.launch = r.launch;
+      s.occupancy = theoretical_occupancy(sm, r.launch.resources());
       profile.kernels.push_back(std::move(s));
     }
     KernelSummary& s = profile.kernels[it->second];

@@ -33,17 +33,25 @@ KernelOwner unattributed_owner();
 // "conv1 forward", "update", "unattributed".
 std::string owner_label(const KernelOwner& owner);
 
-struct KernelRecord {
-  std::string name;   // demangled
-  KernelOwner owner;  // set by attribute_kernels
-  int64_t start_ns = 0;
-  int64_t end_ns = 0;
+// How a kernel was launched: what a record carries and a summary row is told apart by, since two
+// launches of one kernel that differ in it differ in occupancy.
+struct KernelLaunch {
   std::array<int64_t, 3> grid{1, 1, 1};
   std::array<int64_t, 3> block{1, 1, 1};
   int64_t registers_per_thread = 0;
   int64_t static_shared_memory = 0;   // bytes per block
   int64_t dynamic_shared_memory = 0;  // bytes per block
-  uint64_t correlation_id = 0;        // the launch's runtime API call
+  auto operator<=>(const KernelLaunch&) const = default;
+  LaunchResources resources() const;  // what the occupancy calculator reads of it
+};
+
+struct KernelRecord {
+  std::string name;   // demangled
+  KernelOwner owner;  // set by attribute_kernels
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  KernelLaunch launch;
+  uint64_t correlation_id = 0;  // the launch's runtime API call
 };
 
 // One CUPTI EXTERNAL_CORRELATION record: the runtime call `correlation_id` was made while
@@ -76,11 +84,7 @@ AttributionCounts attribute_kernels(std::vector<KernelRecord>& records, const At
 struct KernelSummary {
   KernelOwner owner;
   std::string name;
-  std::array<int64_t, 3> grid{1, 1, 1};
-  std::array<int64_t, 3> block{1, 1, 1};
-  int64_t registers_per_thread = 0;
-  int64_t static_shared_memory = 0;
-  int64_t dynamic_shared_memory = 0;
+  KernelLaunch launch;
   int64_t launches = 0;
   double launches_per_step = 0.0;
   int64_t total_ns = 0;

@@ -34,9 +34,9 @@ struct RecordedFeed {
     r.name = name;
     r.start_ns = clock_ns;
     r.end_ns = clock_ns + ns;
-    r.grid = {64, 1, 1};
-    r.block = {threads, 1, 1};
-    r.registers_per_thread = registers;
+    r.launch.grid = {64, 1, 1};
+    r.launch.block = {threads, 1, 1};
+    r.launch.registers_per_thread = registers;
     r.correlation_id = next_correlation++;
     clock_ns += ns;
     if (external) input.links.push_back({r.correlation_id, *external});
@@ -152,7 +152,7 @@ TEST(KernelProfile, EachLaunchConfigurationIsARowWithItsOccupancy) {
     if (s.owner != kConv1Backward || s.name != "wgrad") continue;
     ++wgrad_rows;
     // 256 threads at 128 registers: 0.25 (registers); 1024 at 16: 1.0 (warps); see test_occupancy.cpp.
-    EXPECT_EQ(s.occupancy.occupancy, s.block[0] == 256 ? 0.25 : 1.0);
+    EXPECT_EQ(s.occupancy.occupancy, s.launch.block[0] == 256 ? 0.25 : 1.0);
   }
   EXPECT_EQ(wgrad_rows, 2);
 }
