@@ -98,6 +98,12 @@ TEST(ReportModels, TwoModelsGiveARowPerSharedConfigurationWithEachModelsFiguresA
     EXPECT_EQ(r.count("seconds_per_batch_vs_reference_percent_m1_mean"), 0u) << "the reference has no % of its own";
     EXPECT_EQ(r.count("forward_joules_per_batch_m1_mean"), 0u) << "no isolated loops, no columns of them";
   }
+  // Bounds: the CSV prints each double's shortest round-trip form (csv_number), so a value read back is
+  // the double the report computed; that is a mean of two doubles, a sample std or a ratio of means,
+  // each a few roundings (a few 1e-16 relative) off the same expression here. Times here are 0.01 to
+  // 0.05 s (1e-12 absolute: at least 2e-11 relative), joules and percents below 1e3 (1e-9 absolute: at
+  // least 1e-12 relative), both far above those roundings; and every figure compared differs from a
+  // wrong one (another model's, another sign) by more than 1 % of itself.
   for (const auto& [config, batch, gpus] : {std::tuple{"64-1", 64, 1}, std::tuple{"128-2", 128, 2}}) {
     const CsvRow& r = row_of(rows, "lenet", gpus, batch);
     const std::vector<double>&a = a100_steps.at(config), &h = h100_steps.at(config);
