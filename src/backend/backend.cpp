@@ -10,13 +10,14 @@
 #include "core/byte_input.hpp"
 #include "core/rng.hpp"
 
-
 namespace cnnscale {
 
 namespace {
 // Floor division for a possibly negative numerator: a window larger than the padded input must give
 // an output extent <= 0 (which layers reject), not C++'s truncation towards zero, which gives 1.
-int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+int64_t floor_div(int64_t a, int64_t b) {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
 }  // namespace
 
 // Host timing points, the default for backends whose ops complete before they return (CPU).
@@ -24,9 +25,13 @@ struct HostTimingEvent final : TimingEvent {
   std::chrono::steady_clock::time_point at = std::chrono::steady_clock::now();
 };
 
-std::shared_ptr<TimingEvent> Backend::record_timing_event() { return std::make_shared<HostTimingEvent>(); }
+std::shared_ptr<TimingEvent> Backend::record_timing_event() {
+  return std::make_shared<HostTimingEvent>();
+}
 
-bool Backend::timing_event_done(const TimingEvent&) { return true; }
+bool Backend::timing_event_done(const TimingEvent&) {
+  return true;
+}
 
 void Backend::quantize_int8(const Tensor&, float, const Tensor&) {
   throw_runtime("the {} backend has no int8 kernels (quantize_int8)", name());
@@ -49,9 +54,9 @@ void check_decode_bytes(const Tensor& bytes, const Tensor& draws, const Tensor& 
       out.defined() && out.dtype() == DType::F32 && out.layout() == Layout::NCHW && out.shape() == bytes.shape(),
       "{}: the output must be f32 NCHW of the samples' shape {}", where, bytes.shape().to_string());
   const Shape& s = bytes.shape();
-  CNNSCALE_CHECK(affine.defined() && affine.dtype() == DType::F32 &&
-                     (affine.numel() == 2 * s.c() || affine.numel() == 3 * s.c()),
-                 "{}: the affine map must be 2 or 3 x {} f32 values (scales, offsets, mirror negations)", where, s.c());
+  CNNSCALE_CHECK(
+      affine.defined() && affine.dtype() == DType::F32 && (affine.numel() == 2 * s.c() || affine.numel() == 3 * s.c()),
+      "{}: the affine map must be 2 or 3 x {} f32 values (scales, offsets, mirror negations)", where, s.c());
   CNNSCALE_CHECK(!draws.defined() || (draws.dtype() == DType::I32 && draws.numel() == s.n() * kDrawInts),
                  "{}: the draws must be {} x {} i32 values", where, s.n(), kDrawInts);
 }
@@ -59,16 +64,15 @@ void check_decode_bytes(const Tensor& bytes, const Tensor& draws, const Tensor& 
 void check_sgd_mirrors(const SgdMirrors& mirrors, const Tensor& ranges, const std::string& where) {
   CNNSCALE_CHECK(mirrors.defined() || !mirrors.grads.defined(), "{}: mirror gradients without mirrors", where);
   if (!mirrors.defined()) return;
-  CNNSCALE_CHECK(!mirrors.grads.defined() || (mirrors.grads.dtype() == mirrors.mirror.dtype() &&
-                                              mirrors.grads.numel() == mirrors.mirror.numel()),
-                 "{}: the mirror gradients ({} {}) must match the mirrors ({} {})", where,
-                 dtype_name(mirrors.grads.dtype()), mirrors.grads.shape().to_string(),
-                 dtype_name(mirrors.mirror.dtype()), mirrors.mirror.shape().to_string());
+  CNNSCALE_CHECK(
+      !mirrors.grads.defined() ||
+          (mirrors.grads.dtype() == mirrors.mirror.dtype() && mirrors.grads.numel() == mirrors.mirror.numel()),
+      "{}: the mirror gradients ({} {}) must match the mirrors ({} {})", where, dtype_name(mirrors.grads.dtype()),
+      mirrors.grads.shape().to_string(), dtype_name(mirrors.mirror.dtype()), mirrors.mirror.shape().to_string());
   CNNSCALE_CHECK(mirrors.mirror.dtype() != DType::I32 && mirrors.map.dtype() == DType::I32 &&
                      mirrors.map.numel() == 2 * ranges.numel(),
                  "{}: the mirror map must be i32 (4S) beside ranges (2S) {} and the mirror a float buffer, got {} {}",
-                 where, ranges.shape().to_string(), dtype_name(mirrors.map.dtype()),
-                 mirrors.map.shape().to_string());
+                 where, ranges.shape().to_string(), dtype_name(mirrors.map.dtype()), mirrors.map.shape().to_string());
 }
 
 void Backend::sgd_update_segments(const Tensor& w, const Tensor& dw, const Tensor& history, const Tensor& ranges,
@@ -118,14 +122,14 @@ int32_t read_i32_scalar(Backend& b, const Tensor& t, const char* op, const char*
 }
 }  // namespace
 
-void Backend::dropout_forward_at(float ratio, uint64_t seed, const Tensor& iteration, uint64_t layer,
-                                 const Tensor& x, const Tensor& y) {
+void Backend::dropout_forward_at(float ratio, uint64_t seed, const Tensor& iteration, uint64_t layer, const Tensor& x,
+                                 const Tensor& y) {
   const int32_t it = read_i32_scalar(*this, iteration, "dropout_forward_at", "iteration");
   dropout_forward(ratio, seed, dropout_stream(static_cast<uint64_t>(static_cast<uint32_t>(it)), layer), x, y);
 }
 
-void Backend::dropout_backward_at(float ratio, uint64_t seed, const Tensor& iteration, uint64_t layer,
-                                  const Tensor& dy, const Tensor& dx) {
+void Backend::dropout_backward_at(float ratio, uint64_t seed, const Tensor& iteration, uint64_t layer, const Tensor& dy,
+                                  const Tensor& dx) {
   const int32_t it = read_i32_scalar(*this, iteration, "dropout_backward_at", "iteration");
   dropout_backward(ratio, seed, dropout_stream(static_cast<uint64_t>(static_cast<uint32_t>(it)), layer), dy, dx);
 }
@@ -174,7 +178,8 @@ void Backend::update_loss_scale(const Tensor& found_inf, const Tensor& scale, co
   int32_t st[3];
   download(scale, sc);
   download(state, st);
-  LossScaleState s{sc[0], sc[1], st[0], st[1], st[2], read_i32_scalar(*this, nonfinite, "update_loss_scale", "nonfinite")};
+  LossScaleState s{sc[0], sc[1], st[0],
+                   st[1], st[2], read_i32_scalar(*this, nonfinite, "update_loss_scale", "nonfinite")};
   loss_scale_step(s, read_i32_scalar(*this, found_inf, "update_loss_scale", "found_inf") != 0,
                   read_i32_scalar(*this, tag, "update_loss_scale", "tag"), growth_interval, max_scale);
   sc[0] = s.scale;
@@ -209,7 +214,19 @@ std::unique_ptr<CapturedWork> Backend::capture(const std::function<void()>&, con
   throw_runtime("{}: this backend cannot capture work for replay (CUDA graphs are a CUDA backend feature)", name());
 }
 
-size_t Backend::capture_timing_point() { throw_runtime("{}: no capture in progress", name()); }
+size_t Backend::capture_timing_point() {
+  throw_runtime("{}: no capture in progress", name());
+}
+
+std::unique_ptr<KernelTracer> Backend::trace_kernels() {
+  throw_config("kernel profiling needs a CUDA GPU and CUPTI; this run's device is {} ({})", device().to_string(),
+               name());
+}
+
+std::unique_ptr<KernelMetricProfiler> Backend::kernel_metric_profiler() {
+  throw_config("hardware metrics need a CUDA GPU and CUPTI's profiler; this run's device is {} ({})",
+               device().to_string(), name());
+}
 
 void Backend::matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const Tensor& a,
                      const Tensor& b, float beta, const Tensor& c) {
@@ -265,7 +282,7 @@ int64_t conv_output_dim(int64_t in, int kernel, int stride, int pad, int dilatio
 
 int64_t pool_output_dim(int64_t in, int kernel, int stride, int pad, bool ceil_mode) {
   int64_t span = in + 2 * static_cast<int64_t>(pad) - kernel;  // 64 bits, as conv_output_dim
-  if (span < 0) return 0;  // window larger than the padded input: no valid output
+  if (span < 0) return 0;                                      // window larger than the padded input: no valid output
   int64_t out = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
   // Caffe: the last pooling window must start strictly inside the image (or its left padding).
   if (pad > 0 && (out - 1) * stride >= in + pad) --out;

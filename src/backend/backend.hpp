@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/kernel_trace.hpp"
 #include "backend/op_params.hpp"
 #include "core/precision.hpp"
 #include "core/tensor.hpp"
@@ -81,7 +82,7 @@ struct MemoryStats {
 class Backend {
  public:
   virtual ~Backend() = default;
-  virtual std::string name() const = 0;         // "cpu" or "cuda"
+  virtual std::string name() const = 0;  // "cpu" or "cuda"
   virtual Device device() const = 0;
   virtual std::string description() const = 0;  // device name and library versions, for logs/results
   // SMs of the GPU partition this backend is confined to, as granted (the driver may round the
@@ -104,11 +105,11 @@ class Backend {
   // Host memory suited to fast uploads (pinned on CUDA). Uploads from it are asynchronous: do
   // not overwrite it before the stream has passed the upload (synchronize or a later download).
   virtual std::shared_ptr<Storage> alloc_host(size_t bytes) = 0;
-  virtual void upload(const void* host, const Tensor& dst) = 0;    // dst.bytes() bytes
-  virtual void download(const Tensor& src, void* host) = 0;        // waits for pending work first
-  virtual void copy(const Tensor& src, const Tensor& dst) = 0;     // same dtype and numel
-  virtual void fill(const Tensor& t, float value) = 0;             // f32 or i32 (CUDA: also bf16, f16)
-  virtual void fill_i32(const Tensor& t, int32_t value) = 0;       // i32, any value exactly (no float on the way)
+  virtual void upload(const void* host, const Tensor& dst) = 0;  // dst.bytes() bytes
+  virtual void download(const Tensor& src, void* host) = 0;      // waits for pending work first
+  virtual void copy(const Tensor& src, const Tensor& dst) = 0;   // same dtype and numel
+  virtual void fill(const Tensor& t, float value) = 0;           // f32 or i32 (CUDA: also bf16, f16)
+  virtual void fill_i32(const Tensor& t, int32_t value) = 0;     // i32, any value exactly (no float on the way)
   // dst = scale * src, converting between f32, bf16 and f16 (same numel; rounds to nearest even) and,
   // for 4-d tensors of one shape, between the NCHW and NHWC memory orders.
   virtual void convert(const Tensor& src, const Tensor& dst, float scale = 1.0f) = 0;
@@ -145,6 +146,12 @@ class Backend {
   // Inside capture()'s work: a timing point at this place of the compute stream (a replay records
   // it); returns its index among the capture's points. record_timing_event() is for uncaptured work.
   virtual size_t capture_timing_point();
+
+  // The kernel-level view (backend/kernel_trace.hpp). Where it cannot be had (no GPU, a build
+  // without CUPTI, counters the driver does not permit) these throw ConfigError with the reason, so
+  // that a command refuses before its work starts. One tracer or profiler per process at a time.
+  virtual std::unique_ptr<KernelTracer> trace_kernels();
+  virtual std::unique_ptr<KernelMetricProfiler> kernel_metric_profiler();
 
   // ---- BLAS-like ----------------------------------------------------------------------------
   // Row-major C (m, n) = alpha * op(A) * op(B) + beta * C; op(A) is (m, k), op(B) is (k, n).
@@ -260,13 +267,12 @@ class Backend {
   // ---- dropout: element i is kept when counter_uniform(seed, stream, i) >= ratio; kept elements
   // are scaled by 1 / (1 - ratio). The mask is recomputed in backward, never stored.
   virtual void dropout_forward(float ratio, uint64_t seed, uint64_t stream, const Tensor& x, const Tensor& y) = 0;
-  virtual void dropout_backward(float ratio, uint64_t seed, uint64_t stream, const Tensor& dy,
-                                const Tensor& dx) = 0;
+  virtual void dropout_backward(float ratio, uint64_t seed, uint64_t stream, const Tensor& dy, const Tensor& dx) = 0;
   // The same masks with stream = dropout_stream(iteration[0], layer) (core/rng.hpp), the iteration
   // read from device memory (i32 (1)) so a captured step draws each replay's own masks. The
   // default reads the iteration back and calls the ops above.
-  virtual void dropout_forward_at(float ratio, uint64_t seed, const Tensor& iteration, uint64_t layer,
-                                  const Tensor& x, const Tensor& y);
+  virtual void dropout_forward_at(float ratio, uint64_t seed, const Tensor& iteration, uint64_t layer, const Tensor& x,
+                                  const Tensor& y);
   virtual void dropout_backward_at(float ratio, uint64_t seed, const Tensor& iteration, uint64_t layer,
                                    const Tensor& dy, const Tensor& dx);
 
@@ -283,9 +289,8 @@ class Backend {
                                        const Tensor& y, const Tensor& save_mean, const Tensor& save_inv_std,
                                        const BatchNormFused& fused = {}) = 0;
   virtual void batchnorm_forward_inference(const BatchNormParams& p, const Tensor& x, const Tensor& scale,
-                                           const Tensor& shift, const Tensor& running_mean,
-                                           const Tensor& running_var, const Tensor& y,
-                                           const BatchNormFused& fused = {}) = 0;
+                                           const Tensor& shift, const Tensor& running_mean, const Tensor& running_var,
+                                           const Tensor& y, const BatchNormFused& fused = {}) = 0;
   virtual void batchnorm_backward(const BatchNormParams& p, const Tensor& x, const Tensor& dy, const Tensor& scale,
                                   const Tensor& save_mean, const Tensor& save_inv_std, const Tensor& dx,
                                   const Tensor& dscale, const Tensor& dshift, const BatchNormFused& fused = {}) = 0;
@@ -313,8 +318,7 @@ class Backend {
 
   // ---- concat support: copy `channels` channels of src (N, Cs, H, W) from src_c into dst
   // (N, Cd, H, W) at dst_c. Used in both directions by Concat.
-  virtual void copy_channels(const Tensor& src, int64_t src_c, const Tensor& dst, int64_t dst_c,
-                             int64_t channels) = 0;
+  virtual void copy_channels(const Tensor& src, int64_t src_c, const Tensor& dst, int64_t dst_c, int64_t channels) = 0;
 
   // ---- solver: Caffe's SGD: history = momentum * history + lr * (dw + weight_decay * w); w -= history.
   virtual void sgd_update(const Tensor& w, const Tensor& dw, const Tensor& history, float lr, float momentum,

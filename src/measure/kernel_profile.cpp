@@ -62,9 +62,20 @@ AttributionCounts attribute_kernels(std::vector<KernelRecord>& records, const At
   return counts;
 }
 
-LaunchResources KernelLaunch::resources() const {
-  return LaunchResources{block[0] * block[1] * block[2], registers_per_thread, static_shared_memory,
-                         dynamic_shared_memory};
+LaunchResources launch_resources(const KernelLaunch& launch) {
+  return LaunchResources{launch.block[0] * launch.block[1] * launch.block[2], launch.registers_per_thread,
+                         launch.static_shared_memory, launch.dynamic_shared_memory};
+}
+
+SmLimits sm_limits_for_launch(const SmLimits& sm, const KernelLaunch& launch) {
+  SmLimits out = sm;
+  if (launch.shared_memory_carveout > 0) {
+    if (launch.shared_memory_carveout > sm.shared_memory_per_sm)
+      throw_config("kernel profile: a carveout of {} bytes exceeds the {} bytes of shared memory an {} SM has",
+                   launch.shared_memory_carveout, sm.shared_memory_per_sm, sm.name);
+    out.shared_memory_per_sm = launch.shared_memory_carveout;
+  }
+  return out;
 }
 
 KernelProfile summarize_kernels(const std::vector<KernelRecord>& records, int64_t profiled_steps, const SmLimits& sm) {
@@ -84,7 +95,7 @@ KernelProfile summarize_kernels(const std::vector<KernelRecord>& records, int64_
       s.owner = r.owner;
       s.name = r.name;
       s.launch = r.launch;
-      s.occupancy = theoretical_occupancy(sm, r.launch.resources());
+      s.occupancy = theoretical_occupancy(sm_limits_for_launch(sm, r.launch), launch_resources(r.launch));
       profile.kernels.push_back(std::move(s));
     }
     KernelSummary& s = profile.kernels[it->second];

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/kernel_trace.hpp"
 #include "measure/occupancy.hpp"
 
 namespace cnnscale::measure {
@@ -33,32 +34,17 @@ KernelOwner unattributed_owner();
 // "conv1 forward", "update", "unattributed".
 std::string owner_label(const KernelOwner& owner);
 
-// How a kernel was launched: what a record carries and a summary row is told apart by, since two
-// launches of one kernel that differ in it differ in occupancy.
-struct KernelLaunch {
-  std::array<int64_t, 3> grid{1, 1, 1};
-  std::array<int64_t, 3> block{1, 1, 1};
-  int64_t registers_per_thread = 0;
-  int64_t static_shared_memory = 0;   // bytes per block
-  int64_t dynamic_shared_memory = 0;  // bytes per block
-  auto operator<=>(const KernelLaunch&) const = default;
-  LaunchResources resources() const;  // what the occupancy calculator reads of it
-};
+using cnnscale::ExternalCorrelation;
+using cnnscale::KernelLaunch;
 
-struct KernelRecord {
-  std::string name;   // demangled
+// What the occupancy calculator reads of a launch. A launch with a carveout runs on an SM whose
+// shared memory is that carveout (`sm` lowered to it by sm_limits_for_launch).
+LaunchResources launch_resources(const KernelLaunch& launch);
+SmLimits sm_limits_for_launch(const SmLimits& sm, const KernelLaunch& launch);
+
+// A traced kernel and whose it is.
+struct KernelRecord : TracedKernel {
   KernelOwner owner;  // set by attribute_kernels
-  int64_t start_ns = 0;
-  int64_t end_ns = 0;
-  KernelLaunch launch;
-  uint64_t correlation_id = 0;  // the launch's runtime API call
-};
-
-// One CUPTI EXTERNAL_CORRELATION record: the runtime call `correlation_id` was made while
-// `external_id` was on top of the pushed external-correlation stack.
-struct ExternalCorrelation {
-  uint64_t correlation_id = 0;
-  uint64_t external_id = 0;
 };
 
 // What the GPU side records beside the kernels: the owner of each external id it pushed
