@@ -20,6 +20,10 @@ void check_time_request(const TimeRequest& r) {
 }
 
 TimedNetwork time_network(const TimeRequest& r, Backend& backend) {
+  return time_network(r, backend, r.options);
+}
+
+TimedNetwork time_network(const TimeRequest& r, Backend& backend, const LayerTimingOptions& given) {
   check_time_request(r);
   TimedNetwork out;
   const NetSpec* timed = &r.spec;
@@ -44,7 +48,7 @@ TimedNetwork time_network(const TimeRequest& r, Backend& backend) {
   // The training step's own update (one segmented launch that also writes the compute copies and,
   // as in a one-process train step, reads the mirrored gradients where backward left them), at
   // learning rate 0 so the weights stay as they are.
-  LayerTimingOptions options = r.options;
+  LayerTimingOptions options = given;
   std::unique_ptr<SgdSolver> solver;
   options.make_update = [&](Net& net) -> std::function<void()> {
     SolverConfig config;

@@ -13,16 +13,16 @@
 namespace cnnscale {
 
 struct TimeRequest {
-  NetSpec spec;                 // as written
-  LayerTimingOptions options;   // batch, iterations, warm-up, seed, precision, inference
-  bool fuse = true;             // batch norms and convolutions include their ReLU (and residual sum)
-  bool fold = true;             // with options.inference: fold batch norms into the convolutions
-  std::string calibration;      // with options.inference: a calibration table; its convolutions run in int8
+  NetSpec spec;                // as written
+  LayerTimingOptions options;  // batch, iterations, warm-up, seed, precision, inference
+  bool fuse = true;            // batch norms and convolutions include their ReLU (and residual sum)
+  bool fold = true;            // with options.inference: fold batch norms into the convolutions
+  std::string calibration;     // with options.inference: a calibration table; its convolutions run in int8
 };
 
 struct TimedNetwork {
   LayerTimingResult result;
-  std::size_t fused_epilogues = 0;     // batch norms and convolutions that include their ReLU
+  std::size_t fused_epilogues = 0;  // batch norms and convolutions that include their ReLU
   std::size_t folded_batch_norms = 0;
   std::size_t int8_layers = 0, int8_outputs = 0;
 };
@@ -32,5 +32,7 @@ void check_time_request(const TimeRequest& r);
 
 // `backend` made for r.options.precision.
 TimedNetwork time_network(const TimeRequest& r, Backend& backend);
+// The same network with other timing options (more or fewer iterations, kernel profiling's marks).
+TimedNetwork time_network(const TimeRequest& r, Backend& backend, const LayerTimingOptions& options);
 
 }  // namespace cnnscale

@@ -53,9 +53,11 @@ AttributionCounts attribute_kernels(std::vector<KernelRecord>& records, const At
     const auto it = external_of.find(record.correlation_id);
     if (it == external_of.end()) {
       record.owner = unattributed_owner();
+      record.external_id = 0;
       ++counts.unattributed;
     } else {
       record.owner = input.owner_of_external.at(it->second);
+      record.external_id = it->second;
       ++counts.attributed;
     }
   }

@@ -44,7 +44,8 @@ SmLimits sm_limits_for_launch(const SmLimits& sm, const KernelLaunch& launch);
 
 // A traced kernel and whose it is.
 struct KernelRecord : TracedKernel {
-  KernelOwner owner;  // set by attribute_kernels
+  KernelOwner owner;         // set by attribute_kernels
+  uint64_t external_id = 0;  // the part it was linked to; 0 when unattributed
 };
 
 // What the GPU side records beside the kernels: the owner of each external id it pushed

@@ -56,37 +56,62 @@ LayerTimingResult time_layers(const NetSpec& spec, Backend& backend, const Layer
 
   std::vector<IterationEvents> timed;
   timed.reserve(static_cast<size_t>(o.iterations));
-  const int64_t total = o.warmup + o.iterations;
-  for (int64_t it = 0; it < total; ++it) {
+  measure::StepScopes* scopes = o.scopes;
+  using measure::KernelOwner;
+  using measure::KernelPass;
+  // The part that ends at a mark, and the next that starts there (kernel profiling only).
+  const auto mark = [&](bool record, const KernelOwner& ended, bool more) {
+    if (!record || scopes == nullptr) return;
+    scopes->close_as(ended);
+    if (more) scopes->open();
+  };
+  const auto iterate = [&](int64_t it) {
     const bool record = it >= o.warmup;
     IterationEvents ev;
     if (record) {
       ev.after_forward.resize(layers.size());
       ev.after_backward.resize(layers.size());
       ev.begin = backend.record_timing_event();
+      if (scopes != nullptr) scopes->begin_step();
     }
     const auto iteration = static_cast<uint64_t>(it);
     net.forward(
         o.inference ? Phase::Test : Phase::Train, iteration,
         [&](size_t l) {
           if (record) ev.after_forward[l] = backend.record_timing_event();
+          mark(record, KernelOwner{layers[l]->name(), KernelPass::Forward}, true);
         },
         [&] {
           if (record) ev.after_copies = backend.record_timing_event();
+          mark(record, KernelOwner{"", KernelPass::InputCopy}, true);
         });
     if (record) ev.forward_end = backend.record_timing_event();
-    if (!o.inference)
+    // What the forward runs after its last layer (the loss's combination) is the forward's own.
+    mark(record, KernelOwner{"", KernelPass::Forward}, !o.inference);
+    if (!o.inference) {
       net.backward(iteration, [&](size_t l) {
         if (record) ev.after_backward[l] = backend.record_timing_event();
+        mark(record, KernelOwner{layers[l]->name(), KernelPass::Backward}, true);
       });
+      mark(record, KernelOwner{"", KernelPass::Backward}, true);
+    }
     // Inference: nothing after the forward, so backward and update take no time.
     if (record) ev.backward_end = o.inference ? ev.forward_end : backend.record_timing_event();
     update();
+    if (!o.inference) mark(record, KernelOwner{"", KernelPass::Update}, false);
     if (record) {
       ev.update_end = o.inference ? ev.backward_end : backend.record_timing_event();
       timed.push_back(std::move(ev));
     }
-  }
+  };
+  for (int64_t it = 0; it < o.warmup; ++it) iterate(it);
+  const auto recorded = [&] {
+    for (int64_t it = o.warmup; it < o.warmup + o.iterations; ++it) iterate(it);
+  };
+  if (o.around_recorded)
+    o.around_recorded(recorded);
+  else
+    recorded();
   backend.synchronize();  // every event is complete: reading them below never stalls
 
   LayerTimingResult r;

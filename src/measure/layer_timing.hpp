@@ -9,6 +9,7 @@
 
 #include "backend/backend.hpp"
 #include "core/precision.hpp"
+#include "measure/kernel_scopes.hpp"
 #include "net/net.hpp"
 
 namespace cnnscale {
@@ -29,6 +30,12 @@ struct LayerTimingOptions {
   // 16-bit weight copies made once): what `cnnscale infer` runs, layer by layer. Backward, update
   // and make_update are not run; their times stay 0.
   bool inference = false;
+  // Kernel profiling (`time --kernels`, `--metrics`): the recorded iterations run inside
+  // around_recorded (which starts a tracer or profiler before them and stops it after, so that the
+  // warm-up's kernels stay out), and mark their parts on `scopes` (input copy, each layer's forward
+  // and backward, the loss's tail of each, the update). Unset: plain timing.
+  std::function<void(const std::function<void()>& recorded)> around_recorded;
+  measure::StepScopes* scopes = nullptr;
 };
 
 struct LayerTime {

@@ -73,6 +73,11 @@ SmLimits sm90_limits() {
   return sm;
 }
 
+SmLimits sm_limits_for_arch(const std::string& arch) {
+  if (arch == "sm_90") return sm90_limits();
+  throw_config("occupancy: no SM limits for {} (known: sm_90, the H100 and H200)", arch);
+}
+
 Occupancy theoretical_occupancy(const SmLimits& sm, const LaunchResources& launch) {
   check_sm_limits(sm);
   check_launch(sm, launch);

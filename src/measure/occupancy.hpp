@@ -43,6 +43,9 @@ struct SmLimits {
 
 // H100 and H200 (compute capability 9.0).
 SmLimits sm90_limits();
+// The limits of a traced GPU by its architecture ("sm_90"); ConfigError naming the ones known for any
+// other, rather than another generation's figures.
+SmLimits sm_limits_for_arch(const std::string& arch);
 
 // What one block of a launch uses.
 struct LaunchResources {

@@ -94,6 +94,8 @@ class CudaBackend final : public Backend {
   // or one forked from it); another stream than the compute stream needs Points::Nodes.
   size_t capture_timing_point(cudaStream_t stream) { return capture_->capture_timing_point(stream); }
   bool capturing() const { return capture_->capturing(); }
+  // CUPTI's activity records (cupti_trace.cpp); ConfigError in a build without CUPTI.
+  std::unique_ptr<KernelTracer> trace_kernels() override;
 
   void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b,
             float beta, float* c) override;
@@ -198,14 +200,12 @@ class CudaBackend final : public Backend {
 
   void softmax_forward(const Tensor& x, const Tensor& prob) override;
   void cross_entropy_loss(const Tensor& prob, const Tensor& labels, const Tensor& loss) override;
-  void softmax_cross_entropy_backward(const Tensor& prob, const Tensor& labels, float scale,
-                                      const Tensor& dx) override;
+  void softmax_cross_entropy_backward(const Tensor& prob, const Tensor& labels, float scale, const Tensor& dx) override;
   void accuracy_topk(const Tensor& scores, const Tensor& labels, const std::vector<int>& ks,
                      const Tensor& out) override;
 
   void decode_bytes(const Tensor& bytes, const Tensor& draws, const Tensor& affine, const Tensor& out) override;
-  void copy_channels(const Tensor& src, int64_t src_c, const Tensor& dst, int64_t dst_c,
-                     int64_t channels) override;
+  void copy_channels(const Tensor& src, int64_t src_c, const Tensor& dst, int64_t dst_c, int64_t channels) override;
 
   void sgd_update(const Tensor& w, const Tensor& dw, const Tensor& history, float lr, float momentum,
                   float weight_decay) override;

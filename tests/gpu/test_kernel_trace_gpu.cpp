@@ -1,0 +1,83 @@
+// The CUPTI kernel trace on the GPU: records carry demangled names and launch attributes, links
+// attribute them to the pushed parts, and the traced step of a small network attributes every kernel
+// to a part whose own events bracket it (a part's kernels run on the compute stream between its
+// events, so their summed time cannot exceed the part's measured time by more than timer resolution).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "backend/backend.hpp"
+#include "experiment/kernel_profile_run.hpp"
+#include "measure/kernel_scopes.hpp"
+#include "net/net.hpp"
+
+namespace cnnscale {
+namespace {
+
+TEST(KernelTraceGpu, RecordsCarryNamesLaunchesAndLinks) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  auto backend = make_backend("gpu");
+  Tensor a = backend->alloc(Shape{512, 512}), b = backend->alloc(Shape{512, 512}), c = backend->alloc(Shape{512, 512});
+  backend->fill(a, 1.0f);
+  backend->synchronize();
+  std::unique_ptr<KernelTracer> tracer = backend->trace_kernels();
+  tracer->push(7);
+  backend->fill(b, 2.0f);
+  tracer->pop();
+  tracer->push(8);
+  backend->matmul(false, false, 512, 512, 512, 1.0f, a, b, 0.0f, c);
+  tracer->pop();
+  KernelTrace trace = tracer->finish();
+  EXPECT_EQ(trace.sm_arch.rfind("sm_", 0), 0u) << trace.sm_arch;
+  EXPECT_EQ(trace.dropped_records, 0);
+  ASSERT_GE(trace.kernels.size(), 2u);
+  measure::StepAttribution none;
+  std::map<uint64_t, uint64_t> external_of;
+  for (const ExternalCorrelation& l : trace.links) external_of[l.correlation_id] = l.external_id;
+  int filled = 0, multiplied = 0;
+  for (const TracedKernel& k : trace.kernels) {
+    std::printf("kernel %s grid %lld,%lld,%lld block %lld,%lld,%lld regs %lld smem %lld+%lld carveout %lld ext %llu\n",
+                k.name.c_str(), (long long)k.launch.grid[0], (long long)k.launch.grid[1], (long long)k.launch.grid[2],
+                (long long)k.launch.block[0], (long long)k.launch.block[1], (long long)k.launch.block[2],
+                (long long)k.launch.registers_per_thread, (long long)k.launch.static_shared_memory,
+                (long long)k.launch.dynamic_shared_memory, (long long)k.launch.shared_memory_carveout,
+                (unsigned long long)external_of[k.correlation_id]);
+    EXPECT_GT(k.end_ns, k.start_ns);
+    EXPECT_GT(k.launch.registers_per_thread, 0);
+    EXPECT_EQ(k.name.find("_Z"), std::string::npos) << "not demangled: " << k.name;
+    filled += external_of[k.correlation_id] == 7;
+    multiplied += external_of[k.correlation_id] == 8;
+  }
+  EXPECT_GE(filled, 1);
+  EXPECT_GE(multiplied, 1);
+}
+
+TEST(KernelTraceGpu, EveryKernelOfATracedStepBelongsToAPartThatBracketsIt) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  auto backend = make_backend("gpu");
+  TimeRequest request{.spec = NetSpec::load(std::string(CNNSCALE_SOURCE_DIR) + "/networks/lenet.yaml")};
+  request.options.batch = 64;
+  request.options.iterations = 10;
+  request.options.warmup = 3;
+  const NetworkKernelProfile p = profile_network_kernels(request, *backend, KernelProfileOptions{.steps = 3});
+  EXPECT_EQ(p.counts.unattributed, 0);
+  EXPECT_GT(p.counts.attributed, 0);
+  EXPECT_FALSE(p.graphs);
+  std::map<measure::KernelOwner, double> kernel_ms;
+  for (const measure::KernelSummary& s : p.profile.kernels)
+    kernel_ms[s.owner] += static_cast<double>(s.total_ns) / 1e6 / static_cast<double>(p.profile.profiled_steps);
+  const std::map<measure::KernelOwner, double> traced = measured_owner_ms(p.traced);
+  for (const auto& [owner, ms] : kernel_ms) {
+    ASSERT_TRUE(traced.contains(owner)) << measure::owner_label(owner);
+    std::printf("%-24s kernels %.4f ms, traced events %.4f ms, untraced %.4f ms\n", measure::owner_label(owner).c_str(),
+                ms, traced.at(owner), p.measured_ms.contains(owner) ? p.measured_ms.at(owner) : -1.0);
+    // CUDA events resolve about half a microsecond; kernels that run between two events sum to at
+    // most their span plus that.
+    EXPECT_LE(ms, traced.at(owner) + 0.002) << measure::owner_label(owner);
+  }
+  std::printf("step: untraced %.4f ms, traced %.4f ms, kernels %.4f ms\n", p.measured.result.step_ms, p.traced.step_ms,
+              static_cast<double>(p.profile.kernel_ns) / 1e6 / static_cast<double>(p.profile.profiled_steps));
+}
+
+}  // namespace
+}  // namespace cnnscale
