@@ -82,11 +82,17 @@ struct KernelMetricResult {
   std::string chip;    // the profiler's chip name ("GH100")
 };
 
+// The kernels one profile() call holds unless told otherwise: CUPTI's counter data is sized for a
+// number of ranges before the work runs.
+inline constexpr int64_t kDefaultMaxProfiledKernels = 2048;
+
 class KernelMetricProfiler {
  public:
   virtual ~KernelMetricProfiler() = default;
-  // Profiles the kernels `work` launches (each replayed as often as the metric set needs).
-  virtual KernelMetricResult profile(const std::vector<std::string>& metrics, const std::function<void()>& work) = 0;
+  // Profiles the kernels `work` launches (each replayed as often as the metric set needs), at most
+  // `max_kernels` of them: work that launches more is an error saying so, never a shorter result.
+  virtual KernelMetricResult profile(const std::vector<std::string>& metrics, const std::function<void()>& work,
+                                     int64_t max_kernels = kDefaultMaxProfiledKernels) = 0;
 };
 
 }  // namespace cnnscale

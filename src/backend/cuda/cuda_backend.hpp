@@ -96,6 +96,9 @@ class CudaBackend final : public Backend {
   bool capturing() const { return capture_->capturing(); }
   // CUPTI's activity records (cupti_trace.cpp); ConfigError in a build without CUPTI.
   std::unique_ptr<KernelTracer> trace_kernels() override;
+  // Hardware counters per kernel from CUPTI's range profiler (cupti_metrics.cpp); ConfigError in a
+  // build without CUPTI, or where the device, driver or permissions give no counters.
+  std::unique_ptr<KernelMetricProfiler> kernel_metric_profiler() override;
 
   void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b,
             float beta, float* c) override;

@@ -33,11 +33,15 @@ void fail(CUptiResult status, const char* statement, const char* file, int line)
           "counters here (NVreg_RestrictProfilingToAdminUsers=1)",
           text, statement);
     case CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED:
+    case CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES:
       throw_config("kernel profiling refused: {}: CUPTI cannot profile a virtualised GPU", text);
     case CUPTI_ERROR_NOT_SUPPORTED:
     case CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED:
     case CUPTI_ERROR_CMP_DEVICE_NOT_SUPPORTED:
     case CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED:
+    case CUPTI_ERROR_CONFIDENTIAL_COMPUTING_NOT_SUPPORTED:
+    case CUPTI_ERROR_SLI_DEVICE_NOT_SUPPORTED:
+    case CUPTI_ERROR_WSL_DEVICE_NOT_SUPPORTED:
     case CUPTI_ERROR_HARDWARE_BUSY:
     case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
       throw_config("kernel profiling refused: {} ({} at {}:{})", text, statement, file, line);
