@@ -25,6 +25,8 @@
 #include "backend/cuda/cuda_linear_plans.hpp"
 #include "backend/cuda/cudnn_descriptors.hpp"
 #include "backend/cuda/cudnn_graph.hpp"
+#include "backend/cuda/cupti_metrics.hpp"
+#include "backend/cuda/cupti_trace.hpp"
 #include "backend/cuda/device_context.hpp"
 #include "backend/memory_counter.hpp"
 #include "core/log.hpp"
@@ -95,10 +97,12 @@ class CudaBackend final : public Backend {
   size_t capture_timing_point(cudaStream_t stream) { return capture_->capture_timing_point(stream); }
   bool capturing() const { return capture_->capturing(); }
   // CUPTI's activity records (cupti_trace.cpp); ConfigError in a build without CUPTI.
-  std::unique_ptr<KernelTracer> trace_kernels() override;
+  std::unique_ptr<KernelTracer> trace_kernels() override { return cuda::make_cupti_tracer(*this); }
   // Hardware counters per kernel from CUPTI's range profiler (cupti_metrics.cpp); ConfigError in a
   // build without CUPTI, or where the device, driver or permissions give no counters.
-  std::unique_ptr<KernelMetricProfiler> kernel_metric_profiler() override;
+  std::unique_ptr<KernelMetricProfiler> kernel_metric_profiler() override {
+    return cuda::make_cupti_metric_profiler(*this);
+  }
 
   void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b,
             float beta, float* c) override;

@@ -447,11 +447,3 @@ std::unique_ptr<KernelMetricProfiler> make_cupti_metric_profiler(CudaBackend&) {
 }  // namespace cnnscale::cuda
 
 #endif
-
-namespace cnnscale {
-
-std::unique_ptr<KernelMetricProfiler> CudaBackend::kernel_metric_profiler() {
-  return cuda::make_cupti_metric_profiler(*this);
-}
-
-}  // namespace cnnscale

@@ -4,6 +4,8 @@
 // API records (RUNTIME, DRIVER) must be enabled for CUPTI to emit the links; their own records are
 // read and dropped. CUPTI hands records over in buffers we give it, from a thread of its own, hence
 // the mutex; its callbacks are plain functions, hence one tracer per process at a time.
+#include "backend/cuda/cupti_trace.hpp"
+
 #include "backend/cuda/cuda_backend.hpp"
 
 #ifdef CNNSCALE_HAVE_CUPTI
@@ -179,30 +181,26 @@ class CuptiTracer final : public KernelTracer {
 
 }  // namespace
 
-}  // namespace cnnscale::cuda
-
-namespace cnnscale {
-
-std::unique_ptr<KernelTracer> CudaBackend::trace_kernels() {
-  ctx_->make_current();
+std::unique_ptr<KernelTracer> make_cupti_tracer(CudaBackend& backend) {
+  backend.context()->make_current();
   cudaDeviceProp prop{};
-  CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
-  return std::make_unique<cuda::CuptiTracer>(fmt::format("sm_{}{}", prop.major, prop.minor), prop.name);
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, backend.device_index()));
+  return std::make_unique<CuptiTracer>(fmt::format("sm_{}{}", prop.major, prop.minor), prop.name);
 }
 
-}  // namespace cnnscale
+}  // namespace cnnscale::cuda
 
 #else  // a toolkit without CUPTI
 
 #include "core/error.hpp"
 
-namespace cnnscale {
+namespace cnnscale::cuda {
 
-std::unique_ptr<KernelTracer> CudaBackend::trace_kernels() {
+std::unique_ptr<KernelTracer> make_cupti_tracer(CudaBackend&) {
   throw_config(
       "kernel profiling needs CUPTI, which this build of cnnscale was made without (its CUDA toolkit had none)");
 }
 
-}  // namespace cnnscale
+}  // namespace cnnscale::cuda
 
 #endif
