@@ -1,4 +1,4 @@
-// A benchmark's result folder (see bench_folder.hpp).
+// A result folder of tables (see bench_folder.hpp).
 #include "io/bench_folder.hpp"
 
 #include <fmt/format.h>
@@ -23,11 +23,65 @@ std::string csv_field(const std::string& s) {
   return q + "\"";
 }
 
+// The rows of `table` in `j` (none where the summary lacks the list).
+const nlohmann::json& rows_of(const nlohmann::json& j, const FolderTable& table) {
+  static const nlohmann::json none = nlohmann::json::array();
+  const auto it = j.find(table.list_key);
+  return it != j.end() && it->is_array() ? *it : none;
+}
+
+std::string table_csv(const nlohmann::json& rows, const std::vector<std::string>& columns) {
+  std::string csv;
+  for (size_t c = 0; c < columns.size(); ++c) {
+    if (c) csv += ',';
+    csv += columns[c];
+  }
+  csv += "\n";
+  for (const nlohmann::json& row : rows) {
+    for (size_t c = 0; c < columns.size(); ++c) {
+      const auto it = row.find(columns[c]);
+      std::string v;
+      if (it != row.end() && !it->is_null()) v = it->is_string() ? it->get<std::string>() : it->dump();
+      if (c) csv += ',';
+      csv += csv_field(v);
+    }
+    csv += "\n";
+  }
+  return csv;
+}
+
+// The columns as datasets of `loc`: numbers as f64 (NaN for null), text and flags as strings.
+void table_datasets(h5::Writer& w, hid_t loc, const nlohmann::json& rows, const std::vector<std::string>& columns) {
+  for (const std::string& col : columns) {
+    bool numeric = true;
+    for (const nlohmann::json& row : rows) {
+      const auto it = row.find(col);
+      if (it != row.end() && !it->is_null() && !it->is_number()) numeric = false;
+    }
+    if (numeric) {
+      std::vector<double> v;
+      for (const nlohmann::json& row : rows) {
+        const auto it = row.find(col);
+        v.push_back(it != row.end() && it->is_number() ? it->get<double>() : std::nan(""));
+      }
+      w.f64(loc, col, v);
+    } else {
+      std::vector<std::string> v;
+      for (const nlohmann::json& row : rows) {
+        const auto it = row.find(col);
+        v.push_back(it == row.end() || it->is_null() ? "" : it->is_string() ? it->get<std::string>() : it->dump());
+      }
+      w.strings(loc, col, v);
+    }
+  }
+}
+
 }  // namespace
 
-std::string write_bench_folder(const std::string& parent_dir, const std::string& stem, const nlohmann::json& j,
-                               const std::vector<std::string>& columns, const std::vector<std::string>& text_attributes,
-                               const std::vector<std::string>& number_attributes) {
+std::string write_result_folder(const std::string& parent_dir, const std::string& stem, const nlohmann::json& j,
+                                const std::vector<FolderTable>& tables, const std::string& h5_file,
+                                const std::vector<std::string>& text_attributes,
+                                const std::vector<std::string>& number_attributes) {
   namespace fs = std::filesystem;
   const fs::path parent(parent_dir);
   std::error_code ec;
@@ -50,24 +104,10 @@ std::string write_bench_folder(const std::string& parent_dir, const std::string&
     }
   } cleanup{tmp};
   write_synced_file((tmp / "summary.json").string(), j.dump(2) + "\n");
-  // cases.csv: one row per case, the JSON rows' scalar fields in the order given.
-  std::string csv;
-  for (size_t c = 0; c < columns.size(); ++c) csv += (c ? "," : "") + columns[c];
-  csv += "\n";
-  for (const nlohmann::json& row : j["rows"]) {
-    for (size_t c = 0; c < columns.size(); ++c) {
-      const auto it = row.find(columns[c]);
-      std::string v;
-      if (it != row.end() && !it->is_null()) v = it->is_string() ? it->get<std::string>() : it->dump();
-      csv += (c ? "," : "") + csv_field(v);
-    }
-    csv += "\n";
-  }
-  write_synced_file((tmp / "cases.csv").string(), csv);
-  // cases.h5: the same columns, one dataset each (numbers as f64, text and flags as strings), and
-  // the summary's scalar fields named in `attributes` on the root.
+  for (const FolderTable& t : tables)
+    write_synced_file((tmp / t.csv_file).string(), table_csv(rows_of(j, t), t.columns));
   {
-    h5::Writer w((tmp / "cases.h5").string(), "results file");
+    h5::Writer w((tmp / h5_file).string(), "results file");
     // A missing or null value keeps its attribute's type (a text or a number that is absent).
     for (const std::string& key : text_attributes) {
       const auto it = j.find(key);
@@ -78,26 +118,12 @@ std::string write_bench_folder(const std::string& parent_dir, const std::string&
       const auto it = j.find(key);
       w.attr_value(w.root(), key, it != j.end() && it->is_number() ? h5::Value{it->get<double>()} : h5::Value{});
     }
-    for (const std::string& col : columns) {
-      bool numeric = true;
-      for (const nlohmann::json& row : j["rows"]) {
-        const auto it = row.find(col);
-        if (it != row.end() && !it->is_null() && !it->is_number()) numeric = false;
-      }
-      if (numeric) {
-        std::vector<double> v;
-        for (const nlohmann::json& row : j["rows"]) {
-          const auto it = row.find(col);
-          v.push_back(it != row.end() && it->is_number() ? it->get<double>() : std::nan(""));
-        }
-        w.f64(w.root(), col, v);
+    for (const FolderTable& t : tables) {
+      if (t.h5_group.empty()) {
+        table_datasets(w, w.root(), rows_of(j, t), t.columns);
       } else {
-        std::vector<std::string> v;
-        for (const nlohmann::json& row : j["rows"]) {
-          const auto it = row.find(col);
-          v.push_back(it == row.end() || it->is_null() ? "" : it->is_string() ? it->get<std::string>() : it->dump());
-        }
-        w.strings(w.root(), col, v);
+        const h5::Handle g = w.group(t.h5_group);
+        table_datasets(w, g.get(), rows_of(j, t), t.columns);
       }
     }
     w.close();
@@ -108,6 +134,13 @@ std::string write_bench_folder(const std::string& parent_dir, const std::string&
   cleanup.done = true;
   fsync_dir(parent.string());
   return final_dir.string();
+}
+
+std::string write_bench_folder(const std::string& parent_dir, const std::string& stem, const nlohmann::json& j,
+                               const std::vector<std::string>& columns, const std::vector<std::string>& text_attributes,
+                               const std::vector<std::string>& number_attributes) {
+  return write_result_folder(parent_dir, stem, j, {{"rows", "cases.csv", "", columns}}, "cases.h5", text_attributes,
+                             number_attributes);
 }
 
 }  // namespace cnnscale
