@@ -5,6 +5,7 @@
 #include "io/calibration_results.hpp"
 #include "io/infer_results.hpp"
 #include "io/kernel_bench_results.hpp"
+#include "io/kernel_profile_results.hpp"
 #include "io/provenance_field.hpp"
 #include "io/summary_schema.hpp"
 
@@ -71,6 +72,7 @@ std::vector<SchemaTable> result_schema_tables() {
   add_with_nested(out, "inference", "infer", field_infos<InferResult>());
   add_with_nested(out, "allreduce", "allreduce", field_infos<AllreduceResult>());
   add_with_nested(out, "kernels", "bench", field_infos<KernelBenchSummary>());
+  add_with_nested(out, "kernel_profile", "kernel_profile", field_infos<KernelProfileSummary>());
   add_with_nested(out, "calibration", "calibration", field_infos<CalibrationResult>());
   return out;
 }

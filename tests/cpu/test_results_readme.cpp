@@ -109,7 +109,8 @@ const std::vector<ProductSection> kSections = {
     {"inference", "## Inference files", "## Calibration files"},
     {"calibration", "## Calibration files", "## Allreduce benchmark files"},
     {"allreduce", "## Allreduce benchmark files", "## Kernel benchmark folders"},
-    {"kernels", "## Kernel benchmark folders", "## Conventions"},
+    {"kernels", "## Kernel benchmark folders", "## Kernel profile folders"},
+    {"kernel_profile", "## Kernel profile folders", "## Conventions"},
 };
 
 TEST(ResultsReadme, EveryFieldOfEveryTableIsDocumented) {
