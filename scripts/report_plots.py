@@ -9,12 +9,14 @@ bandwidth against message size per rank count (allreduce table); and, for `infer
 throughput, images/J and p99 latency against batch size and throughput (report_plots_infer.py); for
 `bench conv --sweep` results, time and memory per cuDNN algorithm against the swept parameter
 (report_plots_kernels.py); where the runs measured more than one GPU model, time and joules per batch
-of each model per batch-GPUs combination (gpu_models table; report_plots_models.py).
+of each model per batch-GPUs combination (gpu_models table; report_plots_models.py); for kernel
+profiles with hardware metrics, the runtime share and each metric per layer type or algorithm
+(kernel_profile_metrics table; report_plots_kernel_profile.py).
 
 This script reads the arguments and calls the figure modules beside it: report_plots_training.py
 (time, energy, phases, power), report_plots_scaling.py (strong and weak scaling),
 report_plots_allreduce.py, report_plots_hetero.py, report_plots_infer.py,
-report_plots_kernels.py and report_plots_models.py; what they share (units, labels, legends, saving) is report_plots_common.py.
+report_plots_kernels.py, report_plots_models.py and report_plots_kernel_profile.py; what they share (units, labels, legends, saving) is report_plots_common.py.
 
 A figure without data is not drawn: its name and the reason go to the --left-out file instead.
 A figure with a note in figure_notes.csv (what its data can and cannot show: an emulated mix of
@@ -60,7 +62,7 @@ def main():
                         help="comma separated: training (the five figures of the runs), hetero (hetero_ranks.csv, "
                              "split_history.csv), allreduce (allreduce.csv), inference (inference.csv), weak "
                              "(weak_scaling.csv), sweep (conv_sweep.csv), kernels (kernel_cases.csv), models "
-                             "(gpu_models.csv)")
+                             "(gpu_models.csv), profiles (kernel_profile_metrics.csv)")
     parser.add_argument("--devices", default="GPUs", choices=["GPUs", "ranks"],
                         help="what the parallel units are called in legends and axes (ranks: CPU runs)")
     parser.add_argument("--left-out", default="",
@@ -70,9 +72,9 @@ def main():
     common.NOTES = {r["figure"]: r["note"] for r in read_table(a.tables, "figure_notes")}
     wanted = set(a.figures.split(","))
     if not wanted or not wanted <= {"training", "hetero", "allreduce", "inference", "weak", "sweep", "kernels",
-                                   "models"}:
-        print(f"report_plots: --figures: expected training, hetero, allreduce, inference, weak, sweep, kernels and/or "
-              f"models, got "
+                                   "models", "profiles"}:
+        print(f"report_plots: --figures: expected training, hetero, allreduce, inference, weak, sweep, kernels, "
+              f"models and/or profiles, got "
               f"'{a.figures}'", file=sys.stderr)
         return 2
     os.makedirs(a.out, exist_ok=True)
@@ -101,6 +103,11 @@ def main():
         rows = read_table(a.tables, "kernel_cases")
         kernels.peak_figure(rows, a.out, helpers)
         kernels.energy_figure(rows, a.out, helpers)
+    if "profiles" in wanted:
+        import report_plots_kernel_profile as profile  # beside this script, as report_plots_hetero
+
+        helpers = types.SimpleNamespace(number=number, save=save, leave_out=leave_out)
+        profile.metrics_figure(read_table(a.tables, "kernel_profile_metrics"), a.out, helpers)
     if "training" in wanted:
         time_rows = read_table(a.tables, "time")
         bars_per_network(time_rows, "seconds_per_batch", "s", "per batch",

@@ -17,6 +17,7 @@
 #include "experiment/report_figure_notes.hpp"
 #include "experiment/report_hetero.hpp"
 #include "experiment/report_infer.hpp"
+#include "experiment/report_kernel_profiles.hpp"
 #include "experiment/report_kernels.hpp"
 #include "experiment/report_models.hpp"
 #include "experiment/report_plots.hpp"
@@ -69,6 +70,8 @@ std::string report_markdown(const ReportOptions& options, const ReportOutcome& o
   if (outcome.infer_files) out += fmt::format(", {} `infer` file(s)", outcome.infer_files);
   if (outcome.calibration_files) out += fmt::format(", {} `calibrate` file(s)", outcome.calibration_files);
   if (outcome.kernel_files) out += fmt::format(", {} `bench gemm|conv` result(s)", outcome.kernel_files);
+  if (outcome.kernel_profile_files)
+    out += fmt::format(", {} kernel profile(s) (`time|bench conv --kernels`)", outcome.kernel_profile_files);
   if (outcome.unreadable) out += fmt::format("; {} unreadable run folder(s) skipped", outcome.unreadable);
   // The identity keys are some sixty (kGroupKeys): named here by kind, not listed one by one.
   out += ". Values are mean ± sample standard deviation over repeats (runs equal in every identity key: the "
@@ -161,7 +164,11 @@ std::string report_markdown(const ReportOptions& options, const ReportOutcome& o
          "(kernel_cases table)"},
         {kKernelFigures[1],
          "Kernel benchmarks: energy the least-energy variant saves against the time it costs, per problem where it "
-         "is not the fastest (kernel_cases table)"}};
+         "is not the fastest (kernel_cases table)"},
+        {kKernelProfileFigure,
+         "Kernel profiles: share of the step's kernel time and each hardware metric per layer type or algorithm and "
+         "pass, each kernel weighted by its time; hatched bars cover less than 95 % of their group's kernel time, "
+         "the share they cover written on them (kernel_profile_metrics table; Li et al., Fig. 6)"}};
     for (const std::string& path : outcome.figures) {
       const std::string name = fs::path(path).filename().string();
       const std::string& caption = captions.at(name);
@@ -201,12 +208,15 @@ ReportOutcome write_report(const ReportOptions& options) {
   const std::vector<InferFile> inferences = find_infer_results(options.results_dir);
   const std::vector<CalibrationFile> calibrations = find_calibrations(options.results_dir);
   const std::vector<KernelBenchFile> kernels = find_kernel_benches(options.results_dir);
-  if (runs.empty() && benches.empty() && inferences.empty() && calibrations.empty() && kernels.empty())
+  const std::vector<KernelProfileFile> profiles = find_kernel_profiles(options.results_dir);
+  if (runs.empty() && benches.empty() && inferences.empty() && calibrations.empty() && kernels.empty() &&
+      profiles.empty())
     throw_config(
         "no complete runs under '{}' (a run folder holds run.h5; *.partial folders are ignored), no "
         "`bench allreduce` results (*/allreduce/*/summary.json or *.json), no `infer` results (*/infer/*.json) and no "
         "`calibrate` "
-        "results (*/calibration/*.json) and no `bench gemm|conv` results (*/bench/*/summary.json){}{}",
+        "results (*/calibration/*.json), no `bench gemm|conv` results (*/bench/*/summary.json) and no kernel profiles "
+        "(*/kernels/*/summary.json){}{}",
         options.results_dir, outcome.unreadable ? fmt::format("; {} unreadable run folder(s)", outcome.unreadable) : "",
         outcome.interrupted.empty() ? "" : fmt::format("; {} interrupted run(s) left out", outcome.interrupted.size()));
   const std::vector<ConfigGroup> groups = group_runs(runs);
@@ -235,6 +245,15 @@ ReportOutcome write_report(const ReportOptions& options) {
       conv_sweeps = true;
     }
   }
+  bool profile_metrics = false;
+  if (!profiles.empty()) {
+    tables.push_back(kernel_profile_top_table(profiles));
+    tables.push_back(kernel_profile_resources_table(profiles));
+    if (Table t = kernel_profile_metrics_table(profiles); !t.rows.empty()) {
+      tables.push_back(std::move(t));
+      profile_metrics = true;
+    }
+  }
   const RunRecord* power = options.plots && !runs.empty() ? power_run(runs, options.power_run) : nullptr;
   outcome.runs = static_cast<int>(runs.size());
   outcome.configurations = static_cast<int>(groups.size());
@@ -242,6 +261,7 @@ ReportOutcome write_report(const ReportOptions& options) {
   outcome.infer_files = static_cast<int>(inferences.size());
   outcome.calibration_files = static_cast<int>(calibrations.size());
   outcome.kernel_files = static_cast<int>(kernels.size());
+  outcome.kernel_profile_files = static_cast<int>(profiles.size());
 
   const fs::path out = options.out_dir.empty() ? fs::path(options.results_dir) / "report" : fs::path(options.out_dir);
   std::error_code ec;
@@ -274,9 +294,11 @@ ReportOutcome write_report(const ReportOptions& options) {
   std::string figures_note = "Not produced: --no-plots.";
   const std::string power_desc = power ? describe(*power) : "";
   // Calibration files have tables and no figure.
-  const bool drawable = !runs.empty() || !benches.empty() || !inferences.empty() || conv_sweeps || kernel_cases;
+  const bool drawable =
+      !runs.empty() || !benches.empty() || !inferences.empty() || conv_sweeps || kernel_cases || profile_metrics;
   const std::map<std::string, std::string> notes = figure_notes(groups);
-  if (options.plots && !drawable) figures_note = "None: the int8 accuracy table has no figure.";
+  if (options.plots && !drawable)
+    figures_note = "None: the int8 accuracy table and kernel profiles without metrics have no figure.";
   if (options.plots && drawable) {
     const fs::path scratch = csv ? out : out / ".report_csv";
     try {
@@ -301,7 +323,8 @@ ReportOutcome write_report(const ReportOptions& options) {
                   std::any_of(tables.begin(), tables.end(), [](const Table& t) { return t.name == "weak_scaling"; }),
                   conv_sweeps,
                   kernel_cases,
-                  std::any_of(tables.begin(), tables.end(), [](const Table& t) { return t.name == kGpuModelsTable; })};
+                  std::any_of(tables.begin(), tables.end(), [](const Table& t) { return t.name == kGpuModelsTable; }),
+                  profile_metrics};
       PlotOutcome plotted = run_plot_script(job);
       outcome.figures = std::move(plotted.figures);
       outcome.figures_left_out = std::move(plotted.left_out);

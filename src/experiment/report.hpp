@@ -38,6 +38,7 @@ struct ReportOutcome {
   int infer_files = 0;      // `infer --results` files (the offline ones make the inference table)
   int calibration_files = 0;  // `calibrate --results` files (the int8 accuracy table)
   int kernel_files = 0;       // `bench gemm|conv --results` folders (the kernels tables)
+  int kernel_profile_files = 0;  // `time|bench conv --kernels` folders (the kernel_profile tables)
 };
 
 inline const std::vector<std::string> kFigureNames = {"time_per_batch.png", "joules_per_batch.png", "scaling.png",
@@ -60,6 +61,9 @@ inline const std::vector<std::string> kConvSweepFigures = {"conv_sweep_time.png"
 // From kernel_cases.csv: each benchmark's problems by share of the peak; least-energy variants'
 // savings against their time cost.
 inline const std::vector<std::string> kKernelFigures = {"kernels_peak.png", "kernels_energy.png"};
+// Drawn when a kernel profile with metrics is among the results: the runtime share and each measured
+// metric per layer type or algorithm and pass (kernel_profile_metrics table; Li et al.'s Fig. 6).
+inline const std::string kKernelProfileFigure = "kernel_profile_metrics.png";
 // Drawn when the gpu_models table is (the runs measured more than one GPU model): per network, time and
 // joules per batch of each model per batch-GPUs combination (Castro et al.'s Figs. 5-8).
 inline const std::string kGpuModelsFigure = "gpu_models.png";

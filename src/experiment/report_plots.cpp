@@ -66,6 +66,7 @@ PlotOutcome run_plot_script(const PlotJob& job) {
   if (job.conv_sweep) figures.append(figures.empty() ? "" : ",").append("sweep");
   if (job.kernel_cases) figures.append(figures.empty() ? "" : ",").append("kernels");
   if (job.gpu_models) figures.append(figures.empty() ? "" : ",").append("models");
+  if (job.kernel_profiles) figures.append(figures.empty() ? "" : ",").append("profiles");
   args.push_back(figures);
   if (!job.power_h5.empty()) {
     args.insert(args.end(), {"--power-h5", job.power_h5, "--power-label", job.power_label});
@@ -130,6 +131,7 @@ PlotOutcome run_plot_script(const PlotJob& job) {
   if (job.conv_sweep) names.insert(names.end(), kConvSweepFigures.begin(), kConvSweepFigures.end());
   if (job.kernel_cases) names.insert(names.end(), kKernelFigures.begin(), kKernelFigures.end());
   if (job.gpu_models) names.push_back(kGpuModelsFigure);
+  if (job.kernel_profiles) names.push_back(kKernelProfileFigure);
   for (const std::string& name : names) {
     const fs::path p = fs::path(job.out_dir) / name;
     const bool skipped =

@@ -24,6 +24,7 @@ struct PlotJob {
   bool conv_sweep = false;       // kConvSweepFigures from conv_sweep.csv
   bool kernel_cases = false;     // kKernelFigures from kernel_cases.csv
   bool gpu_models = false;       // kGpuModelsFigure from gpu_models.csv
+  bool kernel_profiles = false;  // kKernelProfileFigure from kernel_profile_metrics.csv
 };
 
 struct PlotOutcome {
