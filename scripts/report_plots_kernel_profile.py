@@ -101,7 +101,7 @@ def metrics_figure(rows, out, h):
         ax.set_xticks(xs)
         ax.set_xticklabels([_label(r) for _, r in slots], rotation=45, ha="right", fontsize=7)
         ax.set_title(f"{title} ({unit})" if unit else title, fontsize=9)
-        ax.set_ylabel(unit if unit else "ratio", fontsize=8)
+        ax.set_ylabel(unit, fontsize=8)  # other units are in the title (IPC, sectors per request)
         ax.tick_params(axis="y", labelsize=7)
         ax.grid(True, axis="y", alpha=0.3)
         ax.margins(y=0.12)

@@ -151,12 +151,24 @@ Table kernel_profile_metrics_table(const std::vector<KernelProfileFile>& files) 
       "Per kernel profile measured with --metrics, each layer type or cuDNN algorithm and pass: its share of the "
       "step's kernel time and each metric as the mean over its kernels weighted by their time; beside each, the "
       "share of the group's kernel time whose kernels have a value (\"covers %\"): a value that covers less than "
-      "the whole group is that part's, not the group's. Empty: not measured, or no kernel of the group has it. "
+      "the whole group is that part's, not the group's. Columns: the metrics some profile measured; empty: not "
+      "measured by this profile, or no kernel of the group has it. "
       "Which metric set and method each profile used, and its replay passes, are in the last columns.";
   t.columns = {Column("profile", "profile", false), Column("group kind", "group_kind", false),
                Column("group", "group", false), Column("pass", "pass", false),
                Column("% of step", "share_of_step_percent", false)};
-  for (const KernelMetricColumn& c : kernel_metric_columns()) {
+  // The metrics some profile measured, in the catalogue's order: a column nobody measured is noise.
+  std::vector<size_t> measured;
+  for (size_t i = 0; i < kKernelMetricCount; ++i)
+    for (const KernelProfileFile& f : files) {
+      const std::vector<std::string> set = f.s.metric_set.value_or({});
+      if (std::find(set.begin(), set.end(), kernel_metric_columns()[i].key) != set.end()) {
+        measured.push_back(i);
+        break;
+      }
+    }
+  for (const size_t i : measured) {
+    const KernelMetricColumn& c = kernel_metric_columns()[i];
     // The unit in the CSV name, as share_of_step_percent has it: the plot script labels its axes from it.
     t.columns.emplace_back(std::string(c.heading), std::string(c.key) + (c.unit == "%" ? "_percent" : ""), false);
     t.columns.emplace_back("covers %", std::string(c.key) + "_coverage_percent", false);
@@ -169,9 +181,9 @@ Table kernel_profile_metrics_table(const std::vector<KernelProfileFile>& files) 
       std::vector<Cell> row = {Cell::of(profile_name(f.s)), Cell::of(f.s.group_kind.value_or("")),
                                Cell::of(g.group.value_or("")), Cell::of(g.pass.value_or("")),
                                Cell::of(percent(g.share_of_step.value_or(NAN)))};
-      for (size_t i = 0; i < kKernelMetricCount; ++i) {
-        const bool ratio = kernel_metric_columns()[i].unit.empty();
-        row.push_back(Cell::of(fixed(g.metrics[i], ratio ? 3 : 2)));
+      for (const size_t i : measured) {
+        const bool percent_unit = kernel_metric_columns()[i].unit == "%";
+        row.push_back(Cell::of(fixed(g.metrics[i], percent_unit ? 2 : 3)));
         row.push_back(Cell::of(g.coverage[i].has_value() ? percent(g.coverage[i].value()) : ""));
       }
       row.push_back(Cell::of(f.s.metric_method.value_or("")));

@@ -17,16 +17,19 @@ using namespace schema_presence;
 
 std::span<const KernelMetricColumn> kernel_metric_columns() {
   // Hopper's counterparts of Li et al.'s nvprof metrics (Fig. 6): their IPC is sm_throughput and
-  // issue_slot_use, their global load/store efficiency the sectors per request.
+  // issue_slot_use, their global load/store efficiency the sectors per request. The keys and units
+  // are measure::kernel_metric_catalogue()'s, in its order (a test holds them together: io cannot
+  // include measure).
   static const std::array<KernelMetricColumn, kKernelMetricCount> columns = {{
       {"achieved_occupancy", "%", "occ %", "active warps over the SM's maximum, averaged over the kernel's run"},
       {"sm_throughput", "%", "SM %", "the busiest SM unit's throughput as a share of its peak"},
       {"issue_slot_use", "%", "issue %", "issue slots that issued an instruction"},
-      {"ipc", "", "IPC", "instructions executed per cycle per SM"},
+      {"ipc", "inst/cycle", "IPC", "instructions executed per cycle per SM"},
       {"warp_execution_efficiency", "%", "warp eff %", "threads active per executed instruction over 32"},
-      {"global_load_sectors_per_request", "", "ld sect/req",
+      {"global_load_sectors_per_request", "sectors/request", "ld sect/req",
        "32-byte sectors per global load request (4: coalesced fp32)"},
-      {"global_store_sectors_per_request", "", "st sect/req", "32-byte sectors per global store request"},
+      {"global_store_sectors_per_request", "sectors/request", "st sect/req",
+       "32-byte sectors per global store request"},
       {"shared_bank_conflict_rate", "%", "bank confl %", "shared-memory wavefronts beyond one per request"},
       {"dram_throughput", "%", "DRAM %", "DRAM bandwidth as a share of its peak"},
       {"l2_throughput", "%", "L2 %", "L2 bandwidth as a share of its peak"},

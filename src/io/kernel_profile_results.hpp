@@ -21,7 +21,7 @@ namespace cnnscale {
 // tables and what it means.
 struct KernelMetricColumn {
   std::string_view key;
-  std::string_view unit;  // "%" or "" (a ratio)
+  std::string_view unit;  // "%", "inst/cycle", "sectors/request"
   std::string_view heading;
   std::string_view meaning;
 };

@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "cpu/kernel_profile_fixture.hpp"
 #include "cpu/schema_test_util.hpp"
+#include "measure/kernel_metric_set.hpp"
 
 namespace cnnscale {
 namespace {
@@ -32,6 +33,18 @@ const KernelProfileGroup& group_row(const KernelProfileSummary& s, const std::st
 }
 size_t metric(const char* key) {
   return kernel_metric_index(key);
+}
+
+// The results' metric columns are the catalogue's keys, units and order: a key the catalogue gains
+// without a column (or loses) fails here, not on a GPU run.
+TEST(KernelProfileResults, MetricColumnsAreTheCataloguesKeys) {
+  const auto catalogue = measure::kernel_metric_catalogue();
+  const auto columns = kernel_metric_columns();
+  ASSERT_EQ(catalogue.size(), columns.size());
+  for (size_t i = 0; i < columns.size(); ++i) {
+    EXPECT_EQ(columns[i].key, catalogue[i].key);
+    EXPECT_EQ(columns[i].unit, catalogue[i].unit) << columns[i].key;
+  }
 }
 
 TEST(KernelProfileResults, OwnersAndGroupsAddUpAsRecorded) {

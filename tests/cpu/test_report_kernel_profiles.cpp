@@ -83,6 +83,7 @@ TEST(ReportKernelProfiles, TablesHoldTopKernelsResourcesAndMetrics) {
       has(metrics.substr(0, metrics.find('\n')), "achieved_occupancy_percent,achieved_occupancy_coverage_percent"))
       << metrics;
   EXPECT_TRUE(has(metrics.substr(0, metrics.find('\n')), ",ipc,ipc_coverage_percent,")) << metrics;
+  EXPECT_FALSE(has(metrics.substr(0, metrics.find('\n')), "l2_throughput")) << metrics;  // nobody measured it
 }
 
 TEST(ReportKernelProfiles, ReportListsTheTablesAndDrawsFigureSix) {
