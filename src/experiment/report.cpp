@@ -282,7 +282,7 @@ ReportOutcome write_report(const ReportOptions& options) {
   }
   // The auto split's history is per run and iteration, no table: data for its figure and for readers.
   // Every run in one file, whatever --format: the table a notebook starts from.
-  write_file_atomically((out / kRunsCsvFile).string(), runs_csv(options.results_dir, runs, inferences, benches, kernels, calibrations));
+  write_file_atomically((out / kRunsCsvFile).string(), runs_csv(options.results_dir, runs, inferences, benches, kernels, calibrations, profiles));
   outcome.files.push_back((out / kRunsCsvFile).string());
   if (hetero && csv) {
     write_file_atomically((out / kSplitHistoryFile).string(), split_history_csv(groups));

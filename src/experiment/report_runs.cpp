@@ -156,11 +156,20 @@ Row calibration_row(const std::string& results_dir, const CalibrationFile& f) {
                   calibration_result_json(f.result), f.result.provenance);
 }
 
+// One row per kernel profile: its settings and step figures; its kernels, owners and groups stay in
+// the folder's CSVs beside it.
+Row kernel_profile_row(const std::string& results_dir, const KernelProfileFile& f) {
+  const fs::path folder = fs::path(f.path).parent_path();
+  return file_row("kernel_profile", results_dir, folder, folder.parent_path().parent_path().filename().string(),
+                  folder.filename().string(), kernel_profile_result_json(f.s), f.s.provenance);
+}
+
 }  // namespace
 
 std::string runs_csv(const std::string& results_dir, const std::vector<RunRecord>& runs,
                      const std::vector<InferFile>& inferences, const std::vector<AllreduceBenchFile>& allreduces,
-                     const std::vector<KernelBenchFile>& kernels, const std::vector<CalibrationFile>& calibrations) {
+                     const std::vector<KernelBenchFile>& kernels, const std::vector<CalibrationFile>& calibrations,
+                     const std::vector<KernelProfileFile>& profiles) {
   std::vector<Row> rows;
   for (const RunRecord& r : runs) rows.push_back(training_row(results_dir, r));
   for (const InferFile& f : inferences)
@@ -169,6 +178,7 @@ std::string runs_csv(const std::string& results_dir, const std::vector<RunRecord
     for (Row& row : allreduce_rows(results_dir, f)) rows.push_back(std::move(row));
   for (const KernelBenchFile& f : kernels) rows.push_back(kernel_row(results_dir, f));
   for (const CalibrationFile& f : calibrations) rows.push_back(calibration_row(results_dir, f));
+  for (const KernelProfileFile& f : profiles) rows.push_back(kernel_profile_row(results_dir, f));
   std::set<std::string> config, others;
   for (const Row& row : rows)
     for (const auto& [name, value] : row)

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/temp_dir.hpp"
+#include "cpu/kernel_profile_fixture.hpp"
 #include "cpu/runs_csv_test_util.hpp"
 #include "cpu/schema_test_util.hpp"
 #include "cpu/test_report_util.hpp"
@@ -141,6 +142,9 @@ TEST(ReportRunsCsv, OneRowPerRunOfEveryProduct) {
   const fs::path calibration = fs::path(dir.str()) / "cal" / "calibration";
   fs::create_directories(calibration);
   std::ofstream(calibration / "lenet-max-20261206T120000Z.json") << calibration_result_json(calibration_file()).dump(2);
+  KernelProfileSummary profile = testing::recorded_summary();
+  profile.provenance = testing::sample_provenance("time");
+  const std::string profiled = write_kernel_profile_folder(dir.str(), "prof", profile, "20261206T130000Z");
 
   const report::ReportOutcome outcome = testing::report_without_plots(dir.str());
   const std::string csv_path = (fs::path(outcome.out_dir) / "runs.csv").string();
@@ -190,7 +194,19 @@ TEST(ReportRunsCsv, OneRowPerRunOfEveryProduct) {
   EXPECT_EQ(calibrated[0]["accuracy.int8_executed.int8_layers"], "conv1+conv2");
   EXPECT_EQ(calibrated[0]["provenance.command_line"], "cnnscale calibrate --device cpu");
   EXPECT_EQ(by_product["training"][0]["accuracy.int8_top1"], "");
-  EXPECT_EQ(by_product.size(), 4u);
+
+  // A kernel profile: its settings and step figures; its kernels stay in kernels.csv.
+  const std::vector<json>& profiles = by_product["kernel_profile"];
+  ASSERT_EQ(profiles.size(), 1u);
+  EXPECT_EQ(profiles[0]["experiment"], "prof");
+  EXPECT_EQ(profiles[0]["run_id"], fs::path(profiled).filename().string());
+  EXPECT_EQ(profiles[0]["path"], fs::path(profiled).lexically_relative(dir.str()).string());
+  EXPECT_EQ(profiles[0]["command"], "time");
+  EXPECT_EQ(profiles[0]["net"], "tiny");
+  EXPECT_EQ(profiles[0]["metric_set"], "achieved_occupancy+ipc+dram_throughput");
+  EXPECT_EQ(profiles[0]["profiled_steps"], "2");
+  for (const json& column : header) EXPECT_NE(column, "kernels");  // the rows stay in kernels.csv
+  EXPECT_EQ(by_product.size(), 5u);
 }
 
 // The README's example groups the training rows of runs.csv; it runs as written on a report's file.
