@@ -42,35 +42,6 @@ std::vector<const measure::KernelRecord*> first_step(const std::vector<measure::
   return out;
 }
 
-// Each profiled range is the kernel launched at its place in the step: the traced step and the
-// profiled one run the same work, so the sequences must agree kernel for kernel; where they do not
-// (a library choosing differently between runs), matching by place would misattribute, so it refuses.
-measure::KernelMetricValues match_ranges(const std::vector<const measure::KernelRecord*>& step,
-                                         const KernelMetricResult& run) {
-  if (run.ranges.size() != step.size())
-    throw_runtime(
-        "kernel metrics: the profiled step launched {} kernels, the traced step {}; the two runs did not "
-        "do the same work",
-        run.ranges.size(), step.size());
-  // Launch-weighted (by each launch's traced duration) mean over the launches of one kernel of one owner.
-  std::map<measure::KernelKey, std::map<std::string, std::pair<double, double>>> sums;  // value*w, w
-  for (size_t i = 0; i < step.size(); ++i) {
-    if (run.ranges[i].name != step[i]->name)
-      throw_runtime("kernel metrics: kernel {} of the profiled step is '{}', of the traced step '{}'", i,
-                    run.ranges[i].name, step[i]->name);
-    const double w = static_cast<double>(std::max<int64_t>(step[i]->end_ns - step[i]->start_ns, 1));
-    auto& key = sums[measure::KernelKey{step[i]->owner, step[i]->name}];
-    for (const auto& [metric, value] : run.ranges[i].values) {
-      key[metric].first += value * w;
-      key[metric].second += w;
-    }
-  }
-  measure::KernelMetricValues out;
-  for (const auto& [key, metrics] : sums)
-    for (const auto& [metric, vw] : metrics) out[key][metric] = vw.first / vw.second;
-  return out;
-}
-
 }  // namespace
 
 NetworkKernelProfile profile_network_kernels(const TimeRequest& request, Backend& backend,
@@ -117,13 +88,15 @@ NetworkKernelProfile profile_network_kernels(const TimeRequest& request, Backend
     profiled.iterations = 1;
     measure::StepAttribution counted;  // the same marks, no tracer: the ranges are matched by place
     profiled.scopes = &counted;
+    const std::vector<const measure::KernelRecord*> step = first_step(attributed.records, scopes);
     profiled.around_recorded = [&](const std::function<void()>& recorded) {
       const auto start = std::chrono::steady_clock::now();
-      out.metric_run = profiler->profile(options.metric_names, recorded);
+      // Room for the traced step's kernels and no more: a step that launches more is an error.
+      out.metric_run = profiler->profile(options.metric_names, recorded, static_cast<int64_t>(step.size()));
       out.metric_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     };
     time_network(request, backend, profiled);
-    out.raw_metrics = match_ranges(first_step(attributed.records, scopes), *out.metric_run);
+    out.raw_metrics = measure::match_metric_ranges(step, *out.metric_run);
   }
   return out;
 }

@@ -66,6 +66,7 @@ void run_case(Backend& backend, KernelCase& c, const KernelBenchRow& base, const
       row.tflops = row.flops / (row.timing.median_ms * 1e-3) / 1e12;
       if (peak > 0) row.peak_fraction = row.tflops / peak;
       if (fastest_ms == 0 || row.timing.median_ms < fastest_ms) fastest_ms = row.timing.median_ms;
+      if (o.profile_call) o.profile_call(row, [&] { c.run(v); });
       if (o.check) {
         if (ref) {
           row.check_error = normalized_error(c.output(v), *ref);

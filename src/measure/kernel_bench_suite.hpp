@@ -13,6 +13,8 @@
 
 namespace cnnscale::measure {
 
+struct KernelBenchRow;
+
 struct KernelBenchOptions {
   KernelPrecision precision = KernelPrecision::FP32;
   Layout layout = Layout::NCHW;  // convolutions
@@ -20,8 +22,8 @@ struct KernelBenchOptions {
   std::vector<RnnPass> rnn_passes{RnnPass::Inference, RnnPass::Training};
   uint64_t seed = 1;
   TimingOptions timing;
-  double energy_window_seconds = 0;                       // 0: no power windows
-  double energy_settle_seconds = 0;                       // back-to-back calls before each window
+  double energy_window_seconds = 0;  // 0: no power windows
+  double energy_settle_seconds = 0;  // back-to-back calls before each window
   // > 0: power read only for variants at most this many times slower than their problem's fastest
   // (a variant x times slower spends fewer joules only below 1/x of the fastest's power).
   double energy_within = 0;
@@ -31,23 +33,26 @@ struct KernelBenchOptions {
   double check_max_macs = 2e8;  // larger problems are not checked: the host reference would take minutes
   int64_t peak_n = 0;           // square GEMM of the peak (0: none measured)
   std::function<void(const std::string&)> progress;
-  std::string sweep_axis;  // conv problems from a sweep: rows record the axis and its value
+  std::string sweep_axis;                  // conv problems from a sweep: rows record the axis and its value
   std::vector<std::string> problem_names;  // one per problem, prefixed to its label (e.g. the layer)
   int64_t first_problem = 0;               // the list's index of the first problem given (--from)
   // Polled before each problem and each variant: true stops the run there (a stop signal), dropping
   // the problem in hand; the result says where to resume.
   std::function<bool()> stop_requested;
+  // The kernel-level view (bench conv --kernels): after a supported variant's timing, one more call
+  // handed to this with its row (its kernels traced, or profiled, outside every timed repeat).
+  std::function<void(const KernelBenchRow& row, const std::function<void()>& call)> profile_call;
 };
 
 struct KernelBenchRow {
-  int64_t problem = 0;      // index in the list
-  std::string label;        // the problem as tables show it
-  std::string pass;         // conv: fwd, bwd_data, bwd_filter; rnn: inference, training; gemm: ""
-  int64_t sweep_value = 0;  // the swept axis' value (a sweep's rows only)
-  GemmProblem gemm;         // as computed (int8: padded)
-  std::string padded_from;  // int8 GEMM: the listed shape when padding changed it
-  SparseProblem sparse;     // spmm
-  int64_t nnz = 0;          // spmm: A's non-zeros as drawn
+  int64_t problem = 0;                     // index in the list
+  std::string label;                       // the problem as tables show it
+  std::string pass;                        // conv: fwd, bwd_data, bwd_filter; rnn: inference, training; gemm: ""
+  int64_t sweep_value = 0;                 // the swept axis' value (a sweep's rows only)
+  GemmProblem gemm;                        // as computed (int8: padded)
+  std::string padded_from;                 // int8 GEMM: the listed shape when padding changed it
+  SparseProblem sparse;                    // spmm
+  int64_t nnz = 0;                         // spmm: A's non-zeros as drawn
   std::optional<double> speedup_vs_dense;  // spmm: the dense GEMM's median time over this variant's
   ConvProblem conv;
   RnnProblem rnn;
@@ -56,7 +61,7 @@ struct KernelBenchRow {
   std::string status;
   int64_t workspace_bytes = 0;
   std::optional<double> setup_ms;  // host time preparing the variant, where the backend measures it
-  int64_t memory_bytes = 0;  // operands + workspace: the call's device memory
+  int64_t memory_bytes = 0;        // operands + workspace: the call's device memory
   double flops = 0;
   TimingStats timing;
   double tflops = 0, peak_fraction = 0;

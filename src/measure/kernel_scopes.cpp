@@ -1,6 +1,8 @@
 // StepAttribution and attribute_trace (kernel_scopes.hpp).
 #include "measure/kernel_scopes.hpp"
 
+#include <algorithm>
+
 #include "core/error.hpp"
 
 namespace cnnscale::measure {
@@ -30,6 +32,34 @@ AttributedTrace attribute_trace(const KernelTrace& trace, const StepAttribution&
   out.records.reserve(trace.kernels.size());
   for (const TracedKernel& k : trace.kernels) out.records.push_back(KernelRecord{k, {}, 0});
   out.counts = attribute_kernels(out.records, AttributionInput{scopes.owner_of_external(), trace.links});
+  return out;
+}
+
+// Each profiled range is the kernel launched at its place in the step: the traced step and the
+// profiled one run the same work, so the sequences must agree kernel for kernel; where they do not
+// (a library choosing differently between runs), matching by place would misattribute, so it refuses.
+KernelMetricValues match_metric_ranges(const std::vector<const KernelRecord*>& step, const KernelMetricResult& run) {
+  if (run.ranges.size() != step.size())
+    throw_runtime(
+        "kernel metrics: the profiled step launched {} kernels, the traced step {}; the two runs did not "
+        "do the same work",
+        run.ranges.size(), step.size());
+  // Launch-weighted (by each launch's traced duration) mean over the launches of one kernel of one owner.
+  std::map<KernelKey, std::map<std::string, std::pair<double, double>>> sums;  // value*w, w
+  for (size_t i = 0; i < step.size(); ++i) {
+    if (run.ranges[i].name != step[i]->name)
+      throw_runtime("kernel metrics: kernel {} of the profiled step is '{}', of the traced step '{}'", i,
+                    run.ranges[i].name, step[i]->name);
+    const double w = static_cast<double>(std::max<int64_t>(step[i]->end_ns - step[i]->start_ns, 1));
+    auto& key = sums[KernelKey{step[i]->owner, step[i]->name}];
+    for (const auto& [metric, value] : run.ranges[i].values) {
+      key[metric].first += value * w;
+      key[metric].second += w;
+    }
+  }
+  KernelMetricValues out;
+  for (const auto& [key, metrics] : sums)
+    for (const auto& [metric, vw] : metrics) out[key][metric] = vw.first / vw.second;
   return out;
 }
 

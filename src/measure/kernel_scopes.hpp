@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/kernel_trace.hpp"
+#include "measure/kernel_metric_rollup.hpp"
 #include "measure/kernel_profile.hpp"
 
 namespace cnnscale::measure {
@@ -53,5 +54,11 @@ struct AttributedTrace {
   AttributionCounts counts;
 };
 AttributedTrace attribute_trace(const KernelTrace& trace, const StepAttribution& scopes);
+
+// Metric values per kernel of an owner from a profiler's ranges, matched by place to the traced
+// kernels of the same work (`launched`, in launch order), each value the mean over the kernel's
+// launches weighted by their traced durations. RuntimeError where the two do not agree kernel for
+// kernel (a count or a name differs): matching them by place would misattribute.
+KernelMetricValues match_metric_ranges(const std::vector<const KernelRecord*>& launched, const KernelMetricResult& run);
 
 }  // namespace cnnscale::measure

@@ -64,6 +64,31 @@ class SpinBench : public KernelBench {
   }
 };
 
+// --kernels' hook: after each variant's timed repeats, exactly one more call, handed over with the
+// variant's row (its timing done), so the traced call is outside every timed repeat.
+TEST(KernelBenchKernels, EachVariantIsHandedOverOnceAfterItsTiming) {
+  std::unique_ptr<Backend> cpu = make_backend("cpu", 0, Precision::FP32);
+  SpinBench bench;
+  measure::KernelBenchOptions o;
+  o.timing.repeats = 3;
+  o.timing.min_repeat_ms = 0;
+  std::vector<std::string> seen;
+  std::vector<std::array<int, 2>> calls_before;
+  o.profile_call = [&](const measure::KernelBenchRow& row, const std::function<void()>& call) {
+    EXPECT_GT(row.timing.repeats, 0) << "handed over before its timing";
+    seen.push_back(row.algorithm);
+    calls_before.push_back(bench.calls.back());
+    call();
+  };
+  const measure::KernelBenchResult r = measure::run_gemm_bench(*cpu, bench, {GemmProblem{8, 8, 8, false, false}}, o);
+  ASSERT_EQ(r.rows.size(), 2u);
+  EXPECT_EQ(seen, (std::vector<std::string>{"fast", "slow"}));
+  // The handed call is the variant's own: one call more of it, none of the other.
+  const std::array<int, 2> after = bench.calls.back();
+  EXPECT_EQ(after[0], calls_before[0][0] + 1);
+  EXPECT_EQ(after[1], calls_before[1][1] + 1);
+}
+
 TEST(KernelBenchEnergy, EnergyWithinReadsOnlyVariantsNearTheFastest) {
   std::unique_ptr<Backend> cpu = make_backend("cpu", 0, Precision::FP32);
   SpinBench bench;

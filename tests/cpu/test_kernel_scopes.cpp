@@ -108,6 +108,35 @@ TEST(KernelScopes, MisuseIsRefusedRatherThanMisattributed) {
   EXPECT_THROW(scopes.begin_step(), RuntimeError);
 }
 
+// Two launches of "gemm" in fc1's forward (100 and 300 ns) and one "relu" in relu1's: the gemm's
+// value is the duration-weighted mean (10 * 100 + 30 * 300) / 400 = 25; relu keeps its own.
+TEST(KernelScopes, MetricRangesMatchTracedKernelsByPlaceWeightedByDuration) {
+  auto record = [](const char* name, const char* layer, int64_t ns) {
+    measure::KernelRecord r;
+    r.name = name;
+    r.owner = KernelOwner{layer, KernelPass::Forward};
+    r.end_ns = ns;
+    return r;
+  };
+  const std::vector<measure::KernelRecord> records = {record("gemm", "fc1", 100), record("gemm", "fc1", 300),
+                                                      record("relu", "relu1", 50)};
+  std::vector<const measure::KernelRecord*> launched;
+  for (const auto& r : records) launched.push_back(&r);
+  KernelMetricResult run;
+  run.ranges = {{"gemm", {{"m", 10.0}}}, {"gemm", {{"m", 30.0}}}, {"relu", {{"m", 7.0}, {"n", 1.0}}}};
+  const measure::KernelMetricValues v = measure::match_metric_ranges(launched, run);
+  EXPECT_DOUBLE_EQ(v.at({KernelOwner{"fc1", KernelPass::Forward}, "gemm"}).at("m"), 25.0);
+  EXPECT_DOUBLE_EQ(v.at({KernelOwner{"relu1", KernelPass::Forward}, "relu"}).at("m"), 7.0);
+  EXPECT_FALSE(v.at({KernelOwner{"fc1", KernelPass::Forward}, "gemm"}).contains("n"));
+
+  KernelMetricResult shorter = run;
+  shorter.ranges.pop_back();
+  EXPECT_THROW(measure::match_metric_ranges(launched, shorter), RuntimeError);
+  KernelMetricResult renamed = run;
+  renamed.ranges[1].name = "other";
+  EXPECT_THROW(measure::match_metric_ranges(launched, renamed), RuntimeError);
+}
+
 TEST(KernelScopes, TheCpuBackendRefusesKernelProfilingWithItsReason) {
   auto backend = make_backend("cpu");
   try {
