@@ -17,8 +17,9 @@
 #include "core/log.hpp"
 #include "core/stop_signal.hpp"
 #include "experiment/command_settings.hpp"
-#include "experiment/kernel_bench_output.hpp"
 #include "experiment/kernel_bench_job.hpp"
+#include "experiment/kernel_bench_output.hpp"
+#include "experiment/kernel_profile_output.hpp"
 #include "experiment/option_groups.hpp"
 #include "io/kernel_bench_results.hpp"
 
@@ -54,8 +55,12 @@ void run_kernel_bench_command(KernelBenchArgs& args, const CLI::App& cmd) {
   else
     std::cout << report::kernel_bench_table(r);
   std::cout.flush();
+  if (run.kernel_profile && !args.json) std::cout << "\n" << report::kernel_profile_tables(*run.kernel_profile);
+  std::cout.flush();
   const std::string saved = save_kernel_bench(a, run);
   if (!saved.empty()) std::fprintf(stderr, "results: %s\n", saved.c_str());
+  const std::string kernels_saved = save_kernel_bench_kernels(a, run);
+  if (!kernels_saved.empty()) std::fprintf(stderr, "kernel profile: %s\n", kernels_saved.c_str());
   if (r.stopped_before) {
     const int64_t resume = *r.stopped_before + 1, last = a.from - 1 + static_cast<int64_t>(run.kept);
     log::warn("bench {}: stopped by {} before problem {} of the list; --from {}{} runs the rest", a.kind,
@@ -97,7 +102,9 @@ SettingFields kernel_bench_fields(KernelBenchRequest& a) {
           {"check", &a.check},
           {"check_max_macs", &a.check_max_macs},
           {"peak", &a.peak},
-          {"seed", &a.seed}};
+          {"seed", &a.seed},
+          {"kernels", &a.kernels},
+          {"metrics", &a.metrics}};
 }
 
 void register_one(CLI::App& bench, const std::string& kind) {

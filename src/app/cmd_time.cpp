@@ -5,22 +5,29 @@
 // --no-fuse. With --inference it times the network as `cnnscale infer` runs it: batch norms folded
 // (unless --no-fold), epilogues fused, forward passes alone in the test phase. --by-type sums the
 // rows by layer type instead (Li et al.'s Fig. 2); --json always carries both.
+#include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "app/commands.hpp"
 #include "app/count_option.hpp"
+#include "app/results_options.hpp"
 #include "app/setting_options.hpp"
 #include "backend/backend.hpp"
-#include "job/job.hpp"
 #include "core/error.hpp"
 #include "core/precision.hpp"
 #include "experiment/command_settings.hpp"
+#include "experiment/kernel_profile_summaries.hpp"
 #include "experiment/option_groups.hpp"
 #include "experiment/time_network.hpp"
+#include "io/kernel_profile_results.hpp"
 #include "io/provenance.hpp"
+#include "io/results_writer.hpp"
+#include "job/job.hpp"
+#include "measure/kernel_metric_set.hpp"
 #include "measure/layer_timing.hpp"
 #include "net/net.hpp"
 
@@ -37,13 +44,20 @@ struct TimeArgs {
   int64_t classes = 0;
   LayerTimingOptions options;
   bool json = false;
-  bool by_type = false;  // --by-type: one row per layer type
-  bool fuse = true;  // false: --no-fuse
-  bool fold = true;  // false: --no-fold
+  bool by_type = false;     // --by-type: one row per layer type
+  bool fuse = true;         // false: --no-fuse
+  bool fold = true;         // false: --no-fold
   std::string calibration;  // with --inference: the convolutions of this table run in int8
   std::string conv_search = "all";
   std::string layout = "auto";
   std::string batchnorm = "auto";
+  bool kernels = false;  // --kernels (or --metrics): the kernel-level view
+  int64_t kernel_steps = 3;
+  std::string metrics;  // --metrics: "default" or a comma list of keys
+  int64_t top = 10;
+  std::string results_root, experiment = "time";
+  bool no_results = false;
+  bool results_given = false;  // --results on the command line (not $CNNSCALE_RESULTS)
 };
 
 SettingFields time_fields(TimeArgs& a);
@@ -65,6 +79,13 @@ void run_time(TimeArgs& a) {
                             .fold = a.fold,
                             .calibration = a.calibration};
   check_time_request(request);  // before a device is opened
+  const bool kernels = a.kernels || !a.metrics.empty();
+  const std::vector<std::string> metric_keys =
+      a.metrics.empty() ? std::vector<std::string>{} : measure::parse_metric_keys(a.metrics);
+  const bool save = kernels && !a.no_results && !a.results_root.empty();
+  if (!kernels && a.results_given)
+    throw_config("time --results saves the kernel profile: give --kernels or --metrics too");
+  if (save) check_results_name("--experiment", a.experiment);
   const NetSpec& spec = request.spec;
   Provenance provenance = start_provenance();
   Job job(false);  // one process on one device
@@ -73,7 +94,22 @@ void run_time(TimeArgs& a) {
                                         .layout = layout_choice_from_name(a.layout),
                                         .batchnorm = batchnorm_kernels_from_name(a.batchnorm)});
 
-  const TimedNetwork timed = time_network(request, *backend);
+  std::optional<NetworkKernelProfile> profiled;
+  std::optional<KernelProfileSummary> kernel_summary;
+  if (kernels) {
+    const auto [utc_time, utc_stamp] = utc_times(std::chrono::system_clock::now());
+    profiled = profile_network_kernels(
+        request, *backend, {.steps = a.kernel_steps, .metric_names = measure::cupti_metrics_for(metric_keys)});
+    kernel_summary = network_kernel_summary(
+        *profiled, request, metric_keys, {.device = backend->description(), .host = job.host(), .utc_time = utc_time});
+    kernel_summary->settings = setting_values(time_settings(), time_fields(a));
+    set_end(provenance);
+    kernel_summary->provenance = provenance;
+    if (save)
+      std::fprintf(stderr, "results: %s\n",
+                   write_kernel_profile_folder(a.results_root, a.experiment, *kernel_summary, utc_stamp).c_str());
+  }
+  const TimedNetwork timed = profiled ? profiled->measured : time_network(request, *backend);
   const LayerTimingResult& r = timed.result;
   if (a.json) {
     nlohmann::json layers = nlohmann::json::array();
@@ -119,27 +155,29 @@ void run_time(TimeArgs& a) {
                         {"by_type", types},
                         // Every entry of time's table as given, as each saved result records its command's.
                         {"settings", table_values(time_settings(), fields_by_name(time_fields(a)))}};
+    if (kernel_summary) j["kernel_profile"] = kernel_profile_result_json(*kernel_summary);
     set_end(provenance);
     j["provenance"] = provenance_json(provenance);
     std::printf("%s\n", j.dump().c_str());
     std::fflush(stdout);
     return;
   }
-  std::printf("%s on %s, precision %s, batch %lld: mean of %lld iterations after %lld warm-up\n",
-              spec.name().c_str(), backend->description().c_str(), precision_name(r.precision).c_str(),
-              static_cast<long long>(r.batch), static_cast<long long>(r.iterations), static_cast<long long>(r.warmup));
+  std::printf("%s on %s, precision %s, batch %lld: mean of %lld iterations after %lld warm-up\n", spec.name().c_str(),
+              backend->description().c_str(), precision_name(r.precision).c_str(), static_cast<long long>(r.batch),
+              static_cast<long long>(r.iterations), static_cast<long long>(r.warmup));
   if (a.options.inference)
     std::printf("inference: forward passes alone in the test phase, %zu batch norm(s) folded\n",
                 timed.folded_batch_norms);
   if (timed.fused_epilogues > 0)
-    std::printf("%zu batch norm(s) and convolution(s) include their fused ReLU (and residual sum); --no-fuse times "
-                "them apart\n",
-                timed.fused_epilogues);
+    std::printf(
+        "%zu batch norm(s) and convolution(s) include their fused ReLU (and residual sum); --no-fuse times "
+        "them apart\n",
+        timed.fused_epilogues);
   if (a.by_type) {
     std::printf("%-18s %8s %12s %12s %8s\n", "type", "layers", "forward ms", "backward ms", "share");
     for (const TypeTime& t : time_by_type(r.layers))
-      std::printf("%-18s %8lld %12.4f %12.4f %7.1f%%\n", t.type.c_str(), static_cast<long long>(t.layers),
-                  t.forward_ms, t.backward_ms, 100.0 * t.share);
+      std::printf("%-18s %8lld %12.4f %12.4f %7.1f%%\n", t.type.c_str(), static_cast<long long>(t.layers), t.forward_ms,
+                  t.backward_ms, 100.0 * t.share);
   } else {
     std::printf("%-28s %-18s %12s %12s %8s %12s\n", "layer", "type", "forward ms", "backward ms", "share",
                 "memory MiB");
@@ -150,19 +188,23 @@ void run_time(TimeArgs& a) {
       if (!t.implementation.empty()) std::printf("    %s\n", t.implementation.c_str());
     }
   }
-  std::printf("forward %.4f ms (%.4f ms of it the input's compute copy, and the weights' where the update does not "
-              "write them, in no layer), backward %.4f ms, update %.4f ms, full step %.4f ms; peak memory %.3f GiB\n",
-              r.forward_ms, r.copies_ms, r.backward_ms, r.update_ms, r.step_ms,
-              static_cast<double>(r.peak_memory_bytes) / double(int64_t{1} << 30));
+  std::printf(
+      "forward %.4f ms (%.4f ms of it the input's compute copy, and the weights' where the update does not "
+      "write them, in no layer), backward %.4f ms, update %.4f ms, full step %.4f ms; peak memory %.3f GiB\n",
+      r.forward_ms, r.copies_ms, r.backward_ms, r.update_ms, r.step_ms,
+      static_cast<double>(r.peak_memory_bytes) / double(int64_t{1} << 30));
   if (!a.by_type)
-    std::printf("memory per layer: its outputs at batch %lld and its parameters with their gradients and fp32 "
-                "masters\n",
-                static_cast<long long>(r.batch));
+    std::printf(
+        "memory per layer: its outputs at batch %lld and its parameters with their gradients and fp32 "
+        "masters\n",
+        static_cast<long long>(r.batch));
   if (r.h2d_bytes > 0)
     std::printf(
         "host -> device: the batch (input and labels, %.2f MiB from pinned memory) %.4f ms per step, %.1f%% "
         "of the full step\n",
         static_cast<double>(r.h2d_bytes) / 1048576.0, r.h2d_ms, r.step_ms > 0 ? 100.0 * r.h2d_ms / r.step_ms : 0.0);
+  if (kernel_summary)
+    std::printf("\n%s", report::kernel_profile_tables(*kernel_summary, {.top = static_cast<size_t>(a.top)}).c_str());
 }
 
 // Where each setting of time's table (experiment/command_settings.hpp) is held.
@@ -183,7 +225,11 @@ SettingFields time_fields(TimeArgs& a) {
           {"calibration", &a.calibration},
           {"conv_search", &a.conv_search},
           {"layout", &a.layout},
-          {"batchnorm", &a.batchnorm}};
+          {"batchnorm", &a.batchnorm},
+          {"kernels", &a.kernels},
+          {"kernel_steps", &a.kernel_steps},
+          {"metrics", &a.metrics},
+          {"top", &a.top}};
 }
 
 }  // namespace
@@ -195,10 +241,18 @@ void register_time(CLI::App& app) {
   add_table_options(*cmd, time_settings(), fields_by_name(time_fields(a)));
   cmd->get_option("net")->required();
   cmd->add_flag("--json", a.json, "Print one JSON line on stdout instead of the table")->group(option_group::kResults);
+  add_results_options(*cmd, {.root = a.results_root,
+                             .experiment = a.experiment,
+                             .no_results = a.no_results,
+                             .results_help = "with --kernels: save the kernel profile to DIR/<experiment>/kernels/ "
+                                             "(default: $CNNSCALE_RESULTS; without either nothing is saved)"});
   cmd->add_flag("--by-type", a.by_type,
                 "One row per layer type (convolution, pooling, ...: Li et al.'s Fig. 2) instead of one per layer")
       ->group(option_group::kResults);
-  cmd->callback([args] { run_time(*args); });
+  cmd->callback([args, cmd] {
+    args->results_given = cmd->count("--results") > 0;
+    run_time(*args);
+  });
 }
 
 }  // namespace cnnscale::app

@@ -18,7 +18,9 @@ namespace {
 using namespace decl;
 using namespace option_group;
 
-bool on_gpu(const RunContext& c) { return c.gpu; }
+bool on_gpu(const RunContext& c) {
+  return c.gpu;
+}
 
 Setting gpu_only(Setting s) {
   s.applies = on_gpu;
@@ -37,6 +39,17 @@ SettingTable gpu_algorithm_settings() {
     all.push_back(std::move(s));
   }
   return all;
+}
+
+// The kernel-level view's switches, the same for every command that has it (time, bench conv):
+// `launched` says whose kernels are traced.
+std::vector<Setting> kernel_view_settings(const std::string& launched) {
+  return {flag("kernels", false,
+               "GPU: also trace every kernel " + launched +
+                   " (CUPTI): name, launches, time, grid, block, registers, shared memory, theoretical occupancy"),
+          text("metrics", "",
+               "Hardware metrics per kernel (CUPTI's range profiler, each kernel replayed; implies --kernels): "
+               "default, or a comma list of metric keys (docs/time-netinfo.md)")};
 }
 
 SettingTable make_time_settings() {
@@ -69,6 +82,12 @@ SettingTable make_time_settings() {
       text("calibration", "",
            "With --inference: run the convolutions of this calibration table (cnnscale calibrate --out) in "
            "int8, as infer --precision int8 does"));
+  for (Setting& s : kernel_view_settings("each layer's passes, the update and the input copy launch"))
+    add(kKernelView, std::move(s));
+  add(kKernelView, with_unit(integer("kernel_steps", 3, "With --kernels: traced steps (after the warm-up)", 1, kBig,
+                                     CliCheck::AtLeast),
+                             "iterations"));
+  add(kKernelView, integer("top", 10, "With --kernels: the step's top kernels listed", 1, kBig, CliCheck::AtLeast));
   for (Setting& s : gpu_algorithm_settings()) all.push_back(std::move(s));
   return all;
 }
@@ -218,6 +237,9 @@ SettingTable make_kernel_settings(const std::string& kind) {
     add(kBenchProblems, text("sweep_base", "64,128,64,11,1,3", "the base tuple b,i,f,k,s[,c] (c: input channels)"));
     add(kBenchProblems,
         list(SettingType::IntegerList, "sweep_values", nullptr, "the swept axis' values (default: the axis' range)"));
+    // Li et al.'s Fig. 4 and 6: what each algorithm runs, from one traced call after its timing.
+    for (Setting& s : kernel_view_settings("one call of each algorithm and pass launches, after its timing"))
+      add(kKernelView, std::move(s));
   }
   add(kBenchTiming, with_unit(integer("warmup", 3, "untimed calls first", 0, kBig, CliCheck::AtLeast), "calls"));
   add(kBenchTiming,
@@ -270,7 +292,8 @@ SettingTable make_data_settings() {
   all.push_back(with_unit(integer("batch", 256, "samples a batch", 1, kBig, CliCheck::AtLeast), "samples"));
   all.push_back(integer("batches", 40, "batches a pass (at most an epoch)", 1, kBig, CliCheck::AtLeast));
   all.push_back(list(SettingType::IntegerList, "threads", {1, 2, 4}, "thread counts filling a batch"));
-  all.push_back(with_unit(integer("crop_pad", 0, "augment as train --crop-pad does", 0, kBig, CliCheck::AtLeast), "pixels"));
+  all.push_back(
+      with_unit(integer("crop_pad", 0, "augment as train --crop-pad does", 0, kBig, CliCheck::AtLeast), "pixels"));
   all.push_back(flag("mirror", false, "augment as train --mirror does"));
   all.push_back(flag("bytes", false,
                      "batches as a GPU run takes them from the host: the stored bytes and each sample's draw, "

@@ -13,11 +13,14 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/stop_signal.hpp"
+#include "experiment/kernel_bench_kernels.hpp"
 #include "experiment/kernel_bench_output.hpp"
+#include "experiment/kernel_profile_summaries.hpp"
 #include "io/provenance.hpp"
 #include "io/results_writer.hpp"
 #include "job/job.hpp"
 #include "measure/bench_shapes.hpp"
+#include "measure/kernel_metric_set.hpp"
 #include "measure/nvml.hpp"
 #include "measure/rapl.hpp"
 #include "net/bench_problems.hpp"
@@ -95,8 +98,10 @@ void read_problems(const KernelBenchRequest& a, KernelBenchPlan& p) {
 }
 
 size_t problem_count(const KernelBenchRequest& a, const KernelBenchPlan& p) {
-  return a.kind == "gemm" ? p.gemms.size() : a.kind == "spmm" ? p.sparse.size() : a.kind == "rnn" ? p.rnns.size()
-                                                                                                   : p.convs.size();
+  return a.kind == "gemm"   ? p.gemms.size()
+         : a.kind == "spmm" ? p.sparse.size()
+         : a.kind == "rnn"  ? p.rnns.size()
+                            : p.convs.size();
 }
 
 }  // namespace
@@ -112,7 +117,8 @@ KernelBenchPlan check_kernel_bench_request(const KernelBenchRequest& a) {
     throw_config("bench spmm --precision {}: cuSPARSE's SpMM and SpMV run fp32 here (DeepBench's sparse format)",
                  a.precision);
   if (spmm && a.device == "cpu") throw_config("bench spmm times cuSPARSE: it runs on a GPU (--device gpu)");
-  const int sources = a.set_given + (!a.shapes_file.empty()) + (!a.shapes.empty()) + (!a.sweep.empty()) + (!a.net.empty());
+  const int sources =
+      a.set_given + (!a.shapes_file.empty()) + (!a.shapes.empty()) + (!a.sweep.empty()) + (!a.net.empty());
   if (sources > 1)
     throw_config("bench {}: give one of --set, --shapes, --shape{}", a.kind,
                  spmm || rnn ? ""
@@ -168,6 +174,7 @@ KernelBenchPlan check_kernel_bench_request(const KernelBenchRequest& a) {
   o.timing.max_seconds = a.max_seconds;
   o.check = a.check;
   o.check_max_macs = a.check_max_macs;
+  if (!a.metrics.empty()) measure::parse_metric_keys(a.metrics);  // refused before a device is opened
   const bool save = !a.no_results && !a.results_root.empty();
   if (!save && a.experiment_given)
     throw_config("bench {} --experiment names the results subfolder: give --results DIR too", a.kind);
@@ -199,6 +206,16 @@ KernelBenchRun run_kernel_bench(const KernelBenchRequest& a) {
   if (o.energy_window_seconds > 0) o.counter_joules = energy_counter(*backend, &o.counter_name, &power_limit);
   o.peak_n = !a.peak ? 0 : on_gpu ? 8192 : 512;
   o.progress = a.progress;
+  // conv --kernels: refused here, before any work, where the device cannot trace or profile.
+  const std::vector<std::string> metric_keys =
+      a.metrics.empty() ? std::vector<std::string>{} : measure::parse_metric_keys(a.metrics);
+  std::unique_ptr<KernelBenchKernels> kernels;
+  if (a.kernels || !metric_keys.empty()) {
+    kernels = std::make_unique<KernelBenchKernels>(*backend, measure::cupti_metrics_for(metric_keys));
+    o.profile_call = [&](const measure::KernelBenchRow& row, const std::function<void()>& call) {
+      kernels->profile_call(row, call);
+    };
+  }
 
   // A stop signal (timeout's SIGTERM, a scheduler's, Ctrl-C) ends the run at the next variant: the
   // problem in hand is dropped, the whole problems before are printed and saved, marked interrupted,
@@ -231,12 +248,23 @@ KernelBenchRun run_kernel_bench(const KernelBenchRequest& a) {
   set_end(provenance);
   run.summary.provenance = provenance;
   run.summary.settings = a.settings;
+  if (kernels && !r.rows.empty()) {
+    run.kernel_profile = bench_kernel_summary(*kernels, r.precision, r.layout, metric_keys,
+                                              {.device = r.device, .host = job.host(), .utc_time = utc_time});
+    run.kernel_profile->provenance = provenance;
+    run.kernel_profile->settings = a.settings;
+  }
   return run;
 }
 
 std::string save_kernel_bench(const KernelBenchRequest& a, const KernelBenchRun& run) {
   if (a.no_results || a.results_root.empty()) return "";
   return write_kernel_bench_folder(a.results_root, a.experiment, run.summary, run.utc_stamp);
+}
+
+std::string save_kernel_bench_kernels(const KernelBenchRequest& a, const KernelBenchRun& run) {
+  if (a.no_results || a.results_root.empty() || !run.kernel_profile) return "";
+  return write_kernel_profile_folder(a.results_root, a.experiment, *run.kernel_profile, run.utc_stamp);
 }
 
 }  // namespace cnnscale

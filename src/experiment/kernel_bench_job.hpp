@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "io/kernel_bench_results.hpp"
+#include "io/kernel_profile_results.hpp"
 #include "io/setting_values.hpp"
 #include "measure/kernel_bench_suite.hpp"
 
@@ -43,6 +44,8 @@ struct KernelBenchRequest {
   double check_max_macs = 2e8;
   bool peak = true;
   uint64_t seed = 1;
+  bool kernels = false;  // conv: --kernels (or --metrics): each variant's kernels traced
+  std::string metrics;   // conv: --metrics, "default" or a comma list of keys
   // Which of these the command line gave, where a default and a value given differ in meaning.
   bool set_given = false, sweep_base_given = false, batch_given = false, experiment_given = false;
   std::string results_root, experiment = "bench";  // "" root: nothing saved
@@ -71,6 +74,8 @@ struct KernelBenchRun {
   KernelBenchSummary summary;         // the result as saved, provenance and settings included
   std::string utc_stamp;              // the start, in the result folder's name
   size_t kept = 0;                    // problems run or due (the slice)
+  // conv --kernels: what each variant's call ran (saved beside the bench folder, under kernels/).
+  std::optional<KernelProfileSummary> kernel_profile;
 };
 
 // Checks `r` and benchmarks its problems on one device, as a job of one process (under mpirun
@@ -80,5 +85,7 @@ KernelBenchRun run_kernel_bench(const KernelBenchRequest& r);
 
 // The run's result folder under r's results root; its path, "" when nothing is saved.
 std::string save_kernel_bench(const KernelBenchRequest& r, const KernelBenchRun& run);
+// The kernel profile's folder (conv --kernels) under r's results root; "" when nothing is saved.
+std::string save_kernel_bench_kernels(const KernelBenchRequest& r, const KernelBenchRun& run);
 
 }  // namespace cnnscale

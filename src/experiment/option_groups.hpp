@@ -24,6 +24,7 @@ inline constexpr const char* kInferScenarios = "Scenarios";
 // time.
 inline constexpr const char* kTimeRun = "Network, batch and timing";
 inline constexpr const char* kTimeInference = "As infer runs it";
+inline constexpr const char* kKernelView = "Kernels (CUPTI)";
 
 // calibrate.
 inline constexpr const char* kCalibrateInputs = "Network, weights, data and device";

@@ -47,9 +47,12 @@ KernelMetricValues match_metric_ranges(const std::vector<const KernelRecord*>& s
   // Launch-weighted (by each launch's traced duration) mean over the launches of one kernel of one owner.
   std::map<KernelKey, std::map<std::string, std::pair<double, double>>> sums;  // value*w, w
   for (size_t i = 0; i < step.size(); ++i) {
-    if (run.ranges[i].name != step[i]->name)
-      throw_runtime("kernel metrics: kernel {} of the profiled step is '{}', of the traced step '{}'", i,
-                    run.ranges[i].name, step[i]->name);
+    // CUPTI's auto ranges are named by their place ("0", "1", ...); a range named otherwise names its kernel.
+    const std::string& name = run.ranges[i].name;
+    const bool by_place = !name.empty() && name.find_first_not_of("0123456789") == std::string::npos;
+    if (by_place ? name != std::to_string(i) : name != step[i]->name)
+      throw_runtime("kernel metrics: range {} of the profiled step is '{}', kernel {} of the traced step '{}'", i, name,
+                    i, step[i]->name);
     const double w = static_cast<double>(std::max<int64_t>(step[i]->end_ns - step[i]->start_ns, 1));
     auto& key = sums[KernelKey{step[i]->owner, step[i]->name}];
     for (const auto& [metric, value] : run.ranges[i].values) {

@@ -135,6 +135,14 @@ TEST(KernelScopes, MetricRangesMatchTracedKernelsByPlaceWeightedByDuration) {
   KernelMetricResult renamed = run;
   renamed.ranges[1].name = "other";
   EXPECT_THROW(measure::match_metric_ranges(launched, renamed), RuntimeError);
+  // Ranges named by their place, as CUPTI's auto ranges are, match where the places agree.
+  KernelMetricResult numbered = run;
+  for (size_t i = 0; i < numbered.ranges.size(); ++i) numbered.ranges[i].name = std::to_string(i);
+  EXPECT_DOUBLE_EQ(
+      measure::match_metric_ranges(launched, numbered).at({KernelOwner{"fc1", KernelPass::Forward}, "gemm"}).at("m"),
+      25.0);
+  numbered.ranges[2].name = "1";
+  EXPECT_THROW(measure::match_metric_ranges(launched, numbered), RuntimeError);
 }
 
 TEST(KernelScopes, TheCpuBackendRefusesKernelProfilingWithItsReason) {

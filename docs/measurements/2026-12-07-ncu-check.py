@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""Check `cnnscale time --kernels --metrics` against Nsight Compute on the same kernels.
+
+Usage: ncu-check.py OURS_KERNELS_CSV NCU_RAW_CSV PATTERN...
+       ncu-check.py --metrics            (the --metrics list to give ncu)
+       ncu-check.py --pick OURS_KERNELS_CSV
+           (five kernels of different kinds: the longest of a Convolution forward, an InnerProduct
+           forward, a BatchNorm forward, the update and a ReLU forward; prints an ncu -k regex of
+           their function names, then the five names)
+
+OURS_KERNELS_CSV is kernels.csv of a `time NET --kernels --metrics default --results DIR` folder;
+NCU_RAW_CSV is `ncu --csv --page raw --print-kernel-base demangled --clock-control none
+--cache-control none --metrics <the CUPTI metrics below, launch__*> cnnscale time NET ...` (the same
+network, batch and precision, without --kernels: two profilers cannot share a process). Each PATTERN
+(a substring of a kernel name) picks one kernel: its first row in our file, and every ncu launch of
+the same name, grid and block, whose median is compared. Launch attributes must be equal; metric
+values within 2 % (relative, or 0.5 points for a percentage below 25 %, where a relative bound is
+stricter than the counters' own launch-to-launch spread).
+
+The formulas are written out again here, independently of src/measure/kernel_metric_set.cpp, so that
+the check covers them too.
+"""
+import csv
+import statistics
+import sys
+
+FORMULAS = {
+    "achieved_occupancy": ("sm__warps_active.avg.pct_of_peak_sustained_active", None, 1.0),
+    "sm_throughput": ("sm__throughput.avg.pct_of_peak_sustained_elapsed", None, 1.0),
+    "issue_slot_use": ("sm__inst_issued.avg.pct_of_peak_sustained_active", None, 1.0),
+    "ipc": ("sm__inst_executed.avg.per_cycle_active", None, 1.0),
+    "warp_execution_efficiency": ("smsp__thread_inst_executed.sum", "smsp__inst_executed.sum", 100.0 / 32.0),
+    "global_load_sectors_per_request": ("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+                                        "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum", 1.0),
+    "global_store_sectors_per_request": ("l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
+                                         "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum", 1.0),
+    "shared_bank_conflict_rate": ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum",
+                                  "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum", 100.0),
+    "dram_throughput": ("dram__throughput.avg.pct_of_peak_sustained_elapsed", None, 1.0),
+    "l2_throughput": ("lts__throughput.avg.pct_of_peak_sustained_elapsed", None, 1.0),
+    "tensor_utilisation": ("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active", None, 1.0),
+}
+LAUNCH = {  # ours -> ncu
+    "registers_per_thread": "launch__registers_per_thread",
+    "static_shared_bytes": "launch__shared_mem_per_block_static",
+    "dynamic_shared_bytes": "launch__shared_mem_per_block_dynamic",
+}
+
+
+def ncu_metric_list():
+    names = set(LAUNCH.values())
+    for num, den, _ in FORMULAS.values():
+        names.add(num)
+        if den:
+            names.add(den)
+    return ",".join(sorted(names))
+
+
+def number(text):
+    text = (text or "").replace(",", "").strip()
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def dims(text):  # "(256, 1, 1)"
+    return tuple(int(v) for v in text.strip("() ").split(",")) if text else None
+
+
+def read_ncu(path):
+    with open(path, newline="") as f:
+        lines = [l for l in f if l.startswith('"')]  # ncu's own messages are not CSV
+    rows = list(csv.DictReader(lines))
+    return [r for r in rows if r.get("ID", "").strip().isdigit()]  # the units row has no ID
+
+
+def derived(row):
+    out = {}
+    for key, (num, den, scale) in FORMULAS.items():
+        n = number(row.get(num))
+        d = number(row.get(den)) if den else 1.0
+        if n is not None and d not in (None, 0.0):
+            out[key] = n / d * scale
+    return out
+
+
+PERCENTAGES = {"achieved_occupancy", "sm_throughput", "issue_slot_use", "warp_execution_efficiency",
+               "shared_bank_conflict_rate", "dram_throughput", "l2_throughput", "tensor_utilisation"}
+
+
+def close(key, ours, theirs):
+    if key in PERCENTAGES and max(abs(ours), abs(theirs)) < 25:
+        return abs(ours - theirs) <= 0.5
+    return abs(ours - theirs) <= 0.02 * max(abs(ours), abs(theirs))
+
+
+def strip_trailing(text, open_, close_):
+    """`text` without the bracketed list it ends with (nested lists counted)."""
+    text = text.rstrip()
+    if not text.endswith(close_):
+        return text
+    depth = 0
+    for i in range(len(text) - 1, -1, -1):
+        depth += text[i] == close_
+        depth -= text[i] == open_
+        if depth == 0:
+            return text[:i]
+    return text
+
+
+def function_name(name):
+    """The function's own name, as ncu's -k matches it: the identifier before its template and
+    argument lists."""
+    head = strip_trailing(strip_trailing(name, "(", ")"), "<", ">")
+    return head.split("::")[-1].split(" ")[-1]
+
+
+def pick(path):
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    chosen = []
+    for group, pass_ in [("Convolution", "forward"), ("InnerProduct", "forward"), ("BatchNorm", "forward"),
+                         ("update", "update"), ("ReLU", "forward")]:
+        cands = [r for r in rows if r["group"] == group and r["pass"] == pass_ and r["name"] not in chosen]
+        cands.sort(key=lambda r: -float(r["ms_per_step"]))
+        if cands:
+            chosen.append(cands[0]["name"])
+    print("regex:^(" + "|".join(sorted({function_name(n) for n in chosen})) + ")$")
+    for n in chosen:
+        print(n)
+
+
+def main(argv):
+    if len(argv) == 2 and argv[1] == "--metrics":
+        print(ncu_metric_list())
+        return 0
+    if len(argv) == 3 and argv[1] == "--pick":
+        pick(argv[2])
+        return 0
+    if len(argv) < 4:
+        print(__doc__)
+        return 2
+    with open(argv[1], newline="") as f:
+        ours = list(csv.DictReader(f))
+    ncu = read_ncu(argv[2])
+    failures = 0
+    print(f"{'kernel':40} {'field':34} {'cnnscale':>12} {'ncu':>12} {'launches':>8}  ok")
+    for pattern in argv[3:]:
+        mine = next((r for r in ours if pattern in r["name"]), None)
+        if mine is None:
+            print(f"{pattern}: no such kernel in {argv[1]}")
+            failures += 1
+            continue
+        grid = tuple(int(float(mine[f"grid_{a}"])) for a in "xyz")
+        block = tuple(int(float(mine[f"block_{a}"])) for a in "xyz")
+        theirs = [r for r in ncu if r["Kernel Name"] == mine["name"] and dims(r.get("Grid Size")) == grid
+                  and dims(r.get("Block Size")) == block]
+        short = pattern[:40]
+        if not theirs:
+            print(f"{short:40} no ncu launch of the same name, grid {grid} and block {block}")
+            failures += 1
+            continue
+        for field, ncu_name in LAUNCH.items():
+            a = number(mine[field])
+            b = statistics.median(number(r[ncu_name]) for r in theirs)
+            ok = a == b
+            failures += not ok
+            print(f"{short:40} {field:34} {a:12.6g} {b:12.6g} {len(theirs):8}  {'yes' if ok else 'NO'}")
+        values = [derived(r) for r in theirs]
+        for key in FORMULAS:
+            a = number(mine.get(key))
+            bs = [v[key] for v in values if key in v]
+            if a is None and not bs:
+                continue
+            b = statistics.median(bs) if bs else None
+            ok = a is not None and b is not None and close(key, a, b)
+            failures += not ok
+            print(f"{short:40} {key:34} {a if a is not None else float('nan'):12.6g} "
+                  f"{b if b is not None else float('nan'):12.6g} {len(bs):8}  {'yes' if ok else 'NO'}")
+    print(f"{failures} disagreement(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
