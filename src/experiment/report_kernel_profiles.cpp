@@ -9,6 +9,7 @@
 
 #include "core/log.hpp"
 #include "experiment/kernel_profile_output.hpp"
+#include "experiment/report_kernels.hpp"
 
 namespace cnnscale::report {
 
@@ -51,21 +52,9 @@ const std::vector<KernelProfileGroup>& groups_of(const KernelProfileSummary& s) 
 
 std::vector<KernelProfileFile> find_kernel_profiles(const std::string& results_dir) {
   std::vector<KernelProfileFile> out;
-  std::error_code ec;
-  if (!fs::is_directory(results_dir, ec)) return out;
-  for (auto it = fs::recursive_directory_iterator(results_dir, ec); it != fs::recursive_directory_iterator();
-       it.increment(ec)) {
-    if (ec) break;
-    const fs::path p = it->path();
-    if (p.filename() != "summary.json" || p.parent_path().parent_path().filename() != kKernelProfileFolder) continue;
-    if (p.parent_path().filename().string().starts_with(".tmp-")) continue;  // not (yet) published
-    try {
-      out.push_back({p.string(), read_kernel_profile(p.string())});
-    } catch (const std::exception& e) {
-      log::warn("report: skipping {}: {}", p.string(), e.what());
-    }
-  }
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.path < b.path; });
+  for_each_result_summary(results_dir, std::string(kKernelProfileFolder), [&](const std::string& p) {
+    out.push_back({p, read_kernel_profile(p)});
+  });
   return out;
 }
 

@@ -94,25 +94,36 @@ const KernelBenchCase* marked(const std::vector<const KernelBenchCase*>& rows, F
 
 }  // namespace
 
-std::vector<KernelBenchFile> find_kernel_benches(const std::string& results_dir) {
-  std::vector<KernelBenchFile> out;
+void for_each_result_summary(const std::string& results_dir, const std::string& kind,
+                             const std::function<void(const std::string& path)>& read) {
+  std::vector<std::string> paths;
   std::error_code ec;
-  if (!fs::is_directory(results_dir, ec)) return out;
+  if (!fs::is_directory(results_dir, ec)) return;
   for (auto it = fs::recursive_directory_iterator(results_dir, ec); it != fs::recursive_directory_iterator();
        it.increment(ec)) {
     if (ec) break;
     const fs::path p = it->path();
-    if (p.filename() != "summary.json" || p.parent_path().parent_path().filename() != "bench") continue;
-    if (p.parent_path().filename().string().rfind(".tmp-", 0) == 0) continue;  // not (yet) published
+    if (p.filename() != "summary.json" || p.parent_path().parent_path().filename() != kind) continue;
+    if (p.parent_path().filename().string().starts_with(".tmp-")) continue;  // not (yet) published
+    paths.push_back(p.string());
+  }
+  std::sort(paths.begin(), paths.end());
+  for (const std::string& p : paths) {
     try {
-      std::ifstream in(p);
-      const nlohmann::json j = nlohmann::json::parse(in);
-      out.push_back({p.string(), kernel_bench_result_from_json(j, p.string())});
+      read(p);
     } catch (const std::exception& e) {
-      log::warn("report: skipping {}: {}", p.string(), e.what());
+      log::warn("report: skipping {}: {}", p, e.what());
     }
   }
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.path < b.path; });
+}
+
+std::vector<KernelBenchFile> find_kernel_benches(const std::string& results_dir) {
+  std::vector<KernelBenchFile> out;
+  for_each_result_summary(results_dir, "bench", [&](const std::string& p) {
+    std::ifstream in(p);
+    const nlohmann::json j = nlohmann::json::parse(in);
+    out.push_back({p, kernel_bench_result_from_json(j, p)});
+  });
   return out;
 }
 

@@ -3,6 +3,7 @@
 // lowest-energy one), the per-problem table DeepBench users read, and Li et al.'s sweeps in long
 // form (time and memory per algorithm against the swept parameter) for their figures.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,12 @@ struct KernelBenchFile {
 
 // Every <results>/*/bench/*/summary.json of a kernel benchmark, sorted by path; unreadable ones
 // (or ones the schema refuses) are skipped with a warning naming them.
+// Each published summary.json of a result folder under RESULTS/<experiment>/<kind>/ below
+// results_dir (hidden .tmp- folders are still being written), sorted by path, handed to `read`; a
+// file `read` refuses is skipped with a warning naming it. For the kinds of kernel results.
+void for_each_result_summary(const std::string& results_dir, const std::string& kind,
+                             const std::function<void(const std::string& path)>& read);
+
 std::vector<KernelBenchFile> find_kernel_benches(const std::string& results_dir);
 
 Table kernel_summary_table(const std::vector<KernelBenchFile>& files);
