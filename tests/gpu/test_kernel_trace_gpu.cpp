@@ -55,11 +55,13 @@ TEST(KernelTraceGpu, RecordsCarryNamesLaunchesAndLinks) {
 TEST(KernelTraceGpu, EveryKernelOfATracedStepBelongsToAPartThatBracketsIt) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
   auto backend = make_backend("gpu");
-  TimeRequest request{.spec = NetSpec::load(std::string(CNNSCALE_SOURCE_DIR) + "/networks/lenet.yaml")};
+  TimeRequest request{.spec = NetSpec::load(std::string(CNNSCALE_SOURCE_DIR) + "/networks/lenet.yaml"),
+                      .options = {},
+                      .calibration = {}};
   request.options.batch = 64;
   request.options.iterations = 10;
   request.options.warmup = 3;
-  const NetworkKernelProfile p = profile_network_kernels(request, *backend, KernelProfileOptions{.steps = 3});
+  const NetworkKernelProfile p = profile_network_kernels(request, *backend, KernelProfileOptions{.steps = 3, .metric_names = {}});
   EXPECT_EQ(p.counts.unattributed, 0);
   EXPECT_GT(p.counts.attributed, 0);
   EXPECT_FALSE(p.graphs);
