@@ -46,6 +46,7 @@ void run_kernel_bench_command(KernelBenchArgs& args, const CLI::App& cmd) {
   a.sweep_base_given = given(cmd, "--sweep-base");
   a.batch_given = given(cmd, "--batch");
   a.experiment_given = given(cmd, "--experiment");
+  a.metrics_given = given(cmd, "--metrics");
   if (!args.quiet) a.progress = [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
   a.settings = setting_values(kernel_bench_settings(a.kind), kernel_bench_fields(a));
   const KernelBenchRun run = run_kernel_bench(a);

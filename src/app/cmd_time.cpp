@@ -23,6 +23,7 @@
 #include "experiment/kernel_profile_summaries.hpp"
 #include "experiment/option_groups.hpp"
 #include "experiment/time_network.hpp"
+#include "experiment/train_measure.hpp"
 #include "io/kernel_profile_results.hpp"
 #include "io/provenance.hpp"
 #include "io/results_writer.hpp"
@@ -57,7 +58,10 @@ struct TimeArgs {
   int64_t top = 10;
   std::string results_root, experiment = "time";
   bool no_results = false;
-  bool results_given = false;  // --results on the command line (not $CNNSCALE_RESULTS)
+  // Given on the command line (not $CNNSCALE_RESULTS, not a default): an empty --metrics is still
+  // one, and --kernel-steps, --top and --experiment mean nothing without what they belong to.
+  bool results_given = false, metrics_given = false, kernel_steps_given = false, top_given = false,
+       experiment_given = false;
 };
 
 SettingFields time_fields(TimeArgs& a);
@@ -79,13 +83,21 @@ void run_time(TimeArgs& a) {
                             .fold = a.fold,
                             .calibration = a.calibration};
   check_time_request(request);  // before a device is opened
-  const bool kernels = a.kernels || !a.metrics.empty();
+  const bool kernels = a.kernels || a.metrics_given;
   const std::vector<std::string> metric_keys =
-      a.metrics.empty() ? std::vector<std::string>{} : measure::parse_metric_keys(a.metrics);
+      a.metrics_given ? measure::parse_metric_keys(a.metrics) : std::vector<std::string>{};
   const bool save = kernels && !a.no_results && !a.results_root.empty();
   if (!kernels && a.results_given)
     throw_config("time --results saves the kernel profile: give --kernels or --metrics too");
-  if (save) check_results_name("--experiment", a.experiment);
+  if (!kernels && (a.kernel_steps_given || a.top_given))
+    throw_config("time --{}: applies to the kernel profile: give --kernels or --metrics too",
+                 a.kernel_steps_given ? "kernel-steps" : "top");
+  if (!save && a.experiment_given)
+    throw_config("time --experiment names the kernel profile's results subfolder: give --kernels and --results DIR too");
+  if (save) {
+    check_results_name("--experiment", a.experiment);
+    check_writable_dir("--results", a.results_root);  // before the profiling, not after it
+  }
   const NetSpec& spec = request.spec;
   Provenance provenance = start_provenance();
   Job job(false);  // one process on one device
@@ -251,6 +263,10 @@ void register_time(CLI::App& app) {
       ->group(option_group::kResults);
   cmd->callback([args, cmd] {
     args->results_given = cmd->count("--results") > 0;
+    args->metrics_given = cmd->count("--metrics") > 0;
+    args->kernel_steps_given = cmd->count("--kernel-steps") > 0;
+    args->top_given = cmd->count("--top") > 0;
+    args->experiment_given = cmd->count("--experiment") > 0;
     run_time(*args);
   });
 }

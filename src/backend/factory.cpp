@@ -13,9 +13,10 @@ namespace cnnscale {
 
 #if !CNNSCALE_HAVE_CUDA
 namespace {
-[[noreturn]] void no_cuda(const std::string& what) {
-  throw_runtime("{}: this build of cnnscale has no CUDA backend (configure with -DCNNSCALE_CUDA=ON)", what);
+std::string no_cuda_text(const std::string& what) {
+  return fmt::format("{}: this build of cnnscale has no CUDA backend (configure with -DCNNSCALE_CUDA=ON)", what);
 }
+[[noreturn]] void no_cuda(const std::string& what) { throw_runtime("{}", no_cuda_text(what)); }
 }  // namespace
 #endif
 
@@ -86,7 +87,8 @@ std::unique_ptr<Backend> make_backend(const std::string& spec, int sm_count, Pre
 #else
   (void)index;
   (void)algorithms;
-  no_cuda(fmt::format("--device {}", spec));
+  // What was asked for cannot be run by this build: a configuration error, refused before any work.
+  throw_config("{}", no_cuda_text(fmt::format("--device {}", spec)));
 #endif
 }
 

@@ -16,6 +16,7 @@
 #include "experiment/kernel_bench_kernels.hpp"
 #include "experiment/kernel_bench_output.hpp"
 #include "experiment/kernel_profile_summaries.hpp"
+#include "experiment/train_measure.hpp"
 #include "io/provenance.hpp"
 #include "io/results_writer.hpp"
 #include "job/job.hpp"
@@ -174,7 +175,7 @@ KernelBenchPlan check_kernel_bench_request(const KernelBenchRequest& a) {
   o.timing.max_seconds = a.max_seconds;
   o.check = a.check;
   o.check_max_macs = a.check_max_macs;
-  if (!a.metrics.empty()) measure::parse_metric_keys(a.metrics);  // refused before a device is opened
+  if (a.metrics_given) measure::parse_metric_keys(a.metrics);  // refused before a device is opened
   const bool save = !a.no_results && !a.results_root.empty();
   if (!save && a.experiment_given)
     throw_config("bench {} --experiment names the results subfolder: give --results DIR too", a.kind);
@@ -186,6 +187,7 @@ KernelBenchRun run_kernel_bench(const KernelBenchRequest& a) {
   Provenance provenance = start_provenance();
   // Everything checkable is checked before the device is touched.
   KernelBenchPlan p = check_kernel_bench_request(a);
+  if (!a.no_results && !a.results_root.empty()) check_writable_dir("--results", a.results_root);
   measure::KernelBenchOptions& o = p.options;
   const KernelPrecision precision = o.precision;
   const bool gemm = a.kind == "gemm", spmm = a.kind == "spmm", rnn = a.kind == "rnn";
@@ -208,9 +210,9 @@ KernelBenchRun run_kernel_bench(const KernelBenchRequest& a) {
   o.progress = a.progress;
   // conv --kernels: refused here, before any work, where the device cannot trace or profile.
   const std::vector<std::string> metric_keys =
-      a.metrics.empty() ? std::vector<std::string>{} : measure::parse_metric_keys(a.metrics);
+      a.metrics_given ? measure::parse_metric_keys(a.metrics) : std::vector<std::string>{};
   std::unique_ptr<KernelBenchKernels> kernels;
-  if (a.kernels || !metric_keys.empty()) {
+  if (a.kernels || a.metrics_given) {
     kernels = std::make_unique<KernelBenchKernels>(*backend, measure::cupti_metrics_for(metric_keys));
     o.profile_call = [&](const measure::KernelBenchRow& row, const std::function<void()>& call) {
       kernels->profile_call(row, call);

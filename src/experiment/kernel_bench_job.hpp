@@ -47,7 +47,8 @@ struct KernelBenchRequest {
   bool kernels = false;  // conv: --kernels (or --metrics): each variant's kernels traced
   std::string metrics;   // conv: --metrics, "default" or a comma list of keys
   // Which of these the command line gave, where a default and a value given differ in meaning.
-  bool set_given = false, sweep_base_given = false, batch_given = false, experiment_given = false;
+  bool set_given = false, sweep_base_given = false, batch_given = false, experiment_given = false,
+       metrics_given = false;  // an empty --metrics is still one, refused as such
   std::string results_root, experiment = "bench";  // "" root: nothing saved
   bool no_results = false;
   SettingValues settings;  // every entry of the kind's table as the run was given it (the result records it)

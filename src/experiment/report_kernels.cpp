@@ -99,13 +99,24 @@ void for_each_result_summary(const std::string& results_dir, const std::string& 
   std::vector<std::string> paths;
   std::error_code ec;
   if (!fs::is_directory(results_dir, ec)) return;
-  for (auto it = fs::recursive_directory_iterator(results_dir, ec); it != fs::recursive_directory_iterator();
-       it.increment(ec)) {
-    if (ec) break;
-    const fs::path p = it->path();
-    if (p.filename() != "summary.json" || p.parent_path().parent_path().filename() != kind) continue;
-    if (p.parent_path().filename().string().starts_with(".tmp-")) continue;  // not (yet) published
-    paths.push_back(p.string());
+  // Folder by folder, so that one that cannot be read is named and skipped, not the end of the walk
+  // (a recursive iterator stops at its first error). Links are not followed, as the iterator would not.
+  std::vector<fs::path> folders{results_dir};
+  while (!folders.empty()) {
+    const fs::path folder = folders.back();
+    folders.pop_back();
+    fs::directory_iterator it(folder, ec);
+    for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+      const fs::path p = it->path();
+      if (it->is_directory(ec) && !it->is_symlink(ec)) {
+        folders.push_back(p);
+      } else if (p.filename() == "summary.json" && p.parent_path().parent_path().filename() == kind &&
+                 !p.parent_path().filename().string().starts_with(".tmp-")) {  // .tmp-: not (yet) published
+        paths.push_back(p.string());
+      }
+    }
+    if (ec) log::warn("report: skipping {}: {}", folder.string(), ec.message());
+    ec.clear();
   }
   std::sort(paths.begin(), paths.end());
   for (const std::string& p : paths) {

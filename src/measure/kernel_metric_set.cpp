@@ -110,6 +110,8 @@ std::vector<std::string> parse_metric_keys(std::string_view spec) {
     if (key.empty())
       throw_config("--metrics '{}': an empty metric name; give '{}' or a comma-separated list of {}", spec, kDefaultSet,
                    known_keys());
+    if (key == kDefaultSet)
+      throw_config("--metrics '{}': '{}' stands for every metric and is given alone", spec, kDefaultSet);
     const KernelMetricDefinition& d = kernel_metric(key);
     if (std::find(keys.begin(), keys.end(), d.key) != keys.end())
       throw_config("--metrics '{}': '{}' is given twice", spec, key);

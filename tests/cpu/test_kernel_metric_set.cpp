@@ -80,6 +80,10 @@ TEST(KernelMetricSet, BadListsAreRefusedWithTheKnownKeys) {
   EXPECT_NE(config_error_of([] { parse_metric_keys(""); }).find("empty"), std::string::npos);
   EXPECT_NE(config_error_of([] { parse_metric_keys("ipc,"); }).find("empty"), std::string::npos);
   EXPECT_NE(config_error_of([] { parse_metric_keys("ipc,ipc"); }).find("twice"), std::string::npos);
+  // 'default' stands for the whole set: beside other keys it is refused as such, not as unknown.
+  const std::string mixed = config_error_of([] { parse_metric_keys("default,ipc"); });
+  EXPECT_NE(mixed.find("given alone"), std::string::npos) << mixed;
+  EXPECT_EQ(mixed.find("unknown"), std::string::npos) << mixed;
   EXPECT_NE(config_error_of([] { kernel_metric("warp_efficiency"); }).find("'warp_efficiency'"), std::string::npos);
   EXPECT_NE(config_error_of([] { cupti_metrics_for({"ipc", "nope"}); }).find("'nope'"), std::string::npos);
 }

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "common/temp_dir.hpp"
 #include "cpu/kernel_profile_fixture.hpp"
 #include "experiment/report.hpp"
@@ -57,6 +59,22 @@ TEST(ReportKernelProfiles, FindsTheFoldersAndSkipsBrokenOnes) {
   EXPECT_EQ(files[0].s.command.value(), "bench conv");
   EXPECT_EQ(files[1].s.precision.value(), "bf16");
   EXPECT_EQ(files[2].s.command.value(), "time");
+}
+
+// A folder the report cannot read is named and skipped; the profiles beside it, before or after it
+// in the walk, are still found. Permissions do not bind root, so there the test cannot make one.
+TEST(ReportKernelProfiles, AnUnreadableFolderIsSkippedNotTheEndOfTheSearch) {
+  if (geteuid() == 0) GTEST_SKIP() << "root reads every folder";
+  TempDir dir;
+  write_profiles(dir.str());
+  for (const char* name : {"a_locked", "zz_locked"}) {
+    const fs::path locked = fs::path(dir.str()) / name;
+    fs::create_directories(locked / "kernels");
+    fs::permissions(locked, fs::perms::none);
+  }
+  const auto files = report::find_kernel_profiles(dir.str());
+  for (const char* name : {"a_locked", "zz_locked"}) fs::permissions(fs::path(dir.str()) / name, fs::perms::owner_all);
+  EXPECT_EQ(files.size(), 3u);
 }
 
 TEST(ReportKernelProfiles, TablesHoldTopKernelsResourcesAndMetrics) {
