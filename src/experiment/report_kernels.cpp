@@ -123,7 +123,8 @@ void for_each_result_summary(const std::string& results_dir, const std::string& 
     try {
       read(p);
     } catch (const std::exception& e) {
-      log::warn("report: skipping {}: {}", p, e.what());
+      const std::string why = e.what();  // the readers' own errors already begin with the file
+      log::warn("report: skipping {}", why.starts_with(p) ? why : fmt::format("{}: {}", p, why));
     }
   }
 }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -232,11 +233,56 @@ nlohmann::json kernel_profile_result_json(const KernelProfileSummary& s) {
   return to_json_object(s);
 }
 
+namespace {
+
+// The report sorts, divides and prints by these: each is a time, a share or a count, so a negative or
+// non-finite one is a foreign or hand-edited file, refused here rather than tabled as if measured.
+void check_non_negative(const NumberFigure& v, const std::string& file, const std::string& path) {
+  if (v.has_value() && !(std::isfinite(v.value()) && v.value() >= 0))
+    throw_config("{}: {}: {} is not a finite value >= 0", file, path, v.value());
+}
+
+void check_values(const KernelProfileSummary& s, const std::string& file) {
+  for (const std::string& key : s.metric_set.value_or({})) {
+    try {
+      kernel_metric_index(key);
+    } catch (const ConfigError& e) {
+      throw_config("{}: metric_set: {}", file, e.what());
+    }
+  }
+  check_non_negative(s.kernel_ms_per_step, file, "kernel_ms_per_step");
+  check_non_negative(s.step_ms, file, "step_ms");
+  const auto rows = [&](const auto& table, const char* name, const auto& each) {
+    const auto& v = table.value_or({});
+    for (size_t i = 0; i < v.size(); ++i) each(v[i], fmt::format("{}[{}].", name, i));
+  };
+  rows(s.kernels, "kernels", [&](const KernelProfileKernel& k, const std::string& at) {
+    for (const auto& [f, n] : {std::pair{&k.launches_per_step, "launches_per_step"}, {&k.ms_per_step, "ms_per_step"},
+                               {&k.mean_us, "mean_us"}, {&k.share_of_owner, "share_of_owner"},
+                               {&k.share_of_step, "share_of_step"}})
+      check_non_negative(*f, file, at + n);
+  });
+  rows(s.owners, "owners", [&](const KernelProfileOwner& o, const std::string& at) {
+    for (const auto& [f, n] :
+         {std::pair{&o.kernel_ms_per_step, "kernel_ms_per_step"}, {&o.measured_ms_per_step, "measured_ms_per_step"},
+          {&o.share_of_step, "share_of_step"}, {&o.launches_per_step, "launches_per_step"}})
+      check_non_negative(*f, file, at + n);
+  });
+  rows(s.groups, "groups", [&](const KernelProfileGroup& g, const std::string& at) {
+    for (const auto& [f, n] : {std::pair{&g.kernel_ms_per_step, "kernel_ms_per_step"},
+                               {&g.share_of_step, "share_of_step"}, {&g.launches_per_step, "launches_per_step"}})
+      check_non_negative(*f, file, at + n);
+  });
+}
+
+}  // namespace
+
 KernelProfileSummary kernel_profile_result_from_json(const nlohmann::json& j, const std::string& file) {
   KernelProfileSummary s = from_json_object<KernelProfileSummary>(j, file);
   const std::string command = s.command.value_or("");
   if (command != "time" && command != "bench conv")
     throw_config("{}: command: \"{}\" is not a kernel profile's (time, bench conv)", file, command);
+  check_values(s, file);
   return s;
 }
 

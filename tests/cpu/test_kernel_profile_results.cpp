@@ -184,6 +184,20 @@ TEST(KernelProfileResults, MalformedFileIsRefusedWithFileAndKeyPath) {
   bad = good;
   bad["command"] = "train";
   EXPECT_EQ(refusal(bad), "run/summary.json: command: \"train\" is not a kernel profile's (time, bench conv)");
+  // Well-typed but impossible values: what the report would sort and divide by, and the metric keys.
+  bad = good;
+  bad["kernels"][1]["share_of_step"] = -0.5;
+  EXPECT_EQ(refusal(bad), "run/summary.json: kernels[1].share_of_step: -0.5 is not a finite value >= 0");
+  bad = good;
+  bad["owners"][0]["launches_per_step"] = -2;
+  EXPECT_EQ(refusal(bad), "run/summary.json: owners[0].launches_per_step: -2 is not a finite value >= 0");
+  bad = good;
+  bad["groups"][0]["kernel_ms_per_step"] = -1;
+  EXPECT_EQ(refusal(bad), "run/summary.json: groups[0].kernel_ms_per_step: -1 is not a finite value >= 0");
+  bad = good;
+  bad["metric_set"] = {"ipc", "bogus"};
+  EXPECT_NE(refusal(bad).find("run/summary.json: metric_set: kernel metric 'bogus'"), std::string::npos)
+      << refusal(bad);
   TempDir dir;
   std::ofstream(dir.file("summary.json")) << "{\"command\": ";
   try {
