@@ -133,12 +133,11 @@ void register_one(CLI::App& bench, const std::string& kind) {
   add_results_options(*cmd, {.root = request.results_root,
                              .experiment = request.experiment,
                              .no_results = request.no_results,
-                             .results_help = kind == "conv"
-                                                 ? "save the result folder under DIR/<experiment>/bench/, and with "
-                                                   "--kernels the kernel profile under DIR/<experiment>/kernels/ "
-                                                   "(default: $CNNSCALE_RESULTS; without either nothing is saved)"
-                                                 : "save the result folder under DIR/<experiment>/bench/ (default: "
-                                                   "$CNNSCALE_RESULTS; without either nothing is saved)"});
+                             .results_help = std::string("save the result folder under DIR/<experiment>/bench/") +
+                                             (kind == "conv" ? ", and with --kernels the kernel profile under "
+                                                               "DIR/<experiment>/kernels/"
+                                                             : "") +
+                                             " (default: $CNNSCALE_RESULTS; without either nothing is saved)"});
   cmd->callback([a, cmd] { run_kernel_bench_command(*a, *cmd); });
 }
 

@@ -175,7 +175,7 @@ KernelBenchPlan check_kernel_bench_request(const KernelBenchRequest& a) {
   o.timing.max_seconds = a.max_seconds;
   o.check = a.check;
   o.check_max_macs = a.check_max_macs;
-  if (a.metrics_given) measure::parse_metric_keys(a.metrics);  // refused before a device is opened
+  if (a.metrics_given) p.metric_keys = measure::parse_metric_keys(a.metrics);  // refused before a device is opened
   const bool save = !a.no_results && !a.results_root.empty();
   if (!save && a.experiment_given)
     throw_config("bench {} --experiment names the results subfolder: give --results DIR too", a.kind);
@@ -209,8 +209,7 @@ KernelBenchRun run_kernel_bench(const KernelBenchRequest& a) {
   o.peak_n = !a.peak ? 0 : on_gpu ? 8192 : 512;
   o.progress = a.progress;
   // conv --kernels: refused here, before any work, where the device cannot trace or profile.
-  const std::vector<std::string> metric_keys =
-      a.metrics_given ? measure::parse_metric_keys(a.metrics) : std::vector<std::string>{};
+  const std::vector<std::string>& metric_keys = p.metric_keys;
   std::unique_ptr<KernelBenchKernels> kernels;
   if (a.kernels || a.metrics_given) {
     kernels = std::make_unique<KernelBenchKernels>(*backend, measure::cupti_metrics_for(metric_keys));

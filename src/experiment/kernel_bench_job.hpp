@@ -57,6 +57,7 @@ struct KernelBenchRequest {
 
 // The problems to run (those of the request's kind) and how, as far as known before a device.
 struct KernelBenchPlan {
+  std::vector<std::string> metric_keys;  // conv --metrics, parsed and checked; empty: none
   std::vector<GemmProblem> gemms;
   std::vector<ConvProblem> convs;
   std::vector<SparseProblem> sparse;
