@@ -23,7 +23,6 @@
 #include "experiment/kernel_profile_summaries.hpp"
 #include "experiment/option_groups.hpp"
 #include "experiment/time_network.hpp"
-#include "experiment/train_measure.hpp"
 #include "io/kernel_profile_results.hpp"
 #include "io/provenance.hpp"
 #include "io/results_writer.hpp"

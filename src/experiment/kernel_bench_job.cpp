@@ -16,7 +16,6 @@
 #include "experiment/kernel_bench_kernels.hpp"
 #include "experiment/kernel_bench_output.hpp"
 #include "experiment/kernel_profile_summaries.hpp"
-#include "experiment/train_measure.hpp"
 #include "io/provenance.hpp"
 #include "io/results_writer.hpp"
 #include "job/job.hpp"

@@ -10,8 +10,6 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/stop_signal.hpp"
-#include "io/atomic_file.hpp"
-#include "io/safe_open.hpp"
 #include "io/results_writer.hpp"
 #include "measure/matmul_peak.hpp"
 
@@ -39,24 +37,6 @@ void validate_measure_args(const MeasureArgs& a) {
     if (!run_folder_writable(folder.string()))
       throw_config("--run-id {}: {} already exists (a finished run is never overwritten)", a.run_id, folder.string());
   }
-}
-
-void check_writable_dir(const std::string& flag, const std::string& dir) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) throw_config("{} {}: is not a directory", flag, dir);
-  fs::create_directories(dir, ec);
-  if (ec) throw_config("{} {}: cannot create: {}", flag, dir, ec.message());
-  // A probe file written the way results and checkpoints are (create, write, fsync): permissions
-  // alone do not tell (root, ACLs, read-only mounts, full disks with reserved blocks).
-  // A temporary file's name, so that a probe left by a killed process is cleared as its leftovers are.
-  const std::string probe = temp_path_for((fs::path(dir) / ".cnnscale-write-test").string());
-  try {
-    write_synced_fd(create_exclusive(probe), probe, "probe\n");
-  } catch (const RuntimeError& e) {
-    throw_config("{} {}: not writable ({})", flag, dir, e.what());
-  }
-  fs::remove(probe, ec);
 }
 
 TrainMeasurement train_measurement(const MeasureArgs& a, measure::EnergyMonitor* energy) {

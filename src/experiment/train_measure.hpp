@@ -36,9 +36,6 @@ struct MeasureArgs {
 };
 // ConfigError (exit 2) for a bad mode, rate, tag, name, or a run folder that already exists.
 void validate_measure_args(const MeasureArgs& args);
-// ConfigError naming `flag` and `dir` unless `dir` is (or can be created as) a directory in which a
-// file can be written: checked before training so that no run is lost at its end.
-void check_writable_dir(const std::string& flag, const std::string& dir);
 // The trainer's measurement from the flags, with this rank's energy monitor (null: none).
 TrainMeasurement train_measurement(const MeasureArgs& args, measure::EnergyMonitor* energy);
 

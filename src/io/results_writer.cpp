@@ -32,6 +32,23 @@ void check_name(const std::string& what, const std::string& s) {
 
 }  // namespace
 
+void check_writable_dir(const std::string& flag, const std::string& dir) {
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) throw_config("{} {}: is not a directory", flag, dir);
+  fs::create_directories(dir, ec);
+  if (ec) throw_config("{} {}: cannot create: {}", flag, dir, ec.message());
+  // A probe file written the way results and checkpoints are (create, write, fsync): permissions
+  // alone do not tell (root, ACLs, read-only mounts, full disks with reserved blocks).
+  // A temporary file's name, so that a probe left by a killed process is cleared as its leftovers are.
+  const std::string probe = temp_path_for((fs::path(dir) / ".cnnscale-write-test").string());
+  try {
+    write_synced_fd(create_exclusive(probe), probe, "probe\n");
+  } catch (const RuntimeError& e) {
+    throw_config("{} {}: not writable ({})", flag, dir, e.what());
+  }
+  fs::remove(probe, ec);
+}
+
 void check_results_name(const std::string& flag, const std::string& name) {
   static const std::regex name_re("[A-Za-z0-9][A-Za-z0-9._+=-]*");
   if (!std::regex_match(name, name_re))

@@ -27,6 +27,10 @@ struct ResultsWriteOptions {
 // Experiment names and run ids become path components: letters, digits and . _ + = -, not starting
 // with . or -, at most kMaxResultsName characters. ConfigError "<flag> '<name>': ..." otherwise.
 void check_results_name(const std::string& flag, const std::string& name);
+// ConfigError naming `flag` and `dir` unless `dir` is (or can be created as) a directory in which a
+// file can be written: checked before the work (training, a profile, a benchmark), so that none is
+// lost at its end.
+void check_writable_dir(const std::string& flag, const std::string& dir);
 // The longest name that still fits NAME_MAX (255) in every file name made from it, the longest
 // being a temporary file's ".<run-id>.json.<host>.<pid>.tmp" (a host name has at most 64
 // characters, a pid at most 10 digits: 86 more).
