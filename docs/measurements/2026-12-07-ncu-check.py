@@ -13,7 +13,7 @@ NCU_RAW_CSV is `ncu --csv --page raw --print-kernel-base demangled --clock-contr
 --cache-control none --metrics <the CUPTI metrics below, launch__*> cnnscale time NET ...` (the same
 network, batch and precision, without --kernels: two profilers cannot share a process). Each PATTERN
 (a substring of a kernel name) picks one kernel: its first row in our file, and every ncu launch of
-the same name, grid and block, whose median is compared. Launch attributes must be equal; metric
+the same function name, grid and block, whose median is compared. Launch attributes must be equal; metric
 values within 2 % (relative, or 0.5 points for a percentage below 25 %, where a relative bound is
 stricter than the counters' own launch-to-launch spread).
 
@@ -154,8 +154,10 @@ def main(argv):
             continue
         grid = tuple(int(float(mine[f"grid_{a}"])) for a in "xyz")
         block = tuple(int(float(mine[f"block_{a}"])) for a in "xyz")
-        theirs = [r for r in ncu if r["Kernel Name"] == mine["name"] and dims(r.get("Grid Size")) == grid
-                  and dims(r.get("Block Size")) == block]
+        # By function name, grid and block: ncu's demangler spells template arguments and namespaces
+        # its own way ("<unnamed>" for "(anonymous namespace)", 1 for true, T1 in signatures).
+        theirs = [r for r in ncu if function_name(r["Kernel Name"]) == function_name(mine["name"])
+                  and dims(r.get("Grid Size")) == grid and dims(r.get("Block Size")) == block]
         short = pattern[:40]
         if not theirs:
             print(f"{short:40} no ncu launch of the same name, grid {grid} and block {block}")

@@ -18,10 +18,11 @@ void add_metric_context(report::KernelProfileContext& c, const std::vector<std::
   c.chip = run->chip;
   c.replay_passes = passes;
   c.metric_seconds = seconds;
+  const size_t names = measure::cupti_metrics_for(keys).size();
   c.metric_method = fmt::format(
-      "CUPTI range profiler, one range per kernel (auto ranges), each kernel replayed {} times (kernel replay) to "
-      "collect {} CUPTI metrics; a kernel's value is the mean over its launches weighted by their traced time",
-      passes, measure::cupti_metrics_for(keys).size());
+      "CUPTI range profiler, one range per kernel (auto ranges), each kernel run {} {} (kernel replay) to collect {} "
+      "CUPTI metric{}; a kernel's value is the mean over its launches weighted by their traced time",
+      passes, passes == 1 ? "time" : "times", names, names == 1 ? "" : "s");
 }
 
 }  // namespace

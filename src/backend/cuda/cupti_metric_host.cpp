@@ -5,6 +5,8 @@
 #include <cupti_range_profiler.h>
 #include <fmt/ranges.h>
 
+#include <utility>
+
 #include "backend/cuda/cupti_check.hpp"
 #include "core/error.hpp"
 
@@ -21,11 +23,12 @@ std::vector<const char*> c_names(const std::vector<std::string>& names) {
   return out;
 }
 
-ProfilerHost::ProfilerHost(const std::string& chip, const std::vector<uint8_t>& availability) : chip_(chip) {
+ProfilerHost::ProfilerHost(const std::string& chip, std::vector<uint8_t> availability)
+    : chip_(chip), availability_(std::move(availability)) {
   auto p = CNNSCALE_CUPTI_PARAMS(CUpti_Profiler_Host_Initialize_Params);
   p.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
   p.pChipName = chip_.c_str();
-  p.pCounterAvailabilityImage = availability.empty() ? nullptr : availability.data();
+  p.pCounterAvailabilityImage = availability_.empty() ? nullptr : availability_.data();
   const CUptiResult status = cuptiProfilerHostInitialize(&p);
   if (status == CUPTI_ERROR_INVALID_CHIP_NAME)
     throw_config("hardware metrics refused: this CUPTI cannot profile chip '{}' ({})", chip_, cupti_text(status));

@@ -30,7 +30,7 @@ class ProfilerHost {
  public:
   // `availability`: the counter availability image of the context to be profiled (empty: all of the
   // chip's counters, for a host without a GPU). ConfigError for a chip this CUPTI does not know.
-  ProfilerHost(const std::string& chip, const std::vector<uint8_t>& availability);
+  ProfilerHost(const std::string& chip, std::vector<uint8_t> availability);
   ~ProfilerHost();
   ProfilerHost(const ProfilerHost&) = delete;
   ProfilerHost& operator=(const ProfilerHost&) = delete;
@@ -46,6 +46,9 @@ class ProfilerHost {
 
  private:
   std::string chip_;
+  // CUPTI keeps the pointer to the availability image and reads it again when metrics are added,
+  // so the image lives as long as the host object.
+  std::vector<uint8_t> availability_;
   CUpti_Profiler_Host_Object* host_ = nullptr;
 };
 

@@ -222,11 +222,19 @@ class CuptiMetricProfiler final : public KernelMetricProfiler {
   KernelMetricResult profile(const std::vector<std::string>& metrics, const std::function<void()>& work,
                              int64_t max_kernels) override {
     if (metrics.empty()) throw_config("hardware metrics: no metric to profile");
-    if (max_kernels < 1 || max_kernels > std::numeric_limits<uint32_t>::max())
+    if (max_kernels < 1 || max_kernels >= std::numeric_limits<uint32_t>::max())
       throw_config("hardware metrics: room for {} kernels asked; from 1 to {} can be had", max_kernels,
-                   std::numeric_limits<uint32_t>::max());
-    const auto max_ranges = static_cast<size_t>(max_kernels);
+                   std::numeric_limits<uint32_t>::max() - 1);
+    // One range more than allowed: under kernel replay CUPTI stops recording at the room it has
+    // without counting what it dropped, so a range in the spare slot is how an overrun shows.
+    const auto max_ranges = static_cast<size_t>(max_kernels) + 1;
     backend_.context()->make_current();
+    // Kernel replay saves and restores the device memory a kernel could reach before each pass; the
+    // blocks the stream-ordered pool keeps for reuse but nothing holds now need not be among them.
+    backend_.synchronize();
+    cudaMemPool_t pool = nullptr;
+    CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, backend_.device_index()));
+    CUDA_CHECK(cudaMemPoolTrimTo(pool, 0));
     const CUcontext ctx = current_context();
     const ProfilerInterface interface;
     ProfilerHost host(chip_, counter_availability(ctx));
@@ -253,12 +261,12 @@ class CuptiMetricProfiler final : public KernelMetricProfiler {
       submitted = session.stop();
     }
     const size_t dropped = session.decode();
-    if (dropped > 0)
-      throw_runtime(
-          "hardware metrics: the work launched more kernels than the {} the profiler was sized for ({} more "
-          "dropped); profile fewer kernels at a time or allow more",
-          max_kernels, dropped);
     const size_t ranges = ranges_in(counter_data);
+    if (dropped > 0 || ranges > static_cast<size_t>(max_kernels))
+      throw_runtime(
+          "hardware metrics: the work launched more kernels than the {} the profiler was sized for; profile fewer "
+          "kernels at a time or allow more",
+          max_kernels);
     for (size_t r = 0; r < ranges; ++r)
       result.ranges.push_back(KernelMetricRange{range_name(counter_data, r), host.evaluate(counter_data, r, metrics)});
     return result;
