@@ -106,6 +106,37 @@ std::vector<const KernelProfileKernel*> longest(std::vector<const KernelProfileK
   return v;
 }
 
+// How the parts' kernel sums compare with their measured times: the share of the parts (and of the
+// measured time) whose kernels come within 5 % of it, and the median of what is left per launch.
+// Events around a part count the GPU's idle between its launches, which kernel durations do not: a
+// few microseconds a launch, against which only the short parts' ratios fall far from 1.
+std::string attribution_line(const KernelProfileSummary& s) {
+  std::vector<double> gaps_us;
+  size_t parts = 0, within = 0;
+  double measured_ms = 0, within_ms = 0;
+  for (const KernelProfileOwner& o : s.owners.value_or({})) {
+    const double measured = o.measured_ms_per_step.value_or(0), kernels = o.kernel_ms_per_step.value_or(0);
+    const double launches = o.launches_per_step.value_or(0);
+    if (!(measured > 0) || !(launches > 0)) continue;
+    ++parts;
+    measured_ms += measured;
+    if (std::abs(kernels / measured - 1.0) <= 0.05) {
+      ++within;
+      within_ms += measured;
+    }
+    gaps_us.push_back(1000.0 * (measured - kernels) / launches);
+  }
+  if (parts == 0) return "";
+  std::sort(gaps_us.begin(), gaps_us.end());
+  const size_t mid = gaps_us.size() / 2;
+  const double median = gaps_us.size() % 2 ? gaps_us[mid] : (gaps_us[mid - 1] + gaps_us[mid]) / 2;
+  return fmt::format(
+      "# kernels vs measured: {} of {} parts within 5 % of their measured time ({:.1f} % of the measured time); "
+      "measured minus kernels, per launch: median {:.1f} us (the GPU's idle between launches, which a part's events "
+      "count and its kernels do not)\n",
+      within, parts, 100.0 * within_ms / measured_ms, median);
+}
+
 std::string header(const KernelProfileSummary& s) {
   const bool bench = s.command.value_or("") == "bench conv";
   std::string out = fmt::format(
@@ -132,6 +163,7 @@ std::string header(const KernelProfileSummary& s) {
     out += fmt::format(" (profiling overhead {:+.1f}%)", 100.0 * s.profiling_overhead.value());
   out += "\n";
   if (!s.overhead_note.value_or("").empty()) out += "# overhead: " + s.overhead_note.value() + "\n";
+  out += attribution_line(s);
   const std::vector<std::string> metric_set = s.metric_set.value_or({});
   if (!metric_set.empty())
     out += fmt::format("# metrics: {} kernel metric(s) by {} on {}: {} replay pass(es) per kernel, {} s of profiling\n",

@@ -54,6 +54,32 @@ TEST(KernelProfileTables, HeaderSaysWhatWasProfiledAndWhatItCost) {
                   "kernel, 1.5 s of profiling"));
 }
 
+// Each part's kernel sum against its measured time: how many parts (and how much of the measured
+// time) come within 5 %, and the median remainder per launch, the GPU's idle between launches.
+TEST(KernelProfileTables, HeaderComparesEachPartsKernelsWithItsMeasuredTime) {
+  const auto part = [](const char* name, double kernels, NumberFigure measured, double launches) {
+    KernelProfileOwner o;
+    o.owner = std::string(name);
+    o.kernel_ms_per_step = kernels;
+    o.measured_ms_per_step = measured;
+    o.launches_per_step = launches;
+    return o;
+  };
+  KernelProfileSummary s;
+  // Left per launch: conv1 (1.0 - 0.98) ms / 4 = 5 us, loss 5 us, bn1 50 us; update has no
+  // measured time of its own and is no part of the comparison.
+  s.owners = std::vector<KernelProfileOwner>{part("conv1 forward", 0.98, 1.0, 4), part("loss forward", 0.005, 0.010, 1),
+                                             part("bn1 forward", 0.2, 0.3, 2), part("update", 0.1, {}, 1)};
+  const std::string t = report::kernel_profile_tables(s);
+  // 1.0 of 1.31 ms measured is conv1's: 76.3 %.
+  EXPECT_TRUE(has(t,
+                  "# kernels vs measured: 1 of 3 parts within 5 % of their measured time (76.3 % of the measured "
+                  "time); measured minus kernels, per launch: median 5.0 us"))
+      << t;
+  s.owners = std::vector<KernelProfileOwner>{part("update", 0.1, {}, 1)};
+  EXPECT_FALSE(has(report::kernel_profile_tables(s), "kernels vs measured"));
+}
+
 TEST(KernelProfileTables, EachOwnerListsItsKernelsWithLaunchAndOccupancy) {
   const std::string t = report::kernel_profile_tables(testing::recorded_summary());
   const std::vector<std::string> conv1 = block(t, "conv1 forward [layer type Convolution]");
