@@ -249,7 +249,11 @@ KernelBenchRun run_kernel_bench(const KernelBenchRequest& a) {
   run.summary.provenance = provenance;
   run.summary.settings = a.settings;
   if (kernels && !r.rows.empty()) {
-    run.kernel_profile = bench_kernel_summary(*kernels, r.precision, r.layout, metric_keys,
+    // The convolutions' common batch (a --net's, or one a list shares); none where they differ.
+    int64_t batch = p.convs.empty() ? 0 : p.convs.front().n;
+    for (const ConvProblem& c : p.convs)
+      if (c.n != batch) batch = 0;
+    run.kernel_profile = bench_kernel_summary(*kernels, r.precision, r.layout, batch, metric_keys,
                                               {.device = r.device, .host = job.host(), .utc_time = utc_time});
     run.kernel_profile->provenance = provenance;
     run.kernel_profile->settings = a.settings;

@@ -110,7 +110,7 @@ KernelProfileSummary kernel_profile_summary(const measure::KernelProfile& profil
   s.time = c.utc_time;
   s.precision = c.precision;
   s.layout = text_or_null(c.layout);
-  s.batch = c.batch;
+  s.batch = c.batch > 0 ? CountFigure(c.batch) : CountFigure::null();
   s.inference = c.inference;
   s.warmup = c.warmup;
   s.profiled_steps = profile.profiled_steps;

@@ -72,10 +72,12 @@ KernelProfileSummary network_kernel_summary(const NetworkKernelProfile& p, const
 }
 
 KernelProfileSummary bench_kernel_summary(const KernelBenchKernels& k, const std::string& precision,
-                                          const std::string& layout, const std::vector<std::string>& metric_keys,
+                                          const std::string& layout, int64_t batch,
+                                          const std::vector<std::string>& metric_keys,
                                           const KernelProfileOrigin& origin) {
   report::KernelProfileContext c;
   c.command = "bench conv";
+  c.batch = batch;
   c.device = origin.device;
   c.gpu = k.gpu();
   c.sm_arch = k.sm_arch();

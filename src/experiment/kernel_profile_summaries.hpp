@@ -26,8 +26,10 @@ KernelProfileSummary network_kernel_summary(const NetworkKernelProfile& p, const
                                             const std::vector<std::string>& metric_keys,
                                             const KernelProfileOrigin& origin);
 
+// `batch`: the problems' common batch, 0 where they differ (the summary's batch is then null).
 KernelProfileSummary bench_kernel_summary(const KernelBenchKernels& k, const std::string& precision,
-                                          const std::string& layout, const std::vector<std::string>& metric_keys,
+                                          const std::string& layout, int64_t batch,
+                                          const std::vector<std::string>& metric_keys,
                                           const KernelProfileOrigin& origin);
 
 }  // namespace cnnscale

@@ -137,11 +137,32 @@ std::string attribution_line(const KernelProfileSummary& s) {
       within, parts, 100.0 * within_ms / measured_ms, median);
 }
 
+// A text column as wide as its longest entry, and no narrower than `least` (bench conv's owners
+// name whole problems; a layer's owner is a few words).
+size_t column_width(const std::vector<std::string>& cells, size_t least) {
+  size_t w = least;
+  for (const std::string& c : cells) w = std::max(w, c.size());
+  return w;
+}
+
+std::vector<std::string> owners_of(const std::vector<const KernelProfileKernel*>& kernels) {
+  std::vector<std::string> out;
+  for (const KernelProfileKernel* k : kernels) out.push_back(k->owner.value_or("?"));
+  return out;
+}
+
+std::vector<std::string> group_labels(const KernelProfileSummary& s, const std::string& pass_heading) {
+  std::vector<std::string> out{pass_heading};
+  for (const KernelProfileGroup& g : s.groups.value_or({})) out.push_back(group_label(g));
+  return out;
+}
+
 std::string header(const KernelProfileSummary& s) {
   const bool bench = s.command.value_or("") == "bench conv";
   std::string out = fmt::format(
-      "# kernels of {} on {} ({}), {}, batch {}, {}\n", bench ? "cnnscale bench conv" : s.net.value_or("?"),
-      s.gpu.value_or(s.device.value_or("?")), s.sm_arch.value_or("sm ?"), s.precision.value_or("?"), count(s.batch),
+      "# kernels of {} on {} ({}), {}, {}, {}\n", bench ? "cnnscale bench conv" : s.net.value_or("?"),
+      s.gpu.value_or(s.device.value_or("?")), s.sm_arch.value_or("sm ?"), s.precision.value_or("?"),
+      s.batch.has_value() ? fmt::format("batch {}", count(s.batch)) : "batches differing by problem",
       s.inference.value_or(false) ? "inference"
       : bench                     ? "per algorithm and pass"
                                   : "training");
@@ -209,14 +230,15 @@ std::string top_table(const KernelProfileSummary& s, const KernelTableOptions& o
   for (const KernelProfileKernel& k : kernels_of(s)) all.push_back(&k);
   const auto top = longest(all, o.top);
   std::string out = fmt::format("\n## top {} kernels of the step, by kernel time per step\n", top.size());
-  const std::string row = "{:>3} {:<{}} {:<28} {:>8} {:>10} {:>7}  {}\n";
-  out += fmt::format(fmt::runtime(row), "#", "kernel", o.name_width, "owner", "launches", "ms/step", "%step",
-                     "occupancy (limited by)");
+  const size_t owner_width = column_width(owners_of(top), 28);
+  const std::string row = "{:>3} {:<{}} {:<{}} {:>8} {:>10} {:>7}  {}\n";
+  out += fmt::format(fmt::runtime(row), "#", "kernel", o.name_width, "owner", owner_width, "launches", "ms/step",
+                     "%step", "occupancy (limited by)");
   for (size_t i = 0; i < top.size(); ++i) {
     const KernelProfileKernel& k = *top[i];
     out += fmt::format(fmt::runtime(row), i + 1, short_kernel_name(k.name.value_or("?"), o.name_width), o.name_width,
-                       k.owner.value_or("?"), num(k.launches_per_step, "{:.1f}"), num(k.ms_per_step, "{:.4f}"),
-                       percent(k.share_of_step), occupancy_text(k));
+                       k.owner.value_or("?"), owner_width, num(k.launches_per_step, "{:.1f}"),
+                       num(k.ms_per_step, "{:.4f}"), percent(k.share_of_step), occupancy_text(k));
   }
   return out;
 }
@@ -228,9 +250,10 @@ std::string resources_table(const KernelProfileSummary& s, const KernelTableOpti
       "\n## registers and shared memory of each {}'s {} longest kernels (Li et al.'s Table II), per pass; share of "
       "the {}'s kernel time\n",
       group_kind, o.per_group, group_kind);
-  const std::string row = "{:<28} {:<{}} {:>7} {:>8} {:>5} {:>11} {:>11}  {}\n";
-  out += fmt::format(fmt::runtime(row), group_kind + ", pass", "kernel", o.name_width, "%group", "threads", "regs",
-                     "static smem", "dynamic smem", "occupancy (limited by)");
+  const size_t label_width = column_width(group_labels(s, group_kind + ", pass"), 28);
+  const std::string row = "{:<{}} {:<{}} {:>7} {:>8} {:>5} {:>11} {:>11}  {}\n";
+  out += fmt::format(fmt::runtime(row), group_kind + ", pass", label_width, "kernel", o.name_width, "%group", "threads",
+                     "regs", "static smem", "dynamic smem", "occupancy (limited by)");
   for (const KernelProfileGroup& g : s.groups.value_or({})) {
     const std::vector<KernelProfileKernel> merged = group_kernels(s, g);
     std::vector<const KernelProfileKernel*> of_group;
@@ -239,8 +262,8 @@ std::string resources_table(const KernelProfileSummary& s, const KernelTableOpti
     const std::string label = group_label(g);
     for (const KernelProfileKernel* k : longest(of_group, o.per_group)) {
       const int64_t threads = k->block_x.value_or(0) * k->block_y.value_or(0) * k->block_z.value_or(0);
-      out += fmt::format(fmt::runtime(row), label, short_kernel_name(k->name.value_or("?"), o.name_width), o.name_width,
-                         percent(group_ms > 0 ? NumberFigure(k->ms_per_step.value_or(0) / group_ms) : NumberFigure()),
+      out += fmt::format(fmt::runtime(row), label, label_width, short_kernel_name(k->name.value_or("?"), o.name_width),
+                         o.name_width, percent(group_ms > 0 ? NumberFigure(k->ms_per_step.value_or(0) / group_ms) : NumberFigure()),
                          threads, count(k->registers_per_thread), bytes(k->static_shared_bytes.value_or(0)),
                          bytes(k->dynamic_shared_bytes.value_or(0)), occupancy_text(*k));
     }
@@ -268,20 +291,22 @@ std::string metrics_tables(const KernelProfileSummary& s, const KernelTableOptio
   const auto top = longest(kernels, o.top);
   std::string out = fmt::format("\n## hardware metrics of the top {} kernels ({}; - : not measured for the kernel)\n",
                                 top.size(), s.metric_method.value_or("?"));
-  out += fmt::format("{:>3} {:<{}} {:<28} {:>7}{}\n", "#", "kernel", o.name_width, "owner", "%step", heads);
+  const size_t owner_width = column_width(owners_of(top), 28);
+  out += fmt::format("{:>3} {:<{}} {:<{}} {:>7}{}\n", "#", "kernel", o.name_width, "owner", owner_width, "%step", heads);
   for (size_t r = 0; r < top.size(); ++r) {
     std::string cells;
     for (const size_t i : columns) cells += fmt::format(" {:>13}", metric_value(all[i], top[r]->metrics[i]));
     out +=
-        fmt::format("{:>3} {:<{}} {:<28} {:>7}{}\n", r + 1, short_kernel_name(top[r]->name.value_or("?"), o.name_width),
-                    o.name_width, top[r]->owner.value_or("?"), percent(top[r]->share_of_step), cells);
+        fmt::format("{:>3} {:<{}} {:<{}} {:>7}{}\n", r + 1, short_kernel_name(top[r]->name.value_or("?"), o.name_width),
+                    o.name_width, top[r]->owner.value_or("?"), owner_width, percent(top[r]->share_of_step), cells);
   }
   const std::string group_kind = s.group_kind.value_or("group");
   out += fmt::format(
       "\n## hardware metrics per {} and pass, each kernel weighted by its share of the kernel time (Li et al.'s Fig. "
       "6); [n%]: the value covers only that share of the row's kernel time\n",
       group_kind);
-  out += fmt::format("{:<36} {:>7}{}\n", group_kind + ", pass", "%step", heads);
+  const size_t label_width = column_width(group_labels(s, group_kind + ", pass"), 36);
+  out += fmt::format("{:<{}} {:>7}{}\n", group_kind + ", pass", label_width, "%step", heads);
   for (const KernelProfileGroup& g : s.groups.value_or({})) {
     std::string cells;
     for (const size_t i : columns) {
@@ -291,7 +316,7 @@ std::string metrics_tables(const KernelProfileSummary& s, const KernelTableOptio
       cells += fmt::format(" {:>13}", v);
     }
     const std::string label = group_label(g);
-    out += fmt::format("{:<36} {:>7}{}\n", label, percent(g.share_of_step), cells);
+    out += fmt::format("{:<{}} {:>7}{}\n", label, label_width, percent(g.share_of_step), cells);
   }
   return out;
 }

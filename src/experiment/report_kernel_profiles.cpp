@@ -31,8 +31,8 @@ std::string percent(double share) {
 // "resnet34 bf16 b256 training", "bench conv fp32 b64": what a profile is in one cell.
 std::string profile_name(const KernelProfileSummary& s) {
   const bool bench = s.command.value_or("") == "bench conv";
-  return fmt::format("{} {} b{}{}", bench ? "bench conv" : s.net.value_or("?"), s.precision.value_or("?"),
-                     s.batch.value_or(0),
+  return fmt::format("{} {}{}{}", bench ? "bench conv" : s.net.value_or("?"), s.precision.value_or("?"),
+                     s.batch.has_value() ? fmt::format(" b{}", s.batch.value()) : "",
                      bench                         ? ""
                      : s.inference.value_or(false) ? " inference"
                                                    : " training");

@@ -54,6 +54,19 @@ TEST(KernelProfileTables, HeaderSaysWhatWasProfiledAndWhatItCost) {
                   "kernel, 1.5 s of profiling"));
 }
 
+// bench conv's problems may differ in batch: the header names the batch only where they share one.
+TEST(KernelProfileTables, ABenchHeaderNamesTheBatchOnlyWhereTheProblemsShareIt) {
+  KernelProfileSummary s = testing::recorded_summary();
+  s.command = std::string("bench conv");
+  s.batch = CountFigure(256);
+  EXPECT_TRUE(report::kernel_profile_tables(s).starts_with(
+      "# kernels of cnnscale bench conv on NVIDIA H100 80GB HBM3 (sm_90), fp32, batch 256, per algorithm and pass\n"));
+  s.batch = CountFigure::null();
+  EXPECT_TRUE(report::kernel_profile_tables(s).starts_with(
+      "# kernels of cnnscale bench conv on NVIDIA H100 80GB HBM3 (sm_90), fp32, batches differing by problem, per "
+      "algorithm and pass\n"));
+}
+
 // Each part's kernel sum against its measured time: how many parts (and how much of the measured
 // time) come within 5 %, and the median remainder per launch, the GPU's idle between launches.
 TEST(KernelProfileTables, HeaderComparesEachPartsKernelsWithItsMeasuredTime) {
