@@ -200,7 +200,7 @@ std::span<const SchemaField<KernelProfileSummary>> KernelProfileSummary::fields(
       field<&S::time>("time", "", R, "UTC start"),
       field<&S::precision>("precision", "", R, "the run's precision"),
       field<&S::layout>("layout", "", R, "NCHW or NHWC (null: not known)"),
-      field<&S::batch>("batch", "", R, "the batch"),
+      field<&S::batch>("batch", "", R, "the batch (bench conv: the problems' common one; null where they differ)"),
       field<&S::inference>("inference", "", R, "forward passes alone (time --inference)"),
       field<&S::warmup>("warmup", "", R, "steps run before the profiled ones"),
       field<&S::profiled_steps>("profiled_steps", "", R, "steps whose kernels were recorded"),
