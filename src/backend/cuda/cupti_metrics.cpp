@@ -21,10 +21,12 @@
 #include <cupti_range_profiler.h>
 #include <cupti_target.h>
 
+#include <chrono>
 #include <cstdint>
 #include <limits>
 
 #include "backend/cuda/cuda_check.hpp"
+#include "core/log.hpp"
 #include "backend/cuda/cupti_check.hpp"
 #include "backend/cuda/cupti_metric_host.hpp"
 
@@ -250,6 +252,7 @@ class CuptiMetricProfiler final : public KernelMetricProfiler {
     // The replay loop of the API: under kernel replay CUPTI replays inside each launch and reports
     // every pass submitted after the first run, so the work runs once. Should it ever ask for more,
     // the work runs again, as the API expects, but never more often than there are passes.
+    const auto started = std::chrono::steady_clock::now();
     int64_t runs = 0;
     for (bool submitted = false; !submitted; ++runs) {
       if (runs == result.passes)
@@ -261,6 +264,7 @@ class CuptiMetricProfiler final : public KernelMetricProfiler {
       submitted = session.stop();
     }
     const size_t dropped = session.decode();
+    const auto replayed = std::chrono::steady_clock::now();
     const size_t ranges = ranges_in(counter_data);
     if (dropped > 0 || ranges > static_cast<size_t>(max_kernels))
       throw_runtime(
@@ -269,6 +273,12 @@ class CuptiMetricProfiler final : public KernelMetricProfiler {
           max_kernels);
     for (size_t r = 0; r < ranges; ++r)
       result.ranges.push_back(KernelMetricRange{range_name(counter_data, r), host.evaluate(counter_data, r, metrics)});
+    // Where the profiling time goes: the replayed work (every pass of every kernel, with the saving
+    // and restoring of memory between passes) or the evaluation of the counters on the host.
+    const auto seconds = [](auto from, auto to) { return std::chrono::duration<double>(to - from).count(); };
+    log::debug("hardware metrics: {} kernel(s), {} pass(es): {:.1f} s replaying the work, {:.1f} s evaluating {} metric(s)",
+               ranges, result.passes, seconds(started, replayed), seconds(replayed, std::chrono::steady_clock::now()),
+               metrics.size());
     return result;
   }
 
