@@ -159,13 +159,13 @@ std::vector<std::string> group_labels(const KernelProfileSummary& s, const std::
 
 std::string header(const KernelProfileSummary& s) {
   const bool bench = s.command.value_or("") == "bench conv";
-  std::string out = fmt::format(
-      "# kernels of {} on {} ({}), {}, {}, {}\n", bench ? "cnnscale bench conv" : s.net.value_or("?"),
-      s.gpu.value_or(s.device.value_or("?")), s.sm_arch.value_or("sm ?"), s.precision.value_or("?"),
-      s.batch.has_value() ? fmt::format("batch {}", count(s.batch)) : "batches differing by problem",
-      s.inference.value_or(false) ? "inference"
-      : bench                     ? "per algorithm and pass"
-                                  : "training");
+  std::string out =
+      fmt::format("# kernels of {} on {} ({}), {}, {}, {}\n", bench ? "cnnscale bench conv" : s.net.value_or("?"),
+                  s.gpu.value_or(s.device.value_or("?")), s.sm_arch.value_or("sm ?"), s.precision.value_or("?"),
+                  s.batch.has_value() ? fmt::format("batch {}", count(s.batch)) : "batches differing by problem",
+                  s.inference.value_or(false) ? "inference"
+                  : bench                     ? "per algorithm and pass"
+                                              : "training");
   out +=
       fmt::format("# {} profiled step(s) after {} warm-up; kernel records: {} attributed, {} unattributed{}\n",
                   count(s.profiled_steps), count(s.warmup), count(s.attributed_kernels), count(s.unattributed_kernels),
@@ -263,7 +263,8 @@ std::string resources_table(const KernelProfileSummary& s, const KernelTableOpti
     for (const KernelProfileKernel* k : longest(of_group, o.per_group)) {
       const int64_t threads = k->block_x.value_or(0) * k->block_y.value_or(0) * k->block_z.value_or(0);
       out += fmt::format(fmt::runtime(row), label, label_width, short_kernel_name(k->name.value_or("?"), o.name_width),
-                         o.name_width, percent(group_ms > 0 ? NumberFigure(k->ms_per_step.value_or(0) / group_ms) : NumberFigure()),
+                         o.name_width,
+                         percent(group_ms > 0 ? NumberFigure(k->ms_per_step.value_or(0) / group_ms) : NumberFigure()),
                          threads, count(k->registers_per_thread), bytes(k->static_shared_bytes.value_or(0)),
                          bytes(k->dynamic_shared_bytes.value_or(0)), occupancy_text(*k));
     }
@@ -292,7 +293,8 @@ std::string metrics_tables(const KernelProfileSummary& s, const KernelTableOptio
   std::string out = fmt::format("\n## hardware metrics of the top {} kernels ({}; - : not measured for the kernel)\n",
                                 top.size(), s.metric_method.value_or("?"));
   const size_t owner_width = column_width(owners_of(top), 28);
-  out += fmt::format("{:>3} {:<{}} {:<{}} {:>7}{}\n", "#", "kernel", o.name_width, "owner", owner_width, "%step", heads);
+  out +=
+      fmt::format("{:>3} {:<{}} {:<{}} {:>7}{}\n", "#", "kernel", o.name_width, "owner", owner_width, "%step", heads);
   for (size_t r = 0; r < top.size(); ++r) {
     std::string cells;
     for (const size_t i : columns) cells += fmt::format(" {:>13}", metric_value(all[i], top[r]->metrics[i]));

@@ -257,20 +257,24 @@ void check_values(const KernelProfileSummary& s, const std::string& file) {
     for (size_t i = 0; i < v.size(); ++i) each(v[i], fmt::format("{}[{}].", name, i));
   };
   rows(s.kernels, "kernels", [&](const KernelProfileKernel& k, const std::string& at) {
-    for (const auto& [f, n] : {std::pair{&k.launches_per_step, "launches_per_step"}, {&k.ms_per_step, "ms_per_step"},
-                               {&k.mean_us, "mean_us"}, {&k.share_of_owner, "share_of_owner"},
+    for (const auto& [f, n] : {std::pair{&k.launches_per_step, "launches_per_step"},
+                               {&k.ms_per_step, "ms_per_step"},
+                               {&k.mean_us, "mean_us"},
+                               {&k.share_of_owner, "share_of_owner"},
                                {&k.share_of_step, "share_of_step"}})
       check_non_negative(*f, file, at + n);
   });
   rows(s.owners, "owners", [&](const KernelProfileOwner& o, const std::string& at) {
-    for (const auto& [f, n] :
-         {std::pair{&o.kernel_ms_per_step, "kernel_ms_per_step"}, {&o.measured_ms_per_step, "measured_ms_per_step"},
-          {&o.share_of_step, "share_of_step"}, {&o.launches_per_step, "launches_per_step"}})
+    for (const auto& [f, n] : {std::pair{&o.kernel_ms_per_step, "kernel_ms_per_step"},
+                               {&o.measured_ms_per_step, "measured_ms_per_step"},
+                               {&o.share_of_step, "share_of_step"},
+                               {&o.launches_per_step, "launches_per_step"}})
       check_non_negative(*f, file, at + n);
   });
   rows(s.groups, "groups", [&](const KernelProfileGroup& g, const std::string& at) {
     for (const auto& [f, n] : {std::pair{&g.kernel_ms_per_step, "kernel_ms_per_step"},
-                               {&g.share_of_step, "share_of_step"}, {&g.launches_per_step, "launches_per_step"}})
+                               {&g.share_of_step, "share_of_step"},
+                               {&g.launches_per_step, "launches_per_step"}})
       check_non_negative(*f, file, at + n);
   });
 }

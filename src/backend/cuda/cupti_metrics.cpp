@@ -26,9 +26,9 @@
 #include <limits>
 
 #include "backend/cuda/cuda_check.hpp"
-#include "core/log.hpp"
 #include "backend/cuda/cupti_check.hpp"
 #include "backend/cuda/cupti_metric_host.hpp"
+#include "core/log.hpp"
 
 namespace cnnscale::cuda {
 namespace {
@@ -276,9 +276,10 @@ class CuptiMetricProfiler final : public KernelMetricProfiler {
     // Where the profiling time goes: the replayed work (every pass of every kernel, with the saving
     // and restoring of memory between passes) or the evaluation of the counters on the host.
     const auto seconds = [](auto from, auto to) { return std::chrono::duration<double>(to - from).count(); };
-    log::debug("hardware metrics: {} kernel(s), {} pass(es): {:.1f} s replaying the work, {:.1f} s evaluating {} metric(s)",
-               ranges, result.passes, seconds(started, replayed), seconds(replayed, std::chrono::steady_clock::now()),
-               metrics.size());
+    log::debug(
+        "hardware metrics: {} kernel(s), {} pass(es): {:.1f} s replaying the work, {:.1f} s evaluating {} metric(s)",
+        ranges, result.passes, seconds(started, replayed), seconds(replayed, std::chrono::steady_clock::now()),
+        metrics.size());
     return result;
   }
 
