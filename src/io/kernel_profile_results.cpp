@@ -242,6 +242,16 @@ void check_non_negative(const NumberFigure& v, const std::string& file, const st
     throw_config("{}: {}: {} is not a finite value >= 0", file, path, v.value());
 }
 
+// `fields` of every row of `table`, named by their key path ("kernels[3].ms_per_step").
+template <typename Row>
+void check_rows(const Figure<std::vector<Row>>& table, const char* name,
+                std::initializer_list<std::pair<NumberFigure Row::*, const char*>> fields, const std::string& file) {
+  const std::vector<Row>& rows = table.value_or({});
+  for (size_t i = 0; i < rows.size(); ++i)
+    for (const auto& [field, key] : fields)
+      check_non_negative(rows[i].*field, file, fmt::format("{}[{}].{}", name, i, key));
+}
+
 void check_values(const KernelProfileSummary& s, const std::string& file) {
   for (const std::string& key : s.metric_set.value_or({})) {
     try {
@@ -252,31 +262,27 @@ void check_values(const KernelProfileSummary& s, const std::string& file) {
   }
   check_non_negative(s.kernel_ms_per_step, file, "kernel_ms_per_step");
   check_non_negative(s.step_ms, file, "step_ms");
-  const auto rows = [&](const auto& table, const char* name, const auto& each) {
-    const auto& v = table.value_or({});
-    for (size_t i = 0; i < v.size(); ++i) each(v[i], fmt::format("{}[{}].", name, i));
-  };
-  rows(s.kernels, "kernels", [&](const KernelProfileKernel& k, const std::string& at) {
-    for (const auto& [f, n] : {std::pair{&k.launches_per_step, "launches_per_step"},
-                               {&k.ms_per_step, "ms_per_step"},
-                               {&k.mean_us, "mean_us"},
-                               {&k.share_of_owner, "share_of_owner"},
-                               {&k.share_of_step, "share_of_step"}})
-      check_non_negative(*f, file, at + n);
-  });
-  rows(s.owners, "owners", [&](const KernelProfileOwner& o, const std::string& at) {
-    for (const auto& [f, n] : {std::pair{&o.kernel_ms_per_step, "kernel_ms_per_step"},
-                               {&o.measured_ms_per_step, "measured_ms_per_step"},
-                               {&o.share_of_step, "share_of_step"},
-                               {&o.launches_per_step, "launches_per_step"}})
-      check_non_negative(*f, file, at + n);
-  });
-  rows(s.groups, "groups", [&](const KernelProfileGroup& g, const std::string& at) {
-    for (const auto& [f, n] : {std::pair{&g.kernel_ms_per_step, "kernel_ms_per_step"},
-                               {&g.share_of_step, "share_of_step"},
-                               {&g.launches_per_step, "launches_per_step"}})
-      check_non_negative(*f, file, at + n);
-  });
+  using K = KernelProfileKernel;
+  using O = KernelProfileOwner;
+  using G = KernelProfileGroup;
+  check_rows<K>(s.kernels, "kernels",
+                {{&K::launches_per_step, "launches_per_step"},
+                 {&K::ms_per_step, "ms_per_step"},
+                 {&K::mean_us, "mean_us"},
+                 {&K::share_of_owner, "share_of_owner"},
+                 {&K::share_of_step, "share_of_step"}},
+                file);
+  check_rows<O>(s.owners, "owners",
+                {{&O::kernel_ms_per_step, "kernel_ms_per_step"},
+                 {&O::measured_ms_per_step, "measured_ms_per_step"},
+                 {&O::share_of_step, "share_of_step"},
+                 {&O::launches_per_step, "launches_per_step"}},
+                file);
+  check_rows<G>(s.groups, "groups",
+                {{&G::kernel_ms_per_step, "kernel_ms_per_step"},
+                 {&G::share_of_step, "share_of_step"},
+                 {&G::launches_per_step, "launches_per_step"}},
+                file);
 }
 
 }  // namespace
