@@ -24,13 +24,20 @@ void between(PowerWindow& w, double t0, double e0, double t1, double e1) {
 }
 }  // namespace
 
+double median_of(std::vector<double> values) {
+  if (values.empty()) throw_runtime("median_of: no values");
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
 TimingStats timing_stats(std::vector<double> repeat_ms, int64_t calls) {
   if (repeat_ms.empty() || calls < 1) throw_runtime("timing_stats: no repeats");
   for (double& v : repeat_ms) v /= static_cast<double>(calls);
   std::sort(repeat_ms.begin(), repeat_ms.end());
   const size_t n = repeat_ms.size();
   TimingStats s;
-  s.median_ms = n % 2 ? repeat_ms[n / 2] : 0.5 * (repeat_ms[n / 2 - 1] + repeat_ms[n / 2]);
+  s.median_ms = median_of(repeat_ms);
   s.min_ms = repeat_ms.front();
   s.max_ms = repeat_ms.back();
   s.repeats = static_cast<int>(n);

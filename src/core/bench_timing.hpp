@@ -17,6 +17,9 @@ struct TimingStats {
   int64_t calls_per_repeat = 0;
 };
 
+// The median of `values` (the mean of the middle two for an even count); `values` is not empty.
+double median_of(std::vector<double> values);
+
 // Per-call statistics of repeats that each timed `calls` calls.
 TimingStats timing_stats(std::vector<double> repeat_ms, int64_t calls);
 

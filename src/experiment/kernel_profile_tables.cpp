@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
+#include "core/bench_timing.hpp"
 #include "experiment/kernel_profile_output.hpp"
 
 namespace cnnscale::report {
@@ -127,14 +129,11 @@ std::string attribution_line(const KernelProfileSummary& s) {
     gaps_us.push_back(1000.0 * (measured - kernels) / launches);
   }
   if (parts == 0) return "";
-  std::sort(gaps_us.begin(), gaps_us.end());
-  const size_t mid = gaps_us.size() / 2;
-  const double median = gaps_us.size() % 2 ? gaps_us[mid] : (gaps_us[mid - 1] + gaps_us[mid]) / 2;
   return fmt::format(
       "# kernels vs measured: {} of {} parts within 5 % of their measured time ({:.1f} % of the measured time); "
       "measured minus kernels, per launch: median {:.1f} us (the GPU's idle between launches, which a part's events "
       "count and its kernels do not)\n",
-      within, parts, 100.0 * within_ms / measured_ms, median);
+      within, parts, 100.0 * within_ms / measured_ms, median_of(std::move(gaps_us)));
 }
 
 // A text column as wide as its longest entry, and no narrower than `least` (bench conv's owners

@@ -11,6 +11,7 @@
 #include <set>
 #include <tuple>
 
+#include "core/bench_timing.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "experiment/report_data.hpp"
@@ -41,12 +42,6 @@ bool missing(double v) {
 
 std::string fixed(double v, int digits) {
   return missing(v) ? "" : fmt::format("{:.{}f}", v, digits);
-}
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 std::string variant(const KernelBenchCase& r) {
