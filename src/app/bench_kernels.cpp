@@ -47,6 +47,7 @@ void run_kernel_bench_command(KernelBenchArgs& args, const CLI::App& cmd) {
   a.batch_given = given(cmd, "--batch");
   a.experiment_given = given(cmd, "--experiment");
   a.metrics_given = given(cmd, "--metrics");
+  a.metric_replay_given = given(cmd, "--metric-replay");
   if (!args.quiet) a.progress = [](const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); };
   a.settings = setting_values(kernel_bench_settings(a.kind), kernel_bench_fields(a));
   const KernelBenchRun run = run_kernel_bench(a);
@@ -105,7 +106,8 @@ SettingFields kernel_bench_fields(KernelBenchRequest& a) {
           {"peak", &a.peak},
           {"seed", &a.seed},
           {"kernels", &a.kernels},
-          {"metrics", &a.metrics}};
+          {"metrics", &a.metrics},
+          {"metric_replay", &a.metric_replay}};
 }
 
 void register_one(CLI::App& bench, const std::string& kind) {

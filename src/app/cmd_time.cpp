@@ -54,13 +54,14 @@ struct TimeArgs {
   bool kernels = false;  // --kernels (or --metrics): the kernel-level view
   int64_t kernel_steps = 3;
   std::string metrics;  // --metrics: "default" or a comma list of keys
+  std::string metric_replay = "kernel";
   int64_t top = 10;
   std::string results_root, experiment = "time";
   bool no_results = false;
   // Given on the command line (not $CNNSCALE_RESULTS, not a default): an empty --metrics is still
   // one, and --kernel-steps, --top and --experiment mean nothing without what they belong to.
   bool results_given = false, metrics_given = false, kernel_steps_given = false, top_given = false,
-       experiment_given = false;
+       experiment_given = false, metric_replay_given = false;
 };
 
 SettingFields time_fields(TimeArgs& a);
@@ -91,8 +92,11 @@ void run_time(TimeArgs& a) {
   if (!kernels && (a.kernel_steps_given || a.top_given))
     throw_config("time --{}: applies to the kernel profile: give --kernels or --metrics too",
                  a.kernel_steps_given ? "kernel-steps" : "top");
+  if (!a.metrics_given && a.metric_replay_given)
+    throw_config("time --metric-replay: says how --metrics' passes are had: give --metrics too");
   if (!save && a.experiment_given)
-    throw_config("time --experiment names the kernel profile's results subfolder: give --kernels and --results DIR too");
+    throw_config(
+        "time --experiment names the kernel profile's results subfolder: give --kernels and --results DIR too");
   if (save) {
     check_results_name("--experiment", a.experiment);
     check_writable_dir("--results", a.results_root);  // before the profiling, not after it
@@ -109,8 +113,10 @@ void run_time(TimeArgs& a) {
   std::optional<KernelProfileSummary> kernel_summary;
   if (kernels) {
     const auto [utc_time, utc_stamp] = utc_times(std::chrono::system_clock::now());
-    profiled = profile_network_kernels(
-        request, *backend, {.steps = a.kernel_steps, .metric_names = measure::cupti_metrics_for(metric_keys)});
+    profiled = profile_network_kernels(request, *backend,
+                                       {.steps = a.kernel_steps,
+                                        .metric_names = measure::cupti_metrics_for(metric_keys),
+                                        .replay = metric_replay_from_name(a.metric_replay)});
     kernel_summary = network_kernel_summary(
         *profiled, request, metric_keys, {.device = backend->description(), .host = job.host(), .utc_time = utc_time});
     kernel_summary->settings = setting_values(time_settings(), time_fields(a));
@@ -240,6 +246,7 @@ SettingFields time_fields(TimeArgs& a) {
           {"kernels", &a.kernels},
           {"kernel_steps", &a.kernel_steps},
           {"metrics", &a.metrics},
+          {"metric_replay", &a.metric_replay},
           {"top", &a.top}};
 }
 
@@ -266,6 +273,7 @@ void register_time(CLI::App& app) {
     args->kernel_steps_given = cmd->count("--kernel-steps") > 0;
     args->top_given = cmd->count("--top") > 0;
     args->experiment_given = cmd->count("--experiment") > 0;
+    args->metric_replay_given = cmd->count("--metric-replay") > 0;
     run_time(*args);
   });
 }

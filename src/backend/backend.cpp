@@ -223,6 +223,16 @@ std::unique_ptr<KernelTracer> Backend::trace_kernels() {
                name());
 }
 
+MetricReplay metric_replay_from_name(const std::string& name) {
+  if (name == "kernel") return MetricReplay::Kernel;
+  if (name == "work") return MetricReplay::Work;
+  throw_config("--metric-replay '{}': expected kernel or work", name);
+}
+
+const char* metric_replay_name(MetricReplay replay) {
+  return replay == MetricReplay::Kernel ? "kernel" : "work";
+}
+
 std::unique_ptr<KernelMetricProfiler> Backend::kernel_metric_profiler() {
   throw_config("hardware metrics need a CUDA GPU and CUPTI's profiler; this run's device is {} ({})",
                device().to_string(), name());

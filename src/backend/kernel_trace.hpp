@@ -69,17 +69,32 @@ class KernelTracer {
   virtual KernelTrace finish() = 0;
 };
 
-// Hardware counters per kernel: CUPTI's range profiler with one range per kernel (auto ranges) and
-// kernel replay, over a window of launches. Values are in the order the kernels were launched.
+// Hardware counters per kernel: CUPTI's range profiler with one range per kernel (auto ranges),
+// over a window of launches. Values are in the order the kernels were launched.
 struct KernelMetricRange {
   std::string name;  // the kernel's, as the profiler names its range
   std::map<std::string, double> values;
 };
+
+// How the passes a metric set needs are had (Nsight Compute's --replay-mode kernel|application):
+// Kernel: the work runs once and each kernel is run once per pass, the memory it can reach saved
+// before the first pass and restored before each next one, so the work sees no difference (each
+// pass of a short kernel starts with what the restore left in L2, not what the kernel before it
+// left). Work: the whole work runs once per pass and each kernel is measured where it runs, after
+// the kernels before it; the work must launch the same kernels each time and bear being run again
+// (time's step updates with learning rate 0; a bench call overwrites its output).
+enum class MetricReplay { Kernel, Work };
+// "kernel" or "work", as --metric-replay names them; ConfigError for another name.
+MetricReplay metric_replay_from_name(const std::string& name);
+const char* metric_replay_name(MetricReplay replay);
+
 struct KernelMetricResult {
   std::vector<std::string> metrics;  // as requested, in order
   std::vector<KernelMetricRange> ranges;
-  int64_t passes = 0;  // replay passes each kernel took (the metric set's cost)
-  std::string chip;    // the profiler's chip name ("GH100")
+  int64_t passes = 0;                          // replay passes each kernel took (the metric set's cost)
+  int64_t runs = 0;                            // times the work ran: 1 under kernel replay, `passes` under work replay
+  MetricReplay replay = MetricReplay::Kernel;  // how the passes were had
+  std::string chip;                            // the profiler's chip name ("GH100")
 };
 
 // The kernels one profile() call holds unless told otherwise: CUPTI's counter data is sized for a
@@ -89,9 +104,11 @@ inline constexpr int64_t kDefaultMaxProfiledKernels = 2048;
 class KernelMetricProfiler {
  public:
   virtual ~KernelMetricProfiler() = default;
-  // Profiles the kernels `work` launches (each replayed as often as the metric set needs), at most
-  // `max_kernels` of them: work that launches more is an error saying so, never a shorter result.
+  // Profiles the kernels `work` launches (each measured in as many passes as the metric set needs,
+  // had as `replay` says), at most `max_kernels` of them: work that launches more is an error
+  // saying so, never a shorter result.
   virtual KernelMetricResult profile(const std::vector<std::string>& metrics, const std::function<void()>& work,
+                                     MetricReplay replay = MetricReplay::Kernel,
                                      int64_t max_kernels = kDefaultMaxProfiledKernels) = 0;
 };
 

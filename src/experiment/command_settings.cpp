@@ -42,14 +42,18 @@ SettingTable gpu_algorithm_settings() {
 }
 
 // The kernel-level view's switches, the same for every command that has it (time, bench conv):
-// `launched` says whose kernels are traced.
-std::vector<Setting> kernel_view_settings(const std::string& launched) {
+// `launched` says whose kernels are traced, `work` what one profiled run of them is.
+std::vector<Setting> kernel_view_settings(const std::string& launched, const std::string& work) {
   return {flag("kernels", false,
                "GPU: also trace every kernel " + launched +
                    " (CUPTI): name, launches, time, grid, block, registers, shared memory, theoretical occupancy"),
           text("metrics", "",
-               "Hardware metrics per kernel (CUPTI's range profiler, each kernel replayed; implies --kernels): "
-               "default, or a comma list of metric keys (docs/time-netinfo.md)")};
+               "Hardware metrics per kernel (CUPTI's range profiler, in passes as --metric-replay says; implies "
+               "--kernels): default, or a comma list of metric keys (docs/time-netinfo.md)"),
+          choice("metric_replay", "kernel", {"kernel", "work"},
+                 "With --metrics, how the metric set's passes are had: kernel (each kernel run once per pass, its "
+                 "memory saved and restored between passes) or work (" +
+                     work + " run once per pass, each kernel measured after the ones before it)")};
 }
 
 SettingTable make_time_settings() {
@@ -82,7 +86,7 @@ SettingTable make_time_settings() {
       text("calibration", "",
            "With --inference: run the convolutions of this calibration table (cnnscale calibrate --out) in "
            "int8, as infer --precision int8 does"));
-  for (Setting& s : kernel_view_settings("each layer's passes, the update and the input copy launch"))
+  for (Setting& s : kernel_view_settings("each layer's passes, the update and the input copy launch", "the step"))
     add(kKernelView, std::move(s));
   add(kKernelView, with_unit(integer("kernel_steps", 3, "With --kernels: traced steps (after the warm-up)", 1, kBig,
                                      CliCheck::AtLeast),
@@ -238,7 +242,8 @@ SettingTable make_kernel_settings(const std::string& kind) {
     add(kBenchProblems,
         list(SettingType::IntegerList, "sweep_values", nullptr, "the swept axis' values (default: the axis' range)"));
     // Li et al.'s Fig. 4 and 6: what each algorithm runs, from one traced call after its timing.
-    for (Setting& s : kernel_view_settings("one call of each algorithm and pass launches, after its timing"))
+    for (Setting& s :
+         kernel_view_settings("one call of each algorithm and pass launches, after its timing", "each variant's call"))
       add(kKernelView, std::move(s));
   }
   add(kBenchTiming, with_unit(integer("warmup", 3, "untimed calls first", 0, kBig, CliCheck::AtLeast), "calls"));

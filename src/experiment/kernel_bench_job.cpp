@@ -175,6 +175,8 @@ KernelBenchPlan check_kernel_bench_request(const KernelBenchRequest& a) {
   o.check = a.check;
   o.check_max_macs = a.check_max_macs;
   if (a.metrics_given) p.metric_keys = measure::parse_metric_keys(a.metrics);  // refused before a device is opened
+  if (!a.metrics_given && a.metric_replay_given)
+    throw_config("bench {} --metric-replay: says how --metrics' passes are had: give --metrics too", a.kind);
   const bool save = !a.no_results && !a.results_root.empty();
   if (!save && a.experiment_given)
     throw_config("bench {} --experiment names the results subfolder: give --results DIR too", a.kind);
@@ -211,7 +213,8 @@ KernelBenchRun run_kernel_bench(const KernelBenchRequest& a) {
   const std::vector<std::string>& metric_keys = p.metric_keys;
   std::unique_ptr<KernelBenchKernels> kernels;
   if (a.kernels || a.metrics_given) {
-    kernels = std::make_unique<KernelBenchKernels>(*backend, measure::cupti_metrics_for(metric_keys));
+    kernels = std::make_unique<KernelBenchKernels>(*backend, measure::cupti_metrics_for(metric_keys),
+                                                   metric_replay_from_name(a.metric_replay));
     o.profile_call = [&](const measure::KernelBenchRow& row, const std::function<void()>& call) {
       kernels->profile_call(row, call);
     };

@@ -44,11 +44,13 @@ struct KernelBenchRequest {
   double check_max_macs = 2e8;
   bool peak = true;
   uint64_t seed = 1;
-  bool kernels = false;  // conv: --kernels (or --metrics): each variant's kernels traced
-  std::string metrics;   // conv: --metrics, "default" or a comma list of keys
+  bool kernels = false;                  // conv: --kernels (or --metrics): each variant's kernels traced
+  std::string metrics;                   // conv: --metrics, "default" or a comma list of keys
+  std::string metric_replay = "kernel";  // conv: --metric-replay
   // Which of these the command line gave, where a default and a value given differ in meaning.
   bool set_given = false, sweep_base_given = false, batch_given = false, experiment_given = false,
-       metrics_given = false;  // an empty --metrics is still one, refused as such
+       metrics_given = false,  // an empty --metrics is still one, refused as such
+      metric_replay_given = false;
   std::string results_root, experiment = "bench";  // "" root: nothing saved
   bool no_results = false;
   SettingValues settings;  // every entry of the kind's table as the run was given it (the result records it)

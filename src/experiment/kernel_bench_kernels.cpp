@@ -11,8 +11,8 @@
 
 namespace cnnscale {
 
-KernelBenchKernels::KernelBenchKernels(Backend& backend, std::vector<std::string> metric_names)
-    : backend_(backend), metric_names_(std::move(metric_names)) {
+KernelBenchKernels::KernelBenchKernels(Backend& backend, std::vector<std::string> metric_names, MetricReplay replay)
+    : backend_(backend), metric_names_(std::move(metric_names)), replay_(replay) {
   backend_.trace_kernels()->finish();
   if (!metric_names_.empty()) profiler_ = backend_.kernel_metric_profiler();
 }
@@ -45,7 +45,7 @@ void KernelBenchKernels::profile_call(const measure::KernelBenchRow& row, const 
     for (const measure::KernelRecord& r : attributed.records)
       if (r.external_id != 0) launched.push_back(&r);
     const auto start = std::chrono::steady_clock::now();
-    KernelMetricResult run = profiler_->profile(metric_names_, call);
+    KernelMetricResult run = profiler_->profile(metric_names_, call, replay_);
     metric_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     passes_ = std::max(passes_, run.passes);
     for (auto& [key, values] : measure::match_metric_ranges(launched, run)) raw_metrics_[key] = std::move(values);

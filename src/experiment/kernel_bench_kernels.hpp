@@ -20,7 +20,8 @@ namespace cnnscale {
 class KernelBenchKernels {
  public:
   // Refuses (ConfigError) before any work where the backend cannot trace or, with metric names, profile.
-  KernelBenchKernels(Backend& backend, std::vector<std::string> metric_names);
+  KernelBenchKernels(Backend& backend, std::vector<std::string> metric_names,
+                     MetricReplay replay = MetricReplay::Kernel);
 
   // For KernelBenchOptions::profile_call.
   void profile_call(const measure::KernelBenchRow& row, const std::function<void()>& call);
@@ -42,6 +43,7 @@ class KernelBenchKernels {
  private:
   Backend& backend_;
   std::vector<std::string> metric_names_;
+  MetricReplay replay_;
   std::unique_ptr<KernelMetricProfiler> profiler_;
   std::vector<measure::KernelRecord> records_;
   std::map<std::string, std::string> group_of_owner_;

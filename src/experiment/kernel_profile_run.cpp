@@ -92,7 +92,8 @@ NetworkKernelProfile profile_network_kernels(const TimeRequest& request, Backend
     profiled.around_recorded = [&](const std::function<void()>& recorded) {
       const auto start = std::chrono::steady_clock::now();
       // Room for the traced step's kernels and no more: a step that launches more is an error.
-      out.metric_run = profiler->profile(options.metric_names, recorded, static_cast<int64_t>(step.size()));
+      out.metric_run =
+          profiler->profile(options.metric_names, recorded, options.replay, static_cast<int64_t>(step.size()));
       out.metric_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     };
     time_network(request, backend, profiled);

@@ -22,6 +22,7 @@ struct KernelProfileOptions {
   int64_t steps = 3;  // traced steps, after the request's warm-up
   // CUPTI metric names for one profiled step; empty: no metrics run.
   std::vector<std::string> metric_names;
+  MetricReplay replay = MetricReplay::Kernel;  // how the metric set's passes are had
 };
 
 struct NetworkKernelProfile {

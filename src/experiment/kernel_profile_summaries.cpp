@@ -19,10 +19,18 @@ void add_metric_context(report::KernelProfileContext& c, const std::vector<std::
   c.replay_passes = passes;
   c.metric_seconds = seconds;
   const size_t names = measure::cupti_metrics_for(keys).size();
+  const std::string how =
+      run->replay == MetricReplay::Kernel
+          ? fmt::format("each kernel run {} {} (kernel replay: its memory saved and restored between passes)", passes,
+                        passes == 1 ? "time" : "times")
+          : fmt::format(
+                "the profiled work run {} {}, one pass each (work replay: each kernel measured after the ones "
+                "before it)",
+                run->runs, run->runs == 1 ? "time" : "times");
   c.metric_method = fmt::format(
-      "CUPTI range profiler, one range per kernel (auto ranges), each kernel run {} {} (kernel replay) to collect {} "
-      "CUPTI metric{}; a kernel's value is the mean over its launches weighted by their traced time",
-      passes, passes == 1 ? "time" : "times", names, names == 1 ? "" : "s");
+      "CUPTI range profiler, one range per kernel (auto ranges), {} to collect {} CUPTI metric{}; a kernel's value is "
+      "the mean over its launches weighted by their traced time",
+      how, names, names == 1 ? "" : "s");
 }
 
 }  // namespace

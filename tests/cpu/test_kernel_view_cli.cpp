@@ -19,8 +19,8 @@ using testing::TempDir;
 
 // bench conv on LeNet's convolutions, as small and short as the command allows.
 std::vector<std::string> bench_conv(std::vector<std::string> extra) {
-  std::vector<std::string> args{"bench", "conv", "--net", "lenet", "--batch", "2",
-                                "--repeats", "1", "--warmup", "0", "--max-seconds", "0.1", "--no-peak", "-q"};
+  std::vector<std::string> args{"bench", "conv",     "--net", "lenet",         "--batch", "2",         "--repeats",
+                                "1",     "--warmup", "0",     "--max-seconds", "0.1",     "--no-peak", "-q"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
@@ -37,6 +37,10 @@ TEST(KernelViewCli, ProfileOptionsWithoutTheProfileAreRefused) {
   expect_usage_error({"time", "lenet", "--kernels", "--experiment", "study", "--no-results"},
                      {"--experiment", "--results"});
   expect_usage_error({"time", "lenet", "--metrics", "default,ipc"}, {"'default'", "alone"});
+  // How the passes are had means nothing without metrics, --kernels alone included.
+  expect_usage_error({"time", "lenet", "--kernels", "--metric-replay", "work"}, {"--metric-replay", "--metrics"});
+  expect_usage_error(bench_conv({"--kernels", "--metric-replay", "work"}), {"--metric-replay", "--metrics"});
+  expect_usage_error({"time", "lenet", "--metrics", "ipc", "--metric-replay", "pass"}, {"--metric-replay"});
 }
 
 // A results folder that cannot be made is found before the work, not after it: the benchmark would

@@ -1,7 +1,8 @@
 // Hardware metrics from CUPTI's range profiler: every CUPTI name of the metric catalogue exists for
 // GH100 (the profiler host needs no GPU), and on a GPU two element-wise kernels are profiled as two
 // ranges, each with values in the range its unit allows, while the work runs exactly once (kernel
-// replay restores what a pass wrote) and work beyond the profiler's room is an error.
+// replay restores what a pass wrote), work replay runs the work once per pass, and work beyond the
+// profiler's room is an error.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -75,6 +76,51 @@ TEST(KernelMetricsCupti, EachKernelIsARangeWithPlausibleValues) {
   EXPECT_EQ(first_x, 0.5f);
 }
 
+// Work replay: the work runs once per pass, each run one pass, and each kernel is still one range
+// with values in its unit's range; what the runs leave behind is that of `passes` runs.
+TEST(KernelMetricsCupti, WorkReplayRunsTheWorkOncePerPass) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  Backend& gpu = gpu_backend();
+  const Shape shape{int64_t{1} << 26};
+  Tensor x = gpu.alloc(shape);
+  Tensor y = gpu.alloc(shape);
+  gpu.fill(x, 1.0f);
+  gpu.fill(y, 2.0f);
+  gpu.synchronize();
+  const std::vector<std::string> keys{"dram_throughput", "achieved_occupancy", "ipc"};
+  std::unique_ptr<KernelMetricProfiler> profiler = gpu.kernel_metric_profiler();
+  int64_t runs = 0;
+  const KernelMetricResult r = profiler->profile(
+      cupti_metrics_for(keys),
+      [&] {
+        ++runs;
+        gpu.axpby(2.0f, x, 3.0f, y);
+        gpu.fill(x, 0.5f);
+      },
+      MetricReplay::Work);
+  EXPECT_EQ(r.replay, MetricReplay::Work);
+  EXPECT_EQ(r.runs, r.passes);
+  EXPECT_EQ(runs, r.passes);
+  ASSERT_EQ(r.ranges.size(), 2u);
+  for (const KernelMetricRange& range : r.ranges) {
+    const std::map<std::string, double> v = kernel_metric_values(keys, range.values);
+    ASSERT_EQ(v.size(), keys.size()) << range.name;
+    EXPECT_GT(v.at("dram_throughput"), 0.0) << range.name;
+    EXPECT_LE(v.at("dram_throughput"), 100.0) << range.name;
+    EXPECT_GT(v.at("achieved_occupancy"), 0.0) << range.name;
+    EXPECT_LE(v.at("achieved_occupancy"), 100.0) << range.name;
+    std::printf("[kernel metrics] work replay, range %s (%lld passes): dram %.1f %%, occupancy %.1f %%, ipc %.2f\n",
+                range.name.c_str(), static_cast<long long>(r.passes), v.at("dram_throughput"),
+                v.at("achieved_occupancy"), v.at("ipc"));
+  }
+  // y = 2 x + 3 y with x = 1 the first time and 0.5 after: every run happened, on the run before's y.
+  float expected = 2.0f;
+  for (int64_t i = 0; i < runs; ++i) expected = 2.0f * (i == 0 ? 1.0f : 0.5f) + 3.0f * expected;
+  float first_y = 0.0f;
+  gpu.download(y.view(0, Shape{1}), &first_y);
+  EXPECT_EQ(first_y, expected);
+}
+
 TEST(KernelMetricsCupti, MoreKernelsThanRoomIsAnError) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
   Backend& gpu = gpu_backend();
@@ -86,7 +132,7 @@ TEST(KernelMetricsCupti, MoreKernelsThanRoomIsAnError) {
         [&] {
           for (float v : {1.0f, 2.0f, 3.0f}) gpu.fill(x, v);
         },
-        2);
+        MetricReplay::Kernel, 2);
   });
   EXPECT_NE(msg.find("sized for"), std::string::npos) << msg;
 }

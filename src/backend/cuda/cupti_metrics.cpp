@@ -158,7 +158,8 @@ class RangeSession {
     return data;
   }
 
-  void set_config(const std::vector<uint8_t>& config_image, std::vector<uint8_t>& counter_data, size_t max_ranges) {
+  void set_config(const std::vector<uint8_t>& config_image, std::vector<uint8_t>& counter_data, size_t max_ranges,
+                  MetricReplay replay) {
     auto p = CNNSCALE_CUPTI_PARAMS(CUpti_RangeProfiler_SetConfig_Params);
     p.pRangeProfilerObject = object_;
     p.configSize = config_image.size();
@@ -166,7 +167,7 @@ class RangeSession {
     p.counterDataImageSize = counter_data.size();
     p.pCounterDataImage = counter_data.data();
     p.range = CUPTI_AutoRange;
-    p.replayMode = CUPTI_KernelReplay;
+    p.replayMode = replay == MetricReplay::Kernel ? CUPTI_KernelReplay : CUPTI_UserReplay;
     p.maxRangesPerPass = max_ranges;
     p.numNestingLevels = 1;  // what auto ranges require
     p.minNestingLevel = 1;
@@ -222,7 +223,7 @@ class CuptiMetricProfiler final : public KernelMetricProfiler {
   }
 
   KernelMetricResult profile(const std::vector<std::string>& metrics, const std::function<void()>& work,
-                             int64_t max_kernels) override {
+                             MetricReplay replay, int64_t max_kernels) override {
     if (metrics.empty()) throw_config("hardware metrics: no metric to profile");
     if (max_kernels < 1 || max_kernels >= std::numeric_limits<uint32_t>::max())
       throw_config("hardware metrics: room for {} kernels asked; from 1 to {} can be had", max_kernels,
@@ -248,10 +249,11 @@ class CuptiMetricProfiler final : public KernelMetricProfiler {
     result.passes = passes_of(config);
     RangeSession session(ctx);
     std::vector<uint8_t> counter_data = session.counter_data(metrics, max_ranges);
-    session.set_config(config, counter_data, max_ranges);
+    session.set_config(config, counter_data, max_ranges, replay);
     // The replay loop of the API: under kernel replay CUPTI replays inside each launch and reports
-    // every pass submitted after the first run, so the work runs once. Should it ever ask for more,
-    // the work runs again, as the API expects, but never more often than there are passes.
+    // every pass submitted after the first run, so the work runs once; under work replay each run
+    // is one pass. Should kernel replay ever ask for more, the work runs again, as the API
+    // expects; never more often than there are passes.
     const auto started = std::chrono::steady_clock::now();
     int64_t runs = 0;
     for (bool submitted = false; !submitted; ++runs) {
@@ -263,6 +265,8 @@ class CuptiMetricProfiler final : public KernelMetricProfiler {
       backend_.synchronize();
       submitted = session.stop();
     }
+    result.runs = runs;
+    result.replay = replay;
     const size_t dropped = session.decode();
     const auto replayed = std::chrono::steady_clock::now();
     const size_t ranges = ranges_in(counter_data);
