@@ -80,9 +80,11 @@ struct KernelMetricRange {
 // Kernel: the work runs once and each kernel is run once per pass, the memory it can reach saved
 // before the first pass and restored before each next one, so the work sees no difference (each
 // pass of a short kernel starts with what the restore left in L2, not what the kernel before it
-// left). Work: the whole work runs once per pass and each kernel is measured where it runs, after
-// the kernels before it; the work must launch the same kernels each time and bear being run again
-// (time's step updates with learning rate 0; a bench call overwrites its output).
+// left). Work: the whole work runs once per pass, its launches one at a time as under kernel
+// replay, and each kernel is measured after the kernels before it, with no restore between. The
+// work must launch the same kernels in every run, which is not checked (CUPTI numbers the ranges
+// by place), and bear being run again: time's step updates with learning rate 0 and the same
+// iteration's seeds; a bench call overwrites its output.
 enum class MetricReplay { Kernel, Work };
 // "kernel" or "work", as --metric-replay names them; ConfigError for another name.
 MetricReplay metric_replay_from_name(const std::string& name);

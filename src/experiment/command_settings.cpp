@@ -53,7 +53,7 @@ std::vector<Setting> kernel_view_settings(const std::string& launched, const std
           choice("metric_replay", "kernel", {"kernel", "work"},
                  "With --metrics, how the metric set's passes are had: kernel (each kernel run once per pass, its "
                  "memory saved and restored between passes) or work (" +
-                     work + " run once per pass, each kernel measured after the ones before it)")};
+                     work + " run once per pass, each kernel measured after the ones before it, nothing restored)")};
 }
 
 SettingTable make_time_settings() {

@@ -96,6 +96,8 @@ NetworkKernelProfile profile_network_kernels(const TimeRequest& request, Backend
           profiler->profile(options.metric_names, recorded, options.replay, static_cast<int64_t>(step.size()));
       out.metric_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     };
+    // Only the metrics are kept: under work replay `recorded` ran once per pass, so this run's own
+    // timings count every pass and mean nothing.
     time_network(request, backend, profiled);
     out.raw_metrics = measure::match_metric_ranges(step, *out.metric_run);
   }

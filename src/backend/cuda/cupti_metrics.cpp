@@ -3,11 +3,12 @@
 // chip, builds the config image that schedules their counters into passes and later evaluates the
 // decoded counter data; the target side (cupti_range_profiler.h) enables profiling on the context,
 // sizes the counter data for a number of ranges, runs the work between start and stop, and decodes.
-// With auto ranges every kernel launch is a range, and with kernel replay CUPTI saves the memory a
-// kernel touches, runs it once per pass and restores it, so the work itself runs once and sees no
-// difference (but each launch is synchronous: kernels of concurrent streams are profiled one at a
-// time). Every CUPTI call goes through CUPTI_CHECK, which names the call and CUPTI's text, and turns
-// the statuses that mean "no counters here" into ConfigError (cupti_check.hpp).
+// With auto ranges every kernel launch is a range, and each launch is synchronous (kernels of
+// concurrent streams are profiled one at a time). With kernel replay CUPTI saves the memory a kernel
+// touches, runs it once per pass and restores it, so the work itself runs once and sees no
+// difference; with user replay the work runs once per pass, between a start and a stop. Every CUPTI call goes through
+// CUPTI_CHECK, which names the call and CUPTI's text, and turns the statuses that mean "no counters here" into
+// ConfigError (cupti_check.hpp).
 #include "backend/cuda/cupti_metrics.hpp"
 
 #include "backend/cuda/cuda_backend.hpp"
