@@ -3,19 +3,21 @@
 
 Usage: ncu-check.py OURS_KERNELS_CSV NCU_RAW_CSV PATTERN...
        ncu-check.py --metrics            (the --metrics list to give ncu)
-       ncu-check.py --pick OURS_KERNELS_CSV
-           (five kernels of different kinds: the longest of a Convolution forward, an InnerProduct
-           forward, a BatchNorm forward, the update and a ReLU forward; prints an ncu -k regex of
-           their function names, then the five names)
+       ncu-check.py --pick OURS_KERNELS_CSV [GROUP/PASS...]
+           (kernels of different kinds: the longest of each GROUP/PASS, by default a Convolution
+           forward, an InnerProduct forward, a BatchNorm forward, the update and a ReLU forward;
+           prints an ncu -k regex of their function names, then their names)
 
 OURS_KERNELS_CSV is kernels.csv of a `time NET --kernels --metrics default --results DIR` folder;
 NCU_RAW_CSV is `ncu --csv --page raw --print-kernel-base demangled --clock-control none
 --cache-control none --metrics <the CUPTI metrics below, launch__*> cnnscale time NET ...` (the same
 network, batch and precision, without --kernels: two profilers cannot share a process). Each PATTERN
-(a substring of a kernel name) picks one kernel: its first row in our file, and every ncu launch of
+(a substring of a kernel name) picks one kernel: its longest row in our file, and every ncu launch of
 the same function name, grid and block, whose median is compared. Launch attributes must be equal; metric
 values within 2 % (relative, or 0.5 points for a percentage below 25 %, where a relative bound is
-stricter than the counters' own launch-to-launch spread).
+stricter than the counters' own launch-to-launch spread). The "ncu spread" column is the range of
+ncu's own launches, relative to their median: where it exceeds 2 %, ncu does not reproduce itself
+to the bound either.
 
 The formulas are written out again here, independently of src/measure/kernel_metric_set.cpp, so that
 the check covers them too.
@@ -95,6 +97,14 @@ def close(key, ours, theirs):
     return abs(ours - theirs) <= 0.02 * max(abs(ours), abs(theirs))
 
 
+def spread(values):
+    """(max - min) / median of ncu's launches, as a percentage; blank for one launch."""
+    if len(values) < 2:
+        return ""
+    mid = statistics.median(values)
+    return f"{(max(values) - min(values)) / abs(mid) * 100:.1f} %" if mid else "n/a"
+
+
 def strip_trailing(text, open_, close_):
     """`text` without the bracketed list it ends with (nested lists counted)."""
     text = text.rstrip()
@@ -116,12 +126,15 @@ def function_name(name):
     return head.split("::")[-1].split(" ")[-1]
 
 
-def pick(path):
+DEFAULT_PICK = ["Convolution/forward", "InnerProduct/forward", "BatchNorm/forward", "update/update",
+                "ReLU/forward"]
+
+
+def pick(path, kinds):
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
     chosen = []
-    for group, pass_ in [("Convolution", "forward"), ("InnerProduct", "forward"), ("BatchNorm", "forward"),
-                         ("update", "update"), ("ReLU", "forward")]:
+    for group, pass_ in (k.split("/", 1) for k in kinds or DEFAULT_PICK):
         cands = [r for r in rows if r["group"] == group and r["pass"] == pass_ and r["name"] not in chosen]
         cands.sort(key=lambda r: -float(r["ms_per_step"]))
         if cands:
@@ -135,8 +148,8 @@ def main(argv):
     if len(argv) == 2 and argv[1] == "--metrics":
         print(ncu_metric_list())
         return 0
-    if len(argv) == 3 and argv[1] == "--pick":
-        pick(argv[2])
+    if len(argv) >= 3 and argv[1] == "--pick":
+        pick(argv[2], argv[3:])
         return 0
     if len(argv) < 4:
         print(__doc__)
@@ -145,9 +158,10 @@ def main(argv):
         ours = list(csv.DictReader(f))
     ncu = read_ncu(argv[2])
     failures = 0
-    print(f"{'kernel':40} {'field':34} {'cnnscale':>12} {'ncu':>12} {'launches':>8}  ok")
+    print(f"{'kernel':40} {'field':34} {'cnnscale':>12} {'ncu':>12} {'launches':>8} {'ncu spread':>10}  ok")
     for pattern in argv[3:]:
-        mine = next((r for r in ours if pattern in r["name"]), None)
+        rows = [r for r in ours if pattern in r["name"]]
+        mine = max(rows, key=lambda r: float(r["ms_per_step"] or 0)) if rows else None  # its longest launch
         if mine is None:
             print(f"{pattern}: no such kernel in {argv[1]}")
             failures += 1
@@ -168,7 +182,7 @@ def main(argv):
             b = statistics.median(number(r[ncu_name]) for r in theirs)
             ok = a == b
             failures += not ok
-            print(f"{short:40} {field:34} {a:12.6g} {b:12.6g} {len(theirs):8}  {'yes' if ok else 'NO'}")
+            print(f"{short:40} {field:34} {a:12.6g} {b:12.6g} {len(theirs):8} {'':>10}  {'yes' if ok else 'NO'}")
         values = [derived(r) for r in theirs]
         for key in FORMULAS:
             a = number(mine.get(key))
@@ -179,7 +193,7 @@ def main(argv):
             ok = a is not None and b is not None and close(key, a, b)
             failures += not ok
             print(f"{short:40} {key:34} {a if a is not None else float('nan'):12.6g} "
-                  f"{b if b is not None else float('nan'):12.6g} {len(bs):8}  {'yes' if ok else 'NO'}")
+                  f"{b if b is not None else float('nan'):12.6g} {len(bs):8} {spread(bs):>10}  {'yes' if ok else 'NO'}")
     print(f"{failures} disagreement(s)")
     return 1 if failures else 0
 
