@@ -51,7 +51,12 @@ void KernelBenchKernels::profile_call(const measure::KernelBenchRow& row, const 
     for (auto& [key, values] : measure::match_metric_ranges(launched, run)) raw_metrics_[key] = std::move(values);
     last_metric_run_ = std::move(run);
   }
-  for (measure::KernelRecord& r : attributed.records) records_.push_back(std::move(r));
+  // Each call is a step of its own: the idle before its first kernel is the time between calls.
+  const auto call_index = static_cast<int64_t>(group_of_owner_.size());
+  for (measure::KernelRecord& r : attributed.records) {
+    if (r.step >= 0) r.step = call_index;
+    records_.push_back(std::move(r));
+  }
 }
 
 measure::KernelProfile KernelBenchKernels::profile() const {

@@ -80,6 +80,36 @@ SmLimits sm_limits_for_launch(const SmLimits& sm, const KernelLaunch& launch) {
   return out;
 }
 
+namespace {
+
+// KernelProfile::idle_before_ns. Records in start order; an unattributed kernel (no step) keeps the
+// GPU busy but is given no idle of its own; concurrent kernels overlap and add none.
+std::map<KernelOwner, int64_t> idle_before_owners(const std::vector<KernelRecord>& records) {
+  std::vector<const KernelRecord*> by_start;
+  by_start.reserve(records.size());
+  for (const KernelRecord& r : records) by_start.push_back(&r);
+  std::stable_sort(by_start.begin(), by_start.end(),
+                   [](const KernelRecord* a, const KernelRecord* b) { return a->start_ns < b->start_ns; });
+  std::map<KernelOwner, int64_t> idle;
+  int64_t step = -1, latest_end = 0;
+  for (const KernelRecord* r : by_start) {
+    if (r->step < 0) {
+      if (step >= 0) latest_end = std::max(latest_end, r->end_ns);
+      continue;
+    }
+    if (r->step != step) {  // a step's first kernel: what came before belongs to no part of it
+      step = r->step;
+      latest_end = r->end_ns;
+      continue;
+    }
+    if (r->start_ns > latest_end) idle[r->owner] += r->start_ns - latest_end;
+    latest_end = std::max(latest_end, r->end_ns);
+  }
+  return idle;
+}
+
+}  // namespace
+
 KernelProfile summarize_kernels(const std::vector<KernelRecord>& records, int64_t profiled_steps, const SmLimits& sm) {
   if (profiled_steps < 1) throw_config("kernel profile: {} profiled steps (at least 1)", profiled_steps);
   KernelProfile profile;
@@ -119,6 +149,7 @@ KernelProfile summarize_kernels(const std::vector<KernelRecord>& records, int64_
     if (a.owner != b.owner) return a.owner < b.owner;
     return a.total_ns > b.total_ns;
   });
+  profile.idle_before_ns = idle_before_owners(records);
   return profile;
 }
 

@@ -46,6 +46,7 @@ SmLimits sm_limits_for_launch(const SmLimits& sm, const KernelLaunch& launch);
 struct KernelRecord : TracedKernel {
   KernelOwner owner;         // set by attribute_kernels
   uint64_t external_id = 0;  // the part it was linked to; 0 when unattributed
+  int64_t step = -1;         // the recorded step (or bench call) its part ran in; -1 when unattributed
 };
 
 // What the GPU side records beside the kernels: the owner of each external id it pushed
@@ -88,6 +89,11 @@ struct KernelProfile {
   int64_t profiled_steps = 0;
   int64_t kernel_ns = 0;               // the sum of all records' durations
   std::vector<KernelSummary> kernels;  // by owner, then by total time (longest first)
+  // The GPU's idle before each owner's launches, summed over the profiled steps: for each kernel, the
+  // time from the latest end of any kernel before it in the same step to its start. A part's events
+  // count this idle (launch turnaround, the host falling behind), its kernels do not; the first
+  // kernel of a step has no predecessor and adds none.
+  std::map<KernelOwner, int64_t> idle_before_ns;
 };
 
 // Throws ConfigError for profiled_steps < 1, a record ending before it starts, or a launch the

@@ -3,7 +3,8 @@
 // would give them, with hardware metrics for some kernels only, so that a roll-up covers part of a
 // group's time. Figures per step (ns): conv1 forward "implicit_gemm" 300 (+ "bn_fold" 100, no
 // metrics), conv2 forward "implicit_gemm" 600, bn1 forward "bn_fwd" 200, update "sgd" 100,
-// unattributed "memset" 100: 1400 ns of kernels per step.
+// unattributed "memset" 100: 1400 ns of kernels per step. Every launch starts 10 ns after the one
+// before it, so each part's kernels but a step's first have 10 ns of idle before them.
 #pragma once
 #include <string>
 
@@ -35,6 +36,7 @@ inline RecordedProfile recorded_profile(bool with_metrics = true) {
   measure::AttributionInput input{{{1, conv1}, {2, conv2}, {3, bn1}, {4, update}}, {}};
   uint64_t correlation = 100;
   int64_t clock = 0;
+  int64_t step = 0;
   auto launch = [&](const std::string& name, int64_t ns, uint64_t external, int64_t threads, int64_t registers,
                     int64_t dynamic_shared) {
     measure::KernelRecord r;
@@ -49,9 +51,10 @@ inline RecordedProfile recorded_profile(bool with_metrics = true) {
     r.launch.dynamic_shared_memory = dynamic_shared;
     r.correlation_id = correlation++;
     if (external) input.links.push_back({r.correlation_id, external});
+    r.step = external ? step : -1;
     records.push_back(r);
   };
-  for (int step = 0; step < 2; ++step) {
+  for (; step < 2; ++step) {
     launch(kLongGemmName, 300, 1, 256, 128, 49152);  // registers limit it: 2 blocks of 8 warps
     launch("bn_fold", 100, 1, 128, 32, 0);
     launch(kLongGemmName, 600, 2, 256, 128, 49152);

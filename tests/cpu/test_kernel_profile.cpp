@@ -127,6 +127,45 @@ TEST(KernelProfile, LaunchesTimesAndSharesPerOwnerAndStep) {
   }
 }
 
+// The GPU's idle before each owner's launches: from the latest end of any earlier kernel of the same
+// step to the kernel's start. Hand-placed records (ns), step 0 then step 1:
+//   conv1 fwd [0,100]  conv2 fwd [130,200] (idle 30)  unattributed [210,260]
+//   conv2 fwd [250,300] (overlaps the unattributed kernel: no idle)  update [340,400] (idle 40)
+//   step 1: conv1 fwd [1000,1100] (a step's first kernel: none)  conv1 fwd [1107,1200] (idle 7)
+//   a kernel on a second stream, update [1150,1190], inside conv1's second: no idle.
+TEST(KernelProfile, IdleBeforeEachOwnersLaunchesWithinItsStep) {
+  std::vector<KernelRecord> records;
+  const auto add = [&](const KernelOwner& owner, int64_t start, int64_t end, int64_t step) {
+    KernelRecord r;
+    r.name = "k";
+    r.launch.grid = {1, 1, 1};
+    r.launch.block = {32, 1, 1};
+    r.start_ns = start;
+    r.end_ns = end;
+    r.owner = owner;
+    r.step = step;
+    r.external_id = step < 0 ? 0 : 1;
+    records.push_back(r);
+  };
+  // Out of start order on purpose: CUPTI delivers records by buffer, not by time.
+  add(kUpdate, 340, 400, 0);
+  add(kConv1Forward, 0, 100, 0);
+  add(kConv2Forward, 130, 200, 0);
+  add(unattributed_owner(), 210, 260, -1);
+  add(kConv2Forward, 250, 300, 0);
+  add(kConv1Forward, 1000, 1100, 1);
+  add(kConv1Forward, 1107, 1200, 1);
+  add(kUpdate, 1150, 1190, 1);
+  const KernelProfile p = summarize_kernels(records, 2, sm90_limits());
+  EXPECT_EQ(p.idle_before_ns.at(kConv1Forward), 7);
+  EXPECT_EQ(p.idle_before_ns.at(kConv2Forward), 30);
+  EXPECT_EQ(p.idle_before_ns.at(kUpdate), 40);
+  EXPECT_FALSE(p.idle_before_ns.contains(unattributed_owner()));
+  // Records without a step (a feed attributed by hand, no scopes) give no idle at all.
+  for (KernelRecord& r : records) r.step = -1;
+  EXPECT_TRUE(summarize_kernels(records, 2, sm90_limits()).idle_before_ns.empty());
+}
+
 TEST(KernelProfile, SharesSumToOne) {
   const KernelProfile p = profiled(recorded_feed());
   // n shares, each within half an ulp (2^-53 relative) of its exact value, summed with n - 1

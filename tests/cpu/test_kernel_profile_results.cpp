@@ -60,6 +60,11 @@ TEST(KernelProfileResults, OwnersAndGroupsAddUpAsRecorded) {
   const KernelProfileOwner& conv1 = owner_row(s, "conv1 forward");
   EXPECT_DOUBLE_EQ(conv1.kernel_ms_per_step.value(), 400e-6);
   EXPECT_DOUBLE_EQ(conv1.kernel_vs_measured.value(), 0.8);
+  // conv1's second kernel waits 10 ns in each step (its first is the step's first): 410 of 500 ns.
+  EXPECT_DOUBLE_EQ(conv1.idle_ms_per_step.value(), 10e-6);
+  EXPECT_DOUBLE_EQ(conv1.kernel_and_idle_vs_measured.value(), 410.0 / 500.0);
+  EXPECT_DOUBLE_EQ(owner_row(s, "conv2 forward").kernel_and_idle_vs_measured.value(), 610.0 / 600.0);
+  EXPECT_TRUE(owner_row(s, "bn1 forward").kernel_and_idle_vs_measured.is_null());
   EXPECT_EQ(conv1.kernels.value(), 2);
   EXPECT_EQ(conv1.group.value(), "Convolution");
   EXPECT_TRUE(owner_row(s, "bn1 forward").measured_ms_per_step.is_null());  // not timed apart
