@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/cupti_metrics.hpp"
@@ -19,6 +20,16 @@ namespace {
 using measure::cupti_metrics_for;
 using measure::kernel_metric_catalogue;
 using measure::kernel_metric_values;
+
+// x = 1 and y = 2, 256 MiB each: far beyond the 50 MiB L2, so an axpby over them streams from DRAM.
+std::pair<Tensor, Tensor> streaming_pair(Backend& gpu) {
+  const Shape shape{int64_t{1} << 26};
+  std::pair<Tensor, Tensor> xy{gpu.alloc(shape), gpu.alloc(shape)};
+  gpu.fill(xy.first, 1.0f);
+  gpu.fill(xy.second, 2.0f);
+  gpu.synchronize();
+  return xy;
+}
 
 TEST(KernelMetricsCupti, CatalogueNamesExistForGH100) {
   if (!cuda::have_cupti_profiler()) GTEST_SKIP() << "this build has no CUPTI";
@@ -34,13 +45,7 @@ TEST(KernelMetricsCupti, CatalogueNamesExistForGH100) {
 TEST(KernelMetricsCupti, EachKernelIsARangeWithPlausibleValues) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
   Backend& gpu = gpu_backend();
-  // 256 MiB each: far beyond the 50 MiB L2, so the axpby streams from DRAM.
-  const Shape shape{int64_t{1} << 26};
-  Tensor x = gpu.alloc(shape);
-  Tensor y = gpu.alloc(shape);
-  gpu.fill(x, 1.0f);
-  gpu.fill(y, 2.0f);
-  gpu.synchronize();
+  auto [x, y] = streaming_pair(gpu);
 
   const std::vector<std::string> keys{"dram_throughput", "achieved_occupancy", "global_load_sectors_per_request"};
   std::unique_ptr<KernelMetricProfiler> profiler = gpu.kernel_metric_profiler();
@@ -81,12 +86,7 @@ TEST(KernelMetricsCupti, EachKernelIsARangeWithPlausibleValues) {
 TEST(KernelMetricsCupti, WorkReplayRunsTheWorkOncePerPass) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
   Backend& gpu = gpu_backend();
-  const Shape shape{int64_t{1} << 26};
-  Tensor x = gpu.alloc(shape);
-  Tensor y = gpu.alloc(shape);
-  gpu.fill(x, 1.0f);
-  gpu.fill(y, 2.0f);
-  gpu.synchronize();
+  auto [x, y] = streaming_pair(gpu);
   // The default set: several passes on any GPU (9 on GH100), so one run per pass shows.
   const std::vector<std::string> keys = measure::parse_metric_keys("default");
   std::unique_ptr<KernelMetricProfiler> profiler = gpu.kernel_metric_profiler();
