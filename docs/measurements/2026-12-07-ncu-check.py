@@ -12,8 +12,8 @@ OURS_KERNELS_CSV is kernels.csv of a `time NET --kernels --metrics default --res
 NCU_RAW_CSV is `ncu --csv --page raw --print-kernel-base demangled --clock-control none
 --cache-control none --metrics <the CUPTI metrics below, launch__*> cnnscale time NET ...` (the same
 network, batch and precision, without --kernels: two profilers cannot share a process). Each PATTERN
-(a substring of a kernel name) picks one kernel: its longest row in our file, and every ncu launch of
-the same function name, grid and block, whose median is compared. Launch attributes must be equal; metric
+(a substring of a kernel name) picks one kernel: its row with the most time per step in our file,
+and every ncu launch of the same function name, grid and block, whose median is compared. Launch attributes must be equal; metric
 values within 2 % (relative, or 0.5 points for a percentage below 25 %, where a relative bound is
 stricter than the counters' own launch-to-launch spread). The "ncu spread" column is the range of
 ncu's own launches, relative to their median: where it exceeds 2 %, ncu does not reproduce itself
@@ -161,7 +161,7 @@ def main(argv):
     print(f"{'kernel':40} {'field':34} {'cnnscale':>12} {'ncu':>12} {'launches':>8} {'ncu spread':>10}  ok")
     for pattern in argv[3:]:
         rows = [r for r in ours if pattern in r["name"]]
-        mine = max(rows, key=lambda r: float(r["ms_per_step"] or 0)) if rows else None  # its longest launch
+        mine = max(rows, key=lambda r: float(r["ms_per_step"] or 0)) if rows else None  # most time per step
         if mine is None:
             print(f"{pattern}: no such kernel in {argv[1]}")
             failures += 1

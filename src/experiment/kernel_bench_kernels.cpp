@@ -36,7 +36,9 @@ void KernelBenchKernels::profile_call(const measure::KernelBenchRow& row, const 
     throw_runtime("kernel trace: CUPTI dropped {} records of {}", trace.dropped_records, owner.layer);
   sm_arch_ = trace.sm_arch;
   gpu_ = trace.device;
-  measure::AttributedTrace attributed = measure::attribute_trace(trace, scopes);
+  // Each call a step of its own: the time between two calls is no gap before either's kernels.
+  measure::AttributedTrace attributed =
+      measure::attribute_trace(trace, scopes, static_cast<int64_t>(group_of_owner_.size()));
   counts_.attributed += attributed.counts.attributed;
   counts_.unattributed += attributed.counts.unattributed;
 
@@ -51,12 +53,7 @@ void KernelBenchKernels::profile_call(const measure::KernelBenchRow& row, const 
     for (auto& [key, values] : measure::match_metric_ranges(launched, run)) raw_metrics_[key] = std::move(values);
     last_metric_run_ = std::move(run);
   }
-  // Each call is a step of its own: the idle before its first kernel is the time between calls.
-  const auto call_index = static_cast<int64_t>(group_of_owner_.size());
-  for (measure::KernelRecord& r : attributed.records) {
-    if (r.step >= 0) r.step = call_index;
-    records_.push_back(std::move(r));
-  }
+  for (measure::KernelRecord& r : attributed.records) records_.push_back(std::move(r));
 }
 
 measure::KernelProfile KernelBenchKernels::profile() const {

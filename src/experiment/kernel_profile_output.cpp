@@ -204,11 +204,11 @@ KernelProfileSummary kernel_profile_summary(const measure::KernelProfile& profil
     const bool timed = measured_it != c.measured_ms.end() && measured_it->second > 0;
     r.measured_ms_per_step = timed ? NumberFigure(measured_it->second) : NumberFigure::null();
     r.kernel_vs_measured = timed ? NumberFigure(ms_per_step(sums.ns) / measured_it->second) : NumberFigure::null();
-    const auto idle_it = profile.idle_before_ns.find(owner);
-    const int64_t idle_ns = idle_it == profile.idle_before_ns.end() ? 0 : idle_it->second;
-    r.idle_ms_per_step = ms_per_step(idle_ns);
-    r.kernel_and_idle_vs_measured =
-        timed ? NumberFigure(ms_per_step(sums.ns + idle_ns) / measured_it->second) : NumberFigure::null();
+    const auto gap_it = profile.gap_before_ns.find(owner);
+    const int64_t gap_ns = gap_it == profile.gap_before_ns.end() ? 0 : gap_it->second;
+    r.gap_ms_per_step = ms_per_step(gap_ns);
+    r.kernel_and_gap_vs_measured =
+        timed ? NumberFigure(ms_per_step(sums.ns + gap_ns) / measured_it->second) : NumberFigure::null();
     r.share_of_step = share(sums.ns);
     r.kernels = sums.rows;
     r.launches_per_step = sums.launches;

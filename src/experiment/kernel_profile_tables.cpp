@@ -109,15 +109,15 @@ std::vector<const KernelProfileKernel*> longest(std::vector<const KernelProfileK
 }
 
 // How the parts' kernel sums compare with their measured times: the share of the parts (and of the
-// measured time) whose kernels come within 5 % of it, alone and with the GPU's idle before their
-// launches added, and the median of what kernels alone leave per launch. Events around a part count
-// that idle (a few microseconds a launch), kernel durations do not: against it only the short
-// parts' kernels-alone ratios fall far from 1.
+// measured time) whose kernels come within 5 % of it, alone and with the gaps before their launches
+// added (time when no kernel ran: launch turnaround, copies and memsets, which the trace does not
+// record), and the median of what kernels alone leave per launch. A part's events count those gaps,
+// its kernels do not: against a few microseconds a launch only the short parts fall far from 1.
 std::string attribution_line(const KernelProfileSummary& s) {
-  std::vector<double> gaps_us;
-  size_t parts = 0, within = 0, within_idle = 0;
-  double measured_ms = 0, within_ms = 0, within_idle_ms = 0;
-  bool idle_known = true;
+  std::vector<double> left_us;
+  size_t parts = 0, within = 0, within_gaps = 0;
+  double measured_ms = 0, within_ms = 0, within_gaps_ms = 0;
+  bool gaps_known = true;
   for (const KernelProfileOwner& o : s.owners.value_or({})) {
     const double measured = o.measured_ms_per_step.value_or(0), kernels = o.kernel_ms_per_step.value_or(0);
     const double launches = o.launches_per_step.value_or(0);
@@ -128,23 +128,23 @@ std::string attribution_line(const KernelProfileSummary& s) {
       ++within;
       within_ms += measured;
     }
-    idle_known = idle_known && o.idle_ms_per_step.has_value();
-    if (std::abs((kernels + o.idle_ms_per_step.value_or(0)) / measured - 1.0) <= 0.05) {
-      ++within_idle;
-      within_idle_ms += measured;
+    gaps_known = gaps_known && o.gap_ms_per_step.has_value();
+    if (std::abs((kernels + o.gap_ms_per_step.value_or(0)) / measured - 1.0) <= 0.05) {
+      ++within_gaps;
+      within_gaps_ms += measured;
     }
-    gaps_us.push_back(1000.0 * (measured - kernels) / launches);
+    left_us.push_back(1000.0 * (measured - kernels) / launches);
   }
   if (parts == 0) return "";
-  const std::string with_idle = idle_known
-                                    ? fmt::format("; with the GPU's idle before their launches, {} of {} ({:.1f} %)",
-                                                  within_idle, parts, 100.0 * within_idle_ms / measured_ms)
-                                    : "";
+  // Older results have no gaps: no second count rather than one that counts them as none.
+  const std::string with_gaps =
+      gaps_known ? fmt::format("; with the gaps before their launches (no kernel running), {} of {} ({:.1f} %)",
+                               within_gaps, parts, 100.0 * within_gaps_ms / measured_ms)
+                 : "";
   return fmt::format(
       "# kernels vs measured: {} of {} parts within 5 % of their measured time ({:.1f} % of the measured time){}; "
-      "measured minus kernels, per launch: median {:.1f} us (the GPU's idle between launches, which a part's events "
-      "count and its kernels do not)\n",
-      within, parts, 100.0 * within_ms / measured_ms, with_idle, median_of(std::move(gaps_us)));
+      "measured minus kernels, per launch: median {:.1f} us\n",
+      within, parts, 100.0 * within_ms / measured_ms, with_gaps, median_of(std::move(left_us)));
 }
 
 // A text column as wide as its longest entry, and no narrower than `least` (bench conv's owners
@@ -219,12 +219,13 @@ std::string owner_tables(const KernelProfileSummary& s, const KernelTableOptions
                        group == owner.pass.value_or("?") ? "" : " [" + group_kind + " " + group + "]",
                        num(owner.kernel_ms_per_step, "{:.4f}"), percent(owner.share_of_step));
     if (owner.measured_ms_per_step.has_value())
-      out += fmt::format("; measured {} ms (kernels/measured {}, with the {} us of idle before them {})",
-                         num(owner.measured_ms_per_step, "{:.4f}"), num(owner.kernel_vs_measured, "{:.2f}"),
-                         num(owner.idle_ms_per_step.has_value() ? NumberFigure(1000.0 * owner.idle_ms_per_step.value())
-                                                                : NumberFigure::null(),
-                             "{:.1f}"),
-                         num(owner.kernel_and_idle_vs_measured, "{:.2f}"));
+      out += fmt::format(
+          "; measured {} ms (kernels/measured {}; gaps before its launches {} us, kernels+gaps/measured {})",
+          num(owner.measured_ms_per_step, "{:.4f}"), num(owner.kernel_vs_measured, "{:.2f}"),
+          num(owner.gap_ms_per_step.has_value() ? NumberFigure(1000.0 * owner.gap_ms_per_step.value())
+                                                : NumberFigure::null(),
+              "{:.1f}"),
+          num(owner.kernel_and_gap_vs_measured, "{:.2f}"));
     out += "\n";
     out += fmt::format(fmt::runtime(row), "kernel", o.name_width, "launches", "ms/step", "%owner", "grid", "block",
                        "regs", "smem", "occupancy (limited by)");

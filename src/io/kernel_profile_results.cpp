@@ -160,10 +160,13 @@ std::span<const SchemaField<KernelProfileOwner>> KernelProfileOwner::fields() {
         field<&C::measured_ms_per_step>("measured_ms_per_step", "ms", R,
                                         "its time as the unprofiled timing measured it (null: not timed apart)"),
         field<&C::kernel_vs_measured>("kernel_vs_measured", "", R, "kernel_ms_per_step over measured_ms_per_step"),
-        field<&C::idle_ms_per_step>("idle_ms_per_step", "ms", R,
-                                    "the GPU's idle before its launches per step (after the step's previous kernel)"),
-        field<&C::kernel_and_idle_vs_measured>("kernel_and_idle_vs_measured", "", R,
-                                               "kernel_ms_per_step plus idle_ms_per_step over measured_ms_per_step"),
+        field<&C::gap_ms_per_step>("gap_ms_per_step", "ms", O,
+                                   "per step, the time before its launches when no kernel ran: from the latest end of "
+                                   "every earlier kernel to each launch, a step's first adding none (absent in older "
+                                   "files)"),
+        field<&C::kernel_and_gap_vs_measured>("kernel_and_gap_vs_measured", "", O,
+                                              "kernel_ms_per_step plus gap_ms_per_step over measured_ms_per_step "
+                                              "(absent in older files)"),
         field<&C::share_of_step>("share_of_step", "", R, "of the step's kernel time"),
         field<&C::kernels>("kernels", "", R, "kernel rows (kernel and launch configuration)"),
         field<&C::launches_per_step>("launches_per_step", "", R, "launches per step"),

@@ -60,8 +60,8 @@ struct RolledKernelMetrics {
 // One owner (a layer's pass, the update, the exchange, the input copy, the unattributed kernels).
 struct KernelProfileOwner : RolledKernelMetrics {
   TextFigure owner, layer, pass, group;
-  NumberFigure kernel_ms_per_step, measured_ms_per_step, kernel_vs_measured, idle_ms_per_step,
-      kernel_and_idle_vs_measured, share_of_step;
+  NumberFigure kernel_ms_per_step, measured_ms_per_step, kernel_vs_measured, gap_ms_per_step,
+      kernel_and_gap_vs_measured, share_of_step;
   CountFigure kernels;
   NumberFigure launches_per_step;
   static std::span<const SchemaField<KernelProfileOwner>> fields();

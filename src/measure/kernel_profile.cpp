@@ -2,6 +2,8 @@
 #include "measure/kernel_profile.hpp"
 
 #include <algorithm>
+#include <optional>
+#include <set>
 #include <tuple>
 #include <unordered_map>
 
@@ -82,30 +84,25 @@ SmLimits sm_limits_for_launch(const SmLimits& sm, const KernelLaunch& launch) {
 
 namespace {
 
-// KernelProfile::idle_before_ns. Records in start order; an unattributed kernel (no step) keeps the
-// GPU busy but is given no idle of its own; concurrent kernels overlap and add none.
-std::map<KernelOwner, int64_t> idle_before_owners(const std::vector<KernelRecord>& records) {
+// KernelProfile::gap_before_ns. Records in start order against the latest end of all before them,
+// any step's or none's: an unattributed kernel, or another step's on a second stream, keeps the GPU
+// busy, so concurrent kernels add no gap; only attributed kernels are given one.
+std::map<KernelOwner, int64_t> gap_before_owners(const std::vector<KernelRecord>& records) {
   std::vector<const KernelRecord*> by_start;
   by_start.reserve(records.size());
   for (const KernelRecord& r : records) by_start.push_back(&r);
   std::stable_sort(by_start.begin(), by_start.end(),
                    [](const KernelRecord* a, const KernelRecord* b) { return a->start_ns < b->start_ns; });
-  std::map<KernelOwner, int64_t> idle;
-  int64_t step = -1, latest_end = 0;
+  std::map<KernelOwner, int64_t> gaps;
+  std::set<int64_t> started;  // steps whose first kernel has been seen
+  std::optional<int64_t> latest_end;
   for (const KernelRecord* r : by_start) {
-    if (r->step < 0) {
-      if (step >= 0) latest_end = std::max(latest_end, r->end_ns);
-      continue;
-    }
-    if (r->step != step) {  // a step's first kernel: what came before belongs to no part of it
-      step = r->step;
-      latest_end = r->end_ns;
-      continue;
-    }
-    if (r->start_ns > latest_end) idle[r->owner] += r->start_ns - latest_end;
-    latest_end = std::max(latest_end, r->end_ns);
+    const bool steps_first = r->step >= 0 && started.insert(r->step).second;
+    if (r->step >= 0 && !steps_first && latest_end && r->start_ns > *latest_end)
+      gaps[r->owner] += r->start_ns - *latest_end;
+    latest_end = std::max(latest_end.value_or(r->end_ns), r->end_ns);
   }
-  return idle;
+  return gaps;
 }
 
 }  // namespace
@@ -149,7 +146,7 @@ KernelProfile summarize_kernels(const std::vector<KernelRecord>& records, int64_
     if (a.owner != b.owner) return a.owner < b.owner;
     return a.total_ns > b.total_ns;
   });
-  profile.idle_before_ns = idle_before_owners(records);
+  profile.gap_before_ns = gap_before_owners(records);
   return profile;
 }
 

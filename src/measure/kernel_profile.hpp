@@ -89,11 +89,12 @@ struct KernelProfile {
   int64_t profiled_steps = 0;
   int64_t kernel_ns = 0;               // the sum of all records' durations
   std::vector<KernelSummary> kernels;  // by owner, then by total time (longest first)
-  // The GPU's idle before each owner's launches, summed over the profiled steps: for each kernel, the
-  // time from the latest end of any kernel before it in the same step to its start. A part's events
-  // count this idle (launch turnaround, the host falling behind), its kernels do not; the first
-  // kernel of a step has no predecessor and adds none.
-  std::map<KernelOwner, int64_t> idle_before_ns;
+  // The gaps before each owner's launches, summed over the profiled steps: for each kernel, the time
+  // from the latest end of every kernel before it to its start, where no kernel ran. A part's events
+  // count these gaps (launch turnaround, the host falling behind, and copies and memsets, which the
+  // trace does not record), its kernels do not. A step's first kernel adds none: what comes before
+  // it is between steps.
+  std::map<KernelOwner, int64_t> gap_before_ns;
 };
 
 // Throws ConfigError for profiled_steps < 1, a record ending before it starts, or a launch the

@@ -27,13 +27,13 @@ void StepAttribution::close_as(const KernelOwner& owner) {
   open_id_ = 0;
 }
 
-AttributedTrace attribute_trace(const KernelTrace& trace, const StepAttribution& scopes) {
+AttributedTrace attribute_trace(const KernelTrace& trace, const StepAttribution& scopes, int64_t first_step) {
   AttributedTrace out;
   out.records.reserve(trace.kernels.size());
   for (const TracedKernel& k : trace.kernels) out.records.push_back(KernelRecord{k, {}, 0, -1});
   out.counts = attribute_kernels(out.records, AttributionInput{scopes.owner_of_external(), trace.links});
   for (KernelRecord& r : out.records)
-    if (r.external_id != 0) r.step = scopes.step_of(r.external_id);
+    if (r.external_id != 0) r.step = first_step + scopes.step_of(r.external_id);
   return out;
 }
 

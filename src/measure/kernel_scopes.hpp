@@ -47,13 +47,15 @@ class StepAttribution final : public StepScopes {
   std::map<uint64_t, int64_t> step_of_;
 };
 
-// The kernels of one trace with their owners: the records of `trace` attributed by `scopes`' ids;
+// The kernels of one trace with their owners: the records of `trace` attributed by `scopes`' ids,
+// each attributed one in the step its part ran in, counted from `first_step` (bench conv traces each
+// call apart and numbers the calls, so that what lies between two calls is no gap of either);
 // throws like attribute_kernels for a feed that contradicts itself.
 struct AttributedTrace {
   std::vector<KernelRecord> records;
   AttributionCounts counts;
 };
-AttributedTrace attribute_trace(const KernelTrace& trace, const StepAttribution& scopes);
+AttributedTrace attribute_trace(const KernelTrace& trace, const StepAttribution& scopes, int64_t first_step = 0);
 
 // Metric values per kernel of an owner from a profiler's ranges, matched by place to the traced
 // kernels of the same work (`launched`, in launch order), each value the mean over the kernel's

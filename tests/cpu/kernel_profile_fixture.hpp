@@ -4,7 +4,7 @@
 // group's time. Figures per step (ns): conv1 forward "implicit_gemm" 300 (+ "bn_fold" 100, no
 // metrics), conv2 forward "implicit_gemm" 600, bn1 forward "bn_fwd" 200, update "sgd" 100,
 // unattributed "memset" 100: 1400 ns of kernels per step. Every launch starts 10 ns after the one
-// before it, so each part's kernels but a step's first have 10 ns of idle before them.
+// before it, so every kernel but a step's first has a 10 ns gap before it.
 #pragma once
 #include <string>
 

@@ -127,13 +127,15 @@ TEST(KernelProfile, LaunchesTimesAndSharesPerOwnerAndStep) {
   }
 }
 
-// The GPU's idle before each owner's launches: from the latest end of any earlier kernel of the same
-// step to the kernel's start. Hand-placed records (ns), step 0 then step 1:
-//   conv1 fwd [0,100]  conv2 fwd [130,200] (idle 30)  unattributed [210,260]
-//   conv2 fwd [250,300] (overlaps the unattributed kernel: no idle)  update [340,400] (idle 40)
-//   step 1: conv1 fwd [1000,1100] (a step's first kernel: none)  conv1 fwd [1107,1200] (idle 7)
-//   a kernel on a second stream, update [1150,1190], inside conv1's second: no idle.
-TEST(KernelProfile, IdleBeforeEachOwnersLaunchesWithinItsStep) {
+// The gaps before each owner's launches: from the latest end of every earlier kernel to the
+// kernel's start, none for a step's first kernel. Hand-placed records (ns), step 0 then step 1:
+//   conv1 fwd [0,100]  conv2 fwd [130,200] (gap 30)  unattributed [210,260]
+//   conv2 fwd [250,300] (overlaps the unattributed kernel: no gap)  update [340,400] (gap 40)
+//   step 1: conv1 fwd [1000,1100] (a step's first kernel: none)  conv1 fwd [1107,1200] (gap 7)
+//   a kernel on a second stream, update [1150,1190], inside conv1's second: no gap
+//   step 2's first kernel [1180,1250], overlapping step 1's tail, then step 1's update [1260,1300]:
+//   gap 10 after step 2's kernel, the latest end of any step's.
+TEST(KernelProfile, GapsBeforeEachOwnersLaunchesAfterEveryEarlierKernel) {
   std::vector<KernelRecord> records;
   const auto add = [&](const KernelOwner& owner, int64_t start, int64_t end, int64_t step) {
     KernelRecord r;
@@ -156,14 +158,16 @@ TEST(KernelProfile, IdleBeforeEachOwnersLaunchesWithinItsStep) {
   add(kConv1Forward, 1000, 1100, 1);
   add(kConv1Forward, 1107, 1200, 1);
   add(kUpdate, 1150, 1190, 1);
-  const KernelProfile p = summarize_kernels(records, 2, sm90_limits());
-  EXPECT_EQ(p.idle_before_ns.at(kConv1Forward), 7);
-  EXPECT_EQ(p.idle_before_ns.at(kConv2Forward), 30);
-  EXPECT_EQ(p.idle_before_ns.at(kUpdate), 40);
-  EXPECT_FALSE(p.idle_before_ns.contains(unattributed_owner()));
-  // Records without a step (a feed attributed by hand, no scopes) give no idle at all.
+  add(kConv1Forward, 1180, 1250, 2);
+  add(kUpdate, 1260, 1300, 1);
+  const KernelProfile p = summarize_kernels(records, 3, sm90_limits());
+  EXPECT_EQ(p.gap_before_ns.at(kConv1Forward), 7);
+  EXPECT_EQ(p.gap_before_ns.at(kConv2Forward), 30);
+  EXPECT_EQ(p.gap_before_ns.at(kUpdate), 50);
+  EXPECT_FALSE(p.gap_before_ns.contains(unattributed_owner()));
+  // Records without a step (a feed attributed by hand, no scopes) give no gaps at all.
   for (KernelRecord& r : records) r.step = -1;
-  EXPECT_TRUE(summarize_kernels(records, 2, sm90_limits()).idle_before_ns.empty());
+  EXPECT_TRUE(summarize_kernels(records, 3, sm90_limits()).gap_before_ns.empty());
 }
 
 TEST(KernelProfile, SharesSumToOne) {

@@ -61,10 +61,10 @@ TEST(KernelProfileResults, OwnersAndGroupsAddUpAsRecorded) {
   EXPECT_DOUBLE_EQ(conv1.kernel_ms_per_step.value(), 400e-6);
   EXPECT_DOUBLE_EQ(conv1.kernel_vs_measured.value(), 0.8);
   // conv1's second kernel waits 10 ns in each step (its first is the step's first): 410 of 500 ns.
-  EXPECT_DOUBLE_EQ(conv1.idle_ms_per_step.value(), 10e-6);
-  EXPECT_DOUBLE_EQ(conv1.kernel_and_idle_vs_measured.value(), 410.0 / 500.0);
-  EXPECT_DOUBLE_EQ(owner_row(s, "conv2 forward").kernel_and_idle_vs_measured.value(), 610.0 / 600.0);
-  EXPECT_TRUE(owner_row(s, "bn1 forward").kernel_and_idle_vs_measured.is_null());
+  EXPECT_DOUBLE_EQ(conv1.gap_ms_per_step.value(), 10e-6);
+  EXPECT_DOUBLE_EQ(conv1.kernel_and_gap_vs_measured.value(), 410.0 / 500.0);
+  EXPECT_DOUBLE_EQ(owner_row(s, "conv2 forward").kernel_and_gap_vs_measured.value(), 610.0 / 600.0);
+  EXPECT_TRUE(owner_row(s, "bn1 forward").kernel_and_gap_vs_measured.is_null());
   EXPECT_EQ(conv1.kernels.value(), 2);
   EXPECT_EQ(conv1.group.value(), "Convolution");
   EXPECT_TRUE(owner_row(s, "bn1 forward").measured_ms_per_step.is_null());  // not timed apart
@@ -142,6 +142,23 @@ TEST(KernelProfileResults, RoundTripsThroughJsonText) {
   EXPECT_EQ(kernel_profile_result_from_json(json::parse(written.dump()), "summary.json"), s);
   const KernelProfileSummary plain = testing::recorded_summary(false);
   EXPECT_EQ(kernel_profile_result_from_json(json::parse(kernel_profile_result_json(plain).dump()), "f"), plain);
+}
+
+// Profiles written before the gaps were measured read back with the gaps absent, not refused.
+TEST(KernelProfileResults, AnOlderFileWithoutGapsReadsBackWithThemAbsent) {
+  const KernelProfileSummary s = testing::recorded_summary();
+  json j = kernel_profile_result_json(s);
+  for (json& owner : j["owners"]) {
+    owner.erase("gap_ms_per_step");
+    owner.erase("kernel_and_gap_vs_measured");
+  }
+  const KernelProfileSummary back = kernel_profile_result_from_json(j, "old/summary.json");
+  ASSERT_EQ(back.owners.value().size(), s.owners.value().size());
+  for (const KernelProfileOwner& o : back.owners.value()) {
+    EXPECT_FALSE(o.gap_ms_per_step.written()) << o.owner.value();
+    EXPECT_FALSE(o.kernel_and_gap_vs_measured.written()) << o.owner.value();
+  }
+  EXPECT_EQ(back.kernels, s.kernels);
 }
 
 TEST(KernelProfileResults, FolderHoldsTheTablesAndReadsBack) {

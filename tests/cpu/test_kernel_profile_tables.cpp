@@ -68,20 +68,21 @@ TEST(KernelProfileTables, ABenchHeaderNamesTheBatchOnlyWhereTheProblemsShareIt) 
 }
 
 // Each part's kernel sum against its measured time: how many parts (and how much of the measured
-// time) come within 5 %, and the median remainder per launch, the GPU's idle between launches.
+// time) come within 5 %, alone and with the gaps before their launches, and the median remainder per
+// launch.
 TEST(KernelProfileTables, HeaderComparesEachPartsKernelsWithItsMeasuredTime) {
-  const auto part = [](const char* name, double kernels, NumberFigure measured, double launches, double idle) {
+  const auto part = [](const char* name, double kernels, NumberFigure measured, double launches, double gaps) {
     KernelProfileOwner o;
     o.owner = std::string(name);
     o.kernel_ms_per_step = kernels;
     o.measured_ms_per_step = measured;
     o.launches_per_step = launches;
-    o.idle_ms_per_step = idle;
+    o.gap_ms_per_step = gaps;
     return o;
   };
   KernelProfileSummary s;
   // Left per launch: conv1 (1.0 - 0.98) ms / 4 = 5 us, loss 5 us, bn1 50 us; update has no
-  // measured time of its own and is no part of the comparison. With the idle before their launches
+  // measured time of its own and is no part of the comparison. With the gaps before their launches
   // the loss comes to 0.0098 of 0.010 ms (within 5 %), bn1 to 0.21 of 0.3 (not).
   s.owners = std::vector<KernelProfileOwner>{part("conv1 forward", 0.98, 1.0, 4, 0.015),
                                              part("loss forward", 0.005, 0.010, 1, 0.0048),
@@ -90,16 +91,34 @@ TEST(KernelProfileTables, HeaderComparesEachPartsKernelsWithItsMeasuredTime) {
   // 1.0 of 1.31 ms measured is conv1's: 76.3 %; with the loss's 0.01, 77.1 %.
   EXPECT_TRUE(has(t,
                   "# kernels vs measured: 1 of 3 parts within 5 % of their measured time (76.3 % of the measured "
-                  "time); with the GPU's idle before their launches, 2 of 3 (77.1 %); measured minus kernels, per "
-                  "launch: median 5.0 us"))
+                  "time); with the gaps before their launches (no kernel running), 2 of 3 (77.1 %); measured minus "
+                  "kernels, per launch: median 5.0 us\n"))
       << t;
-  // Results without the idle (null) give no second count rather than counting it as none.
+  // Results without the gaps (older files) give no second count rather than counting them as none.
   std::vector<KernelProfileOwner> owners = s.owners.value();
-  owners[0].idle_ms_per_step = NumberFigure::null();
+  owners[0].gap_ms_per_step = NumberFigure();
   s.owners = owners;
   EXPECT_TRUE(has(report::kernel_profile_tables(s), "(76.3 % of the measured time); measured minus kernels")) << t;
   s.owners = std::vector<KernelProfileOwner>{part("update", 0.1, {}, 1, 0.0)};
   EXPECT_FALSE(has(report::kernel_profile_tables(s), "kernels vs measured"));
+}
+
+// An owner's heading: its gaps in microseconds per step (conv1's 2.5 us here, beside 1 ms measured).
+TEST(KernelProfileTables, AnOwnersHeadingGivesItsGapsInMicroseconds) {
+  KernelProfileSummary s = testing::recorded_summary();
+  std::vector<KernelProfileOwner> owners = s.owners.value();
+  for (KernelProfileOwner& o : owners)
+    if (o.owner == std::string("conv1 forward")) {
+      o.measured_ms_per_step = 1.0;
+      o.kernel_ms_per_step = 0.9;
+      o.kernel_vs_measured = 0.9;
+      o.gap_ms_per_step = 0.0025;
+      o.kernel_and_gap_vs_measured = 0.9025;
+    }
+  s.owners = owners;
+  EXPECT_TRUE(has(report::kernel_profile_tables(s),
+                  "measured 1.0000 ms (kernels/measured 0.90; gaps before its launches 2.5 us, kernels+gaps/measured "
+                  "0.90)"));
 }
 
 TEST(KernelProfileTables, EachOwnerListsItsKernelsWithLaunchAndOccupancy) {
@@ -107,8 +126,8 @@ TEST(KernelProfileTables, EachOwnerListsItsKernelsWithLaunchAndOccupancy) {
   const std::vector<std::string> conv1 = block(t, "conv1 forward [layer type Convolution]");
   ASSERT_EQ(conv1.size(), 4u) << t;  // heading, column heads, two kernels
   EXPECT_TRUE(has(conv1[0],
-                  "0.0004 ms/step of kernels, 28.6% of the step; measured 0.0005 ms (kernels/measured 0.80, with the "
-                  "0.0 us of idle before them 0.82)"))
+                  "0.0004 ms/step of kernels, 28.6% of the step; measured 0.0005 ms (kernels/measured 0.80; gaps "
+                  "before its launches 0.0 us, kernels+gaps/measured 0.82)"))
       << conv1[0];
   EXPECT_TRUE(has(conv1[1], "launches") && has(conv1[1], "ms/step") && has(conv1[1], "regs") &&
               has(conv1[1], "occupancy (limited by)"));

@@ -108,6 +108,39 @@ TEST(KernelScopes, MisuseIsRefusedRatherThanMisattributed) {
   EXPECT_THROW(scopes.begin_step(), RuntimeError);
 }
 
+// A traced call as bench conv traces each variant: one step under scopes of its own, numbered from
+// the call's index. Two calls 1 ms apart, each of two kernels 10 ns apart: each call's second kernel
+// has a 10 ns gap, and the millisecond between the calls is no gap of either.
+TEST(KernelScopes, EachTracedCallIsAStepOfItsOwnSoNothingBetweenCallsIsAGap) {
+  const KernelOwner owner{"conv1 fwd ALGO_0", KernelPass::Forward};
+  std::vector<measure::KernelRecord> records;
+  for (int64_t call = 0; call < 2; ++call) {
+    measure::StepAttribution scopes;
+    scopes.begin_step();
+    scopes.close_as(owner);
+    KernelTrace trace;
+    for (int64_t k = 0; k < 2; ++k) {
+      TracedKernel t;
+      t.name = "gemm";
+      t.launch.grid = {1, 1, 1};
+      t.launch.block = {32, 1, 1};
+      t.correlation_id = static_cast<uint64_t>(10 * call + k + 1);
+      t.start_ns = call * 1'000'000 + k * 110;
+      t.end_ns = t.start_ns + 100;
+      trace.kernels.push_back(t);
+      trace.links.push_back({t.correlation_id, 1});  // the call's one part has id 1
+    }
+    measure::AttributedTrace a = measure::attribute_trace(trace, scopes, call);
+    ASSERT_EQ(a.counts.attributed, 2);
+    for (measure::KernelRecord& r : a.records) {
+      EXPECT_EQ(r.step, call);
+      records.push_back(std::move(r));
+    }
+  }
+  const measure::KernelProfile p = measure::summarize_kernels(records, 1, measure::sm90_limits());
+  EXPECT_EQ(p.gap_before_ns.at(owner), 20);
+}
+
 // Two launches of "gemm" in fc1's forward (100 and 300 ns) and one "relu" in relu1's: the gemm's
 // value is the duration-weighted mean (10 * 100 + 30 * 300) / 400 = 25; relu keeps its own.
 TEST(KernelScopes, MetricRangesMatchTracedKernelsByPlaceWeightedByDuration) {
