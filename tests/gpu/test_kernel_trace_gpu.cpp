@@ -8,6 +8,7 @@
 
 #include "backend/backend.hpp"
 #include "experiment/kernel_profile_run.hpp"
+#include "measure/kernel_metric_set.hpp"
 #include "measure/kernel_scopes.hpp"
 #include "net/net.hpp"
 
@@ -61,7 +62,8 @@ TEST(KernelTraceGpu, EveryKernelOfATracedStepBelongsToAPartThatBracketsIt) {
   request.options.batch = 64;
   request.options.iterations = 10;
   request.options.warmup = 3;
-  const NetworkKernelProfile p = profile_network_kernels(request, *backend, KernelProfileOptions{.steps = 3, .metric_names = {}});
+  const NetworkKernelProfile p =
+      profile_network_kernels(request, *backend, KernelProfileOptions{.steps = 3, .metric_names = {}});
   EXPECT_EQ(p.counts.unattributed, 0);
   EXPECT_GT(p.counts.attributed, 0);
   EXPECT_FALSE(p.graphs);
@@ -79,6 +81,43 @@ TEST(KernelTraceGpu, EveryKernelOfATracedStepBelongsToAPartThatBracketsIt) {
   }
   std::printf("step: untraced %.4f ms, traced %.4f ms, kernels %.4f ms\n", p.measured.result.step_ms, p.traced.step_ms,
               static_cast<double>(p.profile.kernel_ns) / 1e6 / static_cast<double>(p.profile.profiled_steps));
+}
+
+// `time --kernels --metrics --metric-replay work` end to end on LeNet: the profiled step runs once
+// per pass, every traced kernel of the step gets the metrics' values, and the kernels with the gaps
+// before them fit within the traced step (they run between its first and last event).
+TEST(KernelTraceGpu, WorkReplayProfilesEveryKernelOfTheStep) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  auto backend = make_backend("gpu");
+  TimeRequest request{.spec = NetSpec::load(std::string(CNNSCALE_SOURCE_DIR) + "/networks/lenet.yaml"),
+                      .options = {},
+                      .calibration = {}};
+  request.options.batch = 64;
+  request.options.iterations = 5;
+  request.options.warmup = 3;
+  const std::vector<std::string> keys{"achieved_occupancy", "ipc"};
+  const NetworkKernelProfile p = profile_network_kernels(
+      request, *backend,
+      KernelProfileOptions{.steps = 2, .metric_names = measure::cupti_metrics_for(keys), .replay = MetricReplay::Work});
+  ASSERT_TRUE(p.metric_run.has_value());
+  EXPECT_EQ(p.metric_run->replay, MetricReplay::Work);
+  EXPECT_GE(p.metric_run->passes, 1);
+  EXPECT_EQ(p.metric_run->runs, p.metric_run->passes);
+  for (const measure::KernelSummary& s : p.profile.kernels) {
+    const auto it = p.raw_metrics.find(measure::KernelKey{s.owner, s.name});
+    ASSERT_NE(it, p.raw_metrics.end()) << measure::owner_label(s.owner) << " " << s.name;
+    const std::map<std::string, double> v = measure::kernel_metric_values(keys, it->second);
+    EXPECT_GT(v.at("achieved_occupancy"), 0.0) << s.name;
+    EXPECT_LE(v.at("achieved_occupancy"), 100.0) << s.name;
+    EXPECT_GT(v.at("ipc"), 0.0) << s.name;
+  }
+  int64_t busy_ns = p.profile.kernel_ns;
+  for (const auto& [owner, ns] : p.profile.gap_before_ns) busy_ns += ns;
+  const double per_step_ms = static_cast<double>(busy_ns) / 1e6 / static_cast<double>(p.profile.profiled_steps);
+  std::printf("[work replay] %lld passes in %.2f s; kernels and gaps %.4f ms per step, traced step %.4f ms\n",
+              static_cast<long long>(p.metric_run->passes), p.metric_seconds, per_step_ms, p.traced.step_ms);
+  // Half a microsecond a step for the events' resolution.
+  EXPECT_LE(per_step_ms, p.traced.step_ms + 0.0005);
 }
 
 }  // namespace
