@@ -53,15 +53,21 @@ TEST(KernelTraceGpu, RecordsCarryNamesLaunchesAndLinks) {
   EXPECT_GE(multiplied, 1);
 }
 
-TEST(KernelTraceGpu, EveryKernelOfATracedStepBelongsToAPartThatBracketsIt) {
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
-  auto backend = make_backend("gpu");
+// LeNet at batch 64, `iterations` timed steps after 3 of warm-up.
+TimeRequest lenet_request(int64_t iterations) {
   TimeRequest request{.spec = NetSpec::load(std::string(CNNSCALE_SOURCE_DIR) + "/networks/lenet.yaml"),
                       .options = {},
                       .calibration = {}};
   request.options.batch = 64;
-  request.options.iterations = 10;
+  request.options.iterations = iterations;
   request.options.warmup = 3;
+  return request;
+}
+
+TEST(KernelTraceGpu, EveryKernelOfATracedStepBelongsToAPartThatBracketsIt) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  auto backend = make_backend("gpu");
+  const TimeRequest request = lenet_request(10);
   const NetworkKernelProfile p =
       profile_network_kernels(request, *backend, KernelProfileOptions{.steps = 3, .metric_names = {}});
   EXPECT_EQ(p.counts.unattributed, 0);
@@ -89,12 +95,7 @@ TEST(KernelTraceGpu, EveryKernelOfATracedStepBelongsToAPartThatBracketsIt) {
 TEST(KernelTraceGpu, WorkReplayProfilesEveryKernelOfTheStep) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
   auto backend = make_backend("gpu");
-  TimeRequest request{.spec = NetSpec::load(std::string(CNNSCALE_SOURCE_DIR) + "/networks/lenet.yaml"),
-                      .options = {},
-                      .calibration = {}};
-  request.options.batch = 64;
-  request.options.iterations = 5;
-  request.options.warmup = 3;
+  const TimeRequest request = lenet_request(5);
   const std::vector<std::string> keys{"achieved_occupancy", "ipc"};
   const NetworkKernelProfile p = profile_network_kernels(
       request, *backend,
