@@ -13,7 +13,9 @@ NCU_RAW_CSV is `ncu --csv --page raw --print-kernel-base demangled --clock-contr
 --cache-control none --metrics <the CUPTI metrics below, launch__*> cnnscale time NET ...` (the same
 network, batch and precision, without --kernels: two profilers cannot share a process). Each PATTERN
 (a substring of a kernel name) picks one kernel: its row with the most time per step in our file,
-and every ncu launch of the same function name, grid and block, whose median is compared. Launch attributes must be equal; metric
+and every ncu launch of the same function name, grid and block whose duration is within a factor
+1.5 of its mean (the same problem, not another layer's), whose median is compared. Launch
+attributes must be equal; metric
 values within 2 % (relative, or 0.5 points for a percentage below 25 %, where a relative bound is
 stricter than the counters' own launch-to-launch spread). The "ncu spread" column is the range of
 ncu's own launches, relative to their median: where it exceeds 2 %, ncu does not reproduce itself
@@ -49,8 +51,11 @@ LAUNCH = {  # ours -> ncu
 }
 
 
+DURATION = "gpu__time_duration.sum"  # ns: tells apart launches of one kernel on problems of other sizes
+
+
 def ncu_metric_list():
-    names = set(LAUNCH.values())
+    names = set(LAUNCH.values()) | {DURATION}
     for num, den, _ in FORMULAS.values():
         names.add(num)
         if den:
@@ -172,6 +177,13 @@ def main(argv):
         # its own way ("<unnamed>" for "(anonymous namespace)", 1 for true, T1 in signatures).
         theirs = [r for r in ncu if function_name(r["Kernel Name"]) == function_name(mine["name"])
                   and dims(r.get("Grid Size")) == grid and dims(r.get("Block Size")) == block]
+        # One function with one grid and block can serve several layers of different sizes (a 3x3
+        # convolution and a 1x1 projection of the same output): keep the launches whose duration is
+        # within a factor 1.5 of ours, the same problem; the others are other layers' launches.
+        ours_ns = number(mine.get("mean_us"))
+        if ours_ns:
+            same = [r for r in theirs if (d := number(r.get(DURATION))) and 1 / 1.5 <= d / (ours_ns * 1e3) <= 1.5]
+            theirs = same or theirs
         short = pattern[:40]
         if not theirs:
             print(f"{short:40} no ncu launch of the same name, grid {grid} and block {block}")
