@@ -161,6 +161,15 @@ void Backend::convert_segments(const Tensor& src, const Tensor& dst, const Tenso
   }
 }
 
+void Backend::conv_backward_data_add(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx,
+                                     const Tensor& scratch) {
+  CNNSCALE_CHECK(scratch.defined() && scratch.shape() == dx.shape() && scratch.dtype() == dx.dtype() &&
+                     scratch.layout() == dx.layout(),
+                 "conv_backward_data_add on {}: the scratch must have dx's shape, dtype and layout", name());
+  conv_backward_data(p, w, dy, scratch);
+  axpby(1.0f, scratch, 1.0f, dx);
+}
+
 void Backend::axpby_unless(float alpha, const Tensor& x, float beta, const Tensor& y, const Tensor& skip) {
   CNNSCALE_CHECK(x.dtype() == DType::F32 && x.numel() == 1 && y.dtype() == DType::F32 && y.numel() == 1,
                  "axpby_unless on {}: x and y must be f32 (1)", name());

@@ -181,6 +181,14 @@ class Backend {
   // ---- convolution: x (N, C, H, W), w (K, C / groups, R, S), y (N, K, P, Q) -------------------
   virtual void conv_forward(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y) = 0;
   virtual void conv_backward_data(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx) = 0;
+  // dx += the data gradient: a blob's later consumers in backward add to what its first one wrote
+  // (Layer::set_bottom_diff_adds), instead of each writing a buffer of its own that a separate pass
+  // then sums. `scratch` (dx's shape, dtype and layout) is where a backend that cannot add in place
+  // forms the gradient before adding it, as this default does.
+  virtual void conv_backward_data_add(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx,
+                                      const Tensor& scratch);
+  // Whether conv_backward_data_add never needs its scratch (then the net passes none).
+  virtual bool adds_gradients_in_place() const { return false; }
   // x as the last forward of this convolution on x's buffer saw it, where one ran (backprop's order):
   // a backend may reuse what that forward derived from x (CUDA's lowered and width-lowered inputs).
   virtual void conv_backward_filter(const ConvParams& p, const Tensor& x, const Tensor& dy, const Tensor& dw) = 0;

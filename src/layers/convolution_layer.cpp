@@ -159,8 +159,15 @@ class ConvolutionLayer final : public Layer {
     if (addend_ && propagate[1]) ctx.backend.copy(top_diff[0], bottom_diff[1]);
     ctx.backend.conv_backward_filter(conv_, bottom[0], top_diff[0], params_[0].diff);
     if (w_.bias) ctx.backend.bias_backward(top_diff[0], params_[1].diff);
-    if (propagate[0]) ctx.backend.conv_backward_data(conv_, params_[0].data, top_diff[0], bottom_diff[0]);
+    if (!propagate[0]) return;
+    if (adds_bottom_diff(0))
+      ctx.backend.conv_backward_data_add(conv_, params_[0].data, top_diff[0], bottom_diff[0], add_scratch_[0]);
+    else
+      ctx.backend.conv_backward_data(conv_, params_[0].data, top_diff[0], bottom_diff[0]);
   }
+
+  // The data gradient adds to what the blob's other consumers wrote (Backend::conv_backward_data_add).
+  bool can_add_bottom_diff(size_t bottom) const override { return bottom == 0; }
 
  private:
   // The int8 forward; false where it cannot run (then the caller runs the net's precision).

@@ -156,7 +156,7 @@ class Layer {
   virtual void setup(Backend&) {}
   virtual void forward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top) = 0;
   // top_diff: gradients of the loss w.r.t. the tops. Writes bottom_diff[i] when propagate[i]
-  // (overwriting) and the diff of every parameter (overwriting).
+  // (overwriting, or adding where adds_bottom_diff(i)) and the diff of every parameter (overwriting).
   virtual void backward(LayerContext& ctx, const std::vector<Tensor>& bottom, const std::vector<Tensor>& top,
                         const std::vector<Tensor>& top_diff, const std::vector<bool>& propagate,
                         const std::vector<Tensor>& bottom_diff) = 0;
@@ -182,6 +182,18 @@ class Layer {
   // for layers with nothing to choose, and before the first forward.
   virtual std::string implementation(const Backend& /*backend*/) const { return {}; }
 
+  // Gradient accumulation. A blob read by several layers has one gradient: its first consumer in
+  // backward order writes it, and each later one that can_add_bottom_diff adds to it, with no
+  // buffer of its own to sum afterwards (the net plans this; see Net::Impl::plan_backward).
+  virtual bool can_add_bottom_diff(size_t /*bottom*/) const { return false; }
+  // Set by the net: per bottom, whether backward adds to bottom_diff, and the scratch (bottom_diff's
+  // shape) the backend may need for that, undefined where it adds in place.
+  void set_bottom_diff_adds(std::vector<bool> adds, std::vector<Tensor> scratch) {
+    adds_ = std::move(adds);
+    add_scratch_ = std::move(scratch);
+  }
+  bool adds_bottom_diff(size_t bottom) const { return bottom < adds_.size() && adds_[bottom]; }
+
   std::vector<Param>& params() { return params_; }
   const std::vector<Param>& params() const { return params_; }
   std::vector<Tensor>& state() { return state_; }
@@ -191,6 +203,8 @@ class Layer {
   LayerConfig cfg_;
   std::vector<Param> params_;  // bound by the net, in param_specs() order
   std::vector<Tensor> state_;  // bound by the net, in state_specs() order
+  std::vector<bool> adds_;     // see set_bottom_diff_adds
+  std::vector<Tensor> add_scratch_;
 };
 
 // What a layer type is for, the keys it takes besides the common ones (name, type, bottom, top,

@@ -29,8 +29,12 @@ struct Blob {
   // producer's backward (Caffe's Split layer, without a layer).
   Tensor diff;
   std::vector<Tensor> extra_diffs;
+  // Where later consumers add to `diff` instead (Layer::can_add_bottom_diff): how many, and the one
+  // scratch they share (they run one after another) where the backend cannot add in place.
+  int adders = 0;
+  Tensor add_scratch;
   bool needs_grad = false;  // produced by a layer that runs backward
-  int grad_consumers = 0;
+  int grad_consumers = 0;   // consumers writing a buffer: `diff` and each of extra_diffs
 };
 
 struct NetLayer {
@@ -40,6 +44,7 @@ struct NetLayer {
   bool runs_backward = false;
   std::vector<bool> propagate;   // per bottom
   std::vector<int> diff_slot;    // per bottom: -1 none, 0 the blob's diff, k its extra_diffs[k - 1]
+  std::vector<bool> adds;        // per bottom: adds to the blob's diff (slot 0) written before it
   // What forward/backward receive; rebuilt whenever activations are (re)allocated.
   std::vector<Tensor> bottom_data, top_data, top_diff, bottom_diff;
 };

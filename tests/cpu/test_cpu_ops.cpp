@@ -78,6 +78,22 @@ TEST_P(ConvVsDirect, ForwardAndBackwardMatchDirectLoops) {
   for (size_t i = 0; i < ref_y.size(); ++i) ASSERT_NEAR(y.f32()[i], ref_y[i], kTol) << "y[" << i << "]";
   for (size_t i = 0; i < ref_dx.size(); ++i) ASSERT_NEAR(dx.f32()[i], ref_dx[i], kTol) << "dx[" << i << "]";
   for (size_t i = 0; i < ref_dw.size(); ++i) ASSERT_NEAR(dw.f32()[i], ref_dw[i], kTol) << "dw[" << i << "]";
+
+  // Adding the data gradient to what dx holds (a blob's later consumer in backward): in place, and
+  // through Backend's default (a scratch, then axpby). The held values are U(-9, 9): their fp32
+  // rounding adds at most 9 * 2^-24 to the error, far inside kTol.
+  Tensor held = cpu.alloc(x.shape()), added = cpu.alloc(x.shape()), scratch = cpu.alloc(x.shape());
+  fill_uniform(cpu, held, 6, -9, 9);
+  for (int way = 0; way < 2; ++way) {
+    cpu.copy(held, added);
+    if (way == 0)
+      cpu.conv_backward_data_add(p, w, dy, added, Tensor());
+    else
+      cpu.Backend::conv_backward_data_add(p, w, dy, added, scratch);
+    for (size_t i = 0; i < ref_dx.size(); ++i)
+      ASSERT_NEAR(added.f32()[i], held.f32()[i] + ref_dx[i], kTol)
+          << (way == 0 ? "in place" : "scratch") << " dx[" << i << "]";
+  }
 }
 
 ConvParams conv(int kh, int kw, int sh, int sw, int ph, int pw, int dh, int dw, int groups) {

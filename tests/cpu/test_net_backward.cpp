@@ -160,6 +160,29 @@ TEST(NetBackward, GradientsAfterReshape) {
   check_gradients(net);
 }
 
+// A blob's consumers after the first in backward order add to its one gradient where they can (the
+// convolutions); the finite-difference test above checks the sums, this that the plan took them.
+TEST(NetBackward, LaterConvolutionsAddToTheFirstConsumersGradient) {
+  auto backend = make_backend("cpu");
+  auto adding = [&](const std::string& yaml) {
+    Net net(NetSpec::load_string(yaml, "small.yaml"), *backend, 2, 1);
+    std::vector<std::string> out;
+    for (Layer* l : net.layers())
+      for (size_t i = 0; i < l->bottoms().size(); ++i)
+        if (l->adds_bottom_diff(i)) out.push_back(l->name() + "/" + std::to_string(i));
+    return out;
+  };
+  // relu1 is read by a, b and sum: sum runs first in backward and writes; b, then a, add.
+  EXPECT_EQ(adding(kEltwiseNet), (std::vector<std::string>{"a/0", "b/0"}));
+  // Concat writes (it runs first); the convolutions on either side of it add.
+  EXPECT_EQ(adding(kConcatNet), (std::vector<std::string>{"a/0", "b/0"}));
+  // A residual block: the sum reads the block input last and writes; the block's convolution adds
+  // (the first block's input is the data, which needs no gradient).
+  EXPECT_EQ(adding(kBlockNet), (std::vector<std::string>{"stage_2_conv/0"}));
+  // Inner products cannot add: both heads keep buffers of their own, summed as before.
+  EXPECT_TRUE(adding(kTwoLossNet).empty());
+}
+
 TEST(NetBackward, WeightedLossesAreSummed) {
   NetSpec spec = NetSpec::load_string(kTwoLossNet, "small.yaml");
   auto backend = make_backend("cpu");

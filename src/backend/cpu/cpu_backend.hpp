@@ -55,6 +55,11 @@ class CpuBackend final : public Backend {
   void conv_backward_data(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx) override {
     conv_.backward_data(p, w, dy, dx);
   }
+  void conv_backward_data_add(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx,
+                              const Tensor& /*scratch*/) override {
+    conv_.backward_data(p, w, dy, dx, /*add=*/true);
+  }
+  bool adds_gradients_in_place() const override { return true; }
   void conv_backward_filter(const ConvParams& p, const Tensor& x, const Tensor& dy, const Tensor& dw) override {
     conv_.backward_filter(p, x, dy, dw);
   }

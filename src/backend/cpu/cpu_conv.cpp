@@ -123,7 +123,8 @@ void Im2colConvolution::forward(const ConvParams& p, const Tensor& x, const Tens
     }
 }
 
-void Im2colConvolution::backward_data(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx) {
+void Im2colConvolution::backward_data(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx,
+                                      bool add) {
   check_f32("conv_backward_data", w, "w");
   check_f32("conv_backward_data", dy, "dy");
   check_f32("conv_backward_data", dx, "dx");
@@ -139,11 +140,11 @@ void Im2colConvolution::backward_data(const ConvParams& p, const Tensor& w, cons
       const float* dyg = dy.f32() + (n * g.filters + grp * g.group_filters) * spatial;
       // dcol (col_rows, P*Q) = W_g^T (col_rows, K/groups) * dy_g (K/groups, P*Q)
       if (pointwise) {
-        sgemm(true, false, col_rows, spatial, g.group_filters, 1.0f, wg, dyg, 0.0f, dxg);
+        sgemm(true, false, col_rows, spatial, g.group_filters, 1.0f, wg, dyg, add ? 1.0f : 0.0f, dxg);
         continue;
       }
       sgemm(true, false, col_rows, spatial, g.group_filters, 1.0f, wg, dyg, 0.0f, col_.data());
-      std::memset(dxg, 0, static_cast<size_t>(g.group_channels * g.height * g.width) * sizeof(float));
+      if (!add) std::memset(dxg, 0, static_cast<size_t>(g.group_channels * g.height * g.width) * sizeof(float));
       col2im(col_.data(), g.group_channels, g.height, g.width, p, g.out_h, g.out_w, dxg);
     }
 }

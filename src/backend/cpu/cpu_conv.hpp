@@ -20,7 +20,8 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
 class Im2colConvolution {
  public:
   void forward(const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& y);
-  void backward_data(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx);
+  // add: dx += the gradient (the sgemm's beta 1, or col2im onto dx as it is) instead of dx = it.
+  void backward_data(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx, bool add = false);
   void backward_filter(const ConvParams& p, const Tensor& x, const Tensor& dy, const Tensor& dw);
   static std::string implementation(const ConvSignature& call);
 

@@ -156,6 +156,10 @@ class CudaBackend final : public Backend {
   void conv_backward_data(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx) override {
     conv_->conv_backward_data(p, w, dy, dx);
   }
+  void conv_backward_data_add(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx,
+                              const Tensor& scratch) override {
+    conv_->conv_backward_data_add(p, w, dy, dx, scratch);
+  }
   void conv_backward_filter(const ConvParams& p, const Tensor& x, const Tensor& dy, const Tensor& dw) override {
     conv_->conv_backward_filter(p, x, dy, dw);
   }

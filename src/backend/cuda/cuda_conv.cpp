@@ -279,6 +279,28 @@ void cuda::ConvEngine::conv_backward_data(const ConvParams& p, const Tensor& w, 
   });
 }
 
+// Adds in place with the algorithm conv_backward_data chose, once its choices are made (its first
+// call makes them, timing candidates on its output: that call runs on the scratch) and where that
+// algorithm runs on the operands themselves, not on padded or reordered copies. Otherwise, and
+// where the chosen engine cannot add, the gradient goes to the scratch and is added after.
+void cuda::ConvEngine::conv_backward_data_add(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx,
+                                              const Tensor& scratch) {
+  cuda::expect_float("conv_backward_data_add", "dx", dx, b_.device_);
+  cuda::expect_dtype("conv_backward_data_add", "dx", dx, w.dtype());
+  b_.activate();
+  ConvPlan& plan = conv_plan("conv_backward_data_add", p, dx.shape(), w.shape(), w.dtype(),
+                             conv_layout("conv_backward_data_add", dx, w, dy));
+  const bool settled =
+      plan.bwd_data.algo >= 0 && !plan.bwd_data_padded && plan.bwd_data_channels_first == ConvPlan::Choice::No;
+  if (settled && dy.shape() == plan.y_shape && algos_.run_conv_backward_data_add(plan, w, dy, dx)) {
+    plan.bwd_data_adds = ConvPlan::Adds::InPlace;
+    return;
+  }
+  conv_backward_data(p, w, dy, scratch);
+  b_.axpby(1.0f, scratch, 1.0f, dx);
+  plan.bwd_data_adds = ConvPlan::Adds::ThroughScratch;
+}
+
 void cuda::ConvEngine::conv_backward_filter(const ConvParams& p, const Tensor& x, const Tensor& dy, const Tensor& dw) {
   cuda::expect_float("conv_backward_filter", "x", x, b_.device_);
   cuda::expect_float("conv_backward_filter", "dy", dy, b_.device_);

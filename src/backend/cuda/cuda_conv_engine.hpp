@@ -51,6 +51,9 @@ class ConvAlgorithms {
   void search_bias(ConvPlan& plan, const ConvParams& p, const Tensor& x, const Tensor& w, const Tensor& bias,
                    const Tensor& y);
   void run_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx);
+  // dx += the data gradient with the chosen algorithm (beta 1): the legacy algorithm, or the chosen
+  // graph plan's engine built to add. False where that engine cannot add: nothing ran.
+  bool run_conv_backward_data_add(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx);
   void run_conv_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw);
   void find_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx);
   void find_conv_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy, const Tensor& dw);
@@ -138,6 +141,8 @@ class ConvEngine {
     algos_.conv_forward_int8(p, xq, wq, scale, bias, addend, addend_scale, relu, y);
   }
   void conv_backward_data(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx);
+  void conv_backward_data_add(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx,
+                              const Tensor& scratch);
   void conv_backward_filter(const ConvParams& p, const Tensor& x, const Tensor& dy, const Tensor& dw);
   std::string conv_implementation(const ConvSignature& call) const;
   const ConvPlan* find_conv_plan(const ConvParams& p, const Shape& x, const Shape& w, DType dtype, Layout layout) const;

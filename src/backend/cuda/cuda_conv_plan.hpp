@@ -24,6 +24,10 @@ struct ConvAlgoChoice {
   // Set when a graph-API plan measured faster than every legacy algorithm: it runs instead, with
   // `algo` kept as the fallback for a call whose operands the plan cannot take (misaligned views).
   std::shared_ptr<cuda::ConvGraphPlan> graph;
+  // The same engine adding to its output instead (ConvGraphSpec::accumulate), for
+  // Backend::conv_backward_data_add: built at its first use, null where the engine refuses it.
+  std::shared_ptr<cuda::ConvGraphPlan> graph_add;
+  bool graph_add_tried = false;
 };
 
 // Descriptors for one (x shape, w shape, params) and the algorithm of each direction, measured on
@@ -39,6 +43,11 @@ struct ConvPlan {
   cuda::ConvDesc conv;
   Shape y_shape;
   ConvAlgoChoice fwd, bwd_data, bwd_filter;
+  // How the last conv_backward_data_add added its gradient: in place, or formed in a scratch and
+  // added after (its first call, while conv_backward_data's choices are made, and where the chosen
+  // form cannot add).
+  enum class Adds { Never, InPlace, ThroughScratch };
+  Adds bwd_data_adds = Adds::Never;
   // The same convolution with x and w zero-padded to a multiple of 8 channels (a plan of its own,
   // owned by the backend's plan map), or nullptr when C needs none or padding is off; and which
   // directions run on it (decided when each direction is searched).

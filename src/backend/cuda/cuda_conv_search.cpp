@@ -405,6 +405,38 @@ void cuda::ConvAlgorithms::run_conv_backward_data(ConvPlan& plan, const Tensor& 
                                            plan.bwd_data.workspace_bytes, &zero, plan.x, dx.raw()));
 }
 
+bool cuda::ConvAlgorithms::run_conv_backward_data_add(ConvPlan& plan, const Tensor& w, const Tensor& dy,
+                                                      const Tensor& dx) {
+  ConvAlgoChoice& c = plan.bwd_data;
+  if (c.graph) {
+    if (!c.graph_add_tried) {
+      c.graph_add_tried = true;
+      cuda::ConvGraphSpec spec =
+          cuda::conv_graph_spec(cuda::ConvDirection::BackwardData, plan.dtype, plan.layout, plan.x_shape, plan.w_shape,
+                                plan.y_shape, plan.params, b_.options_.allow_tf32);
+      spec.accumulate = true;
+      auto plans = cuda::conv_graph_plans(b_.cudnn_, spec, search_workspace_limit(), 1, &c.graph->name());
+      if (!plans.empty()) c.graph_add = std::move(plans.front());
+      log::debug("conv_backward_data x {} w {}: graph plan {} {} add to its output", plan.x_shape.to_string(),
+                 plan.w_shape.to_string(), c.graph->name(), c.graph_add ? "can" : "cannot");
+    }
+    if (!c.graph_add) return false;
+    void* ws = b_.workspace(c.graph_add->workspace_bytes());
+    const cudnnStatus_t st = c.graph_add->execute(b_.cudnn_, dx.raw(), w.raw(), dy.raw(), ws);
+    if (st == CUDNN_STATUS_SUCCESS) return true;
+    // BAD_PARAM: operands the plan cannot take (misaligned views); the legacy algorithm adds below.
+    if (st != CUDNN_STATUS_BAD_PARAM)
+      cuda::fail(st, "cudnnBackendExecute (convolution graph plan)", __FILE__, __LINE__);
+  }
+  CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, c.math));
+  void* ws = b_.workspace(c.workspace_bytes);
+  const float one = 1.0f;
+  CUDNN_CHECK(cudnnConvolutionBackwardData(b_.cudnn_, &one, plan.w, w.raw(), plan.y, dy.raw(), plan.conv,
+                                           static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws, c.workspace_bytes,
+                                           &one, plan.x, dx.raw()));
+  return true;
+}
+
 void cuda::ConvAlgorithms::run_conv_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy,
                                                     const Tensor& dw) {
   if (run_graph_plan(plan.bwd_filter, x.raw(), dw.raw(), dy.raw())) return;

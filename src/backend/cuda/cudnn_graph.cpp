@@ -107,7 +107,7 @@ Desc operation(const ConvGraphSpec& s, const Desc& conv, const Desc& x, const De
   set_desc(d, n.w, w);
   set_desc(d, n.y, y);
   set_desc(d, n.conv, conv);
-  const float alpha = 1.0f, beta = 0.0f;
+  const float alpha = 1.0f, beta = s.accumulate ? 1.0f : 0.0f;
   set(d, n.alpha, CUDNN_TYPE_FLOAT, 1, &alpha);
   set(d, n.beta, CUDNN_TYPE_FLOAT, 1, &beta);
   CUDNN_CHECK(cudnnBackendFinalize(d.get()));
@@ -333,6 +333,8 @@ std::vector<std::unique_ptr<ConvGraphPlan>> conv_graph_plans(cudnnHandle_t handl
   std::vector<Desc> nodes;
   if (!spec.bias_relu) {
     nodes.push_back(operation(spec, base[3], base[0], base[1], base[2]));
+  } else if (spec.accumulate) {
+    return plans;  // an epilogue's output is written, not added to
   } else {
     if (spec.direction != ConvDirection::Forward) return plans;
     // conv(x, w), conv + bias (+ z) stay in fp32 inside the fused kernel: each pointwise node writes

@@ -37,6 +37,9 @@ struct ConvGraphSpec {
   GraphTensor x, w, y;  // w as (K, C/groups, R, S); a grouped convolution is implied by x's C
   std::array<int64_t, 2> pad{}, stride{1, 1}, dilation{1, 1};
   bool allow_tf32 = false;  // f32 only: engines with the TENSOR_CORE note (TF32) allowed
+  // The output adds to what it holds (the operation's beta 1): dx += for backward data
+  // (Backend::conv_backward_data_add), likewise y and dw. Without the fused epilogues.
+  bool accumulate = false;
   // Forward only: y = max(0, conv + bias), the bias (1, K, 1, 1) of data_type, as one graph (a
   // convolution into an fp32 intermediate, a pointwise add and a pointwise ReLU) that cuDNN's
   // runtime-fusion engines compile into one kernel.
