@@ -28,6 +28,7 @@ struct ConvSignature {
   bool bias_relu = false;
   bool addend = false;     // with bias_relu
   bool bias_only = false;  // the forward is conv_forward_bias's
+  bool adds = false;       // the data gradient is conv_backward_data_add's
 };
 
 // The memory order a convolution call runs in: channels-last if any of its operands is (an operand

@@ -134,8 +134,8 @@ class ConvolutionLayer final : public Layer {
     // the steady step allocates nothing for it.
     const Layout layout = conv_call_layout(x, w, top[0]);
     if (!ran_ || ran_->x != x.shape() || ran_->dtype != x.dtype() || ran_->layout != layout)
-      ran_ = ConvSignature{conv_,  x.shape(),          w.shape(), x.dtype(),
-                           layout, w_.relu && w_.bias, addend_,   w_.bias && !w_.relu};
+      ran_ = ConvSignature{conv_,   x.shape(),          w.shape(), x.dtype(),           layout,
+                           w_.relu && w_.bias, addend_, w_.bias && !w_.relu, adds_bottom_diff(0)};
     if (addend_) return ctx.backend.conv_forward_residual(conv_, x, w, params_[1].data, bottom[1], top[0]);
     if (w_.bias && !w_.relu) return ctx.backend.conv_forward_bias(conv_, x, w, params_[1].data, top[0]);
     if (w_.relu && w_.bias) return ctx.backend.conv_forward_bias_relu(conv_, x, w, params_[1].data, top[0]);

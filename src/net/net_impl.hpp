@@ -24,9 +24,9 @@ struct Blob {
   std::string name;
   DType dtype = DType::F32;
   Tensor data;
-  // Gradient of the loss w.r.t. this blob. The first backward consumer writes `diff`; every further
-  // consumer writes its own entry of `extra_diffs`, which are summed into `diff` right before the
-  // producer's backward (Caffe's Split layer, without a layer).
+  // Gradient of the loss w.r.t. this blob. The first backward consumer writes `diff`; a later one
+  // that can adds to it (plan_backward); every other writes its own entry of `extra_diffs`, summed
+  // into `diff` right before the producer's backward (Caffe's Split layer, without a layer).
   Tensor diff;
   std::vector<Tensor> extra_diffs;
   // Where later consumers add to `diff` instead (Layer::can_add_bottom_diff): how many, and the one

@@ -181,6 +181,16 @@ TEST(NetBackward, LaterConvolutionsAddToTheFirstConsumersGradient) {
   EXPECT_EQ(adding(kBlockNet), (std::vector<std::string>{"stage_2_conv/0"}));
   // Inner products cannot add: both heads keep buffers of their own, summed as before.
   EXPECT_TRUE(adding(kTwoLossNet).empty());
+  // `time` says which convolutions add, after a step has run them.
+  Net net(NetSpec::load_string(kEltwiseNet, "small.yaml"), *backend, 2, 1);
+  random_inputs(net, 3, 2);
+  train_loss(net);
+  net.backward(7);
+  for (Layer* l : net.layers())
+    if (l->type() == "Convolution")
+      EXPECT_EQ(l->implementation(*backend).find("adding to its input's gradient") != std::string::npos,
+                l->name() == "a" || l->name() == "b")
+          << l->name() << ": " << l->implementation(*backend);
 }
 
 TEST(NetBackward, WeightedLossesAreSummed) {

@@ -178,7 +178,9 @@ void Im2colConvolution::backward_filter(const ConvParams& p, const Tensor& x, co
 std::string Im2colConvolution::implementation(const ConvSignature& call) {
   // Every direction takes the same path here: one GEMM per sample and group, with im2col (col2im
   // for the data gradient) unless the input already is the column matrix.
-  return is_pointwise(call.p) ? "sgemm per sample (1x1: x is the column matrix)" : "im2col + sgemm per sample";
+  const std::string how =
+      is_pointwise(call.p) ? "sgemm per sample (1x1: x is the column matrix)" : "im2col + sgemm per sample";
+  return call.adds ? how + "; dgrad adding to its input's gradient in place" : how;
 }
 
 }  // namespace cnnscale::cpu

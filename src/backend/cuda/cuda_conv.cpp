@@ -279,24 +279,40 @@ void cuda::ConvEngine::conv_backward_data(const ConvParams& p, const Tensor& w, 
   });
 }
 
-// Adds in place with the algorithm conv_backward_data chose, once its choices are made (its first
-// call makes them, timing candidates on its output: that call runs on the scratch) and where that
-// algorithm runs on the operands themselves, not on padded or reordered copies. Otherwise, and
-// where the chosen engine cannot add, the gradient goes to the scratch and is added after.
+// Adds in place with the algorithm conv_backward_data chose, where that algorithm runs on the
+// operands themselves (not on padded or reordered copies) and can add; otherwise the gradient is
+// formed in the scratch and added after. The first call first runs conv_backward_data on the
+// scratch, which makes its choices (timing candidates on its output) and whose result is dropped
+// where adding in place works: every call then adds the same way, so a step's bits do not depend on
+// whether it was the process's first (a resumed run's). That call also builds the adding plan and
+// sizes its workspace, so a step captured as a CUDA graph after one uncaptured step builds and
+// allocates nothing while captured.
 void cuda::ConvEngine::conv_backward_data_add(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx,
                                               const Tensor& scratch) {
   cuda::expect_float("conv_backward_data_add", "dx", dx, b_.device_);
   cuda::expect_dtype("conv_backward_data_add", "dx", dx, w.dtype());
+  CNNSCALE_CHECK(scratch.defined() && scratch.shape() == dx.shape() && scratch.dtype() == dx.dtype() &&
+                     scratch.layout() == dx.layout(),
+                 "conv_backward_data_add: the scratch must have dx's shape, dtype and layout");
   b_.activate();
   ConvPlan& plan = conv_plan("conv_backward_data_add", p, dx.shape(), w.shape(), w.dtype(),
                              conv_layout("conv_backward_data_add", dx, w, dy));
-  const bool settled =
-      plan.bwd_data.algo >= 0 && !plan.bwd_data_padded && plan.bwd_data_channels_first == ConvPlan::Choice::No;
-  if (settled && dy.shape() == plan.y_shape && algos_.run_conv_backward_data_add(plan, w, dy, dx)) {
+  auto settled = [&] {
+    return plan.bwd_data.algo >= 0 && !plan.bwd_data_padded && plan.bwd_data_channels_first == ConvPlan::Choice::No &&
+           dy.shape() == plan.y_shape;
+  };
+  auto in_place = [&] {
+    if (!settled() || !algos_.run_conv_backward_data_add(plan, w, dy, dx)) return false;
     plan.bwd_data_adds = ConvPlan::Adds::InPlace;
-    return;
+    return true;
+  };
+  const bool first = !plan.bwd_data_add_ready;
+  if (first) {
+    conv_backward_data(p, w, dy, scratch);
+    plan.bwd_data_add_ready = true;
   }
-  conv_backward_data(p, w, dy, scratch);
+  if (in_place()) return;
+  if (!first) conv_backward_data(p, w, dy, scratch);
   b_.axpby(1.0f, scratch, 1.0f, dx);
   plan.bwd_data_adds = ConvPlan::Adds::ThroughScratch;
 }

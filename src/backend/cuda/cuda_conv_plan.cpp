@@ -230,7 +230,7 @@ std::string cuda::ConvEngine::conv_implementation(const ConvSignature& call) con
   };
   add("fwd", cuda::ConvDirection::Forward);
   add("dgrad", cuda::ConvDirection::BackwardData);
-  if (plan->bwd_data_adds != ConvPlan::Adds::Never)
+  if (call.adds && plan->bwd_data_adds != ConvPlan::Adds::Never)
     out += plan->bwd_data_adds == ConvPlan::Adds::InPlace ? ", adding to its input's gradient in place"
                                                           : ", adding to its input's gradient through a scratch copy";
   add("wgrad", cuda::ConvDirection::BackwardFilter);

@@ -48,6 +48,7 @@ struct ConvPlan {
   // form cannot add).
   enum class Adds { Never, InPlace, ThroughScratch };
   Adds bwd_data_adds = Adds::Never;
+  bool bwd_data_add_ready = false;  // adding in place was prepared (ConvEngine::conv_backward_data_add)
   // The same convolution with x and w zero-padded to a multiple of 8 channels (a plan of its own,
   // owned by the backend's plan map), or nullptr when C needs none or padding is off; and which
   // directions run on it (decided when each direction is searched).
