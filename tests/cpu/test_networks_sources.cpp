@@ -245,14 +245,20 @@ TEST(SourceNetworks, EachTrainsAndIsTimedOnTheCpu) {
       double share = 0;
       int64_t rows = 0;
       std::vector<std::string> types;
+      std::vector<double> shares;
       for (const auto& t : j["by_type"]) {
         share += t["share"].get<double>();
         rows += t["layers"].get<int64_t>();
         types.push_back(t["type"]);
+        shares.push_back(t["share"].get<double>());
       }
       EXPECT_NEAR(share, 1.0, 1e-12);
       EXPECT_EQ(rows, static_cast<int64_t>(j["layers"].size()));
-      EXPECT_EQ(types.front(), "Convolution");
+      // Largest first. Which type that is depends on a single iteration without warm-up on a shared CI
+      // machine (OverFeat's first fully connected pass touches its weights for the first time), so
+      // the order is checked, not the winner.
+      EXPECT_TRUE(std::is_sorted(shares.rbegin(), shares.rend())) << time.out;
+      EXPECT_NE(std::find(types.begin(), types.end(), "Convolution"), types.end());
       if (std::string(s.net) == "googlenet") {
         for (const char* type : {"Concat", "LRN", "Pooling", "InnerProduct"})
           EXPECT_NE(std::find(types.begin(), types.end(), type), types.end()) << type;
