@@ -255,8 +255,8 @@ TEST(SourceNetworks, EachTrainsAndIsTimedOnTheCpu) {
       EXPECT_NEAR(share, 1.0, 1e-12);
       EXPECT_EQ(rows, static_cast<int64_t>(j["layers"].size()));
       // Largest first. Which type that is depends on a single iteration without warm-up on a shared CI
-      // machine (OverFeat's first fully connected pass touches its weights for the first time), so
-      // the order is checked, not the winner.
+      // machine (on a loaded one, OverFeat's fully connected layers once came out ahead), so the
+      // order is checked, not the winner.
       EXPECT_TRUE(std::is_sorted(shares.rbegin(), shares.rend())) << time.out;
       EXPECT_NE(std::find(types.begin(), types.end(), "Convolution"), types.end());
       if (std::string(s.net) == "googlenet") {
