@@ -161,11 +161,15 @@ void Backend::convert_segments(const Tensor& src, const Tensor& dst, const Tenso
   }
 }
 
-void Backend::conv_backward_data_add(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx,
-                                     const Tensor& scratch) {
+void check_add_scratch(const std::string& who, const Tensor& dx, const Tensor& scratch) {
   CNNSCALE_CHECK(scratch.defined() && scratch.shape() == dx.shape() && scratch.dtype() == dx.dtype() &&
                      scratch.layout() == dx.layout(),
-                 "conv_backward_data_add on {}: the scratch must have dx's shape, dtype and layout", name());
+                 "conv_backward_data_add on {}: the scratch must have dx's shape, dtype and layout", who);
+}
+
+void Backend::conv_backward_data_add(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx,
+                                     const Tensor& scratch) {
+  check_add_scratch(name(), dx, scratch);
   conv_backward_data(p, w, dy, scratch);
   axpby(1.0f, scratch, 1.0f, dx);
 }

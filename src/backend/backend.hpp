@@ -79,6 +79,10 @@ struct MemoryStats {
   int64_t peak_bytes = 0;  // the most held at once since construction or reset_peak_memory()
 };
 
+// conv_backward_data_add's scratch where the backend needs one: dx's shape, dtype and layout. Throws
+// otherwise, naming `who` (the backend or engine).
+void check_add_scratch(const std::string& who, const Tensor& dx, const Tensor& scratch);
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -187,7 +191,8 @@ class Backend {
   // forms the gradient before adding it, as this default does.
   virtual void conv_backward_data_add(const ConvParams& p, const Tensor& w, const Tensor& dy, const Tensor& dx,
                                       const Tensor& scratch);
-  // Whether conv_backward_data_add never needs its scratch (then the net passes none).
+  // Whether conv_backward_data_add never needs its scratch (then the net passes none; otherwise
+  // check_add_scratch says what it must be).
   virtual bool adds_gradients_in_place() const { return false; }
   // x as the last forward of this convolution on x's buffer saw it, where one ran (backprop's order):
   // a backend may reuse what that forward derived from x (CUDA's lowered and width-lowered inputs).

@@ -291,9 +291,7 @@ void cuda::ConvEngine::conv_backward_data_add(const ConvParams& p, const Tensor&
                                               const Tensor& scratch) {
   cuda::expect_float("conv_backward_data_add", "dx", dx, b_.device_);
   cuda::expect_dtype("conv_backward_data_add", "dx", dx, w.dtype());
-  CNNSCALE_CHECK(scratch.defined() && scratch.shape() == dx.shape() && scratch.dtype() == dx.dtype() &&
-                     scratch.layout() == dx.layout(),
-                 "conv_backward_data_add: the scratch must have dx's shape, dtype and layout");
+  check_add_scratch(b_.name(), dx, scratch);
   b_.activate();
   ConvPlan& plan = conv_plan("conv_backward_data_add", p, dx.shape(), w.shape(), w.dtype(),
                              conv_layout("conv_backward_data_add", dx, w, dy));
@@ -306,11 +304,8 @@ void cuda::ConvEngine::conv_backward_data_add(const ConvParams& p, const Tensor&
     plan.bwd_data_adds = ConvPlan::Adds::InPlace;
     return true;
   };
-  const bool first = !plan.bwd_data_add_ready;
-  if (first) {
-    conv_backward_data(p, w, dy, scratch);
-    plan.bwd_data_add_ready = true;
-  }
+  const bool first = plan.bwd_data_adds == ConvPlan::Adds::Never;
+  if (first) conv_backward_data(p, w, dy, scratch);
   if (in_place()) return;
   if (!first) conv_backward_data(p, w, dy, scratch);
   b_.axpby(1.0f, scratch, 1.0f, dx);

@@ -111,8 +111,10 @@ class ConvAlgorithms {
   // Makes the fastest graph-API plan of one direction `choice.graph` where it beats the legacy algorithm.
   void search_graph_plans(const char* op, const ConvPlan& plan, cuda::ConvDirection direction, ConvAlgoChoice& choice,
                           void* x, void* w, void* y, void* workspace, size_t workspace_bytes);
-  // Runs the chosen graph plan; false when there is none or it cannot take these operands.
-  bool run_graph_plan(const ConvAlgoChoice& choice, void* x, void* w, void* y);
+  // Runs a graph plan (a choice's); false when there is none or it cannot take these operands.
+  bool run_graph_plan(const cuda::ConvGraphPlan* graph, void* x, void* w, void* y);
+  // cuDNN's legacy backward data with the chosen algorithm: dx = dgrad + beta * dx.
+  void run_legacy_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx, float beta);
   size_t search_workspace_limit() const;
 
   CudaBackend& b_;

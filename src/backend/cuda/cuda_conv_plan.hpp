@@ -43,12 +43,10 @@ struct ConvPlan {
   cuda::ConvDesc conv;
   Shape y_shape;
   ConvAlgoChoice fwd, bwd_data, bwd_filter;
-  // How the last conv_backward_data_add added its gradient: in place, or formed in a scratch and
-  // added after (its first call, while conv_backward_data's choices are made, and where the chosen
-  // form cannot add).
+  // How the last conv_backward_data_add added its gradient, Never before its first call: in place,
+  // or formed in a scratch and added after (where the chosen form cannot add).
   enum class Adds { Never, InPlace, ThroughScratch };
   Adds bwd_data_adds = Adds::Never;
-  bool bwd_data_add_ready = false;  // adding in place was prepared (ConvEngine::conv_backward_data_add)
   // The same convolution with x and w zero-padded to a multiple of 8 channels (a plan of its own,
   // owned by the backend's plan map), or nullptr when C needs none or padding is off; and which
   // directions run on it (decided when each direction is searched).

@@ -179,10 +179,10 @@ void cuda::ConvAlgorithms::search_graph_plans(const char* op, const ConvPlan& pl
   choice.measured_ms = best_ms;
 }
 
-bool cuda::ConvAlgorithms::run_graph_plan(const ConvAlgoChoice& choice, void* x, void* w, void* y) {
-  if (!choice.graph) return false;
-  void* ws = b_.workspace(choice.graph->workspace_bytes());
-  const cudnnStatus_t st = choice.graph->execute(b_.cudnn_, x, w, y, ws);
+bool cuda::ConvAlgorithms::run_graph_plan(const cuda::ConvGraphPlan* graph, void* x, void* w, void* y) {
+  if (!graph) return false;
+  void* ws = b_.workspace(graph->workspace_bytes());
+  const cudnnStatus_t st = graph->execute(b_.cudnn_, x, w, y, ws);
   if (st == CUDNN_STATUS_BAD_PARAM) return false;  // operands the plan cannot take: the legacy algorithm runs
   if (st != CUDNN_STATUS_SUCCESS) cuda::fail(st, "cudnnBackendExecute (convolution graph plan)", __FILE__, __LINE__);
   return true;
@@ -386,7 +386,7 @@ std::string cuda::ConvAlgorithms::engine_cache_key(const std::string& what) cons
 }
 
 void cuda::ConvAlgorithms::run_conv_forward(ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& y) {
-  if (run_graph_plan(plan.fwd, x.raw(), w.raw(), y.raw())) return;
+  if (run_graph_plan(plan.fwd.graph.get(), x.raw(), w.raw(), y.raw())) return;
   CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, plan.fwd.math));
   void* ws = b_.workspace(plan.fwd.workspace_bytes);
   const float one = 1.0f, zero = 0.0f;
@@ -396,13 +396,18 @@ void cuda::ConvAlgorithms::run_conv_forward(ConvPlan& plan, const Tensor& x, con
 }
 
 void cuda::ConvAlgorithms::run_conv_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx) {
-  if (run_graph_plan(plan.bwd_data, dx.raw(), w.raw(), dy.raw())) return;
+  if (run_graph_plan(plan.bwd_data.graph.get(), dx.raw(), w.raw(), dy.raw())) return;
+  run_legacy_backward_data(plan, w, dy, dx, 0.0f);
+}
+
+void cuda::ConvAlgorithms::run_legacy_backward_data(ConvPlan& plan, const Tensor& w, const Tensor& dy, const Tensor& dx,
+                                                    float beta) {
   CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, plan.bwd_data.math));
   void* ws = b_.workspace(plan.bwd_data.workspace_bytes);
-  const float one = 1.0f, zero = 0.0f;
+  const float one = 1.0f;
   CUDNN_CHECK(cudnnConvolutionBackwardData(b_.cudnn_, &one, plan.w, w.raw(), plan.y, dy.raw(), plan.conv,
                                            static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.bwd_data.algo), ws,
-                                           plan.bwd_data.workspace_bytes, &zero, plan.x, dx.raw()));
+                                           plan.bwd_data.workspace_bytes, &beta, plan.x, dx.raw()));
 }
 
 bool cuda::ConvAlgorithms::run_conv_backward_data_add(ConvPlan& plan, const Tensor& w, const Tensor& dy,
@@ -421,25 +426,16 @@ bool cuda::ConvAlgorithms::run_conv_backward_data_add(ConvPlan& plan, const Tens
                  plan.w_shape.to_string(), c.graph->name(), c.graph_add ? "can" : "cannot");
     }
     if (!c.graph_add) return false;
-    void* ws = b_.workspace(c.graph_add->workspace_bytes());
-    const cudnnStatus_t st = c.graph_add->execute(b_.cudnn_, dx.raw(), w.raw(), dy.raw(), ws);
-    if (st == CUDNN_STATUS_SUCCESS) return true;
-    // BAD_PARAM: operands the plan cannot take (misaligned views); the legacy algorithm adds below.
-    if (st != CUDNN_STATUS_BAD_PARAM)
-      cuda::fail(st, "cudnnBackendExecute (convolution graph plan)", __FILE__, __LINE__);
+    // Operands the plan cannot take (misaligned views): the legacy algorithm adds instead.
+    if (run_graph_plan(c.graph_add.get(), dx.raw(), w.raw(), dy.raw())) return true;
   }
-  CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, c.math));
-  void* ws = b_.workspace(c.workspace_bytes);
-  const float one = 1.0f;
-  CUDNN_CHECK(cudnnConvolutionBackwardData(b_.cudnn_, &one, plan.w, w.raw(), plan.y, dy.raw(), plan.conv,
-                                           static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws, c.workspace_bytes,
-                                           &one, plan.x, dx.raw()));
+  run_legacy_backward_data(plan, w, dy, dx, 1.0f);
   return true;
 }
 
 void cuda::ConvAlgorithms::run_conv_backward_filter(ConvPlan& plan, const Tensor& x, const Tensor& dy,
                                                     const Tensor& dw) {
-  if (run_graph_plan(plan.bwd_filter, x.raw(), dw.raw(), dy.raw())) return;
+  if (run_graph_plan(plan.bwd_filter.graph.get(), x.raw(), dw.raw(), dy.raw())) return;
   CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv, plan.bwd_filter.math));
   void* ws = b_.workspace(plan.bwd_filter.workspace_bytes);
   const float one = 1.0f, zero = 0.0f;
