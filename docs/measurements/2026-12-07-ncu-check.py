@@ -2,6 +2,9 @@
 """Check `cnnscale time --kernels --metrics` against Nsight Compute on the same kernels.
 
 Usage: ncu-check.py OURS_KERNELS_CSV NCU_RAW_CSV PATTERN...
+       ncu-check.py --all OURS_KERNELS_CSV NCU_RAW_CSV [MIN_US]
+           (every kernel row of ours, at least MIN_US per launch, against ncu's launches of it: for
+           an ncu run that profiled every kernel, as the work replay does)
        ncu-check.py --metrics            (the --metrics list to give ncu)
        ncu-check.py --pick OURS_KERNELS_CSV [GROUP/PASS...]
            (kernels of different kinds: the longest of each GROUP/PASS, by default a Convolution
@@ -149,6 +152,82 @@ def pick(path, kinds):
         print(n)
 
 
+def launches_of(mine, ncu):
+    """ncu's launches of the kernel of our row `mine`: the same function name, grid and block, and a
+    duration within a factor 1.5 of ours (the same problem)."""
+    grid = tuple(int(float(mine[f"grid_{a}"])) for a in "xyz")
+    block = tuple(int(float(mine[f"block_{a}"])) for a in "xyz")
+    # By function name, grid and block: ncu's demangler spells template arguments and namespaces
+    # its own way ("<unnamed>" for "(anonymous namespace)", 1 for true, T1 in signatures).
+    theirs = [r for r in ncu if function_name(r["Kernel Name"]) == function_name(mine["name"])
+              and dims(r.get("Grid Size")) == grid and dims(r.get("Block Size")) == block]
+    # One function with one grid and block can serve several layers of different sizes (a 3x3
+    # convolution and a 1x1 projection of the same output): keep the launches whose duration is
+    # within a factor 1.5 of ours, the same problem; the others are other layers' launches.
+    ours_ns = number(mine.get("mean_us"))
+    if ours_ns:
+        same = [r for r in theirs if (d := number(r.get(DURATION))) and 1 / 1.5 <= d / (ours_ns * 1e3) <= 1.5]
+        theirs = same or theirs
+    return grid, block, theirs
+
+
+def compare(mine, theirs):
+    """(field, ours, ncu's median, ncu's launches, ncu's spread, within the bound) for every launch
+    attribute and metric."""
+    out = []
+    for field, ncu_name in LAUNCH.items():
+        a = number(mine[field])
+        b = statistics.median(number(r[ncu_name]) for r in theirs)
+        out.append((field, a, b, len(theirs), "", a == b))
+    values = [derived(r) for r in theirs]
+    for key in FORMULAS:
+        a = number(mine.get(key))
+        bs = [v[key] for v in values if key in v]
+        if a is None and not bs:
+            continue
+        b = statistics.median(bs) if bs else None
+        out.append((key, a, b, len(bs), spread(bs), a is not None and b is not None and close(key, a, b)))
+    return out
+
+
+def check_all(ours, ncu, min_us):
+    """Every kernel row of ours that runs at least `min_us` per launch, against ncu's launches of it:
+    per metric, how many rows agree and what share of the compared kernel time they are; then the
+    rows that disagree, longest first."""
+    step_ms = sum(number(r["ms_per_step"]) or 0 for r in ours)
+    compared, unmatched, misses = [], [], []
+    for mine in ours:
+        if (number(mine.get("mean_us")) or 0) < min_us:
+            continue
+        _, _, theirs = launches_of(mine, ncu)
+        if not theirs:
+            unmatched.append(mine)
+            continue
+        rows = compare(mine, theirs)
+        compared.append((mine, rows))
+        misses += [(mine, r) for r in rows if not r[5]]
+    ms = sum(number(m["ms_per_step"]) for m, _ in compared)
+    print(f"{len(compared)} kernel rows of {len(ours)} compared ({ms:.3f} of {step_ms:.3f} ms per step; "
+          f"rows under {min_us} us per launch left out); {len(unmatched)} without an ncu launch")
+    print(f"{'field':34} {'rows agreeing':>14} {'share of compared time':>24}")
+    for field in list(LAUNCH) + list(FORMULAS):
+        hits = [(m, r) for m, rows in compared for r in rows if r[0] == field]
+        if not hits:
+            continue
+        good = [m for m, r in hits if r[5]]
+        t_all = sum(number(m["ms_per_step"]) for m, _ in hits)
+        t_good = sum(number(m["ms_per_step"]) for m in good)
+        print(f"{field:34} {len(good):>6} of {len(hits):<5} {100 * t_good / t_all if t_all else 0:>22.1f} %")
+    print(f"\n{'owner':22} {'kernel':34} {'us':>7} {'field':32} {'cnnscale':>10} {'ncu':>10} {'n':>3} {'spread':>8}")
+    for mine, (field, a, b, n, sp, _) in sorted(misses, key=lambda x: -number(x[0]["ms_per_step"])):
+        print(f"{mine['owner'][:22]:22} {function_name(mine['name'])[:34]:34} {number(mine['mean_us']):7.1f} "
+              f"{field[:32]:32} {a if a is not None else float('nan'):10.4g} "
+              f"{b if b is not None else float('nan'):10.4g} {n:3} {sp:>8}")
+    for mine in unmatched:
+        print(f"{mine['owner'][:22]:22} {function_name(mine['name'])[:34]:34} no ncu launch")
+    return 1 if misses or unmatched else 0
+
+
 def main(argv):
     if len(argv) == 2 and argv[1] == "--metrics":
         print(ncu_metric_list())
@@ -156,6 +235,10 @@ def main(argv):
     if len(argv) >= 3 and argv[1] == "--pick":
         pick(argv[2], argv[3:])
         return 0
+    if len(argv) in (4, 5) and argv[1] == "--all":
+        with open(argv[2], newline="") as f:
+            ours = list(csv.DictReader(f))
+        return check_all(ours, read_ncu(argv[3]), float(argv[4]) if len(argv) == 5 else 0.0)
     if len(argv) < 4:
         print(__doc__)
         return 2
@@ -171,41 +254,16 @@ def main(argv):
             print(f"{pattern}: no such kernel in {argv[1]}")
             failures += 1
             continue
-        grid = tuple(int(float(mine[f"grid_{a}"])) for a in "xyz")
-        block = tuple(int(float(mine[f"block_{a}"])) for a in "xyz")
-        # By function name, grid and block: ncu's demangler spells template arguments and namespaces
-        # its own way ("<unnamed>" for "(anonymous namespace)", 1 for true, T1 in signatures).
-        theirs = [r for r in ncu if function_name(r["Kernel Name"]) == function_name(mine["name"])
-                  and dims(r.get("Grid Size")) == grid and dims(r.get("Block Size")) == block]
-        # One function with one grid and block can serve several layers of different sizes (a 3x3
-        # convolution and a 1x1 projection of the same output): keep the launches whose duration is
-        # within a factor 1.5 of ours, the same problem; the others are other layers' launches.
-        ours_ns = number(mine.get("mean_us"))
-        if ours_ns:
-            same = [r for r in theirs if (d := number(r.get(DURATION))) and 1 / 1.5 <= d / (ours_ns * 1e3) <= 1.5]
-            theirs = same or theirs
+        grid, block, theirs = launches_of(mine, ncu)
         short = pattern[:40]
         if not theirs:
             print(f"{short:40} no ncu launch of the same name, grid {grid} and block {block}")
             failures += 1
             continue
-        for field, ncu_name in LAUNCH.items():
-            a = number(mine[field])
-            b = statistics.median(number(r[ncu_name]) for r in theirs)
-            ok = a == b
+        for field, a, b, n, sp, ok in compare(mine, theirs):
             failures += not ok
-            print(f"{short:40} {field:34} {a:12.6g} {b:12.6g} {len(theirs):8} {'':>10}  {'yes' if ok else 'NO'}")
-        values = [derived(r) for r in theirs]
-        for key in FORMULAS:
-            a = number(mine.get(key))
-            bs = [v[key] for v in values if key in v]
-            if a is None and not bs:
-                continue
-            b = statistics.median(bs) if bs else None
-            ok = a is not None and b is not None and close(key, a, b)
-            failures += not ok
-            print(f"{short:40} {key:34} {a if a is not None else float('nan'):12.6g} "
-                  f"{b if b is not None else float('nan'):12.6g} {len(bs):8} {spread(bs):>10}  {'yes' if ok else 'NO'}")
+            print(f"{short:40} {field:34} {a if a is not None else float('nan'):12.6g} "
+                  f"{b if b is not None else float('nan'):12.6g} {n:8} {sp:>10}  {'yes' if ok else 'NO'}")
     print(f"{failures} disagreement(s)")
     return 1 if failures else 0
 
