@@ -29,8 +29,9 @@ struct Blob {
   // into `diff` right before the producer's backward (Caffe's Split layer, without a layer).
   Tensor diff;
   std::vector<Tensor> extra_diffs;
-  // Where later consumers add to `diff` instead (Layer::can_add_bottom_diff): how many, and the one
-  // scratch they share (they run one after another) where the backend cannot add in place.
+  // Where later consumers add to `diff` instead (Layer::can_add_bottom_diff): how many, and the
+  // scratch they use where the backend cannot add in place (a view of the net's one shared buffer,
+  // share_add_scratch).
   int adders = 0;
   Tensor add_scratch;
   bool needs_grad = false;  // produced by a layer that runs backward
@@ -94,6 +95,7 @@ struct Net::Impl {
   void build(const NetSpec::Impl& spec, int64_t batch_size);
   NetSpec::Impl bounds;  // the spec's name, file and values_per_sample: what check_batch_fits reads
   void allocate_activations(int64_t batch_size);
+  void share_add_scratch();
   void plan_backward();
   void allocate_params();
   void allocate_state();

@@ -143,6 +143,54 @@ TEST(NetGpu, MixedPrecisionGradientsFollowTheF32Reference) {
 // makes of its updated master (channels-last filters reordered KCRS -> KRSC), in bf16, fp16 and
 // tf32 (whose copies are the f32 channels-last filters). A copy written to the wrong place, left
 // unwritten or written from the master before its update differs in its bits.
+// Two residual stages of different sizes: each stage's input is read by its block's convolution and
+// by a later layer (the shortcut sum, the projection), so each convolution adds its data gradient to
+// what that later layer wrote. Where cuDNN cannot add in place, both go through one scratch buffer
+// the net shares between them, sized for the larger: the gradients must still follow the f32 CPU
+// net (the mixed-precision test's argument, 8 layers deep here: < 64u), and the adding must show.
+const char* kStagesNet = R"(name: stages
+input: {shape: [8, 16, 16], classes: 5}
+layers:
+  - {name: c1, type: Convolution, bottom: data, top: c1, num_output: 8, kernel: 3, pad: 1, bias: false, weight_filler: {type: msra}}
+  - {name: r1, type: ReLU, bottom: c1, top: r1}
+  - {name: b1, type: Convolution, bottom: r1, top: b1, num_output: 8, kernel: 3, pad: 1, bias: false, weight_filler: {type: msra}}
+  - {name: s1, type: Eltwise, bottom: [b1, r1], top: s1}
+  - {name: b2, type: Convolution, bottom: s1, top: b2, num_output: 16, kernel: 3, pad: 1, stride: 2, bias: false, weight_filler: {type: msra}}
+  - {name: p2, type: Convolution, bottom: s1, top: p2, num_output: 16, kernel: 1, stride: 2, bias: false, weight_filler: {type: msra}}
+  - {name: s2, type: Eltwise, bottom: [b2, p2], top: s2}
+  - {name: pool, type: Pooling, bottom: s2, top: pool, pool: ave, kernel: 8, stride: 8}
+  - {name: fc, type: InnerProduct, bottom: pool, top: fc, num_output: ${classes}, weight_filler: {type: msra}}
+  - {name: loss, type: SoftmaxWithLoss, bottom: [fc, label], top: loss}
+)";
+
+TEST(NetGpu, ConvolutionsAddingToGradientsOfTwoSizesFollowTheCpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  NetSpec spec = NetSpec::load_string(kStagesNet, "stages.yaml");
+  for (DType t : {DType::F32, DType::BF16, DType::F16}) {
+    SCOPED_TRACE(dtype_name(t));
+    Net cpu(spec, cpu_backend(), 8, 5), gpu(spec, gpu_backend(), 8, 5, t);
+    same_inputs(cpu, gpu, spec.classes());
+    for (uint64_t it = 0; it < 2; ++it) {  // the second step adds as the first did
+      cpu.forward(Phase::Train, it);
+      gpu.forward(Phase::Train, it);
+      cpu.backward(it);
+      gpu.backward(it);
+    }
+    // f32 (TF32 off): ForwardBackwardMatchCpu's bound, 1e-4: up to kTolConv (2e-5) per convolution
+    // where cuDNN picks a Winograd or FFT form, through some five of them.
+    const double bound = t == DType::BF16 ? 64 * std::ldexp(1.0, -8) : t == DType::F16 ? 64 * std::ldexp(1.0, -11) : 1e-4;
+    EXPECT_LT(relative_error(host_values(gpu_backend(), gpu.flat_grads()),
+                             host_values(cpu_backend(), cpu.flat_grads())),
+              bound)
+        << "master gradients";
+    for (Layer* l : gpu.layers())
+      if (l->type() == "Convolution")
+        EXPECT_EQ(l->implementation(gpu_backend()).find("adding to its input's gradient") != std::string::npos,
+                  l->name() == "b1" || l->name() == "b2")
+            << l->name() << ": " << l->implementation(gpu_backend());
+  }
+}
+
 TEST(NetGpu, UpdateWritesTheComputeCopiesAsConvertWould) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
   NetSpec spec = NetSpec::load_string(kNet, "parity.yaml");
