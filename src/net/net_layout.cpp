@@ -1,5 +1,6 @@
 // Net, built: the layers and blobs from the spec, activations (again at every reshape), the flat
 // parameter and gradient buffers with their initial values, and the layers' state.
+#include <algorithm>
 #include <map>
 #include <random>
 

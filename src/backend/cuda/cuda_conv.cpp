@@ -295,18 +295,14 @@ void cuda::ConvEngine::conv_backward_data_add(const ConvParams& p, const Tensor&
   b_.activate();
   ConvPlan& plan = conv_plan("conv_backward_data_add", p, dx.shape(), w.shape(), w.dtype(),
                              conv_layout("conv_backward_data_add", dx, w, dy));
-  auto settled = [&] {
-    return plan.bwd_data.algo >= 0 && !plan.bwd_data_padded && plan.bwd_data_channels_first == ConvPlan::Choice::No &&
-           dy.shape() == plan.y_shape;
-  };
-  auto in_place = [&] {
-    if (!settled() || !algos_.run_conv_backward_data_add(plan, w, dy, dx)) return false;
-    plan.bwd_data_adds = ConvPlan::Adds::InPlace;
-    return true;
-  };
   const bool first = plan.bwd_data_adds == ConvPlan::Adds::Never;
-  if (first) conv_backward_data(p, w, dy, scratch);
-  if (in_place()) return;
+  if (first) conv_backward_data(p, w, dy, scratch);  // makes the choices read below
+  const bool on_operands = plan.bwd_data.algo >= 0 && !plan.bwd_data_padded &&
+                           plan.bwd_data_channels_first == ConvPlan::Choice::No && dy.shape() == plan.y_shape;
+  if (on_operands && algos_.run_conv_backward_data_add(plan, w, dy, dx)) {
+    plan.bwd_data_adds = ConvPlan::Adds::InPlace;
+    return;
+  }
   if (!first) conv_backward_data(p, w, dy, scratch);
   b_.axpby(1.0f, scratch, 1.0f, dx);
   plan.bwd_data_adds = ConvPlan::Adds::ThroughScratch;
